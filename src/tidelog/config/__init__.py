@@ -1,0 +1,5 @@
+"""Configuration: Kafka's key names and defaults, declared once per key."""
+
+from .core import LONG_MAX, ConfigDef, ConfigError, ConfigKey, load_properties
+
+__all__ = ["LONG_MAX", "ConfigDef", "ConfigError", "ConfigKey", "load_properties"]

@@ -1,0 +1,1 @@
+"""Embedded broker and pytest fixture for users tests."""

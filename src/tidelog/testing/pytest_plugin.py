@@ -1,0 +1,1 @@
+"""pytest plugin entry point (registered as ``tidelog`` in pyproject); fixtures live here."""

@@ -1,0 +1,1 @@
+"""Small shared helpers: clocks, topic-partition names. Imports nothing of ours but records."""
