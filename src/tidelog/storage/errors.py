@@ -1,31 +1,50 @@
-"""Storage-layer errors (Kafka's exception classes); ``kafka_error`` names the wire error code.
+"""Storage-layer errors (Kafka's ApiException family as the log layer raises them).
 
-First written by the storage-segments session because it landed first; the storage-log
-session owns this file and extends it.
+Every error carries ``kafka_error``: the name of the Kafka error code a broker puts on the
+wire for it (e.g. ``"OFFSET_OUT_OF_RANGE"``), so the server maps errors to codes without a
+table of its own. ``CorruptRecordError`` is the records codec's class re-exported unchanged
+(so one ``except`` catches it wherever it was raised); ``kafka_error_of(exc)`` resolves the
+code name for it and for any other exception.
 """
 
 from __future__ import annotations
 
-from tidelog.records.errors import CorruptRecordError as _RecordsCorruptRecordError
+from tidelog.records.errors import (
+    CorruptRecordError,
+    RecordError,
+    UnsupportedCompressionError,
+)
 from tidelog.records.errors import InvalidRecordError as _RecordsInvalidRecordError
 
-# Re-exports: the records layer raises these; storage callers catch them from here.
-CorruptRecordError = _RecordsCorruptRecordError
-InvalidRecordError = _RecordsInvalidRecordError
-CorruptRecordError.kafka_error = "CORRUPT_MESSAGE"  # type: ignore[attr-defined]
-InvalidRecordError.kafka_error = "INVALID_RECORD"  # type: ignore[attr-defined]
+__all__ = [
+    "CorruptIndexError",
+    "CorruptRecordError",
+    "CorruptSnapshotError",
+    "InvalidOffsetError",
+    "InvalidProducerEpochError",
+    "InvalidRecordError",
+    "InvalidTimestampError",
+    "InvalidTxnStateError",
+    "KafkaStorageError",
+    "LogSegmentOffsetOverflowError",
+    "OffsetOutOfRangeError",
+    "OffsetsOutOfOrderError",
+    "OutOfOrderSequenceError",
+    "RecordBatchTooLargeError",
+    "RecordTooLargeError",
+    "RecordValidationError",
+    "StorageError",
+    "TransactionCoordinatorFencedError",
+    "UnexpectedAppendOffsetError",
+    "UnsupportedCompressionTypeError",
+    "kafka_error_of",
+]
 
 
 class StorageError(Exception):
-    """Base class of storage errors."""
+    """Base of the storage errors; ``kafka_error`` names the wire error code."""
 
-    kafka_error = "UNKNOWN_SERVER_ERROR"
-
-
-class KafkaStorageError(StorageError):
-    """An I/O failure on a log directory (the directory goes offline)."""
-
-    kafka_error = "KAFKA_STORAGE_ERROR"
+    kafka_error: str = "UNKNOWN_SERVER_ERROR"
 
 
 class OffsetOutOfRangeError(StorageError):
@@ -33,11 +52,21 @@ class OffsetOutOfRangeError(StorageError):
 
 
 class RecordTooLargeError(StorageError):
+    """A single batch is larger than ``max.message.bytes`` (MESSAGE_TOO_LARGE on the wire)."""
+
     kafka_error = "MESSAGE_TOO_LARGE"
 
 
 class RecordBatchTooLargeError(StorageError):
+    """The record set cannot fit in one segment (RECORD_LIST_TOO_LARGE on the wire)."""
+
     kafka_error = "RECORD_LIST_TOO_LARGE"
+
+
+class InvalidRecordError(StorageError, _RecordsInvalidRecordError):
+    """Kafka's InvalidRecordException; also an instance of the records codec's class."""
+
+    kafka_error = "INVALID_RECORD"
 
 
 class InvalidTimestampError(StorageError):
@@ -45,16 +74,29 @@ class InvalidTimestampError(StorageError):
 
 
 class RecordValidationError(StorageError):
-    """Per-record validation failures: ``errors`` is a list of (record index, message)."""
+    """Kafka's RecordValidationException: per-record errors plus the underlying cause.
 
-    kafka_error = "INVALID_RECORD"
+    ``errors`` lists ``(batch_index, message)`` for every offending record; ``cause`` is an
+    InvalidRecordError or InvalidTimestampError and decides the wire code.
+    """
 
-    def __init__(self, errors: list[tuple[int, str]], cause: Exception) -> None:
-        self.errors = errors
+    def __init__(
+        self,
+        errors: list[tuple[int, str]],
+        cause: InvalidRecordError | InvalidTimestampError,
+    ) -> None:
+        self.errors = list(errors)
         self.cause = cause
-        if isinstance(cause, InvalidTimestampError):
-            self.kafka_error = "INVALID_TIMESTAMP"
-        super().__init__(str(cause))
+        super().__init__(f"{cause} (record errors: {self.errors})")
+        self.__cause__ = cause
+
+    @property
+    def kafka_error(self) -> str:  # type: ignore[override]
+        return self.cause.kafka_error
+
+    @property
+    def error_message(self) -> str:
+        return str(self.cause)
 
 
 class OutOfOrderSequenceError(StorageError):
@@ -69,11 +111,25 @@ class InvalidTxnStateError(StorageError):
     kafka_error = "INVALID_TXN_STATE"
 
 
+class TransactionCoordinatorFencedError(StorageError):
+    kafka_error = "TRANSACTION_COORDINATOR_FENCED"
+
+
+class KafkaStorageError(StorageError):
+    """An I/O failure in a log dir (the dir goes offline; the client may retry elsewhere)."""
+
+    kafka_error = "KAFKA_STORAGE_ERROR"
+
+
 class LogSegmentOffsetOverflowError(StorageError):
-    """An offset cannot be stored relative to a segment's base (Kafka's
-    LogSegmentOffsetOverflowException); the caller splits the segment."""
+    """An offset cannot be stored relative to a segment's base offset (int32 overflow)."""
 
     kafka_error = "UNKNOWN_SERVER_ERROR"
+
+    def __init__(self, message: str, segment_base_offset: int = -1, offset: int = -1) -> None:
+        self.segment_base_offset = segment_base_offset
+        self.offset = offset
+        super().__init__(message)
 
 
 class InvalidOffsetError(StorageError):
@@ -82,19 +138,21 @@ class InvalidOffsetError(StorageError):
     kafka_error = "UNKNOWN_SERVER_ERROR"
 
 
-class IndexOffsetOverflowError(StorageError):
-    """An offset outside [base, base + 2^31 - 1] given to an index."""
-
-    kafka_error = "UNKNOWN_SERVER_ERROR"
-
-
 class CorruptIndexError(StorageError):
-    """An index file fails its sanity check; it is deleted and rebuilt from the log."""
+    """An index fails its sanity check; the loader rebuilds it from the .log."""
+
+    kafka_error = "CORRUPT_MESSAGE"
+
+
+class CorruptSnapshotError(StorageError):
+    """A producer-state snapshot file is unreadable (bad version, short file, CRC)."""
 
     kafka_error = "CORRUPT_MESSAGE"
 
 
 class UnexpectedAppendOffsetError(StorageError):
+    """A follower append starts below the log end offset."""
+
     kafka_error = "UNKNOWN_SERVER_ERROR"
 
     def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
@@ -104,4 +162,30 @@ class UnexpectedAppendOffsetError(StorageError):
 
 
 class OffsetsOutOfOrderError(StorageError):
+    """Follower batches whose offsets are not monotonically increasing."""
+
     kafka_error = "UNKNOWN_SERVER_ERROR"
+
+
+class UnsupportedCompressionTypeError(StorageError):
+    kafka_error = "UNSUPPORTED_COMPRESSION_TYPE"
+
+
+_RECORDS_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
+    (CorruptRecordError, "CORRUPT_MESSAGE"),
+    (_RecordsInvalidRecordError, "INVALID_RECORD"),
+    (UnsupportedCompressionError, "CORRUPT_MESSAGE"),
+    (RecordError, "CORRUPT_MESSAGE"),
+    (OSError, "KAFKA_STORAGE_ERROR"),
+)
+
+
+def kafka_error_of(exc: BaseException) -> str:
+    """The Kafka error-code name for any exception the storage layer lets through."""
+    name = getattr(exc, "kafka_error", None)
+    if isinstance(name, str):
+        return name
+    for cls, code in _RECORDS_ERRORS:
+        if isinstance(exc, cls):
+            return code
+    return "UNKNOWN_SERVER_ERROR"
