@@ -3,23 +3,29 @@
 Every error carries ``kafka_error``: the name of the Kafka error code a broker puts on the
 wire for it (e.g. ``"OFFSET_OUT_OF_RANGE"``), so the server maps errors to codes without a
 table of its own. ``CorruptRecordError`` is the records codec's class re-exported unchanged
-(so one ``except`` catches it wherever it was raised); ``kafka_error_of(exc)`` resolves the
-code name for it and for any other exception.
+and so is ``InvalidRecordError`` (so one ``except`` catches them wherever they were raised);
+both get a ``kafka_error`` class attribute here. ``kafka_error_of(exc)`` resolves the code
+name for any exception.
 """
 
 from __future__ import annotations
 
 from tidelog.records.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     RecordError,
     UnsupportedCompressionError,
 )
-from tidelog.records.errors import InvalidRecordError as _RecordsInvalidRecordError
+
+# The records layer raises these; storage callers catch them from here.
+CorruptRecordError.kafka_error = "CORRUPT_MESSAGE"  # type: ignore[attr-defined]
+InvalidRecordError.kafka_error = "INVALID_RECORD"  # type: ignore[attr-defined]
 
 __all__ = [
     "CorruptIndexError",
     "CorruptRecordError",
     "CorruptSnapshotError",
+    "IndexOffsetOverflowError",
     "InvalidOffsetError",
     "InvalidProducerEpochError",
     "InvalidRecordError",
@@ -63,12 +69,6 @@ class RecordBatchTooLargeError(StorageError):
     kafka_error = "RECORD_LIST_TOO_LARGE"
 
 
-class InvalidRecordError(StorageError, _RecordsInvalidRecordError):
-    """Kafka's InvalidRecordException; also an instance of the records codec's class."""
-
-    kafka_error = "INVALID_RECORD"
-
-
 class InvalidTimestampError(StorageError):
     kafka_error = "INVALID_TIMESTAMP"
 
@@ -92,7 +92,7 @@ class RecordValidationError(StorageError):
 
     @property
     def kafka_error(self) -> str:  # type: ignore[override]
-        return self.cause.kafka_error
+        return kafka_error_of(self.cause)
 
     @property
     def error_message(self) -> str:
@@ -138,6 +138,12 @@ class InvalidOffsetError(StorageError):
     kafka_error = "UNKNOWN_SERVER_ERROR"
 
 
+class IndexOffsetOverflowError(StorageError):
+    """An offset outside [base, base + 2^31 - 1] given to an index."""
+
+    kafka_error = "UNKNOWN_SERVER_ERROR"
+
+
 class CorruptIndexError(StorageError):
     """An index fails its sanity check; the loader rebuilds it from the .log."""
 
@@ -173,7 +179,7 @@ class UnsupportedCompressionTypeError(StorageError):
 
 _RECORDS_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (CorruptRecordError, "CORRUPT_MESSAGE"),
-    (_RecordsInvalidRecordError, "INVALID_RECORD"),
+    (InvalidRecordError, "INVALID_RECORD"),
     (UnsupportedCompressionError, "CORRUPT_MESSAGE"),
     (RecordError, "CORRUPT_MESSAGE"),
     (OSError, "KAFKA_STORAGE_ERROR"),
