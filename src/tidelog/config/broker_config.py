@@ -1,0 +1,242 @@
+"""Broker configuration (Kafka's KafkaConfig subset): names and defaults as in Kafka.
+
+``BrokerConfig.from_props(props)`` parses a ``server.properties`` mapping; unknown keys are
+kept (Kafka warns and ignores them) so existing files load. ``log_config_defaults()`` maps
+the broker-level ``log.*`` keys to topic-level names (``log.segment.bytes`` ->
+``segment.bytes``) as the broker defaults a topic's overrides sit on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .core import INT_MAX, LONG_MAX, ConfigDef, ConfigError, at_least, between, one_of
+
+BROKER_CONFIG_DEF = ConfigDef()
+_d = BROKER_CONFIG_DEF.define
+_d(
+    "listeners",
+    "list",
+    "PLAINTEXT://localhost:9092",
+    "Listener URIs (one PLAINTEXT listener is served).",
+)
+_d(
+    "advertised.listeners",
+    "list",
+    None,
+    "Listeners given to clients in Metadata; defaults to `listeners`.",
+)
+_d("node.id", "int", 1, "The broker's node id (single-node cluster).", at_least(0))
+_d("broker.id", "int", None, "Legacy alias of node.id.")
+_d("cluster.id", "string", None, "Cluster id; generated and stored in meta.properties when unset.")
+_d("log.dirs", "list", None, "Log directories; defaults to `log.dir`.")
+_d("log.dir", "string", "/tmp/kafka-logs", "The log directory used when log.dirs is unset.")
+_d("num.partitions", "int", 1, "Default partition count of auto-created topics.", at_least(1))
+_d(
+    "auto.create.topics.enable",
+    "boolean",
+    True,
+    "Create a topic on Metadata/Produce for an unknown name.",
+)
+_d(
+    "default.replication.factor",
+    "int",
+    1,
+    "Replication factor of auto-created topics.",
+    between(1, 1),
+)
+_d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.")
+_d("message.max.bytes", "int", 1048588, "Largest record batch size allowed.", at_least(0))
+_d("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", at_least(1))
+_d(
+    "min.insync.replicas",
+    "int",
+    1,
+    "Minimum ISR for acks=all (always met on one node).",
+    at_least(1),
+)
+_d("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", at_least(1024))
+_d(
+    "producer.id.expiration.ms",
+    "int",
+    86400000,
+    "Idle time after which producer state expires.",
+    at_least(1),
+)
+_d(
+    "transactional.id.expiration.ms",
+    "int",
+    604800000,
+    "Idle time after which a transactional id expires.",
+    at_least(1),
+)
+_d("log.segment.bytes", "int", 1073741824, "Maximum segment size.", at_least(14))
+_d("log.roll.ms", "long", None, "Roll a segment after this time.")
+_d("log.roll.hours", "int", 168, "Roll a segment after this many hours.", at_least(1))
+_d("log.retention.ms", "long", None, "Delete segments older than this.")
+_d("log.retention.minutes", "int", None, "Retention in minutes.")
+_d("log.retention.hours", "int", 168, "Retention in hours.")
+_d("log.retention.bytes", "long", -1, "Retention by size per partition.")
+_d("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", at_least(1))
+_d("log.cleanup.policy", "list", "delete", "delete and/or compact.")
+_d("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", at_least(0))
+_d("log.index.size.max.bytes", "int", 10485760, "Maximum index file size.", at_least(4))
+_d("log.flush.interval.messages", "long", LONG_MAX, "Flush after this many messages.", at_least(1))
+_d("log.flush.interval.ms", "long", None, "Flush after this time.")
+_d(
+    "log.message.timestamp.type",
+    "string",
+    "CreateTime",
+    "CreateTime or LogAppendTime.",
+    one_of("CreateTime", "LogAppendTime"),
+)
+_d(
+    "log.message.timestamp.before.max.ms",
+    "long",
+    LONG_MAX,
+    "Max age of a record timestamp.",
+    at_least(0),
+)
+_d(
+    "log.message.timestamp.after.max.ms",
+    "long",
+    3600000,
+    "Max future skew of a record timestamp.",
+    at_least(0),
+)
+_d("log.preallocate", "boolean", False, "Preallocate segment files.")
+_d("log.cleaner.enable", "boolean", True, "Run the log cleaner (compaction).")
+_d("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that makes a log cleanable.")
+_d("log.cleaner.delete.retention.ms", "long", 86400000, "How long delete tombstones are kept.")
+_d("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age before compaction.")
+_d("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Maximum age before compaction.")
+_d("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's files go.")
+_d(
+    "compression.type",
+    "string",
+    "producer",
+    "Broker-side compression (producer keeps the codec).",
+    one_of("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
+)
+_d(
+    "queued.max.requests",
+    "int",
+    500,
+    "Requests in flight per connection before reads pause.",
+    between(1, INT_MAX),
+)
+_d("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this.")
+
+# broker key -> topic key (Kafka's LogConfig synonyms); roll/retention take the most specific.
+BROKER_TO_TOPIC: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.retention.bytes": "retention.bytes",
+    "log.cleanup.policy": "cleanup.policy",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.preallocate": "preallocate",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "message.max.bytes": "max.message.bytes",
+    "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+}
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, list):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, uri: str) -> Listener:
+        try:
+            name, rest = uri.split("://", 1)
+            host, port = rest.rsplit(":", 1)
+            return cls(name.upper(), host.strip("[]"), int(port))
+        except ValueError:
+            raise ConfigError("listeners", uri, "expected NAME://host:port") from None
+
+
+class BrokerConfig:
+    """Typed broker settings; attribute names are the Kafka names in snake_case."""
+
+    def __init__(self, props: Mapping[str, Any] | None = None) -> None:
+        self.originals: dict[str, Any] = dict(props or {})
+        self.values = BROKER_CONFIG_DEF.parse(self.originals)
+        listeners = [Listener.parse(u) for u in self.values["listeners"]]
+        if not listeners:
+            raise ConfigError("listeners", self.values["listeners"], "at least one listener")
+        if listeners[0].name not in ("PLAINTEXT",):
+            raise ConfigError("listeners", listeners[0].name, "only PLAINTEXT is supported")
+        self.listener = listeners[0]
+        adv = self.values["advertised.listeners"]
+        self.advertised_listener = Listener.parse(adv[0]) if adv else self.listener
+        if self.values["broker.id"] is not None and "node.id" not in self.originals:
+            self.values["node.id"] = self.values["broker.id"]
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any]) -> BrokerConfig:
+        return cls(props)
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__.get("values")
+        key = name.replace("_", ".")
+        if values is not None and key in values:
+            return values[key]
+        raise AttributeError(name)
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.values["log.dirs"] or [self.values["log.dir"]]
+        return [Path(d) for d in dirs]
+
+    @property
+    def node_id(self) -> int:
+        return int(self.values["node.id"])
+
+    def _ms(self, ms_key: str, minutes_key: str | None, hours_key: str) -> int:
+        v = self.values
+        if v[ms_key] is not None:
+            return int(v[ms_key])
+        if minutes_key is not None and v[minutes_key] is not None:
+            return int(v[minutes_key]) * 60_000
+        return int(v[hours_key]) * 3_600_000
+
+    def log_config_defaults(self) -> dict[str, str]:
+        """Broker-level log settings under topic config names (LogConfig's defaults)."""
+        out = {
+            topic: _fmt(self.values[broker])
+            for broker, topic in BROKER_TO_TOPIC.items()
+            if self.values[broker] is not None
+        }
+        out["segment.ms"] = str(self._ms("log.roll.ms", None, "log.roll.hours"))
+        retention = self.values["log.retention.ms"]
+        out["retention.ms"] = str(
+            retention
+            if retention is not None
+            else self._ms("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+        )
+        if out.get("compression.type") == "uncompressed":
+            out["compression.type"] = "uncompressed"
+        return out

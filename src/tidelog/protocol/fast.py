@@ -1,0 +1,186 @@
+"""Hand-written encoders for the two hot responses, Produce (v3-v10) and Fetch (v4-v12).
+
+kio's writer costs ~25 us per Fetch response; these build the bytes with ``struct`` and keep
+record data opaque: the Fetch encoder returns a list of buffers in which each partition's
+records appear as the caller's own buffer object (no copy), ready for ``writelines``.
+Byte-identical to kio's writer (tests/protocol/test_fast.py checks every version).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .codec import write_uvarint
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_PRODUCE_PART = struct.Struct(">ihqq")
+_FETCH_PART = struct.Struct(">ihqq")
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(slots=True)
+class ProducePartitionResult:
+    index: int
+    error_code: int = 0
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class FetchPartitionData:
+    index: int
+    error_code: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    aborted_transactions: list[tuple[int, int]] | None = None
+    records: Buffer | None = None
+
+
+def _string(out: bytearray, s: str | None, flexible: bool) -> None:
+    if s is None:
+        if flexible:
+            out.append(0)
+        else:
+            out += b"\xff\xff"
+        return
+    data = s.encode()
+    if flexible:
+        write_uvarint(out, len(data) + 1)
+    else:
+        out += _I16.pack(len(data))
+    out += data
+
+
+def _array_len(out: bytearray, n: int, flexible: bool) -> None:
+    if flexible:
+        write_uvarint(out, n + 1)
+    else:
+        out += _I32.pack(n)
+
+
+def encode_produce_response(
+    correlation_id: int,
+    version: int,
+    topics: Sequence[tuple[str, Sequence[ProducePartitionResult]]],
+    throttle_time_ms: int = 0,
+) -> bytes:
+    flexible = version >= 9
+    out = bytearray(b"\x00\x00\x00\x00")
+    out += _I32.pack(correlation_id)
+    if flexible:
+        out.append(0)
+    _array_len(out, len(topics), flexible)
+    for name, parts in topics:
+        _string(out, name, flexible)
+        _array_len(out, len(parts), flexible)
+        for p in parts:
+            out += _PRODUCE_PART.pack(p.index, p.error_code, p.base_offset, p.log_append_time)
+            if version >= 5:
+                out += _I64.pack(p.log_start_offset)
+            if version >= 8:
+                _array_len(out, len(p.record_errors), flexible)
+                for batch_index, message in p.record_errors:
+                    out += _I32.pack(batch_index)
+                    _string(out, message, flexible)
+                    if flexible:
+                        out.append(0)
+                _string(out, p.error_message, flexible)
+            if flexible:
+                out.append(0)
+        if flexible:
+            out.append(0)
+    out += _I32.pack(throttle_time_ms)
+    if flexible:
+        out.append(0)
+    _I32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def _fetch_partition(
+    out: bytearray, chunks: list[Buffer], p: FetchPartitionData, version: int
+) -> bytearray:
+    """Append one partition; returns the bytearray that later bytes go to (a new one after
+    records were emitted as their own chunk)."""
+    flexible = version >= 12
+    out += _FETCH_PART.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset)
+    if version >= 5:
+        out += _I64.pack(p.log_start_offset)
+    aborted = p.aborted_transactions
+    if aborted is None:
+        if flexible:
+            out.append(0)
+        else:
+            out += b"\xff\xff\xff\xff"
+    else:
+        _array_len(out, len(aborted), flexible)
+        for producer_id, first_offset in aborted:
+            out += _I64.pack(producer_id) + _I64.pack(first_offset)
+            if flexible:
+                out.append(0)
+    if version >= 11:
+        out += b"\xff\xff\xff\xff"  # preferred_read_replica = -1
+    records = p.records
+    if records is None:
+        if flexible:
+            out.append(0)
+        else:
+            out += b"\xff\xff\xff\xff"
+    else:
+        n = len(records) if not isinstance(records, memoryview) else records.nbytes
+        if flexible:
+            write_uvarint(out, n + 1)
+        else:
+            out += _I32.pack(n)
+        if n:
+            chunks.append(out)
+            chunks.append(records)
+            out = bytearray()
+    if flexible:
+        out.append(0)
+    return out
+
+
+def encode_fetch_response(
+    correlation_id: int,
+    version: int,
+    topics: Sequence[tuple[str, Sequence[FetchPartitionData]]],
+    *,
+    error_code: int = 0,
+    session_id: int = 0,
+    throttle_time_ms: int = 0,
+) -> list[Buffer]:
+    """The framed response as a list of buffers (size prefix included)."""
+    flexible = version >= 12
+    chunks: list[Buffer] = []
+    out = bytearray(b"\x00\x00\x00\x00")
+    out += _I32.pack(correlation_id)
+    if flexible:
+        out.append(0)
+    out += _I32.pack(throttle_time_ms)
+    if version >= 7:
+        out += _I16.pack(error_code) + _I32.pack(session_id)
+    _array_len(out, len(topics), flexible)
+    for name, parts in topics:
+        _string(out, name, flexible)
+        _array_len(out, len(parts), flexible)
+        for p in parts:
+            out = _fetch_partition(out, chunks, p, version)
+        if flexible:
+            out.append(0)
+    if flexible:
+        out.append(0)
+    chunks.append(out)
+    total = sum(len(c) if not isinstance(c, memoryview) else c.nbytes for c in chunks)
+    first = chunks[0]
+    assert isinstance(first, bytearray)
+    _I32.pack_into(first, 0, total - 4)
+    return chunks
