@@ -1,0 +1,357 @@
+"""Leader-side batch validation and offset assignment (Kafka's LogValidator), pure over bytes.
+
+The batch is patched in place (base offset, partition leader epoch, max timestamp /
+LogAppendTime) and re-encoded only when the topic's ``compression.type`` differs from the
+batch's codec or a compressed batch's inner offsets are not 0..n-1. Records are walked once
+(a light scan of the length/timestamp/offset/key fields for uncompressed batches) to check
+the count, timestamps and, on compacted topics, keys.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tidelog.config.log_config import LogConfig
+from tidelog.records import (
+    NO_TIMESTAMP,
+    CompressionType,
+    RecordBatch,
+    RecordBatchBuilder,
+    TimestampType,
+)
+from tidelog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from tidelog.records.varint import decode_varint
+
+from .errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetsOutOfOrderError,
+    RecordTooLargeError,
+    RecordValidationError,
+)
+
+Buffer = bytes | bytearray | memoryview
+
+
+class AppendOrigin(enum.Enum):
+    """Who is appending (Kafka's AppendOrigin): decides which checks apply."""
+
+    REPLICATION = "replication"
+    COORDINATOR = "coordinator"
+    CLIENT = "client"
+
+
+@dataclass(slots=True)
+class ValidationResult:
+    records: bytearray  # the bytes to append: the patched or rebuilt batch
+    batch: RecordBatch  # a view over ``records``
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int  # "shallow": the last offset of the batch (Kafka 4.0)
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    num_messages: int
+    recompressed: bool
+
+
+@dataclass(slots=True)
+class _Scan:
+    count: int = 0
+    max_timestamp: int = NO_TIMESTAMP
+    sequential: bool = True
+    errors: list[tuple[int, str]] | None = None
+    invalid_timestamp: bool = False
+
+
+def split_batches(records: Buffer, *, path: str = "records") -> list[RecordBatch]:
+    """All batches of a record set over one writable buffer, CRCs not yet checked.
+
+    A trailing partial batch is an error here (a produce request's records must be whole).
+    """
+    buf = records if isinstance(records, bytearray) else bytearray(records)
+    mv = memoryview(buf)
+    out: list[RecordBatch] = []
+    pos, end = 0, len(buf)
+    while pos < end:
+        if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
+            raise CorruptRecordError(f"{end - pos} trailing bytes are not a batch", pos, path)
+        length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
+        size = LOG_OVERHEAD + length
+        if size < RECORD_BATCH_OVERHEAD or pos + size > end:
+            raise CorruptRecordError(
+                f"batch length field {length} does not fit the {end - pos} remaining bytes",
+                pos,
+                path,
+            )
+        out.append(RecordBatch(mv[pos : pos + size], pos))
+        pos += size
+    return out
+
+
+def validate_and_assign_offsets(
+    records: Buffer,
+    config: LogConfig,
+    *,
+    now_ms: int,
+    offset: int,
+    leader_epoch: int = -1,
+    origin: AppendOrigin = AppendOrigin.CLIENT,
+    topic_partition: str = "",
+) -> ValidationResult:
+    """Validate one v2 batch from a producer/coordinator and assign offsets from ``offset``.
+
+    Raises InvalidRecordError, RecordTooLargeError, CorruptRecordError or
+    RecordValidationError (cause InvalidRecordError / InvalidTimestampError).
+    """
+    batches = split_batches(records, path=topic_partition or "records")
+    if len(batches) != 1:
+        raise InvalidRecordError(
+            f"Produce requests must contain exactly one record batch, got {len(batches)} "
+            f"(topic partition {topic_partition})"
+        )
+    batch = batches[0]
+    _check_outer(batch, config, origin, topic_partition)
+    source = batch.compression
+    target = _target_codec(config, source)
+    scan = _scan_records(batch, config, now_ms, origin)
+    _check_count(batch, scan, topic_partition)
+    _raise_record_errors(scan)
+    n = batch.records_count
+    buf = batch.buf.obj if isinstance(batch.buf.obj, bytearray) else bytearray(batch.buf)
+    if target != source or not scan.sequential:
+        buf = _rebuild(batch, config, target, offset, leader_epoch, now_ms)
+        batch = RecordBatch(memoryview(buf))
+        if batch.size_in_bytes > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"The record batch size after recompression is {batch.size_in_bytes} bytes, "
+                f"larger than max.message.bytes {config.max_message_bytes}"
+            )
+    else:
+        batch = RecordBatch(memoryview(buf))
+        batch.set_base_offset(offset)
+        batch.set_partition_leader_epoch(leader_epoch)
+        if config.log_append_time:
+            batch.set_log_append_time(now_ms)
+        else:
+            batch.set_max_timestamp(TimestampType.CREATE_TIME, scan.max_timestamp)
+    last = offset + n - 1
+    lat = now_ms if config.log_append_time else -1
+    return ValidationResult(
+        records=buf,
+        batch=batch,
+        first_offset=offset,
+        last_offset=last,
+        max_timestamp=batch.max_timestamp,
+        offset_of_max_timestamp=last,
+        log_append_time=lat,
+        num_messages=n,
+        recompressed=target != source or not scan.sequential,
+    )
+
+
+def _check_outer(
+    batch: RecordBatch, config: LogConfig, origin: AppendOrigin, tp: str
+) -> None:
+    """Kafka's analyzeAndValidateRecords + validateBatch header checks, in Kafka's order."""
+    if origin is AppendOrigin.CLIENT and batch.base_offset != 0:
+        raise InvalidRecordError(
+            f"The baseOffset of the record batch in the append to {tp} should be 0, "
+            f"but it is {batch.base_offset}"
+        )
+    if batch.size_in_bytes > config.max_message_bytes:
+        raise RecordTooLargeError(
+            f"The record batch size in the append to {tp} is {batch.size_in_bytes} bytes "
+            f"which exceeds the maximum configured value of {config.max_message_bytes}."
+        )
+    batch.ensure_valid(tp or None)
+    if origin is not AppendOrigin.CLIENT:
+        return
+    lod, count = batch.last_offset_delta, batch.records_count
+    if lod + 1 <= 0:
+        raise InvalidRecordError(
+            f"Batch has an invalid offset range: [0, {lod}] in topic partition {tp}."
+        )
+    if count <= 0:
+        raise InvalidRecordError(f"Invalid reported count for record batch: {count} in {tp}.")
+    if lod + 1 != count:
+        raise InvalidRecordError(
+            f"Inconsistent batch offset range [0, {lod}] and count of records {count} in {tp}."
+        )
+    if batch.is_control:
+        raise InvalidRecordError(
+            f"Clients are not allowed to write control records in topic partition {tp}."
+        )
+    if batch.has_producer_id and batch.base_sequence < 0:
+        raise InvalidRecordError(
+            f"Invalid sequence number {batch.base_sequence} in record batch with producerId "
+            f"{batch.producer_id} in topic partition {tp}."
+        )
+
+
+def _target_codec(config: LogConfig, source: CompressionType) -> CompressionType:
+    if config.compression_type == "producer":
+        return source
+    return CompressionType.from_name(config.compression_type)
+
+
+def _scan_records(
+    batch: RecordBatch, config: LogConfig, now_ms: int, origin: AppendOrigin
+) -> _Scan:
+    """Walk every record once: count, max timestamp, offset sequence, per-record errors."""
+    scan = _Scan()
+    check_keys = config.compact and not batch.is_control
+    check_ts = origin is not AppendOrigin.REPLICATION
+    lo = now_ms - config.timestamp_before_max_ms
+    hi = now_ms + config.timestamp_after_max_ms
+    lat_batch = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+    if config.log_append_time and lat_batch and origin is AppendOrigin.CLIENT:
+        _add_error(scan, 0, "Invalid timestamp type in message: producers must not set "
+                   "timestamp type to LogAppendTime.", ts=True)
+    for index, (delta, ts, key_null) in enumerate(_light_records(batch)):
+        if delta != index:
+            scan.sequential = False
+        if lat_batch:
+            ts = batch.max_timestamp
+        scan.max_timestamp = max(scan.max_timestamp, ts)
+        if check_keys and key_null:
+            _add_error(scan, index, "Compacted topic cannot accept message without key.")
+        if (check_ts and not config.log_append_time and ts != NO_TIMESTAMP
+                and not lo <= ts <= hi):
+            _add_error(scan, index, f"Timestamp {ts} of message with offset {index} is out of "
+                       f"range. The timestamp should be within [{lo}, {hi}]", ts=True)
+        scan.count += 1
+    return scan
+
+
+def _add_error(scan: _Scan, index: int, msg: str, *, ts: bool = False) -> None:
+    if scan.errors is None:
+        scan.errors = []
+    scan.errors.append((index, msg))
+    scan.invalid_timestamp = scan.invalid_timestamp or ts
+
+
+def _light_records(batch: RecordBatch) -> Iterator[tuple[int, int, bool]]:
+    """(offset delta, timestamp, key is null) per record without copying keys or values."""
+    payload = batch.records_payload()
+    base_ts = batch.base_timestamp
+    pos, end = 0, len(payload)
+    for _ in range(max(batch.records_count, 0)):
+        length, body = decode_varint(payload, pos)
+        rec_end = body + length
+        if length < 0 or rec_end > end:
+            raise InvalidRecordError(f"record length {length} runs past the batch")
+        ts_delta, p = decode_varint(payload, body + 1)
+        off_delta, p = decode_varint(payload, p)
+        key_len, p = decode_varint(payload, p)
+        if p > rec_end:
+            raise InvalidRecordError("record header runs past its declared length")
+        yield off_delta, base_ts + ts_delta, key_len < 0
+        pos = rec_end
+    if pos != end:
+        raise InvalidRecordError(
+            f"{end - pos} bytes left after the {batch.records_count} records the batch declares"
+        )
+
+
+def _check_count(batch: RecordBatch, scan: _Scan, tp: str) -> None:
+    if scan.count != batch.records_count:
+        raise InvalidRecordError(
+            f"Record count {scan.count} does not match the batch count "
+            f"{batch.records_count} in {tp}"
+        )
+
+
+def _raise_record_errors(scan: _Scan) -> None:
+    errs = scan.errors
+    if not errs:
+        return
+    shown = "; ".join(f"record {i}: {m}" for i, m in errs[:3])
+    if scan.invalid_timestamp:
+        cause: InvalidRecordError | InvalidTimestampError = InvalidTimestampError(
+            f"One or more records have been rejected due to invalid timestamp ({shown})"
+        )
+    else:
+        cause = InvalidRecordError(
+            f"{errs[0][1]} One or more records have been rejected due to {len(errs)} record "
+            f"errors in total, showing at most three: {shown}"
+        )
+    raise RecordValidationError(errs, cause)
+
+
+def _level(config: LogConfig, codec: CompressionType) -> int | None:
+    return {
+        CompressionType.GZIP: None if config.compression_gzip_level == -1
+        else config.compression_gzip_level,
+        CompressionType.LZ4: config.compression_lz4_level,
+        CompressionType.ZSTD: config.compression_zstd_level,
+    }.get(codec)
+
+
+def _rebuild(
+    batch: RecordBatch,
+    config: LogConfig,
+    target: CompressionType,
+    offset: int,
+    leader_epoch: int,
+    now_ms: int,
+) -> bytearray:
+    """Re-encode with the topic codec and sequential offsets (Kafka's buildRecordsAndAssign...)."""
+    lat = config.log_append_time
+    builder = RecordBatchBuilder(
+        target,
+        base_offset=offset,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if lat else TimestampType.CREATE_TIME,
+        log_append_time=now_ms if lat else None,
+        producer_id=batch.producer_id,
+        producer_epoch=batch.producer_epoch,
+        base_sequence=batch.base_sequence,
+        is_transactional=batch.is_transactional,
+        is_control=batch.is_control,
+        partition_leader_epoch=leader_epoch,
+        compression_level=_level(config, target),
+    )
+    for rec in batch.iter_records():
+        builder.append(rec.timestamp, rec.key, rec.value, rec.headers)
+    return bytearray(builder.build())
+
+
+# -- follower side -----------------------------------------------------------------------------
+@dataclass(slots=True)
+class FollowerAnalysis:
+    batches: list[RecordBatch]
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    num_messages: int
+    valid_bytes: int
+
+
+def analyze_follower_records(records: Buffer, *, path: str = "records") -> FollowerAnalysis:
+    """CRC-check replicated batches and require strictly increasing offsets (no rewrite)."""
+    batches = split_batches(records, path=path)
+    last, max_ts, off_max, n = -1, NO_TIMESTAMP, -1, 0
+    for b in batches:
+        b.ensure_valid(path)
+        if b.base_offset <= last or b.last_offset < b.base_offset:
+            raise OffsetsOutOfOrderError(
+                f"Out of order offsets found in append to {path}: batch [{b.base_offset}, "
+                f"{b.last_offset}] after offset {last}"
+            )
+        last = b.last_offset
+        if b.max_timestamp > max_ts:
+            max_ts, off_max = b.max_timestamp, b.last_offset
+        n += b.last_offset_delta + 1
+    first = batches[0].base_offset if batches else -1
+    return FollowerAnalysis(
+        batches=batches,
+        first_offset=first,
+        last_offset=last,
+        max_timestamp=max_ts,
+        offset_of_max_timestamp=off_max if batches else -1,
+        num_messages=n,
+        valid_bytes=sum(b.size_in_bytes for b in batches),
+    )
