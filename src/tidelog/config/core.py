@@ -116,10 +116,7 @@ class ConfigKey:
     synonyms: tuple[str, ...] = ()  # broker-level names, highest priority first
 
     def parse(self, value: Any) -> Any:
-        if value is None:
-            parsed = None
-        else:
-            parsed = _PARSERS[self.type](self.name, value)
+        parsed = None if value is None else _PARSERS[self.type](self.name, value)
         if self.validator is not None and parsed is not None:
             self.validator(self.name, parsed)
         return parsed

@@ -25,6 +25,7 @@ from tidelog.util.clock import Clock, ManualClock, SystemClock
 log = logging.getLogger(__name__)
 
 TaskFn = Callable[[], object]
+_MAX_WAIT_MS = 3_600_000
 
 
 class ScheduledTask:
@@ -170,7 +171,8 @@ class KafkaScheduler:
             wait_ms = head.next_ms - self._now_ms()
             if wait_ms <= 0:
                 return self._queue.pop()
-            self._cond.wait(wait_ms / 1000)
+            # Capped: Condition.wait overflows on Long.MAX-style "never" delays.
+            self._cond.wait(min(wait_ms, _MAX_WAIT_MS) / 1000)
         return None
 
     def _work(self) -> None:
