@@ -1,0 +1,418 @@
+"""FileRecords: one `.log` file of RecordBatch v2 bytes (Kafka's FileRecords/FileLogInputStream).
+
+Batches stay bytes: appends write what the caller validated, reads hand out ``FileSlice``
+views (fd + position + size) that a server can pass to ``os.sendfile``. Scans that only need
+batch headers (offset search, next offset, timestamps) read the 61-byte headers from small
+buffered chunks and never materialise whole batches.
+
+The logical size can be below the file length: a preallocated file is created at its full
+length and trimmed to the logical size on close (Kafka's ``preallocate``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch
+from tidelog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, MIN_LENGTH_FIELD
+from tidelog.records.errors import CorruptRecordError
+
+from .errors import StorageError
+
+Buffer = bytes | bytearray | memoryview
+
+INT32_MAX = 2**31 - 1
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LENGTH = struct.Struct(">i")
+# Header-only scans read this much at a time; a full-batch scan reads at least BATCH_CHUNK.
+HEADER_CHUNK = 16 * 1024
+BATCH_CHUNK = 1024 * 1024
+
+
+class BatchHeader(NamedTuple):
+    """The 61-byte header of a batch at ``position`` in a file (no records)."""
+
+    position: int
+    size: int
+    base_offset: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+
+class LogOffsetPosition(NamedTuple):
+    """Result of an offset search: the batch's last offset, its position and size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampAndOffset:
+    timestamp: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+def parse_header(buf: Buffer, pos: int, position: int, limit: int, path: str | None) -> BatchHeader | None:
+    """Header of the batch at ``buf[pos:]`` (file ``position``), None if it is incomplete.
+
+    ``limit`` is how many bytes of the file remain from ``position``; the batch is invisible
+    if it is longer than that (a partial trailing batch).
+    """
+    if limit <= HEADER_SIZE_UP_TO_MAGIC:
+        return None
+    (length,) = _LENGTH.unpack_from(buf, pos + 8)
+    if length < MIN_LENGTH_FIELD:
+        raise CorruptRecordError(
+            f"batch length field {length} is below the minimum {MIN_LENGTH_FIELD}", position, path
+        )
+    size = LOG_OVERHEAD + length
+    if size > limit:
+        return None
+    if size < RECORD_BATCH_OVERHEAD:
+        raise CorruptRecordError(
+            f"batch size {size} is below the minimum {RECORD_BATCH_OVERHEAD}", position, path
+        )
+    fields = _HEADER.unpack_from(buf, pos)
+    if fields[3] != MAGIC_V2:
+        raise CorruptRecordError(f"unsupported magic {fields[3]}", position, path)
+    return BatchHeader(position, size, *fields[:1], *fields[2:])
+
+
+def headers_in_buffer(buf: Buffer, path: str | None = None) -> Iterator[BatchHeader]:
+    """Headers of the consecutive batches in an in-memory buffer (positions relative to it)."""
+    pos, n = 0, len(buf)
+    while True:
+        h = parse_header(buf, pos, pos, n - pos, path)
+        if h is None:
+            return
+        yield h
+        pos += h.size
+
+
+class FileSlice:
+    """A byte range of a `.log` file: no copy until ``read()``; ``fileno()``/``position`` for
+    ``os.sendfile``. ``first_entry_incomplete`` marks a slice cut inside its first batch."""
+
+    __slots__ = ("_fd", "first_entry_incomplete", "path", "position", "size")
+
+    def __init__(
+        self,
+        fd: int | None,
+        position: int,
+        size: int,
+        *,
+        path: str | None = None,
+        first_entry_incomplete: bool = False,
+    ) -> None:
+        self._fd = fd
+        self.position = position
+        self.size = size
+        self.path = path
+        self.first_entry_incomplete = first_entry_incomplete
+
+    @classmethod
+    def empty(cls) -> FileSlice:
+        return cls(None, 0, 0)
+
+    def __len__(self) -> int:
+        return self.size
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.size
+
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise ValueError("an empty slice has no file")
+        return self._fd
+
+    def read(self) -> bytes:
+        if self.size == 0 or self._fd is None:
+            return b""
+        return _pread_exact(self._fd, self.size, self.position, self.path)
+
+    def batches(self, *, validate: bool = False) -> Iterator[RecordBatch]:
+        """The complete batches in the slice (positions are file positions)."""
+        data = self.read()
+        pos = 0
+        for h in headers_in_buffer(data, self.path):
+            batch = RecordBatch(memoryview(data)[pos : pos + h.size], self.position + pos)
+            if validate:
+                batch.ensure_valid(self.path)
+            yield batch
+            pos += h.size
+
+    def __repr__(self) -> str:
+        return f"FileSlice({self.path}, position={self.position}, size={self.size})"
+
+
+def _pread_exact(fd: int, size: int, position: int, path: str | None) -> bytes:
+    data = os.pread(fd, size, position)
+    if len(data) == size:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = os.pread(fd, size - got, position + got)
+        if not more:
+            raise StorageError(f"{path}: short read of {got} of {size} bytes at {position}")
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
+class FileRecords:
+    """One `.log` file. Appends are single-writer (the Log's lock); reads use pread and may
+    run concurrently with appends."""
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
+        self._path = Path(path)
+        self._fd: int | None = fd
+        self._size = size
+
+    # -- lifecycle -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], preallocate: bool = False, init_size: int = 0) -> FileRecords:
+        """Open or create ``path``. An existing file's length is its size; a new file with
+        ``preallocate`` is created ``init_size`` bytes long with logical size 0."""
+        p = Path(path)
+        fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            length = os.fstat(fd).st_size
+            if length == 0 and preallocate and init_size > 0:
+                _preallocate(fd, init_size)
+                return cls(p, fd, 0)
+            return cls(p, fd, length)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def file(self) -> Path:
+        return self._path
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def fileno(self) -> int:
+        if self._fd is None:
+            raise StorageError(f"{self._path} is closed")
+        return self._fd
+
+    @property
+    def closed(self) -> bool:
+        return self._fd is None
+
+    def file_length(self) -> int:
+        """Physical length (above the size while preallocated)."""
+        return os.fstat(self.fileno()).st_size
+
+    # -- writing ---------------------------------------------------------------------------
+    def append(self, data: Buffer) -> int:
+        """Write ``data`` at the end; returns the bytes written."""
+        n = len(data)
+        if n > INT32_MAX - self._size:
+            raise ValueError(
+                f"append of {n} bytes is too large for {self._path} of {self._size} bytes"
+            )
+        fd = self.fileno()
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        written = 0
+        while written < n:
+            written += os.pwrite(fd, view[written:], self._size + written)
+        self._size += n
+        return n
+
+    def flush(self) -> None:
+        os.fsync(self.fileno())
+
+    def truncate_to(self, target_size: int) -> int:
+        """Cut the file to ``target_size`` bytes; returns the bytes removed."""
+        original = self._size
+        if target_size > original or target_size < 0:
+            raise StorageError(
+                f"Attempt to truncate log segment {self._path} to {target_size} bytes failed, "
+                f"size of this log segment is {original} bytes."
+            )
+        if target_size < self.file_length():
+            os.ftruncate(self.fileno(), target_size)
+        self._size = target_size
+        return original - target_size
+
+    def trim(self) -> None:
+        """Drop preallocated bytes past the logical size."""
+        self.truncate_to(self._size)
+
+    def close(self) -> None:
+        if self._fd is None:
+            return
+        self.flush()
+        self.trim()
+        os.close(self._fd)
+        self._fd = None
+
+    def close_handlers(self) -> None:
+        """Close the descriptor without flushing or trimming."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def delete(self) -> bool:
+        """Close and remove the file; False if it did not exist."""
+        self.close_handlers()
+        try:
+            self._path.unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        """Atomic rename; the open descriptor stays valid."""
+        target = Path(path)
+        os.replace(self._path, target)
+        self._path = target
+
+    def update_parent_dir(self, parent: Path) -> None:
+        self._path = Path(parent) / self._path.name
+
+    def last_modified_ms(self) -> int:
+        return os.stat(self._path).st_mtime_ns // 1_000_000
+
+    def set_last_modified(self, ms: int) -> None:
+        os.utime(self._path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    # -- reading ---------------------------------------------------------------------------
+    def slice(self, position: int, size: int) -> FileSlice:
+        """``size`` bytes from ``position``, bounded by the current size (no copy)."""
+        current = self._size
+        if position < 0:
+            raise ValueError(f"Invalid position: {position} in read from {self._path}")
+        if position > current:
+            raise ValueError(
+                f"Slice from position {position} exceeds end position of {self._path} ({current})"
+            )
+        if size < 0:
+            raise ValueError(f"Invalid size: {size} in read from {self._path}")
+        return FileSlice(self.fileno(), position, min(size, current - position), path=str(self._path))
+
+    def read_at(self, position: int, size: int) -> bytes:
+        """Copy of ``size`` bytes at ``position`` (bounded by the size)."""
+        return self.slice(position, size).read()
+
+    def headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        """Headers of the complete batches in ``[start, end)``; reads only header bytes in
+        small chunks. A length field below 14 raises CorruptRecordError naming the position."""
+        fd, path = self.fileno(), str(self._path)
+        limit = self._size if end is None else min(end, self._size)
+        buf: bytes = b""
+        buf_start = pos = start
+        while limit - pos > HEADER_SIZE_UP_TO_MAGIC:
+            off = pos - buf_start
+            if off + RECORD_BATCH_OVERHEAD > len(buf):
+                buf = _pread_exact(fd, min(HEADER_CHUNK, limit - pos), pos, path)
+                buf_start, off = pos, 0
+            h = parse_header(buf, off, pos, limit - pos, path)
+            if h is None:
+                return
+            yield h
+            pos += h.size
+
+    def batches(
+        self, start: int = 0, end: int | None = None, *, validate: bool = False
+    ) -> Iterator[RecordBatch]:
+        """Complete batches from ``start`` (FileLogInputStream): zero-copy views into ~1 MiB
+        chunks read with pread. A partial trailing batch is invisible; a length field below
+        14 (and with ``validate`` a bad CRC or size) raises CorruptRecordError."""
+        fd, path = self.fileno(), str(self._path)
+        limit = self._size if end is None else min(end, self._size)
+        buf = memoryview(b"")
+        buf_start = pos = start
+        while limit - pos > HEADER_SIZE_UP_TO_MAGIC:
+            off = pos - buf_start
+            if off + RECORD_BATCH_OVERHEAD > len(buf):
+                buf = memoryview(_pread_exact(fd, min(BATCH_CHUNK, limit - pos), pos, path))
+                buf_start, off = pos, 0
+            h = parse_header(buf, off, pos, limit - pos, path)
+            if h is None:
+                return
+            if off + h.size > len(buf):
+                want = max(h.size, min(BATCH_CHUNK, limit - pos))
+                buf = memoryview(_pread_exact(fd, want, pos, path))
+                buf_start, off = pos, 0
+            batch = RecordBatch(buf[off : off + h.size], pos)
+            if validate:
+                batch.ensure_valid(path)
+            yield batch
+            pos += h.size
+
+    def search_for_offset_with_size(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:
+        """The first batch at or after ``starting_position`` whose last offset is >= target."""
+        for h in self.headers(starting_position):
+            if h.base_offset + h.last_offset_delta >= target_offset:
+                return LogOffsetPosition(h.base_offset + h.last_offset_delta, h.position, h.size)
+        return None
+
+    def search_for_timestamp(
+        self, target_timestamp: int, starting_position: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """The first record with timestamp >= target and offset >= starting_offset, looking
+        only inside batches whose max timestamp reaches the target."""
+        for h in self.headers(starting_position):
+            if h.max_timestamp < target_timestamp:
+                continue
+            batch = RecordBatch(self.read_at(h.position, h.size), h.position)
+            for rec in batch.iter_records():
+                if rec.timestamp >= target_timestamp and rec.offset >= starting_offset:
+                    epoch = h.partition_leader_epoch
+                    return TimestampAndOffset(rec.timestamp, rec.offset, epoch if epoch >= 0 else None)
+        return None
+
+    def largest_timestamp_after(self, starting_position: int) -> TimestampAndOffset:
+        """Max batch timestamp from ``starting_position`` and the last offset of its batch."""
+        max_ts, offset_of_max, epoch = -1, -1, -1
+        for h in self.headers(starting_position):
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max, epoch = h.max_timestamp, h.last_offset, h.partition_leader_epoch
+        return TimestampAndOffset(max_ts, offset_of_max, epoch if epoch >= 0 else None)
+
+    def __repr__(self) -> str:
+        return f"FileRecords({self._path}, size={self._size})"
+
+
+def _preallocate(fd: int, size: int) -> None:
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except (AttributeError, OSError):
+        os.ftruncate(fd, size)

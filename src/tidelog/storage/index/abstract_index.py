@@ -1,0 +1,281 @@
+"""Shared machinery of the mmap'd sparse indexes (Kafka's AbstractIndex + LazyIndex).
+
+An index file is a flat array of fixed-size big-endian entries. A *new* file is preallocated
+to ``max_index_size`` rounded down to the entry size; an existing file's entry count is its
+length divided by the entry size (the whole file is assumed valid, which is why close and roll
+trim it). The file is opened lazily, on first access, so a segment whose index is never used
+does not create it, and renames of an unopened index only change the path.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import IndexOffsetOverflowError
+
+INT32_MAX = 2**31 - 1
+
+
+class AbstractIndex:
+    entry_size = 8
+
+    def __init__(
+        self, path: str | os.PathLike[str], base_offset: int, max_index_size: int = -1,
+        writable: bool = True,
+    ) -> None:
+        self._path = Path(path)
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._lock = threading.RLock()
+        self._loaded = False
+        self._fd: int | None = None
+        self._mmap: mmap.mmap | None = None
+        self._length = 0
+        self._entries = 0
+        self._max_entries = 0
+
+    # -- lazy loading ----------------------------------------------------------------------
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        with self._lock:
+            if not self._loaded:
+                self._load()
+                self._loaded = True
+
+    def _load(self) -> None:
+        flags = (os.O_RDWR | os.O_CREAT) if self.writable else os.O_RDONLY
+        newly_created = not self._path.exists()
+        if newly_created and self.max_index_size < self.entry_size:
+            raise ValueError(f"Invalid max index size: {self.max_index_size} for {self._path}")
+        fd = os.open(self._path, flags, 0o644)
+        try:
+            if newly_created:
+                os.ftruncate(fd, self._round_down(self.max_index_size))
+            length = os.fstat(fd).st_size
+            self._fd = fd
+            self._map(length)
+        except BaseException:
+            os.close(fd)
+            self._fd = None
+            raise
+        # A new file is empty; an existing one is taken as full of valid entries.
+        self._entries = 0 if newly_created else length // self.entry_size
+        self._on_loaded()
+
+    def _on_loaded(self) -> None:
+        """Hook: subclasses cache their last entry."""
+
+    def _map(self, length: int) -> None:
+        assert self._fd is not None
+        self._length = length
+        self._max_entries = length // self.entry_size
+        if length == 0:
+            self._mmap = None  # mmap cannot map an empty file
+            return
+        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
+        self._mmap = mmap.mmap(self._fd, length, access=access)
+
+    def _round_down(self, n: int) -> int:
+        return n - n % self.entry_size
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def file(self) -> Path:
+        return self._path
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._loaded
+
+    @property
+    def entries(self) -> int:
+        self._ensure_loaded()
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        self._ensure_loaded()
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """Current file length in bytes (mapped size)."""
+        self._ensure_loaded()
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry_size
+
+    def is_full(self) -> bool:
+        self._ensure_loaded()
+        return self._entries >= self._max_entries
+
+    def relative_offset(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if rel < 0 or rel > INT32_MAX:
+            raise IndexOffsetOverflowError(
+                f"Integer overflow for offset: {offset} ({self._path}): the index base is "
+                f"{self.base_offset}"
+            )
+        return rel
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # -- search ----------------------------------------------------------------------------
+    def _largest_lower_bound(self, target: int, key: Callable[[int], int]) -> int:
+        """Slot of the largest entry whose key <= target; -1 if none."""
+        n = self._entries
+        if n == 0 or key(0) > target:
+            return -1
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            if key(mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _smallest_upper_bound(self, target: int, key: Callable[[int], int]) -> int:
+        """Slot of the smallest entry whose key >= target; -1 if none."""
+        n = self._entries
+        if n == 0 or key(n - 1) < target:
+            return -1
+        lo, hi = 0, n - 1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if key(mid) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def _relative_offset_at(self, slot: int) -> int:
+        raise NotImplementedError
+
+    def _truncate_to_entries(self, n: int) -> None:
+        self._entries = n
+        self._on_loaded()
+
+    def _truncate_slot_for(self, offset: int) -> int:
+        """Entry count that keeps exactly the entries with offset < ``offset``."""
+        rel_target = offset - self.base_offset
+        slot = self._largest_lower_bound(rel_target, self._relative_offset_at)
+        if slot < 0:
+            return 0
+        return slot if self._relative_offset_at(slot) == rel_target else slot + 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= ``offset``."""
+        self._ensure_loaded()
+        with self._lock:
+            self._truncate_to_entries(self._truncate_slot_for(offset))
+
+    def truncate(self) -> None:
+        """Remove all entries."""
+        self._ensure_loaded()
+        with self._lock:
+            self._truncate_to_entries(0)
+
+    # -- sizing ----------------------------------------------------------------------------
+    def resize(self, new_size: int) -> bool:
+        """Remap to ``new_size`` rounded down to the entry size, keeping the entries.
+        Returns False if the size is unchanged."""
+        self._ensure_loaded()
+        with self._lock:
+            rounded = self._round_down(new_size)
+            if rounded == self._length:
+                return False
+            if rounded < self._entries * self.entry_size:
+                raise ValueError(
+                    f"cannot resize {self._path} to {rounded} bytes below its "
+                    f"{self._entries} entries"
+                )
+            self._unmap()
+            assert self._fd is not None
+            os.ftruncate(self._fd, rounded)
+            self._map(rounded)
+            return True
+
+    def trim(self) -> None:
+        """Trim the file to exactly the valid entries (Kafka's trimToValidSize)."""
+        self.resize(self.entries * self.entry_size)
+
+    trim_to_valid_size = trim
+
+    def reset(self) -> None:
+        """Remove all entries and grow back to ``max_index_size``."""
+        self.truncate()
+        self.resize(self.max_index_size)
+
+    def flush(self) -> None:
+        if self._loaded and self._mmap is not None:
+            with self._lock:
+                self._mmap.flush()
+
+    def _unmap(self) -> None:
+        if self._mmap is not None:
+            self._mmap.close()
+            self._mmap = None
+
+    def close(self) -> None:
+        """Trim and release the file (no-op if never loaded)."""
+        if not self._loaded:
+            return
+        with self._lock:
+            if self.writable and self._fd is not None:
+                self.trim()
+            self.close_handler()
+
+    def close_handler(self) -> None:
+        with self._lock:
+            self._unmap()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+            self._loaded = False
+
+    def delete_if_exists(self) -> bool:
+        with self._lock:
+            self.close_handler()
+            try:
+                self._path.unlink()
+                return True
+            except FileNotFoundError:
+                return False
+
+    def rename_to(self, path: str | os.PathLike[str]) -> None:
+        """Rename the file if it exists; an unopened, uncreated index only changes path."""
+        target = Path(path)
+        with self._lock:
+            try:
+                os.replace(self._path, target)
+            except FileNotFoundError:
+                if self._loaded:
+                    raise
+            self._path = target
+
+    def update_parent_dir(self, parent: Path) -> None:
+        self._path = Path(parent) / self._path.name
+
+    def file_exists(self) -> bool:
+        return self._path.exists()
+
+    def sanity_check(self) -> None:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        state = f"entries={self._entries}, max_entries={self._max_entries}" if self._loaded else "unloaded"
+        return f"{type(self).__name__}({self._path}, base={self.base_offset}, {state})"

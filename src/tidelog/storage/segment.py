@@ -1,0 +1,580 @@
+"""LogSegment: a `.log` file plus its `.index`, `.timeindex` and `.txnindex` (Kafka's LogSegment).
+
+Files are named after the base offset, zero-padded to 20 digits. Appends add a sparse index
+entry once more than ``index.interval.bytes`` were written since the last one; reads look up
+the offset index and scan forward over batch headers only; ``recover`` rebuilds every index
+from the `.log` and cuts it at the first invalid batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tidelog.records import RecordBatch
+from tidelog.records.errors import CorruptRecordError, InvalidRecordError
+from tidelog.util.clock import Clock
+
+from .errors import LogSegmentOffsetOverflowError
+from .file_records import (
+    FileRecords,
+    FileSlice,
+    LogOffsetPosition,
+    TimestampAndOffset,
+    headers_in_buffer,
+)
+from .index.offset_index import OffsetIndex
+from .index.time_index import TimeIndex, TimestampOffset
+from .index.txn_index import AbortedTxn, TransactionIndex
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+NO_TIMESTAMP = -1
+POSITION_UNKNOWN = -1  # pass as max_position: the bound is unknown, return metadata only
+UNKNOWN_TIMESTAMP_OFFSET = TimestampOffset(NO_TIMESTAMP, -1)
+
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+
+
+
+def filename_prefix_from_offset(offset: int) -> str:
+    """The offset zero-padded to 20 digits: 0 -> "00000000000000000000"."""
+    return f"{offset:020d}"
+
+
+def offset_from_file_name(name: str) -> int:
+    """The offset in a segment or snapshot file name (the text before the first ".")."""
+    return int(name.split(".", 1)[0])
+
+
+def log_file(dir: Path, offset: int, suffix: str = "") -> Path:
+    return Path(dir) / f"{filename_prefix_from_offset(offset)}{LOG_FILE_SUFFIX}{suffix}"
+
+
+def offset_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
+    return Path(dir) / f"{filename_prefix_from_offset(offset)}{INDEX_FILE_SUFFIX}{suffix}"
+
+
+def time_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
+    return Path(dir) / f"{filename_prefix_from_offset(offset)}{TIME_INDEX_FILE_SUFFIX}{suffix}"
+
+
+def transaction_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
+    return Path(dir) / f"{filename_prefix_from_offset(offset)}{TXN_INDEX_FILE_SUFFIX}{suffix}"
+
+
+def replace_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
+    name = str(path)
+    if not name.endswith(old_suffix):
+        raise ValueError(f"Expected string to end with {old_suffix!r} but string is {name!r}")
+    return Path(name[: len(name) - len(old_suffix)] + new_suffix)
+
+
+class SegmentSettings(Protocol):
+    """What a segment needs from a config (LogConfig satisfies it)."""
+
+    index_interval_bytes: int
+    segment_index_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentConfig:
+    """The segment-level settings, for callers without a full LogConfig."""
+
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10485760
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    preallocate: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    """An offset with the base offset and byte position of the segment that holds it."""
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+    @property
+    def message_offset_only(self) -> bool:
+        return self.segment_base_offset == -1 and self.relative_position_in_segment == -1
+
+
+@dataclass(slots=True)
+class FetchDataInfo:
+    fetch_offset_metadata: LogOffsetMetadata
+    records: FileSlice
+    first_entry_incomplete: bool = False
+    aborted_transactions: list[AbortedTxn] | None = None
+
+
+def random_segment_jitter(config: Any) -> int:
+    """A jitter in [0, min(segment.jitter.ms, segment.ms)) drawn per segment (Kafka)."""
+    jitter = int(getattr(config, "segment_jitter_ms", 0) or 0)
+    if jitter <= 0:
+        return 0
+    seg_ms = int(getattr(config, "segment_ms", jitter))
+    return random.randrange(max(1, min(jitter, seg_ms)))
+
+
+@dataclass(slots=True)
+class _Tracking:
+    """Mutable per-segment state that truncation and recovery reset."""
+
+    max_timestamp_and_offset: TimestampOffset = UNKNOWN_TIMESTAMP_OFFSET
+    bytes_since_last_index_entry: int = 0
+    rolling_based_timestamp: int | None = None
+    created: int = 0
+
+
+class LogSegment:
+    def __init__(
+        self,
+        log_records: FileRecords,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        txn_index: TransactionIndex,
+        base_offset: int,
+        *,
+        index_interval_bytes: int,
+        roll_jitter_ms: int,
+        clock: Clock,
+    ) -> None:
+        self.log = log_records
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.txn_index = txn_index
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.roll_jitter_ms = roll_jitter_ms
+        self.clock = clock
+        self._t = _Tracking(created=clock.milliseconds())
+
+    @classmethod
+    def open(
+        cls,
+        dir: str | os.PathLike[str],
+        base_offset: int,
+        config: SegmentSettings,
+        clock: Clock,
+        file_suffix: str = "",
+        preallocate: bool = False,
+        *,
+        init_file_size: int | None = None,
+        roll_jitter_ms: int | None = None,
+    ) -> LogSegment:
+        """Open (or create) the segment at ``base_offset`` in ``dir``. Index files are created
+        only when first used. A new preallocated `.log` gets ``init_file_size`` bytes
+        (default: the config's segment_bytes)."""
+        d = Path(dir)
+        if init_file_size is None:
+            init_file_size = int(getattr(config, "segment_bytes", 0)) if preallocate else 0
+        max_index = config.segment_index_bytes
+        records = FileRecords.open(
+            log_file(d, base_offset, file_suffix), preallocate=preallocate, init_size=init_file_size
+        )
+        return cls(
+            records,
+            OffsetIndex(offset_index_file(d, base_offset, file_suffix), base_offset, max_index),
+            TimeIndex(time_index_file(d, base_offset, file_suffix), base_offset, max_index),
+            TransactionIndex(base_offset, transaction_index_file(d, base_offset, file_suffix)),
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes,
+            roll_jitter_ms=random_segment_jitter(config) if roll_jitter_ms is None else roll_jitter_ms,
+            clock=clock,
+        )
+
+    # -- properties ------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return self.log.size_in_bytes
+
+    @property
+    def created(self) -> int:
+        return self._t.created
+
+    @property
+    def max_timestamp_and_offset_so_far(self) -> TimestampOffset:
+        # Loaded lazily from the time index so opening many segments stays cheap.
+        if self._t.max_timestamp_and_offset == UNKNOWN_TIMESTAMP_OFFSET:
+            self._t.max_timestamp_and_offset = self.time_index.last_entry
+        return self._t.max_timestamp_and_offset
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self.max_timestamp_and_offset_so_far.timestamp
+
+    @property
+    def shallow_offset_of_max_timestamp_so_far(self) -> int:
+        return self.max_timestamp_and_offset_so_far.offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime if the segment has none (retention)."""
+        ts = self.max_timestamp_so_far
+        return ts if ts >= 0 else self.last_modified_ms()
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def _ensure_offset_in_range(self, offset: int) -> None:
+        if not self.can_convert_to_relative_offset(offset):
+            raise LogSegmentOffsetOverflowError(
+                f"Detected offset overflow at offset {offset} in segment {self.log.path} "
+                f"with base offset {self.base_offset}"
+            )
+
+    # -- append ----------------------------------------------------------------------------
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        shallow_offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+    ) -> None:
+        """Write validated batches; the first entry of each index interval goes to the
+        offset and time indexes before the batch that crosses it."""
+        if len(records) == 0:
+            return
+        physical_position = self.log.size_in_bytes
+        if physical_position == 0:
+            self._t.rolling_based_timestamp = largest_timestamp
+        self._ensure_offset_in_range(largest_offset)
+        self.log.append(records)
+        t = self._t
+        for h in headers_in_buffer(records, str(self.log.path)):
+            last_offset = h.base_offset + h.last_offset_delta
+            if h.max_timestamp > self.max_timestamp_so_far:
+                t.max_timestamp_and_offset = TimestampOffset(h.max_timestamp, last_offset)
+            if t.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(last_offset, physical_position)
+                mx = self.max_timestamp_and_offset_so_far
+                self.time_index.maybe_append(mx.timestamp, mx.offset)
+                t.bytes_since_last_index_entry = 0
+            physical_position += h.size
+            t.bytes_since_last_index_entry += h.size
+
+    def append_from_file(self, records: FileRecords, start: int) -> int:
+        """Copy batches from ``records`` at ``start`` until one whose last offset cannot be
+        made relative to this segment; returns the bytes copied."""
+        end = start
+        largest_offset, largest_ts, offset_of_max = -1, NO_TIMESTAMP, -1
+        for h in records.headers(start):
+            if not self.can_convert_to_relative_offset(h.last_offset):
+                break
+            end = h.position + h.size
+            largest_offset = h.last_offset
+            if h.max_timestamp > largest_ts:
+                largest_ts, offset_of_max = h.max_timestamp, h.last_offset
+        if end == start:
+            return 0
+        self.append(largest_offset, largest_ts, offset_of_max, records.read_at(start, end - start))
+        return end - start
+
+    def update_txn_index(self, aborted: AbortedTxn) -> None:
+        self.txn_index.append(aborted)
+
+    # -- read ------------------------------------------------------------------------------
+    def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
+        """Position and size of the first batch whose last offset is >= ``offset``."""
+        mapping = self.offset_index.lookup(offset)
+        return self.log.search_for_offset_with_size(offset, max(mapping.position, starting_file_position))
+
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """Bytes from the batch holding ``start_offset``: at most ``max_size`` and never past
+        ``max_position`` (default: the segment size; POSITION_UNKNOWN: metadata only).
+        None if the offset is beyond the segment's last offset."""
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log.path}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        start_position = found.position
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, start_position)
+        adjusted_max_size = max(max_size, found.size) if min_one_message else max_size
+        if max_position is None:
+            max_position = self.size
+        if adjusted_max_size == 0 or max_position < 0:
+            return FetchDataInfo(metadata, FileSlice.empty())
+        fetch_size = min(max_position - start_position, adjusted_max_size)
+        return FetchDataInfo(
+            metadata,
+            self.log.slice(start_position, max(fetch_size, 0)),
+            first_entry_incomplete=adjusted_max_size < found.size,
+        )
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (the base offset if empty)."""
+        start = self.translate_offset(self.offset_index.last_offset)
+        if start is None:
+            return self.base_offset
+        next_offset = self.base_offset
+        for h in self.log.headers(start.position):
+            next_offset = h.next_offset
+        return next_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int | None = None) -> TimestampAndOffset | None:
+        """First record with timestamp >= ``timestamp`` and offset >= ``starting_offset``."""
+        start = self.base_offset if starting_offset is None else starting_offset
+        entry = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(entry.offset, start)).position
+        return self.log.search_for_timestamp(timestamp, position, start)
+
+    def read_max_timestamp_and_offset_so_far(self) -> TimestampOffset:
+        return self.max_timestamp_and_offset_so_far
+
+    # -- recovery and truncation -----------------------------------------------------------
+    def recover(self, producer_state: Any = None, leader_epoch_cache: Any = None) -> int:
+        """Rebuild the indexes from the `.log`, validating each batch (size, magic, CRC,
+        offset range); cut the file at the first invalid byte. Returns the bytes removed."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.txn_index.reset()
+        t = self._t
+        t.max_timestamp_and_offset = TimestampOffset(NO_TIMESTAMP, -1)
+        t.bytes_since_last_index_entry = 0
+        valid_bytes = last_index_entry = 0
+        try:
+            for batch in self.log.batches(validate=True):
+                valid_bytes, last_index_entry = self._recover_batch(
+                    batch, valid_bytes, last_index_entry, producer_state, leader_epoch_cache
+                )
+        except (CorruptRecordError, InvalidRecordError) as e:
+            log.warning(
+                "Found invalid messages in log segment %s at byte offset %d: %s",
+                self.log.path, valid_bytes, e,
+            )
+        truncated = self.log.size_in_bytes - valid_bytes
+        if truncated > 0:
+            log.debug("Truncated %d invalid bytes at the end of segment %s", truncated, self.log.path)
+            self.log.truncate_to(valid_bytes)
+        t.bytes_since_last_index_entry = valid_bytes - last_index_entry
+        self.offset_index.trim()
+        mx = self.max_timestamp_and_offset_so_far
+        self.time_index.maybe_append(mx.timestamp, mx.offset, skip_full_check=True)
+        self.time_index.trim()
+        return truncated
+
+    def _recover_batch(
+        self, batch: RecordBatch, valid_bytes: int, last_index_entry: int,
+        producer_state: Any, leader_epoch_cache: Any,
+    ) -> tuple[int, int]:
+        header = batch.header()
+        base_offset, last_offset, max_ts = header[0], header[0] + header[6], header[8]
+        self._ensure_offset_in_range(last_offset)
+        t = self._t
+        if max_ts > t.max_timestamp_and_offset.timestamp:
+            t.max_timestamp_and_offset = TimestampOffset(max_ts, last_offset)
+        if valid_bytes - last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, valid_bytes)
+            mx = t.max_timestamp_and_offset
+            self.time_index.maybe_append(mx.timestamp, mx.offset)
+            last_index_entry = valid_bytes
+        valid_bytes += batch.size_in_bytes
+        epoch = header[2]
+        if leader_epoch_cache is not None and epoch >= 0:
+            latest = leader_epoch_cache.latest_epoch()
+            if latest is None or latest < epoch:
+                leader_epoch_cache.assign(epoch, base_offset)
+        if producer_state is not None:
+            self._update_producer_state(producer_state, batch)
+        return valid_bytes, last_index_entry
+
+    def _update_producer_state(self, producer_state: Any, batch: RecordBatch) -> None:
+        """Replay one batch into the producer state; a completed aborted transaction goes
+        into the transaction index (Kafka's LogSegment.updateProducerState)."""
+        if batch.has_producer_id:
+            completed = producer_state.update_from_recovered_batch(batch)
+            if completed is not None:
+                lso = producer_state.last_stable_offset(completed)
+                if getattr(completed, "is_aborted", False):
+                    self.txn_index.append(
+                        AbortedTxn(completed.producer_id, completed.first_offset,
+                                   completed.last_offset, lso)
+                    )
+                producer_state.complete_txn(completed)
+        producer_state.update_map_end_offset(batch.last_offset + 1)
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove data and index entries at or above ``offset``; returns the bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
+        # The active segment keeps growing after a truncation: give the indexes room again.
+        self.offset_index.resize(self.offset_index.max_index_size)
+        self.time_index.resize(self.time_index.max_index_size)
+        removed = 0 if mapping is None else self.log.truncate_to(mapping.position)
+        t = self._t
+        if self.log.size_in_bytes == 0:
+            t.created = self.clock.milliseconds()
+            t.rolling_based_timestamp = None
+        t.bytes_since_last_index_entry = 0
+        if self.max_timestamp_so_far >= 0:
+            t.max_timestamp_and_offset = self._read_largest_timestamp()
+        return removed
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        last_entry = self.time_index.last_entry
+        position = self.offset_index.lookup(last_entry.offset).position
+        after = self.log.largest_timestamp_after(position)
+        if after.timestamp > last_entry.timestamp:
+            return TimestampOffset(after.timestamp, after.offset)
+        return last_entry
+
+    # -- roll ------------------------------------------------------------------------------
+    def _load_first_batch_timestamp(self) -> None:
+        if self._t.rolling_based_timestamp is None:
+            for h in self.log.headers(0):
+                self._t.rolling_based_timestamp = h.max_timestamp
+                break
+
+    def first_batch_timestamp(self) -> int:
+        """Max timestamp of the first batch, LONG_MAX if empty or without timestamps."""
+        self._load_first_batch_timestamp()
+        ts = self._t.rolling_based_timestamp
+        return ts if ts is not None and ts >= 0 else LONG_MAX
+
+    get_first_batch_timestamp = first_batch_timestamp
+
+    def time_waited_for_roll(self, now: int, message_timestamp: int) -> int:
+        """Record time since the first batch if it has a timestamp, else wall time since
+        the segment was created."""
+        self._load_first_batch_timestamp()
+        ts = self._t.rolling_based_timestamp
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now - self._t.created
+
+    def should_roll(
+        self,
+        *,
+        max_segment_ms: int,
+        max_segment_bytes: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        messages_size: int,
+        now: int,
+    ) -> bool:
+        """Kafka's roll conditions for an incoming append (size, time minus jitter, either
+        index full, relative-offset overflow)."""
+        reached_roll_ms = (
+            self.time_waited_for_roll(now, max_timestamp_in_messages)
+            > max_segment_ms - self.roll_jitter_ms
+        )
+        size = self.size
+        return (
+            size > max_segment_bytes - messages_size
+            or (size > 0 and reached_roll_ms)
+            or self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+        )
+
+    def on_becoming_inactive(self) -> None:
+        """Rolled away from: write the final time-index entry and trim all three files."""
+        mx = self.max_timestamp_and_offset_so_far
+        self.time_index.maybe_append(mx.timestamp, mx.offset, skip_full_check=True)
+        self.offset_index.trim()
+        self.time_index.trim()
+        self.log.trim()
+
+    on_becoming_inactive_segment = on_becoming_inactive
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def sanity_check(self, time_index_file_newly_created: bool = False) -> None:
+        """Kafka's load-time check: the offset index must exist (else FileNotFoundError)."""
+        if not self.offset_index.file_exists():
+            raise FileNotFoundError(f"Offset index file {self.offset_index.path} does not exist")
+        if time_index_file_newly_created:
+            self.time_index.resize(0)
+        self.txn_index.sanity_check()
+
+    def sanity_check_indexes(self) -> None:
+        """Full index checks (CorruptIndexError): for loaders that rebuild bad indexes."""
+        self.offset_index.sanity_check()
+        self.time_index.sanity_check()
+        self.txn_index.sanity_check()
+
+    # -- files -----------------------------------------------------------------------------
+    def flush(self) -> None:
+        self.log.flush()
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename all files (e.g. "" -> ".deleted") without creating missing index files."""
+        self.log.rename_to(replace_suffix(self.log.path, old_suffix, new_suffix))
+        self.offset_index.rename_to(replace_suffix(self.offset_index.path, old_suffix, new_suffix))
+        self.time_index.rename_to(replace_suffix(self.time_index.path, old_suffix, new_suffix))
+        self.txn_index.rename_to(replace_suffix(self.txn_index.path, old_suffix, new_suffix))
+
+    def has_suffix(self, suffix: str) -> bool:
+        return str(self.log.path).endswith(suffix)
+
+    def update_parent_dir(self, parent: Path) -> None:
+        self.log.update_parent_dir(parent)
+        self.offset_index.update_parent_dir(parent)
+        self.time_index.update_parent_dir(parent)
+        self.txn_index.update_parent_dir(parent)
+
+    def last_modified_ms(self) -> int:
+        return self.log.last_modified_ms()
+
+    def set_last_modified(self, ms: int) -> None:
+        self.log.set_last_modified(ms)
+        if self.offset_index.file_exists():
+            os.utime(self.offset_index.path, ns=(ms * 1_000_000, ms * 1_000_000))
+        if self.time_index.file_exists():
+            os.utime(self.time_index.path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    def close(self) -> None:
+        mx = self._t.max_timestamp_and_offset
+        if mx.timestamp >= 0:
+            self.time_index.maybe_append(mx.timestamp, mx.offset, skip_full_check=True)
+        self.offset_index.close()
+        self.time_index.close()
+        self.log.close()
+        self.txn_index.close()
+
+    def close_handlers(self) -> None:
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        self.log.close_handlers()
+        self.txn_index.close()
+
+    def delete(self) -> None:
+        """Close and remove every file of the segment (missing ones are fine)."""
+        self.log.delete()
+        self.offset_index.delete_if_exists()
+        self.time_index.delete_if_exists()
+        self.txn_index.delete_if_exists()
+
+    delete_if_exists = delete
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log.path})"
