@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .core import INT_MAX, LONG_MAX, ConfigDef, ConfigError, at_least, between, one_of
+from .log_config import resolve_broker_defaults
 
 BROKER_CONFIG_DEF = ConfigDef()
 _d = BROKER_CONFIG_DEF.define
@@ -130,29 +131,6 @@ _d(
 )
 _d("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this.")
 
-# broker key -> topic key (Kafka's LogConfig synonyms); roll/retention take the most specific.
-BROKER_TO_TOPIC: dict[str, str] = {
-    "log.segment.bytes": "segment.bytes",
-    "log.retention.bytes": "retention.bytes",
-    "log.cleanup.policy": "cleanup.policy",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.message.timestamp.type": "message.timestamp.type",
-    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
-    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
-    "log.preallocate": "preallocate",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "message.max.bytes": "max.message.bytes",
-    "min.insync.replicas": "min.insync.replicas",
-    "compression.type": "compression.type",
-}
-
 
 def _fmt(v: Any) -> str:
     if isinstance(v, bool):
@@ -215,28 +193,7 @@ class BrokerConfig:
     def node_id(self) -> int:
         return int(self.values["node.id"])
 
-    def _ms(self, ms_key: str, minutes_key: str | None, hours_key: str) -> int:
-        v = self.values
-        if v[ms_key] is not None:
-            return int(v[ms_key])
-        if minutes_key is not None and v[minutes_key] is not None:
-            return int(v[minutes_key]) * 60_000
-        return int(v[hours_key]) * 3_600_000
-
     def log_config_defaults(self) -> dict[str, str]:
-        """Broker-level log settings under topic config names (LogConfig's defaults)."""
-        out = {
-            topic: _fmt(self.values[broker])
-            for broker, topic in BROKER_TO_TOPIC.items()
-            if self.values[broker] is not None
-        }
-        out["segment.ms"] = str(self._ms("log.roll.ms", None, "log.roll.hours"))
-        retention = self.values["log.retention.ms"]
-        out["retention.ms"] = str(
-            retention
-            if retention is not None
-            else self._ms("log.retention.ms", "log.retention.minutes", "log.retention.hours")
-        )
-        if out.get("compression.type") == "uncompressed":
-            out["compression.type"] = "uncompressed"
-        return out
+        """Broker-level log settings given explicitly, under topic config names (the
+        defaults a topic's overrides sit on; unset keys keep Kafka's defaults)."""
+        return {k: _fmt(v) for k, v in resolve_broker_defaults(self.originals).items()}

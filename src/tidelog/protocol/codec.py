@@ -152,7 +152,8 @@ def encode_response(correlation_id: int, response: Any) -> bytes:
     buf.write(b"\x00\x00\x00\x00")
     header_version = response.__header_schema__.__version__
     buf.write(response_header_bytes(correlation_id, header_version))
-    _writer(type(response))(buf, response)
+    writer: Any = _writer(type(response))  # type: ignore[arg-type]
+    writer(buf, response)
     out = buf.getbuffer()
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)

@@ -1,0 +1,81 @@
+"""The broker: one PLAINTEXT listener, the handler registry, the replica manager and the
+fetch purgatory on one asyncio loop (uvloop when installed, chosen by the caller)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.util.clock import SYSTEM_CLOCK, Clock
+
+from .purgatory import FetchPurgatory
+from .registry import Registry, discover
+from .replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from .connection import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        registry: Registry | None = None,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.registry = registry if registry is not None else discover()
+        self.replica_manager = ReplicaManager(config, clock)
+        self.purgatory = FetchPurgatory()
+        self.replica_manager.add_append_listener(self.purgatory.check_and_complete)
+        self.connections: set[KafkaConnection] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self.bound_port = 0
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def advertised_host(self) -> str:
+        return self.config.advertised_listener.host
+
+    @property
+    def advertised_port(self) -> int:
+        """The advertised port; a listener bound to port 0 advertises the real port."""
+        port = self.config.advertised_listener.port
+        return port or self.bound_port
+
+    async def start(self) -> None:
+        from .connection import KafkaConnection
+
+        self.replica_manager.startup()
+        listener = self.config.listener
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self), listener.host, listener.port, reuse_address=True
+        )
+        self.bound_port = self._server.sockets[0].getsockname()[1]
+        log.info(
+            "tidelog broker %d listening on %s:%d (cluster %s)",
+            self.node_id,
+            listener.host,
+            self.bound_port,
+            self.replica_manager.cluster_id,
+        )
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for conn in list(self.connections):
+                conn.close("broker shutting down")
+            await self._server.wait_closed()
+            self._server = None
+        self.replica_manager.shutdown()
+        log.info("tidelog broker %d stopped", self.node_id)

@@ -1,0 +1,136 @@
+"""Config views for DescribeConfigs / AlterConfigs / IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tidelog.config.broker_config import BROKER_CONFIG_DEF
+from tidelog.config.log_config import BROKER_SYNONYMS, LOG_CONFIG_DEF
+from tidelog.protocol.errors import ErrorCode
+
+from .errors import ApiError
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+# Kafka's ConfigSource
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+# Kafka's ConfigType (DescribeConfigs v3+)
+_TYPES = {
+    "boolean": 1,
+    "string": 2,
+    "int": 3,
+    "short": 4,
+    "long": 5,
+    "double": 6,
+    "list": 7,
+    "password": 9,
+}
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: int
+    type: int
+    doc: str
+    sensitive: bool = False
+    read_only: bool = False
+    synonyms: tuple[tuple[str, str | None, int], ...] = ()
+
+
+def fmt(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, list | tuple):
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def topic_entries(
+    overrides: Mapping[str, str], broker_originals: Mapping[str, Any], effective: Mapping[str, Any]
+) -> list[ConfigEntry]:
+    out = []
+    for name, key in sorted(LOG_CONFIG_DEF.keys.items()):
+        synonyms: list[tuple[str, str | None, int]] = []
+        source = DEFAULT_CONFIG
+        if name in overrides:
+            source = DYNAMIC_TOPIC_CONFIG
+            synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+        for syn, _unit in BROKER_SYNONYMS.get(name, ()):
+            if syn in broker_originals:
+                if source == DEFAULT_CONFIG:
+                    source = STATIC_BROKER_CONFIG
+                synonyms.append((syn, fmt(broker_originals[syn]), STATIC_BROKER_CONFIG))
+        synonyms.append((name, fmt(key.default), DEFAULT_CONFIG))
+        value = fmt(effective.get(name, key.default))
+        out.append(
+            ConfigEntry(
+                name,
+                value,
+                source,
+                _TYPES.get(key.type, 0),
+                key.doc,
+                key.type == "password",
+                False,
+                tuple(synonyms),
+            )
+        )
+    return out
+
+
+def broker_entries(values: Mapping[str, Any], originals: Mapping[str, Any]) -> list[ConfigEntry]:
+    out = []
+    for name, key in sorted(BROKER_CONFIG_DEF.keys.items()):
+        source = STATIC_BROKER_CONFIG if name in originals else DEFAULT_CONFIG
+        out.append(
+            ConfigEntry(
+                name,
+                fmt(values.get(name)),
+                source,
+                _TYPES.get(key.type, 0),
+                key.doc,
+                False,
+                True,
+                ((name, fmt(values.get(name)), source),),
+            )
+        )
+    return out
+
+
+def apply_incremental(
+    current: Mapping[str, str], ops: list[tuple[str, int, str | None]], effective: Mapping[str, Any]
+) -> dict[str, str]:
+    """Kafka's IncrementalAlterConfigs semantics over a topic's overrides."""
+    out = dict(current)
+    for name, op, value in ops:
+        if name not in LOG_CONFIG_DEF:
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        if op == SET:
+            if value is None:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {name}")
+            out[name] = value
+        elif op == DELETE:
+            out.pop(name, None)
+        elif op in (APPEND, SUBTRACT):
+            if LOG_CONFIG_DEF.keys[name].type != "list":
+                raise ApiError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Config value append is not allowed for config key: {name}",
+                )
+            items = [x for x in (fmt(effective.get(name)) or "").split(",") if x]
+            if name in out:
+                items = [x for x in out[name].split(",") if x]
+            new = [x.strip() for x in (value or "").split(",") if x.strip()]
+            if op == APPEND:
+                items += [x for x in new if x not in items]
+            else:
+                items = [x for x in items if x not in new]
+            out[name] = ",".join(items)
+        else:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
+    return out

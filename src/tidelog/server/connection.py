@@ -1,0 +1,197 @@
+"""One client connection: framing, dispatch, responses in request order.
+
+A buffered ``asyncio.Protocol``: each ``data_received`` call splits every complete frame,
+starts its handler, and the responses that are ready are flushed together with one
+``writelines`` (one socket write per read batch). Responses leave strictly in request order
+(kafka-python checks correlation ids in order); a Produce with acks=0 has no response slot.
+Frames over ``socket.request.max.bytes`` and undecodable frames close this connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from tidelog.protocol.codec import (
+    API_VERSIONS_KEY,
+    InvalidRequestError,
+    RequestHeader,
+    UnsupportedVersionError,
+    api_versions_fallback,
+    decode_request,
+    encode_response,
+    peek_header,
+)
+
+from .context import RequestContext
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+_I32 = struct.Struct(">i")
+_PENDING = object()
+
+
+class _Slot:
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: Any = _PENDING
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.max_frame = int(broker.config.values["socket.request.max.bytes"])
+        self.max_queued = int(broker.config.values["queued.max.requests"])
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.slots: deque[_Slot] = deque()
+        self.peer: tuple[str, int] = ("", 0)
+        self.closed = False
+        self._flush_scheduled = False
+        self._reading_paused = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- asyncio.Protocol ---------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        if isinstance(peer, tuple) and len(peer) >= 2:
+            self.peer = (str(peer[0]), int(peer[1]))
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.broker.connections.discard(self)
+        for task in list(self._tasks):
+            task.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        buf = self.buf
+        buf += data
+        pos = 0
+        end = len(buf)
+        while end - pos >= 4:
+            (size,) = _I32.unpack_from(buf, pos)
+            if size < 0 or size > self.max_frame:
+                self.close(
+                    f"frame size {size} at byte {pos} exceeds socket.request.max.bytes "
+                    f"({self.max_frame}) or is negative"
+                )
+                return
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            if not self._dispatch(frame):
+                return
+        if pos:
+            del buf[:pos]
+        self._maybe_pause()
+        self._flush()
+
+    # -- dispatch -----------------------------------------------------------------------------
+    def _dispatch(self, frame: bytes) -> bool:
+        try:
+            key, version, corr = peek_header(frame)
+            spec = self.broker.registry.get(key)
+            if spec is None:
+                raise InvalidRequestError(f"unknown API key {key}")
+            if not spec.supports(version):
+                if key == API_VERSIONS_KEY:  # KIP-511: answer in v0 so the client can retry
+                    slot = _Slot()
+                    slot.data = api_versions_fallback(corr, spec.min_version, spec.max_version)
+                    self.slots.append(slot)
+                    return True
+                raise UnsupportedVersionError(key, version)
+            header, request = decode_request(frame)
+        except InvalidRequestError as exc:
+            self.close(f"invalid request: {exc}")
+            return False
+        ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1])
+        if key == 0 and getattr(request, "acks", 1) == 0:
+            self._spawn(None, spec.handle(ctx, request), header)
+            return True
+        slot = _Slot()
+        self.slots.append(slot)
+        self._spawn(slot, spec.handle(ctx, request), header)
+        return True
+
+    def _spawn(self, slot: _Slot | None, coro: Any, header: RequestHeader) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._done(t, slot, header))
+
+    def _done(self, task: asyncio.Task[Any], slot: _Slot | None, header: RequestHeader) -> None:
+        self._tasks.discard(task)
+        if task.cancelled() or self.closed:
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error(
+                "handler for API %d v%d failed (client %s %s:%d)",
+                header.api_key,
+                header.api_version,
+                header.client_id,
+                *self.peer,
+                exc_info=exc,
+            )
+            self.close("handler error")
+            return
+        if slot is None:
+            return
+        result = task.result()
+        if result is None:
+            slot.data = None
+        elif isinstance(result, bytes | bytearray | list):
+            slot.data = result
+        else:
+            slot.data = encode_response(header.correlation_id, result)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    # -- output -------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.closed or self.transport is None:
+            return
+        out: list[Any] = []
+        slots = self.slots
+        while slots and slots[0].data is not _PENDING:
+            data = slots.popleft().data
+            if data is None:
+                continue
+            if isinstance(data, list):
+                out.extend(data)
+            else:
+                out.append(data)
+        if out:
+            self.transport.writelines(out)
+        self._maybe_pause()
+
+    def _maybe_pause(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        busy = len(self.slots) + len(self._tasks) >= self.max_queued
+        if busy and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        elif not busy and self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        log.warning("closing connection from %s:%d: %s", *self.peer, reason)
+        if self.transport is not None:
+            self.transport.abort()

@@ -1,0 +1,1 @@
+"""Consumer groups: the classic group coordinator and ``__consumer_offsets``."""

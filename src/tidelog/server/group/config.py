@@ -1,0 +1,115 @@
+"""Group coordinator settings: Kafka's broker config names and defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tidelog.config.core import INT_MAX, ConfigDef, at_least, between
+
+GROUP_CONFIG_DEF = (
+    ConfigDef()
+    .define(
+        "group.min.session.timeout.ms",
+        "int",
+        6000,
+        "Minimum session timeout a member may ask for.",
+        at_least(0),
+    )
+    .define(
+        "group.max.session.timeout.ms",
+        "int",
+        1800000,
+        "Maximum session timeout a member may ask for.",
+        at_least(0),
+    )
+    .define(
+        "group.initial.rebalance.delay.ms",
+        "int",
+        3000,
+        "How long the first rebalance of an empty group waits for more members.",
+        at_least(0),
+    )
+    .define(
+        "group.max.size", "int", INT_MAX, "Maximum number of members in one group.", at_least(1)
+    )
+    .define(
+        "offsets.topic.num.partitions",
+        "int",
+        50,
+        "Partitions of __consumer_offsets (do not change after deployment).",
+        at_least(1),
+    )
+    .define(
+        "offsets.topic.segment.bytes",
+        "int",
+        104857600,
+        "Segment size of __consumer_offsets.",
+        at_least(1),
+    )
+    .define(
+        "offsets.topic.compression.codec",
+        "int",
+        0,
+        "Compression of __consumer_offsets batches (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).",
+        between(0, 4),
+    )
+    .define(
+        "offsets.retention.minutes",
+        "int",
+        10080,
+        "How long committed offsets of an empty group are kept.",
+        at_least(1),
+    )
+    .define(
+        "offsets.retention.check.interval.ms",
+        "long",
+        600000,
+        "How often expired offsets are looked for.",
+        at_least(1),
+    )
+    .define(
+        "offset.metadata.max.bytes",
+        "int",
+        4096,
+        "Maximum size of the metadata string of a commit.",
+        at_least(0),
+    )
+    .define(
+        "offsets.load.buffer.size",
+        "int",
+        5242880,
+        "Read size used when loading __consumer_offsets.",
+        at_least(1),
+    )
+)
+
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1800000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = INT_MAX
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_segment_bytes: int = 104857600
+    offsets_topic_compression_codec: int = 0
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600000
+    offset_metadata_max_bytes: int = 4096
+    offsets_load_buffer_size: int = 5242880
+    new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any]) -> GroupConfig:
+        """Typed settings from broker properties (unknown keys are ignored)."""
+        known = {k: v for k, v in props.items() if k in GROUP_CONFIG_DEF}
+        parsed = GROUP_CONFIG_DEF.parse(known)
+        return cls(**{k.replace(".", "_"): v for k, v in parsed.items()})
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60 * 1000

@@ -1,0 +1,268 @@
+"""The groups cache and its persistence in ``__consumer_offsets`` (Kafka's GroupMetadataManager).
+
+Every change a client must be able to rely on (a commit, a generation's assignment, a
+deletion) is appended to the group's partition first and applied to the cache after, so the
+cache never says more than the log. Loading replays a partition: the last record per key wins
+and a null value (tombstone) removes the key, exactly what compaction preserves.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from tidelog.records import CompressionType, RecordBatchBuilder
+from tidelog.server.group.config import GroupConfig
+from tidelog.server.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
+from tidelog.server.group.member import MemberMetadata
+from tidelog.server.group.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadataRecord,
+    OffsetAndMetadata,
+    OffsetKey,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+    partition_for,
+)
+from tidelog.server.group.store import OffsetsStore
+from tidelog.util.clock import Clock
+from tidelog.util.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+Record = tuple[bytes, bytes | None]
+
+
+@dataclass
+class _LoadedPartition:
+    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]
+    groups: dict[str, GroupMetadataValue]
+    removed_groups: set[str]
+
+
+class GroupMetadataManager:
+    def __init__(self, config: GroupConfig, *, clock: Clock, store: OffsetsStore) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = store
+        self.groups: dict[str, GroupMetadata] = {}
+        self.loading: set[int] = set()
+        self.owned: set[int] = set()
+
+    # -------------------------------------------------------------- ownership / loading
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    def is_loading(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.loading
+
+    def is_owned(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned
+
+    def mark_loading(self, partitions: Iterable[int]) -> None:
+        self.loading.update(partitions)
+
+    def load_partition(self, partition: int) -> list[GroupMetadata]:
+        """Replay one partition into the cache; returns the groups it defined."""
+        self.loading.add(partition)
+        data = self._replay(partition)
+        loaded: list[GroupMetadata] = []
+        now = self.clock.milliseconds()
+        for group_id in set(data.offsets) | set(data.groups):
+            value = data.groups.get(group_id)
+            group = self._group_from_value(group_id, value, now)
+            group.offsets = data.offsets.get(group_id, {})
+            self.groups[group_id] = group
+            loaded.append(group)
+        for group_id in data.removed_groups - set(data.groups) - set(data.offsets):
+            self.groups.pop(group_id, None)
+        self.loading.discard(partition)
+        self.owned.add(partition)
+        return loaded
+
+    def _replay(self, partition: int) -> _LoadedPartition:
+        out = _LoadedPartition({}, {}, set())
+        for batch in self.store.read_batches(partition):
+            if batch.is_control:
+                continue
+            for rec in batch.iter_records():
+                if rec.key is not None:
+                    self._replay_record(out, rec.key, rec.value)
+        return out
+
+    @staticmethod
+    def _replay_record(out: _LoadedPartition, key_bytes: bytes, value: bytes | None) -> None:
+        key = decode_key(key_bytes)
+        if isinstance(key, OffsetKey):
+            tp = TopicPartition(key.topic, key.partition)
+            if value is None:
+                out.offsets.get(key.group, {}).pop(tp, None)
+            else:
+                out.offsets.setdefault(key.group, {})[tp] = decode_offset_value(value)
+        elif isinstance(key, GroupMetadataKey):
+            if value is None:
+                out.groups.pop(key.group, None)
+                out.removed_groups.add(key.group)
+            else:
+                out.groups[key.group] = decode_group_value(value)
+
+    @staticmethod
+    def _group_from_value(
+        group_id: str, value: GroupMetadataValue | None, now: int
+    ) -> GroupMetadata:
+        group = GroupMetadata(group_id, now)
+        if value is None:
+            return group
+        group.protocol_type = value.protocol_type or None
+        group.generation_id = value.generation
+        group.protocol_name = value.protocol
+        group.leader_id = value.leader
+        if value.current_state_timestamp >= 0:
+            group.current_state_timestamp = value.current_state_timestamp
+        for m in value.members:
+            member = MemberMetadata(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                rebalance_timeout_ms=m.rebalance_timeout,
+                session_timeout_ms=m.session_timeout,
+                protocol_type=value.protocol_type,
+                supported_protocols=[(value.protocol or "", m.subscription)],
+                assignment=m.assignment,
+            )
+            group.add(member)
+        group.leader_id = value.leader
+        if group.members:
+            group.state = GroupState.STABLE
+        return group
+
+    # -------------------------------------------------------------- writes
+
+    def _append(self, partition: int, records: list[Record]) -> None:
+        builder = RecordBatchBuilder(CompressionType(self.config.offsets_topic_compression_codec))
+        now = self.clock.milliseconds()
+        for key, value in records:
+            builder.append(now, key, value)
+        self.store.append(partition, builder.build())
+
+    def store_group(self, group: GroupMetadata) -> None:
+        """Persist the group's current generation and assignment (Kafka's storeGroup)."""
+        value = GroupMetadataValue(
+            protocol_type=group.protocol_type or "",
+            generation=group.generation_id,
+            protocol=group.protocol_name,
+            leader=group.leader_id,
+            current_state_timestamp=group.current_state_timestamp,
+            members=[_member_record(m, group.protocol_name) for m in group.members.values()],
+        )
+        record = (encode_group_key(group.group_id), encode_group_value(value))
+        self._append(self.partition_for(group.group_id), [record])
+
+    def store_offsets(
+        self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> None:
+        if not offsets:
+            return
+        records: list[Record] = [
+            (encode_offset_key(group.group_id, tp.topic, tp.partition), encode_offset_value(o))
+            for tp, o in offsets.items()
+        ]
+        self._append(self.partition_for(group.group_id), records)
+        group.offsets.update(offsets)
+
+    def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartition]) -> None:
+        tps = [tp for tp in partitions if tp in group.offsets]
+        if not tps:
+            return
+        records: list[Record] = [
+            (encode_offset_key(group.group_id, tp.topic, tp.partition), None) for tp in tps
+        ]
+        self._append(self.partition_for(group.group_id), records)
+        for tp in tps:
+            group.offsets.pop(tp, None)
+
+    def delete_group(self, group: GroupMetadata) -> None:
+        """Tombstones for every offset and the metadata; the group becomes Dead."""
+        records: list[Record] = [
+            (encode_offset_key(group.group_id, tp.topic, tp.partition), None)
+            for tp in group.offsets
+        ]
+        records.append((encode_group_key(group.group_id), None))
+        self._append(self.partition_for(group.group_id), records)
+        group.offsets.clear()
+        group.transition_to(GroupState.DEAD, self.clock.milliseconds())
+        self.groups.pop(group.group_id, None)
+
+    # -------------------------------------------------------------- expiry
+
+    def expired_offsets(self, group: GroupMetadata, now: int) -> list[TopicPartition]:
+        """Kafka's rules (KIP-211): an Empty group's offsets expire ``retention`` after it
+        became empty; a consumer group's offsets for topics it no longer subscribes to expire
+        ``retention`` after their commit; an explicit expire timestamp always wins."""
+        retention = self.config.offsets_retention_ms
+        if group.is_state(GroupState.EMPTY):
+            candidates = list(group.offsets)
+            # A group with a protocol type ages from when it became empty, a standalone
+            # (offsets-only) group from each commit.
+            from_state = group.protocol_type is not None
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.is_state(GroupState.STABLE):
+            subscribed = group.subscribed_topics()
+            if subscribed is None:
+                return []
+            candidates = [tp for tp in group.offsets if tp.topic not in subscribed]
+            from_state = False
+        else:
+            return []
+        out = []
+        for tp in candidates:
+            o = group.offsets[tp]
+            if o.expire_timestamp is not None:
+                deadline = o.expire_timestamp
+            elif from_state:
+                deadline = max(group.current_state_timestamp, 0) + retention
+            else:
+                deadline = o.commit_timestamp + retention
+            if now >= deadline:
+                out.append(tp)
+        return out
+
+    def cleanup_expired_offsets(self) -> int:
+        """Expire offsets everywhere; empty groups without offsets die. Returns the count."""
+        now = self.clock.milliseconds()
+        removed = 0
+        for group in list(self.groups.values()):
+            expired = self.expired_offsets(group, now)
+            if expired:
+                self.delete_offsets(group, expired)
+                removed += len(expired)
+            if group.is_state(GroupState.EMPTY) and not group.offsets and not group.members:
+                self.delete_group(group)
+        return removed
+
+
+def _member_record(m: MemberMetadata, protocol: str | None) -> MemberMetadataRecord:
+    subscription = b""
+    if protocol is not None:
+        try:
+            subscription = m.metadata(protocol)
+        except KeyError:
+            subscription = b""
+    return MemberMetadataRecord(
+        member_id=m.member_id,
+        client_id=m.client_id,
+        client_host=m.client_host,
+        session_timeout=m.session_timeout_ms,
+        rebalance_timeout=m.rebalance_timeout_ms,
+        subscription=subscription,
+        assignment=m.assignment,
+        group_instance_id=m.group_instance_id,
+    )

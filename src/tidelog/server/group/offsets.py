@@ -1,0 +1,160 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete on top of the rebalance core."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.server.group.group import GroupMetadata, GroupState
+from tidelog.server.group.rebalance import UNKNOWN_MEMBER_ID, RebalanceCore
+from tidelog.server.group.records import OffsetAndMetadata
+from tidelog.util.topic_partition import TopicPartition
+
+
+@dataclass(frozen=True, slots=True)
+class CommitEntry:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    error: ErrorCode = ErrorCode.NONE
+
+
+INVALID_OFFSET = FetchedOffset(-1, -1, "")
+
+
+class OffsetsApi(RebalanceCore):
+    def commit_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, CommitEntry],
+        *,
+        member_id: str = UNKNOWN_MEMBER_ID,
+        generation_id: int = -1,
+        group_instance_id: str | None = None,
+        retention_time_ms: int = -1,
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Kafka's handleCommitOffsets: an error for every partition of the request."""
+        err = self.group_error(group_id, allow_empty=True)
+        group = self.groups.get(group_id)
+        if err == ErrorCode.NONE and group is None:
+            if generation_id >= 0:
+                err = ErrorCode.ILLEGAL_GENERATION  # a member of a generation we don't know
+            else:  # a standalone consumer: offsets without group management
+                group = GroupMetadata(group_id, self.now())
+                self.groups[group_id] = group
+        if err == ErrorCode.NONE:
+            assert group is not None
+            err = self._validate_commit(group, member_id, generation_id, group_instance_id)
+        if err != ErrorCode.NONE:
+            return dict.fromkeys(offsets, err)
+        assert group is not None
+        member = group.members.get(member_id)
+        if member is not None:
+            self._complete_and_schedule_heartbeat(group, member)
+        return self._store_commits(group, offsets, retention_time_ms)
+
+    def _validate_commit(
+        self, group: GroupMetadata, member_id: str, generation_id: int, instance_id: str | None
+    ) -> ErrorCode:
+        if group.is_state(GroupState.DEAD):
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
+            if group.is_static_member_fenced(instance_id, member_id):
+                return ErrorCode.FENCED_INSTANCE_ID
+            if member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+            if group.is_state(GroupState.COMPLETING_REBALANCE):
+                # The member must sync the new generation's assignment before committing.
+                return ErrorCode.REBALANCE_IN_PROGRESS
+            return ErrorCode.NONE
+        if not group.is_state(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to an active group
+        return ErrorCode.NONE
+
+    def _store_commits(
+        self,
+        group: GroupMetadata,
+        offsets: Mapping[TopicPartition, CommitEntry],
+        retention_time_ms: int,
+    ) -> dict[TopicPartition, ErrorCode]:
+        now = self.now()
+        expire = now + retention_time_ms if retention_time_ms >= 0 else None
+        result: dict[TopicPartition, ErrorCode] = {}
+        accepted: dict[TopicPartition, OffsetAndMetadata] = {}
+        limit = self.config.offset_metadata_max_bytes
+        for tp, entry in offsets.items():
+            metadata = entry.metadata or ""
+            if len(metadata.encode("utf-8")) > limit:
+                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            accepted[tp] = OffsetAndMetadata(
+                entry.offset, metadata, now, entry.leader_epoch, expire
+            )
+        try:
+            self.manager.store_offsets(group, accepted)
+            stored = ErrorCode.NONE
+        except OSError:
+            stored = ErrorCode.COORDINATOR_NOT_AVAILABLE  # Kafka maps storage errors so
+        for tp in accepted:
+            result[tp] = stored
+        return result
+
+    def fetch_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None
+    ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+        """Committed offsets; ``partitions=None`` means every partition the group has."""
+        err = self.group_error(group_id, allow_empty=True)
+        if err != ErrorCode.NONE:
+            return err, {}
+        group = self.groups.get(group_id)
+        known = group.offsets if group is not None else {}
+        if partitions is None:
+            return ErrorCode.NONE, {tp: _fetched(o) for tp, o in known.items()}
+        out: dict[TopicPartition, FetchedOffset] = {}
+        for tp in partitions:
+            o = known.get(tp)
+            out[tp] = INVALID_OFFSET if o is None else _fetched(o)
+        return ErrorCode.NONE, out
+
+    def delete_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """OffsetDelete (KIP-496): only partitions of topics the group does not consume."""
+        err = self.group_error(group_id, allow_empty=True)
+        if err != ErrorCode.NONE:
+            return err, {}
+        group = self.groups.get(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        tps = list(partitions)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        if group.is_state(GroupState.EMPTY):
+            eligible = tps
+        elif group.protocol_type == "consumer":
+            subscribed = group.subscribed_topics() or set()
+            eligible = [tp for tp in tps if tp.topic not in subscribed]
+            errors.update(
+                {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in tps if tp.topic in subscribed}
+            )
+        else:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        try:
+            self.manager.delete_offsets(group, eligible)
+        except OSError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+        errors.update(dict.fromkeys(eligible, ErrorCode.NONE))
+        return ErrorCode.NONE, errors
+
+
+def _fetched(o: OffsetAndMetadata) -> FetchedOffset:
+    return FetchedOffset(o.offset, o.leader_epoch, o.metadata)

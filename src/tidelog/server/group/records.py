@@ -1,0 +1,403 @@
+"""``__consumer_offsets`` record schemas, byte-for-byte Kafka's.
+
+Keys (the key's leading int16 is the schema version):
+  * OffsetCommitKey v0/v1: group, topic, partition.
+  * GroupMetadataKey v2: group.
+Values (leading int16 version; a null value is a tombstone):
+  * OffsetCommitValue v0-v4 (v1 carries an explicit expire timestamp, v3+ the leader epoch,
+    v4 is the first flexible version).
+  * GroupMetadataValue v0-v4 (v1+ rebalance timeout, v2+ current state timestamp,
+    v3+ group instance id, v4 flexible).
+Kafka writes OffsetCommitValue v3 (v1 when the commit carries a retention time) and
+GroupMetadataValue v3; we do the same so Kafka's tools read our segments.
+
+Partitioning is Kafka's ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+OFFSETS_TOPIC = "__consumer_offsets"
+DEFAULT_NUM_PARTITIONS = 50
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_EXPIRE = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()``: over UTF-16 code units, wrapping at 32 bits."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def java_abs(n: int) -> int:
+    """Kafka's ``Utils.abs``: like Math.abs but Integer.MIN_VALUE maps to 0."""
+    return 0 if n == -(1 << 31) else abs(n)
+
+
+def partition_for(group_id: str, num_partitions: int = DEFAULT_NUM_PARTITIONS) -> int:
+    return java_abs(java_string_hash(group_id)) % num_partitions
+
+
+# --------------------------------------------------------------------------- primitives
+
+
+class _Writer:
+    def __init__(self, flexible: bool = False) -> None:
+        self.buf = bytearray()
+        self.flexible = flexible
+
+    def i16(self, v: int) -> None:
+        self.buf += _I16.pack(v)
+
+    def i32(self, v: int) -> None:
+        self.buf += _I32.pack(v)
+
+    def i64(self, v: int) -> None:
+        self.buf += _I64.pack(v)
+
+    def uvarint(self, v: int) -> None:
+        while v >= 0x80:
+            self.buf.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.buf.append(v)
+
+    def string(self, s: str | None) -> None:
+        if s is None:
+            if self.flexible:
+                self.uvarint(0)
+            else:
+                self.i16(-1)
+            return
+        data = s.encode("utf-8")
+        if self.flexible:
+            self.uvarint(len(data) + 1)
+        else:
+            self.i16(len(data))
+        self.buf += data
+
+    def bytes_(self, b: bytes) -> None:
+        if self.flexible:
+            self.uvarint(len(b) + 1)
+        else:
+            self.i32(len(b))
+        self.buf += b
+
+    def array_len(self, n: int) -> None:
+        if self.flexible:
+            self.uvarint(n + 1)
+        else:
+            self.i32(n)
+
+    def tags(self) -> None:
+        if self.flexible:
+            self.uvarint(0)
+
+
+class SchemaError(ValueError):
+    """A key or value that does not parse as any known schema version."""
+
+
+class _Reader:
+    def __init__(self, buf: bytes, flexible: bool = False) -> None:
+        self.buf = memoryview(buf)
+        self.pos = 0
+        self.flexible = flexible
+
+    def _take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise SchemaError(f"field of {n} bytes runs past the end at {self.pos}")
+        out = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return out
+
+    def i16(self) -> int:
+        return int(_I16.unpack(self._take(2))[0])
+
+    def i32(self) -> int:
+        return int(_I32.unpack(self._take(4))[0])
+
+    def i64(self) -> int:
+        return int(_I64.unpack(self._take(8))[0])
+
+    def uvarint(self) -> int:
+        shift = result = 0
+        while True:
+            b = self._take(1)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 35:
+                raise SchemaError("varint too long")
+
+    def nullable_string(self) -> str | None:
+        n = self.uvarint() - 1 if self.flexible else self.i16()
+        if n < 0:
+            return None
+        return bytes(self._take(n)).decode("utf-8")
+
+    def string(self) -> str:
+        s = self.nullable_string()
+        if s is None:
+            raise SchemaError("null in a non-nullable string")
+        return s
+
+    def bytes_(self) -> bytes:
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        if n < 0:
+            return b""
+        return bytes(self._take(n))
+
+    def array_len(self) -> int:
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        return max(n, 0)
+
+    def skip_tags(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()  # tag
+            self._take(self.uvarint())
+
+
+# --------------------------------------------------------------------------- keys
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group: str
+    topic: str
+    partition: int
+    version: int = OFFSET_COMMIT_KEY_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+    version: int = GROUP_METADATA_KEY_VERSION
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownKey:
+    """A key version this coordinator does not handle (e.g. KIP-848 records); skipped."""
+
+    version: int
+
+
+BaseKey = OffsetKey | GroupMetadataKey | UnknownKey
+
+
+def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
+    w = _Writer()
+    w.i16(OFFSET_COMMIT_KEY_VERSION)
+    w.string(group)
+    w.string(topic)
+    w.i32(partition)
+    return bytes(w.buf)
+
+
+def encode_group_key(group: str) -> bytes:
+    w = _Writer()
+    w.i16(GROUP_METADATA_KEY_VERSION)
+    w.string(group)
+    return bytes(w.buf)
+
+
+def decode_key(data: bytes) -> BaseKey:
+    r = _Reader(data)
+    version = r.i16()
+    if version in (0, 1):
+        return OffsetKey(r.string(), r.string(), r.i32(), version)
+    if version == 2:
+        return GroupMetadataKey(r.string(), version)
+    return UnknownKey(version)
+
+
+# --------------------------------------------------------------------------- offset values
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """Kafka's OffsetAndMetadata: what a commit stores for one partition."""
+
+    offset: int
+    metadata: str = ""
+    commit_timestamp: int = -1
+    leader_epoch: int = -1
+    expire_timestamp: int | None = None
+
+
+def encode_offset_value(v: OffsetAndMetadata) -> bytes:
+    version = (
+        OFFSET_COMMIT_VALUE_VERSION_EXPIRE
+        if v.expire_timestamp is not None
+        else OFFSET_COMMIT_VALUE_VERSION
+    )
+    return encode_offset_value_version(v, version)
+
+
+def encode_offset_value_version(v: OffsetAndMetadata, version: int) -> bytes:
+    if not 0 <= version <= 4:
+        raise SchemaError(f"unknown OffsetCommitValue version {version}")
+    w = _Writer(flexible=version >= 4)
+    w.i16(version)
+    w.i64(v.offset)
+    if version >= 3:
+        w.i32(v.leader_epoch)
+    w.string(v.metadata)
+    w.i64(v.commit_timestamp)
+    if version == 1:
+        w.i64(-1 if v.expire_timestamp is None else v.expire_timestamp)
+    w.tags()
+    return bytes(w.buf)
+
+
+def decode_offset_value(data: bytes) -> OffsetAndMetadata:
+    version = _I16.unpack_from(data, 0)[0] if len(data) >= 2 else -1
+    if not 0 <= version <= 4:
+        raise SchemaError(f"unknown OffsetCommitValue version {version}")
+    r = _Reader(data, flexible=version >= 4)
+    r.pos = 2
+    offset = r.i64()
+    leader_epoch = r.i32() if version >= 3 else -1
+    metadata = r.string()
+    commit_ts = r.i64()
+    expire = r.i64() if version == 1 else None
+    r.skip_tags()
+    if expire is not None and expire < 0:
+        expire = None
+    return OffsetAndMetadata(offset, metadata, commit_ts, leader_epoch, expire)
+
+
+# --------------------------------------------------------------------------- group values
+
+
+@dataclass(slots=True)
+class MemberMetadataRecord:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout: int
+    rebalance_timeout: int
+    subscription: bytes
+    assignment: bytes
+    group_instance_id: str | None = None
+
+
+@dataclass(slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int = -1
+    members: list[MemberMetadataRecord] = field(default_factory=list)
+
+
+def encode_group_value(v: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
+    if not 0 <= version <= 4:
+        raise SchemaError(f"unknown GroupMetadataValue version {version}")
+    w = _Writer(flexible=version >= 4)
+    w.i16(version)
+    w.string(v.protocol_type)
+    w.i32(v.generation)
+    w.string(v.protocol)
+    w.string(v.leader)
+    if version >= 2:
+        w.i64(v.current_state_timestamp)
+    w.array_len(len(v.members))
+    for m in v.members:
+        w.string(m.member_id)
+        if version >= 3:
+            w.string(m.group_instance_id)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        if version >= 1:
+            w.i32(m.rebalance_timeout)
+        w.i32(m.session_timeout)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+        w.tags()
+    w.tags()
+    return bytes(w.buf)
+
+
+def _decode_member(r: _Reader, version: int) -> MemberMetadataRecord:
+    member_id = r.string()
+    instance_id = r.nullable_string() if version >= 3 else None
+    client_id = r.string()
+    client_host = r.string()
+    rebalance_timeout = r.i32() if version >= 1 else -1
+    session_timeout = r.i32()
+    if version == 0:
+        rebalance_timeout = session_timeout  # v0 had one timeout for both
+    subscription = r.bytes_()
+    assignment = r.bytes_()
+    r.skip_tags()
+    return MemberMetadataRecord(
+        member_id,
+        client_id,
+        client_host,
+        session_timeout,
+        rebalance_timeout,
+        subscription,
+        assignment,
+        instance_id,
+    )
+
+
+def decode_group_value(data: bytes) -> GroupMetadataValue:
+    version = _I16.unpack_from(data, 0)[0] if len(data) >= 2 else -1
+    if not 0 <= version <= 4:
+        raise SchemaError(f"unknown GroupMetadataValue version {version}")
+    r = _Reader(data, flexible=version >= 4)
+    r.pos = 2
+    protocol_type = r.string()
+    generation = r.i32()
+    protocol = r.nullable_string()
+    leader = r.nullable_string()
+    ts = r.i64() if version >= 2 else -1
+    members = [_decode_member(r, version) for _ in range(r.array_len())]
+    r.skip_tags()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, ts, members)
+
+
+def format_record(key: bytes | None, value: bytes | None) -> str:
+    """A one-line human form of a ``__consumer_offsets`` record (for dump tools)."""
+    if key is None:
+        return "<null key>"
+    k = decode_key(key)
+    if isinstance(k, OffsetKey):
+        head = f"offset_commit::group={k.group},topic={k.topic},partition={k.partition}"
+        if value is None:
+            return f"{head} => <tombstone>"
+        o = decode_offset_value(value)
+        return (
+            f"{head} => offset={o.offset},leader_epoch={o.leader_epoch},"
+            f"metadata={o.metadata!r},commit_timestamp={o.commit_timestamp}"
+            + (f",expire_timestamp={o.expire_timestamp}" if o.expire_timestamp else "")
+        )
+    if isinstance(k, GroupMetadataKey):
+        head = f"group_metadata::group={k.group}"
+        if value is None:
+            return f"{head} => <tombstone>"
+        g = decode_group_value(value)
+        members = ",".join(m.member_id for m in g.members)
+        return (
+            f"{head} => protocol_type={g.protocol_type},generation={g.generation},"
+            f"protocol={g.protocol},leader={g.leader},members=[{members}]"
+        )
+    return f"unknown key version {k.version}"

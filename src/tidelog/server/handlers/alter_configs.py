@@ -1,0 +1,48 @@
+"""AlterConfigs (key 33): replaces a topic's whole override set (persisted)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
+
+from ..configs import TOPIC
+from ..context import RequestContext
+from ..errors import ApiError, to_error
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
+    if res.resource_type != TOPIC:
+        raise ApiError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
+    configs = {c.name: c.value for c in res.configs if c.value is not None}
+    ctx.broker.replica_manager.set_topic_configs(
+        res.resource_name, configs, validate_only=validate_only
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY, ctx.api_version)
+    rcls = nested(cls, "responses")
+    out = []
+    for res in request.resources:
+        code, msg = ErrorCode.NONE, None
+        try:
+            _alter(ctx, res, bool(request.validate_only))
+        except Exception as exc:
+            code, msg = to_error(exc)
+        out.append(
+            make(
+                rcls,
+                error_code=code,
+                error_message=msg,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
+    return make(cls, throttle_time=0, responses=tuple(out))

@@ -1,0 +1,85 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1, the HW or LSO), max timestamp (-3),
+earliest local (-4), or the first offset whose timestamp is >= the given one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
+from tidelog.util.topic_partition import TopicPartition
+
+from ..context import RequestContext
+from ..errors import to_error
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 7
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def _lookup(
+    ctx: RequestContext, tp: TopicPartition, ts: int, committed: bool
+) -> tuple[int, int, int]:
+    """(timestamp, offset, leader_epoch)."""
+    lg = ctx.broker.replica_manager.log_or_error(tp)
+    if ts == LATEST:
+        return -1, (lg.last_stable_offset if committed else lg.high_watermark), 0
+    if ts == EARLIEST:
+        return -1, lg.log_start_offset, 0
+    found = lg.fetch_offset_by_timestamp(ts)
+    if found is None:
+        return -1, -1, -1
+    epoch = getattr(found, "leader_epoch", 0)
+    return found.timestamp, found.offset, 0 if epoch is None else epoch
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY, ctx.api_version)
+    tcls = nested(cls, "topics")
+    pcls = nested(tcls, "partitions")
+    committed = getattr(request, "isolation_level", 0) == 1
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                if p.timestamp == MAX_TIMESTAMP and ctx.api_version < 7:
+                    raise ValueError("max timestamp needs v7")
+                ts, off, epoch = _lookup(
+                    ctx, TopicPartition(t.name, p.partition_index), p.timestamp, committed
+                )
+                parts.append(
+                    make(
+                        pcls,
+                        partition_index=p.partition_index,
+                        error_code=0,
+                        timestamp=ts,
+                        offset=off,
+                        leader_epoch=epoch,
+                    )
+                )
+            except ValueError:
+                parts.append(
+                    make(
+                        pcls,
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.UNSUPPORTED_VERSION,
+                        timestamp=-1,
+                        offset=-1,
+                    )
+                )
+            except Exception as exc:
+                code, _ = to_error(exc)
+                parts.append(
+                    make(
+                        pcls,
+                        partition_index=p.partition_index,
+                        error_code=code,
+                        timestamp=-1,
+                        offset=-1,
+                    )
+                )
+        topics.append(make(tcls, name=t.name, partitions=tuple(parts)))
+    return make(cls, throttle_time=0, topics=tuple(topics))

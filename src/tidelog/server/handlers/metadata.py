@@ -1,0 +1,121 @@
+"""Metadata (key 3): one broker (this one, also the controller), topics with a stable
+topic_id (v10+), auto-creation when allowed by both the request and the broker."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import has_field, make, nested
+
+from ..context import RequestContext
+from ..metadata_store import TopicInfo
+from ..replica_manager import INTERNAL_TOPICS
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 12
+_NO_ID = uuid.UUID(int=0)
+
+
+def _requested(
+    ctx: RequestContext, request: Any
+) -> tuple[list[tuple[str | None, uuid.UUID | None]], bool]:
+    """(names or ids asked for, all_topics)."""
+    topics = request.topics
+    if topics is None or (ctx.api_version == 0 and not topics):
+        return [], True
+    out: list[tuple[str | None, uuid.UUID | None]] = []
+    for t in topics:
+        tid = getattr(t, "topic_id", None)
+        out.append((t.name, tid if tid and tid != _NO_ID else None))
+    return out, False
+
+
+def _topic(
+    cls: Any,
+    info: TopicInfo | None,
+    name: str | None,
+    node: int,
+    err: int = 0,
+    tid: uuid.UUID | None = None,
+) -> Any:
+    pcls = nested(cls, "partitions")
+    parts: tuple[Any, ...] = ()
+    if info is not None:
+        parts = tuple(
+            make(
+                pcls,
+                error_code=0,
+                partition_index=p,
+                leader_id=node,
+                leader_epoch=0,
+                replica_nodes=(node,),
+                isr_nodes=(node,),
+                offline_replicas=(),
+            )
+            for p in range(info.partitions)
+        )
+    return make(
+        cls,
+        error_code=err,
+        name=name,
+        topic_id=info.topic_id if info else (tid or _NO_ID),
+        is_internal=bool(name in INTERNAL_TOPICS),
+        partitions=parts,
+        topic_authorized_operations=-2147483648,
+    )
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    rm = broker.replica_manager
+    node = broker.node_id
+    cls = response_class(API_KEY, ctx.api_version)
+    tcls = nested(cls, "topics")
+    bcls = nested(cls, "brokers")
+    wanted, all_topics = _requested(ctx, request)
+    auto = ctx.api_version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
+    topics: list[Any] = []
+    if all_topics:
+        topics = [_topic(tcls, info, info.name, node) for info in rm.topics()]
+    for name, tid in wanted:
+        info = rm.store.topic_by_id(tid) if tid is not None else rm.topic(name or "")
+        if info is None and tid is not None:
+            topics.append(_topic(tcls, None, None, node, ErrorCode.UNKNOWN_TOPIC_ID, tid))
+            continue
+        if info is None and name and auto:
+            try:
+                from tidelog.util.topic_partition import validate_topic_name
+
+                validate_topic_name(name)
+            except ValueError:
+                topics.append(_topic(tcls, None, name, node, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            info = rm.auto_create(name)
+        if info is None:
+            topics.append(_topic(tcls, None, name, node, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+        else:
+            topics.append(_topic(tcls, info, info.name, node))
+    kw: dict[str, Any] = {}
+    if has_field(cls, "cluster_authorized_operations"):
+        kw["cluster_authorized_operations"] = -2147483648
+    return make(
+        cls,
+        throttle_time=0,
+        brokers=(
+            make(
+                bcls,
+                node_id=node,
+                host=broker.advertised_host,
+                port=broker.advertised_port,
+                rack=None,
+            ),
+        ),
+        cluster_id=rm.cluster_id,
+        controller_id=node,
+        topics=tuple(topics),
+        **kw,
+    )

@@ -1,0 +1,68 @@
+"""Produce (key 0): batches stay bytes; per-partition errors; acks 0/1/-1 (single node:
+-1 is satisfied by the local append, min.insync.replicas=1); the response is hand-encoded."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
+from tidelog.storage.errors import RecordValidationError
+from tidelog.util.topic_partition import TopicPartition
+
+from ..context import RequestContext
+from ..errors import to_error
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 10
+log = logging.getLogger(__name__)
+
+
+def _append(
+    ctx: RequestContext, tp: TopicPartition, records: bytes | None
+) -> ProducePartitionResult:
+    rm = ctx.broker.replica_manager
+    result = ProducePartitionResult(tp.partition)
+    if records is None or len(records) == 0:
+        result.error_code = ErrorCode.CORRUPT_MESSAGE
+        result.error_message = "empty record set"
+        return result
+    if rm.topic(tp.topic) is None and rm.auto_create(tp.topic) is None:
+        result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return result
+    try:
+        info = rm.append(tp, records)
+    except RecordValidationError as exc:
+        result.error_code = ErrorCode[exc.kafka_error]
+        result.record_errors = [(i, m) for i, m in exc.errors]
+        result.error_message = exc.error_message
+        return result
+    except Exception as exc:
+        code, msg = to_error(exc)
+        if code == ErrorCode.UNKNOWN_SERVER_ERROR or code == ErrorCode.KAFKA_STORAGE_ERROR:
+            log.error("append to %s failed", tp, exc_info=exc)
+        result.error_code = code
+        result.error_message = msg
+        return result
+    result.base_offset = info.first_offset
+    result.log_append_time = info.log_append_time
+    result.log_start_offset = info.log_start_offset
+    return result
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = request.acks
+    topics: list[tuple[str, list[ProducePartitionResult]]] = []
+    for t in request.topic_data:
+        parts = []
+        for p in t.partition_data:
+            if acks not in (0, 1, -1):
+                parts.append(ProducePartitionResult(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
+            else:
+                parts.append(_append(ctx, TopicPartition(t.name, p.index), p.records))
+        topics.append((t.name, parts))
+    if acks == 0:
+        return None
+    return encode_produce_response(ctx.correlation_id, ctx.api_version, topics)

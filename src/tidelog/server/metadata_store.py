@@ -1,0 +1,123 @@
+"""Cluster metadata that must survive restarts: topics (id, partition count, config
+overrides), the cluster id and the producer-id block.
+
+Kafka keeps this in the KRaft ``__cluster_metadata`` log; a single-node tidelog keeps it in
+``<first log dir>/tidelog-metadata.json`` (written tmp + fsync + rename + dir fsync, so a
+crash leaves the old or the new file, never a torn one) and writes Kafka's
+``meta.properties`` into every log dir.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+METADATA_FILE = "tidelog-metadata.json"
+META_PROPERTIES = "meta.properties"
+
+
+class MetadataStoreError(Exception):
+    pass
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "topic_id": str(self.topic_id),
+            "partitions": self.partitions,
+            "configs": dict(self.configs),
+        }
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _new_cluster_id() -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class MetadataStore:
+    def __init__(self, log_dirs: list[Path], node_id: int, cluster_id: str | None = None) -> None:
+        self.log_dirs = log_dirs
+        self.node_id = node_id
+        self.path = log_dirs[0] / METADATA_FILE
+        self.topics: dict[str, TopicInfo] = {}
+        self.next_producer_id = 0
+        self.cluster_id = cluster_id or ""
+
+    def load(self) -> None:
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            try:
+                doc = json.loads(self.path.read_bytes())
+                self.cluster_id = self.cluster_id or doc.get("cluster_id", "")
+                self.next_producer_id = int(doc.get("next_producer_id", 0))
+                for name, t in doc.get("topics", {}).items():
+                    self.topics[name] = TopicInfo(
+                        name,
+                        uuid.UUID(t["topic_id"]),
+                        int(t["partitions"]),
+                        dict(t.get("configs", {})),
+                    )
+            except (ValueError, KeyError, TypeError) as exc:
+                raise MetadataStoreError(f"{self.path}: unreadable metadata file: {exc}") from exc
+        if not self.cluster_id:
+            self.cluster_id = _new_cluster_id()
+        self._write_meta_properties()
+        self.save()
+
+    def _write_meta_properties(self) -> None:
+        for d in self.log_dirs:
+            p = d / META_PROPERTIES
+            if p.exists():
+                continue
+            text = (
+                f"#\n#{time.strftime('%a %b %d %H:%M:%S UTC %Y', time.gmtime())}\n"
+                f"cluster.id={self.cluster_id}\ndirectory.id={_new_cluster_id()}\n"
+                f"node.id={self.node_id}\nversion=1\n"
+            )
+            atomic_write(p, text.encode())
+
+    def save(self) -> None:
+        doc = {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "next_producer_id": self.next_producer_id,
+            "topics": {n: t.to_json() for n, t in sorted(self.topics.items())},
+        }
+        atomic_write(self.path, json.dumps(doc, indent=1).encode())
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None

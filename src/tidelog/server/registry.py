@@ -1,0 +1,107 @@
+"""The handler table: one entry per Kafka API key (Kafka's KafkaApis, split per API).
+
+How to add an API (e.g. the groups session adding FindCoordinator/JoinGroup/...)
+--------------------------------------------------------------------------------
+Write a module that defines, at module level::
+
+    API_KEY = 10            # Kafka API key
+    MIN_VERSION = 0         # lowest version served
+    MAX_VERSION = 4         # highest version served (advertised in ApiVersions)
+
+    async def handle(ctx: RequestContext, request) -> response
+
+and put it in ``tidelog/server/handlers/`` or ``tidelog/server/group/handlers/``: every module
+in those packages that defines ``API_KEY`` is registered at broker start (``discover()``),
+so no table has to be edited. ``request`` is kio's decoded request object for
+``ctx.api_version``; build the response with ``tidelog.protocol.kio_util.make(
+response_class(API_KEY, ctx.api_version), ...)``. ``handle`` returns one of:
+
+* a kio response object (framed by the connection),
+* ``bytes`` or a list of buffers that already form the framed response (fast encoders),
+* ``None``: send nothing (Produce with acks=0).
+
+Handlers run on the broker's event loop; ``ctx.broker`` gives the ReplicaManager
+(``ctx.broker.replica_manager``), config, clock and the fetch purgatory. A handler may also be
+registered programmatically with ``Registry.register(HandlerSpec(...))`` (tests, plugins).
+ApiVersions advertises exactly the registered ranges, so register only what is implemented.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .context import RequestContext
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+HANDLER_PACKAGES = ("tidelog.server.handlers", "tidelog.server.group.handlers")
+
+
+@dataclass(frozen=True)
+class HandlerSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Handler
+    name: str = ""
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._specs: dict[int, HandlerSpec] = {}
+
+    def register(self, spec: HandlerSpec) -> None:
+        if spec.api_key in self._specs:
+            raise ValueError(f"API key {spec.api_key} registered twice ({spec.name})")
+        self._specs[spec.api_key] = spec
+
+    def register_module(self, module: ModuleType) -> None:
+        self.register(
+            HandlerSpec(
+                api_key=int(module.API_KEY),
+                min_version=int(module.MIN_VERSION),
+                max_version=int(module.MAX_VERSION),
+                handle=module.handle,
+                name=module.__name__,
+            )
+        )
+
+    def get(self, api_key: int) -> HandlerSpec | None:
+        return self._specs.get(api_key)
+
+    def __iter__(self) -> Iterator[HandlerSpec]:
+        return iter(sorted(self._specs.values(), key=lambda s: s.api_key))
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+
+def _modules(package: str) -> Iterator[ModuleType]:
+    try:
+        pkg = importlib.import_module(package)
+    except ModuleNotFoundError:
+        return
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package}.{info.name}")
+        if hasattr(module, "API_KEY") and hasattr(module, "handle"):
+            yield module
+
+
+def discover(packages: tuple[str, ...] = HANDLER_PACKAGES) -> Registry:
+    """A registry holding every handler module found in ``packages``."""
+    registry = Registry()
+    for package in packages:
+        for module in _modules(package):
+            registry.register_module(module)
+    return registry

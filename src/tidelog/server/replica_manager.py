@@ -1,0 +1,269 @@
+"""Partition registry of a single-node broker (Kafka's ReplicaManager + the topic half of
+the KRaft metadata image): topics persisted in the MetadataStore, one ``Log`` per partition.
+
+Logs come from the storage ``LogManager`` (checkpoints, recovery points, retention tasks)
+when it is available, else straight from ``Log.open`` (``_DirectLogs``). All calls happen on
+the broker's event-loop thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.config.core import ConfigError
+from tidelog.config.log_config import LogConfig
+from tidelog.protocol.errors import ErrorCode
+from tidelog.util.clock import Clock
+from tidelog.util.topic_partition import TopicPartition, delete_dir_name, validate_topic_name
+
+from .errors import ApiError
+from .metadata_store import MetadataStore, TopicInfo
+
+log = logging.getLogger(__name__)
+PRODUCER_ID_BLOCK = 1000
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+class _DirectLogs:
+    """Log.open per partition in the first log dir (used when no LogManager exists)."""
+
+    def __init__(self, log_dirs: list[Path], defaults: Mapping[str, str], clock: Clock) -> None:
+        self.dir = log_dirs[0]
+        self.defaults = dict(defaults)
+        self.clock = clock
+        self.logs: dict[TopicPartition, Any] = {}
+
+    def startup(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        for lg in self.logs.values():
+            lg.close()
+        self.logs.clear()
+
+    def get_log(self, tp: TopicPartition) -> Any:
+        return self.logs.get(tp)
+
+    def get_or_create_log(self, tp: TopicPartition, topic_overrides: Mapping[str, str]) -> Any:
+        lg = self.logs.get(tp)
+        if lg is None:
+            from tidelog.storage.log import Log
+
+            cfg = LogConfig.from_props(topic_overrides, self.defaults)
+            lg = Log.open(self.dir / tp.dir_name, cfg, clock=self.clock)
+            self.logs[tp] = lg
+        return lg
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        lg = self.logs.pop(tp, None)
+        if lg is not None:
+            lg.close()
+            target = self.dir / delete_dir_name(tp)
+            (self.dir / tp.dir_name).rename(target)
+            shutil.rmtree(target, ignore_errors=True)
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
+        cfg = LogConfig.from_props(overrides, self.defaults)
+        for tp, lg in self.logs.items():
+            if tp.topic == topic:
+                lg.update_config(cfg)
+
+
+def _make_log_manager(config: BrokerConfig, clock: Clock) -> Any:
+    defaults = config.log_config_defaults()
+    try:
+        from tidelog.storage.manager import LogManager
+        from tidelog.util.scheduler import KafkaScheduler
+    except ImportError:
+        return _DirectLogs(config.log_dirs, defaults, clock)
+    return LogManager(config.log_dirs, defaults, clock=clock, scheduler=KafkaScheduler())
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig, clock: Clock, logs: Any = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = MetadataStore(config.log_dirs, config.node_id, config.values["cluster.id"])
+        self.logs = logs if logs is not None else _make_log_manager(config, clock)
+        self._append_listeners: list[Callable[[TopicPartition], object]] = []
+        self._pid_next = 0
+        self._pid_end = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def startup(self) -> None:
+        self.store.load()
+        self.logs.startup()
+        for info in self.store.topics.values():
+            for p in range(info.partitions):
+                self.logs.get_or_create_log(TopicPartition(info.name, p), info.configs)
+
+    def shutdown(self) -> None:
+        self.logs.shutdown()
+
+    @property
+    def cluster_id(self) -> str:
+        return self.store.cluster_id
+
+    # -- topics -------------------------------------------------------------------------------
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.store.topics.get(name)
+
+    def topics(self) -> list[TopicInfo]:
+        return list(self.store.topics.values())
+
+    def topic_config(self, name: str) -> LogConfig:
+        info = self.store.topics[name]
+        return LogConfig.from_props(info.configs, self.config.log_config_defaults(), strict=False)
+
+    def validate_new_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> None:
+        try:
+            validate_topic_name(name)
+        except ValueError as exc:
+            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
+        if name in self.store.topics:
+            raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        if partitions < 1:
+            raise ApiError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
+        self.validate_configs(configs)
+
+    def validate_configs(self, configs: Mapping[str, str]) -> LogConfig:
+        try:
+            return LogConfig.from_props(configs, self.config.log_config_defaults())
+        except ConfigError as exc:
+            raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        configs = dict(configs or {})
+        self.validate_new_topic(name, partitions, configs)
+        info = TopicInfo(name, uuid.uuid4(), partitions, configs)
+        if validate_only:
+            return info
+        created = []
+        try:
+            for p in range(partitions):
+                created.append(self.logs.get_or_create_log(TopicPartition(name, p), configs))
+        except Exception:
+            for p in range(len(created)):
+                self.logs.delete_log(TopicPartition(name, p))
+            raise
+        self.store.topics[name] = info
+        self.store.save()
+        log.info("created topic %s (%d partitions, configs %s)", name, partitions, configs)
+        return info
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Create ``name`` with broker defaults if auto.create.topics.enable (else None)."""
+        if not self.config.values["auto.create.topics.enable"] or name in INTERNAL_TOPICS:
+            return None
+        try:
+            return self.create_topic(name, int(self.config.values["num.partitions"]))
+        except ApiError:
+            return self.store.topics.get(name)
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self.store.topics.get(name)
+        if info is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if not self.config.values["delete.topic.enable"]:
+            raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED)
+        del self.store.topics[name]
+        self.store.save()
+        for p in range(info.partitions):
+            self.logs.delete_log(TopicPartition(name, p))
+        log.info("deleted topic %s", name)
+        return info
+
+    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        info = self.store.topics.get(name)
+        if info is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        if count <= info.partitions:
+            raise ApiError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {info.partitions} partitions, which is higher "
+                f"than or equal to the requested {count}.",
+            )
+        if validate_only:
+            return
+        old = info.partitions
+        info.partitions = count
+        self.store.save()
+        for p in range(old, count):
+            self.logs.get_or_create_log(TopicPartition(name, p), info.configs)
+
+    def set_topic_configs(
+        self, name: str, configs: Mapping[str, str], *, validate_only: bool = False
+    ) -> None:
+        info = self.store.topics.get(name)
+        if info is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        self.validate_configs(configs)
+        if validate_only:
+            return
+        info.configs = dict(configs)
+        self.store.save()
+        self.logs.update_topic_config(name, info.configs)
+
+    # -- partitions ---------------------------------------------------------------------------
+    def get_log(self, tp: TopicPartition) -> Any:
+        info = self.store.topics.get(tp.topic)
+        if info is None or not 0 <= tp.partition < info.partitions:
+            return None
+        return self.logs.get_or_create_log(tp, info.configs)
+
+    def log_or_error(self, tp: TopicPartition) -> Any:
+        lg = self.get_log(tp)
+        if lg is None:
+            raise ApiError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                "This server does not host this topic-partition.",
+            )
+        return lg
+
+    def append(self, tp: TopicPartition, records: bytes) -> Any:
+        lg = self.log_or_error(tp)
+        info = lg.append_as_leader(records)
+        # Single node: the leader is the whole ISR, so HW follows LEO at once.
+        lg.maybe_increment_high_watermark(lg.log_end_offset)
+        for fn in self._append_listeners:
+            fn(tp)
+        return info
+
+    def delete_records(self, tp: TopicPartition, offset: int) -> int:
+        """Advance the log start offset to ``offset``; returns the new low watermark."""
+        lg = self.log_or_error(tp)
+        if hasattr(self.logs, "delete_records"):
+            self.logs.delete_records(tp, offset)
+        else:
+            lg.maybe_increment_log_start_offset(offset, "ClientRecordDeletion")
+        return int(lg.log_start_offset)
+
+    def add_append_listener(self, fn: Callable[[TopicPartition], object]) -> None:
+        self._append_listeners.append(fn)
+
+    # -- producer ids -------------------------------------------------------------------------
+    def allocate_producer_id(self) -> int:
+        """Ids come from blocks reserved durably ahead of use, so a crash never reuses one."""
+        if self._pid_next >= self._pid_end:
+            start = self.store.next_producer_id
+            self.store.next_producer_id = start + PRODUCER_ID_BLOCK
+            self.store.save()
+            self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid

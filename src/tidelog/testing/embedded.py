@@ -1,0 +1,118 @@
+"""An in-process broker for tests: own thread and event loop, ephemeral port, temporary
+log dir (removed on exit unless one was given).
+
+    from tidelog.testing import EmbeddedBroker
+
+    with EmbeddedBroker() as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+
+class EmbeddedBroker:
+    """Start with ``start()`` or ``with``; ``bootstrap_servers`` is ``"127.0.0.1:<port>"``."""
+
+    def __init__(
+        self,
+        config: Mapping[str, Any] | None = None,
+        *,
+        log_dir: str | Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self._own_dir = log_dir is None
+        self.log_dir = (
+            Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="tidelog-"))
+        )
+        self.props: dict[str, Any] = {
+            "listeners": f"PLAINTEXT://{host}:{port}",
+            "log.dirs": str(self.log_dir),
+        }
+        self.props.update(config or {})
+        self.broker: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self.broker is None:
+            raise RuntimeError("broker not started")
+        return int(self.broker.bound_port)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.broker.advertised_host}:{self.port}" if self.broker else ""
+
+    def start(self) -> EmbeddedBroker:
+        from tidelog.config.broker_config import BrokerConfig
+        from tidelog.server.broker import Broker
+
+        started: Future[None] = Future()
+        self.broker = Broker(BrokerConfig(self.props))
+        try:
+            import uvloop
+
+            self._loop = uvloop.new_event_loop()
+        except ImportError:
+            self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._run, args=(started,), name="tidelog-broker", daemon=True
+        )
+        self._thread.start()
+        try:
+            started.result()
+        except BaseException:
+            self._thread.join()
+            self._cleanup()
+            raise
+        return self
+
+    def _run(self, started: Future[None]) -> None:
+        loop = self._loop
+        assert loop is not None
+        asyncio.set_event_loop(loop)
+        try:
+            loop.run_until_complete(self.broker.start())
+        except BaseException as exc:
+            started.set_exception(exc)
+            loop.close()
+            return
+        started.set_result(None)
+        loop.run_forever()
+        loop.run_until_complete(self.broker.stop())
+        loop.close()
+
+    def run(self, coro: Any, timeout: float = 30) -> Any:
+        """Run a coroutine on the broker's loop (inspect or poke broker state from a test)."""
+        assert self._loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._thread = None
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        if self._own_dir:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
