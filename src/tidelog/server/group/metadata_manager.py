@@ -76,13 +76,14 @@ class GroupMetadataManager:
         data = self._replay(partition)
         loaded: list[GroupMetadata] = []
         now = self.clock.milliseconds()
-        for group_id in set(data.offsets) | set(data.groups):
+        with_offsets = {g for g, offsets in data.offsets.items() if offsets}
+        for group_id in with_offsets | set(data.groups):
             value = data.groups.get(group_id)
             group = self._group_from_value(group_id, value, now)
             group.offsets = data.offsets.get(group_id, {})
             self.groups[group_id] = group
             loaded.append(group)
-        for group_id in data.removed_groups - set(data.groups) - set(data.offsets):
+        for group_id in data.removed_groups - set(data.groups) - with_offsets:
             self.groups.pop(group_id, None)
         self.loading.discard(partition)
         self.owned.add(partition)
