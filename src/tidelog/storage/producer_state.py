@@ -373,6 +373,13 @@ class ProducerStateManager:
         for txn in info.started_txns:
             self.ongoing_txns[txn.first_offset] = txn
 
+    def update_from_recovered_batch(self, batch: RecordBatch) -> CompletedTxn | None:
+        """Replay one batch read back from the log (recovery: no sequence checks)."""
+        info = self.prepare_update(batch.producer_id, AppendOrigin.REPLICATION)
+        completed = info.append(batch)
+        self.update(info)
+        return completed
+
     def update_map_end_offset(self, offset: int) -> None:
         self.last_map_offset = offset
 

@@ -1,0 +1,541 @@
+"""Log: one partition's segments, offsets and producer state (Kafka's UnifiedLog + LocalLog).
+
+Writers (append, roll, truncate, retention) hold the lock; readers do not (see log_read).
+Validation lives in validator.py, producer state in producer_state.py, loading in loader.py,
+the read side in log_read.py and retention in log_retention.py, so this module is the glue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tidelog.config.log_config import LogConfig
+from tidelog.records import RecordBatch
+from tidelog.util.clock import Clock
+from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
+
+from . import log_read, log_retention
+from .errors import (
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from .file_records import TimestampAndOffset
+from .index.txn_index import AbortedTxn
+from .loader import LogLoader, open_segment, rebuild_producer_state
+from .log_read import FetchIsolation
+from .producer_state import (
+    BatchMetadata,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
+from .segment import DELETED_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment, log_file
+from .segments import LogSegments
+from .validator import AppendOrigin, analyze_follower_records, validate_and_assign_offsets
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AppendOrigin", "FetchIsolation", "Log", "LogAppendInfo"]
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = 0
+    num_messages: int = 0
+    valid_bytes: int = 0
+    duplicate: bool = False
+
+
+@dataclass(slots=True)
+class _Batches:
+    """A validated record set ready to append."""
+
+    records: bytes | bytearray | memoryview
+    batches: list[RecordBatch]
+    info: LogAppendInfo
+
+
+class Log:
+    def __init__(self, dir: Path, config: LogConfig, clock: Clock, scheduler: Any,
+                 segments: LogSegments, producer_state: ProducerStateManager, *,
+                 log_start_offset: int, recovery_point: int,
+                 next_offset_metadata: LogOffsetMetadata) -> None:
+        self._dir = Path(dir)
+        self._config = config
+        self.clock = clock
+        self.scheduler = scheduler
+        self._segments = segments
+        self._producer_state = producer_state
+        self._log_start_offset = log_start_offset
+        self._recovery_point = recovery_point
+        self._end = next_offset_metadata
+        self._hw = log_start_offset
+        self._lock = threading.RLock()
+        self.last_flush_time = clock.milliseconds()
+        self.pending_deletes: list[LogSegment] = []
+        self._closed = False
+        try:
+            self._tp: TopicPartition | None = parse_topic_partition_name(self._dir.name)
+        except ValueError:
+            self._tp = None
+
+    @classmethod
+    def open(cls, dir: Path, config: LogConfig, *, clock: Clock, scheduler: Any = None,
+             log_start_offset: int = 0, recovery_point: int = 0,
+             had_clean_shutdown: bool = False,
+             producer_id_expiration_ms: int = 86_400_000) -> Log:
+        d = Path(dir)
+        d.mkdir(parents=True, exist_ok=True)
+        psm = ProducerStateManager(d, producer_id_expiration_ms=producer_id_expiration_ms)
+        segments = LogSegments()
+        loaded = LogLoader(d, config, clock, segments,
+                           log_start_offset_checkpoint=log_start_offset,
+                           recovery_point_checkpoint=recovery_point,
+                           had_clean_shutdown=had_clean_shutdown,
+                           producer_state=psm).load()
+        return cls(d, config, clock, scheduler, segments, psm,
+                   log_start_offset=loaded.log_start_offset,
+                   recovery_point=loaded.recovery_point,
+                   next_offset_metadata=loaded.next_offset_metadata)
+
+    # -- properties ----------------------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
+    def segments(self) -> LogSegments:
+        return self._segments
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producer_state
+
+    @property
+    def topic_partition(self) -> TopicPartition | None:
+        return self._tp
+
+    @property
+    def name(self) -> str:
+        return str(self._tp) if self._tp is not None else self._dir.name
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end.message_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._end
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self._producer_state.first_unstable_offset()
+        return self._hw if first_unstable is None else min(first_unstable, self._hw)
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self._segments.size_in_bytes
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments.active_segment
+
+    def number_of_segments(self) -> int:
+        return len(self._segments)
+
+    # -- append --------------------------------------------------------------------------------
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Validate, assign offsets from the LEO, dedup idempotent retries, append."""
+        if len(records) == 0:
+            return self._empty_append_info()
+        with self._lock:
+            self._check_open()
+            now = self.clock.milliseconds()
+            res = validate_and_assign_offsets(
+                records, self._config, now_ms=now, offset=self.log_end_offset,
+                leader_epoch=leader_epoch, origin=origin, topic_partition=self.name)
+            info = LogAppendInfo(
+                res.first_offset, res.last_offset, res.max_timestamp,
+                res.offset_of_max_timestamp, res.log_append_time, self._log_start_offset,
+                res.num_messages, res.batch.size_in_bytes)
+            return self._append(_Batches(res.records, [res.batch], info), origin)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append replicated batches keeping their offsets (must not go below the LEO)."""
+        if len(records) == 0:
+            return self._empty_append_info()
+        with self._lock:
+            self._check_open()
+            a = analyze_follower_records(records, path=self.name)
+            if a.first_offset < self.log_end_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"Unexpected offset in append to {self.name}. First offset "
+                    f"{a.first_offset} is less than the next offset {self.log_end_offset}.",
+                    a.first_offset, a.last_offset)
+            info = LogAppendInfo(a.first_offset, a.last_offset, a.max_timestamp,
+                                 a.offset_of_max_timestamp, -1, self._log_start_offset,
+                                 a.num_messages, a.valid_bytes)
+            buf = bytes(records) if not isinstance(records, bytes | bytearray) else records
+            return self._append(_Batches(buf, a.batches, info), AppendOrigin.REPLICATION)
+
+    def _empty_append_info(self) -> LogAppendInfo:
+        return LogAppendInfo(-1, -1, log_start_offset=self._log_start_offset)
+
+    def _append(self, v: _Batches, origin: AppendOrigin) -> LogAppendInfo:
+        info = v.info
+        size = len(v.records)
+        if size > self._config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"Message batch size is {size} bytes in append to partition {self.name}, "
+                f"which exceeds the maximum configured segment size of "
+                f"{self._config.segment_bytes}.")
+        updates, completed, duplicate = self._analyze_producer_state(v.batches, origin)
+        if duplicate is not None:
+            return self._duplicate_info(info, duplicate)
+        segment = self._maybe_roll(size, info)
+        segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
+                       v.records)
+        self._end = LogOffsetMetadata(info.last_offset + 1, segment.base_offset, segment.size)
+        psm = self._producer_state
+        for upd in updates.values():
+            psm.update(upd)
+        for c in completed:
+            lso = psm.last_stable_offset(c)
+            if c.is_aborted:
+                segment.update_txn_index(AbortedTxn(c.producer_id, c.first_offset,
+                                                    c.last_offset, lso))
+            psm.complete_txn(c)
+        psm.update_map_end_offset(info.last_offset + 1)
+        if self.log_end_offset - self._recovery_point >= self._config.flush_messages:
+            self.flush()
+        return info
+
+    def _analyze_producer_state(self, batches: list[RecordBatch], origin: AppendOrigin) -> tuple[
+            dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
+        psm = self._producer_state
+        updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for batch in batches:
+            if not batch.has_producer_id:
+                continue
+            pid = batch.producer_id
+            if origin is AppendOrigin.CLIENT:
+                entry = psm.last_entry(pid)
+                dup = entry.find_duplicate_batch(batch) if entry is not None else None
+                if dup is not None:
+                    return updates, completed, dup
+            upd = updates.get(pid) or psm.prepare_update(pid, origin)
+            updates[pid] = upd
+            c = upd.append(batch)
+            if c is not None:
+                completed.append(c)
+        return updates, completed, None
+
+    def _duplicate_info(self, info: LogAppendInfo, dup: BatchMetadata) -> LogAppendInfo:
+        info.first_offset, info.last_offset = dup.first_offset, dup.last_offset
+        info.log_append_time = dup.timestamp if self._config.log_append_time else -1
+        info.max_timestamp = dup.timestamp
+        info.offset_of_max_timestamp = dup.last_offset
+        info.duplicate = True
+        info.valid_bytes = 0
+        info.log_start_offset = self._log_start_offset
+        return info
+
+    # -- roll ----------------------------------------------------------------------------------
+    def _maybe_roll(self, size: int, info: LogAppendInfo) -> LogSegment:
+        seg = self._segments.active_segment
+        if seg.should_roll(max_segment_ms=self._config.max_segment_ms,
+                           max_segment_bytes=self._config.segment_bytes,
+                           max_timestamp_in_messages=info.max_timestamp,
+                           max_offset_in_messages=info.last_offset,
+                           messages_size=size, now=self.clock.milliseconds()):
+            return self.roll(info.first_offset)
+        return seg
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected, LEO); snapshot producer state there."""
+        with self._lock:
+            self._check_open()
+            new_offset = max(expected_next_offset or 0, self.log_end_offset)
+            active = self._segments.active_segment
+            if new_offset == active.base_offset and active.size == 0:
+                return active  # rolling an empty segment onto itself: nothing to do
+            if new_offset <= active.base_offset:
+                raise KafkaStorageError(
+                    f"Trying to roll a new log segment for {self.name} with start offset "
+                    f"{new_offset} <= the active segment's base {active.base_offset}")
+            stale = log_file(self._dir, new_offset)
+            if stale.exists():
+                log.warning("Deleting stale segment files at %d in %s", new_offset, self._dir)
+                open_segment(self._dir, new_offset, self._config, self.clock).delete()
+            active.on_becoming_inactive()
+            seg = open_segment(self._dir, new_offset, self._config, self.clock,
+                                  preallocate=self._config.preallocate)
+            self._segments.add(seg)
+            self._end = LogOffsetMetadata(self.log_end_offset, seg.base_offset, seg.size)
+            self._producer_state.update_map_end_offset(new_offset)
+            self._producer_state.take_snapshot()
+            self._schedule("flush-log", lambda: self.flush(new_offset), 0)
+            return seg
+
+    # -- flush and recovery point --------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsync segments holding [recovery point, offset) and advance the recovery point."""
+        with self._lock:
+            if self._closed:
+                return
+            target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+            if target <= self._recovery_point:
+                return
+            for seg in self._segments.values(self._recovery_point, target):
+                seg.flush()
+            if target == self.log_end_offset:
+                self._segments.active_segment.flush()
+            _fsync_dir(self._dir)
+            self._recovery_point = target
+            self.last_flush_time = self.clock.milliseconds()
+
+    # -- high watermark ------------------------------------------------------------------------
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the HW clamped to [log start, LEO]; returns the value set (#87)."""
+        with self._lock:
+            self._set_hw(min(max(hw, self._log_start_offset), self.log_end_offset))
+            return self._hw
+
+    def maybe_increment_high_watermark(self, hw: int) -> int | None:
+        """Move the HW forward only; above the LEO is an error. Returns the old HW if moved."""
+        with self._lock:
+            if hw > self.log_end_offset:
+                raise ValueError(f"High watermark {hw} update exceeds current log end offset "
+                                 f"{self.log_end_offset} of {self.name}")
+            if hw <= self._hw:
+                return None
+            old = self._hw
+            self._set_hw(hw)
+            return old
+
+    def _set_hw(self, hw: int) -> None:
+        self._hw = hw
+        self._producer_state.on_high_watermark_updated(hw)
+
+    def maybe_increment_log_start_offset(self, offset: int, reason: str = "") -> bool:
+        """DeleteRecords / retention: raise the log start offset (never above the HW, #81)."""
+        with self._lock:
+            if offset > self._hw:
+                raise OffsetOutOfRangeError(
+                    f"Cannot increment the log start offset to {offset} of partition "
+                    f"{self.name} since it is larger than the high watermark {self._hw}")
+            if offset <= self._log_start_offset:
+                return False
+            log.info("Incremented log start offset of %s to %d (%s)", self.name, offset, reason)
+            self._log_start_offset = offset
+            self._recovery_point = max(self._recovery_point, offset)
+            self._producer_state.on_log_start_offset_incremented(offset)
+            return True
+
+    # -- reads ---------------------------------------------------------------------------------
+    def read(self, start_offset: int, max_length: int,
+             isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
+             min_one_message: bool = True) -> FetchDataInfo:
+        end = self._end
+        if isolation is FetchIsolation.LOG_END:
+            bound = end
+        else:
+            off = self._hw if isolation is FetchIsolation.HIGH_WATERMARK \
+                else self.last_stable_offset
+            bound = log_read.offset_metadata(self._segments, off, end)
+        bounds = log_read.ReadBounds(self._log_start_offset, end, bound)
+        return log_read.read(self._segments, bounds, start_offset, max_length,
+                             min_one_message=min_one_message,
+                             include_aborted=isolation is FetchIsolation.TXN_COMMITTED,
+                             path=self.name)
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        return log_read.fetch_offset_by_timestamp(
+            self._segments, timestamp, log_start_offset=self._log_start_offset,
+            log_end_offset=self.log_end_offset)
+
+    # -- retention -----------------------------------------------------------------------------
+    def delete_old_segments(self) -> int:
+        """Retention by log start offset, then size, then time (#75-#80)."""
+        with self._lock:
+            self._check_open()
+            return log_retention.delete_old_segments(self)
+
+    def remove_and_delete_segments(self, segs: list[LogSegment], reason: str) -> None:
+        """Drop from lookups, rename to .deleted now, remove after file.delete.delay.ms."""
+        for seg in segs:
+            self._segments.remove(seg.base_offset)
+        for seg in segs:
+            log.info("Deleting segment %s of %s due to %s", seg.base_offset, self.name, reason)
+            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+        if self.scheduler is not None:
+            self._schedule("delete-file", lambda: _delete_all(segs),
+                           self._config.file_delete_delay_ms)
+        else:
+            self.pending_deletes.extend(segs)
+            self.delete_pending_files()
+
+    def delete_pending_files(self) -> None:
+        pending, self.pending_deletes = self.pending_deletes, []
+        _delete_all(pending)
+
+    # -- truncation ----------------------------------------------------------------------------
+    def truncate_to(self, target: int) -> bool:
+        """Follower truncation (#83-#86); False if target >= LEO."""
+        if target < 0:
+            raise ValueError(f"Cannot truncate partition {self.name} to a negative offset")
+        with self._lock:
+            self._check_open()
+            if target >= self.log_end_offset:
+                return False
+            first = self._segments.first_segment_base_offset or 0
+            if first > target:
+                self.truncate_fully_and_start_at(target)
+                return True
+            self.remove_and_delete_segments(self._segments.higher_segments(target), "truncation")
+            active = self._segments.active_segment
+            active.truncate_to(target)
+            self._end = LogOffsetMetadata(target, active.base_offset, active.size)
+            self._log_start_offset = min(self._log_start_offset, target)
+            self._recovery_point = min(self._recovery_point, target)
+            self._set_hw(min(self._hw, target))
+            rebuild_producer_state(self._producer_state, self._segments, self._log_start_offset,
+                                   target, self.clock, reload_from_clean_shutdown=False)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at ``offset`` (#85)."""
+        with self._lock:
+            self._check_open()
+            old = self._segments.values()
+            for seg in old:
+                self._segments.remove(seg.base_offset)
+            self._producer_state.truncate_fully_and_start_at(offset)
+            for seg in old:
+                seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            seg = open_segment(self._dir, offset, self._config, self.clock,
+                                  preallocate=self._config.preallocate)
+            self._segments.add(seg)
+            self._end = LogOffsetMetadata(offset, offset, 0)
+            self._log_start_offset = self._recovery_point = offset
+            self._set_hw(offset)
+            if self.scheduler is not None:
+                self._schedule("delete-file", lambda: _delete_all(old),
+                               self._config.file_delete_delay_ms)
+            else:
+                _delete_all(old)
+
+    # -- producers -----------------------------------------------------------------------------
+    def take_producer_snapshot(self) -> None:
+        with self._lock:
+            self._producer_state.take_snapshot()
+
+    def remove_expired_producers(self, now_ms: int) -> list[int]:
+        with self._lock:
+            return self._producer_state.remove_expired_producers(now_ms)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def update_config(self, config: LogConfig) -> None:
+        self._config = config
+
+    def close(self) -> None:
+        """Snapshot producer state at the LEO (#103), then flush, trim and close segments."""
+        with self._lock:
+            if self._closed:
+                return
+            self._producer_state.update_map_end_offset(self.log_end_offset)
+            self._producer_state.take_snapshot()
+            self._segments.close()
+            self.delete_pending_files()
+            self._closed = True
+
+    def close_handlers(self) -> None:
+        """Close file descriptors without flushing (a simulated crash / offline dir)."""
+        with self._lock:
+            self._segments.close_handlers()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Delete every file of this log and its directory."""
+        with self._lock:
+            for seg in self._segments.values():
+                seg.delete()
+            self._segments.clear()
+            self._producer_state.truncate_fully_and_start_at(0)
+            _delete_all(self.pending_deletes)
+            self.pending_deletes = []
+            for p in self._dir.iterdir() if self._dir.exists() else []:
+                if p.is_file():
+                    p.unlink(missing_ok=True)
+            if self._dir.exists():
+                self._dir.rmdir()
+            self._closed = True
+
+    def rename_dir(self, name: str) -> None:
+        with self._lock:
+            new_dir = self._dir.parent / name
+            os.rename(self._dir, new_dir)
+            self._dir = new_dir
+            self._segments.update_parent_dir(new_dir)
+            self._producer_state.dir = new_dir
+            self._producer_state.snapshots = self._producer_state._scan_snapshots()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError(f"The log for {self.name} is closed")
+
+    def _schedule(self, name: str, fn: Any, delay_ms: int) -> None:
+        if self.scheduler is None:
+            fn()
+        else:
+            self.scheduler.schedule(name, fn, delay_ms)
+
+    def __repr__(self) -> str:
+        return (f"Log({self._dir}, start={self._log_start_offset}, end={self.log_end_offset}, "
+                f"hw={self._hw}, segments={len(self._segments)})")
+
+
+def _delete_all(segs: list[LogSegment]) -> None:
+    for seg in segs:
+        try:
+            seg.delete()
+        except OSError:
+            log.warning("Failed to delete %s", seg, exc_info=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,176 @@
+"""The read side of a Log (Kafka's LocalLog.read and UnifiedLog.fetchOffsetByTimestamp).
+
+Reads never take the Log's lock: they work on a snapshot list of segments and on offset
+metadata (offset, segment base, byte position) that appends publish atomically, so a read
+never sees a batch past the bound its isolation level allows.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .errors import OffsetOutOfRangeError
+from .file_records import FileSlice, TimestampAndOffset
+from .index.txn_index import AbortedTxn
+from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
+from .segments import LogSegments
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+POSITION_UNKNOWN = -1
+
+
+class FetchIsolation(enum.Enum):
+    LOG_END = "log_end"
+    HIGH_WATERMARK = "high_watermark"
+    TXN_COMMITTED = "txn_committed"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadBounds:
+    """What one read may see: the log's start/end and the isolation bound."""
+
+    log_start_offset: int
+    end: LogOffsetMetadata  # log end offset with its position
+    max_offset: LogOffsetMetadata  # the isolation level's bound with its position
+
+
+def offset_metadata(segments: LogSegments, offset: int, end: LogOffsetMetadata) -> LogOffsetMetadata:
+    """Offset -> (offset, segment base, byte position of the batch holding it)."""
+    if offset >= end.message_offset:
+        return end
+    seg = segments.floor_segment(offset)
+    if seg is None:
+        return LogOffsetMetadata(offset)
+    found = seg.translate_offset(offset)
+    if found is None:
+        nxt = segments.higher_segment(seg.base_offset)
+        if nxt is None:
+            return LogOffsetMetadata(offset, seg.base_offset, seg.size)
+        return LogOffsetMetadata(offset, nxt.base_offset, 0)
+    return LogOffsetMetadata(offset, seg.base_offset, found.position)
+
+
+def read(
+    segments: LogSegments,
+    bounds: ReadBounds,
+    start_offset: int,
+    max_length: int,
+    *,
+    min_one_message: bool,
+    include_aborted: bool,
+    path: str,
+) -> FetchDataInfo:
+    """Behaviours #55-#59: out-of-range errors, isolation bound, whole batches, gaps."""
+    end = bounds.end
+    if start_offset < bounds.log_start_offset or start_offset > end.message_offset:
+        raise OffsetOutOfRangeError(
+            f"Received request for offset {start_offset} for partition {path}, but we only "
+            f"have log segments upto {end.message_offset} and log start offset "
+            f"{bounds.log_start_offset}."
+        )
+    seg = segments.floor_segment(start_offset)
+    if seg is None:
+        raise OffsetOutOfRangeError(f"No segment holds offset {start_offset} in {path}")
+    bound = bounds.max_offset
+    if start_offset >= bound.message_offset:
+        meta = bound if start_offset == bound.message_offset else offset_metadata(
+            segments, start_offset, end)
+        return _empty(meta, include_aborted)
+    while seg is not None:
+        if seg.base_offset < bound.segment_base_offset:
+            max_pos = seg.size
+        elif seg.base_offset == bound.segment_base_offset:
+            max_pos = bound.relative_position_in_segment
+        else:
+            max_pos = POSITION_UNKNOWN
+        info = seg.read(start_offset, max_length, max_pos, min_one_message)
+        if info is not None:
+            if max_pos == POSITION_UNKNOWN:
+                info.records = FileSlice.empty()
+            if include_aborted:
+                info.aborted_transactions = _aborted_txns(
+                    segments, seg, start_offset, end.message_offset)
+            return info
+        seg = segments.higher_segment(seg.base_offset)
+    return _empty(end, include_aborted)
+
+
+def _empty(meta: LogOffsetMetadata, include_aborted: bool) -> FetchDataInfo:
+    return FetchDataInfo(meta, FileSlice.empty(), False, [] if include_aborted else None)
+
+
+def _aborted_txns(segments: LogSegments, seg: LogSegment, start: int, leo: int) -> list[AbortedTxn]:
+    nxt = segments.higher_segment(seg.base_offset)
+    upper = nxt.base_offset if nxt is not None else leo
+    out: list[AbortedTxn] = []
+    for s in segments.values(start, upper):
+        result = s.txn_index.collect_aborted_txns(start, upper)
+        out.extend(result.aborted_transactions)
+        if result.is_complete:
+            break
+    return out
+
+
+# -- ListOffsets -------------------------------------------------------------------------------
+def _epoch_at(segments: LogSegments, offset: int) -> int | None:
+    """Leader epoch of the batch holding ``offset`` (from its header; no epoch cache yet)."""
+    seg = segments.floor_segment(offset)
+    if seg is None:
+        return None
+    found = seg.translate_offset(offset)
+    if found is None:
+        return None
+    for h in seg.log.headers(found.position):
+        return h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
+    return None
+
+
+def _latest_epoch(segments: LogSegments) -> int | None:
+    for seg in reversed(segments.values()):
+        if seg.size == 0:
+            continue
+        last = None
+        for h in seg.log.headers(seg.offset_index.last_entry().position):
+            last = h
+        if last is not None:
+            return last.partition_leader_epoch if last.partition_leader_epoch >= 0 else None
+    return None
+
+
+def fetch_offset_by_timestamp(
+    segments: LogSegments, timestamp: int, *, log_start_offset: int, log_end_offset: int
+) -> TimestampAndOffset | None:
+    """Behaviours #68-#73: earliest/latest/max-timestamp specials, else the time index."""
+    if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        return TimestampAndOffset(-1, log_start_offset, _epoch_at(segments, log_start_offset))
+    if timestamp == LATEST_TIMESTAMP:
+        return TimestampAndOffset(-1, log_end_offset, _latest_epoch(segments))
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return TimestampAndOffset(-1, -1, -1)
+    if timestamp == MAX_TIMESTAMP:
+        return _max_timestamp(segments, log_start_offset)
+    if timestamp < 0:
+        return None
+    for seg in segments.values():
+        if seg.max_timestamp_so_far >= timestamp:
+            found = seg.find_offset_by_timestamp(timestamp, max(log_start_offset, seg.base_offset))
+            if found is not None:
+                return found
+    return None
+
+
+def _max_timestamp(segments: LogSegments, log_start_offset: int) -> TimestampAndOffset | None:
+    best: LogSegment | None = None
+    for seg in segments.values():
+        if seg.max_timestamp_so_far >= 0 and (
+                best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
+            best = seg
+    if best is None:
+        return None
+    return best.find_offset_by_timestamp(best.max_timestamp_so_far,
+                                         max(log_start_offset, best.base_offset))

@@ -1,0 +1,91 @@
+"""Retention (Kafka's UnifiedLog.deleteOldSegments): start-offset breach, size, then time.
+
+A segment is deletable only while the high watermark has passed its upper bound (the next
+segment's base, or the LEO for the last one); the walk stops at the first segment that is
+not deletable. Deleting every segment first rolls a new empty one at the LEO (#79).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .segment import LogSegment
+
+if TYPE_CHECKING:
+    from .log import Log
+
+Predicate = Callable[[LogSegment, "LogSegment | None"], bool]
+
+
+def delete_old_segments(lg: Log) -> int:
+    """Apply the rules the cleanup policy allows (#78); returns the segments deleted."""
+    n = _delete_log_start_offset_breached(lg)
+    if lg.config.delete:
+        n += _delete_retention_size_breached(lg)
+        n += _delete_retention_ms_breached(lg)
+    return n
+
+
+def _delete_log_start_offset_breached(lg: Log) -> int:
+    start = lg.log_start_offset
+    return _delete(lg, lambda _s, nxt: nxt is not None and nxt.base_offset <= start,
+                   f"log start offset {start} breach")
+
+
+def _delete_retention_size_breached(lg: Log) -> int:
+    limit = lg.config.retention_bytes
+    size = lg.size_in_bytes
+    if limit < 0 or size < limit:
+        return 0
+    diff = size - limit
+
+    def breached(seg: LogSegment, _next: LogSegment | None) -> bool:
+        nonlocal diff
+        if diff - seg.size >= 0:
+            diff -= seg.size
+            return True
+        return False
+
+    return _delete(lg, breached, f"retention size {limit} breach")
+
+
+def _delete_retention_ms_breached(lg: Log) -> int:
+    retention = lg.config.retention_ms
+    if retention < 0:
+        return 0
+    now = lg.clock.milliseconds()
+    return _delete(lg, lambda seg, _n: now - seg.largest_timestamp > retention,
+                   f"retention time {retention}ms breach")
+
+
+def deletable_segments(lg: Log, predicate: Predicate) -> list[LogSegment]:
+    segs = lg.segments.values()
+    out: list[LogSegment] = []
+    hw = lg.high_watermark
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1] if i + 1 < len(segs) else None
+        upper = nxt.base_offset if nxt is not None else lg.log_end_offset
+        last_and_empty = nxt is None and seg.size == 0
+        if last_and_empty or hw < upper or not predicate(seg, nxt):
+            break
+        out.append(seg)
+    return out
+
+
+def _delete(lg: Log, predicate: Predicate, reason: str) -> int:
+    deletable = deletable_segments(lg, predicate)
+    if not deletable:
+        return 0
+    to_delete = deletable
+    if len(lg.segments) == len(deletable):
+        new = lg.roll()
+        if deletable[-1].base_offset == new.base_offset:
+            to_delete = deletable[:-1]
+    lg.remove_and_delete_segments(to_delete, reason)
+    for seg in deletable:
+        lg.producer_state.delete_snapshot_at(seg.base_offset)
+    first = lg.segments.first_segment_base_offset
+    if first is not None:
+        lg.maybe_increment_log_start_offset(first, reason)
+    return len(deletable)
