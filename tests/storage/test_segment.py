@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from kafka.record import MemoryRecords
 
-from tidelog.records import RecordBatchBuilder
+from tidelog.records import ControlRecordType, RecordBatch, RecordBatchBuilder
 from tidelog.storage.errors import LogSegmentOffsetOverflowError
 from tidelog.storage.file_records import FileRecords
+from tidelog.storage.producer_state import ProducerStateManager
 from tidelog.storage.segment import (
     LONG_MAX,
     POSITION_UNKNOWN,
@@ -660,3 +661,41 @@ def test_files_read_by_independent_readers(make: SegFactory) -> None:
     for t, rel in entries:  # T is the max timestamp seen up to and including the batch of O
         upto = [mt for lo, mt in starts.values() if lo <= 1000 + rel]
         assert max(upto) == t
+
+
+def test_recover_transaction_index(make: SegFactory, tmp_path: Path) -> None:  # 40
+    def txn(base: int, pid: int, seq: int, *vals: str) -> bytes:
+        b = RecordBatchBuilder(base_offset=base, producer_id=pid, producer_epoch=0,
+                               base_sequence=seq, is_transactional=True)
+        for v in vals:
+            b.append(base * 10, None, v.encode())
+        return b.build()
+
+    def marker(base: int, pid: int, kind: ControlRecordType) -> bytes:
+        b = RecordBatchBuilder(base_offset=base, producer_id=pid, producer_epoch=0,
+                               is_transactional=True, is_control=True)
+        b.append_control(kind, base * 10)
+        return b.build()
+
+    seg = make(100)
+    append(seg, txn(100, 1, 0, "a", "b"))
+    append(seg, txn(102, 2, 0, "c", "d"))
+    append(seg, records(104, "e", "f"))
+    append(seg, marker(106, 2, ControlRecordType.ABORT))
+    append(seg, marker(107, 1, ControlRecordType.COMMIT))
+
+    psm = ProducerStateManager(tmp_path / "psm")
+    seg.recover(psm)
+    assert psm.map_end_offset == 108
+    (aborted,) = seg.txn_index.all_aborted_txns()
+    assert (aborted.producer_id, aborted.first_offset, aborted.last_offset,
+            aborted.last_stable_offset) == (2, 102, 106, 100)
+
+    # again, with pid 2's transaction begun in an earlier segment at offset 75
+    psm = ProducerStateManager(tmp_path / "psm2")
+    psm.update_from_recovered_batch(RecordBatch(txn(75, 2, 0, "z")))
+    seg.recover(psm)
+    (aborted,) = seg.txn_index.all_aborted_txns()
+    assert (aborted.producer_id, aborted.first_offset, aborted.last_offset,
+            aborted.last_stable_offset) == (2, 75, 106, 100)
+    assert psm.map_end_offset == 108
