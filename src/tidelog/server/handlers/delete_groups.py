@@ -1,0 +1,24 @@
+"""DeleteGroups (key 42), v0-2: only empty groups; their offsets and metadata get
+tombstones in __consumer_offsets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.kio_util import make, nested
+from tidelog.server.group.wiring import coordinator_for
+
+from ..context import RequestContext
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    results = coordinator_for(ctx.broker).delete_groups(request.groups_names)
+    cls = response_class(API_KEY, ctx.api_version)
+    rcls = nested(cls, "results")
+    out = tuple(make(rcls, group_id=g, error_code=e) for g, e in results.items())
+    return make(cls, throttle_time=0, results=out)

@@ -1,0 +1,57 @@
+"""DescribeGroups (key 15), v0-6. An unknown group is "Dead" with no error before v6 and
+GROUP_ID_NOT_FOUND from v6, as in Kafka."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
+from tidelog.server.group.wiring import coordinator_for
+
+from ..context import RequestContext
+
+API_KEY = 15
+MIN_VERSION = 0
+MAX_VERSION = 6
+AUTHORIZED_OPERATIONS_OMITTED = -2147483648
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    coord = coordinator_for(ctx.broker)
+    cls = response_class(API_KEY, ctx.api_version)
+    gcls = nested(cls, "groups")
+    mcls = nested(gcls, "members")
+    out = []
+    for group_id in request.groups:
+        s = coord.describe_group(group_id)
+        err, msg = s.error, None
+        if ctx.api_version >= 6 and err == ErrorCode.NONE and s.state == "Dead":
+            err, msg = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
+        members = tuple(
+            make(
+                mcls,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
+            for m in s.members
+        )
+        out.append(
+            make(
+                gcls,
+                error_code=err,
+                error_message=msg,
+                group_id=group_id,
+                group_state=s.state,
+                protocol_type=s.protocol_type,
+                protocol_data=s.protocol,
+                members=members,
+                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+            )
+        )
+    return make(cls, throttle_time=0, groups=tuple(out))

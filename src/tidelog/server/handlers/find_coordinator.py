@@ -1,0 +1,64 @@
+"""FindCoordinator (key 10): this node coordinates every group (single node). v4+ batches
+keys (KIP-699). Transaction coordinators (key_type 1) are not implemented."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
+from tidelog.server.group.wiring import coordinator_for
+
+from ..context import RequestContext
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 6
+GROUP_KEY_TYPE = 0
+
+
+def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, str | None]:
+    if key_type != GROUP_KEY_TYPE:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions are not supported."
+    if not key:
+        return ErrorCode.INVALID_REQUEST, "The group id must not be empty."
+    coord = coordinator_for(ctx.broker)
+    if not coord.active:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None
+    return ErrorCode.NONE, None
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY, ctx.api_version)
+    host, port, node = ctx.broker.advertised_host, ctx.broker.advertised_port, ctx.broker.node_id
+    key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
+    if ctx.api_version >= 4:
+        ccls = nested(cls, "coordinators")
+        out = []
+        for key in request.coordinator_keys:
+            err, msg = _lookup(ctx, key, key_type)
+            ok = err == ErrorCode.NONE
+            out.append(
+                make(
+                    ccls,
+                    key=key,
+                    node_id=node if ok else -1,
+                    host=host if ok else "",
+                    port=port if ok else -1,
+                    error_code=err,
+                    error_message=msg,
+                )
+            )
+        return make(cls, throttle_time=0, coordinators=tuple(out))
+    err, msg = _lookup(ctx, request.key, key_type)
+    ok = err == ErrorCode.NONE
+    return make(
+        cls,
+        throttle_time=0,
+        error_code=err,
+        error_message=msg,
+        node_id=node if ok else -1,
+        host=host if ok else "",
+        port=port if ok else -1,
+    )

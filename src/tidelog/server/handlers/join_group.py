@@ -1,0 +1,59 @@
+"""JoinGroup (key 11), v0-7. The response waits until the rebalance completes (or the
+member must retry with the id it was given: MEMBER_ID_REQUIRED, v4+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.kio_util import make, ms, nested
+from tidelog.server.group.coordinator import JoinRequest
+from tidelog.server.group.wiring import coordinator_for, join_future
+
+from ..context import RequestContext
+
+API_KEY = 11
+MIN_VERSION = 0
+MAX_VERSION = 7
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.api_version
+    session = ms(request.session_timeout)
+    rebalance = ms(getattr(request, "rebalance_timeout", None)) if v >= 1 else session
+    req = JoinRequest(
+        group_id=request.group_id,
+        member_id=request.member_id,
+        protocol_type=request.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in request.protocols],
+        session_timeout_ms=session,
+        rebalance_timeout_ms=rebalance,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        client_id=ctx.client_id or "",
+        client_host="/" + ctx.client_host,
+        require_known_member_id=v >= 4 and getattr(request, "group_instance_id", None) is None,
+        reason=getattr(request, "reason", None),
+    )
+    fut, done = join_future()
+    coordinator_for(ctx.broker).join_group(req, done)
+    r = await fut
+    cls = response_class(API_KEY, v)
+    mcls = nested(cls, "members")
+    members = tuple(
+        make(
+            mcls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+        )
+        for m in r.members
+    )
+    return make(
+        cls,
+        throttle_time=0,
+        error_code=r.error,
+        generation_id=r.generation_id,
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name if v >= 7 else (r.protocol_name or ""),
+        leader=r.leader_id,
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=members,
+    )

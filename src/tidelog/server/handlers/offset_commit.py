@@ -1,0 +1,63 @@
+"""OffsetCommit (key 8), v2-9. v2-4 carry a retention time; v7+ a group instance id."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.kio_util import make, ms, nested
+from tidelog.server.group.coordinator import CommitEntry
+from tidelog.server.group.wiring import coordinator_for
+from tidelog.util.topic_partition import TopicPartition
+
+from ..context import RequestContext
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+
+def _generation(request: Any) -> int:
+    for name in ("generation_id_or_member_epoch", "generation_id"):
+        if hasattr(request, name):
+            return int(getattr(request, name))
+    return -1
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    offsets: dict[TopicPartition, CommitEntry] = {}
+    for t in request.topics:
+        for p in t.partitions:
+            offsets[TopicPartition(t.name, p.partition_index)] = CommitEntry(
+                p.committed_offset,
+                int(getattr(p, "committed_leader_epoch", -1)),
+                p.committed_metadata,
+            )
+    retention_ms = ms(getattr(request, "retention_time", None))
+    errors = coordinator_for(ctx.broker).commit_offsets(
+        request.group_id,
+        offsets,
+        member_id=request.member_id,
+        generation_id=_generation(request),
+        group_instance_id=getattr(request, "group_instance_id", None),
+        retention_time_ms=retention_ms,
+    )
+    cls = response_class(API_KEY, ctx.api_version)
+    tcls = nested(cls, "topics")
+    pcls = nested(tcls, "partitions")
+    topics = tuple(
+        make(
+            tcls,
+            name=t.name,
+            partitions=tuple(
+                make(
+                    pcls,
+                    partition_index=p.partition_index,
+                    error_code=errors[TopicPartition(t.name, p.partition_index)],
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in request.topics
+    )
+    return make(cls, throttle_time=0, topics=topics)

@@ -1,0 +1,45 @@
+"""OffsetDelete (key 47, KIP-496): drop committed offsets of topics the group no longer
+consumes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.kio_util import make, nested
+from tidelog.server.group.wiring import coordinator_for
+from tidelog.util.topic_partition import TopicPartition
+
+from ..context import RequestContext
+
+API_KEY = 47
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    tps = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    err, per = coordinator_for(ctx.broker).delete_offsets(request.group_id, tps)
+    cls = response_class(API_KEY, ctx.api_version)
+    tcls = nested(cls, "topics")
+    pcls = nested(tcls, "partitions")
+    topics = (
+        tuple(
+            make(
+                tcls,
+                name=t.name,
+                partitions=tuple(
+                    make(
+                        pcls,
+                        partition_index=p.partition_index,
+                        error_code=per.get(TopicPartition(t.name, p.partition_index), err),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+        if per
+        else ()
+    )
+    return make(cls, throttle_time=0, error_code=err, topics=topics)

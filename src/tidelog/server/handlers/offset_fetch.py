@@ -1,0 +1,82 @@
+"""OffsetFetch (key 9), v1-8. v2+ answers ``topics=null`` with every committed partition and
+has a top-level error; v8 batches groups (KIP-709)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
+from tidelog.server.group.coordinator import GroupCoordinator
+from tidelog.server.group.offsets import FetchedOffset
+from tidelog.server.group.wiring import coordinator_for
+from tidelog.util.topic_partition import TopicPartition
+
+from ..context import RequestContext
+
+API_KEY = 9
+MIN_VERSION = 1
+MAX_VERSION = 8
+
+
+def _requested(topics: Any) -> list[TopicPartition] | None:
+    if topics is None:
+        return None
+    return [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
+
+
+def _fetch(
+    coord: GroupCoordinator, group_id: str, topics: Any
+) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+    return coord.fetch_offsets(group_id, _requested(topics))
+
+
+def _topics(
+    tcls: type, offsets: dict[TopicPartition, FetchedOffset], error: ErrorCode
+) -> tuple[Any, ...]:
+    pcls = nested(tcls, "partitions")
+    by_topic: dict[str, list[Any]] = {}
+    for tp, o in offsets.items():
+        by_topic.setdefault(tp.topic, []).append(
+            make(
+                pcls,
+                partition_index=tp.partition,
+                committed_offset=o.offset,
+                committed_leader_epoch=o.leader_epoch,
+                metadata=o.metadata,
+                error_code=o.error if error == ErrorCode.NONE else error,
+            )
+        )
+    return tuple(make(tcls, name=name, partitions=tuple(ps)) for name, ps in by_topic.items())
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    v = ctx.api_version
+    coord = coordinator_for(ctx.broker)
+    cls = response_class(API_KEY, v)
+    if v >= 8:
+        gcls = nested(cls, "groups")
+        tcls = nested(gcls, "topics")
+        groups = []
+        for g in request.groups:
+            err, offsets = _fetch(coord, g.group_id, g.topics)
+            groups.append(
+                make(
+                    gcls,
+                    group_id=g.group_id,
+                    error_code=err,
+                    topics=_topics(tcls, offsets, ErrorCode.NONE),
+                )
+            )
+        return make(cls, throttle_time=0, groups=tuple(groups))
+    err, offsets = _fetch(coord, request.group_id, request.topics)
+    if v < 2 and err != ErrorCode.NONE:
+        # v0-1 have no top-level error: every requested partition carries it
+        offsets = {tp: FetchedOffset(-1, -1, "", err) for tp in _requested(request.topics) or []}
+    return make(
+        cls,
+        throttle_time=0,
+        error_code=err,
+        topics=_topics(nested(cls, "topics"), offsets, ErrorCode.NONE),
+    )

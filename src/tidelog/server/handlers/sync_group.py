@@ -1,0 +1,39 @@
+"""SyncGroup (key 14), v0-5: the leader hands in the assignment; everyone waits for it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.kio_util import make
+from tidelog.server.group.coordinator import SyncRequest
+from tidelog.server.group.wiring import coordinator_for, sync_future
+
+from ..context import RequestContext
+
+API_KEY = 14
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    req = SyncRequest(
+        group_id=request.group_id,
+        generation_id=request.generation_id,
+        member_id=request.member_id,
+        group_instance_id=getattr(request, "group_instance_id", None),
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+        assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
+    )
+    fut, done = sync_future()
+    coordinator_for(ctx.broker).sync_group(req, done)
+    r = await fut
+    return make(
+        response_class(API_KEY, ctx.api_version),
+        throttle_time=0,
+        error_code=r.error,
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name,
+        assignment=r.assignment,
+    )
