@@ -1,9 +1,10 @@
+"""Raw-socket helpers for broker tests."""
+
 from __future__ import annotations
 
 import socket
 import struct
 
-"""Raw-socket helpers for broker tests."""
 from tidelog.protocol.codec import request_class
 from tidelog.protocol.kio_util import make
 from tidelog.testing import EmbeddedBroker

@@ -87,8 +87,7 @@ def run(args: argparse.Namespace) -> int:
             )
             rr = itertools.cycle(parts)
             pending: dict[int, list[Any]] = {}
-            n = 0
-            for raw in sys.stdin:
+            for n, raw in enumerate(sys.stdin, 1):
                 key, value = _parse(raw.rstrip("\n"), args.key_separator)
                 if args.partition is not None:
                     part = args.partition
@@ -97,7 +96,6 @@ def run(args: argparse.Namespace) -> int:
                 else:
                     part = next(rr)
                 pending.setdefault(part, []).append((int(time.time() * 1000), key, value))
-                n += 1
                 if n % args.batch_size == 0:
                     _send(client, args, pending)
             _send(client, args, pending)

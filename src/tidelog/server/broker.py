@@ -77,5 +77,8 @@ class Broker:
                 conn.close("broker shutting down")
             await self._server.wait_closed()
             self._server = None
-        self.replica_manager.shutdown()
+        try:
+            self.replica_manager.shutdown()
+        except Exception:
+            log.exception("log shutdown failed (logs recover on the next start)")
         log.info("tidelog broker %d stopped", self.node_id)

@@ -75,14 +75,22 @@ class _DirectLogs:
                 lg.update_config(cfg)
 
 
-def _make_log_manager(config: BrokerConfig, clock: Clock) -> Any:
+def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) -> Any:
     defaults = config.log_config_defaults()
     try:
         from tidelog.storage.manager import LogManager
         from tidelog.util.scheduler import KafkaScheduler
     except ImportError:
         return _DirectLogs(config.log_dirs, defaults, clock)
-    return LogManager(config.log_dirs, defaults, clock=clock, scheduler=KafkaScheduler())
+
+    def topic_configs(topic: str) -> dict[str, str] | None:
+        info = store.topics.get(topic)
+        return None if info is None else dict(info.configs)
+
+    # the LogManager's periodic tasks (flush, retention, checkpoints) read broker keys too
+    props = {**config.originals, **defaults}
+    return LogManager(config.log_dirs, props, clock=clock, scheduler=KafkaScheduler(),
+                      topic_configs=topic_configs)
 
 
 class ReplicaManager:
@@ -90,7 +98,7 @@ class ReplicaManager:
         self.config = config
         self.clock = clock
         self.store = MetadataStore(config.log_dirs, config.node_id, config.values["cluster.id"])
-        self.logs = logs if logs is not None else _make_log_manager(config, clock)
+        self.logs = logs if logs is not None else _make_log_manager(config, clock, self.store)
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
         self._pid_next = 0
         self._pid_end = 0
