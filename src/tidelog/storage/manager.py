@@ -1,0 +1,383 @@
+"""LogManager: the broker-wide owner of every partition log (Kafka's LogManager).
+
+It owns the log dirs (created, de-duplicated, locked with ``.lock``), loads every partition
+dir at startup with ``num.recovery.threads.per.data.dir`` workers per dir, places new
+partitions in the least-loaded dir, runs the periodic tasks (retention, flusher, recovery-point
+and log-start-offset checkpoints, delayed deletion of ``-delete`` dirs) on an injected
+scheduler, and shuts down cleanly (flush, close, checkpoints, ``.kafka_cleanshutdown``).
+
+Loading and the periodic tasks live in ``manager_tasks``; this module holds the state and the
+lifecycle operations the broker calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tidelog.config.log_config import LogConfig
+from tidelog.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    CleanShutdownFile,
+    OffsetCheckpointFile,
+)
+from tidelog.storage.dir_lock import FileLock, LogDirError, canonical_dirs, lock_dir, prepare_dir
+from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from tidelog.storage.log import Log
+from tidelog.storage.manager_config import LogManagerConfig
+from tidelog.storage.manager_tasks import LogManagerTasks, first_segment_base
+from tidelog.util.clock import Clock
+from tidelog.util.scheduler import Scheduler
+from tidelog.util.topic_partition import TopicPartition, delete_dir_name, validate_topic_name
+
+log = logging.getLogger(__name__)
+
+TopicConfigs = Mapping[str, Mapping[str, str]] | Callable[[str], Mapping[str, str] | None]
+
+
+class UnknownTopicOrPartitionError(StorageError):
+    kafka_error = "UNKNOWN_TOPIC_OR_PARTITION"
+
+
+class LogDir:
+    """One entry of ``log.dirs``: its lock, checkpoint files and loading state."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock: FileLock | None = None
+        self.offline_reason: str | None = None
+        self.loaded = False  # every log loaded: a clean-shutdown marker may be written
+        self.recovery_point_checkpoint = OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT_FILE)
+        self.log_start_offset_checkpoint = OffsetCheckpointFile(
+            path / LOG_START_OFFSET_CHECKPOINT_FILE
+        )
+        self.clean_shutdown_file = CleanShutdownFile(path)
+
+    @property
+    def online(self) -> bool:
+        return self.offline_reason is None
+
+
+class LogManager(LogManagerTasks):
+    """All partition logs of one broker, across its log dirs."""
+
+    def __init__(
+        self,
+        log_dirs: Iterable[Path | str],
+        broker_log_defaults: Mapping[str, Any],
+        *,
+        clock: Clock,
+        scheduler: Scheduler,
+        config: LogManagerConfig | None = None,
+        topic_configs: TopicConfigs | None = None,
+        broker_epoch: int = -1,
+    ) -> None:
+        self.clock = clock
+        self.scheduler = scheduler
+        self.broker_log_defaults = dict(broker_log_defaults)
+        self.config = (
+            config if config is not None else LogManagerConfig.from_props(broker_log_defaults)
+        )
+        self.broker_epoch = broker_epoch
+        self._topic_configs = topic_configs
+        self._topic_overrides: dict[str, dict[str, str]] = {}
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._started = False
+        self._shut_down = False
+        self._owns_scheduler = False
+        self.dirs = [LogDir(p) for p in canonical_dirs(log_dirs)]
+        self._init_tasks()
+        self._lock_dirs()
+
+    # -- log dirs ------------------------------------------------------------------------------
+    def _lock_dirs(self) -> None:
+        """Create/check every dir, then lock it; any lock failure releases the ones taken."""
+        for d in self.dirs:
+            reason = prepare_dir(d.path)
+            if reason is not None:
+                log.error("Log directory %s is offline: %s", d.path, reason)
+                d.offline_reason = reason
+        if not any(d.online for d in self.dirs):
+            raise LogDirError(
+                "Shutdown broker because all log dirs in "
+                f"{', '.join(str(d.path) for d in self.dirs)} have failed"
+            )
+        try:
+            for d in self.dirs:
+                if d.online:
+                    d.lock = lock_dir(d.path)
+        except BaseException:
+            self._release_locks()
+            raise
+
+    def _release_locks(self) -> None:
+        for d in self.dirs:
+            if d.lock is not None:
+                d.lock.release()
+                d.lock = None
+
+    @property
+    def live_log_dirs(self) -> list[Path]:
+        return [d.path for d in self.dirs if d.online]
+
+    def _log_dir_of(self, path: Path) -> LogDir:
+        for d in self.dirs:
+            if d.path == path:
+                return d
+        raise LogDirError(f"{path} is not one of the log dirs")
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def startup(self) -> None:
+        """Load every log, then start the periodic tasks."""
+        if self._started:
+            raise RuntimeError("LogManager already started")
+        if self._shut_down:
+            raise RuntimeError("LogManager was shut down; create a new one")
+        self._started = True
+        self._maybe_start_scheduler()
+        try:
+            self._load_logs()
+        except BaseException:
+            self._abort_startup()
+            raise
+        self._schedule_tasks()
+
+    def _maybe_start_scheduler(self) -> None:
+        """Start a scheduler handed over unstarted (then it is ours to stop at shutdown)."""
+        is_started = getattr(self.scheduler, "is_started", None)
+        if is_started is not None and not is_started():
+            self.scheduler.startup()
+            self._owns_scheduler = True
+
+    def _stop_owned_scheduler(self) -> None:
+        if self._owns_scheduler:
+            self._owns_scheduler = False
+            self.scheduler.shutdown()
+
+    def _abort_startup(self) -> None:
+        """Close what was loaded and unlock; no marker (the next start must recover)."""
+        for lg in list(self._logs.values()):
+            try:
+                lg.close()
+            except Exception:
+                log.warning("Error closing %s after failed startup", lg.dir, exc_info=True)
+        self._logs.clear()
+        self._shut_down = True
+        self._release_locks()
+        self._stop_owned_scheduler()
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints and the clean-shutdown marker."""
+        if self._shut_down:
+            return
+        self._shut_down = True
+        self._cancel_tasks()
+        # Stop our scheduler first so no task runs while logs close (Kafka's broker does too).
+        self._stop_owned_scheduler()
+        log.info("Shutting down the log manager.")
+        for d in self.dirs:
+            if d.online:
+                self._shutdown_dir(d)
+        with self._lock:
+            self._logs.clear()
+        self._release_locks()
+        log.info("Shutdown of the log manager complete.")
+
+    def _shutdown_dir(self, d: LogDir) -> None:
+        logs = self._logs_in_dir(d.path)
+        ok = True
+        for lg in logs:
+            try:
+                lg.flush()
+                lg.close()
+            except Exception:
+                ok = False
+                log.error("Error flushing/closing log %s during shutdown", lg.dir, exc_info=True)
+        try:
+            self._checkpoint_dir(d, logs)
+            if ok and d.loaded:
+                # Only a dir whose every log loaded and closed may skip recovery next time.
+                d.clean_shutdown_file.write(self.broker_epoch)
+                log.info("Wrote clean shutdown marker in %s", d.path)
+        except OSError:
+            log.error("Error writing checkpoints in %s during shutdown", d.path, exc_info=True)
+
+    # -- lookups -------------------------------------------------------------------------------
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        with self._lock:
+            return self._logs.get(tp)
+
+    def all_logs(self) -> list[Log]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def logs_by_topic(self, topic: str) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return {tp: lg for tp, lg in self._logs.items() if tp.topic == topic}
+
+    def _logs_in_dir(self, path: Path) -> list[Log]:
+        with self._lock:
+            return [lg for lg in self._logs.values() if Path(lg.dir).parent == path]
+
+    def _require_log(self, tp: TopicPartition) -> Log:
+        lg = self.get_log(tp)
+        if lg is None:
+            raise UnknownTopicOrPartitionError(f"No log for partition {tp} on this broker")
+        return lg
+
+    # -- topic configs -------------------------------------------------------------------------
+    def topic_overrides(self, topic: str) -> dict[str, str]:
+        """The topic's config overrides (as last set, or from the config source at load)."""
+        if topic in self._topic_overrides:
+            return dict(self._topic_overrides[topic])
+        source = self._topic_configs
+        found = source(topic) if callable(source) else (source or {}).get(topic)
+        return dict(found or {})
+
+    def log_config(self, topic: str, overrides: Mapping[str, str] | None = None) -> LogConfig:
+        chosen = self.topic_overrides(topic) if overrides is None else overrides
+        return LogConfig.from_props(chosen, self.broker_log_defaults)
+
+    def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
+        """Replace the topic's overrides and apply them live to every partition of it."""
+        cfg = self.log_config(topic, overrides)  # validate before changing anything
+        with self._lock:
+            self._topic_overrides[topic] = dict(overrides)
+            logs = [lg for tp, lg in self._logs.items() if tp.topic == topic]
+        for lg in logs:
+            lg.update_config(cfg)
+        log.info("Updated config of topic %s (%d logs): %s", topic, len(logs), dict(overrides))
+        return cfg
+
+    # -- create / delete -----------------------------------------------------------------------
+    def get_or_create_log(
+        self, tp: TopicPartition, topic_overrides: Mapping[str, str] | None = None
+    ) -> Log:
+        """The partition's log, created in the least-loaded live dir if missing."""
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                self._maybe_apply_overrides(tp.topic, topic_overrides)
+                return existing
+            if self._shut_down:
+                raise KafkaStorageError(f"Cannot create log for {tp}: log manager is shut down")
+            validate_topic_name(tp.topic)
+            if tp.partition < 0:
+                raise ValueError(f"invalid partition {tp.partition} for topic {tp.topic}")
+            if topic_overrides is not None:
+                self.log_config(tp.topic, topic_overrides)  # reject bad configs up front
+                self._topic_overrides[tp.topic] = dict(topic_overrides)
+            cfg = self.log_config(tp.topic)
+            lg = self._create_in_some_dir(tp, cfg)
+            self._logs[tp] = lg
+            self._last_flush[tp] = self.clock.milliseconds()
+            return lg
+
+    def _maybe_apply_overrides(self, topic: str, overrides: Mapping[str, str] | None) -> None:
+        """A caller passing the topic's configs for a loaded log wins over what load used.
+
+        Kafka reads topic configs from its metadata while loading; a broker that keeps them
+        elsewhere passes them here right after startup, so they must not be ignored.
+        """
+        if overrides is not None and dict(overrides) != self.topic_overrides(topic):
+            self.update_topic_config(topic, overrides)
+
+    def _dirs_by_load(self) -> list[LogDir]:
+        """Live dirs, fewest partitions first (ties keep log.dirs order)."""
+        counts = {d.path: 0 for d in self.dirs if d.online}
+        for lg in self._logs.values():
+            parent = Path(lg.dir).parent
+            if parent in counts:
+                counts[parent] += 1
+        return sorted((d for d in self.dirs if d.online), key=lambda d: counts[d.path])
+
+    def _create_in_some_dir(self, tp: TopicPartition, cfg: LogConfig) -> Log:
+        errors: list[str] = []
+        for d in self._dirs_by_load():
+            path = d.path / tp.dir_name
+            try:
+                path.mkdir(exist_ok=True)
+                lg = Log.open(
+                    path,
+                    cfg,
+                    clock=self.clock,
+                    scheduler=self.scheduler,
+                    producer_id_expiration_ms=self.config.producer_id_expiration_ms,
+                )
+            except OSError as exc:
+                errors.append(f"{path}: {exc}")
+                log.error("Error creating log for %s in %s; trying the next dir", tp, d.path)
+                continue
+            log.info("Created log for partition %s in %s", tp, path)
+            return lg
+        raise KafkaStorageError(f"Could not create log for {tp} in any log dir: {errors}")
+
+    def delete_log(self, tp: TopicPartition) -> Path | None:
+        """Rename the partition dir to ``<topic>-<p>.<uuid>-delete``; remove it later.
+
+        Returns the renamed dir, or None if this broker has no log for ``tp``.
+        """
+        with self._lock:
+            lg = self._logs.pop(tp, None)
+            self._last_flush.pop(tp, None)
+        if lg is None:
+            return None
+        parent = Path(lg.dir).parent
+        lg.rename_dir(delete_dir_name(tp))
+        new_dir = Path(lg.dir)
+        log.info("Log for partition %s is renamed to %s and scheduled for deletion", tp, new_dir)
+        self._checkpoint_dir(self._log_dir_of(parent), self._logs_in_dir(parent))
+        self._schedule_log_deletion(new_dir, lg, lg.config.file_delete_delay_ms)
+        return new_dir
+
+    # -- records -------------------------------------------------------------------------------
+    def delete_records(self, tp: TopicPartition, offset: int) -> int:
+        """Advance the log start offset to ``offset`` (-1 = the high watermark).
+
+        Bounded by the high watermark (OffsetOutOfRange above it, like Kafka); an offset at or
+        below the current log start offset changes nothing. Returns the new log start offset.
+        """
+        lg = self._require_log(tp)
+        target = lg.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(f"Cannot delete records of {tp} before offset {offset}")
+        if target > lg.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"Cannot increment the log start offset of {tp} to {target}: it is above the "
+                f"high watermark {lg.high_watermark}"
+            )
+        lg.maybe_increment_log_start_offset(target, "client delete records")
+        return int(lg.log_start_offset)
+
+    def truncate_to(self, partition_offsets: Mapping[TopicPartition, int]) -> None:
+        """Truncate each log to its offset (followers); checkpoint the affected dirs."""
+        affected: set[Path] = set()
+        for tp, offset in partition_offsets.items():
+            lg = self._require_log(tp)
+            if lg.truncate_to(offset):
+                affected.add(Path(lg.dir).parent)
+        for parent in affected:
+            self._checkpoint_recovery_points(self._log_dir_of(parent))
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
+        lg = self._require_log(tp)
+        lg.truncate_fully_and_start_at(offset)
+        parent = Path(lg.dir).parent
+        self._checkpoint_dir(self._log_dir_of(parent), self._logs_in_dir(parent))
+
+    def __repr__(self) -> str:
+        return f"LogManager(dirs={[str(d.path) for d in self.dirs]}, logs={len(self._logs)})"
+
+
+__all__ = [
+    "LogDir",
+    "LogManager",
+    "LogManagerConfig",
+    "UnknownTopicOrPartitionError",
+    "first_segment_base",
+]
