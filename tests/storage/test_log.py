@@ -22,7 +22,6 @@ from tidelog.storage.errors import (
 from tidelog.storage.log import FetchIsolation, Log
 from tidelog.util.clock import ManualClock
 
-
 MakeLog = Callable[..., Log]
 
 
