@@ -29,8 +29,10 @@ Buffer = bytes | bytearray | memoryview
 INT32_MAX = 2**31 - 1
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _LENGTH = struct.Struct(">i")
-# Header-only scans read this much at a time; a full-batch scan reads at least BATCH_CHUNK.
-HEADER_CHUNK = 16 * 1024
+# Header-only scans start with a small read (an index lookup usually lands on the batch
+# wanted) and double it while the scan goes on; a full-batch scan reads BATCH_CHUNK at a time.
+HEADER_CHUNK = 4 * 1024
+MAX_HEADER_CHUNK = 64 * 1024
 BATCH_CHUNK = 1024 * 1024
 
 
@@ -191,6 +193,7 @@ class FileRecords:
 
     def __init__(self, path: Path, fd: int, size: int) -> None:
         self._path = Path(path)
+        self._path_str = str(self._path)
         self._fd: int | None = fd
         self._size = size
 
@@ -303,9 +306,11 @@ class FileRecords:
         target = Path(path)
         os.replace(self._path, target)
         self._path = target
+        self._path_str = str(target)
 
     def update_parent_dir(self, parent: Path) -> None:
         self._path = Path(parent) / self._path.name
+        self._path_str = str(self._path)
 
     def last_modified_ms(self) -> int:
         return os.stat(self._path).st_mtime_ns // 1_000_000
@@ -325,7 +330,7 @@ class FileRecords:
             )
         if size < 0:
             raise ValueError(f"Invalid size: {size} in read from {self._path}")
-        return FileSlice(self.fileno(), position, min(size, current - position), path=str(self._path))
+        return FileSlice(self.fileno(), position, min(size, current - position), path=self._path_str)
 
     def read_at(self, position: int, size: int) -> bytes:
         """Copy of ``size`` bytes at ``position`` (bounded by the size)."""
@@ -334,15 +339,17 @@ class FileRecords:
     def headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
         """Headers of the complete batches in ``[start, end)``; reads only header bytes in
         small chunks. A length field below 14 raises CorruptRecordError naming the position."""
-        fd, path = self.fileno(), str(self._path)
+        fd, path = self.fileno(), self._path_str
         limit = self._size if end is None else min(end, self._size)
         buf: bytes = b""
         buf_start = pos = start
+        chunk = HEADER_CHUNK
         while limit - pos > HEADER_SIZE_UP_TO_MAGIC:
             off = pos - buf_start
             if off + RECORD_BATCH_OVERHEAD > len(buf):
-                buf = _pread_exact(fd, min(HEADER_CHUNK, limit - pos), pos, path)
+                buf = _pread_exact(fd, min(chunk, limit - pos), pos, path)
                 buf_start, off = pos, 0
+                chunk = min(chunk * 2, MAX_HEADER_CHUNK)
             h = parse_header(buf, off, pos, limit - pos, path)
             if h is None:
                 return
@@ -355,7 +362,7 @@ class FileRecords:
         """Complete batches from ``start`` (FileLogInputStream): zero-copy views into ~1 MiB
         chunks read with pread. A partial trailing batch is invisible; a length field below
         14 (and with ``validate`` a bad CRC or size) raises CorruptRecordError."""
-        fd, path = self.fileno(), str(self._path)
+        fd, path = self.fileno(), self._path_str
         limit = self._size if end is None else min(end, self._size)
         buf = memoryview(b"")
         buf_start = pos = start

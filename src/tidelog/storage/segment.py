@@ -13,7 +13,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from tidelog.records import RecordBatch
 from tidelog.records.errors import CorruptRecordError, InvalidRecordError
@@ -101,9 +101,9 @@ class SegmentConfig:
     preallocate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
-    """An offset with the base offset and byte position of the segment that holds it."""
+class LogOffsetMetadata(NamedTuple):
+    """An offset with the base offset and byte position of the segment that holds it
+    (a NamedTuple: one is built per fetch)."""
 
     message_offset: int
     segment_base_offset: int = -1
