@@ -16,8 +16,11 @@ import pytest
 class ServeProcess:
     def __init__(self, log_dir: Path, overrides: dict[str, str] | None = None) -> None:
         self.log_dir = log_dir
-        self.overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(log_dir),
-                          **(overrides or {})}
+        self.overrides = {
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(log_dir),
+            **(overrides or {}),
+        }
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
         self.stderr_lines: list[str] = []
@@ -32,8 +35,9 @@ class ServeProcess:
         cmd = [sys.executable, "-m", "tidelog.cli.main", "serve"]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
         assert self.proc.stderr is not None
         # Block on the broker's own "listening on" log line (no polling, no sleeps).
         for line in self.proc.stderr:
