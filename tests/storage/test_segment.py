@@ -699,3 +699,16 @@ def test_recover_transaction_index(make: SegFactory, tmp_path: Path) -> None:  #
     assert (aborted.producer_id, aborted.first_offset, aborted.last_offset,
             aborted.last_stable_offset) == (2, 75, 106, 100)
     assert psm.map_end_offset == 108
+
+
+def test_append_rejects_partial_batches_before_writing(make: SegFactory) -> None:
+    from tidelog.records import CorruptRecordError
+
+    seg = make(0)
+    good = records(0, "a")
+    for bad in (good[:-1], good + good[:30], good + b"\x00" * 70):
+        with pytest.raises(CorruptRecordError):
+            seg.append(0, 0, 0, bad)
+        assert seg.size == 0 and seg.log.path.stat().st_size == 0
+    seg.append(1, 10, 1, good + records(1, "b"))  # several whole batches are fine
+    assert batch_offsets(seg) == [0, 1]

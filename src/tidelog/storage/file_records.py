@@ -115,6 +115,31 @@ def headers_in_buffer(buf: Buffer, path: str | None = None) -> Iterator[BatchHea
         pos += h.size
 
 
+_APPEND_FIELDS = struct.Struct(">qi11xi8xq")  # base offset, length, last delta, max ts
+
+
+def batch_metas(buf: Buffer, path: str | None = None) -> list[tuple[int, int, int]]:
+    """(last offset, max timestamp, size) of each batch of an append buffer, which must be
+    whole batches: anything else raises CorruptRecordError before a byte is written."""
+    n, pos = len(buf), 0
+    out = []
+    unpack = _APPEND_FIELDS.unpack_from
+    while pos < n:
+        if n - pos < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError(
+                f"{n - pos} trailing bytes are not a whole batch", pos, path
+            )
+        base, length, delta, max_ts = unpack(buf, pos)
+        size = LOG_OVERHEAD + length
+        if size < RECORD_BATCH_OVERHEAD or pos + size > n:
+            raise CorruptRecordError(
+                f"batch length field {length} does not fit the {n}-byte append", pos, path
+            )
+        out.append((base + delta, max_ts, size))
+        pos += size
+    return out
+
+
 class FileSlice:
     """A byte range of a `.log` file: no copy until ``read()``; ``fileno()``/``position`` for
     ``os.sendfile``. ``first_entry_incomplete`` marks a slice cut inside its first batch."""

@@ -25,7 +25,7 @@ from .file_records import (
     FileSlice,
     LogOffsetPosition,
     TimestampAndOffset,
-    headers_in_buffer,
+    batch_metas,
 )
 from .index.offset_index import OffsetIndex
 from .index.time_index import TimeIndex, TimestampOffset
@@ -246,27 +246,27 @@ class LogSegment:
         shallow_offset_of_max_timestamp: int,
         records: bytes | bytearray | memoryview,
     ) -> None:
-        """Write validated batches; the first entry of each index interval goes to the
-        offset and time indexes before the batch that crosses it."""
+        """Write validated batches (whole batches only, checked before writing); the first
+        batch of each index interval gets an offset- and time-index entry."""
         if len(records) == 0:
             return
+        metas = batch_metas(records, str(self.log.path))
         physical_position = self.log.size_in_bytes
+        self._ensure_offset_in_range(largest_offset)
         if physical_position == 0:
             self._t.rolling_based_timestamp = largest_timestamp
-        self._ensure_offset_in_range(largest_offset)
         self.log.append(records)
         t = self._t
-        for h in headers_in_buffer(records, str(self.log.path)):
-            last_offset = h.base_offset + h.last_offset_delta
-            if h.max_timestamp > self.max_timestamp_so_far:
-                t.max_timestamp_and_offset = TimestampOffset(h.max_timestamp, last_offset)
+        mx = self.max_timestamp_and_offset_so_far
+        for last_offset, max_ts, size in metas:
+            if max_ts > mx.timestamp:
+                mx = t.max_timestamp_and_offset = TimestampOffset(max_ts, last_offset)
             if t.bytes_since_last_index_entry > self.index_interval_bytes:
                 self.offset_index.append(last_offset, physical_position)
-                mx = self.max_timestamp_and_offset_so_far
                 self.time_index.maybe_append(mx.timestamp, mx.offset)
                 t.bytes_since_last_index_entry = 0
-            physical_position += h.size
-            t.bytes_since_last_index_entry += h.size
+            physical_position += size
+            t.bytes_since_last_index_entry += size
 
     def append_from_file(self, records: FileRecords, start: int) -> int:
         """Copy batches from ``records`` at ``start`` until one whose last offset cannot be
