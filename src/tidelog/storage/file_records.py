@@ -18,8 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch
-from tidelog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC_V2, MIN_LENGTH_FIELD
+from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch, crc32c
+from tidelog.records.batch import (
+    CRC_START,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_LENGTH_FIELD,
+)
 from tidelog.records.errors import CorruptRecordError
 
 from .errors import StorageError
@@ -386,7 +392,14 @@ class FileRecords:
     ) -> Iterator[RecordBatch]:
         """Complete batches from ``start`` (FileLogInputStream): zero-copy views into ~1 MiB
         chunks read with pread. A partial trailing batch is invisible; a length field below
-        14 (and with ``validate`` a bad CRC or size) raises CorruptRecordError."""
+        14 (and with ``validate`` a bad CRC) raises CorruptRecordError naming the position."""
+        for _h, batch in self.batches_with_headers(start, end, validate=validate):
+            yield batch
+
+    def batches_with_headers(
+        self, start: int = 0, end: int | None = None, *, validate: bool = False
+    ) -> Iterator[tuple[BatchHeader, RecordBatch]]:
+        """As ``batches``, each with its parsed header (one struct call per batch)."""
         fd, path = self.fileno(), self._path_str
         limit = self._size if end is None else min(end, self._size)
         buf = memoryview(b"")
@@ -403,10 +416,13 @@ class FileRecords:
                 want = max(h.size, min(BATCH_CHUNK, limit - pos))
                 buf = memoryview(_pread_exact(fd, want, pos, path))
                 buf_start, off = pos, 0
-            batch = RecordBatch(buf[off : off + h.size], pos)
-            if validate:
-                batch.ensure_valid(path)
-            yield batch
+            view = buf[off : off + h.size]
+            if validate and crc32c(view[CRC_START:]) != h.crc:
+                raise CorruptRecordError(
+                    f"CRC mismatch: stored 0x{h.crc:08x}, computed "
+                    f"0x{crc32c(view[CRC_START:]):08x}", pos, path,
+                )
+            yield h, RecordBatch(view, pos)
             pos += h.size
 
     def search_for_offset_with_size(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:

@@ -21,6 +21,7 @@ from tidelog.util.clock import Clock
 
 from .errors import LogSegmentOffsetOverflowError
 from .file_records import (
+    BatchHeader,
     FileRecords,
     FileSlice,
     LogOffsetPosition,
@@ -355,9 +356,10 @@ class LogSegment:
         t.bytes_since_last_index_entry = 0
         valid_bytes = last_index_entry = 0
         try:
-            for batch in self.log.batches(validate=True):
+            for header, batch in self.log.batches_with_headers(validate=True):
                 valid_bytes, last_index_entry = self._recover_batch(
-                    batch, valid_bytes, last_index_entry, producer_state, leader_epoch_cache
+                    header, batch, valid_bytes, last_index_entry, producer_state,
+                    leader_epoch_cache,
                 )
         except (CorruptRecordError, InvalidRecordError) as e:
             log.warning(
@@ -376,11 +378,11 @@ class LogSegment:
         return truncated
 
     def _recover_batch(
-        self, batch: RecordBatch, valid_bytes: int, last_index_entry: int,
+        self, h: BatchHeader, batch: RecordBatch, valid_bytes: int, last_index_entry: int,
         producer_state: Any, leader_epoch_cache: Any,
     ) -> tuple[int, int]:
-        header = batch.header()
-        base_offset, last_offset, max_ts = header[0], header[0] + header[6], header[8]
+        base_offset, max_ts = h.base_offset, h.max_timestamp
+        last_offset = base_offset + h.last_offset_delta
         self._ensure_offset_in_range(last_offset)
         t = self._t
         if max_ts > t.max_timestamp_and_offset.timestamp:
@@ -390,20 +392,20 @@ class LogSegment:
             mx = t.max_timestamp_and_offset
             self.time_index.maybe_append(mx.timestamp, mx.offset)
             last_index_entry = valid_bytes
-        valid_bytes += batch.size_in_bytes
-        epoch = header[2]
+        valid_bytes += h.size
+        epoch = h.partition_leader_epoch
         if leader_epoch_cache is not None and epoch >= 0:
             latest = leader_epoch_cache.latest_epoch()
             if latest is None or latest < epoch:
                 leader_epoch_cache.assign(epoch, base_offset)
         if producer_state is not None:
-            self._update_producer_state(producer_state, batch)
+            self._update_producer_state(producer_state, h, batch)
         return valid_bytes, last_index_entry
 
-    def _update_producer_state(self, producer_state: Any, batch: RecordBatch) -> None:
+    def _update_producer_state(self, producer_state: Any, h: BatchHeader, batch: RecordBatch) -> None:
         """Replay one batch into the producer state; a completed aborted transaction goes
         into the transaction index (Kafka's LogSegment.updateProducerState)."""
-        if batch.has_producer_id:
+        if h.producer_id >= 0:
             completed = producer_state.update_from_recovered_batch(batch)
             if completed is not None:
                 lso = producer_state.last_stable_offset(completed)
@@ -413,7 +415,7 @@ class LogSegment:
                                    completed.last_offset, lso)
                     )
                 producer_state.complete_txn(completed)
-        producer_state.update_map_end_offset(batch.last_offset + 1)
+        producer_state.update_map_end_offset(h.next_offset)
 
     def truncate_to(self, offset: int) -> int:
         """Remove data and index entries at or above ``offset``; returns the bytes removed."""
