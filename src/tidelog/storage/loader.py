@@ -176,7 +176,9 @@ class LogLoader:
         offset_index_missing = not offset_index_file(self.dir, base).exists()
         seg = open_segment(self.dir, base, self.config, self.clock)
         try:
-            if offset_index_missing:
+            if offset_index_missing or (time_index_new and seg.size > 0):
+                # Kafka recreates a lone missing .timeindex empty; rebuilding it keeps
+                # timestamp lookups right (#74)
                 raise FileNotFoundError(offset_index_file(self.dir, base))
             seg.sanity_check(time_index_new)
             seg.sanity_check_indexes()
