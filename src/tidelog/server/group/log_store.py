@@ -27,6 +27,12 @@ def offsets_topic_configs(config: GroupConfig) -> dict[str, str]:
     }
 
 
+def _log_end_isolation() -> Any:
+    from tidelog.storage.log_read import FetchIsolation
+
+    return FetchIsolation.LOG_END
+
+
 class LogOffsetsStore:
     def __init__(self, replica_manager: Any, config: GroupConfig) -> None:
         self.rm = replica_manager
@@ -34,7 +40,11 @@ class LogOffsetsStore:
 
     def _ensure_topic(self) -> None:
         if self.rm.topic(OFFSETS_TOPIC) is None:
-            log.info("creating %s with %d partitions", OFFSETS_TOPIC, self.config.offsets_topic_num_partitions)
+            log.info(
+                "creating %s with %d partitions",
+                OFFSETS_TOPIC,
+                self.config.offsets_topic_num_partitions,
+            )
             self.rm.create_topic(
                 OFFSETS_TOPIC,
                 self.config.offsets_topic_num_partitions,
@@ -66,7 +76,8 @@ class LogOffsetsStore:
         offset = lg.log_start_offset
         end = lg.log_end_offset
         while offset < end:
-            info = lg.read(offset, self.config.offsets_load_buffer_size, min_one_message=True)
+            # Kafka loads up to the log end: after a restart the high watermark may lag.
+            info = lg.read(offset, self.config.offsets_load_buffer_size, _log_end_isolation(), True)
             data = info.records.read() if info.records is not None else b""
             if not data:
                 return

@@ -1,0 +1,114 @@
+"""Helpers for test_groups*.py (no tests here): member processes reporting over stdout,
+waiting on conditions, never on fixed sleeps."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+WORKER = Path(__file__).with_name("test_groups_worker.py")
+
+
+class Member:
+    """One consumer process; ``assignments`` and ``committed`` fill in as it reports."""
+
+    def __init__(
+        self, client: str, bootstrap: str, topic: str, group: str, session_ms: int
+    ) -> None:
+        self.client = client
+        self.proc = subprocess.Popen(
+            [sys.executable, str(WORKER), client, bootstrap, topic, group, str(session_ms)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.assignments: list[tuple[float, list[int]]] = []
+        self.committed: list[tuple[int, int]] = []
+        self.closed = False
+        self.cond = threading.Condition()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                ev = json.loads(line)
+            except ValueError:
+                continue
+            with self.cond:
+                if "assigned" in ev:
+                    self.assignments.append((time.monotonic(), ev["assigned"]))
+                elif "p" in ev:
+                    self.committed.append((ev["p"], ev["o"]))
+                elif "closed" in ev:
+                    self.closed = True
+                self.cond.notify_all()
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+
+    @property
+    def current(self) -> list[int]:
+        with self.cond:
+            return self.assignments[-1][1] if self.assignments else []
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(30)
+
+    def leave(self) -> None:
+        """Close stdin: the worker closes its consumer (LeaveGroup) and exits."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(60)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.kill()
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, what: str, members: list[Member]) -> float:
+    """Block until ``pred()`` holds, re-checking whenever a member reports; returns seconds."""
+    start = time.monotonic()
+    deadline = start + timeout
+    while not pred():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            state = [(m.client, m.current, len(m.committed)) for m in members]
+            raise AssertionError(f"timed out waiting for {what}: {state}")
+        # Wake on any member's report (each has its own condition; poll them briefly).
+        for m in members:
+            with m.cond:
+                m.cond.wait(min(remaining, 0.05))
+    return time.monotonic() - start
+
+
+def balanced(members: list[Member], partitions: int) -> bool:
+    current = [m.current for m in members]
+    flat = [p for c in current for p in c]
+    return sorted(flat) == list(range(partitions)) and all(current)
+
+
+def produce(bootstrap: str, topic: str, partitions: int, per_partition: int, tag: str) -> None:
+    import confluent_kafka
+
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(per_partition):
+        for part in range(partitions):
+            p.produce(topic, f"{tag}-{part}-{i}".encode(), partition=part)
+    assert p.flush(30) == 0
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        f.result(30)
