@@ -8,10 +8,9 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
+from test_groups_support import Member, balanced, create_topic, produce, wait_for
 
 from tidelog.testing.embedded import EmbeddedBroker
-
-from test_groups_support import Member, balanced, create_topic, produce, wait_for
 
 SESSION_MS = 2000
 PARTITIONS = 6

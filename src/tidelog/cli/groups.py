@@ -1,0 +1,456 @@
+"""``tidelog groups``: list, describe, reset offsets of, and delete consumer groups over the
+wire (the options of Kafka's kafka-consumer-groups.sh).
+
+``--describe`` shows, per partition, the committed offset, the log end, the lag in messages
+and the lag in time (the age of the oldest record not yet consumed). ``--reset-offsets``
+prints the plan; it only commits with ``--execute`` (``--dry-run`` is the default, as in
+Kafka) and only for an inactive group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import re
+import struct
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from tidelog.protocol.client import KafkaClient, KafkaClientError, TopicPartition
+
+LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH, DELETE_GROUPS, OFFSET_DELETE = 16, 15, 9, 42, 47
+INACTIVE_STATES = ("Empty", "Dead")
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "groups", help="list, describe, reset offsets of or delete consumer groups"
+    )
+    p.add_argument("--bootstrap-server", default="localhost:9092")
+    op = p.add_mutually_exclusive_group(required=True)
+    for name in ("list", "describe", "reset-offsets", "delete", "delete-offsets"):
+        op.add_argument(f"--{name}", action="store_true")
+    p.add_argument("--group", action="append", default=[], help="group id (repeatable)")
+    p.add_argument("--all-groups", action="store_true")
+    p.add_argument("--topic", action="append", default=[], help="TOPIC or TOPIC:P1,P2")
+    p.add_argument("--all-topics", action="store_true")
+    p.add_argument("--members", action="store_true", help="describe members")
+    p.add_argument("--state", action="store_true", help="describe / list with state")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--to-earliest", action="store_true")
+    how.add_argument("--to-latest", action="store_true")
+    how.add_argument("--to-current", action="store_true")
+    how.add_argument("--to-offset", type=int)
+    how.add_argument("--shift-by", type=int)
+    how.add_argument("--to-datetime", help="YYYY-MM-DDTHH:mm:SS.sss[+HH:MM|Z]")
+    how.add_argument("--by-duration", help="ISO 8601 duration, e.g. PT10M or P1DT2H")
+    run_mode = p.add_mutually_exclusive_group()
+    run_mode.add_argument("--dry-run", action="store_true")
+    run_mode.add_argument("--execute", action="store_true")
+    p.set_defaults(func=run)
+
+
+# ---------------------------------------------------------------------------- wire helpers
+
+
+@dataclass
+class Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    host: str
+    partitions: list[TopicPartition]
+
+
+@dataclass
+class GroupInfo:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[Member]
+
+
+def parse_assignment(data: bytes) -> list[TopicPartition]:
+    """ConsumerProtocolAssignment (any version: topics and partitions come first)."""
+    if len(data) < 6:
+        return []
+    pos = 2
+    (n,) = struct.unpack_from(">i", data, pos)
+    pos += 4
+    out: list[TopicPartition] = []
+    for _ in range(max(n, 0)):
+        (tlen,) = struct.unpack_from(">h", data, pos)
+        topic = data[pos + 2 : pos + 2 + tlen].decode()
+        pos += 2 + tlen
+        (pn,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        parts = struct.unpack_from(f">{max(pn, 0)}i", data, pos)
+        pos += 4 * max(pn, 0)
+        out.extend(TopicPartition(topic, p) for p in parts)
+    return out
+
+
+def list_groups(client: KafkaClient) -> list[tuple[str, str, str]]:
+    resp = client.any_connection().call(LIST_GROUPS, 4, {"states_filter": []})
+    _check(resp.error_code, "ListGroups")
+    return sorted((g.group_id, g.group_state, g.protocol_type) for g in resp.groups)
+
+
+def describe_group(client: KafkaClient, group: str) -> GroupInfo:
+    conn = client.find_coordinator(group)
+    resp = conn.call(
+        DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False}
+    )
+    g = resp.groups[0]
+    _check(g.error_code, f"DescribeGroups {group}")
+    members = [
+        Member(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            parse_assignment(bytes(m.member_assignment)) if g.protocol_type == "consumer" else [],
+        )
+        for m in g.members
+    ]
+    return GroupInfo(group, g.group_state, g.protocol_type, g.protocol_data, members)
+
+
+def committed_offsets(client: KafkaClient, group: str) -> dict[TopicPartition, int]:
+    conn = client.find_coordinator(group)
+    resp = conn.call(OFFSET_FETCH, 7, {"group_id": group, "topics": None, "require_stable": False})
+    _check(resp.error_code, f"OffsetFetch {group}")
+    return {
+        TopicPartition(t.name, int(p.partition_index)): int(p.committed_offset)
+        for t in resp.topics
+        for p in t.partitions
+        if int(p.committed_offset) >= 0
+    }
+
+
+def _check(code: Any, what: str) -> None:
+    if int(code) != 0:
+        raise KafkaClientError(int(code), what)
+
+
+# ---------------------------------------------------------------------------- describe
+
+
+@dataclass
+class PartitionLag:
+    tp: TopicPartition
+    current: int | None
+    log_end: int
+    lag: int | None
+    lag_ms: int | None
+    member: Member | None
+
+
+def oldest_unconsumed_age(
+    client: KafkaClient, tp: TopicPartition, offset: int, now_ms: int
+) -> int | None:
+    """Milliseconds since the first record at or after ``offset`` was written."""
+    for _batch, rec in client.iter_records(tp, offset, offset + 1_000_000):
+        return max(now_ms - rec.timestamp, 0)
+    return None
+
+
+def partition_lags(
+    client: KafkaClient, info: GroupInfo, committed: dict[TopicPartition, int]
+) -> list[PartitionLag]:
+    owner = {tp: m for m in info.members for tp in m.partitions}
+    tps = sorted(set(committed) | set(owner))
+    ends = client.latest_offsets(tps) if tps else {}
+    now = int(time.time() * 1000)
+    out = []
+    for tp in tps:
+        cur = committed.get(tp)
+        end = ends.get(tp, -1)
+        lag = None if cur is None else max(end - cur, 0)
+        age = (
+            oldest_unconsumed_age(client, tp, cur, now)
+            if cur is not None and lag
+            else (0 if lag == 0 else None)
+        )
+        out.append(PartitionLag(tp, cur, end, lag, age, owner.get(tp)))
+    return out
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
+
+
+def _dash(v: object) -> str:
+    return "-" if v is None else str(v)
+
+
+def describe(client: KafkaClient, group: str, *, members: bool, state: bool) -> str:
+    info = describe_group(client, group)
+    if state:
+        rows = [
+            ["GROUP", "PROTOCOL-TYPE", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+            [
+                group,
+                info.protocol_type or "-",
+                info.protocol or "-",
+                info.state,
+                str(len(info.members)),
+            ],
+        ]
+        return _table(rows)
+    if members:
+        rows = [
+            [
+                "GROUP",
+                "CONSUMER-ID",
+                "GROUP-INSTANCE-ID",
+                "HOST",
+                "CLIENT-ID",
+                "#PARTITIONS",
+                "ASSIGNMENT",
+            ]
+        ]
+        for m in info.members:
+            assignment = (
+                ",".join(f"{tp.topic}:{tp.partition}" for tp in sorted(m.partitions)) or "-"
+            )
+            rows.append(
+                [
+                    group,
+                    m.member_id,
+                    _dash(m.instance_id),
+                    m.host,
+                    m.client_id,
+                    str(len(m.partitions)),
+                    assignment,
+                ]
+            )
+        return _table(rows)
+    if info.state == "Dead":
+        return f"Consumer group '{group}' does not exist."
+    lags = partition_lags(client, info, committed_offsets(client, group))
+    rows = [
+        [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "LAG-MS",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ]
+    ]
+    for pl in lags:
+        owner = pl.member
+        rows.append(
+            [
+                group,
+                pl.tp.topic,
+                str(pl.tp.partition),
+                _dash(pl.current),
+                str(pl.log_end),
+                _dash(pl.lag),
+                _dash(pl.lag_ms),
+                owner.member_id if owner else "-",
+                owner.host if owner else "-",
+                owner.client_id if owner else "-",
+            ]
+        )
+    header = "" if info.members else f"Consumer group '{group}' has no active members.\n\n"
+    return header + _table(rows)
+
+
+# ---------------------------------------------------------------------------- reset
+
+
+_DURATION = re.compile(
+    r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+def parse_duration_ms(text: str) -> int:
+    m = _DURATION.match(text.strip().upper())
+    if not m or text.strip().upper() in ("P", "PT"):
+        raise ValueError(f"not an ISO 8601 duration: {text!r}")
+    d, h, mi, s = (float(m.group(k) or 0) for k in ("d", "h", "m", "s"))
+    return int((((d * 24 + h) * 60 + mi) * 60 + s) * 1000)
+
+
+def parse_datetime_ms(text: str) -> int:
+    t = text.strip().replace("Z", "+00:00")
+    parsed = dt.datetime.fromisoformat(t)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.datetime.now().astimezone().tzinfo)  # local, like Kafka
+    return int(parsed.timestamp() * 1000)
+
+
+def target_partitions(
+    client: KafkaClient, args: argparse.Namespace, committed: dict[TopicPartition, int]
+) -> list[TopicPartition]:
+    if args.all_topics:
+        topics = sorted({tp.topic for tp in committed})
+        return [TopicPartition(t, p) for t in topics for p in client.partitions_for(t)]
+    out: list[TopicPartition] = []
+    for spec in args.topic:
+        topic, _, parts = spec.partition(":")
+        ps = [int(p) for p in parts.split(",") if p] if parts else client.partitions_for(topic)
+        out.extend(TopicPartition(topic, p) for p in ps)
+    if not out:
+        raise ValueError("one of --topic or --all-topics is required")
+    return out
+
+
+def reset_plan(
+    client: KafkaClient,
+    args: argparse.Namespace,
+    tps: list[TopicPartition],
+    committed: dict[TopicPartition, int],
+    now_ms: int,
+) -> dict[TopicPartition, int]:
+    earliest = client.earliest_offsets(tps)
+    latest = client.latest_offsets(tps)
+
+    def clamp(tp: TopicPartition, o: int) -> int:
+        return min(max(o, earliest[tp]), latest[tp])
+
+    if args.to_earliest:
+        return dict(earliest)
+    if args.to_latest:
+        return dict(latest)
+    if args.to_offset is not None:
+        return {tp: clamp(tp, args.to_offset) for tp in tps}
+    if args.shift_by is not None:
+        return {tp: clamp(tp, committed.get(tp, latest[tp]) + args.shift_by) for tp in tps}
+    if args.to_current:
+        return {tp: committed.get(tp, latest[tp]) for tp in tps}
+    if args.to_datetime or args.by_duration:
+        ts = (
+            parse_datetime_ms(args.to_datetime)
+            if args.to_datetime
+            else now_ms - parse_duration_ms(args.by_duration)
+        )
+        found = client.offsets_for_times(dict.fromkeys(tps, ts))
+        return {tp: latest[tp] if found.get(tp) is None else int(found[tp] or 0) for tp in tps}
+    raise ValueError(
+        "choose one of --to-earliest/--to-latest/--to-offset/--shift-by/"
+        "--to-current/--to-datetime/--by-duration"
+    )
+
+
+def reset_offsets(client: KafkaClient, group: str, args: argparse.Namespace) -> str:
+    committed = committed_offsets(client, group)
+    plan = reset_plan(
+        client, args, target_partitions(client, args, committed), committed, int(time.time() * 1000)
+    )
+    if args.execute:
+        state = describe_group(client, group).state
+        if state not in INACTIVE_STATES:
+            raise ValueError(
+                f"Assignments can only be reset if the group '{group}' is inactive, "
+                f"but the current state is {state}."
+            )
+        client.commit_offsets(group, plan)
+    rows = [["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]]
+    rows += [[group, tp.topic, str(tp.partition), str(o)] for tp, o in sorted(plan.items())]
+    return _table(rows)
+
+
+# ---------------------------------------------------------------------------- delete
+
+
+def delete_groups(client: KafkaClient, groups: Iterable[str]) -> list[str]:
+    out = []
+    for group in groups:
+        resp = client.find_coordinator(group).call(DELETE_GROUPS, 2, {"groups_names": [group]})
+        code = int(resp.results[0].error_code)
+        out.append(
+            f"Deletion of group '{group}': " + ("Successful" if code == 0 else _error_name(code))
+        )
+    return out
+
+
+def delete_offsets(client: KafkaClient, group: str, tps: list[TopicPartition]) -> str:
+    topics: dict[str, list[dict[str, int]]] = {}
+    for tp in tps:
+        topics.setdefault(tp.topic, []).append({"partition_index": tp.partition})
+    body = {
+        "group_id": group,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+    }
+    resp = client.find_coordinator(group).call(OFFSET_DELETE, 0, body)
+    if int(resp.error_code) != 0:
+        return f"Error: {_error_name(int(resp.error_code))}"
+    rows = [["TOPIC", "PARTITION", "STATUS"]]
+    for t in resp.topics:
+        for p in t.partitions:
+            code = int(p.error_code)
+            rows.append(
+                [t.name, str(p.partition_index), "Successful" if code == 0 else _error_name(code)]
+            )
+    return _table(rows)
+
+
+def _error_name(code: int) -> str:
+    from tidelog.protocol.errors import ErrorCode
+
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def _groups(client: KafkaClient, args: argparse.Namespace) -> list[str]:
+    if args.all_groups:
+        return [g for g, _, _ in list_groups(client)]
+    if not args.group:
+        raise ValueError("--group or --all-groups is required")
+    return list(args.group)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with KafkaClient(args.bootstrap_server) as client:
+            if args.list:
+                for g, state, _ in list_groups(client):
+                    print(f"{g}  {state}" if args.state else g)
+            elif args.describe:
+                print(
+                    "\n\n".join(
+                        describe(client, g, members=args.members, state=args.state)
+                        for g in _groups(client, args)
+                    )
+                )
+            elif args.reset_offsets:
+                if not args.execute and not args.dry_run:
+                    print(
+                        "WARN: No action will be performed as the --execute option is missing. "
+                        "Use --dry-run or --execute.",
+                        file=sys.stderr,
+                    )
+                print("\n\n".join(reset_offsets(client, g, args) for g in _groups(client, args)))
+            elif args.delete:
+                print("\n".join(delete_groups(client, _groups(client, args))))
+            elif args.delete_offsets:
+                committed = committed_offsets(client, args.group[0]) if args.group else {}
+                print(
+                    delete_offsets(
+                        client, args.group[0], target_partitions(client, args, committed)
+                    )
+                )
+    except (KafkaClientError, ValueError, OSError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    return 0
