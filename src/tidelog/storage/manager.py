@@ -24,6 +24,7 @@ from tidelog.storage.checkpoints import (
     RECOVERY_POINT_CHECKPOINT_FILE,
     CleanShutdownFile,
     OffsetCheckpointFile,
+    fsync_dir,
 )
 from tidelog.storage.dir_lock import FileLock, LogDirError, canonical_dirs, lock_dir, prepare_dir
 from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
@@ -198,14 +199,16 @@ class LogManager(LogManagerTasks):
             except Exception:
                 ok = False
                 log.error("Error flushing/closing log %s during shutdown", lg.dir, exc_info=True)
+        ok = self._checkpoint_dir(d, logs) and ok
+        if not (ok and d.loaded):
+            # Only a dir whose every log loaded, closed and was checkpointed may skip
+            # recovery next time.
+            return
         try:
-            self._checkpoint_dir(d, logs)
-            if ok and d.loaded:
-                # Only a dir whose every log loaded and closed may skip recovery next time.
-                d.clean_shutdown_file.write(self.broker_epoch)
-                log.info("Wrote clean shutdown marker in %s", d.path)
+            d.clean_shutdown_file.write(self.broker_epoch)
+            log.info("Wrote clean shutdown marker in %s", d.path)
         except OSError:
-            log.error("Error writing checkpoints in %s during shutdown", d.path, exc_info=True)
+            log.error("Error writing the clean shutdown marker in %s", d.path, exc_info=True)
 
     # -- lookups -------------------------------------------------------------------------------
     def get_log(self, tp: TopicPartition) -> Log | None:
@@ -329,6 +332,7 @@ class LogManager(LogManagerTasks):
             return None
         parent = Path(lg.dir).parent
         lg.rename_dir(delete_dir_name(tp))
+        fsync_dir(parent)  # the rename must survive a crash: the topic is gone for clients
         new_dir = Path(lg.dir)
         log.info("Log for partition %s is renamed to %s and scheduled for deletion", tp, new_dir)
         self._checkpoint_dir(self._log_dir_of(parent), self._logs_in_dir(parent))

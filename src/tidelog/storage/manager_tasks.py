@@ -365,7 +365,7 @@ class LogManagerTasks:
                 log.error("Error expiring producer ids of %s", lg.dir, exc_info=True)
 
     # -- checkpoints ---------------------------------------------------------------------------
-    def _checkpoint_recovery_points(self, d: LogDir) -> None:
+    def _checkpoint_recovery_points(self, d: LogDir) -> bool:
         logs = self._logs_in_dir(d.path)
         try:
             d.recovery_point_checkpoint.write(
@@ -373,8 +373,10 @@ class LogManagerTasks:
             )
         except OSError:
             log.error("Disk error writing recovery points in %s", d.path, exc_info=True)
+            return False
+        return True
 
-    def _checkpoint_log_start_offsets(self, d: LogDir, logs: list[Log]) -> None:
+    def _checkpoint_log_start_offsets(self, d: LogDir, logs: list[Log]) -> bool:
         # Only offsets a restart could not re-derive: above the first segment's base (#82).
         offsets = {}
         for lg in logs:
@@ -385,10 +387,13 @@ class LogManagerTasks:
             d.log_start_offset_checkpoint.write(offsets)
         except OSError:
             log.error("Disk error writing log start offsets in %s", d.path, exc_info=True)
+            return False
+        return True
 
-    def _checkpoint_dir(self, d: LogDir, logs: list[Log]) -> None:
-        self._checkpoint_recovery_points(d)
-        self._checkpoint_log_start_offsets(d, logs)
+    def _checkpoint_dir(self, d: LogDir, logs: list[Log]) -> bool:
+        """Both checkpoints of one dir; False if either could not be written."""
+        rp_ok = self._checkpoint_recovery_points(d)
+        return self._checkpoint_log_start_offsets(d, logs) and rp_ok
 
     # -- delayed deletion ----------------------------------------------------------------------
     def _schedule_log_deletion(self, path: Path, lg: Log | None, delay_ms: int) -> None:
