@@ -89,8 +89,9 @@ def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) 
 
     # the LogManager's periodic tasks (flush, retention, checkpoints) read broker keys too
     props = {**config.originals, **defaults}
-    return LogManager(config.log_dirs, props, clock=clock, scheduler=KafkaScheduler(),
-                      topic_configs=topic_configs)
+    return LogManager(
+        config.log_dirs, props, clock=clock, scheduler=KafkaScheduler(), topic_configs=topic_configs
+    )
 
 
 class ReplicaManager:
@@ -109,7 +110,10 @@ class ReplicaManager:
         self.logs.startup()
         for info in self.store.topics.values():
             for p in range(info.partitions):
-                self.logs.get_or_create_log(TopicPartition(info.name, p), info.configs)
+                lg = self.logs.get_or_create_log(TopicPartition(info.name, p), info.configs)
+                # Becoming leader of a one-replica ISR: the HW moves to the LEO at once
+                # (Kafka's Partition.makeLeader -> maybeIncrementLeaderHW).
+                lg.maybe_increment_high_watermark(lg.log_end_offset)
 
     def shutdown(self) -> None:
         self.logs.shutdown()
