@@ -16,9 +16,13 @@ from tidelog.records.builder import build_batch
 from tidelog.storage import segment as segment_module
 from tidelog.storage.checkpoints import CleanShutdownFile, OffsetCheckpointFile
 from tidelog.storage.dir_lock import LogDirError
-from tidelog.storage.errors import OffsetOutOfRangeError
+from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from tidelog.storage.log import FetchIsolation, Log
-from tidelog.storage.manager import LogManager, UnknownTopicOrPartitionError
+from tidelog.storage.manager import (
+    LogManager,
+    PolicyViolationError,
+    UnknownTopicOrPartitionError,
+)
 from tidelog.storage.manager_config import LogManagerConfig
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
@@ -266,6 +270,13 @@ def test_delete_records_bounded_by_high_watermark(env: Env) -> None:
     assert env.manager.delete_records(TP, -1) == 10  # -1 = up to the high watermark
     with pytest.raises(UnknownTopicOrPartitionError):
         env.manager.delete_records(TopicPartition("nope", 0), 1)
+    compacted = env.manager.get_or_create_log(
+        TopicPartition("compacted", 0), {"cleanup.policy": "compact"}
+    )
+    append(compacted, 3, env.clock.milliseconds())
+    with pytest.raises(PolicyViolationError, match="configured policy"):
+        env.manager.delete_records(TopicPartition("compacted", 0), 1)
+    assert compacted.log_start_offset == 0
 
 
 def test_log_start_offset_checkpoint_survives_restart(env: Env) -> None:
@@ -440,7 +451,11 @@ def test_corrupt_checkpoints_are_survived(
 
 def test_shutdown_before_startup_writes_no_marker(tmp_path: Path) -> None:
     e = Env([tmp_path / "d"])
+    with pytest.raises(KafkaStorageError, match="not started"):
+        e.manager.get_or_create_log(TP)
     e.manager.shutdown()
+    with pytest.raises(KafkaStorageError, match="shut down"):
+        e.manager.get_or_create_log(TP)
     assert not CleanShutdownFile(tmp_path / "d").exists()
 
 
@@ -461,6 +476,7 @@ def test_truncate_to_checkpoints_recovery_points(env: Env) -> None:
     cp = OffsetCheckpointFile(env.dirs[0] / "recovery-point-offset-checkpoint")
     assert cp.read() == {TP: lg.recovery_point}
     assert lg.recovery_point <= 4
+    env.manager.truncate_to({TopicPartition("absent", 0): 3})  # skipped, like Kafka
     env.manager.truncate_fully_and_start_at(TP, 100)
     assert (lg.log_start_offset, lg.log_end_offset) == (100, 100)
 

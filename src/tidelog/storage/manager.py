@@ -44,6 +44,12 @@ class UnknownTopicOrPartitionError(StorageError):
     kafka_error = "UNKNOWN_TOPIC_OR_PARTITION"
 
 
+class PolicyViolationError(StorageError):
+    """DeleteRecords on a log whose cleanup.policy lacks ``delete`` (Kafka refuses it)."""
+
+    kafka_error = "POLICY_VIOLATION"
+
+
 class LogDir:
     """One entry of ``log.dirs``: its lock, checkpoint files and loading state."""
 
@@ -267,8 +273,11 @@ class LogManager(LogManagerTasks):
             if existing is not None:
                 self._maybe_apply_overrides(tp.topic, topic_overrides)
                 return existing
-            if self._shut_down:
-                raise KafkaStorageError(f"Cannot create log for {tp}: log manager is shut down")
+            if self._shut_down or not self._started:
+                # Before startup the partition's existing dir is not loaded yet: creating it
+                # now would race the loader (and then look like a duplicate).
+                state = "shut down" if self._shut_down else "not started"
+                raise KafkaStorageError(f"Cannot create log for {tp}: log manager is {state}")
             validate_topic_name(tp.topic)
             if tp.partition < 0:
                 raise ValueError(f"invalid partition {tp.partition} for topic {tp.topic}")
@@ -347,6 +356,10 @@ class LogManager(LogManagerTasks):
         below the current log start offset changes nothing. Returns the new log start offset.
         """
         lg = self._require_log(tp)
+        if not lg.config.delete:
+            raise PolicyViolationError(
+                f"Records of partition {tp} can not be deleted due to the configured policy"
+            )
         target = lg.high_watermark if offset == -1 else offset
         if target < 0:
             raise OffsetOutOfRangeError(f"Cannot delete records of {tp} before offset {offset}")
@@ -362,7 +375,10 @@ class LogManager(LogManagerTasks):
         """Truncate each log to its offset (followers); checkpoint the affected dirs."""
         affected: set[Path] = set()
         for tp, offset in partition_offsets.items():
-            lg = self._require_log(tp)
+            lg = self.get_log(tp)
+            if lg is None:
+                log.warning("Not truncating %s to %d: no log on this broker", tp, offset)
+                continue  # like Kafka: partitions this broker does not host are skipped
             if lg.truncate_to(offset):
                 affected.add(Path(lg.dir).parent)
         for parent in affected:
@@ -382,6 +398,7 @@ __all__ = [
     "LogDir",
     "LogManager",
     "LogManagerConfig",
+    "PolicyViolationError",
     "UnknownTopicOrPartitionError",
     "first_segment_base",
 ]

@@ -124,7 +124,7 @@ class LogManagerTasks:
         plan = _DirPlan(d)
         for entry in sorted(os.scandir(d.path), key=lambda e: e.name):
             name = entry.name
-            if not entry.is_dir(follow_symlinks=False) or name.startswith("."):
+            if not entry.is_dir() or name.startswith("."):
                 continue
             path = d.path / name
             if _DELETE_DIR_RE.search(name):
@@ -303,7 +303,13 @@ class LogManagerTasks:
             for task in self._delete_tasks.values():
                 task.cancel()  # the -delete dirs stay and are queued again at next startup
             self._delete_tasks.clear()
+            pending = [lg for lg in self._pending_deletes.values() if lg is not None]
             self._pending_deletes.clear()
+        for lg in pending:
+            try:
+                lg.close()
+            except Exception:
+                log.warning("Error closing deleted log %s", lg.dir, exc_info=True)
 
     # -- periodic tasks ------------------------------------------------------------------------
     def cleanup_logs(self) -> int:
