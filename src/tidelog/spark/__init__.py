@@ -1,1 +1,17 @@
+"""PySpark data source "tidelog": ``tidelog.spark.register(spark)`` then
+``spark.read.format("tidelog")``. Attributes load lazily so that the pure-Python parts
+(options, planning) import without pyspark."""
 
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["TidelogDataSource", "register"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from . import source
+
+        return getattr(source, name)
+    raise AttributeError(f"module 'tidelog.spark' has no attribute {name!r}")

@@ -1,0 +1,130 @@
+"""The two places a read can come from, behind one small interface.
+
+``PathBackend`` reads log dirs directly (storage/reader.py); ``BrokerBackend`` talks to a
+broker (protocol/client.py). Both are built from a picklable ``BackendSpec`` so executors can
+open their own (connections are opened in ``read()``, never pickled).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from tidelog.protocol.client import KafkaClient
+from tidelog.protocol.client import TopicPartition as WireTP
+from tidelog.records import RecordBatch
+from tidelog.storage.reader import LogDirReader, PartitionReader
+from tidelog.util.topic_partition import TopicPartition
+
+from .options import OptionError, Subscription
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    bootstrap_servers: str | None = None
+    paths: tuple[str, ...] = ()
+    client_id: str = "tidelog-spark"
+    request_timeout_ms: int = 30000
+
+    def open(self) -> Backend:
+        if self.bootstrap_servers:
+            return BrokerBackend(
+                KafkaClient(self.bootstrap_servers, client_id=self.client_id,
+                            request_timeout_ms=self.request_timeout_ms)
+            )
+        return PathBackend(LogDirReader(self.paths))
+
+
+class Backend(Protocol):
+    def topics(self) -> dict[str, list[int]]: ...
+    def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]: ...
+    def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]: ...
+    def offsets_for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]: ...
+    def batches(self, tp: TopicPartition, start: int, end: int) -> Iterator[RecordBatch]: ...
+    def close(self) -> None: ...
+
+
+class PathBackend:
+    def __init__(self, reader: LogDirReader) -> None:
+        self.reader = reader
+        self._parts: dict[TopicPartition, PartitionReader] | None = None
+
+    def _partitions(self) -> dict[TopicPartition, PartitionReader]:
+        if self._parts is None:
+            self._parts = self.reader.partitions()
+        return self._parts
+
+    def _part(self, tp: TopicPartition) -> PartitionReader:
+        try:
+            return self._partitions()[TopicPartition(*tp)]
+        except KeyError:
+            raise LookupError(f"partition {tp[0]}-{tp[1]} is not in the log dirs") from None
+
+    def topics(self) -> dict[str, list[int]]:
+        self._parts = None  # re-list: a streaming query picks up new partitions
+        return self.reader.topics()
+
+    def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._part(tp).earliest_offset() for tp in tps}
+
+    def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self._part(tp).latest_offset() for tp in tps}
+
+    def offsets_for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        out: dict[TopicPartition, int | None] = {}
+        for tp, ts in times.items():
+            found = self._part(tp).offset_for_timestamp(ts)
+            out[tp] = None if found is None else found[0]
+        return out
+
+    def batches(self, tp: TopicPartition, start: int, end: int) -> Iterator[RecordBatch]:
+        return self._part(tp).read_batches(start, end)
+
+    def close(self) -> None:
+        self._parts = None
+
+
+class BrokerBackend:
+    def __init__(self, client: KafkaClient) -> None:
+        self.client = client
+
+    def topics(self) -> dict[str, list[int]]:
+        return self.client.list_topics()
+
+    def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        got = self.client.earliest_offsets([WireTP(*tp) for tp in tps])
+        return {TopicPartition(*tp): o for tp, o in got.items()}
+
+    def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        got = self.client.latest_offsets([WireTP(*tp) for tp in tps])
+        return {TopicPartition(*tp): o for tp, o in got.items()}
+
+    def offsets_for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        got = self.client.offsets_for_times({WireTP(*tp): ts for tp, ts in times.items()})
+        return {TopicPartition(*tp): o for tp, o in got.items()}
+
+    def batches(self, tp: TopicPartition, start: int, end: int) -> Iterator[RecordBatch]:
+        return self.client.iter_batches(WireTP(*tp), start, end)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def resolve_partitions(backend: Backend, sub: Subscription) -> list[TopicPartition]:
+    """The topic-partitions a subscription reads now (sorted)."""
+    topics = backend.topics()
+    if sub.kind == "assign":
+        missing = [
+            f"{t}-{p}" for t, ps in sub.assigned.items() for p in ps if p not in topics.get(t, [])
+        ]
+        if missing:
+            raise OptionError(f"assigned partitions do not exist: {', '.join(missing)}")
+        return sorted(TopicPartition(t, p) for t, ps in sub.assigned.items() for p in ps)
+    if sub.kind == "subscribe":
+        chosen = [t for t in sub.topics if t in topics]
+    else:
+        rx = re.compile(sub.pattern)
+        chosen = [t for t in topics if rx.fullmatch(t) and not t.startswith("__")]
+    return sorted(TopicPartition(t, p) for t in chosen for p in topics[t])

@@ -1,0 +1,341 @@
+"""The "tidelog" Python data source: batch and streaming reads (writes are in writer.py).
+
+The driver plans (options, offsets, ranges); executors get everything they need inside the
+InputPartition (Spark pickles the reader after ``partitions()``, but stream executors never
+see driver state) and open their own log-dir reader or broker connection in ``read()``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from tidelog.util.topic_partition import TopicPartition
+
+from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow
+from .backend import Backend, BackendSpec, resolve_partitions
+from .options import (
+    OptionError,
+    ReadOptions,
+    parse_bool,
+    parse_read_options,
+    parse_subscription,
+)
+from .planning import (
+    OffsetRange,
+    Offsets,
+    check_ranges,
+    from_json_offsets,
+    rate_limit,
+    resolve_end,
+    resolve_start,
+    split_ranges,
+    to_json_offsets,
+)
+
+
+@dataclass
+class TidelogPartition(InputPartition):
+    """One [start, end) range of one topic-partition, self-contained for the executor."""
+
+    backend: BackendSpec
+    topic: str
+    partition: int
+    start: int
+    end: int
+    include_headers: bool
+    fail_on_data_loss: bool
+
+
+def read_partition(part: TidelogPartition) -> Iterator[pa.RecordBatch]:
+    if part.end <= part.start:
+        return
+    backend = part.backend.open()
+    try:
+        tp = TopicPartition(part.topic, part.partition)
+        start = part.start
+        earliest = backend.earliest([tp])[tp]
+        if start < earliest:
+            if part.fail_on_data_loss:
+                raise RuntimeError(
+                    f"offsets {start}..{earliest - 1} of {tp} were deleted before they could be read "
+                    "(failOnDataLoss=true; set it to false to skip lost data)"
+                )
+            start = earliest
+        yield from batches_to_arrow(
+            backend.batches(tp, start, part.end),
+            topic=part.topic,
+            partition=part.partition,
+            start=start,
+            end=part.end,
+            include_headers=part.include_headers,
+        )
+    finally:
+        backend.close()
+
+
+def _backend_spec(opts: ReadOptions) -> BackendSpec:
+    return BackendSpec(
+        bootstrap_servers=opts.bootstrap_servers,
+        paths=opts.paths,
+        client_id=opts.kafka.get("client.id", "tidelog-spark"),
+        request_timeout_ms=int(opts.kafka.get("request.timeout.ms", "30000")),
+    )
+
+
+def _partitions_of(opts: ReadOptions, spec: BackendSpec, ranges: list[OffsetRange]) -> list[TidelogPartition]:
+    return [
+        TidelogPartition(spec, r.topic, r.partition, r.start, r.end, opts.include_headers,
+                         opts.fail_on_data_loss)
+        for r in ranges
+    ]
+
+
+class TidelogBatchReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.spec = _backend_spec(opts)
+
+    def plan(self) -> list[OffsetRange]:
+        """Resolve offsets and cut ranges (runs on the driver, at planning time)."""
+        opts = self.opts
+        backend = self.spec.open()
+        try:
+            tps = resolve_partitions(backend, opts.subscription)
+            if opts.subscription.kind == "subscribe":
+                present = {tp.topic for tp in tps}
+                missing = [t for t in opts.subscription.topics if t not in present]
+                if missing:
+                    raise OptionError(f"subscribed topic(s) do not exist: {', '.join(missing)}")
+            start = resolve_start(backend, tps, opts.starting, strategy=opts.starting_by_timestamp_strategy)
+            end = resolve_end(backend, tps, opts.ending)
+            ranges = check_ranges(start, end, backend.earliest(tps), fail_on_data_loss=opts.fail_on_data_loss)
+        finally:
+            backend.close()
+        return split_ranges(
+            ranges,
+            min_partitions=opts.min_partitions,
+            max_records_per_partition=opts.max_records_per_partition,
+        )
+
+    def partitions(self) -> list[InputPartition]:
+        parts: list[InputPartition] = list(_partitions_of(self.opts, self.spec, self.plan()))
+        return parts
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, TidelogPartition):
+            return iter(())  # Spark reads one placeholder partition when partitions() is empty
+        return read_partition(partition)
+
+
+class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets are ``{"topic": {"partition": next offset}}``; admission control through
+    ``maxOffsetsPerTrigger`` (ReadMaxRows, split by lag) and ``minOffsetsPerTrigger`` +
+    ``maxTriggerDelay``; availableNow stops at the offsets seen when the query started."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.spec = _backend_spec(opts)
+        self._backend: Backend | None = None
+        self._available_now: Offsets | None = None
+        self._last_trigger_ms = time.monotonic() * 1000
+
+    @property
+    def backend(self) -> Backend:
+        if self._backend is None:
+            self._backend = self.spec.open()
+        return self._backend
+
+    def _current(self) -> list[TopicPartition]:
+        return resolve_partitions(self.backend, self.opts.subscription)
+
+    def initialOffset(self) -> dict:
+        tps = self._current()
+        start = resolve_start(
+            self.backend, tps, self.opts.starting, strategy=self.opts.starting_by_timestamp_strategy
+        )
+        return to_json_offsets(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = self.backend.latest(self._current())
+
+    def _with_new_partitions(self, start: Offsets, tps: list[TopicPartition]) -> Offsets:
+        gone = sorted(set(start) - set(tps))
+        if gone and self.opts.fail_on_data_loss:
+            raise RuntimeError(
+                f"partitions {', '.join(map(str, gone))} disappeared (topic deleted?); "
+                "set failOnDataLoss=false to continue without them"
+            )
+        new = [tp for tp in tps if tp not in start]
+        out = {tp: o for tp, o in start.items() if tp in set(tps)}
+        out.update(self.backend.earliest(new))  # new partitions are read from the beginning
+        return out
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        start_o = self._with_new_partitions(from_json_offsets(start), self._current())
+        latest = self.backend.latest(list(start_o))
+        if self._available_now is not None:
+            latest = {tp: min(o, self._available_now.get(tp, start_o[tp])) for tp, o in latest.items()}
+        latest = {tp: max(o, start_o[tp]) for tp, o in latest.items()}
+        if self._wait_for_min_offsets(start_o, latest):
+            return start
+        if isinstance(limit, ReadMaxRows):
+            end = rate_limit(start_o, latest, int(limit.max_rows))
+        else:
+            end = latest
+        if end != start_o:
+            self._last_trigger_ms = time.monotonic() * 1000
+        return to_json_offsets(end)
+
+    def _wait_for_min_offsets(self, start: Offsets, latest: Offsets) -> bool:
+        """minOffsetsPerTrigger: skip this trigger until enough data or maxTriggerDelay."""
+        minimum = self.opts.min_offsets_per_trigger
+        if not minimum or self._available_now is not None:
+            return False
+        available = sum(latest[tp] - start[tp] for tp in latest)
+        waited = time.monotonic() * 1000 - self._last_trigger_ms
+        return available < minimum and waited < self.opts.max_trigger_delay_ms
+
+    def reportLatestOffset(self) -> dict:
+        return to_json_offsets(self.backend.latest(self._current()))
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        start_o, end_o = from_json_offsets(start), from_json_offsets(end)
+        new = [tp for tp in end_o if tp not in start_o]
+        start_o.update(self.backend.earliest(new))
+        present = set(self._current())
+        earliest = self.backend.earliest([tp for tp in end_o if tp in present])
+        ranges = check_ranges(
+            {tp: start_o[tp] for tp in end_o}, end_o, earliest, fail_on_data_loss=self.opts.fail_on_data_loss
+        )
+        split = split_ranges(ranges, min_partitions=self.opts.min_partitions,
+                             max_records_per_partition=self.opts.max_records_per_partition)
+        return list(_partitions_of(self.opts, self.spec, split))
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, TidelogPartition):
+            return iter(())  # Spark reads one placeholder partition when partitions() is empty
+        return read_partition(partition)
+
+    def commit(self, end: dict) -> None:
+        """Spark keeps offsets in its checkpoint; with commitOffsetsToGroup the end offsets
+        of each finished micro-batch also go to the group, where Kafka lag tools see them."""
+        group = self.opts.commit_group
+        if group is None:
+            return
+        from tidelog.protocol.client import KafkaClient
+        from tidelog.protocol.client import TopicPartition as WireTP
+
+        offsets = {WireTP(*tp): o for tp, o in from_json_offsets(end).items()}
+        with KafkaClient(self.opts.bootstrap_servers or "", client_id=self.spec.client_id) as client:
+            client.commit_offsets(group, offsets)
+
+    def stop(self) -> None:
+        if self._backend is not None:
+            self._backend.close()
+            self._backend = None
+
+
+def _check_user_schema(schema: StructType, include_headers: bool) -> None:
+    expected = _expected_schema(include_headers)
+    if schema is not None and [(f.name, f.dataType) for f in schema.fields] != [
+        (f.name, f.dataType) for f in expected.fields
+    ]:
+        raise OptionError(
+            "the tidelog source has a fixed schema (Spark's Kafka schema); do not set .schema(...): "
+            f"expected {expected.simpleString()}, got {schema.simpleString()}"
+        )
+
+
+def _expected_schema(include_headers: bool) -> StructType:
+    """Built by hand: DDL parsing needs a JVM, which the planner process doesn't have."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)
+
+
+class TidelogDataSource(DataSource):
+    """``spark.read.format("tidelog")`` / ``readStream`` / ``write`` / ``writeStream``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tidelog"
+
+    def _include_headers(self) -> bool:
+        return parse_bool("includeHeaders", self.options.get("includeheaders"), False)
+
+    def schema(self) -> str:
+        parse_subscription(dict(self.options))  # fail at load() on a missing subscription
+        return DDL_WITH_HEADERS if self._include_headers() else DDL
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        opts = parse_read_options(self.options, streaming=False)
+        _check_user_schema(schema, opts.include_headers)
+        return TidelogBatchReader(opts)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        opts = parse_read_options(self.options, streaming=True)
+        _check_user_schema(schema, opts.include_headers)
+        return TidelogStreamReader(opts)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from .writer import make_writer
+
+        writer = make_writer(self.options, schema, overwrite, streaming=False)
+        assert isinstance(writer, DataSourceWriter)
+        return writer
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from .writer import make_writer
+
+        writer = make_writer(self.options, schema, overwrite, streaming=True)
+        assert isinstance(writer, DataSourceStreamWriter)
+        return writer
+
+
+def register(spark: Any) -> None:
+    """``tidelog.spark.register(spark)``: make ``format("tidelog")`` available."""
+    spark.dataSource.register(TidelogDataSource)

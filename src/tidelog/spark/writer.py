@@ -1,0 +1,163 @@
+"""Writes to topics (batch and streaming), with Spark's Kafka sink columns and semantics.
+
+Columns: ``value`` (required; string or binary, null = tombstone), ``key`` (optional),
+``topic`` (string; required unless the ``topic`` option is set, which then wins),
+``partition`` (optional int; null = Kafka's default partitioner), ``headers`` (optional
+array<struct<key string, value binary>>); other columns are ignored, as in Spark.
+Each task produces through an idempotent producer (retries inside a task are de-duplicated
+by the broker). Like Spark's Kafka sink the result is **at-least-once**: a task that Spark
+re-runs after a failure produces its rows again, and abort() cannot take records back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    DataSourceWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DataType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from .options import OptionError, WriteOptions, parse_write_options
+
+_KEY_VALUE_TYPES = (StringType, BinaryType)
+
+
+@dataclass
+class TidelogCommitMessage(WriterCommitMessage):
+    records: int
+    batches: int
+    partitions: dict[str, int]  # "topic-partition" -> last base offset acknowledged
+
+
+def _check_type(name: str, dtype: DataType, allowed: tuple[type, ...], what: str) -> None:
+    if not isinstance(dtype, allowed):
+        raise OptionError(f"column {name!r} must be {what}, got {dtype.simpleString()}")
+
+
+def _check_headers(dtype: DataType) -> None:
+    ok = (
+        isinstance(dtype, ArrayType)
+        and isinstance(dtype.elementType, StructType)
+        and [f.name for f in dtype.elementType.fields] == ["key", "value"]
+        and isinstance(dtype.elementType.fields[0].dataType, StringType)
+        and isinstance(dtype.elementType.fields[1].dataType, (BinaryType, StringType))
+    )
+    if not ok:
+        raise OptionError(
+            f"column 'headers' must be array<struct<key: string, value: binary>>, got {dtype.simpleString()}"
+        )
+
+
+def validate_write_schema(schema: StructType, opts: WriteOptions) -> list[str]:
+    """The columns used, in Spark's Kafka sink rules; errors are raised at planning time."""
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+    if "value" not in types:
+        raise OptionError(f"the DataFrame needs a 'value' column (string or binary); it has {sorted(types)}")
+    _check_type("value", types["value"], _KEY_VALUE_TYPES, "string or binary")
+    if "key" in types:
+        _check_type("key", types["key"], _KEY_VALUE_TYPES, "string or binary")
+    if "topic" in types:
+        _check_type("topic", types["topic"], (StringType,), "string")
+    elif opts.topic is None:
+        raise OptionError("no topic: add a 'topic' column or set the 'topic' option")
+    if "partition" in types:
+        _check_type("partition", types["partition"], (IntegerType,), "int")
+    if "headers" in types:
+        _check_headers(types["headers"])
+    return [c for c in ("key", "value", "topic", "partition", "headers") if c in types]
+
+
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
+    for i, field in enumerate(batch.schema):
+        if field.name.lower() == name:
+            return batch.column(i).to_pylist()
+    return None
+
+
+def _as_bytes(v: str | bytes | None) -> bytes | None:
+    return v.encode("utf-8") if isinstance(v, str) else v
+
+
+def produce_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> TidelogCommitMessage:
+    from tidelog.protocol.client import KafkaClient
+    from tidelog.protocol.client_producer import Producer
+
+    client = KafkaClient(opts.bootstrap_servers, client_id=opts.kafka.get("client.id", "tidelog-spark-writer"))
+    try:
+        producer = Producer(client, acks=opts.acks, idempotent=opts.idempotent, compression=opts.compression)
+        for batch in batches:
+            _send_batch(producer, batch, opts.topic)
+        producer.flush()
+        return TidelogCommitMessage(
+            producer.stats.records, producer.stats.batches, {str(tp): o for tp, o in producer.offsets.items()}
+        )
+    finally:
+        client.close()
+
+
+def _send_batch(producer: Any, batch: pa.RecordBatch, topic_option: str | None) -> None:
+    n = batch.num_rows
+    values = _column(batch, "value") or [None] * n
+    keys = _column(batch, "key") or [None] * n
+    topics = [topic_option] * n if topic_option else (_column(batch, "topic") or [None] * n)
+    partitions = _column(batch, "partition") or [None] * n
+    headers = _column(batch, "headers") or [None] * n
+    for i in range(n):
+        topic = topics[i]
+        if topic is None:
+            raise ValueError("null topic in the data: set the 'topic' option or fill the topic column")
+        hdrs = [(h["key"], _as_bytes(h["value"])) for h in headers[i]] if headers[i] else ()
+        producer.send(topic, _as_bytes(values[i]), key=_as_bytes(keys[i]), headers=hdrs,
+                      partition=partitions[i])
+
+
+class TidelogBatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return produce_arrow(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Nothing to do: every record was acknowledged by the broker when write() returned."""
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Records already produced stay (at-least-once, like Spark's Kafka sink)."""
+
+
+class TidelogStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return produce_arrow(self.opts, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Records were acknowledged in write(); a re-run batch is produced again (at-least-once)."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Produced records cannot be taken back."""
+
+
+def make_writer(
+    options: Mapping[str, Any], schema: StructType, overwrite: bool, *, streaming: bool
+) -> DataSourceWriter | TidelogStreamWriter:
+    if overwrite and not streaming:
+        raise OptionError("save mode 'overwrite' is not supported by a topic (use mode 'append')")
+    opts = parse_write_options(options)
+    validate_write_schema(schema, opts)
+    return TidelogStreamWriter(opts) if streaming else TidelogBatchWriter(opts)

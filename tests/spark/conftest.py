@@ -1,0 +1,70 @@
+"""One local SparkSession per test session, one broker per test session, shared helpers."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers import kafka_broker
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import tidelog.spark
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("tidelog-tests")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    tidelog.spark.register(session)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[tuple[str, str]]:
+    """(kind, bootstrap) of a real Kafka-compatible broker (see peers.py)."""
+    with kafka_broker() as kb:
+        yield kb
+
+
+@pytest.fixture(scope="session")
+def bootstrap(broker: tuple[str, str]) -> str:
+    return broker[1]
+
+
+@pytest.fixture
+def client(bootstrap: str) -> Iterator[Any]:
+    from tidelog.protocol.client import KafkaClient
+
+    with KafkaClient(bootstrap, retry_backoff_ms=20) as c:
+        yield c
+
+
+@pytest.fixture
+def new_topic(client: Any) -> Any:
+    def make(partitions: int = 1) -> str:
+        name = f"s-{uuid.uuid4().hex[:10]}"
+        client.create_topics({name: partitions})
+        return name
+
+    return make
