@@ -1,0 +1,211 @@
+"""End-to-end broker throughput: one confluent-kafka producer (acks=1, linger.ms=5), then one
+consumer reading everything back, against ``tidelog serve`` and against Tansu (a Rust
+Kafka-compatible broker, memory storage) started in the same run; plus the client-only
+ceiling: the rate of ``Producer.produce()`` calls with no broker round trip at all.
+
+Usage: python bench/broker.py [records_100B] [records_1KiB]   (defaults 200000 50000)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import confluent_kafka as ck
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)  # readiness polling of a foreign process, not a timing wait
+    raise RuntimeError(f"port {port} not open after {timeout}s")
+
+
+@contextmanager
+def tidelog_broker() -> Iterator[str]:
+    port = free_port()
+    d = tempfile.mkdtemp(prefix="tidelog-bench-")
+    cmd = [
+        sys.executable,
+        "-m",
+        "tidelog.cli.main",
+        "--log-level",
+        "WARNING",
+        "serve",
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{port}",
+        "--override",
+        f"log.dirs={d}",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, proc)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@contextmanager
+def tansu_broker() -> Iterator[str]:
+    binary = subprocess.run(
+        [str(Path("/work/shared/bin/tansu"))], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [
+            binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_port(port, proc)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
+    value = os.urandom(size // 2).hex().encode()[:size]
+    p = ck.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": 1,
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+            "batch.size": 1_000_000,
+        }
+    )
+    errors = []
+    # warm-up: metadata + connection outside the timed region
+    p.produce(topic, value, partition=0)
+    p.flush(30)
+    t0 = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(
+                    topic, value, partition=0, on_delivery=lambda e, m: e and errors.append(e)
+                )
+                break
+            except BufferError:
+                p.poll(0.001)
+    p.flush(120)
+    dt = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(f"{len(errors)} delivery errors, first {errors[0]}")
+    return dt
+
+
+def consume(bootstrap: str, topic: str, n: int) -> float:
+    c = ck.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 52428800,
+            "max.partition.fetch.bytes": 10485760,
+        }
+    )
+    c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    got = 0
+    t0 = time.perf_counter()
+    while got < n:
+        msgs = c.consume(min(10000, n - got), 10)
+        if not msgs:
+            raise RuntimeError(f"consumer stalled after {got} of {n}")
+        got += sum(1 for m in msgs if m.error() is None)
+    dt = time.perf_counter() - t0
+    c.close()
+    return dt
+
+
+def client_ceiling(n: int, size: int) -> float:
+    """produce() calls into librdkafka's queue; the broker address refuses connections."""
+    value = os.urandom(size // 2).hex().encode()[:size]
+    p = ck.Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{free_port()}",
+            "queue.buffering.max.messages": max(n + 10, 100000),
+            "queue.buffering.max.kbytes": 2097151,
+            "log_level": 0,
+        }
+    )
+    t0 = time.perf_counter()
+    for _ in range(n):
+        p.produce("t", value, partition=0)
+    dt = time.perf_counter() - t0
+    p.purge()
+    return dt
+
+
+def row(name: str, n: int, size: int, secs: float) -> tuple[float, float]:
+    rps = n / secs
+    mbs = n * size / secs / 1e6
+    print(f"  {name:<24} {rps:>12,.0f} rec/s {mbs:>9.1f} MB/s")
+    return rps, mbs
+
+
+def main() -> None:
+    counts = {
+        100: int(sys.argv[1]) if len(sys.argv) > 1 else 200_000,
+        1024: int(sys.argv[2]) if len(sys.argv) > 2 else 50_000,
+    }
+    results: dict[tuple[str, int], tuple[float, float]] = {}
+    for name, factory in (("tidelog", tidelog_broker), ("tansu", tansu_broker)):
+        with factory() as bootstrap:
+            for size, n in counts.items():
+                topic = f"bench-{size}"
+                results[(name, size)] = (
+                    produce(bootstrap, topic, n, size),
+                    consume(bootstrap, topic, n + 1),
+                )
+    for size, n in counts.items():
+        print(f"\n{n:,} records of {size} B, acks=1, linger.ms=5, one partition")
+        print(" produce:")
+        t_rps, _ = row("tidelog", n, size, results[("tidelog", size)][0])
+        b_rps, _ = row("tansu (baseline)", n, size, results[("tansu", size)][0])
+        print(f"  ratio tidelog/tansu      {t_rps / b_rps:.2f}x")
+        print(" consume:")
+        t_rps, _ = row("tidelog", n, size, results[("tidelog", size)][1])
+        b_rps, _ = row("tansu (baseline)", n, size, results[("tansu", size)][1])
+        print(f"  ratio tidelog/tansu      {t_rps / b_rps:.2f}x")
+        print(" client-only ceiling:")
+        row("produce() no broker", n, size, client_ceiling(n, size))
+
+
+if __name__ == "__main__":
+    main()
