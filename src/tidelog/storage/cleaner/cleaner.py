@@ -181,6 +181,7 @@ class _CleanerFilter:
         self.current_time = current_time
         self.delete_retention_ms = delete_retention_ms
         self.stats = stats
+        self.group_end = -1  # next offset after the group's last batch
         self._discard_records = False
 
     def _is_last_batch_of_producer(self, batch: RecordBatch) -> bool:
@@ -201,8 +202,11 @@ class _CleanerFilter:
             self._discard_records = can_discard
         if batch.has_producer_id and self._is_last_batch_of_producer(batch):
             retention = BatchRetention.RETAIN_EMPTY
-        elif batch.next_offset == self.upper_bound:
-            retention = BatchRetention.RETAIN_EMPTY  # keep the round's last offset on disk
+        elif batch.next_offset in (self.upper_bound, self.group_end):
+            # Keep the round's last offset on disk (Kafka) and, beyond Kafka, the group's last
+            # one: a `.swap` then spans every segment it replaces, so the loader's completion
+            # of an interrupted swap deletes all of them (never resurrects a replaced one).
+            retention = BatchRetention.RETAIN_EMPTY
         elif self._discard_records:
             retention = BatchRetention.DELETE
         else:
@@ -331,6 +335,8 @@ class Cleaner:
                     collect_aborted_transactions(lg, seg.base_offset, nxt))
                 flt = _CleanerFilter(self.offset_map, txn, producers, upper_bound,
                                      current_time, lg.config.delete_retention_ms, stats)
+                if i == len(segments) - 1:
+                    flt.group_end = nxt
                 self.clean_into(lg.topic_partition, seg, cleaned, flt, stats)
             cleaned.on_becoming_inactive()
             cleaned.flush()

@@ -116,7 +116,14 @@ class SkimpyOffsetMap:
         self.latest_offset = offset
 
     def clear(self) -> None:
-        self._bytes[:] = bytes(len(self._bytes))
+        if self._entries:
+            # Zero in 1 MiB steps: no temporary as large as the (default 128 MiB) map.
+            step = 1 << 20
+            zero = bytes(step)
+            buf, n = self._bytes, len(self._bytes)
+            for pos in range(0, n, step):
+                end = min(pos + step, n)
+                buf[pos:end] = zero[: end - pos]
         self._entries = 0
         self._lookups = 0
         self._probes = 0
