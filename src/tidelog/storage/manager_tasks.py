@@ -405,10 +405,13 @@ class LogManagerTasks:
     def _schedule_log_deletion(self, path: Path, lg: Log | None, delay_ms: int) -> None:
         with self._lock:
             self._pending_deletes[path] = lg
-            task = self.scheduler.schedule(
-                f"kafka-delete-logs-{path.name}", lambda: self._delete_log_dir(path), delay_ms
-            )
-            if path in self._pending_deletes:  # not already run synchronously
+        # Scheduled outside our lock: a manual scheduler runs due tasks inside schedule(),
+        # and those tasks take our lock from whichever thread advanced the clock.
+        task = self.scheduler.schedule(
+            f"kafka-delete-logs-{path.name}", lambda: self._delete_log_dir(path), delay_ms
+        )
+        with self._lock:
+            if path in self._pending_deletes:  # not already run
                 self._delete_tasks[path] = task
 
     def logs_pending_delete(self) -> list[Path]:
