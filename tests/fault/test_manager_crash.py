@@ -14,10 +14,15 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tidelog.records.batch import iter_batches
+from tidelog.records.builder import build_batch
 from tidelog.storage.checkpoints import CleanShutdownFile
 from tidelog.storage.manager import LogManager
+from tidelog.storage.segment import LogSegment
 from tidelog.util.clock import SystemClock
 from tidelog.util.scheduler import KafkaScheduler
 from tidelog.util.topic_partition import TopicPartition
@@ -140,3 +145,72 @@ def test_kill_9_mid_append_keeps_every_acked_record(tmp_path: Path) -> None:
         expected_start = _restart_and_check(log_dir, max_ack)
     segments = sorted((log_dir / "crash-0").glob("*.log"))
     assert len(segments) > 3  # the test spanned several segment rolls
+
+
+LOADER_BLOCKS = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from tidelog.storage import manager_tasks
+    from tidelog.storage.manager import LogManager
+    from tidelog.util.clock import SystemClock
+    from tidelog.util.scheduler import KafkaScheduler
+
+    original = manager_tasks.Log.open
+    loaded = []
+
+    def slow_open(*args, **kwargs):
+        if loaded:
+            print("loading", flush=True)
+            sys.stdin.read()  # block until killed: a crash in the middle of loading
+        loaded.append(1)
+        return original(*args, **kwargs)
+
+    manager_tasks.Log.open = slow_open
+    m = LogManager([Path(sys.argv[1])], {}, clock=SystemClock(), scheduler=KafkaScheduler())
+    m.startup()
+    """
+)
+
+
+def test_crash_during_loading_counts_as_unclean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log_dir = tmp_path / "logs"
+    sched = KafkaScheduler()
+    m = LogManager([log_dir], {}, clock=SystemClock(), scheduler=sched)
+    m.startup()
+    for p in range(3):
+        lg = m.get_or_create_log(TopicPartition("t", p))
+        lg.append_as_leader(build_batch([(1_700_000_000_000, None, b"v")]))
+    m.shutdown()
+    assert CleanShutdownFile(log_dir).exists()
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOADER_BLOCKS, str(log_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "loading"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    # The marker went before the first log was opened, so the next start must recover.
+    assert not CleanShutdownFile(log_dir).exists()
+    calls = 0
+    original = LogSegment.recover
+
+    def counting(seg: LogSegment, *args: Any, **kwargs: Any) -> int:
+        nonlocal calls
+        calls += 1
+        return original(seg, *args, **kwargs)
+
+    monkeypatch.setattr(LogSegment, "recover", counting)
+    m = LogManager([log_dir], {}, clock=SystemClock(), scheduler=KafkaScheduler())
+    m.startup()
+    assert len(m.all_logs()) == 3
+    m.shutdown()
+    assert calls >= 3

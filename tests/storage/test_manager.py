@@ -498,3 +498,23 @@ def test_topic_configs_source_used_at_load(tmp_path: Path) -> None:
     lg = m.get_log(TP)
     assert lg is not None and lg.config.retention_ms == 1234
     m.shutdown()
+
+
+def test_unusable_dir_is_offline_and_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = tmp_path / "bad"
+    bad.write_text("a file, not a directory")
+    good = tmp_path / "good"
+    clock = ManualClock()
+    with caplog.at_level(logging.ERROR):
+        m = LogManager([bad, good], {}, clock=clock, scheduler=ManualScheduler(clock))
+    assert f"Log directory {bad.resolve()} is offline" in caplog.text
+    assert m.live_log_dirs == [good.resolve()]
+    m.startup()
+    for p in range(3):
+        assert Path(m.get_or_create_log(TopicPartition("t", p)).dir).parent == good.resolve()
+    m.shutdown()
+    assert bad.read_text() == "a file, not a directory"
+    with pytest.raises(LogDirError, match="all log dirs"):
+        LogManager([bad], {}, clock=clock, scheduler=ManualScheduler(clock))
