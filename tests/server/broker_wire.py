@@ -6,7 +6,7 @@ import socket
 import struct
 
 from tidelog.protocol.codec import request_class
-from tidelog.protocol.kio_util import make
+from tidelog.protocol.kio_util import make, nested
 from tidelog.testing import EmbeddedBroker
 
 
@@ -54,3 +54,108 @@ def recv_frame(sock: socket.socket) -> bytes:
 def connect(b: EmbeddedBroker) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", b.port), timeout=10)
     return s
+
+
+def decode_response(api_key: int, version: int, frame: bytes) -> object:
+    from kio.serial import entity_reader
+
+    from tidelog.protocol.codec import response_class
+
+    cls = response_class(api_key, version)
+    offset = 5 if cls.__header_schema__.__version__ >= 1 else 4
+    obj, _ = entity_reader(cls)(frame, offset)
+    return obj
+
+
+class Wire:
+    """A raw connection that sends kio-built requests and decodes the responses."""
+
+    def __init__(self, b: EmbeddedBroker) -> None:
+        self.sock = connect(b)
+        self.corr = 0
+
+    def send(self, api_key: int, version: int, **kw: object) -> int:
+        self.corr += 1
+        self.sock.sendall(request_frame(api_key, version, self.corr, **kw))
+        return self.corr
+
+    def recv(self, api_key: int, version: int) -> object:
+        return decode_response(api_key, version, recv_frame(self.sock))
+
+    def call(self, api_key: int, version: int, **kw: object) -> object:
+        self.send(api_key, version, **kw)
+        return self.recv(api_key, version)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> Wire:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def produce_body(version: int, topic: str, parts: dict[int, bytes], acks: int = 1) -> object:
+    cls = request_class(0, version)
+    tcls = nested(cls, "topic_data")
+    pcls = nested(tcls, "partition_data")
+    return make(
+        cls,
+        transactional_id=None,
+        acks=acks,
+        timeout=30000,
+        topic_data=(
+            make(
+                tcls,
+                name=topic,
+                partition_data=tuple(make(pcls, index=i, records=r) for i, r in parts.items()),
+            ),
+        ),
+    )
+
+
+def fetch_body(
+    version: int,
+    topic: str,
+    offsets: dict[int, int],
+    *,
+    max_wait: int = 0,
+    min_bytes: int = 1,
+    max_bytes: int = 50 << 20,
+    partition_max_bytes: int = 1 << 20,
+    isolation_level: int = 0,
+) -> object:
+    cls = request_class(1, version)
+    tcls = nested(cls, "topics")
+    pcls = nested(tcls, "partitions")
+    return make(
+        cls,
+        replica_id=-1,
+        max_wait=max_wait,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=isolation_level,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=(),
+        rack_id="",
+        topics=(
+            make(
+                tcls,
+                topic=topic,
+                partitions=tuple(
+                    make(
+                        pcls,
+                        partition=p,
+                        fetch_offset=o,
+                        partition_max_bytes=partition_max_bytes,
+                        log_start_offset=-1,
+                        current_leader_epoch=-1,
+                        last_fetched_epoch=-1,
+                    )
+                    for p, o in offsets.items()
+                ),
+            ),
+        ),
+    )

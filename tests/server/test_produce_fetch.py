@@ -1,0 +1,259 @@
+"""Produce and Fetch semantics at the wire level against a real in-process broker."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from broker_wire import Wire, fetch_body, produce_body
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.records import RecordBatch, build_batch, iter_batches
+from tidelog.testing import EmbeddedBroker
+
+TS = 1_700_000_000_000
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker({"auto.create.topics.enable": "false", "message.max.bytes": "20000"}) as b:
+        b.broker.replica_manager.create_topic("t", 2)
+        yield b
+
+
+def _topic(b: EmbeddedBroker, name: str, partitions: int = 1) -> str:
+    async def create() -> None:
+        b.broker.replica_manager.create_topic(name, partitions)
+
+    b.run(create())
+    return name
+
+
+def _produce(w: Wire, topic: str, parts: dict[int, bytes], acks: int = 1, version: int = 9) -> Any:
+    resp: Any = w.call(0, version, body=produce_body(version, topic, parts, acks))
+    return {p.index: p for t in resp.responses for p in t.partition_responses}
+
+
+def _fetch(w: Wire, topic: str, offsets: dict[int, int], version: int = 12, **kw: Any) -> Any:
+    resp: Any = w.call(1, version, body=fetch_body(version, topic, offsets, **kw))
+    return {p.partition_index: p for t in resp.responses for p in t.partitions}
+
+
+def _batch(n: int = 3, start: int = 0, **kw: Any) -> bytes:
+    return build_batch(
+        [(TS + i, f"k{i}".encode(), f"v{i}".encode()) for i in range(start, start + n)], **kw
+    )
+
+
+def test_produce_assigns_offsets_and_fetch_returns_same_batches(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "basic")
+    with Wire(broker) as w:
+        r1 = _produce(w, topic, {0: _batch(3)})[0]
+        r2 = _produce(w, topic, {0: _batch(2, 3)})[0]
+        assert (r1.error_code, r1.base_offset, r1.log_start_offset) == (0, 0, 0)
+        assert (r2.error_code, r2.base_offset) == (0, 3)
+        p = _fetch(w, topic, {0: 0})[0]
+    assert (p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset) == (
+        0,
+        5,
+        5,
+        0,
+    )
+    batches = list(iter_batches(p.records, 0, len(p.records)))
+    assert [(b.base_offset, b.last_offset) for b in batches] == [(0, 2), (3, 4)]
+    values = [r.value for b in batches for r in b.iter_records()]
+    assert values == [b"v0", b"v1", b"v2", b"v3", b"v4"]
+
+
+@pytest.mark.parametrize("version", [3, 5, 7, 8, 9, 10])
+def test_produce_every_advertised_version(broker: EmbeddedBroker, version: int) -> None:
+    topic = _topic(broker, f"pv{version}")
+    with Wire(broker) as w:
+        r = _produce(w, topic, {0: _batch(1)}, version=version)[0]
+    assert (r.error_code, r.base_offset) == (0, 0)
+
+
+def test_invalid_required_acks(broker: EmbeddedBroker) -> None:
+    with Wire(broker) as w:
+        r = _produce(w, "t", {0: _batch()}, acks=2)[0]
+    assert r.error_code == ErrorCode.INVALID_REQUIRED_ACKS
+
+
+def test_unknown_topic_and_partition(broker: EmbeddedBroker) -> None:
+    with Wire(broker) as w:
+        assert (
+            _produce(w, "nope", {0: _batch()})[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+        assert _produce(w, "t", {7: _batch()})[7].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert _fetch(w, "nope", {0: 0})[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_corrupt_batch_is_rejected_and_nothing_is_appended(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "corrupt")
+    bad = bytearray(_batch())
+    bad[-1] ^= 0xFF  # payload bit flip: CRC mismatch
+    with Wire(broker) as w:
+        r = _produce(w, topic, {0: bytes(bad)})[0]
+        assert r.error_code == ErrorCode.CORRUPT_MESSAGE
+        assert _fetch(w, topic, {0: 0})[0].high_watermark == 0
+
+
+def test_batch_over_message_max_bytes(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "big")
+    big = build_batch([(TS, None, b"x" * 30000)])
+    with Wire(broker) as w:
+        r = _produce(w, topic, {0: big})[0]
+    assert r.error_code == ErrorCode.MESSAGE_TOO_LARGE
+
+
+def test_acks_zero_gets_no_response_and_order_is_kept(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "acks0")
+    with Wire(broker) as w:
+        w.send(0, 9, body=produce_body(9, topic, {0: _batch(2)}, acks=0))
+        corr = w.send(1, 12, body=fetch_body(12, topic, {0: 0}))
+        frame_corr, resp = _recv_with_corr(w, 1, 12)
+    assert frame_corr == corr  # the first frame back answers the fetch, not the produce
+    p = resp.responses[0].partitions[0]
+    assert p.high_watermark == 2
+
+
+def _recv_with_corr(w: Wire, key: int, version: int) -> tuple[int, Any]:
+    import struct
+
+    from broker_wire import decode_response, recv_frame
+
+    frame = recv_frame(w.sock)
+    return struct.unpack_from(">i", frame)[0], decode_response(key, version, frame)
+
+
+def test_idempotent_duplicate_gap_and_stale_epoch(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "idem")
+    with Wire(broker) as w:
+        init: Any = w.call(
+            22,
+            4,
+            transactional_id=None,
+            transaction_timeout=60000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        b0 = _batch(3, producer_id=pid, producer_epoch=epoch, base_sequence=0)
+        b1 = _batch(2, 3, producer_id=pid, producer_epoch=epoch, base_sequence=3)
+        assert _produce(w, topic, {0: b0}, acks=-1)[0].base_offset == 0
+        assert _produce(w, topic, {0: b1}, acks=-1)[0].base_offset == 3
+        dup = _produce(w, topic, {0: b0}, acks=-1)[0]  # a retry of the first batch
+        assert (dup.error_code, dup.base_offset) == (0, 0)
+        gap = _batch(1, producer_id=pid, producer_epoch=epoch, base_sequence=9)
+        assert (
+            _produce(w, topic, {0: gap}, acks=-1)[0].error_code
+            == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        )
+        bumped: Any = w.call(
+            22,
+            4,
+            transactional_id=None,
+            transaction_timeout=60000,
+            producer_id=pid,
+            producer_epoch=epoch,
+        )
+        assert (bumped.producer_id, bumped.producer_epoch) == (pid, epoch + 1)
+        fresh = _batch(1, producer_id=pid, producer_epoch=epoch + 1, base_sequence=0)
+        assert _produce(w, topic, {0: fresh}, acks=-1)[0].base_offset == 5
+        stale = _batch(1, producer_id=pid, producer_epoch=epoch, base_sequence=5)
+        assert (
+            _produce(w, topic, {0: stale}, acks=-1)[0].error_code
+            == ErrorCode.INVALID_PRODUCER_EPOCH
+        )
+        assert _fetch(w, topic, {0: 0})[0].high_watermark == 6
+
+
+def test_init_producer_id_gives_distinct_ids(broker: EmbeddedBroker) -> None:
+    with Wire(broker) as w:
+        ids = {
+            w.call(22, v, transactional_id=None, transaction_timeout=1000).producer_id  # type: ignore[attr-defined]
+            for v in (0, 1, 2, 3, 4)
+        }
+    assert len(ids) == 5 and min(ids) >= 0
+
+
+def test_fetch_offset_out_of_range(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "oor")
+    with Wire(broker) as w:
+        _produce(w, topic, {0: _batch(2)})
+        p = _fetch(w, topic, {0: 50})[0]
+    assert p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert p.high_watermark == 2
+
+
+def test_fetch_returns_first_batch_even_when_larger_than_limits(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "limits")
+    with Wire(broker) as w:
+        _produce(w, topic, {0: build_batch([(TS, None, b"a" * 3000)])})
+        _produce(w, topic, {0: build_batch([(TS, None, b"b" * 3000)])})
+        one = _fetch(w, topic, {0: 0}, partition_max_bytes=100)[0]
+        both = _fetch(w, topic, {0: 0}, partition_max_bytes=1 << 20)[0]
+        capped = _fetch(w, topic, {0: 0}, max_bytes=100, partition_max_bytes=1 << 20)[0]
+    assert [b.base_offset for b in iter_batches(one.records, 0, len(one.records))] == [0]
+    assert [b.base_offset for b in iter_batches(both.records, 0, len(both.records))] == [0, 1]
+    assert [b.base_offset for b in iter_batches(capped.records, 0, len(capped.records))] == [0]
+
+
+def test_fetch_versions_4_to_12(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "fv")
+    with Wire(broker) as w:
+        _produce(w, topic, {0: _batch(2)})
+        for v in range(4, 13):
+            p = _fetch(w, topic, {0: 0}, version=v)[0]
+            assert p.high_watermark == 2, v
+            assert RecordBatch(p.records, 0).last_offset == 1, v
+
+
+def test_long_poll_is_woken_by_an_append(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "lp")
+    with Wire(broker) as fetcher, Wire(broker) as producer:
+        fetcher.sock.settimeout(20)
+        fetcher.send(1, 12, body=fetch_body(12, topic, {0: 0}, max_wait=30000, min_bytes=1))
+        # the fetch is parked: nothing is readable yet
+        fetcher.sock.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            fetcher.sock.recv(1)
+        fetcher.sock.setblocking(True)
+        fetcher.sock.settimeout(20)
+        _produce(producer, topic, {0: _batch(1)})
+        resp: Any = fetcher.recv(1, 12)  # long before max_wait (30 s) and the socket timeout
+    p = resp.responses[0].partitions[0]
+    assert p.high_watermark == 1 and RecordBatch(p.records, 0).base_offset == 0
+    assert len(broker.broker.purgatory) == 0
+
+
+def test_long_poll_times_out_empty(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "lp-empty")
+    with Wire(broker) as w:
+        p = _fetch(w, topic, {0: 0}, max_wait=50, min_bytes=1)[0]
+    assert (p.error_code, p.high_watermark, bytes(p.records or b"")) == (0, 0, b"")
+
+
+def test_concurrent_fetches_on_many_connections(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "fanout")
+    results: list[int] = []
+
+    def fetch() -> None:
+        with Wire(broker) as w:
+            w.sock.settimeout(20)
+            results.append(_fetch(w, topic, {0: 0}, max_wait=20000, min_bytes=1)[0].high_watermark)
+
+    threads = [threading.Thread(target=fetch) for _ in range(5)]
+    for t in threads:
+        t.start()
+    with Wire(broker) as w:
+        # wait until all five are parked, by asking the broker (no sleeps)
+        while len(broker.broker.purgatory) < 5:
+            pass  # the broker thread parks them; the GIL switch interval lets it run
+        _produce(w, topic, {0: _batch(1)})
+    for t in threads:
+        t.join(20)
+    assert results == [1] * 5

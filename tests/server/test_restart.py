@@ -1,0 +1,60 @@
+"""Topics, topic ids, configs, data, producer ids and log start offsets survive a restart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from broker_wire import Wire, fetch_body, produce_body
+
+from tidelog.records import build_batch
+from tidelog.testing import EmbeddedBroker
+
+
+def _meta(w: Wire) -> dict[str, Any]:
+    resp: Any = w.call(
+        3,
+        12,
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    return {t.name: (t.topic_id, len(t.partitions)) for t in resp.topics}
+
+
+def test_state_survives_restart(tmp_path: Path) -> None:
+    batch = build_batch([(1_700_000_000_000 + i, None, f"v{i}".encode()) for i in range(10)])
+    with EmbeddedBroker(log_dir=tmp_path) as b:
+        rm = b.broker.replica_manager
+        b.run(_call(lambda: rm.create_topic("keep", 3, {"retention.ms": "123456"})))
+        b.run(_call(lambda: rm.create_partitions("keep", 4)))
+        b.run(_call(lambda: rm.create_topic("gone", 1)))
+        b.run(_call(lambda: rm.delete_topic("gone")))
+        with Wire(b) as w:
+            w.call(0, 9, body=produce_body(9, "keep", {1: batch}))
+            before = _meta(w)
+            pid_before: Any = w.call(22, 4, transactional_id=None, transaction_timeout=1000)
+        b.run(_call(lambda: rm.delete_records(_tp("keep", 1), 4)))
+    assert not (tmp_path / "gone-0").exists()
+    with EmbeddedBroker(log_dir=tmp_path) as b:
+        rm = b.broker.replica_manager
+        with Wire(b) as w:
+            after = _meta(w)
+            resp: Any = w.call(1, 12, body=fetch_body(12, "keep", {1: 4}))
+            pid_after: Any = w.call(22, 4, transactional_id=None, transaction_timeout=1000)
+        assert rm.topic("keep").configs == {"retention.ms": "123456"}
+        assert rm.topic_config("keep").retention_ms == 123456
+    assert after == before and set(after) == {"keep"} and after["keep"][1] == 4
+    p = resp.responses[0].partitions[0]
+    assert (p.error_code, p.high_watermark, p.log_start_offset) == (0, 10, 4)
+    assert pid_after.producer_id > pid_before.producer_id
+
+
+def _tp(topic: str, partition: int) -> Any:
+    from tidelog.util.topic_partition import TopicPartition
+
+    return TopicPartition(topic, partition)
+
+
+async def _call(fn: Any) -> Any:
+    return fn()
