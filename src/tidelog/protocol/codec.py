@@ -36,7 +36,7 @@ _import_kio_fast()
 from kio.index import load_request_schema, load_response_schema  # noqa: E402
 from kio.serial import entity_reader, entity_writer  # noqa: E402
 
-from .errors import ErrorCode
+from .errors import ErrorCode  # noqa: E402
 
 API_VERSIONS_KEY = 18
 _HDR = struct.Struct(">hhi")
