@@ -242,3 +242,20 @@ def test_header_fields_match_struct(fr: FileRecords) -> None:
     assert (h.base_offset, h.producer_id, h.producer_epoch, h.base_sequence) == (42, 9, 2, 5)
     assert h.size == struct.unpack_from(">i", data, 8)[0] + 12
     assert h.max_timestamp == 7 and h.last_offset == 42
+
+
+def test_io_errors_name_the_file(tmp_path: Path) -> None:
+    f = FileRecords.open(tmp_path / "io.log")
+    f.append(batch(0, b"a"))
+    size = f.size_in_bytes
+    os.close(f.fileno())  # the descriptor goes bad underneath, as on a failed disk
+    with pytest.raises(OSError) as e:
+        f.append(batch(1, b"b"))
+    assert e.value.filename == str(tmp_path / "io.log") and "appending" in str(e.value)
+    assert f.size_in_bytes == size  # nothing acknowledged
+    with pytest.raises(OSError, match="fsync"):
+        f.flush()
+    with pytest.raises(OSError):
+        f.close_handlers()  # closing the bad descriptor fails once...
+    f.close_handlers()  # ...and leaves the FileRecords closed
+    assert f.closed

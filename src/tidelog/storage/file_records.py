@@ -284,13 +284,21 @@ class FileRecords:
         fd = self.fileno()
         view = data if isinstance(data, memoryview) else memoryview(data)
         written = 0
-        while written < n:
-            written += os.pwrite(fd, view[written:], self._size + written)
+        try:
+            while written < n:
+                written += os.pwrite(fd, view[written:], self._size + written)
+        except OSError as e:
+            # The logical size stays put: a partial write is overwritten by the next append
+            # or cut by recovery, never exposed to readers.
+            raise _with_path(e, self._path, f"appending {n} bytes at {self._size}") from e
         self._size += n
         return n
 
     def flush(self) -> None:
-        os.fsync(self.fileno())
+        try:
+            os.fsync(self.fileno())
+        except OSError as e:
+            raise _with_path(e, self._path, "fsync") from e
 
     def truncate_to(self, target_size: int) -> int:
         """Cut the file to ``target_size`` bytes; returns the bytes removed."""
@@ -301,7 +309,10 @@ class FileRecords:
                 f"size of this log segment is {original} bytes."
             )
         if target_size < self.file_length():
-            os.ftruncate(self.fileno(), target_size)
+            try:
+                os.ftruncate(self.fileno(), target_size)
+            except OSError as e:
+                raise _with_path(e, self._path, f"truncating to {target_size}") from e
         self._size = target_size
         return original - target_size
 
@@ -312,16 +323,17 @@ class FileRecords:
     def close(self) -> None:
         if self._fd is None:
             return
-        self.flush()
-        self.trim()
-        os.close(self._fd)
-        self._fd = None
+        try:
+            self.flush()
+            self.trim()
+        finally:
+            self.close_handlers()
 
     def close_handlers(self) -> None:
         """Close the descriptor without flushing or trimming."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
 
     def delete(self) -> bool:
         """Close and remove the file; False if it did not exist."""
@@ -457,6 +469,12 @@ class FileRecords:
 
     def __repr__(self) -> str:
         return f"FileRecords({self._path}, size={self._size})"
+
+
+def _with_path(e: OSError, path: Path, what: str) -> OSError:
+    """The same OSError (type and errno kept, so callers' handlers still match) naming the
+    file and the operation."""
+    return type(e)(e.errno, f"{e.strerror} ({what})", str(path))
 
 
 def _preallocate(fd: int, size: int) -> None:
