@@ -62,6 +62,7 @@ class Broker:
             lambda: KafkaConnection(self), listener.host, listener.port, reuse_address=True
         )
         self.bound_port = self._server.sockets[0].getsockname()[1]
+        self._start_group_coordinator()
         log.info(
             "tidelog broker %d listening on %s:%d (cluster %s)",
             self.node_id,
@@ -70,7 +71,24 @@ class Broker:
             self.replica_manager.cluster_id,
         )
 
+    def _start_group_coordinator(self) -> None:
+        """Load committed offsets/groups at start when ``__consumer_offsets`` exists; a fresh
+        broker creates it lazily on the first group request (keeps cold start fast)."""
+        if self.replica_manager.topic("__consumer_offsets") is None:
+            return
+        try:
+            from .group.wiring import start_group_coordinator
+        except ImportError:
+            return
+        start_group_coordinator(self)
+
     async def stop(self) -> None:
+        try:
+            from .group.wiring import stop_group_coordinator
+
+            stop_group_coordinator(self)
+        except ImportError:
+            pass
         if self._server is not None:
             self._server.close()
             for conn in list(self.connections):
