@@ -1,0 +1,247 @@
+"""Time from members joining to a stable consumer group, with 1, 10 and 50 members.
+
+Two measurements:
+
+* **core**: the coordinator state machine alone (in-process, ManualClock, in-memory store):
+  N members join, the initial delay elapses (simulated time), all sync; wall time is the
+  coordinator's CPU cost of one N-member rebalance.
+* **wire**: a real broker (`tidelog serve` subprocess, group.initial.rebalance.delay.ms=0)
+  and N protocol-level members on asyncio sockets (JoinGroup v7 with the MEMBER_ID_REQUIRED
+  round trip, SyncGroup v5, Heartbeat v4 every HEARTBEAT_MS, rejoin on REBALANCE_IN_PROGRESS).
+  "cold": N members start at once, time until all are synced on one generation.
+  "join-one": one member joins a stable group of N-1, time until all N are synced again.
+  Real clients learn of a rebalance on their next heartbeat (heartbeat.interval.ms, 3 s by
+  default in Kafka clients), so "join-one" is bounded below by the heartbeat interval.
+
+Run: .venv/bin/python bench/groups.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+from tidelog.protocol.client_kio import decode_response, encode_request
+from tidelog.server.group.config import GroupConfig
+from tidelog.server.group.coordinator import GroupCoordinator, JoinRequest, SyncRequest
+from tidelog.server.group.member import JoinResult, SyncResult
+from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.util.clock import ManualClock
+from tidelog.util.scheduler import ManualScheduler
+
+SIZES = (1, 10, 50)
+RUNS = 3
+HEARTBEAT_MS = 50
+JOIN, SYNC, HEARTBEAT = 11, 14, 12
+NONE, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED = 0, 27, 79
+SUBSCRIPTION = struct.pack(">hih5si", 0, 1, 5, b"topic", -1)
+
+
+# ----------------------------------------------------------------------------- core
+
+
+def core_once(n: int) -> float:
+    clock = ManualClock()
+    coord = GroupCoordinator(
+        GroupConfig(offsets_topic_num_partitions=1),
+        clock=clock,
+        scheduler=ManualScheduler(clock),
+        store=InMemoryOffsetsStore(),
+    )
+    coord.startup()
+    joins: list[JoinResult] = []
+    syncs: list[SyncResult] = []
+    start = time.perf_counter()
+    for i in range(n):
+        coord.join_group(
+            JoinRequest(
+                "g", "", "consumer", [("range", SUBSCRIPTION)], 10000, 10000, client_id=f"c{i}"
+            ),
+            joins.append,
+        )
+    while len(joins) < n:
+        clock.advance(3000)
+    gen = joins[0].generation_id
+    leader = next(j for j in joins if j.members)
+    for j in joins:
+        if j is not leader:
+            coord.sync_group(SyncRequest("g", gen, j.member_id), syncs.append)
+    plan = {j.member_id: b"x" for j in joins}
+    coord.sync_group(SyncRequest("g", gen, leader.member_id, assignments=plan), syncs.append)
+    elapsed = time.perf_counter() - start
+    assert len(syncs) == n and all(s.error == NONE for s in syncs)
+    return elapsed
+
+
+# ----------------------------------------------------------------------------- wire
+
+
+class WireMember:
+    def __init__(self, name: str, port: int, group: str, state: dict[str, Any]) -> None:
+        self.name = name
+        self.group = group
+        self.port = port
+        self.state = state  # shared: synced generation per member
+        self.member_id = ""
+        self.generation = -1
+        self.corr = 0
+        self.stop = False
+
+    async def call(self, key: int, version: int, body: dict[str, Any]) -> Any:
+        self.corr += 1
+        self.writer.write(encode_request(key, version, self.corr, self.name, body))
+        size = struct.unpack(">i", await self.reader.readexactly(4))[0]
+        _, resp = decode_response(key, version, await self.reader.readexactly(size))
+        return resp
+
+    async def join(self) -> Any:
+        while True:
+            r = await self.call(
+                JOIN,
+                7,
+                {
+                    "group_id": self.group,
+                    "session_timeout": 10000,
+                    "rebalance_timeout": 10000,
+                    "member_id": self.member_id,
+                    "group_instance_id": None,
+                    "protocol_type": "consumer",
+                    "protocols": [{"name": "range", "metadata": SUBSCRIPTION}],
+                },
+            )
+            self.member_id = r.member_id
+            if int(r.error_code) != MEMBER_ID_REQUIRED:
+                return r
+
+    async def run(self) -> None:
+        self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+        while not self.stop:
+            r = await self.join()
+            if int(r.error_code) != NONE:
+                continue
+            self.generation = int(r.generation_id)
+            plan = [{"member_id": m.member_id, "assignment": b"x"} for m in r.members]
+            s = await self.call(
+                SYNC,
+                5,
+                {
+                    "group_id": self.group,
+                    "generation_id": self.generation,
+                    "member_id": self.member_id,
+                    "group_instance_id": None,
+                    "protocol_type": "consumer",
+                    "protocol_name": "range",
+                    "assignments": plan,
+                },
+            )
+            if int(s.error_code) != NONE:
+                continue
+            self.state[self.name] = self.generation
+            await self.heartbeat_until_rebalance()
+        await self.call(13, 1, {"group_id": self.group, "member_id": self.member_id})
+        self.writer.close()
+
+    async def heartbeat_until_rebalance(self) -> None:
+        while not self.stop:
+            await asyncio.sleep(HEARTBEAT_MS / 1000)
+            h = await self.call(
+                HEARTBEAT,
+                4,
+                {
+                    "group_id": self.group,
+                    "generation_id": self.generation,
+                    "member_id": self.member_id,
+                    "group_instance_id": None,
+                },
+            )
+            if int(h.error_code) != NONE:
+                self.state.pop(self.name, None)
+                return
+
+
+async def wait_stable(state: dict[str, int], names: list[str]) -> None:
+    while True:
+        gens = [state.get(n) for n in names]
+        if None not in gens and len(set(gens)) == 1:
+            return
+        await asyncio.sleep(0.001)
+
+
+async def wire_once(port: int, n: int, join_one: bool) -> float:
+    """cold: n members start at once; join_one: one member joins a stable group of n - 1."""
+    state: dict[str, int] = {}
+    group = f"bench-{n}-{join_one}-{time.monotonic_ns()}"
+    members = [WireMember(f"m{i}", port, group, state) for i in range(n)]
+    first = members[:-1] if join_one else members
+    start = time.perf_counter()
+    tasks = [asyncio.create_task(m.run()) for m in first]
+    await wait_stable(state, [m.name for m in first])
+    if join_one:
+        start = time.perf_counter()
+        tasks.append(asyncio.create_task(members[-1].run()))
+        await wait_stable(state, [m.name for m in members])
+    elapsed = time.perf_counter() - start
+    for m in members:
+        m.stop = True
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return elapsed
+
+
+def start_broker(log_dir: str) -> tuple[subprocess.Popen[str], int]:
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": log_dir,
+        "group.initial.rebalance.delay.ms": "0",
+        "group.min.session.timeout.ms": "1000",
+    }
+    cmd = [sys.executable, "-m", "tidelog.cli.main", "serve"]
+    for k, v in overrides.items():
+        cmd += ["--override", f"{k}={v}"]
+    proc = subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "listening on" in line:
+            threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+            return proc, int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+    raise RuntimeError("broker did not start")
+
+
+def main() -> None:
+    print(f"core: coordinator state machine, one N-member rebalance (best/median of {RUNS * 3})")
+    for n in SIZES:
+        ts = [core_once(n) for _ in range(RUNS * 3)]
+        print(
+            f"  {n:3d} members: {min(ts) * 1e3:8.3f} ms  median {statistics.median(ts) * 1e3:8.3f} ms"
+        )
+    with tempfile.TemporaryDirectory() as d:
+        proc, port = start_broker(d)
+        try:
+            print(f"wire: tidelog serve, delay 0, heartbeat {HEARTBEAT_MS} ms (median of {RUNS})")
+            for n in SIZES:
+                cold = statistics.median(
+                    asyncio.run(wire_once(port, n, False)) for _ in range(RUNS)
+                )
+                extra = ""
+                if n > 1:
+                    one = statistics.median(
+                        asyncio.run(wire_once(port, n, True)) for _ in range(RUNS)
+                    )
+                    extra = f"  join-one (N-1 -> N): {one * 1e3:8.1f} ms"
+                print(f"  {n:3d} members: cold {cold * 1e3:8.1f} ms{extra}")
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+if __name__ == "__main__":
+    main()
