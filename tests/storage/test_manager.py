@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from tidelog.records.batch import iter_batches
 from tidelog.records.builder import build_batch
 from tidelog.storage import segment as segment_module
 from tidelog.storage.checkpoints import CleanShutdownFile, OffsetCheckpointFile
+from tidelog.storage.cleaner import CleanerConfig
 from tidelog.storage.dir_lock import LogDirError
 from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from tidelog.storage.log import FetchIsolation, Log
@@ -37,8 +39,16 @@ CHECK_MS = 1000
 class Env:
     """A LogManager over real dirs with a manual clock; ``restart()`` makes a new one."""
 
-    def __init__(self, dirs: list[Path], defaults: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        dirs: list[Path],
+        defaults: Mapping[str, str] | None = None,
+        cleaner_config: CleanerConfig | None = None,
+    ) -> None:
         self.dirs = dirs
+        # No cleaner threads by default: they would run retention on compacted logs
+        # concurrently with the manual clock (tests below drive a cleaner explicitly).
+        self.cleaner_config = cleaner_config or CleanerConfig(enable_cleaner=False)
         self.clock = ManualClock(1_700_000_000_000)
         self.defaults = dict(defaults or {})
         self.config = LogManagerConfig.from_props(
@@ -54,6 +64,7 @@ class Env:
             clock=self.clock,
             scheduler=self.scheduler,
             config=self.config,
+            cleaner_config=self.cleaner_config,
         )
 
     def start(self) -> LogManager:
@@ -225,6 +236,53 @@ def test_size_retention_keeps_newest_segments(env: Env) -> None:
     assert kept - sizes[remaining[0]] < limit
     assert lg.log_start_offset == remaining[0]
     assert sorted(read_values(lg, lg.log_start_offset)) == list(range(remaining[0], 20))
+
+
+def test_with_a_cleaner_compacted_logs_get_retention_from_it(tmp_path: Path) -> None:
+    e = Env([tmp_path / "d"], SMALL, CleanerConfig(num_threads=0))  # cleaner driven by hand
+    m = e.start()
+    assert m.cleaner is not None
+    both = m.get_or_create_log(TP, {"cleanup.policy": "compact,delete", "retention.ms": "1"})
+    append(both, 10, e.clock.milliseconds() - 100000)
+    e.clock.advance(CHECK_MS)
+    assert both.log_start_offset == 0  # the manager's retention leaves compacted logs alone
+    m.cleaner.clean_once()
+    assert both.log_start_offset > 0  # the cleaner ran their retention (#140)
+    m.shutdown()
+
+
+def test_delete_log_removes_it_from_cleaner_checkpoint(tmp_path: Path) -> None:
+    e = Env([tmp_path / "d"], SMALL, CleanerConfig(num_threads=0))
+    m = e.start()
+    assert m.cleaner is not None
+    lg = m.get_or_create_log(TP, {"cleanup.policy": "compact"})
+    for i in range(12):
+        lg.append_as_leader(build_batch([(e.clock.milliseconds(), b"same-key", b"v%d" % i)]))
+    lg.maybe_increment_high_watermark(lg.log_end_offset)
+    assert m.cleaner.clean_once()
+    cp = OffsetCheckpointFile(tmp_path / "d" / "cleaner-offset-checkpoint")
+    assert TP in cp.read()
+    m.delete_log(TP)
+    assert TP not in cp.read()
+    m.shutdown()
+
+
+def test_cleaner_threads_start_and_stop_with_the_manager(tmp_path: Path) -> None:
+    clock = ManualClock()
+    m = LogManager([tmp_path], {}, clock=clock, scheduler=ManualScheduler(clock))
+    m.startup()
+
+    def cleaner_threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if "log-cleaner" in t.name]
+
+    assert len(cleaner_threads()) == 1  # log.cleaner.enable=true, log.cleaner.threads=1
+    m.shutdown()
+    assert cleaner_threads() == []
+    off = LogManager(
+        [tmp_path], {"log.cleaner.enable": "false"}, clock=clock, scheduler=ManualScheduler(clock)
+    )
+    assert off.cleaner is None
+    off.shutdown()
 
 
 def test_retention_skips_compact_only_logs(env: Env) -> None:

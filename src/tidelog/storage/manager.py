@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from tidelog.storage.checkpoints import (
     OffsetCheckpointFile,
     fsync_dir,
 )
+from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.dir_lock import FileLock, LogDirError, canonical_dirs, lock_dir, prepare_dir
 from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from tidelog.storage.log import Log
@@ -82,6 +84,7 @@ class LogManager(LogManagerTasks):
         config: LogManagerConfig | None = None,
         topic_configs: TopicConfigs | None = None,
         broker_epoch: int = -1,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         self.clock = clock
         self.scheduler = scheduler
@@ -100,6 +103,17 @@ class LogManager(LogManagerTasks):
         self.dirs = [LogDir(p) for p in canonical_dirs(log_dirs)]
         self._init_tasks()
         self._lock_dirs()
+        self.cleaner = self._make_cleaner(
+            cleaner_config or CleanerConfig.from_props(broker_log_defaults)
+        )
+
+    def _make_cleaner(self, cfg: CleanerConfig) -> LogCleaner | None:
+        """Kafka's LogManager owns the cleaner; ``log.cleaner.enable=false`` means none."""
+        if not cfg.enable_cleaner:
+            return None
+        # A lock-free copy: the cleaner calls this while holding its own lock, and we call
+        # the cleaner (abort, checkpoints) without holding ours, so the locks never nest.
+        return LogCleaner(cfg, self.live_log_dirs, lambda: self._logs.copy(), self.clock)
 
     # -- log dirs ------------------------------------------------------------------------------
     def _lock_dirs(self) -> None:
@@ -153,6 +167,15 @@ class LogManager(LogManagerTasks):
             self._abort_startup()
             raise
         self._schedule_tasks()
+        if self.cleaner is not None:
+            self.cleaner.startup()
+
+    def _stop_cleaner(self) -> None:
+        if self.cleaner is not None:
+            try:
+                self.cleaner.shutdown()
+            except Exception:
+                log.error("Error shutting down the log cleaner", exc_info=True)
 
     def _maybe_start_scheduler(self) -> None:
         """Start a scheduler handed over unstarted (then it is ours to stop at shutdown)."""
@@ -168,6 +191,7 @@ class LogManager(LogManagerTasks):
 
     def _abort_startup(self) -> None:
         """Close what was loaded and unlock; no marker (the next start must recover)."""
+        self._stop_cleaner()
         for lg in list(self._logs.values()):
             try:
                 lg.close()
@@ -183,6 +207,7 @@ class LogManager(LogManagerTasks):
         if self._shut_down:
             return
         self._shut_down = True
+        self._stop_cleaner()  # first, as in Kafka: no compaction while logs close
         self._cancel_tasks()
         # Stop our scheduler first so no task runs while logs close (Kafka's broker does too).
         self._stop_owned_scheduler()
@@ -340,11 +365,15 @@ class LogManager(LogManagerTasks):
         if lg is None:
             return None
         parent = Path(lg.dir).parent
+        if self.cleaner is not None:
+            self.cleaner.abort_cleaning(tp)  # waits until no cleaner thread touches it
         lg.rename_dir(delete_dir_name(tp))
         fsync_dir(parent)  # the rename must survive a crash: the topic is gone for clients
         new_dir = Path(lg.dir)
         log.info("Log for partition %s is renamed to %s and scheduled for deletion", tp, new_dir)
         self._checkpoint_dir(self._log_dir_of(parent), self._logs_in_dir(parent))
+        if self.cleaner is not None:
+            self.cleaner.update_checkpoints(parent, remove=tp)
         self._schedule_log_deletion(new_dir, lg, lg.config.file_delete_delay_ms)
         return new_dir
 
@@ -379,16 +408,40 @@ class LogManager(LogManagerTasks):
             if lg is None:
                 log.warning("Not truncating %s to %d: no log on this broker", tp, offset)
                 continue  # like Kafka: partitions this broker does not host are skipped
-            if lg.truncate_to(offset):
-                affected.add(Path(lg.dir).parent)
+            # Truncating below the active segment rewrites what the cleaner may be reading.
+            pause = offset < lg.segments.active_segment.base_offset
+            with self._cleaning_paused(tp, pause):
+                if lg.truncate_to(offset):
+                    affected.add(Path(lg.dir).parent)
+                if pause:
+                    self._truncate_cleaner_checkpoint(lg, tp)
         for parent in affected:
             self._checkpoint_recovery_points(self._log_dir_of(parent))
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
         lg = self._require_log(tp)
-        lg.truncate_fully_and_start_at(offset)
+        with self._cleaning_paused(tp, True):
+            lg.truncate_fully_and_start_at(offset)
+            self._truncate_cleaner_checkpoint(lg, tp)
         parent = Path(lg.dir).parent
         self._checkpoint_dir(self._log_dir_of(parent), self._logs_in_dir(parent))
+
+    @contextmanager
+    def _cleaning_paused(self, tp: TopicPartition, pause: bool) -> Iterator[None]:
+        """Abort and pause the cleaner on ``tp`` for the block (Kafka's truncateTo)."""
+        if not pause or self.cleaner is None:
+            yield
+            return
+        self.cleaner.abort_and_pause_cleaning(tp)
+        try:
+            yield
+        finally:
+            self.cleaner.resume_cleaning([tp])
+
+    def _truncate_cleaner_checkpoint(self, lg: Log, tp: TopicPartition) -> None:
+        if self.cleaner is not None:
+            base = lg.segments.active_segment.base_offset
+            self.cleaner.maybe_truncate_checkpoint(Path(lg.dir).parent, tp, base)
 
     def __repr__(self) -> str:
         return f"LogManager(dirs={[str(d.path) for d in self.dirs]}, logs={len(self._logs)})"

@@ -26,6 +26,7 @@ from tidelog.util.scheduler import ScheduledTask
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
 if TYPE_CHECKING:
+    from tidelog.storage.cleaner import LogCleaner
     from tidelog.storage.manager import LogDir
     from tidelog.storage.manager_config import LogManagerConfig
     from tidelog.util.clock import Clock
@@ -103,6 +104,7 @@ class LogManagerTasks:
     _lock: threading.RLock
     _logs: dict[TopicPartition, Log]
     _shut_down: bool
+    cleaner: LogCleaner | None
 
     def log_config(self, topic: str, overrides: Any = None) -> LogConfig:
         raise NotImplementedError
@@ -313,15 +315,19 @@ class LogManagerTasks:
 
     # -- periodic tasks ------------------------------------------------------------------------
     def cleanup_logs(self) -> int:
-        """Retention: delete old segments of every log whose policy includes delete."""
+        """Retention: delete old segments of every non-compacted log (see #140)."""
         if self._shut_down:
             return 0
         started = time.monotonic()
         total = 0
+        cleaner_runs = self.cleaner is not None
         for lg in self.all_logs():
             cfg = lg.config
-            if cfg.compact and not cfg.delete:
-                continue  # compact-only logs: the cleaner owns them
+            # Kafka: compacted logs get their retention from the cleaner thread (#140), so
+            # the two never race on one log. Without a cleaner, compact,delete logs still
+            # need time/size retention here; compact-only logs never do.
+            if cfg.compact and (cleaner_runs or not cfg.delete):
+                continue
             try:
                 total += lg.delete_old_segments()
             except Exception:
