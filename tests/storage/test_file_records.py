@@ -259,3 +259,10 @@ def test_io_errors_name_the_file(tmp_path: Path) -> None:
         f.close_handlers()  # closing the bad descriptor fails once...
     f.close_handlers()  # ...and leaves the FileRecords closed
     assert f.closed
+
+
+def test_file_slice_from_file_records(fr: FileRecords) -> None:
+    data = batch(0, b"a") + batch(1, b"b")
+    fr.append(data)
+    s = FileSlice(fr, 5, 20)
+    assert s.read() == data[5:25] and s.path == str(fr.path) and s.fileno() == fr.fileno()

@@ -154,13 +154,16 @@ class FileSlice:
 
     def __init__(
         self,
-        fd: int | None,
+        fd: int | FileRecords | None,
         position: int,
         size: int,
         *,
         path: str | None = None,
         first_entry_incomplete: bool = False,
     ) -> None:
+        if isinstance(fd, FileRecords):
+            path = path or str(fd.path)
+            fd = fd.fileno()
         self._fd = fd
         self.position = position
         self.size = size

@@ -370,7 +370,7 @@ class LogSegment:
         if truncated > 0:
             log.debug("Truncated %d invalid bytes at the end of segment %s", truncated, self.log.path)
             self.log.truncate_to(valid_bytes)
-        t.bytes_since_last_index_entry = valid_bytes - last_index_entry
+        t.bytes_since_last_index_entry = 0  # as Kafka: appends after recovery start afresh
         self.offset_index.trim()
         mx = self.max_timestamp_and_offset_so_far
         self.time_index.maybe_append(mx.timestamp, mx.offset, skip_full_check=True)
