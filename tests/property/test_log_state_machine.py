@@ -1,0 +1,192 @@
+"""Hypothesis state machine: a Log against a list of batches.
+
+Random appends (plain, compressed, idempotent, duplicate retries), reads, rolls, batch-aligned
+truncations, flushes and crash/reopen — clean, or a kill without flush that may append garbage
+to the active .log or cut its unflushed tail. After every reopen the log must hold a prefix
+of the model that contains everything below the recovery point, byte for byte.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from tidelog.config.log_config import LogConfig
+from tidelog.records import CompressionType, RecordBatch, build_batch, iter_batches
+from tidelog.storage.log import FetchIsolation, Log
+from tidelog.util.clock import ManualClock
+
+PID = 77
+CONFIG = LogConfig.from_props({
+    "segment.bytes": "700",
+    "index.interval.bytes": "60",
+    "segment.index.bytes": "48",
+})
+
+values_st = st.lists(st.binary(min_size=0, max_size=40), min_size=1, max_size=4)
+codec_st = st.sampled_from([CompressionType.NONE, CompressionType.NONE, CompressionType.GZIP,
+                            CompressionType.LZ4, CompressionType.ZSTD, CompressionType.SNAPPY])
+
+
+@dataclass
+class ModelBatch:
+    base_offset: int
+    data: bytes  # the bytes the log must hold (base offset and epoch patched)
+    next_offset: int
+    client_bytes: bytes  # what the client sent (for duplicate retries)
+    sequence: int  # base sequence, -1 if not idempotent
+
+
+class LogMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = Path(tempfile.mkdtemp(prefix="logsm-"))
+        self.clock = ManualClock(1_700_000_000_000)
+        self.log = Log.open(self.tmp / "sm-0", CONFIG, clock=self.clock)
+        self.model: list[ModelBatch] = []
+
+    # -- helpers ------------------------------------------------------------------------------
+    @property
+    def end(self) -> int:
+        return self.model[-1].next_offset if self.model else 0
+
+    def _next_seq(self) -> int:
+        seqs = [b for b in self.model if b.sequence >= 0]
+        if not seqs:
+            return 0
+        last = seqs[-1]
+        return last.sequence + (last.next_offset - last.base_offset)
+
+    def _append(self, data: bytes, sequence: int) -> None:
+        info = self.log.append_as_leader(data, leader_epoch=3)
+        assert not info.duplicate
+        assert info.first_offset == self.end
+        stored = bytearray(data)
+        b = RecordBatch(stored)
+        b.set_base_offset(info.first_offset)
+        b.set_partition_leader_epoch(3)
+        self.model.append(ModelBatch(info.first_offset, bytes(stored), info.last_offset + 1,
+                                     data, sequence))
+
+    def _check_all(self) -> None:
+        got = []
+        pos = self.log.log_start_offset
+        while pos < self.log.log_end_offset:
+            info = self.log.read(pos, 1 << 20, FetchIsolation.LOG_END)
+            batches = list(iter_batches(info.records.read()))
+            assert batches, f"no data at {pos} below LEO {self.log.log_end_offset}"
+            got.extend(bytes(b.buf) for b in batches)
+            pos = batches[-1].next_offset
+        assert got == [b.data for b in self.model]
+
+    # -- rules --------------------------------------------------------------------------------
+    @rule(values=values_st, codec=codec_st, ts_delta=st.integers(0, 10_000))
+    def append_plain(self, values: list[bytes], codec: CompressionType, ts_delta: int) -> None:
+        ts = self.clock.milliseconds() + ts_delta
+        data = build_batch([(ts + i, b"k%d" % i, v) for i, v in enumerate(values)], codec)
+        self._append(data, -1)
+
+    @rule(values=values_st, codec=codec_st)
+    def append_idempotent(self, values: list[bytes], codec: CompressionType) -> None:
+        seq = self._next_seq()
+        data = build_batch([(self.clock.milliseconds(), None, v) for v in values], codec,
+                           producer_id=PID, producer_epoch=0, base_sequence=seq)
+        self._append(data, seq)
+
+    @precondition(lambda self: any(b.sequence >= 0 for b in self.model))
+    @rule()
+    def retry_last_idempotent(self) -> None:
+        last = [b for b in self.model if b.sequence >= 0][-1]
+        size = self.log.size_in_bytes
+        info = self.log.append_as_leader(last.client_bytes, leader_epoch=3)
+        assert info.duplicate
+        assert (info.first_offset, info.last_offset) == (last.base_offset, last.next_offset - 1)
+        assert self.log.size_in_bytes == size
+
+    @rule(data=st.data())
+    def read_somewhere(self, data: st.DataObject) -> None:
+        if not self.model:
+            assert self.log.read(self.end, 1000, FetchIsolation.LOG_END).records.size == 0
+            return
+        i = data.draw(st.integers(0, len(self.model) - 1))
+        target = self.model[i]
+        offset = data.draw(st.integers(target.base_offset, target.next_offset - 1))
+        info = self.log.read(offset, 1, FetchIsolation.LOG_END, min_one_message=True)
+        first = next(iter_batches(info.records.read()))
+        assert bytes(first.buf) == target.data
+
+    @rule()
+    def roll(self) -> None:
+        self.log.roll()
+        assert self.log.active_segment.base_offset == self.end
+
+    @rule()
+    def flush(self) -> None:
+        self.log.flush()
+        assert self.log.recovery_point == self.end
+
+    @precondition(lambda self: bool(self.model))
+    @rule(data=st.data())
+    def truncate(self, data: st.DataObject) -> None:
+        keep = data.draw(st.integers(0, len(self.model) - 1))
+        target = self.model[keep].base_offset
+        assert self.log.truncate_to(target)
+        del self.model[keep:]
+        assert self.log.log_end_offset == target
+
+    @rule()
+    def clean_restart(self) -> None:
+        self.log.close()
+        self.log = Log.open(self.log.dir, CONFIG, clock=self.clock, had_clean_shutdown=True,
+                            recovery_point=self.log.recovery_point)
+        self._check_all()
+
+    @rule(garbage=st.binary(min_size=0, max_size=80), cut=st.floats(0, 1))
+    def crash_restart(self, garbage: bytes, cut: float) -> None:
+        lg = self.log
+        rp = lg.recovery_point
+        active = lg.active_segment
+        # bytes of the active segment below the recovery point are on disk for sure
+        durable = 0
+        if rp > active.base_offset:
+            durable = sum(len(b.data) for b in self.model
+                          if b.base_offset >= active.base_offset and b.next_offset <= rp)
+        path = active.log.path
+        lg.close_handlers()
+        size = path.stat().st_size
+        keep = durable + int((size - durable) * cut)
+        with open(path, "r+b") as f:
+            f.truncate(keep)
+            f.seek(keep)
+            f.write(garbage)
+        self.log = Log.open(lg.dir, CONFIG, clock=self.clock, recovery_point=rp)
+        survivors = [b for b in self.model if b.next_offset <= self.log.log_end_offset]
+        assert all(b.next_offset <= self.log.log_end_offset for b in self.model
+                   if b.next_offset <= rp), "lost flushed data"
+        self.model = survivors
+        assert self.log.log_end_offset == self.end
+        self._check_all()
+
+    @invariant()
+    def offsets_agree(self) -> None:
+        assert self.log.log_end_offset == self.end
+        assert self.log.log_start_offset == 0
+
+    def teardown(self) -> None:
+        try:
+            self.log.close()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+LogMachine.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=25, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestLogStateMachine = LogMachine.TestCase
