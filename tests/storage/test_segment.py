@@ -712,3 +712,27 @@ def test_append_rejects_partial_batches_before_writing(make: SegFactory) -> None
         assert seg.size == 0 and seg.log.path.stat().st_size == 0
     seg.append(1, 10, 1, good + records(1, "b"))  # several whole batches are fine
     assert batch_offsets(seg) == [0, 1]
+
+
+def test_recovery_of_preallocated_segment_after_crash(make: SegFactory) -> None:
+    """A crash leaves the preallocated zeros: reopening sees them, recovery cuts them off."""
+    seg = make(0, preallocate=True, init_file_size=64 * 1024)
+    data = fill(seg, 20)
+    seg.close_handlers()  # crash: no trim of the .log or the indexes
+    reopened = make(0)
+    assert reopened.size == 64 * 1024
+    assert reopened.offset_index.entries == reopened.offset_index.max_entries  # zeros count
+    assert reopened.recover() == 64 * 1024 - sum(map(len, data))
+    assert reopened.log.path.stat().st_size == sum(map(len, data))
+    assert batch_offsets(reopened) == list(range(20))
+    assert_all_lookups(reopened, 20)
+
+
+def test_read_with_max_position_before_batch(make: SegFactory) -> None:
+    seg = make(0)
+    first = records(0, "a")
+    append(seg, first)
+    append(seg, records(1, "b"))
+    read = seg.read(1, 1000, max_position=len(first))  # the bound ends where the batch starts
+    assert read is not None and read.records.size == 0
+    assert read.fetch_offset_metadata == LogOffsetMetadata(1, 0, len(first))
