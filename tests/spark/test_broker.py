@@ -150,5 +150,5 @@ def test_bad_writes_fail_at_planning(spark: Any, bootstrap: str, schema: str, op
 
 def test_path_and_bootstrap_for_write_is_rejected(spark: Any) -> None:
     df = spark.createDataFrame([("v",)], "value string")
-    with pytest.raises(Exception, match="kafka.bootstrap.servers"):
+    with pytest.raises(Exception, match=r"kafka\.bootstrap\.servers"):
         df.write.format("tidelog").option("path", "/tmp/x").option("topic", "t").mode("append").save()
