@@ -736,3 +736,27 @@ def test_read_with_max_position_before_batch(make: SegFactory) -> None:
     read = seg.read(1, 1000, max_position=len(first))  # the bound ends where the batch starts
     assert read is not None and read.records.size == 0
     assert read.fetch_offset_metadata == LogOffsetMetadata(1, 0, len(first))
+
+
+def test_multi_batch_append_indexes_each_crossing_batch(make: SegFactory) -> None:
+    """A follower append of several batches indexes them as if appended one by one."""
+    batches = [records(i, "v" * 40) for i in range(6)]
+    one_by_one, together = make(0, index_interval_bytes=100), make(100, index_interval_bytes=100)
+    for b in batches:
+        append(one_by_one, b)
+    shifted = b"".join(records(100 + i, "v" * 40, ts=i * 10) for i in range(6))
+    together.append(105, 50, 105, shifted)
+    rel = [(o - 0, p) for o, p in (one_by_one.offset_index.entry(i) for i in range(one_by_one.offset_index.entries))]
+    rel2 = [(o - 100, p) for o, p in (together.offset_index.entry(i) for i in range(together.offset_index.entries))]
+    assert rel == rel2 and len(rel) >= 2
+    assert together.max_timestamp_so_far == 50 and together.shallow_offset_of_max_timestamp_so_far == 105
+
+
+def test_largest_timestamp_falls_back_to_mtime(make: SegFactory) -> None:
+    seg = make(0)
+    append(seg, records(0, "a", ts=-1))
+    seg.set_last_modified(1_234_567_000)
+    assert seg.max_timestamp_so_far == -1
+    assert seg.largest_timestamp == 1_234_567_000
+    append(seg, records(1, "b", ts=99))
+    assert seg.largest_timestamp == 99
