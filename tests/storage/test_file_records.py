@@ -266,3 +266,22 @@ def test_file_slice_from_file_records(fr: FileRecords) -> None:
     fr.append(data)
     s = FileSlice(fr, 5, 20)
     assert s.read() == data[5:25] and s.path == str(fr.path) and s.fileno() == fr.fileno()
+
+
+def test_search_reports_corruption(fr: FileRecords) -> None:
+    first = batch(0, b"a")
+    fr.append(first)
+    fr.append(b"\x00" * 40)  # length field 0
+    assert fr.search_for_offset_with_size(0, 0) == LogOffsetPosition(0, 0, len(first))
+    with pytest.raises(CorruptRecordError) as e:
+        fr.search_for_offset_with_size(1, 0)
+    assert e.value.position == len(first)
+    fr.truncate_to(len(first))
+    bad = bytearray(batch(1, b"b"))
+    bad[16] = 7  # unknown magic
+    fr.append(bytes(bad))
+    with pytest.raises(CorruptRecordError, match="magic"):
+        fr.search_for_offset_with_size(1, 0)
+    fr.truncate_to(len(first))
+    fr.append(batch(1, b"b")[:20])  # partial trailing batch: invisible
+    assert fr.search_for_offset_with_size(1, 0) is None

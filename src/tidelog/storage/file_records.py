@@ -122,6 +122,7 @@ def headers_in_buffer(buf: Buffer, path: str | None = None) -> Iterator[BatchHea
 
 
 _APPEND_FIELDS = struct.Struct(">qi11xi8xq")  # base offset, length, last delta, max ts
+_SEARCH_FIELDS = struct.Struct(">qi4xb6xi")  # base offset, length, magic, last offset delta
 
 
 def batch_metas(buf: Buffer, path: str | None = None) -> list[tuple[int, int, int]]:
@@ -441,10 +442,32 @@ class FileRecords:
             pos += h.size
 
     def search_for_offset_with_size(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:
-        """The first batch at or after ``starting_position`` whose last offset is >= target."""
-        for h in self.headers(starting_position):
-            if h.base_offset + h.last_offset_delta >= target_offset:
-                return LogOffsetPosition(h.base_offset + h.last_offset_delta, h.position, h.size)
+        """The first batch at or after ``starting_position`` whose last offset is >= target.
+
+        Every fetch runs this after an index lookup, so it reads only the 27 header bytes it
+        needs per batch from a small buffer, without building header objects."""
+        fd, limit = self.fileno(), self._size
+        pos = buf_start = starting_position
+        buf, chunk = b"", HEADER_CHUNK
+        unpack = _SEARCH_FIELDS.unpack_from
+        while limit - pos > HEADER_SIZE_UP_TO_MAGIC:
+            off = pos - buf_start
+            if off + _SEARCH_FIELDS.size > len(buf):
+                buf = _pread_exact(fd, min(chunk, limit - pos), pos, self._path_str)
+                buf_start, off = pos, 0
+                chunk = min(chunk * 2, MAX_HEADER_CHUNK)
+            if len(buf) - off < _SEARCH_FIELDS.size:  # fewer bytes left than a header
+                parse_header(buf, off, pos, limit - pos, self._path_str)  # raises if corrupt
+                return None
+            base, length, magic, delta = unpack(buf, off)
+            size = LOG_OVERHEAD + length
+            if length < MIN_LENGTH_FIELD or size < RECORD_BATCH_OVERHEAD or magic != MAGIC_V2:
+                parse_header(buf, off, pos, limit - pos, self._path_str)  # raises
+            if size > limit - pos:
+                return None  # a partial trailing batch is invisible
+            if base + delta >= target_offset:
+                return LogOffsetPosition(base + delta, pos, size)
+            pos += size
         return None
 
     def search_for_timestamp(
