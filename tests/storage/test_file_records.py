@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 
 from tidelog.records import CompressionType, CorruptRecordError, RecordBatchBuilder, build_batch
@@ -285,3 +287,26 @@ def test_search_reports_corruption(fr: FileRecords) -> None:
     fr.truncate_to(len(first))
     fr.append(batch(1, b"b")[:20])  # partial trailing batch: invisible
     assert fr.search_for_offset_with_size(1, 0) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=8), cut=st.integers(0, 10**6))
+def test_any_cut_shows_exactly_the_whole_batches(tmp_path_factory: pytest.TempPathFactory,
+                                                 sizes: list[int], cut: int) -> None:
+    """Wherever a crash cuts the file, iteration yields the whole batches before the cut."""
+    data = [batch(i, os.urandom(n)) for i, n in enumerate(sizes)]
+    whole = b"".join(data)
+    cut %= len(whole) + 1
+    path = tmp_path_factory.mktemp("cut") / "00000000000000000000.log"
+    path.write_bytes(whole[:cut])
+    f = FileRecords.open(path)
+    try:
+        ends = [sum(map(len, data[: i + 1])) for i in range(len(data))]
+        expected = [d for d, end in zip(data, ends, strict=True) if end <= cut]
+        assert [bytes(b.buf) for b in f.batches(validate=True)] == expected
+        assert [h.size for h in f.headers()] == [len(d) for d in expected]
+        found = f.search_for_offset_with_size(len(expected) - 1, 0) if expected else None
+        assert (found.offset if found else None) == (len(expected) - 1 if expected else None)
+        assert f.search_for_offset_with_size(len(expected), 0) is None
+    finally:
+        f.close_handlers()
