@@ -95,6 +95,7 @@ class LogManager(LogManagerTasks):
         self.broker_epoch = broker_epoch
         self._topic_configs = topic_configs
         self._topic_overrides: dict[str, dict[str, str]] = {}
+        self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
         self._started = False
@@ -274,8 +275,18 @@ class LogManager(LogManagerTasks):
         return dict(found or {})
 
     def log_config(self, topic: str, overrides: Mapping[str, str] | None = None) -> LogConfig:
+        """The effective config for these overrides (default: the topic's current ones).
+
+        Cached per distinct override set: LogConfig is immutable, and parsing every key for
+        each of thousands of partitions at startup would cost a visible share of loading.
+        """
         chosen = self.topic_overrides(topic) if overrides is None else overrides
-        return LogConfig.from_props(chosen, self.broker_log_defaults)
+        key = tuple(sorted((str(k), str(v)) for k, v in chosen.items()))
+        cfg = self._config_cache.get(key)
+        if cfg is None:
+            cfg = LogConfig.from_props(chosen, self.broker_log_defaults)
+            self._config_cache[key] = cfg
+        return cfg
 
     def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> LogConfig:
         """Replace the topic's overrides and apply them live to every partition of it."""
