@@ -760,3 +760,15 @@ def test_largest_timestamp_falls_back_to_mtime(make: SegFactory) -> None:
     assert seg.largest_timestamp == 1_234_567_000
     append(seg, records(1, "b", ts=99))
     assert seg.largest_timestamp == 99
+
+
+def test_append_from_file_in_chunks(tmp_path: Path, make: SegFactory) -> None:
+    src = FileRecords.open(tmp_path / "src.log")
+    data = [records(i, "x" * 300_000) for i in range(8)]  # 2.4 MB: several 1 MiB chunks
+    for d in data:
+        src.append(d)
+    seg = make(0)
+    assert seg.append_from_file(src, 0) == src.size_in_bytes
+    assert [bytes(b.buf) for b in seg.log.batches(validate=True)] == data
+    assert seg.max_timestamp_so_far == 70 and seg.read_next_offset() == 8
+    src.close_handlers()

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 INT32_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
 NO_TIMESTAMP = -1
+APPEND_FROM_FILE_CHUNK = 1024 * 1024
 POSITION_UNKNOWN = -1  # pass as max_position: the bound is unknown, return metadata only
 UNKNOWN_TIMESTAMP_OFFSET = TimestampOffset(NO_TIMESTAMP, -1)
 
@@ -271,8 +272,9 @@ class LogSegment:
 
     def append_from_file(self, records: FileRecords, start: int) -> int:
         """Copy batches from ``records`` at ``start`` until one whose last offset cannot be
-        made relative to this segment; returns the bytes copied."""
-        end = start
+        made relative to this segment; returns the bytes copied (in ~1 MiB appends, so a
+        segment split never holds a whole segment in memory)."""
+        chunk_start = end = start
         largest_offset, largest_ts, offset_of_max = -1, NO_TIMESTAMP, -1
         for h in records.headers(start):
             if not self.can_convert_to_relative_offset(h.last_offset):
@@ -281,9 +283,13 @@ class LogSegment:
             largest_offset = h.last_offset
             if h.max_timestamp > largest_ts:
                 largest_ts, offset_of_max = h.max_timestamp, h.last_offset
-        if end == start:
-            return 0
-        self.append(largest_offset, largest_ts, offset_of_max, records.read_at(start, end - start))
+            if end - chunk_start >= APPEND_FROM_FILE_CHUNK:
+                self.append(largest_offset, largest_ts, offset_of_max,
+                            records.read_at(chunk_start, end - chunk_start))
+                chunk_start = end
+        if end > chunk_start:
+            self.append(largest_offset, largest_ts, offset_of_max,
+                        records.read_at(chunk_start, end - chunk_start))
         return end - start
 
     def update_txn_index(self, aborted: AbortedTxn) -> None:
