@@ -772,3 +772,39 @@ def test_append_from_file_in_chunks(tmp_path: Path, make: SegFactory) -> None:
     assert [bytes(b.buf) for b in seg.log.batches(validate=True)] == data
     assert seg.max_timestamp_so_far == 70 and seg.read_next_offset() == 8
     src.close_handlers()
+
+
+def test_reads_during_appends_see_only_whole_batches(make: SegFactory) -> None:
+    """Readers run without the Log's lock (as fetches do): the size moves only after a
+    write completes, and index entries only point at written batches."""
+    import threading
+
+    seg = make(0, index_interval_bytes=500, max_index=1 << 20)
+    n = 1000
+    done = threading.Event()
+    errors: list[BaseException] = []
+    reads = 0
+
+    def writer() -> None:
+        try:
+            for i in range(n):
+                append(seg, records(i, "v" * (i % 300)))
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    rng = random.Random(5)
+    while not done.is_set() or reads < 50:
+        target = rng.randrange(n)
+        info = seg.read(target, 1 << 20)
+        if info is None:
+            continue
+        got = [b.base_offset for b in info.records.batches(validate=True)]
+        assert got == list(range(got[0], got[0] + len(got))) and got[0] <= target
+        assert sum(b.size_in_bytes for b in info.records.batches()) == info.records.size
+        reads += 1
+    t.join()
+    assert not errors and seg.read_next_offset() == n
