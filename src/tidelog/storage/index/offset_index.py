@@ -72,6 +72,8 @@ class OffsetIndex(AbstractIndex):
         n, mm, unpack = self._entries, self._mmap, _I32.unpack_from
         if n == 0 or mm is None or unpack(mm, 0)[0] > target:
             return -1
+        if unpack(mm, (n - 1) << 3)[0] <= target:
+            return n - 1  # caught-up consumers read past the last entry: no search
         lo, hi = 0, n - 1
         while lo < hi:
             mid = (lo + hi + 1) >> 1
