@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidelog.storage.errors import CorruptIndexError, IndexOffsetOverflowError, InvalidOffsetError
 from tidelog.storage.index.offset_index import OffsetIndex, OffsetPosition
@@ -191,3 +193,34 @@ def test_rename_unloaded_does_not_create(tmp_path: Path) -> None:
     index.rename_to(tmp_path / "a.index.deleted")
     assert not (tmp_path / "a.index").exists() and not (tmp_path / "a.index.deleted").exists()
     assert index.path.name == "a.index.deleted"
+
+
+@settings(max_examples=80, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from(["append", "truncate", "lookup", "reopen"]),
+                                st.integers(0, 300)), max_size=60))
+def test_offset_index_matches_sorted_list(tmp_path_factory: pytest.TempPathFactory,
+                                          steps: list[tuple[str, int]]) -> None:
+    path = tmp_path_factory.mktemp("oi") / "x.index"
+    index = OffsetIndex(path, BASE, 64 * 8)
+    model: list[tuple[int, int]] = []
+    try:
+        for op, n in steps:
+            if op == "append" and len(model) < 64:
+                o = (model[-1][0] if model else BASE) + 1 + n % 5
+                p = (model[-1][1] if model else 0) + n
+                index.append(o, p)
+                model.append((o, p))
+            elif op == "truncate":
+                index.truncate_to(BASE + n)
+                model = [e for e in model if e[0] < BASE + n]
+            elif op == "reopen":
+                index.close()
+                index = OffsetIndex(path, BASE, 64 * 8)
+                assert index.entries == len(model)
+                index.resize(64 * 8)
+            t = BASE + n - 5
+            below = [e for e in model if e[0] <= t]
+            assert index.lookup(t) == (below[-1] if below else (BASE, 0))
+            assert index.last_offset == (model[-1][0] if model else BASE)
+    finally:
+        index.close_handler()
