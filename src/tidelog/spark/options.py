@@ -28,7 +28,7 @@ READ_OPTIONS = {
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
     "maxrecordsperpartition",  # Spark 4.x alias of the per-partition split size
 }
-WRITE_OPTIONS = {"topic", "includeheaders", "path"}
+WRITE_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation"}
 # Spark's connector rejects these consumer/producer settings (it manages them itself).
 FORBIDDEN_KAFKA = {
     "group.id": "use kafka.group.id only for commitOffsetsToGroup, or groupIdPrefix",

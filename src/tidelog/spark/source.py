@@ -38,10 +38,11 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from tidelog.protocol.client import TopicPartition as WireTP
 from tidelog.util.topic_partition import TopicPartition
 
 from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow
-from .backend import Backend, BackendSpec, resolve_partitions
+from .backend import Backend, BackendSpec, BrokerBackend, resolve_partitions
 from .options import (
     OptionError,
     ReadOptions,
@@ -166,6 +167,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.spec = _backend_spec(opts)
         self._backend: Backend | None = None
         self._available_now: Offsets | None = None
+        self._committed: Offsets = {}
         self._last_trigger_ms = time.monotonic() * 1000
 
     @property
@@ -205,6 +207,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._commit_to_group(from_json_offsets(start))
         start_o = self._with_new_partitions(from_json_offsets(start), self._current())
         latest = self.backend.latest(list(start_o))
         if self._available_now is not None:
@@ -251,17 +254,20 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition)
 
     def commit(self, end: dict) -> None:
-        """Spark keeps offsets in its checkpoint; with commitOffsetsToGroup the end offsets
-        of each finished micro-batch also go to the group, where Kafka lag tools see them."""
-        group = self.opts.commit_group
-        if group is None:
-            return
-        from tidelog.protocol.client import KafkaClient
-        from tidelog.protocol.client import TopicPartition as WireTP
+        self._commit_to_group(from_json_offsets(end))
 
-        offsets = {WireTP(*tp): o for tp, o in from_json_offsets(end).items()}
-        with KafkaClient(self.opts.bootstrap_servers or "", client_id=self.spec.client_id) as client:
-            client.commit_offsets(group, offsets)
+    def _commit_to_group(self, offsets: Offsets) -> None:
+        """Spark keeps offsets in its checkpoint; with commitOffsetsToGroup the offsets of every
+        finished micro-batch also go to the group, where Kafka lag tools see them. Called from
+        commit() and from latestOffset(start): Spark asks for the next offsets only after the
+        batch ending at ``start`` ran, and it may never call commit() for a query's last batch."""
+        group = self.opts.commit_group
+        if group is None or not offsets or offsets == self._committed:
+            return
+        backend = self.backend
+        assert isinstance(backend, BrokerBackend)
+        backend.client.commit_offsets(group, {WireTP(*tp): o for tp, o in offsets.items()})
+        self._committed = dict(offsets)
 
     def stop(self) -> None:
         if self._backend is not None:
