@@ -4,6 +4,7 @@ waiting on conditions, never on fixed sleeps."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -11,8 +12,17 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 WORKER = Path(__file__).with_name("test_groups_worker.py")
+
+
+def _stderr(client: str) -> Any:
+    """Workers' logs go nowhere unless WORKER_LOG_DIR names a directory (debugging)."""
+    log_dir = os.environ.get("WORKER_LOG_DIR")
+    if not log_dir:
+        return subprocess.DEVNULL
+    return open(Path(log_dir) / f"{client}-{time.monotonic_ns()}.log", "w")
 
 
 class Member:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import threading
 
@@ -80,7 +81,6 @@ def run_kafka_python(
         auto_offset_reset="earliest",
         session_timeout_ms=session,
         heartbeat_interval_ms=max(100, session // 6),
-        metadata_max_age_ms=1000,
     )
     c.subscribe([topic], listener=Listener())
     while not stop.is_set():
@@ -136,6 +136,11 @@ def run_aiokafka(
 RUNNERS = {"confluent": run_confluent, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka}
 
 if __name__ == "__main__":
+    import logging
+
+    logging.basicConfig(
+        level=getattr(logging, os.environ.get("WORKER_LOG", "WARNING")), stream=sys.stderr
+    )
     client, bootstrap, topic, group, session = sys.argv[1:6]
     stop = threading.Event()
     threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()
