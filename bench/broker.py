@@ -109,7 +109,12 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
             "batch.size": 1_000_000,
         }
     )
-    errors = []
+    errors: list[object] = []
+
+    def on_delivery(err: object, _msg: object) -> None:
+        if err is not None:
+            errors.append(err)
+
     # warm-up: metadata + connection outside the timed region
     p.produce(topic, value, partition=0)
     p.flush(30)
@@ -117,9 +122,7 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
     for _ in range(n):
         while True:
             try:
-                p.produce(
-                    topic, value, partition=0, on_delivery=lambda e, m: e and errors.append(e)
-                )
+                p.produce(topic, value, partition=0, on_delivery=on_delivery)
                 break
             except BufferError:
                 p.poll(0.001)

@@ -142,7 +142,7 @@ def _admin_confluent(bs: str, topic: str) -> dict[str, Any]:
         ResourceType.TOPIC,
         topic,
         incremental_configs=[
-            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)
+            ConfigEntry("cleanup.policy", "compact,delete", incremental_operation=AlterConfigOpType.SET)
         ],
     )
     a.incremental_alter_configs([res2])[res2].result()
@@ -178,7 +178,7 @@ def _admin_kafka_python(bs: str, topic: str) -> dict[str, Any]:
                 ConfigResource(
                     ConfigResourceType.TOPIC,
                     topic,
-                    configs={"retention.ms": "3600000", "cleanup.policy": "compact"},
+                    configs={"retention.ms": "3600000", "cleanup.policy": "compact,delete"},
                 )
             ]
         )
@@ -222,7 +222,7 @@ def _admin_aiokafka(bs: str, topic: str) -> dict[str, Any]:
                     ConfigResource(
                         ConfigResourceType.TOPIC,
                         topic,
-                        configs={"retention.ms": "3600000", "cleanup.policy": "compact"},
+                        configs={"retention.ms": "3600000", "cleanup.policy": "compact,delete"},
                     )
                 ]
             )
@@ -261,7 +261,7 @@ def test_admin_topics_configs_delete_records(serve, client: str) -> None:  # typ
     got = ADMIN[client](serve.bootstrap_servers, topic)
     low = got["low"]
     low = int(re.sub(r"\D", "", str(low))) if not isinstance(low, int) else low
-    assert got == {"retention": "3600000", "cleanup": "compact", "low": low, "listed": True}
+    assert got == {"retention": "3600000", "cleanup": "compact,delete", "low": low, "listed": True}
     assert low == 4
     # another client sees the new log start offset, then the topic disappears (kcat metadata)
     assert topic not in _kcat_topics(serve.bootstrap_servers)

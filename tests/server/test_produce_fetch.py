@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -23,9 +24,9 @@ def broker() -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def _topic(b: EmbeddedBroker, name: str, partitions: int = 1) -> str:
+def _topic(b: EmbeddedBroker, name: str, partitions: int = 1, **configs: str) -> str:
     async def create() -> None:
-        b.broker.replica_manager.create_topic(name, partitions)
+        b.broker.replica_manager.create_topic(name, partitions, configs)
 
     b.run(create())
     return name
@@ -252,8 +253,25 @@ def test_concurrent_fetches_on_many_connections(broker: EmbeddedBroker) -> None:
     with Wire(broker) as w:
         # wait until all five are parked, by asking the broker (no sleeps)
         while len(broker.broker.purgatory) < 5:
-            pass  # the broker thread parks them; the GIL switch interval lets it run
+            os.sched_yield()  # let the client threads and the broker thread run
         _produce(w, topic, {0: _batch(1)})
     for t in threads:
         t.join(20)
     assert results == [1] * 5
+
+
+def test_large_fetch_is_sent_from_the_file_intact(broker: EmbeddedBroker) -> None:
+    """Slices over SENDFILE_MIN_BYTES go out with os.sendfile (or pread when the socket
+    buffer is busy); the bytes must equal what a small-limit fetch returns piecewise."""
+    topic = _topic(broker, "bigfetch", **{"max.message.bytes": "1000000"})
+    payloads = [os.urandom(150_000) for _ in range(8)]
+    with Wire(broker) as w:
+        for i, data in enumerate(payloads):
+            assert _produce(w, topic, {0: build_batch([(TS + i, None, data)])})[0].error_code == 0
+        p = _fetch(w, topic, {0: 0}, partition_max_bytes=10 << 20)[0]
+        one_by_one = [
+            _fetch(w, topic, {0: i}, partition_max_bytes=1)[0].records for i in range(len(payloads))
+        ]
+    assert bytes(p.records) == b"".join(bytes(r) for r in one_by_one)
+    values = [r.value for b in iter_batches(p.records, 0, len(p.records)) for r in b.iter_records()]
+    assert values == payloads

@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .codec import write_uvarint
 
@@ -42,7 +43,8 @@ class FetchPartitionData:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     aborted_transactions: list[tuple[int, int]] | None = None
-    records: Buffer | None = None
+    # bytes-like, or any sized object the transport knows how to send (a file slice)
+    records: Any = None
 
 
 def _string(out: bytearray, s: str | None, flexible: bool) -> None:
@@ -157,10 +159,11 @@ def encode_fetch_response(
     error_code: int = 0,
     session_id: int = 0,
     throttle_time_ms: int = 0,
-) -> list[Buffer]:
-    """The framed response as a list of buffers (size prefix included)."""
+) -> list[Any]:
+    """The framed response as a list of buffers (size prefix included); each partition's
+    records object is one element of the list, as given."""
     flexible = version >= 12
-    chunks: list[Buffer] = []
+    chunks: list[Any] = []
     out = bytearray(b"\x00\x00\x00\x00")
     out += _I32.pack(correlation_id)
     if flexible:

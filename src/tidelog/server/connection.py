@@ -27,6 +27,7 @@ from tidelog.protocol.codec import (
 )
 
 from .context import RequestContext
+from .sendfile import close_chunks, write_chunks
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -70,6 +71,10 @@ class KafkaConnection(asyncio.Protocol):
         self.broker.connections.discard(self)
         for task in list(self._tasks):
             task.cancel()
+        for slot in self.slots:  # responses never sent may hold segment fds
+            if isinstance(slot.data, list):
+                close_chunks(slot.data)
+        self.slots.clear()
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -131,7 +136,11 @@ class KafkaConnection(asyncio.Protocol):
 
     def _done(self, task: asyncio.Task[Any], slot: _Slot | None, header: RequestHeader) -> None:
         self._tasks.discard(task)
-        if task.cancelled() or self.closed:
+        if task.cancelled():
+            return
+        if self.closed:
+            if not task.exception() and isinstance(task.result(), list):
+                close_chunks(task.result())
             return
         exc = task.exception()
         if exc is not None:
@@ -174,7 +183,11 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 out.append(data)
         if out:
-            self.transport.writelines(out)
+            try:
+                write_chunks(self.transport, out)
+            except OSError as exc:
+                self.close(f"cannot send a fetch response: {exc}")
+                return
         self._maybe_pause()
 
     def _maybe_pause(self) -> None:

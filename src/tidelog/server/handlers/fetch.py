@@ -15,6 +15,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..errors import to_error
+from ..sendfile import close_chunks, slice_records
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -38,8 +39,7 @@ def _read_partition(
         out.last_stable_offset = lg.last_stable_offset
         out.log_start_offset = lg.log_start_offset
         info = lg.read(p.fetch_offset, max_bytes, isolation, min_one)
-        records = info.records
-        out.records = records.read() if records is not None and records.size else b""
+        out.records = slice_records(info.records)
         aborted = getattr(info, "aborted_transactions", None)
         if aborted:
             out.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
@@ -78,13 +78,24 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     max_wait = ms(request.max_wait)
     deadline = loop.time() + max_wait / 1000
     tps = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
-    while True:
-        topics, total, error = _read_all(ctx, request, isolation)
-        remaining = int((deadline - loop.time()) * 1000)
-        if total >= request.min_bytes or error or remaining <= 0 or not tps:
-            break
-        woke = await ctx.broker.purgatory.wait(tps, remaining)
-        if not woke:
+    topics: list[tuple[str, list[FetchPartitionData]]] = []
+    try:
+        while True:
             topics, total, error = _read_all(ctx, request, isolation)
-            break
-    return encode_fetch_response(ctx.correlation_id, ctx.api_version, topics)
+            remaining = int((deadline - loop.time()) * 1000)
+            if total >= request.min_bytes or error or remaining <= 0 or not tps:
+                break
+            _release(topics)  # parked: the read is redone when woken
+            topics = []
+            woke = await ctx.broker.purgatory.wait(tps, remaining)
+            if not woke:
+                topics, total, error = _read_all(ctx, request, isolation)
+                break
+        return encode_fetch_response(ctx.correlation_id, ctx.api_version, topics)
+    except BaseException:
+        _release(topics)
+        raise
+
+
+def _release(topics: list[tuple[str, list[FetchPartitionData]]]) -> None:
+    close_chunks(p.records for _, parts in topics for p in parts)
