@@ -40,7 +40,7 @@ from tidelog.records.batch import (
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
 )
-from tidelog.records.varint import decode_varint, write_varint
+from tidelog.records.varint import write_varint
 
 Buffer = bytes | bytearray | memoryview
 
@@ -100,37 +100,69 @@ class FilterResult:
         self.bytes_retained += size
 
 
-def scan_records(batch: RecordBatch) -> tuple[Buffer, list[ScannedRecord]]:
+def _raw_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """The unsigned (still zig-zag encoded) varint at ``pos`` and the position after it."""
+    raw = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if b < 0x80:
+            return raw, pos
+        shift += 7
+        if shift > 63:
+            raise InvalidRecordError("varint longer than 10 bytes")
+
+
+def scan_records(batch: RecordBatch) -> tuple[bytes, list[ScannedRecord]]:
     """Locate every record of ``batch``; returns the (decompressed) payload and the records.
 
-    Raises InvalidRecordError on malformed records or a count mismatch.
+    The cleaner's hot loop: one-byte varints (the common case for the attributes-adjacent
+    fields) are decoded inline, longer ones by ``_raw_varint``. Raises InvalidRecordError on
+    malformed records or a count mismatch.
     """
-    payload = batch.records_payload()
+    payload = bytes(batch.records_payload())
     base_offset, base_ts, count = batch.base_offset, batch.base_timestamp, batch.records_count
     out: list[ScannedRecord] = []
+    append = out.append
     pos, limit = 0, len(payload)
-    for _ in range(count):
-        start = pos
-        length, pos = decode_varint(payload, pos)
-        end = pos + length
-        if length < 0 or end > limit:
-            raise InvalidRecordError(f"record length {length} runs past the batch")
-        attr_pos = pos
-        ts_delta, ts_end = decode_varint(payload, pos + 1)
-        off_delta, pos = decode_varint(payload, ts_end)
-        klen, pos = decode_varint(payload, pos)
-        key = None
-        if klen >= 0:
-            key = bytes(payload[pos : pos + klen])
-            pos += klen
-        vlen, pos = decode_varint(payload, pos)
-        if pos > end or (vlen > 0 and pos + vlen > end):
-            raise InvalidRecordError("record fields run past the record")
-        out.append(
-            ScannedRecord(base_offset + off_delta, base_ts + ts_delta, key, vlen >= 0,
-                          start, attr_pos, ts_end, end)
-        )
-        pos = end
+    rv = _raw_varint
+    new_tuple = tuple.__new__
+    try:
+        for _ in range(count):
+            start = pos
+            length, attr_pos = rv(payload, pos)
+            length = (length >> 1) ^ -(length & 1)
+            end = attr_pos + length
+            if length < 0 or end > limit:
+                raise InvalidRecordError(f"record length {length} runs past the batch")
+            raw = payload[attr_pos + 1]
+            if raw < 0x80:
+                ts_end = attr_pos + 2
+            else:
+                raw, ts_end = rv(payload, attr_pos + 1)
+            raw_off = payload[ts_end]
+            p = ts_end + 1
+            if raw_off >= 0x80:
+                raw_off, p = rv(payload, ts_end)
+            klen = payload[p]
+            p += 1
+            if klen >= 0x80:
+                klen, p = rv(payload, p - 1)
+            klen = (klen >> 1) ^ -(klen & 1)
+            key = None
+            if klen >= 0:
+                key = payload[p : p + klen]
+                p += klen
+            if p >= end or klen < -1:
+                raise InvalidRecordError("record fields run past the record")
+            append(new_tuple(ScannedRecord, (  # ScannedRecord(...) without its Python __new__
+                base_offset + ((raw_off >> 1) ^ -(raw_off & 1)),
+                base_ts + ((raw >> 1) ^ -(raw & 1)), key, payload[p] != 1,
+                start, attr_pos, ts_end, end)))
+            pos = end
+    except IndexError:
+        raise InvalidRecordError("record runs past the end of the batch") from None
     if pos != limit:
         raise InvalidRecordError(f"{limit - pos} bytes left after the {count} records declared")
     return payload, out

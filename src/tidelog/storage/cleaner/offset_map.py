@@ -4,7 +4,7 @@ The cleaner only needs "what is the latest offset of this key in the dirty range
 the 16-byte digest instead of the key bounds memory to 24 bytes per slot (digest + int64
 offset) whatever the key sizes. Slots live in one preallocated bytearray with open
 addressing: the first probes read successive 4-byte windows of the digest, later ones step
-linearly (Kafka's ``positionOf``). A slot whose 24 bytes are all zero is empty; an MD5
+linearly (Kafka's ``positionOf``). A slot whose 16 hash bytes are zero is empty; an MD5
 digest of all zero bytes is not a practical concern (Kafka makes the same assumption).
 
 The map is "full" for the cleaner at ``slots * load_factor`` entries; ``put`` itself only
@@ -23,9 +23,7 @@ OFFSET_SIZE = 8
 BYTES_PER_ENTRY = HASH_SIZE + OFFSET_SIZE
 
 _Q = struct.Struct(">q")
-_I = struct.Struct(">i")
 _EMPTY_HASH = bytes(HASH_SIZE)
-_ZERO_OFFSET = bytes(OFFSET_SIZE)
 
 
 class OffsetMapFullError(RuntimeError):
@@ -43,6 +41,9 @@ class SkimpyOffsetMap:
             raise ValueError(f"offset map needs at least {BYTES_PER_ENTRY} bytes, got {memory}")
         self._slots = slots
         self._bytes = bytearray(slots * BYTES_PER_ENTRY)
+        # Touch every page now (as the JVM's zero-filled ByteBuffer is): a calloc'ed buffer
+        # would otherwise page-fault on the first put into each page, in the middle of a round.
+        self._bytes[::4096] = bytes(len(range(0, len(self._bytes), 4096)))
         self._entries = 0
         self._lookups = 0
         self._probes = 0
@@ -78,38 +79,55 @@ class SkimpyOffsetMap:
     def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
         """Record ``offset`` as the latest for ``key``; also advances ``latest_offset``."""
         digest = hashlib.md5(key, usedforsecurity=False).digest()
-        buf = self._bytes
-        self._lookups += 1
-        # Linear steps after the digest windows visit every slot, so this loop is bounded.
-        for attempt in range(self._slots + HASH_SIZE):
-            pos = self._position_of(digest, attempt)
-            stored = bytes(buf[pos : pos + HASH_SIZE])
-            if stored == digest:
-                _Q.pack_into(buf, pos + HASH_SIZE, offset)
-                break
-            if stored == _EMPTY_HASH and buf[pos + HASH_SIZE : pos + BYTES_PER_ENTRY] == _ZERO_OFFSET:
-                buf[pos : pos + HASH_SIZE] = digest
-                _Q.pack_into(buf, pos + HASH_SIZE, offset)
-                self._entries += 1
-                break
-        else:
+        pos, found = self._find(digest)
+        if pos < 0:
             raise OffsetMapFullError("attempt to add a new entry to a full offset map")
+        buf = self._bytes
+        if not found:
+            buf[pos : pos + HASH_SIZE] = digest
+            self._entries += 1
+        _Q.pack_into(buf, pos + HASH_SIZE, offset)
         self.latest_offset = offset
 
     def get(self, key: bytes | bytearray | memoryview) -> int:
         """The latest offset stored for ``key``, or -1."""
-        digest = hashlib.md5(key, usedforsecurity=False).digest()
+        pos, found = self._find(hashlib.md5(key, usedforsecurity=False).digest())
+        return int(_Q.unpack_from(self._bytes, pos + HASH_SIZE)[0]) if found else -1
+
+    def _find(self, digest: bytes) -> tuple[int, bool]:
+        """(byte position, True) of ``digest``'s slot, else (first empty slot, False), else
+        (-1, False) when the map is full. The first probe is inlined (the common case)."""
         buf = self._bytes
         self._lookups += 1
-        # Bounded: an absent key ends at an empty slot, or after visiting every slot.
-        for attempt in range(self._slots + HASH_SIZE):
-            pos = self._position_of(digest, attempt)
-            stored = bytes(buf[pos : pos + HASH_SIZE])
-            if stored == digest:
-                return int(_Q.unpack_from(buf, pos + HASH_SIZE)[0])
-            if stored == _EMPTY_HASH and buf[pos + HASH_SIZE : pos + BYTES_PER_ENTRY] == _ZERO_OFFSET:
-                return -1
-        return -1
+        pos = int.from_bytes(digest[:4], "big") % self._slots * BYTES_PER_ENTRY
+        stored = buf[pos : pos + HASH_SIZE]
+        if stored == digest:
+            self._probes += 1
+            return pos, True
+        if stored == _EMPTY_HASH:
+            self._probes += 1
+            return pos, False
+        return self._probe(digest)
+
+    def _probe(self, digest: bytes) -> tuple[int, bool]:
+        """Kafka's positionOf after a first collision: the digest's 4-byte windows at bytes
+        1..12, then linear steps from the last window, so every slot is visited and the loop
+        is bounded."""
+        buf, slots = self._bytes, self._slots
+        windows = HASH_SIZE - 4
+        last = int.from_bytes(digest[windows:], "big")
+        for attempt in range(1, slots + windows):
+            if attempt < windows:
+                slot = int.from_bytes(digest[attempt : attempt + 4], "big") % slots
+            else:
+                slot = (last + attempt - windows) % slots
+            pos = slot * BYTES_PER_ENTRY
+            stored = buf[pos : pos + HASH_SIZE]
+            if stored in (digest, _EMPTY_HASH):
+                self._probes += attempt + 1
+                return pos, stored == digest
+        self._probes += slots + windows
+        return -1, False
 
     def update_latest_offset(self, offset: int) -> None:
         """Move ``latest_offset`` (the cleaner does so past keyless or aborted batches)."""
@@ -128,15 +146,6 @@ class SkimpyOffsetMap:
         self._lookups = 0
         self._probes = 0
         self.latest_offset = -1
-
-    def _position_of(self, digest: bytes, attempt: int) -> int:
-        # Kafka: readInt(hash, min(attempt, 12)) + max(0, attempt - 12), then abs % slots.
-        window = attempt if attempt < HASH_SIZE - 4 else HASH_SIZE - 4
-        probe = _I.unpack_from(digest, window)[0] + max(0, attempt - HASH_SIZE + 4)
-        probe = (probe + 2**31) % 2**32 - 2**31  # Java int overflow
-        slot = (0 if probe == -(2**31) else abs(probe)) % self._slots
-        self._probes += 1
-        return slot * BYTES_PER_ENTRY
 
     def __repr__(self) -> str:
         return (
