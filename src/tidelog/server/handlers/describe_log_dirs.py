@@ -1,0 +1,77 @@
+"""DescribeLogDirs (key 35): per log dir, each hosted partition's size (offset lag is 0 on a
+single node; no future replicas); total/usable bytes of the dir's file system (v4)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.kio_util import make, nested
+
+from ..context import RequestContext
+
+API_KEY = 35
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+
+def _wanted(request: Any) -> dict[str, set[int]] | None:
+    if request.topics is None:
+        return None
+    return {t.topic: set(t.partitions) for t in request.topics}
+
+
+def _fs_bytes(d: Path) -> tuple[int, int]:
+    try:
+        st = os.statvfs(d)
+    except OSError:
+        return -1, -1
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY, ctx.api_version)
+    rcls = nested(cls, "results")
+    tcls = nested(rcls, "topics")
+    pcls = nested(tcls, "partitions")
+    rm = ctx.broker.replica_manager
+    wanted = _wanted(request)
+    by_dir: dict[Path, dict[str, list[Any]]] = {d.resolve(): {} for d in ctx.broker.config.log_dirs}
+    for info in rm.topics():
+        for p in range(info.partitions):
+            if wanted is not None and p not in wanted.get(info.name, set()):
+                continue
+            lg = rm.logs.get_log(_tp(info.name, p))
+            if lg is None:
+                continue
+            parent = Path(lg.dir).resolve().parent
+            part = make(
+                pcls,
+                partition_index=p,
+                partition_size=lg.size_in_bytes,
+                offset_lag=0,
+                is_future_key=False,
+            )
+            by_dir.setdefault(parent, {}).setdefault(info.name, []).append(part)
+    results = []
+    for d, topics in by_dir.items():
+        total, usable = _fs_bytes(d)
+        results.append(
+            make(
+                rcls,
+                error_code=0,
+                log_dir=str(d),
+                total_bytes=total,
+                usable_bytes=usable,
+                topics=tuple(make(tcls, name=n, partitions=tuple(ps)) for n, ps in topics.items()),
+            )
+        )
+    return make(cls, throttle_time=0, error_code=0, results=tuple(results))
+
+
+def _tp(topic: str, partition: int) -> Any:
+    from tidelog.util.topic_partition import TopicPartition
+
+    return TopicPartition(topic, partition)
