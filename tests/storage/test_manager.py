@@ -576,3 +576,14 @@ def test_unusable_dir_is_offline_and_skipped(
     assert bad.read_text() == "a file, not a directory"
     with pytest.raises(LogDirError, match="all log dirs"):
         LogManager([bad], {}, clock=clock, scheduler=ManualScheduler(clock))
+
+
+def test_create_falls_back_to_next_dir_when_one_fails(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    e = Env([a, b])
+    m = e.start()
+    (a / "t-0").write_text("in the way")  # mkdir of the partition dir fails in a
+    lg = m.get_or_create_log(TopicPartition("t", 0))
+    assert Path(lg.dir) == (b / "t-0").resolve()
+    assert (a / "t-0").read_text() == "in the way"
+    m.shutdown()
