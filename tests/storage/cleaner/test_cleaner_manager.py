@@ -320,3 +320,39 @@ def test_threads_start_and_stop(logs: Logs) -> None:
     finally:
         cleaner.shutdown()
     assert not cleaner._threads
+
+
+def test_segments_deleted_during_a_round_abort_it_without_marking(logs: Logs,
+                                                                   clock: ManualClock) -> None:
+    """Retention removing a segment the cleaner is rewriting must not resurrect it: the swap
+    is abandoned (an abort, not a failure) and the next round cleans what is left."""
+    from tidelog.util.scheduler import ManualScheduler
+
+    lg = logs.add("t-0", cleanup_policy="compact,delete")
+    sched = ManualScheduler(clock)
+    sched.startup()
+    lg.scheduler = sched  # as in a broker: deleted files stay readable for a while
+    fill(lg, 40, 5)
+    cleaner = LogCleaner(SMALL, [logs.root], lambda: logs.logs, clock)
+    real_check = cleaner.manager.check_cleaning_aborted
+    fired = []
+    calls = []
+
+    def retention_meanwhile(tp: TopicPartition | None) -> None:
+        calls.append(tp)
+        # Calls 1-4 come from mapping the 4 dirty segments; the 5th is while copying.
+        if len(calls) == 5:
+            fired.append(tp)
+            lg.maybe_increment_log_start_offset(10, "test")
+            lg.delete_old_segments()
+        real_check(tp)
+
+    cleaner.manager.check_cleaning_aborted = retention_meanwhile  # type: ignore[method-assign]
+    assert cleaner.clean_once()  # worked on (Kafka counts an aborted round as one)
+    assert fired
+    assert not cleaner.manager.is_uncleanable(lg, TopicPartition("t", 0))
+    assert lg.log_start_offset == 10
+    assert [o for o, *_ in kov(lg)] == list(range(10, 40))  # untouched by the abandoned round
+    assert not [p for p in lg.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
+    assert cleaner.clean_once()
+    assert [o for o, *_ in kov(lg)] == list(range(35, 40))

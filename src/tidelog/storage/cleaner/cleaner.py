@@ -36,22 +36,18 @@ from .batch_filter import (
     filter_batch,
     scan_records,
 )
+from .errors import LogCleaningAbortedError, ThreadShutdownError
 from .offset_map import SkimpyOffsetMap
 from .swap import FaultHook, delete_cleaned_files, replace_segments
 from .throttler import Throttler
 from .transactions import CleanedTransactionMetadata
 
+__all__ = ["Cleaner", "CleanerStats", "LogCleaningAbortedError", "LogToClean",
+           "ThreadShutdownError", "group_segments_by_size"]
+
 log = logging.getLogger(__name__)
 
 INT32_MAX = 2**31 - 1
-
-
-class LogCleaningAbortedError(Exception):
-    """Cleaning of a partition was aborted (log deleted, truncated, paused)."""
-
-
-class ThreadShutdownError(Exception):
-    """The cleaner is shutting down."""
 
 
 @dataclass

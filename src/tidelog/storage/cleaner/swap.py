@@ -26,16 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from ..segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, LogSegment
+from .errors import SwapAbortedError
 
 log = logging.getLogger(__name__)
 
 # Test hook: called with a step name ("cleaned", "swap", "replacing", "replaced"); raising
 # (or killing the process) there simulates a crash at that step.
 FaultHook = Callable[[str], None]
-
-
-class SwapAbortedError(Exception):
-    """The segments to replace changed under the cleaner (e.g. retention deleted one)."""
 
 
 def fsync_dir(path: Path) -> None:
