@@ -175,6 +175,55 @@ def client_ceiling(n: int, size: int) -> float:
     return dt
 
 
+def _time_to_line(cmd: list[str], marker: str) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if marker in line:
+            break
+    dt = time.perf_counter() - t0
+    proc.terminate()
+    proc.wait(30)
+    return dt
+
+
+EMBEDDED = """
+import sys, time
+t = time.perf_counter()
+from tidelog.testing import EmbeddedBroker
+b = EmbeddedBroker().start()
+print(f"ready {time.perf_counter() - t:.3f}", file=sys.stderr, flush=True)
+b.stop()
+"""
+
+
+def startup_figures() -> None:
+    """Cold start: process spawn to listening, best of 3, next to a bare interpreter."""
+    d = tempfile.mkdtemp(prefix="tidelog-start-")
+    serve = [
+        sys.executable,
+        "-m",
+        "tidelog.cli.main",
+        "serve",
+        "--override",
+        "listeners=PLAINTEXT://127.0.0.1:0",
+        "--override",
+        f"log.dirs={d}",
+    ]
+    bare = [sys.executable, "-c", "import sys; print('up', file=sys.stderr, flush=True)"]
+    embedded = [sys.executable, "-c", EMBEDDED]
+    figures = {
+        "python -c (baseline)": min(_time_to_line(bare, "up") for _ in range(3)),
+        "tidelog serve": min(_time_to_line(serve, "listening on") for _ in range(3)),
+        "EmbeddedBroker (new process)": min(_time_to_line(embedded, "ready") for _ in range(3)),
+    }
+    shutil.rmtree(d, ignore_errors=True)
+    print("\ncold start, spawn -> listening (best of 3):")
+    for name, secs in figures.items():
+        print(f"  {name:<30} {secs * 1000:7.0f} ms")
+
+
 def row(name: str, n: int, size: int, secs: float) -> tuple[float, float]:
     rps = n / secs
     mbs = n * size / secs / 1e6
@@ -183,6 +232,7 @@ def row(name: str, n: int, size: int, secs: float) -> tuple[float, float]:
 
 
 def main() -> None:
+    startup_figures()
     counts = {
         100: int(sys.argv[1]) if len(sys.argv) > 1 else 200_000,
         1024: int(sys.argv[2]) if len(sys.argv) > 2 else 50_000,

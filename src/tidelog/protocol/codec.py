@@ -13,30 +13,13 @@ from __future__ import annotations
 import functools
 import io
 import struct
-import sys
 from dataclasses import dataclass
 from typing import Any
 
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
 
-def _import_kio_fast() -> None:
-    """kio registers Hypothesis strategies for its types when Hypothesis is importable,
-    which costs ~200 ms at import. A broker never needs them: hide Hypothesis while kio's
-    type module loads (only if nothing imported Hypothesis yet), then unhide it."""
-    if "kio.static._phantom" in sys.modules or "hypothesis" in sys.modules:
-        return
-    sys.modules["hypothesis"] = None  # type: ignore[assignment]
-    try:
-        import kio.static._phantom  # noqa: F401
-    finally:
-        del sys.modules["hypothesis"]
-
-
-_import_kio_fast()
-
-from kio.index import load_request_schema, load_response_schema  # noqa: E402
-from kio.serial import entity_reader, entity_writer  # noqa: E402
-
-from .errors import ErrorCode  # noqa: E402
+from .errors import ErrorCode
 
 API_VERSIONS_KEY = 18
 _HDR = struct.Struct(">hhi")
