@@ -275,3 +275,86 @@ def test_large_fetch_is_sent_from_the_file_intact(broker: EmbeddedBroker) -> Non
     assert bytes(p.records) == b"".join(bytes(r) for r in one_by_one)
     values = [r.value for b in iter_batches(p.records, 0, len(p.records)) for r in b.iter_records()]
     assert values == payloads
+
+
+def test_invalid_record_lists_the_offending_records(broker: EmbeddedBroker) -> None:
+    """A compacted topic rejects records without a key: INVALID_RECORD + record_errors (v8+)."""
+    topic = _topic(broker, "compacted", **{"cleanup.policy": "compact"})
+    batch = build_batch([(TS, b"k0", b"v"), (TS, None, b"no key"), (TS, b"k2", b"v")])
+    with Wire(broker) as w:
+        r = _produce(w, topic, {0: batch}, version=9)[0]
+        assert r.error_code == ErrorCode.INVALID_RECORD
+        assert [e.batch_index for e in r.record_errors] == [1]
+        assert r.error_message
+        assert _fetch(w, topic, {0: 0})[0].high_watermark == 0
+
+
+def test_invalid_timestamp(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "ts", **{"message.timestamp.after.max.ms": "1000"})
+    future = build_batch([(TS * 2, None, b"from the future")])
+    with Wire(broker) as w:
+        r = _produce(w, topic, {0: future}, version=10)[0]
+    assert r.error_code == ErrorCode.INVALID_TIMESTAMP
+
+
+def test_log_append_time_is_returned(broker: EmbeddedBroker) -> None:
+    import time
+
+    topic = _topic(broker, "lat", **{"message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    with Wire(broker) as w:
+        r = _produce(w, topic, {0: _batch(2)}, version=9)[0]
+        p = _fetch(w, topic, {0: 0})[0]
+    after = int(time.time() * 1000)
+    from tidelog.protocol.kio_util import ms
+
+    lat = ms(r.log_append_time)
+    assert before <= lat <= after
+    assert RecordBatch(p.records, 0).max_timestamp == lat
+
+
+def test_list_offsets_every_spec(broker: EmbeddedBroker) -> None:
+    topic = _topic(broker, "lo")
+    with Wire(broker) as w:
+        _produce(w, topic, {0: build_batch([(TS + 10, None, b"a"), (TS + 30, None, b"b")])})
+        _produce(w, topic, {0: build_batch([(TS + 20, None, b"c")])})
+
+        def lookup(ts: int, version: int = 7) -> tuple[int, int]:
+            from broker_wire import request_class
+
+            from tidelog.protocol.kio_util import make, nested
+
+            cls = request_class(2, version)
+            tcls = nested(cls, "topics")
+            pcls = nested(tcls, "partitions")
+            resp: Any = w.call(
+                2,
+                version,
+                body=make(
+                    cls,
+                    replica_id=-1,
+                    isolation_level=0,
+                    topics=(
+                        make(
+                            tcls,
+                            name=topic,
+                            partitions=(
+                                make(
+                                    pcls, partition_index=0, timestamp=ts, current_leader_epoch=-1
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            )
+            p = resp.topics[0].partitions[0]
+            assert p.error_code == 0
+            return p.offset, p.timestamp
+
+        assert lookup(-2)[0] == 0
+        assert lookup(-1)[0] == 3
+        assert lookup(-3) == (1, TS + 30)  # max timestamp (v7)
+        assert lookup(TS + 15)[0] == 1
+        assert lookup(TS + 25)[0] == 1
+        assert lookup(TS + 31)[0] == -1
+        assert lookup(TS + 15, version=1)[0] == 1
