@@ -41,6 +41,19 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    """The raw (still zig-zag encoded) value of the varint at ``pos``."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
 def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     b = buf[pos]
     if b < 0x80:
@@ -79,38 +92,66 @@ class ColumnBuilder:
         return len(self.offsets)
 
     def add_batch(self, batch: RecordBatch, start: int, end: int) -> None:
-        """Append the batch's records with offsets in [start, end)."""
+        """Append the batch's records with offsets in [start, end).
+
+        Varints are decoded inline (one byte is the common case) because a function call per
+        field would cost more than the decoding itself."""
         (base_offset, _l, _e, _m, _c, attrs, _lod, base_ts, max_ts, _pid, _pe, _bs, count) = batch.header()
         payload = batch.records_payload()
         buf = payload if isinstance(payload, bytes) else bytes(payload)
         log_append = 1 if attrs & TIMESTAMP_TYPE_MASK else 0
-        keys, values, offsets, stamps, headers = self.keys, self.values, self.offsets, self.timestamps, self.headers
+        keys, values, offsets, stamps = self.keys, self.values, self.offsets, self.timestamps
         with_headers = self.include_headers
+        uv = _uvarint
         pos = 0
         added = 0
         for _ in range(count):
-            length, pos = _varint(buf, pos)
-            rec_end = pos + length
-            ts_delta, p = _varint(buf, pos + 1)
-            off_delta, p = _varint(buf, p)
-            offset = base_offset + off_delta
+            x = buf[pos]
+            if x < 0x80:
+                pos += 1
+            else:
+                x, pos = uv(buf, pos)
+            rec_end = pos + ((x >> 1) ^ -(x & 1))
+            p = pos + 1  # skip the attributes byte
+            x = buf[p]
+            if x < 0x80:
+                p += 1
+            else:
+                x, p = uv(buf, p)
+            ts_delta = (x >> 1) ^ -(x & 1)
+            x = buf[p]
+            if x < 0x80:
+                p += 1
+            else:
+                x, p = uv(buf, p)
+            offset = base_offset + ((x >> 1) ^ -(x & 1))
             if offset < start or offset >= end:
                 pos = rec_end
                 continue
-            klen, p = _varint(buf, p)
-            if klen < 0:
+            x = buf[p]
+            if x < 0x80:
+                p += 1
+            else:
+                x, p = uv(buf, p)
+            if x == 1:  # zig-zag -1: null
                 keys.append(None)
             else:
-                keys.append(buf[p : p + klen])
-                p += klen
-            vlen, p = _varint(buf, p)
-            if vlen < 0:
+                n = x >> 1
+                keys.append(buf[p : p + n])
+                p += n
+            x = buf[p]
+            if x < 0x80:
+                p += 1
+            else:
+                x, p = uv(buf, p)
+            if x == 1:
                 values.append(None)
             else:
-                values.append(buf[p : p + vlen])
-                p += vlen
+                n = x >> 1
+                values.append(buf[p : p + n])
+                p += n
             if with_headers:
-                headers.append(_headers(buf, p))
+                self.headers.append(_headers(buf, p))
             offsets.append(offset)
             stamps.append((max_ts if log_append else base_ts + ts_delta) * 1000)
             added += 1

@@ -1,0 +1,188 @@
+"""Rows/s reading records into Spark through the tidelog data source, next to a baseline.
+
+Three sources of the same rows (Spark's Kafka schema, 100-byte values, 2 partitions), each
+read into the ``noop`` sink by a local[2] SparkSession in the same run:
+  * baseline: an in-memory Python data source yielding ready-made pyarrow batches (the
+    ceiling of Spark's Python Arrow read path on this machine),
+  * path mode: a log dir in Kafka's layout (segments + indexes), read with storage/reader.py,
+  * broker mode: the same batches in a broker (Tansu, memory storage), read over the wire.
+Figures are min..max rows/s over RUNS timed runs after one warm-up run.
+
+    .venv/bin/python bench/spark.py [--records 2000000] [--skip-broker]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "spark"))
+
+from tidelog.records import CompressionType, RecordBatchBuilder
+from tidelog.spark.arrow import DDL, arrow_schema
+
+RUNS = 3
+PER_BATCH = 1000
+PARTITIONS = 2
+TS0 = 1_700_000_000_000
+
+
+class MemPartition(InputPartition):
+    def __init__(self, partition: int, rows: int) -> None:
+        self.partition, self.rows = partition, rows
+
+
+class MemReader(DataSourceReader):
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+
+    def partitions(self) -> list[InputPartition]:
+        return [MemPartition(p, self.rows // PARTITIONS) for p in range(PARTITIONS)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, MemPartition)
+        n = 65536
+        value = b"v" * 100
+        template = [
+            pa.array([b"key-%d" % i for i in range(n)], pa.binary()),
+            pa.array([value] * n, pa.binary()),
+            pa.array(["bench"] * n, pa.string()),
+            pa.array([partition.partition] * n, pa.int32()),
+            None,
+            pa.array([TS0 * 1000] * n, pa.timestamp("us", tz="UTC")),
+            pa.array([0] * n, pa.int32()),
+        ]
+        schema = arrow_schema(False)
+        done = 0
+        while done < partition.rows:
+            k = min(n, partition.rows - done)
+            cols = [c.slice(0, k) if c is not None else pa.array(range(done, done + k), pa.int64())
+                    for c in template]
+            yield pa.RecordBatch.from_arrays(cols, schema=schema)
+            done += k
+
+
+class MemSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "benchmem"
+
+    def schema(self) -> str:
+        return DDL
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return MemReader(int(self.options["rows"]))
+
+
+def template_batch(codec: CompressionType = CompressionType.NONE) -> bytes:
+    b = RecordBatchBuilder(codec)
+    for i in range(PER_BATCH):
+        b.append(TS0 + i, b"key-%d" % i, b"v" * 100)
+    return b.build()
+
+
+def make_log_dir(root: Path, records: int) -> None:
+    """Kafka's layout through the test helper; batches are one template with patched base
+    offsets (the CRC does not cover the base offset)."""
+    from kafka_layout import PartitionWriter
+
+    raw = template_batch()
+    for p in range(PARTITIONS):
+        w = PartitionWriter(root / f"bench-{p}", segment_bytes=64 << 20, index_interval_bytes=4096)
+        for _ in range(records // PARTITIONS // PER_BATCH):
+            w.append_batch(raw)
+        w.flush()
+
+
+def load_broker(bootstrap: str, records: int) -> str:
+    from tidelog.protocol.client import KafkaClient, TopicPartition
+
+    raw = template_batch()
+    with KafkaClient(bootstrap) as c:
+        c.create_topics({"bench": PARTITIONS})
+        for p in range(PARTITIONS):
+            tp = TopicPartition("bench", p)
+            leader = c.leader_for(tp)
+            for _ in range(records // PARTITIONS // PER_BATCH):
+                c.produce(leader, {tp: raw})
+        # the end from Fetch's high watermark (Tansu's ListOffsets "latest" is off, see tests)
+        fetched = c.fetch({TopicPartition("bench", p): 0 for p in range(PARTITIONS)}, partition_max_bytes=1)
+    return json.dumps({"bench": {str(tp.partition): f.high_watermark for tp, f in fetched.items()}})
+
+
+def measure(spark: Any, make_df: Any, expected: int) -> list[float]:
+    assert make_df().count() == expected  # warm-up, and the rows are all there
+    rates = []
+    for _ in range(RUNS):
+        t0 = time.perf_counter()
+        make_df().write.format("noop").mode("overwrite").save()
+        rates.append(expected / (time.perf_counter() - t0))
+    return rates
+
+
+def fmt(rates: list[float], base: list[float] | None = None) -> str:
+    text = f"{min(rates) / 1e6:.2f}..{max(rates) / 1e6:.2f} M rows/s"
+    if base:
+        text += f"  ({max(rates) / max(base):.2f}x baseline)"
+    return text
+
+
+def spark_session() -> Any:
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import tidelog.spark
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.enabled", "false")
+             .config("spark.driver.memory", "2g").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    tidelog.spark.register(spark)
+    spark.dataSource.register(MemSource)
+    return spark
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--skip-broker", action="store_true")
+    args = ap.parse_args()
+    n = args.records // (PARTITIONS * PER_BATCH) * PARTITIONS * PER_BATCH
+    spark = spark_session()
+    tmp = Path(tempfile.mkdtemp(prefix="tidelog-bench-spark-"))
+    try:
+        print(f"{n:,} records, 100-byte values, {PARTITIONS} partitions, local[2], noop sink, {RUNS} runs")
+        base = measure(spark, lambda: spark.read.format("benchmem").option("rows", str(n)).load(), n)
+        print(f"  baseline in-memory Arrow source : {fmt(base)}")
+        make_log_dir(tmp / "logs", n)
+        path = measure(spark, lambda: spark.read.format("tidelog").option("path", str(tmp / "logs"))
+                       .option("subscribe", "bench").load(), n)
+        print(f"  path mode (log dir)            : {fmt(path, base)}")
+        if not args.skip_broker:
+            from peers import tansu
+
+            with tansu() as bootstrap:
+                ending = load_broker(bootstrap, n)
+                broker = measure(spark, lambda: spark.read.format("tidelog").option(
+                    "kafka.bootstrap.servers", bootstrap).option("subscribe", "bench").option(
+                    "endingOffsets", ending).load(), n)
+            print(f"  broker mode (Tansu, wire)      : {fmt(broker, base)}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
