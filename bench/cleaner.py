@@ -79,7 +79,9 @@ def make_cleaner() -> Cleaner:
     """Kafka's defaults for one thread: a 128 MiB offset map (allocated once per cleaner
     thread, so outside the timed round), 512 KiB of I/O buffer."""
     clock = ManualClock(NOW)
-    return Cleaner(0, SkimpyOffsetMap(128 * MiB), dup_buffer_load_factor=0.9,
+    offset_map = SkimpyOffsetMap(128 * MiB)
+    offset_map.prefault()
+    return Cleaner(0, offset_map, dup_buffer_load_factor=0.9,
                    io_buffer_size=256 * 1024, throttler=Throttler(float("inf"), clock),
                    clock=clock)
 

@@ -79,3 +79,16 @@ def test_matches_dict_model(ops: list[tuple[bytes, int]]) -> None:
     assert m.get(b"\xff" * 13) == -1
     if ops:
         assert m.latest_offset == ops[-1][1]
+
+
+@pytest.mark.parametrize("n", [3, 40])  # below and above the tracked-slots limit (64 // 32)
+def test_clear_after_few_or_many_entries(n: int) -> None:
+    m = SkimpyOffsetMap(24 * 64)
+    for i in range(n):
+        m.put(b"k%d" % i, i + 1)
+    m.clear()
+    assert m.size == 0
+    assert all(m.get(b"k%d" % i) == -1 for i in range(n))
+    assert bytes(m._bytes) == bytes(24 * 64)
+    m.put(b"again", 5)
+    assert m.get(b"again") == 5

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from array import array
 
 HASH_SIZE = 16  # MD5 digest
 OFFSET_SIZE = 8
@@ -24,6 +25,7 @@ BYTES_PER_ENTRY = HASH_SIZE + OFFSET_SIZE
 
 _Q = struct.Struct(">q")
 _EMPTY_HASH = bytes(HASH_SIZE)
+_EMPTY_ENTRY = bytes(BYTES_PER_ENTRY)
 
 
 class OffsetMapFullError(RuntimeError):
@@ -33,17 +35,21 @@ class OffsetMapFullError(RuntimeError):
 class SkimpyOffsetMap:
     """Key hash -> latest offset, in ``memory`` bytes (``memory // 24`` slots)."""
 
-    __slots__ = ("_bytes", "_entries", "_lookups", "_probes", "_slots", "latest_offset")
+    __slots__ = ("_bytes", "_entries", "_lookups", "_probes", "_slots", "_track_limit", "_used",
+                 "latest_offset")
 
     def __init__(self, memory: int) -> None:
         slots = memory // BYTES_PER_ENTRY
         if slots < 1:
             raise ValueError(f"offset map needs at least {BYTES_PER_ENTRY} bytes, got {memory}")
         self._slots = slots
+        # calloc'ed: pages cost memory only once touched, so a broker whose compacted logs
+        # hold few keys never pays for the whole (default 128 MiB) buffer.
         self._bytes = bytearray(slots * BYTES_PER_ENTRY)
-        # Touch every page now (as the JVM's zero-filled ByteBuffer is): a calloc'ed buffer
-        # would otherwise page-fault on the first put into each page, in the middle of a round.
-        self._bytes[::4096] = bytes(len(range(0, len(self._bytes), 4096)))
+        # Slots used, while few (bounded: 1/32 of the slot count, 8 bytes each), so that
+        # clear() zeroes just those instead of touching every page of the buffer.
+        self._used = array("q")
+        self._track_limit = slots // 32
         self._entries = 0
         self._lookups = 0
         self._probes = 0
@@ -86,6 +92,8 @@ class SkimpyOffsetMap:
         if not found:
             buf[pos : pos + HASH_SIZE] = digest
             self._entries += 1
+            if self._entries <= self._track_limit:
+                self._used.append(pos)
         _Q.pack_into(buf, pos + HASH_SIZE, offset)
         self.latest_offset = offset
 
@@ -134,18 +142,28 @@ class SkimpyOffsetMap:
         self.latest_offset = offset
 
     def clear(self) -> None:
-        if self._entries:
-            # Zero in 1 MiB steps: no temporary as large as the (default 128 MiB) map.
+        buf = self._bytes
+        if self._entries <= self._track_limit:
+            for pos in self._used:
+                buf[pos : pos + BYTES_PER_ENTRY] = _EMPTY_ENTRY
+        else:
+            # Zero in 1 MiB steps: no temporary as large as the buffer.
             step = 1 << 20
             zero = bytes(step)
-            buf, n = self._bytes, len(self._bytes)
+            n = len(buf)
             for pos in range(0, n, step):
                 end = min(pos + step, n)
                 buf[pos:end] = zero[: end - pos]
+        self._used = array("q")
         self._entries = 0
         self._lookups = 0
         self._probes = 0
         self.latest_offset = -1
+
+    def prefault(self) -> None:
+        """Touch every page now, as the JVM's zero-filled buffer is at allocation (benchmarks:
+        a long-running cleaner thread's map is resident)."""
+        self._bytes[::4096] = bytes(len(range(0, len(self._bytes), 4096)))
 
     def __repr__(self) -> str:
         return (
