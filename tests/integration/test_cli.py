@@ -129,3 +129,45 @@ def test_cli_errors_exit_non_zero(serve) -> None:  # type: ignore[no-untyped-def
     assert r.returncode == 1 and "Error" in r.stderr
     r = cli("serve", "--override", "node.id=abc")
     assert r.returncode == 2 and "node.id" in r.stderr
+
+
+def test_consume_with_group_resumes_from_committed_offsets(serve) -> None:  # type: ignore[no-untyped-def]
+    bs = ["--bootstrap-server", serve.bootstrap_servers]
+    assert cli("topics", *bs, "--create", "--topic", "cli-g", "--partitions", "1").returncode == 0
+    assert (
+        cli(
+            "produce", *bs, "--topic", "cli-g", stdin="".join(f"m{i}\n" for i in range(6))
+        ).returncode
+        == 0
+    )
+    first = cli(
+        "consume",
+        *bs,
+        "--topic",
+        "cli-g",
+        "--group",
+        "g1",
+        "--from-beginning",
+        "--max-messages",
+        "4",
+    )
+    assert first.stdout == "m0\nm1\nm2\nm3\n", first.stderr
+    second = cli(
+        "consume",
+        *bs,
+        "--topic",
+        "cli-g",
+        "--group",
+        "g1",
+        "--from-beginning",
+        "--max-messages",
+        "2",
+    )
+    assert second.stdout == "m4\nm5\n", second.stderr
+    # a real client sees the group's committed offset
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": serve.bootstrap_servers, "group.id": "g1"})
+    [tp] = c.committed([ck.TopicPartition("cli-g", 0)], 10)
+    c.close()
+    assert tp.offset == 6

@@ -1,6 +1,8 @@
 """``tidelog consume``: print records of a topic (kafka-console-consumer.sh): from the
 beginning, an offset or a timestamp, one partition or all; exits after ``--max-messages``
-or when no record arrived for ``--timeout-ms``."""
+or when no record arrived for ``--timeout-ms``. With ``--group`` it resumes from the group's
+committed offsets and commits its position after every fetch round (a standalone consumer:
+all partitions, no group membership or rebalancing)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ def register(subparsers: Any) -> None:
     start.add_argument("--from-beginning", action="store_true")
     start.add_argument("--offset", type=int, help="start offset (needs --partition)")
     start.add_argument("--timestamp", type=int, help="start at the first record at/after this ms")
+    p.add_argument("--group", help="resume from / commit to this consumer group's offsets")
     p.add_argument("--max-messages", type=int)
     p.add_argument("--timeout-ms", type=int, default=None, help="exit after this long idle")
     p.add_argument("--print-key", action="store_true")
@@ -28,6 +31,15 @@ def register(subparsers: Any) -> None:
 
 
 def _start_offsets(client: Any, args: argparse.Namespace, tps: list[Any]) -> dict[Any, int]:
+    if args.group and args.offset is None and args.timestamp is None:
+        committed = {tp: o for tp, o in client.committed_offsets(args.group, tps).items() if o >= 0}
+        if len(committed) == len(tps):
+            return committed
+        rest = [tp for tp in tps if tp not in committed]
+        fallback = (
+            client.earliest_offsets(rest) if args.from_beginning else client.latest_offsets(rest)
+        )
+        return {**fallback, **committed}
     if args.offset is not None:
         if args.partition is None:
             raise ValueError("--offset needs --partition")
@@ -95,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
             while args.max_messages is None or total < args.max_messages:
                 n = _poll(client, args, positions)
                 total += n
+                if args.group and n:
+                    client.commit_offsets(args.group, positions)
                 sys.stdout.flush()
                 if n:
                     idle_since = time.monotonic()
