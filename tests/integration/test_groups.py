@@ -12,7 +12,7 @@ from test_groups_support import Member, balanced, create_topic, produce, wait_fo
 
 from tidelog.testing.embedded import EmbeddedBroker
 
-SESSION_MS = 2000
+SESSION_MS = 3000
 PARTITIONS = 6
 PER_PARTITION = 10
 BROKER_CONFIG = {
