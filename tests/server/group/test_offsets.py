@@ -254,3 +254,26 @@ def test_failed_append_is_reported_and_not_cached() -> None:
     }
     h.store.fail_appends = False
     assert h.coord.fetch_offsets("s", [T0])[1][T0].offset == -1
+
+
+def test_unreadable_records_are_skipped_at_load() -> None:
+    from tidelog.records import build_batch
+    from tidelog.server.group.records import encode_offset_key
+
+    h = Harness()
+    h.coord.commit_offsets("s", {T0: CommitEntry(7)})
+    p = partition_for("s", 5)
+    # a foreign key version, a truncated offset value and an undecodable group name
+    h.store.append(
+        p,
+        build_batch(
+            [
+                (1, b"\x00\x09junk", b"x"),
+                (1, encode_offset_key("s", "t", 1), b"\x00\x03\x00"),
+                (1, b"\x00\x02\x00\x02\xff\xfe", b"\x00\x03"),
+            ]
+        ),
+    )
+    h2 = Harness(h.store)
+    assert h2.coord.fetch_offsets("s", [T0, T1])[1][T0].offset == 7
+    assert h2.coord.fetch_offsets("s", [T1])[1][T1].offset == -1

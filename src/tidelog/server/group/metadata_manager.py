@@ -17,11 +17,13 @@ from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
 from tidelog.server.group.member import MemberMetadata
 from tidelog.server.group.records import (
+    OFFSETS_TOPIC,
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataRecord,
     OffsetAndMetadata,
     OffsetKey,
+    SchemaError,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -95,8 +97,19 @@ class GroupMetadataManager:
             if batch.is_control:
                 continue
             for rec in batch.iter_records():
-                if rec.key is not None:
+                if rec.key is None:
+                    continue
+                try:
                     self._replay_record(out, rec.key, rec.value)
+                except (SchemaError, UnicodeDecodeError) as exc:
+                    # One unreadable record must not cost every group of the partition.
+                    log.warning(
+                        "skipping unreadable record at offset %d of %s-%d: %s",
+                        rec.offset,
+                        OFFSETS_TOPIC,
+                        partition,
+                        exc,
+                    )
         return out
 
     @staticmethod
