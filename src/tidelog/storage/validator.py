@@ -10,7 +10,6 @@ the count, timestamps and, on compacted topics, keys.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from tidelog.config.log_config import LogConfig
@@ -200,30 +199,43 @@ def _target_codec(config: LogConfig, source: CompressionType) -> CompressionType
 def _scan_records(
     batch: RecordBatch, config: LogConfig, now_ms: int, origin: AppendOrigin
 ) -> _Scan:
-    """Walk every record once: count, max timestamp, offset sequence, per-record errors."""
+    """Walk every record once (fast walk); list per-record errors only if there are any."""
     scan = _Scan()
-    check_keys = config.compact and not batch.is_control
-    check_ts = origin is not AppendOrigin.REPLICATION
-    lo = now_ms - config.timestamp_before_max_ms
-    hi = now_ms + config.timestamp_after_max_ms
-    lat_batch = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
-    if config.log_append_time and lat_batch and origin is AppendOrigin.CLIENT:
+    lat_topic = config.log_append_time
+    if lat_topic and batch.timestamp_type is TimestampType.LOG_APPEND_TIME \
+            and origin is AppendOrigin.CLIENT:
         _add_error(scan, 0, "Invalid timestamp type in message: producers must not set "
                    "timestamp type to LogAppendTime.", ts=True)
-    for index, (delta, ts, key_null) in enumerate(_light_records(batch)):
-        if delta != index:
-            scan.sequential = False
-        if lat_batch:
-            ts = batch.max_timestamp
-        scan.max_timestamp = max(scan.max_timestamp, ts)
-        if check_keys and key_null:
+    payload = batch.records_payload()
+    n, min_d, max_d, sequential, null_keys = _walk(payload, batch.records_count)
+    scan.count, scan.sequential = n, sequential
+    base_ts = batch.base_timestamp
+    if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        min_ts = scan.max_timestamp = batch.max_timestamp
+    else:
+        min_ts = base_ts + min_d if n else NO_TIMESTAMP
+        scan.max_timestamp = base_ts + max_d if n else NO_TIMESTAMP
+    check_keys = config.compact and not batch.is_control and null_keys > 0
+    lo = now_ms - config.timestamp_before_max_ms
+    hi = now_ms + config.timestamp_after_max_ms
+    check_ts = origin is not AppendOrigin.REPLICATION and not lat_topic and n > 0 and (
+        min_ts < lo or scan.max_timestamp > hi)
+    if check_keys or check_ts:
+        _list_record_errors(batch, scan, check_keys, check_ts, lo, hi)
+    return scan
+
+
+def _list_record_errors(batch: RecordBatch, scan: _Scan, check_keys: bool, check_ts: bool,
+                        lo: int, hi: int) -> None:
+    """The slow path: decode every record to name each offending index (Kafka lists all)."""
+    lat = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
+    for index, rec in enumerate(batch.iter_records()):
+        ts = batch.max_timestamp if lat else rec.timestamp
+        if check_keys and rec.key is None:
             _add_error(scan, index, "Compacted topic cannot accept message without key.")
-        if (check_ts and not config.log_append_time and ts != NO_TIMESTAMP
-                and not lo <= ts <= hi):
+        if check_ts and ts != NO_TIMESTAMP and not lo <= ts <= hi:
             _add_error(scan, index, f"Timestamp {ts} of message with offset {index} is out of "
                        f"range. The timestamp should be within [{lo}, {hi}]", ts=True)
-        scan.count += 1
-    return scan
 
 
 def _add_error(scan: _Scan, index: int, msg: str, *, ts: bool = False) -> None:
@@ -233,27 +245,63 @@ def _add_error(scan: _Scan, index: int, msg: str, *, ts: bool = False) -> None:
     scan.invalid_timestamp = scan.invalid_timestamp or ts
 
 
-def _light_records(batch: RecordBatch) -> Iterator[tuple[int, int, bool]]:
-    """(offset delta, timestamp, key is null) per record without copying keys or values."""
-    payload = batch.records_payload()
-    base_ts = batch.base_timestamp
-    pos, end = 0, len(payload)
-    for _ in range(max(batch.records_count, 0)):
-        length, body = decode_varint(payload, pos)
-        rec_end = body + length
-        if length < 0 or rec_end > end:
-            raise InvalidRecordError(f"record length {length} runs past the batch")
-        ts_delta, p = decode_varint(payload, body + 1)
-        off_delta, p = decode_varint(payload, p)
-        key_len, p = decode_varint(payload, p)
-        if p > rec_end:
-            raise InvalidRecordError("record header runs past its declared length")
-        yield off_delta, base_ts + ts_delta, key_len < 0
-        pos = rec_end
-    if pos != end:
-        raise InvalidRecordError(
-            f"{end - pos} bytes left after the {batch.records_count} records the batch declares"
-        )
+_BIG = 1 << 62
+
+
+def _walk(buf: Buffer, count: int) -> tuple[int, int, int, bool, int]:
+    """(records, min ts delta, max ts delta, offset deltas are 0..n-1, null keys).
+
+    The hot loop of the produce path: only the length, timestamp delta, offset delta and
+    key length of each record are decoded, single-byte varints inline.
+    """
+    pos, end, n = 0, len(buf), 0
+    min_d, max_d, sequential, nulls = _BIG, -_BIG, True, 0
+    try:
+        while pos < end:
+            # each varint: 1- and 2-byte forms inline, longer ones through decode_varint
+            b = buf[pos]
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), pos + 1
+            elif buf[pos + 1] < 0x80:
+                v = (b & 0x7F) | (buf[pos + 1] << 7)
+                length, p = (v >> 1) ^ -(v & 1), pos + 2
+            else:
+                length, p = decode_varint(buf, pos)
+            rec_end = p + length
+            if length <= 0 or rec_end > end:
+                raise InvalidRecordError(f"record {n} length {length} runs past the batch")
+            p += 1  # attributes
+            b = buf[p]
+            if b < 0x80:
+                d, p = (b >> 1) ^ -(b & 1), p + 1
+            elif buf[p + 1] < 0x80:
+                v = (b & 0x7F) | (buf[p + 1] << 7)
+                d, p = (v >> 1) ^ -(v & 1), p + 2
+            else:
+                d, p = decode_varint(buf, p)
+            if d < min_d:
+                min_d = d
+            if d > max_d:
+                max_d = d
+            b = buf[p]
+            if b < 0x80:
+                od, p = (b >> 1) ^ -(b & 1), p + 1
+            elif buf[p + 1] < 0x80:
+                v = (b & 0x7F) | (buf[p + 1] << 7)
+                od, p = (v >> 1) ^ -(v & 1), p + 2
+            else:
+                od, p = decode_varint(buf, p)
+            if od != n:
+                sequential = False
+            if buf[p] == 1:  # key length -1 is the single byte 0x01
+                nulls += 1
+            pos = rec_end
+            n += 1
+    except IndexError:
+        raise InvalidRecordError(f"record {n} header runs past the batch") from None
+    if n != count:
+        raise InvalidRecordError(f"the batch declares {count} records but holds {n}")
+    return n, min_d, max_d, sequential, nulls
 
 
 def _check_count(batch: RecordBatch, scan: _Scan, tp: str) -> None:
