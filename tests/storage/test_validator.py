@@ -253,3 +253,33 @@ def test_follower_analysis_requires_increasing_offsets() -> None:
     a = analyze_follower_records(ok)
     assert (a.first_offset, a.last_offset, a.num_messages) == (5, 21, 6)
     assert a.valid_bytes == len(ok)
+
+
+# -- the fast record walk agrees with the full decoder ----------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+record_st = st.tuples(
+    st.integers(-5, 10_000_000),  # timestamp delta: 1- to 4-byte varints
+    st.one_of(st.none(), st.binary(max_size=200)),
+    st.one_of(st.none(), st.binary(max_size=300)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=st.lists(record_st, min_size=1, max_size=90),
+       codec=st.sampled_from(list(CompressionType)))
+def test_walk_matches_decoder(records: list[tuple[int, bytes | None, bytes | None]],
+                              codec: CompressionType) -> None:
+    data = build_batch([(NOW + d, k, v) for d, k, v in records], codec)
+    cfg = LogConfig.from_props({"cleanup.policy": "compact"})
+    null_idx = [i for i, (_, k, _) in enumerate(records) if k is None]
+    if null_idx:
+        with pytest.raises(RecordValidationError) as ei:
+            validate(data, cfg)
+        assert [i for i, _ in ei.value.errors] == null_idx
+    r = validate(data, offset=7)
+    assert r.num_messages == len(records)
+    assert r.max_timestamp == max(NOW + d for d, _, _ in records)
+    assert not r.recompressed
+    assert [x.offset for x in r.batch.iter_records()] == list(range(7, 7 + len(records)))

@@ -82,6 +82,7 @@ class Log:
         self._recovery_point = recovery_point
         self._end = next_offset_metadata
         self._hw = log_start_offset
+        self._hw_meta: LogOffsetMetadata | None = None  # HW with its position, when known
         self._lock = threading.RLock()
         self.last_flush_time = clock.milliseconds()
         self.pending_deletes: list[LogSegment] = []
@@ -345,6 +346,8 @@ class Log:
 
     def _set_hw(self, hw: int) -> None:
         self._hw = hw
+        end = self._end
+        self._hw_meta = end if hw == end.message_offset else None
         self._producer_state.on_high_watermark_updated(hw)
 
     def maybe_increment_log_start_offset(self, offset: int, reason: str = "") -> bool:
@@ -367,8 +370,11 @@ class Log:
              isolation: FetchIsolation = FetchIsolation.HIGH_WATERMARK,
              min_one_message: bool = True) -> FetchDataInfo:
         end = self._end
+        hw_meta = self._hw_meta
         if isolation is FetchIsolation.LOG_END:
             bound = end
+        elif isolation is FetchIsolation.HIGH_WATERMARK and hw_meta is not None:
+            bound = hw_meta  # the common case: a single node moves the HW to the LEO
         else:
             off = self._hw if isolation is FetchIsolation.HIGH_WATERMARK \
                 else self.last_stable_offset
