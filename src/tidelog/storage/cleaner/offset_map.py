@@ -16,6 +16,7 @@ do we.
 from __future__ import annotations
 
 import hashlib
+import mmap
 import struct
 from array import array
 
@@ -26,6 +27,13 @@ BYTES_PER_ENTRY = HASH_SIZE + OFFSET_SIZE
 _Q = struct.Struct(">q")
 _EMPTY_HASH = bytes(HASH_SIZE)
 _EMPTY_ENTRY = bytes(BYTES_PER_ENTRY)
+
+
+def _anonymous_map(size: int) -> mmap.mmap:
+    """Private anonymous memory (so that MADV_DONTNEED zeroes it), lazily backed."""
+    if hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS"):
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return mmap.mmap(-1, size)
 
 
 class OffsetMapFullError(RuntimeError):
@@ -43,9 +51,10 @@ class SkimpyOffsetMap:
         if slots < 1:
             raise ValueError(f"offset map needs at least {BYTES_PER_ENTRY} bytes, got {memory}")
         self._slots = slots
-        # calloc'ed: pages cost memory only once touched, so a broker whose compacted logs
-        # hold few keys never pays for the whole (default 128 MiB) buffer.
-        self._bytes = bytearray(slots * BYTES_PER_ENTRY)
+        # An anonymous mapping, not a bytearray (which memsets every page at once): pages cost
+        # memory only once touched, so a broker whose compacted logs hold few keys never pays
+        # for the whole (default 128 MiB) buffer.
+        self._bytes = _anonymous_map(slots * BYTES_PER_ENTRY)
         # Slots used, while few (bounded: 1/32 of the slot count, 8 bytes each), so that
         # clear() zeroes just those instead of touching every page of the buffer.
         self._used = array("q")
@@ -146,6 +155,10 @@ class SkimpyOffsetMap:
         if self._entries <= self._track_limit:
             for pos in self._used:
                 buf[pos : pos + BYTES_PER_ENTRY] = _EMPTY_ENTRY
+        elif hasattr(mmap, "MADV_DONTNEED") and hasattr(mmap, "MAP_PRIVATE"):
+            # Linux: dropping the pages of a private anonymous mapping zeroes them (and gives
+            # the memory back until the next round touches it).
+            buf.madvise(mmap.MADV_DONTNEED)
         else:
             # Zero in 1 MiB steps: no temporary as large as the buffer.
             step = 1 << 20
