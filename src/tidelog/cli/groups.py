@@ -191,50 +191,47 @@ def _dash(v: object) -> str:
     return "-" if v is None else str(v)
 
 
-def describe(client: KafkaClient, group: str, *, members: bool, state: bool) -> str:
-    info = describe_group(client, group)
-    if state:
-        rows = [
-            ["GROUP", "PROTOCOL-TYPE", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
+def _describe_state(group: str, info: GroupInfo) -> str:
+    head = ["GROUP", "PROTOCOL-TYPE", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+    row = [
+        group,
+        info.protocol_type or "-",
+        info.protocol or "-",
+        info.state,
+        str(len(info.members)),
+    ]
+    return _table([head, row])
+
+
+def _describe_members(group: str, info: GroupInfo) -> str:
+    rows = [
+        [
+            "GROUP",
+            "CONSUMER-ID",
+            "GROUP-INSTANCE-ID",
+            "HOST",
+            "CLIENT-ID",
+            "#PARTITIONS",
+            "ASSIGNMENT",
+        ]
+    ]
+    for m in info.members:
+        assignment = ",".join(f"{tp.topic}:{tp.partition}" for tp in sorted(m.partitions)) or "-"
+        rows.append(
             [
                 group,
-                info.protocol_type or "-",
-                info.protocol or "-",
-                info.state,
-                str(len(info.members)),
-            ],
-        ]
-        return _table(rows)
-    if members:
-        rows = [
-            [
-                "GROUP",
-                "CONSUMER-ID",
-                "GROUP-INSTANCE-ID",
-                "HOST",
-                "CLIENT-ID",
-                "#PARTITIONS",
-                "ASSIGNMENT",
+                m.member_id,
+                _dash(m.instance_id),
+                m.host,
+                m.client_id,
+                str(len(m.partitions)),
+                assignment,
             ]
-        ]
-        for m in info.members:
-            assignment = (
-                ",".join(f"{tp.topic}:{tp.partition}" for tp in sorted(m.partitions)) or "-"
-            )
-            rows.append(
-                [
-                    group,
-                    m.member_id,
-                    _dash(m.instance_id),
-                    m.host,
-                    m.client_id,
-                    str(len(m.partitions)),
-                    assignment,
-                ]
-            )
-        return _table(rows)
-    if info.state == "Dead":
-        return f"Consumer group '{group}' does not exist."
+        )
+    return _table(rows)
+
+
+def _describe_offsets(client: KafkaClient, group: str, info: GroupInfo) -> str:
     lags = partition_lags(client, info, committed_offsets(client, group))
     rows = [
         [
@@ -251,7 +248,7 @@ def describe(client: KafkaClient, group: str, *, members: bool, state: bool) -> 
         ]
     ]
     for pl in lags:
-        owner = pl.member
+        m = pl.member
         rows.append(
             [
                 group,
@@ -261,13 +258,25 @@ def describe(client: KafkaClient, group: str, *, members: bool, state: bool) -> 
                 str(pl.log_end),
                 _dash(pl.lag),
                 _dash(pl.lag_ms),
-                owner.member_id if owner else "-",
-                owner.host if owner else "-",
-                owner.client_id if owner else "-",
+                m.member_id if m else "-",
+                m.host if m else "-",
+                m.client_id if m else "-",
             ]
         )
     header = "" if info.members else f"Consumer group '{group}' has no active members.\n\n"
     return header + _table(rows)
+
+
+def describe(client: KafkaClient, group: str, *, members: bool, state: bool) -> str:
+    """kafka-consumer-groups.sh --describe [--members | --state]."""
+    info = describe_group(client, group)
+    if state:
+        return _describe_state(group, info)
+    if members:
+        return _describe_members(group, info)
+    if info.state == "Dead":
+        return f"Consumer group '{group}' does not exist."
+    return _describe_offsets(client, group, info)
 
 
 # ---------------------------------------------------------------------------- reset
