@@ -125,3 +125,35 @@ def test_frame_over_socket_request_max_bytes_is_refused(tidelog_broker_factory) 
         except ConnectionResetError:
             pass
     _assert_alive(b)
+
+
+def test_idle_connections_are_closed(tidelog_broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = tidelog_broker_factory({"connections.max.idle.ms": "200"})
+    with connect(b) as idle, connect(b) as busy:
+        idle.settimeout(20)
+        assert _api_versions(busy, 1).error_code == 0
+        assert idle.recv(1) == b""  # closed by the broker, not by a timeout
+    _assert_alive(b)
+
+
+def test_slow_reader_does_not_stop_other_clients(broker: EmbeddedBroker) -> None:
+    """A client that pipelines fetches of 1 MB but never reads: once its responses back up,
+    the broker stops reading from it, while other connections are served."""
+    from broker_wire import Wire, fetch_body, produce_body
+
+    from tidelog.records import build_batch
+
+    with Wire(broker) as w:
+        resp = w.call(
+            0,
+            9,
+            body=produce_body(9, "slow-reader", {0: build_batch([(1, None, b"x" * 1_000_000)])}),
+        )
+        assert resp.responses[0].partition_responses[0].error_code == 0  # type: ignore[attr-defined]
+    with connect(broker) as slow:
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        frame = request_frame(1, 12, 1, body=fetch_body(12, "slow-reader", {0: 0}))
+        slow.sendall(frame * 64)  # 64 MB of responses the client will not read
+        _assert_alive(broker)
+        paused = [c for c in list(broker.broker.connections) if c._reading_paused]
+        assert len(paused) == 1  # only the slow one

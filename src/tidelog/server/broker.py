@@ -62,6 +62,7 @@ class Broker:
             lambda: KafkaConnection(self), listener.host, listener.port, reuse_address=True
         )
         self.bound_port = self._server.sockets[0].getsockname()[1]
+        self._schedule_idle_check()
         self._start_group_coordinator()
         log.info(
             "tidelog broker %d listening on %s:%d (cluster %s)",
@@ -70,6 +71,25 @@ class Broker:
             self.bound_port,
             self.replica_manager.cluster_id,
         )
+
+    def _schedule_idle_check(self) -> None:
+        """Close connections idle for ``connections.max.idle.ms`` (Kafka's Selector does)."""
+        idle_ms = int(self.config.values["connections.max.idle.ms"])
+        if idle_ms <= 0:
+            return
+        loop = asyncio.get_running_loop()
+        period = min(idle_ms, 30_000) / 2000
+
+        def check() -> None:
+            if self._server is None:
+                return
+            now = loop.time()
+            for conn in list(self.connections):
+                if conn.idle and (now - conn.last_active) * 1000 >= idle_ms:
+                    conn.close(f"idle for more than connections.max.idle.ms ({idle_ms})")
+            self._idle_handle = loop.call_later(period, check)
+
+        self._idle_handle = loop.call_later(period, check)
 
     def _start_group_coordinator(self) -> None:
         """Load committed offsets/groups at start when ``__consumer_offsets`` exists; a fresh
@@ -89,6 +109,9 @@ class Broker:
             stop_group_coordinator(self)
         except ImportError:
             pass
+        handle = getattr(self, "_idle_handle", None)
+        if handle is not None:
+            handle.cancel()
         if self._server is not None:
             self._server.close()
             for conn in list(self.connections):

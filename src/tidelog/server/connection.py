@@ -56,11 +56,14 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = False
         self._flush_scheduled = False
         self._reading_paused = False
+        self._writing_paused = False
+        self.last_active = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.last_active = asyncio.get_running_loop().time()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
@@ -76,9 +79,23 @@ class KafkaConnection(asyncio.Protocol):
                 close_chunks(slot.data)
         self.slots.clear()
 
+    def pause_writing(self) -> None:
+        # The client reads slower than we answer: stop reading requests until it catches up.
+        self._writing_paused = True
+        self._maybe_pause()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._maybe_pause()
+
+    @property
+    def idle(self) -> bool:
+        return not self.slots and not self._tasks
+
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.last_active = asyncio.get_running_loop().time()
         buf = self.buf
         buf += data
         pos = 0
@@ -183,6 +200,7 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 out.append(data)
         if out:
+            self.last_active = asyncio.get_running_loop().time()
             try:
                 write_chunks(self.transport, out)
             except OSError as exc:
@@ -193,7 +211,7 @@ class KafkaConnection(asyncio.Protocol):
     def _maybe_pause(self) -> None:
         if self.transport is None or self.closed:
             return
-        busy = len(self.slots) + len(self._tasks) >= self.max_queued
+        busy = self._writing_paused or len(self.slots) + len(self._tasks) >= self.max_queued
         if busy and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
