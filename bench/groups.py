@@ -13,7 +13,10 @@ Two measurements:
   Real clients learn of a rebalance on their next heartbeat (heartbeat.interval.ms, 3 s by
   default in Kafka clients), so "join-one" is bounded below by the heartbeat interval.
 
-Run: .venv/bin/python bench/groups.py
+* **clients** (with ``--clients``): N confluent-kafka consumers subscribe at once; time until
+  all N own one partition each (librdkafka, heartbeat.interval.ms=100).
+
+Run: .venv/bin/python bench/groups.py [--clients]
 """
 
 from __future__ import annotations
@@ -195,6 +198,39 @@ async def wire_once(port: int, n: int, join_one: bool) -> float:
     return elapsed
 
 
+def clients_once(bootstrap: str, n: int, topic: str) -> float:
+    """n confluent-kafka consumers subscribe at once: time until each has an assignment and
+    together they own every partition (real librdkafka, heartbeat.interval.ms=100)."""
+    import confluent_kafka
+
+    group = f"bench-clients-{n}-{time.monotonic_ns()}"
+    consumers = [
+        confluent_kafka.Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 100,
+                "enable.auto.commit": False,
+            }
+        )
+        for _ in range(n)
+    ]
+    start = time.perf_counter()
+    for c in consumers:
+        c.subscribe([topic])
+    while True:
+        owned = [len(c.assignment()) for c in consumers]
+        if all(owned) and sum(owned) == n:
+            break
+        for c in consumers:
+            c.poll(0.005)
+    elapsed = time.perf_counter() - start
+    for c in consumers:
+        c.close()
+    return elapsed
+
+
 def start_broker(log_dir: str) -> tuple[subprocess.Popen[str], int]:
     overrides = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -214,6 +250,19 @@ def start_broker(log_dir: str) -> tuple[subprocess.Popen[str], int]:
             threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
             return proc, int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
     raise RuntimeError("broker did not start")
+
+
+def clients_section(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    print("clients: confluent-kafka consumers, one partition each (median of 3)")
+    for n in SIZES:
+        topic = f"bench-clients-{n}"
+        for f in admin.create_topics([NewTopic(topic, n, 1)]).values():
+            f.result(30)
+        took = statistics.median(clients_once(bootstrap, n, topic) for _ in range(RUNS))
+        print(f"  {n:3d} members: subscribe -> all assigned {took * 1e3:8.1f} ms")
 
 
 def main() -> None:
@@ -238,6 +287,8 @@ def main() -> None:
                     )
                     extra = f"  join-one (N-1 -> N): {one * 1e3:8.1f} ms"
                 print(f"  {n:3d} members: cold {cold * 1e3:8.1f} ms{extra}")
+            if "--clients" in sys.argv:
+                clients_section(f"127.0.0.1:{port}")
         finally:
             proc.terminate()
             proc.wait(30)
