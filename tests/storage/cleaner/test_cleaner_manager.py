@@ -356,3 +356,18 @@ def test_segments_deleted_during_a_round_abort_it_without_marking(logs: Logs,
     assert not [p for p in lg.dir.iterdir() if p.name.endswith((".cleaned", ".swap"))]
     assert cleaner.clean_once()
     assert [o for o, *_ in kov(lg)] == list(range(35, 40))
+
+
+def test_log_start_past_the_active_segment_base_is_not_chosen(logs: Logs,
+                                                              clock: ManualClock) -> None:
+    """#131 (testLogStartOffsetLargerThanActiveSegmentBaseOffset)."""
+    lg = logs.add("t-0", cleanup_policy="compact,delete")
+    fill(lg, 20, 20)
+    append(lg, [(k(1), b"a"), (k(2), b"b"), (k(3), b"c")])  # the active segment: 20..22
+    lg.maybe_increment_log_start_offset(22, "test")
+    lg.delete_old_segments()
+    assert lg.log_start_offset > lg.active_segment.base_offset
+    mgr = LogCleanerManager([logs.root], lambda: logs.logs)
+    assert mgr.grab_filthiest_compacted_log(clock.milliseconds()) is None
+    off = cleanable_offsets(lg, None, clock.milliseconds())
+    assert off.first_dirty_offset == off.first_uncleanable_dirty_offset == 22
