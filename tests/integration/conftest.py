@@ -14,8 +14,14 @@ import pytest
 
 
 class ServeProcess:
-    def __init__(self, log_dir: Path, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        overrides: dict[str, str] | None = None,
+        extra_args: list[str] | None = None,
+    ) -> None:
         self.log_dir = log_dir
+        self.extra_args = list(extra_args or [])
         self.overrides = {
             "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": str(log_dir),
@@ -32,7 +38,7 @@ class ServeProcess:
     def start(self, port: int = 0) -> ServeProcess:
         if port:
             self.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "tidelog.cli.main", "serve"]
+        cmd = [sys.executable, "-m", "tidelog.cli.main", "serve", *self.extra_args]
         for k, v in self.overrides.items():
             cmd += ["--override", f"{k}={v}"]
         self.proc = subprocess.Popen(

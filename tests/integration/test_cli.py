@@ -171,3 +171,41 @@ def test_consume_with_group_resumes_from_committed_offsets(serve) -> None:  # ty
     [tp] = c.committed([ck.TopicPartition("cli-g", 0)], 10)
     c.close()
     assert tp.offset == 6
+
+
+def test_serve_reads_server_properties_and_overrides(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import ServeProcess
+
+    from tidelog.protocol.client import KafkaClient
+
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# tidelog test\n"
+        "listeners=PLAINTEXT://127.0.0.1:0\n"
+        f"log.dirs={tmp_path / 'from-file'}\n"
+        "num.partitions=3\n"
+        "node.id = 7\n"
+    )
+    proc = ServeProcess(
+        tmp_path / "from-override", overrides={"num.partitions": "2"}, extra_args=["-c", str(props)]
+    )
+    # the fixture's listeners/log.dirs overrides win over the file, as --override should
+    proc.start()
+    try:
+        with KafkaClient(proc.bootstrap_servers) as kc:
+            md = kc.metadata(["from-props"], auto_create=True)
+        assert sorted(md.topics["from-props"]) == [0, 1]  # --override num.partitions=2
+        assert md.controller_id == 7 and list(md.brokers) == [7]  # node.id from the file
+        assert (tmp_path / "from-override" / "from-props-0").is_dir()
+        assert not (tmp_path / "from-file").exists()
+    finally:
+        assert proc.stop() == 0
+
+
+def test_serve_rejects_a_bad_properties_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    props = tmp_path / "bad.properties"
+    props.write_text("listeners=PLAINTEXT://127.0.0.1:0\nthis line has no separator\n")
+    r = cli("serve", "-c", str(props))
+    assert r.returncode == 2 and "line 2" in r.stderr
+    r = cli("serve", "-c", str(tmp_path / "missing.properties"))
+    assert r.returncode == 2 and "missing.properties" in r.stderr
