@@ -258,3 +258,37 @@ def test_aiokafka_crash_moves_partitions_after_short_session(broker: EmbeddedBro
     finally:
         for m in members:
             m.stop()
+
+
+def test_live_broker_compacts_consumer_offsets(tmp_path: object) -> None:
+    """The broker's own cleaner thread compacts __consumer_offsets while clients commit."""
+    from pathlib import Path
+
+    from tidelog.protocol.client import KafkaClient
+    from tidelog.protocol.client import TopicPartition as TP
+
+    config = {
+        "offsets.topic.num.partitions": "1",
+        "offsets.topic.segment.bytes": "2048",
+        "log.cleaner.backoff.ms": "20",
+    }
+    with EmbeddedBroker(config, log_dir=Path(str(tmp_path))) as b:
+        with KafkaClient(b.bootstrap_servers) as c:
+            for o in range(300):
+                c.commit_offsets("compact-me", {TP("t", 0): o, TP("t", 1): o})
+        part_dir = b.log_dir / f"{OFFSETS_TOPIC}-0"
+
+        def size() -> int:
+            total = 0
+            for p in part_dir.glob("*.log"):
+                try:
+                    total += p.stat().st_size
+                except FileNotFoundError:  # the cleaner swapped it meanwhile
+                    return 1 << 30
+            return total
+
+        written = 300 * 2 * 40  # ~40 bytes of key+value per record, before compaction
+        wait_for(lambda: size() < written / 4, 60, "compaction", [])
+        with KafkaClient(b.bootstrap_servers) as c:
+            got = c.committed_offsets("compact-me", [TP("t", 0), TP("t", 1)])
+        assert got == {TP("t", 0): 299, TP("t", 1): 299}
