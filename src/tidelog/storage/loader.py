@@ -82,6 +82,7 @@ class LogLoader:
         self.recovery_point_checkpoint = recovery_point_checkpoint
         self.had_clean_shutdown = had_clean_shutdown
         self.producer_state = producer_state
+        self._recover_from = LONG_MAX
 
     def load(self) -> LoadedLogOffsets:
         swap_files = self._remove_temp_files_and_collect_swap_files()
@@ -158,7 +159,17 @@ class LogLoader:
                 f.rename(f.with_name(f.name[: -len(SWAP_FILE_SUFFIX)]))
 
     # -- segments ------------------------------------------------------------------------------
+    def _first_recovered_base(self) -> int:
+        """Base of the first segment _recover_log will recover (LONG_MAX after a clean stop)."""
+        if self.had_clean_shutdown:
+            return LONG_MAX
+        bases = sorted(b for f in self._files() if f.name.endswith(LOG_FILE_SUFFIX)
+                       and (b := _offset_of(f)) is not None)
+        below = [b for b in bases if b <= self.recovery_point_checkpoint]
+        return below[-1] if below else (bases[0] if bases else LONG_MAX)
+
     def _load_segment_files(self) -> None:
+        self._recover_from = self._first_recovered_base()
         for f in self._files():
             name = f.name
             base = _offset_of(f)
@@ -175,6 +186,8 @@ class LogLoader:
         time_index_new = not time_index_file(self.dir, base).exists()
         offset_index_missing = not offset_index_file(self.dir, base).exists()
         seg = open_segment(self.dir, base, self.config, self.clock)
+        if base >= self._recover_from:
+            return seg  # recovered by _recover_log anyway: skip the checks and a double scan
         try:
             if offset_index_missing or (time_index_new and seg.size > 0):
                 # Kafka recreates a lone missing .timeindex empty; rebuilding it keeps
