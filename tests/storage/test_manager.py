@@ -509,11 +509,22 @@ def test_corrupt_checkpoints_are_survived(
 
 def test_shutdown_before_startup_writes_no_marker(tmp_path: Path) -> None:
     e = Env([tmp_path / "d"])
+    e.start()
+    lg = e.manager.get_or_create_log(TP)
+    append(lg, 10, e.clock.milliseconds())
+    e.manager.delete_records(TP, 4)
+    e.manager.shutdown()
+    CleanShutdownFile(tmp_path / "d").delete()
+    before = {p.name: p.read_bytes() for p in (tmp_path / "d").iterdir() if p.is_file()}
+    assert before["log-start-offset-checkpoint"] == b"0\n1\nevents 0 4\n"
+    e.manager = e._new()
     with pytest.raises(KafkaStorageError, match="not started"):
         e.manager.get_or_create_log(TP)
     e.manager.shutdown()
     with pytest.raises(KafkaStorageError, match="shut down"):
         e.manager.get_or_create_log(TP)
+    after = {p.name: p.read_bytes() for p in (tmp_path / "d").iterdir() if p.is_file()}
+    assert after == before  # checkpoints kept, no marker
     assert not CleanShutdownFile(tmp_path / "d").exists()
 
 

@@ -101,12 +101,11 @@ class LogManager(LogManagerTasks):
         self._started = False
         self._shut_down = False
         self._owns_scheduler = False
+        cleaner_cfg = cleaner_config or CleanerConfig.from_props(broker_log_defaults)
         self.dirs = [LogDir(p) for p in canonical_dirs(log_dirs)]
         self._init_tasks()
-        self._lock_dirs()
-        self.cleaner = self._make_cleaner(
-            cleaner_config or CleanerConfig.from_props(broker_log_defaults)
-        )
+        self._lock_dirs()  # last fallible step: nothing after it may leave the locks held
+        self.cleaner = self._make_cleaner(cleaner_cfg)
 
     def _make_cleaner(self, cfg: CleanerConfig) -> LogCleaner | None:
         """Kafka's LogManager owns the cleaner; ``log.cleaner.enable=false`` means none."""
@@ -231,11 +230,13 @@ class LogManager(LogManagerTasks):
             except Exception:
                 ok = False
                 log.error("Error flushing/closing log %s during shutdown", lg.dir, exc_info=True)
-        ok = self._checkpoint_dir(d, logs) and ok
-        if not (ok and d.loaded):
-            # Only a dir whose every log loaded, closed and was checkpointed may skip
-            # recovery next time.
+        if not d.loaded:
+            # Checkpoints of a dir that never finished loading would list only part of its
+            # logs and wipe the others' recovery points and start offsets: keep the old ones.
             return
+        ok = self._checkpoint_dir(d, logs) and ok
+        if not ok:
+            return  # only a dir whose every log closed and was checkpointed skips recovery
         try:
             d.clean_shutdown_file.write(self.broker_epoch)
             log.info("Wrote clean shutdown marker in %s", d.path)
