@@ -131,7 +131,13 @@ def scan_records(batch: RecordBatch) -> tuple[bytes, list[ScannedRecord]]:
     try:
         for _ in range(count):
             start = pos
-            length, attr_pos = rv(payload, pos)
+            length = payload[pos]
+            if length < 0x80:
+                attr_pos = pos + 1
+            elif payload[pos + 1] < 0x80:  # two bytes: records of 64..8191 bytes
+                length, attr_pos = (length & 0x7F) | (payload[pos + 1] << 7), pos + 2
+            else:
+                length, attr_pos = rv(payload, pos)
             length = (length >> 1) ^ -(length & 1)
             end = attr_pos + length
             if length < 0 or end > limit:
@@ -144,7 +150,10 @@ def scan_records(batch: RecordBatch) -> tuple[bytes, list[ScannedRecord]]:
             raw_off = payload[ts_end]
             p = ts_end + 1
             if raw_off >= 0x80:
-                raw_off, p = rv(payload, ts_end)
+                if payload[p] < 0x80:
+                    raw_off, p = (raw_off & 0x7F) | (payload[p] << 7), p + 1
+                else:
+                    raw_off, p = rv(payload, ts_end)
             klen = payload[p]
             p += 1
             if klen >= 0x80:

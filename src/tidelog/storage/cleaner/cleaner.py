@@ -179,6 +179,8 @@ class _CleanerFilter:
         self.stats = stats
         self.group_end = -1  # next offset after the group's last batch
         self._discard_records = False
+        self._is_control = False
+        self._latest = offset_map.latest_offset
 
     def _is_last_batch_of_producer(self, batch: RecordBatch) -> bool:
         last = self.producers.get(batch.producer_id)
@@ -190,7 +192,9 @@ class _CleanerFilter:
 
     def check_batch_retention(self, batch: RecordBatch) -> BatchRetentionResult:
         can_discard = self.txn.should_discard_batch(batch)
-        if batch.is_control:
+        self._is_control = batch.is_control
+        self._latest = self.offset_map.latest_offset
+        if self._is_control:
             horizon = batch.delete_horizon_ms
             self._discard_records = (can_discard and horizon is not None
                                      and horizon <= self.current_time)
@@ -210,18 +214,20 @@ class _CleanerFilter:
         return BatchRetentionResult(retention, can_discard and batch.is_control)
 
     def should_retain_record(self, batch: RecordBatch, record: ScannedRecord) -> bool:
+        # Per record: batch-level facts were cached by check_batch_retention.
         if self._discard_records:
             return False
-        if batch.is_control:
+        if self._is_control:
             return True
-        if record.offset > self.offset_map.latest_offset:
+        offset, _ts, key, has_value = record[:4]
+        if offset > self._latest:
             return True
-        if record.key is None:
+        if key is None:
             self.stats.invalid_messages_read += 1
             return False
-        if record.offset < self.offset_map.get(record.key):
+        if offset < self.offset_map.get(key):
             return False
-        if record.has_value:
+        if has_value:
             return True
         horizon = batch.delete_horizon_ms
         return horizon is None or self.current_time < horizon

@@ -27,6 +27,7 @@ BYTES_PER_ENTRY = HASH_SIZE + OFFSET_SIZE
 _Q = struct.Struct(">q")
 _EMPTY_HASH = bytes(HASH_SIZE)
 _EMPTY_ENTRY = bytes(BYTES_PER_ENTRY)
+_md5 = hashlib.md5
 
 
 def _anonymous_map(size: int) -> mmap.mmap:
@@ -84,7 +85,7 @@ class SkimpyOffsetMap:
     @property
     def collision_rate(self) -> float:
         """Extra probes per lookup (Kafka's collisionRate), for stats."""
-        return (self._probes - self._lookups) / self._lookups if self._lookups else 0.0
+        return self._probes / self._lookups if self._lookups else 0.0
 
     def max_entries(self, load_factor: float) -> int:
         """Entries at which the cleaner treats the map as full (Kafka: slots * loadFactor)."""
@@ -93,7 +94,7 @@ class SkimpyOffsetMap:
     # -- operations --------------------------------------------------------------------------
     def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
         """Record ``offset`` as the latest for ``key``; also advances ``latest_offset``."""
-        digest = hashlib.md5(key, usedforsecurity=False).digest()
+        digest = _md5(key, usedforsecurity=False).digest()
         pos, found = self._find(digest)
         if pos < 0:
             raise OffsetMapFullError("attempt to add a new entry to a full offset map")
@@ -107,22 +108,31 @@ class SkimpyOffsetMap:
         self.latest_offset = offset
 
     def get(self, key: bytes | bytearray | memoryview) -> int:
-        """The latest offset stored for ``key``, or -1."""
-        pos, found = self._find(hashlib.md5(key, usedforsecurity=False).digest())
-        return int(_Q.unpack_from(self._bytes, pos + HASH_SIZE)[0]) if found else -1
+        """The latest offset stored for ``key``, or -1. (The first probe is inlined: it is
+        the cleaner's per-record call.)"""
+        digest = _md5(key, usedforsecurity=False).digest()
+        buf = self._bytes
+        self._lookups += 1
+        pos = int.from_bytes(digest[:4], "big") % self._slots * BYTES_PER_ENTRY
+        stored = buf[pos : pos + HASH_SIZE]
+        if stored != digest:
+            if stored == _EMPTY_HASH:
+                return -1
+            pos, found = self._probe(digest)
+            if not found:
+                return -1
+        return int(_Q.unpack_from(buf, pos + HASH_SIZE)[0])
 
     def _find(self, digest: bytes) -> tuple[int, bool]:
         """(byte position, True) of ``digest``'s slot, else (first empty slot, False), else
-        (-1, False) when the map is full. The first probe is inlined (the common case)."""
+        (-1, False) when the map is full."""
         buf = self._bytes
         self._lookups += 1
         pos = int.from_bytes(digest[:4], "big") % self._slots * BYTES_PER_ENTRY
         stored = buf[pos : pos + HASH_SIZE]
         if stored == digest:
-            self._probes += 1
             return pos, True
         if stored == _EMPTY_HASH:
-            self._probes += 1
             return pos, False
         return self._probe(digest)
 
@@ -141,7 +151,7 @@ class SkimpyOffsetMap:
             pos = slot * BYTES_PER_ENTRY
             stored = buf[pos : pos + HASH_SIZE]
             if stored in (digest, _EMPTY_HASH):
-                self._probes += attempt + 1
+                self._probes += attempt
                 return pos, stored == digest
         self._probes += slots + windows
         return -1, False
