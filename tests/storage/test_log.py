@@ -397,3 +397,44 @@ def test_files_readable_by_kafka_python(make_log: MakeLog) -> None:
             assert ts >= ts_prev and rel >= 0
             ts_prev = ts
     assert got == expected
+
+
+def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog) -> None:
+    # #88 testFetchUpToLastStableOffset, #89 txn index entries, #59 aborted list on read
+    from tidelog.records import RecordBatchBuilder
+    from tidelog.records.batch import ControlRecordType
+    from tidelog.storage.validator import AppendOrigin
+
+    lg = make_log()
+
+    def txn_data(pid: int, n: int, seq: int) -> None:
+        lg.append_as_leader(batch(*[b"t"] * n, producer_id=pid, producer_epoch=0,
+                                  base_sequence=seq, is_transactional=True))
+
+    def marker(pid: int, kind: ControlRecordType) -> None:
+        b = RecordBatchBuilder(producer_id=pid, producer_epoch=0, is_transactional=True,
+                               is_control=True)
+        b.append_control(kind, T0, coordinator_epoch=0)
+        lg.append_as_leader(b.build(), origin=AppendOrigin.COORDINATOR)
+
+    txn_data(1, 5, 0)  # 0-4
+    lg.append_as_leader(batch(b"p", b"p", b"p"))  # 5-7
+    txn_data(2, 2, 0)  # 8-9
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 0
+    marker(1, ControlRecordType.COMMIT)  # 10
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 8
+    committed = lg.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
+    from tidelog.records import iter_batches
+
+    assert [b.last_offset for b in iter_batches(committed.records.read())] == [4, 7]
+    marker(2, ControlRecordType.ABORT)  # 11
+    assert lg.last_stable_offset == 8  # the abort is above the HW
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.last_stable_offset == 12
+    info = lg.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
+    assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions or []] == [(2, 8)]
+    entries = lg.active_segment.txn_index.all_aborted_txns()
+    assert [(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+            for t in entries] == [(2, 8, 11, 12)]
