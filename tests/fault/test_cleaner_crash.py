@@ -1,6 +1,7 @@
-"""Crash safety of compaction (#97, #138): a cleaner killed after writing `.cleaned`, after
-the `.swap` rename, half-way through replacing the old segments, or just before dropping the
-`.swap` suffix, leaves a log that reopens to exactly the pre-clean or the post-clean state.
+"""Crash safety of compaction (#97, #138): a cleaner killed while writing `.cleaned`, after
+writing it, after the `.swap` rename, half-way through replacing the old segments, or just
+before dropping the `.swap` suffix, leaves a log that reopens to exactly the pre-clean or the
+post-clean state.
 
 Two ways to crash: an injected exception at the step (the in-memory Log is then thrown
 away without flushing), and a real child process killed with SIGKILL at the step.
@@ -29,7 +30,8 @@ from tidelog.util.clock import ManualClock
 NOW = 1_700_000_000_000
 PROPS = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20)}
 # step -> which state a restart must show
-STEPS = {"cleaned": "pre", "swap": "post", "replacing": "post", "replaced": "post"}
+STEPS = {"writing": "pre", "cleaned": "pre", "swap": "post", "replacing": "post",
+         "replaced": "post"}
 
 
 class SimulatedCrash(BaseException):
@@ -119,7 +121,7 @@ def test_injected_crash_recovers_to_pre_or_post(states: tuple[Path, list, list],
     with pytest.raises(SimulatedCrash):
         _clean(d, _crash_at(step))
     names = {p.name for p in d.iterdir()}
-    if step == "cleaned":
+    if step in ("writing", "cleaned"):
         assert "00000000000000000000.log.cleaned" in names
     else:
         assert "00000000000000000000.log.swap" in names

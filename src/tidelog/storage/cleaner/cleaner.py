@@ -380,3 +380,5 @@ class Cleaner:
                         result.shallow_offset_of_max_timestamp, result.output)
             stats.bytes_written += len(result.output)
             self.throttler.maybe_throttle(len(result.output))
+            if self.fault is not None:
+                self.fault("writing")  # crash tests: a partly written `.cleaned` segment

@@ -30,8 +30,9 @@ from .errors import SwapAbortedError
 
 log = logging.getLogger(__name__)
 
-# Test hook: called with a step name ("cleaned", "swap", "replacing", "replaced"); raising
-# (or killing the process) there simulates a crash at that step.
+# Test hook: called with a step name ("writing" while the `.cleaned` segment is being
+# written, then "cleaned", "swap", "replacing", "replaced"); raising (or killing the
+# process) there simulates a crash at that step.
 FaultHook = Callable[[str], None]
 
 
