@@ -136,3 +136,13 @@ def test_json_offsets_round_trip() -> None:
     data = to_json_offsets(offsets)
     assert data == {"t": {"0": 5, "10": 7}, "u": {"1": 0}}
     assert from_json_offsets(data) == offsets
+
+
+def test_auto_registration_module() -> None:
+    """PySpark registers DefaultSource of every top-level ``pyspark_*`` module by its name."""
+    import pyspark_tidelog
+
+    from tidelog.spark import TidelogDataSource
+
+    assert pyspark_tidelog.DefaultSource is TidelogDataSource
+    assert TidelogDataSource.name() == "tidelog"
