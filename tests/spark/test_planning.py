@@ -141,7 +141,6 @@ def test_json_offsets_round_trip() -> None:
 def test_auto_registration_module() -> None:
     """PySpark registers DefaultSource of every top-level ``pyspark_*`` module by its name."""
     import pyspark_tidelog
-
     from tidelog.spark import TidelogDataSource
 
     assert pyspark_tidelog.DefaultSource is TidelogDataSource
