@@ -66,9 +66,9 @@ def _clean(d: Path, fault: object = None) -> None:
     clock = ManualClock(NOW)
     cleaner = Cleaner(0, SkimpyOffsetMap(24 * 1000), dup_buffer_load_factor=0.9,
                       io_buffer_size=4096, throttler=Throttler(float("inf"), clock),
-                      clock=clock, fault=fault)  # type: ignore[arg-type]
+                      clock=clock, fault=fault)
     try:
-        cleaner.clean(LogToClean(lg.topic_partition, lg, 0,  # type: ignore[arg-type]
+        cleaner.clean(LogToClean(lg.topic_partition, lg, 0,
                                  lg.active_segment.base_offset))
     except SimulatedCrash:
         lg.close_handlers()  # crash: no flush, no tidying
@@ -78,7 +78,7 @@ def _clean(d: Path, fault: object = None) -> None:
 
 def _state(d: Path) -> list[tuple[int, bytes | None, bytes | None]]:
     lg = _open(d)
-    out = []
+    out: list[tuple[int, bytes | None, bytes | None]] = []
     offset = lg.log_start_offset
     while offset < lg.log_end_offset:
         data = lg.read(offset, 1 << 22, FetchIsolation.LOG_END).records.read()

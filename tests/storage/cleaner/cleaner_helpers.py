@@ -52,7 +52,7 @@ def append_marker(lg: Log, pid: int, epoch: int, ctype: ControlRecordType) -> in
 
 
 def batches(lg: Log) -> list[Any]:
-    out = []
+    out: list[Any] = []
     for seg in lg.segments.values():
         out.extend(RecordBatchLike(b) for b in iter_batches(seg.log.read_at(0, seg.size)))
     return out
@@ -102,6 +102,6 @@ def make_cleaner(clock: ManualClock, slots: int = 10_000, load_factor: float = 0
 
 def clean(cleaner: Cleaner, lg: Log, first_dirty: int = 0, end: int | None = None) -> int:
     upper = lg.active_segment.base_offset if end is None else end
-    ltc = LogToClean(lg.topic_partition, lg, first_dirty, upper)  # type: ignore[arg-type]
+    ltc = LogToClean(lg.topic_partition, lg, first_dirty, upper)
     next_dirty, _stats = cleaner.clean(ltc)
     return next_dirty

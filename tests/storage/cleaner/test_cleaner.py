@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def log(tmp_path: Path, clock: ManualClock) -> Log:
+def log(tmp_path: Path, clock: ManualClock) -> Iterator[Log]:
     lg = open_log(tmp_path / "compacted-0", clock)
     yield lg
     lg.close()
@@ -61,7 +62,7 @@ def test_clean_keeps_latest_per_key_and_offsets(log: Log, clock: ManualClock,
     assert offsets == sorted(set(offsets))
     assert all(original[r[0]] == r for r in got)
     cleaned = [r for r in got if r[0] < end]
-    latest: dict[bytes, int] = {}
+    latest: dict[bytes | None, int] = {}
     for o, key, _val in sorted(original.values()):
         if o < end:
             latest[key] = o
@@ -112,7 +113,7 @@ def test_keyless_records_dropped_and_counted(tmp_path: Path, clock: ManualClock)
     cleaner = make_cleaner(clock)
     from tidelog.storage.cleaner.cleaner import LogToClean
 
-    _end, stats = cleaner.clean(LogToClean(lg.topic_partition, lg, 0,  # type: ignore[arg-type]
+    _end, stats = cleaner.clean(LogToClean(lg.topic_partition, lg, 0,
                                            lg.active_segment.base_offset))
     assert kov(lg) == [(3, k(1), b"d")]
     assert stats.invalid_messages_read == 2

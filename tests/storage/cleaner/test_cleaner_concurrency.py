@@ -14,7 +14,7 @@ from tidelog.util.clock import SystemClock
 
 def test_cleaner_thread_with_concurrent_appends_and_reads(tmp_path: Path) -> None:
     clock = SystemClock()
-    lg = open_log(tmp_path / "busy-0", clock, segment_bytes=2048,  # type: ignore[arg-type]
+    lg = open_log(tmp_path / "busy-0", clock, segment_bytes=2048,
                   min_cleanable_dirty_ratio=0.01)
     assert lg.topic_partition is not None
     logs = {lg.topic_partition: lg}
@@ -51,6 +51,6 @@ def test_cleaner_thread_with_concurrent_appends_and_reads(tmp_path: Path) -> Non
     assert got == latest  # the latest value of every key, at its original offset
     assert len(kov(lg)) < 1500
     lg.close()
-    reopened = open_log(tmp_path / "busy-0", clock)  # type: ignore[arg-type]
+    reopened = open_log(tmp_path / "busy-0", clock)
     assert {key: (off, value) for off, key, value in kov(reopened)} == latest
     reopened.close()

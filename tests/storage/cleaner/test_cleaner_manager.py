@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ class Logs:
 
 
 @pytest.fixture
-def logs(tmp_path: Path, clock: ManualClock) -> Logs:
+def logs(tmp_path: Path, clock: ManualClock) -> Iterator[Logs]:
     ls = Logs(tmp_path, clock)
     yield ls
     ls.close()
@@ -347,7 +348,7 @@ def test_segments_deleted_during_a_round_abort_it_without_marking(logs: Logs,
             lg.delete_old_segments()
         real_check(tp)
 
-    cleaner.manager.check_cleaning_aborted = retention_meanwhile  # type: ignore[method-assign]
+    cleaner.manager.check_cleaning_aborted = retention_meanwhile
     assert cleaner.clean_once()  # worked on (Kafka counts an aborted round as one)
     assert fired
     assert not cleaner.manager.is_uncleanable(lg, TopicPartition("t", 0))
