@@ -438,3 +438,27 @@ def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog) ->
     entries = lg.active_segment.txn_index.all_aborted_txns()
     assert [(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
             for t in entries] == [(2, 8, 11, 12)]
+
+
+def test_io_error_is_a_storage_error_and_loses_nothing(
+        make_log: MakeLog, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    import tidelog.storage.file_records as fr
+
+    lg = make_log()
+    lg.append_as_leader(batch(b"a"))
+    real_pwrite = fr.os.pwrite
+
+    def full_disk(fd: int, data: object, pos: int) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(fr.os, "pwrite", full_disk)
+    with pytest.raises(KafkaStorageError) as ei:
+        lg.append_as_leader(batch(b"b"))
+    assert ei.value.kafka_error == "KAFKA_STORAGE_ERROR" and str(lg.dir) in str(ei.value)
+    assert lg.log_end_offset == 1
+    monkeypatch.setattr(fr.os, "pwrite", real_pwrite)
+    assert lg.append_as_leader(batch(b"c")).first_offset == 1
+    lg.update_high_watermark(2)
+    assert values_from(lg, 0) == [(0, b"a"), (1, b"c")]

@@ -7,9 +7,11 @@ the read side in log_read.py and retention in log_retention.py, so this module i
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,7 +180,7 @@ class Log:
         """Validate, assign offsets from the LEO, dedup idempotent retries, append."""
         if len(records) == 0:
             return self._empty_append_info()
-        with self._lock:
+        with self._io("append"):
             self._check_open()
             now = self.clock.milliseconds()
             res = validate_and_assign_offsets(
@@ -194,7 +196,7 @@ class Log:
         """Append replicated batches keeping their offsets (must not go below the LEO)."""
         if len(records) == 0:
             return self._empty_append_info()
-        with self._lock:
+        with self._io("append"):
             self._check_open()
             a = analyze_follower_records(records, path=self.name)
             if a.first_offset < self.log_end_offset:
@@ -284,7 +286,7 @@ class Log:
 
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at max(expected, LEO); snapshot producer state there."""
-        with self._lock:
+        with self._io("roll"):
             self._check_open()
             new_offset = max(expected_next_offset or 0, self.log_end_offset)
             active = self._segments.active_segment
@@ -311,7 +313,7 @@ class Log:
     # -- flush and recovery point --------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
         """fsync segments holding [recovery point, offset) and advance the recovery point."""
-        with self._lock:
+        with self._io("flush"):
             if self._closed:
                 return
             target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
@@ -393,7 +395,7 @@ class Log:
     # -- retention -----------------------------------------------------------------------------
     def delete_old_segments(self) -> int:
         """Retention by log start offset, then size, then time (#75-#80)."""
-        with self._lock:
+        with self._io("retention"):
             self._check_open()
             return log_retention.delete_old_segments(self)
 
@@ -420,7 +422,7 @@ class Log:
         """Follower truncation (#83-#86); False if target >= LEO."""
         if target < 0:
             raise ValueError(f"Cannot truncate partition {self.name} to a negative offset")
-        with self._lock:
+        with self._io("truncate"):
             self._check_open()
             if target >= self.log_end_offset:
                 return False
@@ -441,7 +443,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset`` (#85)."""
-        with self._lock:
+        with self._io("truncate"):
             self._check_open()
             old = self._segments.values()
             for seg in old:
@@ -476,7 +478,7 @@ class Log:
 
     def close(self) -> None:
         """Snapshot producer state at the LEO (#103), then flush, trim and close segments."""
-        with self._lock:
+        with self._io("close"):
             if self._closed:
                 return
             self._producer_state.update_map_end_offset(self.log_end_offset)
@@ -515,6 +517,16 @@ class Log:
             self._segments.update_parent_dir(new_dir)
             self._producer_state.dir = new_dir
             self._producer_state.snapshots = self._producer_state._scan_snapshots()
+
+    @contextlib.contextmanager
+    def _io(self, op: str) -> Iterator[None]:
+        """Hold the lock; an OSError becomes KafkaStorageError naming the log dir (Kafka)."""
+        with self._lock:
+            try:
+                yield
+            except OSError as e:
+                raise KafkaStorageError(
+                    f"Error while {op} in dir {self._dir} ({self.name}): {e}") from e
 
     def _check_open(self) -> None:
         if self._closed:
