@@ -20,9 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
 from peers import kafka_broker
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[tuple[str, str]]:
-    with kafka_broker() as kb:
+@pytest.fixture(scope="module", params=["tidelog", "tansu"])
+def broker(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    """Our broker and an independent one (Tansu): the client must work with both."""
+    with kafka_broker(request.param) as kb:
         yield kb
 
 

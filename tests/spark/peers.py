@@ -1,8 +1,8 @@
 """Real Kafka-compatible brokers for client and Spark tests.
 
-``kafka_broker()`` yields (kind, bootstrap) of Tansu (an independent Rust broker, memory
-storage, from ``/work/shared/bin/tansu``) by default, or of our own
-``tidelog.testing.EmbeddedBroker`` with ``TIDELOG_TEST_BROKER=tidelog``.
+``kafka_broker()`` yields (kind, bootstrap) of our own ``tidelog.testing.EmbeddedBroker``
+by default, or of Tansu (an independent Rust broker, memory storage, from
+``/work/shared/bin/tansu``) with ``TIDELOG_TEST_BROKER=tansu`` (or ``kafka_broker("tansu")``).
 Tansu 0.6.0 quirks (seen on the wire): ListOffsets "latest" answers the last batch's base
 offset + 1 and timestamp lookups answer 0, so tests that check those against Tansu produce
 one record per batch or are limited to our broker.
@@ -67,16 +67,16 @@ def tansu() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def embedded_tidelog() -> Iterator[str]:
-    from tidelog.testing import EmbeddedBroker  # type: ignore[attr-defined]
+def embedded_tidelog(log_dir: Path | None = None) -> Iterator[str]:
+    from tidelog.testing import EmbeddedBroker
 
-    with EmbeddedBroker() as broker:
+    with EmbeddedBroker(log_dir=log_dir) as broker:
         yield broker.bootstrap_servers
 
 
 def has_embedded_tidelog() -> bool:
     try:
-        from tidelog.testing import EmbeddedBroker  # type: ignore[attr-defined]  # noqa: F401
+        from tidelog.testing import EmbeddedBroker  # noqa: F401
     except ImportError:
         return False
     return True
@@ -85,7 +85,9 @@ def has_embedded_tidelog() -> bool:
 @contextlib.contextmanager
 def kafka_broker(kind: str | None = None) -> Iterator[tuple[str, str]]:
     """(kind, bootstrap) of a running broker."""
-    kind = kind or os.environ.get("TIDELOG_TEST_BROKER") or "tansu"
+    kind = kind or os.environ.get("TIDELOG_TEST_BROKER") or (
+        "tidelog" if has_embedded_tidelog() else "tansu"
+    )
     ctx = embedded_tidelog() if kind == "tidelog" else tansu()
     with ctx as bootstrap:
         yield kind, bootstrap
