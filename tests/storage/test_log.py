@@ -462,3 +462,19 @@ def test_io_error_is_a_storage_error_and_loses_nothing(
     assert lg.append_as_leader(batch(b"c")).first_offset == 1
     lg.update_high_watermark(2)
     assert values_from(lg, 0) == [(0, b"a"), (1, b"c")]
+
+
+def test_producer_expiration(make_log: MakeLog, clock: ManualClock) -> None:
+    # #111 testPeriodicProducerIdExpiration: expiration 200 -> present at +100, gone at +200;
+    # an expired producer may then start again at any sequence (#107)
+    lg = make_log(producer_id_expiration_ms=200)
+    lg.append_as_leader(batch(b"a", ts=clock.milliseconds(), producer_id=5, producer_epoch=0,
+                              base_sequence=0))
+    clock.advance(100)
+    assert lg.remove_expired_producers(clock.milliseconds()) == []
+    assert lg.producer_state.last_entry(5) is not None
+    clock.advance(100)
+    assert lg.remove_expired_producers(clock.milliseconds()) == [5]
+    assert lg.producer_state.last_entry(5) is None
+    info = lg.append_as_leader(batch(b"b", producer_id=5, producer_epoch=0, base_sequence=9))
+    assert info.first_offset == 1
