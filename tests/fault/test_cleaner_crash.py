@@ -23,6 +23,7 @@ from tidelog.config.log_config import LogConfig
 from tidelog.records import CompressionType, RecordBatchBuilder, iter_batches
 from tidelog.storage.cleaner.cleaner import Cleaner, LogToClean
 from tidelog.storage.cleaner.offset_map import SkimpyOffsetMap
+from tidelog.storage.cleaner.swap import FaultHook
 from tidelog.storage.cleaner.throttler import Throttler
 from tidelog.storage.log import FetchIsolation, Log
 from tidelog.util.clock import ManualClock
@@ -60,7 +61,7 @@ def _build(d: Path, groups_of: int = 4) -> None:
     lg.close()
 
 
-def _clean(d: Path, fault: object = None) -> None:
+def _clean(d: Path, fault: FaultHook | None = None) -> None:
     lg = _open(d)
     lg.maybe_increment_high_watermark(lg.log_end_offset)
     clock = ManualClock(NOW)
@@ -68,7 +69,7 @@ def _clean(d: Path, fault: object = None) -> None:
                       io_buffer_size=4096, throttler=Throttler(float("inf"), clock),
                       clock=clock, fault=fault)
     try:
-        cleaner.clean(LogToClean(lg.topic_partition, lg, 0,
+        cleaner.clean(LogToClean(lg.topic_partition, lg, 0,  # type: ignore[arg-type]
                                  lg.active_segment.base_offset))
     except SimulatedCrash:
         lg.close_handlers()  # crash: no flush, no tidying

@@ -13,12 +13,12 @@ from tidelog.storage.cleaner.offset_map import SkimpyOffsetMap
 from tidelog.storage.cleaner.throttler import Throttler
 from tidelog.storage.log import FetchIsolation, Log
 from tidelog.storage.validator import AppendOrigin
-from tidelog.util.clock import ManualClock
+from tidelog.util.clock import Clock, ManualClock
 
 Rec = tuple[int, bytes | None, bytes | None]  # offset, key, value
 
 
-def open_log(dir: Path, clock: ManualClock, **props: Any) -> Log:
+def open_log(dir: Path, clock: Clock, **props: Any) -> Log:
     base = {"cleanup.policy": "compact", "segment.bytes": 1024 * 1024}
     base.update({k.replace("_", "."): v for k, v in props.items()})
     cfg = LogConfig.from_props({k: str(v) for k, v in base.items()})
@@ -102,6 +102,6 @@ def make_cleaner(clock: ManualClock, slots: int = 10_000, load_factor: float = 0
 
 def clean(cleaner: Cleaner, lg: Log, first_dirty: int = 0, end: int | None = None) -> int:
     upper = lg.active_segment.base_offset if end is None else end
-    ltc = LogToClean(lg.topic_partition, lg, first_dirty, upper)
+    ltc = LogToClean(lg.topic_partition, lg, first_dirty, upper)  # type: ignore[arg-type]
     next_dirty, _stats = cleaner.clean(ltc)
     return next_dirty

@@ -45,7 +45,7 @@ class PredicateFilter:
 
 def _batch(codec: CompressionType = CompressionType.NONE, n: int = 6, **kw: object) -> bytes:
     b = RecordBatchBuilder(codec, base_offset=100, producer_id=7, producer_epoch=3,
-                           base_sequence=40, partition_leader_epoch=5, **kw)
+                           base_sequence=40, partition_leader_epoch=5, **kw)  # type: ignore[arg-type]
     for i in range(n):
         value = None if i == 3 else f"value-{i}".encode() * (i + 1)
         headers = [("h", f"{i}".encode())] if i % 2 else []

@@ -113,7 +113,7 @@ def test_keyless_records_dropped_and_counted(tmp_path: Path, clock: ManualClock)
     cleaner = make_cleaner(clock)
     from tidelog.storage.cleaner.cleaner import LogToClean
 
-    _end, stats = cleaner.clean(LogToClean(lg.topic_partition, lg, 0,
+    _end, stats = cleaner.clean(LogToClean(lg.topic_partition, lg, 0,  # type: ignore[arg-type]
                                            lg.active_segment.base_offset))
     assert kov(lg) == [(3, k(1), b"d")]
     assert stats.invalid_messages_read == 2

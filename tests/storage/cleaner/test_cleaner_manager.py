@@ -348,7 +348,7 @@ def test_segments_deleted_during_a_round_abort_it_without_marking(logs: Logs,
             lg.delete_old_segments()
         real_check(tp)
 
-    cleaner.manager.check_cleaning_aborted = retention_meanwhile
+    cleaner.manager.check_cleaning_aborted = retention_meanwhile  # type: ignore[method-assign]
     assert cleaner.clean_once()  # worked on (Kafka counts an aborted round as one)
     assert fired
     assert not cleaner.manager.is_uncleanable(lg, TopicPartition("t", 0))
