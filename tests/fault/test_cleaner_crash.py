@@ -106,7 +106,7 @@ def states(tmp_path: Path) -> tuple[Path, list, list]:
     return base, pre, post
 
 
-def _crash_at(step: str):  # type: ignore[no-untyped-def]
+def _crash_at(step: str) -> FaultHook:
     def hook(name: str) -> None:
         if name == step:
             raise SimulatedCrash(step)
