@@ -228,12 +228,13 @@ class LogManagerTasks:
                     failed = True
                     first_error = first_error or exc
             plan.dir.loaded = not failed
+        if first_error is not None:
+            raise first_error
+        for plan, _, _ in jobs:  # only once startup succeeds: a failed one schedules nothing
             for path in plan.deletes:
                 tp = parse_topic_partition_name(path.name)
                 delay = self.log_config(tp.topic).file_delete_delay_ms
                 self._schedule_log_deletion(path, None, delay)
-        if first_error is not None:
-            raise first_error
 
     def _load_log(
         self,
