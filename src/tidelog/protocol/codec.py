@@ -20,6 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from .errors import ErrorCode
+from .guard import check_bounds
 
 API_VERSIONS_KEY = 18
 _HDR = struct.Struct(">hhi")
@@ -132,6 +133,7 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     header_version = 2 if cls.__header_schema__.__version__ >= 2 else 1
     header, pos = parse_header(frame, header_version)
     try:
+        check_bounds(cls, frame, pos)  # kio's native reader aborts on absurd lengths
         body, _size = _reader(cls)(frame, pos)
     except Exception as exc:  # kio: KeyError (unknown tag), ValueError, IndexError, ...
         raise InvalidRequestError(

@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def _append(
-    ctx: RequestContext, tp: TopicPartition, records: bytes | None
+    ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int
 ) -> ProducePartitionResult:
     rm = ctx.broker.replica_manager
     result = ProducePartitionResult(tp.partition)
@@ -31,6 +31,12 @@ def _append(
         return result
     if rm.topic(tp.topic) is None and rm.auto_create(tp.topic) is None:
         result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return result
+    if acks == -1 and _min_isr(ctx, tp) > 1:
+        # A single node's ISR has one replica; Kafka refuses acks=all below min.insync.replicas.
+        result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
+        result.error_message = (f"The size of the current ISR Set(1) is insufficient to satisfy "
+                                f"the min.isr requirement of {_min_isr(ctx, tp)} for partition {tp}")
         return result
     try:
         info = rm.append(tp, records)
@@ -52,6 +58,11 @@ def _append(
     return result
 
 
+def _min_isr(ctx: RequestContext, tp: TopicPartition) -> int:
+    lg = ctx.broker.replica_manager.get_log(tp)
+    return 1 if lg is None else int(lg.config.min_insync_replicas)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
@@ -61,7 +72,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if acks not in (0, 1, -1):
                 parts.append(ProducePartitionResult(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
             else:
-                parts.append(_append(ctx, TopicPartition(t.name, p.index), p.records))
+                parts.append(_append(ctx, TopicPartition(t.name, p.index), p.records, acks))
         topics.append((t.name, parts))
     if acks == 0:
         return None
