@@ -328,3 +328,61 @@ def test_replaced_files_deleted_after_file_delete_delay(tmp_path: Path,
     assert [o for o, *_ in kov(lg)] == [4]
     lg.close()
     sched.shutdown()
+
+
+def test_basic_transaction_aware_cleaning(tmp_path: Path, clock: ManualClock) -> None:
+    """#136 (testBasicTransactionAwareCleaning): keys [3, 2], offsets [3, 6, 7, 8, 9], and
+    the aborted-transaction list is unchanged by cleaning."""
+    from tidelog.storage.cleaner.cleaner import collect_aborted_transactions
+
+    lg = open_log(tmp_path / "txn2-0", clock)
+    _txn(lg, 1, [(1, 1), (2, 2)], 0)                   # 0-1 aborted
+    _txn(lg, 2, [(2, 3), (3, 4)], 0)                   # 2-3 committed
+    _txn(lg, 1, [(3, 5), (4, 6)], 2)                   # 4-5 aborted
+    append_marker(lg, 1, 0, ControlRecordType.ABORT)   # 6
+    append_marker(lg, 2, 0, ControlRecordType.COMMIT)  # 7
+    _txn(lg, 1, [(2, 7)], 4)                           # 8 committed
+    append_marker(lg, 1, 0, ControlRecordType.COMMIT)  # 9
+    aborted = collect_aborted_transactions(lg, lg.log_start_offset, lg.log_end_offset)
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in aborted] == [(1, 0, 6)]
+    lg.roll()
+    clean(make_cleaner(clock), lg)
+    records = read_records(lg)
+    assert [r.offset for r in records] == [3, 6, 7, 8, 9]
+    data = [r for r in records if not _is_marker(lg, r.offset)]
+    assert [r.key for r in data] == [k(3), k(2)]
+    assert collect_aborted_transactions(lg, lg.log_start_offset, lg.log_end_offset) == aborted
+    lg.close()
+
+
+def test_empty_batch_removal_with_sequence_reuse(tmp_path: Path, clock: ManualClock) -> None:
+    """#135/#136 (testEmptyBatchRemovalWithSequenceReuse): the group coordinator reuses
+    sequence 0; emptied transactional batches and markers still go, except the producer's
+    last batch (kept empty) and a marker whose transaction still has a batch."""
+    from tidelog.storage.validator import AppendOrigin
+
+    lg = open_log(tmp_path / "reuse-0", clock, delete_retention_ms=1000)
+
+    def coordinator_txn(key: int) -> None:
+        b = RecordBatchBuilder(producer_id=1, producer_epoch=0, base_sequence=0,
+                               is_transactional=True)
+        b.append(clock.milliseconds(), k(key), v(key))
+        lg.append_as_leader(b.build(), origin=AppendOrigin.REPLICATION)
+
+    coordinator_txn(1)                                 # 0
+    append_marker(lg, 1, 0, ControlRecordType.COMMIT)  # 1
+    coordinator_txn(2)                                 # 2
+    append_marker(lg, 1, 0, ControlRecordType.COMMIT)  # 3
+    append(lg, [(k(1), v(10))])                        # 4
+    append(lg, [(k(2), v(20))])                        # 5
+    lg.roll()
+    cleaner = make_cleaner(clock)
+    clean(cleaner, lg)
+    assert [r.offset for r in read_records(lg)] == [1, 3, 4, 5]
+    assert [b.last_offset for b in batches(lg)] == [1, 2, 3, 4, 5]
+    clean(cleaner, lg)  # sets the horizon of the first marker
+    clock.advance(1001)
+    clean(cleaner, lg)  # and this pass removes it
+    assert [r.offset for r in read_records(lg)] == [3, 4, 5]
+    assert [b.last_offset for b in batches(lg)] == [2, 3, 4, 5]
+    lg.close()
