@@ -100,9 +100,15 @@ def run_aiokafka(
     from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
     from aiokafka.errors import KafkaError
 
+    # aiokafka rebalances in a background task and commits with the generation current at
+    # send time, so a batch fetched before a rebalance could be committed under the next
+    # generation. Like a Java consumer (which only rebalances inside poll), we drop a batch
+    # once our partitions were revoked after it was fetched.
+    revocations = [0]
+
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked: object) -> None:
-            pass
+            revocations[0] += 1
 
         def on_partitions_assigned(self, assigned: object) -> None:
             emit({"assigned": sorted(tp.partition for tp in assigned)})  # type: ignore[attr-defined]
@@ -121,8 +127,11 @@ def run_aiokafka(
         c.subscribe([topic], listener=Listener())
         while not stop.is_set():
             batch = await c.getmany(timeout_ms=100)
+            fetched_in = revocations[0]
             for tp, recs in batch.items():
                 for r in recs:
+                    if revocations[0] != fetched_in:
+                        break  # this batch belongs to a previous generation
                     try:
                         await c.commit({tp: r.offset + 1})
                     except KafkaError:
