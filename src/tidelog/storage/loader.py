@@ -20,6 +20,7 @@ from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
 
 from .errors import CorruptIndexError, InvalidOffsetError
+from .leader_epoch import LeaderEpochFileCache
 from .producer_state import ProducerStateManager
 from .segment import (
     CLEANED_FILE_SUFFIX,
@@ -73,6 +74,7 @@ class LogLoader:
         recovery_point_checkpoint: int,
         had_clean_shutdown: bool,
         producer_state: ProducerStateManager,
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
     ) -> None:
         self.dir = Path(dir)
         self.config = config
@@ -82,6 +84,7 @@ class LogLoader:
         self.recovery_point_checkpoint = recovery_point_checkpoint
         self.had_clean_shutdown = had_clean_shutdown
         self.producer_state = producer_state
+        self.epochs = leader_epoch_cache or LeaderEpochFileCache(self.dir)
         self._recover_from = LONG_MAX
 
     def load(self) -> LoadedLogOffsets:
@@ -95,6 +98,8 @@ class LogLoader:
         active.resize_indexes(self.config.segment_index_bytes)
         first = self.segments.first_segment_base_offset or 0
         log_start = max(self.log_start_offset_checkpoint, first)
+        self.epochs.truncate_from_end(next_offset)
+        self.epochs.truncate_from_start(self.log_start_offset_checkpoint)
         psm = self.producer_state
         psm.remove_stray_snapshots(self.segments.base_offsets())
         rebuild_producer_state(psm, self.segments, log_start, next_offset, self.clock,
@@ -210,7 +215,7 @@ class LogLoader:
         rebuild_producer_state(psm, self.segments, self.log_start_offset_checkpoint,
                                segment.base_offset, self.clock,
                                reload_from_clean_shutdown=False)
-        truncated = segment.recover(psm)
+        truncated = segment.recover(psm, self.epochs)
         psm.take_snapshot()
         return truncated
 
@@ -250,6 +255,7 @@ class LogLoader:
                     self.log_start_offset_checkpoint)
         self._remove_and_delete(self.segments.values())
         self.producer_state.truncate_fully_and_start_at(self.log_start_offset_checkpoint)
+        self.epochs.clear_and_flush()
         return None
 
     def _remove_and_delete(self, segs: Iterable[LogSegment]) -> None:

@@ -30,6 +30,7 @@ from .errors import (
 )
 from .file_records import TimestampAndOffset
 from .index.txn_index import AbortedTxn
+from .leader_epoch import LeaderEpochFileCache
 from .loader import LogLoader, open_segment, rebuild_producer_state
 from .log_read import FetchIsolation
 from .producer_state import (
@@ -71,7 +72,8 @@ class _Batches:
 
 class Log:
     def __init__(self, dir: Path, config: LogConfig, clock: Clock, scheduler: Any,
-                 segments: LogSegments, producer_state: ProducerStateManager, *,
+                 segments: LogSegments, producer_state: ProducerStateManager,
+                 leader_epoch_cache: LeaderEpochFileCache, *,
                  log_start_offset: int, recovery_point: int,
                  next_offset_metadata: LogOffsetMetadata) -> None:
         self._dir = Path(dir)
@@ -80,6 +82,7 @@ class Log:
         self.scheduler = scheduler
         self._segments = segments
         self._producer_state = producer_state
+        self.leader_epoch_cache = leader_epoch_cache
         self._log_start_offset = log_start_offset
         self._recovery_point = recovery_point
         self._end = next_offset_metadata
@@ -103,12 +106,13 @@ class Log:
         d.mkdir(parents=True, exist_ok=True)
         psm = ProducerStateManager(d, producer_id_expiration_ms=producer_id_expiration_ms)
         segments = LogSegments()
+        epochs = LeaderEpochFileCache(d)
         loaded = LogLoader(d, config, clock, segments,
                            log_start_offset_checkpoint=log_start_offset,
                            recovery_point_checkpoint=recovery_point,
                            had_clean_shutdown=had_clean_shutdown,
-                           producer_state=psm).load()
-        return cls(d, config, clock, scheduler, segments, psm,
+                           producer_state=psm, leader_epoch_cache=epochs).load()
+        return cls(d, config, clock, scheduler, segments, psm, epochs,
                    log_start_offset=loaded.log_start_offset,
                    recovery_point=loaded.recovery_point,
                    next_offset_metadata=loaded.next_offset_metadata)
@@ -238,9 +242,18 @@ class Log:
                                                     c.last_offset, lso))
             psm.complete_txn(c)
         psm.update_map_end_offset(info.last_offset + 1)
+        self._maybe_assign_epochs(v.batches)
         if self.log_end_offset - self._recovery_point >= self._config.flush_messages:
             self.flush()
         return info
+
+    def _maybe_assign_epochs(self, batches: list[RecordBatch]) -> None:
+        cache = self.leader_epoch_cache
+        for b in batches:
+            epoch = b.partition_leader_epoch
+            latest = cache.latest_epoch()
+            if epoch >= 0 and (latest is None or epoch > latest):
+                cache.assign(epoch, b.base_offset)
 
     def _analyze_producer_state(self, batches: list[RecordBatch], origin: AppendOrigin) -> tuple[
             dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
@@ -365,6 +378,7 @@ class Log:
             self._log_start_offset = offset
             self._recovery_point = max(self._recovery_point, offset)
             self._producer_state.on_log_start_offset_incremented(offset)
+            self.leader_epoch_cache.truncate_from_start(offset)
             return True
 
     # -- reads ---------------------------------------------------------------------------------
@@ -390,7 +404,11 @@ class Log:
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         return log_read.fetch_offset_by_timestamp(
             self._segments, timestamp, log_start_offset=self._log_start_offset,
-            log_end_offset=self.log_end_offset)
+            log_end_offset=self.log_end_offset, epochs=self.leader_epoch_cache)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (largest epoch <= ``epoch``, the end offset of it)."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
 
     # -- retention -----------------------------------------------------------------------------
     def delete_old_segments(self) -> int:
@@ -425,6 +443,7 @@ class Log:
         with self._io("truncate"):
             self._check_open()
             if target >= self.log_end_offset:
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 return False
             first = self._segments.first_segment_base_offset or 0
             if first > target:
@@ -439,6 +458,7 @@ class Log:
             self._set_hw(min(self._hw, target))
             rebuild_producer_state(self._producer_state, self._segments, self._log_start_offset,
                                    target, self.clock, reload_from_clean_shutdown=False)
+            self.leader_epoch_cache.truncate_from_end(target)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -449,6 +469,7 @@ class Log:
             for seg in old:
                 self._segments.remove(seg.base_offset)
             self._producer_state.truncate_fully_and_start_at(offset)
+            self.leader_epoch_cache.clear_and_flush()
             for seg in old:
                 seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
             seg = open_segment(self._dir, offset, self._config, self.clock,
@@ -516,6 +537,7 @@ class Log:
             self._dir = new_dir
             self._segments.update_parent_dir(new_dir)
             self._producer_state.dir = new_dir
+            self.leader_epoch_cache.update_dir(new_dir)
             self._producer_state.snapshots = self._producer_state._scan_snapshots()
 
     @contextlib.contextmanager

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from .errors import OffsetOutOfRangeError
 from .file_records import FileSlice, TimestampAndOffset
 from .index.txn_index import AbortedTxn
+from .leader_epoch import LeaderEpochFileCache
 from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from .segments import LogSegments
 
@@ -117,39 +118,18 @@ def _aborted_txns(segments: LogSegments, seg: LogSegment, start: int, leo: int) 
 
 
 # -- ListOffsets -------------------------------------------------------------------------------
-def _epoch_at(segments: LogSegments, offset: int) -> int | None:
-    """Leader epoch of the batch holding ``offset`` (from its header; no epoch cache yet)."""
-    seg = segments.floor_segment(offset)
-    if seg is None:
-        return None
-    found = seg.translate_offset(offset)
-    if found is None:
-        return None
-    for h in seg.log.headers(found.position):
-        return h.partition_leader_epoch if h.partition_leader_epoch >= 0 else None
-    return None
-
-
-def _latest_epoch(segments: LogSegments) -> int | None:
-    for seg in reversed(segments.values()):
-        if seg.size == 0:
-            continue
-        last = None
-        for h in seg.log.headers(seg.offset_index.last_entry().position):
-            last = h
-        if last is not None:
-            return last.partition_leader_epoch if last.partition_leader_epoch >= 0 else None
-    return None
-
-
 def fetch_offset_by_timestamp(
-    segments: LogSegments, timestamp: int, *, log_start_offset: int, log_end_offset: int
+    segments: LogSegments, timestamp: int, *, log_start_offset: int, log_end_offset: int,
+    epochs: LeaderEpochFileCache,
 ) -> TimestampAndOffset | None:
     """Behaviours #68-#73: earliest/latest/max-timestamp specials, else the time index."""
     if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
-        return TimestampAndOffset(-1, log_start_offset, _epoch_at(segments, log_start_offset))
+        first = epochs.earliest_entry()
+        epoch = first.epoch if first is not None and first.start_offset <= log_start_offset \
+            else None
+        return TimestampAndOffset(-1, log_start_offset, epoch)
     if timestamp == LATEST_TIMESTAMP:
-        return TimestampAndOffset(-1, log_end_offset, _latest_epoch(segments))
+        return TimestampAndOffset(-1, log_end_offset, epochs.latest_epoch())
     if timestamp == LATEST_TIERED_TIMESTAMP:
         return TimestampAndOffset(-1, -1, -1)
     if timestamp == MAX_TIMESTAMP:
