@@ -499,6 +499,9 @@ def test_corrupt_checkpoints_are_survived(
         e.manager.startup()
     assert "recovery-point-offset-checkpoint" in caplog.text
     assert "log-start-offset-checkpoint" in caplog.text
+    assert "resetting the recovery points to 0" in caplog.text
+    lg0 = e.manager.get_log(TopicPartition("t", 0))
+    assert lg0 is not None and lg0.log_start_offset == segment_bases(lg0)[0]
     for p in range(2):
         lg = e.manager.get_log(TopicPartition("t", p))
         assert lg is not None

@@ -162,11 +162,12 @@ class LogManagerTasks:
                 seen[tp] = path
         return plans
 
-    def _read_offsets(self, cp: OffsetCheckpointFile, what: str) -> dict[TopicPartition, int]:
+    def _read_offsets(self, cp: OffsetCheckpointFile, fallback: str) -> dict[TopicPartition, int]:
+        """A checkpoint's offsets; unreadable means derived again (Kafka warns and goes on)."""
         try:
             return cp.read()
         except CorruptCheckpointError as exc:
-            log.warning("%s; resetting every %s in that dir to 0 (full recovery)", exc, what)
+            log.warning("%s; resetting %s", exc, fallback)
             return {}
 
     def _load_logs(self) -> None:
@@ -196,8 +197,13 @@ class LogManagerTasks:
         clean = d.clean_shutdown_file.exists()
         if clean:
             d.clean_shutdown_file.delete()
-        rps = self._read_offsets(d.recovery_point_checkpoint, "recovery point")
-        lsos = self._read_offsets(d.log_start_offset_checkpoint, "log start offset")
+        rps = self._read_offsets(
+            d.recovery_point_checkpoint, "the recovery points to 0 (full recovery)"
+        )
+        lsos = self._read_offsets(
+            d.log_start_offset_checkpoint,
+            "the log start offsets to the base offset of each log's first segment",
+        )
         log.info(
             "Loading %d logs in %s (%s shutdown, %d recovery threads)",
             len(plan.partitions),
