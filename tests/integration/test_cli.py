@@ -209,3 +209,14 @@ def test_serve_rejects_a_bad_properties_file(tmp_path) -> None:  # type: ignore[
     assert r.returncode == 2 and "line 2" in r.stderr
     r = cli("serve", "-c", str(tmp_path / "missing.properties"))
     assert r.returncode == 2 and "missing.properties" in r.stderr
+
+
+def test_serve_port_in_use_exits_non_zero(serve, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    r = cli(
+        "serve",
+        "--override",
+        f"listeners=PLAINTEXT://127.0.0.1:{serve.port}",
+        "--override",
+        f"log.dirs={tmp_path}",
+    )
+    assert r.returncode == 1 and "broker failed" in r.stderr

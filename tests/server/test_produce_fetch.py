@@ -363,5 +363,8 @@ def test_list_offsets_every_spec(broker: EmbeddedBroker) -> None:
 def test_acks_all_below_min_insync_replicas(broker: EmbeddedBroker) -> None:
     topic = _topic(broker, "minisr", **{"min.insync.replicas": "2"})
     with Wire(broker) as w:
-        assert _produce(w, topic, {0: _batch()}, acks=-1)[0].error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        assert (
+            _produce(w, topic, {0: _batch()}, acks=-1)[0].error_code
+            == ErrorCode.NOT_ENOUGH_REPLICAS
+        )
         assert _produce(w, topic, {0: _batch()}, acks=1)[0].error_code == 0

@@ -99,3 +99,44 @@ def test_idempotent_retry_after_restart_is_deduplicated(tmp_path: Path) -> None:
         assert resp.responses[0].partition_responses[0].base_offset == 3
         fetched: Any = w.call(1, 12, body=fetch_body(12, "idem-restart", {0: 0}))
         assert fetched.responses[0].partitions[0].high_watermark == 4
+
+
+def test_cluster_id_mismatch_refuses_to_start(tmp_path: Path) -> None:
+    import pytest
+
+    from tidelog.server.metadata_store import MetadataStoreError
+
+    with EmbeddedBroker(log_dir=tmp_path) as b:
+        cluster_id = b.broker.replica_manager.cluster_id
+    with EmbeddedBroker({"cluster.id": cluster_id}, log_dir=tmp_path) as b:
+        assert b.broker.replica_manager.cluster_id == cluster_id
+    with pytest.raises(MetadataStoreError, match="doesn't match stored clusterId"):
+        EmbeddedBroker({"cluster.id": "another"}, log_dir=tmp_path).start()
+
+
+def test_corrupt_metadata_file_names_the_file(tmp_path: Path) -> None:
+    import pytest
+
+    from tidelog.server.metadata_store import METADATA_FILE, MetadataStoreError
+
+    with EmbeddedBroker(log_dir=tmp_path):
+        pass
+    (tmp_path / METADATA_FILE).write_text("{not json")
+    with pytest.raises(MetadataStoreError, match=METADATA_FILE):
+        EmbeddedBroker(log_dir=tmp_path).start()
+
+
+def test_failed_start_releases_the_log_dir(tmp_path: Path) -> None:
+    import pytest
+
+    from tidelog.server.metadata_store import METADATA_FILE, MetadataStoreError
+
+    with EmbeddedBroker(log_dir=tmp_path):
+        pass
+    good = (tmp_path / METADATA_FILE).read_bytes()
+    (tmp_path / METADATA_FILE).write_text("{not json")
+    with pytest.raises(MetadataStoreError):
+        EmbeddedBroker(log_dir=tmp_path).start()
+    (tmp_path / METADATA_FILE).write_bytes(good)
+    with EmbeddedBroker(log_dir=tmp_path) as b:  # the dir lock was released
+        assert b.port > 0

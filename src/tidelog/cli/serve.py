@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         log.error("%s", exc)
         return 2
-    except OSError as exc:
-        log.error("cannot start broker: %s", exc)
+    except Exception as exc:  # a storage/metadata error at start-up: say why, exit non-zero
+        log.error("broker failed: %s", exc)
         return 1
     return 0

@@ -55,12 +55,16 @@ class Broker:
     async def start(self) -> None:
         from .connection import KafkaConnection
 
-        self.replica_manager.startup()
         listener = self.config.listener
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: KafkaConnection(self), listener.host, listener.port, reuse_address=True
-        )
+        try:
+            self.replica_manager.startup()
+            self._server = await loop.create_server(
+                lambda: KafkaConnection(self), listener.host, listener.port, reuse_address=True
+            )
+        except BaseException:
+            self._release_logs()
+            raise
         self.bound_port = self._server.sockets[0].getsockname()[1]
         self._schedule_idle_check()
         self._start_group_coordinator()
@@ -71,6 +75,13 @@ class Broker:
             self.bound_port,
             self.replica_manager.cluster_id,
         )
+
+    def _release_logs(self) -> None:
+        """After a failed start: give the log dirs (and their locks) back."""
+        try:
+            self.replica_manager.shutdown()
+        except Exception:
+            log.debug("log shutdown after a failed start", exc_info=True)
 
     def _schedule_idle_check(self) -> None:
         """Close connections idle for ``connections.max.idle.ms`` (Kafka's Selector does)."""

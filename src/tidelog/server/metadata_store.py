@@ -79,7 +79,13 @@ class MetadataStore:
         if self.path.exists():
             try:
                 doc = json.loads(self.path.read_bytes())
-                self.cluster_id = self.cluster_id or doc.get("cluster_id", "")
+                stored = doc.get("cluster_id", "")
+                if self.cluster_id and stored and self.cluster_id != stored:
+                    raise MetadataStoreError(
+                        f"The Cluster ID {self.cluster_id} doesn't match stored clusterId "
+                        f"{stored} in {self.path}"
+                    )
+                self.cluster_id = self.cluster_id or stored
                 self.next_producer_id = int(doc.get("next_producer_id", 0))
                 for name, t in doc.get("topics", {}).items():
                     self.topics[name] = TopicInfo(
@@ -88,12 +94,16 @@ class MetadataStore:
                         int(t["partitions"]),
                         dict(t.get("configs", {})),
                     )
+            except MetadataStoreError:
+                raise
             except (ValueError, KeyError, TypeError) as exc:
                 raise MetadataStoreError(f"{self.path}: unreadable metadata file: {exc}") from exc
+        existed = self.path.exists()
         if not self.cluster_id:
             self.cluster_id = _new_cluster_id()
         self._write_meta_properties()
-        self.save()
+        if not existed:
+            self.save()
 
     def _write_meta_properties(self) -> None:
         for d in self.log_dirs:

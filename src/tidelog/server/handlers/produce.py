@@ -35,8 +35,10 @@ def _append(
     if acks == -1 and _min_isr(ctx, tp) > 1:
         # A single node's ISR has one replica; Kafka refuses acks=all below min.insync.replicas.
         result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
-        result.error_message = (f"The size of the current ISR Set(1) is insufficient to satisfy "
-                                f"the min.isr requirement of {_min_isr(ctx, tp)} for partition {tp}")
+        result.error_message = (
+            f"The size of the current ISR Set(1) is insufficient to satisfy "
+            f"the min.isr requirement of {_min_isr(ctx, tp)} for partition {tp}"
+        )
         return result
     try:
         info = rm.append(tp, records)
