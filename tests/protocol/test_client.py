@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,9 @@ from tidelog.records import CompressionType, build_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
 from peers import kafka_broker
+
+# recent timestamps: a broker deletes records older than retention.ms (7 days)
+T0 = (int(time.time()) // 3600 - 24) * 3_600_000
 
 
 @pytest.fixture(scope="module", params=["tidelog", "tansu"])
@@ -40,8 +44,14 @@ def _topic(client: KafkaClient, partitions: int = 1) -> str:
 
 
 def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[tuple]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     c.assign([CkTP(topic, p, 0) for p in range(partitions)])
     out: list[tuple] = []
     empty_polls = 0
@@ -93,7 +103,9 @@ def test_produce_fetch_roundtrip_and_confluent_agrees(
 ) -> None:
     topic = _topic(client)
     tp = TopicPartition(topic, 0)
-    rows = [(1000 + i, f"k{i}".encode() if i % 3 else None, f"v{i}".encode() * 10) for i in range(50)]
+    rows = [
+        (T0 + i, f"k{i}".encode() if i % 3 else None, f"v{i}".encode() * 10) for i in range(50)
+    ]
     leader = client.leader_for(tp)
     result = client.produce(leader, {tp: build_batch(rows[:30], codec)})
     assert result == {tp: (0, -1)}
@@ -104,14 +116,16 @@ def test_produce_fetch_roundtrip_and_confluent_agrees(
         (i, rows[i][2]) for i in range(35, 40)
     ]
     consumed = _consume_all(broker[1], topic, 1, 50)
-    assert [(o, k, v) for _, o, k, v, _ in consumed] == [(i, k, v) for i, (_, k, v) in enumerate(rows)]
+    assert [(o, k, v) for _, o, k, v, _ in consumed] == [
+        (i, k, v) for i, (_, k, v) in enumerate(rows)
+    ]
 
 
 def test_list_offsets_earliest_latest(client: KafkaClient) -> None:
     topic = _topic(client, 2)
     tps = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
     for i in range(4):  # one record per batch: Tansu's "latest" is the last batch base + 1
-        client.produce(client.leader_for(tps[0]), {tps[0]: build_batch([(100 * i, None, b"x")])})
+        client.produce(client.leader_for(tps[0]), {tps[0]: build_batch([(T0 + 100 * i, None, b"x")])})
     assert client.earliest_offsets(tps) == {tps[0]: 0, tps[1]: 0}
     assert client.latest_offsets(tps) == {tps[0]: 4, tps[1]: 0}
     fetched = client.fetch({tps[0]: 0, tps[1]: 0})
@@ -124,9 +138,12 @@ def test_offsets_for_times(client: KafkaClient, broker: tuple[str, str]) -> None
         pytest.skip("Tansu 0.6.0 answers every ListOffsets timestamp lookup with offset 0")
     topic = _topic(client)
     tp = TopicPartition(topic, 0)
-    client.produce(client.leader_for(tp), {tp: build_batch([(1000, None, b"a"), (2000, None, b"b"), (3000, None, b"c")])})
-    assert client.offsets_for_times({tp: 1500}) == {tp: 1}
-    assert client.offsets_for_times({tp: 9999}) == {tp: None}
+    client.produce(
+        client.leader_for(tp),
+        {tp: build_batch([(T0 + 1000, None, b"a"), (T0 + 2000, None, b"b"), (T0 + 3000, None, b"c")])},
+    )
+    assert client.offsets_for_times({tp: T0 + 1500}) == {tp: 1}
+    assert client.offsets_for_times({tp: T0 + 9999}) == {tp: None}
 
 
 def test_fetch_unknown_partition_raises(client: KafkaClient) -> None:
@@ -134,7 +151,9 @@ def test_fetch_unknown_partition_raises(client: KafkaClient) -> None:
         client.partitions_for(f"missing-{uuid.uuid4().hex[:6]}")
 
 
-def test_idempotent_producer_sequences_and_partitioner(client: KafkaClient, broker: tuple[str, str]) -> None:
+def test_idempotent_producer_sequences_and_partitioner(
+    client: KafkaClient, broker: tuple[str, str]
+) -> None:
     topic = _topic(client, 3)
     producer = Producer(client, compression="lz4", batch_bytes=2000)
     assert producer.idempotent and producer.producer_id >= 0
@@ -160,7 +179,7 @@ def test_batches_carry_producer_id_and_consecutive_sequences(client: KafkaClient
     tp = TopicPartition(topic, 0)
     producer = Producer(client, batch_bytes=300)
     for i in range(40):
-        producer.send(topic, b"x" * 20, partition=0, timestamp_ms=i)
+        producer.send(topic, b"x" * 20, partition=0, timestamp_ms=T0 + i)
     producer.flush()
     batches = list(client.iter_batches(tp, 0, 40))
     assert len(batches) > 2
@@ -201,12 +220,18 @@ def test_confluent_produced_data_reads_back(client: KafkaClient, broker: tuple[s
     topic = _topic(client)
     p = CkProducer({"bootstrap.servers": broker[1], "compression.type": "zstd", "linger.ms": 5})
     for i in range(100):
-        p.produce(topic, value=f"{i}".encode(), key=b"k", partition=0, timestamp=5000 + i,
-                  headers=[("a", b"1")])
+        p.produce(
+            topic,
+            value=f"{i}".encode(),
+            key=b"k",
+            partition=0,
+            timestamp=T0 + 5000 + i,
+            headers=[("a", b"1")],
+        )
     assert p.flush(10) == 0
     hw = client.fetch({TopicPartition(topic, 0): 0})[TopicPartition(topic, 0)].high_watermark
     assert hw == 100
     recs = [r for _, r in client.iter_records(TopicPartition(topic, 0), 0, hw)]
     assert [(r.offset, r.timestamp, r.value, r.headers) for r in recs] == [
-        (i, 5000 + i, f"{i}".encode(), [("a", b"1")]) for i in range(100)
+        (i, T0 + 5000 + i, f"{i}".encode(), [("a", b"1")]) for i in range(100)
     ]

@@ -3,6 +3,7 @@ DataFrame writes consumed back exactly. Real broker, real SparkSession."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -12,7 +13,7 @@ from confluent_kafka import TopicPartition as CkTP
 
 pytestmark = pytest.mark.spark
 
-TS0 = 1_700_000_000_000
+TS0 = (int(time.time()) // 3600 - 24) * 3_600_000  # recent: brokers delete data older than retention.ms
 
 
 def _produce(bootstrap: str, topic: str, partitions: int, n: int, codec: str = "none") -> None:

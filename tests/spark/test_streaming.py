@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from tidelog.protocol.client import TopicPartition
 
 pytestmark = pytest.mark.spark
 
-TS0 = 1_700_000_000_000
+TS0 = (int(time.time()) // 3600 - 24) * 3_600_000  # recent: brokers delete data older than retention.ms
 
 
 def _fill(w: PartitionWriter, start: int, n: int, per_batch: int = 10) -> None:
