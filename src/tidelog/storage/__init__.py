@@ -11,7 +11,7 @@ from typing import Any
 
 _EXPORTS = {
     "Log": "log",
-    "LogAppendInfo": "log",
+    "LogAppendInfo": "log_append",
     "FetchIsolation": "log_read",
     "AppendOrigin": "validator",
     "LogLoader": "loader",

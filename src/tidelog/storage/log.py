@@ -12,7 +12,6 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,14 @@ from .file_records import TimestampAndOffset
 from .index.txn_index import AbortedTxn
 from .leader_epoch import LeaderEpochFileCache
 from .loader import LogLoader, open_segment, rebuild_producer_state
-from .log_read import FetchIsolation
-from .producer_state import (
-    BatchMetadata,
-    CompletedTxn,
-    ProducerAppendInfo,
-    ProducerStateManager,
+from .log_append import (
+    AppendBatches,
+    LogAppendInfo,
+    analyze_producer_state,
+    duplicate_info,
 )
+from .log_read import FetchIsolation
+from .producer_state import ProducerStateManager
 from .segment import DELETED_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment, log_file
 from .segments import LogSegments
 from .validator import AppendOrigin, analyze_follower_records, validate_and_assign_offsets
@@ -46,28 +46,6 @@ from .validator import AppendOrigin, analyze_follower_records, validate_and_assi
 log = logging.getLogger(__name__)
 
 __all__ = ["AppendOrigin", "FetchIsolation", "Log", "LogAppendInfo"]
-
-
-@dataclass(slots=True)
-class LogAppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int = -1
-    offset_of_max_timestamp: int = -1
-    log_append_time: int = -1
-    log_start_offset: int = 0
-    num_messages: int = 0
-    valid_bytes: int = 0
-    duplicate: bool = False
-
-
-@dataclass(slots=True)
-class _Batches:
-    """A validated record set ready to append."""
-
-    records: bytes | bytearray | memoryview
-    batches: list[RecordBatch]
-    info: LogAppendInfo
 
 
 class Log:
@@ -194,7 +172,7 @@ class Log:
                 res.first_offset, res.last_offset, res.max_timestamp,
                 res.offset_of_max_timestamp, res.log_append_time, self._log_start_offset,
                 res.num_messages, res.batch.size_in_bytes)
-            return self._append(_Batches(res.records, [res.batch], info), origin)
+            return self._append(AppendBatches(res.records, [res.batch], info), origin)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append replicated batches keeping their offsets (must not go below the LEO)."""
@@ -212,12 +190,12 @@ class Log:
                                  a.offset_of_max_timestamp, -1, self._log_start_offset,
                                  a.num_messages, a.valid_bytes)
             buf = bytes(records) if not isinstance(records, bytes | bytearray) else records
-            return self._append(_Batches(buf, a.batches, info), AppendOrigin.REPLICATION)
+            return self._append(AppendBatches(buf, a.batches, info), AppendOrigin.REPLICATION)
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, log_start_offset=self._log_start_offset)
 
-    def _append(self, v: _Batches, origin: AppendOrigin) -> LogAppendInfo:
+    def _append(self, v: AppendBatches, origin: AppendOrigin) -> LogAppendInfo:
         info = v.info
         size = len(v.records)
         if size > self._config.segment_bytes:
@@ -225,17 +203,19 @@ class Log:
                 f"Message batch size is {size} bytes in append to partition {self.name}, "
                 f"which exceeds the maximum configured segment size of "
                 f"{self._config.segment_bytes}.")
-        updates, completed, duplicate = self._analyze_producer_state(v.batches, origin)
-        if duplicate is not None:
-            return self._duplicate_info(info, duplicate)
+        analysis = analyze_producer_state(self._producer_state, v.batches, origin)
+        if analysis.duplicate is not None:
+            return duplicate_info(info, analysis.duplicate,
+                                  log_append_time=self._config.log_append_time,
+                                  log_start_offset=self._log_start_offset)
         segment = self._maybe_roll(size, info)
         segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
                        v.records)
         self._end = LogOffsetMetadata(info.last_offset + 1, segment.base_offset, segment.size)
         psm = self._producer_state
-        for upd in updates.values():
+        for upd in analysis.updates.values():
             psm.update(upd)
-        for c in completed:
+        for c in analysis.completed:
             lso = psm.last_stable_offset(c)
             if c.is_aborted:
                 segment.update_txn_index(AbortedTxn(c.producer_id, c.first_offset,
@@ -254,37 +234,6 @@ class Log:
             latest = cache.latest_epoch()
             if epoch >= 0 and (latest is None or epoch > latest):
                 cache.assign(epoch, b.base_offset)
-
-    def _analyze_producer_state(self, batches: list[RecordBatch], origin: AppendOrigin) -> tuple[
-            dict[int, ProducerAppendInfo], list[CompletedTxn], BatchMetadata | None]:
-        psm = self._producer_state
-        updates: dict[int, ProducerAppendInfo] = {}
-        completed: list[CompletedTxn] = []
-        for batch in batches:
-            if not batch.has_producer_id:
-                continue
-            pid = batch.producer_id
-            if origin is AppendOrigin.CLIENT:
-                entry = psm.last_entry(pid)
-                dup = entry.find_duplicate_batch(batch) if entry is not None else None
-                if dup is not None:
-                    return updates, completed, dup
-            upd = updates.get(pid) or psm.prepare_update(pid, origin)
-            updates[pid] = upd
-            c = upd.append(batch)
-            if c is not None:
-                completed.append(c)
-        return updates, completed, None
-
-    def _duplicate_info(self, info: LogAppendInfo, dup: BatchMetadata) -> LogAppendInfo:
-        info.first_offset, info.last_offset = dup.first_offset, dup.last_offset
-        info.log_append_time = dup.timestamp if self._config.log_append_time else -1
-        info.max_timestamp = dup.timestamp
-        info.offset_of_max_timestamp = dup.last_offset
-        info.duplicate = True
-        info.valid_bytes = 0
-        info.log_start_offset = self._log_start_offset
-        return info
 
     # -- roll ----------------------------------------------------------------------------------
     def _maybe_roll(self, size: int, info: LogAppendInfo) -> LogSegment:
