@@ -220,3 +220,46 @@ def test_serve_port_in_use_exits_non_zero(serve, tmp_path) -> None:  # type: ign
         f"log.dirs={tmp_path}",
     )
     assert r.returncode == 1 and "broker failed" in r.stderr
+
+
+def test_produce_is_idempotent_with_headers(serve) -> None:  # type: ignore[no-untyped-def]
+    from tidelog.protocol.client import KafkaClient, TopicPartition
+
+    bs = ["--bootstrap-server", serve.bootstrap_servers]
+    assert cli("topics", *bs, "--create", "--topic", "cli-h", "--partitions", "1").returncode == 0
+    r = cli(
+        "produce",
+        *bs,
+        "--topic",
+        "cli-h",
+        "--header",
+        "src=cli",
+        "--header",
+        "n=1",
+        "--batch-size",
+        "2",
+        stdin="a\nb\nc\n",
+    )
+    assert r.returncode == 0, r.stderr
+    out = cli(
+        "consume",
+        *bs,
+        "--topic",
+        "cli-h",
+        "--from-beginning",
+        "--max-messages",
+        "3",
+        "--print-headers",
+        "--print-offset",
+        "--key-separator",
+        "|",
+    )
+    assert out.stdout == "0:0|src:cli,n:1|a\n0:1|src:cli,n:1|b\n0:2|src:cli,n:1|c\n"
+    with KafkaClient(serve.bootstrap_servers) as kc:
+        batches = list(
+            kc.fetch({TopicPartition("cli-h", 0): 0})[TopicPartition("cli-h", 0)].batches()
+        )
+    assert [b.base_sequence for b in batches] == [0, 2]
+    assert len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
+    plain = cli("produce", *bs, "--topic", "cli-h", "--no-idempotence", stdin="d\n")
+    assert plain.returncode == 0, plain.stderr

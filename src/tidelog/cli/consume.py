@@ -26,6 +26,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--timeout-ms", type=int, default=None, help="exit after this long idle")
     p.add_argument("--print-key", action="store_true")
     p.add_argument("--print-offset", action="store_true")
+    p.add_argument("--print-timestamp", action="store_true")
+    p.add_argument("--print-headers", action="store_true")
     p.add_argument("--key-separator", default="\t")
     p.set_defaults(func=run)
 
@@ -61,6 +63,11 @@ def _print(args: argparse.Namespace, tp: Any, rec: Any) -> None:
     parts = []
     if args.print_offset:
         parts.append(f"{tp.partition}:{rec.offset}")
+    if args.print_timestamp:
+        parts.append(f"CreateTime:{rec.timestamp}")
+    if args.print_headers:
+        hs = ",".join(f"{k}:{_fmt(v)}" for k, v in rec.headers)
+        parts.append(hs or "NO_HEADERS")
     if args.print_key:
         parts.append(_fmt(rec.key))
     parts.append(_fmt(rec.value))

@@ -24,6 +24,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--acks", type=int, choices=(-1, 0, 1), default=-1)
     p.add_argument("--compression", choices=sorted(CODECS), default="none")
     p.add_argument("--batch-size", type=int, default=500, help="records per batch")
+    p.add_argument(
+        "--no-idempotence",
+        dest="idempotent",
+        action="store_false",
+        help="send without a producer id (Kafka producers are idempotent by default)",
+    )
+    p.add_argument(
+        "--header",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="add this header to every record (repeatable)",
+    )
     p.set_defaults(func=run)
 
 
@@ -62,12 +75,46 @@ def _parse(line: str, sep: str | None) -> tuple[bytes | None, bytes]:
     return k.encode(), v.encode()
 
 
-def _send(client: Any, args: argparse.Namespace, pending: dict[int, list[Any]]) -> None:
-    from tidelog.protocol.client import TopicPartition
-    from tidelog.records import build_batch
+class _Producer:
+    """Producer id/epoch and the next sequence per partition (idempotent sends)."""
 
+    def __init__(self, client: Any, idempotent: bool) -> None:
+        self.pid, self.epoch = client.init_producer_id() if idempotent else (-1, -1)
+        self.sequences: dict[int, int] = {}
+
+    def batch(self, partition: int, recs: list[Any], codec: int, headers: list[Any]) -> bytes:
+        from tidelog.records import RecordBatchBuilder
+
+        b = RecordBatchBuilder(codec)
+        if self.pid >= 0:
+            seq = self.sequences.get(partition, 0)
+            b = RecordBatchBuilder(
+                codec, producer_id=self.pid, producer_epoch=self.epoch, base_sequence=seq
+            )
+            self.sequences[partition] = seq + len(recs)
+        for ts, key, value in recs:
+            b.append(ts, key, value, headers)
+        return b.build()
+
+
+def _headers(items: list[str]) -> list[tuple[str, bytes]]:
+    out = []
+    for item in items:
+        if "=" not in item:
+            raise ValueError(f"expected K=V header, got {item!r}")
+        k, v = item.split("=", 1)
+        out.append((k, v.encode()))
+    return out
+
+
+def _send(
+    client: Any, args: argparse.Namespace, pending: dict[int, list[Any]], producer: _Producer
+) -> None:
+    from tidelog.protocol.client import TopicPartition
+
+    headers = _headers(args.header)
     batches = {
-        TopicPartition(args.topic, p): build_batch(recs, CODECS[args.compression])
+        TopicPartition(args.topic, p): producer.batch(p, recs, CODECS[args.compression], headers)
         for p, recs in pending.items()
         if recs
     }
@@ -86,6 +133,8 @@ def run(args: argparse.Namespace) -> int:
                 client.partitions_for(args.topic) if args.partition is None else [args.partition]
             )
             rr = itertools.cycle(parts)
+            # idempotence needs acks=all (as in every Kafka producer); off otherwise
+            producer = _Producer(client, args.idempotent and args.acks == -1)
             pending: dict[int, list[Any]] = {}
             for n, raw in enumerate(sys.stdin, 1):
                 key, value = _parse(raw.rstrip("\n"), args.key_separator)
@@ -97,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
                     part = next(rr)
                 pending.setdefault(part, []).append((int(time.time() * 1000), key, value))
                 if n % args.batch_size == 0:
-                    _send(client, args, pending)
-            _send(client, args, pending)
+                    _send(client, args, pending, producer)
+            _send(client, args, pending, producer)
     except (KafkaClientError, ValueError, OSError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
