@@ -342,3 +342,30 @@ def test_coordinator_not_active_and_loading() -> None:
     assert h.coord.heartbeat("g", "m", 1) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     h.coord.shutdown()
     assert _join(h.join("g2").one).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+
+def test_failed_group_write_on_empty_does_not_break_the_state_machine() -> None:
+    h = Harness()
+    [m1] = h.stable_group(1)
+    h.store.fail_appends = True
+    assert h.coord.leave_group("g", [(m1, None)]) == (ErrorCode.NONE, [ErrorCode.NONE])
+    assert h.coord.groups["g"].state == GroupState.EMPTY
+    h.store.fail_appends = False
+    box = h.join("g")
+    h.finish_delay([box])
+    assert _join(box.one).error == ErrorCode.NONE and _join(box.one).generation_id == 3
+
+
+def test_failed_assignment_write_fails_the_sync_and_rebalances() -> None:
+    h = Harness()
+    boxes = [h.join("g") for _ in range(2)]
+    h.finish_delay(boxes)
+    r = [_join(b.one) for b in boxes]
+    leader = next(x for x in r if x.members).member_id
+    follower = next(x for x in r if not x.members).member_id
+    pending = h.sync("g", follower, 1)
+    h.store.fail_appends = True
+    lead = h.sync("g", leader, 1, {leader: b"x", follower: b"y"})
+    assert _sync(lead.one).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert _sync(pending.one).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert h.coord.groups["g"].state == GroupState.PREPARING_REBALANCE

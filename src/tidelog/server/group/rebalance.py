@@ -222,7 +222,7 @@ class RebalanceCore:
         if group.is_state(GroupState.STABLE) and member.matches(req.protocols):
             # Nothing changed for the group: keep the assignment, skip the rebalance.
             self._complete_and_schedule_heartbeat(group, member)
-            self.manager.store_group(group)
+            self._try_store_group(group)
             callback(
                 JoinResult(
                     ErrorCode.NONE,
@@ -422,7 +422,7 @@ class RebalanceCore:
             log.info(
                 "Group %s with generation %d is now empty", group.group_id, group.generation_id
             )
-            self.manager.store_group(group)
+            self._try_store_group(group)
             return
         log.info(
             "Stabilized group %s generation %d (protocol %s) with %d members",
@@ -436,6 +436,14 @@ class RebalanceCore:
             member.complete_join(result)
             self._complete_and_schedule_heartbeat(group, member)
         self._schedule_pending_sync(group)
+
+    def _try_store_group(self, group: GroupMetadata) -> None:
+        """Persist without failing the caller (Kafka only logs when this write fails: the
+        next generation's write supersedes it)."""
+        try:
+            self.manager.store_group(group)
+        except OSError as exc:
+            log.warning("failed to write group metadata of %s: %s", group.group_id, exc)
 
     def _schedule_pending_sync(self, group: GroupMetadata) -> None:
         group.pending_sync = set(group.members)
