@@ -79,7 +79,8 @@ class _Producer:
     """Producer id/epoch and the next sequence per partition (idempotent sends)."""
 
     def __init__(self, client: Any, idempotent: bool) -> None:
-        self.pid, self.epoch = client.init_producer_id() if idempotent else (-1, -1)
+        ids: tuple[int, int] = client.init_producer_id() if idempotent else (-1, -1)
+        self.pid, self.epoch = ids
         self.sequences: dict[int, int] = {}
 
     def batch(self, partition: int, recs: list[Any], codec: int, headers: list[Any]) -> bytes:
