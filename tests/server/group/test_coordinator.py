@@ -369,3 +369,14 @@ def test_failed_assignment_write_fails_the_sync_and_rebalances() -> None:
     assert _sync(lead.one).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert _sync(pending.one).error == ErrorCode.COORDINATOR_NOT_AVAILABLE
     assert h.coord.groups["g"].state == GroupState.PREPARING_REBALANCE
+
+
+def test_shutdown_stops_every_timer() -> None:
+    h = Harness()
+    h.stable_group(2)
+    h.join("g", require_known=True)  # a pending member with its own timer
+    h.coord.shutdown()
+    assert h.scheduler.tasks() == []
+    members = set(h.coord.groups["g"].members)
+    h.clock.advance(10 * SESSION)
+    assert set(h.coord.groups["g"].members) == members  # nothing expired after shutdown

@@ -25,7 +25,7 @@ from tidelog.server.group.member import (
 from tidelog.server.group.metadata_manager import GroupMetadataManager
 from tidelog.server.group.store import OffsetsStore
 from tidelog.util.clock import Clock
-from tidelog.util.scheduler import Scheduler
+from tidelog.util.scheduler import ScheduledTask, Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,7 @@ class RebalanceCore:
         self.node_id = node_id
         self.manager = GroupMetadataManager(config, clock=clock, store=store)
         self.active = False
+        self._expiry_task: ScheduledTask | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -88,7 +89,7 @@ class RebalanceCore:
         if load:
             for p in partitions:
                 self.load_partition(p)
-        self.scheduler.schedule(
+        self._expiry_task = self.scheduler.schedule(
             "delete-expired-group-metadata",
             self.manager.cleanup_expired_offsets,
             self.config.offsets_retention_check_interval_ms,
@@ -101,11 +102,15 @@ class RebalanceCore:
                 self._complete_and_schedule_heartbeat(group, member)
 
     def shutdown(self) -> None:
+        """Stop every timer; the groups stay in memory (a restart reloads them anyway)."""
         self.active = False
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
         for group in self.manager.groups.values():
             for member in group.members.values():
                 member.cancel_heartbeat()
-            for task in (group.join_task, group.sync_task):
+            tasks = [group.join_task, group.sync_task, *group.pending_members.values()]
+            for task in tasks:
                 if task is not None:
                     task.cancel()
 
