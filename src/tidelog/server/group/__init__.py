@@ -1,1 +1,25 @@
-"""Consumer groups: the classic group coordinator and ``__consumer_offsets``."""
+"""Consumer groups: Kafka's classic group coordinator and ``__consumer_offsets``.
+
+Modules (Kafka counterpart in brackets):
+
+* ``records``: key/value schemas of ``__consumer_offsets`` (OffsetCommitKey v0-1,
+  OffsetCommitValue v0-4, GroupMetadataKey v2, GroupMetadataValue v0-4) and the group ->
+  partition mapping (``abs(String.hashCode) % offsets.topic.num.partitions``).
+* ``group`` / ``member``: GroupMetadata / MemberMetadata and the state enum.
+* ``rebalance`` + ``offsets`` + ``coordinator``: GroupCoordinator (sans I/O; timers through a
+  ``Scheduler``, time through a ``Clock``); ``coordinator.GroupCoordinator`` is the facade.
+* ``metadata_manager``: GroupMetadataManager (cache, writes, load, offset expiry).
+* ``store``: the storage port (``OffsetsStore``) and an in-memory implementation;
+  ``log_store``: the port over the broker's logs (``__consumer_offsets`` created lazily,
+  compacted).
+* ``config``: ``group.*`` / ``offsets.*`` broker settings with Kafka's defaults.
+* ``wiring``: the asyncio side (``LoopScheduler``, ``start_group_coordinator(broker)``,
+  ``stop_group_coordinator(broker)``, ``coordinator_for(broker)``).
+
+The API handlers live in ``tidelog/server/handlers/`` (find_coordinator, join_group,
+sync_group, heartbeat, leave_group, offset_commit, offset_fetch, offset_delete, list_groups,
+describe_groups, delete_groups). They start the coordinator on first use; the broker may
+call ``start_group_coordinator(self)`` after its replica manager starts and
+``stop_group_coordinator(self)`` before it shuts down, so loading begins at startup and no
+timer outlives the logs.
+"""
