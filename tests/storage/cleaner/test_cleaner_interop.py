@@ -34,14 +34,14 @@ def test_other_clients_decode_cleaned_segments(tmp_path: Path, codec: Compressio
     assert any(x.records_count == 0 for x in batches)  # an empty header is in there
     assert any(x.has_delete_horizon for x in batches)  # and a batch with a horizon
 
-    kp_records = []
+    kp_records: list[tuple[int, bytes | None, bytes | None]] = []
     mr = KpMemoryRecords(data)
     while (batch := mr.next_batch()) is not None:
         assert batch.validate_crc()
         kp_records.extend((r.offset, r.key, r.value) for r in batch)
     assert kp_records == ours
 
-    ak_records = []
+    ak_records: list[tuple[int, bytes | None, bytes | None]] = []
     pos = 0
     for x in batches:
         ab = ak.DefaultRecordBatch(bytearray(data[pos : pos + x.size_in_bytes]))
