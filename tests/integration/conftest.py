@@ -79,3 +79,6 @@ def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
     yield proc
     rc = proc.stop()
     assert rc == 0, "".join(proc.stderr_lines[-30:])
+    # a handler that failed closes its connection and logs ERROR; clients may have hidden it
+    errors = [line for line in proc.stderr_lines if " ERROR " in line]
+    assert not errors, "".join(errors[:20])
