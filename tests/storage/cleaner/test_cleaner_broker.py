@@ -17,15 +17,18 @@ def _consume_all(bootstrap: str, topic: str) -> list[tuple[int, bytes | None, by
                      "auto.offset.reset": "earliest", "enable.partition.eof": True,
                      "enable.auto.commit": False})
     c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
-    out = []
+    out: list[tuple[int, bytes | None, bytes | None]] = []
     try:
         for _ in range(10_000):  # bounded: ends at the partition EOF event
             m = c.poll(10)
             assert m is not None, "no message or EOF within 10 s"
-            if m.error():
-                assert m.error().code() == ck.KafkaError._PARTITION_EOF, m.error()
+            err = m.error()
+            if err is not None:
+                assert err.code() == ck.KafkaError._PARTITION_EOF, err
                 break
-            out.append((m.offset(), m.key(), m.value()))
+            offset = m.offset()
+            assert offset is not None
+            out.append((offset, m.key(), m.value()))
     finally:
         c.close()
     return out
