@@ -170,6 +170,19 @@ class BrokerConfig:
         self.listener = listeners[0]
         adv = self.values["advertised.listeners"]
         self.advertised_listener = Listener.parse(adv[0]) if adv else self.listener
+        if not self.advertised_listener.host:
+            # Kafka: an empty host binds every interface and advertises the canonical name
+            import socket
+
+            self.advertised_listener = Listener(
+                self.advertised_listener.name, socket.getfqdn(), self.advertised_listener.port
+            )
+        if self.advertised_listener.host in ("0.0.0.0", "::"):
+            raise ConfigError(
+                "advertised.listeners",
+                self.advertised_listener.host,
+                "cannot use the nonroutable meta-address (set advertised.listeners)",
+            )
         if self.values["broker.id"] is not None and "node.id" not in self.originals:
             self.values["node.id"] = self.values["broker.id"]
 
