@@ -63,11 +63,11 @@ def test_listeners() -> None:
 
 
 def test_bad_values_name_the_key() -> None:
-    with pytest.raises(ConfigError, match="num.partitions"):
+    with pytest.raises(ConfigError, match=r"num\.partitions"):
         BrokerConfig({"num.partitions": "0"})
-    with pytest.raises(ConfigError, match="default.replication.factor"):
+    with pytest.raises(ConfigError, match=r"default\.replication\.factor"):
         BrokerConfig({"default.replication.factor": "3"})
-    with pytest.raises(ConfigError, match="auto.create.topics.enable"):
+    with pytest.raises(ConfigError, match=r"auto\.create\.topics\.enable"):
         BrokerConfig({"auto.create.topics.enable": "maybe"})
 
 
