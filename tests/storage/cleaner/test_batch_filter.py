@@ -186,3 +186,25 @@ def test_multiple_batches_metadata() -> None:
     assert res.shallow_offset_of_max_timestamp == 201
     assert res.messages_read == 8
     assert res.messages_retained == 7
+
+
+def test_scan_records_rejects_malformed_records() -> None:
+    from tidelog.records import InvalidRecordError, assemble_batch
+    from tidelog.records.builder import encode_record
+
+    def batch_with(payload: bytes, count: int) -> RecordBatch:
+        return RecordBatch(assemble_batch(
+            base_offset=0, partition_leader_epoch=0, attributes=0, last_offset_delta=count - 1,
+            base_timestamp=NOW, max_timestamp=NOW, producer_id=-1, producer_epoch=-1,
+            base_sequence=-1, records_count=count, payload=payload))
+
+    good = bytearray()
+    encode_record(good, 0, 0, b"k" * 70, b"v" * 300)  # two-byte length and key length
+    _payload, (rec,) = scan_records(batch_with(bytes(good), 1))
+    assert (rec.key, rec.has_value, rec.end) == (b"k" * 70, True, len(good))
+    with pytest.raises(InvalidRecordError):
+        scan_records(batch_with(bytes(good[:-5]), 1))  # truncated
+    with pytest.raises(InvalidRecordError):
+        scan_records(batch_with(bytes(good) + b"\x00", 1))  # trailing garbage
+    with pytest.raises(InvalidRecordError):
+        scan_records(batch_with(bytes(good), 2))  # fewer records than declared

@@ -117,64 +117,62 @@ def _raw_varint(buf: bytes, pos: int) -> tuple[int, int]:
 def scan_records(batch: RecordBatch) -> tuple[bytes, list[ScannedRecord]]:
     """Locate every record of ``batch``; returns the (decompressed) payload and the records.
 
-    The cleaner's hot loop: one-byte varints (the common case for the attributes-adjacent
-    fields) are decoded inline, longer ones by ``_raw_varint``. Raises InvalidRecordError on
-    malformed records or a count mismatch.
+    Raises InvalidRecordError on malformed records or a count mismatch.
     """
     payload = bytes(batch.records_payload())
-    base_offset, base_ts, count = batch.base_offset, batch.base_timestamp, batch.records_count
-    out: list[ScannedRecord] = []
-    append = out.append
-    pos, limit = 0, len(payload)
-    rv = _raw_varint
-    new_tuple = tuple.__new__
     try:
-        for _ in range(count):
-            start = pos
-            length = payload[pos]
-            if length < 0x80:
-                attr_pos = pos + 1
-            elif payload[pos + 1] < 0x80:  # two bytes: records of 64..8191 bytes
-                length, attr_pos = (length & 0x7F) | (payload[pos + 1] << 7), pos + 2
-            else:
-                length, attr_pos = rv(payload, pos)
-            length = (length >> 1) ^ -(length & 1)
-            end = attr_pos + length
-            if length < 0 or end > limit:
-                raise InvalidRecordError(f"record length {length} runs past the batch")
-            raw = payload[attr_pos + 1]
-            if raw < 0x80:
-                ts_end = attr_pos + 2
-            else:
-                raw, ts_end = rv(payload, attr_pos + 1)
-            raw_off = payload[ts_end]
-            p = ts_end + 1
-            if raw_off >= 0x80:
-                if payload[p] < 0x80:
-                    raw_off, p = (raw_off & 0x7F) | (payload[p] << 7), p + 1
-                else:
-                    raw_off, p = rv(payload, ts_end)
-            klen = payload[p]
-            p += 1
-            if klen >= 0x80:
-                klen, p = rv(payload, p - 1)
-            klen = (klen >> 1) ^ -(klen & 1)
-            key = None
-            if klen >= 0:
-                key = payload[p : p + klen]
-                p += klen
-            if p >= end or klen < -1:
-                raise InvalidRecordError("record fields run past the record")
-            append(new_tuple(ScannedRecord, (  # ScannedRecord(...) without its Python __new__
-                base_offset + ((raw_off >> 1) ^ -(raw_off & 1)),
-                base_ts + ((raw >> 1) ^ -(raw & 1)), key, payload[p] != 1,
-                start, attr_pos, ts_end, end)))
-            pos = end
+        records, end = _scan(payload, batch.base_offset, batch.base_timestamp,
+                             batch.records_count)
     except IndexError:
         raise InvalidRecordError("record runs past the end of the batch") from None
-    if pos != limit:
-        raise InvalidRecordError(f"{limit - pos} bytes left after the {count} records declared")
-    return payload, out
+    if end != len(payload):
+        raise InvalidRecordError(
+            f"{len(payload) - end} bytes left after the {batch.records_count} records declared")
+    return payload, records
+
+
+def _scan(payload: bytes, base_offset: int, base_ts: int, count: int
+          ) -> tuple[list[ScannedRecord], int]:
+    """The cleaner's hot loop: varints of one or two bytes are decoded inline, longer ones by
+    ``_raw_varint``; values and headers are skipped, not decoded."""
+    out: list[ScannedRecord] = []
+    append, rv, new_tuple = out.append, _raw_varint, tuple.__new__
+    pos, limit = 0, len(payload)
+    for _ in range(count):
+        start, length = pos, payload[pos]
+        if length < 0x80:
+            attr_pos = pos + 1
+        elif payload[pos + 1] < 0x80:  # two bytes: records of 64..8191 bytes
+            length, attr_pos = (length & 0x7F) | (payload[pos + 1] << 7), pos + 2
+        else:
+            length, attr_pos = rv(payload, pos)
+        length = (length >> 1) ^ -(length & 1)
+        end = attr_pos + length
+        if length < 0 or end > limit:
+            raise InvalidRecordError(f"record length {length} runs past the batch")
+        raw, ts_end = payload[attr_pos + 1], attr_pos + 2
+        if raw >= 0x80:
+            raw, ts_end = rv(payload, attr_pos + 1)
+        raw_off, p = payload[ts_end], ts_end + 1
+        if raw_off >= 0x80:
+            if payload[p] < 0x80:
+                raw_off, p = (raw_off & 0x7F) | (payload[p] << 7), p + 1
+            else:
+                raw_off, p = rv(payload, ts_end)
+        klen, p = payload[p], p + 1
+        if klen >= 0x80:
+            klen, p = rv(payload, p - 1)
+        klen = (klen >> 1) ^ -(klen & 1)
+        key = None
+        if klen >= 0:
+            key, p = payload[p : p + klen], p + klen
+        if p >= end or klen < -1:
+            raise InvalidRecordError("record fields run past the record")
+        append(new_tuple(ScannedRecord, (  # ScannedRecord(...) without its Python __new__
+            base_offset + ((raw_off >> 1) ^ -(raw_off & 1)), base_ts + ((raw >> 1) ^ -(raw & 1)),
+            key, payload[p] != 1, start, attr_pos, ts_end, end)))
+        pos = end
+    return out, pos
 
 
 def _records_body(payload: Buffer, kept: list[ScannedRecord], base_ts: int, orig_base_ts: int) -> bytes:
