@@ -41,6 +41,7 @@ class ModelBatch:
     next_offset: int
     client_bytes: bytes  # what the client sent (for duplicate retries)
     sequence: int  # base sequence, -1 if not idempotent
+    pid: int = -1
 
 
 class LogMachine(RuleBasedStateMachine):
@@ -50,20 +51,28 @@ class LogMachine(RuleBasedStateMachine):
         self.clock = ManualClock(1_700_000_000_000)
         self.log = Log.open(self.tmp / "sm-0", CONFIG, clock=self.clock)
         self.model: list[ModelBatch] = []
+        self.start = 0  # the log start offset the model expects
+        self.pid = PID
+        self.pid_used = False
 
     # -- helpers ------------------------------------------------------------------------------
     @property
     def end(self) -> int:
-        return self.model[-1].next_offset if self.model else 0
+        return self.model[-1].next_offset if self.model else self.start
 
     def _next_seq(self) -> int:
-        seqs = [b for b in self.model if b.sequence >= 0]
+        """Next sequence of the current producer; a producer whose batches all left the model
+        (truncated or below the log start) is replaced by a new id, whose state is unambiguous."""
+        seqs = [b for b in self.model if b.pid == self.pid]
         if not seqs:
+            if self.pid_used:
+                self.pid += 1
+                self.pid_used = False
             return 0
         last = seqs[-1]
         return last.sequence + (last.next_offset - last.base_offset)
 
-    def _append(self, data: bytes, sequence: int) -> None:
+    def _append(self, data: bytes, sequence: int, pid: int = -1) -> None:
         info = self.log.append_as_leader(data, leader_epoch=3)
         assert not info.duplicate
         assert info.first_offset == self.end
@@ -72,7 +81,7 @@ class LogMachine(RuleBasedStateMachine):
         b.set_base_offset(info.first_offset)
         b.set_partition_leader_epoch(3)
         self.model.append(ModelBatch(info.first_offset, bytes(stored), info.last_offset + 1,
-                                     data, sequence))
+                                     data, sequence, pid))
 
     def _check_all(self) -> None:
         got = []
@@ -96,13 +105,14 @@ class LogMachine(RuleBasedStateMachine):
     def append_idempotent(self, values: list[bytes], codec: CompressionType) -> None:
         seq = self._next_seq()
         data = build_batch([(self.clock.milliseconds(), None, v) for v in values], codec,
-                           producer_id=PID, producer_epoch=0, base_sequence=seq)
-        self._append(data, seq)
+                           producer_id=self.pid, producer_epoch=0, base_sequence=seq)
+        self._append(data, seq, self.pid)
+        self.pid_used = True
 
     @precondition(lambda self: any(b.sequence >= 0 for b in self.model))
     @rule()
     def retry_last_idempotent(self) -> None:
-        last = [b for b in self.model if b.sequence >= 0][-1]
+        last = [b for b in self.model if b.sequence >= 0][-1]  # the last of its producer
         size = self.log.size_in_bytes
         info = self.log.append_as_leader(last.client_bytes, leader_epoch=3)
         assert info.duplicate
@@ -140,11 +150,26 @@ class LogMachine(RuleBasedStateMachine):
         del self.model[keep:]
         assert self.log.log_end_offset == target
 
+    @precondition(lambda self: len(self.model) > 1)
+    @rule(data=st.data())
+    def delete_records(self, data: st.DataObject) -> None:
+        """DeleteRecords at a batch boundary, then retention drops whole segments below it."""
+        k = data.draw(st.integers(1, len(self.model) - 1))
+        self.log.update_high_watermark(self.log.log_end_offset)
+        new_start = self.model[k].base_offset
+        assert self.log.maybe_increment_log_start_offset(new_start, "test")
+        self.log.delete_old_segments()
+        del self.model[:k]
+        self.start = new_start
+        first = self.log.segments.first_segment_base_offset
+        assert first is not None and first <= new_start
+
     @rule()
     def clean_restart(self) -> None:
         self.log.close()
         self.log = Log.open(self.log.dir, CONFIG, clock=self.clock, had_clean_shutdown=True,
-                            recovery_point=self.log.recovery_point)
+                            recovery_point=self.log.recovery_point,
+                            log_start_offset=self.start)
         self._check_all()
 
     @rule(garbage=st.binary(min_size=0, max_size=80), cut=st.floats(0, 1))
@@ -155,8 +180,8 @@ class LogMachine(RuleBasedStateMachine):
         # bytes of the active segment below the recovery point are on disk for sure
         durable = 0
         if rp > active.base_offset:
-            durable = sum(len(b.data) for b in self.model
-                          if b.base_offset >= active.base_offset and b.next_offset <= rp)
+            found = active.translate_offset(rp)
+            durable = active.size if found is None else found.position
         path = active.log.path
         lg.close_handlers()
         size = path.stat().st_size
@@ -165,7 +190,8 @@ class LogMachine(RuleBasedStateMachine):
             f.truncate(keep)
             f.seek(keep)
             f.write(garbage)
-        self.log = Log.open(lg.dir, CONFIG, clock=self.clock, recovery_point=rp)
+        self.log = Log.open(lg.dir, CONFIG, clock=self.clock, recovery_point=rp,
+                            log_start_offset=self.start)
         survivors = [b for b in self.model if b.next_offset <= self.log.log_end_offset]
         assert all(b.next_offset <= self.log.log_end_offset for b in self.model
                    if b.next_offset <= rp), "lost flushed data"
@@ -176,7 +202,7 @@ class LogMachine(RuleBasedStateMachine):
     @invariant()
     def offsets_agree(self) -> None:
         assert self.log.log_end_offset == self.end
-        assert self.log.log_start_offset == 0
+        assert self.log.log_start_offset == self.start
 
     def teardown(self) -> None:
         try:
