@@ -13,6 +13,7 @@ Two measurements:
   Real clients learn of a rebalance on their next heartbeat (heartbeat.interval.ms, 3 s by
   default in Kafka clients), so "join-one" is bounded below by the heartbeat interval.
 
+* **load**: replaying a ``__consumer_offsets`` partition at startup (records/s).
 * **clients** (with ``--clients``): N confluent-kafka consumers subscribe at once; time until
   all N own one partition each (librdkafka, heartbeat.interval.ms=100).
 
@@ -34,11 +35,17 @@ from typing import Any
 
 from tidelog.protocol.client_kio import decode_response, encode_request
 from tidelog.server.group.config import GroupConfig
-from tidelog.server.group.coordinator import GroupCoordinator, JoinRequest, SyncRequest
+from tidelog.server.group.coordinator import (
+    CommitEntry,
+    GroupCoordinator,
+    JoinRequest,
+    SyncRequest,
+)
 from tidelog.server.group.member import JoinResult, SyncResult
 from tidelog.server.group.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
+from tidelog.util.topic_partition import TopicPartition
 
 SIZES = (1, 10, 50)
 RUNS = 3
@@ -82,6 +89,25 @@ def core_once(n: int) -> float:
     elapsed = time.perf_counter() - start
     assert len(syncs) == n and all(s.error == NONE for s in syncs)
     return elapsed
+
+
+def load_once(commits: int) -> tuple[float, float, int]:
+    """Replay a __consumer_offsets partition of ``commits`` commit batches (1000 groups x
+    4 partitions, one batch per OffsetCommit as the coordinator writes them)."""
+    clock = ManualClock()
+    cfg = GroupConfig(offsets_topic_num_partitions=1)
+    store = InMemoryOffsetsStore()
+    writer = GroupCoordinator(cfg, clock=clock, scheduler=ManualScheduler(clock), store=store)
+    writer.startup()
+    tps = [TopicPartition("topic", p) for p in range(4)]
+    start = time.perf_counter()
+    for i in range(commits):
+        writer.commit_offsets(f"group-{i % 1000}", {tp: CommitEntry(i) for tp in tps})
+    wrote = time.perf_counter() - start
+    reader = GroupCoordinator(cfg, clock=clock, scheduler=ManualScheduler(clock), store=store)
+    start = time.perf_counter()
+    reader.startup()
+    return wrote, time.perf_counter() - start, len(reader.groups)
 
 
 # ----------------------------------------------------------------------------- wire
@@ -271,6 +297,16 @@ def main() -> None:
         ts = [core_once(n) for _ in range(RUNS * 3)]
         print(
             f"  {n:3d} members: {min(ts) * 1e3:8.3f} ms  median {statistics.median(ts) * 1e3:8.3f} ms"
+        )
+    for commits in (10_000, 100_000):
+        wrote, took, groups = load_once(commits)
+        print(
+            f"commit: {commits} OffsetCommits of 4 partitions in {wrote * 1e3:.0f} ms "
+            f"= {commits / wrote:,.0f} commits/s (in-process, in-memory store)"
+        )
+        print(
+            f"load: {commits} commit batches ({commits * 4} records, {groups} groups) "
+            f"replayed in {took * 1e3:.0f} ms = {commits * 4 / took:,.0f} records/s"
         )
     with tempfile.TemporaryDirectory() as d:
         proc, port = start_broker(d)

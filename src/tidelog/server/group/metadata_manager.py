@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from tidelog.records import CompressionType, RecordBatchBuilder
+from tidelog.records import CompressionType, RecordBatch, RecordBatchBuilder
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
 from tidelog.server.group.member import MemberMetadata
@@ -43,10 +43,14 @@ Record = tuple[bytes, bytes | None]
 
 
 @dataclass
-class _LoadedPartition:
-    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]]
-    groups: dict[str, GroupMetadataValue]
-    removed_groups: set[str]
+class LoadedPartition:
+    """A partition being replayed: raw last value per key first (cheap, in log order), then
+    decoded once per surviving key."""
+
+    latest: dict[bytes, tuple[int, bytes | None]] = field(default_factory=dict)
+    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+    groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
+    removed_groups: set[str] = field(default_factory=set)
 
 
 class GroupMetadataManager:
@@ -75,7 +79,14 @@ class GroupMetadataManager:
     def load_partition(self, partition: int) -> list[GroupMetadata]:
         """Replay one partition into the cache; returns the groups it defined."""
         self.loading.add(partition)
-        data = self._replay(partition)
+        data = LoadedPartition()
+        for batch in self.store.read_batches(partition):
+            self.replay_batch(data, partition, batch)
+        return self.complete_load(partition, data)
+
+    def complete_load(self, partition: int, data: LoadedPartition) -> list[GroupMetadata]:
+        """Install what a replay found; the partition stops answering LOAD_IN_PROGRESS."""
+        self._decode_latest(partition, data)
         loaded: list[GroupMetadata] = []
         now = self.clock.milliseconds()
         with_offsets = {g for g, offsets in data.offsets.items() if offsets}
@@ -91,29 +102,34 @@ class GroupMetadataManager:
         self.owned.add(partition)
         return loaded
 
-    def _replay(self, partition: int) -> _LoadedPartition:
-        out = _LoadedPartition({}, {}, set())
-        for batch in self.store.read_batches(partition):
-            if batch.is_control:
-                continue
-            for rec in batch.iter_records():
-                if rec.key is None:
-                    continue
-                try:
-                    self._replay_record(out, rec.key, rec.value)
-                except (SchemaError, UnicodeDecodeError) as exc:
-                    # One unreadable record must not cost every group of the partition.
-                    log.warning(
-                        "skipping unreadable record at offset %d of %s-%d: %s",
-                        rec.offset,
-                        OFFSETS_TOPIC,
-                        partition,
-                        exc,
-                    )
-        return out
+    def replay_batch(self, out: LoadedPartition, partition: int, batch: RecordBatch) -> None:
+        """Apply one batch: the last record per key wins (a tombstone too), as compaction."""
+        if batch.is_control:
+            return
+        latest = out.latest
+        for rec in batch.iter_records():
+            key = rec.key
+            if key is not None:
+                latest.pop(key, None)  # keep dict order = order of the last write
+                latest[key] = (rec.offset, rec.value)
+
+    def _decode_latest(self, partition: int, out: LoadedPartition) -> None:
+        for key, (offset, value) in out.latest.items():
+            try:
+                self._replay_record(out, key, value)
+            except (SchemaError, UnicodeDecodeError) as exc:
+                # One unreadable record must not cost every group of the partition.
+                log.warning(
+                    "skipping unreadable record at offset %d of %s-%d: %s",
+                    offset,
+                    OFFSETS_TOPIC,
+                    partition,
+                    exc,
+                )
+        out.latest.clear()
 
     @staticmethod
-    def _replay_record(out: _LoadedPartition, key_bytes: bytes, value: bytes | None) -> None:
+    def _replay_record(out: LoadedPartition, key_bytes: bytes, value: bytes | None) -> None:
         key = decode_key(key_bytes)
         if isinstance(key, OffsetKey):
             tp = TopicPartition(key.topic, key.partition)

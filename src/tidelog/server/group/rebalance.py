@@ -22,7 +22,7 @@ from tidelog.server.group.member import (
     MemberMetadata,
     SyncResult,
 )
-from tidelog.server.group.metadata_manager import GroupMetadataManager
+from tidelog.server.group.metadata_manager import GroupMetadataManager, LoadedPartition
 from tidelog.server.group.store import OffsetsStore
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import ScheduledTask, Scheduler
@@ -97,7 +97,16 @@ class RebalanceCore:
         )
 
     def load_partition(self, partition: int) -> None:
-        for group in self.manager.load_partition(partition):
+        self._on_groups_loaded(self.manager.load_partition(partition))
+
+    def complete_load(self, partition: int, data: LoadedPartition) -> None:
+        """Install an incrementally replayed partition (see wiring._load_all)."""
+        self._on_groups_loaded(self.manager.complete_load(partition, data))
+
+    def _on_groups_loaded(self, groups: list[GroupMetadata]) -> None:
+        # Loaded members get a fresh session: they must heartbeat or be removed (Kafka's
+        # onGroupLoaded).
+        for group in groups:
             for member in group.members.values():
                 self._complete_and_schedule_heartbeat(group, member)
 

@@ -16,6 +16,7 @@ Partitioning is Kafka's ``Utils.abs(groupId.hashCode()) % offsets.topic.num.part
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass, field
 
@@ -31,6 +32,8 @@ GROUP_METADATA_VALUE_VERSION = 3
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_KEY_HEAD = struct.Struct(">hh")
+_VALUE_V3_HEAD = struct.Struct(">hqih")
 
 
 def java_string_hash(s: str) -> int:
@@ -47,6 +50,7 @@ def java_abs(n: int) -> int:
     return 0 if n == -(1 << 31) else abs(n)
 
 
+@functools.lru_cache(maxsize=65536)
 def partition_for(group_id: str, num_partitions: int = DEFAULT_NUM_PARTITIONS) -> int:
     return java_abs(java_string_hash(group_id)) % num_partitions
 
@@ -201,12 +205,12 @@ BaseKey = OffsetKey | GroupMetadataKey | UnknownKey
 
 
 def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
-    w = _Writer()
-    w.i16(OFFSET_COMMIT_KEY_VERSION)
-    w.string(group)
-    w.string(topic)
-    w.i32(partition)
-    return bytes(w.buf)
+    g = group.encode("utf-8")
+    t = topic.encode("utf-8")
+    return b"".join(
+        (_KEY_HEAD.pack(OFFSET_COMMIT_KEY_VERSION, len(g)), g, _I16.pack(len(t)), t,
+         _I32.pack(partition))
+    )  # fmt: skip
 
 
 def encode_group_key(group: str) -> bytes:
@@ -216,13 +220,27 @@ def encode_group_key(group: str) -> bytes:
     return bytes(w.buf)
 
 
+def _short_string(data: bytes, pos: int) -> tuple[str, int]:
+    """A non-nullable int16-length string (the hot path of loading, without a reader)."""
+    (n,) = _I16.unpack_from(data, pos)
+    end = pos + 2 + n
+    if n < 0 or end > len(data):
+        raise SchemaError(f"bad string of length {n} at {pos}")
+    return data[pos + 2 : end].decode("utf-8"), end
+
+
 def decode_key(data: bytes) -> BaseKey:
-    r = _Reader(data)
-    version = r.i16()
-    if version in (0, 1):
-        return OffsetKey(r.string(), r.string(), r.i32(), version)
-    if version == 2:
-        return GroupMetadataKey(r.string(), version)
+    try:
+        (version,) = _I16.unpack_from(data, 0)
+        if version in (0, 1):
+            group, pos = _short_string(data, 2)
+            topic, pos = _short_string(data, pos)
+            (partition,) = _I32.unpack_from(data, pos)
+            return OffsetKey(group, topic, partition, version)
+        if version == 2:
+            return GroupMetadataKey(_short_string(data, 2)[0], version)
+    except struct.error as exc:
+        raise SchemaError(f"truncated key: {exc}") from None
     return UnknownKey(version)
 
 
@@ -241,12 +259,13 @@ class OffsetAndMetadata:
 
 
 def encode_offset_value(v: OffsetAndMetadata) -> bytes:
-    version = (
-        OFFSET_COMMIT_VALUE_VERSION_EXPIRE
-        if v.expire_timestamp is not None
-        else OFFSET_COMMIT_VALUE_VERSION
-    )
-    return encode_offset_value_version(v, version)
+    if v.expire_timestamp is not None:
+        return encode_offset_value_version(v, OFFSET_COMMIT_VALUE_VERSION_EXPIRE)
+    md = v.metadata.encode("utf-8")
+    return b"".join(
+        (_VALUE_V3_HEAD.pack(3, v.offset, v.leader_epoch, len(md)), md,
+         _I64.pack(v.commit_timestamp))
+    )  # fmt: skip
 
 
 def encode_offset_value_version(v: OffsetAndMetadata, version: int) -> bytes:
@@ -269,17 +288,34 @@ def decode_offset_value(data: bytes) -> OffsetAndMetadata:
     version = _I16.unpack_from(data, 0)[0] if len(data) >= 2 else -1
     if not 0 <= version <= 4:
         raise SchemaError(f"unknown OffsetCommitValue version {version}")
-    r = _Reader(data, flexible=version >= 4)
-    r.pos = 2
-    offset = r.i64()
-    leader_epoch = r.i32() if version >= 3 else -1
-    metadata = r.string()
-    commit_ts = r.i64()
-    expire = r.i64() if version == 1 else None
-    r.skip_tags()
+    if version == 4:
+        return _decode_offset_value_flexible(data)
+    try:
+        (offset,) = _I64.unpack_from(data, 2)
+        pos = 10
+        leader_epoch = -1
+        if version == 3:
+            (leader_epoch,) = _I32.unpack_from(data, pos)
+            pos += 4
+        metadata, pos = _short_string(data, pos)
+        (commit_ts,) = _I64.unpack_from(data, pos)
+        expire = _I64.unpack_from(data, pos + 8)[0] if version == 1 else None
+    except struct.error as exc:
+        raise SchemaError(f"truncated OffsetCommitValue: {exc}") from None
     if expire is not None and expire < 0:
         expire = None
     return OffsetAndMetadata(offset, metadata, commit_ts, leader_epoch, expire)
+
+
+def _decode_offset_value_flexible(data: bytes) -> OffsetAndMetadata:
+    r = _Reader(data, flexible=True)
+    r.pos = 2
+    offset = r.i64()
+    leader_epoch = r.i32()
+    metadata = r.string()
+    commit_ts = r.i64()
+    r.skip_tags()
+    return OffsetAndMetadata(offset, metadata, commit_ts, leader_epoch, None)
 
 
 # --------------------------------------------------------------------------- group values

@@ -17,11 +17,13 @@ from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.coordinator import GroupCoordinator
 from tidelog.server.group.log_store import LogOffsetsStore
 from tidelog.server.group.member import JoinResult, SyncResult
+from tidelog.server.group.metadata_manager import LoadedPartition
 from tidelog.util.scheduler import ScheduledTask, TaskFn
 
 log = logging.getLogger(__name__)
 
 ATTR = "group_coordinator"
+LOAD_BATCHES_PER_TURN = 64
 
 
 class LoopScheduler:
@@ -81,12 +83,19 @@ def start_group_coordinator(broker: Any) -> GroupCoordinator:
 
 
 async def _load_all(coord: GroupCoordinator) -> None:
+    """Replay every partition, yielding to the loop every few batches so a large
+    ``__consumer_offsets`` never stalls the broker while it loads."""
+    manager = coord.manager
     for p in range(coord.config.offsets_topic_num_partitions):
+        data = LoadedPartition()
         try:
-            coord.load_partition(p)
+            for i, batch in enumerate(manager.store.read_batches(p)):
+                manager.replay_batch(data, p, batch)
+                if i % LOAD_BATCHES_PER_TURN == LOAD_BATCHES_PER_TURN - 1:
+                    await asyncio.sleep(0)
         except Exception:
-            log.exception("failed to load __consumer_offsets-%d", p)
-            coord.manager.loading.discard(p)
+            log.exception("failed to read __consumer_offsets-%d; loading what was read", p)
+        coord.complete_load(p, data)
         await asyncio.sleep(0)
     log.info("group coordinator loaded %d groups", len(coord.groups))
 
