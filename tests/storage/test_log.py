@@ -478,3 +478,42 @@ def test_producer_expiration(make_log: MakeLog, clock: ManualClock) -> None:
     assert lg.producer_state.last_entry(5) is None
     info = lg.append_as_leader(batch(b"b", producer_id=5, producer_epoch=0, base_sequence=9))
     assert info.first_offset == 1
+
+
+def test_concurrent_reader_sees_only_whole_committed_batches(make_log: MakeLog) -> None:
+    """A reader racing the appender (rolls included) never sees bytes past the HW."""
+    import threading
+
+    from tidelog.records import iter_batches
+
+    lg = make_log({"segment.bytes": "4000", "index.interval.bytes": "200"})
+    n = 600
+    errors: list[str] = []
+    done = threading.Event()
+    reached: list[int] = []
+
+    def reader() -> None:
+        pos = 0
+        while pos < n and not errors:
+            hw = lg.high_watermark
+            data = lg.read(pos, 3000).records.read()
+            for b in iter_batches(data):  # validates every CRC
+                if b.base_offset != pos or b.last_offset >= max(hw, lg.high_watermark):
+                    errors.append(f"batch {b.base_offset} at expected {pos}, hw {hw}")
+                pos = b.next_offset
+            if done.is_set() and pos >= lg.high_watermark:
+                break
+        reached.append(pos)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    for i in range(n):
+        lg.append_as_leader(batch(b"%05d" % i, codec=CompressionType.LZ4 if i % 2 else
+                                  CompressionType.NONE))
+        lg.maybe_increment_high_watermark(lg.log_end_offset)
+    done.set()
+    t.join(timeout=60)
+    assert not t.is_alive()
+    assert errors == []
+    assert reached == [n]
+    assert lg.number_of_segments() > 5
