@@ -386,3 +386,9 @@ def test_empty_batch_removal_with_sequence_reuse(tmp_path: Path, clock: ManualCl
     assert [r.offset for r in read_records(lg)] == [3, 4, 5]
     assert [b.last_offset for b in batches(lg)] == [2, 3, 4, 5]
     lg.close()
+
+
+def test_offset_map_too_small_to_make_progress_is_rejected(clock: ManualClock) -> None:
+    with pytest.raises(ValueError, match="too small"):
+        make_cleaner(clock, slots=1, load_factor=0.9)
+    make_cleaner(clock, slots=2, load_factor=0.75)  # one entry: enough to progress

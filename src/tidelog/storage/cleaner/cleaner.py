@@ -248,6 +248,11 @@ class Cleaner:
         check_done: Callable[[TopicPartition | None], None] = lambda _tp: None,
         fault: FaultHook | None = None,
     ) -> None:
+        if offset_map.slots * dup_buffer_load_factor <= 1:
+            raise ValueError(
+                "offset map is too small to fit in even a single message, so log cleaning will "
+                "never make progress. You can increase log.cleaner.dedupe.buffer.size or "
+                "decrease log.cleaner.threads")
         self.id = cleaner_id
         self.offset_map = offset_map
         self.dup_buffer_load_factor = dup_buffer_load_factor
