@@ -67,3 +67,20 @@ def test_describe_log_dirs_reports_partition_sizes(tidelog_broker: EmbeddedBroke
     }
     assert sizes[("logdirs", 0)] == len(batch)
     assert result.total_bytes > 0 and 0 <= result.usable_bytes <= result.total_bytes
+
+
+def test_restart_keeps_port_and_data() -> None:
+    with EmbeddedBroker() as b:
+        bs = b.bootstrap_servers
+        p = ck.Producer({"bootstrap.servers": bs})
+        p.produce("restart-me", b"before", partition=0)
+        assert p.flush(10) == 0
+        b.restart()
+        assert b.bootstrap_servers == bs
+        p.produce("restart-me", b"after", partition=0)  # the same producer reconnects
+        assert p.flush(30) == 0
+        c = ck.Consumer({"bootstrap.servers": bs, "group.id": "g", "enable.auto.commit": False})
+        c.assign([ck.TopicPartition("restart-me", 0, ck.OFFSET_BEGINNING)])
+        msgs = c.consume(2, 10)
+        c.close()
+    assert [m.value() for m in msgs] == [b"before", b"after"]

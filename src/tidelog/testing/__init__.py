@@ -1,8 +1,22 @@
-"""Embedded broker and pytest fixture for users' tests.
+"""A real Kafka-compatible broker for your own tests, in-process and fast to start.
 
-``EmbeddedBroker`` starts a tidelog broker in-process (own thread and event loop, port 0,
-temporary log dir); the ``tidelog_broker`` pytest fixture (``tidelog.testing.pytest_plugin``,
-installed as a pytest11 entry point) yields one per test module.
+``EmbeddedBroker`` runs a tidelog broker on its own thread and event loop, on an ephemeral
+port, with a temporary log dir that is removed on exit (pass ``log_dir=`` to keep one)::
+
+    from tidelog.testing import EmbeddedBroker
+
+    with EmbeddedBroker({"num.partitions": "3"}) as broker:
+        producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+        ...
+        broker.restart()  # clean shutdown + start on the same port and dir
+
+Config keys are Kafka's broker keys (``auto.create.topics.enable``, ``message.max.bytes``,
+``log.retention.ms``, ...). With tidelog installed, pytest gets two fixtures (plugin
+``tidelog.testing.pytest_plugin``, registered as the ``tidelog`` pytest11 entry point):
+
+* ``tidelog_broker``: one ``EmbeddedBroker`` per test module;
+* ``tidelog_broker_factory``: ``factory(config=None, **kw)`` starts more brokers, all stopped
+  at the end of the test.
 """
 
 from .embedded import EmbeddedBroker

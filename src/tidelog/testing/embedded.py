@@ -99,11 +99,23 @@ class EmbeddedBroker:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     def stop(self) -> None:
+        self._stop_thread()
+        self._cleanup()
+
+    def _stop_thread(self) -> None:
         if self._loop is not None and self._thread is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
             self._thread = None
-        self._cleanup()
+
+    def restart(self) -> EmbeddedBroker:
+        """Clean shutdown, then start again on the same port and log dir (clients reconnect
+        to the same ``bootstrap_servers``): for testing what survives a broker restart."""
+        port = self.port
+        self._stop_thread()
+        listener = str(self.props["listeners"])
+        self.props["listeners"] = f"{listener.rsplit(':', 1)[0]}:{port}"
+        return self.start()
 
     def _cleanup(self) -> None:
         if self._own_dir:
