@@ -106,7 +106,7 @@ def test_cleaning_keeps_exactly_the_latest_per_key(data: tuple[list[Any], list[A
         lg.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream, st.integers(2, 12))
 def test_small_offset_map_converges_over_rounds(data: tuple[list[Any], list[Any]],
                                                 slots: int) -> None:
