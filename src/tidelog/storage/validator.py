@@ -119,23 +119,9 @@ def validate_and_assign_offsets(
     _check_count(batch, scan, topic_partition)
     _raise_record_errors(scan)
     n = batch.records_count
-    buf = batch.buf.obj if isinstance(batch.buf.obj, bytearray) else bytearray(batch.buf)
-    if target != source or not scan.sequential:
-        buf = _rebuild(batch, config, target, offset, leader_epoch, now_ms)
-        batch = RecordBatch(memoryview(buf))
-        if batch.size_in_bytes > config.max_message_bytes:
-            raise RecordTooLargeError(
-                f"The record batch size after recompression is {batch.size_in_bytes} bytes, "
-                f"larger than max.message.bytes {config.max_message_bytes}"
-            )
-    else:
-        batch = RecordBatch(memoryview(buf))
-        batch.set_base_offset(offset)
-        batch.set_partition_leader_epoch(leader_epoch)
-        if config.log_append_time:
-            batch.set_log_append_time(now_ms)
-        else:
-            batch.set_max_timestamp(TimestampType.CREATE_TIME, scan.max_timestamp)
+    rebuild = target != source or not scan.sequential
+    buf, batch = _assign_offsets(batch, config, scan, target if rebuild else None,
+                                 offset=offset, leader_epoch=leader_epoch, now_ms=now_ms)
     last = offset + n - 1
     lat = now_ms if config.log_append_time else -1
     return ValidationResult(
@@ -147,8 +133,33 @@ def validate_and_assign_offsets(
         offset_of_max_timestamp=last,
         log_append_time=lat,
         num_messages=n,
-        recompressed=target != source or not scan.sequential,
+        recompressed=rebuild,
     )
+
+
+def _assign_offsets(batch: RecordBatch, config: LogConfig, scan: _Scan,
+                    rebuild_as: CompressionType | None, *, offset: int, leader_epoch: int,
+                    now_ms: int) -> tuple[bytearray, RecordBatch]:
+    """Patch base offset, epoch and timestamps in place, or re-encode as ``rebuild_as``."""
+    if rebuild_as is not None:
+        buf = _rebuild(batch, config, rebuild_as, offset, leader_epoch, now_ms)
+        out = RecordBatch(memoryview(buf))
+        if out.size_in_bytes > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"The record batch size after recompression is {out.size_in_bytes} bytes, "
+                f"larger than max.message.bytes {config.max_message_bytes}"
+            )
+        return buf, out
+    # the single batch spans the whole (writable) buffer split_batches made or was given
+    buf = batch.buf.obj if isinstance(batch.buf.obj, bytearray) else bytearray(batch.buf)
+    out = RecordBatch(memoryview(buf))
+    out.set_base_offset(offset)
+    out.set_partition_leader_epoch(leader_epoch)
+    if config.log_append_time:
+        out.set_log_append_time(now_ms)
+    else:
+        out.set_max_timestamp(TimestampType.CREATE_TIME, scan.max_timestamp)
+    return buf, out
 
 
 def _check_outer(
