@@ -273,6 +273,7 @@ def test_live_broker_compacts_consumer_offsets(tmp_path: object) -> None:
         "log.cleaner.backoff.ms": "20",
     }
     with EmbeddedBroker(config, log_dir=Path(str(tmp_path))) as b:
+        create_topic(b.bootstrap_servers, "t", 2)
         with KafkaClient(b.bootstrap_servers) as c:
             for o in range(300):
                 c.commit_offsets("compact-me", {TP("t", 0): o, TP("t", 1): o})

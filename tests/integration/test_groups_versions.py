@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from test_groups_support import create_topic
 
 from tidelog.protocol.client import KafkaClient
 from tidelog.testing.embedded import EmbeddedBroker
@@ -28,6 +29,7 @@ def conn() -> Iterator[Any]:
         ) as b,
         KafkaClient(b.bootstrap_servers) as c,
     ):
+        create_topic(b.bootstrap_servers, "t", 2)
         conn = c.any_connection()
         # the first request starts the coordinator, which loads in the background
         for _ in range(1000):
@@ -267,3 +269,25 @@ def test_delete_groups_and_offset_delete(conn: Any, v: int) -> None:
     assert int(od.error_code) == 0 and int(od.topics[0].partitions[0].error_code) == 0
     r = conn.call(42, v, {"groups_names": [group, "v-never"]})
     assert [(x.group_id, int(x.error_code)) for x in r.results] == [(group, 0), ("v-never", 69)]
+
+
+def test_commit_to_unknown_partitions_is_refused(conn: Any) -> None:
+    r = conn.call(8, 8, {
+        "group_id": "v-unknown", "generation_id_or_member_epoch": -1, "member_id": "",
+        "group_instance_id": None,
+        "topics": [
+            {"name": "t", "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""},
+                {"partition_index": 9, "committed_offset": 5, "committed_metadata": ""}]},
+            {"name": "no-such-topic", "partitions": [
+                {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]},
+        ],
+    })  # fmt: skip
+    errors = {
+        (t.name, p.partition_index): int(p.error_code) for t in r.topics for p in t.partitions
+    }
+    assert errors == {("t", 0): 0, ("t", 9): 3, ("no-such-topic", 0): 3}
+    fetched = conn.call(9, 7, {"group_id": "v-unknown", "topics": None, "require_stable": False})
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in fetched.topics] == [
+        ("t", [0])
+    ]

@@ -1,10 +1,12 @@
-"""OffsetCommit (key 8), v2-9. v2-4 carry a retention time; v7+ a group instance id."""
+"""OffsetCommit (key 8), v2-9. v2-4 carry a retention time; v7+ a group instance id.
+Partitions of unknown topics get UNKNOWN_TOPIC_OR_PARTITION, as in Kafka."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
 from tidelog.server.group.coordinator import CommitEntry
 from tidelog.server.group.wiring import coordinator_for
@@ -24,24 +26,37 @@ def _generation(request: Any) -> int:
     return -1
 
 
+def _exists(ctx: RequestContext, tp: TopicPartition) -> bool:
+    info = ctx.broker.replica_manager.topic(tp.topic)
+    return info is not None and 0 <= tp.partition < info.partitions
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     offsets: dict[TopicPartition, CommitEntry] = {}
+    unknown: dict[TopicPartition, ErrorCode] = {}
     for t in request.topics:
         for p in t.partitions:
-            offsets[TopicPartition(t.name, p.partition_index)] = CommitEntry(
+            tp = TopicPartition(t.name, p.partition_index)
+            if not _exists(ctx, tp):
+                # Kafka commits only partitions it knows (KafkaApis.handleOffsetCommitRequest)
+                unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = CommitEntry(
                 p.committed_offset,
                 int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata,
             )
     retention_ms = ms(getattr(request, "retention_time", None))
-    errors = coordinator_for(ctx.broker).commit_offsets(
-        request.group_id,
-        offsets,
-        member_id=request.member_id,
-        generation_id=_generation(request),
-        group_instance_id=getattr(request, "group_instance_id", None),
-        retention_time_ms=retention_ms,
-    )
+    errors = dict(unknown)
+    if offsets:  # like Kafka, a request naming only unknown partitions never reaches the group
+        errors |= coordinator_for(ctx.broker).commit_offsets(
+            request.group_id,
+            offsets,
+            member_id=request.member_id,
+            generation_id=_generation(request),
+            group_instance_id=getattr(request, "group_instance_id", None),
+            retention_time_ms=retention_ms,
+        )
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
     pcls = nested(tcls, "partitions")
