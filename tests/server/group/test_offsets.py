@@ -277,3 +277,15 @@ def test_unreadable_records_are_skipped_at_load() -> None:
     h2 = Harness(h.store)
     assert h2.coord.fetch_offsets("s", [T0, T1])[1][T0].offset == 7
     assert h2.coord.fetch_offsets("s", [T1])[1][T1].offset == -1
+
+
+def test_deleted_topics_lose_their_offsets() -> None:
+    h = Harness()
+    h.coord.commit_offsets("a", {T0: CommitEntry(1), U0: CommitEntry(2)})
+    h.coord.commit_offsets("b", {T1: CommitEntry(3)})
+    assert h.coord.on_topics_deleted(["t"]) == 2
+    assert h.coord.fetch_offsets("a", [T0, U0])[1][U0].offset == 2
+    assert h.coord.fetch_offsets("a", [T0])[1][T0].offset == -1
+    h2 = Harness(h.store)  # the tombstones are durable
+    assert h2.coord.fetch_offsets("b", [T1])[1][T1].offset == -1
+    assert h2.coord.fetch_offsets("a", [U0])[1][U0].offset == 2

@@ -155,6 +155,23 @@ class OffsetsApi(RebalanceCore):
         errors.update(dict.fromkeys(eligible, ErrorCode.NONE))
         return ErrorCode.NONE, errors
 
+    def on_topics_deleted(self, topics: Iterable[str]) -> int:
+        """Tombstone every committed offset of deleted topics (Kafka's
+        GroupMetadataManager.cleanupGroupMetadata on topic deletion), so a re-created topic
+        does not inherit old positions. Returns the number of offsets removed."""
+        gone = set(topics)
+        removed = 0
+        for group in list(self.groups.values()):
+            tps = [tp for tp in group.offsets if tp.topic in gone]
+            if not tps:
+                continue
+            try:
+                self.manager.delete_offsets(group, tps)
+                removed += len(tps)
+            except OSError:
+                continue  # the next expiry run or deletion retries
+        return removed
+
 
 def _fetched(o: OffsetAndMetadata) -> FetchedOffset:
     return FetchedOffset(o.offset, o.leader_epoch, o.metadata)
