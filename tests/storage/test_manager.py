@@ -601,3 +601,25 @@ def test_create_falls_back_to_next_dir_when_one_fails(tmp_path: Path) -> None:
     assert Path(lg.dir) == (b / "t-0").resolve()
     assert (a / "t-0").read_text() == "in the way"
     m.shutdown()
+
+
+def test_cleanup_segments_to_maintain_size_like_kafka(tmp_path: Path) -> None:
+    """LogManagerTest#testCleanupSegmentsToMaintainSize: 200 one-record batches, 10 per
+    segment, retention.bytes = 50 batches + 10 bytes -> 6 segments remain (#147)."""
+    e = Env([tmp_path / "d"])
+    m = e.start()
+    batch = build_batch([(e.clock.milliseconds(), b"k0000", b"v" * 20)])
+    size = len(batch)
+    lg = m.get_or_create_log(
+        TP, {"segment.bytes": str(10 * size), "retention.bytes": str(50 * size + 10)}
+    )
+    for i in range(200):
+        lg.append_as_leader(build_batch([(e.clock.milliseconds(), b"k%04d" % i, b"v" * 20)]))
+    lg.maybe_increment_high_watermark(lg.log_end_offset)
+    assert len(segment_bases(lg)) == 20
+    e.clock.advance(CHECK_MS)
+    assert len(segment_bases(lg)) == 6
+    assert lg.log_start_offset == 140
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(0, 1024)
+    m.shutdown()
