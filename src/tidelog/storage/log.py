@@ -109,6 +109,11 @@ class Log:
         return self._segments
 
     @property
+    def lock(self) -> threading.RLock:
+        """The writer lock (appends, rolls, truncation, retention, segment swaps)."""
+        return self._lock
+
+    @property
     def producer_state(self) -> ProducerStateManager:
         return self._producer_state
 
