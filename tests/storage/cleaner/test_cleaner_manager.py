@@ -372,3 +372,16 @@ def test_log_start_past_the_active_segment_base_is_not_chosen(logs: Logs,
     assert mgr.grab_filthiest_compacted_log(clock.milliseconds()) is None
     off = cleanable_offsets(lg, None, clock.milliseconds())
     assert off.first_dirty_offset == off.first_uncleanable_dirty_offset == 22
+
+
+def test_reconfigure_changes_the_throttle_at_once(logs: Logs) -> None:
+    clock = TickingClock(1_700_000_000_000)
+    logs.clock = clock
+    cleaner = LogCleaner(CleanerConfig(max_io_bytes_per_second=1e12), [logs.root],
+                         lambda: logs.logs, clock)
+    clock.advance(1000)
+    assert cleaner.throttler.maybe_throttle(1000) == 0  # far below 1e12 B/s
+    cleaner.reconfigure({"log.cleaner.io.max.bytes.per.second": "1000"})
+    assert cleaner.config.max_io_bytes_per_second == 1000.0
+    clock.advance(1000)
+    assert cleaner.throttler.maybe_throttle(5000) > 3000  # 5000 B in ~1 s at 1000 B/s

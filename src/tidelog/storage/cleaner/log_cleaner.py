@@ -50,7 +50,9 @@ class LogCleaner:
         self.config = config
         self.clock = clock
         self.manager = LogCleanerManager(log_dirs, logs_provider)
-        self.throttler = Throttler(config.max_io_bytes_per_second, clock)
+        # The rate is read on every check, so reconfigure() changes it at once (Kafka's
+        # dynamic log.cleaner.io.max.bytes.per.second).
+        self.throttler = Throttler(lambda: self.config.max_io_bytes_per_second, clock)
         self.fault = fault
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -74,6 +76,19 @@ class LogCleaner:
         for t in self._threads:
             t.join()
         self._threads.clear()
+
+    def reconfigure(self, config: CleanerConfig | Mapping[str, Any]) -> None:
+        """Apply new broker cleaner settings (Kafka's LogCleaner.reconfigure): the throttle
+        rate applies at once; running threads are restarted with the new sizes."""
+        if not isinstance(config, CleanerConfig):
+            config = CleanerConfig.from_props(config)
+        running = bool(self._threads)
+        if running:
+            self.shutdown()
+        self.config = config
+        self._cleaner = None  # clean_once gets a map of the new size
+        if running:
+            self.startup()
 
     def _run(self, cleaner: Cleaner) -> None:
         while not self._stop.is_set():
