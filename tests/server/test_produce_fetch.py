@@ -368,3 +368,15 @@ def test_acks_all_below_min_insync_replicas(broker: EmbeddedBroker) -> None:
             == ErrorCode.NOT_ENOUGH_REPLICAS
         )
         assert _produce(w, topic, {0: _batch()}, acks=1)[0].error_code == 0
+
+
+def test_failed_acks_zero_produce_closes_the_connection(broker: EmbeddedBroker) -> None:
+    """Kafka closes the connection when an acks=0 produce fails: the only signal the client gets."""
+    topic = _topic(broker, "acks0-fail")
+    with Wire(broker) as w:
+        w.send(0, 9, body=produce_body(9, topic, {0: _batch()}, acks=0))  # fine: stays open
+        w.send(0, 9, body=produce_body(9, "no-such-topic", {0: _batch()}, acks=0))
+        w.sock.settimeout(10)
+        assert w.sock.recv(1) == b""
+    with Wire(broker) as w:
+        assert _fetch(w, topic, {0: 0})[0].high_watermark == 3

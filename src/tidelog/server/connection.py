@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
     InvalidRequestError,
-    RequestHeader,
     UnsupportedVersionError,
     api_versions_fallback,
     decode_request,
@@ -139,19 +138,20 @@ class KafkaConnection(asyncio.Protocol):
             return False
         ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1])
         if key == 0 and getattr(request, "acks", 1) == 0:
-            self._spawn(None, spec.handle(ctx, request), header)
+            self._spawn(None, spec.handle(ctx, request), ctx)
             return True
         slot = _Slot()
         self.slots.append(slot)
-        self._spawn(slot, spec.handle(ctx, request), header)
+        self._spawn(slot, spec.handle(ctx, request), ctx)
         return True
 
-    def _spawn(self, slot: _Slot | None, coro: Any, header: RequestHeader) -> None:
+    def _spawn(self, slot: _Slot | None, coro: Any, ctx: RequestContext) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
-        task.add_done_callback(lambda t: self._done(t, slot, header))
+        task.add_done_callback(lambda t: self._done(t, slot, ctx))
 
-    def _done(self, task: asyncio.Task[Any], slot: _Slot | None, header: RequestHeader) -> None:
+    def _done(self, task: asyncio.Task[Any], slot: _Slot | None, ctx: RequestContext) -> None:
+        header = ctx.header
         self._tasks.discard(task)
         if task.cancelled():
             return
@@ -172,6 +172,9 @@ class KafkaConnection(asyncio.Protocol):
             self.close("handler error")
             return
         if slot is None:
+            if ctx.close_reason:  # e.g. a failed acks=0 produce: the client only sees this
+                self._flush()
+                self.close(ctx.close_reason)
             return
         result = task.result()
         if result is None:

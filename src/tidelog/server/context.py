@@ -17,6 +17,9 @@ class RequestContext:
     broker: Broker
     client_host: str = ""
     client_port: int = 0
+    # set by a handler that wants the connection closed after this request (Kafka closes
+    # the connection when an acks=0 produce fails: the client has no other way to learn it)
+    close_reason: str | None = None
 
     @property
     def api_version(self) -> int:

@@ -77,5 +77,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(_append(ctx, TopicPartition(t.name, p.index), p.records, acks))
         topics.append((t.name, parts))
     if acks == 0:
+        failed = [
+            f"{name}-{p.index}: {ErrorCode(p.error_code).name}"
+            for name, parts in topics
+            for p in parts
+            if p.error_code
+        ]
+        if failed:
+            ctx.close_reason = f"acks=0 produce failed ({', '.join(failed[:5])})"
         return None
     return encode_produce_response(ctx.correlation_id, ctx.api_version, topics)
