@@ -380,3 +380,45 @@ def test_failed_acks_zero_produce_closes_the_connection(broker: EmbeddedBroker) 
         assert w.sock.recv(1) == b""
     with Wire(broker) as w:
         assert _fetch(w, topic, {0: 0})[0].high_watermark == 3
+
+
+def test_describe_producers(broker: EmbeddedBroker) -> None:
+    import time
+
+    topic = _topic(broker, "descprod")
+    now = int(time.time() * 1000)
+    with Wire(broker) as w:
+        init: Any = w.call(
+            22,
+            4,
+            transactional_id=None,
+            transaction_timeout=1000,
+            producer_id=-1,
+            producer_epoch=-1,
+        )
+        batch = build_batch(
+            [(now, None, b"a"), (now + 1, None, b"b")],
+            producer_id=init.producer_id,
+            producer_epoch=0,
+            base_sequence=0,
+        )
+        _produce(w, topic, {0: batch}, acks=-1)
+        _produce(w, topic, {0: _batch()})  # no producer id: not tracked
+        resp: Any = w.call(61, 0, topics=(make_topic_request(topic, [0, 5]),))
+    p0, p5 = resp.topics[0].partitions
+    assert p0.error_code == 0
+    assert [
+        (s.producer_id, s.producer_epoch, s.last_sequence, s.last_timestamp)
+        for s in p0.active_producers
+    ] == [(init.producer_id, 0, 1, now + 1)]
+    assert p5.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def make_topic_request(topic: str, partitions: list[int]) -> Any:
+    from broker_wire import request_class
+
+    from tidelog.protocol.kio_util import make, nested
+
+    return make(
+        nested(request_class(61, 0), "topics"), name=topic, partition_indexes=tuple(partitions)
+    )
