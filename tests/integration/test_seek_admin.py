@@ -142,7 +142,9 @@ def _admin_confluent(bs: str, topic: str) -> dict[str, Any]:
         ResourceType.TOPIC,
         topic,
         incremental_configs=[
-            ConfigEntry("cleanup.policy", "compact,delete", incremental_operation=AlterConfigOpType.SET)
+            ConfigEntry(
+                "cleanup.policy", "compact,delete", incremental_operation=AlterConfigOpType.SET
+            )
         ],
     )
     a.incremental_alter_configs([res2])[res2].result()
