@@ -40,6 +40,7 @@ def start(spark: Any, *, bootstrap: str, source: str, target: str, checkpoint: s
         .option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))
         .option("commitOffsetsToGroup", f"spark-{target}")
         .load()
+        .where("key IS NOT NULL")  # a compacted topic rejects records without a key
         .groupBy("key")
         .count()
         .selectExpr("key", "CAST(count AS STRING) AS value")

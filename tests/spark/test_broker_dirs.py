@@ -3,6 +3,7 @@ options (which need a broker whose ListOffsets answers by record timestamp)."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,12 @@ TS0 = (int(time.time()) // 3600 - 24) * 3_600_000  # recent: brokers delete data
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
-def _produce_codecs(bootstrap: str, topic: str, per_codec: int) -> None:
+def _produce_codecs(bootstrap: str, topic: str, per_codec: int, pad: int = 0) -> None:
     n = 0
     for codec in CODECS:
         p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 20})
         for _ in range(per_codec):
-            p.produce(topic, key=f"k{n % 13}".encode() if n % 5 else None, value=f"{codec}-{n}".encode() * 4,
+            p.produce(topic, key=f"k{n % 13}".encode() if n % 5 else None, value=f"{codec}-{n}".encode() * 4 + os.urandom(pad),
                       partition=n % 2, timestamp=TS0 + n, headers=[("codec", codec.encode())])
             n += 1
         assert p.flush(30) == 0
@@ -38,8 +39,9 @@ def test_path_mode_reads_what_the_broker_wrote(spark: Any, tmp_path: Path) -> No
     data = tmp_path / "data"
     with embedded_tidelog(log_dir=data) as bootstrap:
         with KafkaClient(bootstrap) as c:
-            c.create_topics({"orders": 2}, configs={"orders": {"segment.bytes": "4096"}})
-        _produce_codecs(bootstrap, "orders", 60)
+            c.create_topics({"orders": 2}, configs={"orders": {"segment.bytes": str(1 << 20)}})
+        # ~1.2 MB per partition (random padding does not compress): more than one segment
+        _produce_codecs(bootstrap, "orders", 60, pad=8000)
         expected = consume_all(bootstrap, "orders", 2, 300)
         assert len(expected) == 300
         live = spark.read.format("tidelog").option("path", str(data)).option("subscribe", "orders").option(
