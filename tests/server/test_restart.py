@@ -140,3 +140,21 @@ def test_failed_start_releases_the_log_dir(tmp_path: Path) -> None:
     (tmp_path / METADATA_FILE).write_bytes(good)
     with EmbeddedBroker(log_dir=tmp_path) as b:  # the dir lock was released
         assert b.port > 0
+
+
+def test_partition_metadata_files_name_the_topic_id(tmp_path: Path) -> None:
+    import base64
+
+    with EmbeddedBroker(log_dir=tmp_path) as b:
+        rm = b.broker.replica_manager
+        b.run(_call(lambda: rm.create_topic("pm", 2)))
+        topic_id = rm.topic("pm").topic_id
+    expected = (
+        f"version: 0\ntopic_id: {base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip('=')}\n"
+    )
+    for p in (0, 1):
+        assert (tmp_path / f"pm-{p}" / "partition.metadata").read_text() == expected
+    (tmp_path / "pm-1" / "partition.metadata").unlink()
+    with EmbeddedBroker(log_dir=tmp_path):  # rewritten when the log loads
+        pass
+    assert (tmp_path / "pm-1" / "partition.metadata").read_text() == expected
