@@ -27,6 +27,8 @@ CONFIG = LogConfig.from_props({
     "segment.bytes": "700",
     "index.interval.bytes": "60",
     "segment.index.bytes": "48",
+    "segment.ms": "20000",
+    "retention.ms": "60000",
 })
 
 values_st = st.lists(st.binary(min_size=0, max_size=40), min_size=1, max_size=4)
@@ -163,6 +165,23 @@ class LogMachine(RuleBasedStateMachine):
         self.start = new_start
         first = self.log.segments.first_segment_base_offset
         assert first is not None and first <= new_start
+
+    @rule(ms=st.integers(1, 30_000))
+    def advance_time(self, ms: int) -> None:
+        self.clock.advance(ms)
+
+    @rule()
+    def apply_retention(self) -> None:
+        """Time retention (record timestamps vs the clock) after the HW reaches the LEO."""
+        self.log.update_high_watermark(self.log.log_end_offset)
+        self.log.delete_old_segments()
+        self.start = self.log.log_start_offset
+        self.model = [b for b in self.model if b.base_offset >= self.start]
+        now = self.clock.milliseconds()
+        first = self.log.segments.first_segment
+        assert first is not None
+        if first is not self.log.active_segment:  # a kept non-active segment is not expired
+            assert now - first.largest_timestamp <= 60_000
 
     @rule()
     def clean_restart(self) -> None:
