@@ -231,7 +231,7 @@ class LogMachine(RuleBasedStateMachine):
 
 
 LogMachine.TestCase.settings = settings(
-    max_examples=30, stateful_step_count=25, deadline=None,
+    max_examples=50, stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestLogStateMachine = LogMachine.TestCase
