@@ -517,3 +517,13 @@ def test_concurrent_reader_sees_only_whole_committed_batches(make_log: MakeLog) 
     assert errors == []
     assert reached == [n]
     assert lg.number_of_segments() > 5
+
+
+def test_follower_append_spanning_more_than_int32_offsets(make_log: MakeLog) -> None:
+    # #63/#33: batches whose offsets cannot share one segment land in separate segments
+    lg = make_log()
+    data = batch(b"a", base_offset=0) + batch(b"b", base_offset=2**31 + 7)
+    info = lg.append_as_follower(data)
+    assert (info.first_offset, info.last_offset) == (0, 2**31 + 7)
+    assert lg.segments.base_offsets() == [0, 2**31 + 7]
+    assert lg.log_end_offset == 2**31 + 8

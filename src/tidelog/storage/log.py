@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AppendOrigin", "FetchIsolation", "Log", "LogAppendInfo"]
 
+INT32_MAX = 2**31 - 1
+
 
 class Log:
     def __init__(self, dir: Path, config: LogConfig, clock: Clock, scheduler: Any,
@@ -194,6 +196,12 @@ class Log:
             info = LogAppendInfo(a.first_offset, a.last_offset, a.max_timestamp,
                                  a.offset_of_max_timestamp, -1, self._log_start_offset,
                                  a.num_messages, a.valid_bytes)
+            if a.last_offset - a.first_offset > INT32_MAX and len(a.batches) > 1:
+                # offsets too far apart for one segment: append batch by batch (each may roll)
+                for b in a.batches:
+                    self.append_as_follower(bytes(b.buf))
+                info.log_start_offset = self._log_start_offset
+                return info
             buf = bytes(records) if not isinstance(records, bytes | bytearray) else records
             return self._append(AppendBatches(buf, a.batches, info), AppendOrigin.REPLICATION)
 
