@@ -5,7 +5,8 @@ read into the ``noop`` sink by a local[2] SparkSession in the same run:
   * baseline: an in-memory Python data source yielding ready-made pyarrow batches (the
     ceiling of Spark's Python Arrow read path on this machine),
   * path mode: a log dir in Kafka's layout (segments + indexes), read with storage/reader.py,
-  * broker mode: the same batches in a broker (Tansu, memory storage), read over the wire.
+  * broker mode: the same batches in a broker, read over the wire: Tansu (Rust, memory
+    storage) and tidelog's own EmbeddedBroker (in-process, on disk).
 Figures are min..max rows/s over RUNS timed runs after one warm-up run.
 
     .venv/bin/python bench/spark.py [--records 2000000] [--skip-broker]
@@ -35,7 +36,7 @@ from tidelog.spark.arrow import DDL, arrow_schema
 RUNS = 3
 PER_BATCH = 1000
 PARTITIONS = 2
-TS0 = 1_700_000_000_000
+TS0 = (int(time.time()) // 3600 - 1) * 3_600_000  # recent: brokers delete data past retention
 
 
 class MemPartition(InputPartition):
@@ -171,14 +172,16 @@ def main() -> None:
                        .option("subscribe", "bench").load(), n)
         print(f"  path mode (log dir)            : {fmt(path, base)}")
         if not args.skip_broker:
-            from peers import tansu
+            from peers import embedded_tidelog, has_embedded_tidelog, tansu
 
-            with tansu() as bootstrap:
-                ending = load_broker(bootstrap, n)
-                broker = measure(spark, lambda: spark.read.format("tidelog").option(
-                    "kafka.bootstrap.servers", bootstrap).option("subscribe", "bench").option(
-                    "endingOffsets", ending).load(), n)
-            print(f"  broker mode (Tansu, wire)      : {fmt(broker, base)}")
+            brokers = [("Tansu", tansu)] + ([("tidelog", embedded_tidelog)] if has_embedded_tidelog() else [])
+            for label, start in brokers:
+                with start() as bootstrap:
+                    ending = load_broker(bootstrap, n)
+                    rates = measure(spark, lambda bs=bootstrap, e=ending: spark.read.format("tidelog").option(
+                        "kafka.bootstrap.servers", bs).option("subscribe", "bench").option(
+                        "endingOffsets", e).load(), n)
+                print(f"  broker mode ({label + ', wire)':<17}: {fmt(rates, base)}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 
 from tidelog.records import RecordBatch
 from tidelog.records.batch import RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK
+
+from .decode import BinaryColumn, decode_records
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 BASE_FIELDS = [
@@ -87,14 +90,43 @@ class ColumnBuilder:
         self.timestamps: list[int] = []
         self.ts_types: list[int] = []
         self.headers: list[list[dict[str, object]]] = []
+        self.key_col = BinaryColumn()
+        self.value_col = BinaryColumn()
+        self.offset_parts: list[np.ndarray] = []
+        self.ts_parts: list[np.ndarray] = []
+        self.type_parts: list[np.ndarray] = []
+        self._n = 0
 
     def __len__(self) -> int:
-        return len(self.offsets)
+        return self._n
 
     def add_batch(self, batch: RecordBatch, start: int, end: int) -> None:
-        """Append the batch's records with offsets in [start, end).
+        """Append the batch's records with offsets in [start, end)."""
+        if self.include_headers:
+            self._add_rows(batch, start, end)
+        else:
+            self._add_vectorised(batch, start, end)
 
-        Varints are decoded inline (one byte is the common case) because a function call per
+    def _add_vectorised(self, batch: RecordBatch, start: int, end: int) -> None:
+        (base_offset, _l, _e, _m, _c, attrs, _lod, base_ts, max_ts, _pid, _pe, _bs, count) = batch.header()
+        payload = batch.records_payload()
+        buf = payload if isinstance(payload, bytes) else bytes(payload)
+        dec = decode_records(buf, count, base_offset, start, end)
+        n = len(dec.offsets)
+        if not n:
+            return
+        data = np.frombuffer(buf, dtype=np.uint8)
+        self.key_col.add(data, dec.key_pos, dec.key_len)
+        self.value_col.add(data, dec.value_pos, dec.value_len)
+        self.offset_parts.append(dec.offsets)
+        log_append = attrs & TIMESTAMP_TYPE_MASK
+        stamps = np.full(n, max_ts, np.int64) if log_append else dec.ts_deltas + base_ts
+        self.ts_parts.append(stamps * 1000)
+        self.type_parts.append(np.full(n, 1 if log_append else 0, np.int32))
+        self._n += n
+
+    def _add_rows(self, batch: RecordBatch, start: int, end: int) -> None:
+        """Record by record (needed for headers). Varints are decoded inline (one byte is the common case) because a function call per
         field would cost more than the decoding itself."""
         (base_offset, _l, _e, _m, _c, attrs, _lod, base_ts, max_ts, _pid, _pe, _bs, count) = batch.header()
         payload = batch.records_payload()
@@ -157,22 +189,38 @@ class ColumnBuilder:
             added += 1
             pos = rec_end
         self.ts_types.extend([log_append] * added)
+        self._n += added
 
     def build(self) -> pa.RecordBatch:
-        n = len(self.offsets)
+        n = self._n
+        if self.include_headers:
+            keys = pa.array(self.keys, pa.binary())
+            values = pa.array(self.values, pa.binary())
+            offsets = pa.array(self.offsets, pa.int64())
+            stamps = pa.array(self.timestamps, pa.int64())
+            types = pa.array(self.ts_types, pa.int32())
+        else:
+            keys, values = self.key_col.build(), self.value_col.build()
+            offsets = pa.array(_concat(self.offset_parts, np.int64))
+            stamps = pa.array(_concat(self.ts_parts, np.int64))
+            types = pa.array(_concat(self.type_parts, np.int32))
         arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
+            keys,
+            values,
             pa.array([self.topic] * n, pa.string()),
-            pa.array([self.partition] * n, pa.int32()),
-            pa.array(self.offsets, pa.int64()),
-            pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-            pa.array(self.ts_types, pa.int32()),
+            pa.array(np.full(n, self.partition, np.int32)),
+            offsets,
+            stamps.cast(pa.timestamp("us", tz="UTC")),
+            types,
         ]
         if self.include_headers:
             arrays.append(pa.array(self.headers, HEADER_TYPE))
         self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
 def _headers(buf: bytes, p: int) -> list[dict[str, object]]:
