@@ -157,3 +157,17 @@ def test_slow_reader_does_not_stop_other_clients(broker: EmbeddedBroker) -> None
         _assert_alive(broker)
         paused = [c for c in list(broker.broker.connections) if c._reading_paused]
         assert len(paused) == 1  # only the slow one
+
+
+def test_many_connections_at_once(broker: EmbeddedBroker) -> None:
+    socks = [connect(broker) for _ in range(200)]
+    try:
+        for i, s in enumerate(socks):
+            s.sendall(
+                request_frame(18, 3, i, client_software_name="t", client_software_version="1")
+            )
+        corrs = [struct.unpack_from(">i", recv_frame(s))[0] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+    assert corrs == list(range(200))
