@@ -153,7 +153,7 @@ def test_idempotent_duplicate_gap_and_stale_epoch(broker: EmbeddedBroker) -> Non
             _produce(w, topic, {0: gap}, acks=-1)[0].error_code
             == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
         )
-        bumped: Any = w.call(
+        again: Any = w.call(
             22,
             4,
             transactional_id=None,
@@ -161,7 +161,9 @@ def test_idempotent_duplicate_gap_and_stale_epoch(broker: EmbeddedBroker) -> Non
             producer_id=pid,
             producer_epoch=epoch,
         )
-        assert (bumped.producer_id, bumped.producer_epoch) == (pid, epoch + 1)
+        # without a transactional id Kafka hands out a new producer id, epoch 0
+        assert again.producer_id != pid and again.producer_epoch == 0
+        # a higher epoch must start at sequence 0; then the old epoch is fenced
         fresh = _batch(1, producer_id=pid, producer_epoch=epoch + 1, base_sequence=0)
         assert _produce(w, topic, {0: fresh}, acks=-1)[0].base_offset == 5
         stale = _batch(1, producer_id=pid, producer_epoch=epoch, base_sequence=5)

@@ -59,6 +59,13 @@ _d(
     "Minimum ISR for acks=all (always met on one node).",
     at_least(1),
 )
+_d(
+    "max.incremental.fetch.session.cache.slots",
+    "int",
+    1000,
+    "Incremental fetch sessions kept (KIP-227); 0 disables them.",
+    at_least(0),
+)
 _d("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", at_least(1024))
 _d(
     "producer.id.expiration.ms",

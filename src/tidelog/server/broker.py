@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
+from .fetch_session import FetchSessionCache
 from .purgatory import FetchPurgatory
 from .registry import Registry, discover
 from .replica_manager import ReplicaManager
@@ -33,6 +34,9 @@ class Broker:
         self.registry = registry if registry is not None else discover()
         self.replica_manager = ReplicaManager(config, clock)
         self.purgatory = FetchPurgatory()
+        self.fetch_sessions = FetchSessionCache(
+            int(config.values["max.incremental.fetch.session.cache.slots"])
+        )
         self.replica_manager.add_append_listener(self.purgatory.check_and_complete)
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None

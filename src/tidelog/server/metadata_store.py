@@ -9,6 +9,7 @@ crash leaves the old or the new file, never a torn one) and writes Kafka's
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -58,10 +59,40 @@ def atomic_write(path: Path, data: bytes) -> None:
     _fsync_dir(path.parent)
 
 
-def _new_cluster_id() -> str:
-    import base64
+def uuid_to_kafka(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString(): URL-safe base64 without padding (22 characters)."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+def new_topic_id() -> uuid.UUID:
+    """Kafka's Uuid.randomUuid(): never the zero/metadata ids, never a string starting '-'."""
+    while True:
+        u = uuid.uuid4()
+        if u.int > 1 and not uuid_to_kafka(u).startswith("-"):
+            return u
+
+
+def _new_cluster_id() -> str:
+    return uuid_to_kafka(new_topic_id())
+
+
+PARTITION_METADATA = "partition.metadata"
+
+
+def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
+    """Kafka's ``partition.metadata`` (version 0 + the topic id); a file naming another id
+    is left alone and reported (Kafka's InconsistentTopicIdException)."""
+    path = partition_dir / PARTITION_METADATA
+    text = f"version: 0\ntopic_id: {uuid_to_kafka(topic_id)}\n"
+    if path.exists():
+        current = path.read_text(errors="replace")
+        if current != text:
+            raise MetadataStoreError(
+                f"{path}: topic id in the file ({current.strip()!r}) differs from the "
+                f"topic's id {uuid_to_kafka(topic_id)}"
+            )
+        return
+    atomic_write(path, text.encode())
 
 
 class MetadataStore:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import shutil
-import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,13 @@ from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, delete_dir_name, validate_topic_name
 
 from .errors import ApiError
-from .metadata_store import MetadataStore, TopicInfo
+from .metadata_store import (
+    MetadataStore,
+    MetadataStoreError,
+    TopicInfo,
+    new_topic_id,
+    write_partition_metadata,
+)
 
 log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
@@ -110,7 +115,7 @@ class ReplicaManager:
         self.logs.startup()
         for info in self.store.topics.values():
             for p in range(info.partitions):
-                lg = self.logs.get_or_create_log(TopicPartition(info.name, p), info.configs)
+                lg = self._open(TopicPartition(info.name, p), info)
                 # Becoming leader of a one-replica ISR: the HW moves to the LEO at once
                 # (Kafka's Partition.makeLeader -> maybeIncrementLeaderHW).
                 lg.maybe_increment_high_watermark(lg.log_end_offset)
@@ -162,13 +167,13 @@ class ReplicaManager:
     ) -> TopicInfo:
         configs = dict(configs or {})
         self.validate_new_topic(name, partitions, configs)
-        info = TopicInfo(name, uuid.uuid4(), partitions, configs)
+        info = TopicInfo(name, new_topic_id(), partitions, configs)
         if validate_only:
             return info
         created = []
         try:
             for p in range(partitions):
-                created.append(self.logs.get_or_create_log(TopicPartition(name, p), configs))
+                created.append(self._open(TopicPartition(name, p), info))
         except Exception:
             for p in range(len(created)):
                 self.logs.delete_log(TopicPartition(name, p))
@@ -216,7 +221,7 @@ class ReplicaManager:
         info.partitions = count
         self.store.save()
         for p in range(old, count):
-            self.logs.get_or_create_log(TopicPartition(name, p), info.configs)
+            self._open(TopicPartition(name, p), info)
 
     def set_topic_configs(
         self, name: str, configs: Mapping[str, str], *, validate_only: bool = False
@@ -237,6 +242,16 @@ class ReplicaManager:
         if info is None or not 0 <= tp.partition < info.partitions:
             return None
         return self.logs.get_or_create_log(tp, info.configs)
+
+    def _open(self, tp: TopicPartition, info: TopicInfo) -> Any:
+        """Open/create the partition's log and make sure ``partition.metadata`` names the
+        topic id (Kafka writes it when a replica is created or loaded)."""
+        lg = self.logs.get_or_create_log(tp, info.configs)
+        try:
+            write_partition_metadata(Path(lg.dir), info.topic_id)
+        except MetadataStoreError as exc:
+            log.error("%s", exc)
+        return lg
 
     def log_or_error(self, tp: TopicPartition) -> Any:
         lg = self.get_log(tp)

@@ -1,7 +1,7 @@
 """Fetch (key 1): long poll through the purgatory (woken by appends), max_bytes and
 per-partition limits, at least one batch even when larger than the limits (while the
-response is still empty), HW / LSO / log start offset, OFFSET_OUT_OF_RANGE. No fetch
-sessions: the response always carries session_id 0 (clients then send full fetches)."""
+response is still empty), HW / LSO / log start offset, OFFSET_OUT_OF_RANGE, and incremental
+fetch sessions (KIP-227, ``server/fetch_session.py``)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,14 @@ from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..errors import to_error
+from ..fetch_session import CachedPartition, FetchPlan, rotate_to_end
 from ..sendfile import close_chunks, slice_records
 
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 12
 READ_COMMITTED = 1
+Read = list[tuple[TopicPartition, FetchPartitionData]]
 
 
 def _isolation(committed: bool) -> Any:
@@ -30,15 +32,20 @@ def _isolation(committed: bool) -> Any:
 
 
 def _read_partition(
-    ctx: RequestContext, tp: TopicPartition, p: Any, max_bytes: int, min_one: bool, isolation: Any
+    ctx: RequestContext,
+    tp: TopicPartition,
+    cp: CachedPartition,
+    max_bytes: int,
+    min_one: bool,
+    isolation: Any,
 ) -> FetchPartitionData:
-    out = FetchPartitionData(p.partition)
+    out = FetchPartitionData(tp.partition)
     try:
         lg = ctx.broker.replica_manager.log_or_error(tp)
         out.high_watermark = lg.high_watermark
         out.last_stable_offset = lg.last_stable_offset
         out.log_start_offset = lg.log_start_offset
-        info = lg.read(p.fetch_offset, max_bytes, isolation, min_one)
+        info = lg.read(cp.fetch_offset, max_bytes, isolation, min_one)
         out.records = slice_records(info.records)
         aborted = getattr(info, "aborted_transactions", None)
         if aborted:
@@ -50,52 +57,74 @@ def _read_partition(
 
 
 def _read_all(
-    ctx: RequestContext, request: Any, isolation: Any
-) -> tuple[list[tuple[str, list[FetchPartitionData]]], int, bool]:
+    ctx: RequestContext, request: Any, plan: FetchPlan, isolation: Any
+) -> tuple[Read, int, bool]:
     budget = max(0, int(getattr(request, "max_bytes", 2**31 - 1)))
     budget = min(budget, int(ctx.broker.config.values["fetch.max.bytes"]))
     total = 0
     error = False
-    topics: list[tuple[str, list[FetchPartitionData]]] = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            limit = max(0, min(p.partition_max_bytes, budget - total))
-            data = _read_partition(
-                ctx, TopicPartition(t.topic, p.partition), p, limit, total == 0, isolation
-            )
-            n = len(data.records or b"")
-            total += n
-            error = error or data.error_code != ErrorCode.NONE
-            parts.append(data)
-        topics.append((t.topic, parts))
-    return topics, total, error
+    out: Read = []
+    for tp, cp in plan.partitions:
+        limit = max(0, min(cp.max_bytes, budget - total))
+        data = _read_partition(ctx, tp, cp, limit, total == 0, isolation)
+        total += len(data.records or b"")
+        error = error or data.error_code != ErrorCode.NONE
+        out.append((tp, data))
+    return out, total, error
+
+
+def _shape(plan: FetchPlan, read: Read) -> list[tuple[str, list[FetchPartitionData]]]:
+    """Group by topic (in plan order); an incremental session sends only what changed."""
+    topics: dict[str, list[FetchPartitionData]] = {}
+    served = []
+    for (tp, data), (_, cp) in zip(read, plan.partitions, strict=True):
+        has_records = bool(len(data.records or b""))
+        changed = cp.changed(data.high_watermark, data.last_stable_offset, data.log_start_offset)
+        if plan.incremental and not (has_records or data.error_code or changed):
+            close_chunks([data.records])
+            continue
+        cp.high_watermark = data.high_watermark
+        cp.last_stable_offset = data.last_stable_offset
+        cp.log_start_offset = data.log_start_offset
+        if has_records:
+            served.append(tp)
+        topics.setdefault(tp.topic, []).append(data)
+    if plan.session is not None and plan.incremental:
+        rotate_to_end(plan.session, served)
+    return list(topics.items())
+
+
+async def _long_poll(ctx: RequestContext, request: Any, plan: FetchPlan, isolation: Any) -> Read:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + ms(request.max_wait) / 1000
+    tps = [tp for tp, _ in plan.partitions]
+    while True:
+        read, total, error = _read_all(ctx, request, plan, isolation)
+        remaining = int((deadline - loop.time()) * 1000)
+        if total >= request.min_bytes or error or remaining <= 0 or not tps:
+            return read
+        _release(read)  # parked: the read is redone when woken
+        if not await ctx.broker.purgatory.wait(tps, remaining):
+            return _read_all(ctx, request, plan, isolation)[0]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     isolation = _isolation(getattr(request, "isolation_level", 0) == READ_COMMITTED)
-    loop = asyncio.get_running_loop()
-    max_wait = ms(request.max_wait)
-    deadline = loop.time() + max_wait / 1000
-    tps = [TopicPartition(t.topic, p.partition) for t in request.topics for p in t.partitions]
-    topics: list[tuple[str, list[FetchPartitionData]]] = []
+    plan = ctx.broker.fetch_sessions.plan(request)
+    if plan.error:
+        return encode_fetch_response(
+            ctx.correlation_id, ctx.api_version, [], error_code=plan.error, session_id=0
+        )
+    read = await _long_poll(ctx, request, plan, isolation)
     try:
-        while True:
-            topics, total, error = _read_all(ctx, request, isolation)
-            remaining = int((deadline - loop.time()) * 1000)
-            if total >= request.min_bytes or error or remaining <= 0 or not tps:
-                break
-            _release(topics)  # parked: the read is redone when woken
-            topics = []
-            woke = await ctx.broker.purgatory.wait(tps, remaining)
-            if not woke:
-                topics, total, error = _read_all(ctx, request, isolation)
-                break
-        return encode_fetch_response(ctx.correlation_id, ctx.api_version, topics)
+        topics = _shape(plan, read)
     except BaseException:
-        _release(topics)
+        _release(read)
         raise
+    return encode_fetch_response(
+        ctx.correlation_id, ctx.api_version, topics, session_id=plan.response_session_id
+    )
 
 
-def _release(topics: list[tuple[str, list[FetchPartitionData]]]) -> None:
-    close_chunks(p.records for _, parts in topics for p in parts)
+def _release(read: Read) -> None:
+    close_chunks(data.records for _, data in read)
