@@ -296,3 +296,7 @@ def _to_int(name: str, raw: Any) -> int:
 def docs_markdown() -> str:
     """The topic config table for the docs, generated from LOG_CONFIG_DEF."""
     return LOG_CONFIG_DEF.docs_markdown()
+
+
+if __name__ == "__main__":  # python -m tidelog.config.log_config > docs table
+    print(docs_markdown(), end="")
