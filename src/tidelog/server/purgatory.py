@@ -14,7 +14,9 @@ class FetchPurgatory:
         self._watchers: dict[TopicPartition, set[asyncio.Future[bool]]] = {}
 
     def __len__(self) -> int:
-        return sum(len(s) for s in self._watchers.values())
+        # list() snapshots the values in one C call, so other threads (tests, monitoring)
+        # may ask while the loop thread adds/removes watchers
+        return sum(len(s) for s in list(self._watchers.values()))
 
     def check_and_complete(self, tp: TopicPartition) -> int:
         """Wake every fetch waiting on ``tp``; returns how many were woken."""

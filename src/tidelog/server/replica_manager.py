@@ -1,15 +1,14 @@
 """Partition registry of a single-node broker (Kafka's ReplicaManager + the topic half of
 the KRaft metadata image): topics persisted in the MetadataStore, one ``Log`` per partition.
 
-Logs come from the storage ``LogManager`` (checkpoints, recovery points, retention tasks)
-when it is available, else straight from ``Log.open`` (``_DirectLogs``). All calls happen on
-the broker's event-loop thread.
+Logs come from the storage ``LogManager`` (checkpoints, recovery points, retention, the
+cleaner), which gets each topic's config overrides from the MetadataStore. All calls happen
+on the broker's event-loop thread (the LogManager's periodic tasks run on its scheduler).
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from tidelog.config.core import ConfigError
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode
 from tidelog.util.clock import Clock
-from tidelog.util.topic_partition import TopicPartition, delete_dir_name, validate_topic_name
+from tidelog.util.topic_partition import TopicPartition, validate_topic_name
 
 from .errors import ApiError
 from .metadata_store import (
@@ -35,58 +34,11 @@ PRODUCER_ID_BLOCK = 1000
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-class _DirectLogs:
-    """Log.open per partition in the first log dir (used when no LogManager exists)."""
-
-    def __init__(self, log_dirs: list[Path], defaults: Mapping[str, str], clock: Clock) -> None:
-        self.dir = log_dirs[0]
-        self.defaults = dict(defaults)
-        self.clock = clock
-        self.logs: dict[TopicPartition, Any] = {}
-
-    def startup(self) -> None:
-        pass
-
-    def shutdown(self) -> None:
-        for lg in self.logs.values():
-            lg.close()
-        self.logs.clear()
-
-    def get_log(self, tp: TopicPartition) -> Any:
-        return self.logs.get(tp)
-
-    def get_or_create_log(self, tp: TopicPartition, topic_overrides: Mapping[str, str]) -> Any:
-        lg = self.logs.get(tp)
-        if lg is None:
-            from tidelog.storage.log import Log
-
-            cfg = LogConfig.from_props(topic_overrides, self.defaults)
-            lg = Log.open(self.dir / tp.dir_name, cfg, clock=self.clock)
-            self.logs[tp] = lg
-        return lg
-
-    def delete_log(self, tp: TopicPartition) -> None:
-        lg = self.logs.pop(tp, None)
-        if lg is not None:
-            lg.close()
-            target = self.dir / delete_dir_name(tp)
-            (self.dir / tp.dir_name).rename(target)
-            shutil.rmtree(target, ignore_errors=True)
-
-    def update_topic_config(self, topic: str, overrides: Mapping[str, str]) -> None:
-        cfg = LogConfig.from_props(overrides, self.defaults)
-        for tp, lg in self.logs.items():
-            if tp.topic == topic:
-                lg.update_config(cfg)
-
-
 def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) -> Any:
+    from tidelog.storage.manager import LogManager
+    from tidelog.util.scheduler import KafkaScheduler
+
     defaults = config.log_config_defaults()
-    try:
-        from tidelog.storage.manager import LogManager
-        from tidelog.util.scheduler import KafkaScheduler
-    except ImportError:
-        return _DirectLogs(config.log_dirs, defaults, clock)
 
     def topic_configs(topic: str) -> dict[str, str] | None:
         info = store.topics.get(topic)
