@@ -157,3 +157,37 @@ def test_every_truncation_of_a_real_request_is_rejected_cleanly(cut: int) -> Non
     cut = min(cut, len(frame) - 1)
     with pytest.raises(InvalidRequestError):
         decode_request(frame[:cut])
+
+
+def _produce_v9_frame() -> tuple[bytes, bytes]:
+    batch = build_batch([(1, b"k", b"v")])
+    cls = request_class(0, 9)
+    tcls = nested(cls, "topic_data")
+    pcls = nested(tcls, "partition_data")
+    body = make(
+        cls,
+        transactional_id=None,
+        acks=1,
+        timeout=1000,
+        topic_data=(make(tcls, name="t", partition_data=(make(pcls, index=3, records=batch),)),),
+    )
+    return _frame(0, 9, body), batch
+
+
+def test_unknown_tagged_fields_in_the_body_are_ignored() -> None:
+    """KIP-482: a receiver skips tags it does not know (kio itself raises KeyError)."""
+    frame, batch = _produce_v9_frame()
+    # the frame ends with: partition tags (0), topic tags (0), request tags (0)
+    assert frame[-3:] == b"\x00\x00\x00"
+    unknown = bytes([2, 40, 3, 1, 2, 3, 41, 0])  # 2 tags: #40 (3 bytes), #41 (empty)
+    tampered = frame[:-3] + unknown + b"\x00" + unknown
+    header, req = decode_request(tampered)
+    assert header.correlation_id == 42
+    assert req.topic_data[0].partition_data[0].index == 3
+    assert req.topic_data[0].partition_data[0].records == batch
+
+
+def test_unknown_tag_overrunning_the_frame_is_rejected() -> None:
+    frame, _ = _produce_v9_frame()
+    with pytest.raises(InvalidRequestError):
+        decode_request(frame[:-1] + bytes([1, 40, 100, 1]))

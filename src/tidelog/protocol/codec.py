@@ -20,7 +20,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from .errors import ErrorCode
-from .guard import check_bounds
+from .guard import check_bounds, strip_unknown_tags
 
 API_VERSIONS_KEY = 18
 _HDR = struct.Struct(">hhi")
@@ -134,8 +134,14 @@ def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
     header, pos = parse_header(frame, header_version)
     try:
         check_bounds(cls, frame, pos)  # kio's native reader aborts on absurd lengths
-        body, _size = _reader(cls)(frame, pos)
-    except Exception as exc:  # kio: KeyError (unknown tag), ValueError, IndexError, ...
+        try:
+            body, _size = _reader(cls)(frame, pos)
+        except KeyError:  # kio: "Unknown tagged field tag: N" -> drop unknown tags, retry
+            stripped = strip_unknown_tags(cls, frame, pos)
+            if stripped is None:
+                raise
+            body, _size = _reader(cls)(stripped, pos)
+    except Exception as exc:  # kio: ValueError, IndexError, BufferUnderflow, ...
         raise InvalidRequestError(
             f"cannot decode {cls.__name__} v{version} at byte {pos}: {exc!r}"
         ) from exc
