@@ -263,3 +263,15 @@ def test_produce_is_idempotent_with_headers(serve) -> None:  # type: ignore[no-u
     assert len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
     plain = cli("produce", *bs, "--topic", "cli-h", "--no-idempotence", stdin="d\n")
     assert plain.returncode == 0, plain.stderr
+
+
+def test_serve_stops_cleanly_on_sigint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import signal
+
+    from conftest import ServeProcess
+
+    proc = ServeProcess(tmp_path / "logs").start()
+    assert proc.proc is not None
+    proc.proc.send_signal(signal.SIGINT)
+    assert proc.proc.wait(30) == 0
+    assert (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
