@@ -2,85 +2,52 @@
 
 Used by the CLI's produce/consume commands and by the Spark data source. Speaks to any
 Kafka-compatible broker: each connection negotiates versions with ApiVersions and every API
-is sent at the highest version both sides support within the range below. Record batches
+is sent at the highest version both sides support within API_RANGES (client_conn.py). Record batches
 stay bytes here; ``tidelog.records`` parses them.
 """
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from tidelog.records import Record, RecordBatch, iter_batches
 
-from .client_kio import decode_response, encode_request
+from .client_conn import (
+    API_RANGES,
+    API_VERSIONS,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    RETRIABLE,
+    BrokerConnection,
+    KafkaClientError,
+    KafkaConnectionError,
+    TopicPartition,
+    check,
+    parse_bootstrap,
+)
 
-# (our min, our max) per API key; capped where a newer version changes the layout (Fetch 13
-# names topics by id, FindCoordinator 4 batches keys, DeleteTopics 6 uses topic ids).
-API_RANGES: dict[int, tuple[int, int]] = {
-    0: (3, 9),  # Produce (zstd needs >= 7)
-    1: (4, 12),  # Fetch
-    2: (1, 7),  # ListOffsets
-    3: (1, 12),  # Metadata
-    8: (2, 8),  # OffsetCommit
-    9: (1, 7),  # OffsetFetch
-    10: (1, 3),  # FindCoordinator
-    18: (0, 3),  # ApiVersions
-    19: (2, 7),  # CreateTopics
-    20: (1, 5),  # DeleteTopics
-    22: (0, 4),  # InitProducerId
-}
-API_VERSIONS = 18
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-RETRIABLE = {
-    ErrorCode.unknown_topic_or_partition,
-    ErrorCode.leader_not_available,
-    ErrorCode.not_leader_or_follower,
-    ErrorCode.request_timed_out,
-    ErrorCode.network_exception,
-    ErrorCode.coordinator_load_in_progress,
-    ErrorCode.coordinator_not_available,
-    ErrorCode.not_coordinator,
-    ErrorCode.not_enough_replicas,
-}
-_SIZE = struct.Struct(">i")
-
-
-class KafkaClientError(Exception):
-    """A broker answered with an error code (``error`` is kio's ErrorCode)."""
-
-    def __init__(self, error: ErrorCode | int, context: str, message: str | None = None) -> None:
-        self.error = ErrorCode(int(error))
-        self.retriable = self.error in RETRIABLE
-        text = f"{context}: {self.error.name.upper()} ({int(self.error)})"
-        super().__init__(f"{text}: {message}" if message else text)
-
-
-class KafkaConnectionError(KafkaClientError):
-    def __init__(self, context: str) -> None:
-        super().__init__(ErrorCode.network_exception, context)
-
-
-def check(error: Any, context: str, message: str | None = None) -> None:
-    if int(error) != 0:
-        raise KafkaClientError(int(error), context, message)
-
-
-class TopicPartition(NamedTuple):
-    """Same shape as tidelog.util.topic_partition.TopicPartition (protocol may not import util)."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
+__all__ = [
+    "API_RANGES",
+    "API_VERSIONS",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "RETRIABLE",
+    "BrokerConnection",
+    "ClusterMetadata",
+    "FetchedPartition",
+    "KafkaClient",
+    "KafkaClientError",
+    "KafkaConnectionError",
+    "PartitionInfo",
+    "TopicPartition",
+    "check",
+    "parse_bootstrap",
+]
 
 
 @dataclass(slots=True)
@@ -110,102 +77,6 @@ class FetchedPartition:
     def batches(self) -> Iterator[RecordBatch]:
         """Complete batches (a partial trailing batch cut by max bytes is skipped)."""
         return iter_batches(self.records)
-
-
-class BrokerConnection:
-    """One socket to one broker; requests are sent and answered one at a time."""
-
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
-        self.address = (host, port)
-        self.client_id = client_id
-        try:
-            self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        except OSError as e:
-            raise KafkaConnectionError(f"connect to {host}:{port}: {e}") from e
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._correlation = 0
-        self.versions: dict[int, int] = {}
-        self._negotiate()
-
-    def _negotiate(self) -> None:
-        """ApiVersions v3, or v0 when the broker answers UNSUPPORTED_VERSION (KIP-511)."""
-        try:
-            resp = self.call(API_VERSIONS, 3, {"client_software_name": "tidelog", "client_software_version": "0.1"})
-        except KafkaClientError:
-            resp = self.call(API_VERSIONS, 0, {})
-        if int(resp.error_code) == int(ErrorCode.unsupported_version):
-            resp = self.call(API_VERSIONS, 0, {})
-        check(resp.error_code, "ApiVersions")
-        for k in resp.api_keys:
-            ours = API_RANGES.get(int(k.api_key))
-            if ours is None:
-                continue
-            hi = min(ours[1], int(k.max_version))
-            if hi >= max(ours[0], int(k.min_version)):
-                self.versions[int(k.api_key)] = hi
-
-    def version(self, api_key: int) -> int:
-        try:
-            return self.versions[api_key]
-        except KeyError:
-            raise KafkaClientError(
-                ErrorCode.unsupported_version,
-                f"broker {self.address[0]}:{self.address[1]} supports no version of API {api_key} in {API_RANGES[api_key]}",
-            ) from None
-
-    def call(self, api_key: int, version: int, body: dict[str, Any], *, expect_response: bool = True) -> Any:
-        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
-        frame = encode_request(api_key, version, self._correlation, self.client_id, body)
-        try:
-            self.sock.sendall(frame)
-            if not expect_response:
-                return None
-            (size,) = _SIZE.unpack(self._recv(4))
-            payload = self._recv(size)
-        except OSError as e:
-            self.close()
-            raise KafkaConnectionError(f"API {api_key} v{version} to {self.address}: {e}") from e
-        correlation, resp = decode_response(api_key, version, payload)
-        if correlation != self._correlation:
-            self.close()
-            raise KafkaConnectionError(f"correlation id {correlation} != {self._correlation}")
-        return resp
-
-    def request(self, api_key: int, body: dict[str, Any]) -> Any:
-        return self.call(api_key, self.version(api_key), body)
-
-    def _recv(self, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:], n - got)
-            if k == 0:
-                raise OSError("connection closed by the broker")
-            got += k
-        return bytes(buf)
-
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-
-def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit() or not host:
-            raise ValueError(f"bootstrap server {item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ValueError("no bootstrap servers given")
-    return out
 
 
 class KafkaClient:
@@ -243,7 +114,9 @@ class KafkaClient:
     def connection(self, address: tuple[str, int]) -> BrokerConnection:
         conn = self._conns.get(address)
         if conn is None:
-            conn = BrokerConnection(*address, client_id=self.client_id, timeout_s=self.timeout_ms / 1000)
+            conn = BrokerConnection(
+                *address, client_id=self.client_id, timeout_s=self.timeout_ms / 1000
+            )
             self._conns[address] = conn
         return conn
 
@@ -263,7 +136,9 @@ class KafkaClient:
         if node_id not in md.brokers:
             md = self.metadata()
         if node_id not in md.brokers:
-            raise KafkaClientError(ErrorCode.leader_not_available, f"broker {node_id} is not in metadata")
+            raise KafkaClientError(
+                ErrorCode.leader_not_available, f"broker {node_id} is not in metadata"
+            )
         return self.connection(md.brokers[node_id])
 
     def _drop(self, conn: BrokerConnection) -> None:
@@ -285,7 +160,9 @@ class KafkaClient:
         raise AssertionError(what)  # unreachable
 
     # -- metadata -------------------------------------------------------------------------------
-    def metadata(self, topics: Iterable[str] | None = None, *, auto_create: bool = False) -> ClusterMetadata:
+    def metadata(
+        self, topics: Iterable[str] | None = None, *, auto_create: bool = False
+    ) -> ClusterMetadata:
         """Metadata for ``topics`` (all topics when None); refreshes the cached broker list."""
         body: dict[str, Any] = {
             "topics": None if topics is None else [{"name": t} for t in topics],
@@ -308,7 +185,9 @@ class KafkaClient:
                 md.topic_errors[t.name] = int(t.error_code)
                 continue
             md.topics[t.name] = {
-                int(p.partition_index): PartitionInfo(int(p.partition_index), int(p.leader_id), int(p.error_code))
+                int(p.partition_index): PartitionInfo(
+                    int(p.partition_index), int(p.leader_id), int(p.error_code)
+                )
                 for p in t.partitions
             }
         if topics is None or self._metadata is None:
@@ -352,7 +231,9 @@ class KafkaClient:
     ) -> dict[TopicPartition, tuple[int, int]]:
         """(offset, timestamp) per partition for a timestamp, -1 latest or -2 earliest.
         Offset -1 means no record has a timestamp >= the one asked (Kafka's answer)."""
-        return self._retrying("ListOffsets", lambda: self._list_offsets(timestamps, isolation_level))
+        return self._retrying(
+            "ListOffsets", lambda: self._list_offsets(timestamps, isolation_level)
+        )
 
     def _list_offsets(
         self, timestamps: Mapping[TopicPartition, int], isolation_level: int
@@ -362,7 +243,11 @@ class KafkaClient:
             topics: dict[str, list[dict[str, int]]] = {}
             for tp in tps:
                 topics.setdefault(tp.topic, []).append(
-                    {"partition_index": tp.partition, "timestamp": timestamps[tp], "current_leader_epoch": -1}
+                    {
+                        "partition_index": tp.partition,
+                        "timestamp": timestamps[tp],
+                        "current_leader_epoch": -1,
+                    }
                 )
             body = {
                 "replica_id": -1,
@@ -373,16 +258,26 @@ class KafkaClient:
             for t in resp.topics:
                 for p in t.partitions:
                     check(p.error_code, f"ListOffsets {t.name}-{p.partition_index}")
-                    result[TopicPartition(t.name, int(p.partition_index))] = (int(p.offset), int(p.timestamp))
+                    result[TopicPartition(t.name, int(p.partition_index))] = (
+                        int(p.offset),
+                        int(p.timestamp),
+                    )
         return result
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: o for tp, (o, _) in self.list_offsets(dict.fromkeys(tps, EARLIEST_TIMESTAMP)).items()}
+        return {
+            tp: o
+            for tp, (o, _) in self.list_offsets(dict.fromkeys(tps, EARLIEST_TIMESTAMP)).items()
+        }
 
     def latest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: o for tp, (o, _) in self.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP)).items()}
+        return {
+            tp: o for tp, (o, _) in self.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP)).items()
+        }
 
-    def offsets_for_times(self, timestamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, int | None]:
         """First offset with timestamp >= the given one, None when there is none."""
         return {tp: (o if o >= 0 else None) for tp, (o, _) in self.list_offsets(timestamps).items()}
 
@@ -403,8 +298,14 @@ class KafkaClient:
             topics: dict[str, list[dict[str, int]]] = {}
             for tp in tps:
                 topics.setdefault(tp.topic, []).append(
-                    {"partition": tp.partition, "fetch_offset": offsets[tp], "partition_max_bytes": partition_max_bytes,
-                     "log_start_offset": -1, "current_leader_epoch": -1, "last_fetched_epoch": -1}
+                    {
+                        "partition": tp.partition,
+                        "fetch_offset": offsets[tp],
+                        "partition_max_bytes": partition_max_bytes,
+                        "log_start_offset": -1,
+                        "current_leader_epoch": -1,
+                        "last_fetched_epoch": -1,
+                    }
                 )
             body = {
                 "replica_id": -1,
@@ -422,8 +323,11 @@ class KafkaClient:
             for t in resp.responses:
                 for p in t.partitions:
                     out[TopicPartition(t.topic, int(p.partition_index))] = FetchedPartition(
-                        int(p.error_code), int(p.high_watermark), int(getattr(p, "log_start_offset", -1)),
-                        int(getattr(p, "last_stable_offset", -1)), bytes(p.records or b""),
+                        int(p.error_code),
+                        int(p.high_watermark),
+                        int(getattr(p, "log_start_offset", -1)),
+                        int(getattr(p, "last_stable_offset", -1)),
+                        bytes(p.records or b""),
                     )
         return out
 
@@ -500,20 +404,29 @@ class KafkaClient:
         out: dict[TopicPartition, tuple[int, int]] = {}
         for t in resp.responses:
             for p in t.partition_responses:
-                check(p.error_code, f"Produce {t.name}-{p.index}", getattr(p, "error_message", None))
+                check(
+                    p.error_code, f"Produce {t.name}-{p.index}", getattr(p, "error_message", None)
+                )
                 lat = getattr(p, "log_append_time", None)
                 out[TopicPartition(t.name, int(p.index))] = (int(p.base_offset), _ms(lat))
         return out
 
     def init_producer_id(self, transaction_timeout_ms: int = 60000) -> tuple[int, int]:
         """(producer id, epoch) for an idempotent (non-transactional) producer."""
+
         def go() -> tuple[int, int]:
             resp = self.any_connection().request(
-                22, {"transactional_id": None, "transaction_timeout": transaction_timeout_ms,
-                     "producer_id": -1, "producer_epoch": -1}
+                22,
+                {
+                    "transactional_id": None,
+                    "transaction_timeout": transaction_timeout_ms,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
             )
             check(resp.error_code, "InitProducerId")
             return int(resp.producer_id), int(resp.producer_epoch)
+
         return self._retrying("InitProducerId", go)
 
     # -- topics ---------------------------------------------------------------------------------
@@ -530,8 +443,13 @@ class KafkaClient:
         configs = configs or {}
         body = {
             "topics": [
-                {"name": name, "num_partitions": n, "replication_factor": replication_factor,
-                 "assignments": [], "configs": [{"name": k, "value": v} for k, v in configs.get(name, {}).items()]}
+                {
+                    "name": name,
+                    "num_partitions": n,
+                    "replication_factor": replication_factor,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in configs.get(name, {}).items()],
+                }
                 for name, n in topics.items()
             ],
             "timeout": timeout_ms,
@@ -558,18 +476,29 @@ class KafkaClient:
     def find_coordinator(self, group_id: str) -> BrokerConnection:
         def go() -> BrokerConnection:
             resp = self.any_connection().request(10, {"key": group_id, "key_type": 0})
-            check(resp.error_code, f"FindCoordinator {group_id!r}", getattr(resp, "error_message", None))
+            check(
+                resp.error_code,
+                f"FindCoordinator {group_id!r}",
+                getattr(resp, "error_message", None),
+            )
             return self.connection((resp.host, int(resp.port)))
+
         return self._retrying("FindCoordinator", go)
 
-    def commit_offsets(self, group_id: str, offsets: Mapping[TopicPartition, int], metadata: str = "") -> None:
+    def commit_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int], metadata: str = ""
+    ) -> None:
         """Commit offsets for a group without membership (generation -1, like a standalone
         consumer's commitSync with manual assignment)."""
         topics: dict[str, list[dict[str, Any]]] = {}
         for tp, off in offsets.items():
             topics.setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition, "committed_offset": off, "committed_metadata": metadata,
-                 "committed_leader_epoch": -1}
+                {
+                    "partition_index": tp.partition,
+                    "committed_offset": off,
+                    "committed_metadata": metadata,
+                    "committed_leader_epoch": -1,
+                }
             )
         body = {
             "group_id": group_id,
@@ -585,15 +514,21 @@ class KafkaClient:
             for t in resp.topics:
                 for p in t.partitions:
                     check(p.error_code, f"OffsetCommit {group_id!r} {t.name}-{p.partition_index}")
+
         self._retrying("OffsetCommit", go)
 
-    def committed_offsets(self, group_id: str, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def committed_offsets(
+        self, group_id: str, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
         """Committed offset per partition (-1 when the group has none)."""
         topics: dict[str, list[int]] = {}
         for tp in tps:
             topics.setdefault(tp.topic, []).append(tp.partition)
-        body = {"group_id": group_id, "require_stable": False,
-                "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+        body = {
+            "group_id": group_id,
+            "require_stable": False,
+            "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+        }
 
         def go() -> dict[TopicPartition, int]:
             resp = self.find_coordinator(group_id).request(9, body)
@@ -604,6 +539,7 @@ class KafkaClient:
                     check(p.error_code, f"OffsetFetch {group_id!r} {t.name}-{p.partition_index}")
                     out[TopicPartition(t.name, int(p.partition_index))] = int(p.committed_offset)
             return out
+
         return self._retrying("OffsetFetch", go)
 
 

@@ -94,7 +94,9 @@ class Producer:
         )
         self.batch_bytes = batch_bytes
         self.max_request_bytes = max_request_bytes
-        self.producer_id, self.producer_epoch = client.init_producer_id() if idempotent else (-1, -1)
+        self.producer_id, self.producer_epoch = (
+            client.init_producer_id() if idempotent else (-1, -1)
+        )
         self._sequences: dict[TopicPartition, int] = {}
         self._pending: dict[TopicPartition, _Pending] = {}
         self._partition_counts: dict[str, int] = {}
@@ -131,17 +133,26 @@ class Producer:
             else:
                 partition = self._sticky.setdefault(topic, random.randrange(n))
         elif not 0 <= partition < n:
-            raise ValueError(f"partition {partition} is out of range for topic {topic!r} ({n} partitions)")
+            raise ValueError(
+                f"partition {partition} is out of range for topic {topic!r} ({n} partitions)"
+            )
         tp = TopicPartition(topic, partition)
         pending = self._pending.get(tp)
         if pending is None:
             pending = self._pending[tp] = _Pending(self._builder())
-        size = _RECORD_OVERHEAD + len(key or b"") + len(value or b"") + sum(
-            len(h) + len(v or b"") + 4 for h, v in headers
+        size = (
+            _RECORD_OVERHEAD
+            + len(key or b"")
+            + len(value or b"")
+            + sum(len(h) + len(v or b"") + 4 for h, v in headers)
         )
         if pending.size and pending.size + size > self.batch_bytes:
             self._seal(tp, pending)
-            if self.stats.batches and sum(len(b) for p in self._pending.values() for b in p.ready) >= self.max_request_bytes:
+            if (
+                self.stats.batches
+                and sum(len(b) for p in self._pending.values() for b in p.ready)
+                >= self.max_request_bytes
+            ):
                 self.flush()
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
         pending.builder.append(ts, key, value, headers)
@@ -184,8 +195,12 @@ class Producer:
     def _send(self, leader: int, batches: dict[TopicPartition, bytes]) -> None:
         """Resending the same bytes (same sequence numbers) after an error is safe: the broker
         answers a duplicate with the original offsets."""
+
         def go() -> dict[TopicPartition, tuple[int, int]] | None:
-            return self.client.produce(self.client.leader_for(next(iter(batches))), batches, acks=self.acks)
+            return self.client.produce(
+                self.client.leader_for(next(iter(batches))), batches, acks=self.acks
+            )
+
         result = self.client._retrying("Produce", go)
         self.stats.requests += 1
         for tp, (base, _lat) in (result or {}).items():
