@@ -103,3 +103,46 @@ def test_time_index_entries(tmp_path: Path) -> None:
 def test_missing_file_is_an_error(tmp_path: Path) -> None:
     r = run_cli("dump-log", str(tmp_path / "nope.log"))
     assert r.returncode == 1 and "no such file" in r.stderr
+
+
+def test_snapshot_and_checkpoint_files(tmp_path: Path) -> None:
+    from collections import deque
+
+    from tidelog.storage.checkpoints import OffsetCheckpointFile
+    from tidelog.storage.producer_state import BatchMetadata, ProducerStateEntry, write_snapshot
+    from tidelog.util.topic_partition import TopicPartition
+
+    snap = tmp_path / f"{42:020d}.snapshot"
+    entry = ProducerStateEntry(7, 3, deque([BatchMetadata(9, 41, 4, 1234)]), 5, 1234, None)
+    write_snapshot(snap, [entry])
+    ckpt = tmp_path / "recovery-point-offset-checkpoint"
+    OffsetCheckpointFile(ckpt).write({TopicPartition("a", 0): 10, TopicPartition("b", 3): 7})
+    r = run_cli("dump-log", "--json", str(snap), str(ckpt))
+    assert r.returncode == 0, r.stderr
+    snap_doc, ckpt_doc = (json.loads(line) for line in r.stdout.splitlines())
+    (e,) = snap_doc["entries"]
+    assert (e["producerId"], e["producerEpoch"], e["firstSequence"], e["lastSequence"]) == (7, 3, 5, 9)
+    assert (e["lastOffset"], e["offsetDelta"], e["coordinatorEpoch"]) == (41, 4, 5)
+    assert [(x["topic"], x["partition"], x["offset"]) for x in ckpt_doc["entries"]] == [
+        ("a", 0, 10), ("b", 3, 7)]
+    data = bytearray(snap.read_bytes())
+    data[-1] ^= 1
+    snap.write_bytes(bytes(data))
+    bad = run_cli("dump-log", str(snap))
+    assert bad.returncode == 1 and "CRC" in bad.stderr and str(snap) in bad.stderr
+
+
+def test_offsets_decoder(tmp_path: Path) -> None:
+    from tidelog.server.group import records as gr
+
+    seg = tmp_path / f"{0:020d}.log"
+    b = RecordBatchBuilder()
+    b.append(5, gr.encode_offset_key("g1", "orders", 2),
+             gr.encode_offset_value(gr.OffsetAndMetadata(offset=77, leader_epoch=-1, metadata="",
+                                                         commit_timestamp=5, expire_timestamp=None)))
+    b.append(6, gr.encode_offset_key("g1", "orders", 3), None)
+    seg.write_bytes(b.build())
+    r = run_cli("dump-log", "--offsets-decoder", str(seg))
+    assert r.returncode == 0, r.stderr
+    assert "offset_commit::group=g1,topic=orders,partition=2 => offset=77" in r.stdout
+    assert "partition=3 => <tombstone>" in r.stdout

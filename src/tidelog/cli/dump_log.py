@@ -19,6 +19,16 @@ from typing import Any, TextIO
 
 from tidelog.records import CorruptRecordError, RecordBatch, RecordError, iter_batches
 from tidelog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_LENGTH_FIELD
+from tidelog.storage.checkpoints import OffsetCheckpointFile
+from tidelog.storage.errors import StorageError
+from tidelog.storage.producer_state import read_snapshot
+
+OFFSET_CHECKPOINTS = frozenset({
+    "recovery-point-offset-checkpoint",
+    "log-start-offset-checkpoint",
+    "cleaner-offset-checkpoint",
+    "replication-offset-checkpoint",
+})
 
 
 @dataclass
@@ -35,6 +45,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--deep-iteration", action="store_true", help="decode every record")
     p.add_argument("--print-data-log", action="store_true", help="print keys and values (implies --deep-iteration)")
     p.add_argument("--verify-index-only", action="store_true", help="only report index entries that do not match the log")
+    p.add_argument("--offsets-decoder", action="store_true",
+                   help="decode __consumer_offsets records (implies --deep-iteration)")
     p.add_argument("--json", action="store_true", help="one JSON document per file")
     p.set_defaults(func=run)
 
@@ -44,17 +56,25 @@ def run(args: argparse.Namespace) -> int:
     if not paths:
         print("dump-log: no files given", file=sys.stderr)
         return 2
-    deep = args.deep_iteration or args.print_data_log
+    deep = args.deep_iteration or args.print_data_log or args.offsets_decoder
     failed = False
     for p in paths:
         result = dump_file(Path(p), deep=deep, print_data=args.print_data_log,
-                           verify_only=args.verify_index_only)
+                           verify_only=args.verify_index_only,
+                           offsets_decoder=args.offsets_decoder)
         emit(result, sys.stdout, as_json=args.json)
         failed |= bool(result.errors)
     return 1 if failed else 0
 
 
-def dump_file(path: Path, *, deep: bool, print_data: bool, verify_only: bool) -> DumpResult:
+def dump_file(
+    path: Path,
+    *,
+    deep: bool,
+    print_data: bool,
+    verify_only: bool,
+    offsets_decoder: bool = False,
+) -> DumpResult:
     result = DumpResult(str(path))
     if not path.exists():
         result.errors.append(f"{path}: no such file")
@@ -62,15 +82,22 @@ def dump_file(path: Path, *, deep: bool, print_data: bool, verify_only: bool) ->
     name = path.name
     try:
         if name.endswith(".log"):
-            _dump_log(path, result, deep=deep, print_data=print_data)
+            _dump_log(path, result, deep=deep, print_data=print_data, decode=offsets_decoder)
         elif name.endswith(".index"):
             _dump_index(path, result, entry_size=8, verify_only=verify_only)
         elif name.endswith(".timeindex"):
             _dump_index(path, result, entry_size=12, verify_only=verify_only)
+        elif name.endswith(".snapshot"):
+            _dump_snapshot(path, result)
+        elif name in OFFSET_CHECKPOINTS:
+            _dump_checkpoint(path, result)
         else:
-            result.errors.append(f"{path}: unsupported file type (expected .log, .index, .timeindex)")
-    except OSError as e:
-        result.errors.append(f"{path}: {e}")
+            result.errors.append(
+                f"{path}: unsupported file type (expected .log, .index, .timeindex, .snapshot "
+                f"or one of {', '.join(sorted(OFFSET_CHECKPOINTS))})"
+            )
+    except (OSError, StorageError) as e:
+        result.errors.append(f"{path}: {e}" if str(path) not in str(e) else str(e))
     return result
 
 
@@ -106,7 +133,7 @@ def _batch_info(batch: RecordBatch) -> dict[str, Any]:
     }
 
 
-def _record_infos(batch: RecordBatch, print_data: bool) -> list[dict[str, Any]]:
+def _record_infos(batch: RecordBatch, print_data: bool, decode: bool) -> list[dict[str, Any]]:
     out = []
     for r in batch.iter_records():
         info: dict[str, Any] = {
@@ -120,6 +147,8 @@ def _record_infos(batch: RecordBatch, print_data: bool) -> list[dict[str, Any]]:
         if batch.is_control and r.key is not None and len(r.key) >= 4:
             ctype = struct.unpack_from(">h", r.key, 2)[0]
             info["controlType"] = {0: "ABORT", 1: "COMMIT"}.get(ctype, str(ctype))
+        if decode and not batch.is_control:
+            info["decoded"] = _decode_offsets_record(r.key, r.value)
         if print_data:
             info["key"] = None if r.key is None else r.key.decode("utf-8", "replace")
             info["payload"] = None if r.value is None else r.value.decode("utf-8", "replace")
@@ -127,7 +156,38 @@ def _record_infos(batch: RecordBatch, print_data: bool) -> list[dict[str, Any]]:
     return out
 
 
-def _dump_log(path: Path, result: DumpResult, *, deep: bool, print_data: bool) -> None:
+def _decode_offsets_record(key: bytes | None, value: bytes | None) -> str:
+    from tidelog.server.group.records import format_record
+
+    try:
+        return format_record(key, value)
+    except Exception as e:  # a foreign record in the topic: say so, keep dumping
+        return f"<not a __consumer_offsets record: {e}>"
+
+
+def _dump_snapshot(path: Path, result: DumpResult) -> None:
+    for e in read_snapshot(path):
+        result.items.append({
+            "producerId": e.producer_id,
+            "producerEpoch": e.producer_epoch,
+            "coordinatorEpoch": e.coordinator_epoch,
+            "currentTxnFirstOffset": e.current_txn_first_offset,
+            "lastTimestamp": e.last_timestamp,
+            "firstSequence": e.first_seq,
+            "lastSequence": e.last_seq,
+            "lastOffset": e.last_data_offset,
+            "offsetDelta": e.last_offset_delta,
+        })
+
+
+def _dump_checkpoint(path: Path, result: DumpResult) -> None:
+    for tp, offset in OffsetCheckpointFile(path).read().items():
+        result.items.append({"topic": tp.topic, "partition": tp.partition, "offset": offset})
+
+
+def _dump_log(
+    path: Path, result: DumpResult, *, deep: bool, print_data: bool, decode: bool = False
+) -> None:
     buf = _map(path)
     valid_bytes = 0
     try:
@@ -140,7 +200,7 @@ def _dump_log(path: Path, result: DumpResult, *, deep: bool, print_data: bool) -
                 )
             elif deep:
                 try:
-                    info["records"] = _record_infos(batch, print_data)
+                    info["records"] = _record_infos(batch, print_data, decode)
                 except RecordError as e:
                     result.errors.append(f"{path}: invalid record in batch at byte {batch.position}: {e}")
             result.items.append(info)
