@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from conftest import ServeProcess
+from serve_process import ServeProcess
 
 N = 6000
 KILL_AFTER = 1500

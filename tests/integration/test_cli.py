@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from clients import consume
+from broker_clients import consume
 
 
 def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -174,7 +174,7 @@ def test_consume_with_group_resumes_from_committed_offsets(serve) -> None:  # ty
 
 
 def test_serve_reads_server_properties_and_overrides(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from conftest import ServeProcess
+    from serve_process import ServeProcess
 
     from tidelog.protocol.client import KafkaClient
 
@@ -268,7 +268,7 @@ def test_produce_is_idempotent_with_headers(serve) -> None:  # type: ignore[no-u
 def test_serve_stops_cleanly_on_sigint(tmp_path) -> None:  # type: ignore[no-untyped-def]
     import signal
 
-    from conftest import ServeProcess
+    from serve_process import ServeProcess
 
     proc = ServeProcess(tmp_path / "logs").start()
     assert proc.proc is not None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from clients import CLIENTS, Rec, consume, make_records, produce
+from broker_clients import CLIENTS, Rec, consume, make_records, produce
 
 VARIANTS = ["acks=0", "acks=1", "acks=all", "gzip", "snappy", "lz4", "zstd", "idempotent"]
 

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import pytest
-from clients import CLIENTS, consume, make_records, produce
+from broker_clients import CLIENTS, consume, make_records, produce
 
 N = 20
 
