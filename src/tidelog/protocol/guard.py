@@ -205,19 +205,78 @@ def struct_step(cls: Any) -> Step:
             return pos
         if pos < end and buf[pos] == 0:  # no tagged fields: the common case
             return pos + 1
+        section = pos
         count, pos = _uvarint(buf, pos, end)
         _need(pos, count * 2, end, "tagged fields")
+        unknown: list[tuple[int, int]] = []
         for _ in range(count):
+            entry = pos
             tag, pos = _uvarint(buf, pos, end)
             size, pos = _uvarint(buf, pos, end)
             stop = _need(pos, size, end, "tagged field")
             check = tagged.get(tag)
             if check is not None:
-                check(buf, pos, stop)
+                _check_known_tag(check, buf, pos, stop)
+            else:
+                unknown.append((entry, stop))
             pos = stop
+        if unknown and _unknown_tags is not None:
+            _unknown_tags.append((section, pos, count, unknown))
         return pos
 
     return step
+
+
+def _check_known_tag(check: Step, buf: bytes, pos: int, stop: int) -> None:
+    """Unknown tags nested inside a known tagged field are not stripped (that would change
+    the field's size prefix): kio then rejects the frame, which closes the connection."""
+    global _unknown_tags
+    saved, _unknown_tags = _unknown_tags, None
+    try:
+        check(buf, pos, stop)
+    finally:
+        _unknown_tags = saved
+
+
+# Set only by strip_unknown_tags() while it walks one frame (synchronously, one thread).
+_unknown_tags: list[tuple[int, int, int, list[tuple[int, int]]]] | None = None
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def strip_unknown_tags(cls: Any, buf: bytes, pos: int) -> bytes | None:
+    """The frame without the tagged fields ``cls`` does not know (KIP-482: a receiver
+    ignores unknown tags), or None when there are none. kio raises on unknown tags, so the
+    codec retries with the stripped frame."""
+    global _unknown_tags
+    _unknown_tags = []
+    try:
+        struct_step(cls)(buf, pos, len(buf))
+        sections = sorted(_unknown_tags)
+    finally:
+        _unknown_tags = None
+    if not sections:
+        return None
+    out = bytearray()
+    last = 0
+    for start, stop, count, unknown in sections:
+        out += buf[last:start]
+        out += _varint_bytes(count - len(unknown))
+        cursor = start + len(_varint_bytes(count))
+        for entry, entry_stop in unknown:
+            out += buf[cursor:entry]
+            cursor = entry_stop
+        out += buf[cursor:stop]
+        last = stop
+    out += buf[last:]
+    return bytes(out)
 
 
 def check_bounds(cls: Any, buf: bytes, pos: int) -> None:
