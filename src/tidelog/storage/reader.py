@@ -150,7 +150,8 @@ class PartitionReader:
             if not more:
                 return
             buf = buf + more if buf else more
-            consumed, need = yield from self._split(buf, pos, path, is_last, eof_hint=len(more) < want)
+            at_eof = len(more) < want or pos + len(buf) >= os.fstat(fd).st_size
+            consumed, need = yield from self._split(buf, pos, path, is_last, eof_hint=at_eof)
             if consumed < 0:
                 return
             buf = buf[consumed:]
