@@ -3,8 +3,8 @@
 The Arrow schema must equal ``to_arrow_schema(spark_schema, timezone="UTC")`` or Spark fails
 the read with DATA_SOURCE_RETURN_SCHEMA_MISMATCH, so it is spelled out here once:
 binary, binary, string, int32, int64, timestamp[us, UTC], int32 (+ headers list<struct>).
-Records are decoded straight into column lists (no per-record objects) because this loop is
-the read path's cost.
+Records are decoded by decode.py (vectorised with numpy) straight into Arrow buffers; only
+records that carry headers take a per-record Python step.
 """
 
 from __future__ import annotations
@@ -44,26 +44,9 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    """The raw (still zig-zag encoded) value of the varint at ``pos``."""
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    b = buf[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    result = b & 0x7F
-    shift = 7
-    pos += 1
     while True:
         b = buf[pos]
         pos += 1
@@ -84,17 +67,12 @@ class ColumnBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[int] = []
-        self.ts_types: list[int] = []
-        self.headers: list[list[dict[str, object]]] = []
         self.key_col = BinaryColumn()
         self.value_col = BinaryColumn()
         self.offset_parts: list[np.ndarray] = []
         self.ts_parts: list[np.ndarray] = []
         self.type_parts: list[np.ndarray] = []
+        self.headers: list[list[dict[str, object]]] = []
         self._n = 0
 
     def __len__(self) -> int:
@@ -102,16 +80,10 @@ class ColumnBuilder:
 
     def add_batch(self, batch: RecordBatch, start: int, end: int) -> None:
         """Append the batch's records with offsets in [start, end)."""
-        if self.include_headers:
-            self._add_rows(batch, start, end)
-        else:
-            self._add_vectorised(batch, start, end)
-
-    def _add_vectorised(self, batch: RecordBatch, start: int, end: int) -> None:
         (base_offset, _l, _e, _m, _c, attrs, _lod, base_ts, max_ts, _pid, _pe, _bs, count) = batch.header()
         payload = batch.records_payload()
         buf = payload if isinstance(payload, bytes) else bytes(payload)
-        dec = decode_records(buf, count, base_offset, start, end)
+        dec = decode_records(buf, count, base_offset, start, end, headers=self.include_headers)
         n = len(dec.offsets)
         if not n:
             return
@@ -123,95 +95,24 @@ class ColumnBuilder:
         stamps = np.full(n, max_ts, np.int64) if log_append else dec.ts_deltas + base_ts
         self.ts_parts.append(stamps * 1000)
         self.type_parts.append(np.full(n, 1 if log_append else 0, np.int32))
+        if self.include_headers:
+            # only records that carry headers cost a Python step
+            headers: list[list[dict[str, object]]] = [[] for _ in range(n)]
+            for i in np.flatnonzero(dec.header_count):
+                headers[i] = _headers(buf, int(dec.header_pos[i]), int(dec.header_count[i]))
+            self.headers.extend(headers)
         self._n += n
-
-    def _add_rows(self, batch: RecordBatch, start: int, end: int) -> None:
-        """Record by record (needed for headers). Varints are decoded inline (one byte is the common case) because a function call per
-        field would cost more than the decoding itself."""
-        (base_offset, _l, _e, _m, _c, attrs, _lod, base_ts, max_ts, _pid, _pe, _bs, count) = batch.header()
-        payload = batch.records_payload()
-        buf = payload if isinstance(payload, bytes) else bytes(payload)
-        log_append = 1 if attrs & TIMESTAMP_TYPE_MASK else 0
-        keys, values, offsets, stamps = self.keys, self.values, self.offsets, self.timestamps
-        with_headers = self.include_headers
-        uv = _uvarint
-        pos = 0
-        added = 0
-        for _ in range(count):
-            x = buf[pos]
-            if x < 0x80:
-                pos += 1
-            else:
-                x, pos = uv(buf, pos)
-            rec_end = pos + ((x >> 1) ^ -(x & 1))
-            p = pos + 1  # skip the attributes byte
-            x = buf[p]
-            if x < 0x80:
-                p += 1
-            else:
-                x, p = uv(buf, p)
-            ts_delta = (x >> 1) ^ -(x & 1)
-            x = buf[p]
-            if x < 0x80:
-                p += 1
-            else:
-                x, p = uv(buf, p)
-            offset = base_offset + ((x >> 1) ^ -(x & 1))
-            if offset < start or offset >= end:
-                pos = rec_end
-                continue
-            x = buf[p]
-            if x < 0x80:
-                p += 1
-            else:
-                x, p = uv(buf, p)
-            if x == 1:  # zig-zag -1: null
-                keys.append(None)
-            else:
-                n = x >> 1
-                keys.append(buf[p : p + n])
-                p += n
-            x = buf[p]
-            if x < 0x80:
-                p += 1
-            else:
-                x, p = uv(buf, p)
-            if x == 1:
-                values.append(None)
-            else:
-                n = x >> 1
-                values.append(buf[p : p + n])
-                p += n
-            if with_headers:
-                self.headers.append(_headers(buf, p))
-            offsets.append(offset)
-            stamps.append((max_ts if log_append else base_ts + ts_delta) * 1000)
-            added += 1
-            pos = rec_end
-        self.ts_types.extend([log_append] * added)
-        self._n += added
 
     def build(self) -> pa.RecordBatch:
         n = self._n
-        if self.include_headers:
-            keys = pa.array(self.keys, pa.binary())
-            values = pa.array(self.values, pa.binary())
-            offsets = pa.array(self.offsets, pa.int64())
-            stamps = pa.array(self.timestamps, pa.int64())
-            types = pa.array(self.ts_types, pa.int32())
-        else:
-            keys, values = self.key_col.build(), self.value_col.build()
-            offsets = pa.array(_concat(self.offset_parts, np.int64))
-            stamps = pa.array(_concat(self.ts_parts, np.int64))
-            types = pa.array(_concat(self.type_parts, np.int32))
         arrays = [
-            keys,
-            values,
+            self.key_col.build(),
+            self.value_col.build(),
             pa.array([self.topic] * n, pa.string()),
             pa.array(np.full(n, self.partition, np.int32)),
-            offsets,
-            stamps.cast(pa.timestamp("us", tz="UTC")),
-            types,
+            pa.array(_concat(self.offset_parts, np.int64)),
+            pa.array(_concat(self.ts_parts, np.int64)).cast(pa.timestamp("us", tz="UTC")),
+            pa.array(_concat(self.type_parts, np.int32)),
         ]
         if self.include_headers:
             arrays.append(pa.array(self.headers, HEADER_TYPE))
@@ -223,8 +124,8 @@ def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
-def _headers(buf: bytes, p: int) -> list[dict[str, object]]:
-    n, p = _varint(buf, p)
+def _headers(buf: bytes, p: int, n: int) -> list[dict[str, object]]:
+    """``n`` headers starting at ``p`` (just after the header-count varint)."""
     out: list[dict[str, object]] = []
     for _ in range(n):
         klen, p = _varint(buf, p)

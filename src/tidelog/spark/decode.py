@@ -70,10 +70,15 @@ class DecodedBatch:
     key_len: np.ndarray  # -1 = null
     value_pos: np.ndarray
     value_len: np.ndarray
+    header_count: np.ndarray  # per record; headers start after their count varint
+    header_pos: np.ndarray
 
 
-def decode_records(payload: bytes, count: int, base_offset: int, start: int, end: int) -> DecodedBatch:
-    """Decode the ``count`` records of a (decompressed) payload, keeping offsets in [start, end)."""
+def decode_records(
+    payload: bytes, count: int, base_offset: int, start: int, end: int, *, headers: bool = True
+) -> DecodedBatch:
+    """Decode the ``count`` records of a (decompressed) payload, keeping offsets in [start, end);
+    header counts/positions are only decoded with ``headers`` (else zero)."""
     data = np.frombuffer(payload + _PAD, dtype=np.uint8)
     starts = record_starts(payload, count)
     _length, size = varints(data, starts)
@@ -87,13 +92,18 @@ def decode_records(payload: bytes, count: int, base_offset: int, start: int, end
     p = key_pos + np.maximum(key_len, 0)
     value_len, size = varints(data, p)
     value_pos = p + size
-    offsets = off_deltas + base_offset
-    keep = (offsets >= start) & (offsets < end)
+    header_pos = value_pos + np.maximum(value_len, 0)
+    if headers:
+        header_count, size = varints(data, header_pos)
+        header_pos = header_pos + size
+    else:
+        header_count = np.zeros(len(starts), np.int64)
+    cols = [off_deltas + base_offset, ts_deltas, key_pos, key_len, value_pos, value_len,
+            header_count, header_pos]
+    keep = (cols[0] >= start) & (cols[0] < end)
     if not keep.all():
-        offsets, ts_deltas, key_pos, key_len, value_pos, value_len = (
-            a[keep] for a in (offsets, ts_deltas, key_pos, key_len, value_pos, value_len)
-        )
-    return DecodedBatch(payload, offsets, ts_deltas, key_pos, key_len, value_pos, value_len)
+        cols = [c[keep] for c in cols]
+    return DecodedBatch(payload, *cols)
 
 
 @dataclass
