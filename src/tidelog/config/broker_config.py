@@ -116,7 +116,6 @@ _d(
     at_least(0),
 )
 _d("log.preallocate", "boolean", False, "Preallocate segment files.")
-_d("log.cleaner.enable", "boolean", True, "Run the log cleaner (compaction).")
 _d("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that makes a log cleanable.")
 _d("log.cleaner.delete.retention.ms", "long", 86400000, "How long delete tombstones are kept.")
 _d("log.cleaner.min.compaction.lag.ms", "long", 0, "Minimum age before compaction.")

@@ -11,6 +11,7 @@ from tidelog.protocol.kio_util import make, nested
 
 from ..context import RequestContext
 from ..errors import ApiError, to_error
+from ..replica_manager import INTERNAL_TOPICS
 
 API_KEY = 20
 MIN_VERSION = 1
@@ -33,6 +34,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     rcls = nested(cls, "responses")
     rm = ctx.broker.replica_manager
     out = []
+    deleted: list[str] = []
     for name, tid in _targets(request):
         code, msg = ErrorCode.NONE, None
         try:
@@ -41,11 +43,20 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if info is None:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
                 name = info.name
+            if name in INTERNAL_TOPICS:
+                raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED,
+                               f"Internal topic {name} cannot be deleted")
             info = rm.delete_topic(name or "")
             tid = info.topic_id
+            deleted.append(info.name)
         except Exception as exc:
             code, msg = to_error(exc)
         out.append(
             make(rcls, name=name, topic_id=tid or _NO_ID, error_code=code, error_message=msg)
         )
+    if deleted:
+        # Committed offsets of a deleted topic must not resurface if it is re-created.
+        from ..group.wiring import coordinator_for
+
+        coordinator_for(ctx.broker).on_topics_deleted(deleted)
     return make(cls, throttle_time=0, responses=tuple(out))

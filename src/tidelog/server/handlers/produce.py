@@ -13,6 +13,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..errors import to_error
+from ..replica_manager import INTERNAL_TOPICS
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -73,6 +74,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         for p in t.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(ProducePartitionResult(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
+            elif t.name in INTERNAL_TOPICS:
+                # Only the coordinators write internal topics (they append to the log directly).
+                refused = ProducePartitionResult(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION)
+                refused.error_message = f"Cannot append to internal topic {t.name}"
+                parts.append(refused)
             else:
                 parts.append(_append(ctx, TopicPartition(t.name, p.index), p.records, acks))
         topics.append((t.name, parts))
