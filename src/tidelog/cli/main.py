@@ -11,16 +11,29 @@ import sys
 
 import tidelog.cli as cli_pkg
 
+# Commands whose module name differs from the command: importing only the chosen command's
+# module keeps `tidelog serve` start-up free of the other commands' imports.
+_MODULE_OF = {"dump-log": "dump_log", "demo-segment": "demo"}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _command_modules(argv: list[str] | None) -> list[str]:
+    names = sorted(m.name for m in pkgutil.iter_modules(cli_pkg.__path__) if m.name != "main")
+    args = sys.argv[1:] if argv is None else argv
+    words = [a for a in args if not a.startswith("-")]
+    if words:
+        wanted = _MODULE_OF.get(words[0], words[0].replace("-", "_"))
+        if wanted in names and "-h" not in args[: args.index(words[0])]:
+            return [wanted]
+    return names
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tidelog", description="A Kafka-compatible log broker.")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for mod in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
-        if mod.name == "main":
-            continue
-        module = importlib.import_module(f"tidelog.cli.{mod.name}")
+    for name in _command_modules(argv):
+        module = importlib.import_module(f"tidelog.cli.{name}")
         register = getattr(module, "register", None)
         if register is not None:
             register(sub)
@@ -28,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
