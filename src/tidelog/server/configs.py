@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.config.broker_config import BROKER_CONFIG_DEF
 from tidelog.config.log_config import BROKER_SYNONYMS, LOG_CONFIG_DEF
 from tidelog.protocol.errors import ErrorCode
 
-from .errors import ApiError
+from .errors import ApiError, to_error
+
+if TYPE_CHECKING:
+    from .context import RequestContext
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 # Kafka's ConfigSource
@@ -134,3 +137,27 @@ def apply_incremental(
         else:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
     return out
+
+
+def alter_configs_response(
+    ctx: RequestContext,
+    request: Any,
+    api_key: int,
+    alter: Callable[[RequestContext, Any, bool], None],
+) -> Any:
+    """The per-resource response both AlterConfigs and IncrementalAlterConfigs send."""
+    from tidelog.protocol.codec import response_class
+    from tidelog.protocol.kio_util import make, nested
+
+    cls = response_class(api_key, ctx.api_version)
+    rcls = nested(cls, "responses")
+    out = []
+    for res in request.resources:
+        code, msg = ErrorCode.NONE, None
+        try:
+            alter(ctx, res, bool(request.validate_only))
+        except Exception as exc:
+            code, msg = to_error(exc)
+        out.append(make(rcls, error_code=code, error_message=msg,
+                        resource_type=res.resource_type, resource_name=res.resource_name))
+    return make(cls, throttle_time=0, responses=tuple(out))

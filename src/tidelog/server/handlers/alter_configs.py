@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.kio_util import make, nested
 
-from ..configs import TOPIC
+from ..configs import TOPIC, alter_configs_response
 from ..context import RequestContext
-from ..errors import ApiError, to_error
+from ..errors import ApiError
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -27,22 +25,4 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    cls = response_class(API_KEY, ctx.api_version)
-    rcls = nested(cls, "responses")
-    out = []
-    for res in request.resources:
-        code, msg = ErrorCode.NONE, None
-        try:
-            _alter(ctx, res, bool(request.validate_only))
-        except Exception as exc:
-            code, msg = to_error(exc)
-        out.append(
-            make(
-                rcls,
-                error_code=code,
-                error_message=msg,
-                resource_type=res.resource_type,
-                resource_name=res.resource_name,
-            )
-        )
-    return make(cls, throttle_time=0, responses=tuple(out))
+    return alter_configs_response(ctx, request, API_KEY, _alter)
