@@ -132,6 +132,34 @@ def measure(spark: Any, make_df: Any, expected: int) -> list[float]:
     return rates
 
 
+def measure_writes(spark: Any, n: int) -> None:
+    """Writes of the same DataFrame (string key, 100-byte value) to the noop sink and, through
+    the Arrow writer and an idempotent producer per task, to a tidelog broker."""
+    from peers import embedded_tidelog
+
+    df = spark.range(n, numPartitions=2).selectExpr(
+        "CAST(id AS STRING) AS key", "repeat('v', 100) AS value").cache()
+    df.count()
+
+    def timed(fn: Any) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return n / (time.perf_counter() - t0)
+
+    base = [timed(lambda: df.write.format("noop").mode("overwrite").save()) for _ in range(RUNS)]
+    with embedded_tidelog() as bootstrap:
+        from tidelog.protocol.client import KafkaClient
+
+        with KafkaClient(bootstrap) as c:
+            c.create_topics({"bench-write": 2})
+        rates = [timed(lambda: df.write.format("tidelog").option("kafka.bootstrap.servers", bootstrap)
+                       .option("topic", "bench-write").mode("append").save()) for _ in range(RUNS)]
+    print(f"{n:,} rows written, same DataFrame, {RUNS} runs")
+    print(f"  baseline noop sink             : {fmt(base)}")
+    print(f"  tidelog sink (tidelog broker)  : {fmt(rates, base)}")
+    df.unpersist()
+
+
 def fmt(rates: list[float], base: list[float] | None = None) -> str:
     text = f"{min(rates) / 1e6:.2f}..{max(rates) / 1e6:.2f} M rows/s"
     if base:
@@ -159,6 +187,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--skip-broker", action="store_true")
+    ap.add_argument("--write-records", type=int, default=500_000,
+                    help="rows written to a tidelog broker (0 to skip the write figures)")
     args = ap.parse_args()
     n = args.records // (PARTITIONS * PER_BATCH) * PARTITIONS * PER_BATCH
     spark = spark_session()
@@ -181,7 +211,9 @@ def main() -> None:
                     rates = measure(spark, lambda bs=bootstrap, e=ending: spark.read.format("tidelog").option(
                         "kafka.bootstrap.servers", bs).option("subscribe", "bench").option(
                         "endingOffsets", e).load(), n)
-                print(f"  broker mode ({label + ', wire)':<17}: {fmt(rates, base)}")
+                    print(f"  broker mode ({label + ', wire)':<17}: {fmt(rates, base)}")
+        if args.write_records and not args.skip_broker:
+            measure_writes(spark, args.write_records)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()

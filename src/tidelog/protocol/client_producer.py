@@ -15,7 +15,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tidelog.records import CompressionType, RecordBatchBuilder
+from tidelog.records import CompressionType, assemble_batch, compress
+from tidelog.records.varint import encode_varint
 
 from .client import KafkaClient, KafkaClientError, TopicPartition
 
@@ -57,11 +58,46 @@ def default_partition(key: bytes, num_partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
 
 
+# zig-zag varint encodings of -1..16383 (lengths, small deltas): a table lookup instead of a
+# per-byte loop for nearly every field of a record
+_VARINT_LIMIT = 16384
+_VARINTS = [encode_varint(v) for v in range(-1, _VARINT_LIMIT)]
+
+
+def _varint(v: int) -> bytes:
+    return _VARINTS[v + 1] if -1 <= v < _VARINT_LIMIT else encode_varint(v)
+
+
 @dataclass(slots=True)
 class _Pending:
-    builder: RecordBatchBuilder
-    size: int = 0
+    """The records of the batch being filled for one partition, already encoded."""
+
+    body: bytearray = field(default_factory=bytearray)
+    count: int = 0
+    first_ts: int = 0
+    max_ts: int = -1
     ready: list[bytes] = field(default_factory=list)
+
+    def add(self, ts: int, key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> None:
+        if not self.count:
+            self.first_ts = ts
+        if ts > self.max_ts:
+            self.max_ts = ts
+        parts = [b"\0", _varint(ts - self.first_ts), _varint(self.count)]
+        for data in (key, value):
+            if data is None:
+                parts.append(_VARINTS[0])
+            else:
+                parts += (_varint(len(data)), data)
+        parts.append(_varint(len(headers)))
+        for hkey, hval in headers:
+            raw = hkey.encode("utf-8")
+            parts += (_varint(len(raw)), raw)
+            parts += (_VARINTS[0],) if hval is None else (_varint(len(hval)), hval)
+        record = b"".join(parts)
+        self.body += _varint(len(record))
+        self.body += record
+        self.count += 1
 
 
 @dataclass(slots=True)
@@ -139,14 +175,11 @@ class Producer:
         tp = TopicPartition(topic, partition)
         pending = self._pending.get(tp)
         if pending is None:
-            pending = self._pending[tp] = _Pending(self._builder())
-        size = (
-            _RECORD_OVERHEAD
-            + len(key or b"")
-            + len(value or b"")
-            + sum(len(h) + len(v or b"") + 4 for h, v in headers)
-        )
-        if pending.size and pending.size + size > self.batch_bytes:
+            pending = self._pending[tp] = _Pending()
+        size = _RECORD_OVERHEAD + len(key or b"") + len(value or b"")
+        if headers:
+            size += sum(len(h) + len(v or b"") + 4 for h, v in headers)
+        if pending.count and len(pending.body) + size > self.batch_bytes:
             self._seal(tp, pending)
             if (
                 self.stats.batches
@@ -155,26 +188,34 @@ class Producer:
             ):
                 self.flush()
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        pending.builder.append(ts, key, value, headers)
-        pending.size += size
+        pending.add(ts, key, value, headers)
         self.stats.records += 1
 
-    def _builder(self) -> RecordBatchBuilder:
-        return RecordBatchBuilder(
-            self.compression, producer_id=self.producer_id, producer_epoch=self.producer_epoch
-        )
-
     def _seal(self, tp: TopicPartition, pending: _Pending) -> None:
-        builder = pending.builder
-        if len(builder):
+        if pending.count:
+            seq = -1
             if self.idempotent:
                 seq = self._sequences.get(tp, 0)
-                builder.base_sequence = seq
-                self._sequences[tp] = (seq + len(builder)) & 0x7FFFFFFF
-            pending.ready.append(builder.build())
+                self._sequences[tp] = (seq + pending.count) & 0x7FFFFFFF
+            pending.ready.append(
+                assemble_batch(
+                    base_offset=0,
+                    partition_leader_epoch=-1,
+                    attributes=int(self.compression),
+                    last_offset_delta=pending.count - 1,
+                    base_timestamp=pending.first_ts,
+                    max_timestamp=pending.max_ts,
+                    producer_id=self.producer_id,
+                    producer_epoch=self.producer_epoch,
+                    base_sequence=seq,
+                    records_count=pending.count,
+                    payload=compress(self.compression, bytes(pending.body)),
+                )
+            )
             self.stats.batches += 1
-        pending.builder = self._builder()
-        pending.size = 0
+        pending.body = bytearray()
+        pending.count = 0
+        pending.max_ts = -1
         if tp.topic in self._sticky:  # sticky partitioner: move on after a full batch
             self._sticky[tp.topic] = random.randrange(self.partition_count(tp.topic))
 
