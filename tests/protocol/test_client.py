@@ -133,9 +133,15 @@ def test_list_offsets_earliest_latest(client: KafkaClient) -> None:
     assert fetched[tps[1]].records == b""
 
 
-def test_offsets_for_times(client: KafkaClient, broker: tuple[str, str]) -> None:
-    if broker[0] == "tansu":
-        pytest.skip("Tansu 0.6.0 answers every ListOffsets timestamp lookup with offset 0")
+@pytest.fixture(scope="module")
+def tidelog_client() -> Iterator[KafkaClient]:
+    """Our broker only: Tansu 0.6.0 answers every ListOffsets timestamp lookup with offset 0."""
+    with kafka_broker("tidelog") as kb, KafkaClient(kb[1], retry_backoff_ms=20) as c:
+        yield c
+
+
+def test_offsets_for_times(tidelog_client: KafkaClient) -> None:
+    client = tidelog_client
     topic = _topic(client)
     tp = TopicPartition(topic, 0)
     client.produce(
