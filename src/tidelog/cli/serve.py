@@ -44,16 +44,18 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     from tidelog.config.broker_config import BrokerConfig
     from tidelog.server.broker import Broker
 
+    # Handlers go in first: a signal that arrives while the broker starts (or right after the
+    # ready file appears) must still mean a clean shutdown, not a KeyboardInterrupt.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     broker = Broker(BrokerConfig(props))
     await broker.start()
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(f"{broker.advertised_host}:{broker.bound_port}\n")
         tmp.replace(ready_file)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     log.info("shutting down")
     await broker.stop()
