@@ -81,9 +81,6 @@ def run_kafka_python(
         auto_offset_reset="earliest",
         session_timeout_ms=session,
         heartbeat_interval_ms=max(100, session // 6),
-        # The default 2 s broker-version probe can expire on a loaded machine, and the worker
-        # would then die before joining (seen once as a member that never got partitions).
-        api_version_auto_timeout_ms=30000,
     )
     c.subscribe([topic], listener=Listener())
     while not stop.is_set():
