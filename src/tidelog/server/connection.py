@@ -23,7 +23,10 @@ from tidelog.protocol.codec import (
     decode_request,
     encode_response,
     peek_header,
+    response_class,
 )
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import has_field, make
 
 from .context import RequestContext
 from .sendfile import close_chunks, write_chunks
@@ -169,20 +172,26 @@ class KafkaConnection(asyncio.Protocol):
                 *self.peer,
                 exc_info=exc,
             )
-            self.close("handler error")
+            fallback = _error_response(header.api_key, header.api_version)
+            if slot is None or fallback is None:
+                self.close("handler error")
+            else:
+                self._complete(slot, header.correlation_id, fallback)
             return
         if slot is None:
             if ctx.close_reason:  # e.g. a failed acks=0 produce: the client only sees this
                 self._flush()
                 self.close(ctx.close_reason)
             return
-        result = task.result()
+        self._complete(slot, header.correlation_id, task.result())
+
+    def _complete(self, slot: _Slot, correlation_id: int, result: Any) -> None:
         if result is None:
             slot.data = None
         elif isinstance(result, bytes | bytearray | list):
             slot.data = result
         else:
-            slot.data = encode_response(header.correlation_id, result)
+            slot.data = encode_response(correlation_id, result)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -229,3 +238,16 @@ class KafkaConnection(asyncio.Protocol):
         log.warning("closing connection from %s:%d: %s", *self.peer, reason)
         if self.transport is not None:
             self.transport.abort()
+
+
+def _error_response(api_key: int, api_version: int) -> Any | None:
+    """Kafka answers a request whose handling failed with UNKNOWN_SERVER_ERROR rather than
+    dropping the connection; that needs a top-level error code (Heartbeat, JoinGroup, Fetch
+    v7+, InitProducerId, ...). Responses with only per-item errors fall back to closing."""
+    try:
+        cls = response_class(api_key, api_version)
+    except Exception:
+        return None
+    if not has_field(cls, "error_code"):
+        return None
+    return make(cls, error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
