@@ -36,7 +36,7 @@ class Member:
             [sys.executable, str(WORKER), client, bootstrap, topic, group, str(session_ms)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=_stderr(client),
             text=True,
         )
         self.assignments: list[tuple[float, list[int]]] = []
