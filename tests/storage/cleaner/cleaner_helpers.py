@@ -18,11 +18,11 @@ from tidelog.util.clock import Clock, ManualClock
 Rec = tuple[int, bytes | None, bytes | None]  # offset, key, value
 
 
-def open_log(dir: Path, clock: Clock, **props: Any) -> Log:
+def open_log(dir: Path, clock: Clock, scheduler: Any = None, **props: Any) -> Log:
     base = {"cleanup.policy": "compact", "segment.bytes": 1024 * 1024}
     base.update({k.replace("_", "."): v for k, v in props.items()})
     cfg = LogConfig.from_props({k: str(v) for k, v in base.items()})
-    return Log.open(dir, cfg, clock=clock)
+    return Log.open(dir, cfg, clock=clock, scheduler=scheduler)
 
 
 def append(lg: Log, records: Iterable[tuple[bytes | None, bytes | None]],

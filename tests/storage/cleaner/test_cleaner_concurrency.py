@@ -10,11 +10,16 @@ from cleaner_helpers import append, kov, open_log, read_records
 
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.util.clock import SystemClock
+from tidelog.util.scheduler import KafkaScheduler
 
 
 def test_cleaner_thread_with_concurrent_appends_and_reads(tmp_path: Path) -> None:
     clock = SystemClock()
-    lg = open_log(tmp_path / "busy-0", clock, segment_bytes=2048,
+    # As in the broker, replaced segments are deleted after file.delete.delay.ms (default 60 s)
+    # by the scheduler, so a reader still holding one finishes its read (Kafka's asyncDelete).
+    scheduler = KafkaScheduler()
+    scheduler.startup()
+    lg = open_log(tmp_path / "busy-0", clock, scheduler, segment_bytes=2048,
                   min_cleanable_dirty_ratio=0.01)
     assert lg.topic_partition is not None
     logs = {lg.topic_partition: lg}
@@ -44,6 +49,7 @@ def test_cleaner_thread_with_concurrent_appends_and_reads(tmp_path: Path) -> Non
         done.set()
         t.join(60)
         cleaner.shutdown()
+        scheduler.shutdown()
     assert not errors, errors
     assert not t.is_alive()
     assert cleaner.manager.all_cleaner_checkpoints()  # it did clean meanwhile
