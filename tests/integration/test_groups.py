@@ -47,7 +47,19 @@ def _expect(rounds: int) -> set[tuple[int, int]]:
     return {(p, o) for p in range(PARTITIONS) for o in range(rounds * PER_PARTITION)}
 
 
-@pytest.mark.parametrize("mix", list(MIXES))
+KAFKA_PYTHON_JOIN_RACE = pytest.mark.quarantine(
+    reason="intermittent (about 1 in 2 with `-m quarantine`, rarer in the full suite): a "
+    "kafka-python member ends with no partitions while the other keeps all. The leader's first "
+    "assignment always runs without topic metadata (range assignor warning) and must be redone "
+    "by a rejoin; that second round is where it goes wrong. Not yet known whether the client or "
+    "the coordinator is at fault; WORKER_LOG_DIR=dir keeps the workers' logs."
+)
+
+
+@pytest.mark.parametrize(
+    "mix",
+    [pytest.param(m, marks=KAFKA_PYTHON_JOIN_RACE) if m == "kafka-python" else m for m in MIXES],
+)
 def test_three_members_split_partitions_and_fail_over(broker: EmbeddedBroker, mix: str) -> None:
     bs = broker.bootstrap_servers
     n = next(_ids)

@@ -81,6 +81,9 @@ def test_confluent_admin_client(broker: EmbeddedBroker) -> None:
     assert "adm-live" not in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
 
 
+@pytest.mark.quarantine(
+    reason="same intermittent kafka-python join race as test_groups.py's kafka-python case"
+)
 def test_kafka_python_admin_client(broker: EmbeddedBroker) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import MemberToRemove
