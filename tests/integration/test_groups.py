@@ -8,7 +8,14 @@ import itertools
 from collections.abc import Iterator
 
 import pytest
-from test_groups_support import Member, balanced, create_topic, produce, wait_for
+from test_groups_support import (
+    KAFKA_PYTHON_FIRST_JOIN_DELAY_MS,
+    Member,
+    balanced,
+    create_topic,
+    produce,
+    wait_for,
+)
 
 from tidelog.testing.embedded import EmbeddedBroker
 
@@ -16,7 +23,8 @@ SESSION_MS = 3000
 PARTITIONS = 6
 PER_PARTITION = 10
 BROKER_CONFIG = {
-    "group.initial.rebalance.delay.ms": "0",
+    # Not 0: see KAFKA_PYTHON_FIRST_JOIN_DELAY_MS in test_groups_support.py.
+    "group.initial.rebalance.delay.ms": KAFKA_PYTHON_FIRST_JOIN_DELAY_MS,
     "group.min.session.timeout.ms": "500",
     "offsets.topic.num.partitions": "5",
 }
@@ -47,19 +55,7 @@ def _expect(rounds: int) -> set[tuple[int, int]]:
     return {(p, o) for p in range(PARTITIONS) for o in range(rounds * PER_PARTITION)}
 
 
-KAFKA_PYTHON_JOIN_RACE = pytest.mark.quarantine(
-    reason="intermittent (about 1 in 2 with `-m quarantine`, rarer in the full suite): a "
-    "kafka-python member ends with no partitions while the other keeps all. The leader's first "
-    "assignment always runs without topic metadata (range assignor warning) and must be redone "
-    "by a rejoin; that second round is where it goes wrong. Not yet known whether the client or "
-    "the coordinator is at fault; WORKER_LOG_DIR=dir keeps the workers' logs."
-)
-
-
-@pytest.mark.parametrize(
-    "mix",
-    [pytest.param(m, marks=KAFKA_PYTHON_JOIN_RACE) if m == "kafka-python" else m for m in MIXES],
-)
+@pytest.mark.parametrize("mix", list(MIXES))
 def test_three_members_split_partitions_and_fail_over(broker: EmbeddedBroker, mix: str) -> None:
     bs = broker.bootstrap_servers
     n = next(_ids)

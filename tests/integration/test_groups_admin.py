@@ -9,7 +9,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from test_groups_support import Member, balanced, create_topic, produce, wait_for
+from test_groups_support import (
+    KAFKA_PYTHON_FIRST_JOIN_DELAY_MS,
+    Member,
+    balanced,
+    create_topic,
+    produce,
+    wait_for,
+)
 
 from tidelog.records import iter_batches
 from tidelog.server.group.records import (
@@ -31,7 +38,7 @@ TOPIC = "adm-topic"
 def broker() -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(
         {
-            "group.initial.rebalance.delay.ms": "0",
+            "group.initial.rebalance.delay.ms": KAFKA_PYTHON_FIRST_JOIN_DELAY_MS,
             "group.min.session.timeout.ms": "500",
             "offsets.topic.num.partitions": str(NUM_OFFSETS_PARTITIONS),
         }
@@ -81,9 +88,6 @@ def test_confluent_admin_client(broker: EmbeddedBroker) -> None:
     assert "adm-live" not in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
 
 
-@pytest.mark.quarantine(
-    reason="same intermittent kafka-python join race as test_groups.py's kafka-python case"
-)
 def test_kafka_python_admin_client(broker: EmbeddedBroker) -> None:
     from kafka import KafkaAdminClient
     from kafka.admin import MemberToRemove

@@ -16,6 +16,18 @@ from typing import Any
 
 WORKER = Path(__file__).with_name("test_groups_worker.py")
 
+# group.initial.rebalance.delay.ms for brokers that kafka-python consumers join (Kafka's
+# default is 3000). With 0, a kafka-python 3.0.x leader forms the first generation before its
+# topic metadata arrives, assigns nothing, and rejoins when the metadata lands. That rejoin is
+# triggered only by its metadata snapshot, not by its rejoin flag; when the JoinGroup response
+# comes back after poll(timeout_ms) returned (the group waits for the other members), the
+# leader's own assignment clears the snapshot difference, need_rejoin() turns False, and the
+# finished join is never consumed: heartbeats stay disabled, the coordinator expires the
+# member, and the client waits forever with no partitions. The Java client avoids this by
+# treating an in-flight join as "rejoin pending". A short initial delay lets the metadata
+# arrive before the first assignment, as it does against Kafka with its default.
+KAFKA_PYTHON_FIRST_JOIN_DELAY_MS = "1000"
+
 
 def _stderr(client: str) -> Any:
     """Workers' logs go nowhere unless WORKER_LOG_DIR names a directory (debugging)."""

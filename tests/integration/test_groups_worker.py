@@ -5,6 +5,9 @@
 Consumes with subscribe(), commits every record synchronously *before* reporting it, and
 writes JSON lines to stdout: {"assigned": [partitions]} after every rebalance and
 {"p": partition, "o": offset} per committed record. Runs until killed or stdin closes.
+
+Debugging: WORKER_LOG=INFO sets the root log level, WORKER_DEBUG=kafka.coordinator,... turns
+chosen loggers to DEBUG, and the test side's WORKER_LOG_DIR keeps each worker's stderr.
 """
 
 from __future__ import annotations
@@ -150,6 +153,8 @@ if __name__ == "__main__":
     logging.basicConfig(
         level=getattr(logging, os.environ.get("WORKER_LOG", "WARNING")), stream=sys.stderr
     )
+    for name in filter(None, os.environ.get("WORKER_DEBUG", "").split(",")):
+        logging.getLogger(name).setLevel(logging.DEBUG)
     client, bootstrap, topic, group, session = sys.argv[1:6]
     stop = threading.Event()
     threading.Thread(target=_watch_stdin, args=(stop,), daemon=True).start()

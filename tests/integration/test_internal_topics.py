@@ -46,7 +46,9 @@ def test_clients_cannot_produce_to_the_offsets_topic(broker: EmbeddedBroker) -> 
     _commit(bs, "g-internal", "user-topic", 3)  # creates __consumer_offsets
     errors: list[KafkaError | None] = []
     cp = Producer({"bootstrap.servers": bs, "message.send.max.retries": 0})
-    cp.produce(OFFSETS_TOPIC, b"v", key=b"k", partition=0, on_delivery=lambda e, m: errors.append(e))
+    cp.produce(
+        OFFSETS_TOPIC, b"v", key=b"k", partition=0, on_delivery=lambda e, m: errors.append(e)
+    )
     cp.flush(30)
     assert len(errors) == 1 and errors[0] is not None
     assert errors[0].code() == KafkaError.TOPIC_EXCEPTION  # Kafka's INVALID_TOPIC_EXCEPTION (17)
