@@ -17,6 +17,10 @@ Two measurements:
 * **clients** (with ``--clients``): N confluent-kafka consumers subscribe at once; time until
   all N own one partition each (librdkafka, heartbeat.interval.ms=100).
 
+Baseline: the wire measurements again against ``tidelog serve`` with Kafka's default
+initial delay (3000 ms) and against Tansu (same protocol-level members; Tansu has no delay
+setting), with the ratio of the two.
+
 Run: .venv/bin/python bench/groups.py [--clients]
 """
 
@@ -32,6 +36,8 @@ import tempfile
 import threading
 import time
 from typing import Any
+
+from broker import tansu_broker  # bench/broker.py: the Tansu baseline broker
 
 from tidelog.protocol.client_kio import decode_response, encode_request
 from tidelog.server.group.config import GroupConfig
@@ -257,11 +263,11 @@ def clients_once(bootstrap: str, n: int, topic: str) -> float:
     return elapsed
 
 
-def start_broker(log_dir: str) -> tuple[subprocess.Popen[str], int]:
+def start_broker(log_dir: str, delay_ms: int = 0) -> tuple[subprocess.Popen[str], int]:
     overrides = {
         "listeners": "PLAINTEXT://127.0.0.1:0",
         "log.dirs": log_dir,
-        "group.initial.rebalance.delay.ms": "0",
+        "group.initial.rebalance.delay.ms": str(delay_ms),
         "group.min.session.timeout.ms": "1000",
     }
     cmd = [sys.executable, "-m", "tidelog.cli.main", "serve"]
@@ -311,23 +317,43 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         proc, port = start_broker(d)
         try:
-            print(f"wire: tidelog serve, delay 0, heartbeat {HEARTBEAT_MS} ms (median of {RUNS})")
-            for n in SIZES:
-                cold = statistics.median(
-                    asyncio.run(wire_once(port, n, False)) for _ in range(RUNS)
-                )
-                extra = ""
-                if n > 1:
-                    one = statistics.median(
-                        asyncio.run(wire_once(port, n, True)) for _ in range(RUNS)
-                    )
-                    extra = f"  join-one (N-1 -> N): {one * 1e3:8.1f} ms"
-                print(f"  {n:3d} members: cold {cold * 1e3:8.1f} ms{extra}")
+            wire_section(f"tidelog serve, delay 0, heartbeat {HEARTBEAT_MS} ms", port)
             if "--clients" in sys.argv:
                 clients_section(f"127.0.0.1:{port}")
         finally:
             proc.terminate()
             proc.wait(30)
+    # Tansu has no group.initial.rebalance.delay.ms setting, so the baseline comparison is
+    # broker against broker at their defaults: ours with Kafka's 3000 ms.
+    with tempfile.TemporaryDirectory() as d:
+        proc, port = start_broker(d, delay_ms=3000)
+        try:
+            ours = wire_section("tidelog serve, Kafka's default delay 3000 ms", port)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    with tansu_broker() as bootstrap:
+        theirs = wire_section("Tansu (baseline), its defaults", int(bootstrap.rsplit(":", 1)[1]))
+    print("ratio Tansu/tidelog time, both at defaults (above 1: tidelog is faster)")
+    for key, t in ours.items():
+        if key in theirs:
+            print(f"  {key:<22} {theirs[key] / t:6.2f}x")
+
+
+def wire_section(label: str, port: int) -> dict[str, float]:
+    """Median cold and join-one times for each size against the broker on ``port``."""
+    print(f"wire: {label} (median of {RUNS})")
+    out: dict[str, float] = {}
+    for n in SIZES:
+        cold = statistics.median(asyncio.run(wire_once(port, n, False)) for _ in range(RUNS))
+        out[f"{n} members cold"] = cold
+        extra = ""
+        if n > 1:
+            one = statistics.median(asyncio.run(wire_once(port, n, True)) for _ in range(RUNS))
+            out[f"{n} members join-one"] = one
+            extra = f"  join-one (N-1 -> N): {one * 1e3:8.1f} ms"
+        print(f"  {n:3d} members: cold {cold * 1e3:8.1f} ms{extra}", flush=True)
+    return out
 
 
 if __name__ == "__main__":
