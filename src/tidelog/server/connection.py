@@ -4,7 +4,8 @@ A buffered ``asyncio.Protocol``: each ``data_received`` call splits every comple
 starts its handler, and the responses that are ready are flushed together with one
 ``writelines`` (one socket write per read batch). Responses leave strictly in request order
 (kafka-python checks correlation ids in order); a Produce with acks=0 has no response slot.
-Frames over ``socket.request.max.bytes`` and undecodable frames close this connection only.
+Frames over ``socket.request.max.bytes`` and undecodable frames close this connection only; a
+handler that fails is answered with UNKNOWN_SERVER_ERROR (error_response.py), as Kafka does.
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ from tidelog.protocol.codec import (
     decode_request,
     encode_response,
     peek_header,
-    response_class,
 )
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.kio_util import has_field, make
 
 from .context import RequestContext
+from .error_response import error_response
 from .sendfile import close_chunks, write_chunks
 
 if TYPE_CHECKING:
@@ -141,19 +141,21 @@ class KafkaConnection(asyncio.Protocol):
             return False
         ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1])
         if key == 0 and getattr(request, "acks", 1) == 0:
-            self._spawn(None, spec.handle(ctx, request), ctx)
+            self._spawn(None, request, ctx, spec.handle)
             return True
         slot = _Slot()
         self.slots.append(slot)
-        self._spawn(slot, spec.handle(ctx, request), ctx)
+        self._spawn(slot, request, ctx, spec.handle)
         return True
 
-    def _spawn(self, slot: _Slot | None, coro: Any, ctx: RequestContext) -> None:
-        task = asyncio.ensure_future(coro)
+    def _spawn(self, slot: _Slot | None, request: Any, ctx: RequestContext, handle: Any) -> None:
+        task = asyncio.ensure_future(handle(ctx, request))
         self._tasks.add(task)
-        task.add_done_callback(lambda t: self._done(t, slot, ctx))
+        task.add_done_callback(lambda t: self._done(t, slot, ctx, request))
 
-    def _done(self, task: asyncio.Task[Any], slot: _Slot | None, ctx: RequestContext) -> None:
+    def _done(
+        self, task: asyncio.Task[Any], slot: _Slot | None, ctx: RequestContext, request: Any
+    ) -> None:
         header = ctx.header
         self._tasks.discard(task)
         if task.cancelled():
@@ -172,7 +174,15 @@ class KafkaConnection(asyncio.Protocol):
                 *self.peer,
                 exc_info=exc,
             )
-            fallback = _error_response(header.api_key, header.api_version)
+            try:
+                fallback = error_response(
+                    header.api_key, header.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR
+                )
+            except Exception:  # never let the error path take the loop down
+                log.exception(
+                    "no error response for API %d v%d", header.api_key, header.api_version
+                )
+                fallback = None
             if slot is None or fallback is None:
                 self.close("handler error")
             else:
@@ -238,16 +248,3 @@ class KafkaConnection(asyncio.Protocol):
         log.warning("closing connection from %s:%d: %s", *self.peer, reason)
         if self.transport is not None:
             self.transport.abort()
-
-
-def _error_response(api_key: int, api_version: int) -> Any | None:
-    """Kafka answers a request whose handling failed with UNKNOWN_SERVER_ERROR rather than
-    dropping the connection; that needs a top-level error code (Heartbeat, JoinGroup, Fetch
-    v7+, InitProducerId, ...). Responses with only per-item errors fall back to closing."""
-    try:
-        cls = response_class(api_key, api_version)
-    except Exception:
-        return None
-    if not has_field(cls, "error_code"):
-        return None
-    return make(cls, error_code=ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -1,0 +1,149 @@
+"""The answer to a request whose handler failed: Kafka's ``AbstractRequest.getErrorResponse``.
+
+Kafka never drops a connection because handling one request went wrong: it answers with the
+error in the top-level ``error_code`` where the response has one, and otherwise in every
+per-item ``error_code``, the items mirroring the request (each partition of a Produce, each
+topic of a CreateTopics, each group of a DescribeGroups...). The client then sees a retriable
+UNKNOWN_SERVER_ERROR per item instead of a broken connection.
+
+``MIRRORS`` says, per API, which request list each response list copies and which fields come
+along; ``make`` drops the fields a version lacks, so one rule serves every version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import has_field, make, nested
+
+SELF = ""  # a copy rule's source meaning "the request item itself" (lists of names/ints)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mirror:
+    """Response list ``resp`` gets one item per element of request list ``req``."""
+
+    resp: str
+    req: str
+    copy: tuple[tuple[str, str], ...] = ()  # (response field, request item field or SELF)
+    child: Mirror | None = None
+
+
+def _m(resp: str, req: str, child: Mirror | None = None, **copy: str) -> Mirror:
+    return Mirror(resp, req, tuple(copy.items()), child)
+
+
+# A failed item's offsets, timestamps, epochs and ids are -1, as Kafka's (INVALID_OFFSET...).
+_INVALID = {
+    name: -1
+    for name in (
+        "base_offset",
+        "log_append_time",
+        "log_start_offset",
+        "high_watermark",
+        "last_stable_offset",
+        "offset",
+        "timestamp",
+        "leader_epoch",
+        "committed_offset",
+        "committed_leader_epoch",
+        "low_watermark",
+        "node_id",
+        "leader_id",
+        "port",
+    )
+}
+
+_PARTITIONS = _m("partitions", "partitions", partition_index="partition_index")
+MIRRORS: dict[int, tuple[Mirror, ...]] = {
+    0: (
+        _m(
+            "responses",
+            "topic_data",
+            _m("partition_responses", "partition_data", index="index"),
+            name="name",
+        ),
+    ),
+    1: (
+        _m(
+            "responses",
+            "topics",
+            _m("partitions", "partitions", partition_index="partition"),
+            topic="topic",
+        ),
+    ),
+    2: (_m("topics", "topics", _PARTITIONS, name="name"),),
+    3: (_m("topics", "topics", name="name", topic_id="topic_id"),),
+    8: (_m("topics", "topics", _PARTITIONS, name="name"),),
+    9: (
+        _m(
+            "topics",
+            "topics",
+            _m("partitions", "partition_indexes", partition_index=SELF),
+            name="name",
+        ),
+        _m("groups", "groups", group_id="group_id"),
+    ),
+    10: (_m("coordinators", "coordinator_keys", key=SELF),),
+    15: (_m("groups", "groups", group_id=SELF),),
+    19: (_m("topics", "topics", name="name"),),
+    20: (
+        _m("responses", "topics", name="name", topic_id="topic_id"),
+        _m("responses", "topic_names", name=SELF),
+    ),
+    21: (_m("topics", "topics", _PARTITIONS, name="name"),),
+    32: (_m("results", "resources", resource_type="resource_type", resource_name="resource_name"),),
+    33: (
+        _m("responses", "resources", resource_type="resource_type", resource_name="resource_name"),
+    ),
+    37: (_m("results", "topics", name="name"),),
+    42: (_m("results", "groups_names", group_id=SELF),),
+    44: (
+        _m("responses", "resources", resource_type="resource_type", resource_name="resource_name"),
+    ),
+    61: (
+        _m(
+            "topics",
+            "topics",
+            _m("partitions", "partition_indexes", partition_index=SELF),
+            name="name",
+        ),
+    ),
+}
+
+
+def error_response(api_key: int, api_version: int, request: Any, error: ErrorCode) -> Any | None:
+    """The response carrying ``error`` for ``request``; empty where the version has nowhere to
+    put it (as Kafka's, e.g. DescribeLogDirs v1-2). None only for an unknown response class."""
+    try:
+        cls = response_class(api_key, api_version)
+    except Exception:
+        return None
+    kw: dict[str, Any] = {}
+    if has_field(cls, "error_code"):
+        kw["error_code"] = error
+    for rule in MIRRORS.get(api_key, ()):
+        if has_field(cls, rule.resp) and getattr(request, rule.req, None) is not None:
+            kw[rule.resp] = _mirror(cls, request, rule, error)
+    return make(cls, **kw)
+
+
+def _mirror(parent_cls: type, request: Any, rule: Mirror, error: ErrorCode) -> tuple[Any, ...]:
+    item_cls = nested(parent_cls, rule.resp)
+    items = []
+    for src in getattr(request, rule.req) or ():
+        kw: dict[str, Any] = {k: v for k, v in _INVALID.items() if has_field(item_cls, k)}
+        for dst, field in rule.copy:
+            value = src if field == SELF else getattr(src, field, None)
+            if value is not None:
+                kw[dst] = value
+        if has_field(item_cls, "error_code"):
+            kw["error_code"] = error
+        child = rule.child
+        if child is not None and has_field(item_cls, child.resp):
+            kw[child.resp] = _mirror(item_cls, src, child, error)
+        items.append(make(item_cls, **kw))
+    return tuple(items)
