@@ -67,6 +67,21 @@ def decode_response(api_key: int, version: int, frame: bytes) -> object:
     return obj
 
 
+def error_codes(obj: object) -> list[int]:
+    """Every ``error_code`` anywhere in a decoded response, top level and per item."""
+    import dataclasses
+
+    out: list[int] = []
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            v = getattr(obj, f.name)
+            out.extend([int(v)] if f.name == "error_code" else error_codes(v))
+    elif isinstance(obj, tuple):
+        for v in obj:
+            out.extend(error_codes(v))
+    return out
+
+
 class Wire:
     """A raw connection that sends kio-built requests and decodes the responses."""
 

@@ -14,7 +14,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_wire import Wire, decode_response, produce_body, recv_frame, request_frame
+from broker_wire import (
+    Wire,
+    decode_response,
+    error_codes,
+    produce_body,
+    recv_frame,
+    request_frame,
+)
 
 from tidelog.protocol.codec import request_class
 from tidelog.protocol.errors import ErrorCode
@@ -69,18 +76,6 @@ def _sample(cls: type, name: str = "t") -> Any:
     return make(cls, **kw)
 
 
-def _error_codes(obj: Any) -> list[int]:
-    out: list[int] = []
-    if dataclasses.is_dataclass(obj):
-        for f in dataclasses.fields(obj):
-            v = getattr(obj, f.name)
-            out.extend([int(v)] if f.name == "error_code" else _error_codes(v))
-    elif isinstance(obj, tuple):
-        for v in obj:
-            out.extend(_error_codes(v))
-    return out
-
-
 @pytest.fixture
 def failing_broker() -> Iterator[EmbeddedBroker]:
     """Every handler but ApiVersions fails."""
@@ -104,7 +99,7 @@ def test_every_api_answers_a_failed_handler_per_item(failing_broker: EmbeddedBro
                     body = dataclasses.replace(body, acks=1)
                 w.sock.sendall(request_frame(spec.api_key, version, 7, body))
                 resp = decode_response(spec.api_key, version, recv_frame(w.sock))
-                codes = _error_codes(resp)
+                codes = error_codes(resp)
                 where = (spec.api_key, version, resp)
                 assert set(codes) <= {ErrorCode.UNKNOWN_SERVER_ERROR}, where
                 # DescribeLogDirs v1-2 have no error field for a request's topics (as Kafka's)

@@ -3,7 +3,7 @@
 Kafka never drops a connection because handling one request went wrong: it answers with the
 error in the top-level ``error_code`` where the response has one, and otherwise in every
 per-item ``error_code``, the items mirroring the request (each partition of a Produce, each
-topic of a CreateTopics, each group of a DescribeGroups...). The client then sees a retriable
+topic of a CreateTopics, each group of a DescribeGroups...). The client then sees
 UNKNOWN_SERVER_ERROR per item instead of a broken connection.
 
 ``MIRRORS`` says, per API, which request list each response list copies and which fields come

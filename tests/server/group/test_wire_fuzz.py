@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_wire import decode_response, recv_frame, request_frame
+from broker_wire import decode_response, error_codes, recv_frame, request_frame
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -160,7 +160,7 @@ def test_group_apis_answer_arbitrary_requests(
                 frame = recv_frame(sock)
                 assert int.from_bytes(frame[:4], "big") == corr
                 resp = decode_response(key, version, frame)
-                codes = _error_codes(resp)
+                codes = error_codes(resp)
                 assert ErrorCode.UNKNOWN_SERVER_ERROR not in codes, (GROUP_APIS[key], version, resp)
                 assert all(c in ErrorCode._value2member_map_ for c in codes), codes
                 if key == 11 and resp.member_id and resp.member_id not in learned:  # type: ignore[attr-defined]
@@ -180,19 +180,3 @@ def _resolve(obj: Any, learned: list[str]) -> Any:
         changes = {f.name: _resolve(getattr(obj, f.name), learned) for f in dataclasses.fields(obj)}
         return dataclasses.replace(obj, **changes)
     return obj
-
-
-def _error_codes(obj: Any) -> list[int]:
-    """Every error_code anywhere in a decoded response."""
-    out: list[int] = []
-    if dataclasses.is_dataclass(obj):
-        for f in dataclasses.fields(obj):
-            v = getattr(obj, f.name)
-            if f.name == "error_code":
-                out.append(int(v))
-            else:
-                out.extend(_error_codes(v))
-    elif isinstance(obj, tuple):
-        for v in obj:
-            out.extend(_error_codes(v))
-    return out
