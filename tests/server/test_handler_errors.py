@@ -119,3 +119,28 @@ def test_failed_produce_mirrors_partitions_with_invalid_offsets(
             (0, ErrorCode.UNKNOWN_SERVER_ERROR, -1),
             (3, ErrorCode.UNKNOWN_SERVER_ERROR, -1),
         ]
+
+
+def test_real_producer_gets_the_error_per_partition() -> None:
+    """librdkafka through confluent-kafka: a failing Produce handler reaches the delivery
+    report as Kafka's UNKNOWN error, not as a dropped connection and a retry loop."""
+    import confluent_kafka
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with EmbeddedBroker() as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("fails", 2, 1)])["fails"].result(30)
+        spec = b.broker.registry._specs[0]
+        b.broker.registry._specs[0] = dataclasses.replace(spec, handle=_boom)
+        errors: list[Any] = []
+        p = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": b.bootstrap_servers,
+                "enable.idempotence": False,
+                "message.send.max.retries": 0,
+            }
+        )
+        for part in (0, 1):
+            p.produce("fails", b"v", partition=part, on_delivery=lambda e, m: errors.append(e))
+        assert p.flush(30) == 0
+    assert [e.code() for e in errors] == [confluent_kafka.KafkaError.UNKNOWN] * 2, errors
