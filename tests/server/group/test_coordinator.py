@@ -175,6 +175,34 @@ def test_session_expiry_is_exactly_the_session_timeout() -> None:
     assert g.state == GroupState.EMPTY and g.generation_id == 2  # rebalanced to empty
 
 
+def test_join_that_outlasts_the_session_timeout_still_expires_on_time() -> None:
+    """A member's first join waits longer than its session timeout (the initial delay,
+    re-armed as members keep arriving); once joined, silence for one session timeout must
+    remove it. While it waited, its expiry timer was re-armed at new_member_join_timeout (5
+    minutes): that timer has to be pulled back in when the join completes."""
+    session, step = 1500, 100
+    h = Harness(group_initial_rebalance_delay_ms=1000, group_min_session_timeout_ms=500)
+    start = h.clock.milliseconds()
+    first = h.join("g", session=session)
+    h.clock.advance(900)
+    second = h.join("g", session=session)  # re-arms the initial delay
+    while not first.done:
+        h.clock.advance(step)
+    joined = h.clock.milliseconds()
+    assert joined - start > session  # the session timer fired while the join waited
+    assert [_join(b.one).error for b in (first, second)] == [ErrorCode.NONE] * 2
+    ids = [_join(b.one).member_id for b in (first, second)]
+    h.sync_all("g", ids)
+    g = h.coord.groups["g"]
+    synced = h.clock.milliseconds()
+    while ids[0] in g.members and h.clock.milliseconds() < synced + 2 * session:
+        assert h.coord.heartbeat("g", ids[1], g.generation_id) == ErrorCode.NONE  # ids[0] not
+        h.clock.advance(step)
+    assert ids[0] not in g.members, "a silent member outlived its session timeout"
+    assert h.clock.milliseconds() == synced + session  # its last sign of life: the SyncGroup
+    assert h.coord.heartbeat("g", ids[1], 1) == ErrorCode.REBALANCE_IN_PROGRESS
+
+
 def test_leave_group_batched_and_errors() -> None:
     h = Harness()
     m1, m2, m3 = h.stable_group(3)

@@ -62,6 +62,7 @@ class MemberMetadata:
     is_new: bool = False
     heartbeat_satisfied: bool = False
     heartbeat_task: ScheduledTask | None = None
+    expiry_at_ms: int = 0  # when heartbeat_task fires
     last_heartbeat_ms: int = 0
 
     @property

@@ -494,11 +494,26 @@ class RebalanceCore:
     def _complete_and_schedule_heartbeat(
         self, group: GroupMetadata, member: MemberMetadata
     ) -> None:
-        member.last_heartbeat_ms = self.now()
-        if member.heartbeat_task is None:
-            self._schedule_expiry(group, member, member.session_timeout_ms)
+        """Kafka's completeAndScheduleNextHeartbeatExpiration. A later deadline leaves the
+        armed timer alone (it re-checks when it fires), an earlier one re-arms it: e.g. a
+        member whose first join outlasted its session is armed at new_member_join_timeout."""
+        now = self.now()
+        member.last_heartbeat_ms = now
+        deadline = self._expiry_deadline(member, now)
+        if member.heartbeat_task is None or member.expiry_at_ms > deadline:
+            member.cancel_heartbeat()
+            self._schedule_expiry(group, member, deadline - now)
+
+    def _expiry_deadline(self, member: MemberMetadata, now: int) -> int:
+        if member.is_awaiting_join and member.is_new:
+            return member.last_heartbeat_ms + self.config.new_member_join_timeout_ms
+        deadline = member.last_heartbeat_ms + member.session_timeout_ms
+        if member.is_awaiting_join:  # waiting on the others: not its fault
+            deadline = max(deadline, now + member.session_timeout_ms)
+        return deadline
 
     def _schedule_expiry(self, group: GroupMetadata, member: MemberMetadata, delay: int) -> None:
+        member.expiry_at_ms = self.now() + max(delay, 0)
         member.heartbeat_task = self.scheduler.schedule(
             f"heartbeat-{group.group_id}-{member.member_id}",
             lambda: self._on_expire_heartbeat(group, member),
@@ -510,12 +525,7 @@ class RebalanceCore:
         if group.members.get(member.member_id) is not member:
             return  # left, replaced or expired already
         now = self.now()
-        if member.is_awaiting_join and member.is_new:
-            deadline = member.last_heartbeat_ms + self.config.new_member_join_timeout_ms
-        else:
-            deadline = member.last_heartbeat_ms + member.session_timeout_ms
-        if member.is_awaiting_join and not member.is_new:
-            deadline = max(deadline, now + member.session_timeout_ms)  # waiting on others
+        deadline = self._expiry_deadline(member, now)
         if now < deadline:
             self._schedule_expiry(group, member, deadline - now)
             return
