@@ -14,6 +14,7 @@ import asyncio
 import logging
 import struct
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.protocol.codec import (
@@ -148,7 +149,13 @@ class KafkaConnection(asyncio.Protocol):
         self._spawn(slot, request, ctx, spec.handle)
         return True
 
-    def _spawn(self, slot: _Slot | None, request: Any, ctx: RequestContext, handle: Any) -> None:
+    def _spawn(
+        self,
+        slot: _Slot | None,
+        request: Any,
+        ctx: RequestContext,
+        handle: Callable[[RequestContext, Any], Awaitable[Any]],
+    ) -> None:
         task = asyncio.ensure_future(handle(ctx, request))
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._done(t, slot, ctx, request))

@@ -57,7 +57,23 @@ _INVALID = {
     )
 }
 
-_PARTITIONS = _m("partitions", "partitions", partition_index="partition_index")
+# Shapes several APIs share: topics with partition structs, topics with partition indexes,
+# config resources.
+_TOPIC_PARTITIONS = _m(
+    "topics",
+    "topics",
+    _m("partitions", "partitions", partition_index="partition_index"),
+    name="name",
+)
+_TOPIC_INDEXES = _m(
+    "topics", "topics", _m("partitions", "partition_indexes", partition_index=SELF), name="name"
+)
+
+
+def _resources(resp: str) -> Mirror:
+    return _m(resp, "resources", resource_type="resource_type", resource_name="resource_name")
+
+
 MIRRORS: dict[int, tuple[Mirror, ...]] = {
     0: (
         _m(
@@ -75,18 +91,10 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
             topic="topic",
         ),
     ),
-    2: (_m("topics", "topics", _PARTITIONS, name="name"),),
+    2: (_TOPIC_PARTITIONS,),
     3: (_m("topics", "topics", name="name", topic_id="topic_id"),),
-    8: (_m("topics", "topics", _PARTITIONS, name="name"),),
-    9: (
-        _m(
-            "topics",
-            "topics",
-            _m("partitions", "partition_indexes", partition_index=SELF),
-            name="name",
-        ),
-        _m("groups", "groups", group_id="group_id"),
-    ),
+    8: (_TOPIC_PARTITIONS,),
+    9: (_TOPIC_INDEXES, _m("groups", "groups", group_id="group_id")),
     10: (_m("coordinators", "coordinator_keys", key=SELF),),
     15: (_m("groups", "groups", group_id=SELF),),
     19: (_m("topics", "topics", name="name"),),
@@ -94,24 +102,13 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
         _m("responses", "topics", name="name", topic_id="topic_id"),
         _m("responses", "topic_names", name=SELF),
     ),
-    21: (_m("topics", "topics", _PARTITIONS, name="name"),),
-    32: (_m("results", "resources", resource_type="resource_type", resource_name="resource_name"),),
-    33: (
-        _m("responses", "resources", resource_type="resource_type", resource_name="resource_name"),
-    ),
+    21: (_TOPIC_PARTITIONS,),
+    32: (_resources("results"),),
+    33: (_resources("responses"),),
     37: (_m("results", "topics", name="name"),),
     42: (_m("results", "groups_names", group_id=SELF),),
-    44: (
-        _m("responses", "resources", resource_type="resource_type", resource_name="resource_name"),
-    ),
-    61: (
-        _m(
-            "topics",
-            "topics",
-            _m("partitions", "partition_indexes", partition_index=SELF),
-            name="name",
-        ),
-    ),
+    44: (_resources("responses"),),
+    61: (_TOPIC_INDEXES,),
 }
 
 
