@@ -7,6 +7,15 @@ from typing import TYPE_CHECKING
 
 from tidelog.protocol.codec import RequestHeader
 
+from .security.types import (
+    ANONYMOUS,
+    AclOperation,
+    KafkaPrincipal,
+    ResourceType,
+    operations_bitfield,
+    supported_operations,
+)
+
 if TYPE_CHECKING:
     from .broker import Broker
 
@@ -20,6 +29,27 @@ class RequestContext:
     # set by a handler that wants the connection closed after this request (Kafka closes
     # the connection when an acks=0 produce fails: the client has no other way to learn it)
     close_reason: str | None = None
+    # who is asking: User:ANONYMOUS on PLAINTEXT, the SASL/TLS identity once authenticated
+    principal: KafkaPrincipal = ANONYMOUS
+    listener_name: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+        """The one authorization call every handler makes (Kafka's AuthHelper.authorize).
+        True when no authorizer is configured."""
+        authorizer = getattr(self.broker, "authorizer", None)
+        if authorizer is None:
+            return True
+        return bool(authorizer.authorize(self.principal, self.client_host, operation,
+                                         resource_type, name))
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """The bit field of ``include_*_authorized_operations`` answers: every supported
+        operation without an authorizer, else only the allowed ones."""
+        ops = supported_operations(resource_type)
+        if getattr(self.broker, "authorizer", None) is not None:
+            ops = frozenset(op for op in ops if self.authorize(op, resource_type, name))
+        return operations_bitfield(ops)
 
     @property
     def api_version(self) -> int:
