@@ -58,8 +58,19 @@ def test_listeners() -> None:
     )
     with pytest.raises(ConfigError, match="listeners"):
         BrokerConfig({"listeners": "not a uri"})
-    with pytest.raises(ConfigError, match="PLAINTEXT"):
-        BrokerConfig({"listeners": "SSL://localhost:9093"})
+    with pytest.raises(ConfigError, match=r"listener\.security\.protocol\.map"):
+        BrokerConfig({"listeners": "INTERNAL://localhost:9093"})
+    several = BrokerConfig(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_SSL",
+            "advertised.listeners": "INTERNAL://internal.example:9095",
+        }
+    )
+    assert [lst.name for lst in several.listeners] == ["PLAINTEXT", "INTERNAL"]
+    assert several.security_protocol("INTERNAL") == "SASL_SSL"
+    assert several.advertised["INTERNAL"].host == "internal.example"
+    assert several.advertised["PLAINTEXT"].host == "127.0.0.1"
 
 
 def test_bad_values_name_the_key() -> None:

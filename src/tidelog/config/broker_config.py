@@ -22,7 +22,7 @@ _d(
     "listeners",
     "list",
     "PLAINTEXT://localhost:9092",
-    "Listener URIs (one PLAINTEXT listener is served).",
+    "Listener URIs NAME://host:port; every listener is served.",
 )
 _d(
     "advertised.listeners",
@@ -136,6 +136,55 @@ _d(
     between(1, INT_MAX),
 )
 _d("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this.")
+# security (Kafka's names; listener.name.<listener>.<key> overrides any of them per listener)
+_d(
+    "listener.security.protocol.map",
+    "list",
+    "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    "Listener name to security protocol.",
+)
+_d("ssl.keystore.type", "string", "PEM", "Only PEM keystores are read.", one_of("PEM"))
+_d("ssl.keystore.location", "string", None, "PEM file with the private key and its chain.")
+_d("ssl.keystore.certificate.chain", "password", None, "Inline PEM certificate chain.")
+_d("ssl.keystore.key", "password", None, "Inline PEM private key.")
+_d("ssl.key.password", "password", None, "Password of an encrypted private key.")
+_d("ssl.truststore.type", "string", "PEM", "Only PEM truststores are read.", one_of("PEM"))
+_d("ssl.truststore.location", "string", None, "PEM file of trusted CA certificates.")
+_d("ssl.truststore.certificates", "password", None, "Inline PEM trusted certificates.")
+_d(
+    "ssl.client.auth",
+    "string",
+    "none",
+    "Client certificates: none, requested or required.",
+    one_of("none", "requested", "required"),
+)
+_d("ssl.enabled.protocols", "list", "TLSv1.2,TLSv1.3", "TLS versions accepted.")
+_d("ssl.cipher.suites", "list", "", "OpenSSL cipher names; empty keeps the defaults.")
+_d("ssl.principal.mapping.rules", "string", "DEFAULT", "Certificate DN to principal name.")
+_d("sasl.enabled.mechanisms", "list", "GSSAPI", "SASL mechanisms offered.")
+_d(
+    "sasl.server.max.receive.size",
+    "int",
+    524288,
+    "Largest frame accepted before authentication.",
+    at_least(1),
+)
+_d(
+    "connection.failed.authentication.delay.ms",
+    "int",
+    100,
+    "Delay before answering and closing a failed authentication.",
+    at_least(0),
+)
+_d("connections.max.reauth.ms", "long", 0, "SASL session lifetime (KIP-368); 0 = unlimited.")
+_d("authorizer.class.name", "string", "", "StandardAuthorizer (or AclAuthorizer) enables ACLs.")
+_d("super.users", "string", "", "Principals allowed everything, separated by ';'.")
+_d(
+    "allow.everyone.if.no.acl.found",
+    "boolean",
+    False,
+    "Allow access to a resource no ACL matches.",
+)
 
 
 def _fmt(v: Any) -> str:
@@ -162,6 +211,17 @@ class Listener:
             raise ConfigError("listeners", uri, "expected NAME://host:port") from None
 
 
+def _protocol_map(entries: list[str]) -> dict[str, str]:
+    protocols = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+    out: dict[str, str] = {}
+    for entry in entries:
+        name, sep, protocol = entry.partition(":")
+        if not sep or protocol.upper() not in protocols:
+            raise ConfigError("listener.security.protocol.map", entry, "expected NAME:PROTOCOL")
+        out[name.strip().upper()] = protocol.strip().upper()
+    return out
+
+
 class BrokerConfig:
     """Typed broker settings; attribute names are the Kafka names in snake_case."""
 
@@ -171,11 +231,21 @@ class BrokerConfig:
         listeners = [Listener.parse(u) for u in self.values["listeners"]]
         if not listeners:
             raise ConfigError("listeners", self.values["listeners"], "at least one listener")
-        if listeners[0].name not in ("PLAINTEXT",):
-            raise ConfigError("listeners", listeners[0].name, "only PLAINTEXT is supported")
+        self.protocol_map = _protocol_map(self.values["listener.security.protocol.map"])
+        names = [lst.name for lst in listeners]
+        for lst in listeners:
+            if lst.name not in self.protocol_map:
+                raise ConfigError(
+                    "listeners", lst.name, "not in listener.security.protocol.map"
+                )
+            if names.count(lst.name) > 1:
+                raise ConfigError("listeners", lst.name, "each listener name must be unique")
+        self.listeners = listeners
         self.listener = listeners[0]
-        adv = self.values["advertised.listeners"]
-        self.advertised_listener = Listener.parse(adv[0]) if adv else self.listener
+        adv = [Listener.parse(u) for u in self.values["advertised.listeners"] or ()]
+        # Kafka: a listener missing from advertised.listeners advertises its own address
+        self.advertised = {lst.name: lst for lst in listeners} | {a.name: a for a in adv}
+        self.advertised_listener = self.advertised[self.listener.name]
         if not self.advertised_listener.host:
             # Kafka: an empty host binds every interface and advertises the canonical name
             import socket
@@ -183,6 +253,7 @@ class BrokerConfig:
             self.advertised_listener = Listener(
                 self.advertised_listener.name, socket.getfqdn(), self.advertised_listener.port
             )
+            self.advertised[self.listener.name] = self.advertised_listener
         if self.advertised_listener.host in ("0.0.0.0", "::"):
             raise ConfigError(
                 "advertised.listeners",
@@ -191,6 +262,19 @@ class BrokerConfig:
             )
         if self.values["broker.id"] is not None and "node.id" not in self.originals:
             self.values["node.id"] = self.values["broker.id"]
+
+    def security_protocol(self, listener_name: str) -> str:
+        return self.protocol_map[listener_name]
+
+    def listener_value(self, listener_name: str, key: str) -> Any:
+        """``listener.name.<listener>.<key>`` when set (Kafka's per-listener override), else
+        the broker-wide ``key`` (parsed) or the raw original for keys not defined here."""
+        override = self.originals.get(f"listener.name.{listener_name.lower()}.{key}")
+        if override is not None:
+            return override
+        if key in self.values:
+            return self.values[key]
+        return self.originals.get(key)
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> BrokerConfig:
