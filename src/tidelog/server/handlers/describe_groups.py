@@ -1,5 +1,6 @@
 """DescribeGroups (key 15), v0-6. An unknown group is "Dead" with no error before v6 and
-GROUP_ID_NOT_FOUND from v6, as in Kafka."""
+GROUP_ID_NOT_FOUND from v6, as in Kafka. ``include_authorized_operations`` (v3+) answers
+each group's operations through the authorization seam."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
+from ..security import ResourceType
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -24,6 +26,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     gcls = nested(cls, "groups")
     mcls = nested(gcls, "members")
     out = []
+    with_ops = bool(getattr(request, "include_authorized_operations", False))
     for group_id in request.groups:
         s = coord.describe_group(group_id)
         err, msg = s.error, None
@@ -51,7 +54,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 protocol_type=s.protocol_type,
                 protocol_data=s.protocol,
                 members=members,
-                authorized_operations=AUTHORIZED_OPERATIONS_OMITTED,
+                authorized_operations=(
+                    ctx.authorized_operations(ResourceType.GROUP, group_id)
+                    if with_ops
+                    else AUTHORIZED_OPERATIONS_OMITTED
+                ),
             )
         )
     return make(cls, throttle_time=0, groups=tuple(out))

@@ -1,5 +1,8 @@
-"""ListOffsets (key 2): earliest (-2), latest (-1, the HW or LSO), max timestamp (-3),
-earliest local (-4), or the first offset whose timestamp is >= the given one."""
+"""ListOffsets (key 2): earliest (-2), latest (-1, the HW or LSO), max timestamp (-3, v7+),
+earliest local (-4, v8+: the log start, there is no remote tier), latest tiered (-5, v9+:
+-1, nothing is tiered), or the first offset whose timestamp is >= the given one. A special
+timestamp older than its version is UNSUPPORTED_VERSION for that partition, as in Kafka.
+v10's timeout only bounds remote-storage reads, which never happen here."""
 
 from __future__ import annotations
 
@@ -15,8 +18,10 @@ from ..errors import to_error
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 7
+MAX_VERSION = 10
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+# the first version that may ask for each special timestamp (Kafka's ReplicaManager)
+TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, -4: 8, -5: 9}
 
 
 def _lookup(
@@ -45,8 +50,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in t.partitions:
             try:
-                if p.timestamp == MAX_TIMESTAMP and ctx.api_version < 7:
-                    raise ValueError("max timestamp needs v7")
+                if ctx.api_version < TIMESTAMP_MIN_VERSION.get(p.timestamp, 0):
+                    raise ValueError(f"timestamp {p.timestamp} needs a newer version")
                 ts, off, epoch = _lookup(
                     ctx, TopicPartition(t.name, p.partition_index), p.timestamp, committed
                 )

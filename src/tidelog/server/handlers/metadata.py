@@ -1,8 +1,11 @@
 """Metadata (key 3): one broker (this one, also the controller), topics with a stable
-topic_id (v10+), auto-creation when allowed by both the request and the broker."""
+topic_id (v10+), auto-creation when allowed by both the request and the broker, authorized
+operations when asked (topic v8+, cluster v8-v10: KIP-700 moved the cluster's to
+DescribeCluster), the top-level error code of v13 (always NONE: no rebootstrap needed)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -13,11 +16,13 @@ from tidelog.protocol.kio_util import has_field, make, nested
 from ..context import RequestContext
 from ..metadata_store import TopicInfo
 from ..replica_manager import INTERNAL_TOPICS
+from ..security import ResourceType
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13
 _NO_ID = uuid.UUID(int=0)
+OPERATIONS_OMITTED = -2147483648  # Kafka's "not included" (Integer.MIN_VALUE)
 
 
 def _requested(
@@ -41,23 +46,12 @@ def _topic(
     node: int,
     err: int = 0,
     tid: uuid.UUID | None = None,
+    offline: frozenset[int] = frozenset(),
 ) -> Any:
     pcls = nested(cls, "partitions")
     parts: tuple[Any, ...] = ()
     if info is not None:
-        parts = tuple(
-            make(
-                pcls,
-                error_code=0,
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=0,
-                replica_nodes=(node,),
-                isr_nodes=(node,),
-                offline_replicas=(),
-            )
-            for p in range(info.partitions)
-        )
+        parts = tuple(_partition(pcls, p, node, p in offline) for p in range(info.partitions))
     return make(
         cls,
         error_code=err,
@@ -65,7 +59,39 @@ def _topic(
         topic_id=info.topic_id if info else (tid or _NO_ID),
         is_internal=bool(name in INTERNAL_TOPICS),
         partitions=parts,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=OPERATIONS_OMITTED,
+    )
+
+
+def _with_operations(ctx: RequestContext, topic: Any) -> Any:
+    """Kafka answers every topic of the response, errors included, when asked."""
+    ops = ctx.authorized_operations(ResourceType.TOPIC, topic.name or "")
+    return dataclasses.replace(topic, topic_authorized_operations=ops)
+
+
+def _partition(pcls: Any, p: int, node: int, offline: bool) -> Any:
+    """A partition whose log dir failed has no leader and its only replica offline, as
+    Kafka's controller reports it once the broker's dir is offline."""
+    if offline:
+        return make(
+            pcls,
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p,
+            leader_id=-1,
+            leader_epoch=0,
+            replica_nodes=(node,),
+            isr_nodes=(),
+            offline_replicas=(node,),
+        )
+    return make(
+        pcls,
+        error_code=0,
+        partition_index=p,
+        leader_id=node,
+        leader_epoch=0,
+        replica_nodes=(node,),
+        isr_nodes=(node,),
+        offline_replicas=(),
     )
 
 
@@ -80,7 +106,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     auto = ctx.api_version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
     topics: list[Any] = []
     if all_topics:
-        topics = [_topic(tcls, info, info.name, node) for info in rm.topics()]
+        topics = [
+            _topic(tcls, info, info.name, node, offline=rm.offline_partitions(info.name))
+            for info in rm.topics()
+        ]
     for name, tid in wanted:
         info = rm.store.topic_by_id(tid) if tid is not None else rm.topic(name or "")
         if info is None and tid is not None:
@@ -98,10 +127,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if info is None:
             topics.append(_topic(tcls, None, name, node, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         else:
-            topics.append(_topic(tcls, info, info.name, node))
+            offline = rm.offline_partitions(info.name)
+            topics.append(_topic(tcls, info, info.name, node, offline=offline))
+    if getattr(request, "include_topic_authorized_operations", False):
+        topics = [_with_operations(ctx, t) for t in topics]
     kw: dict[str, Any] = {}
     if has_field(cls, "cluster_authorized_operations"):
-        kw["cluster_authorized_operations"] = -2147483648
+        kw["cluster_authorized_operations"] = (
+            ctx.authorized_operations(ResourceType.CLUSTER, "kafka-cluster")
+            if getattr(request, "include_cluster_authorized_operations", False)
+            else OPERATIONS_OMITTED
+        )
     return make(
         cls,
         throttle_time=0,
@@ -117,5 +153,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         cluster_id=rm.cluster_id,
         controller_id=node,
         topics=tuple(topics),
+        error_code=0,
         **kw,
     )
