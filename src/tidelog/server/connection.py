@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from tidelog.protocol.codec import (
     encode_response,
     peek_header,
 )
+from tidelog.metrics.requests import RequestTiming, timed_handle
 from tidelog.protocol.errors import ErrorCode
 
 from .context import RequestContext
@@ -41,10 +43,11 @@ _PENDING = object()
 
 
 class _Slot:
-    __slots__ = ("data",)
+    __slots__ = ("data", "timing")
 
     def __init__(self) -> None:
         self.data: Any = _PENDING
+        self.timing: RequestTiming | None = None
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -52,6 +55,8 @@ class KafkaConnection(asyncio.Protocol):
         self.broker = broker
         self.max_frame = int(broker.config.values["socket.request.max.bytes"])
         self.max_queued = int(broker.config.values["queued.max.requests"])
+        # Kafka's RequestMetrics, recorded here only (None: not recorded)
+        self.request_metrics = getattr(broker, "request_metrics", None)
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.slots: deque[_Slot] = deque()
@@ -124,6 +129,7 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- dispatch -----------------------------------------------------------------------------
     def _dispatch(self, frame: bytes) -> bool:
+        start_ns = time.perf_counter_ns()
         try:
             key, version, corr = peek_header(frame)
             spec = self.broker.registry.get(key)
@@ -141,12 +147,14 @@ class KafkaConnection(asyncio.Protocol):
             self.close(f"invalid request: {exc}")
             return False
         ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1])
+        timing = RequestTiming(key, version, start_ns) if self.request_metrics else None
         if key == 0 and getattr(request, "acks", 1) == 0:
-            self._spawn(None, request, ctx, spec.handle)
+            self._spawn(None, request, ctx, spec.handle, timing)
             return True
         slot = _Slot()
+        slot.timing = timing
         self.slots.append(slot)
-        self._spawn(slot, request, ctx, spec.handle)
+        self._spawn(slot, request, ctx, spec.handle, timing)
         return True
 
     def _spawn(
@@ -155,8 +163,15 @@ class KafkaConnection(asyncio.Protocol):
         request: Any,
         ctx: RequestContext,
         handle: Callable[[RequestContext, Any], Awaitable[Any]],
+        timing: RequestTiming | None = None,
     ) -> None:
-        task = asyncio.ensure_future(handle(ctx, request))
+        if timing is None:
+            task = asyncio.ensure_future(handle(ctx, request))
+        else:
+            task = asyncio.ensure_future(timed_handle(handle, ctx, request, timing))
+            if slot is None and self.request_metrics is not None:  # acks=0: no response
+                record = self.request_metrics.record_no_response
+                task.add_done_callback(lambda _t: record(timing))
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._done(t, slot, ctx, request))
 
@@ -219,9 +234,14 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed or self.transport is None:
             return
         out: list[Any] = []
+        sent: list[RequestTiming] = []
+        dequeue_ns = time.perf_counter_ns()
         slots = self.slots
         while slots and slots[0].data is not _PENDING:
-            data = slots.popleft().data
+            slot = slots.popleft()
+            data = slot.data
+            if slot.timing is not None:
+                sent.append(slot.timing)
             if data is None:
                 continue
             if isinstance(data, list):
@@ -235,6 +255,8 @@ class KafkaConnection(asyncio.Protocol):
             except OSError as exc:
                 self.close(f"cannot send a fetch response: {exc}")
                 return
+        if sent and self.request_metrics is not None:
+            self.request_metrics.record_sent(sent, dequeue_ns)
         self._maybe_pause()
 
     def _maybe_pause(self) -> None:
