@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from tidelog.protocol.codec import encode_response, response_class
@@ -61,15 +63,16 @@ def test_produce_response_matches_kio(version: int) -> None:
     assert ours == encode_response(7, kio_resp)
 
 
-@pytest.mark.parametrize("version", range(4, 13))
+@pytest.mark.parametrize("version", range(4, 18))
 def test_fetch_response_matches_kio(version: int) -> None:
     parts = [
         FetchPartitionData(0, 0, 10, 10, 0, None, BATCH),
         FetchPartitionData(1, 1, 5, 5, 2, [(7, 3)], b""),
         FetchPartitionData(2, 3, -1, -1, -1, None, None),
     ]
+    topic: str | uuid.UUID = "t" if version < 13 else uuid.UUID(int=0x1234)
     ours = b"".join(
-        bytes(c) for c in encode_fetch_response(9, version, [("t", parts)], session_id=0)
+        bytes(c) for c in encode_fetch_response(9, version, [(topic, parts)], session_id=0)
     )
     cls = response_class(1, version)
     tcls = nested(cls, "responses")
@@ -99,7 +102,9 @@ def test_fetch_response_matches_kio(version: int) -> None:
         throttle_time=0,
         error_code=0,
         session_id=0,
-        responses=(make(tcls, topic="t", partitions=tuple(kp(p) for p in parts)),),
+        responses=(
+            make(tcls, topic=topic, topic_id=topic, partitions=tuple(kp(p) for p in parts)),
+        ),
     )
     assert ours == encode_response(9, kio_resp)
 

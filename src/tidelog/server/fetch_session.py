@@ -6,21 +6,48 @@ carry only the partitions with something new: records, an error, or a changed hi
 watermark / last stable offset / log start offset. Epoch -1 is a sessionless full fetch.
 A full cache declines new sessions by answering session id 0 (the client then sends full
 fetches), as Kafka does.
+
+From v13 (KIP-516) requests name topics by id. Each partition is keyed by a
+:class:`FetchKey` holding the id and the name it resolved to when it entered the session
+("" when the id is unknown here: the partition is answered UNKNOWN_TOPIC_ID). A session
+opened by id must keep using ids and the other way round (FETCH_SESSION_TOPIC_ID_ERROR).
 """
 
 from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterable
+import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.util.topic_partition import TopicPartition
 
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
+ZERO_UUID = uuid.UUID(int=0)
+TOPIC_ID_VERSION = 13
+# topic id -> its name here, or None
+Resolver = Callable[[uuid.UUID], str | None]
+
+
+class FetchKey(NamedTuple):
+    """One partition of a fetch: by name (v4-v12, topic_id zero) or by id (v13+, topic ""
+    when the id is unknown)."""
+
+    topic_id: uuid.UUID
+    topic: str
+    partition: int
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    @property
+    def unknown_id(self) -> bool:
+        return not self.topic
 
 
 @dataclass(slots=True)
@@ -43,18 +70,20 @@ class CachedPartition:
 class FetchSession:
     id: int
     epoch: int  # the epoch the next request must carry
-    partitions: dict[TopicPartition, CachedPartition] = field(default_factory=dict)
+    partitions: dict[FetchKey, CachedPartition] = field(default_factory=dict)
     last_used: int = 0
+    uses_topic_ids: bool = False
 
 
 @dataclass(slots=True)
 class FetchPlan:
     """What one Fetch request reads, and how the response is shaped."""
 
-    partitions: list[tuple[TopicPartition, CachedPartition]]
+    partitions: list[tuple[FetchKey, CachedPartition]]
     session: FetchSession | None = None
     incremental: bool = False
     error: ErrorCode = ErrorCode.NONE
+    by_id: bool = False  # v13+: topics named by id
 
     @property
     def response_session_id(self) -> int:
@@ -76,31 +105,42 @@ class FetchSessionCache:
             if sid not in self.sessions:
                 return sid
 
-    def create(self, partitions: dict[TopicPartition, CachedPartition]) -> FetchSession | None:
+    def create(
+        self, partitions: dict[FetchKey, CachedPartition], uses_topic_ids: bool = False
+    ) -> FetchSession | None:
         if len(self.sessions) >= self.max_slots:
             # evict the least recently used session, else decline (session id 0)
             if not self.sessions:
                 return None
             oldest = min(self.sessions.values(), key=lambda s: s.last_used)
             del self.sessions[oldest.id]
-        session = FetchSession(self._new_id(), INITIAL_EPOCH + 1, partitions, next(self._clock))
+        session = FetchSession(
+            self._new_id(), INITIAL_EPOCH + 1, partitions, next(self._clock), uses_topic_ids
+        )
         self.sessions[session.id] = session
         return session
 
-    def plan(self, request: Any) -> FetchPlan:
+    def plan(self, request: Any, version: int = 12, resolve: Resolver | None = None) -> FetchPlan:
+        """``resolve`` maps topic ids to names for v13+ requests."""
         sid = int(getattr(request, "session_id", 0))
         epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
-        wanted = _requested(request)
+        ids = version >= TOPIC_ID_VERSION
+        names = _Names(resolve if ids else None)
+        wanted = _requested(request, names)
         if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
             if sid:
                 self.sessions.pop(sid, None)
-            session = self.create(dict(wanted)) if epoch == INITIAL_EPOCH and wanted else None
-            return FetchPlan(list(wanted.items()), session)
+            session = (
+                self.create(dict(wanted), ids) if epoch == INITIAL_EPOCH and wanted else None
+            )
+            return FetchPlan(list(wanted.items()), session, by_id=ids)
         session = self.sessions.get(sid)
         if session is None:
             return FetchPlan([], error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if session.epoch != epoch:
             return FetchPlan([], error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if session.uses_topic_ids != ids:
+            return FetchPlan([], error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         session.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
         session.last_used = next(self._clock)
         for tp, cp in wanted.items():
@@ -109,29 +149,51 @@ class FetchSessionCache:
                 session.partitions[tp] = cp
             else:
                 current.fetch_offset, current.max_bytes = cp.fetch_offset, cp.max_bytes
-        for tp in _forgotten(request):
-            session.partitions.pop(tp, None)
-        return FetchPlan(list(session.partitions.items()), session, incremental=True)
+        for key in _forgotten(request, names):
+            if session.partitions.pop(key, None) is None and key.topic_id != ZERO_UUID:
+                # the id resolved differently when it entered the session (topic deleted
+                # or created since): forget it by id alone
+                for stale in [k for k in session.partitions if k[::2] == key[::2]]:
+                    del session.partitions[stale]
+        return FetchPlan(list(session.partitions.items()), session, incremental=True, by_id=ids)
 
 
-def _requested(request: Any) -> dict[TopicPartition, CachedPartition]:
+class _Names:
+    """Topic id or name of one request entry -> (id, name), resolving each id once."""
+
+    def __init__(self, resolve: Resolver | None) -> None:
+        self._resolve = resolve
+        self._cache: dict[uuid.UUID, str] = {}
+
+    def key(self, topic_entry: Any, partition: int) -> FetchKey:
+        if self._resolve is None:
+            return FetchKey(ZERO_UUID, topic_entry.topic, partition)
+        tid = topic_entry.topic_id or ZERO_UUID
+        name = self._cache.get(tid)
+        if name is None:
+            name = (self._resolve(tid) or "") if tid != ZERO_UUID else ""
+            self._cache[tid] = name
+        return FetchKey(tid, name, partition)
+
+
+def _requested(request: Any, names: _Names) -> dict[FetchKey, CachedPartition]:
     return {
-        TopicPartition(t.topic, p.partition): CachedPartition(p.fetch_offset, p.partition_max_bytes)
+        names.key(t, p.partition): CachedPartition(p.fetch_offset, p.partition_max_bytes)
         for t in request.topics
         for p in t.partitions
     }
 
 
-def _forgotten(request: Any) -> Iterable[TopicPartition]:
+def _forgotten(request: Any, names: _Names) -> Iterable[FetchKey]:
     for t in getattr(request, "forgotten_topics_data", ()) or ():
         for p in t.partitions:
-            yield TopicPartition(t.topic, int(p))
+            yield names.key(t, int(p))
 
 
-def rotate_to_end(session: FetchSession, served: Iterable[TopicPartition]) -> None:
+def rotate_to_end(session: FetchSession, served: Iterable[FetchKey]) -> None:
     """Partitions that returned data go to the back of the session's order, so a busy
     partition cannot starve the others of the response's byte budget (Kafka does this)."""
-    for tp in served:
-        cp = session.partitions.pop(tp, None)
+    for key in served:
+        cp = session.partitions.pop(key, None)
         if cp is not None:
-            session.partitions[tp] = cp
+            session.partitions[key] = cp

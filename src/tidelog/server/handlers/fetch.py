@@ -1,28 +1,32 @@
 """Fetch (key 1): long poll through the purgatory (woken by appends), max_bytes and
 per-partition limits, at least one batch even when larger than the limits (while the
 response is still empty), HW / LSO / log start offset, OFFSET_OUT_OF_RANGE, and incremental
-fetch sessions (KIP-227, ``server/fetch_session.py``)."""
+fetch sessions (KIP-227, ``server/fetch_session.py``). From v13 topics are named by id
+(KIP-516): an id unknown here is UNKNOWN_TOPIC_ID, a session partition whose topic was
+recreated under the same name (a new id) is INCONSISTENT_TOPIC_ID. v15's replica state and
+v16's leader endpoints (sent with NOT_LEADER errors, which one broker never gives) and v17's
+directory id concern followers only."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import FetchPartitionData, encode_fetch_response
 from tidelog.protocol.kio_util import ms
-from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..errors import to_error
-from ..fetch_session import CachedPartition, FetchPlan, rotate_to_end
+from ..fetch_session import CachedPartition, FetchKey, FetchPlan, rotate_to_end
 from ..sendfile import close_chunks, slice_records
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 12
+MAX_VERSION = 17
 READ_COMMITTED = 1
-Read = list[tuple[TopicPartition, FetchPartitionData]]
+Read = list[tuple[FetchKey, FetchPartitionData]]
 
 
 def _isolation(committed: bool) -> Any:
@@ -33,13 +37,20 @@ def _isolation(committed: bool) -> Any:
 
 def _read_partition(
     ctx: RequestContext,
-    tp: TopicPartition,
+    key: FetchKey,
     cp: CachedPartition,
     max_bytes: int,
     min_one: bool,
     isolation: Any,
+    by_id: bool,
 ) -> FetchPartitionData:
-    out = FetchPartitionData(tp.partition)
+    out = FetchPartitionData(key.partition)
+    tp = key.tp
+    if by_id:
+        code = _topic_id_error(ctx, key)
+        if code:
+            out.error_code, out.records = code, b""
+            return out
     try:
         lg = ctx.broker.replica_manager.log_or_error(tp)
         out.high_watermark = lg.high_watermark
@@ -66,20 +77,41 @@ def _read_all(
     total = 0
     error = False
     out: Read = []
-    for tp, cp in plan.partitions:
+    for key, cp in plan.partitions:
         limit = max(0, min(cp.max_bytes, budget - total))
-        data = _read_partition(ctx, tp, cp, limit, total == 0, isolation)
+        data = _read_partition(ctx, key, cp, limit, total == 0, isolation, plan.by_id)
         total += len(data.records or b"")
         error = error or data.error_code != ErrorCode.NONE
-        out.append((tp, data))
+        out.append((key, data))
     return out, total, error
 
 
-def _shape(plan: FetchPlan, read: Read) -> list[tuple[str, list[FetchPartitionData]]]:
+def _topic_id_error(ctx: RequestContext, key: FetchKey) -> ErrorCode:
+    if key.unknown_id:
+        return ErrorCode.UNKNOWN_TOPIC_ID
+    info = ctx.broker.replica_manager.topic(key.topic)
+    if info is not None and info.topic_id != key.topic_id:
+        return ErrorCode.INCONSISTENT_TOPIC_ID
+    return ErrorCode.NONE
+
+
+def _resolver(ctx: RequestContext) -> Any:
+    store = ctx.broker.replica_manager.store
+
+    def resolve(topic_id: uuid.UUID) -> str | None:
+        info = store.topic_by_id(topic_id)
+        return info.name if info is not None else None
+
+    return resolve
+
+
+def _shape(
+    plan: FetchPlan, read: Read, by_id: bool
+) -> list[tuple[str | uuid.UUID, list[FetchPartitionData]]]:
     """Group by topic (in plan order); an incremental session sends only what changed."""
-    topics: dict[str, list[FetchPartitionData]] = {}
+    topics: dict[str | uuid.UUID, list[FetchPartitionData]] = {}
     served = []
-    for (tp, data), (_, cp) in zip(read, plan.partitions, strict=True):
+    for (key, data), (_, cp) in zip(read, plan.partitions, strict=True):
         has_records = bool(len(data.records or b""))
         changed = cp.changed(data.high_watermark, data.last_stable_offset, data.log_start_offset)
         if plan.incremental and not (has_records or data.error_code or changed):
@@ -89,8 +121,8 @@ def _shape(plan: FetchPlan, read: Read) -> list[tuple[str, list[FetchPartitionDa
         cp.last_stable_offset = data.last_stable_offset
         cp.log_start_offset = data.log_start_offset
         if has_records:
-            served.append(tp)
-        topics.setdefault(tp.topic, []).append(data)
+            served.append(key)
+        topics.setdefault(key.topic_id if by_id else key.topic, []).append(data)
     if plan.session is not None and plan.incremental:
         rotate_to_end(plan.session, served)
     return list(topics.items())
@@ -99,7 +131,7 @@ def _shape(plan: FetchPlan, read: Read) -> list[tuple[str, list[FetchPartitionDa
 async def _long_poll(ctx: RequestContext, request: Any, plan: FetchPlan, isolation: Any) -> Read:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(request.max_wait) / 1000
-    tps = [tp for tp, _ in plan.partitions]
+    tps = [key.tp for key, _ in plan.partitions if not (plan.by_id and key.unknown_id)]
     while True:
         read, total, error = _read_all(ctx, request, plan, isolation)
         remaining = int((deadline - loop.time()) * 1000)
@@ -112,14 +144,15 @@ async def _long_poll(ctx: RequestContext, request: Any, plan: FetchPlan, isolati
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     isolation = _isolation(getattr(request, "isolation_level", 0) == READ_COMMITTED)
-    plan = ctx.broker.fetch_sessions.plan(request)
+    plan = ctx.broker.fetch_sessions.plan(request, ctx.api_version, _resolver(ctx))
     if plan.error:
         return encode_fetch_response(
             ctx.correlation_id, ctx.api_version, [], error_code=plan.error, session_id=0
         )
     read = await _long_poll(ctx, request, plan, isolation)
+    _record_bytes_out(ctx, read)
     try:
-        topics = _shape(plan, read)
+        topics = _shape(plan, read, plan.by_id)
     except BaseException:
         _release(read)
         raise
@@ -130,3 +163,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 
 def _release(read: Read) -> None:
     close_chunks(data.records for _, data in read)
+
+
+def _record_bytes_out(ctx: RequestContext, read: Read) -> None:
+    """BytesOutPerSec and Total/FailedFetchRequestsPerSec per topic (Kafka's
+    updateBytesOut), for topics that exist (no series for names a client made up)."""
+    rm = ctx.broker.replica_manager
+    stats = getattr(rm, "topic_stats", None)
+    if stats is None:
+        return
+    for key, data in read:
+        if rm.topic(key.topic) is not None:
+            size = len(data.records or b"")
+            stats.record_fetch(key.topic, size, data.error_code != ErrorCode.NONE)
