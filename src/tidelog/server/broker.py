@@ -8,6 +8,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from tidelog.config.broker_config import BrokerConfig
+from tidelog.metrics import RequestMetrics
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 from .fetch_session import FetchSessionCache
@@ -38,6 +39,8 @@ class Broker:
             int(config.values["max.incremental.fetch.session.cache.slots"])
         )
         self.replica_manager.add_append_listener(self.purgatory.check_and_complete)
+        # Kafka's RequestMetrics, recorded by the connections and read by /metrics
+        self.request_metrics: RequestMetrics | None = RequestMetrics()
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
         self.bound_port = 0

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from tidelog.metrics.requests import RequestTiming, timed_handle
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
     InvalidRequestError,
@@ -27,7 +28,6 @@ from tidelog.protocol.codec import (
     encode_response,
     peek_header,
 )
-from tidelog.metrics.requests import RequestTiming, timed_handle
 from tidelog.protocol.errors import ErrorCode
 
 from .context import RequestContext

@@ -4,8 +4,10 @@ partitions; an append to any of them (or the timeout) wakes it. No polling loop.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterable
 
+from tidelog.metrics import add_remote_time
 from tidelog.util.topic_partition import TopicPartition
 
 
@@ -45,9 +47,11 @@ class FetchPurgatory:
                 fut.set_result(False)
 
         handle = loop.call_later(timeout_ms / 1000, expire)
+        parked = time.perf_counter_ns()
         try:
             return await fut
         finally:
+            add_remote_time(time.perf_counter_ns() - parked)  # the request's RemoteTimeMs
             handle.cancel()
             for tp in keys:
                 s = self._watchers.get(tp)

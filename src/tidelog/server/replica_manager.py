@@ -16,6 +16,7 @@ from typing import Any
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.core import ConfigError
 from tidelog.config.log_config import LogConfig
+from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, validate_topic_name
@@ -58,6 +59,8 @@ class ReplicaManager:
         self.store = MetadataStore(config.log_dirs, config.node_id, config.values["cluster.id"])
         self.logs = logs if logs is not None else _make_log_manager(config, clock, self.store)
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
+        # BrokerTopicMetrics (bytes/messages in, produce requests); None: not recorded
+        self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
         self._pid_next = 0
         self._pid_end = 0
 
@@ -151,6 +154,8 @@ class ReplicaManager:
         if not self.config.values["delete.topic.enable"]:
             raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED)
         del self.store.topics[name]
+        if self.topic_stats is not None:
+            self.topic_stats.remove_topic(name)
         self.store.save()
         for p in range(info.partitions):
             self.logs.delete_log(TopicPartition(name, p))
@@ -215,6 +220,20 @@ class ReplicaManager:
         return lg
 
     def append(self, tp: TopicPartition, records: bytes) -> Any:
+        stats = self.topic_stats
+        if stats is None:
+            return self._append(tp, records)
+        try:
+            info = self._append(tp, records)
+        except Exception:
+            if tp.topic in self.store.topics:  # no series for names that don't exist
+                stats.record_append_failed(tp.topic)
+            raise
+        # Kafka marks BytesIn for every append, MessagesIn for what was appended
+        stats.record_append(tp.topic, len(records), 0 if info.duplicate else info.num_messages)
+        return info
+
+    def _append(self, tp: TopicPartition, records: bytes) -> Any:
         lg = self.log_or_error(tp)
         info = lg.append_as_leader(records)
         # Single node: the leader is the whole ISR, so HW follows LEO at once.

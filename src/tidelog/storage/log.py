@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.config.log_config import LogConfig
+from tidelog.metrics.histogram import LOG_FLUSH_STATS
 from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
@@ -294,11 +295,12 @@ class Log:
             target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
             if target <= self._recovery_point:
                 return
-            for seg in self._segments.values(self._recovery_point, target):
-                seg.flush()
-            if target == self.log_end_offset:
-                self._segments.active_segment.flush()
-            _fsync_dir(self._dir)
+            with LOG_FLUSH_STATS.time():  # Kafka times only flushes that write something
+                for seg in self._segments.values(self._recovery_point, target):
+                    seg.flush()
+                if target == self.log_end_offset:
+                    self._segments.active_segment.flush()
+                _fsync_dir(self._dir)
             self._recovery_point = target
             self.last_flush_time = self.clock.milliseconds()
 

@@ -1,0 +1,148 @@
+"""Kafka's RequestMetrics: per API, the request rate by version and the time a request
+spends in each stage (RequestChannel.updateRequestMetrics):
+
+* RequestQueueTimeMs: frame read -> its handler starts running on the loop
+* LocalTimeMs: handler running, minus RemoteTimeMs
+* RemoteTimeMs: parked in a purgatory (a Fetch long poll waiting for data)
+* ResponseQueueTimeMs: handler done -> the response is handed to the socket (responses
+  leave in request order, so a fast response waits behind a slow one)
+* ResponseSendTimeMs: handing the response to the transport (sendfile for fetch data)
+* TotalTimeMs: the sum.
+
+The connection records these in one place; the purgatory adds its waits to the current
+request through a context variable (each handler runs in its own task, so its own context).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from contextvars import ContextVar
+from typing import Any
+
+from .histogram import LatencyHistogram
+
+# Kafka's ApiKeys names: the ``request`` label of kafka.network:type=RequestMetrics.
+API_NAMES: dict[int, str] = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
+    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
+    17: "SaslHandshake", 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics",
+    21: "DeleteRecords", 22: "InitProducerId", 23: "OffsetForLeaderEpoch",
+    24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 27: "WriteTxnMarkers",
+    28: "TxnOffsetCommit", 29: "DescribeAcls", 30: "CreateAcls", 31: "DeleteAcls",
+    32: "DescribeConfigs", 33: "AlterConfigs", 35: "DescribeLogDirs",
+    36: "SaslAuthenticate", 37: "CreatePartitions", 42: "DeleteGroups",
+    44: "IncrementalAlterConfigs", 47: "OffsetDelete", 48: "DescribeClientQuotas",
+    49: "AlterClientQuotas", 60: "DescribeCluster", 61: "DescribeProducers",
+    65: "DescribeTransactions", 66: "ListTransactions",
+}  # fmt: skip
+FETCH_KEY = 1
+STAGES = (
+    "total", "request_queue", "local", "remote", "response_queue", "response_send",
+)  # fmt: skip
+# stage -> Kafka's metric name (kafka.network:type=RequestMetrics,name=...)
+STAGE_NAMES = {
+    "total": "TotalTimeMs",
+    "request_queue": "RequestQueueTimeMs",
+    "local": "LocalTimeMs",
+    "remote": "RemoteTimeMs",
+    "response_queue": "ResponseQueueTimeMs",
+    "response_send": "ResponseSendTimeMs",
+}
+
+
+def api_name(api_key: int) -> str:
+    return API_NAMES.get(api_key, f"ApiKey{api_key}")
+
+
+class RequestTiming:
+    """One request's clock readings (perf_counter_ns), filled in as it moves along."""
+
+    __slots__ = ("api_key", "api_version", "complete_ns", "dequeue_ns", "remote_ns", "start_ns")
+
+    def __init__(self, api_key: int, api_version: int, start_ns: int) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.start_ns = start_ns
+        self.dequeue_ns = start_ns
+        self.complete_ns = start_ns
+        self.remote_ns = 0
+
+
+CURRENT_REQUEST: ContextVar[RequestTiming | None] = ContextVar("tidelog_request", default=None)
+
+
+def add_remote_time(ns: int) -> None:
+    """Time the current request spent parked in a purgatory (RemoteTimeMs)."""
+    timing = CURRENT_REQUEST.get()
+    if timing is not None:
+        timing.remote_ns += ns
+
+
+async def timed_handle(
+    handle: Callable[[Any, Any], Awaitable[Any]], ctx: Any, request: Any, timing: RequestTiming
+) -> Any:
+    timing.dequeue_ns = time.perf_counter_ns()
+    CURRENT_REQUEST.set(timing)
+    try:
+        return await handle(ctx, request)
+    finally:
+        timing.complete_ns = time.perf_counter_ns()
+
+
+class RequestStats:
+    """Kafka's RequestMetrics for one request name."""
+
+    __slots__ = ("name", "requests", "stages")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.requests: dict[int, int] = {}  # version -> count (RequestsPerSec)
+        self.stages = {stage: LatencyHistogram() for stage in STAGES}
+
+    def record(self, version: int, queue: int, local: int, remote: int, rqueue: int,
+               send: int) -> None:  # fmt: skip
+        self.requests[version] = self.requests.get(version, 0) + 1
+        s = self.stages
+        s["request_queue"].observe_ns(queue)
+        s["local"].observe_ns(local)
+        s["remote"].observe_ns(remote)
+        s["response_queue"].observe_ns(rqueue)
+        s["response_send"].observe_ns(send)
+        s["total"].observe_ns(queue + local + remote + rqueue + send)
+
+
+class RequestMetrics:
+    """Every API's RequestStats; Fetch also counts as FetchConsumer (Kafka splits consumer
+    and follower fetches; a single node has only consumers)."""
+
+    def __init__(self) -> None:
+        self.by_name: dict[str, RequestStats] = {}
+
+    def _stats(self, name: str) -> RequestStats:
+        stats = self.by_name.get(name)
+        if stats is None:
+            stats = self.by_name[name] = RequestStats(name)
+        return stats
+
+    def record(self, t: RequestTiming, response_dequeue_ns: int, end_ns: int) -> None:
+        queue = max(0, t.dequeue_ns - t.start_ns)
+        handled = max(0, t.complete_ns - t.dequeue_ns)
+        remote = min(t.remote_ns, handled)
+        rqueue = max(0, response_dequeue_ns - t.complete_ns)
+        send = max(0, end_ns - response_dequeue_ns)
+        args = (t.api_version, queue, handled - remote, remote, rqueue, send)
+        self._stats(api_name(t.api_key)).record(*args)
+        if t.api_key == FETCH_KEY:
+            self._stats("FetchConsumer").record(*args)
+
+    def record_sent(self, timings: Iterable[RequestTiming], dequeue_ns: int) -> None:
+        """Responses handed to the socket together at ``dequeue_ns`` (one write)."""
+        end = time.perf_counter_ns()
+        for t in timings:
+            self.record(t, dequeue_ns, end)
+
+    def record_no_response(self, t: RequestTiming) -> None:
+        """A request without a response (Produce acks=0)."""
+        self.record(t, t.complete_ns, t.complete_ns)
