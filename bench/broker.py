@@ -44,7 +44,8 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> 
 
 
 @contextmanager
-def tidelog_broker() -> Iterator[str]:
+def tidelog_broker(env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """``tidelog serve`` in a child process: (bootstrap, pid); ``env`` adds variables."""
     port = free_port()
     d = tempfile.mkdtemp(prefix="tidelog-bench-")
     cmd = [
@@ -59,21 +60,31 @@ def tidelog_broker() -> Iterator[str]:
         "--override",
         f"log.dirs={d}",
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **(env or {})})
     try:
         wait_port(port, proc)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", proc.pid
     finally:
         proc.terminate()
         proc.wait(30)
         shutil.rmtree(d, ignore_errors=True)
 
 
+def tansu_binary(path: str | None = None) -> str:
+    """$TANSU or ../shared/bin/tansu beside the repository: the binary, or a script that
+    prints the binary's path."""
+    path = path or os.environ.get("TANSU") or str(ROOT.parent / "shared" / "bin" / "tansu")
+    with open(path, "rb") as f:
+        if f.read(4) == b"\x7fELF":
+            return path
+    return subprocess.run([path], capture_output=True, text=True, check=True).stdout.strip()
+
+
 @contextmanager
-def tansu_broker() -> Iterator[str]:
-    binary = subprocess.run(
-        [str(Path("/work/shared/bin/tansu"))], capture_output=True, text=True, check=True
-    ).stdout.strip()
+def tansu_broker(path: str | None = None) -> Iterator[tuple[str, int]]:
+    """Tansu with memory storage in a child process: (bootstrap, pid)."""
+    binary = tansu_binary(path)
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     proc = subprocess.Popen(
@@ -92,7 +103,7 @@ def tansu_broker() -> Iterator[str]:
     )
     try:
         wait_port(port, proc)
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", proc.pid
     finally:
         proc.terminate()
         proc.wait(30)
@@ -254,7 +265,7 @@ def main() -> None:
     }
     results: dict[tuple[str, int], tuple[float, float]] = {}
     for name, factory in (("tidelog", tidelog_broker), ("tansu", tansu_broker)):
-        with factory() as bootstrap:
+        with factory() as (bootstrap, _pid):
             for size, n in counts.items():
                 topic = f"bench-{size}"
                 results[(name, size)] = (

@@ -332,7 +332,7 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(30)
-    with tansu_broker() as bootstrap:
+    with tansu_broker() as (bootstrap, _pid):
         theirs = wire_section("Tansu (baseline), its defaults", int(bootstrap.rsplit(":", 1)[1]))
     print("ratio Tansu/tidelog time, both at defaults (above 1: tidelog is faster)")
     for key, t in ours.items():

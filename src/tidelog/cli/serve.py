@@ -42,6 +42,7 @@ def build_props(config_file: Path | None, overrides: list[str]) -> dict[str, str
 
 async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     from tidelog.config.broker_config import BrokerConfig
+    from tidelog import _native
     from tidelog.server.broker import Broker
 
     # Handlers go in first: a signal that arrives while the broker starts (or right after the
@@ -52,6 +53,7 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
         loop.add_signal_handler(sig, stop.set)
     broker = Broker(BrokerConfig(props))
     await broker.start()
+    log.info("per-record core: %s", _native.core_description)
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(f"{broker.advertised_host}:{broker.bound_port}\n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from tidelog._native import core as _native_core
 from tidelog.config.log_config import LogConfig
 from tidelog.records import (
     NO_TIMESTAMP,
@@ -259,7 +260,7 @@ def _add_error(scan: _Scan, index: int, msg: str, *, ts: bool = False) -> None:
 _BIG = 1 << 62
 
 
-def _walk(buf: Buffer, count: int) -> tuple[int, int, int, bool, int]:
+def _walk_py(buf: Buffer, count: int) -> tuple[int, int, int, bool, int]:
     """(records, min ts delta, max ts delta, offset deltas are 0..n-1, null keys).
 
     The hot loop of the produce path: only the length, timestamp delta, offset delta and
@@ -313,6 +314,10 @@ def _walk(buf: Buffer, count: int) -> tuple[int, int, int, bool, int]:
     if n != count:
         raise InvalidRecordError(f"the batch declares {count} records but holds {n}")
     return n, min_d, max_d, sequential, nulls
+
+
+# The native twin (tidelog._native) when built and not switched off: same results, same errors.
+_walk = _native_core.walk if _native_core is not None else _walk_py
 
 
 def _check_count(batch: RecordBatch, scan: _Scan, tp: str) -> None:

@@ -46,23 +46,12 @@ def _topic(
     node: int,
     err: int = 0,
     tid: uuid.UUID | None = None,
+    offline: frozenset[int] = frozenset(),
 ) -> Any:
     pcls = nested(cls, "partitions")
     parts: tuple[Any, ...] = ()
     if info is not None:
-        parts = tuple(
-            make(
-                pcls,
-                error_code=0,
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=0,
-                replica_nodes=(node,),
-                isr_nodes=(node,),
-                offline_replicas=(),
-            )
-            for p in range(info.partitions)
-        )
+        parts = tuple(_partition(pcls, p, node, p in offline) for p in range(info.partitions))
     return make(
         cls,
         error_code=err,
@@ -80,6 +69,32 @@ def _with_operations(ctx: RequestContext, topic: Any) -> Any:
     return dataclasses.replace(topic, topic_authorized_operations=ops)
 
 
+def _partition(pcls: Any, p: int, node: int, offline: bool) -> Any:
+    """A partition whose log dir failed has no leader and its only replica offline, as
+    Kafka's controller reports it once the broker's dir is offline."""
+    if offline:
+        return make(
+            pcls,
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p,
+            leader_id=-1,
+            leader_epoch=0,
+            replica_nodes=(node,),
+            isr_nodes=(),
+            offline_replicas=(node,),
+        )
+    return make(
+        pcls,
+        error_code=0,
+        partition_index=p,
+        leader_id=node,
+        leader_epoch=0,
+        replica_nodes=(node,),
+        isr_nodes=(node,),
+        offline_replicas=(),
+    )
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     rm = broker.replica_manager
@@ -91,7 +106,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     auto = ctx.api_version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
     topics: list[Any] = []
     if all_topics:
-        topics = [_topic(tcls, info, info.name, node) for info in rm.topics()]
+        topics = [
+            _topic(tcls, info, info.name, node, offline=rm.offline_partitions(info.name))
+            for info in rm.topics()
+        ]
     for name, tid in wanted:
         info = rm.store.topic_by_id(tid) if tid is not None else rm.topic(name or "")
         if info is None and tid is not None:
@@ -109,7 +127,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if info is None:
             topics.append(_topic(tcls, None, name, node, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         else:
-            topics.append(_topic(tcls, info, info.name, node))
+            offline = rm.offline_partitions(info.name)
+            topics.append(_topic(tcls, info, info.name, node, offline=offline))
     if getattr(request, "include_topic_authorized_operations", False):
         topics = [_with_operations(ctx, t) for t in topics]
     kw: dict[str, Any] = {}

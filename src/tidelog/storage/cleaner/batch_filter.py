@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from tidelog._native import core as _native_core
 from tidelog.records import (
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
@@ -131,8 +132,8 @@ def scan_records(batch: RecordBatch) -> tuple[bytes, list[ScannedRecord]]:
     return payload, records
 
 
-def _scan(payload: bytes, base_offset: int, base_ts: int, count: int
-          ) -> tuple[list[ScannedRecord], int]:
+def _scan_py(payload: bytes, base_offset: int, base_ts: int, count: int
+            ) -> tuple[list[ScannedRecord], int]:
     """The cleaner's hot loop: varints of one or two bytes are decoded inline, longer ones by
     ``_raw_varint``; values and headers are skipped, not decoded."""
     out: list[ScannedRecord] = []
@@ -173,6 +174,17 @@ def _scan(payload: bytes, base_offset: int, base_ts: int, count: int
             key, payload[p] != 1, start, attr_pos, ts_end, end)))
         pos = end
     return out, pos
+
+
+def _scan_native(payload: bytes, base_offset: int, base_ts: int, count: int
+                 ) -> tuple[list[ScannedRecord], int]:
+    """The native twin of ``_scan_py`` (tidelog._native): same records, same errors."""
+    assert _native_core is not None
+    records, end = _native_core.scan(payload, base_offset, base_ts, count, ScannedRecord)
+    return records, end
+
+
+_scan = _scan_native if _native_core is not None else _scan_py
 
 
 def _records_body(payload: Buffer, kept: list[ScannedRecord], base_ts: int, orig_base_ts: int) -> bytes:

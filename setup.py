@@ -1,0 +1,18 @@
+"""Build configuration beside pyproject.toml: only the optional native core.
+
+The extension is ``optional``: without a C compiler the install still succeeds and tidelog
+runs its pure-Python twins (see tidelog._native).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "tidelog._native._core",
+            sources=["src/tidelog/_native/_core.c"],
+            extra_compile_args=["-O2"],
+            optional=True,
+        )
+    ]
+)

@@ -1,0 +1,435 @@
+/* tidelog._native._core: the per-record loops of the produce validator and the cleaner.
+ *
+ * Each function is the twin of a pure-Python function that stays the reference
+ * (storage/validator.py _walk_py, storage/cleaner/batch_filter.py _scan_py): same results,
+ * same exception types, same messages, on every input.  Varints are decoded exactly like
+ * Python's unbounded ints: up to 10 groups of 7 bits (70 bits), so values are held in
+ * 128-bit integers and only converted to Python ints at the end.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+
+typedef __int128 i128;
+typedef unsigned __int128 u128;
+
+static PyObject *InvalidRecordError; /* tidelog.records.errors.InvalidRecordError */
+
+static PyObject *
+long_from_i128(i128 v)
+{
+    if (v >= INT64_MIN && v <= INT64_MAX)
+        return PyLong_FromLongLong((long long)v);
+    /* beyond int64 only for malformed varints: hi * 2**64 + lo */
+    PyObject *hi = PyLong_FromLongLong((long long)(v >> 64));
+    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)(uint64_t)v);
+    PyObject *sh = PyLong_FromLong(64), *t = NULL, *out = NULL;
+    if (hi && lo && sh && (t = PyNumber_Lshift(hi, sh)))
+        out = PyNumber_Add(t, lo);
+    Py_XDECREF(hi); Py_XDECREF(lo); Py_XDECREF(sh); Py_XDECREF(t);
+    return out;
+}
+
+static inline i128
+zigzag(u128 raw)
+{
+    return (raw & 1) ? -(i128)(raw >> 1) - 1 : (i128)(raw >> 1);
+}
+
+/* Raise InvalidRecordError(fmt % (int, pylong(v))). */
+static PyObject *
+invalid_with_value(const char *fmt, Py_ssize_t n, i128 v)
+{
+    PyObject *val = long_from_i128(v);
+    if (val == NULL)
+        return NULL;
+    PyObject *msg = n >= 0 ? PyUnicode_FromFormat(fmt, n, val) : PyUnicode_FromFormat(fmt, val);
+    Py_DECREF(val);
+    if (msg != NULL) {
+        PyErr_SetObject(InvalidRecordError, msg);
+        Py_DECREF(msg);
+    }
+    return NULL;
+}
+
+/* records.varint.decode_varint: raw value; -1 underflow, -2 longer than 10 bytes. */
+static inline int
+raw_varint(const uint8_t *b, Py_ssize_t end, Py_ssize_t *pos, u128 *out)
+{
+    u128 r = 0;
+    int shift = 0;
+    Py_ssize_t p = *pos;
+    for (;;) {
+        if (p >= end)
+            return -1;
+        uint8_t c = b[p++];
+        r |= (u128)(c & 0x7F) << shift;
+        if (!(c & 0x80))
+            break;
+        shift += 7;
+        if (shift > 63)
+            return -2;
+    }
+    *pos = p;
+    *out = r;
+    return 0;
+}
+
+static void
+varint_error(int rc)
+{
+    PyErr_SetString(InvalidRecordError,
+                    rc == -1 ? "varint underflow" : "varint longer than 10 bytes");
+}
+
+/* One varint as _walk_py reads it: 1- and 2-byte forms inline (an IndexError there is
+ * "header runs past"), longer ones through decode_varint's errors.
+ * Returns 0, -3 for header-runs-past, or -1/-2 from raw_varint. */
+static inline int
+walk_varint(const uint8_t *b, Py_ssize_t end, Py_ssize_t *pos, i128 *out)
+{
+    Py_ssize_t p = *pos;
+    if (p >= end)
+        return -3;
+    uint8_t c = b[p];
+    if (c < 0x80) {
+        *out = zigzag(c);
+        *pos = p + 1;
+        return 0;
+    }
+    if (p + 1 >= end)
+        return -3;
+    if (b[p + 1] < 0x80) {
+        *out = zigzag((u128)((c & 0x7F) | (b[p + 1] << 7)));
+        *pos = p + 2;
+        return 0;
+    }
+    u128 raw;
+    int rc = raw_varint(b, end, pos, &raw);
+    if (rc == 0)
+        *out = zigzag(raw);
+    return rc;
+}
+
+#define BIG ((i128)1 << 62)
+
+static PyObject *
+walk_result(Py_ssize_t n, i128 min_d, i128 max_d, int sequential, Py_ssize_t nulls)
+{
+    PyObject *lo = long_from_i128(min_d), *hi = long_from_i128(max_d);
+    PyObject *out = NULL;
+    if (lo && hi)
+        out = Py_BuildValue("nOONn", n, lo, hi, PyBool_FromLong(sequential), nulls);
+    Py_XDECREF(lo); Py_XDECREF(hi);
+    return out;
+}
+
+static PyObject *
+walk_count_error(PyObject *count, Py_ssize_t n)
+{
+    PyObject *msg = PyUnicode_FromFormat("the batch declares %S records but holds %zd",
+                                         count, n);
+    if (msg) {
+        PyErr_SetObject(InvalidRecordError, msg);
+        Py_DECREF(msg);
+    }
+    return NULL;
+}
+
+/* Returns 0, or an error already set. */
+static int
+walk_loop(const uint8_t *b, Py_ssize_t end, Py_ssize_t *n_out, i128 *min_out,
+          i128 *max_out, int *seq_out, Py_ssize_t *nulls_out)
+{
+    Py_ssize_t pos = 0, n = 0, nulls = 0;
+    i128 min_d = BIG, max_d = -BIG, length, d, od;
+    int sequential = 1, rc;
+    while (pos < end) {
+        Py_ssize_t p = pos;
+        if ((rc = walk_varint(b, end, &p, &length)) != 0)
+            goto fail;
+        i128 rec_end = (i128)p + length;
+        if (length <= 0 || rec_end > end) {
+            invalid_with_value("record %zd length %S runs past the batch", n, length);
+            return -1;
+        }
+        p += 1; /* attributes */
+        if ((rc = walk_varint(b, end, &p, &d)) != 0)
+            goto fail;
+        if (d < min_d) min_d = d;
+        if (d > max_d) max_d = d;
+        if ((rc = walk_varint(b, end, &p, &od)) != 0)
+            goto fail;
+        if (od != n)
+            sequential = 0;
+        if (p >= end) {
+            rc = -3;
+            goto fail;
+        }
+        if (b[p] == 1) /* key length -1 is the single byte 0x01 */
+            nulls++;
+        pos = (Py_ssize_t)rec_end;
+        n++;
+    }
+    *n_out = n; *min_out = min_d; *max_out = max_d; *seq_out = sequential; *nulls_out = nulls;
+    return 0;
+fail:
+    if (rc == -3)
+        PyErr_Format(InvalidRecordError, "record %zd header runs past the batch", n);
+    else
+        varint_error(rc);
+    return -1;
+}
+
+PyDoc_STRVAR(walk_doc,
+"walk(buf, count) -> (records, min ts delta, max ts delta, sequential, null keys)\n\n"
+"The produce validator's record walk (storage/validator.py _walk_py).");
+
+static PyObject *
+core_walk(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *count;
+    if (!PyArg_ParseTuple(args, "OO:walk", &obj, &count))
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    Py_ssize_t n, nulls;
+    i128 min_d, max_d;
+    int seq;
+    int rc = walk_loop((const uint8_t *)view.buf, view.len, &n, &min_d, &max_d, &seq, &nulls);
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        return NULL;
+    PyObject *nn = PyLong_FromSsize_t(n);
+    if (nn == NULL)
+        return NULL;
+    int eq = PyObject_RichCompareBool(nn, count, Py_EQ);
+    Py_DECREF(nn);
+    if (eq < 0)
+        return NULL;
+    if (!eq)
+        return walk_count_error(count, n);
+    return walk_result(n, min_d, max_d, seq, nulls);
+}
+
+/* -- the cleaner's scan ------------------------------------------------------------------ */
+
+static PyObject *
+index_error(void)
+{
+    PyErr_SetString(PyExc_IndexError, "index out of range");
+    return NULL;
+}
+
+/* batch_filter._raw_varint: IndexError on underflow (returns -1), -2 when too long. */
+static inline int
+scan_raw(const uint8_t *b, Py_ssize_t end, Py_ssize_t *pos, u128 *out)
+{
+    return raw_varint(b, end, pos, out);
+}
+
+static int
+scan_fail(int rc)
+{
+    if (rc == -1)
+        index_error();
+    else
+        varint_error(-2);
+    return -1;
+}
+
+typedef struct {
+    u128 length, raw_ts, raw_off, raw_klen;
+    Py_ssize_t start, attr_pos, ts_end, p;
+} ScanFields;
+
+/* Decode the record header at f->start up to the key length, as _scan_py does. */
+static int
+scan_header(const uint8_t *b, Py_ssize_t limit, ScanFields *f)
+{
+    Py_ssize_t pos = f->start, p;
+    int rc;
+    if (pos >= limit)
+        return scan_fail(-1);
+    uint8_t c = b[pos];
+    if (c < 0x80) {
+        f->length = c;
+        f->attr_pos = pos + 1;
+    } else if (pos + 1 >= limit) {
+        return scan_fail(-1);
+    } else if (b[pos + 1] < 0x80) {
+        f->length = (c & 0x7F) | (b[pos + 1] << 7);
+        f->attr_pos = pos + 2;
+    } else {
+        p = pos;
+        if ((rc = scan_raw(b, limit, &p, &f->length)) != 0)
+            return scan_fail(rc);
+        f->attr_pos = p;
+    }
+    i128 length = zigzag(f->length);
+    i128 end = (i128)f->attr_pos + length;
+    if (length < 0 || end > limit) {
+        invalid_with_value("record length %S runs past the batch", -1, length);
+        return -1;
+    }
+    p = f->attr_pos + 1;
+    if (p >= limit)
+        return scan_fail(-1);
+    f->raw_ts = b[p];
+    f->ts_end = p + 1;
+    if (f->raw_ts >= 0x80) {
+        if ((rc = scan_raw(b, limit, &p, &f->raw_ts)) != 0)
+            return scan_fail(rc);
+        f->ts_end = p;
+    }
+    p = f->ts_end;
+    if (p >= limit)
+        return scan_fail(-1);
+    f->raw_off = b[p++];
+    if (f->raw_off >= 0x80) {
+        if (p >= limit)
+            return scan_fail(-1);
+        if (b[p] < 0x80) {
+            f->raw_off = (f->raw_off & 0x7F) | ((u128)b[p] << 7);
+            p++;
+        } else {
+            p = f->ts_end;
+            if ((rc = scan_raw(b, limit, &p, &f->raw_off)) != 0)
+                return scan_fail(rc);
+        }
+    }
+    if (p >= limit)
+        return scan_fail(-1);
+    f->raw_klen = b[p++];
+    if (f->raw_klen >= 0x80) {
+        p -= 1;
+        if ((rc = scan_raw(b, limit, &p, &f->raw_klen)) != 0)
+            return scan_fail(rc);
+    }
+    f->p = p;
+    return 0;
+}
+
+static PyObject *
+new_scanned(PyTypeObject *cls, PyObject **items)
+{
+    PyObject *t = cls->tp_alloc(cls, 8);
+    if (t == NULL) {
+        for (int i = 0; i < 8; i++)
+            Py_XDECREF(items[i]);
+        return NULL;
+    }
+    for (int i = 0; i < 8; i++) {
+        if (items[i] == NULL) {
+            for (int j = i; j < 8; j++)
+                Py_XDECREF(items[j]);
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, items[i]);
+    }
+    return t;
+}
+
+/* One ScannedRecord (or NULL); *end_out is the record's end. */
+static PyObject *
+scan_one(const uint8_t *b, Py_ssize_t limit, Py_ssize_t start, long long base_offset,
+         long long base_ts, PyTypeObject *cls, Py_ssize_t *end_out)
+{
+    ScanFields f;
+    f.start = start;
+    if (scan_header(b, limit, &f) < 0)
+        return NULL;
+    Py_ssize_t end = f.attr_pos + (Py_ssize_t)zigzag(f.length);
+    i128 klen = zigzag(f.raw_klen);
+    i128 p = f.p;
+    PyObject *key = Py_None;
+    if (klen >= 0)
+        p += klen;
+    if (p >= end || klen < -1) {
+        PyErr_SetString(InvalidRecordError, "record fields run past the record");
+        return NULL;
+    }
+    if (klen >= 0)
+        key = PyBytes_FromStringAndSize((const char *)b + f.p, (Py_ssize_t)klen);
+    else
+        Py_INCREF(key);
+    PyObject *items[8] = {
+        long_from_i128((i128)base_offset + zigzag(f.raw_off)),
+        long_from_i128((i128)base_ts + zigzag(f.raw_ts)),
+        key,
+        PyBool_FromLong(b[(Py_ssize_t)p] != 1),
+        PyLong_FromSsize_t(start),
+        PyLong_FromSsize_t(f.attr_pos),
+        PyLong_FromSsize_t(f.ts_end),
+        PyLong_FromSsize_t(end),
+    };
+    *end_out = end;
+    return new_scanned(cls, items);
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan(payload, base_offset, base_ts, count, cls) -> (records, end)\n\n"
+"The cleaner's record scan (storage/cleaner/batch_filter.py _scan_py); ``cls`` is the\n"
+"ScannedRecord named tuple.  Raises IndexError where the Python twin does.");
+
+static PyObject *
+core_scan(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *cls;
+    long long base_offset, base_ts, count;
+    if (!PyArg_ParseTuple(args, "OLLLO!:scan", &obj, &base_offset, &base_ts, &count,
+                          &PyType_Type, &cls))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)cls, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "cls must be a tuple subclass");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    PyObject *out = PyList_New(0);
+    Py_ssize_t pos = 0;
+    for (long long i = 0; out != NULL && i < count; i++) {
+        Py_ssize_t end;
+        PyObject *rec = scan_one(b, view.len, pos, base_offset, base_ts,
+                                 (PyTypeObject *)cls, &end);
+        if (rec == NULL || PyList_Append(out, rec) < 0) {
+            Py_XDECREF(rec);
+            Py_CLEAR(out);
+            break;
+        }
+        Py_DECREF(rec);
+        pos = end;
+    }
+    PyBuffer_Release(&view);
+    if (out == NULL)
+        return NULL;
+    return Py_BuildValue("Nn", out, pos);
+}
+
+static PyMethodDef core_methods[] = {
+    {"walk", core_walk, METH_VARARGS, walk_doc},
+    {"scan", core_scan, METH_VARARGS, scan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef core_module = {
+    PyModuleDef_HEAD_INIT, "tidelog._native._core",
+    "Native twins of tidelog's per-record loops (see tidelog._native).", -1, core_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__core(void)
+{
+    PyObject *errors = PyImport_ImportModule("tidelog.records.errors");
+    if (errors == NULL)
+        return NULL;
+    InvalidRecordError = PyObject_GetAttrString(errors, "InvalidRecordError");
+    Py_DECREF(errors);
+    if (InvalidRecordError == NULL)
+        return NULL;
+    return PyModule_Create(&core_module);
+}
