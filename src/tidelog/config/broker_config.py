@@ -136,6 +136,35 @@ _d(
     between(1, INT_MAX),
 )
 _d("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this.")
+_d(
+    "http.listeners",
+    "list",
+    "",
+    "HTTP listener for /metrics, /healthz, /readyz and the web console "
+    "(e.g. `http://127.0.0.1:9644`); empty: off.",
+)
+_d("http.console.enable", "boolean", True, "Serve the web console on the HTTP listener.")
+_d(
+    "http.console.admin.enable",
+    "boolean",
+    False,
+    "Allow the console's admin actions (create topic, alter config, reset offsets); "
+    "read-only when false.",
+)
+_d(
+    "http.console.lag.sample.interval.ms",
+    "long",
+    5000,
+    "How often the console samples consumer group lag for its charts.",
+    at_least(1),
+)
+_d(
+    "http.console.lag.history.ms",
+    "long",
+    600000,
+    "How much lag history the console keeps and draws.",
+    at_least(1),
+)
 # security (Kafka's names; listener.name.<listener>.<key> overrides any of them per listener)
 _d(
     "listener.security.protocol.map",
