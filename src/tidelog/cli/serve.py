@@ -58,9 +58,12 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(f"{broker.advertised_host}:{broker.bound_port}\n")
         tmp.replace(ready_file)
+    broker.fatal_listeners.append(stop.set)  # all log dirs failed: shut down cleanly
     await stop.wait()
     log.info("shutting down")
     await broker.stop()
+    if broker.fatal_error is not None:
+        raise RuntimeError(broker.fatal_error)  # exit non-zero, as Kafka does
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidelog.config.broker_config import BrokerConfig
@@ -39,6 +40,13 @@ class Broker:
             int(config.values["max.incremental.fetch.session.cache.slots"])
         )
         self.replica_manager.add_append_listener(self.purgatory.check_and_complete)
+        # With every log dir offline the broker cannot serve anything: it shuts down (Kafka
+        # halts). ``fatal_listeners`` run on the loop (``tidelog serve`` stops the process);
+        # without any, the broker stops itself.
+        self.fatal_error: str | None = None
+        self.fatal_listeners: list[Callable[[], object]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.replica_manager.add_all_dirs_offline_listener(self._on_all_dirs_offline)
         # Kafka's RequestMetrics, recorded by the connections and read by /metrics
         self.request_metrics: RequestMetrics | None = RequestMetrics()
         self.connections: set[KafkaConnection] = set()
@@ -64,6 +72,7 @@ class Broker:
 
         listener = self.config.listener
         loop = asyncio.get_running_loop()
+        self._loop = loop
         try:
             self.replica_manager.startup()
             self._server = await loop.create_server(
@@ -82,6 +91,21 @@ class Broker:
             self.bound_port,
             self.replica_manager.cluster_id,
         )
+
+    def _on_all_dirs_offline(self) -> None:
+        """Called from whichever thread hit the last disk error."""
+        self.fatal_error = "all log dirs have failed"
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(self._shut_down_after_fault)
+
+    def _shut_down_after_fault(self) -> None:
+        if self.fatal_listeners:
+            for fn in self.fatal_listeners:
+                fn()
+        else:
+            self._fault_stop = asyncio.ensure_future(self.stop())
 
     def _release_logs(self) -> None:
         """After a failed start: give the log dirs (and their locks) back."""

@@ -235,7 +235,13 @@ class ReplicaManager:
 
     def _append(self, tp: TopicPartition, records: bytes) -> Any:
         lg = self.log_or_error(tp)
-        info = lg.append_as_leader(records)
+        try:
+            info = lg.append_as_leader(records)
+        except Exception as exc:
+            # A disk error takes the whole log dir offline once (Kafka's LogDirFailureChannel);
+            # the caller answers KAFKA_STORAGE_ERROR either way.
+            self._report_io_error(lg, exc, f"appending to {tp}")
+            raise
         # Single node: the leader is the whole ISR, so HW follows LEO at once.
         lg.maybe_increment_high_watermark(lg.log_end_offset)
         for fn in self._append_listeners:
@@ -250,6 +256,27 @@ class ReplicaManager:
         else:
             lg.maybe_increment_log_start_offset(offset, "ClientRecordDeletion")
         return int(lg.log_start_offset)
+
+    def _report_io_error(self, lg: Any, exc: BaseException, op: str) -> bool:
+        handle = getattr(self.logs, "maybe_handle_io_error", None)
+        return bool(handle(lg, exc, op)) if handle is not None else False
+
+    def maybe_handle_io_error(self, tp: TopicPartition, exc: BaseException) -> bool:
+        """Report a read/flush error on ``tp``'s log; True if it took its dir offline."""
+        lg = self.logs.get_log(tp)
+        return lg is not None and self._report_io_error(lg, exc, f"reading {tp}")
+
+    def offline_partitions(self, topic: str) -> frozenset[int]:
+        """Partitions of ``topic`` whose log dir is offline (reported in Metadata)."""
+        offline = getattr(self.logs, "offline_partitions", None)
+        if offline is None:
+            return frozenset()
+        return frozenset(tp.partition for tp in offline() if tp.topic == topic)
+
+    def add_all_dirs_offline_listener(self, fn: Callable[[], object]) -> None:
+        add = getattr(self.logs, "add_all_dirs_offline_listener", None)
+        if add is not None:
+            add(fn)
 
     def add_append_listener(self, fn: Callable[[TopicPartition], object]) -> None:
         self._append_listeners.append(fn)

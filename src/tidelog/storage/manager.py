@@ -13,6 +13,7 @@ lifecycle operations the broker calls.
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.dir_lock import FileLock, LogDirError, canonical_dirs, lock_dir, prepare_dir
 from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from tidelog.storage.log import Log
+from tidelog.storage.log_dir_failure import LogDirFailureChannel, is_disk_failure
 from tidelog.storage.manager_config import LogManagerConfig
 from tidelog.storage.manager_tasks import LogManagerTasks, first_segment_base
 from tidelog.util.clock import Clock
@@ -85,6 +87,7 @@ class LogManager(LogManagerTasks):
         topic_configs: TopicConfigs | None = None,
         broker_epoch: int = -1,
         cleaner_config: CleanerConfig | None = None,
+        failure_channel: LogDirFailureChannel | None = None,
     ) -> None:
         self.clock = clock
         self.scheduler = scheduler
@@ -98,6 +101,11 @@ class LogManager(LogManagerTasks):
         self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, Log] = {}
+        # Partitions whose dir went offline: they answer KAFKA_STORAGE_ERROR, never move.
+        self._offline_logs: dict[TopicPartition, Path] = {}
+        self.failure_channel = failure_channel or LogDirFailureChannel()
+        self.failure_channel.add_listener(self._handle_log_dir_failure)
+        self._all_dirs_offline_listeners: list[Callable[[], object]] = []
         self._started = False
         self._shut_down = False
         self._owns_scheduler = False
@@ -151,6 +159,64 @@ class LogManager(LogManagerTasks):
             if d.path == path:
                 return d
         raise LogDirError(f"{path} is not one of the log dirs")
+
+    # -- log dir failure (Kafka's ReplicaManager.handleLogDirFailure + LogManager) -------------
+    def add_all_dirs_offline_listener(self, fn: Callable[[], object]) -> None:
+        """``fn`` runs once when the last live dir fails (the broker then shuts down)."""
+        self._all_dirs_offline_listeners.append(fn)
+
+    def maybe_handle_io_error(self, where: Log | Path, exc: BaseException, op: str) -> bool:
+        """Report ``exc`` if it is a disk error in ``where``'s log dir; True if it was."""
+        if not is_disk_failure(exc):
+            return False
+        path = Path(where.dir).parent if isinstance(where, Log) else Path(where)
+        d = next((d for d in self.dirs if d.path == path), None)
+        if d is None:
+            return False
+        self.failure_channel.maybe_add_offline_log_dir(d.path, f"Error while {op}", exc)
+        return True
+
+    def offline_partition_dir(self, tp: TopicPartition) -> Path | None:
+        """The offline log dir holding ``tp``, or None if ``tp`` is not offline."""
+        return self._offline_logs.get(tp)
+
+    def offline_partitions(self) -> dict[TopicPartition, Path]:
+        with self._lock:
+            return dict(self._offline_logs)
+
+    def _handle_log_dir_failure(self, path: Path) -> None:
+        """Take ``path`` offline: no write reaches it again (its logs' files are closed
+        without flushing, its lock is released), its partitions stay known as offline."""
+        d = next((d for d in self.dirs if d.path == path), None)
+        if d is None or not d.online:
+            return
+        d.offline_reason = self.failure_channel.offline_reason(path) or "I/O error"
+        with self._lock:
+            failed = {tp: lg for tp, lg in self._logs.items() if Path(lg.dir).parent == path}
+            for tp in failed:
+                del self._logs[tp]
+                self._last_flush.pop(tp, None)
+                self._offline_logs[tp] = path
+        for lg in failed.values():
+            try:
+                lg.close_handlers()
+            except Exception as exc:  # the disk is gone: closing may fail too, say it once
+                log.debug("closing %s after its dir failed: %s", lg.dir, exc)
+        if d.lock is not None:
+            try:
+                d.lock.release()
+            except OSError:
+                pass
+            d.lock = None
+        log.warning("Partitions %s are offline (log dir %s failed)",
+                    sorted(str(tp) for tp in failed), path)
+        if not any(x.online for x in self.dirs):
+            log.error(
+                "Shutdown broker because all log dirs in %s have failed",
+                ", ".join(str(x.path) for x in self.dirs),
+            )
+            for fn in list(self._all_dirs_offline_listeners):
+                fn()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -218,6 +284,8 @@ class LogManager(LogManagerTasks):
         with self._lock:
             self._logs.clear()
         self._release_locks()
+        for line in self.failure_channel.summary():
+            log.warning("Log directory %s", line)
         log.info("Shutdown of the log manager complete.")
 
     def _shutdown_dir(self, d: LogDir) -> None:
@@ -310,6 +378,10 @@ class LogManager(LogManagerTasks):
             if existing is not None:
                 self._maybe_apply_overrides(tp.topic, topic_overrides)
                 return existing
+            offline = self._offline_logs.get(tp)
+            if offline is not None:
+                self.failure_channel.count_refused(offline)
+                raise KafkaStorageError(f"Log for partition {tp} is offline (log dir {offline})")
             if self._shut_down or not self._started:
                 # Before startup the partition's existing dir is not loaded yet: creating it
                 # now would race the loader (and then look like a duplicate).
@@ -349,6 +421,7 @@ class LogManager(LogManagerTasks):
         errors: list[str] = []
         for d in self._dirs_by_load():
             path = d.path / tp.dir_name
+            fresh = not path.exists()
             try:
                 path.mkdir(exist_ok=True)
                 lg = Log.open(
@@ -360,7 +433,11 @@ class LogManager(LogManagerTasks):
                 )
             except OSError as exc:
                 errors.append(f"{path}: {exc}")
-                log.error("Error creating log for %s in %s; trying the next dir", tp, d.path)
+                if fresh:  # leave no half-created partition dir behind
+                    shutil.rmtree(path, ignore_errors=True)
+                if not self.maybe_handle_io_error(d.path, exc, f"creating log for {tp}"):
+                    # out of descriptors/memory: a resource error, the dir itself is fine
+                    raise KafkaStorageError(f"Could not create log for {tp}: {exc}") from exc
                 continue
             log.info("Created log for partition %s in %s", tp, path)
             return lg

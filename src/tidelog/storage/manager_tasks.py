@@ -115,6 +115,9 @@ class LogManagerTasks:
     def all_logs(self) -> list[Log]:
         raise NotImplementedError
 
+    def maybe_handle_io_error(self, where: Log | Path, exc: BaseException, op: str) -> bool:
+        raise NotImplementedError
+
     def _init_tasks(self) -> None:
         self._tasks: list[ScheduledTask] = []
         self._delete_tasks: dict[Path, ScheduledTask] = {}
@@ -337,8 +340,9 @@ class LogManagerTasks:
                 continue
             try:
                 total += lg.delete_old_segments()
-            except Exception:
-                log.error("Error deleting old segments of %s", lg.dir, exc_info=True)
+            except Exception as exc:
+                if not self.maybe_handle_io_error(lg, exc, f"deleting old segments of {lg.dir}"):
+                    log.error("Error deleting old segments of %s", lg.dir, exc_info=True)
         log.debug(
             "Log cleanup completed. %d files deleted in %.3f s", total, time.monotonic() - started
         )
@@ -362,8 +366,10 @@ class LogManagerTasks:
                 log.debug("Flushing %s (last flushed %d ms ago)", tp, now - last)
                 lg.flush()
                 self._last_flush[tp] = now
-            except Exception:
-                log.error("Error flushing %s", lg.dir, exc_info=True)
+            except Exception as exc:
+                # A failed fsync takes the dir offline: no later write may be acknowledged.
+                if not self.maybe_handle_io_error(lg, exc, f"flushing {lg.dir}"):
+                    log.error("Error flushing %s", lg.dir, exc_info=True)
 
     def checkpoint_log_recovery_offsets(self) -> None:
         for d in self.dirs:
@@ -390,8 +396,9 @@ class LogManagerTasks:
             d.recovery_point_checkpoint.write(
                 {lg.topic_partition: lg.recovery_point for lg in logs if lg.topic_partition}
             )
-        except OSError:
-            log.error("Disk error writing recovery points in %s", d.path, exc_info=True)
+        except OSError as exc:
+            if not self.maybe_handle_io_error(d.path, exc, "writing recovery point checkpoint"):
+                log.error("Error writing the recovery point checkpoint in %s: %s", d.path, exc)
             return False
         return True
 
@@ -404,8 +411,9 @@ class LogManagerTasks:
                 offsets[tp] = lso
         try:
             d.log_start_offset_checkpoint.write(offsets)
-        except OSError:
-            log.error("Disk error writing log start offsets in %s", d.path, exc_info=True)
+        except OSError as exc:
+            if not self.maybe_handle_io_error(d.path, exc, "writing log start offset checkpoint"):
+                log.error("Error writing the log start offset checkpoint in %s: %s", d.path, exc)
             return False
         return True
 

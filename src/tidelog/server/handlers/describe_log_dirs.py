@@ -1,5 +1,6 @@
 """DescribeLogDirs (key 35): per log dir, each hosted partition's size (offset lag is 0 on a
-single node; no future replicas); total/usable bytes of the dir's file system (v4)."""
+single node; no future replicas); total/usable bytes of the dir's file system (v4); a log dir
+that failed answers KAFKA_STORAGE_ERROR."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 
 from ..context import RequestContext
@@ -55,13 +57,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 is_future_key=False,
             )
             by_dir.setdefault(parent, {}).setdefault(info.name, []).append(part)
+    offline = _offline_dirs(rm)
     results = []
     for d, topics in by_dir.items():
-        total, usable = _fs_bytes(d)
+        # An offline dir answers KAFKA_STORAGE_ERROR and no partitions (Kafka's LogManager).
+        err = ErrorCode.KAFKA_STORAGE_ERROR if d in offline else 0
+        total, usable = (-1, -1) if err else _fs_bytes(d)
         results.append(
             make(
                 rcls,
-                error_code=0,
+                error_code=err,
                 log_dir=str(d),
                 total_bytes=total,
                 usable_bytes=usable,
@@ -69,6 +74,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             )
         )
     return make(cls, throttle_time=0, error_code=0, results=tuple(results))
+
+
+def _offline_dirs(rm: Any) -> set[Path]:
+    channel = getattr(rm.logs, "failure_channel", None)
+    if channel is None:
+        return set()
+    return {Path(p).resolve() for p in channel.offline_log_dirs()}
 
 
 def _tp(topic: str, partition: int) -> Any:

@@ -64,6 +64,7 @@ def _read_partition(
         if aborted:
             out.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
     except Exception as exc:
+        ctx.broker.replica_manager.maybe_handle_io_error(tp, exc)  # a disk error: dir offline
         out.error_code, _ = to_error(exc)
         out.records = b""
     return out

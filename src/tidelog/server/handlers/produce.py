@@ -14,6 +14,7 @@ from tidelog.util.topic_partition import TopicPartition
 from ..context import RequestContext
 from ..errors import to_error
 from ..replica_manager import INTERNAL_TOPICS
+from ..txn.verification import verify_transactional_produce
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -41,6 +42,10 @@ def _append(
             f"the min.isr requirement of {_min_isr(ctx, tp)} for partition {tp}"
         )
         return result
+    txn_error = verify_transactional_produce(ctx.broker, tp, records)
+    if txn_error is not None:
+        result.error_code = txn_error
+        return result
     try:
         info = rm.append(tp, records)
     except RecordValidationError as exc:
@@ -50,7 +55,9 @@ def _append(
         return result
     except Exception as exc:
         code, msg = to_error(exc)
-        if code == ErrorCode.UNKNOWN_SERVER_ERROR or code == ErrorCode.KAFKA_STORAGE_ERROR:
+        # A storage error was logged once, when its log dir went offline (repeats are
+        # counted there): no traceback per request.
+        if code == ErrorCode.UNKNOWN_SERVER_ERROR:
             log.error("append to %s failed", tp, exc_info=exc)
         result.error_code = code
         result.error_message = msg

@@ -1,15 +1,23 @@
-"""Shared machinery of the mmap'd sparse indexes (Kafka's AbstractIndex + LazyIndex).
+"""Shared machinery of the sparse indexes (Kafka's AbstractIndex + LazyIndex).
 
 An index file is a flat array of fixed-size big-endian entries. A *new* file is preallocated
-to ``max_index_size`` rounded down to the entry size; an existing file's entry count is its
-length divided by the entry size (the whole file is assumed valid, which is why close and roll
-trim it). The file is opened lazily, on first access, so a segment whose index is never used
-does not create it, and renames of an unopened index only change the path.
+(sparse) to ``max_index_size`` rounded down to the entry size; an existing file's entry count
+is its length divided by the entry size (the whole file is assumed valid, which is why close
+and roll trim it). The file is opened lazily, on first access, so a segment whose index is
+never used does not create it, and renames of an unopened index only change the path.
+
+Unlike Kafka we keep no memory map and no descriptor: the valid entries live in a bytearray,
+and each appended entry is written through with ``pwrite`` on a descriptor opened for that
+write. A store into a writable map of a sparse file kills the process with SIGBUS when the
+file system has no free block (or the disk fails); a ``pwrite`` fails with ENOSPC/EIO, an
+ordinary storage error that takes the log dir offline. Holding no descriptor keeps a
+partition at one descriptor per segment (the ``.log``), so ``ulimit -n 1024`` hosts hundreds
+of partitions. Entries are written through at once because readers in other processes (the
+Spark source) read the files of a live segment.
 """
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -33,8 +41,9 @@ class AbstractIndex:
         self.writable = writable
         self._lock = threading.RLock()
         self._loaded = False
-        self._fd: int | None = None
-        self._mmap: mmap.mmap | None = None
+        # The valid entries (named for the map it replaced; indexable like one).
+        self._mmap: bytearray = bytearray()
+        self._dirty = False
         self._length = 0
         self._entries = 0
         self._max_entries = 0
@@ -49,37 +58,49 @@ class AbstractIndex:
                 self._loaded = True
 
     def _load(self) -> None:
-        flags = (os.O_RDWR | os.O_CREAT) if self.writable else os.O_RDONLY
         newly_created = not self._path.exists()
         if newly_created and self.max_index_size < self.entry_size:
             raise ValueError(f"Invalid max index size: {self.max_index_size} for {self._path}")
+        flags = (os.O_RDWR | os.O_CREAT) if self.writable else os.O_RDONLY
         fd = os.open(self._path, flags, 0o644)
         try:
             if newly_created:
-                os.ftruncate(fd, self._round_down(self.max_index_size))
-            length = os.fstat(fd).st_size
-            self._fd = fd
-            self._map(length)
-        except BaseException:
+                length = self._round_down(self.max_index_size)
+                os.ftruncate(fd, length)  # sparse, like Kafka's RandomAccessFile.setLength
+                data = b""
+            else:
+                length = os.fstat(fd).st_size
+                data = _read_all(fd, length)
+        finally:
             os.close(fd)
-            self._fd = None
-            raise
+        self._length = length
+        self._max_entries = length // self.entry_size
         # A new file is empty; an existing one is taken as full of valid entries.
         self._entries = 0 if newly_created else length // self.entry_size
+        self._mmap = bytearray(data[: self._entries * self.entry_size])
+        self._dirty = False
         self._on_loaded()
 
     def _on_loaded(self) -> None:
         """Hook: subclasses cache their last entry."""
 
-    def _map(self, length: int) -> None:
-        assert self._fd is not None
-        self._length = length
-        self._max_entries = length // self.entry_size
-        if length == 0:
-            self._mmap = None  # mmap cannot map an empty file
-            return
-        access = mmap.ACCESS_WRITE if self.writable else mmap.ACCESS_READ
-        self._mmap = mmap.mmap(self._fd, length, access=access)
+    def _write_entry(self, entry: bytes) -> None:
+        """Write ``entry`` to the next slot, file first: a failed write changes nothing."""
+        position = self._entries * self.entry_size
+        fd = os.open(self._path, os.O_WRONLY)
+        try:
+            written = os.pwrite(fd, entry, position)
+            while written < len(entry):  # a short write on a nearly full disk
+                n = os.pwrite(fd, entry[written:], position + written)
+                if n == 0:
+                    raise OSError(f"short write to {self._path}")
+                written += n
+        finally:
+            os.close(fd)
+        del self._mmap[position:]
+        self._mmap += entry
+        self._entries += 1
+        self._dirty = True
 
     def _round_down(self, n: int) -> int:
         return n - n % self.entry_size
@@ -167,6 +188,7 @@ class AbstractIndex:
 
     def _truncate_to_entries(self, n: int) -> None:
         self._entries = n
+        del self._mmap[n * self.entry_size :]
         self._on_loaded()
 
     def _truncate_slot_for(self, offset: int) -> int:
@@ -203,10 +225,9 @@ class AbstractIndex:
                     f"cannot resize {self._path} to {rounded} bytes below its "
                     f"{self._entries} entries"
                 )
-            self._unmap()
-            assert self._fd is not None
-            os.ftruncate(self._fd, rounded)
-            self._map(rounded)
+            os.truncate(self._path, rounded)
+            self._length = rounded
+            self._max_entries = rounded // self.entry_size
             return True
 
     def trim(self) -> None:
@@ -221,30 +242,30 @@ class AbstractIndex:
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
-        if self._loaded and self._mmap is not None:
-            with self._lock:
-                self._mmap.flush()
-
-    def _unmap(self) -> None:
-        if self._mmap is not None:
-            self._mmap.close()
-            self._mmap = None
+        """fsync what was written since the last flush."""
+        if not (self._loaded and self._dirty):
+            return
+        with self._lock:
+            fd = os.open(self._path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._dirty = False
 
     def close(self) -> None:
-        """Trim and release the file (no-op if never loaded)."""
+        """Trim and release the entries (no-op if never loaded)."""
         if not self._loaded:
             return
         with self._lock:
-            if self.writable and self._fd is not None:
+            if self.writable:
                 self.trim()
             self.close_handler()
 
     def close_handler(self) -> None:
+        """Forget the entries without touching the file (an offline dir, a crash test)."""
         with self._lock:
-            self._unmap()
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
+            self._mmap = bytearray()
             self._loaded = False
 
     def delete_if_exists(self) -> bool:
@@ -279,3 +300,15 @@ class AbstractIndex:
     def __repr__(self) -> str:
         state = f"entries={self._entries}, max_entries={self._max_entries}" if self._loaded else "unloaded"
         return f"{type(self).__name__}({self._path}, base={self.base_offset}, {state})"
+
+
+def _read_all(fd: int, length: int) -> bytes:
+    chunks = []
+    position = 0
+    while position < length:
+        chunk = os.pread(fd, length - position, position)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        position += len(chunk)
+    return b"".join(chunks)

@@ -33,15 +33,12 @@ class OffsetIndex(AbstractIndex):
         return self.base_offset + self._relative_offset_at(self._entries - 1)
 
     def _relative_offset_at(self, slot: int) -> int:
-        assert self._mmap is not None
         return int(_I32.unpack_from(self._mmap, slot * 8)[0])
 
     def _position_at(self, slot: int) -> int:
-        assert self._mmap is not None
         return int(_I32.unpack_from(self._mmap, slot * 8 + 4)[0])
 
     def _parse(self, slot: int) -> OffsetPosition:
-        assert self._mmap is not None
         rel, pos = _ENTRY.unpack_from(self._mmap, slot * 8)
         return OffsetPosition(self.base_offset + rel, pos)
 
@@ -70,7 +67,7 @@ class OffsetIndex(AbstractIndex):
     def _slot_for_offset(self, target: int) -> int:
         """The hot path of every fetch: the binary search inlined (no key callbacks)."""
         n, mm, unpack = self._entries, self._mmap, _I32.unpack_from
-        if n == 0 or mm is None or unpack(mm, 0)[0] > target:
+        if n == 0 or unpack(mm, 0)[0] > target:
             return -1
         if unpack(mm, (n - 1) << 3)[0] <= target:
             return n - 1  # caught-up consumers read past the last entry: no search
@@ -114,9 +111,7 @@ class OffsetIndex(AbstractIndex):
                     f"larger than the last offset appended ({self._last_offset}) to {self._path}."
                 )
             rel = self.relative_offset(offset)
-            assert self._mmap is not None
-            _ENTRY.pack_into(self._mmap, self._entries * 8, rel, position)
-            self._entries += 1
+            self._write_entry(_ENTRY.pack(rel, position))
             self._last_offset = offset
 
     def sanity_check(self) -> None:

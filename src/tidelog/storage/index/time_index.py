@@ -36,15 +36,12 @@ class TimeIndex(AbstractIndex):
         return self._parse(self._entries - 1)
 
     def _timestamp_at(self, slot: int) -> int:
-        assert self._mmap is not None
         return int(_Q.unpack_from(self._mmap, slot * 12)[0])
 
     def _relative_offset_at(self, slot: int) -> int:
-        assert self._mmap is not None
         return int(_I32.unpack_from(self._mmap, slot * 12 + 8)[0])
 
     def _parse(self, slot: int) -> TimestampOffset:
-        assert self._mmap is not None
         ts, rel = _ENTRY.unpack_from(self._mmap, slot * 12)
         return TimestampOffset(ts, self.base_offset + rel)
 
@@ -101,9 +98,7 @@ class TimeIndex(AbstractIndex):
             if self._entries >= self._max_entries:
                 raise ValueError(f"Time index {self._path} has no free slot.")
             rel = self.relative_offset(offset)
-            assert self._mmap is not None
-            _ENTRY.pack_into(self._mmap, self._entries * 12, timestamp, rel)
-            self._entries += 1
+            self._write_entry(_ENTRY.pack(timestamp, rel))
             self._last_entry = TimestampOffset(timestamp, offset)
 
     def sanity_check(self) -> None:
