@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidelog.config.broker_config import BrokerConfig
-from tidelog.metrics import RequestMetrics
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 from .fetch_session import FetchSessionCache
 from .purgatory import FetchPurgatory
 from .registry import Registry, discover
 from .replica_manager import ReplicaManager
+from .security.wiring import setup_security, start_other_listeners, stop_other_listeners
 
 if TYPE_CHECKING:
     from .connection import KafkaConnection
@@ -40,18 +39,16 @@ class Broker:
             int(config.values["max.incremental.fetch.session.cache.slots"])
         )
         self.replica_manager.add_append_listener(self.purgatory.check_and_complete)
-        # With every log dir offline the broker cannot serve anything: it shuts down (Kafka
-        # halts). ``fatal_listeners`` run on the loop (``tidelog serve`` stops the process);
-        # without any, the broker stops itself.
-        self.fatal_error: str | None = None
-        self.fatal_listeners: list[Callable[[], object]] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self.replica_manager.add_all_dirs_offline_listener(self._on_all_dirs_offline)
-        # Kafka's RequestMetrics, recorded by the connections and read by /metrics
-        self.request_metrics: RequestMetrics | None = RequestMetrics()
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
         self.bound_port = 0
+        # listeners, SCRAM credentials and the authorizer (server/security/wiring.py)
+        self.listener_security: dict[str, Any] = {}
+        self.credentials: Any = None
+        self.authorizer: Any = None
+        self.bound_ports: dict[str, int] = {}
+        self.other_servers: list[Any] = []
+        setup_security(self)
 
     @property
     def node_id(self) -> int:
@@ -72,16 +69,25 @@ class Broker:
 
         listener = self.config.listener
         loop = asyncio.get_running_loop()
-        self._loop = loop
         try:
             self.replica_manager.startup()
+            security = self.listener_security[listener.name]
             self._server = await loop.create_server(
-                lambda: KafkaConnection(self), listener.host, listener.port, reuse_address=True
+                lambda: KafkaConnection(self, security),
+                listener.host,
+                listener.port,
+                reuse_address=True,
+                ssl=security.ssl_context,
             )
+            self.bound_port = self._server.sockets[0].getsockname()[1]
+            await start_other_listeners(self)
         except BaseException:
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+            await stop_other_listeners(self)
             self._release_logs()
             raise
-        self.bound_port = self._server.sockets[0].getsockname()[1]
         self._schedule_idle_check()
         self._start_group_coordinator()
         log.info(
@@ -91,21 +97,6 @@ class Broker:
             self.bound_port,
             self.replica_manager.cluster_id,
         )
-
-    def _on_all_dirs_offline(self) -> None:
-        """Called from whichever thread hit the last disk error."""
-        self.fatal_error = "all log dirs have failed"
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        loop.call_soon_threadsafe(self._shut_down_after_fault)
-
-    def _shut_down_after_fault(self) -> None:
-        if self.fatal_listeners:
-            for fn in self.fatal_listeners:
-                fn()
-        else:
-            self._fault_stop = asyncio.ensure_future(self.stop())
 
     def _release_logs(self) -> None:
         """After a failed start: give the log dirs (and their locks) back."""
@@ -154,6 +145,7 @@ class Broker:
         handle = getattr(self, "_idle_handle", None)
         if handle is not None:
             handle.cancel()
+        await stop_other_listeners(self)
         if self._server is not None:
             self._server.close()
             for conn in list(self.connections):

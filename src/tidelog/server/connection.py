@@ -32,6 +32,8 @@ from tidelog.protocol.errors import ErrorCode
 
 from .context import RequestContext
 from .error_response import error_response
+from .security.session import ListenerSecurity, SaslSession
+from .security.types import ANONYMOUS, KafkaPrincipal
 from .sendfile import close_chunks, write_chunks
 
 if TYPE_CHECKING:
@@ -51,8 +53,14 @@ class _Slot:
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: ListenerSecurity | None = None) -> None:
         self.broker = broker
+        self.listener = listener or ListenerSecurity("PLAINTEXT", "PLAINTEXT")
+        # SASL listeners: only ApiVersions/SaslHandshake/SaslAuthenticate until authenticated
+        self.session = (
+            SaslSession(self.listener, broker.credentials) if self.listener.sasl else None
+        )
+        self.principal: KafkaPrincipal = ANONYMOUS
         self.max_frame = int(broker.config.values["socket.request.max.bytes"])
         self.max_queued = int(broker.config.values["queued.max.requests"])
         # Kafka's RequestMetrics, recorded here only (None: not recorded)
@@ -75,6 +83,13 @@ class KafkaConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
+        if self.listener.protocol == "SSL":  # asyncio calls this after the TLS handshake
+            try:
+                self.principal = self.listener.ssl_principal(transport.get_extra_info("peercert"))
+            except ValueError as exc:  # no ssl.principal.mapping.rules rule applies
+                self.broker.connections.add(self)
+                self.close(str(exc))
+                return
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -110,11 +125,8 @@ class KafkaConnection(asyncio.Protocol):
         end = len(buf)
         while end - pos >= 4:
             (size,) = _I32.unpack_from(buf, pos)
-            if size < 0 or size > self.max_frame:
-                self.close(
-                    f"frame size {size} at byte {pos} exceeds socket.request.max.bytes "
-                    f"({self.max_frame}) or is negative"
-                )
+            if size < 0 or size > self._frame_cap():
+                self.close(self._oversize_reason(size, pos, bytes(buf[pos : pos + 4])))
                 return
             if end - pos - 4 < size:
                 break
@@ -126,6 +138,22 @@ class KafkaConnection(asyncio.Protocol):
             del buf[:pos]
         self._maybe_pause()
         self._flush()
+
+    def _frame_cap(self) -> int:
+        if self.session is not None and not self.session.complete:
+            return min(self.max_frame, self.listener.max_receive_size)
+        return self.max_frame
+
+    def _oversize_reason(self, size: int, pos: int, head: bytes) -> str:
+        if head[:2] == b"\x16\x03":  # a TLS ClientHello record header read as a frame size
+            return f"TLS handshake on the {self.listener.protocol} listener {self.listener.name}"
+        limit = "sasl.server.max.receive.size" if self._frame_cap() < self.max_frame else (
+            "socket.request.max.bytes"
+        )
+        return (
+            f"frame size {size} at byte {pos} exceeds {limit} ({self._frame_cap()}) "
+            "or is negative"
+        )
 
     # -- dispatch -----------------------------------------------------------------------------
     def _dispatch(self, frame: bytes) -> bool:
@@ -142,11 +170,23 @@ class KafkaConnection(asyncio.Protocol):
                     self.slots.append(slot)
                     return True
                 raise UnsupportedVersionError(key, version)
+            if self.session is not None and not self.session.allows(key):
+                raise InvalidRequestError(
+                    f"API key {key} not expected in SASL state {self.session.state}"
+                )
             header, request = decode_request(frame)
         except InvalidRequestError as exc:
             self.close(f"invalid request: {exc}")
             return False
-        ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1])
+        session = self.session
+        principal = session.principal if session is not None and session.principal else (
+            self.principal
+        )
+        ctx = RequestContext(
+            header, self.broker, self.peer[0], self.peer[1], principal=principal,
+            listener_name=self.listener.name, security_protocol=self.listener.protocol,
+            session=session,
+        )
         timing = RequestTiming(key, version, start_ns) if self.request_metrics else None
         if key == 0 and getattr(request, "acks", 1) == 0:
             self._spawn(None, request, ctx, spec.handle, timing)
@@ -216,6 +256,9 @@ class KafkaConnection(asyncio.Protocol):
                 self.close(ctx.close_reason)
             return
         self._complete(slot, header.correlation_id, task.result())
+        if ctx.close_reason:  # e.g. failed authentication: answer, then close
+            self._flush()
+            self.close(ctx.close_reason, graceful=True)
 
     def _complete(self, slot: _Slot, correlation_id: int, result: Any) -> None:
         if result is None:
@@ -270,10 +313,14 @@ class KafkaConnection(asyncio.Protocol):
             self._reading_paused = False
             self.transport.resume_reading()
 
-    def close(self, reason: str) -> None:
+    def close(self, reason: str, *, graceful: bool = False) -> None:
+        """Drop the connection; ``graceful`` sends what is buffered first."""
         if self.closed:
             return
         self.closed = True
         log.warning("closing connection from %s:%d: %s", *self.peer, reason)
         if self.transport is not None:
-            self.transport.abort()
+            if graceful:
+                self.transport.close()
+            else:
+                self.transport.abort()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tidelog.protocol.codec import RequestHeader
 
@@ -33,6 +33,8 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS
     listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
+    # the connection's SASL state (security/session.py SaslSession), None on other listeners
+    session: Any = None
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """The one authorization call every handler makes (Kafka's AuthHelper.authorize).
@@ -50,6 +52,14 @@ class RequestContext:
         if getattr(self.broker, "authorizer", None) is not None:
             ops = frozenset(op for op in ops if self.authorize(op, resource_type, name))
         return operations_bitfield(ops)
+
+    @property
+    def endpoint(self) -> tuple[str, int]:
+        """Advertised (host, port) of the listener this request came in on: Kafka answers
+        Metadata, FindCoordinator and DescribeCluster with the client's own listener."""
+        from .security.wiring import endpoint
+
+        return endpoint(self.broker, self.listener_name)
 
     @property
     def api_version(self) -> int:

@@ -50,8 +50,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             make(
                 bcls,
                 broker_id=b.node_id,
-                host=b.advertised_host,
-                port=b.advertised_port,
+                host=ctx.endpoint[0],
+                port=ctx.endpoint[1],
                 rack=None,
                 is_fenced=False,
             ),

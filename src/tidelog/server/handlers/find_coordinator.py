@@ -31,7 +31,7 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
-    host, port, node = ctx.broker.advertised_host, ctx.broker.advertised_port, ctx.broker.node_id
+    (host, port), node = ctx.endpoint, ctx.broker.node_id
     key_type = int(getattr(request, "key_type", GROUP_KEY_TYPE))
     if ctx.api_version >= 4:
         ccls = nested(cls, "coordinators")

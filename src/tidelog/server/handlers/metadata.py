@@ -145,8 +145,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             make(
                 bcls,
                 node_id=node,
-                host=broker.advertised_host,
-                port=broker.advertised_port,
+                host=ctx.endpoint[0],
+                port=ctx.endpoint[1],
                 rack=None,
             ),
         ),

@@ -1,0 +1,45 @@
+"""SaslAuthenticate (key 36): one SASL token each way until the mechanism completes. A
+failure is answered with SASL_AUTHENTICATION_FAILED after
+``connection.failed.authentication.delay.ms``, then the connection is closed (Kafka)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make
+
+from ..context import RequestContext
+from ..security.scram import SaslAuthenticationError
+
+API_KEY = 36
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY, ctx.api_version)
+    session = ctx.session
+    if session is None or session.complete:
+        return make(
+            cls,
+            error_code=ErrorCode.ILLEGAL_SASL_STATE,
+            error_message="SaslAuthenticate request received after successful authentication"
+            if session is not None else "SaslAuthenticate on a listener without SASL",
+            auth_bytes=b"",
+        )
+    try:
+        challenge = session.authenticate(bytes(request.auth_bytes))
+    except SaslAuthenticationError as exc:
+        # slow down password guessing; the client learns the outcome only after the delay
+        await asyncio.sleep(session.listener.failed_auth_delay_ms / 1000)
+        ctx.close_reason = f"SASL authentication failed: {exc}"
+        return make(
+            cls,
+            error_code=ErrorCode.SASL_AUTHENTICATION_FAILED,
+            error_message=str(exc),
+            auth_bytes=b"",
+        )
+    return make(cls, error_code=0, error_message=None, auth_bytes=challenge, session_lifetime=0)
