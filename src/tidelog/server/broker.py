@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tidelog.config.broker_config import BrokerConfig
+from tidelog.metrics import RequestMetrics
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 from .fetch_session import FetchSessionCache
@@ -39,6 +41,15 @@ class Broker:
             int(config.values["max.incremental.fetch.session.cache.slots"])
         )
         self.replica_manager.add_append_listener(self.purgatory.check_and_complete)
+        # With every log dir offline the broker cannot serve anything: it shuts down (Kafka
+        # halts). ``fatal_listeners`` run on the loop (``tidelog serve`` stops the process);
+        # without any, the broker stops itself.
+        self.fatal_error: str | None = None
+        self.fatal_listeners: list[Callable[[], object]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.replica_manager.add_all_dirs_offline_listener(self._on_all_dirs_offline)
+        # Kafka's RequestMetrics, recorded by the connections and read by /metrics
+        self.request_metrics: RequestMetrics | None = RequestMetrics()
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.base_events.Server | None = None
         self.bound_port = 0
@@ -69,6 +80,7 @@ class Broker:
 
         listener = self.config.listener
         loop = asyncio.get_running_loop()
+        self._loop = loop
         try:
             self.replica_manager.startup()
             security = self.listener_security[listener.name]
@@ -97,6 +109,21 @@ class Broker:
             self.bound_port,
             self.replica_manager.cluster_id,
         )
+
+    def _on_all_dirs_offline(self) -> None:
+        """Called from whichever thread hit the last disk error."""
+        self.fatal_error = "all log dirs have failed"
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(self._shut_down_after_fault)
+
+    def _shut_down_after_fault(self) -> None:
+        if self.fatal_listeners:
+            for fn in self.fatal_listeners:
+                fn()
+        else:
+            self._fault_stop = asyncio.ensure_future(self.stop())
 
     def _release_logs(self) -> None:
         """After a failed start: give the log dirs (and their locks) back."""
