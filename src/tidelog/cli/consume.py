@@ -1,130 +1,252 @@
-"""``tidelog consume``: print records of a topic (kafka-console-consumer.sh): from the
-beginning, an offset or a timestamp, one partition or all; exits after ``--max-messages``
-or when no record arrived for ``--timeout-ms``. With ``--group`` it resumes from the group's
-committed offsets and commits its position after every fetch round (a standalone consumer:
-all partitions, no group membership or rebalancing)."""
+"""``tidelog consume``: print a topic's records, the counterpart of kafka-console-consumer.sh,
+on librdkafka (confluent-kafka's Consumer) as Kafka's tool runs on Kafka's consumer.
+
+With ``--group`` it is a real group member: it joins, gets a share of the partitions
+(two ``tidelog consume --group g`` processes split a topic between them), resumes from the
+group's committed offsets (else ``--from-beginning`` / latest) and commits what it printed.
+Without a group it reads the partitions directly (Kafka's tool invents a throwaway group
+``console-consumer-NNNNN``; reading without joining shows the same records and leaves no
+group behind). Output is Kafka's DefaultMessageFormatter (``--property print.key=true`` ...)
+and ends with "Processed a total of N messages" on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any
+
+from tidelog.cli.client_config import (
+    CliError,
+    add_connection_args,
+    client_config,
+    make_client,
+    pairs,
+)
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("consume", help="print records of a topic")
-    p.add_argument("--bootstrap-server", default="localhost:9092")
+    add_connection_args(p, "--consumer.config")
     p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=int)
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true")
-    start.add_argument("--offset", type=int, help="start offset (needs --partition)")
+    start.add_argument("--offset", help="earliest, latest or an offset (needs --partition)")
     start.add_argument("--timestamp", type=int, help="start at the first record at/after this ms")
-    p.add_argument("--group", help="resume from / commit to this consumer group's offsets")
+    p.add_argument("--group", help="consume as a member of this consumer group")
     p.add_argument("--max-messages", type=int)
-    p.add_argument("--timeout-ms", type=int, default=None, help="exit after this long idle")
-    p.add_argument("--print-key", action="store_true")
-    p.add_argument("--print-offset", action="store_true")
-    p.add_argument("--print-timestamp", action="store_true")
-    p.add_argument("--print-headers", action="store_true")
-    p.add_argument("--key-separator", default="\t")
+    p.add_argument("--timeout-ms", type=int, help="exit when no record arrived for this long")
+    p.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="formatter setting: print.key, print.timestamp, print.offset, print.partition, "
+        "print.headers, print.value, key.separator, line.separator, headers.separator",
+    )
+    p.add_argument("--consumer-property", action="append", default=[], metavar="K=V")
+    p.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+    )
+    for name in ("key", "offset", "timestamp", "headers", "partition"):
+        p.add_argument(f"--print-{name}", action="store_true", help=f"print.{name}=true")
+    p.add_argument("--key-separator", help="key.separator (default tab)")
     p.set_defaults(func=run)
 
 
-def _start_offsets(client: Any, args: argparse.Namespace, tps: list[Any]) -> dict[Any, int]:
-    if args.group and args.offset is None and args.timestamp is None:
-        committed = {tp: o for tp, o in client.committed_offsets(args.group, tps).items() if o >= 0}
-        if len(committed) == len(tps):
-            return committed
-        rest = [tp for tp in tps if tp not in committed]
-        fallback = (
-            client.earliest_offsets(rest) if args.from_beginning else client.latest_offsets(rest)
+@dataclass
+class Formatter:
+    """Kafka's DefaultMessageFormatter, field for field and in its order."""
+
+    print_timestamp: bool = False
+    print_partition: bool = False
+    print_offset: bool = False
+    print_headers: bool = False
+    print_key: bool = False
+    print_value: bool = True
+    key_separator: bytes = b"\t"
+    line_separator: bytes = b"\n"
+    headers_separator: bytes = b","
+    null_literal: bytes = b"null"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Formatter:
+        props = pairs(args.property, "--property")
+        for name in ("key", "offset", "timestamp", "headers", "partition"):
+            if getattr(args, f"print_{name}"):
+                props[f"print.{name}"] = "true"
+        if args.key_separator is not None:
+            props["key.separator"] = args.key_separator
+
+        def flag(name: str, default: bool = False) -> bool:
+            return props.get(name, str(default)).strip().lower() == "true"
+
+        def text(name: str, default: bytes) -> bytes:
+            return _unescape(props[name]).encode() if name in props else default
+
+        return cls(
+            print_timestamp=flag("print.timestamp"),
+            print_partition=flag("print.partition"),
+            print_offset=flag("print.offset"),
+            print_headers=flag("print.headers"),
+            print_key=flag("print.key"),
+            print_value=flag("print.value", True),
+            key_separator=text("key.separator", b"\t"),
+            line_separator=text("line.separator", b"\n"),
+            headers_separator=text("headers.separator", b","),
+            null_literal=text("null.literal", b"null"),
         )
-        return {**fallback, **committed}
+
+    def _b(self, data: bytes | None) -> bytes:
+        return self.null_literal if data is None else data
+
+    def format(self, msg: Any) -> bytes:
+        fields: list[bytes] = []
+        if self.print_timestamp:
+            kind, ts = msg.timestamp()
+            fields.append(
+                _TIMESTAMP_TYPES[kind].encode() + b":%d" % ts if kind else b"NO_TIMESTAMP"
+            )
+        if self.print_partition:
+            fields.append(b"Partition:%d" % msg.partition())
+        if self.print_offset:
+            fields.append(b"Offset:%d" % msg.offset())
+        if self.print_headers:
+            hs = msg.headers() or []
+            fields.append(
+                self.headers_separator.join(k.encode() + b":" + self._b(v) for k, v in hs)
+                or b"NO_HEADERS"
+            )
+        if self.print_key:
+            fields.append(self._b(msg.key()))
+        if self.print_value:
+            fields.append(self._b(msg.value()))
+        return self.key_separator.join(fields) + self.line_separator
+
+
+_TIMESTAMP_TYPES = {1: "CreateTime", 2: "LogAppendTime"}
+
+
+def _unescape(s: str) -> str:
+    """``\\t`` / ``\\n`` typed on a shell command line mean the control characters."""
+    return s.replace("\\t", "\t").replace("\\n", "\n").replace("\\r", "\r")
+
+
+def consumer_config(args: argparse.Namespace) -> dict[str, Any]:
+    defaults: dict[str, Any] = {
+        "group.id": args.group or f"console-consumer-{random.randrange(100000)}",
+        "client.id": "console-consumer",
+        "isolation.level": args.isolation_level,
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        # commit only what was printed: offsets are stored by hand after each record
+        "enable.auto.offset.store": False,
+        "enable.auto.commit": bool(args.group),
+        "enable.partition.eof": False,
+    }
+    return client_config(args, defaults, pairs(args.consumer_property, "--consumer-property"))
+
+
+def _start(consumer: Any, args: argparse.Namespace) -> None:
+    """Subscribe (with a group) or assign the partitions at their start offsets."""
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
+
+    if args.group:
+        if args.partition is not None or args.offset is not None:
+            raise CliError("--group cannot be combined with --partition or --offset")
+        consumer.subscribe([args.topic])
+        return
+    if args.offset is not None and args.partition is None:
+        raise CliError("--offset needs --partition")
+    parts = [args.partition] if args.partition is not None else _partitions(consumer, args)
     if args.offset is not None:
-        if args.partition is None:
-            raise ValueError("--offset needs --partition")
-        return {tp: args.offset for tp in tps}
-    if args.from_beginning:
-        return dict(client.earliest_offsets(tps))
-    latest = client.latest_offsets(tps)
-    if args.timestamp is not None:
-        found = client.offsets_for_times(dict.fromkeys(tps, args.timestamp))
-        return {tp: (o if o is not None else latest[tp]) for tp, o in found.items()}
-    return dict(latest)
+        named = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}
+        try:
+            offset = named.get(args.offset) or int(args.offset)
+        except ValueError:
+            wrong = f"--offset: expected earliest, latest or a number, got {args.offset!r}"
+            raise CliError(wrong) from None
+        start = [TopicPartition(args.topic, p, offset) for p in parts]
+    elif args.timestamp is not None:
+        wanted = [TopicPartition(args.topic, p, args.timestamp) for p in parts]
+        start = consumer.offsets_for_times(wanted, 10)
+    else:
+        offset = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
+        start = [TopicPartition(args.topic, p, offset) for p in parts]
+    consumer.assign(start)
 
 
-def _fmt(b: bytes | None) -> str:
-    return "null" if b is None else b.decode("utf-8", "replace")
+def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
+    """The topic's partitions, waiting (up to --timeout-ms) for a topic not created yet."""
+    deadline = time.monotonic() + (args.timeout_ms if args.timeout_ms is not None else 1e9) / 1000
+    warned = False
+    while True:
+        topic = consumer.list_topics(args.topic, timeout=10).topics.get(args.topic)
+        if topic is not None and topic.error is None and topic.partitions:
+            return sorted(topic.partitions)
+        if not warned:
+            print(
+                f"tidelog consume: topic {args.topic} does not exist yet "
+                f"(UNKNOWN_TOPIC_OR_PARTITION); waiting for it",
+                file=sys.stderr,
+            )
+            warned = True
+        if time.monotonic() >= deadline:
+            return []
+        time.sleep(0.5)  # a person is waiting for a producer to create the topic
 
 
-def _print(args: argparse.Namespace, tp: Any, rec: Any) -> None:
-    parts = []
-    if args.print_offset:
-        parts.append(f"{tp.partition}:{rec.offset}")
-    if args.print_timestamp:
-        parts.append(f"CreateTime:{rec.timestamp}")
-    if args.print_headers:
-        hs = ",".join(f"{k}:{_fmt(v)}" for k, v in rec.headers)
-        parts.append(hs or "NO_HEADERS")
-    if args.print_key:
-        parts.append(_fmt(rec.key))
-    parts.append(_fmt(rec.value))
-    sys.stdout.write(args.key_separator.join(parts) + "\n")
+def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list[int]) -> None:
+    from confluent_kafka import KafkaError
 
-
-def _poll(client: Any, args: argparse.Namespace, positions: dict[Any, int]) -> int:
-    """One fetch round; returns how many records were printed (and advances positions)."""
-    from tidelog.protocol.client import check
-
-    printed = 0
-    for tp, fetched in client.fetch(positions, max_wait_ms=200).items():
-        check(fetched.error, f"Fetch {tp} at {positions[tp]}")
-        for batch in fetched.batches():
-            if batch.is_control:
-                positions[tp] = batch.next_offset
-                continue
-            for rec in batch.iter_records():
-                if rec.offset < positions[tp]:
-                    continue
-                _print(args, tp, rec)
-                printed += 1
-                positions[tp] = rec.offset + 1
-                if args.max_messages is not None and printed >= args.max_messages:
-                    return printed
-            positions[tp] = max(positions[tp], batch.next_offset)
-    return printed
+    out = sys.stdout.buffer
+    idle_since = time.monotonic()
+    warned: set[int] = set()
+    while args.max_messages is None or counter[0] < args.max_messages:
+        msg = consumer.poll(0.2)
+        if msg is None:
+            idle_ms = (time.monotonic() - idle_since) * 1000
+            if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
+                return
+            continue
+        err = msg.error()
+        if err is not None:
+            if err.fatal():
+                raise CliError(f"{args.topic}: {err.str()}")
+            # transient (a missing topic, a broker down): Kafka's consumer keeps waiting too;
+            # say it once per kind so the person at the terminal knows why nothing comes
+            if err.code() not in warned and err.code() != KafkaError._PARTITION_EOF:
+                warned.add(err.code())
+                print(f"tidelog consume: {args.topic}: {err.str()}", file=sys.stderr)
+            continue
+        out.write(fmt.format(msg))
+        out.flush()
+        counter[0] += 1
+        idle_since = time.monotonic()
+        if args.group:
+            consumer.store_offsets(msg)
 
 
 def run(args: argparse.Namespace) -> int:
-    from tidelog.protocol.client import KafkaClient, KafkaClientError, TopicPartition
+    from confluent_kafka import Consumer
 
+    fmt = Formatter.from_args(args)
+    consumer = make_client(Consumer, consumer_config(args))
+    counter = [0]
+    rc = 0
     try:
-        with KafkaClient(args.bootstrap_server) as client:
-            parts = (
-                [args.partition]
-                if args.partition is not None
-                else client.partitions_for(args.topic)
-            )
-            tps = [TopicPartition(args.topic, p) for p in parts]
-            positions = _start_offsets(client, args, tps)
-            total = 0
-            idle_since = time.monotonic()
-            while args.max_messages is None or total < args.max_messages:
-                n = _poll(client, args, positions)
-                total += n
-                if args.group and n:
-                    client.commit_offsets(args.group, positions)
-                sys.stdout.flush()
-                if n:
-                    idle_since = time.monotonic()
-                elif (
-                    args.timeout_ms is not None
-                    and (time.monotonic() - idle_since) * 1000 >= args.timeout_ms
-                ):
-                    break
-    except (KafkaClientError, ValueError, OSError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        _start(consumer, args)
+        _loop(consumer, args, fmt, counter)
+    except KeyboardInterrupt:
+        rc = 130
+    finally:
+        try:
+            consumer.close()  # leaves the group and commits the stored offsets
+        finally:
+            print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
+    return rc

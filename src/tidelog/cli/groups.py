@@ -429,6 +429,11 @@ def _groups(client: KafkaClient, args: argparse.Namespace) -> list[str]:
     return list(args.group)
 
 
+def _is_missing(client: KafkaClient, group: str) -> bool:
+    """Dead with no committed offsets: the broker knows nothing of the group."""
+    return describe_group(client, group).state == "Dead" and not committed_offsets(client, group)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         with KafkaClient(args.bootstrap_server) as client:
@@ -436,6 +441,11 @@ def run(args: argparse.Namespace) -> int:
                 for g, state, _ in list_groups(client):
                     print(f"{g}  {state}" if args.state else g)
             elif args.describe:
+                missing = [g for g in _groups(client, args) if _is_missing(client, g)]
+                if missing:
+                    # kafka-consumer-groups.sh's message; exit 1 so scripts can tell
+                    print(f"Error: Consumer group '{missing[0]}' does not exist.", file=sys.stderr)
+                    return 1
                 print(
                     "\n\n".join(
                         describe(client, g, members=args.members, state=args.state)

@@ -1,5 +1,9 @@
 """`tidelog` command line. Each module in this package that defines ``register(subparsers)``
-adds one subcommand, so commands live in their own files (serve.py, dump_log.py, ...)."""
+adds one subcommand, so commands live in their own files (serve.py, dump_log.py, ...).
+
+Every failure a command does not handle itself ends as one line on stderr naming what failed
+(``tidelog produce: KafkaException: ...``) and a non-zero exit; ``--debug`` shows the
+traceback instead."""
 
 from __future__ import annotations
 
@@ -27,9 +31,22 @@ def _command_modules(argv: list[str] | None) -> list[str]:
     return names
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tidelog")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tidelog", description="A Kafka-compatible log broker.")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--version", action="version", version=f"tidelog {_version()}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an unexpected error"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in _command_modules(argv):
@@ -53,6 +70,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:
+        if args.debug:
+            raise
+        from tidelog.cli.client_config import CliError
+
+        what = str(exc) if isinstance(exc, CliError) else f"{type(exc).__name__}: {exc}"
+        print(f"tidelog {args.command}: {what}", file=sys.stderr)
+        return 1
     return int(rc or 0)
 
 

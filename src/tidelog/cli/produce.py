@@ -1,155 +1,265 @@
-"""``tidelog produce``: one record per stdin line (kafka-console-producer.sh). With
-``--key-separator`` each line is ``key<sep>value``. Records are batched per partition and
-sent with the chosen acks and codec; a failed produce exits non-zero."""
+"""``tidelog produce``: one record per stdin line, the counterpart of kafka-console-producer.sh,
+on librdkafka (confluent-kafka's Producer) as Kafka's tool runs on Kafka's producer.
+
+Records are batched by the client (``linger.ms`` from ``--timeout``, 1000 ms as in Kafka's
+tool), so a line typed at a terminal is sent within that time, not when a batch fills.
+End of input or Ctrl-C flushes everything read so far before exiting (Ctrl-C exits 130 after
+the flush). The line reader takes Kafka's ``--property`` settings (``parse.key``,
+``key.separator``, ``parse.headers``, ``headers.delimiter``, ``headers.separator``,
+``headers.key.separator``, ``null.marker``, ``ignore.error``); where Kafka's tool stops at a
+line it cannot parse, this one reports it on stderr with its line number and sends the rest
+(exit 1 at the end). A producer to a topic that does not exist yet creates it through
+Metadata, as kcat and Kafka's producer do when the broker allows auto-creation.
+"""
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
-import time
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
 
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+from tidelog.cli.client_config import add_connection_args, client_config, pairs
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("produce", help="produce stdin lines to a topic")
-    p.add_argument("--bootstrap-server", default="localhost:9092")
+    add_connection_args(p, "--producer.config")
     p.add_argument("--topic", required=True)
+    p.add_argument("--partition", type=int, help="target partition (default: by key hash)")
     p.add_argument(
-        "--partition", type=int, help="target partition (default: by key, else round robin)"
+        "--property",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="line reader setting: parse.key, key.separator, parse.headers, ...",
     )
-    p.add_argument("--key-separator", help="split each line into key and value at this string")
-    p.add_argument("--acks", type=int, choices=(-1, 0, 1), default=-1)
-    p.add_argument("--compression", choices=sorted(CODECS), default="none")
-    p.add_argument("--batch-size", type=int, default=500, help="records per batch")
+    p.add_argument("--producer-property", action="append", default=[], metavar="K=V")
+    p.add_argument("--sync", action="store_true", help="wait for each record's acknowledgement")
+    p.add_argument("--key-separator", help="shorthand for parse.key=true key.separator=SEP")
+    p.add_argument(
+        "--request-required-acks",
+        "--acks",
+        dest="acks",
+        default="-1",
+        choices=("-1", "0", "1", "all"),
+    )
+    p.add_argument("--compression-codec", "--compression", dest="codec", choices=CODECS)
+    p.add_argument(
+        "--timeout", type=int, default=1000, metavar="MS", help="linger.ms (default 1000)"
+    )
+    p.add_argument("--batch-size", type=int, help="records per batch (batch.num.messages)")
     p.add_argument(
         "--no-idempotence",
         dest="idempotent",
         action="store_false",
-        help="send without a producer id (Kafka producers are idempotent by default)",
+        help="send without a producer id (idempotent by default with acks=all)",
     )
     p.add_argument(
-        "--header",
-        action="append",
-        default=[],
-        metavar="K=V",
-        help="add this header to every record (repeatable)",
+        "--header", action="append", default=[], metavar="K=V", help="add to every record"
     )
     p.set_defaults(func=run)
 
 
-def murmur2(data: bytes) -> int:
-    """Kafka's default partitioner hash (Utils.murmur2), so keys land where Java puts them."""
-    m, r = 0x5BD1E995, 24
-    length = len(data)
-    h = (0x9747B28C ^ length) & 0xFFFFFFFF
-    for i in range(0, length - length % 4, 4):
-        k = int.from_bytes(data[i : i + 4], "little")
-        k = (k * m) & 0xFFFFFFFF
-        k ^= k >> r
-        k = (k * m) & 0xFFFFFFFF
-        h = ((h * m) & 0xFFFFFFFF) ^ k
-    rem = length % 4
-    tail = length - rem
-    if rem == 3:
-        h ^= data[tail + 2] << 16
-    if rem >= 2:
-        h ^= data[tail + 1] << 8
-    if rem >= 1:
-        h ^= data[tail]
-        h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 13
-    h = (h * m) & 0xFFFFFFFF
-    h ^= h >> 15
-    return h
+class LineError(ValueError):
+    """A line the reader cannot parse (Kafka's LineMessageReader message)."""
 
 
-def _parse(line: str, sep: str | None) -> tuple[bytes | None, bytes]:
-    if sep is None:
-        return None, line.encode()
-    if sep not in line:
-        raise ValueError(f"no key separator {sep!r} in line {line!r}")
-    k, v = line.split(sep, 1)
-    return k.encode(), v.encode()
+@dataclass
+class LineReader:
+    """Kafka's LineMessageReader: ``[headers<delimiter>][key<separator>]value`` per line."""
+
+    parse_key: bool = False
+    key_separator: bytes = b"\t"
+    parse_headers: bool = False
+    headers_delimiter: bytes = b"\t"
+    headers_separator: bytes = b","
+    headers_key_separator: bytes = b":"
+    null_marker: bytes | None = None
+    ignore_error: bool = False
+    extra_headers: list[tuple[str, bytes]] = field(default_factory=list)
+
+    @classmethod
+    def from_properties(cls, props: dict[str, str], extra: list[tuple[str, bytes]]) -> LineReader:
+        def flag(name: str) -> bool:
+            return props.get(name, "false").strip().lower() == "true"
+
+        def sep(name: str, default: bytes) -> bytes:
+            return props[name].encode() if name in props else default
+
+        marker = props.get("null.marker")
+        return cls(
+            parse_key=flag("parse.key"),
+            key_separator=sep("key.separator", b"\t"),
+            parse_headers=flag("parse.headers"),
+            headers_delimiter=sep("headers.delimiter", b"\t"),
+            headers_separator=sep("headers.separator", b","),
+            headers_key_separator=sep("headers.key.separator", b":"),
+            null_marker=marker.encode() if marker is not None else None,
+            ignore_error=flag("ignore.error"),
+            extra_headers=extra,
+        )
+
+    def _cut(
+        self, on: bool, line: bytes, start: int, sep: bytes, what: str, n: int
+    ) -> bytes | None:
+        if not on:
+            return None
+        i = line.find(sep, start)
+        if i < 0:
+            if self.ignore_error:
+                return None
+            text = line.decode("utf-8", "replace")
+            raise LineError(f"No {what} found on line number {n}: '{text}'")
+        return line[start:i]
+
+    def _null(self, b: bytes | None) -> bytes | None:
+        return None if b is None or b == self.null_marker else b
+
+    def parse(self, line: bytes, n: int) -> tuple[bytes | None, bytes | None, list[Any]]:
+        """(key, value, headers) of line number ``n`` (without its line terminator)."""
+        raw_headers = self._cut(
+            self.parse_headers, line, 0, self.headers_delimiter, "headers delimiter", n
+        )
+        start = 0 if raw_headers is None else len(raw_headers) + len(self.headers_delimiter)
+        key = self._cut(self.parse_key, line, start, self.key_separator, "key separator", n)
+        start += 0 if key is None else len(key) + len(self.key_separator)
+        headers: list[Any] = list(self.extra_headers)
+        if raw_headers is not None and raw_headers != self.null_marker:
+            headers += self._headers(raw_headers, n)
+        return self._null(key), self._null(line[start:]), headers
+
+    def _headers(self, raw: bytes, n: int) -> list[tuple[str, bytes | None]]:
+        out: list[tuple[str, bytes | None]] = []
+        for pair in raw.split(self.headers_separator):
+            i = pair.find(self.headers_key_separator)
+            if i < 0:
+                if not self.ignore_error:
+                    raise LineError(
+                        f"No header key separator found in pair '{pair.decode()}' "
+                        f"on line number {n}"
+                    )
+                out.append((pair.decode(), None))
+                continue
+            value = pair[i + len(self.headers_key_separator) :]
+            out.append((pair[:i].decode(), self._null(value)))
+        return out
 
 
-class _Producer:
-    """Producer id/epoch and the next sequence per partition (idempotent sends)."""
-
-    def __init__(self, client: Any, idempotent: bool) -> None:
-        ids: tuple[int, int] = client.init_producer_id() if idempotent else (-1, -1)
-        self.pid, self.epoch = ids
-        self.sequences: dict[int, int] = {}
-
-    def batch(self, partition: int, recs: list[Any], codec: int, headers: list[Any]) -> bytes:
-        from tidelog.records import RecordBatchBuilder
-
-        b = RecordBatchBuilder(codec)
-        if self.pid >= 0:
-            seq = self.sequences.get(partition, 0)
-            b = RecordBatchBuilder(
-                codec, producer_id=self.pid, producer_epoch=self.epoch, base_sequence=seq
-            )
-            self.sequences[partition] = seq + len(recs)
-        for ts, key, value in recs:
-            b.append(ts, key, value, headers)
-        return b.build()
-
-
-def _headers(items: list[str]) -> list[tuple[str, bytes]]:
-    out = []
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"expected K=V header, got {item!r}")
-        k, v = item.split("=", 1)
-        out.append((k, v.encode()))
-    return out
-
-
-def _send(
-    client: Any, args: argparse.Namespace, pending: dict[int, list[Any]], producer: _Producer
-) -> None:
-    from tidelog.protocol.client import TopicPartition
-
-    headers = _headers(args.header)
-    batches = {
-        TopicPartition(args.topic, p): producer.batch(p, recs, CODECS[args.compression], headers)
-        for p, recs in pending.items()
-        if recs
+def producer_config(args: argparse.Namespace) -> dict[str, Any]:
+    acks = "all" if args.acks in ("-1", "all") else args.acks
+    defaults: dict[str, Any] = {
+        "linger.ms": args.timeout,
+        "acks": acks,
+        # Kafka's producers are idempotent by default (with acks=all) and hash keys with
+        # murmur2; librdkafka's defaults differ, so say Kafka's explicitly.
+        "enable.idempotence": args.idempotent and acks == "all",
+        "partitioner": "murmur2_random",
+        "client.id": "console-producer",
     }
-    if batches:
-        leader = client.leader_for(next(iter(batches)))
-        client.produce(leader, batches, acks=args.acks)
-    pending.clear()
+    if args.codec:
+        defaults["compression.type"] = args.codec
+    if args.batch_size:
+        defaults["batch.num.messages"] = args.batch_size
+    return client_config(args, defaults, pairs(args.producer_property, "--producer-property"))
+
+
+class _Delivery:
+    """Delivery reports: counts and the first few errors, as Kafka's ErrorLoggingCallback."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic, self.acked, self.failed = topic, 0, 0
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked += 1
+            return
+        self.failed += 1
+        if self.failed <= 5:
+            size = len(msg.value() or b"")
+            print(
+                f"Error when sending message to topic {self.topic} with key: "
+                f"{_show(msg.key())}, value: {size} bytes with error: {err.str()}",
+                file=sys.stderr,
+            )
+
+
+def _show(key: bytes | None) -> str:
+    return "null" if key is None else f"{len(key)} bytes"
+
+
+def _send(producer: Any, args: argparse.Namespace, rec: tuple[Any, Any, Any]) -> None:
+    key, value, headers = rec
+    kw: dict[str, Any] = {"key": key, "value": value}
+    if headers:
+        kw["headers"] = headers
+    if args.partition is not None:
+        kw["partition"] = args.partition
+    while True:
+        try:
+            producer.produce(args.topic, **kw)
+            break
+        except BufferError:  # local queue full: serve delivery reports, then retry
+            producer.poll(0.1)
+    producer.poll(0)
+    if args.sync:
+        producer.flush()
+
+
+def _read_lines(stdin: BinaryIO, prompt: bool) -> Any:
+    n = 0
+    while True:
+        if prompt:  # Kafka's tool prompts with '>' when it runs at a terminal
+            sys.stdout.write(">")
+            sys.stdout.flush()
+        raw = stdin.readline()
+        if not raw:
+            return
+        n += 1
+        yield n, raw.rstrip(b"\n").rstrip(b"\r")
 
 
 def run(args: argparse.Namespace) -> int:
-    from tidelog.protocol.client import KafkaClient, KafkaClientError
+    from confluent_kafka import Producer
 
+    from tidelog.cli.client_config import make_client
+
+    extra = [(k, v.encode()) for k, v in pairs(args.header, "--header").items()]
+    props = pairs(args.property, "--property")
+    if args.key_separator is not None:
+        props.update({"parse.key": "true", "key.separator": args.key_separator})
+    reader = LineReader.from_properties(props, extra)
+    delivery = _Delivery(args.topic)
+    producer = make_client(Producer, {**producer_config(args), "on_delivery": delivery})
+    bad, interrupted = 0, False
     try:
-        with KafkaClient(args.bootstrap_server) as client:
-            parts = (
-                client.partitions_for(args.topic) if args.partition is None else [args.partition]
-            )
-            rr = itertools.cycle(parts)
-            # idempotence needs acks=all (as in every Kafka producer); off otherwise
-            producer = _Producer(client, args.idempotent and args.acks == -1)
-            pending: dict[int, list[Any]] = {}
-            for n, raw in enumerate(sys.stdin, 1):
-                key, value = _parse(raw.rstrip("\n"), args.key_separator)
-                if args.partition is not None:
-                    part = args.partition
-                elif key is not None:
-                    part = parts[(murmur2(key) & 0x7FFFFFFF) % len(parts)]
-                else:
-                    part = next(rr)
-                pending.setdefault(part, []).append((int(time.time() * 1000), key, value))
-                if n % args.batch_size == 0:
-                    _send(client, args, pending, producer)
-            _send(client, args, pending, producer)
-    except (KafkaClientError, ValueError, OSError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        prompt = sys.stdin.isatty() and sys.stdout.isatty()
+        for n, line in _read_lines(sys.stdin.buffer, prompt):
+            try:
+                rec = reader.parse(line, n)
+            except LineError as exc:
+                bad += 1
+                print(f"tidelog produce: {exc} (line skipped)", file=sys.stderr)
+                continue
+            _send(producer, args, rec)
+    except KeyboardInterrupt:
+        interrupted = True  # flush what was read: Ctrl-C loses no line already typed
+    return _finish(producer, delivery, bad, interrupted)
+
+
+def _finish(producer: Any, delivery: _Delivery, bad: int, interrupted: bool) -> int:
+    try:
+        left = producer.flush(60)
+    except KeyboardInterrupt:  # a second Ctrl-C abandons the flush
+        left = len(producer)
+    if left:
+        print(f"tidelog produce: {left} records not acknowledged", file=sys.stderr)
+    if delivery.failed:
+        print(f"tidelog produce: {delivery.failed} records failed", file=sys.stderr)
+    if bad:
+        print(f"tidelog produce: {bad} lines skipped", file=sys.stderr)
+    if interrupted:
+        return 130
+    return 1 if left or delivery.failed or bad else 0

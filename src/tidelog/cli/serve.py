@@ -1,4 +1,8 @@
-"""``tidelog serve``: run a broker (``-c server.properties``, ``--override k=v``)."""
+"""``tidelog serve``: run a broker (``-c server.properties``, ``--override k=v``, ``--port``).
+
+The properties file is read as Java reads it (ISO-8859-1, escapes, continuation lines), and
+keys no broker setting knows are named in one warning at start-up, as Kafka's
+AbstractConfig.logUnused does."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from tidelog.config.core import ConfigError, load_properties
+from tidelog.config.core import ConfigError
+from tidelog.config.properties import read_properties_file
 
 log = logging.getLogger("tidelog.serve")
 
@@ -24,25 +29,47 @@ def register(subparsers: Any) -> None:
         metavar="KEY=VALUE",
         help="override a config key (repeatable)",
     )
+    p.add_argument(
+        "--port",
+        type=int,
+        help="listen on this port (replaces the port of the first listener in listeners)",
+    )
     p.add_argument("--ready-file", type=Path, help="write 'host:port' here once listening")
     p.set_defaults(func=run)
 
 
-def build_props(config_file: Path | None, overrides: list[str]) -> dict[str, str]:
+def build_props(
+    config_file: Path | None, overrides: list[str], port: int | None = None
+) -> dict[str, str]:
     props: dict[str, str] = {}
     if config_file is not None:
-        props.update(load_properties(config_file.read_text()))
+        props.update(read_properties_file(config_file))
     for item in overrides:
         if "=" not in item:
             raise ConfigError("--override", item, "expected KEY=VALUE")
         k, v = item.split("=", 1)
         props[k.strip()] = v.strip()
+    if port is not None:
+        if not 0 <= port <= 65535:
+            raise ConfigError("--port", port, "expected a port number in [0, 65535]")
+        first, *rest = props.get("listeners", "PLAINTEXT://localhost:9092").split(",")
+        props["listeners"] = ",".join([f"{first.strip().rsplit(':', 1)[0]}:{port}", *rest])
     return props
 
 
+def unknown_broker_keys(props: dict[str, str]) -> list[str]:
+    """Keys that no broker setting nor topic-level default knows."""
+    from tidelog.config.broker_config import BROKER_CONFIG_DEF
+    from tidelog.config.log_config import BROKER_SYNONYMS, LOG_CONFIG_DEF
+
+    known = set(BROKER_CONFIG_DEF.keys) | set(LOG_CONFIG_DEF.keys)
+    known |= {syn for syns in BROKER_SYNONYMS.values() for syn, _ in syns}
+    return sorted(k for k in props if k not in known)
+
+
 async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
-    from tidelog.config.broker_config import BrokerConfig
     from tidelog import _native
+    from tidelog.config.broker_config import BrokerConfig
     from tidelog.server.broker import Broker
 
     # Handlers go in first: a signal that arrives while the broker starts (or right after the
@@ -66,12 +93,31 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
         raise RuntimeError(broker.fatal_error)  # exit non-zero, as Kafka does
 
 
+def _source(args: argparse.Namespace, key: str) -> str:
+    """Where a bad setting came from, so the message points at the line to fix."""
+    if key == "listeners" and args.port is not None:
+        return "--port"
+    if any(item.split("=", 1)[0].strip() == key for item in args.override):
+        return "--override"
+    return str(args.config) if args.config else "config"
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        props = build_props(args.config, args.override)
-    except (OSError, ConfigError) as exc:
-        log.error("%s", exc)
+        props = build_props(args.config, args.override, args.port)
+    except OSError as exc:
+        log.error("cannot read %s: %s", exc.filename or args.config, exc.strerror or exc)
         return 2
+    except ConfigError as exc:
+        log.error("%s: %s", args.config or "--override", exc)
+        return 2
+    unknown = unknown_broker_keys(props)
+    if unknown:
+        # Kafka: "These configurations '[...]' were supplied but are not used yet."
+        log.warning(
+            "These configurations '%s' were supplied but are not known configs; ignored",
+            ", ".join(unknown),
+        )
     try:
         import uvloop
 
@@ -81,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         runner(_serve(props, args.ready_file))
     except ConfigError as exc:
-        log.error("%s", exc)
+        log.error("%s: %s", _source(args, exc.name), exc)
         return 2
     except Exception as exc:  # a storage/metadata error at start-up: say why, exit non-zero
         log.error("broker failed: %s", exc)

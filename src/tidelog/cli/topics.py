@@ -1,19 +1,30 @@
-"""``tidelog topics``: create / list / describe / delete / alter topics over the protocol
-(the options of Kafka's kafka-topics.sh and kafka-configs.sh, in one command)."""
+"""``tidelog topics``: create / list / describe / delete / alter topics, the counterpart of
+kafka-topics.sh (and of kafka-configs.sh for topic configs), on librdkafka's AdminClient.
+
+Output and messages are TopicCommand's: ``Created topic X.``, the describe lines with TopicId,
+and ``Error while executing topic command : ...`` (on stderr here) with exit code 1.
+"""
 
 from __future__ import annotations
 
 import argparse
-import sys
+import base64
 from typing import Any
 
-DESCRIBE_CONFIGS, INCREMENTAL_ALTER, CREATE_PARTITIONS = 32, 44, 37
-TOPIC_RESOURCE = 2
+from tidelog.cli.client_config import (
+    CliError,
+    add_connection_args,
+    client_config,
+    make_client,
+    pairs,
+)
+
+TIMEOUT_S = 30
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("topics", help="create, list, describe, delete or alter topics")
-    p.add_argument("--bootstrap-server", default="localhost:9092")
+    add_connection_args(p)
     g = p.add_mutually_exclusive_group(required=True)
     for op in ("create", "list", "describe", "delete", "alter"):
         g.add_argument(f"--{op}", action="store_true")
@@ -30,137 +41,156 @@ def register(subparsers: Any) -> None:
     p.add_argument("--delete-config", action="append", default=[], metavar="K")
     p.add_argument("--if-not-exists", action="store_true")
     p.add_argument("--if-exists", action="store_true")
+    p.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="describe only partitions whose ISR is smaller than their replica set",
+    )
+    p.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="describe only partitions without a leader",
+    )
     p.set_defaults(func=run)
 
 
-def _pairs(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"expected K=V, got {item!r}")
-        k, v = item.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
+class TopicCommandError(CliError):
+    def __init__(self, message: str) -> None:
+        super().__init__(f"Error while executing topic command : {message}")
 
 
-def _call(client: Any, api_key: int, version: int, body: dict[str, Any]) -> Any:
-    return client.any_connection().call(api_key, version, body)
+def _result(future: Any) -> Any:
+    """A future's result, with a Kafka error turned into TopicCommand's one-line message."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return future.result(TIMEOUT_S)
+    except KafkaException as exc:
+        err = exc.args[0]
+        raise TopicCommandError(f"{err.name()}: {err.str()}") from None
 
 
-def _describe(client: Any, topic: str | None) -> int:
-    md = client.metadata(None)
-    topics = {t: sorted(ps) for t, ps in md.topics.items()}
-    names = [topic] if topic else sorted(topics)
-    for name in names:
-        if name not in topics:
-            print(f"Error: topic '{name}' does not exist", file=sys.stderr)
-            return 1
-        resp = _call(
-            client,
-            DESCRIBE_CONFIGS,
-            1,
-            {
-                "resources": [
-                    {
-                        "resource_type": TOPIC_RESOURCE,
-                        "resource_name": name,
-                        "configuration_keys": None,
-                    }
-                ],
-                "include_synonyms": False,
-            },
-        )
-        res = resp.results[0]
-        configs = ",".join(f"{c.name}={c.value}" for c in res.configs if int(c.config_source) == 1)
-        print(
-            f"Topic: {name}\tPartitionCount: {len(topics[name])}\tReplicationFactor: 1\tConfigs: {configs}"
-        )
-        for p in topics[name]:
-            leader = md.topics[name][p].leader
+def uuid_text(topic_id: Any) -> str:
+    """Kafka prints a Uuid as URL-safe base64 without padding (Uuid.toString)."""
+    raw = base64.b64decode(str(topic_id) + "==")
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _describe(admin: Any, args: argparse.Namespace) -> int:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import ConfigResource
+
+    names = [args.topic] if args.topic else sorted(admin.list_topics(timeout=TIMEOUT_S).topics)
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    for name, future in admin.describe_topics(TopicCollection(names)).items():
+        try:
+            desc = _result(future)
+        except TopicCommandError as exc:
+            if "UNKNOWN_TOPIC" in str(exc):
+                raise TopicCommandError(f"Topic '{name}' does not exist as expected") from None
+            raise
+        [cfg] = admin.describe_configs([ConfigResource("topic", name)]).values()
+        configs = ",".join(f"{k}={v.value}" for k, v in _result(cfg).items() if not v.is_default)
+        if not filtered:
             print(
-                f"\tTopic: {name}\tPartition: {p}\tLeader: {leader}\tReplicas: {leader}\tIsr: {leader}"
+                f"Topic: {name}\tTopicId: {uuid_text(desc.topic_id)}\t"
+                f"PartitionCount: {len(desc.partitions)}\t"
+                f"ReplicationFactor: {len(desc.partitions[0].replicas) if desc.partitions else 0}"
+                f"\tConfigs: {configs}"
+            )
+        for part in desc.partitions:
+            replicas = [n.id for n in part.replicas]
+            isr = [n.id for n in part.isr]
+            if args.under_replicated_partitions and len(isr) >= len(replicas):
+                continue
+            if args.unavailable_partitions and part.leader is not None:
+                continue
+            leader = part.leader.id if part.leader is not None else "none"
+            print(
+                f"\tTopic: {name}\tPartition: {part.id}\tLeader: {leader}\t"
+                f"Replicas: {','.join(map(str, replicas))}\tIsr: {','.join(map(str, isr))}\t"
+                "Elr: \tLastKnownElr: "
             )
     return 0
 
 
-def _alter(client: Any, args: argparse.Namespace) -> int:
-    from tidelog.protocol.client import check
+def _create(admin: Any, args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import NewTopic
+
+    if args.partitions is not None and args.partitions < 1:
+        raise TopicCommandError("The partitions must be greater than 0")
+    if args.replication_factor != -1 and args.replication_factor < 1:
+        raise TopicCommandError("The replication factor must be greater than 0")
+    topic = NewTopic(
+        args.topic,
+        args.partitions if args.partitions is not None else -1,
+        args.replication_factor,
+        config=pairs(args.config, "--config"),
+    )
+    try:
+        _result(admin.create_topics([topic], request_timeout=TIMEOUT_S)[args.topic])
+    except TopicCommandError as exc:
+        if args.if_not_exists and "TOPIC_ALREADY_EXISTS" in str(exc):
+            return 0
+        raise
+    print(f"Created topic {args.topic}.")
+    return 0
+
+
+def _delete(admin: Any, args: argparse.Namespace) -> int:
+    try:
+        _result(admin.delete_topics([args.topic], request_timeout=TIMEOUT_S)[args.topic])
+    except TopicCommandError as exc:
+        if args.if_exists and "UNKNOWN_TOPIC" in str(exc):
+            return 0
+        raise
+    print(f"Deleted topic {args.topic}.")
+    return 0
+
+
+def _alter(admin: Any, args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+    )
 
     if args.partitions is not None:
-        resp = _call(
-            client,
-            CREATE_PARTITIONS,
-            0,
-            {
-                "topics": [{"name": args.topic, "count": args.partitions, "assignments": None}],
-                "timeout": 30000,
-                "validate_only": False,
-            },
-        )
-        r = resp.results[0]
-        check(r.error_code, f"CreatePartitions {args.topic}", r.error_message)
-    ops = [{"name": k, "config_operation": 0, "value": v} for k, v in _pairs(args.config).items()]
-    ops += [{"name": k, "config_operation": 1, "value": None} for k in args.delete_config]
+        new = NewPartitions(args.topic, args.partitions)
+        _result(admin.create_partitions([new], request_timeout=TIMEOUT_S)[args.topic])
+    ops = [
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in pairs(args.config, "--config").items()
+    ]
+    ops += [
+        ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
+        for k in args.delete_config
+    ]
     if ops:
-        resp = _call(
-            client,
-            INCREMENTAL_ALTER,
-            0,
-            {
-                "resources": [
-                    {"resource_type": TOPIC_RESOURCE, "resource_name": args.topic, "configs": ops}
-                ],
-                "validate_only": False,
-            },
-        )
-        r = resp.responses[0]
-        check(r.error_code, f"IncrementalAlterConfigs {args.topic}", r.error_message)
+        res = ConfigResource("topic", args.topic, incremental_configs=ops)
+        [future] = admin.incremental_alter_configs([res]).values()
+        _result(future)
     print(f"Altered topic {args.topic}.")
     return 0
 
 
-def _run(client: Any, args: argparse.Namespace) -> int:
-    from tidelog.protocol.client import KafkaClientError
+def run(args: argparse.Namespace) -> int:
+    from confluent_kafka.admin import AdminClient
 
+    # describing or altering a missing topic must not create it (librdkafka's Metadata asks
+    # the broker to auto-create for producer-type handles, AdminClient included)
+    admin = make_client(AdminClient, client_config(args, {"allow.auto.create.topics": False}, {}))
     if args.list:
-        for name in client.list_topics():
+        for name in sorted(admin.list_topics(timeout=TIMEOUT_S).topics):
             print(name)
         return 0
     if args.describe:
-        return _describe(client, args.topic)
+        return _describe(admin, args)
     if not args.topic:
-        raise ValueError("--topic is required")
+        raise TopicCommandError("--topic is required")
     if args.create:
-        try:
-            client.create_topics(
-                {args.topic: args.partitions or -1},
-                replication_factor=args.replication_factor,
-                configs={args.topic: _pairs(args.config)},
-            )
-        except KafkaClientError as exc:
-            if args.if_not_exists and "ALREADY_EXISTS" in str(exc).upper():
-                return 0
-            raise
-        print(f"Created topic {args.topic}.")
-        return 0
+        return _create(admin, args)
     if args.delete:
-        try:
-            client.delete_topics([args.topic])
-        except KafkaClientError as exc:
-            if args.if_exists and "UNKNOWN_TOPIC" in str(exc).upper():
-                return 0
-            raise
-        print(f"Deleted topic {args.topic}.")
-        return 0
-    return _alter(client, args)
-
-
-def run(args: argparse.Namespace) -> int:
-    from tidelog.protocol.client import KafkaClient, KafkaClientError
-
-    try:
-        with KafkaClient(args.bootstrap_server, retries=1) as client:
-            return _run(client, args)
-    except (KafkaClientError, ValueError, OSError) as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 1
+        return _delete(admin, args)
+    return _alter(admin, args)

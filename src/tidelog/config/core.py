@@ -161,20 +161,3 @@ class ConfigDef:
                 f"| `{k.name}` | {k.type} | `{k.default}` | {', '.join(k.synonyms)} | {k.doc} |"
             )
         return "\n".join(rows) + "\n"
-
-
-def load_properties(text: str) -> dict[str, str]:
-    """Parse a ``server.properties``-style file: ``k=v`` or ``k: v``, ``#``/``!`` comments."""
-    props: dict[str, str] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        for sep in ("=", ":"):
-            if sep in line:
-                k, v = line.split(sep, 1)
-                props[k.strip()] = v.strip()
-                break
-        else:
-            raise ConfigError(f"line {lineno}", raw, "expected key=value")
-    return props
