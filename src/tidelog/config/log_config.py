@@ -79,7 +79,9 @@ def _build_def() -> ConfigDef:
        at_least(4))
     _d(c, "index.interval.bytes", "int", 4096, "Bytes between offset index entries.",
        at_least(0))
-    _d(c, "flush.messages", "long", LONG_MAX, "Force an fsync after this many messages.",
+    _d(c, "flush.messages", "long", LONG_MAX, "Force an fsync after this many messages. "
+       "On the broker's produce path the fsync is a group commit: appends of one event-loop "
+       "turn share one fsync per log, and the HW and acks wait for it (1 = durable mode).",
        at_least(1))
     _d(c, "flush.ms", "long", LONG_MAX, "Force an fsync after this much time.", at_least(0))
     _d(c, "retention.ms", "long", 604800000, "Delete segments older than this; -1 = forever.",

@@ -22,6 +22,7 @@ from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, validate_topic_name
 
 from .errors import ApiError
+from .group_commit import GroupCommit, flush_due
 from .metadata_store import (
     MetadataStore,
     MetadataStoreError,
@@ -63,6 +64,7 @@ class ReplicaManager:
         self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
         self._pid_next = 0
         self._pid_end = 0
+        self.group_commit = GroupCommit(self._on_group_flushed)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -219,12 +221,14 @@ class ReplicaManager:
             )
         return lg
 
-    def append(self, tp: TopicPartition, records: bytes) -> Any:
+    def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False) -> Any:
+        """``group_commit``: a due ``flush.messages`` fsync joins this turn's group commit,
+        and the HW advances after it (wait on ``group_commit.waiter(tp)`` to answer)."""
         stats = self.topic_stats
         if stats is None:
-            return self._append(tp, records)
+            return self._append(tp, records, group_commit)
         try:
-            info = self._append(tp, records)
+            info = self._append(tp, records, group_commit)
         except Exception:
             if tp.topic in self.store.topics:  # no series for names that don't exist
                 stats.record_append_failed(tp.topic)
@@ -233,20 +237,33 @@ class ReplicaManager:
         stats.record_append(tp.topic, len(records), 0 if info.duplicate else info.num_messages)
         return info
 
-    def _append(self, tp: TopicPartition, records: bytes) -> Any:
+    def _append(self, tp: TopicPartition, records: bytes, group_commit: bool = False) -> Any:
         lg = self.log_or_error(tp)
         try:
-            info = lg.append_as_leader(records)
+            info = lg.append_as_leader(records, defer_flush=True) if group_commit \
+                else lg.append_as_leader(records)
         except Exception as exc:
             # A disk error takes the whole log dir offline once (Kafka's LogDirFailureChannel);
             # the caller answers KAFKA_STORAGE_ERROR either way.
             self._report_io_error(lg, exc, f"appending to {tp}")
             raise
+        if group_commit and flush_due(lg):
+            self.group_commit.add(tp, lg)  # consumers see the records once they are on disk
+            return info
+        self._advance_high_watermark(tp, lg)
+        return info
+
+    def _advance_high_watermark(self, tp: TopicPartition, lg: Any) -> None:
         # Single node: the leader is the whole ISR, so HW follows LEO at once.
         lg.maybe_increment_high_watermark(lg.log_end_offset)
         for fn in self._append_listeners:
             fn(tp)
-        return info
+
+    def _on_group_flushed(self, tp: TopicPartition, lg: Any, error: BaseException | None) -> None:
+        if error is not None:
+            self._report_io_error(lg, error, f"flushing {tp}")
+        else:
+            self._advance_high_watermark(tp, lg)
 
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
         """Advance the log start offset to ``offset``; returns the new low watermark."""

@@ -166,8 +166,12 @@ class Log:
 
     # -- append --------------------------------------------------------------------------------
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0,
-                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
-        """Validate, assign offsets from the LEO, dedup idempotent retries, append."""
+                         origin: AppendOrigin = AppendOrigin.CLIENT, *,
+                         defer_flush: bool = False) -> LogAppendInfo:
+        """Validate, assign offsets from the LEO, dedup idempotent retries, append.
+
+        ``defer_flush``: leave the ``flush.messages`` fsync to the caller (the broker's group
+        commit flushes once per log per event-loop turn)."""
         if len(records) == 0:
             return self._empty_append_info()
         with self._io("append"):
@@ -180,7 +184,8 @@ class Log:
                 res.first_offset, res.last_offset, res.max_timestamp,
                 res.offset_of_max_timestamp, res.log_append_time, self._log_start_offset,
                 res.num_messages, res.batch.size_in_bytes)
-            return self._append(AppendBatches(res.records, [res.batch], info), origin)
+            return self._append(AppendBatches(res.records, [res.batch], info), origin,
+                                defer_flush)
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append replicated batches keeping their offsets (must not go below the LEO)."""
@@ -209,7 +214,8 @@ class Log:
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, log_start_offset=self._log_start_offset)
 
-    def _append(self, v: AppendBatches, origin: AppendOrigin) -> LogAppendInfo:
+    def _append(self, v: AppendBatches, origin: AppendOrigin,
+                defer_flush: bool = False) -> LogAppendInfo:
         info = v.info
         size = len(v.records)
         if size > self._config.segment_bytes:
@@ -237,7 +243,8 @@ class Log:
             psm.complete_txn(c)
         psm.update_map_end_offset(info.last_offset + 1)
         self._maybe_assign_epochs(v.batches)
-        if self.log_end_offset - self._recovery_point >= self._config.flush_messages:
+        if not defer_flush and \
+                self.log_end_offset - self._recovery_point >= self._config.flush_messages:
             self.flush()
         return info
 

@@ -47,7 +47,7 @@ def _append(
         result.error_code = txn_error
         return result
     try:
-        info = rm.append(tp, records)
+        info = rm.append(tp, records, group_commit=True)
     except RecordValidationError as exc:
         result.error_code = ErrorCode[exc.kafka_error]
         result.record_errors = [(i, m) for i, m in exc.errors]
@@ -73,6 +73,21 @@ def _min_isr(ctx: RequestContext, tp: TopicPartition) -> int:
     return 1 if lg is None else int(lg.config.min_insync_replicas)
 
 
+async def _wait_group_commit(
+    ctx: RequestContext, topics: list[tuple[str, list[ProducePartitionResult]]]
+) -> None:
+    """Answer only after this turn's group commit flushed the partitions appended to
+    (``flush.messages`` reached; see server/group_commit.py); a failed flush fails them."""
+    gc = ctx.broker.replica_manager.group_commit
+    waits = [(p, fut) for name, parts in topics for p in parts
+             if p.error_code == 0 and (fut := gc.waiter(TopicPartition(name, p.index)))]
+    for p, fut in waits:
+        error = await fut
+        if error is not None:
+            p.error_code, p.error_message = to_error(error)
+            p.base_offset = p.log_append_time = p.log_start_offset = -1
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
@@ -89,6 +104,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 parts.append(_append(ctx, TopicPartition(t.name, p.index), p.records, acks))
         topics.append((t.name, parts))
+    await _wait_group_commit(ctx, topics)
     if acks == 0:
         failed = [
             f"{name}-{p.index}: {ErrorCode(p.error_code).name}"
