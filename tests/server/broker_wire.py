@@ -75,7 +75,8 @@ def error_codes(obj: object) -> list[int]:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         for f in dataclasses.fields(obj):
             v = getattr(obj, f.name)
-            out.extend([int(v)] if f.name == "error_code" else error_codes(v))
+            is_code = f.name in ("error_code", "partition_error_code")
+            out.extend([int(v)] if is_code else error_codes(v))
     elif isinstance(obj, tuple):
         for v in obj:
             out.extend(error_codes(v))

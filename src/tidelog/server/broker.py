@@ -102,6 +102,7 @@ class Broker:
             raise
         self._schedule_idle_check()
         self._start_group_coordinator()
+        self._start_txn_coordinator()
         log.info(
             "tidelog broker %d listening on %s:%d (cluster %s)",
             self.node_id,
@@ -162,7 +163,19 @@ class Broker:
             return
         start_group_coordinator(self)
 
+    def _start_txn_coordinator(self) -> None:
+        """Load ``__transaction_state`` (and resume prepared transactions) at start when it
+        exists; a fresh broker creates it on the first transactional FindCoordinator."""
+        if self.replica_manager.topic("__transaction_state") is None:
+            return
+        from .txn.wiring import start_txn_coordinator
+
+        start_txn_coordinator(self)
+
     async def stop(self) -> None:
+        from .txn.wiring import stop_txn_coordinator
+
+        stop_txn_coordinator(self)
         try:
             from .group.wiring import stop_group_coordinator
 

@@ -108,7 +108,28 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
     37: (_m("results", "topics", name="name"),),
     42: (_m("results", "groups_names", group_id=SELF),),
     44: (_resources("responses"),),
+    24: (
+        _m(
+            "results_by_topic_v3_and_below",
+            "v3_and_below_topics",
+            _m("results_by_partition", "partitions", partition_index=SELF),
+            name="name",
+        ),
+        _m(
+            "results_by_transaction",
+            "transactions",
+            _m(
+                "topic_results",
+                "topics",
+                _m("results_by_partition", "partitions", partition_index=SELF),
+                name="name",
+            ),
+            transactional_id="transactional_id",
+        ),
+    ),
+    28: (_TOPIC_PARTITIONS,),
     61: (_TOPIC_INDEXES,),
+    65: (_m("transaction_states", "transactional_ids", transactional_id=SELF),),
 }
 
 
@@ -137,8 +158,9 @@ def _mirror(parent_cls: type, request: Any, rule: Mirror, error: ErrorCode) -> t
             value = src if field == SELF else getattr(src, field, None)
             if value is not None:
                 kw[dst] = value
-        if has_field(item_cls, "error_code"):
-            kw["error_code"] = error
+        for name in ("error_code", "partition_error_code"):  # AddPartitionsToTxn names it so
+            if has_field(item_cls, name):
+                kw[name] = error
         child = rule.child
         if child is not None and has_field(item_cls, child.resp):
             kw[child.resp] = _mirror(item_cls, src, child, error)

@@ -51,6 +51,8 @@ class LoadedPartition:
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     removed_groups: set[str] = field(default_factory=set)
+    # transactional offset records waiting for their producer's marker (txn_offsets.py)
+    txn_pending: dict[int, dict[bytes, tuple[int, bytes | None]]] = field(default_factory=dict)
 
 
 class GroupMetadataManager:
@@ -86,6 +88,9 @@ class GroupMetadataManager:
 
     def complete_load(self, partition: int, data: LoadedPartition) -> list[GroupMetadata]:
         """Install what a replay found; the partition stops answering LOAD_IN_PROGRESS."""
+        from tidelog.server.group.txn_offsets import install_pending
+
+        install_pending(self, data)
         self._decode_latest(partition, data)
         loaded: list[GroupMetadata] = []
         now = self.clock.milliseconds()
@@ -104,6 +109,11 @@ class GroupMetadataManager:
 
     def replay_batch(self, out: LoadedPartition, partition: int, batch: RecordBatch) -> None:
         """Apply one batch: the last record per key wins (a tombstone too), as compaction."""
+        if batch.is_transactional:  # TxnOffsetCommit data and its markers
+            from tidelog.server.group.txn_offsets import replay_txn_batch
+
+            replay_txn_batch(out, batch)
+            return
         if batch.is_control:
             return
         latest = out.latest

@@ -1,8 +1,9 @@
-"""InitProducerId (key 22) for idempotent producers: a fresh producer id (from a durably
-reserved block, so ids are never reused after a crash) with epoch 0. Without a
-transactional id Kafka "blindly accepts" the request and hands out a new id even when the
-client passes its current id/epoch (KIP-360 bumps are for transactional producers), so
-this does too. Transactions are not supported."""
+"""InitProducerId (key 22). Without a transactional id: a fresh producer id (from a durably
+reserved block, so ids are never reused after a crash) with epoch 0 — Kafka "blindly
+accepts" the request even when the client passes its current id/epoch. With one: the
+transaction coordinator bumps the id's epoch, fencing older producers, aborting a
+transaction they left open (answered CONCURRENT_TRANSACTIONS, the client retries), and
+rotating the producer id when the epoch is exhausted (KIP-360)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any
 
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.kio_util import make
+from tidelog.protocol.kio_util import make, ms
+from tidelog.server.security.types import AclOperation, ResourceType
+from tidelog.server.txn.wiring import txn_coordinator_for
 
 from ..context import RequestContext
 
@@ -21,15 +24,20 @@ MAX_VERSION = 4
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
-    if request.transactional_id is not None:
-        return make(
-            cls,
-            throttle_time=0,
-            error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
-    rm = ctx.broker.replica_manager
-    return make(
-        cls, throttle_time=0, error_code=0, producer_id=rm.allocate_producer_id(), producer_epoch=0
-    )
+    tid = request.transactional_id
+    if tid is None:
+        rm = ctx.broker.replica_manager
+        return make(cls, throttle_time=0, error_code=0,
+                    producer_id=rm.allocate_producer_id(), producer_epoch=0)
+    if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        err, pid, epoch = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, -1, -1
+    else:
+        pid_in = int(getattr(request, "producer_id", -1))
+        epoch_in = int(getattr(request, "producer_epoch", -1))
+        expected = (pid_in, epoch_in) if pid_in != -1 and epoch_in != -1 else None
+        res = txn_coordinator_for(ctx.broker).init_producer_id(
+            tid, ms(request.transaction_timeout), expected)
+        err, pid, epoch = res.error, res.producer_id, res.producer_epoch
+        if err == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+            err = ErrorCode.INVALID_PRODUCER_EPOCH  # older clients don't know PRODUCER_FENCED
+    return make(cls, throttle_time=0, error_code=err, producer_id=pid, producer_epoch=epoch)

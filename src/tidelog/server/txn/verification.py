@@ -1,0 +1,48 @@
+"""The produce path's transaction verification (KIP-890 part 1, Kafka's
+``transaction.partition.verification.enable``): a transactional batch is appended only when
+its partition was added to the producer's ongoing transaction. Kafka's ReplicaManager asks
+the coordinator with AddPartitionsToTxn v4 ``verify_only``; on one node the coordinator is
+in-process, so the question is a dictionary lookup. Without it a hanging transaction could
+start on a partition the coordinator will never send a marker to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.records import RecordBatch
+from tidelog.records.batch import RECORD_BATCH_OVERHEAD
+from tidelog.util.topic_partition import TopicPartition
+
+from .wiring import ATTR
+
+
+def verify_transactional_produce(broker: Any, tp: TopicPartition,
+                                 records: bytes | bytearray | memoryview) -> ErrorCode | None:
+    """None to go on; else the error for the partition (INVALID_PRODUCER_EPOCH for a fenced
+    epoch, INVALID_TXN_STATE for a partition outside the transaction)."""
+    if len(records) < RECORD_BATCH_OVERHEAD:
+        return None  # the validator reports the malformed batch
+    batch = RecordBatch(memoryview(records)[:RECORD_BATCH_OVERHEAD])
+    if batch.magic != 2 or not batch.is_transactional or batch.is_control:
+        return None
+    coord = getattr(broker, ATTR, None)
+    if coord is None:
+        if not _verification_enabled(broker):
+            return None
+        return ErrorCode.INVALID_TXN_STATE  # no transaction was ever started here
+    if not coord.config.transaction_partition_verification_enable:
+        return None
+    pid, epoch = batch.producer_id, batch.producer_epoch
+    meta = coord.state.by_producer(pid)
+    if meta is not None and epoch < meta.producer_epoch:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if coord.in_transaction(pid, epoch, tp):
+        return None
+    return ErrorCode.INVALID_TXN_STATE
+
+
+def _verification_enabled(broker: Any) -> bool:
+    from .config import TxnConfig
+
+    return TxnConfig.from_props(broker.config.originals).transaction_partition_verification_enable
