@@ -15,9 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import confluent_kafka as ck
 
@@ -264,7 +265,13 @@ def main() -> None:
         1024: int(sys.argv[2]) if len(sys.argv) > 2 else 50_000,
     }
     results: dict[tuple[str, int], tuple[float, float]] = {}
-    for name, factory in (("tidelog", tidelog_broker), ("tansu", tansu_broker)):
+    brokers: list[tuple[str, Callable[[], Any]]] = [("tidelog", tidelog_broker)]
+    try:
+        tansu_binary()
+        brokers.append(("tansu", tansu_broker))
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"Tansu baseline skipped: no Tansu ({exc}); set $TANSU to its binary or locator")
+    for name, factory in brokers:
         with factory() as (bootstrap, _pid):
             for size, n in counts.items():
                 topic = f"bench-{size}"
@@ -275,13 +282,13 @@ def main() -> None:
     for size, n in counts.items():
         print(f"\n{n:,} records of {size} B, acks=1, linger.ms=5, one partition")
         print(" produce:")
-        t_rps, _ = row("tidelog", n, size, results[("tidelog", size)][0])
-        b_rps, _ = row("tansu (baseline)", n, size, results[("tansu", size)][0])
-        print(f"  ratio tidelog/tansu      {t_rps / b_rps:.2f}x")
-        print(" consume:")
-        t_rps, _ = row("tidelog", n, size, results[("tidelog", size)][1])
-        b_rps, _ = row("tansu (baseline)", n, size, results[("tansu", size)][1])
-        print(f"  ratio tidelog/tansu      {t_rps / b_rps:.2f}x")
+        for i, what in enumerate(("produce", "consume")):
+            if i:
+                print(f" {what}:")
+            t_rps, _ = row("tidelog", n, size, results[("tidelog", size)][i])
+            if ("tansu", size) in results:
+                b_rps, _ = row("tansu (baseline)", n, size, results[("tansu", size)][i])
+                print(f"  ratio tidelog/tansu      {t_rps / b_rps:.2f}x")
         print(" client-only ceiling:")
         row("produce() no broker", n, size, client_ceiling(n, size))
 

@@ -1,8 +1,9 @@
 """Real Kafka-compatible brokers for client and Spark tests.
 
 ``kafka_broker()`` yields (kind, bootstrap) of our own ``tidelog.testing.EmbeddedBroker``
-by default, or of Tansu (an independent Rust broker, memory storage, from
-``/work/shared/bin/tansu``) with ``TIDELOG_TEST_BROKER=tansu`` (or ``kafka_broker("tansu")``).
+by default, or of Tansu (an independent Rust broker, memory storage; the binary from
+``$TANSU_BIN``, else the locator ``$TANSU`` or ``../shared/bin/tansu`` beside the repository,
+else ``tansu`` on PATH) with ``TIDELOG_TEST_BROKER=tansu`` (or ``kafka_broker("tansu")``).
 Tansu 0.6.0 quirks (seen on the wire): ListOffsets "latest" answers the last batch's base
 offset + 1 and timestamp lookups answer 0, so tests that check those against Tansu produce
 one record per batch or are limited to our broker.
@@ -19,7 +20,10 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
-TANSU_LOCATOR = Path("/work/shared/bin/tansu")
+# A script that prints the Tansu binary's path, kept beside the repository when there is one.
+TANSU_LOCATOR = Path(
+    os.environ.get("TANSU") or Path(__file__).resolve().parents[2].parent / "shared/bin/tansu"
+)
 
 
 def free_port() -> int:
