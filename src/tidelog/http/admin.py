@@ -1,0 +1,144 @@
+"""The console's admin actions, only with ``http.console.admin.enable=true``: create a topic,
+alter a topic config, reset a group's offsets (dry run first). Each goes through the same
+broker calls as its Kafka API and, when an authorizer is configured, asks it as Kafka's
+handler would, for ``User:ANONYMOUS`` at the HTTP client's address (the console has no
+login of its own, so ACLs must grant the anonymous user explicitly)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from tidelog.server.errors import ApiError
+from tidelog.server.security.types import ANONYMOUS, AclOperation, ResourceType
+from tidelog.util.topic_partition import TopicPartition
+
+from . import state
+
+
+def _allowed(listener: Any, request: web.Request, op: AclOperation, rtype: ResourceType,
+             name: str) -> bool:  # fmt: skip
+    authorizer = getattr(listener.broker, "authorizer", None)
+    if authorizer is None:
+        return True
+    return bool(authorizer.authorize(ANONYMOUS, request.remote or "", op, rtype, name))
+
+
+def _authorize(listener: Any, request: web.Request, op: AclOperation, rtype: ResourceType,
+               name: str) -> None:  # fmt: skip
+    if not _allowed(listener, request, op, rtype, name):
+        raise web.HTTPForbidden(text=f"{op.name} on {rtype.name} {name!r} is not allowed "
+                                     f"for {ANONYMOUS} by the ACLs")  # fmt: skip
+
+
+def _configs(text: str) -> dict[str, str]:
+    out = {}
+    for item in filter(None, (s.strip() for s in text.replace("\n", ",").split(","))):
+        if "=" not in item:
+            raise ApiError(_invalid_config(), f"expected key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _invalid_config() -> Any:
+    from tidelog.protocol.errors import ErrorCode
+
+    return ErrorCode.INVALID_CONFIG
+
+
+async def create_topic(listener: Any, request: web.Request) -> web.Response:
+    form = await listener.admin_form(request)
+    name = str(form.get("name", "")).strip()
+    rm = listener.broker.replica_manager
+    # Kafka: CREATE on the cluster, else CREATE on the topic
+    if not _allowed(listener, request, AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster"):
+        _authorize(listener, request, AclOperation.CREATE, ResourceType.TOPIC, name)
+    try:
+        partitions = int(str(form.get("partitions", "1")) or 1)
+        rm.create_topic(name, partitions, _configs(str(form.get("configs", ""))))
+    except (ApiError, ValueError) as exc:
+        return await listener.console.topics(request, message=f"not created: {exc}", error=True)
+    raise web.HTTPSeeOther(f"/topics/{name}")
+
+
+async def alter_config(listener: Any, request: web.Request) -> web.Response:
+    form = await listener.admin_form(request)
+    name = request.match_info["topic"]
+    _authorize(listener, request, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name)
+    rm = listener.broker.replica_manager
+    info = rm.topic(name)
+    if info is None:
+        raise web.HTTPNotFound(text=f"no topic {name!r}")
+    key = str(form.get("key", "")).strip()
+    value = str(form.get("value", "")).strip()
+    configs = dict(info.configs)
+    if value:  # IncrementalAlterConfigs SET / DELETE of one key
+        configs[key] = value
+    else:
+        configs.pop(key, None)
+    try:
+        rm.set_topic_configs(name, configs)
+    except ApiError as exc:
+        return await listener.console.topic(request, message=f"not changed: {exc}", error=True)
+    raise web.HTTPSeeOther(f"/topics/{name}")
+
+
+def reset_plan(broker: Any, group: Any, topic: str, to: str, value: str) -> list[tuple[str, int, int]]:
+    """(partition, current committed, new offset) per partition of ``topic``, like
+    kafka-consumer-groups --reset-offsets --dry-run."""
+    rm = broker.replica_manager
+    info = rm.topic(topic)
+    if info is None:
+        raise ValueError(f"no topic {topic!r}")
+    plan = []
+    for p in range(info.partitions):
+        tp = TopicPartition(topic, p)
+        lg = rm.logs.get_log(tp)
+        if lg is None:
+            continue
+        cur = group.offsets.get(tp)
+        current = int(cur.offset) if cur is not None else -1
+        if to == "earliest":
+            new = int(lg.log_start_offset)
+        elif to == "latest":
+            new = int(lg.high_watermark)
+        elif to == "timestamp":
+            found = lg.fetch_offset_by_timestamp(int(value))
+            new = int(found.offset) if found is not None else int(lg.high_watermark)
+        else:  # an explicit offset, clamped into the log like Kafka's tool does
+            new = min(max(int(value), int(lg.log_start_offset)), int(lg.high_watermark))
+        plan.append((str(tp), current, new))
+    return plan
+
+
+async def reset_offsets(listener: Any, request: web.Request) -> web.Response:
+    form = await listener.admin_form(request)
+    gid = request.match_info["group"]
+    topic = str(form.get("topic", "")).strip()
+    _authorize(listener, request, AclOperation.READ, ResourceType.GROUP, gid)
+    _authorize(listener, request, AclOperation.READ, ResourceType.TOPIC, topic)
+    broker = listener.broker
+    group = state.groups(broker).get(gid)
+    if group is None:
+        raise web.HTTPNotFound(text=f"no group {gid!r}")
+    try:
+        plan = reset_plan(broker, group, topic, str(form.get("to", "earliest")),
+                          str(form.get("value", "0") or "0"))  # fmt: skip
+    except ValueError as exc:
+        return await listener.console.group(request, message=f"no plan: {exc}", error=True)
+    if form.get("dry_run"):
+        return await listener.console.group(request, plan=plan, message="dry run: nothing changed")
+    if group.members:  # Kafka's tool refuses too: members would overwrite the reset
+        return await listener.console.group(
+            request, plan=plan, error=True,
+            message=f"group {gid} has {len(group.members)} active members: stop them first")
+    from tidelog.server.group.offsets import CommitEntry
+
+    entries = {TopicPartition(topic, int(tp.rsplit("-", 1)[1])): CommitEntry(new)
+               for tp, _, new in plan}  # fmt: skip
+    errors = state.coordinator(broker).commit_offsets(gid, entries)
+    failed = {str(tp): e.name for tp, e in errors.items() if e}
+    msg = f"failed: {failed}" if failed else f"reset {len(entries)} partitions of {topic}"
+    return await listener.console.group(request, plan=plan, message=msg, error=bool(failed))

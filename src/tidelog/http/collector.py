@@ -1,0 +1,275 @@
+"""``/metrics``: a prometheus_client collector that reads the broker when scraped.
+
+Names are what the Prometheus JMX exporter's usual Kafka rules make of Kafka's MBeans
+(lowercased, ``PerSec`` meters as ``_total`` counters, histograms as summaries with
+``quantile`` labels), so Kafka dashboards work unchanged; docs/metrics.md has the table.
+Nothing is pushed per request: counters are the plain totals the hot path keeps
+(tidelog.metrics), gauges are read from the logs, groups and cleaner here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tidelog.metrics import LOG_FLUSH_STATS, LatencyHistogram
+from tidelog.metrics.requests import STAGE_NAMES
+
+from . import state
+
+# (metric suffix, TopicStats attribute, Kafka meter name)
+TOPIC_METERS = (
+    ("messagesin", "messages_in", "MessagesInPerSec"),
+    ("bytesin", "bytes_in", "BytesInPerSec"),
+    ("bytesout", "bytes_out", "BytesOutPerSec"),
+    ("totalproducerequests", "total_produce_requests", "TotalProduceRequestsPerSec"),
+    ("failedproducerequests", "failed_produce_requests", "FailedProduceRequestsPerSec"),
+    ("totalfetchrequests", "total_fetch_requests", "TotalFetchRequestsPerSec"),
+    ("failedfetchrequests", "failed_fetch_requests", "FailedFetchRequestsPerSec"),
+)
+
+
+def summary(name: str, doc: str, series: Iterable[tuple[dict[str, str], LatencyHistogram]]) -> (
+    Metric
+):
+    """A Yammer histogram as the JMX exporter shows it: quantile gauges plus _count/_sum."""
+    m = Metric(name, doc, "summary")
+    for labels, h in series:
+        for q, value in h.quantiles():
+            m.add_sample(name, {**labels, "quantile": q}, value)
+        m.add_sample(name + "_count", labels, h.count)
+        m.add_sample(name + "_sum", labels, h.sum_ms)
+    return m
+
+
+def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._topic_metrics()
+        yield from self._request_metrics()
+        yield from self._purgatory()
+        yield summary(
+            "kafka_log_logflushstats_logflushrateandtimems",
+            "LogFlushStats LogFlushRateAndTimeMs: time of log flushes (ms)",
+            [({}, LOG_FLUSH_STATS.snapshot())],
+        )
+        yield from self._logs()
+        yield from self._log_dirs_and_partitions()
+        yield from self._cleaner()
+        yield from self._lag()
+        yield from self._connections()
+
+    # -- BrokerTopicMetrics -----------------------------------------------------------------
+    def _topic_metrics(self) -> Iterator[Metric]:
+        stats = self.broker.replica_manager.topic_stats
+        if stats is None:
+            return
+        topics = stats.topics()
+        for suffix, attr, meter in TOPIC_METERS:
+            fam = CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_{suffix}",
+                f"BrokerTopicMetrics {meter} (Count); no topic label: all topics",
+                labels=["topic"],
+            )
+            fam.add_sample(fam.name + "_total", {}, getattr(stats.all_topics, attr))
+            for topic, t in sorted(topics.items()):
+                fam.add_metric([topic], getattr(t, attr))
+            yield fam
+
+    # -- RequestMetrics ---------------------------------------------------------------------
+    def _request_metrics(self) -> Iterator[Metric]:
+        rm = getattr(self.broker, "request_metrics", None)
+        if rm is None:
+            return
+        by_name = dict(rm.by_name)
+        rate = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests",
+            "RequestMetrics RequestsPerSec (Count) per request and version",
+            labels=["request", "version"],
+        )
+        for name, s in sorted(by_name.items()):
+            for version, n in sorted(s.requests.items()):
+                rate.add_metric([name, str(version)], n)
+        yield rate
+        for stage, kafka_name in STAGE_NAMES.items():
+            yield summary(
+                f"kafka_network_requestmetrics_{kafka_name.lower()}",
+                f"RequestMetrics {kafka_name} per request (ms)",
+                [({"request": name}, s.stages[stage]) for name, s in sorted(by_name.items())],
+            )
+
+    def _purgatory(self) -> Iterator[Metric]:
+        size = len(self.broker.purgatory)
+        for metric, kafka in (("purgatorysize", "PurgatorySize"),
+                              ("numdelayedoperations", "NumDelayedOperations")):  # fmt: skip
+            fam = GaugeMetricFamily(
+                f"kafka_server_delayedoperationpurgatory_{metric}",
+                f"DelayedOperationPurgatory {kafka} (a single node completes acks=all "
+                "produces at once: Produce is always 0)",
+                labels=["delayedOperation"],
+            )
+            fam.add_metric(["Fetch"], size)
+            fam.add_metric(["Produce"], 0)
+            yield fam
+
+    # -- logs -------------------------------------------------------------------------------
+    def _logs(self) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        fams = {
+            "size": GaugeMetricFamily("kafka_log_log_size", "Log Size (bytes)", labels=labels),
+            "segments": GaugeMetricFamily(
+                "kafka_log_log_numlogsegments", "Log NumLogSegments", labels=labels
+            ),
+            "leo": GaugeMetricFamily(
+                "kafka_log_log_logendoffset", "Log LogEndOffset", labels=labels
+            ),
+            "lso": GaugeMetricFamily(
+                "kafka_log_log_logstartoffset", "Log LogStartOffset", labels=labels
+            ),
+            "lsolag": GaugeMetricFamily(
+                "kafka_cluster_partition_laststableoffsetlag",
+                "Partition LastStableOffsetLag (HW - LSO)",
+                labels=labels,
+            ),
+        }
+        producers = 0
+        for tp, lg in state.iter_logs(self.broker):
+            lv = [tp.topic, str(tp.partition)]
+            fams["size"].add_metric(lv, lg.size_in_bytes)
+            fams["segments"].add_metric(lv, lg.number_of_segments())
+            fams["leo"].add_metric(lv, lg.log_end_offset)
+            fams["lso"].add_metric(lv, lg.log_start_offset)
+            fams["lsolag"].add_metric(lv, lg.high_watermark - lg.last_stable_offset)
+            producers += len(lg.producer_state.producers)
+        yield from fams.values()
+        yield gauge(
+            "kafka_server_replicamanager_produceridcount",
+            "ReplicaManager ProducerIdCount: producer ids with state in any partition",
+            producers,
+        )
+
+    def _log_dirs_and_partitions(self) -> Iterator[Metric]:
+        rm = self.broker.replica_manager
+        offline_parts = state.offline_partitions(self.broker)
+        offline_dirs = state.offline_log_dirs(self.broker)
+        partitions = sum(t.partitions for t in rm.topics())
+        yield gauge("kafka_server_replicamanager_partitioncount",
+                    "ReplicaManager PartitionCount", partitions)  # fmt: skip
+        yield gauge("kafka_server_replicamanager_leadercount",
+                    "ReplicaManager LeaderCount", partitions - len(offline_parts))  # fmt: skip
+        yield gauge("kafka_server_replicamanager_underreplicatedpartitions",
+                    "ReplicaManager UnderReplicatedPartitions (one replica each: 0)", 0)  # fmt: skip
+        yield gauge("kafka_server_replicamanager_offlinereplicacount",
+                    "ReplicaManager OfflineReplicaCount", len(offline_parts))  # fmt: skip
+        yield gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
+                    "KafkaController OfflinePartitionsCount", len(offline_parts))  # fmt: skip
+        yield gauge("kafka_controller_kafkacontroller_activecontrollercount",
+                    "KafkaController ActiveControllerCount", 1)  # fmt: skip
+        yield gauge("kafka_controller_kafkacontroller_globaltopiccount",
+                    "KafkaController GlobalTopicCount", len(rm.topics()))  # fmt: skip
+        yield gauge("kafka_controller_kafkacontroller_globalpartitioncount",
+                    "KafkaController GlobalPartitionCount", partitions)  # fmt: skip
+        yield gauge("kafka_log_logmanager_offlinelogdirectorycount",
+                    "LogManager OfflineLogDirectoryCount", len(offline_dirs))  # fmt: skip
+        per_dir = GaugeMetricFamily(
+            "kafka_log_logmanager_logdirectoryoffline",
+            "LogManager LogDirectoryOffline (1: offline)",
+            labels=["logDirectory"],
+        )
+        for d in state.all_log_dirs(self.broker):
+            per_dir.add_metric([d], 1 if d in offline_dirs else 0)
+        yield per_dir
+
+    # -- cleaner ----------------------------------------------------------------------------
+    def _cleaner(self) -> Iterator[Metric]:
+        c = state.cleaner(self.broker)
+        if c is None:
+            return
+        m = c.manager
+        stats = list(getattr(c, "last_stats", {}).values())
+        now = self.broker.clock.milliseconds()
+        yield gauge("kafka_log_logcleanermanager_max_dirty_percent",
+                    "LogCleanerManager max-dirty-percent",
+                    100 * float(m.dirtiest_log_cleanable_ratio))  # fmt: skip
+        last_run = int(m.time_of_last_run)
+        yield gauge("kafka_log_logcleanermanager_time_since_last_run_ms",
+                    "LogCleanerManager time-since-last-run-ms",
+                    max(0, now - last_run) if last_run else 0)  # fmt: skip
+        yield gauge("kafka_log_logcleaner_max_buffer_utilization_percent",
+                    "LogCleaner max-buffer-utilization-percent (last clean of each log)",
+                    max((100 * s.buffer_utilization for s in stats), default=0.0))  # fmt: skip
+        recopy = [100 * s.bytes_written / s.bytes_read for s in stats if s.bytes_read]
+        yield gauge("kafka_log_logcleaner_cleaner_recopy_percent",
+                    "LogCleaner cleaner-recopy-percent (last clean of each log, max)",
+                    max(recopy, default=0.0))  # fmt: skip
+        times = [s.elapsed_secs for s in stats if hasattr(s, "elapsed_secs")]
+        yield gauge("kafka_log_logcleaner_max_clean_time_secs",
+                    "LogCleaner max-clean-time-secs", max(times, default=0.0))  # fmt: skip
+        unclean = GaugeMetricFamily(
+            "kafka_log_logcleanermanager_uncleanable_partitions_count",
+            "LogCleanerManager uncleanable-partitions-count",
+            labels=["logDirectory"],
+        )
+        uncleanable = dict(m.uncleanable)
+        for d in state.all_log_dirs(self.broker):
+            unclean.add_metric([d], len(uncleanable.get(_path(d), set())))
+        yield unclean
+
+    # -- consumer groups --------------------------------------------------------------------
+    def _lag(self) -> Iterator[Metric]:
+        labels = ["consumergroup", "topic", "partition"]
+        lag = GaugeMetricFamily("kafka_consumergroup_lag",
+                                "Consumer group lag in messages (HW - committed)", labels=labels)  # fmt: skip
+        cur = GaugeMetricFamily("kafka_consumergroup_current_offset",
+                                "Consumer group committed offset", labels=labels)  # fmt: skip
+        secs = GaugeMetricFamily(
+            "kafka_consumergroup_group_lag_seconds",
+            "Consumer group time lag: age of the first unconsumed record (s)",
+            labels=["group", "topic", "partition"],
+        )
+        members = GaugeMetricFamily("kafka_consumergroup_members", "Consumer group members",
+                                    labels=["consumergroup"])  # fmt: skip
+        for pl in state.group_lags(self.broker):
+            lv = [pl.group, pl.topic, str(pl.partition)]
+            lag.add_metric(lv, pl.lag)
+            cur.add_metric(lv, pl.committed)
+            secs.add_metric(lv, pl.lag_ms / 1000)
+        for gid, g in sorted(state.groups(self.broker).items()):
+            members.add_metric([gid], len(g.members))
+        yield from (lag, cur, secs, members)
+
+    def _connections(self) -> Iterator[Metric]:
+        fam = GaugeMetricFamily(
+            "kafka_server_socket_server_metrics_connection_count",
+            "socket-server-metrics connection-count per listener",
+            labels=["listener", "networkProcessor"],
+        )
+        counts = dict.fromkeys(listener_names(self.broker), 0)
+        for conn in list(self.broker.connections):
+            name = getattr(getattr(conn, "listener", None), "name", None)
+            name = name or self.broker.config.listener.name
+            counts[name] = counts.get(name, 0) + 1
+        for name, n in sorted(counts.items()):
+            fam.add_metric([name, "0"], n)
+        yield fam
+
+
+def listener_names(broker: Any) -> list[str]:
+    names = [broker.config.listener.name]
+    names += [n for n in getattr(broker, "listener_security", {}) if n not in names]
+    return names
+
+
+def _path(d: str) -> Any:
+    from pathlib import Path
+
+    return Path(d)

@@ -1,0 +1,267 @@
+"""The web console's read-only pages (server-rendered: Jinja templates, SVG pictures)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from aiohttp import web
+
+from tidelog.records import iter_batches
+from tidelog.util.topic_partition import TopicPartition
+
+from . import state
+from .svg import line_chart, segment_picture
+
+MAX_BROWSE = 500
+READ_BYTES = 1 << 20
+TOPIC_KEYS = (
+    "cleanup.policy", "retention.ms", "retention.bytes", "segment.bytes", "segment.ms",
+    "min.cleanable.dirty.ratio", "delete.retention.ms", "max.message.bytes",
+    "compression.type", "message.timestamp.type", "min.insync.replicas",
+)  # fmt: skip
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value not in (None, "") else default
+    except ValueError:
+        raise web.HTTPBadRequest(text=f"not a number: {value!r}") from None
+
+
+class Console:
+    """Page handlers; ``render`` is the listener's (template + common context)."""
+
+    def __init__(self, listener: Any) -> None:
+        self.listener = listener
+        self.broker = listener.broker
+
+    def render(self, name: str, title: str, **ctx: Any) -> web.Response:
+        return self.listener.render(name, title, **ctx)
+
+    # -- overview -----------------------------------------------------------------------------
+    async def overview(self, request: web.Request) -> web.Response:
+        b = self.broker
+        rm = b.replica_manager
+        offline = state.offline_log_dirs(b)
+        size = sum(lg.size_in_bytes for _, lg in state.iter_logs(b))
+        listeners = [(b.config.listener.name, f"{b.advertised_host}:{b.advertised_port}")]
+        listeners += [(f"HTTP {i}", u) for i, u in enumerate(self.listener.urls)]
+        return self.render(
+            "overview", "Overview", node_id=b.node_id, cluster_id=rm.cluster_id,
+            topics=len(rm.topics()), partitions=sum(t.partitions for t in rm.topics()),
+            size=size, groups=len(state.groups(b)), connections=len(b.connections),
+            listeners=listeners, ready=state.readiness(b),
+            log_dirs=[{"path": d, "offline": offline.get(d)} for d in state.all_log_dirs(b)],
+        )  # fmt: skip
+
+    # -- topics -------------------------------------------------------------------------------
+    async def topics(self, request: web.Request, **extra: Any) -> web.Response:
+        rm = self.broker.replica_manager
+        logs = rm.logs
+        rows = []
+        for info in sorted(rm.topics(), key=lambda i: i.name):
+            cfg = rm.topic_config(info.name)
+            parts = [logs.get_log(TopicPartition(info.name, p)) for p in range(info.partitions)]
+            live = [lg for lg in parts if lg is not None]
+            rows.append({
+                "name": info.name, "partitions": info.partitions,
+                "size": sum(lg.size_in_bytes for lg in live),
+                "messages": sum(lg.high_watermark - lg.log_start_offset for lg in live),
+                "cleanup_policy": ",".join(cfg.cleanup_policy),
+                "retention_ms": cfg.retention_ms, "retention_bytes": cfg.retention_bytes,
+            })  # fmt: skip
+        return self.render("topics", "Topics", topics=rows, **extra)
+
+    def _topic_or_404(self, name: str) -> Any:
+        info = self.broker.replica_manager.topic(name)
+        if info is None:
+            raise web.HTTPNotFound(text=f"no topic {name!r}")
+        return info
+
+    async def topic(self, request: web.Request, **extra: Any) -> web.Response:
+        name = request.match_info["topic"]
+        info = self._topic_or_404(name)
+        views, offline = [], []
+        offline_tps = state.offline_partitions(self.broker)
+        for p in range(info.partitions):
+            tp = TopicPartition(name, p)
+            v = state.partition_view(self.broker, tp)
+            if v is not None:
+                views.append(v)
+            elif tp in offline_tps:
+                offline.append(p)
+        cfg = self.broker.replica_manager.topic_config(name)
+        overrides = dict(info.configs)
+        configs = [(k, overrides[k], "topic") for k in sorted(overrides)]
+        for k in TOPIC_KEYS:
+            if k not in overrides:
+                v = getattr(cfg, k.replace(".", "_"), None)
+                if v is not None:
+                    configs.append((k, ",".join(v) if isinstance(v, list) else v, "default"))
+        return self.render("topic", f"Topic {name}", topic=name, partitions=views,
+                           offline=offline, configs=configs, **extra)  # fmt: skip
+
+    def _partition(self, request: web.Request) -> tuple[TopicPartition, Any]:
+        name = request.match_info["topic"]
+        self._topic_or_404(name)
+        tp = TopicPartition(name, _int(request.match_info["partition"], 0))
+        lg = state.log_manager(self.broker).get_log(tp)
+        if lg is None:
+            raise web.HTTPNotFound(text=f"partition {tp} is not here (or its log dir is offline)")
+        return tp, lg
+
+    async def partition(self, request: web.Request) -> web.Response:
+        tp, _ = self._partition(request)
+        p = state.partition_view(self.broker, tp, with_segments=True)
+        assert p is not None
+        marks = {
+            "log start": p.log_start_offset,
+            "cleaner point": p.first_dirty_offset,
+            "LSO": p.last_stable_offset,
+            "HW": p.high_watermark,
+            "LEO": p.log_end_offset,
+        }
+        return self.render("partition", f"Partition {tp}", p=p,
+                           picture=segment_picture(p.segments, marks))  # fmt: skip
+
+    async def messages(self, request: web.Request) -> web.Response:
+        tp, lg = self._partition(request)
+        q = request.query
+        fmt = q.get("format", "text") if q.get("format") in ("text", "json", "hex") else "text"
+        limit = min(max(_int(q.get("limit"), 20), 1), MAX_BROWSE)
+        timestamp = q.get("timestamp") or None
+        offset = _int(q.get("offset"), lg.log_start_offset)
+        if timestamp is not None:
+            found = lg.fetch_offset_by_timestamp(_int(timestamp, 0))
+            offset = found.offset if found is not None else lg.high_watermark
+        offset = max(offset, lg.log_start_offset)
+        records, next_offset = read_records(lg, offset, limit, fmt)
+        p = state.partition_view(self.broker, tp)
+        return self.render("messages", f"Messages of {tp}", p=p, records=records, fmt=fmt,
+                           offset=offset, timestamp=timestamp, limit=limit,
+                           next_offset=next_offset)  # fmt: skip
+
+    # -- groups -------------------------------------------------------------------------------
+    async def groups(self, request: web.Request) -> web.Response:
+        lags: dict[str, int] = {}
+        for pl in state.group_lags(self.broker):
+            lags[pl.group] = lags.get(pl.group, 0) + pl.lag
+        rows = [
+            {"id": gid, "state": g.state.value, "protocol": g.protocol_name or "",
+             "members": len(g.members), "lag": lags.get(gid, 0)}
+            for gid, g in sorted(state.groups(self.broker).items())
+        ]  # fmt: skip
+        return self.render("groups", "Consumer groups", groups=rows)
+
+    async def group(self, request: web.Request, **extra: Any) -> web.Response:
+        gid = request.match_info["group"]
+        g = state.groups(self.broker).get(gid)
+        if g is None:
+            raise web.HTTPNotFound(text=f"no group {gid!r}")
+        history = self.listener.lag_history
+        history.sample()
+        chart = line_chart(history.series(gid), window_ms=history.history_ms)
+        members = [
+            {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
+             "assignment": describe_assignment(m.assignment)}
+            for m in g.members.values()
+        ]  # fmt: skip
+        return self.render("group", f"Group {gid}", group_id=gid, state=g.state.value,
+                           protocol=g.protocol_name or "", generation=g.generation_id,
+                           members=members, lags=state.group_lags(self.broker, gid),
+                           chart=chart, **extra)  # fmt: skip
+
+    # -- cleaner ------------------------------------------------------------------------------
+    async def cleaner(self, request: web.Request) -> web.Response:
+        c = state.cleaner(self.broker)
+        if c is None:
+            return self.render("cleaner", "Log cleaner", enabled=False)
+        m = c.manager
+        checkpoints = m.all_cleaner_checkpoints()
+        rows = []
+        for tp, lg in state.iter_logs(self.broker):
+            if not lg.config.compact:
+                continue
+            s = c.last_stats.get(tp)
+            st = m.state_of(tp)
+            rows.append({
+                "topic": tp.topic, "partition": tp.partition,
+                "first_dirty": checkpoints.get(tp, lg.log_start_offset),
+                "leo": lg.log_end_offset, "size": lg.size_in_bytes,
+                "state": str(st) if st is not None else "idle",
+                "last": f"{s.bytes_read} → {s.bytes_written} B" if s else "",
+                "buffer": f"{100 * s.buffer_utilization:.1f} %" if s else "",
+            })  # fmt: skip
+        uncleanable = sorted(str(tp) for tps in dict(m.uncleanable).values() for tp in tps)
+        now = self.broker.clock.milliseconds()
+        since = f"{(now - m.time_of_last_run) / 1000:.0f} s ago" if m.time_of_last_run else "never"
+        return self.render("cleaner", "Log cleaner", enabled=True, rows=rows,
+                           dirty=m.dirtiest_log_cleanable_ratio, since=since,
+                           uncleanable=uncleanable)  # fmt: skip
+
+
+def show(data: bytes | None, fmt: str) -> str:
+    if data is None:
+        return "null"
+    if fmt == "hex":
+        return data.hex(" ")
+    text = data.decode("utf-8", errors="replace")
+    if fmt == "json":
+        try:
+            return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            return text
+    return text
+
+
+def read_records(lg: Any, offset: int, limit: int, fmt: str) -> tuple[list[dict[str, Any]], int | None]:
+    """Up to ``limit`` records from ``offset`` below the HW (control records skipped)."""
+    out: list[dict[str, Any]] = []
+    pos = offset
+    hw = lg.high_watermark
+    while len(out) < limit and pos < hw:
+        info = lg.read(pos, READ_BYTES, min_one_message=True)
+        data = info.records.read() if info.records is not None else b""
+        if not data:
+            break
+        next_pos = pos
+        for batch in iter_batches(data, 0, len(data)):
+            next_pos = max(next_pos, batch.next_offset)
+            if batch.is_control:
+                continue
+            for r in batch.iter_records():
+                if r.offset < pos or r.offset >= hw or len(out) >= limit:
+                    continue
+                out.append({
+                    "offset": r.offset, "timestamp": r.timestamp, "key": show(r.key, fmt),
+                    "value": show(r.value, fmt),
+                    "headers": [(k, show(v, fmt)) for k, v in r.headers],
+                })  # fmt: skip
+        if next_pos <= pos:
+            break
+        pos = next_pos
+    last = out[-1]["offset"] + 1 if out else None
+    return out, (last if last is not None and last < hw else None)
+
+
+def describe_assignment(data: bytes) -> str:
+    """A ConsumerProtocolAssignment as ``topic: partitions``; other protocols: a size."""
+    try:
+        pos = 2
+        (count,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        parts = []
+        for _ in range(max(count, 0)):
+            (n,) = struct.unpack_from(">h", data, pos)
+            topic = data[pos + 2 : pos + 2 + n].decode("utf-8")
+            pos += 2 + n
+            (k,) = struct.unpack_from(">i", data, pos)
+            pos += 4
+            ps = struct.unpack_from(f">{max(k, 0)}i", data, pos)
+            pos += 4 * max(k, 0)
+            parts.append(f"{topic}: {', '.join(map(str, ps))}")
+        return "; ".join(parts) or "(nothing)"
+    except (struct.error, UnicodeDecodeError):
+        return f"{len(data)} bytes"

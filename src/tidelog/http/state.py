@@ -1,0 +1,246 @@
+"""Read-only views of broker state for /metrics, the health checks and the console.
+
+Everything here runs on the broker's event-loop thread (the HTTP listener shares the loop),
+like the Kafka handlers, so it sees logs and groups exactly as a Fetch or DescribeGroups
+would. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tidelog.records import RecordBatch
+from tidelog.util.topic_partition import TopicPartition
+
+OFFSET_ENTRY_SIZE = 8
+TIME_ENTRY_SIZE = 12
+
+
+@dataclass
+class SegmentView:
+    base_offset: int
+    next_offset: int
+    size: int
+    index_entries: int
+    time_index_entries: int
+    active: bool
+    max_timestamp: int
+
+
+@dataclass
+class PartitionView:
+    topic: str
+    partition: int
+    dir: str
+    log_dir: str
+    size: int
+    num_segments: int
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    log_end_offset: int
+    recovery_point: int
+    first_dirty_offset: int | None
+    compact: bool
+    segments: list[SegmentView] = field(default_factory=list)
+
+
+@dataclass
+class PartitionLag:
+    group: str
+    topic: str
+    partition: int
+    committed: int
+    end_offset: int
+    lag: int
+    lag_ms: int
+
+
+def log_manager(broker: Any) -> Any:
+    return broker.replica_manager.logs
+
+
+def iter_logs(broker: Any) -> Iterator[tuple[TopicPartition, Any]]:
+    """(partition, Log) of every online partition of every topic, in topic order."""
+    rm = broker.replica_manager
+    logs = log_manager(broker)
+    for info in sorted(rm.topics(), key=lambda i: i.name):
+        for p in range(info.partitions):
+            tp = TopicPartition(info.name, p)
+            lg = logs.get_log(tp)
+            if lg is not None:
+                yield tp, lg
+
+
+def offline_partitions(broker: Any) -> dict[TopicPartition, Path]:
+    fn = getattr(log_manager(broker), "offline_partitions", None)
+    return dict(fn()) if fn is not None else {}
+
+
+def offline_log_dirs(broker: Any) -> dict[str, str]:
+    """Offline log dir -> reason, from the LogManager's dirs and its LogDirFailureChannel."""
+    logs = log_manager(broker)
+    out: dict[str, str] = {}
+    for d in getattr(logs, "dirs", []):
+        reason = getattr(d, "offline_reason", None)
+        if reason is not None:
+            out[str(d.path)] = str(reason)
+    channel = getattr(logs, "failure_channel", None)
+    if channel is not None:
+        for path, reason in channel.offline_log_dirs().items():
+            out.setdefault(str(path), str(reason))
+    return out
+
+
+def all_log_dirs(broker: Any) -> list[str]:
+    return [str(d.path) for d in getattr(log_manager(broker), "dirs", [])]
+
+
+def cleaner(broker: Any) -> Any:
+    return getattr(log_manager(broker), "cleaner", None)
+
+
+def cleaner_checkpoints(broker: Any) -> dict[TopicPartition, int]:
+    c = cleaner(broker)
+    return c.manager.all_cleaner_checkpoints() if c is not None else {}
+
+
+def _index_entries(index: Any, entry_size: int) -> int:
+    """Entries without loading a lazily opened index (closed segments' files are trimmed)."""
+    if getattr(index, "is_loaded", True):
+        return int(index.entries)
+    try:
+        return Path(index.path).stat().st_size // entry_size
+    except OSError:
+        return 0
+
+
+def segment_views(lg: Any) -> list[SegmentView]:
+    segs = list(lg.segments.values())
+    active = lg.active_segment
+    out = []
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else lg.log_end_offset
+        out.append(
+            SegmentView(
+                base_offset=seg.base_offset,
+                next_offset=nxt,
+                size=seg.size,
+                index_entries=_index_entries(seg.offset_index, OFFSET_ENTRY_SIZE),
+                time_index_entries=_index_entries(seg.time_index, TIME_ENTRY_SIZE),
+                active=seg is active,
+                max_timestamp=int(seg.max_timestamp_so_far),
+            )
+        )
+    return out
+
+
+def partition_view(broker: Any, tp: TopicPartition, *, with_segments: bool = False) -> (
+    PartitionView | None
+):
+    lg = log_manager(broker).get_log(tp)
+    if lg is None:
+        return None
+    compact = bool(lg.config.compact)
+    first_dirty = cleaner_checkpoints(broker).get(tp) if compact else None
+    if compact and first_dirty is None:
+        first_dirty = lg.log_start_offset
+    view = PartitionView(
+        topic=tp.topic,
+        partition=tp.partition,
+        dir=str(lg.dir),
+        log_dir=str(Path(lg.dir).parent),
+        size=int(lg.size_in_bytes),
+        num_segments=int(lg.number_of_segments()),
+        log_start_offset=int(lg.log_start_offset),
+        high_watermark=int(lg.high_watermark),
+        last_stable_offset=int(lg.last_stable_offset),
+        log_end_offset=int(lg.log_end_offset),
+        recovery_point=int(lg.recovery_point),
+        first_dirty_offset=first_dirty,
+        compact=compact,
+    )
+    if with_segments:
+        view.segments = segment_views(lg)
+    return view
+
+
+def producer_id_count(broker: Any) -> int:
+    """Producer ids with state in any partition (Kafka's ReplicaManager ProducerIdCount)."""
+    return sum(len(lg.producer_state.producers) for _, lg in iter_logs(broker))
+
+
+# -- consumer groups -------------------------------------------------------------------------
+def coordinator(broker: Any) -> Any:
+    return getattr(broker, "group_coordinator", None)
+
+
+def groups(broker: Any) -> dict[str, Any]:
+    coord = coordinator(broker)
+    return dict(coord.groups) if coord is not None else {}
+
+
+def timestamp_at(lg: Any, offset: int) -> int | None:
+    """The first timestamp of the batch holding ``offset`` (exact when the batch starts
+    there; otherwise a lower bound, so a time lag is never understated)."""
+    try:
+        info = lg.read(offset, 1, min_one_message=True)
+        data = info.records.read() if info.records is not None else b""
+    except Exception:
+        return None
+    if len(data) < 61:
+        return None
+    return int(RecordBatch(data, 0).base_timestamp)
+
+
+def group_lags(broker: Any, group_id: str | None = None, *, now_ms: int | None = None) -> (
+    list[PartitionLag]
+):
+    """Lag per committed partition: HW (what a read_uncommitted consumer can reach) minus
+    the committed offset, in messages and in time since the first unconsumed record."""
+    now = broker.clock.milliseconds() if now_ms is None else now_ms
+    rm = broker.replica_manager
+    out = []
+    for gid, group in sorted(groups(broker).items()):
+        if group_id is not None and gid != group_id:
+            continue
+        for tp, om in sorted(group.offsets.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            lg = rm.logs.get_log(tp)
+            if lg is None:
+                continue
+            end = int(lg.high_watermark)
+            committed = int(om.offset)
+            lag = max(0, end - committed)
+            lag_ms = 0
+            if lag > 0:
+                ts = timestamp_at(lg, max(committed, int(lg.log_start_offset)))
+                lag_ms = max(0, now - ts) if ts is not None and ts >= 0 else 0
+            out.append(PartitionLag(gid, tp.topic, tp.partition, committed, end, lag, lag_ms))
+    return out
+
+
+# -- health ----------------------------------------------------------------------------------
+def readiness(broker: Any) -> dict[str, Any]:
+    """Kafka has no readiness endpoint; these are what a broker needs before serving:
+    logs loaded (the listener is bound only after), groups loaded, no offline log dir."""
+    listening = bool(getattr(broker, "_server", None) is not None and broker.bound_port)
+    coord = coordinator(broker)
+    loading = sorted(coord.manager.loading) if coord is not None else []
+    offline = offline_log_dirs(broker)
+    fatal = getattr(broker, "fatal_error", None)
+    checks = {
+        "logs_loaded": listening,
+        "groups_loaded": not loading,
+        "log_dirs_online": not offline,
+        "no_fatal_error": fatal is None,
+    }
+    return {
+        "ready": all(checks.values()),
+        "checks": checks,
+        "offline_log_dirs": offline,
+        "loading_offsets_partitions": loading,
+        "fatal_error": fatal,
+    }
