@@ -48,7 +48,7 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> 
 def tidelog_broker(env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
     """``tidelog serve`` in a child process: (bootstrap, pid); ``env`` adds variables."""
     port = free_port()
-    d = tempfile.mkdtemp(prefix="tidelog-bench-")
+    d = tempfile.mkdtemp(prefix="tidelog-bench-", dir=os.environ.get("BENCH_DIR"))
     cmd = [
         sys.executable,
         "-m",

@@ -11,12 +11,19 @@ to their twins, or in a second broker process started with TIDELOG_PURE_PYTHON=1
 3. broker: one librdkafka producer, acks=1, linger.ms=5, one partition, against
    ``tidelog serve`` (native, then Python) and Tansu (memory storage) started in the same
    run: records/s and broker CPU-seconds per million records (utime+stime of the broker
-   process from /proc, all threads), at 100 B and 1 KiB.
+   process from /proc, all threads), at 100 B and 1 KiB;
+4. durable: 1, 8 and 64 concurrent librdkafka producers (acks=all, 100 B) on one partition
+   with flush.messages=1 (group commit) against the same broker's default topic (no fsync),
+   records/s, native and Python broker. The log dir is under $BENCH_DIR (default: the
+   system temp dir) -- put it on a real disk: on tmpfs an fsync costs nothing;
+5. recovery: unclean recovery (LogSegment.recover: every batch's header and CRC, offset and
+   time indexes rebuilt) of a 256 MiB segment of 16 KiB batches, next to a hot read (page
+   cache) of the same file in 1 MiB chunks; native and Python in the same process.
 
 Tansu is found through $TANSU (a binary, or a script printing the binary's path) or
 ../shared/bin/tansu beside the repository; section 3 is skipped without it.
 
-Usage: python bench/native.py [loops|cleaner|broker ...]   (default: all)
+Usage: python bench/native.py [loops|cleaner|broker|durable|recovery ...]   (default: all)
 """
 
 from __future__ import annotations
@@ -188,11 +195,144 @@ def broker(runs: int = 3) -> None:
                       f"CPU {rng(cpu, '{:.2f}')}x")
 
 
+# -- 4. durable -------------------------------------------------------------------------------
+def produce_concurrently(bootstrap: str, topic: str, producers: int, total: int) -> float:
+    """Seconds for ``producers`` librdkafka producers (threads) to deliver ``total`` records."""
+    import threading
+
+    import confluent_kafka as ck
+
+    value = b"x" * 100
+    clients = [ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1})
+               for _ in range(producers)]
+    for c in clients:  # connect + metadata outside the timed region
+        c.produce(topic, value, partition=0)
+        c.flush(30)
+    errors: list[object] = []
+
+    def run(c: ck.Producer, n: int) -> None:
+        def on_delivery(err: object, _msg: object) -> None:
+            if err is not None:
+                errors.append(err)
+        for _ in range(n):
+            while True:
+                try:
+                    c.produce(topic, value, partition=0, on_delivery=on_delivery)
+                    break
+                except BufferError:
+                    c.poll(0.001)
+            c.poll(0)
+        c.flush(120)
+
+    threads = [threading.Thread(target=run, args=(c, total // producers)) for c in clients]
+    t = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    secs = time.perf_counter() - t
+    if errors:
+        raise RuntimeError(f"{len(errors)} delivery errors, first {errors[0]}")
+    return secs
+
+
+def create_topic(bootstrap: str, name: str, configs: dict[str, str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(30)
+
+
+def durable(runs: int = 3, total: int = 64_000) -> None:
+    print(f"\n4. durable mode (flush.messages=1, group commit) vs no fsync, {total:,} records "
+          f"of 100 B, acks=all, one partition ({runs} runs, log dir under "
+          f"{os.environ.get('BENCH_DIR', tempfile.gettempdir())})")
+    for core, env in (("native", {}), ("python", {_native.PURE_PYTHON_ENV: "1"})):
+        if core == "native" and _native.core is None:
+            continue
+        with broker_bench.tidelog_broker(env=env) as (bootstrap, _pid):
+            for producers in (1, 8, 64):
+                rates: dict[str, list[float]] = {"fsync": [], "no fsync": []}
+                for r in range(runs):
+                    for mode, cfg in (("fsync", {"flush.messages": "1"}), ("no fsync", {})):
+                        topic = f"d-{mode[:2]}-{producers}-{r}"
+                        create_topic(bootstrap, topic, cfg)
+                        secs = produce_concurrently(bootstrap, topic, producers, total)
+                        rates[mode].append(total / secs)
+                ratio = [a / b for a, b in zip(rates["fsync"], rates["no fsync"], strict=True)]
+                print(f"  {core:<6} {producers:>2} producers: fsync {rng(rates['fsync']):>20} "
+                      f"rec/s | no fsync {rng(rates['no fsync']):>20} rec/s | "
+                      f"ratio {rng(ratio, '{:.2f}')}")
+
+
+# -- 5. recovery ------------------------------------------------------------------------------
+def write_segment(d: Path, size: int) -> Path:
+    """A segment of identical 16 KiB batches at consecutive offsets (the base offset is outside
+    the CRC, so one built batch serves them all)."""
+    b = RecordBatchBuilder(CompressionType.NONE)
+    for i in range(130):
+        b.append(1_700_000_000_000 + i, b"key-%08d" % i, os.urandom(50).hex().encode())
+    batch = bytearray(b.build())
+    path = d / "00000000000000000000.log"
+    with open(path, "wb") as f:
+        offset = 0
+        for _ in range(size // len(batch)):
+            batch[0:8] = offset.to_bytes(8, "big")
+            f.write(batch)
+            offset += 130
+    return path
+
+
+def hot_read(path: Path) -> float:
+    t = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.read(MiB):
+            pass
+    return time.perf_counter() - t
+
+
+def recover_once(d: Path) -> float:
+    from tidelog.config.log_config import LogConfig
+    from tidelog.storage.loader import open_segment
+    from tidelog.util.clock import SystemClock
+
+    for idx in list(d.glob("*.index")) + list(d.glob("*.timeindex")):
+        idx.unlink()
+    seg = open_segment(d, 0, LogConfig.from_props({}), SystemClock())
+    t = time.perf_counter()
+    truncated = seg.recover()
+    secs = time.perf_counter() - t
+    seg.close()
+    assert truncated == 0
+    return secs
+
+
+def recovery(runs: int = 3, size: int = 256 * MiB) -> None:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
+        d = Path(tmp)
+        path = write_segment(d, size)
+        print(f"\n5. unclean recovery of a {path.stat().st_size / MiB:.0f} MiB segment vs a hot "
+              f"read of it ({runs} runs, seconds)")
+        reads = repeat(lambda: hot_read(path), runs)
+        print(f"  hot read {rng(reads, '{:.3f}'):>18} s")
+        cores = ["python"] if _native.core is None else ["native", "python"]
+        for core in cores:
+            if core == "native":
+                secs = repeat(lambda: recover_once(d), runs)
+            else:
+                with python_core():
+                    secs = repeat(lambda: recover_once(d), runs)
+            ratio = [s / r for s in secs for r in reads]
+            print(f"  {core:<8} {rng(secs, '{:.3f}'):>18} s | recovery/read "
+                  f"{rng(ratio, '{:.1f}')}x")
+
+
 def main() -> None:
-    sections = sys.argv[1:] or ["loops", "cleaner", "broker"]
+    sections = sys.argv[1:] or ["loops", "cleaner", "broker", "durable", "recovery"]
     print(f"tidelog core: {_native.core_description}")
     for s in sections:
-        {"loops": loops, "cleaner": cleaner, "broker": broker}[s]()
+        {"loops": loops, "cleaner": cleaner, "broker": broker, "durable": durable,
+         "recovery": recovery}[s]()
 
 
 if __name__ == "__main__":
