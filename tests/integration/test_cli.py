@@ -18,6 +18,7 @@ import pexpect
 import pytest
 from broker_clients import consume
 from cli_terminal import cli, ctrl_c, popen, terminal
+from confluent_kafka.admin import AdminClient
 from serve_process import ServeProcess
 
 
@@ -267,7 +268,7 @@ def test_two_group_consumers_share_the_partitions(serve: ServeProcess) -> None:
     procs = [popen(*args), popen(*args)]
     outs: list[list[str]] = [[], []]
     pumps = [_lines(p, o) for p, o in zip(procs, outs, strict=True)]
-    admin = ck.admin.AdminClient({"bootstrap.servers": serve.bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": serve.bootstrap_servers})
     deadline = time.monotonic() + 60
     while True:  # both joined and the group settled with two members
         [f] = admin.describe_consumer_groups(["cli-share-g"]).values()

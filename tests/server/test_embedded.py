@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient
 
 from tidelog.testing import EmbeddedBroker
 
@@ -84,3 +90,34 @@ def test_restart_keeps_port_and_data() -> None:
         msgs = c.consume(2, 10)
         c.close()
     assert [m.value() for m in msgs] == [b"before", b"after"]
+
+
+def test_each_test_gets_a_fresh_broker(tidelog_broker: EmbeddedBroker) -> None:
+    """fixture-topic, created by the first test of this module, is not here: no state leaks."""
+    admin = AdminClient({"bootstrap.servers": tidelog_broker.bootstrap_servers})
+    assert "fixture-topic" not in admin.list_topics(timeout=10).topics
+
+
+
+_SESSION_BROKERS: list[EmbeddedBroker] = []
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+def test_session_broker_is_shared(tidelog_broker_session: EmbeddedBroker, nth: int) -> None:
+    _SESSION_BROKERS.append(tidelog_broker_session)
+    assert all(b is tidelog_broker_session for b in _SESSION_BROKERS)
+    assert tidelog_broker_session.port > 0
+
+
+def test_fixtures_are_listed_with_their_docstrings(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fixtures", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    ).stdout
+    assert "tidelog_broker -- " in out and "A fresh in-process Kafka-compatible broker" in out
+    assert "tidelog_broker_session [session scope]" in out
+    assert "One in-process broker for the whole test session" in out
+    assert "tidelog_broker_factory -- " in out

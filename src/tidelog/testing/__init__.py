@@ -11,10 +11,11 @@ port, with a temporary log dir that is removed on exit (pass ``log_dir=`` to kee
         broker.restart()  # clean shutdown + start on the same port and dir
 
 Config keys are Kafka's broker keys (``auto.create.topics.enable``, ``message.max.bytes``,
-``log.retention.ms``, ...). With tidelog installed, pytest gets two fixtures (plugin
+``log.retention.ms``, ...). With tidelog installed, pytest gets three fixtures (plugin
 ``tidelog.testing.pytest_plugin``, registered as the ``tidelog`` pytest11 entry point):
 
-* ``tidelog_broker``: one ``EmbeddedBroker`` per test module;
+* ``tidelog_broker``: a fresh ``EmbeddedBroker`` per test;
+* ``tidelog_broker_session``: one ``EmbeddedBroker`` shared by the whole session;
 * ``tidelog_broker_factory``: ``factory(config=None, **kw)`` starts more brokers, all stopped
   at the end of the test.
 """

@@ -1,8 +1,10 @@
 """pytest plugin entry point (registered as ``tidelog`` in pyproject).
 
 Fixtures:
-* ``tidelog_broker``: an :class:`~tidelog.testing.EmbeddedBroker`, one per test module;
-  use ``tidelog_broker.bootstrap_servers`` as the clients' bootstrap address.
+* ``tidelog_broker``: a fresh :class:`~tidelog.testing.EmbeddedBroker` for each test (empty
+  log dir, no topics or groups from another test; it starts in a fraction of a second);
+* ``tidelog_broker_session``: one broker shared by every test of the session that asks for
+  it, for suites that want speed over isolation (use distinct topic and group names);
 * ``tidelog_broker_factory``: call it with config overrides to get more brokers (stopped
   at the end of the test).
 """
@@ -17,14 +19,27 @@ import pytest
 from .embedded import EmbeddedBroker
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def tidelog_broker() -> Iterator[EmbeddedBroker]:
+    """A fresh in-process Kafka-compatible broker for this test (ephemeral port, temporary
+    log dir removed afterwards); ``tidelog_broker.bootstrap_servers`` is the clients'
+    ``bootstrap.servers``. For one broker shared across tests use ``tidelog_broker_session``."""
+    with EmbeddedBroker() as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def tidelog_broker_session() -> Iterator[EmbeddedBroker]:
+    """One in-process broker for the whole test session: topics, groups and records persist
+    from test to test, so give each test its own topic and group names."""
     with EmbeddedBroker() as broker:
         yield broker
 
 
 @pytest.fixture
 def tidelog_broker_factory() -> Iterator[Callable[..., EmbeddedBroker]]:
+    """``factory(config=None, **kw)`` starts an EmbeddedBroker with these Kafka broker configs
+    (``{"num.partitions": "3"}``) and keyword arguments; all are stopped after the test."""
     started: list[EmbeddedBroker] = []
 
     def factory(config: dict[str, Any] | None = None, **kw: Any) -> EmbeddedBroker:
