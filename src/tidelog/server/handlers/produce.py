@@ -8,7 +8,7 @@ from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
-from tidelog.storage.errors import RecordValidationError
+from tidelog.storage.errors import KafkaStorageError, RecordValidationError
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
@@ -69,7 +69,10 @@ def _append(
 
 
 def _min_isr(ctx: RequestContext, tp: TopicPartition) -> int:
-    lg = ctx.broker.replica_manager.get_log(tp)
+    try:
+        lg = ctx.broker.replica_manager.get_log(tp)
+    except KafkaStorageError:
+        return 1  # an offline partition: the append answers KAFKA_STORAGE_ERROR
     return 1 if lg is None else int(lg.config.min_insync_replicas)
 
 
