@@ -80,6 +80,15 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
         loop.add_signal_handler(sig, stop.set)
     broker = Broker(BrokerConfig(props))
     await broker.start()
+    http = None
+    if broker.config.values["http.listeners"]:  # /metrics, health, console: off by default
+        from tidelog.http import start_http_listener
+
+        try:
+            http = await start_http_listener(broker)
+        except BaseException:
+            await broker.stop()
+            raise
     log.info("per-record core: %s", _native.core_description)
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
@@ -88,6 +97,8 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     broker.fatal_listeners.append(stop.set)  # all log dirs failed: shut down cleanly
     await stop.wait()
     log.info("shutting down")
+    if http is not None:
+        await http.stop()
     await broker.stop()
     if broker.fatal_error is not None:
         raise RuntimeError(broker.fatal_error)  # exit non-zero, as Kafka does

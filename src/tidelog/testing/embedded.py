@@ -41,6 +41,7 @@ class EmbeddedBroker:
         }
         self.props.update(config or {})
         self.broker: Any = None
+        self.http: Any = None  # the HTTP listener when ``http.listeners`` is set
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -88,10 +89,32 @@ class EmbeddedBroker:
             started.set_exception(exc)
             loop.close()
             return
+        try:
+            self.http = loop.run_until_complete(self._start_http())
+        except BaseException as exc:
+            loop.run_until_complete(self.broker.stop())
+            started.set_exception(exc)
+            loop.close()
+            return
         started.set_result(None)
         loop.run_forever()
+        if self.http is not None:
+            loop.run_until_complete(self.http.stop())
+            self.http = None
         loop.run_until_complete(self.broker.stop())
         loop.close()
+
+    async def _start_http(self) -> Any:
+        if not self.broker.config.values["http.listeners"]:
+            return None
+        from tidelog.http import start_http_listener
+
+        return await start_http_listener(self.broker)
+
+    @property
+    def http_url(self) -> str:
+        """``http://host:port`` of the HTTP listener (/metrics, health, console), or ""."""
+        return self.http.urls[0] if self.http is not None and self.http.urls else ""
 
     def run(self, coro: Any, timeout: float = 30) -> Any:
         """Run a coroutine on the broker's loop (inspect or poke broker state from a test)."""
