@@ -1,0 +1,144 @@
+"""/metrics scraped with prometheus_client's parser while real clients produce and consume:
+the Kafka-named counters move by exactly what was sent and read."""
+
+from __future__ import annotations
+
+import confluent_kafka
+import kafka
+import pytest
+from http_support import HTTP, sample, scrape, wait_for
+
+from tidelog.testing import EmbeddedBroker
+from tidelog.util.topic_partition import TopicPartition
+
+TOPIC = "metered"
+
+
+@pytest.fixture
+def broker():
+    with EmbeddedBroker({**HTTP, "num.partitions": "2"}) as eb:
+        yield eb
+
+
+def _produce(eb: EmbeddedBroker, n: int, start: int = 0) -> None:
+    p = confluent_kafka.Producer({"bootstrap.servers": eb.bootstrap_servers, "linger.ms": 5})
+    for i in range(start, start + n):
+        p.produce(TOPIC, key=b"k%d" % i, value=b"value-%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+
+
+def _log_bytes(eb: EmbeddedBroker) -> int:
+    async def size() -> int:
+        rm = eb.broker.replica_manager
+        return sum(rm.get_log(TopicPartition(TOPIC, p)).size_in_bytes for p in range(2))
+
+    return int(eb.run(size()))
+
+
+def test_produce_and_consume_move_counters_by_exactly_what_was_sent(broker):
+    base = broker.http_url
+    before = scrape(base)
+    assert sample(before, "kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 0
+    _produce(broker, 300)
+    after = scrape(base)
+    msgs = "kafka_server_brokertopicmetrics_messagesin_total"
+    assert sample(after, msgs, topic=TOPIC) == 300
+    assert sample(after, msgs) - sample(before, msgs) == 300  # the all-topics series
+    # batches are stored byte for byte: bytes in == what the log holds
+    stored = _log_bytes(broker)
+    assert sample(after, "kafka_server_brokertopicmetrics_bytesin_total", topic=TOPIC) == stored
+    for p in range(2):
+        assert sample(after, "kafka_log_log_logendoffset", topic=TOPIC, partition=str(p)) == 150
+        assert sample(after, "kafka_log_log_numlogsegments", topic=TOPIC, partition=str(p)) == 1
+    assert sample(after, "kafka_log_log_size", topic=TOPIC, partition="0") > 0
+    produces = sample(after, "kafka_server_brokertopicmetrics_totalproducerequests_total",
+                      topic=TOPIC)  # fmt: skip
+    assert produces >= 2  # one per partition per produce request
+    produce_count = sample(after, "kafka_network_requestmetrics_totaltimems_count",
+                           request="Produce")  # fmt: skip
+    rate = sum(v for (name, labels), v in after.items()
+               if name == "kafka_network_requestmetrics_requests_total"
+               and ("request", "Produce") in labels)  # fmt: skip
+    assert produce_count == rate > 0
+    assert sample(after, "kafka_network_requestmetrics_totaltimems", request="Produce",
+                  quantile="0.99") > 0  # fmt: skip
+
+    # kafka-python reads everything once (assign: no rebalance, no re-fetch)
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
+        enable_auto_commit=False, group_id="metered-readers", consumer_timeout_ms=200,
+    )  # fmt: skip
+    try:
+        consumer.assign([kafka.TopicPartition(TOPIC, 0), kafka.TopicPartition(TOPIC, 1)])
+        got: list[bytes] = []
+        wait_for(lambda: got.extend(m.value for m in consumer) or len(got) >= 300, "300 records")
+        assert len(got) == 300
+        consumer.commit({kafka.TopicPartition(TOPIC, 0): kafka.OffsetAndMetadata(150, "", -1),
+                         kafka.TopicPartition(TOPIC, 1): kafka.OffsetAndMetadata(100, "", -1)})  # fmt: skip
+    finally:
+        consumer.close()
+    read = scrape(base)
+    assert sample(read, "kafka_server_brokertopicmetrics_bytesout_total", topic=TOPIC) == stored
+    fetches = [v for (n, lb), v in read.items()
+               if n == "kafka_network_requestmetrics_requests_total"
+               and ("request", "FetchConsumer") in lb]  # fmt: skip
+    assert sum(fetches) == sample(read, "kafka_network_requestmetrics_totaltimems_count",
+                                  request="Fetch") > 0  # fmt: skip
+    group = "metered-readers"
+    assert sample(read, "kafka_consumergroup_lag", consumergroup=group, topic=TOPIC,
+                  partition="0") == 0  # fmt: skip
+    assert sample(read, "kafka_consumergroup_lag", consumergroup=group, topic=TOPIC,
+                  partition="1") == 50  # fmt: skip
+    assert sample(read, "kafka_consumergroup_current_offset", consumergroup=group, topic=TOPIC,
+                  partition="1") == 100  # fmt: skip
+    assert sample(read, "kafka_consumergroup_group_lag_seconds", group=group, topic=TOPIC,
+                  partition="1") >= 0  # fmt: skip
+
+    # a second round moves the counters by exactly the new records
+    _produce(broker, 40, start=300)
+    again = scrape(base)
+    assert sample(again, msgs, topic=TOPIC) - sample(read, msgs, topic=TOPIC) == 40
+    assert sample(again, "kafka_consumergroup_lag", consumergroup=group, topic=TOPIC,
+                  partition="1") == 70  # fmt: skip
+
+
+def test_broker_gauges_and_process_metrics(broker):
+    _produce(broker, 10)
+    s = scrape(broker.http_url)
+    assert sample(s, "kafka_server_replicamanager_partitioncount") == 2
+    assert sample(s, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert sample(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert sample(s, "kafka_log_logmanager_offlinelogdirectorycount") == 0
+    assert sample(s, "kafka_server_delayedoperationpurgatory_purgatorysize",
+                  delayedOperation="Fetch") == 0  # fmt: skip
+    # confluent-kafka's producer is idempotent-capable but not idempotent by default
+    assert sample(s, "kafka_server_replicamanager_produceridcount") == 0
+    assert sample(s, "process_resident_memory_bytes") > 0
+    assert sample(s, "process_open_fds") > 0
+    assert ("process_cpu_seconds_total", ()) in s
+
+
+def test_idempotent_producer_counts_one_producer_id(broker):
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                  "enable.idempotence": True})  # fmt: skip
+    for i in range(5):
+        p.produce(TOPIC, value=b"%d" % i, partition=0)
+    assert p.flush(30) == 0
+    s = scrape(broker.http_url)
+    assert sample(s, "kafka_server_replicamanager_produceridcount") == 1
+    assert sample(s, "kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 5
+
+
+def test_connections_per_listener(broker):
+    import socket
+
+    base = scrape(broker.http_url)
+    name = "kafka_server_socket_server_metrics_connection_count"
+    before = sample(base, name, listener="PLAINTEXT", networkProcessor="0")
+    socks = [socket.create_connection(("127.0.0.1", broker.port)) for _ in range(3)]
+    try:
+        wait_for(lambda: sample(scrape(broker.http_url), name, listener="PLAINTEXT",
+                                networkProcessor="0") == before + 3, "3 more connections")  # fmt: skip
+    finally:
+        for s in socks:
+            s.close()
