@@ -447,3 +447,28 @@ def test_serve_stops_cleanly_on_sigint(tmp_path: Path) -> None:
     proc.proc.send_signal(signal.SIGINT)
     assert proc.proc.wait(30) == 0
     assert (tmp_path / "logs" / ".kafka_cleanshutdown").exists()
+
+
+# --------------------------------------------------------------------------------- perf
+
+
+def test_perf_produce_and_consume_print_kafkas_lines(serve: ServeProcess) -> None:
+    import re
+
+    b = bs(serve)
+    r = cli("perf", "produce", *b, "--topic", "cli-perf", "--num-records", "2000",
+            "--record-size", "50", "--throughput", "-1", "--producer-props", "acks=1")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    # ProducerPerformance.printTotal's format
+    final = r"^2000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg latency, "
+    final += r"[\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, \d+ ms 99.9th\.$"
+    assert re.match(final, r.stdout.splitlines()[-1]), r.stdout
+    r = cli("perf", "consume", *b, "--topic", "cli-perf", "--messages", "2000")
+    assert r.returncode == 0, r.stderr
+    header, row = r.stdout.splitlines()
+    assert header == (
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+        "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+    )
+    fields = row.split(", ")
+    assert len(fields) == 10 and fields[4] == "2000" and fields[2] == f"{2000 * 50 / 2**20:.4f}"

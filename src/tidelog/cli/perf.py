@@ -1,0 +1,221 @@
+"""``tidelog perf produce | consume``: the counterparts of kafka-producer-perf-test.sh and
+kafka-consumer-perf-test.sh (Kafka's ProducerPerformance and ConsumerPerformance), on
+librdkafka, with their options and their output lines, so figures read the same way.
+
+``perf produce`` prints a progress line every 5 s (``N records sent, R records/sec (M MB/sec),
+A ms avg latency, X ms max latency.``) and the final line with the 50th/95th/99th/99.9th
+latency percentiles; latency is from ``produce()`` to the delivery report, as Kafka measures
+from ``send()`` to the callback. ``perf consume`` prints Kafka's CSV header and one summary
+row (``--show-detailed-stats`` adds a row per ``--reporting-interval``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+from tidelog.cli.client_config import add_connection_args, client_config, make_client, pairs
+
+MB = 1024 * 1024
+
+
+def register(subparsers: Any) -> None:
+    perf = subparsers.add_parser("perf", help="producer / consumer performance tests")
+    sub = perf.add_subparsers(dest="perf_command", metavar="produce|consume")
+    sub.required = True
+    p = sub.add_parser("produce", help="kafka-producer-perf-test.sh")
+    add_connection_args(p, "--producer.config")
+    p.add_argument("--topic", required=True)
+    p.add_argument("--num-records", type=int, required=True)
+    p.add_argument("--record-size", type=int, required=True, help="bytes per record value")
+    p.add_argument("--throughput", type=float, default=-1, help="records/s cap (-1: no limit)")
+    p.add_argument("--producer-props", nargs="*", default=[], metavar="K=V")
+    p.add_argument("--reporting-interval", type=int, default=5000, metavar="MS")
+    p.set_defaults(func=run_produce)
+    c = sub.add_parser("consume", help="kafka-consumer-perf-test.sh")
+    add_connection_args(c, "--consumer.config")
+    c.add_argument("--topic", required=True)
+    c.add_argument("--messages", type=int, required=True)
+    c.add_argument("--group", default=f"perf-consumer-{random.randrange(100000)}")
+    c.add_argument("--timeout", type=int, default=10000, metavar="MS", help="max idle time")
+    c.add_argument("--from-latest", action="store_true")
+    c.add_argument("--show-detailed-stats", action="store_true")
+    c.add_argument("--reporting-interval", type=int, default=5000, metavar="MS")
+    c.add_argument("--hide-header", action="store_true")
+    c.add_argument("--consumer-property", action="append", default=[], metavar="K=V")
+    c.set_defaults(func=run_consume)
+
+
+class Stats:
+    """ProducerPerformance.Stats: windows for the progress lines, sampled latencies."""
+
+    def __init__(self, num_records: int, interval_ms: int) -> None:
+        self.start = self.window_start = time.monotonic()
+        self.interval_s = interval_ms / 1000
+        self.sampling = max(1, num_records // min(num_records, 500_000))
+        self.latencies: list[int] = []
+        self.count = self.bytes = self.total_latency = self.max_latency = 0
+        self.w_count = self.w_bytes = self.w_latency = self.w_max = 0
+        self.iteration = 0
+
+    def record(self, latency_ms: int, size: int) -> None:
+        self.count += 1
+        self.bytes += size
+        self.total_latency += latency_ms
+        self.max_latency = max(self.max_latency, latency_ms)
+        self.w_count += 1
+        self.w_bytes += size
+        self.w_latency += latency_ms
+        self.w_max = max(self.w_max, latency_ms)
+        if self.iteration % self.sampling == 0:
+            self.latencies.append(latency_ms)
+        self.iteration += 1
+        now = time.monotonic()
+        if now - self.window_start >= self.interval_s:
+            self._print_window(now)
+            self.window_start = now
+            self.w_count = self.w_bytes = self.w_latency = self.w_max = 0
+
+    def _print_window(self, now: float) -> None:
+        elapsed = max(now - self.window_start, 1e-9)
+        rps = self.w_count / elapsed
+        print(
+            f"{self.w_count} records sent, {rps:.1f} records/sec "
+            f"({self.w_bytes / elapsed / MB:.2f} MB/sec), "
+            f"{self.w_latency / max(self.w_count, 1):.1f} ms avg latency, "
+            f"{float(self.w_max):.1f} ms max latency.",
+            flush=True,
+        )
+
+    def summary(self) -> str:
+        elapsed = max(time.monotonic() - self.start, 1e-9)
+        rps = self.count / elapsed
+        mbs = self.bytes / elapsed / MB
+        p50, p95, p99, p999 = percentiles(sorted(self.latencies), 0.5, 0.95, 0.99, 0.999)
+        return (
+            f"{self.count} records sent, {rps:.1f} records/sec ({mbs:.2f} MB/sec), "
+            f"{self.total_latency / max(self.count, 1):.2f} ms avg latency, "
+            f"{float(self.max_latency):.2f} ms max latency, {p50} ms 50th, {p95} ms 95th, "
+            f"{p99} ms 99th, {p999} ms 99.9th."
+        )
+
+
+def percentiles(ordered: list[int], *ps: float) -> list[int]:
+    """ProducerPerformance.percentiles: the sample at index ``int(p * size)``."""
+    if not ordered:
+        return [0 for _ in ps]
+    return [ordered[min(int(p * len(ordered)), len(ordered) - 1)] for p in ps]
+
+
+def run_produce(args: argparse.Namespace) -> int:
+    from confluent_kafka import Producer
+
+    conf = client_config(args, {"client.id": "perf-producer-client"}, {})
+    conf.update(pairs(args.producer_props, "--producer-props"))
+    stats = Stats(args.num_records, args.reporting_interval)
+    failed = [0]
+
+    def on_delivery(err: Any, msg: Any, sent: float) -> None:
+        if err is not None:
+            failed[0] += 1
+            return
+        stats.record(int((time.monotonic() - sent) * 1000), args.record_size)
+
+    producer = make_client(Producer, conf)
+    payload = random.Random(0).randbytes(args.record_size)
+    start = time.monotonic()
+    for i in range(args.num_records):
+        sent = time.monotonic()
+        cb = _callback(on_delivery, sent)
+        while True:
+            try:
+                producer.produce(args.topic, payload, on_delivery=cb)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+        if args.throughput > 0:  # ThroughputThrottler: sleep back to the target rate
+            due = start + (i + 1) / args.throughput
+            while (ahead := due - time.monotonic()) > 0:
+                producer.poll(ahead)  # returns early when it serves a delivery report
+    producer.flush()
+    print(stats.summary())
+    if failed[0]:
+        print(f"tidelog perf produce: {failed[0]} records failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _callback(fn: Any, sent: float) -> Any:
+    return lambda err, msg: fn(err, msg, sent)
+
+
+def run_consume(args: argparse.Namespace) -> int:
+    from confluent_kafka import Consumer
+
+    defaults = {
+        "group.id": args.group,
+        "client.id": "perf-consumer-client",
+        "auto.offset.reset": "latest" if args.from_latest else "earliest",
+        "enable.auto.commit": True,
+    }
+    overrides = pairs(args.consumer_property, "--consumer-property")
+    consumer = make_client(Consumer, client_config(args, defaults, overrides))
+    joined: list[float] = []
+    start_wall, start = time.time(), time.monotonic()
+    consumer.subscribe([args.topic], on_assign=lambda c, ps: joined.append(time.monotonic()))
+    if not args.hide_header:
+        extra = ", rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+        first = "time, threadId" if args.show_detailed_stats else "start.time, end.time"
+        print(f"{first}, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec{extra}")
+    n = nbytes = 0
+    last_seen = last_report = time.monotonic()
+    last_n = last_bytes = 0
+    while n < args.messages:
+        msgs = consumer.consume(min(10_000, args.messages - n), 0.1)
+        now = time.monotonic()
+        for m in msgs:
+            if m.error() is None:
+                n += 1
+                nbytes += len(m.value() or b"") + len(m.key() or b"")
+        if msgs:
+            last_seen = now
+        elif (now - last_seen) * 1000 > args.timeout:
+            print(
+                f"WARNING: Exiting before consuming the expected number of messages: timeout "
+                f"({args.timeout} ms) exceeded. You can use the --timeout option to increase "
+                "the timeout."
+            )
+            break
+        if args.show_detailed_stats and (now - last_report) * 1000 >= args.reporting_interval:
+            dt = now - last_report
+            mb = (nbytes - last_bytes) / MB
+            print(
+                f"{_date(time.time())}, 0, {nbytes / MB:.4f}, {mb / dt:.4f}, {n}, "
+                f"{(n - last_n) / dt:.4f}, 0, {int(dt * 1000)}, {mb / dt:.4f}, "
+                f"{(n - last_n) / dt:.4f}"
+            )
+            last_report, last_n, last_bytes = now, n, nbytes
+    end = time.monotonic()
+    consumer.close()
+    elapsed = max(end - start, 1e-9)
+    join_ms = int(((joined[0] if joined else start) - start) * 1000)
+    fetch_s = max(elapsed - join_ms / 1000, 1e-9)
+    mb = nbytes / MB
+    if not args.show_detailed_stats:
+        print(
+            f"{_date(start_wall)}, {_date(start_wall + elapsed)}, {mb:.4f}, {mb / elapsed:.4f}, "
+            f"{n}, {n / elapsed:.4f}, {join_ms}, {int(fetch_s * 1000)}, {mb / fetch_s:.4f}, "
+            f"{n / fetch_s:.4f}"
+        )
+    return 0
+
+
+def _date(ts: float) -> str:
+    """Kafka's default --date-format, yyyy-MM-dd HH:mm:ss:SSS."""
+    d = datetime.fromtimestamp(ts)
+    return d.strftime("%Y-%m-%d %H:%M:%S:") + f"{d.microsecond // 1000:03d}"
