@@ -1,0 +1,50 @@
+"""/healthz and /readyz for process managers; readiness follows the log dirs."""
+
+from __future__ import annotations
+
+import json
+
+from http_support import HTTP, get, sample, scrape
+
+from tidelog.testing import EmbeddedBroker
+
+
+def test_healthy_and_ready(tmp_path):
+    with EmbeddedBroker(HTTP, log_dir=tmp_path) as eb:
+        assert get(eb.http_url + "/healthz") == (200, "ok\n")
+        status, body = get(eb.http_url + "/readyz")
+        ready = json.loads(body)
+        assert status == 200 and ready["ready"] is True
+        assert ready["checks"] == {"logs_loaded": True, "groups_loaded": True,
+                                   "log_dirs_online": True, "no_fatal_error": True}  # fmt: skip
+
+
+def test_offline_log_dir_makes_the_broker_unready(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    config = {**HTTP, "log.dirs": f"{a},{b}"}
+    with EmbeddedBroker(config, log_dir=tmp_path) as eb:
+
+        async def fail_dir() -> None:
+            logs = eb.broker.replica_manager.logs
+            path = next(d.path for d in logs.dirs if d.path.name == "b")
+            logs.failure_channel.maybe_add_offline_log_dir(path, "test: disk pulled")
+
+        eb.run(fail_dir())
+        status, body = get(eb.http_url + "/readyz")
+        ready = json.loads(body)
+        assert status == 503 and ready["ready"] is False
+        assert ready["checks"]["log_dirs_online"] is False
+        assert [p.endswith("b") for p in ready["offline_log_dirs"]] == [True]
+        assert "disk pulled" in next(iter(ready["offline_log_dirs"].values()))
+        # still alive and serving the other dir
+        assert get(eb.http_url + "/healthz")[0] == 200
+        s = scrape(eb.http_url)
+        assert sample(s, "kafka_log_logmanager_offlinelogdirectorycount") == 1
+        offline = [k for k, v in s.items()
+                   if k[0] == "kafka_log_logmanager_logdirectoryoffline" and v == 1]  # fmt: skip
+        assert len(offline) == 1 and dict(offline[0][1])["logDirectory"].endswith("b")
+
+
+def test_http_listener_is_off_by_default():
+    with EmbeddedBroker() as eb:
+        assert eb.http is None and eb.http_url == ""
