@@ -11,6 +11,7 @@ import pytest
 from txn_clients import (
     PRODUCERS,
     committed_offsets,
+    lso,
     read_all,
     run_transactions,
 )
@@ -97,3 +98,41 @@ def test_second_producer_fences_the_first(broker: EmbeddedBroker) -> None:
     assert info.value.args[0].fatal() or "fenced" in str(info.value).lower()
     got = read_all("confluent", bs, [("fence", 0)], committed=True, expect=1)
     assert [v for _, _, v in got] == [b"fresh"]
+
+
+def test_abandoned_transaction_is_aborted_after_its_timeout_and_the_lso_advances() -> None:
+    """The coordinator's clock jumps past the timeout (a ManualClock, no waiting); the
+    periodic abort task (every 50 ms here) fences the producer and aborts."""
+    import time
+
+    from confluent_kafka import KafkaException, Producer
+
+    from tidelog.util.clock import ManualClock
+
+    config = {**CONFIG, "transaction.abort.timed.out.transaction.cleanup.interval.ms": 50}
+    with EmbeddedBroker(config) as b:
+        _create(b, "abandon")
+        bs = b.bootstrap_servers
+        p = Producer({"bootstrap.servers": bs, "transactional.id": "abandoned",
+                      "transaction.timeout.ms": 60000})
+        p.init_transactions(30)
+        p.begin_transaction()
+        for i in range(3):
+            p.produce("abandon", value=b"lost-%d" % i, partition=0)
+        p.flush(30)
+        assert lso(bs, "abandon", 0) == 0
+        coord = b.broker.txn_coordinator
+        later = ManualClock(int(time.time() * 1000) + 60_001 + 5_000)
+
+        async def jump() -> None:
+            coord.clock = coord.state.clock = later
+
+        b.run(jump())
+        deadline = time.monotonic() + 30
+        while lso(bs, "abandon", 0) != 4 and time.monotonic() < deadline:
+            pass  # polling the condition: the abort task runs on the broker's loop
+        assert lso(bs, "abandon", 0) == 4  # 3 aborted records + the ABORT marker
+        assert read_all("confluent", bs, [("abandon", 0)], committed=True, expect=0,
+                        timeout=3) == []
+        with pytest.raises(KafkaException):
+            p.commit_transaction(30)

@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_log_support are parameters here)
 """Transactional state survives restarts: producer snapshots carry the ongoing transaction's
 first offset and coordinator epoch, and recovery after a crash rebuilds the LSO, the ongoing
 transactions and the ``.txnindex`` of aborted transactions from the log."""

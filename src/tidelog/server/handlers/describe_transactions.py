@@ -3,6 +3,7 @@ time and partitions of each transactional id the principal may DESCRIBE."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from tidelog.protocol.codec import response_class
@@ -13,6 +14,15 @@ from tidelog.server.txn.wiring import txn_coordinator_for
 
 from ..context import RequestContext
 
+# kio writes this int64 as a datetime; an error answer carries the schema default 0, an
+# Empty transaction Kafka's -1
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def _time(ms: int) -> datetime.datetime:
+    return _EPOCH + datetime.timedelta(milliseconds=ms)
+
+
 API_KEY = 65
 MIN_VERSION = 0
 MAX_VERSION = 0
@@ -20,7 +30,7 @@ MAX_VERSION = 0
 
 def _state(ctx: RequestContext, scls: Any, tid: str) -> Any:
     dcls = nested(scls, "topics")
-    empty = dict(transaction_state="", transaction_timeout=0, transaction_start_time=-1,
+    empty = dict(transaction_state="", transaction_timeout=0, transaction_start_time=_time(0),
                  producer_id=-1, producer_epoch=-1, topics=())
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
         return make(scls, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -35,7 +45,7 @@ def _state(ctx: RequestContext, scls: Any, tid: str) -> Any:
     return make(scls, error_code=ErrorCode.NONE, transactional_id=tid,
                 transaction_state=meta.state.kafka_name,
                 transaction_timeout=meta.txn_timeout_ms,
-                transaction_start_time=meta.txn_start_timestamp,
+                transaction_start_time=_time(meta.txn_start_timestamp),
                 producer_id=meta.producer_id, producer_epoch=meta.producer_epoch,
                 topics=tuple(make(dcls, topic=t, partitions=tuple(ps))
                              for t, ps in by_topic.items()))
