@@ -410,7 +410,106 @@ core_scan(PyObject *self, PyObject *args)
     return Py_BuildValue("Nn", out, pos);
 }
 
+/* -- the Spark decoder's record boundaries ----------------------------------------------- */
+
+/* A position as spark/decode.py's record_starts_py holds it (a Python int): exact while it
+ * fits 63 bits; ``big`` once it no longer fits an index-sized integer. */
+typedef struct {
+    uint64_t v;
+    int big;
+} Pos;
+
+static void
+pos_add(Pos *p, uint64_t add, int add_big)
+{
+    if (p->big || add_big || add > (uint64_t)INT64_MAX - p->v)
+        p->big = 1;
+    else
+        p->v += add;
+}
+
+PyDoc_STRVAR(starts_doc,
+"record_starts(buf, count) -> bytearray of int64 record positions\n\n"
+"The Spark decoder's length walk (spark/decode.py record_starts_py): IndexError where the\n"
+"twin's ``buf[pos]`` raises one, with the same message.");
+
+static PyObject *
+core_record_starts(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "On:record_starts", &obj, &count))
+        return NULL;
+    if (count < 0)
+        count = 0;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    uint64_t len = (uint64_t)view.len;
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (out == NULL) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    int64_t *starts = (int64_t *)PyByteArray_AS_STRING(out);
+    Pos pos = {0, 0};
+    for (Py_ssize_t i = 0; i < count; i++) {
+        if (pos.big) {
+            PyErr_SetString(PyExc_IndexError, "cannot fit 'int' into an index-sized integer");
+            goto fail;
+        }
+        starts[i] = (int64_t)pos.v;
+        if (pos.v >= len)
+            goto range;
+        uint8_t x = b[pos.v];
+        if (x < 0x80) {
+            pos_add(&pos, 1 + (x >> 1), 0);
+            continue;
+        }
+        if (pos.v + 1 >= len)
+            goto range;
+        uint8_t y = b[pos.v + 1];
+        if (y < 0x80) {
+            pos_add(&pos, 2 + ((uint64_t)((x & 0x7F) | (y << 7)) >> 1), 0);
+            continue;
+        }
+        /* _uvarint: unbounded; an overrun is an IndexError, bits past 63 make it "big" */
+        uint64_t r = 0, p = pos.v;
+        int shift = 0, big = 0;
+        for (;;) {
+            if (p >= len)
+                goto range;
+            uint8_t c = b[p++];
+            uint64_t bits = c & 0x7F;
+            if (bits) {
+                if (shift >= 64 || (shift > 0 && bits >> (64 - shift)))
+                    big = 1;
+                if (shift < 64)
+                    r |= bits << shift;
+            }
+            if (c < 0x80)
+                break;
+            shift += 7;
+        }
+        /* pos = p + (x >> 1), with x possibly beyond 64 bits */
+        uint64_t half = r >> 1;
+        pos.v = p;
+        pos.big = 0;
+        pos_add(&pos, big ? 0 : half, big);
+    }
+    PyBuffer_Release(&view);
+    return out;
+range:
+    PyErr_SetString(PyExc_IndexError, "index out of range");
+fail:
+    PyBuffer_Release(&view);
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef core_methods[] = {
+    {"record_starts", core_record_starts, METH_VARARGS, starts_doc},
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},
     {NULL, NULL, 0, NULL},

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from tidelog._native import core as _native_core
+
 _K = np.arange(10)
 _SHIFTS = (7 * _K).astype(np.uint64)
 _PAD = bytes(10)  # so a 10-byte window at the last varint never runs off the buffer
@@ -30,7 +32,7 @@ def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def record_starts(buf: bytes, count: int) -> np.ndarray:
+def record_starts_py(buf: bytes, count: int) -> np.ndarray:
     """Byte position of each record (walks the length prefixes)."""
     starts = [0] * count
     pos = 0
@@ -47,6 +49,15 @@ def record_starts(buf: bytes, count: int) -> np.ndarray:
             x, pos = _uvarint(buf, pos)
             pos += x >> 1
     return np.array(starts, dtype=np.int64)
+
+
+def _record_starts_native(buf: bytes, count: int) -> np.ndarray:
+    """The native twin of ``record_starts_py`` (tidelog._native): same positions, same errors."""
+    assert _native_core is not None
+    return np.frombuffer(_native_core.record_starts(buf, count), dtype=np.int64)
+
+
+record_starts = _record_starts_native if _native_core is not None else record_starts_py
 
 
 def varints(data: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
