@@ -190,9 +190,10 @@ def test_one_batch_per_request() -> None:
         validate(build_batch(recs(1)) + build_batch(recs(1)))
 
 
-def test_truncated_records_are_corrupt() -> None:
+def test_truncated_records_are_invalid() -> None:
+    # Kafka 3.x: a malformed record set is INVALID_RECORD (CORRUPT_MESSAGE is for CRCs)
     data = build_batch(recs(2))
-    with pytest.raises(CorruptRecordError, match="byte 0"):
+    with pytest.raises(InvalidRecordError, match="byte 0"):
         validate(data[:-3])
 
 

@@ -20,6 +20,10 @@ from .errors import UnsupportedCompressionError
 # Default bound on one batch's decompressed records; Kafka's own limit on a batch is
 # max.message.bytes (1 MiB) compressed, and real ratios stay well below 100x.
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
+# The bound for a batch a producer sends (validation): max.message.bytes (1 MiB) at a 64x
+# ratio, far above real data (text compresses ~5-20x) and far below a bomb (~1000x). A batch
+# inflating beyond it is INVALID_RECORD, detected after holding at most this many bytes.
+MAX_DECOMPRESSED_BATCH = 64 * 1024 * 1024
 
 # xerial snappy-java framing, which the Java client writes (SnappyOutputStream).
 XERIAL_MAGIC = b"\x82SNAPPY\x00"

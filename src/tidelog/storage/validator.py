@@ -21,11 +21,17 @@ from tidelog.records import (
     RecordBatchBuilder,
     TimestampType,
 )
-from tidelog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, RECORD_BATCH_OVERHEAD
+from tidelog.records.batch import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    RECORD_BATCH_OVERHEAD,
+)
+from tidelog.records.compression import MAX_DECOMPRESSED_BATCH
+from tidelog.records.errors import UnsupportedCompressionError
 from tidelog.records.varint import decode_varint
 
 from .errors import (
-    CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
     OffsetsOutOfOrderError,
@@ -77,14 +83,15 @@ def split_batches(records: Buffer, *, path: str = "records") -> list[RecordBatch
     pos, end = 0, len(buf)
     while pos < end:
         if end - pos <= HEADER_SIZE_UP_TO_MAGIC:
-            raise CorruptRecordError(f"{end - pos} trailing bytes are not a batch", pos, path)
+            # Kafka 3.x: a malformed record set is INVALID_RECORD; CORRUPT_MESSAGE (retriable)
+            # is kept for CRC mismatches, which a resend can fix.
+            raise InvalidRecordError(f"{end - pos} trailing bytes are not a batch ({path})")
         length = int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
         size = LOG_OVERHEAD + length
         if size < RECORD_BATCH_OVERHEAD or pos + size > end:
-            raise CorruptRecordError(
-                f"batch length field {length} does not fit the {end - pos} remaining bytes",
-                pos,
-                path,
+            raise InvalidRecordError(
+                f"batch length field {length} does not fit the {end - pos} remaining bytes "
+                f"({path}, at byte {pos})"
             )
         out.append(RecordBatch(mv[pos : pos + size], pos))
         pos += size
@@ -177,6 +184,11 @@ def _check_outer(
             f"The record batch size in the append to {tp} is {batch.size_in_bytes} bytes "
             f"which exceeds the maximum configured value of {config.max_message_bytes}."
         )
+    if batch.magic != MAGIC_V2:
+        raise InvalidRecordError(
+            f"Produce requests are only allowed to contain record batches with magic version "
+            f"2, got magic {batch.magic} in {tp}"
+        )
     batch.ensure_valid(tp or None)
     if origin is not AppendOrigin.CLIENT:
         return
@@ -218,7 +230,7 @@ def _scan_records(
             and origin is AppendOrigin.CLIENT:
         _add_error(scan, 0, "Invalid timestamp type in message: producers must not set "
                    "timestamp type to LogAppendTime.", ts=True)
-    payload = batch.records_payload()
+    payload = _payload(batch)
     n, min_d, max_d, sequential, null_keys = _walk(payload, batch.records_count)
     scan.count, scan.sequential = n, sequential
     base_ts = batch.base_timestamp
@@ -237,11 +249,20 @@ def _scan_records(
     return scan
 
 
+def _payload(batch: RecordBatch) -> Buffer:
+    """The batch's records, decompressed within MAX_DECOMPRESSED_BATCH: a batch that inflates
+    beyond it (a decompression bomb) is INVALID_RECORD, found without holding more."""
+    try:
+        return batch.records_payload(MAX_DECOMPRESSED_BATCH)
+    except UnsupportedCompressionError as exc:
+        raise InvalidRecordError(f"{exc} in batch at byte {batch.position}") from None
+
+
 def _list_record_errors(batch: RecordBatch, scan: _Scan, check_keys: bool, check_ts: bool,
                         lo: int, hi: int) -> None:
     """The slow path: decode every record to name each offending index (Kafka lists all)."""
     lat = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
-    for index, rec in enumerate(batch.iter_records()):
+    for index, rec in enumerate(batch.iter_records(MAX_DECOMPRESSED_BATCH)):
         ts = batch.max_timestamp if lat else rec.timestamp
         if check_keys and rec.key is None:
             _add_error(scan, index, "Compacted topic cannot accept message without key.")
@@ -377,7 +398,7 @@ def _rebuild(
         partition_leader_epoch=leader_epoch,
         compression_level=_level(config, target),
     )
-    for rec in batch.iter_records():
+    for rec in batch.iter_records(MAX_DECOMPRESSED_BATCH):
         builder.append(rec.timestamp, rec.key, rec.value, rec.headers)
     return bytearray(builder.build())
 
