@@ -5,6 +5,7 @@ INVALID_TXN_STATE), epochs, retries, Describe/ListTransactions, AddPartitionsToT
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 from broker_wire import Wire, produce_body
@@ -42,9 +43,15 @@ def _add(w: Wire, tid: str, pid: int, epoch: int, *parts: int, version: int = 3)
 
 
 def _init(w: Wire, tid: str, version: int = 4, pid: int = -1, epoch: int = -1) -> Any:
-    return w.call(22, version, transactional_id=tid,
-                  transaction_timeout=datetime.timedelta(seconds=60),
-                  producer_id=pid, producer_epoch=epoch)
+    """Retried while ``__transaction_state`` loads in the background, as clients do."""
+    deadline = time.monotonic() + 30
+    while True:
+        resp: Any = w.call(22, version, transactional_id=tid,
+                           transaction_timeout=datetime.timedelta(seconds=60),
+                           producer_id=pid, producer_epoch=epoch)
+        if resp.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or (
+                time.monotonic() > deadline):
+            return resp
 
 
 def _end(w: Wire, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> int:
