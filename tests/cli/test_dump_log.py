@@ -146,3 +146,11 @@ def test_offsets_decoder(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert "offset_commit::group=g1,topic=orders,partition=2 => offset=77" in r.stdout
     assert "partition=3 => <tombstone>" in r.stdout
+
+
+def test_index_whose_name_is_not_an_offset_is_one_error_line(tmp_path: Path) -> None:
+    f = tmp_path / "abc.index"
+    f.write_bytes(bytes(16))
+    r = run_cli("dump-log", str(f))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "the file name must be the segment's base offset" in r.stderr and "'abc'" in r.stderr

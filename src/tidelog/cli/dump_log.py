@@ -234,7 +234,15 @@ def _index_entries(buf: memoryview, entry_size: int) -> Iterator[tuple[int, int,
 
 
 def _dump_index(path: Path, result: DumpResult, *, entry_size: int, verify_only: bool) -> None:
-    base = int(path.name.split(".", 1)[0])
+    stem = path.name.split(".", 1)[0]
+    if not stem.isdigit():
+        # entries hold offsets relative to the base offset that only the name carries
+        result.errors.append(
+            f"{path}: the file name must be the segment's base offset "
+            f"(e.g. 00000000000000000000{path.suffix}), got '{stem}'"
+        )
+        return
+    base = int(stem)
     buf = _map(path)
     if len(buf) % entry_size:
         result.errors.append(
