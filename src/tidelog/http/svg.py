@@ -134,7 +134,9 @@ def line_chart(
                      "</text></svg>")  # fmt: skip
         return "".join(parts)
     t_max = max(t for t, _ in points)
-    t_min = t_max - window_ms if window_ms else min(t for t, _ in points)
+    t_min = min(t for t, _ in points)  # the samples kept, at most ``window_ms`` of them
+    if window_ms:
+        t_min = max(t_min, t_max - window_ms)
     y_max = max(1, max(v for _, v in points))
 
     def xy(t: int, v: int) -> tuple[float, float]:
@@ -147,7 +149,8 @@ def line_chart(
                  f"{(t_max - t_min) / 1000:.0f} s ago</text>"
                  f'<text x="{WIDTH - 40}" y="{height - 6}" font-size="11">now</text>')  # fmt: skip
     palette = ["#2563eb", "#16a34a", "#f59e0b", "#a855f7", "#0891b2", "#be123c"]
-    for i, (name, pts) in enumerate(sorted(series.items(), key=lambda kv: kv[0] != "total")):
+    # partitions first, the total last so it is drawn on top
+    for i, (name, pts) in enumerate(sorted(series.items(), key=lambda kv: kv[0] == "total")):
         pts = [p for p in pts if p[0] >= t_min]
         if not pts:
             continue
