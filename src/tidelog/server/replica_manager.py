@@ -8,8 +8,10 @@ on the broker's event-loop thread (the LogManager's periodic tasks run on its sc
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +35,9 @@ from .metadata_store import (
 
 log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
+# Worker threads for heavy appends (compressed or large batches): with MAX_DECOMPRESSED_BATCH
+# (64 MiB) this bounds the decompressed bytes held by validation to 128 MiB at any time.
+HEAVY_APPEND_THREADS = 2
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
@@ -62,6 +67,7 @@ class ReplicaManager:
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
         # BrokerTopicMetrics (bytes/messages in, produce requests); None: not recorded
         self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
+        self._heavy_pool: ThreadPoolExecutor | None = None
         self._pid_next = 0
         self._pid_end = 0
         self.group_commit = GroupCommit(self._on_group_flushed)
@@ -78,6 +84,9 @@ class ReplicaManager:
                 lg.maybe_increment_high_watermark(lg.log_end_offset)
 
     def shutdown(self) -> None:
+        if self._heavy_pool is not None:
+            self._heavy_pool.shutdown(wait=True)  # no append may outlive the logs
+            self._heavy_pool = None
         self.logs.shutdown()
 
     @property
@@ -224,29 +233,70 @@ class ReplicaManager:
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False) -> Any:
         """``group_commit``: a due ``flush.messages`` fsync joins this turn's group commit,
         and the HW advances after it (wait on ``group_commit.waiter(tp)`` to answer)."""
-        stats = self.topic_stats
-        if stats is None:
-            return self._append(tp, records, group_commit)
         try:
             info = self._append(tp, records, group_commit)
         except Exception:
-            if tp.topic in self.store.topics:  # no series for names that don't exist
-                stats.record_append_failed(tp.topic)
+            self._record_failed(tp)
             raise
-        # Kafka marks BytesIn for every append, MessagesIn for what was appended
-        stats.record_append(tp.topic, len(records), 0 if info.duplicate else info.num_messages)
+        self._record_append(tp, records, info)
         return info
+
+    async def append_off_loop(
+        self, tp: TopicPartition, records: bytes, *, group_commit: bool = False
+    ) -> Any:
+        """``append`` with the validation and the write on a worker thread: a compressed or
+        large batch (decompression, CRC, copy, write) must not stall every other client.
+        At most HEAVY_APPEND_THREADS run at once, which bounds the decompressed bytes in
+        flight to that many times MAX_DECOMPRESSED_BATCH. The caller keeps a connection's
+        requests in order."""
+        lg = self.log_or_error(tp)
+        loop = asyncio.get_running_loop()
+        try:
+            info = await loop.run_in_executor(
+                self._heavy_executor(), self._write, lg, tp, records, group_commit
+            )
+            info = self._after_write(tp, lg, info, group_commit)
+        except Exception:
+            self._record_failed(tp)
+            raise
+        self._record_append(tp, records, info)
+        return info
+
+    def _heavy_executor(self) -> ThreadPoolExecutor:
+        if self._heavy_pool is None:
+            self._heavy_pool = ThreadPoolExecutor(
+                HEAVY_APPEND_THREADS, thread_name_prefix="tidelog-heavy-append"
+            )
+        return self._heavy_pool
+
+    def _record_failed(self, tp: TopicPartition) -> None:
+        if self.topic_stats is not None and tp.topic in self.store.topics:
+            self.topic_stats.record_append_failed(tp.topic)  # no series for unknown names
+
+    def _record_append(self, tp: TopicPartition, records: bytes, info: Any) -> None:
+        # Kafka marks BytesIn for every append, MessagesIn for what was appended
+        if self.topic_stats is not None:
+            n = 0 if info.duplicate else info.num_messages
+            self.topic_stats.record_append(tp.topic, len(records), n)
 
     def _append(self, tp: TopicPartition, records: bytes, group_commit: bool = False) -> Any:
         lg = self.log_or_error(tp)
+        info = self._write(lg, tp, records, group_commit)
+        return self._after_write(tp, lg, info, group_commit)
+
+    def _write(self, lg: Any, tp: TopicPartition, records: bytes, group_commit: bool) -> Any:
+        """Validate and write (any thread: the Log's lock orders it with everything else)."""
         try:
-            info = lg.append_as_leader(records, defer_flush=True) if group_commit \
+            return lg.append_as_leader(records, defer_flush=True) if group_commit \
                 else lg.append_as_leader(records)
         except Exception as exc:
             # A disk error takes the whole log dir offline once (Kafka's LogDirFailureChannel);
             # the caller answers KAFKA_STORAGE_ERROR either way.
             self._report_io_error(lg, exc, f"appending to {tp}")
             raise
+
+    def _after_write(self, tp: TopicPartition, lg: Any, info: Any, group_commit: bool) -> Any:
+        """On the loop: the HW, the group commit and the append listeners."""
         if group_commit and flush_due(lg):
             self.group_commit.add(tp, lg)  # consumers see the records once they are on disk
             return info

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -20,9 +21,24 @@ API_KEY = 0
 MIN_VERSION = 3
 MAX_VERSION = 10
 log = logging.getLogger(__name__)
+# Batches validated and written off the event loop (ReplicaManager.append_off_loop).
+HEAVY_BYTES = 1 << 20
+HEAVY_COMPRESSED_BYTES = 8 << 10
+# Per connection: the last produce request in its order chain (absent when none is pending).
+_tails: dict[tuple[int, str, str, int], asyncio.Future[None]] = {}
 
 
-def _append(
+def is_heavy(records: bytes) -> bool:
+    """A batch whose validation may take long: compressed (a decompression bomb is a few
+    hundred KB) or large (CRC, copy and write of a huge record)."""
+    n = len(records)
+    if n >= HEAVY_BYTES:
+        return True
+    # attributes (int16) at byte 21: the low three bits name the codec
+    return n >= HEAVY_COMPRESSED_BYTES and records[22] & 0x07 != 0
+
+
+async def _append(
     ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int
 ) -> ProducePartitionResult:
     rm = ctx.broker.replica_manager
@@ -47,7 +63,10 @@ def _append(
         result.error_code = txn_error
         return result
     try:
-        info = rm.append(tp, records, group_commit=True)
+        if is_heavy(records):
+            info = await rm.append_off_loop(tp, records, group_commit=True)
+        else:
+            info = rm.append(tp, records, group_commit=True)
     except RecordValidationError as exc:
         result.error_code = ErrorCode[exc.kafka_error]
         result.record_errors = [(i, m) for i, m in exc.errors]
@@ -91,7 +110,35 @@ async def _wait_group_commit(
             p.base_offset = p.log_append_time = p.log_start_offset = -1
 
 
+def _has_heavy(request: Any) -> bool:
+    return any(
+        p.records is not None and is_heavy(p.records)
+        for t in request.topic_data
+        for p in t.partition_data
+    )
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    """A connection's produce requests append in the order they arrived (an idempotent
+    producer pipelines them): once one goes off the loop, later ones of the same connection
+    queue behind it; the others never wait."""
+    key = (id(ctx.broker), ctx.listener_name, ctx.client_host, ctx.client_port)
+    previous = _tails.get(key)
+    if previous is None and not _has_heavy(request):
+        return await _handle(ctx, request)  # never suspends before its appends are done
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    _tails[key] = done
+    try:
+        if previous is not None:
+            await previous
+        return await _handle(ctx, request)
+    finally:
+        done.set_result(None)
+        if _tails.get(key) is done:
+            del _tails[key]
+
+
+async def _handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
     for t in request.topic_data:
@@ -105,7 +152,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 refused.error_message = f"Cannot append to internal topic {t.name}"
                 parts.append(refused)
             else:
-                parts.append(_append(ctx, TopicPartition(t.name, p.index), p.records, acks))
+                parts.append(
+                    await _append(ctx, TopicPartition(t.name, p.index), p.records, acks)
+                )
         topics.append((t.name, parts))
     await _wait_group_commit(ctx, topics)
     if acks == 0:
