@@ -1,7 +1,10 @@
 """A small synchronous Kafka client over plain sockets (kio encodes and decodes the messages).
 
-Used by the CLI's produce/consume commands and by the Spark data source. Speaks to any
-Kafka-compatible broker: each connection negotiates versions with ApiVersions and every API
+Kept for what librdkafka (confluent-kafka) cannot do: the Spark data source fetches record
+batches as raw bytes and decodes them straight into Arrow, and librdkafka only hands out
+decoded messages. ``tidelog groups`` and tests also use it for exact protocol-level requests.
+The console tools (produce, consume, topics, perf) run on librdkafka, as Kafka's tools run
+on Kafka's client; use librdkafka for anything new. Speaks to any Kafka-compatible broker: each connection negotiates versions with ApiVersions and every API
 is sent at the highest version both sides support within API_RANGES (client_conn.py). Record batches
 stay bytes here; ``tidelog.records`` parses them.
 """
