@@ -154,3 +154,20 @@ def test_index_whose_name_is_not_an_offset_is_one_error_line(tmp_path: Path) -> 
     r = run_cli("dump-log", str(f))
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "the file name must be the segment's base offset" in r.stderr and "'abc'" in r.stderr
+
+
+def test_progress_line_at_a_terminal_only(tmp_path: Path) -> None:
+    import pexpect
+
+    seg = tmp_path / "00000000000000000000.log"
+    write_segment(seg, batches=50)
+    child = pexpect.spawn(
+        sys.executable, ["-m", "tidelog.cli.main", "dump-log", str(seg)], encoding="utf-8"
+    )
+    child.expect(r"Reading 00000000000000000000\.log: 0\.0 / 0\.0 MB \(0%\)")
+    child.expect("baseOffset: 0 ")  # the progress line was erased, then the output came
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    piped = run_cli("dump-log", str(seg))
+    assert "Reading" not in piped.stderr + piped.stdout and piped.returncode == 0

@@ -188,10 +188,14 @@ def _dump_checkpoint(path: Path, result: DumpResult) -> None:
 def _dump_log(
     path: Path, result: DumpResult, *, deep: bool, print_data: bool, decode: bool = False
 ) -> None:
+    from tidelog.cli.progress import Progress
+
     buf = _map(path)
     valid_bytes = 0
+    progress = Progress(f"Reading {path.name}", len(buf), unit="MB")
     try:
         for batch in iter_batches(buf, path=str(path), validate=False):
+            progress.update(batch.position)
             info = _batch_info(batch)
             if not info["isvalid"]:
                 result.errors.append(
@@ -208,6 +212,8 @@ def _dump_log(
     except CorruptRecordError as e:
         result.errors.append(str(e))
         return
+    finally:
+        progress.close()
     trailing = len(buf) - valid_bytes
     if trailing > 0:
         result.errors.append(

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from tidelog.cli.client_config import add_connection_args, client_config, pairs
+from tidelog.cli.progress import Progress
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -234,9 +235,13 @@ def run(args: argparse.Namespace) -> int:
     delivery = _Delivery(args.topic)
     producer = make_client(Producer, {**producer_config(args), "on_delivery": delivery})
     bad, interrupted = 0, False
+    prompt = sys.stdin.isatty() and sys.stdout.isatty()
+    # a long piped input shows how far it got (at a terminal's stderr only)
+    progress = Progress(f"Producing to {args.topic}", unit="lines")
+    progress.enabled &= not prompt
     try:
-        prompt = sys.stdin.isatty() and sys.stdout.isatty()
         for n, line in _read_lines(sys.stdin.buffer, prompt):
+            progress.update(n)
             try:
                 rec = reader.parse(line, n)
             except LineError as exc:
@@ -246,6 +251,7 @@ def run(args: argparse.Namespace) -> int:
             _send(producer, args, rec)
     except KeyboardInterrupt:
         interrupted = True  # flush what was read: Ctrl-C loses no line already typed
+    progress.close()
     return _finish(producer, delivery, bad, interrupted)
 
 
