@@ -191,7 +191,8 @@ class Console:
                 "first_dirty": checkpoints.get(tp, lg.log_start_offset),
                 "leo": lg.log_end_offset, "size": lg.size_in_bytes,
                 "state": str(st) if st is not None else "idle",
-                "last": f"{s.bytes_read} → {s.bytes_written} B" if s else "",
+                "last": (f"{s.bytes_read} → {s.bytes_written} B in "
+                         f"{getattr(s, 'elapsed_secs', 0.0):.3f} s") if s else "",
                 "buffer": f"{100 * s.buffer_utilization:.1f} %" if s else "",
             })  # fmt: skip
         uncleanable = sorted(str(tp) for tps in dict(m.uncleanable).values() for tp in tps)

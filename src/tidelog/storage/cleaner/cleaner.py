@@ -62,6 +62,7 @@ class CleanerStats:
     messages_written: int = 0
     invalid_messages_read: int = 0
     buffer_utilization: float = 0.0
+    elapsed_secs: float = 0.0  # wall time of the clean (LogCleaner's max-clean-time-secs)
 
 
 @dataclass

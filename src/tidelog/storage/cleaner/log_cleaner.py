@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -160,8 +161,10 @@ class LogCleaner:
 
     def _clean_log(self, cleaner: Cleaner, ltc: LogToClean) -> None:
         end = ltc.first_dirty_offset
+        started = time.monotonic()
         try:
             end, stats = cleaner.clean(ltc)
+            stats.elapsed_secs = time.monotonic() - started
             self.last_stats[ltc.topic_partition] = stats
             log.info("Cleaned log %s: [%d, %d), %d -> %d bytes, %d -> %d messages",
                      ltc.log.name, ltc.first_dirty_offset, end, stats.bytes_read,
