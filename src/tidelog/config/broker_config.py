@@ -136,12 +136,26 @@ _d(
     between(1, INT_MAX),
 )
 _d("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this.")
+def _http_urls(name: str, urls: Any) -> None:
+    from urllib.parse import urlsplit
+
+    for url in urls or []:
+        try:
+            parts = urlsplit(url)
+            ok = parts.scheme == "http" and parts.hostname is not None and parts.port is not None
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(name, url, "expected http://host:port")
+
+
 _d(
     "http.listeners",
     "list",
     "",
     "HTTP listener for /metrics, /healthz, /readyz and the web console "
     "(e.g. `http://127.0.0.1:9644`); empty: off.",
+    _http_urls,
 )
 _d("http.console.enable", "boolean", True, "Serve the web console on the HTTP listener.")
 _d(
