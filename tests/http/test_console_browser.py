@@ -132,7 +132,8 @@ def test_every_page_loads_clean_and_the_segment_picture_follows_rolls(browser, s
 def test_lag_chart_rises_when_the_consumer_stops(browser, shots):
     from selenium.webdriver.common.by import By
 
-    config = {**HTTP, "http.console.lag.sample.interval.ms": "100"}
+    config = {**HTTP, "http.console.lag.sample.interval.ms": "100",
+              "group.initial.rebalance.delay.ms": "0"}  # fmt: skip
     with EmbeddedBroker(config) as eb:
         _produce(eb, "lagging", [b"%d" % i for i in range(20)])
         c = confluent_kafka.Consumer({
