@@ -68,14 +68,19 @@ class ReplicaManager:
         # BrokerTopicMetrics (bytes/messages in, produce requests); None: not recorded
         self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
         self._heavy_pool: ThreadPoolExecutor | None = None
+        self._admin_pool: ThreadPoolExecutor | None = None
+        self.pending_topics: set[str] = set()
         self._pid_next = 0
         self._pid_end = 0
         self.group_commit = GroupCommit(self._on_group_flushed)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:
+        had_metadata = self.store.path.exists()
         self.store.load()
         self.logs.startup()
+        if had_metadata:  # without the topic list every log would look stray
+            self._remove_stray_logs()
         for info in self.store.topics.values():
             for p in range(info.partitions):
                 lg = self._open(TopicPartition(info.name, p), info)
@@ -83,10 +88,22 @@ class ReplicaManager:
                 # (Kafka's Partition.makeLeader -> maybeIncrementLeaderHW).
                 lg.maybe_increment_high_watermark(lg.log_end_offset)
 
+    def _remove_stray_logs(self) -> None:
+        """Partition dirs that no topic owns: a CreateTopics cut short by a crash (the
+        topic is published only after all its logs exist) or a deleted topic's dirs. Like
+        Kafka's stray replica handling they are renamed ``-delete`` and removed later."""
+        for lg in self.logs.all_logs():
+            tp = lg.topic_partition
+            info = None if tp is None else self.store.topics.get(tp.topic)
+            if tp is not None and (info is None or tp.partition >= info.partitions):
+                log.warning("Removing stray log %s: no topic owns partition %s", lg.dir, tp)
+                self.logs.delete_log(tp)
+
     def shutdown(self) -> None:
-        if self._heavy_pool is not None:
-            self._heavy_pool.shutdown(wait=True)  # no append may outlive the logs
-            self._heavy_pool = None
+        for pool in (self._heavy_pool, self._admin_pool):
+            if pool is not None:
+                pool.shutdown(wait=True)  # no append or admin work may outlive the logs
+        self._heavy_pool = self._admin_pool = None
         self.logs.shutdown()
 
     @property
@@ -109,7 +126,8 @@ class ReplicaManager:
             validate_topic_name(name)
         except ValueError as exc:
             raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
-        if name in self.store.topics:
+        if name in self.store.topics or name in self.pending_topics:
+            # pending: being created or deleted off the loop (server/topic_admin.py)
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if partitions < 1:
             raise ApiError(
@@ -136,18 +154,37 @@ class ReplicaManager:
         info = TopicInfo(name, new_topic_id(), partitions, configs)
         if validate_only:
             return info
-        created = []
-        try:
-            for p in range(partitions):
-                created.append(self._open(TopicPartition(name, p), info))
-        except Exception:
-            for p in range(len(created)):
-                self.logs.delete_log(TopicPartition(name, p))
-            raise
+        self.create_logs(info, range(partitions))
         self.store.topics[name] = info
         self.store.save()
         log.info("created topic %s (%d partitions, configs %s)", name, partitions, configs)
         return info
+
+    def create_logs(self, info: TopicInfo, partitions: range) -> None:
+        """Create the logs of ``partitions`` of ``info``, all or none: after a failure (out
+        of descriptors, a disk error) the ones created are removed at once, no trace left.
+        Runs on any thread (the LogManager locks); the caller publishes the topic after."""
+        created: list[TopicPartition] = []
+        try:
+            for p in partitions:
+                tp = TopicPartition(info.name, p)
+                self._open(tp, info)
+                created.append(tp)
+        except Exception:
+            abandon = getattr(self.logs, "abandon_logs", None)
+            if abandon is not None:
+                abandon(created + [TopicPartition(info.name, p) for p in partitions[len(created):]])
+            else:
+                for tp in created:
+                    self.logs.delete_log(tp)
+            raise
+
+    def admin_executor(self) -> ThreadPoolExecutor:
+        """One thread for admin work that touches many files (topic_admin.py): admin
+        operations run one at a time, in order, and never on the event loop."""
+        if self._admin_pool is None:
+            self._admin_pool = ThreadPoolExecutor(1, thread_name_prefix="tidelog-admin")
+        return self._admin_pool
 
     def auto_create(self, name: str) -> TopicInfo | None:
         """Create ``name`` with broker defaults if auto.create.topics.enable (else None)."""

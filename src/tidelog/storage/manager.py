@@ -466,6 +466,32 @@ class LogManager(LogManagerTasks):
         self._schedule_log_deletion(new_dir, lg, lg.config.file_delete_delay_ms)
         return new_dir
 
+    def abandon_logs(self, tps: Iterable[TopicPartition]) -> None:
+        """Remove logs created moments ago for a request that failed (a CreateTopics that
+        ran out of descriptors): at once, no ``-delete`` dir, no trace. All are closed first,
+        which gives back the descriptors the removal itself needs."""
+        with self._lock:
+            logs = [lg for tp in tps if (lg := self._logs.pop(tp, None)) is not None]
+            for tp in tps:
+                self._last_flush.pop(tp, None)
+        for lg in logs:
+            lg.close_handlers()
+        dirs = [Path(lg.dir) for lg in logs]
+        # A partition whose creation failed half-way has a dir but no log (its own cleanup
+        # may have lacked the descriptors that closing the others just gave back).
+        with self._lock:
+            dirs += [d.path / tp.dir_name for tp in tps for d in self.dirs
+                     if tp not in self._logs and (d.path / tp.dir_name).is_dir()]
+        for path in dirs:
+            shutil.rmtree(path, ignore_errors=True)
+        for parent in {path.parent for path in dirs}:
+            try:
+                fsync_dir(parent)
+            except OSError as exc:
+                self.maybe_handle_io_error(parent, exc, "removing abandoned logs")
+        if dirs:
+            log.info("Removed %d partition dirs of a failed request", len(dirs))
+
     # -- records -------------------------------------------------------------------------------
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
         """Advance the log start offset to ``offset`` (-1 = the high watermark).

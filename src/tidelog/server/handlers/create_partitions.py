@@ -8,6 +8,7 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 
+from .. import topic_admin
 from ..context import RequestContext
 from ..errors import to_error
 
@@ -24,7 +25,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for t in request.topics:
         code, msg = ErrorCode.NONE, None
         try:
-            rm.create_partitions(t.name, t.count, validate_only=bool(request.validate_only))
+            await topic_admin.create_partitions(
+                rm, t.name, t.count, validate_only=bool(request.validate_only)
+            )
         except Exception as exc:
             code, msg = to_error(exc)
         out.append(make(rcls, name=t.name, error_code=code, error_message=msg))

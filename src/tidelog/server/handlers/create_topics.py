@@ -9,6 +9,7 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 
+from .. import topic_admin
 from ..context import RequestContext
 from ..errors import ApiError, to_error
 
@@ -17,7 +18,7 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-def _create_one(ctx: RequestContext, t: Any, validate_only: bool) -> dict[str, Any]:
+async def _create_one(ctx: RequestContext, t: Any, validate_only: bool) -> dict[str, Any]:
     rm = ctx.broker.replica_manager
     configs = {c.name: c.value for c in t.configs if c.value is not None}
     partitions = t.num_partitions
@@ -37,7 +38,10 @@ def _create_one(ctx: RequestContext, t: Any, validate_only: bool) -> dict[str, A
             f"Unable to replicate the partition {rf} time(s): The target replication "
             f"factor of {rf} cannot be reached because only 1 broker(s) are registered.",
         )
-    info = rm.create_topic(t.name, partitions, configs, validate_only=validate_only)
+    # the partitions' files are made off the event loop (topic_admin.py)
+    info = await topic_admin.create_topic(
+        rm, t.name, partitions, configs, validate_only=validate_only
+    )
     return {"topic_id": info.topic_id, "num_partitions": partitions, "replication_factor": 1}
 
 
@@ -47,7 +51,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for t in request.topics:
         try:
-            kw = _create_one(ctx, t, bool(request.validate_only))
+            kw = await _create_one(ctx, t, bool(request.validate_only))
             results.append(
                 make(rcls, name=t.name, error_code=0, error_message=None, configs=None, **kw)
             )

@@ -9,6 +9,7 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 
+from .. import topic_admin
 from ..context import RequestContext
 from ..errors import ApiError, to_error
 from ..replica_manager import INTERNAL_TOPICS
@@ -46,7 +47,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if name in INTERNAL_TOPICS:
                 raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED,
                                f"Internal topic {name} cannot be deleted")
-            info = rm.delete_topic(name or "")
+            info = await topic_admin.delete_topic(rm, name or "")
             tid = info.topic_id
             deleted.append(info.name)
         except Exception as exc:
