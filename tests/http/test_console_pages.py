@@ -63,6 +63,17 @@ def test_message_browser_formats_and_escapes(console):
     assert re.search(r'<td class="num">1</td>', as_hex) and '<td class="num">0</td>' not in as_hex
 
 
+def test_message_browser_seeks_by_timestamp():
+    with EmbeddedBroker(HTTP) as eb:
+        p = confluent_kafka.Producer({"bootstrap.servers": eb.bootstrap_servers})
+        for i in range(5):
+            p.produce("timed", value=b"at-%d" % i, timestamp=1_700_000_000_000 + 1000 * i)
+        assert p.flush(30) == 0
+        _, body = get(eb.http_url + "/topics/timed/0/messages?timestamp=1700000002500")
+        assert "at-3" in body and "at-2" not in body  # the first record at or after the time
+        assert "2023-11-14 22:13:23.000" in body  # shown as UTC time
+
+
 def test_partition_page_draws_one_rect_per_segment(console):
     _, body = get(console.http_url + "/topics/pages/0")
     assert 'data-segment-count="1"' in body

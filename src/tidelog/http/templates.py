@@ -18,7 +18,7 @@ padding:4px 10px;text-align:left;font-size:14px}th{background:#f1f5f9}
 .num{text-align:right;font-variant-numeric:tabular-nums}.bad{color:#b91c1c}.ok{color:#15803d}
 .card{display:inline-block;border:1px solid #e2e8f0;border-radius:6px;padding:10px 16px;margin:4px}
 .card b{display:block;font-size:22px}pre{background:#f8fafc;padding:6px;white-space:pre-wrap;
-word-break:break-all;margin:0}form{margin:8px 0}.note{color:#475569;font-size:13px}
+word-break:break-all;margin:0}#messages td:nth-child(2){white-space:nowrap}form{margin:8px 0}.note{color:#475569;font-size:13px}
 </style></head><body>
 <header><b>tidelog</b><a href="/">Overview</a><a href="/topics">Topics</a>
 <a href="/groups">Consumer groups</a><a href="/cleaner">Cleaner</a><a href="/metrics">Metrics</a>
@@ -93,7 +93,7 @@ MESSAGES = """{% extends "base" %}{% block body %}
 <label>limit <input name="limit" value="{{ limit }}" size="4"></label> <button>Go</button></form>
 <p class="note">log start {{ p.log_start_offset }} · HW {{ p.high_watermark }}</p>
 <table id="messages"><tr><th class="num">offset</th><th>timestamp</th><th>key</th><th>value</th><th>headers</th></tr>
-{% for m in records %}<tr><td class="num">{{ m.offset }}</td><td>{{ m.timestamp }}</td>
+{% for m in records %}<tr><td class="num">{{ m.offset }}</td><td title="{{ m.timestamp }}">{{ m.timestamp|ts }}</td>
 <td><pre>{{ m.key }}</pre></td><td><pre>{{ m.value }}</pre></td>
 <td>{% for hk, hv in m.headers %}<pre>{{ hk }}: {{ hv }}</pre>{% endfor %}</td></tr>{% endfor %}</table>
 {% if next_offset is not none %}<a id="next" href="?offset={{ next_offset }}&format={{ fmt }}&limit={{ limit }}">next</a>{% endif %}
@@ -161,10 +161,23 @@ def human(n: float) -> str:
     return str(n)
 
 
+def timestamp(ms: int) -> str:
+    """A record timestamp as UTC time (the raw milliseconds are the cell's title)."""
+    from datetime import UTC, datetime
+
+    if ms < 0:
+        return str(ms)
+    try:
+        return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+
+
 def environment() -> Environment:
     from urllib.parse import quote
 
     env = Environment(loader=DictLoader(TEMPLATES), autoescape=select_autoescape(default=True))
     env.filters["human"] = human
     env.filters["urlq"] = lambda s: quote(str(s), safe="")
+    env.filters["ts"] = timestamp
     return env
