@@ -48,3 +48,28 @@ def test_offline_log_dir_makes_the_broker_unready(tmp_path):
 def test_http_listener_is_off_by_default():
     with EmbeddedBroker() as eb:
         assert eb.http is None and eb.http_url == ""
+
+
+def test_loading_consumer_offsets_makes_the_broker_unready():
+    with EmbeddedBroker(HTTP) as eb:
+        import confluent_kafka
+
+        p = confluent_kafka.Producer({"bootstrap.servers": eb.bootstrap_servers})
+        p.produce("t", value=b"x")
+        assert p.flush(30) == 0
+        c = confluent_kafka.Consumer({"bootstrap.servers": eb.bootstrap_servers,
+                                      "group.id": "g", "enable.auto.commit": False})  # fmt: skip
+        c.assign([confluent_kafka.TopicPartition("t", 0, 0)])
+        c.commit(offsets=[confluent_kafka.TopicPartition("t", 0, 0)], asynchronous=False)
+        c.close()
+
+        async def loading(on: bool) -> None:  # as while replaying __consumer_offsets
+            manager = eb.broker.group_coordinator.manager
+            (manager.loading.add if on else manager.loading.discard)(7)
+
+        eb.run(loading(True))
+        status, body = get(eb.http_url + "/readyz")
+        ready = json.loads(body)
+        assert status == 503 and ready["loading_offsets_partitions"] == [7]
+        eb.run(loading(False))
+        assert get(eb.http_url + "/readyz")[0] == 200

@@ -142,3 +142,59 @@ def test_connections_per_listener(broker):
     finally:
         for s in socks:
             s.close()
+
+
+def test_long_poll_counts_as_remote_time_and_flushes_are_timed(broker):
+    s0 = scrape(broker.http_url)
+    flushes = "kafka_log_logflushstats_logflushrateandtimems_count"
+    # flush.messages=1: every append is flushed (Kafka's LogFlushStats times each flush)
+    import confluent_kafka.admin as ka
+
+    admin = ka.AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    topic = ka.NewTopic("flushed", 1, 1, config={"flush.messages": "1"})
+    admin.create_topics([topic])["flushed"].result(30)
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers,
+                                  "linger.ms": 0})  # fmt: skip
+    for i in range(3):
+        p.produce("flushed", value=b"%d" % i)
+        assert p.flush(30) == 0
+    wait_for(lambda: sample(scrape(broker.http_url), flushes) >= sample(s0, flushes) + 3,
+             "three timed flushes")  # fmt: skip
+    # a consumer at the end of an empty partition waits in the purgatory: RemoteTimeMs
+    consumer = kafka.KafkaConsumer(bootstrap_servers=broker.bootstrap_servers,
+                                   fetch_max_wait_ms=200, consumer_timeout_ms=700)  # fmt: skip
+    try:
+        consumer.assign([kafka.TopicPartition("flushed", 0)])
+        consumer.seek_to_end()
+        assert list(consumer) == []
+    finally:
+        consumer.close()
+    s = scrape(broker.http_url)
+    remote = sample(s, "kafka_network_requestmetrics_remotetimems_sum", request="Fetch")
+    assert remote >= 150  # at least one 200 ms long poll, parked
+    total = sample(s, "kafka_network_requestmetrics_totaltimems_sum", request="Fetch")
+    assert total >= remote
+
+
+def test_admin_actions_ask_the_authorizer(tmp_path):
+    from http_support import post
+
+    class DenyAll:
+        def authorize(self, *args: object) -> bool:
+            return False
+
+    with EmbeddedBroker({**HTTP, "http.console.admin.enable": "true"}) as eb:
+        import re
+
+        from http_support import get
+
+        token = re.search(r'name="csrf" value="([^"]+)"', get(eb.http_url + "/topics")[1])
+
+        async def deny() -> None:
+            eb.broker.authorizer = DenyAll()
+
+        eb.run(deny())
+        status, body = post(eb.http_url + "/admin/topics",
+                            {"csrf": token.group(1), "name": "denied"})  # fmt: skip
+        assert status == 403 and "ACLs" in body
+        assert eb.broker.replica_manager.topic("denied") is None
