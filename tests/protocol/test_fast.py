@@ -63,7 +63,7 @@ def test_produce_response_matches_kio(version: int) -> None:
     assert ours == encode_response(7, kio_resp)
 
 
-@pytest.mark.parametrize("version", range(4, 18))
+@pytest.mark.parametrize("version", range(4, 19))
 def test_fetch_response_matches_kio(version: int) -> None:
     parts = [
         FetchPartitionData(0, 0, 10, 10, 0, None, BATCH),

@@ -86,7 +86,7 @@ def test_describe_groups_authorized_operations(w: Wire) -> None:
 def test_api_versions_features_and_levels(w: Wire) -> None:
     resp: Any = w.call(18, 4, client_software_name="t", client_software_version="1")
     levels = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert levels[1][1] == 17 and levels[2][1] == 10 and levels[3][1] == 13
+    assert levels[1][1] == 18 and levels[2][1] == 10 and levels[3][1] == 13
     assert levels[60][1] == 2
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     assert supported["metadata.version"] == (7, 27)

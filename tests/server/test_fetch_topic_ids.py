@@ -84,7 +84,7 @@ def parts_of(resp: Any) -> dict[tuple[uuid.UUID, int], Any]:
             for t in resp.responses for p in t.partitions}
 
 
-@pytest.mark.parametrize("version", [13, 14, 15, 16, 17])
+@pytest.mark.parametrize("version", [13, 14, 15, 16, 17, 18])
 def test_fetch_by_topic_id(w: Wire, version: int) -> None:
     name = f"tid-{version}"
     tid = create(w, name)

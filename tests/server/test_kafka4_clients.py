@@ -90,3 +90,13 @@ def test_describe_cluster_with_authorized_operations(broker: EmbeddedBroker) -> 
     ops = {op.name for op in desc.authorized_operations}
     assert ops == {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS",
                    "IDEMPOTENT_WRITE", "ALTER", "DESCRIBE"}
+
+
+def test_elect_leaders_is_not_needed(broker: EmbeddedBroker) -> None:
+    create_topic(broker, "elected", 2)
+    a = admin(broker)
+    tps = [ck.TopicPartition("elected", 0), ck.TopicPartition("elected", 1)]
+    result = a.elect_leaders(ck.ElectionType.PREFERRED, tps).result(timeout=30)
+    assert {(tp.topic, tp.partition) for tp in result} == {("elected", 0), ("elected", 1)}
+    codes = {err.code() for err in result.values()}
+    assert codes == {ck.KafkaError.ELECTION_NOT_NEEDED}

@@ -1,4 +1,4 @@
-"""Hand-written encoders for the two hot responses, Produce (v3-v10) and Fetch (v4-v17;
+"""Hand-written encoders for the two hot responses, Produce (v3-v10) and Fetch (v4-v18;
 from v13 each topic is its 16-byte id, KIP-516).
 
 kio's writer costs ~25 us per Fetch response; these build the bytes with ``struct`` and keep

@@ -89,6 +89,7 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
             "topics",
             _m("partitions", "partitions", partition_index="partition"),
             topic="topic",
+            topic_id="topic_id",
         ),
     ),
     2: (_TOPIC_PARTITIONS,),
@@ -128,6 +129,23 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
         ),
     ),
     28: (_TOPIC_PARTITIONS,),
+    23: (
+        _m(
+            "topics",
+            "topics",
+            _m("partitions", "partitions", partition="partition"),
+            topic="topic",
+        ),
+    ),
+    75: (_m("topics", "topics", name="name"),),
+    43: (
+        _m(
+            "replica_election_results",
+            "topic_partitions",
+            _m("partition_result", "partitions", partition_id=SELF),
+            topic="topic",
+        ),
+    ),
     61: (_TOPIC_INDEXES,),
     65: (_m("transaction_states", "transactional_ids", transactional_id=SELF),),
 }

@@ -5,7 +5,7 @@ fetch sessions (KIP-227, ``server/fetch_session.py``). From v13 topics are named
 (KIP-516): an id unknown here is UNKNOWN_TOPIC_ID, a session partition whose topic was
 recreated under the same name (a new id) is INCONSISTENT_TOPIC_ID. v15's replica state and
 v16's leader endpoints (sent with NOT_LEADER errors, which one broker never gives) and v17's
-directory id concern followers only."""
+directory id and v18's high watermark concern followers only."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ..sendfile import close_chunks, slice_records
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 17
+MAX_VERSION = 18
 READ_COMMITTED = 1
 Read = list[tuple[FetchKey, FetchPartitionData]]
 

@@ -1,0 +1,67 @@
+"""AlterPartitionReassignments (key 45): one broker can only hold each partition's single
+replica itself, so a reassignment onto exactly this broker is a no-op completed at once
+(NONE), a cancellation finds nothing in progress (NO_REASSIGNMENT_IN_PROGRESS), a different
+replica count is INVALID_REPLICATION_FACTOR (v1's allow_replication_factor_change only lets
+it reach the broker check), and any other broker or a duplicate is
+INVALID_REPLICA_ASSIGNMENT, as Kafka's controller answers. Needs ALTER on the cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
+
+from ..context import RequestContext
+from ..security import AclOperation, ResourceType
+
+API_KEY = 45
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def _check(
+    ctx: RequestContext, topic: str, partition: int, replicas: Any, allow_rf_change: bool
+) -> tuple[ErrorCode, str | None]:
+    info = ctx.broker.replica_manager.topic(topic)
+    if info is None or not 0 <= partition < info.partitions:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist."
+    if replicas is None:
+        return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No ongoing reassignment for this partition."
+    wanted = [int(r) for r in replicas]
+    node = ctx.broker.node_id
+    if not wanted or len(set(wanted)) != len(wanted):
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid replica list {wanted}."
+    if len(wanted) != 1 and not allow_rf_change:
+        return ErrorCode.INVALID_REPLICATION_FACTOR, (
+            f"The replication factor is changed from 1 to {len(wanted)}")
+    strangers = [r for r in wanted if r != node]
+    if strangers:
+        return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+            f"The manual partition assignment includes broker {strangers[0]}, which is not "
+            "registered.")
+    return ErrorCode.NONE, None
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    cls = response_class(API_KEY, ctx.api_version)
+    tcls = nested(cls, "responses")
+    pcls = nested(tcls, "partitions")
+    allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, "kafka-cluster")
+    allow_rf_change = bool(getattr(request, "allow_replication_factor_change", True))
+    out = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            code, msg = (
+                _check(ctx, t.name, int(p.partition_index), p.replicas, allow_rf_change)
+                if allowed
+                else (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+            )
+            parts.append(make(pcls, partition_index=p.partition_index, error_code=code,
+                              error_message=msg))
+        out.append(make(tcls, name=t.name, partitions=tuple(parts)))
+    top = ErrorCode.NONE if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return make(cls, throttle_time=0, allow_replication_factor_change=allow_rf_change,
+                error_code=top, error_message=None, responses=tuple(out))
