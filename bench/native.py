@@ -40,6 +40,7 @@ from tidelog import _native
 from tidelog.records import CompressionType, RecordBatch, RecordBatchBuilder
 from tidelog.storage import validator
 from tidelog.storage.cleaner import batch_filter
+from tidelog.storage.cleaner.offset_map import SkimpyOffsetMap
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as broker_bench
@@ -50,18 +51,21 @@ MiB = 1024 * 1024
 
 
 def rng(values: list[float], fmt: str = "{:,.0f}") -> str:
-    return f"{fmt.format(min(values))} .. {fmt.format(max(values))}"
+    """min .. max (median) of repeated runs."""
+    mid = sorted(values)[len(values) // 2]
+    return f"{fmt.format(min(values))} .. {fmt.format(max(values))} ({fmt.format(mid)})"
 
 
 @contextmanager
 def python_core() -> Iterator[None]:
     """Bind the hot loops to their pure-Python twins for the duration."""
-    saved = validator._walk, batch_filter._scan
+    saved = validator._walk, batch_filter._scan, SkimpyOffsetMap._native
     validator._walk, batch_filter._scan = validator._walk_py, batch_filter._scan_py
+    SkimpyOffsetMap._native = None
     try:
         yield
     finally:
-        validator._walk, batch_filter._scan = saved
+        validator._walk, batch_filter._scan, SkimpyOffsetMap._native = saved
 
 
 def repeat(fn: Callable[[], float], runs: int = RUNS) -> list[float]:
@@ -160,7 +164,7 @@ def produce_figures(bootstrap: str, pid: int, size: int, n: int) -> tuple[float,
     return n / secs, (cpu_seconds(pid) - cpu0) / n * 1e6
 
 
-def broker(runs: int = 3) -> None:
+def broker(runs: int = int(os.environ.get("BENCH_RUNS", "5"))) -> None:
     counts = {100: 200_000, 1024: 50_000}
     brokers: list[tuple[str, Callable[[], object]]] = [
         ("tidelog native", lambda: broker_bench.tidelog_broker(env={})),

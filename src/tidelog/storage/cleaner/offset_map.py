@@ -20,6 +20,8 @@ import mmap
 import struct
 from array import array
 
+from tidelog._native import core as _native_core
+
 HASH_SIZE = 16  # MD5 digest
 OFFSET_SIZE = 8
 BYTES_PER_ENTRY = HASH_SIZE + OFFSET_SIZE
@@ -46,6 +48,9 @@ class SkimpyOffsetMap:
 
     __slots__ = ("_bytes", "_entries", "_lookups", "_probes", "_slots", "_track_limit", "_used",
                  "latest_offset")
+
+    # The native twin of put/get's slot work (tidelog._native), or None: pure Python.
+    _native = _native_core
 
     def __init__(self, memory: int) -> None:
         slots = memory // BYTES_PER_ENTRY
@@ -94,6 +99,19 @@ class SkimpyOffsetMap:
     # -- operations --------------------------------------------------------------------------
     def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
         """Record ``offset`` as the latest for ``key``; also advances ``latest_offset``."""
+        native = self._native
+        if native is not None:
+            pos, found, probes = native.omap_put(self._bytes, self._slots, key, offset)
+            self._lookups += 1
+            self._probes += probes
+            if pos < 0:
+                raise OffsetMapFullError("attempt to add a new entry to a full offset map")
+            if not found:
+                self._entries += 1
+                if self._entries <= self._track_limit:
+                    self._used.append(pos)
+            self.latest_offset = offset
+            return
         digest = _md5(key, usedforsecurity=False).digest()
         pos, found = self._find(digest)
         if pos < 0:
@@ -110,6 +128,12 @@ class SkimpyOffsetMap:
     def get(self, key: bytes | bytearray | memoryview) -> int:
         """The latest offset stored for ``key``, or -1. (The first probe is inlined: it is
         the cleaner's per-record call.)"""
+        native = self._native
+        if native is not None:
+            offset, probes = native.omap_get(self._bytes, self._slots, key)
+            self._lookups += 1
+            self._probes += probes
+            return int(offset)
         digest = _md5(key, usedforsecurity=False).digest()
         buf = self._bytes
         self._lookups += 1

@@ -1,0 +1,84 @@
+"""The cleaner's offset map: the native slot work (MD5 + Kafka's probing) against the pure-Python
+twin, on the same operation sequences over small maps (collisions, a full map)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tidelog.storage.cleaner.offset_map import (
+    BYTES_PER_ENTRY,
+    OffsetMapFullError,
+    SkimpyOffsetMap,
+)
+
+try:
+    core: Any = importlib.import_module("tidelog._native._core")
+except ImportError:
+    core = None
+needs_core = pytest.mark.skipif(core is None, reason="native core not built")
+
+
+class PythonMap(SkimpyOffsetMap):
+    __slots__ = ()
+    _native = None
+
+
+class NativeMap(SkimpyOffsetMap):
+    __slots__ = ()
+    _native = core
+
+
+def _apply(m: SkimpyOffsetMap, op: tuple[str, bytes, int]) -> Any:
+    kind, key, offset = op
+    try:
+        return m.put(key, offset) if kind == "put" else m.get(key)
+    except OffsetMapFullError as e:
+        return ("full", str(e))
+
+
+def _state(m: SkimpyOffsetMap) -> tuple[Any, ...]:
+    return (bytes(m._bytes), m.size, m.collision_rate, m.latest_offset, list(m._used))
+
+
+ops = st.lists(st.tuples(st.sampled_from(["put", "get"]),
+                         st.one_of(st.binary(max_size=3), st.binary(min_size=50, max_size=130)),
+                         st.integers(-(1 << 63), (1 << 63) - 1)), max_size=60)
+
+
+@needs_core
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 9), ops)
+def test_offset_map_twins_agree(slots: int, sequence: list[tuple[str, bytes, int]]) -> None:
+    py, nat = PythonMap(slots * BYTES_PER_ENTRY), NativeMap(slots * BYTES_PER_ENTRY)
+    for op in sequence:
+        assert _apply(nat, op) == _apply(py, op)
+        assert _state(nat) == _state(py)
+
+
+@needs_core
+def test_a_full_map_refuses_a_new_key_natively() -> None:
+    m = NativeMap(2 * BYTES_PER_ENTRY)
+    m.put(b"a", 1)
+    m.put(b"b", 2)
+    with pytest.raises(OffsetMapFullError):
+        m.put(b"c", 3)
+    assert (m.get(b"a"), m.get(b"b"), m.get(b"c"), m.size) == (1, 2, -1, 2)
+
+
+@needs_core
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_native_md5_is_md5(data: bytes) -> None:
+    assert core.md5(data) == hashlib.md5(data).digest()
+
+
+def test_map_bound_to_the_selected_core() -> None:
+    from tidelog import _native
+
+    assert SkimpyOffsetMap._native is _native.core
