@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .meta_properties import MetaPropertiesError, verify_meta_properties
+
 METADATA_FILE = "tidelog-metadata.json"
 META_PROPERTIES = "meta.properties"
 
@@ -107,6 +109,11 @@ class MetadataStore:
     def load(self) -> None:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+        try:  # another cluster's or node's dir, or a garbage file: stop, as Kafka does
+            found = verify_meta_properties(self.log_dirs, self.node_id, self.cluster_id)
+        except MetaPropertiesError as exc:
+            raise MetadataStoreError(str(exc)) from None
+        self.cluster_id = self.cluster_id or found
         if self.path.exists():
             try:
                 doc = json.loads(self.path.read_bytes())
