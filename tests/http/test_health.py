@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from http_support import HTTP, get, sample, scrape
+from http_support import HTTP, get, sample, scrape, wait_for
 
 from tidelog.testing import EmbeddedBroker
 
@@ -62,6 +62,8 @@ def test_loading_consumer_offsets_makes_the_broker_unready():
         c.assign([confluent_kafka.TopicPartition("t", 0, 0)])
         c.commit(offsets=[confluent_kafka.TopicPartition("t", 0, 0)], asynchronous=False)
         c.close()
+        # the coordinator started on that first group request loads in the background
+        wait_for(lambda: get(eb.http_url + "/readyz")[0] == 200, "__consumer_offsets loaded")
 
         async def loading(on: bool) -> None:  # as while replaying __consumer_offsets
             manager = eb.broker.group_coordinator.manager
