@@ -32,6 +32,7 @@ from tidelog.protocol.errors import ErrorCode
 
 from .context import RequestContext
 from .error_response import error_response
+from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
 from .security.types import ANONYMOUS, KafkaPrincipal
 from .sendfile import close_chunks, write_chunks
@@ -61,6 +62,7 @@ class KafkaConnection(asyncio.Protocol):
             SaslSession(self.listener, broker.credentials) if self.listener.sasl else None
         )
         self.principal: KafkaPrincipal = ANONYMOUS
+        self.closed_for_auth = False  # failed raw-token SASL: closing after the delay
         self.max_frame = int(broker.config.values["socket.request.max.bytes"])
         self.max_queued = int(broker.config.values["queued.max.requests"])
         # Kafka's RequestMetrics, recorded here only (None: not recorded)
@@ -116,7 +118,7 @@ class KafkaConnection(asyncio.Protocol):
         return not self.slots and not self._tasks
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
+        if self.closed or self.closed_for_auth:
             return
         self.last_active = asyncio.get_running_loop().time()
         buf = self.buf
@@ -157,6 +159,8 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- dispatch -----------------------------------------------------------------------------
     def _dispatch(self, frame: bytes) -> bool:
+        if self.session is not None and self.session.raw_tokens and not self.session.complete:
+            return self._raw_sasl_token(frame)
         start_ns = time.perf_counter_ns()
         try:
             key, version, corr = peek_header(frame)
@@ -195,6 +199,26 @@ class KafkaConnection(asyncio.Protocol):
         slot.timing = timing
         self.slots.append(slot)
         self._spawn(slot, request, ctx, spec.handle, timing)
+        return True
+
+    def _raw_sasl_token(self, frame: bytes) -> bool:
+        """After a SaslHandshake v0 the SASL tokens travel as bare size-prefixed frames
+        (Kafka's pre-KIP-152 flow, still used by librdkafka < 1.0 feature detection)."""
+        session = self.session
+        assert session is not None
+        try:
+            challenge = session.authenticate(frame)
+        except SaslAuthenticationError as exc:
+            # no error frame exists in this flow: close after the failed-auth delay
+            self.closed_for_auth = True
+            delay = self.listener.failed_auth_delay_ms / 1000
+            asyncio.get_running_loop().call_later(
+                delay, self.close, f"SASL authentication failed: {exc}"
+            )
+            return False
+        slot = _Slot()
+        slot.data = _I32.pack(len(challenge)) + challenge
+        self.slots.append(slot)
         return True
 
     def _spawn(

@@ -104,6 +104,10 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
         _m("responses", "topic_names", name=SELF),
     ),
     21: (_TOPIC_PARTITIONS,),
+    30: (_m("results", "creations"),),
+    31: (_m("filter_results", "filters"),),
+    # one result per user; deletions and upsertions name users, upsertions mirrored here
+    51: (_m("results", "upsertions", user="name"),),
     32: (_resources("results"),),
     33: (_resources("responses"),),
     37: (_m("results", "topics", name="name"),),

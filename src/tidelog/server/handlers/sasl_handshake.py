@@ -13,9 +13,9 @@ from tidelog.protocol.kio_util import make
 from ..context import RequestContext
 
 API_KEY = 17
-# v0 is followed by raw SASL tokens without Kafka headers (pre-1.0 clients); only the
-# SaslAuthenticate flow (v1) is served
-MIN_VERSION = 1
+# v0: the SASL tokens follow as bare size-prefixed frames (the connection handles them);
+# v1: they follow as SaslAuthenticate requests
+MIN_VERSION = 0
 MAX_VERSION = 1
 
 
@@ -25,7 +25,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if session is None or session.complete:
         return make(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=())
     mechanisms = tuple(session.listener.mechanisms)
-    if not session.handshake(str(request.mechanism)):
+    if not session.handshake(str(request.mechanism), ctx.api_version):
         ctx.close_reason = f"unsupported SASL mechanism {request.mechanism}"
         return make(cls, error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=mechanisms)
     return make(cls, error_code=0, mechanisms=mechanisms)

@@ -182,7 +182,10 @@ class ScramServer:
         if not sep:
             raise ScramError("Invalid SCRAM client final message (no proof)")
         attrs = _attrs(head)
-        if attrs.get("r") != self._combined_nonce:
+        # Kafka checks endsWith, not equality: librdkafka before 1.9 (kcat's) repeats its
+        # client nonce in front. The fresh server nonce must still be there, and the proof
+        # covers the whole message, so a changed prefix fails the proof below.
+        if not attrs.get("r", "").endswith(self._combined_nonce):
             raise ScramError("Invalid SCRAM client final message: nonce does not match")
         expected_binding = base64.b64encode(self._gs2_header.encode()).decode()
         if attrs.get("c") != expected_binding:

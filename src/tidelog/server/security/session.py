@@ -96,6 +96,8 @@ class SaslSession:
         self.mechanism: str | None = None
         self.principal: KafkaPrincipal | None = None
         self._server: PlainServer | ScramServer | None = None
+        # SaslHandshake v0: tokens follow as bare frames, not SaslAuthenticate requests
+        self.raw_tokens = False
 
     @property
     def complete(self) -> bool:
@@ -111,11 +113,13 @@ class SaslSession:
             return api_key == SASL_HANDSHAKE
         return self.state == "AUTHENTICATE" and api_key == SASL_AUTHENTICATE
 
-    def handshake(self, mechanism: str) -> bool:
-        """True when ``mechanism`` is enabled here (then SaslAuthenticate follows)."""
+    def handshake(self, mechanism: str, version: int = 1) -> bool:
+        """True when ``mechanism`` is enabled here (then SaslAuthenticate follows, or bare
+        tokens after a v0 handshake)."""
         if mechanism not in self.listener.mechanisms:
             self.state = "FAILED"
             return False
+        self.raw_tokens = version == 0
         self.mechanism = mechanism
         scram = ScramMechanism.by_name(mechanism)
         if scram is not None:
