@@ -1,0 +1,30 @@
+"""kafka-python integration tests that do not pass against tidelog, each with its reason.
+compat/FINDINGS.md explains every entry; tests/integration/test_compat_kafka_python.py checks
+that the two agree."""
+
+from __future__ import annotations
+
+# Tests that cannot apply to one broker, or to a broker the suite did not start itself.
+SKIP: dict[str, str] = {
+    "test_describe_metadata_quorum":
+        "needs a KRaft quorum (DescribeQuorum on __cluster_metadata); tidelog has no Raft log",
+    "TestSSLConnection::test_ssl_handshake":
+        "spawns its own Kafka JVM with an SSL listener from Kafka's templates",
+    "TestSSLConnection::test_legacy_kafka_client_ssl":
+        "spawns its own Kafka JVM with an SSL listener from Kafka's templates",
+}
+
+# Tests of what tidelog does not do yet: (reason, run?)
+XFAIL: dict[str, tuple[str, bool]] = {
+    "test_create_describe_delete_acls":
+        ("ACL APIs (CreateAcls/DescribeAcls/DeleteAcls) are not served yet", True),
+    "test_describe_configs_broker_resource_returns_configs":
+        ("broker configs from server.properties are reported DEFAULT_CONFIG, "
+         "not STATIC_BROKER_CONFIG", True),
+    "test_alter_replica_log_dirs": ("AlterReplicaLogDirs is not served yet", True),
+    "test_kafka_version_infer":
+        ("kafka-python infers 4.1 from Produce v13 (topic ids); tidelog serves Produce v10", True),
+    "test_transactional_producer_offsets":
+        ("transactions (AddOffsetsToTxn/TxnOffsetCommit) are not complete; the test waits "
+         "out its timeout", False),
+}

@@ -1,0 +1,126 @@
+"""Run kafka-python's own integration suite against a fresh ``tidelog serve``.
+
+    python compat/kafka_python/run.py [extra pytest args]
+
+1. ``pip download --no-binary :all: --no-deps kafka-python==<installed version>``: the PyPI
+   sdist ships ``test/integration``. It is fetched at run time (cached in the system temp
+   dir), never committed. The sdist leaves out ``test/__init__.py`` and ``test/service.py``;
+   the first is created empty, the second replaced by ``service.py`` here (external broker
+   only).
+2. ``tidelog serve`` on an ephemeral port in a temp dir, with the broker settings of
+   kafka-python's own test template (servers/resources/default/kafka.properties): 4
+   partitions per topic, 2 offsets-topic partitions, group.min.session.timeout.ms=1000,
+   no initial rebalance delay.
+3. pytest on ``test/integration`` with ``KAFKA_URI=PLAINTEXT://host:port`` and
+   ``KAFKA_VERSION`` at the Kafka level tidelog speaks, the plugin here marking the tests
+   ``allowlist.py`` names. Exit status: pytest's, or 3 if the broker logged an ERROR.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+from importlib.metadata import version
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+KAFKA_VERSION = "4.1.0"  # the API level tidelog advertises; the suite gates tests on it
+BROKER_SETTINGS = {
+    "num.partitions": "4",
+    "offsets.topic.num.partitions": "2",
+    "group.min.session.timeout.ms": "1000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def sdist_dir(cache: Path) -> Path:
+    """The extracted kafka-python sdist matching the installed client, prepared to run."""
+    v = version("kafka-python")
+    root = cache / f"kafka_python-{v}"
+    if not (root / "test" / "integration").is_dir():
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps",
+             "--quiet", f"kafka-python=={v}", "-d", str(cache)],
+            check=True,
+        )
+        with tarfile.open(cache / f"kafka_python-{v}.tar.gz") as tar:
+            tar.extractall(cache, filter="data")
+    (root / "test" / "__init__.py").touch()
+    (root / "test" / "service.py").write_text((HERE / "service.py").read_text())
+    return root
+
+
+class Broker:
+    def __init__(self, log_dir: Path) -> None:
+        cmd = [sys.executable, "-m", "tidelog.cli.main", "serve",
+               "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+               "--override", f"log.dirs={log_dir}"]
+        for k, v in BROKER_SETTINGS.items():
+            cmd += ["--override", f"{k}={v}"]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+        self.lines: list[str] = []
+        self.port = 0
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+            if "listening on" in line:
+                self.port = int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+                break
+        else:
+            raise RuntimeError("tidelog serve exited:\n" + "".join(self.lines))
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def stop(self) -> int:
+        self.proc.terminate()
+        return self.proc.wait(60)
+
+    def errors(self) -> list[str]:
+        return [line for line in self.lines if " ERROR " in line]
+
+
+def main(argv: list[str]) -> int:
+    cache = Path(os.environ.get("TIDELOG_COMPAT_CACHE",
+                                Path(tempfile.gettempdir()) / "tidelog-compat-cache"))
+    root = sdist_dir(cache)
+    with tempfile.TemporaryDirectory(prefix="tidelog-compat-") as tmp:
+        broker = Broker(Path(tmp) / "data")
+        kafka_root = Path(tmp) / "kafka-bin"  # the suite wants it to exist; never used
+        kafka_root.mkdir()
+        env = {
+            **os.environ,
+            "KAFKA_URI": f"PLAINTEXT://127.0.0.1:{broker.port}",
+            "KAFKA_VERSION": KAFKA_VERSION,
+            "KAFKA_ROOT": str(kafka_root),
+            "PYTHONPATH": os.pathsep.join([str(root), str(HERE)]),
+        }
+        try:
+            rc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-p", "tidelog_compat_plugin",
+                 "-p", "no:cacheprovider", "-o", "addopts=--timeout=120",
+                 "-o", "log_level=WARNING", "-q", "-rsxX", "test/integration", *argv],
+                cwd=root, env=env, check=False,
+            ).returncode
+        finally:
+            stop_rc = broker.stop()
+        errors = broker.errors()
+        if errors:
+            sys.stderr.write("tidelog logged errors:\n" + "".join(errors[:30]))
+            return rc or 3
+        if stop_rc != 0:
+            sys.stderr.write(f"tidelog serve exited {stop_rc}\n" + "".join(broker.lines[-30:]))
+            return rc or 3
+        return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
