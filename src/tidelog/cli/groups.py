@@ -12,16 +12,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
-import struct
 import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tidelog.protocol.client import KafkaClient, KafkaClientError, TopicPartition
+from tidelog.cli.client_config import CliError, add_connection_args
+from tidelog.cli.group_admin import GroupAdmin, GroupInfo, Member, TopicPartition
 
-LIST_GROUPS, DESCRIBE_GROUPS, OFFSET_FETCH, DELETE_GROUPS, OFFSET_DELETE = 16, 15, 9, 42, 47
 INACTIVE_STATES = ("Empty", "Dead")
 
 
@@ -29,7 +28,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "groups", help="list, describe, reset offsets of or delete consumer groups"
     )
-    p.add_argument("--bootstrap-server", default="localhost:9092")
+    add_connection_args(p)
     op = p.add_mutually_exclusive_group(required=True)
     for name in ("list", "describe", "reset-offsets", "delete", "delete-offsets"):
         op.add_argument(f"--{name}", action="store_true")
@@ -56,85 +55,16 @@ def register(subparsers: Any) -> None:
 # ---------------------------------------------------------------------------- wire helpers
 
 
-@dataclass
-class Member:
-    member_id: str
-    instance_id: str | None
-    client_id: str
-    host: str
-    partitions: list[TopicPartition]
+def list_groups(client: GroupAdmin) -> list[tuple[str, str, str]]:
+    return client.list_groups()
 
 
-@dataclass
-class GroupInfo:
-    group_id: str
-    state: str
-    protocol_type: str
-    protocol: str
-    members: list[Member]
+def describe_group(client: GroupAdmin, group: str) -> GroupInfo:
+    return client.describe_group(group)
 
 
-def parse_assignment(data: bytes) -> list[TopicPartition]:
-    """ConsumerProtocolAssignment (any version: topics and partitions come first)."""
-    if len(data) < 6:
-        return []
-    pos = 2
-    (n,) = struct.unpack_from(">i", data, pos)
-    pos += 4
-    out: list[TopicPartition] = []
-    for _ in range(max(n, 0)):
-        (tlen,) = struct.unpack_from(">h", data, pos)
-        topic = data[pos + 2 : pos + 2 + tlen].decode()
-        pos += 2 + tlen
-        (pn,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        parts = struct.unpack_from(f">{max(pn, 0)}i", data, pos)
-        pos += 4 * max(pn, 0)
-        out.extend(TopicPartition(topic, p) for p in parts)
-    return out
-
-
-def list_groups(client: KafkaClient) -> list[tuple[str, str, str]]:
-    resp = client.any_connection().call(LIST_GROUPS, 4, {"states_filter": []})
-    _check(resp.error_code, "ListGroups")
-    return sorted((g.group_id, g.group_state, g.protocol_type) for g in resp.groups)
-
-
-def describe_group(client: KafkaClient, group: str) -> GroupInfo:
-    conn = client.find_coordinator(group)
-    resp = conn.call(
-        DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False}
-    )
-    g = resp.groups[0]
-    _check(g.error_code, f"DescribeGroups {group}")
-    members = [
-        Member(
-            m.member_id,
-            m.group_instance_id,
-            m.client_id,
-            m.client_host,
-            parse_assignment(bytes(m.member_assignment)) if g.protocol_type == "consumer" else [],
-        )
-        for m in g.members
-    ]
-    return GroupInfo(group, g.group_state, g.protocol_type, g.protocol_data, members)
-
-
-def committed_offsets(client: KafkaClient, group: str) -> dict[TopicPartition, int]:
-    conn = client.find_coordinator(group)
-    resp = conn.call(OFFSET_FETCH, 7, {"group_id": group, "topics": None, "require_stable": False})
-    _check(resp.error_code, f"OffsetFetch {group}")
-    return {
-        TopicPartition(t.name, int(p.partition_index)): int(p.committed_offset)
-        for t in resp.topics
-        for p in t.partitions
-        if int(p.committed_offset) >= 0
-    }
-
-
-def _check(code: Any, what: str) -> None:
-    if int(code) != 0:
-        raise KafkaClientError(int(code), what)
+def committed_offsets(client: GroupAdmin, group: str) -> dict[TopicPartition, int]:
+    return client.committed_offsets(group)
 
 
 # ---------------------------------------------------------------------------- describe
@@ -150,32 +80,22 @@ class PartitionLag:
     member: Member | None
 
 
-def oldest_unconsumed_age(
-    client: KafkaClient, tp: TopicPartition, offset: int, now_ms: int
-) -> int | None:
-    """Milliseconds since the first record at or after ``offset`` was written."""
-    for _batch, rec in client.iter_records(tp, offset, offset + 1_000_000):
-        return max(now_ms - rec.timestamp, 0)
-    return None
-
-
 def partition_lags(
-    client: KafkaClient, info: GroupInfo, committed: dict[TopicPartition, int]
+    client: GroupAdmin, info: GroupInfo, committed: dict[TopicPartition, int]
 ) -> list[PartitionLag]:
     owner = {tp: m for m in info.members for tp in m.partitions}
     tps = sorted(set(committed) | set(owner))
     ends = client.latest_offsets(tps) if tps else {}
+    behind = {tp: committed[tp] for tp in tps if tp in committed and ends[tp] > committed[tp]}
+    # lag in time: the age of the oldest record not yet consumed
+    first_ts = client.first_timestamps(behind)
     now = int(time.time() * 1000)
     out = []
     for tp in tps:
         cur = committed.get(tp)
         end = ends.get(tp, -1)
         lag = None if cur is None else max(end - cur, 0)
-        age = (
-            oldest_unconsumed_age(client, tp, cur, now)
-            if cur is not None and lag
-            else (0 if lag == 0 else None)
-        )
+        age = max(now - first_ts[tp], 0) if tp in first_ts else (0 if lag == 0 else None)
         out.append(PartitionLag(tp, cur, end, lag, age, owner.get(tp)))
     return out
 
@@ -231,7 +151,7 @@ def _describe_members(group: str, info: GroupInfo) -> str:
     return _table(rows)
 
 
-def _describe_offsets(client: KafkaClient, group: str, info: GroupInfo) -> str:
+def _describe_offsets(client: GroupAdmin, group: str, info: GroupInfo) -> str:
     lags = partition_lags(client, info, committed_offsets(client, group))
     rows = [
         [
@@ -267,7 +187,7 @@ def _describe_offsets(client: KafkaClient, group: str, info: GroupInfo) -> str:
     return header + _table(rows)
 
 
-def describe(client: KafkaClient, group: str, *, members: bool, state: bool) -> str:
+def describe(client: GroupAdmin, group: str, *, members: bool, state: bool) -> str:
     """kafka-consumer-groups.sh --describe [--members | --state]."""
     info = describe_group(client, group)
     if state:
@@ -304,7 +224,7 @@ def parse_datetime_ms(text: str) -> int:
 
 
 def target_partitions(
-    client: KafkaClient, args: argparse.Namespace, committed: dict[TopicPartition, int]
+    client: GroupAdmin, args: argparse.Namespace, committed: dict[TopicPartition, int]
 ) -> list[TopicPartition]:
     if args.all_topics:
         topics = sorted({tp.topic for tp in committed})
@@ -320,7 +240,7 @@ def target_partitions(
 
 
 def reset_plan(
-    client: KafkaClient,
+    client: GroupAdmin,
     args: argparse.Namespace,
     tps: list[TopicPartition],
     committed: dict[TopicPartition, int],
@@ -349,14 +269,14 @@ def reset_plan(
             else now_ms - parse_duration_ms(args.by_duration)
         )
         found = client.offsets_for_times(dict.fromkeys(tps, ts))
-        return {tp: latest[tp] if found.get(tp) is None else int(found[tp] or 0) for tp in tps}
+        return {tp: latest[tp] if found.get(tp, -1) < 0 else found[tp] for tp in tps}
     raise ValueError(
         "choose one of --to-earliest/--to-latest/--to-offset/--shift-by/"
         "--to-current/--to-datetime/--by-duration"
     )
 
 
-def reset_offsets(client: KafkaClient, group: str, args: argparse.Namespace) -> str:
+def reset_offsets(client: GroupAdmin, group: str, args: argparse.Namespace) -> str:
     committed = committed_offsets(client, group)
     plan = reset_plan(
         client, args, target_partitions(client, args, committed), committed, int(time.time() * 1000)
@@ -377,18 +297,23 @@ def reset_offsets(client: KafkaClient, group: str, args: argparse.Namespace) -> 
 # ---------------------------------------------------------------------------- delete
 
 
-def delete_groups(client: KafkaClient, groups: Iterable[str]) -> list[str]:
-    out = []
-    for group in groups:
-        resp = client.find_coordinator(group).call(DELETE_GROUPS, 2, {"groups_names": [group]})
-        code = int(resp.results[0].error_code)
-        out.append(
-            f"Deletion of group '{group}': " + ("Successful" if code == 0 else _error_name(code))
-        )
-    return out
+def delete_groups(client: GroupAdmin, groups: Iterable[str]) -> list[str]:
+    return [
+        f"Deletion of group '{group}': " + ("Successful" if err is None else err)
+        for group, err in client.delete_groups(list(groups))
+    ]
 
 
-def delete_offsets(client: KafkaClient, group: str, tps: list[TopicPartition]) -> str:
+def delete_offsets(bootstrap: str, group: str, tps: list[TopicPartition]) -> str:
+    """OffsetDelete, which confluent-kafka's AdminClient does not offer: tidelog's own
+    protocol client sends it."""
+    from tidelog.protocol.client import KafkaClient
+
+    with KafkaClient(bootstrap) as client:
+        return _delete_offsets(client, group, tps)
+
+
+def _delete_offsets(client: Any, group: str, tps: list[TopicPartition]) -> str:
     topics: dict[str, list[dict[str, int]]] = {}
     for tp in tps:
         topics.setdefault(tp.topic, []).append({"partition_index": tp.partition})
@@ -396,7 +321,7 @@ def delete_offsets(client: KafkaClient, group: str, tps: list[TopicPartition]) -
         "group_id": group,
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
     }
-    resp = client.find_coordinator(group).call(OFFSET_DELETE, 0, body)
+    resp = client.find_coordinator(group).call(47, 0, body)  # OffsetDelete v0
     if int(resp.error_code) != 0:
         return f"Error: {_error_name(int(resp.error_code))}"
     rows = [["TOPIC", "PARTITION", "STATUS"]]
@@ -421,7 +346,7 @@ def _error_name(code: int) -> str:
 # ---------------------------------------------------------------------------- main
 
 
-def _groups(client: KafkaClient, args: argparse.Namespace) -> list[str]:
+def _groups(client: GroupAdmin, args: argparse.Namespace) -> list[str]:
     if args.all_groups:
         return [g for g, _, _ in list_groups(client)]
     if not args.group:
@@ -429,14 +354,14 @@ def _groups(client: KafkaClient, args: argparse.Namespace) -> list[str]:
     return list(args.group)
 
 
-def _is_missing(client: KafkaClient, group: str) -> bool:
+def _is_missing(client: GroupAdmin, group: str) -> bool:
     """Dead with no committed offsets: the broker knows nothing of the group."""
     return describe_group(client, group).state == "Dead" and not committed_offsets(client, group)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        with KafkaClient(args.bootstrap_server) as client:
+        with GroupAdmin(args) as client:
             if args.list:
                 for g, state, _ in list_groups(client):
                     print(f"{g}  {state}" if args.state else g)
@@ -464,12 +389,9 @@ def run(args: argparse.Namespace) -> int:
                 print("\n".join(delete_groups(client, _groups(client, args))))
             elif args.delete_offsets:
                 committed = committed_offsets(client, args.group[0]) if args.group else {}
-                print(
-                    delete_offsets(
-                        client, args.group[0], target_partitions(client, args, committed)
-                    )
-                )
-    except (KafkaClientError, ValueError, OSError) as exc:
+                tps = target_partitions(client, args, committed)
+                print(delete_offsets(args.bootstrap_server, args.group[0], tps))
+    except (CliError, ValueError, OSError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1
     return 0

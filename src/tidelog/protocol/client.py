@@ -2,11 +2,14 @@
 
 Kept for what librdkafka (confluent-kafka) cannot do: the Spark data source fetches record
 batches as raw bytes and decodes them straight into Arrow, and librdkafka only hands out
-decoded messages. ``tidelog groups`` and tests also use it for exact protocol-level requests.
-The console tools (produce, consume, topics, perf) run on librdkafka, as Kafka's tools run
-on Kafka's client; use librdkafka for anything new. Speaks to any Kafka-compatible broker: each connection negotiates versions with ApiVersions and every API
-is sent at the highest version both sides support within API_RANGES (client_conn.py). Record batches
-stay bytes here; ``tidelog.records`` parses them.
+decoded messages. Tests use it for exact protocol-level requests, and ``tidelog groups
+--delete-offsets`` for OffsetDelete, which confluent-kafka does not expose.
+The console tools (produce, consume, topics, groups, perf) run on librdkafka, as Kafka's
+tools run on Kafka's client; use librdkafka for anything new.
+
+Speaks to any Kafka-compatible broker: each connection negotiates versions with ApiVersions
+and every API is sent at the highest version both sides support within API_RANGES
+(client_conn.py). Record batches stay bytes here; ``tidelog.records`` parses them.
 """
 
 from __future__ import annotations
