@@ -198,3 +198,23 @@ def test_admin_actions_ask_the_authorizer(tmp_path):
                             {"csrf": token.group(1), "name": "denied"})  # fmt: skip
         assert status == 403 and "ACLs" in body
         assert eb.broker.replica_manager.topic("denied") is None
+
+
+def test_time_lag_is_the_age_of_the_first_unconsumed_record(broker):
+    import time
+
+    old = int(time.time() * 1000) - 600_000  # produced "ten minutes ago" (CreateTime)
+    p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+    p.produce("aged", value=b"old", partition=0, timestamp=old)
+    assert p.flush(30) == 0
+    p.produce("aged", value=b"new", partition=0)
+    assert p.flush(30) == 0
+    c = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                                  "group.id": "aged-readers"})  # fmt: skip
+    c.commit(offsets=[confluent_kafka.TopicPartition("aged", 0, 0)], asynchronous=False)
+    c.close()
+    s = scrape(broker.http_url)
+    labels = {"group": "aged-readers", "topic": "aged", "partition": "0"}
+    assert 600 <= sample(s, "kafka_consumergroup_group_lag_seconds", **labels) < 700
+    assert sample(s, "kafka_consumergroup_lag", consumergroup="aged-readers", topic="aged",
+                  partition="0") == 2  # fmt: skip
