@@ -472,3 +472,37 @@ def test_perf_produce_and_consume_print_kafkas_lines(serve: ServeProcess) -> Non
     )
     fields = row.split(", ")
     assert len(fields) == 10 and fields[4] == "2000" and fields[2] == f"{2000 * 50 / 2**20:.4f}"
+
+
+def test_sync_sends_each_line_alone_and_producer_property_reaches_librdkafka(
+    serve: ServeProcess,
+) -> None:
+    from tidelog.protocol.client import KafkaClient, TopicPartition
+
+    b = bs(serve)
+    assert cli("topics", *b, "--create", "--topic", "cli-sync").returncode == 0
+    lines = "".join(c * 500 + "\n" for c in "abc")  # compressible: librdkafka sends gzip
+    r = cli("produce", *b, "--topic", "cli-sync", "--sync",
+            "--producer-property", "compression.type=gzip", stdin=lines)  # fmt: skip
+    assert (r.returncode, r.stderr) == (0, "")
+    tp = TopicPartition("cli-sync", 0)
+    with KafkaClient(serve.bootstrap_servers) as kc:
+        batches = list(kc.fetch({tp: 0})[tp].batches())
+    # one acknowledged send at a time: a batch per line, each gzip (codec 1)
+    assert [(b.base_offset, b.last_offset) for b in batches] == [(0, 0), (1, 1), (2, 2)]
+    assert {b.compression for b in batches} == {1}
+
+
+def test_isolation_level(serve: ServeProcess) -> None:
+    p = ck.Producer({"bootstrap.servers": serve.bootstrap_servers, "transactional.id": "cli-tx"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce("cli-iso", b"aborted")
+    p.flush(30)
+    p.abort_transaction(30)
+    p.begin_transaction()
+    p.produce("cli-iso", b"committed")
+    p.commit_transaction(30)
+    args = ("consume", *bs(serve), "--topic", "cli-iso", "--from-beginning", "--timeout-ms", "2000")
+    assert cli(*args).stdout == "aborted\ncommitted\n"  # Kafka's tool default: read_uncommitted
+    assert cli(*args, "--isolation-level", "read_committed").stdout == "committed\n"
