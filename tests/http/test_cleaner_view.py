@@ -45,5 +45,8 @@ def test_a_clean_shows_in_metrics_the_cleaner_page_and_the_segment_picture(tmp_p
         assert sample(s, "kafka_log_logcleanermanager_max_dirty_percent") > 0
         _, page = get(eb.http_url + "/cleaner")
         assert "compacted-0" in page and re.search(r"\d+ → \d+ B in \d+\.\d{3} s", page)
+        # cleaner point 200 and, cleaned up to the active segment, nothing dirty
+        assert '<td class="num">200</td><td class="num">0.0 %</td>' in page
+        assert "__consumer_offsets" not in page  # empty compacted partitions are counted only
         _, picture = get(eb.http_url + "/topics/compacted/0")
         assert 'data-mark="cleaner point" data-offset="200"' in picture

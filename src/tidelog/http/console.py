@@ -181,14 +181,19 @@ class Console:
         m = c.manager
         checkpoints = m.all_cleaner_checkpoints()
         rows = []
+        empty = 0
         for tp, lg in state.iter_logs(self.broker):
             if not lg.config.compact:
                 continue
+            if lg.size_in_bytes == 0:
+                empty += 1
+                continue
             s = c.last_stats.get(tp)
             st = m.state_of(tp)
+            first_dirty = checkpoints.get(tp, lg.log_start_offset)
             rows.append({
-                "topic": tp.topic, "partition": tp.partition,
-                "first_dirty": checkpoints.get(tp, lg.log_start_offset),
+                "topic": tp.topic, "partition": tp.partition, "first_dirty": first_dirty,
+                "dirty": f"{100 * state.dirty_ratio(tp, lg, first_dirty):.1f} %",
                 "leo": lg.log_end_offset, "size": lg.size_in_bytes,
                 "state": str(st) if st is not None else "idle",
                 "last": (f"{s.bytes_read} → {s.bytes_written} B in "
@@ -200,7 +205,7 @@ class Console:
         since = f"{(now - m.time_of_last_run) / 1000:.0f} s ago" if m.time_of_last_run else "never"
         return self.render("cleaner", "Log cleaner", enabled=True, rows=rows,
                            dirty=m.dirtiest_log_cleanable_ratio, since=since,
-                           uncleanable=uncleanable)  # fmt: skip
+                           uncleanable=uncleanable, empty=empty)  # fmt: skip
 
 
 def show(data: bytes | None, fmt: str) -> str:

@@ -168,6 +168,17 @@ def partition_view(broker: Any, tp: TopicPartition, *, with_segments: bool = Fal
     return view
 
 
+def dirty_ratio(tp: TopicPartition, lg: Any, first_dirty: int) -> float:
+    """Kafka's cleanable ratio: dirty bytes (cleaner point to the active segment) over the
+    log's bytes up to the active segment (as LogToClean computes it)."""
+    from tidelog.storage.cleaner.cleaner import LogToClean
+
+    try:
+        return float(LogToClean(tp, lg, first_dirty, lg.active_segment.base_offset).cleanable_ratio)
+    except Exception:  # a log changing under us: no figure rather than no page
+        return 0.0
+
+
 def producer_id_count(broker: Any) -> int:
     """Producer ids with state in any partition (Kafka's ReplicaManager ProducerIdCount)."""
     return sum(len(lg.producer_state.producers) for _, lg in iter_logs(broker))

@@ -131,11 +131,12 @@ CLEANER = """{% extends "base" %}{% block body %}
 <div class="card">max dirty ratio<b>{{ (dirty * 100)|round(1) }} %</b></div>
 <div class="card">last run<b>{{ since }}</b></div>
 <div class="card">uncleanable<b>{{ uncleanable|length }}</b></div>
-<h2>Compacted partitions</h2><table id="compacted"><tr><th>partition</th><th class="num">cleaner point</th>
+<h2>Compacted partitions</h2>{% if empty %}<p class="note">{{ empty }} empty compacted partitions not shown</p>{% endif %}
+<table id="compacted"><tr><th>partition</th><th class="num">cleaner point</th><th class="num">dirty ratio</th>
 <th class="num">LEO</th><th class="num">size</th><th>state</th><th class="num">last: read → written</th>
 <th class="num">buffer use</th></tr>{% for r in rows %}
 <tr><td><a href="/topics/{{ r.topic|urlq }}/{{ r.partition }}">{{ r.topic }}-{{ r.partition }}</a></td>
-<td class="num">{{ r.first_dirty }}</td><td class="num">{{ r.leo }}</td><td class="num">{{ r.size|human }}</td>
+<td class="num">{{ r.first_dirty }}</td><td class="num">{{ r.dirty }}</td><td class="num">{{ r.leo }}</td><td class="num">{{ r.size|human }}</td>
 <td>{{ r.state }}</td><td class="num">{{ r.last }}</td><td class="num">{{ r.buffer }}</td></tr>{% endfor %}
 </table>{% if uncleanable %}<h2>Uncleanable</h2><ul>{% for u in uncleanable %}<li class="bad">{{ u }}</li>{% endfor %}</ul>{% endif %}
 {% endif %}{% endblock %}"""
