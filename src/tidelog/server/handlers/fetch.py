@@ -20,6 +20,7 @@ from tidelog.protocol.kio_util import ms
 from ..context import RequestContext
 from ..errors import to_error
 from ..fetch_session import CachedPartition, FetchKey, FetchPlan, rotate_to_end
+from ..security import AclOperation, ResourceType
 from ..sendfile import close_chunks, slice_records
 
 API_KEY = 1
@@ -46,6 +47,13 @@ def _read_partition(
 ) -> FetchPartitionData:
     out = FetchPartitionData(key.partition)
     tp = key.tp
+    # READ on the topic before its existence (Kafka's handleFetchRequest); an id unknown here
+    # has no name to authorize and stays UNKNOWN_TOPIC_ID below
+    if not (by_id and key.unknown_id) and not ctx.authorize(
+        AclOperation.READ, ResourceType.TOPIC, tp.topic
+    ):
+        out.error_code, out.records = ErrorCode.TOPIC_AUTHORIZATION_FAILED, b""
+        return out
     if by_id:
         code = _topic_id_error(ctx, key)
         if code:

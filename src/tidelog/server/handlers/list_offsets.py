@@ -15,6 +15,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..errors import to_error
+from ..security import AclOperation, ResourceType
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -48,7 +49,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics = []
     for t in request.topics:
         parts = []
+        described = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
+            if not described:  # before existence, as Kafka's handleListOffsetRequest
+                parts.append(make(pcls, partition_index=p.partition_index, timestamp=-1,
+                                  offset=-1, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             try:
                 if ctx.api_version < TIMESTAMP_MIN_VERSION.get(p.timestamp, 0):
                     raise ValueError(f"timestamp {p.timestamp} needs a newer version")

@@ -16,7 +16,7 @@ from tidelog.protocol.kio_util import has_field, make, nested
 from ..context import RequestContext
 from ..metadata_store import TopicInfo
 from ..replica_manager import INTERNAL_TOPICS
-from ..security import ResourceType
+from ..security import AclOperation, ResourceType
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -109,9 +109,17 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         topics = [
             _topic(tcls, info, info.name, node, offline=rm.offline_partitions(info.name))
             for info in rm.topics()
+            # Kafka leaves out the topics the principal may not DESCRIBE
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name)
         ]
     for name, tid in wanted:
         info = rm.store.topic_by_id(tid) if tid is not None else rm.topic(name or "")
+        shown = info.name if info is not None else name
+        if shown and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, shown):
+            # before existence: a forbidden topic looks like a forbidden missing one
+            denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            topics.append(_topic(tcls, None, name, node, denied, tid))
+            continue
         if info is None and tid is not None:
             topics.append(_topic(tcls, None, None, node, ErrorCode.UNKNOWN_TOPIC_ID, tid))
             continue
@@ -122,6 +130,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 validate_topic_name(name)
             except ValueError:
                 topics.append(_topic(tcls, None, name, node, ErrorCode.INVALID_TOPIC_EXCEPTION))
+                continue
+            if not (ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster")
+                    or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)):
+                denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                topics.append(_topic(tcls, None, name, node, denied))
                 continue
             info = rm.auto_create(name)
         if info is None:

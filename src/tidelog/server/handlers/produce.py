@@ -15,6 +15,7 @@ from tidelog.util.topic_partition import TopicPartition
 from ..context import RequestContext
 from ..errors import to_error
 from ..replica_manager import INTERNAL_TOPICS
+from ..security import AclOperation, ResourceType
 from ..txn.verification import verify_transactional_produce
 
 API_KEY = 0
@@ -141,10 +142,23 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
 async def _handle(ctx: RequestContext, request: Any) -> Any:
     acks = request.acks
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
+    # Kafka's order: transactional id, then WRITE on each topic, before the topic's existence
+    # (an unauthorized producer cannot tell a missing topic from a forbidden one)
+    tid = getattr(request, "transactional_id", None)
+    tid_denied = tid is not None and not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
+    )
     for t in request.topic_data:
         parts = []
+        denied = (
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if tid_denied
+            else None if ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t.name)
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        )
         for p in t.partition_data:
-            if acks not in (0, 1, -1):
+            if denied is not None:
+                parts.append(ProducePartitionResult(p.index, denied))
+            elif acks not in (0, 1, -1):
                 parts.append(ProducePartitionResult(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
             elif t.name in INTERNAL_TOPICS:
                 # Only the coordinators write internal topics (they append to the log directly).
