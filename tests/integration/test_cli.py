@@ -245,6 +245,26 @@ def test_consumer_at_a_terminal_prints_lines_as_they_come(serve: ServeProcess) -
     assert child.exitstatus == 130
 
 
+def test_typed_at_one_terminal_shown_at_another(serve: ServeProcess) -> None:
+    """The quick-start as a person does it: a consumer waiting on a topic nobody created yet,
+    a producer in another terminal, lines typed one by one appearing in the consumer."""
+    b = bs(serve)
+    consumer = terminal("consume", *b, "--topic", "cli-chat", "--from-beginning")
+    consumer.expect_exact("does not exist yet")  # it says why nothing comes, and waits
+    producer = terminal("produce", *b, "--topic", "cli-chat")
+    for line in ("hello", "how are you?", "bye"):
+        producer.expect_exact(">")
+        producer.sendline(line)
+        consumer.expect_exact(f"{line}\r\n")  # shown while the producer is still open
+    producer.expect_exact(">")
+    producer.sendeof()  # Ctrl-D: the producer ends normally
+    producer.expect(pexpect.EOF)
+    producer.close()
+    assert producer.exitstatus == 0
+    assert ctrl_c(consumer) == 130
+    assert "Processed a total of 3 messages" in str(consumer.before)
+
+
 def _lines(proc: subprocess.Popen[str], sink: list[str]) -> threading.Thread:
     assert proc.stdout is not None
     stdout = proc.stdout
