@@ -130,3 +130,24 @@ def test_admin_actions_when_switched_on():
         _, body = post(reset, {"csrf": token, "topic": "pages", "to": "earliest"})
         assert "reset 1 partitions" in body
         assert eb.run(committed()) == 0
+
+
+def test_message_browser_asks_the_authorizer_for_read():
+    class OnlyPublic:
+        def authorize(self, principal, host, operation, resource_type, name) -> bool:
+            return name == "public"
+
+    with EmbeddedBroker(HTTP) as eb:
+        p = confluent_kafka.Producer({"bootstrap.servers": eb.bootstrap_servers})
+        for topic in ("public", "secret"):
+            p.produce(topic, value=b"contents of " + topic.encode())
+        assert p.flush(30) == 0
+
+        async def install() -> None:
+            eb.broker.authorizer = OnlyPublic()
+
+        eb.run(install())
+        status, body = get(eb.http_url + "/topics/secret/0/messages")
+        assert status == 403 and "contents of secret" not in body
+        status, body = get(eb.http_url + "/topics/public/0/messages")
+        assert status == 200 and "contents of public" in body

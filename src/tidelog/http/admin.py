@@ -32,6 +32,10 @@ def _authorize(listener: Any, request: web.Request, op: AclOperation, rtype: Res
                                      f"for {ANONYMOUS} by the ACLs")  # fmt: skip
 
 
+def authorize_read(listener: Any, request: web.Request, topic: str) -> None:
+    _authorize(listener, request, AclOperation.READ, ResourceType.TOPIC, topic)
+
+
 def _configs(text: str) -> dict[str, str]:
     out = {}
     for item in filter(None, (s.strip() for s in text.replace("\n", ",").split(","))):

@@ -128,6 +128,11 @@ class Console:
 
     async def messages(self, request: web.Request) -> web.Response:
         tp, lg = self._partition(request)
+        # Record contents: with an authorizer, the HTTP client must be allowed to READ the
+        # topic as User:ANONYMOUS (the console has no login), as a consumer would.
+        from .admin import authorize_read
+
+        authorize_read(self.listener, request, tp.topic)
         q = request.query
         fmt = q.get("format", "text") if q.get("format") in ("text", "json", "hex") else "text"
         limit = min(max(_int(q.get("limit"), 20), 1), MAX_BROWSE)
@@ -146,7 +151,7 @@ class Console:
     # -- groups -------------------------------------------------------------------------------
     async def groups(self, request: web.Request) -> web.Response:
         lags: dict[str, int] = {}
-        for pl in state.group_lags(self.broker):
+        for pl in state.group_lags(self.broker, time_lag=False):
             lags[pl.group] = lags.get(pl.group, 0) + pl.lag
         rows = [
             {"id": gid, "state": g.state.value, "protocol": g.protocol_name or "",

@@ -28,7 +28,7 @@ class LagHistory:
     def sample(self, now_ms: int | None = None) -> None:
         now = self.broker.clock.milliseconds() if now_ms is None else now_ms
         by_group: dict[str, LagSample] = {}
-        for pl in state.group_lags(self.broker, now_ms=now):
+        for pl in state.group_lags(self.broker, now_ms=now, time_lag=False):  # no reads
             s = by_group.setdefault(pl.group, LagSample(now, 0))
             s.total += pl.lag
             s.partitions[f"{pl.topic}-{pl.partition}"] = pl.lag

@@ -207,11 +207,12 @@ def timestamp_at(lg: Any, offset: int) -> int | None:
     return int(RecordBatch(data, 0).base_timestamp)
 
 
-def group_lags(broker: Any, group_id: str | None = None, *, now_ms: int | None = None) -> (
-    list[PartitionLag]
-):
+def group_lags(
+    broker: Any, group_id: str | None = None, *, now_ms: int | None = None, time_lag: bool = True
+) -> list[PartitionLag]:
     """Lag per committed partition: HW (what a read_uncommitted consumer can reach) minus
-    the committed offset, in messages and in time since the first unconsumed record."""
+    the committed offset, in messages and (``time_lag``: one small read per lagging
+    partition) in time since the first unconsumed record."""
     now = broker.clock.milliseconds() if now_ms is None else now_ms
     rm = broker.replica_manager
     out = []
@@ -226,7 +227,7 @@ def group_lags(broker: Any, group_id: str | None = None, *, now_ms: int | None =
             committed = int(om.offset)
             lag = max(0, end - committed)
             lag_ms = 0
-            if lag > 0:
+            if lag > 0 and time_lag:
                 ts = timestamp_at(lg, max(committed, int(lg.log_start_offset)))
                 lag_ms = max(0, now - ts) if ts is not None and ts >= 0 else 0
             out.append(PartitionLag(gid, tp.topic, tp.partition, committed, end, lag, lag_ms))
