@@ -39,6 +39,7 @@ from tidelog.protocol.codec import request_class, response_class  # noqa: E402
 from tidelog.protocol.kio_util import make, nested  # noqa: E402
 from tidelog.records import CompressionType, build_batch  # noqa: E402
 from tidelog.records.builder import assemble_batch  # noqa: E402
+from tidelog.records.varint import encode_varint  # noqa: E402
 
 BIG = 100 * 1024 * 1024
 BOMB_INFLATED = 250 * 1024 * 1024
@@ -100,9 +101,17 @@ def create_topic(conn: Conn, name: str, partitions: int) -> int:
 
 # -- payloads ---------------------------------------------------------------------------------
 def bomb() -> bytes:
+    """A valid gzip batch of one record whose value is 250 MiB of zeros (compressed ~1000x):
+    a broker without a decompression bound accepts it after inflating all of it."""
+    n = BOMB_INFLATED
+    body_head = b"\x00" + encode_varint(0) + encode_varint(0) + encode_varint(-1) + encode_varint(n)
+    body_tail = encode_varint(0)  # no headers
+    record_head = encode_varint(len(body_head) + n + len(body_tail)) + body_head
     z = zlib.compressobj(9, zlib.DEFLATED, 31)
     chunk = bytes(1 << 20)
-    payload = b"".join(z.compress(chunk) for _ in range(BOMB_INFLATED >> 20)) + z.flush()
+    parts = [z.compress(record_head)]
+    parts += [z.compress(chunk) for _ in range(n >> 20)]
+    payload = b"".join(parts) + z.compress(body_tail) + z.flush()
     now = int(time.time() * 1000)
     return assemble_batch(
         base_offset=0, partition_leader_epoch=-1, attributes=int(CompressionType.GZIP),
@@ -150,7 +159,9 @@ class Healthy(threading.Thread):
             self.samples.append((t0, time.perf_counter() - t0))
 
     def window(self, start: float, end: float) -> list[float]:
-        return sorted(lat for t, lat in self.samples if start <= t <= end)
+        """Round trips that overlap [start, end]: a request stalled across the whole phase
+        (sent just before it) counts too."""
+        return sorted(lat for t, lat in self.samples if t <= end and t + lat >= start)
 
 
 def stats(lat: list[float]) -> str:
@@ -161,14 +172,19 @@ def stats(lat: list[float]) -> str:
             f"p99={p99 * 1000:8.1f} ms max={lat[-1] * 1000:8.1f} ms")
 
 
-def phase(h: Healthy, name: str, fn: Any) -> tuple[str, float]:
+def phase(h: Healthy, name: str, fn: Any) -> None:
     time.sleep(0.5)  # a quiet gap between phases
     t0 = time.perf_counter()
     outcome = fn()
     t1 = time.perf_counter()
-    line = f"  {name:<26} {stats(h.window(t0, t1))}  (took {t1 - t0:6.1f} s: {outcome})"
-    print(line, flush=True)
-    return line, h.window(t0, t1)[-1] if h.window(t0, t1) else 0.0
+    time.sleep(0.2)  # let a round trip stalled by the phase complete before reading
+    print(f"  {name:<26} {stats(h.window(t0, t1))}  (took {t1 - t0:6.1f} s: {outcome})",
+          flush=True)
+
+
+def _idle(seconds: float) -> str:
+    time.sleep(seconds)
+    return "-"
 
 
 def run(label: str, src: Path, bombs: list[bytes], big: bytes) -> None:
@@ -181,7 +197,7 @@ def run(label: str, src: Path, bombs: list[bytes], big: bytes) -> None:
             create_topic(admin, "heavy", 1)
             h = Healthy(port)
             h.start()
-            phase(h, "idle (baseline, 3 s)", lambda: time.sleep(3) or "-")
+            phase(h, "idle (baseline, 3 s)", lambda: _idle(3))
             before = fds(proc)
             phase(h, "CreateTopics 2000 parts", lambda: f"code {create_topic(admin, 'wide', 2000)}")
             per = (fds(proc) - before) / 2000
