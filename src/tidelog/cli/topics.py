@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import time
 from typing import Any
 
 from tidelog.cli.client_config import (
@@ -19,7 +20,7 @@ from tidelog.cli.client_config import (
     pairs,
 )
 
-TIMEOUT_S = 30
+TIMEOUT_S = 60  # Kafka admin clients: default.api.timeout.ms
 
 
 def register(subparsers: Any) -> None:
@@ -59,12 +60,26 @@ class TopicCommandError(CliError):
         super().__init__(f"Error while executing topic command : {message}")
 
 
-def _result(future: Any) -> Any:
-    """A future's result, with a Kafka error turned into TopicCommand's one-line message."""
+def _result(future: Any, doing: str | None = None) -> Any:
+    """A future's result, with a Kafka error turned into TopicCommand's one-line message;
+    with ``doing``, a progress line counts the seconds while the broker works."""
+    from concurrent.futures import TimeoutError as Pending
+
     from confluent_kafka import KafkaException
 
+    from tidelog.cli.progress import Progress
+
     try:
-        return future.result(TIMEOUT_S)
+        with Progress(doing or "", unit="s elapsed") as progress:
+            progress.enabled &= doing is not None
+            start = time.monotonic()
+            while True:
+                try:
+                    return future.result(0.5)
+                except Pending:
+                    if time.monotonic() - start > TIMEOUT_S:
+                        raise TopicCommandError(f"{doing or 'request'}: timed out") from None
+                    progress.update(int(time.monotonic() - start))
     except KafkaException as exc:
         err = exc.args[0]
         raise TopicCommandError(f"{err.name()}: {err.str()}") from None
@@ -128,7 +143,8 @@ def _create(admin: Any, args: argparse.Namespace) -> int:
         config=pairs(args.config, "--config"),
     )
     try:
-        _result(admin.create_topics([topic], request_timeout=TIMEOUT_S)[args.topic])
+        future = admin.create_topics([topic], request_timeout=TIMEOUT_S)[args.topic]
+        _result(future, f"Creating topic {args.topic}")
     except TopicCommandError as exc:
         if args.if_not_exists and "TOPIC_ALREADY_EXISTS" in str(exc):
             return 0
@@ -158,7 +174,8 @@ def _alter(admin: Any, args: argparse.Namespace) -> int:
 
     if args.partitions is not None:
         new = NewPartitions(args.topic, args.partitions)
-        _result(admin.create_partitions([new], request_timeout=TIMEOUT_S)[args.topic])
+        future = admin.create_partitions([new], request_timeout=TIMEOUT_S)[args.topic]
+        _result(future, f"Creating partitions of {args.topic}")
     ops = [
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
         for k, v in pairs(args.config, "--config").items()
