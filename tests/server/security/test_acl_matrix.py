@@ -25,6 +25,7 @@ ACLS = [
     (R.TOPIC, "logs-secret", P.LITERAL, "User:alice", Op.ALL, A.DENY),
     (R.TOPIC, "public", P.LITERAL, "User:*", Op.DESCRIBE, A.ALLOW),
     (R.TOPIC, "carol-", P.PREFIXED, "User:carol", Op.READ, A.ALLOW),
+    (R.GROUP, "alice-", P.PREFIXED, "User:alice", Op.READ, A.ALLOW),
 ]
 
 
@@ -112,3 +113,51 @@ def test_transactional_id_checked_first(broker: object) -> None:
     with As(broker, "alice") as c:  # type: ignore[arg-type]
         assert c.produce("orders", transactional_id="tx-1") == (
             ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+
+GROUP_DENIED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+@pytest.mark.parametrize(("user", "group", "allowed"),
+                         [("alice", "alice-g", True), ("bob", "alice-g", False),
+                          ("alice", "other", False), ("admin", "other", True)])
+def test_group_apis(broker: object, user: str, group: str, allowed: bool) -> None:
+    with As(broker, user) as c:  # type: ignore[arg-type]
+        coord = c.call(10, 3, key=group, key_type=0)
+        assert (coord.error_code == 0) == allowed
+        assert allowed or coord.error_code == GROUP_DENIED
+        hb = c.call(12, 4, group_id=group, generation_id=1, member_id="m",
+                    group_instance_id=None)
+        # allowed: the group's own answer (no such member); denied: before any lookup
+        assert hb.error_code == (ErrorCode.UNKNOWN_MEMBER_ID if allowed else GROUP_DENIED)
+        described = c.call(15, 5, groups=(group,), include_authorized_operations=False)
+        assert (described.groups[0].error_code == GROUP_DENIED) != allowed
+        fetched = c.call(9, 7, group_id=group, topics=None, require_stable=False)
+        assert (fetched.error_code == GROUP_DENIED) != allowed
+
+
+def test_offset_commit_checks_topic_after_group(broker: object) -> None:
+    from tidelog.protocol.codec import request_class
+    from tidelog.protocol.kio_util import make, nested
+
+    tcls = nested(request_class(8, 8), "topics")
+    pcls = nested(tcls, "partitions")
+
+    def commit(c: As, group: str, topic: str) -> int:
+        resp = c.call(8, 8, group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                      group_instance_id=None, topics=(make(tcls, name=topic, partitions=(
+                          make(pcls, partition_index=0, committed_offset=0,
+                               committed_leader_epoch=-1, committed_metadata=""),)),))
+        return int(resp.topics[0].partitions[0].error_code)
+
+    with As(broker, "alice") as c:  # type: ignore[arg-type]
+        assert commit(c, "alice-g", "orders") == OK
+        assert commit(c, "alice-g", "logs-secret") == DENIED  # group ok, topic denied
+        assert commit(c, "alice-g", "no-such-topic") == DENIED  # not UNKNOWN_TOPIC
+        assert commit(c, "other", "orders") == GROUP_DENIED
+    with As(broker, "bob") as c:  # type: ignore[arg-type]
+        listed = c.call(16, 4, states_filter=())
+        assert [g.group_id for g in listed.groups] == []  # alice-g exists, bob sees none
+    with As(broker, "admin") as c:  # type: ignore[arg-type]
+        listed = c.call(16, 4, states_filter=())
+        assert "alice-g" in [g.group_id for g in listed.groups]

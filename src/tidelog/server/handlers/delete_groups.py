@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
+from ..security import AclOperation, ResourceType
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -17,7 +19,11 @@ MAX_VERSION = 2
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    results = coordinator_for(ctx.broker).delete_groups(request.groups_names)
+    allowed = [g for g in request.groups_names
+               if ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g)]
+    deleted = coordinator_for(ctx.broker).delete_groups(allowed)
+    denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    results = {g: deleted.get(g, denied) for g in request.groups_names}
     cls = response_class(API_KEY, ctx.api_version)
     rcls = nested(cls, "results")
     out = tuple(make(rcls, group_id=g, error_code=e) for g, e in results.items())

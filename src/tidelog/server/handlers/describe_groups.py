@@ -12,7 +12,7 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
-from ..security import ResourceType
+from ..security import AclOperation, ResourceType
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -28,6 +28,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     out = []
     with_ops = bool(getattr(request, "include_authorized_operations", False))
     for group_id in request.groups:
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+            out.append(make(gcls, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                            group_id=group_id, group_state="", protocol_type="",
+                            protocol_data="", members=(),
+                            authorized_operations=AUTHORIZED_OPERATIONS_OMITTED))
+            continue
         s = coord.describe_group(group_id)
         err, msg = s.error, None
         if ctx.api_version >= 6 and err == ErrorCode.NONE and s.state == "Dead":

@@ -41,6 +41,8 @@ def _lookup(ctx: RequestContext, key: str, key_type: int) -> tuple[ErrorCode, st
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}."
     if not key:
         return ErrorCode.INVALID_REQUEST, "The group id must not be empty."
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
     coord = coordinator_for(ctx.broker)
     if not coord.active:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, None

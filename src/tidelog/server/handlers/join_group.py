@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
 from tidelog.server.group.coordinator import JoinRequest
 from tidelog.server.group.wiring import coordinator_for, join_future
 
 from ..context import RequestContext
+from ..error_response import error_response
+from ..security import AclOperation, ResourceType
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -18,6 +21,9 @@ MAX_VERSION = 7
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED  # Kafka checks the group first
+        return error_response(API_KEY, ctx.api_version, request, code)
     v = ctx.api_version
     session = ms(request.session_timeout)
     rebalance = ms(getattr(request, "rebalance_timeout", None)) if v >= 1 else session

@@ -10,6 +10,8 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
+from ..error_response import error_response
+from ..security import AclOperation, ResourceType
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -17,6 +19,9 @@ MAX_VERSION = 5
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED  # Kafka checks the group first
+        return error_response(API_KEY, ctx.api_version, request, code)
     v = ctx.api_version
     cls = response_class(API_KEY, v)
     if v >= 3:

@@ -9,6 +9,7 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
+from ..security import AclOperation, ResourceType
 
 API_KEY = 16
 MIN_VERSION = 0
@@ -19,6 +20,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     err, groups = coordinator_for(ctx.broker).list_groups(
         getattr(request, "states_filter", ()) or (), getattr(request, "types_filter", ()) or ()
     )
+    # Kafka: every group with DESCRIBE on the cluster, else the groups one may DESCRIBE
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
+        groups = [g for g in groups
+                  if ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     cls = response_class(API_KEY, ctx.api_version)
     gcls = nested(cls, "groups")
     out = tuple(

@@ -13,6 +13,8 @@ from tidelog.server.group.wiring import coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
+from ..error_response import error_response
+from ..security import AclOperation, ResourceType
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -32,11 +34,17 @@ def _exists(ctx: RequestContext, tp: TopicPartition) -> bool:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED  # Kafka checks the group first
+        return error_response(API_KEY, ctx.api_version, request, code)
     offsets: dict[TopicPartition, CommitEntry] = {}
     unknown: dict[TopicPartition, ErrorCode] = {}
     for t in request.topics:
         for p in t.partitions:
             tp = TopicPartition(t.name, p.partition_index)
+            if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
+                unknown[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED  # before existence
+                continue
             if not _exists(ctx, tp):
                 # Kafka commits only partitions it knows (KafkaApis.handleOffsetCommitRequest)
                 unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.wiring import coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
+from ..error_response import error_response
+from ..security import AclOperation, ResourceType
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -18,6 +21,9 @@ MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, request.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED  # Kafka checks the group first
+        return error_response(API_KEY, ctx.api_version, request, code)
     tps = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     err, per = coordinator_for(ctx.broker).delete_offsets(request.group_id, tps)
     cls = response_class(API_KEY, ctx.api_version)

@@ -14,6 +14,7 @@ from tidelog.server.group.wiring import coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
+from ..security import AclOperation, ResourceType
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -51,6 +52,24 @@ def _topics(
     return tuple(make(tcls, name=name, partitions=tuple(ps)) for name, ps in by_topic.items())
 
 
+def _authorized_fetch(
+    ctx: RequestContext, coord: GroupCoordinator, group_id: str, topics: Any
+) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
+    """Kafka: DESCRIBE on the group, then on each topic (named topics answer
+    TOPIC_AUTHORIZATION_FAILED, an all-topics fetch leaves them out)."""
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
+    err, offsets = _fetch(coord, group_id, topics)
+    denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    for tp in list(offsets):
+        if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, tp.topic):
+            if topics is None:
+                del offsets[tp]
+            else:
+                offsets[tp] = FetchedOffset(-1, -1, "", denied)
+    return err, offsets
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     v = ctx.api_version
     coord = coordinator_for(ctx.broker)
@@ -60,7 +79,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         tcls = nested(gcls, "topics")
         groups = []
         for g in request.groups:
-            err, offsets = _fetch(coord, g.group_id, g.topics)
+            err, offsets = _authorized_fetch(ctx, coord, g.group_id, g.topics)
             groups.append(
                 make(
                     gcls,
@@ -70,7 +89,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         return make(cls, throttle_time=0, groups=tuple(groups))
-    err, offsets = _fetch(coord, request.group_id, request.topics)
+    err, offsets = _authorized_fetch(ctx, coord, request.group_id, request.topics)
     if v < 2 and err != ErrorCode.NONE:
         # v0-1 have no top-level error: every requested partition carries it
         offsets = {tp: FetchedOffset(-1, -1, "", err) for tp in _requested(request.topics) or []}
