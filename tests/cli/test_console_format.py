@@ -131,3 +131,19 @@ def test_formatter_matches_kafka(props: tuple[str, ...], msg: Msg, expected: str
 def test_log_append_time_and_shorthand_flags() -> None:
     f = fmt(print_timestamp=True, print_offset=True)
     assert f.format(Msg((2, 5))) == b"LogAppendTime:5\tOffset:123\tvalue\n"
+
+
+def test_consumer_option_errors_are_kafkas(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "tidelog.cli.main", "consume", "--bootstrap-server",
+               "127.0.0.1:1", "--topic", "t", *args]  # fmt: skip
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    r = run("--group", "g", "--partition", "0")
+    assert r.returncode == 1
+    assert "tidelog consume: Options group and partition cannot be specified together." in r.stderr
+    r = run("--offset", "5")
+    assert "The partition is required when offset is specified." in r.stderr

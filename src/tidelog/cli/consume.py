@@ -156,13 +156,13 @@ def _start(consumer: Any, args: argparse.Namespace) -> None:
     """Subscribe (with a group) or assign the partitions at their start offsets."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
+    if args.offset is not None and args.partition is None:
+        raise CliError("The partition is required when offset is specified.")
     if args.group:
-        if args.partition is not None or args.offset is not None:
-            raise CliError("--group cannot be combined with --partition or --offset")
+        if args.partition is not None:
+            raise CliError("Options group and partition cannot be specified together.")
         consumer.subscribe([args.topic])
         return
-    if args.offset is not None and args.partition is None:
-        raise CliError("--offset needs --partition")
     parts = [args.partition] if args.partition is not None else _partitions(consumer, args)
     if args.offset is not None:
         named = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}
