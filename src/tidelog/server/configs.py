@@ -155,6 +155,13 @@ def alter_configs_response(
     for res in request.resources:
         code, msg = ErrorCode.NONE, None
         try:
+            from .security import AclOperation
+            from .security.config_auth import config_denied
+
+            denied = config_denied(ctx, AclOperation.ALTER_CONFIGS, int(res.resource_type),
+                                   res.resource_name)
+            if denied is not None:
+                raise ApiError(denied)
             alter(ctx, res, bool(request.validate_only))
         except Exception as exc:
             code, msg = to_error(exc)

@@ -33,6 +33,9 @@ class RequestContext:
     principal: KafkaPrincipal = ANONYMOUS
     listener_name: str = "PLAINTEXT"
     security_protocol: str = "PLAINTEXT"
+    # a client quota's throttle (ms): the connection mutes itself for as long after
+    # answering (KIP-219), set through tidelog.server.quota
+    throttle_ms: int = 0
     # the connection's SASL state (security/session.py SaslSession), None on other listeners
     session: Any = None
 
@@ -44,6 +47,17 @@ class RequestContext:
             return True
         return bool(authorizer.authorize(self.principal, self.client_host, operation,
                                          resource_type, name))
+
+    def authorize_by_resource_type(
+        self, operation: AclOperation, resource_type: ResourceType
+    ) -> bool:
+        """May the principal do ``operation`` on some resource of the type? (Kafka's
+        authorizeByResourceType, e.g. an idempotent producer allowed to WRITE some topic.)"""
+        authorizer = getattr(self.broker, "authorizer", None)
+        if authorizer is None:
+            return True
+        return bool(authorizer.authorize_by_resource_type(
+            self.principal, self.client_host, operation, resource_type))
 
     def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
         """The bit field of ``include_*_authorized_operations`` answers: every supported

@@ -161,3 +161,74 @@ def test_offset_commit_checks_topic_after_group(broker: object) -> None:
     with As(broker, "admin") as c:  # type: ignore[arg-type]
         listed = c.call(16, 4, states_filter=())
         assert "alice-g" in [g.group_id for g in listed.groups]
+
+
+CLUSTER_DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def _create_topic(c: As, name: str) -> int:
+    from tidelog.protocol.codec import request_class
+    from tidelog.protocol.kio_util import make, nested
+
+    tcls = nested(request_class(19, 7), "topics")
+    resp = c.call(19, 7, timeout=5000, validate_only=True, topics=(make(
+        tcls, name=name, num_partitions=1, replication_factor=1, assignments=(),
+        configs=()),))
+    return int(resp.topics[0].error_code)
+
+
+def _describe_configs(c: As, resource_type: int, name: str) -> int:
+    from tidelog.protocol.codec import request_class
+    from tidelog.protocol.kio_util import make, nested
+
+    rcls = nested(request_class(32, 4), "resources")
+    resp = c.call(32, 4, include_synonyms=False, include_documentation=False,
+                  resources=(make(rcls, resource_type=resource_type, resource_name=name,
+                                  configuration_keys=None),))
+    return int(resp.results[0].error_code)
+
+
+@pytest.mark.parametrize(
+    ("user", "topic", "create", "delete", "topic_configs", "cluster_ok"),
+    [
+        # prefixed ALL: CREATE, and DESCRIBE_CONFIGS reaches the existence check
+        ("alice", "logs-new2", OK, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, False),
+        ("alice", "orders", None, DENIED, DENIED, False),  # WRITE/READ only
+        ("bob", "orders", DENIED, DENIED, DENIED, False),
+        ("bob", "absent-topic", DENIED, DENIED, DENIED, False),  # same as forbidden
+        ("admin", "admin-new", OK, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, True),
+        ("admin", "orders", None, None, OK, True),
+    ],
+)
+def test_admin_apis(broker: object, user: str, topic: str, create: int | None,
+                    delete: int | None, topic_configs: int, cluster_ok: bool) -> None:
+    with As(broker, user) as c:  # type: ignore[arg-type]
+        if create is not None:
+            assert _create_topic(c, topic) == create  # validate_only: nothing is created
+        if delete is not None:
+            resp = c.call(20, 6, timeout_ms=5000, topics=(
+                _delete_topic_state(topic),))
+            assert resp.responses[0].error_code == delete
+        assert _describe_configs(c, 2, topic) == topic_configs
+        assert (_describe_configs(c, 4, "1") == OK) == cluster_ok
+        dirs = c.call(35, 4, topics=None)
+        assert (dirs.error_code == OK) == cluster_ok
+        assert cluster_ok or dirs.error_code == CLUSTER_DENIED
+
+
+def _delete_topic_state(name: str) -> object:
+    from tidelog.protocol.codec import request_class
+    from tidelog.protocol.kio_util import make, nested
+
+    return make(nested(request_class(20, 6), "topics"), name=name, topic_id=None)
+
+
+@pytest.mark.parametrize(("user", "code"), [("alice", OK), ("carol", CLUSTER_DENIED),
+                                            ("admin", OK)])
+def test_idempotent_producer_id(broker: object, user: str, code: int) -> None:
+    """An idempotent producer needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    (alice may WRITE orders; carol only READs)."""
+    with As(broker, user) as c:  # type: ignore[arg-type]
+        resp = c.call(22, 4, transactional_id=None, transaction_timeout=60000,
+                      producer_id=-1, producer_epoch=-1)
+        assert resp.error_code == code

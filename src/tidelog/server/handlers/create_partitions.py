@@ -10,7 +10,8 @@ from tidelog.protocol.kio_util import make, nested
 
 from .. import topic_admin
 from ..context import RequestContext
-from ..errors import to_error
+from ..errors import ApiError, to_error
+from ..security import AclOperation, ResourceType
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -25,6 +26,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for t in request.topics:
         code, msg = ErrorCode.NONE, None
         try:
+            if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, t.name):
+                raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             await topic_admin.create_partitions(
                 rm, t.name, t.count, validate_only=bool(request.validate_only)
             )

@@ -12,6 +12,7 @@ from tidelog.protocol.kio_util import make, nested
 from .. import topic_admin
 from ..context import RequestContext
 from ..errors import ApiError, to_error
+from ..security import AclOperation, ResourceType
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -51,6 +52,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for t in request.topics:
         try:
+            # CREATE on the cluster or on the topic, before any validation (Kafka)
+            if not (ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster")
+                    or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)):
+                raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             kw = await _create_one(ctx, t, bool(request.validate_only))
             results.append(
                 make(rcls, name=t.name, error_code=0, error_message=None, configs=None, **kw)

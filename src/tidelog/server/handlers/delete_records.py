@@ -11,6 +11,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..errors import ApiError, to_error
+from ..security import AclOperation, ResourceType
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -29,6 +30,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             low, code = -1, ErrorCode.NONE
             try:
                 tp = TopicPartition(t.name, p.partition_index)
+                if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name):
+                    raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 lg = rm.log_or_error(tp)
                 offset = lg.high_watermark if p.offset == -1 else p.offset
                 if offset < 0 or offset > lg.high_watermark:

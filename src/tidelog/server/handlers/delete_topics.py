@@ -13,6 +13,7 @@ from .. import topic_admin
 from ..context import RequestContext
 from ..errors import ApiError, to_error
 from ..replica_manager import INTERNAL_TOPICS
+from ..security import AclOperation, ResourceType
 
 API_KEY = 20
 MIN_VERSION = 1
@@ -44,6 +45,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if info is None:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
                 name = info.name
+            if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name or ""):
+                raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if name in INTERNAL_TOPICS:
                 raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED,
                                f"Internal topic {name} cannot be deleted")

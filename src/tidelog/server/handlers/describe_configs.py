@@ -11,6 +11,8 @@ from tidelog.protocol.kio_util import make, nested
 from ..configs import BROKER, BROKER_LOGGER, TOPIC, ConfigEntry, broker_entries, topic_entries
 from ..context import RequestContext
 from ..errors import ApiError, to_error
+from ..security import AclOperation
+from ..security.config_auth import config_denied
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -42,6 +44,10 @@ def _result(ctx: RequestContext, rcls: Any, request: Any, res: Any) -> Any:
     ccls = nested(rcls, "configs")
     scls = nested(ccls, "synonyms")
     try:
+        denied = config_denied(ctx, AclOperation.DESCRIBE_CONFIGS, int(res.resource_type),
+                               res.resource_name)
+        if denied is not None:
+            raise ApiError(denied)
         entries = _entries(ctx, res.resource_type, res.resource_name)
     except Exception as exc:
         code, msg = to_error(exc)

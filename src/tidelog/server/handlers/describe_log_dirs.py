@@ -13,6 +13,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 
 from ..context import RequestContext
+from ..security import AclOperation, ResourceType
 
 API_KEY = 35
 MIN_VERSION = 1
@@ -35,6 +36,9 @@ def _fs_bytes(d: Path) -> tuple[int, int]:
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
+    if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED  # v3+ carry it; older get no dirs
+        return make(cls, throttle_time=0, error_code=code, results=())
     rcls = nested(cls, "results")
     tcls = nested(rcls, "topics")
     pcls = nested(tcls, "partitions")

@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
-from ..errors import to_error
+from ..errors import ApiError, to_error
+from ..security import AclOperation, ResourceType
 
 API_KEY = 61
 MIN_VERSION = 0
@@ -46,6 +48,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for index in t.partition_indexes:
             try:
+                if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
+                    raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 lg = rm.log_or_error(TopicPartition(t.name, index))
                 parts.append(
                     make(

@@ -26,6 +26,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     tid = request.transactional_id
     if tid is None:
+        # Kafka: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+        if not (ctx.authorize(AclOperation.IDEMPOTENT_WRITE, ResourceType.CLUSTER,
+                              "kafka-cluster")
+                or ctx.authorize_by_resource_type(AclOperation.WRITE, ResourceType.TOPIC)):
+            return make(cls, throttle_time=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                        producer_id=-1, producer_epoch=-1)
         rm = ctx.broker.replica_manager
         return make(cls, throttle_time=0, error_code=0,
                     producer_id=rm.allocate_producer_id(), producer_epoch=0)

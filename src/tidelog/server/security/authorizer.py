@@ -173,6 +173,36 @@ class StandardAuthorizer:
             for acl in mine
         )
 
+    def authorize_by_resource_type(
+        self, principal: KafkaPrincipal, host: str, operation: AclOperation,
+        resource_type: ResourceType,
+    ) -> bool:
+        """Kafka's authorizeByResourceType: some ALLOW for the principal on this type that no
+        DENY of the same principal covers (a literal/prefixed DENY covering the pattern)."""
+        who = str(principal)
+        if who in self.super_users:
+            return True
+        typed = [a for a in self._acls if a.resource_type == resource_type]
+        if not typed:
+            return self.allow_if_no_acl
+        mine = [a for a in typed if a.principal in (who, WILDCARD_PRINCIPAL)
+                and a.host in (host, WILDCARD) and a.operation in (AclOperation.ALL, operation)]
+        denies = [a for a in mine if a.permission_type == AclPermissionType.DENY]
+        for allow in mine:
+            if allow.permission_type != AclPermissionType.ALLOW:
+                continue
+            covered = any(
+                (d.resource_name == WILDCARD and d.pattern_type == PatternType.LITERAL)
+                or (d.pattern_type == PatternType.PREFIXED
+                    and allow.resource_name.startswith(d.resource_name))
+                or (d.pattern_type == allow.pattern_type == PatternType.LITERAL
+                    and d.resource_name == allow.resource_name)
+                for d in denies
+            )
+            if not covered:
+                return True
+        return False
+
     # -- the ACL store ------------------------------------------------------------------------
     def acls(self, flt: AclBindingFilter | None = None) -> list[AclBinding]:
         return [a for a in self._acls if flt is None or flt.matches(a)]
