@@ -232,3 +232,20 @@ def test_idempotent_producer_id(broker: object, user: str, code: int) -> None:
         resp = c.call(22, 4, transactional_id=None, transaction_timeout=60000,
                       producer_id=-1, producer_epoch=-1)
         assert resp.error_code == code
+
+
+def test_acl_apis_need_cluster_rights(broker: object) -> None:
+    with As(broker, "alice") as c:  # type: ignore[arg-type]
+        resp = c.call(29, 3, resource_type_filter=1, resource_name_filter=None,
+                      pattern_type_filter=1, principal_filter=None, host_filter=None,
+                      operation=1, permission_type=1)
+        assert resp.error_code == CLUSTER_DENIED and resp.resources == ()
+        scram = c.call(50, 0, users=None)
+        assert scram.error_code == CLUSTER_DENIED
+    with As(broker, "admin") as c:  # type: ignore[arg-type]
+        resp = c.call(29, 3, resource_type_filter=2, resource_name_filter="logs-app",
+                      pattern_type_filter=2, principal_filter=None, host_filter=None,
+                      operation=1, permission_type=1)  # MATCH: what applies to logs-app
+        assert resp.error_code == OK
+        assert {(r.resource_name, r.pattern_type) for r in resp.resources} == {
+            ("logs-", int(P.PREFIXED))}
