@@ -58,13 +58,14 @@ def build_props(
 
 
 def unknown_broker_keys(props: dict[str, str]) -> list[str]:
-    """Keys that no broker setting nor topic-level default knows."""
-    from tidelog.config.broker_config import BROKER_CONFIG_DEF
-    from tidelog.config.log_config import BROKER_SYNONYMS, LOG_CONFIG_DEF
+    """Keys no component's ConfigDef declares (call once the broker's subsystems are built:
+    group, transaction, cleaner and log manager settings live in their own tables)."""
+    from tidelog.config.core import known_config_names
+    from tidelog.config.log_config import BROKER_SYNONYMS
 
-    known = set(BROKER_CONFIG_DEF.keys) | set(LOG_CONFIG_DEF.keys)
-    known |= {syn for syns in BROKER_SYNONYMS.values() for syn, _ in syns}
-    return sorted(k for k in props if k not in known)
+    known = known_config_names() | {syn for syns in BROKER_SYNONYMS.values() for syn, _ in syns}
+    # listener.name.<listener>.<key>: Kafka's per-listener override of a known key
+    return sorted(k for k in props if k not in known and not k.startswith("listener.name."))
 
 
 async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
@@ -79,6 +80,11 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     broker = Broker(BrokerConfig(props))
+    unknown = unknown_broker_keys(props)
+    if unknown:  # once, in the words of Kafka's AbstractConfig.logUnused
+        log.warning(
+            "These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown)
+        )
     await broker.start()
     http = None
     if broker.config.values["http.listeners"]:  # /metrics, health, console: off by default
@@ -122,13 +128,6 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         log.error("%s: %s", args.config or "--override", exc)
         return 2
-    unknown = unknown_broker_keys(props)
-    if unknown:
-        # Kafka: "These configurations '[...]' were supplied but are not used yet."
-        log.warning(
-            "These configurations '%s' were supplied but are not known configs; ignored",
-            ", ".join(unknown),
-        )
     try:
         import uvloop
 

@@ -122,9 +122,27 @@ class ConfigKey:
         return parsed
 
 
+# Every ConfigDef, so start-up can tell a key no component knows from one it merely has not
+# looked at yet (Kafka's AbstractConfig.logUnused); each subsystem declares its own table.
+_ALL_DEFS: list[ConfigDef] = []
+
+
+def known_config_names() -> set[str]:
+    """Names and synonyms of every key declared by a ConfigDef created so far."""
+    return {
+        name
+        for d in _ALL_DEFS
+        for key in d.keys.values()
+        for name in (key.name, *key.synonyms)
+    }
+
+
 @dataclass
 class ConfigDef:
     keys: dict[str, ConfigKey] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _ALL_DEFS.append(self)
 
     def define(
         self,
