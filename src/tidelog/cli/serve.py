@@ -57,6 +57,10 @@ def build_props(
     return props
 
 
+# Keys a component reads from the raw properties rather than through a ConfigDef.
+READ_WITHOUT_CONFIG_DEF = frozenset({"sasl.jaas.config"})
+
+
 def unknown_broker_keys(props: dict[str, str]) -> list[str]:
     """Keys no component's ConfigDef declares (call once the broker's subsystems are built:
     group, transaction, cleaner and log manager settings live in their own tables)."""
@@ -64,6 +68,7 @@ def unknown_broker_keys(props: dict[str, str]) -> list[str]:
     from tidelog.config.log_config import BROKER_SYNONYMS
 
     known = known_config_names() | {syn for syns in BROKER_SYNONYMS.values() for syn, _ in syns}
+    known |= READ_WITHOUT_CONFIG_DEF
     # listener.name.<listener>.<key>: Kafka's per-listener override of a known key
     return sorted(k for k in props if k not in known and not k.startswith("listener.name."))
 
