@@ -41,7 +41,7 @@ def test_arrow_matches_iter_records(codec: CompressionType, include_headers: boo
     lo, hi = all_records[10][1].offset, all_records[-10][1].offset
     expected = [
         (r.key, r.value, r.offset, (b.max_timestamp if b.timestamp_type == 1 else r.timestamp) * 1000,
-         int(b.timestamp_type), [{"key": k, "value": v} for k, v in r.headers])
+         int(b.timestamp_type), [{"key": k, "value": v} for k, v in r.headers] or None)
         for b, r in all_records if lo <= r.offset < hi
     ]
     got_batches = list(batches_to_arrow(batches, topic="t", partition=3, start=lo, end=hi,

@@ -58,7 +58,6 @@ def test_options_are_case_insensitive_and_typed(logs: Path) -> None:
         ({"subscribe": "t", "startingOffsets": '{"t": {"0": "x"}}'}, "startingOffsets must look like"),
         ({"subscribe": "t", "startingOffsets": '{"u": {"0": 1}}'}, "does not cover"),
         ({"assign": '{"t": [0]}', "startingOffsets": '{"t": {"1": 1}}'}, "assign does not list"),
-        ({"subscribe": "t", "commitOffsetsToGroup": "g"}, "streaming queries only"),
         ({"subscribe": "t", "startingOffsetsByTimestampStrategy": "x"}, "'error' or 'latest'"),
     ],
 )
@@ -72,15 +71,97 @@ def test_commit_group_needs_a_broker(logs: Path) -> None:
         _opts(logs, True, subscribe="t", commitOffsetsToGroup="g")
 
 
-def test_write_options() -> None:
-    w = parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.compression.type": "LZ4"})
-    assert (w.acks, w.idempotent, w.compression, w.topic) == (-1, True, "lz4", "t")
+def test_write_options_map_onto_librdkafka() -> None:
+    """kafka.* producer settings reach librdkafka the way Spark hands them to the Java producer."""
+    w = parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.compression.type": "LZ4",
+                             "kafka.linger.ms": "7", "kafka.batch.size": "65536",
+                             "kafka.max.request.size": "2097152", "kafka.buffer.memory": "33554432"})
+    assert w.topic == "t"
+    p = w.producer
+    assert (p["acks"], p["enable.idempotence"], p["compression.type"]) == ("all", True, "lz4")
+    assert (p["linger.ms"], p["batch.size"], p["message.max.bytes"]) == ("7", "65536", 2097152)
+    assert p["queue.buffering.max.kbytes"] == 32768 and p["partitioner"] == "murmur2_random"
     w = parse_write_options({"kafka.bootstrap.servers": "h:1", "kafka.acks": "1"})
-    assert (w.acks, w.idempotent) == (1, False)
+    assert (w.producer["acks"], w.producer["enable.idempotence"]) == ("1", False)
     with pytest.raises(OptionError, match=r"requires kafka\.acks=all"):
         parse_write_options({"kafka.bootstrap.servers": "h:1", "kafka.acks": "1", "kafka.enable.idempotence": "true"})
-    with pytest.raises(OptionError, match="unknown option"):
-        parse_write_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("partitioner.class", "x.Y", "default partitioner"),
+        ("transactional.id", "tx", "transactions"),
+        ("security.protocol", "SASL_SSL", "TLS/SASL"),
+        ("sasl.mechanism", "PLAIN", "TLS/SASL"),
+        ("ssl.truststore.location", "/x", "TLS/SASL"),
+        ("linger.ms", "soon", "must be an integer"),
+        ("send.buffer.bytes", "1", "not supported for writes"),
+        ("value.serializer", "y", "not supported"),
+    ],
+)
+def test_unusable_producer_settings_are_rejected(name: str, value: str, message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", f"kafka.{name}": value})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("isolation.level", "read_committed", "not supported"),
+        ("security.protocol", "SSL", "TLS/SASL"),
+        ("sasl.jaas.config", "x", "TLS/SASL"),
+        ("ssl.keystore.location", "/k", "TLS/SASL"),
+        ("max.poll.records", "5", "not supported for reads"),
+        ("auto.offset.reset", "earliest", "startingOffsets"),
+        ("max.partition.fetch.bytes", "big", "must be an integer"),
+    ],
+)
+def test_unusable_consumer_settings_are_rejected(logs: Path, name: str, value: str, message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        _opts(logs, subscribe="t", **{f"kafka.{name}": value})
+
+
+def test_lenient_where_spark_is_lenient(logs: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Spark ignores unknown options, only warns about stream options in a batch query and
+    about kafka.group.id; tidelog does the same, with a warning in the log."""
+    o = _opts(logs, subscribe="t", someTypo="1", maxOffsetsPerTrigger="5", minOffsetsPerTrigger="2",
+              maxTriggerDelay="1s", **{"kafka.group.id": "g", "kafka.security.protocol": "plaintext"})
+    assert o.max_offsets_per_trigger is None and o.min_offsets_per_trigger is None
+    text = caplog.text
+    assert "sometypo" in text and "maxOffsetsPerTrigger is ignored in batch" in text and "'g'" in text
+    w = parse_write_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t"})
+    assert w.topic is None
+
+
+def test_subscribe_pattern_is_found_in_the_name(logs: Path) -> None:
+    backend = BackendSpec(paths=(str(logs),)).open()
+    assert resolve_partitions(backend, _opts(logs, subscribePattern="^u").subscription) == [TP("u", 0)]
+    assert resolve_partitions(backend, _opts(logs, subscribePattern="t").subscription) == [TP("t", 0), TP("t", 1)]
+
+
+@pytest.mark.parametrize(
+    ("value", "ms"),
+    [("100us", 0), ("1500us", 1), ("250", 250), ("250ms", 250), ("30s", 30_000), ("5m", 300_000),
+     ("5min", 300_000), (" 2H ", 7_200_000), ("1d", 86_400_000)],
+)
+def test_spark_duration_syntax(logs: Path, value: str, ms: int) -> None:
+    assert _opts(logs, True, subscribe="t", maxTriggerDelay=value).max_trigger_delay_ms == ms
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"kafkaConsumer.pollTimeoutMs": "abc"}, "kafkaConsumer.pollTimeoutMs must be an integer"),
+        ({"fetchOffset.numRetries": "x"}, "must be an integer"),
+        ({"minOffsetsPerTrigger": "10", "maxOffsetsPerTrigger": "5"}, "higher than maxOffsetsPerTrigger"),
+        ({"maxTriggerDelay": "5 parsecs"}, "duration"),
+        ({"minPartitions": "0"}, "positive"),
+    ],
+)
+def test_numeric_options_are_checked_like_spark(logs: Path, kw: dict[str, str], message: str) -> None:
+    with pytest.raises(OptionError, match=message):
+        _opts(logs, True, subscribe="t", **kw)
 
 
 def test_resolve_offsets_over_log_dirs(logs: Path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from kafka_layout import PartitionWriter
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from tidelog.spark.options import parse_read_options
 from tidelog.spark.source import TidelogStreamReader
@@ -91,11 +91,33 @@ def test_available_now_stops_at_the_offsets_seen_at_start(logs: Path) -> None:
 
 
 def test_min_offsets_per_trigger_waits_until_delay(logs: Path) -> None:
-    waiting = _reader(logs, startingOffsets="earliest", minOffsetsPerTrigger="500", maxTriggerDelay="1h")
+    waiting = _reader(logs, startingOffsets="earliest", minOffsetsPerTrigger="500", maxTriggerDelay="1h",
+                      maxOffsetsPerTrigger="1000")
+    limit = waiting.getDefaultReadLimit()
+    assert limit == ReadMinRows(500)
     start = waiting.initialOffset()
-    assert waiting.latestOffset(start, ReadAllAvailable()) == start  # 100 < 500: wait
+    first = waiting.latestOffset(start, limit)
+    assert first == {"t": {"0": 90, "1": 10}}  # Spark always runs the first micro-batch
+    _fill(WRITERS[logs / "t-0"], 20)
+    assert waiting.latestOffset(first, limit) == first  # 20 < 500 and the delay has not passed
+    # a one-time trigger (Trigger.Once) is handed ReadAllAvailable: it reads what is there
+    assert waiting.latestOffset(first, ReadAllAvailable()) == {"t": {"0": 110, "1": 10}}
     due = _reader(logs, startingOffsets="earliest", minOffsetsPerTrigger="500", maxTriggerDelay="0ms")
-    assert due.latestOffset(due.initialOffset(), ReadAllAvailable()) == {"t": {"0": 90, "1": 10}}
+    begin = due.latestOffset(due.initialOffset(), ReadMinRows(500))
+    _fill(WRITERS[logs / "t-1"], 5)
+    assert due.latestOffset(begin, ReadMinRows(500)) == {"t": {"0": 110, "1": 15}}  # delay passed
+
+
+def test_offsets_going_backwards(logs: Path) -> None:
+    """A partition now ending below the checkpointed offset (topic recreated) is data loss."""
+    strict = _reader(logs, startingOffsets="earliest")
+    gone_back = {"t": {"0": 500, "1": 10}}
+    with pytest.raises(RuntimeError, match="offset was changed from 500 to 90"):
+        strict.latestOffset(gone_back, ReadAllAvailable())
+    lenient = _reader(logs, startingOffsets="earliest", failOnDataLoss="false")
+    end = lenient.latestOffset(gone_back, ReadAllAvailable())
+    assert end == {"t": {"0": 90, "1": 10}}
+    assert len(_rows(lenient, gone_back, end)) == 90  # read again from the earliest offset
 
 
 def test_vanished_partition_fails_or_is_dropped(logs: Path) -> None:

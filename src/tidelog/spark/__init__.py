@@ -4,7 +4,13 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
+
+if "pyspark.sql" in sys.modules:  # a session's user: Spark's Kafka-sink save/output modes
+    from .compat import install as _install_compat
+
+    _install_compat()
 
 __all__ = ["TidelogDataSource", "register"]
 

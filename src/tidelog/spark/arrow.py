@@ -72,7 +72,7 @@ class ColumnBuilder:
         self.offset_parts: list[np.ndarray] = []
         self.ts_parts: list[np.ndarray] = []
         self.type_parts: list[np.ndarray] = []
-        self.headers: list[list[dict[str, object]]] = []
+        self.headers: list[list[dict[str, object]] | None] = []
         self._n = 0
 
     def __len__(self) -> int:
@@ -96,8 +96,9 @@ class ColumnBuilder:
         self.ts_parts.append(stamps * 1000)
         self.type_parts.append(np.full(n, 1 if log_append else 0, np.int32))
         if self.include_headers:
-            # only records that carry headers cost a Python step
-            headers: list[list[dict[str, object]]] = [[] for _ in range(n)]
+            # only records that carry headers cost a Python step; a record without headers
+            # reads as NULL, as in Spark's Kafka source (KafkaRecordToRowConverter)
+            headers: list[list[dict[str, object]] | None] = [None] * n
             for i in np.flatnonzero(dec.header_count):
                 headers[i] = _headers(buf, int(dec.header_pos[i]), int(dec.header_count[i]))
             self.headers.extend(headers)

@@ -20,6 +20,8 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .options import OptionError, Subscription
 
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
 
 @dataclass(frozen=True)
 class BackendSpec:
@@ -27,12 +29,14 @@ class BackendSpec:
     paths: tuple[str, ...] = ()
     client_id: str = "tidelog-spark"
     request_timeout_ms: int = 30000
+    partition_max_bytes: int = 8 << 20  # kafka.max.partition.fetch.bytes (grown for larger batches)
 
     def open(self) -> Backend:
         if self.bootstrap_servers:
             return BrokerBackend(
                 KafkaClient(self.bootstrap_servers, client_id=self.client_id,
-                            request_timeout_ms=self.request_timeout_ms)
+                            request_timeout_ms=self.request_timeout_ms),
+                self.partition_max_bytes,
             )
         return PathBackend(LogDirReader(self.paths))
 
@@ -87,8 +91,9 @@ class PathBackend:
 
 
 class BrokerBackend:
-    def __init__(self, client: KafkaClient) -> None:
+    def __init__(self, client: KafkaClient, partition_max_bytes: int = 8 << 20) -> None:
         self.client = client
+        self.partition_max_bytes = partition_max_bytes
 
     def topics(self) -> dict[str, list[int]]:
         return self.client.list_topics()
@@ -106,7 +111,7 @@ class BrokerBackend:
         return {TopicPartition(*tp): o for tp, o in got.items()}
 
     def batches(self, tp: TopicPartition, start: int, end: int) -> Iterator[RecordBatch]:
-        return self.client.iter_batches(WireTP(*tp), start, end)
+        return self.client.iter_batches(WireTP(*tp), start, end, partition_max_bytes=self.partition_max_bytes)
 
     def close(self) -> None:
         self.client.close()
@@ -125,6 +130,7 @@ def resolve_partitions(backend: Backend, sub: Subscription) -> list[TopicPartiti
     if sub.kind == "subscribe":
         chosen = [t for t in sub.topics if t in topics]
     else:
+        # Spark lists topics without internal ones and keeps those the pattern is found in
         rx = re.compile(sub.pattern)
-        chosen = [t for t in topics if rx.fullmatch(t) and not t.startswith("__")]
+        chosen = [t for t in topics if rx.search(t) and t not in INTERNAL_TOPICS]
     return sorted(TopicPartition(t, p) for t in chosen for p in topics[t])

@@ -11,10 +11,15 @@ Pure Python (no pyspark import) so it can be checked anywhere.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from .kafka_params import OptionError, check_read_params, producer_config
+
+log = logging.getLogger("tidelog.spark")
 
 EARLIEST = -2
 LATEST = -1
@@ -29,23 +34,12 @@ READ_OPTIONS = {
     "maxrecordsperpartition",  # Spark 4.x alias of the per-partition split size
 }
 WRITE_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation"}
-# Spark's connector rejects these consumer/producer settings (it manages them itself).
-FORBIDDEN_KAFKA = {
-    "group.id": "use kafka.group.id only for commitOffsetsToGroup, or groupIdPrefix",
-    "auto.offset.reset": "use startingOffsets",
-    "key.deserializer": "cast the binary key column in the DataFrame",
-    "value.deserializer": "cast the binary value column in the DataFrame",
-    "key.serializer": "cast the key column to string or binary",
-    "value.serializer": "cast the value column to string or binary",
-    "enable.auto.commit": "offsets live in Spark's checkpoint (see commitOffsetsToGroup)",
-    "interceptor.classes": "interceptors are not supported",
-}
-_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
-_DURATION_MS = {None: 1, "ms": 1, "s": 1000, "m": 60000, "min": 60000, "h": 3600000, "d": 86400000}
-
-
-class OptionError(ValueError):
-    """A bad, unknown or contradictory option (raised while planning the query)."""
+STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "commitOffsetsToGroup")
+# Spark's JavaUtils.timeStringAsMs: an integer and an optional unit (default ms); sub-millisecond
+# units truncate, as Java's TimeUnit conversion does.
+_DURATION = re.compile(r"^(-?[0-9]+)([a-z]+)?$")
+_DURATION_US = {"us": 1, "ms": 1000, "s": 1_000_000, "m": 60_000_000, "min": 60_000_000,
+                "h": 3_600_000_000, "d": 86_400_000_000}
 
 
 @dataclass(frozen=True)
@@ -66,8 +60,8 @@ class Subscription:
     assigned: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def matches(self, topic: str) -> bool:
-        if self.kind == "subscribePattern":
-            return re.fullmatch(self.pattern, topic) is not None
+        if self.kind == "subscribePattern":  # Spark: topicRegex.findFirstIn(name)
+            return re.search(self.pattern, topic) is not None
         if self.kind == "subscribe":
             return topic in self.topics
         return topic in self.assigned
@@ -94,6 +88,10 @@ class ReadOptions:
     @property
     def mode(self) -> str:
         return "broker" if self.bootstrap_servers else "path"
+
+    @property
+    def read_committed(self) -> bool:
+        return self.kafka.get("isolation.level", "").strip().lower() == "read_committed"
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -128,12 +126,26 @@ def parse_positive_int(name: str, value: str | None) -> int | None:
     return n
 
 
+def parse_long(name: str, value: str | None) -> int | None:
+    """Spark parses numeric options with ``toLong``/``toInt``: anything else is an error."""
+    if value is None:
+        return None
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise OptionError(f"option {name} must be an integer, got {value!r}") from None
+
+
 def parse_duration_ms(name: str, value: str) -> int:
-    m = _DURATION.match(value)
-    if not m:
-        raise OptionError(f"option {name} must be a duration such as '30s' or '15m', got {value!r}")
-    unit = m.group(2).lower() if m.group(2) else None
-    return int(m.group(1)) * _DURATION_MS[unit]
+    """Spark's duration syntax (``100us``, ``250ms``, ``30s``, ``5m``/``5min``, ``2h``, ``1d``;
+    a bare number is milliseconds)."""
+    m = _DURATION.match(value.strip().lower())
+    if not m or (m.group(2) and m.group(2) not in _DURATION_US):
+        raise OptionError(
+            f"option {name} must be a duration such as '100us', '500ms', '30s', '15m', '2h' or '1d', got {value!r}"
+        )
+    micros = int(m.group(1)) * _DURATION_US[m.group(2) or "ms"]
+    return int(micros / 1000)  # truncates toward zero, like TimeUnit.convert
 
 
 def _json(name: str, value: str) -> Any:
@@ -226,21 +238,19 @@ def _check_batch_offsets(starting: OffsetSpec, ending: OffsetSpec) -> None:
 
 
 def _check_known(options: Mapping[str, str], known: set[str]) -> dict[str, str]:
+    """The ``kafka.*`` options (prefix stripped). Unknown source options are ignored with a
+    warning, as Spark's connector ignores them (a typo should still be visible in the log)."""
     kafka: dict[str, str] = {}
     unknown = []
     for key, value in options.items():
         k = key.lower()
         if k.startswith("kafka."):
-            name = k[len("kafka."):]
-            if name in FORBIDDEN_KAFKA:
-                raise OptionError(f"option kafka.{name} is not supported: {FORBIDDEN_KAFKA[name]}")
-            kafka[name] = str(value)
+            kafka[k[len("kafka."):]] = str(value)
         elif k not in known:
             unknown.append(key)
     if unknown:
-        raise OptionError(
-            f"unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))} and kafka.*"
-        )
+        log.warning("ignoring unknown option(s) %s of the tidelog source; known: %s and kafka.*",
+                    ", ".join(sorted(unknown)), ", ".join(sorted(known)))
     return kafka
 
 
@@ -269,7 +279,7 @@ def _split_paths(path: str) -> list[str]:
 def parse_read_options(raw: Mapping[str, Any], *, streaming: bool) -> ReadOptions:
     """Validate everything a read needs; raises OptionError with a clear message."""
     options = _lower_keys(raw)
-    kafka = _check_known(options, READ_OPTIONS)
+    kafka = check_read_params(_check_known(options, READ_OPTIONS))
     bootstrap, paths = _locations(options, kafka)
     subscription = parse_subscription(options)
     starting = _offset_spec(options, "starting", streaming)
@@ -281,14 +291,15 @@ def parse_read_options(raw: Mapping[str, Any], *, streaming: bool) -> ReadOption
     else:
         ending = _offset_spec(options, "ending", streaming)
         _check_batch_offsets(starting, ending)
-        for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "commitOffsetsToGroup"):
+        for name in STREAM_ONLY:  # Spark logs "option ignored in batch queries"
             if _get(options, name) is not None:
-                raise OptionError(f"option {name} is for streaming queries only")
+                log.warning("option %s is ignored in batch queries", name)
     _check_subscription_offsets(subscription, starting, ending)
+    _check_numbers(options)
     strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
     if strategy not in ("error", "latest"):
         raise OptionError(f"option startingOffsetsByTimestampStrategy must be 'error' or 'latest', got {strategy!r}")
-    commit_group = _get(options, "commitOffsetsToGroup")
+    commit_group = _get(options, "commitOffsetsToGroup") if streaming else None
     if commit_group is not None and not bootstrap:
         raise OptionError("option commitOffsetsToGroup needs kafka.bootstrap.servers (there is no broker in path mode)")
     return ReadOptions(
@@ -303,13 +314,28 @@ def parse_read_options(raw: Mapping[str, Any], *, streaming: bool) -> ReadOption
         max_records_per_partition=parse_positive_int(
             "maxRecordsPerPartition", _get(options, "maxRecordsPerPartition")
         ),
-        max_offsets_per_trigger=parse_positive_int("maxOffsetsPerTrigger", _get(options, "maxOffsetsPerTrigger")),
-        min_offsets_per_trigger=parse_positive_int("minOffsetsPerTrigger", _get(options, "minOffsetsPerTrigger")),
+        max_offsets_per_trigger=parse_positive_int("maxOffsetsPerTrigger", _get(options, "maxOffsetsPerTrigger"))
+        if streaming else None,
+        min_offsets_per_trigger=parse_positive_int("minOffsetsPerTrigger", _get(options, "minOffsetsPerTrigger"))
+        if streaming else None,
         max_trigger_delay_ms=parse_duration_ms("maxTriggerDelay", _get(options, "maxTriggerDelay") or "15m"),
         include_headers=parse_bool("includeHeaders", _get(options, "includeHeaders"), False),
         commit_group=commit_group.strip() if commit_group else None,
         kafka=kafka,
     )
+
+
+def _check_numbers(options: Mapping[str, str]) -> None:
+    """Spark's validateGeneralOptions: numeric options must parse, and a minimum per trigger
+    above the maximum is a contradiction."""
+    for name in ("kafkaConsumer.pollTimeoutMs", "fetchOffset.numRetries", "fetchOffset.retryIntervalMs"):
+        parse_long(name, _get(options, name))
+    low = parse_long("minOffsetsPerTrigger", _get(options, "minOffsetsPerTrigger"))
+    high = parse_long("maxOffsetsPerTrigger", _get(options, "maxOffsetsPerTrigger"))
+    if low is not None and high is not None and low > high:
+        raise OptionError(
+            f"the value of minOffsetsPerTrigger ({low}) is higher than maxOffsetsPerTrigger ({high})"
+        )
 
 
 def _check_subscription_offsets(sub: Subscription, starting: OffsetSpec, ending: OffsetSpec) -> None:
@@ -331,9 +357,7 @@ class WriteOptions:
     bootstrap_servers: str
     topic: str | None
     kafka: dict[str, str]
-    acks: int
-    idempotent: bool
-    compression: str
+    producer: dict[str, str | int | bool]  # librdkafka configuration (kafka_params.producer_config)
 
 
 def parse_write_options(raw: Mapping[str, Any]) -> WriteOptions:
@@ -344,15 +368,5 @@ def parse_write_options(raw: Mapping[str, Any]) -> WriteOptions:
     bootstrap = kafka.get("bootstrap.servers")
     if not bootstrap:
         raise OptionError("option kafka.bootstrap.servers is required for writes")
-    acks_raw = kafka.get("acks", "all").strip().lower()
-    if acks_raw not in ("all", "-1", "0", "1"):
-        raise OptionError(f"option kafka.acks must be all, -1, 0 or 1, got {acks_raw!r}")
-    acks = -1 if acks_raw in ("all", "-1") else int(acks_raw)
-    idempotent = parse_bool("kafka.enable.idempotence", kafka.get("enable.idempotence"), acks == -1)
-    if idempotent and acks != -1:
-        raise OptionError("kafka.enable.idempotence=true requires kafka.acks=all")
-    compression = kafka.get("compression.type", "none").strip().lower()
-    if compression not in ("none", "gzip", "snappy", "lz4", "zstd"):
-        raise OptionError(f"option kafka.compression.type must be none, gzip, snappy, lz4 or zstd, got {compression!r}")
     topic = _get(options, "topic")
-    return WriteOptions(bootstrap, topic.strip() if topic else None, kafka, acks, idempotent, compression)
+    return WriteOptions(bootstrap, topic.strip() if topic else None, kafka, producer_config(kafka))

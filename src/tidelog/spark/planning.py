@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from tidelog.util.topic_partition import TopicPartition
 
 from .backend import Backend
-from .options import EARLIEST, LATEST, OffsetSpec, OptionError
+from .options import EARLIEST, LATEST, OffsetSpec, OptionError, ReadOptions
 
 Offsets = dict[TopicPartition, int]
 
@@ -110,6 +110,43 @@ def resolve_end(backend: Backend, tps: list[TopicPartition], spec: OffsetSpec) -
     found = backend.offsets_for_times(_timestamps(spec, tps, "endingOffsetsByTimestamp"))
     latest = backend.latest([tp for tp, o in found.items() if o is None])
     return {tp: (o if o is not None else latest[tp]) for tp, o in found.items()}
+
+
+def _unresolved(spec: OffsetSpec, tps: list[TopicPartition], option: str) -> Offsets | None:
+    """Offsets with earliest/latest kept as -2/-1, or None when the spec needs a lookup now."""
+    if spec.kind == "earliest":
+        return dict.fromkeys(tps, EARLIEST)
+    if spec.kind == "latest":
+        return dict.fromkeys(tps, LATEST)
+    if spec.kind == "offsets":
+        _spec_covers_all(spec, tps, option)
+        return {tp: spec.offsets[tp.topic][tp.partition] for tp in tps}
+    return None
+
+
+def late_bound_ranges(backend: Backend, tps: list[TopicPartition], opts: ReadOptions) -> list[OffsetRange]:
+    """One range per partition for a batch read, with earliest (-2) and latest (-1) left for
+    the executor to resolve when the partition runs (Spark's KafkaSourceRDD.resolveRange), so
+    a DataFrame whose plan is reused by later actions never reads stale bounds. Timestamps
+    and concrete offsets are looked up and checked now."""
+    start = _unresolved(opts.starting, tps, "startingOffsets")
+    if start is None:
+        start = resolve_start(backend, tps, opts.starting, strategy=opts.starting_by_timestamp_strategy)
+    end = _unresolved(opts.ending, tps, "endingOffsets")
+    if end is None:
+        end = resolve_end(backend, tps, opts.ending)
+    concrete = [tp for tp in tps if start[tp] >= 0 and end[tp] >= 0]
+    checked = check_ranges(
+        {tp: start[tp] for tp in concrete}, {tp: end[tp] for tp in concrete},
+        backend.earliest(concrete), fail_on_data_loss=opts.fail_on_data_loss,
+    )
+    out = []
+    for tp in tps:
+        s, e = checked.get(tp, (start[tp], end[tp]))
+        if tp in checked and e <= s:
+            continue
+        out.append(OffsetRange(tp.topic, tp.partition, s, e))
+    return out
 
 
 def check_ranges(

@@ -7,6 +7,10 @@ see driver state) and open their own log-dir reader or broker connection in ``re
 
 from __future__ import annotations
 
+import logging
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +29,7 @@ from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
     ReadMaxRows,
+    ReadMinRows,
     SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import (
@@ -44,6 +49,8 @@ from tidelog.util.topic_partition import TopicPartition
 from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow
 from .backend import Backend, BackendSpec, BrokerBackend, resolve_partitions
 from .options import (
+    EARLIEST,
+    LATEST,
     OptionError,
     ReadOptions,
     parse_bool,
@@ -55,12 +62,15 @@ from .planning import (
     Offsets,
     check_ranges,
     from_json_offsets,
+    late_bound_ranges,
     rate_limit,
     resolve_end,
     resolve_start,
     split_ranges,
     to_json_offsets,
 )
+
+log = logging.getLogger("tidelog.spark")
 
 
 @dataclass
@@ -77,26 +87,35 @@ class TidelogPartition(InputPartition):
 
 
 def read_partition(part: TidelogPartition) -> Iterator[pa.RecordBatch]:
-    if part.end <= part.start:
+    """Read one range; -2 (earliest) and -1 (latest) bounds are resolved here, when the
+    partition executes (Spark's KafkaSourceRDD.resolveRange), so re-running an action on the
+    same DataFrame sees the topic as it is now."""
+    if 0 <= part.end <= part.start:
         return
     backend = part.backend.open()
     try:
         tp = TopicPartition(part.topic, part.partition)
-        start = part.start
         earliest = backend.earliest([tp])[tp]
+        start = earliest if part.start == EARLIEST else part.start
+        end = backend.latest([tp])[tp] if part.end == LATEST else part.end
+        if end < start:
+            raise RuntimeError(
+                f"the starting offset {start} of {tp} is after its ending offset {end} "
+                "(was the topic deleted and recreated?)"
+            )
         if start < earliest:
             if part.fail_on_data_loss:
                 raise RuntimeError(
-                    f"offsets {start}..{earliest - 1} of {tp} were deleted before they could be read "
-                    "(failOnDataLoss=true; set it to false to skip lost data)"
+                    f"offsets {start}..{earliest - 1} of {tp} are no longer available (deleted before "
+                    "they could be read); set failOnDataLoss=false to skip them"
                 )
             start = earliest
         yield from batches_to_arrow(
-            backend.batches(tp, start, part.end),
+            backend.batches(tp, start, end),
             topic=part.topic,
             partition=part.partition,
             start=start,
-            end=part.end,
+            end=end,
             include_headers=part.include_headers,
         )
     finally:
@@ -109,6 +128,7 @@ def _backend_spec(opts: ReadOptions) -> BackendSpec:
         paths=opts.paths,
         client_id=opts.kafka.get("client.id", "tidelog-spark"),
         request_timeout_ms=int(opts.kafka.get("request.timeout.ms", "30000")),
+        partition_max_bytes=int(opts.kafka.get("max.partition.fetch.bytes", str(8 << 20))),
     )
 
 
@@ -136,6 +156,9 @@ class TidelogBatchReader(DataSourceReader):
                 missing = [t for t in opts.subscription.topics if t not in present]
                 if missing:
                     raise OptionError(f"subscribed topic(s) do not exist: {', '.join(missing)}")
+            if opts.min_partitions is None and opts.max_records_per_partition is None:
+                return late_bound_ranges(backend, tps, opts)
+            # splitting needs sizes: resolve now, as Spark's range calculator does
             start = resolve_start(backend, tps, opts.starting, strategy=opts.starting_by_timestamp_strategy)
             end = resolve_end(backend, tps, opts.ending)
             ranges = check_ranges(start, end, backend.earliest(tps), fail_on_data_loss=opts.fail_on_data_loss)
@@ -168,7 +191,9 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._backend: Backend | None = None
         self._available_now: Offsets | None = None
         self._committed: Offsets = {}
-        self._last_trigger_ms = time.monotonic() * 1000
+        # Spark starts lastTriggerMillis at 0: the first micro-batch never waits for
+        # minOffsetsPerTrigger
+        self._last_trigger_ms = -float("inf")
 
     @property
     def backend(self) -> Backend:
@@ -187,6 +212,11 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json_offsets(start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
+        """ReadMinRows when minOffsetsPerTrigger is set (maxOffsetsPerTrigger is then applied
+        from the options too): Spark hands a one-time trigger (Trigger.Once) ReadAllAvailable
+        instead, which reads everything, as Spark's Kafka source does."""
+        if self.opts.min_offsets_per_trigger:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
         if self.opts.max_offsets_per_trigger:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         return ReadAllAvailable()
@@ -212,25 +242,47 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self.backend.latest(list(start_o))
         if self._available_now is not None:
             latest = {tp: min(o, self._available_now.get(tp, start_o[tp])) for tp, o in latest.items()}
-        latest = {tp: max(o, start_o[tp]) for tp, o in latest.items()}
-        if self._wait_for_min_offsets(start_o, latest):
+        self._check_offsets_went_back(start_o, latest)
+        if (
+            isinstance(limit, ReadMinRows)
+            and self._available_now is None  # availableNow never waits
+            and self._delay_batch(int(limit.min_rows), start_o, latest)
+        ):
             return start
+        max_rows = None
         if isinstance(limit, ReadMaxRows):
-            end = rate_limit(start_o, latest, int(limit.max_rows))
-        else:
-            end = latest
-        if end != start_o:
-            self._last_trigger_ms = time.monotonic() * 1000
+            max_rows = int(limit.max_rows)
+        elif isinstance(limit, ReadMinRows):
+            max_rows = self.opts.max_offsets_per_trigger
+        end = rate_limit(start_o, latest, max_rows) if max_rows else latest
         return to_json_offsets(end)
 
-    def _wait_for_min_offsets(self, start: Offsets, latest: Offsets) -> bool:
-        """minOffsetsPerTrigger: skip this trigger until enough data or maxTriggerDelay."""
-        minimum = self.opts.min_offsets_per_trigger
-        if not minimum or self._available_now is not None:
+    def _check_offsets_went_back(self, start: Offsets, latest: Offsets) -> None:
+        """A partition whose end is below where the query stopped was deleted and recreated
+        (or truncated): Spark reports data loss ("offset was changed from X to Y"). With
+        failOnDataLoss=false the partition is read again from its new earliest offset."""
+        for tp, end in latest.items():
+            if end < start[tp]:
+                message = (
+                    f"partition {tp}'s offset was changed from {start[tp]} to {end}, "
+                    "some data may have been missed (the topic may have been deleted and recreated)"
+                )
+                if self.opts.fail_on_data_loss:
+                    raise RuntimeError(message + "; set failOnDataLoss=false to continue from its earliest offset")
+                log.warning("%s; failOnDataLoss=false: reading it again from its earliest offset", message)
+
+    def _delay_batch(self, minimum: int, start: Offsets, latest: Offsets) -> bool:
+        """Spark's delayBatch: skip this trigger while fewer than minOffsetsPerTrigger new
+        records are available, unless maxTriggerDelay has passed since the last batch."""
+        now = time.monotonic() * 1000
+        if now - self._last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self._last_trigger_ms = now
             return False
-        available = sum(latest[tp] - start[tp] for tp in latest)
-        waited = time.monotonic() * 1000 - self._last_trigger_ms
-        return available < minimum and waited < self.opts.max_trigger_delay_ms
+        available = sum(max(0, latest[tp] - start[tp]) for tp in latest)
+        if available < minimum:
+            return True
+        self._last_trigger_ms = now
+        return False
 
     def reportLatestOffset(self) -> dict:
         return to_json_offsets(self.backend.latest(self._current()))
@@ -241,6 +293,10 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start_o.update(self.backend.earliest(new))
         present = set(self._current())
         earliest = self.backend.earliest([tp for tp in end_o if tp in present])
+        back = {tp: e for tp, e in end_o.items() if tp in start_o and e < start_o[tp]}
+        if back:  # offsets went backwards: latestOffset raised or warned already
+            self._check_offsets_went_back(start_o, back)
+            start_o.update({tp: earliest.get(tp, 0) for tp in back})
         ranges = check_ranges(
             {tp: start_o[tp] for tp in end_o}, end_o, earliest, fail_on_data_loss=self.opts.fail_on_data_loss
         )
@@ -343,5 +399,37 @@ class TidelogDataSource(DataSource):
 
 
 def register(spark: Any) -> None:
-    """``tidelog.spark.register(spark)``: make ``format("tidelog")`` available."""
+    """``tidelog.spark.register(spark)``: make ``format("tidelog")`` available, with Spark's
+    Kafka-sink default save mode and Update output mode (see compat.py)."""
+    from .compat import install
+
+    install()
+    _use_a_worker_python_with_tidelog(spark)
     spark.dataSource.register(TidelogDataSource)
+
+
+def _use_a_worker_python_with_tidelog(spark: Any) -> None:
+    """Spark starts its Python workers with PYSPARK_PYTHON, else ``python3`` from PATH, which
+    outside an activated venv is not the interpreter tidelog is installed in. When that worker
+    Python cannot import tidelog (and the user chose none), use the driver's own interpreter,
+    as a Spark user running from a venv expects; the data source is registered with it."""
+    if os.environ.get("PYSPARK_PYTHON"):
+        return  # the user's choice
+    try:
+        sc = spark.sparkContext
+    except Exception:  # Spark Connect: workers run on the server, outside our reach
+        return
+    current = getattr(sc, "pythonExec", None) or "python3"
+    if current == sys.executable or _imports_tidelog(current):
+        return
+    log.warning("worker Python %r cannot import tidelog; using %s (set PYSPARK_PYTHON to choose)",
+                current, sys.executable)
+    sc.pythonExec = sys.executable
+
+
+def _imports_tidelog(python: str) -> bool:
+    try:
+        done = subprocess.run([python, "-c", "import tidelog.spark"], capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0

@@ -4,9 +4,11 @@ Columns: ``value`` (required; string or binary, null = tombstone), ``key`` (opti
 ``topic`` (string; required unless the ``topic`` option is set, which then wins),
 ``partition`` (optional int; null = Kafka's default partitioner), ``headers`` (optional
 array<struct<key string, value binary>>); other columns are ignored, as in Spark.
-Each task produces through an idempotent producer (retries inside a task are de-duplicated
-by the broker). Like Spark's Kafka sink the result is **at-least-once**: a task that Spark
-re-runs after a failure produces its rows again, and abort() cannot take records back.
+Rows go through librdkafka (confluent-kafka's Producer) configured from the ``kafka.*``
+options the way Spark configures the Java producer (kafka_params.producer_config): idempotent
+by default, Kafka's murmur2 partitioner, topics auto-created by the broker when it allows it.
+Like Spark's Kafka sink the result is **at-least-once**: a task that Spark re-runs after a
+failure produces its rows again, and abort() cannot take records back.
 """
 
 from __future__ import annotations
@@ -40,7 +42,6 @@ _KEY_VALUE_TYPES = (StringType, BinaryType)
 class TidelogCommitMessage(WriterCommitMessage):
     records: int
     batches: int
-    partitions: dict[str, int]  # "topic-partition" -> last base offset acknowledged
 
 
 def _check_type(name: str, dtype: DataType, allowed: tuple[type, ...], what: str) -> None:
@@ -88,41 +89,78 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     return None
 
 
-def _as_bytes(v: str | bytes | None) -> bytes | None:
-    return v.encode("utf-8") if isinstance(v, str) else v
+# One librdkafka producer per configuration per Python worker, reused by every task and
+# micro-batch the worker runs (Spark's CachedKafkaProducer); Spark reuses Python workers.
+_PRODUCERS: dict[tuple[tuple[str, str], ...], Any] = {}
+_FAILURES: list[str] = []  # delivery errors reported by librdkafka since the last flush
+
+
+def _on_delivery_error(err: Any, msg: Any) -> None:
+    if err is not None:
+        _FAILURES.append(f"{msg.topic()}-{msg.partition()}: {err}")
+
+
+def _producer(opts: WriteOptions) -> Any:
+    from confluent_kafka import Producer
+
+    key = tuple(sorted((k, str(v)) for k, v in opts.producer.items()))
+    producer = _PRODUCERS.get(key)
+    if producer is None:
+        conf: dict[str, Any] = dict(opts.producer)
+        conf.setdefault("client.id", "tidelog-spark-writer")
+        # only failed deliveries are reported: no Python call per acknowledged record
+        conf["delivery.report.only.error"] = True
+        conf["on_delivery"] = _on_delivery_error
+        producer = _PRODUCERS[key] = Producer(conf)
+    return producer
 
 
 def produce_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> TidelogCommitMessage:
-    from tidelog.protocol.client import KafkaClient
-    from tidelog.protocol.client_producer import Producer
-
-    client = KafkaClient(opts.bootstrap_servers, client_id=opts.kafka.get("client.id", "tidelog-spark-writer"))
-    try:
-        producer = Producer(client, acks=opts.acks, idempotent=opts.idempotent, compression=opts.compression)
-        for batch in batches:
-            _send_batch(producer, batch, opts.topic)
-        producer.flush()
-        return TidelogCommitMessage(
-            producer.stats.records, producer.stats.batches, {str(tp): o for tp, o in producer.offsets.items()}
+    """Produce every row, wait for every acknowledgement; any delivery error fails the task
+    (Spark's KafkaWriteTask.checkForErrors), so Spark retries it."""
+    producer = _producer(opts)
+    _FAILURES.clear()
+    records = batches_seen = 0
+    for batch in batches:
+        records += _send_batch(producer, batch, opts.topic)
+        batches_seen += 1
+    timeout_s = int(opts.producer.get("delivery.timeout.ms", 120000)) / 1000 + 30
+    left = producer.flush(timeout_s)
+    if _FAILURES or left:
+        errors = list(_FAILURES)
+        _FAILURES.clear()
+        raise RuntimeError(
+            f"writing to Kafka failed: {len(errors)} record(s) not delivered, {left} still queued; "
+            f"first errors: {'; '.join(errors[:3])}"
         )
-    finally:
-        client.close()
+    return TidelogCommitMessage(records, batches_seen)
 
 
-def _send_batch(producer: Any, batch: pa.RecordBatch, topic_option: str | None) -> None:
+def _send_batch(producer: Any, batch: pa.RecordBatch, topic_option: str | None) -> int:
     n = batch.num_rows
     values = _column(batch, "value") or [None] * n
     keys = _column(batch, "key") or [None] * n
     topics = [topic_option] * n if topic_option else (_column(batch, "topic") or [None] * n)
-    partitions = _column(batch, "partition") or [None] * n
-    headers = _column(batch, "headers") or [None] * n
+    partitions = _column(batch, "partition")
+    headers = _column(batch, "headers")
+    produce = producer.produce
     for i in range(n):
         topic = topics[i]
         if topic is None:
             raise ValueError("null topic in the data: set the 'topic' option or fill the topic column")
-        hdrs = [(h["key"], _as_bytes(h["value"])) for h in headers[i]] if headers[i] else ()
-        producer.send(topic, _as_bytes(values[i]), key=_as_bytes(keys[i]), headers=hdrs,
-                      partition=partitions[i])
+        kw: dict[str, Any] = {}
+        if partitions is not None and partitions[i] is not None:
+            kw["partition"] = partitions[i]
+        if headers is not None and headers[i]:
+            kw["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+        while True:
+            try:
+                produce(topic, values[i], keys[i], **kw)
+                break
+            except BufferError:  # local queue full: serve delivery reports, then retry
+                producer.poll(0.05)
+    producer.poll(0)
+    return n
 
 
 class TidelogBatchWriter(DataSourceArrowWriter):
