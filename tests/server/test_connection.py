@@ -36,8 +36,8 @@ def test_api_versions_advertises_registry(broker: EmbeddedBroker) -> None:
         resp = _api_versions(s, 1)
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
     assert got[0] == (3, 10)
-    assert got[1] == (4, 12)
-    assert got[3] == (0, 12)
+    assert got[1] == (4, 18)
+    assert got[3] == (0, 13)
     assert got[18] == (0, 4)
     for forbidden in (68, 71, 72):
         assert forbidden not in got

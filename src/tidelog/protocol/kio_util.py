@@ -60,6 +60,8 @@ def _zero(f: dataclasses.Field[Any], tp: Any) -> Any:
             return False
         if issubclass(tp, int):
             return tp(0)
+        if issubclass(tp, float):  # f64 (client quota values)
+            return tp(0.0)
         if issubclass(tp, str):
             return tp("")
         if issubclass(tp, bytes):

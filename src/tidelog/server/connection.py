@@ -75,6 +75,7 @@ class KafkaConnection(asyncio.Protocol):
         self._flush_scheduled = False
         self._reading_paused = False
         self._writing_paused = False
+        self._muted_until = 0.0  # loop time until which a quota throttle mutes reading
         self.last_active = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -131,6 +132,8 @@ class KafkaConnection(asyncio.Protocol):
                 self.close(self._oversize_reason(size, pos, bytes(buf[pos : pos + 4])))
                 return
             if end - pos - 4 < size:
+                break
+            if self._muted_until:  # a quota throttle: later requests wait until it ends
                 break
             frame = bytes(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size
@@ -275,11 +278,15 @@ class KafkaConnection(asyncio.Protocol):
                 self._complete(slot, header.correlation_id, fallback)
             return
         if slot is None:
+            if ctx.throttle_ms > 0:  # acks=0 over its quota: muting is the only throttle
+                self._mute(ctx.throttle_ms)
             if ctx.close_reason:  # e.g. a failed acks=0 produce: the client only sees this
                 self._flush()
                 self.close(ctx.close_reason)
             return
         self._complete(slot, header.correlation_id, task.result())
+        if ctx.throttle_ms > 0:
+            self._mute(ctx.throttle_ms)
         if ctx.close_reason:  # e.g. failed authentication: answer, then close
             self._flush()
             self.close(ctx.close_reason, graceful=True)
@@ -326,10 +333,30 @@ class KafkaConnection(asyncio.Protocol):
             self.request_metrics.record_sent(sent, dequeue_ns)
         self._maybe_pause()
 
+    def _mute(self, ms: int) -> None:
+        """Read nothing from this client for ``ms`` (Kafka mutes a throttled channel after
+        sending the response that carries throttle_time_ms, KIP-219)."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ms / 1000
+        if until <= self._muted_until:
+            return
+        self._muted_until = until
+        self._maybe_pause()
+        loop.call_at(until, self._unmute, until)
+
+    def _unmute(self, until: float) -> None:
+        if self._muted_until != until or self.closed:
+            return  # a later throttle extended the mute
+        self._muted_until = 0.0
+        self._maybe_pause()
+        if self.buf:
+            self.data_received(b"")  # the requests that arrived while muted
+
     def _maybe_pause(self) -> None:
         if self.transport is None or self.closed:
             return
         busy = self._writing_paused or len(self.slots) + len(self._tasks) >= self.max_queued
+        busy = busy or bool(self._muted_until)
         if busy and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

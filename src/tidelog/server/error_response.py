@@ -142,6 +142,13 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
         ),
     ),
     75: (_m("topics", "topics", name="name"),),
+    49: (
+        _m(
+            "entries",
+            "entries",
+            _m("entity", "entity", entity_type="entity_type", entity_name="entity_name"),
+        ),
+    ),
     43: (
         _m(
             "replica_election_results",

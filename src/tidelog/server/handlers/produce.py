@@ -14,6 +14,8 @@ from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..errors import to_error
+from ..quota import QuotaType
+from ..quota.wiring import has_quota, throttle, wait_until_unmuted
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
 from ..txn.verification import verify_transactional_produce
@@ -125,13 +127,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     queue behind it; the others never wait."""
     key = (id(ctx.broker), ctx.listener_name, ctx.client_host, ctx.client_port)
     previous = _tails.get(key)
-    if previous is None and not _has_heavy(request):
+    # a client with a produce quota is served one request at a time, as Kafka's muted
+    # channel reads them (quota/wiring.py)
+    quota = has_quota(ctx, QuotaType.PRODUCE)
+    if previous is None and not quota and not _has_heavy(request):
         return await _handle(ctx, request)  # never suspends before its appends are done
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     _tails[key] = done
     try:
         if previous is not None:
             await previous
+        if quota:
+            await wait_until_unmuted(ctx)
         return await _handle(ctx, request)
     finally:
         done.set_result(None)
@@ -171,6 +178,8 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
                 )
         topics.append((t.name, parts))
     await _wait_group_commit(ctx, topics)
+    # producer_byte_rate: the response carries the throttle and the connection mutes itself
+    throttle_ms = throttle(ctx, QuotaType.PRODUCE, _request_bytes(request))
     if acks == 0:
         failed = [
             f"{name}-{p.index}: {ErrorCode(p.error_code).name}"
@@ -181,4 +190,8 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
         if failed:
             ctx.close_reason = f"acks=0 produce failed ({', '.join(failed[:5])})"
         return None
-    return encode_produce_response(ctx.correlation_id, ctx.api_version, topics)
+    return encode_produce_response(ctx.correlation_id, ctx.api_version, topics, throttle_ms)
+
+
+def _request_bytes(request: Any) -> int:
+    return sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)

@@ -1,0 +1,57 @@
+"""One quota manager per broker, made on first use (the handlers and the produce/fetch paths
+reach it through ``quota_manager(broker)``), its store in the broker's first log dir."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .manager import ClientQuotaManager, QuotaType
+from .store import ClientQuotaStore
+
+# (broker, listener, host, port) -> loop time until which that connection is throttled
+_muted: dict[tuple[int, str, str, int], float] = {}
+
+
+def _key(ctx: Any) -> tuple[int, str, str, int]:
+    return (id(ctx.broker), ctx.listener_name, ctx.client_host, ctx.client_port)
+
+
+def has_quota(ctx: Any, qtype: QuotaType) -> bool:
+    bound, _ = quota_manager(ctx.broker).quota(qtype, ctx.principal.name, ctx.client_id or "")
+    return bound != float("inf")
+
+
+async def wait_until_unmuted(ctx: Any) -> None:
+    """Kafka reads a throttled channel's next request only once its mute ends; requests
+    already read here (pipelined) wait for it instead, one at a time (the caller chains a
+    connection's requests while it has a quota)."""
+    until = _muted.get(_key(ctx))
+    if until is None:
+        return
+    delay = until - asyncio.get_running_loop().time()
+    if delay > 0:
+        await asyncio.sleep(delay)
+    if _muted.get(_key(ctx)) == until:
+        del _muted[_key(ctx)]
+
+
+def quota_manager(broker: Any) -> ClientQuotaManager:
+    manager = getattr(broker, "client_quotas", None)
+    if manager is None:
+        store = ClientQuotaStore(broker.replica_manager.store.path.parent)
+        manager = ClientQuotaManager(store)
+        broker.client_quotas = manager
+    return manager
+
+
+def throttle(ctx: Any, qtype: Any, nbytes: int) -> int:
+    """Record a request's bytes against its client's quota; the throttle time, also set on
+    the context so the connection mutes itself for as long once it has answered."""
+    mgr = quota_manager(ctx.broker)
+    now_ms = int(ctx.broker.clock.milliseconds())
+    ms = mgr.record(qtype, ctx.principal.name, ctx.client_id or "", nbytes, now_ms)
+    if ms > 0:
+        ctx.throttle_ms = max(getattr(ctx, "throttle_ms", 0), ms)
+        _muted[_key(ctx)] = asyncio.get_running_loop().time() + ms / 1000
+    return ms
