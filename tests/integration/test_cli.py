@@ -535,3 +535,14 @@ def test_isolation_level(serve: ServeProcess) -> None:
     # the first record read committed is the committed one (the aborted one would come first)
     read = cli(*args, "--max-messages", "1", "--isolation-level", "read_committed")
     assert read.stdout == "committed\n"
+
+
+def test_consume_include_pattern(serve: ServeProcess) -> None:
+    b = bs(serve)
+    for topic in ("cli-inc-a", "cli-inc-b", "cli-other"):
+        assert cli("produce", *b, "--topic", topic, stdin=f"{topic}\n").returncode == 0
+    r = cli("consume", *b, "--include", "cli-inc-.*", "--from-beginning", "--max-messages", "2")
+    assert r.returncode == 0, r.stderr
+    assert sorted(r.stdout.splitlines()) == ["cli-inc-a", "cli-inc-b"]
+    both = cli("consume", *b, "--include", "x", "--topic", "y")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr

@@ -31,7 +31,9 @@ from tidelog.cli.client_config import (
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("consume", help="print records of a topic")
     add_connection_args(p, "--consumer.config")
-    p.add_argument("--topic", required=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--topic")
+    which.add_argument("--include", metavar="REGEX", help="consume every topic matching this")
     p.add_argument("--partition", type=int)
     start = p.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true")
@@ -158,10 +160,14 @@ def _start(consumer: Any, args: argparse.Namespace) -> None:
 
     if args.offset is not None and args.partition is None:
         raise CliError("The partition is required when offset is specified.")
-    if args.group:
-        if args.partition is not None:
-            raise CliError("Options group and partition cannot be specified together.")
-        consumer.subscribe([args.topic])
+    if args.group and args.partition is not None:
+        raise CliError("Options group and partition cannot be specified together.")
+    if args.include is not None and args.partition is not None:
+        raise CliError("The topic is required when partition is specified.")
+    if args.group or args.include is not None:
+        # a pattern needs group subscription (librdkafka matches topics as they appear); Kafka's
+        # tool always subscribes, with a throwaway group when none is given
+        consumer.subscribe([args.topic] if args.include is None else [f"^{args.include}"])
         return
     parts = [args.partition] if args.partition is not None else _partitions(consumer, args)
     if args.offset is not None:
@@ -217,12 +223,12 @@ def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list
         err = msg.error()
         if err is not None:
             if err.fatal():
-                raise CliError(f"{args.topic}: {err.str()}")
+                raise CliError(f"{args.topic or args.include}: {err.str()}")
             # transient (a missing topic, a broker down): Kafka's consumer keeps waiting too;
             # say it once per kind so the person at the terminal knows why nothing comes
             if err.code() not in warned and err.code() != KafkaError._PARTITION_EOF:
                 warned.add(err.code())
-                print(f"tidelog consume: {args.topic}: {err.str()}", file=sys.stderr)
+                print(f"tidelog consume: {args.topic or args.include}: {err.str()}", file=sys.stderr)
             continue
         out.write(fmt.format(msg))
         out.flush()
