@@ -4,9 +4,10 @@ on librdkafka (confluent-kafka's Consumer) as Kafka's tool runs on Kafka's consu
 With ``--group`` it is a real group member: it joins, gets a share of the partitions
 (two ``tidelog consume --group g`` processes split a topic between them), resumes from the
 group's committed offsets (else ``--from-beginning`` / latest) and commits what it printed.
-Without a group it reads the partitions directly (Kafka's tool invents a throwaway group
-``console-consumer-NNNNN``; reading without joining shows the same records and leaves no
-group behind). Output is Kafka's DefaultMessageFormatter (``--property print.key=true`` ...)
+Without a group it reads the partitions of ``--topic`` directly (Kafka's tool invents a
+throwaway group ``console-consumer-NNNNN``; reading without joining shows the same records
+and leaves no group behind); ``--include REGEX`` subscribes to a pattern, in such a
+throwaway group when none is given. Output is Kafka's DefaultMessageFormatter (``--property print.key=true`` ...)
 and ends with "Processed a total of N messages" on stderr.
 """
 
