@@ -1,0 +1,12 @@
+/* Functions of tidelog._native._core defined outside _core.c. */
+#ifndef TIDELOG_NATIVE_H
+#define TIDELOG_NATIVE_H
+
+#include <Python.h>
+
+/* offset_map.c: storage/cleaner/offset_map.py SkimpyOffsetMap.put/get's slot work */
+PyObject *tl_omap_put(PyObject *self, PyObject *args);
+PyObject *tl_omap_get(PyObject *self, PyObject *args);
+PyObject *tl_md5(PyObject *self, PyObject *arg);
+
+#endif
