@@ -6,6 +6,9 @@ producer id (InitProducerId) and numbers each partition's batches with sequence 
 batch resent after a lost response is de-duplicated by the broker instead of written twice.
 Partitioning follows Kafka's default partitioner: murmur2(key) for keyed records, a sticky
 partition (changed after each batch) for records without a key.
+
+No product code produces through it any more (the console tools and the Spark writer use
+librdkafka); tests keep it as a protocol-level producer they control byte for byte.
 """
 
 from __future__ import annotations
