@@ -139,10 +139,17 @@ class GroupAdmin:
 
         if not specs:
             return {}
+        from tidelog.cli.progress import Progress
+
         req = {CkTP(tp.topic, tp.partition): spec for tp, spec in specs.items()}
         out: dict[TopicPartition, int] = {}
-        for ck_tp, f in self.admin.list_offsets(req, request_timeout=TIMEOUT_S).items():
-            out[TopicPartition(ck_tp.topic, ck_tp.partition)] = _result(f, "ListOffsets").offset
+        futures = self.admin.list_offsets(req, request_timeout=TIMEOUT_S)
+        # a reset over many partitions waits here: show how many are answered
+        with Progress("Looking up offsets", len(futures), unit="partitions") as progress:
+            for i, (ck_tp, f) in enumerate(futures.items()):
+                progress.update(i)
+                tp = TopicPartition(ck_tp.topic, ck_tp.partition)
+                out[tp] = _result(f, "ListOffsets").offset
         return out
 
     def earliest_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
