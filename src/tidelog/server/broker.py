@@ -83,6 +83,9 @@ class Broker:
         self._loop = loop
         try:
             self.replica_manager.startup()
+            from .dynamic_config import dynamic_config
+
+            dynamic_config(self)  # persisted dynamic broker configs apply before serving
             security = self.listener_security[listener.name]
             self._server = await loop.create_server(
                 lambda: KafkaConnection(self, security),

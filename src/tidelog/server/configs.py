@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 # Kafka's ConfigSource
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 # Kafka's ConfigType (DescribeConfigs v3+)
 _TYPES = {
     "boolean": 1,
@@ -86,10 +87,27 @@ def topic_entries(
     return out
 
 
-def broker_entries(values: Mapping[str, Any], originals: Mapping[str, Any]) -> list[ConfigEntry]:
+def broker_entries(
+    values: Mapping[str, Any],
+    originals: Mapping[str, Any],
+    dynamic_default: Mapping[str, str] | None = None,
+    dynamic_broker: Mapping[str, str] | None = None,
+) -> list[ConfigEntry]:
+    """Each broker key with its source and synonyms in Kafka's precedence: per-broker
+    dynamic, cluster-default dynamic, static (server.properties / --override), default.
+    Read-only unless it can be altered dynamically."""
+    from .dynamic_config import DYNAMIC_KEYS
+
+    layers = (
+        (dynamic_broker or {}, DYNAMIC_BROKER_CONFIG),
+        (dynamic_default or {}, DYNAMIC_DEFAULT_BROKER_CONFIG),
+        (originals, STATIC_BROKER_CONFIG),
+    )
     out = []
     for name, key in sorted(BROKER_CONFIG_DEF.keys.items()):
-        source = STATIC_BROKER_CONFIG if name in originals else DEFAULT_CONFIG
+        synonyms = [(name, fmt(layer[name]), src) for layer, src in layers if name in layer]
+        synonyms.append((name, fmt(key.default), DEFAULT_CONFIG))
+        source = synonyms[0][2]
         out.append(
             ConfigEntry(
                 name,
@@ -97,11 +115,40 @@ def broker_entries(values: Mapping[str, Any], originals: Mapping[str, Any]) -> l
                 source,
                 _TYPES.get(key.type, 0),
                 key.doc,
-                False,
-                True,
-                ((name, fmt(values.get(name)), source),),
+                key.type == "password",
+                name not in DYNAMIC_KEYS,
+                tuple(synonyms),
             )
         )
+    return out
+
+
+def apply_to_broker(
+    current: Mapping[str, str], ops: list[tuple[str, int, str | None]], effective: Mapping[str, Any]
+) -> dict[str, str]:
+    """IncrementalAlterConfigs semantics over a broker entity's dynamic configs."""
+    out = dict(current)
+    for name, op, value in ops:
+        key = BROKER_CONFIG_DEF.keys.get(name)
+        if key is None:
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
+        if op == SET:
+            if value is None:
+                raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {name}")
+            out[name] = value
+        elif op == DELETE:
+            out.pop(name, None)
+        elif op in (APPEND, SUBTRACT) and key.type == "list":
+            items = [x for x in (out.get(name) or fmt(effective.get(name)) or "").split(",") if x]
+            new = [x.strip() for x in (value or "").split(",") if x.strip()]
+            items = items + [x for x in new if x not in items] if op == APPEND else [
+                x for x in items if x not in new]
+            out[name] = ",".join(items)
+        elif op in (APPEND, SUBTRACT):
+            raise ApiError(ErrorCode.INVALID_CONFIG,
+                           f"Config value append is not allowed for config key: {name}")
+        else:
+            raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
     return out
 
 

@@ -368,6 +368,16 @@ class LogManager(LogManagerTasks):
         log.info("Updated config of topic %s (%d logs): %s", topic, len(logs), dict(overrides))
         return cfg
 
+    def update_broker_log_defaults(self, defaults: Mapping[str, Any]) -> None:
+        """New broker-level defaults under every topic's overrides, applied live to every
+        log (dynamic broker configs, Kafka's DynamicLogConfig)."""
+        with self._lock:
+            self.broker_log_defaults = dict(defaults)
+            self._config_cache.clear()
+            topics = {tp.topic for tp in self._logs}
+        for topic in topics:
+            self.update_topic_config(topic, self.topic_overrides(topic))
+
     # -- create / delete -----------------------------------------------------------------------
     def get_or_create_log(
         self, tp: TopicPartition, topic_overrides: Mapping[str, str] | None = None

@@ -10,6 +10,7 @@ from tidelog.protocol.kio_util import make, nested
 
 from ..configs import BROKER, BROKER_LOGGER, TOPIC, ConfigEntry, broker_entries, topic_entries
 from ..context import RequestContext
+from ..dynamic_config import dynamic_config
 from ..errors import ApiError, to_error
 from ..security import AclOperation
 from ..security.config_auth import config_denied
@@ -29,12 +30,10 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
         effective = rm.topic_config(name).to_props()
         return topic_entries(info.configs, broker.config.originals, effective)
     if rtype == BROKER:
-        if name not in ("", str(broker.node_id)):
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST,
-                f"Unexpected broker id, expected {broker.node_id} but received {name}",
-            )
-        return broker_entries(broker.config.values, broker.config.originals)
+        dc = dynamic_config(broker)
+        dc.entity(name)  # another broker's id: INVALID_REQUEST
+        return broker_entries(broker.config.values, dc.static, dc.layers[""],
+                              dc.layers[str(broker.node_id)])
     if rtype == BROKER_LOGGER:
         return []
     raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")

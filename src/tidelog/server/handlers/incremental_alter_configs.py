@@ -1,4 +1,5 @@
-"""IncrementalAlterConfigs (key 44): SET / DELETE / APPEND / SUBTRACT on topic overrides."""
+"""IncrementalAlterConfigs (key 44): SET / DELETE / APPEND / SUBTRACT on topic overrides and
+on a broker's or the cluster default's dynamic configs (server/dynamic_config.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 
-from ..configs import TOPIC, alter_configs_response, apply_incremental
+from ..configs import BROKER, TOPIC, alter_configs_response, apply_incremental, apply_to_broker
 from ..context import RequestContext
+from ..dynamic_config import dynamic_config
 from ..errors import ApiError
 
 API_KEY = 44
@@ -16,15 +18,20 @@ MAX_VERSION = 1
 
 
 def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
+    ops = [(c.name, c.config_operation, c.value) for c in res.configs]
+    if res.resource_type == BROKER:
+        dc = dynamic_config(ctx.broker)
+        new = apply_to_broker(dc.entity(res.resource_name), ops, dc.effective())
+        dc.alter(res.resource_name, new, validate_only)
+        return
     if res.resource_type != TOPIC:
-        raise ApiError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
+        raise ApiError(ErrorCode.INVALID_REQUEST, "only topic and broker configs can be altered")
     rm = ctx.broker.replica_manager
     info = rm.topic(res.resource_name)
     if info is None:
         raise ApiError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{res.resource_name}' does not exist."
         )
-    ops = [(c.name, c.config_operation, c.value) for c in res.configs]
     new = apply_incremental(info.configs, ops, rm.topic_config(res.resource_name).to_props())
     rm.set_topic_configs(res.resource_name, new, validate_only=validate_only)
 

@@ -1,0 +1,93 @@
+"""Dynamic broker configs (Kafka's DynamicBrokerConfig, the DynamicLogConfig part): log
+defaults altered on the BROKER resource, per broker (resource name = this broker's id) or as
+the cluster default (empty name), persisted in ``broker-configs.json`` in the first log dir
+and applied live to every partition without a topic override, as Kafka applies them.
+
+Precedence, as in Kafka: per-broker dynamic > cluster-default dynamic > server.properties /
+--override (static) > Kafka's default. Keys outside the dynamic set are refused with
+INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka's
+DynamicBrokerConfig.validateConfigs does for read-only keys.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tidelog.config.broker_config import BROKER_CONFIG_DEF
+from tidelog.config.log_config import BROKER_SYNONYMS
+from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.checkpoints import write_atomically
+
+from .errors import ApiError
+
+DYNAMIC_CONFIGS_FILE = "broker-configs.json"
+DEFAULT = ""  # the cluster-default entity's resource name
+# Kafka's DynamicLogConfig.ReconfigurableConfigs: the broker synonyms of topic configs
+DYNAMIC_KEYS = frozenset(syn for syns in BROKER_SYNONYMS.values() for syn, _ in syns) | {
+    name for name in ("compression.type", "min.insync.replicas",
+                      "unclean.leader.election.enable") if name in BROKER_CONFIG_DEF.keys
+}
+
+
+class DynamicBrokerConfig:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.node = str(broker.node_id)
+        self.static: dict[str, Any] = dict(broker.config.originals)
+        self.path = Path(broker.replica_manager.store.path).parent / DYNAMIC_CONFIGS_FILE
+        self.layers: dict[str, dict[str, str]] = {DEFAULT: {}, self.node: {}}
+        if self.path.exists():
+            stored = json.loads(self.path.read_bytes())
+            self.layers[DEFAULT] = dict(stored.get("default", {}))
+            self.layers[self.node] = dict(stored.get("brokers", {}).get(self.node, {}))
+        if self.layers[DEFAULT] or self.layers[self.node]:
+            self._apply()
+
+    def entity(self, name: str) -> dict[str, str]:
+        if name not in (DEFAULT, self.node):
+            raise ApiError(ErrorCode.INVALID_REQUEST,
+                           f"Unexpected broker id, expected {self.node} but received {name}")
+        return self.layers[name]
+
+    def alter(self, name: str, new: dict[str, str], validate_only: bool) -> None:
+        """Replace the entity's dynamic configs with ``new`` (validated first)."""
+        self.entity(name)
+        refused = sorted(k for k in new if k not in DYNAMIC_KEYS)
+        if refused:
+            raise ApiError(ErrorCode.INVALID_REQUEST,
+                           f"Cannot update these configs dynamically: {set(refused)}")
+        trial = {**self.static, **(self.layers[DEFAULT] if name != DEFAULT else new),
+                 **(self.layers[self.node] if name != self.node else new)}
+        try:
+            BROKER_CONFIG_DEF.parse(trial)
+        except Exception as exc:
+            raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        if validate_only:
+            return
+        self.layers[name] = dict(new)
+        doc = {"default": self.layers[DEFAULT], "brokers": {self.node: self.layers[self.node]}}
+        write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+        self._apply()
+
+    def effective(self) -> dict[str, Any]:
+        return {**self.static, **self.layers[DEFAULT], **self.layers[self.node]}
+
+    def _apply(self) -> None:
+        """The new values become the broker's; every log without a topic override of them
+        takes them at once."""
+        config = self.broker.config
+        config.originals.clear()
+        config.originals.update(self.effective())
+        config.values = BROKER_CONFIG_DEF.parse(config.originals)
+        self.broker.replica_manager.logs.update_broker_log_defaults(
+            config.log_config_defaults())
+
+
+def dynamic_config(broker: Any) -> DynamicBrokerConfig:
+    found = getattr(broker, "dynamic_config", None)
+    if found is None:
+        found = DynamicBrokerConfig(broker)
+        broker.dynamic_config = found
+    return found
