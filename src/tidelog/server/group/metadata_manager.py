@@ -90,7 +90,7 @@ class GroupMetadataManager:
         """Install what a replay found; the partition stops answering LOAD_IN_PROGRESS."""
         from tidelog.server.group.txn_offsets import install_pending
 
-        install_pending(self, data)
+        install_pending(self, data, partition)
         self._decode_latest(partition, data)
         loaded: list[GroupMetadata] = []
         now = self.clock.milliseconds()

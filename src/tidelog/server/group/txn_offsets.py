@@ -117,6 +117,13 @@ def complete_txn_offsets(broker: Any, partition: int, producer_id: int, commit: 
     coord = getattr(broker, "group_coordinator", None)
     if coord is None:
         return
+    if partition in coord.manager.loading:
+        # the loader may have read past this partition's end before the marker landed: it
+        # settles the transaction when it installs what it read (``install_pending``)
+        decisions = getattr(coord.manager, "txn_decisions", None)
+        if decisions is None:
+            decisions = coord.manager.txn_decisions = {}
+        decisions.setdefault(partition, {})[producer_id] = commit
     pending = pending_of(coord.manager)
     groups = pending.get(producer_id)
     if not groups:
@@ -158,9 +165,19 @@ def replay_txn_batch(out: LoadedPartition, batch: RecordBatch) -> None:
             mine[rec.key] = (rec.offset, rec.value)
 
 
-def install_pending(manager: GroupMetadataManager, out: LoadedPartition) -> None:
-    """Transactions still undecided at the end of the log: their offsets wait again."""
+def install_pending(manager: GroupMetadataManager, out: LoadedPartition,
+                    partition: int) -> None:
+    """Transactions still undecided at the end of what the loader read: their offsets wait
+    again, unless their marker landed while the partition was loading."""
+    decided: dict[int, bool] = getattr(manager, "txn_decisions", {}).pop(partition, {})
     pending = pending_of(manager)
+    for pid, records in list(out.txn_pending.items()):
+        if pid in decided:
+            records = out.txn_pending.pop(pid)
+            if decided[pid]:
+                for key, val in records.items():
+                    out.latest.pop(key, None)
+                    out.latest[key] = val
     for pid, records in out.txn_pending.items():
         for key, (_, value) in records.items():
             try:
