@@ -156,6 +156,9 @@ def test_lag_chart_rises_when_the_consumer_stops(browser, shots):
         url = eb.http_url + "/groups/lagging-readers"
         visit(browser, url, shots / "group-caught-up.png")
         assert _points(browser, By)[-1] == 0
+        members = browser.find_element(By.ID, "members").text
+        assert "lagging: 0" in members  # the member's decoded assignment
+        assert browser.find_element(By.ID, "group-state").text == "Stable"
         c.close()  # the consumer stops; the producer goes on
         _produce(eb, "lagging", [b"late-%d" % i for i in range(35)])
         wait_for(lambda: eb.run(_group_lag(eb, "lagging-readers")) == 35, "lag of 35")
