@@ -139,6 +139,14 @@ def start_broker(src: Path, log_dir: Path) -> tuple[subprocess.Popen[str], int]:
     raise RuntimeError("broker did not start")
 
 
+def peak_rss_mib(proc: subprocess.Popen[str]) -> float:
+    """The broker's peak resident memory so far (VmHWM)."""
+    for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return -1.0
+
+
 def fds(proc: subprocess.Popen[str]) -> int:
     return len(os.listdir(f"/proc/{proc.pid}/fd"))
 
@@ -172,14 +180,14 @@ def stats(lat: list[float]) -> str:
             f"p99={p99 * 1000:8.1f} ms max={lat[-1] * 1000:8.1f} ms")
 
 
-def phase(h: Healthy, name: str, fn: Any) -> None:
+def phase(h: Healthy, name: str, fn: Any, proc: subprocess.Popen[str]) -> None:
     time.sleep(0.5)  # a quiet gap between phases
     t0 = time.perf_counter()
     outcome = fn()
     t1 = time.perf_counter()
     time.sleep(0.2)  # let a round trip stalled by the phase complete before reading
-    print(f"  {name:<26} {stats(h.window(t0, t1))}  (took {t1 - t0:6.1f} s: {outcome})",
-          flush=True)
+    print(f"  {name:<26} {stats(h.window(t0, t1))}  (took {t1 - t0:6.1f} s: {outcome}; "
+          f"peak RSS {peak_rss_mib(proc):.0f} MiB)", flush=True)
 
 
 def _idle(seconds: float) -> str:
@@ -197,9 +205,10 @@ def run(label: str, src: Path, bombs: list[bytes], big: bytes) -> None:
             create_topic(admin, "heavy", 1)
             h = Healthy(port)
             h.start()
-            phase(h, "idle (baseline, 3 s)", lambda: _idle(3))
+            phase(h, "idle (baseline, 3 s)", lambda: _idle(3), proc)
             before = fds(proc)
-            phase(h, "CreateTopics 2000 parts", lambda: f"code {create_topic(admin, 'wide', 2000)}")
+            phase(h, "CreateTopics 2000 parts",
+                  lambda: f"code {create_topic(admin, 'wide', 2000)}", proc)
             per = (fds(proc) - before) / 2000
             codes: list[int] = []
 
@@ -213,8 +222,9 @@ def run(label: str, src: Path, bombs: list[bytes], big: bytes) -> None:
                     t.join()
                 return f"codes {sorted(set(codes))}"
 
-            phase(h, "8 gzip bombs (250 MiB)", bombs_at_once)
-            phase(h, "one 100 MB record", lambda: f"code {produce_code(Conn(port), 'heavy', big)}")
+            phase(h, "8 gzip bombs (250 MiB)", bombs_at_once, proc)
+            phase(h, "one 100 MB record",
+                  lambda: f"code {produce_code(Conn(port), 'heavy', big)}", proc)
             h.stop.set()
             h.join(30)
             print(f"  descriptors per partition: {per:.2f}", flush=True)
