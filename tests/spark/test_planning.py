@@ -91,7 +91,6 @@ def test_write_options_map_onto_librdkafka() -> None:
     ("name", "value", "message"),
     [
         ("partitioner.class", "x.Y", "default partitioner"),
-        ("transactional.id", "tx", "transactions"),
         ("security.protocol", "SASL_SSL", "TLS/SASL"),
         ("sasl.mechanism", "PLAIN", "TLS/SASL"),
         ("ssl.truststore.location", "/x", "TLS/SASL"),

@@ -64,10 +64,6 @@ WRITE_REJECTED = {
         "the sink always uses Kafka's default partitioner (murmur2 of the key, like the Java "
         "producer); set the 'partition' column to choose partitions yourself"
     ),
-    "transactional.id": (
-        "transactional writes need broker transactions, which tidelog does not support yet; "
-        "the sink is at-least-once with an idempotent producer"
-    ),
 }
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -141,15 +137,23 @@ def producer_config(kafka: Mapping[str, str]) -> dict[str, str | int | bool]:
             conf["queue.buffering.max.kbytes"] = max(1, _int(name, value) // 1024)
         elif name == "security.protocol":
             conf[name] = value.strip().lower()
+        elif name == "transactional.id":
+            if not value.strip():
+                raise OptionError("option kafka.transactional.id is empty")
+            # a prefix: each Spark task gets its own id (txn_sink.py), so not in the shared conf
         elif name in WRITE_PASSTHROUGH:
             conf[name] = value.strip()
         else:
-            supported = sorted(WRITE_PASSTHROUGH | {"max.request.size", "buffer.memory", "security.protocol"})
+            supported = sorted(
+                WRITE_PASSTHROUGH | {"max.request.size", "buffer.memory", "security.protocol", "transactional.id"}
+            )
             raise OptionError(
                 f"option kafka.{name} is not supported for writes; supported: "
                 + ", ".join("kafka." + n for n in supported)
             )
     _check_producer_values(conf, explicit_idempotence="enable.idempotence" in kafka)
+    if "transactional.id" in kafka and not (conf["enable.idempotence"] and conf["acks"] == "all"):
+        raise OptionError("kafka.transactional.id needs kafka.acks=all and idempotence (the Java producer's rule)")
     return conf
 
 

@@ -118,6 +118,12 @@ def _producer(opts: WriteOptions) -> Any:
 def produce_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> TidelogCommitMessage:
     """Produce every row, wait for every acknowledgement; any delivery error fails the task
     (Spark's KafkaWriteTask.checkForErrors), so Spark retries it."""
+    if "transactional.id" in opts.kafka:
+        from .txn_sink import produce_transactionally
+
+        return TidelogCommitMessage(
+            produce_transactionally(opts, batches, _send_batch, _FAILURES, _on_delivery_error), 0
+        )
     producer = _producer(opts)
     _FAILURES.clear()
     records = batches_seen = 0
@@ -198,4 +204,7 @@ def make_writer(
         raise OptionError("save mode 'overwrite' is not supported by a topic (use mode 'append')")
     opts = parse_write_options(options)
     validate_write_schema(schema, opts)
+    if streaming and "transactional.id" in opts.kafka and opts.topic is None:
+        raise OptionError("kafka.transactional.id in a streaming write needs the 'topic' option "
+                          "(its partition 0 carries the exactly-once markers)")
     return TidelogStreamWriter(opts) if streaming else TidelogBatchWriter(opts)
