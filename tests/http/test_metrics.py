@@ -36,7 +36,37 @@ def _log_bytes(eb: EmbeddedBroker, partitions: list[int] | None = None) -> int:
     return int(eb.run(size()))
 
 
-def test_produce_and_consume_move_counters_by_exactly_what_was_sent(broker):
+def _consume_all_and_commit(eb: EmbeddedBroker, commits: dict[int, int]) -> list[bytes]:
+    """kafka-python reads both partitions (assign: no rebalance), then commits ``commits``
+    (partition -> offset) for the group ``metered-readers``."""
+    consumer = kafka.KafkaConsumer(
+        bootstrap_servers=eb.bootstrap_servers, auto_offset_reset="earliest",
+        enable_auto_commit=False, group_id="metered-readers", consumer_timeout_ms=200,
+    )  # fmt: skip
+    try:
+        consumer.assign([kafka.TopicPartition(TOPIC, 0), kafka.TopicPartition(TOPIC, 1)])
+        got: list[bytes] = []
+        wait_for(lambda: got.extend(m.value for m in consumer) or len(got) >= 300, "300 records")
+        consumer.commit({kafka.TopicPartition(TOPIC, p): kafka.OffsetAndMetadata(o, "", -1)
+                         for p, o in commits.items()})  # fmt: skip
+        return got
+    finally:
+        consumer.close()
+
+
+def _fetch_once(eb: EmbeddedBroker, partition: int) -> bytes:
+    """One Fetch from offset 0 with our own client: the raw record bytes sent."""
+    from tidelog.protocol.client import KafkaClient
+
+    client = KafkaClient(eb.bootstrap_servers)
+    try:
+        tp = TopicPartition(TOPIC, partition)
+        return client.fetch({tp: 0})[tp].records
+    finally:
+        client.close()
+
+
+def test_produce_moves_counters_by_exactly_what_was_sent(broker):
     base = broker.http_url
     before = scrape(base)
     assert sample(before, "kafka_server_brokertopicmetrics_messagesin_total", topic=TOPIC) == 0
@@ -64,32 +94,19 @@ def test_produce_and_consume_move_counters_by_exactly_what_was_sent(broker):
     assert sample(after, "kafka_network_requestmetrics_totaltimems", request="Produce",
                   quantile="0.99") > 0  # fmt: skip
 
-    # kafka-python reads everything once (assign: no rebalance, no re-fetch)
-    consumer = kafka.KafkaConsumer(
-        bootstrap_servers=broker.bootstrap_servers, auto_offset_reset="earliest",
-        enable_auto_commit=False, group_id="metered-readers", consumer_timeout_ms=200,
-    )  # fmt: skip
-    try:
-        consumer.assign([kafka.TopicPartition(TOPIC, 0), kafka.TopicPartition(TOPIC, 1)])
-        got: list[bytes] = []
-        wait_for(lambda: got.extend(m.value for m in consumer) or len(got) >= 300, "300 records")
-        assert len(got) == 300
-        consumer.commit({kafka.TopicPartition(TOPIC, 0): kafka.OffsetAndMetadata(150, "", -1),
-                         kafka.TopicPartition(TOPIC, 1): kafka.OffsetAndMetadata(100, "", -1)})  # fmt: skip
-    finally:
-        consumer.close()
+
+def test_consume_moves_bytes_out_and_lag_by_exactly_what_was_read(broker):
+    base = broker.http_url
+    _produce(broker, 300)
+    stored = _log_bytes(broker)
+    msgs = "kafka_server_brokertopicmetrics_messagesin_total"
+    assert len(_consume_all_and_commit(broker, {0: 150, 1: 100})) == 300
     read = scrape(base)
     out = "kafka_server_brokertopicmetrics_bytesout_total"
     # a client may fetch the same bytes twice (kafka-python does under load): at least once
     assert sample(read, out, topic=TOPIC) >= stored
     # exactly: one Fetch of partition 0 from offset 0 sends that partition's whole log
-    from tidelog.protocol.client import KafkaClient
-
-    client = KafkaClient(broker.bootstrap_servers)
-    try:
-        got_back = client.fetch({TopicPartition(TOPIC, 0): 0})[TopicPartition(TOPIC, 0)].records
-    finally:
-        client.close()
+    got_back = _fetch_once(broker, 0)
     assert sample(scrape(base), out, topic=TOPIC) - sample(read, out, topic=TOPIC) == len(
         got_back) == _log_bytes(broker, partitions=[0])  # fmt: skip
     fetches = [v for (n, lb), v in read.items()

@@ -59,6 +59,35 @@ def offset_x(segments: Sequence[SegmentView], layout: Sequence[tuple[float, floa
     return float(WIDTH)
 
 
+def _segment(s: SegmentView, x: float, w: float, top: int, h_bar: int) -> str:
+    cls = "segment active" if s.active else "segment"
+    fill = "#93c5fd" if s.active else "#cbd5e1"
+    density = s.index_entries / (s.size / 1048576) if s.size else 0.0
+    tip = (f"base {s.base_offset}, next {s.next_offset}, {_human(s.size)}, "
+           f"{s.index_entries} index entries ({density:.0f}/MiB), "
+           f"{s.time_index_entries} time index entries"
+           + (", active" if s.active else ""))  # fmt: skip
+    parts = [
+        f'<g class="{cls}" data-base-offset="{s.base_offset}" data-size="{s.size}" '
+        f'data-index-entries="{s.index_entries}">'
+        f'<rect class="{cls}" x="{x:.1f}" y="{top}" width="{max(w - 1, 1):.1f}" '
+        f'height="{h_bar}" fill="{fill}" stroke="#475569"><title>{escape(tip)}</title></rect>'
+    ]
+    # index density: one tick per index entry, spread across the segment (capped)
+    ticks = min(s.index_entries, int(w // 2))
+    for i in range(ticks):
+        tx = x + (i + 0.5) * (w - 1) / max(ticks, 1)
+        parts.append(f'<line x1="{tx:.1f}" y1="{top + h_bar - 8}" x2="{tx:.1f}" '
+                     f'y2="{top + h_bar}" stroke="#334155" stroke-width="0.6"/>')  # fmt: skip
+    if w > 40:
+        parts.append(f'<text x="{x + 3:.1f}" y="{top + 16}" font-size="11">'
+                     f"{s.base_offset}</text>"
+                     f'<text x="{x + 3:.1f}" y="{top + 30}" font-size="10" '
+                     f'fill="#475569">{_human(s.size)}</text>')  # fmt: skip
+    parts.append("</g>")
+    return "".join(parts)
+
+
 def segment_picture(segments: Sequence[SegmentView], marks: dict[str, int | None]) -> str:
     layout = _segment_layout(segments)
     h_bar, top = 70, 40
@@ -67,32 +96,7 @@ def segment_picture(segments: Sequence[SegmentView], marks: dict[str, int | None
         f'width="100%" role="img" data-segment-count="{len(segments)}">',
         "<title>segments to scale</title>",
     ]
-    for s, (x, w) in zip(segments, layout, strict=True):
-        cls = "segment active" if s.active else "segment"
-        fill = "#93c5fd" if s.active else "#cbd5e1"
-        density = s.index_entries / (s.size / 1048576) if s.size else 0.0
-        tip = (f"base {s.base_offset}, next {s.next_offset}, {_human(s.size)}, "
-               f"{s.index_entries} index entries ({density:.0f}/MiB), "
-               f"{s.time_index_entries} time index entries"
-               + (", active" if s.active else ""))  # fmt: skip
-        parts.append(
-            f'<g class="{cls}" data-base-offset="{s.base_offset}" data-size="{s.size}" '
-            f'data-index-entries="{s.index_entries}">'
-            f'<rect class="{cls}" x="{x:.1f}" y="{top}" width="{max(w - 1, 1):.1f}" '
-            f'height="{h_bar}" fill="{fill}" stroke="#475569"><title>{escape(tip)}</title></rect>'
-        )
-        # index density: one tick per index entry, spread across the segment (capped)
-        ticks = min(s.index_entries, int(w // 2))
-        for i in range(ticks):
-            tx = x + (i + 0.5) * (w - 1) / max(ticks, 1)
-            parts.append(f'<line x1="{tx:.1f}" y1="{top + h_bar - 8}" x2="{tx:.1f}" '
-                         f'y2="{top + h_bar}" stroke="#334155" stroke-width="0.6"/>')  # fmt: skip
-        if w > 40:
-            parts.append(f'<text x="{x + 3:.1f}" y="{top + 16}" font-size="11">'
-                         f"{s.base_offset}</text>"
-                         f'<text x="{x + 3:.1f}" y="{top + 30}" font-size="10" '
-                         f'fill="#475569">{_human(s.size)}</text>')  # fmt: skip
-        parts.append("</g>")
+    parts += [_segment(s, x, w, top, h_bar) for s, (x, w) in zip(segments, layout, strict=True)]
     row = 0
     for label, offset in marks.items():
         if offset is None:
@@ -148,23 +152,29 @@ def line_chart(
                  f'<text x="{pad_l}" y="{height - 6}" font-size="11">'
                  f"{(t_max - t_min) / 1000:.0f} s ago</text>"
                  f'<text x="{WIDTH - 40}" y="{height - 6}" font-size="11">now</text>')  # fmt: skip
-    palette = ["#2563eb", "#16a34a", "#f59e0b", "#a855f7", "#0891b2", "#be123c"]
     # partitions first, the total last so it is drawn on top
     for i, (name, pts) in enumerate(sorted(series.items(), key=lambda kv: kv[0] == "total")):
         pts = [p for p in pts if p[0] >= t_min]
-        if not pts:
-            continue
-        total = name == "total"
-        colour = "#111827" if total else palette[i % len(palette)]
-        cls = "series total" if total else "series"
-        coords = " ".join(f"{x:.1f},{y:.1f}" for x, y in (xy(t, v) for t, v in pts))
-        parts.append(f'<g class="{cls}" data-series="{escape(name)}">'
-                     f'<polyline fill="none" stroke="{colour}" '
-                     f'stroke-width="{2.5 if total else 1.2}" points="{coords}"/>')  # fmt: skip
-        for t, v in pts:
-            x, y = xy(t, v)
-            parts.append(f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="2" '
-                         f'fill="{colour}" data-t="{t}" data-lag="{v}"/>')  # fmt: skip
-        parts.append("</g>")
+        if pts:
+            parts.append(_series(name, [(t, v, *xy(t, v)) for t, v in pts], i))
     parts.append("</svg>")
+    return "".join(parts)
+
+
+PALETTE = ("#2563eb", "#16a34a", "#f59e0b", "#a855f7", "#0891b2", "#be123c")
+
+
+def _series(name: str, pts: list[tuple[int, int, float, float]], i: int) -> str:
+    """One line with a point per sample; ``pts`` are (time, value, x, y)."""
+    total = name == "total"
+    colour = "#111827" if total else PALETTE[i % len(PALETTE)]
+    cls = "series total" if total else "series"
+    coords = " ".join(f"{x:.1f},{y:.1f}" for _, _, x, y in pts)
+    parts = [f'<g class="{cls}" data-series="{escape(name)}">'
+             f'<polyline fill="none" stroke="{colour}" '
+             f'stroke-width="{2.5 if total else 1.2}" points="{coords}"/>']  # fmt: skip
+    for t, v, x, y in pts:
+        parts.append(f'<circle class="point" cx="{x:.1f}" cy="{y:.1f}" r="2" '
+                     f'fill="{colour}" data-t="{t}" data-lag="{v}"/>')  # fmt: skip
+    parts.append("</g>")
     return "".join(parts)
