@@ -248,3 +248,24 @@ def test_time_lag_is_the_age_of_the_first_unconsumed_record(broker):
     assert 600 <= sample(s, "kafka_consumergroup_group_lag_seconds", **labels) < 700
     assert sample(s, "kafka_consumergroup_lag", consumergroup="aged-readers", topic="aged",
                   partition="0") == 2  # fmt: skip
+
+
+def test_connections_are_counted_per_listener():
+    import socket
+
+    config = {**HTTP, "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"}  # fmt: skip
+    with EmbeddedBroker(config) as eb:
+        port = eb.broker.bound_ports["INTERNAL"]
+        socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(2)]
+        name = "kafka_server_socket_server_metrics_connection_count"
+        try:
+            def counts() -> tuple[float, float]:
+                s = scrape(eb.http_url)
+                return (sample(s, name, listener="INTERNAL", networkProcessor="0"),
+                        sample(s, name, listener="PLAINTEXT", networkProcessor="0"))  # fmt: skip
+
+            wait_for(lambda: counts() == (2, 0), "two connections on INTERNAL, none on PLAINTEXT")
+        finally:
+            for s in socks:
+                s.close()
