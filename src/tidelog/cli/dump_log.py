@@ -31,6 +31,9 @@ OFFSET_CHECKPOINTS = frozenset({
 })
 
 
+TXN_DECODER = "transaction"  # ``decode`` value of --transaction-log-decoder
+
+
 @dataclass
 class DumpResult:
     path: str
@@ -39,7 +42,7 @@ class DumpResult:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("dump-log", help="print the contents of .log/.index/.timeindex files")
+    p = sub.add_parser("dump-log", help="print the contents of .log/.index/.timeindex/.txnindex files")
     p.add_argument("paths", nargs="*", help="segment files to dump")
     p.add_argument("--files", default="", help="comma-separated files (kafka-dump-log style)")
     p.add_argument("--deep-iteration", action="store_true", help="decode every record")
@@ -47,6 +50,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--verify-index-only", action="store_true", help="only report index entries that do not match the log")
     p.add_argument("--offsets-decoder", action="store_true",
                    help="decode __consumer_offsets records (implies --deep-iteration)")
+    p.add_argument("--transaction-log-decoder", action="store_true",
+                   help="decode __transaction_state records (implies --deep-iteration)")
     p.add_argument("--json", action="store_true", help="one JSON document per file")
     p.set_defaults(func=run)
 
@@ -56,12 +61,14 @@ def run(args: argparse.Namespace) -> int:
     if not paths:
         print("dump-log: no files given", file=sys.stderr)
         return 2
-    deep = args.deep_iteration or args.print_data_log or args.offsets_decoder
+    deep = (args.deep_iteration or args.print_data_log or args.offsets_decoder
+            or args.transaction_log_decoder)
     failed = False
     for p in paths:
         result = dump_file(Path(p), deep=deep, print_data=args.print_data_log,
                            verify_only=args.verify_index_only,
-                           offsets_decoder=args.offsets_decoder)
+                           offsets_decoder=args.offsets_decoder,
+                           txn_decoder=args.transaction_log_decoder)
         emit(result, sys.stdout, as_json=args.json)
         failed |= bool(result.errors)
     return 1 if failed else 0
@@ -74,6 +81,7 @@ def dump_file(
     print_data: bool,
     verify_only: bool,
     offsets_decoder: bool = False,
+    txn_decoder: bool = False,
 ) -> DumpResult:
     result = DumpResult(str(path))
     if not path.exists():
@@ -82,18 +90,25 @@ def dump_file(
     name = path.name
     try:
         if name.endswith(".log"):
-            _dump_log(path, result, deep=deep, print_data=print_data, decode=offsets_decoder)
+            decode: bool | str = TXN_DECODER if txn_decoder else offsets_decoder
+            _dump_log(path, result, deep=deep, print_data=print_data, decode=decode)
         elif name.endswith(".index"):
             _dump_index(path, result, entry_size=8, verify_only=verify_only)
         elif name.endswith(".timeindex"):
             _dump_index(path, result, entry_size=12, verify_only=verify_only)
         elif name.endswith(".snapshot"):
             _dump_snapshot(path, result)
+        elif name.endswith(".txnindex"):
+            from tidelog.cli.txn_decoder import txn_index_items
+
+            items, errors = txn_index_items(path)
+            result.items.extend(items)
+            result.errors.extend(errors)
         elif name in OFFSET_CHECKPOINTS:
             _dump_checkpoint(path, result)
         else:
             result.errors.append(
-                f"{path}: unsupported file type (expected .log, .index, .timeindex, .snapshot "
+                f"{path}: unsupported file type (expected .log, .index, .timeindex, .snapshot, .txnindex "
                 f"or one of {', '.join(sorted(OFFSET_CHECKPOINTS))})"
             )
     except (OSError, StorageError) as e:
@@ -133,7 +148,8 @@ def _batch_info(batch: RecordBatch) -> dict[str, Any]:
     }
 
 
-def _record_infos(batch: RecordBatch, print_data: bool, decode: bool) -> list[dict[str, Any]]:
+def _record_infos(batch: RecordBatch, print_data: bool,
+                  decode: bool | str) -> list[dict[str, Any]]:
     out = []
     for r in batch.iter_records():
         info: dict[str, Any] = {
@@ -147,7 +163,11 @@ def _record_infos(batch: RecordBatch, print_data: bool, decode: bool) -> list[di
         if batch.is_control and r.key is not None and len(r.key) >= 4:
             ctype = struct.unpack_from(">h", r.key, 2)[0]
             info["controlType"] = {0: "ABORT", 1: "COMMIT"}.get(ctype, str(ctype))
-        if decode and not batch.is_control:
+        if decode == TXN_DECODER and not batch.is_control:
+            from tidelog.cli.txn_decoder import decode_transaction_record
+
+            info["decoded"] = decode_transaction_record(r.key, r.value)
+        elif decode and not batch.is_control:
             info["decoded"] = _decode_offsets_record(r.key, r.value)
         if print_data:
             info["key"] = None if r.key is None else r.key.decode("utf-8", "replace")
@@ -186,7 +206,7 @@ def _dump_checkpoint(path: Path, result: DumpResult) -> None:
 
 
 def _dump_log(
-    path: Path, result: DumpResult, *, deep: bool, print_data: bool, decode: bool = False
+    path: Path, result: DumpResult, *, deep: bool, print_data: bool, decode: bool | str = False
 ) -> None:
     from tidelog.cli.progress import Progress
 
