@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tidelog.storage.cleaner.batch_filter import ScannedRecord
 from tidelog.storage.cleaner.offset_map import (
     BYTES_PER_ENTRY,
     OffsetMapFullError,
@@ -82,3 +83,30 @@ def test_map_bound_to_the_selected_core() -> None:
     from tidelog import _native
 
     assert SkimpyOffsetMap._native is _native.core
+
+
+def _records(items: list[tuple[int, bytes | None]]) -> list[ScannedRecord]:
+    return [ScannedRecord(o, 0, k, True, 0, 0, 0, 0) for o, k in items]
+
+
+def _put_records(m: SkimpyOffsetMap, recs: list[ScannedRecord], start: int, cap: int) -> Any:
+    try:
+        return m.put_records(recs, start, cap)
+    except Exception as e:
+        return (type(e), str(e))
+
+
+@needs_core
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 9), st.integers(0, 11), st.integers(-3, 40),
+       st.lists(st.lists(st.tuples(
+           st.one_of(st.integers(-5, 60), st.integers(1 << 63, 1 << 66)),
+           st.one_of(st.none(), st.binary(max_size=2))), max_size=25), max_size=4))
+def test_put_records_twins_agree(slots: int, cap: int, start: int,
+                                 batches: list[list[tuple[int, bytes | None]]]) -> None:
+    """The cleaner's map loop (a batch at a time): same counts, fullness, errors and state."""
+    py, nat = PythonMap(slots * BYTES_PER_ENTRY), NativeMap(slots * BYTES_PER_ENTRY)
+    for items in batches:
+        recs = _records(items)
+        assert _put_records(nat, recs, start, cap) == _put_records(py, recs, start, cap)
+        assert _state(nat) == _state(py)

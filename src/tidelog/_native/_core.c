@@ -522,6 +522,9 @@ PyDoc_STRVAR(md5_doc, "md5(data) -> 16-byte digest (as hashlib.md5(data).digest(
 static PyMethodDef core_methods[] = {
     {"omap_put", tl_omap_put, METH_VARARGS, omap_put_doc},
     {"omap_get", tl_omap_get, METH_VARARGS, omap_get_doc},
+    {"omap_put_records", tl_omap_put_records, METH_VARARGS,
+     "omap_put_records(buf, slots, records, start, entries, max_entries, track): the cleaner's "
+     "map loop (SkimpyOffsetMap.put_records)."},
     {"md5", tl_md5, METH_O, md5_doc},
     {"record_starts", core_record_starts, METH_VARARGS, starts_doc},
     {"walk", core_walk, METH_VARARGS, walk_doc},

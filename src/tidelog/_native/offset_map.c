@@ -200,3 +200,98 @@ tl_md5(PyObject *self, PyObject *arg)
     PyBuffer_Release(&b);
     return PyBytes_FromStringAndSize((const char *)digest, OMAP_HASH);
 }
+
+/* SkimpyOffsetMap.put_records: the cleaner's map loop over one batch's ScannedRecords (offset
+ * at index 0, key at 2). Returns (read, full, added, probes, lookups, latest, positions,
+ * overflow): ``positions`` of new slots while ``track`` allows, ``latest`` None if no put,
+ * ``overflow`` 1 when a put found no empty slot (the twin raises OffsetMapFullError there),
+ * 2 at an offset beyond int64 (the caller goes on in Python from record ``read``). */
+PyObject *
+tl_omap_put_records(PyObject *self, PyObject *args)
+{
+    PyObject *map, *records;
+    long long slots, start, entries, max_entries, track;
+    if (!PyArg_ParseTuple(args, "OLO!LLLL:omap_put_records", &map, &slots, &PyList_Type,
+                          &records, &start, &entries, &max_entries, &track))
+        return NULL;
+    Py_buffer mb;
+    if (PyObject_GetBuffer(map, &mb, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (slots < 1 || mb.len < slots * OMAP_ENTRY) {
+        PyBuffer_Release(&mb);
+        PyErr_SetString(PyExc_ValueError, "offset map buffer smaller than its slots");
+        return NULL;
+    }
+    uint8_t *buf = (uint8_t *)mb.buf;
+    PyObject *positions = PyList_New(0);
+    Py_ssize_t n = PyList_GET_SIZE(records), read = 0;
+    long long added = 0, probes = 0, lookups = 0, latest = 0;
+    int full = 0, overflow = 0, any = 0;
+    for (; positions != NULL && read < n; read++) {
+        PyObject *rec = PyList_GET_ITEM(records, read);
+        if (!PyTuple_Check(rec) || PyTuple_GET_SIZE(rec) < 3) {
+            PyErr_SetString(PyExc_TypeError, "records must be ScannedRecord tuples");
+            Py_CLEAR(positions);
+            break;
+        }
+        PyObject *key = PyTuple_GET_ITEM(rec, 2);
+        if (key == Py_None)
+            continue;
+        long long offset = PyLong_AsLongLong(PyTuple_GET_ITEM(rec, 0));
+        if (offset == -1 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError)) {
+                Py_CLEAR(positions);
+                break;
+            }
+            PyErr_Clear(); /* beyond int64: the Python twin goes on from this record */
+            overflow = 2;
+            break;
+        }
+        if (offset < start)
+            continue;
+        if (entries + added >= max_entries) {
+            full = 1;
+            break;
+        }
+        Py_buffer kb;
+        if (PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE) < 0) {
+            Py_CLEAR(positions);
+            break;
+        }
+        uint8_t digest[OMAP_HASH];
+        md5((const uint8_t *)kb.buf, (size_t)kb.len, digest);
+        PyBuffer_Release(&kb);
+        int found;
+        long long p, pos = omap_find(buf, slots, digest, &found, &p);
+        lookups++;
+        probes += p;
+        if (pos < 0) {
+            overflow = 1;
+            break;
+        }
+        if (!found) {
+            memcpy(buf + pos, digest, OMAP_HASH);
+            added++;
+            if (entries + added <= track) {
+                PyObject *v = PyLong_FromLongLong(pos);
+                if (v == NULL || PyList_Append(positions, v) < 0) {
+                    Py_XDECREF(v);
+                    Py_CLEAR(positions);
+                    break;
+                }
+                Py_DECREF(v);
+            }
+        }
+        uint64_t v = (uint64_t)offset;
+        for (int i = 0; i < 8; i++)
+            buf[pos + OMAP_HASH + i] = (uint8_t)(v >> (56 - 8 * i));
+        latest = offset;
+        any = 1;
+    }
+    PyBuffer_Release(&mb);
+    if (positions == NULL)
+        return NULL;
+    PyObject *lat = any ? PyLong_FromLongLong(latest) : (Py_INCREF(Py_None), Py_None);
+    return Py_BuildValue("nNLLLNNi", read, PyBool_FromLong(full), added, probes, lookups, lat,
+                         positions, overflow);
+}

@@ -312,12 +312,10 @@ class Cleaner:
             elif txn.on_batch_read(batch):
                 stats.map_messages_read += max(0, batch.records_count)  # aborted: not mapped
             else:
-                for rec in scan_records(batch)[1]:
-                    if rec.key is not None and rec.offset >= start:
-                        if m.size >= max_entries:
-                            return True
-                        m.put(rec.key, rec.offset)
-                    stats.map_messages_read += 1
+                read, full = m.put_records(scan_records(batch)[1], start, max_entries)
+                stats.map_messages_read += read
+                if full:
+                    return True
             if batch.last_offset >= start:
                 m.update_latest_offset(batch.last_offset)
         # Offsets missing at the segment's end belong to this round too (gaps are skipped).

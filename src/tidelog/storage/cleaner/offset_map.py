@@ -19,6 +19,7 @@ import hashlib
 import mmap
 import struct
 from array import array
+from typing import Any
 
 from tidelog._native import core as _native_core
 
@@ -30,6 +31,7 @@ _Q = struct.Struct(">q")
 _EMPTY_HASH = bytes(HASH_SIZE)
 _EMPTY_ENTRY = bytes(BYTES_PER_ENTRY)
 _md5 = hashlib.md5
+_INT64 = 1 << 63
 
 
 def _anonymous_map(size: int) -> mmap.mmap:
@@ -100,7 +102,7 @@ class SkimpyOffsetMap:
     def put(self, key: bytes | bytearray | memoryview, offset: int) -> None:
         """Record ``offset`` as the latest for ``key``; also advances ``latest_offset``."""
         native = self._native
-        if native is not None:
+        if native is not None and -_INT64 <= offset < _INT64:  # beyond: the twin's error
             pos, found, probes = native.omap_put(self._bytes, self._slots, key, offset)
             self._lookups += 1
             self._probes += probes
@@ -146,6 +148,40 @@ class SkimpyOffsetMap:
             if not found:
                 return -1
         return int(_Q.unpack_from(buf, pos + HASH_SIZE)[0])
+
+    def put_records(self, records: list[Any], start: int, max_entries: int) -> tuple[int, bool]:
+        """The cleaner's map loop over one batch's ScannedRecords: put each keyed record at or
+        above ``start`` while the map holds fewer than ``max_entries``. Returns (records
+        read, map full); when full, the record that found it full is not counted."""
+        native = self._native
+        skip = 0
+        if native is not None:
+            skip, full = self._put_records_native(native, records, start, max_entries)
+            if full or skip == len(records):
+                return skip, full
+        n = skip
+        for rec in records[skip:] if skip else records:
+            if rec.key is not None and rec.offset >= start:
+                if self._entries >= max_entries:
+                    return n, True
+                self.put(rec.key, rec.offset)
+            n += 1
+        return n, False
+
+    def _put_records_native(self, native: Any, records: list[Any], start: int,
+                            max_entries: int) -> tuple[int, bool]:
+        read, full, added, probes, lookups, latest, positions, overflow = \
+            native.omap_put_records(self._bytes, self._slots, records, start, self._entries,
+                                    max_entries, self._track_limit)
+        self._entries += added
+        self._lookups += lookups
+        self._probes += probes
+        self._used.extend(positions)
+        if latest is not None:
+            self.latest_offset = latest
+        if overflow == 1:
+            raise OffsetMapFullError("attempt to add a new entry to a full offset map")
+        return read, bool(full)
 
     def _find(self, digest: bytes) -> tuple[int, bool]:
         """(byte position, True) of ``digest``'s slot, else (first empty slot, False), else
