@@ -97,7 +97,6 @@ def test_offsets_going_backwards_are_reported(spark: Any, bootstrap: str, client
     [
         ("kafka.security.protocol", "SASL_SSL", "TLS/SASL"),
         ("kafka.ssl.truststore.location", "/nowhere", "TLS/SASL"),
-        ("kafka.isolation.level", "read_committed", "read_committed is not supported"),
         ("kafka.max.poll.records", "10", "not supported for reads"),
     ],
 )
@@ -106,6 +105,22 @@ def test_consumer_settings_that_cannot_work_are_rejected(spark: Any, bootstrap: 
     topic = new_topic(1)
     with pytest.raises(Exception, match=message):
         _read(spark, bootstrap, subscribe=topic, **{option: value}).collect()
+
+
+def test_read_committed_leaves_out_aborted_transactions(spark: Any, bootstrap: str, new_topic: Any) -> None:
+    topic = new_topic(1)
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"t-{uuid.uuid4().hex[:8]}"})
+    p.init_transactions(30)
+    for values, commit in ((["c0", "c1", "c2"], True), (["a0", "a1"], False), (["c3"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, v.encode())
+        p.flush(30)
+        p.commit_transaction(30) if commit else p.abort_transaction(30)
+    _produce(bootstrap, topic, ["plain"])
+    committed = _read(spark, bootstrap, subscribe=topic, **{"kafka.isolation.level": "read_committed"})
+    assert _values(committed) == ["c0", "c1", "c2", "c3", "plain"]
+    assert _values(_read(spark, bootstrap, subscribe=topic)) == ["a0", "a1", "c0", "c1", "c2", "c3", "plain"]
 
 
 def test_honoured_consumer_settings(spark: Any, bootstrap: str, new_topic: Any) -> None:

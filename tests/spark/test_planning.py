@@ -107,7 +107,8 @@ def test_unusable_producer_settings_are_rejected(name: str, value: str, message:
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("isolation.level", "read_committed", "not supported"),
+        ("isolation.level", "read_committed", "only supported with kafka.bootstrap.servers"),
+        ("isolation.level", "serializable", "read_uncommitted or read_committed"),
         ("security.protocol", "SSL", "TLS/SASL"),
         ("sasl.jaas.config", "x", "TLS/SASL"),
         ("ssl.keystore.location", "/k", "TLS/SASL"),

@@ -36,6 +36,7 @@ from .client_conn import (
     check,
     parse_bootstrap,
 )
+from .client_txn import AbortedFilter
 
 __all__ = [
     "API_RANGES",
@@ -79,6 +80,7 @@ class FetchedPartition:
     log_start_offset: int
     last_stable_offset: int
     records: bytes
+    aborted_transactions: list[tuple[int, int]] = field(default_factory=list)  # (producer id, first offset)
 
     def batches(self) -> Iterator[RecordBatch]:
         """Complete batches (a partial trailing batch cut by max bytes is skipped)."""
@@ -334,30 +336,41 @@ class KafkaClient:
                         int(getattr(p, "log_start_offset", -1)),
                         int(getattr(p, "last_stable_offset", -1)),
                         bytes(p.records or b""),
+                        [(int(a.producer_id), int(a.first_offset))
+                         for a in (getattr(p, "aborted_transactions", None) or ())],
                     )
         return out
 
     def iter_batches(
-        self, tp: TopicPartition, start: int, end: int, *, partition_max_bytes: int = 8 << 20
+        self, tp: TopicPartition, start: int, end: int, *, partition_max_bytes: int = 8 << 20,
+        isolation_level: int = 0,
     ) -> Iterator[RecordBatch]:
         """Batches covering [start, end) of one partition (the first may begin below start).
+        With ``isolation_level=1`` (read_committed) the fetch stops at the last stable offset
+        and the batches of aborted transactions are left out (control batches stay).
 
         Stops early (quietly) when the partition's high watermark is below ``end``."""
         position = start
+        aborted = AbortedFilter()
         while position < end:
             fetched = self._retrying(
                 "Fetch",
                 lambda pos=position, pmb=partition_max_bytes: self.fetch(
-                    {tp: pos}, partition_max_bytes=pmb
+                    {tp: pos}, partition_max_bytes=pmb, isolation_level=isolation_level
                 ),
             )[tp]
             check(fetched.error, f"Fetch {tp} at offset {position}")
+            aborted.add(fetched.aborted_transactions)
             progressed = False
             for batch in fetched.batches():
                 if batch.last_offset < position:
                     continue
                 if batch.base_offset >= end:
                     return
+                if isolation_level and aborted.is_aborted(batch):
+                    position = batch.next_offset
+                    progressed = True
+                    continue
                 yield batch
                 position = batch.next_offset
                 progressed = True

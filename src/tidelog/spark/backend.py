@@ -30,6 +30,7 @@ class BackendSpec:
     client_id: str = "tidelog-spark"
     request_timeout_ms: int = 30000
     partition_max_bytes: int = 8 << 20  # kafka.max.partition.fetch.bytes (grown for larger batches)
+    read_committed: bool = False  # kafka.isolation.level=read_committed (broker mode)
 
     def open(self) -> Backend:
         if self.bootstrap_servers:
@@ -37,6 +38,7 @@ class BackendSpec:
                 KafkaClient(self.bootstrap_servers, client_id=self.client_id,
                             request_timeout_ms=self.request_timeout_ms),
                 self.partition_max_bytes,
+                isolation_level=1 if self.read_committed else 0,
             )
         return PathBackend(LogDirReader(self.paths))
 
@@ -91,9 +93,10 @@ class PathBackend:
 
 
 class BrokerBackend:
-    def __init__(self, client: KafkaClient, partition_max_bytes: int = 8 << 20) -> None:
+    def __init__(self, client: KafkaClient, partition_max_bytes: int = 8 << 20, *, isolation_level: int = 0) -> None:
         self.client = client
         self.partition_max_bytes = partition_max_bytes
+        self.isolation_level = isolation_level  # 1: latest is the last stable offset, aborted data left out
 
     def topics(self) -> dict[str, list[int]]:
         return self.client.list_topics()
@@ -103,15 +106,16 @@ class BrokerBackend:
         return {TopicPartition(*tp): o for tp, o in got.items()}
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        got = self.client.latest_offsets([WireTP(*tp) for tp in tps])
-        return {TopicPartition(*tp): o for tp, o in got.items()}
+        got = self.client.list_offsets({WireTP(*tp): -1 for tp in tps}, isolation_level=self.isolation_level)
+        return {TopicPartition(*tp): o for tp, (o, _ts) in got.items()}
 
     def offsets_for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         got = self.client.offsets_for_times({WireTP(*tp): ts for tp, ts in times.items()})
         return {TopicPartition(*tp): o for tp, o in got.items()}
 
     def batches(self, tp: TopicPartition, start: int, end: int) -> Iterator[RecordBatch]:
-        return self.client.iter_batches(WireTP(*tp), start, end, partition_max_bytes=self.partition_max_bytes)
+        return self.client.iter_batches(WireTP(*tp), start, end, partition_max_bytes=self.partition_max_bytes,
+                                        isolation_level=self.isolation_level)
 
     def close(self) -> None:
         self.client.close()

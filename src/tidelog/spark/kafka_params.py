@@ -101,13 +101,10 @@ def check_read_params(kafka: Mapping[str, str]) -> dict[str, str]:
         if name in _READ_INT:
             _int(name, value)
     level = kafka.get("isolation.level", "read_uncommitted").strip().lower()
-    if level == "read_committed":
+    if level not in ("read_uncommitted", "read_committed"):
         raise OptionError(
-            "kafka.isolation.level=read_committed is not supported by the tidelog source yet "
-            "(it reads uncommitted, Spark's default); transaction markers are always skipped"
+            f"option kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}"
         )
-    if level != "read_uncommitted":
-        raise OptionError(f"option kafka.isolation.level must be read_uncommitted, got {level!r}")
     if "group.id" in kafka:
         # Spark warns too: a fixed group id is unsafe for concurrent queries. tidelog reads by
         # assignment and never joins the group, so it only names the reader.

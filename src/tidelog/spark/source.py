@@ -129,6 +129,7 @@ def _backend_spec(opts: ReadOptions) -> BackendSpec:
         client_id=opts.kafka.get("client.id", "tidelog-spark"),
         request_timeout_ms=int(opts.kafka.get("request.timeout.ms", "30000")),
         partition_max_bytes=int(opts.kafka.get("max.partition.fetch.bytes", str(8 << 20))),
+        read_committed=opts.read_committed,
     )
 
 
