@@ -24,7 +24,4 @@ XFAIL: dict[str, tuple[str, bool]] = {
     "test_alter_replica_log_dirs": ("AlterReplicaLogDirs is not served yet", True),
     "test_kafka_version_infer":
         ("kafka-python infers 4.1 from Produce v13 (topic ids); tidelog serves Produce v10", True),
-    "test_transactional_producer_offsets":
-        ("transactions (AddOffsetsToTxn/TxnOffsetCommit) are not complete; the test waits "
-         "out its timeout", False),
 }
