@@ -22,6 +22,4 @@ XFAIL: dict[str, tuple[str, bool]] = {
         ("broker configs from server.properties are reported DEFAULT_CONFIG, "
          "not STATIC_BROKER_CONFIG", True),
     "test_alter_replica_log_dirs": ("AlterReplicaLogDirs is not served yet", True),
-    "test_kafka_version_infer":
-        ("kafka-python infers 4.1 from Produce v13 (topic ids); tidelog serves Produce v10", True),
 }

@@ -19,7 +19,7 @@ from tidelog.records import build_batch
 BATCH = build_batch([(1_700_000_000_000, b"k", b"v" * 50), (1_700_000_000_001, None, b"w")])
 
 
-@pytest.mark.parametrize("version", range(3, 11))
+@pytest.mark.parametrize("version", range(3, 14))
 def test_produce_response_matches_kio(version: int) -> None:
     parts = [
         ProducePartitionResult(0, 0, 42, -1, 0),
@@ -27,7 +27,9 @@ def test_produce_response_matches_kio(version: int) -> None:
             1, 87, -1, 1_700_000_000_000, 5, [(0, "bad"), (3, None)], "record errors"
         ),
     ]
-    ours = encode_produce_response(7, version, [("topic-a", parts), ("b", [])])
+    a: str | uuid.UUID = "topic-a" if version < 13 else uuid.UUID(int=0xA)
+    b: str | uuid.UUID = "b" if version < 13 else uuid.UUID(int=0xB)
+    ours = encode_produce_response(7, version, [(a, parts), (b, [])])
     cls = response_class(0, version)
     tcls = nested(cls, "responses")
     pcls = nested(tcls, "partition_responses")
@@ -55,8 +57,8 @@ def test_produce_response_matches_kio(version: int) -> None:
     kio_resp = make(
         cls,
         responses=(
-            make(tcls, name="topic-a", partition_responses=tuple(kp(p) for p in parts)),
-            make(tcls, name="b", partition_responses=()),
+            make(tcls, name=a, topic_id=a, partition_responses=tuple(kp(p) for p in parts)),
+            make(tcls, name=b, topic_id=b, partition_responses=()),
         ),
         throttle_time=0,
     )

@@ -35,7 +35,7 @@ def test_api_versions_advertises_registry(broker: EmbeddedBroker) -> None:
     with connect(broker) as s:
         resp = _api_versions(s, 1)
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert got[0] == (3, 10)
+    assert got[0] == (3, 13)
     assert got[1] == (4, 18)
     assert got[3] == (0, 13)
     assert got[18] == (0, 4)

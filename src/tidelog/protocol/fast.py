@@ -1,5 +1,5 @@
-"""Hand-written encoders for the two hot responses, Produce (v3-v10) and Fetch (v4-v18;
-from v13 each topic is its 16-byte id, KIP-516).
+"""Hand-written encoders for the two hot responses, Produce (v3-v13) and Fetch (v4-v18; from
+v13 of each, a topic is its 16-byte id, KIP-516).
 
 kio's writer costs ~25 us per Fetch response; these build the bytes with ``struct`` and keep
 record data opaque: the Fetch encoder returns a list of buffers in which each partition's
@@ -74,7 +74,7 @@ def _array_len(out: bytearray, n: int, flexible: bool) -> None:
 def encode_produce_response(
     correlation_id: int,
     version: int,
-    topics: Sequence[tuple[str, Sequence[ProducePartitionResult]]],
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[ProducePartitionResult]]],
     throttle_time_ms: int = 0,
 ) -> bytes:
     flexible = version >= 9
@@ -83,8 +83,11 @@ def encode_produce_response(
     if flexible:
         out.append(0)
     _array_len(out, len(topics), flexible)
-    for name, parts in topics:
-        _string(out, name, flexible)
+    for topic, parts in topics:
+        if isinstance(topic, uuid.UUID):
+            out += topic.bytes
+        else:
+            _string(out, topic, flexible)
         _array_len(out, len(parts), flexible)
         for p in parts:
             out += _PRODUCE_PART.pack(p.index, p.error_code, p.base_offset, p.log_append_time)

@@ -81,6 +81,7 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
             "topic_data",
             _m("partition_responses", "partition_data", index="index"),
             name="name",
+            topic_id="topic_id",
         ),
     ),
     1: (

@@ -1,10 +1,14 @@
 """Produce (key 0): batches stay bytes; per-partition errors; acks 0/1/-1 (single node:
--1 is satisfied by the local append, min.insync.replicas=1); the response is hand-encoded."""
+-1 is satisfied by the local append, min.insync.replicas=1); the response is hand-encoded.
+v11 only adds leader-change tags (never sent by one broker), v12 is v11 for transaction
+version 2 producers (a client only sends it when transaction.version >= 2 is finalized, never
+here); v13 names topics by id (KIP-516): an id unknown here is UNKNOWN_TOPIC_ID."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
@@ -22,7 +26,8 @@ from ..txn.verification import verify_transactional_produce
 
 API_KEY = 0
 MIN_VERSION = 3
-MAX_VERSION = 10
+MAX_VERSION = 13
+TOPIC_ID_VERSION = 13
 log = logging.getLogger(__name__)
 # Batches validated and written off the event loop (ReplicaManager.append_off_loop).
 HEAVY_BYTES = 1 << 20
@@ -155,28 +160,33 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
     tid_denied = tid is not None and not ctx.authorize(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
     )
+    ids: list[uuid.UUID] = []
     for t in request.topic_data:
         parts = []
+        name, topic_id = _topic_of(ctx, t)
+        ids.append(topic_id)
         denied = (
-            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if tid_denied
-            else None if ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, t.name)
+            ErrorCode.UNKNOWN_TOPIC_ID if name is None
+            else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if tid_denied
+            else None if ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
             else ErrorCode.TOPIC_AUTHORIZATION_FAILED
         )
+        name = name or ""
         for p in t.partition_data:
             if denied is not None:
                 parts.append(ProducePartitionResult(p.index, denied))
             elif acks not in (0, 1, -1):
                 parts.append(ProducePartitionResult(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
-            elif t.name in INTERNAL_TOPICS:
+            elif name in INTERNAL_TOPICS:
                 # Only the coordinators write internal topics (they append to the log directly).
                 refused = ProducePartitionResult(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION)
-                refused.error_message = f"Cannot append to internal topic {t.name}"
+                refused.error_message = f"Cannot append to internal topic {name}"
                 parts.append(refused)
             else:
                 parts.append(
-                    await _append(ctx, TopicPartition(t.name, p.index), p.records, acks)
+                    await _append(ctx, TopicPartition(name, p.index), p.records, acks)
                 )
-        topics.append((t.name, parts))
+        topics.append((name, parts))
     await _wait_group_commit(ctx, topics)
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     throttle_ms = throttle(ctx, QuotaType.PRODUCE, _request_bytes(request))
@@ -190,7 +200,19 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
         if failed:
             ctx.close_reason = f"acks=0 produce failed ({', '.join(failed[:5])})"
         return None
+    if ctx.api_version >= TOPIC_ID_VERSION:
+        by_id = [(tid, parts) for tid, (_, parts) in zip(ids, topics, strict=True)]
+        return encode_produce_response(ctx.correlation_id, ctx.api_version, by_id, throttle_ms)
     return encode_produce_response(ctx.correlation_id, ctx.api_version, topics, throttle_ms)
+
+
+def _topic_of(ctx: RequestContext, t: Any) -> tuple[str | None, uuid.UUID]:
+    """(the topic's name, or None for an id unknown here; its id from v13)."""
+    if ctx.api_version < TOPIC_ID_VERSION:
+        return t.name, uuid.UUID(int=0)
+    tid = t.topic_id or uuid.UUID(int=0)
+    info = ctx.broker.replica_manager.store.topic_by_id(tid)
+    return (info.name if info is not None else None), tid
 
 
 def _request_bytes(request: Any) -> int:
