@@ -261,7 +261,8 @@ def test_all_dirs_offline_shuts_the_broker_down_cleanly(tmp_path: Path) -> None:
             fs.shutdown()
             with Wire(sp) as wire:  # type: ignore[arg-type]
                 try:  # the write that finds the last dir dead may not get its answer out
-                    assert _produce_codes(wire, [0])[0] == KAFKA_STORAGE_ERROR
+                    code = _produce_codes(wire, [0])[0]
+                    assert code == KAFKA_STORAGE_ERROR, "".join(sp.stderr_lines)
                 except ConnectionError:
                     pass
             assert sp.proc is not None

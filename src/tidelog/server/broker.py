@@ -86,6 +86,11 @@ class Broker:
             from .dynamic_config import dynamic_config
 
             dynamic_config(self)  # persisted dynamic broker configs apply before serving
+            from .quota.wiring import quota_manager
+
+            # Read the quota file now: made on first use, a produce after its disk failed
+            # would crash on the read instead of answering KAFKA_STORAGE_ERROR.
+            quota_manager(self)
             security = self.listener_security[listener.name]
             self._server = await loop.create_server(
                 lambda: KafkaConnection(self, security),
