@@ -55,9 +55,13 @@ def _init(w: Wire, tid: str, version: int = 4, pid: int = -1, epoch: int = -1) -
 
 
 def _end(w: Wire, tid: str, pid: int, epoch: int, commit: bool, version: int = 3) -> int:
-    resp: Any = w.call(26, version, transactional_id=tid, producer_id=pid,
-                       producer_epoch=epoch, committed=commit)
-    return int(resp.error_code)
+    deadline = time.monotonic() + 30
+    while True:
+        resp: Any = w.call(26, version, transactional_id=tid, producer_id=pid,
+                           producer_epoch=epoch, committed=commit)
+        if resp.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or (
+                time.monotonic() > deadline):
+            return int(resp.error_code)
 
 
 def test_transaction_flow_and_error_codes(broker: EmbeddedBroker) -> None:
@@ -127,3 +131,72 @@ def test_add_partitions_v4_verify_only(broker: EmbeddedBroker) -> None:
         assert call(False) == [(0, 0), (1, 0)]
         assert call(True) == [(0, 0), (1, 0)]
         assert _end(w, "v4-tx", pid, epoch, False) == 0
+
+
+def _txn_commit_offsets(w: Wire, tid: str, pid: int, epoch: int, group: str, offset: int,
+                        generation: int = -1, member: str = "") -> int:
+    cls = request_class(28, 3)
+    tcls = nested(cls, "topics")
+    pcls = nested(tcls, "partitions")
+    resp: Any = w.call(28, 3, transactional_id=tid, group_id=group, producer_id=pid,
+                       producer_epoch=epoch, generation_id=generation, member_id=member,
+                       group_instance_id=None, topics=(make(tcls, name=TOPIC, partitions=(
+                           make(pcls, partition_index=0, committed_offset=offset,
+                                committed_leader_epoch=-1, committed_metadata=""),)),))
+    return int(resp.topics[0].partitions[0].error_code)
+
+
+def _fetch_offset(w: Wire, group: str, stable: bool) -> tuple[int, int]:
+    cls = request_class(9, 7)
+    tcls = nested(cls, "topics")
+    resp: Any = w.call(9, 7, group_id=group, require_stable=stable,
+                       topics=(make(tcls, name=TOPIC, partition_indexes=(0,)),))
+    p = resp.topics[0].partitions[0]
+    return int(p.error_code), int(p.committed_offset)
+
+
+def _add_offsets(w: Wire, tid: str, pid: int, epoch: int, group: str) -> int:
+    deadline = time.monotonic() + 30
+    while True:
+        resp: Any = w.call(25, 3, transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                           group_id=group)
+        if resp.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS or (
+                time.monotonic() > deadline):
+            return int(resp.error_code)
+
+
+def test_txn_offsets_are_pending_until_the_commit_marker_also_across_a_restart(
+        tmp_path: Any) -> None:
+    with EmbeddedBroker({"transaction.state.log.num.partitions": 2,
+                         "offsets.topic.num.partitions": 2}, log_dir=tmp_path) as b:
+        b.broker.replica_manager.create_topic(TOPIC, 2, {})
+        with Wire(b) as w:
+            init = _init(w, "off-tx")
+            pid, epoch = int(init.producer_id), int(init.producer_epoch)
+            assert _add_offsets(w, "off-tx", pid, epoch, "g") == 0
+            assert _txn_commit_offsets(w, "off-tx", pid, epoch, "g", 5, generation=3) == (
+                ErrorCode.ILLEGAL_GENERATION)
+            assert _txn_commit_offsets(w, "off-tx", pid, epoch, "g", 5, member="nobody") == (
+                ErrorCode.UNKNOWN_MEMBER_ID)
+            assert _txn_commit_offsets(w, "off-tx", pid, epoch, "g", 5) == 0
+            assert _fetch_offset(w, "g", stable=True) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
+            assert _fetch_offset(w, "g", stable=False) == (0, -1)
+        b.restart()  # the pending offsets are replayed as pending
+        with Wire(b) as w:
+            deadline = time.monotonic() + 30
+            while _fetch_offset(w, "g", stable=True)[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                assert time.monotonic() < deadline
+            assert _fetch_offset(w, "g", stable=True) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
+            assert _end(w, "off-tx", pid, epoch, True) == 0
+            assert _fetch_offset(w, "g", stable=True) == (0, 5)
+            # an aborted transaction's offsets never show, before or after a restart
+            assert _add_offsets(w, "off-tx", pid, epoch, "g") == 0
+            assert _txn_commit_offsets(w, "off-tx", pid, epoch, "g", 9) == 0
+            assert _end(w, "off-tx", pid, epoch, False) == 0
+            assert _fetch_offset(w, "g", stable=True) == (0, 5)
+        b.restart()
+        with Wire(b) as w:
+            deadline = time.monotonic() + 30
+            while _fetch_offset(w, "g", stable=True)[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                assert time.monotonic() < deadline
+            assert _fetch_offset(w, "g", stable=True) == (0, 5)

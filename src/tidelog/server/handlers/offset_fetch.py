@@ -10,6 +10,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.coordinator import GroupCoordinator
 from tidelog.server.group.offsets import FetchedOffset
+from tidelog.server.group.txn_offsets import has_pending
 from tidelog.server.group.wiring import coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
@@ -53,13 +54,19 @@ def _topics(
 
 
 def _authorized_fetch(
-    ctx: RequestContext, coord: GroupCoordinator, group_id: str, topics: Any
+    ctx: RequestContext, coord: GroupCoordinator, group_id: str, topics: Any,
+    require_stable: bool = False,
 ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
     """Kafka: DESCRIBE on the group, then on each topic (named topics answer
     TOPIC_AUTHORIZATION_FAILED, an all-topics fetch leaves them out)."""
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
     err, offsets = _fetch(coord, group_id, topics)
+    if require_stable:  # KIP-447: offsets of an undecided transaction are not answered yet
+        unstable = FetchedOffset(-1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
+        for tp in offsets:
+            if has_pending(coord.manager, group_id, tp):
+                offsets[tp] = unstable
     denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     for tp in list(offsets):
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, tp.topic):
@@ -79,7 +86,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         tcls = nested(gcls, "topics")
         groups = []
         for g in request.groups:
-            err, offsets = _authorized_fetch(ctx, coord, g.group_id, g.topics)
+            err, offsets = _authorized_fetch(ctx, coord, g.group_id, g.topics,
+                                             bool(request.require_stable))
             groups.append(
                 make(
                     gcls,
@@ -89,7 +97,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 )
             )
         return make(cls, throttle_time=0, groups=tuple(groups))
-    err, offsets = _authorized_fetch(ctx, coord, request.group_id, request.topics)
+    err, offsets = _authorized_fetch(ctx, coord, request.group_id, request.topics,
+                                     bool(getattr(request, "require_stable", False)))
     if v < 2 and err != ErrorCode.NONE:
         # v0-1 have no top-level error: every requested partition carries it
         offsets = {tp: FetchedOffset(-1, -1, "", err) for tp in _requested(request.topics) or []}
