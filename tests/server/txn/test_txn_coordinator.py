@@ -187,3 +187,31 @@ def test_verify_partitions(verify: bool) -> None:
     assert out == {T0: ErrorCode.NONE, T1: ErrorCode.TRANSACTION_ABORTABLE}
     assert h.coord.in_transaction(pid, epoch, T0) and not h.coord.in_transaction(pid, epoch, T1)
     assert not h.coord.in_transaction(pid, epoch + 1, T0)
+
+
+def test_produce_verification_answers() -> None:
+    from types import SimpleNamespace
+
+    from tidelog.records import RecordBatchBuilder
+    from tidelog.server.txn.verification import verify_transactional_produce
+
+    h = Harness()
+    pid, epoch = begin(h, "tx", (T0,))
+    broker = SimpleNamespace(txn_coordinator=h.coord)
+
+    def batch(p: int, e: int, transactional: bool = True) -> bytes:
+        b = RecordBatchBuilder(producer_id=p, producer_epoch=e, base_sequence=0,
+                               is_transactional=transactional)
+        b.append(0, None, b"v")
+        return b.build()
+
+    assert verify_transactional_produce(broker, T0, batch(pid, epoch)) is None
+    assert verify_transactional_produce(broker, T1, batch(pid, epoch)) == (
+        ErrorCode.INVALID_TXN_STATE)
+    assert verify_transactional_produce(broker, T1, batch(pid, epoch, False)) is None
+    h.coord.init_producer_id("tx", 60000)  # fences epoch 0 (aborting its transaction)
+    assert verify_transactional_produce(broker, T0, batch(pid, epoch)) == (
+        ErrorCode.INVALID_PRODUCER_EPOCH)
+    h.state.loading.add(0)  # an unknown producer while a partition loads: retriable
+    assert verify_transactional_produce(broker, T0, batch(pid + 7, 0)) == (
+        ErrorCode.NOT_ENOUGH_REPLICAS)

@@ -87,8 +87,14 @@ def test_transaction_flow_and_error_codes(broker: EmbeddedBroker) -> None:
             0, "Ongoing", pid)
         assert [(t.topic, tuple(t.partitions)) for t in state.topics] == [(TOPIC, (0,))]
         assert missing.error_code == ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
-        listed: Any = w.call(66, 1, state_filters=("Ongoing", "Bogus"), producer_id_filters=(),
-                             duration_filter=-1)
+        deadline = time.monotonic() + 30
+        while True:  # the whole of __transaction_state must be loaded to list
+            listed: Any = w.call(66, 1, state_filters=("Ongoing", "Bogus"),
+                                 producer_id_filters=(), duration_filter=-1)
+            if listed.error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                break
+            assert time.monotonic() < deadline
+        assert listed.error_code == 0
         assert "wire-tx" in [t.transactional_id for t in listed.transaction_states]
         assert tuple(listed.unknown_state_filters) == ("Bogus",)
         assert _end(w, "wire-tx", pid, epoch, True) == 0

@@ -30,6 +30,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not coord.active:
         return make(cls, throttle_time=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     unknown_state_filters=(), transaction_states=())
+    if coord.state.loading:  # Kafka: the listing would be partial
+        return make(cls, throttle_time=0, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                    unknown_state_filters=(), transaction_states=())
     listing = coord.list({int(p) for p in request.producer_id_filters}, states,
                          ms(getattr(request, "duration_filter", -1)))
     out = tuple(make(scls, transactional_id=t.transactional_id, producer_id=t.producer_id,

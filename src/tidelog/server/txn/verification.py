@@ -35,6 +35,11 @@ def verify_transactional_produce(broker: Any, tp: TopicPartition,
         return None
     pid, epoch = batch.producer_id, batch.producer_epoch
     meta = coord.state.by_producer(pid)
+    if meta is None and coord.state.loading:
+        # the producer's id may sit in a partition still loading; Kafka answers the
+        # coordinator's load errors to a producer as NOT_ENOUGH_REPLICAS so that every
+        # client version retries (AddPartitionsToTxnManager)
+        return ErrorCode.NOT_ENOUGH_REPLICAS
     if meta is not None and epoch < meta.producer_epoch:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     if coord.in_transaction(pid, epoch, tp):
