@@ -58,9 +58,9 @@ def test_read_committed_sees_exactly_the_committed_records(broker: EmbeddedBroke
         got = read_all(consumer, broker.bootstrap_servers, tps, committed=True,
                        expect=len(committed))
         assert sorted(got) == committed, consumer
-    got = read_all("confluent", broker.bootstrap_servers, tps, committed=False,
-                   expect=len(everything))
-    assert sorted(got) == everything
+        got = read_all(consumer, broker.bootstrap_servers, tps, committed=False,
+                       expect=len(everything))
+        assert sorted(got) == everything, consumer
 
 
 @pytest.mark.parametrize("producer", PRODUCERS)
