@@ -288,3 +288,34 @@ def test_tls_client_on_a_plaintext_port(broker: EmbeddedBroker, pki: Pki) -> Non
             s.sendall(b"\x00\x00\x00\x00")
             assert s.recv(1) == b""
             raise ConnectionError("closed")
+
+
+@pytest.mark.parametrize("listener", ["SSL", "SASL_SSL"])
+def test_large_fetch_over_tls(broker: EmbeddedBroker, pki: Pki, listener: str) -> None:
+    """Fetch answers of 32 KiB and more leave plaintext listeners by sendfile; over TLS they
+    must go through the TLS stream (a regression: raw file bytes broke the TLS record)."""
+    mech, (user, password) = (None, (None, None)) if listener == "SSL" else (
+        "SCRAM-SHA-256", user_for("SCRAM-SHA-256"))
+    conf = librdkafka_conf(pki, listener, mech, user, password)
+    bs = bootstrap(broker, listener)
+    topic = f"big-{uuid.uuid4().hex[:8]}"
+    value = bytes(range(256)) * 512  # 128 KiB, incompressible enough not to matter
+    p = confluent_kafka.Producer({"bootstrap.servers": bs, **conf,
+                                  "message.max.bytes": 1_000_000})
+    for _ in range(8):
+        p.produce(topic, value)
+    assert p.flush(20) == 0
+    c = confluent_kafka.Consumer({"bootstrap.servers": bs, "group.id": "big", **conf})
+    c.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+    got: list[bytes] = []
+    try:
+        for _ in range(40):
+            m = c.poll(0.5)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got.append(m.value())
+            if len(got) == 8:
+                break
+    finally:
+        c.close()
+    assert got == [value] * 8

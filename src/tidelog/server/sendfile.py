@@ -79,7 +79,9 @@ def _sendfile(sock_fd: int, chunk: FileChunk) -> int:
 def write_chunks(transport: asyncio.Transport, chunks: list[Any]) -> None:
     """Write buffers and FileChunks in order; every FileChunk is closed."""
     sock = transport.get_extra_info("socket")
-    sock_fd = sock.fileno() if sock is not None else -1
+    # never past TLS: sendfile would put the file's plaintext on an encrypted stream
+    tls = transport.get_extra_info("sslcontext") is not None
+    sock_fd = sock.fileno() if sock is not None and not tls else -1
     pending: list[Any] = []
     try:
         for c in chunks:
