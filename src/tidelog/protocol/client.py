@@ -36,6 +36,7 @@ from .client_conn import (
     check,
     parse_bootstrap,
 )
+from .client_security import ClientSecurity
 from .client_txn import AbortedFilter
 
 __all__ = [
@@ -98,8 +99,11 @@ class KafkaClient:
         request_timeout_ms: int = 30000,
         retries: int = 5,
         retry_backoff_ms: int = 100,
+        security: ClientSecurity | None = None,
     ) -> None:
         self.bootstrap = parse_bootstrap(bootstrap_servers)
+        # TLS/SASL for every connection (ClientSecurity.from_properties reads Kafka's names)
+        self.security = security
         self.client_id = client_id
         self.timeout_ms = request_timeout_ms
         self.retries = retries
@@ -123,7 +127,8 @@ class KafkaClient:
         conn = self._conns.get(address)
         if conn is None:
             conn = BrokerConnection(
-                *address, client_id=self.client_id, timeout_s=self.timeout_ms / 1000
+                *address, client_id=self.client_id, timeout_s=self.timeout_ms / 1000,
+                security=self.security,
             )
             self._conns[address] = conn
         return conn

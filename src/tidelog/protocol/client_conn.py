@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from kio.schema.errors import ErrorCode
 
 from .client_kio import decode_response, encode_request
+from .client_security import ClientSecurity, SaslError
 
 # (our min, our max) per API key; capped where a newer version changes the layout (Fetch 13
 # names topics by id, FindCoordinator 4 batches keys, DeleteTopics 6 uses topic ids).
@@ -78,17 +79,28 @@ class TopicPartition(NamedTuple):
 class BrokerConnection:
     """One socket to one broker; requests are sent and answered one at a time."""
 
-    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, *, client_id: str, timeout_s: float,
+                 security: ClientSecurity | None = None) -> None:
         self.address = (host, port)
         self.client_id = client_id
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout_s)
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if security is not None:
+                self.sock = security.wrap(self.sock, host)
         except OSError as e:
             raise KafkaConnectionError(f"connect to {host}:{port}: {e}") from e
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._correlation = 0
         self.versions: dict[int, int] = {}
         self._negotiate()
+        if security is not None:
+            try:
+                security.authenticate(self.call)
+            except SaslError as e:
+                self.close()
+                raise KafkaClientError(
+                    ErrorCode.sasl_authentication_failed, f"SASL to {host}:{port}", str(e)
+                ) from e
 
     def _negotiate(self) -> None:
         """ApiVersions v3, or v0 when the broker answers UNSUPPORTED_VERSION (KIP-511)."""

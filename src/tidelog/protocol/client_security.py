@@ -1,0 +1,134 @@
+"""TLS and SASL (PLAIN, SCRAM-SHA-256/512) for the hand-written client (client_conn.py).
+
+``ClientSecurity.from_properties`` reads a client's settings under librdkafka's names or
+Java's (``security.protocol``, ``sasl.mechanism``, ``sasl.username``/``sasl.password`` or a
+``sasl.jaas.config`` with username/password, ``ssl.ca.location`` or
+``ssl.truststore.location`` (PEM), ``ssl.certificate.location`` + ``ssl.key.location`` or a
+PEM ``ssl.keystore.location``, ``ssl.endpoint.identification.algorithm``), so the same
+client.properties serves Kafka's tools, the CLI and the Spark source.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import socket
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+_JAAS_OPTION = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+Call = Callable[[int, int, dict[str, Any]], Any]
+
+
+class SaslError(Exception):
+    """Authentication failed or was refused (the broker's message when it sent one)."""
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "GSSAPI"
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_check_hostname: bool = True
+
+    def __post_init__(self) -> None:
+        if self.security_protocol not in PROTOCOLS:
+            raise ValueError(f"security.protocol must be one of {', '.join(PROTOCOLS)}")
+        if self.sasl and self.sasl_mechanism not in ("PLAIN", *_HASHES):
+            raise ValueError(f"sasl.mechanism {self.sasl_mechanism} is not supported")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any]) -> ClientSecurity:
+        p = {str(k).strip(): str(v).strip() for k, v in props.items() if v is not None}
+        username, password = p.get("sasl.username"), p.get("sasl.password")
+        if username is None and "sasl.jaas.config" in p:
+            found = dict(_JAAS_OPTION.findall(p["sasl.jaas.config"]))
+            username, password = found.get("username"), found.get("password")
+        keystore = p.get("ssl.keystore.location")  # PEM: key and chain in one file
+        return cls(
+            security_protocol=p.get("security.protocol", "PLAINTEXT").upper(),
+            sasl_mechanism=p.get("sasl.mechanism", p.get("sasl.mechanisms", "GSSAPI")),
+            sasl_username=username,
+            sasl_password=password,
+            ssl_cafile=p.get("ssl.ca.location") or p.get("ssl.truststore.location"),
+            ssl_certfile=p.get("ssl.certificate.location") or keystore,
+            ssl_keyfile=p.get("ssl.key.location") or keystore,
+            ssl_check_hostname=p.get("ssl.endpoint.identification.algorithm", "https") != "",
+        )
+
+    def wrap(self, sock: socket.socket, host: str) -> socket.socket:
+        """The TLS socket over ``sock`` (verifying the broker against the CA file)."""
+        if not self.tls:
+            return sock
+        ctx = ssl.create_default_context(cafile=self.ssl_cafile)
+        ctx.check_hostname = self.ssl_check_hostname
+        if self.ssl_certfile:
+            ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+        return ctx.wrap_socket(sock, server_hostname=host)
+
+    def authenticate(self, call: Call) -> None:
+        """SaslHandshake v1 then SaslAuthenticate v2 tokens until the mechanism completes."""
+        if not self.sasl:
+            return
+        hs = call(17, 1, {"mechanism": self.sasl_mechanism})
+        if int(hs.error_code) != 0:
+            raise SaslError(f"SaslHandshake: error {int(hs.error_code)}, broker offers "
+                            f"{', '.join(hs.mechanisms)}")
+        if self.sasl_username is None or self.sasl_password is None:
+            raise SaslError("sasl.username and sasl.password are required")
+
+        def step(token: bytes) -> bytes:
+            resp = call(36, 2, {"auth_bytes": token})
+            if int(resp.error_code) != 0:
+                raise SaslError(resp.error_message or f"SaslAuthenticate error "
+                                f"{int(resp.error_code)}")
+            return bytes(resp.auth_bytes)
+
+        if self.sasl_mechanism == "PLAIN":
+            step(b"\0" + self.sasl_username.encode() + b"\0" + self.sasl_password.encode())
+            return
+        _scram(_HASHES[self.sasl_mechanism], self.sasl_username, self.sasl_password, step)
+
+
+def _scram(hash_name: str, user: str, password: str, step: Callable[[bytes], bytes]) -> None:
+    """RFC 5802 client side; checks the server's signature."""
+    nonce = base64.b64encode(os.urandom(24)).decode()
+    name = user.replace("=", "=3D").replace(",", "=2C")
+    first_bare = f"n={name},r={nonce}"
+    server_first = step(f"n,,{first_bare}".encode()).decode()
+    attrs = dict(part.split("=", 1) for part in server_first.split(","))
+    if not attrs.get("r", "").startswith(nonce):
+        raise SaslError("SCRAM: the server's nonce does not extend ours")
+    salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), base64.b64decode(attrs["s"]),
+                                 int(attrs["i"]))
+    final_bare = f"c=biws,r={attrs['r']}"
+    auth = f"{first_bare},{server_first},{final_bare}".encode()
+    client_key = hmac.new(salted, b"Client Key", hash_name).digest()
+    stored = hashlib.new(hash_name, client_key).digest()
+    signature = hmac.new(stored, auth, hash_name).digest()
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    server_final = step(f"{final_bare},p={base64.b64encode(proof).decode()}".encode()).decode()
+    server_key = hmac.new(salted, b"Server Key", hash_name).digest()
+    expected = base64.b64encode(hmac.new(server_key, auth, hash_name).digest()).decode()
+    if not hmac.compare_digest(server_final, f"v={expected}"):
+        raise SaslError("SCRAM: the server's signature does not match")
