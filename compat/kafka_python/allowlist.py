@@ -21,5 +21,4 @@ XFAIL: dict[str, tuple[str, bool]] = {
     "test_describe_configs_broker_resource_returns_configs":
         ("broker configs from server.properties are reported DEFAULT_CONFIG, "
          "not STATIC_BROKER_CONFIG", True),
-    "test_alter_replica_log_dirs": ("AlterReplicaLogDirs is not served yet", True),
 }

@@ -86,6 +86,9 @@ class Broker:
             from .dynamic_config import dynamic_config
 
             dynamic_config(self)  # persisted dynamic broker configs apply before serving
+            from .log_dir_moves import log_dir_mover
+
+            log_dir_mover(self)  # partition moves a restart interrupted go on
             from .quota.wiring import quota_manager
 
             # Read the quota file now: made on first use, a produce after its disk failed
@@ -184,6 +187,9 @@ class Broker:
         from .txn.wiring import stop_txn_coordinator
 
         stop_txn_coordinator(self)
+        mover = getattr(self, "log_dir_mover", None)
+        if mover is not None:  # an unfinished move resumes at the next start
+            mover.stop()
         try:
             from .group.wiring import stop_group_coordinator
 

@@ -143,6 +143,15 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
         ),
     ),
     75: (_m("topics", "topics", name="name"),),
+    # results are per topic, the request's topics are per dir: "dirs.topics" flattens
+    34: (
+        _m(
+            "results",
+            "dirs.topics",
+            _m("partitions", "partitions", partition_index=SELF),
+            topic_name="name",
+        ),
+    ),
     49: (
         _m(
             "entries",
@@ -174,15 +183,23 @@ def error_response(api_key: int, api_version: int, request: Any, error: ErrorCod
     if has_field(cls, "error_code"):
         kw["error_code"] = error
     for rule in MIRRORS.get(api_key, ()):
-        if has_field(cls, rule.resp) and getattr(request, rule.req, None) is not None:
+        if has_field(cls, rule.resp) and getattr(request, rule.req.split(".")[0], None) is not None:
             kw[rule.resp] = _mirror(cls, request, rule, error)
     return make(cls, **kw)
+
+
+def _items(request: Any, path: str) -> list[Any]:
+    """The request list ``path`` names; ``a.b`` = every ``b`` of every ``a``, flattened."""
+    items = [request]
+    for name in path.split("."):
+        items = [x for item in items for x in (getattr(item, name, None) or ())]
+    return items
 
 
 def _mirror(parent_cls: type, request: Any, rule: Mirror, error: ErrorCode) -> tuple[Any, ...]:
     item_cls = nested(parent_cls, rule.resp)
     items = []
-    for src in getattr(request, rule.req) or ():
+    for src in _items(request, rule.req):
         kw: dict[str, Any] = {k: v for k, v in _INVALID.items() if has_field(item_cls, k)}
         for dst, field in rule.copy:
             value = src if field == SELF else getattr(src, field, None)

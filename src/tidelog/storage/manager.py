@@ -476,6 +476,30 @@ class LogManager(LogManagerTasks):
         self._schedule_log_deletion(new_dir, lg, lg.config.file_delete_delay_ms)
         return new_dir
 
+    def adopt_log(self, tp: TopicPartition, lg: Log) -> None:
+        """A log opened outside the loader (a future replica promoted at startup)."""
+        with self._lock:
+            self._logs[tp] = lg
+
+    def replace_current_with_future(self, tp: TopicPartition, current: Log, future: Log) -> None:
+        """Kafka's replaceCurrentWithFutureLog, the caller holding ``current``'s lock: the
+        current dir is renamed -delete, then the future one takes the partition's name."""
+        if self.cleaner is not None:
+            self.cleaner.abort_cleaning(tp)
+        old_parent, new_parent = Path(current.dir).parent, Path(future.dir).parent
+        current.rename_dir(delete_dir_name(tp))
+        fsync_dir(old_parent)
+        future.rename_dir(tp.dir_name)
+        fsync_dir(new_parent)
+        with self._lock:
+            self._logs[tp] = future
+        for parent in (old_parent, new_parent):
+            self._checkpoint_dir(self._log_dir_of(parent), self._logs_in_dir(parent))
+        if self.cleaner is not None:
+            self.cleaner.update_checkpoints(old_parent, remove=tp)
+        self._schedule_log_deletion(Path(current.dir), current,
+                                    current.config.file_delete_delay_ms)
+
     def abandon_logs(self, tps: Iterable[TopicPartition]) -> None:
         """Remove logs created moments ago for a request that failed (a CreateTopics that
         ran out of descriptors): at once, no ``-delete`` dir, no trace. All are closed first,

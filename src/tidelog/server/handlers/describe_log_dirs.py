@@ -1,5 +1,6 @@
 """DescribeLogDirs (key 35): per log dir, each hosted partition's size (offset lag is 0 on a
-single node; no future replicas); total/usable bytes of the dir's file system (v4); a log dir
+single node), and a partition being moved (AlterReplicaLogDirs) also in its target dir with
+is_future_key and its lag behind the current log; total/usable bytes of the dir's file system (v4); a log dir
 that failed answers KAFKA_STORAGE_ERROR."""
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 is_future_key=False,
             )
             by_dir.setdefault(parent, {}).setdefault(info.name, []).append(part)
+    mover = getattr(ctx.broker, "log_dir_mover", None)
+    for tp, future in dict(mover.moves.futures if mover is not None else {}).items():
+        if wanted is not None and tp.partition not in wanted.get(tp.topic, set()):
+            continue
+        current = rm.logs.get_log(tp)
+        lag = max(0, current.log_end_offset - future.log_end_offset) if current else 0
+        part = make(pcls, partition_index=tp.partition, partition_size=future.size_in_bytes,
+                    offset_lag=lag, is_future_key=True)
+        parent = Path(future.dir).resolve().parent
+        by_dir.setdefault(parent, {}).setdefault(tp.topic, []).append(part)
     offline = _offline_dirs(rm)
     results = []
     for d, topics in by_dir.items():

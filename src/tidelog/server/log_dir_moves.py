@@ -1,0 +1,56 @@
+"""The broker's side of AlterReplicaLogDirs: one task copying every moving partition a chunk
+at a time on the event loop (Kafka's ReplicaAlterLogDirsThread), so produce and fetch keep
+running between chunks and an append never races the swap; resumed at startup."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from tidelog.storage.replica_alter_log_dirs import ReplicaAlterLogDirs
+
+log = logging.getLogger(__name__)
+
+
+class LogDirMover:
+    def __init__(self, broker: Any) -> None:
+        self.moves = ReplicaAlterLogDirs(broker.replica_manager.logs)
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.moves.resume()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        if self.moves.pending():
+            self._wake.set()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self.moves.pending():
+                for tp in self.moves.pending():
+                    try:
+                        self.moves.step(tp)
+                    except Exception:
+                        log.exception("moving %s failed; the move stops", tp)
+                        self.moves.futures.pop(tp, None)
+                    await asyncio.sleep(0)  # produce and fetch run between chunks
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        self.moves.close()
+
+
+def log_dir_mover(broker: Any) -> LogDirMover:
+    mover = getattr(broker, "log_dir_mover", None)
+    if mover is None:
+        mover = LogDirMover(broker)
+        broker.log_dir_mover = mover
+        mover.start()
+    return mover
