@@ -138,3 +138,31 @@ def test_authorized_client_round_trip(broker: EmbeddedBroker, pki: Pki) -> None:
     assert results["alice"] == [None]
     assert [e.code() for e in results["bob"]] == [
         confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_certificate_principal(pki: Pki) -> None:
+    """ssl.principal.mapping.rules turns the client certificate's DN into the principal the
+    authorizer sees: client1 (a super user) may produce, a client without a certificate on
+    the same ssl.client.auth=requested listener is User:ANONYMOUS and is refused."""
+    props = {
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.location": pki.keystore,
+        "ssl.truststore.location": pki.ca_file,
+        "ssl.client.auth": "requested",
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/L,DEFAULT",
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:client1",
+    }
+    with EmbeddedBroker(props) as b:
+        outcome = {}
+        for who, protocol in (("client1", "MTLS"), ("anonymous", "SSL")):
+            p = confluent_kafka.Producer({
+                "bootstrap.servers": b.bootstrap_servers, "message.timeout.ms": 5000,
+                **librdkafka_conf(pki, protocol, None, None, None)})
+            errors: list[Any] = []
+            p.produce("mtls-topic", b"x", on_delivery=lambda e, m, out=errors: out.append(e))
+            p.flush(10)
+            outcome[who] = errors
+    assert outcome["client1"] == [None]
+    assert [e.code() for e in outcome["anonymous"]] == [
+        confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED]
