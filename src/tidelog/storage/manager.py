@@ -32,8 +32,9 @@ from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.dir_lock import FileLock, LogDirError, canonical_dirs, lock_dir, prepare_dir
 from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from tidelog.storage.log import Log
-from tidelog.storage.log_dir_failure import LogDirFailureChannel, is_disk_failure
+from tidelog.storage.log_dir_failure import LogDirFailureChannel
 from tidelog.storage.manager_config import LogManagerConfig
+from tidelog.storage.manager_faults import LogManagerFaults
 from tidelog.storage.manager_tasks import LogManagerTasks, first_segment_base
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
@@ -73,7 +74,7 @@ class LogDir:
         return self.offline_reason is None
 
 
-class LogManager(LogManagerTasks):
+class LogManager(LogManagerFaults, LogManagerTasks):
     """All partition logs of one broker, across its log dirs."""
 
     def __init__(
@@ -159,64 +160,6 @@ class LogManager(LogManagerTasks):
             if d.path == path:
                 return d
         raise LogDirError(f"{path} is not one of the log dirs")
-
-    # -- log dir failure (Kafka's ReplicaManager.handleLogDirFailure + LogManager) -------------
-    def add_all_dirs_offline_listener(self, fn: Callable[[], object]) -> None:
-        """``fn`` runs once when the last live dir fails (the broker then shuts down)."""
-        self._all_dirs_offline_listeners.append(fn)
-
-    def maybe_handle_io_error(self, where: Log | Path, exc: BaseException, op: str) -> bool:
-        """Report ``exc`` if it is a disk error in ``where``'s log dir; True if it was."""
-        if not is_disk_failure(exc):
-            return False
-        path = Path(where.dir).parent if isinstance(where, Log) else Path(where)
-        d = next((d for d in self.dirs if d.path == path), None)
-        if d is None:
-            return False
-        self.failure_channel.maybe_add_offline_log_dir(d.path, f"Error while {op}", exc)
-        return True
-
-    def offline_partition_dir(self, tp: TopicPartition) -> Path | None:
-        """The offline log dir holding ``tp``, or None if ``tp`` is not offline."""
-        return self._offline_logs.get(tp)
-
-    def offline_partitions(self) -> dict[TopicPartition, Path]:
-        with self._lock:
-            return dict(self._offline_logs)
-
-    def _handle_log_dir_failure(self, path: Path) -> None:
-        """Take ``path`` offline: no write reaches it again (its logs' files are closed
-        without flushing, its lock is released), its partitions stay known as offline."""
-        d = next((d for d in self.dirs if d.path == path), None)
-        if d is None or not d.online:
-            return
-        d.offline_reason = self.failure_channel.offline_reason(path) or "I/O error"
-        with self._lock:
-            failed = {tp: lg for tp, lg in self._logs.items() if Path(lg.dir).parent == path}
-            for tp in failed:
-                del self._logs[tp]
-                self._last_flush.pop(tp, None)
-                self._offline_logs[tp] = path
-        for lg in failed.values():
-            try:
-                lg.close_handlers()
-            except Exception as exc:  # the disk is gone: closing may fail too, say it once
-                log.debug("closing %s after its dir failed: %s", lg.dir, exc)
-        if d.lock is not None:
-            try:
-                d.lock.release()
-            except OSError:
-                pass
-            d.lock = None
-        log.warning("Partitions %s are offline (log dir %s failed)",
-                    sorted(str(tp) for tp in failed), path)
-        if not any(x.online for x in self.dirs):
-            log.error(
-                "Shutdown broker because all log dirs in %s have failed",
-                ", ".join(str(x.path) for x in self.dirs),
-            )
-            for fn in list(self._all_dirs_offline_listeners):
-                fn()
 
     # -- lifecycle -----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -499,32 +442,6 @@ class LogManager(LogManagerTasks):
             self.cleaner.update_checkpoints(old_parent, remove=tp)
         self._schedule_log_deletion(Path(current.dir), current,
                                     current.config.file_delete_delay_ms)
-
-    def abandon_logs(self, tps: Iterable[TopicPartition]) -> None:
-        """Remove logs created moments ago for a request that failed (a CreateTopics that
-        ran out of descriptors): at once, no ``-delete`` dir, no trace. All are closed first,
-        which gives back the descriptors the removal itself needs."""
-        with self._lock:
-            logs = [lg for tp in tps if (lg := self._logs.pop(tp, None)) is not None]
-            for tp in tps:
-                self._last_flush.pop(tp, None)
-        for lg in logs:
-            lg.close_handlers()
-        dirs = [Path(lg.dir) for lg in logs]
-        # A partition whose creation failed half-way has a dir but no log (its own cleanup
-        # may have lacked the descriptors that closing the others just gave back).
-        with self._lock:
-            dirs += [d.path / tp.dir_name for tp in tps for d in self.dirs
-                     if tp not in self._logs and (d.path / tp.dir_name).is_dir()]
-        for path in dirs:
-            shutil.rmtree(path, ignore_errors=True)
-        for parent in {path.parent for path in dirs}:
-            try:
-                fsync_dir(parent)
-            except OSError as exc:
-                self.maybe_handle_io_error(parent, exc, "removing abandoned logs")
-        if dirs:
-            log.info("Removed %d partition dirs of a failed request", len(dirs))
 
     # -- records -------------------------------------------------------------------------------
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
