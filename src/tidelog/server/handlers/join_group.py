@@ -1,5 +1,7 @@
-"""JoinGroup (key 11), v0-7. The response waits until the rebalance completes (or the
-member must retry with the id it was given: MEMBER_ID_REQUIRED, v4+)."""
+"""JoinGroup (key 11), v0-8 (v8 carries the rebalance reason, logged with the rebalance). The
+response waits until the rebalance completes (or the member must retry with the id it was
+given: MEMBER_ID_REQUIRED, v4+). v9 (KIP-814's skip_assignment for a rejoining static leader)
+is not served."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from ..security import AclOperation, ResourceType
 
 API_KEY = 11
 MIN_VERSION = 0
-MAX_VERSION = 7
+MAX_VERSION = 8
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

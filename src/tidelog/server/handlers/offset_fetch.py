@@ -1,5 +1,6 @@
-"""OffsetFetch (key 9), v1-8. v2+ answers ``topics=null`` with every committed partition and
-has a top-level error; v8 batches groups (KIP-709)."""
+"""OffsetFetch (key 9), v1-9. v2+ answers ``topics=null`` with every committed partition and
+has a top-level error; v8 batches groups (KIP-709); v9's member id and epoch belong to KIP-848
+consumer groups, which Kafka does not check for a classic group, nor does tidelog."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ..security import AclOperation, ResourceType
 
 API_KEY = 9
 MIN_VERSION = 1
-MAX_VERSION = 8
+MAX_VERSION = 9
 
 
 def _requested(topics: Any) -> list[TopicPartition] | None:
