@@ -136,3 +136,15 @@ def test_abandoned_transaction_is_aborted_after_its_timeout_and_the_lso_advances
                         timeout=3) == []
         with pytest.raises(KafkaException):
             p.commit_transaction(30)
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_second_producer_fences_the_first_python_clients(broker: EmbeddedBroker,
+                                                         client: str) -> None:
+    from txn_clients import zombie_is_fenced
+
+    topic = f"fence-{client}"
+    _create(broker, topic)
+    assert zombie_is_fenced(client, broker.bootstrap_servers, f"fenced-{client}", topic)
+    got = read_all(client, broker.bootstrap_servers, [(topic, 0)], committed=True, expect=1)
+    assert [v for _, _, v in got] == [b"fresh"]

@@ -197,3 +197,45 @@ def lso(bootstrap: str, topic: str, partition: int) -> int:
     end: Any = c.end_offsets([tp])[tp]
     c.close()
     return int(end)
+
+
+def zombie_is_fenced(client: str, bootstrap: str, tid: str, topic: str) -> bool:
+    """A producer opens a transaction; a second one with the same id initializes and
+    commits; the first one's commit must fail. True when it did."""
+    if client == "kafka-python":
+        from kafka import KafkaProducer
+        from kafka.errors import KafkaError
+
+        zombie = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        zombie.send(topic, value=b"zombie", partition=0).get(30)
+        run_transactions("kafka-python", bootstrap, tid, [([(topic, 0, b"fresh")], True)])
+        try:
+            zombie.commit_transaction()
+            return False
+        except KafkaError:
+            return True
+        finally:
+            zombie.close(timeout=5)
+
+    async def go() -> bool:
+        from aiokafka import AIOKafkaProducer
+        from aiokafka.errors import KafkaError
+
+        zombie = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=tid)
+        await zombie.start()
+        try:
+            await zombie.begin_transaction()
+            await (await zombie.send(topic, value=b"zombie", partition=0))
+            await asyncio.to_thread(run_transactions, "aiokafka", bootstrap, tid,
+                                    [([(topic, 0, b"fresh")], True)])
+            try:
+                await zombie.commit_transaction()
+                return False
+            except KafkaError:
+                return True
+        finally:
+            await asyncio.wait_for(zombie.stop(), 10)
+
+    return asyncio.run(go())
