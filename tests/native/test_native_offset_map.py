@@ -110,3 +110,64 @@ def test_put_records_twins_agree(slots: int, cap: int, start: int,
         recs = _records(items)
         assert _put_records(nat, recs, start, cap) == _put_records(py, recs, start, cap)
         assert _state(nat) == _state(py)
+
+
+@needs_core
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 9), st.lists(st.binary(max_size=2), max_size=12),
+       st.lists(st.binary(max_size=2), max_size=30))
+def test_get_many_twins_agree(slots: int, stored: list[bytes], asked: list[bytes]) -> None:
+    py, nat = PythonMap(slots * BYTES_PER_ENTRY), NativeMap(slots * BYTES_PER_ENTRY)
+    for i, k in enumerate(stored):
+        assert _apply(nat, ("put", k, i)) == _apply(py, ("put", k, i))
+    assert nat.get_many(asked) == py.get_many(asked)
+    assert _state(nat) == _state(py)
+
+
+record_st = st.tuples(st.one_of(st.none(), st.sampled_from([b"a", b"b", b"c", b"d"])),
+                      st.one_of(st.none(), st.just(b"v")), st.integers(0, 3))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(record_st, min_size=1, max_size=20), st.lists(record_st, max_size=20),
+       st.integers(0, 45), st.one_of(st.none(), st.integers(0, 2000)),
+       st.booleans(), st.booleans())
+def test_retain_records_is_should_retain_record_per_batch(
+        dirty: list[Any], batch_recs: list[Any], latest: int, horizon: int | None,
+        control: bool, native: bool) -> None:
+    """The cleaner's batch-at-a-time filter keeps exactly what the per-record one keeps, with
+    the same stats (invalid records) and offset-map counters, on either map."""
+    from tidelog.records import RecordBatchBuilder
+    from tidelog.records.batch import RecordBatch
+    from tidelog.storage.cleaner.batch_filter import scan_records
+    from tidelog.storage.cleaner.cleaner import CleanerStats, _CleanerFilter
+    from tidelog.storage.cleaner.transactions import CleanedTransactionMetadata
+
+    if native and core is None:
+        return
+    maps = []
+    for _ in range(2):
+        m = (NativeMap if native else PythonMap)(64 * BYTES_PER_ENTRY)
+        for i, (key, _v, _g) in enumerate(dirty):
+            if key is not None:
+                m.put(key, i * 2)
+        m.update_latest_offset(latest)
+        maps.append(m)
+    b = RecordBatchBuilder(delete_horizon_ms=horizon)
+    offset = 0
+    for key, value, gap in batch_recs or [(b"a", b"v", 0)]:
+        offset += gap
+        b.append(1000, key, value, offset=offset)
+        offset += 1
+    batch = RecordBatch(b.build())
+    records = scan_records(batch)[1]
+    out = []
+    for m, batch_at_once in zip(maps, (True, False), strict=True):
+        stats = CleanerStats()
+        f = _CleanerFilter(m, CleanedTransactionMetadata(), {}, 1 << 40, 1500, 0, stats)
+        f.check_batch_retention(batch)
+        f._is_control = control
+        kept = f.retain_records(batch, records) if batch_at_once else \
+            [r for r in records if f.should_retain_record(batch, r)]
+        out.append((kept, stats.invalid_messages_read, m.collision_rate, m._lookups))
+    assert out[0] == out[1]

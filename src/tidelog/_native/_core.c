@@ -525,6 +525,8 @@ static PyMethodDef core_methods[] = {
     {"omap_put_records", tl_omap_put_records, METH_VARARGS,
      "omap_put_records(buf, slots, records, start, entries, max_entries, track): the cleaner's "
      "map loop (SkimpyOffsetMap.put_records)."},
+    {"omap_get_many", tl_omap_get_many, METH_VARARGS,
+     "omap_get_many(buf, slots, keys) -> (offsets, probes): SkimpyOffsetMap.get_many."},
     {"md5", tl_md5, METH_O, md5_doc},
     {"record_starts", core_record_starts, METH_VARARGS, starts_doc},
     {"walk", core_walk, METH_VARARGS, walk_doc},

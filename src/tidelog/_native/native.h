@@ -9,5 +9,6 @@ PyObject *tl_omap_put(PyObject *self, PyObject *args);
 PyObject *tl_omap_get(PyObject *self, PyObject *args);
 PyObject *tl_md5(PyObject *self, PyObject *arg);
 PyObject *tl_omap_put_records(PyObject *self, PyObject *args);
+PyObject *tl_omap_get_many(PyObject *self, PyObject *args);
 
 #endif

@@ -295,3 +295,54 @@ tl_omap_put_records(PyObject *self, PyObject *args)
     return Py_BuildValue("nNLLLNNi", read, PyBool_FromLong(full), added, probes, lookups, lat,
                          positions, overflow);
 }
+
+/* SkimpyOffsetMap.get_many: get() for each key (bytes) of a list; (offsets, probes). */
+PyObject *
+tl_omap_get_many(PyObject *self, PyObject *args)
+{
+    PyObject *map, *keys;
+    long long slots;
+    if (!PyArg_ParseTuple(args, "OLO!:omap_get_many", &map, &slots, &PyList_Type, &keys))
+        return NULL;
+    Py_buffer mb;
+    if (PyObject_GetBuffer(map, &mb, PyBUF_SIMPLE) < 0)
+        return NULL;
+    if (slots < 1 || mb.len < slots * OMAP_ENTRY) {
+        PyBuffer_Release(&mb);
+        PyErr_SetString(PyExc_ValueError, "offset map buffer smaller than its slots");
+        return NULL;
+    }
+    const uint8_t *buf = (const uint8_t *)mb.buf;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    PyObject *out = PyList_New(n);
+    long long probes = 0;
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        Py_buffer kb;
+        if (PyObject_GetBuffer(PyList_GET_ITEM(keys, i), &kb, PyBUF_SIMPLE) < 0) {
+            Py_CLEAR(out);
+            break;
+        }
+        uint8_t digest[OMAP_HASH];
+        md5((const uint8_t *)kb.buf, (size_t)kb.len, digest);
+        PyBuffer_Release(&kb);
+        int found;
+        long long p, pos = omap_find(buf, slots, digest, &found, &p), offset = -1;
+        probes += p;
+        if (pos >= 0 && found) {
+            uint64_t v = 0;
+            for (int j = 0; j < 8; j++)
+                v = v << 8 | buf[pos + OMAP_HASH + j];
+            offset = (long long)v;
+        }
+        PyObject *o = PyLong_FromLongLong(offset);
+        if (o == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, o);
+    }
+    PyBuffer_Release(&mb);
+    if (out == NULL)
+        return NULL;
+    return Py_BuildValue("NL", out, probes);
+}

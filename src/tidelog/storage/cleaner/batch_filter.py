@@ -259,7 +259,9 @@ def filter_batch(
         return None
     payload, records = scan_records(batch)
     result.messages_read += len(records)
-    kept = [r for r in records if record_filter.should_retain_record(batch, r)]
+    retain = getattr(record_filter, "retain_records", None)  # a whole batch at once
+    kept = retain(batch, records) if retain is not None else \
+        [r for r in records if record_filter.should_retain_record(batch, r)]
     if kept:
         has_tombstone = any(not r.has_value for r in kept)
         need_horizon = (has_tombstone or marker_for_empty_txn) and not batch.has_delete_horizon

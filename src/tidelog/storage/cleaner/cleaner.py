@@ -233,6 +233,30 @@ class _CleanerFilter:
         horizon = batch.delete_horizon_ms
         return horizon is None or self.current_time < horizon
 
+    def retain_records(self, batch: RecordBatch, records: list[ScannedRecord]
+                       ) -> list[ScannedRecord]:
+        """``should_retain_record`` over a whole batch, with one offset-map call for the keys
+        it must look up (same result, same stats)."""
+        if self._discard_records:
+            return []
+        if self._is_control:
+            return list(records)
+        latest = self._latest
+        found = iter(self.offset_map.get_many(
+            [r[2] for r in records if r[0] <= latest and r[2] is not None]))
+        horizon = batch.delete_horizon_ms
+        tombstones_kept = horizon is None or self.current_time < horizon
+        kept = []
+        for r in records:
+            offset, _ts, key, has_value = r[:4]
+            if offset > latest:
+                kept.append(r)
+            elif key is None:
+                self.stats.invalid_messages_read += 1
+            elif offset >= next(found) and (has_value or tombstones_kept):
+                kept.append(r)
+        return kept
+
 
 class Cleaner:
     """Cleans one log at a time with one offset map (one per cleaner thread)."""

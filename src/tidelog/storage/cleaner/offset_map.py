@@ -149,6 +149,16 @@ class SkimpyOffsetMap:
                 return -1
         return int(_Q.unpack_from(buf, pos + HASH_SIZE)[0])
 
+    def get_many(self, keys: list[bytes]) -> list[int]:
+        """``get`` for each key, in order (the cleaner asks once per batch)."""
+        native = self._native
+        if native is not None:
+            offsets, probes = native.omap_get_many(self._bytes, self._slots, keys)
+            self._lookups += len(keys)
+            self._probes += probes
+            return list(offsets)
+        return [self.get(k) for k in keys]
+
     def put_records(self, records: list[Any], start: int, max_entries: int) -> tuple[int, bool]:
         """The cleaner's map loop over one batch's ScannedRecords: put each keyed record at or
         above ``start`` while the map holds fewer than ``max_entries``. Returns (records
