@@ -1,4 +1,5 @@
-"""SaslAuthenticate (key 36): one SASL token each way until the mechanism completes. A
+"""SaslAuthenticate (key 36): one SASL token each way until the mechanism completes (again
+for KIP-368 re-authentication when ``connections.max.reauth.ms`` is set). A
 failure is answered with SASL_AUTHENTICATION_FAILED after
 ``connection.failed.authentication.delay.ms``, then the connection is closed (Kafka)."""
 
@@ -42,4 +43,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error_message=str(exc),
             auth_bytes=b"",
         )
-    return make(cls, error_code=0, error_message=None, auth_bytes=challenge, session_lifetime=0)
+    # KIP-368: the client re-authenticates before this many ms (0: never needed)
+    lifetime = session.listener.reauth_ms if session.complete else 0
+    return make(cls, error_code=0, error_message=None, auth_bytes=challenge,
+                session_lifetime=lifetime)

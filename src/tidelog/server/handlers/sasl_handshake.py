@@ -22,7 +22,7 @@ MAX_VERSION = 1
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     session = ctx.session
-    if session is None or session.complete:
+    if session is None or (session.complete and not session.can_reauthenticate):
         return make(cls, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=())
     mechanisms = tuple(session.listener.mechanisms)
     if not session.handshake(str(request.mechanism), ctx.api_version):

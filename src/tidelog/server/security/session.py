@@ -11,6 +11,7 @@ then. A failed exchange is answered with SASL_AUTHENTICATION_FAILED after
 from __future__ import annotations
 
 import ssl
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -98,6 +99,18 @@ class SaslSession:
         self._server: PlainServer | ScramServer | None = None
         # SaslHandshake v0: tokens follow as bare frames, not SaslAuthenticate requests
         self.raw_tokens = False
+        # KIP-368: with connections.max.reauth.ms the session ends at expires_at (monotonic
+        # seconds) unless the client re-authenticates as the same principal before then
+        self.expires_at: float | None = None
+        self._previous: KafkaPrincipal | None = None
+
+    @property
+    def can_reauthenticate(self) -> bool:
+        return self.state == "COMPLETE" and self.listener.reauth_ms > 0 and not self.raw_tokens
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at is not None and time.monotonic() >= self.expires_at
 
     @property
     def complete(self) -> bool:
@@ -106,7 +119,8 @@ class SaslSession:
     def allows(self, api_key: int) -> bool:
         """May this API be sent now? (only what the SASL state machine expects)"""
         if self.state == "COMPLETE":
-            return True
+            # an expired session may only re-authenticate (Kafka closes it otherwise)
+            return not self.expired or api_key in (API_VERSIONS, SASL_HANDSHAKE)
         if self.state == "HANDSHAKE_OR_VERSIONS":
             return api_key in (API_VERSIONS, SASL_HANDSHAKE)
         if self.state == "HANDSHAKE":
@@ -119,6 +133,8 @@ class SaslSession:
         if mechanism not in self.listener.mechanisms:
             self.state = "FAILED"
             return False
+        if self.state == "COMPLETE":  # re-authentication: the principal must not change
+            self._previous = self.principal
         self.raw_tokens = version == 0
         self.mechanism = mechanism
         scram = ScramMechanism.by_name(mechanism)
@@ -141,6 +157,15 @@ class SaslSession:
             raise
         if server.complete:
             assert server.username is not None
-            self.principal = KafkaPrincipal("User", server.username)
+            principal = KafkaPrincipal("User", server.username)
+            if self._previous is not None and principal != self._previous:
+                self.state = "FAILED"
+                raise SaslAuthenticationError(
+                    "Cannot change principals during re-authentication from "
+                    f"{self._previous}: {principal}"
+                )
+            self.principal = principal
             self.state = "COMPLETE"
+            if self.listener.reauth_ms > 0:
+                self.expires_at = time.monotonic() + self.listener.reauth_ms / 1000
         return challenge
