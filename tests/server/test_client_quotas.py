@@ -153,3 +153,49 @@ def test_producer_over_its_quota_is_throttled_to_it(quota_broker: EmbeddedBroker
     fast = _produce_for(b.bootstrap_servers, "free", 2.0)
     assert abs(slow - quota) / quota < 0.10, slow
     assert fast > 3 * quota, fast
+
+
+def _consume_for(bootstrap: str, client_id: str, seconds: float, warm: float = 1.0) -> float:
+    """Bytes per second a confluent-kafka consumer reads from a full topic."""
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "client.id": client_id,
+                     "group.id": f"g-{client_id}", "enable.auto.commit": False,
+                     "fetch.max.bytes": 65536, "message.max.bytes": 65536,
+                     "max.partition.fetch.bytes": 65536})
+    c.assign([ck.TopicPartition("quota-c", 0, 0)])
+    got, start = 0, time.monotonic()
+    warm_until = start + warm  # the first second fills the rate's window
+    while time.monotonic() < warm_until:
+        c.consume(1000, 0.1)
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        got += sum(len(m.value()) for m in c.consume(1000, 0.1) if m.error() is None)
+    elapsed = time.monotonic() - start
+    c.close()
+    return got / elapsed
+
+
+def test_consumer_over_its_quota_is_throttled_to_it(quota_broker: EmbeddedBroker) -> None:
+    import confluent_kafka as ck
+
+    b = quota_broker
+    p = ck.Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 20,
+                     "batch.size": 16384})  # batches well under one window of quota
+    for _ in range(20_000):  # 20 MB: more than either consumer reads in the test
+        try:
+            p.produce("quota-c", b"y" * 1000)
+        except BufferError:
+            p.poll(0.1)
+            p.produce("quota-c", b"y" * 1000)
+        p.poll(0)
+    assert p.flush(60) == 0
+    store = ClientQuotaStore(Path(b.props["log.dirs"]))
+    b.broker.client_quotas = ClientQuotaManager(store, window_num=11, window_size_ms=100)
+    quota = 300_000.0
+    with Wire(b) as w:
+        assert alter(w, [({"client-id": "slowc"}, {"consumer_byte_rate": quota})]) == [(0, None)]
+    slow = _consume_for(b.bootstrap_servers, "slowc", 4.0)
+    free = _consume_for(b.bootstrap_servers, "freec", 0.5, warm=0.0)
+    assert abs(slow - quota) / quota < 0.10, slow
+    assert free > 3 * quota, free

@@ -20,6 +20,7 @@ from tidelog.protocol.kio_util import ms
 from ..context import RequestContext
 from ..errors import to_error
 from ..fetch_session import CachedPartition, FetchKey, FetchPlan, rotate_to_end
+from ..quota.wiring import throttle_fetch
 from ..security import AclOperation, ResourceType
 from ..sendfile import close_chunks, slice_records
 
@@ -159,15 +160,36 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ctx.correlation_id, ctx.api_version, [], error_code=plan.error, session_id=0
         )
     read = await _long_poll(ctx, request, plan, isolation)
-    _record_bytes_out(ctx, read)
     try:
         topics = _shape(plan, read, plan.by_id)
     except BaseException:
         _release(read)
         raise
+    if _is_consumer(request):
+        size = sum(_nbytes(p.records) for _, parts in topics for p in parts)
+        throttle_ms = throttle_fetch(ctx, size)
+        if throttle_ms > 0:  # over consumer_byte_rate: answered empty, as Kafka
+            _release(read)
+            return encode_fetch_response(ctx.correlation_id, ctx.api_version, [],
+                                         session_id=plan.response_session_id,
+                                         throttle_time_ms=throttle_ms)
+    _record_bytes_out(ctx, read)
     return encode_fetch_response(
         ctx.correlation_id, ctx.api_version, topics, session_id=plan.response_session_id
     )
+
+
+def _is_consumer(request: Any) -> bool:
+    """Follower fetches are never throttled by client quotas."""
+    state = getattr(request, "replica_state", None)
+    replica = state.replica_id if state is not None else getattr(request, "replica_id", -1)
+    return int(replica) < 0
+
+
+def _nbytes(records: Any) -> int:
+    if records is None:
+        return 0
+    return records.nbytes if isinstance(records, memoryview) else len(records)
 
 
 def _release(read: Read) -> None:

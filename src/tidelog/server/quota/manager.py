@@ -75,6 +75,8 @@ class ClientQuotaManager:
     def quota(self, qtype: QuotaType, user: str, client_id: str) -> tuple[float, tuple[str, str]]:
         """(bytes/s or inf, the rate's key: the user and client-id the matching entity
         names, "" where it names none)."""
+        if not self.store.entries:  # the common case: no quotas at all
+            return float("inf"), ("", "")
         for ent in _candidates(user, client_id):
             value = self.store.get(ent).get(qtype.value)
             if value is not None:
@@ -82,6 +84,15 @@ class ClientQuotaManager:
                 key = (user if USER in names else "", client_id if CLIENT_ID in names else "")
                 return value, key
         return float("inf"), ("", "")
+
+    def unrecord(self, qtype: QuotaType, user: str, client_id: str, nbytes: int,
+                 now_ms: int) -> None:
+        """Take back bytes recorded for a response that is not sent (a throttled fetch is
+        answered empty, Kafka's unrecordQuotaSensor)."""
+        bound, key = self.quota(qtype, user, client_id)
+        rate = self._rates.get((qtype, key))
+        if bound != float("inf") and rate is not None:
+            rate.record(-nbytes, now_ms, self.window_ms, self.window_num)
 
     def record(self, qtype: QuotaType, user: str, client_id: str, nbytes: int,
                now_ms: int) -> int:

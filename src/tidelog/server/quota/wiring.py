@@ -45,6 +45,18 @@ def quota_manager(broker: Any) -> ClientQuotaManager:
     return manager
 
 
+def throttle_fetch(ctx: Any, nbytes: int) -> int:
+    """consumer_byte_rate: over quota, the response is sent empty (its bytes taken back) with
+    the throttle time, and the connection muted, as Kafka's handleFetchRequest does."""
+    ms = throttle(ctx, QuotaType.FETCH, nbytes)
+    if ms > 0:
+        now_ms = int(ctx.broker.clock.milliseconds())
+        quota_manager(ctx.broker).unrecord(
+            QuotaType.FETCH, ctx.principal.name, ctx.client_id or "", nbytes, now_ms)
+        _muted.pop(_key(ctx), None)  # fetches are not chained: the mute alone holds them
+    return ms
+
+
 def throttle(ctx: Any, qtype: Any, nbytes: int) -> int:
     """Record a request's bytes against its client's quota; the throttle time, also set on
     the context so the connection mutes itself for as long once it has answered."""
