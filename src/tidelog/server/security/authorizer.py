@@ -138,9 +138,32 @@ class StandardAuthorizer:
         self.allow_if_no_acl = allow_everyone_if_no_acl_found
         self._lock = threading.Lock()
         self._acls: list[AclBinding] = []
+        # per resource type: literal name -> ACLs (the "*" wildcard included), prefixed ACLs;
+        # authorize runs per partition on the fetch path, so no scan of every ACL
+        self._index: dict[ResourceType, tuple[dict[str, list[AclBinding]], list[AclBinding]]] = {}
         if self.path is not None and self.path.exists():
             data = json.loads(self.path.read_text())
             self._acls = [_acl_from_json(d) for d in data.get("acls", [])]
+        self._reindex()
+
+    def _reindex(self) -> None:
+        index: dict[ResourceType, tuple[dict[str, list[AclBinding]], list[AclBinding]]] = {}
+        for acl in self._acls:
+            literal, prefixed = index.setdefault(acl.resource_type, ({}, []))
+            if acl.pattern_type == PatternType.PREFIXED:
+                prefixed.append(acl)
+            else:
+                literal.setdefault(acl.resource_name, []).append(acl)
+        self._index = index  # swapped whole: readers on other threads see old or new
+
+    def _matching(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
+        entry = self._index.get(resource_type)
+        if entry is None:
+            return []
+        literal, prefixed = entry
+        out = literal.get(name, []) + (literal.get(WILDCARD, []) if name != WILDCARD else [])
+        out.extend(a for a in prefixed if name.startswith(a.resource_name))
+        return out
 
     # -- the authorizer seam ------------------------------------------------------------------
     def authorize(
@@ -154,7 +177,7 @@ class StandardAuthorizer:
         who = str(principal)
         if who in self.super_users:
             return True
-        matching = [a for a in self._acls if a.matches_resource(resource_type, name)]
+        matching = self._matching(resource_type, name)
         if not matching:
             return self.allow_if_no_acl
         mine = [
@@ -213,6 +236,7 @@ class StandardAuthorizer:
                 if acl not in self._acls:
                     self._acls.append(acl)
             self._save()
+            self._reindex()
 
     def delete(self, filters: list[AclBindingFilter]) -> list[list[AclBinding]]:
         """Remove what each filter matches; per filter, the ACLs it removed."""
@@ -222,6 +246,7 @@ class StandardAuthorizer:
             if gone:
                 self._acls = [a for a in self._acls if a not in gone]
                 self._save()
+                self._reindex()
             return removed
 
     def _save(self) -> None:
