@@ -1,0 +1,77 @@
+"""Client quota enforcement: the rate a confluent-kafka producer / consumer reaches when it is
+over its producer_byte_rate / consumer_byte_rate quota, against the quota, and the rate of an
+unthrottled client in the same run (the baseline: what the quota takes away).
+
+An in-process broker with Kafka's rate sampling at 11 windows of WINDOW_MS (Kafka's are
+11 x 1 s; shorter windows let a run settle in seconds); one warm-up second per client, then
+MEASURE_S seconds measured; REPEATS runs, printed as min / median / max.
+
+Run: .venv/bin/python bench/quotas.py
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "server"))
+
+import test_client_quotas as t
+
+from tidelog.server.quota import ClientQuotaManager, ClientQuotaStore
+from tidelog.server.quota.store import entity
+from tidelog.testing import EmbeddedBroker
+
+WINDOW_MS = 100
+MEASURE_S = 5.0
+REPEATS = 3
+PRODUCE_QUOTA = 200_000.0
+FETCH_QUOTA = 300_000.0
+
+
+def one_run() -> tuple[float, float, float, float]:
+    import confluent_kafka as ck
+
+    with tempfile.TemporaryDirectory() as d, EmbeddedBroker({"log.dirs": d}) as b:
+        store = ClientQuotaStore(Path(d))
+        b.broker.client_quotas = ClientQuotaManager(store, window_num=11,
+                                                    window_size_ms=WINDOW_MS)
+        store.alter([(entity([("client-id", "slow")]), {"producer_byte_rate": PRODUCE_QUOTA}),
+                     (entity([("client-id", "slowc")]), {"consumer_byte_rate": FETCH_QUOTA})])
+        slow_p = t._produce_for(b.bootstrap_servers, "slow", MEASURE_S)
+        free_p = t._produce_for(b.bootstrap_servers, "free", 2.0)
+        p = ck.Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 20,
+                         "batch.size": 16384})
+        for _ in range(20_000):
+            while True:
+                try:
+                    p.produce("quota-c", b"y" * 1000)
+                    break
+                except BufferError:
+                    p.poll(0.1)
+            p.poll(0)
+        p.flush(60)
+        slow_c = t._consume_for(b.bootstrap_servers, "slowc", MEASURE_S)
+        free_c = t._consume_for(b.bootstrap_servers, "freec", 0.5, warm=0.0)
+        return slow_p, free_p, slow_c, free_c
+
+
+def main() -> None:
+    runs = [one_run() for _ in range(REPEATS)]
+    for i, (label, quota) in enumerate([("producer over quota", PRODUCE_QUOTA),
+                                        ("producer unthrottled", None),
+                                        ("consumer over quota", FETCH_QUOTA),
+                                        ("consumer unthrottled", None)]):
+        values = sorted(r[i] for r in runs)
+        line = (f"{label:22s} min {values[0] / 1e3:9.1f} KB/s  median "
+                f"{statistics.median(values) / 1e3:9.1f}  max {values[-1] / 1e3:9.1f}")
+        if quota:
+            line += (f"  quota {quota / 1e3:.0f} KB/s, median/quota "
+                     f"{statistics.median(values) / quota:.3f}")
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
