@@ -53,7 +53,11 @@ class LogOffsetsStore:
 
     def append(self, partition: int, batch: bytes) -> int:
         self._ensure_topic()
-        lg = self.rm.get_log(TopicPartition(OFFSETS_TOPIC, partition))
+        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        try:
+            lg = self.rm.get_log(tp)
+        except Exception as exc:  # its log dir is offline: the coordinator is unavailable
+            raise OSError(str(exc)) from exc
         if lg is None:
             raise OSError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
         try:
@@ -63,6 +67,7 @@ class LogOffsetsStore:
         except ImportError:  # pragma: no cover - storage without origins
             info = lg.append_as_leader(batch)
         except Exception as exc:  # storage errors surface as an unavailable coordinator
+            self.rm.maybe_handle_io_error(tp, exc)  # a disk error takes its dir offline
             raise OSError(str(exc)) from exc
         lg.maybe_increment_high_watermark(lg.log_end_offset)
         return int(info.first_offset)
