@@ -206,3 +206,18 @@ def test_txn_offsets_are_pending_until_the_commit_marker_also_across_a_restart(
             while _fetch_offset(w, "g", stable=True)[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 assert time.monotonic() < deadline
             assert _fetch_offset(w, "g", stable=True) == (0, 5)
+
+
+def test_broker_settings_reach_the_coordinator() -> None:
+    from tidelog.server.txn.wiring import txn_coordinator_for
+
+    props = {"transactional.id.expiration.ms": 1234, "transaction.max.timeout.ms": 5000,
+             "transaction.state.log.num.partitions": 3}
+    with EmbeddedBroker(props) as b:
+
+        async def config() -> Any:
+            return txn_coordinator_for(b.broker).config
+
+        c = b.run(config())
+        assert (c.transactional_id_expiration_ms, c.transaction_max_timeout_ms,
+                c.transaction_state_log_num_partitions) == (1234, 5000, 3)

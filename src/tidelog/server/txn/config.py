@@ -18,8 +18,6 @@ TXN_CONFIG_DEF = (
             "Read size used when loading __transaction_state.", at_least(1))
     .define("transaction.max.timeout.ms", "int", 900000,
             "Largest transaction.timeout.ms a producer may ask for.", at_least(1))
-    .define("transactional.id.expiration.ms", "int", 604800000,
-            "How long a transactional id without a transaction is kept.", at_least(1))
     .define("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
             "How often transactions past their timeout are aborted.", at_least(1))
     .define("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
@@ -41,8 +39,15 @@ class TxnConfig:
     transaction_partition_verification_enable: bool = True
 
     @classmethod
-    def from_props(cls, props: Mapping[str, Any]) -> TxnConfig:
-        """Typed settings from broker properties (unknown keys are ignored)."""
+    def from_props(cls, props: Mapping[str, Any], **declared_elsewhere: Any) -> TxnConfig:
+        """Typed settings from broker properties (unknown keys are ignored); keys the broker
+        config declares itself (``transactional.id.expiration.ms``) come parsed, by name."""
         known = {k: v for k, v in props.items() if k in TXN_CONFIG_DEF}
         parsed = TXN_CONFIG_DEF.parse(known)
-        return cls(**{k.replace(".", "_"): v for k, v in parsed.items()})
+        fields = {k.replace(".", "_"): v for k, v in parsed.items()}
+        return cls(**fields, **declared_elsewhere)
+
+    @classmethod
+    def from_broker_config(cls, config: Any) -> TxnConfig:
+        return cls.from_props(config.originals, transactional_id_expiration_ms=int(
+            config.values["transactional.id.expiration.ms"]))

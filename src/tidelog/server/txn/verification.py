@@ -53,4 +53,4 @@ def verify_transactional_produce(broker: Any, tp: TopicPartition,
 def _verification_enabled(broker: Any) -> bool:
     from .config import TxnConfig
 
-    return TxnConfig.from_props(broker.config.originals).transaction_partition_verification_enable
+    return TxnConfig.from_broker_config(broker.config).transaction_partition_verification_enable

@@ -61,7 +61,7 @@ def start_txn_coordinator(broker: Any) -> TransactionCoordinator:
     existing = getattr(broker, ATTR, None)
     if existing is not None:
         return existing
-    config = TxnConfig.from_props(broker.config.originals)
+    config = TxnConfig.from_broker_config(broker.config)
     state = TransactionStateManager(config, clock=broker.clock,
                                     store=TxnLogStore(broker.replica_manager, config))
     coord = TransactionCoordinator(
