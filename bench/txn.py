@@ -8,9 +8,11 @@ marker per partition). One warm-up round per mode, then REPEATS rounds in rotati
 every mode alike); figures are MB/s of record values and records/s, median and range, and
 the ratio of each transactional mode to idempotent.
 
-Measured on the 2-core dev machine (50k x 256 B, 3 rounds): idempotent 20 MB/s [11-21];
-txn-100 10 MB/s [9-11] (0.45-0.48x: a commit every 100 records is dominated by the commit's
-round trips); txn-1000 62-72 MB/s (3.0-3.4x) and txn-10000 123-133 MB/s (6x). Large
+Measured on the shared 2-core dev machine, 3 rounds each. 50k x 256 B (two runs):
+idempotent 20-21 MB/s [11-23]; txn-100 10 MB/s [9-11] (0.45-0.48x: a commit every 100
+records is dominated by the commit's round trips); txn-1000 62-72 MB/s (3.0-3.4x);
+txn-10000 123-133 MB/s (6x). 100k x 256 B (defaults): idempotent 34 MB/s [31-37]; txn-100
+9.7 [9.7-10.2] (0.29x); txn-1000 65 [64-72] (1.9x); txn-10000 103 [93-117] (3.0x). Large
 transactions beat idempotent produce here because librdkafka holds a transaction's records
 until AddPartitionsToTxn answers, so they leave in full batches, and the broker's cost is per
 request far more than per byte; with linger.ms=5 the idempotent producer sends many small
