@@ -289,7 +289,16 @@ class KafkaConnection(asyncio.Protocol):
             self._mute(ctx.throttle_ms)
         if ctx.close_reason:  # e.g. failed authentication: answer, then close
             self._flush()
-            self.close(ctx.close_reason, graceful=True)
+            reason = ctx.close_reason
+            if ctx.close_delay_ms > 0:
+                # Kafka's delayed close: the answer goes out now, the connection stays
+                # unread until connection.failed.authentication.delay.ms has passed
+                self.closed_for_auth = True
+                asyncio.get_running_loop().call_later(
+                    ctx.close_delay_ms / 1000, lambda: self.close(reason, graceful=True)
+                )
+            else:
+                self.close(reason, graceful=True)
 
     def _complete(self, slot: _Slot, correlation_id: int, result: Any) -> None:
         if result is None:

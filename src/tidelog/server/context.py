@@ -29,6 +29,8 @@ class RequestContext:
     # set by a handler that wants the connection closed after this request (Kafka closes
     # the connection when an acks=0 produce fails: the client has no other way to learn it)
     close_reason: str | None = None
+    # ... after this many ms (failed authentication: Kafka delays the close, not the answer)
+    close_delay_ms: int = 0
     # who is asking: User:ANONYMOUS on PLAINTEXT, the SASL/TLS identity once authenticated
     principal: KafkaPrincipal = ANONYMOUS
     listener_name: str = "PLAINTEXT"

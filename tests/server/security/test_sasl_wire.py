@@ -106,3 +106,17 @@ def test_sasl_apis_on_a_plaintext_listener(broker: EmbeddedBroker) -> None:
     with sasl_sock(broker, "PLAINTEXT") as s:
         assert call(s, 17, 1, mechanism="PLAIN").error_code == ErrorCode.ILLEGAL_SASL_STATE
         assert call(s, 36, 2, 2, auth_bytes=b"x").error_code == ErrorCode.ILLEGAL_SASL_STATE
+
+
+def test_failed_login_answered_at_once_closed_after_the_delay() -> None:
+    props = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "PLAIN",
+             "sasl.jaas.config": JAAS, "connection.failed.authentication.delay.ms": 60000}
+    with EmbeddedBroker(props) as b, socket.create_connection(("127.0.0.1", b.port),
+                                                              timeout=10) as s:
+        call(s, 17, 1, mechanism="PLAIN")
+        auth = call(s, 36, 2, 2, auth_bytes=b"\x00alice\x00nope")  # well before 60 s
+        assert auth.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED
+        s.sendall(frame(18, 3, 3, client_software_name="t", client_software_version="1"))
+        s.settimeout(0.5)
+        with pytest.raises(TimeoutError):  # not answered, not closed yet: the delayed close
+            s.recv(1)

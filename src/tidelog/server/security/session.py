@@ -4,8 +4,8 @@ ChannelBuilders + SaslServerAuthenticator).
 A SASL connection may send only ApiVersions and SaslHandshake, then SaslAuthenticate until
 the mechanism completes; anything else before that closes the connection (Kafka's
 IllegalSaslStateException), and frames are capped at ``sasl.server.max.receive.size`` until
-then. A failed exchange is answered with SASL_AUTHENTICATION_FAILED after
-``connection.failed.authentication.delay.ms`` and the connection is closed.
+then. A failed exchange is answered with SASL_AUTHENTICATION_FAILED at once; the connection
+is closed after ``connection.failed.authentication.delay.ms`` (Kafka's delayed close).
 """
 
 from __future__ import annotations
