@@ -268,15 +268,20 @@ def test_delete_log_removes_it_from_cleaner_checkpoint(tmp_path: Path) -> None:
 
 
 def test_cleaner_threads_start_and_stop_with_the_manager(tmp_path: Path) -> None:
+    # Only this manager's threads: brokers of other tests in the same process may still be
+    # winding down their own cleaner threads.
+    before = {t for t in threading.enumerate() if "log-cleaner" in t.name}
     clock = ManualClock()
     m = LogManager([tmp_path], {}, clock=clock, scheduler=ManualScheduler(clock))
     m.startup()
 
-    def cleaner_threads() -> list[str]:
-        return [t.name for t in threading.enumerate() if "log-cleaner" in t.name]
+    def cleaner_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if "log-cleaner" in t.name and t not in before]
 
-    assert len(cleaner_threads()) == 1  # log.cleaner.enable=true, log.cleaner.threads=1
+    mine = cleaner_threads()
+    assert len(mine) == 1  # log.cleaner.enable=true, log.cleaner.threads=1
     m.shutdown()
+    assert not mine[0].is_alive()
     assert cleaner_threads() == []
     off = LogManager(
         [tmp_path], {"log.cleaner.enable": "false"}, clock=clock, scheduler=ManualScheduler(clock)
