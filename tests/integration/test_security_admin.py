@@ -166,3 +166,12 @@ def test_certificate_principal(pki: Pki) -> None:
     assert outcome["client1"] == [None]
     assert [e.code() for e in outcome["anonymous"]] == [
         confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED]
+
+
+def test_restart_keeps_every_listener_port(pki: Pki) -> None:
+    from security_support import broker_props
+
+    with EmbeddedBroker(broker_props(pki)) as b:
+        before = dict(b.broker.bound_ports)
+        b.restart()
+        assert b.broker.bound_ports == before

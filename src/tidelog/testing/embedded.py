@@ -134,10 +134,16 @@ class EmbeddedBroker:
     def restart(self) -> EmbeddedBroker:
         """Clean shutdown, then start again on the same port and log dir (clients reconnect
         to the same ``bootstrap_servers``): for testing what survives a broker restart."""
+        # every listener keeps its port (a broker may serve several: SSL, SASL_SSL, ...)
+        ports = dict(getattr(self.broker, "bound_ports", {}) or {})
         port = self.port
         self._stop_thread()
-        listener = str(self.props["listeners"])
-        self.props["listeners"] = f"{listener.rsplit(':', 1)[0]}:{port}"
+        listeners = [u.strip() for u in str(self.props["listeners"]).split(",") if u.strip()]
+        pinned = []
+        for i, uri in enumerate(listeners):
+            name = uri.split("://", 1)[0].upper()
+            pinned.append(f"{uri.rsplit(':', 1)[0]}:{ports.get(name, port if i == 0 else 0)}")
+        self.props["listeners"] = ",".join(pinned)
         return self.start()
 
     def _cleanup(self) -> None:
