@@ -148,7 +148,7 @@ def test_fail_on_data_loss(spark: Any, tmp_path: Path) -> None:
         ({"subscribe": "t", "startingOffsets": "{nope"}, "not valid JSON"),
         ({"subscribe": "t", "kafka.bootstrap.servers": "h:1"}, "contradict"),
         ({"subscribe": "t", "minPartitions": "0"}, "positive integer"),
-        ({"subscribe": "t", "kafka.security.protocol": "SSL"}, "TLS/SASL"),
+        ({"subscribe": "t", "kafka.ssl.keystore.type": "JKS"}, "not supported"),
         ({"subscribe": "t", "kafka.group.id": "x", "kafka.auto.offset.reset": "earliest"}, "not supported"),
         ({"subscribe": "nope"}, "do not exist"),
         ({"subscribe": "t", "startingOffsets": '{"t":{"0":150}}', "endingOffsets": '{"t":{"0":100}}'},

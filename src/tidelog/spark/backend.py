@@ -18,6 +18,7 @@ from tidelog.records import RecordBatch
 from tidelog.storage.reader import LogDirReader, PartitionReader
 from tidelog.util.topic_partition import TopicPartition
 
+from .kafka_params import client_security
 from .options import OptionError, Subscription
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -31,12 +32,14 @@ class BackendSpec:
     request_timeout_ms: int = 30000
     partition_max_bytes: int = 8 << 20  # kafka.max.partition.fetch.bytes (grown for larger batches)
     read_committed: bool = False  # kafka.isolation.level=read_committed (broker mode)
+    security: tuple[tuple[str, str], ...] = ()  # kafka.* TLS/SASL settings (kafka_params.SECURITY_HONOURED)
 
     def open(self) -> Backend:
         if self.bootstrap_servers:
             return BrokerBackend(
                 KafkaClient(self.bootstrap_servers, client_id=self.client_id,
-                            request_timeout_ms=self.request_timeout_ms),
+                            request_timeout_ms=self.request_timeout_ms,
+                            security=client_security(dict(self.security))),
                 self.partition_max_bytes,
                 isolation_level=1 if self.read_committed else 0,
             )

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
 log = logging.getLogger("tidelog.spark")
 
@@ -35,17 +36,24 @@ FORBIDDEN = {
     "interceptor.classes": "interceptors can modify the payload and are not supported",
 }
 _SECURITY_PREFIXES = ("sasl.", "ssl.")
+# TLS/SASL settings both sides honour (protocol/client_security.py reads Java's and
+# librdkafka's names; PEM files only, no JKS/PKCS#12 stores, no GSSAPI/OAUTHBEARER)
+SECURITY_HONOURED = {
+    "security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password",
+    "ssl.truststore.location", "ssl.ca.location", "ssl.keystore.location",
+    "ssl.certificate.location", "ssl.key.location", "ssl.endpoint.identification.algorithm",
+    "ssl.truststore.type", "ssl.keystore.type",  # PEM only
+}
 _SECURITY_REASON = (
-    "TLS/SASL connections are not supported by the tidelog data source yet; "
-    "only security.protocol=PLAINTEXT works"
+    "not supported by the tidelog data source (TLS and SASL PLAIN/SCRAM work with PEM files: "
+    + ", ".join("kafka." + n for n in sorted(SECURITY_HONOURED)) + ")"
 )
 
 # Reads: the settings a Fetch/ListOffsets client uses (see backend.BackendSpec).
 READ_HONOURED = {
     "bootstrap.servers", "client.id", "request.timeout.ms", "isolation.level",
-    "max.partition.fetch.bytes", "security.protocol",
-    "group.id",
-}
+    "max.partition.fetch.bytes", "group.id",
+} | SECURITY_HONOURED
 _READ_INT = ("request.timeout.ms", "max.partition.fetch.bytes")
 
 # Writes: Java producer names librdkafka accepts with the same meaning.
@@ -69,11 +77,39 @@ COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
 
 def _security(name: str, value: str) -> None:
-    if name == "security.protocol":
-        if value.strip().upper() != "PLAINTEXT":
-            raise OptionError(f"kafka.security.protocol={value}: {_SECURITY_REASON}")
-    elif name.startswith(_SECURITY_PREFIXES):
-        raise OptionError(f"kafka.{name}: {_SECURITY_REASON}")
+    if name in ("ssl.truststore.type", "ssl.keystore.type") and value.strip().upper() != "PEM":
+        raise OptionError(f"option kafka.{name}={value} is {_SECURITY_REASON}")
+    if name.startswith(_SECURITY_PREFIXES) and name not in SECURITY_HONOURED:
+        raise OptionError(f"option kafka.{name} is {_SECURITY_REASON}")
+
+
+def client_security(kafka: Mapping[str, str]) -> Any:
+    """The hand-written client's TLS/SASL configuration, checked now (OptionError if bad)."""
+    from tidelog.protocol.client_security import ClientSecurity
+
+    props = {k: v for k, v in kafka.items() if k in SECURITY_HONOURED}
+    try:
+        return ClientSecurity.from_properties(props)
+    except ValueError as e:
+        raise OptionError(f"kafka.* security options: {e}") from None
+
+
+def _librdkafka_security(kafka: Mapping[str, str]) -> dict[str, str]:
+    """Java-style security settings in librdkafka's names (jaas.config -> username/password,
+    truststore/keystore PEM files -> ssl.*.location)."""
+    sec = client_security(kafka)
+    conf = {"security.protocol": sec.security_protocol.lower()}
+    if sec.sasl:
+        conf.update({"sasl.mechanism": sec.sasl_mechanism, "sasl.username": sec.sasl_username or "",
+                     "sasl.password": sec.sasl_password or ""})
+    if sec.tls:
+        if sec.ssl_cafile:
+            conf["ssl.ca.location"] = sec.ssl_cafile
+        if sec.ssl_certfile:
+            conf["ssl.certificate.location"] = sec.ssl_certfile
+            conf["ssl.key.location"] = sec.ssl_keyfile or sec.ssl_certfile
+        conf["ssl.endpoint.identification.algorithm"] = "https" if sec.ssl_check_hostname else "none"
+    return conf
 
 
 def _int(name: str, value: str) -> int:
@@ -105,6 +141,7 @@ def check_read_params(kafka: Mapping[str, str]) -> dict[str, str]:
         raise OptionError(
             f"option kafka.isolation.level must be read_uncommitted or read_committed, got {level!r}"
         )
+    client_security(kafka)
     if "group.id" in kafka:
         # Spark warns too: a fixed group id is unsafe for concurrent queries. tidelog reads by
         # assignment and never joins the group, so it only names the reader.
@@ -132,8 +169,8 @@ def producer_config(kafka: Mapping[str, str]) -> dict[str, str | int | bool]:
             conf["message.max.bytes"] = _int(name, value)
         elif name == "buffer.memory":
             conf["queue.buffering.max.kbytes"] = max(1, _int(name, value) // 1024)
-        elif name == "security.protocol":
-            conf[name] = value.strip().lower()
+        elif name in SECURITY_HONOURED:
+            continue  # translated below, all together
         elif name == "transactional.id":
             if not value.strip():
                 raise OptionError("option kafka.transactional.id is empty")
@@ -142,12 +179,13 @@ def producer_config(kafka: Mapping[str, str]) -> dict[str, str | int | bool]:
             conf[name] = value.strip()
         else:
             supported = sorted(
-                WRITE_PASSTHROUGH | {"max.request.size", "buffer.memory", "security.protocol", "transactional.id"}
+                WRITE_PASSTHROUGH | SECURITY_HONOURED | {"max.request.size", "buffer.memory", "transactional.id"}
             )
             raise OptionError(
                 f"option kafka.{name} is not supported for writes; supported: "
                 + ", ".join("kafka." + n for n in supported)
             )
+    conf.update(_librdkafka_security(kafka))
     _check_producer_values(conf, explicit_idempotence="enable.idempotence" in kafka)
     if "transactional.id" in kafka and not (conf["enable.idempotence"] and conf["acks"] == "all"):
         raise OptionError("kafka.transactional.id needs kafka.acks=all and idempotence (the Java producer's rule)")

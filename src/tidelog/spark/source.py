@@ -48,6 +48,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow
 from .backend import Backend, BackendSpec, BrokerBackend, resolve_partitions
+from .kafka_params import SECURITY_HONOURED
 from .options import (
     EARLIEST,
     LATEST,
@@ -130,6 +131,7 @@ def _backend_spec(opts: ReadOptions) -> BackendSpec:
         request_timeout_ms=int(opts.kafka.get("request.timeout.ms", "30000")),
         partition_max_bytes=int(opts.kafka.get("max.partition.fetch.bytes", str(8 << 20))),
         read_committed=opts.read_committed,
+        security=tuple(sorted((k, v) for k, v in opts.kafka.items() if k in SECURITY_HONOURED)),
     )
 
 

@@ -92,6 +92,7 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 # One librdkafka producer per configuration per Python worker, reused by every task and
 # micro-batch the worker runs (Spark's CachedKafkaProducer); Spark reuses Python workers.
 _PRODUCERS: dict[tuple[tuple[str, str], ...], Any] = {}
+_MAX_PRODUCERS = 4
 _FAILURES: list[str] = []  # delivery errors reported by librdkafka since the last flush
 
 
@@ -111,6 +112,8 @@ def _producer(opts: WriteOptions) -> Any:
         # only failed deliveries are reported: no Python call per acknowledged record
         conf["delivery.report.only.error"] = True
         conf["on_delivery"] = _on_delivery_error
+        if len(_PRODUCERS) >= _MAX_PRODUCERS:  # bound the threads and sockets a worker keeps
+            _PRODUCERS.pop(next(iter(_PRODUCERS))).flush(0)
         producer = _PRODUCERS[key] = Producer(conf)
     return producer
 
