@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sasl_wire_support import call, closed_by_peer, frame
@@ -120,3 +121,9 @@ def test_failed_login_answered_at_once_closed_after_the_delay() -> None:
         s.settimeout(0.5)
         with pytest.raises(TimeoutError):  # not answered, not closed yet: the delayed close
             s.recv(1)
+
+
+def test_plain_without_jaas_refuses_to_start(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"sasl\.jaas\.config"):
+        EmbeddedBroker({"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+                        "sasl.enabled.mechanisms": "PLAIN"}, log_dir=tmp_path).start()

@@ -82,8 +82,12 @@ def listener_security(config: BrokerConfig, name: str) -> ListenerSecurity:
                 f"{', '.join(SUPPORTED_MECHANISMS)}"
             )
         if "PLAIN" in sec.mechanisms:
-            jaas = config.originals.get(f"listener.name.{name.lower()}.plain.sasl.jaas.config")
-            sec.plain_users = plain_users(jaas or config.originals.get("sasl.jaas.config"))
+            key = f"listener.name.{name.lower()}.plain.sasl.jaas.config"
+            jaas = config.originals.get(key) or config.originals.get("sasl.jaas.config")
+            if not jaas:  # Kafka refuses to start without the PlainLoginModule section
+                raise ValueError(f"listener {name} enables PLAIN: set {key} (or "
+                                 "sasl.jaas.config) with PlainLoginModule user_<name> entries")
+            sec.plain_users = plain_users(jaas)
     return sec
 
 

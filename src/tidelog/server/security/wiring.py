@@ -4,6 +4,7 @@ store, the authorizer, and the listeners after the first one."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from .authorizer import AUTHORIZER_CLASSES, StandardAuthorizer, parse_super_users
@@ -12,6 +13,8 @@ from .session import listener_security
 
 if TYPE_CHECKING:
     from ..broker import Broker
+
+log = logging.getLogger(__name__)
 
 
 def setup_security(broker: Broker) -> None:
@@ -49,6 +52,8 @@ async def start_other_listeners(broker: Broker) -> None:
         )
         broker.other_servers.append(server)
         broker.bound_ports[lst.name] = server.sockets[0].getsockname()[1]
+        log.info("listener %s (%s) on %s:%d", lst.name, sec.protocol, lst.host,
+                 broker.bound_ports[lst.name])
 
 
 async def stop_other_listeners(broker: Broker) -> None:
