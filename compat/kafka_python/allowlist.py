@@ -18,7 +18,4 @@ SKIP: dict[str, str] = {
 XFAIL: dict[str, tuple[str, bool]] = {
     "test_create_describe_delete_acls":
         ("ACL APIs (CreateAcls/DescribeAcls/DeleteAcls) are not served yet", True),
-    "test_describe_configs_broker_resource_returns_configs":
-        ("broker configs from server.properties are reported DEFAULT_CONFIG, "
-         "not STATIC_BROKER_CONFIG", True),
 }

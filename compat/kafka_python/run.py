@@ -7,10 +7,11 @@
    dir), never committed. The sdist leaves out ``test/__init__.py`` and ``test/service.py``;
    the first is created empty, the second replaced by ``service.py`` here (external broker
    only).
-2. ``tidelog serve`` on an ephemeral port in a temp dir, with the broker settings of
-   kafka-python's own test template (servers/resources/default/kafka.properties): 4
-   partitions per topic, 2 offsets-topic partitions, group.min.session.timeout.ms=1000,
-   no initial rebalance delay.
+2. ``tidelog serve`` in a temp dir on a free port taken as kafka-python's fixture takes one
+   (bind to port 0, release, use), named in both ``listeners`` and ``advertised.listeners``
+   as its Kafka 4.x template does, with the broker settings of kafka-python's own test
+   template (servers/resources/default/kafka.properties): 4 partitions per topic, 2
+   offsets-topic partitions, group.min.session.timeout.ms=1000, no initial rebalance delay.
 3. pytest on ``test/integration`` with ``KAFKA_URI=PLAINTEXT://host:port`` and
    ``KAFKA_VERSION`` at the Kafka level tidelog speaks, the plugin here marking the tests
    ``allowlist.py`` names. Exit status: pytest's, or 3 if the broker logged an ERROR.
@@ -19,6 +20,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import tarfile
@@ -55,10 +57,17 @@ def sdist_dir(cache: Path) -> Path:
     return root
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 class Broker:
     def __init__(self, log_dir: Path) -> None:
+        url = f"PLAINTEXT://127.0.0.1:{free_port()}"
         cmd = [sys.executable, "-m", "tidelog.cli.main", "serve",
-               "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+               "--override", f"listeners={url}", "--override", f"advertised.listeners={url}",
                "--override", f"log.dirs={log_dir}"]
         for k, v in BROKER_SETTINGS.items():
             cmd += ["--override", f"{k}={v}"]
