@@ -4,6 +4,7 @@ and kcat. Nothing here is checked-in key material."""
 
 from __future__ import annotations
 
+import shutil
 import ssl
 import tempfile
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ class Pki:
         client.private_key_pem.write_to_path(str(d / "client.key"))
         return cls(d, str(d / "ca.pem"), str(d / "broker.pem"), str(d / "client.pem"),
                    str(d / "client.key"))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def broker_props(pki: Pki, **extra: Any) -> dict[str, Any]:

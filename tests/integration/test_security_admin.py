@@ -31,8 +31,10 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
 
 @pytest.fixture(scope="module")
-def pki() -> Pki:
-    return Pki.create()
+def pki() -> Iterator[Pki]:
+    pki = Pki.create()
+    yield pki
+    pki.remove()
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedBr
     (d / "pw.txt").write_text("carol-pw\n")
     with EmbeddedBroker(props) as b:
         yield b, d
+    pki.remove()
 
 
 def tidelog(b: EmbeddedBroker, d: Path, config: str, *args: str,

@@ -22,8 +22,10 @@ from tidelog.testing import EmbeddedBroker
 
 
 @pytest.fixture(scope="module")
-def pki() -> Pki:
-    return Pki.create()
+def pki() -> Iterator[Pki]:
+    pki = Pki.create()
+    yield pki
+    pki.remove()
 
 
 @pytest.fixture(scope="module")

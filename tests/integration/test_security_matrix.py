@@ -43,8 +43,10 @@ RECORDS = [b"alpha", b"beta", b"gamma"]
 
 
 @pytest.fixture(scope="module")
-def pki() -> Pki:
-    return Pki.create()
+def pki() -> Iterator[Pki]:
+    pki = Pki.create()
+    yield pki
+    pki.remove()
 
 
 @pytest.fixture(scope="module")

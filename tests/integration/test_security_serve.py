@@ -49,3 +49,4 @@ def test_kafka_server_properties(tmp_path: Path) -> None:
             confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED]
     finally:
         assert serve.stop() == 0
+        pki.remove()
