@@ -72,7 +72,7 @@ def test_describe_log_dirs_shows_the_future_replica(tmp_path: Path) -> None:
         from tidelog.server.log_dir_moves import log_dir_mover
 
         # started but not stepped (no wake): the future log is empty, 10 offsets behind
-        b.run(_start_move(b, dst))
+        b.run(_start(b, "fut", dst))
         resp: Any = w.call(35, 4, topics=None)
         rows = {(r.log_dir, p.is_future_key): p.offset_lag
                 for r in resp.results for t in r.topics if t.name == "fut"
@@ -81,7 +81,31 @@ def test_describe_log_dirs_shows_the_future_replica(tmp_path: Path) -> None:
         log_dir_mover(b.broker).wake()
 
 
-async def _start_move(b: EmbeddedBroker, dst: Path) -> None:
+def test_deleting_a_moving_partition_drops_its_future_log(tmp_path: Path) -> None:
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    with EmbeddedBroker({"log.dirs": f"{d1},{d2}", "num.partitions": "1"}) as b, Wire(b) as w:
+        batch = build_batch([(1000 + i, None, b"v%d" % i) for i in range(10)])
+        assert w.call(0, 9, body=produce_body(9, "gone", {0: batch})) is not None
+        src = Path(b.broker.replica_manager.get_log(_tp("gone")).dir).parent
+        dst = d2 if src == d1 else d1
+        from tidelog.server.log_dir_moves import log_dir_mover
+
+        b.run(_start(b, "gone", dst))
+        assert list(dst.glob("gone-0.*-future"))
+        cls = request_class(20, 6)
+        tcls = nested(cls, "topics")
+        resp: Any = w.call(20, 6, body=make(cls, timeout_ms=10000,
+                                            topics=(make(tcls, name="gone", topic_id=None),)))
+        assert resp.responses[0].error_code == 0
+        log_dir_mover(b.broker).wake()
+        deadline = time.monotonic() + 10
+        while list(dst.glob("gone-0.*-future")):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert not log_dir_mover(b.broker).moves.pending()
+
+
+async def _start(b: EmbeddedBroker, topic: str, dst: Path) -> None:
     from tidelog.server.log_dir_moves import log_dir_mover
 
-    log_dir_mover(b.broker).moves.alter(_tp("fut"), dst)
+    log_dir_mover(b.broker).moves.alter(_tp(topic), dst)

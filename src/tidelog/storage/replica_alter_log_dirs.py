@@ -104,8 +104,10 @@ class ReplicaAlterLogDirs:
         """Copy one chunk into the future log, or swap it in once caught up (True)."""
         current = self.manager.get_log(tp)
         future = self.futures.get(tp)
-        if current is None or future is None:
-            self.futures.pop(tp, None)
+        if future is None:
+            return True
+        if current is None:  # the partition was deleted meanwhile: so is its future copy
+            self._cancel(tp)
             return True
         with current.lock:
             start = future.log_end_offset
