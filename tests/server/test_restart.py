@@ -110,7 +110,7 @@ def test_cluster_id_mismatch_refuses_to_start(tmp_path: Path) -> None:
         cluster_id = b.broker.replica_manager.cluster_id
     with EmbeddedBroker({"cluster.id": cluster_id}, log_dir=tmp_path) as b:
         assert b.broker.replica_manager.cluster_id == cluster_id
-    with pytest.raises(MetadataStoreError, match="Invalid cluster.id in .*meta.properties"):
+    with pytest.raises(MetadataStoreError, match=r"Invalid cluster\.id in .*meta\.properties"):
         EmbeddedBroker({"cluster.id": "another"}, log_dir=tmp_path).start()
 
 
