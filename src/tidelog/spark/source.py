@@ -408,7 +408,17 @@ def register(spark: Any) -> None:
 
     install()
     _use_a_worker_python_with_tidelog(spark)
-    spark.dataSource.register(TidelogDataSource)
+    if not _registered_statically(spark):  # re-registering makes Spark log a WARN each time
+        spark.dataSource.register(TidelogDataSource)
+
+
+def _registered_statically(spark: Any) -> bool:
+    """Spark registers ``pyspark_tidelog`` itself when the worker Python can import it."""
+    try:
+        manager = spark._jsparkSession.sessionState().dataSourceManager()
+        return bool(manager.dataSourceExists("tidelog"))
+    except Exception:  # Spark Connect has no JVM session here: register as documented
+        return False
 
 
 def _use_a_worker_python_with_tidelog(spark: Any) -> None:
@@ -425,7 +435,7 @@ def _use_a_worker_python_with_tidelog(spark: Any) -> None:
     current = getattr(sc, "pythonExec", None) or "python3"
     if current == sys.executable or _imports_tidelog(current):
         return
-    log.warning("worker Python %r cannot import tidelog; using %s (set PYSPARK_PYTHON to choose)",
+    log.info("worker Python %r cannot import tidelog; using %s (set PYSPARK_PYTHON to choose)",
                 current, sys.executable)
     sc.pythonExec = sys.executable
 
