@@ -69,7 +69,6 @@ def test_describe_log_dirs_shows_the_future_replica(tmp_path: Path) -> None:
         assert w.call(0, 9, body=produce_body(9, "fut", {0: batch})) is not None
         src = Path(b.broker.replica_manager.get_log(_tp("fut")).dir).parent
         dst = d2 if src == d1 else d1
-        from tidelog.server.log_dir_moves import log_dir_mover
 
         # started but not stepped (no wake): the future log is empty, 10 offsets behind
         b.run(_start(b, "fut", dst))
@@ -78,7 +77,7 @@ def test_describe_log_dirs_shows_the_future_replica(tmp_path: Path) -> None:
                 for r in resp.results for t in r.topics if t.name == "fut"
                 for p in t.partitions}
         assert rows == {(str(src.resolve()), False): 0, (str(dst.resolve()), True): 10}
-        log_dir_mover(b.broker).wake()
+        b.run(_wake(b))  # on the broker's loop: asyncio.Event is not thread-safe
 
 
 def test_deleting_a_moving_partition_drops_its_future_log(tmp_path: Path) -> None:
@@ -97,7 +96,7 @@ def test_deleting_a_moving_partition_drops_its_future_log(tmp_path: Path) -> Non
         resp: Any = w.call(20, 6, body=make(cls, timeout_ms=10000,
                                             topics=(make(tcls, name="gone", topic_id=None),)))
         assert resp.responses[0].error_code == 0
-        log_dir_mover(b.broker).wake()
+        b.run(_wake(b))  # on the broker's loop: asyncio.Event is not thread-safe
         deadline = time.monotonic() + 10
         while list(dst.glob("gone-0.*-future")):
             assert time.monotonic() < deadline
@@ -109,3 +108,20 @@ async def _start(b: EmbeddedBroker, topic: str, dst: Path) -> None:
     from tidelog.server.log_dir_moves import log_dir_mover
 
     log_dir_mover(b.broker).moves.alter(_tp(topic), dst)
+
+
+def test_a_future_log_of_a_deleted_topic_is_removed_at_startup(tmp_path: Path) -> None:
+    d1, d2 = tmp_path / "d1", tmp_path / "d2"
+    with EmbeddedBroker({"log.dirs": f"{d1},{d2}"}):
+        pass
+    stray = d2 / ("nosuch-0." + "ab" * 16 + "-future")
+    stray.mkdir()
+    with EmbeddedBroker({"log.dirs": f"{d1},{d2}"}) as b:
+        assert not stray.exists()
+        assert b.broker.replica_manager.get_log(_tp("nosuch")) is None
+
+
+async def _wake(b: EmbeddedBroker) -> None:
+    from tidelog.server.log_dir_moves import log_dir_mover
+
+    log_dir_mover(b.broker).wake()

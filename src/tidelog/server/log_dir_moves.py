@@ -15,12 +15,19 @@ log = logging.getLogger(__name__)
 
 class LogDirMover:
     def __init__(self, broker: Any) -> None:
+        self.broker = broker
         self.moves = ReplicaAlterLogDirs(broker.replica_manager.logs)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self.moves.resume()
+        topics = self.broker.replica_manager.store.topics
+
+        def exists(tp: Any) -> bool:
+            info = topics.get(tp.topic)
+            return info is not None and 0 <= tp.partition < info.partitions
+
+        self.moves.resume(exists)
         self._task = asyncio.get_running_loop().create_task(self._run())
         if self.moves.pending():
             self._wake.set()
@@ -37,8 +44,8 @@ class LogDirMover:
                     try:
                         self.moves.step(tp)
                     except Exception:
-                        log.exception("moving %s failed; the move stops", tp)
-                        self.moves.futures.pop(tp, None)
+                        log.warning("moving %s stopped", tp, exc_info=True)
+                        self.moves.fail(tp)
                     await asyncio.sleep(0)  # produce and fetch run between chunks
 
     def stop(self) -> None:

@@ -425,16 +425,18 @@ class LogManager(LogManagerFaults, LogManagerTasks):
             self._logs[tp] = lg
 
     def replace_current_with_future(self, tp: TopicPartition, current: Log, future: Log) -> None:
-        """Kafka's replaceCurrentWithFutureLog, the caller holding ``current``'s lock: the
-        current dir is renamed -delete, then the future one takes the partition's name."""
-        if self.cleaner is not None:
-            self.cleaner.abort_cleaning(tp)
+        """Kafka's replaceCurrentWithFutureLog, the caller holding ``current``'s lock (and
+        cleaning of ``tp`` paused): the current dir is renamed -delete, then the future one
+        takes the partition's name. Under our lock, so a concurrent ``delete_log`` either
+        finds the moved log (and deletes it) or made this raise (the move is dropped)."""
         old_parent, new_parent = Path(current.dir).parent, Path(future.dir).parent
-        current.rename_dir(delete_dir_name(tp))
-        fsync_dir(old_parent)
-        future.rename_dir(tp.dir_name)
-        fsync_dir(new_parent)
         with self._lock:
+            if self._logs.get(tp) is not current:
+                raise RuntimeError(f"{tp} was deleted or replaced during its move")
+            current.rename_dir(delete_dir_name(tp))
+            fsync_dir(old_parent)  # durable before the second rename: never two live dirs
+            future.rename_dir(tp.dir_name)
+            fsync_dir(new_parent)
             self._logs[tp] = future
         for parent in (old_parent, new_parent):
             self._checkpoint_dir(self._log_dir_of(parent), self._logs_in_dir(parent))

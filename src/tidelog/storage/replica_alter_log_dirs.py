@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +53,17 @@ class ReplicaAlterLogDirs:
         return Log.open(path, cfg, clock=self.manager.clock, scheduler=self.manager.scheduler)
 
     # -- startup ---------------------------------------------------------------------------
-    def resume(self) -> None:
-        """Pick up the moves a crash interrupted (see the module doc)."""
+    def resume(self, exists: Callable[[TopicPartition], bool] = lambda tp: True) -> None:
+        """Pick up the moves a crash interrupted (see the module doc); the future log of a
+        partition that no longer ``exists`` (deleted before its move stopped) is removed."""
         for d in self.manager.live_log_dirs:
             for path in sorted(Path(d).iterdir()):
                 if not (path.is_dir() and _FUTURE_RE.search(path.name)):
                     continue
                 tp = parse_topic_partition_name(path.name)
+                if not exists(tp):
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
                 current = self.manager.get_log(tp)
                 future = self._open(path, current)
                 if current is None:
@@ -67,6 +72,7 @@ class ReplicaAlterLogDirs:
                     self.manager.adopt_log(tp, future)
                     log.info("Promoted the complete future log of %s in %s", tp, d)
                 else:
+                    self._pause_cleaning(tp)
                     self.futures[tp] = future
                     log.info("Resuming the move of %s to %s at offset %d", tp, d,
                              future.log_end_offset)
@@ -89,15 +95,35 @@ class ReplicaAlterLogDirs:
         if Path(current.dir).parent == target:
             return
         path = target / delete_dir_name(tp, FUTURE_DIR_SUFFIX)
+        self._pause_cleaning(tp)
         self.futures[tp] = self._open(path, current)
         fsync_dir(target)
         log.info("Moving %s from %s to %s", tp, Path(current.dir).parent, target)
 
     def _cancel(self, tp: TopicPartition) -> None:
-        future = self.futures.pop(tp)
+        """Drop a move: its future log is removed, cleaning of the partition resumes."""
+        future = self.futures.pop(tp, None)
+        if future is None:
+            return
         path = Path(future.dir)
         future.close()
-        shutil.rmtree(path, ignore_errors=True)
+        if _FUTURE_RE.search(path.name):
+            shutil.rmtree(path, ignore_errors=True)
+        self._resume_cleaning(tp)
+
+    def fail(self, tp: TopicPartition) -> None:
+        """A step raised (e.g. the partition was deleted meanwhile): the move is dropped."""
+        self._cancel(tp)
+
+    def _pause_cleaning(self, tp: TopicPartition) -> None:
+        """Kafka pauses cleaning a partition that has a future log (the cleaner would
+        rewrite segments being copied and take the log's lock around the swap)."""
+        if self.manager.cleaner is not None:
+            self.manager.cleaner.abort_and_pause_cleaning(tp)
+
+    def _resume_cleaning(self, tp: TopicPartition) -> None:
+        if self.manager.cleaner is not None:
+            self.manager.cleaner.resume_cleaning([tp])
 
     # -- the copy ----------------------------------------------------------------------------
     def step(self, tp: TopicPartition, max_bytes: int = COPY_BYTES) -> bool:
@@ -130,6 +156,7 @@ class ReplicaAlterLogDirs:
         future.flush()
         self.manager.replace_current_with_future(tp, current, future)
         del self.futures[tp]
+        self._resume_cleaning(tp)
         log.info("Moved %s to %s", tp, Path(future.dir).parent)
 
     def pending(self) -> list[TopicPartition]:
