@@ -360,6 +360,20 @@ class LogSegment:
         t = self._t
         t.max_timestamp_and_offset = TimestampOffset(NO_TIMESTAMP, -1)
         t.bytes_since_last_index_entry = 0
+        # The rebuilt entries are written once at the end (one open per index, not one per
+        # entry); the segment is not served while it recovers.
+        with self.offset_index.deferred_writes(), self.time_index.deferred_writes():
+            truncated = self._recover_scan(producer_state, leader_epoch_cache)
+            mx = self.max_timestamp_and_offset_so_far
+            self.time_index.maybe_append(mx.timestamp, mx.offset, skip_full_check=True)
+        t.bytes_since_last_index_entry = 0  # as Kafka: appends after recovery start afresh
+        self.offset_index.trim()
+        self.time_index.trim()
+        return truncated
+
+    def _recover_scan(self, producer_state: Any, leader_epoch_cache: Any) -> int:
+        """Walk the batches, appending index entries; cut the `.log` at the first invalid
+        byte. Returns the bytes removed."""
         valid_bytes = last_index_entry = 0
         try:
             for header, batch in self.log.batches_with_headers(validate=True):
@@ -376,11 +390,6 @@ class LogSegment:
         if truncated > 0:
             log.debug("Truncated %d invalid bytes at the end of segment %s", truncated, self.log.path)
             self.log.truncate_to(valid_bytes)
-        t.bytes_since_last_index_entry = 0  # as Kafka: appends after recovery start afresh
-        self.offset_index.trim()
-        mx = self.max_timestamp_and_offset_so_far
-        self.time_index.maybe_append(mx.timestamp, mx.offset, skip_full_check=True)
-        self.time_index.trim()
         return truncated
 
     def _recover_batch(
