@@ -14,7 +14,7 @@ import functools
 import io
 import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -126,12 +126,15 @@ def parse_header(frame: bytes | memoryview, header_version: int) -> tuple[Reques
     return RequestHeader(key, version, corr, client_id, header_version), pos
 
 
-def decode_request(frame: bytes) -> tuple[RequestHeader, Any]:
+def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, Any]:
     """Decode one frame body. Raises UnsupportedVersionError / InvalidRequestError."""
     key, version, _ = peek_header(frame)
     cls = request_class(key, version)
     header_version = 2 if cls.__header_schema__.__version__ >= 2 else 1
     header, pos = parse_header(frame, header_version)
+    # a large frame arrives as a read-only view (no copy): the bound walkers only index,
+    # slice and unpack, which a memoryview does as bytes do
+    frame = cast(bytes, frame)
     try:
         check_bounds(cls, frame, pos)  # kio's native reader aborts on absurd lengths
         try:
