@@ -233,11 +233,41 @@ def run(label: str, src: Path, bombs: list[bytes], big: bytes) -> None:
             proc.wait(60)
 
 
+def big_record_rss(label: str, src: Path, big: bytes) -> None:
+    """Peak RSS growth of a fresh broker for one acks=1 produce of ``big`` (VmHWM after the
+    request minus VmHWM once the topic exists): what one huge request costs in memory."""
+    with tempfile.TemporaryDirectory(prefix="tidelog-faults-") as tmp:
+        proc, port = start_broker(src, Path(tmp))
+        try:
+            conn = Conn(port)
+            create_topic(conn, "heavy", 1)
+            produce_code(conn, "heavy", build_batch([(int(time.time() * 1000), None, b"x")]))
+            base = peak_rss_mib(proc)
+            t0 = time.perf_counter()
+            code = produce_code(conn, "heavy", big)
+            took = time.perf_counter() - t0
+            grew = peak_rss_mib(proc) - base
+            print(f"  {label:<8} one {len(big) >> 20} MiB record: code {code}, peak RSS +{grew:.0f} "
+                  f"MiB ({grew * (1 << 20) / len(big):.2f}x the record), {took:.2f} s", flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", type=Path, help="an older tidelog checkout (git worktree)")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--big-only", action="store_true",
+                    help="only the peak RSS growth of one 100 MB record, on a fresh broker")
     args = ap.parse_args()
+    if args.big_only:
+        big = build_batch([(int(time.time() * 1000), None, bytes(BIG))])
+        for _ in range(args.repeat):
+            if args.before is not None:
+                big_record_rss("before", args.before / "src", big)
+            big_record_rss("after", ROOT / "src", big)
+        return
     print("building payloads ...", flush=True)
     one_bomb = bomb()
     print(f"  bomb: {len(one_bomb)} bytes on the wire, {BOMB_INFLATED >> 20} MiB inflated")
