@@ -15,7 +15,4 @@ SKIP: dict[str, str] = {
 }
 
 # Tests of what tidelog does not do yet: (reason, run?)
-XFAIL: dict[str, tuple[str, bool]] = {
-    "test_create_describe_delete_acls":
-        ("ACL APIs (CreateAcls/DescribeAcls/DeleteAcls) are not served yet", True),
-}
+XFAIL: dict[str, tuple[str, bool]] = {}
