@@ -107,7 +107,6 @@ def test_unusable_producer_settings_are_rejected(name: str, value: str, message:
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [
-        ("isolation.level", "read_committed", "only supported with kafka.bootstrap.servers"),
         ("isolation.level", "serializable", "read_uncommitted or read_committed"),
         ("security.protocol", "BOGUS", "must be one of"),
         ("ssl.truststore.password", "x", "not supported"),

@@ -31,7 +31,7 @@ class BackendSpec:
     client_id: str = "tidelog-spark"
     request_timeout_ms: int = 30000
     partition_max_bytes: int = 8 << 20  # kafka.max.partition.fetch.bytes (grown for larger batches)
-    read_committed: bool = False  # kafka.isolation.level=read_committed (broker mode)
+    read_committed: bool = False  # kafka.isolation.level=read_committed
     security: tuple[tuple[str, str], ...] = ()  # kafka.* TLS/SASL settings (kafka_params.SECURITY_HONOURED)
 
     def open(self) -> Backend:
@@ -43,7 +43,7 @@ class BackendSpec:
                 self.partition_max_bytes,
                 isolation_level=1 if self.read_committed else 0,
             )
-        return PathBackend(LogDirReader(self.paths))
+        return PathBackend(LogDirReader(self.paths), read_committed=self.read_committed)
 
 
 class Backend(Protocol):
@@ -56,8 +56,9 @@ class Backend(Protocol):
 
 
 class PathBackend:
-    def __init__(self, reader: LogDirReader) -> None:
+    def __init__(self, reader: LogDirReader, *, read_committed: bool = False) -> None:
         self.reader = reader
+        self.read_committed = read_committed  # latest is the LSO, aborted data left out
         self._parts: dict[TopicPartition, PartitionReader] | None = None
 
     def _partitions(self) -> dict[TopicPartition, PartitionReader]:
@@ -79,6 +80,8 @@ class PathBackend:
         return {tp: self._part(tp).earliest_offset() for tp in tps}
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        if self.read_committed:
+            return {tp: self._part(tp).last_stable_offset() for tp in tps}
         return {tp: self._part(tp).latest_offset() for tp in tps}
 
     def offsets_for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
@@ -86,9 +89,14 @@ class PathBackend:
         for tp, ts in times.items():
             found = self._part(tp).offset_for_timestamp(ts)
             out[tp] = None if found is None else found[0]
+            # Kafka's fetchOffsetForTimestamp: nothing at or past the isolation level's bound
+            if self.read_committed and found is not None and found[0] >= self._part(tp).last_stable_offset():
+                out[tp] = None
         return out
 
     def batches(self, tp: TopicPartition, start: int, end: int) -> Iterator[RecordBatch]:
+        if self.read_committed:
+            return self._part(tp).read_committed_batches(start, end)
         return self._part(tp).read_batches(start, end)
 
     def close(self) -> None:

@@ -281,11 +281,6 @@ def parse_read_options(raw: Mapping[str, Any], *, streaming: bool) -> ReadOption
     options = _lower_keys(raw)
     kafka = check_read_params(_check_known(options, READ_OPTIONS))
     bootstrap, paths = _locations(options, kafka)
-    if paths and kafka.get("isolation.level", "").strip().lower() == "read_committed":
-        raise OptionError(
-            "kafka.isolation.level=read_committed is only supported with kafka.bootstrap.servers; "
-            "path mode reads uncommitted (transaction markers skipped)"
-        )
     subscription = parse_subscription(options)
     starting = _offset_spec(options, "starting", streaming)
     if streaming:

@@ -26,6 +26,16 @@ from tidelog.records import CorruptRecordError, Record, RecordBatch
 from tidelog.records.batch import HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MIN_LENGTH_FIELD
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
+from .reader_txn import (
+    TXN_INDEX_SUFFIX,
+    TxnState,
+    filter_aborted,
+    merge_aborted,
+    newest_snapshot,
+    read_txn_index,
+    scan_transactions,
+)
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
@@ -254,6 +264,36 @@ class PartitionReader:
             if seg is segs[-1] and seg.log_path.exists():
                 return seg.base_offset  # an empty active segment: LEO is its base
         return self.earliest_offset()
+
+    # -- read_committed (reader_txn.py) --------------------------------------------------------
+    def transaction_state(self) -> TxnState:
+        """The visible end, last stable offset and aborted transactions (of the scanned part),
+        rebuilt from the newest readable producer snapshot and the batches after it."""
+        leo = self.latest_offset()
+        log_start = self.earliest_offset()
+        found = newest_snapshot(self.dir, leo)
+        start, ongoing = found if found is not None else (log_start, {})
+        state = scan_transactions(self.read_batches(start), start, ongoing, leo)
+        # UnifiedLog keeps the first unstable offset at or above the log start offset
+        state.last_stable_offset = max(state.last_stable_offset, min(log_start, state.log_end_offset))
+        return state
+
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO as a read_committed consumer sees it (ListOffsets latest)."""
+        return self.transaction_state().last_stable_offset
+
+    def read_committed_batches(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[RecordBatch]:
+        """``read_batches`` at isolation level read_committed: stops at the last stable offset
+        and leaves out the data batches of aborted transactions (control batches stay)."""
+        state = self.transaction_state()
+        upper = state.last_stable_offset if end_offset is None else min(end_offset, state.last_stable_offset)
+        # a marker at or above start_offset lives in the segment holding start_offset or later
+        segs = self.segments()
+        first = max((i for i, s in enumerate(segs) if s.base_offset <= start_offset), default=0)
+        indexed = [t for seg in segs[first:]
+                   for t in read_txn_index(seg.log_path.with_suffix(TXN_INDEX_SUFFIX))]
+        aborted = merge_aborted(indexed, state.aborted)
+        return filter_aborted(self.read_batches(start_offset, upper), aborted, start_offset)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, record timestamp) of the first record with timestamp >= ``timestamp``
