@@ -254,13 +254,40 @@ def big_record_rss(label: str, src: Path, big: bytes) -> None:
             proc.wait(60)
 
 
+def create_only(label: str, src: Path, partitions: int) -> None:
+    """One CreateTopics of ``partitions`` on a fresh broker, with the healthy producer."""
+    print(f"{label}: broker from {src}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="tidelog-faults-") as tmp:
+        proc, port = start_broker(src, Path(tmp))
+        try:
+            admin = Conn(port)
+            create_topic(admin, "healthy", 1)
+            h = Healthy(port)
+            h.start()
+            phase(h, f"CreateTopics {partitions} parts",
+                  lambda: f"code {create_topic(admin, 'wide', partitions)}", proc)
+            h.stop.set()
+            h.join(30)
+        finally:
+            proc.terminate()
+            proc.wait(60)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", type=Path, help="an older tidelog checkout (git worktree)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--big-only", action="store_true",
                     help="only the peak RSS growth of one 100 MB record, on a fresh broker")
+    ap.add_argument("--create-only", type=int, metavar="PARTITIONS",
+                    help="only one CreateTopics of this many partitions")
     args = ap.parse_args()
+    if args.create_only:
+        for i in range(args.repeat):
+            if args.before is not None:
+                create_only(f"[{i + 1}] before", args.before / "src", args.create_only)
+            create_only(f"[{i + 1}] after", ROOT / "src", args.create_only)
+        return
     if args.big_only:
         big = build_batch([(int(time.time() * 1000), None, bytes(BIG))])
         for _ in range(args.repeat):

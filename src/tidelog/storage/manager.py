@@ -35,6 +35,7 @@ from tidelog.storage.log import Log
 from tidelog.storage.log_dir_failure import LogDirFailureChannel
 from tidelog.storage.manager_config import LogManagerConfig
 from tidelog.storage.manager_faults import LogManagerFaults
+from tidelog.storage.manager_placement import LogsByDir
 from tidelog.storage.manager_tasks import LogManagerTasks, first_segment_base
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
@@ -101,7 +102,8 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self._topic_overrides: dict[str, dict[str, str]] = {}
         self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._lock = threading.RLock()
-        self._logs: dict[TopicPartition, Log] = {}
+        self._logs = LogsByDir()
+        self._creating: dict[TopicPartition, threading.Event] = {}  # Log.open in progress
         # Partitions whose dir went offline: they answer KAFKA_STORAGE_ERROR, never move.
         self._offline_logs: dict[TopicPartition, Path] = {}
         self.failure_channel = failure_channel or LogDirFailureChannel()
@@ -325,32 +327,57 @@ class LogManager(LogManagerFaults, LogManagerTasks):
     def get_or_create_log(
         self, tp: TopicPartition, topic_overrides: Mapping[str, str] | None = None
     ) -> Log:
-        """The partition's log, created in the least-loaded live dir if missing."""
-        with self._lock:
-            existing = self._logs.get(tp)
-            if existing is not None:
-                self._maybe_apply_overrides(tp.topic, topic_overrides)
-                return existing
-            offline = self._offline_logs.get(tp)
-            if offline is not None:
-                self.failure_channel.count_refused(offline)
-                raise KafkaStorageError(f"Log for partition {tp} is offline (log dir {offline})")
-            if self._shut_down or not self._started:
-                # Before startup the partition's existing dir is not loaded yet: creating it
-                # now would race the loader (and then look like a duplicate).
-                state = "shut down" if self._shut_down else "not started"
-                raise KafkaStorageError(f"Cannot create log for {tp}: log manager is {state}")
-            validate_topic_name(tp.topic)
-            if tp.partition < 0:
-                raise ValueError(f"invalid partition {tp.partition} for topic {tp.topic}")
-            if topic_overrides is not None:
-                self.log_config(tp.topic, topic_overrides)  # reject bad configs up front
-                self._topic_overrides[tp.topic] = dict(topic_overrides)
-            cfg = self.log_config(tp.topic)
-            lg = self._create_in_some_dir(tp, cfg)
-            self._logs[tp] = lg
-            self._last_flush[tp] = self.clock.milliseconds()
+        """The partition's log, created in the least-loaded live dir if missing.
+
+        The lock is held to check and to publish, not across Log.open: a CreateTopics of
+        thousands of partitions on the admin thread must not block every produce and
+        fetch that looks a log up. A second caller for the same partition waits for the
+        first one's open."""
+        while True:
+            with self._lock:
+                existing = self._logs.get(tp)
+                if existing is not None:
+                    self._maybe_apply_overrides(tp.topic, topic_overrides)
+                    return existing
+                pending = self._creating.get(tp)
+                if pending is None:
+                    cfg = self._check_creatable(tp, topic_overrides)
+                    dirs = self._dirs_by_load()
+                    done = self._creating[tp] = threading.Event()
+                    break
+            pending.wait()
+        try:
+            lg = self._create_in_some_dir(tp, cfg, dirs)
+            with self._lock:
+                if self._shut_down:
+                    lg.close()
+                    raise KafkaStorageError(f"Cannot create log for {tp}: log manager is shut down")
+                self._logs[tp] = lg
+                self._last_flush[tp] = self.clock.milliseconds()
             return lg
+        finally:
+            with self._lock:
+                del self._creating[tp]
+            done.set()
+
+    def _check_creatable(self, tp: TopicPartition, overrides: Mapping[str, str] | None) -> LogConfig:
+        """Under the lock: refuse what may not be created now; the config to create with."""
+        offline = self._offline_logs.get(tp)
+        if offline is not None:
+            self.failure_channel.count_refused(offline)
+            raise KafkaStorageError(f"Log for partition {tp} is offline (log dir {offline})")
+        if self._shut_down or not self._started:
+            # Before startup the partition's existing dir is not loaded yet: creating it
+            # now would race the loader (and then look like a duplicate).
+            state = "shut down" if self._shut_down else "not started"
+            raise KafkaStorageError(f"Cannot create log for {tp}: log manager is {state}")
+        validate_topic_name(tp.topic)
+        if tp.partition < 0:
+            raise ValueError(f"invalid partition {tp.partition} for topic {tp.topic}")
+        if overrides is not None:
+            self.log_config(tp.topic, overrides)  # reject bad configs up front
+            self._topic_overrides[tp.topic] = dict(overrides)
+        return self.log_config(tp.topic)
 
     def _maybe_apply_overrides(self, topic: str, overrides: Mapping[str, str] | None) -> None:
         """A caller passing the topic's configs for a loaded log wins over what load used.
@@ -363,16 +390,14 @@ class LogManager(LogManagerFaults, LogManagerTasks):
 
     def _dirs_by_load(self) -> list[LogDir]:
         """Live dirs, fewest partitions first (ties keep log.dirs order)."""
-        counts = {d.path: 0 for d in self.dirs if d.online}
-        for lg in self._logs.values():
-            parent = Path(lg.dir).parent
-            if parent in counts:
-                counts[parent] += 1
+        counts = self._logs.counts
         return sorted((d for d in self.dirs if d.online), key=lambda d: counts[d.path])
 
-    def _create_in_some_dir(self, tp: TopicPartition, cfg: LogConfig) -> Log:
+    def _create_in_some_dir(self, tp: TopicPartition, cfg: LogConfig, dirs: list[LogDir]) -> Log:
         errors: list[str] = []
-        for d in self._dirs_by_load():
+        for d in dirs:
+            if not d.online:  # went offline since the choice
+                continue
             path = d.path / tp.dir_name
             fresh = not path.exists()
             try:

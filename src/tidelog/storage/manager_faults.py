@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from tidelog.storage.checkpoints import fsync_dir
 from tidelog.storage.log import Log
 from tidelog.storage.log_dir_failure import LogDirFailureChannel, is_disk_failure
+from tidelog.storage.manager_placement import LogsByDir
 from tidelog.util.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ class LogManagerFaults:
     dirs: list[LogDir]
     failure_channel: LogDirFailureChannel
     _lock: threading.RLock
-    _logs: dict[TopicPartition, Log]
+    _logs: LogsByDir
     _last_flush: dict[TopicPartition, int]
     _offline_logs: dict[TopicPartition, Path]
     _all_dirs_offline_listeners: list[Callable[[], object]]

@@ -22,6 +22,7 @@ from tidelog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpoint
 from tidelog.storage.dir_lock import LOCK_FILE_NAME, LogDirError
 from tidelog.storage.errors import KafkaStorageError
 from tidelog.storage.log import Log
+from tidelog.storage.manager_placement import LogsByDir
 from tidelog.util.scheduler import ScheduledTask
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
@@ -102,7 +103,7 @@ class LogManagerTasks:
     scheduler: Scheduler
     config: LogManagerConfig
     _lock: threading.RLock
-    _logs: dict[TopicPartition, Log]
+    _logs: LogsByDir
     _shut_down: bool
     cleaner: LogCleaner | None
 
