@@ -214,3 +214,54 @@ def test_broker_log_dir_equals_broker_mode_and_confluent(spark: Any, tmp_path: P
     got = _spark_rows(stopped)
     assert [v for p, _o, v in got if p == 0][-1] == b"late-0" and b"open" not in [v for *_x, v in got]
     assert len(got) == visible + 1
+
+
+def test_path_backend_latest_and_timestamps_stop_at_the_lso(tmp_path: Path) -> None:
+    from tidelog.spark.backend import BackendSpec
+    from tidelog.util.topic_partition import TopicPartition
+
+    _shaped(tmp_path / "t-0")
+    tp = TopicPartition("t", 0)
+    committed = BackendSpec(paths=(str(tmp_path),), read_committed=True).open()
+    uncommitted = BackendSpec(paths=(str(tmp_path),)).open()
+    assert committed.latest([tp]) == {tp: 12} and uncommitted.latest([tp]) == {tp: 14}
+    assert committed.earliest([tp]) == {tp: 0}
+    # every record has timestamp TS0: the first is below the LSO
+    assert committed.offsets_for_times({tp: TS0}) == {tp: 0}
+    # u-0: pid 3 opens a transaction at 0, a plain record at 1 has a later timestamp
+    w2 = PartitionWriter(tmp_path / "u-0")
+    _data(w2, 3, "o0")
+    b = RecordBatchBuilder(producer_id=-1)
+    b.append(TS0 + 50, None, b"later")
+    w2.append_batch(b.build())
+    w2.flush()
+    up = TopicPartition("u", 0)
+    assert BackendSpec(paths=(str(tmp_path),), read_committed=True).open().offsets_for_times({up: TS0 + 10}) == {up: None}
+    assert BackendSpec(paths=(str(tmp_path),)).open().offsets_for_times({up: TS0 + 10}) == {up: 1}
+
+
+@pytest.mark.spark
+def test_stream_waits_at_the_lso_then_reads_the_committed_transaction(spark: Any, tmp_path: Path) -> None:
+    logs, ckpt = tmp_path / "logs", tmp_path / "ckpt"
+    w = _shaped(logs / "t-0")
+    seen: list[str] = []
+
+    def run() -> None:
+        def sink(df: Any, _batch_id: int) -> None:
+            seen.extend(r.v for r in df.selectExpr("cast(value AS string) v").collect())
+
+        q = (spark.readStream.format("tidelog").option("path", str(logs)).option("subscribe", "t")
+             .option("startingOffsets", "earliest").option("kafka.isolation.level", "read_committed").load()
+             .writeStream.foreachBatch(sink).option("checkpointLocation", str(ckpt))
+             .trigger(availableNow=True).start())
+        q.awaitTermination(300)
+        assert q.exception() is None, q.exception()
+
+    run()
+    assert seen == [v for _o, v in SHAPED_COMMITTED]
+    _marker(w, 3, ControlRecordType.COMMIT)  # pid 3's open transaction commits
+    _data(w, None, "p4")
+    w.flush()
+    seen.clear()
+    run()
+    assert seen == ["o0", "p3", "p4"]
