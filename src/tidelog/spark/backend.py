@@ -121,8 +121,11 @@ class BrokerBackend:
         return {TopicPartition(*tp): o for tp, (o, _ts) in got.items()}
 
     def offsets_for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
-        got = self.client.offsets_for_times({WireTP(*tp): ts for tp, ts in times.items()})
-        return {TopicPartition(*tp): o for tp, o in got.items()}
+        # at the read's isolation level, as Spark's consumer asks: Kafka finds nothing at or
+        # past the LSO for a read_committed lookup
+        got = self.client.list_offsets({WireTP(*tp): ts for tp, ts in times.items()},
+                                       isolation_level=self.isolation_level)
+        return {TopicPartition(*tp): (o if o >= 0 else None) for tp, (o, _ts) in got.items()}
 
     def batches(self, tp: TopicPartition, start: int, end: int) -> Iterator[RecordBatch]:
         return self.client.iter_batches(WireTP(*tp), start, end, partition_max_bytes=self.partition_max_bytes,
