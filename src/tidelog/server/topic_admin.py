@@ -22,6 +22,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .errors import ApiError
 from .metadata_store import TopicInfo, new_topic_id
+from .replica_manager import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +115,39 @@ async def create_partitions(
         raise
 
 
+async def auto_create(rm: Any, name: str) -> TopicInfo | None:
+    """``rm.auto_create`` with the file work off the loop: the topic with broker defaults
+    if auto.create.topics.enable, else (or while another request creates it) None."""
+    if not rm.config.values["auto.create.topics.enable"] or name in INTERNAL_TOPICS:
+        return None
+    try:
+        return await create_topic(rm, name, int(rm.config.values["num.partitions"]))
+    except ApiError:
+        return rm.store.topics.get(name)  # None while pending: the client retries
+
+
+async def ensure_internal_topic(
+    rm: Any, name: str, partitions: int, configs: Mapping[str, str]
+) -> bool:
+    """Kafka's getOrCreateInternalTopic for FindCoordinator: True once ``name`` exists,
+    creating it off the loop first; False while another request is creating it (the
+    caller answers COORDINATOR_NOT_AVAILABLE, which clients retry, as Kafka does)."""
+    if rm.topic(name) is not None:
+        return True
+    if name in rm.pending_topics:
+        return False
+    log.info("creating %s with %d partitions", name, partitions)
+    try:
+        await create_topic(rm, name, partitions, configs)
+    except ApiError:
+        return rm.topic(name) is not None
+    return True
+
+
 def _tps(name: str, partitions: range) -> list[TopicPartition]:
     return [TopicPartition(name, p) for p in partitions]
 
 
-__all__ = ["create_partitions", "create_topic", "delete_topic"]
+__all__ = [
+    "auto_create", "create_partitions", "create_topic", "delete_topic", "ensure_internal_topic",
+]

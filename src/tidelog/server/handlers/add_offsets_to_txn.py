@@ -14,7 +14,9 @@ from tidelog.server.security.types import AclOperation, ResourceType
 from tidelog.server.txn.wiring import txn_coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
+from .. import topic_admin
 from ..context import RequestContext
+from ..group.log_store import LogOffsetsStore, offsets_topic_configs
 
 API_KEY = 25
 MIN_VERSION = 0
@@ -28,14 +30,25 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         err = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group):
         err = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    elif not await _offsets_topic_ready(ctx):  # the partition must exist to take the marker
+        err = ErrorCode.COORDINATOR_NOT_AVAILABLE
     else:
         gc = coordinator_for(ctx.broker)
-        ensure = getattr(gc.manager.store, "_ensure_topic", None)
-        if ensure is not None:
-            ensure()  # the partition must exist to take the marker
         tp = TopicPartition(OFFSETS_TOPIC, gc.manager.partition_for(group))
         err = txn_coordinator_for(ctx.broker).add_partitions(
             tid, int(request.producer_id), int(request.producer_epoch), [tp])
         if err == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
             err = ErrorCode.INVALID_PRODUCER_EPOCH
     return make(cls, throttle_time=0, error_code=err)
+
+
+async def _offsets_topic_ready(ctx: RequestContext) -> bool:
+    """``__consumer_offsets`` exists, created off the event loop if it did not."""
+    store = coordinator_for(ctx.broker).manager.store
+    if not isinstance(store, LogOffsetsStore):
+        return True
+    cfg = store.config
+    return await topic_admin.ensure_internal_topic(
+        ctx.broker.replica_manager, OFFSETS_TOPIC, cfg.offsets_topic_num_partitions,
+        offsets_topic_configs(cfg),
+    )

@@ -13,6 +13,7 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import has_field, make, nested
 
+from .. import topic_admin
 from ..context import RequestContext
 from ..metadata_store import TopicInfo
 from ..replica_manager import INTERNAL_TOPICS
@@ -136,7 +137,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 topics.append(_topic(tcls, None, name, node, denied))
                 continue
-            info = rm.auto_create(name)
+            info = await topic_admin.auto_create(rm, name)  # file work off the loop
         if info is None:
             topics.append(_topic(tcls, None, name, node, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
         else:

@@ -16,6 +16,7 @@ from tidelog.protocol.fast import ProducePartitionResult, encode_produce_respons
 from tidelog.storage.errors import KafkaStorageError, RecordValidationError
 from tidelog.util.topic_partition import TopicPartition
 
+from .. import topic_admin
 from ..context import RequestContext
 from ..errors import to_error
 from ..quota import QuotaType
@@ -55,7 +56,7 @@ async def _append(
         result.error_code = ErrorCode.CORRUPT_MESSAGE
         result.error_message = "empty record set"
         return result
-    if rm.topic(tp.topic) is None and rm.auto_create(tp.topic) is None:
+    if rm.topic(tp.topic) is None and await topic_admin.auto_create(rm, tp.topic) is None:
         result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return result
     if acks == -1 and _min_isr(ctx, tp) > 1:
