@@ -32,6 +32,7 @@ from tidelog.protocol.errors import ErrorCode
 
 from .context import RequestContext
 from .error_response import error_response
+from .quota import request as request_quota
 from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
 from .security.types import ANONYMOUS, KafkaPrincipal
@@ -279,6 +280,7 @@ class KafkaConnection(asyncio.Protocol):
         handle: Callable[[RequestContext, Any], Awaitable[Any]],
         timing: RequestTiming | None = None,
     ) -> None:
+        handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
         if timing is None:
             task = asyncio.ensure_future(handle(ctx, request))
         else:

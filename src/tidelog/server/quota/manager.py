@@ -23,6 +23,7 @@ from .store import CLIENT_ID, USER, ClientQuotaStore, QuotaEntity
 class QuotaType(enum.Enum):
     PRODUCE = "producer_byte_rate"
     FETCH = "consumer_byte_rate"
+    REQUEST = "request_percentage"  # handler time, percent of one thread (request.py)
 
 
 @dataclass(slots=True)
@@ -94,9 +95,10 @@ class ClientQuotaManager:
         if bound != float("inf") and rate is not None:
             rate.record(-nbytes, now_ms, self.window_ms, self.window_num)
 
-    def record(self, qtype: QuotaType, user: str, client_id: str, nbytes: int,
+    def record(self, qtype: QuotaType, user: str, client_id: str, nbytes: float,
                now_ms: int) -> int:
-        """Record ``nbytes`` for this client; the throttle time in ms (0 within quota)."""
+        """Record ``nbytes`` (for REQUEST: percent-seconds of handler time) for this client;
+        the throttle time in ms (0 within quota)."""
         bound, key = self.quota(qtype, user, client_id)
         if bound == float("inf"):
             return 0
@@ -107,4 +109,7 @@ class ClientQuotaManager:
             return 0
         window = rate.window_ms(now_ms, self.window_ms, self.window_num)
         throttle = (observed - bound) / bound * window
-        return int(min(throttle, self.window_ms * self.window_num))
+        # Kafka's ClientRequestQuotaManager caps its throttle at one window
+        # (maxThrottleTimeMs); the byte-rate managers at the whole sampled span
+        cap = self.window_ms if qtype is QuotaType.REQUEST else self.window_ms * self.window_num
+        return int(min(throttle, cap))

@@ -60,10 +60,19 @@ def throttle_fetch(ctx: Any, nbytes: int) -> int:
 def throttle(ctx: Any, qtype: Any, nbytes: int) -> int:
     """Record a request's bytes against its client's quota; the throttle time, also set on
     the context so the connection mutes itself for as long once it has answered."""
+    from .request import request_throttle  # request.py builds on this module
+
     mgr = quota_manager(ctx.broker)
     now_ms = int(ctx.broker.clock.milliseconds())
     ms = mgr.record(qtype, ctx.principal.name, ctx.client_id or "", nbytes, now_ms)
     if ms > 0:
-        ctx.throttle_ms = max(getattr(ctx, "throttle_ms", 0), ms)
+        mute(ctx, ms)
         _muted[_key(ctx)] = asyncio.get_running_loop().time() + ms / 1000
-    return ms
+    # the response carries the larger of the byte-rate and request-time throttles (Kafka's
+    # handleProduceRequest); the mute lasts as long
+    return max(ms, request_throttle(ctx))
+
+
+def mute(ctx: Any, ms: int) -> None:
+    """The connection mutes itself for ``ms`` once it has answered (KIP-219)."""
+    ctx.throttle_ms = max(getattr(ctx, "throttle_ms", 0), ms)

@@ -1,0 +1,127 @@
+"""Request quotas (request_percentage, Kafka's ClientRequestQuotaManager): handler time is
+measured without the handler's awaits, the throttle is capped at one window, and a client over
+a small request_percentage gets throttle_time_ms > 0 and is slowed down by the muted
+connection while another client on the same broker is not."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+from broker_wire import Wire, decode_response, recv_frame
+from kio.serial import entity_writer
+from test_client_quotas import alter
+
+from tidelog.protocol.codec import request_class
+from tidelog.protocol.kio_util import make
+from tidelog.server.quota import ClientQuotaManager, ClientQuotaStore, QuotaType
+from tidelog.server.quota.request import EXEMPT_API_KEYS, _LocalTimer
+from tidelog.server.quota.store import entity
+from tidelog.testing import EmbeddedBroker
+
+METADATA_V = 12
+
+
+def _ms(resp: Any) -> int:
+    return int(resp.throttle_time.total_seconds() * 1000)
+
+
+class _Client:
+    """A raw connection sending Metadata requests under its own client id."""
+
+    def __init__(self, b: EmbeddedBroker, client_id: str) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", b.port), timeout=30)
+        self.client_id = client_id
+        self.corr = 0
+
+    def metadata(self) -> Any:
+        self.corr += 1
+        cls = request_class(3, METADATA_V)
+        hdr_cls = cls.__header_schema__
+        buf = io.BytesIO()
+        entity_writer(hdr_cls)(buf, hdr_cls(request_api_key=3, request_api_version=METADATA_V,
+                                            correlation_id=self.corr, client_id=self.client_id))
+        entity_writer(cls)(buf, make(cls, topics=None))
+        data = buf.getvalue()
+        self.sock.sendall(struct.pack(">i", len(data)) + data)
+        return decode_response(3, METADATA_V, recv_frame(self.sock))
+
+    def run(self, seconds: float) -> tuple[int, list[int]]:
+        """(requests answered, their throttle times) within ``seconds`` of wall time."""
+        throttles: list[int] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            throttles.append(_ms(self.metadata()))
+        return len(throttles), throttles
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_request_throttle_is_capped_at_one_window(tmp_path: Path) -> None:
+    store = ClientQuotaStore(tmp_path)
+    store.alter([(entity([("client-id", "c")]), {"request_percentage": 10.0})])
+    mgr = ClientQuotaManager(store, window_num=11, window_size_ms=1000)
+    # 10% of a thread over the 10 s minimum window is 100 percent-seconds: on quota
+    assert mgr.record(QuotaType.REQUEST, "u", "c", 100.0, now_ms=0) == 0
+    # 200 over: (30 - 10) / 10 * 10 s = 20 s for a byte rate, but one window (1 s) here
+    assert mgr.record(QuotaType.REQUEST, "u", "c", 200.0, now_ms=0) == 1000
+    assert mgr.record(QuotaType.REQUEST, "u", "other", 1e9, now_ms=0) == 0  # no quota
+
+
+def test_local_time_leaves_out_the_handlers_awaits() -> None:
+    async def scenario() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        gate: asyncio.Future[int] = loop.create_future()
+
+        async def handler() -> int:
+            return await gate + 1
+
+        timer = _LocalTimer(handler())
+        task = asyncio.ensure_future(timer)
+        await asyncio.sleep(0)  # the handler runs up to its await
+        busy_until = time.perf_counter_ns() + 50_000_000
+        while time.perf_counter_ns() < busy_until:  # the loop busy with something else
+            pass
+        gate.set_result(41)
+        return await task, timer.local_ns
+
+    result, local_ns = asyncio.run(scenario())
+    assert result == 42
+    assert 0 < local_ns < 20_000_000  # far below the 50 ms the handler was parked
+
+
+def test_exempt_apis_are_kafkas() -> None:
+    assert {18, 17, 36} <= EXEMPT_API_KEYS  # ApiVersions, SaslHandshake, SaslAuthenticate
+    assert not {0, 1, 3, 19, 32} & EXEMPT_API_KEYS  # produce, fetch, metadata, admin
+
+
+def test_client_over_request_percentage_is_throttled_others_are_not(tmp_path: Path) -> None:
+    with EmbeddedBroker({"log.dirs": str(tmp_path)}) as b:
+        with Wire(b) as w:
+            # 0.1% of a thread: 10 ms of handler time over the 10 s window, then throttled
+            assert alter(w, [({"client-id": "greedy"}, {"request_percentage": 0.1})]) == [
+                (0, None)]
+        greedy, other = _Client(b, "greedy"), _Client(b, "other")
+        try:
+            deadline = time.monotonic() + 30
+            first: list[int] = []
+            while not any(first) and time.monotonic() < deadline:
+                first.append(_ms(greedy.metadata()))
+            assert any(first), f"never throttled after {len(first)} requests"
+            assert max(first) <= 1000  # one quota window at most
+            greedy_n, greedy_t = greedy.run(2.0)
+            other_n, other_t = other.run(2.0)
+        finally:
+            greedy.close()
+            other.close()
+    # the muted connection answers the greedy client a few times a second at most
+    assert sum(1 for t in greedy_t if t > 0) >= greedy_n // 2
+    assert greedy_n <= 20, greedy_n
+    assert other_t == [0] * other_n
+    assert other_n > 5 * greedy_n, (other_n, greedy_n)
