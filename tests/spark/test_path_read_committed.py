@@ -220,11 +220,19 @@ def test_path_backend_latest_and_timestamps_stop_at_the_lso(tmp_path: Path) -> N
     from tidelog.spark.backend import BackendSpec
     from tidelog.util.topic_partition import TopicPartition
 
-    _shaped(tmp_path / "t-0")
+    w = _shaped(tmp_path / "t-0")
     tp = TopicPartition("t", 0)
     committed = BackendSpec(paths=(str(tmp_path),), read_committed=True).open()
     uncommitted = BackendSpec(paths=(str(tmp_path),)).open()
     assert committed.latest([tp]) == {tp: 12} and uncommitted.latest([tp]) == {tp: 14}
+    _marker(w, 3, ControlRecordType.COMMIT)
+    w.flush()
+    # batches() reuses the scan behind latest() (a task resolving "latest" then reading): it
+    # may lag, never overrun; a new listing (topics()) scans again
+    assert max(b.last_offset for b in committed.batches(tp, 0, 99)) == 11
+    committed.topics()
+    assert committed.latest([tp]) == {tp: 15}
+    assert max(b.last_offset for b in committed.batches(tp, 0, 99)) == 14
     assert committed.earliest([tp]) == {tp: 0}
     # every record has timestamp TS0: the first is below the LSO
     assert committed.offsets_for_times({tp: TS0}) == {tp: 0}

@@ -16,6 +16,7 @@ from tidelog.protocol.client import KafkaClient
 from tidelog.protocol.client import TopicPartition as WireTP
 from tidelog.records import RecordBatch
 from tidelog.storage.reader import LogDirReader, PartitionReader
+from tidelog.storage.reader_txn import TxnState
 from tidelog.util.topic_partition import TopicPartition
 
 from .kafka_params import client_security
@@ -60,6 +61,8 @@ class PathBackend:
         self.reader = reader
         self.read_committed = read_committed  # latest is the LSO, aborted data left out
         self._parts: dict[TopicPartition, PartitionReader] | None = None
+        # read_committed: the scan behind latest(), reused by batches() of the same read
+        self._txn: dict[TopicPartition, TxnState] = {}
 
     def _partitions(self) -> dict[TopicPartition, PartitionReader]:
         if self._parts is None:
@@ -74,6 +77,7 @@ class PathBackend:
 
     def topics(self) -> dict[str, list[int]]:
         self._parts = None  # re-list: a streaming query picks up new partitions
+        self._txn.clear()
         return self.reader.topics()
 
     def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -81,7 +85,8 @@ class PathBackend:
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         if self.read_committed:
-            return {tp: self._part(tp).last_stable_offset() for tp in tps}
+            self._txn.update({tp: self._part(tp).transaction_state() for tp in tps})
+            return {tp: self._txn[tp].last_stable_offset for tp in tps}
         return {tp: self._part(tp).latest_offset() for tp in tps}
 
     def offsets_for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
@@ -96,11 +101,12 @@ class PathBackend:
 
     def batches(self, tp: TopicPartition, start: int, end: int) -> Iterator[RecordBatch]:
         if self.read_committed:
-            return self._part(tp).read_committed_batches(start, end)
+            return self._part(tp).read_committed_batches(start, end, state=self._txn.get(tp))
         return self._part(tp).read_batches(start, end)
 
     def close(self) -> None:
         self._parts = None
+        self._txn.clear()
 
 
 class BrokerBackend:

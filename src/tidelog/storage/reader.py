@@ -282,10 +282,14 @@ class PartitionReader:
         """Kafka's LSO as a read_committed consumer sees it (ListOffsets latest)."""
         return self.transaction_state().last_stable_offset
 
-    def read_committed_batches(self, start_offset: int = 0, end_offset: int | None = None) -> Iterator[RecordBatch]:
+    def read_committed_batches(
+        self, start_offset: int = 0, end_offset: int | None = None, *, state: TxnState | None = None
+    ) -> Iterator[RecordBatch]:
         """``read_batches`` at isolation level read_committed: stops at the last stable offset
-        and leaves out the data batches of aborted transactions (control batches stay)."""
-        state = self.transaction_state()
+        and leaves out the data batches of aborted transactions (control batches stay).
+        ``state``: an earlier ``transaction_state()`` of this partition, to save a scan (an
+        older one is safe: its LSO only lags, and every transaction below it was complete)."""
+        state = state or self.transaction_state()
         upper = state.last_stable_offset if end_offset is None else min(end_offset, state.last_stable_offset)
         # a marker at or above start_offset lives in the segment holding start_offset or later
         segs = self.segments()
