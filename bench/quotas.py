@@ -1,6 +1,10 @@
 """Client quota enforcement: the rate a confluent-kafka producer / consumer reaches when it is
 over its producer_byte_rate / consumer_byte_rate quota, against the quota, and the rate of an
-unthrottled client in the same run (the baseline: what the quota takes away).
+unthrottled client in the same run (the baseline: what the quota takes away); and for
+request_percentage, the handler time a client sending Metadata requests back to back gets
+(as a percentage of one thread, the rate Kafka's ClientRequestQuotaManager samples) against its
+quota, its request rate against another client's, and that other client's request rate before
+any request quota existed (the cost of timing every handler once one does).
 
 An in-process broker with Kafka's rate sampling at 11 windows of WINDOW_MS (Kafka's are
 11 x 1 s; shorter windows let a run settle in seconds); one warm-up second per client, then
@@ -19,8 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "server"))
 
 import test_client_quotas as t
+import test_request_quotas as rq
 
-from tidelog.server.quota import ClientQuotaManager, ClientQuotaStore
+from tidelog.server.quota import ClientQuotaManager, ClientQuotaStore, QuotaType
 from tidelog.server.quota.store import entity
 from tidelog.testing import EmbeddedBroker
 
@@ -29,6 +34,7 @@ MEASURE_S = 5.0
 REPEATS = 3
 PRODUCE_QUOTA = 200_000.0
 FETCH_QUOTA = 300_000.0
+REQUEST_QUOTA = 5.0  # percent of one thread
 
 
 def one_run() -> tuple[float, float, float, float]:
@@ -58,7 +64,45 @@ def one_run() -> tuple[float, float, float, float]:
         return slow_p, free_p, slow_c, free_c
 
 
+def request_run() -> tuple[float, float, float, float]:
+    """(throttled client's handler %, its requests/s, another client's requests/s, that
+    client's requests/s before any request quota existed)."""
+    with tempfile.TemporaryDirectory() as d, EmbeddedBroker({"log.dirs": d}) as b:
+        store = ClientQuotaStore(Path(d))
+        mgr = ClientQuotaManager(store, window_num=11, window_size_ms=WINDOW_MS)
+        b.broker.client_quotas = mgr
+        greedy, other = rq._Client(b, "greedy"), rq._Client(b, "other")
+        try:
+            other.run(0.5)  # warm-up
+            before, _ = other.run(2.0)
+            store.alter([(entity([("client-id", "greedy")]),
+                          {"request_percentage": REQUEST_QUOTA})])
+            greedy.run(1.0)  # warm-up: past the first windows
+            start = int(b.broker.clock.milliseconds())
+            greedy_n, _ = greedy.run(MEASURE_S)
+            rate = mgr._rates[(QuotaType.REQUEST, ("", "greedy"))]
+            percent = rate.per_second(start + int(MEASURE_S * 1000), WINDOW_MS, 11)
+            other_n, _ = other.run(2.0)
+        finally:
+            greedy.close()
+            other.close()
+        return percent, greedy_n / MEASURE_S, other_n / 2.0, before / 2.0
+
+
+def _spread(values: list[float]) -> str:
+    v = sorted(values)
+    return f"min {v[0]:9.1f}  median {statistics.median(v):9.1f}  max {v[-1]:9.1f}"
+
+
 def main() -> None:
+    reqs = [request_run() for _ in range(REPEATS)]
+    print(f"request quota {REQUEST_QUOTA}% of a thread, Metadata requests back to back:")
+    print(f"  throttled client handler %   {_spread([r[0] for r in reqs])}"
+          f"  median/quota {statistics.median(r[0] for r in reqs) / REQUEST_QUOTA:.3f}")
+    print(f"  throttled client requests/s  {_spread([r[1] for r in reqs])}")
+    print(f"  other client requests/s      {_spread([r[2] for r in reqs])}")
+    print(f"  other, no request quota      {_spread([r[3] for r in reqs])}"
+          f"  timed/untimed median {statistics.median(r[2] / r[3] for r in reqs):.3f}")
     runs = [one_run() for _ in range(REPEATS)]
     for i, (label, quota) in enumerate([("producer over quota", PRODUCE_QUOTA),
                                         ("producer unthrottled", None),

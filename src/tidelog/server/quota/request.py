@@ -32,7 +32,6 @@ from typing import Any
 from .manager import QuotaType
 from .wiring import mute, quota_manager
 
-REQUEST_KEY = QuotaType.REQUEST.value
 NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000  # Kafka's NanosToPercentagePerSecond
 
 # ApiVersions, SaslHandshake, SaslAuthenticate, and Kafka's clusterAction APIs (LeaderAndIsr,
@@ -86,9 +85,7 @@ class _LocalTimer:
 
 def _quota_exists(broker: Any) -> bool:
     mgr = getattr(broker, "client_quotas", None)
-    if mgr is None or not mgr.store.entries:
-        return False
-    return any(REQUEST_KEY in values for values in mgr.store.entries.values())
+    return mgr is not None and mgr.store.has_request_quota
 
 
 def wrap(ctx: Any, handle: Handler) -> Handler:

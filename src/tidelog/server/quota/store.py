@@ -57,16 +57,23 @@ def validate(ent: QuotaEntity, key: str, value: float | None) -> None:
         raise QuotaError(f"Configuration {key} must be a Long value")
 
 
+def _any_request_quota(entries: dict[QuotaEntity, dict[str, float]]) -> bool:
+    return any("request_percentage" in values for values in entries.values())
+
+
 class ClientQuotaStore:
     def __init__(self, log_dir: Path) -> None:
         self.path = log_dir / QUOTAS_FILE
         self._lock = threading.Lock()
         self.entries: dict[QuotaEntity, dict[str, float]] = {}
         self.version = 0  # bumped on every change (the manager re-resolves its quotas)
+        # any request_percentage at all: every request is timed only then (request.py)
+        self.has_request_quota = False
         if self.path.exists():
             for e in json.loads(self.path.read_bytes()):
                 ent = tuple(sorted((k, v) for k, v in e["entity"].items()))
                 self.entries[ent] = {k: float(v) for k, v in e["values"].items()}
+            self.has_request_quota = _any_request_quota(self.entries)
 
     def alter(self, changes: list[tuple[QuotaEntity, dict[str, float | None]]]) -> None:
         """Apply (entity, {key: value, or None to remove}) and persist, all or nothing."""
@@ -85,6 +92,7 @@ class ClientQuotaStore:
                 updated.items(), key=lambda kv: repr(kv[0]))]
             write_atomically(self.path, json.dumps(doc, indent=1).encode())
             self.entries = updated
+            self.has_request_quota = _any_request_quota(updated)
             self.version += 1
 
     def get(self, ent: QuotaEntity) -> dict[str, float]:
