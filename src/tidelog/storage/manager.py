@@ -124,7 +124,8 @@ class LogManager(LogManagerFaults, LogManagerTasks):
             return None
         # A lock-free copy: the cleaner calls this while holding its own lock, and we call
         # the cleaner (abort, checkpoints) without holding ours, so the locks never nest.
-        return LogCleaner(cfg, self.live_log_dirs, lambda: self._logs.copy(), self.clock)
+        return LogCleaner(cfg, self.live_log_dirs, lambda: self._logs.copy(), self.clock,
+                          io_error_handler=self.maybe_handle_io_error)
 
     # -- log dirs ------------------------------------------------------------------------------
     def _lock_dirs(self) -> None:

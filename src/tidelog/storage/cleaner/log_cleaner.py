@@ -34,6 +34,9 @@ from .throttler import Throttler
 log = logging.getLogger(__name__)
 
 LogsProvider = Callable[[], Mapping[TopicPartition, Any]]
+# (log, error, what was being done) -> True if the error was a disk failure, now reported
+# to the LogDirFailureChannel (its dir goes offline); the LogManager's maybe_handle_io_error
+IoErrorHandler = Callable[[Any, BaseException, str], bool]
 
 
 class LogCleaner:
@@ -45,6 +48,7 @@ class LogCleaner:
         clock: Clock = SYSTEM_CLOCK,
         *,
         fault: FaultHook | None = None,
+        io_error_handler: IoErrorHandler | None = None,
     ) -> None:
         if not isinstance(config, CleanerConfig):
             config = CleanerConfig.from_props(config)
@@ -55,6 +59,7 @@ class LogCleaner:
         # dynamic log.cleaner.io.max.bytes.per.second).
         self.throttler = Throttler(lambda: self.config.max_io_bytes_per_second, clock)
         self.fault = fault
+        self.io_error_handler = io_error_handler
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._cleaner: Cleaner | None = None  # the one clean_once uses
@@ -154,7 +159,8 @@ class LogCleaner:
                 try:
                     lg.delete_old_segments()
                 except Exception as e:
-                    raise LogCleaningError(lg, tp, str(e)) from e
+                    if not self._reported_disk_failure(lg, e, f"deleting old segments of {tp}"):
+                        raise LogCleaningError(lg, tp, str(e)) from e
         finally:
             self.manager.done_deleting(deletable.keys())
         return cleaned
@@ -173,8 +179,17 @@ class LogCleaner:
             log.info("Cleaning of %s was aborted", ltc.topic_partition)
         except KafkaStorageError:
             log.warning("Log %s went offline while being cleaned", ltc.topic_partition)
+        except Exception as e:
+            # Kafka's cleanLog: an IOException takes the log's dir offline (through the
+            # LogDirFailureChannel); anything else marks the partition uncleanable (caller)
+            if not self._reported_disk_failure(ltc.log, e, f"cleaning {ltc.topic_partition}"):
+                raise
         finally:
             self.manager.done_cleaning(ltc.topic_partition, log_dir_of(ltc.log), end)
+
+    def _reported_disk_failure(self, lg: Any, exc: BaseException, op: str) -> bool:
+        handler = self.io_error_handler
+        return handler is not None and handler(lg, exc, op)
 
     # -- for the LogManager ------------------------------------------------------------------
     def abort_cleaning(self, tp: TopicPartition) -> None:
