@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.config.broker_config import BROKER_CONFIG_DEF
 from tidelog.config.log_config import BROKER_SYNONYMS, LOG_CONFIG_DEF
 from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.cleaner.config import CLEANER_CONFIG_DEF
 
 from .errors import ApiError, to_error
 
@@ -87,6 +88,12 @@ def topic_entries(
     return out
 
 
+def broker_keys() -> dict[str, Any]:
+    """Every broker key: the broker's, and the log cleaner's (declared beside the cleaner,
+    storage/cleaner/config.py)."""
+    return {**CLEANER_CONFIG_DEF.keys, **BROKER_CONFIG_DEF.keys}
+
+
 def broker_entries(
     values: Mapping[str, Any],
     originals: Mapping[str, Any],
@@ -103,8 +110,11 @@ def broker_entries(
         (dynamic_default or {}, DYNAMIC_DEFAULT_BROKER_CONFIG),
         (originals, STATIC_BROKER_CONFIG),
     )
+    effective = {**originals, **(dynamic_default or {}), **(dynamic_broker or {})}
+    values = {**CLEANER_CONFIG_DEF.parse(
+        {k: v for k, v in effective.items() if k in CLEANER_CONFIG_DEF.keys}), **values}
     out = []
-    for name, key in sorted(BROKER_CONFIG_DEF.keys.items()):
+    for name, key in sorted(broker_keys().items()):
         synonyms = [(name, fmt(layer[name]), src) for layer, src in layers if name in layer]
         synonyms.append((name, fmt(key.default), DEFAULT_CONFIG))
         source = synonyms[0][2]
@@ -129,7 +139,7 @@ def apply_to_broker(
     """IncrementalAlterConfigs semantics over a broker entity's dynamic configs."""
     out = dict(current)
     for name, op, value in ops:
-        key = BROKER_CONFIG_DEF.keys.get(name)
+        key = broker_keys().get(name)
         if key is None:
             raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
         if op == SET:

@@ -1,7 +1,11 @@
-"""Dynamic broker configs (Kafka's DynamicBrokerConfig, the DynamicLogConfig part): log
-defaults altered on the BROKER resource, per broker (resource name = this broker's id) or as
-the cluster default (empty name), persisted in ``broker-configs.json`` in the first log dir
-and applied live to every partition without a topic override, as Kafka applies them.
+"""Dynamic broker configs (Kafka's DynamicBrokerConfig: its DynamicLogConfig and LogCleaner
+parts): log defaults and log cleaner settings altered on the BROKER resource, per broker
+(resource name = this broker's id) or as the cluster default (empty name), persisted in
+``broker-configs.json`` in the first log dir and applied live as Kafka applies them: log
+defaults to every partition without a topic override, cleaner settings by
+LogCleaner.reconfigure (the I/O throttle at once; the threads restarted, as many as
+``log.cleaner.threads``, each with its share of the dedupe and I/O buffers for its next
+cleaning), validated first as LogCleaner.validateReconfiguration does.
 
 Precedence, as in Kafka: per-broker dynamic > cluster-default dynamic > server.properties /
 --override (static) > Kafka's default. Keys outside the dynamic set are refused with
@@ -19,16 +23,23 @@ from tidelog.config.broker_config import BROKER_CONFIG_DEF
 from tidelog.config.log_config import BROKER_SYNONYMS
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.checkpoints import write_atomically
+from tidelog.storage.cleaner.config import CleanerConfig
 
 from .errors import ApiError
 
 DYNAMIC_CONFIGS_FILE = "broker-configs.json"
 DEFAULT = ""  # the cluster-default entity's resource name
 # Kafka's DynamicLogConfig.ReconfigurableConfigs: the broker synonyms of topic configs
+# Kafka's LogCleaner.ReconfigurableConfigs
+CLEANER_KEYS = frozenset({
+    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size", "message.max.bytes",
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
+})
 DYNAMIC_KEYS = frozenset(syn for syns in BROKER_SYNONYMS.values() for syn, _ in syns) | {
     name for name in ("compression.type", "min.insync.replicas",
                       "unclean.leader.election.enable") if name in BROKER_CONFIG_DEF.keys
-}
+} | CLEANER_KEYS
 
 
 class DynamicBrokerConfig:
@@ -62,6 +73,7 @@ class DynamicBrokerConfig:
                  **(self.layers[self.node] if name != self.node else new)}
         try:
             BROKER_CONFIG_DEF.parse(trial)
+            self._validate_cleaner(trial)
         except Exception as exc:
             raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if validate_only:
@@ -70,6 +82,16 @@ class DynamicBrokerConfig:
         doc = {"default": self.layers[DEFAULT], "brokers": {self.node: self.layers[self.node]}}
         write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
         self._apply()
+
+    def _cleaner(self) -> Any:
+        return getattr(self.broker.replica_manager.logs, "cleaner", None)
+
+    def _validate_cleaner(self, props: dict[str, Any]) -> None:
+        """Only when the cleaner's settings change, as Kafka validates a reconfigurable."""
+        new = CleanerConfig.from_props(props)
+        cleaner = self._cleaner()
+        if cleaner is not None and new != cleaner.config:
+            cleaner.validate_reconfiguration(new)
 
     def effective(self) -> dict[str, Any]:
         return {**self.static, **self.layers[DEFAULT], **self.layers[self.node]}
@@ -83,6 +105,11 @@ class DynamicBrokerConfig:
         config.values = BROKER_CONFIG_DEF.parse(config.originals)
         self.broker.replica_manager.logs.update_broker_log_defaults(
             config.log_config_defaults())
+        cleaner = self._cleaner()  # None with log.cleaner.enable=false
+        if cleaner is not None:
+            new = CleanerConfig.from_props(config.originals)
+            if new != cleaner.config:
+                cleaner.reconfigure(new)
 
 
 def dynamic_config(broker: Any) -> DynamicBrokerConfig:

@@ -62,6 +62,7 @@ class LogCleaner:
         self.io_error_handler = io_error_handler
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.cleaners: list[Cleaner] = []  # the running threads' cleaners (Kafka's cleaners)
         self._cleaner: Cleaner | None = None  # the one clean_once uses
         self.last_stats: dict[TopicPartition, Any] = {}
 
@@ -72,6 +73,7 @@ class LogCleaner:
         self._stop.clear()
         for i in range(self.config.num_threads):
             cleaner = self._new_cleaner(i)
+            self.cleaners.append(cleaner)
             t = threading.Thread(target=self._run, args=(cleaner,),
                                  name=f"kafka-log-cleaner-thread-{i}", daemon=True)
             self._threads.append(t)
@@ -82,10 +84,13 @@ class LogCleaner:
         for t in self._threads:
             t.join()
         self._threads.clear()
+        self.cleaners.clear()
 
     def reconfigure(self, config: CleanerConfig | Mapping[str, Any]) -> None:
         """Apply new broker cleaner settings (Kafka's LogCleaner.reconfigure): the throttle
-        rate applies at once; running threads are restarted with the new sizes."""
+        rate applies at once; running threads are stopped (a cleaning in progress is
+        abandoned at its next check, as Kafka's shutdownCleaners) and as many as the new
+        ``log.cleaner.threads`` started with the new sizes."""
         if not isinstance(config, CleanerConfig):
             config = CleanerConfig.from_props(config)
         running = bool(self._threads)
@@ -95,6 +100,19 @@ class LogCleaner:
         self._cleaner = None  # clean_once gets a map of the new size
         if running:
             self.startup()
+
+    def validate_reconfiguration(self, config: CleanerConfig) -> None:
+        """Kafka's LogCleaner.validateReconfiguration: at least one thread, and at most half
+        or double the current count in one step. Raises ValueError."""
+        current = self.config.num_threads
+        if config.num_threads < 1:
+            raise ValueError("Log cleaner threads should be at least 1")
+        if config.num_threads < current // 2:
+            raise ValueError("Log cleaner threads cannot be reduced to less than half the "
+                             f"current value {current}")
+        if config.num_threads > current * 2:
+            raise ValueError("Log cleaner threads cannot be increased to more than double the "
+                             f"current value {current}")
 
     def _run(self, cleaner: Cleaner) -> None:
         while not self._stop.is_set():
