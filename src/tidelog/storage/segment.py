@@ -15,13 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from tidelog.records import RecordBatch
 from tidelog.records.errors import CorruptRecordError, InvalidRecordError
 from tidelog.util.clock import Clock
 
 from .errors import LogSegmentOffsetOverflowError
 from .file_records import (
-    BatchHeader,
     FileRecords,
     FileSlice,
     LogOffsetPosition,
@@ -31,6 +29,7 @@ from .file_records import (
 from .index.offset_index import OffsetIndex
 from .index.time_index import TimeIndex, TimestampOffset
 from .index.txn_index import AbortedTxn, TransactionIndex
+from .recovery_scan import RecoveryScan
 
 log = logging.getLogger(__name__)
 
@@ -372,65 +371,28 @@ class LogSegment:
         return truncated
 
     def _recover_scan(self, producer_state: Any, leader_epoch_cache: Any) -> int:
-        """Walk the batches, appending index entries; cut the `.log` at the first invalid
-        byte. Returns the bytes removed."""
-        valid_bytes = last_index_entry = 0
+        """Walk the batches (storage/recovery_scan.py), appending index entries; cut the
+        `.log` at the first invalid byte. Returns the bytes removed."""
+        scan = RecoveryScan(self, producer_state, leader_epoch_cache)
         try:
-            for header, batch in self.log.batches_with_headers(validate=True):
-                valid_bytes, last_index_entry = self._recover_batch(
-                    header, batch, valid_bytes, last_index_entry, producer_state,
-                    leader_epoch_cache,
-                )
+            scan.run()
         except (CorruptRecordError, InvalidRecordError) as e:
             log.warning(
                 "Found invalid messages in log segment %s at byte offset %d: %s",
-                self.log.path, valid_bytes, e,
+                self.log.path, scan.valid_bytes, e,
             )
+        valid_bytes = scan.valid_bytes
         truncated = self.log.size_in_bytes - valid_bytes
         if truncated > 0:
             log.debug("Truncated %d invalid bytes at the end of segment %s", truncated, self.log.path)
             self.log.truncate_to(valid_bytes)
         return truncated
 
-    def _recover_batch(
-        self, h: BatchHeader, batch: RecordBatch, valid_bytes: int, last_index_entry: int,
-        producer_state: Any, leader_epoch_cache: Any,
-    ) -> tuple[int, int]:
-        base_offset, max_ts = h.base_offset, h.max_timestamp
-        last_offset = base_offset + h.last_offset_delta
-        self._ensure_offset_in_range(last_offset)
-        t = self._t
-        if max_ts > t.max_timestamp_and_offset.timestamp:
-            t.max_timestamp_and_offset = TimestampOffset(max_ts, last_offset)
-        if valid_bytes - last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(last_offset, valid_bytes)
-            mx = t.max_timestamp_and_offset
-            self.time_index.maybe_append(mx.timestamp, mx.offset)
-            last_index_entry = valid_bytes
-        valid_bytes += h.size
-        epoch = h.partition_leader_epoch
-        if leader_epoch_cache is not None and epoch >= 0:
-            latest = leader_epoch_cache.latest_epoch()
-            if latest is None or latest < epoch:
-                leader_epoch_cache.assign(epoch, base_offset)
-        if producer_state is not None:
-            self._update_producer_state(producer_state, h, batch)
-        return valid_bytes, last_index_entry
+    def ensure_offset_in_range(self, offset: int) -> None:
+        self._ensure_offset_in_range(offset)
 
-    def _update_producer_state(self, producer_state: Any, h: BatchHeader, batch: RecordBatch) -> None:
-        """Replay one batch into the producer state; a completed aborted transaction goes
-        into the transaction index (Kafka's LogSegment.updateProducerState)."""
-        if h.producer_id >= 0:
-            completed = producer_state.update_from_recovered_batch(batch)
-            if completed is not None:
-                lso = producer_state.last_stable_offset(completed)
-                if getattr(completed, "is_aborted", False):
-                    self.txn_index.append(
-                        AbortedTxn(completed.producer_id, completed.first_offset,
-                                   completed.last_offset, lso)
-                    )
-                producer_state.complete_txn(completed)
-        producer_state.update_map_end_offset(h.next_offset)
+    def set_max_timestamp_and_offset(self, value: TimestampOffset) -> None:
+        self._t.max_timestamp_and_offset = value
 
     def truncate_to(self, offset: int) -> int:
         """Remove data and index entries at or above ``offset``; returns the bytes removed."""

@@ -101,6 +101,17 @@ class AbstractIndex:
         self._entries += 1
         self._dirty = True
 
+    def _write_entries(self, data: bytes) -> None:
+        """``_write_entry`` for a run of packed entries the caller has checked (the
+        recovery scan's bulk appends)."""
+        position = self._entries * self.entry_size
+        if self._deferred_from is None:
+            self._pwrite_all(data, position)
+        del self._mmap[position:]
+        self._mmap += data
+        self._entries += len(data) // self.entry_size
+        self._dirty = True
+
     def _pwrite_all(self, data: bytes, position: int) -> None:
         fd = os.open(self._path, os.O_WRONLY)
         try:

@@ -114,6 +114,15 @@ class OffsetIndex(AbstractIndex):
             self._write_entry(_ENTRY.pack(rel, position))
             self._last_offset = offset
 
+    def append_packed(self, entries: bytes, last_offset: int) -> None:
+        """Append packed entries ending at ``last_offset`` that the caller checked as
+        ``append`` would (the recovery scan's fast path)."""
+        if entries:
+            self._ensure_loaded()
+            with self._lock:
+                self._write_entries(entries)
+                self._last_offset = last_offset
+
     def sanity_check(self) -> None:
         self._ensure_loaded()
         if self._entries != 0 and self._last_offset < self.base_offset:

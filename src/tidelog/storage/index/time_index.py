@@ -101,6 +101,15 @@ class TimeIndex(AbstractIndex):
             self._write_entry(_ENTRY.pack(timestamp, rel))
             self._last_entry = TimestampOffset(timestamp, offset)
 
+    def append_packed(self, entries: bytes, last_entry: TimestampOffset) -> None:
+        """Append packed entries ending at ``last_entry`` that the caller checked as
+        ``maybe_append`` would (the recovery scan's fast path)."""
+        if entries:
+            self._ensure_loaded()
+            with self._lock:
+                self._write_entries(entries)
+                self._last_entry = last_entry
+
     def sanity_check(self) -> None:
         self._ensure_loaded()
         last = self._last_entry
