@@ -4,7 +4,8 @@ unthrottled client in the same run (the baseline: what the quota takes away); an
 request_percentage, the handler time a client sending Metadata requests back to back gets
 (as a percentage of one thread, the rate Kafka's ClientRequestQuotaManager samples) against its
 quota, its request rate against another client's, and that other client's request rate before
-any request quota existed (the cost of timing every handler once one does).
+any request quota existed; and, in process, the cost per request of timing a handler once a
+request quota exists (a trivial handler run as a task, directly vs through the wrapper).
 
 An in-process broker with Kafka's rate sampling at 11 windows of WINDOW_MS (Kafka's are
 11 x 1 s; shorter windows let a run settle in seconds); one warm-up second per client, then
@@ -34,7 +35,7 @@ MEASURE_S = 5.0
 REPEATS = 3
 PRODUCE_QUOTA = 200_000.0
 FETCH_QUOTA = 300_000.0
-REQUEST_QUOTA = 5.0  # percent of one thread
+REQUEST_QUOTA = 1.0  # percent of one thread
 
 
 def one_run() -> tuple[float, float, float, float]:
@@ -89,6 +90,41 @@ def request_run() -> tuple[float, float, float, float]:
         return percent, greedy_n / MEASURE_S, other_n / 2.0, before / 2.0
 
 
+def wrap_cost(n: int = 100_000) -> tuple[float, float, float]:
+    """ns per request run as a task for a handler that does nothing: with no request quota,
+    for a client without one while another client has one, and for a client with one (its
+    handler time recorded, the rate and throttle computed on every request)."""
+    import asyncio
+    import time
+    from types import SimpleNamespace
+
+    from tidelog.server.quota import request as request_quota
+    from tidelog.util.clock import SYSTEM_CLOCK
+
+    with tempfile.TemporaryDirectory() as d:
+        store = ClientQuotaStore(Path(d))
+        store.alter([(entity([("client-id", "q")]), {"request_percentage": 100.0})])
+        broker = SimpleNamespace(client_quotas=ClientQuotaManager(store), clock=SYSTEM_CLOCK)
+
+        def ctx(client_id: str) -> SimpleNamespace:
+            return SimpleNamespace(header=SimpleNamespace(api_key=3), broker=broker,
+                                   principal=SimpleNamespace(name="u"), client_id=client_id,
+                                   throttle_ms=0)
+
+        async def handler(_ctx: object, _req: object) -> int:
+            return 0
+
+        async def run(c: SimpleNamespace | None) -> float:
+            start = time.perf_counter_ns()
+            for _ in range(n):
+                h = handler if c is None else request_quota.wrap(c, handler)
+                await asyncio.ensure_future(h(c, None))
+            return (time.perf_counter_ns() - start) / n
+
+        return tuple(  # type: ignore[return-value]
+            min(asyncio.run(run(c)) for _ in range(3)) for c in (None, ctx("c"), ctx("q")))
+
+
 def _spread(values: list[float]) -> str:
     v = sorted(values)
     return f"min {v[0]:9.1f}  median {statistics.median(v):9.1f}  max {v[-1]:9.1f}"
@@ -103,6 +139,10 @@ def main() -> None:
     print(f"  other client requests/s      {_spread([r[2] for r in reqs])}")
     print(f"  other, no request quota      {_spread([r[3] for r in reqs])}"
           f"  timed/untimed median {statistics.median(r[2] / r[3] for r in reqs):.3f}")
+    costs = [wrap_cost() for _ in range(REPEATS)]
+    print("an empty handler run as a task, ns per request (best of 3 x 100k per run):")
+    for i, label in enumerate(("no request quota", "client without one", "client with one")):
+        print(f"  {label:27s}  {_spread([c[i] for c in costs])}")
     runs = [one_run() for _ in range(REPEATS)]
     for i, (label, quota) in enumerate([("producer over quota", PRODUCE_QUOTA),
                                         ("producer unthrottled", None),

@@ -40,7 +40,8 @@ class _Rate:
 
     def purge(self, now_ms: int, window_ms: int, num: int) -> None:
         horizon = now_ms - window_ms * num
-        self.samples = [s for s in self.samples if s[0] > horizon]
+        if self.samples and self.samples[0][0] <= horizon:  # rebuilt only when one expired
+            self.samples = [s for s in self.samples if s[0] > horizon]
 
     def window_ms(self, now_ms: int, window_ms: int, num: int) -> float:
         elapsed = now_ms - self.samples[0][0] if self.samples else 0
@@ -64,6 +65,10 @@ def _candidates(user: str, client_id: str) -> list[QuotaEntity]:
     ]
 
 
+_NONE: tuple[float, tuple[str, str]] = (float("inf"), ("", ""))
+_RESOLVED_MAX = 10_000  # client ids remembered before the cache starts over
+
+
 class ClientQuotaManager:
     def __init__(
         self, store: ClientQuotaStore, *, window_num: int = 11, window_size_ms: int = 1000
@@ -72,19 +77,35 @@ class ClientQuotaManager:
         self.window_num = window_num
         self.window_ms = window_size_ms
         self._rates: dict[tuple[QuotaType, tuple[str, str]], _Rate] = {}
+        # (type, user, client-id) -> quota, valid for one store version (the lookup walks
+        # eight entities, and runs on every request of a client once request quotas exist)
+        self._resolved: dict[tuple[QuotaType, str, str], tuple[float, tuple[str, str]]] = {}
+        self._resolved_version = -1
 
     def quota(self, qtype: QuotaType, user: str, client_id: str) -> tuple[float, tuple[str, str]]:
         """(bytes/s or inf, the rate's key: the user and client-id the matching entity
         names, "" where it names none)."""
-        if not self.store.entries:  # the common case: no quotas at all
-            return float("inf"), ("", "")
+        store = self.store
+        if not store.entries:  # the common case: no quotas at all
+            return _NONE
+        if self._resolved_version != store.version or len(self._resolved) > _RESOLVED_MAX:
+            self._resolved.clear()
+            self._resolved_version = store.version
+        key = (qtype, user, client_id)
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolved[key] = self._resolve(qtype, user, client_id)
+        return found
+
+    def _resolve(self, qtype: QuotaType, user: str,
+                 client_id: str) -> tuple[float, tuple[str, str]]:
         for ent in _candidates(user, client_id):
             value = self.store.get(ent).get(qtype.value)
             if value is not None:
                 names = dict(ent)
                 key = (user if USER in names else "", client_id if CLIENT_ID in names else "")
                 return value, key
-        return float("inf"), ("", "")
+        return _NONE
 
     def unrecord(self, qtype: QuotaType, user: str, client_id: str, nbytes: int,
                  now_ms: int) -> None:

@@ -17,7 +17,8 @@ sendResponseExemptThrottle, and ApiVersions / SaslHandshake / SaslAuthenticate, 
 SaslServerAuthenticator answers in the network thread before KafkaApis sees the client.
 
 ``wrap(ctx, handle)`` is called by the connection for every request; with no
-``request_percentage`` quota anywhere it returns ``handle`` itself (no cost beyond a lookup).
+``request_percentage`` quota anywhere, or none for this client, it returns ``handle`` itself
+(no cost beyond a flag check, and the quota lookup once some client has one).
 """
 
 from __future__ import annotations
@@ -92,6 +93,10 @@ def wrap(ctx: Any, handle: Handler) -> Handler:
     """``handle`` timed and throttled under request quotas; ``handle`` itself when no
     request quota exists or the API is exempt."""
     if ctx.header.api_key in EXEMPT_API_KEYS or not _quota_exists(ctx.broker):
+        return handle
+    bound, _ = ctx.broker.client_quotas.quota(
+        QuotaType.REQUEST, ctx.principal.name, ctx.client_id or "")
+    if bound == float("inf"):  # this client has none: nothing to record it against
         return handle
 
     async def timed(ctx: Any, request: Any) -> Any:
