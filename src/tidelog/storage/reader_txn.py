@@ -71,8 +71,8 @@ def scan_transactions(
     batches: Iterable[RecordBatch], start: int, ongoing: dict[int, int], log_end: int
 ) -> TxnState:
     """Replay producer state over ``batches`` (every complete batch from ``start`` on), with
-    ``ongoing`` the open transactions at ``start``. Only the header of each batch is read,
-    except the one control record of a transactional control batch."""
+    ``ongoing`` the open transactions at ``start``. Only batch headers are parsed, plus the
+    one control record of a transactional control batch: no record is decoded."""
     ongoing = dict(ongoing)
     aborted: list[AbortedTxn] = []
     end = log_end
