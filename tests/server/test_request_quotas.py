@@ -13,11 +13,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from broker_wire import Wire, decode_response, recv_frame
 from kio.serial import entity_writer
 from test_client_quotas import alter
 
 from tidelog.protocol.codec import request_class
+from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make
 from tidelog.server.quota import ClientQuotaManager, ClientQuotaStore, QuotaType
 from tidelog.server.quota.request import EXEMPT_API_KEYS, _LocalTimer
@@ -125,3 +127,65 @@ def test_client_over_request_percentage_is_throttled_others_are_not(tmp_path: Pa
     assert greedy_n <= 20, greedy_n
     assert other_t == [0] * other_n
     assert other_n > 5 * greedy_n, (other_n, greedy_n)
+
+
+def test_quota_window_settings_are_static_broker_configs(tmp_path: Path) -> None:
+    from tidelog.server.dynamic_config import dynamic_config
+    from tidelog.server.errors import ApiError
+
+    props = {"log.dirs": str(tmp_path), "quota.window.num": "5",
+             "quota.window.size.seconds": "2"}
+    with EmbeddedBroker(props) as b:
+        mgr = b.broker.client_quotas
+        assert (mgr.window_num, mgr.window_ms) == (5, 2000)
+        # read-only in Kafka (QuotaConfig is not a dynamic broker config): refused
+        with pytest.raises(ApiError) as info:
+            dynamic_config(b.broker).alter(str(b.broker.node_id), {"quota.window.num": "3"},
+                                           validate_only=False)
+        assert info.value.code == ErrorCode.INVALID_REQUEST
+
+
+def _produce_throttles(b: EmbeddedBroker, client_id: str, seconds: float) -> tuple[int, int]:
+    """(Produce requests sent, per librdkafka's statistics; throttle events it reported) for
+    a confluent-kafka producer sending small records one request at a time for ``seconds``."""
+    import json
+
+    import confluent_kafka as ck
+
+    throttles: list[int] = []
+    requests = [0]
+
+    def on_throttle(event: Any) -> None:
+        throttles.append(int(event.throttle_time * 1000))
+
+    def on_stats(raw: str) -> None:
+        brokers = json.loads(raw)["brokers"].values()
+        requests[0] = sum(br.get("req", {}).get("Produce", 0) for br in brokers)
+
+    p = ck.Producer({"bootstrap.servers": b.bootstrap_servers, "client.id": client_id,
+                     "linger.ms": 0, "max.in.flight": 1, "throttle_cb": on_throttle,
+                     "statistics.interval.ms": 100, "stats_cb": on_stats})
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            p.produce("rq-t", b"v" * 10)
+        except BufferError:
+            pass
+        p.poll(0.001)
+    p.flush(30)
+    p.poll(0.3)  # one more statistics report
+    return requests[0], sum(1 for t in throttles if t > 0)
+
+
+def test_confluent_producer_over_request_percentage_sees_throttle(tmp_path: Path) -> None:
+    pytest.importorskip("confluent_kafka")
+    with EmbeddedBroker({"log.dirs": str(tmp_path)}) as b:
+        with Wire(b) as w:
+            assert alter(w, [({"client-id": "rq-slow"}, {"request_percentage": 0.05})]) == [
+                (0, None)]
+        slow_requests, slow_throttles = _produce_throttles(b, "rq-slow", 3.0)
+        free_requests, free_throttles = _produce_throttles(b, "rq-free", 3.0)
+    assert slow_throttles > 0  # librdkafka's throttle_cb saw throttle_time_ms > 0
+    assert free_throttles == 0
+    assert slow_requests > 0
+    assert free_requests > 3 * slow_requests, (free_requests, slow_requests)

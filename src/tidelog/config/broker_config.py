@@ -67,6 +67,8 @@ _d(
     at_least(0),
 )
 _d("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", at_least(1024))
+_d("quota.window.num", "int", 11, "Samples kept for client quota rates.", at_least(1))
+_d("quota.window.size.seconds", "int", 1, "Length of each client quota sample.", at_least(1))
 _d(
     "producer.id.expiration.ms",
     "int",

@@ -40,7 +40,10 @@ def quota_manager(broker: Any) -> ClientQuotaManager:
     manager = getattr(broker, "client_quotas", None)
     if manager is None:
         store = ClientQuotaStore(broker.replica_manager.store.path.parent)
-        manager = ClientQuotaManager(store)
+        values = broker.config.values  # read-only in Kafka too (QuotaConfig)
+        manager = ClientQuotaManager(
+            store, window_num=int(values["quota.window.num"]),
+            window_size_ms=int(values["quota.window.size.seconds"]) * 1000)
         broker.client_quotas = manager
     return manager
 
