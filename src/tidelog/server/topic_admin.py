@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
@@ -31,7 +31,39 @@ async def _off_loop(rm: Any, fn: Any, *args: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(rm.admin_executor(), fn, *args)
 
 
+_RUNNING: set[asyncio.Task[Any]] = set()
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
+    _RUNNING.discard(task)
+    if not task.cancelled():
+        task.exception()  # retrieved: the request that asked may be gone
+
+
+async def _to_completion(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Admin work runs to its end even when the asking request is cancelled (its client
+    disconnected): cut short after the files were made, a create left logs no topic names
+    and its name free, so the next create (a retried FindCoordinator) made them twice."""
+    task = asyncio.ensure_future(coro)
+    _RUNNING.add(task)
+    task.add_done_callback(_forget)
+    return await asyncio.shield(task)
+
+
 async def create_topic(
+    rm: Any,
+    name: str,
+    partitions: int,
+    configs: Mapping[str, str] | None = None,
+    *,
+    validate_only: bool = False,
+) -> TopicInfo:
+    return await _to_completion(
+        _create_topic(rm, name, partitions, configs, validate_only=validate_only)
+    )
+
+
+async def _create_topic(
     rm: Any,
     name: str,
     partitions: int,
@@ -61,6 +93,10 @@ async def create_topic(
 
 
 async def delete_topic(rm: Any, name: str) -> TopicInfo:
+    return await _to_completion(_delete_topic(rm, name))
+
+
+async def _delete_topic(rm: Any, name: str) -> TopicInfo:
     info: TopicInfo | None = rm.store.topics.get(name)
     if info is None:
         raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -87,6 +123,12 @@ def _delete_logs(rm: Any, tps: list[TopicPartition]) -> None:
 
 
 async def create_partitions(
+    rm: Any, name: str, count: int, *, validate_only: bool = False
+) -> None:
+    await _to_completion(_create_partitions(rm, name, count, validate_only=validate_only))
+
+
+async def _create_partitions(
     rm: Any, name: str, count: int, *, validate_only: bool = False
 ) -> None:
     info: TopicInfo | None = rm.store.topics.get(name)
