@@ -10,7 +10,11 @@ setup(
     ext_modules=[
         Extension(
             "tidelog._native._core",
-            sources=["src/tidelog/_native/_core.c", "src/tidelog/_native/offset_map.c"],
+            sources=[
+                "src/tidelog/_native/_core.c",
+                "src/tidelog/_native/offset_map.c",
+                "src/tidelog/_native/recovery.c",
+            ],
             depends=["src/tidelog/_native/native.h"],
             extra_compile_args=["-O2"],
             optional=True,

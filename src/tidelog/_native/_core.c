@@ -531,6 +531,10 @@ static PyMethodDef core_methods[] = {
     {"record_starts", core_record_starts, METH_VARARGS, starts_doc},
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},
+    {"recover_scan", tl_recover_scan, METH_VARARGS,
+     "recover_scan(buf, off, interval, segment_base, state) -> (off, state, index entries, "
+     "time index entries, epochs, producer batch offsets, next offset): the recovery scan's "
+     "fast path (storage/recovery_scan.py scan_run_py)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -549,5 +553,6 @@ PyInit__core(void)
     Py_DECREF(errors);
     if (InvalidRecordError == NULL)
         return NULL;
+    tl_recovery_init();
     return PyModule_Create(&core_module);
 }

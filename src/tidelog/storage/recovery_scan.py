@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .segment import LogSegment
 
 INT32_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
 NO_EPOCH_CACHE = 2**31  # above every int32 epoch: nothing to assign
 _FIELDS = struct.Struct(">qiibI2xi8xqq")  # base, length, epoch, magic, crc, delta, max ts, pid
 _OFFSET_ENTRY = struct.Struct(">ii")
@@ -94,7 +95,7 @@ def scan_run_py(buf: Buffer, off: int, interval: int, segment_base: int, s: Scan
         if size > n - off or crc32c(view[off + CRC_START : off + size]) != crc:
             break
         last = base + delta
-        if not 0 <= last - segment_base <= INT32_MAX or valid > INT32_MAX:
+        if not 0 <= last - segment_base <= INT32_MAX or valid > INT32_MAX or last >= LONG_MAX:
             break
         new_ts, new_off = (max_ts, last) if max_ts > mx_ts else (mx_ts, mx_off)
         if valid - last_entry > interval:
