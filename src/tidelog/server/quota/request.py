@@ -31,7 +31,6 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any
 
 from .manager import QuotaType
-from .wiring import mute, quota_manager
 
 NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000  # Kafka's NanosToPercentagePerSecond
 
@@ -132,9 +131,9 @@ def request_throttle(ctx: Any) -> int:
         return 0
     timer.recorded = True
     now_ms = int(ctx.broker.clock.milliseconds())
-    ms = quota_manager(ctx.broker).record(
+    ms = ctx.broker.client_quotas.record(  # present: wrap() found a request quota in it
         QuotaType.REQUEST, ctx.principal.name, ctx.client_id or "",
         timer.so_far_ns() * NANOS_TO_PERCENTAGE, now_ms)
-    if ms > 0:
-        mute(ctx, ms)
+    if ms > 0:  # the connection mutes itself for as long once it has answered (KIP-219)
+        ctx.throttle_ms = max(ctx.throttle_ms, ms)
     return ms

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 from .manager import ClientQuotaManager, QuotaType
+from .request import request_throttle
 from .store import ClientQuotaStore
 
 # (broker, listener, host, port) -> loop time until which that connection is throttled
@@ -63,8 +64,6 @@ def throttle_fetch(ctx: Any, nbytes: int) -> int:
 def throttle(ctx: Any, qtype: Any, nbytes: int) -> int:
     """Record a request's bytes against its client's quota; the throttle time, also set on
     the context so the connection mutes itself for as long once it has answered."""
-    from .request import request_throttle  # request.py builds on this module
-
     mgr = quota_manager(ctx.broker)
     now_ms = int(ctx.broker.clock.milliseconds())
     ms = mgr.record(qtype, ctx.principal.name, ctx.client_id or "", nbytes, now_ms)
