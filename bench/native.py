@@ -18,7 +18,8 @@ to their twins, or in a second broker process started with TIDELOG_PURE_PYTHON=1
    system temp dir) -- put it on a real disk: on tmpfs an fsync costs nothing;
 5. recovery: unclean recovery (LogSegment.recover: every batch's header and CRC, offset and
    time indexes rebuilt) of a 256 MiB segment of 16 KiB batches, next to a hot read (page
-   cache) of the same file in 1 MiB chunks; native and Python in the same process.
+   cache) of the same file in 1 MiB chunks; native, Python (the fast path's twin) and the
+   reference per-batch code alone in the same process.
 
 Tansu is found through $TANSU (a binary, or a script printing the binary's path) or
 ../shared/bin/tansu beside the repository; section 3 is skipped without it.
@@ -38,7 +39,7 @@ from pathlib import Path
 
 from tidelog import _native
 from tidelog.records import CompressionType, RecordBatch, RecordBatchBuilder
-from tidelog.storage import validator
+from tidelog.storage import recovery_scan, validator
 from tidelog.storage.cleaner import batch_filter
 from tidelog.storage.cleaner.offset_map import SkimpyOffsetMap
 
@@ -59,13 +60,27 @@ def rng(values: list[float], fmt: str = "{:,.0f}") -> str:
 @contextmanager
 def python_core() -> Iterator[None]:
     """Bind the hot loops to their pure-Python twins for the duration."""
-    saved = validator._walk, batch_filter._scan, SkimpyOffsetMap._native
+    saved = validator._walk, batch_filter._scan, SkimpyOffsetMap._native, recovery_scan.scan_run
     validator._walk, batch_filter._scan = validator._walk_py, batch_filter._scan_py
-    SkimpyOffsetMap._native = None
+    SkimpyOffsetMap._native, recovery_scan.scan_run = None, recovery_scan.scan_run_py
     try:
         yield
     finally:
-        validator._walk, batch_filter._scan, SkimpyOffsetMap._native = saved
+        (validator._walk, batch_filter._scan, SkimpyOffsetMap._native,
+         recovery_scan.scan_run) = saved
+
+
+@contextmanager
+def reference_recovery() -> Iterator[None]:
+    """Recovery without the fast path: every batch through the reference per-batch code
+    (what recovery ran before the scan had a fast path)."""
+    saved = recovery_scan.scan_run
+    recovery_scan.scan_run = lambda buf, off, interval, base, s: recovery_scan.ScanResult(
+        off, s, b"", b"", [], [], -1)
+    try:
+        yield
+    finally:
+        recovery_scan.scan_run = saved
 
 
 def repeat(fn: Callable[[], float], runs: int = RUNS) -> list[float]:
@@ -270,11 +285,11 @@ def durable(runs: int = 3, total: int = 64_000) -> None:
 
 
 # -- 5. recovery ------------------------------------------------------------------------------
-def write_segment(d: Path, size: int) -> Path:
-    """A segment of identical 16 KiB batches at consecutive offsets (the base offset is outside
-    the CRC, so one built batch serves them all)."""
+def write_segment(d: Path, size: int, per_batch: int = 130) -> Path:
+    """A segment of identical batches of ``per_batch`` ~125 B records (130: 16 KiB) at
+    consecutive offsets (the base offset is outside the CRC, so one batch serves them all)."""
     b = RecordBatchBuilder(CompressionType.NONE)
-    for i in range(130):
+    for i in range(per_batch):
         b.append(1_700_000_000_000 + i, b"key-%08d" % i, os.urandom(50).hex().encode())
     batch = bytearray(b.build())
     path = d / "00000000000000000000.log"
@@ -283,7 +298,7 @@ def write_segment(d: Path, size: int) -> Path:
         for _ in range(size // len(batch)):
             batch[0:8] = offset.to_bytes(8, "big")
             f.write(batch)
-            offset += 130
+            offset += per_batch
     return path
 
 
@@ -311,23 +326,32 @@ def recover_once(d: Path) -> float:
     return secs
 
 
-def recovery(runs: int = 3, size: int = 256 * MiB) -> None:
+def recovery(runs: int = 7, size: int = 256 * MiB) -> None:
+    for per_batch in (130, 8):  # 16 KiB batches, then 1 KiB ones (more per-batch work)
+        recovery_of(runs, size, per_batch)
+
+
+def recovery_of(runs: int, size: int, per_batch: int) -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         d = Path(tmp)
-        path = write_segment(d, size)
-        print(f"\n5. unclean recovery of a {path.stat().st_size / MiB:.0f} MiB segment vs a hot "
-              f"read of it ({runs} runs, seconds)")
+        path = write_segment(d, size, per_batch)
+        print(f"\n5. unclean recovery of a {path.stat().st_size / MiB:.0f} MiB segment of "
+              f"{per_batch}-record batches vs a hot read of it ({runs} runs, seconds)")
         reads = repeat(lambda: hot_read(path), runs)
-        print(f"  hot read {rng(reads, '{:.3f}'):>18} s")
-        cores = ["python"] if _native.core is None else ["native", "python"]
+        print(f"  hot read  {rng(reads, '{:.3f}'):>18} s")
+        cores = ["python", "reference"] if _native.core is None else [
+            "native", "python", "reference"]
         for core in cores:
             if core == "native":
                 secs = repeat(lambda: recover_once(d), runs)
-            else:
+            elif core == "python":
                 with python_core():
                     secs = repeat(lambda: recover_once(d), runs)
+            else:
+                with reference_recovery():
+                    secs = repeat(lambda: recover_once(d), runs)
             ratio = [s / r for s in secs for r in reads]
-            print(f"  {core:<8} {rng(secs, '{:.3f}'):>18} s | recovery/read "
+            print(f"  {core:<9} {rng(secs, '{:.3f}'):>18} s | recovery/read "
                   f"{rng(ratio, '{:.1f}')}x")
 
 
