@@ -35,7 +35,11 @@ def _lookup(
     if ts == EARLIEST:
         return -1, lg.log_start_offset, 0
     found = lg.fetch_offset_by_timestamp(ts)
-    if found is None:
+    # A timestamp lookup (max timestamp included) finds nothing at or past what a consumer of
+    # this isolation level may fetch: the LSO for read_committed, else the HW (Kafka's
+    # Partition.fetchOffsetForTimestamp, lastFetchableOffset)
+    fetchable = lg.last_stable_offset if committed else lg.high_watermark
+    if found is None or (ts != -4 and found.offset >= fetchable):
         return -1, -1, -1
     epoch = getattr(found, "leader_epoch", 0)
     return found.timestamp, found.offset, 0 if epoch is None else epoch
