@@ -47,6 +47,7 @@ def test_end_offset_for(tmp_path: Path) -> None:
     assert c.end_offset_for(3, 20) == (3, 20)
     assert c.end_offset_for(0, 20) == (0, 11)
     assert c.end_offset_for(-1, 20) == (-1, -1)
+    assert c.end_offset_for(4, 20) == (-1, -1)  # newer than any known epoch (raised before)
     assert LeaderEpochFileCache(tmp_path / "empty").end_offset_for(1, 5) == (-1, -1)
 
 

@@ -98,6 +98,8 @@ class LeaderEpochFileCache:
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
             if epoch == self._entries[-1].epoch:
                 return epoch, log_end_offset
+            if epoch > self._entries[-1].epoch:  # newer than any known epoch, as Kafka
+                return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
             if epoch < self._entries[0].epoch:
                 return epoch, self._entries[0].start_offset
             floor = max((e for e in self._entries if e.epoch <= epoch), key=lambda e: e.epoch)
