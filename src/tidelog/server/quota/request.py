@@ -34,11 +34,12 @@ from .manager import QuotaType
 
 NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000  # Kafka's NanosToPercentagePerSecond
 
-# ApiVersions, SaslHandshake, SaslAuthenticate, and Kafka's clusterAction APIs (LeaderAndIsr,
-# StopReplica, UpdateMetadata, ControlledShutdown, WriteTxnMarkers, the KRaft and broker
-# lifecycle RPCs, AllocateProducerIds, AlterPartition, Envelope, AssignReplicasToDirs)
+# ApiVersions, SaslHandshake, SaslAuthenticate, and the APIs Kafka's ApiKeys marks
+# clusterAction (inter-broker and controller RPCs: LeaderAndIsr .. ControlledShutdown,
+# WriteTxnMarkers, the KRaft quorum RPCs, AlterPartition, UpdateFeatures, Envelope, broker
+# registration and heartbeat, AllocateProducerIds); none of the latter is served here today
 EXEMPT_API_KEYS = frozenset(
-    {18, 17, 36, 4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 58, 59, 62, 63, 64, 67, 73, 80, 81, 82}
+    {18, 17, 36, 4, 5, 6, 7, 27, 52, 53, 54, 55, 56, 57, 58, 62, 63, 67}
 )
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
