@@ -85,3 +85,28 @@ def test_cleaner_configs_apply_live_and_persist(tmp_path: Path) -> None:
         assert _describe(a, node, "log.cleaner.threads").value == "4"
         static = _describe(a, node, "log.cleaner.backoff.ms")
         assert (static.value, static.source) == ("15000", adm.ConfigSource.DEFAULT_CONFIG.value)
+
+
+def test_reconfigure_later_applies_the_newest_config_off_the_caller(tmp_path: Path) -> None:
+    from tidelog.storage.cleaner import CleanerConfig, LogCleaner
+
+    def cfg(threads: int, rate: float) -> CleanerConfig:
+        return CleanerConfig(num_threads=threads, dedupe_buffer_size=MIB, backoff_ms=10,
+                             max_io_bytes_per_second=rate)
+
+    lc = LogCleaner(cfg(1, 1e9), [tmp_path], lambda: {})
+    lc.startup()
+    try:
+        with lc._lifecycle:  # a restart in progress: both requests wait behind it
+            first = lc.reconfigure_later(cfg(2, 5.0))
+            second = lc.reconfigure_later(cfg(2, 7.0))
+            assert lc.throttler._rate() == 7.0  # the throttle follows at once
+            assert lc.config.num_threads == 1  # the threads not yet
+        first.join(20)
+        second.join(20)
+        assert lc.config == cfg(2, 7.0)
+        assert len(lc.cleaners) == 2
+        assert sum(1 for t in lc._threads if t.is_alive()) == 2
+    finally:
+        lc.shutdown()
+    assert lc._threads == []

@@ -90,7 +90,7 @@ class DynamicBrokerConfig:
         """Only when the cleaner's settings change, as Kafka validates a reconfigurable."""
         new = CleanerConfig.from_props(props)
         cleaner = self._cleaner()
-        if cleaner is not None and new != cleaner.config:
+        if cleaner is not None and new != cleaner.target_config:
             cleaner.validate_reconfiguration(new)
 
     def effective(self) -> dict[str, Any]:
@@ -108,8 +108,8 @@ class DynamicBrokerConfig:
         cleaner = self._cleaner()  # None with log.cleaner.enable=false
         if cleaner is not None:
             new = CleanerConfig.from_props(config.originals)
-            if new != cleaner.config:
-                cleaner.reconfigure(new)
+            if new != cleaner.target_config:  # threads restarted off the event loop
+                cleaner.reconfigure_later(new)
 
 
 def dynamic_config(broker: Any) -> DynamicBrokerConfig:

@@ -55,9 +55,11 @@ class LogCleaner:
         self.config = config
         self.clock = clock
         self.manager = LogCleanerManager(log_dirs, logs_provider)
-        # The rate is read on every check, so reconfigure() changes it at once (Kafka's
-        # dynamic log.cleaner.io.max.bytes.per.second).
-        self.throttler = Throttler(lambda: self.config.max_io_bytes_per_second, clock)
+        # The rate is read on every check, so a reconfigure changes it at once (Kafka's
+        # dynamic log.cleaner.io.max.bytes.per.second), even before the threads restart.
+        self.throttler = Throttler(lambda: self.target_config.max_io_bytes_per_second, clock)
+        self._lifecycle = threading.RLock()  # startup / shutdown / reconfigure, one at a time
+        self._wanted: CleanerConfig | None = None  # set by reconfigure_later, not yet applied
         self.fault = fault
         self.io_error_handler = io_error_handler
         self._stop = threading.Event()
@@ -67,24 +69,31 @@ class LogCleaner:
         self.last_stats: dict[TopicPartition, Any] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def target_config(self) -> CleanerConfig:
+        """The config being applied by reconfigure_later, else the current one."""
+        return self._wanted or self.config
+
     def startup(self) -> None:
-        if not self.config.enable_cleaner:
-            return
-        self._stop.clear()
-        for i in range(self.config.num_threads):
-            cleaner = self._new_cleaner(i)
-            self.cleaners.append(cleaner)
-            t = threading.Thread(target=self._run, args=(cleaner,),
-                                 name=f"kafka-log-cleaner-thread-{i}", daemon=True)
-            self._threads.append(t)
-            t.start()
+        with self._lifecycle:
+            if not self.config.enable_cleaner:
+                return
+            self._stop.clear()
+            for i in range(self.config.num_threads):
+                cleaner = self._new_cleaner(i)
+                self.cleaners.append(cleaner)
+                t = threading.Thread(target=self._run, args=(cleaner,),
+                                     name=f"kafka-log-cleaner-thread-{i}", daemon=True)
+                self._threads.append(t)
+                t.start()
 
     def shutdown(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join()
-        self._threads.clear()
-        self.cleaners.clear()
+        with self._lifecycle:
+            self._stop.set()
+            for t in self._threads:
+                t.join()
+            self._threads.clear()
+            self.cleaners.clear()
 
     def reconfigure(self, config: CleanerConfig | Mapping[str, Any]) -> None:
         """Apply new broker cleaner settings (Kafka's LogCleaner.reconfigure): the throttle
@@ -93,18 +102,38 @@ class LogCleaner:
         ``log.cleaner.threads`` started with the new sizes."""
         if not isinstance(config, CleanerConfig):
             config = CleanerConfig.from_props(config)
-        running = bool(self._threads)
-        if running:
-            self.shutdown()
-        self.config = config
-        self._cleaner = None  # clean_once gets a map of the new size
-        if running:
-            self.startup()
+        with self._lifecycle:
+            running = bool(self._threads)
+            if running:
+                self.shutdown()
+            self.config = config
+            self._cleaner = None  # clean_once gets a map of the new size
+            if running:
+                self.startup()
+
+    def reconfigure_later(self, config: CleanerConfig) -> threading.Thread:
+        """reconfigure() on a thread of its own (the broker calls it from its event loop,
+        and stopping the threads waits for a throttled cleaner's sleep); the throttle rate
+        applies at once, and of several pending configs the newest is applied."""
+        self._wanted = config
+        t = threading.Thread(target=self._apply_wanted, name="kafka-log-cleaner-reconfigure",
+                             daemon=True)
+        t.start()
+        return t
+
+    def _apply_wanted(self) -> None:
+        with self._lifecycle:
+            wanted = self._wanted
+            if wanted is None:
+                return
+            self.reconfigure(wanted)
+            if self._wanted is wanted:  # else a newer one is pending: its thread applies it
+                self._wanted = None
 
     def validate_reconfiguration(self, config: CleanerConfig) -> None:
         """Kafka's LogCleaner.validateReconfiguration: at least one thread, and at most half
         or double the current count in one step. Raises ValueError."""
-        current = self.config.num_threads
+        current = self.target_config.num_threads
         if config.num_threads < 1:
             raise ValueError("Log cleaner threads should be at least 1")
         if config.num_threads < current // 2:
