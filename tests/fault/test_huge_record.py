@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import confluent_kafka
+import pytest
 
-from tidelog.protocol.codec import response_class
+from tidelog.protocol.codec import InvalidRequestError, response_class
 from tidelog.records import build_batch, iter_batches
 from tidelog.server.connection import LARGE_FRAME
 from tidelog.testing import EmbeddedBroker
@@ -105,3 +106,38 @@ def test_frame_size_prefix_is_still_checked_for_large_frames() -> None:
                                                                timeout=10) as s:
         s.sendall(struct.pack(">i", BIG + (3 << 20)) + b"\0" * 100)
         assert s.recv(1) == b""  # closed: over socket.request.max.bytes
+
+
+@pytest.mark.parametrize("version", range(3, 14))
+def test_in_place_produce_decoder_reads_what_kio_reads(version: int) -> None:
+    import uuid
+
+    from tidelog.protocol.codec import decode_request, request_class
+    from tidelog.protocol.kio_util import make, nested
+    from tidelog.protocol.produce_in_place import decode_produce_in_place
+
+    cls = request_class(0, version)
+    tcls = nested(cls, "topic_data")
+    pcls = nested(tcls, "partition_data")
+    batch = build_batch([(1_700_000_000_000, b"k", b"v" * 300)])
+    topic = {"topic_id": uuid.uuid4()} if version >= 13 else {"name": "t\u00e9"}
+    body = make(cls, transactional_id="tx" if version % 2 else None, acks=-1, timeout=1234,
+                topic_data=[make(tcls, **topic, partition_data=[
+                    make(pcls, index=0, records=batch), make(pcls, index=3, records=None)]),
+                    make(tcls, **topic, partition_data=[])])
+    frame = bytearray(request_frame(0, version, 7, body=body)[4:])
+    want_header, want = decode_request(bytes(frame))
+    header, got = decode_produce_in_place(memoryview(frame), version)
+    assert header == want_header
+    records = got.topic_data[0].partition_data[0].records
+    assert isinstance(records, memoryview) and not records.readonly
+    assert bytes(records) == batch
+    as_bytes = [[(p.index, None if p.records is None else bytes(p.records))
+                 for p in t.partition_data] for t in got.topic_data]
+    assert as_bytes == [[(p.index, p.records) for p in t.partition_data] for t in want.topic_data]
+    assert (got.transactional_id, got.acks, got.timeout) == (
+        want.transactional_id, want.acks, want.timeout)
+    assert [getattr(t, "name", None) or t.topic_id for t in got.topic_data] == [
+        getattr(t, "name", None) or t.topic_id for t in want.topic_data]
+    with pytest.raises(InvalidRequestError):
+        decode_produce_in_place(memoryview(frame)[: len(frame) - 40], version)

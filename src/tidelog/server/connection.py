@@ -29,6 +29,7 @@ from tidelog.protocol.codec import (
     peek_header,
 )
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.produce_in_place import decode_produce_in_place
 
 from .context import RequestContext
 from .error_response import error_response
@@ -47,6 +48,7 @@ _PENDING = object()
 # Frames this large are read into a buffer of their own size (kept below the default
 # sasl.server.max.receive.size cap, so SASL tokens never take this path)
 LARGE_FRAME = 1 << 20
+PRODUCE_KEY = 0
 
 
 class _Slot:
@@ -62,7 +64,7 @@ class _LargeFrame:
 
     Growing the read buffer to a 100 MB frame and slicing the frame out of it cost three
     times the frame in memory; here each received chunk is copied once into place, and the
-    frame is handed to the decoder as a read-only view of that buffer.
+    frame is decoded from a view of that buffer (a Produce's records stay views of it).
     """
 
     __slots__ = ("buf", "filled")
@@ -84,7 +86,15 @@ class _LargeFrame:
             return memoryview(bytes(src[n:]))  # usually empty: a client rarely pipelines
 
     def frame(self) -> memoryview:
-        return memoryview(self.buf).toreadonly()  # kio's native reader wants read-only
+        return memoryview(self.buf)  # writable: a Produce's records are patched in place
+
+
+def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any]:
+    if isinstance(frame, memoryview):  # a large frame (_LargeFrame)
+        if key == PRODUCE_KEY:  # its records stay views of the frame: no copy at all
+            return decode_produce_in_place(frame, version)
+        return decode_request(frame.toreadonly())  # kio's native reader wants read-only
+    return decode_request(frame)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -229,7 +239,7 @@ class KafkaConnection(asyncio.Protocol):
                 raise InvalidRequestError(
                     f"API key {key} not expected in SASL state {self.session.state}"
                 )
-            header, request = decode_request(frame)
+            header, request = _decode(frame, key, version)
         except InvalidRequestError as exc:
             self.close(f"invalid request: {exc}")
             return False

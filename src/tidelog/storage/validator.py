@@ -52,7 +52,7 @@ class AppendOrigin(enum.Enum):
 
 @dataclass(slots=True)
 class ValidationResult:
-    records: bytearray  # the bytes to append: the patched or rebuilt batch
+    records: bytearray | memoryview  # the bytes to append: the patched or rebuilt batch
     batch: RecordBatch  # a view over ``records``
     first_offset: int
     last_offset: int
@@ -77,7 +77,11 @@ def split_batches(records: Buffer, *, path: str = "records") -> list[RecordBatch
 
     A trailing partial batch is an error here (a produce request's records must be whole).
     """
-    buf = records if isinstance(records, bytearray) else bytearray(records)
+    # a writable buffer is patched in place (a view of a large request frame: no copy)
+    writable = isinstance(records, bytearray) or (
+        isinstance(records, memoryview) and not records.readonly
+    )
+    buf = records if writable else bytearray(records)
     mv = memoryview(buf)
     out: list[RecordBatch] = []
     pos, end = 0, len(buf)
@@ -147,8 +151,9 @@ def validate_and_assign_offsets(
 
 def _assign_offsets(batch: RecordBatch, config: LogConfig, scan: _Scan,
                     rebuild_as: CompressionType | None, *, offset: int, leader_epoch: int,
-                    now_ms: int) -> tuple[bytearray, RecordBatch]:
+                    now_ms: int) -> tuple[bytearray | memoryview, RecordBatch]:
     """Patch base offset, epoch and timestamps in place, or re-encode as ``rebuild_as``."""
+    buf: bytearray | memoryview
     if rebuild_as is not None:
         buf = _rebuild(batch, config, rebuild_as, offset, leader_epoch, now_ms)
         out = RecordBatch(memoryview(buf))
@@ -159,7 +164,13 @@ def _assign_offsets(batch: RecordBatch, config: LogConfig, scan: _Scan,
             )
         return buf, out
     # the single batch spans the whole (writable) buffer split_batches made or was given
-    buf = batch.buf.obj if isinstance(batch.buf.obj, bytearray) else bytearray(batch.buf)
+    obj = batch.buf.obj
+    if isinstance(obj, bytearray) and len(obj) == batch.buf.nbytes:
+        buf = obj
+    elif not batch.buf.readonly:
+        buf = batch.buf  # a view of a larger writable buffer (a request frame)
+    else:
+        buf = bytearray(batch.buf)
     out = RecordBatch(memoryview(buf))
     out.set_base_offset(offset)
     out.set_partition_leader_epoch(leader_epoch)
