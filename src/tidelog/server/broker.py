@@ -206,6 +206,9 @@ class Broker:
                 conn.close("broker shutting down")
             await self._server.wait_closed()
             self._server = None
+        from . import topic_admin
+
+        await topic_admin.drain()  # a create cut off by shutdown would publish after it
         try:
             self.replica_manager.shutdown()
         except Exception:

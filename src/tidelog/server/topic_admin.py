@@ -50,6 +50,15 @@ async def _to_completion(coro: Coroutine[Any, Any, Any]) -> Any:
     return await asyncio.shield(task)
 
 
+async def drain(timeout_s: float = 60.0) -> None:
+    """Broker stop: let this loop's admin work in flight finish before the logs close, so no
+    log is made and no topic published after the log manager's clean-shutdown marker."""
+    loop = asyncio.get_running_loop()
+    mine = [t for t in _RUNNING if t.get_loop() is loop and not t.done()]
+    if mine:
+        await asyncio.wait(mine, timeout=timeout_s)
+
+
 async def create_topic(
     rm: Any,
     name: str,
