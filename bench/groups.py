@@ -39,7 +39,7 @@ from typing import Any
 
 from broker import tansu_broker  # bench/broker.py: the Tansu baseline broker
 
-from tidelog.protocol.client_kio import decode_response, encode_request
+from tidelog.client.wire import decode_response, encode_request
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.coordinator import (
     CommitEntry,

@@ -108,7 +108,7 @@ def make_log_dir(root: Path, records: int) -> None:
 
 
 def load_broker(bootstrap: str, records: int) -> str:
-    from tidelog.protocol.client import KafkaClient, TopicPartition
+    from tidelog.client.kafka_client import KafkaClient, TopicPartition
 
     raw = template_batch()
     with KafkaClient(bootstrap) as c:
@@ -177,7 +177,7 @@ def measure_writes(spark: Any, n: int) -> None:
         return n / (time.perf_counter() - t0)
 
     with embedded_tidelog() as bootstrap:
-        from tidelog.protocol.client import KafkaClient
+        from tidelog.client.kafka_client import KafkaClient
 
         with KafkaClient(bootstrap) as c:
             c.create_topics({"bench-write": 2})

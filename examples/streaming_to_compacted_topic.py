@@ -19,7 +19,7 @@ from typing import Any
 
 
 def ensure_compacted_topic(bootstrap: str, topic: str, partitions: int = 1) -> None:
-    from tidelog.protocol.client import KafkaClient, KafkaClientError
+    from tidelog.client.kafka_client import KafkaClient, KafkaClientError
 
     with KafkaClient(bootstrap) as client:
         try:

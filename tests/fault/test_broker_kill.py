@@ -110,7 +110,7 @@ def test_broker_dies_during_idempotent_produce(tmp_path: Path, client: str, how:
         done.set()
 
     # topic exists before load starts
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     with KafkaClient(bootstrap) as kc:
         kc.create_topics({topic: 1})

@@ -56,7 +56,7 @@ def _consume_all_and_commit(eb: EmbeddedBroker, commits: dict[int, int]) -> list
 
 def _fetch_once(eb: EmbeddedBroker, partition: int) -> bytes:
     """One Fetch from offset 0 with our own client: the raw record bytes sent."""
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     client = KafkaClient(eb.bootstrap_servers)
     try:

@@ -187,7 +187,7 @@ def test_eof_on_a_pipe_flushes_everything(serve: ServeProcess) -> None:
 
 
 def test_produce_is_idempotent_with_headers(serve: ServeProcess) -> None:
-    from tidelog.protocol.client import KafkaClient, TopicPartition
+    from tidelog.client.kafka_client import KafkaClient, TopicPartition
 
     b = bs(serve)
     assert cli("topics", *b, "--create", "--topic", "cli-h", "--partitions", "1").returncode == 0
@@ -418,7 +418,7 @@ def test_serve_port_option_listens_there(tmp_path: Path) -> None:
 
 
 def test_serve_reads_server_properties_as_java_does(tmp_path: Path) -> None:
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     props = tmp_path / "server.properties"
     props.write_bytes(
@@ -503,7 +503,7 @@ def test_perf_produce_and_consume_print_kafkas_lines(serve: ServeProcess) -> Non
 def test_sync_sends_each_line_alone_and_producer_property_reaches_librdkafka(
     serve: ServeProcess,
 ) -> None:
-    from tidelog.protocol.client import KafkaClient, TopicPartition
+    from tidelog.client.kafka_client import KafkaClient, TopicPartition
 
     b = bs(serve)
     assert cli("topics", *b, "--create", "--topic", "cli-sync").returncode == 0

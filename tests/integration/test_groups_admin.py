@@ -200,7 +200,7 @@ def _generation(broker: EmbeddedBroker, group: str) -> int:
 
 
 def test_find_coordinator_batched_keys(broker: EmbeddedBroker) -> None:
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     with KafkaClient(broker.bootstrap_servers) as c:
         conn = c.any_connection()
@@ -214,8 +214,8 @@ def test_find_coordinator_batched_keys(broker: EmbeddedBroker) -> None:
 
 
 def test_consumer_offsets_segments_hold_kafka_records(broker: EmbeddedBroker) -> None:
-    from tidelog.protocol.client import KafkaClient
-    from tidelog.protocol.client import TopicPartition as TP
+    from tidelog.client.kafka_client import KafkaClient
+    from tidelog.client.kafka_client import TopicPartition as TP
 
     group = "adm-dump"
     with KafkaClient(broker.bootstrap_servers) as c:
@@ -271,8 +271,8 @@ def test_live_broker_compacts_consumer_offsets(tmp_path: object) -> None:
     """The broker's own cleaner thread compacts __consumer_offsets while clients commit."""
     from pathlib import Path
 
-    from tidelog.protocol.client import KafkaClient
-    from tidelog.protocol.client import TopicPartition as TP
+    from tidelog.client.kafka_client import KafkaClient
+    from tidelog.client.kafka_client import TopicPartition as TP
 
     config = {
         "offsets.topic.num.partitions": "1",

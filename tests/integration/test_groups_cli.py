@@ -10,7 +10,7 @@ import pytest
 from test_groups_support import Member, create_topic, wait_for
 
 from tidelog.cli.main import main
-from tidelog.protocol.client import KafkaClient, TopicPartition
+from tidelog.client.kafka_client import KafkaClient, TopicPartition
 from tidelog.testing.embedded import EmbeddedBroker
 
 TOPIC = "cli-topic"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from test_groups_support import create_topic
 
-from tidelog.protocol.client import KafkaClient
+from tidelog.client.kafka_client import KafkaClient
 from tidelog.testing.embedded import EmbeddedBroker
 
 SUB = struct.pack(">hih1si", 0, 1, 1, b"t", -1)

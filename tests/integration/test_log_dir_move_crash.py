@@ -45,7 +45,7 @@ class LoadProducer(threading.Thread):
 
 
 def raw_call(bootstrap: str, api_key: int, version: int, body: dict[str, Any]) -> Any:
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     with KafkaClient(bootstrap) as client:
         return client.any_connection().call(api_key, version, body)

@@ -1,4 +1,4 @@
-"""The hand-written client (tidelog.protocol.client, used by the Spark source and the CLI's
+"""The hand-written client (tidelog.client.kafka_client, used by the Spark source and the CLI's
 raw paths) over every listener kind, configured from Kafka's client property names."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from confluent_kafka.admin import (
 )
 from security_support import MECHANISMS, PLAIN_USERS, SCRAM_PASSWORD, Pki, broker_props
 
-from tidelog.protocol.client import KafkaClient, KafkaClientError, TopicPartition
-from tidelog.protocol.client_security import ClientSecurity
+from tidelog.client.kafka_client import KafkaClient, KafkaClientError, TopicPartition
+from tidelog.client.security import ClientSecurity
 from tidelog.records.builder import build_batch
 from tidelog.testing import EmbeddedBroker
 

@@ -38,7 +38,7 @@ def test_context_manager_removes_its_temp_dir_and_keeps_a_given_one(tmp_path) ->
 
 def test_factory_with_config_overrides(tidelog_broker_factory) -> None:  # type: ignore[no-untyped-def]
     b = tidelog_broker_factory({"num.partitions": "3"})
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     with KafkaClient(b.bootstrap_servers) as kc:
         md = kc.metadata(["auto3"], auto_create=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from tidelog.protocol.client import KafkaClient, TopicPartition
+from tidelog.client.kafka_client import KafkaClient, TopicPartition
 from tidelog.records import build_batch, iter_batches
 from tidelog.testing.embedded import EmbeddedBroker
 

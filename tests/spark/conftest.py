@@ -54,7 +54,7 @@ def bootstrap(broker: tuple[str, str]) -> str:
 
 @pytest.fixture
 def client(bootstrap: str) -> Iterator[Any]:
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     with KafkaClient(bootstrap, retry_backoff_ms=20) as c:
         yield c

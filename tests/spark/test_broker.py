@@ -46,7 +46,7 @@ def consume_all(bootstrap: str, topic: str, partitions: int, expected: int) -> l
 def _high_watermarks(bootstrap: str, topic: str, partitions: int) -> str:
     import json
 
-    from tidelog.protocol.client import KafkaClient, TopicPartition
+    from tidelog.client.kafka_client import KafkaClient, TopicPartition
 
     with KafkaClient(bootstrap) as c:
         fetched = c.fetch({TopicPartition(topic, p): 0 for p in range(partitions)}, partition_max_bytes=1)
@@ -115,7 +115,7 @@ def test_dataframe_written_to_topic_is_consumed_back_exactly(spark: Any, bootstr
 
 
 def test_write_with_topic_column_and_keyed_partitioning(spark: Any, bootstrap: str, new_topic: Any) -> None:
-    from tidelog.protocol.client_producer import default_partition
+    from tidelog.client.producer import default_partition
 
     t1, t2 = new_topic(4), new_topic(1)
     df = spark.createDataFrame([(t1 if i % 2 else t2, f"k{i}".encode(), b"v") for i in range(100)],

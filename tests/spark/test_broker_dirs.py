@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from peers import embedded_tidelog, has_embedded_tidelog
 from test_broker import _read, _rows, consume_all
 
-from tidelog.protocol.client import KafkaClient
+from tidelog.client.kafka_client import KafkaClient
 
 pytestmark = [
     pytest.mark.spark,

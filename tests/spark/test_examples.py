@@ -97,7 +97,7 @@ def test_exactly_once_pipeline_survives_broker_and_query_restarts(spark: Any, tm
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
     from serve_process import ServeProcess
 
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     pipeline = _example("exactly_once_pipeline")
     broker = ServeProcess(tmp_path / "logs").start()

@@ -18,8 +18,8 @@ from confluent_kafka import TopicPartition as CkTP
 from kafka_layout import PartitionWriter
 from peers import embedded_tidelog, has_embedded_tidelog
 
-from tidelog.protocol.client import KafkaClient
-from tidelog.protocol.client import TopicPartition as WireTP
+from tidelog.client.kafka_client import KafkaClient
+from tidelog.client.kafka_client import TopicPartition as WireTP
 from tidelog.records import CompressionType, RecordBatchBuilder
 from tidelog.records.batch import ControlRecordType
 from tidelog.storage.index.txn_index import AbortedTxn

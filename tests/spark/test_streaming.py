@@ -11,7 +11,7 @@ import pytest
 from kafka_layout import PartitionWriter
 from test_broker import _produce, consume_all
 
-from tidelog.protocol.client import TopicPartition
+from tidelog.client.kafka_client import TopicPartition
 
 pytestmark = pytest.mark.spark
 

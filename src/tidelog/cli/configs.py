@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _quotas(args: argparse.Namespace, entities: list[tuple[str, str | None]],
             adds: dict[str, str], deletes: list[str]) -> int:
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     entity = [{"entity_type": t, "entity_name": n} for t, n in entities]
     with KafkaClient(args.bootstrap_server) as client:

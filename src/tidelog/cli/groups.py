@@ -307,7 +307,7 @@ def delete_groups(client: GroupAdmin, groups: Iterable[str]) -> list[str]:
 def delete_offsets(bootstrap: str, group: str, tps: list[TopicPartition]) -> str:
     """OffsetDelete, which confluent-kafka's AdminClient does not offer: tidelog's own
     protocol client sends it."""
-    from tidelog.protocol.client import KafkaClient
+    from tidelog.client.kafka_client import KafkaClient
 
     with KafkaClient(bootstrap) as client:
         return _delete_offsets(client, group, tps)

@@ -1,7 +1,7 @@
 """The two places a read can come from, behind one small interface.
 
 ``PathBackend`` reads log dirs directly (storage/reader.py); ``BrokerBackend`` talks to a
-broker (protocol/client.py). Both are built from a picklable ``BackendSpec`` so executors can
+broker (client/kafka_client.py). Both are built from a picklable ``BackendSpec`` so executors can
 open their own (connections are opened in ``read()``, never pickled).
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from tidelog.protocol.client import KafkaClient
-from tidelog.protocol.client import TopicPartition as WireTP
+from tidelog.client.kafka_client import KafkaClient
+from tidelog.client.kafka_client import TopicPartition as WireTP
 from tidelog.records import RecordBatch
 from tidelog.storage.reader import LogDirReader, PartitionReader
 from tidelog.storage.reader_txn import TxnState

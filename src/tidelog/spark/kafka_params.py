@@ -36,7 +36,7 @@ FORBIDDEN = {
     "interceptor.classes": "interceptors can modify the payload and are not supported",
 }
 _SECURITY_PREFIXES = ("sasl.", "ssl.")
-# TLS/SASL settings both sides honour (protocol/client_security.py reads Java's and
+# TLS/SASL settings both sides honour (client/security.py reads Java's and
 # librdkafka's names; PEM files only, no JKS/PKCS#12 stores, no GSSAPI/OAUTHBEARER)
 SECURITY_HONOURED = {
     "security.protocol", "sasl.mechanism", "sasl.jaas.config", "sasl.username", "sasl.password",
@@ -85,7 +85,7 @@ def _security(name: str, value: str) -> None:
 
 def client_security(kafka: Mapping[str, str]) -> Any:
     """The hand-written client's TLS/SASL configuration, checked now (OptionError if bad)."""
-    from tidelog.protocol.client_security import ClientSecurity
+    from tidelog.client.security import ClientSecurity
 
     props = {k: v for k, v in kafka.items() if k in SECURITY_HONOURED}
     try:

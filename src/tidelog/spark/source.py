@@ -43,7 +43,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from tidelog.protocol.client import TopicPartition as WireTP
+from tidelog.client.kafka_client import TopicPartition as WireTP
 from tidelog.util.topic_partition import TopicPartition
 
 from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow

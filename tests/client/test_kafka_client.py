@@ -1,4 +1,4 @@
-"""protocol/client.py against a real Kafka-compatible broker, cross-checked with confluent-kafka."""
+"""client/kafka_client.py against a real Kafka-compatible broker, cross-checked with confluent-kafka."""
 
 from __future__ import annotations
 
@@ -13,8 +13,13 @@ from confluent_kafka import Consumer
 from confluent_kafka import Producer as CkProducer
 from confluent_kafka import TopicPartition as CkTP
 
-from tidelog.protocol.client import KafkaClient, KafkaClientError, TopicPartition, parse_bootstrap
-from tidelog.protocol.client_producer import Producer, default_partition, murmur2
+from tidelog.client.kafka_client import (
+    KafkaClient,
+    KafkaClientError,
+    TopicPartition,
+    parse_bootstrap,
+)
+from tidelog.client.producer import Producer, default_partition, murmur2
 from tidelog.records import CompressionType, build_batch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))

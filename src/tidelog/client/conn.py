@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from .client_kio import decode_response, encode_request
-from .client_security import ClientSecurity, SaslError
+from .security import ClientSecurity, SaslError
+from .wire import decode_response, encode_request
 
 # (our min, our max) per API key; capped where a newer version changes the layout (Fetch 13
 # names topics by id, FindCoordinator 4 batches keys, DeleteTopics 6 uses topic ids).

@@ -9,7 +9,7 @@ tools run on Kafka's client; use librdkafka for anything new.
 
 Speaks to any Kafka-compatible broker: each connection negotiates versions with ApiVersions
 and every API is sent at the highest version both sides support within API_RANGES
-(client_conn.py). Record batches stay bytes here; ``tidelog.records`` parses them.
+(conn.py). Record batches stay bytes here; ``tidelog.records`` parses them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from kio.schema.errors import ErrorCode
 
 from tidelog.records import Record, RecordBatch, iter_batches
 
-from .client_conn import (
+from .conn import (
     API_RANGES,
     API_VERSIONS,
     EARLIEST_TIMESTAMP,
@@ -36,8 +36,8 @@ from .client_conn import (
     check,
     parse_bootstrap,
 )
-from .client_security import ClientSecurity
-from .client_txn import AbortedFilter
+from .security import ClientSecurity
+from .txn import AbortedFilter
 
 __all__ = [
     "API_RANGES",

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from tidelog.records import CompressionType, assemble_batch, compress
 from tidelog.records.varint import encode_varint
 
-from .client import KafkaClient, KafkaClientError, TopicPartition
+from .kafka_client import KafkaClient, KafkaClientError, TopicPartition
 
 Header = tuple[str, bytes | None]
 DEFAULT_BATCH_BYTES = 512 * 1024  # below the broker's default max.message.bytes (1 MiB)

@@ -1,4 +1,4 @@
-"""TLS and SASL (PLAIN, SCRAM-SHA-256/512) for the hand-written client (client_conn.py).
+"""TLS and SASL (PLAIN, SCRAM-SHA-256/512) for the hand-written client (conn.py).
 
 ``ClientSecurity.from_properties`` reads a client's settings under librdkafka's names or
 Java's (``security.protocol``, ``sasl.mechanism``, ``sasl.username``/``sasl.password`` or a
