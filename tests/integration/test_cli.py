@@ -21,6 +21,8 @@ from cli_terminal import cli, ctrl_c, popen, terminal
 from confluent_kafka.admin import AdminClient
 from serve_process import ServeProcess
 
+from tidelog.server.allocator import _mallopt
+
 
 @pytest.fixture(scope="module")
 def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
@@ -412,6 +414,8 @@ def test_serve_port_option_listens_there(tmp_path: Path) -> None:
     proc.start()
     try:
         assert proc.port == port
+        if _mallopt() is not None:  # serve owns the process: it tunes glibc for its frames
+            assert any("allocator: glibc, mmap threshold" in line for line in proc.stderr_lines)
         assert cli("topics", "--bootstrap-server", f"127.0.0.1:{port}", "--list").returncode == 0
     finally:
         assert proc.stop() == 0

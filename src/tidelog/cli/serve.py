@@ -15,6 +15,7 @@ from typing import Any
 
 from tidelog.config.core import ConfigError
 from tidelog.config.properties import read_properties_file
+from tidelog.server.allocator import tune_allocator
 
 log = logging.getLogger("tidelog.serve")
 
@@ -133,6 +134,8 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         log.error("%s: %s", args.config or "--override", exc)
         return 2
+    allocator = tune_allocator()  # the process is ours: see tidelog.server.allocator
+    log.info("allocator: %s", allocator)
     try:
         import uvloop
 
