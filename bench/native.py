@@ -11,7 +11,12 @@ to their twins, or in a second broker process started with TIDELOG_PURE_PYTHON=1
 3. broker: one librdkafka producer, acks=1, linger.ms=5, one partition, against
    ``tidelog serve`` (native, then Python) and Tansu (memory storage) started in the same
    run: records/s and broker CPU-seconds per million records (utime+stime of the broker
-   process from /proc, all threads), at 100 B and 1 KiB;
+   process from /proc, all threads), at 100 B and 1 KiB. The figure's load is librdkafka
+   driven through ctypes (bench/rdkafka_load.py: 10,000 records per rd_kafka_produce_batch
+   call, no Python per record); beside it the same producer driven by confluent-kafka's
+   produce() per record, which caps one producer near 0.8 M records/s at 100 B, where both
+   brokers sit: that load measures the client more than the broker. Each broker's log dir
+   (tidelog: ext4 page cache) is fresh per run;
 4. durable: 1, 8 and 64 concurrent librdkafka producers (acks=all, 100 B) on one partition
    with flush.messages=1 (group commit) against the same broker's default topic (no fsync),
    records/s, native and Python broker. The log dir is under $BENCH_DIR (default: the
@@ -46,6 +51,7 @@ from tidelog.storage.cleaner.offset_map import SkimpyOffsetMap
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as broker_bench
 import cleaner as cleaner_bench
+import rdkafka_load
 
 RUNS = 5
 MiB = 1024 * 1024
@@ -170,17 +176,35 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def produce_figures(bootstrap: str, pid: int, size: int, n: int) -> tuple[float, float]:
-    """(records/s, broker CPU-s per million records) of one timed produce run."""
+def produce_figures(bootstrap: str, pid: int, size: int, n: int,
+                    load: str) -> tuple[float, float]:
+    """(records/s, broker CPU-s per million records) of one timed produce run; ``load`` is
+    "librdkafka" (no Python per record) or "python" (confluent-kafka's produce() per record)."""
     topic = f"native-{size}-{time.monotonic_ns()}"
     broker_bench.produce(bootstrap, topic, 1000, size)  # topic creation + warm-up
-    cpu0 = cpu_seconds(pid)
-    secs = broker_bench.produce(bootstrap, topic, n, size)
-    return n / secs, (cpu_seconds(pid) - cpu0) / n * 1e6
+    value = os.urandom(size // 2).hex().encode()[:size]
+    if load == "python":
+        cpu0 = cpu_seconds(pid)
+        secs = broker_bench.produce(bootstrap, topic, n, size)
+        return n / secs, (cpu_seconds(pid) - cpu0) / n * 1e6
+    p = rdkafka_load.Producer(bootstrap, topic, 0,
+                              {"acks": "1", "linger.ms": "5", "batch.size": "1000000"})
+    try:
+        p.produce(value, 10_000)  # the handle's own connection and metadata
+        cpu0 = cpu_seconds(pid)
+        secs = p.produce(value, n)
+        return n / secs, (cpu_seconds(pid) - cpu0) / n * 1e6
+    finally:
+        p.close()
+
+
+# (records, load) per record size: the librdkafka load is the figure; confluent-kafka's
+# per-record Python call caps one producer near the brokers' own rates (section 3 above)
+PRODUCE_LOADS = {100: [(1_500_000, "librdkafka"), (200_000, "python")],
+                 1024: [(200_000, "librdkafka"), (50_000, "python")]}
 
 
 def broker(runs: int = int(os.environ.get("BENCH_RUNS", "5"))) -> None:
-    counts = {100: 200_000, 1024: 50_000}
     brokers: list[tuple[str, Callable[[], object]]] = [
         ("tidelog native", lambda: broker_bench.tidelog_broker(env={})),
         ("tidelog python", lambda: broker_bench.tidelog_broker(
@@ -190,28 +214,41 @@ def broker(runs: int = int(os.environ.get("BENCH_RUNS", "5"))) -> None:
     if tansu is not None:
         brokers.append(("tansu (baseline)", lambda: broker_bench.tansu_broker(tansu)))
     print("\n3. produce, one librdkafka producer, acks=1, linger.ms=5, one partition")
-    results: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    results: dict[tuple[str, int, str], list[tuple[float, float]]] = {}
     for _ in range(runs):  # interleaved, so the machine's noise falls on every broker alike
         for name, factory in brokers:
             with factory() as (bootstrap, pid):  # type: ignore[attr-defined]
-                for size, n in counts.items():
-                    results.setdefault((name, size), []).append(
-                        produce_figures(bootstrap, pid, size, n))
-    for size, n in counts.items():
-        print(f" {n:,} records of {size} B ({runs} runs)")
-        for name, _ in brokers:
-            rates = [r for r, _ in results[(name, size)]]
-            cpus = [c for _, c in results[(name, size)]]
-            print(f"  {name:<18} {rng(rates):>22} rec/s | broker CPU "
-                  f"{rng(cpus, '{:.2f}'):>13} s per M records")
-        if tansu is not None:
-            base = results[("tansu (baseline)", size)]
-            for name, _ in brokers[:2]:
-                mine = results[(name, size)]
-                rate = [a[0] / b[0] for a in mine for b in base]
-                cpu = [a[1] / b[1] for a in mine for b in base]
-                print(f"  {name + '/tansu':<24} rate {rng(rate, '{:.2f}')}x | "
-                      f"CPU {rng(cpu, '{:.2f}')}x")
+                for size, loads in PRODUCE_LOADS.items():
+                    for n, load in loads:
+                        results.setdefault((name, size, load), []).append(
+                            produce_figures(bootstrap, pid, size, n, load))
+    for size, loads in PRODUCE_LOADS.items():
+        for n, load in loads:
+            print(f" {n:,} records of {size} B, load: {LOAD_NAMES[load]} ({runs} runs)")
+            print_produce(results, [name for name, _ in brokers], size, load, tansu is not None)
+
+
+LOAD_NAMES = {"librdkafka": "librdkafka via ctypes, rd_kafka_produce_batch (no Python per "
+                            "record)",
+              "python": "confluent-kafka produce() per record (client-bound)"}
+
+
+def print_produce(results: dict[tuple[str, int, str], list[tuple[float, float]]],
+                  names: list[str], size: int, load: str, with_tansu: bool) -> None:
+    for name in names:
+        rates = [r for r, _ in results[(name, size, load)]]
+        cpus = [c for _, c in results[(name, size, load)]]
+        print(f"  {name:<18} {rng(rates):>30} rec/s | broker CPU "
+              f"{rng(cpus, '{:.3f}'):>20} s per M records")
+    if with_tansu:
+        base = results[("tansu (baseline)", size, load)]
+        for name in names[:2]:
+            mine = results[(name, size, load)]
+            # run i of each broker ran back to back: pair them rather than cross every run
+            rate = [a[0] / b[0] for a, b in zip(mine, base, strict=True)]
+            cpu = [a[1] / b[1] for a, b in zip(mine, base, strict=True)]
+            print(f"  {name + '/tansu':<24} rate {rng(rate, '{:.2f}')}x | "
+                  f"CPU {rng(cpu, '{:.2f}')}x")
 
 
 # -- 4. durable -------------------------------------------------------------------------------
