@@ -15,67 +15,22 @@ import struct
 import uuid
 from typing import Any
 
-from .codec import InvalidRequestError, RequestHeader, parse_header, read_uvarint, request_class
+from .codec import InvalidRequestError, RequestHeader, parse_header, request_class
+from .field_reader import FieldReader
 from .kio_util import nested
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 
-
-class _Reader:
-    def __init__(self, buf: memoryview, pos: int, flexible: bool) -> None:
-        self.buf, self.pos, self.flexible = buf, pos, flexible
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise InvalidRequestError(f"field of {n} bytes at byte {self.pos} overruns the frame")
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def _length(self) -> int:
-        """A (compact) length; -1 for null."""
-        if self.flexible:
-            n, self.pos = read_uvarint(self.buf, self.pos)
-            return n - 1
-        return self.i16()
-
-    def string(self) -> str | None:
-        n = self._length()
-        return None if n < 0 else bytes(self._take(n)).decode("utf-8")
+class _Reader(FieldReader):
+    error = InvalidRequestError
 
     def records(self) -> memoryview | None:
-        if self.flexible:
-            n, self.pos = read_uvarint(self.buf, self.pos)
-            n -= 1
-        else:
-            n = self.i32()
-        return None if n < 0 else self._take(n)
+        return self.nullable_bytes()
 
     def array_len(self) -> int:
-        if self.flexible:
-            n, self.pos = read_uvarint(self.buf, self.pos)
-            n -= 1
-        else:
-            n = self.i32()
-        if n < 0:
+        n = super().array_len()
+        if n < 0:  # Produce has no nullable arrays
             raise InvalidRequestError(f"null array at byte {self.pos}")
         return n
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        count, self.pos = read_uvarint(self.buf, self.pos)
-        for _ in range(count):
-            _tag, self.pos = read_uvarint(self.buf, self.pos)
-            size, self.pos = read_uvarint(self.buf, self.pos)
-            self._take(size)
 
 
 def decode_produce_in_place(frame: memoryview, version: int) -> tuple[RequestHeader, Any]:
@@ -87,14 +42,14 @@ def decode_produce_in_place(frame: memoryview, version: int) -> tuple[RequestHea
     tcls = nested(cls, "topic_data")
     pcls = nested(tcls, "partition_data")
     try:
-        txn_id = r.string()
+        txn_id = r.nullable_string()
         acks = r.i16()
         timeout = datetime.timedelta(milliseconds=r.i32())
         topics = []
         for _ in range(r.array_len()):
             key: dict[str, Any] = (
-                {"topic_id": uuid.UUID(bytes=bytes(r._take(16)))} if version >= 13
-                else {"name": r.string()}
+                {"topic_id": uuid.UUID(bytes=bytes(r.take(16)))} if version >= 13
+                else {"name": r.nullable_string()}
             )
             parts = []
             for _ in range(r.array_len()):

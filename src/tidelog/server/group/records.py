@@ -20,6 +20,8 @@ import functools
 import struct
 from dataclasses import dataclass, field
 
+from tidelog.protocol.field_reader import FieldReader
+
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_NUM_PARTITIONS = 50
 
@@ -114,44 +116,8 @@ class SchemaError(ValueError):
     """A key or value that does not parse as any known schema version."""
 
 
-class _Reader:
-    def __init__(self, buf: bytes, flexible: bool = False) -> None:
-        self.buf = memoryview(buf)
-        self.pos = 0
-        self.flexible = flexible
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise SchemaError(f"field of {n} bytes runs past the end at {self.pos}")
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def i16(self) -> int:
-        return int(_I16.unpack(self._take(2))[0])
-
-    def i32(self) -> int:
-        return int(_I32.unpack(self._take(4))[0])
-
-    def i64(self) -> int:
-        return int(_I64.unpack(self._take(8))[0])
-
-    def uvarint(self) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise SchemaError("varint too long")
-
-    def nullable_string(self) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.i16()
-        if n < 0:
-            return None
-        return bytes(self._take(n)).decode("utf-8")
+class _Reader(FieldReader):
+    error = SchemaError
 
     def string(self) -> str:
         s = self.nullable_string()
@@ -160,21 +126,11 @@ class _Reader:
         return s
 
     def bytes_(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < 0:
-            return b""
-        return bytes(self._take(n))
+        b = self.nullable_bytes()
+        return b"" if b is None else bytes(b)
 
     def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        return max(n, 0)
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
+        return max(super().array_len(), 0)
 
 
 # --------------------------------------------------------------------------- keys
