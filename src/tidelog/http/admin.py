@@ -10,6 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tidelog.server import topic_admin
 from tidelog.server.errors import ApiError
 from tidelog.server.security.types import ANONYMOUS, AclOperation, ResourceType
 from tidelog.util.topic_partition import TopicPartition
@@ -61,7 +62,9 @@ async def create_topic(listener: Any, request: web.Request) -> web.Response:
         _authorize(listener, request, AclOperation.CREATE, ResourceType.TOPIC, name)
     try:
         partitions = int(str(form.get("partitions", "1")) or 1)
-        rm.create_topic(name, partitions, _configs(str(form.get("configs", ""))))
+        # off the loop, as CreateTopics does: a topic of many partitions opens many files
+        await topic_admin.create_topic(rm, name, partitions,
+                                       _configs(str(form.get("configs", ""))))
     except (ApiError, ValueError) as exc:
         return await listener.console.topics(request, message=f"not created: {exc}", error=True)
     raise web.HTTPSeeOther(f"/topics/{name}")
