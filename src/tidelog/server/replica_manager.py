@@ -149,16 +149,21 @@ class ReplicaManager:
         *,
         validate_only: bool = False,
     ) -> TopicInfo:
-        configs = dict(configs or {})
-        self.validate_new_topic(name, partitions, configs)
-        info = TopicInfo(name, new_topic_id(), partitions, configs)
+        info = self.new_topic_info(name, partitions, configs)
         if validate_only:
             return info
         self.create_logs(info, range(partitions))
         self.store.topics[name] = info
         self.store.save()
-        log.info("created topic %s (%d partitions, configs %s)", name, partitions, configs)
+        log.info("created topic %s (%d partitions, configs %s)", name, partitions, info.configs)
         return info
+
+    def new_topic_info(self, name: str, partitions: int,
+                       configs: Mapping[str, str] | None) -> TopicInfo:
+        """A new topic's description, its name, partition count and configs validated."""
+        configs = dict(configs or {})
+        self.validate_new_topic(name, partitions, configs)
+        return TopicInfo(name, new_topic_id(), partitions, configs)
 
     def create_logs(self, info: TopicInfo, partitions: range) -> None:
         """Create the logs of ``partitions`` of ``info``, all or none: after a failure (out

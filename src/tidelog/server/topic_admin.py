@@ -21,7 +21,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.util.topic_partition import TopicPartition
 
 from .errors import ApiError
-from .metadata_store import TopicInfo, new_topic_id
+from .metadata_store import TopicInfo
 from .replica_manager import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
@@ -80,9 +80,7 @@ async def _create_topic(
     *,
     validate_only: bool = False,
 ) -> TopicInfo:
-    configs = dict(configs or {})
-    rm.validate_new_topic(name, partitions, configs)
-    info = TopicInfo(name, new_topic_id(), partitions, configs)
+    info = rm.new_topic_info(name, partitions, configs)
     if validate_only:
         return info
     rm.pending_topics.add(name)
@@ -97,7 +95,7 @@ async def _create_topic(
         del rm.store.topics[name]
         await _off_loop(rm, rm.logs.abandon_logs, _tps(name, range(partitions)))
         raise
-    log.info("created topic %s (%d partitions, configs %s)", name, partitions, configs)
+    log.info("created topic %s (%d partitions, configs %s)", name, partitions, info.configs)
     return info
 
 
