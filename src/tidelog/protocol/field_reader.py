@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 
+_I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -35,6 +36,9 @@ class FieldReader:
         out = self.buf[self.pos : self.pos + n]
         self.pos += n
         return out
+
+    def i8(self) -> int:
+        return int(_I8.unpack(self.take(1))[0])
 
     def i16(self) -> int:
         return int(_I16.unpack(self.take(2))[0])

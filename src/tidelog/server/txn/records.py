@@ -12,7 +12,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from tidelog.protocol.codec import read_uvarint, write_uvarint
+from tidelog.protocol.codec import write_uvarint
+from tidelog.protocol.field_reader import FieldReader
 from tidelog.server.group.records import java_abs, java_string_hash
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -110,26 +111,8 @@ def _write_tags(out: bytearray, v: TransactionLogValue) -> None:
         out += raw
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def unpack(self, s: struct.Struct) -> int:
-        (x,) = s.unpack_from(self.data, self.pos)
-        self.pos += s.size
-        return int(x)
-
-    def uvarint(self) -> int:
-        x, self.pos = read_uvarint(self.data, self.pos)
-        return x
-
-    def raw(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise TxnSchemaError(f"{n} bytes wanted at {self.pos} of {len(self.data)}")
-        out = bytes(self.data[self.pos : self.pos + n])
-        self.pos += n
-        return out
+class _Reader(FieldReader):
+    error = TxnSchemaError
 
 
 def decode_value(data: bytes) -> TransactionLogValue:
@@ -140,28 +123,27 @@ def decode_value(data: bytes) -> TransactionLogValue:
 
 
 def _decode_value(r: _Reader) -> TransactionLogValue:
-    version = r.unpack(_I16)
+    version = r.i16()
     if version not in (0, 1):
         raise TxnSchemaError(f"unknown TransactionLogValue version {version}")
-    flexible = version == 1
-    pid, epoch, timeout = r.unpack(_I64), r.unpack(_I16), r.unpack(_I32)
-    status = r.unpack(struct.Struct(">b"))
-    n = r.uvarint() - 1 if flexible else r.unpack(_I32)
+    r.flexible = version == 1
+    pid, epoch, timeout = r.i64(), r.i16(), r.i32()
+    status = r.i8()
+    n = r.array_len()
     parts: dict[str, list[int]] | None = None if n < 0 else {}
     for _ in range(max(n, 0)):
-        topic = r.raw(r.uvarint() - 1 if flexible else r.unpack(_I16)).decode()
-        count = r.uvarint() - 1 if flexible else r.unpack(_I32)
-        ids = [r.unpack(_I32) for _ in range(count)]
-        if flexible:
-            _skip_tags(r)
+        topic = r.nullable_string()
+        if topic is None:
+            raise TxnSchemaError(f"null topic name before byte {r.pos}")
+        ids = [r.i32() for _ in range(max(r.array_len(), 0))]
+        r.skip_tags()
         assert parts is not None
         parts.setdefault(topic, []).extend(ids)
-    value = TransactionLogValue(pid, epoch, timeout, status, parts, r.unpack(_I64),
-                                r.unpack(_I64))
-    if flexible:
+    value = TransactionLogValue(pid, epoch, timeout, status, parts, r.i64(), r.i64())
+    if r.flexible:
         for _ in range(r.uvarint()):
             tag, size = r.uvarint(), r.uvarint()
-            raw = r.raw(size)
+            raw = r.take(size)
             if tag == 0:
                 value.previous_producer_id = _I64.unpack(raw)[0]
             elif tag == 1:
@@ -169,12 +151,6 @@ def _decode_value(r: _Reader) -> TransactionLogValue:
             elif tag == 2:
                 value.client_transaction_version = _I16.unpack(raw)[0]
     return value
-
-
-def _skip_tags(r: _Reader) -> None:
-    for _ in range(r.uvarint()):
-        r.uvarint()
-        r.raw(r.uvarint())
 
 
 STATE_NAMES = {0: "Empty", 1: "Ongoing", 2: "PrepareCommit", 3: "PrepareAbort",
