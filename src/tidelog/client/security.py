@@ -11,7 +11,6 @@ client.properties serves Kafka's tools, the CLI and the Spark source.
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 import os
 import re
@@ -21,8 +20,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tidelog.protocol.scram import (
+    ScramMechanism,
+    client_proof,
+    credential_from_salted,
+    salted_password,
+    server_signature,
+)
+
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+_SCRAM_NAMES = tuple(m.mechanism_name for m in ScramMechanism)
 _JAAS_OPTION = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 Call = Callable[[int, int, dict[str, Any]], Any]
@@ -46,7 +53,7 @@ class ClientSecurity:
     def __post_init__(self) -> None:
         if self.security_protocol not in PROTOCOLS:
             raise ValueError(f"security.protocol must be one of {', '.join(PROTOCOLS)}")
-        if self.sasl and self.sasl_mechanism not in ("PLAIN", *_HASHES):
+        if self.sasl and self.sasl_mechanism not in ("PLAIN", *_SCRAM_NAMES):
             raise ValueError(f"sasl.mechanism {self.sasl_mechanism} is not supported")
 
     @property
@@ -107,10 +114,13 @@ class ClientSecurity:
         if self.sasl_mechanism == "PLAIN":
             step(b"\0" + self.sasl_username.encode() + b"\0" + self.sasl_password.encode())
             return
-        _scram(_HASHES[self.sasl_mechanism], self.sasl_username, self.sasl_password, step)
+        mech = ScramMechanism.by_name(self.sasl_mechanism)
+        assert mech is not None  # checked in __post_init__
+        _scram(mech, self.sasl_username, self.sasl_password, step)
 
 
-def _scram(hash_name: str, user: str, password: str, step: Callable[[bytes], bytes]) -> None:
+def _scram(mech: ScramMechanism, user: str, password: str,
+           step: Callable[[bytes], bytes]) -> None:
     """RFC 5802 client side; checks the server's signature."""
     nonce = base64.b64encode(os.urandom(24)).decode()
     name = user.replace("=", "=3D").replace(",", "=2C")
@@ -119,16 +129,13 @@ def _scram(hash_name: str, user: str, password: str, step: Callable[[bytes], byt
     attrs = dict(part.split("=", 1) for part in server_first.split(","))
     if not attrs.get("r", "").startswith(nonce):
         raise SaslError("SCRAM: the server's nonce does not extend ours")
-    salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), base64.b64decode(attrs["s"]),
-                                 int(attrs["i"]))
+    salt, iterations = base64.b64decode(attrs["s"]), int(attrs["i"])
+    salted = salted_password(mech, password.encode(), salt, iterations)
     final_bare = f"c=biws,r={attrs['r']}"
     auth = f"{first_bare},{server_first},{final_bare}".encode()
-    client_key = hmac.new(salted, b"Client Key", hash_name).digest()
-    stored = hashlib.new(hash_name, client_key).digest()
-    signature = hmac.new(stored, auth, hash_name).digest()
-    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    proof = client_proof(mech, salted, auth)
     server_final = step(f"{final_bare},p={base64.b64encode(proof).decode()}".encode()).decode()
-    server_key = hmac.new(salted, b"Server Key", hash_name).digest()
-    expected = base64.b64encode(hmac.new(server_key, auth, hash_name).digest()).decode()
+    server_key = credential_from_salted(mech, salted, salt, iterations).server_key
+    expected = base64.b64encode(server_signature(mech, server_key, auth)).decode()
     if not hmac.compare_digest(server_final, f"v={expected}"):
         raise SaslError("SCRAM: the server's signature does not match")

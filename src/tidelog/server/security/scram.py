@@ -9,52 +9,30 @@ with a constant-time compare.
 from __future__ import annotations
 
 import base64
-import enum
 import hashlib
 import hmac
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from tidelog.protocol.scram import (  # re-exported: the broker's importers name them here
+    MAX_ITERATIONS,
+    MIN_ITERATIONS,
+    ScramCredential,
+    ScramMechanism,
+    credential_from_salted,
+    generate_credential,
+    hmac_digest,
+    salted_password,
+    server_signature,
+    xor,
+)
 
-class ScramMechanism(enum.Enum):
-    # (mechanism name, hashlib name, Kafka's wire code in AlterUserScramCredentials)
-    SCRAM_SHA_256 = ("SCRAM-SHA-256", "sha256", 1)
-    SCRAM_SHA_512 = ("SCRAM-SHA-512", "sha512", 2)
-
-    @property
-    def mechanism_name(self) -> str:
-        return self.value[0]
-
-    @property
-    def hash_name(self) -> str:
-        return self.value[1]
-
-    @property
-    def code(self) -> int:
-        return self.value[2]
-
-    @classmethod
-    def by_name(cls, name: str) -> ScramMechanism | None:
-        return next((m for m in cls if m.mechanism_name == name), None)
-
-    @classmethod
-    def by_code(cls, code: int) -> ScramMechanism | None:
-        return next((m for m in cls if m.code == code), None)
-
-
-# Kafka's ScramMechanism.minIterations / the KRaft controller's upper bound
-MIN_ITERATIONS = 4096
-MAX_ITERATIONS = 16384
-
-
-@dataclass(frozen=True, slots=True)
-class ScramCredential:
-    salt: bytes
-    stored_key: bytes
-    server_key: bytes
-    iterations: int
+__all__ = [
+    "MAX_ITERATIONS", "MIN_ITERATIONS", "SaslAuthenticationError", "ScramCredential",
+    "ScramError", "ScramMechanism", "ScramServer", "credential_from_salted",
+    "decode_saslname", "generate_credential", "salted_password",
+]
 
 
 class SaslAuthenticationError(Exception):
@@ -62,33 +40,6 @@ class SaslAuthenticationError(Exception):
 
 
 ScramError = SaslAuthenticationError
-
-
-def _hmac(mech: ScramMechanism, key: bytes, msg: bytes) -> bytes:
-    return hmac.new(key, msg, mech.hash_name).digest()
-
-
-def salted_password(mech: ScramMechanism, password: bytes, salt: bytes, iterations: int) -> bytes:
-    """Hi(password, salt, i) of RFC 5802 is PBKDF2 with HMAC as the PRF."""
-    return hashlib.pbkdf2_hmac(mech.hash_name, password, salt, iterations)
-
-
-def credential_from_salted(
-    mech: ScramMechanism, salted: bytes, salt: bytes, iterations: int
-) -> ScramCredential:
-    client_key = _hmac(mech, salted, b"Client Key")
-    stored_key = hashlib.new(mech.hash_name, client_key).digest()
-    server_key = _hmac(mech, salted, b"Server Key")
-    return ScramCredential(salt, stored_key, server_key, iterations)
-
-
-def generate_credential(
-    mech: ScramMechanism, password: str, iterations: int = MIN_ITERATIONS,
-    salt: bytes | None = None,
-) -> ScramCredential:
-    salt = salt if salt is not None else os.urandom(32)
-    salted = salted_password(mech, password.encode(), salt, iterations)
-    return credential_from_salted(mech, salted, salt, iterations)
 
 
 def _attrs(message: str) -> dict[str, str]:
@@ -195,13 +146,13 @@ class ScramServer:
         except ValueError:
             raise ScramError("Invalid SCRAM client proof encoding") from None
         auth_message = f"{self._client_first_bare},{self._server_first},{head}".encode()
-        client_signature = _hmac(self.mech, credential.stored_key, auth_message)
+        client_signature = hmac_digest(self.mech, credential.stored_key, auth_message)
         if len(proof) != len(client_signature):
             raise ScramError("Authentication failed: Invalid user credentials")
-        client_key = bytes(a ^ b for a, b in zip(proof, client_signature, strict=True))
+        client_key = xor(proof, client_signature)
         computed = hashlib.new(self.mech.hash_name, client_key).digest()
         if not hmac.compare_digest(computed, credential.stored_key):
             raise ScramError("Authentication failed: Invalid user credentials")
-        server_signature = _hmac(self.mech, credential.server_key, auth_message)
         self.state = "COMPLETE"
-        return b"v=" + base64.b64encode(server_signature)
+        signature = server_signature(self.mech, credential.server_key, auth_message)
+        return b"v=" + base64.b64encode(signature)
