@@ -79,6 +79,14 @@ def test_native_md5_is_md5(data: bytes) -> None:
     assert core.md5(data) == hashlib.md5(data).digest()
 
 
+@needs_core
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.binary(max_size=56), st.binary(max_size=200)), max_size=40))
+def test_lane_md5_is_md5(keys: list[bytes]) -> None:
+    # The map hashes a call's keys in vector lanes (up to 55 bytes) and the rest one by one.
+    assert core.md5_many(keys) == [hashlib.md5(k).digest() for k in keys]
+
+
 def test_map_bound_to_the_selected_core() -> None:
     from tidelog import _native
 

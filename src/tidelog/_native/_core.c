@@ -528,6 +528,8 @@ static PyMethodDef core_methods[] = {
     {"omap_get_many", tl_omap_get_many, METH_VARARGS,
      "omap_get_many(buf, slots, keys) -> (offsets, probes): SkimpyOffsetMap.get_many."},
     {"md5", tl_md5, METH_O, md5_doc},
+    {"md5_many", tl_md5_many, METH_O,
+     "md5_many(keys) -> [digest]: the offset map's lane MD5 over a list of bytes."},
     {"record_starts", core_record_starts, METH_VARARGS, starts_doc},
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},

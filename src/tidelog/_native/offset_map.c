@@ -9,22 +9,86 @@
 
 /* -- the cleaner's offset map (storage/cleaner/offset_map.py SkimpyOffsetMap) ------------- */
 
-/* MD5 (RFC 1321), as hashlib.md5(key).digest(). */
-static const uint32_t md5_k[64] = {
-    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
-    0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
-    0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
-    0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
-    0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
-    0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
-    0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
-    0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-    0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
-    0xeb86d391};
-static const uint8_t md5_r[64] = {
-    7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20,
-    5, 9, 14, 20, 5, 9, 14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-    6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
+/* MD5 (RFC 1321), as hashlib.md5(key).digest().  One 64-byte block, unrolled: the rounds as RFC 1321 writes them, constants inline (the
+ * loop form with its table lookups and round branches ran at about half this speed). */
+#define MD5_F(x, y, z) ((z) ^ ((x) & ((y) ^ (z))))
+#define MD5_G(x, y, z) ((y) ^ ((z) & ((x) ^ (y))))
+#define MD5_H(x, y, z) ((x) ^ (y) ^ (z))
+#define MD5_I(x, y, z) ((y) ^ ((x) | ~(z)))
+#define MD5_STEP(f, a, b, c, d, x, k, s)                                                  \
+    do {                                                                                 \
+        (a) += f((b), (c), (d)) + (x) + (uint32_t)(k);                                  \
+        (a) = ((a) << (s) | (a) >> (32 - (s))) + (b);                                   \
+    } while (0)
+
+/* The 64 steps over a, b, c, d and the message words w[16] (scalars or vector lanes). */
+#define MD5_64_STEPS()                                                                      \
+    do {                                                                                    \
+        MD5_STEP(MD5_F, a, b, c, d, w[0], 0xd76aa478, 7);                                   \
+        MD5_STEP(MD5_F, d, a, b, c, w[1], 0xe8c7b756, 12);                                  \
+        MD5_STEP(MD5_F, c, d, a, b, w[2], 0x242070db, 17);                                  \
+        MD5_STEP(MD5_F, b, c, d, a, w[3], 0xc1bdceee, 22);                                  \
+        MD5_STEP(MD5_F, a, b, c, d, w[4], 0xf57c0faf, 7);                                   \
+        MD5_STEP(MD5_F, d, a, b, c, w[5], 0x4787c62a, 12);                                  \
+        MD5_STEP(MD5_F, c, d, a, b, w[6], 0xa8304613, 17);                                  \
+        MD5_STEP(MD5_F, b, c, d, a, w[7], 0xfd469501, 22);                                  \
+        MD5_STEP(MD5_F, a, b, c, d, w[8], 0x698098d8, 7);                                   \
+        MD5_STEP(MD5_F, d, a, b, c, w[9], 0x8b44f7af, 12);                                  \
+        MD5_STEP(MD5_F, c, d, a, b, w[10], 0xffff5bb1, 17);                                 \
+        MD5_STEP(MD5_F, b, c, d, a, w[11], 0x895cd7be, 22);                                 \
+        MD5_STEP(MD5_F, a, b, c, d, w[12], 0x6b901122, 7);                                  \
+        MD5_STEP(MD5_F, d, a, b, c, w[13], 0xfd987193, 12);                                 \
+        MD5_STEP(MD5_F, c, d, a, b, w[14], 0xa679438e, 17);                                 \
+        MD5_STEP(MD5_F, b, c, d, a, w[15], 0x49b40821, 22);                                 \
+        MD5_STEP(MD5_G, a, b, c, d, w[1], 0xf61e2562, 5);                                   \
+        MD5_STEP(MD5_G, d, a, b, c, w[6], 0xc040b340, 9);                                   \
+        MD5_STEP(MD5_G, c, d, a, b, w[11], 0x265e5a51, 14);                                 \
+        MD5_STEP(MD5_G, b, c, d, a, w[0], 0xe9b6c7aa, 20);                                  \
+        MD5_STEP(MD5_G, a, b, c, d, w[5], 0xd62f105d, 5);                                   \
+        MD5_STEP(MD5_G, d, a, b, c, w[10], 0x02441453, 9);                                  \
+        MD5_STEP(MD5_G, c, d, a, b, w[15], 0xd8a1e681, 14);                                 \
+        MD5_STEP(MD5_G, b, c, d, a, w[4], 0xe7d3fbc8, 20);                                  \
+        MD5_STEP(MD5_G, a, b, c, d, w[9], 0x21e1cde6, 5);                                   \
+        MD5_STEP(MD5_G, d, a, b, c, w[14], 0xc33707d6, 9);                                  \
+        MD5_STEP(MD5_G, c, d, a, b, w[3], 0xf4d50d87, 14);                                  \
+        MD5_STEP(MD5_G, b, c, d, a, w[8], 0x455a14ed, 20);                                  \
+        MD5_STEP(MD5_G, a, b, c, d, w[13], 0xa9e3e905, 5);                                  \
+        MD5_STEP(MD5_G, d, a, b, c, w[2], 0xfcefa3f8, 9);                                   \
+        MD5_STEP(MD5_G, c, d, a, b, w[7], 0x676f02d9, 14);                                  \
+        MD5_STEP(MD5_G, b, c, d, a, w[12], 0x8d2a4c8a, 20);                                 \
+        MD5_STEP(MD5_H, a, b, c, d, w[5], 0xfffa3942, 4);                                   \
+        MD5_STEP(MD5_H, d, a, b, c, w[8], 0x8771f681, 11);                                  \
+        MD5_STEP(MD5_H, c, d, a, b, w[11], 0x6d9d6122, 16);                                 \
+        MD5_STEP(MD5_H, b, c, d, a, w[14], 0xfde5380c, 23);                                 \
+        MD5_STEP(MD5_H, a, b, c, d, w[1], 0xa4beea44, 4);                                   \
+        MD5_STEP(MD5_H, d, a, b, c, w[4], 0x4bdecfa9, 11);                                  \
+        MD5_STEP(MD5_H, c, d, a, b, w[7], 0xf6bb4b60, 16);                                  \
+        MD5_STEP(MD5_H, b, c, d, a, w[10], 0xbebfbc70, 23);                                 \
+        MD5_STEP(MD5_H, a, b, c, d, w[13], 0x289b7ec6, 4);                                  \
+        MD5_STEP(MD5_H, d, a, b, c, w[0], 0xeaa127fa, 11);                                  \
+        MD5_STEP(MD5_H, c, d, a, b, w[3], 0xd4ef3085, 16);                                  \
+        MD5_STEP(MD5_H, b, c, d, a, w[6], 0x04881d05, 23);                                  \
+        MD5_STEP(MD5_H, a, b, c, d, w[9], 0xd9d4d039, 4);                                   \
+        MD5_STEP(MD5_H, d, a, b, c, w[12], 0xe6db99e5, 11);                                 \
+        MD5_STEP(MD5_H, c, d, a, b, w[15], 0x1fa27cf8, 16);                                 \
+        MD5_STEP(MD5_H, b, c, d, a, w[2], 0xc4ac5665, 23);                                  \
+        MD5_STEP(MD5_I, a, b, c, d, w[0], 0xf4292244, 6);                                   \
+        MD5_STEP(MD5_I, d, a, b, c, w[7], 0x432aff97, 10);                                  \
+        MD5_STEP(MD5_I, c, d, a, b, w[14], 0xab9423a7, 15);                                 \
+        MD5_STEP(MD5_I, b, c, d, a, w[5], 0xfc93a039, 21);                                  \
+        MD5_STEP(MD5_I, a, b, c, d, w[12], 0x655b59c3, 6);                                  \
+        MD5_STEP(MD5_I, d, a, b, c, w[3], 0x8f0ccc92, 10);                                  \
+        MD5_STEP(MD5_I, c, d, a, b, w[10], 0xffeff47d, 15);                                 \
+        MD5_STEP(MD5_I, b, c, d, a, w[1], 0x85845dd1, 21);                                  \
+        MD5_STEP(MD5_I, a, b, c, d, w[8], 0x6fa87e4f, 6);                                   \
+        MD5_STEP(MD5_I, d, a, b, c, w[15], 0xfe2ce6e0, 10);                                 \
+        MD5_STEP(MD5_I, c, d, a, b, w[6], 0xa3014314, 15);                                  \
+        MD5_STEP(MD5_I, b, c, d, a, w[13], 0x4e0811a1, 21);                                 \
+        MD5_STEP(MD5_I, a, b, c, d, w[4], 0xf7537e82, 6);                                   \
+        MD5_STEP(MD5_I, d, a, b, c, w[11], 0xbd3af235, 10);                                 \
+        MD5_STEP(MD5_I, c, d, a, b, w[2], 0x2ad7d2bb, 15);                                  \
+        MD5_STEP(MD5_I, b, c, d, a, w[9], 0xeb86d391, 21);                                  \
+    } while (0)
 
 static void
 md5_block(uint32_t h[4], const uint8_t *p)
@@ -33,20 +97,7 @@ md5_block(uint32_t h[4], const uint8_t *p)
     for (int i = 0; i < 16; i++)
         w[i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 |
                (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
-    for (int i = 0; i < 64; i++) {
-        uint32_t f;
-        int g;
-        if (i < 16) { f = (b & c) | (~b & d); g = i; }
-        else if (i < 32) { f = (d & b) | (~d & c); g = (5 * i + 1) & 15; }
-        else if (i < 48) { f = b ^ c ^ d; g = (3 * i + 5) & 15; }
-        else { f = c ^ (b | ~d); g = (7 * i) & 15; }
-        uint32_t t = d;
-        d = c;
-        c = b;
-        uint32_t x = a + f + md5_k[i] + w[g];
-        b = b + ((x << md5_r[i]) | (x >> (32 - md5_r[i])));
-        a = t;
-    }
+    MD5_64_STEPS();
     h[0] += a; h[1] += b; h[2] += c; h[3] += d;
 }
 
@@ -71,6 +122,84 @@ md5(const uint8_t *data, size_t len, uint8_t out[16])
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++)
             out[4 * i + j] = (uint8_t)(h[i] >> (8 * j));
+}
+
+/* MD5 of many short keys at once: keys of up to 55 bytes (one padded block) are hashed
+ * MD5_LANES at a time in vector lanes (GCC/Clang vector extensions: SSE2 on any x86-64,
+ * NEON on arm64), each lane the scalar steps above; longer keys go through md5().  MD5 is
+ * one long dependency chain per key, so lanes are where the speed is. */
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} key_ref;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MD5_LANES 8
+typedef uint32_t md5_vec __attribute__((vector_size(4 * MD5_LANES)));
+
+static void
+md5_lanes(const key_ref *keys, int n, uint8_t (*out)[16])
+{
+    uint8_t blocks[MD5_LANES][64];
+    md5_vec w[16];
+    memset(blocks, 0, sizeof(blocks));
+    for (int l = 0; l < n; l++) {
+        memcpy(blocks[l], keys[l].p, keys[l].n);
+        blocks[l][keys[l].n] = 0x80;
+        uint64_t bits = (uint64_t)keys[l].n * 8;
+        for (int i = 0; i < 8; i++)
+            blocks[l][56 + i] = (uint8_t)(bits >> (8 * i));
+    }
+    for (int i = 0; i < 16; i++)
+        for (int l = 0; l < MD5_LANES; l++) {
+            const uint8_t *q = blocks[l] + 4 * i;
+            w[i][l] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+                      (uint32_t)q[3] << 24;
+        }
+    md5_vec a = {0}, b = {0}, c = {0}, d = {0};
+    a += 0x67452301; b += 0xefcdab89; c += 0x98badcfe; d += 0x10325476;
+    MD5_64_STEPS();
+    a += 0x67452301; b += 0xefcdab89; c += 0x98badcfe; d += 0x10325476;
+    for (int l = 0; l < n; l++) {
+        uint32_t h[4] = {a[l], b[l], c[l], d[l]};
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++)
+                out[l][4 * i + j] = (uint8_t)(h[i] >> (8 * j));
+    }
+}
+#endif
+
+static void
+md5_many(const key_ref *keys, Py_ssize_t n, uint8_t (*out)[16])
+{
+#ifdef MD5_LANES
+    key_ref lane[MD5_LANES];
+    Py_ssize_t at[MD5_LANES];
+    uint8_t res[MD5_LANES][16];
+    int k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (keys[i].n > 55) {
+            md5(keys[i].p, keys[i].n, out[i]);
+            continue;
+        }
+        lane[k] = keys[i];
+        at[k++] = i;
+        if (k == MD5_LANES) {
+            md5_lanes(lane, k, res);
+            for (int l = 0; l < k; l++)
+                memcpy(out[at[l]], res[l], 16);
+            k = 0;
+        }
+    }
+    if (k > 0) {
+        md5_lanes(lane, k, res);
+        for (int l = 0; l < k; l++)
+            memcpy(out[at[l]], res[l], 16);
+    }
+#else
+    for (Py_ssize_t i = 0; i < n; i++)
+        md5(keys[i].p, keys[i].n, out[i]);
+#endif
 }
 
 #define OMAP_HASH 16
@@ -201,6 +330,73 @@ tl_md5(PyObject *self, PyObject *arg)
     return PyBytes_FromStringAndSize((const char *)digest, OMAP_HASH);
 }
 
+/* Digests of the keys of one call, computed before any slot is probed (lanes), with the
+ * first slot of each prefetched: the probes then overlap their cache and TLB misses in a
+ * map of up to hundreds of MiB instead of paying them one after another. */
+typedef struct {
+    uint8_t (*digest)[16];
+    char *have; /* 1 where digest[i] holds key i's digest */
+} digests;
+
+static void
+digests_free(digests *d)
+{
+    PyMem_Free(d->digest);
+    PyMem_Free(d->have);
+}
+
+/* Hash the keys of ``n`` objects (``key_at`` picks each one's key, or NULL: none) that are
+ * bytes; others are left to the caller's per-key path. -1 on memory error. */
+static int
+digests_fill(digests *d, PyObject *const *objs, Py_ssize_t n, PyObject *(*key_at)(PyObject *),
+             const uint8_t *buf, long long slots)
+{
+    d->digest = PyMem_Malloc((size_t)(n ? n : 1) * 16);
+    d->have = PyMem_Calloc((size_t)(n ? n : 1), 1);
+    key_ref *refs = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(key_ref));
+    Py_ssize_t *at = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_ssize_t));
+    uint8_t (*tmp)[16] = PyMem_Malloc((size_t)(n ? n : 1) * 16);
+    if (d->digest == NULL || d->have == NULL || refs == NULL || at == NULL || tmp == NULL) {
+        PyMem_Free(refs);
+        PyMem_Free(at);
+        PyMem_Free(tmp);
+        digests_free(d);
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = key_at(objs[i]);
+        if (key != NULL && PyBytes_CheckExact(key)) {
+            refs[k].p = (const uint8_t *)PyBytes_AS_STRING(key);
+            refs[k].n = (size_t)PyBytes_GET_SIZE(key);
+            at[k++] = i;
+        }
+    }
+    md5_many(refs, k, tmp);
+    for (Py_ssize_t j = 0; j < k; j++) {
+        memcpy(d->digest[at[j]], tmp[j], 16);
+        d->have[at[j]] = 1;
+        __builtin_prefetch(buf + (be32(tmp[j]) % (uint64_t)slots) * OMAP_ENTRY);
+    }
+    PyMem_Free(refs);
+    PyMem_Free(at);
+    PyMem_Free(tmp);
+    return 0;
+}
+
+static PyObject *
+key_itself(PyObject *o)
+{
+    return o;
+}
+
+static PyObject *
+record_key(PyObject *rec)
+{
+    return PyTuple_Check(rec) && PyTuple_GET_SIZE(rec) >= 3 ? PyTuple_GET_ITEM(rec, 2) : NULL;
+}
+
 /* SkimpyOffsetMap.put_records: the cleaner's map loop over one batch's ScannedRecords (offset
  * at index 0, key at 2). Returns (read, full, added, probes, lookups, latest, positions,
  * overflow): ``positions`` of new slots while ``track`` allows, ``latest`` None if no put,
@@ -223,8 +419,13 @@ tl_omap_put_records(PyObject *self, PyObject *args)
         return NULL;
     }
     uint8_t *buf = (uint8_t *)mb.buf;
-    PyObject *positions = PyList_New(0);
     Py_ssize_t n = PyList_GET_SIZE(records), read = 0;
+    digests dg;
+    if (digests_fill(&dg, ((PyListObject *)records)->ob_item, n, record_key, buf, slots) < 0) {
+        PyBuffer_Release(&mb);
+        return NULL;
+    }
+    PyObject *positions = PyList_New(0);
     long long added = 0, probes = 0, lookups = 0, latest = 0;
     int full = 0, overflow = 0, any = 0;
     for (; positions != NULL && read < n; read++) {
@@ -253,14 +454,18 @@ tl_omap_put_records(PyObject *self, PyObject *args)
             full = 1;
             break;
         }
-        Py_buffer kb;
-        if (PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE) < 0) {
-            Py_CLEAR(positions);
-            break;
-        }
         uint8_t digest[OMAP_HASH];
-        md5((const uint8_t *)kb.buf, (size_t)kb.len, digest);
-        PyBuffer_Release(&kb);
+        if (dg.have[read]) {
+            memcpy(digest, dg.digest[read], OMAP_HASH);
+        } else {
+            Py_buffer kb;
+            if (PyObject_GetBuffer(key, &kb, PyBUF_SIMPLE) < 0) {
+                Py_CLEAR(positions);
+                break;
+            }
+            md5((const uint8_t *)kb.buf, (size_t)kb.len, digest);
+            PyBuffer_Release(&kb);
+        }
         int found;
         long long p, pos = omap_find(buf, slots, digest, &found, &p);
         lookups++;
@@ -288,6 +493,7 @@ tl_omap_put_records(PyObject *self, PyObject *args)
         latest = offset;
         any = 1;
     }
+    digests_free(&dg);
     PyBuffer_Release(&mb);
     if (positions == NULL)
         return NULL;
@@ -314,17 +520,26 @@ tl_omap_get_many(PyObject *self, PyObject *args)
     }
     const uint8_t *buf = (const uint8_t *)mb.buf;
     Py_ssize_t n = PyList_GET_SIZE(keys);
+    digests dg;
+    if (digests_fill(&dg, ((PyListObject *)keys)->ob_item, n, key_itself, buf, slots) < 0) {
+        PyBuffer_Release(&mb);
+        return NULL;
+    }
     PyObject *out = PyList_New(n);
     long long probes = 0;
     for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
-        Py_buffer kb;
-        if (PyObject_GetBuffer(PyList_GET_ITEM(keys, i), &kb, PyBUF_SIMPLE) < 0) {
-            Py_CLEAR(out);
-            break;
-        }
         uint8_t digest[OMAP_HASH];
-        md5((const uint8_t *)kb.buf, (size_t)kb.len, digest);
-        PyBuffer_Release(&kb);
+        if (dg.have[i]) {
+            memcpy(digest, dg.digest[i], OMAP_HASH);
+        } else {
+            Py_buffer kb;
+            if (PyObject_GetBuffer(PyList_GET_ITEM(keys, i), &kb, PyBUF_SIMPLE) < 0) {
+                Py_CLEAR(out);
+                break;
+            }
+            md5((const uint8_t *)kb.buf, (size_t)kb.len, digest);
+            PyBuffer_Release(&kb);
+        }
         int found;
         long long p, pos = omap_find(buf, slots, digest, &found, &p), offset = -1;
         probes += p;
@@ -341,8 +556,39 @@ tl_omap_get_many(PyObject *self, PyObject *args)
         }
         PyList_SET_ITEM(out, i, o);
     }
+    digests_free(&dg);
     PyBuffer_Release(&mb);
     if (out == NULL)
         return NULL;
     return Py_BuildValue("NL", out, probes);
+}
+
+/* md5_many(keys) -> digests: the lanes' MD5 of each bytes key (tests hold it to hashlib). */
+PyObject *
+tl_md5_many(PyObject *self, PyObject *keys)
+{
+    if (!PyList_Check(keys)) {
+        PyErr_SetString(PyExc_TypeError, "md5_many takes a list of bytes");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyBytes_CheckExact(PyList_GET_ITEM(keys, i))) {
+            PyErr_SetString(PyExc_TypeError, "md5_many takes a list of bytes");
+            return NULL;
+        }
+    static const uint8_t one_slot[OMAP_ENTRY] = {0};
+    digests dg;
+    if (digests_fill(&dg, ((PyListObject *)keys)->ob_item, n, key_itself, one_slot, 1) < 0)
+        return NULL;
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)dg.digest[i], OMAP_HASH);
+        if (b == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, b);
+    }
+    digests_free(&dg);
+    return out;
 }
