@@ -14,6 +14,7 @@ setup(
                 "src/tidelog/_native/_core.c",
                 "src/tidelog/_native/offset_map.c",
                 "src/tidelog/_native/recovery.c",
+                "src/tidelog/_native/cleaner_runs.c",
             ],
             depends=["src/tidelog/_native/native.h"],
             extra_compile_args=["-O2"],

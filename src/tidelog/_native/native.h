@@ -3,8 +3,18 @@
 #define TIDELOG_NATIVE_H
 
 #include <Python.h>
+#include <stdint.h>
+
+/* A key inside some buffer (the map hashes many at once). */
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} tl_key_ref;
 
 /* offset_map.c: storage/cleaner/offset_map.py SkimpyOffsetMap.put/get's slot work */
+void tl_md5_keys(const tl_key_ref *keys, Py_ssize_t n, uint8_t (*out)[16]);
+long long tl_omap_find(const uint8_t *buf, long long slots, const uint8_t *digest, int *found,
+                       long long *probes);
 PyObject *tl_omap_put(PyObject *self, PyObject *args);
 PyObject *tl_omap_get(PyObject *self, PyObject *args);
 PyObject *tl_md5(PyObject *self, PyObject *arg);
@@ -14,6 +24,11 @@ PyObject *tl_md5_many(PyObject *self, PyObject *keys);
 
 /* recovery.c: storage/recovery_scan.py scan_run_py (LogSegment.recover's fast path) */
 PyObject *tl_recover_scan(PyObject *self, PyObject *args);
+uint32_t tl_crc32c(const uint8_t *p, size_t n);
+
+/* cleaner_runs.c: storage/cleaner/batch_runs.py map_run_py / filter_run_py */
+PyObject *tl_clean_map_run(PyObject *self, PyObject *args);
+PyObject *tl_clean_filter_run(PyObject *self, PyObject *args);
 void tl_recovery_init(void);
 
 #endif

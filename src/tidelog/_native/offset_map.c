@@ -128,10 +128,7 @@ md5(const uint8_t *data, size_t len, uint8_t out[16])
  * MD5_LANES at a time in vector lanes (GCC/Clang vector extensions: SSE2 on any x86-64,
  * NEON on arm64), each lane the scalar steps above; longer keys go through md5().  MD5 is
  * one long dependency chain per key, so lanes are where the speed is. */
-typedef struct {
-    const uint8_t *p;
-    size_t n;
-} key_ref;
+typedef tl_key_ref key_ref;
 
 #if defined(__GNUC__) || defined(__clang__)
 #define MD5_LANES 8
@@ -240,6 +237,19 @@ omap_find(const uint8_t *buf, long long slots, const uint8_t *digest, int *found
     *probes = slots + OMAP_WINDOWS;
     *found = 0;
     return -1;
+}
+
+void
+tl_md5_keys(const tl_key_ref *keys, Py_ssize_t n, uint8_t (*out)[16])
+{
+    md5_many(keys, n, out);
+}
+
+long long
+tl_omap_find(const uint8_t *buf, long long slots, const uint8_t *digest, int *found,
+             long long *probes)
+{
+    return omap_find(buf, slots, digest, found, probes);
 }
 
 /* Buffers of one call: the map (writable) and the key. */

@@ -301,6 +301,12 @@ done:
     return result;
 }
 
+uint32_t
+tl_crc32c(const uint8_t *p, size_t n)
+{
+    return crc32c_impl(p, n);
+}
+
 void
 tl_recovery_init(void)
 {

@@ -36,6 +36,7 @@ from .batch_filter import (
     filter_batch,
     scan_records,
 )
+from .batch_runs import FilterParams, FilterRun, SegmentReader, filter_run, map_run
 from .errors import LogCleaningAbortedError, ThreadShutdownError
 from .offset_map import SkimpyOffsetMap
 from .swap import FaultHook, delete_cleaned_files, replace_segments
@@ -182,6 +183,29 @@ class _CleanerFilter:
         self._discard_records = False
         self._is_control = False
         self._latest = offset_map.latest_offset
+        self._params: FilterParams | None = None  # for runs; made once group_end is known
+
+    def run(self, buf: memoryview, off: int, budget: int, result: FilterResult) -> FilterRun:
+        """The run of plain batches at ``off`` (batch_runs.filter_run) into ``result``."""
+        if self._params is None:
+            last_data = {pid: r.last_data_offset for pid, r in self.producers.items()
+                         if r.last_data_offset is not None}
+            self._params = FilterParams(self.offset_map.latest_offset, self.current_time,
+                                        self.upper_bound, self.group_end, last_data)
+        run = filter_run(self.offset_map, buf, off, self._params, budget, result.max_timestamp)
+        if run.batches:
+            self.txn.on_plain_batches_read(run.last_offset)
+            self.stats.invalid_messages_read += run.invalid
+            result.bytes_read += run.bytes_read
+            result.messages_read += run.messages_read
+            result.output += run.output
+            result.messages_retained += run.messages_retained
+            result.bytes_retained += run.bytes_retained
+            if run.shallow_offset is not None:
+                result.max_timestamp = run.max_timestamp
+                result.shallow_offset_of_max_timestamp = run.shallow_offset
+            result.max_offset = max(result.max_offset, run.max_offset)
+        return run
 
     def _is_last_batch_of_producer(self, batch: RecordBatch) -> bool:
         last = self.producers.get(batch.producer_id)
@@ -324,26 +348,64 @@ class Cleaner:
 
     def _map_segment(self, seg: LogSegment, start: int, next_start: int, max_entries: int,
                      txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
-        """Map one segment's records from ``start``; True if the map filled up."""
+        """Map one segment's records from ``start``; True if the map filled up. Runs of plain
+        batches go through ``map_run``, any other batch through ``_map_batch``."""
         m = self.offset_map
-        position = seg.offset_index.lookup(start).position
-        for batch in seg.log.batches(position, validate=True):
-            self.throttler.maybe_throttle(batch.size_in_bytes)
-            stats.map_bytes_read += batch.size_in_bytes
-            if batch.is_control:
-                txn.on_control_batch_read(batch)
-                stats.map_messages_read += 1
-            elif txn.on_batch_read(batch):
-                stats.map_messages_read += max(0, batch.records_count)  # aborted: not mapped
-            else:
-                read, full = m.put_records(scan_records(batch)[1], start, max_entries)
-                stats.map_messages_read += read
-                if full:
+        pos = seg.offset_index.lookup(start).position
+        if m.native is None:  # the Python core: the reference code's own loop is faster
+            for batch in seg.log.batches(pos, validate=True):
+                if self._map_batch(batch, start, max_entries, txn, stats):
                     return True
-            if batch.last_offset >= start:
-                m.update_latest_offset(batch.last_offset)
+        elif self._map_runs(seg, pos, start, max_entries, txn, stats):
+            return True
         # Offsets missing at the segment's end belong to this round too (gaps are skipped).
         m.update_latest_offset(max(m.latest_offset, next_start - 1))
+        return False
+
+    def _map_runs(self, seg: LogSegment, pos: int, start: int, max_entries: int,
+                  txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
+        """``_map_segment`` on the native core: runs of plain batches, the reference code for
+        any other batch; True if the map filled up."""
+        reader = SegmentReader(seg.log)
+        while (chunk := reader.chunk(pos)) is not None:
+            buf, off = chunk
+            run = map_run(self.offset_map, buf, off, start, max_entries)
+            if run.batches:
+                # Throttled per run, as Kafka throttles per read buffer.
+                self.throttler.maybe_throttle(run.bytes)
+                stats.map_bytes_read += run.bytes
+                stats.map_messages_read += run.read
+                txn.on_plain_batches_read(run.last_offset)
+                if run.full:
+                    return True
+                pos += run.end - off
+                continue
+            one = reader.batch(pos)
+            if one is None:
+                break
+            if self._map_batch(one, start, max_entries, txn, stats):
+                return True
+            pos += one.size_in_bytes
+        return False
+
+    def _map_batch(self, batch: RecordBatch, start: int, max_entries: int,
+                   txn: CleanedTransactionMetadata, stats: CleanerStats) -> bool:
+        """One batch into the map (the reference code); True if the map filled up."""
+        m = self.offset_map
+        self.throttler.maybe_throttle(batch.size_in_bytes)
+        stats.map_bytes_read += batch.size_in_bytes
+        if batch.is_control:
+            txn.on_control_batch_read(batch)
+            stats.map_messages_read += 1
+        elif txn.on_batch_read(batch):
+            stats.map_messages_read += max(0, batch.records_count)  # aborted: not mapped
+        else:
+            read, full = m.put_records(scan_records(batch)[1], start, max_entries)
+            stats.map_messages_read += read
+            if full:
+                return True
+        if batch.last_offset >= start:
+            m.update_latest_offset(batch.last_offset)
         return False
 
     # -- cleaning ----------------------------------------------------------------------------
@@ -384,13 +446,43 @@ class Cleaner:
 
     def clean_into(self, tp: TopicPartition | None, source: LogSegment, dest: LogSegment,
                    flt: _CleanerFilter, stats: CleanerStats) -> None:
-        """Filter ``source``'s batches into ``dest``, in chunks of about the I/O buffer."""
+        """Filter ``source``'s batches into ``dest``, in chunks of about the I/O buffer. Runs
+        of plain batches go through ``flt.run``, any other batch through ``filter_batch``."""
         result = FilterResult()
         last_offset = -1
-        for batch in source.log.batches(0, validate=True):
-            written = filter_batch(batch, flt, result)
-            if written is not None:
-                last_offset = batch.last_offset
+        if self.offset_map.native is None:  # the Python core: the reference code's own loop
+            for batch in source.log.batches(0, validate=True):
+                if filter_batch(batch, flt, result) is not None:
+                    last_offset = batch.last_offset
+                if result.bytes_read >= self.io_buffer_size:
+                    self._flush_chunk(tp, dest, result, last_offset, stats)
+                    result = FilterResult()
+            self._flush_chunk(tp, dest, result, last_offset, stats)
+        else:
+            self._clean_runs(tp, source, dest, flt, stats)
+
+    def _clean_runs(self, tp: TopicPartition | None, source: LogSegment, dest: LogSegment,
+                    flt: _CleanerFilter, stats: CleanerStats) -> None:
+        """``clean_into`` on the native core: runs of plain batches, ``filter_batch`` for any
+        other batch."""
+        result = FilterResult()
+        last_offset = -1
+        reader = SegmentReader(source.log)
+        pos = 0
+        while (chunk := reader.chunk(pos)) is not None:
+            buf, off = chunk
+            run = flt.run(buf, off, self.io_buffer_size - result.bytes_read, result)
+            if run.batches:
+                pos += run.end - off
+                if run.last_written is not None:
+                    last_offset = run.last_written
+            else:
+                one = reader.batch(pos)
+                if one is None:
+                    break
+                if filter_batch(one, flt, result) is not None:
+                    last_offset = one.last_offset
+                pos += one.size_in_bytes
             if result.bytes_read >= self.io_buffer_size:
                 self._flush_chunk(tp, dest, result, last_offset, stats)
                 result = FilterResult()

@@ -183,6 +183,23 @@ class SkimpyOffsetMap:
         read, full, added, probes, lookups, latest, positions, overflow = \
             native.omap_put_records(self._bytes, self._slots, records, start, self._entries,
                                     max_entries, self._track_limit)
+        self.apply_native_puts(added, probes, lookups, positions, latest, overflow)
+        return read, bool(full)
+
+    # -- for native loops that work on the buffer directly (put_records, batch_runs) --------
+    @property
+    def native(self) -> Any:
+        """The native core this map's loops run on, or None (the Python twins)."""
+        return self._native
+
+    def native_state(self) -> tuple[mmap.mmap, int, int, int]:
+        """(buffer, slots, entries, how many used slots are tracked) for a native loop."""
+        return self._bytes, self._slots, self._entries, self._track_limit
+
+    def apply_native_puts(self, added: int, probes: int, lookups: int, positions: list[int],
+                          latest: int | None, overflow: int) -> None:
+        """Account the puts a native loop made in the buffer; ``overflow`` 1: it found no
+        empty slot for a new key (what ``put`` raises)."""
         self._entries += added
         self._lookups += lookups
         self._probes += probes
@@ -191,7 +208,19 @@ class SkimpyOffsetMap:
             self.latest_offset = latest
         if overflow == 1:
             raise OffsetMapFullError("attempt to add a new entry to a full offset map")
-        return read, bool(full)
+
+    def peek_many(self, keys: list[Any]) -> tuple[list[int], int]:
+        """``get_many`` without counting: (offsets, probes); ``count_lookups`` counts them
+        once the caller keeps the answer."""
+        lookups, probes = self._lookups, self._probes
+        found = self.get_many(keys)
+        extra = self._probes - probes
+        self._lookups, self._probes = lookups, probes
+        return found, extra
+
+    def count_lookups(self, lookups: int, probes: int) -> None:
+        self._lookups += lookups
+        self._probes += probes
 
     def _find(self, digest: bytes) -> tuple[int, bool]:
         """(byte position, True) of ``digest``'s slot, else (first empty slot, False), else

@@ -82,6 +82,12 @@ class CleanedTransactionMetadata:
         self._ongoing_committed.add(batch.producer_id)
         return False
 
+    def on_plain_batches_read(self, last_offset: int | None) -> None:
+        """Non-transactional data batches up to ``last_offset`` were read (a run of them):
+        what ``on_batch_read`` does for each."""
+        if last_offset is not None:
+            self._consume_aborted_up_to(last_offset)
+
     def should_discard_batch(self, batch: RecordBatch) -> bool:
         if batch.is_control:
             return self.on_control_batch_read(batch)

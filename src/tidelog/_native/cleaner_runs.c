@@ -1,0 +1,541 @@
+/* tidelog._native._core: the cleaner's batch runs, twins of storage/cleaner/batch_runs.py
+ * map_run_py and filter_run_py.
+ *
+ * A run walks the batches of a chunk of a segment as long as each one is *plain*: whole in
+ * the chunk, a good header and CRC, uncompressed, neither transactional nor control, and
+ * records that the strict walk below reads (varints as Kafka writes them).  A plain batch is
+ * mapped (pass 1) or filtered (pass 2) here without a Python object per batch or record;
+ * the run stops *before* the first batch it does not take, which the cleaner hands to its
+ * reference per-batch code (errors, compression, transactions, rebuilt batches).  A run
+ * never raises for what it reads.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "native.h"
+
+#define BATCH_OVERHEAD 61
+#define CRC_START 21
+#define ATTR_SKIP 0x37 /* compression (0x07), transactional (0x10), control (0x20) */
+#define ATTR_DELETE_HORIZON 0x40
+#define OMAP_ENTRY 24
+
+static inline uint64_t
+rd64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline uint32_t
+rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+typedef struct {
+    Py_ssize_t size;
+    int64_t base_offset, last_offset, base_ts, max_ts, pid;
+    int32_t count;
+    int attrs;
+} plain_header;
+
+/* batch_runs._plain_header: 1 if the batch at b (n bytes left) is plain (header, CRC). */
+static int
+plain_header_at(const uint8_t *b, Py_ssize_t n, plain_header *h)
+{
+    if (n < BATCH_OVERHEAD)
+        return 0;
+    int64_t size = 12 + (int64_t)(int32_t)rd32(b + 8);
+    if (size < BATCH_OVERHEAD || size > n || b[16] != 2)
+        return 0;
+    int attrs = (int)(int16_t)(b[21] << 8 | b[22]);
+    int32_t count = (int32_t)rd32(b + 57);
+    if ((attrs & ATTR_SKIP) || count < 0)
+        return 0;
+    h->base_offset = (int64_t)rd64(b);
+    if (__builtin_add_overflow(h->base_offset, (int64_t)(int32_t)rd32(b + 23), &h->last_offset)
+        || h->last_offset == INT64_MAX)
+        return 0; /* next_offset must be an int64 too */
+    if (tl_crc32c(b + CRC_START, (size_t)(size - CRC_START)) != rd32(b + 17))
+        return 0;
+    h->size = (Py_ssize_t)size;
+    h->attrs = attrs;
+    h->count = count;
+    h->base_ts = (int64_t)rd64(b + 27);
+    h->max_ts = (int64_t)rd64(b + 35);
+    h->pid = (int64_t)rd64(b + 43);
+    return 1;
+}
+
+/* An unsigned varint of at most ``maxb`` bytes before ``end``: 0, or -1. */
+static inline int
+uvarint(const uint8_t *b, Py_ssize_t end, Py_ssize_t *pos, int maxb, uint64_t *out)
+{
+    uint64_t r = 0;
+    Py_ssize_t p = *pos;
+    for (int i = 0; i < maxb; i++) {
+        if (p >= end)
+            return -1;
+        uint8_t c = b[p++];
+        r |= (uint64_t)(c & 0x7F) << (7 * i);
+        if (c < 0x80) {
+            *pos = p;
+            *out = r;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static inline int64_t
+zz(uint64_t raw)
+{
+    return (int64_t)(raw >> 1) ^ -(int64_t)(raw & 1);
+}
+
+typedef struct {
+    int64_t offset;
+    Py_ssize_t key; /* position of the key in the payload, or -1: no key */
+    Py_ssize_t klen;
+    int has_value;
+} plain_record;
+
+/* batch_runs._plain_records: the records of a payload, read strictly (length, offset delta
+ * and key length in at most 5 varint bytes, the timestamp delta in at most 10, every field
+ * inside its record); 1 if all ``count`` records end exactly at the payload's end. */
+static int
+plain_records(const uint8_t *p, Py_ssize_t n, int32_t count, int64_t base, plain_record *out)
+{
+    Py_ssize_t pos = 0;
+    uint64_t raw;
+    for (int32_t i = 0; i < count; i++) {
+        if (uvarint(p, n, &pos, 5, &raw) < 0)
+            return 0;
+        int64_t len = zz(raw);
+        if (len < 0 || len > n - pos)
+            return 0;
+        Py_ssize_t end = pos + (Py_ssize_t)len, q = pos + 1; /* past the attributes */
+        if (uvarint(p, end, &q, 10, &raw) < 0 || uvarint(p, end, &q, 5, &raw) < 0)
+            return 0;
+        int64_t delta = zz(raw), off;
+        if (__builtin_add_overflow(base, delta, &off) || uvarint(p, end, &q, 5, &raw) < 0)
+            return 0;
+        int64_t klen = zz(raw);
+        if (klen < -1 || klen > end - q)
+            return 0;
+        out[i].offset = off;
+        out[i].key = klen >= 0 ? q : -1;
+        out[i].klen = klen >= 0 ? (Py_ssize_t)klen : 0;
+        if (klen > 0)
+            q += (Py_ssize_t)klen;
+        if (q >= end)
+            return 0;
+        out[i].has_value = p[q] != 1;
+        pos = end;
+    }
+    return pos == n;
+}
+
+/* Per-call scratch: the records of one batch and their digests. */
+typedef struct {
+    plain_record *recs;
+    tl_key_ref *keys;
+    Py_ssize_t *at;
+    uint8_t (*digest)[16];
+    Py_ssize_t cap;
+} scratch;
+
+static int
+scratch_reserve(scratch *s, Py_ssize_t n)
+{
+    if (n <= s->cap)
+        return 0;
+    Py_ssize_t cap = n < 256 ? 256 : n;
+    plain_record *r = PyMem_Realloc(s->recs, (size_t)cap * sizeof(*r));
+    if (r != NULL)
+        s->recs = r;
+    tl_key_ref *k = PyMem_Realloc(s->keys, (size_t)cap * sizeof(*k));
+    if (k != NULL)
+        s->keys = k;
+    Py_ssize_t *a = PyMem_Realloc(s->at, (size_t)cap * sizeof(*a));
+    if (a != NULL)
+        s->at = a;
+    uint8_t (*d)[16] = PyMem_Realloc(s->digest, (size_t)cap * 16);
+    if (d != NULL)
+        s->digest = d;
+    if (r == NULL || k == NULL || a == NULL || d == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    s->cap = cap;
+    return 0;
+}
+
+static void
+scratch_free(scratch *s)
+{
+    PyMem_Free(s->recs);
+    PyMem_Free(s->keys);
+    PyMem_Free(s->at);
+    PyMem_Free(s->digest);
+}
+
+/* Digests of the chosen records' keys (want[i] != 0), each first slot prefetched; s->at[i]
+ * is the index of record i's digest. */
+static void
+hash_keys(scratch *s, const uint8_t *payload, int32_t count, const char *want,
+          const uint8_t *map, long long slots)
+{
+    Py_ssize_t k = 0;
+    for (int32_t i = 0; i < count; i++) {
+        if (!want[i])
+            continue;
+        s->keys[k].p = payload + s->recs[i].key;
+        s->keys[k].n = (size_t)s->recs[i].klen;
+        s->at[i] = k++;
+    }
+    tl_md5_keys(s->keys, k, s->digest);
+    for (Py_ssize_t j = 0; j < k; j++)
+        __builtin_prefetch(map + (rd32(s->digest[j]) % (uint64_t)slots) * OMAP_ENTRY);
+}
+
+static int
+map_buffer(PyObject *map, Py_buffer *mb, long long slots, int writable)
+{
+    if (PyObject_GetBuffer(map, mb, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return -1;
+    if (slots < 1 || mb->len < slots * OMAP_ENTRY) {
+        PyBuffer_Release(mb);
+        PyErr_SetString(PyExc_ValueError, "offset map buffer smaller than its slots");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+append_pos(PyObject *list, long long pos)
+{
+    PyObject *v = PyLong_FromLongLong(pos);
+    int rc = v == NULL ? -1 : PyList_Append(list, v);
+    Py_XDECREF(v);
+    return rc;
+}
+
+/* -- pass 1: the offset map ------------------------------------------------------------ */
+
+typedef struct {
+    long long start, entries, max_entries, track;
+    long long read, added, probes, lookups, latest;
+    int full, overflow, any_latest;
+} map_state;
+
+/* Put one plain batch's keyed records from ``start`` (SkimpyOffsetMap.put_records). */
+static int
+map_batch(scratch *s, const uint8_t *payload, int32_t count, uint8_t *map, long long slots,
+          map_state *m, PyObject *positions, char *want)
+{
+    for (int32_t i = 0; i < count; i++)
+        want[i] = s->recs[i].key >= 0 && s->recs[i].offset >= m->start;
+    hash_keys(s, payload, count, want, map, slots);
+    for (int32_t i = 0; i < count; i++) {
+        if (want[i]) {
+            if (m->entries + m->added >= m->max_entries) {
+                m->full = 1;
+                return 0;
+            }
+            int found;
+            long long p, pos = tl_omap_find(map, slots, s->digest[s->at[i]], &found, &p);
+            m->lookups++;
+            m->probes += p;
+            if (pos < 0) {
+                m->overflow = 1;
+                return 0;
+            }
+            if (!found) {
+                memcpy(map + pos, s->digest[s->at[i]], 16);
+                m->added++;
+                if (m->entries + m->added <= m->track && append_pos(positions, pos) < 0)
+                    return -1;
+            }
+            uint64_t v = (uint64_t)s->recs[i].offset;
+            for (int j = 0; j < 8; j++)
+                map[pos + 16 + j] = (uint8_t)(v >> (56 - 8 * j));
+            m->latest = s->recs[i].offset;
+            m->any_latest = 1;
+        }
+        m->read++;
+    }
+    return 0;
+}
+
+PyObject *
+tl_clean_map_run(PyObject *self, PyObject *args)
+{
+    Py_buffer view, mb;
+    Py_ssize_t off;
+    PyObject *map;
+    long long slots;
+    map_state m = {0};
+    if (!PyArg_ParseTuple(args, "y*nOLLLLL:clean_map_run", &view, &off, &map, &slots, &m.start,
+                          &m.entries, &m.max_entries, &m.track))
+        return NULL;
+    if (off < 0 || off > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
+        return NULL;
+    }
+    if (map_buffer(map, &mb, slots, 1) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    scratch s = {0};
+    char *want = NULL;
+    PyObject *positions = PyList_New(0), *result = NULL;
+    long long batches = 0, nbytes = 0, last_offset = 0;
+    const uint8_t *b = view.buf;
+    plain_header h;
+    while (positions != NULL && plain_header_at(b + off, view.len - off, &h)) {
+        if (scratch_reserve(&s, h.count) < 0)
+            goto done;
+        char *w = PyMem_Realloc(want, (size_t)(s.cap ? s.cap : 1));
+        if (w == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        want = w;
+        const uint8_t *payload = b + off + BATCH_OVERHEAD;
+        if (!plain_records(payload, h.size - BATCH_OVERHEAD, h.count, h.base_offset, s.recs))
+            break;
+        batches++;
+        nbytes += h.size;
+        off += h.size;
+        last_offset = h.last_offset;
+        if (map_batch(&s, payload, h.count, (uint8_t *)mb.buf, slots, &m, positions, want) < 0)
+            goto done;
+        if (m.full || m.overflow)
+            break;
+        if (h.last_offset >= m.start) {
+            m.latest = h.last_offset;
+            m.any_latest = 1;
+        }
+    }
+    if (positions == NULL)
+        goto done;
+    PyObject *latest = m.any_latest ? PyLong_FromLongLong(m.latest) : Py_NewRef(Py_None);
+    PyObject *last = batches ? PyLong_FromLongLong(last_offset) : Py_NewRef(Py_None);
+    if (latest != NULL && last != NULL)
+        result = Py_BuildValue("(nLLLNLLLNONi)", off, batches, nbytes, m.read,
+                               PyBool_FromLong(m.full), m.added, m.probes, m.lookups, latest,
+                               positions, last, m.overflow);
+    else {
+        Py_XDECREF(latest);
+        Py_XDECREF(last);
+    }
+done:
+    Py_XDECREF(positions);
+    PyMem_Free(want);
+    scratch_free(&s);
+    PyBuffer_Release(&mb);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* -- pass 2: the filter ---------------------------------------------------------------- */
+
+typedef struct {
+    long long latest, now, upper, group_end;
+    PyObject *last_data; /* {producer id: last data offset} of the active producers */
+} filter_args;
+
+/* A producer's last batch, or the round's or group's last one: kept as an empty header
+ * when nothing in it is kept (the reference code writes that header). */
+static int
+retain_empty(const plain_header *h, const filter_args *a)
+{
+    int64_t next = h->last_offset + 1;
+    if (next == a->upper || next == a->group_end)
+        return 1;
+    if (h->pid < 0)
+        return 0;
+    PyObject *k = PyLong_FromLongLong(h->pid);
+    if (k == NULL)
+        return -1;
+    PyObject *v = PyDict_GetItemWithError(a->last_data, k);
+    Py_DECREF(k);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    long long last = PyLong_AsLongLong(v);
+    if (last == -1 && PyErr_Occurred())
+        return -1;
+    return last == h->last_offset;
+}
+
+/* Records of one plain batch kept by _CleanerFilter.retain_records: kept count (or -1 when
+ * a tombstone is kept in a batch without a delete horizon: it needs rebuilding), with
+ * its lookups, probes and keyless records. */
+static long long
+keep_count(scratch *s, const uint8_t *payload, const plain_header *h, const uint8_t *map,
+           long long slots, const filter_args *a, char *want, long long *lookups,
+           long long *probes, long long *invalid)
+{
+    int has_horizon = (h->attrs & ATTR_DELETE_HORIZON) != 0;
+    int tombstones_kept = !has_horizon || a->now < h->base_ts;
+    for (int32_t i = 0; i < h->count; i++)
+        want[i] = s->recs[i].offset <= a->latest && s->recs[i].key >= 0;
+    hash_keys(s, payload, h->count, want, map, slots);
+    long long kept = 0;
+    int tombstone = 0;
+    for (int32_t i = 0; i < h->count; i++) {
+        const plain_record *r = &s->recs[i];
+        int keep;
+        if (r->offset > a->latest) {
+            keep = 1;
+        } else if (r->key < 0) {
+            (*invalid)++;
+            keep = 0;
+        } else {
+            int found;
+            long long p, pos = tl_omap_find(map, slots, s->digest[s->at[i]], &found, &p);
+            long long stored = -1;
+            if (pos >= 0 && found)
+                stored = (long long)rd64(map + pos + 16);
+            (*lookups)++;
+            *probes += p;
+            keep = r->offset >= stored && (r->has_value || tombstones_kept);
+        }
+        if (keep) {
+            kept++;
+            tombstone |= !r->has_value;
+        }
+    }
+    return tombstone && !has_horizon ? -1 : kept;
+}
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} growing;
+
+static int
+grow_append(growing *g, const uint8_t *src, size_t n)
+{
+    if (g->n + n > g->cap) {
+        size_t cap = g->cap ? g->cap : 65536;
+        while (cap < g->n + n)
+            cap *= 2;
+        uint8_t *p = PyMem_Realloc(g->p, cap);
+        if (p == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        g->p = p;
+        g->cap = cap;
+    }
+    memcpy(g->p + g->n, src, n);
+    g->n += n;
+    return 0;
+}
+
+PyObject *
+tl_clean_filter_run(PyObject *self, PyObject *args)
+{
+    Py_buffer view, mb;
+    Py_ssize_t off;
+    PyObject *map;
+    long long slots, budget, max_ts;
+    filter_args a;
+    if (!PyArg_ParseTuple(args, "y*nOLLLLLO!LL:clean_filter_run", &view, &off, &map, &slots,
+                          &a.latest, &a.now, &a.upper, &a.group_end, &PyDict_Type,
+                          &a.last_data, &budget, &max_ts))
+        return NULL;
+    if (off < 0 || off > view.len) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
+        return NULL;
+    }
+    if (map_buffer(map, &mb, slots, 0) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    scratch s = {0};
+    growing out = {0};
+    char *want = NULL;
+    PyObject *result = NULL;
+    long long batches = 0, nread = 0, messages = 0, retained = 0, bytes_retained = 0,
+              shallow = -1, max_offset = -1, written = -1, last = 0, invalid = 0,
+              lookups = 0, probes = 0;
+    int any_written = 0, raised = 0;
+    const uint8_t *b = view.buf;
+    plain_header h;
+    while (nread < budget && plain_header_at(b + off, view.len - off, &h)) {
+        if (scratch_reserve(&s, h.count) < 0)
+            goto done;
+        char *w = PyMem_Realloc(want, (size_t)(s.cap ? s.cap : 1));
+        if (w == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        want = w;
+        const uint8_t *payload = b + off + BATCH_OVERHEAD;
+        if (!plain_records(payload, h.size - BATCH_OVERHEAD, h.count, h.base_offset, s.recs))
+            break;
+        long long lk = 0, pr = 0, inv = 0;
+        long long kept = keep_count(&s, payload, &h, mb.buf, slots, &a, want, &lk, &pr, &inv);
+        if (kept == 0) {
+            int r = retain_empty(&h, &a);
+            if (r < 0)
+                goto done;
+            if (r)
+                break; /* an empty header: the reference code writes it */
+        } else if (kept != h.count) {
+            break; /* partly kept, or a tombstone needing a horizon: rebuilt by the reference */
+        } else {
+            if (grow_append(&out, b + off, (size_t)h.size) < 0)
+                goto done;
+            if (h.max_ts > max_ts) {
+                max_ts = h.max_ts;
+                shallow = h.last_offset;
+                raised = 1;
+            }
+            if (h.last_offset > max_offset)
+                max_offset = h.last_offset;
+            retained += kept;
+            bytes_retained += h.size;
+            written = h.last_offset;
+            any_written = 1;
+        }
+        batches++;
+        nread += h.size;
+        messages += h.count;
+        invalid += inv;
+        lookups += lk;
+        probes += pr;
+        last = h.last_offset;
+        off += h.size;
+    }
+    PyObject *w_obj = any_written ? PyLong_FromLongLong(written) : Py_NewRef(Py_None);
+    PyObject *l_obj = batches ? PyLong_FromLongLong(last) : Py_NewRef(Py_None);
+    PyObject *s_obj = raised ? PyLong_FromLongLong(shallow) : Py_NewRef(Py_None);
+    if (w_obj != NULL && l_obj != NULL && s_obj != NULL)
+        result = Py_BuildValue("(nLLLy#LLLNLNLLLN)", off, batches, nread, messages,
+                               (const char *)(out.p ? out.p : (uint8_t *)""), (Py_ssize_t)out.n,
+                               retained, bytes_retained, max_ts, s_obj, max_offset, w_obj,
+                               invalid, lookups, probes, l_obj);
+    else {
+        Py_XDECREF(w_obj);
+        Py_XDECREF(l_obj);
+        Py_XDECREF(s_obj);
+    }
+done:
+    PyMem_Free(want);
+    PyMem_Free(out.p);
+    scratch_free(&s);
+    PyBuffer_Release(&mb);
+    PyBuffer_Release(&view);
+    return result;
+}

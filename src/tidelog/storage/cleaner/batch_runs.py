@@ -1,0 +1,344 @@
+"""Runs of plain batches: the cleaner's two passes without Python work per batch or record.
+
+Most batches a cleaner reads are *plain*: whole, a good header and CRC, uncompressed, neither
+transactional nor control, with records written the way Kafka writes them. For a run of such
+batches the map pass only hashes keys into the offset map, and the filter pass only drops a
+batch (nothing kept) or copies it unchanged (everything kept). ``map_run`` and
+``filter_run`` do exactly that over a chunk of a segment, in the native core
+(``_core.clean_map_run`` / ``clean_filter_run``) or in their pure-Python twins here
+(``map_run_py`` / ``filter_run_py``), and stop *before* the first batch they do not take
+that way: a malformed, compressed, transactional or control batch, a partly kept one (it is
+rebuilt), one keeping a tombstone without a delete horizon, or an emptied one that must stay
+as a header. The cleaner hands that one batch to its reference per-batch code (Kafka's
+``Cleaner``: ``_map_batch`` / ``filter_batch``), which raises the exact error or handles
+the rare case, then resumes the run. A run never raises for what it reads.
+
+What a run does to the map, the counters and the output is what the reference code does to
+them for the same batches; tests hold the twins to each other and whole cleanings to the
+reference code alone.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple
+
+from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch, crc32c
+from tidelog.records.batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CRC_START,
+    DELETE_HORIZON_MASK,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    TRANSACTIONAL_MASK,
+)
+from tidelog.records.errors import CorruptRecordError
+
+from ..file_records import BATCH_CHUNK, FileRecords, parse_header
+from .offset_map import SkimpyOffsetMap
+
+Buffer = bytes | bytearray | memoryview
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_LENGTH = struct.Struct(">i")
+_SKIP = COMPRESSION_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+class MapRun(NamedTuple):
+    end: int  # buffer offset after the last batch taken
+    batches: int
+    bytes: int  # map_bytes_read
+    read: int  # map_messages_read
+    full: bool  # the map reached max_entries (its last batch was partly mapped)
+    last_offset: int | None  # of the last batch taken
+
+
+class FilterRun(NamedTuple):
+    end: int
+    batches: int
+    bytes_read: int
+    messages_read: int
+    output: bytes  # the batches kept, unchanged
+    messages_retained: int
+    bytes_retained: int
+    max_timestamp: int  # the caller's max_timestamp, raised by the batches kept
+    shallow_offset: int | None  # last offset of the batch that raised it, None: not raised
+    max_offset: int  # -1 if nothing kept
+    last_written: int | None  # last offset of the last batch kept
+    invalid: int  # keyless records below the map's latest offset (invalid_messages_read)
+    last_offset: int | None  # of the last batch taken
+
+
+# -- the plain batch and its records (the C twin: _native/cleaner_runs.c) -------------------
+def _plain_header(buf: memoryview, off: int) -> tuple[int, int, int, int, int, int, int, int] | None:
+    """(size, base offset, last offset, base timestamp, max timestamp, producer id, count,
+    attributes) of the batch at ``off`` if it is plain, else None."""
+    n = len(buf) - off
+    if n < RECORD_BATCH_OVERHEAD:
+        return None
+    base, length, _epoch, magic, crc, attrs, delta, base_ts, max_ts, pid, _pe, _seq, count = \
+        _HEADER.unpack_from(buf, off)
+    size = LOG_OVERHEAD + length
+    if size < RECORD_BATCH_OVERHEAD or size > n or magic != MAGIC_V2:
+        return None
+    if attrs & _SKIP or count < 0:
+        return None
+    last = base + delta
+    if not _INT64_MIN <= last < _INT64_MAX:  # next_offset must be an int64 too
+        return None
+    if crc32c(buf[off + CRC_START : off + size]) != crc:
+        return None
+    return size, base, last, base_ts, max_ts, pid, count, attrs
+
+
+def _uvarint(b: memoryview, end: int, pos: int, max_bytes: int) -> tuple[int, int] | None:
+    raw = 0
+    for i in range(max_bytes):
+        if pos >= end:
+            return None
+        c = b[pos]
+        pos += 1
+        raw |= (c & 0x7F) << (7 * i)
+        if c < 0x80:
+            return raw, pos
+    return None
+
+
+def _plain_records(b: memoryview, pos: int, n: int, count: int, base: int
+                   ) -> list[tuple[int, int, int, bool]] | None:
+    """(offset, key position or -1, key length, has value) of each record of the payload
+    ``b[pos:n]``, read strictly: length, offset delta and key length in at most 5 varint
+    bytes, the timestamp delta in at most 10, every field inside its record. None if any
+    record is not so, or the records do not end exactly at ``n``. What it accepts,
+    batch_filter.scan_records reads alike."""
+    out = []
+    for _ in range(count):
+        v = _uvarint(b, n, pos, 5)
+        if v is None:
+            return None
+        length = (v[0] >> 1) ^ -(v[0] & 1)
+        if length < 0 or length > n - v[1]:
+            return None
+        end = v[1] + length
+        ts = _uvarint(b, end, v[1] + 1, 10)  # the timestamp delta, after the attributes
+        d = _uvarint(b, end, ts[1], 5) if ts is not None else None
+        k = _uvarint(b, end, d[1], 5) if d is not None else None
+        if d is None or k is None:
+            return None
+        offset = base + ((d[0] >> 1) ^ -(d[0] & 1))
+        klen = (k[0] >> 1) ^ -(k[0] & 1)
+        q = k[1]
+        if not _INT64_MIN <= offset <= _INT64_MAX or klen < -1 or klen > end - q:
+            return None
+        key = q if klen >= 0 else -1
+        q += max(klen, 0)
+        if q >= end:
+            return None
+        out.append((offset, key, max(klen, 0), b[q] != 1))
+        pos = end
+    return out if pos == n else None
+
+
+# -- pass 1: the offset map -----------------------------------------------------------------
+def map_run_py(omap: SkimpyOffsetMap, buf: Buffer, off: int, start: int, max_entries: int
+               ) -> MapRun:
+    """Map the run of plain batches at ``off``: what Cleaner._map_batch does for each, the
+    throttle and stats left to the caller (who adds the run's bytes and records)."""
+    b = memoryview(buf)
+    batches = nbytes = read = 0
+    last = None
+    while (h := _plain_header(b, off)) is not None:
+        size, base, last_off, _bts, _mts, _pid, count, _attrs = h
+        p0 = off + RECORD_BATCH_OVERHEAD
+        recs = _plain_records(b, p0, off + size, count, base)
+        if recs is None:
+            break
+        batches, nbytes, off, last = batches + 1, nbytes + size, off + size, last_off
+        for offset, key, klen, _hv in recs:
+            if key >= 0 and offset >= start:
+                if len(omap) >= max_entries:
+                    return MapRun(off, batches, nbytes, read, True, last)
+                omap.put(b[key : key + klen], offset)
+            read += 1
+        if last_off >= start:
+            omap.update_latest_offset(last_off)
+    return MapRun(off, batches, nbytes, read, False, last)
+
+
+def _map_run_native(omap: SkimpyOffsetMap, buf: Buffer, off: int, start: int,
+                    max_entries: int) -> MapRun:
+    native: Any = omap.native
+    buffer, slots, entries, track = omap.native_state()
+    (end, batches, nbytes, read, full, added, probes, lookups, latest, positions, last,
+     overflow) = native.clean_map_run(buf, off, buffer, slots, start, entries, max_entries,
+                                      track)
+    omap.apply_native_puts(added, probes, lookups, positions, latest, overflow)
+    return MapRun(end, batches, nbytes, read, bool(full), last)
+
+
+def map_run(omap: SkimpyOffsetMap, buf: Buffer, off: int, start: int, max_entries: int
+            ) -> MapRun:
+    """The native run at ``off``; on the Python core an empty run, so that every batch goes
+    through the reference per-batch code (``map_run_py`` is the native run's twin, held to
+    it by tests, but slower in Python than the reference code's own loops)."""
+    if omap.native is not None:
+        return _map_run_native(omap, buf, off, start, max_entries)
+    return MapRun(off, 0, 0, 0, False, None)
+
+
+# -- pass 2: the filter ---------------------------------------------------------------------
+class FilterParams(NamedTuple):
+    """The cleaning pass's facts a run needs (the _CleanerFilter's)."""
+
+    latest: int  # the offset map's latest offset
+    now: int
+    upper_bound: int
+    group_end: int
+    last_data: dict[int, int]  # producer id -> last data offset, of the active producers
+
+
+def filter_run_py(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams,
+                  budget: int, max_ts: int) -> FilterRun:
+    """Filter the run of plain batches at ``off`` until ``budget`` bytes are read: what
+    filter_batch does for each batch it drops (nothing kept, no header to keep) or copies
+    unchanged (everything kept, no delete horizon to set)."""
+    b = memoryview(buf)
+    batches = nread = messages = retained = bytes_retained = invalid = 0
+    shallow: int | None = None
+    max_offset, written, last = -1, None, None
+    out = bytearray()
+    while nread < budget and (h := _plain_header(b, off)) is not None:
+        size, base, last_off, base_ts, bmax_ts, pid, count, attrs = h
+        recs = _plain_records(b, off + RECORD_BATCH_OVERHEAD, off + size, count, base)
+        if recs is None:
+            break
+        kept, inv, lookups, probes = _keep_count(omap, b, recs, fp, attrs, base_ts)
+        if kept == 0:
+            if last_off + 1 in (fp.upper_bound, fp.group_end) or \
+                    (pid >= 0 and fp.last_data.get(pid) == last_off):
+                break  # an empty header stays: the reference code writes it
+        elif kept != count:
+            break  # partly kept, or a tombstone needing a horizon: rebuilt by the reference
+        else:
+            out += b[off : off + size]
+            if bmax_ts > max_ts:
+                max_ts, shallow = bmax_ts, last_off
+            max_offset = max(max_offset, last_off)
+            retained += kept
+            bytes_retained += size
+            written = last_off
+        omap.count_lookups(lookups, probes)
+        batches, nread, messages, invalid = batches + 1, nread + size, messages + count, \
+            invalid + inv
+        last, off = last_off, off + size
+    return FilterRun(off, batches, nread, messages, bytes(out), retained, bytes_retained,
+                     max_ts, shallow, max_offset, written, invalid, last)
+
+
+def _keep_count(omap: SkimpyOffsetMap, b: memoryview, recs: list[tuple[int, int, int, bool]],
+                fp: FilterParams, attrs: int, base_ts: int) -> tuple[int, int, int, int]:
+    """(records kept or -1 if a kept tombstone needs a delete horizon, keyless records
+    below latest, lookups, probes): _CleanerFilter.retain_records on one batch."""
+    has_horizon = bool(attrs & DELETE_HORIZON_MASK)
+    tombstones_kept = not has_horizon or fp.now < base_ts
+    latest = fp.latest
+    keys = [b[k : k + n] for o, k, n, _hv in recs if o <= latest and k >= 0]
+    found, probes = omap.peek_many(keys)
+    it = iter(found)
+    kept = invalid = 0
+    tombstone = False
+    for offset, key, _n, has_value in recs:
+        if offset > latest:
+            keep = True
+        elif key < 0:
+            invalid += 1
+            keep = False
+        else:
+            keep = offset >= next(it) and (has_value or tombstones_kept)
+        if keep:
+            kept += 1
+            tombstone |= not has_value
+    return (-1 if tombstone and not has_horizon else kept), invalid, len(keys), probes
+
+
+def _filter_run_native(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams,
+                       budget: int, max_ts: int) -> FilterRun:
+    native: Any = omap.native
+    buffer, slots, _entries, _track = omap.native_state()
+    r = native.clean_filter_run(buf, off, buffer, slots, fp.latest, fp.now, fp.upper_bound,
+                                fp.group_end, fp.last_data, budget, max_ts)
+    (end, batches, nread, messages, output, retained, bytes_retained, max_ts, shallow,
+     max_offset, written, invalid, lookups, probes, last) = r
+    omap.count_lookups(lookups, probes)
+    return FilterRun(end, batches, nread, messages, output, retained, bytes_retained, max_ts,
+                     shallow, max_offset, written, invalid, last)
+
+
+def filter_run(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams, budget: int,
+               max_ts: int) -> FilterRun:
+    """As ``map_run``: native, or empty on the Python core (``filter_run_py`` is the twin)."""
+    if omap.native is not None:
+        return _filter_run_native(omap, buf, off, fp, budget, max_ts)
+    return FilterRun(off, 0, 0, 0, b"", 0, 0, max_ts, None, -1, None, 0, None)
+
+
+# -- reading a segment in chunks ------------------------------------------------------------
+class SegmentReader:
+    """One segment's `.log` in chunks of about 1 MiB: runs take the chunk holding a position,
+    the reference code takes one batch, read and checked exactly as
+    FileRecords.batches(validate=True) yields it."""
+
+    def __init__(self, records: FileRecords) -> None:
+        self._records = records
+        self._path = str(records.file)
+        self._limit = records.size_in_bytes
+        self._buf = memoryview(b"")
+        self._start = 0
+
+    def _read(self, pos: int, size: int) -> None:
+        self._buf = memoryview(self._records.slice(pos, size).read())
+        self._start = pos
+
+    def chunk(self, pos: int) -> tuple[memoryview, int] | None:
+        """(buffer, offset of ``pos`` in it) holding the whole batch at ``pos`` when its
+        length says it fits the file; None once no header can follow."""
+        left = self._limit - pos
+        if left <= HEADER_SIZE_UP_TO_MAGIC:
+            return None
+        off = pos - self._start
+        if off < 0 or off + RECORD_BATCH_OVERHEAD > len(self._buf):
+            self._read(pos, min(BATCH_CHUNK, left))
+            off = 0
+        if len(self._buf) - off >= LOG_OVERHEAD:
+            size = LOG_OVERHEAD + _LENGTH.unpack_from(self._buf, off + 8)[0]
+            if len(self._buf) - off < size <= left:
+                self._read(pos, max(size, min(BATCH_CHUNK, left)))
+                off = 0
+        return self._buf, off
+
+    def batch(self, pos: int) -> RecordBatch | None:
+        """The batch at ``pos`` (CorruptRecordError as FileRecords.batches raises it), or None
+        at the end or before a partial trailing batch."""
+        left = self._limit - pos
+        if left <= HEADER_SIZE_UP_TO_MAGIC:
+            return None
+        off = pos - self._start
+        if off < 0 or off + RECORD_BATCH_OVERHEAD > len(self._buf):
+            self._read(pos, min(BATCH_CHUNK, left))
+            off = 0
+        h = parse_header(self._buf, off, pos, left, self._path)
+        if h is None:
+            return None
+        if off + h.size > len(self._buf):
+            self._read(pos, max(h.size, min(BATCH_CHUNK, left)))
+            off = 0
+        view = self._buf[off : off + h.size]
+        if crc32c(view[CRC_START:]) != h.crc:
+            raise CorruptRecordError(
+                f"CRC mismatch: stored 0x{h.crc:08x}, computed "
+                f"0x{crc32c(view[CRC_START:]):08x}", pos, self._path,
+            )
+        return RecordBatch(view, pos)
