@@ -1,27 +1,45 @@
-"""Group commit for durable logs: one fsync per log per event-loop turn.
+"""Group commit for durable logs: appends share fsyncs, and the fsync leaves the event loop.
 
 A log whose ``flush.messages`` is reached by a produce append (``flush.messages=1``: every
 append) is fsynced inline by the storage layer when the log is used on its own. On the
-broker's produce path the fsync is deferred instead: every append of one event-loop turn,
-from every connection, registers its log here; at the end of the turn (``call_soon``: after
-every handler step already scheduled) each registered log is flushed once, then its high
-watermark advances and delayed fetches wake, and only then do the producers' responses go
-out. Kafka fsyncs inside each append; the guarantee is the same (acks=1/all answered only
-once the records are on disk, nothing readable by consumers before), the fsync is shared.
+broker's produce path the fsync is deferred instead and shared (classic group commit):
 
-All calls happen on the broker's event-loop thread.
+* every append registers its log here; at the end of the event-loop turn (``call_soon``:
+  after every handler step already scheduled) a flush *round* starts for each registered
+  log that has none in flight: its target is the log end offset at that moment, and the
+  fsyncs run on a worker thread (``Log.flush_outside_lock``), so the loop keeps receiving,
+  validating and appending while the disk works;
+* appends that arrive while a log's round is in flight join that log's *next* round, which
+  starts as soon as the current one ends: one fsync covers everything that arrived during
+  the previous one, however many connections sent it;
+* when a round ends (on the loop) the high watermark advances to the round's target (never
+  past it: later records are not on disk yet), delayed fetches wake, and only then are the
+  producers of that round answered. A failed round answers its producers and the next
+  round's with the error (the log dir failure path takes the dir offline): an append made
+  after a failed fsync is never acknowledged.
+
+Kafka fsyncs inside each append; the guarantee is the same (acks=1/all answered only once
+the records are on disk, nothing readable by consumers before), the fsync is shared.
+State is touched only on the broker's event-loop thread; the worker threads only fsync.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tidelog.storage.errors import KafkaStorageError
 from tidelog.util.topic_partition import TopicPartition
 
-# Called after a successful flush (advance the HW, wake fetches), or with the error.
-Completion = Callable[[TopicPartition, Any, BaseException | None], None]
+# Called on the loop when a round ended: (partition, log, the offset now on disk, or the
+# error). On success the caller advances the HW to that offset and wakes fetches.
+Completion = Callable[[TopicPartition, Any, int, BaseException | None], None]
+# Rounds of different logs run in parallel (the disk queues them); one log has at most one.
+FLUSH_THREADS = 4
+
+Waiter = asyncio.Future[BaseException | None]
 
 
 def flush_due(lg: Any) -> bool:
@@ -30,44 +48,82 @@ def flush_due(lg: Any) -> bool:
 
 
 class GroupCommit:
-    """Pending flushes of the current event-loop turn, keyed by partition."""
+    """Per partition: the round in flight (if any) and the next one being gathered."""
 
     def __init__(self, on_flushed: Completion) -> None:
         self._on_flushed = on_flushed
         # per partition: its log and the future its producers wait on (result: the error)
-        self._pending: dict[TopicPartition, tuple[Any, asyncio.Future[BaseException | None]]] = {}
+        self._next: dict[TopicPartition, tuple[Any, Waiter]] = {}
+        self._in_flight: set[TopicPartition] = set()
         self._scheduled = False
-        self.flushes = 0  # fsync rounds done (one per log per turn), for tests and benches
+        self._pool: ThreadPoolExecutor | None = None
+        self._stopped = False
+        self.flushes = 0  # rounds done (one fsync of each file per round), for tests, benches
 
     def add(self, tp: TopicPartition, lg: Any) -> None:
-        """Register ``lg`` (just appended to) for the flush at the end of this turn."""
-        if tp in self._pending:
+        """Register ``lg`` (just appended to) for its next flush round."""
+        if tp in self._next:
             return
         loop = asyncio.get_running_loop()
-        self._pending[tp] = (lg, loop.create_future())
-        if not self._scheduled:
+        self._next[tp] = (lg, loop.create_future())
+        if tp not in self._in_flight and not self._scheduled:
             self._scheduled = True
-            loop.call_soon(self._run)
+            loop.call_soon(self._start_gathered)
 
-    def waiter(self, tp: TopicPartition) -> asyncio.Future[BaseException | None] | None:
-        """The future resolved when ``tp``'s pending flush is done (None if none pending).
+    def waiter(self, tp: TopicPartition) -> Waiter | None:
+        """The future of the round that covers ``tp``'s latest append (None if none pending).
 
-        Its result is None on success or the flush's exception: never an exception set on
-        the future, so an acks=0 append that nobody awaits leaves no unretrieved error.
+        Take it right after the append, before suspending: a round may start at any turn
+        after. Its result is None on success or the flush's exception: never an exception
+        set on the future, so an acks=0 append that nobody awaits leaves no unretrieved
+        error.
         """
-        entry = self._pending.get(tp)
+        entry = self._next.get(tp)
         return None if entry is None else entry[1]
 
-    def _run(self) -> None:
+    def shutdown(self) -> None:
+        """Wait for the rounds in flight (before the logs close under them); a round due
+        later fails its producers instead of starting."""
+        self._stopped = True
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _start_gathered(self) -> None:
         self._scheduled = False
-        pending, self._pending = self._pending, {}
-        for tp, (lg, fut) in pending.items():
-            error: BaseException | None = None
-            try:
-                lg.flush()
-                self.flushes += 1
-            except Exception as exc:  # the log dir failure path reports it; producers get it
-                error = exc
-            self._on_flushed(tp, lg, error)
-            if not fut.done():
-                fut.set_result(error)
+        for tp in [tp for tp in self._next if tp not in self._in_flight]:
+            self._start(tp)
+
+    def _start(self, tp: TopicPartition) -> None:
+        lg, waiter = self._next.pop(tp)
+        if self._stopped:
+            waiter.set_result(KafkaStorageError(f"{tp}: the broker is shutting down"))
+            return
+        target = lg.log_end_offset  # everything appended so far, on the loop
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="tidelog-fsync")
+        self._in_flight.add(tp)
+        loop = asyncio.get_running_loop()
+        done = loop.run_in_executor(self._pool, lg.flush_outside_lock, target)
+        done.add_done_callback(lambda f: self._finished(tp, lg, target, waiter, f))
+
+    def _finished(
+        self, tp: TopicPartition, lg: Any, target: int, waiter: Waiter, done: asyncio.Future[None]
+    ) -> None:
+        self._in_flight.discard(tp)
+        error: BaseException | None = (
+            asyncio.CancelledError() if done.cancelled() else done.exception()
+        )
+        if error is None:
+            self.flushes += 1
+        self._on_flushed(tp, lg, target, error)
+        if not waiter.done():
+            waiter.set_result(error)
+        if tp not in self._next:
+            return
+        if error is None:
+            self._start(tp)  # everything that arrived during this round, in one fsync
+            return
+        _, later = self._next.pop(tp)  # appended after a failed fsync: never acknowledged
+        if not later.done():
+            later.set_result(error)

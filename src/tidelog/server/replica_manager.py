@@ -100,6 +100,7 @@ class ReplicaManager:
                 self.logs.delete_log(tp)
 
     def shutdown(self) -> None:
+        self.group_commit.shutdown()  # no fsync in flight may outlive the logs
         for pool in (self._heavy_pool, self._admin_pool):
             if pool is not None:
                 pool.shutdown(wait=True)  # no append or admin work may outlive the logs
@@ -345,17 +346,21 @@ class ReplicaManager:
         self._advance_high_watermark(tp, lg)
         return info
 
-    def _advance_high_watermark(self, tp: TopicPartition, lg: Any) -> None:
-        # Single node: the leader is the whole ISR, so HW follows LEO at once.
-        lg.maybe_increment_high_watermark(lg.log_end_offset)
+    def _advance_high_watermark(self, tp: TopicPartition, lg: Any, upto: int | None = None) -> None:
+        # Single node: the leader is the whole ISR, so HW follows LEO at once (in durable
+        # mode: the offset a group commit round put on disk).
+        end = lg.log_end_offset
+        lg.maybe_increment_high_watermark(end if upto is None else min(upto, end))
         for fn in self._append_listeners:
             fn(tp)
 
-    def _on_group_flushed(self, tp: TopicPartition, lg: Any, error: BaseException | None) -> None:
+    def _on_group_flushed(
+        self, tp: TopicPartition, lg: Any, upto: int, error: BaseException | None
+    ) -> None:
         if error is not None:
             self._report_io_error(lg, error, f"flushing {tp}")
         else:
-            self._advance_high_watermark(tp, lg)
+            self._advance_high_watermark(tp, lg, upto)
 
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
         """Advance the log start offset to ``offset``; returns the new low watermark."""

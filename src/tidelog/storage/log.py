@@ -26,6 +26,7 @@ from .errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    StorageError,
     UnexpectedAppendOffsetError,
 )
 from .file_records import TimestampAndOffset
@@ -299,16 +300,52 @@ class Log:
         with self._io("flush"):
             if self._closed:
                 return
-            target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
-            if target <= self._recovery_point:
-                return
-            with LOG_FLUSH_STATS.time():  # Kafka times only flushes that write something
-                for seg in self._segments.values(self._recovery_point, target):
-                    seg.flush()
-                if target == self.log_end_offset:
-                    self._segments.active_segment.flush()
-                _fsync_dir(self._dir)
-            self._recovery_point = target
+            plan = self._flush_plan(offset)
+            if plan is not None:
+                _sync(plan[1], self._dir if plan[2] else None)
+                self._mark_flushed(plan[0])
+
+    def flush_outside_lock(self, offset: int) -> None:
+        """``flush`` with the fsyncs outside the log's lock, as Kafka's UnifiedLog.flush (the
+        lock only lists the segments and marks the recovery point): appends go on while the
+        disk flushes. For the broker's group commit, on a worker thread. Raises
+        KafkaStorageError on a failed fsync, or if the log was closed meanwhile (its records
+        are then not known to be on disk: never acknowledge them)."""
+        with self._io("flush"):
+            self._check_open()
+            plan = self._flush_plan(offset)
+        if plan is None:
+            return
+        try:
+            _sync(plan[1], self._dir if plan[2] else None)
+        except (OSError, StorageError) as e:
+            with self._lock:
+                closed = self._closed
+            if closed:  # closed under us (deleted, dir offline): not a disk error of its own
+                raise KafkaStorageError(f"The log for {self.name} was closed during its flush") \
+                    from None
+            raise KafkaStorageError(
+                f"Error while flush in dir {self._dir} ({self.name}): {e}") from e
+        with self._lock:
+            self._check_open()
+            self._mark_flushed(plan[0])
+
+    def _flush_plan(self, offset: int | None) -> tuple[int, list[LogSegment], bool] | None:
+        """(target, segments to fsync, whether the dir needs it too); None: nothing to do."""
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        point = self._recovery_point
+        if target <= point:
+            return None
+        segs = self._segments.values(point, target)
+        active = self._segments.active_segment
+        if target == self.log_end_offset and active not in segs:
+            segs.append(active)
+        # Kafka's LocalLog.flush: the dir only when a segment was created since the last flush
+        return target, segs, any(seg.base_offset >= point for seg in segs)
+
+    def _mark_flushed(self, target: int) -> None:
+        if target > self._recovery_point:  # a concurrent flush may have gone further
+            self._recovery_point = min(target, self.log_end_offset)
             self.last_flush_time = self.clock.milliseconds()
 
     # -- high watermark ------------------------------------------------------------------------
@@ -542,6 +579,14 @@ def _delete_all(segs: list[LogSegment]) -> None:
             seg.delete()
         except OSError:
             log.warning("Failed to delete %s", seg, exc_info=True)
+
+
+def _sync(segs: list[LogSegment], dir: Path | None) -> None:
+    with LOG_FLUSH_STATS.time():  # Kafka times only flushes that write something
+        for seg in segs:
+            seg.flush()
+        if dir is not None:
+            _fsync_dir(dir)
 
 
 def _fsync_dir(path: Path) -> None:

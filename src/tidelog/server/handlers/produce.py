@@ -19,6 +19,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .. import topic_admin
 from ..context import RequestContext
 from ..errors import to_error
+from ..group_commit import Waiter
 from ..quota import QuotaType
 from ..quota.wiring import has_quota, throttle, wait_until_unmuted
 from ..replica_manager import INTERNAL_TOPICS
@@ -48,7 +49,8 @@ def is_heavy(records: bytes) -> bool:
 
 
 async def _append(
-    ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int
+    ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int,
+    waits: list[tuple[ProducePartitionResult, Waiter]],
 ) -> ProducePartitionResult:
     rm = ctx.broker.replica_manager
     result = ProducePartitionResult(tp.partition)
@@ -93,6 +95,10 @@ async def _append(
     result.base_offset = info.first_offset
     result.log_append_time = info.log_append_time
     result.log_start_offset = info.log_start_offset
+    # taken before anything suspends: the round covering this append may start any turn now
+    waiter = rm.group_commit.waiter(tp)
+    if waiter is not None:
+        waits.append((result, waiter))
     return result
 
 
@@ -104,14 +110,9 @@ def _min_isr(ctx: RequestContext, tp: TopicPartition) -> int:
     return 1 if lg is None else int(lg.config.min_insync_replicas)
 
 
-async def _wait_group_commit(
-    ctx: RequestContext, topics: list[tuple[str, list[ProducePartitionResult]]]
-) -> None:
-    """Answer only after this turn's group commit flushed the partitions appended to
+async def _wait_group_commit(waits: list[tuple[ProducePartitionResult, Waiter]]) -> None:
+    """Answer only after the group commit round covering each append flushed its partition
     (``flush.messages`` reached; see server/group_commit.py); a failed flush fails them."""
-    gc = ctx.broker.replica_manager.group_commit
-    waits = [(p, fut) for name, parts in topics for p in parts
-             if p.error_code == 0 and (fut := gc.waiter(TopicPartition(name, p.index)))]
     for p, fut in waits:
         error = await fut
         if error is not None:
@@ -162,6 +163,7 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
     )
     ids: list[uuid.UUID] = []
+    waits: list[tuple[ProducePartitionResult, Waiter]] = []
     for t in request.topic_data:
         parts = []
         name, topic_id = _topic_of(ctx, t)
@@ -185,10 +187,10 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(refused)
             else:
                 parts.append(
-                    await _append(ctx, TopicPartition(name, p.index), p.records, acks)
+                    await _append(ctx, TopicPartition(name, p.index), p.records, acks, waits)
                 )
         topics.append((name, parts))
-    await _wait_group_commit(ctx, topics)
+    await _wait_group_commit(waits)
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     throttle_ms = throttle(ctx, QuotaType.PRODUCE, _request_bytes(request))
     if acks == 0:

@@ -297,16 +297,22 @@ class AbstractIndex:
         self.resize(self.max_index_size)
 
     def flush(self) -> None:
-        """fsync what was written since the last flush."""
-        if not (self._loaded and self._dirty):
-            return
+        """fsync what was written since the last flush. The fsync runs outside the index's
+        lock, so an append or a lookup never waits for the disk; an entry written meanwhile
+        marks the index dirty again for the next flush."""
         with self._lock:
+            if not (self._loaded and self._dirty):
+                return
+            self._dirty = False
+        try:
             fd = os.open(self._path, os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            self._dirty = False
+        except BaseException:
+            self._dirty = True  # still not known to be on disk
+            raise
 
     def close(self) -> None:
         """Trim and release the entries (no-op if never loaded)."""
