@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from tidelog.records import (
     CompressionType,
     ControlRecordType,
+    RecordBatch,
     RecordBatchBuilder,
     assemble_batch,
 )
@@ -157,14 +158,16 @@ def test_map_run_twins_agree(spec: Any, slots: int, cap: int, start: int,
 @SETTINGS
 @given(chunk_st, stored_st, st.integers(-1, 1030), st.sampled_from([0, 4999, 5000, 9000]),
        st.sampled_from([-1, 1001, 1003, 1 << 62]), st.integers(1, 3000),
-       st.sampled_from([-1, 0, 1003, 1 << 40]), st.booleans())
+       st.sampled_from([-1, 0, 1003, 1 << 40]), st.booleans(),
+       st.sampled_from([0, 10_000, (1 << 63) - 9001]))
 def test_filter_run_twins_agree(spec: Any, stored: list[tuple[bytes, int]], latest: int,
                                 now: int, upper: int, budget: int, max_ts: int,
-                                producer_last: bool) -> None:
+                                producer_last: bool, horizon_in: int) -> None:
+    """Drops, copies and rebuilds (records dropped, a horizon set, deltas re-encoded)."""
     buf = _chunk(spec)
     nat, py = _maps(16, stored)
     last_data = {7: 1001} if producer_last else {}
-    fp = batch_runs.FilterParams(latest, now, upper, -1, last_data)
+    fp = batch_runs.FilterParams(latest, now, now + horizon_in, upper, -1, last_data)
     got = _runs(batch_runs._filter_run_native, nat, buf, fp, budget, max_ts)
     assert got == _runs(batch_runs.filter_run_py, py, buf, fp, budget, max_ts)
     assert _state(nat) == _state(py)
@@ -180,15 +183,21 @@ def test_runs_stop_before_what_they_do_not_take() -> None:
     r = batch_runs.map_run_py(m, buf, 0, 0, 10)
     assert (r.end, r.batches, r.read, r.full, r.last_offset) == (len(plain), 1, 2, False, 1)
     assert (m.get(b"a"), m.get(b"b"), m.latest_offset) == (0, 1, 1)
-    fp = batch_runs.FilterParams(1, 0, -1, -1, {})
+    fp = batch_runs.FilterParams(1, 0, 10, -1, -1, {})
     f = batch_runs.filter_run_py(m, plain + plain[:30], 0, fp, 1 << 20, -1)
     assert (f.batches, f.output, f.last_written) == (1, plain, 1)
-    m.put(b"a", 5)  # record 0 superseded: the batch is rebuilt by the reference code
-    assert batch_runs.filter_run_py(m, plain, 0, fp, 1 << 20, -1).batches == 0
+    m.put(b"a", 5)  # record 0 superseded: the batch is rebuilt with record 1 alone
+    r = batch_runs.filter_run_py(m, plain, 0, fp, 1 << 20, -1)
+    want = RecordBatchBuilder(base_offset=0)
+    want.append(1001, b"b", b"2", offset=1)
+    rebuilt = RecordBatch(r.output)
+    assert (r.batches, r.messages_retained, rebuilt.last_offset) == (1, 1, 1)
+    assert [(x.offset, x.key, x.value) for x in rebuilt.iter_records()] == [(1, b"b", b"2")]
+    assert rebuilt.base_timestamp == 1001 and rebuilt.crc == rebuilt.compute_crc()
     if core is not None:
         n = NativeMap(16 * BYTES_PER_ENTRY)
         n.put(b"a", 5)
-        assert batch_runs._filter_run_native(n, plain, 0, fp, 1 << 20, -1).batches == 0
+        assert batch_runs._filter_run_native(n, plain, 0, fp, 1 << 20, -1) == r
 
 
 # -- the strict record walk reads what the record scan reads ---------------------------------
@@ -201,31 +210,38 @@ def _varint(v: int, pad: int) -> bytes:
     return bytes(raw)
 
 
-field_st = st.tuples(st.integers(-(1 << 40), 1 << 40), st.integers(0, 6))
+field_st = st.tuples(st.one_of(st.integers(-(1 << 40), 1 << 40),
+                               st.integers(-(1 << 64), 1 << 64)), st.integers(0, 6))
 hand_record = st.tuples(field_st, field_st, st.one_of(st.none(), st.binary(max_size=8)),
                         st.binary(max_size=4), st.integers(-2, 2))
 
 
 @SETTINGS
 @given(st.lists(hand_record, max_size=5), st.integers(0, 6), st.integers(-(1 << 63), 1 << 62),
-       st.binary(max_size=3))
+       st.binary(max_size=3), st.sampled_from([0, 1 << 62, -(1 << 63)]))
 def test_strict_walk_agrees_with_the_scan(recs: list[Any], count: int, base: int,
-                                          tail: bytes) -> None:
+                                          tail: bytes, base_ts: int) -> None:
     payload = bytearray()
     for (ts, ts_pad), (delta, d_pad), key, rest, len_fix in recs:
-        body = b"\x00" + _varint(ts, ts_pad) + _varint(delta, d_pad)
+        # pad 6: a 10-byte timestamp delta with bits past 64 (no int64 timestamp)
+        ts_bytes = _varint(ts, ts_pad) if ts_pad < 6 else b"\xff" * 9 + b"\x03"
+        body = b"\x00" + ts_bytes + _varint(delta, d_pad)
         body += _varint(-1, 0) if key is None else _varint(len(key), 0) + key
         body += rest
         payload += _varint(len(body) + len_fix, 0) + body
     payload += tail
     mv = memoryview(bytes(payload))
-    got = batch_runs._plain_records(mv, 0, len(mv), count, base)
+    got = batch_runs._plain_records(mv, 0, len(mv), count, base, base_ts)
     if got is None:
         return
-    records, end = _scan_py(bytes(payload), base, 0, count)
+    records, end = _scan_py(bytes(payload), base, base_ts, count)
     assert end == len(payload)
-    assert [(r.offset, r.key, r.has_value) for r in records] == \
-        [(o, None if k < 0 else bytes(mv[k : k + n]), hv) for o, k, n, hv in got]
+    assert [(r.offset, r.key, r.has_value, r.start, r.attr_pos, r.ts_end, r.end)
+            for r in records] == \
+        [(r.offset, None if r.key < 0 else bytes(mv[r.key : r.key + r.key_length]),
+          r.has_value, r.start, r.attr_pos, r.ts_end, r.end) for r in got]
+    assert [r.timestamp if -(1 << 63) <= r.timestamp < (1 << 63) else None
+            for r in records] == [r.timestamp for r in got]
 
 
 def test_horizon_attribute_is_the_delete_horizon_bit() -> None:

@@ -44,6 +44,8 @@ typedef struct {
     int attrs;
 } plain_header;
 
+#define ATTR_LOG_APPEND_TIME 0x08
+
 /* batch_runs._plain_header: 1 if the batch at b (n bytes left) is plain (header, CRC). */
 static int
 plain_header_at(const uint8_t *b, Py_ssize_t n, plain_header *h)
@@ -103,24 +105,38 @@ typedef struct {
     Py_ssize_t key; /* position of the key in the payload, or -1: no key */
     Py_ssize_t klen;
     int has_value;
+    Py_ssize_t start, attr, ts_end, end; /* the record's spans, for a rebuild */
+    int64_t ts;
+    int ts_ok; /* the timestamp (base + delta) is an int64 */
 } plain_record;
 
 /* batch_runs._plain_records: the records of a payload, read strictly (length, offset delta
  * and key length in at most 5 varint bytes, the timestamp delta in at most 10, every field
  * inside its record); 1 if all ``count`` records end exactly at the payload's end. */
 static int
-plain_records(const uint8_t *p, Py_ssize_t n, int32_t count, int64_t base, plain_record *out)
+plain_records(const uint8_t *p, Py_ssize_t n, int32_t count, int64_t base, int64_t base_ts,
+              plain_record *out)
 {
     Py_ssize_t pos = 0;
     uint64_t raw;
     for (int32_t i = 0; i < count; i++) {
+        out[i].start = pos;
         if (uvarint(p, n, &pos, 5, &raw) < 0)
             return 0;
         int64_t len = zz(raw);
         if (len < 0 || len > n - pos)
             return 0;
         Py_ssize_t end = pos + (Py_ssize_t)len, q = pos + 1; /* past the attributes */
-        if (uvarint(p, end, &q, 10, &raw) < 0 || uvarint(p, end, &q, 5, &raw) < 0)
+        out[i].attr = pos;
+        out[i].end = end;
+        Py_ssize_t ts_at = q;
+        if (uvarint(p, end, &q, 10, &raw) < 0)
+            return 0;
+        /* a tenth byte above 1 carries bits past 64: not an int64 delta */
+        out[i].ts_ok = !(q - ts_at == 10 && p[q - 1] > 1) &&
+                       !__builtin_add_overflow(base_ts, zz(raw), &out[i].ts);
+        out[i].ts_end = q;
+        if (uvarint(p, end, &q, 5, &raw) < 0)
             return 0;
         int64_t delta = zz(raw), off;
         if (__builtin_add_overflow(base, delta, &off) || uvarint(p, end, &q, 5, &raw) < 0)
@@ -309,7 +325,8 @@ tl_clean_map_run(PyObject *self, PyObject *args)
         }
         want = w;
         const uint8_t *payload = b + off + BATCH_OVERHEAD;
-        if (!plain_records(payload, h.size - BATCH_OVERHEAD, h.count, h.base_offset, s.recs))
+        if (!plain_records(payload, h.size - BATCH_OVERHEAD, h.count, h.base_offset, h.base_ts,
+                           s.recs))
             break;
         batches++;
         nbytes += h.size;
@@ -348,7 +365,7 @@ done:
 /* -- pass 2: the filter ---------------------------------------------------------------- */
 
 typedef struct {
-    long long latest, now, upper, group_end;
+    long long latest, now, new_horizon, upper, group_end;
     PyObject *last_data; /* {producer id: last data offset} of the active producers */
 } filter_args;
 
@@ -375,29 +392,28 @@ retain_empty(const plain_header *h, const filter_args *a)
     return last == h->last_offset;
 }
 
-/* Records of one plain batch kept by _CleanerFilter.retain_records: kept count (or -1 when
- * a tombstone is kept in a batch without a delete horizon: it needs rebuilding), with
- * its lookups, probes and keyless records. */
+/* Records of one plain batch kept by _CleanerFilter.retain_records: the count, keep[i] per
+ * record, *tombstone if a kept one is a tombstone, with its lookups, probes and keyless
+ * records. */
 static long long
 keep_count(scratch *s, const uint8_t *payload, const plain_header *h, const uint8_t *map,
-           long long slots, const filter_args *a, char *want, long long *lookups,
-           long long *probes, long long *invalid)
+           long long slots, const filter_args *a, char *keep, int *tombstone,
+           long long *lookups, long long *probes, long long *invalid)
 {
     int has_horizon = (h->attrs & ATTR_DELETE_HORIZON) != 0;
     int tombstones_kept = !has_horizon || a->now < h->base_ts;
     for (int32_t i = 0; i < h->count; i++)
-        want[i] = s->recs[i].offset <= a->latest && s->recs[i].key >= 0;
-    hash_keys(s, payload, h->count, want, map, slots);
+        keep[i] = s->recs[i].offset <= a->latest && s->recs[i].key >= 0; /* to look up */
+    hash_keys(s, payload, h->count, keep, map, slots);
     long long kept = 0;
-    int tombstone = 0;
+    *tombstone = 0;
     for (int32_t i = 0; i < h->count; i++) {
         const plain_record *r = &s->recs[i];
-        int keep;
         if (r->offset > a->latest) {
-            keep = 1;
+            keep[i] = 1;
         } else if (r->key < 0) {
             (*invalid)++;
-            keep = 0;
+            keep[i] = 0;
         } else {
             int found;
             long long p, pos = tl_omap_find(map, slots, s->digest[s->at[i]], &found, &p);
@@ -406,14 +422,14 @@ keep_count(scratch *s, const uint8_t *payload, const plain_header *h, const uint
                 stored = (long long)rd64(map + pos + 16);
             (*lookups)++;
             *probes += p;
-            keep = r->offset >= stored && (r->has_value || tombstones_kept);
+            keep[i] = r->offset >= stored && (r->has_value || tombstones_kept);
         }
-        if (keep) {
+        if (keep[i]) {
             kept++;
-            tombstone |= !r->has_value;
+            *tombstone |= !r->has_value;
         }
     }
-    return tombstone && !has_horizon ? -1 : kept;
+    return kept;
 }
 
 typedef struct {
@@ -436,9 +452,126 @@ grow_append(growing *g, const uint8_t *src, size_t n)
         g->p = p;
         g->cap = cap;
     }
-    memcpy(g->p + g->n, src, n);
+    if (src != NULL) /* NULL: room only, filled by the caller */
+        memcpy(g->p + g->n, src, n);
     g->n += n;
     return 0;
+}
+
+static size_t
+varint_size(int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    size_t n = 1;
+    while (z > 0x7F) {
+        z >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *
+put_varint(uint8_t *o, int64_t v)
+{
+    uint64_t z = ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+    while (z > 0x7F) {
+        *o++ = (uint8_t)((z & 0x7F) | 0x80);
+        z >>= 7;
+    }
+    *o++ = (uint8_t)z;
+    return o;
+}
+
+static void
+wr64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static void
+wr32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* batch_filter.rebuild_batch for a plain batch: the kept records under the same header
+ * fields, the delete horizon set (``horizon``) or kept, the timestamp deltas re-encoded when
+ * the base timestamp moves. 1 written (*max_ts, *last_kept), 0 not taken (a timestamp that
+ * is no int64), -1 error. */
+static int
+rebuild(growing *out, const uint8_t *batch, const plain_header *h, const scratch *s,
+        const char *keep, int need_horizon, long long new_horizon, int64_t *max_ts,
+        int64_t *last_kept)
+{
+    const uint8_t *payload = batch + BATCH_OVERHEAD;
+    int has = need_horizon || (h->attrs & ATTR_DELETE_HORIZON);
+    int64_t base_ts = need_horizon ? new_horizon : h->base_ts, mx = INT64_MIN, d;
+    int first = -1;
+    size_t body = 0;
+    for (int32_t i = 0; i < h->count; i++) {
+        if (!keep[i])
+            continue;
+        if (!s->recs[i].ts_ok)
+            return 0;
+        if (first < 0)
+            first = i;
+        if (s->recs[i].ts > mx)
+            mx = s->recs[i].ts;
+        *last_kept = s->recs[i].offset;
+    }
+    if (!has)
+        base_ts = s->recs[first].ts;
+    int reencode = base_ts != h->base_ts;
+    for (int32_t i = 0; i < h->count; i++) {
+        const plain_record *r = &s->recs[i];
+        if (!keep[i])
+            continue;
+        if (!reencode) {
+            body += (size_t)(r->end - r->start);
+            continue;
+        }
+        if (__builtin_sub_overflow(r->ts, base_ts, &d))
+            return 0;
+        size_t len = 1 + varint_size(d) + (size_t)(r->end - r->ts_end);
+        body += varint_size((int64_t)len) + len;
+    }
+    int attrs = has ? (h->attrs | ATTR_DELETE_HORIZON) : (h->attrs & ~ATTR_DELETE_HORIZON);
+    *max_ts = (attrs & ATTR_LOG_APPEND_TIME) ? h->max_ts : mx;
+    size_t at = out->n, total = BATCH_OVERHEAD + body;
+    if (total - 12 > INT32_MAX || grow_append(out, batch, BATCH_OVERHEAD) < 0 ||
+        grow_append(out, NULL, body) < 0)
+        return total - 12 > INT32_MAX ? 0 : -1;
+    uint8_t *o = out->p + at, *w = o + BATCH_OVERHEAD;
+    for (int32_t i = 0; i < h->count; i++) {
+        const plain_record *r = &s->recs[i];
+        if (!keep[i])
+            continue;
+        if (!reencode) {
+            memcpy(w, payload + r->start, (size_t)(r->end - r->start));
+            w += r->end - r->start;
+            continue;
+        }
+        d = r->ts - base_ts;
+        size_t len = 1 + varint_size(d) + (size_t)(r->end - r->ts_end);
+        w = put_varint(w, (int64_t)len);
+        *w++ = payload[r->attr];
+        w = put_varint(w, d);
+        memcpy(w, payload + r->ts_end, (size_t)(r->end - r->ts_end));
+        w += r->end - r->ts_end;
+    }
+    long long kept = 0;
+    for (int32_t i = 0; i < h->count; i++)
+        kept += keep[i] != 0;
+    wr32(o + 8, (uint32_t)(total - 12));
+    o[21] = (uint8_t)(attrs >> 8);
+    o[22] = (uint8_t)attrs;
+    wr64(o + 27, (uint64_t)base_ts);
+    wr64(o + 35, (uint64_t)*max_ts);
+    wr32(o + 57, (uint32_t)kept);
+    wr32(o + 17, tl_crc32c(o + CRC_START, total - CRC_START));
+    return 1;
 }
 
 PyObject *
@@ -449,8 +582,8 @@ tl_clean_filter_run(PyObject *self, PyObject *args)
     PyObject *map;
     long long slots, budget, max_ts;
     filter_args a;
-    if (!PyArg_ParseTuple(args, "y*nOLLLLLO!LL:clean_filter_run", &view, &off, &map, &slots,
-                          &a.latest, &a.now, &a.upper, &a.group_end, &PyDict_Type,
+    if (!PyArg_ParseTuple(args, "y*nOLLLLLLO!LL:clean_filter_run", &view, &off, &map, &slots,
+                          &a.latest, &a.now, &a.new_horizon, &a.upper, &a.group_end, &PyDict_Type,
                           &a.last_data, &budget, &max_ts))
         return NULL;
     if (off < 0 || off > view.len) {
@@ -482,30 +615,42 @@ tl_clean_filter_run(PyObject *self, PyObject *args)
         }
         want = w;
         const uint8_t *payload = b + off + BATCH_OVERHEAD;
-        if (!plain_records(payload, h.size - BATCH_OVERHEAD, h.count, h.base_offset, s.recs))
+        if (!plain_records(payload, h.size - BATCH_OVERHEAD, h.count, h.base_offset, h.base_ts,
+                           s.recs))
             break;
         long long lk = 0, pr = 0, inv = 0;
-        long long kept = keep_count(&s, payload, &h, mb.buf, slots, &a, want, &lk, &pr, &inv);
+        int tombstone;
+        long long kept = keep_count(&s, payload, &h, mb.buf, slots, &a, want, &tombstone, &lk,
+                                    &pr, &inv);
+        int need_horizon = tombstone && !(h.attrs & ATTR_DELETE_HORIZON);
         if (kept == 0) {
             int r = retain_empty(&h, &a);
             if (r < 0)
                 goto done;
             if (r)
                 break; /* an empty header: the reference code writes it */
-        } else if (kept != h.count) {
-            break; /* partly kept, or a tombstone needing a horizon: rebuilt by the reference */
         } else {
-            if (grow_append(&out, b + off, (size_t)h.size) < 0)
+            size_t before = out.n;
+            int64_t bmax = h.max_ts, last_kept = h.last_offset;
+            if (kept != h.count || need_horizon) {
+                int r = rebuild(&out, b + off, &h, &s, want, need_horizon, a.new_horizon,
+                                &bmax, &last_kept);
+                if (r < 0)
+                    goto done;
+                if (r == 0)
+                    break; /* odd timestamps: the reference code rebuilds it */
+            } else if (grow_append(&out, b + off, (size_t)h.size) < 0) {
                 goto done;
-            if (h.max_ts > max_ts) {
-                max_ts = h.max_ts;
+            }
+            if (bmax > max_ts) {
+                max_ts = bmax;
                 shallow = h.last_offset;
                 raised = 1;
             }
-            if (h.last_offset > max_offset)
-                max_offset = h.last_offset;
+            if (last_kept > max_offset)
+                max_offset = last_kept;
             retained += kept;
-            bytes_retained += h.size;
+            bytes_retained += (long long)(out.n - before);
             written = h.last_offset;
             any_written = 1;
         }

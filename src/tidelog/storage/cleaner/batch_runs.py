@@ -37,6 +37,7 @@ from tidelog.records.batch import (
 from tidelog.records.errors import CorruptRecordError
 
 from ..file_records import BATCH_CHUNK, FileRecords, parse_header
+from .batch_filter import ScannedRecord, rebuild_batch
 from .offset_map import SkimpyOffsetMap
 
 Buffer = bytes | bytearray | memoryview
@@ -107,26 +108,38 @@ def _uvarint(b: memoryview, end: int, pos: int, max_bytes: int) -> tuple[int, in
     return None
 
 
-def _plain_records(b: memoryview, pos: int, n: int, count: int, base: int
-                   ) -> list[tuple[int, int, int, bool]] | None:
-    """(offset, key position or -1, key length, has value) of each record of the payload
-    ``b[pos:n]``, read strictly: length, offset delta and key length in at most 5 varint
-    bytes, the timestamp delta in at most 10, every field inside its record. None if any
-    record is not so, or the records do not end exactly at ``n``. What it accepts,
-    batch_filter.scan_records reads alike."""
+class PlainRecord(NamedTuple):
+    offset: int
+    key: int  # position of the key in the buffer, or -1: no key
+    key_length: int
+    has_value: bool
+    start: int  # position of the length varint
+    attr_pos: int
+    ts_end: int  # position after the timestamp delta
+    end: int
+    timestamp: int | None  # base timestamp + delta, None if that is no int64
+
+
+def _plain_records(b: memoryview, pos: int, n: int, count: int, base: int, base_ts: int
+                   ) -> list[PlainRecord] | None:
+    """The records of the payload ``b[pos:n]``, read strictly: length, offset delta and key
+    length in at most 5 varint bytes, the timestamp delta in at most 10, every field inside
+    its record. None if any record is not so, or the records do not end exactly at ``n``.
+    What it accepts, batch_filter.scan_records reads alike."""
     out = []
     for _ in range(count):
+        start = pos
         v = _uvarint(b, n, pos, 5)
         if v is None:
             return None
         length = (v[0] >> 1) ^ -(v[0] & 1)
         if length < 0 or length > n - v[1]:
             return None
-        end = v[1] + length
-        ts = _uvarint(b, end, v[1] + 1, 10)  # the timestamp delta, after the attributes
+        attr, end = v[1], v[1] + length
+        ts = _uvarint(b, end, attr + 1, 10)  # the timestamp delta, after the attributes
         d = _uvarint(b, end, ts[1], 5) if ts is not None else None
         k = _uvarint(b, end, d[1], 5) if d is not None else None
-        if d is None or k is None:
+        if ts is None or d is None or k is None:
             return None
         offset = base + ((d[0] >> 1) ^ -(d[0] & 1))
         klen = (k[0] >> 1) ^ -(k[0] & 1)
@@ -137,7 +150,11 @@ def _plain_records(b: memoryview, pos: int, n: int, count: int, base: int
         q += max(klen, 0)
         if q >= end:
             return None
-        out.append((offset, key, max(klen, 0), b[q] != 1))
+        timestamp: int | None = base_ts + ((ts[0] >> 1) ^ -(ts[0] & 1))
+        if ts[0] >> 64 or not _INT64_MIN <= timestamp <= _INT64_MAX:  # type: ignore[operator]
+            timestamp = None
+        out.append(PlainRecord(offset, key, max(klen, 0), b[q] != 1, start, attr, ts[1], end,
+                               timestamp))
         pos = end
     return out if pos == n else None
 
@@ -153,11 +170,11 @@ def map_run_py(omap: SkimpyOffsetMap, buf: Buffer, off: int, start: int, max_ent
     while (h := _plain_header(b, off)) is not None:
         size, base, last_off, _bts, _mts, _pid, count, _attrs = h
         p0 = off + RECORD_BATCH_OVERHEAD
-        recs = _plain_records(b, p0, off + size, count, base)
+        recs = _plain_records(b, p0, off + size, count, base, _bts)
         if recs is None:
             break
         batches, nbytes, off, last = batches + 1, nbytes + size, off + size, last_off
-        for offset, key, klen, _hv in recs:
+        for offset, key, klen, *_rest in recs:
             if key >= 0 and offset >= start:
                 if len(omap) >= max_entries:
                     return MapRun(off, batches, nbytes, read, True, last)
@@ -195,6 +212,7 @@ class FilterParams(NamedTuple):
 
     latest: int  # the offset map's latest offset
     now: int
+    new_horizon: int  # now + delete.retention.ms: the delete horizon a pass sets
     upper_bound: int
     group_end: int
     last_data: dict[int, int]  # producer id -> last data offset, of the active producers
@@ -203,8 +221,8 @@ class FilterParams(NamedTuple):
 def filter_run_py(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams,
                   budget: int, max_ts: int) -> FilterRun:
     """Filter the run of plain batches at ``off`` until ``budget`` bytes are read: what
-    filter_batch does for each batch it drops (nothing kept, no header to keep) or copies
-    unchanged (everything kept, no delete horizon to set)."""
+    filter_batch does for each batch it drops (nothing kept, no header to keep), copies
+    (everything kept, no delete horizon to set) or rebuilds (the rest)."""
     b = memoryview(buf)
     batches = nread = messages = retained = bytes_retained = invalid = 0
     shallow: int | None = None
@@ -212,23 +230,31 @@ def filter_run_py(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams
     out = bytearray()
     while nread < budget and (h := _plain_header(b, off)) is not None:
         size, base, last_off, base_ts, bmax_ts, pid, count, attrs = h
-        recs = _plain_records(b, off + RECORD_BATCH_OVERHEAD, off + size, count, base)
+        recs = _plain_records(b, off + RECORD_BATCH_OVERHEAD, off + size, count, base, base_ts)
         if recs is None:
             break
-        kept, inv, lookups, probes = _keep_count(omap, b, recs, fp, attrs, base_ts)
-        if kept == 0:
+        keep, tombstone, inv, lookups, probes = _keep(omap, b, recs, fp, attrs, base_ts)
+        kept = [r for r, k in zip(recs, keep, strict=True) if k]
+        if not kept:
             if last_off + 1 in (fp.upper_bound, fp.group_end) or \
                     (pid >= 0 and fp.last_data.get(pid) == last_off):
                 break  # an empty header stays: the reference code writes it
-        elif kept != count:
-            break  # partly kept, or a tombstone needing a horizon: rebuilt by the reference
         else:
-            out += b[off : off + size]
+            need_horizon = tombstone and not attrs & DELETE_HORIZON_MASK
+            if len(kept) == count and not need_horizon:
+                data, last_kept = bytes(b[off : off + size]), last_off
+            else:
+                rebuilt = _rebuild(b, off, size, kept, fp.new_horizon if need_horizon else None)
+                if rebuilt is None:
+                    break  # odd timestamps: the reference code rebuilds it
+                data, bmax_ts = rebuilt
+                last_kept = kept[-1].offset
+            out += data
             if bmax_ts > max_ts:
                 max_ts, shallow = bmax_ts, last_off
-            max_offset = max(max_offset, last_off)
-            retained += kept
-            bytes_retained += size
+            max_offset = max(max_offset, last_kept)
+            retained += len(kept)
+            bytes_retained += len(data)
             written = last_off
         omap.count_lookups(lookups, probes)
         batches, nread, messages, invalid = batches + 1, nread + size, messages + count, \
@@ -238,38 +264,54 @@ def filter_run_py(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams
                      max_ts, shallow, max_offset, written, invalid, last)
 
 
-def _keep_count(omap: SkimpyOffsetMap, b: memoryview, recs: list[tuple[int, int, int, bool]],
-                fp: FilterParams, attrs: int, base_ts: int) -> tuple[int, int, int, int]:
-    """(records kept or -1 if a kept tombstone needs a delete horizon, keyless records
-    below latest, lookups, probes): _CleanerFilter.retain_records on one batch."""
-    has_horizon = bool(attrs & DELETE_HORIZON_MASK)
-    tombstones_kept = not has_horizon or fp.now < base_ts
+def _keep(omap: SkimpyOffsetMap, b: memoryview, recs: list[PlainRecord], fp: FilterParams,
+          attrs: int, base_ts: int) -> tuple[list[bool], bool, int, int, int]:
+    """(keep per record, a kept one is a tombstone, keyless records below latest, lookups,
+    probes): _CleanerFilter.retain_records on one batch."""
+    tombstones_kept = not attrs & DELETE_HORIZON_MASK or fp.now < base_ts
     latest = fp.latest
-    keys = [b[k : k + n] for o, k, n, _hv in recs if o <= latest and k >= 0]
+    keys = [b[r.key : r.key + r.key_length] for r in recs if r.offset <= latest and r.key >= 0]
     found, probes = omap.peek_many(keys)
     it = iter(found)
-    kept = invalid = 0
-    tombstone = False
-    for offset, key, _n, has_value in recs:
-        if offset > latest:
-            keep = True
-        elif key < 0:
+    keep, invalid, tombstone = [], 0, False
+    for r in recs:
+        if r.offset > latest:
+            k = True
+        elif r.key < 0:
             invalid += 1
-            keep = False
+            k = False
         else:
-            keep = offset >= next(it) and (has_value or tombstones_kept)
-        if keep:
-            kept += 1
-            tombstone |= not has_value
-    return (-1 if tombstone and not has_horizon else kept), invalid, len(keys), probes
+            k = r.offset >= next(it) and (r.has_value or tombstones_kept)
+        keep.append(k)
+        tombstone |= k and not r.has_value
+    return keep, tombstone, invalid, len(keys), probes
+
+
+def _rebuild(b: memoryview, off: int, size: int, kept: list[PlainRecord],
+             horizon: int | None) -> tuple[bytes, int] | None:
+    """batch_filter.rebuild_batch itself (the reference), or None where the native twin does
+    not rebuild: a kept record's timestamp, or its delta from the new base, is no int64."""
+    batch = RecordBatch(b[off : off + size])
+    if horizon is None:
+        horizon = batch.delete_horizon_ms
+    if any(r.timestamp is None for r in kept):
+        return None
+    base_ts = kept[0].timestamp if horizon is None else horizon
+    if base_ts != batch.base_timestamp and not all(
+            _INT64_MIN <= r.timestamp - base_ts <= _INT64_MAX for r in kept):  # type: ignore[operator]
+        return None
+    p0 = off + RECORD_BATCH_OVERHEAD
+    scanned = [ScannedRecord(r.offset, r.timestamp, None, r.has_value, r.start - p0,  # type: ignore[arg-type]
+                             r.attr_pos - p0, r.ts_end - p0, r.end - p0) for r in kept]
+    return rebuild_batch(batch, b[p0 : off + size], scanned, horizon)
 
 
 def _filter_run_native(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams,
                        budget: int, max_ts: int) -> FilterRun:
     native: Any = omap.native
     buffer, slots, _entries, _track = omap.native_state()
-    r = native.clean_filter_run(buf, off, buffer, slots, fp.latest, fp.now, fp.upper_bound,
-                                fp.group_end, fp.last_data, budget, max_ts)
+    r = native.clean_filter_run(buf, off, buffer, slots, fp.latest, fp.now, fp.new_horizon,
+                                fp.upper_bound, fp.group_end, fp.last_data, budget, max_ts)
     (end, batches, nread, messages, output, retained, bytes_retained, max_ts, shallow,
      max_offset, written, invalid, lookups, probes, last) = r
     omap.count_lookups(lookups, probes)
@@ -279,8 +321,9 @@ def _filter_run_native(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterP
 
 def filter_run(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams, budget: int,
                max_ts: int) -> FilterRun:
-    """As ``map_run``: native, or empty on the Python core (``filter_run_py`` is the twin)."""
-    if omap.native is not None:
+    """As ``map_run``: native, or empty on the Python core (``filter_run_py`` is the twin),
+    or where a delete horizon would not be an int64 (the reference code raises there)."""
+    if omap.native is not None and _INT64_MIN <= fp.new_horizon <= _INT64_MAX:
         return _filter_run_native(omap, buf, off, fp, budget, max_ts)
     return FilterRun(off, 0, 0, 0, b"", 0, 0, max_ts, None, -1, None, 0, None)
 

@@ -191,6 +191,7 @@ class _CleanerFilter:
             last_data = {pid: r.last_data_offset for pid, r in self.producers.items()
                          if r.last_data_offset is not None}
             self._params = FilterParams(self.offset_map.latest_offset, self.current_time,
+                                        self.current_time + self.delete_retention_ms,
                                         self.upper_bound, self.group_end, last_data)
         run = filter_run(self.offset_map, buf, off, self._params, budget, result.max_timestamp)
         if run.batches:
