@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+from array import array
 from typing import Any
 
 import pytest
@@ -179,3 +180,20 @@ def test_retain_records_is_should_retain_record_per_batch(
             [r for r in records if f.should_retain_record(batch, r)]
         out.append((kept, stats.invalid_messages_read, m.collision_rate, m._lookups))
     assert out[0] == out[1]
+
+
+@needs_core
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(32, 200), st.lists(st.binary(max_size=3), max_size=20))
+def test_clear_twins_agree(slots: int, keys: list[bytes]) -> None:
+    """clear() zeroes exactly the used slots (natively while few are used): both maps end
+    as a fresh one and behave alike afterwards."""
+    py, nat = PythonMap(slots * BYTES_PER_ENTRY), NativeMap(slots * BYTES_PER_ENTRY)
+    for m in (py, nat):
+        for i, k in enumerate(keys):
+            m.put(k, i)
+        m.clear()
+    assert _state(nat) == _state(py) == _state(PythonMap(slots * BYTES_PER_ENTRY))
+    assert bytes(nat._bytes) == bytes(slots * BYTES_PER_ENTRY)
+    with pytest.raises(ValueError):
+        core.omap_clear(nat._bytes, array("q", [slots * BYTES_PER_ENTRY]))

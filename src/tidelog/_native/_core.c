@@ -528,6 +528,9 @@ static PyMethodDef core_methods[] = {
     {"omap_get_many", tl_omap_get_many, METH_VARARGS,
      "omap_get_many(buf, slots, keys) -> (offsets, probes): SkimpyOffsetMap.get_many."},
     {"md5", tl_md5, METH_O, md5_doc},
+    {"omap_clear", tl_omap_clear, METH_VARARGS,
+     "omap_clear(buf, positions): zero the map's slots at the int64 byte positions "
+     "(SkimpyOffsetMap.clear while few slots are used)."},
     {"md5_many", tl_md5_many, METH_O,
      "md5_many(keys) -> [digest]: the offset map's lane MD5 over a list of bytes."},
     {"record_starts", core_record_starts, METH_VARARGS, starts_doc},

@@ -21,6 +21,7 @@ PyObject *tl_md5(PyObject *self, PyObject *arg);
 PyObject *tl_omap_put_records(PyObject *self, PyObject *args);
 PyObject *tl_omap_get_many(PyObject *self, PyObject *args);
 PyObject *tl_md5_many(PyObject *self, PyObject *keys);
+PyObject *tl_omap_clear(PyObject *self, PyObject *args);
 
 /* recovery.c: storage/recovery_scan.py scan_run_py (LogSegment.recover's fast path) */
 PyObject *tl_recover_scan(PyObject *self, PyObject *args);

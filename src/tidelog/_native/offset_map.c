@@ -602,3 +602,36 @@ tl_md5_many(PyObject *self, PyObject *keys)
     digests_free(&dg);
     return out;
 }
+
+/* SkimpyOffsetMap.clear's loop while few slots are used: zero the slot at each byte position
+ * of ``positions`` (an array of int64, the slots the map recorded as it filled them). */
+PyObject *
+tl_omap_clear(PyObject *self, PyObject *args)
+{
+    PyObject *map, *positions;
+    if (!PyArg_ParseTuple(args, "OO:omap_clear", &map, &positions))
+        return NULL;
+    Py_buffer mb, pb;
+    if (PyObject_GetBuffer(map, &mb, PyBUF_WRITABLE) < 0)
+        return NULL;
+    if (PyObject_GetBuffer(positions, &pb, PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&mb);
+        return NULL;
+    }
+    int ok = pb.itemsize == 8 && pb.format != NULL && (strcmp(pb.format, "q") == 0 ||
+                                                        strcmp(pb.format, "l") == 0);
+    const int64_t *pos = (const int64_t *)pb.buf;
+    Py_ssize_t n = ok ? pb.len / 8 : 0;
+    for (Py_ssize_t i = 0; ok && i < n; i++)
+        ok = pos[i] >= 0 && pos[i] <= mb.len - OMAP_ENTRY;
+    if (ok)
+        for (Py_ssize_t i = 0; i < n; i++)
+            memset((uint8_t *)mb.buf + pos[i], 0, OMAP_ENTRY);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&mb);
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "positions must be int64 slot positions in the map");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}

@@ -421,16 +421,19 @@ class Cleaner:
         txn.cleaned_index = cleaned.txn_index
         try:
             producers = last_records_of_active_producers(lg)
-            for i, seg in enumerate(segments):
-                nxt = segments[i + 1].base_offset if i + 1 < len(segments) \
-                    else seg.read_next_offset()
-                txn.add_aborted_transactions(
-                    collect_aborted_transactions(lg, seg.base_offset, nxt))
-                flt = _CleanerFilter(self.offset_map, txn, producers, upper_bound,
-                                     current_time, lg.config.delete_retention_ms, stats)
-                if i == len(segments) - 1:
-                    flt.group_end = nxt
-                self.clean_into(lg.topic_partition, seg, cleaned, flt, stats)
+            # The `.cleaned` segment is served only once swapped in: its index entries are
+            # written once at the end of the group, not with one open per entry.
+            with cleaned.offset_index.deferred_writes(), cleaned.time_index.deferred_writes():
+                for i, seg in enumerate(segments):
+                    nxt = segments[i + 1].base_offset if i + 1 < len(segments) \
+                        else seg.read_next_offset()
+                    txn.add_aborted_transactions(
+                        collect_aborted_transactions(lg, seg.base_offset, nxt))
+                    flt = _CleanerFilter(self.offset_map, txn, producers, upper_bound,
+                                         current_time, lg.config.delete_retention_ms, stats)
+                    if i == len(segments) - 1:
+                        flt.group_end = nxt
+                    self.clean_into(lg.topic_partition, seg, cleaned, flt, stats)
             cleaned.on_becoming_inactive()
             cleaned.flush()
             cleaned.set_last_modified(segments[-1].last_modified_ms())

@@ -262,8 +262,11 @@ class SkimpyOffsetMap:
     def clear(self) -> None:
         buf = self._bytes
         if self._entries <= self._track_limit:
-            for pos in self._used:
-                buf[pos : pos + BYTES_PER_ENTRY] = _EMPTY_ENTRY
+            if self._native is not None:
+                self._native.omap_clear(buf, self._used)
+            else:
+                for pos in self._used:
+                    buf[pos : pos + BYTES_PER_ENTRY] = _EMPTY_ENTRY
         elif hasattr(mmap, "MADV_DONTNEED") and hasattr(mmap, "MAP_PRIVATE"):
             # Linux: dropping the pages of a private anonymous mapping zeroes them (and gives
             # the memory back until the next round touches it).
