@@ -16,6 +16,7 @@ Usage: python bench/cleaner.py [input_MiB]   (default 16)
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import sys
 import tempfile
@@ -35,18 +36,23 @@ BATCH = 50
 MiB = 1024 * 1024
 
 
-def build(d: Path, record_size: int, input_bytes: int, codec: CompressionType) -> Log:
+def build(d: Path, record_size: int, input_bytes: int, codec: CompressionType,
+          random_keys: bool = False) -> Log:
+    """Keys ``j % unique`` (each batch ends up wholly live or wholly superseded), or with
+    ``random_keys`` drawn at random from as many (most batches keep a few records: rebuilt)."""
     cfg = LogConfig.from_props({"cleanup.policy": "compact", "segment.bytes": str(1 << 30)})
     lg = Log.open(d, cfg, clock=ManualClock(NOW))
     n = max(BATCH, input_bytes // (record_size + 20))
     unique = max(1, n // 10)
+    rnd = random.Random(n)
     i = 0
     while i < n:
         b = RecordBatchBuilder(codec)
         for j in range(i, min(i + BATCH, n)):
             # Hex text values: distinct per record and ~2x compressible, like typical payloads.
             value = os.urandom((record_size - 12) // 2).hex().encode()
-            b.append(NOW + j, b"key-%08d" % (j % unique), value)
+            key = rnd.randrange(unique) if random_keys else j % unique
+            b.append(NOW + j, b"key-%08d" % key, value)
         lg.append_as_leader(b.build())
         i += BATCH
     lg.roll()
@@ -86,11 +92,13 @@ def make_cleaner() -> Cleaner:
                    clock=clock)
 
 
-def clean_round(cleaner: Cleaner, lg: Log) -> tuple[float, int, int]:
+def clean_round(cleaner: Cleaner, lg: Log) -> tuple[float, int, int, float]:
+    """(wall seconds, bytes read, bytes written, CPU seconds of the process) of one round."""
     ltc = LogToClean(lg.topic_partition, lg, 0, lg.active_segment.base_offset)  # type: ignore[arg-type]
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), time.process_time()
     _end, stats = cleaner.clean(ltc)
-    return time.perf_counter() - t, stats.bytes_read, stats.bytes_written
+    return (time.perf_counter() - t, stats.bytes_read, stats.bytes_written,
+            time.process_time() - cpu)
 
 
 def run(cleaner: Cleaner, record_size: int, codec: CompressionType, input_bytes: int,
@@ -100,7 +108,7 @@ def run(cleaner: Cleaner, record_size: int, codec: CompressionType, input_bytes:
     size = lg.size_in_bytes
     copy_s = plain_copy(d, root / "copy.bin")
     decode_s = decode_all(d)
-    clean_s, read, written = clean_round(cleaner, lg)
+    clean_s, read, written, _cpu = clean_round(cleaner, lg)
     lg.close()
     mb = size / MiB
     print(f"{record_size:>5} B  {codec.label:<5} input {mb:6.1f} MiB -> {written / MiB:5.1f} MiB"

@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from tidelog import _native
@@ -138,29 +138,32 @@ def loops() -> None:
 # -- 2. cleaner -------------------------------------------------------------------------------
 def cleaner(input_mib: float = 16) -> None:
     size = int(input_mib * MiB)
-    print(f"\n2. cleaner, 100 B records, {input_mib:g} MiB input, 10% unique keys (MB/s of input)")
+    print(f"\n2. cleaner, 100 B records, {input_mib:g} MiB input, 10% unique keys (MB/s of input;"
+          " MB per CPU-second of the process)")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         c = cleaner_bench.make_cleaner()
-        figures: dict[str, list[float]] = {"native": [], "python": [], "plain copy": []}
-        for i in range(3):
-            for name in ("native", "python"):
-                if name == "native" and _native.core is None:
-                    continue
-                d = root / f"b{i}{name}-0"
-                lg = cleaner_bench.build(d, 100, size, CompressionType.NONE)
-                mb = lg.size_in_bytes / MiB
-                if name == "native":
-                    secs = cleaner_bench.clean_round(c, lg)[0]
-                else:
-                    with python_core():
-                        secs = cleaner_bench.clean_round(c, lg)[0]
-                figures[name].append(mb / secs)
-                figures["plain copy"].append(mb / cleaner_bench.plain_copy(d, root / "copy"))
-                lg.close()
-        for name, values in figures.items():
-            if values:
-                print(f"  {name:<12} {rng(values, '{:.1f}'):>16} MB/s")
+        figures: dict[str, list[float]] = {}
+        for i in range(RUNS):
+            for keys in ("sequential", "random"):
+                for name in ("native", "python"):
+                    if name == "native" and _native.core is None:
+                        continue
+                    d = root / f"b{i}{name}{keys}-0"
+                    lg = cleaner_bench.build(d, 100, size, CompressionType.NONE,
+                                             random_keys=keys == "random")
+                    mb = lg.size_in_bytes / MiB
+                    with python_core() if name == "python" else nullcontext():
+                        secs, _r, _w, cpu = cleaner_bench.clean_round(c, lg)
+                    figures.setdefault(f"{name}, {keys} keys", []).append(mb / secs)
+                    figures.setdefault(f"{name}, {keys} keys, per CPU-s", []).append(mb / cpu)
+                    figures.setdefault("plain copy", []).append(
+                        mb / cleaner_bench.plain_copy(d, root / "copy"))
+                    lg.close()
+        copy = figures.pop("plain copy")
+        for name, values in [*figures.items(), ("plain copy", copy)]:
+            unit = "MB/CPU-s" if name.endswith("CPU-s") else "MB/s"
+            print(f"  {name:<34} {rng(values, '{:.1f}'):>24} {unit}")
 
 
 # -- 3. broker --------------------------------------------------------------------------------
