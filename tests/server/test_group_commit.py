@@ -22,6 +22,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.records import RecordBatchBuilder
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.storage.errors import KafkaStorageError
+from tidelog.storage.index.offset_index import OffsetIndex
 from tidelog.testing import EmbeddedBroker
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
@@ -190,6 +191,42 @@ def test_a_closed_log_is_never_reported_flushed(tmp_path: Path) -> None:
         lg.flush_outside_lock(3)
     assert lg.recovery_point == 0
     rm.shutdown()
+
+
+def test_an_index_flush_waits_for_the_fsync_in_progress(tmp_path: Path) -> None:
+    """Index fsyncs run outside the index's lock (appends never wait for the disk), but a
+    second flush (the scheduler's, a round's) must not return, and let a recovery point be
+    marked, while the first one's fsync has not ended."""
+    index = OffsetIndex(tmp_path / "00000000000000000000.index", 0, max_index_size=800)
+    index.append(5, 100)
+    in_fsync, release = threading.Event(), threading.Event()
+    real = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        if threading.current_thread().name == "first":
+            in_fsync.set()
+            assert release.wait(30)
+        real(fd)
+
+    os.fsync = slow_fsync  # type: ignore[assignment]
+    try:
+        first = threading.Thread(target=index.flush, name="first")
+        first.start()
+        assert in_fsync.wait(30)
+        second = threading.Thread(target=index.flush, name="second")
+        second.start()
+        second.join(0.5)  # returning at once here would claim an fsync not yet done
+        assert second.is_alive()
+        index.append(6, 200)  # while both wait: an append does not wait for the disk
+        release.set()
+        first.join(30)
+        second.join(30)
+        assert not first.is_alive() and not second.is_alive()
+    finally:
+        release.set()
+        os.fsync = real
+    assert index.lookup(6).position == 200
+    index.close()
 
 
 # -- through the broker, real clients ---------------------------------------------------------

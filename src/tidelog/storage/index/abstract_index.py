@@ -44,6 +44,7 @@ class AbstractIndex:
         self.max_index_size = max_index_size
         self.writable = writable
         self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()  # one fsync at a time; appends never take it
         self._loaded = False
         # The valid entries (named for the map it replaced; indexable like one).
         self._mmap: bytearray = bytearray()
@@ -299,20 +300,22 @@ class AbstractIndex:
     def flush(self) -> None:
         """fsync what was written since the last flush. The fsync runs outside the index's
         lock, so an append or a lookup never waits for the disk; an entry written meanwhile
-        marks the index dirty again for the next flush."""
-        with self._lock:
-            if not (self._loaded and self._dirty):
-                return
-            self._dirty = False
-        try:
-            fd = os.open(self._path, os.O_RDONLY)
+        marks the index dirty again for the next flush. Flushes are serialized: a second
+        one returns only once the fsync in progress has ended."""
+        with self._flush_lock:
+            with self._lock:
+                if not (self._loaded and self._dirty):
+                    return
+                self._dirty = False
             try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except BaseException:
-            self._dirty = True  # still not known to be on disk
-            raise
+                fd = os.open(self._path, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            except BaseException:
+                self._dirty = True  # still not known to be on disk
+                raise
 
     def close(self) -> None:
         """Trim and release the entries (no-op if never loaded)."""
