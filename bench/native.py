@@ -17,9 +17,11 @@ to their twins, or in a second broker process started with TIDELOG_PURE_PYTHON=1
    produce() per record, which caps one producer near 0.8 M records/s at 100 B, where both
    brokers sit: that load measures the client more than the broker. Each broker's log dir
    (tidelog: ext4 page cache) is fresh per run;
-4. durable: 1, 8 and 64 concurrent librdkafka producers (acks=all, 100 B) on one partition
-   with flush.messages=1 (group commit) against the same broker's default topic (no fsync),
-   records/s, native and Python broker. The log dir is under $BENCH_DIR (default: the
+4. durable: 1, 8 and 64 concurrent librdkafka producers (threads driving librdkafka through
+   bench/rdkafka_load.py, acks=all, linger.ms=1, 100 B) on one partition with
+   flush.messages=1 (group commit) against the same broker's default topic (no fsync),
+   records/s, broker and load CPU-seconds per million records and the machine's busy CPUs,
+   native and Python broker. The log dir is under $BENCH_DIR (default: the
    system temp dir) -- put it on a real disk: on tmpfs an fsync costs nothing;
 5. recovery: unclean recovery (LogSegment.recover: every batch's header and CRC, offset and
    time indexes rebuilt) of a 256 MiB segment of 16 KiB batches, next to a hot read (page
@@ -255,44 +257,54 @@ def print_produce(results: dict[tuple[str, int, str], list[tuple[float, float]]]
 
 
 # -- 4. durable -------------------------------------------------------------------------------
-def produce_concurrently(bootstrap: str, topic: str, producers: int, total: int) -> float:
-    """Seconds for ``producers`` librdkafka producers (threads) to deliver ``total`` records."""
+def machine_busy() -> float:
+    """CPU-seconds the whole machine spent busy so far (every CPU, /proc/stat, no idle or
+    iowait): on a shared 2-core VM the other work shows here."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def produce_concurrently(bootstrap: str, topic: str, producers: int, total: int,
+                         pid: int) -> tuple[float, float, float, float]:
+    """``producers`` librdkafka handles (threads of this process; acks=all, linger.ms=1)
+    deliver ``total`` records of 100 B to partition 0 between them: (records/s, broker
+    CPU-s per million records, the load's own CPU-s per million, CPUs of the machine busy).
+    Each handle is driven through bench/rdkafka_load.py (no Python per record): with
+    confluent-kafka's produce() called per record, 64 threads shared one GIL and the load
+    capped near 0.5 M records/s, fsync or not, at 0.2 .. 0.4 of a broker core."""
     import threading
 
-    import confluent_kafka as ck
-
     value = b"x" * 100
-    clients = [ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1})
+    clients = [rdkafka_load.Producer(bootstrap, topic, 0, {"acks": "all", "linger.ms": "1"})
                for _ in range(producers)]
-    for c in clients:  # connect + metadata outside the timed region
-        c.produce(topic, value, partition=0)
-        c.flush(30)
-    errors: list[object] = []
+    errors: list[Exception] = []
 
-    def run(c: ck.Producer, n: int) -> None:
-        def on_delivery(err: object, _msg: object) -> None:
-            if err is not None:
-                errors.append(err)
-        for _ in range(n):
-            while True:
-                try:
-                    c.produce(topic, value, partition=0, on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    c.poll(0.001)
-            c.poll(0)
-        c.flush(120)
+    def run(c: rdkafka_load.Producer) -> None:
+        try:
+            c.produce(value, total // producers)
+        except RuntimeError as exc:  # undelivered records
+            errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(c, total // producers)) for c in clients]
-    t = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    secs = time.perf_counter() - t
+    try:
+        for c in clients:  # connect + metadata outside the timed region
+            c.produce(value, 100)
+        threads = [threading.Thread(target=run, args=(c,)) for c in clients]
+        cpu0, own0, busy0 = cpu_seconds(pid), time.process_time(), machine_busy()
+        t = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        secs = time.perf_counter() - t
+        cpu, own, busy = cpu_seconds(pid) - cpu0, time.process_time() - own0, (
+            machine_busy() - busy0)
+    finally:
+        for c in clients:
+            c.close()
     if errors:
-        raise RuntimeError(f"{len(errors)} delivery errors, first {errors[0]}")
-    return secs
+        raise errors[0]
+    return total / secs, cpu / total * 1e6, own / total * 1e6, busy / secs
 
 
 def create_topic(bootstrap: str, name: str, configs: dict[str, str]) -> None:
@@ -302,26 +314,42 @@ def create_topic(bootstrap: str, name: str, configs: dict[str, str]) -> None:
     admin.create_topics([NewTopic(name, 1, 1, config=configs)])[name].result(30)
 
 
-def durable(runs: int = 3, total: int = 64_000) -> None:
+DURABLE_MODES: tuple[tuple[str, dict[str, str]], ...] = (
+    ("fsync", {"flush.messages": "1"}), ("no fsync", {}))
+
+
+def durable(runs: int = int(os.environ.get("BENCH_RUNS", "5")), total: int = 2_000_000) -> None:
     print(f"\n4. durable mode (flush.messages=1, group commit) vs no fsync, {total:,} records "
-          f"of 100 B, acks=all, one partition ({runs} runs, log dir under "
+          f"of 100 B, acks=all, linger.ms=1, one partition; fsync and no fsync alternate run "
+          f"by run ({runs} runs, log dir under "
           f"{os.environ.get('BENCH_DIR', tempfile.gettempdir())})")
     for core, env in (("native", {}), ("python", {_native.PURE_PYTHON_ENV: "1"})):
         if core == "native" and _native.core is None:
             continue
-        with broker_bench.tidelog_broker(env=env) as (bootstrap, _pid):
+        with broker_bench.tidelog_broker(env=env) as (bootstrap, pid):
             for producers in (1, 8, 64):
-                rates: dict[str, list[float]] = {"fsync": [], "no fsync": []}
+                got: dict[str, list[tuple[float, float, float, float]]] = {"fsync": [],
+                                                                            "no fsync": []}
                 for r in range(runs):
-                    for mode, cfg in (("fsync", {"flush.messages": "1"}), ("no fsync", {})):
+                    for mode, cfg in DURABLE_MODES:
                         topic = f"d-{mode[:2]}-{producers}-{r}"
                         create_topic(bootstrap, topic, cfg)
-                        secs = produce_concurrently(bootstrap, topic, producers, total)
-                        rates[mode].append(total / secs)
-                ratio = [a / b for a, b in zip(rates["fsync"], rates["no fsync"], strict=True)]
-                print(f"  {core:<6} {producers:>2} producers: fsync {rng(rates['fsync']):>20} "
-                      f"rec/s | no fsync {rng(rates['no fsync']):>20} rec/s | "
-                      f"ratio {rng(ratio, '{:.2f}')}")
+                        got[mode].append(
+                            produce_concurrently(bootstrap, topic, producers, total, pid))
+                print_durable(core, producers, got)
+
+
+def print_durable(core: str, producers: int,
+                  got: dict[str, list[tuple[float, float, float, float]]]) -> None:
+    fsync, plain = got["fsync"], got["no fsync"]
+    # run i of each mode ran back to back: pair them rather than cross every run
+    ratio = [a[0] / b[0] for a, b in zip(fsync, plain, strict=True)]
+    print(f"  {core:<6} {producers:>2} producers: ratio {rng(ratio, '{:.2f}')}")
+    for mode, rows in got.items():
+        print(f"    {mode:<8} {rng([x[0] for x in rows]):>34} rec/s | broker "
+              f"{rng([x[1] for x in rows], '{:.3f}'):>21} CPU-s per M | load "
+              f"{rng([x[2] for x in rows], '{:.2f}'):>18} CPU-s per M | machine busy "
+              f"{rng([x[3] for x in rows], '{:.2f}')} CPUs")
 
 
 # -- 5. recovery ------------------------------------------------------------------------------
