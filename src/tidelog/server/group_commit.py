@@ -104,16 +104,25 @@ class GroupCommit:
             self._pool = ThreadPoolExecutor(FLUSH_THREADS, thread_name_prefix="tidelog-fsync")
         self._in_flight.add(tp)
         loop = asyncio.get_running_loop()
-        done = loop.run_in_executor(self._pool, lg.flush_outside_lock, target)
-        done.add_done_callback(lambda f: self._finished(tp, lg, target, waiter, f))
+        self._pool.submit(self._flush, loop, tp, lg, target, waiter)
 
-    def _finished(
-        self, tp: TopicPartition, lg: Any, target: int, waiter: Waiter, done: asyncio.Future[None]
-    ) -> None:
+    def _flush(self, loop: asyncio.AbstractEventLoop, tp: TopicPartition, lg: Any,
+               target: int, waiter: Waiter) -> None:
+        """On a worker thread: fsync, then hand the outcome straight to the loop (one
+        wake-up; a concurrent future chained to an asyncio one would take two turns)."""
+        error: BaseException | None = None
+        try:
+            lg.flush_outside_lock(target)
+        except Exception as exc:  # the loop reports it; the producers get it
+            error = exc
+        try:
+            loop.call_soon_threadsafe(self._finished, tp, lg, target, waiter, error)
+        except RuntimeError:  # the loop is closed (the broker stopped): nobody waits
+            pass
+
+    def _finished(self, tp: TopicPartition, lg: Any, target: int, waiter: Waiter,
+                  error: BaseException | None) -> None:
         self._in_flight.discard(tp)
-        error: BaseException | None = (
-            asyncio.CancelledError() if done.cancelled() else done.exception()
-        )
         if error is None:
             self.flushes += 1
         self._on_flushed(tp, lg, target, error)
