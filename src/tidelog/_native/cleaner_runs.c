@@ -57,8 +57,8 @@ plain_header_at(const uint8_t *b, Py_ssize_t n, plain_header *h)
         return 0;
     int attrs = (int)(int16_t)(b[21] << 8 | b[22]);
     int32_t count = (int32_t)rd32(b + 57);
-    if ((attrs & ATTR_SKIP) || count < 0)
-        return 0;
+    if ((attrs & ATTR_SKIP) || count < 0 || count > size - BATCH_OVERHEAD)
+        return 0; /* a record takes at least a byte: no scratch for an absurd count */
     h->base_offset = (int64_t)rd64(b);
     if (__builtin_add_overflow(h->base_offset, (int64_t)(int32_t)rd32(b + 23), &h->last_offset)
         || h->last_offset == INT64_MAX)

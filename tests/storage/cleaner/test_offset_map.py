@@ -92,3 +92,15 @@ def test_clear_after_few_or_many_entries(n: int) -> None:
     assert bytes(m._bytes) == bytes(24 * 64)
     m.put(b"again", 5)
     assert m.get(b"again") == 5
+
+
+def test_a_map_that_lost_track_of_its_slots_is_cleared_whole() -> None:
+    """After a native loop failed midway (slots written, counters not), clear() must not
+    trust the used-slot list: a stale entry would make the next round drop live records."""
+    m = SkimpyOffsetMap(64 * 24)
+    m.put(b"known", 1)
+    m._bytes[24 * 5 : 24 * 6] = b"\x01" * 24  # a slot the map never heard of
+    m.lose_track()
+    m.clear()
+    assert bytes(m._bytes) == bytes(64 * 24)
+    assert (m.size, m.get(b"known"), m.latest_offset) == (0, -1, -1)

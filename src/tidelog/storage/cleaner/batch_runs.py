@@ -85,7 +85,7 @@ def _plain_header(buf: memoryview, off: int) -> tuple[int, int, int, int, int, i
     size = LOG_OVERHEAD + length
     if size < RECORD_BATCH_OVERHEAD or size > n or magic != MAGIC_V2:
         return None
-    if attrs & _SKIP or count < 0:
+    if attrs & _SKIP or count < 0 or count > size - RECORD_BATCH_OVERHEAD:
         return None
     last = base + delta
     if not _INT64_MIN <= last < _INT64_MAX:  # next_offset must be an int64 too
@@ -189,9 +189,13 @@ def _map_run_native(omap: SkimpyOffsetMap, buf: Buffer, off: int, start: int,
                     max_entries: int) -> MapRun:
     native: Any = omap.native
     buffer, slots, entries, track = omap.native_state()
-    (end, batches, nbytes, read, full, added, probes, lookups, latest, positions, last,
-     overflow) = native.clean_map_run(buf, off, buffer, slots, start, entries, max_entries,
-                                      track)
+    try:
+        (end, batches, nbytes, read, full, added, probes, lookups, latest, positions, last,
+         overflow) = native.clean_map_run(buf, off, buffer, slots, start, entries,
+                                          max_entries, track)
+    except BaseException:
+        omap.lose_track()  # MemoryError midway: slots written that the counters miss
+        raise
     omap.apply_native_puts(added, probes, lookups, positions, latest, overflow)
     return MapRun(end, batches, nbytes, read, bool(full), last)
 

@@ -180,9 +180,13 @@ class SkimpyOffsetMap:
 
     def _put_records_native(self, native: Any, records: list[Any], start: int,
                             max_entries: int) -> tuple[int, bool]:
-        read, full, added, probes, lookups, latest, positions, overflow = \
-            native.omap_put_records(self._bytes, self._slots, records, start, self._entries,
-                                    max_entries, self._track_limit)
+        try:
+            read, full, added, probes, lookups, latest, positions, overflow = \
+                native.omap_put_records(self._bytes, self._slots, records, start,
+                                        self._entries, max_entries, self._track_limit)
+        except BaseException:
+            self.lose_track()
+            raise
         self.apply_native_puts(added, probes, lookups, positions, latest, overflow)
         return read, bool(full)
 
@@ -208,6 +212,12 @@ class SkimpyOffsetMap:
             self.latest_offset = latest
         if overflow == 1:
             raise OffsetMapFullError("attempt to add a new entry to a full offset map")
+
+    def lose_track(self) -> None:
+        """A native loop failed midway (out of memory): slots may hold entries that neither
+        the counters nor the used-slot list know of, so the next ``clear`` zeroes the whole
+        buffer instead of the listed slots (a stale entry could drop live records)."""
+        self._entries = max(self._entries, self._track_limit + 1)
 
     def peek_many(self, keys: list[Any]) -> tuple[list[int], int]:
         """``get_many`` without counting: (offsets, probes); ``count_lookups`` counts them
