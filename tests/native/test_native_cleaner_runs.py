@@ -247,3 +247,15 @@ def test_strict_walk_agrees_with_the_scan(recs: list[Any], count: int, base: int
 def test_horizon_attribute_is_the_delete_horizon_bit() -> None:
     data, _ = _batch("horizon", [(b"a", None, 0)], b"", 0, 0)
     assert int.from_bytes(data[21:23], "big") & DELETE_HORIZON_MASK
+
+
+@pytest.mark.parametrize("count", [7, 1 << 20, (1 << 31) - 1])
+def test_a_count_beyond_the_payload_stops_the_run(count: int) -> None:
+    """A header claiming more records than its payload has bytes: the run stops before it
+    (the reference code raises its error), it does not size scratch space by the count."""
+    good, nxt = _batch("plain", [(b"a", b"1", 0)], b"", 0, 0)
+    bad, _ = _batch("raw", [], b"\x02\x00\x00\x00\x00\x02", count, nxt)
+    for m in [PythonMap(16 * BYTES_PER_ENTRY)] + ([NativeMap(16 * BYTES_PER_ENTRY)] if core else []):
+        run = batch_runs.map_run_py if m.native is None else batch_runs._map_run_native
+        r = run(m, good + bad, 0, 0, 10)
+        assert (r.batches, r.end) == (1, len(good))
