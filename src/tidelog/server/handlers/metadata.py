@@ -12,6 +12,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import has_field, make, nested
+from tidelog.util.topic_partition import validate_topic_name
 
 from .. import topic_admin
 from ..context import RequestContext
@@ -96,6 +97,32 @@ def _partition(pcls: Any, p: int, node: int, offline: bool) -> Any:
     )
 
 
+async def _named_topic(ctx: RequestContext, tcls: Any, name: str | None, tid: Any,
+                       auto: bool) -> Any:
+    """One requested topic's entry, in Kafka's order of checks: DESCRIBE, existence, then
+    auto-creation (a valid name, CREATE on the cluster or the topic)."""
+    rm, node = ctx.broker.replica_manager, ctx.broker.node_id
+    info = rm.store.topic_by_id(tid) if tid is not None else rm.topic(name or "")
+    shown = info.name if info is not None else name
+    if shown and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, shown):
+        # before existence: a forbidden topic looks like a forbidden missing one
+        return _topic(tcls, None, name, node, ErrorCode.TOPIC_AUTHORIZATION_FAILED, tid)
+    if info is None and tid is not None:
+        return _topic(tcls, None, None, node, ErrorCode.UNKNOWN_TOPIC_ID, tid)
+    if info is None and name and auto:
+        try:
+            validate_topic_name(name)
+        except ValueError:
+            return _topic(tcls, None, name, node, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if not (ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster")
+                or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)):
+            return _topic(tcls, None, name, node, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        info = await topic_admin.auto_create(rm, name)  # file work off the loop
+    if info is None:
+        return _topic(tcls, None, name, node, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return _topic(tcls, info, info.name, node, offline=rm.offline_partitions(info.name))
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     rm = broker.replica_manager
@@ -114,35 +141,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name)
         ]
     for name, tid in wanted:
-        info = rm.store.topic_by_id(tid) if tid is not None else rm.topic(name or "")
-        shown = info.name if info is not None else name
-        if shown and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, shown):
-            # before existence: a forbidden topic looks like a forbidden missing one
-            denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            topics.append(_topic(tcls, None, name, node, denied, tid))
-            continue
-        if info is None and tid is not None:
-            topics.append(_topic(tcls, None, None, node, ErrorCode.UNKNOWN_TOPIC_ID, tid))
-            continue
-        if info is None and name and auto:
-            try:
-                from tidelog.util.topic_partition import validate_topic_name
-
-                validate_topic_name(name)
-            except ValueError:
-                topics.append(_topic(tcls, None, name, node, ErrorCode.INVALID_TOPIC_EXCEPTION))
-                continue
-            if not (ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster")
-                    or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)):
-                denied = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                topics.append(_topic(tcls, None, name, node, denied))
-                continue
-            info = await topic_admin.auto_create(rm, name)  # file work off the loop
-        if info is None:
-            topics.append(_topic(tcls, None, name, node, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-        else:
-            offline = rm.offline_partitions(info.name)
-            topics.append(_topic(tcls, info, info.name, node, offline=offline))
+        topics.append(await _named_topic(ctx, tcls, name, tid, auto))
     if getattr(request, "include_topic_authorized_operations", False):
         topics = [_with_operations(ctx, t) for t in topics]
     kw: dict[str, Any] = {}
