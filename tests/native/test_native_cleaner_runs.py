@@ -52,7 +52,8 @@ record_st = st.tuples(st.one_of(st.none(), st.sampled_from(KEYS)),  # key
                       st.one_of(st.none(), st.binary(max_size=6)),  # value (None: tombstone)
                       st.integers(0, 2))  # offset gap before it
 batch_st = st.tuples(
-    st.sampled_from(["plain"] * 6 + ["lz4", "txn", "control", "raw", "horizon", "producer"]),
+    st.sampled_from(["plain"] * 6 + ["lz4", "gzip", "zstd", "snappy", "txn", "control", "raw",
+                                      "horizon", "producer"]),
     st.lists(record_st, max_size=6),
     st.binary(max_size=24),  # the payload of a "raw" batch
     st.integers(0, 4),  # its declared count
@@ -80,8 +81,10 @@ def _batch(kind: str, recs: list[Any], raw: bytes, count: int, base: int) -> tup
         kw["is_transactional"] = True
     if kind == "horizon":
         kw["delete_horizon_ms"] = 5000
-    b = RecordBatchBuilder(CompressionType.LZ4 if kind == "lz4" else CompressionType.NONE,
-                           is_control=kind == "control", **kw)
+    codec = {"lz4": CompressionType.LZ4, "gzip": CompressionType.GZIP,
+             "zstd": CompressionType.ZSTD, "snappy": CompressionType.SNAPPY}
+    b = RecordBatchBuilder(codec.get(kind, CompressionType.NONE), is_control=kind == "control",
+                           **kw)
     if kind == "control":
         b.append_control(ControlRecordType.COMMIT, 1000)
         return b.build(), base + 1
@@ -174,15 +177,18 @@ def test_filter_run_twins_agree(spec: Any, stored: list[tuple[bytes, int]], late
 
 
 def test_runs_stop_before_what_they_do_not_take() -> None:
-    """A run takes plain batches and stops before a compressed one, a partly kept one and a
-    partial tail; the bytes it copies are the batches unchanged."""
+    """A run takes plain batches, compressed ones too, and stops before a transactional one;
+    the filter copies whole batches unchanged and re-writes a partly kept one."""
     plain, nxt = _batch("plain", [(b"a", b"1", 0), (b"b", b"2", 0)], b"", 0, 0)
-    lz4, _ = _batch("lz4", [(b"c", b"3", 0)], b"", 0, nxt)
-    buf = plain + lz4
+    lz4, nxt = _batch("lz4", [(b"c", b"3", 0)], b"", 0, nxt)
+    txn, _ = _batch("txn", [(b"d", b"4", 0)], b"", 0, nxt)
+    buf = plain + lz4 + txn
     m = PythonMap(16 * BYTES_PER_ENTRY)
     r = batch_runs.map_run_py(m, buf, 0, 0, 10)
-    assert (r.end, r.batches, r.read, r.full, r.last_offset) == (len(plain), 1, 2, False, 1)
-    assert (m.get(b"a"), m.get(b"b"), m.latest_offset) == (0, 1, 1)
+    assert (r.end, r.batches, r.read, r.full, r.last_offset) == \
+        (len(plain + lz4), 2, 3, False, 2)
+    assert (m.get(b"a"), m.get(b"b"), m.get(b"c"), m.get(b"d"), m.latest_offset) == \
+        (0, 1, 2, -1, 2)
     fp = batch_runs.FilterParams(1, 0, 10, -1, -1, {})
     f = batch_runs.filter_run_py(m, plain + plain[:30], 0, fp, 1 << 20, -1)
     assert (f.batches, f.output, f.last_written) == (1, plain, 1)
@@ -259,3 +265,20 @@ def test_a_count_beyond_the_payload_stops_the_run(count: int) -> None:
         run = batch_runs.map_run_py if m.native is None else batch_runs._map_run_native
         r = run(m, good + bad, 0, 0, 10)
         assert (r.batches, r.end) == (1, len(good))
+
+
+@pytest.mark.parametrize("kind", ["lz4", "gzip", "zstd", "snappy"])
+def test_a_compressed_batch_is_re_written_in_its_codec(kind: str) -> None:
+    data, _ = _batch(kind, [(b"a", b"1", 0), (b"b", None, 0), (b"c", b"3", 0)], b"", 0, 0)
+    fp = batch_runs.FilterParams(2, 0, 777, -1, -1, {})
+    runs = []
+    for m, run in [(PythonMap(16 * BYTES_PER_ENTRY), batch_runs.filter_run_py)] + (
+            [(NativeMap(16 * BYTES_PER_ENTRY), batch_runs._filter_run_native)] if core else []):
+        m.put(b"a", 9)  # superseded; b's tombstone stays and sets the delete horizon
+        runs.append(run(m, data, 0, fp, 1 << 20, -1))
+    assert all(r == runs[0] for r in runs)
+    out = RecordBatch(runs[0].output)
+    assert out.compression == CompressionType[kind.upper()]
+    assert (out.delete_horizon_ms, out.records_count) == (777, 2)
+    assert [(x.offset, x.key, x.value) for x in out.iter_records()] == \
+        [(1, b"b", None), (2, b"c", b"3")]

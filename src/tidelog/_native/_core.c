@@ -537,11 +537,13 @@ static PyMethodDef core_methods[] = {
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},
     {"clean_map_run", tl_clean_map_run, METH_VARARGS,
-     "clean_map_run(buf, off, map, slots, start, entries, max_entries, track): the cleaner's "
-     "offset-map pass over a run of plain batches (storage/cleaner/batch_runs.py map_run_py)."},
+     "clean_map_run(buf, off, map, slots, start, entries, max_entries, track, codecs): the "
+     "cleaner's offset-map pass over a run of plain batches (storage/cleaner/batch_runs.py "
+     "map_run_py)."},
     {"clean_filter_run", tl_clean_filter_run, METH_VARARGS,
      "clean_filter_run(buf, off, map, slots, latest, now, new_horizon, upper, group_end, "
-     "last_data, budget, max_ts): the cleaner's filter pass over a run of plain batches (filter_run_py)."},
+     "last_data, budget, max_ts, codecs): the cleaner's filter pass over a run of plain "
+     "batches (filter_run_py)."},
     {"recover_scan", tl_recover_scan, METH_VARARGS,
      "recover_scan(buf, off, interval, segment_base, state) -> (off, state, index entries, "
      "time index entries, epochs, producer batch offsets, next offset): the recovery scan's "

@@ -2,12 +2,13 @@
  * map_run_py and filter_run_py.
  *
  * A run walks the batches of a chunk of a segment as long as each one is *plain*: whole in
- * the chunk, a good header and CRC, uncompressed, neither transactional nor control, and
- * records that the strict walk below reads (varints as Kafka writes them).  A plain batch is
- * mapped (pass 1) or filtered (pass 2) here without a Python object per batch or record;
- * the run stops *before* the first batch it does not take, which the cleaner hands to its
- * reference per-batch code (errors, compression, transactions, rebuilt batches).  A run
- * never raises for what it reads.
+ * the chunk, a good header and CRC, neither transactional nor control, and records that the
+ * strict walk below reads (varints as Kafka writes them); a compressed one is decompressed
+ * (and a re-written one re-compressed) by the reference code's own codec functions, passed
+ * in.  A plain batch is mapped (pass 1) or filtered (pass 2: dropped, copied or re-written)
+ * here without a Python object per record; the run stops *before* the first batch it does
+ * not take, which the cleaner hands to its reference per-batch code (errors, transactions,
+ * headers of emptied batches).  A run never raises for what it reads.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -18,7 +19,9 @@
 
 #define BATCH_OVERHEAD 61
 #define CRC_START 21
-#define ATTR_SKIP 0x37 /* compression (0x07), transactional (0x10), control (0x20) */
+#define ATTR_CODEC 0x07
+#define ATTR_SKIP 0x30 /* transactional (0x10), control (0x20) */
+#define MAX_CODEC 4     /* zstd; above: no codec Kafka knows */
 #define ATTR_DELETE_HORIZON 0x40
 #define OMAP_ENTRY 24
 
@@ -41,14 +44,15 @@ typedef struct {
     Py_ssize_t size;
     int64_t base_offset, last_offset, base_ts, max_ts, pid;
     int32_t count;
-    int attrs;
+    int attrs, codec;
 } plain_header;
 
 #define ATTR_LOG_APPEND_TIME 0x08
 
-/* batch_runs._plain_header: 1 if the batch at b (n bytes left) is plain (header, CRC). */
+/* batch_runs._plain_header: 1 if the batch at b (n bytes left) is plain (header, CRC);
+ * compressed ones only with ``codecs``. */
 static int
-plain_header_at(const uint8_t *b, Py_ssize_t n, plain_header *h)
+plain_header_at(const uint8_t *b, Py_ssize_t n, plain_header *h, int codecs)
 {
     if (n < BATCH_OVERHEAD)
         return 0;
@@ -57,7 +61,10 @@ plain_header_at(const uint8_t *b, Py_ssize_t n, plain_header *h)
         return 0;
     int attrs = (int)(int16_t)(b[21] << 8 | b[22]);
     int32_t count = (int32_t)rd32(b + 57);
-    if ((attrs & ATTR_SKIP) || count < 0 || count > size - BATCH_OVERHEAD)
+    int codec = attrs & ATTR_CODEC;
+    if ((attrs & ATTR_SKIP) || count < 0 || codec > MAX_CODEC || (codec && !codecs))
+        return 0;
+    if (!codec && count > size - BATCH_OVERHEAD)
         return 0; /* a record takes at least a byte: no scratch for an absurd count */
     h->base_offset = (int64_t)rd64(b);
     if (__builtin_add_overflow(h->base_offset, (int64_t)(int32_t)rd32(b + 23), &h->last_offset)
@@ -67,10 +74,64 @@ plain_header_at(const uint8_t *b, Py_ssize_t n, plain_header *h)
         return 0;
     h->size = (Py_ssize_t)size;
     h->attrs = attrs;
+    h->codec = codec;
     h->count = count;
     h->base_ts = (int64_t)rd64(b + 27);
     h->max_ts = (int64_t)rd64(b + 35);
     h->pid = (int64_t)rd64(b + 43);
+    return 1;
+}
+
+/* An Exception from a codec means "not plain" (the reference code raises it); anything
+ * else (KeyboardInterrupt, ...) propagates. */
+static int
+stop_or_raise(void)
+{
+    if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+/* batch_runs._payload: the records of a plain batch, after its header or, compressed,
+ * decompressed by codecs[0] (records.compression.decompress) into *holder. 1, 0 (not
+ * plain: the codec refused it, or more records declared than bytes), -1 error. */
+static int
+batch_payload(const uint8_t *b, const plain_header *h, PyObject *codecs, PyObject **holder,
+              const uint8_t **p, Py_ssize_t *n)
+{
+    *holder = NULL;
+    if (!h->codec) {
+        *p = b + BATCH_OVERHEAD;
+        *n = h->size - BATCH_OVERHEAD;
+        return 1;
+    }
+    PyObject *r = PyObject_CallFunction(PyTuple_GET_ITEM(codecs, 0), "iy#", h->codec,
+                                        (const char *)b + BATCH_OVERHEAD,
+                                        h->size - BATCH_OVERHEAD);
+    if (r == NULL)
+        return stop_or_raise();
+    if (!PyBytes_Check(r) || h->count > PyBytes_GET_SIZE(r)) {
+        Py_DECREF(r);
+        return 0;
+    }
+    *holder = r;
+    *p = (const uint8_t *)PyBytes_AS_STRING(r);
+    *n = PyBytes_GET_SIZE(r);
+    return 1;
+}
+
+/* ``codecs`` as passed: None, or a tuple (decompress, compress). */
+static int
+codecs_arg(PyObject *codecs)
+{
+    if (codecs == Py_None)
+        return 0;
+    if (!PyTuple_Check(codecs) || PyTuple_GET_SIZE(codecs) != 2) {
+        PyErr_SetString(PyExc_TypeError, "codecs must be None or (decompress, compress)");
+        return -1;
+    }
     return 1;
 }
 
@@ -294,12 +355,17 @@ tl_clean_map_run(PyObject *self, PyObject *args)
 {
     Py_buffer view, mb;
     Py_ssize_t off;
-    PyObject *map;
+    PyObject *map, *codecs;
     long long slots;
     map_state m = {0};
-    if (!PyArg_ParseTuple(args, "y*nOLLLLL:clean_map_run", &view, &off, &map, &slots, &m.start,
-                          &m.entries, &m.max_entries, &m.track))
+    if (!PyArg_ParseTuple(args, "y*nOLLLLLO:clean_map_run", &view, &off, &map, &slots, &m.start,
+                          &m.entries, &m.max_entries, &m.track, &codecs))
         return NULL;
+    int with_codecs = codecs_arg(codecs);
+    if (with_codecs < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     if (off < 0 || off > view.len) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
@@ -311,11 +377,18 @@ tl_clean_map_run(PyObject *self, PyObject *args)
     }
     scratch s = {0};
     char *want = NULL;
-    PyObject *positions = PyList_New(0), *result = NULL;
+    PyObject *positions = PyList_New(0), *result = NULL, *holder = NULL;
     long long batches = 0, nbytes = 0, last_offset = 0;
     const uint8_t *b = view.buf;
     plain_header h;
-    while (positions != NULL && plain_header_at(b + off, view.len - off, &h)) {
+    while (positions != NULL && plain_header_at(b + off, view.len - off, &h, with_codecs)) {
+        const uint8_t *payload;
+        Py_ssize_t plen;
+        int rc = batch_payload(b + off, &h, codecs, &holder, &payload, &plen);
+        if (rc < 0)
+            goto done;
+        if (rc == 0)
+            break;
         if (scratch_reserve(&s, h.count) < 0)
             goto done;
         char *w = PyMem_Realloc(want, (size_t)(s.cap ? s.cap : 1));
@@ -324,9 +397,7 @@ tl_clean_map_run(PyObject *self, PyObject *args)
             goto done;
         }
         want = w;
-        const uint8_t *payload = b + off + BATCH_OVERHEAD;
-        if (!plain_records(payload, h.size - BATCH_OVERHEAD, h.count, h.base_offset, h.base_ts,
-                           s.recs))
+        if (!plain_records(payload, plen, h.count, h.base_offset, h.base_ts, s.recs))
             break;
         batches++;
         nbytes += h.size;
@@ -334,6 +405,7 @@ tl_clean_map_run(PyObject *self, PyObject *args)
         last_offset = h.last_offset;
         if (map_batch(&s, payload, h.count, (uint8_t *)mb.buf, slots, &m, positions, want) < 0)
             goto done;
+        Py_CLEAR(holder);
         if (m.full || m.overflow)
             break;
         if (h.last_offset >= m.start) {
@@ -354,6 +426,7 @@ tl_clean_map_run(PyObject *self, PyObject *args)
         Py_XDECREF(last);
     }
 done:
+    Py_XDECREF(holder);
     Py_XDECREF(positions);
     PyMem_Free(want);
     scratch_free(&s);
@@ -501,11 +574,10 @@ wr32(uint8_t *p, uint32_t v)
  * the base timestamp moves. 1 written (*max_ts, *last_kept), 0 not taken (a timestamp that
  * is no int64), -1 error. */
 static int
-rebuild(growing *out, const uint8_t *batch, const plain_header *h, const scratch *s,
-        const char *keep, int need_horizon, long long new_horizon, int64_t *max_ts,
-        int64_t *last_kept)
+rebuild(growing *out, const uint8_t *batch, const uint8_t *payload, const plain_header *h,
+        const scratch *s, const char *keep, int need_horizon, long long new_horizon,
+        PyObject *codecs, int64_t *max_ts, int64_t *last_kept)
 {
-    const uint8_t *payload = batch + BATCH_OVERHEAD;
     int has = need_horizon || (h->attrs & ATTR_DELETE_HORIZON);
     int64_t base_ts = need_horizon ? new_horizon : h->base_ts, mx = INT64_MIN, d;
     int first = -1;
@@ -540,9 +612,8 @@ rebuild(growing *out, const uint8_t *batch, const plain_header *h, const scratch
     int attrs = has ? (h->attrs | ATTR_DELETE_HORIZON) : (h->attrs & ~ATTR_DELETE_HORIZON);
     *max_ts = (attrs & ATTR_LOG_APPEND_TIME) ? h->max_ts : mx;
     size_t at = out->n, total = BATCH_OVERHEAD + body;
-    if (total - 12 > INT32_MAX || grow_append(out, batch, BATCH_OVERHEAD) < 0 ||
-        grow_append(out, NULL, body) < 0)
-        return total - 12 > INT32_MAX ? 0 : -1;
+    if (grow_append(out, batch, BATCH_OVERHEAD) < 0 || grow_append(out, NULL, body) < 0)
+        return -1;
     uint8_t *o = out->p + at, *w = o + BATCH_OVERHEAD;
     for (int32_t i = 0; i < h->count; i++) {
         const plain_record *r = &s->recs[i];
@@ -560,6 +631,27 @@ rebuild(growing *out, const uint8_t *batch, const plain_header *h, const scratch
         w = put_varint(w, d);
         memcpy(w, payload + r->ts_end, (size_t)(r->end - r->ts_end));
         w += r->end - r->ts_end;
+    }
+    if (h->codec) { /* the body re-compressed as the reference does: compress(codec, body) */
+        PyObject *c = PyObject_CallFunction(PyTuple_GET_ITEM(codecs, 1), "iy#", h->codec,
+                                            (const char *)o + BATCH_OVERHEAD, (Py_ssize_t)body);
+        out->n = at + BATCH_OVERHEAD;
+        if (c == NULL || !PyBytes_Check(c)) {
+            out->n = at;
+            Py_XDECREF(c);
+            return c == NULL ? stop_or_raise() : 0;
+        }
+        int rc = grow_append(out, (const uint8_t *)PyBytes_AS_STRING(c),
+                             (size_t)PyBytes_GET_SIZE(c));
+        total = BATCH_OVERHEAD + (size_t)PyBytes_GET_SIZE(c);
+        Py_DECREF(c);
+        if (rc < 0)
+            return -1;
+        o = out->p + at;
+    }
+    if (total - 12 > INT32_MAX) {
+        out->n = at;
+        return 0;
     }
     long long kept = 0;
     for (int32_t i = 0; i < h->count; i++)
@@ -579,13 +671,18 @@ tl_clean_filter_run(PyObject *self, PyObject *args)
 {
     Py_buffer view, mb;
     Py_ssize_t off;
-    PyObject *map;
+    PyObject *map, *codecs;
     long long slots, budget, max_ts;
     filter_args a;
-    if (!PyArg_ParseTuple(args, "y*nOLLLLLLO!LL:clean_filter_run", &view, &off, &map, &slots,
-                          &a.latest, &a.now, &a.new_horizon, &a.upper, &a.group_end, &PyDict_Type,
-                          &a.last_data, &budget, &max_ts))
+    if (!PyArg_ParseTuple(args, "y*nOLLLLLLO!LLO:clean_filter_run", &view, &off, &map, &slots,
+                          &a.latest, &a.now, &a.new_horizon, &a.upper, &a.group_end,
+                          &PyDict_Type, &a.last_data, &budget, &max_ts, &codecs))
         return NULL;
+    int with_codecs = codecs_arg(codecs);
+    if (with_codecs < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
     if (off < 0 || off > view.len) {
         PyBuffer_Release(&view);
         PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
@@ -598,14 +695,22 @@ tl_clean_filter_run(PyObject *self, PyObject *args)
     scratch s = {0};
     growing out = {0};
     char *want = NULL;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *holder = NULL;
     long long batches = 0, nread = 0, messages = 0, retained = 0, bytes_retained = 0,
               shallow = -1, max_offset = -1, written = -1, last = 0, invalid = 0,
               lookups = 0, probes = 0;
     int any_written = 0, raised = 0;
     const uint8_t *b = view.buf;
     plain_header h;
-    while (nread < budget && plain_header_at(b + off, view.len - off, &h)) {
+    while (nread < budget && plain_header_at(b + off, view.len - off, &h, with_codecs)) {
+        const uint8_t *payload;
+        Py_ssize_t plen;
+        Py_CLEAR(holder);
+        int prc = batch_payload(b + off, &h, codecs, &holder, &payload, &plen);
+        if (prc < 0)
+            goto done;
+        if (prc == 0)
+            break;
         if (scratch_reserve(&s, h.count) < 0)
             goto done;
         char *w = PyMem_Realloc(want, (size_t)(s.cap ? s.cap : 1));
@@ -614,9 +719,7 @@ tl_clean_filter_run(PyObject *self, PyObject *args)
             goto done;
         }
         want = w;
-        const uint8_t *payload = b + off + BATCH_OVERHEAD;
-        if (!plain_records(payload, h.size - BATCH_OVERHEAD, h.count, h.base_offset, h.base_ts,
-                           s.recs))
+        if (!plain_records(payload, plen, h.count, h.base_offset, h.base_ts, s.recs))
             break;
         long long lk = 0, pr = 0, inv = 0;
         int tombstone;
@@ -633,8 +736,8 @@ tl_clean_filter_run(PyObject *self, PyObject *args)
             size_t before = out.n;
             int64_t bmax = h.max_ts, last_kept = h.last_offset;
             if (kept != h.count || need_horizon) {
-                int r = rebuild(&out, b + off, &h, &s, want, need_horizon, a.new_horizon,
-                                &bmax, &last_kept);
+                int r = rebuild(&out, b + off, payload, &h, &s, want, need_horizon,
+                                a.new_horizon, codecs, &bmax, &last_kept);
                 if (r < 0)
                     goto done;
                 if (r == 0)
@@ -677,6 +780,7 @@ tl_clean_filter_run(PyObject *self, PyObject *args)
         Py_XDECREF(s_obj);
     }
 done:
+    Py_XDECREF(holder);
     PyMem_Free(want);
     PyMem_Free(out.p);
     scratch_free(&s);

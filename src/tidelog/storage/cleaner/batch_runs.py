@@ -1,15 +1,16 @@
 """Runs of plain batches: the cleaner's two passes without Python work per batch or record.
 
-Most batches a cleaner reads are *plain*: whole, a good header and CRC, uncompressed, neither
-transactional nor control, with records written the way Kafka writes them. For a run of such
-batches the map pass only hashes keys into the offset map, and the filter pass only drops a
-batch (nothing kept) or copies it unchanged (everything kept). ``map_run`` and
+Most batches a cleaner reads are *plain*: whole, a good header and CRC, neither transactional
+nor control, with records written the way Kafka writes them (compressed or not). For a run of
+such batches the map pass only hashes keys into the offset map, and the filter pass drops a
+batch (nothing kept), copies it unchanged (everything kept) or re-writes it with the records
+kept (``batch_filter.rebuild_batch``, re-compressed in its codec). ``map_run`` and
 ``filter_run`` do exactly that over a chunk of a segment, in the native core
-(``_core.clean_map_run`` / ``clean_filter_run``) or in their pure-Python twins here
+(``_core.clean_map_run`` / ``clean_filter_run``, which call the reference code's own
+``decompress``/``compress`` for a compressed batch) or in their pure-Python twins here
 (``map_run_py`` / ``filter_run_py``), and stop *before* the first batch they do not take
-that way: a malformed, compressed, transactional or control batch, a partly kept one (it is
-rebuilt), one keeping a tombstone without a delete horizon, or an emptied one that must stay
-as a header. The cleaner hands that one batch to its reference per-batch code (Kafka's
+that way: a malformed, transactional or control batch, one its codec refuses, one whose
+timestamps are no int64s, or an emptied one that must stay as a header. The cleaner hands that one batch to its reference per-batch code (Kafka's
 ``Cleaner``: ``_map_batch`` / ``filter_batch``), which raises the exact error or handles
 the rare case, then resumes the run. A run never raises for what it reads.
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch, crc32c
+from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch, compress, crc32c, decompress
 from tidelog.records.batch import (
     COMPRESSION_MASK,
     CONTROL_MASK,
@@ -44,7 +45,10 @@ Buffer = bytes | bytearray | memoryview
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _LENGTH = struct.Struct(">i")
-_SKIP = COMPRESSION_MASK | TRANSACTIONAL_MASK | CONTROL_MASK
+_SKIP = TRANSACTIONAL_MASK | CONTROL_MASK
+_MAX_CODEC = 4  # zstd; above: no codec Kafka knows
+# What the native runs call for a compressed batch: the reference code's own codec functions.
+_CODECS = (decompress, compress)
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
@@ -74,9 +78,11 @@ class FilterRun(NamedTuple):
 
 
 # -- the plain batch and its records (the C twin: _native/cleaner_runs.c) -------------------
-def _plain_header(buf: memoryview, off: int) -> tuple[int, int, int, int, int, int, int, int] | None:
+def _plain_header(buf: memoryview, off: int, codecs: bool = True
+                  ) -> tuple[int, int, int, int, int, int, int, int] | None:
     """(size, base offset, last offset, base timestamp, max timestamp, producer id, count,
-    attributes) of the batch at ``off`` if it is plain, else None."""
+    attributes) of the batch at ``off`` if it is plain (compressed ones only with
+    ``codecs``), else None."""
     n = len(buf) - off
     if n < RECORD_BATCH_OVERHEAD:
         return None
@@ -85,14 +91,31 @@ def _plain_header(buf: memoryview, off: int) -> tuple[int, int, int, int, int, i
     size = LOG_OVERHEAD + length
     if size < RECORD_BATCH_OVERHEAD or size > n or magic != MAGIC_V2:
         return None
-    if attrs & _SKIP or count < 0 or count > size - RECORD_BATCH_OVERHEAD:
+    codec = attrs & COMPRESSION_MASK
+    if attrs & _SKIP or count < 0 or codec > _MAX_CODEC or (codec and not codecs):
         return None
+    if not codec and count > size - RECORD_BATCH_OVERHEAD:
+        return None  # a record takes at least a byte
     last = base + delta
     if not _INT64_MIN <= last < _INT64_MAX:  # next_offset must be an int64 too
         return None
     if crc32c(buf[off + CRC_START : off + size]) != crc:
         return None
     return size, base, last, base_ts, max_ts, pid, count, attrs
+
+
+def _payload(b: memoryview, off: int, size: int, attrs: int, count: int) -> memoryview | None:
+    """The records of a plain batch: after its header, or decompressed as the reference code
+    does it (None, not plain, if the codec refuses it or it holds fewer bytes than records)."""
+    codec = attrs & COMPRESSION_MASK
+    body = b[off + RECORD_BATCH_OVERHEAD : off + size]
+    if not codec:
+        return body
+    try:
+        payload = decompress(codec, bytes(body))
+    except Exception:  # the reference code raises it
+        return None
+    return memoryview(payload) if isinstance(payload, bytes) and count <= len(payload) else None
 
 
 def _uvarint(b: memoryview, end: int, pos: int, max_bytes: int) -> tuple[int, int] | None:
@@ -168,17 +191,17 @@ def map_run_py(omap: SkimpyOffsetMap, buf: Buffer, off: int, start: int, max_ent
     batches = nbytes = read = 0
     last = None
     while (h := _plain_header(b, off)) is not None:
-        size, base, last_off, _bts, _mts, _pid, count, _attrs = h
-        p0 = off + RECORD_BATCH_OVERHEAD
-        recs = _plain_records(b, p0, off + size, count, base, _bts)
-        if recs is None:
+        size, base, last_off, base_ts, _mts, _pid, count, attrs = h
+        pv = _payload(b, off, size, attrs, count)
+        recs = None if pv is None else _plain_records(pv, 0, len(pv), count, base, base_ts)
+        if pv is None or recs is None:
             break
         batches, nbytes, off, last = batches + 1, nbytes + size, off + size, last_off
         for offset, key, klen, *_rest in recs:
             if key >= 0 and offset >= start:
                 if len(omap) >= max_entries:
                     return MapRun(off, batches, nbytes, read, True, last)
-                omap.put(b[key : key + klen], offset)
+                omap.put(pv[key : key + klen], offset)
             read += 1
         if last_off >= start:
             omap.update_latest_offset(last_off)
@@ -192,7 +215,7 @@ def _map_run_native(omap: SkimpyOffsetMap, buf: Buffer, off: int, start: int,
     try:
         (end, batches, nbytes, read, full, added, probes, lookups, latest, positions, last,
          overflow) = native.clean_map_run(buf, off, buffer, slots, start, entries,
-                                          max_entries, track)
+                                          max_entries, track, _CODECS)
     except BaseException:
         omap.lose_track()  # MemoryError midway: slots written that the counters miss
         raise
@@ -234,10 +257,11 @@ def filter_run_py(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams
     out = bytearray()
     while nread < budget and (h := _plain_header(b, off)) is not None:
         size, base, last_off, base_ts, bmax_ts, pid, count, attrs = h
-        recs = _plain_records(b, off + RECORD_BATCH_OVERHEAD, off + size, count, base, base_ts)
-        if recs is None:
+        pv = _payload(b, off, size, attrs, count)
+        recs = None if pv is None else _plain_records(pv, 0, len(pv), count, base, base_ts)
+        if pv is None or recs is None:
             break
-        keep, tombstone, inv, lookups, probes = _keep(omap, b, recs, fp, attrs, base_ts)
+        keep, tombstone, inv, lookups, probes = _keep(omap, pv, recs, fp, attrs, base_ts)
         kept = [r for r, k in zip(recs, keep, strict=True) if k]
         if not kept:
             if last_off + 1 in (fp.upper_bound, fp.group_end) or \
@@ -248,7 +272,8 @@ def filter_run_py(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams
             if len(kept) == count and not need_horizon:
                 data, last_kept = bytes(b[off : off + size]), last_off
             else:
-                rebuilt = _rebuild(b, off, size, kept, fp.new_horizon if need_horizon else None)
+                rebuilt = _rebuild(b[off : off + size], pv, kept,
+                                   fp.new_horizon if need_horizon else None)
                 if rebuilt is None:
                     break  # odd timestamps: the reference code rebuilds it
                 data, bmax_ts = rebuilt
@@ -291,11 +316,12 @@ def _keep(omap: SkimpyOffsetMap, b: memoryview, recs: list[PlainRecord], fp: Fil
     return keep, tombstone, invalid, len(keys), probes
 
 
-def _rebuild(b: memoryview, off: int, size: int, kept: list[PlainRecord],
+def _rebuild(view: memoryview, payload: memoryview, kept: list[PlainRecord],
              horizon: int | None) -> tuple[bytes, int] | None:
     """batch_filter.rebuild_batch itself (the reference), or None where the native twin does
-    not rebuild: a kept record's timestamp, or its delta from the new base, is no int64."""
-    batch = RecordBatch(b[off : off + size])
+    not rebuild: a kept record's timestamp, or its delta from the new base, is no int64, or
+    the codec refuses the body (the reference code raises that)."""
+    batch = RecordBatch(view)
     if horizon is None:
         horizon = batch.delete_horizon_ms
     if any(r.timestamp is None for r in kept):
@@ -304,10 +330,12 @@ def _rebuild(b: memoryview, off: int, size: int, kept: list[PlainRecord],
     if base_ts != batch.base_timestamp and not all(
             _INT64_MIN <= r.timestamp - base_ts <= _INT64_MAX for r in kept):  # type: ignore[operator]
         return None
-    p0 = off + RECORD_BATCH_OVERHEAD
-    scanned = [ScannedRecord(r.offset, r.timestamp, None, r.has_value, r.start - p0,  # type: ignore[arg-type]
-                             r.attr_pos - p0, r.ts_end - p0, r.end - p0) for r in kept]
-    return rebuild_batch(batch, b[p0 : off + size], scanned, horizon)
+    scanned = [ScannedRecord(r.offset, r.timestamp, None, r.has_value, r.start,  # type: ignore[arg-type]
+                             r.attr_pos, r.ts_end, r.end) for r in kept]
+    try:
+        return rebuild_batch(batch, payload, scanned, horizon)
+    except Exception:  # the codec's: the reference code raises it
+        return None
 
 
 def _filter_run_native(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterParams,
@@ -315,7 +343,8 @@ def _filter_run_native(omap: SkimpyOffsetMap, buf: Buffer, off: int, fp: FilterP
     native: Any = omap.native
     buffer, slots, _entries, _track = omap.native_state()
     r = native.clean_filter_run(buf, off, buffer, slots, fp.latest, fp.now, fp.new_horizon,
-                                fp.upper_bound, fp.group_end, fp.last_data, budget, max_ts)
+                                fp.upper_bound, fp.group_end, fp.last_data, budget, max_ts,
+                                _CODECS)
     (end, batches, nread, messages, output, retained, bytes_retained, max_ts, shallow,
      max_offset, written, invalid, lookups, probes, last) = r
     omap.count_lookups(lookups, probes)
