@@ -395,6 +395,13 @@ class SegmentReader:
                 off = 0
         return self._buf, off
 
+    def may_be_plain(self, pos: int) -> bool:
+        """False if the buffer shows the batch at ``pos`` is transactional or control: the
+        caller goes straight to the reference code (a run would refuse it, at a cost that
+        a log of transactional batches paid per batch)."""
+        off = pos - self._start
+        return not (off >= 0 and off + 23 <= len(self._buf) and self._buf[off + 22] & _SKIP)
+
     def batch(self, pos: int) -> RecordBatch | None:
         """The batch at ``pos`` (CorruptRecordError as FileRecords.batches raises it), or None
         at the end or before a partial trailing batch."""

@@ -368,19 +368,22 @@ class Cleaner:
         """``_map_segment`` on the native core: runs of plain batches, the reference code for
         any other batch; True if the map filled up."""
         reader = SegmentReader(seg.log)
-        while (chunk := reader.chunk(pos)) is not None:
-            buf, off = chunk
-            run = map_run(self.offset_map, buf, off, start, max_entries)
-            if run.batches:
-                # Throttled per run, as Kafka throttles per read buffer.
-                self.throttler.maybe_throttle(run.bytes)
-                stats.map_bytes_read += run.bytes
-                stats.map_messages_read += run.read
-                txn.on_plain_batches_read(run.last_offset)
-                if run.full:
-                    return True
-                pos += run.end - off
-                continue
+        while True:
+            if reader.may_be_plain(pos):
+                if (chunk := reader.chunk(pos)) is None:
+                    break
+                buf, off = chunk
+                run = map_run(self.offset_map, buf, off, start, max_entries)
+                if run.batches:
+                    # Throttled per run, as Kafka throttles per read buffer.
+                    self.throttler.maybe_throttle(run.bytes)
+                    stats.map_bytes_read += run.bytes
+                    stats.map_messages_read += run.read
+                    txn.on_plain_batches_read(run.last_offset)
+                    if run.full:
+                        return True
+                    pos += run.end - off
+                    continue
             one = reader.batch(pos)
             if one is None:
                 break
@@ -473,10 +476,14 @@ class Cleaner:
         last_offset = -1
         reader = SegmentReader(source.log)
         pos = 0
-        while (chunk := reader.chunk(pos)) is not None:
-            buf, off = chunk
-            run = flt.run(buf, off, self.io_buffer_size - result.bytes_read, result)
-            if run.batches:
+        while True:
+            run = None
+            if reader.may_be_plain(pos):
+                if (chunk := reader.chunk(pos)) is None:
+                    break
+                buf, off = chunk
+                run = flt.run(buf, off, self.io_buffer_size - result.bytes_read, result)
+            if run is not None and run.batches:
                 pos += run.end - off
                 if run.last_written is not None:
                     last_offset = run.last_written
