@@ -12,11 +12,13 @@ setup(
             "tidelog._native._core",
             sources=[
                 "src/tidelog/_native/_core.c",
+                "src/tidelog/_native/md5.c",
                 "src/tidelog/_native/offset_map.c",
                 "src/tidelog/_native/recovery.c",
                 "src/tidelog/_native/cleaner_runs.c",
+                "src/tidelog/_native/cleaner_plain.c",
             ],
-            depends=["src/tidelog/_native/native.h"],
+            depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

@@ -11,8 +11,11 @@ typedef struct {
     size_t n;
 } tl_key_ref;
 
-/* offset_map.c: storage/cleaner/offset_map.py SkimpyOffsetMap.put/get's slot work */
+/* md5.c: MD5 of one key, and of many (short ones in vector lanes) */
+void tl_md5_digest(const uint8_t *data, size_t len, uint8_t out[16]);
 void tl_md5_keys(const tl_key_ref *keys, Py_ssize_t n, uint8_t (*out)[16]);
+
+/* offset_map.c: storage/cleaner/offset_map.py SkimpyOffsetMap.put/get's slot work */
 long long tl_omap_find(const uint8_t *buf, long long slots, const uint8_t *digest, int *found,
                        long long *probes);
 PyObject *tl_omap_put(PyObject *self, PyObject *args);
