@@ -182,6 +182,32 @@ def test_a_failed_flush_fails_its_round_and_the_appends_made_during_it(tmp_path:
     rm.shutdown()
 
 
+def test_a_failing_completion_still_answers_and_the_next_round_runs(tmp_path: Path) -> None:
+    rm = _rm(tmp_path)
+    lg = rm.get_log(TP)
+    woken: list[TopicPartition] = []
+
+    def listener(tp: TopicPartition) -> None:  # e.g. a delayed fetch's wake-up that raises
+        woken.append(tp)
+        raise RuntimeError("listener failed")
+
+    rm.add_append_listener(listener)
+
+    async def scenario() -> tuple[Any, Any]:
+        rm.append(TP, _batch(), group_commit=True)
+        first = rm.group_commit.waiter(TP)
+        assert first is not None
+        result = await asyncio.wait_for(first, 30)
+        rm.append(TP, _batch(), group_commit=True)
+        second = rm.group_commit.waiter(TP)
+        assert second is not None
+        return result, await asyncio.wait_for(second, 30)
+
+    assert asyncio.run(scenario()) == (None, None)  # the records are on disk: answered
+    assert woken == [TP, TP] and lg.recovery_point == 6 and lg.high_watermark == 6
+    rm.shutdown()
+
+
 def test_a_closed_log_is_never_reported_flushed(tmp_path: Path) -> None:
     rm = _rm(tmp_path)
     lg = rm.get_log(TP)

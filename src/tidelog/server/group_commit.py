@@ -26,6 +26,7 @@ State is touched only on the broker's event-loop thread; the worker threads only
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -33,6 +34,7 @@ from typing import Any
 from tidelog.storage.errors import KafkaStorageError
 from tidelog.util.topic_partition import TopicPartition
 
+log = logging.getLogger(__name__)
 # Called on the loop when a round ended: (partition, log, the offset now on disk, or the
 # error). On success the caller advances the HW to that offset and wakes fetches.
 Completion = Callable[[TopicPartition, Any, int, BaseException | None], None]
@@ -125,7 +127,10 @@ class GroupCommit:
         self._in_flight.discard(tp)
         if error is None:
             self.flushes += 1
-        self._on_flushed(tp, lg, target, error)
+        try:
+            self._on_flushed(tp, lg, target, error)
+        except Exception:  # the records' fate is known: the producers must still hear it
+            log.exception("completing the flush of %s to offset %d", tp, target)
         if not waiter.done():
             waiter.set_result(error)
         if tp not in self._next:
