@@ -158,6 +158,12 @@ class LastRecord:
     producer_epoch: int
 
 
+def last_data_offsets(producers: Mapping[int, LastRecord]) -> dict[int, int]:
+    """Producer id -> last data offset, of the producers that have one (for runs)."""
+    return {pid: r.last_data_offset for pid, r in producers.items()
+            if r.last_data_offset is not None}
+
+
 def last_records_of_active_producers(lg: Any) -> dict[int, LastRecord]:
     out: dict[int, LastRecord] = {}
     for pid, entry in lg.producer_state.active_producers.items():
@@ -171,7 +177,8 @@ class _CleanerFilter:
 
     def __init__(self, offset_map: SkimpyOffsetMap, txn: CleanedTransactionMetadata,
                  producers: Mapping[int, LastRecord], upper_bound: int, current_time: int,
-                 delete_retention_ms: int, stats: CleanerStats) -> None:
+                 delete_retention_ms: int, stats: CleanerStats,
+                 last_data: dict[int, int] | None = None) -> None:
         self.offset_map = offset_map
         self.txn = txn
         self.producers = producers
@@ -184,12 +191,13 @@ class _CleanerFilter:
         self._is_control = False
         self._latest = offset_map.latest_offset
         self._params: FilterParams | None = None  # for runs; made once group_end is known
+        self._last_data = last_data  # producer id -> last data offset (runs), else from producers
 
     def run(self, buf: memoryview, off: int, budget: int, result: FilterResult) -> FilterRun:
         """The run of plain batches at ``off`` (batch_runs.filter_run) into ``result``."""
         if self._params is None:
-            last_data = {pid: r.last_data_offset for pid, r in self.producers.items()
-                         if r.last_data_offset is not None}
+            last_data = self._last_data if self._last_data is not None else \
+                last_data_offsets(self.producers)
             self._params = FilterParams(self.offset_map.latest_offset, self.current_time,
                                         self.current_time + self.delete_retention_ms,
                                         self.upper_bound, self.group_end, last_data)
@@ -424,6 +432,7 @@ class Cleaner:
         txn.cleaned_index = cleaned.txn_index
         try:
             producers = last_records_of_active_producers(lg)
+            last_data = last_data_offsets(producers)  # once per group, not per segment
             # The `.cleaned` segment is served only once swapped in: its index entries are
             # written once at the end of the group, not with one open per entry.
             with cleaned.offset_index.deferred_writes(), cleaned.time_index.deferred_writes():
@@ -433,7 +442,8 @@ class Cleaner:
                     txn.add_aborted_transactions(
                         collect_aborted_transactions(lg, seg.base_offset, nxt))
                     flt = _CleanerFilter(self.offset_map, txn, producers, upper_bound,
-                                         current_time, lg.config.delete_retention_ms, stats)
+                                         current_time, lg.config.delete_retention_ms, stats,
+                                         last_data)
                     if i == len(segments) - 1:
                         flt.group_end = nxt
                     self.clean_into(lg.topic_partition, seg, cleaned, flt, stats)
