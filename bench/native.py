@@ -21,7 +21,7 @@ to their twins, or in a second broker process started with TIDELOG_PURE_PYTHON=1
    bench/rdkafka_load.py, acks=all, linger.ms=1, 100 B) on one partition with
    flush.messages=1 (group commit) against the same broker's default topic (no fsync),
    records/s, broker and load CPU-seconds per million records and the machine's busy CPUs,
-   native and Python broker. The log dir is under $BENCH_DIR (default: the
+   native and Python broker (a fresh broker per run, both modes in it, first in turn). The log dir is under $BENCH_DIR (default: the
    system temp dir) -- put it on a real disk: on tmpfs an fsync costs nothing;
 5. recovery: unclean recovery (LogSegment.recover: every batch's header and CRC, offset and
    time indexes rebuilt) of a 256 MiB segment of 16 KiB batches, next to a hot read (page
@@ -320,23 +320,26 @@ DURABLE_MODES: tuple[tuple[str, dict[str, str]], ...] = (
 
 def durable(runs: int = int(os.environ.get("BENCH_RUNS", "5")), total: int = 2_000_000) -> None:
     print(f"\n4. durable mode (flush.messages=1, group commit) vs no fsync, {total:,} records "
-          f"of 100 B, acks=all, linger.ms=1, one partition; fsync and no fsync alternate run "
-          f"by run ({runs} runs, log dir under "
+          f"of 100 B, acks=all, linger.ms=1, one partition; each run a fresh broker and log "
+          f"dir holding both modes, which go first in turn ({runs} runs, log dir under "
           f"{os.environ.get('BENCH_DIR', tempfile.gettempdir())})")
     for core, env in (("native", {}), ("python", {_native.PURE_PYTHON_ENV: "1"})):
         if core == "native" and _native.core is None:
             continue
-        with broker_bench.tidelog_broker(env=env) as (bootstrap, pid):
-            for producers in (1, 8, 64):
-                got: dict[str, list[tuple[float, float, float, float]]] = {"fsync": [],
-                                                                            "no fsync": []}
-                for r in range(runs):
-                    for mode, cfg in DURABLE_MODES:
+        for producers in (1, 8, 64):
+            got: dict[str, list[tuple[float, float, float, float]]] = {"fsync": [],
+                                                                        "no fsync": []}
+            for r in range(runs):
+                # A fresh broker per run keeps the page cache small (the files go with the
+                # dir): a broker writing GBs into guest memory never touched before slows
+                # its page-cache copy severalfold (section 3)
+                with broker_bench.tidelog_broker(env=env) as (bootstrap, pid):
+                    for mode, cfg in DURABLE_MODES[::1 if r % 2 == 0 else -1]:
                         topic = f"d-{mode[:2]}-{producers}-{r}"
                         create_topic(bootstrap, topic, cfg)
                         got[mode].append(
                             produce_concurrently(bootstrap, topic, producers, total, pid))
-                print_durable(core, producers, got)
+            print_durable(core, producers, got)
 
 
 def print_durable(core: str, producers: int,
