@@ -35,3 +35,12 @@ def test_unknown_codec() -> None:
         decompress(5, b"x")
     assert CompressionType.from_name("uncompressed") is CompressionType.NONE
     assert CompressionType.from_name("ZSTD") is CompressionType.ZSTD
+
+
+@pytest.mark.parametrize("size", [0, 1, 64 * 1024, 8 * 1024 * 1024])
+def test_lz4_at_its_highest_ratio_still_decompresses(size: int) -> None:
+    """LZ4's room is bounded by its input (~255x at most): zeros, its best case, fit."""
+    data = bytes(size)
+    packed = compress(CompressionType.LZ4, data)
+    assert decompress(CompressionType.LZ4, packed) == data
+    assert decompress(CompressionType.LZ4, packed + b"trailing") == data

@@ -133,8 +133,11 @@ def _lz4_compress(data: bytes, level: int | None) -> bytes:
 
 def _lz4_decompress(data: bytes, max_size: int) -> bytes:
     d = lz4.frame.LZ4FrameDecompressor()
+    # python-lz4 allocates max_length up front (64 MiB: ~25 us per small batch); LZ4 expands
+    # at most ~255x, so the room a frame can need is bounded by its input too.
+    room = min(max_size + 1, 256 * len(data) + 65536)
     try:
-        out = d.decompress(data, max_length=max_size + 1)
+        out = d.decompress(data, max_length=room)
     except RuntimeError as e:
         raise UnsupportedCompressionError(f"lz4: {e}") from None
     if len(out) > max_size or (not d.eof and d.needs_input is False):
