@@ -297,6 +297,53 @@ def test_producers_share_fsyncs_and_every_ack_follows_its_fsync() -> None:
         assert _consume(broker.bootstrap_servers, TP.topic, total) == total
 
 
+def test_kafka_python_and_aiokafka_acks_follow_the_fsync() -> None:
+    """An idempotent kafka-python producer (acks=all) and an aiokafka one with acks=1, side by
+    side on a durable partition: each acknowledgement arrives once the record is on disk."""
+    import aiokafka
+    import kafka
+
+    with EmbeddedBroker() as broker:
+        rm = broker.broker.replica_manager
+        broker.run(_create(rm, TP.topic, {"flush.messages": "1"}))
+        lg = rm.get_log(TP)
+        early: list[tuple[int, int]] = []
+        acked: list[int] = []
+
+        def on_ack(offset: int) -> None:
+            point = lg.recovery_point
+            acked.append(offset)
+            if point <= offset:
+                early.append((offset, point))
+
+        def kafka_python() -> None:
+            p = kafka.KafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks="all",
+                                    enable_idempotence=True, linger_ms=1)
+            for i in range(300):  # the callback runs on the client's thread as the ack lands
+                p.send(TP.topic, b"kp-%d" % i, partition=0).add_callback(
+                    lambda md: on_ack(md.offset))
+            p.flush(60)
+            p.close(10)
+
+        async def aiokafka_acks_1() -> None:
+            p = aiokafka.AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, acks=1,
+                                          linger_ms=1)
+            await p.start()
+            try:
+                for i in range(300):
+                    md = await p.send_and_wait(TP.topic, b"aio-%d" % i, partition=0)
+                    on_ack(md.offset)
+            finally:
+                await p.stop()
+
+        t = threading.Thread(target=kafka_python)
+        t.start()
+        asyncio.run(aiokafka_acks_1())
+        t.join(60)
+        assert early == [] and sorted(acked) == list(range(600))
+        assert lg.high_watermark == lg.recovery_point == 600
+
+
 def test_the_loop_serves_others_while_a_durable_round_is_on_the_disk() -> None:
     """The fsync runs on a worker thread: with a durable round held there, a producer of a
     topic without fsync is answered at once, and the durable producer only after the
