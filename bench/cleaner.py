@@ -95,7 +95,7 @@ def make_cleaner() -> Cleaner:
 
 def clean_round(cleaner: Cleaner, lg: Log) -> tuple[float, int, int, float]:
     """(wall seconds, bytes read, bytes written, CPU seconds of the process) of one round."""
-    ltc = LogToClean(lg.topic_partition, lg, 0, lg.active_segment.base_offset)  # type: ignore[arg-type]
+    ltc = LogToClean(lg.topic_partition, lg, 0, lg.active_segment.base_offset)
     t, cpu = time.perf_counter(), time.process_time()
     _end, stats = cleaner.clean(ltc)
     return (time.perf_counter() - t, stats.bytes_read, stats.bytes_written,
