@@ -17,6 +17,7 @@ setup(
                 "src/tidelog/_native/recovery.c",
                 "src/tidelog/_native/cleaner_runs.c",
                 "src/tidelog/_native/cleaner_plain.c",
+                "src/tidelog/_native/spark_fields.c",
             ],
             depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h"],
             extra_compile_args=["-O2"],

@@ -534,6 +534,11 @@ static PyMethodDef core_methods[] = {
     {"md5_many", tl_md5_many, METH_O,
      "md5_many(keys) -> [digest]: the offset map's lane MD5 over a list of bytes."},
     {"record_starts", core_record_starts, METH_VARARGS, starts_doc},
+    {"record_fields", tl_record_fields, METH_VARARGS,
+     "record_fields(payload, starts, headers) -> bytearray of (8, n) int64: the twin of "
+     "spark/decode.py record_fields_py, same values and errors"},
+    {"gather", tl_gather, METH_VARARGS,
+     "gather(data, pos, lengths) -> bytearray: the twin of spark/decode.py gather_py"},
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},
     {"clean_map_run", tl_clean_map_run, METH_VARARGS,

@@ -35,4 +35,8 @@ PyObject *tl_clean_map_run(PyObject *self, PyObject *args);
 PyObject *tl_clean_filter_run(PyObject *self, PyObject *args);
 void tl_recovery_init(void);
 
+/* spark_fields.c: spark/decode.py record_fields_py */
+PyObject *tl_record_fields(PyObject *self, PyObject *args);
+PyObject *tl_gather(PyObject *self, PyObject *args);
+
 #endif

@@ -85,36 +85,94 @@ class DecodedBatch:
     header_pos: np.ndarray
 
 
+FIELDS = 8  # off_delta, ts_delta, key_pos, key_len, value_pos, value_len, header_count, header_pos
+
+
+def record_fields_py(payload: bytes, starts: np.ndarray, headers: bool) -> np.ndarray:
+    """The fields of the records starting at ``starts``, as rows of a (FIELDS, n) int64 array.
+
+    Positions are into ``payload``; a null key or value has length -1; header counts and
+    positions (just after the count) only with ``headers``, else zero and the value's end.
+    A record whose fields run past its length, or past the payload, raises ValueError naming
+    the first such record. Reads are clipped to the payload so a bad record cannot index
+    outside it; a varint without its last byte in 10 counts as one byte (numpy's argmax)."""
+    size_l = len(payload)
+    if len(starts) and (int(starts.min()) < 0 or int(starts.max()) >= size_l):
+        raise ValueError(f"a record start outside the batch's {size_l} bytes")
+    data = np.frombuffer(payload + _PAD, dtype=np.uint8)
+    length, size = varints(data, starts)
+    rec_end = starts + size + np.clip(length, -1, size_l + 1)
+    p = np.minimum(starts + size + 1, size_l)  # after the length and the attributes byte
+    ts_deltas, size = varints(data, p)
+    p = np.minimum(p + size, size_l)
+    off_deltas, size = varints(data, p)
+    p = np.minimum(p + size, size_l)
+    key_len, size = varints(data, p)
+    key_pos = np.minimum(p + size, size_l)
+    key_end = key_pos + np.clip(key_len, 0, size_l)
+    value_len, size = varints(data, np.minimum(key_end, size_l))
+    value_pos = np.minimum(key_end, size_l) + size
+    value_end = np.minimum(value_pos, size_l) + np.clip(value_len, 0, size_l)
+    if headers:
+        header_count, size = varints(data, np.minimum(value_end, size_l))
+        header_pos = np.minimum(value_end, size_l) + size
+    else:
+        header_count, header_pos = np.zeros(len(starts), np.int64), value_end
+    bad = (rec_end > size_l) | (key_end > rec_end) | (value_end > rec_end) | (
+        header_pos > rec_end)
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ValueError(f"record {i} at byte {int(starts[i])} of the batch runs past its "
+                         f"length or the batch's end ({size_l} bytes)")
+    return np.stack([off_deltas, ts_deltas, key_pos, key_len, value_pos, value_len,
+                     header_count, header_pos])
+
+
+def _record_fields_native(payload: bytes, starts: np.ndarray, headers: bool) -> np.ndarray:
+    """The native twin of ``record_fields_py``: same array, same errors."""
+    assert _native_core is not None
+    raw = _native_core.record_fields(payload, starts, headers)
+    return np.frombuffer(raw, dtype=np.int64).reshape(FIELDS, len(starts))
+
+
+record_fields = (_record_fields_native if hasattr(_native_core, "record_fields")
+                 else record_fields_py)
+
+
 def decode_records(
     payload: bytes, count: int, base_offset: int, start: int, end: int, *, headers: bool = True
 ) -> DecodedBatch:
     """Decode the ``count`` records of a (decompressed) payload, keeping offsets in [start, end);
     header counts/positions are only decoded with ``headers`` (else zero)."""
-    data = np.frombuffer(payload + _PAD, dtype=np.uint8)
     starts = record_starts(payload, count)
-    _length, size = varints(data, starts)
-    p = starts + size + 1  # after the length and the attributes byte
-    ts_deltas, size = varints(data, p)
-    p = p + size
-    off_deltas, size = varints(data, p)
-    p = p + size
-    key_len, size = varints(data, p)
-    key_pos = p + size
-    p = key_pos + np.maximum(key_len, 0)
-    value_len, size = varints(data, p)
-    value_pos = p + size
-    header_pos = value_pos + np.maximum(value_len, 0)
-    if headers:
-        header_count, size = varints(data, header_pos)
-        header_pos = header_pos + size
-    else:
-        header_count = np.zeros(len(starts), np.int64)
-    cols = [off_deltas + base_offset, ts_deltas, key_pos, key_len, value_pos, value_len,
-            header_count, header_pos]
+    f = record_fields(payload, starts, headers)
+    cols = [f[0] + base_offset, *f[1:]]
     keep = (cols[0] >= start) & (cols[0] < end)
     if not keep.all():
         cols = [c[keep] for c in cols]
     return DecodedBatch(payload, *cols)
+
+
+def gather_py(data: np.ndarray, pos: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The bytes ``data[pos[i] : pos[i] + length[i]]`` back to back (a negative length: none)."""
+    n = np.where(length >= 0, length, 0)
+    if len(n) and (int(pos.min()) < 0 or int((pos + n).max()) > len(data)):
+        raise ValueError(f"a key or value outside its batch's {len(data)} bytes")
+    total = int(n.sum())
+    if not total:
+        return np.zeros(0, np.uint8)
+    local = np.zeros(len(n) + 1, dtype=np.int64)
+    np.cumsum(n, out=local[1:])
+    return data[np.arange(total) + np.repeat(pos - local[:-1], n)]
+
+
+def _gather_native(data: np.ndarray, pos: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """The native twin of ``gather_py`` (one memcpy per record): same bytes, same errors."""
+    assert _native_core is not None
+    return np.frombuffer(_native_core.gather(data, pos, length), dtype=np.uint8)
+
+
+gather = _gather_native if hasattr(_native_core, "gather") else gather_py
 
 
 @dataclass
@@ -134,14 +192,7 @@ class BinaryColumn:
         sizes = np.where(valid, lengths, 0)
         offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
         np.cumsum(sizes, out=offsets[1:])
-        chunks = []
-        for data, pos, ln in self.parts:
-            n = np.where(ln >= 0, ln, 0)
-            total = int(n.sum())
-            if total:
-                local = np.zeros(len(n) + 1, dtype=np.int64)
-                np.cumsum(n, out=local[1:])
-                chunks.append(data[np.arange(total) + np.repeat(pos - local[:-1], n)])
+        chunks = [gather(data, pos, ln) for data, pos, ln in self.parts]
         values = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
         if offsets[-1] >= 2**31:
             raise ValueError("more than 2 GiB of keys or values in one Arrow batch")
