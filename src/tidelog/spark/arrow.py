@@ -109,7 +109,7 @@ class ColumnBuilder:
         arrays = [
             self.key_col.build(),
             self.value_col.build(),
-            pa.array([self.topic] * n, pa.string()),
+            _repeated_string(self.topic, n),
             pa.array(np.full(n, self.partition, np.int32)),
             pa.array(_concat(self.offset_parts, np.int64)),
             pa.array(_concat(self.ts_parts, np.int64)).cast(pa.timestamp("us", tz="UTC")),
@@ -119,6 +119,15 @@ class ColumnBuilder:
             arrays.append(pa.array(self.headers, HEADER_TYPE))
         self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _repeated_string(text: str, n: int) -> pa.Array:
+    """``n`` copies of ``text`` as a string array, built from its buffers (a list of ``n``
+    Python strings cost more than decoding the batch's records)."""
+    raw = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                   pa.py_buffer(raw * n)])
 
 
 def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
