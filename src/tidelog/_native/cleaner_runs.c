@@ -18,17 +18,22 @@
 #include "native.h"
 #include "cleaner_plain.h"
 
+/* What both passes check first: the codecs, the offset into the chunk, the map's buffer.
+ * 0/1 (codecs given) or -1 with an exception set and ``view`` released. */
 static int
-map_buffer(PyObject *map, Py_buffer *mb, long long slots, int writable)
+run_buffers(Py_buffer *view, Py_ssize_t off, PyObject *map, long long slots, int writable,
+            PyObject *codecs, Py_buffer *mb)
 {
-    if (PyObject_GetBuffer(map, mb, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
-        return -1;
-    if (slots < 1 || mb->len < slots * OMAP_ENTRY) {
-        PyBuffer_Release(mb);
-        PyErr_SetString(PyExc_ValueError, "offset map buffer smaller than its slots");
-        return -1;
+    int with_codecs = tl_codecs_arg(codecs);
+    if (with_codecs >= 0 && (off < 0 || off > view->len)) {
+        PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
+        with_codecs = -1;
     }
-    return 0;
+    if (with_codecs >= 0 && tl_omap_map_buffer(map, mb, slots, writable) < 0)
+        with_codecs = -1;
+    if (with_codecs < 0)
+        PyBuffer_Release(view);
+    return with_codecs;
 }
 
 static int
@@ -98,20 +103,9 @@ tl_clean_map_run(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nOLLLLLO:clean_map_run", &view, &off, &map, &slots, &m.start,
                           &m.entries, &m.max_entries, &m.track, &codecs))
         return NULL;
-    int with_codecs = tl_codecs_arg(codecs);
-    if (with_codecs < 0) {
-        PyBuffer_Release(&view);
+    int with_codecs = run_buffers(&view, off, map, slots, 1, codecs, &mb);
+    if (with_codecs < 0)
         return NULL;
-    }
-    if (off < 0 || off > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
-        return NULL;
-    }
-    if (map_buffer(map, &mb, slots, 1) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     scratch s = {0};
     char *want = NULL;
     PyObject *positions = PyList_New(0), *result = NULL, *holder = NULL;
@@ -254,20 +248,9 @@ tl_clean_filter_run(PyObject *self, PyObject *args)
                           &a.latest, &a.now, &a.new_horizon, &a.upper, &a.group_end,
                           &PyDict_Type, &a.last_data, &budget, &max_ts, &codecs))
         return NULL;
-    int with_codecs = tl_codecs_arg(codecs);
-    if (with_codecs < 0) {
-        PyBuffer_Release(&view);
+    int with_codecs = run_buffers(&view, off, map, slots, 0, codecs, &mb);
+    if (with_codecs < 0)
         return NULL;
-    }
-    if (off < 0 || off > view.len) {
-        PyBuffer_Release(&view);
-        PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
-        return NULL;
-    }
-    if (map_buffer(map, &mb, slots, 0) < 0) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
     scratch s = {0};
     growing out = {0};
     char *want = NULL;

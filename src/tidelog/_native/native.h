@@ -25,6 +25,7 @@ PyObject *tl_omap_put_records(PyObject *self, PyObject *args);
 PyObject *tl_omap_get_many(PyObject *self, PyObject *args);
 PyObject *tl_md5_many(PyObject *self, PyObject *keys);
 PyObject *tl_omap_clear(PyObject *self, PyObject *args);
+int tl_omap_map_buffer(PyObject *map, Py_buffer *mb, long long slots, int writable);
 
 /* recovery.c: storage/recovery_scan.py scan_run_py (LogSegment.recover's fast path) */
 PyObject *tl_recover_scan(PyObject *self, PyObject *args);

@@ -57,9 +57,9 @@ tl_omap_find(const uint8_t *buf, long long slots, const uint8_t *digest, int *fo
 }
 
 /* Buffers of one call: the map (writable) and the key. */
-static int
-omap_buffers(PyObject *map, PyObject *key, long long slots, int writable, Py_buffer *mb,
-             Py_buffer *kb)
+/* The map's slot buffer, checked against its slot count; -1 with an exception set. */
+int
+tl_omap_map_buffer(PyObject *map, Py_buffer *mb, long long slots, int writable)
 {
     if (PyObject_GetBuffer(map, mb, writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return -1;
@@ -68,6 +68,15 @@ omap_buffers(PyObject *map, PyObject *key, long long slots, int writable, Py_buf
         PyErr_SetString(PyExc_ValueError, "offset map buffer smaller than its slots");
         return -1;
     }
+    return 0;
+}
+
+static int
+omap_buffers(PyObject *map, PyObject *key, long long slots, int writable, Py_buffer *mb,
+             Py_buffer *kb)
+{
+    if (tl_omap_map_buffer(map, mb, slots, writable) < 0)
+        return -1;
     if (PyObject_GetBuffer(key, kb, PyBUF_SIMPLE) < 0) {
         PyBuffer_Release(mb);
         return -1;
@@ -225,13 +234,8 @@ tl_omap_put_records(PyObject *self, PyObject *args)
                           &records, &start, &entries, &max_entries, &track))
         return NULL;
     Py_buffer mb;
-    if (PyObject_GetBuffer(map, &mb, PyBUF_WRITABLE) < 0)
+    if (tl_omap_map_buffer(map, &mb, slots, 1) < 0)
         return NULL;
-    if (slots < 1 || mb.len < slots * OMAP_ENTRY) {
-        PyBuffer_Release(&mb);
-        PyErr_SetString(PyExc_ValueError, "offset map buffer smaller than its slots");
-        return NULL;
-    }
     uint8_t *buf = (uint8_t *)mb.buf;
     Py_ssize_t n = PyList_GET_SIZE(records), read = 0;
     digests dg;
@@ -325,13 +329,8 @@ tl_omap_get_many(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OLO!:omap_get_many", &map, &slots, &PyList_Type, &keys))
         return NULL;
     Py_buffer mb;
-    if (PyObject_GetBuffer(map, &mb, PyBUF_SIMPLE) < 0)
+    if (tl_omap_map_buffer(map, &mb, slots, 0) < 0)
         return NULL;
-    if (slots < 1 || mb.len < slots * OMAP_ENTRY) {
-        PyBuffer_Release(&mb);
-        PyErr_SetString(PyExc_ValueError, "offset map buffer smaller than its slots");
-        return NULL;
-    }
     const uint8_t *buf = (const uint8_t *)mb.buf;
     Py_ssize_t n = PyList_GET_SIZE(keys);
     digests dg;
