@@ -378,9 +378,9 @@ class SegmentReader:
         self._buf = memoryview(self._records.slice(pos, size).read())
         self._start = pos
 
-    def chunk(self, pos: int) -> tuple[memoryview, int] | None:
-        """(buffer, offset of ``pos`` in it) holding the whole batch at ``pos`` when its
-        length says it fits the file; None once no header can follow."""
+    def _header_at(self, pos: int) -> tuple[int, int] | None:
+        """(offset of ``pos`` in the buffer, now holding at least a batch header there when
+        the file does, bytes left in the file), or None once no header can follow."""
         left = self._limit - pos
         if left <= HEADER_SIZE_UP_TO_MAGIC:
             return None
@@ -388,6 +388,15 @@ class SegmentReader:
         if off < 0 or off + RECORD_BATCH_OVERHEAD > len(self._buf):
             self._read(pos, min(BATCH_CHUNK, left))
             off = 0
+        return off, left
+
+    def chunk(self, pos: int) -> tuple[memoryview, int] | None:
+        """(buffer, offset of ``pos`` in it) holding the whole batch at ``pos`` when its
+        length says it fits the file; None once no header can follow."""
+        at = self._header_at(pos)
+        if at is None:
+            return None
+        off, left = at
         if len(self._buf) - off >= LOG_OVERHEAD:
             size = LOG_OVERHEAD + _LENGTH.unpack_from(self._buf, off + 8)[0]
             if len(self._buf) - off < size <= left:
@@ -405,13 +414,10 @@ class SegmentReader:
     def batch(self, pos: int) -> RecordBatch | None:
         """The batch at ``pos`` (CorruptRecordError as FileRecords.batches raises it), or None
         at the end or before a partial trailing batch."""
-        left = self._limit - pos
-        if left <= HEADER_SIZE_UP_TO_MAGIC:
+        at = self._header_at(pos)
+        if at is None:
             return None
-        off = pos - self._start
-        if off < 0 or off + RECORD_BATCH_OVERHEAD > len(self._buf):
-            self._read(pos, min(BATCH_CHUNK, left))
-            off = 0
+        off, left = at
         h = parse_header(self._buf, off, pos, left, self._path)
         if h is None:
             return None
