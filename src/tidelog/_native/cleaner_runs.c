@@ -36,6 +36,28 @@ run_buffers(Py_buffer *view, Py_ssize_t off, PyObject *map, long long slots, int
     return with_codecs;
 }
 
+/* The records of the batch at ``at`` (decompressed when it is) into ``s``, with room for a
+ * keep flag each in ``want``: 1; 0 where the reference code must take the batch; -1 with an
+ * exception set. ``holder`` keeps a decompressed payload alive until the next batch. */
+static int
+batch_records(const uint8_t *at, const plain_header *h, PyObject *codecs, PyObject **holder,
+              scratch *s, char **want, const uint8_t **payload, Py_ssize_t *plen)
+{
+    Py_CLEAR(*holder);
+    int rc = tl_batch_payload(at, h, codecs, holder, payload, plen);
+    if (rc <= 0)
+        return rc;
+    if (tl_scratch_reserve(s, h->count) < 0)
+        return -1;
+    char *w = PyMem_Realloc(*want, (size_t)(s->cap ? s->cap : 1));
+    if (w == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *want = w;
+    return tl_plain_records(*payload, *plen, h->count, h->base_offset, h->base_ts, s->recs) != 0;
+}
+
 static int
 append_pos(PyObject *list, long long pos)
 {
@@ -115,20 +137,10 @@ tl_clean_map_run(PyObject *self, PyObject *args)
     while (positions != NULL && tl_plain_header_at(b + off, view.len - off, &h, with_codecs)) {
         const uint8_t *payload;
         Py_ssize_t plen;
-        int rc = tl_batch_payload(b + off, &h, codecs, &holder, &payload, &plen);
+        int rc = batch_records(b + off, &h, codecs, &holder, &s, &want, &payload, &plen);
         if (rc < 0)
             goto done;
         if (rc == 0)
-            break;
-        if (tl_scratch_reserve(&s, h.count) < 0)
-            goto done;
-        char *w = PyMem_Realloc(want, (size_t)(s.cap ? s.cap : 1));
-        if (w == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        want = w;
-        if (!tl_plain_records(payload, plen, h.count, h.base_offset, h.base_ts, s.recs))
             break;
         batches++;
         nbytes += h.size;
@@ -264,21 +276,10 @@ tl_clean_filter_run(PyObject *self, PyObject *args)
     while (nread < budget && tl_plain_header_at(b + off, view.len - off, &h, with_codecs)) {
         const uint8_t *payload;
         Py_ssize_t plen;
-        Py_CLEAR(holder);
-        int prc = tl_batch_payload(b + off, &h, codecs, &holder, &payload, &plen);
-        if (prc < 0)
+        int rc = batch_records(b + off, &h, codecs, &holder, &s, &want, &payload, &plen);
+        if (rc < 0)
             goto done;
-        if (prc == 0)
-            break;
-        if (tl_scratch_reserve(&s, h.count) < 0)
-            goto done;
-        char *w = PyMem_Realloc(want, (size_t)(s.cap ? s.cap : 1));
-        if (w == NULL) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        want = w;
-        if (!tl_plain_records(payload, plen, h.count, h.base_offset, h.base_ts, s.recs))
+        if (rc == 0)
             break;
         long long lk = 0, pr = 0, inv = 0;
         int tombstone;
