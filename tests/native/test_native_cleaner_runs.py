@@ -7,12 +7,12 @@ state; and the strict record walk against the cleaner's record scan."""
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from native_core_support import NativeMap, PythonMap, core, needs_core
 
 from tidelog.records import (
     CompressionType,
@@ -27,24 +27,9 @@ from tidelog.storage.cleaner import batch_runs
 from tidelog.storage.cleaner.batch_filter import _scan_py
 from tidelog.storage.cleaner.offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap
 
-try:
-    core: Any = importlib.import_module("tidelog._native._core")
-except ImportError:
-    core = None
-needs_core = pytest.mark.skipif(core is None, reason="native core not built")
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 KEYS = [b"a", b"b", b"c", b"key-0001", b"x" * 60]  # the last one is hashed outside the lanes
-
-
-class PythonMap(SkimpyOffsetMap):
-    __slots__ = ()
-    _native = None
-
-
-class NativeMap(SkimpyOffsetMap):
-    __slots__ = ()
-    _native = core
 
 
 # -- inputs -----------------------------------------------------------------------------------

@@ -4,13 +4,13 @@ twin, on the same operation sequences over small maps (collisions, a full map)."
 from __future__ import annotations
 
 import hashlib
-import importlib
 from array import array
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from native_core_support import NativeMap, PythonMap, core, needs_core
 
 from tidelog.storage.cleaner.batch_filter import ScannedRecord
 from tidelog.storage.cleaner.offset_map import (
@@ -18,22 +18,6 @@ from tidelog.storage.cleaner.offset_map import (
     OffsetMapFullError,
     SkimpyOffsetMap,
 )
-
-try:
-    core: Any = importlib.import_module("tidelog._native._core")
-except ImportError:
-    core = None
-needs_core = pytest.mark.skipif(core is None, reason="native core not built")
-
-
-class PythonMap(SkimpyOffsetMap):
-    __slots__ = ()
-    _native = None
-
-
-class NativeMap(SkimpyOffsetMap):
-    __slots__ = ()
-    _native = core
 
 
 def _apply(m: SkimpyOffsetMap, op: tuple[str, bytes, int]) -> Any:

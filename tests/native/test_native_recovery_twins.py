@@ -11,7 +11,6 @@ per-batch code alone.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from native_core_support import core
 
 from tidelog.records import RecordBatchBuilder
 from tidelog.storage import recovery_scan
@@ -26,10 +26,6 @@ from tidelog.storage.recovery_scan import ScanResult, ScanState, scan_run_py
 from tidelog.storage.segment import LogSegment, SegmentConfig
 from tidelog.util.clock import ManualClock
 
-try:  # the extension itself, also when TIDELOG_PURE_PYTHON switches the process to Python
-    core: Any = importlib.import_module("tidelog._native._core")
-except ImportError:
-    core = None
 needs_core = pytest.mark.skipif(core is None or not hasattr(core, "recover_scan"),
                                 reason="native core not built")
 SETTINGS = settings(max_examples=300, deadline=None,

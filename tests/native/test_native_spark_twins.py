@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,16 +12,10 @@ from hypothesis import strategies as st
 pytest.importorskip("numpy")
 pytest.importorskip("pyarrow")
 
-from tidelog.spark import decode
-
-sys.path.insert(0, str(Path(__file__).parent))
+from native_core_support import core, needs_core
 from test_native_twins import inputs, outcome
 
-try:
-    core: Any = importlib.import_module("tidelog._native._core")
-except ImportError:
-    core = None
-needs_core = pytest.mark.skipif(core is None, reason="native core not built")
+from tidelog.spark import decode
 
 
 def _native(buf: bytes, count: int) -> Any:

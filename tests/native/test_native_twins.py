@@ -13,9 +13,9 @@ import subprocess
 import sys
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from native_core_support import core, needs_core
 
 from tidelog import _native
 from tidelog.records import CompressionType, RecordBatch, RecordBatchBuilder
@@ -23,11 +23,6 @@ from tidelog.records.varint import encode_varint
 from tidelog.storage import validator
 from tidelog.storage.cleaner import batch_filter
 
-try:  # the extension itself, also when TIDELOG_PURE_PYTHON switches the process to Python
-    core: Any = importlib.import_module("tidelog._native._core")
-except ImportError:
-    core = None
-needs_core = pytest.mark.skipif(core is None, reason="native core not built")
 SETTINGS = settings(max_examples=400, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
