@@ -187,11 +187,11 @@ def produce_figures(bootstrap: str, pid: int, size: int, n: int,
     "librdkafka" (no Python per record) or "python" (confluent-kafka's produce() per record)."""
     topic = f"native-{size}-{time.monotonic_ns()}"
     broker_bench.produce(bootstrap, topic, 1000, size)  # topic creation + warm-up
-    value = os.urandom(size // 2).hex().encode()[:size]
     if load == "python":
         cpu0 = cpu_seconds(pid)
         secs = broker_bench.produce(bootstrap, topic, n, size)
         return n / secs, (cpu_seconds(pid) - cpu0) / n * 1e6
+    value = os.urandom(size // 2).hex().encode()[:size]  # as broker_bench.produce makes it
     p = rdkafka_load.Producer(bootstrap, topic, 0,
                               {"acks": "1", "linger.ms": "5", "batch.size": "1000000"})
     try:
