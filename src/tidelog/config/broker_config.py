@@ -181,6 +181,50 @@ _d(
     "How much lag history the console keeps and draws.",
     at_least(1),
 )
+
+
+def _registry_urls(name: str, urls: Any) -> None:
+    from urllib.parse import urlsplit
+
+    for url in urls or []:
+        try:
+            parts = urlsplit(url)
+            ok = parts.scheme in ("http", "https") and parts.hostname is not None
+            ok = ok and parts.port is not None
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(name, url, "expected http://host:port or https://host:port")
+
+
+# the schema registry (Confluent Schema Registry's keys under schema.registry.)
+_d(
+    "schema.registry.listeners",
+    "list",
+    "",
+    "Schema Registry REST listener, Confluent's API at the root path "
+    "(e.g. `http://127.0.0.1:8081`); empty: off.",
+    _registry_urls,
+)
+_d("schema.registry.kafkastore.topic", "string", "_schemas", "The registry's compacted topic.")
+_d(
+    "schema.registry.kafkastore.timeout.ms",
+    "int",
+    500,
+    "How long a registry write waits for its record to be written and read back.",
+    at_least(1),
+)
+_d(
+    "schema.registry.schema.compatibility.level",
+    "string",
+    "backward",
+    "Default compatibility level: none, backward, backward_transitive, forward, "
+    "forward_transitive, full, full_transitive.",
+    one_of(
+        "none", "backward", "backward_transitive", "forward", "forward_transitive", "full",
+        "full_transitive", case_sensitive=False,
+    ),
+)
 # security (Kafka's names; listener.name.<listener>.<key> overrides any of them per listener)
 _d(
     "listener.security.protocol.map",
