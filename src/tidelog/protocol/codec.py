@@ -19,6 +19,7 @@ from typing import Any, cast
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
+from . import inter_broker
 from .errors import ErrorCode
 from .guard import check_bounds, strip_unknown_tags
 
@@ -73,6 +74,10 @@ def write_uvarint(out: bytearray, value: int) -> None:
 
 @functools.cache
 def request_class(api_key: int, api_version: int) -> Any:
+    """kio's request schema, or for the inter-broker APIs kio no longer carries, ours."""
+    held = inter_broker.request_schema(api_key, api_version)
+    if held is not None:
+        return held
     try:
         return load_request_schema(api_key, api_version)
     except Exception:
@@ -81,6 +86,9 @@ def request_class(api_key: int, api_version: int) -> Any:
 
 @functools.cache
 def response_class(api_key: int, api_version: int) -> Any:
+    held = inter_broker.response_schema(api_key, api_version)
+    if held is not None:
+        return held
     return load_response_schema(api_key, api_version)
 
 
