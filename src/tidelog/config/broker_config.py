@@ -47,7 +47,7 @@ _d(
     "int",
     1,
     "Replication factor of auto-created topics.",
-    between(1, 1),
+    at_least(1),
 )
 _d("delete.topic.enable", "boolean", True, "Allow DeleteTopics.")
 _d("message.max.bytes", "int", 1048588, "Largest record batch size allowed.", at_least(0))
@@ -56,7 +56,7 @@ _d(
     "min.insync.replicas",
     "int",
     1,
-    "Minimum ISR for acks=all (always met on one node).",
+    "Minimum ISR for acks=all (a partition with fewer in-sync replicas refuses acks=all).",
     at_least(1),
 )
 _d(
@@ -276,6 +276,100 @@ _d(
 )
 
 
+# cluster (Kafka's ZooKeeper mode; without zookeeper.connect the broker is a one-broker cluster)
+_d(
+    "zookeeper.connect",
+    "string",
+    None,
+    "ZooKeeper hosts `host:port[,host:port...][/chroot]`; set, the broker joins that cluster.",
+)
+_d("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout.", at_least(1))
+_d(
+    "zookeeper.connection.timeout.ms",
+    "int",
+    None,
+    "Longest wait to connect to ZooKeeper; unset: zookeeper.session.timeout.ms.",
+)
+_d("zookeeper.max.in.flight.requests", "int", 10, "ZooKeeper requests in flight.", at_least(1))
+_d("broker.rack", "string", None, "Rack of this broker, used by rack-aware placement.")
+_d(
+    "inter.broker.listener.name",
+    "string",
+    None,
+    "Listener brokers use to talk to each other; unset: security.inter.broker.protocol's.",
+)
+_d(
+    "security.inter.broker.protocol",
+    "string",
+    "PLAINTEXT",
+    "Security protocol between brokers (names the listener when inter.broker.listener.name "
+    "is unset).",
+    one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+)
+_d("offsets.topic.replication.factor", "short", 3, "Replication of __consumer_offsets.", at_least(1))
+_d(
+    "transaction.state.log.replication.factor",
+    "short",
+    3,
+    "Replication of __transaction_state.",
+    at_least(1),
+)
+_d("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.", at_least(1))
+_d(
+    "unclean.leader.election.enable",
+    "boolean",
+    False,
+    "Elect a replica outside the ISR when no ISR member is alive (may lose data).",
+)
+_d("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas.")
+_d(
+    "leader.imbalance.check.interval.seconds",
+    "long",
+    300,
+    "How often the controller checks leader imbalance.",
+    at_least(1),
+)
+_d(
+    "leader.imbalance.per.broker.percentage",
+    "int",
+    10,
+    "Imbalance ratio per broker above which a preferred election runs.",
+    at_least(0),
+)
+_d("controlled.shutdown.enable", "boolean", True, "Move leadership off a stopping broker first.")
+_d("controlled.shutdown.max.retries", "int", 3, "ControlledShutdown attempts.", at_least(0))
+_d("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between attempts.", at_least(0))
+_d("controller.socket.timeout.ms", "int", 30000, "Controller to broker request timeout.", at_least(0))
+# replication (follower fetching and ISR management)
+_d("replica.lag.time.max.ms", "long", 30000, "A follower behind this long leaves the ISR.", at_least(1))
+_d("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", at_least(1))
+_d("replica.fetch.max.bytes", "int", 1048576, "Bytes fetched per partition.", at_least(0))
+_d("replica.fetch.min.bytes", "int", 1, "Bytes a follower fetch waits for.", at_least(1))
+_d("replica.fetch.wait.max.ms", "int", 500, "Longest wait of a follower fetch.", at_least(0))
+_d("replica.fetch.backoff.ms", "int", 1000, "Sleep after a follower fetch error.", at_least(0))
+_d(
+    "replica.fetch.response.max.bytes",
+    "int",
+    10485760,
+    "Bytes of a whole follower fetch response.",
+    at_least(0),
+)
+_d("replica.socket.timeout.ms", "int", 30000, "Follower fetch socket timeout.")
+_d(
+    "replica.socket.receive.buffer.bytes",
+    "int",
+    65536,
+    "Follower socket receive buffer.",
+)
+_d(
+    "replica.high.watermark.checkpoint.interval.ms",
+    "long",
+    5000,
+    "How often high watermarks are written to disk.",
+    at_least(1),
+)
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, bool):
         return str(v).lower()
@@ -351,6 +445,67 @@ class BrokerConfig:
             )
         if self.values["broker.id"] is not None and "node.id" not in self.originals:
             self.values["node.id"] = self.values["broker.id"]
+
+        self._check_cluster()
+
+    def _check_cluster(self) -> None:
+        # Kafka's KafkaConfig checks, applied when the broker joins a cluster
+        if self.zookeeper_connect is None:
+            if self.values["default.replication.factor"] > 1:
+                # one broker holds one replica of a partition
+                raise ConfigError(
+                    "default.replication.factor",
+                    self.values["default.replication.factor"],
+                    "a broker without zookeeper.connect is a one-broker cluster: at most 1",
+                )
+            return
+        if self.originals.get("inter.broker.listener.name") and self.originals.get(
+            "security.inter.broker.protocol"
+        ):
+            raise ConfigError(
+                "inter.broker.listener.name",
+                self.values["inter.broker.listener.name"],
+                "only one of inter.broker.listener.name and security.inter.broker.protocol "
+                "may be set",
+            )
+        name = self.inter_broker_listener_name
+        if name not in self.advertised:
+            raise ConfigError(
+                "inter.broker.listener.name", name, "must be a listener name in listeners"
+            )
+        if self.values["replica.fetch.wait.max.ms"] > self.values["replica.lag.time.max.ms"]:
+            raise ConfigError(
+                "replica.fetch.wait.max.ms",
+                self.values["replica.fetch.wait.max.ms"],
+                "should always be less than or equal to replica.lag.time.max.ms",
+            )
+
+    @property
+    def zookeeper_connect(self) -> str | None:
+        value = self.values["zookeeper.connect"]
+        return str(value) if value else None
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        value = self.values["zookeeper.connection.timeout.ms"]
+        return int(value if value is not None else self.values["zookeeper.session.timeout.ms"])
+
+    @property
+    def broker_rack(self) -> str | None:
+        value = self.values["broker.rack"]
+        return str(value) if value else None
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        name = self.values["inter.broker.listener.name"]
+        if name:
+            return str(name).upper()
+        return str(self.values["security.inter.broker.protocol"])
+
+    @property
+    def inter_broker_listener(self) -> Listener:
+        """The advertised address other brokers (and the controller) connect to."""
+        return self.advertised[self.inter_broker_listener_name]
 
     def security_protocol(self, listener_name: str) -> str:
         return self.protocol_map[listener_name]

@@ -6,17 +6,24 @@ Fixtures:
 * ``tidelog_broker_session``: one broker shared by every test of the session that asks for
   it, for suites that want speed over isolation (use distinct topic and group names);
 * ``tidelog_broker_factory``: call it with config overrides to get more brokers (stopped
-  at the end of the test).
+  at the end of the test);
+* ``zookeeper_server``: one real ZooKeeper server for the session (Debian's ``zookeeper``
+  package); without it the test is skipped, or fails when ``CI`` is set;
+* ``zookeeper_connect``: a fresh chroot on that server for this test, as a
+  ``zookeeper.connect`` string (``127.0.0.1:PORT/t<hex>``).
 """
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from .embedded import EmbeddedBroker
+from .zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 
 
 @pytest.fixture
@@ -50,3 +57,25 @@ def tidelog_broker_factory() -> Iterator[Callable[..., EmbeddedBroker]]:
     yield factory
     for b in started:
         b.stop()
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[ZooKeeperServer]:
+    """A standalone ZooKeeper server shared by the session (give each test its own chroot:
+    ``zookeeper_connect``)."""
+    server = ZooKeeperServer()
+    try:
+        server.start()
+    except ZooKeeperUnavailable as e:
+        if os.environ.get("CI", "").strip().lower() not in ("", "0", "false"):
+            pytest.fail(f"ZooKeeper is required under CI: {e}")
+        pytest.skip(str(e))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zookeeper_connect(zookeeper_server: ZooKeeperServer) -> str:
+    """``zookeeper.connect`` of a chroot no other test uses (ZooKeeper creates it on the
+    first write under it)."""
+    return zookeeper_server.connect_string(f"/t{uuid.uuid4().hex[:12]}")
