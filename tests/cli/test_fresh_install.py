@@ -1,0 +1,137 @@
+"""A new user's first run: a wheel built from this repository, installed into a fresh virtual
+environment with no extra, runs every command the README names against the broker it started.
+
+The wheel is built from a copy of the repository's files (what a clone holds), so nothing is
+written into the source tree; its dependencies come from the package index as ``pip install``
+fetches them for a user."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _repository_files() -> list[str]:
+    """Files a clone holds (tracked, plus new files not ignored), relative to the repository."""
+    out = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO, capture_output=True, check=True,
+    ).stdout.decode()  # fmt: skip
+    return [p for p in out.split("\0") if p and (REPO / p).is_file()]
+
+
+def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)  # type: ignore[call-overload]
+    assert r.returncode == 0, f"{cmd} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+@dataclass
+class FreshVenv:
+    root: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    def bin(self, name: str) -> str:
+        return str(self.root / "bin" / name)
+
+    def tidelog(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run(
+            [self.bin("tidelog"), *args], input=stdin, capture_output=True, text=True,
+            timeout=120, env=self.env,
+        )  # fmt: skip
+        if check:
+            assert r.returncode == 0, f"tidelog {args} -> {r.returncode}\n{r.stdout}\n{r.stderr}"
+        return r
+
+
+@pytest.fixture(scope="module")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> FreshVenv:
+    work = tmp_path_factory.mktemp("fresh-install")
+    clone = work / "clone"
+    for rel in _repository_files():
+        dest = clone / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / rel, dest)
+    wheels = work / "wheels"
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(clone)])
+    (wheel,) = wheels.glob("tidelog-*.whl")
+    venv = FreshVenv(work / "venv")
+    _run([sys.executable, "-m", "venv", str(venv.root)])
+    _run([venv.bin("pip"), "install", "-q", str(wheel)])
+    # The fresh environment is this venv alone: no PYTHONPATH, no VIRTUAL_ENV of the test run.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{venv.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    venv.env = env
+    return venv
+
+
+@pytest.fixture
+def fresh_broker(fresh_venv: FreshVenv, tmp_path: Path) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [fresh_venv.bin("tidelog"), "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", f"log.dirs={tmp_path / 'logs'}"],
+        stderr=subprocess.PIPE, text=True, env=fresh_venv.env,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    lines: list[str] = []
+    port = 0
+    for line in proc.stderr:
+        lines.append(line)
+        if "listening on" in line:
+            port = int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+            break
+    assert port, "tidelog serve exited:\n" + "".join(lines)
+    threading.Thread(target=lambda: lines.extend(proc.stderr or []), daemon=True).start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        assert proc.wait(60) == 0, "".join(lines)
+
+
+def test_the_fresh_environment_has_no_test_extra(fresh_venv: FreshVenv) -> None:
+    r = subprocess.run(
+        [fresh_venv.bin("python"), "-c", "import pytest"], capture_output=True, text=True,
+        env=fresh_venv.env,
+    )  # fmt: skip
+    assert r.returncode != 0 and "No module named 'pytest'" in r.stderr
+    assert fresh_venv.tidelog("--version").stdout.startswith("tidelog ")
+
+
+def test_readme_commands_run_from_the_wheel_alone(fresh_venv: FreshVenv, fresh_broker: str) -> None:
+    bs = ["--bootstrap-server", fresh_broker]
+    fresh_venv.tidelog("topics", *bs, "--create", "--topic", "orders", "--partitions", "2")
+    assert "orders" in fresh_venv.tidelog("topics", *bs, "--list").stdout
+    described = fresh_venv.tidelog("topics", *bs, "--describe", "--topic", "orders").stdout
+    assert "PartitionCount: 2" in described, described
+
+    lines = [f"k{i}:v{i}" for i in range(20)]
+    fresh_venv.tidelog(
+        "produce", *bs, "--topic", "orders", "--property", "parse.key=true",
+        "--property", "key.separator=:", stdin="\n".join(lines) + "\n",
+    )  # fmt: skip
+    got = fresh_venv.tidelog(
+        "consume", *bs, "--topic", "orders", "--group", "first-run", "--from-beginning",
+        "--max-messages", "20", "--property", "print.key=true", "--key-separator", ":",
+        "--timeout-ms", "30000",
+    ).stdout.split()  # fmt: skip
+    assert sorted(got) == sorted(lines)
+
+    assert "first-run" in fresh_venv.tidelog("groups", *bs, "--list").stdout
+    described = fresh_venv.tidelog("groups", *bs, "--describe", "--group", "first-run").stdout
+    rows = [r.split() for r in described.splitlines() if r.startswith("first-run ")]
+    assert len(rows) == 2, described  # both partitions, each committed up to its log end
+    assert sum(int(r[3]) for r in rows) == 20 and all(r[3] == r[4] and r[5] == "0" for r in rows)
