@@ -1,16 +1,16 @@
 """Small real file systems for fault tests: an image file formatted ext4 or xfs and
-loop-mounted (root only; the test is skipped with the reason where mounting is impossible)."""
+loop-mounted. Root, the tools and a working loop mount are capabilities
+(tidelog.testing.capability): missing, the test is skipped with the reason, or fails under CI."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from tidelog.testing.capability import require_capability, require_root, require_tools
 
 MKFS = {"ext4": ["mkfs.ext4", "-q", "-F", "-m", "0"], "xfs": ["mkfs.xfs", "-q", "-f"]}
 # xfsprogs refuses file systems below 300 MiB; the image is sparse, so it costs little.
@@ -21,15 +21,16 @@ def _run(*cmd: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 
+PACKAGE = {"ext4": "e2fsprogs", "xfs": "xfsprogs"}
+
+
 def require_mount(fstype: str) -> None:
-    """Skip (with the reason) unless this process can format and loop-mount ``fstype``."""
-    if os.geteuid() != 0:
-        pytest.skip("loop-mounting a file system needs root (CI runs as root)")
-    for tool in (MKFS[fstype][0], "mount", "umount", "losetup"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed (.ci/run installs xfsprogs e2fsprogs)")
-    if fstype == "xfs" and shutil.which("xfs_io") is None:
-        pytest.skip("xfs_io is not installed (xfsprogs)")
+    """Root and the tools to format, loop-mount, grow and (xfs) shut down ``fstype``."""
+    require_root("loop-mounting a file system")
+    require_tools("mount", "umount", "losetup", package="mount")
+    tools = ["mkfs.ext4", "e2fsck", "resize2fs"] if fstype == "ext4" else \
+        ["mkfs.xfs", "xfs_growfs", "xfs_io"]
+    require_tools(*tools, package=PACKAGE[fstype])
 
 
 class LoopFs:
@@ -38,11 +39,15 @@ class LoopFs:
         self.mountpoint = mountpoint
         self.fstype = fstype
 
-    def mount(self) -> None:
+    def try_mount(self) -> subprocess.CompletedProcess[str]:
         self.mountpoint.mkdir(parents=True, exist_ok=True)
-        res = _run("mount", "-t", self.fstype, "-o", "loop", str(self.image), str(self.mountpoint))
-        if res.returncode != 0:
-            pytest.skip(f"cannot loop-mount a {self.fstype} image here: {res.stderr.strip()}")
+        return _run("mount", "-t", self.fstype, "-o", "loop", str(self.image), str(self.mountpoint))
+
+    def mount(self) -> None:
+        """Mount again (after a grow or a shutdown): the first mount proved loop mounts
+        work here, so a failure now is the file system's, and fails the test."""
+        res = self.try_mount()
+        assert res.returncode == 0, f"remounting the {self.fstype} image: {res.stderr.strip()}"
 
     def umount(self) -> None:
         res = _run("umount", str(self.mountpoint))
@@ -82,10 +87,12 @@ def loop_fs(tmp_path: Path, fstype: str = "ext4", size_mb: int = 16) -> Iterator
     with open(image, "wb") as f:
         f.truncate(size_mb * 1024 * 1024)
     res = _run(*MKFS[fstype], str(image))
-    if res.returncode != 0:
-        pytest.skip(f"mkfs.{fstype} failed: {res.stderr.strip()}")
+    require_capability(f"mkfs.{fstype}", res.returncode == 0,
+                       f"mkfs.{fstype} failed: {res.stderr.strip()}")
     fs = LoopFs(image, tmp_path / f"{fstype}-mnt", fstype)
-    fs.mount()
+    res = fs.try_mount()
+    require_capability("loop mount", res.returncode == 0,
+                       f"cannot loop-mount a {fstype} image here: {res.stderr.strip()}")
     try:
         yield fs
     finally:
