@@ -16,7 +16,7 @@ import os
 import re
 import socket
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,8 @@ _SCRAM_NAMES = tuple(m.mechanism_name for m in ScramMechanism)
 _JAAS_OPTION = re.compile(r'(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 Call = Callable[[int, int, dict[str, Any]], Any]
+# yields (api key, version, body), receives each response
+SaslExchange = Generator[tuple[int, int, dict[str, Any]], Any, None]
 
 
 class SaslError(Exception):
@@ -83,49 +85,68 @@ class ClientSecurity:
             ssl_check_hostname=p.get("ssl.endpoint.identification.algorithm", "https") != "",
         )
 
-    def wrap(self, sock: socket.socket, host: str) -> socket.socket:
-        """The TLS socket over ``sock`` (verifying the broker against the CA file)."""
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """The client TLS context (verifying the broker against the CA file), None without TLS."""
         if not self.tls:
-            return sock
+            return None
         ctx = ssl.create_default_context(cafile=self.ssl_cafile)
         ctx.check_hostname = self.ssl_check_hostname
         if self.ssl_certfile:
             ctx.load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+        return ctx
+
+    def wrap(self, sock: socket.socket, host: str) -> socket.socket:
+        """The TLS socket over ``sock`` (verifying the broker against the CA file)."""
+        ctx = self.ssl_context()
+        if ctx is None:
+            return sock
         return ctx.wrap_socket(sock, server_hostname=host)
 
     def authenticate(self, call: Call) -> None:
-        """SaslHandshake v1 then SaslAuthenticate v2 tokens until the mechanism completes."""
+        """Run :meth:`sasl_exchange` over a blocking ``call``."""
+        exchange = self.sasl_exchange()
+        try:
+            request = next(exchange)
+            while True:
+                request = exchange.send(call(*request))
+        except StopIteration:
+            return
+
+    def sasl_exchange(self) -> SaslExchange:
+        """SaslHandshake v1 then SaslAuthenticate v2 tokens until the mechanism completes,
+        without I/O: yields each request as (api key, version, body) and takes its response
+        back through ``send`` (the blocking and the asyncio clients both drive it)."""
         if not self.sasl:
             return
-        hs = call(17, 1, {"mechanism": self.sasl_mechanism})
+        hs = yield (17, 1, {"mechanism": self.sasl_mechanism})
         if int(hs.error_code) != 0:
             raise SaslError(f"SaslHandshake: error {int(hs.error_code)}, broker offers "
                             f"{', '.join(hs.mechanisms)}")
         if self.sasl_username is None or self.sasl_password is None:
             raise SaslError("sasl.username and sasl.password are required")
-
-        def step(token: bytes) -> bytes:
-            resp = call(36, 2, {"auth_bytes": token})
-            if int(resp.error_code) != 0:
-                raise SaslError(resp.error_message or f"SaslAuthenticate error "
-                                f"{int(resp.error_code)}")
-            return bytes(resp.auth_bytes)
-
         if self.sasl_mechanism == "PLAIN":
-            step(b"\0" + self.sasl_username.encode() + b"\0" + self.sasl_password.encode())
+            yield from _auth_step(
+                b"\0" + self.sasl_username.encode() + b"\0" + self.sasl_password.encode()
+            )
             return
         mech = ScramMechanism.by_name(self.sasl_mechanism)
         assert mech is not None  # checked in __post_init__
-        _scram(mech, self.sasl_username, self.sasl_password, step)
+        yield from _scram(mech, self.sasl_username, self.sasl_password)
 
 
-def _scram(mech: ScramMechanism, user: str, password: str,
-           step: Callable[[bytes], bytes]) -> None:
+def _auth_step(token: bytes) -> Generator[tuple[int, int, dict[str, Any]], Any, bytes]:
+    resp = yield (36, 2, {"auth_bytes": token})
+    if int(resp.error_code) != 0:
+        raise SaslError(resp.error_message or f"SaslAuthenticate error {int(resp.error_code)}")
+    return bytes(resp.auth_bytes)
+
+
+def _scram(mech: ScramMechanism, user: str, password: str) -> SaslExchange:
     """RFC 5802 client side; checks the server's signature."""
     nonce = base64.b64encode(os.urandom(24)).decode()
     name = user.replace("=", "=3D").replace(",", "=2C")
     first_bare = f"n={name},r={nonce}"
-    server_first = step(f"n,,{first_bare}".encode()).decode()
+    server_first = (yield from _auth_step(f"n,,{first_bare}".encode())).decode()
     attrs = dict(part.split("=", 1) for part in server_first.split(","))
     if not attrs.get("r", "").startswith(nonce):
         raise SaslError("SCRAM: the server's nonce does not extend ours")
@@ -134,7 +155,8 @@ def _scram(mech: ScramMechanism, user: str, password: str,
     final_bare = f"c=biws,r={attrs['r']}"
     auth = f"{first_bare},{server_first},{final_bare}".encode()
     proof = client_proof(mech, salted, auth)
-    server_final = step(f"{final_bare},p={base64.b64encode(proof).decode()}".encode()).decode()
+    token = f"{final_bare},p={base64.b64encode(proof).decode()}".encode()
+    server_final = (yield from _auth_step(token)).decode()
     server_key = credential_from_salted(mech, salted, salt, iterations).server_key
     expected = base64.b64encode(server_signature(mech, server_key, auth)).decode()
     if not hmac.compare_digest(server_final, f"v={expected}"):

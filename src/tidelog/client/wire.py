@@ -19,8 +19,10 @@ import uuid
 from functools import cache
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
+
+from tidelog.protocol.codec import request_class as _schema_of_request
+from tidelog.protocol.codec import response_class as _schema_of_response
 
 _ZERO_BY_KAFKA_TYPE: dict[str, Any] = {
     "string": "",
@@ -98,14 +100,14 @@ def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
 
 @cache
 def _request_codec(api_key: int, version: int) -> tuple[type, Any, Any, Any]:
-    req = load_request_schema(api_key, version)
+    req: Any = _schema_of_request(api_key, version)  # kio's, or protocol.inter_broker's
     header = req.__header_schema__
     return req, header, entity_writer(header), entity_writer(req)
 
 
 @cache
 def _response_codec(api_key: int, version: int) -> tuple[Any, Any]:
-    resp = load_response_schema(api_key, version)
+    resp: Any = _schema_of_response(api_key, version)
     return entity_reader(resp.__header_schema__), entity_reader(resp)
 
 
