@@ -11,7 +11,9 @@ import argparse
 import importlib
 import logging
 import pkgutil
+import signal
 import sys
+import threading
 
 import tidelog.cli as cli_pkg
 
@@ -57,7 +59,22 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def restore_ctrl_c() -> None:
+    """Give SIGINT its default handler (KeyboardInterrupt) when it was inherited ignored.
+
+    A shell without job control (a script, ``cmd &`` in ``sh -c``, CI) starts a background job
+    with SIGINT ignored, and Python keeps an ignored SIGINT ignored: Ctrl-C or ``kill -INT``
+    would then do nothing to ``tidelog produce`` (which flushes and exits 130) or to
+    ``tidelog serve`` while it starts. Every command here treats SIGINT as the user asking it to
+    stop, so it means the same whichever way the command was started."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread (main() called in-process)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    restore_ctrl_c()
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     logging.basicConfig(
