@@ -1,0 +1,1 @@
+"""Cluster metadata: the image handlers read, its stores (local file, ZooKeeper) and admin."""
