@@ -112,9 +112,10 @@ def _response_codec(api_key: int, version: int) -> tuple[Any, Any]:
 
 
 def encode_request(
-    api_key: int, version: int, correlation_id: int, client_id: str, body: dict[str, Any]
+    api_key: int, version: int, correlation_id: int, client_id: str, body: dict[str, Any] | Any
 ) -> bytes:
-    """A size-prefixed request frame."""
+    """A size-prefixed request frame; ``body`` is a dict for :func:`build` or a request
+    object of the version's class."""
     req, header_cls, write_header, write_body = _request_codec(api_key, version)
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
@@ -125,7 +126,7 @@ def encode_request(
         client_id=client_id,
     )
     write_header(out, header)
-    write_body(out, build(req, **body))
+    write_body(out, build(req, **body) if isinstance(body, dict) else body)
     frame = out.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     return bytes(frame)
