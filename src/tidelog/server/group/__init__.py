@@ -9,6 +9,9 @@ Modules (Kafka counterpart in brackets):
 * ``rebalance`` + ``offsets`` + ``coordinator``: GroupCoordinator (sans I/O; timers through a
   ``Scheduler``, time through a ``Clock``); ``coordinator.GroupCoordinator`` is the facade.
 * ``metadata_manager``: GroupMetadataManager (cache, writes, load, offset expiry).
+* ``pending_offsets``: offsets of open transactions and the load-time rules for transactional
+  batches (low: it knows offsets and batches, no group kind); ``txn_offsets``:
+  TxnOffsetCommit and the transaction markers' completion on top of the coordinator.
 * ``store``: the storage port (``OffsetsStore``) and an in-memory implementation;
   ``log_store``: the port over the broker's logs (``__consumer_offsets`` created lazily,
   compacted).

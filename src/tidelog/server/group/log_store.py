@@ -14,6 +14,8 @@ from typing import Any
 from tidelog.records import RecordBatch, iter_batches
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.records import OFFSETS_TOPIC
+from tidelog.storage.log_read import FetchIsolation
+from tidelog.storage.validator import AppendOrigin
 from tidelog.util.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -25,12 +27,6 @@ def offsets_topic_configs(config: GroupConfig) -> dict[str, str]:
         "compression.type": "producer",
         "segment.bytes": str(config.offsets_topic_segment_bytes),
     }
-
-
-def _log_end_isolation() -> Any:
-    from tidelog.storage.log_read import FetchIsolation
-
-    return FetchIsolation.LOG_END
 
 
 class LogOffsetsStore:
@@ -61,11 +57,7 @@ class LogOffsetsStore:
         if lg is None:
             raise OSError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
         try:
-            from tidelog.storage.validator import AppendOrigin
-
             info = lg.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
-        except ImportError:  # pragma: no cover - storage without origins
-            info = lg.append_as_leader(batch)
         except Exception as exc:  # storage errors surface as an unavailable coordinator
             self.rm.maybe_handle_io_error(tp, exc)  # a disk error takes its dir offline
             raise OSError(str(exc)) from exc
@@ -82,7 +74,7 @@ class LogOffsetsStore:
         end = lg.log_end_offset
         while offset < end:
             # Kafka loads up to the log end: after a restart the high watermark may lag.
-            info = lg.read(offset, self.config.offsets_load_buffer_size, _log_end_isolation(), True)
+            info = lg.read(offset, self.config.offsets_load_buffer_size, FetchIsolation.LOG_END, True)
             data = info.records.read() if info.records is not None else b""
             if not data:
                 return

@@ -16,6 +16,11 @@ from tidelog.records import CompressionType, RecordBatch, RecordBatchBuilder
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
 from tidelog.server.group.member import MemberMetadata
+from tidelog.server.group.pending_offsets import (
+    LoadedPartition,
+    PendingTxnOffsets,
+    replay_txn_batch,
+)
 from tidelog.server.group.records import (
     OFFSETS_TOPIC,
     GroupMetadataKey,
@@ -43,16 +48,12 @@ Record = tuple[bytes, bytes | None]
 
 
 @dataclass
-class LoadedPartition:
-    """A partition being replayed: raw last value per key first (cheap, in log order), then
-    decoded once per surviving key."""
+class _Decoded:
+    """What survives of a replayed partition, decoded once per key."""
 
-    latest: dict[bytes, tuple[int, bytes | None]] = field(default_factory=dict)
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     removed_groups: set[str] = field(default_factory=set)
-    # transactional offset records waiting for their producer's marker (txn_offsets.py)
-    txn_pending: dict[int, dict[bytes, tuple[int, bytes | None]]] = field(default_factory=dict)
 
 
 class GroupMetadataManager:
@@ -63,6 +64,7 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.loading: set[int] = set()
         self.owned: set[int] = set()
+        self.pending_txn = PendingTxnOffsets()
 
     # -------------------------------------------------------------- ownership / loading
 
@@ -86,13 +88,11 @@ class GroupMetadataManager:
             self.replay_batch(data, partition, batch)
         return self.complete_load(partition, data)
 
-    def complete_load(self, partition: int, data: LoadedPartition) -> list[GroupMetadata]:
+    def complete_load(self, partition: int, loaded: LoadedPartition) -> list[GroupMetadata]:
         """Install what a replay found; the partition stops answering LOAD_IN_PROGRESS."""
-        from tidelog.server.group.txn_offsets import install_pending
-
-        install_pending(self, data, partition)
-        self._decode_latest(partition, data)
-        loaded: list[GroupMetadata] = []
+        self.pending_txn.install(loaded, partition)
+        data = self._decode_latest(partition, loaded)
+        installed: list[GroupMetadata] = []
         now = self.clock.milliseconds()
         with_offsets = {g for g, offsets in data.offsets.items() if offsets}
         for group_id in with_offsets | set(data.groups):
@@ -100,18 +100,16 @@ class GroupMetadataManager:
             group = self._group_from_value(group_id, value, now)
             group.offsets = data.offsets.get(group_id, {})
             self.groups[group_id] = group
-            loaded.append(group)
+            installed.append(group)
         for group_id in data.removed_groups - set(data.groups) - with_offsets:
             self.groups.pop(group_id, None)
         self.loading.discard(partition)
         self.owned.add(partition)
-        return loaded
+        return installed
 
     def replay_batch(self, out: LoadedPartition, partition: int, batch: RecordBatch) -> None:
         """Apply one batch: the last record per key wins (a tombstone too), as compaction."""
         if batch.is_transactional:  # TxnOffsetCommit data and its markers
-            from tidelog.server.group.txn_offsets import replay_txn_batch
-
             replay_txn_batch(out, batch)
             return
         if batch.is_control:
@@ -123,8 +121,9 @@ class GroupMetadataManager:
                 latest.pop(key, None)  # keep dict order = order of the last write
                 latest[key] = (rec.offset, rec.value)
 
-    def _decode_latest(self, partition: int, out: LoadedPartition) -> None:
-        for key, (offset, value) in out.latest.items():
+    def _decode_latest(self, partition: int, loaded: LoadedPartition) -> _Decoded:
+        out = _Decoded()
+        for key, (offset, value) in loaded.latest.items():
             try:
                 self._replay_record(out, key, value)
             except (SchemaError, UnicodeDecodeError) as exc:
@@ -136,10 +135,11 @@ class GroupMetadataManager:
                     partition,
                     exc,
                 )
-        out.latest.clear()
+        loaded.latest.clear()
+        return out
 
     @staticmethod
-    def _replay_record(out: LoadedPartition, key_bytes: bytes, value: bytes | None) -> None:
+    def _replay_record(out: _Decoded, key_bytes: bytes, value: bytes | None) -> None:
         key = decode_key(key_bytes)
         if isinstance(key, OffsetKey):
             tp = TopicPartition(key.topic, key.partition)
