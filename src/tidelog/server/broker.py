@@ -1,25 +1,38 @@
-"""The broker: one PLAINTEXT listener, the handler registry, the replica manager and the
-fetch purgatory on one asyncio loop (uvloop when installed, chosen by the caller)."""
+"""The broker: its listeners, the handler registry, the replica manager, the purgatories and
+the coordinators on one asyncio loop (uvloop when installed, chosen by the caller).
+
+Every subsystem is a typed field. Those that need the logs (dynamic configs, the log dir
+mover, client quotas, the group and transaction coordinators) are built in ``start`` after
+the replica manager starts, and ``stop`` tears them down in reverse."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import RequestMetrics
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
+from . import topic_admin
+from .connection import KafkaConnection
+from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
+from .group.coordinator import GroupCoordinator
+from .group.wiring import start_group_coordinator, stop_group_coordinator
+from .log_dir_moves import LogDirMover
 from .purgatory import FetchPurgatory
+from .quota.manager import ClientQuotaManager
+from .quota.wiring import new_quota_manager
 from .registry import Registry, discover
 from .replica_manager import ReplicaManager
-from .security.wiring import setup_security, start_other_listeners, stop_other_listeners
-
-if TYPE_CHECKING:
-    from .connection import KafkaConnection
+from .security.authorizer import StandardAuthorizer
+from .security.credentials import CredentialStore
+from .security.session import ListenerSecurity
+from .security.wiring import credential_store, listener_securities, make_authorizer
+from .txn.coordinator import TransactionCoordinator
+from .txn.wiring import start_txn_coordinator, stop_txn_coordinator
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +60,29 @@ class Broker:
         self.fatal_error: str | None = None
         self.fatal_listeners: list[Callable[[], object]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._fault_stop: asyncio.Future[None] | None = None
         self.replica_manager.add_all_dirs_offline_listener(self._on_all_dirs_offline)
         # Kafka's RequestMetrics, recorded by the connections and read by /metrics
         self.request_metrics: RequestMetrics | None = RequestMetrics()
         self.connections: set[KafkaConnection] = set()
+        # security: each listener's TLS/SASL settings, SCRAM credentials, the authorizer
+        self.listener_security: dict[str, ListenerSecurity] = listener_securities(config)
+        self.credentials: CredentialStore = credential_store(config)
+        self.authorizer: StandardAuthorizer | None = make_authorizer(config)
+        # the listeners: the first one's server and port, then every listener's by name
         self._server: asyncio.base_events.Server | None = None
         self.bound_port = 0
-        # listeners, SCRAM credentials and the authorizer (server/security/wiring.py)
-        self.listener_security: dict[str, Any] = {}
-        self.credentials: Any = None
-        self.authorizer: Any = None
         self.bound_ports: dict[str, int] = {}
-        self.other_servers: list[Any] = []
-        setup_security(self)
+        self.other_servers: list[asyncio.base_events.Server] = []
+        self._idle_handle: asyncio.TimerHandle | None = None
+        # built by start() once the logs are open, None before and after
+        self.dynamic_config: DynamicBrokerConfig | None = None
+        self.log_dir_mover: LogDirMover | None = None
+        self.client_quotas: ClientQuotaManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None
+        self._group_load: asyncio.Task[None] | None = None
+        self.txn_coordinator: TransactionCoordinator | None = None
+        self._txn_tasks: list[asyncio.Task[None]] = []
 
     @property
     def node_id(self) -> int:
@@ -75,52 +98,69 @@ class Broker:
         port = self.config.advertised_listener.port
         return port or self.bound_port
 
+    def endpoint(self, listener_name: str) -> tuple[str, int]:
+        """The advertised host and port of a listener (the one a request came in on): Kafka
+        answers Metadata/FindCoordinator with the endpoints of the client's own listener."""
+        adv = self.config.advertised.get(listener_name)
+        if adv is None or listener_name == self.config.listener.name:
+            return self.advertised_host, self.advertised_port
+        return adv.host, adv.port or self.bound_ports.get(listener_name, 0)
+
+    # -- start ----------------------------------------------------------------------------------
     async def start(self) -> None:
-        from .connection import KafkaConnection
-
-        listener = self.config.listener
-        loop = asyncio.get_running_loop()
-        self._loop = loop
+        self._loop = asyncio.get_running_loop()
         try:
-            self.replica_manager.startup()
-            from .dynamic_config import dynamic_config
-
-            dynamic_config(self)  # persisted dynamic broker configs apply before serving
-            from .log_dir_moves import log_dir_mover
-
-            log_dir_mover(self)  # partition moves a restart interrupted go on
-            from .quota.wiring import quota_manager
-
-            # Read the quota file now: made on first use, a produce after its disk failed
-            # would crash on the read instead of answering KAFKA_STORAGE_ERROR.
-            quota_manager(self)
-            security = self.listener_security[listener.name]
-            self._server = await loop.create_server(
-                lambda: KafkaConnection(self, security),
-                listener.host,
-                listener.port,
-                reuse_address=True,
-                ssl=security.ssl_context,
-            )
-            self.bound_port = self._server.sockets[0].getsockname()[1]
-            await start_other_listeners(self)
+            self._start_logs()
+            # cluster services start here: after the logs and the metadata, before the
+            # listeners accept
+            await self._start_listeners()
         except BaseException:
-            if self._server is not None:
-                self._server.close()
-                self._server = None
-            await stop_other_listeners(self)
-            self._release_logs()
+            await self._stop_listeners()
+            self._stop_logs()
             raise
         self._schedule_idle_check()
-        self._start_group_coordinator()
-        self._start_txn_coordinator()
+        self._start_coordinators()
         log.info(
             "tidelog broker %d listening on %s:%d (cluster %s)",
             self.node_id,
-            listener.host,
+            self.config.listener.host,
             self.bound_port,
             self.replica_manager.cluster_id,
         )
+
+    def _start_logs(self) -> None:
+        """The logs and the metadata, then what reads them before the broker serves."""
+        self.replica_manager.startup()
+        # persisted dynamic broker configs apply before serving
+        self.dynamic_config = DynamicBrokerConfig(self.config, self.replica_manager.logs)
+        self.log_dir_mover = LogDirMover(self.replica_manager)
+        self.log_dir_mover.start()  # partition moves a restart interrupted go on
+        # the quota file is read now: read on first use, a produce after its disk failed
+        # would crash on the read instead of answering KAFKA_STORAGE_ERROR
+        self.client_quotas = new_quota_manager(self.config)
+
+    async def _start_listeners(self) -> None:
+        loop = asyncio.get_running_loop()
+        for i, lst in enumerate(self.config.listeners):  # the first is config.listener
+            sec = self.listener_security[lst.name]
+            server = await loop.create_server(
+                lambda sec=sec: KafkaConnection(self, sec),
+                lst.host, lst.port, reuse_address=True, ssl=sec.ssl_context,
+            )
+            port = server.sockets[0].getsockname()[1]
+            self.bound_ports[lst.name] = port
+            if i == 0:
+                self._server, self.bound_port = server, port
+            else:
+                self.other_servers.append(server)
+                log.info("listener %s (%s) on %s:%d", lst.name, sec.protocol, lst.host, port)
+
+    def _start_coordinators(self) -> None:
+        """Groups and transactions: each loads its internal topic in the background when it
+        exists (a fresh broker creates the topic on the first FindCoordinator)."""
+        self.group_coordinator, self._group_load = start_group_coordinator(
+            self.config, self.clock, self.replica_manager)
+        self.txn_coordinator, self._txn_tasks = start_txn_coordinator(self)
 
     def _on_all_dirs_offline(self) -> None:
         """Called from whichever thread hit the last disk error."""
@@ -136,13 +176,6 @@ class Broker:
                 fn()
         else:
             self._fault_stop = asyncio.ensure_future(self.stop())
-
-    def _release_logs(self) -> None:
-        """After a failed start: give the log dirs (and their locks) back."""
-        try:
-            self.replica_manager.shutdown()
-        except Exception:
-            log.debug("log shutdown after a failed start", exc_info=True)
 
     def _schedule_idle_check(self) -> None:
         """Close connections idle for ``connections.max.idle.ms`` (Kafka's Selector does)."""
@@ -163,54 +196,46 @@ class Broker:
 
         self._idle_handle = loop.call_later(period, check)
 
-    def _start_group_coordinator(self) -> None:
-        """Load committed offsets/groups at start when ``__consumer_offsets`` exists; a fresh
-        broker creates it lazily on the first group request (keeps cold start fast)."""
-        if self.replica_manager.topic("__consumer_offsets") is None:
-            return
-        try:
-            from .group.wiring import start_group_coordinator
-        except ImportError:
-            return
-        start_group_coordinator(self)
-
-    def _start_txn_coordinator(self) -> None:
-        """Load ``__transaction_state`` (and resume prepared transactions) at start when it
-        exists; a fresh broker creates it on the first transactional FindCoordinator."""
-        if self.replica_manager.topic("__transaction_state") is None:
-            return
-        from .txn.wiring import start_txn_coordinator
-
-        start_txn_coordinator(self)
-
+    # -- stop (the reverse of start) -------------------------------------------------------------
     async def stop(self) -> None:
-        from .txn.wiring import stop_txn_coordinator
-
-        stop_txn_coordinator(self)
-        mover = getattr(self, "log_dir_mover", None)
-        if mover is not None:  # an unfinished move resumes at the next start
-            mover.stop()
-        try:
-            from .group.wiring import stop_group_coordinator
-
-            stop_group_coordinator(self)
-        except ImportError:
-            pass
-        handle = getattr(self, "_idle_handle", None)
-        if handle is not None:
-            handle.cancel()
-        await stop_other_listeners(self)
-        if self._server is not None:
-            self._server.close()
-            for conn in list(self.connections):
-                conn.close("broker shutting down")
-            await self._server.wait_closed()
-            self._server = None
-        from . import topic_admin
-
+        # cluster services stop here first: controlled shutdown moves leadership away
+        # before the listeners close
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+            self._idle_handle = None
+        await self._stop_listeners()
+        self._stop_coordinators()
         await topic_admin.drain()  # a create cut off by shutdown would publish after it
+        self._stop_logs()
+        log.info("tidelog broker %d stopped", self.node_id)
+
+    async def _stop_listeners(self) -> None:
+        servers = self.other_servers
+        if self._server is not None:
+            servers = [self._server, *servers]
+        for server in servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close("broker shutting down")
+        for server in servers:
+            await server.wait_closed()
+        self._server = None
+        self.other_servers = []
+
+    def _stop_coordinators(self) -> None:
+        if self.txn_coordinator is not None:
+            stop_txn_coordinator(self.txn_coordinator, self._txn_tasks)
+            self.txn_coordinator, self._txn_tasks = None, []
+        if self.group_coordinator is not None:
+            stop_group_coordinator(self.group_coordinator, self._group_load)
+            self.group_coordinator = self._group_load = None
+
+    def _stop_logs(self) -> None:
+        """The log dir mover, then the logs (and their locks) themselves. The quota manager
+        and the dynamic configs hold nothing to release."""
+        if self.log_dir_mover is not None:  # an unfinished move resumes at the next start
+            self.log_dir_mover.stop()
         try:
             self.replica_manager.shutdown()
         except Exception:
             log.exception("log shutdown failed (logs recover on the next start)")
-        log.info("tidelog broker %d stopped", self.node_id)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.codec import RequestHeader
 
+from .security.session import SaslSession
 from .security.types import (
     ANONYMOUS,
     AclOperation,
@@ -39,12 +40,12 @@ class RequestContext:
     # answering (KIP-219), set through tidelog.server.quota
     throttle_ms: int = 0
     # the connection's SASL state (security/session.py SaslSession), None on other listeners
-    session: Any = None
+    session: SaslSession | None = None
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """The one authorization call every handler makes (Kafka's AuthHelper.authorize).
         True when no authorizer is configured."""
-        authorizer = getattr(self.broker, "authorizer", None)
+        authorizer = self.broker.authorizer
         if authorizer is None:
             return True
         return bool(authorizer.authorize(self.principal, self.client_host, operation,
@@ -55,7 +56,7 @@ class RequestContext:
     ) -> bool:
         """May the principal do ``operation`` on some resource of the type? (Kafka's
         authorizeByResourceType, e.g. an idempotent producer allowed to WRITE some topic.)"""
-        authorizer = getattr(self.broker, "authorizer", None)
+        authorizer = self.broker.authorizer
         if authorizer is None:
             return True
         return bool(authorizer.authorize_by_resource_type(
@@ -65,7 +66,7 @@ class RequestContext:
         """The bit field of ``include_*_authorized_operations`` answers: every supported
         operation without an authorizer, else only the allowed ones."""
         ops = supported_operations(resource_type)
-        if getattr(self.broker, "authorizer", None) is not None:
+        if self.broker.authorizer is not None:
             ops = frozenset(op for op in ops if self.authorize(op, resource_type, name))
         return operations_bitfield(ops)
 
@@ -73,9 +74,7 @@ class RequestContext:
     def endpoint(self) -> tuple[str, int]:
         """Advertised (host, port) of the listener this request came in on: Kafka answers
         Metadata, FindCoordinator and DescribeCluster with the client's own listener."""
-        from .security.wiring import endpoint
-
-        return endpoint(self.broker, self.listener_name)
+        return self.broker.endpoint(self.listener_name)
 
     @property
     def api_version(self) -> int:

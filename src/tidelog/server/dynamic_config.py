@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from tidelog.config.broker_config import BROKER_CONFIG_DEF
+from tidelog.config.broker_config import BROKER_CONFIG_DEF, BrokerConfig
 from tidelog.config.log_config import BROKER_SYNONYMS
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.checkpoints import write_atomically
 from tidelog.storage.cleaner.config import CleanerConfig
 
 from .errors import ApiError
+
+if TYPE_CHECKING:
+    from tidelog.storage.cleaner.log_cleaner import LogCleaner
+    from tidelog.storage.manager import LogManager
 
 DYNAMIC_CONFIGS_FILE = "broker-configs.json"
 DEFAULT = ""  # the cluster-default entity's resource name
@@ -43,11 +47,14 @@ DYNAMIC_KEYS = frozenset(syn for syns in BROKER_SYNONYMS.values() for syn, _ in 
 
 
 class DynamicBrokerConfig:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.node = str(broker.node_id)
-        self.static: dict[str, Any] = dict(broker.config.originals)
-        self.path = Path(broker.replica_manager.store.path).parent / DYNAMIC_CONFIGS_FILE
+    """Reads its file and applies it when built (``Broker.start``, once the logs are open)."""
+
+    def __init__(self, config: BrokerConfig, logs: LogManager) -> None:
+        self.config = config
+        self.logs = logs
+        self.node = str(config.node_id)
+        self.static: dict[str, Any] = dict(config.originals)
+        self.path = Path(config.log_dirs[0]) / DYNAMIC_CONFIGS_FILE
         self.layers: dict[str, dict[str, str]] = {DEFAULT: {}, self.node: {}}
         if self.path.exists():
             stored = json.loads(self.path.read_bytes())
@@ -83,8 +90,8 @@ class DynamicBrokerConfig:
         write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
         self._apply()
 
-    def _cleaner(self) -> Any:
-        return getattr(self.broker.replica_manager.logs, "cleaner", None)
+    def _cleaner(self) -> LogCleaner | None:
+        return self.logs.cleaner
 
     def _validate_cleaner(self, props: dict[str, Any]) -> None:
         """Only when the cleaner's settings change, as Kafka validates a reconfigurable."""
@@ -99,11 +106,11 @@ class DynamicBrokerConfig:
     def _apply(self) -> None:
         """The new values become the broker's; every log without a topic override of them
         takes them at once."""
-        config = self.broker.config
+        config = self.config
         config.originals.clear()
         config.originals.update(self.effective())
         config.values = BROKER_CONFIG_DEF.parse(config.originals)
-        self.broker.replica_manager.logs.update_broker_log_defaults(
+        self.logs.update_broker_log_defaults(
             config.log_config_defaults())
         cleaner = self._cleaner()  # None with log.cleaner.enable=false
         if cleaner is not None:
@@ -112,9 +119,16 @@ class DynamicBrokerConfig:
                 cleaner.reconfigure_later(new)
 
 
-def dynamic_config(broker: Any) -> DynamicBrokerConfig:
-    found = getattr(broker, "dynamic_config", None)
+class HasDynamicConfig(Protocol):
+    """What ``dynamic_config`` reads (the broker)."""
+
+    @property
+    def dynamic_config(self) -> DynamicBrokerConfig | None: ...
+
+
+def dynamic_config(broker: HasDynamicConfig) -> DynamicBrokerConfig:
+    """The broker's dynamic configs (built by ``Broker.start``, applied before serving)."""
+    found = broker.dynamic_config
     if found is None:
-        found = DynamicBrokerConfig(broker)
-        broker.dynamic_config = found
+        raise RuntimeError("the broker has not started: no dynamic configs yet")
     return found

@@ -6,24 +6,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.storage.replica_alter_log_dirs import ReplicaAlterLogDirs
+from tidelog.util.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
 
 class LogDirMover:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.moves = ReplicaAlterLogDirs(broker.replica_manager.logs)
+    def __init__(self, replica_manager: ReplicaManager) -> None:
+        self.replica_manager = replica_manager
+        self.moves = ReplicaAlterLogDirs(replica_manager.logs)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        topics = self.broker.replica_manager.store.topics
+        topics = self.replica_manager.store.topics
 
-        def exists(tp: Any) -> bool:
+        def exists(tp: TopicPartition) -> bool:
             info = topics.get(tp.topic)
             return info is not None and 0 <= tp.partition < info.partitions
 
@@ -54,10 +58,17 @@ class LogDirMover:
         self.moves.close()
 
 
-def log_dir_mover(broker: Any) -> LogDirMover:
-    mover = getattr(broker, "log_dir_mover", None)
+class HasLogDirMover(Protocol):
+    """What ``log_dir_mover`` reads (the broker)."""
+
+    @property
+    def log_dir_mover(self) -> LogDirMover | None: ...
+
+
+def log_dir_mover(broker: HasLogDirMover) -> LogDirMover:
+    """The broker's mover (built and started by ``Broker.start``: moves a restart
+    interrupted go on)."""
+    mover = broker.log_dir_mover
     if mover is None:
-        mover = LogDirMover(broker)
-        broker.log_dir_mover = mover
-        mover.start()
+        raise RuntimeError("the broker has not started: no log dir mover yet")
     return mover

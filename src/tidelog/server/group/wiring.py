@@ -1,28 +1,36 @@
 """Plugs the group coordinator into the asyncio broker.
 
-``start_group_coordinator(broker)`` builds the coordinator (config from the broker's
-properties, storage over the broker's logs, timers on the event loop) and loads
-``__consumer_offsets`` in the background, one partition per loop turn, answering
-COORDINATOR_LOAD_IN_PROGRESS meanwhile. Handlers call ``coordinator_for(broker)``, which
-starts it on first use if the broker did not call the start hook.
+``start_group_coordinator(broker)`` (called by ``Broker.start``) builds the coordinator
+(config from the broker's properties, storage over the broker's logs, timers on the event
+loop) and loads ``__consumer_offsets`` in the background, one partition per loop turn,
+answering COORDINATOR_LOAD_IN_PROGRESS meanwhile; the broker keeps both in typed fields and
+hands them to ``stop_group_coordinator`` when it stops. Handlers call
+``coordinator_for(broker)``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
+from tidelog.protocol.errors import ErrorCode
+from tidelog.server.errors import ApiError
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.coordinator import GroupCoordinator
 from tidelog.server.group.log_store import LogOffsetsStore
 from tidelog.server.group.member import JoinResult, SyncResult
 from tidelog.server.group.metadata_manager import LoadedPartition
+from tidelog.util.clock import Clock
 from tidelog.util.scheduler import ScheduledTask, TaskFn
+
+if TYPE_CHECKING:
+    from tidelog.config.broker_config import BrokerConfig
+    from tidelog.server.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
-ATTR = "group_coordinator"
 LOAD_BATCHES_PER_TURN = 64
 
 
@@ -63,23 +71,28 @@ class LoopScheduler:
         self.stopped = True
 
 
-def start_group_coordinator(broker: Any) -> GroupCoordinator:
-    existing = getattr(broker, ATTR, None)
-    if existing is not None:
-        return existing
-    config = GroupConfig.from_props(broker.config.originals)
+class HasGroupCoordinator(Protocol):
+    """What ``coordinator_for`` reads (the broker)."""
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator | None: ...
+
+
+def start_group_coordinator(
+    broker_config: BrokerConfig, clock: Clock, replica_manager: ReplicaManager
+) -> tuple[GroupCoordinator, asyncio.Task[None]]:
+    """The coordinator and the task loading ``__consumer_offsets`` into it."""
+    config = GroupConfig.from_props(broker_config.originals)
     loop = asyncio.get_running_loop()
     coord = GroupCoordinator(
         config,
-        clock=broker.clock,
+        clock=clock,
         scheduler=LoopScheduler(loop),
-        store=LogOffsetsStore(broker.replica_manager, config),
-        node_id=broker.node_id,
+        store=LogOffsetsStore(replica_manager, config),
+        node_id=broker_config.node_id,
     )
     coord.startup(load=False)
-    setattr(broker, ATTR, coord)
-    broker._group_load_task = loop.create_task(_load_all(coord))
-    return coord
+    return coord, loop.create_task(_load_all(coord))
 
 
 async def _load_all(coord: GroupCoordinator) -> None:
@@ -100,25 +113,23 @@ async def _load_all(coord: GroupCoordinator) -> None:
     log.info("group coordinator loaded %d groups", len(coord.groups))
 
 
-def stop_group_coordinator(broker: Any) -> None:
-    coord: GroupCoordinator | None = getattr(broker, ATTR, None)
-    if coord is None:
-        return
-    task = getattr(broker, "_group_load_task", None)
-    if task is not None:
-        task.cancel()
+def stop_group_coordinator(coord: GroupCoordinator, load: asyncio.Task[None] | None) -> None:
+    if load is not None:
+        load.cancel()
     coord.shutdown()
     if isinstance(coord.scheduler, LoopScheduler):
         coord.scheduler.shutdown()
-    setattr(broker, ATTR, None)
 
 
-def coordinator_for(broker: Any) -> GroupCoordinator:
-    coord = getattr(broker, ATTR, None)
-    return coord if coord is not None else start_group_coordinator(broker)
+def coordinator_for(broker: HasGroupCoordinator) -> GroupCoordinator:
+    """The broker's group coordinator; COORDINATOR_NOT_AVAILABLE before start and after stop."""
+    coord = broker.group_coordinator
+    if coord is None:
+        raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the broker is not running")
+    return coord
 
 
-def join_future() -> tuple[asyncio.Future[JoinResult], Any]:
+def join_future() -> tuple[asyncio.Future[JoinResult], Callable[[JoinResult], None]]:
     fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
 
     def done(r: JoinResult) -> None:
@@ -128,7 +139,7 @@ def join_future() -> tuple[asyncio.Future[JoinResult], Any]:
     return fut, done
 
 
-def sync_future() -> tuple[asyncio.Future[SyncResult], Any]:
+def sync_future() -> tuple[asyncio.Future[SyncResult], Callable[[SyncResult], None]]:
     fut: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
 
     def done(r: SyncResult) -> None:

@@ -62,7 +62,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 is_future_key=False,
             )
             by_dir.setdefault(parent, {}).setdefault(info.name, []).append(part)
-    mover = getattr(ctx.broker, "log_dir_mover", None)
+    mover = ctx.broker.log_dir_mover
     for tp, future in dict(mover.moves.futures if mover is not None else {}).items():
         if wanted is not None and tp.partition not in wanted.get(tp.topic, set()):
             continue

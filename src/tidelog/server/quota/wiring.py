@@ -1,10 +1,14 @@
-"""One quota manager per broker, made on first use (the handlers and the produce/fetch paths
-reach it through ``quota_manager(broker)``), its store in the broker's first log dir."""
+"""One quota manager per broker, built by ``Broker.start`` (its store in the broker's first log
+dir, read before serving: made on first use, a produce after its disk failed would crash on the
+read instead of answering KAFKA_STORAGE_ERROR); the handlers and the produce/fetch paths reach
+it through ``quota_manager(broker)``."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
+
+from tidelog.config.broker_config import BrokerConfig
 
 from .manager import ClientQuotaManager, QuotaType
 from .request import request_throttle
@@ -37,15 +41,25 @@ async def wait_until_unmuted(ctx: Any) -> None:
         del _muted[_key(ctx)]
 
 
-def quota_manager(broker: Any) -> ClientQuotaManager:
-    manager = getattr(broker, "client_quotas", None)
+def new_quota_manager(config: BrokerConfig) -> ClientQuotaManager:
+    store = ClientQuotaStore(config.log_dirs[0])
+    values = config.values  # read-only in Kafka too (QuotaConfig)
+    return ClientQuotaManager(
+        store, window_num=int(values["quota.window.num"]),
+        window_size_ms=int(values["quota.window.size.seconds"]) * 1000)
+
+
+class HasClientQuotas(Protocol):
+    """What ``quota_manager`` reads (the broker)."""
+
+    @property
+    def client_quotas(self) -> ClientQuotaManager | None: ...
+
+
+def quota_manager(broker: HasClientQuotas) -> ClientQuotaManager:
+    manager = broker.client_quotas
     if manager is None:
-        store = ClientQuotaStore(broker.replica_manager.store.path.parent)
-        values = broker.config.values  # read-only in Kafka too (QuotaConfig)
-        manager = ClientQuotaManager(
-            store, window_num=int(values["quota.window.num"]),
-            window_size_ms=int(values["quota.window.size.seconds"]) * 1000)
-        broker.client_quotas = manager
+        raise RuntimeError("the broker has not started: no quota manager yet")
     return manager
 
 

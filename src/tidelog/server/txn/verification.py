@@ -7,17 +7,20 @@ start on a partition the coordinator will never send a marker to."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch
 from tidelog.records.batch import RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK
 from tidelog.util.topic_partition import TopicPartition
 
-from .wiring import ATTR
+from .config import TxnConfig
+
+if TYPE_CHECKING:
+    from .wiring import TxnHost
 
 
-def verify_transactional_produce(broker: Any, tp: TopicPartition,
+def verify_transactional_produce(broker: TxnHost, tp: TopicPartition,
                                  records: bytes | bytearray | memoryview) -> ErrorCode | None:
     """None to go on; else the error for the partition (INVALID_PRODUCER_EPOCH for a fenced
     epoch, INVALID_TXN_STATE for a partition outside the transaction)."""
@@ -29,7 +32,7 @@ def verify_transactional_produce(broker: Any, tp: TopicPartition,
     batch = RecordBatch(memoryview(records)[:RECORD_BATCH_OVERHEAD])
     if batch.magic != 2 or not batch.is_transactional or batch.is_control:
         return None
-    coord = getattr(broker, ATTR, None)
+    coord = broker.txn_coordinator
     if coord is None:
         if not _verification_enabled(broker):
             return None
@@ -50,7 +53,5 @@ def verify_transactional_produce(broker: Any, tp: TopicPartition,
     return ErrorCode.INVALID_TXN_STATE
 
 
-def _verification_enabled(broker: Any) -> bool:
-    from .config import TxnConfig
-
+def _verification_enabled(broker: TxnHost) -> bool:
     return TxnConfig.from_broker_config(broker.config).transaction_partition_verification_enable

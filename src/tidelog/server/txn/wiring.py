@@ -1,31 +1,62 @@
 """Plugs the transaction coordinator into the asyncio broker.
 
-``start_txn_coordinator(broker)`` builds it over the broker's logs, loads
-``__transaction_state`` in the background (one partition per loop turn, answering
+``start_txn_coordinator(broker)`` (called by ``Broker.start``) builds it over the broker's
+logs, loads ``__transaction_state`` in the background (one partition per loop turn, answering
 COORDINATOR_LOAD_IN_PROGRESS for a partition until it is loaded), resumes prepared
-transactions, and schedules the timeout-abort and id-expiration tasks. Handlers call
-``txn_coordinator_for(broker)``, which starts it on first use."""
+transactions, and schedules the timeout-abort and id-expiration tasks; the broker keeps the
+coordinator and its tasks in typed fields and hands them to ``stop_txn_coordinator``.
+Handlers call ``txn_coordinator_for(broker)``."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
+from tidelog.protocol.errors import ErrorCode
 from tidelog.records import ControlRecordType, RecordBatchBuilder
+from tidelog.server.errors import ApiError
+from tidelog.server.group.txn_offsets import complete_txn_offsets
+from tidelog.storage.validator import AppendOrigin
 from tidelog.util.topic_partition import TopicPartition
 
 from .config import TxnConfig
 from .coordinator import MarkerWriter, TransactionCoordinator
 from .state_manager import TransactionStateManager, TxnLogStore
 
+if TYPE_CHECKING:
+    from tidelog.config.broker_config import BrokerConfig
+    from tidelog.server.group.coordinator import GroupCoordinator
+    from tidelog.server.replica_manager import ReplicaManager
+    from tidelog.util.clock import Clock
+
 log = logging.getLogger(__name__)
 
-ATTR = "txn_coordinator"
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-def marker_writer(broker: Any) -> MarkerWriter:
+class TxnHost(Protocol):
+    """What the transaction coordinator uses of the broker: its config, clock and logs, and
+    the group coordinator that completes transactional offset commits."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator | None: ...
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator | None: ...
+
+
+def marker_writer(broker: TxnHost) -> MarkerWriter:
     """Kafka's WriteTxnMarkers, in-process: a control batch appended as the coordinator, the
     high watermark advanced (one node is the whole ISR), waiting fetches woken; for a
     ``__consumer_offsets`` partition the group coordinator then applies or drops the
@@ -34,8 +65,6 @@ def marker_writer(broker: Any) -> MarkerWriter:
 
     def write(tp: TopicPartition, producer_id: int, producer_epoch: int,
               coordinator_epoch: int, commit: bool) -> None:
-        from tidelog.storage.validator import AppendOrigin
-
         lg = rm.get_log(tp)
         if lg is None:  # the topic was deleted meanwhile: nothing left to mark (Kafka)
             log.info("skipping %s marker for %s: partition is gone",
@@ -48,8 +77,6 @@ def marker_writer(broker: Any) -> MarkerWriter:
         lg.append_as_leader(builder.build(), origin=AppendOrigin.COORDINATOR)
         lg.maybe_increment_high_watermark(lg.log_end_offset)
         if tp.topic == OFFSETS_TOPIC:
-            from tidelog.server.group.txn_offsets import complete_txn_offsets
-
             complete_txn_offsets(broker, tp.partition, producer_id, commit)
         for fn in rm._append_listeners:
             fn(tp)
@@ -57,10 +84,10 @@ def marker_writer(broker: Any) -> MarkerWriter:
     return write
 
 
-def start_txn_coordinator(broker: Any) -> TransactionCoordinator:
-    existing = getattr(broker, ATTR, None)
-    if existing is not None:
-        return existing
+def start_txn_coordinator(
+    broker: TxnHost,
+) -> tuple[TransactionCoordinator, list[asyncio.Task[None]]]:
+    """The coordinator and its tasks (the load, the timeout aborts, the id expiration)."""
     config = TxnConfig.from_broker_config(broker.config)
     state = TransactionStateManager(config, clock=broker.clock,
                                     store=TxnLogStore(broker.replica_manager, config))
@@ -69,16 +96,15 @@ def start_txn_coordinator(broker: Any) -> TransactionCoordinator:
         allocate_producer_id=broker.replica_manager.allocate_producer_id,
         write_marker=marker_writer(broker))
     state.loading.update(range(config.transaction_state_log_num_partitions))
-    setattr(broker, ATTR, coord)
     loop = asyncio.get_running_loop()
-    broker._txn_tasks = [loop.create_task(_load_all(coord)),
+    tasks = [loop.create_task(_load_all(coord)),
                          loop.create_task(_every(
                              config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
                              coord.abort_timed_out)),
                          loop.create_task(_every(
                              config.transaction_remove_expired_transaction_cleanup_interval_ms,
                              coord.remove_expired))]
-    return coord
+    return coord, tasks
 
 
 async def _load_all(coord: TransactionCoordinator) -> None:
@@ -97,7 +123,7 @@ async def _load_all(coord: TransactionCoordinator) -> None:
     log.info("transaction coordinator loaded %d transactional ids", len(state.transactions))
 
 
-async def _every(interval_ms: int, fn: Any) -> None:
+async def _every(interval_ms: int, fn: Callable[[], object]) -> None:
     while True:
         await asyncio.sleep(interval_ms / 1000)
         try:
@@ -106,16 +132,17 @@ async def _every(interval_ms: int, fn: Any) -> None:
             log.exception("transaction coordinator task %s failed", fn.__name__)
 
 
-def stop_txn_coordinator(broker: Any) -> None:
-    coord: TransactionCoordinator | None = getattr(broker, ATTR, None)
-    if coord is None:
-        return
+def stop_txn_coordinator(coord: TransactionCoordinator,
+                         tasks: list[asyncio.Task[None]]) -> None:
     coord.active = False
-    for task in getattr(broker, "_txn_tasks", []):
+    for task in tasks:
         task.cancel()
-    setattr(broker, ATTR, None)
 
 
-def txn_coordinator_for(broker: Any) -> TransactionCoordinator:
-    coord = getattr(broker, ATTR, None)
-    return coord if coord is not None else start_txn_coordinator(broker)
+def txn_coordinator_for(broker: TxnHost) -> TransactionCoordinator:
+    """The broker's transaction coordinator; COORDINATOR_NOT_AVAILABLE before start and after
+    stop."""
+    coord = broker.txn_coordinator
+    if coord is None:
+        raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the broker is not running")
+    return coord
