@@ -1,33 +1,87 @@
 """kafka-python's own integration suite (from its PyPI sdist) against a real ``tidelog serve``,
 through compat/kafka_python/run.py; every test passes except those allowlisted with a reason
-in compat/kafka_python/allowlist.py and explained in compat/FINDINGS.md."""
+in compat/kafka_python/allowlist.py and explained in compat/FINDINGS.md, and the run passes
+at least as many tests, and skips no more, than FINDINGS.md records ("1 passed, 66 skipped"
+is not a green run)."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPAT = ROOT / "compat"
+# FINDINGS.md's record of the last full run, e.g. "kafka-python 3.0.12 against tidelog: 54
+# passed (...), 13 skipped (...), no expected failure"
+RECORD = re.compile(r"kafka-python (\S+) against tidelog: (\d+) passed\b.*?, (\d+)\s+skipped\b",
+                    re.S)
 
 
-def test_every_allowlisted_test_is_explained() -> None:
+def _allowlist() -> tuple[dict[str, str], dict[str, tuple[str, bool]]]:
     sys.path.insert(0, str(COMPAT / "kafka_python"))
     try:
         from allowlist import SKIP, XFAIL
     finally:
         sys.path.pop(0)
+    return SKIP, XFAIL
+
+
+def _recorded() -> tuple[str, int, int]:
+    m = RECORD.search((COMPAT / "FINDINGS.md").read_text())
+    assert m, "compat/FINDINGS.md no longer records the run's counts"
+    return m.group(1), int(m.group(2)), int(m.group(3))
+
+
+def test_every_allowlisted_test_is_explained() -> None:
+    skip, xfail = _allowlist()
     findings = (COMPAT / "FINDINGS.md").read_text()
-    missing = [name for name in [*SKIP, *XFAIL] if f"`{name}`" not in findings]
+    missing = [name for name in [*skip, *xfail] if f"`{name}`" not in findings]
     assert not missing, f"allowlisted without a FINDINGS.md entry: {missing}"
 
 
-def test_kafka_python_integration_suite() -> None:
+def test_findings_record_the_installed_release() -> None:
+    """The counts below are only comparable on the release FINDINGS.md measured."""
+    assert _recorded()[0] == version("kafka-python")
+
+
+def test_kafka_python_integration_suite(tmp_path: Path) -> None:
+    _, passed, skipped = _recorded()
+    _, xfail = _allowlist()
+    report = tmp_path / "report.json"
     proc = subprocess.run(
         [sys.executable, str(COMPAT / "kafka_python" / "run.py")],
         capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "TIDELOG_COMPAT_REPORT": str(report)},
     )
     tail = (proc.stdout + proc.stderr)[-6000:]
     assert proc.returncode == 0, tail
-    assert " passed" in proc.stdout, tail
+    got = json.loads(report.read_text())
+    assert got["unmatched_allowlist"] == [], tail
+    assert got.get("failed", 0) == got.get("error", 0) == got.get("xpassed", 0) == 0, got
+    assert got.get("xfailed", 0) <= len(xfail), got
+    assert got.get("passed", 0) >= passed, f"fewer passed than FINDINGS.md records: {got}"
+    assert got.get("skipped", 0) <= skipped, f"more skipped than FINDINGS.md records: {got}"
+
+
+def test_an_allowlist_entry_that_matches_no_test_fails_the_run(tmp_path: Path) -> None:
+    """The plugin on a run whose allowlist names a test that no longer exists."""
+    (tmp_path / "allowlist.py").write_text(
+        'SKIP = {"test_gone": "renamed upstream", "test_here": "skipped"}\nXFAIL = {}\n')
+    (tmp_path / "test_suite.py").write_text("def test_here():\n    pass\n\n"
+                                            "def test_other():\n    pass\n")
+    report = tmp_path / "report.json"
+    env = {**os.environ, "TIDELOG_COMPAT_REPORT": str(report),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(COMPAT / "kafka_python")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tidelog_compat_plugin", "-p", "no:cacheprovider",
+         "-o", "addopts=", "-q", "test_suite.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "match no test" in proc.stdout and "test_gone" in proc.stdout, proc.stdout
+    got = json.loads(report.read_text())
+    assert (got["unmatched_allowlist"], got["passed"], got["skipped"]) == (["test_gone"], 1, 1)
