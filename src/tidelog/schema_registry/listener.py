@@ -1,0 +1,97 @@
+"""The Schema Registry's listener (``schema.registry.listeners``): Confluent's REST API
+served by aiohttp on the broker's event loop, its state kept in ``_schemas`` through the
+broker's own Kafka listener (``schema.registry.kafkastore.*`` settings are handed to that
+client, e.g. ``schema.registry.kafkastore.security.protocol``)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from .api import RegistryApi, error_middleware
+from .registry import SchemaRegistry
+from .state import RegistryState
+from .store import KafkaStore
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+
+log = logging.getLogger(__name__)
+STORE_PREFIX = "schema.registry.kafkastore."
+_REGISTRY_KEYS = {"topic", "timeout.ms"}
+
+
+def store_client_config(values: Mapping[str, Any], bootstrap_servers: str) -> dict[str, Any]:
+    """librdkafka settings of the registry's own client: the bootstrap plus any
+    ``schema.registry.kafkastore.<librdkafka key>``."""
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap_servers}
+    for key, value in values.items():
+        if key.startswith(STORE_PREFIX) and key[len(STORE_PREFIX):] not in _REGISTRY_KEYS:
+            config[key[len(STORE_PREFIX):]] = value
+    return config
+
+
+class SchemaRegistryListener:
+    def __init__(
+        self, values: Mapping[str, Any], originals: Mapping[str, Any], bootstrap_servers: str
+    ) -> None:
+        self.addresses: list[tuple[str, int]] = []
+        for url in values["schema.registry.listeners"] or []:
+            parts = urlsplit(url.strip())
+            assert parts.hostname is not None and parts.port is not None
+            self.addresses.append((parts.hostname, parts.port))
+        self.state = RegistryState()
+        self.store = KafkaStore(
+            topic=str(values["schema.registry.kafkastore.topic"]),
+            client_config=store_client_config(originals, bootstrap_servers),
+            state=self.state,
+            timeout_ms=int(values["schema.registry.kafkastore.timeout.ms"]),
+        )
+        level = str(values["schema.registry.schema.compatibility.level"])
+        self.registry = SchemaRegistry(self.store, self.state, level)
+        self.urls: list[str] = []
+        self._runner: web.AppRunner | None = None
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[error_middleware])
+        RegistryApi(self.registry).routes(app)
+        return app
+
+    @property
+    def url(self) -> str:
+        return self.urls[0] if self.urls else ""
+
+    async def start(self) -> None:
+        await self.store.start()
+        runner = web.AppRunner(self.app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        self._runner = runner
+        try:
+            for host, port in self.addresses:
+                await web.TCPSite(runner, host, port, reuse_address=True).start()
+        except BaseException:
+            await self.stop()
+            raise
+        self.urls = [f"http://{a[0]}:{a[1]}" for a in runner.addresses]
+        log.info("Schema Registry on %s (topic %s)", ", ".join(self.urls), self.store.topic)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.store.stop()
+
+
+async def start_schema_registry(broker: Broker) -> SchemaRegistryListener | None:
+    """Start the registry when ``schema.registry.listeners`` is set (None otherwise)."""
+    values = broker.config.values
+    if not [u for u in values.get("schema.registry.listeners") or [] if u.strip()]:
+        return None
+    bootstrap = f"{broker.advertised_host}:{broker.advertised_port}"
+    listener = SchemaRegistryListener(values, broker.config.originals, bootstrap)
+    await listener.start()
+    return listener

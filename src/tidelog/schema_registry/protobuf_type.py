@@ -1,0 +1,3 @@
+"""Protobuf schemas."""
+
+from __future__ import annotations
