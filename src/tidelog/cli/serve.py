@@ -15,6 +15,7 @@ from typing import Any
 
 from tidelog.config.core import ConfigError
 from tidelog.config.properties import read_properties_file
+from tidelog.schema_registry import start_schema_registry
 from tidelog.server.allocator import tune_allocator
 
 log = logging.getLogger("tidelog.serve")
@@ -101,6 +102,13 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
         except BaseException:
             await broker.stop()
             raise
+    try:  # the Schema Registry: off unless schema.registry.listeners is set
+        registry = await start_schema_registry(broker)
+    except BaseException:
+        if http is not None:
+            await http.stop()
+        await broker.stop()
+        raise
     log.info("per-record core: %s", _native.core_description)
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
@@ -109,6 +117,8 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     broker.fatal_listeners.append(stop.set)  # all log dirs failed: shut down cleanly
     await stop.wait()
     log.info("shutting down")
+    if registry is not None:
+        await registry.stop()
     if http is not None:
         await http.stop()
     await broker.stop()
