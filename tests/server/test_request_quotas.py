@@ -11,6 +11,7 @@ import socket
 import struct
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,9 +23,11 @@ from tidelog.protocol.codec import request_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make
 from tidelog.server.quota import ClientQuotaManager, ClientQuotaStore, QuotaType
+from tidelog.server.quota import request as request_quota
 from tidelog.server.quota.request import EXEMPT_API_KEYS, _LocalTimer
 from tidelog.server.quota.store import entity
 from tidelog.testing import EmbeddedBroker
+from tidelog.util.clock import ManualClock
 
 METADATA_V = 12
 
@@ -53,14 +56,6 @@ class _Client:
         self.sock.sendall(struct.pack(">i", len(data)) + data)
         return decode_response(3, METADATA_V, recv_frame(self.sock))
 
-    def run(self, seconds: float) -> tuple[int, list[int]]:
-        """(requests answered, their throttle times) within ``seconds`` of wall time."""
-        throttles: list[int] = []
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            throttles.append(_ms(self.metadata()))
-        return len(throttles), throttles
-
     def close(self) -> None:
         self.sock.close()
 
@@ -76,26 +71,33 @@ def test_request_throttle_is_capped_at_one_window(tmp_path: Path) -> None:
     assert mgr.record(QuotaType.REQUEST, "u", "other", 1e9, now_ms=0) == 0  # no quota
 
 
-def test_local_time_leaves_out_the_handlers_awaits() -> None:
-    async def scenario() -> tuple[int, int]:
+def test_local_time_leaves_out_the_handlers_awaits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a manual clock: the handler runs 3 ms up to its await and 2 ms after it, while 50 ms
+    pass with the handler parked; its local time is exactly the 5 ms it ran."""
+    clock = ManualClock()
+    monkeypatch.setattr(request_quota, "time", SimpleNamespace(perf_counter_ns=clock.nanoseconds))
+
+    async def scenario() -> tuple[int, int, int]:
         loop = asyncio.get_running_loop()
         gate: asyncio.Future[int] = loop.create_future()
 
         async def handler() -> int:
-            return await gate + 1
+            clock.advance(3)
+            got = await gate
+            clock.advance(2)
+            return got + 1
 
         timer = _LocalTimer(handler())
         task = asyncio.ensure_future(timer)
         await asyncio.sleep(0)  # the handler runs up to its await
-        busy_until = time.perf_counter_ns() + 50_000_000
-        while time.perf_counter_ns() < busy_until:  # the loop busy with something else
-            pass
+        parked = timer.so_far_ns()
+        clock.advance(50)  # the loop busy with something else
         gate.set_result(41)
-        return await task, timer.local_ns
+        return await task, parked, timer.local_ns
 
-    result, local_ns = asyncio.run(scenario())
+    result, parked_ns, local_ns = asyncio.run(scenario())
     assert result == 42
-    assert 0 < local_ns < 20_000_000  # far below the 50 ms the handler was parked
+    assert (parked_ns, local_ns) == (3_000_000, 5_000_000)
 
 
 def test_exempt_apis_are_kafkas() -> None:
@@ -104,6 +106,10 @@ def test_exempt_apis_are_kafkas() -> None:
 
 
 def test_client_over_request_percentage_is_throttled_others_are_not(tmp_path: Path) -> None:
+    """What the broker decided, not how fast the clients went: the greedy client's responses
+    carry throttle_time_ms > 0 (at most one window) and its next request is answered no sooner
+    than that throttle after it was sent (the muted connection: a lower bound, which a loaded
+    machine only lengthens); the other client is never throttled."""
     with EmbeddedBroker({"log.dirs": str(tmp_path)}) as b:
         with Wire(b) as w:
             # 0.1% of a thread: 10 ms of handler time over the 10 s window, then throttled
@@ -116,17 +122,20 @@ def test_client_over_request_percentage_is_throttled_others_are_not(tmp_path: Pa
             while not any(first) and time.monotonic() < deadline:
                 first.append(_ms(greedy.metadata()))
             assert any(first), f"never throttled after {len(first)} requests"
-            assert max(first) <= 1000  # one quota window at most
-            greedy_n, greedy_t = greedy.run(2.0)
-            other_n, other_t = other.run(2.0)
+            rounds = []  # (throttle of request i, time from sending i to the answer of i + 1)
+            for _ in range(4):
+                sent = time.monotonic()
+                throttle = _ms(greedy.metadata())
+                greedy.metadata()
+                rounds.append((throttle, (time.monotonic() - sent) * 1000))
+            other_t = [_ms(other.metadata()) for _ in range(50)]
         finally:
             greedy.close()
             other.close()
-    # the muted connection answers the greedy client a few times a second at most
-    assert sum(1 for t in greedy_t if t > 0) >= greedy_n // 2
-    assert greedy_n <= 20, greedy_n
-    assert other_t == [0] * other_n
-    assert other_n > 5 * greedy_n, (other_n, greedy_n)
+    assert all(0 < t <= 1000 for t, _ in rounds), rounds  # over quota; one window at most
+    assert all(waited >= t for t, waited in rounds), rounds
+    assert max(first) <= 1000
+    assert other_t == [0] * 50
 
 
 def test_quota_window_settings_are_static_broker_configs(tmp_path: Path) -> None:
@@ -178,7 +187,8 @@ def _produce_throttles(b: EmbeddedBroker, client_id: str, seconds: float) -> tup
 
 
 def test_confluent_producer_over_request_percentage_sees_throttle(tmp_path: Path) -> None:
-    pytest.importorskip("confluent_kafka")
+    """librdkafka's throttle_cb reports the throttle_time_ms the broker put in the slow
+    client's Produce responses, and none for the other client."""
     with EmbeddedBroker({"log.dirs": str(tmp_path)}) as b:
         with Wire(b) as w:
             assert alter(w, [({"client-id": "rq-slow"}, {"request_percentage": 0.05})]) == [
@@ -187,5 +197,4 @@ def test_confluent_producer_over_request_percentage_sees_throttle(tmp_path: Path
         free_requests, free_throttles = _produce_throttles(b, "rq-free", 3.0)
     assert slow_throttles > 0  # librdkafka's throttle_cb saw throttle_time_ms > 0
     assert free_throttles == 0
-    assert slow_requests > 0
-    assert free_requests > 3 * slow_requests, (free_requests, slow_requests)
+    assert slow_requests > 0 and free_requests > 0
