@@ -281,12 +281,13 @@ class LeaderIsrAndControllerEpoch:
     zk_version: int = 0
 
     def new_leader_and_isr(
-        self, leader: int, isr: Sequence[int], *, recovery: int = LEADER_RECOVERED
+        self, leader: int, isr: Sequence[int], *, recovery: int | None = None
     ) -> LeaderIsrAndControllerEpoch:
-        """Kafka's LeaderAndIsr.newLeaderAndIsr: the leader epoch moves on by one."""
+        """Kafka's LeaderAndIsr.newLeaderAndIsr: the leader epoch moves on by one; the
+        recovery state stays unless given."""
         return LeaderIsrAndControllerEpoch(
-            leader, self.leader_epoch + 1, tuple(isr), self.controller_epoch, recovery,
-            self.zk_version,
+            leader, self.leader_epoch + 1, tuple(isr), self.controller_epoch,
+            self.leader_recovery_state if recovery is None else recovery, self.zk_version,
         )  # fmt: skip
 
 

@@ -1,0 +1,454 @@
+"""The controller (Kafka's KafkaController in ZooKeeper mode).
+
+Every broker runs one; the one that creates ``/controller`` first is active. All work is
+events on one asyncio queue drained by one task (Kafka's ControllerEventManager): ZooKeeper
+watches (fired on kazoo's thread, queued with ``call_soon_threadsafe``), requests from
+brokers (ControlledShutdown, AlterPartition, ElectLeaders) and timers. A ZooKeeper write
+refused because ``/controller_epoch`` moved on means another broker leads now: this one
+resigns at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.server.metadata import zk_data as z
+from tidelog.server.metadata.zk_client import ControllerMovedError, KafkaZkClient
+from tidelog.util.topic_partition import TopicPartition
+
+from . import broker_requests, election
+from .context import (
+    NEW_PARTITION,
+    OFFLINE_PARTITION,
+    ONLINE_PARTITION,
+    ControllerChannel,
+    ControllerContext,
+    RequestBatch,
+)
+from .deletion import TopicDeletionManager
+from .partitions import PartitionStateMachine
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Event = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """The broker settings the controller reads (Kafka's names)."""
+
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: float = 300.0
+    leader_imbalance_per_broker_percentage: int = 10
+    delete_topic_enable: bool = True
+
+
+class KafkaController:
+    def __init__(
+        self,
+        broker_id: int,
+        zk: KafkaZkClient,
+        channel_factory: Callable[[], ControllerChannel],
+        config: ControllerConfig | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.channel_factory = channel_factory
+        self.config = config or ControllerConfig()
+        self.context = ControllerContext()
+        self.active_controller_id = -1
+        self.channel: ControllerChannel | None = None
+        self.partitions = PartitionStateMachine(zk, self.context, self._unclean_enabled)
+        self.deletion = TopicDeletionManager(self)
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._rebalance_task: asyncio.Task[None] | None = None
+        self._topic_configs: dict[str, dict[str, str]] = {}
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    @property
+    def is_active(self) -> bool:
+        return self.channel is not None
+
+    async def startup(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.create_task(self._run(), name=f"controller-{self.broker_id}")
+        self.put(self._elect)
+
+    async def shutdown(self) -> None:
+        if self._task is None:
+            return
+        self._queue.put_nowait(None)
+        await asyncio.gather(self._task, return_exceptions=True)
+        self._task = None
+        await self._resign()
+
+    def put(self, event: Event) -> None:
+        self._queue.put_nowait(event)
+
+    def put_threadsafe(self, event: Event) -> None:
+        """Queue an event from another thread (kazoo's watch and state callbacks)."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._queue.put_nowait, event)
+
+    def _watch(self, event: Event) -> Callable[[Any], None]:
+        return lambda _watched: self.put_threadsafe(event)
+
+    async def _run(self) -> None:
+        while (event := await self._queue.get()) is not None:
+            try:
+                await event()
+            except ControllerMovedError:
+                log.info("controller %d: the epoch moved on, resigning", self.broker_id)
+                await self._resign()
+                self.put(self._elect)
+            except Exception:
+                log.exception("controller %d: event failed", self.broker_id)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """A blocking ZooKeeper call off the event loop."""
+        return await asyncio.to_thread(fn, *args)
+
+    def session_lost(self) -> None:
+        """The ZooKeeper session expired: stop acting as controller now (thread-safe)."""
+        self.put_threadsafe(self._resign)
+
+    def session_reestablished(self) -> None:
+        self.put_threadsafe(self._elect)
+
+    # --- election -------------------------------------------------------------------------------
+
+    async def _elect(self) -> None:
+        current = await self.call(self.zk.get_controller_id, self._watch(self._controller_change))
+        if current is not None:
+            self.active_controller_id = current
+            if current != self.broker_id and self.is_active:
+                await self._resign()
+            return
+        try:
+            epoch, version = await self.call(
+                self.zk.register_controller_and_increment_controller_epoch, self.broker_id
+            )
+        except ControllerMovedError:
+            winner = await self.call(self.zk.get_controller_id, self._watch(self._controller_change))
+            self.active_controller_id = -1 if winner is None else winner
+            return
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+        self.active_controller_id = self.broker_id
+        self.context.epoch, self.context.epoch_zk_version = epoch, version
+        await self._on_controller_failover()
+
+    async def _controller_change(self) -> None:
+        await self._elect()
+
+    async def _resign(self) -> None:
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
+            self._rebalance_task = None
+        channel, self.channel = self.channel, None
+        if channel is not None:
+            log.info("broker %d resigns as controller", self.broker_id)
+            await channel.close()
+        epoch, version = self.context.epoch, self.context.epoch_zk_version
+        self.context.__init__()  # type: ignore[misc]  # forget everything but the epoch
+        self.context.epoch, self.context.epoch_zk_version = epoch, version
+        if self.active_controller_id == self.broker_id:
+            self.active_controller_id = -1
+
+    async def _on_controller_failover(self) -> None:
+        ctx = self.context
+        self.channel = self.channel_factory()
+        brokers = await self.call(self.zk.get_all_brokers, self._watch(self._broker_change))
+        ctx.live_brokers = dict(brokers)
+        for reg in brokers.values():
+            self.channel.add_broker(reg)
+        topics = await self.call(self.zk.get_all_topics, self._watch(self._topic_change))
+        await self._load_topics(topics)
+        await self.call(self.zk.get_topic_deletions, self._watch(self._topic_deletion))
+        await self.call(self.zk.get_preferred_replica_election, self._watch(self._preferred_election_znode))
+        stale = await self.call(self.zk.get_isr_change_notifications)
+        await self.call(self.zk.delete_isr_change_notifications, list(stale), ctx.epoch_zk_version)
+        batch = self.batch()
+        # every live broker learns the brokers and all partitions first, then its replicas
+        batch.add_update_metadata(ctx.live_broker_ids(), list(ctx.leadership))
+        for tp, state in ctx.leadership.items():
+            live = ctx.live_broker_ids()
+            online = state.leader in live
+            ctx.partition_states[tp] = ONLINE_PARTITION if online else OFFLINE_PARTITION
+            batch.add_leader_and_isr([b for b in ctx.replicas(tp) if b in live], tp)
+        await self._online_partition_state_change(batch)
+        self.send(batch)
+        await self.deletion.resume()
+        await self._preferred_election_znode()
+        if self.config.auto_leader_rebalance_enable:
+            self._rebalance_task = asyncio.create_task(self._rebalance_timer())
+
+    async def _load_topics(self, topics: Iterable[str]) -> list[TopicPartition]:
+        """Read assignments and states of these topics into the context (giving a topic a
+        tool wrote without an id one); returns partitions that have no state yet."""
+        ctx, new = self.context, []
+        for topic in topics:
+            got = await self.call(self.zk.get_topic_assignment, topic, self._modification_watch(topic))
+            if got is None:
+                continue
+            assignment, version = got
+            topic_id = assignment.topic_id
+            if topic_id is None:
+                topic_id = uuid.uuid4()
+                await self.call(self.zk.set_topic_assignment, topic, topic_id,
+                                assignment.partitions, version, ctx.epoch_zk_version)  # fmt: skip
+            ctx.topic_ids[topic] = topic_id
+            tps = [TopicPartition(topic, p) for p in sorted(assignment.partitions)]
+            for tp in tps:
+                ctx.assignments[tp] = assignment.partitions[tp.partition]
+            states = await self.call(self.zk.get_topic_partition_states, tps)
+            ctx.leadership.update(states)
+            for tp in tps:
+                if tp not in states:
+                    ctx.partition_states[tp] = NEW_PARTITION
+                    new.append(tp)
+        return new
+
+    # --- brokers --------------------------------------------------------------------------------
+
+    async def _broker_change(self) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        current = await self.call(self.zk.get_all_brokers, self._watch(self._broker_change))
+        dead = [b for b in ctx.live_brokers if b not in current]
+        bounced = [b for b, r in current.items() if b in ctx.live_brokers
+                   and r.epoch != ctx.live_brokers[b].epoch]  # fmt: skip
+        new = [b for b in current if b not in ctx.live_brokers]
+        if dead or bounced:
+            await self._on_broker_failure(dead + bounced)
+        for b in bounced + new:
+            ctx.live_brokers[b] = current[b]
+            assert self.channel is not None
+            self.channel.add_broker(current[b])
+        if bounced or new:
+            await self._on_broker_startup(bounced + new)
+
+    async def _on_broker_failure(self, broker_ids: list[int]) -> None:
+        ctx = self.context
+        log.info("controller %d: brokers %s failed", self.broker_id, broker_ids)
+        for b in broker_ids:
+            ctx.live_brokers.pop(b, None)
+            ctx.shutting_down_broker_ids.discard(b)
+            if self.channel is not None:
+                self.channel.remove_broker(b)
+        batch = self.batch()
+        led = [tp for tp, s in ctx.leadership.items() if s.leader in broker_ids]
+        for tp in led:
+            ctx.partition_states[tp] = OFFLINE_PARTITION
+        await self._online_partition_state_change(batch)
+        for b in broker_ids:
+            hosted = [tp for tp in ctx.partitions_on_broker(b) if tp.topic not in ctx.topics_to_be_deleted]
+            await self.partitions.remove_replica_from_isr(b, hosted, batch)
+        # everyone learns who is gone even when no partition changed
+        batch.add_update_metadata(ctx.live_broker_ids(), [])
+        self.send(batch)
+
+    async def _on_broker_startup(self, broker_ids: list[int]) -> None:
+        ctx = self.context
+        log.info("controller %d: brokers %s started", self.broker_id, broker_ids)
+        batch = self.batch()
+        batch.add_update_metadata(ctx.live_broker_ids(), list(ctx.leadership))
+        for b in broker_ids:
+            for tp in ctx.partitions_on_broker(b):
+                if tp in ctx.leadership and tp.topic not in ctx.topics_to_be_deleted:
+                    batch.add_leader_and_isr([b], tp)
+        await self._online_partition_state_change(batch)
+        self.send(batch)
+        await self.deletion.resume()
+
+    async def _online_partition_state_change(self, batch: RequestBatch) -> None:
+        """Kafka's triggerOnlinePartitionStateChange: New partitions are initialised, Offline
+        ones elect a leader."""
+        ctx = self.context
+        new = [tp for tp, s in ctx.partition_states.items()
+               if s == NEW_PARTITION and tp not in ctx.leadership]  # fmt: skip
+        await self.partitions.initialize_new(new, batch)
+        offline = [tp for tp, s in ctx.partition_states.items() if s in (OFFLINE_PARTITION, NEW_PARTITION)]
+        await self.partitions.elect_offline(offline, batch)
+
+    # --- topics ---------------------------------------------------------------------------------
+
+    async def _topic_change(self) -> None:
+        if not self.is_active:
+            return
+        ctx = self.context
+        topics = set(await self.call(self.zk.get_all_topics, self._watch(self._topic_change)))
+        for gone in ctx.all_topics() - topics:  # removed behind our back
+            ctx.remove_topic(gone)
+        new = await self._load_topics(sorted(topics - ctx.all_topics()))
+        batch = self.batch()
+        await self.partitions.initialize_new(new, batch)
+        self.send(batch)
+
+    async def _partition_modification(self, topic: str) -> None:
+        """Partitions added to ``/brokers/topics/<t>`` (CreatePartitions, or a tool)."""
+        ctx = self.context
+        if not self.is_active or topic not in ctx.topic_ids:
+            return
+        got = await self.call(self.zk.get_topic_assignment, topic, self._modification_watch(topic))
+        if got is None:
+            return
+        added = [TopicPartition(topic, p) for p in sorted(got[0].partitions)
+                 if TopicPartition(topic, p) not in ctx.assignments]  # fmt: skip
+        for tp in added:
+            ctx.assignments[tp] = got[0].partitions[tp.partition]
+            ctx.partition_states[tp] = NEW_PARTITION
+        if added:
+            batch = self.batch()
+            await self.partitions.initialize_new(added, batch)
+            self.send(batch)
+
+    def _modification_watch(self, topic: str) -> Callable[[Any], None]:
+        async def event() -> None:
+            await self._partition_modification(topic)
+
+        return self._watch(event)
+
+    async def _topic_deletion(self) -> None:
+        if self.is_active:
+            await self.deletion.on_deletion_request()
+
+    def _unclean_enabled(self, topic: str) -> bool:
+        value = self._topic_configs.get(topic, {}).get("unclean.leader.election.enable")
+        if value is None:
+            return self.config.unclean_leader_election_enable
+        return value.strip().lower() == "true"
+
+    async def refresh_topic_configs(self, topics: Iterable[str]) -> None:
+        for topic in topics:
+            self._topic_configs[topic] = await self.call(self.zk.get_entity_configs, "topics", topic)
+
+    # --- preferred leaders ----------------------------------------------------------------------
+
+    async def _preferred_election_znode(self) -> None:
+        if not self.is_active:
+            return
+        watch = self._watch(self._preferred_election_znode)
+        tps = await self.call(self.zk.get_preferred_replica_election, watch)
+        if tps:
+            await self.elect_preferred([tp for tp in tps if tp in self.context.leadership])
+            await self.call(self.zk.delete_preferred_replica_election, self.context.epoch_zk_version)
+
+    async def elect_preferred(self, tps: list[TopicPartition]) -> dict[TopicPartition, z.LeaderIsrAndControllerEpoch]:
+        ctx = self.context
+        batch = self.batch()
+
+        def elect(tp: TopicPartition, s: z.LeaderIsrAndControllerEpoch) -> z.LeaderIsrAndControllerEpoch | None:
+            if s.leader == ctx.replicas(tp)[0]:
+                return None
+            return election.elect_preferred(s, ctx.replicas(tp), ctx.live_not_shutting_down(), ctx.epoch)
+
+        done = await self.partitions.update(tps, elect, batch)
+        self.send(batch)
+        return done
+
+    async def _rebalance_timer(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.leader_imbalance_check_interval_seconds)
+            self.put(self.check_leader_imbalance)
+
+    async def check_leader_imbalance(self) -> None:
+        """Kafka's checkAndTriggerAutoLeaderRebalance: per preferred broker, the share of its
+        partitions led by someone else; above the threshold, preferred elections."""
+        ctx = self.context
+        if not self.is_active:
+            return
+        by_preferred: dict[int, list[TopicPartition]] = {}
+        for tp, a in ctx.assignments.items():
+            if a.replicas and tp in ctx.leadership and tp.topic not in ctx.topics_to_be_deleted:
+                by_preferred.setdefault(a.replicas[0], []).append(tp)
+        todo: list[TopicPartition] = []
+        for broker, tps in by_preferred.items():
+            not_led = [tp for tp in tps if ctx.leadership[tp].leader != broker]
+            ratio = len(not_led) / len(tps)
+            if ratio > self.config.leader_imbalance_per_broker_percentage / 100:
+                live = ctx.live_not_shutting_down()
+                todo += [tp for tp in not_led if broker in live and broker in ctx.leadership[tp].isr]
+        if todo:
+            await self.elect_preferred(sorted(todo))
+
+    # --- requests from brokers and admins (answered from the event queue) ------------------
+
+    async def _submit(self, fn: Callable[[], Awaitable[T]], not_active: T) -> T:
+        if not self.is_active:
+            return not_active
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        async def event() -> None:
+            try:
+                result = await fn() if self.is_active else not_active
+            except BaseException as e:
+                if not done.done():
+                    done.set_exception(e)
+                raise
+            if not done.done():
+                done.set_result(result)
+
+        self.put(event)
+        return await done
+
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[int, list[TopicPartition]]:
+        """(error code, partitions the broker still leads)."""
+        return await self._submit(
+            lambda: broker_requests.controlled_shutdown(self, broker_id, broker_epoch),
+            (int(ErrorCode.NOT_CONTROLLER), []),
+        )
+
+    async def alter_partition(
+        self, broker_id: int, broker_epoch: int, items: list[broker_requests.AlterPartitionItem]
+    ) -> tuple[int, dict[TopicPartition, broker_requests.AlterPartitionResult]]:
+        return await self._submit(
+            lambda: broker_requests.alter_partition(self, broker_id, broker_epoch, items),
+            (int(ErrorCode.NOT_CONTROLLER), {}),
+        )
+
+    async def elect_leaders(
+        self, partitions: list[TopicPartition] | None, election_type: int
+    ) -> dict[TopicPartition, tuple[int, str | None]]:
+        """ElectLeaders: PREFERRED (0) or UNCLEAN (1); None asks for every partition."""
+        return await self._submit(
+            lambda: broker_requests.elect_leaders(self, partitions, election_type),
+            {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in partitions or []},
+        )
+
+    # --- sending --------------------------------------------------------------------------------
+
+    def batch(self) -> RequestBatch:
+        return RequestBatch(self.broker_id, self.context)
+
+    def send(self, batch: RequestBatch) -> None:
+        if self.channel is not None:
+            batch.send_to_brokers(self.channel)
+
+    # metrics (Kafka's KafkaController gauges)
+    @property
+    def active_controller_count(self) -> int:
+        return 1 if self.is_active else 0
+
+    @property
+    def offline_partitions_count(self) -> int:
+        return self.context.offline_partition_count() if self.is_active else 0
+
+    @property
+    def global_partition_count(self) -> int:
+        return len(self.context.assignments) if self.is_active else 0
+

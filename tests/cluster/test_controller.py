@@ -1,0 +1,256 @@
+"""The controller against a real ZooKeeper, its brokers seen through a recording channel."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from controller_support import RecordingChannel, register, until
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.server.controller.broker_requests import AlterPartitionItem
+from tidelog.server.controller.controller import ControllerConfig, KafkaController
+from tidelog.server.metadata import zk_data as z
+from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.util.topic_partition import TopicPartition
+
+CONFIG = ControllerConfig(auto_leader_rebalance_enable=False)
+
+
+def _controller(connect: str, broker_id: int) -> tuple[KafkaController, RecordingChannel, KafkaZkClient]:
+    zk = register(connect, broker_id)
+    channel = RecordingChannel()
+    return KafkaController(broker_id, zk, lambda: channel, CONFIG), channel, zk
+
+
+def _write_topic_like_a_tool(zk: KafkaZkClient, topic: str, assignment: dict[int, list[int]]) -> None:
+    parts = ",".join(f'"{p}":{r}'.replace(" ", "") for p, r in assignment.items())
+    zk.zk.create(z.topic_path(topic), f'{{"version":1,"partitions":{{{parts}}}}}'.encode())
+
+
+def _state(zk: KafkaZkClient, tp: TopicPartition) -> z.LeaderIsrAndControllerEpoch:
+    return zk.get_topic_partition_states([tp])[tp]
+
+
+def test_topic_written_behind_the_controllers_back_gets_leaders(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, ch1, zk1 = _controller(zookeeper_connect, 1)
+        others = [register(zookeeper_connect, b) for b in (2, 3)]
+        await c1.startup()
+        await until(lambda: c1.is_active, what="broker 1 controller")
+        assert zk1.get_controller_epoch() == (1, 1)
+        _write_topic_like_a_tool(zk1, "cmak", {0: [2, 3, 1], 1: [3, 1, 2]})
+        tp0, tp1 = TopicPartition("cmak", 0), TopicPartition("cmak", 1)
+        await until(lambda: zk1.get_topic_partition_states([tp0, tp1]).keys() == {tp0, tp1})
+        assert _state(zk1, tp0) == z.LeaderIsrAndControllerEpoch(2, 0, (2, 3, 1), 1, 0, 0)
+        # the controller gave the tool's topic an id (v3 JSON)
+        got = zk1.get_topic_assignment("cmak")
+        assert got is not None and got[0].topic_id is not None
+        await until(lambda: ch1.last_state_sent(3, tp1) is not None)
+        sent = [p for _, r in ch1.leader_and_isr(3) for p in r.partitions if p.tp == tp1]
+        assert sent[0].is_new and sent[0].replicas == (3, 1, 2) and sent[0].topic_id == got[0].topic_id
+        await c1.shutdown()
+        for o in others:
+            o.close()
+        zk1.close()
+
+    asyncio.run(main())
+
+
+def test_broker_loss_elects_from_isr_and_return_restores(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, ch1, zk1 = _controller(zookeeper_connect, 1)
+        zk2, zk3 = register(zookeeper_connect, 2), register(zookeeper_connect, 3)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        zk1.create_topic("t", uuid.uuid4(), {p: z.ReplicaAssignment(r) for p, r in
+                         {0: (2, 3, 1), 1: (3, 1, 2), 2: (1, 2, 3)}.items()}, {})  # fmt: skip
+        tps = [TopicPartition("t", p) for p in range(3)]
+        await until(lambda: len(zk1.get_topic_partition_states(tps)) == 3)
+        zk2.close()  # broker 2 dies: its ephemeral goes
+        await until(lambda: _state(zk1, tps[0]).leader == 3, what="partition 0 moves to 3")
+        s0 = _state(zk1, tps[0])
+        assert s0.isr == (3, 1) and s0.leader_epoch == 1 and s0.zk_version >= 1
+        assert _state(zk1, tps[1]).isr == (3, 1)  # 2 left every ISR
+        assert _state(zk1, tps[1]).leader == 3  # a follower's loss keeps the leader
+        await until(lambda: ch1.last_state_sent(3, tps[0]) == _state(zk1, tps[0]))
+        assert 2 not in ch1.brokers
+        before = len(ch1.leader_and_isr(2))
+        zk2 = register(zookeeper_connect, 2)  # it comes back
+        await until(lambda: len(ch1.leader_and_isr(2)) > before, what="LeaderAndIsr to 2")
+        assert ch1.last_state_sent(2, tps[0]).leader == 3
+        assert c1.offline_partitions_count == 0
+        await c1.shutdown()
+        for c in (zk1, zk2, zk3):
+            c.close()
+
+    asyncio.run(main())
+
+
+def test_no_isr_member_alive_leaves_partition_offline(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, _, zk1 = _controller(zookeeper_connect, 1)
+        zk2 = register(zookeeper_connect, 2)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        tp = TopicPartition("solo", 0)
+        zk1.create_topic("solo", uuid.uuid4(), {0: z.ReplicaAssignment((2, 1))}, {})
+        await until(lambda: tp in zk1.get_topic_partition_states([tp]))
+        # an ISR of [2] only, as if 1 had fallen behind
+        cur = _state(zk1, tp)
+        await c1.alter_partition(2, zk1.get_broker(2).epoch,  # type: ignore[union-attr]
+                                 [AlterPartitionItem(tp, cur.leader_epoch, (2,), cur.zk_version)])  # fmt: skip
+        assert _state(zk1, tp).isr == (2,)
+        zk2.close()
+        await until(lambda: _state(zk1, tp).leader == -1, what="leader -1")
+        assert _state(zk1, tp).isr == (2,)  # the last ISR member stays recorded
+        assert c1.offline_partitions_count == 1
+        zk2 = register(zookeeper_connect, 2)
+        await until(lambda: _state(zk1, tp).leader == 2, what="2 leads again")
+        await c1.shutdown()
+        zk1.close()
+        zk2.close()
+
+    asyncio.run(main())
+
+
+def test_failover_within_session_timeout_and_fencing(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, ch1, zk1 = _controller(zookeeper_connect, 1)
+        c2, ch2, zk2 = _controller(zookeeper_connect, 2)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        await c2.startup()
+        await until(lambda: c2.active_controller_id == 1)
+        assert not c2.is_active
+        zk1.create_topic("f", uuid.uuid4(), {0: z.ReplicaAssignment((1, 2))}, {})
+        tp = TopicPartition("f", 0)
+        await until(lambda: tp in zk2.get_topic_partition_states([tp]))
+        old_version = c1.context.epoch_zk_version
+        lost = time.monotonic()
+        zk1.zk.stop()  # broker 1's ZooKeeper connection is gone (its session expires)
+        await until(lambda: c2.is_active, timeout=6 + 2, what="broker 2 takes over")
+        assert time.monotonic() - lost < 6 + 2
+        assert zk2.get_controller_epoch() == (2, 2)
+        await until(lambda: _state(zk2, tp).leader == 2, what="2 leads f-0")
+        assert _state(zk2, tp).controller_epoch == 2
+        # the deposed controller's writes are refused: its epoch zkVersion is stale
+        zombie = KafkaZkClient(zookeeper_connect)
+        zombie.start()
+        res = None
+        try:
+            zombie.update_leader_and_isr({tp: _state(zk2, tp).new_leader_and_isr(1, [1])}, old_version)
+        except Exception as e:
+            res = e
+        assert type(res).__name__ == "ControllerMovedError"
+        assert _state(zk2, tp).leader == 2
+        zombie.close()
+        await c1.shutdown()
+        await c2.shutdown()
+        zk2.close()
+        zk1.close()
+
+    asyncio.run(main())
+
+
+def test_controlled_shutdown_moves_leadership_first(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, ch1, zk1 = _controller(zookeeper_connect, 1)
+        zk2, zk3 = register(zookeeper_connect, 2), register(zookeeper_connect, 3)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        zk1.create_topic("cs", uuid.uuid4(), {0: z.ReplicaAssignment((3, 1, 2)),
+                                              1: z.ReplicaAssignment((1, 2, 3))}, {})  # fmt: skip
+        tps = [TopicPartition("cs", 0), TopicPartition("cs", 1)]
+        await until(lambda: len(zk1.get_topic_partition_states(tps)) == 2)
+        err, remaining = await c1.controlled_shutdown(3, zk1.get_broker(3).epoch)  # type: ignore[union-attr]
+        assert (err, remaining) == (0, [])
+        assert _state(zk1, tps[0]).leader == 1 and _state(zk1, tps[0]).isr == (1, 2)
+        assert _state(zk1, tps[1]).isr == (1, 2)  # a follower leaves the ISR
+        stops = [r for b, r in ch1.stop_replica() if b == 3]
+        assert stops and stops[-1].partitions[tps[1]][1] is False  # StopReplica(delete=false)
+        err, _ = await c1.controlled_shutdown(3, 1)  # an older broker epoch
+        assert err == ErrorCode.STALE_BROKER_EPOCH
+        err, _ = await c1.controlled_shutdown(9, -1)
+        assert err == ErrorCode.BROKER_NOT_AVAILABLE
+        await c1.shutdown()
+        for c in (zk1, zk2, zk3):
+            c.close()
+
+    asyncio.run(main())
+
+
+def test_alter_partition_and_elect_leaders(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, ch1, zk1 = _controller(zookeeper_connect, 1)
+        zk2 = register(zookeeper_connect, 2)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        tp = TopicPartition("ap", 0)
+        zk1.create_topic("ap", uuid.uuid4(), {0: z.ReplicaAssignment((2, 1))}, {})
+        await until(lambda: tp in zk1.get_topic_partition_states([tp]))
+        e2 = zk1.get_broker(2).epoch  # type: ignore[union-attr]
+        cur = _state(zk1, tp)
+        err, _ = await c1.alter_partition(2, e2 - 1, [AlterPartitionItem(tp, 0, (2,), 0)])
+        assert err == ErrorCode.STALE_BROKER_EPOCH
+        err, out = await c1.alter_partition(2, e2, [AlterPartitionItem(tp, 0, (2, 9), 0)])
+        assert out[tp].error_code == ErrorCode.INELIGIBLE_REPLICA
+        err, out = await c1.alter_partition(2, e2, [AlterPartitionItem(tp, 0, (2,), cur.zk_version)])
+        assert out[tp].error_code == 0 and out[tp].state is not None
+        assert out[tp].state.zk_version == cur.zk_version + 1 == _state(zk1, tp).zk_version
+        err, out = await c1.alter_partition(2, e2, [AlterPartitionItem(tp, 0, (2, 1), cur.zk_version)])
+        assert out[tp].error_code == ErrorCode.INVALID_UPDATE_VERSION
+        new_version = _state(zk1, tp).zk_version
+        err, out = await c1.alter_partition(2, e2, [AlterPartitionItem(tp, 0, (2, 1), new_version)])
+        assert out[tp].error_code == 0 and _state(zk1, tp).isr == (2, 1)
+        # the UpdateMetadata that follows carries the committed ISR to every broker
+        assert any(p.state.isr == (2, 1) for b, r in ch1.update_metadata() if b == 1 for p in r.partitions)
+        # preferred election: 2 leads already
+        res = await c1.elect_leaders([tp], 0)
+        assert res[tp][0] == ErrorCode.ELECTION_NOT_NEEDED
+        # move leadership to 1 by a controlled shutdown of 2, then elect the preferred back
+        await c1.controlled_shutdown(2, e2)
+        assert _state(zk1, tp).leader == 1
+        c1.context.shutting_down_broker_ids.discard(2)  # 2 stays (it changed its mind)
+        res = await c1.elect_leaders([tp], 0)
+        assert res[tp][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # 2 left the ISR
+        err, out = await c1.alter_partition(1, zk1.get_broker(1).epoch,  # type: ignore[union-attr]
+                                            [AlterPartitionItem(tp, _state(zk1, tp).leader_epoch, (1, 2), _state(zk1, tp).zk_version)])  # fmt: skip
+        assert out[tp].error_code == 0
+        res = await c1.elect_leaders([tp], 0)
+        assert res[tp] == (0, None) and _state(zk1, tp).leader == 2
+        assert (await c1.elect_leaders([TopicPartition("nope", 0)], 0))[TopicPartition("nope", 0)][0] == 3
+        await c1.shutdown()
+        zk1.close()
+        zk2.close()
+
+    asyncio.run(main())
+
+
+def test_topic_deletion_completes_on_a_broker_that_was_down(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, ch1, zk1 = _controller(zookeeper_connect, 1)
+        zk2 = register(zookeeper_connect, 2)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        tp = TopicPartition("gone", 0)
+        zk1.create_topic("gone", uuid.uuid4(), {0: z.ReplicaAssignment((1, 2))},
+                         {"retention.ms": "1"})  # fmt: skip
+        await until(lambda: tp in zk1.get_topic_partition_states([tp]))
+        zk2.close()
+        await until(lambda: 2 not in c1.context.live_brokers)
+        zk1.create_delete_topic_path("gone")  # as DeleteTopics or a tool does
+        await until(lambda: any(b == 1 and tp in r.partitions for b, r in ch1.stop_replica()))
+        assert zk1.get_all_topics() == ["gone"]  # broker 2's replica is still there
+        zk2 = register(zookeeper_connect, 2)
+        await until(lambda: zk1.get_all_topics() == [], what="deletion completes")
+        assert any(b == 2 and r.partitions[tp] == (-2, True) for b, r in ch1.stop_replica())
+        assert zk1.get_topic_deletions() == []
+        assert zk1.zk.exists("/config/topics/gone") is None
+        assert "gone" not in c1.context.topic_ids
+        await c1.shutdown()
+        zk1.close()
+        zk2.close()
+
+    asyncio.run(main())
