@@ -33,6 +33,7 @@ from tidelog.protocol.produce_in_place import decode_produce_in_place
 
 from .context import RequestContext
 from .error_response import error_response
+from .faults import FaultPlan, Handler, plan_for
 from .quota import request as request_quota
 from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
@@ -126,6 +127,7 @@ class KafkaConnection(asyncio.Protocol):
         self._muted_until = 0.0  # loop time until which a quota throttle mutes reading
         self.last_active = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.faults: FaultPlan | None = plan_for(broker)  # faults on demand (tests only)
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -265,15 +267,27 @@ class KafkaConnection(asyncio.Protocol):
             listener_name=self.listener.name, security_protocol=self.listener.protocol,
             session=session,
         )
+        handle = spec.handle if self.faults is None else self._with_faults(key, spec.handle)
+        if handle is None:
+            return False
         timing = RequestTiming(key, version, start_ns) if self.request_metrics else None
         if key == 0 and getattr(request, "acks", 1) == 0:
-            self._spawn(None, request, ctx, spec.handle, timing)
+            self._spawn(None, request, ctx, handle, timing)
             return True
         slot = _Slot()
         slot.timing = timing
         self.slots.append(slot)
-        self._spawn(slot, request, ctx, spec.handle, timing)
+        self._spawn(slot, request, ctx, handle, timing)
         return True
+
+    def _with_faults(self, key: int, handle: Handler) -> Handler | None:
+        """``handle`` with the fault plan's faults around it; None once the plan dropped this
+        connection (the request is left unanswered, as when a broker goes away)."""
+        assert self.faults is not None
+        if self.faults.drops(key):
+            self.close(f"fault plan: dropped before answering API {key}")
+            return None
+        return self.faults.wrap(key, handle)
 
     def _raw_sasl_token(self, frame: bytes) -> bool:
         """After a SaslHandshake v0 the SASL tokens travel as bare size-prefixed frames

@@ -18,8 +18,13 @@ Config keys are Kafka's broker keys (``auto.create.topics.enable``, ``message.ma
 * ``tidelog_broker_session``: one ``EmbeddedBroker`` shared by the whole session;
 * ``tidelog_broker_factory``: ``factory(config=None, **kw)`` starts more brokers, all stopped
   at the end of the test.
+
+``EmbeddedBroker(fault_plan=FaultPlan().fail_produce("orders", 0, times=2))`` injects faults on
+demand (docs/testing.md).
 """
+
+from tidelog.server.faults import FaultPlan
 
 from .embedded import EmbeddedBroker
 
-__all__ = ["EmbeddedBroker"]
+__all__ = ["EmbeddedBroker", "FaultPlan"]

@@ -5,6 +5,10 @@ log dir (removed on exit unless one was given).
 
     with EmbeddedBroker() as broker:
         producer = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap_servers})
+
+With ``fault_plan=FaultPlan()`` the broker injects the plan's faults (failed produces, delayed
+responses, dropped connections, a clock moved forward, a full log dir) into its own answers;
+see ``tidelog.server.faults`` and docs/testing.md.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tidelog.server.faults import FaultPlan, install
+from tidelog.util.clock import SYSTEM_CLOCK, Clock
+
 
 class EmbeddedBroker:
     """Start with ``start()`` or ``with``; ``bootstrap_servers`` is ``"127.0.0.1:<port>"``."""
@@ -30,6 +37,7 @@ class EmbeddedBroker:
         log_dir: str | Path | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        fault_plan: FaultPlan | None = None,
     ) -> None:
         self._own_dir = log_dir is None
         self.log_dir = (
@@ -40,6 +48,7 @@ class EmbeddedBroker:
             "log.dirs": str(self.log_dir),
         }
         self.props.update(config or {})
+        self.fault_plan = fault_plan
         self.broker: Any = None
         self.http: Any = None  # the HTTP listener when ``http.listeners`` is set
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -60,7 +69,10 @@ class EmbeddedBroker:
         from tidelog.server.broker import Broker
 
         started: Future[None] = Future()
-        self.broker = Broker(BrokerConfig(self.props))
+        clock: Clock = self.fault_plan.clock if self.fault_plan is not None else SYSTEM_CLOCK
+        self.broker = Broker(BrokerConfig(self.props), clock=clock)
+        if self.fault_plan is not None:
+            install(self.broker, self.fault_plan)
         try:
             import uvloop
 
