@@ -117,8 +117,8 @@ def test_no_isr_member_alive_leaves_partition_offline(zookeeper_connect: str) ->
 
 def test_failover_within_session_timeout_and_fencing(zookeeper_connect: str) -> None:
     async def main() -> None:
-        c1, ch1, zk1 = _controller(zookeeper_connect, 1)
-        c2, ch2, zk2 = _controller(zookeeper_connect, 2)
+        c1, _, zk1 = _controller(zookeeper_connect, 1)
+        c2, _, zk2 = _controller(zookeeper_connect, 2)
         await c1.startup()
         await until(lambda: c1.is_active)
         await c2.startup()
