@@ -3,6 +3,7 @@ and the internal topic on disk (readable by ``tidelog dump-log``)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ from test_groups_support import (
     balanced,
     create_topic,
     produce,
+    removals,
+    session_timeouts,
     wait_for,
 )
 
@@ -253,15 +256,21 @@ def test_consumer_offsets_segments_hold_kafka_records(broker: EmbeddedBroker) ->
     assert [int(x.split()[0]) for x in text.split("keySize: ")[1:]] == key_sizes
 
 
-def test_aiokafka_crash_moves_partitions_after_short_session(broker: EmbeddedBroker) -> None:
-    """A 1.5 s session: the crashed member's partitions move within session + a heartbeat."""
+def test_aiokafka_crash_moves_partitions_after_short_session(
+        broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture) -> None:
+    """A 1.5 s session: the coordinator holds the members to it and removes the crashed one
+    when it expires (its decision, not a wall-clock bound); its partitions move."""
+    caplog.set_level(logging.INFO, logger="tidelog.server.group")
     bs = broker.bootstrap_servers
     members = [Member("aiokafka", bs, TOPIC, "adm-crash", 1500) for _ in range(2)]
     try:
         wait_for(lambda: balanced(members, 4), 60, "split", members)
+        sessions = session_timeouts(broker, "adm-crash")
+        assert list(sessions.values()) == [1500, 1500], sessions
         members[0].kill()
-        took = wait_for(lambda: balanced(members[1:], 4), 30, "failover", members[1:])
-        assert took < 1.5 + 3
+        wait_for(lambda: balanced(members[1:], 4), 30, "failover", members[1:])
+        [(crashed_id, why)] = removals(caplog, "adm-crash")
+        assert why == "session timeout expired" and crashed_id in sessions
     finally:
         for m in members:
             m.stop()

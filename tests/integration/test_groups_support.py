@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from tidelog.testing.embedded import EmbeddedBroker
 
 WORKER = Path(__file__).with_name("test_groups_worker.py")
 
@@ -134,3 +139,26 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
         f.result(30)
+
+
+# The coordinator's own account of why a member left the group (Kafka's log lines): a
+# rebalance "removing member M: session timeout expired" after a crash, "...: the consumer is
+# leaving the group" after a LeaveGroup.
+REMOVAL = re.compile(
+    r"Preparing to rebalance group (\S+) .*\(reason: removing member (\S+): (.*)\)")
+
+
+def removals(caplog: pytest.LogCaptureFixture, group: str) -> list[tuple[str, str]]:
+    """(member id, reason) of every member the coordinator removed from ``group``."""
+    found = (REMOVAL.match(r.getMessage()) for r in caplog.records)
+    return [(m.group(2), m.group(3)) for m in found if m and m.group(1) == group]
+
+
+def session_timeouts(broker: EmbeddedBroker, group: str) -> dict[str, int]:
+    """member id -> the session timeout the coordinator expires that member by."""
+
+    async def read() -> dict[str, int]:
+        members = broker.broker.group_coordinator.groups[group].members
+        return {mid: m.session_timeout_ms for mid, m in members.items()}
+
+    return dict(broker.run(read()))
