@@ -36,7 +36,7 @@ class JsonSchema(ParsedSchema):
     def backward_errors(self, previous: ParsedSchema, reader: str, writer: str) -> list[str]:
         if not isinstance(previous, JsonSchema):
             return ["Incompatible because of different schema type"]
-        return json_differences(previous.json, self.json)
+        return json_differences(previous.json, self.json, reader, writer)
 
 
 def parse_json(text: str, references: list[Reference], resolve: Resolver) -> ParsedSchema:
