@@ -31,7 +31,7 @@ def test_ledger_matches_advertised_versions() -> None:
     assert documented == advertised
 
 
-def test_ledger_never_advertises_telemetry_or_kip848() -> None:
+def test_ledger_never_advertises_telemetry() -> None:
     ledger = _ledger()
-    for key in (68, 71, 72):
+    for key in (71, 72):
         assert ledger[key] is None

@@ -90,9 +90,9 @@ def test_api_versions_features_and_levels(w: Wire) -> None:
     assert levels[60][1] == 2
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     assert supported["metadata.version"] == (7, 27)
-    assert supported["group.version"] == (0, 0)
+    assert supported["group.version"] == (0, 1)
     finalized = {f.name: f.max_version_level for f in resp.finalized_features}
-    assert finalized == {"metadata.version": 27}
+    assert finalized == {"metadata.version": 27, "group.version": 1}
     assert resp.finalized_features_epoch == 1
     # before v4 a feature whose range starts at 0 is left out (KAFKA-17492)
     v3: Any = w.call(18, 3, client_software_name="t", client_software_version="1")

@@ -39,7 +39,8 @@ def test_api_versions_advertises_registry(broker: EmbeddedBroker) -> None:
     assert got[1] == (4, 18)
     assert got[3] == (0, 13)
     assert got[18] == (0, 4)
-    for forbidden in (68, 71, 72):
+    assert got[68] == (0, 1) and got[69] == (0, 1)  # KIP-848; librdkafka needs v1
+    for forbidden in (71, 72):
         assert forbidden not in got
 
 

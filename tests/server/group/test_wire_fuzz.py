@@ -42,6 +42,8 @@ GROUP_APIS = {
     16: "ListGroups",
     42: "DeleteGroups",
     47: "OffsetDelete",
+    68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
 }
 IDS = ["", "g", "h", "m", "fuzz-topic", "__consumer_offsets", "x" * 300, "ü"]
 INTS = [-1, 0, 1, 2, 3, 5, 100, 2**31 - 1, -(2**31)]
@@ -125,7 +127,7 @@ def _entity(cls: type, draw: st.DrawFn, depth: int = 0) -> Any:
 @st.composite
 def group_requests(draw: st.DrawFn) -> tuple[int, int, Any]:
     # Join, sync, heartbeat and commit twice as often: a member's life needs them in sequence.
-    key = draw(st.sampled_from([*sorted(GROUP_APIS), 11, 14, 12, 8]))
+    key = draw(st.sampled_from([*sorted(GROUP_APIS), 11, 14, 12, 8, 68]))
     spec = REGISTRY.get(key)
     assert spec is not None
     version = draw(st.integers(spec.min_version, spec.max_version))

@@ -35,6 +35,33 @@ GROUP_CONFIG_DEF = (
         "group.max.size", "int", INT_MAX, "Maximum number of members in one group.", at_least(1)
     )
     .define(
+        "group.consumer.session.timeout.ms",
+        "int",
+        45000,
+        "Session timeout of consumer-protocol (KIP-848) members.",
+        at_least(1),
+    )
+    .define(
+        "group.consumer.heartbeat.interval.ms",
+        "int",
+        5000,
+        "Heartbeat interval given to consumer-protocol members.",
+        at_least(1),
+    )
+    .define(
+        "group.consumer.max.size",
+        "int",
+        INT_MAX,
+        "Maximum number of members of one consumer-protocol group.",
+        at_least(1),
+    )
+    .define(
+        "group.consumer.assignors",
+        "list",
+        "uniform,range",
+        "Server-side assignors (uniform, range, or Kafka's class names); the first is the default.",
+    )
+    .define(
         "offsets.topic.num.partitions",
         "int",
         50,
@@ -94,6 +121,10 @@ class GroupConfig:
     group_max_session_timeout_ms: int = 1800000
     group_initial_rebalance_delay_ms: int = 3000
     group_max_size: int = INT_MAX
+    group_consumer_session_timeout_ms: int = 45000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_max_size: int = INT_MAX
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104857600
     offsets_topic_compression_codec: int = 0
@@ -108,8 +139,16 @@ class GroupConfig:
         """Typed settings from broker properties (unknown keys are ignored)."""
         known = {k: v for k, v in props.items() if k in GROUP_CONFIG_DEF}
         parsed = GROUP_CONFIG_DEF.parse(known)
+        parsed["group.consumer.assignors"] = tuple(
+            _assignor_name(a) for a in parsed["group.consumer.assignors"])
         return cls(**{k.replace(".", "_"): v for k, v in parsed.items()})
 
     @property
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60 * 1000
+
+
+def _assignor_name(name: str) -> str:
+    """Kafka names its assignors by class (org.apache...UniformAssignor); ours by ``name``."""
+    short = name.strip().rsplit(".", 1)[-1]
+    return short[: -len("Assignor")].lower() if short.endswith("Assignor") else short.lower()

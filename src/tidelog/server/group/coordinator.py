@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.server.group.consumer.group import CONSUMER_GROUP_TYPE
 from tidelog.server.group.group import GroupMetadata, GroupState
 from tidelog.server.group.member import SyncCallback, SyncResult
 from tidelog.server.group.offsets import CommitEntry, FetchedOffset, OffsetsApi
@@ -40,6 +41,7 @@ class GroupOverview:
     group_id: str
     protocol_type: str
     state: str
+    group_type: str = "classic"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,12 +211,16 @@ class GroupCoordinator(OffsetsApi):
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading else ErrorCode.NONE
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
-        if wanted_types and "classic" not in wanted_types:
-            return error, []
+        everything = [
+            *(GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
+              for g in self.groups.values()),
+            *(GroupOverview(g.group_id, CONSUMER_GROUP_TYPE, g.state().value, CONSUMER_GROUP_TYPE)
+              for g in self.consumer.groups.values()),
+        ]
         out = [
-            GroupOverview(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self.groups.values()
-            if not wanted_states or g.state.value.lower() in wanted_states
+            o for o in everything
+            if (not wanted_states or o.state.lower() in wanted_states)
+            and (not wanted_types or o.group_type in wanted_types)
         ]
         return error, sorted(out, key=lambda o: o.group_id)
 
@@ -222,6 +228,8 @@ class GroupCoordinator(OffsetsApi):
         err = self.group_error(group_id, allow_empty=True)
         if err != ErrorCode.NONE:
             return GroupSummary(err, group_id, GroupState.DEAD.value)
+        if group_id in self.consumer.groups:  # Kafka: not a classic group, so "not found"
+            return GroupSummary(ErrorCode.GROUP_ID_NOT_FOUND, group_id, GroupState.DEAD.value)
         group = self.groups.get(group_id)
         if group is None:
             return GroupSummary(ErrorCode.NONE, group_id, GroupState.DEAD.value)
@@ -253,6 +261,11 @@ class GroupCoordinator(OffsetsApi):
             group = self.groups.get(group_id)
             if err != ErrorCode.NONE:
                 out[group_id] = err
+            elif group_id in self.consumer.groups:
+                try:
+                    out[group_id] = self.consumer.delete_group(group_id)
+                except OSError:
+                    out[group_id] = ErrorCode.COORDINATOR_NOT_AVAILABLE
             elif group is None or group.is_state(GroupState.DEAD):
                 out[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif not group.is_state(GroupState.EMPTY):

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 from tidelog.records import CompressionType, RecordBatch, RecordBatchBuilder
 from tidelog.server.group.config import GroupConfig
+from tidelog.server.group.consumer.group import ConsumerGroup, replay
+from tidelog.server.group.consumer.records import CONSUMER_KEY_TYPES, decode_consumer_key
 from tidelog.server.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
 from tidelog.server.group.member import MemberMetadata
 from tidelog.server.group.pending_offsets import (
@@ -29,6 +31,7 @@ from tidelog.server.group.records import (
     OffsetAndMetadata,
     OffsetKey,
     SchemaError,
+    UnknownKey,
     decode_group_value,
     decode_key,
     decode_offset_value,
@@ -54,6 +57,7 @@ class _Decoded:
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     removed_groups: set[str] = field(default_factory=set)
+    consumer: list[Record] = field(default_factory=list)  # KIP-848 records, in log order
 
 
 class GroupMetadataManager:
@@ -65,6 +69,7 @@ class GroupMetadataManager:
         self.loading: set[int] = set()
         self.owned: set[int] = set()
         self.pending_txn = PendingTxnOffsets()
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
 
     # -------------------------------------------------------------- ownership / loading
 
@@ -94,7 +99,16 @@ class GroupMetadataManager:
         data = self._decode_latest(partition, loaded)
         installed: list[GroupMetadata] = []
         now = self.clock.milliseconds()
+        for key, raw in data.consumer:
+            try:
+                replay(self.consumer_groups, decode_consumer_key(key), raw)
+            except (SchemaError, UnicodeDecodeError) as exc:
+                log.warning("skipping unreadable consumer group record of %s-%d: %s",
+                            OFFSETS_TOPIC, partition, exc)
         with_offsets = {g for g, offsets in data.offsets.items() if offsets}
+        for group_id in with_offsets & set(self.consumer_groups):
+            self.consumer_groups[group_id].offsets = data.offsets.pop(group_id)
+        with_offsets -= set(self.consumer_groups)
         for group_id in with_offsets | set(data.groups):
             value = data.groups.get(group_id)
             group = self._group_from_value(group_id, value, now)
@@ -141,7 +155,11 @@ class GroupMetadataManager:
     @staticmethod
     def _replay_record(out: _Decoded, key_bytes: bytes, value: bytes | None) -> None:
         key = decode_key(key_bytes)
-        if isinstance(key, OffsetKey):
+        if isinstance(key, UnknownKey):
+            if key.version in CONSUMER_KEY_TYPES:
+                decode_consumer_key(key_bytes)  # unreadable: skipped here, not at install
+                out.consumer.append((key_bytes, value))
+        elif isinstance(key, OffsetKey):
             tp = TopicPartition(key.topic, key.partition)
             if value is None:
                 out.offsets.get(key.group, {}).pop(tp, None)
@@ -187,6 +205,11 @@ class GroupMetadataManager:
 
     # -------------------------------------------------------------- writes
 
+    def append_records(self, group_id: str, records: list[Record]) -> None:
+        """Append records of one group to its partition, as one batch (all or none)."""
+        if records:
+            self._append(self.partition_for(group_id), records)
+
     def _append(self, partition: int, records: list[Record]) -> None:
         builder = RecordBatchBuilder(CompressionType(self.config.offsets_topic_compression_codec))
         now = self.clock.milliseconds()
@@ -208,7 +231,7 @@ class GroupMetadataManager:
         self._append(self.partition_for(group.group_id), [record])
 
     def store_offsets(
-        self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+        self, group: GroupMetadata | ConsumerGroup, offsets: Mapping[TopicPartition, OffsetAndMetadata]
     ) -> None:
         if not offsets:
             return
@@ -219,7 +242,7 @@ class GroupMetadataManager:
         self._append(self.partition_for(group.group_id), records)
         group.offsets.update(offsets)
 
-    def delete_offsets(self, group: GroupMetadata, partitions: Iterable[TopicPartition]) -> None:
+    def delete_offsets(self, group: GroupMetadata | ConsumerGroup, partitions: Iterable[TopicPartition]) -> None:
         tps = [tp for tp in partitions if tp in group.offsets]
         if not tps:
             return

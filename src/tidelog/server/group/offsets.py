@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.server.group.consumer.group import ConsumerGroup
 from tidelog.server.group.group import GroupMetadata, GroupState
 from tidelog.server.group.rebalance import UNKNOWN_MEMBER_ID, RebalanceCore
 from tidelog.server.group.records import OffsetAndMetadata
@@ -43,6 +44,12 @@ class OffsetsApi(RebalanceCore):
     ) -> dict[TopicPartition, ErrorCode]:
         """Kafka's handleCommitOffsets: an error for every partition of the request."""
         err = self.group_error(group_id, allow_empty=True)
+        consumer_group = self.consumer.groups.get(group_id)
+        if err == ErrorCode.NONE and consumer_group is not None:
+            err = validate_member_epoch(consumer_group, member_id, generation_id)
+            if err != ErrorCode.NONE:
+                return dict.fromkeys(offsets, err)
+            return self._store_commits(consumer_group, offsets, retention_time_ms)
         group = self.groups.get(group_id)
         if err == ErrorCode.NONE and group is None:
             if generation_id >= 0:
@@ -83,7 +90,7 @@ class OffsetsApi(RebalanceCore):
 
     def _store_commits(
         self,
-        group: GroupMetadata,
+        group: GroupMetadata | ConsumerGroup,
         offsets: Mapping[TopicPartition, CommitEntry],
         retention_time_ms: int,
     ) -> dict[TopicPartition, ErrorCode]:
@@ -110,13 +117,20 @@ class OffsetsApi(RebalanceCore):
         return result
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None
+        self, group_id: str, partitions: Iterable[TopicPartition] | None,
+        member_id: str | None = None, member_epoch: int = -1,
     ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
-        """Committed offsets; ``partitions=None`` means every partition the group has."""
+        """Committed offsets; ``partitions=None`` means every partition the group has.
+        A consumer group's member (OffsetFetch v9+) must name its current epoch."""
         err = self.group_error(group_id, allow_empty=True)
         if err != ErrorCode.NONE:
             return err, {}
-        group = self.groups.get(group_id)
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None and (member_id or member_epoch >= 0):
+            err = validate_member_epoch(consumer_group, member_id or "", member_epoch)
+            if err != ErrorCode.NONE:
+                return err, {}
+        group = consumer_group if consumer_group is not None else self.groups.get(group_id)
         known = group.offsets if group is not None else {}
         if partitions is None:
             return ErrorCode.NONE, {tp: _fetched(o) for tp, o in known.items()}
@@ -133,6 +147,9 @@ class OffsetsApi(RebalanceCore):
         err = self.group_error(group_id, allow_empty=True)
         if err != ErrorCode.NONE:
             return err, {}
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self._delete_consumer_offsets(consumer_group, partitions)
         group = self.groups.get(group_id)
         if group is None or group.is_state(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -155,13 +172,29 @@ class OffsetsApi(RebalanceCore):
         errors.update(dict.fromkeys(eligible, ErrorCode.NONE))
         return ErrorCode.NONE, errors
 
+    def _delete_consumer_offsets(
+        self, group: ConsumerGroup, partitions: Iterable[TopicPartition]
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        subscribed = set(group.subscription_metadata)
+        tps = list(partitions)
+        errors = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC for tp in tps if tp.topic in subscribed}
+        eligible = [tp for tp in tps if tp.topic not in subscribed]
+        try:
+            self.manager.delete_offsets(group, eligible)
+        except OSError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, {}
+        errors.update(dict.fromkeys(eligible, ErrorCode.NONE))
+        return ErrorCode.NONE, errors
+
     def on_topics_deleted(self, topics: Iterable[str]) -> int:
         """Tombstone every committed offset of deleted topics (Kafka's
         GroupMetadataManager.cleanupGroupMetadata on topic deletion), so a re-created topic
         does not inherit old positions. Returns the number of offsets removed."""
         gone = set(topics)
         removed = 0
-        for group in list(self.groups.values()):
+        groups: list[GroupMetadata | ConsumerGroup] = [*self.groups.values(),
+                                                       *self.consumer.groups.values()]
+        for group in groups:
             tps = [tp for tp in group.offsets if tp.topic in gone]
             if not tps:
                 continue
@@ -171,6 +204,19 @@ class OffsetsApi(RebalanceCore):
             except OSError:
                 continue  # the next expiry run or deletion retries
         return removed
+
+
+def validate_member_epoch(group: ConsumerGroup, member_id: str, epoch: int) -> ErrorCode:
+    """Kafka's ConsumerGroup.validateOffsetCommit/Fetch: without a member epoch (admin
+    tools, standalone consumers) only an empty group; otherwise the member's current epoch."""
+    if epoch < 0 and not group.members:
+        return ErrorCode.NONE
+    member = group.members.get(member_id)
+    if member is None:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if epoch != member.member_epoch:
+        return ErrorCode.STALE_MEMBER_EPOCH
+    return ErrorCode.NONE
 
 
 def _fetched(o: OffsetAndMetadata) -> FetchedOffset:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.group.config import GroupConfig
+from tidelog.server.group.consumer.coordinator import ConsumerGroupCoordinator
 from tidelog.server.group.group import GroupMetadata, GroupState
 from tidelog.server.group.member import (
     JoinCallback,
@@ -76,6 +77,10 @@ class RebalanceCore:
         self.scheduler = scheduler
         self.node_id = node_id
         self.manager = GroupMetadataManager(config, clock=clock, store=store)
+        # KIP-848 groups share the manager (one cache, one log, one offsets store)
+        self.consumer = ConsumerGroupCoordinator(config, self.manager, clock=clock,
+                                                 scheduler=scheduler,
+                                                 group_error=self.group_error)
         self.active = False
         self._expiry_task: ScheduledTask | None = None
 
@@ -98,10 +103,12 @@ class RebalanceCore:
 
     def load_partition(self, partition: int) -> None:
         self._on_groups_loaded(self.manager.load_partition(partition))
+        self.consumer.on_loaded(partition)
 
     def complete_load(self, partition: int, data: LoadedPartition) -> None:
         """Install an incrementally replayed partition (see wiring._load_all)."""
         self._on_groups_loaded(self.manager.complete_load(partition, data))
+        self.consumer.on_loaded(partition)
 
     def _on_groups_loaded(self, groups: list[GroupMetadata]) -> None:
         # Loaded members get a fresh session: they must heartbeat or be removed (Kafka's
@@ -122,6 +129,7 @@ class RebalanceCore:
             for task in tasks:
                 if task is not None:
                     task.cancel()
+        self.consumer.shutdown()
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:
@@ -161,6 +169,10 @@ class RebalanceCore:
         if group is None:
             if req.member_id != UNKNOWN_MEMBER_ID:
                 callback(JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id))
+                return
+            err = self.consumer.downgrade_if_empty(req.group_id)
+            if err != ErrorCode.NONE:
+                callback(JoinResult(err, member_id=req.member_id))
                 return
             group = GroupMetadata(req.group_id, self.now())
             self.groups[req.group_id] = group

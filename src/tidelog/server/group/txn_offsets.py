@@ -17,7 +17,7 @@ from tidelog.records import CompressionType, RecordBatchBuilder
 from tidelog.server.group.coordinator import GroupCoordinator
 from tidelog.server.group.group import GroupMetadata, GroupState
 from tidelog.server.group.metadata_manager import GroupMetadataManager
-from tidelog.server.group.offsets import CommitEntry
+from tidelog.server.group.offsets import CommitEntry, validate_member_epoch
 from tidelog.server.group.rebalance import UNKNOWN_MEMBER_ID
 from tidelog.server.group.records import (
     OffsetAndMetadata,
@@ -38,18 +38,7 @@ def commit_txn_offsets(
     generation_id: int = -1,
 ) -> dict[TopicPartition, ErrorCode]:
     err = coord.group_error(group_id)
-    group = coord.groups.get(group_id)
-    if err == ErrorCode.NONE and group is None:
-        group = GroupMetadata(group_id, coord.now())
-        coord.groups[group_id] = group
-    if err == ErrorCode.NONE:
-        assert group is not None
-        if group.is_state(GroupState.DEAD):
-            err = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif member_id != UNKNOWN_MEMBER_ID and member_id not in group.members:
-            err = ErrorCode.UNKNOWN_MEMBER_ID
-        elif generation_id >= 0 and generation_id != group.generation_id:
-            err = ErrorCode.ILLEGAL_GENERATION
+    err = _validate(coord, group_id, member_id, generation_id) if err == ErrorCode.NONE else err
     if err != ErrorCode.NONE:
         return dict.fromkeys(offsets, err)
     now = coord.now()
@@ -68,6 +57,26 @@ def commit_txn_offsets(
             coord.manager.pending_txn.add(producer_id, group_id, accepted)
         result.update(dict.fromkeys(accepted, stored))
     return result
+
+
+def _validate(coord: GroupCoordinator, group_id: str, member_id: str,
+              generation_id: int) -> ErrorCode:
+    consumer_group = coord.consumer.groups.get(group_id)
+    if consumer_group is not None:  # a KIP-848 group: the member's epoch is the generation
+        if member_id == UNKNOWN_MEMBER_ID and generation_id < 0:
+            return ErrorCode.NONE
+        return validate_member_epoch(consumer_group, member_id, generation_id)
+    group = coord.groups.get(group_id)
+    if group is None:
+        group = GroupMetadata(group_id, coord.now())
+        coord.groups[group_id] = group
+    if group.is_state(GroupState.DEAD):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if member_id != UNKNOWN_MEMBER_ID and member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID
+    if generation_id >= 0 and generation_id != group.generation_id:
+        return ErrorCode.ILLEGAL_GENERATION
+    return ErrorCode.NONE
 
 
 def _append(coord: GroupCoordinator, group_id: str,
@@ -101,6 +110,10 @@ def complete_txn_offsets(broker: Any, partition: int, producer_id: int, commit: 
     decided = manager.pending_txn.complete(
         producer_id, commit, partition, partition in manager.loading, manager.partition_for)
     for group_id, offsets in decided.items():
+        consumer_group = coord.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            consumer_group.offsets.update(offsets)
+            continue
         group = coord.groups.get(group_id)
         if group is None:
             group = GroupMetadata(group_id, coord.now())

@@ -2,10 +2,10 @@
 the connection, which answers unknown ApiVersions versions before decoding), and from v3 the
 feature levels (KIP-584) this broker implements.
 
-Finalized features are what clients gate behaviour on: ``group.version`` 1 would tell a
-client the KIP-848 consumer protocol (ConsumerGroupHeartbeat) exists, ``transaction.version``
-2 that KIP-890 transactions do; tidelog implements neither, so both stay at level 0, which
-Kafka leaves out of the finalized list. ``metadata.version`` is finalized at Kafka 4.1's
+Finalized features are what clients gate behaviour on: ``group.version`` 1 tells a client
+the KIP-848 consumer protocol (ConsumerGroupHeartbeat) exists, as in Kafka 4.x;
+``transaction.version`` 2 would say KIP-890 transactions do, which tidelog does not
+implement, so it stays at level 0, which Kafka leaves out of the finalized list. ``metadata.version`` is finalized at Kafka 4.1's
 production level, the API level the handlers serve."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ METADATA_VERSION_3_3_IV3 = 7  # the lowest Kafka 4.x bootstraps (MINIMUM_BOOTSTR
 FEATURES: dict[str, tuple[int, int, int]] = {
     "metadata.version": (METADATA_VERSION_3_3_IV3, METADATA_VERSION_4_1_IV1,
                          METADATA_VERSION_4_1_IV1),
-    "group.version": (0, 0, 0),
+    "group.version": (0, 1, 1),
     "transaction.version": (0, 0, 0),
 }
 # Kafka's epoch is the offset of the metadata record that set the levels; they never change

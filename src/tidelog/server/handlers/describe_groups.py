@@ -1,5 +1,5 @@
-"""DescribeGroups (key 15), v0-6. An unknown group is "Dead" with no error before v6 and
-GROUP_ID_NOT_FOUND from v6, as in Kafka. ``include_authorized_operations`` (v3+) answers
+"""DescribeGroups (key 15), v0-6. An unknown group, or a KIP-848 consumer group (not a
+classic one), is "Dead" with no error before v6 and GROUP_ID_NOT_FOUND from v6, as in Kafka. ``include_authorized_operations`` (v3+) answers
 each group's operations through the authorization seam."""
 
 from __future__ import annotations
@@ -36,7 +36,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             continue
         s = coord.describe_group(group_id)
         err, msg = s.error, None
-        if ctx.api_version >= 6 and err == ErrorCode.NONE and s.state == "Dead":
+        if err == ErrorCode.GROUP_ID_NOT_FOUND:  # a consumer group: not a classic one
+            err = err if ctx.api_version >= 6 else ErrorCode.NONE
+            msg = f"Group {group_id} is not a classic group." if ctx.api_version >= 6 else None
+        elif ctx.api_version >= 6 and err == ErrorCode.NONE and s.state == "Dead":
             err, msg = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
         members = tuple(
             make(

@@ -1,6 +1,7 @@
 """OffsetFetch (key 9), v1-9. v2+ answers ``topics=null`` with every committed partition and
-has a top-level error; v8 batches groups (KIP-709); v9's member id and epoch belong to KIP-848
-consumer groups, which Kafka does not check for a classic group, nor does tidelog."""
+has a top-level error; v8 batches groups (KIP-709); v9's member id and epoch are checked for a
+KIP-848 consumer group (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH), not for a classic one, as
+Kafka does."""
 
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ def _requested(topics: Any) -> list[TopicPartition] | None:
 
 
 def _fetch(
-    coord: GroupCoordinator, group_id: str, topics: Any
+    coord: GroupCoordinator, group_id: str, topics: Any, member: tuple[str | None, int]
 ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
-    return coord.fetch_offsets(group_id, _requested(topics))
+    return coord.fetch_offsets(group_id, _requested(topics), *member)
 
 
 def _topics(
@@ -56,13 +57,13 @@ def _topics(
 
 def _authorized_fetch(
     ctx: RequestContext, coord: GroupCoordinator, group_id: str, topics: Any,
-    require_stable: bool = False,
+    require_stable: bool = False, member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, dict[TopicPartition, FetchedOffset]]:
     """Kafka: DESCRIBE on the group, then on each topic (named topics answer
     TOPIC_AUTHORIZATION_FAILED, an all-topics fetch leaves them out)."""
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.GROUP, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, {}
-    err, offsets = _fetch(coord, group_id, topics)
+    err, offsets = _fetch(coord, group_id, topics, member)
     if require_stable:  # KIP-447: offsets of an undecided transaction are not answered yet
         unstable = FetchedOffset(-1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT)
         for tp in offsets:
@@ -87,8 +88,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         tcls = nested(gcls, "topics")
         groups = []
         for g in request.groups:
+            member = (getattr(g, "member_id", None), int(getattr(g, "member_epoch", -1)))
             err, offsets = _authorized_fetch(ctx, coord, g.group_id, g.topics,
-                                             bool(request.require_stable))
+                                             bool(request.require_stable), member)
             groups.append(
                 make(
                     gcls,
