@@ -79,7 +79,7 @@ class _Checker:
             return out
         if isinstance(reader, UnionSchema):
             for branch in reader.schemas:
-                if not _Checker().check(branch, writer, loc):
+                if not self.check(branch, writer, loc):
                     return []
             return [
                 Incompatibility(
