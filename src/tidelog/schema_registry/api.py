@@ -82,37 +82,46 @@ class RegistryApi:
         self.registry = registry
 
     def routes(self, app: web.Application) -> None:
-        r = app.router
-        r.add_get("/", self.root)
-        r.add_get("/schemas/types", self.types)
-        r.add_get("/schemas", self.schemas)
-        r.add_get("/schemas/ids/{id}", self.schema_by_id)
-        r.add_get("/schemas/ids/{id}/schema", self.raw_schema_by_id)
-        r.add_get("/schemas/ids/{id}/subjects", self.id_subjects)
-        r.add_get("/schemas/ids/{id}/versions", self.id_versions)
-        r.add_get("/subjects", self.subjects)
-        r.add_post("/subjects/{subject}", self.lookup)
-        r.add_delete("/subjects/{subject}", self.delete_subject)
-        r.add_get("/subjects/{subject}/versions", self.versions)
-        r.add_post("/subjects/{subject}/versions", self.register)
-        r.add_get("/subjects/{subject}/versions/{version}", self.version)
-        r.add_delete("/subjects/{subject}/versions/{version}", self.delete_version)
-        r.add_get("/subjects/{subject}/versions/{version}/schema", self.raw_version)
-        r.add_get("/subjects/{subject}/versions/{version}/referencedby", self.referenced_by)
-        r.add_post("/compatibility/subjects/{subject}/versions/{version}", self.compatibility)
-        r.add_post("/compatibility/subjects/{subject}/versions", self.compatibility)
-        r.add_get("/config", self.get_config)
-        r.add_put("/config", self.put_config)
-        r.add_delete("/config", self.delete_config)
-        r.add_get("/config/{subject}", self.get_config)
-        r.add_put("/config/{subject}", self.put_config)
-        r.add_delete("/config/{subject}", self.delete_config)
-        r.add_get("/mode", self.get_mode)
-        r.add_put("/mode", self.put_mode)
-        r.add_get("/mode/{subject}", self.get_mode)
-        r.add_put("/mode/{subject}", self.put_mode)
-        r.add_delete("/mode/{subject}", self.delete_mode)
-        r.add_get("/contexts", self.contexts)
+        """Every path also with a trailing slash, which Confluent's registry accepts
+        (some clients ask for ``config/`` when no subject is given)."""
+        for method, path, handler in self._table():
+            app.router.add_route(method, path, handler)
+            if path != "/":
+                app.router.add_route(method, path + "/", handler)
+
+    def _table(self) -> list[tuple[str, str, Handler]]:
+        return [
+            ("GET", "/", self.root),
+            ("GET", "/schemas/types", self.types),
+            ("GET", "/schemas", self.schemas),
+            ("GET", "/schemas/ids/{id}", self.schema_by_id),
+            ("GET", "/schemas/ids/{id}/schema", self.raw_schema_by_id),
+            ("GET", "/schemas/ids/{id}/subjects", self.id_subjects),
+            ("GET", "/schemas/ids/{id}/versions", self.id_versions),
+            ("GET", "/subjects", self.subjects),
+            ("POST", "/subjects/{subject}", self.lookup),
+            ("DELETE", "/subjects/{subject}", self.delete_subject),
+            ("GET", "/subjects/{subject}/versions", self.versions),
+            ("POST", "/subjects/{subject}/versions", self.register),
+            ("GET", "/subjects/{subject}/versions/{version}", self.version),
+            ("DELETE", "/subjects/{subject}/versions/{version}", self.delete_version),
+            ("GET", "/subjects/{subject}/versions/{version}/schema", self.raw_version),
+            ("GET", "/subjects/{subject}/versions/{version}/referencedby", self.referenced_by),
+            ("POST", "/compatibility/subjects/{subject}/versions/{version}", self.compatibility),
+            ("POST", "/compatibility/subjects/{subject}/versions", self.compatibility),
+            ("GET", "/config", self.get_config),
+            ("PUT", "/config", self.put_config),
+            ("DELETE", "/config", self.delete_config),
+            ("GET", "/config/{subject}", self.get_config),
+            ("PUT", "/config/{subject}", self.put_config),
+            ("DELETE", "/config/{subject}", self.delete_config),
+            ("GET", "/mode", self.get_mode),
+            ("PUT", "/mode", self.put_mode),
+            ("GET", "/mode/{subject}", self.get_mode),
+            ("PUT", "/mode/{subject}", self.put_mode),
+            ("DELETE", "/mode/{subject}", self.delete_mode),
+            ("GET", "/contexts", self.contexts),
+        ]
 
     # -- schemas ------------------------------------------------------------------------------
     async def root(self, request: web.Request) -> web.Response:
