@@ -16,12 +16,14 @@ from tidelog.metrics import RequestMetrics
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 from . import topic_admin
+from .cluster_node import ClusterNode
 from .connection import KafkaConnection
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .group.wiring import start_group_coordinator, stop_group_coordinator
 from .log_dir_moves import LogDirMover
+from .metadata.zk_data import EndPoint
 from .purgatory import FetchPurgatory
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
@@ -83,6 +85,11 @@ class Broker:
         self._group_load: asyncio.Task[None] | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self._txn_tasks: list[asyncio.Task[None]] = []
+        # a member of a ZooKeeper cluster when zookeeper.connect is set: registration,
+        # the controller, controlled shutdown (None: a one-broker cluster)
+        self.cluster: ClusterNode | None = None
+        if config.zookeeper_connect is not None:
+            self.cluster = ClusterNode(config, self._cluster_endpoints)
 
     @property
     def node_id(self) -> int:
@@ -118,6 +125,10 @@ class Broker:
             await self._stop_listeners()
             self._stop_logs()
             raise
+        if self.cluster is not None:
+            # the listeners are bound (their real ports are registered): join the cluster
+            await self.cluster.connect(self.replica_manager.cluster_id)
+            await self.cluster.start()
         self._schedule_idle_check()
         self._start_coordinators()
         log.info(
@@ -154,6 +165,12 @@ class Broker:
             else:
                 self.other_servers.append(server)
                 log.info("listener %s (%s) on %s:%d", lst.name, sec.protocol, lst.host, port)
+
+    def _cluster_endpoints(self) -> tuple[EndPoint, ...]:
+        return tuple(
+            EndPoint(lst.name, *self.endpoint(lst.name), self.config.security_protocol(lst.name))
+            for lst in self.config.listeners
+        )
 
     def _start_coordinators(self) -> None:
         """Groups and transactions: each loads its internal topic in the background when it
@@ -200,6 +217,8 @@ class Broker:
     async def stop(self) -> None:
         # cluster services stop here first: controlled shutdown moves leadership away
         # before the listeners close
+        if self.cluster is not None:
+            await self.cluster.stop()  # leadership moves away while we still serve
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None

@@ -1,0 +1,211 @@
+"""This broker's place in a ZooKeeper cluster (the cluster half of Kafka's KafkaServer).
+
+``ClusterNode`` holds the ZooKeeper session, registers ``/brokers/ids/<id>`` (its czxid is
+the broker epoch), runs this broker's controller (active when it wins ``/controller``) and,
+on stop, asks the controller to move leadership away (ControlledShutdown) before the session
+ends. Losing the session (expiry) stops the controller at once; when a new session comes,
+the broker registers again with a new epoch and stands for controller again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+from kazoo.client import KazooState
+
+from tidelog.client.aio import AsyncBrokerConnection
+from tidelog.client.conn import KafkaClientError, KafkaConnectionError
+from tidelog.client.security import ClientSecurity
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.inter_broker import CONTROLLED_SHUTDOWN_KEY
+from tidelog.util.topic_partition import TopicPartition
+
+from .controller.channel_manager import ControllerChannelManager
+from .controller.controller import ControllerConfig, KafkaController
+from .metadata.zk_client import KafkaZkClient
+from .metadata.zk_data import BrokerRegistration, EndPoint
+
+log = logging.getLogger(__name__)
+
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+
+
+def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
+    """How this broker connects to others: the inter-broker listener's protocol, its trust
+    store, and for SASL ``sasl.mechanism.inter.broker.protocol`` with the credentials of the
+    listener's JAAS config (Kafka's ``listener.name.<l>.<mechanism>.sasl.jaas.config``)."""
+    name = config.inter_broker_listener_name
+    protocol = config.security_protocol(name)
+    mechanism = str(config.originals.get("sasl.mechanism.inter.broker.protocol", "GSSAPI"))
+    prefix = f"listener.name.{name.lower()}."
+    jaas = (config.originals.get(f"{prefix}{mechanism.lower()}.sasl.jaas.config")
+            or config.originals.get(f"{prefix}sasl.jaas.config")
+            or config.originals.get("sasl.jaas.config") or "")  # fmt: skip
+    found = dict(_JAAS_OPTION.findall(str(jaas)))
+    truststore = config.listener_value(name, "ssl.truststore.location")
+    return ClientSecurity(
+        security_protocol=protocol,
+        sasl_mechanism=mechanism if protocol.startswith("SASL_") else "GSSAPI",
+        sasl_username=found.get("username"),
+        sasl_password=found.get("password"),
+        ssl_cafile=str(truststore) if truststore else None,
+        ssl_check_hostname=False,
+    )
+
+
+def controller_config(config: BrokerConfig) -> ControllerConfig:
+    v = config.values
+    return ControllerConfig(
+        unclean_leader_election_enable=bool(v["unclean.leader.election.enable"]),
+        auto_leader_rebalance_enable=bool(v["auto.leader.rebalance.enable"]),
+        leader_imbalance_check_interval_seconds=float(v["leader.imbalance.check.interval.seconds"]),
+        leader_imbalance_per_broker_percentage=int(v["leader.imbalance.per.broker.percentage"]),
+        delete_topic_enable=bool(v["delete.topic.enable"]),
+    )
+
+
+class ClusterNode:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        endpoints: Callable[[], tuple[EndPoint, ...]],
+    ) -> None:
+        """``endpoints()`` gives the advertised listeners with their bound ports (known once
+        the listeners are up)."""
+        connect = config.zookeeper_connect
+        if connect is None:
+            raise ValueError("zookeeper.connect is not set")
+        self.config = config
+        self.broker_id = config.node_id
+        self.endpoints = endpoints
+        self.zk = KafkaZkClient(
+            connect,
+            session_timeout_ms=int(config.values["zookeeper.session.timeout.ms"]),
+            connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+        )
+        self.security = inter_broker_security(config)
+        self.controller = KafkaController(
+            self.broker_id, self.zk, self._channel, controller_config(config)
+        )
+        self.broker_epoch = -1
+        self.cluster_id = ""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session_lost = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._stopping = False
+
+    def _channel(self) -> ControllerChannelManager:
+        return ControllerChannelManager(
+            self.broker_id, self.config.inter_broker_listener_name, security=self.security,
+            timeout_s=int(self.config.values["controller.socket.timeout.ms"]) / 1000,
+        )  # fmt: skip
+
+    # --- start ----------------------------------------------------------------------------------
+
+    async def connect(self, proposed_cluster_id: str) -> str:
+        """Open the session and agree on the cluster id (``/cluster/id``; the first broker's
+        proposal wins). Before the logs open: they are checked against it."""
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.zk.start)
+        self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id, proposed_cluster_id)
+        return self.cluster_id
+
+    async def start(self) -> None:
+        """Register (the listeners are bound) and stand for controller."""
+        await self._register()
+        self.zk.add_state_listener(self._on_state)
+        await self.controller.startup()
+
+    def registration(self) -> BrokerRegistration:
+        return BrokerRegistration(self.broker_id, self.endpoints(), rack=self.config.broker_rack)
+
+    async def _register(self) -> None:
+        self.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self.registration())
+        log.info("broker %d registered in ZooKeeper (epoch %d)", self.broker_id, self.broker_epoch)
+
+    def _on_state(self, state: str) -> None:
+        """kazoo's thread: LOST ends the controller now; CONNECTED after LOST registers again."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or self._stopping:
+            return
+        if state == KazooState.LOST:
+            self._session_lost = True
+            self.controller.session_lost()
+        elif state == KazooState.CONNECTED and self._session_lost:
+            self._session_lost = False
+            loop.call_soon_threadsafe(self._spawn, self._reregister())
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _reregister(self) -> None:
+        try:
+            await asyncio.to_thread(self.zk.create_top_level_paths)
+            await self._register()
+        except Exception:
+            log.exception("broker %d: registering again after session loss failed", self.broker_id)
+            return
+        self.controller.session_reestablished()
+
+    # --- stop -----------------------------------------------------------------------------------
+
+    async def controlled_shutdown(self) -> bool:
+        """Kafka's KafkaServer.controlledShutdown: ask the controller to move leadership
+        off this broker until it leads no replicated partition (retried)."""
+        retries = int(self.config.values["controlled.shutdown.max.retries"])
+        backoff = int(self.config.values["controlled.shutdown.retry.backoff.ms"]) / 1000
+        for attempt in range(retries + 1):
+            try:
+                error, remaining = await self._ask_controller()
+            except (KafkaConnectionError, KafkaClientError, OSError) as e:
+                error, remaining = -1, [TopicPartition(repr(e), -1)]
+            if error == ErrorCode.NONE and not remaining:
+                log.info("broker %d: controlled shutdown succeeded", self.broker_id)
+                return True
+            log.info("broker %d: controlled shutdown attempt %d: error %d, still leading %s",
+                     self.broker_id, attempt + 1, error, remaining[:5])  # fmt: skip
+            if attempt < retries:
+                await asyncio.sleep(backoff)
+        return False
+
+    async def _ask_controller(self) -> tuple[int, list[TopicPartition]]:
+        controller_id = await asyncio.to_thread(self.zk.get_controller_id)
+        if controller_id is None:
+            return int(ErrorCode.NOT_CONTROLLER), [TopicPartition("", -1)]
+        if controller_id == self.broker_id and self.controller.is_active:
+            return await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
+        reg = await asyncio.to_thread(self.zk.get_broker, controller_id)
+        if reg is None:
+            return int(ErrorCode.BROKER_NOT_AVAILABLE), [TopicPartition("", -1)]
+        ep = reg.endpoint(self.config.inter_broker_listener_name) or reg.endpoints[0]
+        conn = await AsyncBrokerConnection.connect(
+            ep.host, ep.port, client_id=f"broker-{self.broker_id}", security=self.security,
+            timeout_s=int(self.config.values["controller.socket.timeout.ms"]) / 1000,
+        )  # fmt: skip
+        try:
+            body = {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}
+            response = await conn.request(CONTROLLED_SHUTDOWN_KEY, body)
+        finally:
+            await conn.close()
+        remaining = [TopicPartition(p.topic_name, int(p.partition_index))
+                     for p in response.remaining_partitions]  # fmt: skip
+        return int(response.error_code), remaining
+
+    async def stop(self) -> None:
+        if self.config.values["controlled.shutdown.enable"] and self.broker_epoch >= 0:
+            try:
+                await self.controlled_shutdown()
+            except Exception:
+                log.exception("broker %d: controlled shutdown failed", self.broker_id)
+        self._stopping = True
+        for task in list(self._tasks):
+            task.cancel()
+        await self.controller.shutdown()
+        await asyncio.to_thread(self.zk.close)
