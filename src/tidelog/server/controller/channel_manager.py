@@ -33,6 +33,7 @@ from .context import (
 
 log = logging.getLogger(__name__)
 
+MAX_BACKOFF_S = 2.0
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
@@ -137,6 +138,7 @@ class _BrokerQueue:
         while True:
             request, callback = await self.queue.get()
             key, body = encode(request)
+            backoff = self.owner.backoff_s
             while True:
                 try:
                     conn = await self._connection()
@@ -148,7 +150,8 @@ class _BrokerQueue:
                     if self.conn is not None:
                         await self.conn.close()
                         self.conn = None
-                    await asyncio.sleep(self.owner.backoff_s)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, MAX_BACKOFF_S)
             if callback is not None:
                 try:
                     callback(self.broker.broker_id, decode(request, response))

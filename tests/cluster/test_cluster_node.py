@@ -1,0 +1,87 @@
+"""Brokers in one ZooKeeper cluster (in-process): registration with their bound listeners,
+one controller, controlled shutdown and controller failover on a clean stop."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tidelog.server.metadata import zk_data as z
+from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.testing import EmbeddedBroker
+from tidelog.util.topic_partition import TopicPartition
+
+
+def _wait(cond, timeout: float = 15.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def cluster(zookeeper_connect: str) -> Iterator[tuple[list[EmbeddedBroker], KafkaZkClient]]:
+    zk = KafkaZkClient(zookeeper_connect)
+    zk.start()
+    brokers: list[EmbeddedBroker] = []
+    for b in (1, 2, 3):
+        brokers.append(EmbeddedBroker({
+            "broker.id": str(b), "zookeeper.connect": zookeeper_connect,
+            "zookeeper.session.timeout.ms": "6000", "controlled.shutdown.retry.backoff.ms": "100",
+            "auto.leader.rebalance.enable": "false",
+        }).start())  # fmt: skip
+    yield brokers, zk
+    for broker in brokers:
+        if broker.broker is not None and broker._thread is not None:
+            broker.stop()
+    zk.close()
+
+
+def _controller(zk: KafkaZkClient) -> int | None:
+    return zk.get_controller_id()
+
+
+def test_brokers_register_their_listeners_and_elect_one_controller(cluster) -> None:  # type: ignore[no-untyped-def]
+    brokers, zk = cluster
+    regs = zk.get_all_brokers()
+    assert sorted(regs) == [1, 2, 3]
+    for b in brokers:
+        reg = regs[b.broker.node_id]
+        assert reg.endpoints == (z.EndPoint("PLAINTEXT", "127.0.0.1", b.port, "PLAINTEXT"),)
+        assert reg.epoch == b.broker.cluster.broker_epoch
+    _wait(lambda: _controller(zk) is not None)
+    active = [b for b in brokers if b.broker.cluster.controller.is_active]
+    assert [b.broker.node_id for b in active] == [_controller(zk)]
+
+
+def test_controlled_shutdown_moves_leadership_before_the_broker_leaves(cluster) -> None:  # type: ignore[no-untyped-def]
+    brokers, zk = cluster
+    _wait(lambda: _controller(zk) is not None)
+    zk.create_topic("cs", uuid.uuid4(), {p: z.ReplicaAssignment(r) for p, r in
+                    {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}.items()}, {})  # fmt: skip
+    tps = [TopicPartition("cs", p) for p in range(3)]
+    _wait(lambda: len(zk.get_topic_partition_states(tps)) == 3, what="partition states")
+    controller = _controller(zk)
+    victim = next(b for b in brokers if b.broker.node_id != controller)
+    vid = victim.broker.node_id
+    assert victim.run(victim.broker.cluster.controlled_shutdown()) is True
+    states = zk.get_topic_partition_states(tps)
+    assert all(s.leader != vid and vid not in s.isr for s in states.values()), states
+    assert zk.get_broker(vid) is not None  # moved while the broker is still registered
+
+
+def test_controller_moves_when_its_broker_stops(cluster) -> None:  # type: ignore[no-untyped-def]
+    brokers, zk = cluster
+    _wait(lambda: _controller(zk) is not None)
+    first = _controller(zk)
+    epoch = zk.get_controller_epoch()
+    assert epoch is not None
+    old = next(b for b in brokers if b.broker.node_id == first)
+    old.stop()
+    _wait(lambda: _controller(zk) not in (None, first), timeout=6 + 2, what="a new controller")
+    assert zk.get_controller_epoch()[0] == epoch[0] + 1  # type: ignore[index]
+    assert sorted(zk.get_all_brokers()) == sorted({1, 2, 3} - {first})
