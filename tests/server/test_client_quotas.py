@@ -1,22 +1,30 @@
 """Client quotas: AlterClientQuotas / DescribeClientQuotas at the wire (stored, persisted
-across a restart), Kafka's quota resolution order and throttle formula, and a producer over
-its producer_byte_rate throttled to it while another client is not."""
+across a restart), Kafka's quota resolution order and throttle formula, and, on a broker
+whose clock the test moves, a producer and a consumer over their byte rates getting exactly
+Kafka's throttle while another client gets none (what the broker decided, not rates measured
+on a wall clock; bench/quotas.py measures how close real clients keep to a quota)."""
 
 from __future__ import annotations
 
-import time
+import io
+import socket
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from broker_wire import Wire, request_class
+from broker_wire import Wire, decode_response, fetch_body, produce_body, recv_frame, request_class
+from kio.serial import entity_writer
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
+from tidelog.records import RecordBatchBuilder
+from tidelog.server.faults import FaultPlan, ShiftedClock
 from tidelog.server.quota import ClientQuotaManager, ClientQuotaStore, QuotaType
 from tidelog.server.quota.store import entity
 from tidelog.testing import EmbeddedBroker
+from tidelog.util.clock import ManualClock
 
 Entity = dict[str, str | None]
 
@@ -102,102 +110,117 @@ def test_resolution_order_and_throttle_formula(tmp_path: Path) -> None:
     assert mgr.record(QuotaType.PRODUCE, "bob", "y", 1000, now_ms=0) == 0  # its own rate
 
 
+# -- the broker's decisions on a frozen clock ----------------------------------------------
+# Kafka's defaults: 11 samples of 1 s, so a rate is taken over at least 10 s (10 full samples).
+QUOTA = 1000.0  # bytes per second
+MIN_WINDOW_MS = 10_000
+
+
+def _expected_throttle(recorded: int) -> int:
+    """Kafka's throttle for ``recorded`` bytes inside one (frozen) window: the time after
+    which the rate over the window is back at the quota, (rate - quota) / quota * window."""
+    rate = recorded / (MIN_WINDOW_MS / 1000)
+    return max(0, int((rate - QUOTA) / QUOTA * MIN_WINDOW_MS))
+
+
+class _Conn:
+    """A raw connection sending requests under its own client id."""
+
+    def __init__(self, b: EmbeddedBroker, client_id: str) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", b.port), timeout=30)
+        self.client_id = client_id
+        self.corr = 0
+
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        self.corr += 1
+        cls = request_class(api_key, version)
+        hdr = cls.__header_schema__
+        buf = io.BytesIO()
+        entity_writer(hdr)(buf, hdr(request_api_key=api_key, request_api_version=version,
+                                    correlation_id=self.corr, client_id=self.client_id))
+        entity_writer(cls)(buf, body)
+        self.sock.sendall(struct.pack(">i", buf.tell()) + buf.getvalue())
+        return decode_response(api_key, version, recv_frame(self.sock))
+
+    def produce(self, topic: str, batch: bytes) -> int:
+        """throttle_time_ms of a Produce of ``batch`` (acks=1) to partition 0."""
+        resp = self.call(0, 8, produce_body(8, topic, {0: batch}))
+        assert [p.error_code for t in resp.responses for p in t.partition_responses] == [0]
+        return int(resp.throttle_time.total_seconds() * 1000)
+
+    def fetch(self, topic: str, offset: int, max_bytes: int) -> tuple[int, bytes]:
+        """(throttle_time_ms, records) of a Fetch at ``offset`` of partition 0."""
+        resp = self.call(1, 11, fetch_body(11, topic, {0: offset}, partition_max_bytes=max_bytes))
+        records = [p.records or b"" for t in resp.responses for p in t.partitions]
+        return int(resp.throttle_time.total_seconds() * 1000), b"".join(records)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _batch(size: int) -> bytes:
+    """A producer's record batch of close to ``size`` bytes (one record, a value of the
+    rest), stamped at the frozen clock's time."""
+    b = RecordBatchBuilder()
+    b.append(ManualClock().milliseconds(), b"k", b"v" * (size - 80))
+    return b.build()
+
+
 @pytest.fixture
-def quota_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker({"log.dirs": str(tmp_path)}) as b:
-        yield b
+def frozen() -> Iterator[tuple[EmbeddedBroker, ShiftedClock]]:
+    """A broker whose clock moves only when the test advances it (the quota windows with it)."""
+    plan = FaultPlan(clock=ManualClock())
+    with EmbeddedBroker(fault_plan=plan) as b:
+        with Wire(b) as w:
+            assert alter(w, [({"client-id": "slow"}, {"producer_byte_rate": QUOTA,
+                                                      "consumer_byte_rate": QUOTA})]) == \
+                [(0, None)]
+        yield b, plan.clock
 
 
-def _produce_for(bootstrap: str, client_id: str, seconds: float) -> float:
-    """Bytes per second acknowledged to a confluent-kafka producer sending as fast as it can."""
-    import confluent_kafka as ck
-
-    acked = [0]
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is None:
-            acked[0] += len(msg.value())
-
-    p = ck.Producer({"bootstrap.servers": bootstrap, "client.id": client_id, "linger.ms": 5,
-                     "max.in.flight.requests.per.connection": 5,
-                     "batch.size": 16384, "queue.buffering.max.kbytes": 256})
-    value = b"x" * 1000
-    warm_until = time.monotonic() + 1.0
-    while time.monotonic() < warm_until:  # the first second fills the rate's window
-        try:
-            p.produce("quota-t", value, on_delivery=on_delivery)
-        except BufferError:
-            p.poll(0.01)
-        p.poll(0)
-    p.flush(30)
-    start_bytes, start = acked[0], time.monotonic()
-    while time.monotonic() - start < seconds:
-        try:
-            p.produce("quota-t", value, on_delivery=on_delivery)
-        except BufferError:
-            p.poll(0.01)
-        p.poll(0)
-    p.flush(30)
-    return (acked[0] - start_bytes) / (time.monotonic() - start)
+def test_producer_over_its_quota_gets_kafkas_throttle(
+        frozen: tuple[EmbeddedBroker, ShiftedClock]) -> None:
+    """The bytes of each Produce go against its client's rate on the broker's clock: within
+    the window's quota no throttle, past it exactly Kafka's throttle; another client is never
+    throttled; once the window has passed, the slow client starts afresh."""
+    b, clock = frozen
+    first, second = _batch(6000), _batch(4300)
+    assert len(first) + len(second) > QUOTA * MIN_WINDOW_MS / 1000  # over, by a little
+    slow, free = _Conn(b, "slow"), _Conn(b, "free")
+    try:
+        assert slow.produce("quota-p", first) == _expected_throttle(len(first)) == 0
+        throttle = slow.produce("quota-p", second)
+        assert throttle == _expected_throttle(len(first) + len(second)) > 0
+        assert [free.produce("quota-p", x) for x in (first, second, first)] == [0, 0, 0]
+        clock.advance(11 * 1000)  # every sample of the window has expired
+        assert slow.produce("quota-p", second) == 0
+    finally:
+        slow.close()
+        free.close()
 
 
-def test_producer_over_its_quota_is_throttled_to_it(quota_broker: EmbeddedBroker) -> None:
-    b = quota_broker
-    # short sample windows so the rate settles in a test's time (Kafka's are 11 x 1 s)
-    store = ClientQuotaStore(Path(b.props["log.dirs"]))
-    b.broker.client_quotas = ClientQuotaManager(store, window_num=11, window_size_ms=100)
-    quota = 200_000.0
-    with Wire(b) as w:
-        assert alter(w, [({"client-id": "slow"}, {"producer_byte_rate": quota})]) == [(0, None)]
-    slow = _produce_for(b.bootstrap_servers, "slow", 4.0)
-    fast = _produce_for(b.bootstrap_servers, "free", 2.0)
-    # never over the quota by more than 10% (bench/quotas.py measures how close it gets; a
-    # loaded machine can only make the client slower, so the lower bound is loose)
-    assert 0.5 * quota < slow < 1.10 * quota, slow
-    assert fast > 3 * quota, fast
-
-
-def _consume_for(bootstrap: str, client_id: str, seconds: float, warm: float = 1.0) -> float:
-    """Bytes per second a confluent-kafka consumer reads from a full topic."""
-    import confluent_kafka as ck
-
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "client.id": client_id,
-                     "group.id": f"g-{client_id}", "enable.auto.commit": False,
-                     "fetch.max.bytes": 65536, "message.max.bytes": 65536,
-                     "max.partition.fetch.bytes": 65536})
-    c.assign([ck.TopicPartition("quota-c", 0, 0)])
-    got, start = 0, time.monotonic()
-    warm_until = start + warm  # the first second fills the rate's window
-    while time.monotonic() < warm_until:
-        c.consume(1000, 0.1)
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
-        got += sum(len(m.value()) for m in c.consume(1000, 0.1) if m.error() is None)
-    elapsed = time.monotonic() - start
-    c.close()
-    return got / elapsed
-
-
-def test_consumer_over_its_quota_is_throttled_to_it(quota_broker: EmbeddedBroker) -> None:
-    import confluent_kafka as ck
-
-    b = quota_broker
-    p = ck.Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 20,
-                     "batch.size": 16384})  # batches well under one window of quota
-    for _ in range(20_000):  # 20 MB: more than either consumer reads in the test
-        try:
-            p.produce("quota-c", b"y" * 1000)
-        except BufferError:
-            p.poll(0.1)
-            p.produce("quota-c", b"y" * 1000)
-        p.poll(0)
-    assert p.flush(60) == 0
-    store = ClientQuotaStore(Path(b.props["log.dirs"]))
-    b.broker.client_quotas = ClientQuotaManager(store, window_num=11, window_size_ms=100)
-    quota = 300_000.0
-    with Wire(b) as w:
-        assert alter(w, [({"client-id": "slowc"}, {"consumer_byte_rate": quota})]) == [(0, None)]
-    slow = _consume_for(b.bootstrap_servers, "slowc", 4.0)
-    free = _consume_for(b.bootstrap_servers, "freec", 0.5, warm=0.0)
-    assert 0.5 * quota < slow < 1.10 * quota, slow
-    assert free > 3 * quota, free
+def test_consumer_over_its_quota_is_answered_empty_with_kafkas_throttle(
+        frozen: tuple[EmbeddedBroker, ShiftedClock]) -> None:
+    """A Fetch whose bytes take the client past its consumer_byte_rate is answered empty with
+    Kafka's throttle and its bytes are taken back (so it counts for nothing); another client
+    reads the same bytes unthrottled; after the window the slow client reads them."""
+    b, clock = frozen
+    producer, slow, free = _Conn(b, "producer"), _Conn(b, "slow"), _Conn(b, "free")
+    try:
+        assert [producer.produce("quota-c", _batch(n)) for n in (6000, 4300)] == [0, 0]
+        throttle, stored = free.fetch("quota-c", 0, 1 << 20)
+        assert throttle == 0
+        size = 12 + int.from_bytes(stored[8:12], "big")  # the first batch, as the log holds it
+        first, second = stored[:size], stored[size:]
+        assert slow.fetch("quota-c", 0, len(first)) == (_expected_throttle(len(first)), first)
+        throttle, records = slow.fetch("quota-c", 1, len(second))
+        assert throttle == _expected_throttle(len(first) + len(second)) > 0
+        assert records == b""  # answered empty
+        # its bytes were taken back: the same fetch again is throttled just as much
+        assert slow.fetch("quota-c", 1, len(second)) == (throttle, b"")
+        assert free.fetch("quota-c", 0, 1 << 20) == (0, first + second)
+        clock.advance(11 * 1000)  # every sample of the window has expired
+        assert slow.fetch("quota-c", 1, len(second)) == (0, second)
+    finally:
+        for c in (producer, slow, free):
+            c.close()
