@@ -53,6 +53,9 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
 }
 
 
+TOPIC_NAME_STRATEGY = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+
+
 def _gzip_level(name: str, v: Any) -> None:
     if v != -1 and not 1 <= v <= 9:
         raise ConfigError(name, v, "Value must be -1 or in [1, 9]")
@@ -122,6 +125,16 @@ def _build_def() -> ConfigDef:
     _d(c, "remote.storage.enable", "boolean", False, "Tiered storage (not supported).")
     _d(c, "leader.replication.throttled.replicas", "list", "", "Throttled leader replicas.")
     _d(c, "follower.replication.throttled.replicas", "list", "", "Throttled follower replicas.")
+    # validated topics (Confluent Server's names; checked by the schema registry's validator)
+    _d(c, "confluent.key.schema.validation", "boolean", False,
+       "Refuse records whose key lacks a schema id registered under its subject.")
+    _d(c, "confluent.value.schema.validation", "boolean", False,
+       "Refuse records whose value lacks a schema id registered under its subject.")
+    _d(c, "confluent.key.subject.name.strategy", "string", TOPIC_NAME_STRATEGY,
+       "Subject of a key's schema: TopicNameStrategy, RecordNameStrategy or "
+       "TopicRecordNameStrategy.")
+    _d(c, "confluent.value.subject.name.strategy", "string", TOPIC_NAME_STRATEGY,
+       "Subject of a value's schema (as confluent.key.subject.name.strategy).")
     return c
 
 
@@ -168,6 +181,10 @@ class LogConfig:
     remote_storage_enable: bool = False
     leader_replication_throttled_replicas: list[str] = field(default_factory=list)
     follower_replication_throttled_replicas: list[str] = field(default_factory=list)
+    confluent_key_schema_validation: bool = False
+    confluent_value_schema_validation: bool = False
+    confluent_key_subject_name_strategy: str = TOPIC_NAME_STRATEGY
+    confluent_value_subject_name_strategy: str = TOPIC_NAME_STRATEGY
     # Topic-level overrides as given (Kafka names -> strings), for DescribeConfigs & co.
     overrides: dict[str, str] = field(default_factory=dict, compare=False)
 
