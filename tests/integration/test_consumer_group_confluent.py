@@ -1,0 +1,290 @@
+"""confluent-kafka (librdkafka) consumers with ``group.protocol=consumer`` against the broker:
+the KIP-848 protocol end to end, with real sockets, a real killed process and a real restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    Consumer,
+    ConsumerGroupState,
+    ConsumerGroupType,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tidelog.testing import EmbeddedBroker
+
+SESSION_MS = 3000
+CONFIG = {
+    "group.consumer.session.timeout.ms": SESSION_MS,
+    "group.consumer.heartbeat.interval.ms": 250,
+    "offsets.topic.num.partitions": 3,
+}
+WORKER = Path(__file__).with_name("consumer_group_worker.py")
+
+
+@pytest.fixture
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(CONFIG) as b:
+        yield b
+
+
+def create(broker: EmbeddedBroker, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
+
+
+class Member:
+    """A consumer-protocol consumer polled on its own thread; records every assignment
+    change and every record it receives (partition, time)."""
+
+    def __init__(self, broker: EmbeddedBroker, group: str, topics: list[str],
+                 **conf: Any) -> None:
+        self.consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                                  "group.id": group, "group.protocol": "consumer",
+                                  "auto.offset.reset": "earliest", **conf})
+        self.revoked: list[tuple[float, set[int]]] = []
+        self.received: list[tuple[int, float]] = []
+        self.assigned: set[tuple[str, int]] = set()
+        self._stop = threading.Event()
+        self.consumer.subscribe(topics, on_revoke=self._on_revoke)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _on_revoke(self, _c: Consumer, parts: list[TopicPartition]) -> None:
+        self.revoked.append((time.monotonic(), {p.partition for p in parts}))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msg = self.consumer.poll(0.05)
+            if msg is not None and msg.error() is None:
+                self.received.append((msg.partition(), time.monotonic()))
+            self.assigned = {(p.topic, p.partition) for p in self.consumer.assignment()}
+
+    def partitions(self) -> set[int]:
+        return {p for _, p in self.assigned}
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 30.0, what: str = "") -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if cond():
+            return time.monotonic() - start
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def sizes(members: list[Member]) -> list[int]:
+    return sorted(len(m.partitions()) for m in members)
+
+
+def disjoint_cover(members: list[Member], n: int) -> bool:
+    got = [p for m in members for p in m.partitions()]
+    return sorted(got) == list(range(n))
+
+
+def test_three_members_get_two_partitions_each_and_a_fourth_moves_only_what_it_needs(
+        broker: EmbeddedBroker) -> None:
+    create(broker, "six", 6)
+    stop = threading.Event()
+    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+
+    def produce() -> None:
+        while not stop.is_set():
+            for p in range(6):
+                producer.produce("six", b"x", partition=p)
+            producer.poll(0)
+            time.sleep(0.01)
+        producer.flush(10)
+
+    feeder = threading.Thread(target=produce, daemon=True)
+    feeder.start()
+    members = [Member(broker, "g-four", ["six"]) for _ in range(3)]
+    try:
+        wait_for(lambda: sizes(members) == [2, 2, 2] and disjoint_cover(members, 6),
+                 what="2/2/2")
+        before = [m.partitions() for m in members]
+        joined = time.monotonic()
+        fourth = Member(broker, "g-four", ["six"])
+        everyone = [*members, fourth]
+        took = wait_for(lambda: sizes(everyone) == [1, 1, 2, 2]
+                        and disjoint_cover(everyone, 6), what="the fourth member's share")
+        settled = time.monotonic()
+        print(f"fourth member reconciled in {took * 1000:.0f} ms")
+        moved = 0
+        for m, had in zip(members, before, strict=True):
+            kept = m.partitions()
+            assert kept <= had
+            moved += len(had - kept)
+            revoked = set().union(*(r for _, r in m.revoked)) if m.revoked else set()
+            assert not (revoked & kept), "a member lost a partition it keeps"
+            # it went on consuming what it keeps while the group rebalanced
+            during = [p for p, t in m.received if joined <= t <= settled and p in kept]
+            print(f"member kept {sorted(kept)}: {len(during)} records during the rebalance")
+            assert during, "a member that keeps its partitions paused"
+        assert moved == 1
+    finally:
+        stop.set()
+        feeder.join(10)
+        for m in members:
+            m.close()
+        if "fourth" in locals():
+            fourth.close()
+
+
+def _spawn(broker: EmbeddedBroker, group: str, topic: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, str(WORKER), broker.bootstrap_servers, group,
+                             topic], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def _read_until(proc: subprocess.Popen[str], want: Callable[[list[int]], bool],
+                timeout: float = 30.0) -> list[int]:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        got = json.loads(line)["assigned"]
+        if want(got):
+            return list(got)
+    raise AssertionError("the worker never reported the expected assignment")
+
+
+def test_a_killed_member_is_replaced_after_the_session_timeout(broker: EmbeddedBroker) -> None:
+    create(broker, "killed", 6)
+    proc = _spawn(broker, "g-kill", "killed")
+    members: list[Member] = []
+    try:
+        _read_until(proc, lambda a: len(a) == 6)
+        members = [Member(broker, "g-kill", ["killed"]) for _ in range(2)]
+        wait_for(lambda: sizes(members) == [2, 2], what="2/2 beside the worker")
+        held = _read_until(proc, lambda a: len(a) == 2)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        killed = time.monotonic()
+        wait_for(lambda: sizes(members) == [3, 3] and disjoint_cover(members, 6),
+                 timeout=SESSION_MS / 1000 + 20, what="the killed member's partitions")
+        took = time.monotonic() - killed
+        print(f"partitions {held} of the killed member reassigned after {took * 1000:.0f} ms")
+        # not before its session ran out (it heartbeat at most one interval before the kill)
+        assert took >= (SESSION_MS - 250) / 1000
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for m in members:
+            m.close()
+
+
+def test_committed_offsets_survive_a_broker_restart(tmp_path: Path) -> None:
+    with EmbeddedBroker(CONFIG, log_dir=tmp_path) as broker:
+        create(broker, "durable", 2)
+        p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(10):
+            p.produce("durable", str(i).encode(), partition=0)
+        p.flush(10)
+        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g-durable",
+                      "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                      "enable.auto.commit": False})
+        c.subscribe(["durable"])
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 6 and time.monotonic() < deadline:
+            msg = c.poll(0.1)
+            if msg is not None and msg.error() is None:
+                seen += 1
+        assert seen == 6
+        c.commit(offsets=[TopicPartition("durable", 0, 6)], asynchronous=False)
+        c.close()
+    with EmbeddedBroker(CONFIG, log_dir=tmp_path) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        listed = admin.list_consumer_groups().result(10).valid
+        assert [(g.group_id, g.type, g.state) for g in listed if g.group_id == "g-durable"] == [
+            ("g-durable", ConsumerGroupType.CONSUMER, ConsumerGroupState.EMPTY)]
+        c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g-durable",
+                      "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+        assert c.committed([TopicPartition("durable", 0)], timeout=10)[0].offset == 6
+        c.subscribe(["durable"])
+        first = None
+        deadline = time.monotonic() + 30
+        while first is None and time.monotonic() < deadline:
+            msg = c.poll(0.1)
+            if msg is not None and msg.error() is None and msg.partition() == 0:
+                first = msg.offset()
+        c.close()
+        assert first == 6
+
+
+def test_a_regex_subscription_picks_up_a_topic_created_later(broker: EmbeddedBroker) -> None:
+    create(broker, "rx-one", 2)
+    create(broker, "other", 2)
+    m = Member(broker, "g-regex", ["^rx-.*"], **{"topic.metadata.refresh.interval.ms": 500})
+    try:
+        wait_for(lambda: m.assigned == {("rx-one", 0), ("rx-one", 1)}, what="rx-one")
+        create(broker, "rx-two", 3)
+        took = wait_for(lambda: {t for t, _ in m.assigned} == {"rx-one", "rx-two"}
+                        and len(m.assigned) == 5, what="rx-two")
+        print(f"rx-two assigned {took * 1000:.0f} ms after it was created")
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        described = admin.describe_consumer_groups(["g-regex"])["g-regex"].result(10)
+        assert described.type == ConsumerGroupType.CONSUMER
+        assert described.state == ConsumerGroupState.STABLE
+        assert len(described.members[0].assignment.topic_partitions) == 5
+    finally:
+        m.close()
+
+
+def test_classic_and_consumer_groups_side_by_side(broker: EmbeddedBroker) -> None:
+    create(broker, "shared", 3)
+    new = Member(broker, "g-new", ["shared"])
+    classic = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g-classic",
+                        "group.protocol": "classic", "auto.offset.reset": "earliest"})
+    classic.subscribe(["shared"])
+    try:
+        wait_for(lambda: len(new.partitions()) == 3, what="the consumer group")
+        deadline = time.monotonic() + 30
+        while len(classic.assignment()) < 3 and time.monotonic() < deadline:
+            classic.poll(0.1)
+        assert len(classic.assignment()) == 3
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        listed = {g.group_id: g.type for g in admin.list_consumer_groups().result(10).valid}
+        assert listed["g-new"] == ConsumerGroupType.CONSUMER
+        assert listed["g-classic"] == ConsumerGroupType.CLASSIC
+        # a classic member may not join a consumer group that has members
+        intruder = Consumer({"bootstrap.servers": broker.bootstrap_servers,
+                             "group.id": "g-new", "group.protocol": "classic"})
+        intruder.subscribe(["shared"])
+        refused = None
+        deadline = time.monotonic() + 30
+        while refused is None and time.monotonic() < deadline:
+            msg = intruder.poll(0.1)
+            if msg is not None and msg.error() is not None:
+                refused = msg.error().code()
+        assert refused == KafkaError.INCONSISTENT_GROUP_PROTOCOL
+        assert not intruder.assignment()
+        intruder.close()
+        assert len(new.partitions()) == 3
+    finally:
+        classic.close()
+        new.close()
