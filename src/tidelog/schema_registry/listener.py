@@ -16,6 +16,7 @@ from .api import RegistryApi, error_middleware
 from .registry import SchemaRegistry
 from .state import RegistryState
 from .store import KafkaStore
+from .validation import SchemaIdValidator
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
@@ -53,6 +54,8 @@ class SchemaRegistryListener:
         )
         level = str(values["schema.registry.schema.compatibility.level"])
         self.registry = SchemaRegistry(self.store, self.state, level)
+        # validated topics: the produce path's check (see validation.py)
+        self.validator = SchemaIdValidator(self.registry)
         self.urls: list[str] = []
         self._runner: web.AppRunner | None = None
 
