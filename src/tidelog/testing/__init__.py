@@ -21,10 +21,15 @@ Config keys are Kafka's broker keys (``auto.create.topics.enable``, ``message.ma
 
 ``EmbeddedBroker(fault_plan=FaultPlan().fail_produce("orders", 0, times=2))`` injects faults on
 demand (docs/testing.md).
+
+``EmbeddedCluster(brokers=3)`` is a ZooKeeper server and three ``tidelog serve`` processes
+(one per broker, so a test can SIGKILL one); the ``tidelog_cluster`` fixture gives one per
+test on the session's ZooKeeper.
 """
 
 from tidelog.server.faults import FaultPlan
 
+from .cluster import EmbeddedCluster
 from .embedded import EmbeddedBroker
 
-__all__ = ["EmbeddedBroker", "FaultPlan"]
+__all__ = ["EmbeddedBroker", "EmbeddedCluster", "FaultPlan"]

@@ -10,7 +10,9 @@ Fixtures:
 * ``zookeeper_server``: one real ZooKeeper server for the session (Debian's ``zookeeper``
   package); without it the test is skipped, or fails when ``CI`` is set;
 * ``zookeeper_connect``: a fresh chroot on that server for this test, as a
-  ``zookeeper.connect`` string (``127.0.0.1:PORT/t<hex>``).
+  ``zookeeper.connect`` string (``127.0.0.1:PORT/t<hex>``);
+* ``tidelog_cluster``: an :class:`~tidelog.testing.EmbeddedCluster` of three ``tidelog
+  serve`` processes on that server (a fresh chroot), stopped after the test.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from .cluster import EmbeddedCluster
 from .embedded import EmbeddedBroker
 from .zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 
@@ -79,3 +82,11 @@ def zookeeper_connect(zookeeper_server: ZooKeeperServer) -> str:
     """``zookeeper.connect`` of a chroot no other test uses (ZooKeeper creates it on the
     first write under it)."""
     return zookeeper_server.connect_string(f"/t{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture
+def tidelog_cluster(zookeeper_server: ZooKeeperServer) -> Iterator[EmbeddedCluster]:
+    """Three brokers, each a ``tidelog serve`` process, in one ZooKeeper cluster
+    (``zookeeper.session.timeout.ms`` 6000); ``kill(id)`` SIGKILLs one."""
+    with EmbeddedCluster(brokers=3, zookeeper=zookeeper_server) as cluster:
+        yield cluster

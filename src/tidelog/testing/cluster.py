@@ -1,0 +1,217 @@
+"""A real tidelog cluster for tests: a ZooKeeper server and N ``tidelog serve`` processes.
+
+Each broker is its own process (so a test can SIGKILL one, or SIGTERM it for a controlled
+shutdown), on an ephemeral port with its own temporary log dir, all joined through one
+ZooKeeper chroot::
+
+    from tidelog.testing import EmbeddedCluster
+
+    with EmbeddedCluster(brokers=3) as cluster:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        ...
+        cluster.kill(cluster.controller_id())   # SIGKILL: its ZooKeeper session expires
+        cluster.restart(2)
+
+Pass ``zookeeper=`` a running :class:`~tidelog.testing.zookeeper.ZooKeeperServer` to share
+one between clusters (each cluster takes a fresh chroot); otherwise the cluster starts its
+own and stops it on exit.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tidelog.server.metadata.zk_client import KafkaZkClient
+
+from .zookeeper import ZooKeeperServer
+
+
+class BrokerProcess:
+    """One ``tidelog serve`` process; ``port`` is read from its "listening on" log line."""
+
+    def __init__(self, broker_id: int, log_dir: Path, props: Mapping[str, str]) -> None:
+        self.broker_id = broker_id
+        self.log_dir = log_dir
+        self.props = dict(props)
+        self.proc: subprocess.Popen[str] | None = None
+        self.port = 0
+        self.output: list[str] = []
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 60.0) -> BrokerProcess:
+        cmd = [sys.executable, "-m", "tidelog.cli.main", "serve"]
+        for k, v in self.props.items():
+            cmd += ["--override", f"{k}={v}"]
+        self.output = []
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        ready = threading.Event()
+        threading.Thread(target=self._read, args=(ready,), daemon=True).start()
+        if not ready.wait(timeout) or not self.port:
+            self.kill()
+            raise RuntimeError(f"broker {self.broker_id} did not start:\n" + "".join(self.output[-30:]))
+        return self
+
+    def _read(self, ready: threading.Event) -> None:
+        assert self.proc is not None and self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.output.append(line)
+            if not ready.is_set() and "listening on" in line:
+                self.port = int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
+                ready.set()
+        ready.set()  # exited
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def wait(self, timeout: float = 60.0) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: no controlled shutdown, the ZooKeeper session expires on its own."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM: a controlled shutdown, then exit."""
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc is not None else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return -9
+
+
+class EmbeddedCluster:
+    def __init__(
+        self,
+        brokers: int = 3,
+        config: Mapping[str, Any] | None = None,
+        *,
+        zookeeper: ZooKeeperServer | None = None,
+        racks: Mapping[int, str] | None = None,
+    ) -> None:
+        self.size = brokers
+        self.config = {str(k): str(v) for k, v in (config or {}).items()}
+        self._own_zk = zookeeper is None
+        self.zookeeper = zookeeper
+        self.racks = dict(racks or {})
+        self.chroot = f"/tidelog-{uuid.uuid4().hex[:12]}"
+        self.directory: Path | None = None
+        self.brokers: dict[int, BrokerProcess] = {}
+        self._zk: KafkaZkClient | None = None
+
+    @property
+    def zookeeper_connect(self) -> str:
+        assert self.zookeeper is not None
+        return self.zookeeper.connect_string(self.chroot)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values() if b.running)
+
+    def broker_props(self, broker_id: int) -> dict[str, str]:
+        assert self.directory is not None
+        props = {
+            "broker.id": str(broker_id),
+            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "log.dirs": str(self.directory / f"broker-{broker_id}"),
+            "zookeeper.connect": self.zookeeper_connect,
+            "zookeeper.session.timeout.ms": "6000",
+            "controlled.shutdown.retry.backoff.ms": "500",
+            **self.config,
+        }
+        if broker_id in self.racks:
+            props["broker.rack"] = self.racks[broker_id]
+        return props
+
+    def start(self) -> EmbeddedCluster:
+        self.directory = Path(tempfile.mkdtemp(prefix="tidelog-cluster-"))
+        try:
+            if self.zookeeper is None:
+                self.zookeeper = ZooKeeperServer().start()
+            for broker_id in range(1, self.size + 1):
+                self.brokers[broker_id] = BrokerProcess(
+                    broker_id, self.directory / f"broker-{broker_id}", self.broker_props(broker_id)
+                ).start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    @property
+    def zk(self) -> KafkaZkClient:
+        """A ZooKeeper client on the cluster's chroot (for reading znodes in tests)."""
+        if self._zk is None:
+            self._zk = KafkaZkClient(self.zookeeper_connect)
+            self._zk.start()
+        return self._zk
+
+    def controller_id(self) -> int | None:
+        return self.zk.get_controller_id()
+
+    def wait_for_controller(self, timeout: float = 30.0, *, other_than: int | None = None) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            current = self.controller_id()
+            if current is not None and current != other_than:
+                return current
+            time.sleep(0.05)
+        raise TimeoutError("no controller elected")
+
+    def kill(self, broker_id: int) -> None:
+        self.brokers[broker_id].kill()
+
+    def stop_broker(self, broker_id: int) -> int:
+        return self.brokers[broker_id].stop()
+
+    def restart(self, broker_id: int) -> BrokerProcess:
+        b = self.brokers[broker_id]
+        b.stop()
+        return b.start()
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            b.stop()
+        if self._zk is not None:
+            self._zk.close()
+            self._zk = None
+        if self._own_zk and self.zookeeper is not None:
+            self.zookeeper.stop()
+            self.zookeeper = None
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+            self.directory = None
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
