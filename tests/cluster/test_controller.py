@@ -254,3 +254,26 @@ def test_topic_deletion_completes_on_a_broker_that_was_down(zookeeper_connect: s
         zk2.close()
 
     asyncio.run(main())
+
+
+def test_unclean_election_as_a_topic_override(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, _, zk1 = _controller(zookeeper_connect, 1)
+        zk2 = register(zookeeper_connect, 2)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        tp = TopicPartition("dirty", 0)
+        zk1.create_topic("dirty", uuid.uuid4(), {0: z.ReplicaAssignment((2, 1))},
+                         {"unclean.leader.election.enable": "true"})  # fmt: skip
+        await until(lambda: tp in zk1.get_topic_partition_states([tp]))
+        cur = _state(zk1, tp)
+        await c1.alter_partition(2, zk1.get_broker(2).epoch,  # type: ignore[union-attr]
+                                 [AlterPartitionItem(tp, cur.leader_epoch, (2,), cur.zk_version)])  # fmt: skip
+        zk2.close()  # the only ISR member dies: 1 is elected although out of sync
+        await until(lambda: _state(zk1, tp).leader == 1, what="unclean leader 1")
+        s = _state(zk1, tp)
+        assert s.isr == (1,) and s.leader_recovery_state == z.LEADER_RECOVERING
+        await c1.shutdown()
+        zk1.close()
+
+    asyncio.run(main())

@@ -281,6 +281,9 @@ class KafkaController:
                if s == NEW_PARTITION and tp not in ctx.leadership]  # fmt: skip
         await self.partitions.initialize_new(new, batch)
         offline = [tp for tp, s in ctx.partition_states.items() if s in (OFFLINE_PARTITION, NEW_PARTITION)]
+        # unclean.leader.election.enable may be a topic override: read it as it is now
+        await self.refresh_topic_configs({tp.topic for tp in offline
+                                          if ctx.leadership.get(tp) is not None})  # fmt: skip
         await self.partitions.elect_offline(offline, batch)
 
     # --- topics ---------------------------------------------------------------------------------
