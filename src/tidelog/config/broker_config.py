@@ -225,6 +225,14 @@ _d(
         "full_transitive", case_sensitive=False,
     ),
 )
+_d(
+    "schema.registry.authentication.method",
+    "string",
+    "NONE",
+    "NONE, or BASIC: HTTP basic auth checked against the broker's SCRAM users "
+    "(Confluent's authentication.method).",
+    one_of("NONE", "BASIC", case_sensitive=False),
+)
 # security (Kafka's names; listener.name.<listener>.<key> overrides any of them per listener)
 _d(
     "listener.security.protocol.map",
