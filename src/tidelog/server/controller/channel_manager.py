@@ -145,8 +145,10 @@ class _BrokerQueue:
                     response = await conn.request(key, body)
                     break
                 except (KafkaConnectionError, KafkaClientError, OSError) as e:
-                    log.info("controller request to broker %d failed (%r); retrying",
-                             self.broker.broker_id, e)  # fmt: skip
+                    # the first failure of a request is worth a line; its retries are not
+                    level = logging.INFO if backoff == self.owner.backoff_s else logging.DEBUG
+                    log.log(level, "controller request to broker %d failed (%r); retrying",
+                            self.broker.broker_id, e)  # fmt: skip
                     if self.conn is not None:
                         await self.conn.close()
                         self.conn = None
