@@ -6,13 +6,18 @@ client, e.g. ``schema.registry.kafkastore.security.protocol``)."""
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
+from tidelog.config.core import ConfigError
+from tidelog.server.security.tls import server_context
+
 from .api import RegistryApi, error_middleware
+from .auth import BasicAuth, Credentials
 from .registry import SchemaRegistry
 from .state import RegistryState
 from .store import KafkaStore
@@ -38,13 +43,27 @@ def store_client_config(values: Mapping[str, Any], bootstrap_servers: str) -> di
 
 class SchemaRegistryListener:
     def __init__(
-        self, values: Mapping[str, Any], originals: Mapping[str, Any], bootstrap_servers: str
+        self,
+        values: Mapping[str, Any],
+        originals: Mapping[str, Any],
+        bootstrap_servers: str,
+        credentials: Credentials | None = None,
     ) -> None:
-        self.addresses: list[tuple[str, int]] = []
+        # (scheme, host, port); https listeners use the broker's ssl.keystore.* keys
+        self.addresses: list[tuple[str, str, int]] = []
         for url in values["schema.registry.listeners"] or []:
             parts = urlsplit(url.strip())
             assert parts.hostname is not None and parts.port is not None
-            self.addresses.append((parts.hostname, parts.port))
+            self.addresses.append((parts.scheme, parts.hostname, parts.port))
+        self.ssl_context: ssl.SSLContext | None = None
+        if any(scheme == "https" for scheme, _, _ in self.addresses):
+            self.ssl_context = server_context(values.get)
+        self.auth: BasicAuth | None = None
+        if str(values["schema.registry.authentication.method"]).upper() == "BASIC":
+            if credentials is None:
+                raise ConfigError("schema.registry.authentication.method", "BASIC",
+                                  "needs the broker's SCRAM credentials")
+            self.auth = BasicAuth(credentials)
         self.state = RegistryState()
         self.store = KafkaStore(
             topic=str(values["schema.registry.kafkastore.topic"]),
@@ -60,7 +79,9 @@ class SchemaRegistryListener:
         self._runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[error_middleware])
+        middlewares = [error_middleware] if self.auth is None else [
+            self.auth.middleware, error_middleware]
+        app = web.Application(middlewares=middlewares)
         RegistryApi(self.registry).routes(app)
         return app
 
@@ -74,12 +95,17 @@ class SchemaRegistryListener:
         await runner.setup()
         self._runner = runner
         try:
-            for host, port in self.addresses:
-                await web.TCPSite(runner, host, port, reuse_address=True).start()
+            for scheme, host, port in self.addresses:
+                context = self.ssl_context if scheme == "https" else None
+                site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=context)
+                await site.start()
         except BaseException:
             await self.stop()
             raise
-        self.urls = [f"http://{a[0]}:{a[1]}" for a in runner.addresses]
+        self.urls = [
+            f"{scheme}://{bound[0]}:{bound[1]}"
+            for (scheme, _, _), bound in zip(self.addresses, runner.addresses, strict=False)
+        ]
         log.info("Schema Registry on %s (topic %s)", ", ".join(self.urls), self.store.topic)
 
     async def stop(self) -> None:
@@ -95,6 +121,8 @@ async def start_schema_registry(broker: Broker) -> SchemaRegistryListener | None
     if not [u for u in values.get("schema.registry.listeners") or [] if u.strip()]:
         return None
     bootstrap = f"{broker.advertised_host}:{broker.advertised_port}"
-    listener = SchemaRegistryListener(values, broker.config.originals, bootstrap)
+    listener = SchemaRegistryListener(
+        values, broker.config.originals, bootstrap, broker.credentials
+    )
     await listener.start()
     return listener
