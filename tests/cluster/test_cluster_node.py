@@ -12,6 +12,7 @@ import pytest
 from tidelog.server.metadata import zk_data as z
 from tidelog.server.metadata.zk_client import KafkaZkClient
 from tidelog.testing import EmbeddedBroker
+from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition
 
 
@@ -85,3 +86,21 @@ def test_controller_moves_when_its_broker_stops(cluster) -> None:  # type: ignor
     _wait(lambda: _controller(zk) not in (None, first), timeout=6 + 2, what="a new controller")
     assert zk.get_controller_epoch()[0] == epoch[0] + 1  # type: ignore[index]
     assert sorted(zk.get_all_brokers()) == sorted({1, 2, 3} - {first})
+
+
+def test_a_broker_stops_when_zookeeper_is_gone() -> None:
+    with ZooKeeperServer() as zk_server:
+        broker = EmbeddedBroker({
+            "zookeeper.connect": zk_server.connect_string("/gone"),
+            "zookeeper.session.timeout.ms": "6000",
+        }).start()  # fmt: skip
+        assert broker.broker.cluster.controller.is_active or _wait_active(broker)
+        zk_server.stop()
+        started = time.monotonic()
+        broker.stop()
+        assert time.monotonic() - started < 20  # no controlled shutdown, no hang
+
+
+def _wait_active(broker: EmbeddedBroker) -> bool:
+    _wait(lambda: broker.broker.cluster.controller.is_active, what="controller")
+    return True

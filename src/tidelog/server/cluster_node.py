@@ -162,6 +162,11 @@ class ClusterNode:
         retries = int(self.config.values["controlled.shutdown.max.retries"])
         backoff = int(self.config.values["controlled.shutdown.retry.backoff.ms"]) / 1000
         for attempt in range(retries + 1):
+            if not self.zk.connected:
+                # ZooKeeper is unreachable: nobody can act on the request (its calls would
+                # wait for a connection that may never come)
+                log.warning("broker %d: no ZooKeeper connection, no controlled shutdown", self.broker_id)
+                return False
             try:
                 error, remaining = await self._ask_controller()
             except (KafkaConnectionError, KafkaClientError, OSError) as e:

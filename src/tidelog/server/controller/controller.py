@@ -37,6 +37,7 @@ from .partitions import PartitionStateMachine
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+SHUTDOWN_WAIT_S = 5.0
 Event = Callable[[], Awaitable[None]]
 
 
@@ -89,6 +90,10 @@ class KafkaController:
         if self._task is None:
             return
         self._queue.put_nowait(None)
+        # an event may wait on a ZooKeeper that is gone: give it a moment, then cut it off
+        _, pending = await asyncio.wait({self._task}, timeout=SHUTDOWN_WAIT_S)
+        for task in pending:
+            task.cancel()
         await asyncio.gather(self._task, return_exceptions=True)
         self._task = None
         await self._resign()
