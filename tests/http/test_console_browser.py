@@ -15,15 +15,11 @@ import pytest
 from http_support import HTTP, wait_for
 
 from tidelog.testing import EmbeddedBroker
+from tidelog.testing.capability import require_capability
 from tidelog.util.topic_partition import TopicPartition
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-# CI installs them (.ci/run), so there a missing browser fails instead of skipping.
-pytestmark = pytest.mark.skipif(
-    not (os.path.exists(CHROMIUM) and os.path.exists(DRIVER)) and not os.environ.get("CI"),
-    reason="needs Debian's chromium and chromium-driver (.ci/run installs them)",
-)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run",
          "--window-size=1280,1000"]  # fmt: skip
@@ -38,6 +34,9 @@ def shots(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def browser(tmp_path: Path):
+    # a capability: skipped without the browser here, a failure under CI (.ci/run installs it)
+    require_capability("chromium", os.path.exists(CHROMIUM) and os.path.exists(DRIVER),
+                       "needs Debian's chromium and chromium-driver")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
