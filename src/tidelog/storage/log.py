@@ -11,7 +11,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,9 @@ class Log:
         self._lock = threading.RLock()
         self.last_flush_time = clock.milliseconds()
         self.pending_deletes: list[LogSegment] = []
+        # (size, by a coordinator) -> None or LogDirBelowFloorError: the LogManager's
+        # free-space floor of this log's dir (free_space.py); None: no floor
+        self.append_guard: Callable[[int, bool], None] | None = None
         self._closed = False
         try:
             self._tp: TopicPartition | None = parse_topic_partition_name(self._dir.name)
@@ -175,6 +178,8 @@ class Log:
         commit flushes once per log per event-loop turn)."""
         if len(records) == 0:
             return self._empty_append_info()
+        if self.append_guard is not None:
+            self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
         with self._io("append"):
             self._check_open()
             now = self.clock.milliseconds()
