@@ -178,7 +178,8 @@ def test_full_disk_under_idempotent_load(tmp_path: Path) -> None:
     healthy = tmp_path / "healthy"
     with loop_fs(tmp_path, "ext4", size_mb=12) as fs:
         failing = fs.mountpoint / "data"
-        sp = _broker(healthy, failing, **{"node.id": "1"}).start()
+        # no free-space floor: the append that meets ENOSPC takes the dir offline, as in Kafka
+        sp = _broker(healthy, failing, **{"node.id": "1", "log.dir.min.free.bytes": "0"}).start()
         try:
             _create_topic(sp.bootstrap_servers)
             placed = _dirs_of_partitions(healthy, failing)

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_wire import Wire, produce_body
-from confluent_kafka import KafkaError, Producer
+from broker_wire import Wire, fetch_body, produce_body
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as CkTopicPartition
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import build_batch
@@ -130,3 +131,30 @@ def test_moving_the_clock_expires_retention(plan: FaultPlan) -> None:
         while log.log_start_offset < 4:
             assert time.monotonic() < deadline, log.log_start_offset
             time.sleep(0.05)
+
+
+def test_a_filled_log_dir_refuses_produce_and_keeps_reads_and_commits(
+    broker: EmbeddedBroker, plan: FaultPlan
+) -> None:
+    batch = build_batch([(TS, b"k", b"v")])
+    with Wire(broker) as w:
+        assert _produce(w, {0: batch})[0].base_offset == 0
+        plan.fill_log_dir(broker.log_dir)
+        refused = _produce(w, {0: batch, 1: batch})
+        assert {p.error_code for p in refused.values()} == {ErrorCode.NOT_ENOUGH_REPLICAS}
+        assert "log.dir.min.free.bytes" in refused[0].error_message
+        fetched: Any = w.call(1, 12, body=fetch_body(12, "t", {0: 0}))
+        assert fetched.responses[0].partitions[0].error_code == 0
+        assert fetched.responses[0].partitions[0].high_watermark == 1
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g",
+                         "enable.auto.commit": False})  # fmt: skip
+    try:  # a group commit is a coordinator write: the reserve below the floor takes it
+        offsets = consumer.commit(offsets=[CkTopicPartition("t", 0, 1)], asynchronous=False)
+        assert offsets is not None and offsets[0].error is None
+        (committed,) = consumer.committed([CkTopicPartition("t", 0)], timeout=10)
+        assert committed.offset == 1
+    finally:
+        consumer.close()
+    plan.free_log_dir(broker.log_dir)  # space is back: the next produce appends, no restart
+    with Wire(broker) as w:
+        assert _produce(w, {0: batch})[0].base_offset == 1

@@ -19,8 +19,10 @@ broker; a broker with no plan pays one dictionary lookup per connection):
   or of any), the connection carrying the next one is closed without answering it;
 * ``advance_clock(ms)``: the broker's clock (``ShiftedClock``) jumps forward: retention,
   segment roll, transaction and group expiry see the new time;
-* ``fill_log_dir(path)`` / ``free_log_dir(path)``: the dir reads as full (its free space
-  below ``log.dir.min.free.bytes``), so the broker degrades as it would on a full disk.
+* ``fill_log_dir(path, free_bytes=None)`` / ``free_log_dir(path)``: the dir reads as having
+  ``free_bytes`` free (None: one byte below its ``log.dir.min.free.bytes`` floor, above the
+  coordinators' reserve), so the broker degrades as it would on a full disk, and recovers
+  once it is freed.
 
 ``injected`` lists what fired, for a test to assert on.
 """
@@ -39,6 +41,7 @@ from kio.serial import entity_reader
 
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.free_space import JUST_BELOW_FLOOR
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 from .error_response import error_response
@@ -120,7 +123,7 @@ class FaultPlan:
         self._requests: list[_RequestFault] = []
         self._delays: list[_Delay] = []
         self._drops: list[_Drop] = []
-        self._full_dirs: set[Path] = set()
+        self._full_dirs: dict[Path, int] = {}
 
     # -- arming (any thread) ------------------------------------------------------------------
     def fail_produce(
@@ -153,14 +156,15 @@ class FaultPlan:
         self.clock.advance(ms)
         return self
 
-    def fill_log_dir(self, path: str | Path) -> FaultPlan:
+    def fill_log_dir(self, path: str | Path, free_bytes: int | None = None) -> FaultPlan:
         with self._lock:
-            self._full_dirs.add(Path(path).resolve())
+            free = JUST_BELOW_FLOOR if free_bytes is None else free_bytes
+            self._full_dirs[Path(path).resolve()] = free
         return self
 
     def free_log_dir(self, path: str | Path) -> FaultPlan:
         with self._lock:
-            self._full_dirs.discard(Path(path).resolve())
+            self._full_dirs.pop(Path(path).resolve(), None)
         return self
 
     def clear(self) -> None:
@@ -181,9 +185,9 @@ class FaultPlan:
 
     # -- consulted by the broker --------------------------------------------------------------
     def free_bytes_override(self, path: Path) -> int | None:
-        """0 for a dir the plan filled, else None (its real free space applies)."""
+        """The free bytes of a dir the plan filled, else None (its real free space applies)."""
         with self._lock:
-            return 0 if path.resolve() in self._full_dirs else None
+            return self._full_dirs.get(path.resolve())
 
     def drops(self, api_key: int) -> bool:
         """Whether the connection carrying this request is to be closed unanswered."""

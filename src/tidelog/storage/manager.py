@@ -31,6 +31,7 @@ from tidelog.storage.checkpoints import (
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.dir_lock import FileLock, LogDirError, canonical_dirs, lock_dir, prepare_dir
 from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from tidelog.storage.free_space import FreeSpaceFloor
 from tidelog.storage.log import Log
 from tidelog.storage.log_dir_failure import LogDirFailureChannel
 from tidelog.storage.manager_config import LogManagerConfig
@@ -117,6 +118,12 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self._init_tasks()
         self._lock_dirs()  # last fallible step: nothing after it may leave the locks held
         self.cleaner = self._make_cleaner(cleaner_cfg)
+        # log.dir.min.free.bytes: each leader append checks its dir's floor (free_space.py)
+        self.free_space = FreeSpaceFloor(self.config.min_free_bytes)
+        for d in self.dirs:
+            if d.online:
+                self.free_space.add_dir(d.path)
+        self._logs.on_store = self._guard_free_space
 
     def _make_cleaner(self, cfg: CleanerConfig) -> LogCleaner | None:
         """Kafka's LogManager owns the cleaner; ``log.cleaner.enable=false`` means none."""
@@ -126,6 +133,11 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         # the cleaner (abort, checkpoints) without holding ours, so the locks never nest.
         return LogCleaner(cfg, self.live_log_dirs, lambda: self._logs.copy(), self.clock,
                           io_error_handler=self.maybe_handle_io_error)
+
+    def _guard_free_space(self, lg: Log) -> None:
+        parent = Path(lg.dir).parent
+        check = self.free_space.check_append
+        lg.append_guard = lambda size, coordinator: check(parent, size, coordinator)
 
     # -- log dirs ------------------------------------------------------------------------------
     def _lock_dirs(self) -> None:

@@ -67,6 +67,16 @@ MANAGER_CONFIG_DEF = (
         at_least(1),
     )
     .define(
+        "log.dir.min.free.bytes",
+        "long",
+        None,
+        "Free space below which a log dir refuses produce requests (NOT_ENOUGH_REPLICAS, "
+        "retriable) while reads, commits, retention and deletion go on; unset: the smaller of "
+        "1 GiB and 5% of the dir's file system; 0: no floor (Kafka's behaviour). Not a Kafka "
+        "setting: see tidelog.storage.free_space.",
+        at_least(0),
+    )
+    .define(
         "producer.id.expiration.check.interval.ms",
         "long",
         600000,
@@ -88,6 +98,7 @@ class LogManagerConfig:
     num_recovery_threads_per_data_dir: int = 1
     producer_id_expiration_ms: int = 86400000
     producer_id_expiration_check_interval_ms: int = 600000
+    min_free_bytes: int | None = None  # None: the default floor of each dir's file system
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any] | None = None) -> LogManagerConfig:
@@ -105,4 +116,5 @@ class LogManagerConfig:
             num_recovery_threads_per_data_dir=v["num.recovery.threads.per.data.dir"],
             producer_id_expiration_ms=v["producer.id.expiration.ms"],
             producer_id_expiration_check_interval_ms=v["producer.id.expiration.check.interval.ms"],
+            min_free_bytes=v["log.dir.min.free.bytes"],
         )

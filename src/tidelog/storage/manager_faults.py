@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidelog.storage.checkpoints import fsync_dir
+from tidelog.storage.free_space import FreeSpaceFloor
 from tidelog.storage.log import Log
 from tidelog.storage.log_dir_failure import LogDirFailureChannel, is_disk_failure
 from tidelog.storage.manager_placement import LogsByDir
@@ -35,6 +36,7 @@ class LogManagerFaults:
     _last_flush: dict[TopicPartition, int]
     _offline_logs: dict[TopicPartition, Path]
     _all_dirs_offline_listeners: list[Callable[[], object]]
+    free_space: FreeSpaceFloor
 
     def add_all_dirs_offline_listener(self, fn: Callable[[], object]) -> None:
         """``fn`` runs once when the last live dir fails (the broker then shuts down)."""
@@ -66,6 +68,7 @@ class LogManagerFaults:
         if d is None or not d.online:
             return
         d.offline_reason = self.failure_channel.offline_reason(path) or "I/O error"
+        self.free_space.remove_dir(path)
         with self._lock:
             failed = {tp: lg for tp, lg in self._logs.items() if Path(lg.dir).parent == path}
             for tp in failed:

@@ -8,6 +8,7 @@ choice costs one look at each dir.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,13 @@ class LogsByDir(dict[TopicPartition, Log]):
         super().__init__()
         self._parent: dict[TopicPartition, Path] = {}
         self.counts: Counter[Path] = Counter()
+        self.on_store: Callable[[Log], object] | None = None  # each log as it is stored
 
     def __setitem__(self, tp: TopicPartition, lg: Log) -> None:
         self._forget(tp)
         super().__setitem__(tp, lg)
+        if self.on_store is not None:
+            self.on_store(lg)
         parent = Path(lg.dir).parent
         self._parent[tp] = parent
         self.counts[parent] += 1

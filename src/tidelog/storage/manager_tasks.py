@@ -21,6 +21,7 @@ from tidelog.config.log_config import LogConfig
 from tidelog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
 from tidelog.storage.dir_lock import LOCK_FILE_NAME, LogDirError
 from tidelog.storage.errors import KafkaStorageError
+from tidelog.storage.free_space import CHECK_INTERVAL_MS, FreeSpaceFloor
 from tidelog.storage.log import Log
 from tidelog.storage.manager_placement import LogsByDir
 from tidelog.util.scheduler import ScheduledTask
@@ -102,6 +103,7 @@ class LogManagerTasks:
     clock: Clock
     scheduler: Scheduler
     config: LogManagerConfig
+    free_space: FreeSpaceFloor
     _lock: threading.RLock
     _logs: LogsByDir
     _shut_down: bool
@@ -302,6 +304,7 @@ class LogManagerTasks:
             delay,
             c.flush_start_offset_checkpoint_ms,
         )
+        self._every("tidelog-free-space-check", self.check_free_space, 0, CHECK_INTERVAL_MS)
         if hasattr(Log, "remove_expired_producers"):  # the Log keeps producer state
             period = c.producer_id_expiration_check_interval_ms
             self._every(
@@ -325,6 +328,14 @@ class LogManagerTasks:
                 log.warning("Error closing deleted log %s", lg.dir, exc_info=True)
 
     # -- periodic tasks ------------------------------------------------------------------------
+    def check_free_space(self) -> None:
+        """Measure every dir's free space; while one is below its floor, run retention now
+        (segments DeleteRecords or retention made deletable free space within a second,
+        not at the next log.retention.check.interval.ms)."""
+        self.free_space.measure_all()
+        if self.free_space.degraded:
+            self.cleanup_logs()
+
     def cleanup_logs(self) -> int:
         """Retention: delete old segments of every non-compacted log (see #140)."""
         if self._shut_down:

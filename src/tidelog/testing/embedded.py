@@ -73,6 +73,9 @@ class EmbeddedBroker:
         self.broker = Broker(BrokerConfig(self.props), clock=clock)
         if self.fault_plan is not None:
             install(self.broker, self.fault_plan)
+            self.broker.replica_manager.logs.free_space.override = (
+                self.fault_plan.free_bytes_override
+            )
         try:
             import uvloop
 

@@ -1,0 +1,186 @@
+"""The free-space floor of the log dirs (``log.dir.min.free.bytes``), beyond Kafka.
+
+Kafka lets a log dir fill up: the append that meets ENOSPC takes the dir offline and, with no
+dir left, the broker halts; every client is cut off, readers included, until someone frees
+space and restarts it. Here each log dir has a floor: an append that would leave less free
+space than the floor is refused with ``LogDirBelowFloorError`` (a retriable error on the wire,
+see below) while the broker keeps serving everything else: fetches, offsets, metadata,
+retention, DeleteRecords, topic deletion and compaction. Writes resume by themselves, at the
+first append after space came back (retention, a deleted topic, a grown file system). A real
+ENOSPC or EIO still takes the dir offline, as Kafka does.
+
+* Floor: ``log.dir.min.free.bytes``; unset, the smaller of 1 GiB and 5% of the dir's file
+  system; 0 turns the floor off.
+* Reserve: coordinator writes (group offsets and metadata in ``__consumer_offsets``,
+  ``__transaction_state``, transaction markers) may go on until half the floor is left, so
+  consumers still commit and transactions still complete while client produces are refused.
+* Cost: free space is measured (``statvfs``) when a dir is added, by a periodic task, and at
+  an append only once the bytes appended since the last measure could have brought the dir
+  within twice its floor; above that an append costs a subtraction under a lock.
+* Wire error: NOT_ENOUGH_REPLICAS (19), the error Kafka answers when a write cannot be made
+  durable right now on an otherwise healthy partition. librdkafka retries it without a
+  metadata refresh (RETRY, MSG_NOT_PERSISTED: an idempotent producer keeps its sequence and
+  loses nothing), kafka-python's NotEnoughReplicasError is a RetriableError and aiokafka's is
+  ``retriable``; each retries until its own delivery timeout (librdkafka
+  ``message.timeout.ms`` 300 s, kafka-python ``delivery_timeout_ms`` 120 s, aiokafka
+  ``request_timeout_ms``), not a retry count, so a producer rides out a degraded dir for as
+  long as it was told to wait. KAFKA_STORAGE_ERROR, the other candidate, means an offline dir
+  (operator action needed) and makes all three invalidate their metadata on every retry.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tidelog.storage.errors import StorageError
+
+log = logging.getLogger(__name__)
+
+MIN_FREE_BYTES = "log.dir.min.free.bytes"
+DEFAULT_FLOOR_CAP = 1 << 30  # 1 GiB
+DEFAULT_FLOOR_RATIO = 0.05  # of the file system's size
+COORDINATOR_SHARE = 0.5  # coordinator writes may use this share of the floor
+CHECK_INTERVAL_MS = 1000  # the periodic measure (and, while degraded, retention)
+
+JUST_BELOW_FLOOR = -1  # an override's "below the floor, above the coordinators' reserve"
+FreeBytesProbe = Callable[[Path], tuple[int, int]]  # path -> (free bytes, total bytes)
+
+
+class LogDirBelowFloorError(StorageError):
+    """An append refused because its log dir is below ``log.dir.min.free.bytes``."""
+
+    kafka_error = "NOT_ENOUGH_REPLICAS"
+
+
+def statvfs_probe(path: Path) -> tuple[int, int]:
+    """(bytes an unprivileged writer may still use, the file system's size)."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def default_floor(total_bytes: int) -> int:
+    return min(DEFAULT_FLOOR_CAP, int(total_bytes * DEFAULT_FLOOR_RATIO))
+
+
+@dataclass
+class DirSpace:
+    """One log dir's last measure."""
+
+    path: Path
+    floor: int
+    free: int
+    total: int
+    below_floor: bool = False
+    written_since: int = 0  # bytes appended since ``free`` was measured
+
+    @property
+    def estimate(self) -> int:
+        return self.free - self.written_since
+
+
+class FreeSpaceFloor:
+    """The floor of every online log dir; ``check_append`` is called by each leader append."""
+
+    def __init__(self, configured: int | None, probe: FreeBytesProbe = statvfs_probe) -> None:
+        self.configured = configured
+        self.probe = probe
+        # A test's fault plan: the free bytes it reports for a dir it filled (JUST_BELOW_FLOOR:
+        # one byte under the floor), None for the dirs whose free space is measured.
+        self.override: Callable[[Path], int | None] | None = None
+        self._dirs: dict[Path, DirSpace] = {}
+        self._lock = threading.Lock()
+        self._listeners: list[Callable[[DirSpace], object]] = []
+
+    def add_listener(self, fn: Callable[[DirSpace], object]) -> None:
+        """``fn(space)`` runs when a dir crosses its floor, either way."""
+        self._listeners.append(fn)
+
+    def add_dir(self, path: Path) -> None:
+        with self._lock:
+            self._dirs[path] = DirSpace(path, 0, 0, 0)
+        self.measure(path)
+
+    def remove_dir(self, path: Path) -> None:
+        """An offline dir: nothing is appended to it any more."""
+        with self._lock:
+            self._dirs.pop(path, None)
+
+    def snapshot(self) -> list[DirSpace]:
+        with self._lock:
+            return [DirSpace(**vars(d)) for d in self._dirs.values()]
+
+    @property
+    def degraded(self) -> bool:
+        with self._lock:
+            return any(d.below_floor for d in self._dirs.values())
+
+    def measure(self, path: Path) -> DirSpace | None:
+        try:
+            free, total = self.probe(path)
+        except OSError as exc:  # a dir failing for real is the failure channel's business
+            log.debug("cannot measure the free space of %s: %s", path, exc)
+            return None
+        override = self.override(path) if self.override is not None else None
+        floor = self.configured if self.configured is not None else default_floor(total)
+        if override is not None:
+            free = max(0, floor - 1) if override == JUST_BELOW_FLOOR else override
+        with self._lock:
+            d = self._dirs.get(path)
+            if d is None:
+                return None
+            d.free, d.total, d.floor, d.written_since = free, total, floor, 0
+            below = floor > 0 and free < floor
+            crossed, d.below_floor = below != d.below_floor, below
+            space = DirSpace(**vars(d))
+        if crossed:
+            self._crossed(space)
+        return space
+
+    def measure_all(self) -> None:
+        with self._lock:
+            paths = list(self._dirs)
+        for path in paths:
+            self.measure(path)
+
+    def check_append(self, path: Path, size: int, coordinator: bool) -> None:
+        """Count ``size`` bytes about to be appended to ``path``; refuse them when they would
+        leave less than the floor (half of it for a coordinator's write)."""
+        with self._lock:
+            d = self._dirs.get(path)
+            if d is None or (self.configured == 0):
+                return
+            if self.override is None and d.estimate - size >= 2 * d.floor:
+                d.written_since += size
+                return
+        space = self.measure(path)
+        if space is None or space.floor == 0:
+            return
+        limit = int(space.floor * (1 - COORDINATOR_SHARE)) if coordinator else space.floor
+        if space.free - size < limit:
+            raise LogDirBelowFloorError(
+                f"Log dir {path} has {space.free} bytes free, below {MIN_FREE_BYTES} "
+                f"({space.floor}): writes resume once space is freed"
+            )
+        with self._lock:
+            d = self._dirs.get(path)
+            if d is not None:
+                d.written_since += size
+
+    def _crossed(self, space: DirSpace) -> None:
+        if space.below_floor:
+            log.warning(
+                "Log dir %s is below %s (%d bytes free, floor %d): produce requests to its "
+                "partitions are refused with NOT_ENOUGH_REPLICAS until space is freed; reads, "
+                "commits, retention and deletion go on", space.path, MIN_FREE_BYTES,
+                space.free, space.floor,
+            )
+        else:
+            log.info("Log dir %s is above %s again (%d bytes free, floor %d): writes resume",
+                     space.path, MIN_FREE_BYTES, space.free, space.floor)
+        for fn in list(self._listeners):
+            fn(space)
