@@ -3,12 +3,15 @@ one controller, controlled shutdown and controller failover on a clean stop."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
+from tidelog.client.aio import AsyncBrokerConnection
+from tidelog.protocol.errors import ErrorCode
 from tidelog.server.metadata import zk_data as z
 from tidelog.server.metadata.zk_client import KafkaZkClient
 from tidelog.testing import EmbeddedBroker
@@ -104,3 +107,56 @@ def test_a_broker_stops_when_zookeeper_is_gone() -> None:
 def _wait_active(broker: EmbeddedBroker) -> bool:
     _wait(lambda: broker.broker.cluster.controller.is_active, what="controller")
     return True
+
+
+async def _call(port: int, api_key: int, version: int, body: dict) -> object:  # type: ignore[type-arg]
+    conn = await AsyncBrokerConnection.connect(
+        "127.0.0.1", port, client_id="test", api_ranges={18: (0, 3), api_key: (version, version)}
+    )
+    try:
+        return await conn.request(api_key, body)
+    finally:
+        await conn.close()
+
+
+def _elect_codes(port: int, body: dict) -> dict[str, int]:  # type: ignore[type-arg]
+    r = asyncio.run(_call(port, 43, 2, body))
+    return {t.topic: t.partition_result[0].error_code for t in r.replica_election_results}  # type: ignore[attr-defined]
+
+
+def test_alter_partition_and_elect_leaders_on_the_wire(cluster) -> None:  # type: ignore[no-untyped-def]
+    brokers, zk = cluster
+    _wait(lambda: _controller(zk) is not None)
+    cid = _controller(zk)
+    by_id = {b.broker.node_id: b for b in brokers}
+    v, a = [b for b in (1, 2, 3) if b != cid][:2]
+    tid = uuid.uuid4()
+    tp = TopicPartition("el", 0)
+    zk.create_topic("el", tid, {0: z.ReplicaAssignment((v, a, cid))}, {})
+    _wait(lambda: tp in zk.get_topic_partition_states([tp]), what="state")
+    port = by_id[cid].port
+    elect = {"election_type": 0, "timeout_ms": 5000,
+             "topic_partitions": [{"topic": "el", "partitions": [0]}, {"topic": "nope", "partitions": [0]}]}  # fmt: skip
+    codes = _elect_codes(port, elect)
+    assert codes == {"el": ErrorCode.ELECTION_NOT_NEEDED, "nope": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    r = asyncio.run(_call(by_id[a].port, 43, 2, elect))  # not the controller
+    assert {t.partition_result[0].error_code for t in r.replica_election_results} == {ErrorCode.NOT_CONTROLLER}  # type: ignore[attr-defined]
+    # v stops (leadership moves to a) and comes back: live again but out of the ISR
+    by_id[v].restart()
+    _wait(lambda: zk.get_broker(v) is not None, what="v registered again")
+    s = zk.get_topic_partition_states([tp])[tp]
+    assert s.leader == a and v not in s.isr
+    assert _elect_codes(port, elect)["el"] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+    # the leader (a) tells the controller v caught up: AlterPartition v3
+    a_epoch = zk.get_broker(a).epoch  # type: ignore[union-attr]
+    isr = [{"broker_id": b, "broker_epoch": -1} for b in (*s.isr, v)]
+    alter = {"broker_id": a, "broker_epoch": a_epoch, "topics": [{"topic_id": tid, "partitions": [
+        {"partition_index": 0, "leader_epoch": s.leader_epoch, "new_isr_with_epochs": isr,
+         "leader_recovery_state": 0, "partition_epoch": s.zk_version}]}]}  # fmt: skip
+    r = asyncio.run(_call(port, 56, 3, alter))
+    p = r.topics[0].partitions[0]  # type: ignore[attr-defined]
+    assert (p.error_code, p.leader_id, tuple(p.isr), p.partition_epoch) == (0, a, (*s.isr, v), s.zk_version + 1)
+    stale = asyncio.run(_call(port, 56, 3, {**alter, "broker_epoch": a_epoch - 1}))
+    assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH  # type: ignore[attr-defined]
+    assert _elect_codes(port, elect)["el"] == ErrorCode.NONE
+    assert zk.get_topic_partition_states([tp])[tp].leader == v
