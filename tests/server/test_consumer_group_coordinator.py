@@ -261,3 +261,23 @@ def test_an_empty_classic_group_is_upgraded_keeping_its_offsets(env: Env) -> Non
     assert coord.fetch_offsets("g", [tp])[1][tp].offset == 5
     again = coordinator(store, cluster, clock)
     assert "g" not in again.groups and again.fetch_offsets("g", [tp])[1][tp].offset == 5
+
+
+def test_an_empty_consumer_groups_offsets_expire_and_then_the_group(env: Env) -> None:
+    _, cluster, clock, _ = env
+    store = InMemoryOffsetsStore()
+    coord = coordinator(store, cluster, clock, offsets_retention_minutes=1,
+                        offsets_retention_check_interval_ms=1000)
+    a = Member(coord, "a", topics=("t",))
+    settle([a])
+    tp = TopicPartition("t", 0)
+    coord.commit_offsets("g", {tp: CommitEntry(8)}, member_id="a", generation_id=a.epoch)
+    for _ in range(8):  # a member keeps the group's offsets however old they get
+        clock.advance(10_000)
+        a.heartbeat()
+    assert coord.fetch_offsets("g", [tp])[1][tp].offset == 8
+    a.leave()
+    clock.advance(1000)
+    assert "g" not in coord.consumer.groups
+    assert coord.fetch_offsets("g", [tp])[1][tp].offset == -1
+    assert "g" not in coordinator(store, cluster, clock).consumer.groups

@@ -15,7 +15,11 @@ from dataclasses import dataclass, field
 from tidelog.records import CompressionType, RecordBatch, RecordBatchBuilder
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.consumer.group import ConsumerGroup, replay
-from tidelog.server.group.consumer.records import CONSUMER_KEY_TYPES, decode_consumer_key
+from tidelog.server.group.consumer.records import (
+    CONSUMER_KEY_TYPES,
+    decode_consumer_key,
+    group_tombstones,
+)
 from tidelog.server.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
 from tidelog.server.group.member import MemberMetadata
 from tidelog.server.group.pending_offsets import (
@@ -309,6 +313,23 @@ class GroupMetadataManager:
                 removed += len(expired)
             if group.is_state(GroupState.EMPTY) and not group.offsets and not group.members:
                 self.delete_group(group)
+        return removed + self._expire_consumer_offsets(now)
+
+    def _expire_consumer_offsets(self, now: int) -> int:
+        """A consumer group without members: each offset ``retention`` after its commit
+        (or at its explicit expiry); the group goes once its last offset has."""
+        removed = 0
+        for group in [g for g in self.consumer_groups.values() if not g.members]:
+            retention = self.config.offsets_retention_ms
+            expired = [tp for tp, o in group.offsets.items()
+                       if now >= (o.expire_timestamp if o.expire_timestamp is not None
+                                  else o.commit_timestamp + retention)]
+            if expired:
+                self.delete_offsets(group, expired)
+                removed += len(expired)
+            if not group.offsets:
+                self.append_records(group.group_id, group_tombstones(group.group_id))
+                self.consumer_groups.pop(group.group_id, None)
         return removed
 
 

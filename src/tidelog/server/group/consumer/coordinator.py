@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import re2
 
@@ -50,9 +51,9 @@ from tidelog.server.group.consumer.records import (
     encode_member_metadata,
     encode_partition_metadata,
     encode_target_member,
+    group_tombstones,
 )
 from tidelog.server.group.group import GroupMetadata, GroupState
-from tidelog.server.group.metadata_manager import GroupMetadataManager
 from tidelog.server.group.records import encode_group_key, encode_offset_key
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
@@ -60,6 +61,19 @@ from tidelog.util.scheduler import Scheduler
 log = logging.getLogger(__name__)
 
 TopicSource = Callable[[], Mapping[str, TopicMetadata]]
+
+
+class GroupStore(Protocol):
+    """What this coordinator needs of the groups cache (GroupMetadataManager): both kinds of
+    groups, since one id names one group of either kind, and their ``__consumer_offsets``
+    partition."""
+
+    groups: dict[str, GroupMetadata]
+    consumer_groups: dict[str, ConsumerGroup]
+
+    def partition_for(self, group_id: str) -> int: ...
+
+    def append_records(self, group_id: str, records: list[Record]) -> None: ...
 
 
 class ConsumerGroupError(Exception):
@@ -100,7 +114,7 @@ def _no_topics() -> Mapping[str, TopicMetadata]:
 
 
 class ConsumerGroupCoordinator:
-    def __init__(self, config: GroupConfig, manager: GroupMetadataManager, *, clock: Clock,
+    def __init__(self, config: GroupConfig, manager: GroupStore, *, clock: Clock,
                  scheduler: Scheduler, group_error: Callable[[str], ErrorCode]) -> None:
         self.config = config
         self.manager = manager
@@ -411,7 +425,7 @@ class ConsumerGroupCoordinator:
             return ErrorCode.NONE
         if group.members:
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        self.manager.append_records(group_id, _group_tombstones(group_id))
+        self.manager.append_records(group_id, group_tombstones(group_id))
         del self.groups[group_id]
         classic = GroupMetadata(group_id, self.clock.milliseconds())
         classic.offsets = group.offsets
@@ -427,7 +441,7 @@ class ConsumerGroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         records = [(encode_offset_key(group_id, tp.topic, tp.partition), None)
                    for tp in group.offsets]
-        self.manager.append_records(group_id, records + _group_tombstones(group_id))
+        self.manager.append_records(group_id, records + group_tombstones(group_id))
         del self.groups[group_id]
         return ErrorCode.NONE
 
@@ -438,11 +452,6 @@ class ConsumerGroupCoordinator:
         self.manager.append_records(group_id, records)
         for key, value in records:
             replay(self.groups, decode_consumer_key(key), value)
-
-
-def _group_tombstones(group_id: str) -> list[Record]:
-    return [(encode_key(t, group_id), None)
-            for t in (TARGET_ASSIGNMENT_METADATA, PARTITION_METADATA, GROUP_METADATA)]
 
 
 def _check_epoch(member: ConsumerGroupMember, received: int, owned: Assignment | None) -> None:

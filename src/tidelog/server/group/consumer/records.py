@@ -86,6 +86,12 @@ def encode_key(record_type: int, group: str, member_id: str = "") -> bytes:
     return bytes(w.buf)
 
 
+def group_tombstones(group_id: str) -> list[Record]:
+    """What deleting an empty group writes (its members are gone already)."""
+    return [(encode_key(t, group_id), None)
+            for t in (TARGET_ASSIGNMENT_METADATA, PARTITION_METADATA, GROUP_METADATA)]
+
+
 def decode_consumer_key(data: bytes) -> ConsumerKey:
     r = _Reader(data)
     record_type = r.i16()
