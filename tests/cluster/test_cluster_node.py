@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from kazoo.client import KazooClient
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.errors import ErrorCode
@@ -160,3 +161,35 @@ def test_alter_partition_and_elect_leaders_on_the_wire(cluster) -> None:  # type
     assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH  # type: ignore[attr-defined]
     assert _elect_codes(port, elect)["el"] == ErrorCode.NONE
     assert zk.get_topic_partition_states([tp])[tp].leader == v
+
+
+def _expire_session(connect: str, client: KafkaZkClient) -> None:
+    """Expire ``client``'s session as ZooKeeper would: another client takes it over with the
+    same id and password and closes it."""
+    session_id, password = client.zk.client_id
+    hosts = connect.split("/", 1)[0]
+    thief = KazooClient(hosts=hosts, client_id=(session_id, password))
+    thief.start()
+    thief.stop()
+    thief.close()
+
+
+def test_session_expiry_resigns_then_registers_again(zookeeper_connect: str) -> None:
+    broker = EmbeddedBroker({"broker.id": "7", "zookeeper.connect": zookeeper_connect,
+                             "zookeeper.session.timeout.ms": "6000"}).start()  # fmt: skip
+    zk = KafkaZkClient(zookeeper_connect)
+    zk.start()
+    try:
+        node = broker.broker.cluster
+        _wait(lambda: node.controller.is_active, what="controller")
+        epoch, controller_epoch = node.broker_epoch, zk.get_controller_epoch()
+        _expire_session(zookeeper_connect, node.zk)
+        # a new session: registered again with a new broker epoch, controller again
+        _wait(lambda: node.broker_epoch > epoch, what="registered again")
+        reg = zk.get_broker(7)
+        assert reg is not None and reg.epoch == node.broker_epoch
+        _wait(lambda: node.controller.is_active and zk.get_controller_id() == 7, what="re-elected")
+        assert zk.get_controller_epoch()[0] == controller_epoch[0] + 1  # type: ignore[index]
+    finally:
+        zk.close()
+        broker.stop()
