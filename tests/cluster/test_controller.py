@@ -215,7 +215,7 @@ def test_alter_partition_and_elect_leaders(zookeeper_connect: str) -> None:
         c1.context.shutting_down_broker_ids.discard(2)  # 2 stays (it changed its mind)
         res = await c1.elect_leaders([tp], 0)
         assert res[tp][0] == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE  # 2 left the ISR
-        err, out = await c1.alter_partition(1, zk1.get_broker(1).epoch,  # type: ignore[union-attr]
+        _, out = await c1.alter_partition(1, zk1.get_broker(1).epoch,  # type: ignore[union-attr]
                                             [AlterPartitionItem(tp, _state(zk1, tp).leader_epoch, (1, 2), _state(zk1, tp).zk_version)])  # fmt: skip
         assert out[tp].error_code == 0
         res = await c1.elect_leaders([tp], 0)
@@ -275,5 +275,44 @@ def test_unclean_election_as_a_topic_override(zookeeper_connect: str) -> None:
         assert s.isr == (1,) and s.leader_recovery_state == z.LEADER_RECOVERING
         await c1.shutdown()
         zk1.close()
+
+    asyncio.run(main())
+
+
+def test_reassignment_written_by_a_tool(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, ch1, zk1 = _controller(zookeeper_connect, 1)
+        others = [register(zookeeper_connect, b) for b in (2, 3)]
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        shrink, grow = TopicPartition("r", 0), TopicPartition("r", 1)
+        zk1.create_topic("r", uuid.uuid4(), {0: z.ReplicaAssignment((1, 2, 3)),
+                                             1: z.ReplicaAssignment((1, 2))}, {})  # fmt: skip
+        await until(lambda: len(zk1.get_topic_partition_states([shrink, grow])) == 2)
+        # as kafka-reassign-partitions --zookeeper writes it
+        zk1.zk.create(z.REASSIGN_PARTITIONS_PATH, z.encode_reassignment({shrink: (2, 3), grow: (1, 2, 3)}))
+
+        def assignment() -> dict[int, z.ReplicaAssignment]:
+            got = zk1.get_topic_assignment("r")
+            assert got is not None
+            return dict(got[0].partitions)
+
+        await until(lambda: assignment()[0] == z.ReplicaAssignment((2, 3)), what="shrink completes")
+        s = _state(zk1, shrink)
+        assert s.leader == 2 and 1 not in s.isr
+        assert any(b == 1 and r.partitions.get(shrink) == (-2, True) for b, r in ch1.stop_replica())
+        # growing waits for the new replica to join the ISR
+        await until(lambda: assignment()[1] == z.ReplicaAssignment((1, 2, 3), (3,), ()))
+        assert ch1.last_state_sent(3, grow) is not None  # the new replica was told to fetch
+        assert z.decode_reassignment(zk1.zk.get(z.REASSIGN_PARTITIONS_PATH)[0]) == {grow: (1, 2, 3)}
+        cur = _state(zk1, grow)
+        _, out = await c1.alter_partition(1, zk1.get_broker(1).epoch,  # type: ignore[union-attr]
+                                            [AlterPartitionItem(grow, cur.leader_epoch, (1, 2, 3), cur.zk_version)])  # fmt: skip
+        assert out[grow].error_code == 0
+        await until(lambda: assignment()[1] == z.ReplicaAssignment((1, 2, 3)), what="grow completes")
+        assert zk1.zk.exists(z.REASSIGN_PARTITIONS_PATH) is None
+        await c1.shutdown()
+        for c in (zk1, *others):
+            c.close()
 
     asyncio.run(main())

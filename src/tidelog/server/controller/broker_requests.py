@@ -124,6 +124,7 @@ async def alter_partition(
             out[tp] = AlterPartitionResult(int(ErrorCode.NONE), state)
         batch.add_update_metadata(ctx.live_or_shutting_down(), list(result.finished))
         c.send(batch)
+        await c.reassignment.on_isr_change(list(result.finished))
         for tp in result.bad_version:
             out[tp] = AlterPartitionResult(int(ErrorCode.INVALID_UPDATE_VERSION))
         for tp in result.failed:

@@ -33,6 +33,7 @@ from .context import (
 )
 from .deletion import TopicDeletionManager
 from .partitions import PartitionStateMachine
+from .reassignment import ReassignmentManager
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class KafkaController:
         self.channel: ControllerChannel | None = None
         self.partitions = PartitionStateMachine(zk, self.context, self._unclean_enabled)
         self.deletion = TopicDeletionManager(self)
+        self.reassignment = ReassignmentManager(self)
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -167,6 +169,7 @@ class KafkaController:
             await channel.close()
         epoch, version = self.context.epoch, self.context.epoch_zk_version
         self.context.__init__()  # type: ignore[misc]  # forget everything but the epoch
+        self.reassignment.targets.clear()
         self.context.epoch, self.context.epoch_zk_version = epoch, version
         if self.active_controller_id == self.broker_id:
             self.active_controller_id = -1
@@ -195,6 +198,7 @@ class KafkaController:
         await self._online_partition_state_change(batch)
         self.send(batch)
         await self.deletion.resume()
+        await self.reassignment.on_znode_change()
         await self._preferred_election_znode()
         if self.config.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.create_task(self._rebalance_timer())

@@ -433,6 +433,16 @@ class KafkaZkClient:
         data, _ = self.get_data(z.REASSIGN_PARTITIONS_PATH, watch)
         return z.decode_reassignment(data)
 
+    def set_reassignment(
+        self, reassignment: Mapping[TopicPartition, tuple[int, ...]], epoch_zk_version: int
+    ) -> None:
+        data = z.encode_reassignment(reassignment)
+        err = _first_error(
+            self._checked(epoch_zk_version, ("set", z.REASSIGN_PARTITIONS_PATH, data, -1))
+        )
+        if err is not None:
+            raise err
+
     def delete_reassignment(self, epoch_zk_version: int) -> None:
         if self.zk.exists(z.REASSIGN_PARTITIONS_PATH) is not None:
             self._checked(epoch_zk_version, ("delete", z.REASSIGN_PARTITIONS_PATH, None, -1))
