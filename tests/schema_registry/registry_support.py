@@ -18,9 +18,11 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
 class RegistryBroker:
-    def __init__(self, config: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, config: Mapping[str, Any] | None = None, log_dir: str | None = None
+    ) -> None:
         props = {"schema.registry.listeners": "http://127.0.0.1:0", **(config or {})}
-        self.embedded = EmbeddedBroker(props)
+        self.embedded = EmbeddedBroker(props, log_dir=log_dir)
         self.listener: SchemaRegistryListener | None = None
 
     @property

@@ -32,6 +32,9 @@ READ_OPTIONS = {
     "maxtriggerdelay", "includeheaders", "groupidprefix", "commitoffsetstogroup",
     "kafkaconsumer.polltimeoutms", "fetchoffset.numretries", "fetchoffset.retryintervalms",
     "maxrecordsperpartition",  # Spark 4.x alias of the per-partition split size
+    # typed values (avro_values.py)
+    "valueformat", "schema.registry.url", "schemaregistryurl", "valuesubject",
+    "valueschemaversion", "mode",
 }
 WRITE_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation"}
 STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "commitOffsetsToGroup")

@@ -47,6 +47,7 @@ from tidelog.client.kafka_client import TopicPartition as WireTP
 from tidelog.util.topic_partition import TopicPartition
 
 from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow
+from .avro_values import TypedValueSpec, ValueDecoder, typed_schema, value_spec
 from .backend import Backend, BackendSpec, BrokerBackend, resolve_partitions
 from .kafka_params import SECURITY_HONOURED
 from .options import (
@@ -85,6 +86,7 @@ class TidelogPartition(InputPartition):
     end: int
     include_headers: bool
     fail_on_data_loss: bool
+    value_spec: TypedValueSpec | None = None  # valueFormat=avro: the typed value column
 
 
 def read_partition(part: TidelogPartition) -> Iterator[pa.RecordBatch]:
@@ -111,7 +113,7 @@ def read_partition(part: TidelogPartition) -> Iterator[pa.RecordBatch]:
                     "they could be read); set failOnDataLoss=false to skip them"
                 )
             start = earliest
-        yield from batches_to_arrow(
+        batches = batches_to_arrow(
             backend.batches(tp, start, end),
             topic=part.topic,
             partition=part.partition,
@@ -119,6 +121,11 @@ def read_partition(part: TidelogPartition) -> Iterator[pa.RecordBatch]:
             end=end,
             include_headers=part.include_headers,
         )
+        if part.value_spec is None:
+            yield from batches
+        else:
+            decoder = ValueDecoder(part.value_spec)
+            yield from (decoder.decode(b) for b in batches)
     finally:
         backend.close()
 
@@ -135,18 +142,22 @@ def _backend_spec(opts: ReadOptions) -> BackendSpec:
     )
 
 
-def _partitions_of(opts: ReadOptions, spec: BackendSpec, ranges: list[OffsetRange]) -> list[TidelogPartition]:
+def _partitions_of(
+    opts: ReadOptions, spec: BackendSpec, ranges: list[OffsetRange],
+    value: TypedValueSpec | None = None,
+) -> list[TidelogPartition]:
     return [
         TidelogPartition(spec, r.topic, r.partition, r.start, r.end, opts.include_headers,
-                         opts.fail_on_data_loss)
+                         opts.fail_on_data_loss, value)
         for r in ranges
     ]
 
 
 class TidelogBatchReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, value: TypedValueSpec | None = None) -> None:
         self.opts = opts
         self.spec = _backend_spec(opts)
+        self.value = value
 
     def plan(self) -> list[OffsetRange]:
         """Resolve offsets and cut ranges (runs on the driver, at planning time)."""
@@ -174,7 +185,8 @@ class TidelogBatchReader(DataSourceReader):
         )
 
     def partitions(self) -> list[InputPartition]:
-        parts: list[InputPartition] = list(_partitions_of(self.opts, self.spec, self.plan()))
+        parts: list[InputPartition] = list(
+            _partitions_of(self.opts, self.spec, self.plan(), self.value))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -334,8 +346,12 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._backend = None
 
 
-def _check_user_schema(schema: StructType, include_headers: bool) -> None:
+def _check_user_schema(
+    schema: StructType, include_headers: bool, value: TypedValueSpec | None = None
+) -> None:
     expected = _expected_schema(include_headers)
+    if value is not None:
+        expected = typed_schema(expected, value)
     if schema is not None and [(f.name, f.dataType) for f in schema.fields] != [
         (f.name, f.dataType) for f in expected.fields
     ]:
@@ -372,14 +388,26 @@ class TidelogDataSource(DataSource):
     def _include_headers(self) -> bool:
         return parse_bool("includeHeaders", self.options.get("includeheaders"), False)
 
-    def schema(self) -> str:
+    def _value_spec(self) -> TypedValueSpec | None:
+        """valueFormat=avro: the reader schema, resolved on the driver (avro_values.py)."""
+        options = {str(k).lower(): str(v) for k, v in dict(self.options).items()}
+        if "valueformat" not in options:
+            return None
+        opts = parse_read_options(self.options, streaming=False)
+        return value_spec(options, list(opts.subscription.topics), opts.paths)
+
+    def schema(self) -> str | StructType:
         parse_subscription(dict(self.options))  # fail at load() on a missing subscription
+        value = self._value_spec()
+        if value is not None:
+            return typed_schema(_expected_schema(self._include_headers()), value)
         return DDL_WITH_HEADERS if self._include_headers() else DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options, streaming=False)
-        _check_user_schema(schema, opts.include_headers)
-        return TidelogBatchReader(opts)
+        value = self._value_spec()
+        _check_user_schema(schema, opts.include_headers, value)
+        return TidelogBatchReader(opts, value)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, streaming=True)
