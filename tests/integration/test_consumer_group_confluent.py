@@ -223,6 +223,16 @@ def test_committed_offsets_survive_a_broker_restart(tmp_path: Path) -> None:
         assert seen == 6
         c.commit(offsets=[TopicPartition("durable", 0, 6)], asynchronous=False)
         c.close()
+    # the group's Kafka 4.x records, as Kafka's own dump tool would print them
+    segments = sorted(tmp_path.glob("__consumer_offsets-*/*.log"))
+    dumped = "".join(subprocess.run(
+        [sys.executable, "-m", "tidelog.cli.main", "dump-log", "--offsets-decoder", str(seg)],
+        capture_output=True, text=True, timeout=60, check=True).stdout for seg in segments)
+    for record in ("consumer_group_metadata::group=g-durable",
+                   "consumer_group_member_metadata::group=g-durable",
+                   "consumer_group_current_member_assignment::group=g-durable",
+                   "offset_commit::group=g-durable,topic=durable,partition=0 => offset=6"):
+        assert record in dumped
     with EmbeddedBroker(CONFIG, log_dir=tmp_path) as broker:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
         listed = admin.list_consumer_groups().result(10).valid

@@ -28,7 +28,9 @@ from tidelog.server.group.consumer.records import (
     encode_member_metadata,
     encode_partition_metadata,
     format_consumer_record,
+    format_offsets_record,
 )
+from tidelog.server.group.records import encode_offset_key
 
 TID = uuid.UUID("0123456789abcdef0123456789abcdef")
 
@@ -76,6 +78,10 @@ def test_dump_form_names_the_record() -> None:
     assert line == "consumer_group_member_metadata::group=grp,member=m => <tombstone>"
     line = format_consumer_record(encode_key(GROUP_METADATA, "grp"), encode_epoch(3))
     assert line == "consumer_group_metadata::group=grp => epoch=3"
+    assert format_offsets_record(encode_key(GROUP_METADATA, "grp"), None) == (
+        "consumer_group_metadata::group=grp => <tombstone>")
+    classic = format_offsets_record(encode_offset_key("grp", "t", 1), None)
+    assert classic == "offset_commit::group=grp,topic=t,partition=1 => <tombstone>"
 
 
 @st.composite

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tidelog.server.group.records import SchemaError, _Reader, _Writer
+from tidelog.server.group.records import SchemaError, _Reader, _Writer, format_record
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -273,6 +273,13 @@ _NAMES = {
     TARGET_ASSIGNMENT_MEMBER: "consumer_group_target_assignment_member",
     CURRENT_MEMBER_ASSIGNMENT: "consumer_group_current_member_assignment",
 }
+
+
+def format_offsets_record(key: bytes | None, value: bytes | None) -> str:
+    """Any ``__consumer_offsets`` record: KIP-848 ones here, the classic ones in records.py."""
+    if key is not None and key_type(key) in CONSUMER_KEY_TYPES:
+        return format_consumer_record(key, value)
+    return format_record(key, value)
 
 
 def format_consumer_record(key: bytes, value: bytes | None) -> str:
