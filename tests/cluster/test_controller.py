@@ -316,3 +316,45 @@ def test_reassignment_written_by_a_tool(zookeeper_connect: str) -> None:
             c.close()
 
     asyncio.run(main())
+
+
+def test_isr_change_notification_and_auto_rebalance(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, ch1, zk1 = _controller(zookeeper_connect, 1)
+        zk2 = register(zookeeper_connect, 2)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        tps = [TopicPartition("ib", p) for p in range(4)]
+        zk1.create_topic("ib", uuid.uuid4(), {p: z.ReplicaAssignment((2, 1) if p % 2 else (1, 2))
+                                              for p in range(4)}, {})  # fmt: skip
+        await until(lambda: len(zk1.get_topic_partition_states(tps)) == 4)
+        # an old-style leader writes the state itself and leaves a notice
+        cur = _state(zk1, tps[0])
+        zk1.zk.set(z.partition_state_path(tps[0]),
+                   z.encode_partition_state(z.LeaderIsrAndControllerEpoch(1, cur.leader_epoch, (1,), 1)),
+                   version=cur.zk_version)  # fmt: skip
+        zk1.zk.create(f"{z.ISR_CHANGE_NOTIFICATION_PATH}/{z.ISR_CHANGE_PREFIX}", z.encode_isr_change([tps[0]]),
+                      sequence=True)  # fmt: skip
+        await until(lambda: zk1.get_children(z.ISR_CHANGE_NOTIFICATION_PATH) == [], what="notice handled")
+        assert c1.context.leadership[tps[0]].isr == (1,)
+        assert any(p.tp == tps[0] and p.state.isr == (1,) for _, r in ch1.update_metadata() for p in r.partitions)
+        # broker 2 leaves and returns: partitions it prefers are led by 1 (imbalance 100%)
+        e2 = zk2.get_broker(2).epoch  # type: ignore[union-attr]
+        await c1.controlled_shutdown(2, e2)
+        zk2.close()
+        await until(lambda: 2 not in c1.context.live_brokers)
+        zk2 = register(zookeeper_connect, 2)
+        await until(lambda: 2 in c1.context.live_brokers)
+        for tp in (tps[1], tps[3]):  # the leader (1) reports 2 caught up
+            s = _state(zk1, tp)
+            await c1.alter_partition(1, zk1.get_broker(1).epoch,  # type: ignore[union-attr]
+                                     [AlterPartitionItem(tp, s.leader_epoch, (1, 2), s.zk_version)])  # fmt: skip
+        assert {_state(zk1, tp).leader for tp in (tps[1], tps[3])} == {1}
+        c1.put(c1.check_leader_imbalance)
+        await until(lambda: all(_state(zk1, tp).leader == 2 for tp in (tps[1], tps[3])), what="rebalanced")
+        assert _state(zk1, tps[0]).leader == 1 and _state(zk1, tps[2]).leader == 1
+        await c1.shutdown()
+        zk1.close()
+        zk2.close()
+
+    asyncio.run(main())

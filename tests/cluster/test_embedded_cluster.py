@@ -49,3 +49,30 @@ def test_sigterm_moves_leadership_before_the_broker_exits(tidelog_cluster: Embed
     assert all(victim not in s.isr for s in states.values())
     out = "".join(cluster.brokers[victim].output)
     assert "controlled shutdown succeeded" in out, out[-2000:]
+
+
+def test_sigkill_of_a_leader_gives_its_partitions_leaders_from_their_isr(
+    tidelog_cluster: EmbeddedCluster,
+) -> None:
+    cluster = tidelog_cluster
+    controller = cluster.wait_for_controller()
+    victim = next(b for b in (1, 2, 3) if b != controller)
+    order = [victim] + [b for b in (1, 2, 3) if b != victim]
+    cluster.zk.create_topic("k", uuid.uuid4(), {p: z.ReplicaAssignment(tuple(order)) for p in range(3)}, {})
+    tps = [TopicPartition("k", p) for p in range(3)]
+    deadline = time.monotonic() + 20
+    while len(cluster.zk.get_topic_partition_states(tps)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    before = cluster.zk.get_topic_partition_states(tps)
+    assert all(s.leader == victim for s in before.values())
+    killed = time.monotonic()
+    cluster.kill(victim)
+    while time.monotonic() - killed < SESSION_TIMEOUT_S + 2:
+        states = cluster.zk.get_topic_partition_states(tps)
+        if all(s.leader not in (victim, -1) for s in states.values()):
+            break
+        time.sleep(0.05)
+    states = cluster.zk.get_topic_partition_states(tps)
+    for tp, s in states.items():
+        assert s.leader == order[1] and s.leader in before[tp].isr  # the next ISR member
+        assert s.leader_epoch == before[tp].leader_epoch + 1 and victim not in s.isr

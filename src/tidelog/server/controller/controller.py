@@ -185,7 +185,8 @@ class KafkaController:
         await self._load_topics(topics)
         await self.call(self.zk.get_topic_deletions, self._watch(self._topic_deletion))
         await self.call(self.zk.get_preferred_replica_election, self._watch(self._preferred_election_znode))
-        stale = await self.call(self.zk.get_isr_change_notifications)
+        stale = await self.call(self.zk.get_isr_change_notifications,
+                                self._watch(self._isr_change_notification))  # fmt: skip
         await self.call(self.zk.delete_isr_change_notifications, list(stale), ctx.epoch_zk_version)
         batch = self.batch()
         # every live broker learns the brokers and all partitions first, then its replicas
@@ -346,6 +347,23 @@ class KafkaController:
     async def refresh_topic_configs(self, topics: Iterable[str]) -> None:
         for topic in topics:
             self._topic_configs[topic] = await self.call(self.zk.get_entity_configs, "topics", topic)
+
+    async def _isr_change_notification(self) -> None:
+        """A leader that wrote its partition's state znode itself (brokers before
+        AlterPartition) announces it under ``/isr_change_notification``: read the states,
+        tell every broker, delete the notices (Kafka's IsrChangeNotification)."""
+        if not self.is_active:
+            return
+        ctx = self.context
+        notices = await self.call(self.zk.get_isr_change_notifications,
+                                  self._watch(self._isr_change_notification))  # fmt: skip
+        tps = sorted({tp for parts in notices.values() for tp in parts if tp in ctx.assignments})
+        if tps:
+            ctx.leadership.update(await self.call(self.zk.get_topic_partition_states, tps))
+            batch = self.batch()
+            batch.add_update_metadata(ctx.live_or_shutting_down(), tps)
+            self.send(batch)
+        await self.call(self.zk.delete_isr_change_notifications, list(notices), ctx.epoch_zk_version)
 
     # --- preferred leaders ----------------------------------------------------------------------
 
