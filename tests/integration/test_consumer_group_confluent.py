@@ -304,3 +304,22 @@ def test_classic_and_consumer_groups_side_by_side(broker: EmbeddedBroker) -> Non
     finally:
         classic.close()
         new.close()
+
+
+def test_a_static_member_restarted_gets_its_partitions_back_without_a_rebalance(
+        broker: EmbeddedBroker) -> None:
+    create(broker, "static", 4)
+    first = Member(broker, "g-static", ["static"], **{"group.instance.id": "host-1"})
+    other = Member(broker, "g-static", ["static"], **{"group.instance.id": "host-2"})
+    try:
+        wait_for(lambda: sizes([first, other]) == [2, 2]
+                 and disjoint_cover([first, other], 4), what="2/2")
+        held, theirs = first.partitions(), other.partitions()
+        first.close()  # a static member leaves with epoch -2: its partitions wait for it
+        again = Member(broker, "g-static", ["static"], **{"group.instance.id": "host-1"})
+        took = wait_for(lambda: again.partitions() == held, what="the same partitions back")
+        print(f"static member back on {sorted(held)} after {took * 1000:.0f} ms")
+        assert other.partitions() == theirs and not other.revoked  # nobody rebalanced
+        again.close()
+    finally:
+        other.close()

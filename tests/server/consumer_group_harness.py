@@ -53,6 +53,7 @@ class Member:
     topics: tuple[str, ...] | None = None
     regex: str | None = None
     assignor: str | None = None
+    instance_id: str | None = None
     epoch: int = 0
     owned: Assignment = field(default_factory=dict)
     history: list[Assignment] = field(default_factory=list)
@@ -66,6 +67,7 @@ class Member:
             subscribed_topic_names=self.topics if joining else None,
             subscribed_topic_regex=self.regex if joining else None,
             server_assignor=self.assignor if joining else None,
+            instance_id=self.instance_id if joining else None,
             owned=dict(self.owned), client_id=self.member_id, client_host="/127.0.0.1"))
         self.last = r
         if r.error == ErrorCode.NONE:
@@ -75,9 +77,10 @@ class Member:
                 self.history.append(dict(r.assignment))
         return r
 
-    def leave(self) -> HeartbeatResult:
+    def leave(self, static: bool = False) -> HeartbeatResult:
         r = self.coord.consumer.heartbeat(HeartbeatRequest(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=-1))
+            group_id=self.group_id, member_id=self.member_id, member_epoch=-2 if static else -1,
+            instance_id=self.instance_id))
         self.epoch, self.owned = 0, {}
         return r
 

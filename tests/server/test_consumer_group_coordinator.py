@@ -281,3 +281,40 @@ def test_an_empty_consumer_groups_offsets_expire_and_then_the_group(env: Env) ->
     assert "g" not in coord.consumer.groups
     assert coord.fetch_offsets("g", [tp])[1][tp].offset == -1
     assert "g" not in coordinator(store, cluster, clock).consumer.groups
+
+
+def test_a_static_member_comes_back_to_its_partitions_without_a_rebalance(env: Env) -> None:
+    coord, _, clock, _ = env
+    a = Member(coord, "a1", topics=("t",), instance_id="host-a")
+    b = Member(coord, "b", topics=("t",))
+    settle([a, b])
+    held, epoch = a.partitions(), coord.consumer.groups["g"].group_epoch
+    a_epoch, a_owned = a.epoch, dict(a.owned)
+    twin = Member(coord, "a2", topics=("t",), instance_id="host-a")
+    assert twin.heartbeat().error == ErrorCode.UNRELEASED_INSTANCE_ID  # a1 is still there
+    assert a.leave(static=True).member_epoch == -2
+    settle([b])
+    assert len(b.partitions()) == 3  # a's partitions wait for it
+    clock.advance(SESSION_MS // 2)
+    b.heartbeat()
+    again = Member(coord, "a2", topics=("t",), instance_id="host-a")
+    settle([again, b])
+    group = coord.consumer.groups["g"]
+    assert again.partitions() == held and group.group_epoch == epoch
+    assert set(group.members) == {"a2", "b"}
+    old = coord.consumer.heartbeat(HeartbeatRequest("g", "a1", a_epoch, instance_id="host-a",
+                                                    owned=a_owned))
+    assert old.error == ErrorCode.FENCED_INSTANCE_ID
+
+
+def test_a_static_member_that_never_returns_is_fenced_after_its_session(env: Env) -> None:
+    coord, _, clock, _ = env
+    a = Member(coord, "a1", topics=("t",), instance_id="host-a")
+    b = Member(coord, "b", topics=("t",))
+    settle([a, b])
+    a.leave(static=True)
+    for _ in range(4):
+        clock.advance(SESSION_MS // 4)
+        b.heartbeat()
+    settle([b])
+    assert "a1" not in coord.consumer.groups["g"].members and len(b.partitions()) == 6

@@ -200,23 +200,7 @@ class ConsumerGroupCoordinator:
         if group is None:
             raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                      f"Group {req.group_id} not found.")
-        member = group.members.get(req.member_id)
-        if member is not None and req.member_epoch == 0 and member.member_epoch != 0:
-            self._fence(group, member)  # a rejoin under the same id starts from scratch
-            member = None
-        if member is None:
-            if req.member_epoch != 0:
-                raise ConsumerGroupError(
-                    ErrorCode.UNKNOWN_MEMBER_ID,
-                    f"Member {req.member_id} is not a member of group {req.group_id}.")
-            if len(group.members) >= self.config.group_consumer_max_size:
-                raise ConsumerGroupError(
-                    ErrorCode.GROUP_MAX_SIZE_REACHED,
-                    f"The consumer group has reached its maximum capacity of "
-                    f"{self.config.group_consumer_max_size} members.")
-            member = ConsumerGroupMember(req.member_id)
-        else:
-            _check_epoch(member, req.member_epoch, req.owned)
+        member = self._member_for(group, req)
         records, target_epoch, target = self._update_group(group, member, req)
         next_state = reconcile(member, target_epoch, target, req.owned,
                                group.current_partition_epoch)
@@ -233,6 +217,62 @@ class ConsumerGroupCoordinator:
             ErrorCode.NONE, member.member_id, member.member_epoch,
             self.config.group_consumer_heartbeat_interval_ms,
             dict(member.assigned) if full or member.assigned != old_assigned else None)
+
+    def _member_for(self, group: ConsumerGroup, req: HeartbeatRequest) -> ConsumerGroupMember:
+        """The heartbeating member: known (epoch checked), new, or a static member's new
+        incarnation taking over the one that left with epoch -2."""
+        if req.instance_id is not None:
+            static = group.static_member(req.instance_id)
+            if static is not None and static.member_id != req.member_id:
+                if req.member_epoch != 0:
+                    raise ConsumerGroupError(
+                        ErrorCode.FENCED_INSTANCE_ID,
+                        f"Static member {req.member_id} with instance id {req.instance_id} "
+                        f"was fenced by {static.member_id}.")
+                if static.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+                    raise ConsumerGroupError(
+                        ErrorCode.UNRELEASED_INSTANCE_ID,
+                        f"Static member {static.member_id} with instance id "
+                        f"{req.instance_id} is not released yet.")
+                self._replace_static(group, static, req.member_id)
+        member = group.members.get(req.member_id)
+        if member is not None and req.member_epoch == 0 and member.member_epoch != 0:
+            self._fence(group, member)  # a rejoin under the same id starts from scratch
+            member = None
+        if member is not None:
+            _check_epoch(member, req.member_epoch, req.owned)
+            return member
+        if req.member_epoch != 0:
+            raise ConsumerGroupError(
+                ErrorCode.UNKNOWN_MEMBER_ID,
+                f"Member {req.member_id} is not a member of group {req.group_id}.")
+        if len(group.members) >= self.config.group_consumer_max_size:
+            raise ConsumerGroupError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of "
+                f"{self.config.group_consumer_max_size} members.")
+        return ConsumerGroupMember(req.member_id)
+
+    def _replace_static(self, group: ConsumerGroup, old: ConsumerGroupMember,
+                        member_id: str) -> None:
+        """Kafka's replaceMember: the new member id inherits the subscription, the target and
+        the partitions, at epoch 0; no rebalance."""
+        gid = group.group_id
+        log.info("consumer group %s: static member %s replaces %s", gid, member_id,
+                 old.member_id)
+        kept = MemberAssignment(0, 0, int(MemberState.STABLE), old.assigned, {})
+        old.cancel_timers()
+        self._write(gid, [
+            (encode_key(CURRENT_MEMBER_ASSIGNMENT, gid, old.member_id), None),
+            (encode_key(TARGET_ASSIGNMENT_MEMBER, gid, old.member_id), None),
+            (encode_key(MEMBER_METADATA, gid, old.member_id), None),
+            (encode_key(MEMBER_METADATA, gid, member_id),
+             encode_member_metadata(old.subscription)),
+            (encode_key(TARGET_ASSIGNMENT_MEMBER, gid, member_id),
+             encode_target_member(group.target.get(old.member_id, {}))),
+            (encode_key(CURRENT_MEMBER_ASSIGNMENT, gid, member_id),
+             encode_current_assignment(kept)),
+        ])
 
     def _group_for_join(self, req: HeartbeatRequest) -> ConsumerGroup:
         group = self.groups.get(req.group_id)
@@ -347,6 +387,17 @@ class ConsumerGroupCoordinator:
             raise ConsumerGroupError(
                 ErrorCode.UNKNOWN_MEMBER_ID,
                 f"Member {req.member_id} is not a member of group {req.group_id}.")
+        if req.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            # a static member leaving for a while: it keeps its partitions (epoch -2) until
+            # its session runs out or its next incarnation takes over, and nobody rebalances
+            log.info("consumer group %s: static member %s left for now", group.group_id,
+                     member.member_id)
+            away = MemberAssignment(LEAVE_GROUP_STATIC_MEMBER_EPOCH, member.previous_member_epoch,
+                                    int(member.state), member.assigned, {})
+            self._write(group.group_id, [
+                (encode_key(CURRENT_MEMBER_ASSIGNMENT, group.group_id, member.member_id),
+                 encode_current_assignment(away))])
+            return HeartbeatResult(ErrorCode.NONE, req.member_id, req.member_epoch)
         log.info("consumer group %s: member %s left", group.group_id, member.member_id)
         self._fence(group, member)
         return HeartbeatResult(ErrorCode.NONE, req.member_id, req.member_epoch)
