@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 
@@ -193,3 +194,35 @@ def test_session_expiry_resigns_then_registers_again(zookeeper_connect: str) -> 
     finally:
         zk.close()
         broker.stop()
+
+
+def test_controller_metrics_count_on_the_active_controller_only(zookeeper_connect: str) -> None:
+    brokers = [EmbeddedBroker({"broker.id": str(b), "zookeeper.connect": zookeeper_connect,
+                               "http.listeners": "http://127.0.0.1:0",
+                               "controlled.shutdown.retry.backoff.ms": "100"}).start() for b in (1, 2)]  # fmt: skip
+    zk = KafkaZkClient(zookeeper_connect)
+    zk.start()
+    try:
+        _wait(lambda: zk.get_controller_id() is not None, what="controller")
+        zk.create_topic("m", uuid.uuid4(), {p: z.ReplicaAssignment((1, 2)) for p in range(3)}, {})
+        tps = [TopicPartition("m", p) for p in range(3)]
+        _wait(lambda: len(zk.get_topic_partition_states(tps)) == 3, what="states")
+
+        def scrape(b: EmbeddedBroker) -> dict[str, float]:
+            text = urllib.request.urlopen(b.http_url + "/metrics", timeout=10).read().decode()
+            return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                    if line.startswith("kafka_controller_kafkacontroller_")}  # fmt: skip
+
+        by_id = {b.broker.node_id: b for b in brokers}
+        active = by_id[zk.get_controller_id()]  # type: ignore[index]
+        other = next(b for b in brokers if b is not active)
+        m = scrape(active)
+        assert m["kafka_controller_kafkacontroller_activecontrollercount"] == 1
+        assert m["kafka_controller_kafkacontroller_globalpartitioncount"] == 3
+        assert m["kafka_controller_kafkacontroller_globaltopiccount"] == 1
+        assert m["kafka_controller_kafkacontroller_offlinepartitionscount"] == 0
+        assert scrape(other)["kafka_controller_kafkacontroller_activecontrollercount"] == 0
+    finally:
+        zk.close()
+        for b in brokers:
+            b.stop()

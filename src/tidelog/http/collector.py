@@ -170,14 +170,21 @@ class BrokerCollector(Collector):
                     "ReplicaManager UnderReplicatedPartitions (one replica each: 0)", 0)  # fmt: skip
         yield gauge("kafka_server_replicamanager_offlinereplicacount",
                     "ReplicaManager OfflineReplicaCount", len(offline_parts))  # fmt: skip
+        # one broker is its own controller; in a cluster only the active one counts (Kafka)
+        active, offline, topics, global_parts = 1, len(offline_parts), len(rm.topics()), partitions
+        cluster = self.broker.cluster
+        if cluster is not None:
+            c = cluster.controller
+            active, offline = c.active_controller_count, c.offline_partitions_count
+            topics, global_parts = c.global_topic_count, c.global_partition_count
         yield gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
-                    "KafkaController OfflinePartitionsCount", len(offline_parts))  # fmt: skip
+                    "KafkaController OfflinePartitionsCount", offline)  # fmt: skip
         yield gauge("kafka_controller_kafkacontroller_activecontrollercount",
-                    "KafkaController ActiveControllerCount", 1)  # fmt: skip
+                    "KafkaController ActiveControllerCount", active)  # fmt: skip
         yield gauge("kafka_controller_kafkacontroller_globaltopiccount",
-                    "KafkaController GlobalTopicCount", len(rm.topics()))  # fmt: skip
+                    "KafkaController GlobalTopicCount", topics)  # fmt: skip
         yield gauge("kafka_controller_kafkacontroller_globalpartitioncount",
-                    "KafkaController GlobalPartitionCount", partitions)  # fmt: skip
+                    "KafkaController GlobalPartitionCount", global_parts)  # fmt: skip
         yield gauge("kafka_log_logmanager_offlinelogdirectorycount",
                     "LogManager OfflineLogDirectoryCount", len(offline_dirs))  # fmt: skip
         per_dir = GaugeMetricFamily(

@@ -479,6 +479,10 @@ class KafkaController:
         return self.context.offline_partition_count() if self.is_active else 0
 
     @property
+    def global_topic_count(self) -> int:
+        return len(self.context.topic_ids) if self.is_active else 0
+
+    @property
     def global_partition_count(self) -> int:
         return len(self.context.assignments) if self.is_active else 0
 
