@@ -50,3 +50,19 @@ class NoFetchers:
 
     def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
         return None
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode()`` (UTF-16 code units, wrapping at 32 bits, signed)."""
+    h = 0
+    raw = s.encode("utf-16-be")
+    for i in range(0, len(raw), 2):
+        h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Kafka's getFetcherId: ``Utils.abs(31 * topic.hashCode + partition) % numFetchers``."""
+    h = (31 * java_string_hash(tp.topic) + tp.partition) & 0xFFFFFFFF
+    h = h - (1 << 32) if h & 0x80000000 else h
+    return (h & 0x7FFFFFFF) % num_fetchers

@@ -1,0 +1,177 @@
+"""Kafka's ReplicaFetcherManager / AbstractFetcherManager: the FetcherManager of a broker in a
+cluster. Partitions are grouped by (leader broker, fetcher id), the fetcher id being Kafka's
+``abs(31 * topic.hashCode + partition) % num.replica.fetchers``; each group is one
+:class:`ReplicaFetcher` task with its own connection to that leader. A fetcher left without
+partitions is shut down (Kafka's shutdownIdleFetcherThreads); a leader whose address changed
+gets a new fetcher.
+
+Called on the broker's event loop (the ReplicaManager applying a LeaderAndIsr).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from tidelog.client.security import ClientSecurity
+from tidelog.util.topic_partition import TopicPartition
+
+from .fetcher import PartitionFetchState, PartitionLookup, ReplicaFetcher
+from .fetcher_manager import InitialFetchState, fetcher_id
+from .leader_endpoint import FetchSettings, LeaderEndPoint, RemoteLeaderEndPoint
+
+log = logging.getLogger(__name__)
+
+# broker id -> its inter-broker (host, port), None while unknown
+EndpointLookup = Callable[[int], tuple[str, int] | None]
+EndpointFactory = Callable[[int, tuple[str, int]], LeaderEndPoint]
+
+
+@dataclass(frozen=True, slots=True)
+class FetcherKey:
+    leader_id: int
+    fetcher_id: int
+
+
+class ReplicaFetcherManager:
+    """See the module docstring; satisfies the ``FetcherManager`` seam."""
+
+    def __init__(
+        self,
+        settings: FetchSettings,
+        partitions: PartitionLookup,
+        endpoints: EndpointLookup,
+        *,
+        num_fetchers: int = 1,
+        broker_epoch: Callable[[], int] = lambda: -1,
+        security: ClientSecurity | None = None,
+        endpoint_factory: EndpointFactory | None = None,
+        on_high_watermark: Callable[[list[TopicPartition]], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.num_fetchers = num_fetchers
+        self._partitions = partitions
+        self._endpoints = endpoints
+        self._broker_epoch = broker_epoch
+        self._security = security
+        self._endpoint_factory = endpoint_factory or self._remote_endpoint
+        self._on_high_watermark = on_high_watermark
+        self._fetchers: dict[FetcherKey, ReplicaFetcher] = {}
+        self._addresses: dict[FetcherKey, tuple[str, int]] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def _remote_endpoint(self, leader_id: int, address: tuple[str, int]) -> LeaderEndPoint:
+        return RemoteLeaderEndPoint(
+            leader_id,
+            address,
+            self.settings,
+            broker_epoch=self._broker_epoch,
+            security=self._security,
+        )
+
+    # -- the seam ---------------------------------------------------------------------------
+
+    def add_fetcher_for_partitions(
+        self, states: Mapping[TopicPartition, InitialFetchState]
+    ) -> None:
+        if self._closed:
+            raise RuntimeError("the replica fetcher manager is shut down")
+        groups: dict[FetcherKey, dict[TopicPartition, InitialFetchState]] = {}
+        for tp, state in states.items():
+            key = FetcherKey(state.leader_id, fetcher_id(tp, self.num_fetchers))
+            groups.setdefault(key, {})[tp] = state
+        for key, group in groups.items():
+            address = self._endpoints(key.leader_id)
+            if address is None:
+                log.warning(
+                    "no endpoint for leader %d: %d partitions wait for metadata",
+                    key.leader_id,
+                    len(group),
+                )
+                continue
+            for other_key, other in self._fetchers.items():
+                if other_key != key:
+                    other.remove_partitions(group)
+            fetcher = self._fetcher_for(key, address)
+            fetcher.add_partitions(group)
+        self._shutdown_idle()
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        self.remove_partitions(tps)
+
+    # -- the rest of Kafka's manager --------------------------------------------------------
+
+    def remove_partitions(
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, PartitionFetchState]:
+        wanted = set(tps)
+        removed: dict[TopicPartition, PartitionFetchState] = {}
+        for fetcher in self._fetchers.values():
+            removed.update(fetcher.remove_partitions(wanted))
+        self._shutdown_idle()
+        return removed
+
+    def fetch_state(self, tp: TopicPartition) -> PartitionFetchState | None:
+        for fetcher in self._fetchers.values():
+            state = fetcher.fetch_state(tp)
+            if state is not None:
+                return state
+        return None
+
+    @property
+    def fetchers(self) -> dict[FetcherKey, ReplicaFetcher]:
+        return dict(self._fetchers)
+
+    @property
+    def failed_partitions(self) -> set[TopicPartition]:
+        out: set[TopicPartition] = set()
+        for fetcher in self._fetchers.values():
+            out |= fetcher.failed_partitions
+        return out
+
+    def max_lag(self) -> int:
+        """ReplicaMaxLag: the largest lag (messages behind the leader's HW) of any partition."""
+        return max((f.max_lag() for f in self._fetchers.values()), default=0)
+
+    async def shutdown(self) -> None:
+        self._closed = True
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        await asyncio.gather(*(f.shutdown() for f in fetchers), return_exceptions=True)
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _fetcher_for(self, key: FetcherKey, address: tuple[str, int]) -> ReplicaFetcher:
+        fetcher = self._fetchers.get(key)
+        if fetcher is not None and self._addresses.get(key) != address:
+            # the leader moved: its partitions start over on a fetcher to the new address
+            self._stop(self._fetchers.pop(key))
+            fetcher = None
+        if fetcher is None:
+            fetcher = ReplicaFetcher(
+                f"ReplicaFetcher-{self.settings.replica_id}-{key.fetcher_id}-{key.leader_id}",
+                self._endpoint_factory(key.leader_id, address),
+                self._partitions,
+                self.settings,
+                on_high_watermark=self._on_high_watermark,
+            )
+            self._fetchers[key] = fetcher
+            self._addresses[key] = address
+            fetcher.start()
+        return fetcher
+
+    def _shutdown_idle(self) -> None:
+        for key, fetcher in list(self._fetchers.items()):
+            if fetcher.partition_count == 0:
+                del self._fetchers[key]
+                self._addresses.pop(key, None)
+                self._stop(fetcher)
+
+    def _stop(self, fetcher: ReplicaFetcher) -> None:
+        task = asyncio.get_running_loop().create_task(fetcher.shutdown())
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
