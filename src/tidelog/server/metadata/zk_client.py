@@ -228,19 +228,30 @@ class KafkaZkClient:
     def _checked(self, epoch_zk_version: int, *ops: Op) -> list[Any]:
         """Run ``ops`` in one multi behind the controller epoch check (Kafka's
         wrapRequestWithControllerEpochCheck); their results after the check's."""
-        t = self.zk.transaction()
-        t.check(z.CONTROLLER_EPOCH_PATH, epoch_zk_version)
-        for kind, path, data, version in ops:
-            if kind == "create":
-                t.create(path, data or b"")
-            elif kind == "set":
-                t.set_data(path, data or b"", version)
-            else:
-                t.delete(path, version)
-        results = t.commit()
-        if isinstance(results[0], BadVersionError | NoNodeError):
-            raise ControllerMovedError("controller epoch zkVersion changed")
-        return list(results[1:])
+        return self._checked_many(epoch_zk_version, [list(ops)])[0]
+
+    def _checked_many(self, epoch_zk_version: int, multis: list[list[Op]]) -> list[list[Any]]:
+        """Several epoch-checked multis sent at once (pipelined, as Kafka's controller sends
+        its requests asynchronously), then their results in order."""
+        pending = []
+        for ops in multis:
+            t = self.zk.transaction()
+            t.check(z.CONTROLLER_EPOCH_PATH, epoch_zk_version)
+            for kind, path, data, version in ops:
+                if kind == "create":
+                    t.create(path, data or b"")
+                elif kind == "set":
+                    t.set_data(path, data or b"", version)
+                else:
+                    t.delete(path, version)
+            pending.append(t.commit_async())
+        out = []
+        for result in pending:
+            results = result.get()
+            if isinstance(results[0], BadVersionError | NoNodeError):
+                raise ControllerMovedError("controller epoch zkVersion changed")
+            out.append(list(results[1:]))
+        return out
 
     # --- topics ------------------------------------------------------------------------------
 
@@ -295,13 +306,17 @@ class KafkaZkClient:
     def get_topic_partition_states(
         self, partitions: Iterable[TopicPartition]
     ) -> dict[TopicPartition, z.LeaderIsrAndControllerEpoch]:
+        tps = list(partitions)
+        pending = [self.zk.get_async(z.partition_state_path(tp)) for tp in tps]  # pipelined
         out = {}
-        for tp in partitions:
-            data, stat = self.get_data(z.partition_state_path(tp))
-            if stat is not None:
-                state = z.decode_partition_state(data, int(stat.version))
-                if state is not None:
-                    out[tp] = state
+        for tp, result in zip(tps, pending, strict=True):
+            try:
+                data, stat = result.get()
+            except NoNodeError:
+                continue
+            state = z.decode_partition_state(data, int(stat.version))
+            if state is not None:
+                out[tp] = state
         return out
 
     def create_topic_partition_states(
@@ -309,16 +324,24 @@ class KafkaZkClient:
     ) -> dict[TopicPartition, Exception | None]:
         """Create each ``partitions/<p>/state`` (and its parents) behind the epoch check;
         None for a created one, the error otherwise (NodeExistsError: already there)."""
-        out: dict[TopicPartition, Exception | None] = {}
-        for tp, state in states.items():
-            for parent in (z.partitions_path(tp.topic), z.partition_path(tp)):
-                try:
-                    self.zk.create(parent)
-                except NodeExistsError:
-                    pass
-            path, data = z.partition_state_path(tp), z.encode_partition_state(state)
-            out[tp] = _first_error(self._checked(epoch_zk_version, ("create", path, data, -1)))
-        return out
+        topics = {tp.topic for tp in states}
+        self._create_all([z.partitions_path(t) for t in sorted(topics)])
+        self._create_all([z.partition_path(tp) for tp in states])
+        tps = list(states)
+        results = self._checked_many(epoch_zk_version, [
+            [("create", z.partition_state_path(tp), z.encode_partition_state(states[tp]), -1)]
+            for tp in tps
+        ])  # fmt: skip
+        return {tp: _first_error(r) for tp, r in zip(tps, results, strict=True)}
+
+    def _create_all(self, paths: list[str]) -> None:
+        """Create empty znodes, pipelined; existing ones are fine."""
+        pending = [self.zk.create_async(p, b"") for p in paths]
+        for result in pending:
+            try:
+                result.get()
+            except NodeExistsError:
+                pass
 
     def update_leader_and_isr(
         self, states: Mapping[TopicPartition, z.LeaderIsrAndControllerEpoch], epoch_zk_version: int
@@ -326,9 +349,14 @@ class KafkaZkClient:
         """Write each state at its expected zkVersion (``state.zk_version``) behind the epoch
         check; committed states come back with the new zkVersion (the partition epoch)."""
         result = UpdateLeaderAndIsrResult()
-        for tp, state in states.items():
-            path, data = z.partition_state_path(tp), z.encode_partition_state(state)
-            res = self._checked(epoch_zk_version, ("set", path, data, state.zk_version))
+        tps = list(states)
+        all_results = self._checked_many(epoch_zk_version, [
+            [("set", z.partition_state_path(tp), z.encode_partition_state(states[tp]),
+              states[tp].zk_version)]
+            for tp in tps
+        ])  # fmt: skip
+        for tp, res in zip(tps, all_results, strict=True):
+            state = states[tp]
             err = _first_error(res)
             if err is None:
                 stat = res[0]
