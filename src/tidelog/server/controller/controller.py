@@ -76,6 +76,7 @@ class KafkaController:
         self._task: asyncio.Task[None] | None = None
         self._rebalance_task: asyncio.Task[None] | None = None
         self._topic_configs: dict[str, dict[str, str]] = {}
+        self._watchers: dict[object, Callable[[Any], None]] = {}
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -109,8 +110,15 @@ class KafkaController:
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._queue.put_nowait, event)
 
-    def _watch(self, event: Event) -> Callable[[Any], None]:
-        return lambda _watched: self.put_threadsafe(event)
+    def _watch(self, event: Event, key: object = None) -> Callable[[Any], None]:
+        """The ZooKeeper watcher queuing ``event``: one object per event (and key), so that
+        re-arming a watch that is still set does not add a second watcher (kazoo keeps a
+        set of watcher functions per path)."""
+        k = (event, key) if key is not None else event
+        watcher = self._watchers.get(k)
+        if watcher is None:
+            watcher = self._watchers[k] = lambda _watched: self.put_threadsafe(event)
+        return watcher
 
     async def _run(self) -> None:
         while (event := await self._queue.get()) is not None:
@@ -329,10 +337,15 @@ class KafkaController:
             self.send(batch)
 
     def _modification_watch(self, topic: str) -> Callable[[Any], None]:
-        async def event() -> None:
-            await self._partition_modification(topic)
+        key = ("modification", topic)
+        watcher = self._watchers.get(key)
+        if watcher is None:
 
-        return self._watch(event)
+            async def event() -> None:
+                await self._partition_modification(topic)
+
+            watcher = self._watchers[key] = self._watch(event)
+        return watcher
 
     async def _topic_deletion(self) -> None:
         if self.is_active:
