@@ -226,3 +226,38 @@ def test_controller_metrics_count_on_the_active_controller_only(zookeeper_connec
         zk.close()
         for b in brokers:
             b.stop()
+
+
+def test_brokers_talk_over_a_sasl_inter_broker_listener(zookeeper_connect: str) -> None:
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+            'password="broker-secret" user_broker="broker-secret";')  # fmt: skip
+    props = {
+        "zookeeper.connect": zookeeper_connect, "controlled.shutdown.retry.backoff.ms": "100",
+        "listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "INTERNAL", "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.internal.plain.sasl.jaas.config": jaas,
+    }  # fmt: skip
+    brokers = [EmbeddedBroker({**props, "broker.id": str(b)}).start() for b in (1, 2)]
+    zk = KafkaZkClient(zookeeper_connect)
+    zk.start()
+    try:
+        sec = brokers[0].broker.cluster.security
+        assert (sec.security_protocol, sec.sasl_mechanism, sec.sasl_username) == (
+            "SASL_PLAINTEXT", "PLAIN", "broker")
+        reg = zk.get_broker(2)
+        assert reg is not None and {e.listener_name for e in reg.endpoints} == {"PLAINTEXT", "INTERNAL"}
+        _wait(lambda: zk.get_controller_id() is not None, what="controller")
+        zk.create_topic("s", uuid.uuid4(), {0: z.ReplicaAssignment((1, 2)), 1: z.ReplicaAssignment((2, 1))}, {})
+        tps = [TopicPartition("s", 0), TopicPartition("s", 1)]
+        _wait(lambda: len(zk.get_topic_partition_states(tps)) == 2, what="states")
+        victim = next(b for b in brokers if b.broker.node_id != zk.get_controller_id())
+        # ControlledShutdown goes to the controller's INTERNAL listener, authenticated
+        assert victim.run(victim.broker.cluster.controlled_shutdown()) is True
+        vid = victim.broker.node_id
+        assert all(s.leader != vid for s in zk.get_topic_partition_states(tps).values())
+    finally:
+        zk.close()
+        for b in brokers:
+            b.stop()

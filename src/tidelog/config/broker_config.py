@@ -314,6 +314,12 @@ _d(
     "is unset).",
     one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
 )
+_d(
+    "sasl.mechanism.inter.broker.protocol",
+    "string",
+    "GSSAPI",
+    "SASL mechanism brokers use with each other on a SASL inter-broker listener.",
+)
 _d("offsets.topic.replication.factor", "short", 3, "Replication of __consumer_offsets.", at_least(1))
 _d(
     "transaction.state.log.replication.factor",

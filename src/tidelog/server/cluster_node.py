@@ -41,7 +41,7 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     listener's JAAS config (Kafka's ``listener.name.<l>.<mechanism>.sasl.jaas.config``)."""
     name = config.inter_broker_listener_name
     protocol = config.security_protocol(name)
-    mechanism = str(config.originals.get("sasl.mechanism.inter.broker.protocol", "GSSAPI"))
+    mechanism = str(config.values["sasl.mechanism.inter.broker.protocol"])
     prefix = f"listener.name.{name.lower()}."
     jaas = (config.originals.get(f"{prefix}{mechanism.lower()}.sasl.jaas.config")
             or config.originals.get(f"{prefix}sasl.jaas.config")
