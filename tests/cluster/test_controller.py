@@ -361,3 +361,33 @@ def test_isr_change_notification_and_auto_rebalance(zookeeper_connect: str) -> N
         zk2.close()
 
     asyncio.run(main())
+
+
+def test_a_new_controller_resumes_a_pending_deletion(zookeeper_connect: str) -> None:
+    async def main() -> None:
+        c1, _, zk1 = _controller(zookeeper_connect, 1)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        c3, ch3, zk3 = _controller(zookeeper_connect, 3)
+        await c3.startup()
+        zk2 = register(zookeeper_connect, 2)
+        tp = TopicPartition("later", 0)
+        zk1.create_topic("later", uuid.uuid4(), {0: z.ReplicaAssignment((2, 3))}, {})
+        await until(lambda: tp in zk1.get_topic_partition_states([tp]))
+        zk2.close()  # broker 2 is down while the deletion is asked
+        await until(lambda: 2 not in c1.context.live_brokers)
+        zk1.create_delete_topic_path("later")
+        await until(lambda: "later" in c1.context.topics_to_be_deleted)
+        await c1.shutdown()
+        zk1.close()  # the controller goes; broker 3 takes over
+        await until(lambda: c3.is_active, what="3 takes over")
+        await until(lambda: "later" in c3.context.topics_to_be_deleted, what="3 resumes the deletion")
+        assert zk3.get_all_topics() == ["later"]
+        zk2 = register(zookeeper_connect, 2)
+        await until(lambda: zk3.get_all_topics() == [], what="deleted once 2 is back")
+        assert any(b == 2 and tp in r.partitions for b, r in ch3.stop_replica())
+        await c3.shutdown()
+        zk2.close()
+        zk3.close()
+
+    asyncio.run(main())

@@ -191,7 +191,6 @@ class KafkaController:
             self.channel.add_broker(reg)
         topics = await self.call(self.zk.get_all_topics, self._watch(self._topic_change))
         await self._load_topics(topics)
-        await self.call(self.zk.get_topic_deletions, self._watch(self._topic_deletion))
         await self.call(self.zk.get_preferred_replica_election, self._watch(self._preferred_election_znode))
         stale = await self.call(self.zk.get_isr_change_notifications,
                                 self._watch(self._isr_change_notification))  # fmt: skip
@@ -206,7 +205,7 @@ class KafkaController:
             batch.add_leader_and_isr([b for b in ctx.replicas(tp) if b in live], tp)
         await self._online_partition_state_change(batch)
         self.send(batch)
-        await self.deletion.resume()
+        await self.deletion.on_deletion_request()  # deletions asked before this controller
         await self.reassignment.on_znode_change()
         await self._preferred_election_znode()
         if self.config.auto_leader_rebalance_enable:
