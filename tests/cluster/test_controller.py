@@ -251,7 +251,7 @@ def test_topic_deletion_completes_on_a_broker_that_was_down(zookeeper_connect: s
         assert any(b == 2 and r.partitions[tp] == (-2, True) for b, r in ch1.stop_replica())
         assert zk1.get_topic_deletions() == []
         assert zk1.zk.exists("/config/topics/gone") is None
-        assert "gone" not in c1.context.topic_ids
+        await until(lambda: "gone" not in c1.context.topic_ids, what="forgotten by the controller")
         await c1.shutdown()
         zk1.close()
         zk2.close()
