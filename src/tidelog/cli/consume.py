@@ -17,6 +17,7 @@ import argparse
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from tidelog.cli.client_config import (
     make_client,
     pairs,
 )
+from tidelog.cli.value_format import add_value_format_args, value_deserializer
 
 
 def register(subparsers: Any) -> None:
@@ -60,6 +62,7 @@ def register(subparsers: Any) -> None:
     for name in ("key", "offset", "timestamp", "headers", "partition"):
         p.add_argument(f"--print-{name}", action="store_true", help=f"print.{name}=true")
     p.add_argument("--key-separator", help="key.separator (default tab)")
+    add_value_format_args(p, producing=False)
     p.set_defaults(func=run)
 
 
@@ -77,6 +80,8 @@ class Formatter:
     line_separator: bytes = b"\n"
     headers_separator: bytes = b","
     null_literal: bytes = b"null"
+    # --value-format: framed values decoded to JSON through the registry
+    decode_value: Callable[[bytes | None], bytes | None] | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Formatter:
@@ -129,7 +134,8 @@ class Formatter:
         if self.print_key:
             fields.append(self._b(msg.key()))
         if self.print_value:
-            fields.append(self._b(msg.value()))
+            value = msg.value()
+            fields.append(self._b(value if self.decode_value is None else self.decode_value(value)))
         return self.key_separator.join(fields) + self.line_separator
 
 
@@ -243,6 +249,7 @@ def run(args: argparse.Namespace) -> int:
     from confluent_kafka import Consumer
 
     fmt = Formatter.from_args(args)
+    fmt.decode_value = value_deserializer(args)
     consumer = make_client(Consumer, consumer_config(args))
     counter = [0]
     rc = 0

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 from tidelog.cli.client_config import add_connection_args, client_config, pairs
 from tidelog.cli.progress import Progress
+from tidelog.cli.value_format import add_value_format_args, value_serializer
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -61,6 +62,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--header", action="append", default=[], metavar="K=V", help="add to every record"
     )
+    add_value_format_args(p, producing=True)
     p.set_defaults(func=run)
 
 
@@ -232,6 +234,7 @@ def run(args: argparse.Namespace) -> int:
     if args.key_separator is not None:
         props.update({"parse.key": "true", "key.separator": args.key_separator})
     reader = LineReader.from_properties(props, extra)
+    encode = value_serializer(args)  # --value-format avro|json|protobuf
     delivery = _Delivery(args.topic)
     producer = make_client(Producer, {**producer_config(args), "on_delivery": delivery})
     bad, interrupted = 0, False
@@ -244,6 +247,8 @@ def run(args: argparse.Namespace) -> int:
             progress.update(n)
             try:
                 rec = reader.parse(line, n)
+                if encode is not None:
+                    rec = (rec[0], _encoded(encode, rec[1], n), rec[2])
             except LineError as exc:
                 bad += 1
                 print(f"tidelog produce: {exc} (line skipped)", file=sys.stderr)
@@ -253,6 +258,13 @@ def run(args: argparse.Namespace) -> int:
         interrupted = True  # flush what was read: Ctrl-C loses no line already typed
     progress.close()
     return _finish(producer, delivery, bad, interrupted)
+
+
+def _encoded(encode: Any, value: bytes | None, n: int) -> bytes | None:
+    try:
+        return encode(value)
+    except Exception as exc:
+        raise LineError(f"line {n}: value does not fit the schema: {exc}") from exc
 
 
 def _finish(producer: Any, delivery: _Delivery, bad: int, interrupted: bool) -> int:
