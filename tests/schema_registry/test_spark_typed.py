@@ -166,3 +166,22 @@ def test_evolution_and_modes(spark: Any, tmp_path: Path) -> None:
         assert [r.value.a for r in pinned.orderBy("offset").limit(3).collect()] == [1, 2, 3]
         with pytest.raises(Exception, match="Malformed records are detected"):
             read().collect()
+
+
+def test_streaming_reads_typed_values(spark: Any, tmp_path: Path) -> None:
+    with RegistryBroker() as rb:
+        sent = [trade(i) for i in range(500)]
+        produce(rb, "stream-trades", sent, TRADE)
+        query = (spark.readStream.format("tidelog")
+                 .option("kafka.bootstrap.servers", rb.bootstrap_servers)
+                 .option("subscribe", "stream-trades").option("startingOffsets", "earliest")
+                 .option("valueFormat", "avro").option("schema.registry.url", rb.url).load()
+                 .select("offset", "value")
+                 .writeStream.format("memory").queryName("typed_stream")
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(120)
+        assert query.exception() is None
+        got = spark.table("typed_stream")
+        assert got.schema["value"].dataType == EXPECTED
+        assert rows(got) == sent

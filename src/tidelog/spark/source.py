@@ -200,9 +200,10 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ``maxOffsetsPerTrigger`` (ReadMaxRows, split by lag) and ``minOffsetsPerTrigger`` +
     ``maxTriggerDelay``; availableNow stops at the offsets seen when the query started."""
 
-    def __init__(self, opts: ReadOptions) -> None:
+    def __init__(self, opts: ReadOptions, value: TypedValueSpec | None = None) -> None:
         self.opts = opts
         self.spec = _backend_spec(opts)
+        self.value = value
         self._backend: Backend | None = None
         self._available_now: Offsets | None = None
         self._committed: Offsets = {}
@@ -317,7 +318,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         split = split_ranges(ranges, min_partitions=self.opts.min_partitions,
                              max_records_per_partition=self.opts.max_records_per_partition)
-        return list(_partitions_of(self.opts, self.spec, split))
+        return list(_partitions_of(self.opts, self.spec, split, self.value))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TidelogPartition):
@@ -411,8 +412,9 @@ class TidelogDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, streaming=True)
-        _check_user_schema(schema, opts.include_headers)
-        return TidelogStreamReader(opts)
+        value = self._value_spec()
+        _check_user_schema(schema, opts.include_headers, value)
+        return TidelogStreamReader(opts, value)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .writer import make_writer
