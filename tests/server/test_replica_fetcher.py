@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +94,12 @@ def fetcher_for(
     leaders: dict[TopicPartition, Log],
     followers: dict[TopicPartition, FollowerPartition],
     epochs: dict[TopicPartition, int],
+    *,
+    truncate_on_fetch: bool = False,
 ) -> ReplicaFetcher:
     endpoint = LocalLeaderEndPoint(1, leaders.get, lambda tp: epochs[tp])
-    return ReplicaFetcher("test-fetcher", endpoint, followers.get, SETTINGS)
+    settings = replace(SETTINGS, truncate_on_fetch=truncate_on_fetch)
+    return ReplicaFetcher("test-fetcher", endpoint, followers.get, settings)
 
 
 def test_follower_catches_up_byte_identical(logs: Logs) -> None:
@@ -152,7 +156,8 @@ def test_new_records_reach_a_caught_up_follower(logs: Logs) -> None:
     assert segment_bytes(follower) == segment_bytes(leader)
 
 
-def test_diverging_epoch_truncates_where_the_logs_forked(logs: Logs) -> None:
+@pytest.mark.parametrize("on_fetch", [False, True])
+def test_diverging_epoch_truncates_where_the_logs_forked(logs: Logs, on_fetch: bool) -> None:
     """The follower led epoch 1 and wrote offsets 5-7 nobody else has; the new leader (epoch
     2) wrote its own 5-9. Fetch v12's last_fetched_epoch=1 gets diverging epoch (0, 5) back:
     the follower drops 5-7 and copies the leader's 5-9."""
@@ -161,7 +166,9 @@ def test_diverging_epoch_truncates_where_the_logs_forked(logs: Logs) -> None:
     follower.append_as_follower(leader.read(0, 1 << 20).records.read())
     follower.append_as_leader(build_batch([(T0, b"k", b"lost") for _ in range(3)]), leader_epoch=1)
     lead(leader, 2, values(5, 5))
-    fetcher = fetcher_for({TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 2})
+    fetcher = fetcher_for(
+        {TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 2}, truncate_on_fetch=on_fetch
+    )
 
     async def main() -> None:
         fetcher.start()
@@ -181,7 +188,8 @@ def test_diverging_epoch_truncates_where_the_logs_forked(logs: Logs) -> None:
     ]
 
 
-def test_truncation_to_the_smaller_of_both_epoch_ends(logs: Logs) -> None:
+@pytest.mark.parametrize("on_fetch", [False, True])
+def test_truncation_to_the_smaller_of_both_epoch_ends(logs: Logs, on_fetch: bool) -> None:
     """KIP-279: follower epochs {0: 0-2, 1: 3-5}, leader {0: 0-3, 2: 4-7}. The leader answers
     (0, 4) for epoch 1; the follower's epoch 0 ends at 3, so it truncates to min(3, 4) = 3,
     then fetches offset 3 (epoch 0) onward from the leader."""
@@ -191,7 +199,9 @@ def test_truncation_to_the_smaller_of_both_epoch_ends(logs: Logs) -> None:
     lead(leader, 0, values(3, 1))
     lead(leader, 2, values(4, 4))
     follower.append_as_leader(build_batch([(T0, b"k", b"x") for _ in range(3)]), leader_epoch=1)
-    fetcher = fetcher_for({TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 2})
+    fetcher = fetcher_for(
+        {TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 2}, truncate_on_fetch=on_fetch
+    )
 
     async def main() -> None:
         fetcher.start()

@@ -2,8 +2,11 @@
 handling (core/src/main/scala/kafka/server/AbstractFetcherThread.scala,
 ReplicaFetcherThread.scala), as one asyncio task per source broker and fetcher slot.
 
-Each round truncates the partitions that need it, then sends one Fetch for every partition
-ready to fetch, and for each partition of the answer:
+A partition taken from a new leader first finds where its log and the leader's agree
+(OffsetForLeaderEpoch, KIP-101/279) and truncates there, unless ``truncate_on_fetch`` (Kafka's
+IBP 2.7+ behaviour) leaves that to the leader's diverging-epoch answers. Each round truncates
+the partitions that need it, then sends one Fetch for every partition ready to fetch, and for
+each partition of the answer:
 
 * records: appended as the leader wrote them (offsets, leader epochs, producer ids, control
   batches) through ``append_records_to_follower``, after checking the fetch offset is still
@@ -146,8 +149,9 @@ class ReplicaFetcher:
         self, states: Mapping[TopicPartition, InitialFetchState]
     ) -> set[TopicPartition]:
         """Kafka's addPartitions: a partition already fetched at the same leader epoch keeps
-        its state; otherwise it starts from the given offset (truncating first when our log
-        has no epoch to send as last_fetched_epoch)."""
+        its state; otherwise it starts from the given offset, truncating first (through
+        OffsetForLeaderEpoch, or to that offset when our log has no epochs) unless
+        ``truncate_on_fetch`` leaves that to the leader's diverging-epoch answer."""
         for tp, initial in states.items():
             self.failed_partitions.discard(tp)
             current = self._states.get(tp)
@@ -162,7 +166,8 @@ class ReplicaFetcher:
             kind, last = FetchStateKind.RESETTING, None
         else:
             last = self._latest_epoch(tp)
-            kind = FetchStateKind.FETCHING if last is not None else FetchStateKind.TRUNCATING
+            on_fetch = self.settings.truncate_on_fetch and last is not None
+            kind = FetchStateKind.FETCHING if on_fetch else FetchStateKind.TRUNCATING
         return PartitionFetchState(
             initial.topic_id, initial.fetch_offset, None, initial.leader_epoch, kind, last
         )
@@ -495,11 +500,13 @@ class ReplicaFetcher:
             state = self._states.get(tp)
             if state is None:
                 continue
-            # with Fetch v12+ a later divergence is found by the leader: fetch either way
+            # an unfinished truncation asks again, unless the leader's fetch answers find
+            # the rest of the divergence (KIP-279's second round)
+            done_now = truncation.truncation_completed or self.settings.truncate_on_fetch
             self._states[tp] = replace(
                 state,
                 fetch_offset=truncation.offset,
-                kind=FetchStateKind.FETCHING,
+                kind=FetchStateKind.FETCHING if done_now else FetchStateKind.TRUNCATING,
                 last_fetched_epoch=self._latest_epoch(tp),
             )
 

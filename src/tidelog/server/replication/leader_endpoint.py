@@ -124,6 +124,10 @@ class FetchSettings:
     partition_max_bytes: int = 1024 * 1024  # replica.fetch.max.bytes
     socket_timeout_ms: int = 30000  # replica.socket.timeout.ms
     backoff_ms: int = 1000  # replica.fetch.backoff.ms
+    # Kafka's isTruncationOnFetchSupported (IBP 2.7+): a partition taken from a new leader
+    # starts fetching at once and relies on the leader's diverging-epoch answer; False: it
+    # first asks OffsetForLeaderEpoch where its log and the leader's agree (as before 2.7)
+    truncate_on_fetch: bool = False
 
 
 class RemoteLeaderEndPoint:
