@@ -104,7 +104,7 @@ def test_idempotent_retry_after_restart_is_deduplicated(tmp_path: Path) -> None:
 def test_cluster_id_mismatch_refuses_to_start(tmp_path: Path) -> None:
     import pytest
 
-    from tidelog.server.metadata_store import MetadataStoreError
+    from tidelog.server.metadata.local_store import MetadataStoreError
 
     with EmbeddedBroker(log_dir=tmp_path) as b:
         cluster_id = b.broker.replica_manager.cluster_id
@@ -117,7 +117,7 @@ def test_cluster_id_mismatch_refuses_to_start(tmp_path: Path) -> None:
 def test_corrupt_metadata_file_names_the_file(tmp_path: Path) -> None:
     import pytest
 
-    from tidelog.server.metadata_store import METADATA_FILE, MetadataStoreError
+    from tidelog.server.metadata.local_store import METADATA_FILE, MetadataStoreError
 
     with EmbeddedBroker(log_dir=tmp_path):
         pass
@@ -129,7 +129,7 @@ def test_corrupt_metadata_file_names_the_file(tmp_path: Path) -> None:
 def test_failed_start_releases_the_log_dir(tmp_path: Path) -> None:
     import pytest
 
-    from tidelog.server.metadata_store import METADATA_FILE, MetadataStoreError
+    from tidelog.server.metadata.local_store import METADATA_FILE, MetadataStoreError
 
     with EmbeddedBroker(log_dir=tmp_path):
         pass

@@ -10,8 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
-from tidelog.server import topic_admin
 from tidelog.server.errors import ApiError
+from tidelog.server.metadata.admin import NewTopic
 from tidelog.server.security.types import ANONYMOUS, AclOperation, ResourceType
 from tidelog.util.topic_partition import TopicPartition
 
@@ -56,15 +56,14 @@ def _invalid_config() -> Any:
 async def create_topic(listener: Any, request: web.Request) -> web.Response:
     form = await listener.admin_form(request)
     name = str(form.get("name", "")).strip()
-    rm = listener.broker.replica_manager
     # Kafka: CREATE on the cluster, else CREATE on the topic
     if not _allowed(listener, request, AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster"):
         _authorize(listener, request, AclOperation.CREATE, ResourceType.TOPIC, name)
     try:
         partitions = int(str(form.get("partitions", "1")) or 1)
         # off the loop, as CreateTopics does: a topic of many partitions opens many files
-        await topic_admin.create_topic(rm, name, partitions,
-                                       _configs(str(form.get("configs", ""))))
+        await listener.broker.admin_manager.create_topic(
+            NewTopic(name, partitions, configs=_configs(str(form.get("configs", "")))))
     except (ApiError, ValueError) as exc:
         return await listener.console.topics(request, message=f"not created: {exc}", error=True)
     raise web.HTTPSeeOther(f"/topics/{name}")

@@ -15,7 +15,6 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import RequestMetrics
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
-from . import topic_admin
 from .cluster_node import ClusterNode
 from .connection import KafkaConnection
 from .dynamic_config import DynamicBrokerConfig
@@ -23,6 +22,9 @@ from .fetch_session import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .group.wiring import start_group_coordinator, stop_group_coordinator
 from .log_dir_moves import LogDirMover
+from .metadata.admin import AdminManager, LocalAdminManager
+from .metadata.cache import MetadataCache
+from .metadata.image import BrokerInfo
 from .metadata.zk_data import EndPoint
 from .purgatory import FetchPurgatory
 from .quota.manager import ClientQuotaManager
@@ -50,7 +52,11 @@ class Broker:
         self.config = config
         self.clock = clock
         self.registry = registry if registry is not None else discover()
-        self.replica_manager = ReplicaManager(config, clock)
+        # the metadata image handlers read; in one-broker mode the replica manager publishes
+        # it from the local store, and topic admin is local
+        self.metadata_cache = MetadataCache()
+        self.replica_manager = ReplicaManager(config, clock, metadata_cache=self.metadata_cache)
+        self.admin_manager: AdminManager = LocalAdminManager(self.replica_manager)
         self.purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(
             int(config.values["max.incremental.fetch.session.cache.slots"])
@@ -165,6 +171,12 @@ class Broker:
             else:
                 self.other_servers.append(server)
                 log.info("listener %s (%s) on %s:%d", lst.name, sec.protocol, lst.host, port)
+        self.replica_manager.set_local_broker(self.broker_info())
+
+    def broker_info(self) -> BrokerInfo:
+        """This broker as the metadata image shows it: every listener's advertised address."""
+        endpoints = {lst.name: self.endpoint(lst.name) for lst in self.config.listeners}
+        return BrokerInfo(self.node_id, endpoints, self.config.values["broker.rack"])
 
     def _cluster_endpoints(self) -> tuple[EndPoint, ...]:
         return tuple(
@@ -224,7 +236,7 @@ class Broker:
             self._idle_handle = None
         await self._stop_listeners()
         self._stop_coordinators()
-        await topic_admin.drain()  # a create cut off by shutdown would publish after it
+        await self.admin_manager.drain()  # a create cut off by shutdown would publish after it
         self._stop_logs()
         log.info("tidelog broker %d stopped", self.node_id)
 

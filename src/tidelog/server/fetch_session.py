@@ -57,6 +57,8 @@ class CachedPartition:
     high_watermark: int = -1  # the values last sent to the client
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    current_leader_epoch: int = -1  # as the request says (-1: not checked)
+    fetcher_log_start_offset: int = -1  # a follower's own log start offset
 
     def changed(self, hw: int, lso: int, start: int) -> bool:
         return (hw, lso, start) != (
@@ -149,6 +151,8 @@ class FetchSessionCache:
                 session.partitions[tp] = cp
             else:
                 current.fetch_offset, current.max_bytes = cp.fetch_offset, cp.max_bytes
+                current.current_leader_epoch = cp.current_leader_epoch
+                current.fetcher_log_start_offset = cp.fetcher_log_start_offset
         for key in _forgotten(request, names):
             if session.partitions.pop(key, None) is None and key.topic_id != ZERO_UUID:
                 # the id resolved differently when it entered the session (topic deleted
@@ -178,7 +182,10 @@ class _Names:
 
 def _requested(request: Any, names: _Names) -> dict[FetchKey, CachedPartition]:
     return {
-        names.key(t, p.partition): CachedPartition(p.fetch_offset, p.partition_max_bytes)
+        names.key(t, p.partition): CachedPartition(
+            p.fetch_offset, p.partition_max_bytes,
+            current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
+            fetcher_log_start_offset=int(getattr(p, "log_start_offset", -1)))
         for t in request.topics
         for p in t.partitions
     }

@@ -1,13 +1,16 @@
-"""Delayed-fetch purgatory: a Fetch that cannot be satisfied yet parks a future keyed by its
-partitions; an append to any of them (or the timeout) wakes it. No polling loop."""
+"""The purgatories: a Fetch that cannot be satisfied yet parks a future keyed by its
+partitions, woken by a high-watermark move (or an append, for followers) or its timeout; an
+acks=-1 Produce parks until its partitions' high watermarks pass it (DelayedProduce). No
+polling loop."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from tidelog.metrics import add_remote_time
+from tidelog.protocol.errors import ErrorCode
 from tidelog.util.topic_partition import TopicPartition
 
 
@@ -59,3 +62,82 @@ class FetchPurgatory:
                     s.discard(fut)
                     if not s:
                         del self._watchers[tp]
+
+
+Check = Callable[[TopicPartition, int], tuple[bool, ErrorCode]]
+
+
+class _DelayedProduce:
+    """One acks=-1 produce waiting for its partitions' high watermarks."""
+
+    __slots__ = ("errors", "future", "pending")
+
+    def __init__(self, pending: dict[TopicPartition, int],
+                 future: asyncio.Future[None]) -> None:
+        self.pending = pending  # partition -> the offset the HW must reach
+        self.errors: dict[TopicPartition, ErrorCode] = {}
+        self.future = future
+
+
+class DelayedProducePurgatory:
+    """Kafka's DelayedProduce: an acks=-1 produce parks until every partition it wrote has
+    its high watermark past the batch (or an error: NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER), or REQUEST_TIMED_OUT after the request's timeout. Woken by the
+    partitions' high-watermark and ISR changes."""
+
+    def __init__(self, check: Check) -> None:
+        self._check = check
+        self._watchers: dict[TopicPartition, set[_DelayedProduce]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(s) for s in list(self._watchers.values()))
+
+    def _try_complete(self, op: _DelayedProduce, tp: TopicPartition) -> None:
+        required = op.pending.get(tp)
+        if required is None:
+            return
+        done, error = self._check(tp, required)
+        if done or error != ErrorCode.NONE:
+            del op.pending[tp]
+            op.errors[tp] = error
+            if not op.pending and not op.future.done():
+                op.future.set_result(None)
+
+    def check_and_complete(self, tp: TopicPartition) -> int:
+        """Recheck the produces waiting on ``tp``; how many completed."""
+        ops = self._watchers.get(tp)
+        if not ops:
+            return 0
+        n = 0
+        for op in list(ops):
+            self._try_complete(op, tp)
+            if op.future.done():
+                n += 1
+        return n
+
+    async def wait(self, required: dict[TopicPartition, int],
+                   timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
+        """Each partition's outcome: NONE once replicated, its error, or REQUEST_TIMED_OUT."""
+        op = _DelayedProduce(dict(required), asyncio.get_running_loop().create_future())
+        for tp in list(op.pending):
+            self._try_complete(op, tp)
+        if not op.pending:
+            return op.errors
+        keys = list(op.pending)
+        for tp in keys:
+            self._watchers.setdefault(tp, set()).add(op)
+        parked = time.perf_counter_ns()
+        try:
+            await asyncio.wait_for(asyncio.shield(op.future), max(timeout_ms, 0) / 1000)
+        except TimeoutError:
+            for tp in op.pending:
+                op.errors[tp] = ErrorCode.REQUEST_TIMED_OUT
+        finally:
+            add_remote_time(time.perf_counter_ns() - parked)
+            for tp in keys:
+                s = self._watchers.get(tp)
+                if s is not None:
+                    s.discard(op)
+                    if not s:
+                        del self._watchers[tp]
+        return op.errors

@@ -1,44 +1,60 @@
-"""Partition registry of a single-node broker (Kafka's ReplicaManager + the topic half of
-the KRaft metadata image): topics persisted in the MetadataStore, one ``Log`` per partition.
+"""The broker's partitions (Kafka's ReplicaManager): the partition map, the append and fetch
+fan-out, and LeaderAndIsr / StopReplica applied to it. Logs come from the storage
+``LogManager`` (checkpoints, recovery points, retention, the cleaner), which gets each
+topic's config overrides from the metadata store; the topic half lives in
+``replica_topics.py``.
 
-Logs come from the storage ``LogManager`` (checkpoints, recovery points, retention, the
-cleaner), which gets each topic's config overrides from the MetadataStore. All calls happen
-on the broker's event-loop thread (the LogManager's periodic tasks run on its scheduler).
-"""
+Without ZooKeeper the broker is a one-broker cluster: every partition of every topic is
+hosted here and made leader with ISR [self] as soon as its log exists. All calls happen on
+the broker's event-loop thread (the LogManager's periodic tasks run on its scheduler)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tidelog.config.broker_config import BrokerConfig
-from tidelog.config.core import ConfigError
-from tidelog.config.log_config import LogConfig
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
 from tidelog.util.clock import Clock
-from tidelog.util.topic_partition import TopicPartition, validate_topic_name
+from tidelog.util.topic_partition import TopicPartition
 
+from .cluster.partition import AlterPartitionSender, Partition
+from .cluster.partition_state import NO_EPOCH, LeaderAndIsrPartitionState
 from .errors import ApiError
 from .group_commit import GroupCommit, flush_due
-from .metadata_store import (
-    MetadataStore,
-    MetadataStoreError,
-    TopicInfo,
-    new_topic_id,
-    write_partition_metadata,
-)
+from .metadata.cache import MetadataCache
+from .metadata.image import BrokerInfo
+from .metadata.local_store import LocalMetadataStore, write_partition_metadata
+from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
+from .purgatory import DelayedProducePurgatory
+from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
+from .replication.fetcher_manager import FetcherManager, InitialFetchState, NoFetchers
 
 log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
 # Worker threads for heavy appends (compressed or large batches): with MAX_DECOMPRESSED_BATCH
 # (64 MiB) this bounds the decompressed bytes held by validation to 128 MiB at any time.
 HEAVY_APPEND_THREADS = 2
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+__all__ = ["INTERNAL_TOPICS", "LeaderAndIsrResult", "ReplicaManager"]
+
+
+@dataclass
+class LeaderAndIsrResult:
+    """What a LeaderAndIsr did: each partition's error (NONE when applied), and the
+    partitions this broker now follows, with their leader and the offset to fetch from."""
+
+    errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+    new_followers: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    new_leaders: list[TopicPartition] = field(default_factory=list)
+    error: ErrorCode = ErrorCode.NONE  # STALE_CONTROLLER_EPOCH for the whole request
 
 
 def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) -> Any:
@@ -58,12 +74,30 @@ def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) 
     )
 
 
-class ReplicaManager:
-    def __init__(self, config: BrokerConfig, clock: Clock, logs: Any = None) -> None:
+class ReplicaManager(ReplicaTopics):
+    def __init__(self, config: BrokerConfig, clock: Clock, logs: Any = None, *,
+                 metadata_cache: MetadataCache | None = None,
+                 store: MetadataStore | None = None,
+                 fetcher_manager: FetcherManager | None = None,
+                 alter_partition_sender: AlterPartitionSender | None = None) -> None:
         self.config = config
         self.clock = clock
-        self.store = MetadataStore(config.log_dirs, config.node_id, config.values["cluster.id"])
+        self.node_id = config.node_id
+        self.store = store if store is not None else LocalMetadataStore(
+            config.log_dirs, config.node_id, config.values["cluster.id"])
+        # without zookeeper.connect: every partition here, led here, the image published from
+        # the store
+        self.one_broker = config.zookeeper_connect is None
+        self.metadata_cache = metadata_cache if metadata_cache is not None else MetadataCache()
+        self.local_broker = BrokerInfo(config.node_id, {}, config.values["broker.rack"])
+        self._publish_lock = threading.Lock()
         self.logs = logs if logs is not None else _make_log_manager(config, clock, self.store)
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetcher_manager: FetcherManager = fetcher_manager or NoFetchers()
+        self.alter_partition_sender = alter_partition_sender
+        self.controller_epoch = 0
+        self.replica_lag_time_max_ms = int(config.values["replica.lag.time.max.ms"])
+        self.delayed_produce = DelayedProducePurgatory(self._check_replicated)
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
         # BrokerTopicMetrics (bytes/messages in, produce requests); None: not recorded
         self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
@@ -76,17 +110,19 @@ class ReplicaManager:
 
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:
-        had_metadata = self.store.path.exists()
-        self.store.load()
+        had_metadata = self.store.load()
         self.logs.startup()
+        failure_channel = getattr(self.logs, "failure_channel", None)
+        if failure_channel is not None:  # an offline dir's partitions go offline in the image
+            failure_channel.add_listener(lambda _path: self.publish_image())
         if had_metadata:  # without the topic list every log would look stray
             self._remove_stray_logs()
-        for info in self.store.topics.values():
-            for p in range(info.partitions):
-                lg = self._open(TopicPartition(info.name, p), info)
-                # Becoming leader of a one-replica ISR: the HW moves to the LEO at once
-                # (Kafka's Partition.makeLeader -> maybeIncrementLeaderHW).
-                lg.maybe_increment_high_watermark(lg.log_end_offset)
+        if self.one_broker:
+            for info in self.store.topics.values():
+                for p in range(info.partitions):
+                    self._open(TopicPartition(info.name, p), info)
+                self._host_topic(info)
+        self.publish_image()
 
     def _remove_stray_logs(self) -> None:
         """Partition dirs that no topic owns: a CreateTopics cut short by a crash (the
@@ -107,198 +143,230 @@ class ReplicaManager:
         self._heavy_pool = self._admin_pool = None
         self.logs.shutdown()
 
-    @property
-    def cluster_id(self) -> str:
-        return self.store.cluster_id
+    # -- the partition map --------------------------------------------------------------------
+    def _new_partition(self, tp: TopicPartition, lg: Any,
+                       topic_id: uuid.UUID | None) -> Partition:
+        return Partition(tp, lg, local_broker_id=self.node_id, clock=self.clock,
+                         replica_lag_time_max_ms=self.replica_lag_time_max_ms,
+                         alter_partition_sender=self.alter_partition_sender,
+                         on_high_watermark=self._on_high_watermark, topic_id=topic_id)
 
-    # -- topics -------------------------------------------------------------------------------
-    def topic(self, name: str) -> TopicInfo | None:
-        return self.store.topics.get(name)
-
-    def topics(self) -> list[TopicInfo]:
-        return list(self.store.topics.values())
-
-    def topic_config(self, name: str) -> LogConfig:
-        info = self.store.topics[name]
-        return LogConfig.from_props(info.configs, self.config.log_config_defaults(), strict=False)
-
-    def validate_new_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> None:
-        try:
-            validate_topic_name(name)
-        except ValueError as exc:
-            raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
-        if name in self.store.topics or name in self.pending_topics:
-            # pending: being created or deleted off the loop (server/topic_admin.py)
-            raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if partitions < 1:
-            raise ApiError(
-                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-            )
-        self.validate_configs(configs)
-
-    def validate_configs(self, configs: Mapping[str, str]) -> LogConfig:
-        try:
-            return LogConfig.from_props(configs, self.config.log_config_defaults())
-        except ConfigError as exc:
-            raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        configs: Mapping[str, str] | None = None,
-        *,
-        validate_only: bool = False,
-    ) -> TopicInfo:
-        info = self.new_topic_info(name, partitions, configs)
-        if validate_only:
-            return info
-        self.create_logs(info, range(partitions))
-        self.store.topics[name] = info
-        self.store.save()
-        log.info("created topic %s (%d partitions, configs %s)", name, partitions, info.configs)
-        return info
-
-    def new_topic_info(self, name: str, partitions: int,
-                       configs: Mapping[str, str] | None) -> TopicInfo:
-        """A new topic's description, its name, partition count and configs validated."""
-        configs = dict(configs or {})
-        self.validate_new_topic(name, partitions, configs)
-        return TopicInfo(name, new_topic_id(), partitions, configs)
-
-    def create_logs(self, info: TopicInfo, partitions: range) -> None:
-        """Create the logs of ``partitions`` of ``info``, all or none: after a failure (out
-        of descriptors, a disk error) the ones created are removed at once, no trace left.
-        Runs on any thread (the LogManager locks); the caller publishes the topic after."""
-        created: list[TopicPartition] = []
-        try:
-            for p in partitions:
-                tp = TopicPartition(info.name, p)
-                self._open(tp, info)
-                created.append(tp)
-        except Exception:
-            abandon = getattr(self.logs, "abandon_logs", None)
-            if abandon is not None:
-                abandon(created + [TopicPartition(info.name, p) for p in partitions[len(created):]])
-            else:
-                for tp in created:
-                    self.logs.delete_log(tp)
-            raise
-
-    def admin_executor(self) -> ThreadPoolExecutor:
-        """One thread for admin work that touches many files (topic_admin.py): admin
-        operations run one at a time, in order, and never on the event loop."""
-        if self._admin_pool is None:
-            self._admin_pool = ThreadPoolExecutor(1, thread_name_prefix="tidelog-admin")
-        return self._admin_pool
-
-    def auto_create(self, name: str) -> TopicInfo | None:
-        """Create ``name`` with broker defaults if auto.create.topics.enable (else None)."""
-        if not self.config.values["auto.create.topics.enable"] or name in INTERNAL_TOPICS:
-            return None
-        try:
-            return self.create_topic(name, int(self.config.values["num.partitions"]))
-        except ApiError:
-            return self.store.topics.get(name)
-
-    def delete_topic(self, name: str) -> TopicInfo:
-        info = self.store.topics.get(name)
-        if info is None:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        if not self.config.values["delete.topic.enable"]:
-            raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED)
-        del self.store.topics[name]
-        if self.topic_stats is not None:
-            self.topic_stats.remove_topic(name)
-        self.store.save()
+    def _host_topic(self, info: TopicInfo) -> None:
+        """One-broker mode: each partition of ``info`` (its log made) is led here, ISR [self],
+        at the epoch its log last saw (Kafka's makeLeader: the HW moves to the LEO at once)."""
+        if not self.one_broker:
+            return
         for p in range(info.partitions):
-            self.logs.delete_log(TopicPartition(name, p))
-        log.info("deleted topic %s", name)
-        return info
+            tp = TopicPartition(info.name, p)
+            if tp in self.partitions:
+                continue
+            lg = self.logs.get_log(tp)
+            if lg is None:
+                continue  # offline: opened (and refused) on first use
+            partition = self._new_partition(tp, lg, info.topic_id)
+            self.partitions[tp] = partition
+            epoch = lg.leader_epoch_cache.latest_epoch() or 0
+            node = (self.node_id,)
+            partition.make_leader(LeaderAndIsrPartitionState(
+                tp.topic, p, self.controller_epoch, self.node_id, epoch, node, 0, node))
 
-    def create_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
-        info = self.store.topics.get(name)
-        if info is None:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-        if count <= info.partitions:
-            raise ApiError(
-                ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {info.partitions} partitions, which is higher "
-                f"than or equal to the requested {count}.",
-            )
-        if validate_only:
-            return
-        old = info.partitions
-        info.partitions = count
-        self.store.save()
-        for p in range(old, count):
-            self._open(TopicPartition(name, p), info)
+    def _unhost_topic(self, name: str) -> None:
+        for tp in [tp for tp in self.partitions if tp.topic == name]:
+            del self.partitions[tp]
+            self._on_high_watermark(tp)  # waiting produces and fetches answer now
 
-    def set_topic_configs(
-        self, name: str, configs: Mapping[str, str], *, validate_only: bool = False
-    ) -> None:
-        info = self.store.topics.get(name)
-        if info is None:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-        self.validate_configs(configs)
-        if validate_only:
-            return
-        info.configs = dict(configs)
-        self.store.save()
-        self.logs.update_topic_config(name, info.configs)
+    def _leader_epochs(self) -> Mapping[TopicPartition, int]:
+        return {tp: p.leader_epoch for tp, p in list(self.partitions.items())}
 
-    # -- partitions ---------------------------------------------------------------------------
+    def get_partition(self, tp: TopicPartition) -> Partition | None:
+        """The hosted partition, its log current (an AlterReplicaLogDirs move swaps it);
+        KafkaStorageError when its log dir is offline; None when not hosted here."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            info = self.store.topics.get(tp.topic)
+            if not self.one_broker or info is None or not 0 <= tp.partition < info.partitions:
+                return None
+            self._open(tp, info)  # raises KafkaStorageError for an offline dir
+            self._host_topic(info)
+            return self.partitions.get(tp)
+        lg = self.logs.get_log(tp)
+        if lg is None:  # its dir went offline: answer as Kafka does for an offline replica
+            info = self.store.topics.get(tp.topic)
+            self.logs.get_or_create_log(tp, None if info is None else dict(info.configs))
+        elif lg is not partition.log:
+            partition.log = lg
+        return partition
+
+    def partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH, *,
+                           require_leader: bool = True) -> Partition:
+        """Kafka's getPartitionOrException + validation: UNKNOWN_TOPIC_OR_PARTITION when not
+        hosted, NOT_LEADER_OR_FOLLOWER when ``require_leader`` and not led here,
+        FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for another epoch."""
+        partition = self.get_partition(tp)
+        if partition is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           "This server does not host this topic-partition.")
+        partition.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
+        return partition
+
     def get_log(self, tp: TopicPartition) -> Any:
-        info = self.store.topics.get(tp.topic)
-        if info is None or not 0 <= tp.partition < info.partitions:
-            return None
-        return self.logs.get_or_create_log(tp, info.configs)
+        partition = self.get_partition(tp)
+        return None if partition is None else partition.log
+
+    def log_or_error(self, tp: TopicPartition) -> Any:
+        """The log of a partition this broker leads (what consumers and producers use)."""
+        return self.partition_or_error(tp).log
 
     def _open(self, tp: TopicPartition, info: TopicInfo) -> Any:
         """Open/create the partition's log and make sure ``partition.metadata`` names the
-        topic id (Kafka writes it when a replica is created or loaded)."""
-        lg = self.logs.get_or_create_log(tp, info.configs)
+        topic id (Kafka writes it when a replica is created or loaded). Any thread."""
+        lg = self.logs.get_or_create_log(tp, dict(info.configs))
         try:
             write_partition_metadata(Path(lg.dir), info.topic_id)
         except MetadataStoreError as exc:
             log.error("%s", exc)
         return lg
 
-    def log_or_error(self, tp: TopicPartition) -> Any:
-        lg = self.get_log(tp)
-        if lg is None:
-            raise ApiError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                "This server does not host this topic-partition.",
-            )
-        return lg
+    # -- LeaderAndIsr / StopReplica ------------------------------------------------------------
+    def become_leader_or_follower(
+        self, controller_id: int, controller_epoch: int,
+        states: Iterable[LeaderAndIsrPartitionState],
+        topic_ids: Mapping[str, uuid.UUID],
+    ) -> LeaderAndIsrResult:
+        """Kafka's becomeLeaderOrFollower: a stale controller epoch refuses the request; a
+        partition's state applies only at a newer leader epoch (an older one is
+        STALE_CONTROLLER_EPOCH); new followers stop fetching, then fetch from their leader."""
+        result = LeaderAndIsrResult()
+        if controller_epoch < self.controller_epoch:
+            result.error = ErrorCode.STALE_CONTROLLER_EPOCH
+            return result
+        self.controller_epoch = controller_epoch
+        leaders: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        followers: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        for state in states:
+            tp = TopicPartition(state.topic_name, state.partition_index)
+            error, partition = self._accept_state(tp, state, topic_ids.get(state.topic_name))
+            result.errors[tp] = error
+            if partition is not None:
+                (leaders if state.leader == self.node_id else followers).append(
+                    (partition, state))
+        for partition, state in leaders:
+            self.fetcher_manager.remove_fetcher_for_partitions([partition.topic_partition])
+            if partition.make_leader(state):
+                result.new_leaders.append(partition.topic_partition)
+        self._make_followers(followers, topic_ids, result)
+        if self.one_broker:
+            self.publish_image()
+        return result
 
-    def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False) -> Any:
-        """``group_commit``: a due ``flush.messages`` fsync joins this turn's group commit,
-        and the HW advances after it (wait on ``group_commit.waiter(tp)`` to answer)."""
+    def _accept_state(self, tp: TopicPartition, state: LeaderAndIsrPartitionState,
+                      topic_id: uuid.UUID | None) -> tuple[ErrorCode, Partition | None]:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            try:
+                lg = self.logs.get_or_create_log(tp, self._topic_overrides(tp.topic))
+            except Exception as exc:
+                log.warning("cannot host %s: %s", tp, exc)
+                return ErrorCode.KAFKA_STORAGE_ERROR, None
+            if topic_id is not None:
+                try:
+                    write_partition_metadata(Path(lg.dir), topic_id)
+                except MetadataStoreError:
+                    return ErrorCode.INCONSISTENT_TOPIC_ID, None
+            partition = self.partitions[tp] = self._new_partition(tp, lg, topic_id)
+        if topic_id is not None and partition.topic_id not in (None, topic_id):
+            return ErrorCode.INCONSISTENT_TOPIC_ID, None
+        if state.leader_epoch <= partition.leader_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, None
+        if self.node_id not in state.replicas:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
+        return ErrorCode.NONE, partition
+
+    def _make_followers(self, followers: list[tuple[Partition, LeaderAndIsrPartitionState]],
+                        topic_ids: Mapping[str, uuid.UUID], result: LeaderAndIsrResult) -> None:
+        moved = [p for p, state in followers if p.make_follower(state)]
+        if not moved:
+            return
+        tps = [p.topic_partition for p in moved]
+        self.fetcher_manager.remove_fetcher_for_partitions(tps)
+        for tp in tps:  # produces and fetches waiting here answer NOT_LEADER_OR_FOLLOWER
+            self._on_high_watermark(tp)
+        fetch = {}
+        for p in moved:
+            tp = p.topic_partition
+            offset = p.log_end_offset  # Kafka's initialFetchOffset: the LEO
+            result.new_followers[tp] = (p.leader_id, offset)
+            fetch[tp] = InitialFetchState(p.leader_id, p.leader_epoch, offset,
+                                          topic_ids.get(tp.topic))
+        self.fetcher_manager.add_fetcher_for_partitions(fetch)
+
+    def _topic_overrides(self, topic: str) -> dict[str, str] | None:
+        info = self.store.topics.get(topic)
+        return None if info is None else dict(info.configs)
+
+    def stop_replicas(self, controller_epoch: int,
+                      partitions: Mapping[TopicPartition, tuple[int, bool]],
+                      ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Kafka's stopReplicas: stop fetching each partition and drop it (deleting its log
+        when asked) unless the request's leader epoch is older than ours (-2: deletion,
+        always applies); (STALE_CONTROLLER_EPOCH, {}) for a deposed controller."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, {}
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        stopped = []
+        for tp, (leader_epoch, delete) in partitions.items():
+            partition = self.partitions.get(tp)
+            if partition is not None and 0 <= leader_epoch < partition.leader_epoch:
+                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            errors[tp] = ErrorCode.NONE
+            stopped.append(tp)
+            if partition is not None:
+                del self.partitions[tp]
+                self._on_high_watermark(tp)
+            if delete:
+                self.logs.delete_log(tp)
+        self.fetcher_manager.remove_fetcher_for_partitions(stopped)
+        return ErrorCode.NONE, errors
+
+    def maybe_shrink_isr(self) -> None:
+        """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2)."""
+        now = self.clock.milliseconds()
+        for partition in list(self.partitions.values()):
+            partition.maybe_shrink_isr(now)
+
+    # -- produce ------------------------------------------------------------------------------
+    def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,
+               required_acks: int = 1) -> Any:
+        """Append to a partition led here. ``group_commit``: a due ``flush.messages`` fsync
+        joins this turn's group commit, and the HW advances after it (wait on
+        ``group_commit.waiter(tp)`` to answer); with acks=-1 wait on ``wait_replicated``."""
         try:
-            info = self._append(tp, records, group_commit)
+            partition = self.partition_or_error(tp)
+            partition.check_append(required_acks)
+            info = self._write(partition, records, group_commit)
+            self._after_write(partition, group_commit)
         except Exception:
             self._record_failed(tp)
             raise
         self._record_append(tp, records, info)
         return info
 
-    async def append_off_loop(
-        self, tp: TopicPartition, records: bytes, *, group_commit: bool = False
-    ) -> Any:
+    async def append_off_loop(self, tp: TopicPartition, records: bytes, *,
+                              group_commit: bool = False, required_acks: int = 1) -> Any:
         """``append`` with the validation and the write on a worker thread: a compressed or
         large batch (decompression, CRC, copy, write) must not stall every other client.
         At most HEAVY_APPEND_THREADS run at once, which bounds the decompressed bytes in
         flight to that many times MAX_DECOMPRESSED_BATCH. The caller keeps a connection's
         requests in order."""
-        lg = self.log_or_error(tp)
         loop = asyncio.get_running_loop()
         try:
+            partition = self.partition_or_error(tp)
+            partition.check_append(required_acks)
             info = await loop.run_in_executor(
-                self._heavy_executor(), self._write, lg, tp, records, group_commit
-            )
-            info = self._after_write(tp, lg, info, group_commit)
+                self._heavy_executor(), self._write, partition, records, group_commit)
+            self._after_write(partition, group_commit)
         except Exception:
             self._record_failed(tp)
             raise
@@ -322,45 +390,53 @@ class ReplicaManager:
             n = 0 if info.duplicate else info.num_messages
             self.topic_stats.record_append(tp.topic, len(records), n)
 
-    def _append(self, tp: TopicPartition, records: bytes, group_commit: bool = False) -> Any:
-        lg = self.log_or_error(tp)
-        info = self._write(lg, tp, records, group_commit)
-        return self._after_write(tp, lg, info, group_commit)
-
-    def _write(self, lg: Any, tp: TopicPartition, records: bytes, group_commit: bool) -> Any:
+    def _write(self, partition: Partition, records: bytes, group_commit: bool) -> Any:
         """Validate and write (any thread: the Log's lock orders it with everything else)."""
         try:
-            return lg.append_as_leader(records, defer_flush=True) if group_commit \
-                else lg.append_as_leader(records)
+            return partition.append_to_log(records, defer_flush=group_commit)
         except Exception as exc:
             # A disk error takes the whole log dir offline once (Kafka's LogDirFailureChannel);
             # the caller answers KAFKA_STORAGE_ERROR either way.
-            self._report_io_error(lg, exc, f"appending to {tp}")
+            self._report_io_error(partition.log, exc, f"appending to {partition.topic_partition}")
             raise
 
-    def _after_write(self, tp: TopicPartition, lg: Any, info: Any, group_commit: bool) -> Any:
-        """On the loop: the HW, the group commit and the append listeners."""
-        if group_commit and flush_due(lg):
-            self.group_commit.add(tp, lg)  # consumers see the records once they are on disk
-            return info
-        self._advance_high_watermark(tp, lg)
-        return info
+    def _after_write(self, partition: Partition, group_commit: bool) -> None:
+        """On the loop: the group commit, the HW, and the fetches waiting for data."""
+        tp = partition.topic_partition
+        if group_commit and flush_due(partition.log):
+            self.group_commit.add(tp, partition.log)  # counted once the records are on disk
+        elif not partition.advance_local_committed():
+            self._notify(tp)  # followers fetch past the HW: they wait for appends too
 
-    def _advance_high_watermark(self, tp: TopicPartition, lg: Any, upto: int | None = None) -> None:
-        # Single node: the leader is the whole ISR, so HW follows LEO at once (in durable
-        # mode: the offset a group commit round put on disk).
-        end = lg.log_end_offset
-        lg.maybe_increment_high_watermark(end if upto is None else min(upto, end))
+    def _on_group_flushed(self, tp: TopicPartition, lg: Any, upto: int,
+                          error: BaseException | None) -> None:
+        if error is not None:
+            self._report_io_error(lg, error, f"flushing {tp}")
+            return
+        partition = self.partitions.get(tp)
+        if partition is not None and not partition.advance_local_committed(upto):
+            self._notify(tp)
+
+    def _on_high_watermark(self, tp: TopicPartition) -> None:
+        self.delayed_produce.check_and_complete(tp)
+        self._notify(tp)
+
+    def _notify(self, tp: TopicPartition) -> None:
         for fn in self._append_listeners:
             fn(tp)
 
-    def _on_group_flushed(
-        self, tp: TopicPartition, lg: Any, upto: int, error: BaseException | None
-    ) -> None:
-        if error is not None:
-            self._report_io_error(lg, error, f"flushing {tp}")
-        else:
-            self._advance_high_watermark(tp, lg, upto)
+    def _check_replicated(self, tp: TopicPartition, required_offset: int
+                          ) -> tuple[bool, ErrorCode]:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition.check_enough_replicas_reached(required_offset)
+
+    async def wait_replicated(self, required: dict[TopicPartition, int],
+                              timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
+        """acks=-1: each partition's outcome once its HW passed ``required[tp]`` (the offset
+        after the batch), its error, or REQUEST_TIMED_OUT (DelayedProduce)."""
+        return await self.delayed_produce.wait(required, timeout_ms)
 
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
         """Advance the log start offset to ``offset``; returns the new low watermark."""
@@ -371,6 +447,22 @@ class ReplicaManager:
             lg.maybe_increment_log_start_offset(offset, "ClientRecordDeletion")
         return int(lg.log_start_offset)
 
+    # -- fetch --------------------------------------------------------------------------------
+    def fetch_partition(self, tp: TopicPartition, replica_id: int, current_leader_epoch: int,
+                        ) -> Partition:
+        """The partition a Fetch reads: a consumer's must be led here, a follower's too (it
+        fetches from the leader); the epoch checked either way."""
+        return self.partition_or_error(tp, current_leader_epoch)
+
+    def update_follower_fetch_state(self, partition: Partition, replica_id: int,
+                                    fetch_offset: int, log_start_offset: int,
+                                    broker_epoch: int, leader_end_offset: int) -> None:
+        """After a follower's Fetch read: its state, ISR expansion, the HW."""
+        partition.update_follower_fetch_state(
+            replica_id, fetch_offset, log_start_offset, broker_epoch,
+            self.clock.milliseconds(), leader_end_offset)
+
+    # -- log dirs -----------------------------------------------------------------------------
     def _report_io_error(self, lg: Any, exc: BaseException, op: str) -> bool:
         handle = getattr(self.logs, "maybe_handle_io_error", None)
         return bool(handle(lg, exc, op)) if handle is not None else False
@@ -393,15 +485,18 @@ class ReplicaManager:
             add(fn)
 
     def add_append_listener(self, fn: Callable[[TopicPartition], object]) -> None:
+        """``fn(tp)`` when ``tp``'s high watermark moves or records are appended to it."""
         self._append_listeners.append(fn)
+
+    def notify_append(self, tp: TopicPartition) -> None:
+        """Records were written to ``tp`` outside ``append`` (a coordinator's own write)."""
+        self._notify(tp)
 
     # -- producer ids -------------------------------------------------------------------------
     def allocate_producer_id(self) -> int:
         """Ids come from blocks reserved durably ahead of use, so a crash never reuses one."""
         if self._pid_next >= self._pid_end:
-            start = self.store.next_producer_id
-            self.store.next_producer_id = start + PRODUCER_ID_BLOCK
-            self.store.save()
+            start = self.store.claim_producer_id_block(PRODUCER_ID_BLOCK)
             self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
         pid = self._pid_next
         self._pid_next += 1

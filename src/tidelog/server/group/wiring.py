@@ -22,6 +22,7 @@ from tidelog.server.group.coordinator import GroupCoordinator
 from tidelog.server.group.log_store import LogOffsetsStore
 from tidelog.server.group.member import JoinResult, SyncResult
 from tidelog.server.group.metadata_manager import LoadedPartition
+from tidelog.server.group.records import OFFSETS_TOPIC
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import ScheduledTask, TaskFn
 
@@ -80,8 +81,9 @@ class HasGroupCoordinator(Protocol):
 
 def start_group_coordinator(
     broker_config: BrokerConfig, clock: Clock, replica_manager: ReplicaManager
-) -> tuple[GroupCoordinator, asyncio.Task[None]]:
-    """The coordinator and the task loading ``__consumer_offsets`` into it."""
+) -> tuple[GroupCoordinator, asyncio.Task[None] | None]:
+    """The coordinator and the task loading ``__consumer_offsets`` into it (None when the
+    topic does not exist yet: nothing to load, ready at once)."""
     config = GroupConfig.from_props(broker_config.originals)
     loop = asyncio.get_running_loop()
     coord = GroupCoordinator(
@@ -92,6 +94,10 @@ def start_group_coordinator(
         node_id=broker_config.node_id,
     )
     coord.startup(load=False)
+    if replica_manager.topic(OFFSETS_TOPIC) is None:
+        for p in range(config.offsets_topic_num_partitions):
+            coord.complete_load(p, LoadedPartition())
+        return coord, None
     return coord, loop.create_task(_load_all(coord))
 
 

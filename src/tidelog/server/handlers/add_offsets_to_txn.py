@@ -14,7 +14,6 @@ from tidelog.server.security.types import AclOperation, ResourceType
 from tidelog.server.txn.wiring import txn_coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
-from .. import topic_admin
 from ..context import RequestContext
 from ..group.log_store import LogOffsetsStore, offsets_topic_configs
 
@@ -48,7 +47,7 @@ async def _offsets_topic_ready(ctx: RequestContext) -> bool:
     if not isinstance(store, LogOffsetsStore):
         return True
     cfg = store.config
-    return await topic_admin.ensure_internal_topic(
-        ctx.broker.replica_manager, OFFSETS_TOPIC, cfg.offsets_topic_num_partitions,
-        offsets_topic_configs(cfg),
+    return await ctx.broker.admin_manager.ensure_internal_topic(
+        OFFSETS_TOPIC, cfg.offsets_topic_num_partitions, offsets_topic_configs(cfg),
+        int(ctx.broker.config.values["offsets.topic.replication.factor"]),
     )

@@ -24,7 +24,7 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
         return
     if res.resource_type != TOPIC:
         raise ApiError(ErrorCode.INVALID_REQUEST, "only topic and broker configs can be altered")
-    ctx.broker.replica_manager.set_topic_configs(
+    ctx.broker.admin_manager.alter_topic_configs(
         res.resource_name, configs, validate_only=validate_only
     )
 

@@ -1,4 +1,5 @@
-"""CreatePartitions (key 37): grow a topic's partition count (persisted)."""
+"""CreatePartitions (key 37): grow a topic's partition count (persisted), with an explicit
+assignment of the new partitions when given, through the broker's AdminManager."""
 
 from __future__ import annotations
 
@@ -6,9 +7,8 @@ from typing import Any
 
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.kio_util import make, nested
+from tidelog.protocol.kio_util import make, ms, nested
 
-from .. import topic_admin
 from ..context import RequestContext
 from ..errors import ApiError, to_error
 from ..security import AclOperation, ResourceType
@@ -21,16 +21,17 @@ MAX_VERSION = 3
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     rcls = nested(cls, "results")
-    rm = ctx.broker.replica_manager
     out = []
     for t in request.topics:
         code, msg = ErrorCode.NONE, None
         try:
             if not ctx.authorize(AclOperation.ALTER, ResourceType.TOPIC, t.name):
                 raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            await topic_admin.create_partitions(
-                rm, t.name, t.count, validate_only=bool(request.validate_only)
-            )
+            assignment = None if t.assignments is None else [
+                tuple(a.broker_ids) for a in t.assignments]
+            await ctx.broker.admin_manager.create_partitions(
+                t.name, t.count, assignment=assignment,
+                validate_only=bool(request.validate_only), timeout_ms=ms(request.timeout))
         except Exception as exc:
             code, msg = to_error(exc)
         out.append(make(rcls, name=t.name, error_code=code, error_message=msg))

@@ -1,5 +1,6 @@
-"""CreateTopics (key 19): partitions/configs/validate_only; replication factor must be 1 or
--1 (broker default) on a single node."""
+"""CreateTopics (key 19): partitions, replication factor or an explicit assignment, configs,
+validate_only; placed and created by the broker's AdminManager (one broker: every replica
+here, so the factor must be 1 or -1)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,11 @@ from typing import Any
 
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.kio_util import make, nested
+from tidelog.protocol.kio_util import make, ms, nested
 
-from .. import topic_admin
 from ..context import RequestContext
 from ..errors import ApiError, to_error
+from ..metadata.admin import NewTopic
 from ..security import AclOperation, ResourceType
 
 API_KEY = 19
@@ -19,31 +20,16 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-async def _create_one(ctx: RequestContext, t: Any, validate_only: bool) -> dict[str, Any]:
-    rm = ctx.broker.replica_manager
+async def _create_one(ctx: RequestContext, t: Any, validate_only: bool,
+                      timeout: int) -> dict[str, Any]:
     configs = {c.name: c.value for c in t.configs if c.value is not None}
-    partitions = t.num_partitions
-    if t.assignments:
-        if partitions != -1 or t.replication_factor != -1:
-            raise ApiError(
-                ErrorCode.INVALID_REQUEST,
-                "Both numPartitions or replicationFactor and replicasAssignments were set.",
-            )
-        partitions = len(t.assignments)
-    if partitions == -1:
-        partitions = int(ctx.broker.config.values["num.partitions"])
-    rf = t.replication_factor
-    if rf not in (-1, 1):
-        raise ApiError(
-            ErrorCode.INVALID_REPLICATION_FACTOR,
-            f"Unable to replicate the partition {rf} time(s): The target replication "
-            f"factor of {rf} cannot be reached because only 1 broker(s) are registered.",
-        )
-    # the partitions' files are made off the event loop (topic_admin.py)
-    info = await topic_admin.create_topic(
-        rm, t.name, partitions, configs, validate_only=validate_only
-    )
-    return {"topic_id": info.topic_id, "num_partitions": partitions, "replication_factor": 1}
+    assignment = {a.partition_index: tuple(a.broker_ids) for a in t.assignments or ()}
+    topic = NewTopic(t.name, t.num_partitions, t.replication_factor, assignment, configs)
+    info = await ctx.broker.admin_manager.create_topic(
+        topic, validate_only=validate_only, timeout_ms=timeout)
+    replicas = info.replicas(0, ctx.broker.node_id) if info.partitions else ()
+    return {"topic_id": info.topic_id, "num_partitions": info.partitions,
+            "replication_factor": len(replicas)}
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -56,7 +42,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             if not (ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster")
                     or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, t.name)):
                 raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            kw = await _create_one(ctx, t, bool(request.validate_only))
+            kw = await _create_one(ctx, t, bool(request.validate_only),
+                                   ms(request.timeout))
             results.append(
                 make(rcls, name=t.name, error_code=0, error_message=None, configs=None, **kw)
             )

@@ -32,7 +32,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 tp = TopicPartition(t.name, p.partition_index)
                 if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name):
                     raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                lg = rm.log_or_error(tp)
+                lg = rm.partition_or_error(tp).log
                 offset = lg.high_watermark if p.offset == -1 else p.offset
                 if offset < 0 or offset > lg.high_watermark:
                     raise ApiError(ErrorCode.OFFSET_OUT_OF_RANGE)

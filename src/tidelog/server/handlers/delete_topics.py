@@ -7,11 +7,11 @@ from typing import Any
 
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.kio_util import make, nested
+from tidelog.protocol.kio_util import make, ms, nested
 
-from .. import topic_admin
 from ..context import RequestContext
 from ..errors import ApiError, to_error
+from ..group.wiring import coordinator_for
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
 
@@ -34,23 +34,24 @@ def _targets(request: Any) -> list[tuple[str | None, uuid.UUID | None]]:
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     rcls = nested(cls, "responses")
-    rm = ctx.broker.replica_manager
+    image = ctx.broker.metadata_cache.image
     out = []
     deleted: list[str] = []
     for name, tid in _targets(request):
         code, msg = ErrorCode.NONE, None
         try:
             if tid is not None:
-                info = rm.store.topic_by_id(tid)
-                if info is None:
+                known = image.topic_by_id(tid)
+                if known is None:
                     raise ApiError(ErrorCode.UNKNOWN_TOPIC_ID)
-                name = info.name
+                name = known.name
             if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, name or ""):
                 raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             if name in INTERNAL_TOPICS:
                 raise ApiError(ErrorCode.TOPIC_DELETION_DISABLED,
                                f"Internal topic {name} cannot be deleted")
-            info = await topic_admin.delete_topic(rm, name or "")
+            info = await ctx.broker.admin_manager.delete_topic(
+                name or "", timeout_ms=ms(request.timeout))
             tid = info.topic_id
             deleted.append(info.name)
         except Exception as exc:
@@ -60,7 +61,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     if deleted:
         # Committed offsets of a deleted topic must not resurface if it is re-created.
-        from ..group.wiring import coordinator_for
-
         coordinator_for(ctx.broker).on_topics_deleted(deleted)
     return make(cls, throttle_time=0, responses=tuple(out))

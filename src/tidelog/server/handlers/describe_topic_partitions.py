@@ -14,7 +14,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 
 from ..context import RequestContext
-from ..metadata_store import TopicInfo
+from ..metadata.image import NO_LEADER, MetadataImage, TopicImage
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
 
@@ -24,14 +24,17 @@ MAX_VERSION = 0
 PARTITION_LIMIT_CAP = 2000  # max.request.partition.size.limit
 
 
-def _partitions(cls: Any, node: int, first: int, last: int) -> tuple[Any, ...]:
+def _partitions(cls: Any, topic: TopicImage, first: int, last: int) -> tuple[Any, ...]:
     pcls = nested(cls, "partitions")
-    return tuple(
-        make(pcls, error_code=0, partition_index=p, leader_id=node, leader_epoch=0,
-             replica_nodes=(node,), isr_nodes=(node,), eligible_leader_replicas=None,
-             last_known_elr=None, offline_replicas=())
-        for p in range(first, last)
-    )
+    out = []
+    for p in range(first, last):
+        reg = topic.partitions[p]
+        out.append(make(
+            pcls, error_code=0 if reg.leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE,
+            partition_index=p, leader_id=reg.leader, leader_epoch=reg.leader_epoch,
+            replica_nodes=reg.replicas, isr_nodes=reg.isr, eligible_leader_replicas=None,
+            last_known_elr=None, offline_replicas=reg.offline_replicas))
+    return tuple(out)
 
 
 def _error_topic(ctx: RequestContext, cls: Any, name: str, code: ErrorCode) -> Any:
@@ -39,24 +42,24 @@ def _error_topic(ctx: RequestContext, cls: Any, name: str, code: ErrorCode) -> A
                 topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, name))
 
 
-def _wanted(ctx: RequestContext, request: Any) -> list[tuple[str, TopicInfo | None]]:
-    rm = ctx.broker.replica_manager
+def _wanted(ctx: RequestContext, image: MetadataImage,
+            request: Any) -> list[tuple[str, TopicImage | None]]:
     if request.topics:
         names = sorted({t.name for t in request.topics})
-        return [(n, rm.topic(n)) for n in names]
-    return [(i.name, i) for i in sorted(rm.topics(), key=lambda i: i.name)
-            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, i.name)]
+        return [(n, image.topic(n)) for n in names]
+    return [(name, t) for name, t in sorted(image.topics.items())
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name)]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
-    node = ctx.broker.node_id
+    image = ctx.broker.metadata_cache.image
     budget = max(1, min(int(request.response_partition_limit), PARTITION_LIMIT_CAP))
     cursor = request.cursor
     out: list[Any] = []
     next_cursor: tuple[str, int] | None = None
-    for name, info in _wanted(ctx, request):
+    for name, info in _wanted(ctx, image, request):
         if cursor is not None and name < cursor.topic_name:
             continue  # before the cursor: sent in an earlier page
         if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, name):
@@ -69,13 +72,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         if budget == 0:
             next_cursor = (name, first)
             break
-        last = min(info.partitions, first + budget)
+        count = len(info.partitions)
+        last = min(count, first + budget)
         budget -= last - first
         out.append(make(
             tcls, error_code=0, name=name, topic_id=info.topic_id,
-            is_internal=name in INTERNAL_TOPICS, partitions=_partitions(tcls, node, first, last),
+            is_internal=name in INTERNAL_TOPICS, partitions=_partitions(tcls, info, first, last),
             topic_authorized_operations=ctx.authorized_operations(ResourceType.TOPIC, name)))
-        if last < info.partitions:
+        if last < count:
             next_cursor = (name, last)
             break
     ccls = nested(cls, "next_cursor")

@@ -1,21 +1,25 @@
-"""Fetch (key 1): long poll through the purgatory (woken by appends), max_bytes and
+"""Fetch (key 1): long poll through the purgatory (woken by HW moves and appends), max_bytes and
 per-partition limits, at least one batch even when larger than the limits (while the
 response is still empty), HW / LSO / log start offset, OFFSET_OUT_OF_RANGE, and incremental
 fetch sessions (KIP-227, ``server/fetch_session.py``). From v13 topics are named by id
 (KIP-516): an id unknown here is UNKNOWN_TOPIC_ID, a session partition whose topic was
-recreated under the same name (a new id) is INCONSISTENT_TOPIC_ID. v15's replica state and
-v16's leader endpoints (sent with NOT_LEADER errors, which one broker never gives) and v17's
-directory id and v18's high watermark concern followers only."""
+recreated under the same name (a new id) is INCONSISTENT_TOPIC_ID. Only the leader answers
+(NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for another
+current_leader_epoch). A follower (replica_id, or v15's replica state, >= 0; CLUSTER_ACTION)
+reads to the log end and its fetch moves its state on the leader: its end offset, the ISR,
+the high watermark; a consumer reads to the HW or LSO."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import FetchPartitionData, encode_fetch_response
 from tidelog.protocol.kio_util import ms
+from tidelog.storage.log_read import FetchIsolation
 
 from ..context import RequestContext
 from ..errors import to_error
@@ -31,10 +35,29 @@ READ_COMMITTED = 1
 Read = list[tuple[FetchKey, FetchPartitionData]]
 
 
-def _isolation(committed: bool) -> Any:
-    from tidelog.storage.log import FetchIsolation
-
+def _isolation(committed: bool, follower: bool) -> FetchIsolation:
+    if follower:
+        return FetchIsolation.LOG_END
     return FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+
+
+@dataclass(frozen=True, slots=True)
+class Fetcher:
+    """Who fetches: a consumer (replica_id -1) or a follower (its id and broker epoch)."""
+
+    replica_id: int = -1
+    broker_epoch: int = -1
+
+    @property
+    def follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+def _fetcher(request: Any) -> Fetcher:
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return Fetcher(int(state.replica_id), int(state.replica_epoch))
+    return Fetcher(int(getattr(request, "replica_id", -1)))
 
 
 def _read_partition(
@@ -43,15 +66,17 @@ def _read_partition(
     cp: CachedPartition,
     max_bytes: int,
     min_one: bool,
-    isolation: Any,
+    isolation: FetchIsolation,
     by_id: bool,
+    fetcher: Fetcher,
 ) -> FetchPartitionData:
     out = FetchPartitionData(key.partition)
     tp = key.tp
-    # READ on the topic before its existence (Kafka's handleFetchRequest); an id unknown here
-    # has no name to authorize and stays UNKNOWN_TOPIC_ID below
-    if not (by_id and key.unknown_id) and not ctx.authorize(
-        AclOperation.READ, ResourceType.TOPIC, tp.topic
+    # READ on the topic before its existence (Kafka's handleFetchRequest), CLUSTER_ACTION for
+    # a follower; an id unknown here has no name to authorize and stays UNKNOWN_TOPIC_ID below
+    if not (by_id and key.unknown_id) and not (
+        ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster")
+        if fetcher.follower else ctx.authorize(AclOperation.READ, ResourceType.TOPIC, tp.topic)
     ):
         out.error_code, out.records = ErrorCode.TOPIC_AUTHORIZATION_FAILED, b""
         return out
@@ -60,8 +85,11 @@ def _read_partition(
         if code:
             out.error_code, out.records = code, b""
             return out
+    rm = ctx.broker.replica_manager
     try:
-        lg = ctx.broker.replica_manager.log_or_error(tp)
+        partition = rm.fetch_partition(tp, fetcher.replica_id, cp.current_leader_epoch)
+        lg = partition.log
+        leader_end = lg.log_end_offset
         out.high_watermark = lg.high_watermark
         out.last_stable_offset = lg.last_stable_offset
         out.log_start_offset = lg.log_start_offset
@@ -72,6 +100,11 @@ def _read_partition(
         aborted = getattr(info, "aborted_transactions", None)
         if aborted:
             out.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
+        if fetcher.follower:
+            rm.update_follower_fetch_state(partition, fetcher.replica_id, cp.fetch_offset,
+                                           cp.fetcher_log_start_offset, fetcher.broker_epoch,
+                                           leader_end)
+            out.high_watermark = lg.high_watermark  # it may have moved with this fetch
     except Exception as exc:
         ctx.broker.replica_manager.maybe_handle_io_error(tp, exc)  # a disk error: dir offline
         out.error_code, _ = to_error(exc)
@@ -80,7 +113,8 @@ def _read_partition(
 
 
 def _read_all(
-    ctx: RequestContext, request: Any, plan: FetchPlan, isolation: Any
+    ctx: RequestContext, request: Any, plan: FetchPlan, isolation: FetchIsolation,
+    fetcher: Fetcher,
 ) -> tuple[Read, int, bool]:
     budget = max(0, int(getattr(request, "max_bytes", 2**31 - 1)))
     budget = min(budget, int(ctx.broker.config.values["fetch.max.bytes"]))
@@ -89,7 +123,8 @@ def _read_all(
     out: Read = []
     for key, cp in plan.partitions:
         limit = max(0, min(cp.max_bytes, budget - total))
-        data = _read_partition(ctx, key, cp, limit, total == 0, isolation, plan.by_id)
+        data = _read_partition(ctx, key, cp, limit, total == 0, isolation, plan.by_id,
+                               fetcher)
         total += len(data.records or b"")
         error = error or data.error_code != ErrorCode.NONE
         out.append((key, data))
@@ -99,18 +134,18 @@ def _read_all(
 def _topic_id_error(ctx: RequestContext, key: FetchKey) -> ErrorCode:
     if key.unknown_id:
         return ErrorCode.UNKNOWN_TOPIC_ID
-    info = ctx.broker.replica_manager.topic(key.topic)
-    if info is not None and info.topic_id != key.topic_id:
+    topic = ctx.broker.metadata_cache.image.topic(key.topic)
+    if topic is not None and topic.topic_id != key.topic_id:
         return ErrorCode.INCONSISTENT_TOPIC_ID
     return ErrorCode.NONE
 
 
 def _resolver(ctx: RequestContext) -> Any:
-    store = ctx.broker.replica_manager.store
+    image = ctx.broker.metadata_cache.image
 
     def resolve(topic_id: uuid.UUID) -> str | None:
-        info = store.topic_by_id(topic_id)
-        return info.name if info is not None else None
+        topic = image.topic_by_id(topic_id)
+        return topic.name if topic is not None else None
 
     return resolve
 
@@ -138,34 +173,37 @@ def _shape(
     return list(topics.items())
 
 
-async def _long_poll(ctx: RequestContext, request: Any, plan: FetchPlan, isolation: Any) -> Read:
+async def _long_poll(ctx: RequestContext, request: Any, plan: FetchPlan,
+                     isolation: FetchIsolation, fetcher: Fetcher) -> Read:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(request.max_wait) / 1000
     tps = [key.tp for key, _ in plan.partitions if not (plan.by_id and key.unknown_id)]
     while True:
-        read, total, error = _read_all(ctx, request, plan, isolation)
+        read, total, error = _read_all(ctx, request, plan, isolation, fetcher)
         remaining = int((deadline - loop.time()) * 1000)
         if total >= request.min_bytes or error or remaining <= 0 or not tps:
             return read
         _release(read)  # parked: the read is redone when woken
         if not await ctx.broker.purgatory.wait(tps, remaining):
-            return _read_all(ctx, request, plan, isolation)[0]
+            return _read_all(ctx, request, plan, isolation, fetcher)[0]
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    isolation = _isolation(getattr(request, "isolation_level", 0) == READ_COMMITTED)
+    fetcher = _fetcher(request)
+    isolation = _isolation(getattr(request, "isolation_level", 0) == READ_COMMITTED,
+                           fetcher.follower)
     plan = ctx.broker.fetch_sessions.plan(request, ctx.api_version, _resolver(ctx))
     if plan.error:
         return encode_fetch_response(
             ctx.correlation_id, ctx.api_version, [], error_code=plan.error, session_id=0
         )
-    read = await _long_poll(ctx, request, plan, isolation)
+    read = await _long_poll(ctx, request, plan, isolation, fetcher)
     try:
         topics = _shape(plan, read, plan.by_id)
     except BaseException:
         _release(read)
         raise
-    if _is_consumer(request):
+    if not fetcher.follower:  # follower fetches are never throttled by client quotas
         size = sum(_nbytes(p.records) for _, parts in topics for p in parts)
         throttle_ms = throttle_fetch(ctx, size)
         if throttle_ms > 0:  # over consumer_byte_rate: answered empty, as Kafka
@@ -177,13 +215,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return encode_fetch_response(
         ctx.correlation_id, ctx.api_version, topics, session_id=plan.response_session_id
     )
-
-
-def _is_consumer(request: Any) -> bool:
-    """Follower fetches are never throttled by client quotas."""
-    state = getattr(request, "replica_state", None)
-    replica = state.replica_id if state is not None else getattr(request, "replica_id", -1)
-    return int(replica) < 0
 
 
 def _nbytes(records: Any) -> int:

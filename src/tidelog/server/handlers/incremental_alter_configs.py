@@ -32,8 +32,10 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
         raise ApiError(
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{res.resource_name}' does not exist."
         )
-    new = apply_incremental(info.configs, ops, rm.topic_config(res.resource_name).to_props())
-    rm.set_topic_configs(res.resource_name, new, validate_only=validate_only)
+    new = apply_incremental(dict(info.configs), ops,
+                            rm.topic_config(res.resource_name).to_props())
+    ctx.broker.admin_manager.alter_topic_configs(res.resource_name, new,
+                                                 validate_only=validate_only)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -26,12 +26,17 @@ TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, -4: 8, -5: 9}
 
 
 def _lookup(
-    ctx: RequestContext, tp: TopicPartition, ts: int, committed: bool
+    ctx: RequestContext, tp: TopicPartition, ts: int, committed: bool, current_epoch: int,
+    follower: bool,
 ) -> tuple[int, int, int]:
-    """(timestamp, offset, leader_epoch)."""
-    lg = ctx.broker.replica_manager.log_or_error(tp)
+    """(timestamp, offset, leader_epoch). Only the leader answers; a follower (replica_id
+    >= 0) reads to the log end, a consumer to the HW or LSO (Kafka's fetchOffsetForTimestamp)."""
+    partition = ctx.broker.replica_manager.partition_or_error(tp, current_epoch)
+    lg = partition.log
     if ts == LATEST:
-        return -1, (lg.last_stable_offset if committed else lg.high_watermark), 0
+        end = lg.log_end_offset if follower else (
+            lg.last_stable_offset if committed else lg.high_watermark)
+        return -1, end, max(partition.leader_epoch, 0)
     if ts == EARLIEST:
         return -1, lg.log_start_offset, 0
     found = lg.fetch_offset_by_timestamp(ts)
@@ -63,7 +68,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if ctx.api_version < TIMESTAMP_MIN_VERSION.get(p.timestamp, 0):
                     raise ValueError(f"timestamp {p.timestamp} needs a newer version")
                 ts, off, epoch = _lookup(
-                    ctx, TopicPartition(t.name, p.partition_index), p.timestamp, committed
+                    ctx, TopicPartition(t.name, p.partition_index), p.timestamp, committed,
+                    int(getattr(p, "current_leader_epoch", -1)),
+                    int(getattr(request, "replica_id", -1)) >= 0,
                 )
                 parts.append(
                     make(

@@ -1,7 +1,9 @@
-"""Metadata (key 3): one broker (this one, also the controller), topics with a stable
-topic_id (v10+), auto-creation when allowed by both the request and the broker, authorized
-operations when asked (topic v8+, cluster v8-v10: KIP-700 moved the cluster's to
-DescribeCluster), the top-level error code of v13 (always NONE: no rebootstrap needed)."""
+"""Metadata (key 3): the brokers, the controller and every partition's registration (leader,
+leader epoch, replicas, ISR, offline replicas) from the metadata image, read once per
+request; topics with a stable topic_id (v10+), auto-creation when allowed by both the request
+and the broker, authorized operations when asked (topic v8+, cluster v8-v10: KIP-700 moved
+the cluster's to DescribeCluster), the top-level error code of v13 (always NONE: no
+rebootstrap needed)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,8 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import has_field, make, nested
 from tidelog.util.topic_partition import validate_topic_name
 
-from .. import topic_admin
 from ..context import RequestContext
-from ..metadata_store import TopicInfo
+from ..metadata.image import NO_LEADER, MetadataImage, PartitionRegistration, TopicImage
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
 
@@ -43,22 +44,20 @@ def _requested(
 
 def _topic(
     cls: Any,
-    info: TopicInfo | None,
+    topic: TopicImage | None,
     name: str | None,
-    node: int,
     err: int = 0,
     tid: uuid.UUID | None = None,
-    offline: frozenset[int] = frozenset(),
 ) -> Any:
     pcls = nested(cls, "partitions")
     parts: tuple[Any, ...] = ()
-    if info is not None:
-        parts = tuple(_partition(pcls, p, node, p in offline) for p in range(info.partitions))
+    if topic is not None:
+        parts = tuple(_partition(pcls, p, reg) for p, reg in sorted(topic.partitions.items()))
     return make(
         cls,
         error_code=err,
         name=name,
-        topic_id=info.topic_id if info else (tid or _NO_ID),
+        topic_id=topic.topic_id if topic else (tid or _NO_ID),
         is_internal=bool(name in INTERNAL_TOPICS),
         partitions=parts,
         topic_authorized_operations=OPERATIONS_OMITTED,
@@ -71,77 +70,78 @@ def _with_operations(ctx: RequestContext, topic: Any) -> Any:
     return dataclasses.replace(topic, topic_authorized_operations=ops)
 
 
-def _partition(pcls: Any, p: int, node: int, offline: bool) -> Any:
-    """A partition whose log dir failed has no leader and its only replica offline, as
-    Kafka's controller reports it once the broker's dir is offline."""
-    if offline:
-        return make(
-            pcls,
-            error_code=ErrorCode.LEADER_NOT_AVAILABLE,
-            partition_index=p,
-            leader_id=-1,
-            leader_epoch=0,
-            replica_nodes=(node,),
-            isr_nodes=(),
-            offline_replicas=(node,),
-        )
+def _partition(pcls: Any, p: int, reg: PartitionRegistration) -> Any:
+    """A partition without a leader answers LEADER_NOT_AVAILABLE, its replicas as
+    registered (Kafka's MetadataCache)."""
     return make(
         pcls,
-        error_code=0,
+        error_code=0 if reg.leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE,
         partition_index=p,
-        leader_id=node,
-        leader_epoch=0,
-        replica_nodes=(node,),
-        isr_nodes=(node,),
-        offline_replicas=(),
+        leader_id=reg.leader,
+        leader_epoch=reg.leader_epoch,
+        replica_nodes=reg.replicas,
+        isr_nodes=reg.isr,
+        offline_replicas=reg.offline_replicas,
     )
 
 
-async def _named_topic(ctx: RequestContext, tcls: Any, name: str | None, tid: Any,
-                       auto: bool) -> Any:
+async def _named_topic(ctx: RequestContext, image: MetadataImage, tcls: Any,
+                       name: str | None, tid: Any, auto: bool) -> Any:
     """One requested topic's entry, in Kafka's order of checks: DESCRIBE, existence, then
     auto-creation (a valid name, CREATE on the cluster or the topic)."""
-    rm, node = ctx.broker.replica_manager, ctx.broker.node_id
-    info = rm.store.topic_by_id(tid) if tid is not None else rm.topic(name or "")
-    shown = info.name if info is not None else name
+    topic = image.topic_by_id(tid) if tid is not None else image.topic(name or "")
+    shown = topic.name if topic is not None else name
     if shown and not ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, shown):
         # before existence: a forbidden topic looks like a forbidden missing one
-        return _topic(tcls, None, name, node, ErrorCode.TOPIC_AUTHORIZATION_FAILED, tid)
-    if info is None and tid is not None:
-        return _topic(tcls, None, None, node, ErrorCode.UNKNOWN_TOPIC_ID, tid)
-    if info is None and name and auto:
+        return _topic(tcls, None, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, tid)
+    if topic is None and tid is not None:
+        return _topic(tcls, None, None, ErrorCode.UNKNOWN_TOPIC_ID, tid)
+    if topic is None and name and auto:
         try:
             validate_topic_name(name)
         except ValueError:
-            return _topic(tcls, None, name, node, ErrorCode.INVALID_TOPIC_EXCEPTION)
+            return _topic(tcls, None, name, ErrorCode.INVALID_TOPIC_EXCEPTION)
         if not (ctx.authorize(AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster")
                 or ctx.authorize(AclOperation.CREATE, ResourceType.TOPIC, name)):
-            return _topic(tcls, None, name, node, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        info = await topic_admin.auto_create(rm, name)  # file work off the loop
-    if info is None:
-        return _topic(tcls, None, name, node, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return _topic(tcls, info, info.name, node, offline=rm.offline_partitions(info.name))
+            return _topic(tcls, None, name, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if await ctx.broker.admin_manager.auto_create(name) is not None:
+            # created (file work off the loop): the image now shows it
+            topic = ctx.broker.metadata_cache.image.topic(name)
+        else:  # not allowed, or being created by another request (the client retries)
+            return _topic(tcls, None, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if topic is None:
+        return _topic(tcls, None, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    return _topic(tcls, topic, topic.name)
+
+
+def _brokers(ctx: RequestContext, image: MetadataImage, bcls: Any) -> tuple[Any, ...]:
+    """Every live broker with an endpoint on the client's listener (Kafka leaves out those
+    without one); this broker's own endpoint is the one the request came in on."""
+    out = []
+    for b in image.brokers.values():
+        ep = ctx.endpoint if b.broker_id == ctx.broker.node_id \
+            else b.endpoint(ctx.listener_name)
+        if ep is not None:
+            out.append(make(bcls, node_id=b.broker_id, host=ep[0], port=ep[1], rack=b.rack))
+    return tuple(out)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
-    rm = broker.replica_manager
-    node = broker.node_id
+    image = ctx.broker.metadata_cache.image
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
-    bcls = nested(cls, "brokers")
     wanted, all_topics = _requested(ctx, request)
     auto = ctx.api_version < 4 or bool(getattr(request, "allow_auto_topic_creation", True))
     topics: list[Any] = []
     if all_topics:
         topics = [
-            _topic(tcls, info, info.name, node, offline=rm.offline_partitions(info.name))
-            for info in rm.topics()
+            _topic(tcls, t, t.name)
+            for t in image.topics.values()
             # Kafka leaves out the topics the principal may not DESCRIBE
-            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, info.name)
+            if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         ]
     for name, tid in wanted:
-        topics.append(await _named_topic(ctx, tcls, name, tid, auto))
+        topics.append(await _named_topic(ctx, image, tcls, name, tid, auto))
     if getattr(request, "include_topic_authorized_operations", False):
         topics = [_with_operations(ctx, t) for t in topics]
     kw: dict[str, Any] = {}
@@ -154,17 +154,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return make(
         cls,
         throttle_time=0,
-        brokers=(
-            make(
-                bcls,
-                node_id=node,
-                host=ctx.endpoint[0],
-                port=ctx.endpoint[1],
-                rack=None,
-            ),
-        ),
-        cluster_id=rm.cluster_id,
-        controller_id=node,
+        brokers=_brokers(ctx, image, nested(cls, "brokers")),
+        cluster_id=image.cluster_id,
+        controller_id=image.controller_id,
         topics=tuple(topics),
         error_code=0,
         **kw,

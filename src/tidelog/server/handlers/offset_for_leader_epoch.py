@@ -1,8 +1,9 @@
 """OffsetForLeaderEpoch (key 23): the end offset of a leader epoch from the partition's
 leader-epoch checkpoint, as consumers ask to validate their position after a leader change
-(KIP-320) and followers to find where to truncate. The leader epoch here is always 0 (one
-broker, never re-elected): a larger current_leader_epoch is UNKNOWN_LEADER_EPOCH, a smaller
-one FENCED_LEADER_EPOCH. An epoch the log never saw, or newer than its latest, is answered
+(KIP-320) and followers to find where to truncate. Only the leader answers
+(NOT_LEADER_OR_FOLLOWER elsewhere); a current_leader_epoch larger than the partition's is
+UNKNOWN_LEADER_EPOCH, a smaller one FENCED_LEADER_EPOCH (Kafka's lastOffsetForLeaderEpoch).
+An epoch the log never saw, or newer than its latest, is answered
 (-1, -1) as Kafka's LeaderEpochFileCache does. Consumers need DESCRIBE on the topic,
 followers (replica_id >= 0, v3+) CLUSTER_ACTION on the cluster."""
 
@@ -22,18 +23,13 @@ from ..security import AclOperation, ResourceType
 API_KEY = 23
 MIN_VERSION = 2
 MAX_VERSION = 4
-LEADER_EPOCH = 0  # what Metadata reports for every partition
 UNDEFINED = -1
 
 
 def _end_offset(ctx: RequestContext, tp: TopicPartition, p: Any) -> tuple[int, int, int]:
     """(error, epoch, end offset)."""
-    current = int(p.current_leader_epoch)
-    if current != UNDEFINED and current < LEADER_EPOCH:
-        return ErrorCode.FENCED_LEADER_EPOCH, UNDEFINED, UNDEFINED
-    if current > LEADER_EPOCH:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH, UNDEFINED, UNDEFINED
-    lg = ctx.broker.replica_manager.log_or_error(tp)
+    partition = ctx.broker.replica_manager.partition_or_error(tp, int(p.current_leader_epoch))
+    lg = partition.log
     latest = lg.leader_epoch_cache.latest_epoch()
     if latest is None or int(p.leader_epoch) > latest:
         return ErrorCode.NONE, UNDEFINED, UNDEFINED

@@ -1,6 +1,8 @@
-"""Produce (key 0): batches stay bytes; per-partition errors; acks 0/1/-1 (single node:
--1 is satisfied by the local append, min.insync.replicas=1); the response is hand-encoded.
-v11 only adds leader-change tags (never sent by one broker), v12 is v11 for transaction
+"""Produce (key 0): batches stay bytes; per-partition errors; acks 0/1/-1 through the
+ReplicaManager (NOT_LEADER_OR_FOLLOWER where this broker does not lead, NOT_ENOUGH_REPLICAS
+below min.insync.replicas; acks=-1 answers once the ISR has the batch, the DelayedProduce
+purgatory, or REQUEST_TIMED_OUT after the request's timeout); the response is hand-encoded.
+v11 only adds leader-change tags (not sent), v12 is v11 for transaction
 version 2 producers (a client only sends it when transaction.version >= 2 is finalized, never
 here); v13 names topics by id (KIP-516): an id unknown here is UNKNOWN_TOPIC_ID."""
 
@@ -13,10 +15,10 @@ from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
-from tidelog.storage.errors import KafkaStorageError, RecordValidationError
+from tidelog.protocol.kio_util import ms
+from tidelog.storage.errors import RecordValidationError
 from tidelog.util.topic_partition import TopicPartition
 
-from .. import topic_admin
 from ..context import RequestContext
 from ..errors import to_error
 from ..group_commit import Waiter
@@ -48,9 +50,12 @@ def is_heavy(records: bytes) -> bool:
     return n >= HEAVY_COMPRESSED_BYTES and records[22] & 0x07 != 0
 
 
+Replicated = dict[TopicPartition, tuple[ProducePartitionResult, int]]
+
+
 async def _append(
     ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int,
-    waits: list[tuple[ProducePartitionResult, Waiter]],
+    waits: list[tuple[ProducePartitionResult, Waiter]], replicated: Replicated,
 ) -> ProducePartitionResult:
     rm = ctx.broker.replica_manager
     result = ProducePartitionResult(tp.partition)
@@ -58,16 +63,8 @@ async def _append(
         result.error_code = ErrorCode.CORRUPT_MESSAGE
         result.error_message = "empty record set"
         return result
-    if rm.topic(tp.topic) is None and await topic_admin.auto_create(rm, tp.topic) is None:
+    if rm.topic(tp.topic) is None and await ctx.broker.admin_manager.auto_create(tp.topic) is None:
         result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return result
-    if acks == -1 and _min_isr(ctx, tp) > 1:
-        # A single node's ISR has one replica; Kafka refuses acks=all below min.insync.replicas.
-        result.error_code = ErrorCode.NOT_ENOUGH_REPLICAS
-        result.error_message = (
-            f"The size of the current ISR Set(1) is insufficient to satisfy "
-            f"the min.isr requirement of {_min_isr(ctx, tp)} for partition {tp}"
-        )
         return result
     txn_error = verify_transactional_produce(ctx.broker, tp, records)
     if txn_error is not None:
@@ -75,9 +72,10 @@ async def _append(
         return result
     try:
         if is_heavy(records):
-            info = await rm.append_off_loop(tp, records, group_commit=True)
+            info = await rm.append_off_loop(tp, records, group_commit=True,
+                                            required_acks=acks)
         else:
-            info = rm.append(tp, records, group_commit=True)
+            info = rm.append(tp, records, group_commit=True, required_acks=acks)
     except RecordValidationError as exc:
         result.error_code = ErrorCode[exc.kafka_error]
         result.record_errors = [(i, m) for i, m in exc.errors]
@@ -99,15 +97,22 @@ async def _append(
     waiter = rm.group_commit.waiter(tp)
     if waiter is not None:
         waits.append((result, waiter))
+    if acks == -1 and info.last_offset >= 0:  # a duplicate waits for its original
+        replicated[tp] = (result, info.last_offset + 1)
     return result
 
 
-def _min_isr(ctx: RequestContext, tp: TopicPartition) -> int:
-    try:
-        lg = ctx.broker.replica_manager.get_log(tp)
-    except KafkaStorageError:
-        return 1  # an offline partition: the append answers KAFKA_STORAGE_ERROR
-    return 1 if lg is None else int(lg.config.min_insync_replicas)
+async def _wait_replicated(ctx: RequestContext, request: Any, replicated: Replicated) -> None:
+    """acks=-1: the ISR must have each batch (Kafka's DelayedProduce)."""
+    pending = {tp: offset for tp, (r, offset) in replicated.items() if r.error_code == 0}
+    if not pending:
+        return
+    outcome = await ctx.broker.replica_manager.wait_replicated(pending, ms(request.timeout))
+    for tp, error in outcome.items():
+        if error != ErrorCode.NONE:
+            r = replicated[tp][0]
+            r.error_code, r.error_message = error, None
+            r.base_offset = r.log_append_time = r.log_start_offset = -1
 
 
 async def _wait_group_commit(waits: list[tuple[ProducePartitionResult, Waiter]]) -> None:
@@ -164,6 +169,7 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
     )
     ids: list[uuid.UUID] = []
     waits: list[tuple[ProducePartitionResult, Waiter]] = []
+    replicated: Replicated = {}
     for t in request.topic_data:
         parts = []
         name, topic_id = _topic_of(ctx, t)
@@ -187,10 +193,12 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
                 parts.append(refused)
             else:
                 parts.append(
-                    await _append(ctx, TopicPartition(name, p.index), p.records, acks, waits)
+                    await _append(ctx, TopicPartition(name, p.index), p.records, acks, waits,
+                                  replicated)
                 )
         topics.append((name, parts))
     await _wait_group_commit(waits)
+    await _wait_replicated(ctx, request, replicated)
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     throttle_ms = throttle(ctx, QuotaType.PRODUCE, _request_bytes(request))
     if acks == 0:
@@ -214,8 +222,8 @@ def _topic_of(ctx: RequestContext, t: Any) -> tuple[str | None, uuid.UUID]:
     if ctx.api_version < TOPIC_ID_VERSION:
         return t.name, uuid.UUID(int=0)
     tid = t.topic_id or uuid.UUID(int=0)
-    info = ctx.broker.replica_manager.store.topic_by_id(tid)
-    return (info.name if info is not None else None), tid
+    topic = ctx.broker.metadata_cache.image.topic_by_id(tid)
+    return (topic.name if topic is not None else None), tid
 
 
 def _request_bytes(request: Any) -> int:

@@ -17,7 +17,7 @@ import json
 import threading
 from pathlib import Path
 
-from ..metadata_store import atomic_write
+from ..metadata.local_store import atomic_write
 from .scram import ScramCredential, ScramMechanism
 
 CREDENTIALS_FILE = "tidelog-scram-credentials.json"

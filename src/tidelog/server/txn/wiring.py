@@ -23,6 +23,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .config import TxnConfig
 from .coordinator import MarkerWriter, TransactionCoordinator
+from .records import TRANSACTION_STATE_TOPIC
 from .state_manager import TransactionStateManager, TxnLogStore
 
 if TYPE_CHECKING:
@@ -57,16 +58,17 @@ class TxnHost(Protocol):
 
 
 def marker_writer(broker: TxnHost) -> MarkerWriter:
-    """Kafka's WriteTxnMarkers, in-process: a control batch appended as the coordinator, the
-    high watermark advanced (one node is the whole ISR), waiting fetches woken; for a
+    """Kafka's WriteTxnMarkers, in-process: a control batch appended as the coordinator at
+    the partition's leader epoch, the high watermark advanced as far as the ISR has it,
+    waiting fetches woken; for a
     ``__consumer_offsets`` partition the group coordinator then applies or drops the
     transaction's pending offsets."""
     rm = broker.replica_manager
 
     def write(tp: TopicPartition, producer_id: int, producer_epoch: int,
               coordinator_epoch: int, commit: bool) -> None:
-        lg = rm.get_log(tp)
-        if lg is None:  # the topic was deleted meanwhile: nothing left to mark (Kafka)
+        partition = rm.get_partition(tp)
+        if partition is None:  # the topic was deleted meanwhile: nothing left to mark (Kafka)
             log.info("skipping %s marker for %s: partition is gone",
                      "commit" if commit else "abort", tp)
             return
@@ -74,12 +76,12 @@ def marker_writer(broker: TxnHost) -> MarkerWriter:
                                      is_transactional=True, is_control=True)
         ctype = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
         builder.append_control(ctype, broker.clock.milliseconds(), coordinator_epoch)
-        lg.append_as_leader(builder.build(), origin=AppendOrigin.COORDINATOR)
-        lg.maybe_increment_high_watermark(lg.log_end_offset)
+        partition.log.append_as_leader(builder.build(), partition.leader_epoch,
+                                       origin=AppendOrigin.COORDINATOR)
+        partition.advance_local_committed()
         if tp.topic == OFFSETS_TOPIC:
             complete_txn_offsets(broker, tp.partition, producer_id, commit)
-        for fn in rm._append_listeners:
-            fn(tp)
+        rm.notify_append(tp)
 
     return write
 
@@ -95,15 +97,21 @@ def start_txn_coordinator(
         config, clock=broker.clock, state=state,
         allocate_producer_id=broker.replica_manager.allocate_producer_id,
         write_marker=marker_writer(broker))
-    state.loading.update(range(config.transaction_state_log_num_partitions))
     loop = asyncio.get_running_loop()
-    tasks = [loop.create_task(_load_all(coord)),
-                         loop.create_task(_every(
-                             config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-                             coord.abort_timed_out)),
-                         loop.create_task(_every(
-                             config.transaction_remove_expired_transaction_cleanup_interval_ms,
-                             coord.remove_expired))]
+    tasks: list[asyncio.Task[None]] = []
+    partitions = range(config.transaction_state_log_num_partitions)
+    if broker.replica_manager.topic(TRANSACTION_STATE_TOPIC) is not None:
+        state.loading.update(partitions)
+        tasks.append(loop.create_task(_load_all(coord)))
+    else:  # nothing to load: every partition is ours at once
+        for p in partitions:
+            state.complete_load(p, {})
+    tasks += [loop.create_task(_every(
+                  config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+                  coord.abort_timed_out)),
+              loop.create_task(_every(
+                  config.transaction_remove_expired_transaction_cleanup_interval_ms,
+                  coord.remove_expired))]
     return coord, tasks
 
 

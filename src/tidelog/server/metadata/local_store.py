@@ -1,46 +1,31 @@
-"""Cluster metadata that must survive restarts: topics (id, partition count, config
-overrides), the cluster id and the producer-id block.
+"""The one-broker metadata store: topics (id, partition count, config overrides), the cluster
+id and the producer-id block in ``<first log dir>/tidelog-metadata.json`` (written tmp + fsync
++ rename + dir fsync, so a crash leaves the old or the new file, never a torn one), and
+Kafka's ``meta.properties`` in every log dir.
 
-Kafka keeps this in the KRaft ``__cluster_metadata`` log; a single-node tidelog keeps it in
-``<first log dir>/tidelog-metadata.json`` (written tmp + fsync + rename + dir fsync, so a
-crash leaves the old or the new file, never a torn one) and writes Kafka's
-``meta.properties`` into every log dir.
+Kafka keeps this in ZooKeeper (or the KRaft ``__cluster_metadata`` log); a one-broker tidelog
+keeps it here. Every write is durable when the call returns, or raises with nothing changed.
 """
 
 from __future__ import annotations
 
-import base64
+import dataclasses
 import json
 import os
 import time
 import uuid
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
 
-from .meta_properties import MetaPropertiesError, verify_meta_properties
+from tidelog.util.topic_partition import TopicPartition
+
+from ..meta_properties import MetaPropertiesError, verify_meta_properties
+from .image import NO_LEADER, BrokerInfo, MetadataImage, PartitionRegistration, TopicImage
+from .store import MetadataStore, MetadataStoreError, TopicInfo, new_topic_id, uuid_to_kafka
 
 METADATA_FILE = "tidelog-metadata.json"
 META_PROPERTIES = "meta.properties"
-
-
-class MetadataStoreError(Exception):
-    pass
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    topic_id: uuid.UUID
-    partitions: int
-    configs: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "topic_id": str(self.topic_id),
-            "partitions": self.partitions,
-            "configs": dict(self.configs),
-        }
 
 
 def _fsync_dir(path: Path) -> None:
@@ -59,19 +44,6 @@ def atomic_write(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
-
-
-def uuid_to_kafka(u: uuid.UUID) -> str:
-    """Kafka's Uuid.toString(): URL-safe base64 without padding (22 characters)."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def new_topic_id() -> uuid.UUID:
-    """Kafka's Uuid.randomUuid(): never the zero/metadata ids, never a string starting '-'."""
-    while True:
-        u = uuid.uuid4()
-        if u.int > 1 and not uuid_to_kafka(u).startswith("-"):
-            return u
 
 
 def _new_cluster_id() -> str:
@@ -97,16 +69,21 @@ def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
     atomic_write(path, text.encode())
 
 
-class MetadataStore:
+class LocalMetadataStore:
     def __init__(self, log_dirs: list[Path], node_id: int, cluster_id: str | None = None) -> None:
         self.log_dirs = log_dirs
         self.node_id = node_id
         self.path = log_dirs[0] / METADATA_FILE
-        self.topics: dict[str, TopicInfo] = {}
+        self._topics: dict[str, TopicInfo] = {}
         self.next_producer_id = 0
         self.cluster_id = cluster_id or ""
 
-    def load(self) -> None:
+    @property
+    def topics(self) -> Mapping[str, TopicInfo]:
+        return self._topics
+
+    def load(self) -> bool:
+        had_metadata = self.path.exists()
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         try:  # another cluster's or node's dir, or a garbage file: stop, as Kafka does
@@ -126,7 +103,7 @@ class MetadataStore:
                 self.cluster_id = self.cluster_id or stored
                 self.next_producer_id = int(doc.get("next_producer_id", 0))
                 for name, t in doc.get("topics", {}).items():
-                    self.topics[name] = TopicInfo(
+                    self._topics[name] = TopicInfo(
                         name,
                         uuid.UUID(t["topic_id"]),
                         int(t["partitions"]),
@@ -141,7 +118,8 @@ class MetadataStore:
             self.cluster_id = _new_cluster_id()
         self._write_meta_properties()
         if not existed:
-            self.save()
+            self._save()
+        return had_metadata
 
     def _write_meta_properties(self) -> None:
         for d in self.log_dirs:
@@ -155,7 +133,7 @@ class MetadataStore:
             )
             atomic_write(p, text.encode())
 
-    def save(self) -> None:
+    def _save(self) -> None:
         doc = {
             "version": 1,
             "cluster_id": self.cluster_id,
@@ -164,8 +142,69 @@ class MetadataStore:
         }
         atomic_write(self.path, json.dumps(doc, indent=1).encode())
 
+    def _commit(self, topics: dict[str, TopicInfo], next_producer_id: int) -> None:
+        """Write the new state; adopt it only once it is on disk."""
+        old = self._topics, self.next_producer_id
+        self._topics, self.next_producer_id = topics, next_producer_id
+        try:
+            self._save()
+        except BaseException:
+            self._topics, self.next_producer_id = old
+            raise
+
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        for t in self.topics.values():
+        for t in self._topics.values():
             if t.topic_id == topic_id:
                 return t
         return None
+
+    def create_topic(self, info: TopicInfo) -> None:
+        if info.name in self._topics:
+            raise MetadataStoreError(f"topic {info.name} exists")
+        self._commit({**self._topics, info.name: info}, self.next_producer_id)
+
+    def delete_topic(self, name: str) -> None:
+        topics = dict(self._topics)
+        if topics.pop(name, None) is not None:
+            self._commit(topics, self.next_producer_id)
+
+    def update_topic(self, info: TopicInfo) -> None:
+        current = self._topics.get(info.name)
+        if current is None or current.topic_id != info.topic_id:
+            raise MetadataStoreError(f"topic {info.name} ({uuid_to_kafka(info.topic_id)}) "
+                                     "does not exist")
+        self._commit({**self._topics, info.name: dataclasses.replace(info)},
+                     self.next_producer_id)
+
+    def claim_producer_id_block(self, size: int) -> int:
+        start = self.next_producer_id
+        self._commit(self._topics, start + size)
+        return start
+
+
+def local_image(store: MetadataStore, broker: BrokerInfo,
+                offline: Collection[TopicPartition] = (),
+                leader_epochs: Mapping[TopicPartition, int] | None = None) -> MetadataImage:
+    """A one-broker cluster's image: this broker is the controller, every partition's only
+    replica and leader with ISR [self] at its leader epoch; a partition whose log dir failed
+    is offline (no leader, its replica listed offline), as Kafka's controller reports it."""
+    node = broker.broker_id
+    epochs = leader_epochs or {}
+    regs: dict[int, PartitionRegistration] = {}  # one object per epoch, shared
+
+    def registration(tp: TopicPartition) -> PartitionRegistration:
+        epoch = epochs.get(tp, 0)
+        if tp in offline:
+            return PartitionRegistration((node,), (), NO_LEADER, epoch, 0,
+                                         offline_replicas=(node,))
+        reg = regs.get(epoch)
+        if reg is None:
+            reg = regs[epoch] = PartitionRegistration((node,), (node,), node, epoch, 0)
+        return reg
+
+    topics = {}
+    for info in list(store.topics.values()):
+        parts = {p: registration(TopicPartition(info.name, p)) for p in range(info.partitions)}
+        topics[info.name] = TopicImage(info.name, info.topic_id, MappingProxyType(parts))
+    return MetadataImage(store.cluster_id, node, 0, MappingProxyType({node: broker}),
+                         MappingProxyType(topics))

@@ -1,0 +1,342 @@
+"""A hosted partition (Kafka's kafka.cluster.Partition): between the ReplicaManager and the
+log. It holds the leader epoch and the assignment the controller sent, the leader's view of
+each follower, the ISR, and moves the high watermark to the smallest log end offset in the
+ISR. ISR changes leave through an injected ``AlterPartitionSender`` (AlterPartition to the
+controller) and only count once the controller committed them; high-watermark moves are
+reported through ``on_high_watermark`` (the ReplicaManager wakes its purgatories). It never
+imports the ReplicaManager.
+
+Runs on the event loop, but for ``append_to_log`` (any thread: the log locks)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Protocol
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.util.clock import Clock
+from tidelog.util.topic_partition import TopicPartition
+
+from ..errors import ApiError
+from .partition_state import (
+    NO_LEADER,
+    LeaderAndIsr,
+    LeaderAndIsrPartitionState,
+    PartitionState,
+    high_watermark_candidate,
+    leader_epoch_error,
+)
+from .replica import Replica
+
+if TYPE_CHECKING:
+    from tidelog.storage.log import Log
+    from tidelog.storage.log_append import LogAppendInfo
+
+log = logging.getLogger(__name__)
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
+
+
+class AlterPartitionSender(Protocol):
+    def submit(self, tp: TopicPartition,
+               leader_and_isr: LeaderAndIsr) -> Awaitable[LeaderAndIsr | ErrorCode]:
+        """Send the proposed state to the controller; the committed state, or its error."""
+        ...
+
+
+class Partition:
+    def __init__(self, tp: TopicPartition, log: Log, *, local_broker_id: int, clock: Clock,
+                 replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+                 alter_partition_sender: AlterPartitionSender | None = None,
+                 on_high_watermark: Callable[[TopicPartition], object] | None = None,
+                 topic_id: uuid.UUID | None = None) -> None:
+        self.topic_partition = tp
+        self.log = log
+        self.local_broker_id = local_broker_id
+        self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+        self.alter_partition_sender = alter_partition_sender
+        self.on_high_watermark = on_high_watermark
+        self.topic_id = topic_id
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.controller_epoch = -1
+        self.leader_epoch_start_offset: int | None = None
+        self.assignment: tuple[int, ...] = ()
+        self.remote_replicas: dict[int, Replica] = {}
+        self.state = PartitionState.committed(frozenset())
+        # the leader's own part of the high watermark: its log end offset, or what a durable
+        # group commit has flushed of it
+        self.local_committed_offset = 0
+        self._alter_task: asyncio.Task[None] | None = None
+
+    # -- state --------------------------------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def high_watermark(self) -> int:
+        return int(self.log.high_watermark)
+
+    @property
+    def log_end_offset(self) -> int:
+        return int(self.log.log_end_offset)
+
+    @property
+    def log_start_offset(self) -> int:
+        return int(self.log.log_start_offset)
+
+    @property
+    def isr(self) -> frozenset[int]:
+        return self.state.isr
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return int(self.log.config.min_insync_replicas)
+
+    def is_under_min_isr(self) -> bool:
+        return self.is_leader and len(self.state.isr) < self.min_insync_replicas
+
+    def check_leader_epoch(self, current_leader_epoch: int, *, require_leader: bool) -> None:
+        """Raise what Kafka answers a request naming ``current_leader_epoch`` (-1: none):
+        NOT_LEADER_OR_FOLLOWER when ``require_leader`` and this broker does not lead,
+        FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the epochs differ."""
+        error = leader_epoch_error(current_leader_epoch, self.leader_epoch)
+        if error is not None:
+            raise ApiError(error, f"{self.topic_partition}: leader epoch {current_leader_epoch} "
+                                  f"in the request, {self.leader_epoch} here")
+        if require_leader and not self.is_leader:
+            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                           f"Broker {self.local_broker_id} is not the leader of "
+                           f"{self.topic_partition}")
+
+    # -- becoming leader or follower ---------------------------------------------------------
+    def make_leader(self, state: LeaderAndIsrPartitionState) -> bool:
+        """Become (or stay) leader as ``state`` says; False when the request is stale (an
+        older partition epoch) or changes nothing (this leader epoch already)."""
+        if state.partition_epoch < self.partition_epoch:
+            return False
+        self.controller_epoch = state.controller_epoch
+        now = self.clock.milliseconds()
+        is_new_leader = not self.is_leader
+        is_new_epoch = state.leader_epoch > self.leader_epoch
+        self._update_assignment_and_isr(state.replicas, frozenset(state.isr))
+        if is_new_epoch:
+            start = self.log_end_offset
+            if state.leader_epoch > 0:  # the first epoch has no earlier one to fence
+                self.log.leader_epoch_cache.assign(state.leader_epoch, start)
+            for replica in self.remote_replicas.values():
+                replica.reset(now, start, is_new_leader, replica.broker_id in state.isr)
+            self.leader_epoch = state.leader_epoch
+            self.leader_epoch_start_offset = start
+        self.partition_epoch = state.partition_epoch
+        self.leader_id = self.local_broker_id
+        if is_new_leader:
+            self.local_committed_offset = self.log_end_offset
+        self.maybe_increment_leader_hw(now)
+        return is_new_leader or is_new_epoch
+
+    def make_follower(self, state: LeaderAndIsrPartitionState) -> bool:
+        """Follow ``state.leader``; True when the leader epoch is new (the fetcher must
+        restart from the new leader), False when the request is stale or changes nothing."""
+        if state.partition_epoch < self.partition_epoch:
+            return False
+        self.controller_epoch = state.controller_epoch
+        is_new_epoch = state.leader_epoch > self.leader_epoch
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.leader_epoch_start_offset = None
+        self.partition_epoch = state.partition_epoch
+        self._update_assignment_and_isr(state.replicas, frozenset())
+        return is_new_epoch
+
+    def _update_assignment_and_isr(self, replicas: tuple[int, ...], isr: frozenset[int]) -> None:
+        self.assignment = tuple(replicas)
+        remote = [r for r in replicas if r != self.local_broker_id]
+        self.remote_replicas = {r: self.remote_replicas.get(r) or Replica(r) for r in remote}
+        self.state = PartitionState.committed(isr)
+
+    # -- the leader's log --------------------------------------------------------------------
+    def check_append(self, required_acks: int) -> None:
+        """Kafka's appendRecordsToLeader checks: leader here, and for acks=-1 an ISR at
+        least ``min.insync.replicas`` large."""
+        if not self.is_leader:
+            raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                           f"Leader not local for partition {self.topic_partition} on broker "
+                           f"{self.local_broker_id}")
+        min_isr = self.min_insync_replicas
+        if required_acks == -1 and len(self.state.isr) < min_isr:
+            raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
+                           f"The size of the current ISR {sorted(self.state.isr)} is "
+                           f"insufficient to satisfy the min.isr requirement of {min_isr} "
+                           f"for partition {self.topic_partition}")
+
+    def append_to_log(self, records: bytes, *, defer_flush: bool = False) -> LogAppendInfo:
+        """Append as leader, the batches stamped with the leader epoch (any thread)."""
+        return self.log.append_as_leader(records, self.leader_epoch, defer_flush=defer_flush)
+
+    def append_records_to_leader(self, records: bytes, *, required_acks: int,
+                                 group_commit: bool = False) -> LogAppendInfo:
+        """Check, append; the high watermark moves once the leader's own part is committed
+        (``advance_local_committed``: at once, or after the group commit's flush)."""
+        self.check_append(required_acks)
+        return self.append_to_log(records, defer_flush=group_commit)
+
+    def advance_local_committed(self, offset: int | None = None) -> bool:
+        """The leader's log is committed up to ``offset`` (None: its end); True if the high
+        watermark moved."""
+        end = self.log_end_offset
+        self.local_committed_offset = end if offset is None else min(offset, end)
+        return self.maybe_increment_leader_hw(self.clock.milliseconds())
+
+    # -- the followers, as the leader sees them ---------------------------------------------
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
+                                    log_start_offset: int, broker_epoch: int,
+                                    now_ms: int, leader_end_offset: int | None = None) -> None:
+        """A Fetch from follower ``replica_id`` at ``fetch_offset``, answered when the leader's
+        log ended at ``leader_end_offset`` (default: now): its state, ISR expansion, HW."""
+        replica = self.remote_replicas.get(replica_id)
+        if replica is None or not self.is_leader:
+            return
+        previous_end = replica.log_end_offset
+        end = self.log_end_offset if leader_end_offset is None else leader_end_offset
+        replica.update_fetch_state(fetch_offset, log_start_offset, now_ms, end, broker_epoch)
+        self.maybe_expand_isr(replica, now_ms)
+        if previous_end != replica.log_end_offset:
+            self.maybe_increment_leader_hw(now_ms)
+
+    def maybe_increment_leader_hw(self, now_ms: int) -> bool:
+        """The smallest end offset among the leader and the replicas that count: the maximal
+        ISR, and caught-up replicas about to join it (Kafka's maybeIncrementLeaderHW)."""
+        if not self.is_leader:
+            return False
+        leader_end = self.log_end_offset
+        counted = set(self.state.maximal_isr)
+        ends = {}
+        for r, replica in self.remote_replicas.items():
+            ends[r] = replica.log_end_offset
+            if replica.is_caught_up(leader_end, now_ms, self.replica_lag_time_max_ms):
+                counted.add(r)
+        hw = high_watermark_candidate(min(self.local_committed_offset, leader_end), ends,
+                                      frozenset(counted))
+        if self.log.maybe_increment_high_watermark(hw) is None:
+            return False
+        if self.on_high_watermark is not None:
+            self.on_high_watermark(self.topic_partition)
+        return True
+
+    def check_enough_replicas_reached(self, required_offset: int) -> tuple[bool, ErrorCode]:
+        """For DelayedProduce: (done, error). Done once the HW reached ``required_offset``;
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below min.insync.replicas
+        meanwhile; NOT_LEADER_OR_FOLLOWER once this broker no longer leads."""
+        if not self.is_leader:
+            return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark >= required_offset:
+            if self.min_insync_replicas <= len(self.state.maximal_isr):
+                return True, ErrorCode.NONE
+            return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, ErrorCode.NONE
+
+    # -- ISR changes --------------------------------------------------------------------------
+    def maybe_expand_isr(self, replica: Replica, now_ms: int) -> None:
+        """A follower outside the ISR that reached the high watermark (and this leader
+        epoch's start) joins it, through the controller."""
+        if (self.state.in_flight or replica.broker_id in self.state.isr
+                or self.alter_partition_sender is None):
+            return
+        start = self.leader_epoch_start_offset or 0
+        if replica.log_end_offset < self.high_watermark or replica.log_end_offset < start:
+            return
+        self._submit(self.state.pending_expand(replica.broker_id),
+                     self.state.isr | {replica.broker_id})
+
+    def out_of_sync_replicas(self, now_ms: int) -> frozenset[int]:
+        """ISR members not caught up for ``replica.lag.time.max.ms``."""
+        end = self.log_end_offset
+        return frozenset(
+            r for r in self.state.isr
+            if r != self.local_broker_id and r in self.remote_replicas
+            and not self.remote_replicas[r].is_caught_up(end, now_ms, self.replica_lag_time_max_ms)
+        )
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> bool:
+        """Propose the ISR without its lagging members (Kafka's isr-expiration task); True
+        when a change was sent."""
+        if not self.is_leader or self.state.in_flight or self.alter_partition_sender is None:
+            return False
+        now = self.clock.milliseconds() if now_ms is None else now_ms
+        out = self.out_of_sync_replicas(now)
+        if not out:
+            return False
+        log.info("Shrinking ISR of %s from %s to %s (lagging: %s)", self.topic_partition,
+                 sorted(self.state.isr), sorted(self.state.isr - out), sorted(out))
+        self._submit(self.state.pending_shrink(), self.state.isr - out)
+        return True
+
+    def _submit(self, pending: PartitionState, isr: frozenset[int]) -> None:
+        sender = self.alter_partition_sender
+        assert sender is not None
+        proposed = LeaderAndIsr(self.local_broker_id, self.leader_epoch,
+                                tuple(sorted(isr)), self.partition_epoch)
+        self.state = pending
+        result = sender.submit(self.topic_partition, proposed)
+        self._alter_task = asyncio.ensure_future(self._await_alter(result, proposed))
+
+    async def _await_alter(self, result: Awaitable[LeaderAndIsr | ErrorCode],
+                           proposed: LeaderAndIsr) -> None:
+        try:
+            outcome = await result
+        except Exception:
+            log.warning("AlterPartition for %s failed", self.topic_partition, exc_info=True)
+            outcome = ErrorCode.UNKNOWN_SERVER_ERROR
+        self.handle_alter_partition_result(proposed, outcome)
+
+    def handle_alter_partition_result(self, proposed: LeaderAndIsr,
+                                      outcome: LeaderAndIsr | ErrorCode) -> None:
+        """The controller's answer: a committed state replaces ours (if it is for our leader
+        epoch); an error drops the pending change (it is proposed again later)."""
+        if not self.state.in_flight or proposed.leader_epoch != self.leader_epoch:
+            return  # a LeaderAndIsr came first: its state is newer
+        if isinstance(outcome, ErrorCode):
+            log.info("ISR change of %s to %s not committed: %s", self.topic_partition,
+                     list(proposed.isr), outcome.name)
+            self.state = PartitionState.committed(self.state.isr)
+            return
+        if outcome.leader_epoch != self.leader_epoch:
+            return
+        self.partition_epoch = outcome.partition_epoch
+        self.state = PartitionState.committed(frozenset(outcome.isr))
+        self.maybe_increment_leader_hw(self.clock.milliseconds())
+        if self.on_high_watermark is not None:  # DelayedProduce rechecks min.insync.replicas
+            self.on_high_watermark(self.topic_partition)
+
+    # -- the follower's log (the replication fetcher calls these) ---------------------------
+    def latest_epoch(self) -> int | None:
+        return self.log.leader_epoch_cache.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int] | None:
+        found_epoch, end = self.log.end_offset_for_epoch(epoch)
+        return None if end < 0 else (found_epoch, end)
+
+    def append_records_to_follower(self, records: bytes) -> LogAppendInfo:
+        return self.log.append_as_follower(records)
+
+    def truncate_to(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.log.truncate_fully_and_start_at(offset)
+
+    def update_follower_high_watermark(self, high_watermark: int, log_start_offset: int) -> bool:
+        """The leader's high watermark, capped at our end (it may go down after a
+        truncation), and its log start offset (DeleteRecords and retention follow)."""
+        lg = self.log
+        old = lg.high_watermark
+        new = lg.update_high_watermark(min(high_watermark, lg.log_end_offset))
+        if log_start_offset > lg.log_start_offset:
+            lg.maybe_increment_log_start_offset(min(log_start_offset, new), "leader offset")
+        return bool(new != old)
