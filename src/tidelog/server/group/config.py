@@ -62,6 +62,41 @@ GROUP_CONFIG_DEF = (
         "Server-side assignors (uniform, range, or Kafka's class names); the first is the default.",
     )
     .define(
+        "group.share.session.timeout.ms",
+        "int",
+        45000,
+        "Session timeout of share group (KIP-932) members.",
+        at_least(1),
+    )
+    .define(
+        "group.share.heartbeat.interval.ms",
+        "int",
+        5000,
+        "Heartbeat interval given to share group members.",
+        at_least(1),
+    )
+    .define(
+        "group.share.record.lock.duration.ms",
+        "int",
+        30000,
+        "How long a share group member holds a record it acquired.",
+        at_least(1),
+    )
+    .define(
+        "group.share.delivery.count.limit",
+        "int",
+        5,
+        "Deliveries of a record before it is archived instead of offered again.",
+        between(2, 10),
+    )
+    .define(
+        "group.share.partition.max.record.locks",
+        "int",
+        2000,
+        "Records of one share-partition acquired at once.",
+        at_least(100),
+    )
+    .define(
         "offsets.topic.num.partitions",
         "int",
         50,
@@ -125,6 +160,11 @@ class GroupConfig:
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_max_size: int = INT_MAX
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_share_session_timeout_ms: int = 45000
+    group_share_heartbeat_interval_ms: int = 5000
+    group_share_record_lock_duration_ms: int = 30000
+    group_share_delivery_count_limit: int = 5
+    group_share_partition_max_record_locks: int = 2000
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104857600
     offsets_topic_compression_codec: int = 0

@@ -24,6 +24,7 @@ from tidelog.server.group.member import (
     SyncResult,
 )
 from tidelog.server.group.metadata_manager import GroupMetadataManager, LoadedPartition
+from tidelog.server.group.share.coordinator import ShareGroupCoordinator
 from tidelog.server.group.store import OffsetsStore
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import ScheduledTask, Scheduler
@@ -81,6 +82,9 @@ class RebalanceCore:
         self.consumer = ConsumerGroupCoordinator(config, self.manager, clock=clock,
                                                  scheduler=scheduler,
                                                  group_error=self.group_error)
+        self.share = ShareGroupCoordinator(config, scheduler=scheduler,
+                                           group_error=self.group_error,
+                                           other_kind=self._is_classic_or_consumer)
         self.active = False
         self._expiry_task: ScheduledTask | None = None
 
@@ -130,6 +134,10 @@ class RebalanceCore:
                 if task is not None:
                     task.cancel()
         self.consumer.shutdown()
+        self.share.shutdown()
+
+    def _is_classic_or_consumer(self, group_id: str) -> bool:
+        return group_id in self.manager.groups or group_id in self.manager.consumer_groups
 
     @property
     def groups(self) -> dict[str, GroupMetadata]:

@@ -1,0 +1,240 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat membership, share sessions and the
+share-partitions, sans I/O.
+
+Every member of a share group is assigned every partition of the topics it subscribes to
+(many members share a partition; records, not partitions, are handed out). A member fetches
+through a share session (ShareFetch epoch 0 opens it, -1 closes it, each request otherwise
+names the next epoch) and acknowledges what it acquired, in the fetch itself or with
+ShareAcknowledge. A member that leaves, or whose session times out, gives back what it holds.
+The in-flight state lives in memory on this broker (the share coordinator's durable
+``__share_group_state`` is not implemented): a restart redelivers from the start offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.server.group.config import GroupConfig
+from tidelog.server.group.consumer.records import Assignment, TopicMetadata
+from tidelog.server.group.share.partition import AcquiredRange, SharePartition
+from tidelog.util.scheduler import ScheduledTask, Scheduler
+from tidelog.util.topic_partition import TopicPartition
+
+log = logging.getLogger(__name__)
+
+SHARE_GROUP_TYPE = "share"
+TopicSource = Callable[[], Mapping[str, TopicMetadata]]
+FINAL_EPOCH = -1
+Slot = tuple[uuid.UUID, int]
+
+
+@dataclass
+class ShareMember:
+    member_id: str
+    member_epoch: int = 0
+    subscribed_topic_names: tuple[str, ...] = ()
+    client_id: str = ""
+    client_host: str = ""
+    rack_id: str | None = None
+    assigned: Assignment = field(default_factory=dict)
+    session_task: ScheduledTask | None = None
+
+
+@dataclass
+class ShareGroup:
+    group_id: str
+    group_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+
+    def state(self) -> str:
+        return "Stable" if self.members else "Empty"
+
+
+@dataclass
+class ShareSession:
+    next_epoch: int
+    partitions: set[Slot] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class ShareHeartbeat:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    subscribed_topic_names: tuple[str, ...] | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True)
+class ShareHeartbeatResult:
+    error: ErrorCode
+    member_id: str = ""
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+    message: str | None = None
+
+
+class ShareGroupCoordinator:
+    def __init__(self, config: GroupConfig, *, scheduler: Scheduler,
+                 group_error: Callable[[str], ErrorCode],
+                 other_kind: Callable[[str], bool]) -> None:
+        self.config = config
+        self.scheduler = scheduler
+        self.group_error = group_error
+        self.other_kind = other_kind  # the id names a classic or consumer group
+        self.topics: TopicSource = dict
+        self.groups: dict[str, ShareGroup] = {}
+        self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+
+    # ------------------------------------------------------------------ membership
+
+    def heartbeat(self, req: ShareHeartbeat) -> ShareHeartbeatResult:
+        err = ErrorCode.INVALID_REQUEST if not req.group_id or not req.member_id else \
+            self.group_error(req.group_id)
+        if err == ErrorCode.NONE and self.other_kind(req.group_id):
+            return ShareHeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND,
+                                        message=f"Group {req.group_id} is not a share group.")
+        if err != ErrorCode.NONE:
+            return ShareHeartbeatResult(err)
+        group = self.groups.get(req.group_id)
+        if req.member_epoch == FINAL_EPOCH:
+            if group is None or req.member_id not in group.members:
+                return ShareHeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+            self._remove(group, group.members[req.member_id], "left the group")
+            return ShareHeartbeatResult(ErrorCode.NONE, req.member_id, FINAL_EPOCH)
+        if req.member_epoch == 0 and not req.subscribed_topic_names:
+            return ShareHeartbeatResult(ErrorCode.INVALID_REQUEST,
+                                        message="SubscribedTopicNames must be set in first "
+                                                "request.")
+        member = group.members.get(req.member_id) if group is not None else None
+        if member is None and req.member_epoch != 0:
+            return ShareHeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
+        if member is not None and req.member_epoch not in (0, member.member_epoch):
+            return ShareHeartbeatResult(ErrorCode.FENCED_MEMBER_EPOCH)
+        if group is None:
+            group = self.groups[req.group_id] = ShareGroup(req.group_id)
+        return self._update(group, member, req)
+
+    def _update(self, group: ShareGroup, member: ShareMember | None,
+                req: ShareHeartbeat) -> ShareHeartbeatResult:
+        bump = member is None
+        if member is None:
+            member = group.members[req.member_id] = ShareMember(req.member_id)
+        if (req.subscribed_topic_names is not None
+                and tuple(req.subscribed_topic_names) != member.subscribed_topic_names):
+            member.subscribed_topic_names = tuple(req.subscribed_topic_names)
+            bump = True
+        if bump:
+            group.group_epoch += 1
+        member.client_id, member.client_host = req.client_id, req.client_host
+        member.rack_id = req.rack_id or member.rack_id
+        topics = self.topics()
+        target = {topics[n].topic_id: frozenset(range(topics[n].num_partitions))
+                  for n in member.subscribed_topic_names if n in topics}
+        changed = target != member.assigned or member.member_epoch != group.group_epoch
+        member.assigned, member.member_epoch = target, group.group_epoch
+        self._schedule_session(group.group_id, member)
+        return ShareHeartbeatResult(
+            ErrorCode.NONE, member.member_id, member.member_epoch,
+            self.config.group_share_heartbeat_interval_ms,
+            dict(target) if changed or req.member_epoch == 0 else None)
+
+    def _schedule_session(self, group_id: str, member: ShareMember) -> None:
+        if member.session_task is not None:
+            member.session_task.cancel()
+
+        def expire() -> None:
+            group = self.groups.get(group_id)
+            if group is not None and group.members.get(member.member_id) is member:
+                self._remove(group, member, "session timeout")
+
+        member.session_task = self.scheduler.schedule(
+            f"share-session-{group_id}-{member.member_id}", expire,
+            self.config.group_share_session_timeout_ms)
+
+    def _remove(self, group: ShareGroup, member: ShareMember, why: str) -> None:
+        log.info("share group %s: member %s removed: %s", group.group_id, member.member_id, why)
+        if member.session_task is not None:
+            member.session_task.cancel()
+        del group.members[member.member_id]
+        group.group_epoch += 1
+        self.close_session(group.group_id, member.member_id)
+
+    def shutdown(self) -> None:
+        for group in self.groups.values():
+            for member in group.members.values():
+                if member.session_task is not None:
+                    member.session_task.cancel()
+
+    # ------------------------------------------------------------------ sessions
+
+    def session(self, group_id: str, member_id: str, epoch: int) -> tuple[ErrorCode,
+                                                                         ShareSession | None]:
+        """Open (epoch 0), continue (the session's next epoch) or, for -1, look up the
+        session to close once its acknowledgements are applied."""
+        err = self.group_error(group_id)
+        if err != ErrorCode.NONE:
+            return err, None
+        group = self.groups.get(group_id)
+        if group is None or member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        key = (group_id, member_id)
+        if epoch == 0:
+            if key in self.sessions:
+                self.close_session(group_id, member_id)
+            self.sessions[key] = ShareSession(1)
+            return ErrorCode.NONE, self.sessions[key]
+        found = self.sessions.get(key)
+        if found is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND, None
+        if epoch == FINAL_EPOCH:
+            return ErrorCode.NONE, found
+        if epoch != found.next_epoch:
+            return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
+        found.next_epoch += 1
+        return ErrorCode.NONE, found
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        self.sessions.pop((group_id, member_id), None)
+        for (gid, _), sp in self.partitions.items():
+            if gid == group_id:
+                sp.release_member(member_id)
+
+    # ------------------------------------------------------------------ share-partitions
+
+    def share_partition(self, group_id: str, tp: TopicPartition, start: int) -> SharePartition:
+        """The group's share-partition, created at ``start`` (share.auto.offset.reset
+        latest: the high watermark when the group first fetches it)."""
+        key = (group_id, tp)
+        sp = self.partitions.get(key)
+        if sp is None:
+            c = self.config
+            sp = self.partitions[key] = SharePartition(
+                start, scheduler=self.scheduler, lock_ms=c.group_share_record_lock_duration_ms,
+                delivery_limit=c.group_share_delivery_count_limit,
+                max_locks=c.group_share_partition_max_record_locks)
+        return sp
+
+    def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
+                    batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
+        sp = self.partitions.get((group_id, tp))
+        if sp is None:
+            return ErrorCode.INVALID_RECORD_STATE
+        for first, last, types in batches:
+            err = sp.acknowledge(member_id, first, last, types)
+            if err != ErrorCode.NONE:
+                return err
+        return ErrorCode.NONE
+
+    def acquire(self, group_id: str, member_id: str, tp: TopicPartition, offsets: list[int],
+                max_records: int) -> list[AcquiredRange]:
+        return self.share_partition(group_id, tp, offsets[0] if offsets else 0).acquire(
+            member_id, offsets, max_records)

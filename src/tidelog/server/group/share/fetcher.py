@@ -1,0 +1,56 @@
+"""One share-partition's part of a ShareFetch: read the log from the first available offset,
+acquire the available records the read covers, and answer the batches that hold them.
+
+The batches stay bytes: a batch may hold records another member holds or that were already
+acknowledged; the client delivers only the ranges it is told it acquired (Kafka's rule).
+Control batches (transaction markers) are no records to deliver: they are archived.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.records import iter_batches
+from tidelog.server.group.share.coordinator import ShareGroupCoordinator
+from tidelog.server.group.share.partition import AcquiredRange
+from tidelog.storage.log_read import FetchIsolation
+from tidelog.util.topic_partition import TopicPartition
+
+
+@dataclass
+class Fetched:
+    error: ErrorCode = ErrorCode.NONE
+    records: bytes = b""
+    acquired: list[AcquiredRange] = field(default_factory=list)
+
+
+def fetch_partition(share: ShareGroupCoordinator, log: Any, group_id: str, member_id: str,
+                    tp: TopicPartition, max_records: int, max_bytes: int) -> Fetched:
+    hw = int(log.high_watermark)
+    sp = share.share_partition(group_id, tp, hw)
+    if sp.start_offset < int(log.log_start_offset):  # deleted under us: skip to what is left
+        sp.archive(range(sp.start_offset, int(log.log_start_offset)))
+    start = sp.next_available()
+    if start >= hw or max_records <= 0:
+        return Fetched()
+    info = log.read(start, max(max_bytes, 1), FetchIsolation.HIGH_WATERMARK, True)
+    data = info.records.read() if info.records is not None else b""
+    offsets: list[int] = []
+    ends: list[tuple[int, int]] = []  # (last offset, end position) per batch
+    control: list[int] = []
+    pos = 0
+    for batch in iter_batches(data, validate=False):
+        pos += batch.size_in_bytes
+        last = min(batch.last_offset, hw - 1)
+        span = range(max(batch.base_offset, start), last + 1)
+        (control if batch.is_control else offsets).extend(span)
+        ends.append((batch.last_offset, pos))
+    sp.archive(control)
+    acquired = sp.acquire(member_id, offsets, max_records)
+    if not acquired:
+        return Fetched()
+    last_acquired = acquired[-1][1]
+    end = next((p for last, p in ends if last >= last_acquired), pos)
+    return Fetched(ErrorCode.NONE, bytes(data[:end]), acquired)

@@ -1,0 +1,142 @@
+"""ShareFetch (key 78), v1 (what librdkafka sends): a share group member's fetch through its
+share session, with the acknowledgements of what it fetched before piggy-backed. Records are
+acquired for ``group.share.record.lock.duration.ms``; the answer names the acquired ranges
+and their delivery counts. Waits up to ``max_wait`` for records when none are available."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from tidelog.protocol.codec import response_class
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
+from tidelog.server.group.share.coordinator import FINAL_EPOCH, ShareGroupCoordinator
+from tidelog.server.group.share.fetcher import Fetched, fetch_partition
+from tidelog.server.group.wiring import coordinator_for
+from tidelog.util.topic_partition import TopicPartition
+
+from ..context import RequestContext
+from ..security import AclOperation, ResourceType
+
+API_KEY = 78
+MIN_VERSION = 1
+MAX_VERSION = 1
+POLL_S = 0.02
+
+Slot = tuple[uuid.UUID, int]
+
+
+def _names(ctx: RequestContext) -> dict[uuid.UUID, str]:
+    return {t.topic_id: t.name for t in ctx.broker.replica_manager.topics()}
+
+
+def _wait_ms(v: Any) -> int:
+    return int(v.total_seconds() * 1000) if hasattr(v, "total_seconds") else int(v)
+
+
+def acknowledge_all(ctx: RequestContext, share: ShareGroupCoordinator, group_id: str,
+                    member_id: str, topics: Any, names: dict[uuid.UUID, str],
+                    ) -> dict[Slot, ErrorCode]:
+    """Apply every AcknowledgementBatch of the request; one error per partition."""
+    out: dict[Slot, ErrorCode] = {}
+    for t in topics:
+        name = names.get(t.topic_id)
+        for p in t.partitions:
+            batches = [(int(b.first_offset), int(b.last_offset),
+                        [int(x) for x in b.acknowledge_types])
+                       for b in p.acknowledgement_batches]
+            if not batches:
+                continue
+            slot = (t.topic_id, int(p.partition_index))
+            if name is None:
+                out[slot] = ErrorCode.UNKNOWN_TOPIC_ID
+            elif not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
+                out[slot] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            else:
+                out[slot] = share.acknowledge(group_id, member_id,
+                                              TopicPartition(name, slot[1]), batches)
+    return out
+
+
+def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request: Any,
+               slots: set[Slot], names: dict[uuid.UUID, str]) -> dict[Slot, Fetched]:
+    rm = ctx.broker.replica_manager
+    room = int(request.max_records) if int(request.max_records) > 0 else 500
+    budget = int(request.max_bytes)
+    out: dict[Slot, Fetched] = {}
+    for topic_id, partition in sorted(slots, key=lambda s: (str(s[0]), s[1])):
+        name = names.get(topic_id)
+        if name is None:
+            out[(topic_id, partition)] = Fetched(ErrorCode.UNKNOWN_TOPIC_ID)
+            continue
+        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
+            out[(topic_id, partition)] = Fetched(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            continue
+        lg = rm.get_log(TopicPartition(name, partition))
+        if lg is None:
+            out[(topic_id, partition)] = Fetched(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            continue
+        got = fetch_partition(share, lg, request.group_id, request.member_id,
+                              TopicPartition(name, partition), room, max(budget, 1))
+        room -= sum(last - first + 1 for first, last, _ in got.acquired)
+        budget -= len(got.records)
+        out[(topic_id, partition)] = got
+    return out
+
+
+def _response(ctx: RequestContext, share: ShareGroupCoordinator, error: ErrorCode,
+              fetched: dict[Slot, Fetched], acks: dict[Slot, ErrorCode]) -> Any:
+    cls = response_class(API_KEY, ctx.api_version)
+    tcls = nested(cls, "responses")
+    pcls = nested(tcls, "partitions")
+    lcls = nested(pcls, "current_leader")
+    acls = nested(pcls, "acquired_records")
+    ncls = nested(cls, "node_endpoints")
+    node = ctx.broker.node_id
+    by_topic: dict[uuid.UUID, list[Any]] = {}
+    for slot in sorted(set(fetched) | set(acks), key=lambda s: (str(s[0]), s[1])):
+        f = fetched.get(slot, Fetched())
+        if f.error == ErrorCode.NONE and not f.acquired and slot not in acks:
+            continue
+        by_topic.setdefault(slot[0], []).append(make(
+            pcls, partition_index=slot[1], error_code=f.error,
+            acknowledge_error_code=acks.get(slot, ErrorCode.NONE),
+            current_leader=make(lcls, leader_id=node, leader_epoch=0),
+            records=f.records,
+            acquired_records=tuple(make(acls, first_offset=a, last_offset=b, delivery_count=c)
+                                   for a, b, c in f.acquired)))
+    host, port = ctx.endpoint
+    return make(cls, throttle_time=0, error_code=error,
+                acquisition_lock_timeout=share.config.group_share_record_lock_duration_ms,
+                responses=tuple(make(tcls, topic_id=t, partitions=tuple(ps))
+                                for t, ps in by_topic.items()),
+                node_endpoints=(make(ncls, node_id=node, host=host, port=port),))
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    share = coordinator_for(ctx.broker).share
+    group_id, member_id = request.group_id or "", request.member_id or ""
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
+        return _response(ctx, share, ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {})
+    epoch = int(request.share_session_epoch)
+    err, session = share.session(group_id, member_id, epoch)
+    if err != ErrorCode.NONE or session is None:
+        return _response(ctx, share, err, {}, {})
+    names = _names(ctx)
+    acks = acknowledge_all(ctx, share, group_id, member_id, request.topics, names)
+    if epoch == FINAL_EPOCH:
+        share.close_session(group_id, member_id)
+        return _response(ctx, share, ErrorCode.NONE, {}, acks)
+    session.partitions.update((t.topic_id, int(p.partition_index))
+                              for t in request.topics for p in t.partitions)
+    for t in request.forgotten_topics_data:
+        session.partitions.difference_update((t.topic_id, int(p)) for p in t.partitions)
+    deadline = time.monotonic() + _wait_ms(request.max_wait) / 1000
+    while True:
+        fetched = _fetch_all(ctx, share, request, set(session.partitions), names)
+        if any(f.acquired for f in fetched.values()) or time.monotonic() >= deadline:
+            return _response(ctx, share, ErrorCode.NONE, fetched, acks)
+        await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))

@@ -1,0 +1,142 @@
+"""KIP-932 share groups in the coordinator, on a manual clock: membership and assignment,
+share sessions and their epochs, and a share-partition's record states (acquire, accept,
+release, reject, lock expiry, delivery count limit, a leaving member's records)."""
+
+from __future__ import annotations
+
+import pytest
+from consumer_group_harness import Cluster
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.server.group.config import GroupConfig
+from tidelog.server.group.coordinator import CommitEntry, GroupCoordinator
+from tidelog.server.group.share.coordinator import ShareHeartbeat
+from tidelog.server.group.share.partition import (
+    ACCEPT,
+    GAP,
+    REJECT,
+    RELEASE,
+    RecordState,
+    SharePartition,
+)
+from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.util.clock import ManualClock
+from tidelog.util.scheduler import ManualScheduler
+from tidelog.util.topic_partition import TopicPartition
+
+LOCK_MS = 30_000
+TP = TopicPartition("q", 0)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def sp(clock: ManualClock) -> SharePartition:
+    return SharePartition(10, scheduler=ManualScheduler(clock), lock_ms=LOCK_MS,
+                          delivery_limit=5, max_locks=100)
+
+
+def test_accepted_records_move_the_start_offset(sp: SharePartition) -> None:
+    assert sp.acquire("a", range(10, 15), 3) == [(10, 12, 1)]
+    assert sp.acquire("b", range(10, 15), 10) == [(13, 14, 1)]  # disjoint
+    assert sp.acknowledge("a", 10, 12, [ACCEPT]) == ErrorCode.NONE
+    assert sp.start_offset == 13 and sp.next_available() == 15
+    assert sp.acknowledge("b", 13, 14, [ACCEPT, REJECT]) == ErrorCode.NONE
+    assert sp.start_offset == 15 and not sp.records
+
+
+def test_only_the_holder_acknowledges_and_nothing_changes_on_a_bad_batch(
+        sp: SharePartition) -> None:
+    sp.acquire("a", range(10, 12), 10)
+    assert sp.acknowledge("b", 10, 10, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE
+    assert sp.acknowledge("a", 10, 12, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE  # 12 not held
+    assert sp.records[10].state is RecordState.ACQUIRED
+    assert sp.acknowledge("a", 10, 11, [ACCEPT, 9]) == ErrorCode.INVALID_REQUEST
+    assert sp.acknowledge("a", 10, 11, [ACCEPT, GAP]) == ErrorCode.NONE
+    assert sp.start_offset == 12
+
+
+def test_a_lock_that_runs_out_offers_the_record_again(sp: SharePartition,
+                                                      clock: ManualClock) -> None:
+    sp.acquire("a", [10], 1)
+    clock.advance(LOCK_MS - 1)
+    assert sp.acquire("b", [10], 1) == []
+    clock.advance(1)
+    assert sp.acquire("b", [10], 1) == [(10, 10, 2)]  # the second delivery
+    assert sp.acknowledge("a", 10, 10, [ACCEPT]) == ErrorCode.INVALID_RECORD_STATE
+
+
+def test_a_record_released_up_to_the_delivery_limit_is_archived(sp: SharePartition) -> None:
+    for delivery in range(1, 6):
+        assert sp.acquire("a", [10, 11], 1) == [(10, 10, delivery)]
+        assert sp.acknowledge("a", 10, 10, [RELEASE]) == ErrorCode.NONE
+    assert sp.start_offset == 11  # archived after the fifth delivery
+    assert sp.acquire("a", [10, 11], 1) == [(11, 11, 1)]
+
+
+def test_a_leaving_member_gives_back_what_it_holds(sp: SharePartition) -> None:
+    sp.acquire("a", range(10, 13), 10)
+    assert sp.release_member("a") == 3
+    assert sp.acquire("b", range(10, 13), 10) == [(10, 12, 2)]
+
+
+def test_control_batches_are_archived(sp: SharePartition) -> None:
+    sp.archive([10])
+    assert sp.start_offset == 11
+
+
+def _coord(clock: ManualClock) -> GroupCoordinator:
+    coord = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=1), clock=clock,
+                             scheduler=ManualScheduler(clock), store=InMemoryOffsetsStore())
+    coord.startup()
+    cluster = Cluster()
+    cluster.create("q", 2)
+    coord.share.topics = cluster
+    return coord
+
+
+def test_members_share_every_partition_and_time_out(clock: ManualClock) -> None:
+    coord = _coord(clock)
+    a = coord.share.heartbeat(ShareHeartbeat("s", "a", 0, ("q",)))
+    b = coord.share.heartbeat(ShareHeartbeat("s", "b", 0, ("q",)))
+    assert a.error == b.error == ErrorCode.NONE
+    assert a.assignment == b.assignment and sum(len(p) for p in a.assignment.values()) == 2
+    assert coord.share.heartbeat(ShareHeartbeat("s", "b", b.member_epoch + 5)).error == \
+        ErrorCode.FENCED_MEMBER_EPOCH
+    sp = coord.share.share_partition("s", TP, 0)
+    sp.acquire("b", range(3), 10)
+    epoch = a.member_epoch
+    for _ in range(3):
+        clock.advance(coord.config.group_share_session_timeout_ms // 3)
+        r = coord.share.heartbeat(ShareHeartbeat("s", "a", epoch))
+        assert r.error == ErrorCode.NONE
+        epoch = r.member_epoch
+    assert set(coord.share.groups["s"].members) == {"a"}
+    assert sp.acquire("a", range(3), 10) == [(0, 2, 2)]  # b's records came back
+
+
+def test_share_sessions_and_their_epochs(clock: ManualClock) -> None:
+    coord = _coord(clock)
+    share = coord.share
+    assert share.session("s", "a", 0)[0] == ErrorCode.UNKNOWN_MEMBER_ID
+    share.heartbeat(ShareHeartbeat("s", "a", 0, ("q",)))
+    assert share.session("s", "a", 1)[0] == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert share.session("s", "a", 0)[0] == ErrorCode.NONE
+    assert share.session("s", "a", 1)[0] == ErrorCode.NONE
+    assert share.session("s", "a", 1)[0] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    assert share.session("s", "a", 2)[0] == ErrorCode.NONE
+    share.share_partition("s", TP, 0).acquire("a", range(2), 10)
+    assert share.session("s", "a", -1)[0] == ErrorCode.NONE
+    share.close_session("s", "a")
+    assert share.session("s", "a", 3)[0] == ErrorCode.SHARE_SESSION_NOT_FOUND
+    assert share.share_partition("s", TP, 0).acquire("b", range(2), 10) == [(0, 1, 2)]
+
+
+def test_one_id_names_one_kind_of_group(clock: ManualClock) -> None:
+    coord = _coord(clock)
+    coord.commit_offsets("classic", {TP: CommitEntry(1)})
+    r = coord.share.heartbeat(ShareHeartbeat("classic", "a", 0, ("q",)))
+    assert r.error == ErrorCode.GROUP_ID_NOT_FOUND
