@@ -31,6 +31,7 @@ from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
 from .registry import Registry, discover
 from .replica_manager import ReplicaManager
+from .replication.wiring import Replication, build_replication
 from .security.authorizer import StandardAuthorizer
 from .security.credentials import CredentialStore
 from .security.session import ListenerSecurity
@@ -96,6 +97,8 @@ class Broker:
         self.cluster: ClusterNode | None = None
         if config.zookeeper_connect is not None:
             self.cluster = ClusterNode(config, self._cluster_endpoints)
+        # a cluster member's follower fetchers, AlterPartition sender, isr-expiration task
+        self.replication: Replication | None = None
 
     @property
     def node_id(self) -> int:
@@ -134,6 +137,7 @@ class Broker:
         if self.cluster is not None:
             # the listeners are bound (their real ports are registered): join the cluster
             await self.cluster.connect(self.replica_manager.cluster_id)
+            self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
             await self.cluster.start()
         self._schedule_idle_check()
         self._start_coordinators()
@@ -148,6 +152,8 @@ class Broker:
     def _start_logs(self) -> None:
         """The logs and the metadata, then what reads them before the broker serves."""
         self.replica_manager.startup()
+        if not self.replica_manager.one_broker:
+            self.replica_manager.start_isr_expiration()
         # persisted dynamic broker configs apply before serving
         self.dynamic_config = DynamicBrokerConfig(self.config, self.replica_manager.logs)
         self.log_dir_mover = LogDirMover(self.replica_manager)
@@ -225,12 +231,25 @@ class Broker:
 
         self._idle_handle = loop.call_later(period, check)
 
+    def _start_replication(self, cluster: ClusterNode) -> None:
+        rm = self.replica_manager
+        self.replication = build_replication(
+            self.config, self.metadata_cache, rm.partitions.get, lambda: cluster.broker_epoch,
+            cluster.security, shrink_isr=rm.maybe_shrink_isr,
+        )  # fmt: skip
+        rm.fetcher_manager = self.replication.fetcher_manager
+        rm.alter_partition_sender = self.replication.alter_partition
+        self.replication.start()
+
     # -- stop (the reverse of start) -------------------------------------------------------------
     async def stop(self) -> None:
         # cluster services stop here first: controlled shutdown moves leadership away
         # before the listeners close
         if self.cluster is not None:
             await self.cluster.stop()  # leadership moves away while we still serve
+        if self.replication is not None:
+            await self.replication.stop()
+            self.replication = None
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None

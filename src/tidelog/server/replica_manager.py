@@ -106,6 +106,7 @@ class ReplicaManager(ReplicaTopics):
         self.pending_topics: set[str] = set()
         self._pid_next = 0
         self._pid_end = 0
+        self._isr_expiration: asyncio.TimerHandle | None = None
         self.group_commit = GroupCommit(self._on_group_flushed)
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -136,6 +137,9 @@ class ReplicaManager(ReplicaTopics):
                 self.logs.delete_log(tp)
 
     def shutdown(self) -> None:
+        if self._isr_expiration is not None:
+            self._isr_expiration.cancel()
+            self._isr_expiration = None
         self.group_commit.shutdown()  # no fsync in flight may outlive the logs
         for pool in (self._heavy_pool, self._admin_pool):
             if pool is not None:
@@ -335,6 +339,25 @@ class ReplicaManager(ReplicaTopics):
         now = self.clock.milliseconds()
         for partition in list(self.partitions.values()):
             partition.maybe_shrink_isr(now)
+
+    def start_isr_expiration(self) -> None:
+        """Run ``maybe_shrink_isr`` every replica.lag.time.max.ms / 2 on the running loop."""
+        loop = asyncio.get_running_loop()
+        period = self.replica_lag_time_max_ms / 2000
+
+        def tick() -> None:
+            try:
+                self.maybe_shrink_isr()
+            finally:
+                self._isr_expiration = loop.call_later(period, tick)
+
+        self._isr_expiration = loop.call_later(period, tick)
+
+    def set_alter_partition_sender(self, sender: AlterPartitionSender | None) -> None:
+        """Where ISR changes go (the cluster's AlterPartition channel), for every partition."""
+        self.alter_partition_sender = sender
+        for partition in self.partitions.values():
+            partition.alter_partition_sender = sender
 
     # -- produce ------------------------------------------------------------------------------
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,

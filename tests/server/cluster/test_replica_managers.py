@@ -69,14 +69,14 @@ class Fetchers:
 
 
 class Cluster:
-    def __init__(self, root: Path, min_isr: int = 1) -> None:
+    def __init__(self, root: Path, min_isr: int = 1, **props: str) -> None:
         self.clock = ManualClock(T0)
         self.controller = Controller()
         self.fetchers: dict[int, Fetchers] = {}
         self.rms: dict[int, ReplicaManager] = {}
         for node in (1, 2, 3):
             config = BrokerConfig({"log.dirs": str(root / str(node)), "node.id": node,
-                                   "zookeeper.connect": "127.0.0.1:2181"})
+                                   "zookeeper.connect": "127.0.0.1:2181", **props})
             store = LocalMetadataStore(config.log_dirs, node, "c1")
             self.fetchers[node] = Fetchers()
             rm = ReplicaManager(config, self.clock, store=store,
@@ -325,3 +325,23 @@ def test_leadership_moves_to_a_follower(cluster: Cluster) -> None:
     assert info.first_offset == 3
     assert new.partitions[TP].latest_epoch() == 2  # its epoch starts at its log end
     assert new.partitions[TP].log.leader_epoch_cache.entries[-1].start_offset == 3
+
+
+def test_isr_expiration_task_shrinks_on_its_own(tmp_path: Path) -> None:
+    c = Cluster(tmp_path, **{"replica.lag.time.max.ms": "100", "replica.fetch.wait.max.ms": "10"})
+    try:
+        c.leader_and_isr(1, 1)
+        leader = c.rms[1]
+
+        async def main() -> None:
+            leader.start_isr_expiration()
+            c.clock.advance(101)  # nobody fetched for longer than the lag limit
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 10
+            while not c.controller.proposals and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+
+        run(main())
+        assert c.controller.proposals == [(TP, LeaderAndIsr(1, 1, (1,), 1))]
+    finally:
+        c.close()
