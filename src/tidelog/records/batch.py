@@ -48,6 +48,23 @@ _U32 = struct.Struct(">I")
 _H = struct.Struct(">h")
 
 
+MAGIC_OFFSET = 16  # baseOffset, batchLength, partitionLeaderEpoch, then magic
+ATTRIBUTES_OFFSET = 21  # int16 after the CRC
+
+
+def peek_magic(buf: Buffer) -> int:
+    """The first batch's magic byte without parsing it; -1 when ``buf`` is too short."""
+    return buf[MAGIC_OFFSET] if len(buf) > MAGIC_OFFSET else -1
+
+
+def peek_attributes(buf: Buffer) -> int:
+    """The first batch's attributes (v2) without parsing it; 0 when ``buf`` is too short.
+    The hot paths' one look at a batch: its codec, whether it is transactional."""
+    if len(buf) < ATTRIBUTES_OFFSET + 2:
+        return 0
+    return int(_H.unpack_from(buf, ATTRIBUTES_OFFSET)[0])
+
+
 def crc32c(data: Buffer) -> int:
     return _crc32c.crc32c(data)
 
