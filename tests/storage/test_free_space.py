@@ -81,7 +81,7 @@ def test_below_the_floor_appends_are_refused_and_resume_by_themselves(
         lg.append_as_leader(BATCH)
     assert err.value.kafka_error == "NOT_ENOUGH_REPLICAS"
     assert lg.log_end_offset == 1  # nothing was written
-    assert manager.free_space.degraded and "is below log.dir.min.free.bytes" in caplog.text
+    assert manager.free_space.degraded and "is at its free-space floor" in caplog.text
     # reads and DeleteRecords go on
     assert lg.read(0, 1 << 20).records is not None
     manager.delete_records(TP, 1)

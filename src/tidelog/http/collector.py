@@ -64,6 +64,7 @@ class BrokerCollector(Collector):
         )
         yield from self._logs()
         yield from self._log_dirs_and_partitions()
+        yield from self._free_space()
         yield from self._cleaner()
         yield from self._lag()
         yield from self._connections()
@@ -195,6 +196,29 @@ class BrokerCollector(Collector):
         for d in state.all_log_dirs(self.broker):
             per_dir.add_metric([d], 1 if d in offline_dirs else 0)
         yield per_dir
+
+    def _free_space(self) -> Iterator[Metric]:
+        """The free-space floor (log.dir.min.free.bytes): not Kafka's, so tidelog_ names."""
+        spaces = state.free_space(self.broker)
+        families = {
+            "free": GaugeMetricFamily("tidelog_log_dir_free_bytes",
+                                      "Free bytes of a log dir at its last measure",
+                                      labels=["logDirectory"]),
+            "floor": GaugeMetricFamily("tidelog_log_dir_min_free_bytes",
+                                       "The log dir's free-space floor (log.dir.min.free.bytes)",
+                                       labels=["logDirectory"]),
+            "below": GaugeMetricFamily("tidelog_log_dir_below_min_free",
+                                       "1: the log dir is below its floor and refuses produces",
+                                       labels=["logDirectory"]),
+        }  # fmt: skip
+        for d in spaces:
+            families["free"].add_metric([str(d.path)], d.free)
+            families["floor"].add_metric([str(d.path)], d.floor)
+            families["below"].add_metric([str(d.path)], 1 if d.below_floor else 0)
+        yield from families.values()
+        yield gauge("tidelog_broker_degraded",
+                    "1: a log dir is below its free-space floor (writes refused, reads served)",
+                    1 if any(d.below_floor for d in spaces) else 0)  # fmt: skip
 
     # -- cleaner ----------------------------------------------------------------------------
     def _cleaner(self) -> Iterator[Metric]:

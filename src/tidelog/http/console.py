@@ -53,7 +53,7 @@ class Console:
             topics=len(rm.topics()), partitions=sum(t.partitions for t in rm.topics()),
             size=size, groups=len(state.groups(b)), connections=len(b.connections),
             listeners=listeners, ready=state.readiness(b),
-            log_dirs=[{"path": d, "offline": offline.get(d)} for d in state.all_log_dirs(b)],
+            log_dirs=_log_dirs(b, offline),
         )  # fmt: skip
 
     # -- topics -------------------------------------------------------------------------------
@@ -276,3 +276,15 @@ def describe_assignment(data: bytes) -> str:
         return "; ".join(parts) or "(nothing)"
     except (struct.error, UnicodeDecodeError):
         return f"{len(data)} bytes"
+
+
+def _log_dirs(broker: Any, offline: dict[str, str]) -> list[dict[str, Any]]:
+    """Each log dir: offline reason, free space and floor (None where not measured)."""
+    spaces = {str(d.path): d for d in state.free_space(broker)}
+    rows = []
+    for path in state.all_log_dirs(broker):
+        d = spaces.get(path)
+        rows.append({"path": path, "offline": offline.get(path),
+                     "free": d.free if d else None, "floor": d.floor if d else None,
+                     "below_floor": bool(d and d.below_floor)})  # fmt: skip
+    return rows

@@ -128,7 +128,8 @@ class HttpListener:
     # -- console helpers ------------------------------------------------------------------------
     def render(self, name: str, title: str, **ctx: Any) -> web.Response:
         html = self.env.get_template(name).render(
-            title=title, admin=self.admin, csrf=self.csrf, **ctx
+            title=title, admin=self.admin, csrf=self.csrf,
+            degraded=state.degraded_log_dirs(self.broker), **ctx,
         )
         return web.Response(text=html, content_type="text/html")
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.records import RecordBatch
+from tidelog.storage.free_space import DirSpace
 from tidelog.util.topic_partition import TopicPartition
 
 OFFSET_ENTRY_SIZE = 8
@@ -93,6 +94,18 @@ def offline_log_dirs(broker: Any) -> dict[str, str]:
         for path, reason in channel.offline_log_dirs().items():
             out.setdefault(str(path), str(reason))
     return out
+
+
+def free_space(broker: Any) -> list[DirSpace]:
+    """Each online log dir's last free-space measure and floor (log.dir.min.free.bytes)."""
+    floor = getattr(log_manager(broker), "free_space", None)
+    return floor.snapshot() if floor is not None else []
+
+
+def degraded_log_dirs(broker: Any) -> dict[str, dict[str, int]]:
+    """Log dirs below their free-space floor: produces to them are refused, reads go on."""
+    return {str(d.path): {"free_bytes": d.free, "min_free_bytes": d.floor}
+            for d in free_space(broker) if d.below_floor}  # fmt: skip
 
 
 def all_log_dirs(broker: Any) -> list[str]:
@@ -237,12 +250,16 @@ def group_lags(
 # -- health ----------------------------------------------------------------------------------
 def readiness(broker: Any) -> dict[str, Any]:
     """Kafka has no readiness endpoint; these are what a broker needs before serving:
-    logs loaded (the listener is bound only after), groups loaded, no offline log dir."""
+    logs loaded (the listener is bound only after), groups loaded, no offline log dir.
+
+    A dir below its free-space floor does not make the broker unready (it serves reads,
+    commits and every other partition): ``degraded`` and ``degraded_log_dirs`` say so."""
     listening = bool(getattr(broker, "_server", None) is not None and broker.bound_port)
     coord = coordinator(broker)
     loading = sorted(coord.manager.loading) if coord is not None else []
     offline = offline_log_dirs(broker)
     fatal = getattr(broker, "fatal_error", None)
+    degraded = degraded_log_dirs(broker)
     checks = {
         "logs_loaded": listening,
         "groups_loaded": not loading,
@@ -255,4 +272,6 @@ def readiness(broker: Any) -> dict[str, Any]:
         "offline_log_dirs": offline,
         "loading_offsets_partitions": loading,
         "fatal_error": fatal,
+        "degraded": bool(degraded),
+        "degraded_log_dirs": degraded,
     }

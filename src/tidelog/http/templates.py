@@ -17,12 +17,17 @@ table{border-collapse:collapse;margin:8px 0 16px}td,th{border-bottom:1px solid #
 padding:4px 10px;text-align:left;font-size:14px}th{background:#f1f5f9}
 .num{text-align:right;font-variant-numeric:tabular-nums}.bad{color:#b91c1c}.ok{color:#15803d}
 .card{display:inline-block;border:1px solid #e2e8f0;border-radius:6px;padding:10px 16px;margin:4px}
+.banner{background:#fef3c7;color:#78350f;border-bottom:2px solid #d97706;padding:10px 20px}
 .card b{display:block;font-size:22px}pre{background:#f8fafc;padding:6px;white-space:pre-wrap;
 word-break:break-all;margin:0}#messages td:nth-child(2){white-space:nowrap}form{margin:8px 0}.note{color:#475569;font-size:13px}
 </style></head><body>
 <header><b>tidelog</b><a href="/">Overview</a><a href="/topics">Topics</a>
 <a href="/groups">Consumer groups</a><a href="/cleaner">Cleaner</a><a href="/metrics">Metrics</a>
-</header><main><h1>{{ title }}</h1>
+</header>{% if degraded %}<div id="degraded-banner" class="banner">Degraded: produce requests
+are refused (NOT_ENOUGH_REPLICAS, retriable) for partitions in {% for path, d in degraded.items()
+%}{{ path }} ({{ d.free_bytes|human }} free, floor {{ d.min_free_bytes|human }}){{ ", " if not
+loop.last }}{% endfor %}, below log.dir.min.free.bytes. Reads, commits, retention and deletion go
+on; writes resume by themselves once space is freed.</div>{% endif %}<main><h1>{{ title }}</h1>
 {% if message %}<p class="{{ 'bad' if error else 'ok' }}" id="message">{{ message }}</p>{% endif %}
 {% block body %}{% endblock %}</main></body></html>"""
 
@@ -37,9 +42,13 @@ OVERVIEW = """{% extends "base" %}{% block body %}
 <div class="card">Ready<b class="{{ 'ok' if ready.ready else 'bad' }}">{{ 'yes' if ready.ready else 'no' }}</b></div>
 <h2>Listeners</h2><table><tr><th>name</th><th>address</th></tr>
 {% for name, addr in listeners %}<tr><td>{{ name }}</td><td>{{ addr }}</td></tr>{% endfor %}</table>
-<h2>Log dirs</h2><table><tr><th>dir</th><th>state</th></tr>
-{% for d in log_dirs %}<tr><td>{{ d.path }}</td><td class="{{ 'bad' if d.offline else 'ok' }}">
-{{ d.offline or 'online' }}</td></tr>{% endfor %}</table>
+<h2>Log dirs</h2><table id="log-dirs"><tr><th>dir</th><th>state</th><th class="num">free</th>
+<th class="num">min free (floor)</th></tr>
+{% for d in log_dirs %}<tr><td>{{ d.path }}</td>
+<td class="{{ 'bad' if d.offline or d.below_floor else 'ok' }}">
+{{ d.offline or ('below the free-space floor: writes refused' if d.below_floor else 'online') }}</td>
+<td class="num">{{ d.free|human if d.free is not none else '-' }}</td>
+<td class="num">{{ d.floor|human if d.floor is not none else '-' }}</td></tr>{% endfor %}</table>
 <h2>Readiness</h2><table>{% for k, v in ready.checks.items() %}
 <tr><td>{{ k }}</td><td class="{{ 'ok' if v else 'bad' }}">{{ v }}</td></tr>{% endfor %}</table>
 {% endblock %}"""

@@ -77,6 +77,7 @@ class DirSpace:
     total: int
     below_floor: bool = False
     written_since: int = 0  # bytes appended since ``free`` was measured
+    refused: int = 0  # the largest append refused while below the floor
 
     @property
     def estimate(self) -> int:
@@ -134,8 +135,9 @@ class FreeSpaceFloor:
             if d is None:
                 return None
             d.free, d.total, d.floor, d.written_since = free, total, floor, 0
-            below = floor > 0 and free < floor
-            crossed, d.below_floor = below != d.below_floor, below
+            # degraded below the floor, and until the append it refused would fit again
+            below = floor > 0 and (free < floor or (d.below_floor and free - d.refused < floor))
+            crossed = self._set_below(d, below)
             space = DirSpace(**vars(d))
         if crossed:
             self._crossed(space)
@@ -154,33 +156,57 @@ class FreeSpaceFloor:
             d = self._dirs.get(path)
             if d is None or (self.configured == 0):
                 return
-            if self.override is None and d.estimate - size >= 2 * d.floor:
+            if self.override is None and not d.below_floor and d.estimate - size >= 2 * d.floor:
                 d.written_since += size
                 return
         space = self.measure(path)
         if space is None or space.floor == 0:
             return
         limit = int(space.floor * (1 - COORDINATOR_SHARE)) if coordinator else space.floor
-        if space.free - size < limit:
-            raise LogDirBelowFloorError(
-                f"Log dir {path} has {space.free} bytes free, below {MIN_FREE_BYTES} "
-                f"({space.floor}): writes resume once space is freed"
-            )
+        # degraded, a client's append waits until the largest one refused fits (no flapping
+        # between small appends that fit and large ones that do not)
+        needed = size if coordinator or not space.below_floor else max(size, space.refused)
+        refused = space.free - needed < limit
         with self._lock:
             d = self._dirs.get(path)
-            if d is not None:
+            if d is None:
+                return
+            if refused:
+                d.refused = max(d.refused, size) if d.below_floor else size
+            else:
                 d.written_since += size
+            # a client's append decides the state: refused, degraded; taken, writable again
+            crossed = not coordinator and self._set_below(d, refused)
+            space = DirSpace(**vars(d))
+        if crossed:
+            self._crossed(space)
+        if refused:
+            raise LogDirBelowFloorError(
+                f"Log dir {path} has {space.free} bytes free, below {MIN_FREE_BYTES} "
+                f"({space.floor}) once this append is written: writes resume once space is freed"
+            )
+
+    @staticmethod
+    def _set_below(d: DirSpace, below: bool) -> bool:
+        """Set the state; True if it changed."""
+        if below == d.below_floor:
+            return False
+        d.below_floor = below
+        if not below:
+            d.refused = 0
+        return True
 
     def _crossed(self, space: DirSpace) -> None:
         if space.below_floor:
             log.warning(
-                "Log dir %s is below %s (%d bytes free, floor %d): produce requests to its "
+                "Log dir %s is at its free-space floor %s (%d bytes free, floor %d): produce "
+                "requests to its "
                 "partitions are refused with NOT_ENOUGH_REPLICAS until space is freed; reads, "
                 "commits, retention and deletion go on", space.path, MIN_FREE_BYTES,
                 space.free, space.floor,
             )
         else:
-            log.info("Log dir %s is above %s again (%d bytes free, floor %d): writes resume",
+            log.info("Log dir %s has room above %s again (%d bytes free, floor %d): writes resume",
                      space.path, MIN_FREE_BYTES, space.free, space.floor)
         for fn in list(self._listeners):
             fn(space)
