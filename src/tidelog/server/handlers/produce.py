@@ -16,6 +16,7 @@ from typing import Any
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
 from tidelog.protocol.kio_util import ms
+from tidelog.records.batch import COMPRESSION_MASK, peek_attributes
 from tidelog.storage.errors import RecordValidationError
 from tidelog.util.topic_partition import TopicPartition
 
@@ -46,8 +47,7 @@ def is_heavy(records: bytes) -> bool:
     n = len(records)
     if n >= HEAVY_BYTES:
         return True
-    # attributes (int16) at byte 21: the low three bits name the codec
-    return n >= HEAVY_COMPRESSED_BYTES and records[22] & 0x07 != 0
+    return n >= HEAVY_COMPRESSED_BYTES and peek_attributes(records) & COMPRESSION_MASK != 0
 
 
 Replicated = dict[TopicPartition, tuple[ProducePartitionResult, int]]

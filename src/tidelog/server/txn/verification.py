@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch
-from tidelog.records.batch import RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK
+from tidelog.records.batch import (
+    RECORD_BATCH_OVERHEAD,
+    TRANSACTIONAL_MASK,
+    peek_attributes,
+    peek_magic,
+)
 from tidelog.util.topic_partition import TopicPartition
 
 from .config import TxnConfig
@@ -24,10 +29,9 @@ def verify_transactional_produce(broker: TxnHost, tp: TopicPartition,
                                  records: bytes | bytearray | memoryview) -> ErrorCode | None:
     """None to go on; else the error for the partition (INVALID_PRODUCER_EPOCH for a fenced
     epoch, INVALID_TXN_STATE for a partition outside the transaction)."""
-    # the hot path: one byte test for the (usual) non-transactional batch; magic at byte 16,
-    # the attributes' low byte at 22
-    if (len(records) < RECORD_BATCH_OVERHEAD or records[16] != 2
-            or not records[22] & TRANSACTIONAL_MASK):
+    # the hot path: two header fields for the (usual) non-transactional batch
+    if (len(records) < RECORD_BATCH_OVERHEAD or peek_magic(records) != 2
+            or not peek_attributes(records) & TRANSACTIONAL_MASK):
         return None  # the validator reports a malformed batch
     batch = RecordBatch(memoryview(records)[:RECORD_BATCH_OVERHEAD])
     if batch.magic != 2 or not batch.is_transactional or batch.is_control:
