@@ -21,6 +21,7 @@ from tidelog.server.group.rebalance import (
     JoinRequest,
     SyncRequest,
 )
+from tidelog.server.group.share.coordinator import SHARE_GROUP_TYPE
 
 __all__ = [
     "NO_GENERATION",
@@ -216,6 +217,8 @@ class GroupCoordinator(OffsetsApi):
               for g in self.groups.values()),
             *(GroupOverview(g.group_id, CONSUMER_GROUP_TYPE, g.state().value, CONSUMER_GROUP_TYPE)
               for g in self.consumer.groups.values()),
+            *(GroupOverview(g.group_id, SHARE_GROUP_TYPE, g.state(), SHARE_GROUP_TYPE)
+              for g in self.share.groups.values()),
         ]
         out = [
             o for o in everything
@@ -228,7 +231,8 @@ class GroupCoordinator(OffsetsApi):
         err = self.group_error(group_id, allow_empty=True)
         if err != ErrorCode.NONE:
             return GroupSummary(err, group_id, GroupState.DEAD.value)
-        if group_id in self.consumer.groups:  # Kafka: not a classic group, so "not found"
+        if group_id in self.consumer.groups or group_id in self.share.groups:
+            # Kafka: not a classic group, so "not found"
             return GroupSummary(ErrorCode.GROUP_ID_NOT_FOUND, group_id, GroupState.DEAD.value)
         group = self.groups.get(group_id)
         if group is None:
@@ -261,6 +265,8 @@ class GroupCoordinator(OffsetsApi):
             group = self.groups.get(group_id)
             if err != ErrorCode.NONE:
                 out[group_id] = err
+            elif group_id in self.share.groups:
+                out[group_id] = self.share.delete_group(group_id)
             elif group_id in self.consumer.groups:
                 try:
                     out[group_id] = self.consumer.delete_group(group_id)

@@ -168,6 +168,18 @@ class ShareGroupCoordinator:
         group.group_epoch += 1
         self.close_session(group.group_id, member.member_id)
 
+    def delete_group(self, group_id: str) -> ErrorCode:
+        """DeleteGroups: only a share group without members; its share-partitions go too."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        del self.groups[group_id]
+        for key in [k for k in self.partitions if k[0] == group_id]:
+            del self.partitions[key]
+        return ErrorCode.NONE
+
     def shutdown(self) -> None:
         for group in self.groups.values():
             for member in group.members.values():
