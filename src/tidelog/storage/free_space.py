@@ -23,7 +23,7 @@ ENOSPC or EIO still takes the dir offline, as Kafka does.
   loses nothing), kafka-python's NotEnoughReplicasError is a RetriableError and aiokafka's is
   ``retriable``; each retries until its own delivery timeout (librdkafka
   ``message.timeout.ms`` 300 s, kafka-python ``delivery_timeout_ms`` 120 s, aiokafka
-  ``request_timeout_ms``), not a retry count, so a producer rides out a degraded dir for as
+  ``request_timeout_ms`` 40 s, never for an idempotent one), not a retry count, so a producer rides out a degraded dir for as
   long as it was told to wait. KAFKA_STORAGE_ERROR, the other candidate, means an offline dir
   (operator action needed) and makes all three invalidate their metadata on every retry.
 """
