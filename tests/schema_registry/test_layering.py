@@ -1,0 +1,50 @@
+"""The registry's place in the layers: a package above ``server`` that only ``tidelog serve``
+starts; Spark reads schemas through its two pure modules (the ``_schemas`` record format and
+the state built from it), which import nothing else of ours."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "tidelog"
+IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry"},
+             "spark/avro_values.py": {"tidelog.schema_registry.records",
+                                      "tidelog.schema_registry.state"}}
+PURE = ("records.py", "state.py")
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                out.add(".".join([*base, node.module or ""]).rstrip("."))
+            else:
+                out.add(node.module or "")
+    return out
+
+
+def test_who_imports_the_registry() -> None:
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith("schema_registry/"):
+            continue
+        found = {m for m in _imports(path) if m.startswith("tidelog.schema_registry")}
+        assert found <= IMPORTERS.get(rel, set()), (rel, found)
+
+
+def test_the_pure_modules_import_only_each_other() -> None:
+    for name in PURE:
+        ours = {m for m in _imports(SRC / "schema_registry" / name) if m.startswith("tidelog")}
+        assert ours <= {"tidelog.schema_registry.records"}, (name, ours)
+
+
+def test_the_package_root_loads_no_optional_library() -> None:
+    ours = _imports(SRC / "schema_registry" / "__init__.py")
+    assert ours <= {"tidelog.config.core", "tidelog.server.broker",
+                    "tidelog.schema_registry.listener", "__future__", "importlib", "typing"}
