@@ -130,7 +130,7 @@ class ReplicaTopics:
         except ValueError as exc:
             raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, str(exc)) from None
         if name in self.store.topics or name in self.pending_topics:
-            # pending: being created or deleted off the loop (server/topic_admin.py)
+            # pending: being created or deleted off the loop (server/metadata/admin.py)
             raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         if partitions < 1:
             raise ApiError(
@@ -187,7 +187,7 @@ class ReplicaTopics:
             raise
 
     def admin_executor(self) -> ThreadPoolExecutor:
-        """One thread for admin work that touches many files (topic_admin.py): admin
+        """One thread for admin work that touches many files (metadata/admin.py): admin
         operations run one at a time, in order, and never on the event loop."""
         if self._admin_pool is None:
             self._admin_pool = ThreadPoolExecutor(1, thread_name_prefix="tidelog-admin")

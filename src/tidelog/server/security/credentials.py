@@ -2,7 +2,7 @@
 
 Kafka keeps them as UserScramCredentialRecords in the KRaft ``__cluster_metadata`` log. A
 single-node tidelog keeps its cluster metadata in ``<first log dir>/tidelog-metadata.json``
-(server/metadata_store.py), so credentials sit beside it in
+(server/metadata/local_store.py), so credentials sit beside it in
 ``tidelog-scram-credentials.json``, written the same crash-safe way (tmp + fsync + rename +
 dir fsync). A compacted internal topic would need the log layer up and replayed before the
 first client can authenticate, and would hand the credentials to any client allowed to read
