@@ -23,7 +23,9 @@ from typing import Any
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.manager import LogManager
 from tidelog.util.clock import Clock
+from tidelog.util.scheduler import KafkaScheduler
 from tidelog.util.topic_partition import TopicPartition
 
 from .cluster.partition import AlterPartitionSender, Partition
@@ -57,10 +59,7 @@ class LeaderAndIsrResult:
     error: ErrorCode = ErrorCode.NONE  # STALE_CONTROLLER_EPOCH for the whole request
 
 
-def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) -> Any:
-    from tidelog.storage.manager import LogManager
-    from tidelog.util.scheduler import KafkaScheduler
-
+def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) -> LogManager:
     defaults = config.log_config_defaults()
 
     def topic_configs(topic: str) -> dict[str, str] | None:
@@ -75,7 +74,7 @@ def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) 
 
 
 class ReplicaManager(ReplicaTopics):
-    def __init__(self, config: BrokerConfig, clock: Clock, logs: Any = None, *,
+    def __init__(self, config: BrokerConfig, clock: Clock, logs: LogManager | None = None, *,
                  metadata_cache: MetadataCache | None = None,
                  store: MetadataStore | None = None,
                  fetcher_manager: FetcherManager | None = None,
@@ -113,9 +112,8 @@ class ReplicaManager(ReplicaTopics):
     def startup(self) -> None:
         had_metadata = self.store.load()
         self.logs.startup()
-        failure_channel = getattr(self.logs, "failure_channel", None)
-        if failure_channel is not None:  # an offline dir's partitions go offline in the image
-            failure_channel.add_listener(lambda _path: self.publish_image())
+        # an offline dir's partitions go offline in the image
+        self.logs.failure_channel.add_listener(lambda _path: self.publish_image())
         if had_metadata:  # without the topic list every log would look stray
             self._remove_stray_logs()
         if self.one_broker:
@@ -464,10 +462,7 @@ class ReplicaManager(ReplicaTopics):
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
         """Advance the log start offset to ``offset``; returns the new low watermark."""
         lg = self.log_or_error(tp)
-        if hasattr(self.logs, "delete_records"):
-            self.logs.delete_records(tp, offset)
-        else:
-            lg.maybe_increment_log_start_offset(offset, "ClientRecordDeletion")
+        self.logs.delete_records(tp, offset)
         return int(lg.log_start_offset)
 
     # -- fetch --------------------------------------------------------------------------------
@@ -487,8 +482,7 @@ class ReplicaManager(ReplicaTopics):
 
     # -- log dirs -----------------------------------------------------------------------------
     def _report_io_error(self, lg: Any, exc: BaseException, op: str) -> bool:
-        handle = getattr(self.logs, "maybe_handle_io_error", None)
-        return bool(handle(lg, exc, op)) if handle is not None else False
+        return bool(self.logs.maybe_handle_io_error(lg, exc, op))
 
     def maybe_handle_io_error(self, tp: TopicPartition, exc: BaseException) -> bool:
         """Report a read/flush error on ``tp``'s log; True if it took its dir offline."""
@@ -497,15 +491,11 @@ class ReplicaManager(ReplicaTopics):
 
     def offline_partitions(self, topic: str) -> frozenset[int]:
         """Partitions of ``topic`` whose log dir is offline (reported in Metadata)."""
-        offline = getattr(self.logs, "offline_partitions", None)
-        if offline is None:
-            return frozenset()
-        return frozenset(tp.partition for tp in offline() if tp.topic == topic)
+        return frozenset(tp.partition for tp in self.logs.offline_partitions()
+                         if tp.topic == topic)
 
     def add_all_dirs_offline_listener(self, fn: Callable[[], object]) -> None:
-        add = getattr(self.logs, "add_all_dirs_offline_listener", None)
-        if add is not None:
-            add(fn)
+        self.logs.add_all_dirs_offline_listener(fn)
 
     def add_append_listener(self, fn: Callable[[TopicPartition], object]) -> None:
         """``fn(tp)`` when ``tp``'s high watermark moves or records are appended to it."""

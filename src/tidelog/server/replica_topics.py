@@ -18,6 +18,7 @@ from tidelog.config.core import ConfigError
 from tidelog.config.log_config import LogConfig
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.manager import LogManager
 from tidelog.util.topic_partition import TopicPartition, validate_topic_name
 
 from .errors import ApiError
@@ -35,7 +36,7 @@ class ReplicaTopics:
     one_broker: bool
     config: BrokerConfig
     store: MetadataStore
-    logs: Any
+    logs: LogManager
     metadata_cache: MetadataCache
     local_broker: BrokerInfo
     topic_stats: BrokerTopicStats | None
@@ -71,12 +72,11 @@ class ReplicaTopics:
         the thread that took a log dir offline."""
         if not self.one_broker:
             return  # the controller's UpdateMetadata makes the image
-        offline = getattr(self.logs, "offline_partitions", None)
+        offline = self.logs.offline_partitions
         with self._publish_lock:
             for _ in range(3):  # the loop may add a topic while a failing thread reads
                 try:
-                    image = local_image(self.store, self.local_broker,
-                                        offline() if offline is not None else (),
+                    image = local_image(self.store, self.local_broker, offline(),
                                         self._leader_epochs())
                     break
                 except RuntimeError:
@@ -178,12 +178,8 @@ class ReplicaTopics:
                 self._open(tp, info)
                 created.append(tp)
         except Exception:
-            abandon = getattr(self.logs, "abandon_logs", None)
-            if abandon is not None:
-                abandon(created + [TopicPartition(info.name, p) for p in partitions[len(created):]])
-            else:
-                for tp in created:
-                    self.logs.delete_log(tp)
+            self.logs.abandon_logs(
+                created + [TopicPartition(info.name, p) for p in partitions[len(created):]])
             raise
 
     def admin_executor(self) -> ThreadPoolExecutor:

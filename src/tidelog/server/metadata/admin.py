@@ -139,13 +139,13 @@ class LocalAdminManager:
 
     async def create_topic(self, topic: NewTopic, *, validate_only: bool = False,
                            timeout_ms: int = DEFAULT_TIMEOUT_MS) -> TopicInfo:
-        partitions = self._partition_count(topic)
-        info = self.rm.new_topic_info(topic.name, partitions, topic.configs)
+        return await self._to_completion(self._create(topic, validate_only))
+
+    async def _create(self, topic: NewTopic, validate_only: bool) -> TopicInfo:
+        # validated and marked pending in one step: no other create of the name between
+        info = self.rm.new_topic_info(topic.name, self._partition_count(topic), topic.configs)
         if validate_only:
             return info
-        return await self._to_completion(self._create(info))
-
-    async def _create(self, info: TopicInfo) -> TopicInfo:
         rm = self.rm
         rm.pending_topics.add(info.name)
         try:
@@ -182,6 +182,10 @@ class LocalAdminManager:
                                 assignment: Sequence[tuple[int, ...]] | None = None,
                                 validate_only: bool = False,
                                 timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        return await self._to_completion(self._grow(name, count, assignment, validate_only))
+
+    async def _grow(self, name: str, count: int,
+                    assignment: Sequence[tuple[int, ...]] | None, validate_only: bool) -> None:
         rm = self.rm
         info = rm.topic(name)
         if info is None or name in rm.pending_topics:
@@ -200,10 +204,7 @@ class LocalAdminManager:
                            f"Invalid replica assignment {[list(r) for r in assignment]}.")
         if validate_only:
             return
-        await self._to_completion(self._grow(info, count))
-
-    async def _grow(self, info: TopicInfo, count: int) -> None:
-        rm, old = self.rm, info.partitions
+        old = info.partitions
         rm.pending_topics.add(info.name)
         try:
             await self._off_loop(rm.create_logs, info, range(old, count))
