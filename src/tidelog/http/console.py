@@ -45,19 +45,30 @@ class Console:
         b = self.broker
         rm = b.replica_manager
         offline = state.offline_log_dirs(b)
-        size = sum(lg.size_in_bytes for _, lg in state.iter_logs(b))
+        throughput = self.listener.throughput
+        throughput.sample()
+        rates = throughput.topic_rates()
+        topics = [{**row, "bytes_in": rates.get(row["name"], (0.0, 0.0))[0],
+                   "bytes_out": rates.get(row["name"], (0.0, 0.0))[1]}
+                  for row in self._topic_rows()]  # fmt: skip
         listeners = [(b.config.listener.name, f"{b.advertised_host}:{b.advertised_port}")]
         listeners += [(f"HTTP {i}", u) for i, u in enumerate(self.listener.urls)]
+        chart = line_chart(throughput.series(), chart_id="throughput-chart",
+                           window_ms=throughput.history_ms)  # fmt: skip
         return self.render(
             "overview", "Overview", node_id=b.node_id, cluster_id=rm.cluster_id,
-            topics=len(rm.topics()), partitions=sum(t.partitions for t in rm.topics()),
-            size=size, groups=len(state.groups(b)), connections=len(b.connections),
-            listeners=listeners, ready=state.readiness(b),
-            log_dirs=_log_dirs(b, offline),
+            topics=len(topics), partitions=sum(t["partitions"] for t in topics),
+            size=sum(t["size"] for t in topics), groups=len(state.groups(b)),
+            connections=len(b.connections), listeners=listeners, ready=state.readiness(b),
+            log_dirs=_log_dirs(b, offline), topic_rows=topics, group_rows=self._group_rows(),
+            throughput_chart=chart, cluster=_cluster(b),
         )  # fmt: skip
 
     # -- topics -------------------------------------------------------------------------------
     async def topics(self, request: web.Request, **extra: Any) -> web.Response:
+        return self.render("topics", "Topics", topics=self._topic_rows(), **extra)
+
+    def _topic_rows(self) -> list[dict[str, Any]]:
         rm = self.broker.replica_manager
         logs = rm.logs
         rows = []
@@ -72,7 +83,7 @@ class Console:
                 "cleanup_policy": ",".join(cfg.cleanup_policy),
                 "retention_ms": cfg.retention_ms, "retention_bytes": cfg.retention_bytes,
             })  # fmt: skip
-        return self.render("topics", "Topics", topics=rows, **extra)
+        return rows
 
     def _topic_or_404(self, name: str) -> Any:
         info = self.broker.replica_manager.topic(name)
@@ -150,15 +161,17 @@ class Console:
 
     # -- groups -------------------------------------------------------------------------------
     async def groups(self, request: web.Request) -> web.Response:
+        return self.render("groups", "Consumer groups", groups=self._group_rows())
+
+    def _group_rows(self) -> list[dict[str, Any]]:
         lags: dict[str, int] = {}
         for pl in state.group_lags(self.broker, time_lag=False):
             lags[pl.group] = lags.get(pl.group, 0) + pl.lag
-        rows = [
+        return [
             {"id": gid, "state": g.state.value, "protocol": g.protocol_name or "",
              "members": len(g.members), "lag": lags.get(gid, 0)}
             for gid, g in sorted(state.groups(self.broker).items())
         ]  # fmt: skip
-        return self.render("groups", "Consumer groups", groups=rows)
 
     async def group(self, request: web.Request, **extra: Any) -> web.Response:
         gid = request.match_info["group"]
@@ -288,3 +301,19 @@ def _log_dirs(broker: Any, offline: dict[str, str]) -> list[dict[str, Any]]:
                      "free": d.free if d else None, "floor": d.floor if d else None,
                      "below_floor": bool(d and d.below_floor)})  # fmt: skip
     return rows
+
+
+def _cluster(broker: Any) -> dict[str, Any]:
+    """Brokers, controller, under-replicated and offline partitions: from the metadata image
+    in a cluster, this broker alone otherwise."""
+    if getattr(broker, "cluster", None) is None:
+        return {"brokers": [broker.node_id], "controller": broker.node_id,
+                "under_replicated": 0, "offline": len(state.offline_partitions(broker))}
+    image = broker.replica_manager.metadata_cache.image
+    parts = [p for t in image.topics.values() for p in t.partitions.values()]
+    return {
+        "brokers": image.live_broker_ids(),
+        "controller": image.controller_id if image.controller_id >= 0 else "none known",
+        "under_replicated": sum(1 for p in parts if p.leader >= 0 and len(p.isr) < len(p.replicas)),
+        "offline": sum(1 for p in parts if p.leader < 0),
+    }

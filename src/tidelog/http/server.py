@@ -22,6 +22,7 @@ from .collector import BrokerCollector
 from .console import Console
 from .lag import LagHistory
 from .templates import environment
+from .throughput import ThroughputHistory
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ class HttpListener:
         self.csrf = secrets.token_urlsafe(24)  # admin forms: no cross-site posts
         self.sample_interval_ms = int(values["http.console.lag.sample.interval.ms"])
         self.lag_history = LagHistory(broker, history_ms=int(values["http.console.lag.history.ms"]))
+        self.throughput = ThroughputHistory(broker, interval_ms=self.sample_interval_ms)
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
         self.registry.register(BrokerCollector(broker))
@@ -107,8 +109,9 @@ class HttpListener:
             await asyncio.sleep(self.sample_interval_ms / 1000)
             try:
                 self.lag_history.sample()
+                self.throughput.sample()
             except Exception:
-                log.exception("lag sample failed")
+                log.exception("console sample failed")
 
     # -- endpoints ------------------------------------------------------------------------------
     async def metrics(self, request: web.Request) -> web.Response:

@@ -40,6 +40,24 @@ OVERVIEW = """{% extends "base" %}{% block body %}
 <div class="card">Groups<b>{{ groups }}</b></div>
 <div class="card">Connections<b>{{ connections }}</b></div>
 <div class="card">Ready<b class="{{ 'ok' if ready.ready else 'bad' }}">{{ 'yes' if ready.ready else 'no' }}</b></div>
+<div class="card">Bytes in/s<b id="bytes-in-rate">{{ topic_rows|sum(attribute='bytes_in')|human }}</b></div>
+<div class="card">Bytes out/s<b id="bytes-out-rate">{{ topic_rows|sum(attribute='bytes_out')|human }}</b></div>
+<h2>Throughput over the last hour</h2>{{ throughput_chart|safe }}
+<h2>Topics</h2><table id="overview-topics"><tr><th>topic</th><th class="num">partitions</th>
+<th class="num">size</th><th class="num">bytes in/s</th><th class="num">bytes out/s</th></tr>
+{% for t in topic_rows %}<tr><td><a href="/topics/{{ t.name|urlq }}">{{ t.name }}</a></td>
+<td class="num">{{ t.partitions }}</td><td class="num">{{ t.size|human }}</td>
+<td class="num">{{ t.bytes_in|human }}</td><td class="num">{{ t.bytes_out|human }}</td></tr>
+{% endfor %}</table>
+<h2>Consumer groups</h2><table id="overview-groups"><tr><th>group</th><th>state</th>
+<th class="num">members</th><th class="num">lag</th></tr>{% for g in group_rows %}
+<tr><td><a href="/groups/{{ g.id|urlq }}">{{ g.id }}</a></td><td>{{ g.state }}</td>
+<td class="num">{{ g.members }}</td><td class="num {{ 'bad' if g.lag else '' }}">{{ g.lag }}</td></tr>
+{% endfor %}</table>
+<h2>Cluster</h2><table id="overview-cluster"><tr><td>brokers</td><td>{{ cluster.brokers|join(", ") }}</td></tr>
+<tr><td>controller</td><td>{{ cluster.controller }}</td></tr>
+<tr><td>under-replicated partitions</td><td class="num">{{ cluster.under_replicated }}</td></tr>
+<tr><td>offline partitions</td><td class="num {{ 'bad' if cluster.offline else '' }}">{{ cluster.offline }}</td></tr></table>
 <h2>Listeners</h2><table><tr><th>name</th><th>address</th></tr>
 {% for name, addr in listeners %}<tr><td>{{ name }}</td><td>{{ addr }}</td></tr>{% endfor %}</table>
 <h2>Log dirs</h2><table id="log-dirs"><tr><th>dir</th><th>state</th><th class="num">free</th>
