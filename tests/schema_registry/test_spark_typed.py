@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from pyspark.sql.functions import struct
 from pyspark.sql.types import (
     ArrayType,
     DateType,
@@ -185,3 +186,38 @@ def test_streaming_reads_typed_values(spark: Any, tmp_path: Path) -> None:
         got = spark.table("typed_stream")
         assert got.schema["value"].dataType == EXPECTED
         assert rows(got) == sent
+
+
+def test_writes_encode_a_struct_value(spark: Any) -> None:
+    with RegistryBroker() as rb:
+        rows_in = [(i, f"name{i}", {"k": i}, [i, i + 1], None if i % 2 else f"n{i}")
+                   for i in range(50)]
+        df = spark.createDataFrame(rows_in, "id long, name string, m map<string,int>, "
+                                            "a array<int>, note string")
+        (df.select(struct("id", "name", "m", "a", "note").alias("value"))
+         .write.format("tidelog").option("kafka.bootstrap.servers", rb.bootstrap_servers)
+         .option("topic", "written").option("valueFormat", "avro")
+         .option("schema.registry.url", rb.url).mode("append").save())
+        client = SchemaRegistryClient({"url": rb.url})
+        registered = json.loads(client.get_latest_version("written-value").schema.schema_str)
+        assert registered["name"] == "topLevelRecord"
+        assert registered["fields"][4] == {"name": "note", "type": ["string", "null"]}
+        back = (spark.read.format("tidelog").option("kafka.bootstrap.servers", rb.bootstrap_servers)
+                .option("subscribe", "written").option("valueFormat", "avro")
+                .option("schema.registry.url", rb.url).load())
+        got = sorted((r.value.id, r.value.name, dict(r.value.m), list(r.value.a), r.value.note)
+                     for r in back.collect())
+        assert got == [(i, n, m, a, note) for i, n, m, a, note in rows_in]
+        consumer = Consumer({"bootstrap.servers": rb.bootstrap_servers, "group.id": "w",
+                             "auto.offset.reset": "earliest"})
+        consumer.subscribe(["written"])
+        msg = None
+        for _ in range(60):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                break
+        consumer.close()
+        assert msg is not None
+        decoded = AvroDeserializer(client)(msg.value(), SerializationContext("written",
+                                                                             MessageField.VALUE))
+        assert decoded["name"].startswith("name")

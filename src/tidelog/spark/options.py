@@ -36,7 +36,10 @@ READ_OPTIONS = {
     "valueformat", "schema.registry.url", "schemaregistryurl", "valuesubject",
     "valueschemaversion", "mode",
 }
-WRITE_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation"}
+WRITE_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation",
+                 # typed values (avro_write.py)
+                 "valueformat", "schema.registry.url", "schemaregistryurl", "valuesubject",
+                 "valueschema", "valueschemaid"}
 STREAM_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "commitOffsetsToGroup")
 # Spark's JavaUtils.timeStringAsMs: an integer and an optional unit (default ms); sub-millisecond
 # units truncate, as Java's TimeUnit conversion does.

@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from .avro_write import TypedWriteSpec, ValueEncoder, write_spec
 from .options import OptionError, WriteOptions, parse_write_options
 
 _KEY_VALUE_TYPES = (StringType, BinaryType)
@@ -63,12 +64,14 @@ def _check_headers(dtype: DataType) -> None:
         )
 
 
-def validate_write_schema(schema: StructType, opts: WriteOptions) -> list[str]:
-    """The columns used, in Spark's Kafka sink rules; errors are raised at planning time."""
+def validate_write_schema(schema: StructType, opts: WriteOptions, typed: bool = False) -> list[str]:
+    """The columns used, in Spark's Kafka sink rules; errors are raised at planning time.
+    ``typed``: the value is a struct encoded by avro_write.py."""
     types = {f.name.lower(): f.dataType for f in schema.fields}
     if "value" not in types:
         raise OptionError(f"the DataFrame needs a 'value' column (string or binary); it has {sorted(types)}")
-    _check_type("value", types["value"], _KEY_VALUE_TYPES, "string or binary")
+    if not typed:
+        _check_type("value", types["value"], _KEY_VALUE_TYPES, "string or binary")
     if "key" in types:
         _check_type("key", types["key"], _KEY_VALUE_TYPES, "string or binary")
     if "topic" in types:
@@ -118,9 +121,14 @@ def _producer(opts: WriteOptions) -> Any:
     return producer
 
 
-def produce_arrow(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> TidelogCommitMessage:
+def produce_arrow(
+    opts: WriteOptions, batches: Iterator[pa.RecordBatch], value: TypedWriteSpec | None = None
+) -> TidelogCommitMessage:
     """Produce every row, wait for every acknowledgement; any delivery error fails the task
     (Spark's KafkaWriteTask.checkForErrors), so Spark retries it."""
+    if value is not None:  # valueFormat=avro: struct values become Confluent-framed Avro
+        encoder = ValueEncoder(value)
+        batches = (encoder.encode(b) for b in batches)
     if "transactional.id" in opts.kafka:
         from .txn_sink import produce_transactionally
 
@@ -173,11 +181,12 @@ def _send_batch(producer: Any, batch: pa.RecordBatch, topic_option: str | None) 
 
 
 class TidelogBatchWriter(DataSourceArrowWriter):
-    def __init__(self, opts: WriteOptions) -> None:
+    def __init__(self, opts: WriteOptions, value: TypedWriteSpec | None = None) -> None:
         self.opts = opts
+        self.value = value
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return produce_arrow(self.opts, iterator)
+        return produce_arrow(self.opts, iterator, self.value)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to do: every record was acknowledged by the broker when write() returned."""
@@ -187,11 +196,12 @@ class TidelogBatchWriter(DataSourceArrowWriter):
 
 
 class TidelogStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, opts: WriteOptions) -> None:
+    def __init__(self, opts: WriteOptions, value: TypedWriteSpec | None = None) -> None:
         self.opts = opts
+        self.value = value
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return produce_arrow(self.opts, iterator)
+        return produce_arrow(self.opts, iterator, self.value)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records were acknowledged in write(); a re-run batch is produced again (at-least-once)."""
@@ -206,8 +216,11 @@ def make_writer(
     if overwrite and not streaming:
         raise OptionError("save mode 'overwrite' is not supported by a topic (use mode 'append')")
     opts = parse_write_options(options)
-    validate_write_schema(schema, opts)
+    lowered = {str(k).lower(): str(v) for k, v in options.items()}
+    values = {f.name.lower(): f.dataType for f in schema.fields}
+    value = write_spec(lowered, values["value"], opts.topic) if "value" in values else None
+    validate_write_schema(schema, opts, typed=value is not None)
     if streaming and "transactional.id" in opts.kafka and opts.topic is None:
         raise OptionError("kafka.transactional.id in a streaming write needs the 'topic' option "
                           "(its partition 0 carries the exactly-once markers)")
-    return TidelogStreamWriter(opts) if streaming else TidelogBatchWriter(opts)
+    return TidelogStreamWriter(opts, value) if streaming else TidelogBatchWriter(opts, value)
