@@ -54,7 +54,7 @@ class Console:
         listeners = [(b.config.listener.name, f"{b.advertised_host}:{b.advertised_port}")]
         listeners += [(f"HTTP {i}", u) for i, u in enumerate(self.listener.urls)]
         chart = line_chart(throughput.series(), chart_id="throughput-chart",
-                           window_ms=throughput.history_ms)  # fmt: skip
+                           window_ms=throughput.history_ms, per_second=True)  # fmt: skip
         return self.render(
             "overview", "Overview", node_id=b.node_id, cluster_id=rm.cluster_id,
             topics=len(topics), partitions=sum(t["partitions"] for t in topics),

@@ -122,8 +122,10 @@ def line_chart(
     chart_id: str = "lag-chart",
     height: int = 220,
     window_ms: int | None = None,
+    per_second: bool = False,
 ) -> str:
-    """Lines of (time_ms, value) per series name; the "total" series is drawn bold."""
+    """Lines of (time_ms, value) per series name; the "total" series is drawn bold.
+    ``per_second``: values are bytes per second (axis in B/s, KiB/s, ..., and a legend)."""
     points = [p for pts in series.values() for p in pts]
     pad_l, pad_b, pad_t = 50, 24, 10
     w_plot, h_plot = WIDTH - pad_l - 10, height - pad_b - pad_t
@@ -147,7 +149,8 @@ def line_chart(
         x = pad_l + w_plot * ((t - t_min) / max(1, t_max - t_min))
         return x, pad_t + h_plot - h_plot * v / y_max
 
-    parts.append(f'<text x="4" y="{pad_t + 10}" font-size="11">{y_max}</text>'
+    top = f"{_human(y_max)}/s" if per_second else str(y_max)
+    parts.append(f'<text x="4" y="{pad_t + 10}" font-size="11">{escape(top)}</text>'
                  f'<text x="4" y="{pad_t + h_plot}" font-size="11">0</text>'
                  f'<text x="{pad_l}" y="{height - 6}" font-size="11">'
                  f"{(t_max - t_min) / 1000:.0f} s ago</text>"
@@ -157,6 +160,12 @@ def line_chart(
         pts = [p for p in pts if p[0] >= t_min]
         if pts:
             parts.append(_series(name, [(t, v, *xy(t, v)) for t, v in pts], i))
+        if per_second:  # a legend: the series' colour and name, top right
+            colour = "#111827" if name == "total" else PALETTE[i % len(PALETTE)]
+            y = pad_t + 14 + 14 * i
+            parts.append(f'<rect x="{WIDTH - 150}" y="{y - 8}" width="10" height="3" '
+                         f'fill="{colour}"/><text class="legend" x="{WIDTH - 135}" y="{y}" '
+                         f'font-size="11">{escape(name)}</text>')  # fmt: skip
     parts.append("</svg>")
     return "".join(parts)
 
