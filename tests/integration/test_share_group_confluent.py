@@ -174,3 +174,40 @@ def test_records_of_a_killed_consumer_are_redelivered_after_the_lock(
             proc.kill()
             proc.wait(10)
         other.close()
+
+
+def test_a_restart_keeps_accepted_records_and_redelivers_the_rest(tmp_path: Path) -> None:
+    with EmbeddedBroker(CONFIG, log_dir=tmp_path) as broker:
+        c = consumer(broker, "sg-restart", **{"share.acknowledgement.mode": "explicit"})
+        setup(broker, "durable-queue", "sg-restart", [c], 10)
+        held: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(held) < 10 and time.monotonic() < deadline:
+            for m in c.poll(0.1):
+                held.append(m.offset())
+                if m.offset() < 5:
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+        assert sorted(held) == list(range(10))
+        c.commit_sync(10)  # 0..4 accepted, 5..9 still held when the consumer goes
+        sp = share_partition(broker, "sg-restart", "durable-queue")
+        assert sp is not None
+        wait_for(lambda: sp.start_offset == 5, what="0..4 accepted")
+        c.close()
+    with EmbeddedBroker(CONFIG, log_dir=tmp_path) as broker:
+        again = consumer(broker, "sg-restart", **{"share.acknowledgement.mode": "explicit"})
+        again.subscribe(["durable-queue"])
+        got: dict[int, int] = {}
+        try:
+            deadline = time.monotonic() + 30
+            while len(got) < 5 and time.monotonic() < deadline:
+                for m in again.poll(0.1):
+                    got[m.offset()] = m.delivery_count()
+                    again.acknowledge(m, AcknowledgeType.ACCEPT)
+                again.commit_sync(10)
+            assert sorted(got) == [5, 6, 7, 8, 9]  # only what was not acknowledged
+            assert set(got.values()) == {2}  # their second delivery
+            sp = share_partition(broker, "sg-restart", "durable-queue")
+            assert sp is not None
+            wait_for(lambda: sp.start_offset == 10, what="everything accepted")
+        finally:
+            again.close()

@@ -140,3 +140,24 @@ def test_one_id_names_one_kind_of_group(clock: ManualClock) -> None:
     coord.commit_offsets("classic", {TP: CommitEntry(1)})
     r = coord.share.heartbeat(ShareHeartbeat("classic", "a", 0, ("q",)))
     assert r.error == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_share_state_is_written_as_kafka_snapshots_and_read_back(clock: ManualClock) -> None:
+    store = InMemoryOffsetsStore()
+    coord = _coord(clock)
+    coord.share.attach(store)
+    tid = coord.share.topics()["q"].topic_id
+    sp = coord.share.share_partition("s", TP, 100, tid)
+    sp.acquire("a", range(100, 110), 10)
+    batches = [(100, 101, [ACCEPT]), (102, 102, [REJECT])]
+    assert coord.share.acknowledge("s", "a", TP, batches) == ErrorCode.NONE
+    sp.acknowledge("a", 103, 103, [RELEASE])  # not yet written: the next change writes it
+    coord.share.close_session("s", "a")  # a leaves holding 104..109: written as available
+    written = [b for part in store.partitions.values() for b in part]
+    assert len(written) == 2  # one ShareSnapshot per change
+    again = _coord(clock)
+    again.share.topics = coord.share.topics
+    again.share.attach(store)
+    restored = again.share.share_partition("s", TP, 999, tid)
+    assert restored.start_offset == 103  # 100, 101 accepted and 102 rejected stay so
+    assert restored.acquire("b", range(100, 112), 20) == [(103, 109, 2), (110, 111, 1)]

@@ -97,6 +97,13 @@ GROUP_CONFIG_DEF = (
         at_least(100),
     )
     .define(
+        "share.coordinator.state.topic.num.partitions",
+        "int",
+        50,
+        "Partitions of __share_group_state (do not change after deployment).",
+        at_least(1),
+    )
+    .define(
         "offsets.topic.num.partitions",
         "int",
         50,
@@ -165,6 +172,7 @@ class GroupConfig:
     group_share_record_lock_duration_ms: int = 30000
     group_share_delivery_count_limit: int = 5
     group_share_partition_max_record_locks: int = 2000
+    share_coordinator_state_topic_num_partitions: int = 50
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104857600
     offsets_topic_compression_codec: int = 0

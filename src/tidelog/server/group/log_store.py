@@ -30,32 +30,31 @@ def offsets_topic_configs(config: GroupConfig) -> dict[str, str]:
 
 
 class LogOffsetsStore:
-    def __init__(self, replica_manager: Any, config: GroupConfig) -> None:
+    """``__consumer_offsets`` by default; the share coordinator's ``__share_group_state``
+    uses the same port over another compacted topic."""
+
+    def __init__(self, replica_manager: Any, config: GroupConfig, topic: str = OFFSETS_TOPIC,
+                 partitions: int | None = None) -> None:
         self.rm = replica_manager
         self.config = config
+        self.topic = topic
+        self.partitions = config.offsets_topic_num_partitions if partitions is None \
+            else partitions
 
     def _ensure_topic(self) -> None:
-        if self.rm.topic(OFFSETS_TOPIC) is None:
-            log.info(
-                "creating %s with %d partitions",
-                OFFSETS_TOPIC,
-                self.config.offsets_topic_num_partitions,
-            )
-            self.rm.create_topic(
-                OFFSETS_TOPIC,
-                self.config.offsets_topic_num_partitions,
-                offsets_topic_configs(self.config),
-            )
+        if self.rm.topic(self.topic) is None:
+            log.info("creating %s with %d partitions", self.topic, self.partitions)
+            self.rm.create_topic(self.topic, self.partitions, offsets_topic_configs(self.config))
 
     def append(self, partition: int, batch: bytes) -> int:
         self._ensure_topic()
-        tp = TopicPartition(OFFSETS_TOPIC, partition)
+        tp = TopicPartition(self.topic, partition)
         try:
             lg = self.rm.get_log(tp)
         except Exception as exc:  # its log dir is offline: the coordinator is unavailable
             raise OSError(str(exc)) from exc
         if lg is None:
-            raise OSError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
+            raise OSError(f"{self.topic}-{partition} is not hosted here")
         try:
             info = lg.append_as_leader(batch, origin=AppendOrigin.COORDINATOR)
         except Exception as exc:  # storage errors surface as an unavailable coordinator
@@ -65,9 +64,9 @@ class LogOffsetsStore:
         return int(info.first_offset)
 
     def read_batches(self, partition: int) -> Iterator[RecordBatch]:
-        if self.rm.topic(OFFSETS_TOPIC) is None:
+        if self.rm.topic(self.topic) is None:
             return
-        lg = self.rm.get_log(TopicPartition(OFFSETS_TOPIC, partition))
+        lg = self.rm.get_log(TopicPartition(self.topic, partition))
         if lg is None:
             return
         offset = lg.log_start_offset

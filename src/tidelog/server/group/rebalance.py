@@ -82,7 +82,7 @@ class RebalanceCore:
         self.consumer = ConsumerGroupCoordinator(config, self.manager, clock=clock,
                                                  scheduler=scheduler,
                                                  group_error=self.group_error)
-        self.share = ShareGroupCoordinator(config, scheduler=scheduler,
+        self.share = ShareGroupCoordinator(config, clock=clock, scheduler=scheduler,
                                            group_error=self.group_error,
                                            other_kind=self._is_classic_or_consumer)
         self.active = False

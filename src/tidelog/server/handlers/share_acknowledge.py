@@ -10,11 +10,11 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.share.coordinator import FINAL_EPOCH
-from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
 from .share_fetch import acknowledge_all
+from .share_group_heartbeat import share_for
 
 API_KEY = 79
 MIN_VERSION = 1
@@ -43,7 +43,7 @@ def _response(ctx: RequestContext, error: ErrorCode,
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    share = coordinator_for(ctx.broker).share
+    share = share_for(ctx)
     group_id, member_id = request.group_id or "", request.member_id or ""
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return _response(ctx, ErrorCode.GROUP_AUTHORIZATION_FAILED, {})

@@ -15,11 +15,11 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.share.coordinator import FINAL_EPOCH, ShareGroupCoordinator
 from tidelog.server.group.share.fetcher import Fetched, fetch_partition
-from tidelog.server.group.wiring import coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
+from .share_group_heartbeat import share_for
 
 API_KEY = 78
 MIN_VERSION = 1
@@ -80,7 +80,7 @@ def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request: Any,
             out[(topic_id, partition)] = Fetched(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             continue
         got = fetch_partition(share, lg, request.group_id, request.member_id,
-                              TopicPartition(name, partition), room, max(budget, 1))
+                              TopicPartition(name, partition), topic_id, room, max(budget, 1))
         room -= sum(last - first + 1 for first, last, _ in got.acquired)
         budget -= len(got.records)
         out[(topic_id, partition)] = got
@@ -117,7 +117,7 @@ def _response(ctx: RequestContext, share: ShareGroupCoordinator, error: ErrorCod
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    share = coordinator_for(ctx.broker).share
+    share = share_for(ctx)
     group_id, member_id = request.group_id or "", request.member_id or ""
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
         return _response(ctx, share, ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {})

@@ -8,7 +8,9 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.share.coordinator import ShareHeartbeat
+from tidelog.server.group.log_store import LogOffsetsStore
+from tidelog.server.group.share.coordinator import ShareGroupCoordinator, ShareHeartbeat
+from tidelog.server.group.share.records import SHARE_STATE_TOPIC
 from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
@@ -20,13 +22,25 @@ MIN_VERSION = 1
 MAX_VERSION = 1
 
 
+def share_for(ctx: RequestContext) -> ShareGroupCoordinator:
+    """The share coordinator, with the broker's topics and, from its first use,
+    ``__share_group_state`` read back."""
+    coord = coordinator_for(ctx.broker)
+    rm = ctx.broker.replica_manager
+    coord.share.topics = topic_source(rm)
+    if coord.share.store is None:
+        coord.share.attach(LogOffsetsStore(
+            rm, coord.config, SHARE_STATE_TOPIC,
+            coord.config.share_coordinator_state_topic_num_partitions))
+    return coord.share
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return make(cls, throttle_time=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                     member_epoch=0, heartbeat_interval=0)
-    share = coordinator_for(ctx.broker).share
-    share.topics = topic_source(ctx.broker.replica_manager)
+    share = share_for(ctx)
     names = request.subscribed_topic_names
     r = share.heartbeat(ShareHeartbeat(
         request.group_id, request.member_id, int(request.member_epoch),

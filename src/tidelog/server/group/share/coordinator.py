@@ -6,8 +6,10 @@ Every member of a share group is assigned every partition of the topics it subsc
 through a share session (ShareFetch epoch 0 opens it, -1 closes it, each request otherwise
 names the next epoch) and acknowledges what it acquired, in the fetch itself or with
 ShareAcknowledge. A member that leaves, or whose session times out, gives back what it holds.
-The in-flight state lives in memory on this broker (the share coordinator's durable
-``__share_group_state`` is not implemented): a restart redelivers from the start offset.
+Each share-partition's state is written to ``__share_group_state`` as a ShareSnapshot
+record whenever acknowledgements or a leaving member change it (records.py), and read back
+on first use after a restart: what was acknowledged stays so, what was only acquired is
+offered again.
 """
 
 from __future__ import annotations
@@ -18,9 +20,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.records import RecordBatchBuilder
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.consumer.records import Assignment, TopicMetadata
+from tidelog.server.group.records import SchemaError
 from tidelog.server.group.share.partition import AcquiredRange, SharePartition
+from tidelog.server.group.share.records import (
+    SNAPSHOT_KEY,
+    ShareState,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_snapshot,
+    state_partition_for,
+)
+from tidelog.server.group.store import OffsetsStore
+from tidelog.util.clock import Clock
 from tidelog.util.scheduler import ScheduledTask, Scheduler
 from tidelog.util.topic_partition import TopicPartition
 
@@ -82,11 +97,16 @@ class ShareHeartbeatResult:
 
 
 class ShareGroupCoordinator:
-    def __init__(self, config: GroupConfig, *, scheduler: Scheduler,
+    def __init__(self, config: GroupConfig, *, clock: Clock, scheduler: Scheduler,
                  group_error: Callable[[str], ErrorCode],
                  other_kind: Callable[[str], bool]) -> None:
         self.config = config
+        self.clock = clock
         self.scheduler = scheduler
+        self.store: OffsetsStore | None = None  # __share_group_state, once attached
+        self.restored: dict[tuple[str, uuid.UUID, int], ShareState] = {}
+        self.topic_ids: dict[tuple[str, TopicPartition], uuid.UUID] = {}
+        self._snapshot_epoch = 0
         self.group_error = group_error
         self.other_kind = other_kind  # the id names a classic or consumer group
         self.topics: TopicSource = dict
@@ -216,15 +236,16 @@ class ShareGroupCoordinator:
 
     def close_session(self, group_id: str, member_id: str) -> None:
         self.sessions.pop((group_id, member_id), None)
-        for (gid, _), sp in self.partitions.items():
-            if gid == group_id:
-                sp.release_member(member_id)
+        for (gid, tp), sp in list(self.partitions.items()):
+            if gid == group_id and sp.release_member(member_id):
+                self.persist(gid, tp)
 
     # ------------------------------------------------------------------ share-partitions
 
-    def share_partition(self, group_id: str, tp: TopicPartition, start: int) -> SharePartition:
-        """The group's share-partition, created at ``start`` (share.auto.offset.reset
-        latest: the high watermark when the group first fetches it)."""
+    def share_partition(self, group_id: str, tp: TopicPartition, start: int,
+                        topic_id: uuid.UUID | None = None) -> SharePartition:
+        """The group's share-partition: its stored state, else created at ``start``
+        (share.auto.offset.reset latest: the high watermark when the group first fetches)."""
         key = (group_id, tp)
         sp = self.partitions.get(key)
         if sp is None:
@@ -233,18 +254,73 @@ class ShareGroupCoordinator:
                 start, scheduler=self.scheduler, lock_ms=c.group_share_record_lock_duration_ms,
                 delivery_limit=c.group_share_delivery_count_limit,
                 max_locks=c.group_share_partition_max_record_locks)
+            stored = self.restored.pop((group_id, topic_id, tp.partition), None) \
+                if topic_id is not None else None
+            if stored is not None:
+                sp.restore(stored.start_offset, stored.batches)
+        if topic_id is not None:
+            self.topic_ids[key] = topic_id
         return sp
+
+    # ------------------------------------------------------------------ durable state
+
+    def attach(self, store: OffsetsStore) -> None:
+        """Read ``__share_group_state`` once: the last snapshot of each share-partition."""
+        if self.store is not None:
+            return
+        self.store = store
+        for p in range(self.config.share_coordinator_state_topic_num_partitions):
+            latest: dict[bytes, bytes | None] = {}
+            for batch in store.read_batches(p):
+                if batch.is_control:
+                    continue
+                for rec in batch.iter_records():
+                    if rec.key is not None:
+                        latest[rec.key] = rec.value
+            for raw, value in latest.items():
+                try:
+                    k = decode_key(raw)
+                    if k.version != SNAPSHOT_KEY:
+                        continue  # this broker writes snapshots only
+                    where = (k.group_id, k.topic_id, k.partition)
+                    if value is None:
+                        self.restored.pop(where, None)
+                    else:
+                        self.restored[where] = decode_value(value, k.version)
+                except (SchemaError, UnicodeDecodeError) as exc:
+                    log.warning("skipping unreadable share state record: %s", exc)
+
+    def persist(self, group_id: str, tp: TopicPartition) -> None:
+        """Write the share-partition's state as a ShareSnapshot (the last one wins)."""
+        sp = self.partitions.get((group_id, tp))
+        topic_id = self.topic_ids.get((group_id, tp))
+        if self.store is None or sp is None or topic_id is None:
+            return
+        self._snapshot_epoch = (self._snapshot_epoch + 1) & 0xFFFF
+        value = ShareState(self._snapshot_epoch, 0, 0, sp.start_offset, tuple(sp.snapshot()))
+        builder = RecordBatchBuilder()
+        builder.append(self.clock.milliseconds(), encode_key(group_id, topic_id, tp.partition),
+                       encode_snapshot(value))
+        n = self.config.share_coordinator_state_topic_num_partitions
+        try:
+            self.store.append(state_partition_for(group_id, topic_id, tp.partition, n),
+                              builder.build())
+        except OSError as exc:
+            log.warning("could not write the state of %s for share group %s: %s", tp,
+                        group_id, exc)
 
     def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
                     batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
         sp = self.partitions.get((group_id, tp))
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
+        err = ErrorCode.NONE
         for first, last, types in batches:
             err = sp.acknowledge(member_id, first, last, types)
             if err != ErrorCode.NONE:
-                return err
-        return ErrorCode.NONE
+                break
+        self.persist(group_id, tp)
+        return err
 
     def acquire(self, group_id: str, member_id: str, tp: TopicPartition, offsets: list[int],
                 max_records: int) -> list[AcquiredRange]:

@@ -8,6 +8,7 @@ Control batches (transaction markers) are no records to deliver: they are archiv
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,9 +28,10 @@ class Fetched:
 
 
 def fetch_partition(share: ShareGroupCoordinator, log: Any, group_id: str, member_id: str,
-                    tp: TopicPartition, max_records: int, max_bytes: int) -> Fetched:
+                    tp: TopicPartition, topic_id: uuid.UUID, max_records: int,
+                    max_bytes: int) -> Fetched:
     hw = int(log.high_watermark)
-    sp = share.share_partition(group_id, tp, hw)
+    sp = share.share_partition(group_id, tp, hw, topic_id)
     if sp.start_offset < int(log.log_start_offset):  # deleted under us: skip to what is left
         sp.archive(range(sp.start_offset, int(log.log_start_offset)))
     start = sp.next_available()

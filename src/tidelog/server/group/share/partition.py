@@ -164,6 +164,34 @@ class SharePartition:
         self._advance()
         return released
 
+    # ------------------------------------------------------------------ durable state
+
+    def snapshot(self) -> list[tuple[int, int, int, int]]:
+        """State batches of [SPSO, SPEO) as the share coordinator stores them: an acquired
+        record is stored Available (with its delivery count), so a restart offers it again."""
+        runs: list[tuple[int, int, int, int]] = []
+        for off in range(self.start_offset, self.end_offset):
+            rec = self.records.get(off)
+            if rec is None:
+                continue
+            state = int(rec.state) if rec.state in (RecordState.ACKNOWLEDGED,
+                                                    RecordState.ARCHIVED) else 0
+            if runs and runs[-1][1] == off - 1 and runs[-1][2:] == (state, rec.delivery_count):
+                runs[-1] = (runs[-1][0], off, state, rec.delivery_count)
+            else:
+                runs.append((off, off, state, rec.delivery_count))
+        return runs
+
+    def restore(self, start_offset: int, batches: Iterable[tuple[int, int, int, int]]) -> None:
+        self.start_offset = self.end_offset = start_offset
+        self.records.clear()
+        for first, last, state, count in batches:
+            for off in range(max(first, start_offset), last + 1):
+                kind = RecordState(state) if state in (2, 4) else RecordState.AVAILABLE
+                self.records[off] = InFlight(kind, count)
+            self.end_offset = max(self.end_offset, last + 1)
+        self._advance()
+
     def _release(self, rec: InFlight) -> None:
         rec.member_id = None
         archived = rec.delivery_count >= self.delivery_limit
