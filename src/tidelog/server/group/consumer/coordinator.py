@@ -123,6 +123,7 @@ class ConsumerGroupCoordinator:
         self.group_error = group_error
         self.topics: TopicSource = _no_topics
         self._regex: dict[str, re2._Regexp] = {}
+        self._matches: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -360,13 +361,24 @@ class ConsumerGroupCoordinator:
         subs.update(override)
         out: dict[str, frozenset[str]] = {}
         for mid, s in subs.items():
-            names = set(s.subscribed_topic_names)
+            names = frozenset(s.subscribed_topic_names)
             if s.subscribed_topic_regex is not None:
-                regex = self._compile(s.subscribed_topic_regex)
-                names.update(t for t in topics
-                             if not t.startswith("__") and regex.fullmatch(t) is not None)
-            out[mid] = frozenset(names)
+                names |= self._matching(s.subscribed_topic_regex, topics)
+            out[mid] = names
         return out
+
+    def _matching(self, pattern: str, topics: Mapping[str, TopicMetadata]) -> frozenset[str]:
+        """The non-internal topics the regex matches, computed once per pattern and set of
+        topics (every heartbeat of every member asks)."""
+        names = frozenset(topics)
+        cached = self._matches.get(pattern)
+        if cached is not None and cached[0] == names:
+            return cached[1]
+        regex = self._compile(pattern)
+        found = frozenset(t for t in names
+                          if not t.startswith("__") and regex.fullmatch(t) is not None)
+        self._matches[pattern] = (names, found)
+        return found
 
     def _subscription_metadata(self, subs: Mapping[str, frozenset[str]]
                                ) -> dict[str, TopicMetadata]:
