@@ -9,10 +9,17 @@ from http_support import HTTP, get, sample, scrape, wait_for
 from tidelog.testing import EmbeddedBroker
 
 
+def _ready(base: str) -> tuple[int, str] | None:
+    status, body = get(base + "/readyz")
+    return (status, body) if status == 200 else None
+
+
 def test_healthy_and_ready(tmp_path):
     with EmbeddedBroker(HTTP, log_dir=tmp_path) as eb:
         assert get(eb.http_url + "/healthz") == (200, "ok\n")
-        status, body = get(eb.http_url + "/readyz")
+        # __consumer_offsets' partitions load after the broker has started (as in Kafka, the
+        # groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile): ready once they have
+        status, body = wait_for(lambda: _ready(eb.http_url), "/readyz to answer 200")
         ready = json.loads(body)
         assert status == 200 and ready["ready"] is True
         assert ready["checks"] == {"logs_loaded": True, "groups_loaded": True,
