@@ -1,4 +1,5 @@
-"""Consumer groups: Kafka's classic group coordinator and ``__consumer_offsets``.
+"""Groups: Kafka's classic group coordinator, KIP-848 consumer groups (``consumer/``), KIP-932
+share groups (``share/``), ``__consumer_offsets`` and ``__share_group_state``.
 
 Modules (Kafka counterpart in brackets):
 
@@ -21,7 +22,8 @@ Modules (Kafka counterpart in brackets):
 
 The API handlers live in ``tidelog/server/handlers/`` (find_coordinator, join_group,
 sync_group, heartbeat, leave_group, offset_commit, offset_fetch, offset_delete, list_groups,
-describe_groups, delete_groups). They start the coordinator on first use; the broker may
+describe_groups, delete_groups, consumer_group_heartbeat, consumer_group_describe,
+share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge). They start the coordinator on first use; the broker may
 call ``start_group_coordinator(self)`` after its replica manager starts and
 ``stop_group_coordinator(self)`` before it shuts down, so loading begins at startup and no
 timer outlives the logs.
