@@ -19,10 +19,12 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql.functions import struct
 from pyspark.sql.types import (
     ArrayType,
+    BooleanType,
     DateType,
     DecimalType,
     DoubleType,
@@ -221,3 +223,44 @@ def test_writes_encode_a_struct_value(spark: Any) -> None:
         decoded = AvroDeserializer(client)(msg.value(), SerializationContext("written",
                                                                              MessageField.VALUE))
         assert decoded["name"].startswith("name")
+
+
+PERSON = {
+    "type": "object", "title": "Person",
+    "properties": {
+        "name": {"type": "string"}, "age": {"type": "integer"}, "score": {"type": "number"},
+        "born": {"type": "string", "format": "date"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "address": {"type": "object", "properties": {"city": {"type": "string"}},
+                    "required": ["city"]},
+        "extra": {"type": "object", "additionalProperties": {"type": "boolean"}},
+        "nick": {"type": ["string", "null"]},
+    },
+    "required": ["name", "age"],
+}
+
+
+def test_typed_json_schema_columns(spark: Any) -> None:
+    sent = [{"name": f"p{i}", "age": i, "score": i + 0.5, "born": f"2000-01-0{i % 9 + 1}",
+             "tags": ["a"] * (i % 3), "address": {"city": "X"}, "extra": {"vip": i % 2 == 0},
+             "nick": None if i % 2 else "n"} for i in range(200)]
+    with RegistryBroker() as rb:
+        serializer = JSONSerializer(json.dumps(PERSON), SchemaRegistryClient({"url": rb.url}))
+        ctx = SerializationContext("people", MessageField.VALUE)
+        producer = Producer({"bootstrap.servers": rb.bootstrap_servers})
+        for p in sent:
+            producer.produce("people", value=serializer(p, ctx))
+        assert producer.flush(30) == 0
+        df = (spark.read.format("tidelog").option("kafka.bootstrap.servers", rb.bootstrap_servers)
+              .option("subscribe", "people").option("valueFormat", "json")
+              .option("schema.registry.url", rb.url).load())
+        assert df.schema["value"].dataType == StructType([
+            StructField("name", StringType(), False), StructField("age", LongType(), False),
+            StructField("score", DoubleType(), True), StructField("born", DateType(), True),
+            StructField("tags", ArrayType(StringType(), True), True),
+            StructField("address", StructType([StructField("city", StringType(), False)]), True),
+            StructField("extra", MapType(StringType(), BooleanType(), True), True),
+            StructField("nick", StringType(), True)])
+        values = df.orderBy("offset").select("value").toArrow().column(0).to_pylist()
+        got = [{**v, "extra": dict(v["extra"])} for v in values]
+        assert got == [{**p, "born": dt.date.fromisoformat(p["born"])} for p in sent]

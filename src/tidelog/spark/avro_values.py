@@ -49,6 +49,7 @@ from tidelog.schema_registry.state import RegistryState
 from tidelog.util.topic_partition import TopicPartition
 
 from .backend import BackendSpec
+from .json_values import coerce, json_spark_type
 from .options import OptionError
 
 PRIMITIVE: dict[str, DataType] = {
@@ -215,8 +216,12 @@ class TypedValueSpec:
     registry_url: str | None
     paths: tuple[str, ...]
     mode: str = "FAILFAST"
+    fmt: str = "AVRO"  # or JSON (json_values.py)
 
     def spark_type(self) -> tuple[DataType, bool]:
+        if self.fmt == "JSON":
+            root = json.loads(self.reader_schema)
+            return json_spark_type(root, root)
         types = SparkAvroTypes()
         for text in self.reader_named:
             types.convert(json.loads(text))
@@ -233,8 +238,8 @@ def value_spec(options: dict[str, str], topics: list[str], paths: tuple[str, ...
     fmt = options.get("valueformat")
     if fmt is None:
         return None
-    if fmt.lower() != "avro":
-        raise OptionError(f"valueFormat {fmt!r}: only avro is supported")
+    if fmt.lower() not in ("avro", "json"):
+        raise OptionError(f"valueFormat {fmt!r}: expected avro or json")
     mode = options.get("mode", "FAILFAST").upper()
     if mode not in MODES:
         raise OptionError(f"mode {mode!r}: expected FAILFAST or PERMISSIVE")
@@ -251,6 +256,10 @@ def value_spec(options: dict[str, str], topics: list[str], paths: tuple[str, ...
     spec = TypedValueSpec("", (), url or None, paths, mode)
     schemas = spec.schemas()
     reader = schemas.version(subject, version)
+    if reader.schema_type != fmt.upper():
+        raise OptionError(f"valueFormat={fmt} but {subject} holds a {reader.schema_type} schema")
+    if reader.schema_type == "JSON":
+        return TypedValueSpec(reader.schema, (), url or None, paths, mode, "JSON")
     named = tuple(_named_texts(schemas, reader.references, set()))
     return TypedValueSpec(reader.schema, named, url or None, paths, mode)
 
@@ -267,10 +276,13 @@ class ValueDecoder:
     def __init__(self, spec: TypedValueSpec) -> None:
         self.spec = spec
         self.schemas = spec.schemas()
-        self.arrow_type = to_arrow_type(spec.spark_type()[0], timezone="UTC")
-        self.reader = self._parse(spec.reader_schema, list(spec.reader_named))
+        self.spark_type = spec.spark_type()[0]
+        self.arrow_type = to_arrow_type(self.spark_type, timezone="UTC")
+        self.json = spec.fmt == "JSON"
+        self.reader = None if self.json else self._parse(spec.reader_schema,
+                                                         list(spec.reader_named))
         self.writers: dict[int, Any] = {}
-        self.unions = _has_multi_union(json.loads(spec.reader_schema))
+        self.unions = not self.json and _has_multi_union(json.loads(spec.reader_schema))
 
     @staticmethod
     def _parse(text: str, named_texts: list[str]) -> Any:
@@ -283,8 +295,12 @@ class ValueDecoder:
         found = self.writers.get(schema_id)
         if found is None:
             value = self.schemas.by_id(schema_id)
-            if value is None or value.schema_type != "AVRO":
-                raise ValueError(f"schema id {schema_id} is not a registered Avro schema")
+            if value is None or value.schema_type != self.spec.fmt:
+                raise ValueError(f"schema id {schema_id} is not a registered "
+                                 f"{self.spec.fmt} schema")
+            if self.json:
+                found = self.writers[schema_id] = True
+                return found
             named = _named_texts(self.schemas, value.references, set())
             found = self.writers[schema_id] = self._parse(value.schema, named)
         return found
@@ -295,6 +311,8 @@ class ValueDecoder:
         if len(data) < 5 or data[0] != 0:
             raise ValueError("the value lacks Confluent's magic byte and schema id")
         writer = self._writer(int.from_bytes(data[1:5], "big"))
+        if self.json:
+            return coerce(json.loads(data[5:]), self.spark_type)
         datum = fastavro.schemaless_reader(io.BytesIO(data[5:]), writer, self.reader)
         return _members(datum, json.loads(self.spec.reader_schema)) if self.unions else datum
 
