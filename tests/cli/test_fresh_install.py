@@ -135,3 +135,18 @@ def test_readme_commands_run_from_the_wheel_alone(fresh_venv: FreshVenv, fresh_b
     rows = [r.split() for r in described.splitlines() if r.startswith("first-run ")]
     assert len(rows) == 2, described  # both partitions, each committed up to its log end
     assert sum(int(r[3]) for r in rows) == 20 and all(r[3] == r[4] and r[5] == "0" for r in rows)
+
+
+def test_the_other_readme_tools_run_from_the_wheel_alone(
+    fresh_venv: FreshVenv, fresh_broker: str, tmp_path: Path
+) -> None:
+    bs = ["--bootstrap-server", fresh_broker]
+    out = fresh_venv.tidelog("perf", "produce", *bs, "--topic", "bench", "--num-records", "2000",
+                             "--record-size", "100", "--throughput", "-1").stdout
+    assert "2000 records sent" in out, out
+    out = fresh_venv.tidelog("perf", "consume", *bs, "--topic", "bench", "--messages", "2000")
+    assert out.returncode == 0
+    fresh_venv.tidelog("demo-segment", str(tmp_path / "demo"))
+    (segment,) = (tmp_path / "demo").rglob("*.log")
+    dumped = fresh_venv.tidelog("dump-log", "--print-data-log", str(segment)).stdout
+    assert "baseOffset: 0" in dumped, dumped[:500]
