@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,18 +46,24 @@ def broker(tmp_path: Any) -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def fetch(w: Wire, offset: int, replica_id: int = -1, max_wait: int = 0) -> Any:
-    cls = request_class(1, 12)
+def fetch(w: Wire, offset: int, replica_id: int = -1, version: int = 12,
+          topic_id: uuid.UUID | None = None) -> Any:
+    """Fetch v12 names the follower in replica_id; v15 in replica_state (and the topic by
+    id)."""
+    cls = request_class(1, version)
     tcls = nested(cls, "topics")
     pcls = nested(tcls, "partitions")
-    body = make(cls, replica_id=replica_id, max_wait=max_wait, min_bytes=1,
-                max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-                topics=(make(tcls, topic=TP.topic, partitions=(make(
-                    pcls, partition=0, current_leader_epoch=1, fetch_offset=offset,
-                    last_fetched_epoch=-1, log_start_offset=0,
-                    partition_max_bytes=1 << 20),)),),
-                forgotten_topics_data=(), rack_id="")
-    resp: Any = w.call(1, 12, body=body)
+    part = make(pcls, partition=0, current_leader_epoch=1, fetch_offset=offset,
+                last_fetched_epoch=-1, log_start_offset=0, partition_max_bytes=1 << 20)
+    topic = make(tcls, topic=TP.topic, topic_id=topic_id, partitions=(part,))
+    who: dict[str, Any] = {"replica_id": replica_id}
+    if version >= 15:
+        who = {"replica_state": make(nested(cls, "replica_state"), replica_id=replica_id,
+                                     replica_epoch=5)}
+    body = make(cls, max_wait=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                session_id=0, session_epoch=-1, topics=(topic,), forgotten_topics_data=(),
+                rack_id="", **who)
+    resp: Any = w.call(1, version, body=body)
     return resp.responses[0].partitions[0]
 
 
@@ -73,17 +80,23 @@ def produce_result(w: Wire) -> Any:
     return resp.responses[0].partition_responses[0]
 
 
-def test_follower_reads_past_the_high_watermark_and_moves_it(broker: EmbeddedBroker) -> None:
+@pytest.mark.parametrize("version", [12, 15])
+def test_follower_reads_past_the_high_watermark_and_moves_it(broker: EmbeddedBroker,
+                                                            version: int) -> None:
+    topic_id = broker.broker.metadata_cache.image.topics[TP.topic].topic_id
     with Wire(broker) as w:
         assert produce_result(produce(w, 3, acks=1)).error_code == 0
-        consumer = fetch(w, 0)
+        consumer = fetch(w, 0, version=version, topic_id=topic_id)
         assert (consumer.high_watermark, len(consumer.records or b"")) == (0, 0)
-        follower = fetch(w, 0, replica_id=FOLLOWER)
+        follower = fetch(w, 0, FOLLOWER, version, topic_id)
         assert follower.error_code == 0 and len(follower.records) > 0
         assert follower.high_watermark == 0  # it has not told the leader it has them
-        caught_up = fetch(w, 3, replica_id=FOLLOWER)
+        caught_up = fetch(w, 3, FOLLOWER, version, topic_id)
         assert caught_up.high_watermark == 3
-        assert len(fetch(w, 0).records) > 0  # consumers see them now
+        assert len(fetch(w, 0, version=version, topic_id=topic_id).records) > 0
+    replica = broker.broker.replica_manager.partitions[TP].remote_replicas[FOLLOWER]
+    assert replica.log_end_offset == 3
+    assert replica.broker_epoch == (5 if version >= 15 else -1)
 
 
 def test_acks_all_answers_once_the_follower_has_the_batch(broker: EmbeddedBroker) -> None:

@@ -345,3 +345,20 @@ def test_isr_expiration_task_shrinks_on_its_own(tmp_path: Path) -> None:
         assert c.controller.proposals == [(TP, LeaderAndIsr(1, 1, (1,), 1))]
     finally:
         c.close()
+
+
+def test_stop_replica_drops_and_deletes_unless_fenced(cluster: Cluster) -> None:
+    cluster.leader_and_isr(1, 3, controller_epoch=2)
+    rm = cluster.rms[2]
+    log_dir = Path(rm.partitions[TP].log.dir)
+    assert rm.stop_replicas(1, {TP: (3, True)}) == (ErrorCode.STALE_CONTROLLER_EPOCH, {})
+    assert rm.stop_replicas(2, {TP: (2, True)}) == (
+        ErrorCode.NONE, {TP: ErrorCode.FENCED_LEADER_EPOCH})
+    assert TP in rm.partitions and log_dir.exists()
+    assert rm.stop_replicas(2, {TP: (-2, True)}) == (ErrorCode.NONE, {TP: ErrorCode.NONE})
+    assert TP not in rm.partitions
+    assert TP in cluster.fetchers[2].removed
+    assert rm.logs.get_log(TP) is None and not log_dir.exists()
+    with pytest.raises(ApiError) as err:
+        rm.partition_or_error(TP, require_leader=False)
+    assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
