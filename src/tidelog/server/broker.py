@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import RequestMetrics
+from tidelog.storage.errors import RecordValidationError
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 from .cluster_node import ClusterNode
@@ -40,6 +41,7 @@ from .txn.coordinator import TransactionCoordinator
 from .txn.wiring import start_txn_coordinator, stop_txn_coordinator
 
 log = logging.getLogger(__name__)
+RecordValidator = Callable[[str, Mapping[str, str], bytes], RecordValidationError | None]
 
 
 class Broker:
@@ -68,6 +70,10 @@ class Broker:
         # without any, the broker stops itself.
         self.fatal_error: str | None = None
         self.fatal_listeners: list[Callable[[], object]] = []
+        # Produce-time checks of a topic's records plugged in beside the broker (the schema
+        # registry's validated topics): (topic, topic config overrides, batch bytes) -> the
+        # error to answer with, or None. Run on the loop before the append.
+        self.record_validators: list[RecordValidator] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._fault_stop: asyncio.Future[None] | None = None
         self.replica_manager.add_all_dirs_offline_listener(self._on_all_dirs_offline)

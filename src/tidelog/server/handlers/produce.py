@@ -71,6 +71,7 @@ async def _append(
         result.error_code = txn_error
         return result
     try:
+        _check_records(ctx, tp, records)
         if is_heavy(records):
             info = await rm.append_off_loop(tp, records, group_commit=True,
                                             required_acks=acks)
@@ -100,6 +101,19 @@ async def _append(
     if acks == -1 and info.last_offset >= 0:  # a duplicate waits for its original
         replicated[tp] = (result, info.last_offset + 1)
     return result
+
+
+def _check_records(ctx: RequestContext, tp: TopicPartition, records: bytes) -> None:
+    """The broker's record validators (validated topics): raise the first refusal."""
+    validators = ctx.broker.record_validators
+    if not validators:
+        return
+    info = ctx.broker.replica_manager.topic(tp.topic)
+    configs = info.configs if info is not None else {}
+    for validate in validators:
+        refused = validate(tp.topic, configs, records)
+        if refused is not None:
+            raise refused
 
 
 async def _wait_replicated(ctx: RequestContext, request: Any, replicated: Replicated) -> None:
