@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from registry_support import RegistryBroker
 
+from tidelog.client.kafka_client import KafkaClient, KafkaClientError, TopicPartition
 from tidelog.records import CompressionType, build_batch
 from tidelog.schema_registry.validation import SchemaIdValidator
 
@@ -85,3 +88,39 @@ def test_the_topic_configs_are_accepted_by_the_broker(registry: RegistryBroker) 
     assert configs["confluent.value.schema.validation"].value == "true"
     assert configs["confluent.key.schema.validation"].value == "false"
     assert configs["confluent.value.subject.name.strategy"].value == "TopicRecordNameStrategy"
+
+
+def test_the_broker_refuses_unregistered_ids(registry: RegistryBroker) -> None:
+    """Through the produce path: a validated topic refuses a record with an unregistered id
+    (INVALID_RECORD, the record named) and accepts a registered one; other topics take any."""
+    admin = AdminClient({"bootstrap.servers": registry.bootstrap_servers})
+    admin.create_topics([NewTopic("checked", 1, 1, config=ON)])["checked"].result(30)
+    client = SchemaRegistryClient({"url": registry.url})
+    good = client.register_schema("checked-value", Schema(json.dumps(
+        {**ORDER, "name": "Checked"}), "AVRO"))
+    results: list[tuple[str, object]] = []
+
+    def report(err: KafkaError | None, msg: object) -> None:
+        results.append(("ok", None) if err is None else (err.name(), err.str()))
+
+    producer = Producer({"bootstrap.servers": registry.bootstrap_servers, "retries": 0,
+                         "enable.idempotence": False, "linger.ms": 0})
+    producer.produce("checked", value=framed(good), on_delivery=report)
+    producer.flush(30)
+    producer.produce("checked", value=framed(good + 1000), on_delivery=report)
+    producer.flush(30)
+    producer.produce("checked", value=b"plain", on_delivery=report)
+    producer.flush(30)
+    producer.produce("unchecked", value=b"plain", on_delivery=report)
+    producer.flush(30)
+    assert [r[0] for r in results] == ["ok", "INVALID_RECORD", "INVALID_RECORD", "ok"]
+    # the answer's error message names the record (librdkafka does not show it; our client does)
+    with KafkaClient(registry.bootstrap_servers) as raw:
+        batch = build_batch([(0, None, framed(good)), (1, None, framed(good + 1000))])
+        with pytest.raises(KafkaClientError) as refused:
+            raw.produce(1, {TopicPartition("checked", 0): batch})
+        assert refused.value.error.name.upper() == "INVALID_RECORD"
+        assert f"Record 1: the value's schema id {good + 1000} is not registered" in str(
+            refused.value)
+        assert raw.produce(1, {TopicPartition("checked", 0): build_batch(
+            [(0, None, framed(good))])}) is not None

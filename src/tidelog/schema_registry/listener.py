@@ -77,6 +77,7 @@ class SchemaRegistryListener:
         self.validator = SchemaIdValidator(self.registry)
         self.urls: list[str] = []
         self._runner: web.AppRunner | None = None
+        self._broker: Broker | None = None  # whose produce path runs the validator
 
     def app(self) -> web.Application:
         middlewares = [error_middleware] if self.auth is None else [
@@ -108,7 +109,15 @@ class SchemaRegistryListener:
         ]
         log.info("Schema Registry on %s (topic %s)", ", ".join(self.urls), self.store.topic)
 
+    def attach(self, broker: Broker) -> None:
+        """Validated topics: the broker's produce path checks records with the validator."""
+        broker.record_validators.append(self.validator.validate)
+        self._broker = broker
+
     async def stop(self) -> None:
+        if self._broker is not None:
+            self._broker.record_validators.remove(self.validator.validate)
+            self._broker = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -125,4 +134,5 @@ async def start_schema_registry(broker: Broker) -> SchemaRegistryListener | None
         values, broker.config.originals, bootstrap, broker.credentials
     )
     await listener.start()
+    listener.attach(broker)
     return listener
