@@ -57,7 +57,8 @@ class FreshVenv:
 
 
 @pytest.fixture(scope="module")
-def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> FreshVenv:
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from a copy of the repository's files."""
     work = tmp_path_factory.mktemp("fresh-install")
     clone = work / "clone"
     for rel in _repository_files():
@@ -66,10 +67,14 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> FreshVenv:
         shutil.copy2(REPO / rel, dest)
     wheels = work / "wheels"
     _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(clone)])
-    (wheel,) = wheels.glob("tidelog-*.whl")
-    venv = FreshVenv(work / "venv")
+    (built,) = wheels.glob("tidelog-*.whl")
+    return built
+
+
+def _venv(root: Path, requirement: str) -> FreshVenv:
+    venv = FreshVenv(root)
     _run([sys.executable, "-m", "venv", str(venv.root)])
-    _run([venv.bin("pip"), "install", "-q", str(wheel)])
+    _run([venv.bin("pip"), "install", "-q", requirement])
     # The fresh environment is this venv alone: no PYTHONPATH, no VIRTUAL_ENV of the test run.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
@@ -78,12 +83,21 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> FreshVenv:
     return venv
 
 
+@pytest.fixture(scope="module")
+def fresh_venv(wheel: Path) -> FreshVenv:
+    return _venv(wheel.parent.parent / "venv", str(wheel))
+
+
 @pytest.fixture
 def fresh_broker(fresh_venv: FreshVenv, tmp_path: Path) -> Iterator[str]:
+    yield from _serve(fresh_venv, tmp_path / "logs")
+
+
+def _serve(venv: FreshVenv, log_dir: Path) -> Iterator[str]:
     proc = subprocess.Popen(
-        [fresh_venv.bin("tidelog"), "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
-         "--override", f"log.dirs={tmp_path / 'logs'}"],
-        stderr=subprocess.PIPE, text=True, env=fresh_venv.env,
+        [venv.bin("tidelog"), "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", f"log.dirs={log_dir}"],
+        stderr=subprocess.PIPE, text=True, env=venv.env,
     )  # fmt: skip
     assert proc.stderr is not None
     lines: list[str] = []
@@ -150,3 +164,28 @@ def test_the_other_readme_tools_run_from_the_wheel_alone(
     (segment,) = (tmp_path / "demo").rglob("*.log")
     dumped = fresh_venv.tidelog("dump-log", "--print-data-log", str(segment)).stdout
     assert "baseOffset: 0" in dumped, dumped[:500]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_the_spark_example_runs_from_the_wheel_with_the_spark_extra(
+    wheel: Path, tmp_path: Path
+) -> None:
+    """``pip install 'tidelog[spark]'`` and examples/offline_report.py over a broker's log dir
+    (a local SparkSession: Java 17+)."""
+    venv = _venv(tmp_path / "spark-venv", f"{wheel}[spark]")
+    logs = tmp_path / "logs"
+    serving = _serve(venv, logs)
+    try:
+        bootstrap = next(serving)
+        lines = "".join(f"k{i}:v{i}\n" for i in range(30))
+        venv.tidelog("produce", "--bootstrap-server", bootstrap, "--topic", "report",
+                     "--property", "parse.key=true", "--property", "key.separator=:", stdin=lines)
+    finally:
+        serving.close()  # clean shutdown: the report reads the stopped broker's log dir
+    r = subprocess.run([venv.bin("python"), str(REPO / "examples" / "offline_report.py"),
+                        str(logs), "--topics", "report"],
+                       capture_output=True, text=True, timeout=600, env=venv.env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    (row,) = [ln for ln in r.stdout.splitlines() if ln.startswith("report-0")]
+    assert row.split()[1:3] == ["30", "0..29"], row
