@@ -16,6 +16,7 @@ from consumer_group_harness import (
 )
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.server.errors import ApiError
 from tidelog.server.group.consumer.coordinator import HeartbeatRequest
 from tidelog.server.group.consumer.group import ConsumerGroupState, MemberState
 from tidelog.server.group.coordinator import CommitEntry, GroupCoordinator
@@ -318,3 +319,20 @@ def test_a_static_member_that_never_returns_is_fenced_after_its_session(env: Env
         b.heartbeat()
     settle([b])
     assert "a1" not in coord.consumer.groups["g"].members and len(b.partitions()) == 6
+
+
+def test_group_configs_override_the_session_and_heartbeat_of_one_group(env: Env) -> None:
+    coord, _, clock, _ = env
+    coord.group_configs.alter("fast", [("consumer.session.timeout.ms", 0, "10000"),
+                                       ("consumer.heartbeat.interval.ms", 0, "1000")], False)
+    fast = Member(coord, "f", group_id="fast", topics=("t",))
+    slow = Member(coord, "s", topics=("t",))
+    assert fast.heartbeat().heartbeat_interval_ms == 1000
+    assert slow.heartbeat().heartbeat_interval_ms == 5000
+    clock.advance(10_000)
+    assert "f" not in coord.consumer.groups["fast"].members
+    assert "s" in coord.consumer.groups["g"].members
+    with pytest.raises(ApiError):
+        coord.group_configs.alter("fast", [("consumer.session.timeout.ms", 0, "61000")], False)
+    with pytest.raises(ApiError):
+        coord.group_configs.alter("fast", [("no.such.config", 0, "1")], False)

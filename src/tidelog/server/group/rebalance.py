@@ -85,6 +85,9 @@ class RebalanceCore:
         self.share = ShareGroupCoordinator(config, clock=clock, scheduler=scheduler,
                                            group_error=self.group_error,
                                            other_kind=self._is_classic_or_consumer)
+        # group configs (GROUP resource): one store, read by both kinds of coordinator
+        self.group_configs = self.consumer.settings
+        self.share.settings = self.group_configs
         self.active = False
         self._expiry_task: ScheduledTask | None = None
 

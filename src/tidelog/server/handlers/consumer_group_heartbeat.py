@@ -13,8 +13,10 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.consumer.coordinator import HeartbeatRequest
 from tidelog.server.group.consumer.records import Assignment, TopicMetadata
+from tidelog.server.group.group_configs import GroupConfigStore
 from tidelog.server.group.wiring import coordinator_for
 
+from ..configs import ConfigEntry
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
 
@@ -27,6 +29,19 @@ def topic_source(rm: Any) -> Callable[[], Mapping[str, TopicMetadata]]:
     """Every topic's id and partition count, as the assignors see them."""
     return lambda: {t.name: TopicMetadata(t.topic_id, t.name, t.partitions)
                     for t in rm.topics()}
+
+
+def group_configs_for(broker: Any) -> GroupConfigStore:
+    """The group configs (GROUP resource), read from the first log dir on first use."""
+    store = coordinator_for(broker).group_configs
+    store.attach(broker.config.log_dirs[0])
+    return store
+
+
+def group_config_entries(broker: Any, group_id: str) -> list[ConfigEntry]:
+    """DescribeConfigs on the GROUP resource."""
+    return [ConfigEntry(e.name, e.value, e.source, e.type, e.doc)
+            for e in group_configs_for(broker).entries(group_id)]
 
 
 def _owned(topic_partitions: Any) -> Assignment | None:
@@ -66,6 +81,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
         return make(cls, throttle_time=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                     member_epoch=0, heartbeat_interval=0)
+    group_configs_for(ctx.broker)
     consumer = coordinator_for(ctx.broker).consumer
     consumer.topics = topic_source(ctx.broker.replica_manager)
     r = consumer.heartbeat(_request(ctx, request))

@@ -87,8 +87,9 @@ def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request: Any,
     return out
 
 
-def _response(ctx: RequestContext, share: ShareGroupCoordinator, error: ErrorCode,
-              fetched: dict[Slot, Fetched], acks: dict[Slot, ErrorCode]) -> Any:
+def _response(ctx: RequestContext, share: ShareGroupCoordinator, group_id: str,
+              error: ErrorCode, fetched: dict[Slot, Fetched],
+              acks: dict[Slot, ErrorCode]) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "responses")
     pcls = nested(tcls, "partitions")
@@ -110,7 +111,8 @@ def _response(ctx: RequestContext, share: ShareGroupCoordinator, error: ErrorCod
                                    for a, b, c in f.acquired)))
     host, port = ctx.endpoint
     return make(cls, throttle_time=0, error_code=error,
-                acquisition_lock_timeout=share.config.group_share_record_lock_duration_ms,
+                acquisition_lock_timeout=share.settings.number(
+                    group_id, "share.record.lock.duration.ms"),
                 responses=tuple(make(tcls, topic_id=t, partitions=tuple(ps))
                                 for t, ps in by_topic.items()),
                 node_endpoints=(make(ncls, node_id=node, host=host, port=port),))
@@ -120,16 +122,16 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     share = share_for(ctx)
     group_id, member_id = request.group_id or "", request.member_id or ""
     if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, group_id):
-        return _response(ctx, share, ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {})
+        return _response(ctx, share, group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED, {}, {})
     epoch = int(request.share_session_epoch)
     err, session = share.session(group_id, member_id, epoch)
     if err != ErrorCode.NONE or session is None:
-        return _response(ctx, share, err, {}, {})
+        return _response(ctx, share, group_id, err, {}, {})
     names = _names(ctx)
     acks = acknowledge_all(ctx, share, group_id, member_id, request.topics, names)
     if epoch == FINAL_EPOCH:
         share.close_session(group_id, member_id)
-        return _response(ctx, share, ErrorCode.NONE, {}, acks)
+        return _response(ctx, share, group_id, ErrorCode.NONE, {}, acks)
     session.partitions.update((t.topic_id, int(p.partition_index))
                               for t in request.topics for p in t.partitions)
     for t in request.forgotten_topics_data:
@@ -138,5 +140,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     while True:
         fetched = _fetch_all(ctx, share, request, set(session.partitions), names)
         if any(f.acquired for f in fetched.values()) or time.monotonic() >= deadline:
-            return _response(ctx, share, ErrorCode.NONE, fetched, acks)
+            return _response(ctx, share, group_id, ErrorCode.NONE, fetched, acks)
         await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))

@@ -15,7 +15,7 @@ from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
-from .consumer_group_heartbeat import topic_source
+from .consumer_group_heartbeat import group_configs_for, topic_source
 
 API_KEY = 76
 MIN_VERSION = 1
@@ -26,6 +26,7 @@ def share_for(ctx: RequestContext) -> ShareGroupCoordinator:
     """The share coordinator, with the broker's topics and, from its first use,
     ``__share_group_state`` read back."""
     coord = coordinator_for(ctx.broker)
+    group_configs_for(ctx.broker)
     rm = ctx.broker.replica_manager
     coord.share.topics = topic_source(rm)
     if coord.share.store is None:

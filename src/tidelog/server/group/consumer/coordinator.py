@@ -54,6 +54,7 @@ from tidelog.server.group.consumer.records import (
     group_tombstones,
 )
 from tidelog.server.group.group import GroupMetadata, GroupState
+from tidelog.server.group.group_configs import GroupConfigStore
 from tidelog.server.group.records import encode_group_key, encode_offset_key
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
@@ -122,6 +123,7 @@ class ConsumerGroupCoordinator:
         self.scheduler = scheduler
         self.group_error = group_error
         self.topics: TopicSource = _no_topics
+        self.settings = GroupConfigStore(config)  # per-group overrides, shared by the owner
         self._regex: dict[str, re2._Regexp] = {}
         self._matches: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 
@@ -216,7 +218,7 @@ class ConsumerGroupCoordinator:
                                          and req.owned is not None)
         return HeartbeatResult(
             ErrorCode.NONE, member.member_id, member.member_epoch,
-            self.config.group_consumer_heartbeat_interval_ms,
+            self.settings.number(group.group_id, "consumer.heartbeat.interval.ms"),
             dict(member.assigned) if full or member.assigned != old_assigned else None)
 
     def _member_for(self, group: ConsumerGroup, req: HeartbeatRequest) -> ConsumerGroupMember:
@@ -455,7 +457,7 @@ class ConsumerGroupCoordinator:
         member.session_task = self.scheduler.schedule(
             f"consumer-session-{group_id}-{member.member_id}",
             self._fence_later(group_id, member.member_id, None, "session timeout"),
-            self.config.group_consumer_session_timeout_ms)
+            self.settings.number(group_id, "consumer.session.timeout.ms"))
         if member.state != MemberState.UNREVOKED_PARTITIONS:
             if member.rebalance_task is not None:
                 member.rebalance_task.cancel()

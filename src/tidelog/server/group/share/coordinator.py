@@ -23,6 +23,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatchBuilder
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.consumer.records import Assignment, TopicMetadata
+from tidelog.server.group.group_configs import GroupConfigStore
 from tidelog.server.group.records import SchemaError
 from tidelog.server.group.share.partition import AcquiredRange, SharePartition
 from tidelog.server.group.share.records import (
@@ -110,6 +111,7 @@ class ShareGroupCoordinator:
         self.group_error = group_error
         self.other_kind = other_kind  # the id names a classic or consumer group
         self.topics: TopicSource = dict
+        self.settings = GroupConfigStore(config)  # per-group overrides, shared by the owner
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -164,7 +166,7 @@ class ShareGroupCoordinator:
         self._schedule_session(group.group_id, member)
         return ShareHeartbeatResult(
             ErrorCode.NONE, member.member_id, member.member_epoch,
-            self.config.group_share_heartbeat_interval_ms,
+            self.settings.number(group.group_id, "share.heartbeat.interval.ms"),
             dict(target) if changed or req.member_epoch == 0 else None)
 
     def _schedule_session(self, group_id: str, member: ShareMember) -> None:
@@ -178,7 +180,7 @@ class ShareGroupCoordinator:
 
         member.session_task = self.scheduler.schedule(
             f"share-session-{group_id}-{member.member_id}", expire,
-            self.config.group_share_session_timeout_ms)
+            self.settings.number(group_id, "share.session.timeout.ms"))
 
     def _remove(self, group: ShareGroup, member: ShareMember, why: str) -> None:
         log.info("share group %s: member %s removed: %s", group.group_id, member.member_id, why)
@@ -251,7 +253,8 @@ class ShareGroupCoordinator:
         if sp is None:
             c = self.config
             sp = self.partitions[key] = SharePartition(
-                start, scheduler=self.scheduler, lock_ms=c.group_share_record_lock_duration_ms,
+                start, scheduler=self.scheduler,
+                lock_ms=self.settings.number(group_id, "share.record.lock.duration.ms"),
                 delivery_limit=c.group_share_delivery_count_limit,
                 max_locks=c.group_share_partition_max_record_locks)
             stored = self.restored.pop((group_id, topic_id, tp.partition), None) \

@@ -31,7 +31,9 @@ def fetch_partition(share: ShareGroupCoordinator, log: Any, group_id: str, membe
                     tp: TopicPartition, topic_id: uuid.UUID, max_records: int,
                     max_bytes: int) -> Fetched:
     hw = int(log.high_watermark)
-    sp = share.share_partition(group_id, tp, hw, topic_id)
+    earliest = share.settings.get(group_id, "share.auto.offset.reset") == "earliest"
+    sp = share.share_partition(group_id, tp, int(log.log_start_offset) if earliest else hw,
+                               topic_id)
     if sp.start_offset < int(log.log_start_offset):  # deleted under us: skip to what is left
         sp.archive(range(sp.start_offset, int(log.log_start_offset)))
     start = sp.next_available()
