@@ -13,7 +13,8 @@ from ..context import RequestContext
 from ..dynamic_config import dynamic_config
 from ..errors import ApiError, to_error
 from ..security import AclOperation
-from ..security.config_auth import config_denied
+from ..security.config_auth import GROUP, config_denied
+from .consumer_group_heartbeat import group_config_entries
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -36,6 +37,8 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
                               dc.layers[str(broker.node_id)])
     if rtype == BROKER_LOGGER:
         return []
+    if rtype == GROUP:  # KIP-848 / KIP-932 group configs
+        return group_config_entries(broker, name)
     raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
 
 

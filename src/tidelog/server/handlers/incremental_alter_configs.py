@@ -11,6 +11,8 @@ from ..configs import BROKER, TOPIC, alter_configs_response, apply_incremental, 
 from ..context import RequestContext
 from ..dynamic_config import dynamic_config
 from ..errors import ApiError
+from ..security.config_auth import GROUP
+from .consumer_group_heartbeat import group_configs_for
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -23,6 +25,9 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
         dc = dynamic_config(ctx.broker)
         new = apply_to_broker(dc.entity(res.resource_name), ops, dc.effective())
         dc.alter(res.resource_name, new, validate_only)
+        return
+    if res.resource_type == GROUP:  # KIP-848 / KIP-932 group configs
+        group_configs_for(ctx.broker).alter(res.resource_name, ops, validate_only)
         return
     if res.resource_type != TOPIC:
         raise ApiError(ErrorCode.INVALID_REQUEST, "only topic and broker configs can be altered")
