@@ -15,8 +15,22 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    AcknowledgeType,
+    KafkaError,
+    KafkaException,
+    Producer,
+    ShareConsumer,
+)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
 
 from tidelog.server.group.share.partition import SharePartition
 from tidelog.testing import EmbeddedBroker
@@ -211,3 +225,42 @@ def test_a_restart_keeps_accepted_records_and_redelivers_the_rest(tmp_path: Path
             wait_for(lambda: sp.start_offset == 10, what="everything accepted")
         finally:
             again.close()
+
+
+def test_group_configs_set_share_auto_offset_reset_and_survive_a_restart(
+        tmp_path: Path) -> None:
+    group = "sg-earliest"
+    with EmbeddedBroker(CONFIG, log_dir=tmp_path) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        admin.create_topics([NewTopic("early", 1, 1)])["early"].result(10)
+        p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(7):  # before any member: "latest" would never deliver these
+            p.produce("early", str(i).encode(), partition=0)
+        p.flush(10)
+        earliest = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+            "share.auto.offset.reset", "earliest",
+            incremental_operation=AlterConfigOpType.SET)])
+        for f in admin.incremental_alter_configs([earliest]).values():
+            f.result(10)
+        bad = ConfigResource(ResourceType.GROUP, group, incremental_configs=[ConfigEntry(
+            "share.record.lock.duration.ms", "0", incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException) as refused:
+            for f in admin.incremental_alter_configs([bad]).values():
+                f.result(10)
+        assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+        c = consumer(broker, group)
+        c.subscribe(["early"])
+        got: list[int] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 7 and time.monotonic() < deadline:
+            got += [m.offset() for m in c.poll(0.1) if m.error() is None]
+        c.close()
+        assert sorted(got) == list(range(7))
+    with EmbeddedBroker(CONFIG, log_dir=tmp_path) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        [f] = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)]).values()
+        entries = f.result(10)
+        reset = entries["share.auto.offset.reset"]
+        assert (reset.value, reset.source) == ("earliest", ConfigSource.GROUP_CONFIG.value)
+        lock = entries["share.record.lock.duration.ms"]
+        assert (lock.value, lock.source) == (str(LOCK_MS), ConfigSource.DEFAULT_CONFIG.value)
