@@ -16,7 +16,7 @@ ENOSPC or EIO still takes the dir offline, as Kafka does.
   consumers still commit and transactions still complete while client produces are refused.
 * Cost: free space is measured (``statvfs``) when a dir is added, by a periodic task, and at
   an append only once the bytes appended since the last measure could have brought the dir
-  within twice its floor; above that an append costs a subtraction under a lock.
+  within twice its floor; above that an append costs a comparison and a subtraction.
 * Wire error: NOT_ENOUGH_REPLICAS (19), the error Kafka answers when a write cannot be made
   durable right now on an otherwise healthy partition. librdkafka retries it without a
   metadata refresh (RETRY, MSG_NOT_PERSISTED: an idempotent producer keeps its sequence and
@@ -45,7 +45,8 @@ MIN_FREE_BYTES = "log.dir.min.free.bytes"
 DEFAULT_FLOOR_CAP = 1 << 30  # 1 GiB
 DEFAULT_FLOOR_RATIO = 0.05  # of the file system's size
 COORDINATOR_SHARE = 0.5  # coordinator writes may use this share of the floor
-CHECK_INTERVAL_MS = 1000  # the periodic measure (and, while degraded, retention)
+CHECK_INTERVAL_MS = 1000
+UNLIMITED = 1 << 62  # the headroom of a dir without a floor  # the periodic measure (and, while degraded, retention)
 
 JUST_BELOW_FLOOR = -1  # an override's "below the floor, above the coordinators' reserve"
 FreeBytesProbe = Callable[[Path], tuple[int, int]]  # path -> (free bytes, total bytes)
@@ -76,12 +77,10 @@ class DirSpace:
     free: int
     total: int
     below_floor: bool = False
-    written_since: int = 0  # bytes appended since ``free`` was measured
     refused: int = 0  # the largest append refused while below the floor
-
-    @property
-    def estimate(self) -> int:
-        return self.free - self.written_since
+    # bytes that may still be appended without a measure: what the last measure left above
+    # twice the floor, less what was appended since (0 below it: every append measures)
+    headroom: int = 0
 
 
 class FreeSpaceFloor:
@@ -134,10 +133,11 @@ class FreeSpaceFloor:
             d = self._dirs.get(path)
             if d is None:
                 return None
-            d.free, d.total, d.floor, d.written_since = free, total, floor, 0
+            d.free, d.total, d.floor = free, total, floor
             # degraded below the floor, and until the append it refused would fit again
             below = floor > 0 and (free < floor or (d.below_floor and free - d.refused < floor))
             crossed = self._set_below(d, below)
+            d.headroom = UNLIMITED if floor == 0 else 0 if below else max(0, free - 2 * floor)
             space = DirSpace(**vars(d))
         if crossed:
             self._crossed(space)
@@ -152,13 +152,12 @@ class FreeSpaceFloor:
     def check_append(self, path: Path, size: int, coordinator: bool) -> None:
         """Count ``size`` bytes about to be appended to ``path``; refuse them when they would
         leave less than the floor (half of it for a coordinator's write)."""
-        with self._lock:
-            d = self._dirs.get(path)
-            if d is None or (self.configured == 0):
-                return
-            if self.override is None and not d.below_floor and d.estimate - size >= 2 * d.floor:
-                d.written_since += size
-                return
+        d = self._dirs.get(path)
+        if d is None or self.configured == 0:
+            return
+        if size < d.headroom and self.override is None:  # far above the floor: count it
+            d.headroom -= size  # (no lock: a lost update only makes the next measure sooner
+            return  # or later by one append; the periodic measure resets it)
         space = self.measure(path)
         if space is None or space.floor == 0:
             return
@@ -174,7 +173,7 @@ class FreeSpaceFloor:
             if refused:
                 d.refused = max(d.refused, size) if d.below_floor else size
             else:
-                d.written_since += size
+                d.headroom = max(0, d.headroom - size)
             # a client's append decides the state: refused, degraded; taken, writable again
             crossed = not coordinator and self._set_below(d, refused)
             space = DirSpace(**vars(d))

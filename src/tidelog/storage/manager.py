@@ -12,6 +12,7 @@ lifecycle operations the broker calls.
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import threading
@@ -135,9 +136,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
                           io_error_handler=self.maybe_handle_io_error)
 
     def _guard_free_space(self, lg: Log) -> None:
-        parent = Path(lg.dir).parent
-        check = self.free_space.check_append
-        lg.append_guard = lambda size, coordinator: check(parent, size, coordinator)
+        lg.append_guard = functools.partial(self.free_space.check_append, Path(lg.dir).parent)
 
     # -- log dirs ------------------------------------------------------------------------------
     def _lock_dirs(self) -> None:
