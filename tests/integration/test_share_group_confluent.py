@@ -264,3 +264,41 @@ def test_group_configs_set_share_auto_offset_reset_and_survive_a_restart(
         assert (reset.value, reset.source) == ("earliest", ConfigSource.GROUP_CONFIG.value)
         lock = entries["share.record.lock.duration.ms"]
         assert (lock.value, lock.source) == (str(LOCK_MS), ConfigSource.DEFAULT_CONFIG.value)
+
+
+def test_read_committed_share_groups_skip_aborted_records_and_wait_for_the_lso(
+        broker: EmbeddedBroker) -> None:
+    group, topic = "sg-committed", "txn-queue"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    configs = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in (
+        ("share.auto.offset.reset", "earliest"), ("share.isolation.level", "read_committed"))]
+    for f in admin.incremental_alter_configs(
+            [ConfigResource(ResourceType.GROUP, group, incremental_configs=configs)]).values():
+        f.result(10)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "tx-1"})
+    p.init_transactions(10)
+    for values, commit in ((b"abc", True), (b"xyz", False), (b"de", True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, bytes([v]), partition=0)
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(10)
+    p.begin_transaction()  # left open: beyond the last stable offset
+    p.produce(topic, b"!", partition=0)
+    p.flush(10)
+    c = consumer(broker, group)
+    c.subscribe([topic])
+    got: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 30
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += [m.value() for m in c.poll(0.1) if m.error() is None]
+        assert sorted(got) == [b"a", b"b", b"c", b"d", b"e"]  # xyz aborted, ! not yet stable
+        p.commit_transaction(10)
+        deadline = time.monotonic() + 30
+        while len(got) < 6 and time.monotonic() < deadline:
+            got += [m.value() for m in c.poll(0.1) if m.error() is None]
+        assert got[-1] == b"!" and len(got) == 6
+    finally:
+        c.close()

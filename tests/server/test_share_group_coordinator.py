@@ -161,3 +161,11 @@ def test_share_state_is_written_as_kafka_snapshots_and_read_back(clock: ManualCl
     restored = again.share.share_partition("s", TP, 999, tid)
     assert restored.start_offset == 103  # 100, 101 accepted and 102 rejected stay so
     assert restored.acquire("b", range(100, 112), 20) == [(103, 109, 2), (110, 111, 1)]
+
+
+def test_a_marker_archived_first_does_not_hide_the_records_before_it(
+        sp: SharePartition) -> None:
+    sp.archive([12])  # a transaction marker read in the same fetch as 10 and 11
+    assert sp.acquire("a", [10, 11], 10) == [(10, 11, 1)]
+    assert sp.acknowledge("a", 10, 11, [ACCEPT]) == ErrorCode.NONE
+    assert sp.start_offset == 13

@@ -74,6 +74,10 @@ KEYS: dict[str, GroupConfigKey] = {
     "share.auto.offset.reset": GroupConfigKey(
         lambda c: "latest", "Where a new share-partition starts: latest or earliest.",
         choices=("latest", "earliest")),
+    "share.isolation.level": GroupConfigKey(
+        lambda c: "read_uncommitted",
+        "read_committed: deliver up to the last stable offset and archive aborted records.",
+        choices=("read_uncommitted", "read_committed")),
 }
 
 

@@ -3,7 +3,9 @@ acquire the available records the read covers, and answer the batches that hold 
 
 The batches stay bytes: a batch may hold records another member holds or that were already
 acknowledged; the client delivers only the ranges it is told it acquired (Kafka's rule).
-Control batches (transaction markers) are no records to deliver: they are archived.
+Control batches (transaction markers) are no records to deliver: they are archived, and so,
+under ``share.isolation.level=read_committed``, are the records of aborted transactions; that
+level also stops at the last stable offset.
 """
 
 from __future__ import annotations
@@ -34,22 +36,32 @@ def fetch_partition(share: ShareGroupCoordinator, log: Any, group_id: str, membe
     earliest = share.settings.get(group_id, "share.auto.offset.reset") == "earliest"
     sp = share.share_partition(group_id, tp, int(log.log_start_offset) if earliest else hw,
                                topic_id)
+    committed = share.settings.get(group_id, "share.isolation.level") == "read_committed"
+    isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
+    if committed:
+        hw = min(hw, int(log.last_stable_offset))
     if sp.start_offset < int(log.log_start_offset):  # deleted under us: skip to what is left
         sp.archive(range(sp.start_offset, int(log.log_start_offset)))
     start = sp.next_available()
     if start >= hw or max_records <= 0:
         return Fetched()
-    info = log.read(start, max(max_bytes, 1), FetchIsolation.HIGH_WATERMARK, True)
+    info = log.read(start, max(max_bytes, 1), isolation, True)
     data = info.records.read() if info.records is not None else b""
+    aborted = list(info.aborted_transactions or []) if committed else []
     offsets: list[int] = []
     ends: list[tuple[int, int]] = []  # (last offset, end position) per batch
     control: list[int] = []
-    pos = 0
+    pos, expected = 0, start
     for batch in iter_batches(data, validate=False):
         pos += batch.size_in_bytes
+        control.extend(range(expected, batch.base_offset))  # offsets compaction removed
+        expected = batch.last_offset + 1
         last = min(batch.last_offset, hw - 1)
         span = range(max(batch.base_offset, start), last + 1)
-        (control if batch.is_control else offsets).extend(span)
+        skip = batch.is_control or (batch.is_transactional and any(
+            a.producer_id == batch.producer_id and a.first_offset <= batch.base_offset
+            <= a.last_offset for a in aborted))
+        (control if skip else offsets).extend(span)
         ends.append((batch.last_offset, pos))
     sp.archive(control)
     acquired = sp.acquire(member_id, offsets, max_records)

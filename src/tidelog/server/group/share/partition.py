@@ -87,9 +87,7 @@ class SharePartition:
             if off < self.start_offset:
                 continue
             rec = self.records.get(off)
-            if rec is None:
-                if off < self.end_offset:  # an offset the log skipped (compaction)
-                    continue
+            if rec is None:  # never delivered yet
                 rec = self.records[off] = InFlight()
             if rec.state != RecordState.AVAILABLE:
                 continue
