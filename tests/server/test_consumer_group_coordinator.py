@@ -336,3 +336,19 @@ def test_group_configs_override_the_session_and_heartbeat_of_one_group(env: Env)
         coord.group_configs.alter("fast", [("consumer.session.timeout.ms", 0, "61000")], False)
     with pytest.raises(ApiError):
         coord.group_configs.alter("fast", [("no.such.config", 0, "1")], False)
+
+
+def test_the_group_size_limit_and_offset_delete(env: Env) -> None:
+    _, cluster, clock, _ = env
+    cluster.create("other", 1)
+    coord = coordinator(InMemoryOffsetsStore(), cluster, clock, group_consumer_max_size=2)
+    members = [Member(coord, f"m{i}", topics=("t",)) for i in range(3)]
+    settle(members[:2])
+    assert members[2].heartbeat().error == ErrorCode.GROUP_MAX_SIZE_REACHED
+    tp, gone = TopicPartition("t", 0), TopicPartition("other", 0)
+    coord.commit_offsets("g", {tp: CommitEntry(1), gone: CommitEntry(2)}, member_id="m0",
+                         generation_id=members[0].epoch)
+    err, per = coord.delete_offsets("g", [tp, gone])
+    assert err == ErrorCode.NONE
+    assert per == {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, gone: ErrorCode.NONE}
+    assert coord.fetch_offsets("g", [tp, gone])[1][gone].offset == -1
