@@ -23,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tidelog.schema_registry import start_schema_registry
 from tidelog.server.faults import FaultPlan, install
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
@@ -51,6 +52,7 @@ class EmbeddedBroker:
         self.fault_plan = fault_plan
         self.broker: Any = None
         self.http: Any = None  # the HTTP listener when ``http.listeners`` is set
+        self.schema_registry: Any = None  # when ``schema.registry.listeners`` is set
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -106,13 +108,20 @@ class EmbeddedBroker:
             return
         try:
             self.http = loop.run_until_complete(self._start_http())
+            self.schema_registry = loop.run_until_complete(start_schema_registry(self.broker))
         except BaseException as exc:
+            if self.http is not None:
+                loop.run_until_complete(self.http.stop())
+                self.http = None
             loop.run_until_complete(self.broker.stop())
             started.set_exception(exc)
             loop.close()
             return
         started.set_result(None)
         loop.run_forever()
+        if self.schema_registry is not None:
+            loop.run_until_complete(self.schema_registry.stop())
+            self.schema_registry = None
         if self.http is not None:
             loop.run_until_complete(self.http.stop())
             self.http = None
@@ -130,6 +139,12 @@ class EmbeddedBroker:
     def http_url(self) -> str:
         """``http://host:port`` of the HTTP listener (/metrics, health, console), or ""."""
         return self.http.urls[0] if self.http is not None and self.http.urls else ""
+
+    @property
+    def schema_registry_url(self) -> str:
+        """The Schema Registry's URL, or "" (``schema.registry.listeners`` unset)."""
+        registry = self.schema_registry
+        return registry.url if registry is not None else ""
 
     def run(self, coro: Any, timeout: float = 30) -> Any:
         """Run a coroutine on the broker's loop (inspect or poke broker state from a test)."""
@@ -152,6 +167,7 @@ class EmbeddedBroker:
         # every listener keeps its port (a broker may serve several: SSL, SASL_SSL, ...)
         ports = dict(getattr(self.broker, "bound_ports", {}) or {})
         port = self.port
+        registry_url = self.schema_registry_url
         self._stop_thread()
         listeners = [u.strip() for u in str(self.props["listeners"]).split(",") if u.strip()]
         pinned = []
@@ -159,6 +175,8 @@ class EmbeddedBroker:
             name = uri.split("://", 1)[0].upper()
             pinned.append(f"{uri.rsplit(':', 1)[0]}:{ports.get(name, port if i == 0 else 0)}")
         self.props["listeners"] = ",".join(pinned)
+        if registry_url:  # the registry keeps its port too
+            self.props["schema.registry.listeners"] = registry_url
         return self.start()
 
     def _cleanup(self) -> None:
