@@ -25,7 +25,6 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tidelog.schema_registry import start_schema_registry
 from tidelog.testing import EmbeddedBroker
 
 RUNS = 3
@@ -89,21 +88,18 @@ def main() -> None:
 
     config = {"num.partitions": 2, "schema.registry.listeners": "http://127.0.0.1:0"}
     with EmbeddedBroker(config) as embedded:
-        registry = embedded.run(start_schema_registry(embedded.broker))
-        try:
-            produce(embedded.bootstrap_servers, registry.url, n)
-            spark = (SparkSession.builder.master("local[2]").appName("bench-typed")
-                     .config("spark.ui.enabled", "false")
-                     .config("spark.driver.host", "127.0.0.1")
-                     .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-            spark.sparkContext.setLogLevel("ERROR")
-            tidelog.spark.register(spark)
-            base = {"kafka.bootstrap.servers": embedded.bootstrap_servers, "subscribe": "trades"}
-            raw = timed(spark, base)
-            typed = timed(spark, {**base, "valueFormat": "avro", "schema.registry.url": registry.url})
-            spark.stop()
-        finally:
-            embedded.run(registry.stop())
+        url = embedded.schema_registry_url
+        produce(embedded.bootstrap_servers, url, n)
+        spark = (SparkSession.builder.master("local[2]").appName("bench-typed")
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.driver.host", "127.0.0.1")
+                 .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        tidelog.spark.register(spark)
+        base = {"kafka.bootstrap.servers": embedded.bootstrap_servers, "subscribe": "trades"}
+        raw = timed(spark, base)
+        typed = timed(spark, {**base, "valueFormat": "avro", "schema.registry.url": url})
+        spark.stop()
     r_raw = [n / t for t in raw]
     r_typed = [n / t for t in typed]
     print(f"{n} Avro records, 2 partitions, local[2], {RUNS} runs after a warm-up")

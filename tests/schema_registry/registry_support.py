@@ -1,6 +1,6 @@
-"""A broker with its Schema Registry for tests: an EmbeddedBroker whose loop also serves the
-registry (``schema.registry.listeners`` on an ephemeral port), restartable on the same ports
-and log dir, plus a tiny JSON client for asserting on raw REST answers."""
+"""A broker with its Schema Registry for tests (an EmbeddedBroker with
+``schema.registry.listeners`` on an ephemeral port, restartable on the same ports and log dir),
+plus a tiny JSON client for asserting on raw REST answers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
-from tidelog.schema_registry import start_schema_registry
 from tidelog.schema_registry.listener import SchemaRegistryListener
 from tidelog.testing import EmbeddedBroker
 
@@ -18,45 +17,36 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
 class RegistryBroker:
+    """An EmbeddedBroker with ``schema.registry.listeners`` on an ephemeral port."""
+
     def __init__(
         self, config: Mapping[str, Any] | None = None, log_dir: str | None = None
     ) -> None:
         props = {"schema.registry.listeners": "http://127.0.0.1:0", **(config or {})}
         self.embedded = EmbeddedBroker(props, log_dir=log_dir)
-        self.listener: SchemaRegistryListener | None = None
+
+    @property
+    def listener(self) -> SchemaRegistryListener | None:
+        registry: SchemaRegistryListener | None = self.embedded.schema_registry
+        return registry
 
     @property
     def url(self) -> str:
-        assert self.listener is not None
-        return self.listener.url
+        return self.embedded.schema_registry_url
 
     @property
     def bootstrap_servers(self) -> str:
         return self.embedded.bootstrap_servers
 
-    def _start_registry(self) -> None:
-        self.listener = self.embedded.run(start_schema_registry(self.embedded.broker))
-
-    def _stop_registry(self) -> None:
-        if self.listener is not None:
-            self.embedded.run(self.listener.stop())
-            self.listener = None
-
     def start(self) -> RegistryBroker:
         self.embedded.start()
-        self._start_registry()
         return self
 
     def restart(self) -> None:
         """Clean stop of registry and broker, then both again on the same ports and log dir."""
-        url = self.url
-        self._stop_registry()
-        self.embedded.props["schema.registry.listeners"] = url
         self.embedded.restart()
-        self._start_registry()
 
     def stop(self) -> None:
-        self._stop_registry()
         self.embedded.stop()
 
     def __enter__(self) -> RegistryBroker:

@@ -1,5 +1,5 @@
 """The registry's place in the layers: a package above ``server`` that only ``tidelog serve``
-starts; Spark reads schemas through its two pure modules (the ``_schemas`` record format and
+and the embedded broker start; Spark reads schemas through its two pure modules (the ``_schemas`` record format and
 the state built from it), which import nothing else of ours."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "tidelog"
 IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry"},
+             "testing/embedded.py": {"tidelog.schema_registry"},
              "spark/avro_values.py": {"tidelog.schema_registry.records",
                                       "tidelog.schema_registry.state"}}
 PURE = ("records.py", "state.py")
