@@ -71,10 +71,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-def _venv(root: Path, requirement: str) -> FreshVenv:
+def _venv(root: Path, *requirement: str) -> FreshVenv:
     venv = FreshVenv(root)
     _run([sys.executable, "-m", "venv", str(venv.root)])
-    _run([venv.bin("pip"), "install", "-q", requirement])
+    _run([venv.bin("pip"), "install", "-q", *requirement])
     # The fresh environment is this venv alone: no PYTHONPATH, no VIRTUAL_ENV of the test run.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
@@ -126,7 +126,23 @@ def test_the_fresh_environment_has_no_test_extra(fresh_venv: FreshVenv) -> None:
 
 
 def test_readme_commands_run_from_the_wheel_alone(fresh_venv: FreshVenv, fresh_broker: str) -> None:
-    bs = ["--bootstrap-server", fresh_broker]
+    _first_run(fresh_venv, fresh_broker)
+
+
+def test_readme_first_command_alone_an_editable_install(wheel: Path, tmp_path: Path) -> None:
+    """The README's own first command: ``pip install -e .`` in a clone, then the tools."""
+    clone = wheel.parent.parent / "clone"  # the copy the wheel was built from
+    venv = _venv(tmp_path / "editable-venv", "-e", str(clone))
+    serving = _serve(venv, tmp_path / "logs")
+    try:
+        _first_run(venv, next(serving))
+    finally:
+        serving.close()
+
+
+def _first_run(fresh_venv: FreshVenv, bootstrap: str) -> None:
+    """topics, produce, consume (as a group) and groups against a broker it started."""
+    bs = ["--bootstrap-server", bootstrap]
     fresh_venv.tidelog("topics", *bs, "--create", "--topic", "orders", "--partitions", "2")
     assert "orders" in fresh_venv.tidelog("topics", *bs, "--list").stdout
     described = fresh_venv.tidelog("topics", *bs, "--describe", "--topic", "orders").stdout
