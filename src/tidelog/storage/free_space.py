@@ -103,7 +103,10 @@ class FreeSpaceFloor:
     def add_dir(self, path: Path) -> None:
         with self._lock:
             self._dirs[path] = DirSpace(path, 0, 0, 0)
-        self.measure(path)
+        space = self.measure(path)
+        if space is not None:
+            log.info("Log dir %s: %d bytes free, %s %d%s", path, space.free, MIN_FREE_BYTES,
+                     space.floor, " (off)" if space.floor == 0 else "")
 
     def remove_dir(self, path: Path) -> None:
         """An offline dir: nothing is appended to it any more."""
