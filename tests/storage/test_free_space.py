@@ -143,3 +143,27 @@ def test_floor_zero_turns_it_off(tmp_path: Path) -> None:
 def test_the_real_probe_reads_the_file_system(tmp_path: Path) -> None:
     free, total = statvfs_probe(tmp_path)
     assert 0 < free <= total
+
+
+def test_only_the_full_dir_refuses(tmp_path: Path) -> None:
+    clock = ManualClock()
+    config = LogManagerConfig.from_props({"log.dir.min.free.bytes": str(16 * MiB)})
+    m = LogManager([tmp_path / "a", tmp_path / "b"], {}, clock=clock,
+                   scheduler=ManualScheduler(clock), config=config,
+                   cleaner_config=CleanerConfig(enable_cleaner=False))  # fmt: skip
+    free = {tmp_path / "a": 100 * MiB, tmp_path / "b": 100 * MiB}
+    m.free_space.probe = lambda path: (free[path], 1 << 30)
+    m.startup()
+    try:
+        logs = [m.get_or_create_log(TopicPartition("t", p)) for p in range(2)]
+        dirs = {Path(lg.dir).parent for lg in logs}
+        assert len(dirs) == 2  # one partition per dir
+        full = Path(logs[0].dir).parent
+        free[full] = 1 * MiB
+        m.check_free_space()
+        with pytest.raises(LogDirBelowFloorError):
+            logs[0].append_as_leader(BATCH)
+        assert logs[1].append_as_leader(BATCH).first_offset == 0
+        assert [str(d.path) for d in m.free_space.snapshot() if d.below_floor] == [str(full)]
+    finally:
+        m.shutdown()
