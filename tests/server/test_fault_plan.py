@@ -12,6 +12,7 @@ import pytest
 from broker_wire import Wire, fetch_body, produce_body
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import build_batch
@@ -158,3 +159,33 @@ def test_a_filled_log_dir_refuses_produce_and_keeps_reads_and_commits(
     plan.free_log_dir(broker.log_dir)  # space is back: the next produce appends, no restart
     with Wire(broker) as w:
         assert _produce(w, {0: batch})[0].base_offset == 1
+
+
+def test_deletion_and_compaction_go_on_in_a_filled_dir(plan: FaultPlan) -> None:
+    config = {"auto.create.topics.enable": "false", "log.cleaner.backoff.ms": "50"}
+    with EmbeddedBroker(config, fault_plan=plan) as b:
+        # nothing is cleanable for an hour (min.compaction.lag.ms), by the broker's clock
+        b.run(_create(b, "compacted", 1, **{"cleanup.policy": "compact", "segment.bytes": "1024",
+                                            "min.cleanable.dirty.ratio": "0.01",
+                                            "min.compaction.lag.ms": "3600000"}))  # fmt: skip
+        b.run(_create(b, "doomed", 1))
+        with Wire(b) as w:
+            now = plan.clock.milliseconds()
+            for i in range(40):  # one key rewritten: most records are cleanable
+                body = produce_body(9, "compacted", {0: build_batch([(now, b"k", b"%d" % i * 50)])})
+                resp: Any = w.call(PRODUCE, 9, body=body)
+                assert resp.responses[0].partition_responses[0].error_code == 0
+        plan.fill_log_dir(b.log_dir)
+        tp = TopicPartition("compacted", 0)
+        lg = b.broker.replica_manager.logs.get_log(tp)
+        size = lg.size_in_bytes
+        assert lg.number_of_segments() > 3  # nothing cleaned yet
+        plan.advance_clock(2 * 3600_000)  # now the records are old enough: cleaned while full
+        deadline = time.monotonic() + 30
+        while lg.size_in_bytes >= size // 2:  # the cleaner rewrites the segments
+            assert time.monotonic() < deadline, (lg.size_in_bytes, size)
+            time.sleep(0.05)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.delete_topics(["doomed"])["doomed"].result(30)  # deletion is not an append
+        assert b.broker.replica_manager.topic("doomed") is None
+        assert plan.free_bytes_override(b.log_dir.resolve()) is not None  # still filled
