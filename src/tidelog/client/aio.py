@@ -101,12 +101,10 @@ class AsyncBrokerConnection:
         broker cannot be reached in ``timeout_s``, KafkaClientError when it refuses us."""
         ssl_ctx = security.ssl_context() if security is not None else None
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(
+            async with asyncio.timeout(timeout_s):
+                reader, writer = await asyncio.open_connection(
                     host, port, ssl=ssl_ctx, server_hostname=host if ssl_ctx else None
-                ),
-                timeout_s,
-            )
+                )
         except (OSError, TimeoutError) as e:
             raise KafkaConnectionError(f"connect to {host}:{port}: {e!r}") from e
         conn = cls(
@@ -169,7 +167,11 @@ class AsyncBrokerConnection:
             ) from e
         wait = self.timeout_s if timeout_s is None else timeout_s
         try:
-            return await asyncio.wait_for(asyncio.shield(future), wait)
+            # asyncio.timeout, not wait_for: wait_for can swallow a cancellation that comes
+            # with the response (Python 3.11), and a sender that cannot be cancelled hangs
+            # whoever stops it
+            async with asyncio.timeout(wait):
+                return await asyncio.shield(future)
         except TimeoutError:
             self._fail(f"API {api_key} v{version} got no response in {wait:.3f} s")
             raise KafkaClientError(
@@ -183,8 +185,8 @@ class AsyncBrokerConnection:
         self._fail("closed")
         if self._read_task is not asyncio.current_task():
             self._read_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._read_task
+            # asyncio.wait, not await: a cancellation of close() itself must propagate
+            await asyncio.wait({self._read_task})
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._writer.wait_closed(), 1.0)
 

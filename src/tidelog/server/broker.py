@@ -241,10 +241,10 @@ class Broker:
         rm = self.replica_manager
         self.replication = build_replication(
             self.config, self.metadata_cache, rm.partitions.get, lambda: cluster.broker_epoch,
-            cluster.security, shrink_isr=rm.maybe_shrink_isr,
+            cluster.security,
         )  # fmt: skip
         rm.fetcher_manager = self.replication.fetcher_manager
-        rm.alter_partition_sender = self.replication.alter_partition
+        rm.set_alter_partition_sender(self.replication.alter_partition)
         self.replication.start()
 
     # -- stop (the reverse of start) -------------------------------------------------------------

@@ -205,10 +205,7 @@ class ReplicaFetcher:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait({task})  # not await: our own cancellation must propagate
         await self.leader.close()
 
     @property

@@ -1,0 +1,129 @@
+"""A cluster member's replication services, built from the broker config and its metadata
+cache: the ReplicaFetcherManager (followers) and the AlterPartitionManager (the leader's ISR
+changes), both reaching other brokers on the inter-broker listener with its security.
+
+Leaders' and the controller's addresses come from the metadata cache, which the controller's
+UpdateMetadata fills before it sends LeaderAndIsr (Kafka's order on failover and broker
+start-up); topic ids for Fetch v13+ and AlterPartition from the same image.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tidelog.client.security import ClientSecurity
+from tidelog.util.topic_partition import TopicPartition
+
+from .alter_partition import AlterPartitionManager
+from .fetcher import PartitionLookup
+from .leader_endpoint import FetchSettings
+from .replica_fetcher_manager import ReplicaFetcherManager
+
+if TYPE_CHECKING:
+    from tidelog.config.broker_config import BrokerConfig
+
+    from ..metadata.cache import MetadataCache
+
+log = logging.getLogger(__name__)
+
+
+def fetch_settings(config: BrokerConfig) -> FetchSettings:
+    v = config.values
+    return FetchSettings(
+        replica_id=config.node_id,
+        max_wait_ms=int(v["replica.fetch.wait.max.ms"]),
+        min_bytes=int(v["replica.fetch.min.bytes"]),
+        response_max_bytes=int(v["replica.fetch.response.max.bytes"]),
+        partition_max_bytes=int(v["replica.fetch.max.bytes"]),
+        socket_timeout_ms=int(v["replica.socket.timeout.ms"]),
+        backoff_ms=int(v["replica.fetch.backoff.ms"]),
+    )
+
+
+@dataclass
+class Replication:
+    """The follower fetchers, the AlterPartition sender and the leader's isr-expiration
+    task (Kafka's ReplicaManager schedules ``maybeShrinkIsr`` every
+    ``replica.lag.time.max.ms / 2``)."""
+
+    fetcher_manager: ReplicaFetcherManager
+    alter_partition: AlterPartitionManager
+    shrink_isr: Callable[[], None] | None = None
+    isr_expiration_interval_ms: int = 15_000
+    _isr_task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self.alter_partition.start()
+        if self.shrink_isr is not None and self._isr_task is None:
+            self._isr_task = asyncio.get_running_loop().create_task(
+                self._isr_expiration(), name="isr-expiration"
+            )
+
+    async def _isr_expiration(self) -> None:
+        assert self.shrink_isr is not None
+        while True:
+            await asyncio.sleep(self.isr_expiration_interval_ms / 1000)
+            try:
+                self.shrink_isr()
+            except Exception:
+                log.exception("isr-expiration failed")
+
+    async def stop(self) -> None:
+        task, self._isr_task = self._isr_task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})  # not await: our own cancellation must propagate
+        await self.fetcher_manager.shutdown()
+        await self.alter_partition.shutdown()
+
+
+def build_replication(
+    config: BrokerConfig,
+    metadata_cache: MetadataCache,
+    partitions: PartitionLookup,
+    broker_epoch: Callable[[], int],
+    security: ClientSecurity | None,
+    *,
+    shrink_isr: Callable[[], None] | None = None,
+    on_high_watermark: Callable[[list[TopicPartition]], None] | None = None,
+) -> Replication:
+    """The services, not started (call on the broker's event loop)."""
+    listener = config.inter_broker_listener_name
+
+    def endpoint(broker_id: int) -> tuple[str, int] | None:
+        broker = metadata_cache.image.broker(broker_id)
+        return None if broker is None else broker.endpoint(listener)
+
+    def controller() -> tuple[int, tuple[str, int]] | None:
+        controller_id = metadata_cache.image.controller_id
+        address = endpoint(controller_id) if controller_id >= 0 else None
+        return None if address is None else (controller_id, address)
+
+    def topic_id(topic: str) -> uuid.UUID | None:
+        t = metadata_cache.image.topic(topic)
+        return None if t is None else t.topic_id
+
+    fetchers = ReplicaFetcherManager(
+        fetch_settings(config),
+        partitions,
+        endpoint,
+        num_fetchers=int(config.values["num.replica.fetchers"]),
+        broker_epoch=broker_epoch,
+        security=security,
+        on_high_watermark=on_high_watermark,
+    )
+    alter = AlterPartitionManager(
+        config.node_id,
+        broker_epoch,
+        controller,
+        topic_id,
+        security=security,
+        request_timeout_ms=int(config.values["replica.socket.timeout.ms"]),
+    )
+    lag_ms = int(config.values["replica.lag.time.max.ms"])
+    return Replication(fetchers, alter, shrink_isr, max(1, lag_ms // 2))
