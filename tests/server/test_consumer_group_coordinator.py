@@ -352,3 +352,24 @@ def test_the_group_size_limit_and_offset_delete(env: Env) -> None:
     assert err == ErrorCode.NONE
     assert per == {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, gone: ErrorCode.NONE}
     assert coord.fetch_offsets("g", [tp, gone])[1][gone].offset == -1
+
+
+def test_a_v0_member_gets_its_id_from_the_coordinator(env: Env) -> None:
+    coord = env[0]
+    r = coord.consumer.heartbeat(HeartbeatRequest("g", "", 0, rebalance_timeout_ms=1000,
+                                                  subscribed_topic_names=("t",), owned={}))
+    assert r.error == ErrorCode.NONE and len(r.member_id) == 22  # Kafka's base64 Uuid
+    assert r.member_id in coord.consumer.groups["g"].members
+    assert coord.consumer.heartbeat(HeartbeatRequest("g", "", 1, owned={})).error == \
+        ErrorCode.INVALID_REQUEST
+
+
+def test_added_partitions_are_assigned_without_anyone_rejoining(env: Env) -> None:
+    coord, cluster, _, _ = env
+    members = [Member(coord, f"m{i}", topics=("t",)) for i in range(2)]
+    settle(members)
+    old = cluster.topics["t"]
+    cluster.topics["t"] = type(old)(old.topic_id, "t", 10)  # CreatePartitions: 6 -> 10
+    settle(members)
+    assert sorted(len(m.partitions()) for m in members) == [5, 5]
+    assert len(owners(members)) == 10

@@ -16,8 +16,10 @@ Partitioning is Kafka's ``Utils.abs(groupId.hashCode()) % offsets.topic.num.part
 
 from __future__ import annotations
 
+import base64
 import functools
 import struct
+import uuid
 from dataclasses import dataclass, field
 
 from tidelog.protocol.field_reader import FieldReader
@@ -45,6 +47,11 @@ def java_string_hash(s: str) -> int:
     for i in range(0, len(data), 2):
         h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def kafka_uuid(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString(): URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
 def java_abs(n: int) -> int:

@@ -14,8 +14,9 @@ rebalance timeout, is fenced: removed, and the group epoch bumped.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import re2
@@ -55,7 +56,7 @@ from tidelog.server.group.consumer.records import (
 )
 from tidelog.server.group.group import GroupMetadata, GroupState
 from tidelog.server.group.group_configs import GroupConfigStore
-from tidelog.server.group.records import encode_group_key, encode_offset_key
+from tidelog.server.group.records import encode_group_key, encode_offset_key, kafka_uuid
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
 
@@ -134,6 +135,8 @@ class ConsumerGroupCoordinator:
     # ------------------------------------------------------------------ heartbeat
 
     def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        if not req.member_id and req.member_epoch == 0:  # v0: the coordinator names it
+            req = replace(req, member_id=kafka_uuid(uuid.uuid4()))
         try:
             self._validate(req)
             err = self.group_error(req.group_id)
@@ -160,7 +163,7 @@ class ConsumerGroupCoordinator:
             raise invalid("InstanceId can't be empty.")
         if req.rack_id == "":
             raise invalid("RackId can't be empty.")
-        if not req.member_id:
+        if not req.member_id and req.member_epoch != 0:
             raise invalid("MemberId can't be empty.")
         if req.member_epoch == 0:
             if req.rebalance_timeout_ms == -1:

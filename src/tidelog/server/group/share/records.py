@@ -13,12 +13,18 @@ the topic, ``topicId`` in Kafka's base64 form, as the share coordinator places i
 
 from __future__ import annotations
 
-import base64
 import struct
 import uuid
 from dataclasses import dataclass, field
 
-from tidelog.server.group.records import SchemaError, _Reader, _Writer, java_abs, java_string_hash
+from tidelog.server.group.records import (
+    SchemaError,
+    _Reader,
+    _Writer,
+    java_abs,
+    java_string_hash,
+    kafka_uuid,
+)
 
 SHARE_STATE_TOPIC = "__share_group_state"
 SNAPSHOT_KEY = 0
@@ -42,11 +48,6 @@ class ShareState:
     leader_epoch: int
     start_offset: int
     batches: tuple[StateBatch, ...] = field(default_factory=tuple)
-
-
-def kafka_uuid(u: uuid.UUID) -> str:
-    """Kafka's Uuid.toString(): URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
 def state_partition_for(group_id: str, topic_id: uuid.UUID, partition: int, n: int) -> int:
