@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import RequestMetrics
 from tidelog.storage.errors import RecordValidationError
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
+from tidelog.util.topic_partition import TopicPartition
 
 from .cluster_node import ClusterNode
 from .connection import KafkaConnection
@@ -26,7 +27,9 @@ from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
+from .metadata.zk_admin import ZkTopicAdmin
 from .metadata.zk_data import EndPoint
+from .metadata.zk_store import ZkAdminManager, ZkMetadataStore
 from .purgatory import FetchPurgatory
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
@@ -58,8 +61,19 @@ class Broker:
         # the metadata image handlers read; in one-broker mode the replica manager publishes
         # it from the local store, and topic admin is local
         self.metadata_cache = MetadataCache()
-        self.replica_manager = ReplicaManager(config, clock, metadata_cache=self.metadata_cache)
-        self.admin_manager: AdminManager = LocalAdminManager(self.replica_manager)
+        # a member of a ZooKeeper cluster when zookeeper.connect is set: registration, the
+        # controller, controlled shutdown, topics in ZooKeeper (None: a one-broker cluster)
+        self.cluster: ClusterNode | None = None
+        store: ZkMetadataStore | None = None
+        if config.zookeeper_connect is not None:
+            self.cluster = ClusterNode(config, self._cluster_endpoints)
+            store = ZkMetadataStore(self.cluster.zk, config.log_dirs, config.node_id)
+        self.replica_manager = ReplicaManager(config, clock, metadata_cache=self.metadata_cache,
+                                              store=store)  # fmt: skip
+        self.admin_manager: AdminManager = (
+            LocalAdminManager(self.replica_manager) if store is None
+            else self._zk_admin_manager(store)
+        )  # fmt: skip
         self.purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(
             int(config.values["max.incremental.fetch.session.cache.slots"])
@@ -98,11 +112,6 @@ class Broker:
         self._group_load: asyncio.Task[None] | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
         self._txn_tasks: list[asyncio.Task[None]] = []
-        # a member of a ZooKeeper cluster when zookeeper.connect is set: registration,
-        # the controller, controlled shutdown (None: a one-broker cluster)
-        self.cluster: ClusterNode | None = None
-        if config.zookeeper_connect is not None:
-            self.cluster = ClusterNode(config, self._cluster_endpoints)
         # a cluster member's follower fetchers, AlterPartition sender, isr-expiration task
         self.replication: Replication | None = None
 
@@ -131,6 +140,8 @@ class Broker:
     # -- start ----------------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        if self.cluster is not None:
+            await self.cluster.connect()  # the metadata store reads ZooKeeper
         try:
             self._start_logs()
             # cluster services start here: after the logs and the metadata, before the
@@ -142,7 +153,7 @@ class Broker:
             raise
         if self.cluster is not None:
             # the listeners are bound (their real ports are registered): join the cluster
-            await self.cluster.connect(self.replica_manager.cluster_id)
+            self.cluster.cluster_id = self.replica_manager.cluster_id
             self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
             await self.cluster.start()
         self._schedule_idle_check()
@@ -189,6 +200,23 @@ class Broker:
         """This broker as the metadata image shows it: every listener's advertised address."""
         endpoints = {lst.name: self.endpoint(lst.name) for lst in self.config.listeners}
         return BrokerInfo(self.node_id, endpoints, self.config.values["broker.rack"])
+
+    def _zk_admin_manager(self, store: ZkMetadataStore) -> ZkAdminManager:
+        """Topic admin of a cluster member: any broker writes ZooKeeper, and answers once
+        this broker's metadata shows the new partitions' leaders."""
+        assert self.cluster is not None
+        v = self.config.values
+
+        def leaders_ready(topic: str, partitions: Sequence[int]) -> bool:
+            image = self.metadata_cache.image
+            regs = [image.partition(TopicPartition(topic, p)) for p in partitions]
+            return all(r is not None and r.leader >= 0 for r in regs)
+
+        admin = ZkTopicAdmin(self.cluster.zk, num_partitions=int(v["num.partitions"]),
+                             default_replication_factor=int(v["default.replication.factor"]),
+                             leaders_ready=leaders_ready)  # fmt: skip
+        return ZkAdminManager(store, admin, auto_create=bool(v["auto.create.topics.enable"]),
+                              internal_topics=frozenset(self.replica_manager.internal_topics))  # fmt: skip
 
     def _cluster_endpoints(self) -> tuple[EndPoint, ...]:
         return tuple(

@@ -107,13 +107,11 @@ class ClusterNode:
 
     # --- start ----------------------------------------------------------------------------------
 
-    async def connect(self, proposed_cluster_id: str) -> str:
-        """Open the session and agree on the cluster id (``/cluster/id``; the first broker's
-        proposal wins). Before the logs open: they are checked against it."""
+    async def connect(self) -> None:
+        """Open the session (before the logs: the metadata store reads ZooKeeper, and agrees
+        on the cluster id with ``/cluster/id``)."""
         self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(self.zk.start)
-        self.cluster_id = await asyncio.to_thread(self.zk.get_or_create_cluster_id, proposed_cluster_id)
-        return self.cluster_id
 
     async def start(self) -> None:
         """Register (the listeners are bound) and stand for controller."""
