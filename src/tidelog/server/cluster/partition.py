@@ -168,8 +168,10 @@ class Partition:
             raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                            f"Leader not local for partition {self.topic_partition} on broker "
                            f"{self.local_broker_id}")
+        if required_acks != -1:
+            return
         min_isr = self.min_insync_replicas
-        if required_acks == -1 and len(self.state.isr) < min_isr:
+        if len(self.state.isr) < min_isr:
             raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
                            f"The size of the current ISR {sorted(self.state.isr)} is "
                            f"insufficient to satisfy the min.isr requirement of {min_isr} "
@@ -215,14 +217,17 @@ class Partition:
         if not self.is_leader:
             return False
         leader_end = self.log_end_offset
-        counted = set(self.state.maximal_isr)
-        ends = {}
-        for r, replica in self.remote_replicas.items():
-            ends[r] = replica.log_end_offset
-            if replica.is_caught_up(leader_end, now_ms, self.replica_lag_time_max_ms):
-                counted.add(r)
-        hw = high_watermark_candidate(min(self.local_committed_offset, leader_end), ends,
-                                      frozenset(counted))
+        local = min(self.local_committed_offset, leader_end)
+        if self.remote_replicas:
+            counted = set(self.state.maximal_isr)
+            ends = {}
+            for r, replica in self.remote_replicas.items():
+                ends[r] = replica.log_end_offset
+                if replica.is_caught_up(leader_end, now_ms, self.replica_lag_time_max_ms):
+                    counted.add(r)
+            hw = high_watermark_candidate(local, ends, frozenset(counted))
+        else:  # the whole ISR is this broker
+            hw = local
         if self.log.maybe_increment_high_watermark(hw) is None:
             return False
         if self.on_high_watermark is not None:
