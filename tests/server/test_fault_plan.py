@@ -103,14 +103,17 @@ def test_delayed_responses_come_late_and_in_order(broker: EmbeddedBroker, plan: 
 def test_a_connection_is_dropped_after_k_requests(broker: EmbeddedBroker, plan: FaultPlan) -> None:
     plan.drop_connection_after(2, api_key=PRODUCE)
     batch = build_batch([(TS, None, b"v")])
-    with Wire(broker) as w:
-        for _ in range(2):
-            assert _produce(w, {0: batch})[0].error_code == 0
-        w.send(PRODUCE, 9, body=produce_body(9, "t", {0: batch}))
+    with Wire(broker) as first, Wire(broker) as second:
+        for _ in range(2):  # each connection counts its own requests
+            assert _produce(first, {0: batch})[0].error_code == 0
+            assert _produce(second, {1: batch})[1].error_code == 0
+        first.send(PRODUCE, 9, body=produce_body(9, "t", {0: batch}))
         with pytest.raises((ConnectionError, socket.timeout, OSError)):
-            w.recv(PRODUCE, 9)
-    assert _end_offset(broker, "t", 0) == 2  # the third request was never handled
-    with Wire(broker) as w:  # spent: a new connection is served
+            first.recv(PRODUCE, 9)
+        assert _produce(second, {1: batch})[1].base_offset == 2  # spent: the other goes on
+    assert _end_offset(broker, "t", 0) == 2  # the dropped request was never handled
+    assert [f.kind for f in plan.injected] == ["drop"]
+    with Wire(broker) as w:  # a new connection is served
         assert _produce(w, {0: batch})[0].base_offset == 2
 
 

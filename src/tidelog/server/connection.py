@@ -284,7 +284,7 @@ class KafkaConnection(asyncio.Protocol):
         """``handle`` with the fault plan's faults around it; None once the plan dropped this
         connection (the request is left unanswered, as when a broker goes away)."""
         assert self.faults is not None
-        if self.faults.drops(key):
+        if self.faults.drops(key, id(self)):
             self.close(f"fault plan: dropped before answering API {key}")
             return None
         return self.faults.wrap(key, handle)

@@ -15,8 +15,9 @@ broker; a broker with no plan pays one dictionary lookup per connection):
 * ``delay_responses(api_key, ms, times)``: requests of that API are handled, then answered
   ``ms`` later (later responses on the same connection wait behind, as Kafka's in-order
   responses do);
-* ``drop_connection_after(requests, api_key)``: after that many more requests (of that API,
-  or of any), the connection carrying the next one is closed without answering it;
+* ``drop_connection_after(requests, api_key)``: the first connection that sends that many
+  more requests (of that API, or of any) is closed when its next one arrives, unanswered (each
+  connection counts its own, so a client's other connections do not change the count);
 * ``advance_clock(ms)``: the broker's clock (``ShiftedClock``) jumps forward: retention,
   segment roll, transaction and group expiry see the new time;
 * ``fill_log_dir(path, free_bytes=None)`` / ``free_log_dir(path)``: the dir reads as having
@@ -109,7 +110,8 @@ class _Delay:
 @dataclasses.dataclass
 class _Drop:
     api_key: int | None
-    remaining_requests: int
+    requests: int
+    seen: dict[int, int] = dataclasses.field(default_factory=dict)  # connection -> count
 
 
 class FaultPlan:
@@ -189,14 +191,16 @@ class FaultPlan:
         with self._lock:
             return self._full_dirs.get(path.resolve())
 
-    def drops(self, api_key: int) -> bool:
-        """Whether the connection carrying this request is to be closed unanswered."""
+    def drops(self, api_key: int, connection: int) -> bool:
+        """Whether ``connection`` (any key unique among open connections) is to be closed,
+        leaving this request unanswered."""
         with self._lock:
             for drop in self._drops:
                 if drop.api_key is None or drop.api_key == api_key:
-                    if drop.remaining_requests > 0:
-                        drop.remaining_requests -= 1
-                        return False
+                    seen = drop.seen.get(connection, 0)
+                    if seen < drop.requests:
+                        drop.seen[connection] = seen + 1
+                        continue
                     self._drops.remove(drop)
                     self.injected.append(InjectedFault("drop", api_key, "connection closed"))
                     return True
