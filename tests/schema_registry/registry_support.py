@@ -4,11 +4,16 @@ plus a tiny JSON client for asserting on raw REST answers."""
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from grpc_tools import protoc
 
 from tidelog.schema_registry.listener import SchemaRegistryListener
 from tidelog.testing import EmbeddedBroker
@@ -70,3 +75,45 @@ def call(
     except urllib.error.HTTPError as err:
         raw = err.read()
         return err.code, json.loads(raw) if raw else None, err.headers["Content-Type"]
+
+
+ADDRESS_PROTO = """syntax = "proto3";
+package example;
+message Address {
+  string city = 1;
+  string zip = 2;
+}
+"""
+CUSTOMER_PROTO = """syntax = "proto3";
+package example;
+import "example/address.proto";
+import "google/protobuf/timestamp.proto";
+message Customer {
+  string name = 1;
+  int64 id = 2;
+  example.Address home = 3;
+  google.protobuf.Timestamp since = 4;
+  repeated string tags = 5;
+  map<string, int32> scores = 6;
+  oneof contact {
+    string email = 7;
+    string phone = 8;
+  }
+}
+"""
+
+
+def compile_protos(tmp: Path) -> Any:
+    """The Customer message class, built from the .proto files by protoc."""
+    (tmp / "example").mkdir()
+    (tmp / "example/address.proto").write_text(ADDRESS_PROTO)
+    (tmp / "example/customer.proto").write_text(CUSTOMER_PROTO)
+    include = str(importlib.resources.files("grpc_tools") / "_proto")
+    out = tmp / "set.pb"
+    assert protoc.main(["protoc", f"-I{tmp}", f"-I{include}", f"--descriptor_set_out={out}",
+                        "--include_imports", "example/customer.proto"]) == 0
+    files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
+    pool = descriptor_pool.DescriptorPool()
+    for file in files.file:
+        pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("example.Customer"))

@@ -5,11 +5,9 @@ compatibility refusals for both types."""
 from __future__ import annotations
 
 import base64
-import importlib.resources
 import json
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -18,34 +16,9 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from grpc_tools import protoc
-from registry_support import RegistryBroker, call
+from google.protobuf import descriptor_pb2
+from registry_support import ADDRESS_PROTO, CUSTOMER_PROTO, RegistryBroker, call, compile_protos
 
-ADDRESS_PROTO = """syntax = "proto3";
-package example;
-message Address {
-  string city = 1;
-  string zip = 2;
-}
-"""
-CUSTOMER_PROTO = """syntax = "proto3";
-package example;
-import "example/address.proto";
-import "google/protobuf/timestamp.proto";
-message Customer {
-  string name = 1;
-  int64 id = 2;
-  example.Address home = 3;
-  google.protobuf.Timestamp since = 4;
-  repeated string tags = 5;
-  map<string, int32> scores = 6;
-  oneof contact {
-    string email = 7;
-    string phone = 8;
-  }
-}
-"""
 PERSON = {
     "$schema": "http://json-schema.org/draft-07/schema#",
     "title": "Person",
@@ -58,22 +31,6 @@ PERSON = {
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
-def compile_protos(tmp: Path) -> Any:
-    """The Customer message class, built from the .proto files by protoc."""
-    (tmp / "example").mkdir()
-    (tmp / "example/address.proto").write_text(ADDRESS_PROTO)
-    (tmp / "example/customer.proto").write_text(CUSTOMER_PROTO)
-    include = str(importlib.resources.files("grpc_tools") / "_proto")
-    out = tmp / "set.pb"
-    assert protoc.main(["protoc", f"-I{tmp}", f"-I{include}", f"--descriptor_set_out={out}",
-                        "--include_imports", "example/customer.proto"]) == 0
-    files = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
-    pool = descriptor_pool.DescriptorPool()
-    for file in files.file:
-        pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("example.Customer"))
 
 
 def round_trip(registry: RegistryBroker, topic: str, values: list[bytes]) -> list[bytes]:

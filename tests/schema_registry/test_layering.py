@@ -11,7 +11,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "tidelog"
 IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry"},
              "testing/embedded.py": {"tidelog.schema_registry"},
              "spark/avro_values.py": {"tidelog.schema_registry.records",
-                                      "tidelog.schema_registry.state"}}
+                                      "tidelog.schema_registry.state"},
+             "spark/protobuf_values.py": {"tidelog.schema_registry.records"}}
 PURE = ("records.py", "state.py")
 
 

@@ -13,7 +13,17 @@ import importlib.resources
 import tempfile
 from pathlib import Path
 
-from google.protobuf import descriptor_pb2, descriptor_pool
+from google.protobuf import (  # noqa: F401 (the well-known types, loaded into the default pool)
+    any_pb2,
+    descriptor_pb2,
+    descriptor_pool,
+    duration_pb2,
+    empty_pb2,
+    field_mask_pb2,
+    struct_pb2,
+    timestamp_pb2,
+    wrappers_pb2,
+)
 from google.protobuf.descriptor_pb2 import FileDescriptorProto as FileProto
 from google.protobuf.message import DecodeError
 

@@ -51,6 +51,9 @@ from tidelog.util.topic_partition import TopicPartition
 from .backend import BackendSpec
 from .json_values import coerce, json_spark_type
 from .options import OptionError
+from .protobuf_values import decode as decode_protobuf
+from .protobuf_values import message_class
+from .protobuf_values import spark_type as protobuf_spark_type
 
 PRIMITIVE: dict[str, DataType] = {
     "null": NullType(), "boolean": BooleanType(), "int": IntegerType(), "long": LongType(),
@@ -146,9 +149,11 @@ class HttpSchemas:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())
 
-    def version(self, subject: str, version: int | None) -> SchemaValue:
+    def version(self, subject: str, version: int | None, serialized: bool = False) -> SchemaValue:
+        """``serialized``: Protobuf as a base64 descriptor (no protoc needed to read it)."""
         v = "latest" if version is None else str(version)
-        found = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{v}")
+        fmt = "?format=serialized" if serialized else ""
+        found = self._get(f"/subjects/{urllib.parse.quote(subject, safe='')}/versions/{v}{fmt}")
         return SchemaValue.from_json(found)
 
     def by_id(self, schema_id: int) -> SchemaValue | None:
@@ -180,7 +185,7 @@ class LogDirSchemas:
         finally:
             backend.close()
 
-    def version(self, subject: str, version: int | None) -> SchemaValue:
+    def version(self, subject: str, version: int | None, serialized: bool = False) -> SchemaValue:
         found = (self.state.latest(subject) if version is None
                  else self.state.get(subject, version))
         if found is None or found.deleted:
@@ -216,9 +221,19 @@ class TypedValueSpec:
     registry_url: str | None
     paths: tuple[str, ...]
     mode: str = "FAILFAST"
-    fmt: str = "AVRO"  # or JSON (json_values.py)
+    fmt: str = "AVRO"  # or JSON (json_values.py), PROTOBUF (protobuf_values.py)
+    reader_refs: tuple[tuple[str, str, int], ...] = ()  # Protobuf: (name, subject, version)
+
+    def reader_value(self) -> SchemaValue:
+        refs = [Reference(n, s, v) for n, s, v in self.reader_refs]
+        return SchemaValue("", 0, 0, self.reader_schema, self.fmt, refs)
 
     def spark_type(self) -> tuple[DataType, bool]:
+        if self.fmt == "PROTOBUF":
+            schemas = self.schemas()
+            cls = message_class(self.reader_value(),
+                                lambda s, v: schemas.version(s, v, serialized=True))
+            return protobuf_spark_type(cls.DESCRIPTOR), True
         if self.fmt == "JSON":
             root = json.loads(self.reader_schema)
             return json_spark_type(root, root)
@@ -238,8 +253,8 @@ def value_spec(options: dict[str, str], topics: list[str], paths: tuple[str, ...
     fmt = options.get("valueformat")
     if fmt is None:
         return None
-    if fmt.lower() not in ("avro", "json"):
-        raise OptionError(f"valueFormat {fmt!r}: expected avro or json")
+    if fmt.lower() not in ("avro", "json", "protobuf"):
+        raise OptionError(f"valueFormat {fmt!r}: expected avro, json or protobuf")
     mode = options.get("mode", "FAILFAST").upper()
     if mode not in MODES:
         raise OptionError(f"mode {mode!r}: expected FAILFAST or PERMISSIVE")
@@ -255,13 +270,20 @@ def value_spec(options: dict[str, str], topics: list[str], paths: tuple[str, ...
     version = None if pinned in ("latest", "-1") else int(pinned)
     spec = TypedValueSpec("", (), url or None, paths, mode)
     schemas = spec.schemas()
-    reader = schemas.version(subject, version)
+    reader = schemas.version(subject, version, serialized=fmt.upper() == "PROTOBUF")
     if reader.schema_type != fmt.upper():
         raise OptionError(f"valueFormat={fmt} but {subject} holds a {reader.schema_type} schema")
     if reader.schema_type == "JSON":
         return TypedValueSpec(reader.schema, (), url or None, paths, mode, "JSON")
+    if reader.schema_type == "PROTOBUF":
+        refs = tuple((r.name, r.subject, r.version) for r in reader.references)
+        return TypedValueSpec(reader.schema, (), url or None, paths, mode, "PROTOBUF", refs)
     named = tuple(_named_texts(schemas, reader.references, set()))
     return TypedValueSpec(reader.schema, named, url or None, paths, mode)
+
+
+def spec_is_not_avro(spec: TypedValueSpec) -> bool:
+    return spec.fmt != "AVRO"
 
 
 def typed_schema(base: StructType, spec: TypedValueSpec) -> StructType:
@@ -279,10 +301,15 @@ class ValueDecoder:
         self.spark_type = spec.spark_type()[0]
         self.arrow_type = to_arrow_type(self.spark_type, timezone="UTC")
         self.json = spec.fmt == "JSON"
-        self.reader = None if self.json else self._parse(spec.reader_schema,
-                                                         list(spec.reader_named))
+        self.protobuf: Any = None
+        if spec.fmt == "PROTOBUF":
+            schemas = self.schemas
+            self.protobuf = message_class(spec.reader_value(),
+                                          lambda s, v: schemas.version(s, v, serialized=True))
+        self.reader = None if spec.fmt != "AVRO" else self._parse(spec.reader_schema,
+                                                                  list(spec.reader_named))
         self.writers: dict[int, Any] = {}
-        self.unions = not self.json and _has_multi_union(json.loads(spec.reader_schema))
+        self.unions = spec.fmt == "AVRO" and _has_multi_union(json.loads(spec.reader_schema))
 
     @staticmethod
     def _parse(text: str, named_texts: list[str]) -> Any:
@@ -298,7 +325,7 @@ class ValueDecoder:
             if value is None or value.schema_type != self.spec.fmt:
                 raise ValueError(f"schema id {schema_id} is not a registered "
                                  f"{self.spec.fmt} schema")
-            if self.json:
+            if spec_is_not_avro(self.spec):
                 found = self.writers[schema_id] = True
                 return found
             named = _named_texts(self.schemas, value.references, set())
@@ -313,6 +340,8 @@ class ValueDecoder:
         writer = self._writer(int.from_bytes(data[1:5], "big"))
         if self.json:
             return coerce(json.loads(data[5:]), self.spark_type)
+        if self.protobuf is not None:
+            return decode_protobuf(self.protobuf, data)
         datum = fastavro.schemaless_reader(io.BytesIO(data[5:]), writer, self.reader)
         return _members(datum, json.loads(self.spec.reader_schema)) if self.unions else datum
 
