@@ -11,6 +11,7 @@ handler that fails is answered with UNKNOWN_SERVER_ERROR (error_response.py), as
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import struct
 import time
@@ -31,7 +32,7 @@ from tidelog.protocol.codec import (
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.produce_in_place import decode_produce_in_place
 
-from .context import RequestContext
+from .context import ConnectionState, RequestContext
 from .error_response import error_response
 from .faults import FaultPlan, Handler, plan_for
 from .quota import request as request_quota
@@ -53,6 +54,7 @@ LARGE_FRAME = 1 << 20
 # partition's records out of the frame (bench/native.py section 3)
 PRODUCE_IN_PLACE = 64 << 10
 PRODUCE_KEY = 0
+_NUMBERS = itertools.count(1)
 
 
 class _Slot:
@@ -125,9 +127,11 @@ class KafkaConnection(asyncio.Protocol):
         self._reading_paused = False
         self._writing_paused = False
         self._muted_until = 0.0  # loop time until which a quota throttle mutes reading
+        self.state = ConnectionState()  # what this connection's requests share
         self.last_active = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
         self.faults: FaultPlan | None = plan_for(broker)  # faults on demand (tests only)
+        self.number = next(_NUMBERS)  # unique in the process, unlike id() of a closed one
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -265,7 +269,7 @@ class KafkaConnection(asyncio.Protocol):
         ctx = RequestContext(
             header, self.broker, self.peer[0], self.peer[1], principal=principal,
             listener_name=self.listener.name, security_protocol=self.listener.protocol,
-            session=session,
+            session=session, connection_state=self.state,
         )
         handle = spec.handle if self.faults is None else self._with_faults(key, spec.handle)
         if handle is None:
@@ -284,7 +288,7 @@ class KafkaConnection(asyncio.Protocol):
         """``handle`` with the fault plan's faults around it; None once the plan dropped this
         connection (the request is left unanswered, as when a broker goes away)."""
         assert self.faults is not None
-        if self.faults.drops(key, id(self)):
+        if self.faults.drops(key, self.number):
             self.close(f"fault plan: dropped before answering API {key}")
             return None
         return self.faults.wrap(key, handle)
