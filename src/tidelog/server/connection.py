@@ -11,6 +11,7 @@ handler that fails is answered with UNKNOWN_SERVER_ERROR (error_response.py), as
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import struct
 import time
@@ -53,6 +54,7 @@ LARGE_FRAME = 1 << 20
 # partition's records out of the frame (bench/native.py section 3)
 PRODUCE_IN_PLACE = 64 << 10
 PRODUCE_KEY = 0
+_NUMBERS = itertools.count(1)
 
 
 class _Slot:
@@ -129,6 +131,7 @@ class KafkaConnection(asyncio.Protocol):
         self.last_active = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
         self.faults: FaultPlan | None = plan_for(broker)  # faults on demand (tests only)
+        self.number = next(_NUMBERS)  # unique in the process, unlike id() of a closed one
 
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -285,7 +288,7 @@ class KafkaConnection(asyncio.Protocol):
         """``handle`` with the fault plan's faults around it; None once the plan dropped this
         connection (the request is left unanswered, as when a broker goes away)."""
         assert self.faults is not None
-        if self.faults.drops(key, id(self)):
+        if self.faults.drops(key, self.number):
             self.close(f"fault plan: dropped before answering API {key}")
             return None
         return self.faults.wrap(key, handle)
