@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tidelog.protocol.codec import RequestHeader
@@ -19,6 +20,16 @@ from .security.types import (
 
 if TYPE_CHECKING:
     from .broker import Broker
+
+
+@dataclass(slots=True)
+class ConnectionState:
+    """What a connection's requests share: the last produce request in its order chain (an
+    idempotent producer pipelines them; one that went off the loop holds the later ones) and
+    the loop time until which a quota throttle holds its pipelined requests."""
+
+    produce_tail: asyncio.Future[None] | None = None
+    throttled_until: float | None = None
 
 
 @dataclass(slots=True)
@@ -41,6 +52,8 @@ class RequestContext:
     throttle_ms: int = 0
     # the connection's SASL state (security/session.py SaslSession), None on other listeners
     session: SaslSession | None = None
+    # the connection's own state (a context made outside a connection gets a fresh one)
+    connection_state: ConnectionState = field(default_factory=ConnectionState)
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         """The one authorization call every handler makes (Kafka's AuthHelper.authorize).

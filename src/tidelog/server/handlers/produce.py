@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 # Batches validated and written off the event loop (ReplicaManager.append_off_loop).
 HEAVY_BYTES = 1 << 20
 HEAVY_COMPRESSED_BYTES = 8 << 10
-# Per connection: the last produce request in its order chain (absent when none is pending).
-_tails: dict[tuple[int, str, str, int], asyncio.Future[None]] = {}
 
 
 def is_heavy(records: bytes) -> bool:
@@ -151,15 +149,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     """A connection's produce requests append in the order they arrived (an idempotent
     producer pipelines them): once one goes off the loop, later ones of the same connection
     queue behind it; the others never wait."""
-    key = (id(ctx.broker), ctx.listener_name, ctx.client_host, ctx.client_port)
-    previous = _tails.get(key)
+    state = ctx.connection_state
+    previous = state.produce_tail
     # a client with a produce quota is served one request at a time, as Kafka's muted
     # channel reads them (quota/wiring.py)
     quota = has_quota(ctx, QuotaType.PRODUCE)
     if previous is None and not quota and not _has_heavy(request):
         return await _handle(ctx, request)  # never suspends before its appends are done
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    _tails[key] = done
+    state.produce_tail = done
     try:
         if previous is not None:
             await previous
@@ -168,8 +166,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return await _handle(ctx, request)
     finally:
         done.set_result(None)
-        if _tails.get(key) is done:
-            del _tails[key]
+        if state.produce_tail is done:
+            state.produce_tail = None
 
 
 async def _handle(ctx: RequestContext, request: Any) -> Any:

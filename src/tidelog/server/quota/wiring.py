@@ -14,13 +14,6 @@ from .manager import ClientQuotaManager, QuotaType
 from .request import request_throttle
 from .store import ClientQuotaStore
 
-# (broker, listener, host, port) -> loop time until which that connection is throttled
-_muted: dict[tuple[int, str, str, int], float] = {}
-
-
-def _key(ctx: Any) -> tuple[int, str, str, int]:
-    return (id(ctx.broker), ctx.listener_name, ctx.client_host, ctx.client_port)
-
 
 def has_quota(ctx: Any, qtype: QuotaType) -> bool:
     bound, _ = quota_manager(ctx.broker).quota(qtype, ctx.principal.name, ctx.client_id or "")
@@ -31,14 +24,15 @@ async def wait_until_unmuted(ctx: Any) -> None:
     """Kafka reads a throttled channel's next request only once its mute ends; requests
     already read here (pipelined) wait for it instead, one at a time (the caller chains a
     connection's requests while it has a quota)."""
-    until = _muted.get(_key(ctx))
+    state = ctx.connection_state
+    until = state.throttled_until
     if until is None:
         return
     delay = until - asyncio.get_running_loop().time()
     if delay > 0:
         await asyncio.sleep(delay)
-    if _muted.get(_key(ctx)) == until:
-        del _muted[_key(ctx)]
+    if state.throttled_until == until:
+        state.throttled_until = None
 
 
 def new_quota_manager(config: BrokerConfig) -> ClientQuotaManager:
@@ -71,7 +65,8 @@ def throttle_fetch(ctx: Any, nbytes: int) -> int:
         now_ms = int(ctx.broker.clock.milliseconds())
         quota_manager(ctx.broker).unrecord(
             QuotaType.FETCH, ctx.principal.name, ctx.client_id or "", nbytes, now_ms)
-        _muted.pop(_key(ctx), None)  # fetches are not chained: the mute alone holds them
+        # fetches are not chained: the mute alone holds them
+        ctx.connection_state.throttled_until = None
     return ms
 
 
@@ -83,7 +78,7 @@ def throttle(ctx: Any, qtype: Any, nbytes: int) -> int:
     ms = mgr.record(qtype, ctx.principal.name, ctx.client_id or "", nbytes, now_ms)
     if ms > 0:
         mute(ctx, ms)
-        _muted[_key(ctx)] = asyncio.get_running_loop().time() + ms / 1000
+        ctx.connection_state.throttled_until = asyncio.get_running_loop().time() + ms / 1000
     # the response carries the larger of the byte-rate and request-time throttles (Kafka's
     # handleProduceRequest); the mute lasts as long
     return max(ms, request_throttle(ctx))
