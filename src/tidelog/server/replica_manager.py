@@ -24,6 +24,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.manager import LogManager
+from tidelog.storage.validator import AppendOrigin
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import KafkaScheduler
 from tidelog.util.topic_partition import TopicPartition
@@ -359,14 +360,15 @@ class ReplicaManager(ReplicaTopics):
 
     # -- produce ------------------------------------------------------------------------------
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,
-               required_acks: int = 1) -> Any:
+               required_acks: int = 1, origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
         """Append to a partition led here. ``group_commit``: a due ``flush.messages`` fsync
         joins this turn's group commit, and the HW advances after it (wait on
-        ``group_commit.waiter(tp)`` to answer); with acks=-1 wait on ``wait_replicated``."""
+        ``group_commit.waiter(tp)`` to answer); with acks=-1 wait on ``wait_replicated``.
+        A coordinator writes its own records with ``origin=AppendOrigin.COORDINATOR``."""
         try:
             partition = self.partition_or_error(tp)
             partition.check_append(required_acks)
-            info = self._write(partition, records, group_commit)
+            info = self._write(partition, records, group_commit, origin)
             self._after_write(partition, group_commit)
         except Exception:
             self._record_failed(tp)
@@ -411,10 +413,11 @@ class ReplicaManager(ReplicaTopics):
             n = 0 if info.duplicate else info.num_messages
             self.topic_stats.record_append(tp.topic, len(records), n)
 
-    def _write(self, partition: Partition, records: bytes, group_commit: bool) -> Any:
+    def _write(self, partition: Partition, records: bytes, group_commit: bool,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
         """Validate and write (any thread: the Log's lock orders it with everything else)."""
         try:
-            return partition.append_to_log(records, defer_flush=group_commit)
+            return partition.append_to_log(records, defer_flush=group_commit, origin=origin)
         except Exception as exc:
             # A disk error takes the whole log dir offline once (Kafka's LogDirFailureChannel);
             # the caller answers KAFKA_STORAGE_ERROR either way.

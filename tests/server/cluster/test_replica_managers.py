@@ -15,7 +15,7 @@ import pytest
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.errors import ErrorCode
-from tidelog.records import RecordBatchBuilder
+from tidelog.records import ControlRecordType, InvalidRecordError, RecordBatchBuilder
 from tidelog.server.cluster.partition_state import LeaderAndIsr, LeaderAndIsrPartitionState
 from tidelog.server.errors import ApiError
 from tidelog.server.metadata.local_store import LocalMetadataStore
@@ -23,6 +23,7 @@ from tidelog.server.metadata.store import TopicInfo
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.server.replication.fetcher_manager import InitialFetchState
 from tidelog.storage.log_read import FetchIsolation
+from tidelog.storage.validator import AppendOrigin
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 
@@ -362,3 +363,18 @@ def test_stop_replica_drops_and_deletes_unless_fenced(cluster: Cluster) -> None:
     with pytest.raises(ApiError) as err:
         rm.partition_or_error(TP, require_leader=False)
     assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_coordinator_records_append_as_coordinator(cluster: Cluster) -> None:
+    cluster.leader_and_isr(1, 4)
+    leader = cluster.rms[1]
+    marker = RecordBatchBuilder(producer_id=9, producer_epoch=0, is_transactional=True,
+                                is_control=True)
+    marker.append_control(ControlRecordType.ABORT, T0, 0)
+    raw = marker.build()
+    with pytest.raises(InvalidRecordError, match="not allowed to write control records"):
+        leader.append(TP, raw)
+    info = leader.append(TP, raw, origin=AppendOrigin.COORDINATOR)
+    assert info.first_offset == 0
+    assert leader.partitions[TP].latest_epoch() == 4
+    assert leader.partitions[TP].high_watermark == 0  # the ISR has not fetched it yet

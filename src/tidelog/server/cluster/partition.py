@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.validator import AppendOrigin
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
 
@@ -177,9 +178,12 @@ class Partition:
                            f"insufficient to satisfy the min.isr requirement of {min_isr} "
                            f"for partition {self.topic_partition}")
 
-    def append_to_log(self, records: bytes, *, defer_flush: bool = False) -> LogAppendInfo:
-        """Append as leader, the batches stamped with the leader epoch (any thread)."""
-        return self.log.append_as_leader(records, self.leader_epoch, defer_flush=defer_flush)
+    def append_to_log(self, records: bytes, *, defer_flush: bool = False,
+                      origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """Append as leader, the batches stamped with the leader epoch (any thread);
+        ``origin`` COORDINATOR for a coordinator's own records (Kafka's AppendOrigin)."""
+        return self.log.append_as_leader(records, self.leader_epoch, origin,
+                                         defer_flush=defer_flush)
 
     def append_records_to_leader(self, records: bytes, *, required_acks: int,
                                  group_commit: bool = False) -> LogAppendInfo:

@@ -76,8 +76,7 @@ def marker_writer(broker: TxnHost) -> MarkerWriter:
                                      is_transactional=True, is_control=True)
         ctype = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
         builder.append_control(ctype, broker.clock.milliseconds(), coordinator_epoch)
-        partition.log.append_as_leader(builder.build(), partition.leader_epoch,
-                                       origin=AppendOrigin.COORDINATOR)
+        partition.append_to_log(builder.build(), origin=AppendOrigin.COORDINATOR)
         partition.advance_local_committed()
         if tp.topic == OFFSETS_TOPIC:
             complete_txn_offsets(broker, tp.partition, producer_id, commit)
