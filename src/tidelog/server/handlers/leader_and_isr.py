@@ -70,6 +70,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if error != ErrorCode.NONE:
         return _response(cls, request, error, {})
     states, topic_ids = _states(request)
+    replication = ctx.broker.replication
+    if replication is not None:  # where the new leaders are, before following them
+        replication.fetcher_manager.update_live_leaders(
+            {int(b.broker_id): (str(b.host_name), int(b.port)) for b in request.live_leaders}
+        )
     result = ctx.broker.replica_manager.become_leader_or_follower(
         int(request.controller_id), int(request.controller_epoch), states, topic_ids
     )

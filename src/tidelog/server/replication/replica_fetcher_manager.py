@@ -60,6 +60,11 @@ class ReplicaFetcherManager:
         self._on_high_watermark = on_high_watermark
         self._fetchers: dict[FetcherKey, ReplicaFetcher] = {}
         self._addresses: dict[FetcherKey, tuple[str, int]] = {}
+        # leaders' addresses from LeaderAndIsr's live_leaders (Kafka's source of them), used
+        # when the metadata does not know the leader yet; partitions whose leader has no
+        # address yet wait here and start when one arrives (retry_waiting)
+        self._live_leaders: dict[int, tuple[str, int]] = {}
+        self._waiting: dict[TopicPartition, InitialFetchState] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._closed = False
 
@@ -83,14 +88,19 @@ class ReplicaFetcherManager:
         for tp, state in states.items():
             key = FetcherKey(state.leader_id, fetcher_id(tp, self.num_fetchers))
             groups.setdefault(key, {})[tp] = state
+        for tp in states:
+            self._waiting.pop(tp, None)
         for key, group in groups.items():
-            address = self._endpoints(key.leader_id)
+            address = self._endpoints(key.leader_id) or self._live_leaders.get(key.leader_id)
             if address is None:
-                log.warning(
-                    "no endpoint for leader %d: %d partitions wait for metadata",
+                log.info(
+                    "no endpoint for leader %d yet: %d partitions wait for it",
                     key.leader_id,
                     len(group),
                 )
+                self._waiting.update(group)
+                for other in self._fetchers.values():
+                    other.remove_partitions(group)
                 continue
             for other_key, other in self._fetchers.items():
                 if other_key != key:
@@ -102,12 +112,25 @@ class ReplicaFetcherManager:
     def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
         self.remove_partitions(tps)
 
+    def update_live_leaders(self, leaders: Mapping[int, tuple[str, int]]) -> None:
+        """The leaders' addresses a LeaderAndIsr carries; starts partitions waiting for one."""
+        self._live_leaders.update(leaders)
+        self.retry_waiting()
+
+    def retry_waiting(self) -> None:
+        """Start the partitions whose leader's address was unknown, if it is known now (the
+        broker calls this when its metadata changes)."""
+        if self._waiting and not self._closed:
+            self.add_fetcher_for_partitions(dict(self._waiting))
+
     # -- the rest of Kafka's manager --------------------------------------------------------
 
     def remove_partitions(
         self, tps: Iterable[TopicPartition]
     ) -> dict[TopicPartition, PartitionFetchState]:
         wanted = set(tps)
+        for tp in wanted:
+            self._waiting.pop(tp, None)
         removed: dict[TopicPartition, PartitionFetchState] = {}
         for fetcher in self._fetchers.values():
             removed.update(fetcher.remove_partitions(wanted))
