@@ -323,3 +323,24 @@ def test_typed_protobuf_columns(spark: Any, tmp_path: Path) -> None:
           .option("valueFormat", "protobuf").load())
     assert df.schema["value"].dataType == expected_type
     assert values(df) == expected
+
+
+def test_typed_keys_and_values(spark: Any) -> None:
+    key_schema = {"type": "record", "name": "K", "fields": [{"name": "region", "type": "string"}]}
+    with RegistryBroker() as rb:
+        client = SchemaRegistryClient({"url": rb.url})
+        keys = AvroSerializer(client, json.dumps(key_schema))
+        values = AvroSerializer(client, json.dumps(TRADE))
+        producer = Producer({"bootstrap.servers": rb.bootstrap_servers})
+        for i in range(20):
+            producer.produce(
+                "keyed", key=keys({"region": f"r{i % 3}"}, SerializationContext("keyed", MessageField.KEY)),
+                value=values(trade(i), SerializationContext("keyed", MessageField.VALUE)))
+        assert producer.flush(30) == 0
+        df = (spark.read.format("tidelog").option("kafka.bootstrap.servers", rb.bootstrap_servers)
+              .option("subscribe", "keyed").option("keyFormat", "avro").option("valueFormat", "avro")
+              .option("schema.registry.url", rb.url).load())
+        assert df.schema["key"].dataType == StructType([StructField("region", StringType(), False)])
+        assert df.schema["value"].dataType == EXPECTED
+        got = df.orderBy("offset").select("key.region", "value.id").collect()
+        assert [(r.region, r.id) for r in got] == [(f"r{i % 3}", i) for i in range(20)]

@@ -223,6 +223,7 @@ class TypedValueSpec:
     mode: str = "FAILFAST"
     fmt: str = "AVRO"  # or JSON (json_values.py), PROTOBUF (protobuf_values.py)
     reader_refs: tuple[tuple[str, str, int], ...] = ()  # Protobuf: (name, subject, version)
+    column: str = "value"  # or "key" (keyFormat)
 
     def reader_value(self) -> SchemaValue:
         refs = [Reference(n, s, v) for n, s, v in self.reader_refs]
@@ -248,25 +249,36 @@ class TypedValueSpec:
         return LogDirSchemas(self.paths)
 
 
-def value_spec(options: dict[str, str], topics: list[str], paths: tuple[str, ...]) -> TypedValueSpec | None:
-    """The typed-value options (lower-cased keys) resolved on the driver, or None."""
-    fmt = options.get("valueformat")
+def typed_specs(
+    options: dict[str, str], topics: list[str], paths: tuple[str, ...]
+) -> tuple[TypedValueSpec, ...]:
+    """The typed key and value columns asked for (keyFormat, valueFormat), resolved on the
+    driver; () when neither is set."""
+    found = (value_spec(options, topics, paths, column) for column in ("key", "value"))
+    return tuple(spec for spec in found if spec is not None)
+
+
+def value_spec(
+    options: dict[str, str], topics: list[str], paths: tuple[str, ...], column: str = "value"
+) -> TypedValueSpec | None:
+    """One typed column's options (lower-cased keys) resolved on the driver, or None."""
+    fmt = options.get(f"{column}format")
     if fmt is None:
         return None
     if fmt.lower() not in ("avro", "json", "protobuf"):
-        raise OptionError(f"valueFormat {fmt!r}: expected avro, json or protobuf")
+        raise OptionError(f"{column}Format {fmt!r}: expected avro, json or protobuf")
     mode = options.get("mode", "FAILFAST").upper()
     if mode not in MODES:
         raise OptionError(f"mode {mode!r}: expected FAILFAST or PERMISSIVE")
     url = options.get("schema.registry.url") or options.get("schemaregistryurl")
     if not url and not paths:
-        raise OptionError("valueFormat=avro needs schema.registry.url (or a log-dir path)")
-    subject = options.get("valuesubject")
+        raise OptionError(f"{column}Format needs schema.registry.url (or a log-dir path)")
+    subject = options.get(f"{column}subject")
     if subject is None:
         if len(topics) != 1:
-            raise OptionError("valueFormat=avro over several topics needs valueSubject")
-        subject = f"{topics[0]}-value"
-    pinned = options.get("valueschemaversion", "latest")
+            raise OptionError(f"{column}Format over several topics needs {column}Subject")
+        subject = f"{topics[0]}-{column}"
+    pinned = options.get(f"{column}schemaversion", "latest")
     version = None if pinned in ("latest", "-1") else int(pinned)
     spec = TypedValueSpec("", (), url or None, paths, mode)
     schemas = spec.schemas()
@@ -274,21 +286,24 @@ def value_spec(options: dict[str, str], topics: list[str], paths: tuple[str, ...
     if reader.schema_type != fmt.upper():
         raise OptionError(f"valueFormat={fmt} but {subject} holds a {reader.schema_type} schema")
     if reader.schema_type == "JSON":
-        return TypedValueSpec(reader.schema, (), url or None, paths, mode, "JSON")
+        return TypedValueSpec(reader.schema, (), url or None, paths, mode, "JSON",
+                              column=column)
     if reader.schema_type == "PROTOBUF":
         refs = tuple((r.name, r.subject, r.version) for r in reader.references)
-        return TypedValueSpec(reader.schema, (), url or None, paths, mode, "PROTOBUF", refs)
+        return TypedValueSpec(reader.schema, (), url or None, paths, mode, "PROTOBUF", refs,
+                              column)
     named = tuple(_named_texts(schemas, reader.references, set()))
-    return TypedValueSpec(reader.schema, named, url or None, paths, mode)
+    return TypedValueSpec(reader.schema, named, url or None, paths, mode, column=column)
 
 
 def spec_is_not_avro(spec: TypedValueSpec) -> bool:
     return spec.fmt != "AVRO"
 
 
-def typed_schema(base: StructType, spec: TypedValueSpec) -> StructType:
-    dtype, _ = spec.spark_type()
-    return StructType([StructField("value", dtype, True) if f.name == "value" else f
+def typed_schema(base: StructType, specs: tuple[TypedValueSpec, ...]) -> StructType:
+    """Spark's Kafka schema with each typed column's struct in place of its bytes."""
+    types = {spec.column: spec.spark_type()[0] for spec in specs}
+    return StructType([StructField(f.name, types[f.name], True) if f.name in types else f
                        for f in base.fields])
 
 
@@ -346,7 +361,8 @@ class ValueDecoder:
         return _members(datum, json.loads(self.spec.reader_schema)) if self.unions else datum
 
     def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        index = batch.schema.get_field_index("value")
+        name = self.spec.column
+        index = batch.schema.get_field_index(name)
         raw = batch.column(index).to_pylist()
         out = []
         for i, data in enumerate(raw):
@@ -362,10 +378,10 @@ class ValueDecoder:
                     "Current parse Mode: FAILFAST. To process malformed records as null result, "
                     "try setting the option 'mode' as 'PERMISSIVE'."
                 ) from exc
-        column = pa.array(out, type=self.arrow_type)
-        fields = [pa.field("value", self.arrow_type) if f.name == "value" else f
+        typed = pa.array(out, type=self.arrow_type)
+        fields = [pa.field(name, self.arrow_type) if f.name == name else f
                   for f in batch.schema]
-        arrays = [column if i == index else c for i, c in enumerate(batch.columns)]
+        arrays = [typed if i == index else c for i, c in enumerate(batch.columns)]
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
 
 

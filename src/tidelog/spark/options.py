@@ -34,7 +34,7 @@ READ_OPTIONS = {
     "maxrecordsperpartition",  # Spark 4.x alias of the per-partition split size
     # typed values (avro_values.py)
     "valueformat", "schema.registry.url", "schemaregistryurl", "valuesubject",
-    "valueschemaversion", "mode",
+    "valueschemaversion", "mode", "keyformat", "keysubject", "keyschemaversion",
 }
 WRITE_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation",
                  # typed values (avro_write.py)

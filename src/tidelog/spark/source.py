@@ -47,7 +47,7 @@ from tidelog.client.kafka_client import TopicPartition as WireTP
 from tidelog.util.topic_partition import TopicPartition
 
 from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow
-from .avro_values import TypedValueSpec, ValueDecoder, typed_schema, value_spec
+from .avro_values import TypedValueSpec, ValueDecoder, typed_schema, typed_specs
 from .backend import Backend, BackendSpec, BrokerBackend, resolve_partitions
 from .kafka_params import SECURITY_HONOURED
 from .options import (
@@ -86,7 +86,8 @@ class TidelogPartition(InputPartition):
     end: int
     include_headers: bool
     fail_on_data_loss: bool
-    value_spec: TypedValueSpec | None = None  # valueFormat=avro: the typed value column
+    # keyFormat / valueFormat: the typed columns (avro_values.py)
+    typed: tuple[TypedValueSpec, ...] = ()
 
 
 def read_partition(part: TidelogPartition) -> Iterator[pa.RecordBatch]:
@@ -121,11 +122,11 @@ def read_partition(part: TidelogPartition) -> Iterator[pa.RecordBatch]:
             end=end,
             include_headers=part.include_headers,
         )
-        if part.value_spec is None:
-            yield from batches
-        else:
-            decoder = ValueDecoder(part.value_spec)
-            yield from (decoder.decode(b) for b in batches)
+        decoders = [ValueDecoder(spec) for spec in part.typed]
+        for batch in batches:
+            for decoder in decoders:
+                batch = decoder.decode(batch)
+            yield batch
     finally:
         backend.close()
 
@@ -144,20 +145,20 @@ def _backend_spec(opts: ReadOptions) -> BackendSpec:
 
 def _partitions_of(
     opts: ReadOptions, spec: BackendSpec, ranges: list[OffsetRange],
-    value: TypedValueSpec | None = None,
+    typed: tuple[TypedValueSpec, ...] = (),
 ) -> list[TidelogPartition]:
     return [
         TidelogPartition(spec, r.topic, r.partition, r.start, r.end, opts.include_headers,
-                         opts.fail_on_data_loss, value)
+                         opts.fail_on_data_loss, typed)
         for r in ranges
     ]
 
 
 class TidelogBatchReader(DataSourceReader):
-    def __init__(self, opts: ReadOptions, value: TypedValueSpec | None = None) -> None:
+    def __init__(self, opts: ReadOptions, typed: tuple[TypedValueSpec, ...] = ()) -> None:
         self.opts = opts
         self.spec = _backend_spec(opts)
-        self.value = value
+        self.typed = typed
 
     def plan(self) -> list[OffsetRange]:
         """Resolve offsets and cut ranges (runs on the driver, at planning time)."""
@@ -186,7 +187,7 @@ class TidelogBatchReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         parts: list[InputPartition] = list(
-            _partitions_of(self.opts, self.spec, self.plan(), self.value))
+            _partitions_of(self.opts, self.spec, self.plan(), self.typed))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -200,10 +201,10 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ``maxOffsetsPerTrigger`` (ReadMaxRows, split by lag) and ``minOffsetsPerTrigger`` +
     ``maxTriggerDelay``; availableNow stops at the offsets seen when the query started."""
 
-    def __init__(self, opts: ReadOptions, value: TypedValueSpec | None = None) -> None:
+    def __init__(self, opts: ReadOptions, typed: tuple[TypedValueSpec, ...] = ()) -> None:
         self.opts = opts
         self.spec = _backend_spec(opts)
-        self.value = value
+        self.typed = typed
         self._backend: Backend | None = None
         self._available_now: Offsets | None = None
         self._committed: Offsets = {}
@@ -318,7 +319,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         split = split_ranges(ranges, min_partitions=self.opts.min_partitions,
                              max_records_per_partition=self.opts.max_records_per_partition)
-        return list(_partitions_of(self.opts, self.spec, split, self.value))
+        return list(_partitions_of(self.opts, self.spec, split, self.typed))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TidelogPartition):
@@ -348,11 +349,11 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 
 def _check_user_schema(
-    schema: StructType, include_headers: bool, value: TypedValueSpec | None = None
+    schema: StructType, include_headers: bool, typed: tuple[TypedValueSpec, ...] = ()
 ) -> None:
     expected = _expected_schema(include_headers)
-    if value is not None:
-        expected = typed_schema(expected, value)
+    if typed:
+        expected = typed_schema(expected, typed)
     if schema is not None and [(f.name, f.dataType) for f in schema.fields] != [
         (f.name, f.dataType) for f in expected.fields
     ]:
@@ -389,32 +390,32 @@ class TidelogDataSource(DataSource):
     def _include_headers(self) -> bool:
         return parse_bool("includeHeaders", self.options.get("includeheaders"), False)
 
-    def _value_spec(self) -> TypedValueSpec | None:
-        """valueFormat=avro: the reader schema, resolved on the driver (avro_values.py)."""
+    def _typed(self) -> tuple[TypedValueSpec, ...]:
+        """keyFormat / valueFormat: the reader schemas, resolved on the driver."""
         options = {str(k).lower(): str(v) for k, v in dict(self.options).items()}
-        if "valueformat" not in options:
-            return None
+        if "valueformat" not in options and "keyformat" not in options:
+            return ()
         opts = parse_read_options(self.options, streaming=False)
-        return value_spec(options, list(opts.subscription.topics), opts.paths)
+        return typed_specs(options, list(opts.subscription.topics), opts.paths)
 
     def schema(self) -> str | StructType:
         parse_subscription(dict(self.options))  # fail at load() on a missing subscription
-        value = self._value_spec()
-        if value is not None:
-            return typed_schema(_expected_schema(self._include_headers()), value)
+        typed = self._typed()
+        if typed:
+            return typed_schema(_expected_schema(self._include_headers()), typed)
         return DDL_WITH_HEADERS if self._include_headers() else DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options, streaming=False)
-        value = self._value_spec()
-        _check_user_schema(schema, opts.include_headers, value)
-        return TidelogBatchReader(opts, value)
+        typed = self._typed()
+        _check_user_schema(schema, opts.include_headers, typed)
+        return TidelogBatchReader(opts, typed)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         opts = parse_read_options(self.options, streaming=True)
-        value = self._value_spec()
-        _check_user_schema(schema, opts.include_headers, value)
-        return TidelogStreamReader(opts, value)
+        typed = self._typed()
+        _check_user_schema(schema, opts.include_headers, typed)
+        return TidelogStreamReader(opts, typed)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         from .writer import make_writer
