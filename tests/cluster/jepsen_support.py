@@ -1,0 +1,236 @@
+"""A Jepsen-style workload, nemesis and checker for the replication fault tests (in the style
+of Jepsen's Kafka and Redpanda queue workloads).
+
+* Producers: confluent-kafka idempotent producers with acks=all, each sending unique values
+  ``p<producer>-<seq>`` round-robin over the partitions; a delivery report with an offset is an
+  acknowledgement, an error leaves the value "indeterminate" (it may or may not be written).
+* A consumer assigned to every partition reads throughout and records each (partition,
+  offset, value) it sees.
+* The nemesis, from a printed seed: SIGKILL of a partition leader, a follower or the
+  controller (restarted a few seconds later), SIGSTOP of a leader or a follower for longer than
+  the ZooKeeper session timeout, then SIGCONT. One fault at a time.
+* The checker, after healing (everything running, every ISR complete): every acknowledged
+  value is in the final log exactly once at the offset it was acknowledged at (no lost write,
+  no duplicate, no inconsistent offset); each producer's values keep their send order within a
+  partition; every record a consumer saw during the run is still at its offset (nothing read
+  was later truncated away); no value is anywhere that was never sent.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from replication_support import states, wait_for
+
+from tidelog.testing import EmbeddedCluster
+from tidelog.util.topic_partition import TopicPartition
+
+FAULTS = ("kill-leader", "kill-follower", "kill-controller", "pause-leader", "pause-follower")
+
+
+@dataclass
+class History:
+    acked: dict[bytes, tuple[int, int]] = field(default_factory=dict)  # value -> (p, offset)
+    failed: set[bytes] = field(default_factory=set)
+    sent: set[bytes] = field(default_factory=set)
+    seen: list[tuple[int, int, bytes]] = field(default_factory=list)
+    faults: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Workload:
+    def __init__(self, cluster: EmbeddedCluster, topic: str, partitions: int, producers: int = 2):
+        self.cluster = cluster
+        self.topic = topic
+        self.partitions = partitions
+        self.history = History()
+        self._stop = threading.Event()
+        self._threads = [
+            threading.Thread(target=self._produce, args=(i,), daemon=True) for i in range(producers)
+        ] + [threading.Thread(target=self._consume, daemon=True)]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(120)
+
+    def _produce(self, n: int) -> None:
+        p = Producer({
+            "bootstrap.servers": self.cluster.bootstrap_servers, "enable.idempotence": True,
+            "acks": "all", "linger.ms": 5, "message.timeout.ms": 60_000,
+            "request.timeout.ms": 10_000, "retry.backoff.ms": 100,
+            "topic.metadata.refresh.interval.ms": 1000,
+        })  # fmt: skip
+        h = self.history
+        seq = 0
+
+        def report(err: KafkaError | None, msg: object) -> None:
+            value = msg.value()  # type: ignore[attr-defined]
+            with h.lock:
+                if err is None:
+                    h.acked[value] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+                else:
+                    h.failed.add(value)
+
+        while not self._stop.is_set():
+            value = f"p{n}-{seq:07d}".encode()
+            with h.lock:
+                h.sent.add(value)
+            try:
+                p.produce(
+                    self.topic, value=value, partition=seq % self.partitions, on_delivery=report
+                )
+            except BufferError:
+                p.poll(0.1)
+                continue
+            seq += 1
+            p.poll(0.002)
+        p.flush(90)
+
+    def _consume(self) -> None:
+        c = Consumer({
+            "bootstrap.servers": self.cluster.bootstrap_servers, "group.id": "jepsen-reader",
+            "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000,
+        })  # fmt: skip
+        c.assign(
+            [KafkaTopicPartition(self.topic, p, OFFSET_BEGINNING) for p in range(self.partitions)]
+        )
+        h = self.history
+        while not self._stop.is_set():
+            for msg in c.consume(500, 0.2):
+                if msg.error() is None:
+                    with h.lock:
+                        h.seen.append((msg.partition(), msg.offset(), msg.value()))
+        c.close()
+
+
+class Nemesis:
+    def __init__(self, cluster: EmbeddedCluster, tps: list[TopicPartition], seed: int,
+                 pause_s: float = 9.0, down_s: float = 3.0) -> None:  # fmt: skip
+        self.cluster = cluster
+        self.tps = tps
+        self.rng = random.Random(seed)
+        self.pause_s = pause_s
+        self.down_s = down_s
+
+    def _pick(self, kind: str) -> int:
+        ids = sorted(self.cluster.brokers)
+        if kind.endswith("controller"):
+            return self.cluster.wait_for_controller()
+        tp = self.rng.choice(self.tps)
+        state = states(self.cluster, [tp]).get(tp)
+        leader = state.leader if state is not None and state.leader >= 0 else self.rng.choice(ids)
+        if kind.endswith("leader"):
+            return leader
+        return self.rng.choice([b for b in ids if b != leader])
+
+    def run_one(self, history: History) -> None:
+        kind = self.rng.choice(FAULTS)
+        victim = self._pick(kind)
+        broker = self.cluster.brokers[victim]
+        history.faults.append(f"{kind} {victim}")
+        if kind.startswith("kill"):
+            self.cluster.kill(victim)
+            time.sleep(self.down_s)  # the broker stays down a while (a nemesis schedule)
+            broker.start()
+        else:
+            broker.signal(signal.SIGSTOP)
+            time.sleep(self.pause_s)  # past the ZooKeeper session timeout
+            broker.signal(signal.SIGCONT)
+        time.sleep(self.rng.uniform(1.0, 3.0))  # quiet time before the next fault
+
+    def heal(self) -> None:
+        for b in self.cluster.brokers.values():
+            if b.running:
+                b.signal(signal.SIGCONT)
+            else:
+                b.start()
+
+
+def final_log(
+    cluster: EmbeddedCluster, topic: str, partitions: int
+) -> dict[int, list[tuple[int, bytes]]]:
+    """Every (offset, value) of each partition, read to its end after healing."""
+    c = Consumer({
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": "jepsen-final",
+        "enable.auto.commit": False, "enable.partition.eof": True,
+    })  # fmt: skip
+    c.assign([KafkaTopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    out: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+    done: set[int] = set()
+    deadline = time.monotonic() + 120
+    while len(done) < partitions:
+        assert time.monotonic() < deadline, "final read did not reach the end of every partition"
+        msg = c.poll(1.0)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                done.add(msg.partition())
+            continue
+        out[msg.partition()].append((msg.offset(), msg.value()))
+    c.close()
+    return out
+
+
+@dataclass
+class Verdict:
+    lost: list[bytes]
+    duplicated: list[bytes]
+    wrong_offset: list[bytes]
+    reordered: list[str]
+    vanished_reads: list[tuple[int, int, bytes]]
+    unknown_values: list[bytes]
+    acked: int
+    indeterminate_written: int
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.wrong_offset or self.reordered
+                    or self.vanished_reads or self.unknown_values)  # fmt: skip
+
+
+def check(history: History, final: dict[int, list[tuple[int, bytes]]]) -> Verdict:
+    where: dict[bytes, list[tuple[int, int]]] = defaultdict(list)
+    at: dict[tuple[int, int], bytes] = {}
+    for p, records in final.items():
+        for offset, value in records:
+            where[value].append((p, offset))
+            at[(p, offset)] = value
+    lost = [v for v in history.acked if v not in where]
+    duplicated = [v for v, places in where.items() if len(places) > 1]
+    wrong = [v for v, place in history.acked.items() if v in where and where[v][0] != place]
+    reordered = []
+    for p, records in final.items():
+        last: dict[str, int] = {}
+        for offset, value in records:
+            producer, seq = value.decode().split("-")
+            if int(seq) <= last.get(producer, -1):
+                reordered.append(
+                    f"partition {p} offset {offset}: {value!r} after seq {last[producer]}"
+                )
+            last[producer] = int(seq)
+    vanished = [(p, o, v) for p, o, v in history.seen if at.get((p, o)) != v]
+    unknown = [v for v in where if v not in history.sent]
+    written_failed = sum(1 for v in history.failed if v in where)
+    return Verdict(lost, duplicated, wrong, reordered, vanished, unknown, len(history.acked),
+                   written_failed)  # fmt: skip
+
+
+def wait_healthy(cluster: EmbeddedCluster, tps: list[TopicPartition], timeout: float = 120) -> None:
+    size = len(cluster.brokers)
+    wait_for(
+        lambda: all(s.leader >= 0 and len(s.isr) == size for s in states(cluster, tps).values()),
+        timeout, "every partition led with a full ISR",
+    )  # fmt: skip

@@ -1,0 +1,72 @@
+"""Jepsen-style fault runs (see jepsen_support.py): ZooKeeper and three broker processes, a
+topic with replication factor 3 and min.insync.replicas=2, idempotent acks=all producers
+with unique values and a consumer reading throughout, while the nemesis kills and pauses
+leaders, followers and the controller. After healing the checker demands: no acknowledged
+record lost, none duplicated, each at its acknowledged offset, producers' order kept, nothing
+a consumer read later gone, and every replica's log byte-identical to its leader's.
+
+The seed is printed (and taken from ``TIDELOG_FAULT_SEED`` when set) so a failing schedule can
+be replayed. A short run is in the default suite; the long one is marked slow."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import pytest
+from jepsen_support import Nemesis, Workload, check, final_log, wait_healthy
+from replication_support import create_topic, log_bytes, partition_dir, states, wait_for
+
+from tidelog.testing import EmbeddedCluster
+from tidelog.testing.zookeeper import ZooKeeperServer
+
+TOPIC = "jepsen"
+PARTITIONS = 3
+
+
+def run(zookeeper_server: ZooKeeperServer, faults: int) -> None:
+    seed = int(os.environ.get("TIDELOG_FAULT_SEED", random.randrange(1 << 32)))
+    print(f"fault run seed {seed} ({faults} faults)")
+    config = {"unclean.leader.election.enable": "false", "replica.fetch.backoff.ms": "200",
+              "replica.lag.time.max.ms": "10000"}  # fmt: skip
+    with EmbeddedCluster(brokers=3, zookeeper=zookeeper_server, config=config) as cluster:
+        tps = create_topic(cluster, TOPIC, PARTITIONS, config={"min.insync.replicas": "2"})
+        workload = Workload(cluster, TOPIC, PARTITIONS)
+        nemesis = Nemesis(cluster, tps, seed)
+        workload.start()
+        try:
+            time.sleep(2)  # some writes before the first fault
+            for _ in range(faults):
+                nemesis.run_one(workload.history)
+        finally:
+            nemesis.heal()
+        wait_healthy(cluster, tps)
+        time.sleep(2)  # writes on the healed cluster
+        workload.stop()
+        wait_healthy(cluster, tps)
+        final = final_log(cluster, TOPIC, PARTITIONS)
+        verdict = check(workload.history, final)
+        h = workload.history
+        print(f"seed {seed}: faults {h.faults}")
+        print(f"seed {seed}: {verdict.acked} acked, {len(h.failed)} failed sends "
+              f"({verdict.indeterminate_written} of them written), {len(h.seen)} reads")  # fmt: skip
+        assert verdict.ok, (seed, verdict)
+        assert verdict.acked > 100, (seed, verdict.acked)
+        for tp, state in states(cluster, tps).items():
+            leader_dir = partition_dir(cluster, state.leader, tp)
+            wait_for(
+                lambda tp=tp, state=state, leader_dir=leader_dir: all(
+                    log_bytes(partition_dir(cluster, b, tp)) == log_bytes(leader_dir)
+                    for b in state.isr),
+                60, f"replicas of {tp} byte-identical (seed {seed})",
+            )  # fmt: skip
+
+
+def test_short_fault_run(zookeeper_server: ZooKeeperServer) -> None:
+    run(zookeeper_server, faults=5)
+
+
+@pytest.mark.slow
+def test_long_fault_run(zookeeper_server: ZooKeeperServer) -> None:
+    run(zookeeper_server, faults=24)
