@@ -11,12 +11,18 @@ import asyncio
 import logging
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.config.core import ConfigError
 from tidelog.config.properties import read_properties_file
 from tidelog.schema_registry import start_schema_registry
 from tidelog.server.allocator import tune_allocator
+from tidelog.server.fault_file import FAULT_PLAN_FILE, PlanFollower, follow, plan_path
+from tidelog.server.faults import FaultPlan, install
+from tidelog.util.clock import SYSTEM_CLOCK
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
 
 log = logging.getLogger("tidelog.serve")
 
@@ -86,7 +92,10 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    broker = Broker(BrokerConfig(props))
+    plan = FaultPlan() if props.get(FAULT_PLAN_FILE) else None  # testing only
+    broker = Broker(BrokerConfig(props), clock=plan.clock if plan else SYSTEM_CLOCK)
+    if plan is not None:
+        install(broker, plan)  # before the listeners open: every connection sees the plan
     unknown = unknown_broker_keys(props)
     if unknown:  # once, in the words of Kafka's AbstractConfig.logUnused
         log.warning(
@@ -110,6 +119,7 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
         await broker.stop()
         raise
     log.info("per-record core: %s", _native.core_description)
+    following = _follow_fault_plan(broker, plan, props) if plan is not None else None
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
         tmp.write_text(f"{broker.advertised_host}:{broker.bound_port}\n")
@@ -117,6 +127,8 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     broker.fatal_listeners.append(stop.set)  # all log dirs failed: shut down cleanly
     await stop.wait()
     log.info("shutting down")
+    if following is not None:
+        following.cancel()
     if registry is not None:
         await registry.stop()
     if http is not None:
@@ -124,6 +136,13 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     await broker.stop()
     if broker.fatal_error is not None:
         raise RuntimeError(broker.fatal_error)  # exit non-zero, as Kafka does
+
+
+def _follow_fault_plan(broker: Broker, plan: FaultPlan, props: dict[str, str]) -> asyncio.Task[None]:
+    """tidelog.fault.plan.file: the broker injects the faults a test writes there."""
+    path = plan_path(props[FAULT_PLAN_FILE], broker.config.node_id)
+    log.warning("Following the fault plan %s: this broker injects faults (testing only)", path)
+    return asyncio.get_running_loop().create_task(follow(PlanFollower(plan, path)))
 
 
 def _source(args: argparse.Namespace, key: str) -> str:

@@ -263,7 +263,11 @@ _PLANS: weakref.WeakKeyDictionary[Broker, FaultPlan] = weakref.WeakKeyDictionary
 
 
 def install(broker: Broker, plan: FaultPlan) -> None:
+    """Tie ``plan`` to ``broker``: its connections inject the plan's faults, and its log dirs
+    read the free space the plan says for the dirs it filled. (Give the broker ``plan.clock``
+    when building it for ``advance_clock`` to move its time.)"""
     _PLANS[broker] = plan
+    broker.replica_manager.logs.free_space.override = plan.free_bytes_override
 
 
 def plan_for(broker: Broker) -> FaultPlan | None:
