@@ -17,6 +17,7 @@ import pytest
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import CompressionType, build_batch
+from tidelog.server.cluster.partition import Partition
 from tidelog.server.replication.fetcher import (
     FetchStateKind,
     FollowerPartition,
@@ -350,3 +351,26 @@ def test_fetcher_id_is_kafkas() -> None:
     assert fetcher_id(TopicPartition("orders", 3), 4) == ((31 * -1008770331 + 3) & 0x7FFFFFFF) % 4
     assert {fetcher_id(TopicPartition("t", p), 3) for p in range(12)} == {0, 1, 2}
     assert ErrorCode.FENCED_LEADER_EPOCH == 74
+
+
+def test_partition_follower_starts_inside_the_leaders_first_batch(logs: Logs) -> None:
+    """A new follower (cluster.Partition over an empty log) of a leader whose log start (12,
+    after DeleteRecords) falls inside a batch (3-14): the follower starts its log at the
+    batch's base offset, then takes the leader's log start."""
+    leader, follower_log = logs.open("leader"), logs.open("follower")
+    lead(leader, 0, values(0, 3))
+    lead(leader, 0, values(3, 12))
+    leader.maybe_increment_log_start_offset(12, "test")
+    follower = Partition(TP, follower_log, local_broker_id=2, clock=logs.clock)
+    fetcher = fetcher_for({TP: leader}, {TP: follower}, {TP: 0})
+
+    async def main() -> None:
+        fetcher.start()
+        fetcher.add_partitions({TP: InitialFetchState(1, 0, 0)})
+        await wait_until(lambda: follower_log.log_end_offset == 15)
+        await fetcher.shutdown()
+
+    run(main)
+    assert TP not in fetcher.failed_partitions
+    assert follower_log.log_start_offset == 12
+    assert follower_log.read(12, 1 << 20).records.read() == leader.read(12, 1 << 20).records.read()

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.errors import UnexpectedAppendOffsetError
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
@@ -332,7 +333,18 @@ class Partition:
         return None if end < 0 else (found_epoch, end)
 
     def append_records_to_follower(self, records: bytes) -> LogAppendInfo:
-        return self.log.append_as_follower(records)
+        """The leader's batches as they are. An empty log whose start (the leader's, after
+        DeleteRecords) falls inside the first fetched batch starts over at that batch's
+        base offset (Kafka's doAppendRecordsToFollowerOrFutureReplica)."""
+        lg = self.log
+        try:
+            return lg.append_as_follower(records)
+        except UnexpectedAppendOffsetError as e:
+            end = lg.log_end_offset
+            if not (end == lg.log_start_offset and e.first_offset < end <= e.last_offset):
+                raise
+            lg.truncate_fully_and_start_at(e.first_offset)
+            return lg.append_as_follower(records)
 
     def truncate_to(self, offset: int) -> None:
         self.log.truncate_to(offset)
