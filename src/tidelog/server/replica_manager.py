@@ -18,11 +18,12 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.log import Log
+from tidelog.storage.log_append import LogAppendInfo
 from tidelog.storage.manager import LogManager
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.clock import Clock
@@ -147,7 +148,7 @@ class ReplicaManager(ReplicaTopics):
         self.logs.shutdown()
 
     # -- the partition map --------------------------------------------------------------------
-    def _new_partition(self, tp: TopicPartition, lg: Any,
+    def _new_partition(self, tp: TopicPartition, lg: Log,
                        topic_id: uuid.UUID | None) -> Partition:
         return Partition(tp, lg, local_broker_id=self.node_id, clock=self.clock,
                          replica_lag_time_max_ms=self.replica_lag_time_max_ms,
@@ -212,15 +213,15 @@ class ReplicaManager(ReplicaTopics):
         partition.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
         return partition
 
-    def get_log(self, tp: TopicPartition) -> Any:
+    def get_log(self, tp: TopicPartition) -> Log | None:
         partition = self.get_partition(tp)
         return None if partition is None else partition.log
 
-    def log_or_error(self, tp: TopicPartition) -> Any:
+    def log_or_error(self, tp: TopicPartition) -> Log:
         """The log of a partition this broker leads (what consumers and producers use)."""
         return self.partition_or_error(tp).log
 
-    def _open(self, tp: TopicPartition, info: TopicInfo) -> Any:
+    def _open(self, tp: TopicPartition, info: TopicInfo) -> Log:
         """Open/create the partition's log and make sure ``partition.metadata`` names the
         topic id (Kafka writes it when a replica is created or loaded). Any thread."""
         lg = self.logs.get_or_create_log(tp, dict(info.configs))
@@ -360,7 +361,8 @@ class ReplicaManager(ReplicaTopics):
 
     # -- produce ------------------------------------------------------------------------------
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,
-               required_acks: int = 1, origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
+               required_acks: int = 1,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Append to a partition led here. ``group_commit``: a due ``flush.messages`` fsync
         joins this turn's group commit, and the HW advances after it (wait on
         ``group_commit.waiter(tp)`` to answer); with acks=-1 wait on ``wait_replicated``.
@@ -377,7 +379,8 @@ class ReplicaManager(ReplicaTopics):
         return info
 
     async def append_off_loop(self, tp: TopicPartition, records: bytes, *,
-                              group_commit: bool = False, required_acks: int = 1) -> Any:
+                              group_commit: bool = False,
+                              required_acks: int = 1) -> LogAppendInfo:
         """``append`` with the validation and the write on a worker thread: a compressed or
         large batch (decompression, CRC, copy, write) must not stall every other client.
         At most HEAVY_APPEND_THREADS run at once, which bounds the decompressed bytes in
@@ -407,14 +410,14 @@ class ReplicaManager(ReplicaTopics):
         if self.topic_stats is not None and tp.topic in self.store.topics:
             self.topic_stats.record_append_failed(tp.topic)  # no series for unknown names
 
-    def _record_append(self, tp: TopicPartition, records: bytes, info: Any) -> None:
+    def _record_append(self, tp: TopicPartition, records: bytes, info: LogAppendInfo) -> None:
         # Kafka marks BytesIn for every append, MessagesIn for what was appended
         if self.topic_stats is not None:
             n = 0 if info.duplicate else info.num_messages
             self.topic_stats.record_append(tp.topic, len(records), n)
 
     def _write(self, partition: Partition, records: bytes, group_commit: bool,
-               origin: AppendOrigin = AppendOrigin.CLIENT) -> Any:
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Validate and write (any thread: the Log's lock orders it with everything else)."""
         try:
             return partition.append_to_log(records, defer_flush=group_commit, origin=origin)
@@ -432,7 +435,7 @@ class ReplicaManager(ReplicaTopics):
         elif not partition.advance_local_committed():
             self._notify(tp)  # followers fetch past the HW: they wait for appends too
 
-    def _on_group_flushed(self, tp: TopicPartition, lg: Any, upto: int,
+    def _on_group_flushed(self, tp: TopicPartition, lg: Log, upto: int,
                           error: BaseException | None) -> None:
         if error is not None:
             self._report_io_error(lg, error, f"flushing {tp}")
@@ -484,7 +487,7 @@ class ReplicaManager(ReplicaTopics):
             self.clock.milliseconds(), leader_end_offset)
 
     # -- log dirs -----------------------------------------------------------------------------
-    def _report_io_error(self, lg: Any, exc: BaseException, op: str) -> bool:
+    def _report_io_error(self, lg: Log, exc: BaseException, op: str) -> bool:
         return bool(self.logs.maybe_handle_io_error(lg, exc, op))
 
     def maybe_handle_io_error(self, tp: TopicPartition, exc: BaseException) -> bool:
