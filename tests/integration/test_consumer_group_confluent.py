@@ -60,6 +60,7 @@ class Member:
                                   "auto.offset.reset": "earliest", **conf})
         self.revoked: list[tuple[float, set[int]]] = []
         self.received: list[tuple[int, float]] = []
+        self.offsets: list[int] = []
         self.assigned: set[tuple[str, int]] = set()
         self._stop = threading.Event()
         self.consumer.subscribe(topics, on_revoke=self._on_revoke)
@@ -74,6 +75,7 @@ class Member:
             msg = self.consumer.poll(0.05)
             if msg is not None and msg.error() is None:
                 self.received.append((msg.partition(), time.monotonic()))
+                self.offsets.append(msg.offset())
             self.assigned = {(p.topic, p.partition) for p in self.consumer.assignment()}
 
     def partitions(self) -> set[int]:
@@ -323,3 +325,37 @@ def test_a_static_member_restarted_gets_its_partitions_back_without_a_rebalance(
         again.close()
     finally:
         other.close()
+
+
+def test_an_empty_classic_group_is_upgraded_and_keeps_its_offsets(
+        broker: EmbeddedBroker) -> None:
+    create(broker, "upgrade", 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(10):
+        p.produce("upgrade", str(i).encode(), partition=0)
+    p.flush(10)
+    classic = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "g-upgrade",
+                        "group.protocol": "classic", "auto.offset.reset": "earliest",
+                        "enable.auto.commit": False})
+    classic.subscribe(["upgrade"])
+    seen = 0
+    deadline = time.monotonic() + 30
+    while seen < 4 and time.monotonic() < deadline:
+        msg = classic.poll(0.1)
+        if msg is not None and msg.error() is None:
+            seen += 1
+    classic.commit(offsets=[TopicPartition("upgrade", 0, 4)], asynchronous=False)
+    classic.close()  # the classic group is empty now, its offsets stay
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    kinds = {g.group_id: g.type for g in admin.list_consumer_groups().result(10).valid}
+    assert kinds["g-upgrade"] == ConsumerGroupType.CLASSIC
+    new = Member(broker, "g-upgrade", ["upgrade"], **{"enable.auto.commit": False})
+    try:
+        wait_for(lambda: bool(new.offsets), what="records for the upgraded group")
+        assert new.offsets[0] == 4  # it resumed where the classic group had committed
+        committed = new.consumer.committed([TopicPartition("upgrade", 0)], timeout=10)
+        assert committed[0].offset == 4
+        kinds = {g.group_id: g.type for g in admin.list_consumer_groups().result(10).valid}
+        assert kinds["g-upgrade"] == ConsumerGroupType.CONSUMER
+    finally:
+        new.close()
