@@ -1,7 +1,8 @@
 """The purgatories: a Fetch that cannot be satisfied yet parks a future keyed by its
 partitions, woken by a high-watermark move (or an append, for followers) or its timeout; an
-acks=-1 Produce parks until its partitions' high watermarks pass it (DelayedProduce). No
-polling loop."""
+acks=-1 Produce parks until its partitions' high watermarks pass it (DelayedProduce), a
+DeleteRecords until every live replica's log start offset passed the deletion
+(DelayedDeleteRecords). No polling loop."""
 
 from __future__ import annotations
 
@@ -67,8 +68,8 @@ class FetchPurgatory:
 Check = Callable[[TopicPartition, int], tuple[bool, ErrorCode]]
 
 
-class _DelayedProduce:
-    """One acks=-1 produce waiting for its partitions' high watermarks."""
+class _DelayedOperation:
+    """One request waiting for an offset on each of its partitions."""
 
     __slots__ = ("errors", "future", "pending")
 
@@ -79,20 +80,22 @@ class _DelayedProduce:
         self.future = future
 
 
-class DelayedProducePurgatory:
-    """Kafka's DelayedProduce: an acks=-1 produce parks until every partition it wrote has
-    its high watermark past the batch (or an error: NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    NOT_LEADER_OR_FOLLOWER), or REQUEST_TIMED_OUT after the request's timeout. Woken by the
-    partitions' high-watermark and ISR changes."""
+class ReplicationPurgatory:
+    """Kafka's DelayedProduce and DelayedDeleteRecords: a request parks until ``check`` says
+    each of its partitions reached its offset (an acks=-1 produce: the high watermark past the
+    batch; a DeleteRecords: the low watermark past the deletion) or failed (e.g.
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND, NOT_LEADER_OR_FOLLOWER), or REQUEST_TIMED_OUT after the
+    request's timeout. Woken by the partitions' replication changes (HW, ISR, followers' log
+    start offsets, leadership)."""
 
     def __init__(self, check: Check) -> None:
         self._check = check
-        self._watchers: dict[TopicPartition, set[_DelayedProduce]] = {}
+        self._watchers: dict[TopicPartition, set[_DelayedOperation]] = {}
 
     def __len__(self) -> int:
         return sum(len(s) for s in list(self._watchers.values()))
 
-    def _try_complete(self, op: _DelayedProduce, tp: TopicPartition) -> None:
+    def _try_complete(self, op: _DelayedOperation, tp: TopicPartition) -> None:
         required = op.pending.get(tp)
         if required is None:
             return
@@ -104,7 +107,7 @@ class DelayedProducePurgatory:
                 op.future.set_result(None)
 
     def check_and_complete(self, tp: TopicPartition) -> int:
-        """Recheck the produces waiting on ``tp``; how many completed."""
+        """Recheck the requests waiting on ``tp``; how many completed."""
         ops = self._watchers.get(tp)
         if not ops:
             return 0
@@ -117,8 +120,8 @@ class DelayedProducePurgatory:
 
     async def wait(self, required: dict[TopicPartition, int],
                    timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
-        """Each partition's outcome: NONE once replicated, its error, or REQUEST_TIMED_OUT."""
-        op = _DelayedProduce(dict(required), asyncio.get_running_loop().create_future())
+        """Each partition's outcome: NONE once reached, its error, or REQUEST_TIMED_OUT."""
+        op = _DelayedOperation(dict(required), asyncio.get_running_loop().create_future())
         for tp in list(op.pending):
             self._try_complete(op, tp)
         if not op.pending:

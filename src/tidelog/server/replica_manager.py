@@ -38,7 +38,7 @@ from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.local_store import LocalMetadataStore, write_partition_metadata
 from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
-from .purgatory import DelayedProducePurgatory
+from .purgatory import ReplicationPurgatory
 from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
 from .replication.fetcher_manager import FetcherManager, InitialFetchState, NoFetchers
 
@@ -98,7 +98,8 @@ class ReplicaManager(ReplicaTopics):
         self.alter_partition_sender = alter_partition_sender
         self.controller_epoch = 0
         self.replica_lag_time_max_ms = int(config.values["replica.lag.time.max.ms"])
-        self.delayed_produce = DelayedProducePurgatory(self._check_replicated)
+        self.delayed_produce = ReplicationPurgatory(self._check_replicated)
+        self.delayed_delete_records = ReplicationPurgatory(self._check_low_watermark)
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
         # BrokerTopicMetrics (bytes/messages in, produce requests); None: not recorded
         self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
@@ -446,6 +447,7 @@ class ReplicaManager(ReplicaTopics):
 
     def _on_high_watermark(self, tp: TopicPartition) -> None:
         self.delayed_produce.check_and_complete(tp)
+        self.delayed_delete_records.check_and_complete(tp)
         self._notify(tp)
 
     def _notify(self, tp: TopicPartition) -> None:
@@ -466,10 +468,31 @@ class ReplicaManager(ReplicaTopics):
         return await self.delayed_produce.wait(required, timeout_ms)
 
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
-        """Advance the log start offset to ``offset``; returns the new low watermark."""
+        """Advance the leader's log start offset to ``offset``; returns its new one (the
+        followers follow: ``wait_low_watermark``)."""
         lg = self.log_or_error(tp)
         self.logs.delete_records(tp, offset)
         return int(lg.log_start_offset)
+
+    def _alive(self, broker_id: int) -> bool:
+        return broker_id in self.metadata_cache.image.brokers
+
+    def low_watermark(self, tp: TopicPartition) -> int:
+        return self.partition_or_error(tp).low_watermark_if_leader(self._alive)
+
+    def _check_low_watermark(self, tp: TopicPartition, required_offset: int
+                             ) -> tuple[bool, ErrorCode]:
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return partition.low_watermark_if_leader(self._alive) >= required_offset, ErrorCode.NONE
+
+    async def wait_low_watermark(self, required: dict[TopicPartition, int],
+                                 timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
+        """DeleteRecords: each partition's outcome once every live replica's log start
+        offset passed ``required[tp]``, its error, or REQUEST_TIMED_OUT
+        (DelayedDeleteRecords)."""
+        return await self.delayed_delete_records.wait(required, timeout_ms)
 
     # -- fetch --------------------------------------------------------------------------------
     def fetch_partition(self, tp: TopicPartition, replica_id: int, current_leader_epoch: int,

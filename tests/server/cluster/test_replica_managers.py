@@ -18,6 +18,8 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.records import ControlRecordType, InvalidRecordError, RecordBatchBuilder
 from tidelog.server.cluster.partition_state import LeaderAndIsr, LeaderAndIsrPartitionState
 from tidelog.server.errors import ApiError
+from tidelog.server.metadata.cache import UpdateMetadataDelta
+from tidelog.server.metadata.image import BrokerInfo
 from tidelog.server.metadata.local_store import LocalMetadataStore
 from tidelog.server.metadata.store import TopicInfo
 from tidelog.server.replica_manager import ReplicaManager
@@ -378,3 +380,46 @@ def test_coordinator_records_append_as_coordinator(cluster: Cluster) -> None:
     assert info.first_offset == 0
     assert leader.partitions[TP].latest_epoch() == 4
     assert leader.partitions[TP].high_watermark == 0  # the ISR has not fetched it yet
+
+
+def test_delete_records_waits_for_the_live_followers_log_start(cluster: Cluster) -> None:
+    cluster.leader_and_isr(1, 1)
+    leader = cluster.rms[1]
+    # brokers 1 and 2 are alive; 3 is not, so its log start offset does not hold anything
+    live = [BrokerInfo(b, {"PLAINTEXT": ("127.0.0.1", 9090 + b)}) for b in (1, 2)]
+    leader.metadata_cache.update_metadata(UpdateMetadataDelta(0, 1, live))
+
+    async def main() -> tuple[dict[TopicPartition, ErrorCode], int]:
+        leader.append(TP, batch(5))
+        cluster.fetch(2)
+        cluster.fetch(3)
+        assert leader.delete_records(TP, 3) == 3
+        waiting = asyncio.ensure_future(leader.wait_low_watermark({TP: 3}, 30_000))
+        await asyncio.sleep(0)
+        assert not waiting.done()  # 2 still starts at 0
+        cluster.fetch(2)  # learns the leader's log start offset ...
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        cluster.fetch(2)  # ... and tells the leader its own
+        return await asyncio.wait_for(waiting, 5), leader.low_watermark(TP)
+
+    outcome, low = run(main())
+    assert outcome == {TP: ErrorCode.NONE} and low == 3
+    assert cluster.rms[2].partitions[TP].log_start_offset == 3
+    assert cluster.rms[3].partitions[TP].log_start_offset == 0  # not alive: not waited for
+
+
+def test_delete_records_times_out_while_a_live_follower_lags(cluster: Cluster) -> None:
+    cluster.leader_and_isr(1, 1)
+    leader = cluster.rms[1]
+    live = [BrokerInfo(b, {}) for b in (1, 2, 3)]
+    leader.metadata_cache.update_metadata(UpdateMetadataDelta(0, 1, live))
+
+    async def main() -> dict[TopicPartition, ErrorCode]:
+        leader.append(TP, batch(5))
+        for node in (2, 3):
+            cluster.fetch(node)
+        leader.delete_records(TP, 2)
+        return await leader.wait_low_watermark({TP: 2}, 50)
+
+    assert run(main()) == {TP: ErrorCode.REQUEST_TIMED_OUT}

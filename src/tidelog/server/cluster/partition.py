@@ -209,12 +209,14 @@ class Partition:
         replica = self.remote_replicas.get(replica_id)
         if replica is None or not self.is_leader:
             return
-        previous_end = replica.log_end_offset
+        previous_end, previous_start = replica.log_end_offset, replica.log_start_offset
         end = self.log_end_offset if leader_end_offset is None else leader_end_offset
         replica.update_fetch_state(fetch_offset, log_start_offset, now_ms, end, broker_epoch)
         self.maybe_expand_isr(replica, now_ms)
-        if previous_end != replica.log_end_offset:
-            self.maybe_increment_leader_hw(now_ms)
+        moved = previous_end != replica.log_end_offset and self.maybe_increment_leader_hw(now_ms)
+        if (not moved and previous_start != replica.log_start_offset
+                and self.on_high_watermark is not None):
+            self.on_high_watermark(self.topic_partition)  # a DeleteRecords may complete
 
     def maybe_increment_leader_hw(self, now_ms: int) -> bool:
         """The smallest end offset among the leader and the replicas that count: the maximal
@@ -238,6 +240,15 @@ class Partition:
         if self.on_high_watermark is not None:
             self.on_high_watermark(self.topic_partition)
         return True
+
+    def low_watermark_if_leader(self, alive: Callable[[int], bool]) -> int:
+        """The smallest log start offset among the leader and its live followers (Kafka's
+        lowWatermarkIfLeader): what a DeleteRecords waits for."""
+        low = self.log_start_offset
+        for r, replica in self.remote_replicas.items():
+            if alive(r) and replica.log_start_offset < low:
+                low = replica.log_start_offset
+        return low
 
     def check_enough_replicas_reached(self, required_offset: int) -> tuple[bool, ErrorCode]:
         """For DelayedProduce: (done, error). Done once the HW reached ``required_offset``;
