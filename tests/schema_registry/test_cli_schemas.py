@@ -65,3 +65,6 @@ def test_schemas_command(fresh_registry: RegistryBroker, tmp_path: Path,
     assert json.loads(run(capsys, url, "versions", "address", "--deleted")[1]) == [1]
     rc, _, err = run(capsys, "http://127.0.0.1:1", "list")
     assert rc == 1 and "cannot reach the registry" in err
+    # --registry may also follow the action
+    assert main(["schemas", "versions", "person", "--registry", url]) == 0
+    assert json.loads(capsys.readouterr().out) == [1]

@@ -67,6 +67,8 @@ def register(subparsers: Any) -> None:
     s.add_argument("subject")
     s.add_argument("--version")
     s.add_argument("--permanent", action="store_true")
+    for action in sub.choices.values():  # --registry also after the action
+        action.add_argument("--registry", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
