@@ -226,6 +226,19 @@ _d(
     ),
 )
 _d(
+    "schema.registry.group.id",
+    "string",
+    "schema-registry",
+    "Consumer group in which the registries of a cluster elect their leader (Confluent's "
+    "schema.registry.group.id); a one-broker cluster's registry leads alone.",
+)
+_d(
+    "schema.registry.leader.eligibility",
+    "boolean",
+    True,
+    "Whether this broker's registry may become the leader (Confluent's leader.eligibility).",
+)
+_d(
     "schema.registry.authentication.method",
     "string",
     "NONE",
