@@ -68,5 +68,6 @@ def test_short_fault_run(zookeeper_server: ZooKeeperServer) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_long_fault_run(zookeeper_server: ZooKeeperServer) -> None:
     run(zookeeper_server, faults=24)
