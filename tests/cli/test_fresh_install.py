@@ -21,13 +21,26 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+# Not in a clone (an unpacked source tree): everything but what a build or a run leaves.
+LEFT_BY_RUNS = {".git", ".venv", "__pycache__", "build", ".pytest_cache", ".mypy_cache",
+                ".ruff_cache", ".hypothesis"}  # fmt: skip
+
+
 def _repository_files() -> list[str]:
     """Files a clone holds (tracked, plus new files not ignored), relative to the repository."""
-    out = subprocess.run(
+    r = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
-        cwd=REPO, capture_output=True, check=True,
-    ).stdout.decode()  # fmt: skip
-    return [p for p in out.split("\0") if p and (REPO / p).is_file()]
+        cwd=REPO, capture_output=True,
+    )  # fmt: skip
+    if r.returncode == 0:
+        return [p for p in r.stdout.decode().split("\0") if p and (REPO / p).is_file()]
+    files = []
+    for p in REPO.rglob("*"):
+        rel = p.relative_to(REPO)
+        left = any(part in LEFT_BY_RUNS or part.endswith(".egg-info") for part in rel.parts)
+        if p.is_file() and p.suffix != ".so" and not left:
+            files.append(str(rel))
+    return files
 
 
 def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
