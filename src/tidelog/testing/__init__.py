@@ -24,12 +24,14 @@ demand (docs/testing.md).
 
 ``EmbeddedCluster(brokers=3)`` is a ZooKeeper server and three ``tidelog serve`` processes
 (one per broker, so a test can SIGKILL one); the ``tidelog_cluster`` fixture gives one per
-test on the session's ZooKeeper.
+test on the session's ZooKeeper. Its brokers take faults on demand through
+``config={"tidelog.fault.plan.file": ".../faults-{broker.id}.jsonl"}`` and ``FaultPlanFile``.
 """
 
+from tidelog.server.fault_file import FaultPlanFile
 from tidelog.server.faults import FaultPlan
 
 from .cluster import EmbeddedCluster
 from .embedded import EmbeddedBroker
 
-__all__ = ["EmbeddedBroker", "EmbeddedCluster", "FaultPlan"]
+__all__ = ["EmbeddedBroker", "EmbeddedCluster", "FaultPlan", "FaultPlanFile"]
