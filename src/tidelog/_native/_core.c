@@ -436,31 +436,15 @@ PyDoc_STRVAR(starts_doc,
 "The Spark decoder's length walk (spark/decode.py record_starts_py): IndexError where the\n"
 "twin's ``buf[pos]`` raises one, with the same message.");
 
-static PyObject *
-core_record_starts(PyObject *self, PyObject *args)
+/* The walk itself into ``starts`` (count entries); -1 with IndexError set as the twin's. */
+int
+tl_record_starts(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *starts)
 {
-    PyObject *obj;
-    Py_ssize_t count;
-    if (!PyArg_ParseTuple(args, "On:record_starts", &obj, &count))
-        return NULL;
-    if (count < 0)
-        count = 0;
-    Py_buffer view;
-    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
-        return NULL;
-    const uint8_t *b = (const uint8_t *)view.buf;
-    uint64_t len = (uint64_t)view.len;
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
-    if (out == NULL) {
-        PyBuffer_Release(&view);
-        return NULL;
-    }
-    int64_t *starts = (int64_t *)PyByteArray_AS_STRING(out);
     Pos pos = {0, 0};
     for (Py_ssize_t i = 0; i < count; i++) {
         if (pos.big) {
             PyErr_SetString(PyExc_IndexError, "cannot fit 'int' into an index-sized integer");
-            goto fail;
+            return -1;
         }
         starts[i] = (int64_t)pos.v;
         if (pos.v >= len)
@@ -501,14 +485,30 @@ core_record_starts(PyObject *self, PyObject *args)
         pos.big = 0;
         pos_add(&pos, big ? 0 : half, big);
     }
-    PyBuffer_Release(&view);
-    return out;
+    return 0;
 range:
     PyErr_SetString(PyExc_IndexError, "index out of range");
-fail:
+    return -1;
+}
+
+static PyObject *
+core_record_starts(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    Py_ssize_t count;
+    if (!PyArg_ParseTuple(args, "On:record_starts", &obj, &count))
+        return NULL;
+    if (count < 0)
+        count = 0;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, count * (Py_ssize_t)sizeof(int64_t));
+    if (out != NULL && tl_record_starts((const uint8_t *)view.buf, (uint64_t)view.len, count,
+                                        (int64_t *)PyByteArray_AS_STRING(out)) < 0)
+        Py_CLEAR(out);
     PyBuffer_Release(&view);
-    Py_DECREF(out);
-    return NULL;
+    return out;
 }
 
 PyDoc_STRVAR(omap_put_doc,
@@ -537,6 +537,9 @@ static PyMethodDef core_methods[] = {
     {"record_fields", tl_record_fields, METH_VARARGS,
      "record_fields(payload, starts, headers) -> bytearray of (8, n) int64: the twin of "
      "spark/decode.py record_fields_py, same values and errors"},
+    {"decode_columns", tl_decode_columns, METH_VARARGS,
+     "decode_columns(batches, payloads, start, end, headers) -> the Arrow buffers of a run of "
+     "batches (spark/columns.py decode_columns_py)."},
     {"gather", tl_gather, METH_VARARGS,
      "gather(data, pos, lengths) -> bytearray: the twin of spark/decode.py gather_py"},
     {"walk", core_walk, METH_VARARGS, walk_doc},

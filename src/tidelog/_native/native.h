@@ -39,5 +39,12 @@ void tl_recovery_init(void);
 /* spark_fields.c: spark/decode.py record_fields_py */
 PyObject *tl_record_fields(PyObject *self, PyObject *args);
 PyObject *tl_gather(PyObject *self, PyObject *args);
+int tl_record_at(const uint8_t *b, int64_t len, int64_t start, int headers, int64_t row[8]);
+
+/* _core.c: spark/decode.py record_starts_py's walk; -1 with IndexError set */
+int tl_record_starts(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *starts);
+
+/* spark_columns.c: spark/columns.py decode_columns_py */
+PyObject *tl_decode_columns(PyObject *self, PyObject *args);
 
 #endif

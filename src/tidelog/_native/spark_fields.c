@@ -46,10 +46,9 @@ min64(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
-/* One record's fields into out[f * n + i]; 1 when it runs past its length or the payload. */
+/* One record's fields into row[FIELDS]; 1 when it runs past its length or the payload. */
 static int
-record_at(const Payload *p, int64_t start, int headers, int64_t *out, Py_ssize_t n,
-          Py_ssize_t i)
+record_row(const Payload *p, int64_t start, int headers, int64_t *row)
 {
     int64_t L = p->len, size;
     int64_t length = varint_at(p, start, &size);
@@ -70,11 +69,34 @@ record_at(const Payload *p, int64_t start, int headers, int64_t *out, Py_ssize_t
         header_count = varint_at(p, min64(value_end, L), &size);
         header_pos = min64(value_end, L) + size;
     }
-    int64_t row[FIELDS] = {off_delta, ts_delta, key_pos, key_len,
-                           value_pos, value_len, header_count, header_pos};
+    row[0] = off_delta;
+    row[1] = ts_delta;
+    row[2] = key_pos;
+    row[3] = key_len;
+    row[4] = value_pos;
+    row[5] = value_len;
+    row[6] = header_count;
+    row[7] = header_pos;
+    return rec_end > L || key_end > rec_end || value_end > rec_end || header_pos > rec_end;
+}
+
+int
+tl_record_at(const uint8_t *b, int64_t len, int64_t start, int headers, int64_t row[FIELDS])
+{
+    Payload p = {b, len};
+    return record_row(&p, start, headers, row);
+}
+
+/* One record's fields into out[f * n + i]; 1 when it runs past its length or the payload. */
+static int
+record_at(const Payload *p, int64_t start, int headers, int64_t *out, Py_ssize_t n,
+          Py_ssize_t i)
+{
+    int64_t row[FIELDS];
+    int bad = record_row(p, start, headers, row);
     for (int f = 0; f < FIELDS; f++)
         out[f * n + i] = row[f];
-    return rec_end > L || key_end > rec_end || value_end > rec_end || header_pos > rec_end;
+    return bad;
 }
 
 PyObject *

@@ -3,8 +3,8 @@
 The Arrow schema must equal ``to_arrow_schema(spark_schema, timezone="UTC")`` or Spark fails
 the read with DATA_SOURCE_RETURN_SCHEMA_MISMATCH, so it is spelled out here once:
 binary, binary, string, int32, int64, timestamp[us, UTC], int32 (+ headers list<struct>).
-Records are decoded by decode.py (vectorised with numpy) straight into Arrow buffers; only
-records that carry headers take a per-record Python step.
+Records are decoded by columns.py (one native pass over a run of batches, or its numpy twin)
+straight into Arrow buffers; only records that carry headers take a per-record Python step.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 import pyarrow as pa
 
 from tidelog.records import RecordBatch
-from tidelog.records.batch import RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK
+from tidelog.records.batch import COMPRESSION_MASK, RECORD_BATCH_OVERHEAD, Buffer
 
-from .decode import BinaryColumn, decode_records
+from .columns import HEADER_ROW, Columns, decode_columns
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 BASE_FIELDS = [
@@ -57,68 +57,70 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 class ColumnBuilder:
-    """Accumulates rows of one topic-partition column by column."""
+    """Collects the batches of one topic-partition and decodes them into one Arrow batch in
+    a single pass (columns.decode_columns): per batch only its header is read here."""
 
-    def __init__(self, topic: str, partition: int, include_headers: bool) -> None:
+    def __init__(self, topic: str, partition: int, include_headers: bool,
+                 start: int = 0, end: int = 2**63 - 1) -> None:
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
+        self.start, self.end = start, end
         self.schema = arrow_schema(include_headers)
         self._reset()
 
     def _reset(self) -> None:
-        self.key_col = BinaryColumn()
-        self.value_col = BinaryColumn()
-        self.offset_parts: list[np.ndarray] = []
-        self.ts_parts: list[np.ndarray] = []
-        self.type_parts: list[np.ndarray] = []
-        self.headers: list[list[dict[str, object]] | None] = []
+        self.batches: list[Buffer] = []
+        self.payloads: list[Buffer | None] = []
         self._n = 0
 
     def __len__(self) -> int:
+        """Records held (before the offset window is applied)."""
         return self._n
 
-    def add_batch(self, batch: RecordBatch, start: int, end: int) -> None:
-        """Append the batch's records with offsets in [start, end)."""
-        (base_offset, _l, _e, _m, _c, attrs, _lod, base_ts, max_ts, _pid, _pe, _bs, count) = batch.header()
-        payload = batch.records_payload()
-        buf = payload if isinstance(payload, bytes) else bytes(payload)
-        dec = decode_records(buf, count, base_offset, start, end, headers=self.include_headers)
-        n = len(dec.offsets)
-        if not n:
-            return
-        data = np.frombuffer(buf, dtype=np.uint8)
-        self.key_col.add(data, dec.key_pos, dec.key_len)
-        self.value_col.add(data, dec.value_pos, dec.value_len)
-        self.offset_parts.append(dec.offsets)
-        log_append = attrs & TIMESTAMP_TYPE_MASK
-        stamps = np.full(n, max_ts, np.int64) if log_append else dec.ts_deltas + base_ts
-        self.ts_parts.append(stamps * 1000)
-        self.type_parts.append(np.full(n, 1 if log_append else 0, np.int32))
-        if self.include_headers:
-            # only records that carry headers cost a Python step; a record without headers
-            # reads as NULL, as in Spark's Kafka source (KafkaRecordToRowConverter)
-            headers: list[list[dict[str, object]] | None] = [None] * n
-            for i in np.flatnonzero(dec.header_count):
-                headers[i] = _headers(buf, int(dec.header_pos[i]), int(dec.header_count[i]))
-            self.headers.extend(headers)
-        self._n += n
+    def add_batch(self, batch: RecordBatch) -> None:
+        """Take the batch's records; those with offsets in [start, end) are kept at build."""
+        (_b, _l, _e, _m, _c, attrs, _lod, _bt, _mt, _pid, _pe, _bs, count) = batch.header()
+        self.batches.append(batch.buf)
+        self.payloads.append(batch.records_payload() if attrs & COMPRESSION_MASK else None)
+        self._n += max(count, 0)
 
     def build(self) -> pa.RecordBatch:
-        n = self._n
+        c = decode_columns(self.batches, self.payloads, self.start, self.end, self.include_headers)
+        n = c.num_rows
         arrays = [
-            self.key_col.build(),
-            self.value_col.build(),
+            _binary(n, c.key_offsets, c.key_data, c.key_validity, c.key_nulls),
+            _binary(n, c.value_offsets, c.value_data, c.value_validity, c.value_nulls),
             _repeated_string(self.topic, n),
             pa.array(np.full(n, self.partition, np.int32)),
-            pa.array(_concat(self.offset_parts, np.int64)),
-            pa.array(_concat(self.ts_parts, np.int64)).cast(pa.timestamp("us", tz="UTC")),
-            pa.array(_concat(self.type_parts, np.int32)),
+            pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(c.offsets)]),
+            pa.Array.from_buffers(pa.timestamp("us", tz="UTC"), n, [None, pa.py_buffer(c.timestamps)]),
+            pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(c.types)]),
         ]
         if self.include_headers:
-            arrays.append(pa.array(self.headers, HEADER_TYPE))
+            arrays.append(pa.array(self._headers(c, n), HEADER_TYPE))
         self._reset()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _headers(self, c: Columns, n: int) -> list[list[dict[str, object]] | None]:
+        """Only records that carry headers cost a Python step; a record without headers reads
+        as NULL, as in Spark's Kafka source (KafkaRecordToRowConverter)."""
+        out: list[list[dict[str, object]] | None] = [None] * n
+        rows = np.frombuffer(c.headers, np.int64).reshape(-1, HEADER_ROW).tolist()
+        payloads: dict[int, bytes] = {}
+        for row, index, pos, count in rows:
+            if index not in payloads:
+                given = self.payloads[index]
+                payloads[index] = bytes(self.batches[index][RECORD_BATCH_OVERHEAD:]
+                                        if given is None else given)
+            out[row] = _headers(payloads[index], pos, count)
+        return out
+
+
+def _binary(n: int, offsets: bytes, data: bytes, validity: bytes | None, nulls: int) -> pa.Array:
+    bitmap = None if validity is None else pa.py_buffer(validity)
+    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=nulls)
 
 
 def _repeated_string(text: str, n: int) -> pa.Array:
@@ -128,10 +130,6 @@ def _repeated_string(text: str, n: int) -> pa.Array:
     offsets = np.arange(n + 1, dtype=np.int32) * len(raw)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
                                                    pa.py_buffer(raw * n)])
-
-
-def _concat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
 def _headers(buf: bytes, p: int, n: int) -> list[dict[str, object]]:
@@ -161,11 +159,11 @@ def batches_to_arrow(
     rows_per_batch: int = DEFAULT_ROWS_PER_BATCH,
 ) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the data records in [start, end); control batches are skipped."""
-    cols = ColumnBuilder(topic, partition, include_headers)
+    cols = ColumnBuilder(topic, partition, include_headers, start, end)
     for batch in batches:
         if batch.is_control or batch.size_in_bytes <= RECORD_BATCH_OVERHEAD:
             continue
-        cols.add_batch(batch, start, end)
+        cols.add_batch(batch)
         if len(cols) >= rows_per_batch:
             yield cols.build()
     if len(cols):

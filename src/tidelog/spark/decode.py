@@ -3,15 +3,13 @@
 Only the record boundaries need a Python loop (one length varint per record); every field
 after that is decoded for all records of a batch at once: each varint column is read as an
 n x 10 byte matrix, and key/value bytes are gathered from the payload with one fancy index.
-Keys and values become Arrow BinaryArrays built from buffers, with no per-record objects.
+These walks are the reference for the native core's; columns.py runs them over a whole run
+of batches into the buffers of Arrow columns.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
-import pyarrow as pa
 
 from tidelog._native import core as _native_core
 
@@ -70,21 +68,6 @@ def varints(data: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values, size
 
 
-@dataclass
-class DecodedBatch:
-    """Columns of the records kept from one batch; positions are into ``payload``."""
-
-    payload: bytes
-    offsets: np.ndarray
-    ts_deltas: np.ndarray
-    key_pos: np.ndarray
-    key_len: np.ndarray  # -1 = null
-    value_pos: np.ndarray
-    value_len: np.ndarray
-    header_count: np.ndarray  # per record; headers start after their count varint
-    header_pos: np.ndarray
-
-
 FIELDS = 8  # off_delta, ts_delta, key_pos, key_len, value_pos, value_len, header_count, header_pos
 
 
@@ -139,20 +122,6 @@ record_fields = (_record_fields_native if hasattr(_native_core, "record_fields")
                  else record_fields_py)
 
 
-def decode_records(
-    payload: bytes, count: int, base_offset: int, start: int, end: int, *, headers: bool = True
-) -> DecodedBatch:
-    """Decode the ``count`` records of a (decompressed) payload, keeping offsets in [start, end);
-    header counts/positions are only decoded with ``headers`` (else zero)."""
-    starts = record_starts(payload, count)
-    f = record_fields(payload, starts, headers)
-    cols = [f[0] + base_offset, *f[1:]]
-    keep = (cols[0] >= start) & (cols[0] < end)
-    if not keep.all():
-        cols = [c[keep] for c in cols]
-    return DecodedBatch(payload, *cols)
-
-
 def gather_py(data: np.ndarray, pos: np.ndarray, length: np.ndarray) -> np.ndarray:
     """The bytes ``data[pos[i] : pos[i] + length[i]]`` back to back (a negative length: none)."""
     n = np.where(length >= 0, length, 0)
@@ -173,32 +142,3 @@ def _gather_native(data: np.ndarray, pos: np.ndarray, length: np.ndarray) -> np.
 
 
 gather = _gather_native if hasattr(_native_core, "gather") else gather_py
-
-
-@dataclass
-class BinaryColumn:
-    """Accumulates (payload, positions, lengths) and builds one BinaryArray."""
-
-    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
-
-    def add(self, data: np.ndarray, pos: np.ndarray, length: np.ndarray) -> None:
-        self.parts.append((data, pos, length))
-
-    def build(self) -> pa.Array:
-        if not self.parts:
-            return pa.array([], pa.binary())
-        lengths = np.concatenate([ln for _, _, ln in self.parts])
-        valid = lengths >= 0
-        sizes = np.where(valid, lengths, 0)
-        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
-        np.cumsum(sizes, out=offsets[1:])
-        chunks = [gather(data, pos, ln) for data, pos, ln in self.parts]
-        values = np.concatenate(chunks) if chunks else np.zeros(0, np.uint8)
-        if offsets[-1] >= 2**31:
-            raise ValueError("more than 2 GiB of keys or values in one Arrow batch")
-        bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
-        return pa.Array.from_buffers(
-            pa.binary(), len(sizes),
-            [bitmap, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(values)],
-            null_count=int((~valid).sum()),
-        )

@@ -1,0 +1,317 @@
+/* The Spark read path's columnar pass: spark/columns.py decode_columns_py in C.
+ *
+ * A run of v2 batches (a fetch response's or a segment slice's, each batch's bytes with its
+ * records payload: the batch's own bytes past its header, or the decompressed records) is
+ * decoded in one call into the buffers of Spark's Arrow columns: offsets, timestamps (µs),
+ * timestamp types, key and value offsets/data/validity, and the (row, batch, position, count)
+ * of every record that carries headers.  Each record is walked once, with the Spark
+ * decoder's own walks (tl_record_starts, tl_record_at), so results and errors equal the
+ * twin's bit for bit: numpy's int64 wrap-around, the same messages in the same order. */
+#define PY_SSIZE_T_CLEAN
+#include <string.h>
+
+#include "native.h"
+
+#define OVERHEAD 61
+#define TIMESTAMP_TYPE_MASK 0x08
+
+typedef struct {
+    int64_t offset, ts, kpos, klen, vpos, vlen, hcount, hpos;
+    Py_ssize_t batch;
+    int32_t type;
+} Rec;
+
+typedef struct {
+    Py_buffer *views; /* two per batch: the batch, its payload (unused when ``given[i]`` is 0) */
+    char *given;
+    Py_ssize_t held, nb;
+    Rec *recs;
+    Py_ssize_t n, cap;
+    int64_t *starts;
+    Py_ssize_t starts_cap;
+} Pass;
+
+static uint64_t
+be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static int
+grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item)
+{
+    if (need <= *cap)
+        return 0;
+    Py_ssize_t c = *cap ? *cap : 256;
+    while (c < need)
+        c *= 2;
+    void *p = PyMem_Realloc(*buf, (size_t)c * item);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = p;
+    *cap = c;
+    return 0;
+}
+
+/* The payload of batch i: its own bytes past the header, or the given (decompressed) bytes. */
+static const uint8_t *
+payload_of(const Pass *ps, Py_ssize_t i, int64_t *len)
+{
+    if (ps->given[i]) {
+        *len = (int64_t)ps->views[2 * i + 1].len;
+        return (const uint8_t *)ps->views[2 * i + 1].buf;
+    }
+    *len = (int64_t)ps->views[2 * i].len - OVERHEAD;
+    return (const uint8_t *)ps->views[2 * i].buf + OVERHEAD;
+}
+
+/* Walk batch i, appending its records with offsets in [start, end). */
+static int
+walk_batch(Pass *ps, Py_ssize_t i, int64_t start, int64_t end, int headers)
+{
+    const uint8_t *h = (const uint8_t *)ps->views[2 * i].buf;
+    uint64_t base_offset = be(h, 8), base_ts = be(h + 27, 8);
+    int64_t max_ts = (int64_t)be(h + 35, 8), count = (int32_t)be(h + 57, 4);
+    int log_append = (h[22] & TIMESTAMP_TYPE_MASK) != 0;
+    int64_t len;
+    const uint8_t *b = payload_of(ps, i, &len);
+    Py_ssize_t want = count < 0 ? 0 : (Py_ssize_t)(count < len + 1 ? count : len + 1);
+    if (grow((void **)&ps->starts, &ps->starts_cap, want, sizeof(int64_t)) < 0)
+        return -1;
+    if (tl_record_starts(b, (uint64_t)len, want, ps->starts) < 0)
+        return -1;
+    for (Py_ssize_t j = 0; j < want; j++) {
+        int64_t row[8];
+        if (tl_record_at(b, len, ps->starts[j], headers, row)) {
+            PyErr_Format(PyExc_ValueError,
+                         "record %zd at byte %lld of the batch runs past its length or the "
+                         "batch's end (%lld bytes)", j, (long long)ps->starts[j], (long long)len);
+            return -1;
+        }
+        int64_t offset = (int64_t)(base_offset + (uint64_t)row[0]);
+        if (offset < start || offset >= end)
+            continue;
+        if (grow((void **)&ps->recs, &ps->cap, ps->n + 1, sizeof(Rec)) < 0)
+            return -1;
+        uint64_t ts = log_append ? (uint64_t)max_ts : base_ts + (uint64_t)row[1];
+        Rec r = {offset, (int64_t)(ts * 1000u), row[2], row[3], row[4], row[5], row[6], row[7],
+                 i, log_append};
+        ps->recs[ps->n++] = r;
+    }
+    return 0;
+}
+
+/* Hold the buffers of every batch and payload; -1 with the twin's error. */
+static int
+hold_buffers(Pass *ps, PyObject *batches, PyObject *payloads)
+{
+    for (Py_ssize_t i = 0; i < ps->nb; i++) {
+        PyObject *pay = PySequence_Fast_GET_ITEM(payloads, i);
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(batches, i), &ps->views[2 * i],
+                               PyBUF_SIMPLE) < 0)
+            return -1;
+        ps->held = 2 * i + 1;
+        if (ps->views[2 * i].len < OVERHEAD) {
+            PyErr_Format(PyExc_ValueError, "a batch of %zd bytes is shorter than its %d-byte "
+                         "header", ps->views[2 * i].len, OVERHEAD);
+            return -1;
+        }
+        if (pay != Py_None) {
+            if (PyObject_GetBuffer(pay, &ps->views[2 * i + 1], PyBUF_SIMPLE) < 0)
+                return -1;
+            ps->given[i] = 1;
+        }
+        ps->held = 2 * i + 2;
+    }
+    return 0;
+}
+
+static void
+release(Pass *ps)
+{
+    for (Py_ssize_t k = 0; k < ps->held; k++)
+        if (k % 2 == 0 || ps->given[k / 2])
+            PyBuffer_Release(&ps->views[k]);
+    PyMem_Free(ps->views);
+    PyMem_Free(ps->given);
+    PyMem_Free(ps->recs);
+    PyMem_Free(ps->starts);
+}
+
+static PyObject *
+new_bytes(Py_ssize_t n, char **w)
+{
+    PyObject *o = PyBytes_FromStringAndSize(NULL, n);
+    if (o != NULL)
+        *w = PyBytes_AS_STRING(o);
+    return o;
+}
+
+/* One binary column (keys: which 0, values: which 1) as (offsets, data, validity, nulls). */
+static PyObject *
+binary_column(const Pass *ps, int which)
+{
+    int64_t total = 0, nulls = 0;
+    for (Py_ssize_t k = 0; k < ps->n; k++) {
+        int64_t ln = which ? ps->recs[k].vlen : ps->recs[k].klen;
+        if (ln >= 0)
+            total += ln;
+        else
+            nulls++;
+    }
+    if (total >= ((int64_t)1 << 31)) {
+        PyErr_SetString(PyExc_ValueError, "more than 2 GiB of keys or values in one Arrow batch");
+        return NULL;
+    }
+    for (Py_ssize_t k = 0; k < ps->n; k++) { /* gather_py's bounds: a zero length counts too */
+        const Rec *r = &ps->recs[k];
+        int64_t pos = which ? r->vpos : r->kpos, ln = which ? r->vlen : r->klen, plen;
+        payload_of(ps, r->batch, &plen);
+        if (pos < 0 || pos > plen - (ln > 0 ? ln : 0)) {
+            PyErr_Format(PyExc_ValueError, "a key or value outside its batch's %lld bytes",
+                         (long long)plen);
+            return NULL;
+        }
+    }
+    char *ow, *dw, *vw = NULL;
+    PyObject *offs = new_bytes((ps->n + 1) * 4, &ow);
+    PyObject *data = offs ? new_bytes((Py_ssize_t)total, &dw) : NULL;
+    PyObject *valid = Py_None;
+    Py_INCREF(valid);
+    if (data != NULL && nulls) {
+        Py_DECREF(valid);
+        valid = new_bytes((ps->n + 7) / 8, &vw);
+        if (valid != NULL)
+            memset(vw, 0, (size_t)(ps->n + 7) / 8);
+    }
+    if (data == NULL || valid == NULL) {
+        Py_XDECREF(offs);
+        Py_XDECREF(data);
+        Py_XDECREF(valid);
+        return NULL;
+    }
+    int32_t at = 0;
+    memcpy(ow, &at, 4);
+    for (Py_ssize_t k = 0; k < ps->n; k++) {
+        const Rec *r = &ps->recs[k];
+        int64_t pos = which ? r->vpos : r->kpos, ln = which ? r->vlen : r->klen, plen;
+        if (ln > 0) {
+            memcpy(dw + at, payload_of(ps, r->batch, &plen) + pos, (size_t)ln);
+            at += (int32_t)ln;
+        }
+        if (ln >= 0 && vw != NULL)
+            vw[k / 8] |= (char)(1 << (k % 8));
+        memcpy(ow + 4 * (k + 1), &at, 4);
+    }
+    return Py_BuildValue("(NNNL)", offs, data, valid, (long long)nulls);
+}
+
+/* (offsets, timestamps, types, header rows) of the kept records. */
+static PyObject *
+fixed_columns(const Pass *ps)
+{
+    Py_ssize_t hn = 0;
+    for (Py_ssize_t k = 0; k < ps->n; k++)
+        hn += ps->recs[k].hcount != 0;
+    char *ow, *tw, *yw, *hw;
+    PyObject *offs = new_bytes(ps->n * 8, &ow);
+    PyObject *ts = offs ? new_bytes(ps->n * 8, &tw) : NULL;
+    PyObject *types = ts ? new_bytes(ps->n * 4, &yw) : NULL;
+    PyObject *hdr = types ? new_bytes(hn * 32, &hw) : NULL;
+    if (hdr == NULL) {
+        Py_XDECREF(offs);
+        Py_XDECREF(ts);
+        Py_XDECREF(types);
+        return NULL;
+    }
+    int64_t *o = (int64_t *)ow, *t = (int64_t *)tw, *hr = (int64_t *)hw;
+    int32_t *y = (int32_t *)yw;
+    for (Py_ssize_t k = 0; k < ps->n; k++) {
+        const Rec *r = &ps->recs[k];
+        o[k] = r->offset;
+        t[k] = r->ts;
+        y[k] = r->type;
+        if (r->hcount != 0) {
+            hr[0] = k;
+            hr[1] = r->batch;
+            hr[2] = r->hpos;
+            hr[3] = r->hcount;
+            hr += 4;
+        }
+    }
+    return Py_BuildValue("(NNNN)", offs, ts, types, hdr);
+}
+
+static PyObject *
+build_columns(const Pass *ps)
+{
+    PyObject *fixed = fixed_columns(ps);
+    PyObject *keys = fixed ? binary_column(ps, 0) : NULL;
+    PyObject *values = keys ? binary_column(ps, 1) : NULL;
+    PyObject *out = NULL;
+    if (values != NULL) {
+        out = PyTuple_New(12);
+        if (out != NULL) {
+            PyObject *parts[3] = {fixed, keys, values};
+            int slot[3][4] = {{0, 1, 2, 11}, {3, 4, 5, 6}, {7, 8, 9, 10}};
+            for (int p = 0; p < 3; p++)
+                for (int f = 0; f < 4; f++) {
+                    PyObject *item = PyTuple_GET_ITEM(parts[p], f);
+                    Py_INCREF(item);
+                    PyTuple_SET_ITEM(out, slot[p][f], item);
+                }
+        }
+    }
+    Py_XDECREF(fixed);
+    Py_XDECREF(keys);
+    Py_XDECREF(values);
+    return out;
+}
+
+PyObject *
+tl_decode_columns(PyObject *self, PyObject *args)
+{
+    PyObject *batches_obj, *payloads_obj;
+    long long start, end;
+    int headers;
+    if (!PyArg_ParseTuple(args, "OOLLp:decode_columns", &batches_obj, &payloads_obj, &start,
+                          &end, &headers))
+        return NULL;
+    PyObject *batches = PySequence_Fast(batches_obj, "batches must be a sequence");
+    if (batches == NULL)
+        return NULL;
+    PyObject *payloads = PySequence_Fast(payloads_obj, "payloads must be a sequence");
+    if (payloads == NULL) {
+        Py_DECREF(batches);
+        return NULL;
+    }
+    PyObject *out = NULL;
+    Pass ps = {0};
+    ps.nb = PySequence_Fast_GET_SIZE(batches);
+    if (PySequence_Fast_GET_SIZE(payloads) != ps.nb) {
+        PyErr_SetString(PyExc_ValueError, "one payload (or None) per batch");
+        goto done;
+    }
+    ps.views = PyMem_Calloc((size_t)(2 * ps.nb + 1), sizeof(Py_buffer));
+    ps.given = PyMem_Calloc((size_t)ps.nb + 1, 1);
+    if (ps.views == NULL || ps.given == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (hold_buffers(&ps, batches, payloads) < 0)
+        goto done;
+    for (Py_ssize_t i = 0; i < ps.nb; i++)
+        if (walk_batch(&ps, i, start, end, headers) < 0)
+            goto done;
+    out = build_columns(&ps);
+done:
+    release(&ps);
+    Py_DECREF(payloads);
+    Py_DECREF(batches);
+    return out;
+}
