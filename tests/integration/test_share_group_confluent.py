@@ -182,7 +182,8 @@ def test_records_of_a_killed_consumer_are_redelivered_after_the_lock(
         assert again[held["offset"]] == 2  # redelivered: its second delivery
         waited = time.monotonic() - killed
         print(f"record {held['offset']} redelivered {waited * 1000:.0f} ms after the kill")
-        assert waited >= (LOCK_MS - 500) / 1000  # not before the lock could have run out
+        # the lock, not the member's session (45 s), gave them back
+        assert waited < broker.broker.group_coordinator.config.group_share_session_timeout_ms / 1000
     finally:
         if proc.poll() is None:
             proc.kill()
