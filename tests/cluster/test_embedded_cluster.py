@@ -6,6 +6,10 @@ import signal
 import time
 import uuid
 
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as ConfluentTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
 from tidelog.server.metadata import zk_data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.util.topic_partition import TopicPartition
@@ -76,3 +80,44 @@ def test_sigkill_of_a_leader_gives_its_partitions_leaders_from_their_isr(
     for tp, s in states.items():
         assert s.leader == order[1] and s.leader in before[tp].isr  # the next ISR member
         assert s.leader_epoch == before[tp].leader_epoch + 1 and victim not in s.isr
+
+
+def test_sigterm_of_a_leader_under_an_acks_all_producer(tidelog_cluster: EmbeddedCluster) -> None:
+    cluster = tidelog_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("acks", num_partitions=3, replication_factor=3)])["acks"].result(30)
+    errors: list[str] = []
+    delivered: list[int] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            delivered.append(int(msg.value()))  # type: ignore[attr-defined]
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "linger.ms": 5, "enable.idempotence": True})  # fmt: skip
+    leader0 = admin.list_topics(topic="acks", timeout=10).topics["acks"].partitions[0].leader
+    for i in range(300):
+        producer.produce("acks", value=str(i).encode(), partition=i % 3, on_delivery=on_delivery)
+        producer.poll(0)
+        if i == 100:
+            producer.flush(30)
+            cluster.brokers[leader0].signal(signal.SIGTERM)  # controlled shutdown under load
+    assert producer.flush(60) == 0
+    assert cluster.brokers[leader0].wait(60) == 0
+    assert errors == []
+    assert sorted(delivered) == list(range(300))
+    states = cluster.zk.get_topic_partition_states([TopicPartition("acks", p) for p in range(3)])
+    assert all(s.leader != leader0 for s in states.values())
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "acks-check",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([ConfluentTopicPartition("acks", p, 0) for p in range(3)])
+    seen: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 300 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen.append(int(msg.value()))
+    consumer.close()
+    assert sorted(seen) == list(range(300))

@@ -33,6 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
+
 from tidelog.server.metadata.zk_client import KafkaZkClient
 
 from .zookeeper import ZooKeeperServer
@@ -156,10 +158,28 @@ class EmbeddedCluster:
                 self.brokers[broker_id] = BrokerProcess(
                     broker_id, self.directory / f"broker-{broker_id}", self.broker_props(broker_id)
                 ).start()
+            self.wait_for_metadata()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def wait_for_metadata(self, timeout: float = 60.0) -> None:
+        """Until every running broker's Metadata shows every running broker and the
+        controller (Kafka's waitUntilBrokerMetadataIsPropagated): a client bootstrapping
+        from a broker the controller has not reached yet would see no controller."""
+        running = sorted(b for b, p in self.brokers.items() if p.running)
+        deadline = time.monotonic() + timeout
+        for broker_id in running:
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.brokers[broker_id].port}"})
+            while True:
+                md = admin.list_topics(timeout=max(1.0, deadline - time.monotonic()))
+                if sorted(md.brokers) == running and md.controller_id in running:
+                    break
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"broker {broker_id} shows brokers {sorted(md.brokers)}, "
+                                       f"controller {md.controller_id}")  # fmt: skip
+                time.sleep(0.05)
 
     @property
     def zk(self) -> KafkaZkClient:
@@ -190,7 +210,9 @@ class EmbeddedCluster:
     def restart(self, broker_id: int) -> BrokerProcess:
         b = self.brokers[broker_id]
         b.stop()
-        return b.start()
+        b.start()
+        self.wait_for_metadata()
+        return b
 
     def stop(self) -> None:
         for b in self.brokers.values():
