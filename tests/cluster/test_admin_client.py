@@ -30,6 +30,15 @@ def three(zookeeper_connect: str) -> Iterator[tuple[list[EmbeddedBroker], KafkaZ
     }).start() for b in (1, 2, 3)]  # fmt: skip
     zk = KafkaZkClient(zookeeper_connect)
     zk.start()
+    for b in brokers:  # every broker knows every broker and the controller
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        deadline = time.monotonic() + 30
+        while True:
+            md = admin.list_topics(timeout=10)
+            if sorted(md.brokers) == [1, 2, 3] and md.controller_id > 0:
+                break
+            assert time.monotonic() < deadline, (sorted(md.brokers), md.controller_id)
+            time.sleep(0.05)
     yield brokers, zk
     zk.close()
     for b in brokers:
