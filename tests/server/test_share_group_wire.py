@@ -1,17 +1,18 @@
 """Share groups seen by the admin APIs on the wire: ShareGroupDescribe (77) for two
 confluent-kafka ShareConsumers, ListGroups v5 by type, DescribeGroups and ConsumerGroupDescribe
-refusing a share group, DeleteGroups once it is empty."""
+refusing a share group, DeleteGroups once it is empty; DescribeShareGroupOffsets (90)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from broker_wire import Wire
-from confluent_kafka import ShareConsumer
+from broker_wire import Wire, request_class
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
 from tidelog.testing import EmbeddedBroker
 
 
@@ -56,3 +57,48 @@ def test_share_groups_in_the_admin_apis() -> None:
             deleted: Any = w.call(42, 2, groups_names=("sg-admin",))
             assert deleted.results[0].error_code == ErrorCode.NONE
             assert "sg-admin" not in share.groups
+
+
+def test_describe_share_group_offsets_reports_start_offset_and_lag() -> None:
+    with EmbeddedBroker({"offsets.topic.num.partitions": 3}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("lagging", 2, 1)])["lagging"].result(10)
+        c = ShareConsumer({"bootstrap.servers": b.bootstrap_servers, "group.id": "sg-lag",
+                           "share.acknowledgement.mode": "explicit"})
+        c.subscribe(["lagging"])
+        share = b.broker.group_coordinator.share
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(share.partitions) < 2:
+            c.poll(0.05)
+        p = Producer({"bootstrap.servers": b.bootstrap_servers})
+        for i in range(5):
+            p.produce("lagging", str(i).encode(), partition=0)
+        p.flush(10)
+        held: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(held) < 5 and time.monotonic() < deadline:
+            held += list(c.poll(0.1))
+        for m in held:
+            c.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 3 else AcknowledgeType.RELEASE)
+        c.commit_sync(10)
+        with Wire(b) as w:
+            everything: Any = w.call(90, 1, groups=(make_group("sg-lag", None),))
+            [g] = everything.groups
+            [t] = g.topics
+            got = {p.partition_index: (p.start_offset, p.lag) for p in t.partitions}
+            assert (t.topic_name, got) == ("lagging", {0: (3, 2), 1: (0, 0)})
+            named: Any = w.call(90, 0, groups=(make_group("sg-lag", [("lagging", (0,)),
+                                                                   ("nothing", (0,))], 0),))
+            starts = {t.topic_name: [p.start_offset for p in t.partitions]
+                      for t in named.groups[0].topics}
+            assert starts == {"lagging": [3], "nothing": [-1]}
+        c.close()
+
+
+def make_group(group_id: str, topics: list[tuple[str, tuple[int, ...]]] | None,
+               version: int = 1) -> Any:
+    cls = request_class(90, version)
+    gcls = nested(cls, "groups")
+    tcls = nested(gcls, "topics")
+    return make(gcls, group_id=group_id, topics=None if topics is None else tuple(
+        make(tcls, topic_name=n, partitions=ps) for n, ps in topics))

@@ -101,6 +101,7 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
     15: (_m("groups", "groups", group_id=SELF),),
     69: (_m("groups", "group_ids", group_id=SELF),),
     77: (_m("groups", "group_ids", group_id=SELF),),
+    90: (_m("groups", "groups", group_id="group_id"),),
     19: (_m("topics", "topics", name="name"),),
     20: (
         _m("responses", "topics", name="name", topic_id="topic_id"),

@@ -265,6 +265,19 @@ class ShareGroupCoordinator:
             self.topic_ids[key] = topic_id
         return sp
 
+    def share_partition_if_known(self, group_id: str, tp: TopicPartition
+                                 ) -> SharePartition | None:
+        """The share-partition when the group has one (in memory or stored)."""
+        sp = self.partitions.get((group_id, tp))
+        if sp is not None:
+            return sp
+        for (gid, topic_id, partition), _ in list(self.restored.items()):
+            if gid == group_id and partition == tp.partition and \
+                    self.topics().get(tp.topic) is not None and \
+                    self.topics()[tp.topic].topic_id == topic_id:
+                return self.share_partition(group_id, tp, 0, topic_id)
+        return None
+
     # ------------------------------------------------------------------ durable state
 
     def attach(self, store: OffsetsStore) -> None:
