@@ -6,7 +6,9 @@ each figure next to a raw-syscall baseline measured in the same run.
   os.write of the same buffers to a plain file;
 * read: Log.read of 1 MiB fetches (HW isolation) + FileSlice.read vs os.read of 1 MiB;
 * recover: Log.open after an unclean shutdown with recovery point 0 (every segment CRC
-  checked, indexes and producer state rebuilt) in s/GiB vs reading the files with os.read.
+  checked, indexes and producer state rebuilt) in s/GiB vs reading the files with os.read
+  (hot), median and range of alternating runs, for 16 KiB batches, 1 KiB (one-record)
+  batches and one-record batches of ~90 B (also in batches/s).
 
 Files stay in the page cache: figures are our CPU cost on top of the syscalls.
 Usage: python bench/log.py [MiB] (default 64). Prints min..max over RUNS runs.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -141,11 +144,30 @@ def _next_offset(data: bytes) -> int:
     return nxt
 
 
-def bench_recover(root: Path, batches: list[bytes]) -> None:
+def batches_of(total: int, record_bytes: int) -> list[bytes]:
+    """~total bytes of one-record batches with their offsets, ~1 MiB per follower append
+    (one template; the base offset is outside the CRC)."""
+    value = os.urandom(record_bytes // 2).hex().encode()
+    b = RecordBatchBuilder()
+    b.append(1_700_000_000_000, b"key", value)
+    raw = b.build()
+    group = max(1, MIB // len(raw))
+    out, offset = [], 0
+    for _ in range(max(1, total // (len(raw) * group))):
+        chunk = bytearray(raw * group)
+        for i in range(group):
+            chunk[i * len(raw):i * len(raw) + 8] = offset.to_bytes(8, "big")
+            offset += 1
+        out.append(bytes(chunk))
+    return out
+
+
+def bench_recover(root: Path, label: str, batches: list[bytes], follower: bool = False) -> None:
     lg = fresh_log(root)
     for b in batches:
-        lg.append_as_leader(b)
+        lg.append_as_follower(b) if follower else lg.append_as_leader(b)
     lg.close()
+    count = sum(1 for _ in _batch_sizes(batches))
     total = sum(p.stat().st_size for p in lg.dir.glob("*.log"))
     gib = total / (1024 * MIB)
 
@@ -161,10 +183,26 @@ def bench_recover(root: Path, batches: list[bytes]) -> None:
                 pass
             os.close(fd)
 
-    t_ours = timed(lambda: None, ours)
-    t_raw = timed(lambda: None, raw)
-    print(f"recover (unclean, rp=0)         Log.open {min(t_ours) / gib:6.2f}..{max(t_ours) / gib:<6.2f}"
-          f" s/GiB   os.read {min(t_raw) / gib:6.3f}..{max(t_raw) / gib:<6.3f} s/GiB")
+    t_ours, t_raw = [], []
+    for _ in range(RUNS):  # alternating, each after its own warm-up run
+        t_ours += timed(lambda: None, ours)[-1:]
+        t_raw += timed(lambda: None, raw)[-1:]
+    med_o, med_r = statistics.median(t_ours), statistics.median(t_raw)
+    print(f"recover {label:<22} Log.open {med_o / gib:6.2f} s/GiB ({min(t_ours) / gib:.2f}.."
+          f"{max(t_ours) / gib:.2f})  hot os.read {med_r / gib:6.3f} s/GiB  ratio "
+          f"{med_o / med_r:5.2f}x ({min(t_ours) / max(t_raw):.2f}..{max(t_ours) / min(t_raw):.2f})  "
+          f"{count / med_o / 1e6:.2f} M batches/s")
+
+
+def _batch_sizes(batches: list[bytes]) -> list[int]:
+    out = []
+    for data in batches:
+        pos = 0
+        while pos + 61 <= len(data):
+            size = 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+            out.append(size)
+            pos += size
+    return out
 
 
 def main() -> None:
@@ -180,10 +218,22 @@ def main() -> None:
         bench_append(root, "(~100 B records)", small)
         bench_append(root, "(idempotent, ~100 B)", idem)
         bench_read(root, big)
-        bench_recover(root, big)
+        bench_recover(root, "(16 KiB batches)", big)
+        bench_recover(root, "(1 KiB batches)", batches_of(total, 1000), True)
+        bench_recover(root, "(one-record, ~90 B)", batches_of(total, 20), True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[2] == "recover":
+        _mib = int(sys.argv[1]) * MIB
+        _root = Path(tempfile.mkdtemp(prefix="bench-log-"))
+        try:
+            bench_recover(_root, "(16 KiB batches)", client_batches(_mib, 1000))
+            bench_recover(_root, "(1 KiB batches)", batches_of(_mib, 1000), True)
+            bench_recover(_root, "(one-record, ~90 B)", batches_of(_mib, 20), True)
+        finally:
+            shutil.rmtree(_root, ignore_errors=True)
+        sys.exit(0)
     main()

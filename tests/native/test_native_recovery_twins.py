@@ -182,3 +182,39 @@ def test_recover_ends_alike_on_every_path(tmp_path_factory: pytest.TempPathFacto
             for run in paths]
     for other in ends[1:]:
         assert other == ends[0]
+
+
+@needs_core
+def test_the_crc_pass_lets_other_threads_run() -> None:
+    """The CRC work runs without the GIL (recovery threads of a data dir run in parallel):
+    a thread counting while one large run is scanned gets to count during it."""
+    import threading
+
+    b = RecordBatchBuilder(base_offset=SEGMENT_BASE)
+    b.append(0, None, bytes(range(256)) * 256)  # ~64 KiB
+    raw = b.build()
+    buf = bytearray()
+    for i in range(1024):  # ~64 MiB of batches at increasing offsets
+        buf += (SEGMENT_BASE + i).to_bytes(8, "big") + raw[8:]
+    state = ScanState(0, 0, -1, -1, -1, 1 << 20, -1, -1, 1 << 20, -1)
+    counted = [0]
+    running, stop = threading.Event(), threading.Event()
+
+    def count() -> None:
+        running.set()
+        while not stop.is_set():
+            counted[0] += 1
+
+    t = threading.Thread(target=count)
+    t.start()
+    running.wait()
+    try:
+        before = counted[0]
+        r = native_run(bytes(buf), 0, 4096, SEGMENT_BASE, state)
+        during = counted[0] - before
+    finally:
+        stop.set()
+        t.join()
+    assert r.off == len(buf)  # taken whole
+    assert r == scan_run_py(bytes(buf), 0, 4096, SEGMENT_BASE, state)
+    assert during > 1000
