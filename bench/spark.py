@@ -9,7 +9,10 @@ read into the ``noop`` sink by a local[2] SparkSession in the same run:
     storage) and tidelog's own EmbeddedBroker (in-process, on disk).
 Figures are min..max rows/s over RUNS timed runs after one warm-up run.
 
-    .venv/bin/python bench/spark.py [--records 2000000] [--skip-broker]
+Before them, the same records written in 10- and 1,000-record batches (--batch-sizes), read
+in path mode and from a tidelog broker: median rows/s and the ratio to the large batches.
+
+    .venv/bin/python bench/spark.py [--records 2000000] [--skip-broker] [--skip-sources]
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,46 +91,46 @@ class MemSource(DataSource):
         return MemReader(int(self.options["rows"]))
 
 
-def template_batch(codec: CompressionType = CompressionType.NONE) -> bytes:
+def template_batch(codec: CompressionType = CompressionType.NONE, per_batch: int = PER_BATCH) -> bytes:
     b = RecordBatchBuilder(codec)
-    for i in range(PER_BATCH):
+    for i in range(per_batch):
         b.append(TS0 + i, b"key-%d" % i, b"v" * 100)
     return b.build()
 
 
-def make_log_dir(root: Path, records: int) -> None:
+def make_log_dir(root: Path, records: int, per_batch: int = PER_BATCH) -> None:
     """Kafka's layout through the test helper; batches are one template with patched base
     offsets (the CRC does not cover the base offset)."""
     from kafka_layout import PartitionWriter
 
-    raw = template_batch()
+    raw = template_batch(per_batch=per_batch)
     for p in range(PARTITIONS):
         w = PartitionWriter(root / f"bench-{p}", segment_bytes=64 << 20, index_interval_bytes=4096)
-        for _ in range(records // PARTITIONS // PER_BATCH):
+        for _ in range(records // PARTITIONS // per_batch):
             w.append_batch(raw)
         w.flush()
 
 
-def load_broker(bootstrap: str, records: int) -> str:
+def load_broker(bootstrap: str, records: int, per_batch: int = PER_BATCH) -> str:
     from tidelog.client.kafka_client import KafkaClient, TopicPartition
 
-    raw = template_batch()
+    raw = template_batch(per_batch=per_batch)
     with KafkaClient(bootstrap) as c:
         c.create_topics({"bench": PARTITIONS})
         for p in range(PARTITIONS):
             tp = TopicPartition("bench", p)
             leader = c.leader_for(tp)
-            for _ in range(records // PARTITIONS // PER_BATCH):
+            for _ in range(records // PARTITIONS // per_batch):
                 c.produce(leader, {tp: raw})
         # the end from Fetch's high watermark (Tansu's ListOffsets "latest" is off, see tests)
         fetched = c.fetch({TopicPartition("bench", p): 0 for p in range(PARTITIONS)}, partition_max_bytes=1)
     return json.dumps({"bench": {str(tp.partition): f.high_watermark for tp, f in fetched.items()}})
 
 
-def measure(spark: Any, make_df: Any, expected: int) -> list[float]:
+def measure(spark: Any, make_df: Any, expected: int, runs: int = RUNS) -> list[float]:
     assert make_df().count() == expected  # warm-up, and the rows are all there
     rates = []
-    for _ in range(RUNS):
+    for _ in range(runs):
         t0 = time.perf_counter()
         make_df().write.format("noop").mode("overwrite").save()
         rates.append(expected / (time.perf_counter() - t0))
@@ -205,6 +209,43 @@ def fmt(rates: list[float], base: list[float] | None = None) -> str:
     return text
 
 
+def measure_batch_sizes(spark: Any, tmp: Path, n: int, sizes: list[int], broker: bool) -> None:
+    """The same records written in batches of each size: rows/s in path mode and from an
+    embedded tidelog broker, each against the largest size (runs of the sizes alternate)."""
+    from peers import embedded_tidelog, has_embedded_tidelog
+
+    path_rates: dict[int, list[float]] = {}
+    for size in sizes:
+        make_log_dir(tmp / f"logs-{size}", n, size)
+    for _ in range(RUNS):
+        for size in sizes:
+            path_rates.setdefault(size, []).extend(measure(
+                spark, lambda s=size: spark.read.format("tidelog").option("path", str(tmp / f"logs-{s}"))
+                .option("subscribe", "bench").load(), n, runs=1))
+    top = max(sizes)
+    print(f"{n:,} records by batch size, {RUNS} runs each, ratio of medians to {top}-record batches")
+    for size in sizes:
+        print(f"  path mode, {size:>5}-record batches : {fmt_median(path_rates[size], path_rates[top])}")
+    if not broker or not has_embedded_tidelog():
+        return
+    broker_rates: dict[int, list[float]] = {}
+    for size in sizes:
+        with embedded_tidelog() as bootstrap:
+            ending = load_broker(bootstrap, n, size)
+            broker_rates[size] = measure(spark, lambda bs=bootstrap, e=ending: spark.read.format(
+                "tidelog").option("kafka.bootstrap.servers", bs).option("subscribe", "bench").option(
+                "endingOffsets", e).load(), n)
+    for size in sizes:
+        print(f"  broker mode, {size:>5}-record batches: {fmt_median(broker_rates[size], broker_rates[top])}")
+
+
+def fmt_median(rates: list[float], base: list[float] | None) -> str:
+    text = f"median {statistics.median(rates) / 1e6:.2f} M rows/s ({min(rates) / 1e6:.2f}..{max(rates) / 1e6:.2f})"
+    if base:
+        text += f"  {statistics.median(rates) / statistics.median(base):.2f}x"
+    return text
+
+
 def spark_session() -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -225,6 +266,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--skip-broker", action="store_true")
+    ap.add_argument("--batch-sizes", default="10,1000",
+                    help="records per batch compared in path and broker mode ('' to skip)")
+    ap.add_argument("--skip-sources", action="store_true",
+                    help="only the batch-size comparison (no baseline, Tansu or write figures)")
     ap.add_argument("--write-records", type=int, default=500_000,
                     help="rows written to a tidelog broker (0 to skip the write figures)")
     args = ap.parse_args()
@@ -232,6 +277,11 @@ def main() -> None:
     spark = spark_session()
     tmp = Path(tempfile.mkdtemp(prefix="tidelog-bench-spark-"))
     try:
+        sizes = [int(x) for x in args.batch_sizes.split(",") if x]
+        if sizes:
+            measure_batch_sizes(spark, tmp, n, sizes, not args.skip_broker)
+        if args.skip_sources:
+            return
         print(f"{n:,} records, 100-byte values, {PARTITIONS} partitions, local[2], noop sink, {RUNS} runs")
         base = measure(spark, lambda: spark.read.format("benchmem").option("rows", str(n)).load(), n)
         print(f"  baseline in-memory Arrow source : {fmt(base)}")

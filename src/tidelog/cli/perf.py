@@ -2,7 +2,9 @@
 kafka-consumer-perf-test.sh (Kafka's ProducerPerformance and ConsumerPerformance), on
 librdkafka, with their options and their output lines, so figures read the same way.
 
-``perf produce`` prints a progress line every 5 s (``N records sent, R records/sec (M MB/sec),
+``perf produce`` hands records to librdkafka a thousand at a time (confluent-kafka's
+produce_batch where the client has it) and sums the delivery reports per poll; it prints a
+progress line every 5 s (``N records sent, R records/sec (M MB/sec),
 A ms avg latency, X ms max latency.``) and the final line with the 50th/95th/99th/99.9th
 latency percentiles; latency is from ``produce()`` to the delivery report, as Kafka measures
 from ``send()`` to the callback. ``perf consume`` prints Kafka's CSV header and one summary
@@ -15,6 +17,7 @@ import argparse
 import random
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -62,18 +65,23 @@ class Stats:
         self.w_count = self.w_bytes = self.w_latency = self.w_max = 0
         self.iteration = 0
 
-    def record(self, latency_ms: int, size: int) -> None:
-        self.count += 1
-        self.bytes += size
-        self.total_latency += latency_ms
-        self.max_latency = max(self.max_latency, latency_ms)
-        self.w_count += 1
-        self.w_bytes += size
-        self.w_latency += latency_ms
-        self.w_max = max(self.w_max, latency_ms)
-        if self.iteration % self.sampling == 0:
-            self.latencies.append(latency_ms)
-        self.iteration += 1
+    def record_many(self, latencies_s: list[float], size: int) -> None:
+        """The delivery reports served since the last call (latencies in seconds), taken at
+        once: sums over the list, every ``sampling``-th kept, one progress check."""
+        if not latencies_s:
+            return
+        ms = [int(x * 1000) for x in latencies_s]
+        n, total, top = len(ms), sum(ms), max(ms)
+        self.count += n
+        self.bytes += n * size
+        self.total_latency += total
+        self.max_latency = max(self.max_latency, top)
+        self.w_count += n
+        self.w_bytes += n * size
+        self.w_latency += total
+        self.w_max = max(self.w_max, top)
+        self.latencies.extend(ms[(-self.iteration) % self.sampling :: self.sampling])
+        self.iteration += n
         now = time.monotonic()
         if now - self.window_start >= self.interval_s:
             self._print_window(now)
@@ -111,38 +119,47 @@ def percentiles(ordered: list[int], *ps: float) -> list[int]:
     return [ordered[min(int(p * len(ordered)), len(ordered) - 1)] for p in ps]
 
 
+BATCH = 1000  # records handed to librdkafka per call
+
+
 def run_produce(args: argparse.Namespace) -> int:
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Producer
 
     conf = client_config(args, {"client.id": "perf-producer-client"}, {})
     conf.update(pairs(args.producer_props, "--producer-props"))
     stats = Stats(args.num_records, args.reporting_interval)
     failed = [0]
+    delivered: list[float] = []
+    keep = delivered.append
 
     def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            failed[0] += 1
-            return
         # librdkafka times each message from produce() to its acknowledgement, as Kafka's
-        # tool times send() to the callback
-        stats.record(int((msg.latency() or 0.0) * 1000), args.record_size)
+        # tool times send() to the callback; the figures are summed per poll, not here
+        if err is None:
+            keep(msg.latency() or 0.0)
+        else:
+            failed[0] += 1
 
     producer = make_client(Producer, {**conf, "on_delivery": on_delivery})
     payload = random.Random(0).randbytes(args.record_size)
+    # with a throughput cap, chunks of about a millisecond's worth of records
+    chunk = BATCH if args.throughput <= 0 else int(max(1, min(BATCH, args.throughput / 1000)))
+    produce_chunk = _batch_producer(producer, args.topic, payload, failed, KafkaError._QUEUE_FULL)
     start = time.monotonic()
-    produce, poll, topic = producer.produce, producer.poll, args.topic
-    for i in range(args.num_records):
-        try:
-            produce(topic, payload)
-        except BufferError:  # the local queue is full: serve delivery reports, then retry
-            _when_room(producer, topic, payload)
-        if i % 1000 == 0:
-            poll(0)
+    sent = 0
+    while sent < args.num_records:
+        k = min(chunk, args.num_records - sent)
+        produce_chunk(k)
+        sent += k
+        producer.poll(0)
+        stats.record_many(delivered, args.record_size)
+        delivered.clear()
         if args.throughput > 0:  # ThroughputThrottler: sleep back to the target rate
-            due = start + (i + 1) / args.throughput
+            due = start + sent / args.throughput
             while (ahead := due - time.monotonic()) > 0:
-                poll(ahead)  # returns early when it serves a delivery report
+                producer.poll(ahead)  # returns early when it serves a delivery report
     producer.flush()
+    stats.record_many(delivered, args.record_size)
     print(stats.summary())
     if failed[0]:
         print(f"tidelog perf produce: {failed[0]} records failed", file=sys.stderr)
@@ -150,14 +167,37 @@ def run_produce(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batch_producer(producer: Any, topic: str, payload: bytes, failed: list[int],
+                    queue_full: int) -> Callable[[int], None]:
+    """A function handing ``k`` records to librdkafka: one produce_batch call where the
+    client has it (a full local queue: serve delivery reports, then the rest), else one
+    produce() per record."""
+    if not hasattr(producer, "produce_batch"):
+        def each(k: int) -> None:
+            for _ in range(k):
+                _when_room(producer, topic, payload)
+        return each
+
+    def batch(k: int) -> None:
+        while k:
+            msgs: list[dict[str, Any]] = [{"value": payload} for _ in range(k)]
+            queued = producer.produce_batch(topic, msgs)
+            full = sum(1 for m in msgs[queued:]
+                       if (e := m.get("_error")) is not None and e.code() == queue_full)
+            failed[0] += k - queued - full
+            k = full
+            if k:
+                producer.poll(0.05)
+    return batch
+
+
 def _when_room(producer: Any, topic: str, payload: bytes) -> None:
     while True:
-        producer.poll(0.05)
         try:
             producer.produce(topic, payload)
             return
-        except BufferError:
-            continue
+        except BufferError:  # the local queue is full: serve delivery reports, then retry
+            producer.poll(0.05)
 
 
 def run_consume(args: argparse.Namespace) -> int:
