@@ -178,10 +178,17 @@ def _batch_producer(producer: Any, topic: str, payload: bytes, failed: list[int]
                 _when_room(producer, topic, payload)
         return each
 
+    full_chunk: list[dict[str, Any]] = []
+
     def batch(k: int) -> None:
+        nonlocal full_chunk
         while k:
-            msgs: list[dict[str, Any]] = [{"value": payload} for _ in range(k)]
+            if len(full_chunk) != k:  # the same dicts serve every chunk until one fails
+                full_chunk = [{"value": payload} for _ in range(k)]
+            msgs = full_chunk
             queued = producer.produce_batch(topic, msgs)
+            if queued < k:
+                full_chunk = []  # failed ones carry an _error now
             full = sum(1 for m in msgs[queued:]
                        if (e := m.get("_error")) is not None and e.code() == queue_full)
             failed[0] += k - queued - full
