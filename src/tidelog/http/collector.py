@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from tidelog.metrics import LOG_FLUSH_STATS, LatencyHistogram
 from tidelog.metrics.requests import STAGE_NAMES
+from tidelog.server.replication.metrics import replication_gauges
 
 from . import state
 
@@ -167,8 +168,20 @@ class BrokerCollector(Collector):
                     "ReplicaManager PartitionCount", partitions)  # fmt: skip
         yield gauge("kafka_server_replicamanager_leadercount",
                     "ReplicaManager LeaderCount", partitions - len(offline_parts))  # fmt: skip
+        repl = replication_gauges(rm.partitions.values())
         yield gauge("kafka_server_replicamanager_underreplicatedpartitions",
-                    "ReplicaManager UnderReplicatedPartitions (one replica each: 0)", 0)  # fmt: skip
+                    "ReplicaManager UnderReplicatedPartitions: led here, ISR below the "
+                    "assignment", repl.under_replicated)  # fmt: skip
+        yield gauge("kafka_server_replicamanager_underminisrpartitioncount",
+                    "ReplicaManager UnderMinIsrPartitionCount", repl.under_min_isr)  # fmt: skip
+        yield gauge("kafka_server_replicamanager_atminisrpartitioncount",
+                    "ReplicaManager AtMinIsrPartitionCount", repl.at_min_isr)  # fmt: skip
+        replication = self.broker.replication
+        lag = replication.fetcher_manager.max_lag() if replication is not None else 0
+        yield gauge("kafka_server_replicafetchermanager_maxlag",
+                    "ReplicaFetcherManager MaxLag (clientId=Replica): messages the most "
+                    "lagging followed partition is behind its leader's high watermark",
+                    lag)  # fmt: skip
         yield gauge("kafka_server_replicamanager_offlinereplicacount",
                     "ReplicaManager OfflineReplicaCount", len(offline_parts))  # fmt: skip
         # one broker is its own controller; in a cluster only the active one counts (Kafka)
