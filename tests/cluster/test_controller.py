@@ -249,7 +249,7 @@ def test_topic_deletion_completes_on_a_broker_that_was_down(zookeeper_connect: s
         zk2 = register(zookeeper_connect, 2)
         await until(lambda: zk1.get_all_topics() == [], what="deletion completes")
         assert any(b == 2 and r.partitions[tp] == (-2, True) for b, r in ch1.stop_replica())
-        assert zk1.get_topic_deletions() == []
+        await until(lambda: zk1.get_topic_deletions() == [], what="the request znode goes last")
         assert zk1.zk.exists("/config/topics/gone") is None
         await until(lambda: "gone" not in c1.context.topic_ids, what="forgotten by the controller")
         await c1.shutdown()

@@ -27,6 +27,7 @@ from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
+from .metadata.zk_acls import ZkAclAuthorizer
 from .metadata.zk_admin import ZkTopicAdmin
 from .metadata.zk_data import EndPoint
 from .metadata.zk_store import ZkAdminManager, ZkMetadataStore
@@ -98,6 +99,10 @@ class Broker:
         self.listener_security: dict[str, ListenerSecurity] = listener_securities(config)
         self.credentials: CredentialStore = credential_store(config)
         self.authorizer: StandardAuthorizer | None = make_authorizer(config)
+        if self.authorizer is not None and self.cluster is not None:
+            # ACLs live in ZooKeeper: made through any broker, enforced by all
+            self.authorizer = ZkAclAuthorizer(self.cluster.zk, self.authorizer.super_users,
+                                              self.authorizer.allow_if_no_acl)  # fmt: skip
         # the listeners: the first one's server and port, then every listener's by name
         self._server: asyncio.base_events.Server | None = None
         self.bound_port = 0
@@ -142,6 +147,8 @@ class Broker:
         self._loop = asyncio.get_running_loop()
         if self.cluster is not None:
             await self.cluster.connect()  # the metadata store reads ZooKeeper
+            if isinstance(self.authorizer, ZkAclAuthorizer):
+                await asyncio.to_thread(self.authorizer.load)
         try:
             self._start_logs()
             # cluster services start here: after the logs and the metadata, before the
