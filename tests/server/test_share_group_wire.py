@@ -92,7 +92,30 @@ def test_describe_share_group_offsets_reports_start_offset_and_lag() -> None:
             starts = {t.topic_name: [p.start_offset for p in t.partitions]
                       for t in named.groups[0].topics}
             assert starts == {"lagging": [3], "nothing": [-1]}
-        c.close()
+            busy: Any = w.call(91, 0, group_id="sg-lag", topics=(alter_topic("lagging", 0, 1),))
+            assert busy.error_code == ErrorCode.NON_EMPTY_GROUP  # a member is still there
+            c.close()
+            reset: Any = w.call(91, 0, group_id="sg-lag", topics=(alter_topic("lagging", 0, 1),))
+            assert reset.error_code == ErrorCode.NONE
+            assert reset.responses[0].partitions[0].error_code == ErrorCode.NONE
+            again: Any = w.call(90, 1, groups=(make_group("sg-lag", [("lagging", (0,))]),))
+            assert again.groups[0].topics[0].partitions[0].start_offset == 1
+            gone: Any = w.call(92, 0, group_id="sg-lag", topics=(delete_topic("lagging"),))
+            assert (gone.error_code, gone.responses[0].error_code) == (ErrorCode.NONE,
+                                                                      ErrorCode.NONE)
+            after: Any = w.call(90, 1, groups=(make_group("sg-lag", [("lagging", (0,))]),))
+            assert after.groups[0].topics[0].partitions[0].start_offset == -1
+
+
+def alter_topic(name: str, partition: int, start: int) -> Any:
+    tcls = nested(request_class(91, 0), "topics")
+    pcls = nested(tcls, "partitions")
+    return make(tcls, topic_name=name,
+                partitions=(make(pcls, partition_index=partition, start_offset=start),))
+
+
+def delete_topic(name: str) -> Any:
+    return make(nested(request_class(92, 0), "topics"), topic_name=name)
 
 
 def make_group(group_id: str, topics: list[tuple[str, tuple[int, ...]]] | None,

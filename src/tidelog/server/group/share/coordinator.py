@@ -306,6 +306,30 @@ class ShareGroupCoordinator:
                 except (SchemaError, UnicodeDecodeError) as exc:
                     log.warning("skipping unreadable share state record: %s", exc)
 
+    def alter_start(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID,
+                    start: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts over at ``start``."""
+        sp = self.share_partition(group_id, tp, start, topic_id)
+        sp.restore(start, [])
+        self.persist(group_id, tp)
+
+    def forget(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID) -> None:
+        """DeleteShareGroupOffsets: the share-partition's state goes (a tombstone)."""
+        self.partitions.pop((group_id, tp), None)
+        self.topic_ids.pop((group_id, tp), None)
+        self.restored.pop((group_id, topic_id, tp.partition), None)
+        self._write(group_id, topic_id, tp.partition, None)
+
+    def empty_group_error(self, group_id: str) -> ErrorCode:
+        """The offsets admin APIs need a share group (made if unknown) with no members."""
+        err = self.group_error(group_id)
+        if err != ErrorCode.NONE:
+            return err
+        if self.other_kind(group_id):
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        group = self.groups.setdefault(group_id, ShareGroup(group_id))
+        return ErrorCode.NON_EMPTY_GROUP if group.members else ErrorCode.NONE
+
     def persist(self, group_id: str, tp: TopicPartition) -> None:
         """Write the share-partition's state as a ShareSnapshot (the last one wins)."""
         sp = self.partitions.get((group_id, tp))
@@ -314,16 +338,22 @@ class ShareGroupCoordinator:
             return
         self._snapshot_epoch = (self._snapshot_epoch + 1) & 0xFFFF
         value = ShareState(self._snapshot_epoch, 0, 0, sp.start_offset, tuple(sp.snapshot()))
+        self._write(group_id, topic_id, tp.partition, encode_snapshot(value))
+
+    def _write(self, group_id: str, topic_id: uuid.UUID, partition: int,
+               value: bytes | None) -> None:
+        if self.store is None:
+            return
         builder = RecordBatchBuilder()
-        builder.append(self.clock.milliseconds(), encode_key(group_id, topic_id, tp.partition),
-                       encode_snapshot(value))
+        builder.append(self.clock.milliseconds(), encode_key(group_id, topic_id, partition),
+                       value)
         n = self.config.share_coordinator_state_topic_num_partitions
         try:
-            self.store.append(state_partition_for(group_id, topic_id, tp.partition, n),
+            self.store.append(state_partition_for(group_id, topic_id, partition, n),
                               builder.build())
         except OSError as exc:
-            log.warning("could not write the state of %s for share group %s: %s", tp,
-                        group_id, exc)
+            log.warning("could not write the state of %s-%d for share group %s: %s",
+                        topic_id, partition, group_id, exc)
 
     def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
                     batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
