@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from tidelog.metrics import LOG_FLUSH_STATS, LatencyHistogram
+from tidelog.metrics.loop_lag import LOOP_LAG
 from tidelog.metrics.requests import STAGE_NAMES
 from tidelog.server.replication.metrics import replication_gauges
 
@@ -62,6 +63,11 @@ class BrokerCollector(Collector):
             "kafka_log_logflushstats_logflushrateandtimems",
             "LogFlushStats LogFlushRateAndTimeMs: time of log flushes (ms)",
             [({}, LOG_FLUSH_STATS.snapshot())],
+        )
+        yield summary(
+            "tidelog_eventloop_lag_ms",
+            "How late the broker's event loop woke a timer due every 10 ms (ms)",
+            [({}, LOOP_LAG)],
         )
         yield from self._logs()
         yield from self._log_dirs_and_partitions()

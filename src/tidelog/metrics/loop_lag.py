@@ -1,0 +1,132 @@
+"""How late the event loop runs what is due, and what held it.
+
+``monitor_loop_lag`` is a task that asks to wake every ``LAG_INTERVAL_S`` and observes how
+late it woke into ``LOOP_LAG`` (exported on ``/metrics`` as ``tidelog_eventloop_lag_ms``):
+a callback that holds the loop for 20 ms shows as a wake up to 20 ms late. The histogram is
+over the process lifetime, like the other tidelog histograms.
+
+``StallRecorder`` is for benchmarks and investigations: while installed it times every
+callback any event loop of the process runs (asyncio's ``Handle._run``) and every garbage
+collection, and keeps those longer than a threshold with what ran: the coroutine a task was
+stepping (its function and the line it stopped at) or the callback's qualified name, or
+``gc gen N``. It costs two clock reads per callback, so the broker never installs it itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import time
+from asyncio import events
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import CoroutineType, TracebackType
+from typing import Any
+
+from .histogram import LatencyHistogram
+
+LAG_INTERVAL_S = 0.01
+LOOP_LAG = LatencyHistogram()
+
+
+async def monitor_loop_lag(hist: LatencyHistogram = LOOP_LAG,
+                           interval_s: float = LAG_INTERVAL_S) -> None:
+    """Observe the loop's lateness every ``interval_s`` until cancelled."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + interval_s
+        await asyncio.sleep(interval_s)
+        hist.observe_ns(max(0, int((loop.time() - due) * 1e9)))
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    started_ns: int  # time.perf_counter_ns() when the callback or collection began
+    duration_ns: int
+    what: str
+
+
+def describe(callback: Callable[..., object]) -> str:
+    """What a loop callback runs: a task's coroutine (function and current line), or the
+    callback's qualified name."""
+    task = getattr(callback, "__self__", None)
+    if isinstance(task, asyncio.Task):
+        coro = task.get_coro()
+        frame = getattr(coro, "cr_frame", None)
+        name = getattr(coro, "__qualname__", type(coro).__name__)
+        if isinstance(coro, CoroutineType) and frame is not None:
+            code = frame.f_code
+            return f"task {name} ({code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})"
+        return f"task {name}"
+    func = getattr(callback, "func", callback)  # functools.partial
+    module = getattr(func, "__module__", None) or ""
+    return f"{module}.{getattr(func, '__qualname__', repr(func))}".lstrip(".")
+
+
+@dataclass
+class StallRecorder:
+    """Records every loop callback and garbage collection over ``threshold_ms`` while
+    installed (``with StallRecorder() as r:``); ``stalls`` in the order they ended."""
+
+    threshold_ms: float = 1.0
+    stalls: list[Stall] = field(default_factory=list)
+    _original: Callable[[events.Handle], None] | None = None
+    _gc_started: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __enter__(self) -> StallRecorder:
+        self.install()
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.uninstall()
+
+    def install(self) -> None:
+        if self._original is not None:
+            raise RuntimeError("already installed")
+        original = events.Handle._run
+        threshold = int(self.threshold_ms * 1e6)
+        clock, keep = time.perf_counter_ns, self._keep
+
+        def timed_run(handle: events.Handle) -> None:
+            t0 = clock()
+            try:
+                original(handle)
+            finally:
+                took = clock() - t0
+                if took > threshold:
+                    keep(t0, took, describe(handle._callback))  # type: ignore[attr-defined]
+
+        self._original = original
+        setattr(events.Handle, "_run", timed_run)  # noqa: B010 (patching a method)
+        gc.callbacks.append(self._on_gc)
+
+    def uninstall(self) -> None:
+        if self._original is None:
+            return
+        setattr(events.Handle, "_run", self._original)  # noqa: B010
+        self._original = None
+        gc.callbacks.remove(self._on_gc)
+
+    def _keep(self, started_ns: int, duration_ns: int, what: str) -> None:
+        with self._lock:
+            self.stalls.append(Stall(started_ns, duration_ns, what))
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter_ns()
+            return
+        took = time.perf_counter_ns() - self._gc_started
+        if took > self.threshold_ms * 1e6:
+            self._keep(self._gc_started, took, f"gc gen {info.get('generation')}")
+
+    def summary(self) -> list[tuple[str, int, float, float]]:
+        """(what, count, total ms, max ms) per culprit, the largest total first."""
+        by: dict[str, list[int]] = {}
+        with self._lock:
+            for s in self.stalls:
+                by.setdefault(s.what, []).append(s.duration_ns)
+        rows = [(what, len(d), sum(d) / 1e6, max(d) / 1e6) for what, d in by.items()]
+        return sorted(rows, key=lambda r: -r[2])

@@ -1,0 +1,108 @@
+"""The loop-lag histogram sees a callback that holds the loop; the stall recorder names it
+(a plain callback, a task's coroutine, a garbage collection) and ignores short ones."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+
+from tidelog.metrics.histogram import LatencyHistogram
+from tidelog.metrics.loop_lag import StallRecorder, monitor_loop_lag
+
+
+def hold_loop(ms: float) -> None:
+    """Keep the loop's thread busy for ``ms`` (the stall under measurement)."""
+    deadline = time.perf_counter() + ms / 1000
+    while time.perf_counter() < deadline:
+        pass
+
+
+def test_a_held_loop_is_observed_late() -> None:
+    hist = LatencyHistogram()
+
+    async def main() -> None:
+        task = asyncio.create_task(monitor_loop_lag(hist, 0.002))
+        deadline = time.monotonic() + 10
+        while hist.count < 3 and time.monotonic() < deadline:  # the monitor is ticking
+            await asyncio.sleep(0.001)
+        hold_loop(40)
+        while hist.count < 6 and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        task.cancel()
+
+    asyncio.run(main())
+    assert hist.count >= 6
+    assert hist.quantile_ms(1.0) >= 20  # the held 40 ms, less at most one interval
+
+
+async def _stalling_step() -> None:
+    await asyncio.sleep(0)
+    hold_loop(15)
+    await asyncio.sleep(0)
+
+
+def stall_plain() -> None:
+    hold_loop(12)
+
+
+def test_the_recorder_names_what_held_the_loop() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        loop.call_soon(stall_plain)
+        loop.call_soon(lambda: None)  # short: not kept
+        await asyncio.create_task(_stalling_step())
+
+    with StallRecorder(threshold_ms=5) as rec:
+        asyncio.run(main())
+    whats = [s.what for s in rec.stalls]
+    assert any(w.endswith("test_loop_lag.stall_plain") for w in whats), whats
+    assert any(w.startswith("task _stalling_step (test_loop_lag.py:") for w in whats), whats
+    assert all(s.duration_ns > 5_000_000 for s in rec.stalls)
+    assert len(rec.stalls) == 2, whats
+    summary = {row[0]: row for row in rec.summary()}
+    assert all(row[1] == 1 and row[3] >= 5 for row in summary.values())
+
+
+def test_garbage_collections_over_the_threshold_are_kept() -> None:
+    junk = [[i] for i in range(300_000)]  # a collection that walks them takes a while
+    with StallRecorder(threshold_ms=0.0) as rec:
+        gc.collect()
+    del junk
+    assert any(s.what == "gc gen 2" for s in rec.stalls), rec.stalls
+
+
+def test_uninstall_restores_the_loop() -> None:
+    rec = StallRecorder(threshold_ms=0.0)
+    with rec:
+        pass
+    n = len([s for s in rec.stalls if not s.what.startswith("gc")])
+    asyncio.run(asyncio.sleep(0))
+    assert len([s for s in rec.stalls if not s.what.startswith("gc")]) == n
+
+
+def test_the_broker_exports_its_loop_lag() -> None:
+    """/metrics of a running broker: the summary with Kafka-style quantiles and a growing count."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tidelog.testing import EmbeddedBroker
+
+    def lag_samples(url: str) -> dict[str, float]:
+        with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+            text = r.read().decode()
+        return {s.name + s.labels.get("quantile", ""): s.value
+                for fam in text_string_to_metric_families(text) if fam.name == "tidelog_eventloop_lag_ms"
+                for s in fam.samples}
+
+    with EmbeddedBroker({"http.listeners": "http://127.0.0.1:0"}) as broker:
+        first = lag_samples(broker.http_url)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            later = lag_samples(broker.http_url)
+            if later["tidelog_eventloop_lag_ms_count"] > first["tidelog_eventloop_lag_ms_count"]:
+                break
+    assert later["tidelog_eventloop_lag_ms_count"] > first["tidelog_eventloop_lag_ms_count"]
+    assert {"tidelog_eventloop_lag_ms0.99", "tidelog_eventloop_lag_ms0.999",
+            "tidelog_eventloop_lag_ms_sum"} <= set(later)
