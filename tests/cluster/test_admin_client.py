@@ -101,5 +101,17 @@ def test_partitions_configs_and_deletion_through_any_broker(three) -> None:  # t
     while retention_on_last() != "12345":  # the other broker learns it from /config/changes
         assert time.monotonic() < deadline
         time.sleep(0.1)
+
+    def retention_of_hosted_logs() -> set[int]:
+        return {int(lg.config.retention_ms) for b in brokers
+                for lg in b.broker.replica_manager.logs.all_logs() if lg.topic_partition.topic == "t"}  # fmt: skip
+
+    while retention_of_hosted_logs() != {12345}:  # and every replica's log applies it
+        assert time.monotonic() < deadline, retention_of_hosted_logs()
+        time.sleep(0.05)
+    invalid = ConfigResource(ResourceType.TOPIC, "t", incremental_configs=[
+        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])  # fmt: skip
+    with pytest.raises(Exception, match="INVALID_CONFIG"):
+        first.incremental_alter_configs([invalid])[invalid].result(30)
     assert last.delete_topics(["t"], operation_timeout=30)["t"].result(30) is None
     assert zk.get_all_topics() == []

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import RequestMetrics
-from tidelog.metrics.loop_lag import monitor_loop_lag
 from tidelog.storage.errors import RecordValidationError
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 from tidelog.util.topic_partition import TopicPartition
@@ -110,7 +109,6 @@ class Broker:
         self.bound_ports: dict[str, int] = {}
         self.other_servers: list[asyncio.base_events.Server] = []
         self._idle_handle: asyncio.TimerHandle | None = None
-        self._loop_lag: asyncio.Task[None] | None = None  # tidelog_eventloop_lag_ms
         # built by start() once the logs are open, None before and after
         self.dynamic_config: DynamicBrokerConfig | None = None
         self.log_dir_mover: LogDirMover | None = None
@@ -166,7 +164,6 @@ class Broker:
             self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
             await self.cluster.start()
         self._schedule_idle_check()
-        self._loop_lag = asyncio.ensure_future(monitor_loop_lag())
         self._start_coordinators()
         log.info(
             "tidelog broker %d listening on %s:%d (cluster %s)",
@@ -225,8 +222,25 @@ class Broker:
         admin = ZkTopicAdmin(self.cluster.zk, num_partitions=int(v["num.partitions"]),
                              default_replication_factor=int(v["default.replication.factor"]),
                              leaders_ready=leaders_ready)  # fmt: skip
+        # a topic's configs changed by any broker apply to the logs here
+        store.listeners.append(self._on_topic_metadata)
         return ZkAdminManager(store, admin, auto_create=bool(v["auto.create.topics.enable"]),
-                              internal_topics=frozenset(self.replica_manager.internal_topics))  # fmt: skip
+                              internal_topics=frozenset(self.replica_manager.internal_topics),
+                              validate_configs=self.replica_manager.validate_configs)  # fmt: skip
+
+    def _on_topic_metadata(self, topic: str) -> None:
+        """kazoo's thread: a topic's znodes changed; its configs go to the logs on the loop."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._apply_topic_configs, topic)
+
+    def _apply_topic_configs(self, topic: str) -> None:
+        info = self.replica_manager.store.topics.get(topic)
+        if info is not None:
+            try:
+                self.replica_manager.logs.update_topic_config(topic, dict(info.configs))
+            except Exception:
+                log.exception("applying the configs of topic %s failed", topic)
 
     def _cluster_endpoints(self) -> tuple[EndPoint, ...]:
         return tuple(
@@ -297,9 +311,6 @@ class Broker:
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
-        if self._loop_lag is not None:
-            self._loop_lag.cancel()
-            self._loop_lag = None
         await self._stop_listeners()
         self._stop_coordinators()
         await self.admin_manager.drain()  # a create cut off by shutdown would publish after it

@@ -190,7 +190,9 @@ class ZkAdminManager:
     the znodes through ``ZkTopicAdmin`` and answers once the partitions have leaders."""
 
     def __init__(self, store: ZkMetadataStore, admin: ZkTopicAdmin, *,
-                 auto_create: bool, internal_topics: frozenset[str]) -> None:  # fmt: skip
+                 auto_create: bool, internal_topics: frozenset[str],
+                 validate_configs: Callable[[Mapping[str, str]], object] | None = None) -> None:  # fmt: skip
+        self.validate_configs = validate_configs or (lambda _configs: None)
         self.store = store
         self.admin = admin
         self.auto_create_enable = auto_create
@@ -199,6 +201,7 @@ class ZkAdminManager:
 
     async def create_topic(self, topic: NewTopic, *, validate_only: bool = False,
                            timeout_ms: int = DEFAULT_TIMEOUT_MS) -> TopicInfo:  # fmt: skip
+        self.validate_configs(topic.configs)  # INVALID_CONFIG before anything is written
         plan = await self.admin.plan_topic(topic.name, topic.num_partitions,
                                            topic.replication_factor, topic.assignment)  # fmt: skip
         info = TopicInfo(topic.name, new_topic_id(), len(plan), dict(topic.configs), plan)
@@ -231,6 +234,7 @@ class ZkAdminManager:
         info = self.store.topics.get(name)
         if info is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist.")
+        self.validate_configs(configs)
         if not validate_only:
             self.store.update_topic(replace(info, configs=dict(configs)))
 
