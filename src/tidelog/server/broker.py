@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import RequestMetrics
+from tidelog.metrics.loop_lag import monitor_loop_lag
 from tidelog.storage.errors import RecordValidationError
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 from tidelog.util.topic_partition import TopicPartition
@@ -109,6 +110,7 @@ class Broker:
         self.bound_ports: dict[str, int] = {}
         self.other_servers: list[asyncio.base_events.Server] = []
         self._idle_handle: asyncio.TimerHandle | None = None
+        self._loop_lag: asyncio.Task[None] | None = None  # tidelog_eventloop_lag_ms
         # built by start() once the logs are open, None before and after
         self.dynamic_config: DynamicBrokerConfig | None = None
         self.log_dir_mover: LogDirMover | None = None
@@ -164,6 +166,7 @@ class Broker:
             self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
             await self.cluster.start()
         self._schedule_idle_check()
+        self._loop_lag = asyncio.ensure_future(monitor_loop_lag())
         self._start_coordinators()
         log.info(
             "tidelog broker %d listening on %s:%d (cluster %s)",
@@ -311,6 +314,9 @@ class Broker:
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
+        if self._loop_lag is not None:
+            self._loop_lag.cancel()
+            self._loop_lag = None
         await self._stop_listeners()
         self._stop_coordinators()
         await self.admin_manager.drain()  # a create cut off by shutdown would publish after it
