@@ -30,6 +30,7 @@ from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.zk_acls import ZkAclAuthorizer
 from .metadata.zk_admin import ZkTopicAdmin
+from .metadata.zk_credentials import ZkCredentialStore
 from .metadata.zk_data import EndPoint
 from .metadata.zk_store import ZkAdminManager, ZkMetadataStore
 from .purgatory import FetchPurgatory
@@ -99,6 +100,8 @@ class Broker:
         # security: each listener's TLS/SASL settings, SCRAM credentials, the authorizer
         self.listener_security: dict[str, ListenerSecurity] = listener_securities(config)
         self.credentials: CredentialStore = credential_store(config)
+        if self.cluster is not None:  # SCRAM users live in ZooKeeper: any broker authenticates them
+            self.credentials = ZkCredentialStore(self.cluster.zk)
         self.authorizer: StandardAuthorizer | None = make_authorizer(config)
         if self.authorizer is not None and self.cluster is not None:
             # ACLs live in ZooKeeper: made through any broker, enforced by all
@@ -151,6 +154,8 @@ class Broker:
             await self.cluster.connect()  # the metadata store reads ZooKeeper
             if isinstance(self.authorizer, ZkAclAuthorizer):
                 await asyncio.to_thread(self.authorizer.load)
+            if isinstance(self.credentials, ZkCredentialStore):
+                await asyncio.to_thread(self.credentials.load)
         try:
             self._start_logs()
             # cluster services start here: after the logs and the metadata, before the
