@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from . import errors
+from .forwarding import LeaderForwarder
 from .records import SchemaValue
 from .registry import SchemaRegistry
 from .schema_types import schema_types
@@ -78,16 +79,32 @@ def subject_path(request: web.Request) -> str:
 
 
 class RegistryApi:
-    def __init__(self, registry: SchemaRegistry) -> None:
+    def __init__(self, registry: SchemaRegistry, forwarder: LeaderForwarder | None = None) -> None:
         self.registry = registry
+        self.forwarder = forwarder  # in a cluster: writes go to the elected leader
 
     def routes(self, app: web.Application) -> None:
         """Every path also with a trailing slash, which Confluent's registry accepts
         (some clients ask for ``config/`` when no subject is given)."""
         for method, path, handler in self._table():
+            if method in ("PUT", "DELETE") or (method == "POST" and path.endswith("/versions")
+                                               and not path.startswith("/compatibility")):
+                handler = self._write(handler)
             app.router.add_route(method, path, handler)
             if path != "/":
                 app.router.add_route(method, path + "/", handler)
+
+    def _write(self, handler: Handler) -> Handler:
+        """A write: answered by the leader when another registry leads."""
+
+        async def write(request: web.Request) -> web.StreamResponse:
+            if self.forwarder is not None:
+                forwarded = await self.forwarder.forward(request)
+                if forwarded is not None:
+                    return forwarded
+            return await handler(request)
+
+        return write
 
     def _table(self) -> list[tuple[str, str, Handler]]:
         return [

@@ -5,6 +5,7 @@ client, e.g. ``schema.registry.kafkastore.security.protocol``)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 from collections.abc import Mapping
@@ -18,6 +19,8 @@ from tidelog.server.security.tls import server_context
 
 from .api import RegistryApi, error_middleware
 from .auth import BasicAuth, Credentials
+from .election import GroupLeaderElector
+from .forwarding import LeaderForwarder
 from .registry import SchemaRegistry
 from .state import RegistryState
 from .store import KafkaStore
@@ -48,7 +51,9 @@ class SchemaRegistryListener:
         originals: Mapping[str, Any],
         bootstrap_servers: str,
         credentials: Credentials | None = None,
+        elect: bool = False,
     ) -> None:
+        """``elect``: in a cluster, registries elect a leader and forward writes to it."""
         # (scheme, host, port); https listeners use the broker's ssl.keystore.* keys
         self.addresses: list[tuple[str, str, int]] = []
         for url in values["schema.registry.listeners"] or []:
@@ -77,13 +82,19 @@ class SchemaRegistryListener:
         self.validator = SchemaIdValidator(self.registry)
         self.urls: list[str] = []
         self._runner: web.AppRunner | None = None
+        self.elector: GroupLeaderElector | None = None
+        if elect:
+            self.elector = GroupLeaderElector(
+                self.store.client_config, str(values["schema.registry.group.id"]),
+                self.store.topic, "", bool(values["schema.registry.leader.eligibility"]))
         self._broker: Broker | None = None  # whose produce path runs the validator
 
     def app(self) -> web.Application:
         middlewares = [error_middleware] if self.auth is None else [
             self.auth.middleware, error_middleware]
         app = web.Application(middlewares=middlewares)
-        RegistryApi(self.registry).routes(app)
+        forwarder = LeaderForwarder(self.elector, self.store) if self.elector else None
+        RegistryApi(self.registry, forwarder).routes(app)
         return app
 
     @property
@@ -107,6 +118,9 @@ class SchemaRegistryListener:
             f"{scheme}://{bound[0]}:{bound[1]}"
             for (scheme, _, _), bound in zip(self.addresses, runner.addresses, strict=False)
         ]
+        if self.elector is not None:  # named by the URL it serves on
+            self.elector.url = self.url
+            self.elector.start()
         log.info("Schema Registry on %s (topic %s)", ", ".join(self.urls), self.store.topic)
 
     def attach(self, broker: Broker) -> None:
@@ -118,6 +132,8 @@ class SchemaRegistryListener:
         if self._broker is not None:
             self._broker.record_validators.remove(self.validator.validate)
             self._broker = None
+        if self.elector is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.elector.stop)
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -130,8 +146,9 @@ async def start_schema_registry(broker: Broker) -> SchemaRegistryListener | None
     if not [u for u in values.get("schema.registry.listeners") or [] if u.strip()]:
         return None
     bootstrap = f"{broker.advertised_host}:{broker.advertised_port}"
+    in_cluster = bool(values.get("zookeeper.connect"))  # one broker: its registry leads alone
     listener = SchemaRegistryListener(
-        values, broker.config.originals, bootstrap, broker.credentials
+        values, broker.config.originals, bootstrap, broker.credentials, elect=in_cluster
     )
     await listener.start()
     listener.attach(broker)

@@ -160,6 +160,12 @@ class KafkaStore:
                 "Write to the Kafka store timed out while waiting for the reader"
             ) from None
 
+    async def sync(self, timeout_s: float | None = None) -> None:
+        """Wait until the reader has applied everything in the topic now (after a write
+        another registry made, e.g. one forwarded to the leader): a NOOP record's offset is
+        the end to reach, as Confluent's KafkaStore finds it."""
+        await self.put(StoreKey("NOOP"), None, timeout_s=timeout_s)
+
     # -- writing ------------------------------------------------------------------------------
     async def put(
         self, key: StoreKey, value: bytes | None, *, timeout_s: float | None = None
