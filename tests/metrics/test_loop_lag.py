@@ -106,3 +106,35 @@ def test_the_broker_exports_its_loop_lag() -> None:
     assert later["tidelog_eventloop_lag_ms_count"] > first["tidelog_eventloop_lag_ms_count"]
     assert {"tidelog_eventloop_lag_ms0.99", "tidelog_eventloop_lag_ms0.999",
             "tidelog_eventloop_lag_ms_sum"} <= set(later)
+
+
+def test_the_watchdog_finds_a_stall_on_any_loop() -> None:
+    """A loop in its own thread (uvloop when installed, as the broker's) held for 40 ms: the
+    watchdog keeps one stall of about that long, naming the function that held it."""
+    import threading
+
+    from tidelog.metrics.loop_lag import StallWatchdog
+
+    try:
+        import uvloop
+
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    except ImportError:
+        loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever)
+    t.start()
+    try:
+        with StallWatchdog(loop, t.ident or 0, threshold_ms=5) as dog:
+            held = threading.Event()
+            loop.call_soon_threadsafe(lambda: (hold_loop(40), held.set()))
+            held.wait(10)
+            deadline = time.monotonic() + 10
+            while not dog.stalls and time.monotonic() < deadline:
+                time.sleep(0.005)  # polling the watchdog's result with a deadline
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        t.join()
+        loop.close()
+    long = [s for s in dog.stalls if s.duration_ns > 20_000_000]
+    assert long, dog.stalls
+    assert "test_loop_lag.py:hold_loop" in long[0].what, long[0].what

@@ -10,18 +10,25 @@ callback any event loop of the process runs (asyncio's ``Handle._run``) and ever
 collection, and keeps those longer than a threshold with what ran: the coroutine a task was
 stepping (its function and the line it stopped at) or the callback's qualified name, or
 ``gc gen N``. It costs two clock reads per callback, so the broker never installs it itself.
+It sees asyncio's own loops only: uvloop's callbacks are not Python objects to wrap.
+
+``StallWatchdog`` works with any loop (uvloop too): a thread pings the loop every
+``threshold`` and, while a ping waits, samples the loop thread's stack; a ping answered later
+than the threshold is kept as a stall with the stack seen most (the innermost tidelog frames).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import sys
 import threading
 import time
 from asyncio import events
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import CoroutineType, TracebackType
+from types import CoroutineType, FrameType, TracebackType
 from typing import Any
 
 from .histogram import LatencyHistogram
@@ -124,9 +131,89 @@ class StallRecorder:
 
     def summary(self) -> list[tuple[str, int, float, float]]:
         """(what, count, total ms, max ms) per culprit, the largest total first."""
-        by: dict[str, list[int]] = {}
         with self._lock:
-            for s in self.stalls:
-                by.setdefault(s.what, []).append(s.duration_ns)
-        rows = [(what, len(d), sum(d) / 1e6, max(d) / 1e6) for what, d in by.items()]
-        return sorted(rows, key=lambda r: -r[2])
+            return summarize(self.stalls)
+
+
+def describe_stack(frame: FrameType | None, depth: int = 3) -> str:
+    """The innermost ``depth`` frames of tidelog's own code on a stack (file:function:line,
+    innermost first) and the innermost frame outside it they called; a stack without
+    tidelog code by its innermost frame."""
+    parts: list[str] = []
+    innermost = ""
+    while frame is not None and len(parts) < depth:
+        code = frame.f_code
+        path = code.co_filename
+        where = f"{code.co_name}:{frame.f_lineno}"
+        if "/tidelog/" in path and "/metrics/loop_lag.py" not in path:
+            parts.append(f"{path.rsplit('/tidelog/', 1)[-1]}:{where}")
+        elif not parts and not innermost:
+            innermost = f"{path.rsplit('/', 1)[-1]}:{where}"
+        frame = frame.f_back
+    if not parts:
+        return innermost or "no Python frame"
+    return " < ".join(parts) + (f" (in {innermost})" if innermost else "")
+
+
+@dataclass
+class StallWatchdog:
+    """Pings ``loop`` from a thread; pings answered later than ``threshold_ms`` are kept in
+    ``stalls`` with the loop thread's most sampled stack. Use ``with StallWatchdog(loop):``
+    (the loop must be running in another thread)."""
+
+    loop: asyncio.AbstractEventLoop
+    loop_thread: int  # threading.get_ident() of the thread running the loop
+    threshold_ms: float = 1.0
+    stalls: list[Stall] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    _switch_interval: float = 0.0
+
+    def __enter__(self) -> StallWatchdog:
+        # the watchdog needs the GIL to ping and sample while the loop's thread holds it:
+        # ask the interpreter to hand it over well within the threshold
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, self.threshold_ms / 4000))
+        self._thread = threading.Thread(target=self._run, name="stall-watchdog", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, t: type[BaseException] | None, e: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        sys.setswitchinterval(self._switch_interval)
+
+    def _run(self) -> None:
+        threshold_s = self.threshold_ms / 1000
+        while not self._stop.is_set():
+            answered = threading.Event()
+            t0 = time.perf_counter_ns()
+            try:
+                self.loop.call_soon_threadsafe(answered.set)
+            except RuntimeError:  # the loop closed
+                return
+            seen: Counter[str] = Counter()
+            while not answered.wait(threshold_s / 2):
+                seen[describe_stack(sys._current_frames().get(self.loop_thread))] += 1
+                if self._stop.is_set():
+                    return
+            took = time.perf_counter_ns() - t0
+            if took > threshold_s * 1e9:
+                what = seen.most_common(1)[0][0] if seen else "between samples"
+                self.stalls.append(Stall(t0, took, what))
+            self._stop.wait(threshold_s)
+
+    def summary(self) -> list[tuple[str, int, float, float]]:
+        """(what, count, total ms, max ms) per culprit, the largest total first."""
+        return summarize(self.stalls)
+
+
+def summarize(stalls: list[Stall]) -> list[tuple[str, int, float, float]]:
+    by: dict[str, list[int]] = {}
+    for s in list(stalls):
+        by.setdefault(s.what, []).append(s.duration_ns)
+    rows = [(what, len(d), sum(d) / 1e6, max(d) / 1e6) for what, d in by.items()]
+    return sorted(rows, key=lambda r: -r[2])
