@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from tidelog.metrics.loop_lag import LOOP_LAG, StallRecorder, StallWatchdog, summarize
+from tidelog.metrics.loop_lag import LOOP_LAG, StallRecorder, StallWatchdog, summarize, working
 from tidelog.testing import EmbeddedBroker
 
 LOAD = r"""
@@ -88,10 +88,13 @@ def main() -> None:
     print("  loop lag (10 ms timer, whole run): " + "  ".join(
         f"p{float(q) * 100:g} {v:.2f} ms" for q, v in LOOP_LAG.quantiles()))
     stalls = [s for s in rec.stalls + dog.stalls if s.started_ns <= took]
-    print(f"  stalls over {args.threshold_ms:g} ms: {len(stalls)} in {span_s:.0f} s "
-          f"({sum(s.duration_ns for s in stalls) / 1e6:.0f} ms in all); by what ran:")
-    for what, count, total_ms, max_ms in summarize(stalls)[: args.top]:
-        print(f"    {count:6d}x  total {total_ms:8.1f} ms  max {max_ms:7.2f} ms  {what}")
+    busy, waiting = working(stalls)
+    for label, group in (("the loop's thread working (>= 50% CPU)", busy),
+                         ("the loop's thread waiting for a core or the GIL", waiting)):
+        print(f"  stalls over {args.threshold_ms:g} ms, {label}: {len(group)} in {span_s:.0f} s "
+              f"({sum(s.duration_ns for s in group) / 1e6:.0f} ms in all); by what ran:")
+        for what, count, total_ms, max_ms in summarize(group)[: args.top]:
+            print(f"    {count:6d}x  total {total_ms:8.1f} ms  max {max_ms:7.2f} ms  {what}")
 
 
 if __name__ == "__main__":

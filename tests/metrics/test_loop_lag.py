@@ -138,3 +138,4 @@ def test_the_watchdog_finds_a_stall_on_any_loop() -> None:
     long = [s for s in dog.stalls if s.duration_ns > 20_000_000]
     assert long, dog.stalls
     assert "test_loop_lag.py:hold_loop" in long[0].what, long[0].what
+    assert long[0].cpu_ns > 0  # the loop's thread was busy: its CPU time is measured

@@ -52,6 +52,8 @@ class Stall:
     started_ns: int  # time.perf_counter_ns() when the callback or collection began
     duration_ns: int
     what: str
+    cpu_ns: int = -1  # CPU time the loop's thread got meanwhile (-1: not measured); far
+    # below the duration, the thread was waiting (for a core, or the GIL), not working
 
 
 def describe(callback: Callable[..., object]) -> str:
@@ -188,9 +190,10 @@ class StallWatchdog:
 
     def _run(self) -> None:
         threshold_s = self.threshold_ms / 1000
+        cpu = time.pthread_getcpuclockid(self.loop_thread)
         while not self._stop.is_set():
             answered = threading.Event()
-            t0 = time.perf_counter_ns()
+            t0, c0 = time.perf_counter_ns(), time.clock_gettime_ns(cpu)
             try:
                 self.loop.call_soon_threadsafe(answered.set)
             except RuntimeError:  # the loop closed
@@ -200,10 +203,10 @@ class StallWatchdog:
                 seen[describe_stack(sys._current_frames().get(self.loop_thread))] += 1
                 if self._stop.is_set():
                     return
-            took = time.perf_counter_ns() - t0
+            took, used = time.perf_counter_ns() - t0, time.clock_gettime_ns(cpu) - c0
             if took > threshold_s * 1e9:
                 what = seen.most_common(1)[0][0] if seen else "between samples"
-                self.stalls.append(Stall(t0, took, what))
+                self.stalls.append(Stall(t0, took, what, used))
             self._stop.wait(threshold_s)
 
     def summary(self) -> list[tuple[str, int, float, float]]:
@@ -212,8 +215,16 @@ class StallWatchdog:
 
 
 def summarize(stalls: list[Stall]) -> list[tuple[str, int, float, float]]:
+    """(what, count, total ms, max ms) per culprit, the largest total first."""
     by: dict[str, list[int]] = {}
     for s in list(stalls):
         by.setdefault(s.what, []).append(s.duration_ns)
     rows = [(what, len(d), sum(d) / 1e6, max(d) / 1e6) for what, d in by.items()]
     return sorted(rows, key=lambda r: -r[2])
+
+
+def working(stalls: list[Stall], share: float = 0.5) -> tuple[list[Stall], list[Stall]]:
+    """(stalls the loop's thread spent mostly on the CPU, the others): a stall of the
+    second kind waited for a core or the GIL (other threads, other processes)."""
+    busy = [s for s in stalls if s.cpu_ns < 0 or s.cpu_ns >= share * s.duration_ns]
+    return busy, [s for s in stalls if s not in busy]
