@@ -61,7 +61,8 @@ def test_acls_made_on_one_broker_apply_on_another(zookeeper_connect: str) -> Non
         assert zks[0].zk.get("/kafka-acl-changes/acl_changes_0000000000")[0] == b"Topic:orders"
         _wait(lambda: two.authorize(alice, "10.0.0.1", AclOperation.READ, ResourceType.TOPIC, "orders"),
               "broker two enforces the new ACL")  # fmt: skip
-        assert two.authorize(alice, "h", AclOperation.READ, ResourceType.GROUP, "app-billing")
+        _wait(lambda: two.authorize(alice, "h", AclOperation.READ, ResourceType.GROUP, "app-billing"),
+              "and the prefixed one (its own notice)")  # fmt: skip
         assert sorted(two.acls(), key=str) == sorted([read, write], key=str)
         # deleted on broker two: gone on broker one, and the znode with it
         two.delete([AclBindingFilter(resource_type=ResourceType.TOPIC)])

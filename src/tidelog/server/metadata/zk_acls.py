@@ -14,6 +14,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
+
 from ..security.authorizer import AclBinding, AclPermissionType, PatternType, StandardAuthorizer
 from ..security.types import AclOperation, ResourceType
 from . import zk_data as z
@@ -95,6 +97,8 @@ class ZkAclAuthorizer(StandardAuthorizer):
             self.zk.get_children(z.LITERAL_ACL_CHANGES_PATH, self._on_change)
             self.zk.get_children(z.EXTENDED_ACL_CHANGES_PATH, self._on_change)
             self._read_all()
+        except (ConnectionClosedError, ConnectionLoss):
+            log.debug("ACL change while the ZooKeeper session closes")
         except Exception:
             log.exception("reading ACLs from ZooKeeper failed")
 
