@@ -12,6 +12,8 @@ import logging
 from typing import Any
 from urllib.parse import quote, unquote
 
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
+
 from tidelog.protocol.scram import ScramCredential, ScramMechanism
 
 from ..security.credentials import CredentialStore
@@ -95,6 +97,8 @@ class ZkCredentialStore(CredentialStore):
                         else:
                             self._users.pop(user, None)
                         self._stored[user] = dict(creds)
+        except (ConnectionClosedError, ConnectionLoss):
+            log.debug("user config change while the ZooKeeper session closes")
         except Exception:
             log.exception("reading SCRAM credentials from ZooKeeper failed")
 

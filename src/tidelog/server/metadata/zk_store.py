@@ -21,6 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
+
 from tidelog.protocol.errors import ErrorCode
 
 from ..errors import ApiError
@@ -33,6 +35,17 @@ from .zk_admin import ZkTopicAdmin
 from .zk_client import KafkaZkClient, TopicExistsError
 
 log = logging.getLogger(__name__)
+
+
+def _quietly(fn: Callable[..., object], *args: object) -> None:
+    """Run a watch's work on kazoo's thread: a session closing under it is expected, any
+    other failure is logged (kazoo would print it and drop the watch)."""
+    try:
+        fn(*args)
+    except (ConnectionClosedError, ConnectionLoss):
+        log.debug("ZooKeeper watch while the session closes")
+    except Exception:
+        log.exception("reading topics from ZooKeeper failed")
 
 
 def _new_cluster_id() -> str:
@@ -105,9 +118,15 @@ class ZkMetadataStore:
         return TopicInfo(name, a.topic_id, len(assignment), configs, assignment)
 
     def _topic_watch(self, name: str) -> Callable[[Any], None]:
-        return lambda _event: self._refresh_one(name)
+        return lambda _event: _quietly(self._refresh_one, name)
 
     def _refresh_topics(self, _event: Any = None) -> None:
+        if _event is not None:  # a watch: kazoo's thread
+            _quietly(self._refresh_topics_now)
+        else:
+            self._refresh_topics_now()
+
+    def _refresh_topics_now(self) -> None:
         names = self.zk.get_all_topics(self._refresh_topics)
         with self._lock:
             fresh = {n: info for n in names if (info := self._read_topic(n)) is not None}
@@ -128,6 +147,9 @@ class ZkMetadataStore:
         self._notify(name)
 
     def _on_config_change(self, _event: Any = None) -> None:
+        _quietly(self._on_config_change_now)
+
+    def _on_config_change_now(self) -> None:
         """Each new ``/config/changes`` entry names an entity; a topic's is re-read."""
         changes = self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_config_change)
         new = [c for c in changes if c > self._last_change]
