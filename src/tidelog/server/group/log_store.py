@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tidelog.records import RecordBatch, iter_batches
+from tidelog.server.coordinator_writes import ReplicatedAppender
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.records import OFFSETS_TOPIC
 from tidelog.storage.log_read import FetchIsolation
@@ -19,6 +20,8 @@ from tidelog.storage.validator import AppendOrigin
 from tidelog.util.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
+
+COMMIT_TIMEOUT_MS = 5000  # Kafka's offsets.commit.timeout.ms
 
 
 def offsets_topic_configs(config: GroupConfig) -> dict[str, str]:
@@ -40,6 +43,10 @@ class LogOffsetsStore:
         self.topic = topic
         self.partitions = config.offsets_topic_num_partitions if partitions is None \
             else partitions
+        # in a cluster every write is replicated (acks=all) and handlers await it
+        self.replicated: ReplicatedAppender | None = None
+        if not getattr(replica_manager, "one_broker", True):
+            self.replicated = ReplicatedAppender(replica_manager, topic, COMMIT_TIMEOUT_MS)
 
     def _ensure_topic(self) -> None:
         if self.rm.topic(self.topic) is None:
@@ -47,6 +54,8 @@ class LogOffsetsStore:
             self.rm.create_topic(self.topic, self.partitions, offsets_topic_configs(self.config))
 
     def append(self, partition: int, batch: bytes) -> int:
+        if self.replicated is not None:
+            return self.replicated.append(partition, batch)
         self._ensure_topic()
         tp = TopicPartition(self.topic, partition)
         try:

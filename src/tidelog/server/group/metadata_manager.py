@@ -72,6 +72,7 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.loading: set[int] = set()
         self.owned: set[int] = set()
+        self.load_epochs: dict[int, int] = {}  # bumped by each election and resignation
         self.pending_txn = PendingTxnOffsets()
         self.consumer_groups: dict[str, ConsumerGroup] = {}
 

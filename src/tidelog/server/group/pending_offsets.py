@@ -81,6 +81,16 @@ class PendingTxnOffsets:
             self.by_producer.pop(producer_id, None)
         return decided
 
+    def forget_partition(self, partition: int, partition_for: Callable[[str], int]) -> None:
+        """Another broker coordinates ``partition`` now: its groups' pending offsets go."""
+        self.decisions.pop(partition, None)
+        for pid in list(self.by_producer):
+            groups = self.by_producer[pid]
+            for group_id in [g for g in groups if partition_for(g) == partition]:
+                del groups[group_id]
+            if not groups:
+                del self.by_producer[pid]
+
     def install(self, loaded: LoadedPartition, partition: int) -> None:
         """Transactions still undecided at the end of what the loader read: their offsets wait
         again, unless their marker landed while the partition was loading."""

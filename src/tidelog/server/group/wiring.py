@@ -94,6 +94,8 @@ def start_group_coordinator(
         node_id=broker_config.node_id,
     )
     coord.startup(load=False)
+    if not replica_manager.one_broker:  # in a cluster: loaded as leadership arrives
+        return coord, None
     if replica_manager.topic(OFFSETS_TOPIC) is None:
         for p in range(config.offsets_topic_num_partitions):
             coord.complete_load(p, LoadedPartition())
@@ -133,6 +135,16 @@ def coordinator_for(broker: HasGroupCoordinator) -> GroupCoordinator:
     if coord is None:
         raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the broker is not running")
     return coord
+
+
+async def replicated(coord: GroupCoordinator, group_id: str) -> ErrorCode:
+    """In a cluster: NONE once the ISR has the group's writes so far (acks=all), else the
+    coordinator's error; at once on one broker."""
+    store = coord.manager.store
+    appender = store.replicated if isinstance(store, LogOffsetsStore) else None
+    if appender is None:
+        return ErrorCode.NONE
+    return await appender.replicated(coord.manager.partition_for(group_id))
 
 
 def join_future() -> tuple[asyncio.Future[JoinResult], Callable[[JoinResult], None]]:

@@ -11,7 +11,7 @@ from tidelog.protocol.kio_util import make
 from tidelog.server.group.records import OFFSETS_TOPIC
 from tidelog.server.group.wiring import coordinator_for
 from tidelog.server.security.types import AclOperation, ResourceType
-from tidelog.server.txn.wiring import txn_coordinator_for
+from tidelog.server.txn.wiring import replicated, txn_coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
@@ -34,8 +34,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         gc = coordinator_for(ctx.broker)
         tp = TopicPartition(OFFSETS_TOPIC, gc.manager.partition_for(group))
-        err = txn_coordinator_for(ctx.broker).add_partitions(
+        coord = txn_coordinator_for(ctx.broker)
+        err = coord.add_partitions(
             tid, int(request.producer_id), int(request.producer_epoch), [tp])
+        if err == ErrorCode.NONE:
+            err = await replicated(coord, tid)
         if err == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
             err = ErrorCode.INVALID_PRODUCER_EPOCH
     return make(cls, throttle_time=0, error_code=err)

@@ -12,7 +12,7 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.security.types import AclOperation, ResourceType
-from tidelog.server.txn.wiring import txn_coordinator_for
+from tidelog.server.txn.wiring import replicated, txn_coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
@@ -44,7 +44,7 @@ def _precheck(ctx: RequestContext, tid: str,
     return {tp: bad.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED) for tp in parts}
 
 
-def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
+async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
          verify_only: bool) -> dict[TopicPartition, ErrorCode]:
     parts = _partitions(topics)
     errors = _precheck(ctx, tid, parts)
@@ -54,6 +54,8 @@ def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
     if verify_only:
         return coord.verify_partitions(tid, pid, epoch, parts)
     err = coord.add_partitions(tid, pid, epoch, parts)
+    if err == ErrorCode.NONE:  # answered once the ISR has the new state
+        err = await replicated(coord, tid)
     if err == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         err = ErrorCode.INVALID_PRODUCER_EPOCH
     return dict.fromkeys(parts, err)
@@ -72,7 +74,7 @@ def _topic_results(tcls: Any, errors: dict[TopicPartition, ErrorCode]) -> tuple[
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     if ctx.api_version < 4:
-        errors = _one(ctx, request.v3_and_below_transactional_id,
+        errors = await _one(ctx, request.v3_and_below_transactional_id,
                       int(request.v3_and_below_producer_id),
                       int(request.v3_and_below_producer_epoch),
                       request.v3_and_below_topics, False)
@@ -86,7 +88,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     tcls = nested(rcls, "topic_results")
     results = []
     for t in request.transactions:
-        errors = _one(ctx, t.transactional_id, int(t.producer_id), int(t.producer_epoch),
+        errors = await _one(ctx, t.transactional_id, int(t.producer_id), int(t.producer_epoch),
                       t.topics, bool(t.verify_only))
         results.append(make(rcls, transactional_id=t.transactional_id,
                             topic_results=_topic_results(tcls, errors)))

@@ -9,7 +9,7 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make
 from tidelog.server.security.types import AclOperation, ResourceType
-from tidelog.server.txn.wiring import txn_coordinator_for
+from tidelog.server.txn.wiring import replicated, txn_coordinator_for
 
 from ..context import RequestContext
 
@@ -24,8 +24,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
         return make(cls, throttle_time=0,
                     error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    err = txn_coordinator_for(ctx.broker).end_txn(
+    coord = txn_coordinator_for(ctx.broker)
+    err = coord.end_txn(
         tid, int(request.producer_id), int(request.producer_epoch), bool(request.committed))
+    if err == ErrorCode.NONE:
+        err = await replicated(coord, tid)
     if err == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         err = ErrorCode.INVALID_PRODUCER_EPOCH
     return make(cls, throttle_time=0, error_code=err)

@@ -13,7 +13,7 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms
 from tidelog.server.security.types import AclOperation, ResourceType
-from tidelog.server.txn.wiring import txn_coordinator_for
+from tidelog.server.txn.wiring import replicated, txn_coordinator_for
 
 from ..context import RequestContext
 
@@ -41,9 +41,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         pid_in = int(getattr(request, "producer_id", -1))
         epoch_in = int(getattr(request, "producer_epoch", -1))
         expected = (pid_in, epoch_in) if pid_in != -1 and epoch_in != -1 else None
-        res = txn_coordinator_for(ctx.broker).init_producer_id(
-            tid, ms(request.transaction_timeout), expected)
+        coord = txn_coordinator_for(ctx.broker)
+        res = coord.init_producer_id(tid, ms(request.transaction_timeout), expected)
         err, pid, epoch = res.error, res.producer_id, res.producer_epoch
+        if err == ErrorCode.NONE and tid:
+            err = await replicated(coord, tid)
+            if err != ErrorCode.NONE:
+                pid, epoch = -1, -1
         if err == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
             err = ErrorCode.INVALID_PRODUCER_EPOCH  # older clients don't know PRODUCER_FENCED
     return make(cls, throttle_time=0, error_code=err, producer_id=pid, producer_epoch=epoch)

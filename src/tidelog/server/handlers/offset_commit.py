@@ -9,7 +9,7 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
 from tidelog.server.group.coordinator import CommitEntry
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.group.wiring import coordinator_for, replicated
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
@@ -57,7 +57,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     retention_ms = ms(getattr(request, "retention_time", None))
     errors = dict(unknown)
     if offsets:  # like Kafka, a request naming only unknown partitions never reaches the group
-        errors |= coordinator_for(ctx.broker).commit_offsets(
+        coord = coordinator_for(ctx.broker)
+        committed = coord.commit_offsets(
             request.group_id,
             offsets,
             member_id=request.member_id,
@@ -65,6 +66,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             group_instance_id=getattr(request, "group_instance_id", None),
             retention_time_ms=retention_ms,
         )
+        if any(e == ErrorCode.NONE for e in committed.values()):  # answered once replicated
+            error = await replicated(coord, request.group_id)
+            committed = {tp: error if e == ErrorCode.NONE else e for tp, e in committed.items()}
+        errors |= committed
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
     pcls = nested(tcls, "partitions")

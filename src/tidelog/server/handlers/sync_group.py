@@ -8,7 +8,8 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make
 from tidelog.server.group.coordinator import SyncRequest
-from tidelog.server.group.wiring import coordinator_for, sync_future
+from tidelog.server.group.member import SyncResult
+from tidelog.server.group.wiring import coordinator_for, replicated, sync_future
 
 from ..context import RequestContext
 from ..error_response import error_response
@@ -33,8 +34,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         assignments={a.member_id: bytes(a.assignment) for a in request.assignments},
     )
     fut, done = sync_future()
-    coordinator_for(ctx.broker).sync_group(req, done)
+    coord = coordinator_for(ctx.broker)
+    coord.sync_group(req, done)
     r = await fut
+    if r.error == ErrorCode.NONE:  # the leader's assignment answers once replicated
+        error = await replicated(coord, request.group_id)
+        if error != ErrorCode.NONE:
+            r = SyncResult(error)
     return make(
         response_class(API_KEY, ctx.api_version),
         throttle_time=0,

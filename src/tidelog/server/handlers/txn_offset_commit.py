@@ -11,7 +11,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.offsets import CommitEntry
 from tidelog.server.group.txn_offsets import commit_txn_offsets
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.group.wiring import coordinator_for, replicated
 from tidelog.server.security.types import AclOperation, ResourceType
 from tidelog.util.topic_partition import TopicPartition
 
@@ -56,6 +56,9 @@ def _errors(ctx: RequestContext, request: Any) -> dict[TopicPartition, ErrorCode
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     errors = _errors(ctx, request)
+    if any(e == ErrorCode.NONE for e in errors.values()):  # answered once replicated
+        error = await replicated(coordinator_for(ctx.broker), request.group_id)
+        errors = {tp: error if e == ErrorCode.NONE else e for tp, e in errors.items()}
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
     pcls = nested(tcls, "partitions")

@@ -16,6 +16,7 @@ from tidelog.records import RecordBatch, RecordBatchBuilder, iter_batches
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
 
+from ..coordinator_writes import CoordinatorWriteError, ReplicatedAppender
 from ..errors import ApiError
 from .config import TxnConfig
 from .metadata import TransactionMetadata, TransactionState
@@ -30,6 +31,8 @@ from .records import (
 )
 
 log = logging.getLogger(__name__)
+
+WRITE_TIMEOUT_MS = 30000  # Kafka waits request.timeout.ms for the ISR
 
 
 def transaction_topic_configs(config: TxnConfig) -> dict[str, str]:
@@ -48,6 +51,11 @@ class TxnLogStore:
     def __init__(self, replica_manager: Any, config: TxnConfig) -> None:
         self.rm = replica_manager
         self.config = config
+        # in a cluster every write is replicated (acks=all) and handlers await it
+        self.replicated: ReplicatedAppender | None = None
+        if not getattr(replica_manager, "one_broker", True):
+            self.replicated = ReplicatedAppender(replica_manager, TRANSACTION_STATE_TOPIC,
+                                                 WRITE_TIMEOUT_MS)
 
     def ensure_topic(self) -> None:
         if self.rm.topic(TRANSACTION_STATE_TOPIC) is None:
@@ -65,6 +73,9 @@ class TxnLogStore:
         return self.rm.get_log(TopicPartition(TRANSACTION_STATE_TOPIC, partition))
 
     def append(self, partition: int, batch: bytes) -> None:
+        if self.replicated is not None:
+            self.replicated.append(partition, batch)
+            return
         from tidelog.storage.validator import AppendOrigin
 
         lg = self._log(partition, create=True)
@@ -106,6 +117,7 @@ class TransactionStateManager:
         self._by_producer: dict[int, str] = {}  # producer id -> transactional id
         self.loading: set[int] = set()
         self.owned: set[int] = set()
+        self.load_epochs: dict[int, int] = {}  # bumped by each election and resignation
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
@@ -149,7 +161,18 @@ class TransactionStateManager:
             self.store.append(self.partition_for(transactional_id), builder.build())
         except OSError as exc:
             log.error("writing %s state failed: %s", transactional_id, exc)
-            raise ApiError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from exc
+            code = exc.error if isinstance(exc, CoordinatorWriteError) \
+                else ErrorCode.COORDINATOR_NOT_AVAILABLE
+            raise ApiError(code, str(exc)) from exc
+
+    def forget_partition(self, partition: int) -> int:
+        """Drop the ids of ``partition`` from the cache (another broker leads it now)."""
+        gone = [t for t in self.transactions if self.partition_for(t) == partition]
+        for tid in gone:
+            meta = self.transactions.pop(tid)
+            if self._by_producer.get(meta.producer_id) == tid:
+                del self._by_producer[meta.producer_id]
+        return len(gone)
 
     # -- loading -------------------------------------------------------------------------------
     @staticmethod

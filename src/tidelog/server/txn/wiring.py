@@ -72,6 +72,8 @@ def marker_writer(broker: TxnHost) -> MarkerWriter:
             log.info("skipping %s marker for %s: partition is gone",
                      "commit" if commit else "abort", tp)
             return
+        if not partition.is_leader:  # its leader elsewhere takes the marker (left prepared)
+            raise OSError(f"{tp} is not led here: its marker waits")
         builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
                                      is_transactional=True, is_control=True)
         ctype = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
@@ -99,7 +101,9 @@ def start_txn_coordinator(
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[None]] = []
     partitions = range(config.transaction_state_log_num_partitions)
-    if broker.replica_manager.topic(TRANSACTION_STATE_TOPIC) is not None:
+    if not broker.replica_manager.one_broker:
+        pass  # in a cluster: each partition loads when this broker becomes its leader
+    elif broker.replica_manager.topic(TRANSACTION_STATE_TOPIC) is not None:
         state.loading.update(partitions)
         tasks.append(loop.create_task(_load_all(coord)))
     else:  # nothing to load: every partition is ours at once
@@ -144,6 +148,16 @@ def stop_txn_coordinator(coord: TransactionCoordinator,
     coord.active = False
     for task in tasks:
         task.cancel()
+
+
+async def replicated(coord: TransactionCoordinator, transactional_id: str) -> ErrorCode:
+    """In a cluster: NONE once the ISR has the id's state writes so far (acks=all), else the
+    coordinator's error; at once on one broker."""
+    store = coord.state.store
+    appender = store.replicated if isinstance(store, TxnLogStore) else None
+    if appender is None:
+        return ErrorCode.NONE
+    return await appender.replicated(coord.state.partition_for(transactional_id))
 
 
 def txn_coordinator_for(broker: TxnHost) -> TransactionCoordinator:
