@@ -20,6 +20,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .cluster_node import ClusterNode
 from .connection import KafkaConnection
+from .coordinator_leadership import elect_led_partitions
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
 from .group.coordinator import GroupCoordinator
@@ -262,6 +263,8 @@ class Broker:
         self.group_coordinator, self._group_load = start_group_coordinator(
             self.config, self.clock, self.replica_manager)
         self.txn_coordinator, self._txn_tasks = start_txn_coordinator(self)
+        if self.cluster is not None:  # coordinators follow the internal topics' leaders
+            elect_led_partitions(self)
 
     def _on_all_dirs_offline(self) -> None:
         """Called from whichever thread hit the last disk error."""
