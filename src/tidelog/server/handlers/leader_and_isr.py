@@ -18,6 +18,7 @@ from tidelog.protocol.kio_util import make, nested
 
 from ..cluster.partition_state import LeaderAndIsrPartitionState
 from ..context import RequestContext
+from ..coordinator_leadership import on_leadership_change
 from .controller_requests import controller_request_error
 
 API_KEY = 4
@@ -80,5 +81,6 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     )
     if result.error != ErrorCode.NONE:
         return _response(cls, request, result.error, {})
+    on_leadership_change(ctx.broker, result.new_leaders, result.new_followers)
     errors = {(tp.topic, tp.partition): e for tp, e in result.errors.items()}
     return _response(cls, request, ErrorCode.NONE, errors)
