@@ -16,6 +16,7 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
+from ..coordinator_leadership import on_resignation
 from .controller_requests import controller_request_error
 
 API_KEY = 5
@@ -43,6 +44,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         )
     if error != ErrorCode.NONE:  # Kafka answers the top-level error with no partitions
         return make(cls, error_code=error, partition_errors=())
+    on_resignation(ctx.broker, partitions)  # the coordinators unload what is stopped here
     parts = tuple(
         make(pcls, topic_name=tp.topic, partition_index=tp.partition,
              error_code=errors.get(tp, ErrorCode.NONE))
