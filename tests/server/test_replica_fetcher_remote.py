@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from tidelog.client.conn import BrokerConnection
 from tidelog.client.kafka_client import KafkaClient
 from tidelog.config.log_config import LogConfig
+from tidelog.records import build_batch
 from tidelog.server.replication.fetcher_manager import InitialFetchState
 from tidelog.server.replication.follower_log import LogFollowerPartition
 from tidelog.server.replication.leader_endpoint import FetchSettings, RemoteLeaderEndPoint
@@ -139,3 +141,64 @@ def test_follower_copies_a_real_brokers_log(leader: EmbeddedBroker, tmp_path: Pa
         theirs = segment_files(leader_dir(leader, tp.partition))
         assert ours == theirs
         assert sum(len(v) for v in ours.values()) > 1000
+
+
+def _new_leader_epoch(broker: EmbeddedBroker, tid: uuid.UUID, epoch: int) -> None:
+    """A LeaderAndIsr keeping the broker leader of partition 0 at a new leader epoch."""
+    me = broker.broker.node_id
+    conn = BrokerConnection("127.0.0.1", broker.port, client_id="controller", timeout_s=10)
+    try:
+        resp = conn.call(4, 7, {
+            "controller_id": me, "controller_epoch": 1, "broker_epoch": -1, "type_": 0,
+            "topic_states": [{"topic_name": TOPIC, "topic_id": tid, "partition_states": [
+                {"partition_index": 0, "controller_epoch": 1, "leader": me,
+                 "leader_epoch": epoch, "isr": [me], "partition_epoch": epoch,
+                 "replicas": [me]}]}],
+            "live_leaders": [],
+        })  # fmt: skip
+    finally:
+        conn.close()
+    assert int(resp.topics[0].partition_errors[0].error_code) == 0
+
+
+def test_leader_answers_a_diverging_epoch(leader: EmbeddedBroker, tmp_path: Path) -> None:
+    """Kafka 2.7+'s way (truncate_on_fetch): the follower led epoch 1 and wrote offsets 20-22
+    nobody else has; the leader went on at epoch 2 from offset 20. The follower's Fetch v15
+    names its last fetched epoch (1); the leader answers the diverging epoch (0 ends at 20)
+    instead of records, the follower truncates there and then copies the leader byte for
+    byte (without the leader's check it would append the leader's 23.. after its own fork)."""
+    with KafkaClient(leader.bootstrap_servers) as client:
+        client.create_topics({TOPIC: 1})
+    p = Producer({"bootstrap.servers": leader.bootstrap_servers, "linger.ms": 5})
+    for i in range(20):
+        p.produce(TOPIC, value=f"first-{i}".encode(), partition=0)
+    assert p.flush(10) == 0
+    tid = topic_id(leader)
+    tp = TopicPartition(TOPIC, 0)
+    log = Log.open(tmp_path / f"{TOPIC}-0", LogConfig.from_props({}), clock=SystemClock())
+    log.append_as_follower(b"".join(segment_files(leader_dir(leader, 0)).values()))
+    log.append_as_leader(build_batch([(0, None, b"never on the leader")] * 3), leader_epoch=1)
+    _new_leader_epoch(leader, tid, 2)
+    for i in range(20):
+        p.produce(TOPIC, value=f"second-{i}".encode(), partition=0)
+    assert p.flush(10) == 0
+    settings = FetchSettings(replica_id=5, max_wait_ms=200, backoff_ms=50, truncate_on_fetch=True)
+    view = LogFollowerPartition(log)
+
+    async def main() -> None:
+        manager = ReplicaFetcherManager(
+            settings, {tp: view}.get, lambda b: ("127.0.0.1", leader.port)
+        )
+        manager.add_fetcher_for_partitions({tp: InitialFetchState(0, -1, 23, tid)})
+        state = manager.fetch_state(tp)
+        assert state is not None and state.last_fetched_epoch == 1
+        await wait_until(
+            lambda: log.log_end_offset == 40 and log.leader_epoch_cache.latest_epoch() == 2
+        )
+        await manager.shutdown()
+
+    asyncio.run(main())
+    entries = [(e.epoch, e.start_offset) for e in log.leader_epoch_cache.entries]
+    log.close()
+    assert entries == [(0, 0), (2, 20)]
+    assert segment_files(tmp_path / f"{TOPIC}-0") == segment_files(leader_dir(leader, 0))

@@ -20,6 +20,7 @@ from .codec import write_uvarint
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+_DIVERGING = struct.Struct(">iq")
 _PRODUCE_PART = struct.Struct(">ihqq")
 _FETCH_PART = struct.Struct(">ihqq")
 
@@ -47,6 +48,8 @@ class FetchPartitionData:
     aborted_transactions: list[tuple[int, int]] | None = None
     # bytes-like, or any sized object the transport knows how to send (a file slice)
     records: Any = None
+    # (epoch, end offset) for a follower whose log forked from the leader's (v12+ tag 0)
+    diverging_epoch: tuple[int, int] | None = None
 
 
 def _string(out: bytearray, s: str | None, flexible: bool) -> None:
@@ -152,7 +155,10 @@ def _fetch_partition(
             chunks.append(records)
             out = bytearray()
     if flexible:
-        out.append(0)
+        if p.diverging_epoch is None:
+            out.append(0)
+        else:  # one tagged field: 0, DivergingEpoch {epoch int32, end_offset int64, no tags}
+            out += b"\x01\x00\x0d" + _DIVERGING.pack(*p.diverging_epoch) + b"\x00"
     return out
 
 

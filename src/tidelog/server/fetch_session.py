@@ -59,6 +59,7 @@ class CachedPartition:
     log_start_offset: int = -1
     current_leader_epoch: int = -1  # as the request says (-1: not checked)
     fetcher_log_start_offset: int = -1  # a follower's own log start offset
+    last_fetched_epoch: int = -1  # a follower's (v12+): the leader checks its log agrees
 
     def changed(self, hw: int, lso: int, start: int) -> bool:
         return (hw, lso, start) != (
@@ -185,7 +186,8 @@ def _requested(request: Any, names: _Names) -> dict[FetchKey, CachedPartition]:
         names.key(t, p.partition): CachedPartition(
             p.fetch_offset, p.partition_max_bytes,
             current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
-            fetcher_log_start_offset=int(getattr(p, "log_start_offset", -1)))
+            fetcher_log_start_offset=int(getattr(p, "log_start_offset", -1)),
+            last_fetched_epoch=int(getattr(p, "last_fetched_epoch", -1)))
         for t in request.topics
         for p in t.partitions
     }

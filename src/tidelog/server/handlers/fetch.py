@@ -93,6 +93,15 @@ def _read_partition(
         out.high_watermark = lg.high_watermark
         out.last_stable_offset = lg.last_stable_offset
         out.log_start_offset = lg.log_start_offset
+        if fetcher.follower and cp.last_fetched_epoch >= 0:
+            diverging = _diverging_epoch(lg, cp)
+            if diverging is not None:  # no records, no follower state: it truncates first
+                out.records = b""
+                if diverging[1] < 0:
+                    out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    out.diverging_epoch = diverging
+                return out
         info = lg.read(cp.fetch_offset, max_bytes, isolation, min_one)
         # Kafka (fetch v3+) sends nothing rather than a cut batch: a client can't decode the
         # piece, and the partition gets its whole batch once it comes first in a later fetch.
@@ -110,6 +119,16 @@ def _read_partition(
         out.error_code, _ = to_error(exc)
         out.records = b""
     return out
+
+
+def _diverging_epoch(lg: Any, cp: CachedPartition) -> tuple[int, int] | None:
+    """Kafka's Partition.fetchRecords check of a follower's last fetched epoch (Fetch v12+):
+    the largest epoch of ours at or below it and where that epoch ends, when the follower's
+    log does not agree with ours up to its fetch offset ((-1, -1): we know no such epoch)."""
+    epoch, end = lg.end_offset_for_epoch(cp.last_fetched_epoch)
+    if epoch < cp.last_fetched_epoch or end < cp.fetch_offset:
+        return int(epoch), int(end)
+    return None
 
 
 def _read_all(
