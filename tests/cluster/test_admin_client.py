@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -115,3 +116,22 @@ def test_partitions_configs_and_deletion_through_any_broker(three) -> None:  # t
         first.incremental_alter_configs([invalid])[invalid].result(30)
     assert last.delete_topics(["t"], operation_timeout=30)["t"].result(30) is None
     assert zk.get_all_topics() == []
+
+
+def test_idempotent_producers_on_different_brokers_get_different_producer_ids(three) -> None:  # type: ignore[no-untyped-def]
+    brokers, zk = three
+    admin = AdminClient({"bootstrap.servers": brokers[0].bootstrap_servers})
+    admin.create_topics([NewTopic("pids", num_partitions=3, replication_factor=1)])["pids"].result(30)
+    leaders = {p.id: p.leader for p in admin.list_topics(topic="pids", timeout=10).topics["pids"].partitions.values()}
+    # each broker hands out ids from its own block of /latest_producer_id_block
+    ids = [b.broker.replica_manager.allocate_producer_id() for b in brokers]
+    assert len(set(ids)) == 3 and len({i // 1000 for i in ids}) == 3
+    latest = json.loads(zk.zk.get("/latest_producer_id_block")[0])
+    assert list(latest) == ["version", "broker", "block_start", "block_end"]
+    assert int(latest["block_end"]) - int(latest["block_start"]) == 999
+    # and idempotent producers bootstrapped from each broker all deliver
+    for b in brokers:
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "enable.idempotence": True})
+        for part in leaders:
+            p.produce("pids", value=b"x", partition=part)
+        assert p.flush(30) == 0
