@@ -202,3 +202,13 @@ def test_a_topic_written_by_confluent_loads_as_is(fresh_registry: RegistryBroker
     assert call(url, "GET", "/config")[1] == {"compatibilityLevel": "NONE"}
     assert call(url, "GET", "/mode/legacy")[1] == {"mode": "READONLY"}
     assert call(url, "POST", "/subjects/new/versions", {"schema": '"int"'})[1] == {"id": 43}
+
+
+def test_registering_a_soft_deleted_schema_again(registry: RegistryBroker) -> None:
+    """A new version with the old id; the soft-deleted copy is tombstoned, as Confluent does."""
+    url, subject = registry.url, unique("again")
+    rec = schema([{"name": "a", "type": "int"}], subject.replace("-", "_"))
+    first = call(url, "POST", f"/subjects/{subject}/versions", rec)[1]["id"]
+    assert call(url, "DELETE", f"/subjects/{subject}/versions/1")[1] == 1
+    assert call(url, "POST", f"/subjects/{subject}/versions", rec)[1] == {"id": first}
+    assert call(url, "GET", f"/subjects/{subject}/versions?deleted=true")[1] == [2]

@@ -227,8 +227,19 @@ class SchemaRegistry:
         value = SchemaValue(
             subject, new_version, schema_id, canonical, parsed.schema_type, parsed.references
         )
+        await self._drop_deleted_copies(subject, schema_id, new_version)
         await self.store.put(schema_key(subject, new_version), value.to_bytes())
         return value
+
+    async def _drop_deleted_copies(self, subject: str, schema_id: int, new_version: int) -> None:
+        """Soft-deleted earlier versions of the same schema are tombstoned when it is
+        registered again (Confluent does so), unless a schema still references them."""
+        for version in self.state.versions(subject, True):
+            old = self.state.get(subject, version)
+            if (old is not None and old.deleted and old.id == schema_id
+                    and version < new_version
+                    and not self.state.users_of(subject, version, True)):
+                await self.store.put(schema_key(subject, version), None)
 
     def _same(self, value: SchemaValue, parsed: ParsedSchema) -> bool:
         if value.schema_type != parsed.schema_type or value.references != parsed.references:
