@@ -37,6 +37,7 @@ class TxnConfig:
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10000
     transaction_remove_expired_transaction_cleanup_interval_ms: int = 3600000
     transaction_partition_verification_enable: bool = True
+    transaction_state_log_min_isr: int = 2
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], **declared_elsewhere: Any) -> TxnConfig:
@@ -49,5 +50,7 @@ class TxnConfig:
 
     @classmethod
     def from_broker_config(cls, config: Any) -> TxnConfig:
-        return cls.from_props(config.originals, transactional_id_expiration_ms=int(
-            config.values["transactional.id.expiration.ms"]))
+        return cls.from_props(
+            config.originals,
+            transactional_id_expiration_ms=int(config.values["transactional.id.expiration.ms"]),
+            transaction_state_log_min_isr=int(config.values["transaction.state.log.min.isr"]))

@@ -42,6 +42,7 @@ def transaction_topic_configs(config: TxnConfig) -> dict[str, str]:
         "compression.type": "uncompressed",
         "segment.bytes": str(config.transaction_state_log_segment_bytes),
         "unclean.leader.election.enable": "false",
+        "min.insync.replicas": str(config.transaction_state_log_min_isr),
     }
 
 
