@@ -21,11 +21,14 @@ from collections.abc import Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.schema_registry import start_schema_registry
 from tidelog.server.faults import FaultPlan, install
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
+
+if TYPE_CHECKING:
+    from tidelog.schema_registry.listener import SchemaRegistryListener
 
 
 class EmbeddedBroker:
@@ -52,7 +55,8 @@ class EmbeddedBroker:
         self.fault_plan = fault_plan
         self.broker: Any = None
         self.http: Any = None  # the HTTP listener when ``http.listeners`` is set
-        self.schema_registry: Any = None  # when ``schema.registry.listeners`` is set
+        # when ``schema.registry.listeners`` is set
+        self.schema_registry: SchemaRegistryListener | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
