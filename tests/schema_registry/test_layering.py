@@ -9,7 +9,8 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "tidelog"
 IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry"},
-             "testing/embedded.py": {"tidelog.schema_registry"},
+             "testing/embedded.py": {"tidelog.schema_registry",
+                                     "tidelog.schema_registry.listener"},  # for its type
              "spark/avro_values.py": {"tidelog.schema_registry.records",
                                       "tidelog.schema_registry.state"},
              "spark/protobuf_values.py": {"tidelog.schema_registry.records"}}
