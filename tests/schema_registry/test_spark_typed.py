@@ -128,7 +128,7 @@ def rows(df: Any) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize("n", [20_000, pytest.param(N, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("n", [5_000, pytest.param(N, marks=pytest.mark.slow)])
 def test_typed_avro_columns_broker_and_log_dir(spark: Any, tmp_path: Path, n: int) -> None:
     log_dir = tmp_path / "logs"
     sent = [trade(i) for i in range(n)]
