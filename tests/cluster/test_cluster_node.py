@@ -192,6 +192,10 @@ def test_session_expiry_resigns_then_registers_again(zookeeper_connect: str) -> 
         assert reg is not None and reg.epoch == node.broker_epoch
         _wait(lambda: node.controller.is_active and zk.get_controller_id() == 7, what="re-elected")
         assert zk.get_controller_epoch()[0] == controller_epoch[0] + 1  # type: ignore[index]
+        # the watches went with the old session: the new one set them again, so a topic
+        # created elsewhere still reaches this broker's metadata store
+        zk.create_topic("after", uuid.uuid4(), {0: z.ReplicaAssignment((7,))}, {})
+        _wait(lambda: "after" in broker.broker.replica_manager.store.topics, what="topic mirrored")
     finally:
         zk.close()
         broker.stop()

@@ -157,6 +157,7 @@ class Broker:
                 await asyncio.to_thread(self.authorizer.load)
             if isinstance(self.credentials, ZkCredentialStore):
                 await asyncio.to_thread(self.credentials.load)
+            self._rearm_after_session_expiry(self.cluster)
         try:
             self._start_logs()
             # cluster services start here: after the logs and the metadata, before the
@@ -216,6 +217,15 @@ class Broker:
         """This broker as the metadata image shows it: every listener's advertised address."""
         endpoints = {lst.name: self.endpoint(lst.name) for lst in self.config.listeners}
         return BrokerInfo(self.node_id, endpoints, self.config.values["broker.rack"])
+
+    def _rearm_after_session_expiry(self, cluster: ClusterNode) -> None:
+        store = self.replica_manager.store
+        if isinstance(store, ZkMetadataStore):
+            cluster.on_new_session.append(store.rearm)
+        if isinstance(self.authorizer, ZkAclAuthorizer):
+            cluster.on_new_session.append(self.authorizer.load)
+        if isinstance(self.credentials, ZkCredentialStore):
+            cluster.on_new_session.append(self.credentials.load)
 
     def _zk_admin_manager(self, store: ZkMetadataStore) -> ZkAdminManager:
         """Topic admin of a cluster member: any broker writes ZooKeeper, and answers once

@@ -98,6 +98,9 @@ class ClusterNode:
         self._session_lost = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
+        # run (off the loop) once a new session replaces an expired one: watches of the
+        # metadata store, ACLs and credentials went with the old session
+        self.on_new_session: list[Callable[[], object]] = []
 
     def _channel(self) -> ControllerChannelManager:
         return ControllerChannelManager(
@@ -147,6 +150,8 @@ class ClusterNode:
         try:
             await asyncio.to_thread(self.zk.create_top_level_paths)
             await self._register()
+            for fn in self.on_new_session:
+                await asyncio.to_thread(fn)
         except Exception:
             log.exception("broker %d: registering again after session loss failed", self.broker_id)
             return

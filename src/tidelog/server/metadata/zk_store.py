@@ -88,10 +88,15 @@ class ZkMetadataStore:
                 "zookeeper.connect may be wrong."
             )
         self._write_meta_properties()
+        self.rearm()
+        return True  # ZooKeeper knows every topic: a log no topic owns is a stray
+
+    def rearm(self) -> None:
+        """Read the topics again and set the watches (at load, and after a session expiry,
+        which takes every watch with it)."""
         changes = self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_config_change)
         self._last_change = changes[-1] if changes else ""
         self._refresh_topics()
-        return True  # ZooKeeper knows every topic: a log no topic owns is a stray
 
     def _write_meta_properties(self) -> None:
         for d in self.log_dirs:
