@@ -42,6 +42,7 @@ def fetch_settings(config: BrokerConfig) -> FetchSettings:
         partition_max_bytes=int(v["replica.fetch.max.bytes"]),
         socket_timeout_ms=int(v["replica.socket.timeout.ms"]),
         backoff_ms=int(v["replica.fetch.backoff.ms"]),
+        truncate_on_fetch=True,  # our leaders answer Fetch v12+ diverging epochs
     )
 
 
