@@ -121,3 +121,43 @@ def test_sigterm_of_a_leader_under_an_acks_all_producer(tidelog_cluster: Embedde
             seen.append(int(msg.value()))
     consumer.close()
     assert sorted(seen) == list(range(300))
+
+
+def test_sigkill_of_a_leader_under_an_acks_all_producer(tidelog_cluster: EmbeddedCluster) -> None:
+    cluster = tidelog_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("kill", num_partitions=3, replication_factor=3)])["kill"].result(30)
+    errors: list[str] = []
+    delivered: list[int] = []
+
+    def on_delivery(err: object, msg: object) -> None:
+        if err is not None:
+            errors.append(str(err))
+        else:
+            delivered.append(int(msg.value()))  # type: ignore[attr-defined]
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
+    leader0 = admin.list_topics(topic="kill", timeout=10).topics["kill"].partitions[0].leader
+    for i in range(200):
+        producer.produce("kill", value=str(i).encode(), partition=i % 3, on_delivery=on_delivery)
+        producer.poll(0)
+        if i == 100:
+            producer.flush(30)
+            cluster.kill(leader0)  # no controlled shutdown: the session expires (6 s)
+    assert producer.flush(60) == 0
+    assert errors == []
+    assert sorted(delivered) == list(range(200))
+    states = cluster.zk.get_topic_partition_states([TopicPartition("kill", p) for p in range(3)])
+    assert all(s.leader not in (leader0, -1) and leader0 not in s.isr for s in states.values())
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "kill-check",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    consumer.assign([ConfluentTopicPartition("kill", p, 0) for p in range(3)])
+    seen: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 200 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen.append(int(msg.value()))
+    consumer.close()
+    assert sorted(seen) == list(range(200))
