@@ -15,7 +15,13 @@ import numpy as np
 import pyarrow as pa
 
 from tidelog.records import RecordBatch
-from tidelog.records.batch import COMPRESSION_MASK, RECORD_BATCH_OVERHEAD, Buffer
+from tidelog.records.batch import (
+    _HEADER,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    RECORD_BATCH_OVERHEAD,
+    Buffer,
+)
 
 from .columns import HEADER_ROW, Columns, decode_columns
 
@@ -78,9 +84,9 @@ class ColumnBuilder:
         """Records held (before the offset window is applied)."""
         return self._n
 
-    def add_batch(self, batch: RecordBatch) -> None:
-        """Take the batch's records; those with offsets in [start, end) are kept at build."""
-        (_b, _l, _e, _m, _c, attrs, _lod, _bt, _mt, _pid, _pe, _bs, count) = batch.header()
+    def add_batch(self, batch: RecordBatch, attrs: int, count: int) -> None:
+        """Take the batch's records (its header's attributes and record count given); those
+        with offsets in [start, end) are kept at build."""
         self.batches.append(batch.buf)
         self.payloads.append(batch.records_payload() if attrs & COMPRESSION_MASK else None)
         self._n += max(count, 0)
@@ -161,9 +167,12 @@ def batches_to_arrow(
     """Arrow batches of the data records in [start, end); control batches are skipped."""
     cols = ColumnBuilder(topic, partition, include_headers, start, end)
     for batch in batches:
-        if batch.is_control or batch.size_in_bytes <= RECORD_BATCH_OVERHEAD:
+        if len(batch.buf) <= RECORD_BATCH_OVERHEAD:
             continue
-        cols.add_batch(batch)
+        h = _HEADER.unpack_from(batch.buf)  # one header read per batch
+        if h[5] & CONTROL_MASK:
+            continue
+        cols.add_batch(batch, h[5], h[12])
         if len(cols) >= rows_per_batch:
             yield cols.build()
     if len(cols):
