@@ -209,7 +209,9 @@ def test_long_poll_counts_as_remote_time_and_flushes_are_timed(broker):
     finally:
         client.close()
     total, remote = fetch_times()
-    assert total - total_before >= 200
+    # libuv's timers (uvloop) count whole milliseconds from a cached loop time, so the
+    # purgatory's 200 ms expiry can fire up to 1 ms before 200 ms of perf_counter time pass
+    assert total - total_before >= 200 - 1
     assert remote - remote_before >= (total - total_before) / 2
 
 
