@@ -5,33 +5,25 @@ processes, ZooKeeper session timeout 6 s)."""
 from __future__ import annotations
 
 import time
-import uuid
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.txn.records import partition_for as txn_partition_for
 from tidelog.testing import EmbeddedCluster
 from tidelog.util.topic_partition import TopicPartition
 
 DEADLINE_S = 60.0
+PAYMENT_PARTITIONS = 6
 
 
-def _create(cluster: EmbeddedCluster, topic: str, partitions: int, replicas: tuple[int, ...],
-            configs: dict[str, str]) -> None:
-    """A topic placed by hand (every partition led by ``replicas[0]`` while it lives)."""
-    assignment = {p: z.ReplicaAssignment(replicas) for p in range(partitions)}
-    cluster.zk.create_topic(topic, uuid.uuid4(), assignment, configs)
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        states = cluster.zk.get_topic_partition_states(tps)
-        if len(states) == partitions and all(len(s.isr) == len(replicas)
-                                              for s in states.values()):
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{topic} has no leaders")
+def _txn_coordinator(cluster: EmbeddedCluster, transactional_id: str) -> int:
+    """The leader of the id's ``__transaction_state`` partition, as ZooKeeper has it."""
+    tp = TopicPartition("__transaction_state", txn_partition_for(transactional_id, 50))
+    state = cluster.zk.get_topic_partition_states([tp])[tp]
+    assert state.leader > 0 and len(state.isr) == 3, state
+    return int(state.leader)
 
 
 def _group_coordinator(admin: AdminClient, group: str) -> int:
@@ -108,28 +100,27 @@ def test_open_transaction_at_its_coordinators_kill_is_completed_or_aborted(
     tidelog_cluster: EmbeddedCluster,
 ) -> None:
     cluster = tidelog_cluster
-    # the transaction log and the data led by broker 1, then by broker 2 once 1 is killed:
-    # markers are written by the coordinator's broker into partitions it leads
-    _create(cluster, "__transaction_state", 50, (1, 2, 3),
-            {"cleanup.policy": "compact", "min.insync.replicas": "2"})
-    _create(cluster, "payments", 2, (1, 2, 3), {})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    # leaders spread over the three brokers: markers go to other brokers' partitions too
+    admin.create_topics([NewTopic("payments", 6, 3)])["payments"].result(timeout=30)
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
                          "transactional.id": "tx-1", "transaction.timeout.ms": 60000})
     producer.init_transactions(30)
+    coordinator = _txn_coordinator(cluster, "tx-1")
     committed: list[bytes] = []
     for t in range(3):
         producer.begin_transaction()
-        batch = [f"c{t}-{i}".encode() for i in range(5)]
+        batch = [f"c{t}-{i}".encode() for i in range(PAYMENT_PARTITIONS)]
         for i, v in enumerate(batch):
-            producer.produce("payments", v, partition=i % 2)
+            producer.produce("payments", v, partition=i % PAYMENT_PARTITIONS)
         producer.commit_transaction(30)
         committed += batch
     producer.begin_transaction()
-    open_batch = [f"open-{i}".encode() for i in range(5)]
+    open_batch = [f"open-{i}".encode() for i in range(PAYMENT_PARTITIONS)]
     for i, v in enumerate(open_batch):
-        producer.produce("payments", v, partition=i % 2)
+        producer.produce("payments", v, partition=i % PAYMENT_PARTITIONS)
     assert producer.flush(30) == 0
-    cluster.kill(1)
+    cluster.kill(coordinator)
     try:
         producer.commit_transaction(DEADLINE_S)
         committed += open_batch
@@ -139,9 +130,9 @@ def test_open_transaction_at_its_coordinators_kill_is_completed_or_aborted(
         producer.abort_transaction(DEADLINE_S)
     # a new transaction on the new coordinator works
     producer.begin_transaction()
-    after = [f"after-{i}".encode() for i in range(4)]
+    after = [f"after-{i}".encode() for i in range(PAYMENT_PARTITIONS)]
     for i, v in enumerate(after):
-        producer.produce("payments", v, partition=i % 2)
+        producer.produce("payments", v, partition=i % PAYMENT_PARTITIONS)
     producer.commit_transaction(DEADLINE_S)
     committed += after
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers,
@@ -149,7 +140,7 @@ def test_open_transaction_at_its_coordinators_kill_is_completed_or_aborted(
                          "isolation.level": "read_committed", "enable.auto.commit": False})
     try:  # assigned, not subscribed: __consumer_offsets waits for three live brokers
         consumer.assign([ConfluentTopicPartition("payments", p, OFFSET_BEGINNING)
-                         for p in range(2)])
+                         for p in range(PAYMENT_PARTITIONS)])
         seen = _poll_values(consumer, len(committed), DEADLINE_S)
         seen += _poll_values(consumer, 1, 2.0)  # nothing more may come
     finally:

@@ -136,6 +136,7 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
             transactional_id="transactional_id",
         ),
     ),
+    27: (_m("markers", "markers", _TOPIC_INDEXES, producer_id="producer_id"),),
     28: (_TOPIC_PARTITIONS,),
     23: (
         _m(

@@ -2,15 +2,18 @@
 from a callable, markers through a ``MarkerWriter``, state through the
 TransactionStateManager. Every method runs to completion on the broker's event loop.
 
-Markers are written in-process (Kafka's WriteTxnMarkers to itself): EndTxn writes
-PrepareCommit/PrepareAbort, a COMMIT/ABORT control batch into every partition of the
-transaction, then CompleteCommit/CompleteAbort. A crash between the two leaves the prepared
+EndTxn writes PrepareCommit/PrepareAbort, a COMMIT/ABORT control batch into every partition
+of the transaction, then CompleteCommit/CompleteAbort. The ``MarkerWriter`` writes a marker
+in-process and returns None, or returns an awaitable that completes once the marker is on
+the partition's leader (and its ISR) elsewhere (WriteTxnMarkers); CompleteCommit/Abort is
+written once every marker is. A crash between the two leaves the prepared
 state in ``__transaction_state``; loading resumes it (``resume``)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,8 +38,9 @@ COORDINATOR_EPOCH = 0  # the leader epoch of a single node's __transaction_state
 
 class MarkerWriter(Protocol):
     def __call__(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
-                 coordinator_epoch: int, commit: bool) -> None:
-        """Append one COMMIT/ABORT control batch to ``tp`` (raises on a storage failure)."""
+                 coordinator_epoch: int, commit: bool) -> Awaitable[None] | None:
+        """Append one COMMIT/ABORT control batch to ``tp`` (raises on a storage failure),
+        or start sending it to ``tp``'s leader and return what completes when it is written."""
         ...
 
 
@@ -63,6 +67,7 @@ class TransactionCoordinator:
         self.allocate_producer_id = allocate_producer_id
         self.write_marker = write_marker
         self.active = True
+        self._marker_waits: set[asyncio.Future[None]] = set()
 
     # -- InitProducerId ------------------------------------------------------------------------
     def init_producer_id(self, transactional_id: str, timeout_ms: int,
@@ -238,9 +243,36 @@ class TransactionCoordinator:
         commit = meta.state == TransactionState.PREPARE_COMMIT
         meta.pending = True
         try:
-            for tp in sorted(meta.partitions):
-                self.write_marker(tp, meta.producer_id, meta.producer_epoch,
-                                  COORDINATOR_EPOCH, commit)
+            waits = [w for tp in sorted(meta.partitions)
+                     if (w := self.write_marker(tp, meta.producer_id, meta.producer_epoch,
+                                                COORDINATOR_EPOCH, commit)) is not None]
+        except Exception as exc:
+            log.error("writing the markers of %s failed (retried later): %s",
+                      meta.transactional_id, exc)
+            meta.pending = False
+            return
+        if not waits:
+            self._write_complete(meta, commit)
+            return
+        wait = asyncio.ensure_future(self._complete_after(meta, commit, waits))
+        self._marker_waits.add(wait)
+        wait.add_done_callback(self._marker_waits.discard)
+
+    async def _complete_after(self, meta: TransactionMetadata, commit: bool,
+                              waits: list[Awaitable[None]]) -> None:
+        results = await asyncio.gather(*waits, return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        if failed:
+            log.error("markers of %s not written (retried later): %s", meta.transactional_id,
+                      failed[0])
+            meta.pending = False
+            return
+        if self.state.transactions.get(meta.transactional_id) is not meta:
+            return  # unloaded meanwhile: the new coordinator completes it
+        self._write_complete(meta, commit)
+
+    def _write_complete(self, meta: TransactionMetadata, commit: bool) -> None:
+        try:
             done = meta.copy()
             done.state = (TransactionState.COMPLETE_COMMIT if commit
                           else TransactionState.COMPLETE_ABORT)

@@ -2,7 +2,8 @@
 ``transaction.partition.verification.enable``): a transactional batch is appended only when
 its partition was added to the producer's ongoing transaction. Kafka's ReplicaManager asks
 the coordinator with AddPartitionsToTxn v4 ``verify_only``; on one node the coordinator is
-in-process, so the question is a dictionary lookup. Without it a hanging transaction could
+in-process, so the question is a dictionary lookup. In a cluster a producer whose
+coordinator is another broker is not verified (the remote AddPartitionsToTxn is not asked). Without it a hanging transaction could
 start on a partition the coordinator will never send a marker to."""
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def verify_transactional_produce(broker: TxnHost, tp: TopicPartition,
         # coordinator's load errors to a producer as NOT_ENOUGH_REPLICAS so that every
         # client version retries (AddPartitionsToTxnManager)
         return ErrorCode.NOT_ENOUGH_REPLICAS
+    if meta is None and not broker.replica_manager.one_broker:
+        return None  # its coordinator is another broker: not asked (no remote verification)
     if meta is not None and epoch < meta.producer_epoch:
         return ErrorCode.INVALID_PRODUCER_EPOCH
     if coord.in_transaction(pid, epoch, tp):

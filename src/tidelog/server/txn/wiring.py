@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.records import ControlRecordType, RecordBatchBuilder
+from tidelog.server.cluster_node import inter_broker_security
 from tidelog.server.errors import ApiError
 from tidelog.server.group.txn_offsets import complete_txn_offsets
 from tidelog.storage.validator import AppendOrigin
@@ -23,8 +23,9 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .config import TxnConfig
 from .coordinator import MarkerWriter, TransactionCoordinator
+from .markers import TxnMarkerSender, control_batch
 from .records import TRANSACTION_STATE_TOPIC
-from .state_manager import TransactionStateManager, TxnLogStore
+from .state_manager import WRITE_TIMEOUT_MS, TransactionStateManager, TxnLogStore
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
@@ -57,34 +58,44 @@ class TxnHost(Protocol):
     def txn_coordinator(self) -> TransactionCoordinator | None: ...
 
 
-def marker_writer(broker: TxnHost) -> MarkerWriter:
-    """Kafka's WriteTxnMarkers, in-process: a control batch appended as the coordinator at
-    the partition's leader epoch, the high watermark advanced as far as the ISR has it,
-    waiting fetches woken; for a
+def marker_writer(broker: TxnHost, sender: TxnMarkerSender | None = None) -> MarkerWriter:
+    """Kafka's WriteTxnMarkers. Into a partition led here: a control batch appended as the
+    coordinator at the partition's leader epoch, the high watermark advanced as far as the
+    ISR has it, waiting fetches woken (in a cluster: acks=all, awaited); for a
     ``__consumer_offsets`` partition the group coordinator then applies or drops the
-    transaction's pending offsets."""
+    transaction's pending offsets. Into a partition led elsewhere: ``sender`` sends it."""
     rm = broker.replica_manager
 
     def write(tp: TopicPartition, producer_id: int, producer_epoch: int,
-              coordinator_epoch: int, commit: bool) -> None:
+              coordinator_epoch: int, commit: bool) -> Awaitable[None] | None:
         partition = rm.get_partition(tp)
+        if sender is not None and (partition is None or not partition.is_leader):
+            return sender.send(tp, producer_id, producer_epoch, coordinator_epoch, commit)
         if partition is None:  # the topic was deleted meanwhile: nothing left to mark (Kafka)
             log.info("skipping %s marker for %s: partition is gone",
                      "commit" if commit else "abort", tp)
-            return
-        if not partition.is_leader:  # its leader elsewhere takes the marker (left prepared)
-            raise OSError(f"{tp} is not led here: its marker waits")
-        builder = RecordBatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch,
-                                     is_transactional=True, is_control=True)
-        ctype = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
-        builder.append_control(ctype, broker.clock.milliseconds(), coordinator_epoch)
-        partition.append_to_log(builder.build(), origin=AppendOrigin.COORDINATOR)
-        partition.advance_local_committed()
+            return None
+        batch = control_batch(producer_id, producer_epoch, coordinator_epoch, commit,
+                              broker.clock.milliseconds())
+        if sender is not None:  # a cluster: replicated like any coordinator write
+            info = rm.append(tp, batch, required_acks=-1, origin=AppendOrigin.COORDINATOR)
+            wait = _replicated(rm, tp, info.last_offset + 1)
+        else:
+            partition.append_to_log(batch, origin=AppendOrigin.COORDINATOR)
+            partition.advance_local_committed()
+            wait = None
         if tp.topic == OFFSETS_TOPIC:
             complete_txn_offsets(broker, tp.partition, producer_id, commit)
         rm.notify_append(tp)
+        return wait
 
     return write
+
+
+async def _replicated(rm: ReplicaManager, tp: TopicPartition, offset: int) -> None:
+    error = (await rm.wait_replicated({tp: offset}, WRITE_TIMEOUT_MS)).get(tp, ErrorCode.NONE)
+    if error != ErrorCode.NONE:
+        raise ApiError(error, f"marker for {tp} not replicated")
 
 
 def start_txn_coordinator(
@@ -94,12 +105,18 @@ def start_txn_coordinator(
     config = TxnConfig.from_broker_config(broker.config)
     state = TransactionStateManager(config, clock=broker.clock,
                                     store=TxnLogStore(broker.replica_manager, config))
+    loop = asyncio.get_running_loop()
+    tasks: list[asyncio.Task[None]] = []
+    sender = None
+    if not broker.replica_manager.one_broker:
+        sender = TxnMarkerSender(
+            broker.config.node_id, broker.replica_manager.metadata_cache,
+            broker.config.inter_broker_listener_name, inter_broker_security(broker.config))
+        tasks.append(loop.create_task(_close_when_cancelled(sender)))
     coord = TransactionCoordinator(
         config, clock=broker.clock, state=state,
         allocate_producer_id=broker.replica_manager.allocate_producer_id,
-        write_marker=marker_writer(broker))
-    loop = asyncio.get_running_loop()
-    tasks: list[asyncio.Task[None]] = []
+        write_marker=marker_writer(broker, sender))
     partitions = range(config.transaction_state_log_num_partitions)
     if not broker.replica_manager.one_broker:
         pass  # in a cluster: each partition loads when this broker becomes its leader
@@ -132,6 +149,13 @@ async def _load_all(coord: TransactionCoordinator) -> None:
         coord.resume(state.complete_load(p, latest))
         await asyncio.sleep(0)
     log.info("transaction coordinator loaded %d transactional ids", len(state.transactions))
+
+
+async def _close_when_cancelled(sender: TxnMarkerSender) -> None:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await sender.close()
 
 
 async def _every(interval_ms: int, fn: Callable[[], object]) -> None:
