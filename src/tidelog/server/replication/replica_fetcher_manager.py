@@ -82,8 +82,9 @@ class ReplicaFetcherManager:
     def add_fetcher_for_partitions(
         self, states: Mapping[TopicPartition, InitialFetchState]
     ) -> None:
-        if self._closed:
-            raise RuntimeError("the replica fetcher manager is shut down")
+        if self._closed:  # a LeaderAndIsr reaching a stopping broker: nothing to start
+            log.info("not fetching %d partitions: shutting down", len(states))
+            return
         groups: dict[FetcherKey, dict[TopicPartition, InitialFetchState]] = {}
         for tp, state in states.items():
             key = FetcherKey(state.leader_id, fetcher_id(tp, self.num_fetchers))
