@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from tidelog.metrics import LOG_FLUSH_STATS, LatencyHistogram
+from tidelog.metrics.isr import ISR_CHANGE_STATS
 from tidelog.metrics.loop_lag import LOOP_LAG
 from tidelog.metrics.requests import STAGE_NAMES
 from tidelog.server.replication.metrics import replication_gauges
@@ -182,6 +183,14 @@ class BrokerCollector(Collector):
                     "ReplicaManager UnderMinIsrPartitionCount", repl.under_min_isr)  # fmt: skip
         yield gauge("kafka_server_replicamanager_atminisrpartitioncount",
                     "ReplicaManager AtMinIsrPartitionCount", repl.at_min_isr)  # fmt: skip
+        isr = CounterMetricFamily("kafka_server_replicamanager_isrshrinks",
+                                  "ReplicaManager IsrShrinksPerSec (committed ISR shrinks)")
+        isr.add_metric([], ISR_CHANGE_STATS.shrinks)
+        yield isr
+        isr = CounterMetricFamily("kafka_server_replicamanager_isrexpands",
+                                  "ReplicaManager IsrExpandsPerSec (committed ISR expansions)")
+        isr.add_metric([], ISR_CHANGE_STATS.expands)
+        yield isr
         replication = self.broker.replication
         lag = replication.fetcher_manager.max_lag() if replication is not None else 0
         yield gauge("kafka_server_replicafetchermanager_maxlag",

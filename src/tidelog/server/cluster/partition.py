@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
+from tidelog.metrics.isr import ISR_CHANGE_STATS
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.errors import UnexpectedAppendOffsetError
 from tidelog.storage.validator import AppendOrigin
@@ -330,6 +331,7 @@ class Partition:
         if outcome.leader_epoch != self.leader_epoch:
             return
         self.partition_epoch = outcome.partition_epoch
+        ISR_CHANGE_STATS.record(self.state.isr, outcome.isr)
         self.state = PartitionState.committed(frozenset(outcome.isr))
         self.maybe_increment_leader_hw(self.clock.milliseconds())
         if self.on_high_watermark is not None:  # DelayedProduce rechecks min.insync.replicas
