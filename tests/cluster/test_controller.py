@@ -303,10 +303,11 @@ def test_reassignment_written_by_a_tool(zookeeper_connect: str) -> None:
         await until(lambda: assignment()[0] == z.ReplicaAssignment((2, 3)), what="shrink completes")
         s = _state(zk1, shrink)
         assert s.leader == 2 and 1 not in s.isr
-        assert any(b == 1 and r.partitions.get(shrink) == (-2, True) for b, r in ch1.stop_replica())
+        await until(lambda: any(b == 1 and r.partitions.get(shrink) == (-2, True) for b, r in ch1.stop_replica()),
+                    what="the replica left behind is deleted")  # fmt: skip
         # growing waits for the new replica to join the ISR
         await until(lambda: assignment()[1] == z.ReplicaAssignment((1, 2, 3), (3,), ()))
-        assert ch1.last_state_sent(3, grow) is not None  # the new replica was told to fetch
+        await until(lambda: ch1.last_state_sent(3, grow) is not None, what="the new replica is told to fetch")
         await until(lambda: z.decode_reassignment(zk1.zk.get(z.REASSIGN_PARTITIONS_PATH)[0]) == {grow: (1, 2, 3)},
                     what="the finished shrink leaves the request znode")  # fmt: skip
         cur = _state(zk1, grow)
