@@ -14,7 +14,7 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.consumer.coordinator import HeartbeatRequest
 from tidelog.server.group.consumer.records import Assignment, TopicMetadata
 from tidelog.server.group.group_configs import GroupConfigStore
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.group.wiring import coordinator_for, replicated
 
 from ..configs import ConfigEntry
 from ..context import RequestContext
@@ -82,11 +82,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return make(cls, throttle_time=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                     member_epoch=0, heartbeat_interval=0)
     group_configs_for(ctx.broker)
-    consumer = coordinator_for(ctx.broker).consumer
+    coord = coordinator_for(ctx.broker)
+    consumer = coord.consumer
     consumer.topics = topic_source(ctx.broker.replica_manager)
     r = consumer.heartbeat(_request(ctx, request))
-    if r.error != ErrorCode.NONE:
-        return make(cls, throttle_time=0, error_code=r.error, error_message=r.message,
+    error = r.error
+    if error == ErrorCode.NONE:  # the group's records answer once replicated
+        error = await replicated(coord, request.group_id)
+    if error != ErrorCode.NONE:
+        return make(cls, throttle_time=0, error_code=error, error_message=r.message,
                     member_id=None, member_epoch=0, heartbeat_interval=0)
     assignment = None
     if r.assignment is not None:

@@ -8,7 +8,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.group.wiring import coordinator_for, replicated
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
@@ -21,7 +21,10 @@ MAX_VERSION = 2
 async def handle(ctx: RequestContext, request: Any) -> Any:
     allowed = [g for g in request.groups_names
                if ctx.authorize(AclOperation.DELETE, ResourceType.GROUP, g)]
-    deleted = coordinator_for(ctx.broker).delete_groups(allowed)
+    coord = coordinator_for(ctx.broker)
+    deleted = coord.delete_groups(allowed)
+    for g in [g for g, e in deleted.items() if e == ErrorCode.NONE]:  # once replicated
+        deleted[g] = await replicated(coord, g)
     denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
     results = {g: deleted.get(g, denied) for g in request.groups_names}
     cls = response_class(API_KEY, ctx.api_version)

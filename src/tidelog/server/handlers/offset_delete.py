@@ -8,7 +8,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.group.wiring import coordinator_for, replicated
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
@@ -25,7 +25,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED  # Kafka checks the group first
         return error_response(API_KEY, ctx.api_version, request, code)
     tps = [TopicPartition(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    err, per = coordinator_for(ctx.broker).delete_offsets(request.group_id, tps)
+    coord = coordinator_for(ctx.broker)
+    err, per = coord.delete_offsets(request.group_id, tps)
+    if err == ErrorCode.NONE:  # the tombstones answer once replicated
+        err = await replicated(coord, request.group_id)
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
     pcls = nested(tcls, "partitions")
