@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -47,6 +48,21 @@ def _poll_values(consumer: Consumer, want: int, timeout: float) -> list[bytes]:
     return out
 
 
+def _commit(consumer: Consumer) -> None:
+    """A synchronous commit, retried until the client has found the new coordinator."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        try:
+            consumer.commit(asynchronous=False)
+            return
+        except KafkaException as exc:
+            if exc.args[0].code() == KafkaError._NO_OFFSET:
+                return  # nothing consumed since the last commit
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def test_consumer_group_keeps_its_offsets_and_rejoins_after_its_coordinator_is_killed(
     tidelog_cluster: EmbeddedCluster,
 ) -> None:
@@ -79,15 +95,7 @@ def test_consumer_group_keeps_its_offsets_and_rejoins_after_its_coordinator_is_k
         # had it been lost, the reset to earliest would hand out v0.. again
         after = _poll_values(consumer, 10, DEADLINE_S)
         assert after == [f"v{i}".encode() for i in range(10, 20)], after
-        deadline = time.monotonic() + DEADLINE_S
-        while True:  # commits reach the new coordinator once the client found it
-            try:
-                consumer.commit(asynchronous=False)
-                break
-            except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        _commit(consumer)
         new = _group_coordinator(AdminClient({"bootstrap.servers": survivors}), "g1")
         assert new != coordinator
         committed = consumer.committed([ConfluentTopicPartition("orders", 0)], timeout=30)
@@ -147,3 +155,71 @@ def test_open_transaction_at_its_coordinators_kill_is_completed_or_aborted(
         consumer.close()
     assert sorted(seen) == sorted(committed), outcome
     assert len(seen) == len(set(seen))
+
+
+def _wait_full_isr(cluster: EmbeddedCluster, topics: dict[str, int]) -> None:
+    tps = [TopicPartition(t, p) for t, n in topics.items() for p in range(n)]
+    deadline = time.monotonic() + 2 * DEADLINE_S
+    while time.monotonic() < deadline:
+        states = cluster.zk.get_topic_partition_states(tps)
+        if len(states) == len(tps) and all(len(s.isr) == 3 for s in states.values()):
+            return
+        time.sleep(0.2)
+    raise AssertionError("the restarted broker never rejoined every ISR")
+
+
+@pytest.mark.slow
+def test_a_group_and_transactions_survive_repeated_coordinator_kills(
+    tidelog_cluster: EmbeddedCluster,
+) -> None:
+    """Four rounds: a transaction open while the coordinator of the transactional id (even
+    rounds) or of the group (odd rounds) is SIGKILLed and restarted; the group consumes
+    read_committed throughout and commits after each round. At the end every committed
+    record was consumed once and nothing else, and the group's offsets are the log ends."""
+    cluster = tidelog_cluster
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("ledger", 3, 3)])["ledger"].result(timeout=30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers,
+                         "transactional.id": "tx-soak", "transaction.timeout.ms": 60000})
+    producer.init_transactions(30)
+    consumer = Consumer({
+        "bootstrap.servers": cluster.bootstrap_servers, "group.id": "soak",
+        "auto.offset.reset": "earliest", "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+    })  # fmt: skip
+    committed: list[bytes] = []
+    seen: list[bytes] = []
+    try:
+        consumer.subscribe(["ledger"])
+        for r in range(4):
+            producer.begin_transaction()
+            values = [f"r{r}-{i}".encode() for i in range(9)]
+            for i, v in enumerate(values):
+                producer.produce("ledger", v, partition=i % 3)
+            assert producer.flush(30) == 0
+            victim = (_txn_coordinator(cluster, "tx-soak") if r % 2 == 0
+                      else _group_coordinator(admin, "soak"))
+            cluster.kill(victim)
+            try:
+                producer.commit_transaction(DEADLINE_S)
+                committed += values
+            except KafkaException:
+                producer.abort_transaction(DEADLINE_S)
+            seen += _poll_values(consumer, len(committed) - len(seen), DEADLINE_S)
+            _commit(consumer)
+            cluster.restart(victim)
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+            _wait_full_isr(cluster, {"ledger": 3, "__consumer_offsets": 50,
+                                     "__transaction_state": 50})
+        seen += _poll_values(consumer, 1, 2.0)  # nothing more; the last markers read
+        _commit(consumer)
+        offsets = consumer.committed([ConfluentTopicPartition("ledger", p) for p in range(3)],
+                                     timeout=30)
+    finally:
+        consumer.close()
+    assert sorted(seen) == sorted(committed)
+    ends = [Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "x"})
+            .get_watermark_offsets(ConfluentTopicPartition("ledger", p), timeout=10)[1]
+            for p in range(3)]
+    assert [o.offset for o in offsets] == ends
