@@ -104,6 +104,19 @@ def test_topics_lifecycle(serve: ServeProcess) -> None:
     assert "retention.ms" not in desc2 and head[1] in desc2  # same TopicId after the alter
     assert cli("topics", *b, "--describe", "--topic", "cli-t", "--under-replicated-partitions")\
         .stdout == ""  # fmt: skip
+    # TopicCommand's min-ISR reports: one broker, ISR of one against min.insync.replicas
+    def reported(option: str) -> list[str]:
+        out = cli("topics", *b, "--describe", "--topic", "cli-t", option).stdout
+        return [line.split("\t")[2] for line in out.splitlines()]
+
+    parts = [f"Partition: {p}" for p in range(4)]
+    assert (reported("--at-min-isr-partitions"), reported("--under-min-isr-partitions")) == (
+        parts, [])
+    r = cli("topics", *b, "--alter", "--topic", "cli-t", "--config", "min.insync.replicas=2")
+    assert r.returncode == 0, r.stderr
+    assert (reported("--at-min-isr-partitions"), reported("--under-min-isr-partitions")) == (
+        [], parts)
+    assert reported("--unavailable-partitions") == []  # led by a live broker
     bad = cli("topics", *b, "--alter", "--topic", "cli-t", "--config", "no.such.config=1")
     assert bad.returncode == 1 and "INVALID_CONFIG" in bad.stderr
     assert cli("topics", *b, "--delete", "--topic", "cli-t").returncode == 0

@@ -50,7 +50,17 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--unavailable-partitions",
         action="store_true",
-        help="describe only partitions without a leader",
+        help="describe only partitions whose leader is missing or not a live broker",
+    )
+    p.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="describe only partitions without a leader or whose ISR is below min.insync.replicas",
+    )
+    p.add_argument(
+        "--at-min-isr-partitions",
+        action="store_true",
+        help="describe only partitions whose ISR is exactly min.insync.replicas",
     )
     p.set_defaults(func=run)
 
@@ -91,12 +101,20 @@ def uuid_text(topic_id: Any) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+_REPORTS = ("under_replicated_partitions", "unavailable_partitions",
+            "under_min_isr_partitions", "at_min_isr_partitions")
+
+
 def _describe(admin: Any, args: argparse.Namespace) -> int:
+    """Kafka's TopicCommand --describe: the topic line (unless a report option filters the
+    partitions), then one line per partition the report options select."""
     from confluent_kafka import TopicCollection
     from confluent_kafka.admin import ConfigResource
 
-    names = [args.topic] if args.topic else sorted(admin.list_topics(timeout=TIMEOUT_S).topics)
-    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    listed = admin.list_topics(timeout=TIMEOUT_S)
+    names = [args.topic] if args.topic else sorted(listed.topics)
+    live = set(listed.brokers)
+    filtered = any(getattr(args, r) for r in _REPORTS)
     for name, future in admin.describe_topics(TopicCollection(names)).items():
         try:
             desc = _result(future)
@@ -105,21 +123,22 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
                 raise TopicCommandError(f"Topic '{name}' does not exist as expected") from None
             raise
         [cfg] = admin.describe_configs([ConfigResource("topic", name)]).values()
-        configs = ",".join(f"{k}={v.value}" for k, v in _result(cfg).items() if not v.is_default)
+        entries = _result(cfg)
         if not filtered:
+            configs = ",".join(f"{k}={v.value}" for k, v in entries.items() if not v.is_default)
             print(
                 f"Topic: {name}\tTopicId: {uuid_text(desc.topic_id)}\t"
                 f"PartitionCount: {len(desc.partitions)}\t"
                 f"ReplicationFactor: {len(desc.partitions[0].replicas) if desc.partitions else 0}"
                 f"\tConfigs: {configs}"
             )
+        min_isr = int(entries["min.insync.replicas"].value) if "min.insync.replicas" in entries \
+            else 1
         for part in desc.partitions:
+            if filtered and not _reported(args, part, live, min_isr):
+                continue
             replicas = [n.id for n in part.replicas]
             isr = [n.id for n in part.isr]
-            if args.under_replicated_partitions and len(isr) >= len(replicas):
-                continue
-            if args.unavailable_partitions and part.leader is not None:
-                continue
             leader = part.leader.id if part.leader is not None else "none"
             print(
                 f"\tTopic: {name}\tPartition: {part.id}\tLeader: {leader}\t"
@@ -127,6 +146,18 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
                 "Elr: \tLastKnownElr: "
             )
     return 0
+
+
+def _reported(args: argparse.Namespace, part: Any, live: set[int], min_isr: int) -> bool:
+    """Whether a report option selects ``part`` (TopicCommand's PartitionDescription)."""
+    leader = part.leader.id if part.leader is not None else None
+    isr = len(part.isr)
+    return bool(
+        (args.under_replicated_partitions and len(part.replicas) > isr)
+        or (args.unavailable_partitions and (leader is None or leader not in live))
+        or (args.under_min_isr_partitions and (leader is None or isr < min_isr))
+        or (args.at_min_isr_partitions and isr == min_isr)
+    )
 
 
 def _create(admin: Any, args: argparse.Namespace) -> int:
