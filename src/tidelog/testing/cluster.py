@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -43,8 +43,15 @@ from .zookeeper import ZooKeeperServer
 class BrokerProcess:
     """One ``tidelog serve`` process; ``port`` is read from its "listening on" log line."""
 
-    def __init__(self, broker_id: int, log_dir: Path, props: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        log_dir: Path,
+        props: Mapping[str, str],
+        command_prefix: Sequence[str] = (),
+    ) -> None:
         self.broker_id = broker_id
+        self.command_prefix = list(command_prefix)  # e.g. ``ip netns exec NAME``
         self.log_dir = log_dir
         self.props = dict(props)
         self.proc: subprocess.Popen[str] | None = None
@@ -56,7 +63,7 @@ class BrokerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = 60.0) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "tidelog.cli.main", "serve"]
+        cmd = [*self.command_prefix, sys.executable, "-m", "tidelog.cli.main", "serve"]
         for k, v in self.props.items():
             cmd += ["--override", f"{k}={v}"]
         self.output = []
@@ -132,13 +139,23 @@ class EmbeddedCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values() if b.running)
+        return ",".join(
+            f"{self.broker_host(i)}:{b.port}" for i, b in self.brokers.items() if b.running
+        )
+
+    def broker_host(self, broker_id: int) -> str:
+        """The address broker ``broker_id`` listens on (a subclass may give each its own)."""
+        return "127.0.0.1"
+
+    def broker_command_prefix(self, broker_id: int) -> list[str]:
+        """Prepended to the broker's command line (a subclass may run it in a namespace)."""
+        return []
 
     def broker_props(self, broker_id: int) -> dict[str, str]:
         assert self.directory is not None
         props = {
             "broker.id": str(broker_id),
-            "listeners": "PLAINTEXT://127.0.0.1:0",
+            "listeners": f"PLAINTEXT://{self.broker_host(broker_id)}:0",
             "log.dirs": str(self.directory / f"broker-{broker_id}"),
             "zookeeper.connect": self.zookeeper_connect,
             "zookeeper.session.timeout.ms": "6000",
@@ -156,8 +173,9 @@ class EmbeddedCluster:
                 self.zookeeper = ZooKeeperServer().start()
             for broker_id in range(1, self.size + 1):
                 self.brokers[broker_id] = BrokerProcess(
-                    broker_id, self.directory / f"broker-{broker_id}", self.broker_props(broker_id)
-                ).start()
+                    broker_id, self.directory / f"broker-{broker_id}",
+                    self.broker_props(broker_id), self.broker_command_prefix(broker_id),
+                ).start()  # fmt: skip
             self.wait_for_metadata()
         except BaseException:
             self.stop()
@@ -171,7 +189,8 @@ class EmbeddedCluster:
         running = sorted(b for b, p in self.brokers.items() if p.running)
         deadline = time.monotonic() + timeout
         for broker_id in running:
-            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{self.brokers[broker_id].port}"})
+            host = self.broker_host(broker_id)
+            admin = AdminClient({"bootstrap.servers": f"{host}:{self.brokers[broker_id].port}"})
             while True:
                 md = admin.list_topics(timeout=max(1.0, deadline - time.monotonic()))
                 if sorted(md.brokers) == running and md.controller_id in running:
