@@ -1,0 +1,215 @@
+"""A tidelog cluster whose brokers each run in their own network namespace, so a test can cut
+the network between them (Jepsen's ``partition`` nemesis). Needs root and ``ip`` (iproute2).
+
+Layout (``X`` picked per cluster, so several clusters can coexist)::
+
+    root namespace: bridge with 10.77.X.254 (clients, the test) and 10.77.X.253 (ZooKeeper,
+                    a TCP relay to the ZooKeeper server on 127.0.0.1)
+    namespace of broker N: veth ``eth0`` 10.77.X.N on the bridge, ``lo``
+
+A cut is a blackhole route in a namespace (``ip -n NS route add blackhole ADDR/32``): packets
+to that address are dropped, so connections hang and new ones time out, as in a real network
+partition. The clients in the root namespace still reach every broker::
+
+    with NetnsCluster(brokers=3, zookeeper=zk) as cluster:
+        cluster.isolate(1)                 # broker 1 from the other brokers and ZooKeeper
+        cluster.cut_from_zookeeper(2)
+        cluster.split([1], [2, 3])
+        cluster.heal()
+
+Everything (namespaces, links, the relay) is removed on exit, also when the start fails.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .cluster import EmbeddedCluster
+from .zookeeper import ZooKeeperServer
+
+
+def ip(*args: str, check: bool = True) -> None:
+    subprocess.run(["ip", *args], check=check, capture_output=True, timeout=30)
+
+
+class TcpRelay:
+    """Accepts on ``(host, 0)`` and copies bytes both ways to ``target``, one thread pair per
+    connection; ``close()`` ends the listener and every connection."""
+
+    def __init__(self, host: str, target: tuple[str, int]) -> None:
+        self.target = target
+        self._listener = socket.create_server((host, 0))
+        self.port = int(self._listener.getsockname()[1])
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                down, _ = self._listener.accept()
+                up = socket.create_connection(self.target, timeout=10)
+            except OSError:
+                return
+            up.settimeout(None)
+            with self._lock:
+                self._sockets += [down, up]
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._listener.close()
+        with self._lock:
+            for s in self._sockets:
+                s.close()
+            self._sockets.clear()
+
+
+class NetnsCluster(EmbeddedCluster):
+    """An :class:`EmbeddedCluster` with one network namespace per broker (see the module)."""
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        config: Mapping[str, Any] | None = None,
+        *,
+        zookeeper: ZooKeeperServer | None = None,
+    ) -> None:
+        super().__init__(brokers, config, zookeeper=zookeeper)
+        self.subnet = random.randrange(1, 250)
+        self.tag = f"{os.getpid() % 100000}{self.subnet}"
+        self.bridge = f"tlb{self.tag}"
+        self._relay: TcpRelay | None = None
+        self._namespaces: list[str] = []
+        self.cuts: set[tuple[int, str]] = set()  # (broker id, address) blackholed in its ns
+
+    def address(self, last: int) -> str:
+        return f"10.77.{self.subnet}.{last}"
+
+    @property
+    def client_address(self) -> str:
+        return self.address(254)
+
+    @property
+    def zookeeper_address(self) -> str:
+        return self.address(253)
+
+    def namespace(self, broker_id: int) -> str:
+        return f"tidelog-{self.tag}-{broker_id}"
+
+    def broker_host(self, broker_id: int) -> str:
+        return self.address(broker_id)
+
+    def broker_command_prefix(self, broker_id: int) -> list[str]:
+        return ["ip", "netns", "exec", self.namespace(broker_id)]
+
+    @property
+    def zookeeper_connect(self) -> str:
+        if self._relay is None:  # the test's own clients in the root namespace
+            return super().zookeeper_connect
+        return f"{self.zookeeper_address}:{self._relay.port}{self.chroot}"
+
+    def start(self) -> NetnsCluster:
+        try:
+            if self.zookeeper is None:
+                self.zookeeper = ZooKeeperServer().start()
+            self._build_network()
+            self._relay = TcpRelay(self.zookeeper_address, ("127.0.0.1", self.zookeeper.port))
+        except BaseException:
+            self.stop()
+            raise
+        super().start()
+        return self
+
+    def _build_network(self) -> None:
+        ip("link", "add", self.bridge, "type", "bridge")
+        self._namespaces.append("")  # marks the bridge as made
+        for last in (254, 253):
+            ip("addr", "add", f"{self.address(last)}/24", "dev", self.bridge)
+        ip("link", "set", self.bridge, "up")
+        for broker_id in range(1, self.size + 1):
+            ns = self.namespace(broker_id)
+            host_end = f"tlv{self.tag}{broker_id}"
+            ip("netns", "add", ns)
+            self._namespaces.append(ns)
+            ip("link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            ip("link", "set", host_end, "master", self.bridge, "up")
+            ip("-n", ns, "addr", "add", f"{self.address(broker_id)}/24", "dev", "eth0")
+            ip("-n", ns, "link", "set", "eth0", "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+
+    def stop(self) -> None:
+        try:
+            super().stop()
+        finally:
+            if self._relay is not None:
+                self._relay.close()
+                self._relay = None
+            for ns in reversed(self._namespaces):
+                if ns:
+                    ip("netns", "delete", ns, check=False)  # takes its veth pair with it
+            if self._namespaces:
+                ip("link", "delete", self.bridge, check=False)
+            self._namespaces.clear()
+            self.cuts.clear()
+
+    # -- nemesis operations ---------------------------------------------------------------
+
+    def _cut(self, broker_id: int, address: str) -> None:
+        if (broker_id, address) not in self.cuts:
+            ns = self.namespace(broker_id)
+            ip("-n", ns, "route", "add", "blackhole", f"{address}/32")
+            self.cuts.add((broker_id, address))
+
+    def cut_between(self, a: int, b: int) -> None:
+        """Drop traffic between brokers ``a`` and ``b`` (both directions)."""
+        self._cut(a, self.address(b))
+        self._cut(b, self.address(a))
+
+    def cut_from_zookeeper(self, broker_id: int) -> None:
+        """The broker cannot reach ZooKeeper (its session expires); brokers still talk."""
+        self._cut(broker_id, self.zookeeper_address)
+
+    def cut_from_brokers(self, broker_id: int) -> None:
+        """The broker cannot reach the other brokers (nor they it); ZooKeeper still can."""
+        for other in self.brokers:
+            if other != broker_id:
+                self.cut_between(broker_id, other)
+
+    def split(self, side: Iterable[int], other_side: Iterable[int]) -> None:
+        """No traffic between the two sides; ZooKeeper stays with ``other_side``."""
+        minority = list(side)
+        for a in minority:
+            self.cut_from_zookeeper(a)
+            for b in other_side:
+                self.cut_between(a, b)
+
+    def isolate(self, broker_id: int) -> None:
+        """The broker alone: cut from every other broker and from ZooKeeper."""
+        self.split([broker_id], [b for b in self.brokers if b != broker_id])
+
+    def heal(self) -> None:
+        """Remove every cut."""
+        for broker_id, address in sorted(self.cuts):
+            ip("-n", self.namespace(broker_id), "route", "del", "blackhole", f"{address}/32",
+               check=False)  # fmt: skip
+        self.cuts.clear()
