@@ -135,8 +135,7 @@ def run(cluster: NetnsCluster, faults: int) -> None:
         )  # fmt: skip
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(300)
 def test_short_partition_run(cluster: NetnsCluster) -> None:
     run(cluster, faults=4)
 

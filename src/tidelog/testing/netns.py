@@ -38,6 +38,14 @@ def ip(*args: str, check: bool = True) -> None:
     subprocess.run(["ip", *args], check=check, capture_output=True, timeout=30)
 
 
+def free_subnet() -> int:
+    """An ``X`` with no route to 10.77.X.0/24 yet (another cluster may be running)."""
+    routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True, timeout=30)
+    used = {line.split()[0] for line in routes.stdout.splitlines() if line}
+    free = [x for x in range(1, 250) if f"10.77.{x}.0/24" not in used]
+    return random.choice(free)
+
+
 class TcpRelay:
     """Accepts on ``(host, 0)`` and copies bytes both ways to ``target``, one thread pair per
     connection; ``close()`` ends the listener and every connection."""
@@ -95,7 +103,7 @@ class NetnsCluster(EmbeddedCluster):
         zookeeper: ZooKeeperServer | None = None,
     ) -> None:
         super().__init__(brokers, config, zookeeper=zookeeper)
-        self.subnet = random.randrange(1, 250)
+        self.subnet = free_subnet()
         self.tag = f"{os.getpid() % 100000}{self.subnet}"
         self.bridge = f"tlb{self.tag}"
         self._relay: TcpRelay | None = None
