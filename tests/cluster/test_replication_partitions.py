@@ -145,3 +145,19 @@ def test_short_partition_run(cluster: NetnsCluster) -> None:
 def test_long_partition_run(cluster: NetnsCluster) -> None:
     run(cluster, faults=20)
 
+
+def test_a_failed_start_leaves_no_namespace_or_link(zookeeper_server: ZooKeeperServer) -> None:
+    require_netns()
+    cluster = NetnsCluster(brokers=2, zookeeper=zookeeper_server,
+                           config={"zookeeper.session.timeout.ms": "not-a-number"})  # fmt: skip
+    try:
+        with pytest.raises(RuntimeError, match="did not start"):
+            cluster.start()
+        namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                                    check=True, timeout=30).stdout  # fmt: skip
+        links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True,
+                               timeout=30).stdout  # fmt: skip
+    finally:
+        cluster.stop()  # harmless after the failed start's own cleanup; a leak guard otherwise
+    assert cluster.namespace(1) not in namespaces and cluster.namespace(2) not in namespaces
+    assert cluster.bridge not in links and f"tlv{cluster.tag}1" not in links
