@@ -160,4 +160,4 @@ def test_a_failed_start_leaves_no_namespace_or_link(zookeeper_server: ZooKeeperS
     finally:
         cluster.stop()  # harmless after the failed start's own cleanup; a leak guard otherwise
     assert cluster.namespace(1) not in namespaces and cluster.namespace(2) not in namespaces
-    assert cluster.bridge not in links and f"tlv{cluster.tag}1" not in links
+    assert cluster.bridge not in links and cluster.veth(1) not in links

@@ -124,6 +124,10 @@ class NetnsCluster(EmbeddedCluster):
     def namespace(self, broker_id: int) -> str:
         return f"tidelog-{self.tag}-{broker_id}"
 
+    def veth(self, broker_id: int) -> str:
+        """The root namespace's end of the broker's veth pair (on the bridge)."""
+        return f"tlv{self.tag}{broker_id}"
+
     def broker_host(self, broker_id: int) -> str:
         return self.address(broker_id)
 
@@ -156,7 +160,7 @@ class NetnsCluster(EmbeddedCluster):
         ip("link", "set", self.bridge, "up")
         for broker_id in range(1, self.size + 1):
             ns = self.namespace(broker_id)
-            host_end = f"tlv{self.tag}{broker_id}"
+            host_end = self.veth(broker_id)
             ip("netns", "add", ns)
             self._namespaces.append(ns)
             ip("link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", ns)
@@ -173,8 +177,9 @@ class NetnsCluster(EmbeddedCluster):
                 self._relay.close()
                 self._relay = None
             for ns in reversed(self._namespaces):
-                if ns:
-                    ip("netns", "delete", ns, check=False)  # takes its veth pair with it
+                if ns:  # the veth pair first: deleting a namespace frees its links lazily
+                    ip("link", "delete", self.veth(int(ns.rsplit("-", 1)[1])), check=False)
+                    ip("netns", "delete", ns, check=False)
             if self._namespaces:
                 ip("link", "delete", self.bridge, check=False)
             self._namespaces.clear()
