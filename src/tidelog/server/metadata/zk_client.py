@@ -421,7 +421,10 @@ class KafkaZkClient:
         try:
             self.zk.set(path, data)
         except NoNodeError:
-            self.zk.create(path, data, makepath=True)
+            try:
+                self.zk.create(path, data, makepath=True)
+            except NodeExistsError:  # another broker created it in between: overwrite
+                self.zk.set(path, data)
         if notify:
             self.create_config_change_notification(f"{entity_type}/{name}")
 
