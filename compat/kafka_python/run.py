@@ -1,6 +1,6 @@
 """Run kafka-python's own integration suite against a fresh ``tidelog serve``.
 
-    python compat/kafka_python/run.py [extra pytest args]
+    python compat/kafka_python/run.py [--brokers N] [extra pytest args]
 
 1. ``pip download --no-binary :all: --no-deps kafka-python==<installed version>``: the PyPI
    sdist ships ``test/integration``. It is fetched at run time (cached in the system temp
@@ -14,7 +14,12 @@
    offsets-topic partitions, group.min.session.timeout.ms=1000, no initial rebalance delay.
 3. pytest on ``test/integration`` with ``KAFKA_URI=PLAINTEXT://host:port`` and
    ``KAFKA_VERSION`` at the Kafka level tidelog speaks, the plugin here marking the tests
-   ``allowlist.py`` names. Exit status: pytest's, or 3 if the broker logged an ERROR.
+   ``allowlist.py`` names. Exit status: pytest's, or 3 if a broker logged an ERROR.
+
+With ``--brokers N`` (N > 1) step 2 starts a cluster instead: a ZooKeeper server and N
+``tidelog serve`` processes (``tidelog.testing.EmbeddedCluster``) with the same settings plus
+``CLUSTER_SETTINGS`` (every topic, ``__consumer_offsets`` included, on three replicas, two of
+them in sync for an acks=all write); ``KAFKA_URI`` names the first broker.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ import threading
 from importlib.metadata import version
 from pathlib import Path
 
+from tidelog.testing import EmbeddedCluster
+
 HERE = Path(__file__).resolve().parent
 KAFKA_VERSION = "4.1.0"  # the API level tidelog advertises; the suite gates tests on it
 BROKER_SETTINGS = {
@@ -40,6 +47,14 @@ BROKER_SETTINGS = {
     # StandardAuthorizer, everyone allowed while no ACL matches
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
     "allow.everyone.if.no.acl.found": "true",
+}
+
+# added in cluster mode (--brokers N, N > 1)
+CLUSTER_SETTINGS = {
+    "default.replication.factor": "3",
+    "offsets.topic.replication.factor": "3",
+    "transaction.state.log.replication.factor": "3",
+    "min.insync.replicas": "2",
 }
 
 
@@ -101,12 +116,68 @@ class Broker:
         return [line for line in self.lines if " ERROR " in line]
 
 
+class CompatCluster(EmbeddedCluster):
+    """Each broker on a port chosen here and named in ``listeners`` and
+    ``advertised.listeners``, as in the one-broker run (the suite checks that
+    ``advertised.listeners`` is a STATIC_BROKER_CONFIG)."""
+
+    def broker_props(self, broker_id: int) -> dict[str, str]:
+        url = f"PLAINTEXT://127.0.0.1:{free_port()}"
+        return {**super().broker_props(broker_id), "listeners": url, "advertised.listeners": url}
+
+
+class Cluster:
+    """ZooKeeper and ``size`` brokers; the same surface as :class:`Broker` for ``main``."""
+
+    def __init__(self, size: int) -> None:
+        config = {**BROKER_SETTINGS, **CLUSTER_SETTINGS}
+        self.cluster = CompatCluster(brokers=size, config=config).start()
+        self.port = self.cluster.brokers[1].port
+        self.lines: list[str] = []
+
+    def stop(self) -> int:
+        rcs = [b.stop() for b in self.cluster.brokers.values()]
+        for b in self.cluster.brokers.values():
+            self.lines += [f"[broker {b.broker_id}] {line}" for line in b.output]
+        self.cluster.stop()
+        return next((rc for rc in rcs if rc != 0), 0)
+
+    def errors(self) -> list[str]:
+        """ERROR lines, each with the traceback lines that follow it."""
+        out: list[str] = []
+        in_error = False
+        for line in self.lines:
+            text = line.split("] ", 1)[1] if line.startswith("[broker ") else line
+            if " ERROR " in text:
+                in_error = True
+            elif text[:2].isdigit():  # the next timestamped log line
+                in_error = False
+            if in_error:
+                out.append(line)
+        return out
+
+
+def split_args(argv: list[str]) -> tuple[int, list[str]]:
+    """``--brokers N`` (or ``--brokers=N``) and the rest, which go to pytest."""
+    brokers, rest = 1, []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--brokers":
+            brokers = int(next(args))
+        elif arg.startswith("--brokers="):
+            brokers = int(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+    return brokers, rest
+
+
 def main(argv: list[str]) -> int:
+    size, argv = split_args(argv)
     cache = Path(os.environ.get("TIDELOG_COMPAT_CACHE",
                                 Path(tempfile.gettempdir()) / "tidelog-compat-cache"))
     root = sdist_dir(cache)
     with tempfile.TemporaryDirectory(prefix="tidelog-compat-") as tmp:
-        broker = Broker(Path(tmp) / "data")
+        broker: Broker | Cluster = Cluster(size) if size > 1 else Broker(Path(tmp) / "data")
         kafka_root = Path(tmp) / "kafka-bin"  # the suite wants it to exist; never used
         kafka_root.mkdir()
         env = {
@@ -127,7 +198,7 @@ def main(argv: list[str]) -> int:
             stop_rc = broker.stop()
         errors = broker.errors()
         if errors:
-            sys.stderr.write("tidelog logged errors:\n" + "".join(errors[:30]))
+            sys.stderr.write(f"tidelog logged {len(errors)} errors:\n" + "".join(errors[:80]))
             return rc or 3
         if stop_rc != 0:
             sys.stderr.write(f"tidelog serve exited {stop_rc}\n" + "".join(broker.lines[-30:]))
