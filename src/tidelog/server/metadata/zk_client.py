@@ -523,5 +523,16 @@ class KafkaZkClient:
         except (BadVersionError, NodeExistsError):
             return False
 
+    def conditional_delete(self, path: str, expected_version: int) -> bool:
+        """Kafka's conditionalDelete: False when the znode moved past ``expected_version``
+        (a znode already gone counts as deleted)."""
+        try:
+            self.zk.delete(path, version=expected_version)
+            return True
+        except NoNodeError:
+            return True
+        except BadVersionError:
+            return False
+
     def create_acl_change_notification(self, change_path: str, data: bytes) -> None:
         self.zk.create(f"{change_path}/{z.ACL_CHANGE_PREFIX}", data, sequence=True, makepath=True)
