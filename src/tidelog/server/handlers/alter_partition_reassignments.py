@@ -1,4 +1,8 @@
-"""AlterPartitionReassignments (key 45): one broker can only hold each partition's single
+"""AlterPartitionReassignments (key 45). In a cluster the controller moves the partitions
+(Kafka's processApiPartitionReassignment: null replicas cancel a move in progress); a
+broker that is not the controller answers NOT_CONTROLLER (clients ask the controller).
+With v1's allow_replication_factor_change false a target of another size than the current
+one is INVALID_REPLICATION_FACTOR. One broker can only hold each partition's single
 replica itself, so a reassignment onto exactly this broker is a no-op completed at once
 (NONE), a cancellation finds nothing in progress (NO_REASSIGNMENT_IN_PROGRESS), a different
 replica count is INVALID_REPLICATION_FACTOR (v1's allow_replication_factor_change only lets
@@ -12,8 +16,10 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
+from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
+from ..controller.reassignment import target_replicas
 from ..security import AclOperation, ResourceType
 
 API_KEY = 45
@@ -44,12 +50,54 @@ def _check(
     return ErrorCode.NONE, None
 
 
+Results = dict[TopicPartition, tuple[int, str | None]]
+
+
+async def _cluster(ctx: RequestContext, request: Any, allow_rf_change: bool) -> Results | None:
+    """The controller's answers; None when this broker is not the controller."""
+    cluster = ctx.broker.cluster
+    assert cluster is not None
+    controller = cluster.controller
+    if not controller.is_active:
+        return None
+    out: Results = {}
+    asked: dict[TopicPartition, tuple[int, ...] | None] = {}
+    for t in request.topics:
+        for p in t.partitions:
+            tp = TopicPartition(t.name, int(p.partition_index))
+            wanted = None if p.replicas is None else tuple(int(r) for r in p.replicas)
+            current = controller.context.assignments.get(tp)
+            if wanted is not None and current is not None and not allow_rf_change \
+                    and len(wanted) != len(target_replicas(current)):
+                out[tp] = (int(ErrorCode.INVALID_REPLICATION_FACTOR),
+                           f"The replication factor is changed from "
+                           f"{len(target_replicas(current))} to {len(wanted)}")
+            else:
+                asked[tp] = wanted
+    answered = await controller.alter_partition_reassignments(asked)
+    if answered is None:
+        return None
+    return out | answered
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "responses")
     pcls = nested(tcls, "partitions")
     allowed = ctx.authorize(AclOperation.ALTER, ResourceType.CLUSTER, "kafka-cluster")
     allow_rf_change = bool(getattr(request, "allow_replication_factor_change", True))
+    if allowed and ctx.broker.cluster is not None:
+        results = await _cluster(ctx, request, allow_rf_change)
+        if results is None:
+            return make(cls, throttle_time=0, allow_replication_factor_change=allow_rf_change,
+                        error_code=ErrorCode.NOT_CONTROLLER, error_message=None, responses=())
+        by_topic: dict[str, list[Any]] = {}
+        for tp, (code, msg) in results.items():
+            by_topic.setdefault(tp.topic, []).append(make(
+                pcls, partition_index=tp.partition, error_code=code, error_message=msg))
+        out = [make(tcls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items()]
+        return make(cls, throttle_time=0, allow_replication_factor_change=allow_rf_change,
+                    error_code=ErrorCode.NONE, error_message=None, responses=tuple(out))
     out = []
     for t in request.topics:
         parts = []
