@@ -14,7 +14,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from tidelog.protocol.errors import ErrorCode
@@ -177,7 +177,7 @@ class KafkaController:
             await channel.close()
         epoch, version = self.context.epoch, self.context.epoch_zk_version
         self.context.__init__()  # type: ignore[misc]  # forget everything but the epoch
-        self.reassignment.targets.clear()
+        self.reassignment.reset()
         self.context.epoch, self.context.epoch_zk_version = epoch, version
         if self.active_controller_id == self.broker_id:
             self.active_controller_id = -1
@@ -206,7 +206,7 @@ class KafkaController:
         await self._online_partition_state_change(batch)
         self.send(batch)
         await self.deletion.on_deletion_request()  # deletions asked before this controller
-        await self.reassignment.on_znode_change()
+        await self.reassignment.on_failover()
         await self._preferred_election_znode()
         if self.config.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.create_task(self._rebalance_timer())
@@ -356,6 +356,37 @@ class KafkaController:
             return self.config.unclean_leader_election_enable
         return value.strip().lower() == "true"
 
+    def set_default_unclean_leader_election(self, enabled: bool) -> None:
+        """The broker's ``unclean.leader.election.enable`` changed dynamically; turned on, the
+        offline partitions of topics without an override may elect now (Kafka's
+        enableDefaultUncleanLeaderElection). Any thread."""
+        self.config = replace(self.config, unclean_leader_election_enable=enabled)
+        if enabled:
+            self.enable_topic_unclean_leader_election(None)
+
+    def enable_topic_unclean_leader_election(self, topic: str | None) -> None:
+        """A topic's ``unclean.leader.election.enable`` (None: the broker's) became true:
+        its offline partitions elect again (Kafka's TopicUncleanLeaderElectionEnable).
+        Any thread."""
+
+        async def event() -> None:
+            ctx = self.context
+            offline = [tp for tp, s in ctx.partition_states.items()
+                       if s == OFFLINE_PARTITION and topic in (None, tp.topic)]  # fmt: skip
+            if not self.is_active or not offline:
+                return
+            batch = self.batch()
+            await self.refresh_topic_configs({tp.topic for tp in offline})
+            await self.partitions.elect_offline(offline, batch)
+            self.send(batch)
+
+        self.put_threadsafe(event)  # from the loop or a ZooKeeper watch
+
+    @property
+    def unclean_leader_elections(self) -> int:
+        """Kafka's ControllerStats UncleanLeaderElectionsPerSec, as a total."""
+        return self.partitions.stats.unclean_leader_elections
+
     async def refresh_topic_configs(self, topics: Iterable[str]) -> None:
         for topic in topics:
             self._topic_configs[topic] = await self.call(self.zk.get_entity_configs, "topics", topic)
@@ -471,6 +502,27 @@ class KafkaController:
             lambda: broker_requests.elect_leaders(self, partitions, election_type),
             {tp: (int(ErrorCode.NOT_CONTROLLER), None) for tp in partitions or []},
         )
+
+    async def alter_partition_reassignments(
+        self, asked: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, tuple[int, str | None]] | None:
+        """AlterPartitionReassignments (None cancels a move); None when not the controller."""
+        return await self._submit(lambda: self._alter_reassignments(asked), None)
+
+    async def _alter_reassignments(
+        self, asked: dict[TopicPartition, tuple[int, ...] | None]
+    ) -> dict[TopicPartition, tuple[int, str | None]] | None:
+        return await self.reassignment.alter(asked)
+
+    async def list_partition_reassignments(
+        self, partitions: list[TopicPartition] | None
+    ) -> dict[TopicPartition, z.ReplicaAssignment] | None:
+        """The moving partitions among these (None: all); None when not the controller."""
+
+        async def listed() -> dict[TopicPartition, z.ReplicaAssignment] | None:
+            return self.reassignment.list(partitions)
+
+        return await self._submit(listed, None)
 
     # --- sending --------------------------------------------------------------------------------
 
