@@ -153,11 +153,12 @@ async def elect_leaders(
     batch = c.batch()
 
     def elect(tp: TopicPartition, s: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
-        if election_type == ELECTION_PREFERRED:
-            return election.elect_preferred(s, ctx.replicas(tp), live, ctx.epoch)
-        return election.elect_for_offline(s, ctx.replicas(tp), live, True, ctx.epoch)
+        return election.elect_preferred(s, ctx.replicas(tp), live, ctx.epoch)
 
-    done = await c.partitions.update(todo, elect, batch)
+    if election_type == ELECTION_PREFERRED:
+        done = await c.partitions.update(todo, elect, batch)
+    else:  # Kafka's OfflinePartitionLeaderElectionStrategy(allowUnclean = true)
+        done = await c.partitions.elect_offline(todo, batch, allow_unclean=True)
     c.send(batch)
     for tp in todo:
         if tp in done:

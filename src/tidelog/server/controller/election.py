@@ -3,11 +3,16 @@
 Each function takes the partition's assignment, its current leader/ISR and the live
 brokers, and returns the new state (leader epoch bumped) or None when no replica qualifies
 (the partition stays as it is: offline when its leader is gone).
+
+An unclean election (a leader from outside the ISR, when ``unclean.leader.election.enable``
+allows it or ElectLeaders asks UNCLEAN) is told apart by ``is_unclean`` and counted in
+``ControllerStats`` (Kafka's UncleanLeaderElectionsPerSec, exported as a total).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 from tidelog.server.metadata.zk_data import LEADER_RECOVERING, LeaderIsrAndControllerEpoch
 
@@ -21,6 +26,22 @@ def offline_partition_leader(
     if leader is None and unclean:
         leader = next((b for b in assignment if b in live), None)
     return leader
+
+
+def is_unclean(old: LeaderIsrAndControllerEpoch, new: LeaderIsrAndControllerEpoch) -> bool:
+    """The new leader was not in the ISR it was elected from: what it lacked is lost."""
+    return new.leader not in old.isr
+
+
+@dataclass
+class ControllerStats:
+    """Kafka's ControllerStats meters that tidelog keeps (as totals): kept by the controller
+    across resignations, as Kafka's are."""
+
+    unclean_leader_elections: int = 0
+
+    def record_unclean_elections(self, count: int) -> None:
+        self.unclean_leader_elections += count
 
 
 def reassign_partition_leader(target: Sequence[int], isr: Sequence[int], live: Collection[int]) -> int | None:

@@ -41,6 +41,7 @@ class PartitionStateMachine:
         self.zk = zk
         self.context = context
         self.unclean_enabled = unclean_enabled
+        self.stats = election.ControllerStats()
 
     async def _zk(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.to_thread(fn, *args)
@@ -78,9 +79,12 @@ class PartitionStateMachine:
 
     # --- elections ---------------------------------------------------------------------------
 
-    async def elect_offline(self, partitions: Iterable[TopicPartition], batch: RequestBatch) -> None:
-        """Offline/New partitions whose leader is gone get one (OfflinePartitionLeaderElection);
-        partitions whose leader is alive are left alone."""
+    async def elect_offline(
+        self, partitions: Iterable[TopicPartition], batch: RequestBatch, *, allow_unclean: bool = False
+    ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
+        """Offline/New partitions whose leader is gone get one (OfflinePartitionLeaderElection,
+        unclean when the topic allows it or ``allow_unclean``: ElectLeaders UNCLEAN);
+        partitions whose leader is alive are left alone. Returns the elected states."""
         ctx = self.context
         live = ctx.live_not_shutting_down()
         todo = [
@@ -89,17 +93,30 @@ class PartitionStateMachine:
             and tp.topic not in ctx.topics_to_be_deleted
         ]  # fmt: skip
         if not todo:
-            return
-        unclean = {t: self.unclean_enabled(t) for t in {tp.topic for tp in todo}}
+            return {}
+        unclean = {t: allow_unclean or self.unclean_enabled(t) for t in {tp.topic for tp in todo}}
+        from_outside_isr: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
 
         def elect(tp: TopicPartition, s: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
             live_now = ctx.live_not_shutting_down()
-            return election.elect_for_offline(s, ctx.replicas(tp), live_now, unclean[tp.topic], ctx.epoch)
+            new = election.elect_for_offline(s, ctx.replicas(tp), live_now, unclean[tp.topic], ctx.epoch)
+            from_outside_isr.pop(tp, None)
+            if new is not None and election.is_unclean(s, new):
+                from_outside_isr[tp] = s
+            return new
 
         done = await self.update(todo, elect, batch)
         for tp in todo:
             if tp not in done:  # nobody qualifies: offline until an ISR member returns
                 ctx.partition_states[tp] = OFFLINE_PARTITION
+        unclean_done = [tp for tp in from_outside_isr if tp in done]
+        for tp in unclean_done:
+            old = from_outside_isr[tp]
+            log.warning("Unclean leader election: %s has leader %d at epoch %d, from outside "
+                        "its ISR %s (records not on the new leader are lost)",
+                        tp, done[tp].leader, done[tp].leader_epoch, list(old.isr))  # fmt: skip
+        self.stats.record_unclean_elections(len(unclean_done))
+        return done
 
     async def update(
         self, partitions: Iterable[TopicPartition], compute: Elect, batch: RequestBatch
