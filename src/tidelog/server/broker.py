@@ -260,6 +260,9 @@ class Broker:
                 self.replica_manager.logs.update_topic_config(topic, dict(info.configs))
             except Exception:
                 log.exception("applying the configs of topic %s failed", topic)
+        unclean = "" if info is None else str(info.configs.get("unclean.leader.election.enable"))
+        if self.cluster is not None and unclean.lower() == "true":  # its offline ones elect
+            self.cluster.controller.enable_topic_unclean_leader_election(topic)
 
     def _cluster_endpoints(self) -> tuple[EndPoint, ...]:
         return tuple(
