@@ -206,6 +206,11 @@ class BrokerCollector(Collector):
             c = cluster.controller
             active, offline = c.active_controller_count, c.offline_partitions_count
             topics, global_parts = c.global_topic_count, c.global_partition_count
+        unclean = CounterMetricFamily("kafka_controller_controllerstats_uncleanleaderelections",
+                                      "ControllerStats UncleanLeaderElectionsPerSec (a total: "
+                                      "leaders elected from outside the ISR)")
+        unclean.add_metric([], cluster.controller.unclean_leader_elections if cluster else 0)
+        yield unclean
         yield gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
                     "KafkaController OfflinePartitionsCount", offline)  # fmt: skip
         yield gauge("kafka_controller_kafkacontroller_activecontrollercount",
