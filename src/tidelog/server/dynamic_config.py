@@ -1,7 +1,8 @@
 """Dynamic broker configs (Kafka's DynamicBrokerConfig: its DynamicLogConfig and LogCleaner
 parts): log defaults and log cleaner settings altered on the BROKER resource, per broker
 (resource name = this broker's id) or as the cluster default (empty name), persisted in
-``broker-configs.json`` in the first log dir and applied live as Kafka applies them: log
+``broker-configs.json`` in the first log dir (in a ZooKeeper cluster, in ``/config/brokers``:
+metadata/zk_broker_configs.py) and applied live as Kafka applies them: log
 defaults to every partition without a topic override, cleaner settings by
 LogCleaner.reconfigure (the I/O throttle at once; the threads restarted, as many as
 ``log.cleaner.threads``, each with its share of the dedupe and I/O buffers for its next
@@ -16,6 +17,7 @@ DynamicBrokerConfig.validateConfigs does for read-only keys.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,6 +32,8 @@ from .errors import ApiError
 if TYPE_CHECKING:
     from tidelog.storage.cleaner.log_cleaner import LogCleaner
     from tidelog.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
 
 DYNAMIC_CONFIGS_FILE = "broker-configs.json"
 DEFAULT = ""  # the cluster-default entity's resource name
@@ -55,18 +59,43 @@ class DynamicBrokerConfig:
         self.node = str(config.node_id)
         self.static: dict[str, Any] = dict(config.originals)
         self.path = Path(config.log_dirs[0]) / DYNAMIC_CONFIGS_FILE
-        self.layers: dict[str, dict[str, str]] = {DEFAULT: {}, self.node: {}}
-        if self.path.exists():
-            stored = json.loads(self.path.read_bytes())
-            self.layers[DEFAULT] = dict(stored.get("default", {}))
-            self.layers[self.node] = dict(stored.get("brokers", {}).get(self.node, {}))
+        default, mine = self._read_stored()
+        self.layers: dict[str, dict[str, str]] = {DEFAULT: default, self.node: mine}
         if self.layers[DEFAULT] or self.layers[self.node]:
             self._apply()
+
+    def _read_stored(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The stored (cluster default, this broker's) dynamic configs."""
+        if not self.path.exists():
+            return {}, {}
+        stored = json.loads(self.path.read_bytes())
+        return dict(stored.get("default", {})), dict(stored.get("brokers", {}).get(self.node, {}))
+
+    def _persist(self, name: str, new: dict[str, str]) -> None:
+        """Store the entity's new configs (before they apply)."""
+        layers = {**self.layers, name: new}
+        doc = {"default": layers[DEFAULT], "brokers": {self.node: layers[self.node]}}
+        write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+
+    def reload(self, name: str, stored: dict[str, str]) -> None:
+        """Configs of an entity changed elsewhere (another broker wrote them): they apply
+        here as they would have if altered here; invalid ones are logged and ignored, as
+        Kafka's DynamicBrokerConfig does with a bad update."""
+        if name not in self.layers or stored == self.layers[name]:
+            return
+        known = {k: v for k, v in stored.items() if k in DYNAMIC_KEYS}
+        try:
+            self._validate(name, known)
+        except ApiError as exc:
+            log.error("dynamic broker configs of %r not applied: %s", name or "<default>", exc)
+            return
+        self.layers[name] = known
+        self._apply()
 
     def entity(self, name: str) -> dict[str, str]:
         if name not in (DEFAULT, self.node):
             raise ApiError(ErrorCode.INVALID_REQUEST,
-                           f"Unexpected broker id, expected {self.node} but received {name}")
+                           f"Unexpected broker id, expected {self.node}, but received {name}")
         return self.layers[name]
 
     def alter(self, name: str, new: dict[str, str], validate_only: bool) -> None:
@@ -76,6 +105,14 @@ class DynamicBrokerConfig:
         if refused:
             raise ApiError(ErrorCode.INVALID_REQUEST,
                            f"Cannot update these configs dynamically: {set(refused)}")
+        self._validate(name, new)
+        if validate_only:
+            return
+        self._persist(name, dict(new))
+        self.layers[name] = dict(new)
+        self._apply()
+
+    def _validate(self, name: str, new: dict[str, str]) -> None:
         trial = {**self.static, **(self.layers[DEFAULT] if name != DEFAULT else new),
                  **(self.layers[self.node] if name != self.node else new)}
         try:
@@ -83,12 +120,6 @@ class DynamicBrokerConfig:
             self._validate_cleaner(trial)
         except Exception as exc:
             raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        if validate_only:
-            return
-        self.layers[name] = dict(new)
-        doc = {"default": self.layers[DEFAULT], "brokers": {self.node: self.layers[self.node]}}
-        write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
-        self._apply()
 
     def _cleaner(self) -> LogCleaner | None:
         return self.logs.cleaner
@@ -109,7 +140,9 @@ class DynamicBrokerConfig:
         config = self.config
         config.originals.clear()
         config.originals.update(self.effective())
-        config.values = BROKER_CONFIG_DEF.parse(config.originals)
+        values = BROKER_CONFIG_DEF.parse(config.originals)
+        values["node.id"] = config.values["node.id"]  # read-only; broker.id's alias resolved once
+        config.values = values
         self.logs.update_broker_log_defaults(
             config.log_config_defaults())
         cleaner = self._cleaner()  # None with log.cleaner.enable=false
