@@ -104,6 +104,20 @@ GROUP_CONFIG_DEF = (
         at_least(1),
     )
     .define(
+        "share.coordinator.state.topic.replication.factor",
+        "short",
+        3,
+        "Replication of __share_group_state.",
+        at_least(1),
+    )
+    .define(
+        "share.coordinator.state.topic.min.isr",
+        "short",
+        2,
+        "min.insync.replicas of __share_group_state.",
+        at_least(1),
+    )
+    .define(
         "offsets.topic.num.partitions",
         "int",
         50,
@@ -173,6 +187,8 @@ class GroupConfig:
     group_share_delivery_count_limit: int = 5
     group_share_partition_max_record_locks: int = 2000
     share_coordinator_state_topic_num_partitions: int = 50
+    share_coordinator_state_topic_replication_factor: int = 3
+    share_coordinator_state_topic_min_isr: int = 2
     offsets_topic_num_partitions: int = 50
     offsets_topic_segment_bytes: int = 104857600
     offsets_topic_compression_codec: int = 0

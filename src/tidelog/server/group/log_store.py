@@ -43,10 +43,9 @@ class LogOffsetsStore:
         self.topic = topic
         self.partitions = config.offsets_topic_num_partitions if partitions is None \
             else partitions
-        # in a cluster every offsets write is replicated (acks=all) and handlers await it;
-        # share-group state stays a local write (it does not follow leadership yet)
+        # in a cluster every write is replicated (acks=all) and handlers await it
         self.replicated: ReplicatedAppender | None = None
-        if topic == OFFSETS_TOPIC and not getattr(replica_manager, "one_broker", True):
+        if not getattr(replica_manager, "one_broker", True):
             self.replicated = ReplicatedAppender(replica_manager, topic, COMMIT_TIMEOUT_MS)
 
     def _ensure_topic(self) -> None:
