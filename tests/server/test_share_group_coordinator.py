@@ -4,6 +4,8 @@ release, reject, lock expiry, delivery count limit, a leaving member's records).
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from consumer_group_harness import Cluster
 
@@ -19,6 +21,8 @@ from tidelog.server.group.share.partition import (
     RecordState,
     SharePartition,
 )
+from tidelog.server.group.share.persister import LocalPersister
+from tidelog.server.group.share.state_coordinator import ShareStateCoordinator
 from tidelog.server.group.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
@@ -142,23 +146,46 @@ def test_one_id_names_one_kind_of_group(clock: ManualClock) -> None:
     assert r.error == ErrorCode.GROUP_ID_NOT_FOUND
 
 
+def _with_state(coord: GroupCoordinator, store: InMemoryOffsetsStore,
+                clock: ManualClock) -> ShareStateCoordinator:
+    state = ShareStateCoordinator(store, 3, clock)
+    for p in range(3):
+        state.load_now(p)
+    coord.share.state_coordinator = state
+    coord.share.durable.persister = LocalPersister(state)
+    return state
+
+
 def test_share_state_is_written_as_kafka_snapshots_and_read_back(clock: ManualClock) -> None:
     store = InMemoryOffsetsStore()
     coord = _coord(clock)
-    coord.share.attach(store)
+    _with_state(coord, store, clock)
     tid = coord.share.topics()["q"].topic_id
-    sp = coord.share.share_partition("s", TP, 100, tid)
-    sp.acquire("a", range(100, 110), 10)
-    batches = [(100, 101, [ACCEPT]), (102, 102, [REJECT])]
-    assert coord.share.acknowledge("s", "a", TP, batches) == ErrorCode.NONE
-    sp.acknowledge("a", 103, 103, [RELEASE])  # not yet written: the next change writes it
-    coord.share.close_session("s", "a")  # a leaves holding 104..109: written as available
+
+    async def first() -> None:
+        assert await coord.share.load_partition("s", TP, tid, 100, 0) == ErrorCode.NONE
+        assert await coord.share.durable.flush(("s", TP)) == ErrorCode.NONE  # starts at 100
+        sp = coord.share.partitions[("s", TP)]
+        sp.acquire("a", range(100, 110), 10)
+        batches = [(100, 101, [ACCEPT]), (102, 102, [REJECT])]
+        assert coord.share.acknowledge("s", "a", TP, batches) == ErrorCode.NONE
+        assert await coord.share.durable.flush(("s", TP)) == ErrorCode.NONE
+        sp.acknowledge("a", 103, 103, [RELEASE])  # not yet written: the next change is
+        coord.share.close_session("s", "a")  # a leaves holding 104..109: written available
+        assert await coord.share.durable.flush(("s", TP)) == ErrorCode.NONE
+
+    asyncio.run(first())
     written = [b for part in store.partitions.values() for b in part]
-    assert len(written) == 2  # one ShareSnapshot per change
+    assert len(written) == 3  # the initial state, then one ShareSnapshot per change
     again = _coord(clock)
     again.share.topics = coord.share.topics
-    again.share.attach(store)
-    restored = again.share.share_partition("s", TP, 999, tid)
+    _with_state(again, store, clock)  # a new share coordinator loads the topic
+
+    async def second() -> None:
+        assert await again.share.load_partition("s", TP, tid, 999, 1) == ErrorCode.NONE
+
+    asyncio.run(second())
+    restored = again.share.partitions[("s", TP)]
     assert restored.start_offset == 103  # 100, 101 accepted and 102 rejected stay so
     assert restored.acquire("b", range(100, 112), 20) == [(103, 109, 2), (110, 111, 1)]
 

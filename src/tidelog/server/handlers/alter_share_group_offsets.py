@@ -8,7 +8,6 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
@@ -45,9 +44,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             elif p.start_offset < 0:
                 code = ErrorCode.INVALID_REQUEST
             else:
-                share.alter_start(request.group_id, TopicPartition(t.topic_name,
-                                                                   p.partition_index),
-                                  info.topic_id, int(p.start_offset))
+                code = await share.alter_start(request.group_id, info.topic_id,
+                                               int(p.partition_index), int(p.start_offset))
             parts.append(make(pcls, partition_index=p.partition_index, error_code=code))
         topics.append(make(tcls, topic_name=t.topic_name,
                            topic_id=info.topic_id if info is not None else None,

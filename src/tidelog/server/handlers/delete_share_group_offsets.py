@@ -9,7 +9,6 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
@@ -41,7 +40,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             for p in range(info.partitions):
-                share.forget(request.group_id, TopicPartition(t.topic_name, p), info.topic_id)
+                got = await share.forget(request.group_id, info.topic_id, p)
+                code = got if code == ErrorCode.NONE else code
         out.append(make(tcls, topic_name=t.topic_name,
                         topic_id=info.topic_id if info is not None else None, error_code=code))
     return make(cls, throttle_time=0, error_code=err, responses=tuple(out))

@@ -13,7 +13,7 @@ from tidelog.server.group.share.coordinator import FINAL_EPOCH
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
-from .share_fetch import acknowledge_all
+from .share_fetch import acknowledge_all, flush_acks
 from .share_group_heartbeat import share_for
 
 API_KEY = 79
@@ -54,7 +54,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if err != ErrorCode.NONE or session is None:
         return _response(ctx, err, {})
     names = {t.topic_id: t.name for t in ctx.broker.replica_manager.topics()}
-    acks = acknowledge_all(ctx, share, group_id, member_id, request.topics, names)
+    acks = await flush_acks(share, group_id,
+                            acknowledge_all(ctx, share, group_id, member_id, request.topics,
+                                            names), names)
     if epoch == FINAL_EPOCH:
         share.close_session(group_id, member_id)
     return _response(ctx, ErrorCode.NONE, acks)

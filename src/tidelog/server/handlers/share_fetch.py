@@ -13,6 +13,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
+from tidelog.server.errors import ApiError
 from tidelog.server.group.share.coordinator import FINAL_EPOCH, ShareGroupCoordinator
 from tidelog.server.group.share.fetcher import Fetched, fetch_partition
 from tidelog.util.topic_partition import TopicPartition
@@ -61,9 +62,35 @@ def acknowledge_all(ctx: RequestContext, share: ShareGroupCoordinator, group_id:
     return out
 
 
-def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request: Any,
-               slots: set[Slot], names: dict[uuid.UUID, str]) -> dict[Slot, Fetched]:
-    rm = ctx.broker.replica_manager
+async def flush_acks(share: ShareGroupCoordinator, group_id: str, acks: dict[Slot, ErrorCode],
+                     names: dict[uuid.UUID, str]) -> dict[Slot, ErrorCode]:
+    """Answer acknowledgements once their share-partitions' state is stored (Kafka completes
+    them after the persister's write): the write's error where it failed."""
+    out = dict(acks)
+    for slot, code in acks.items():
+        name = names.get(slot[0])
+        if code == ErrorCode.NONE and name is not None:
+            out[slot] = await share.durable.flush((group_id, TopicPartition(name, slot[1])))
+    return out
+
+
+async def _prepare(ctx: RequestContext, share: ShareGroupCoordinator, group_id: str,
+                   tp: TopicPartition, topic_id: uuid.UUID) -> tuple[ErrorCode, Any]:
+    """The partition's log when this broker leads it and its share-partition is loaded."""
+    try:
+        partition = ctx.broker.replica_manager.partition_or_error(tp)
+    except ApiError as exc:
+        return exc.code, None
+    lg = partition.log
+    earliest = share.settings.get(group_id, "share.auto.offset.reset") == "earliest"
+    start = int(lg.log_start_offset) if earliest else int(lg.high_watermark)
+    err = await share.load_partition(group_id, tp, topic_id, start,
+                                     int(partition.leader_epoch))
+    return err, lg
+
+
+async def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request: Any,
+                     slots: set[Slot], names: dict[uuid.UUID, str]) -> dict[Slot, Fetched]:
     room = int(request.max_records) if int(request.max_records) > 0 else 500
     budget = int(request.max_bytes)
     out: dict[Slot, Fetched] = {}
@@ -75,9 +102,10 @@ def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request: Any,
         if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
             out[(topic_id, partition)] = Fetched(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             continue
-        lg = rm.get_log(TopicPartition(name, partition))
-        if lg is None:
-            out[(topic_id, partition)] = Fetched(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        err, lg = await _prepare(ctx, share, request.group_id, TopicPartition(name, partition),
+                                 topic_id)
+        if err != ErrorCode.NONE:
+            out[(topic_id, partition)] = Fetched(err)
             continue
         got = fetch_partition(share, lg, request.group_id, request.member_id,
                               TopicPartition(name, partition), topic_id, room, max(budget, 1))
@@ -129,6 +157,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, share, group_id, err, {}, {})
     names = _names(ctx)
     acks = acknowledge_all(ctx, share, group_id, member_id, request.topics, names)
+    acks = await flush_acks(share, group_id, acks, names)
     if epoch == FINAL_EPOCH:
         share.close_session(group_id, member_id)
         return _response(ctx, share, group_id, ErrorCode.NONE, {}, acks)
@@ -138,7 +167,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         session.partitions.difference_update((t.topic_id, int(p)) for p in t.partitions)
     deadline = time.monotonic() + _wait_ms(request.max_wait) / 1000
     while True:
-        fetched = _fetch_all(ctx, share, request, set(session.partitions), names)
+        fetched = await _fetch_all(ctx, share, request, set(session.partitions), names)
         if any(f.acquired for f in fetched.values()) or time.monotonic() >= deadline:
             return _response(ctx, share, group_id, ErrorCode.NONE, fetched, acks)
         await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))

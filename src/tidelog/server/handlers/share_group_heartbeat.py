@@ -8,9 +8,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.log_store import LogOffsetsStore
 from tidelog.server.group.share.coordinator import ShareGroupCoordinator, ShareHeartbeat
-from tidelog.server.group.share.records import SHARE_STATE_TOPIC
 from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
@@ -23,16 +21,11 @@ MAX_VERSION = 1
 
 
 def share_for(ctx: RequestContext) -> ShareGroupCoordinator:
-    """The share coordinator, with the broker's topics and, from its first use,
-    ``__share_group_state`` read back."""
+    """The share groups' side of the group coordinator, with the broker's topics and group
+    configs."""
     coord = coordinator_for(ctx.broker)
     group_configs_for(ctx.broker)
-    rm = ctx.broker.replica_manager
-    coord.share.topics = topic_source(rm)
-    if coord.share.store is None:
-        coord.share.attach(LogOffsetsStore(
-            rm, coord.config, SHARE_STATE_TOPIC,
-            coord.config.share_coordinator_state_topic_num_partitions))
+    coord.share.topics = topic_source(ctx.broker.replica_manager)
     return coord.share
 
 

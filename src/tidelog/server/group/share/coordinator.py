@@ -6,10 +6,12 @@ Every member of a share group is assigned every partition of the topics it subsc
 through a share session (ShareFetch epoch 0 opens it, -1 closes it, each request otherwise
 names the next epoch) and acknowledges what it acquired, in the fetch itself or with
 ShareAcknowledge. A member that leaves, or whose session times out, gives back what it holds.
-Each share-partition's state is written to ``__share_group_state`` as a ShareSnapshot
-record whenever acknowledgements or a leaving member change it (records.py), and read back
-on first use after a restart: what was acknowledged stays so, what was only acquired is
-offered again.
+The share-partitions live on the leader of their data partition: it reads each one's state
+from its share coordinator on first use (``load_partition``, through the persister of
+durable.py) and writes it back whenever acknowledgements or a leaving member change it; what
+was acknowledged stays so, what was only acquired is offered again. A data partition led
+elsewhere now drops its share-partitions (``drop_partitions``). Membership lives on the group
+coordinator: a share-partition leader that is not it takes any member's share session.
 """
 
 from __future__ import annotations
@@ -20,22 +22,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.records import RecordBatchBuilder
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.consumer.records import Assignment, TopicMetadata
 from tidelog.server.group.group_configs import GroupConfigStore
-from tidelog.server.group.records import SchemaError
+from tidelog.server.group.share.durable import DurableShareState, PartitionKey
 from tidelog.server.group.share.partition import AcquiredRange, SharePartition
-from tidelog.server.group.share.records import (
-    SNAPSHOT_KEY,
-    ShareState,
-    decode_key,
-    decode_value,
-    encode_key,
-    encode_snapshot,
-    state_partition_for,
+from tidelog.server.group.share.records import ShareState
+from tidelog.server.group.share.state_coordinator import (
+    UNINITIALIZED_START_OFFSET,
+    ShareStateCoordinator,
 )
-from tidelog.server.group.store import OffsetsStore
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import ScheduledTask, Scheduler
 from tidelog.util.topic_partition import TopicPartition
@@ -104,10 +100,12 @@ class ShareGroupCoordinator:
         self.config = config
         self.clock = clock
         self.scheduler = scheduler
-        self.store: OffsetsStore | None = None  # __share_group_state, once attached
-        self.restored: dict[tuple[str, uuid.UUID, int], ShareState] = {}
+        # the share-partition leader's persistence, and the share coordinator of the
+        # __share_group_state partitions led here (both wired at broker start)
+        self.durable = DurableShareState()
+        self.durable.on_fenced = self._drop
+        self.state_coordinator: ShareStateCoordinator | None = None
         self.topic_ids: dict[tuple[str, TopicPartition], uuid.UUID] = {}
-        self._snapshot_epoch = 0
         self.group_error = group_error
         self.other_kind = other_kind  # the id names a classic or consumer group
         self.topics: TopicSource = dict
@@ -215,11 +213,16 @@ class ShareGroupCoordinator:
         """Open (epoch 0), continue (the session's next epoch) or, for -1, look up the
         session to close once its acknowledgements are applied."""
         err = self.group_error(group_id)
-        if err != ErrorCode.NONE:
+        if err in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            # the share-partition leader of a group coordinated elsewhere knows no members
+            if not member_id:
+                return ErrorCode.INVALID_REQUEST, None
+        elif err != ErrorCode.NONE:
             return err, None
-        group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID, None
+        else:
+            group = self.groups.get(group_id)
+            if group is None or member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID, None
         key = (group_id, member_id)
         if epoch == 0:
             if key in self.sessions:
@@ -245,9 +248,11 @@ class ShareGroupCoordinator:
     # ------------------------------------------------------------------ share-partitions
 
     def share_partition(self, group_id: str, tp: TopicPartition, start: int,
-                        topic_id: uuid.UUID | None = None) -> SharePartition:
-        """The group's share-partition: its stored state, else created at ``start``
-        (share.auto.offset.reset latest: the high watermark when the group first fetches)."""
+                        topic_id: uuid.UUID | None = None,
+                        stored: ShareState | None = None) -> SharePartition:
+        """The group's share-partition: in memory, else created from its stored state or at
+        ``start`` (share.auto.offset.reset latest: the high watermark when the group first
+        fetches)."""
         key = (group_id, tp)
         sp = self.partitions.get(key)
         if sp is None:
@@ -257,68 +262,70 @@ class ShareGroupCoordinator:
                 lock_ms=self.settings.number(group_id, "share.record.lock.duration.ms"),
                 delivery_limit=c.group_share_delivery_count_limit,
                 max_locks=c.group_share_partition_max_record_locks)
-            stored = self.restored.pop((group_id, topic_id, tp.partition), None) \
-                if topic_id is not None else None
-            if stored is not None:
+            if stored is not None and stored.start_offset != UNINITIALIZED_START_OFFSET:
                 sp.restore(stored.start_offset, stored.batches)
         if topic_id is not None:
             self.topic_ids[key] = topic_id
         return sp
 
-    def share_partition_if_known(self, group_id: str, tp: TopicPartition
-                                 ) -> SharePartition | None:
-        """The share-partition when the group has one (in memory or stored)."""
-        sp = self.partitions.get((group_id, tp))
+    async def load_partition(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID,
+                             start: int, leader_epoch: int) -> ErrorCode:
+        """Kafka's SharePartition.maybeInitialize: on first use the leader reads the
+        share-partition's state from its share coordinator (fencing older leaders); with
+        none stored it starts at ``start`` and writes that down."""
+        key = (group_id, tp)
+        if key in self.partitions or self.durable.persister is None:
+            self.share_partition(group_id, tp, start, topic_id)
+            return ErrorCode.NONE
+        r = await self.durable.read(key, (group_id, topic_id, tp.partition), leader_epoch)
+        if key in self.partitions:  # another fetch loaded it meanwhile
+            return ErrorCode.NONE
+        if r.error != ErrorCode.NONE or r.state is None:
+            return r.error
+        self.share_partition(group_id, tp, start, topic_id, r.state)
+        if r.state.start_offset == UNINITIALIZED_START_OFFSET:
+            self.persist(group_id, tp)
+        return ErrorCode.NONE
+
+    def drop_partitions(self, tps: set[TopicPartition]) -> int:
+        """The data partitions are no longer led here: their share-partitions go (what they
+        hold is read back from the share coordinator by the next leader)."""
+        gone = [k for k in self.partitions if k[1] in tps]
+        for key in gone:
+            self._drop(key)
+        return len(gone)
+
+    def _drop(self, key: PartitionKey) -> None:
+        sp = self.partitions.pop(key, None)
         if sp is not None:
-            return sp
-        for (gid, topic_id, partition), _ in list(self.restored.items()):
-            if gid == group_id and partition == tp.partition and \
-                    self.topics().get(tp.topic) is not None and \
-                    self.topics()[tp.topic].topic_id == topic_id:
-                return self.share_partition(group_id, tp, 0, topic_id)
-        return None
+            for rec in sp.records.values():
+                rec.unlock()
+        self.durable.forget(key)
 
     # ------------------------------------------------------------------ durable state
 
-    def attach(self, store: OffsetsStore) -> None:
-        """Read ``__share_group_state`` once: the last snapshot of each share-partition."""
-        if self.store is not None:
-            return
-        self.store = store
-        for p in range(self.config.share_coordinator_state_topic_num_partitions):
-            latest: dict[bytes, bytes | None] = {}
-            for batch in store.read_batches(p):
-                if batch.is_control:
-                    continue
-                for rec in batch.iter_records():
-                    if rec.key is not None:
-                        latest[rec.key] = rec.value
-            for raw, value in latest.items():
-                try:
-                    k = decode_key(raw)
-                    if k.version != SNAPSHOT_KEY:
-                        continue  # this broker writes snapshots only
-                    where = (k.group_id, k.topic_id, k.partition)
-                    if value is None:
-                        self.restored.pop(where, None)
-                    else:
-                        self.restored[where] = decode_value(value, k.version)
-                except (SchemaError, UnicodeDecodeError) as exc:
-                    log.warning("skipping unreadable share state record: %s", exc)
+    async def alter_start(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                          start: int) -> ErrorCode:
+        """AlterShareGroupOffsets: the share-partition starts over at ``start`` under a new
+        state epoch (a leader holding the old state is fenced and reads it again)."""
+        assert self.durable.persister is not None
+        skey = (group_id, topic_id, partition)
+        r = await self.durable.persister.summary(skey)
+        if r.error != ErrorCode.NONE or r.state is None:
+            return r.error
+        self._drop_state_key(group_id, topic_id, partition)
+        return await self.durable.persister.initialize(skey, r.state.state_epoch + 1, start)
 
-    def alter_start(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID,
-                    start: int) -> None:
-        """AlterShareGroupOffsets: the share-partition starts over at ``start``."""
-        sp = self.share_partition(group_id, tp, start, topic_id)
-        sp.restore(start, [])
-        self.persist(group_id, tp)
-
-    def forget(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID) -> None:
+    async def forget(self, group_id: str, topic_id: uuid.UUID, partition: int) -> ErrorCode:
         """DeleteShareGroupOffsets: the share-partition's state goes (a tombstone)."""
-        self.partitions.pop((group_id, tp), None)
-        self.topic_ids.pop((group_id, tp), None)
-        self.restored.pop((group_id, topic_id, tp.partition), None)
-        self._write(group_id, topic_id, tp.partition, None)
+        assert self.durable.persister is not None
+        self._drop_state_key(group_id, topic_id, partition)
+        return await self.durable.persister.delete((group_id, topic_id, partition))
+
+    def _drop_state_key(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        for key, tid in list(self.topic_ids.items()):
+            if key[0] == group_id and tid == topic_id and key[1].partition == partition:
+                self._drop(key)
 
     def empty_group_error(self, group_id: str) -> ErrorCode:
         """The offsets admin APIs need a share group (made if unknown) with no members."""
@@ -331,29 +338,15 @@ class ShareGroupCoordinator:
         return ErrorCode.NON_EMPTY_GROUP if group.members else ErrorCode.NONE
 
     def persist(self, group_id: str, tp: TopicPartition) -> None:
-        """Write the share-partition's state as a ShareSnapshot (the last one wins)."""
-        sp = self.partitions.get((group_id, tp))
-        topic_id = self.topic_ids.get((group_id, tp))
-        if self.store is None or sp is None or topic_id is None:
+        """Write the share-partition's state to its share coordinator (soon; ``flush``
+        awaits it)."""
+        key = (group_id, tp)
+        sp = self.partitions.get(key)
+        topic_id = self.topic_ids.get(key)
+        if sp is None or topic_id is None:
             return
-        self._snapshot_epoch = (self._snapshot_epoch + 1) & 0xFFFF
-        value = ShareState(self._snapshot_epoch, 0, 0, sp.start_offset, tuple(sp.snapshot()))
-        self._write(group_id, topic_id, tp.partition, encode_snapshot(value))
-
-    def _write(self, group_id: str, topic_id: uuid.UUID, partition: int,
-               value: bytes | None) -> None:
-        if self.store is None:
-            return
-        builder = RecordBatchBuilder()
-        builder.append(self.clock.milliseconds(), encode_key(group_id, topic_id, partition),
-                       value)
-        n = self.config.share_coordinator_state_topic_num_partitions
-        try:
-            self.store.append(state_partition_for(group_id, topic_id, partition, n),
-                              builder.build())
-        except OSError as exc:
-            log.warning("could not write the state of %s-%d for share group %s: %s",
-                        topic_id, partition, group_id, exc)
+        self.durable.schedule(key, (group_id, topic_id, tp.partition),
+                              lambda: (sp.start_offset, tuple(sp.snapshot())))
 
     def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
                     batches: list[tuple[int, int, list[int]]]) -> ErrorCode:

@@ -1,0 +1,113 @@
+"""Plugs the share coordinator and the share-partition leaders' persister into the broker.
+
+``start_share_coordinator(broker)`` (after the group coordinator started) gives the group
+coordinator's share side its ``ShareStateCoordinator`` over ``__share_group_state`` (every
+partition owned at once on one broker, loaded as leadership arrives in a cluster) and its
+``StatePersister``; ``stop_share_coordinator`` stops the writes in flight and closes the
+persister's connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING, Protocol
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.server.cluster_node import inter_broker_security
+from tidelog.server.group.config import GroupConfig
+from tidelog.server.group.log_store import LogOffsetsStore
+from tidelog.server.group.share.persister import StatePersister
+from tidelog.server.group.share.records import SHARE_STATE_TOPIC
+from tidelog.server.group.share.state_coordinator import ShareStateCoordinator
+from tidelog.util.clock import Clock
+
+if TYPE_CHECKING:
+    from tidelog.config.broker_config import BrokerConfig
+    from tidelog.server.group.coordinator import GroupCoordinator
+    from tidelog.server.group.share.coordinator import ShareGroupCoordinator
+    from tidelog.server.metadata.admin import AdminManager
+    from tidelog.server.replica_manager import ReplicaManager
+
+_CLOSING: set[asyncio.Task[None]] = set()
+
+
+class ShareHost(Protocol):
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
+    @property
+    def admin_manager(self) -> AdminManager: ...
+
+    @property
+    def group_coordinator(self) -> GroupCoordinator | None: ...
+
+
+def share_state_topic_configs(config: GroupConfig) -> dict[str, str]:
+    """Kafka's ShareCoordinatorService topic configs: compacted, min ISR of its own."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": str(config.offsets_topic_segment_bytes),
+        "min.insync.replicas": str(config.share_coordinator_state_topic_min_isr),
+    }
+
+
+def start_share_coordinator(broker: ShareHost) -> None:
+    coord = broker.group_coordinator
+    if coord is None:
+        return
+    cfg, rm = coord.config, broker.replica_manager
+    n = cfg.share_coordinator_state_topic_num_partitions
+    store = LogOffsetsStore(rm, cfg, SHARE_STATE_TOPIC, n)
+
+    def exists(topic_id: uuid.UUID, partition: int) -> bool:
+        topic = rm.metadata_cache.image.topic_by_id(topic_id)
+        return topic is not None and partition in topic.partitions
+
+    state = ShareStateCoordinator(store, n, broker.clock, partition_exists=exists)
+    share = coord.share
+    share.state_coordinator = state
+
+    async def replicated(partition: int) -> ErrorCode:
+        return ErrorCode.NONE if store.replicated is None else \
+            await store.replicated.replicated(partition)
+
+    async def ensure_topic() -> bool:
+        return await broker.admin_manager.ensure_internal_topic(
+            SHARE_STATE_TOPIC, n, share_state_topic_configs(cfg),
+            cfg.share_coordinator_state_topic_replication_factor)
+
+    config = broker.config
+    share.durable.persister = StatePersister(
+        config.node_id, rm.metadata_cache, config.inter_broker_listener_name,
+        None if rm.one_broker else inter_broker_security(config), num_partitions=n,
+        local=lambda: share.state_coordinator, replicated=replicated,
+        ensure_topic=ensure_topic)
+    if not rm.one_broker:
+        return  # in a cluster: each partition loads when this broker becomes its leader
+    if rm.topic(SHARE_STATE_TOPIC) is None:
+        state.owned.update(range(n))
+    else:
+        for p in range(n):
+            state.load_now(p)
+
+
+def stop_share_coordinator(share: ShareGroupCoordinator) -> None:
+    persister = share.durable.persister
+    share.durable.close()
+    share.durable.persister = None
+    share.state_coordinator = None
+    if persister is not None:
+        try:
+            task = asyncio.get_running_loop().create_task(persister.close())
+        except RuntimeError:
+            return  # no loop any more: the connections went with it
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
