@@ -24,6 +24,7 @@ from .coordinator_leadership import elect_led_partitions
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
 from .group.coordinator import GroupCoordinator
+from .group.share.wiring import start_share_coordinator, stop_share_coordinator
 from .group.wiring import start_group_coordinator, stop_group_coordinator
 from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
@@ -275,6 +276,7 @@ class Broker:
         exists (a fresh broker creates the topic on the first FindCoordinator)."""
         self.group_coordinator, self._group_load = start_group_coordinator(
             self.config, self.clock, self.replica_manager)
+        start_share_coordinator(self)
         self.txn_coordinator, self._txn_tasks = start_txn_coordinator(self)
         if self.cluster is not None:  # coordinators follow the internal topics' leaders
             elect_led_partitions(self)
@@ -362,6 +364,7 @@ class Broker:
             stop_txn_coordinator(self.txn_coordinator, self._txn_tasks)
             self.txn_coordinator, self._txn_tasks = None, []
         if self.group_coordinator is not None:
+            stop_share_coordinator(self.group_coordinator.share)
             stop_group_coordinator(self.group_coordinator, self._group_load)
             self.group_coordinator = self._group_load = None
 
