@@ -3,7 +3,9 @@ KafkaApis.handleLeaderAndIsrRequest onLeadershipChange and handleStopReplicaRequ
 
 After a LeaderAndIsr, each ``__consumer_offsets`` partition this broker now leads is loaded
 by the group coordinator and each one it now follows is unloaded; the same for
-``__transaction_state`` and the transaction coordinator. A StopReplica unloads what it
+``__transaction_state`` and the transaction coordinator, and for ``__share_group_state``
+and the share coordinator. A data partition this broker no longer leads drops its
+share-partitions (their next leader reads their state back). A StopReplica unloads what it
 stops. A broker whose coordinators start after it joined the cluster loads the partitions it
 leads by then (``elect_led_partitions``).
 """
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from tidelog.server.group import election as group_election
 from tidelog.server.group.records import OFFSETS_TOPIC
+from tidelog.server.group.share import election as share_election
+from tidelog.server.group.share.records import SHARE_STATE_TOPIC
 from tidelog.server.txn import election as txn_election
 from tidelog.server.txn.records import TRANSACTION_STATE_TOPIC
 from tidelog.util.topic_partition import TopicPartition
@@ -54,17 +58,26 @@ def on_leadership_change(broker: CoordinatorHost, new_leaders: Iterable[TopicPar
             _keep(group_election.on_election(group, tp.partition))
         elif tp.topic == TRANSACTION_STATE_TOPIC and txn is not None:
             _keep(txn_election.on_election(txn, tp.partition))
+        elif tp.topic == SHARE_STATE_TOPIC and group is not None and \
+                group.share.state_coordinator is not None:
+            _keep(share_election.on_election(group.share.state_coordinator, tp.partition))
     on_resignation(broker, new_followers)
 
 
 def on_resignation(broker: CoordinatorHost, tps: Iterable[TopicPartition]) -> None:
     """Unload the internal partitions this broker no longer leads (or no longer hosts)."""
     group, txn = broker.group_coordinator, broker.txn_coordinator
+    tps = list(tps)
     for tp in tps:
         if tp.topic == OFFSETS_TOPIC and group is not None:
             group_election.on_resignation(group, tp.partition)
         elif tp.topic == TRANSACTION_STATE_TOPIC and txn is not None:
             txn_election.on_resignation(txn, tp.partition)
+        elif tp.topic == SHARE_STATE_TOPIC and group is not None and \
+                group.share.state_coordinator is not None:
+            share_election.on_resignation(group.share.state_coordinator, tp.partition)
+    if group is not None and tps:
+        group.share.drop_partitions(set(tps))
 
 
 def elect_led_partitions(broker: CoordinatorHost) -> None:
@@ -77,6 +90,9 @@ def elect_led_partitions(broker: CoordinatorHost) -> None:
     if txn is not None:
         txn.state.loading.clear()
         txn.state.owned.clear()
-    led = [tp for tp, p in list(rm.partitions.items())
-           if tp.topic in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC) and p.is_leader]
+    if group is not None and group.share.state_coordinator is not None:
+        group.share.state_coordinator.loading.clear()
+        group.share.state_coordinator.owned.clear()
+    internal = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC)
+    led = [tp for tp, p in list(rm.partitions.items()) if tp.topic in internal and p.is_leader]
     on_leadership_change(broker, led, ())
