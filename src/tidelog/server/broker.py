@@ -32,6 +32,7 @@ from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.zk_acls import ZkAclAuthorizer
 from .metadata.zk_admin import ZkTopicAdmin
+from .metadata.zk_config_sync import start_zk_configs
 from .metadata.zk_credentials import ZkCredentialStore
 from .metadata.zk_data import EndPoint
 from .metadata.zk_store import ZkAdminManager, ZkMetadataStore
@@ -190,12 +191,16 @@ class Broker:
         if not self.replica_manager.one_broker:
             self.replica_manager.start_isr_expiration()
         # persisted dynamic broker configs apply before serving
-        self.dynamic_config = DynamicBrokerConfig(self.config, self.replica_manager.logs)
+        if self.cluster is not None:  # in ZooKeeper, with the quotas: altered anywhere, applied by all
+            self.dynamic_config, self.client_quotas = start_zk_configs(
+                self.cluster.zk, self.config, self.replica_manager.logs, self.cluster.on_new_session)
+        else:
+            self.dynamic_config = DynamicBrokerConfig(self.config, self.replica_manager.logs)
+            # the quota file is read now: read on first use, a produce after its disk failed
+            # would crash on the read instead of answering KAFKA_STORAGE_ERROR
+            self.client_quotas = new_quota_manager(self.config)
         self.log_dir_mover = LogDirMover(self.replica_manager)
         self.log_dir_mover.start()  # partition moves a restart interrupted go on
-        # the quota file is read now: read on first use, a produce after its disk failed
-        # would crash on the read instead of answering KAFKA_STORAGE_ERROR
-        self.client_quotas = new_quota_manager(self.config)
 
     async def _start_listeners(self) -> None:
         loop = asyncio.get_running_loop()

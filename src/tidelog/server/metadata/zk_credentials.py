@@ -41,9 +41,15 @@ def credential_from_string(text: str) -> ScramCredential:
     )
 
 
-def sanitize(user: str) -> str:
-    """Kafka's Sanitizer: the user name URL-encoded as a znode name."""
-    return quote(user, safe="")
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user or client id as a znode name (Java's URLEncoder,
+    with "*" as %2A and a space as %20; "~" is encoded too)."""
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    """Kafka's Sanitizer.desanitize."""
+    return unquote(name)
 
 
 class ZkCredentialStore(CredentialStore):
@@ -62,7 +68,7 @@ class ZkCredentialStore(CredentialStore):
         for name in self.zk.get_children("/config/users"):
             creds = self._read(name)
             if creds:
-                users[unquote(name)] = creds
+                users[desanitize(name)] = creds
         with self._lock:
             self._users = {u: dict(m) for u, m in users.items()}
             self._stored = {u: dict(m) for u, m in users.items()}
@@ -91,7 +97,7 @@ class ZkCredentialStore(CredentialStore):
                 if entity_type == "users":
                     creds = self._read(name)
                     with self._lock:
-                        user = unquote(name)
+                        user = desanitize(name)
                         if creds:
                             self._users[user] = creds
                         else:

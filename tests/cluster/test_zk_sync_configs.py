@@ -1,0 +1,170 @@
+"""Dynamic broker configs and client quotas on a three-broker cluster: altered through one
+broker, written to ZooKeeper in Kafka's JSON and announced under /config/changes, applied by
+every broker (a broker's own configs only by that broker), and read again after a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    ConfigResource,
+    ConfigSource,
+    NewTopic,
+    ResourceType,
+)
+
+from tidelog.client.aio import AsyncBrokerConnection
+from tidelog.testing import EmbeddedCluster
+
+DEADLINE_S = 20
+
+
+def _wait(cond: Callable[[], object], what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def _admin(cluster: EmbeddedCluster, broker_id: int) -> AdminClient:
+    return AdminClient({"bootstrap.servers": f"127.0.0.1:{cluster.brokers[broker_id].port}"})
+
+
+async def _request(port: int, api_key: int, versions: tuple[int, int], body: dict[str, Any]) -> Any:
+    conn = await AsyncBrokerConnection.connect(
+        "127.0.0.1", port, client_id="admin", api_ranges={api_key: versions, 18: (0, 3)})
+    try:
+        return await conn.request(api_key, body)
+    finally:
+        await conn.close()
+
+
+def _alter_broker(port: int, name: str, key: str, value: str | None) -> tuple[int, str | None]:
+    """IncrementalAlterConfigs of a BROKER resource ("" the cluster default), as kafka-configs
+    sends it (the admin client refuses an empty broker name)."""
+    op = 0 if value is not None else 1  # SET, DELETE
+    body = {"validate_only": False, "resources": [{"resource_type": 4, "resource_name": name,
+            "configs": [{"name": key, "config_operation": op, "value": value}]}]}  # fmt: skip
+    r = asyncio.run(_request(port, 44, (0, 1), body)).responses[0]
+    return r.error_code, r.error_message
+
+
+def _broker_entry(admin: AdminClient, broker_id: int, key: str) -> tuple[str, int]:
+    res = ConfigResource(ResourceType.BROKER, str(broker_id))
+    entry = admin.describe_configs([res])[res].result(30)[key]
+    return entry.value, entry.source
+
+
+def _changes(cluster: EmbeddedCluster) -> list[dict[str, Any]]:
+    zk = cluster.zk.zk
+    return [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in sorted(zk.get_children("/config/changes"))]
+
+
+def test_broker_configs_altered_through_one_broker_apply_on_all_and_survive_a_restart(
+    tidelog_cluster: EmbeddedCluster,
+) -> None:
+    cluster = tidelog_cluster
+    ports = {b: p.port for b, p in cluster.brokers.items()}
+    key = "log.retention.ms"
+    # the cluster default, through broker 1: every broker applies it
+    assert _alter_broker(ports[1], "", key, "123456789") == (0, None)
+    assert cluster.zk.zk.get("/config/brokers/<default>")[0] == (
+        b'{"version":1,"config":{"log.retention.ms":"123456789"}}')
+    assert {"version": 2, "entity_path": "brokers/<default>"} in _changes(cluster)
+    default = ("123456789", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    for b in (1, 2, 3):
+        _wait(lambda b=b: _broker_entry(_admin(cluster, b), b, key) == default,
+              f"broker {b} applies the cluster default")  # fmt: skip
+    # and a topic without an override takes it on a broker that did not receive the alter
+    three = _admin(cluster, 3)
+    three.create_topics([NewTopic("plain", 1, 3)])["plain"].result(30)
+    res = ConfigResource(ResourceType.TOPIC, "plain")
+    assert three.describe_configs([res])[res].result(30)["retention.ms"].value == "123456789"
+
+    # broker 2's own, sent to broker 2 (as the admin client routes it): only broker 2
+    assert _alter_broker(ports[2], "2", key, "987654321") == (0, None)
+    assert json.loads(cluster.zk.zk.get("/config/brokers/2")[0]) == {
+        "version": 1, "config": {key: "987654321"}}
+    assert {"version": 2, "entity_path": "brokers/2"} in _changes(cluster)
+    own = ("987654321", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert _broker_entry(_admin(cluster, 2), 2, key) == own
+    for b in (1, 3):
+        assert _broker_entry(_admin(cluster, b), b, key) == default
+
+    cluster.restart(2)  # read again from ZooKeeper before it serves
+    assert _broker_entry(_admin(cluster, 2), 2, key) == own
+    assert _alter_broker(cluster.brokers[2].port, "2", key, None) == (0, None)  # the default again
+    _wait(lambda: _broker_entry(_admin(cluster, 2), 2, key) == default, "the override gone")
+
+
+def test_another_brokers_own_configs_are_refused_as_kafka_does(tidelog_cluster: EmbeddedCluster) -> None:
+    assert _alter_broker(tidelog_cluster.brokers[1].port, "2", "log.retention.ms", "1") == (
+        42, "Unexpected broker id, expected 1, but received 2")  # INVALID_REQUEST
+    assert tidelog_cluster.zk.zk.exists("/config/brokers/2") is None
+
+
+def _set_quota(port: int, entity: list[tuple[str, str | None]], key: str, value: float | None) -> None:
+    body = {"validate_only": False, "entries": [{
+        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+        "ops": [{"key": key, "value": value or 0.0, "remove": value is None}]}]}
+    resp = asyncio.run(_request(port, 49, (1, 1), body))
+    assert [e.error_code for e in resp.entries] == [0]
+
+
+def _described(port: int) -> dict[tuple[tuple[str, str | None], ...], dict[str, float]]:
+    resp = asyncio.run(_request(port, 48, (1, 1), {"components": [], "strict": False}))
+    return {tuple((e.entity_type, e.entity_name) for e in x.entity): {v.key: v.value for v in x.values}
+            for x in resp.entries}  # fmt: skip
+
+
+def _throttled(cluster: EmbeddedCluster, client_id: str, topic: str) -> int:
+    """The throttle time (ms) a broker reported to a producer of one 200 KB record, sent in
+    one request: 20 KB/s over Kafka's sampled window, twice a 10 KB/s quota."""
+    seen: list[int] = []
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "client.id": client_id,
+                  "acks": "all", "message.max.bytes": 1_000_000,
+                  "throttle_cb": lambda e: seen.append(int(e.throttle_time * 1000))})  # fmt: skip
+    p.produce(topic, b"x" * 200_000)
+    assert p.flush(60) == 0
+    p.poll(0.2)
+    return max(seen, default=0)
+
+
+def test_a_quota_set_through_one_broker_throttles_on_another(tidelog_cluster: EmbeddedCluster) -> None:
+    cluster = tidelog_cluster
+    admin = _admin(cluster, 1)
+    admin.create_topics([NewTopic("q", 1, replica_assignment=[[2, 1, 3]])])["q"].result(30)  # led by 2
+    ports = {b: p.port for b, p in cluster.brokers.items()}
+    assert _throttled(cluster, "slow", "q") == 0  # no quota yet
+
+    _set_quota(ports[1], [("client-id", "slow")], "producer_byte_rate", 10240)
+    _set_quota(ports[1], [("user", "al ice~"), ("client-id", None)], "request_percentage", 50)
+    zk = cluster.zk.zk
+    assert zk.get("/config/clients/slow")[0] == b'{"version":1,"config":{"producer_byte_rate":"10240"}}'
+    assert zk.get("/config/users/al%20ice%7E/clients/<default>")[0] == (
+        b'{"version":1,"config":{"request_percentage":"50.0"}}')
+    changes = _changes(cluster)
+    assert {"version": 2, "entity_path": "clients/slow"} in changes
+    assert {"version": 2, "entity_path": "users/al%20ice%7E/clients/<default>"} in changes
+    expected = {(("client-id", "slow"),): {"producer_byte_rate": 10240.0},
+                (("client-id", None), ("user", "al ice~")): {"request_percentage": 50.0}}
+    for b in (1, 2, 3):
+        _wait(lambda b=b: _described(ports[b]) == expected, f"broker {b} describes both quotas")
+    assert _throttled(cluster, "slow", "q") > 0  # broker 2 enforces what broker 1 was told
+    assert _throttled(cluster, "fast", "q") == 0
+
+    cluster.restart(2)
+    assert _described(cluster.brokers[2].port) == expected
+    assert _throttled(cluster, "slow", "q") > 0
+
+    # removed through broker 3: the znode goes (nothing left in it), broker 2 stops throttling
+    _set_quota(cluster.brokers[3].port, [("client-id", "slow")], "producer_byte_rate", None)
+    assert zk.exists("/config/clients/slow") is None
+    _wait(lambda: (("client-id", "slow"),) not in _described(cluster.brokers[2].port), "removed")
+    assert _throttled(cluster, "slow", "q") == 0
