@@ -31,7 +31,9 @@ def test_ledger_matches_advertised_versions() -> None:
     assert documented == advertised
 
 
-def test_ledger_never_advertises_telemetry() -> None:
-    ledger = _ledger()
+def test_ledger_says_telemetry_is_advertised_only_with_a_metrics_receiver() -> None:
+    rows = {int(m.group(1)): line for line in LEDGER.read_text().splitlines()
+            if (m := ROW.match(line))}
     for key in (71, 72):
-        assert ledger[key] is None
+        assert _ledger()[key] == (0, 0)
+    assert "only with `http.listeners`" in rows[71]

@@ -18,6 +18,7 @@ from prometheus_client.process_collector import ProcessCollector
 from tidelog.config.core import ConfigError
 
 from . import admin, state
+from .client_metrics import ClientMetricsCollector
 from .collector import BrokerCollector
 from .console import Console
 from .lag import LagHistory
@@ -49,6 +50,7 @@ class HttpListener:
         self.registry = CollectorRegistry(auto_describe=False)
         ProcessCollector(registry=self.registry)
         self.registry.register(BrokerCollector(broker))
+        self.registry.register(ClientMetricsCollector(broker))
         self.env = environment()
         self.console = Console(self)
         self._runner: web.AppRunner | None = None

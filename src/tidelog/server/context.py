@@ -25,11 +25,15 @@ if TYPE_CHECKING:
 @dataclass(slots=True)
 class ConnectionState:
     """What a connection's requests share: the last produce request in its order chain (an
-    idempotent producer pipelines them; one that went off the loop holds the later ones) and
-    the loop time until which a quota throttle holds its pipelined requests."""
+    idempotent producer pipelines them; one that went off the loop holds the later ones),
+    the loop time until which a quota throttle holds its pipelined requests, and the client
+    software the connection's ApiVersions named."""
 
     produce_tail: asyncio.Future[None] | None = None
     throttled_until: float | None = None
+    # what the client said it is in ApiVersions v3+ (KIP-511), for client metrics matching
+    client_software_name: str = ""
+    client_software_version: str = ""
 
 
 @dataclass(slots=True)

@@ -1,6 +1,9 @@
 """ApiVersions (key 18): advertises exactly the registry's ranges (KIP-511 fallback is in
 the connection, which answers unknown ApiVersions versions before decoding), and from v3 the
-feature levels (KIP-584) this broker implements.
+feature levels (KIP-584) this broker implements. GetTelemetrySubscriptions and PushTelemetry
+are left out unless the broker serves /metrics (Kafka leaves them out without a client
+metrics receiver); v3+ requests' client software name and version are kept on the
+connection.
 
 Finalized features are what clients gate behaviour on: ``group.version`` 1 tells a client
 the KIP-848 consumer protocol (ConsumerGroupHeartbeat) exists, as in Kafka 4.x;
@@ -16,10 +19,12 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.kio_util import make, nested
 
 from ..context import RequestContext
+from ..telemetry import telemetry_enabled
 
 API_KEY = 18
 MIN_VERSION = 0
 MAX_VERSION = 4
+TELEMETRY_APIS = (71, 72)  # KIP-714: only with a receiver for what clients push (/metrics)
 METADATA_VERSION_4_1_IV1 = 27
 METADATA_VERSION_3_3_IV3 = 7  # the lowest Kafka 4.x bootstraps (MINIMUM_BOOTSTRAP_VERSION)
 # name -> (min supported, max supported, finalized level)
@@ -37,9 +42,14 @@ FINALIZED_FEATURES_EPOCH = 1
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     key_cls = nested(cls, "api_keys")
+    if ctx.api_version >= 3:  # KIP-511: client metrics subscriptions match on these
+        ctx.connection_state.client_software_name = request.client_software_name or ""
+        ctx.connection_state.client_software_version = request.client_software_version or ""
+    hidden = () if telemetry_enabled(ctx.broker) else TELEMETRY_APIS
     keys = tuple(
         make(key_cls, api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
         for s in ctx.broker.registry
+        if s.api_key not in hidden
     )
     kw: dict[str, Any] = {}
     if ctx.api_version >= 3:

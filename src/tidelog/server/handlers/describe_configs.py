@@ -1,4 +1,5 @@
-"""DescribeConfigs (key 32) for topics (overrides, broker synonyms, defaults) and the broker."""
+"""DescribeConfigs (key 32) for topics (overrides, broker synonyms, defaults), the broker,
+groups and client metrics subscriptions."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ..context import RequestContext
 from ..dynamic_config import dynamic_config
 from ..errors import ApiError, to_error
 from ..security import AclOperation
-from ..security.config_auth import GROUP, config_denied
+from ..security.config_auth import CLIENT_METRICS, GROUP, config_denied
+from ..telemetry import manager_for
 from .consumer_group_heartbeat import group_config_entries
 
 API_KEY = 32
@@ -39,6 +41,9 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
         return []
     if rtype == GROUP:  # KIP-848 / KIP-932 group configs
         return group_config_entries(broker, name)
+    if rtype == CLIENT_METRICS:  # KIP-714 subscriptions
+        return [ConfigEntry(e.name, e.value, e.source, e.type, e.doc)
+                for e in manager_for(broker).configs.entries(name)]
     raise ApiError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {rtype}")
 
 

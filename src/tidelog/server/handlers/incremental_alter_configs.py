@@ -1,5 +1,6 @@
-"""IncrementalAlterConfigs (key 44): SET / DELETE / APPEND / SUBTRACT on topic overrides and
-on a broker's or the cluster default's dynamic configs (server/dynamic_config.py)."""
+"""IncrementalAlterConfigs (key 44): SET / DELETE / APPEND / SUBTRACT on topic overrides, on
+a broker's or the cluster default's dynamic configs (server/dynamic_config.py), on group
+configs and on client metrics subscriptions (server/telemetry)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from ..configs import BROKER, TOPIC, alter_configs_response, apply_incremental, 
 from ..context import RequestContext
 from ..dynamic_config import dynamic_config
 from ..errors import ApiError
-from ..security.config_auth import GROUP
+from ..security.config_auth import CLIENT_METRICS, GROUP
+from ..telemetry import manager_for
 from .consumer_group_heartbeat import group_configs_for
 
 API_KEY = 44
@@ -28,6 +30,9 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
         return
     if res.resource_type == GROUP:  # KIP-848 / KIP-932 group configs
         group_configs_for(ctx.broker).alter(res.resource_name, ops, validate_only)
+        return
+    if res.resource_type == CLIENT_METRICS:  # KIP-714 subscriptions
+        manager_for(ctx.broker).alter(res.resource_name, ops, validate_only)
         return
     if res.resource_type != TOPIC:
         raise ApiError(ErrorCode.INVALID_REQUEST, "only topic and broker configs can be altered")

@@ -1,8 +1,9 @@
 """ListConfigResources (key 74; v0 was ListClientMetricsResources): the resources whose
 configs DescribeConfigs answers here. v0 lists client-metrics resources only; v1 lists the
 types asked (all when none): topics, this broker (BROKER and BROKER_LOGGER, named by id),
-and no client-metrics or group config resources (tidelog stores none). A type Kafka does not
-list is INVALID_REQUEST, as in Kafka. Needs DESCRIBE_CONFIGS on the cluster."""
+the client metrics subscriptions (KIP-714) and the groups with config overrides. A type
+Kafka does not list is INVALID_REQUEST, as in Kafka. Needs DESCRIBE_CONFIGS on the
+cluster."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from tidelog.protocol.kio_util import make, nested
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
+from ..telemetry import manager_for
+from .consumer_group_heartbeat import group_configs_for
 
 API_KEY = 74
 MIN_VERSION = 0
@@ -27,7 +30,9 @@ def _names(ctx: RequestContext, rtype: int) -> list[str]:
         return sorted(i.name for i in ctx.broker.replica_manager.topics())
     if rtype in (BROKER, BROKER_LOGGER):
         return [str(ctx.broker.node_id)]
-    return []  # CLIENT_METRICS, GROUP: no such config resources are stored
+    if rtype == CLIENT_METRICS:
+        return sorted(manager_for(ctx.broker).configs.configs)
+    return sorted(group_configs_for(ctx.broker).overrides)  # GROUP
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

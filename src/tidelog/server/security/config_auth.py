@@ -1,6 +1,6 @@
 """Which ACL guards a config resource (Kafka's KafkaApis.authorizeConfigResource): a topic's
-configs are the topic's, a broker's and its loggers' are the cluster's, a group's the
-group's; the error names what was refused."""
+configs are the topic's, a broker's, its loggers' and client metrics subscriptions' are the
+cluster's, a group's the group's; the error names what was refused."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..context import RequestContext
 
 # org.apache.kafka.common.config.ConfigResource.Type codes
-TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32
 
 
 def config_denied(
@@ -29,7 +29,7 @@ def config_denied(
         if ctx.authorize(operation, ResourceType.GROUP, name):
             return None
         return ErrorCode.GROUP_AUTHORIZATION_FAILED
-    if resource_type in (BROKER, BROKER_LOGGER):
+    if resource_type in (BROKER, BROKER_LOGGER, CLIENT_METRICS):
         if ctx.authorize(operation, ResourceType.CLUSTER, "kafka-cluster"):
             return None
         return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
