@@ -69,6 +69,14 @@ _d(
 _d("fetch.max.bytes", "int", 57671680, "Largest Fetch response the broker builds.", at_least(1024))
 _d("quota.window.num", "int", 11, "Samples kept for client quota rates.", at_least(1))
 _d("quota.window.size.seconds", "int", 1, "Length of each client quota sample.", at_least(1))
+_d("replication.quota.window.num", "int", 11, "Samples kept for replication quota rates.",
+   at_least(1))
+_d("replication.quota.window.size.seconds", "int", 1, "Length of each replication quota sample.",
+   at_least(1))
+_d("leader.replication.throttled.rate", "long", 2**63 - 1,
+   "Bytes/s leaders send to throttled follower replicas (dynamic).", at_least(0))
+_d("follower.replication.throttled.rate", "long", 2**63 - 1,
+   "Bytes/s followers fetch for throttled replicas (dynamic).", at_least(0))
 _d(
     "producer.id.expiration.ms",
     "int",
