@@ -44,10 +44,14 @@ CLEANER_KEYS = frozenset({
     "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size", "message.max.bytes",
     "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
 })
+# Kafka's DynamicConfig.Broker replication throttles (read live by the replication quotas)
+REPLICATION_THROTTLE_KEYS = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+})
 DYNAMIC_KEYS = frozenset(syn for syns in BROKER_SYNONYMS.values() for syn, _ in syns) | {
     name for name in ("compression.type", "min.insync.replicas",
                       "unclean.leader.election.enable") if name in BROKER_CONFIG_DEF.keys
-} | CLEANER_KEYS
+} | CLEANER_KEYS | REPLICATION_THROTTLE_KEYS
 
 
 class DynamicBrokerConfig:
