@@ -57,6 +57,8 @@ from .leader_endpoint import (
 if TYPE_CHECKING:
     from tidelog.storage.log_append import LogAppendInfo
 
+    from .quota import ReplicationQuotaManager
+
 log = logging.getLogger(__name__)
 
 _LOG_OVERHEAD = 12  # base offset (8) + batch length (4)
@@ -129,8 +131,10 @@ class ReplicaFetcher:
         settings: FetchSettings,
         *,
         on_high_watermark: Callable[[list[TopicPartition]], None] | None = None,
+        quota: ReplicationQuotaManager | None = None,
     ) -> None:
         self.name = name
+        self.quota = quota  # follower.replication.throttled.rate (replication/quota.py)
         self.leader = leader
         self.settings = settings
         self._lookup = partitions
@@ -268,7 +272,7 @@ class ReplicaFetcher:
             if not state.ready_for_fetch(now):
                 continue
             p = self._lookup(tp)
-            if p is None:
+            if p is None or self._throttled(tp, state):
                 continue
             request[tp] = FetchPartition(
                 topic_id=state.topic_id,
@@ -282,6 +286,11 @@ class ReplicaFetcher:
             await self._idle(self._idle_timeout(now))
             return
         await self._process_fetch(request)
+
+    def _throttled(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
+        """Kafka's shouldFollowerThrottle: not caught up, throttled, over the quota."""
+        in_sync = state.lag is not None and state.lag <= 0
+        return self.quota is not None and self.quota.should_throttle(tp, in_sync)
 
     def _idle_timeout(self, now: float) -> float:
         delays = [s.delayed_until - now for s in self._states.values() if s.delayed_until > now]
@@ -341,6 +350,8 @@ class ReplicaFetcher:
                     next_offset = info.last_offset + 1
                 last_epoch = p.latest_epoch()
                 self.bytes_fetched += len(records)
+                if self.quota is not None and self.quota.is_throttled(tp):
+                    self.quota.record(len(records))
             moved = p.update_follower_high_watermark(data.high_watermark, data.log_start_offset)
         except Exception:
             log.exception(

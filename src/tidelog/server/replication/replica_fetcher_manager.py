@@ -21,6 +21,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .fetcher import PartitionFetchState, PartitionLookup, ReplicaFetcher
 from .fetcher_manager import InitialFetchState, fetcher_id
 from .leader_endpoint import FetchSettings, LeaderEndPoint, RemoteLeaderEndPoint
+from .quota import ReplicationQuotaManager
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,10 @@ class ReplicaFetcherManager:
         security: ClientSecurity | None = None,
         endpoint_factory: EndpointFactory | None = None,
         on_high_watermark: Callable[[list[TopicPartition]], None] | None = None,
+        quota: ReplicationQuotaManager | None = None,
     ) -> None:
         self.settings = settings
+        self.quota = quota
         self.num_fetchers = num_fetchers
         self._partitions = partitions
         self._endpoints = endpoints
@@ -182,6 +185,7 @@ class ReplicaFetcherManager:
                 self._partitions,
                 self.settings,
                 on_high_watermark=self._on_high_watermark,
+                quota=self.quota,
             )
             self._fetchers[key] = fetcher
             self._addresses[key] = address

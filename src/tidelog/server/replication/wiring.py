@@ -22,10 +22,12 @@ from tidelog.util.topic_partition import TopicPartition
 from .alter_partition import AlterPartitionManager
 from .fetcher import PartitionLookup
 from .leader_endpoint import FetchSettings
+from .quota import ReplicationQuotas, replication_quotas
 from .replica_fetcher_manager import ReplicaFetcherManager
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
+    from tidelog.config.log_config import LogConfig
 
     from ..metadata.cache import MetadataCache
 
@@ -56,6 +58,7 @@ class Replication:
     alter_partition: AlterPartitionManager
     shrink_isr: Callable[[], None] | None = None
     isr_expiration_interval_ms: int = 15_000
+    quotas: ReplicationQuotas | None = None  # the replication throttles (quota.py)
     _isr_task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -92,8 +95,10 @@ def build_replication(
     *,
     shrink_isr: Callable[[], None] | None = None,
     on_high_watermark: Callable[[list[TopicPartition]], None] | None = None,
+    log_config: Callable[[TopicPartition], LogConfig | None] | None = None,
 ) -> Replication:
-    """The services, not started (call on the broker's event loop)."""
+    """The services, not started (call on the broker's event loop); ``log_config`` (a
+    hosted partition's) names the throttled replicas."""
     listener = config.inter_broker_listener_name
 
     def endpoint(broker_id: int) -> tuple[str, int] | None:
@@ -109,6 +114,16 @@ def build_replication(
         t = metadata_cache.image.topic(topic)
         return None if t is None else t.topic_id
 
+    def throttled(leader: bool) -> Callable[[TopicPartition], list[str] | None]:
+        def replicas(tp: TopicPartition) -> list[str] | None:
+            c = log_config(tp) if log_config is not None else None
+            if c is None:
+                return None
+            return c.leader_replication_throttled_replicas if leader else c.follower_replication_throttled_replicas
+
+        return replicas
+
+    quotas = replication_quotas(config.node_id, lambda: config.values, throttled(True), throttled(False))
     fetchers = ReplicaFetcherManager(
         fetch_settings(config),
         partitions,
@@ -117,6 +132,7 @@ def build_replication(
         broker_epoch=broker_epoch,
         security=security,
         on_high_watermark=on_high_watermark,
+        quota=quotas.follower,
     )
     alter = AlterPartitionManager(
         config.node_id,
@@ -128,4 +144,4 @@ def build_replication(
     )
     metadata_cache.add_listener(lambda _image: fetchers.retry_waiting())
     lag_ms = int(config.values["replica.lag.time.max.ms"])
-    return Replication(fetchers, alter, shrink_isr, max(1, lag_ms // 2))
+    return Replication(fetchers, alter, shrink_isr, max(1, lag_ms // 2), quotas)
