@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from tidelog.config.broker_config import BrokerConfig
+from tidelog.config.log_config import LogConfig
 from tidelog.metrics import RequestMetrics
 from tidelog.metrics.loop_lag import monitor_loop_lag
 from tidelog.storage.errors import RecordValidationError
@@ -26,6 +27,7 @@ from .fetch_session import FetchSessionCache
 from .group.coordinator import GroupCoordinator
 from .group.share.wiring import start_share_coordinator, stop_share_coordinator
 from .group.wiring import start_group_coordinator, stop_group_coordinator
+from .log_dir_events import LogDirFailureNotifier
 from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
 from .metadata.cache import MetadataCache
@@ -127,6 +129,7 @@ class Broker:
         self._txn_tasks: list[asyncio.Task[None]] = []
         # a cluster member's follower fetchers, AlterPartition sender, isr-expiration task
         self.replication: Replication | None = None
+        self.log_dir_notifier: LogDirFailureNotifier | None = None
 
     @property
     def node_id(self) -> int:
@@ -173,6 +176,9 @@ class Broker:
             # the listeners are bound (their real ports are registered): join the cluster
             self.cluster.cluster_id = self.replica_manager.cluster_id
             self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
+            # a failed log dir is announced to the controller (/log_dir_event_notification)
+            self.log_dir_notifier = LogDirFailureNotifier(
+                self.node_id, self.cluster.zk, self.replica_manager, asyncio.get_running_loop())
             await self.cluster.start()
         self._schedule_idle_check()
         self._loop_lag = asyncio.ensure_future(monitor_loop_lag())
@@ -322,9 +328,13 @@ class Broker:
 
     def _start_replication(self, cluster: ClusterNode) -> None:
         rm = self.replica_manager
+        def log_config(tp: TopicPartition) -> LogConfig | None:
+            p = rm.partitions.get(tp)
+            return None if p is None else p.log.config
+
         self.replication = build_replication(
             self.config, self.metadata_cache, rm.partitions.get, lambda: cluster.broker_epoch,
-            cluster.security,
+            cluster.security, log_config=log_config,
         )  # fmt: skip
         rm.fetcher_manager = self.replication.fetcher_manager
         rm.set_alter_partition_sender(self.replication.alter_partition)
@@ -339,6 +349,9 @@ class Broker:
         if self.replication is not None:
             await self.replication.stop()
             self.replication = None
+        if self.log_dir_notifier is not None:
+            self.log_dir_notifier.stop()
+            self.log_dir_notifier = None
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
