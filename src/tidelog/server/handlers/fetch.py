@@ -20,6 +20,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import FetchPartitionData, encode_fetch_response
 from tidelog.protocol.kio_util import ms
 from tidelog.storage.log_read import FetchIsolation
+from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..errors import to_error
@@ -102,13 +103,16 @@ def _read_partition(
                 else:
                     out.diverging_epoch = diverging
                 return out
-        info = lg.read(cp.fetch_offset, max_bytes, isolation, min_one)
-        # Kafka (fetch v3+) sends nothing rather than a cut batch: a client can't decode the
-        # piece, and the partition gets its whole batch once it comes first in a later fetch.
-        out.records = b"" if info.first_entry_incomplete else slice_records(info.records)
-        aborted = getattr(info, "aborted_transactions", None)
-        if aborted:
-            out.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
+        if fetcher.follower and _leader_throttled(ctx, tp, fetcher.replica_id in partition.state.isr):
+            out.records = b""  # a throttled replica outside the ISR gets nothing for now
+        else:
+            info = lg.read(cp.fetch_offset, max_bytes, isolation, min_one)
+            # Kafka (fetch v3+) sends nothing rather than a cut batch: a client can't decode
+            # the piece, and the partition gets its whole batch once it comes first later.
+            out.records = b"" if info.first_entry_incomplete else slice_records(info.records)
+            aborted = getattr(info, "aborted_transactions", None)
+            if aborted:
+                out.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
         if fetcher.follower:
             rm.update_follower_fetch_state(partition, fetcher.replica_id, cp.fetch_offset,
                                            cp.fetcher_log_start_offset, fetcher.broker_epoch,
@@ -119,6 +123,21 @@ def _read_partition(
         out.error_code, _ = to_error(exc)
         out.records = b""
     return out
+
+
+def _leader_throttled(ctx: RequestContext, tp: TopicPartition, in_sync: bool) -> bool:
+    """Kafka's shouldLeaderThrottle (leader.replication.throttled.*: replication/quota.py)."""
+    replication = ctx.broker.replication
+    quotas = replication.quotas if replication is not None else None
+    return quotas is not None and quotas.leader.should_throttle(tp, in_sync)
+
+
+def _record_leader_throttled(ctx: RequestContext, read: Read) -> None:
+    """The bytes sent for throttled partitions count against the leader's rate."""
+    replication = ctx.broker.replication
+    quotas = replication.quotas if replication is not None else None
+    if quotas is not None:
+        quotas.leader.record(sum(_nbytes(d.records) for k, d in read if quotas.leader.is_throttled(k.tp)))
 
 
 def _diverging_epoch(lg: Any, cp: CachedPartition) -> tuple[int, int] | None:
@@ -217,6 +236,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             ctx.correlation_id, ctx.api_version, [], error_code=plan.error, session_id=0
         )
     read = await _long_poll(ctx, request, plan, isolation, fetcher)
+    if fetcher.follower:
+        _record_leader_throttled(ctx, read)
     try:
         topics = _shape(plan, read, plan.by_id)
     except BaseException:
