@@ -197,6 +197,13 @@ class BrokerCollector(Collector):
                     "ReplicaFetcherManager MaxLag (clientId=Replica): messages the most "
                     "lagging followed partition is behind its leader's high watermark",
                     lag)  # fmt: skip
+        quotas = replication.quotas if replication is not None else None
+        for side, quota in (("leader", quotas.leader if quotas else None),
+                            ("follower", quotas.follower if quotas else None)):  # fmt: skip
+            yield gauge(f"kafka_server_{side}replication_byte_rate",
+                        f"{side.capitalize()}Replication byte-rate: bytes/s of throttled "
+                        "replicas (replication.quota.window.num samples)",
+                        quota.byte_rate() if quota is not None else 0.0)  # fmt: skip
         yield gauge("kafka_server_replicamanager_offlinereplicacount",
                     "ReplicaManager OfflineReplicaCount", len(offline_parts))  # fmt: skip
         # one broker is its own controller; in a cluster only the active one counts (Kafka)
