@@ -21,6 +21,7 @@ from . import admin, state
 from .client_metrics import ClientMetricsCollector
 from .collector import BrokerCollector
 from .console import Console
+from .group_metrics import GroupCollector
 from .lag import LagHistory
 from .templates import environment
 from .throughput import ThroughputHistory
@@ -51,6 +52,7 @@ class HttpListener:
         ProcessCollector(registry=self.registry)
         self.registry.register(BrokerCollector(broker))
         self.registry.register(ClientMetricsCollector(broker))
+        self.registry.register(GroupCollector(broker))
         self.env = environment()
         self.console = Console(self)
         self._runner: web.AppRunner | None = None

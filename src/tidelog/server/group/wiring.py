@@ -37,16 +37,19 @@ LOAD_BATCHES_PER_TURN = 64
 
 class LoopScheduler:
     """The ``Scheduler`` protocol on an asyncio loop: tasks run on the loop's thread, so the
-    coordinator needs no locks."""
+    coordinator needs no locks. With a clock, a task's ``next_ms`` is when it is first due
+    (a share-partition's acquisition lock tells its age by it)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, clock: Clock | None = None) -> None:
         self.loop = loop
+        self.clock = clock
         self.stopped = False
 
     def schedule(
         self, name: str, fn: TaskFn, delay_ms: int = 0, period_ms: int | None = None
     ) -> ScheduledTask:
-        task = ScheduledTask(name, fn, 0, period_ms)
+        due = self.clock.milliseconds() + max(delay_ms, 0) if self.clock is not None else 0
+        task = ScheduledTask(name, fn, due, period_ms)
         if self.stopped:
             task.cancel()
             return task
@@ -89,7 +92,7 @@ def start_group_coordinator(
     coord = GroupCoordinator(
         config,
         clock=clock,
-        scheduler=LoopScheduler(loop),
+        scheduler=LoopScheduler(loop, clock),
         store=LogOffsetsStore(replica_manager, config),
         node_id=broker_config.node_id,
     )
