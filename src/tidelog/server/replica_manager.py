@@ -266,6 +266,8 @@ class ReplicaManager(ReplicaTopics):
 
     def _accept_state(self, tp: TopicPartition, state: LeaderAndIsrPartitionState,
                       topic_id: uuid.UUID | None) -> tuple[ErrorCode, Partition | None]:
+        if self.logs.offline_partition_dir(tp) is not None:  # Kafka's HostedPartition.Offline
+            return ErrorCode.KAFKA_STORAGE_ERROR, None
         partition = self.partitions.get(tp)
         if partition is None:
             try:

@@ -115,6 +115,8 @@ class ControllerContext:
     topics_to_be_deleted: set[str] = field(default_factory=set)
     # replicas whose StopReplica(delete) has not been acknowledged yet, per topic
     replicas_to_delete: dict[str, set[tuple[TopicPartition, int]]] = field(default_factory=dict)
+    # per live broker, its replicas on failed log dirs (log_dir_events.py)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def live_broker_ids(self) -> set[int]:
         return set(self.live_brokers)
@@ -145,9 +147,12 @@ class ControllerContext:
     def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
         return sorted(tp for tp, s in self.leadership.items() if s.leader == broker_id)
 
+    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        """Kafka's isReplicaOnline: a live broker, and not a replica on a failed log dir."""
+        return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(broker_id, ())
+
     def offline_replicas(self, tp: TopicPartition) -> tuple[int, ...]:
-        live = self.live_broker_ids()
-        return tuple(b for b in self.replicas(tp) if b not in live)
+        return tuple(b for b in self.replicas(tp) if not self.is_replica_online(b, tp))
 
     def remove_topic(self, topic: str) -> None:
         self.topic_ids.pop(topic, None)

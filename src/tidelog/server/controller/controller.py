@@ -32,6 +32,7 @@ from .context import (
     RequestBatch,
 )
 from .deletion import TopicDeletionManager
+from .log_dir_events import LogDirEventManager
 from .partitions import PartitionStateMachine
 from .reassignment import ReassignmentManager
 
@@ -71,6 +72,7 @@ class KafkaController:
         self.partitions = PartitionStateMachine(zk, self.context, self._unclean_enabled)
         self.deletion = TopicDeletionManager(self)
         self.reassignment = ReassignmentManager(self)
+        self.log_dir_events = LogDirEventManager(self)
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
@@ -208,6 +210,7 @@ class KafkaController:
         await self.deletion.on_deletion_request()  # deletions asked before this controller
         await self.reassignment.on_failover()
         await self._preferred_election_znode()
+        await self.log_dir_events.on_notification()  # failed log dirs, also those told before
         if self.config.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.create_task(self._rebalance_timer())
 
@@ -263,6 +266,7 @@ class KafkaController:
         for b in broker_ids:
             ctx.live_brokers.pop(b, None)
             ctx.shutting_down_broker_ids.discard(b)
+            ctx.replicas_on_offline_dirs.pop(b, None)  # a broker back has its dirs back
             if self.channel is not None:
                 self.channel.remove_broker(b)
         batch = self.batch()

@@ -502,6 +502,31 @@ class KafkaZkClient:
             if err is not None and not isinstance(err, NoNodeError):
                 raise err
 
+    def propagate_log_dir_event(self, broker_id: int) -> str:
+        """A log dir of this broker failed: ``/log_dir_event_notification/log_dir_event_<seq>``
+        for the controller (Kafka's propagateLogDirEvent); the znode's path."""
+        return str(self.zk.create(
+            f"{z.LOG_DIR_EVENT_NOTIFICATION_PATH}/{z.LOG_DIR_EVENT_PREFIX}",
+            z.encode_log_dir_event(broker_id), sequence=True, makepath=True,
+        ))  # fmt: skip
+
+    def get_log_dir_event_notifications(self, watch: Watch | None = None) -> dict[str, int]:
+        """Each notification's name and the broker whose log dir failed."""
+        out = {}
+        for child in self.get_children(z.LOG_DIR_EVENT_NOTIFICATION_PATH, watch):
+            data, _ = self.get_data(f"{z.LOG_DIR_EVENT_NOTIFICATION_PATH}/{child}")
+            broker = z.decode_log_dir_event(data)
+            if broker is not None:
+                out[child] = broker
+        return out
+
+    def delete_log_dir_event_notifications(self, names: Iterable[str], epoch_zk_version: int) -> None:
+        for name in names:
+            path = f"{z.LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}"
+            err = _first_error(self._checked(epoch_zk_version, ("delete", path, None, -1)))
+            if err is not None and not isinstance(err, NoNodeError):
+                raise err
+
     # --- ACLs ------------------------------------------------------------------------------------
 
     def get_versioned_acls(self, path: str) -> tuple[list[z.ZkAclEntry], int]:
