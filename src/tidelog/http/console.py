@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import struct
 from typing import Any
 
 from aiohttp import web
@@ -12,6 +11,7 @@ from tidelog.records import iter_batches
 from tidelog.util.topic_partition import TopicPartition
 
 from . import state
+from .group_views import CLASSIC, group_views, share_partition_views
 from .svg import line_chart, segment_picture
 
 MAX_BROWSE = 500
@@ -161,34 +161,42 @@ class Console:
 
     # -- groups -------------------------------------------------------------------------------
     async def groups(self, request: web.Request) -> web.Response:
-        return self.render("groups", "Consumer groups", groups=self._group_rows())
+        return self.render("groups", "Groups", groups=self._group_rows())
 
     def _group_rows(self) -> list[dict[str, Any]]:
+        """Every group of every type (classic, consumer, share), with its committed lag."""
         lags: dict[str, int] = {}
         for pl in state.group_lags(self.broker, time_lag=False):
             lags[pl.group] = lags.get(pl.group, 0) + pl.lag
+        in_flight: dict[str, int] = {}
+        for sp in share_partition_views(self.broker):
+            in_flight[sp.group_id] = in_flight.get(sp.group_id, 0) + sp.in_flight
         return [
-            {"id": gid, "state": g.state.value, "protocol": g.protocol_name or "",
-             "members": len(g.members), "lag": lags.get(gid, 0)}
-            for gid, g in sorted(state.groups(self.broker).items())
+            {"id": v.group_id, "type": v.type, "state": v.state, "protocol": v.protocol,
+             "members": len(v.members), "lag": lags.get(v.group_id, 0),
+             "in_flight": in_flight.get(v.group_id)}
+            for v in group_views(self.broker)
         ]  # fmt: skip
 
     async def group(self, request: web.Request, **extra: Any) -> web.Response:
         gid = request.match_info["group"]
-        g = state.groups(self.broker).get(gid)
-        if g is None:
+        view = next((v for v in group_views(self.broker) if v.group_id == gid), None)
+        if view is None:
             raise web.HTTPNotFound(text=f"no group {gid!r}")
-        history = self.listener.lag_history
-        history.sample()
-        chart = line_chart(history.series(gid), window_ms=history.history_ms)
+        chart = ""
+        if view.type == CLASSIC:
+            history = self.listener.lag_history
+            history.sample()
+            chart = line_chart(history.series(gid), window_ms=history.history_ms)
         members = [
             {"member_id": m.member_id, "client_id": m.client_id, "client_host": m.client_host,
-             "assignment": describe_assignment(m.assignment)}
-            for m in g.members.values()
+             "partitions": len(m.partitions), "assignment": m.assignment}
+            for m in view.members
         ]  # fmt: skip
-        return self.render("group", f"Group {gid}", group_id=gid, state=g.state.value,
-                           protocol=g.protocol_name or "", generation=g.generation_id,
+        return self.render("group", f"Group {gid}", group_id=gid, type=view.type,
+                           state=view.state, protocol=view.protocol, generation=view.epoch,
                            members=members, lags=state.group_lags(self.broker, gid),
+                           share_partitions=share_partition_views(self.broker, gid),
                            chart=chart, **extra)  # fmt: skip
 
     # -- cleaner ------------------------------------------------------------------------------
@@ -268,27 +276,6 @@ def read_records(lg: Any, offset: int, limit: int, fmt: str) -> tuple[list[dict[
         pos = next_pos
     last = out[-1]["offset"] + 1 if out else None
     return out, (last if last is not None and last < hw else None)
-
-
-def describe_assignment(data: bytes) -> str:
-    """A ConsumerProtocolAssignment as ``topic: partitions``; other protocols: a size."""
-    try:
-        pos = 2
-        (count,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        parts = []
-        for _ in range(max(count, 0)):
-            (n,) = struct.unpack_from(">h", data, pos)
-            topic = data[pos + 2 : pos + 2 + n].decode("utf-8")
-            pos += 2 + n
-            (k,) = struct.unpack_from(">i", data, pos)
-            pos += 4
-            ps = struct.unpack_from(f">{max(k, 0)}i", data, pos)
-            pos += 4 * max(k, 0)
-            parts.append(f"{topic}: {', '.join(map(str, ps))}")
-        return "; ".join(parts) or "(nothing)"
-    except (struct.error, UnicodeDecodeError):
-        return f"{len(data)} bytes"
 
 
 def _log_dirs(broker: Any, offline: dict[str, str]) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ padding:4px 10px;text-align:left;font-size:14px}th{background:#f1f5f9}
 word-break:break-all;margin:0}#messages td:nth-child(2){white-space:nowrap}form{margin:8px 0}.note{color:#475569;font-size:13px}
 </style></head><body>
 <header><b>tidelog</b><a href="/">Overview</a><a href="/topics">Topics</a>
-<a href="/groups">Consumer groups</a><a href="/cleaner">Cleaner</a><a href="/metrics">Metrics</a>
+<a href="/groups">Groups</a><a href="/cleaner">Cleaner</a><a href="/metrics">Metrics</a>
 </header>{% if degraded %}<div id="degraded-banner" class="banner">Degraded: produce requests
 are refused (NOT_ENOUGH_REPLICAS, retriable) for partitions in {% for path, d in degraded.items()
 %}{{ path }} ({{ d.free_bytes|human }} free, floor {{ d.min_free_bytes|human }}){{ ", " if not
@@ -49,7 +49,7 @@ OVERVIEW = """{% extends "base" %}{% block body %}
 <td class="num">{{ t.partitions }}</td><td class="num">{{ t.size|human }}</td>
 <td class="num">{{ t.bytes_in|human }}</td><td class="num">{{ t.bytes_out|human }}</td></tr>
 {% endfor %}</table>
-<h2>Consumer groups</h2><table id="overview-groups"><tr><th>group</th><th>state</th>
+<h2>Groups</h2><table id="overview-groups"><tr><th>group</th><th>state</th>
 <th class="num">members</th><th class="num">lag</th></tr>{% for g in group_rows %}
 <tr><td><a href="/groups/{{ g.id|urlq }}">{{ g.id }}</a></td><td>{{ g.state }}</td>
 <td class="num">{{ g.members }}</td><td class="num {{ 'bad' if g.lag else '' }}">{{ g.lag }}</td></tr>
@@ -128,23 +128,35 @@ MESSAGES = """{% extends "base" %}{% block body %}
 
 GROUPS = """{% extends "base" %}{% block body %}
 <table id="groups"><tr><th>group</th><th>state</th><th>protocol</th><th class="num">members</th>
-<th class="num">lag</th></tr>{% for g in groups %}
+<th class="num">lag</th><th>type</th><th class="num">in flight</th></tr>{% for g in groups %}
 <tr><td><a href="/groups/{{ g.id|urlq }}">{{ g.id }}</a></td><td>{{ g.state }}</td><td>{{ g.protocol }}</td>
-<td class="num">{{ g.members }}</td><td class="num">{{ g.lag }}</td></tr>{% endfor %}</table>
+<td class="num">{{ g.members }}</td><td class="num">{{ g.lag }}</td><td>{{ g.type }}</td>
+<td class="num">{{ g.in_flight if g.in_flight is not none else "" }}</td></tr>{% endfor %}</table>
 {% endblock %}"""
 
 GROUP = """{% extends "base" %}{% block body %}
-<p>state <b id="group-state">{{ state }}</b> · protocol {{ protocol }} · generation {{ generation }}</p>
-<h2>Lag over the last minutes</h2>{{ chart|safe }}
-<h2>Members</h2><table id="members"><tr><th>member</th><th>client</th><th>host</th><th>assignment</th></tr>
+<p>type <b id="group-type">{{ type }}</b> · state <b id="group-state">{{ state }}</b> · protocol {{ protocol }}
+· {{ "generation" if type == "classic" else "group epoch" }} {{ generation }}</p>
+{% if chart %}<h2>Lag over the last minutes</h2>{{ chart|safe }}{% endif %}
+<h2>Members</h2><table id="members"><tr><th>member</th><th>client</th><th>host</th><th>assignment</th>
+<th class="num">partitions</th></tr>
 {% for m in members %}<tr><td>{{ m.member_id }}</td><td>{{ m.client_id }}</td><td>{{ m.client_host }}</td>
-<td>{{ m.assignment }}</td></tr>{% endfor %}</table>
+<td>{{ m.assignment }}</td><td class="num">{{ m.partitions }}</td></tr>{% endfor %}</table>
+{% if type == "share" %}<h2>Share-partitions</h2><table id="share-partitions"><tr><th>partition</th>
+<th class="num">start (SPSO)</th><th class="num">end (SPEO)</th><th class="num">in flight</th>
+<th class="num">acquired</th><th class="num">available</th><th class="num">acknowledged</th>
+<th class="num">archived</th><th class="num">oldest lock</th></tr>
+{% for sp in share_partitions %}<tr><td>{{ sp.topic }}-{{ sp.partition }}</td><td class="num">{{ sp.start_offset }}</td>
+<td class="num">{{ sp.end_offset }}</td><td class="num">{{ sp.in_flight }}</td><td class="num">{{ sp.acquired }}</td>
+<td class="num">{{ sp.available }}</td><td class="num">{{ sp.acknowledged }}</td><td class="num">{{ sp.archived }}</td>
+<td class="num">{{ (sp.oldest_lock_age_ms / 1000)|round(1) }} s of {{ (sp.lock_duration_ms / 1000)|round(1) }} s</td></tr>{% endfor %}
+</table>{% else %}
 <h2>Offsets and lag</h2><table id="lag"><tr><th>partition</th><th class="num">committed</th>
 <th class="num">end (HW)</th><th class="num">lag</th><th class="num">time lag</th></tr>
 {% for l in lags %}<tr><td>{{ l.topic }}-{{ l.partition }}</td><td class="num">{{ l.committed }}</td>
 <td class="num">{{ l.end_offset }}</td><td class="num">{{ l.lag }}</td><td class="num">{{ (l.lag_ms / 1000)|round(1) }} s</td></tr>{% endfor %}
-</table>
-{% if admin %}<h2>Reset offsets</h2><form method="post" action="/groups/{{ group_id|urlq }}/reset-offsets">
+</table>{% endif %}
+{% if admin and type == "classic" %}<h2>Reset offsets</h2><form method="post" action="/groups/{{ group_id|urlq }}/reset-offsets">
 <input type="hidden" name="csrf" value="{{ csrf }}"><input name="topic" placeholder="topic" required>
 <select name="to"><option>earliest</option><option>latest</option><option>offset</option><option>timestamp</option></select>
 <input name="value" placeholder="offset / timestamp" size="14">
