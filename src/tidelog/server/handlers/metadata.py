@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from tidelog.protocol.codec import response_class
@@ -48,11 +49,12 @@ def _topic(
     name: str | None,
     err: int = 0,
     tid: uuid.UUID | None = None,
+    live: Collection[int] = (),
 ) -> Any:
     pcls = nested(cls, "partitions")
     parts: tuple[Any, ...] = ()
     if topic is not None:
-        parts = tuple(_partition(pcls, p, reg) for p, reg in sorted(topic.partitions.items()))
+        parts = tuple(_partition(pcls, p, reg, live) for p, reg in sorted(topic.partitions.items()))
     return make(
         cls,
         error_code=err,
@@ -70,14 +72,16 @@ def _with_operations(ctx: RequestContext, topic: Any) -> Any:
     return dataclasses.replace(topic, topic_authorized_operations=ops)
 
 
-def _partition(pcls: Any, p: int, reg: PartitionRegistration) -> Any:
-    """A partition without a leader answers LEADER_NOT_AVAILABLE, its replicas as
-    registered (Kafka's MetadataCache)."""
+def _partition(pcls: Any, p: int, reg: PartitionRegistration, live: Collection[int]) -> Any:
+    """A partition without a leader, or whose leader is not a live broker in the image,
+    answers LEADER_NOT_AVAILABLE and leader -1, its replicas as registered (Kafka's
+    ZkMetadataCache.getPartitionMetadata)."""
+    leader = reg.leader if reg.leader in live else NO_LEADER
     return make(
         pcls,
-        error_code=0 if reg.leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE,
+        error_code=0 if leader != NO_LEADER else ErrorCode.LEADER_NOT_AVAILABLE,
         partition_index=p,
-        leader_id=reg.leader,
+        leader_id=leader,
         leader_epoch=reg.leader_epoch,
         replica_nodes=reg.replicas,
         isr_nodes=reg.isr,
@@ -111,7 +115,7 @@ async def _named_topic(ctx: RequestContext, image: MetadataImage, tcls: Any,
             return _topic(tcls, None, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if topic is None:
         return _topic(tcls, None, name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return _topic(tcls, topic, topic.name)
+    return _topic(tcls, topic, topic.name, live=image.brokers)
 
 
 def _brokers(ctx: RequestContext, image: MetadataImage, bcls: Any) -> tuple[Any, ...]:
@@ -135,7 +139,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     topics: list[Any] = []
     if all_topics:
         topics = [
-            _topic(tcls, t, t.name)
+            _topic(tcls, t, t.name, live=image.brokers)
             for t in image.topics.values()
             # Kafka leaves out the topics the principal may not DESCRIBE
             if ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
