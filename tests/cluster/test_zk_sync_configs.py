@@ -20,6 +20,7 @@ from confluent_kafka.admin import (
 )
 
 from tidelog.client.aio import AsyncBrokerConnection
+from tidelog.server.metadata.zk_client import KafkaZkClient
 from tidelog.testing import EmbeddedCluster
 
 DEADLINE_S = 20
@@ -168,3 +169,28 @@ def test_a_quota_set_through_one_broker_throttles_on_another(tidelog_cluster: Em
     assert zk.exists("/config/clients/slow") is None
     _wait(lambda: (("client-id", "slow"),) not in _described(cluster.brokers[2].port), "removed")
     assert _throttled(cluster, "slow", "q") == 0
+
+
+def test_config_change_notifications_past_their_expiry_are_purged(zookeeper_connect: str) -> None:
+    zk = KafkaZkClient(zookeeper_connect)
+    zk.start()
+    try:
+        root = "/config/changes"
+
+        def ctimes() -> dict[str, int]:
+            return {c: int(zk.zk.exists(f"{root}/{c}").ctime) for c in zk.get_children(root)}
+
+        deadline = time.monotonic() + 10
+        zk.create_config_change_notification("topics/a")
+        while len(set(ctimes().values())) < 2:  # until one is created a millisecond later
+            assert time.monotonic() < deadline
+            zk.create_config_change_notification("topics/b")
+        made = ctimes()
+        first, last = min(made.values()), max(made.values())
+        zk.purge_obsolete_notifications(root, made, expiration_ms=10**9)
+        assert ctimes() == made  # none expired
+        zk.purge_obsolete_notifications(root, made, expiration_ms=last - first - 1, now_ms=last)
+        assert ctimes() == {c: t for c, t in made.items() if last - t <= last - first - 1}
+        assert min(made, key=made.__getitem__) not in ctimes() and ctimes()
+    finally:
+        zk.close()

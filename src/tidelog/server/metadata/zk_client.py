@@ -10,6 +10,7 @@ deposed controller writes nothing (``ControllerMovedError``).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -435,6 +436,23 @@ class KafkaZkClient:
             sequence=True,
             makepath=True,
         )
+
+    def purge_obsolete_notifications(self, root: str, names: Iterable[str], expiration_ms: int,
+                                     now_ms: float | None = None) -> None:  # fmt: skip
+        """ZkNodeChangeNotificationListener.purgeObsoleteNotifications: delete the
+        notifications created (znode ctime) more than ``expiration_ms`` before now."""
+        if now_ms is None:
+            now_ms = time.time() * 1000
+        for name in sorted(names):
+            _, stat = self.get_data(f"{root}/{name}")
+            if stat is None:
+                continue
+            if now_ms - int(stat.ctime) <= expiration_ms:
+                break  # sorted by sequence: the rest are newer
+            try:
+                self.zk.delete(f"{root}/{name}")
+            except NoNodeError:
+                pass
 
     # --- producer ids --------------------------------------------------------------------------
 

@@ -6,6 +6,9 @@ entity_type and entity_name) once, and hands the entity's name to the handler of
 quotas). Watches fire on kazoo's thread: a handler reads ZooKeeper there and hands what must
 touch the broker to its loop.
 
+Notifications older than 15 minutes are deleted once newer ones were read (Kafka's
+purgeObsoleteNotifications), so ``/config/changes`` does not grow without end.
+
 A watch is one-shot and a session expiry takes every watch with it: ``load`` re-arms it and
 asks every handler to read its entities whole (changes announced while the session was gone
 are not missed).
@@ -25,6 +28,8 @@ from . import zk_data as z
 from .zk_client import KafkaZkClient
 
 log = logging.getLogger(__name__)
+
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkConfigManager changeExpirationMs
 
 
 @dataclass(frozen=True)
@@ -82,3 +87,5 @@ class ConfigChangeListener:
                         raise
                     except Exception:
                         log.exception("applying the change of %s/%s failed", entity_type, name)
+        if new:
+            self.zk.purge_obsolete_notifications(z.CONFIG_CHANGES_PATH, changes, CHANGE_EXPIRATION_MS)
