@@ -410,6 +410,7 @@ class KafkaController:
             batch = self.batch()
             batch.add_update_metadata(ctx.live_or_shutting_down(), tps)
             self.send(batch)
+            await self.reassignment.on_isr_change(tps)
         await self.call(self.zk.delete_isr_change_notifications, list(notices), ctx.epoch_zk_version)
 
     # --- preferred leaders ----------------------------------------------------------------------
@@ -531,7 +532,9 @@ class KafkaController:
     # --- sending --------------------------------------------------------------------------------
 
     def batch(self) -> RequestBatch:
-        return RequestBatch(self.broker_id, self.context)
+        batch = RequestBatch(self.broker_id, self.context)
+        batch.leader_and_isr_callback = None  # XX Kafka's LeaderAndIsrResponseReceived
+        return batch
 
     def send(self, batch: RequestBatch) -> None:
         if self.channel is not None:
