@@ -532,9 +532,7 @@ class KafkaController:
     # --- sending --------------------------------------------------------------------------------
 
     def batch(self) -> RequestBatch:
-        batch = RequestBatch(self.broker_id, self.context)
-        batch.leader_and_isr_callback = None  # XX Kafka's LeaderAndIsrResponseReceived
-        return batch
+        return RequestBatch(self.broker_id, self.context)
 
     def send(self, batch: RequestBatch) -> None:
         if self.channel is not None:
