@@ -130,6 +130,9 @@ class KafkaConnection(asyncio.Protocol):
         self.state = ConnectionState()  # what this connection's requests share
         self.last_active = 0.0
         self._tasks: set[asyncio.Task[Any]] = set()
+        # the last Produce: a later request of another API waits for it, as behind Kafka's
+        # muted channel (it sees what the produce wrote; its bytes may be written off the loop)
+        self._last_produce: asyncio.Task[Any] | None = None
         self.faults: FaultPlan | None = plan_for(broker)  # faults on demand (tests only)
         self.number = next(_NUMBERS)  # unique in the process, unlike id() of a closed one
 
@@ -322,6 +325,9 @@ class KafkaConnection(asyncio.Protocol):
         timing: RequestTiming | None = None,
     ) -> None:
         handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
+        produce = ctx.header.api_key == 0
+        if not produce and self._last_produce is not None and not self._last_produce.done():
+            handle = _after(self._last_produce, handle)
         if timing is None:
             task = asyncio.ensure_future(handle(ctx, request))
         else:
@@ -330,6 +336,8 @@ class KafkaConnection(asyncio.Protocol):
                 record = self.request_metrics.record_no_response
                 task.add_done_callback(lambda _t: record(timing))
         self._tasks.add(task)
+        if produce:
+            self._last_produce = task
         task.add_done_callback(lambda t: self._done(t, slot, ctx, request))
 
     def _done(
@@ -474,3 +482,13 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.close()
             else:
                 self.transport.abort()
+
+
+def _after(first: asyncio.Task[Any], handle: Handler) -> Handler:
+    """``handle`` once ``first`` ended (whatever its outcome: that is its own response's)."""
+
+    async def run(ctx: RequestContext, request: Any) -> Any:
+        await asyncio.wait([first])
+        return await handle(ctx, request)
+
+    return run
