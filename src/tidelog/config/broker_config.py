@@ -377,6 +377,14 @@ _d("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between attempts.
 _d("controller.socket.timeout.ms", "int", 30000, "Controller to broker request timeout.", at_least(0))
 # replication (follower fetching and ISR management)
 _d("replica.lag.time.max.ms", "long", 30000, "A follower behind this long leaves the ISR.", at_least(1))
+_d(
+    "tidelog.log.append.writer.enable",
+    "boolean",
+    True,
+    "Produce appends write their segment bytes on a writer thread per log dir (in order, "
+    "the log end offset moving once written) so the event loop keeps reading sockets; "
+    "false: written on the event loop.",
+)
 _d("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", at_least(1))
 _d("replica.fetch.max.bytes", "int", 1048576, "Bytes fetched per partition.", at_least(0))
 _d("replica.fetch.min.bytes", "int", 1, "Bytes a follower fetch waits for.", at_least(1))
