@@ -24,6 +24,7 @@ from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.log import Log
 from tidelog.storage.log_append import LogAppendInfo
+from tidelog.storage.log_writes import AppendWriters
 from tidelog.storage.manager import LogManager
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.clock import Clock
@@ -33,7 +34,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .cluster.partition import AlterPartitionSender, Partition
 from .cluster.partition_state import NO_EPOCH, LeaderAndIsrPartitionState
 from .errors import ApiError
-from .group_commit import GroupCommit, flush_due
+from .group_commit import GroupCommit, Waiter, flush_due
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.local_store import LocalMetadataStore, write_partition_metadata
@@ -47,6 +48,9 @@ PRODUCER_ID_BLOCK = 1000
 # Worker threads for heavy appends (compressed or large batches): with MAX_DECOMPRESSED_BATCH
 # (64 MiB) this bounds the decompressed bytes held by validation to 128 MiB at any time.
 HEAVY_APPEND_THREADS = 2
+# An append_async's outcome, on the loop once written: the error, or the group commit round
+# to wait for (None: nothing to flush)
+Written = tuple[BaseException | None, Waiter | None]
 __all__ = ["INTERNAL_TOPICS", "LeaderAndIsrResult", "ReplicaManager"]
 
 
@@ -110,6 +114,9 @@ class ReplicaManager(ReplicaTopics):
         self._pid_end = 0
         self._isr_expiration: asyncio.TimerHandle | None = None
         self.group_commit = GroupCommit(self._on_group_flushed)
+        # produce appends written off the loop, one writer thread per log dir (log_writes)
+        self.async_appends = bool(config.values["tidelog.log.append.writer.enable"])
+        self.append_writers = AppendWriters()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -141,6 +148,7 @@ class ReplicaManager(ReplicaTopics):
         if self._isr_expiration is not None:
             self._isr_expiration.cancel()
             self._isr_expiration = None
+        self.append_writers.stop()  # the writes queued end first: their flushes follow
         self.group_commit.shutdown()  # no fsync in flight may outlive the logs
         for pool in (self._heavy_pool, self._admin_pool):
             if pool is not None:
@@ -380,6 +388,51 @@ class ReplicaManager(ReplicaTopics):
             raise
         self._record_append(tp, records, info)
         return info
+
+    def append_async(self, tp: TopicPartition, records: bytes, *, required_acks: int = 1
+                     ) -> tuple[LogAppendInfo, asyncio.Future[Written]]:
+        """``append(group_commit=True)`` whose segment write runs on the log dir's writer
+        thread: the offsets are known on return; the future (on the loop, in append order)
+        says once the bytes are written, after the HW moved or the group commit took them
+        (wait on its waiter to answer)."""
+        loop = asyncio.get_running_loop()
+        written: asyncio.Future[Written] = loop.create_future()
+        partition: Partition | None = None
+        try:
+            partition = self.partition_or_error(tp)
+            partition.check_append(required_acks)
+            lg = partition.log
+            writer = self.append_writers.for_dir(lg.dir.parent)
+            done = self._on_written(loop, partition, written)
+            info = lg.append_as_leader_async(records, partition.leader_epoch, writer, done)
+        except Exception as exc:
+            if partition is not None:
+                self._report_io_error(partition.log, exc, f"appending to {tp}")
+            self._record_failed(tp)
+            raise
+        self._record_append(tp, records, info)
+        return info, written
+
+    def _on_written(self, loop: asyncio.AbstractEventLoop, partition: Partition,
+                    written: asyncio.Future[Written]) -> Callable[[BaseException | None], None]:
+        def done(error: BaseException | None) -> None:  # on the writer thread
+            try:
+                loop.call_soon_threadsafe(self._written, partition, written, error)
+            except RuntimeError:  # the loop is closed (the broker stopped): nobody waits
+                pass
+        return done
+
+    def _written(self, partition: Partition, written: asyncio.Future[Written],
+                 error: BaseException | None) -> None:
+        tp = partition.topic_partition
+        outcome: Written = (error, None)
+        if error is not None:
+            self._report_io_error(partition.log, error, f"appending to {tp}")
+        else:
+            self._after_write(partition, True)
+            outcome = (None, self.group_commit.waiter(tp))
+        if not written.done():
+            written.set_result(outcome)
 
     async def append_off_loop(self, tp: TopicPartition, records: bytes, *,
                               group_commit: bool = False,

@@ -21,7 +21,7 @@ from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
-from . import log_read, log_retention
+from . import log_read, log_retention, log_writes
 from .errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -36,10 +36,12 @@ from .loader import LogLoader, open_segment, rebuild_producer_state
 from .log_append import (
     AppendBatches,
     LogAppendInfo,
+    ProducerAnalysis,
     analyze_producer_state,
     duplicate_info,
 )
 from .log_read import FetchIsolation
+from .log_writes import AppendWriter, PendingWrites, WriteDone
 from .producer_state import ProducerStateManager
 from .segment import DELETED_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment, log_file
 from .segments import LogSegments
@@ -77,6 +79,7 @@ class Log:
         # free-space floor of this log's dir (free_space.py); None: no floor
         self.append_guard: Callable[[int, bool], None] | None = None
         self._closed = False
+        self._writes = PendingWrites()  # appends handed to the dir's writer (log_writes)
         try:
             self._tp: TopicPartition | None = parse_topic_partition_name(self._dir.name)
         except ValueError:
@@ -141,6 +144,16 @@ class Log:
         return self._end.message_offset
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def next_offset(self) -> int:
+        """Where the next append's offsets start: the LEO, or past the writes in flight."""
+        w = self._writes
+        return w.next_offset if w.count else self._end.message_offset
+
+    @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
         return self._end
 
@@ -193,6 +206,28 @@ class Log:
             return self._append(AppendBatches(res.records, [res.batch], info), origin,
                                 defer_flush)
 
+    def append_as_leader_async(self, records: bytes | bytearray | memoryview,
+                               leader_epoch: int, writer: AppendWriter, done: WriteDone,
+                               origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
+        """``append_as_leader`` whose segment write runs on ``writer`` (log_writes): offsets
+        and producer state are settled here, the log end offset moves once the bytes are
+        written, then ``done`` runs on the writer's thread (also for a duplicate or an append
+        written here, after the writes before it). The ``flush.messages`` fsync is the
+        caller's (the broker's group commit). Raises as ``append_as_leader``."""
+        if len(records) == 0:
+            info = self._empty_append_info()
+        else:
+            if self.append_guard is not None:
+                self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
+            with self._io("append-async"):
+                info, handed = log_writes.hand_over(self, records, leader_epoch, origin,
+                                                    writer, done)
+            if handed:
+                return info
+        w = self._writes
+        writer.submit(lambda: done(w.error))
+        return info
+
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append replicated batches keeping their offsets (must not go below the LEO)."""
         if len(records) == 0:
@@ -220,39 +255,50 @@ class Log:
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, log_start_offset=self._log_start_offset)
 
-    def _append(self, v: AppendBatches, origin: AppendOrigin,
-                defer_flush: bool = False) -> LogAppendInfo:
-        info = v.info
-        size = len(v.records)
+    def _check_size(self, size: int) -> None:
         if size > self._config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"Message batch size is {size} bytes in append to partition {self.name}, "
                 f"which exceeds the maximum configured segment size of "
                 f"{self._config.segment_bytes}.")
+
+    def _append(self, v: AppendBatches, origin: AppendOrigin,
+                defer_flush: bool = False) -> LogAppendInfo:
+        self._check_size(len(v.records))
         analysis = analyze_producer_state(self._producer_state, v.batches, origin)
         if analysis.duplicate is not None:
-            return duplicate_info(info, analysis.duplicate,
+            return duplicate_info(v.info, analysis.duplicate,
                                   log_append_time=self._config.log_append_time,
                                   log_start_offset=self._log_start_offset)
-        segment = self._maybe_roll(size, info)
+        return self._write_analyzed(v, analysis, defer_flush)
+
+    def _write_analyzed(self, v: AppendBatches, analysis: ProducerAnalysis,
+                        defer_flush: bool) -> LogAppendInfo:
+        info = v.info
+        segment = self._maybe_roll(len(v.records), info)
         segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
                        v.records)
         self._end = LogOffsetMetadata(info.last_offset + 1, segment.base_offset, segment.size)
+        self._settle_producer_state(analysis, info, v.batches, segment)
+        if not defer_flush and \
+                self.log_end_offset - self._recovery_point >= self._config.flush_messages:
+            self.flush()
+        return info
+
+    def _settle_producer_state(self, analysis: ProducerAnalysis, info: LogAppendInfo,
+                               batches: list[RecordBatch],
+                               segment: LogSegment | None = None) -> None:
         psm = self._producer_state
         for upd in analysis.updates.values():
             psm.update(upd)
         for c in analysis.completed:
             lso = psm.last_stable_offset(c)
-            if c.is_aborted:
+            if c.is_aborted and segment is not None:
                 segment.update_txn_index(AbortedTxn(c.producer_id, c.first_offset,
                                                     c.last_offset, lso))
             psm.complete_txn(c)
         psm.update_map_end_offset(info.last_offset + 1)
-        self._maybe_assign_epochs(v.batches)
-        if not defer_flush and \
-                self.log_end_offset - self._recovery_point >= self._config.flush_messages:
-            self.flush()
-        return info
+        self._maybe_assign_epochs(batches)
 
     def _maybe_assign_epochs(self, batches: list[RecordBatch]) -> None:
         cache = self.leader_epoch_cache
@@ -500,6 +546,7 @@ class Log:
     # -- producers -----------------------------------------------------------------------------
     def take_producer_snapshot(self) -> None:
         with self._lock:
+            self._writes.drain()
             self._producer_state.take_snapshot()
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
@@ -524,12 +571,14 @@ class Log:
     def close_handlers(self) -> None:
         """Close file descriptors without flushing (a simulated crash / offline dir)."""
         with self._lock:
+            self._writes.drain()
             self._segments.close_handlers()
             self._closed = True
 
     def delete(self) -> None:
         """Delete every file of this log and its directory."""
         with self._lock:
+            self._writes.drain()
             for seg in self._segments.values():
                 seg.delete()
             self._segments.clear()
@@ -545,6 +594,7 @@ class Log:
 
     def rename_dir(self, name: str) -> None:
         with self._lock:
+            self._writes.drain()
             new_dir = self._dir.parent / name
             os.rename(self._dir, new_dir)
             self._dir = new_dir
@@ -557,6 +607,8 @@ class Log:
     def _io(self, op: str) -> Iterator[None]:
         """Hold the lock; an OSError becomes KafkaStorageError naming the log dir (Kafka)."""
         with self._lock:
+            if op not in ("append-async", "flush"):
+                self._writes.drain()  # roll, truncation, retention...: after the writes queued
             try:
                 yield
             except OSError as e:
@@ -566,6 +618,7 @@ class Log:
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"The log for {self.name} is closed")
+        self._writes.check(self.name)
 
     def _schedule(self, name: str, fn: Any, delay_ms: int) -> None:
         if self.scheduler is None:

@@ -25,7 +25,7 @@ from ..errors import to_error
 from ..group_commit import Waiter
 from ..quota import QuotaType
 from ..quota.wiring import has_quota, throttle, wait_until_unmuted
-from ..replica_manager import INTERNAL_TOPICS
+from ..replica_manager import INTERNAL_TOPICS, Written
 from ..security import AclOperation, ResourceType
 from ..txn.verification import verify_transactional_produce
 
@@ -49,11 +49,13 @@ def is_heavy(records: bytes) -> bool:
 
 
 Replicated = dict[TopicPartition, tuple[ProducePartitionResult, int]]
+Writes = list[tuple[ProducePartitionResult, "asyncio.Future[Written]"]]
 
 
 async def _append(
     ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int,
     waits: list[tuple[ProducePartitionResult, Waiter]], replicated: Replicated,
+    writes: Writes,
 ) -> ProducePartitionResult:
     rm = ctx.broker.replica_manager
     result = ProducePartitionResult(tp.partition)
@@ -70,9 +72,12 @@ async def _append(
         return result
     try:
         _check_records(ctx, tp, records)
+        written = None
         if is_heavy(records):
             info = await rm.append_off_loop(tp, records, group_commit=True,
                                             required_acks=acks)
+        elif rm.async_appends:
+            info, written = rm.append_async(tp, records, required_acks=acks)
         else:
             info = rm.append(tp, records, group_commit=True, required_acks=acks)
     except RecordValidationError as exc:
@@ -92,10 +97,13 @@ async def _append(
     result.base_offset = info.first_offset
     result.log_append_time = info.log_append_time
     result.log_start_offset = info.log_start_offset
-    # taken before anything suspends: the round covering this append may start any turn now
-    waiter = rm.group_commit.waiter(tp)
-    if waiter is not None:
-        waits.append((result, waiter))
+    if written is not None:
+        writes.append((result, written))  # its group commit round is known once written
+    else:
+        # taken before anything suspends: the round covering this append may start any turn
+        waiter = rm.group_commit.waiter(tp)
+        if waiter is not None:
+            waits.append((result, waiter))
     if acks == -1 and info.last_offset >= 0:  # a duplicate waits for its original
         replicated[tp] = (result, info.last_offset + 1)
     return result
@@ -125,6 +133,19 @@ async def _wait_replicated(ctx: RequestContext, request: Any, replicated: Replic
             r = replicated[tp][0]
             r.error_code, r.error_message = error, None
             r.base_offset = r.log_append_time = r.log_start_offset = -1
+
+
+async def _wait_written(writes: Writes, waits: list[tuple[ProducePartitionResult, Waiter]]
+                        ) -> None:
+    """Appends written off the loop: a failed write fails its partition; the others join
+    the group commit round that took them."""
+    for p, fut in writes:
+        error, waiter = await fut
+        if error is not None:
+            p.error_code, p.error_message = to_error(error)
+            p.base_offset = p.log_append_time = p.log_start_offset = -1
+        elif waiter is not None:
+            waits.append((p, waiter))
 
 
 async def _wait_group_commit(waits: list[tuple[ProducePartitionResult, Waiter]]) -> None:
@@ -182,6 +203,7 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
     ids: list[uuid.UUID] = []
     waits: list[tuple[ProducePartitionResult, Waiter]] = []
     replicated: Replicated = {}
+    writes: Writes = []
     for t in request.topic_data:
         parts = []
         name, topic_id = _topic_of(ctx, t)
@@ -206,9 +228,10 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 parts.append(
                     await _append(ctx, TopicPartition(name, p.index), p.records, acks, waits,
-                                  replicated)
+                                  replicated, writes)
                 )
         topics.append((name, parts))
+    await _wait_written(writes, waits)
     await _wait_group_commit(waits)
     await _wait_replicated(ctx, request, replicated)
     # producer_byte_rate: the response carries the throttle and the connection mutes itself

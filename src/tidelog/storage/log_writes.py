@@ -1,0 +1,216 @@
+"""Segment appends off the caller's thread: a writer thread per log dir, in order.
+
+The caller (the broker's event loop) validates a batch, assigns its offsets and updates the
+producer state as before, then hands the bytes to the log dir's ``AppendWriter``; the thread
+writes them to the segment (file and indexes) and only then moves the log end offset, so
+readers, flushes and the high watermark never see a byte that is not written. Each log keeps
+its ``PendingWrites``: how many of its writes are queued, the offset after the last one
+handed over (where the next batch's offsets start) and their bytes (the roll check counts
+them). Anything else that changes the log's files (roll, truncation, retention, deletion,
+close) first waits for them (``drain``), under the log's lock so no new write is queued
+meanwhile. A failed write fails every later write of the log and every later append; the
+broker takes the log dir offline as for a synchronous write.
+
+One thread per dir keeps a log's writes in order (a log lives in one dir) and lets dirs on
+different disks write in parallel; ``done`` runs on the writer thread (the broker moves its
+completion to the loop).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import KafkaStorageError, StorageError
+from .log_append import AppendBatches, LogAppendInfo, analyze_producer_state, duplicate_info
+from .segment import LogOffsetMetadata, LogSegment
+from .validator import AppendOrigin, validate_and_assign_offsets
+
+if TYPE_CHECKING:
+    from .log import Log
+
+log = logging.getLogger(__name__)
+
+# Called on the writer thread once a write (or the no-op behind a duplicate or a synchronous
+# append) is done: None, or the error that failed it (already a KafkaStorageError).
+WriteDone = Callable[[BaseException | None], None]
+Task = Callable[[], None]
+
+
+class PendingWrites:
+    """One log's writes handed to its dir's writer and not done yet."""
+
+    __slots__ = ("_cond", "bytes", "count", "error", "next_offset")
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self.count = 0
+        self.next_offset = 0  # the offset after the last write handed over (count > 0)
+        self.bytes = 0  # bytes of the queued writes to the active segment
+        self.error: BaseException | None = None  # the first failed write's
+
+    def add(self, next_offset: int, size: int) -> None:
+        with self._cond:
+            self.count += 1
+            self.next_offset = next_offset
+            self.bytes += size
+
+    def finish(self, size: int, error: BaseException | None) -> None:
+        with self._cond:
+            self.count -= 1
+            self.bytes -= size
+            if error is not None and self.error is None:
+                self.error = error
+            if self.count == 0:
+                self._cond.notify_all()
+
+    def drain(self) -> None:
+        """Wait until no write of the log is queued or running."""
+        with self._cond:
+            while self.count:
+                self._cond.wait()
+
+    def check(self, name: str) -> None:
+        """Raise if an earlier write failed: the log's offsets and files disagree now."""
+        if self.error is not None:
+            raise KafkaStorageError(f"An earlier write to {name} failed: {self.error}")
+
+
+class AppendWriter:
+    """A thread running tasks in the order submitted (the segment writes of one log dir)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._queue: queue.SimpleQueue[Task | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def submit(self, task: Task) -> None:
+        with self._lock:
+            if self._stopped:
+                raise KafkaStorageError(f"The append writer of {self._name} is stopped")
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name=f"tidelog-append-{self._name}")
+                self._thread.start()
+        self._queue.put(task)
+
+    def stop(self) -> None:
+        """Run what was submitted, then end the thread (submits after this fail)."""
+        with self._lock:
+            self._stopped = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(None)
+            thread.join()
+
+    def _run(self) -> None:
+        while (task := self._queue.get()) is not None:
+            try:
+                task()
+            except Exception:  # a task reports its own errors; this keeps the thread alive
+                log.exception("append writer task of %s failed", self._name)
+
+
+class AppendWriters:
+    """The writer of each log dir, made on first use."""
+
+    def __init__(self) -> None:
+        self._writers: dict[Path, AppendWriter] = {}
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def for_dir(self, log_dir: Path) -> AppendWriter:
+        with self._lock:
+            w = self._writers.get(log_dir)
+            if w is None:
+                w = self._writers[log_dir] = AppendWriter(log_dir.name or str(log_dir))
+                if self._stopped:
+                    w.stop()  # the broker is stopping: its submits fail
+            return w
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            writers = list(self._writers.values())
+        for w in writers:
+            w.stop()
+
+
+def hand_over(lg: Log, records: bytes | bytearray | memoryview, leader_epoch: int,
+              origin: AppendOrigin, writer: AppendWriter, done: WriteDone
+              ) -> tuple[LogAppendInfo, bool]:
+    """Under the log's lock: validate at ``next_offset``, settle the producer state and hand
+    the write to ``writer``. Returns the answer and whether the write went to the writer
+    (not for a duplicate, nor for an append that rolls or completes a transaction: that one
+    is written here, after the writes in flight)."""
+    lg._check_open()
+    res = validate_and_assign_offsets(
+        records, lg.config, now_ms=lg.clock.milliseconds(), offset=lg.next_offset,
+        leader_epoch=leader_epoch, origin=origin, topic_partition=lg.name)
+    info = LogAppendInfo(
+        res.first_offset, res.last_offset, res.max_timestamp, res.offset_of_max_timestamp,
+        res.log_append_time, lg.log_start_offset, res.num_messages, res.batch.size_in_bytes)
+    v = AppendBatches(res.records, [res.batch], info)
+    size = len(v.records)
+    lg._check_size(size)
+    analysis = analyze_producer_state(lg.producer_state, v.batches, origin)
+    if analysis.duplicate is not None:
+        return duplicate_info(info, analysis.duplicate,
+                              log_append_time=lg.config.log_append_time,
+                              log_start_offset=lg.log_start_offset), False
+    pending = lg._writes
+    if analysis.completed or roll_due(lg, size, info):
+        pending.drain()
+        lg._check_open()
+        return lg._write_analyzed(v, analysis, True), False
+    seg = lg.active_segment
+    pending.add(info.last_offset + 1, size)
+    try:
+        writer.submit(lambda: write(lg, seg, info, v.records, done))
+    except BaseException:
+        pending.finish(size, None)
+        raise
+    lg._settle_producer_state(analysis, info, v.batches)
+    return info, True
+
+
+def roll_due(lg: Log, size: int, info: LogAppendInfo) -> bool:
+    """The roll check counting the writes in flight (their bytes and index entries)."""
+    seg = lg.active_segment
+    pending = lg._writes
+    if pending.count and any(ix.entries + pending.count >= ix.max_entries
+                             for ix in (seg.offset_index, seg.time_index)):
+        return True
+    cfg = lg.config
+    return seg.should_roll(max_segment_ms=cfg.max_segment_ms,
+                           max_segment_bytes=cfg.segment_bytes,
+                           max_timestamp_in_messages=info.max_timestamp,
+                           max_offset_in_messages=info.last_offset,
+                           messages_size=size + pending.bytes, now=lg.clock.milliseconds())
+
+
+def write(lg: Log, seg: LogSegment, info: LogAppendInfo,
+          records: bytes | bytearray | memoryview, done: WriteDone) -> None:
+    """On the writer's thread: write, then move the log end offset past it, then ``done``."""
+    pending = lg._writes
+    error: BaseException | None = pending.error
+    try:
+        if error is None and lg.closed:
+            error = KafkaStorageError(f"The log for {lg.name} is closed")
+        if error is None:
+            seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
+                       records)
+            lg._end = LogOffsetMetadata(info.last_offset + 1, seg.base_offset, seg.size)
+    except Exception as e:  # a disk error, or a segment refusing the write: the log is broken
+        error = e
+        if not isinstance(e, StorageError):
+            error = KafkaStorageError(f"Error while append in dir {lg.dir} ({lg.name}): {e}")
+            error.__cause__ = e  # the OSError behind it: the log dir failure channel's cue
+    pending.finish(len(records), error)
+    done(error)

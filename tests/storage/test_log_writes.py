@@ -1,0 +1,191 @@
+"""Appends written on a log dir's writer thread (log_writes): offsets at once, the log end
+offset and reads only once written, in order; rolls, truncation and close wait for the writes
+in flight; a failed write fails the later ones and the appends after it."""
+# ruff: noqa: F811  (pytest fixtures imported from test_log_support)
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from test_log_support import batch, clock, make_log, values_from  # noqa: F401
+
+from tidelog.storage.errors import KafkaStorageError
+from tidelog.storage.log import Log
+from tidelog.storage.log_append import LogAppendInfo
+from tidelog.storage.log_writes import AppendWriter
+
+MakeLog = Callable[..., Log]
+Outcomes = list[tuple[int, BaseException | None]]
+
+
+class HeldWriter:
+    """A real AppendWriter whose thread is held on a gate until ``release``."""
+
+    def __init__(self) -> None:
+        self.writer = AppendWriter("test")
+        self._gate = threading.Event()
+        self.writer.submit(lambda: self._gate.wait(30) and None)
+
+    def release(self) -> None:
+        self._gate.set()
+
+    def flush(self) -> None:
+        """Wait until everything submitted so far ran."""
+        ran = threading.Event()
+        self.writer.submit(ran.set)
+        assert ran.wait(30)
+
+
+@pytest.fixture
+def held() -> Iterator[HeldWriter]:
+    h = HeldWriter()
+    yield h
+    h.release()
+    h.writer.stop()
+
+
+def _append(lg: Log, w: HeldWriter, out: Outcomes, *values: bytes, **kw: object
+            ) -> LogAppendInfo:
+    n = len(out)
+    out.append((-1, None))
+
+    def done(error: BaseException | None) -> None:
+        out[n] = (n, error)
+
+    return lg.append_as_leader_async(batch(*values, **kw), 0, w.writer, done)  # type: ignore[arg-type]
+
+
+def test_offsets_at_once_visibility_once_written(make_log: MakeLog, held: HeldWriter) -> None:
+    lg = make_log()
+    out: Outcomes = []
+    infos = [_append(lg, held, out, b"a", b"b"), _append(lg, held, out, b"c")]
+    assert [(i.first_offset, i.last_offset) for i in infos] == [(0, 1), (2, 2)]
+    assert lg.next_offset == 3
+    # nothing written yet: the LEO, the bytes and what a reader gets have not moved
+    assert lg.log_end_offset == 0 and lg.size_in_bytes == 0
+    assert out == [(-1, None), (-1, None)]
+    lg.update_high_watermark(10)
+    assert lg.high_watermark == 0 and values_from(lg, 0) == []
+    held.release()
+    held.flush()
+    assert out == [(0, None), (1, None)]  # completed in order
+    assert lg.log_end_offset == 3 and lg.next_offset == 3
+    lg.update_high_watermark(3)
+    assert values_from(lg, 0) == [(0, b"a"), (1, b"b"), (2, b"c")]
+
+
+def test_sync_and_async_appends_interleave_in_order(make_log: MakeLog, held: HeldWriter
+                                                    ) -> None:
+    lg = make_log()
+    out: Outcomes = []
+    _append(lg, held, out, b"a")
+    # a synchronous append waits for the write in flight (from another thread: this one
+    # holds nothing the writer needs)
+    result: list[LogAppendInfo] = []
+    t = threading.Thread(target=lambda: result.append(lg.append_as_leader(batch(b"b"))))
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and lg.log_end_offset == 0
+    held.release()
+    t.join(30)
+    assert result[0].first_offset == 1 and lg.log_end_offset == 2
+    lg.update_high_watermark(2)
+    assert values_from(lg, 0) == [(0, b"a"), (1, b"b")]
+
+
+def test_rolls_wait_for_the_writes_in_flight(make_log: MakeLog) -> None:
+    one = len(batch(b"%04d" % 0))
+    lg = make_log({"segment.bytes": str(one * 3)})
+    w = AppendWriter("test")
+    out: Outcomes = []
+    try:
+        infos = []
+        for i in range(20):
+            info = lg.append_as_leader_async(batch(b"%04d" % i), 0, w, _recorder(out))
+            infos.append(info.first_offset)
+        done = threading.Event()
+        w.submit(done.set)
+        assert done.wait(30)
+    finally:
+        w.stop()
+    assert infos == list(range(20))
+    assert [e for _, e in out] == [None] * 20
+    assert lg.log_end_offset == 20 and lg.number_of_segments() >= 7
+    assert all(s.size <= one * 3 for s in lg.segments.values())
+    lg.update_high_watermark(20)
+    expected = [(i, b"%04d" % i) for i in range(20)]
+    assert values_from(lg, 0) == expected
+    lg.close()
+    reopened = Log.open(lg.dir, lg.config, clock=lg.clock)  # what the files hold
+    reopened.update_high_watermark(20)
+    assert reopened.log_end_offset == 20 and values_from(reopened, 0) == expected
+    reopened.close()
+
+
+def _recorder(out: Outcomes) -> Callable[[BaseException | None], None]:
+    n = len(out)
+    out.append((-1, None))
+
+    def done(error: BaseException | None) -> None:
+        out[n] = (n, error)
+
+    return done
+
+
+def test_truncate_and_close_wait_for_writes(make_log: MakeLog, held: HeldWriter) -> None:
+    lg = make_log()
+    out: Outcomes = []
+    for v in (b"a", b"b", b"c"):
+        _append(lg, held, out, v)
+    t = threading.Thread(target=lambda: lg.truncate_to(1))
+    t.start()
+    t.join(0.3)
+    assert t.is_alive()  # waits for the three writes
+    held.release()
+    t.join(30)
+    assert not t.is_alive()
+    assert lg.log_end_offset == 1 and lg.next_offset == 1
+    lg.update_high_watermark(1)
+    assert values_from(lg, 0) == [(0, b"a")]
+
+
+def test_duplicate_of_a_write_in_flight_answers_after_it(make_log: MakeLog, held: HeldWriter
+                                                         ) -> None:
+    lg = make_log()
+    out: Outcomes = []
+    ids = {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0}
+    first = _append(lg, held, out, b"a", **ids)
+    again = _append(lg, held, out, b"a", **ids)  # the client's retry
+    assert again.duplicate and again.first_offset == first.first_offset == 0
+    assert lg.next_offset == 1
+    assert out == [(-1, None), (-1, None)]  # the retry's answer waits for the original
+    held.release()
+    held.flush()
+    assert out == [(0, None), (1, None)] and lg.log_end_offset == 1
+
+
+def test_failed_write_fails_later_writes_and_appends(make_log: MakeLog, held: HeldWriter
+                                                     ) -> None:
+    lg = make_log()
+    out: Outcomes = []
+    _append(lg, held, out, b"a")
+    _append(lg, held, out, b"b")
+    # the segment's descriptor now refuses writes (read-only): the disk error a write meets
+    seg_file = lg.active_segment.log
+    fd = seg_file.fileno()
+    ro = os.open(seg_file.path, os.O_RDONLY)
+    os.dup2(ro, fd)
+    os.close(ro)
+    held.release()
+    held.flush()
+    assert all(isinstance(e, KafkaStorageError) for _, e in out)
+    assert isinstance(out[0][1], KafkaStorageError)
+    assert isinstance(out[0][1].__cause__, OSError)  # what takes the log dir offline
+    assert lg.log_end_offset == 0  # nothing counted as written
+    with pytest.raises(KafkaStorageError):
+        _append(lg, held, out, b"c")
+    with pytest.raises(KafkaStorageError):
+        lg.append_as_leader(batch(b"d"))
