@@ -12,14 +12,25 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import time
+import uuid
 
 import pytest
 from jepsen_support import Nemesis, Workload, check, final_log, wait_healthy
-from replication_support import create_topic, log_bytes, partition_dir, states, wait_for
+from replication_support import (
+    all_have_full_isr,
+    create_topic,
+    log_bytes,
+    partition_dir,
+    states,
+    wait_for,
+)
 
+from tidelog.server.metadata import zk_data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
+from tidelog.util.topic_partition import TopicPartition
 
 TOPIC = "jepsen"
 PARTITIONS = 3
@@ -71,3 +82,34 @@ def test_short_fault_run(zookeeper_server: ZooKeeperServer) -> None:
 @pytest.mark.timeout(1800)
 def test_long_fault_run(zookeeper_server: ZooKeeperServer) -> None:
     run(zookeeper_server, faults=24)
+
+
+def test_followers_rejoin_a_sole_isr_leader_that_restarts_on_a_new_port(
+    zookeeper_server: ZooKeeperServer,
+) -> None:
+    """A leader alone in its ISR dies together with the controller; the follower becomes
+    controller while the partition waits offline for its leader (no clean candidate), which
+    comes back listening on another port. The follower must fetch from the new address and
+    rejoin the ISR, not retry the old one forever (what the partition run found)."""
+    config = {"unclean.leader.election.enable": "false", "replica.fetch.backoff.ms": "200",
+              "replica.lag.time.max.ms": "1000"}  # fmt: skip
+    with EmbeddedCluster(brokers=3, zookeeper=zookeeper_server, config=config) as cluster:
+        controller = cluster.wait_for_controller()
+        leader, follower = [b for b in sorted(cluster.brokers) if b != controller]
+        tp = TopicPartition("sole", 0)
+        cluster.zk.create_topic(tp.topic, uuid.uuid4(), {0: z.ReplicaAssignment((leader, follower))},
+                                {"min.insync.replicas": "1"})  # fmt: skip
+        wait_for(lambda: all_have_full_isr(cluster, [tp], 2), 30, "a full ISR")
+        old_port = cluster.brokers[leader].port
+        cluster.brokers[follower].signal(signal.SIGSTOP)  # out of the ISR, not of the cluster
+        try:
+            wait_for(lambda: states(cluster, [tp])[tp].isr == (leader,), 20, "the ISR shrunk")
+            cluster.kill(leader)
+            cluster.kill(controller)
+        finally:
+            cluster.brokers[follower].signal(signal.SIGCONT)
+        wait_for(lambda: cluster.controller_id() == follower, 30, "the follower controller")
+        cluster.brokers[leader].start()
+        assert cluster.brokers[leader].port != old_port
+        wait_for(lambda: sorted(states(cluster, [tp])[tp].isr) == sorted((leader, follower)), 30,
+                 "the follower back in the ISR")  # fmt: skip

@@ -190,6 +190,9 @@ class ReplicaFetcher:
     def fetch_state(self, tp: TopicPartition) -> PartitionFetchState | None:
         return self._states.get(tp)
 
+    def partition_states(self) -> dict[TopicPartition, PartitionFetchState]:
+        return dict(self._states)
+
     @property
     def partition_count(self) -> int:
         return len(self._states)

@@ -127,6 +127,32 @@ class ReplicaFetcherManager:
         if self._waiting and not self._closed:
             self.add_fetcher_for_partitions(dict(self._waiting))
 
+    def on_metadata_change(self) -> None:
+        """The broker's metadata changed: partitions waiting for their leader's address
+        start, and a fetcher whose leader now listens elsewhere (a broker restarted on
+        another port or host) moves its partitions, at their fetch offsets, to a fetcher to
+        the new address instead of retrying the old one forever."""
+        if self._closed:
+            return
+        self.retry_waiting()
+        for key, fetcher in list(self._fetchers.items()):
+            address = self._endpoints(key.leader_id)
+            if address is None or address == self._addresses.get(key):
+                continue
+            states = fetcher.partition_states()
+            log.info("leader %d moved from %s to %s: %d partitions follow it", key.leader_id,
+                     self._addresses.get(key), address, len(states))  # fmt: skip
+            del self._fetchers[key]
+            self._addresses.pop(key, None)
+            self._stop(fetcher)
+            if states:
+                moved = self._fetcher_for(key, address)
+                moved.add_partitions({
+                    tp: InitialFetchState(key.leader_id, s.current_leader_epoch, s.fetch_offset,
+                                          s.topic_id)
+                    for tp, s in states.items()
+                })  # fmt: skip
+
     # -- the rest of Kafka's manager --------------------------------------------------------
 
     def remove_partitions(

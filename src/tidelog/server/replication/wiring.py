@@ -142,6 +142,6 @@ def build_replication(
         security=security,
         request_timeout_ms=int(config.values["replica.socket.timeout.ms"]),
     )
-    metadata_cache.add_listener(lambda _image: fetchers.retry_waiting())
+    metadata_cache.add_listener(lambda _image: fetchers.on_metadata_change())
     lag_ms = int(config.values["replica.lag.time.max.ms"])
     return Replication(fetchers, alter, shrink_isr, max(1, lag_ms // 2), quotas)
