@@ -88,6 +88,9 @@ def test_a_failed_log_dir_moves_its_replicas_offline(zookeeper_server: ZooKeeper
         ports = {b: p.port for b, p in cluster.brokers.items()}
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         admin.create_topics([NewTopic(TOPIC, len(ASSIGNMENT), replica_assignment=ASSIGNMENT)])[TOPIC].result(30)
+        if cluster.controller_id() == 3:  # the controller must outlive broker 3's failure
+            cluster.restart(3)
+            ports[3] = cluster.brokers[3].port
         _wait(lambda: all(len(p.isr_nodes) == 3 for p in _metadata(ports[1]).values()), "full ISRs")
         _produce_to_every_partition(cluster)
         assert cluster.directory is not None
@@ -123,3 +126,17 @@ def test_a_failed_log_dir_moves_its_replicas_offline(zookeeper_server: ZooKeeper
         assert stat is not None and stat.cversion >= 2  # one created, one deleted
         _produce_to_every_partition(cluster)  # every partition takes acks=all writes
         assert any("is offline" in line for line in cluster.brokers[3].output)
+
+        # a new controller learns the offline replicas from its first LeaderAndIsr answers
+        old = cluster.controller_id()
+        assert old in (1, 2)
+        cluster.stop_broker(old)
+        other = 3 - old
+        assert cluster.wait_for_controller(other_than=old) == other
+
+        def known_to_new_controller() -> bool:
+            md = _metadata(ports[other])
+            return (all(sorted(md[p].offline_replicas) == sorted([3, old]) for p in failing)
+                    and all(list(md[p].offline_replicas) == [old] for p in healthy))  # fmt: skip
+
+        _wait(known_to_new_controller, "the new controller's offline replicas")

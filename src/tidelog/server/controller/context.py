@@ -197,6 +197,8 @@ class RequestBatch:
         self.update_metadata_partitions: dict[TopicPartition, PartitionStateInfo] = {}
         self.stop_replica: dict[int, dict[TopicPartition, tuple[int, bool]]] = {}
         self.stop_replica_callback: ResponseCallback | None = None
+        # every LeaderAndIsr answer goes here (the controller learns offline replicas from it)
+        self.leader_and_isr_callback: ResponseCallback | None = None
 
     def add_leader_and_isr(
         self, broker_ids: Iterable[int], tp: TopicPartition, *, is_new: bool = False
@@ -234,7 +236,7 @@ class RequestBatch:
             channel.send(b, LeaderAndIsrRequestData(
                 cid, ctx.epoch, ctx.broker_epoch(b), tuple(parts.values()),
                 tuple(r for r in live if r.broker_id in leaders),
-            ))  # fmt: skip
+            ), self.leader_and_isr_callback)  # fmt: skip
         for b in sorted(self.update_metadata_brokers):
             if b in ctx.live_brokers:
                 channel.send(b, UpdateMetadataRequestData(

@@ -532,7 +532,9 @@ class KafkaController:
     # --- sending --------------------------------------------------------------------------------
 
     def batch(self) -> RequestBatch:
-        return RequestBatch(self.broker_id, self.context)
+        batch = RequestBatch(self.broker_id, self.context)
+        batch.leader_and_isr_callback = self.log_dir_events.on_response  # Kafka's LeaderAndIsrResponseReceived
+        return batch
 
     def send(self, batch: RequestBatch) -> None:
         if self.channel is not None:

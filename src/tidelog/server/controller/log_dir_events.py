@@ -5,7 +5,9 @@ A broker whose log dir failed writes ``/log_dir_event_notification/log_dir_event
 The controller reads the brokers named, deletes the notifications and sends each of those
 brokers a LeaderAndIsr for every replica it hosts (the OnlineReplica transition). The broker
 answers KAFKA_STORAGE_ERROR for the replicas on its offline dirs: they become the broker's
-``replicas_on_offline_dirs``. For those newly offline, partitions they led elect a leader among
+``replicas_on_offline_dirs`` (every LeaderAndIsr answer is read so, as Kafka reads them: a
+new controller, whose first LeaderAndIsr reach every replica, learns them too). For those
+newly offline, partitions they led elect a leader among
 the other online ISR members (none: the partition goes offline, leader -1), the replica
 leaves its ISRs, and every broker learns it as an offline replica (UpdateMetadata).
 """
@@ -67,9 +69,10 @@ class LogDirEventManager:
             request = LeaderAndIsrRequestData(
                 c.broker_id, ctx.epoch, ctx.broker_epoch(b), infos,
                 tuple(r for r in live if r.broker_id in leaders))  # fmt: skip
-            c.channel.send(b, request, self._on_response)
+            c.channel.send(b, request, self.on_response)
 
-    def _on_response(self, broker_id: int, response: ControllerResponse) -> None:
+    def on_response(self, broker_id: int, response: ControllerResponse) -> None:
+        """Every LeaderAndIsr answer (Kafka's LeaderAndIsrResponseReceived event)."""
         async def event() -> None:
             await self.on_leader_and_isr_response(broker_id, response)
 
@@ -80,7 +83,7 @@ class LogDirEventManager:
         if not c.is_active:
             return
         if response.error_code != ErrorCode.NONE:
-            log.error("controller %d: error %d in LeaderAndIsr response from broker %d",
+            log.warning("controller %d: error %d in LeaderAndIsr response from broker %d",
                       c.broker_id, response.error_code, broker_id)  # fmt: skip
             return
         errors = response.partition_errors
