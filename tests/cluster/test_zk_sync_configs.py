@@ -20,7 +20,10 @@ from confluent_kafka.admin import (
 )
 
 from tidelog.client.aio import AsyncBrokerConnection
+from tidelog.protocol.scram import ScramCredential, ScramMechanism
 from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.metadata.zk_credentials import ZkCredentialStore, credential_to_string
+from tidelog.server.metadata.zk_quotas import ZkClientQuotaStore, java_double
 from tidelog.testing import EmbeddedCluster
 
 DEADLINE_S = 20
@@ -194,3 +197,36 @@ def test_config_change_notifications_past_their_expiry_are_purged(zookeeper_conn
         assert min(made, key=made.__getitem__) not in ctimes() and ctimes()
     finally:
         zk.close()
+
+
+def test_a_users_quotas_and_scram_credentials_share_its_znode(zookeeper_connect: str) -> None:
+    zks = [KafkaZkClient(zookeeper_connect) for _ in range(2)]
+    for zk in zks:
+        zk.start()
+    try:
+        creds = ZkCredentialStore(zks[0])  # broker one's SCRAM users
+        quotas = ZkClientQuotaStore(zks[1])  # broker two's quotas
+        creds.load()
+        quotas.load()
+        cred = ScramCredential(b"salt", b"stored", b"server", 4096)
+        creds.apply([("alice", ScramMechanism.SCRAM_SHA_256, cred)], [])
+        quotas.alter([((("user", "alice"),), {"consumer_byte_rate": 2048.0, "request_percentage": 12.5})])
+        config = json.loads(zks[0].zk.get("/config/users/alice")[0])["config"]
+        assert config == {"SCRAM-SHA-256": credential_to_string(cred),
+                          "consumer_byte_rate": "2048", "request_percentage": "12.5"}
+        # the quotas removed: the credential stays, and so does the znode
+        quotas.alter([((("user", "alice"),), {"consumer_byte_rate": None, "request_percentage": None})])
+        assert json.loads(zks[0].zk.get("/config/users/alice")[0])["config"] == {
+            "SCRAM-SHA-256": credential_to_string(cred)}
+        assert quotas.entries == {}
+        # a credential change keeps a quota set since
+        quotas.alter([((("user", "alice"),), {"producer_byte_rate": 1e8})])
+        _wait(lambda: creds.get("alice", ScramMechanism.SCRAM_SHA_256) == cred, "creds read")
+        creds.apply([], [("alice", ScramMechanism.SCRAM_SHA_256)])
+        assert json.loads(zks[0].zk.get("/config/users/alice")[0])["config"] == {
+            "producer_byte_rate": "100000000"}
+        assert java_double(1e8) == "1.0E8" and java_double(0.0005) == "5.0E-4"
+        assert java_double(1234567.5) == "1234567.5" and java_double(12.5) == "12.5"
+    finally:
+        for zk in zks:
+            zk.close()
