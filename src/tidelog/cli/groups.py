@@ -1,5 +1,7 @@
 """``tidelog groups``: list, describe, reset offsets of, and delete consumer groups over the
-wire (the options of Kafka's kafka-consumer-groups.sh).
+wire (the options of Kafka's kafka-consumer-groups.sh); with ``--type share``, share groups
+(kafka-share-groups.sh's options, share_groups.py). ``--list --type`` and ``--list --state``
+print Kafka 4.x's GROUP / TYPE / STATE table over groups of every type.
 
 ``--describe`` shows, per partition, the committed offset, the log end, the lag in messages
 and the lag in time (the age of the oldest record not yet consumed). ``--reset-offsets``
@@ -10,8 +12,6 @@ Kafka) and only for an inactive group.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import re
 import sys
 import time
 from collections.abc import Iterable
@@ -20,6 +20,8 @@ from typing import Any
 
 from tidelog.cli.client_config import CliError, add_connection_args
 from tidelog.cli.group_admin import GroupAdmin, GroupInfo, Member, TopicPartition
+from tidelog.cli.share_groups import SHARE, list_groups_of_types, run_share
+from tidelog.cli.times import parse_datetime_ms, parse_duration_ms
 
 INACTIVE_STATES = ("Empty", "Dead")
 
@@ -37,7 +39,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--topic", action="append", default=[], help="TOPIC or TOPIC:P1,P2")
     p.add_argument("--all-topics", action="store_true")
     p.add_argument("--members", action="store_true", help="describe members")
-    p.add_argument("--state", action="store_true", help="describe / list with state")
+    p.add_argument("--state", nargs="?", const="", default=None, metavar="STATE[,STATE]",
+                   help="describe the group's state; with --list, show states (and list "
+                        "only groups in the given states)")
+    p.add_argument("--type", nargs="?", const="", default=None, metavar="TYPE[,TYPE]",
+                   help="classic, consumer or share; with --list, show types (and list only "
+                        "the given types); share: act on share groups")
     how = p.add_mutually_exclusive_group()
     how.add_argument("--to-earliest", action="store_true")
     how.add_argument("--to-latest", action="store_true")
@@ -202,27 +209,6 @@ def describe(client: GroupAdmin, group: str, *, members: bool, state: bool) -> s
 # ---------------------------------------------------------------------------- reset
 
 
-_DURATION = re.compile(
-    r"^P(?:(?P<d>\d+)D)?(?:T(?:(?P<h>\d+)H)?(?:(?P<m>\d+)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
-)
-
-
-def parse_duration_ms(text: str) -> int:
-    m = _DURATION.match(text.strip().upper())
-    if not m or text.strip().upper() in ("P", "PT"):
-        raise ValueError(f"not an ISO 8601 duration: {text!r}")
-    d, h, mi, s = (float(m.group(k) or 0) for k in ("d", "h", "m", "s"))
-    return int((((d * 24 + h) * 60 + mi) * 60 + s) * 1000)
-
-
-def parse_datetime_ms(text: str) -> int:
-    t = text.strip().replace("Z", "+00:00")
-    parsed = dt.datetime.fromisoformat(t)
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.datetime.now().astimezone().tzinfo)  # local, like Kafka
-    return int(parsed.timestamp() * 1000)
-
-
 def target_partitions(
     client: GroupAdmin, args: argparse.Namespace, committed: dict[TopicPartition, int]
 ) -> list[TopicPartition]:
@@ -359,12 +345,28 @@ def _is_missing(client: GroupAdmin, group: str) -> bool:
     return describe_group(client, group).state == "Dead" and not committed_offsets(client, group)
 
 
+def _wants_share(args: argparse.Namespace) -> bool:
+    types = {t.strip().lower() for t in (args.type or "").split(",") if t.strip()}
+    if SHARE in types and len(types) > 1 and not args.list:
+        raise ValueError("--type share acts on share groups only: give it alone")
+    return SHARE in types
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        if args.list and (args.type is not None or args.state is not None):
+            print(list_groups_of_types(args))
+            return 0
+        if _wants_share(args):
+            return run_share(args)
+    except (CliError, ValueError, OSError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
     try:
         with GroupAdmin(args) as client:
             if args.list:
-                for g, state, _ in list_groups(client):
-                    print(f"{g}  {state}" if args.state else g)
+                for g, _, _ in list_groups(client):
+                    print(g)
             elif args.describe:
                 missing = [g for g in _groups(client, args) if _is_missing(client, g)]
                 if missing:
@@ -373,7 +375,8 @@ def run(args: argparse.Namespace) -> int:
                     return 1
                 print(
                     "\n\n".join(
-                        describe(client, g, members=args.members, state=args.state)
+                        describe(client, g, members=args.members,
+                                 state=args.state is not None)
                         for g in _groups(client, args)
                     )
                 )
