@@ -322,6 +322,15 @@ _d(
 _d("zookeeper.max.in.flight.requests", "int", 10, "ZooKeeper requests in flight.", at_least(1))
 _d("broker.rack", "string", None, "Rack of this broker, used by rack-aware placement.")
 _d(
+    "replica.selector.class",
+    "string",
+    None,
+    "The replica a consumer fetches from (KIP-392): "
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector picks one in the consumer's "
+    "client.rack; unset, consumers fetch from leaders.",
+    one_of("org.apache.kafka.common.replica.RackAwareReplicaSelector"),
+)
+_d(
     "inter.broker.listener.name",
     "string",
     None,
