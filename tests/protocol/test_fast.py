@@ -71,6 +71,7 @@ def test_fetch_response_matches_kio(version: int) -> None:
         FetchPartitionData(0, 0, 10, 10, 0, None, BATCH),
         FetchPartitionData(1, 1, 5, 5, 2, [(7, 3)], b""),
         FetchPartitionData(2, 3, -1, -1, -1, None, None),
+        FetchPartitionData(3, 0, 8, 8, 0, None, b"", preferred_read_replica=2),  # KIP-392
     ]
     topic: str | uuid.UUID = "t" if version < 13 else uuid.UUID(int=0x1234)
     ours = b"".join(
@@ -95,7 +96,7 @@ def test_fetch_response_matches_kio(version: int) -> None:
             last_stable_offset=p.last_stable_offset,
             log_start_offset=p.log_start_offset,
             aborted_transactions=aborted,
-            preferred_read_replica=-1,
+            preferred_read_replica=p.preferred_read_replica,
             records=p.records,
         )
 

@@ -50,6 +50,8 @@ class FetchPartitionData:
     records: Any = None
     # (epoch, end offset) for a follower whose log forked from the leader's (v12+ tag 0)
     diverging_epoch: tuple[int, int] | None = None
+    # the replica a consumer should fetch from instead (v11+, KIP-392); -1: none
+    preferred_read_replica: int = -1
 
 
 def _string(out: bytearray, s: str | None, flexible: bool) -> None:
@@ -137,7 +139,7 @@ def _fetch_partition(
             if flexible:
                 out.append(0)
     if version >= 11:
-        out += b"\xff\xff\xff\xff"  # preferred_read_replica = -1
+        out += _I32.pack(p.preferred_read_replica)
     records = p.records
     if records is None:
         if flexible:

@@ -4,10 +4,13 @@ response is still empty), HW / LSO / log start offset, OFFSET_OUT_OF_RANGE, and 
 fetch sessions (KIP-227, ``server/fetch_session.py``). From v13 topics are named by id
 (KIP-516): an id unknown here is UNKNOWN_TOPIC_ID, a session partition whose topic was
 recreated under the same name (a new id) is INCONSISTENT_TOPIC_ID. Only the leader answers
-(NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for another
-current_leader_epoch). A follower (replica_id, or v15's replica state, >= 0; CLUSTER_ACTION)
-reads to the log end and its fetch moves its state on the leader: its end offset, the ISR,
-the high watermark; a consumer reads to the HW or LSO."""
+followers and consumers before v11 (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH for another current_leader_epoch); a consumer at v11+ reads any replica
+up to its high watermark, and the leader may name a preferred read replica instead of
+answering records (KIP-392, ``replication/replica_selector.py``). A follower (replica_id, or
+v15's replica state, >= 0; CLUSTER_ACTION) reads to the log end and its fetch moves its state
+on the leader: its end offset, the ISR, the high watermark; a consumer reads to the HW or
+LSO."""
 
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from ..context import RequestContext
 from ..errors import to_error
 from ..fetch_session import CachedPartition, FetchKey, FetchPlan, rotate_to_end
 from ..quota.wiring import throttle_fetch
+from ..replication.replica_selector import preferred_read_replica
 from ..security import AclOperation, ResourceType
 from ..sendfile import close_chunks, slice_records
 
@@ -44,21 +48,28 @@ def _isolation(committed: bool, follower: bool) -> FetchIsolation:
 
 @dataclass(frozen=True, slots=True)
 class Fetcher:
-    """Who fetches: a consumer (replica_id -1) or a follower (its id and broker epoch)."""
+    """Who fetches: a consumer (replica_id -1) or a follower (its id and broker epoch). A
+    consumer at v11+ has client metadata (KIP-392): it may read from any replica, and names
+    its rack (``client.rack``, empty: none)."""
 
     replica_id: int = -1
     broker_epoch: int = -1
+    client_rack: str | None = None
+    any_replica: bool = False
 
     @property
     def follower(self) -> bool:
         return self.replica_id >= 0
 
 
-def _fetcher(request: Any) -> Fetcher:
+def _fetcher(request: Any, version: int) -> Fetcher:
     state = getattr(request, "replica_state", None)
     if state is not None:
         return Fetcher(int(state.replica_id), int(state.replica_epoch))
-    return Fetcher(int(getattr(request, "replica_id", -1)))
+    replica_id = int(getattr(request, "replica_id", -1))
+    if replica_id < 0 and version >= 11:
+        return Fetcher(replica_id, client_rack=getattr(request, "rack_id", None), any_replica=True)
+    return Fetcher(replica_id)
 
 
 def _read_partition(
@@ -88,12 +99,22 @@ def _read_partition(
             return out
     rm = ctx.broker.replica_manager
     try:
-        partition = rm.fetch_partition(tp, fetcher.replica_id, cp.current_leader_epoch)
+        partition = (rm.partition_or_error(tp, cp.current_leader_epoch, require_leader=False)
+                     if fetcher.any_replica
+                     else rm.fetch_partition(tp, fetcher.replica_id, cp.current_leader_epoch))
         lg = partition.log
         leader_end = lg.log_end_offset
         out.high_watermark = lg.high_watermark
         out.last_stable_offset = lg.last_stable_offset
         out.log_start_offset = lg.log_start_offset
+        if fetcher.any_replica:  # KIP-392: the leader may send the consumer to a follower
+            out.preferred_read_replica = preferred_read_replica(
+                ctx.broker.config.values["replica.selector.class"], partition,
+                fetcher.client_rack, cp.fetch_offset, partition.clock.milliseconds(),
+                ctx.broker.metadata_cache.image, ctx.listener_name)
+            if out.preferred_read_replica >= 0:  # no records: the consumer goes there
+                out.records = b""
+                return out
         if fetcher.follower and cp.last_fetched_epoch >= 0:
             diverging = _diverging_epoch(lg, cp)
             if diverging is not None:  # no records, no follower state: it truncates first
@@ -164,7 +185,8 @@ def _read_all(
         data = _read_partition(ctx, key, cp, limit, total == 0, isolation, plan.by_id,
                                fetcher)
         total += len(data.records or b"")
-        error = error or data.error_code != ErrorCode.NONE
+        # an error or a preferred read replica answers at once (Kafka's fetchMessages)
+        error = error or data.error_code != ErrorCode.NONE or data.preferred_read_replica >= 0
         out.append((key, data))
     return out, total, error
 
@@ -197,7 +219,8 @@ def _shape(
     for (key, data), (_, cp) in zip(read, plan.partitions, strict=True):
         has_records = bool(len(data.records or b""))
         changed = cp.changed(data.high_watermark, data.last_stable_offset, data.log_start_offset)
-        if plan.incremental and not (has_records or data.error_code or changed):
+        if plan.incremental and not (has_records or data.error_code or changed
+                                     or data.preferred_read_replica >= 0):
             close_chunks([data.records])
             continue
         cp.high_watermark = data.high_watermark
@@ -227,7 +250,7 @@ async def _long_poll(ctx: RequestContext, request: Any, plan: FetchPlan,
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    fetcher = _fetcher(request)
+    fetcher = _fetcher(request, ctx.api_version)
     isolation = _isolation(getattr(request, "isolation_level", 0) == READ_COMMITTED,
                            fetcher.follower)
     plan = ctx.broker.fetch_sessions.plan(request, ctx.api_version, _resolver(ctx))
