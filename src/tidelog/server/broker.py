@@ -332,9 +332,13 @@ class Broker:
             p = rm.partitions.get(tp)
             return None if p is None else p.log.config
 
+        def high_watermark_moved(tps: list[TopicPartition]) -> None:
+            for tp in tps:  # consumers parked on this follower (KIP-392) read on
+                rm.notify_append(tp)
+
         self.replication = build_replication(
             self.config, self.metadata_cache, rm.partitions.get, lambda: cluster.broker_epoch,
-            cluster.security, log_config=log_config,
+            cluster.security, log_config=log_config, on_high_watermark=high_watermark_moved,
         )  # fmt: skip
         rm.fetcher_manager = self.replication.fetcher_manager
         rm.set_alter_partition_sender(self.replication.alter_partition)
