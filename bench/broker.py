@@ -45,8 +45,10 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float = 30) -> 
 
 
 @contextmanager
-def tidelog_broker(env: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
-    """``tidelog serve`` in a child process: (bootstrap, pid); ``env`` adds variables."""
+def tidelog_broker(env: dict[str, str] | None = None,
+                   overrides: dict[str, str] | None = None) -> Iterator[tuple[str, int]]:
+    """``tidelog serve`` in a child process: (bootstrap, pid); ``env`` adds variables,
+    ``overrides`` broker configs."""
     port = free_port()
     d = tempfile.mkdtemp(prefix="tidelog-bench-", dir=os.environ.get("BENCH_DIR"))
     cmd = [
@@ -61,6 +63,8 @@ def tidelog_broker(env: dict[str, str] | None = None) -> Iterator[tuple[str, int
         "--override",
         f"log.dirs={d}",
     ]
+    for k, v in (overrides or {}).items():
+        cmd += ["--override", f"{k}={v}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, **(env or {})})
     try:

@@ -1,0 +1,110 @@
+"""tidelog against the minimal baseline broker (bench/baseline_broker.py) under the same
+librdkafka load, alternating: the share of this machine's produce ceiling tidelog reaches.
+
+Each run starts every broker in turn (fresh log dir), loads it with one librdkafka producer
+driven through ctypes (bench/rdkafka_load.py: no Python per record; acks=1, linger.ms=5,
+batch.size 1 MB, one partition) at 100 B and at 1 KiB, and stops it. tidelog runs twice:
+with produce appends written on the log dir's writer thread (the default) and on the event
+loop (tidelog.log.append.writer.enable=false). Printed per size: records/s median [min ..
+max] per broker, and tidelog's ratio to the baseline of the same run (paired), with the load
+average before and after.
+
+    .venv/bin/python bench/baseline.py [--runs 5] [--sizes 100,1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import broker as broker_bench
+import rdkafka_load
+
+RECORDS = {100: 1_500_000, 1024: 200_000}
+LOAD = {"acks": "1", "linger.ms": "5", "batch.size": "1000000"}
+Factory = Callable[[], AbstractContextManager[tuple[str, int]]]
+
+
+@contextmanager
+def baseline_broker() -> Iterator[tuple[str, int]]:
+    port = broker_bench.free_port()
+    d = tempfile.mkdtemp(prefix="baseline-", dir=os.environ.get("BENCH_DIR"))
+    script = Path(__file__).resolve().parent / "baseline_broker.py"
+    proc = subprocess.Popen([sys.executable, str(script), "--port", str(port),
+                             "--file", str(Path(d) / "00000000000000000000.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        broker_bench.wait_port(port, proc)
+        yield f"127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+BROKERS: list[tuple[str, Factory]] = [
+    ("baseline", baseline_broker),
+    ("tidelog (writer thread)", lambda: broker_bench.tidelog_broker()),
+    ("tidelog (on the loop)", lambda: broker_bench.tidelog_broker(
+        overrides={"tidelog.log.append.writer.enable": "false"})),
+]
+
+
+def rate(bootstrap: str, size: int) -> float:
+    topic = f"baseline-{size}-{time.monotonic_ns()}"
+    value = os.urandom(size // 2).hex().encode()[:size]
+    p = rdkafka_load.Producer(bootstrap, topic, 0, LOAD)
+    try:
+        p.produce(value, 20_000)  # connection, metadata, topic creation, warm-up
+        n = RECORDS[size]
+        return n / p.produce(value, n)
+    finally:
+        p.close()
+
+
+def fmt(values: list[float], spec: str = "{:,.0f}") -> str:
+    return (f"{spec.format(statistics.median(values))} "
+            f"[{spec.format(min(values))} .. {spec.format(max(values))}]")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "5")))
+    ap.add_argument("--sizes", default="100,1024")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    load_before = os.getloadavg()
+    results: dict[tuple[str, int], list[float]] = {}
+    for _ in range(args.runs):  # alternating: the machine's noise falls on every broker
+        for name, factory in BROKERS:
+            with factory() as (bootstrap, _pid):
+                for size in sizes:
+                    results.setdefault((name, size), []).append(rate(bootstrap, size))
+    load_after = os.getloadavg()
+    print(f"one librdkafka producer (ctypes, no Python per record), acks=1, linger.ms=5, "
+          f"batch.size 1 MB, one partition; {args.runs} runs alternating; load average "
+          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after")
+    for size in sizes:
+        print(f" {RECORDS[size]:,} records of {size} B: records/s median [min .. max]")
+        base = results[("baseline", size)]
+        for name, _ in BROKERS:
+            mine = results[(name, size)]
+            line = f"  {name:<26} {fmt(mine):>36}"
+            if name != "baseline":
+                ratio = [a / b for a, b in zip(mine, base, strict=True)]
+                line += f"   {fmt(ratio, '{:.2f}')}x baseline"
+            print(line)
+
+
+if __name__ == "__main__":
+    main()
