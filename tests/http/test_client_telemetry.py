@@ -14,6 +14,7 @@ import confluent_kafka
 import pytest
 from http_support import HTTP, scrape, wait_for
 
+from tidelog.cli.main import main
 from tidelog.client.kafka_client import KafkaClient
 from tidelog.testing import EmbeddedBroker
 
@@ -74,11 +75,15 @@ def _series(samples: dict[Any, float], name: str, client_id: str) -> dict[Any, f
             if k[0] == name and ("client_id", client_id) in k[1]}
 
 
-def test_subscribed_producer_metrics_appear_per_client_instance(broker: EmbeddedBroker) -> None:
+def test_subscribed_producer_metrics_appear_per_client_instance(
+        broker: EmbeddedBroker, capsys: pytest.CaptureFixture[str]) -> None:
     assert {71, 72} <= _advertised(broker)
-    resp = _alter(broker, "producers", metrics="org.apache.kafka.producer.",
-                  interval_ms="500", match="client_id=orders-.*")
-    assert [int(r.error_code) for r in resp.responses] == [0]
+    # kafka-configs.sh's form: list values in brackets
+    rc = main(["configs", "--bootstrap-server", broker.bootstrap_servers, "--entity-type",
+               "client-metrics", "--entity-name", "producers", "--alter", "--add-config",
+               "metrics=[org.apache.kafka.producer.],interval.ms=500,match=[client_id=orders-.*]"])
+    assert rc == 0 and "Completed updating config for client-metric producers." in (
+        capsys.readouterr().out)
     with KafkaClient(broker.bootstrap_servers) as kc:
         listed = kc.any_connection().call(74, 1, {"resource_types": [16]})
         described = kc.any_connection().call(32, 4, {"resources": [{
@@ -88,6 +93,12 @@ def test_subscribed_producer_metrics_appear_per_client_instance(broker: Embedded
     assert {c.name: c.value for c in described.results[0].configs} == {
         "metrics": "org.apache.kafka.producer.", "interval.ms": "500",
         "match": "client_id=orders-.*"}
+    assert main(["configs", "--bootstrap-server", broker.bootstrap_servers, "--entity-type",
+                 "client-metrics", "--describe"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "Dynamic configs for client-metric producers are:",
+        "  interval.ms=500 sensitive=false", "  match=client_id=orders-.* sensitive=false",
+        "  metrics=org.apache.kafka.producer. sensitive=false"]
     base = broker.http.urls[0]
     with Producing(broker, "orders-1"), Producing(broker, "audit-1"):
         found = wait_for(lambda: _series(scrape(base), LATENCY, "orders-1"),
@@ -123,3 +134,17 @@ def test_no_telemetry_apis_without_a_metrics_listener() -> None:
     with EmbeddedBroker() as eb:
         advertised = _advertised(eb)
     assert 18 in advertised and not {71, 72} & advertised
+
+
+def test_bad_subscriptions_are_refused_as_kafka_refuses_them(broker: EmbeddedBroker) -> None:
+    codes = [int(_alter(broker, "s", **kw).responses[0].error_code) for kw in (
+        {"interval_ms": "50"}, {"colour": "blue"}, {"match": "client_rack=eu-1"})]
+    assert codes == [42, 42, 40]  # INVALID_REQUEST, INVALID_REQUEST, INVALID_CONFIG
+    assert int(_alter(broker, "s", metrics="*").responses[0].error_code) == 0
+    with KafkaClient(broker.bootstrap_servers) as kc:
+        v0 = kc.any_connection().call(74, 0, {})
+        assert [r.resource_name for r in v0.config_resources] == ["s"]
+        body = {"resources": [{"resource_type": 16, "resource_name": "s", "configs": [
+            {"name": "metrics", "config_operation": 1, "value": None}]}], "validate_only": False}
+        assert int(kc.any_connection().call(44, 1, body).responses[0].error_code) == 0
+        assert kc.any_connection().call(74, 0, {}).config_resources == ()

@@ -7,6 +7,8 @@
     tidelog configs --entity-type brokers --entity-name 1 --alter --add-config \\
         message.max.bytes=2000000
     tidelog configs --entity-type brokers --entity-default --alter --delete-config log.retention.ms
+    tidelog configs --entity-type client-metrics --entity-name producers --alter \\
+        --add-config 'metrics=[org.apache.kafka.producer.],interval.ms=1000'
 
 Quotas (users / clients) go through AlterClientQuotas / DescribeClientQuotas, which
 confluent-kafka does not offer, on tidelog's own protocol client; broker configs through
@@ -20,8 +22,10 @@ import argparse
 from typing import Any
 
 from tidelog.cli.client_config import CliError, add_connection_args
+from tidelog.cli.client_metrics_configs import run_client_metrics
 
-_TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "brokers": "brokers"}
+_TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "brokers": "brokers",
+          "client-metrics": "client-metrics"}
 
 
 class _EntityAction(argparse.Action):
@@ -68,12 +72,16 @@ def _pairs(text: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    deletes = [k.strip() for k in args.delete_config.split(",") if k.strip()]
+    if any(t == "client-metrics" for t, _, _ in args.entities):  # KIP-714 subscriptions
+        if len(args.entities) != 1:
+            raise CliError("client-metrics cannot be combined with another entity type")
+        return run_client_metrics(args, args.entities[0][1], args.add_config, deletes)
     for etype, raw, dflt in args.entities:
         if raw is None and not dflt:
             raise CliError(f"--entity-type {etype}: give --entity-name or --entity-default")
     entities = [(_TYPES[t], None if dflt else name) for t, name, dflt in args.entities]
     adds = _pairs(args.add_config)
-    deletes = [k.strip() for k in args.delete_config.split(",") if k.strip()]
     if args.alter and not (adds or deletes):
         raise CliError("--alter needs --add-config and/or --delete-config")
     if any(t == "brokers" for t, _ in entities):
