@@ -83,14 +83,17 @@ class PartitionStateMachine:
         self, partitions: Iterable[TopicPartition], batch: RequestBatch, *, allow_unclean: bool = False
     ) -> dict[TopicPartition, LeaderIsrAndControllerEpoch]:
         """Offline/New partitions whose leader is gone get one (OfflinePartitionLeaderElection,
-        unclean when the topic allows it or ``allow_unclean``: ElectLeaders UNCLEAN);
-        partitions whose leader is alive are left alone. Returns the elected states."""
+        unclean when the topic allows it or ``allow_unclean``: ElectLeaders UNCLEAN), and so
+        does an offline partition whose recorded leader came back (its sole ISR member: it
+        leads again at a new epoch, so every replica hears where it is now); partitions led
+        by a live broker are left alone. Returns the elected states."""
         ctx = self.context
         live = ctx.live_not_shutting_down()
         todo = [
             tp for tp in partitions
-            if tp in ctx.leadership and ctx.leadership[tp].leader not in live
-            and tp.topic not in ctx.topics_to_be_deleted
+            if tp in ctx.leadership and tp.topic not in ctx.topics_to_be_deleted
+            and (ctx.leadership[tp].leader not in live
+                 or ctx.partition_states.get(tp) == OFFLINE_PARTITION)
         ]  # fmt: skip
         if not todo:
             return {}
