@@ -104,6 +104,7 @@ def test_followers_rejoin_a_sole_isr_leader_that_restarts_on_a_new_port(
         cluster.brokers[follower].signal(signal.SIGSTOP)  # out of the ISR, not of the cluster
         try:
             wait_for(lambda: states(cluster, [tp])[tp].isr == (leader,), 20, "the ISR shrunk")
+            epoch = states(cluster, [tp])[tp].leader_epoch
             cluster.kill(leader)
             cluster.kill(controller)
         finally:
@@ -113,3 +114,5 @@ def test_followers_rejoin_a_sole_isr_leader_that_restarts_on_a_new_port(
         assert cluster.brokers[leader].port != old_port
         wait_for(lambda: sorted(states(cluster, [tp])[tp].isr) == sorted((leader, follower)), 30,
                  "the follower back in the ISR")  # fmt: skip
+        # Kafka's controller elects the offline partition's returning leader at a new epoch
+        assert states(cluster, [tp])[tp].leader_epoch > epoch
