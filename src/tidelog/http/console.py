@@ -58,7 +58,7 @@ class Console:
         return self.render(
             "overview", "Overview", node_id=b.node_id, cluster_id=rm.cluster_id,
             topics=len(topics), partitions=sum(t["partitions"] for t in topics),
-            size=sum(t["size"] for t in topics), groups=len(state.groups(b)),
+            size=sum(t["size"] for t in topics), groups=len(group_views(b)),
             connections=len(b.connections), listeners=listeners, ready=state.readiness(b),
             log_dirs=_log_dirs(b, offline), topic_rows=topics, group_rows=self._group_rows(),
             throughput_chart=chart, cluster=_cluster(b),
