@@ -98,6 +98,8 @@ def test_share_group_cli(capsys: pytest.CaptureFixture[str], broker: EmbeddedBro
     rc, out, _ = _run(capsys, b, "--list", "--state", "empty")
     assert "classic-cli" in out and GROUP not in out
 
+    rc, _, err = _run(capsys, b, "--describe", "--group", GROUP)  # as a consumer group
+    assert rc == 1 and f"'{GROUP}' is a share group: use --type share." in err
     rc, out, _ = _run(capsys, b, "--type", "share", "--describe", "--group", GROUP)
     assert rc == 0 and out.splitlines()[0].split() == [
         "GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]

@@ -20,7 +20,7 @@ from typing import Any
 
 from tidelog.cli.client_config import CliError, add_connection_args
 from tidelog.cli.group_admin import GroupAdmin, GroupInfo, Member, TopicPartition
-from tidelog.cli.share_groups import SHARE, list_groups_of_types, run_share
+from tidelog.cli.share_groups import SHARE, list_groups_of_types, run_share, share_hint
 from tidelog.cli.times import parse_datetime_ms, parse_duration_ms
 
 INACTIVE_STATES = ("Empty", "Dead")
@@ -371,7 +371,8 @@ def run(args: argparse.Namespace) -> int:
                 missing = [g for g in _groups(client, args) if _is_missing(client, g)]
                 if missing:
                     # kafka-consumer-groups.sh's message; exit 1 so scripts can tell
-                    print(f"Error: Consumer group '{missing[0]}' does not exist.", file=sys.stderr)
+                    print(f"Error: Consumer group '{missing[0]}' does not exist."
+                          + share_hint(args, missing[0]), file=sys.stderr)
                     return 1
                 print(
                     "\n\n".join(

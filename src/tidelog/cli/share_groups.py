@@ -248,6 +248,16 @@ def list_groups_of_types(args: argparse.Namespace) -> str:
     return _table(rows)
 
 
+def share_hint(args: argparse.Namespace, group: str) -> str:
+    """For a consumer group command on a share group: how to reach it ("" otherwise)."""
+    try:
+        with ShareGroupAdmin(args) as admin:
+            shares = {g for g, _, _ in admin.list_groups([SHARE], [])}
+    except (CliError, KafkaClientError, OSError):
+        return ""
+    return f" '{group}' is a share group: use --type share." if group in shares else ""
+
+
 def _groups(admin: ShareGroupAdmin, args: argparse.Namespace) -> list[str]:
     if args.all_groups:
         return [g for g, _, _ in admin.list_groups([SHARE], [])]
