@@ -63,10 +63,10 @@ class Fetcher:
 
 
 def _fetcher(request: Any, version: int) -> Fetcher:
-    state = getattr(request, "replica_state", None)
-    if state is not None:
+    state = getattr(request, "replica_state", None)  # v15+ (a consumer's: id -1)
+    if state is not None and int(state.replica_id) >= 0:
         return Fetcher(int(state.replica_id), int(state.replica_epoch))
-    replica_id = int(getattr(request, "replica_id", -1))
+    replica_id = -1 if state is not None else int(getattr(request, "replica_id", -1))
     if replica_id < 0 and version >= 11:
         return Fetcher(replica_id, client_rack=getattr(request, "rack_id", None), any_replica=True)
     return Fetcher(replica_id)
