@@ -190,6 +190,8 @@ def execute(cluster: Cluster, text: str, throttle: int, log_dir_throttle: int, a
             for b in sorted(brokers)
         ])  # fmt: skip
         print(f"The inter-broker throttle limit was set to {throttle} B/s")
+    if log_dir_throttle >= 0:  # no log dir moves here: no broker to set it on, as Kafka's tool
+        print(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
     errors = {tp: e for tp, e in cluster.reassignments.alter(parts).items() if e is not None}
     if errors:
         lines = "\n".join(f"{name(tp)}: {errors[tp]}" for tp in sorted(errors))
