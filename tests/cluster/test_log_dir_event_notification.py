@@ -131,8 +131,8 @@ def test_a_failed_log_dir_moves_its_replicas_offline(zookeeper_server: ZooKeeper
         old = cluster.controller_id()
         assert old in (1, 2)
         cluster.stop_broker(old)
-        other = 3 - old
-        assert cluster.wait_for_controller(other_than=old) == other
+        other = 3 - old  # the broker whose Metadata is read from now on
+        assert cluster.wait_for_controller(other_than=old) in (other, 3)
 
         def known_to_new_controller() -> bool:
             md = _metadata(ports[other])
@@ -140,3 +140,13 @@ def test_a_failed_log_dir_moves_its_replicas_offline(zookeeper_server: ZooKeeper
                     and all(list(md[p].offline_replicas) == [old] for p in healthy))  # fmt: skip
 
         _wait(known_to_new_controller, "the new controller's offline replicas")
+
+        # broker 3 restarts with the dir still broken: it serves from the other dir and
+        # answers the replicas it cannot find KAFKA_STORAGE_ERROR (never an empty new log)
+        cluster.restart(3)
+        ports[3] = cluster.brokers[3].port
+        _wait(known_to_new_controller, "the restarted broker's replicas offline again")
+        _wait(lambda: all(3 in _metadata(ports[other])[p].isr_nodes for p in healthy),
+              "the healthy dir's replicas back in their ISRs")  # fmt: skip
+        assert all(3 not in _metadata(ports[other])[p].isr_nodes for p in failing)
+        assert not any((cluster.directory / "broker-3" / "a" / f"{TOPIC}-{p}").exists() for p in failing)

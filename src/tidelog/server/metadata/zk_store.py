@@ -48,6 +48,15 @@ def _quietly(fn: Callable[..., object], *args: object) -> None:
         log.exception("reading topics from ZooKeeper failed")
 
 
+def _usable(d: Path) -> bool:
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        return True
+    except OSError as exc:
+        log.error("log dir %s cannot be used: %s", d, exc)
+        return False
+
+
 def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -74,8 +83,8 @@ class ZkMetadataStore:
         """The cluster id from ``/cluster/id`` (this broker's proposal if it is the first),
         checked against the log dirs' ``meta.properties`` (Kafka refuses a dir of another
         cluster); then every topic."""
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
+        # a dir that cannot be used is offline (the LogManager says why) and has no say
+        self.log_dirs = [d for d in self.log_dirs if _usable(d)]
         try:
             stored = verify_meta_properties(self.log_dirs, self.node_id, "")
         except MetaPropertiesError as exc:
