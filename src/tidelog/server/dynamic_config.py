@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -63,6 +64,8 @@ class DynamicBrokerConfig:
         self.node = str(config.node_id)
         self.static: dict[str, Any] = dict(config.originals)
         self.path = Path(config.log_dirs[0]) / DYNAMIC_CONFIGS_FILE
+        # told the broker's values after each change (Kafka's Reconfigurables), on the loop
+        self.listeners: list[Callable[[Mapping[str, Any]], None]] = []
         default, mine = self._read_stored()
         self.layers: dict[str, dict[str, str]] = {DEFAULT: default, self.node: mine}
         if self.layers[DEFAULT] or self.layers[self.node]:
@@ -154,6 +157,8 @@ class DynamicBrokerConfig:
             new = CleanerConfig.from_props(config.originals)
             if new != cleaner.target_config:  # threads restarted off the event loop
                 cleaner.reconfigure_later(new)
+        for fn in self.listeners:
+            fn(values)
 
 
 class HasDynamicConfig(Protocol):
