@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kazoo.client import KazooState
@@ -101,6 +101,13 @@ class ClusterNode:
         # run (off the loop) once a new session replaces an expired one: watches of the
         # metadata store, ACLs and credentials went with the old session
         self.on_new_session: list[Callable[[], object]] = []
+
+    def on_broker_configs(self, values: Mapping[str, Any]) -> None:
+        """The broker's configs changed dynamically: a default unclean.leader.election.enable
+        turned on elects the offline partitions it concerns (Kafka's DynamicLogConfig)."""
+        enabled = bool(values["unclean.leader.election.enable"])
+        if enabled != self.controller.config.unclean_leader_election_enable:
+            self.controller.set_default_unclean_leader_election(enabled)
 
     def _channel(self) -> ControllerChannelManager:
         return ControllerChannelManager(
