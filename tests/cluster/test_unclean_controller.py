@@ -8,6 +8,7 @@ and only those count in ControllerStats UncleanLeaderElectionsPerSec."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 from controller_support import RecordingChannel, register, until
@@ -17,6 +18,7 @@ from tidelog.server.controller.broker_requests import ELECTION_UNCLEAN, AlterPar
 from tidelog.server.controller.controller import ControllerConfig, KafkaController
 from tidelog.server.metadata import zk_data as z
 from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.testing import EmbeddedBroker
 from tidelog.util.topic_partition import TopicPartition
 
 CONFIG = ControllerConfig(auto_leader_rebalance_enable=False)
@@ -145,3 +147,25 @@ async def _drain(c: KafkaController) -> None:
     through its queue behind them)."""
     await asyncio.sleep(0)  # events queued thread-safe reach the queue
     assert await c.elect_leaders([], ELECTION_UNCLEAN) == {}
+
+
+def test_unclean_broker_default_altered_reaches_the_controller(zookeeper_connect: str) -> None:
+    """The cluster-default broker entity altered (as AlterConfigs does it) on a real broker in
+    ZooKeeper: its controller takes the new default, and turning it off takes too."""
+    broker = EmbeddedBroker({"broker.id": "1", "zookeeper.connect": zookeeper_connect,
+                             "controlled.shutdown.retry.backoff.ms": "100"}).start()  # fmt: skip
+    try:
+        controller = broker.broker.cluster.controller
+        assert controller.config.unclean_leader_election_enable is False
+        for value in ("true", "false"):
+
+            async def alter(value: str = value) -> None:
+                broker.broker.dynamic_config.alter("", {"unclean.leader.election.enable": value}, False)
+
+            broker.run(alter())
+            deadline = time.monotonic() + 15
+            while controller.config.unclean_leader_election_enable != (value == "true"):
+                assert time.monotonic() < deadline, f"default {value} not applied"
+                time.sleep(0.02)
+    finally:
+        broker.stop()

@@ -205,6 +205,9 @@ class Broker:
             # the quota file is read now: read on first use, a produce after its disk failed
             # would crash on the read instead of answering KAFKA_STORAGE_ERROR
             self.client_quotas = new_quota_manager(self.config)
+        if self.cluster is not None:  # the controller follows unclean.leader.election.enable
+            self.dynamic_config.listeners.append(self.cluster.on_broker_configs)
+            self.cluster.on_broker_configs(self.config.values)
         self.log_dir_mover = LogDirMover(self.replica_manager)
         self.log_dir_mover.start()  # partition moves a restart interrupted go on
 
