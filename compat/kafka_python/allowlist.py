@@ -16,3 +16,14 @@ SKIP: dict[str, str] = {
 
 # Tests of what tidelog does not do yet: (reason, run?)
 XFAIL: dict[str, tuple[str, bool]] = {}
+
+# Added to SKIP in the cluster run (run.py --brokers N): tests that assume the suite's
+# one-broker fixture and cannot apply to three brokers, whatever the broker.
+CLUSTER_SKIP: dict[str, str] = {
+    "test_create_partitions":
+        "assigns the new partitions to broker 0 alone (its fixture's only broker); on a cluster "
+        "whose topics have three replicas Kafka refuses that assignment too",
+    "test_delete_records":
+        "expects one poll to return the records of six partitions, which a three-broker "
+        "cluster's leaders answer in separate fetch responses",
+}

@@ -19,12 +19,15 @@
 With ``--brokers N`` (N > 1) step 2 starts a cluster instead: a ZooKeeper server and N
 ``tidelog serve`` processes (``tidelog.testing.EmbeddedCluster``) with the same settings plus
 ``CLUSTER_SETTINGS`` (every topic, ``__consumer_offsets`` included, on three replicas, two of
-them in sync for an acks=all write); ``KAFKA_URI`` names the first broker.
+them in sync for an acks=all write); ``KAFKA_URI`` names the first broker, the suite creates its
+topics with three replicas (``TIDELOG_COMPAT_REPLICAS``) and skips the tests that assume one
+broker (``allowlist.CLUSTER_SKIP``). SIGTERM stops the brokers and ZooKeeper before exiting.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -171,6 +174,35 @@ def split_args(argv: list[str]) -> tuple[int, list[str]]:
     return brokers, rest
 
 
+def on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM stops the run as Ctrl-C does: the brokers and ZooKeeper are stopped on the way
+    out (ZooKeeper runs in its own session, so nothing else would end it). A second SIGTERM
+    during that cleanup is ignored."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
+def run_suite(root: Path, tmp: Path, broker: Broker | Cluster, size: int, argv: list[str]) -> int:
+    kafka_root = tmp / "kafka-bin"  # the suite wants it to exist; never used
+    kafka_root.mkdir()
+    env = {
+        **os.environ,
+        "KAFKA_URI": f"PLAINTEXT://127.0.0.1:{broker.port}",
+        "KAFKA_VERSION": KAFKA_VERSION,
+        "KAFKA_ROOT": str(kafka_root),
+        "PYTHONPATH": os.pathsep.join([str(root), str(HERE)]),
+    }
+    env["TIDELOG_COMPAT_BROKERS"] = str(size)
+    if size > 1:
+        env["TIDELOG_COMPAT_REPLICAS"] = CLUSTER_SETTINGS["default.replication.factor"]
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tidelog_compat_plugin",
+         "-p", "no:cacheprovider", "-o", "addopts=--timeout=120",
+         "-o", "log_level=WARNING", "-q", "-rsxX", "test/integration", *argv],
+        cwd=root, env=env, check=False,
+    ).returncode
+
+
 def main(argv: list[str]) -> int:
     size, argv = split_args(argv)
     cache = Path(os.environ.get("TIDELOG_COMPAT_CACHE",
@@ -178,23 +210,10 @@ def main(argv: list[str]) -> int:
     root = sdist_dir(cache)
     with tempfile.TemporaryDirectory(prefix="tidelog-compat-") as tmp:
         broker: Broker | Cluster = Cluster(size) if size > 1 else Broker(Path(tmp) / "data")
-        kafka_root = Path(tmp) / "kafka-bin"  # the suite wants it to exist; never used
-        kafka_root.mkdir()
-        env = {
-            **os.environ,
-            "KAFKA_URI": f"PLAINTEXT://127.0.0.1:{broker.port}",
-            "KAFKA_VERSION": KAFKA_VERSION,
-            "KAFKA_ROOT": str(kafka_root),
-            "PYTHONPATH": os.pathsep.join([str(root), str(HERE)]),
-        }
         try:
-            rc = subprocess.run(
-                [sys.executable, "-m", "pytest", "-p", "tidelog_compat_plugin",
-                 "-p", "no:cacheprovider", "-o", "addopts=--timeout=120",
-                 "-o", "log_level=WARNING", "-q", "-rsxX", "test/integration", *argv],
-                cwd=root, env=env, check=False,
-            ).returncode
+            rc = run_suite(root, Path(tmp), broker, size, argv)
         finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
             stop_rc = broker.stop()
         errors = broker.errors()
         if errors:
@@ -207,4 +226,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, on_sigterm)
     sys.exit(main(sys.argv[1:]))

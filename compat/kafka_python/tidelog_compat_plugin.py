@@ -8,37 +8,65 @@ marks the tests listed in ``allowlist.py`` before they run, and reports what the
   only wait out a timeout, so they are not run.
 * An allowlist entry that names no collected test fails the run (a renamed or removed test
   would otherwise leave a stale entry that proves nothing).
+* ``CLUSTER_SKIP``: with ``TIDELOG_COMPAT_BROKERS`` above 1 (the cluster run), skipped too:
+  the test assumes the suite's one-broker fixture.
+* With ``TIDELOG_COMPAT_REPLICAS`` set (the cluster run), the suite's broker fixture creates
+  its topics with that replication factor instead of its default of 1 (``KafkaFixture``'s
+  ``replicas``, the knob its own multi-broker runs turn).
 * With ``TIDELOG_COMPAT_REPORT`` set, the outcome counts (passed, skipped, failed, xfailed,
   xpassed, error) and the allowlist entries that matched no test are written there as JSON.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from collections import Counter
 from typing import Any
 
 import pytest
-from allowlist import SKIP, XFAIL
+from allowlist import CLUSTER_SKIP, SKIP, XFAIL
 
 OUTCOMES: Counter[str] = Counter()
 UNMATCHED: list[str] = []
 
 
+def pytest_sessionstart(session: Any) -> None:
+    replicas = os.environ.get("TIDELOG_COMPAT_REPLICAS")
+    if replicas:
+        _default_replicas(int(replicas))
+
+
+def _default_replicas(replicas: int) -> None:
+    """``KafkaFixture.instance(..., replicas=1)`` by default; the cluster run's topics get
+    ``replicas`` unless a caller names its own."""
+    # the suite's own package (on PYTHONPATH in its run only), so looked up here, not imported
+    kafka_fixture = importlib.import_module("test.integration.fixtures").KafkaFixture
+    instance = kafka_fixture.instance.__func__
+
+    def with_replicas(cls: type, broker_id: int, **kwargs: Any) -> Any:
+        kwargs.setdefault("replicas", replicas)
+        return instance(cls, broker_id, **kwargs)
+
+    kafka_fixture.instance = classmethod(with_replicas)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection: entries match what was collected
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     matched = set()
+    skip = {**SKIP, **(CLUSTER_SKIP if int(os.environ.get("TIDELOG_COMPAT_BROKERS", "1")) > 1
+                       else {})}
     for item in items:
         name = item.nodeid.split("::", 1)[-1]
-        if name in SKIP:
+        if name in skip:
             matched.add(name)
-            item.add_marker(pytest.mark.skip(reason=f"tidelog: {SKIP[name]}"))
+            item.add_marker(pytest.mark.skip(reason=f"tidelog: {skip[name]}"))
         elif name in XFAIL:
             matched.add(name)
             reason, run = XFAIL[name]
             item.add_marker(pytest.mark.xfail(reason=f"tidelog: {reason}", strict=True, run=run))
-    UNMATCHED.extend(sorted((set(SKIP) | set(XFAIL)) - matched))
+    UNMATCHED.extend(sorted((set(skip) | set(XFAIL)) - matched))
 
 
 def pytest_runtest_logreport(report: Any) -> None:

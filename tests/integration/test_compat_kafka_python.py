@@ -71,7 +71,8 @@ def test_kafka_python_integration_suite(tmp_path: Path) -> None:
 def test_an_allowlist_entry_that_matches_no_test_fails_the_run(tmp_path: Path) -> None:
     """The plugin on a run whose allowlist names a test that no longer exists."""
     (tmp_path / "allowlist.py").write_text(
-        'SKIP = {"test_gone": "renamed upstream", "test_here": "skipped"}\nXFAIL = {}\n')
+        'SKIP = {"test_gone": "renamed upstream", "test_here": "skipped"}\nXFAIL = {}\n'
+        'CLUSTER_SKIP = {}\n')
     (tmp_path / "test_suite.py").write_text("def test_here():\n    pass\n\n"
                                             "def test_other():\n    pass\n")
     report = tmp_path / "report.json"
