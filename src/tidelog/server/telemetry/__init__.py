@@ -5,17 +5,23 @@ for /metrics.
 The broker advertises 71 and 72 only where it has somewhere to put what clients push: an
 HTTP listener serving /metrics (Kafka advertises them only with a metrics receiver plugin).
 Without a subscription matching a client, the client is told to push nothing.
+Subscriptions live in ``client-metrics-configs.json`` on a single broker and in ZooKeeper
+in a cluster (zk_configs.py).
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.util.clock import Clock
 
 from .manager import DEFAULT_TELEMETRY_MAX_BYTES, ClientMetricsManager
+from .zk_configs import ZkClientMetricsConfigStore, watch_client_metrics
+
+if TYPE_CHECKING:
+    from tidelog.server.cluster_node import ClusterNode
 
 __all__ = ["ClientMetricsManager", "manager_for", "telemetry_enabled"]
 
@@ -26,6 +32,9 @@ class HasTelemetry(Protocol):
 
     @property
     def clock(self) -> Clock: ...
+
+    @property
+    def cluster(self) -> ClusterNode | None: ...
 
 
 _MANAGERS: weakref.WeakKeyDictionary[object, ClientMetricsManager] = (
@@ -38,12 +47,18 @@ def telemetry_enabled(broker: HasTelemetry) -> bool:
 
 
 def manager_for(broker: HasTelemetry) -> ClientMetricsManager:
-    """The broker's client metrics manager, made (and its subscriptions read from the
-    first log dir) on first use."""
+    """The broker's client metrics manager, made on first use: its subscriptions read from
+    the first log dir, or in a cluster from ZooKeeper and kept current from there."""
     found = _MANAGERS.get(broker)
     if found is None:
         raw = broker.config.originals.get("telemetry.max.bytes", DEFAULT_TELEMETRY_MAX_BYTES)
         found = ClientMetricsManager(broker.clock, telemetry_max_bytes=max(int(raw), 1))
-        found.configs.attach(broker.config.log_dirs[0])
+        cluster = broker.cluster
+        if cluster is not None:  # in ZooKeeper, applied by every broker
+            store = ZkClientMetricsConfigStore(cluster.zk)
+            watch_client_metrics(cluster.zk, store, cluster.on_new_session)
+            found.configs = store
+        else:
+            found.configs.attach(broker.config.log_dirs[0])
         _MANAGERS[broker] = found
     return found

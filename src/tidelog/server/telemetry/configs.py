@@ -148,10 +148,12 @@ def apply_ops(current: dict[str, str], ops: list[tuple[str, int, str | None]]) -
 
 
 class ClientMetricsConfigStore:
-    """Subscription name -> its configs, persisted."""
+    """Subscription name -> its configs, persisted. ``version`` moves with every change (the
+    manager re-evaluates its client instances when it does)."""
 
     def __init__(self) -> None:
         self.configs: dict[str, dict[str, str]] = {}
+        self.version = 0
         self.path: Path | None = None
 
     def attach(self, log_dir: str | Path) -> None:
@@ -174,20 +176,31 @@ class ClientMetricsConfigStore:
                 log.error("ignoring client metrics subscription %r: %s", name, exc)
                 continue
             self.configs[name] = clean
+        self.version += 1
 
     def alter(self, name: str, ops: list[tuple[str, int, str | None]],
               validate_only: bool) -> bool:
         """Apply ``ops``; True when the stored subscriptions changed."""
-        new = apply_ops(self.configs.get(name, {}), ops)
+        current = self.current(name)
+        new = apply_ops(current, ops)
         validate(name, new)
-        if validate_only or new == self.configs.get(name, {}):
+        if validate_only or new == current:
             return False
-        if new:
-            self.configs[name] = new
-        else:
-            self.configs.pop(name, None)  # every key deleted: no subscription
-        self._save()
+        self._store(name, new)
         return True
+
+    def current(self, name: str) -> dict[str, str]:
+        return dict(self.configs.get(name, {}))
+
+    def _store(self, name: str, props: dict[str, str]) -> None:
+        configs = dict(self.configs)
+        if props:
+            configs[name] = props
+        else:
+            configs.pop(name, None)  # every key deleted: no subscription
+        self.configs = configs  # replaced whole: readers on other threads see one or the other
+        self.version += 1
+        self._save()
 
     def _save(self) -> None:
         if self.path is None:

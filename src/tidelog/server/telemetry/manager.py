@@ -113,17 +113,19 @@ class ClientMetricsManager:
         self.clock = clock
         self.telemetry_max_bytes = telemetry_max_bytes
         self.cache_expiry_ms = cache_expiry_ms
-        self.configs = ClientMetricsConfigStore()
-        self.subscription_version = 0
+        self.configs: ClientMetricsConfigStore = ClientMetricsConfigStore()
         self.instances: dict[uuid.UUID, ClientInstance] = {}
         self.throttled = 0
         self.unknown_subscription_requests = 0
 
     # ------------------------------------------------------------------ subscriptions
+    @property
+    def subscription_version(self) -> int:
+        return self.configs.version
+
     def alter(self, name: str, ops: list[tuple[str, int, str | None]],
               validate_only: bool) -> None:
-        if self.configs.alter(name, ops, validate_only):
-            self.subscription_version += 1
+        self.configs.alter(name, ops, validate_only)
 
     def _instance(self, instance_id: uuid.UUID, attributes: dict[str, str],
                   now: int) -> ClientInstance:

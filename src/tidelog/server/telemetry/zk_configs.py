@@ -1,0 +1,98 @@
+"""Client metrics subscriptions in a cluster: kept in ZooKeeper as every other entity config
+(``/config/client-metrics/<name>``, Kafka's config JSON), announced under ``/config/changes``
+(``client-metrics/<name>``) and applied by every broker, so a subscription altered through
+any broker reaches clients wherever they push. Kafka keeps these in KRaft metadata only;
+tidelog's cluster metadata is ZooKeeper, so they live where its other configs do.
+
+Notifications arrive on kazoo's thread: the store replaces its mapping whole, which the
+event loop reads without a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from kazoo.exceptions import NoNodeError
+
+from tidelog.server.errors import ApiError
+from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.metadata.zk_config_changes import ConfigChangeListener, ConfigHandler
+
+from .configs import ClientMetricsConfigStore, validate
+
+log = logging.getLogger(__name__)
+
+CLIENT_METRICS_CONFIG_TYPE = "client-metrics"
+
+
+class ZkClientMetricsConfigStore(ClientMetricsConfigStore):
+    def __init__(self, zk: KafkaZkClient) -> None:
+        super().__init__()
+        self.zk = zk
+
+    def handler(self) -> ConfigHandler:
+        return ConfigHandler(CLIENT_METRICS_CONFIG_TYPE, self.refresh, self.load)
+
+    def attach(self, log_dir: object) -> None:
+        """Nothing on disk: ZooKeeper holds the subscriptions (``load`` reads them)."""
+
+    def load(self) -> None:
+        configs = {}
+        for name in self.zk.get_children(f"/config/{CLIENT_METRICS_CONFIG_TYPE}"):
+            props = self._read(name)
+            if props:
+                configs[name] = props
+        self.configs = configs
+        self.version += 1
+
+    def _read(self, name: str) -> dict[str, str]:
+        props = self.zk.get_entity_configs(CLIENT_METRICS_CONFIG_TYPE, name)
+        try:
+            validate(name, props)
+        except ApiError as exc:
+            log.error("ignoring client metrics subscription %r: %s", name, exc)
+            return {}
+        return props
+
+    def refresh(self, name: str) -> None:
+        """One subscription changed (a notification, or our own write): read it again."""
+        configs = dict(self.configs)
+        props = self._read(name)
+        if props:
+            configs[name] = props
+        else:
+            configs.pop(name, None)
+        self.configs = configs
+        self.version += 1
+
+    def current(self, name: str) -> dict[str, str]:
+        """What ZooKeeper holds now (another broker may have changed it)."""
+        return self.zk.get_entity_configs(CLIENT_METRICS_CONFIG_TYPE, name)
+
+    def _store(self, name: str, props: dict[str, str]) -> None:
+        """AdminZkClient.changeEntityConfig: write (an emptied one goes), announce, re-read."""
+        if props:
+            self.zk.set_or_create_entity_configs(CLIENT_METRICS_CONFIG_TYPE, name, props,
+                                                 notify=False)
+        else:
+            try:
+                self.zk.zk.delete(f"/config/{CLIENT_METRICS_CONFIG_TYPE}/{name}")
+            except NoNodeError:
+                pass
+        self.zk.create_config_change_notification(f"{CLIENT_METRICS_CONFIG_TYPE}/{name}")
+        self.refresh(name)
+
+    def _save(self) -> None:
+        """Written to ZooKeeper by ``_store``."""
+
+
+def watch_client_metrics(zk: KafkaZkClient, store: ZkClientMetricsConfigStore,
+                         on_new_session: list[Callable[[], object]]) -> ConfigChangeListener:
+    """Read the subscriptions and follow their change notifications, again with every new
+    ZooKeeper session."""
+    listener = ConfigChangeListener(zk)
+    listener.add_handler(store.handler())
+    listener.load()
+    on_new_session.append(listener.load)
+    return listener
