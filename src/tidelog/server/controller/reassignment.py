@@ -171,8 +171,12 @@ class ReassignmentManager:
         ISR now completes."""
         ctx = self.c.context
         for tp in partitions:
+            if tp not in self.being_reassigned:
+                continue
             a = ctx.assignments.get(tp)
-            if tp in self.being_reassigned and a is not None and self._is_complete(tp, a):
+            if a is None or not is_being_reassigned(a):  # its topic was deleted meanwhile
+                self.being_reassigned.discard(tp)
+            elif self._is_complete(tp, a):
                 await self.on_partition_reassignment(tp, a)
 
     # --- the move -----------------------------------------------------------------------------
