@@ -5,7 +5,15 @@ ZooKeeper, or alone on the minority side of a 1/2 split; mixed with the kills an
 The checker is the same: no acknowledged record lost, duplicated or moved, producers' order
 kept, nothing read later gone, every replica byte-identical to its leader.
 
-The seed is printed (and taken from ``TIDELOG_FAULT_SEED`` when set)."""
+A full log dir is a nemesis operation too: each broker has two small tmpfs log dirs, the
+nemesis fills the one holding a partition's leader or follower to the last byte, and the
+broker's next write there meets ENOSPC, as on a full disk. The broker stays up on its other
+dir; the full one goes offline and the controller moves its replicas' leadership and ISR
+membership to the other brokers (log dir event notification). After the hold the filler is
+deleted and the broker restarted (an offline dir comes back only with a restart, as in Kafka).
+
+The seed is printed (and taken from ``TIDELOG_FAULT_SEED`` when set); with
+``TIDELOG_FAULT_LOG_DIR`` set, each broker's output is written there too."""
 
 from __future__ import annotations
 
@@ -15,13 +23,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from jepsen_support import History, Nemesis, Workload, check, final_log, wait_healthy
 from replication_support import create_topic, log_bytes, partition_dir, states, wait_for
 
 from tidelog.testing.capability import require_netns
-from tidelog.testing.netns import NetnsCluster
+from tidelog.testing.netns import LOG_DIR_NAMES, NetnsCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition
 
@@ -68,6 +77,41 @@ class PartitionNemesis(Nemesis):
         super().heal()
 
 
+class LogDirNemesis(PartitionNemesis):
+    """Fills the log dir holding a partition's leader (or a follower) on one broker, checks
+    the broker stays up while that replica leaves leadership and the ISR, then frees the dir
+    and restarts the broker. ``moved`` records each check."""
+
+    def __init__(self, cluster: NetnsCluster, tps: list[TopicPartition], seed: int) -> None:
+        super().__init__(cluster, tps, seed)
+        self.hold_s = 4.0
+        self.moved: list[str] = []
+
+    def run_one(self, history: History) -> None:
+        tp = self.rng.choice(self.tps)
+        state = states(self.net, [tp])[tp]
+        kind = self.rng.choice(("fill-logdir-leader", "fill-logdir-follower"))
+        followers = [b for b in state.isr if b != state.leader]
+        victim = state.leader if kind.endswith("leader") or not followers else followers[0]
+        name = next(n for n in LOG_DIR_NAMES
+                    if (self.net.log_dir(victim, n) / f"{tp.topic}-{tp.partition}").exists())
+        history.faults.append(f"{kind} {victim} {name} ({tp})")
+        self.net.fill_log_dir(victim, name)
+        try:
+            wait_for(lambda: victim not in states(self.net, [tp])[tp].isr
+                     and states(self.net, [tp])[tp].leader not in (victim, -1),
+                     60, f"{tp} led and in sync without broker {victim}")  # fmt: skip
+            self.moved.append(f"{tp} off broker {victim}")
+            assert self.net.brokers[victim].running, f"broker {victim} stopped"
+            time.sleep(self.hold_s)  # writes go on without the full dir a while
+        finally:
+            self.net.free_log_dirs(victim)
+            broker = self.net.brokers[victim]
+            broker.stop()
+            broker.start()
+        time.sleep(self.rng.uniform(1.0, 3.0))
+
+
 @pytest.fixture
 def cluster(zookeeper_server: ZooKeeperServer) -> Iterator[NetnsCluster]:
     require_netns()
@@ -100,12 +144,40 @@ def test_cuts_block_traffic_and_heal_restores_it(cluster: NetnsCluster) -> None:
     wait_for(lambda: registered(cluster) == [1, 2, 3], 30, "broker 3 registered again")
 
 
-def run(cluster: NetnsCluster, faults: int) -> None:
+def dump_broker_output(cluster: NetnsCluster, seed: int) -> None:
+    """Each broker's output since its last start, into ``TIDELOG_FAULT_LOG_DIR`` when set."""
+    where = os.environ.get("TIDELOG_FAULT_LOG_DIR")
+    if not where:
+        return
+    os.makedirs(where, exist_ok=True)
+    for broker_id, broker in cluster.brokers.items():
+        with open(os.path.join(where, f"seed-{seed}-broker-{broker_id}.log"), "w") as f:
+            f.writelines(broker.output)
+
+
+def replica_dir(cluster: NetnsCluster, broker_id: int, tp: TopicPartition) -> Path:
+    """The partition's directory on that broker, in whichever of its log dirs holds it."""
+    if cluster.log_dir_bytes is None:
+        return partition_dir(cluster, broker_id, tp)
+    found = [cluster.log_dir(broker_id, n) / f"{tp.topic}-{tp.partition}" for n in LOG_DIR_NAMES]
+    return next((d for d in found if d.exists()), found[0])
+
+
+def run(cluster: NetnsCluster, faults: int, nemesis_class: type[PartitionNemesis] = PartitionNemesis,
+        ) -> PartitionNemesis:  # fmt: skip
     seed = int(os.environ.get("TIDELOG_FAULT_SEED", random.randrange(1 << 32)))
     print(f"partition run seed {seed} ({faults} faults)")
+    try:
+        return _run(cluster, faults, seed, nemesis_class)
+    finally:
+        dump_broker_output(cluster, seed)
+
+
+def _run(cluster: NetnsCluster, faults: int, seed: int,
+         nemesis_class: type[PartitionNemesis]) -> PartitionNemesis:  # fmt: skip
     tps = create_topic(cluster, TOPIC, PARTITIONS, config={"min.insync.replicas": "2"})
     workload = Workload(cluster, TOPIC, PARTITIONS)
-    nemesis = PartitionNemesis(cluster, tps, seed)
+    nemesis = nemesis_class(cluster, tps, seed)
     workload.start()
     try:
         time.sleep(2)  # some writes before the first fault
@@ -126,13 +198,14 @@ def run(cluster: NetnsCluster, faults: int) -> None:
     assert verdict.ok, (seed, verdict)
     assert verdict.acked > 100, (seed, verdict.acked)
     for tp, state in states(cluster, tps).items():
-        leader_dir = partition_dir(cluster, state.leader, tp)
+        leader_dir = replica_dir(cluster, state.leader, tp)
         wait_for(
             lambda tp=tp, state=state, leader_dir=leader_dir: all(
-                log_bytes(partition_dir(cluster, b, tp)) == log_bytes(leader_dir)
+                log_bytes(replica_dir(cluster, b, tp)) == log_bytes(leader_dir)
                 for b in state.isr),
             60, f"replicas of {tp} byte-identical (seed {seed})",
         )  # fmt: skip
+    return nemesis
 
 
 @pytest.mark.quarantine(
@@ -149,6 +222,21 @@ def test_short_partition_run(cluster: NetnsCluster) -> None:
 @pytest.mark.timeout(1800)
 def test_long_partition_run(cluster: NetnsCluster) -> None:
     run(cluster, faults=20)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_full_log_dir_run(zookeeper_server: ZooKeeperServer) -> None:
+    """Two full log dirs, one after the other, under the same workload and checker: the
+    broker stays up, the full dir's replicas leave leadership and the ISR, nothing
+    acknowledged is lost. No free-space floor (``log.dir.min.free.bytes`` 0): the append
+    that meets ENOSPC takes the dir offline, as in Kafka."""
+    require_netns()
+    config = {**CONFIG, "log.dir.min.free.bytes": "0"}
+    with NetnsCluster(brokers=3, zookeeper=zookeeper_server, config=config,
+                      log_dir_bytes=64 << 20) as cluster:  # fmt: skip
+        nemesis = run(cluster, faults=2, nemesis_class=LogDirNemesis)
+    assert isinstance(nemesis, LogDirNemesis) and len(nemesis.moved) == 2, nemesis.moved
 
 
 def test_a_failed_start_leaves_no_namespace_or_link(zookeeper_server: ZooKeeperServer) -> None:

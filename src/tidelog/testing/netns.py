@@ -17,17 +17,24 @@ partition. The clients in the root namespace still reach every broker::
         cluster.split([1], [2, 3])
         cluster.heal()
 
-Everything (namespaces, links, the relay) is removed on exit, also when the start fails.
+With ``log_dir_bytes`` each broker has two log dirs, ``a`` and ``b``, each a tmpfs of that
+size: ``fill_log_dir(N, "a")`` fills one with a file until the file system answers ENOSPC (the
+broker's next write there fails as on a full disk), ``free_log_dirs(N)`` deletes the fillers.
+
+Everything (namespaces, links, the relay, the mounts) is removed on exit, also when the start
+fails.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import socket
 import subprocess
 import threading
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from .cluster import EmbeddedCluster
@@ -36,6 +43,32 @@ from .zookeeper import ZooKeeperServer
 
 def ip(*args: str, check: bool = True) -> None:
     subprocess.run(["ip", *args], check=check, capture_output=True, timeout=30)
+
+
+LOG_DIR_NAMES = ("a", "b")
+FILLER = "filler"
+_CHUNK = b"\0" * (1 << 20)
+
+
+def fill(directory: Path) -> int:
+    """Write ``directory/filler`` until the file system refuses (ENOSPC); the bytes written."""
+    written = 0
+    with open(directory / FILLER, "ab", buffering=0) as f:
+        while True:
+            try:
+                written += f.write(_CHUNK)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+                break
+        for size in (4096, 1):  # the last pages of a tmpfs a megabyte did not fit in
+            try:
+                while True:
+                    written += f.write(b"\0" * size)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise
+    return written
 
 
 def free_subnet() -> int:
@@ -101,8 +134,11 @@ class NetnsCluster(EmbeddedCluster):
         config: Mapping[str, Any] | None = None,
         *,
         zookeeper: ZooKeeperServer | None = None,
+        log_dir_bytes: int | None = None,
     ) -> None:
         super().__init__(brokers, config, zookeeper=zookeeper)
+        self.log_dir_bytes = log_dir_bytes
+        self._mounts: list[Path] = []
         self.subnet = free_subnet()
         self.tag = f"{os.getpid() % 100000}{self.subnet}"
         self.bridge = f"tlb{self.tag}"
@@ -133,6 +169,33 @@ class NetnsCluster(EmbeddedCluster):
 
     def broker_command_prefix(self, broker_id: int) -> list[str]:
         return ["ip", "netns", "exec", self.namespace(broker_id)]
+
+    def broker_props(self, broker_id: int) -> dict[str, str]:
+        props = super().broker_props(broker_id)
+        if self.log_dir_bytes is not None:
+            dirs = [Path(props["log.dirs"]) / name for name in LOG_DIR_NAMES]
+            for d in dirs:  # mounted before the broker starts (it sees them in its namespace)
+                self._mount(d)
+            props["log.dirs"] = ",".join(str(d) for d in dirs)
+        return props
+
+    def _mount(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.log_dir_bytes}", "tmpfs",
+                        str(directory)], check=True, capture_output=True, timeout=30)  # fmt: skip
+        self._mounts.append(directory)
+
+    def log_dir(self, broker_id: int, name: str) -> Path:
+        assert self.directory is not None and name in LOG_DIR_NAMES
+        return self.directory / f"broker-{broker_id}" / name
+
+    def fill_log_dir(self, broker_id: int, name: str) -> int:
+        """Fill the broker's log dir ``name`` to the last byte; the bytes written."""
+        return fill(self.log_dir(broker_id, name))
+
+    def free_log_dirs(self, broker_id: int) -> None:
+        for name in LOG_DIR_NAMES:
+            (self.log_dir(broker_id, name) / FILLER).unlink(missing_ok=True)
 
     @property
     def zookeeper_connect(self) -> str:
@@ -171,6 +234,12 @@ class NetnsCluster(EmbeddedCluster):
 
     def stop(self) -> None:
         try:
+            for b in self.brokers.values():  # before the mounts under their log dirs go
+                b.stop()
+            for d in reversed(self._mounts):
+                subprocess.run(["umount", "-l", str(d)], check=False, capture_output=True,
+                               timeout=30)  # fmt: skip
+            self._mounts.clear()
             super().stop()
         finally:
             if self._relay is not None:
