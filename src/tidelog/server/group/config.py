@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tidelog.config.core import INT_MAX, ConfigDef, at_least, between
+from tidelog.config.core import INT_MAX, ConfigDef, at_least, between, one_of
 
 GROUP_CONFIG_DEF = (
     ConfigDef()
@@ -60,6 +60,15 @@ GROUP_CONFIG_DEF = (
         "list",
         "uniform,range",
         "Server-side assignors (uniform, range, or Kafka's class names); the first is the default.",
+    )
+    .define(
+        "group.consumer.migration.policy",
+        "string",
+        "bidirectional",
+        "Online migration between classic and consumer groups: bidirectional, upgrade "
+        "(classic to consumer when a consumer-protocol member joins), downgrade (consumer to "
+        "classic when the last consumer-protocol member leaves) or disabled.",
+        one_of("bidirectional", "upgrade", "downgrade", "disabled", case_sensitive=False),
     )
     .define(
         "group.share.session.timeout.ms",
@@ -181,6 +190,7 @@ class GroupConfig:
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_max_size: int = INT_MAX
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_consumer_migration_policy: str = "bidirectional"
     group_share_session_timeout_ms: int = 45000
     group_share_heartbeat_interval_ms: int = 5000
     group_share_record_lock_duration_ms: int = 30000
