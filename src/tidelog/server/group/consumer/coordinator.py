@@ -41,6 +41,7 @@ from tidelog.server.group.consumer.records import (
     TARGET_ASSIGNMENT_MEMBER,
     TARGET_ASSIGNMENT_METADATA,
     Assignment,
+    ClassicMemberMetadata,
     MemberAssignment,
     MemberSubscription,
     Record,
@@ -77,6 +78,16 @@ class GroupStore(Protocol):
 
     def append_records(self, group_id: str, records: list[Record]) -> None: ...
 
+    def store_group(self, group: GroupMetadata) -> None: ...
+
+
+class MigrationHooks(Protocol):
+    """Online migration (migration.py), set by the classic coordinator."""
+
+    def upgrade(self, classic: GroupMetadata) -> ConsumerGroup | None: ...
+
+    def maybe_downgrade(self, group_id: str) -> bool: ...
+
 
 class ConsumerGroupError(Exception):
     def __init__(self, code: ErrorCode, message: str | None = None) -> None:
@@ -99,6 +110,7 @@ class HeartbeatRequest:
     owned: Assignment | None = None
     client_id: str = ""
     client_host: str = ""
+    classic: ClassicMemberMetadata | None = None  # a classic member's JoinGroup
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,7 @@ class ConsumerGroupCoordinator:
         self.settings = GroupConfigStore(config)  # per-group overrides, shared by the owner
         self._regex: dict[str, re2._Regexp] = {}
         self._matches: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self.migration: MigrationHooks | None = None
 
     @property
     def groups(self) -> dict[str, ConsumerGroup]:
@@ -286,6 +299,9 @@ class ConsumerGroupCoordinator:
             return group
         classic = self.manager.groups.get(req.group_id)
         if classic is not None and (classic.members or not classic.is_state(GroupState.EMPTY)):
+            upgraded = self.migration.upgrade(classic) if self.migration is not None else None
+            if upgraded is not None:
+                return upgraded
             raise ConsumerGroupError(ErrorCode.GROUP_ID_NOT_FOUND,
                                      f"Group {req.group_id} is not a consumer group.")
         group = ConsumerGroup(req.group_id)
@@ -313,7 +329,7 @@ class ConsumerGroupCoordinator:
                                   else old.rebalance_timeout_ms),
             server_assignor=req.server_assignor or old.server_assignor,
             instance_id=req.instance_id or old.instance_id,
-            rack_id=req.rack_id or old.rack_id)
+            rack_id=req.rack_id or old.rack_id, classic=req.classic)
         is_new = member.member_id not in group.members
         records: list[Record] = []
         if is_new or sub != old:
@@ -417,6 +433,8 @@ class ConsumerGroupCoordinator:
             return HeartbeatResult(ErrorCode.NONE, req.member_id, req.member_epoch)
         log.info("consumer group %s: member %s left", group.group_id, member.member_id)
         self._fence(group, member)
+        if self.migration is not None:
+            self.migration.maybe_downgrade(group.group_id)
         return HeartbeatResult(ErrorCode.NONE, req.member_id, req.member_epoch)
 
     def _fence(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
@@ -450,6 +468,8 @@ class ConsumerGroupCoordinator:
             log.info("consumer group %s: member %s fenced: %s", group_id, member_id, why)
             try:
                 self._fence(group, member)
+                if self.migration is not None and member.subscription.classic is None:
+                    self.migration.maybe_downgrade(group_id)
             except OSError:
                 log.warning("could not fence member %s of %s", member_id, group_id)
         return run
@@ -457,9 +477,11 @@ class ConsumerGroupCoordinator:
     def _schedule_timers(self, group_id: str, member: ConsumerGroupMember) -> None:
         if member.session_task is not None:
             member.session_task.cancel()
+        classic = member.subscription.classic
         member.session_task = self.scheduler.schedule(
             f"consumer-session-{group_id}-{member.member_id}",
             self._fence_later(group_id, member.member_id, None, "session timeout"),
+            classic.session_timeout_ms if classic is not None else
             self.settings.number(group_id, "consumer.session.timeout.ms"))
         if member.state != MemberState.UNREVOKED_PARTITIONS:
             if member.rebalance_task is not None:

@@ -50,6 +50,15 @@ class TopicMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """ConsumerGroupMemberMetadataValue's ClassicMemberMetadata (tagged field 0): a member of
+    a consumer group that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberSubscription:
     """ConsumerGroupMemberMetadataValue."""
 
@@ -61,6 +70,7 @@ class MemberSubscription:
     server_assignor: str | None = None
     instance_id: str | None = None
     rack_id: str | None = None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,8 +217,42 @@ def encode_member_metadata(m: MemberSubscription) -> bytes:
     w.string(m.subscribed_topic_regex)
     w.i32(m.rebalance_timeout_ms)
     w.string(m.server_assignor)
-    w.tags()  # ClassicMemberMetadata (tag 0) is absent: the member speaks KIP-848
+    if m.classic is None:
+        w.tags()  # ClassicMemberMetadata (tag 0) is absent: the member speaks KIP-848
+    else:
+        body = _Writer(flexible=True)
+        body.i32(m.classic.session_timeout_ms)
+        body.array_len(len(m.classic.protocols))
+        for name, metadata in m.classic.protocols:
+            body.string(name)
+            body.bytes_(metadata)
+            body.tags()
+        body.tags()
+        w.uvarint(1)  # one tagged field: tag 0, its size, its struct
+        w.uvarint(0)
+        w.uvarint(len(body.buf))
+        w.buf += body.buf
     return bytes(w.buf)
+
+
+def _classic_metadata(r: _Reader) -> ClassicMemberMetadata | None:
+    """The value's tagged fields: ClassicMemberMetadata when tag 0 is there."""
+    found = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        data = bytes(r.take(size))
+        if tag != 0:
+            continue
+        t = _Reader(data)
+        t.flexible = True
+        timeout = t.i32()
+        protocols = []
+        for _ in range(t.array_len()):
+            name, metadata = t.string(), t.bytes_()
+            t.skip_tags()
+            protocols.append((name, metadata))
+        found = ClassicMemberMetadata(timeout, tuple(protocols))
+    return found
 
 
 def decode_member_metadata(data: bytes) -> MemberSubscription:
@@ -221,9 +265,9 @@ def decode_member_metadata(data: bytes) -> MemberSubscription:
     regex = r.nullable_string()
     rebalance_timeout = r.i32()
     assignor = r.nullable_string()
-    r.skip_tags()
+    classic = _classic_metadata(r)
     return MemberSubscription(client_id, client_host, names, regex, rebalance_timeout, assignor,
-                              instance_id, rack_id)
+                              instance_id, rack_id, classic)
 
 
 def encode_target_member(assignment: Mapping[uuid.UUID, frozenset[int]]) -> bytes:
