@@ -214,8 +214,9 @@ def validate_member_epoch(group: ConsumerGroup, member_id: str, epoch: int) -> E
     member = group.members.get(member_id)
     if member is None:
         return ErrorCode.UNKNOWN_MEMBER_ID
-    if epoch != member.member_epoch:
-        return ErrorCode.STALE_MEMBER_EPOCH
+    if epoch != member.member_epoch:  # a classic member names its generation
+        return ErrorCode.STALE_MEMBER_EPOCH if member.subscription.classic is None \
+            else ErrorCode.ILLEGAL_GENERATION
     return ErrorCode.NONE
 
 
