@@ -70,6 +70,9 @@ class GroupCoordinator(OffsetsApi):
 
     def sync_group(self, req: SyncRequest, callback: SyncCallback) -> None:
         err = self.group_error(req.group_id)
+        if err == ErrorCode.NONE and req.group_id in self.consumer.groups:
+            callback(self.migration.sync(req))  # a classic member of a consumer group
+            return
         group = self.groups.get(req.group_id) if err == ErrorCode.NONE else None
         if err == ErrorCode.NONE:
             err = self._validate_sync(group, req)
@@ -141,6 +144,8 @@ class GroupCoordinator(OffsetsApi):
         err = self.group_error(group_id)
         if err != ErrorCode.NONE:
             return err
+        if group_id in self.consumer.groups:  # a classic member of a consumer group
+            return self.migration.heartbeat(group_id, member_id, generation_id)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -170,6 +175,8 @@ class GroupCoordinator(OffsetsApi):
         err = self.group_error(group_id)
         if err != ErrorCode.NONE:
             return err, [err] * len(members)
+        if group_id in self.consumer.groups:  # classic members of a consumer group
+            return self.migration.leave(group_id, members)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)

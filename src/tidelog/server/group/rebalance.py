@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.consumer.coordinator import ConsumerGroupCoordinator
+from tidelog.server.group.consumer.migration import Migration
 from tidelog.server.group.group import GroupMetadata, GroupState
 from tidelog.server.group.member import (
     JoinCallback,
@@ -82,6 +83,9 @@ class RebalanceCore:
         self.consumer = ConsumerGroupCoordinator(config, self.manager, clock=clock,
                                                  scheduler=scheduler,
                                                  group_error=self.group_error)
+        # classic members of consumer groups; upgrades and downgrades
+        self.migration = Migration(self.consumer, on_downgraded=self._on_downgraded)
+        self.consumer.migration = self.migration
         self.share = ShareGroupCoordinator(config, clock=clock, scheduler=scheduler,
                                            group_error=self.group_error,
                                            other_kind=self._is_classic_or_consumer)
@@ -176,6 +180,10 @@ class RebalanceCore:
         if err != ErrorCode.NONE:
             callback(JoinResult(err, member_id=req.member_id))
             return
+        consumer_group = self.consumer.groups.get(req.group_id)
+        if consumer_group is not None and consumer_group.members:
+            callback(self.migration.join(req))  # a classic member of a consumer group
+            return
         group = self.groups.get(req.group_id)
         if group is None:
             if req.member_id != UNKNOWN_MEMBER_ID:
@@ -200,6 +208,14 @@ class RebalanceCore:
             and group.generation_id == 0
         ):
             self.groups.pop(group.group_id, None)
+
+    def _on_downgraded(self, group: GroupMetadata) -> None:
+        """A consumer group turned classic (migration.py): its members' sessions run from
+        now and they rejoin in a rebalance."""
+        for member in group.members.values():
+            self._complete_and_schedule_heartbeat(group, member)
+        self._prepare_rebalance(group, f"Downgrade group {group.group_id} from consumer to "
+                                       "classic.")
 
     def _join_unknown_member(
         self, group: GroupMetadata, req: JoinRequest, callback: JoinCallback
