@@ -21,7 +21,7 @@ from tidelog.util.clock import Clock
 
 from .errors import CorruptIndexError, InvalidOffsetError
 from .leader_epoch import LeaderEpochFileCache
-from .producer_state import ProducerStateManager
+from .producer_state import NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerStateManager
 from .segment import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
@@ -304,6 +304,47 @@ def rebuild_producer_state(
         _replay_segments(psm, segments, log_start_offset, last_offset, to_snapshot)
     psm.update_map_end_offset(last_offset)
     psm.take_snapshot()
+    backfill_recent_batches(psm, segments, log_start_offset, last_offset)
+
+
+RECENT_WINDOW = 10_000  # offsets before the end searched for producers' earlier batches
+
+
+def backfill_recent_batches(psm: ProducerStateManager, segments: LogSegments,
+                            log_start_offset: int, last_offset: int) -> None:
+    """Beyond Kafka: a snapshot keeps one batch per producer, so after a restart or a
+    truncation a retry of any of a producer's other in-flight batches (up to five) would not
+    be recognised as a duplicate and would be refused OUT_OF_ORDER_SEQUENCE_NUMBER, which an
+    idempotent librdkafka producer takes as fatal. For producers whose last batch lies within
+    ``RECENT_WINDOW`` offsets of ``last_offset`` in the segment holding it, the batches they
+    wrote before it (same epoch, in log order, read back from that segment) are restored, up
+    to five in all, as a replay from further back would have left them."""
+    seg = segments.floor_segment(last_offset - 1) if last_offset > 0 else None
+    if seg is None:
+        return
+    floor = max(seg.base_offset, log_start_offset, last_offset - RECENT_WINDOW)
+    short = {pid: e for pid, e in psm.producers.items()
+             if 0 < len(e.batch_metadata) < NUM_BATCHES_TO_RETAIN
+             and e.batch_metadata[0].first_offset >= floor}  # fmt: skip
+    if not short:
+        return
+    start = seg.translate_offset(floor)
+    end = seg.translate_offset(max(e.batch_metadata[0].first_offset for e in short.values()))
+    if start is None or end is None or start.position >= end.position:
+        return
+    earlier: dict[int, tuple[int, list[BatchMetadata]]] = {}  # pid -> (epoch, batches)
+    for batch in seg.log.batches(start.position, end.position):
+        if batch.producer_id not in short or batch.last_offset < floor:
+            continue
+        epoch, found = earlier.get(batch.producer_id, (batch.producer_epoch, []))
+        if epoch != batch.producer_epoch:  # a new epoch forgets the older batches
+            epoch, found = batch.producer_epoch, []
+        if not batch.is_control:
+            found.append(BatchMetadata(batch.last_sequence, batch.last_offset,
+                                       batch.last_offset - batch.base_offset, batch.max_timestamp))
+        earlier[batch.producer_id] = (epoch, found)
+    for pid, (epoch, found) in earlier.items():
+        psm.restore_earlier_batches(pid, epoch, found)
 
 
 def _replay_segments(psm: ProducerStateManager, segments: LogSegments, log_start_offset: int,

@@ -380,6 +380,17 @@ class ProducerStateManager:
         self.update(info)
         return completed
 
+    def restore_earlier_batches(self, producer_id: int, epoch: int,
+                                earlier: list[BatchMetadata]) -> None:
+        """Batches the producer wrote before its oldest known one (read back from the log),
+        kept in front of it up to five in all, when the epoch is still the producer's."""
+        entry = self.producers.get(producer_id)
+        if entry is None or entry.producer_epoch != epoch or not entry.batch_metadata:
+            return
+        oldest = entry.batch_metadata[0].first_offset
+        merged = [m for m in earlier if m.last_offset < oldest] + list(entry.batch_metadata)
+        entry.batch_metadata = deque(merged[-NUM_BATCHES_TO_RETAIN:])
+
     def update_map_end_offset(self, offset: int) -> None:
         self.last_map_offset = offset
 
