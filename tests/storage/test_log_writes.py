@@ -55,7 +55,10 @@ def _append(lg: Log, w: HeldWriter, out: Outcomes, *values: bytes, **kw: object
     def done(error: BaseException | None) -> None:
         out[n] = (n, error)
 
-    return lg.append_as_leader_async(batch(*values, **kw), 0, w.writer, done)  # type: ignore[arg-type]
+    info, handed = lg.append_as_leader_async(batch(*values, **kw), 0, w.writer, done,  # type: ignore[arg-type]
+                                             inline_below=0)
+    assert handed
+    return info
 
 
 def test_offsets_at_once_visibility_once_written(make_log: MakeLog, held: HeldWriter) -> None:
@@ -104,7 +107,8 @@ def test_rolls_wait_for_the_writes_in_flight(make_log: MakeLog) -> None:
     try:
         infos = []
         for i in range(20):
-            info = lg.append_as_leader_async(batch(b"%04d" % i), 0, w, _recorder(out))
+            info, _ = lg.append_as_leader_async(batch(b"%04d" % i), 0, w, _recorder(out),
+                                                inline_below=0)
             infos.append(info.first_offset)
         done = threading.Event()
         w.submit(done.set)
@@ -189,3 +193,22 @@ def test_failed_write_fails_later_writes_and_appends(make_log: MakeLog, held: He
         _append(lg, held, out, b"c")
     with pytest.raises(KafkaStorageError):
         lg.append_as_leader(batch(b"d"))
+
+
+def test_small_write_with_none_in_flight_is_made_at_once(make_log: MakeLog, held: HeldWriter
+                                                         ) -> None:
+    """Under the inline size and with no write in flight, the caller writes (no hand-off);
+    behind a write in flight, a small one queues after it all the same."""
+    lg = make_log()
+    calls: list[BaseException | None] = []
+    info, handed = lg.append_as_leader_async(batch(b"a"), 0, held.writer, calls.append)
+    assert not handed and info.first_offset == 0 and lg.log_end_offset == 1
+    out: Outcomes = []
+    _append(lg, held, out, b"b")  # handed to the (held) writer
+    info, handed = lg.append_as_leader_async(batch(b"c"), 0, held.writer, calls.append)
+    assert handed and info.first_offset == 2 and lg.log_end_offset == 1
+    held.release()
+    held.flush()
+    assert calls == [None] and lg.log_end_offset == 3
+    lg.update_high_watermark(3)
+    assert values_from(lg, 0) == [(0, b"a"), (1, b"b"), (2, b"c")]

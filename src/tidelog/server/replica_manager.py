@@ -394,11 +394,11 @@ class ReplicaManager(ReplicaTopics):
         return info
 
     def append_async(self, tp: TopicPartition, records: bytes, *, required_acks: int = 1
-                     ) -> tuple[LogAppendInfo, asyncio.Future[Written]]:
-        """``append(group_commit=True)`` whose segment write runs on the log dir's writer
+                     ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None]:
+        """``append(group_commit=True)`` whose segment write may run on the log dir's writer
         thread: the offsets are known on return; the future (on the loop, in append order)
         says once the bytes are written, after the HW moved or the group commit took them
-        (wait on its waiter to answer)."""
+        (wait on its waiter to answer). None: written already, as ``append``."""
         loop = asyncio.get_running_loop()
         written: asyncio.Future[Written] = loop.create_future()
         partition: Partition | None = None
@@ -408,14 +408,17 @@ class ReplicaManager(ReplicaTopics):
             lg = partition.log
             writer = self.append_writers.for_dir(lg.dir.parent)
             done = self._on_written(loop, partition, written)
-            info = lg.append_as_leader_async(records, partition.leader_epoch, writer, done)
+            info, handed = lg.append_as_leader_async(records, partition.leader_epoch, writer,
+                                                     done)
+            if not handed:
+                self._after_write(partition, True)
         except Exception as exc:
             if partition is not None:
                 self._report_io_error(partition.log, exc, f"appending to {tp}")
             self._record_failed(tp)
             raise
         self._record_append(tp, records, info)
-        return info, written
+        return info, written if handed else None
 
     def _on_written(self, loop: asyncio.AbstractEventLoop, partition: Partition,
                     written: asyncio.Future[Written]) -> Callable[[BaseException | None], None]:

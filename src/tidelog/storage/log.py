@@ -208,12 +208,15 @@ class Log:
 
     def append_as_leader_async(self, records: bytes | bytearray | memoryview,
                                leader_epoch: int, writer: AppendWriter, done: WriteDone,
-                               origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
-        """``append_as_leader`` whose segment write runs on ``writer`` (log_writes): offsets
-        and producer state are settled here, the log end offset moves once the bytes are
-        written, then ``done`` runs on the writer's thread (also for a duplicate or an append
-        written here, after the writes before it). The ``flush.messages`` fsync is the
-        caller's (the broker's group commit). Raises as ``append_as_leader``."""
+                               origin: AppendOrigin = AppendOrigin.CLIENT, *,
+                               inline_below: int = log_writes.INLINE_WRITE_BYTES
+                               ) -> tuple[LogAppendInfo, bool]:
+        """``append_as_leader`` whose segment write may run on ``writer`` (log_writes):
+        offsets and producer state are settled here, the log end offset moves once the bytes
+        are written. Returns the answer and whether ``done`` will run (on the writer's thread,
+        after the writes before it): False when the append is complete on return (written
+        here, or a duplicate or empty with no write in flight). The ``flush.messages`` fsync
+        is the caller's (the broker's group commit). Raises as ``append_as_leader``."""
         if len(records) == 0:
             info = self._empty_append_info()
         else:
@@ -221,12 +224,15 @@ class Log:
                 self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
             with self._io("append-async"):
                 info, handed = log_writes.hand_over(self, records, leader_epoch, origin,
-                                                    writer, done)
+                                                    writer, done, inline_below)
             if handed:
-                return info
+                return info, True
         w = self._writes
-        writer.submit(lambda: done(w.error))
-        return info
+        if w.count == 0:
+            w.check(self.name)  # a duplicate of a write that failed is not acknowledged
+            return info, False
+        writer.submit(lambda: done(w.error))  # answered after the writes in flight
+        return info, True
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append replicated batches keeping their offsets (must not go below the LEO)."""

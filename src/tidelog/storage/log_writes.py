@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 # append) is done: None, or the error that failed it (already a KafkaStorageError).
 WriteDone = Callable[[BaseException | None], None]
 Task = Callable[[], None]
+# A write smaller than this, to a log with no write in flight, is made by the caller: a page
+# cache copy of a few KiB costs less than the two thread hand-offs (and their waits for the
+# GIL) that a writer thread adds to the append's latency.
+INLINE_WRITE_BYTES = 64 << 10
 
 
 class PendingWrites:
@@ -143,12 +147,13 @@ class AppendWriters:
 
 
 def hand_over(lg: Log, records: bytes | bytearray | memoryview, leader_epoch: int,
-              origin: AppendOrigin, writer: AppendWriter, done: WriteDone
-              ) -> tuple[LogAppendInfo, bool]:
+              origin: AppendOrigin, writer: AppendWriter, done: WriteDone,
+              inline_below: int = INLINE_WRITE_BYTES) -> tuple[LogAppendInfo, bool]:
     """Under the log's lock: validate at ``next_offset``, settle the producer state and hand
-    the write to ``writer``. Returns the answer and whether the write went to the writer
-    (not for a duplicate, nor for an append that rolls or completes a transaction: that one
-    is written here, after the writes in flight)."""
+    the write to ``writer``. Returns the answer and whether the write went to the writer;
+    not for a duplicate, nor for a write under ``inline_below`` bytes with none in flight, nor
+    for an append that rolls or completes a transaction: those are written here, after the
+    writes in flight."""
     lg._check_open()
     res = validate_and_assign_offsets(
         records, lg.config, now_ms=lg.clock.milliseconds(), offset=lg.next_offset,
@@ -165,7 +170,8 @@ def hand_over(lg: Log, records: bytes | bytearray | memoryview, leader_epoch: in
                               log_append_time=lg.config.log_append_time,
                               log_start_offset=lg.log_start_offset), False
     pending = lg._writes
-    if analysis.completed or roll_due(lg, size, info):
+    if (pending.count == 0 and size < inline_below) or analysis.completed \
+            or roll_due(lg, size, info):
         pending.drain()
         lg._check_open()
         return lg._write_analyzed(v, analysis, True), False

@@ -1,0 +1,85 @@
+"""Produce appends written on the log dir's writer thread, through the broker with a real
+librdkafka producer: large batches go to the writer, every acknowledged record is read back
+in order at contiguous offsets, acks=all answers only once written; with
+tidelog.log.append.writer.enable=false no writer thread exists and the same holds."""
+
+from __future__ import annotations
+
+import threading
+
+import confluent_kafka as ck
+import pytest
+
+from tidelog.storage.log_writes import INLINE_WRITE_BYTES
+from tidelog.testing import EmbeddedBroker
+from tidelog.util.topic_partition import TopicPartition
+
+TOPIC = "written"
+N = 3000
+VALUE = 1024
+
+
+def _produce(bootstrap: str) -> list[int]:
+    offsets: list[int] = []
+    errors: list[object] = []
+
+    def done(err: object, msg: ck.Message) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            offsets.append(msg.offset())
+
+    p = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
+                     "acks": "all", "linger.ms": 50, "batch.size": 512 * 1024,
+                     "on_delivery": done})
+    for i in range(N):
+        p.produce(TOPIC, (b"%08d" % i).ljust(VALUE, b"."), partition=0)
+        p.poll(0)
+    assert p.flush(60) == 0
+    assert errors == []
+    return offsets
+
+
+def _consume(bootstrap: str) -> list[tuple[int, bytes]]:
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "w",
+                     "enable.auto.commit": False})
+    c.assign([ck.TopicPartition(TOPIC, 0, ck.OFFSET_BEGINNING)])
+    got: list[tuple[int, bytes]] = []
+    try:
+        for _ in range(200):
+            for m in c.consume(1000, 0.5):
+                assert m.error() is None
+                got.append((m.offset(), m.value()[:8]))
+            if len(got) >= N:
+                break
+    finally:
+        c.close()
+    return got
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_large_batches_through_the_writer(enabled: bool) -> None:
+    config = {"tidelog.log.append.writer.enable": str(enabled).lower()}
+    with EmbeddedBroker(config) as broker:
+        rm = broker.broker.replica_manager
+        handed = [0]
+        real = rm._on_written
+
+        def counting(*a: object) -> object:
+            handed[0] += 1
+            return real(*a)  # type: ignore[arg-type]
+
+        rm._on_written = counting  # type: ignore[method-assign]
+        offsets = _produce(broker.bootstrap_servers)
+        assert sorted(offsets) == list(range(N))
+        lg = rm.get_log(TopicPartition(TOPIC, 0))
+        assert lg is not None and lg.log_end_offset == N and lg.high_watermark == N
+        writers = [t for t in threading.enumerate() if t.name.startswith("tidelog-append-")]
+        if enabled:
+            assert writers, "large batches go to the log dir's writer thread"
+            assert lg.size_in_bytes > INLINE_WRITE_BYTES
+        else:
+            assert handed[0] == 0 and not writers
+        got = _consume(broker.bootstrap_servers)
+    assert [o for o, _ in got] == list(range(N))
+    assert [v for _, v in got] == [b"%08d" % i for i in range(N)]
