@@ -24,7 +24,7 @@ TOPIC = "events"
 ASSIGNMENT = [[3, 1, 2], [3, 2, 1], [1, 3, 2], [2, 3, 1], [3, 1, 2], [1, 2, 3]]
 
 
-def _wait(cond: Callable[[], object], what: str, timeout: float = 30) -> None:
+def _wait(cond: Callable[[], object], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
