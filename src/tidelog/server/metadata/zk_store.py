@@ -11,6 +11,7 @@ on kazoo's thread, so a reader on the event loop always sees one consistent map;
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import threading
@@ -160,6 +161,13 @@ class ZkMetadataStore:
             self._topics = topics
         self._notify(name)
 
+    def reread_topic(self, name: str) -> TopicInfo | None:
+        """Read one topic from ZooKeeper into the mirror now and return it. The mirror
+        follows ``/brokers/topics`` through a watch that re-reads every topic, so it can trail
+        a topic created a moment ago."""
+        self._refresh_one(name)
+        return self._topics.get(name)
+
     def _on_config_change(self, _event: Any = None) -> None:
         _quietly(self._on_config_change_now)
 
@@ -252,7 +260,9 @@ class ZkAdminManager:
         return info
 
     async def delete_topic(self, name: str, *, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> TopicInfo:
-        info = self.store.topics.get(name)
+        # a topic this broker's CreateTopics answered a moment ago may not be in the mirror
+        # yet (Kafka checks its metadata cache, which that CreateTopics waited for)
+        info = self.store.topics.get(name) or await asyncio.to_thread(self.store.reread_topic, name)
         if info is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
         await self.admin.delete_topic(name, timeout_ms=timeout_ms)
