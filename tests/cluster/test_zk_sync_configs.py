@@ -101,6 +101,14 @@ def test_broker_configs_altered_through_one_broker_apply_on_all_and_survive_a_re
     for b in (1, 3):
         assert _broker_entry(_admin(cluster, b), b, key) == default
 
+    # an incremental change applies to what ZooKeeper holds, also a key this broker has not
+    # been told about (written by a tool without a notification)
+    cluster.zk.zk.set("/config/brokers/2", b'{"version":1,"config":{"log.retention.ms":"987654321",'
+                      b'"log.retention.bytes":"1073741824"}}')  # fmt: skip
+    assert _alter_broker(ports[2], "2", "log.segment.bytes", "104857600") == (0, None)
+    assert json.loads(cluster.zk.zk.get("/config/brokers/2")[0])["config"] == {
+        key: "987654321", "log.retention.bytes": "1073741824", "log.segment.bytes": "104857600"}
+
     cluster.restart(2)  # read again from ZooKeeper before it serves
     assert _broker_entry(_admin(cluster, 2), 2, key) == own
     assert _alter_broker(cluster.brokers[2].port, "2", key, None) == (0, None)  # the default again

@@ -45,6 +45,12 @@ class ZkDynamicBrokerConfig(DynamicBrokerConfig):
         return (self.zk.get_entity_configs(BROKERS, DEFAULT_ENTITY),
                 self.zk.get_entity_configs(BROKERS, self.node))  # fmt: skip
 
+    def entity(self, name: str) -> dict[str, str]:
+        """The entity's configs as ZooKeeper holds them now (an incremental change applies
+        to those, as Kafka's ZkAdminManager reads them, not to what this broker has seen)."""
+        super().entity(name)
+        return self.zk.get_entity_configs(BROKERS, zk_entity(name))
+
     def _persist(self, name: str, new: dict[str, str]) -> None:
         self.zk.set_or_create_entity_configs(BROKERS, zk_entity(name), new)
 
