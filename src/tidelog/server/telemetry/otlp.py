@@ -11,9 +11,11 @@ added to what the instance pushed before, so a counter on /metrics is cumulative
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
@@ -31,8 +33,7 @@ class PayloadError(ValueError):
     """The payload does not decompress or is no OTLP MetricsData."""
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(NamedTuple):
     name: str
     kind: str
     labels: Labels
@@ -41,6 +42,7 @@ class Point:
     description: str = ""
 
 
+@functools.lru_cache(maxsize=8192)
 def prometheus_name(name: str) -> str:
     out = _BAD.sub("_", name)
     return "_" + out if out[:1].isdigit() else out
@@ -56,12 +58,8 @@ def _value(v: AnyValue) -> str:
     return str(raw) if kind in ("string_value", "int_value", "double_value") else ""
 
 
-def _labels(*groups: list[KeyValue]) -> Labels:
-    seen: dict[str, str] = {}
-    for attrs in groups:
-        for kv in attrs:
-            seen[prometheus_name(kv.key)] = _value(kv.value)
-    return tuple(sorted(seen.items()))
+def _labels(attrs: Iterable[KeyValue]) -> Labels:
+    return tuple(sorted({prometheus_name(kv.key): _value(kv.value) for kv in attrs}.items()))
 
 
 def _number(p: metrics_pb2.NumberDataPoint) -> float:
@@ -89,8 +87,13 @@ def _points(metric: metrics_pb2.Metric, resource: Labels) -> Iterator[Point]:
             yield Point(name + "_sum", COUNTER, labels, float(hp.sum), delta, doc)
 
 
-def _merge(resource: Labels, attrs: list[KeyValue]) -> Labels:
-    return tuple(sorted({**dict(resource), **dict(_labels(attrs))}.items()))
+def _merge(resource: Labels, attrs: Iterable[KeyValue]) -> Labels:
+    if not attrs:
+        return resource
+    own = _labels(attrs)
+    if not resource:
+        return own
+    return tuple(sorted({**dict(resource), **dict(own)}.items()))
 
 
 def decode(compression: int, payload: bytes, max_bytes: int) -> list[Point]:
