@@ -198,6 +198,21 @@ def test_instances_expire_after_three_intervals_or_a_minute(tmp_path) -> None:
     assert a.client_instance_id not in m.instances
 
 
+def test_the_instance_cache_is_bounded_and_evicts_the_stalest(tmp_path, monkeypatch) -> None:
+    import tidelog.server.telemetry.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "CACHE_MAX_SIZE", 3)
+    m, clock = _manager(tmp_path)
+    ids = []
+    for _ in range(3):
+        ids.append(m.get_subscriptions(None, PRODUCER).client_instance_id)
+        clock.advance(10)
+    clock.advance(300000)
+    assert m.get_subscriptions(ids[0], PRODUCER).error == ErrorCode.NONE  # ids[0] refreshed
+    newest = m.get_subscriptions(None, PRODUCER).client_instance_id
+    assert set(m.instances) == {ids[0], ids[2], newest}  # ids[1] was the stalest
+
+
 def test_configs_validate_persist_and_delete(tmp_path) -> None:
     m, _ = _manager(tmp_path)
     for ops, code in (

@@ -32,6 +32,7 @@ ACCEPTED_COMPRESSION_TYPES = (ZSTD, LZ4, GZIP, SNAPPY)  # Kafka's order of prefe
 KNOWN_COMPRESSION_TYPES = (0, GZIP, SNAPPY, LZ4, ZSTD)
 DEFAULT_TELEMETRY_MAX_BYTES = 1024 * 1024  # telemetry.max.bytes
 CACHE_EXPIRY_MS = 60 * 1000
+CACHE_MAX_SIZE = 16384  # Kafka's: 16k client instances per broker, the stalest go first
 ZERO_UUID = uuid.UUID(int=0)
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Uuid.RESERVED: the zero id and this one
 
@@ -137,6 +138,8 @@ class ClientMetricsManager:
             fresh = self._evaluate(instance_id, attrs)
             if found is not None:
                 fresh.received = found.received
+            elif len(self.instances) >= CACHE_MAX_SIZE:
+                del self.instances[min(self.instances, key=lambda k: self.instances[k].expires_ms)]
             found = self.instances[instance_id] = fresh
         found.expires_ms = now + max(self.cache_expiry_ms, 3 * found.push_interval_ms)
         return found
