@@ -11,7 +11,8 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
 from tidelog.server.group.coordinator import JoinRequest
-from tidelog.server.group.wiring import coordinator_for, join_future
+from tidelog.server.group.member import JoinResult
+from tidelog.server.group.wiring import coordinator_for, join_future, replicated
 
 from ..context import RequestContext
 from ..error_response import error_response
@@ -43,8 +44,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         reason=getattr(request, "reason", None),
     )
     fut, done = join_future()
-    coordinator_for(ctx.broker).join_group(req, done)
+    coord = coordinator_for(ctx.broker)
+    coord.join_group(req, done)
     r = await fut
+    if r.error == ErrorCode.NONE and req.group_id in coord.consumer.groups:
+        error = await replicated(coord, req.group_id)  # a classic member of a consumer group
+        if error != ErrorCode.NONE:
+            r = JoinResult(error, member_id=r.member_id)
     cls = response_class(API_KEY, v)
     mcls = nested(cls, "members")
     members = tuple(

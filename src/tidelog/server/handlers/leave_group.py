@@ -7,7 +7,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.group.wiring import coordinator_for, replicated
 
 from ..context import RequestContext
 from ..error_response import error_response
@@ -28,7 +28,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [(request.member_id, None)]
-    err, per_member = coordinator_for(ctx.broker).leave_group(request.group_id, members)
+    coord = coordinator_for(ctx.broker)
+    consumer_group = request.group_id in coord.consumer.groups
+    err, per_member = coord.leave_group(request.group_id, members)
+    if consumer_group and err == ErrorCode.NONE:  # classic members of a consumer group
+        err = await replicated(coord, request.group_id)
     if v < 3:
         # One member: its error is the response's error (Kafka's LeaveGroupResponse rule).
         top = err if err != ErrorCode.NONE else per_member[0]
