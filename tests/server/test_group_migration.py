@@ -69,11 +69,11 @@ def test_the_consumer_protocol_codecs() -> None:
 def test_the_policy_decides_whether_a_classic_group_with_members_upgrades(
         policy: str) -> None:
     clock = ManualClock()
+    store = InMemoryOffsetsStore()
     coord = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=1,
                                          group_initial_rebalance_delay_ms=0,
                                          group_consumer_migration_policy=policy),
-                             clock=clock, scheduler=ManualScheduler(clock),
-                             store=InMemoryOffsetsStore())
+                             clock=clock, scheduler=ManualScheduler(clock), store=store)
     coord.startup()
     cluster = Cluster()
     cluster.create("t", 2)
@@ -85,7 +85,62 @@ def test_the_policy_decides_whether_a_classic_group_with_members_upgrades(
     assert joined and (joined[-1].error, joined[-1].generation_id) == (ErrorCode.NONE, 1)
     r = coord.consumer.heartbeat(HeartbeatRequest(
         "g", "new", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("t",), owned={}))
-    if policy == "upgrade":
-        assert r.error == ErrorCode.NONE and "g" in coord.consumer.groups
-    else:
+    if policy != "upgrade":
         assert r.error == ErrorCode.GROUP_ID_NOT_FOUND and "g" not in coord.consumer.groups
+        return
+    assert r.error == ErrorCode.NONE and "g" in coord.consumer.groups
+    classic_id = joined[-1].member_id
+    # a restart reads the classic member back from its ClassicMemberMetadata
+    again = GroupCoordinator(coord.config, clock=clock, scheduler=ManualScheduler(clock),
+                             store=store)
+    again.startup()
+    again.consumer.topics = cluster
+    member = again.consumer.groups["g"].members[classic_id]
+    assert member.subscription.classic is not None
+    assert member.subscription.classic.session_timeout_ms == 10_000
+    assert member.member_epoch == 1  # the classic generation
+    assert again.heartbeat("g", classic_id, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert again.heartbeat("g", classic_id, 7) == ErrorCode.ILLEGAL_GENERATION
+    # the consumer-protocol member leaves: "upgrade" alone does not downgrade
+    left = again.consumer.heartbeat(HeartbeatRequest("g", "new", -1))
+    assert left.error == ErrorCode.NONE and "g" in again.consumer.groups
+
+
+def test_the_last_consumer_protocol_member_leaving_downgrades_the_group() -> None:
+    clock = ManualClock()
+    store = InMemoryOffsetsStore()
+    config = GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0)
+    coord = GroupCoordinator(config, clock=clock, scheduler=ManualScheduler(clock),
+                             store=store)
+    coord.startup()
+    cluster = Cluster()
+    cluster.create("t", 2)
+    coord.consumer.topics = cluster
+    joined: list[JoinResult] = []
+    coord.join_group(JoinRequest("g", "", "consumer",
+                                 [("range", subscription_v3(["t"], {}, ""))], 10_000),
+                     joined.append)
+    classic_id = joined[-1].member_id
+    assert coord.consumer.heartbeat(HeartbeatRequest(
+        "g", "new", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("t",),
+        owned={})).error == ErrorCode.NONE
+    group = coord.consumer.groups["g"]
+    assert group.group_epoch == 2  # the classic generation 1, then the new member
+    # the classic member rejoins with nothing owned (an eager consumer revokes first)
+    coord.join_group(JoinRequest("g", classic_id, "consumer",
+                                 [("range", subscription_v3(["t"], {}, ""))], 10_000),
+                     joined.append)
+    assert (joined[-1].error, joined[-1].generation_id, joined[-1].leader_id) == (
+        ErrorCode.NONE, 2, "")
+    assert coord.consumer.heartbeat(HeartbeatRequest("g", "new", -1)).error == ErrorCode.NONE
+    assert "g" not in coord.consumer.groups
+    classic = coord.groups["g"]
+    assert list(classic.members) == [classic_id]
+    assert classic.state.value == "PreparingRebalance"  # the member rejoins as classic
+    assert coord.heartbeat("g", classic_id, classic.generation_id) == \
+        ErrorCode.REBALANCE_IN_PROGRESS
+    again = GroupCoordinator(config, clock=clock, scheduler=ManualScheduler(clock),
+                             store=store)
+    again.startup()
+    assert list(again.groups["g"].members) == [classic_id]
+    assert "g" not in again.consumer.groups
