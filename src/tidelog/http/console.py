@@ -11,7 +11,7 @@ from tidelog.records import iter_batches
 from tidelog.util.topic_partition import TopicPartition
 
 from . import state
-from .group_views import CLASSIC, group_views, share_partition_views
+from .group_views import SHARE, group_views, share_partition_views
 from .svg import line_chart, segment_picture
 
 MAX_BROWSE = 500
@@ -184,7 +184,7 @@ class Console:
         if view is None:
             raise web.HTTPNotFound(text=f"no group {gid!r}")
         chart = ""
-        if view.type == CLASSIC:
+        if view.type != SHARE:
             history = self.listener.lag_history
             history.sample()
             chart = line_chart(history.series(gid), window_ms=history.history_ms)

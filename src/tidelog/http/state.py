@@ -207,6 +207,18 @@ def groups(broker: Any) -> dict[str, Any]:
     return dict(coord.groups) if coord is not None else {}
 
 
+def committed_offsets(broker: Any) -> dict[str, dict[TopicPartition, Any]]:
+    """Committed offsets of classic and KIP-848 consumer groups (share groups commit none:
+    their progress is the share-partitions' start offsets)."""
+    coord = coordinator(broker)
+    if coord is None:
+        return {}
+    out = {gid: dict(g.offsets) for gid, g in coord.groups.items()}
+    for gid, cg in coord.consumer.groups.items():
+        out[gid] = dict(cg.offsets)
+    return out
+
+
 def timestamp_at(lg: Any, offset: int) -> int | None:
     """The first timestamp of the batch holding ``offset`` (exact when the batch starts
     there; otherwise a lower bound, so a time lag is never understated)."""
@@ -229,10 +241,10 @@ def group_lags(
     now = broker.clock.milliseconds() if now_ms is None else now_ms
     rm = broker.replica_manager
     out = []
-    for gid, group in sorted(groups(broker).items()):
+    for gid, offsets in sorted(committed_offsets(broker).items()):
         if group_id is not None and gid != group_id:
             continue
-        for tp, om in sorted(group.offsets.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        for tp, om in sorted(offsets.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
             lg = rm.logs.get_log(tp)
             if lg is None:
                 continue
