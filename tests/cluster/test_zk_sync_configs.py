@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.scram import ScramCredential, ScramMechanism
 from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.metadata.zk_config_changes import ConfigChangeListener
 from tidelog.server.metadata.zk_credentials import ZkCredentialStore, credential_to_string
 from tidelog.server.metadata.zk_quotas import ZkClientQuotaStore, java_double
 from tidelog.testing import EmbeddedCluster
@@ -235,6 +236,38 @@ def test_a_users_quotas_and_scram_credentials_share_its_znode(zookeeper_connect:
             "producer_byte_rate": "100000000"}
         assert java_double(1e8) == "1.0E8" and java_double(0.0005) == "5.0E-4"
         assert java_double(1234567.5) == "1234567.5" and java_double(12.5) == "12.5"
+    finally:
+        for zk in zks:
+            zk.close()
+
+
+def test_quotas_written_by_a_tool_reach_the_store_through_the_notifications(zookeeper_connect: str) -> None:
+    """A tool writing znodes and notices itself (kafka-configs --zookeeper, version 1 or 2
+    notices) is followed, as a broker's own writes are."""
+    zks = [KafkaZkClient(zookeeper_connect) for _ in range(2)]
+    for zk in zks:
+        zk.start()
+    try:
+        store = ZkClientQuotaStore(zks[0])
+        listener = ConfigChangeListener(zks[0])
+        for handler in store.handlers():
+            listener.add_handler(handler)
+        listener.load()
+        tool = zks[1]
+        tool.set_or_create_entity_configs("clients", "etl", {"consumer_byte_rate": "4096"}, notify=False)
+        tool.zk.create("/config/changes/config_change_", sequence=True,
+                       value=b'{"version":1,"entity_type":"clients","entity_name":"etl"}')  # fmt: skip
+        _wait(lambda: store.entries == {(("client-id", "etl"),): {"consumer_byte_rate": 4096.0}},
+              "the version 1 notice")  # fmt: skip
+        tool.set_or_create_entity_configs("ips", "10.0.0.7", {"connection_creation_rate": "12"})
+        tool.set_or_create_entity_configs("users", "<default>/clients/etl", {"producer_byte_rate": "1"})
+        _wait(lambda: len(store.entries) == 3, "the version 2 notices")
+        assert store.entries[(("ip", "10.0.0.7"),)] == {"connection_creation_rate": 12.0}
+        assert store.entries[(("client-id", "etl"), ("user", None))] == {"producer_byte_rate": 1.0}
+        version = store.version
+        tool.set_or_create_entity_configs("clients", "etl", {})  # emptied: gone from the store
+        _wait(lambda: (("client-id", "etl"),) not in store.entries, "the removal")
+        assert store.version > version
     finally:
         for zk in zks:
             zk.close()
