@@ -1,12 +1,17 @@
 """FindCoordinator (key 10): a group's coordinator is the leader of its
 ``__consumer_offsets`` partition, a transactional id's the leader of its
-``__transaction_state`` partition, as the metadata image shows them (COORDINATOR_NOT_AVAILABLE
-while the partition has no leader or none reachable on the client's listener). v4+ batches
-keys (KIP-699). As Kafka's getOrCreateInternalTopic, the first lookup creates the internal
-topic (through the AdminManager: off the event loop), answered once it exists."""
+``__transaction_state`` partition, a share-partition's ("group:topicId:partition", key type
+2) the leader of its ``__share_group_state`` partition, as the metadata image shows them
+(COORDINATOR_NOT_AVAILABLE while the partition has no leader or none reachable on the
+client's listener). v4+ batches keys (KIP-699). As Kafka's getOrCreateInternalTopic, the
+first lookup creates the internal topic (through the AdminManager: off the event loop),
+answered once it exists."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import uuid
 from typing import Any
 
 from tidelog.protocol.codec import response_class
@@ -14,6 +19,8 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.group.log_store import LogOffsetsStore, offsets_topic_configs
 from tidelog.server.group.records import OFFSETS_TOPIC
+from tidelog.server.group.share.records import SHARE_STATE_TOPIC, state_partition_for
+from tidelog.server.group.share.wiring import share_state_topic_configs
 from tidelog.server.group.wiring import coordinator_for
 from tidelog.server.security.types import AclOperation, ResourceType
 from tidelog.server.txn.records import TRANSACTION_STATE_TOPIC
@@ -29,6 +36,7 @@ MIN_VERSION = 0
 MAX_VERSION = 6
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+SHARE_KEY_TYPE = 2
 NO_NODE = (-1, "", -1)
 Lookup = tuple[ErrorCode, str | None, TopicPartition | None]
 
@@ -79,9 +87,41 @@ async def _lookup_txn(ctx: RequestContext, key: str) -> Lookup:
     return ErrorCode.NONE, None, TopicPartition(TRANSACTION_STATE_TOPIC, p)
 
 
+def _share_key(key: str) -> tuple[str, uuid.UUID, int] | None:
+    """"group:topicId:partition" (the topic id in Kafka's base64 form), or None."""
+    parts = key.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return None
+    try:
+        topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+        partition = int(parts[2])
+    except (ValueError, binascii.Error):
+        return None
+    return (parts[0], topic_id, partition) if partition >= 0 else None
+
+
+async def _lookup_share(ctx: RequestContext, key: str) -> Lookup:
+    """KIP-932: the share coordinator of a share-partition is the leader of its
+    ``__share_group_state`` partition; brokers ask (CLUSTER_ACTION)."""
+    parsed = _share_key(key)
+    if parsed is None:
+        return ErrorCode.INVALID_REQUEST, "Share key must be groupId:topicId:partition.", None
+    if not ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster"):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, None
+    cfg = coordinator_for(ctx.broker).config
+    n = cfg.share_coordinator_state_topic_num_partitions
+    if not await ctx.broker.admin_manager.ensure_internal_topic(
+            SHARE_STATE_TOPIC, n, share_state_topic_configs(cfg),
+            cfg.share_coordinator_state_topic_replication_factor):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, None, None
+    return ErrorCode.NONE, None, TopicPartition(SHARE_STATE_TOPIC, state_partition_for(*parsed, n))
+
+
 async def _lookup(ctx: RequestContext, key: str, key_type: int) -> Lookup:
     if key_type == TRANSACTION_KEY_TYPE:
         return await _lookup_txn(ctx, key)
+    if key_type == SHARE_KEY_TYPE:
+        return await _lookup_share(ctx, key)
     if key_type != GROUP_KEY_TYPE:
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}.", None
     if not key:
