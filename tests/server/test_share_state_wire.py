@@ -1,7 +1,8 @@
 """The share coordinator APIs (83-87) on the wire, through the inter-broker client the
 share-partition leaders use: InitializeShareGroupState, WriteShareGroupState merged into the
 stored state, ReadShareGroupState fencing older leader epochs, ReadShareGroupStateSummary,
-DeleteShareGroupState; ApiVersions advertises them; state survives a broker restart."""
+DeleteShareGroupState; ApiVersions advertises them; FindCoordinator with key type SHARE;
+state survives a broker restart."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.errors import ErrorCode
+from tidelog.server.group.records import kafka_uuid
 from tidelog.server.group.share.persister import SHARE_STATE_API_RANGES
 from tidelog.testing import EmbeddedBroker
 
@@ -54,6 +56,9 @@ async def _calls(host: str, port: int, topic_id: uuid.UUID) -> dict[str, Any]:
                                        "start_offset": 7, "state_batches": []})
         out["delete"] = await call(86, {"partition": 1})
         out["deleted"] = await call(87, {"partition": 1, "leader_epoch": -1})
+        keys = [f"{GROUP}:{kafka_uuid(topic_id)}:0", "no-partition", "g:???:1"]
+        found = await conn.call(10, 6, {"key_type": 2, "coordinator_keys": keys})
+        out["find"] = [(c.key, c.error_code, c.port) for c in found.coordinators]
     finally:
         await conn.close()
     return out
@@ -94,6 +99,10 @@ def test_share_coordinator_apis(tmp_path: Any) -> None:
         ErrorCode.NONE, 1, 4, 5)
     assert r["unknown"].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert r["deleted"].start_offset == -1
+    # FindCoordinator key type SHARE: the leader of the key's __share_group_state partition
+    assert r["find"] == [(f"{GROUP}:{kafka_uuid(topic_id)}:0", ErrorCode.NONE, int(port)),
+                         ("no-partition", ErrorCode.INVALID_REQUEST, -1),
+                         ("g:???:1", ErrorCode.INVALID_REQUEST, -1)]
     with EmbeddedBroker(props) as again:  # the same log dirs: __share_group_state read back
         host, port = again.bootstrap_servers.split(":")
         back = asyncio.run(_read_again(host, int(port), topic_id))
