@@ -30,6 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as broker_bench
 import rdkafka_load
 
+import native
+
 RECORDS = {100: 1_500_000, 1024: 200_000}
 LOAD = {"acks": "1", "linger.ms": "5", "batch.size": "1000000"}
 Factory = Callable[[], AbstractContextManager[tuple[str, int]]]
@@ -60,14 +62,17 @@ BROKERS: list[tuple[str, Factory]] = [
 ]
 
 
-def rate(bootstrap: str, size: int) -> float:
+def rate(bootstrap: str, pid: int, size: int) -> tuple[float, float]:
+    """(records/s, broker CPU-seconds per million records) of one timed run."""
     topic = f"baseline-{size}-{time.monotonic_ns()}"
     value = os.urandom(size // 2).hex().encode()[:size]
     p = rdkafka_load.Producer(bootstrap, topic, 0, LOAD)
     try:
         p.produce(value, 20_000)  # connection, metadata, topic creation, warm-up
         n = RECORDS[size]
-        return n / p.produce(value, n)
+        cpu0 = native.cpu_seconds(pid)
+        secs = p.produce(value, n)
+        return n / secs, (native.cpu_seconds(pid) - cpu0) / n * 1e6
     finally:
         p.close()
 
@@ -84,25 +89,29 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     load_before = os.getloadavg()
-    results: dict[tuple[str, int], list[float]] = {}
+    results: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for _ in range(args.runs):  # alternating: the machine's noise falls on every broker
         for name, factory in BROKERS:
-            with factory() as (bootstrap, _pid):
+            with factory() as (bootstrap, pid):
                 for size in sizes:
-                    results.setdefault((name, size), []).append(rate(bootstrap, size))
+                    results.setdefault((name, size), []).append(rate(bootstrap, pid, size))
     load_after = os.getloadavg()
     print(f"one librdkafka producer (ctypes, no Python per record), acks=1, linger.ms=5, "
           f"batch.size 1 MB, one partition; {args.runs} runs alternating; load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after")
     for size in sizes:
-        print(f" {RECORDS[size]:,} records of {size} B: records/s median [min .. max]")
+        print(f" {RECORDS[size]:,} records of {size} B: records/s, broker CPU-s per M records "
+              f"(all threads); median [min .. max], ratios paired by run")
         base = results[("baseline", size)]
         for name, _ in BROKERS:
             mine = results[(name, size)]
-            line = f"  {name:<26} {fmt(mine):>36}"
+            line = (f"  {name:<24} {fmt([r for r, _ in mine]):>34} rec/s "
+                    f"{fmt([c for _, c in mine], '{:.3f}'):>24} CPU-s")
             if name != "baseline":
-                ratio = [a / b for a, b in zip(mine, base, strict=True)]
-                line += f"   {fmt(ratio, '{:.2f}')}x baseline"
+                ratio = [a[0] / b[0] for a, b in zip(mine, base, strict=True)]
+                cpu = [a[1] / b[1] for a, b in zip(mine, base, strict=True)]
+                line += (f"  rate {fmt(ratio, '{:.2f}')}x, CPU {fmt(cpu, '{:.2f}')}x "
+                         f"of the baseline")
             print(line)
 
 
