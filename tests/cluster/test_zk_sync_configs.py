@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from kazoo.client import KazooClient
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.scram import ScramCredential, ScramMechanism
@@ -25,7 +26,7 @@ from tidelog.server.metadata.zk_client import KafkaZkClient
 from tidelog.server.metadata.zk_config_changes import ConfigChangeListener
 from tidelog.server.metadata.zk_credentials import ZkCredentialStore, credential_to_string
 from tidelog.server.metadata.zk_quotas import ZkClientQuotaStore, java_double
-from tidelog.testing import EmbeddedCluster
+from tidelog.testing import EmbeddedBroker, EmbeddedCluster
 
 DEADLINE_S = 20
 
@@ -271,3 +272,38 @@ def test_quotas_written_by_a_tool_reach_the_store_through_the_notifications(zook
     finally:
         for zk in zks:
             zk.close()
+
+
+def _expire_session(connect: str, client: KafkaZkClient) -> None:
+    """Expire ``client``'s session as ZooKeeper would: another client takes it over with the
+    same id and password and closes it."""
+    session_id, password = client.zk.client_id
+    thief = KazooClient(hosts=connect.split("/", 1)[0], client_id=(session_id, password))
+    thief.start()
+    thief.stop()
+    thief.close()
+
+
+def test_changes_after_a_session_expiry_still_reach_the_broker(zookeeper_connect: str) -> None:
+    broker = EmbeddedBroker({"broker.id": "4", "zookeeper.connect": zookeeper_connect,
+                             "zookeeper.session.timeout.ms": "6000"}).start()  # fmt: skip
+    tool = KafkaZkClient(zookeeper_connect)
+    tool.start()
+    try:
+        node = broker.broker.cluster
+        assert node is not None
+        epoch = node.broker_epoch
+        _expire_session(zookeeper_connect, node.zk)
+        _wait(lambda: node.broker_epoch > epoch, "registered again")
+        # the watch of /config/changes went with the old session: the new one set it again
+        tool.set_or_create_entity_configs("brokers", "<default>", {"log.retention.ms": "424242"})
+        tool.set_or_create_entity_configs("clients", "late", {"producer_byte_rate": "2048"})
+        dc, quotas = broker.broker.dynamic_config, broker.broker.client_quotas
+        assert dc is not None and quotas is not None
+        _wait(lambda: dc.layers[""] == {"log.retention.ms": "424242"}, "the broker config applied")
+        assert broker.broker.config.values["log.retention.ms"] == 424242
+        _wait(lambda: quotas.store.get((("client-id", "late"),)) == {"producer_byte_rate": 2048.0},
+              "the quota")  # fmt: skip
+    finally:
+        tool.close()
+        broker.stop()
