@@ -1,11 +1,15 @@
-"""DeleteTopics right after CreateTopics on a ZooKeeper cluster: the broker's topic mirror
-follows ZooKeeper through a watch and may not have seen the topic yet; the delete must not
-answer UNKNOWN_TOPIC_OR_PARTITION for a topic ZooKeeper has (kafka-python's
-test_create_delete_topics met it on a three-broker cluster holding many topics)."""
+"""A topic just created on a ZooKeeper cluster: the broker's topic mirror follows ZooKeeper
+through watches and may not have seen it yet. DeleteTopics must not answer
+UNKNOWN_TOPIC_OR_PARTITION for a topic ZooKeeper has (kafka-python's
+test_create_delete_topics met it on a three-broker cluster holding many topics, as its
+test_end_to_end met it on produce), and a new topic must reach the mirror with a read of it
+alone, not of every topic (the lag grew with the topic count)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,9 @@ from controller_support import RecordingChannel, register, until
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.controller.controller import ControllerConfig, KafkaController
 from tidelog.server.errors import ApiError
+from tidelog.server.metadata import zk_data as z
 from tidelog.server.metadata.zk_admin import ZkTopicAdmin
+from tidelog.server.metadata.zk_client import KafkaZkClient
 from tidelog.server.metadata.zk_store import ZkAdminManager, ZkMetadataStore
 
 
@@ -48,3 +54,46 @@ def test_delete_of_a_topic_the_mirror_has_not_seen_yet(zookeeper_connect: str,
             zk2.close()
 
     asyncio.run(main())
+
+
+def _wait(cond: object, what: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_a_new_topic_reaches_the_mirror_with_a_read_of_it_alone(zookeeper_connect: str,
+                                                                  tmp_path: Path) -> None:
+    writer = KafkaZkClient(zookeeper_connect)
+    reader = KafkaZkClient(zookeeper_connect)
+    writer.start()
+    reader.start()
+    try:
+        one = {0: z.ReplicaAssignment((1,))}
+        for i in range(20):
+            writer.create_topic(f"old-{i}", uuid.uuid4(), one, {})
+        store = ZkMetadataStore(reader, [tmp_path], 1)
+        store.load()
+        assert sorted(store.topics) == sorted(f"old-{i}" for i in range(20))
+        reads: list[str] = []
+        read_assignment = reader.get_topic_assignment
+
+        def counting(topic: str, watch: object = None) -> object:
+            reads.append(topic)
+            return read_assignment(topic, watch)  # type: ignore[arg-type]
+
+        reader.get_topic_assignment = counting  # type: ignore[method-assign]
+        new_id = uuid.uuid4()
+        writer.create_topic("new", new_id, one, {})
+        _wait(lambda: "new" in store.topics, "the new topic in the mirror")
+        assert reads == ["new"] and store.topics["new"].topic_id == new_id
+        # a known topic still follows ZooKeeper through its own watch
+        writer.set_topic_assignment("old-3", store.topics["old-3"].topic_id,
+                                    {0: z.ReplicaAssignment((1,)), 1: z.ReplicaAssignment((1,))},
+                                    -1)
+        _wait(lambda: store.topics["old-3"].partitions == 2, "old-3's second partition")
+        assert len(store.topics) == 21
+    finally:
+        writer.close()
+        reader.close()

@@ -136,15 +136,22 @@ class ZkMetadataStore:
         return lambda _event: _quietly(self._refresh_one, name)
 
     def _refresh_topics(self, _event: Any = None) -> None:
-        if _event is not None:  # a watch: kazoo's thread
-            _quietly(self._refresh_topics_now)
+        if _event is not None:  # a watch: kazoo's thread; the known topics have their own
+            _quietly(self._refresh_topics_now, False)
         else:
-            self._refresh_topics_now()
+            self._refresh_topics_now(True)
 
-    def _refresh_topics_now(self) -> None:
+    def _refresh_topics_now(self, everything: bool) -> None:
+        """The topic list changed: read the topics not in the mirror yet and drop the gone
+        ones. A known topic's own watch (set by ``_read_topic``) and ``/config/changes``
+        keep it current, so only ``rearm`` (``everything``) reads them all again: re-reading
+        every topic on each creation made the mirror trail a new topic by a read per topic."""
         names = self.zk.get_all_topics(self._refresh_topics)
         with self._lock:
-            fresh = {n: info for n in names if (info := self._read_topic(n)) is not None}
+            known = {} if everything else self._topics
+            fresh = {n: known[n] for n in names if n in known}
+            fresh.update((n, info) for n in names
+                         if n not in known and (info := self._read_topic(n)) is not None)
             changed = set(fresh.keys()) ^ set(self._topics.keys())
             self._topics = fresh
         for name in sorted(changed):
@@ -289,8 +296,8 @@ class ZkAdminManager:
             return None
         try:
             return await self.create_topic(NewTopic(name))
-        except ApiError:
-            return self.store.topics.get(name)
+        except ApiError:  # TOPIC_ALREADY_EXISTS: in ZooKeeper, if not in the mirror yet
+            return self.store.topics.get(name) or await asyncio.to_thread(self.store.reread_topic, name)
 
     async def ensure_internal_topic(self, name: str, partitions: int, configs: Mapping[str, str],
                                     replication_factor: int = 1) -> bool:  # fmt: skip
