@@ -1,8 +1,8 @@
 """Fetch from follower (KIP-392) on ZooKeeper and three ``tidelog serve`` processes in racks
 a, b and c with ``replica.selector.class`` = Kafka's RackAwareReplicaSelector. A
 confluent-kafka consumer with ``client.rack`` reads every record, and the brokers' own counts
-of the records they sent consumers (BytesOutPerSec of the topic: a follower sends nothing
-else) show where it read: from the follower in its rack, not from the other one. When that
+of the record bytes they sent consumers (BytesOutPerSec of the topic; what followers fetch
+is ReplicationBytesOutPerSec, as in Kafka) show where it read: from the follower in its rack, not from the other one. When that
 follower dies, the consumer goes back to the leader and still reads every record. Metadata
 still names the leader, and ListOffsets is answered there."""
 
@@ -24,12 +24,17 @@ CONFIG = {"http.listeners": "http://127.0.0.1:0", "auto.leader.rebalance.enable"
           "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}  # fmt: skip
 
 
-def bytes_out(cluster: EmbeddedCluster, broker_id: int) -> float:
-    """The topic's BytesOutPerSec total on one broker (/metrics; its port from its log)."""
+def metric(cluster: EmbeddedCluster, broker_id: int, series: str) -> float:
+    """One series of a broker's /metrics (its port read from its log); 0 when absent."""
     url = re.findall(r"HTTP listener on (http://[0-9.]+:\d+)", "".join(cluster.brokers[broker_id].output))[-1]
     text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    found = re.search(r'^kafka_server_brokertopicmetrics_bytesout_total\{topic="ffr"\} (\S+)$', text, re.M)
+    found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
     return float(found.group(1)) if found else 0.0
+
+
+def bytes_out(cluster: EmbeddedCluster, broker_id: int) -> float:
+    """The topic's BytesOutPerSec total: record bytes the broker sent consumers."""
+    return metric(cluster, broker_id, 'kafka_server_brokertopicmetrics_bytesout_total{topic="ffr"}')
 
 
 def produce(cluster: EmbeddedCluster, values: list[bytes]) -> None:
@@ -70,13 +75,13 @@ def test_consumer_reads_from_the_follower_in_its_rack(zookeeper_server: ZooKeepe
         assert states(cluster, [tp])[tp].leader == 1  # in rack a
         first = [f"v{i:05d}".encode() for i in range(2000)]
         produce(cluster, first)
-        before = {b: bytes_out(cluster, b) for b in (2, 3)}
-        assert before == {2: 0.0, 3: 0.0}  # followers have sent no consumer anything
         c = consumer(cluster, "b")
         assert read(c, len(first)) == first
         data = len(log_bytes(partition_dir(cluster, 1, tp)))
         assert bytes_out(cluster, 2) >= data  # every batch came from broker 2, in rack b
         assert bytes_out(cluster, 3) == 0.0
+        assert bytes_out(cluster, 1) == 0.0  # the leader only named broker 2
+        assert metric(cluster, 1, "kafka_server_brokertopicmetrics_replicationbytesout_total") >= 2 * data
         # ListOffsets at the leader: the end offset is the leader's
         assert c.get_watermark_offsets(KafkaTopicPartition(TOPIC, 0), timeout=10) == (0, len(first))
 
@@ -85,7 +90,7 @@ def test_consumer_reads_from_the_follower_in_its_rack(zookeeper_server: ZooKeepe
         more = [f"w{i:05d}".encode() for i in range(500)]
         produce(cluster, more)
         assert read(c, len(more), timeout=90) == more
-        assert bytes_out(cluster, 3) == 0.0
+        assert bytes_out(cluster, 1) > 0.0 and bytes_out(cluster, 3) == 0.0
         c.close()
 
 
@@ -98,4 +103,5 @@ def test_consumer_in_the_leaders_rack_reads_from_the_leader(zookeeper_server: Zo
         c = consumer(cluster, "a")
         assert read(c, len(values)) == values
         assert (bytes_out(cluster, 2), bytes_out(cluster, 3)) == (0.0, 0.0)
+        assert bytes_out(cluster, 1) >= len(log_bytes(partition_dir(cluster, 1, tp)))
         c.close()

@@ -93,6 +93,9 @@ class BrokerCollector(Collector):
             for topic, t in sorted(topics.items()):
                 fam.add_metric([topic], getattr(t, attr))
             yield fam
+        yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesout",
+                                  "BrokerTopicMetrics ReplicationBytesOutPerSec (Count): record "
+                                  "bytes sent to followers", value=stats.replication_bytes_out)
 
     # -- RequestMetrics ---------------------------------------------------------------------
     def _request_metrics(self) -> Iterator[Metric]:

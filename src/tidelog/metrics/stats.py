@@ -42,6 +42,7 @@ class BrokerTopicStats:
     def __init__(self) -> None:
         self.all_topics = TopicStats()
         self._topics: dict[str, TopicStats] = {}
+        self.replication_bytes_out = 0  # ReplicationBytesOutPerSec: sent to followers
 
     def topic(self, name: str) -> TopicStats:
         stats = self._topics.get(name)
@@ -74,14 +75,19 @@ class BrokerTopicStats:
         self.all_topics.total_produce_requests += 1
         self.all_topics.failed_produce_requests += 1
 
-    def record_fetch(self, topic: str, size: int, failed: bool = False) -> None:
-        """A fetched partition: ``size`` record bytes sent (BytesOutPerSec)."""
+    def record_fetch(self, topic: str, size: int, failed: bool = False,
+                     follower: bool = False) -> None:
+        """A fetched partition: ``size`` record bytes sent, to a consumer (BytesOutPerSec)
+        or to a follower (ReplicationBytesOutPerSec), as Kafka's updateBytesOut."""
         t = self.topic(topic)
         a = self.all_topics
         t.total_fetch_requests += 1
         a.total_fetch_requests += 1
-        t.bytes_out += size
-        a.bytes_out += size
+        if follower:
+            self.replication_bytes_out += size
+        else:
+            t.bytes_out += size
+            a.bytes_out += size
         if failed:
             t.failed_fetch_requests += 1
             a.failed_fetch_requests += 1

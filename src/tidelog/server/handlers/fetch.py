@@ -274,7 +274,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             return encode_fetch_response(ctx.correlation_id, ctx.api_version, [],
                                          session_id=plan.response_session_id,
                                          throttle_time_ms=throttle_ms)
-    _record_bytes_out(ctx, read)
+    _record_bytes_out(ctx, read, fetcher.follower)
     return encode_fetch_response(
         ctx.correlation_id, ctx.api_version, topics, session_id=plan.response_session_id
     )
@@ -290,9 +290,10 @@ def _release(read: Read) -> None:
     close_chunks(data.records for _, data in read)
 
 
-def _record_bytes_out(ctx: RequestContext, read: Read) -> None:
-    """BytesOutPerSec and Total/FailedFetchRequestsPerSec per topic (Kafka's
-    updateBytesOut), for topics that exist (no series for names a client made up)."""
+def _record_bytes_out(ctx: RequestContext, read: Read, follower: bool) -> None:
+    """BytesOutPerSec (ReplicationBytesOutPerSec for a follower) and
+    Total/FailedFetchRequestsPerSec per topic (Kafka's updateBytesOut), for topics that exist
+    (no series for names a client made up)."""
     rm = ctx.broker.replica_manager
     stats = getattr(rm, "topic_stats", None)
     if stats is None:
@@ -300,4 +301,4 @@ def _record_bytes_out(ctx: RequestContext, read: Read) -> None:
     for key, data in read:
         if rm.topic(key.topic) is not None:
             size = len(data.records or b"")
-            stats.record_fetch(key.topic, size, data.error_code != ErrorCode.NONE)
+            stats.record_fetch(key.topic, size, data.error_code != ErrorCode.NONE, follower)
