@@ -13,7 +13,8 @@ of Jepsen's Kafka and Redpanda queue workloads).
   value is in the final log exactly once at the offset it was acknowledged at (no lost write,
   no duplicate, no inconsistent offset); each producer's values keep their send order within a
   partition; every record a consumer saw during the run is still at its offset (nothing read
-  was later truncated away); no value is anywhere that was never sent.
+  was later truncated away); no value is anywhere that was never sent; no producer failed
+  fatally (an idempotent producer that gives up has met an answer it could not explain).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from replication_support import states, wait_for
 
@@ -42,6 +43,7 @@ class History:
     sent: set[bytes] = field(default_factory=set)
     seen: list[tuple[int, int, bytes]] = field(default_factory=list)
     faults: list[str] = field(default_factory=list)
+    producer_errors: list[str] = field(default_factory=list)  # fatal: the producer stopped
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -66,6 +68,13 @@ class Workload:
             t.join(120)
 
     def _produce(self, n: int) -> None:
+        try:
+            self._produce_until_stopped(n)
+        except KafkaException as e:
+            with self.history.lock:
+                self.history.producer_errors.append(f"producer {n}: {e}")
+
+    def _produce_until_stopped(self, n: int) -> None:
         p = Producer({
             "bootstrap.servers": self.cluster.bootstrap_servers, "enable.idempotence": True,
             "acks": "all", "linger.ms": 5, "message.timeout.ms": 60_000,
@@ -188,17 +197,18 @@ def final_log(
 class Verdict:
     lost: list[bytes]
     duplicated: list[bytes]
-    wrong_offset: list[bytes]
+    wrong_offset: list[tuple[bytes, tuple[int, int], tuple[int, int]]]
     reordered: list[str]
     vanished_reads: list[tuple[int, int, bytes]]
     unknown_values: list[bytes]
     acked: int
     indeterminate_written: int
+    producer_errors: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated or self.wrong_offset or self.reordered
-                    or self.vanished_reads or self.unknown_values)  # fmt: skip
+                    or self.vanished_reads or self.unknown_values or self.producer_errors)  # fmt: skip
 
 
 def check(history: History, final: dict[int, list[tuple[int, bytes]]]) -> Verdict:
@@ -210,7 +220,8 @@ def check(history: History, final: dict[int, list[tuple[int, bytes]]]) -> Verdic
             at[(p, offset)] = value
     lost = [v for v in history.acked if v not in where]
     duplicated = [v for v, places in where.items() if len(places) > 1]
-    wrong = [v for v, place in history.acked.items() if v in where and where[v][0] != place]
+    wrong = [(v, place, where[v][0]) for v, place in history.acked.items()
+             if v in where and where[v][0] != place]  # (value, acked at, found at)
     reordered = []
     for p, records in final.items():
         last: dict[str, int] = {}
@@ -225,7 +236,7 @@ def check(history: History, final: dict[int, list[tuple[int, bytes]]]) -> Verdic
     unknown = [v for v in where if v not in history.sent]
     written_failed = sum(1 for v in history.failed if v in where)
     return Verdict(lost, duplicated, wrong, reordered, vanished, unknown, len(history.acked),
-                   written_failed)  # fmt: skip
+                   written_failed, list(history.producer_errors))  # fmt: skip
 
 
 def wait_healthy(cluster: EmbeddedCluster, tps: list[TopicPartition], timeout: float = 120) -> None:
