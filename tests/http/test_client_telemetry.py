@@ -68,6 +68,7 @@ class Producing:
         self.stop.set()
         self.thread.join(10)
         self.producer.flush(10)
+        del self.producer  # librdkafka's handle is destroyed: its connections close
 
 
 def _series(samples: dict[Any, float], name: str, client_id: str) -> dict[Any, float]:
@@ -117,6 +118,10 @@ def test_subscribed_producer_metrics_appear_per_client_instance(
     assert samples[("kafka_server_client_metrics_instance_count", ())] >= 2
     queue = _series(samples, "org_apache_kafka_producer_record_queue_time_max", "orders-1")
     assert queue, "every subscribed producer metric is there, not only the first"
+    # once the producers are gone, so are their instances and series (as Kafka drops a
+    # client instance when its connection closes)
+    wait_for(lambda: not _series(scrape(base), LATENCY, "orders-1"),
+             "the closed producer's series to go")
 
 
 def test_without_subscription_nothing_is_pushed(broker: EmbeddedBroker) -> None:

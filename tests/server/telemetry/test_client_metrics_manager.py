@@ -198,6 +198,25 @@ def test_instances_expire_after_three_intervals_or_a_minute(tmp_path) -> None:
     assert a.client_instance_id not in m.instances
 
 
+def test_an_instance_goes_with_its_connection(tmp_path) -> None:
+    m, clock = _manager(tmp_path)
+    first, second = object(), object()
+    live = [first, second]
+    m.live_connections = lambda: live
+    a = m.get_subscriptions(None, PRODUCER, first)
+    b = m.get_subscriptions(None, CONSUMER, second)
+    live.remove(first)  # the producer's connection closed
+    clock.advance(1000)
+    m.expire()
+    assert a.client_instance_id not in m.instances and b.client_instance_id in m.instances
+    live.remove(second)
+    m.expire()  # swept at most once a second
+    assert b.client_instance_id in m.instances
+    clock.advance(1000)
+    m.expire()
+    assert m.instances == {}
+
+
 def test_the_instance_cache_is_bounded_and_evicts_the_stalest(tmp_path, monkeypatch) -> None:
     import tidelog.server.telemetry.manager as manager_module
 

@@ -29,8 +29,8 @@ def client_attributes(ctx: RequestContext) -> dict[str, str]:
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    answer = manager_for(ctx.broker).get_subscriptions(request.client_instance_id,
-                                                       client_attributes(ctx))
+    answer = manager_for(ctx.broker).get_subscriptions(
+        request.client_instance_id, client_attributes(ctx), ctx.connection_state)
     return make(
         response_class(API_KEY, ctx.api_version),
         throttle_time=0,

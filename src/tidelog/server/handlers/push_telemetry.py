@@ -21,6 +21,6 @@ MAX_VERSION = 0
 async def handle(ctx: RequestContext, request: Any) -> Any:
     push = Push(request.client_instance_id, int(request.subscription_id),
                 bool(request.terminating), int(request.compression_type), bytes(request.metrics))
-    error = manager_for(ctx.broker).push(push, client_attributes(ctx))
+    error = manager_for(ctx.broker).push(push, client_attributes(ctx), ctx.connection_state)
     return make(response_class(API_KEY, ctx.api_version), throttle_time=0,
                 error_code=error)

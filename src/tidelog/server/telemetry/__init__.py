@@ -22,6 +22,7 @@ from .zk_configs import ZkClientMetricsConfigStore, watch_client_metrics
 
 if TYPE_CHECKING:
     from tidelog.server.cluster_node import ClusterNode
+    from tidelog.server.connection import KafkaConnection
 
 __all__ = ["ClientMetricsManager", "manager_for", "telemetry_enabled"]
 
@@ -35,6 +36,9 @@ class HasTelemetry(Protocol):
 
     @property
     def cluster(self) -> ClusterNode | None: ...
+
+    @property
+    def connections(self) -> set[KafkaConnection]: ...
 
 
 _MANAGERS: weakref.WeakKeyDictionary[object, ClientMetricsManager] = (
@@ -53,6 +57,8 @@ def manager_for(broker: HasTelemetry) -> ClientMetricsManager:
     if found is None:
         raw = broker.config.originals.get("telemetry.max.bytes", DEFAULT_TELEMETRY_MAX_BYTES)
         found = ClientMetricsManager(broker.clock, telemetry_max_bytes=max(int(raw), 1))
+        connections = broker.connections
+        found.live_connections = lambda: [c.state for c in list(connections)]
         cluster = broker.cluster
         if cluster is not None:  # in ZooKeeper, applied by every broker
             store = ZkClientMetricsConfigStore(cluster.zk)

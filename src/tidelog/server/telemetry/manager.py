@@ -11,12 +11,15 @@ again), one larger than ``telemetry.max.bytes`` TELEMETRY_TOO_LARGE, one after t
 terminating push INVALID_REQUEST, one that does not decode INVALID_RECORD.
 
 What a client instance pushed is kept, for /metrics, until the instance has sent nothing
-for max(60 s, 3 push intervals) (Kafka's cache expiry). Everything runs on the event loop.
+for max(60 s, 3 push intervals) (Kafka's cache expiry), or until the connection it last
+spoke on is gone (Kafka's disconnect listener; looked for at most once a second). Everything
+runs on the event loop.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from crc32c import crc32c
@@ -33,6 +36,7 @@ KNOWN_COMPRESSION_TYPES = (0, GZIP, SNAPPY, LZ4, ZSTD)
 DEFAULT_TELEMETRY_MAX_BYTES = 1024 * 1024  # telemetry.max.bytes
 CACHE_EXPIRY_MS = 60 * 1000
 CACHE_MAX_SIZE = 16384  # Kafka's: 16k client instances per broker, the stalest go first
+DISCONNECT_SWEEP_MS = 1000
 ZERO_UUID = uuid.UUID(int=0)
 METADATA_TOPIC_ID = uuid.UUID(int=1)  # Uuid.RESERVED: the zero id and this one
 
@@ -68,6 +72,7 @@ class ClientInstance:
     last_error: ErrorCode = ErrorCode.NONE
     expires_ms: int = 0
     received: ReceivedMetrics = field(default_factory=ReceivedMetrics)
+    connection: object | None = None  # the connection it last spoke on (its shared state)
 
     def may_get(self, now: int) -> bool:
         """ClientMetricsInstance.maybeUpdateGetRequestTimestamp."""
@@ -116,6 +121,9 @@ class ClientMetricsManager:
         self.cache_expiry_ms = cache_expiry_ms
         self.configs: ClientMetricsConfigStore = ClientMetricsConfigStore()
         self.instances: dict[uuid.UUID, ClientInstance] = {}
+        # the broker's open connections (their shared states), for the disconnect sweep
+        self.live_connections: Callable[[], Iterable[object]] | None = None
+        self._swept_ms = -DISCONNECT_SWEEP_MS
         self.throttled = 0
         self.unknown_subscription_requests = 0
 
@@ -161,10 +169,16 @@ class ClientMetricsManager:
         now = self.clock.milliseconds()
         for key in [k for k, i in self.instances.items() if i.expires_ms <= now]:
             del self.instances[key]
+        if self.live_connections is not None and now - self._swept_ms >= DISCONNECT_SWEEP_MS:
+            self._swept_ms = now
+            live = {id(c) for c in self.live_connections()}
+            for key in [k for k, i in self.instances.items()
+                        if i.connection is not None and id(i.connection) not in live]:
+                del self.instances[key]
 
     # ------------------------------------------------------------------ requests
-    def get_subscriptions(self, instance_id: uuid.UUID | None,
-                          attributes: dict[str, str]) -> SubscriptionAnswer:
+    def get_subscriptions(self, instance_id: uuid.UUID | None, attributes: dict[str, str],
+                          connection: object | None = None) -> SubscriptionAnswer:
         self.expire()
         now = self.clock.milliseconds()
         if instance_id is None or instance_id == ZERO_UUID:
@@ -172,6 +186,7 @@ class ClientMetricsManager:
             while instance_id in self.instances or instance_id == METADATA_TOPIC_ID:
                 instance_id = uuid.uuid4()
         inst = self._instance(instance_id, attributes, now)
+        inst.connection = connection
         # a client told its subscription or codec is stale asks again at once (KIP-714)
         exempt = inst.last_error in (ErrorCode.UNKNOWN_SUBSCRIPTION_ID,
                                      ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
@@ -185,12 +200,14 @@ class ClientMetricsManager:
                                   inst.push_interval_ms, tuple(sorted(inst.metrics)),
                                   ACCEPTED_COMPRESSION_TYPES, self.telemetry_max_bytes)
 
-    def push(self, req: Push, attributes: dict[str, str]) -> ErrorCode:
+    def push(self, req: Push, attributes: dict[str, str],
+             connection: object | None = None) -> ErrorCode:
         self.expire()
         if req.client_instance_id is None or req.client_instance_id in (ZERO_UUID,
                                                                         METADATA_TOPIC_ID):
             return ErrorCode.INVALID_REQUEST
         inst = self._instance(req.client_instance_id, attributes, self.clock.milliseconds())
+        inst.connection = connection
         error = self._validate(inst, req)
         inst.terminating = inst.terminating or req.terminating
         if error == ErrorCode.NONE and req.metrics:
