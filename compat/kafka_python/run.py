@@ -215,6 +215,8 @@ def main(argv: list[str]) -> int:
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             stop_rc = broker.stop()
+        if os.environ.get("TIDELOG_COMPAT_BROKER_LOG"):  # the brokers' whole log, for a look
+            Path(os.environ["TIDELOG_COMPAT_BROKER_LOG"]).write_text("".join(broker.lines))
         errors = broker.errors()
         if errors:
             sys.stderr.write(f"tidelog logged {len(errors)} errors:\n" + "".join(errors[:80]))
