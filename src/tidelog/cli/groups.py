@@ -28,7 +28,7 @@ INACTIVE_STATES = ("Empty", "Dead")
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
-        "groups", help="list, describe, reset offsets of or delete consumer groups"
+        "groups", help="list, describe, reset offsets of or delete consumer and share groups"
     )
     add_connection_args(p)
     op = p.add_mutually_exclusive_group(required=True)
