@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch, RecordBatchBuilder
@@ -129,10 +129,10 @@ class ShareStateCoordinator:
         if state is None:
             return StateResult(ErrorCode.NONE, ShareState(0, DEFAULT_STATE_EPOCH, NO_EPOCH,
                                                           UNINITIALIZED_START_OFFSET))
-        if leader_epoch > state.leader_epoch:
-            state = replace(state, leader_epoch=leader_epoch)
-            err = self._store(key, state)
-        return StateResult(err, state if err == ErrorCode.NONE else None)
+        # the reader's epoch fences older leaders from now on (kept in memory, as Kafka's
+        # shard does; the new leader's first write stores it)
+        self.leader_epochs[key] = max(self.leader_epochs.get(key, NO_EPOCH), leader_epoch)
+        return StateResult(ErrorCode.NONE, state)
 
     def summary(self, key: StateKey) -> StateResult:
         """ReadShareGroupStateSummary: the stored start offset and epochs, fencing no one."""
