@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +18,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidelog.client.kafka_client import KafkaClient
+from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.telemetry.zk_configs import ZkClientMetricsConfigStore
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 
@@ -104,3 +107,28 @@ def test_subscriptions_altered_through_one_broker_apply_on_the_other(
     assert _alter(cluster, 2, 1, metrics=None, interval_ms=None) == 0
     _wait(lambda: _listed(cluster, 1) == [], "broker 1 to drop the subscription")
     assert not cluster.zk.zk.exists("/config/client-metrics/everyone")
+
+
+def test_a_store_that_could_not_read_zookeeper_reads_it_once_it_can(
+        zookeeper_server: ZooKeeperServer) -> None:
+    connect = zookeeper_server.connect_string(f"/telemetry-{uuid.uuid4().hex[:10]}")
+    writer = KafkaZkClient(connect)
+    writer.start()
+    zk = KafkaZkClient(connect)  # not connected yet: the first read fails
+    try:
+        writer.set_or_create_entity_configs("client-metrics", "s", {"metrics": "*"})
+        store = ZkClientMetricsConfigStore(zk)
+        sessions: list[Callable[[], object]] = []
+        store.watch(sessions, 0)
+        assert not store.loaded and store.configs == {}
+        assert sessions == [store._arm]  # a new session reads them again
+        zk.start()
+        store.ensure_loaded(500)  # not before a second has passed
+        assert not store.loaded
+        store.ensure_loaded(1000)
+        assert store.loaded and store.configs == {"s": {"metrics": "*"}}
+        writer.set_or_create_entity_configs("client-metrics", "s", {"metrics": "a."})
+        _wait(lambda: store.configs == {"s": {"metrics": "a."}}, "the announced change")
+    finally:
+        zk.close()
+        writer.close()

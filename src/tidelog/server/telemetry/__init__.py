@@ -18,7 +18,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.util.clock import Clock
 
 from .manager import DEFAULT_TELEMETRY_MAX_BYTES, ClientMetricsManager
-from .zk_configs import ZkClientMetricsConfigStore, watch_client_metrics
+from .zk_configs import ZkClientMetricsConfigStore
 
 if TYPE_CHECKING:
     from tidelog.server.cluster_node import ClusterNode
@@ -62,7 +62,7 @@ def manager_for(broker: HasTelemetry) -> ClientMetricsManager:
         cluster = broker.cluster
         if cluster is not None:  # in ZooKeeper, applied by every broker
             store = ZkClientMetricsConfigStore(cluster.zk)
-            watch_client_metrics(cluster.zk, store, cluster.on_new_session)
+            store.watch(cluster.on_new_session, broker.clock.milliseconds())
             found.configs = store
         else:
             found.configs.attach(broker.config.log_dirs[0])

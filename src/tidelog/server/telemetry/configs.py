@@ -192,6 +192,9 @@ class ClientMetricsConfigStore:
     def current(self, name: str) -> dict[str, str]:
         return dict(self.configs.get(name, {}))
 
+    def ensure_loaded(self, now_ms: int) -> None:
+        """Read once at attach: nothing to retry (the ZooKeeper store retries)."""
+
     def _store(self, name: str, props: dict[str, str]) -> None:
         configs = dict(self.configs)
         if props:

@@ -167,6 +167,7 @@ class ClientMetricsManager:
 
     def expire(self) -> None:
         now = self.clock.milliseconds()
+        self.configs.ensure_loaded(now)
         for key in [k for k, i in self.instances.items() if i.expires_ms <= now]:
             del self.instances[key]
         if self.live_connections is not None and now - self._swept_ms >= DISCONNECT_SWEEP_MS:

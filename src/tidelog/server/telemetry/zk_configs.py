@@ -5,7 +5,8 @@ any broker reaches clients wherever they push. Kafka keeps these in KRaft metada
 tidelog's cluster metadata is ZooKeeper, so they live where its other configs do.
 
 Notifications arrive on kazoo's thread: the store replaces its mapping whole, which the
-event loop reads without a lock.
+event loop reads without a lock. When ZooKeeper cannot be read (at first use, or a new
+session), the store tries again at most once a second as requests and scrapes come.
 """
 
 from __future__ import annotations
@@ -26,10 +27,38 @@ log = logging.getLogger(__name__)
 CLIENT_METRICS_CONFIG_TYPE = "client-metrics"
 
 
+RETRY_MS = 1000
+
+
 class ZkClientMetricsConfigStore(ClientMetricsConfigStore):
     def __init__(self, zk: KafkaZkClient) -> None:
         super().__init__()
         self.zk = zk
+        self.loaded = False
+        self._listener: ConfigChangeListener | None = None
+        self._tried_ms = -RETRY_MS
+
+    def watch(self, on_new_session: list[Callable[[], object]], now_ms: int) -> None:
+        """Read the subscriptions and follow their change notifications, again with every
+        new ZooKeeper session."""
+        self._listener = ConfigChangeListener(self.zk)
+        self._listener.add_handler(self.handler())
+        on_new_session.append(self._arm)
+        self._tried_ms = now_ms
+        self._arm()
+
+    def _arm(self) -> None:
+        assert self._listener is not None
+        self.loaded = False
+        try:
+            self._listener.load()  # arms the watch and reads every subscription
+        except Exception as exc:
+            log.warning("client metrics subscriptions not read from ZooKeeper yet: %s", exc)
+
+    def ensure_loaded(self, now_ms: int) -> None:
+        if not self.loaded and self._listener is not None and now_ms - self._tried_ms >= RETRY_MS:
+            self._tried_ms = now_ms
+            self._arm()
 
     def handler(self) -> ConfigHandler:
         return ConfigHandler(CLIENT_METRICS_CONFIG_TYPE, self.refresh, self.load)
@@ -45,6 +74,7 @@ class ZkClientMetricsConfigStore(ClientMetricsConfigStore):
                 configs[name] = props
         self.configs = configs
         self.version += 1
+        self.loaded = True
 
     def _read(self, name: str) -> dict[str, str]:
         props = self.zk.get_entity_configs(CLIENT_METRICS_CONFIG_TYPE, name)
@@ -85,14 +115,3 @@ class ZkClientMetricsConfigStore(ClientMetricsConfigStore):
 
     def _save(self) -> None:
         """Written to ZooKeeper by ``_store``."""
-
-
-def watch_client_metrics(zk: KafkaZkClient, store: ZkClientMetricsConfigStore,
-                         on_new_session: list[Callable[[], object]]) -> ConfigChangeListener:
-    """Read the subscriptions and follow their change notifications, again with every new
-    ZooKeeper session."""
-    listener = ConfigChangeListener(zk)
-    listener.add_handler(store.handler())
-    listener.load()
-    on_new_session.append(listener.load)
-    return listener
