@@ -100,7 +100,7 @@ def test_share_group_cli(capsys: pytest.CaptureFixture[str], broker: EmbeddedBro
 
     rc, _, err = _run(capsys, b, "--describe", "--group", GROUP)  # as a consumer group
     assert rc == 1 and f"'{GROUP}' is a share group: use --type share." in err
-    rc, out, _ = _run(capsys, b, "--type", "share", "--describe", "--group", GROUP)
+    rc, out, _ = _run(capsys, b, "--type", "share", "--describe", "--group", GROUP, "--offsets")
     assert rc == 0 and out.splitlines()[0].split() == [
         "GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]
     assert [r[1:3] + r[4:] for r in _rows(out, GROUP)] == [

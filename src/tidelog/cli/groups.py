@@ -39,6 +39,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--topic", action="append", default=[], help="TOPIC or TOPIC:P1,P2")
     p.add_argument("--all-topics", action="store_true")
     p.add_argument("--members", action="store_true", help="describe members")
+    p.add_argument("--offsets", action="store_true",
+                   help="describe offsets and lag (what --describe shows by default)")
     p.add_argument("--state", nargs="?", const="", default=None, metavar="STATE[,STATE]",
                    help="describe the group's state; with --list, show states (and list "
                         "only groups in the given states)")
