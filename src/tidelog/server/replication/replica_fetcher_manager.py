@@ -139,7 +139,8 @@ class ReplicaFetcherManager:
             address = self._endpoints(key.leader_id)
             if address is None or address == self._addresses.get(key):
                 continue
-            states = fetcher.partition_states()
+            # taken out now: an answer the old fetcher is still waiting for is then ignored
+            states = fetcher.remove_partitions(list(fetcher.partition_states()))
             log.info("leader %d moved from %s to %s: %d partitions follow it", key.leader_id,
                      self._addresses.get(key), address, len(states))  # fmt: skip
             del self._fetchers[key]
