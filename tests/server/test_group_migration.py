@@ -144,3 +144,34 @@ def test_the_last_consumer_protocol_member_leaving_downgrades_the_group() -> Non
     again.startup()
     assert list(again.groups["g"].members) == [classic_id]
     assert "g" not in again.consumer.groups
+
+
+def test_a_classic_member_that_does_not_rejoin_in_time_is_removed() -> None:
+    clock = ManualClock()
+    coord = GroupCoordinator(GroupConfig(offsets_topic_num_partitions=1,
+                                         group_initial_rebalance_delay_ms=0),
+                             clock=clock, scheduler=ManualScheduler(clock),
+                             store=InMemoryOffsetsStore())
+    coord.startup()
+    cluster = Cluster()
+    cluster.create("t", 2)
+    coord.consumer.topics = cluster
+    joined: list[JoinResult] = []
+    coord.join_group(JoinRequest("g", "", "consumer",
+                                 [("range", subscription_v3(["t"], {}, ""))], 60_000, 5_000),
+                     joined.append)
+    classic_id = joined[-1].member_id
+    assert coord.consumer.heartbeat(HeartbeatRequest(
+        "g", "new", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("t",),
+        owned={})).error == ErrorCode.NONE
+    assert coord.heartbeat("g", classic_id, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+    clock.advance(4_000)
+    assert coord.heartbeat("g", classic_id, 1) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert classic_id in coord.consumer.groups["g"].members  # still within its timeout
+    clock.advance(1_000)  # the rebalance timeout since it was first told, not rejoined
+    group = coord.consumer.groups["g"]
+    assert list(group.members) == ["new"]
+    r = coord.consumer.heartbeat(HeartbeatRequest("g", "new", group.members["new"].member_epoch,
+                                                  owned={}))
+    assert r.error == ErrorCode.NONE
+    assert sorted(p for ps in group.members["new"].assigned.values() for p in ps) == [0, 1]

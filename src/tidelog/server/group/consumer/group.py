@@ -64,16 +64,17 @@ class ConsumerGroupMember:
     pending_revocation: Assignment = field(default_factory=dict)
     session_task: ScheduledTask | None = None
     rebalance_task: ScheduledTask | None = None
+    join_task: ScheduledTask | None = None  # a classic member told to rejoin must, in time
 
     def assignment(self) -> MemberAssignment:
         return MemberAssignment(self.member_epoch, self.previous_member_epoch, int(self.state),
                                 self.assigned, self.pending_revocation)
 
     def cancel_timers(self) -> None:
-        for task in (self.session_task, self.rebalance_task):
+        for task in (self.session_task, self.rebalance_task, self.join_task):
             if task is not None:
                 task.cancel()
-        self.session_task = self.rebalance_task = None
+        self.session_task = self.rebalance_task = self.join_task = None
 
 
 class ConsumerGroup:

@@ -253,6 +253,9 @@ class Migration:
         except (ValueError, struct.error):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
         epoch = existing.member_epoch if existing is not None else 0
+        if existing is not None and existing.join_task is not None:
+            existing.join_task.cancel()
+            existing.join_task = None
         hb = HeartbeatRequest(
             req.group_id, member_id, epoch, instance_id=req.group_instance_id,
             rack_id=sub.rack_id or None, rebalance_timeout_ms=req.rebalance_timeout_ms,
@@ -293,6 +296,7 @@ class Migration:
             return SyncResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
         if group.group_epoch > member.member_epoch and \
                 member.state != MemberState.UNREVOKED_PARTITIONS:
+            self._expect_rejoin(group.group_id, member)
             return SyncResult(ErrorCode.REBALANCE_IN_PROGRESS)
         self.consumer._schedule_timers(group.group_id, member)
         version = struct.unpack_from(">h", classic.protocols[0][1])[0] \
@@ -313,8 +317,19 @@ class Migration:
                 or member.state == MemberState.UNREVOKED_PARTITIONS
                 or (member.state == MemberState.UNRELEASED_PARTITIONS
                     and not _waiting_on_unreleased(group, member))):
+            self._expect_rejoin(group_id, member)
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
+
+    def _expect_rejoin(self, group_id: str, member: ConsumerGroupMember) -> None:
+        """Kafka's scheduleConsumerGroupJoinTimeoutIfAbsent: a classic member told to rejoin
+        that does not within its rebalance timeout is removed (its partitions go on)."""
+        if member.join_task is None or member.join_task.cancelled:
+            c = self.consumer
+            member.join_task = c.scheduler.schedule(
+                f"classic-join-{group_id}-{member.member_id}",
+                c._fence_later(group_id, member.member_id, None, "did not rejoin in time"),
+                max(member.subscription.rebalance_timeout_ms, 0))
 
     def leave(self, group_id: str, members: Sequence[tuple[str, str | None]]
               ) -> tuple[ErrorCode, list[ErrorCode]]:
