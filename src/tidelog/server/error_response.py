@@ -173,6 +173,10 @@ MIRRORS: dict[int, tuple[Mirror, ...]] = {
     ),
     61: (_TOPIC_INDEXES,),
     65: (_m("transaction_states", "transactional_ids", transactional_id=SELF),),
+    # the share coordinator APIs (83-87): results per topic id, partitions per partition
+    **dict.fromkeys(range(83, 88), (_m(
+        "results", "topics", _m("partitions", "partitions", partition="partition"),
+        topic_id="topic_id"),)),
 }
 
 
