@@ -115,21 +115,25 @@ def quantiles(lat: list[float]) -> dict[str, float]:
     return {"p50": q(0.5), "p99": q(0.99), "p99.9": q(0.999), "max": lat[-1]}
 
 
-def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float
-        ) -> tuple[dict[str, float], dict[str, float], int]:
+def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
+        consume: bool = True) -> tuple[dict[str, float], dict[str, float], int]:
     topic = f"tail-{time.monotonic_ns()}"
     _create(bootstrap, topic, parts)
     consumer = subprocess.Popen(
-        [sys.executable, "-c", CONSUME, bootstrap, topic, str(parts),
-         str(seconds + warmup + 10)], stdout=subprocess.PIPE, text=True)
+        [sys.executable, "-c", CONSUME if consume else "print('ready', flush=True)",
+         bootstrap, topic, str(parts), str(seconds + warmup + 10)],
+        stdout=subprocess.PIPE, text=True)
     assert consumer.stdout is not None
     consumer.stdout.readline()  # assigned
     produced = subprocess.run(
         [sys.executable, "-c", PRODUCE, bootstrap, topic, str(rate), str(seconds),
-         str(warmup), str(parts)], capture_output=True, text=True, check=True)
+         str(warmup), str(parts)], capture_output=True, text=True)
+    if produced.returncode != 0:
+        consumer.kill()
+        raise RuntimeError(f"the producer failed: {produced.stderr[-2000:]}")
     out, _ = consumer.communicate(timeout=seconds + warmup + 60)
     p = json.loads(produced.stdout.strip().splitlines()[-1])
-    c = json.loads(out.strip().splitlines()[-1])
+    c = json.loads(out.strip().splitlines()[-1]) if consume else {"lat": []}
     return quantiles(p["lat"]), quantiles(c["lat"]), int(p["failed"])
 
 
@@ -150,6 +154,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=10)
     ap.add_argument("--scenarios", default="5000x1,20000x1,5000x1000")
     ap.add_argument("--brokers", default="writer,loop,tansu")
+    ap.add_argument("--no-consume", action="store_true",
+                    help="produce->ack only (no consumer loading the broker)")
     args = ap.parse_args()
     chosen = brokers(args.brokers.split(","))
     scenarios = [tuple(int(x) for x in s.split("x")) for s in args.scenarios.split(",")]
@@ -160,7 +166,8 @@ def main() -> None:
             for name, factory in chosen:
                 with factory() as (bootstrap, _pid):
                     got.setdefault(name, []).append(
-                        one(bootstrap, rate, parts, args.seconds, args.warmup))
+                        one(bootstrap, rate, parts, args.seconds, args.warmup,
+                            not args.no_consume))
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
               f"linger 0, {args.seconds:.0f} s after {args.warmup:.0f} s warm-up, "
               f"{args.runs} runs; load average {load0:.2f} before, "
