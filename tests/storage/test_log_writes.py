@@ -200,6 +200,7 @@ def test_small_write_with_none_in_flight_is_made_at_once(make_log: MakeLog, held
     """Under the inline size and with no write in flight, the caller writes (no hand-off);
     behind a write in flight, a small one queues after it all the same."""
     lg = make_log()
+    lg.leader_epoch_cache.assign(0, 0)  # the epoch is known: nothing to checkpoint
     calls: list[BaseException | None] = []
     info, handed = lg.append_as_leader_async(batch(b"a"), 0, held.writer, calls.append)
     assert not handed and info.first_offset == 0 and lg.log_end_offset == 1
@@ -212,3 +213,22 @@ def test_small_write_with_none_in_flight_is_made_at_once(make_log: MakeLog, held
     assert calls == [None] and lg.log_end_offset == 3
     lg.update_high_watermark(3)
     assert values_from(lg, 0) == [(0, b"a"), (1, b"b"), (2, b"c")]
+
+
+def test_new_leader_epoch_goes_to_the_writer_with_its_checkpoint(make_log: MakeLog,
+                                                                 held: HeldWriter) -> None:
+    """An append starting a leader epoch is handed over however small: the epoch is in the
+    cache at once, its checkpoint file (fsynced) is written by the writer before ``done``."""
+    lg = make_log()
+    path = lg.leader_epoch_cache.path
+    calls: list[BaseException | None] = []
+    info, handed = lg.append_as_leader_async(batch(b"a"), 3, held.writer, calls.append)
+    assert handed and info.first_offset == 0
+    assert lg.leader_epoch_cache.latest_epoch() == 3
+    assert not path.exists() or "3 0" not in path.read_text()
+    held.release()
+    held.flush()
+    assert calls == [None] and path.read_text().splitlines()[2:] == ["3 0"]
+    # the same epoch again: nothing to checkpoint, written by the caller
+    _, handed = lg.append_as_leader_async(batch(b"b"), 3, held.writer, calls.append)
+    assert not handed and lg.log_end_offset == 2

@@ -71,16 +71,22 @@ class LeaderEpochFileCache:
         with self._lock:
             return self._entries[0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that ``epoch`` starts at ``start_offset`` (#148); flushes if changed."""
+    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> bool:
+        """Record that ``epoch`` starts at ``start_offset`` (#148); flushes if changed
+        (``flush=False``: the caller calls ``flush`` before the append is acknowledged)."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"Received invalid partition leader epoch entry "
                              f"(epoch {epoch}, start offset {start_offset})")
         with self._lock:
             changed = self._assign(epoch, start_offset)
-            if changed:
+            if changed and flush:
                 self._flush()
             return changed
+
+    def flush(self) -> None:
+        """Write the checkpoint (tmp, fsync, rename) with the entries now in memory."""
+        with self._lock:
+            self._flush()
 
     def _assign(self, epoch: int, start_offset: int) -> bool:
         last = self._entries[-1] if self._entries else None

@@ -293,7 +293,8 @@ class Log:
 
     def _settle_producer_state(self, analysis: ProducerAnalysis, info: LogAppendInfo,
                                batches: list[RecordBatch],
-                               segment: LogSegment | None = None) -> None:
+                               segment: LogSegment | None = None, *,
+                               assign_epochs: bool = True) -> None:
         psm = self._producer_state
         for upd in analysis.updates.values():
             psm.update(upd)
@@ -304,15 +305,19 @@ class Log:
                                                     c.last_offset, lso))
             psm.complete_txn(c)
         psm.update_map_end_offset(info.last_offset + 1)
-        self._maybe_assign_epochs(batches)
+        if assign_epochs:
+            self._maybe_assign_epochs(batches)
 
-    def _maybe_assign_epochs(self, batches: list[RecordBatch]) -> None:
+    def _maybe_assign_epochs(self, batches: list[RecordBatch], flush: bool = True) -> bool:
+        """A batch of a newer leader epoch starts it in the cache; True if one did."""
         cache = self.leader_epoch_cache
+        assigned = False
         for b in batches:
             epoch = b.partition_leader_epoch
             latest = cache.latest_epoch()
             if epoch >= 0 and (latest is None or epoch > latest):
-                cache.assign(epoch, b.base_offset)
+                assigned |= cache.assign(epoch, b.base_offset, flush=flush)
+        return assigned
 
     # -- roll ----------------------------------------------------------------------------------
     def _maybe_roll(self, size: int, info: LogAppendInfo) -> LogSegment:

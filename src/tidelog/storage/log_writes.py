@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tidelog.records import RecordBatch
+
 from .errors import KafkaStorageError, StorageError
 from .log_append import AppendBatches, LogAppendInfo, analyze_producer_state, duplicate_info
 from .segment import LogOffsetMetadata, LogSegment
@@ -170,20 +172,31 @@ def hand_over(lg: Log, records: bytes | bytearray | memoryview, leader_epoch: in
                               log_append_time=lg.config.log_append_time,
                               log_start_offset=lg.log_start_offset), False
     pending = lg._writes
-    if (pending.count == 0 and size < inline_below) or analysis.completed \
+    new_epoch = starts_epoch(lg, v.batches)
+    if (pending.count == 0 and size < inline_below and not new_epoch) or analysis.completed \
             or roll_due(lg, size, info):
         pending.drain()
         lg._check_open()
         return lg._write_analyzed(v, analysis, True), False
     seg = lg.active_segment
+    # a new leader epoch: in the cache now, its checkpoint (fsynced) written by the writer
+    # before the append is acknowledged, as Kafka's assign flushes it within the append
+    epochs = new_epoch and lg._maybe_assign_epochs(v.batches, flush=False)
     pending.add(info.last_offset + 1, size)
     try:
-        writer.submit(lambda: write(lg, seg, info, v.records, done))
+        writer.submit(lambda: write(lg, seg, info, v.records, done, epochs))
     except BaseException:
         pending.finish(size, None)
         raise
-    lg._settle_producer_state(analysis, info, v.batches)
+    lg._settle_producer_state(analysis, info, v.batches, assign_epochs=False)
     return info, True
+
+
+def starts_epoch(lg: Log, batches: list[RecordBatch]) -> bool:
+    """Whether a batch carries a leader epoch newer than the cache's latest."""
+    latest = lg.leader_epoch_cache.latest_epoch()
+    return any(b.partition_leader_epoch >= 0 and
+               (latest is None or b.partition_leader_epoch > latest) for b in batches)
 
 
 def roll_due(lg: Log, size: int, info: LogAppendInfo) -> bool:
@@ -202,8 +215,10 @@ def roll_due(lg: Log, size: int, info: LogAppendInfo) -> bool:
 
 
 def write(lg: Log, seg: LogSegment, info: LogAppendInfo,
-          records: bytes | bytearray | memoryview, done: WriteDone) -> None:
-    """On the writer's thread: write, then move the log end offset past it, then ``done``."""
+          records: bytes | bytearray | memoryview, done: WriteDone,
+          flush_epochs: bool = False) -> None:
+    """On the writer's thread: write, then move the log end offset past it (and write the
+    leader epoch checkpoint when the append started an epoch), then ``done``."""
     pending = lg._writes
     error: BaseException | None = pending.error
     try:
@@ -213,6 +228,8 @@ def write(lg: Log, seg: LogSegment, info: LogAppendInfo,
             seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
                        records)
             lg._end = LogOffsetMetadata(info.last_offset + 1, seg.base_offset, seg.size)
+            if flush_epochs:
+                lg.leader_epoch_cache.flush()
     except Exception as e:  # a disk error, or a segment refusing the write: the log is broken
         error = e
         if not isinstance(e, StorageError):
