@@ -208,11 +208,6 @@ def _run(cluster: NetnsCluster, faults: int, seed: int,
     return nemesis
 
 
-@pytest.mark.quarantine(
-    reason="seed 621294570 on a clean clone: after healing, a partition never got back a full "
-    "ISR within 120 s, and two idempotent librdkafka producers failed fatally with 'Unable to "
-    "reconstruct MessageSet' (an answer their sequence state cannot explain) -- passed 6 of 6 "
-    "runs before; replay with TIDELOG_FAULT_SEED=621294570 -m quarantine")
 @pytest.mark.timeout(300)
 def test_short_partition_run(cluster: NetnsCluster) -> None:
     run(cluster, faults=4)
