@@ -133,6 +133,7 @@ class KafkaConnection(asyncio.Protocol):
         # the last Produce: a later request of another API waits for it, as behind Kafka's
         # muted channel (it sees what the produce wrote; its bytes may be written off the loop)
         self._last_produce: asyncio.Task[Any] | None = None
+        self._closing: asyncio.Future[None] | None = None  # a close waiting for earlier requests
         self.faults: FaultPlan | None = plan_for(broker)  # faults on demand (tests only)
         self.number = next(_NUMBERS)  # unique in the process, unlike id() of a closed one
 
@@ -379,8 +380,7 @@ class KafkaConnection(asyncio.Protocol):
             if ctx.throttle_ms > 0:  # acks=0 over its quota: muting is the only throttle
                 self._mute(ctx.throttle_ms)
             if ctx.close_reason:  # e.g. a failed acks=0 produce: the client only sees this
-                self._flush()
-                self.close(ctx.close_reason)
+                self._close_after_earlier(ctx.close_reason)
             return
         self._complete(slot, header.correlation_id, task.result())
         if ctx.throttle_ms > 0:
@@ -439,6 +439,22 @@ class KafkaConnection(asyncio.Protocol):
         if sent and self.request_metrics is not None:
             self.request_metrics.record_sent(sent, dequeue_ns)
         self._maybe_pause()
+
+    def _close_after_earlier(self, reason: str) -> None:
+        """Close once the requests still running end (an earlier produce may still be
+        writing): Kafka reads nothing after the failed request, having run the ones before."""
+        pending = [t for t in self._tasks if not t.done()]
+        if not pending:
+            self._flush()
+            self.close(reason)
+            return
+
+        async def later() -> None:
+            await asyncio.wait(pending)
+            self._flush()
+            self.close(reason)
+
+        self._closing = asyncio.ensure_future(later())
 
     def _mute(self, ms: int) -> None:
         """Read nothing from this client for ``ms`` (Kafka mutes a throttled channel after
