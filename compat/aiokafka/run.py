@@ -1,0 +1,87 @@
+"""Run aiokafka's own test suite against a fresh ``tidelog serve`` (or a cluster).
+
+    python compat/aiokafka/run.py --tests DIR [--brokers N] [extra pytest args]
+
+``DIR`` is aiokafka's ``tests/`` at the tag of the installed release (``v0.14.0``): neither
+its PyPI sdist nor its wheel ships the tests, so they come from a checkout of
+github.com/aio-libs/aiokafka (``git archive v0.14.0 tests``). The directory is copied to a
+temp dir, its ``conftest.py`` replaced by the one here (an external broker instead of
+docker), and pytest runs it with ``KAFKA_URI`` and ``KAFKA_VERSION`` set. The broker or
+cluster is the kafka-python run's (``compat/kafka_python/run.py``), with aiokafka's docker
+settings: broker id 0 and two partitions per topic. ``tests/coordinator`` (unit tests that
+need pytest-mock) is left out. SIGTERM stops the brokers and ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "kafka_python"))
+
+import run as kafka_python_run  # noqa: E402  (compat/kafka_python/run.py)
+
+# aiokafka's docker image: broker.id 0, NUM_PARTITIONS 2
+kafka_python_run.BROKER_SETTINGS = {
+    "num.partitions": "2",
+    "offsets.topic.num.partitions": "2",
+    "group.min.session.timeout.ms": "1000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+KAFKA_VERSION = "4.1.0"
+
+
+def split_args(argv: list[str]) -> tuple[Path, list[str]]:
+    tests, rest = None, []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--tests":
+            tests = Path(next(args))
+        else:
+            rest.append(arg)
+    if tests is None:
+        raise SystemExit("--tests DIR (aiokafka's tests/ at the installed release's tag)")
+    return tests, rest
+
+
+def main(argv: list[str]) -> int:
+    tests, argv = split_args(argv)
+    size, argv = kafka_python_run.split_args(argv)
+    with tempfile.TemporaryDirectory(prefix="tidelog-aiokafka-") as tmp:
+        work = Path(tmp) / "suite"
+        shutil.copytree(tests, work / "tests")
+        shutil.copy(HERE / "conftest.py", work / "tests" / "conftest.py")
+        broker: kafka_python_run.Broker | kafka_python_run.Cluster
+        if size > 1:
+            broker = kafka_python_run.Cluster(size)
+        else:
+            kafka_python_run.BROKER_SETTINGS["broker.id"] = "0"
+            broker = kafka_python_run.Broker(Path(tmp) / "data")
+        env = {**os.environ, "KAFKA_URI": f"PLAINTEXT://127.0.0.1:{broker.port}",
+               "KAFKA_VERSION": KAFKA_VERSION}
+        try:
+            rc = subprocess.run(
+                [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
+                 "-o", "addopts=--timeout=120", "-q", "-rfEs", "--ignore=tests/coordinator",
+                 "tests", *argv],
+                cwd=work, env=env, check=False,
+            ).returncode
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            broker.stop()
+        errors = broker.errors()
+        if errors:
+            sys.stderr.write(f"tidelog logged {len(errors)} errors:\n" + "".join(errors[:80]))
+            return rc or 3
+        return rc
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, kafka_python_run.on_sigterm)
+    sys.exit(main(sys.argv[1:]))
