@@ -33,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from tidelog.server.metadata.zk_client import KafkaZkClient
@@ -192,13 +193,25 @@ class EmbeddedCluster:
             host = self.broker_host(broker_id)
             admin = AdminClient({"bootstrap.servers": f"{host}:{self.brokers[broker_id].port}"})
             while True:
-                md = admin.list_topics(timeout=max(1.0, deadline - time.monotonic()))
-                if sorted(md.brokers) == running and md.controller_id in running:
+                shown = self._metadata_view(admin, deadline)
+                if shown is not None and shown[0] == running and shown[1] in running:
                     break
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"broker {broker_id} shows brokers {sorted(md.brokers)}, "
-                                       f"controller {md.controller_id}")  # fmt: skip
+                    raise TimeoutError(f"broker {broker_id} shows brokers, controller {shown}")
                 time.sleep(0.05)
+
+    @staticmethod
+    def _metadata_view(admin: AdminClient, deadline: float) -> tuple[list[int], int] | None:
+        """The brokers and controller one broker's Metadata shows, or None while it shows
+        nothing yet: a broker the controller has not sent UpdateMetadata answers with no
+        brokers and no topics, which librdkafka reports as a partial response (retriable)."""
+        try:
+            md = admin.list_topics(timeout=max(1.0, deadline - time.monotonic()))
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._PARTIAL:
+                raise
+            return None
+        return sorted(md.brokers), md.controller_id
 
     @property
     def zk(self) -> KafkaZkClient:
