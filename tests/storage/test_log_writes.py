@@ -232,3 +232,26 @@ def test_new_leader_epoch_goes_to_the_writer_with_its_checkpoint(make_log: MakeL
     # the same epoch again: nothing to checkpoint, written by the caller
     _, handed = lg.append_as_leader_async(batch(b"b"), 3, held.writer, calls.append)
     assert not handed and lg.log_end_offset == 2
+
+
+def test_wait_for_writes_returns_with_the_queued_appends_written(
+        make_log: MakeLog, held: HeldWriter) -> None:
+    """A leader turned follower reads its log end offset after ``wait_for_writes``: an append
+    queued as leader must not move it afterwards, under the fetcher's first offset."""
+    lg = make_log()
+    out: Outcomes = []
+    _append(lg, held, out, b"a", b"b")
+    assert lg.log_end_offset == 0 and lg.next_offset == 2
+    waited = threading.Event()
+
+    def wait() -> None:
+        lg.wait_for_writes()
+        waited.set()
+
+    t = threading.Thread(target=wait)
+    t.start()
+    assert not waited.wait(0.2)  # the write is still held: the wait goes on
+    held.release()
+    assert waited.wait(30)
+    t.join()
+    assert lg.log_end_offset == 2 and out == [(0, None)]

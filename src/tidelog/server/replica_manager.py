@@ -313,6 +313,7 @@ class ReplicaManager(ReplicaTopics):
         fetch = {}
         for p in moved:
             tp = p.topic_partition
+            p.log.wait_for_writes()  # appends queued as leader land before the LEO is read
             offset = p.log_end_offset  # Kafka's initialFetchOffset: the LEO
             result.new_followers[tp] = (p.leader_id, offset)
             fetch[tp] = InitialFetchState(p.leader_id, p.leader_epoch, offset,

@@ -555,6 +555,13 @@ class Log:
                 _delete_all(old)
 
     # -- producers -----------------------------------------------------------------------------
+    def wait_for_writes(self) -> None:
+        """Return once every append handed to the writer is written: a leader becoming a
+        follower starts fetching at a log end offset that no queued old-epoch write moves
+        afterwards (Kafka's makeFollower holds the partition's write lock)."""
+        with self._lock:
+            self._writes.drain()
+
     def take_producer_snapshot(self) -> None:
         with self._lock:
             self._writes.drain()
