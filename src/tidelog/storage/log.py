@@ -2,7 +2,8 @@
 
 Writers (append, roll, truncate, retention) hold the lock; readers do not (see log_read).
 Validation lives in validator.py, producer state in producer_state.py, loading in loader.py,
-the read side in log_read.py and retention in log_retention.py, so this module is the glue.
+the read side in log_read.py and retention in log_retention.py, truncation in log_truncation.py, segment file helpers
+in log_files.py, so this module is the glue.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.config.log_config import LogConfig
-from tidelog.metrics.histogram import LOG_FLUSH_STATS
 from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
-from . import log_read, log_retention, log_writes
+from . import log_read, log_retention, log_truncation, log_writes
 from .errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -32,7 +32,7 @@ from .errors import (
 from .file_records import TimestampAndOffset
 from .index.txn_index import AbortedTxn
 from .leader_epoch import LeaderEpochFileCache
-from .loader import LogLoader, open_segment, rebuild_producer_state
+from .loader import LogLoader, open_segment
 from .log_append import (
     AppendBatches,
     LogAppendInfo,
@@ -40,6 +40,7 @@ from .log_append import (
     analyze_producer_state,
     duplicate_info,
 )
+from .log_files import delete_all, sync
 from .log_read import FetchIsolation
 from .log_writes import AppendWriter, PendingWrites, WriteDone
 from .producer_state import ProducerStateManager
@@ -364,7 +365,7 @@ class Log:
                 return
             plan = self._flush_plan(offset)
             if plan is not None:
-                _sync(plan[1], self._dir if plan[2] else None)
+                sync(plan[1], self._dir if plan[2] else None)
                 self._mark_flushed(plan[0])
 
     def flush_outside_lock(self, offset: int) -> None:
@@ -379,7 +380,7 @@ class Log:
         if plan is None:
             return
         try:
-            _sync(plan[1], self._dir if plan[2] else None)
+            sync(plan[1], self._dir if plan[2] else None)
         except (OSError, StorageError) as e:
             with self._lock:
                 closed = self._closed
@@ -495,7 +496,7 @@ class Log:
             log.info("Deleting segment %s of %s due to %s", seg.base_offset, self.name, reason)
             seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
         if self.scheduler is not None:
-            self._schedule("delete-file", lambda: _delete_all(segs),
+            self._schedule("delete-file", lambda: delete_all(segs),
                            self._config.file_delete_delay_ms)
         else:
             self.pending_deletes.extend(segs)
@@ -503,56 +504,16 @@ class Log:
 
     def delete_pending_files(self) -> None:
         pending, self.pending_deletes = self.pending_deletes, []
-        _delete_all(pending)
+        delete_all(pending)
 
     # -- truncation ----------------------------------------------------------------------------
     def truncate_to(self, target: int) -> bool:
         """Follower truncation (#83-#86); False if target >= LEO."""
-        if target < 0:
-            raise ValueError(f"Cannot truncate partition {self.name} to a negative offset")
-        with self._io("truncate"):
-            self._check_open()
-            if target >= self.log_end_offset:
-                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-                return False
-            first = self._segments.first_segment_base_offset or 0
-            if first > target:
-                self.truncate_fully_and_start_at(target)
-                return True
-            self.remove_and_delete_segments(self._segments.higher_segments(target), "truncation")
-            active = self._segments.active_segment
-            active.truncate_to(target)
-            self._end = LogOffsetMetadata(target, active.base_offset, active.size)
-            self._log_start_offset = min(self._log_start_offset, target)
-            self._recovery_point = min(self._recovery_point, target)
-            self._set_hw(min(self._hw, target))
-            rebuild_producer_state(self._producer_state, self._segments, self._log_start_offset,
-                                   target, self.clock, reload_from_clean_shutdown=False)
-            self.leader_epoch_cache.truncate_from_end(target)
-            return True
+        return log_truncation.truncate_to(self, target)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset`` (#85)."""
-        with self._io("truncate"):
-            self._check_open()
-            old = self._segments.values()
-            for seg in old:
-                self._segments.remove(seg.base_offset)
-            self._producer_state.truncate_fully_and_start_at(offset)
-            self.leader_epoch_cache.clear_and_flush()
-            for seg in old:
-                seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
-            seg = open_segment(self._dir, offset, self._config, self.clock,
-                                  preallocate=self._config.preallocate)
-            self._segments.add(seg)
-            self._end = LogOffsetMetadata(offset, offset, 0)
-            self._log_start_offset = self._recovery_point = offset
-            self._set_hw(offset)
-            if self.scheduler is not None:
-                self._schedule("delete-file", lambda: _delete_all(old),
-                               self._config.file_delete_delay_ms)
-            else:
-                _delete_all(old)
+        log_truncation.truncate_fully_and_start_at(self, offset)
 
     # -- producers -----------------------------------------------------------------------------
     def wait_for_writes(self) -> None:
@@ -601,7 +562,7 @@ class Log:
                 seg.delete()
             self._segments.clear()
             self._producer_state.truncate_fully_and_start_at(0)
-            _delete_all(self.pending_deletes)
+            delete_all(self.pending_deletes)
             self.pending_deletes = []
             for p in self._dir.iterdir() if self._dir.exists() else []:
                 if p.is_file():
@@ -648,26 +609,3 @@ class Log:
         return (f"Log({self._dir}, start={self._log_start_offset}, end={self.log_end_offset}, "
                 f"hw={self._hw}, segments={len(self._segments)})")
 
-
-def _delete_all(segs: list[LogSegment]) -> None:
-    for seg in segs:
-        try:
-            seg.delete()
-        except OSError:
-            log.warning("Failed to delete %s", seg, exc_info=True)
-
-
-def _sync(segs: list[LogSegment], dir: Path | None) -> None:
-    with LOG_FLUSH_STATS.time():  # Kafka times only flushes that write something
-        for seg in segs:
-            seg.flush()
-        if dir is not None:
-            _fsync_dir(dir)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
