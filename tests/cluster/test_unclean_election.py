@@ -66,9 +66,12 @@ def values(producer: int, start: int, n: int) -> list[bytes]:
     return [f"p{producer}-{seq:07d}".encode() for seq in range(start, start + n)]
 
 
-def metadata_leader(cluster: EmbeddedCluster) -> int:
+def metadata_leader(cluster: EmbeddedCluster) -> int | None:
+    """Partition 0's leader in Metadata; None while the answering broker's metadata has no
+    partition yet (a broker just started, before the controller's UpdateMetadata)."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    return int(admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[0].leader)
+    partitions = admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions
+    return int(partitions[0].leader) if 0 in partitions else None
 
 
 def leader_alone_then_dead(cluster: EmbeddedCluster, history: History) -> TopicPartition:
@@ -128,7 +131,8 @@ def test_unclean_on_elects_the_stale_follower_and_counts_the_loss(
         history = History()
         tp = leader_alone_then_dead(cluster, history)
         b_values = set(values(0, 40, 25))
-        assert metadata_leader(cluster) == -1 and metrics(cluster, 2)[UNCLEAN_METRIC] == 0
+        wait_for(lambda: metadata_leader(cluster) == -1, 30, "the partition offline in Metadata")
+        assert metrics(cluster, 2)[UNCLEAN_METRIC] == 0
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         resource = ConfigResource("topic", TOPIC, set_config={
             "min.insync.replicas": "1", "unclean.leader.election.enable": "true"})  # fmt: skip
