@@ -12,6 +12,12 @@ dir; the full one goes offline and the controller moves its replicas' leadership
 membership to the other brokers (log dir event notification). After the hold the filler is
 deleted and the broker restarted (an offline dir comes back only with a restart, as in Kafka).
 
+The long runs (``-m slow``) mix every family in one schedule (:class:`MixedNemesis`): kills
+and pauses, partitions and full log dirs, each family at least once, on brokers with two
+small log dirs each. The second of them allows unclean elections (min.insync.replicas=1), and
+the acknowledged records they lose are counted and reported next to the controllers'
+UncleanLeaderElectionsPerSec, read from each broker's /metrics throughout the run.
+
 The seed is printed (and taken from ``TIDELOG_FAULT_SEED`` when set); with
 ``TIDELOG_FAULT_LOG_DIR`` set, each broker's output is written there too."""
 
@@ -19,14 +25,28 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from jepsen_support import History, Nemesis, Workload, check, final_log, wait_healthy
+from jepsen_support import (
+    FAULTS,
+    History,
+    Nemesis,
+    Verdict,
+    Workload,
+    check,
+    final_log,
+    wait_healthy,
+)
 from replication_support import create_topic, log_bytes, partition_dir, states, wait_for
 
 from tidelog.testing.capability import require_netns
@@ -40,8 +60,14 @@ PARTITION_FAULTS = (
     "cut-brokers-leader", "cut-brokers-follower", "cut-zk-leader", "cut-zk-controller",
     "isolate-leader", "isolate-follower", "isolate-controller",
 )  # fmt: skip
+LOG_DIR_FAULTS = ("fill-logdir-leader", "fill-logdir-follower")
+FAMILIES = {"kill/pause": FAULTS, "partition": PARTITION_FAULTS, "log dir": LOG_DIR_FAULTS}
 CONFIG = {"unclean.leader.election.enable": "false", "replica.fetch.backoff.ms": "200",
           "replica.lag.time.max.ms": "10000"}  # fmt: skip
+# the mixed runs: two small log dirs per broker (no free-space floor: ENOSPC takes a dir
+# offline) and /metrics on every broker, read from the test's namespace
+MIXED_CONFIG = {**CONFIG, "log.dir.min.free.bytes": "0", "http.listeners": "http://0.0.0.0:0"}
+UNCLEAN_METRIC = "kafka_controller_controllerstats_uncleanleaderelections_total"
 
 
 class PartitionNemesis(Nemesis):
@@ -59,7 +85,10 @@ class PartitionNemesis(Nemesis):
         if self.rng.random() < self.other:
             super().run_one(history)
             return
-        kind = self.rng.choice(PARTITION_FAULTS)
+        self.cut(self.rng.choice(PARTITION_FAULTS), history)
+
+    def cut(self, kind: str, history: History) -> None:
+        """One partition of ``kind`` (one of PARTITION_FAULTS), held, healed, then quiet."""
         victim = self._pick(kind)
         history.faults.append(f"{kind} {victim}")
         if kind.startswith("cut-brokers"):
@@ -89,8 +118,10 @@ class LogDirNemesis(PartitionNemesis):
 
     def run_one(self, history: History) -> None:
         tp = self.rng.choice(self.tps)
+        self.fill(tp, self.rng.choice(LOG_DIR_FAULTS), history)
+
+    def fill(self, tp: TopicPartition, kind: str, history: History) -> None:
         state = states(self.net, [tp])[tp]
-        kind = self.rng.choice(("fill-logdir-leader", "fill-logdir-follower"))
         followers = [b for b in state.isr if b != state.leader]
         victim = state.leader if kind.endswith("leader") or not followers else followers[0]
         name = next(n for n in LOG_DIR_NAMES
@@ -110,6 +141,147 @@ class LogDirNemesis(PartitionNemesis):
             broker.stop()
             broker.start()
         time.sleep(self.rng.uniform(1.0, 3.0))
+
+
+class MixedNemesis(LogDirNemesis):
+    """Every fault family in one run: kills and pauses (:class:`Nemesis`), partitions
+    (PARTITION_FAULTS) and full log dirs, in a shuffled schedule drawn from the seed that holds
+    every kind once when there are faults enough (one kind of each family at the least), the
+    rest drawn at random. A full log dir waits first for every ISR to be complete, so a replica
+    in sync is there to take the full dir's leadership."""
+
+    def __init__(self, cluster: NetnsCluster, tps: list[TopicPartition], seed: int,
+                 faults: int) -> None:  # fmt: skip
+        super().__init__(cluster, tps, seed)
+        kinds = [k for family in FAMILIES.values() for k in family]
+        plan = (list(kinds) if faults >= len(kinds)
+                else [self.rng.choice(family) for family in FAMILIES.values()])  # fmt: skip
+        plan += [self.rng.choice(kinds) for _ in range(faults - len(plan))]
+        self.rng.shuffle(plan)
+        self.plan = plan
+
+    def run_one(self, history: History) -> None:
+        kind = self.plan[len(history.faults)]
+        if kind in LOG_DIR_FAULTS:
+            wait_healthy(self.net, self.tps)
+            self.fill(self.rng.choice(self.tps), kind, history)
+        elif kind in PARTITION_FAULTS:
+            self.cut(kind, history)
+        else:
+            self.run_kind(kind, history)
+
+
+def family(fault: str) -> str:
+    kind = fault.split()[0]
+    return next(name for name, kinds in FAMILIES.items() if kind in kinds)
+
+
+class UncleanElections:
+    """Kafka's UncleanLeaderElectionsPerSec across the run: every broker's /metrics counter
+    (a total, kept by each broker process for its lifetime and counted only while it is the
+    controller) polled throughout; the run's figure is the sum over broker processes of the
+    highest value each showed, so a controller killed later still counts its elections."""
+
+    def __init__(self, cluster: NetnsCluster, every_s: float = 0.25) -> None:
+        self.cluster = cluster
+        self.every_s = every_s
+        self.highest: dict[tuple[int, subprocess.Popen[str]], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(30)
+        self.poll_once()  # the last word, every broker up
+        return self.total
+
+    @property
+    def total(self) -> int:
+        return int(sum(self.highest.values()))
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self.poll_once()
+
+    def poll_once(self) -> None:
+        for broker_id, broker in list(self.cluster.brokers.items()):
+            proc = broker.proc
+            value = self.read(broker_id)
+            if proc is not None and value is not None:
+                key = (broker_id, proc)
+                self.highest[key] = max(value, self.highest.get(key, 0.0))
+
+    def read(self, broker_id: int) -> float | None:
+        """The counter on that broker now; None when it does not answer (down, paused)."""
+        found = re.findall(r"HTTP listener on http://[0-9.]+:(\d+)",
+                           "".join(self.cluster.brokers[broker_id].output))  # fmt: skip
+        if not found:
+            return None
+        url = f"http://{self.cluster.broker_host(broker_id)}:{found[-1]}/metrics"
+        try:
+            text = urllib.request.urlopen(url, timeout=1.0).read().decode()
+        except OSError:
+            return None
+        values = [float(ln.split()[1]) for ln in text.splitlines() if ln.startswith(UNCLEAN_METRIC + " ")]
+        return values[0] if values else None
+
+
+@dataclass
+class MixedRun:
+    seed: int
+    faults: list[str]
+    verdict: Verdict
+    unclean_elections: int
+    producer_errors: list[str]
+    seconds: float
+
+
+def run_mixed(cluster: NetnsCluster, faults: int, unclean: bool) -> MixedRun:
+    """The mixed run; with ``unclean``, the topic allows unclean elections and acknowledges
+    with one replica in sync (min.insync.replicas=1), so they can happen and lose records."""
+    seed = int(os.environ.get("TIDELOG_FAULT_SEED", random.randrange(1 << 32)))
+    print(f"mixed run seed {seed} ({faults} faults, unclean {unclean})")
+    topic_config = ({"min.insync.replicas": "1", "unclean.leader.election.enable": "true"}
+                    if unclean else {"min.insync.replicas": "2"})  # fmt: skip
+    tps = create_topic(cluster, TOPIC, PARTITIONS, config=topic_config)
+    nemesis = MixedNemesis(cluster, tps, seed, faults)
+    print(f"seed {seed}: schedule {nemesis.plan}")
+    workload = Workload(cluster, TOPIC, PARTITIONS, restart_producers=unclean)
+    elections = UncleanElections(cluster)
+    started = time.monotonic()
+    elections.start()
+    try:
+        verdict = faults_under_load(cluster, tps, workload, nemesis.run_one, faults, nemesis.heal)
+    finally:
+        elections.stop()
+        dump_broker_output(cluster, seed)
+    h = workload.history
+    result = MixedRun(seed, list(h.faults), verdict, elections.total, list(h.producer_errors),
+                      time.monotonic() - started)  # fmt: skip
+    report(result, len(h.failed), len(h.seen))
+    assert verdict.acked > 100, (seed, verdict.acked)
+    assert_replicas_identical(cluster, tps, seed)
+    return result
+
+
+def report(r: MixedRun, failed: int, reads: int) -> None:
+    v = r.verdict
+    print(f"seed {r.seed}: faults {r.faults}")
+    print(f"seed {r.seed}: faults per family {dict(Counter(family(f) for f in r.faults))}, "
+          f"per kind {dict(Counter(f.split()[0] for f in r.faults))}")  # fmt: skip
+    print(f"seed {r.seed}: {v.acked} acked, {len(v.lost)} lost, {len(v.duplicated)} duplicated, "
+          f"{len(v.wrong_offset)} at another offset, {len(v.reordered)} out of order, "
+          f"{len(v.vanished_reads)} reads gone later, {failed} failed sends "
+          f"({v.indeterminate_written} of them written), {reads} reads; "
+          f"UncleanLeaderElectionsPerSec total {r.unclean_elections}; "
+          f"{len(r.producer_errors)} producers gave up; {r.seconds:.0f} s")  # fmt: skip
+    if v.lost:
+        print(f"seed {r.seed}: lost {sorted(x.decode() for x in v.lost)[:50]}")
+    if r.producer_errors:
+        print(f"seed {r.seed}: producer errors {r.producer_errors}")
 
 
 @pytest.fixture
@@ -178,25 +350,37 @@ def _run(cluster: NetnsCluster, faults: int, seed: int,
     tps = create_topic(cluster, TOPIC, PARTITIONS, config={"min.insync.replicas": "2"})
     workload = Workload(cluster, TOPIC, PARTITIONS)
     nemesis = nemesis_class(cluster, tps, seed)
-    workload.start()
-    try:
-        time.sleep(2)  # some writes before the first fault
-        for _ in range(faults):
-            nemesis.run_one(workload.history)
-    finally:
-        nemesis.heal()
-    wait_healthy(cluster, tps)
-    time.sleep(2)  # writes on the healed cluster
-    workload.stop()
-    wait_healthy(cluster, tps)
-    final = final_log(cluster, TOPIC, PARTITIONS)
-    verdict = check(workload.history, final)
+    verdict = faults_under_load(cluster, tps, workload, nemesis.run_one, faults, nemesis.heal)  # fmt: skip
     h = workload.history
     print(f"seed {seed}: faults {h.faults}")
     print(f"seed {seed}: {verdict.acked} acked, {len(h.failed)} failed sends "
           f"({verdict.indeterminate_written} of them written), {len(h.seen)} reads")  # fmt: skip
     assert verdict.ok, (seed, verdict)
     assert verdict.acked > 100, (seed, verdict.acked)
+    assert_replicas_identical(cluster, tps, seed)
+    return nemesis
+
+
+def faults_under_load(cluster: NetnsCluster, tps: list[TopicPartition], workload: Workload,
+                      fault: Callable[[History], None], faults: int,
+                      heal: Callable[[], None]) -> Verdict:  # fmt: skip
+    """The workload runs; ``faults`` faults one after the other; healed, the final log read
+    and checked."""
+    workload.start()
+    try:
+        time.sleep(2)  # some writes before the first fault
+        for _ in range(faults):
+            fault(workload.history)
+    finally:
+        heal()
+    wait_healthy(cluster, tps)
+    time.sleep(2)  # writes on the healed cluster
+    workload.stop()
+    wait_healthy(cluster, tps)
+    return check(workload.history, final_log(cluster, TOPIC, PARTITIONS))
+
+
+def assert_replicas_identical(cluster: NetnsCluster, tps: list[TopicPartition], seed: int) -> None:
     for tp, state in states(cluster, tps).items():
         leader_dir = replica_dir(cluster, state.leader, tp)
         wait_for(
@@ -205,7 +389,6 @@ def _run(cluster: NetnsCluster, faults: int, seed: int,
                 for b in state.isr),
             60, f"replicas of {tp} byte-identical (seed {seed})",
         )  # fmt: skip
-    return nemesis
 
 
 @pytest.mark.timeout(300)
@@ -213,10 +396,41 @@ def test_short_partition_run(cluster: NetnsCluster) -> None:
     run(cluster, faults=4)
 
 
+def mixed_cluster(zookeeper_server: ZooKeeperServer) -> NetnsCluster:
+    require_netns()
+    return NetnsCluster(brokers=3, zookeeper=zookeeper_server, config=MIXED_CONFIG,
+                        log_dir_bytes=64 << 20)  # fmt: skip
+
+
+def assert_every_family(r: MixedRun, faults: int) -> None:
+    assert len(r.faults) == faults, (r.seed, r.faults)
+    assert {family(f) for f in r.faults} == set(FAMILIES), (r.seed, r.faults)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
-def test_long_partition_run(cluster: NetnsCluster) -> None:
-    run(cluster, faults=20)
+def test_long_partition_run(zookeeper_server: ZooKeeperServer) -> None:
+    """Twenty faults of every family (kills, pauses, partitions, full log dirs) under one
+    workload; unclean election off: nothing acknowledged lost, and no unclean election."""
+    with mixed_cluster(zookeeper_server) as cluster:
+        r = run_mixed(cluster, faults=20, unclean=False)
+    assert r.verdict.ok, (r.seed, r.verdict)
+    assert r.unclean_elections == 0, r.seed
+    assert_every_family(r, 20)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_long_unclean_run(zookeeper_server: ZooKeeperServer) -> None:
+    """The same mixed run with unclean elections allowed and min.insync.replicas=1: the
+    acknowledged records they lose are counted and reported; nothing is duplicated, moved or
+    reordered, every replica ends byte-identical, and records are lost only where unclean
+    elections were counted."""
+    with mixed_cluster(zookeeper_server) as cluster:
+        r = run_mixed(cluster, faults=20, unclean=True)
+    assert r.verdict.consistent, (r.seed, r.verdict)
+    assert not r.verdict.lost or r.unclean_elections > 0, (r.seed, len(r.verdict.lost))
+    assert_every_family(r, 20)
 
 
 @pytest.mark.slow
