@@ -15,10 +15,11 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from tidelog.client.aio import INTER_BROKER_API_RANGES, AsyncBrokerConnection
+from tidelog.client.aio import INTER_BROKER_API_RANGES
 from tidelog.client.conn import KafkaClientError
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import ControlRecordType, RecordBatchBuilder
+from tidelog.server.broker_connections import BrokerConnections
 from tidelog.util.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
@@ -56,7 +57,9 @@ class TxnMarkerSender:
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_window_ms = retry_window_ms
-        self._conns: dict[int, AsyncBrokerConnection] = {}
+        self._conns = BrokerConnections(
+            metadata_cache, listener, security, client_id=f"broker-{broker_id}-txn-markers",
+            timeout_s=request_timeout_ms / 1000, api_ranges=MARKER_API_RANGES)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, tp: TopicPartition, producer_id: int, producer_epoch: int,
@@ -86,7 +89,7 @@ class TxnMarkerSender:
                         return
                     error = code.name
                 except (TimeoutError, KafkaClientError, OSError) as exc:
-                    await self._drop(reg.leader)
+                    await self._conns.drop(reg.leader)
                     error = repr(exc)
             elif reg.leader == self.broker_id:
                 raise MarkerNotWritten(f"{tp} is led here now: written on the next attempt")
@@ -94,7 +97,7 @@ class TxnMarkerSender:
         raise MarkerNotWritten(f"marker for {tp} not written: {error}")
 
     async def _call(self, broker: int, tp: TopicPartition, body: dict[str, Any]) -> ErrorCode:
-        conn = await self._connection(broker)
+        conn = await self._conns.get(broker)
         version = conn.version(WRITE_TXN_MARKERS_KEY)
         resp = await conn.call(WRITE_TXN_MARKERS_KEY, version, body)
         for marker in resp.markers:
@@ -104,28 +107,7 @@ class TxnMarkerSender:
                         return ErrorCode(int(p.error_code))
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
-    async def _connection(self, broker: int) -> AsyncBrokerConnection:
-        conn = self._conns.get(broker)
-        if conn is not None and not conn.closed:
-            return conn
-        info = self.metadata_cache.image.broker(broker)
-        endpoint = None if info is None else info.endpoint(self.listener)
-        if endpoint is None:
-            raise KafkaClientError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker} unknown")
-        conn = await AsyncBrokerConnection.connect(
-            endpoint[0], endpoint[1], client_id=f"broker-{self.broker_id}-txn-markers",
-            timeout_s=self.request_timeout_ms / 1000, security=self.security,
-            api_ranges=MARKER_API_RANGES)
-        self._conns[broker] = conn
-        return conn
-
-    async def _drop(self, broker: int) -> None:
-        conn = self._conns.pop(broker, None)
-        if conn is not None:
-            await conn.close()
-
     async def close(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        for broker in list(self._conns):
-            await self._drop(broker)
+        await self._conns.close()

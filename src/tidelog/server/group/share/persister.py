@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tidelog.client.aio import INTER_BROKER_API_RANGES, AsyncBrokerConnection
+from tidelog.client.aio import INTER_BROKER_API_RANGES
 from tidelog.client.conn import KafkaClientError
 from tidelog.protocol.errors import ErrorCode
+from tidelog.server.broker_connections import BrokerConnections
 from tidelog.server.group.share.records import (
     SHARE_STATE_TOPIC,
     ShareState,
@@ -77,7 +78,9 @@ class StatePersister:
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.retry_window_ms = retry_window_ms
-        self._conns: dict[int, AsyncBrokerConnection] = {}
+        self._conns = BrokerConnections(
+            metadata_cache, listener, security, client_id=f"broker-{node_id}-share-persister",
+            timeout_s=request_timeout_ms / 1000, api_ranges=SHARE_STATE_API_RANGES)
 
     # ------------------------------------------------------------------ the calls
 
@@ -148,11 +151,11 @@ class StatePersister:
             return await self._remote(reg.leader, call)
         except (TimeoutError, KafkaClientError, OSError) as exc:
             log.debug("share coordinator on broker %d: %r", reg.leader, exc)
-            await self._drop(reg.leader)
+            await self._conns.drop(reg.leader)
             return StateResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
     async def _remote(self, broker: int, call: PersisterCall) -> StateResult:
-        conn = await self._connection(broker)
+        conn = await self._conns.get(broker)
         version = conn.version(call.api_key)
         body = {"group_id": call.key[0],
                 "topics": [{"topic_id": call.key[1], "partitions": [call.partition_body]}]}
@@ -163,29 +166,8 @@ class StatePersister:
                     return _result(call.api_key, p)
         return StateResult(ErrorCode.UNKNOWN_SERVER_ERROR)
 
-    async def _connection(self, broker: int) -> AsyncBrokerConnection:
-        conn = self._conns.get(broker)
-        if conn is not None and not conn.closed:
-            return conn
-        info = self.metadata_cache.image.broker(broker)
-        endpoint = None if info is None else info.endpoint(self.listener)
-        if endpoint is None:
-            raise KafkaClientError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker} unknown")
-        conn = await AsyncBrokerConnection.connect(
-            endpoint[0], endpoint[1], client_id=f"broker-{self.node_id}-share-persister",
-            timeout_s=self.request_timeout_ms / 1000, security=self.security,
-            api_ranges=SHARE_STATE_API_RANGES)
-        self._conns[broker] = conn
-        return conn
-
-    async def _drop(self, broker: int) -> None:
-        conn = self._conns.pop(broker, None)
-        if conn is not None:
-            await conn.close()
-
     async def close(self) -> None:
-        for broker in list(self._conns):
-            await self._drop(broker)
+        await self._conns.close()
 
 
 def _result(api_key: int, p: Any) -> StateResult:
