@@ -107,9 +107,10 @@ def _read_partition(
         out.high_watermark = lg.high_watermark
         out.last_stable_offset = lg.last_stable_offset
         out.log_start_offset = lg.log_start_offset
-        if fetcher.any_replica:  # KIP-392: the leader may send the consumer to a follower
+        selector_class = ctx.broker.config.values["replica.selector.class"]
+        if fetcher.any_replica and selector_class:  # KIP-392: the leader may send it elsewhere
             out.preferred_read_replica = preferred_read_replica(
-                ctx.broker.config.values["replica.selector.class"], partition,
+                selector_class, partition,
                 fetcher.client_rack, cp.fetch_offset, partition.clock.milliseconds(),
                 ctx.broker.metadata_cache.image, ctx.listener_name)
             if out.preferred_read_replica >= 0:  # no records: the consumer goes there
