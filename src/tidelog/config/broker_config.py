@@ -400,6 +400,13 @@ _d("replica.fetch.min.bytes", "int", 1, "Bytes a follower fetch waits for.", at_
 _d("replica.fetch.wait.max.ms", "int", 500, "Longest wait of a follower fetch.", at_least(0))
 _d("replica.fetch.backoff.ms", "int", 1000, "Sleep after a follower fetch error.", at_least(0))
 _d(
+    "tidelog.replica.fetch.session.enable",
+    "boolean",
+    True,
+    "Followers fetch through incremental fetch sessions (KIP-227), as Kafka's always do; "
+    "false: every follower Fetch is sessionless and names every partition.",
+)
+_d(
     "replica.fetch.response.max.bytes",
     "int",
     10485760,
