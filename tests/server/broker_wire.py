@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import socket
 import struct
+import uuid
 
+from tidelog.client.conn import BrokerConnection
 from tidelog.protocol.codec import request_class
 from tidelog.protocol.kio_util import make, nested
 from tidelog.testing import EmbeddedBroker
@@ -175,3 +177,21 @@ def fetch_body(
             ),
         ),
     )
+
+
+def new_leader_epoch(broker: EmbeddedBroker, topic: str, tid: uuid.UUID, epoch: int) -> None:
+    """A LeaderAndIsr keeping the broker sole leader of ``topic``-0 at a new leader epoch."""
+    me = broker.broker.node_id
+    conn = BrokerConnection("127.0.0.1", broker.port, client_id="controller", timeout_s=10)
+    try:
+        resp = conn.call(4, 7, {
+            "controller_id": me, "controller_epoch": 1, "broker_epoch": -1, "type_": 0,
+            "topic_states": [{"topic_name": topic, "topic_id": tid, "partition_states": [
+                {"partition_index": 0, "controller_epoch": 1, "leader": me,
+                 "leader_epoch": epoch, "isr": [me], "partition_epoch": epoch,
+                 "replicas": [me]}]}],
+            "live_leaders": [],
+        })  # fmt: skip
+    finally:
+        conn.close()
+    assert int(resp.topics[0].partition_errors[0].error_code) == 0

@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from broker_wire import new_leader_epoch
 from confluent_kafka import Producer
 
-from tidelog.client.conn import BrokerConnection
 from tidelog.client.kafka_client import KafkaClient
 from tidelog.config.log_config import LogConfig
 from tidelog.records import build_batch
@@ -143,24 +143,6 @@ def test_follower_copies_a_real_brokers_log(leader: EmbeddedBroker, tmp_path: Pa
         assert sum(len(v) for v in ours.values()) > 1000
 
 
-def _new_leader_epoch(broker: EmbeddedBroker, tid: uuid.UUID, epoch: int) -> None:
-    """A LeaderAndIsr keeping the broker leader of partition 0 at a new leader epoch."""
-    me = broker.broker.node_id
-    conn = BrokerConnection("127.0.0.1", broker.port, client_id="controller", timeout_s=10)
-    try:
-        resp = conn.call(4, 7, {
-            "controller_id": me, "controller_epoch": 1, "broker_epoch": -1, "type_": 0,
-            "topic_states": [{"topic_name": TOPIC, "topic_id": tid, "partition_states": [
-                {"partition_index": 0, "controller_epoch": 1, "leader": me,
-                 "leader_epoch": epoch, "isr": [me], "partition_epoch": epoch,
-                 "replicas": [me]}]}],
-            "live_leaders": [],
-        })  # fmt: skip
-    finally:
-        conn.close()
-    assert int(resp.topics[0].partition_errors[0].error_code) == 0
-
-
 def test_leader_answers_a_diverging_epoch(leader: EmbeddedBroker, tmp_path: Path) -> None:
     """Kafka 2.7+'s way (truncate_on_fetch): the follower led epoch 1 and wrote offsets 20-22
     nobody else has; the leader went on at epoch 2 from offset 20. The follower's Fetch v15
@@ -178,7 +160,7 @@ def test_leader_answers_a_diverging_epoch(leader: EmbeddedBroker, tmp_path: Path
     log = Log.open(tmp_path / f"{TOPIC}-0", LogConfig.from_props({}), clock=SystemClock())
     log.append_as_follower(b"".join(segment_files(leader_dir(leader, 0)).values()))
     log.append_as_leader(build_batch([(0, None, b"never on the leader")] * 3), leader_epoch=1)
-    _new_leader_epoch(leader, tid, 2)
+    new_leader_epoch(leader, TOPIC, tid, 2)
     for i in range(20):
         p.produce(TOPIC, value=f"second-{i}".encode(), partition=0)
     assert p.flush(10) == 0

@@ -84,7 +84,7 @@ class Broker:
         )  # fmt: skip
         self.purgatory = FetchPurgatory()
         self.fetch_sessions = FetchSessionCache(
-            int(config.values["max.incremental.fetch.session.cache.slots"])
+            int(config.values["max.incremental.fetch.session.cache.slots"]), clock
         )
         self.replica_manager.add_append_listener(self.purgatory.check_and_complete)
         # With every log dir offline the broker cannot serve anything: it shuts down (Kafka

@@ -4,8 +4,17 @@ A consumer that opens a session (epoch 0) gets a session id; its later requests 
 the partitions whose fetch position changed (and the ones to forget), and the responses
 carry only the partitions with something new: records, an error, or a changed high
 watermark / last stable offset / log start offset. Epoch -1 is a sessionless full fetch.
-A full cache declines new sessions by answering session id 0 (the client then sends full
-fetches), as Kafka does.
+A full cache makes room as Kafka's FetchSessionCache.tryEvict does, else declines the new
+session by answering session id 0 (the client then sends full fetches): a session unused
+for ``eviction_ms`` (Kafka's 120 s) goes first; otherwise a session older than that which is
+smaller than the new one (fewer partitions) gives way, and a follower's session (privileged)
+is taken only by another follower's. A consumer's session younger than ``eviction_ms`` may
+be taken by a follower's at once. An incremental request that forgets the session's last
+partition closes it (session id 0 in the answer).
+
+Followers use sessions as consumers do; their requests also carry the log start offset and
+last fetched epoch each partition keeps in the session. ``stats`` counts, for followers and
+consumers apart, the requests and the partitions they named and were answered.
 
 From v13 (KIP-516) requests name topics by id. Each partition is keyed by a
 :class:`FetchKey` holding the id and the name it resolved to when it entered the session
@@ -15,7 +24,6 @@ opened by id must keep using ids and the other way round (FETCH_SESSION_TOPIC_ID
 
 from __future__ import annotations
 
-import itertools
 import random
 import uuid
 from collections.abc import Callable, Iterable
@@ -23,12 +31,15 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.util.clock import Clock, SystemClock
 from tidelog.util.topic_partition import TopicPartition
 
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 ZERO_UUID = uuid.UUID(int=0)
 TOPIC_ID_VERSION = 13
+# Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS
+MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
 # topic id -> its name here, or None
 Resolver = Callable[[uuid.UUID], str | None]
 
@@ -68,14 +79,46 @@ class CachedPartition:
             self.log_start_offset,
         )
 
+    def update_request_params(self, request: CachedPartition) -> None:
+        """Kafka's CachedPartition.updateRequestParams: what an incremental request says."""
+        self.fetch_offset, self.max_bytes = request.fetch_offset, request.max_bytes
+        self.current_leader_epoch = request.current_leader_epoch
+        self.fetcher_log_start_offset = request.fetcher_log_start_offset
+        self.last_fetched_epoch = request.last_fetched_epoch
+
 
 @dataclass(slots=True)
 class FetchSession:
     id: int
     epoch: int  # the epoch the next request must carry
     partitions: dict[FetchKey, CachedPartition] = field(default_factory=dict)
-    last_used: int = 0
+    last_used_ms: int = 0
     uses_topic_ids: bool = False
+    privileged: bool = False  # a follower's
+    creation_ms: int = 0
+
+    def evictable_key(self) -> tuple[bool, int, int]:
+        """Kafka's EvictableKey: the smallest goes first (consumers', then fewer partitions)."""
+        return (self.privileged, len(self.partitions), self.id)
+
+
+@dataclass(slots=True)
+class FetchCounts:
+    """Fetch requests of one kind (followers' or consumers') and their partitions."""
+
+    requests: int = 0
+    partitions_requested: int = 0  # named in the request's topics
+    partitions_answered: int = 0  # in the response
+
+
+@dataclass(slots=True)
+class FetchSessionStats:
+    evictions: int = 0  # Kafka's IncrementalFetchSessionEvictionsPerSec (a total)
+    follower: FetchCounts = field(default_factory=FetchCounts)
+    consumer: FetchCounts = field(default_factory=FetchCounts)
+
+    def counts(self, follower: bool) -> FetchCounts:
+        return self.follower if follower else self.consumer
 
 
 @dataclass(slots=True)
@@ -94,13 +137,27 @@ class FetchPlan:
 
 
 class FetchSessionCache:
-    def __init__(self, max_slots: int = 1000) -> None:
+    """Kafka's FetchSessionCache and FetchManager.newContext (see the module docstring)."""
+
+    def __init__(
+        self,
+        max_slots: int = 1000,
+        clock: Clock | None = None,
+        eviction_ms: int = MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS,
+    ) -> None:
         self.max_slots = max_slots
         self.sessions: dict[int, FetchSession] = {}
-        self._clock = itertools.count(1)
+        self.clock: Clock = clock or SystemClock()
+        self.eviction_ms = eviction_ms
+        self.stats = FetchSessionStats()
 
     def __len__(self) -> int:
         return len(self.sessions)
+
+    @property
+    def total_partitions(self) -> int:
+        """Kafka's NumIncrementalFetchPartitionsCached."""
+        return sum(len(s.partitions) for s in self.sessions.values())
 
     def _new_id(self) -> int:
         while True:
@@ -108,33 +165,74 @@ class FetchSessionCache:
             if sid not in self.sessions:
                 return sid
 
+    def remove(self, session_id: int) -> FetchSession | None:
+        return self.sessions.pop(session_id, None)
+
     def create(
-        self, partitions: dict[FetchKey, CachedPartition], uses_topic_ids: bool = False
+        self,
+        partitions: dict[FetchKey, CachedPartition],
+        uses_topic_ids: bool = False,
+        privileged: bool = False,
     ) -> FetchSession | None:
-        if len(self.sessions) >= self.max_slots:
-            # evict the least recently used session, else decline (session id 0)
-            if not self.sessions:
-                return None
-            oldest = min(self.sessions.values(), key=lambda s: s.last_used)
-            del self.sessions[oldest.id]
+        """Kafka's maybeCreateSession: None when the cache has no room for it."""
+        now = self.clock.milliseconds()
+        if len(self.sessions) >= self.max_slots and not self._try_evict(
+            privileged, (privileged, len(partitions), 0), now
+        ):
+            return None
         session = FetchSession(
-            self._new_id(), INITIAL_EPOCH + 1, partitions, next(self._clock), uses_topic_ids
+            self._new_id(), INITIAL_EPOCH + 1, partitions, now, uses_topic_ids, privileged, now
         )
         self.sessions[session.id] = session
         return session
 
-    def plan(self, request: Any, version: int = 12, resolve: Resolver | None = None) -> FetchPlan:
-        """``resolve`` maps topic ids to names for v13+ requests."""
+    def _try_evict(self, privileged: bool, key: tuple[bool, int, int], now: int) -> bool:
+        """Kafka's tryEvict: the least recently used session if stale, else the smallest
+        session this one may take (``evictableByPrivileged`` / ``evictableByAll``)."""
+        if not self.sessions:
+            return False
+        oldest = min(self.sessions.values(), key=lambda s: s.last_used_ms)
+        if now - oldest.last_used_ms > self.eviction_ms:
+            return self._evict(oldest)
+        candidates = [
+            s
+            for s in self.sessions.values()
+            if now - s.creation_ms > self.eviction_ms or (privileged and not s.privileged)
+        ]
+        if not candidates:
+            return False
+        first = min(candidates, key=FetchSession.evictable_key)
+        return key >= first.evictable_key() and self._evict(first)
+
+    def _evict(self, session: FetchSession) -> bool:
+        del self.sessions[session.id]
+        self.stats.evictions += 1
+        return True
+
+    def plan(
+        self,
+        request: Any,
+        version: int = 12,
+        resolve: Resolver | None = None,
+        privileged: bool = False,
+    ) -> FetchPlan:
+        """``resolve`` maps topic ids to names for v13+ requests; ``privileged``: a
+        follower's request."""
         sid = int(getattr(request, "session_id", 0))
         epoch = int(getattr(request, "session_epoch", FINAL_EPOCH))
         ids = version >= TOPIC_ID_VERSION
         names = _Names(resolve if ids else None)
         wanted = _requested(request, names)
+        counts = self.stats.counts(privileged)
+        counts.requests += 1
+        counts.partitions_requested += len(wanted)
         if epoch in (FINAL_EPOCH, INITIAL_EPOCH):
             if sid:
                 self.sessions.pop(sid, None)
             session = (
-                self.create(dict(wanted), ids) if epoch == INITIAL_EPOCH and wanted else None
+                self.create(dict(wanted), ids, privileged)
+                if epoch == INITIAL_EPOCH and wanted
+                else None
             )
             return FetchPlan(list(wanted.items()), session, by_id=ids)
         session = self.sessions.get(sid)
@@ -144,23 +242,34 @@ class FetchSessionCache:
             return FetchPlan([], error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != ids:
             return FetchPlan([], error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        _update(session, wanted, _forgotten(request, names))
+        if not session.partitions:  # nothing left: closed, answered without a session
+            del self.sessions[session.id]
+            return FetchPlan(list(wanted.items()), by_id=ids)
         session.epoch = epoch + 1 if epoch < 2**31 - 1 else 1
-        session.last_used = next(self._clock)
-        for tp, cp in wanted.items():
-            current = session.partitions.get(tp)
-            if current is None:
-                session.partitions[tp] = cp
-            else:
-                current.fetch_offset, current.max_bytes = cp.fetch_offset, cp.max_bytes
-                current.current_leader_epoch = cp.current_leader_epoch
-                current.fetcher_log_start_offset = cp.fetcher_log_start_offset
-        for key in _forgotten(request, names):
-            if session.partitions.pop(key, None) is None and key.topic_id != ZERO_UUID:
-                # the id resolved differently when it entered the session (topic deleted
-                # or created since): forget it by id alone
-                for stale in [k for k in session.partitions if k[::2] == key[::2]]:
-                    del session.partitions[stale]
+        session.last_used_ms = self.clock.milliseconds()
         return FetchPlan(list(session.partitions.items()), session, incremental=True, by_id=ids)
+
+    def record_answer(self, privileged: bool, partitions: int) -> None:
+        self.stats.counts(privileged).partitions_answered += partitions
+
+
+def _update(
+    session: FetchSession, wanted: dict[FetchKey, CachedPartition], forgotten: Iterable[FetchKey]
+) -> None:
+    """Kafka's FetchSession.update: add or update what the request names, then forget."""
+    for key, cp in wanted.items():
+        current = session.partitions.get(key)
+        if current is None:
+            session.partitions[key] = cp
+        else:
+            current.update_request_params(cp)
+    for key in forgotten:
+        if session.partitions.pop(key, None) is None and key.topic_id != ZERO_UUID:
+            # the id resolved differently when it entered the session (topic deleted
+            # or created since): forget it by id alone
+            for stale in [k for k in session.partitions if k[::2] == key[::2]]:
+                del session.partitions[stale]
 
 
 class _Names:

@@ -220,11 +220,14 @@ def _shape(
     for (key, data), (_, cp) in zip(read, plan.partitions, strict=True):
         has_records = bool(len(data.records or b""))
         changed = cp.changed(data.high_watermark, data.last_stable_offset, data.log_start_offset)
+        # Kafka's maybeUpdateResponseData: records, a changed offset, an error, a preferred
+        # replica or a diverging epoch (a follower must truncate) are always answered
         if plan.incremental and not (has_records or data.error_code or changed
-                                     or data.preferred_read_replica >= 0):
+                                     or data.preferred_read_replica >= 0
+                                     or data.diverging_epoch is not None):
             close_chunks([data.records])
             continue
-        cp.high_watermark = data.high_watermark
+        cp.high_watermark = data.high_watermark if not data.error_code else -1  # resent later
         cp.last_stable_offset = data.last_stable_offset
         cp.log_start_offset = data.log_start_offset
         if has_records:
@@ -254,7 +257,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     fetcher = _fetcher(request, ctx.api_version)
     isolation = _isolation(getattr(request, "isolation_level", 0) == READ_COMMITTED,
                            fetcher.follower)
-    plan = ctx.broker.fetch_sessions.plan(request, ctx.api_version, _resolver(ctx))
+    sessions = ctx.broker.fetch_sessions
+    plan = sessions.plan(request, ctx.api_version, _resolver(ctx), privileged=fetcher.follower)
     if plan.error:
         return encode_fetch_response(
             ctx.correlation_id, ctx.api_version, [], error_code=plan.error, session_id=0
@@ -276,6 +280,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                          session_id=plan.response_session_id,
                                          throttle_time_ms=throttle_ms)
     _record_bytes_out(ctx, read, fetcher.follower)
+    sessions.record_answer(fetcher.follower, sum(len(parts) for _, parts in topics))
     return encode_fetch_response(
         ctx.correlation_id, ctx.api_version, topics, session_id=plan.response_session_id
     )

@@ -9,8 +9,11 @@ connection on the inter-broker listener, made on first use and again after a fai
   ``replica.fetch.min.bytes``, ``replica.fetch.response.max.bytes``, per partition
   ``replica.fetch.max.bytes``, ``current_leader_epoch`` and ``last_fetched_epoch`` (the
   leader answers ``diverging_epoch`` when our log forked from its own). Topic ids from v13;
-  a partition without one makes the request v12, as Kafka does. Sessionless (full) fetch
-  requests: every request lists every partition;
+  a partition without one makes the request v12, as Kafka does. Incremental fetch sessions
+  (KIP-227) through a :class:`FetchSessionHandler` per leader (``fetch_session_handler.py``):
+  after the first full Fetch, a request lists only the partitions whose request data changed
+  and the leader answers only the partitions with news; ``fetch`` still answers in terms of
+  the partitions it was given (one not in the answer is unchanged);
 * ``fetch_epoch_end_offsets``: OffsetForLeaderEpoch v3-4 with ``replica_id``;
 * ``fetch_earliest_offset`` / ``fetch_latest_offset``: ListOffsets with ``replica_id``.
 
@@ -29,7 +32,10 @@ from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.client.conn import KafkaClientError
 from tidelog.client.security import ClientSecurity
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import ms
 from tidelog.util.topic_partition import TopicPartition
+
+from .fetch_session_handler import FetchRequestData, FetchSessionHandler
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +46,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+_SESSION_ERRORS = (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +135,8 @@ class FetchSettings:
     # starts fetching at once and relies on the leader's diverging-epoch answer; False: it
     # first asks OffsetForLeaderEpoch where its log and the leader's agree (as before 2.7)
     truncate_on_fetch: bool = False
+    # incremental fetch sessions (KIP-227); False: every Fetch is sessionless and full
+    fetch_sessions: bool = True
 
 
 class RemoteLeaderEndPoint:
@@ -150,6 +159,9 @@ class RemoteLeaderEndPoint:
         self._security = security
         self._client_id = client_id or f"broker-{settings.replica_id}-fetcher"
         self._conn: AsyncBrokerConnection | None = None
+        self.session = FetchSessionHandler[FetchPartition](
+            broker_id, enabled=settings.fetch_sessions
+        )
 
     @property
     def broker_id(self) -> int:
@@ -200,38 +212,38 @@ class RemoteLeaderEndPoint:
     async def fetch(
         self, partitions: Mapping[TopicPartition, FetchPartition]
     ) -> dict[TopicPartition, FetchedPartition]:
-        """One Fetch for these partitions; raises KafkaClientError when the request fails
-        as a whole (the connection is then dropped and made again on the next call)."""
+        """One Fetch for these partitions (every partition to fetch now: the session sends
+        what changed); the answer holds the partitions the leader answered. Raises
+        KafkaClientError when the request fails as a whole (the connection is then dropped
+        and made again on the next call, and the next Fetch is full)."""
         if not partitions:
             return {}
-        by_id = all(p.topic_id is not None for p in partitions.values())
-        names = {p.topic_id: tp.topic for tp, p in partitions.items() if p.topic_id is not None}
+        data = self.session.build(partitions)
         s = self.settings
-        version, resp = await self._request(
-            FETCH_KEY,
-            lambda v: self._fetch_body(v, partitions),
-            version_cap=None if by_id else 12,
-            timeout_ms=s.max_wait_ms + s.socket_timeout_ms,
-        )
-        if int(resp.error_code) != 0:
-            return {tp: FetchedPartition(int(resp.error_code)) for tp in partitions}
-        out: dict[TopicPartition, FetchedPartition] = {}
-        for topic in resp.responses:
-            name = names.get(topic.topic_id) if version >= 13 else topic.topic
-            if name is None:
-                continue
-            for p in topic.partitions:
-                tp = TopicPartition(name, int(p.partition_index))
-                if tp in partitions:
-                    out[tp] = _fetched(p)
-        return out
+        try:
+            version, resp = await self._request(
+                FETCH_KEY,
+                lambda v: self._fetch_body(v, data),
+                version_cap=None if data.can_use_topic_ids else 12,
+                timeout_ms=s.max_wait_ms + s.socket_timeout_ms,
+            )
+        except (KafkaClientError, OSError) as e:
+            self.session.handle_error(e)
+            raise
+        error = int(resp.error_code)
+        out = _fetched_partitions(resp, version, data.session_partitions)
+        if self.session.handle_response(error, int(resp.session_id), out, ms(resp.throttle_time)):
+            return out
+        if error == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR:
+            raise KafkaClientError(error, f"Fetch to {self!r}")
+        if error == ErrorCode.NONE or error in _SESSION_ERRORS:
+            return {}  # the next Fetch is full (Kafka: an empty answer, no backoff)
+        return {tp: FetchedPartition(error) for tp in partitions}
 
-    def _fetch_body(
-        self, version: int, partitions: Mapping[TopicPartition, FetchPartition]
-    ) -> dict[str, Any]:
+    def _fetch_body(self, version: int, data: FetchRequestData[FetchPartition]) -> dict[str, Any]:
         s = self.settings
         topics: dict[str, dict[str, Any]] = {}
-        for tp, p in partitions.items():
+        for tp, p in data.to_send.items():
             entry = topics.setdefault(
                 tp.topic,
                 {"topic": tp.topic, "topic_id": p.topic_id or uuid.UUID(int=0), "partitions": []},
@@ -248,15 +260,18 @@ class RemoteLeaderEndPoint:
                     "partition_max_bytes": p.max_bytes,
                 }
             )
+        # v13+ forgets a replaced partition (its topic recreated) by its old id; before v13
+        # names carry no id and the new partition's data replaces it
+        forget = data.to_forget + (data.to_replace if version >= 13 else [])
         body: dict[str, Any] = {
             "max_wait": s.max_wait_ms,
             "min_bytes": s.min_bytes,
             "max_bytes": s.response_max_bytes,
             "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,  # FINAL_EPOCH: a full request, no fetch session
+            "session_id": data.metadata.session_id,
+            "session_epoch": data.metadata.epoch,
             "topics": list(topics.values()),
-            "forgotten_topics_data": [],
+            "forgotten_topics_data": _forgotten(forget),
         }
         if version >= 15:
             body["replica_state"] = {
@@ -337,6 +352,31 @@ class RemoteLeaderEndPoint:
                         raise LeaderOffsetError(tp, int(p.error_code))
                     return int(p.offset)
         raise LeaderOffsetError(tp, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+
+
+def _fetched_partitions(
+    resp: Any, version: int, session: Mapping[TopicPartition, FetchPartition]
+) -> dict[TopicPartition, FetchedPartition]:
+    """The answered partitions, by name (v13+ answers name topics by the ids we sent)."""
+    names = {p.topic_id: tp.topic for tp, p in session.items() if p.topic_id is not None}
+    out: dict[TopicPartition, FetchedPartition] = {}
+    for topic in resp.responses:
+        name = names.get(topic.topic_id) if version >= 13 else topic.topic
+        if name is None:
+            continue
+        for p in topic.partitions:
+            out[TopicPartition(name, int(p.partition_index))] = _fetched(p)
+    return out
+
+
+def _forgotten(forget: list[tuple[uuid.UUID | None, TopicPartition]]) -> list[dict[str, Any]]:
+    topics: dict[tuple[uuid.UUID | None, str], list[int]] = {}
+    for topic_id, tp in forget:
+        topics.setdefault((topic_id, tp.topic), []).append(tp.partition)
+    return [
+        {"topic": name, "topic_id": topic_id or uuid.UUID(int=0), "partitions": ps}
+        for (topic_id, name), ps in topics.items()
+    ]
 
 
 def _fetched(p: Any) -> FetchedPartition:

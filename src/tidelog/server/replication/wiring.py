@@ -45,6 +45,7 @@ def fetch_settings(config: BrokerConfig) -> FetchSettings:
         socket_timeout_ms=int(v["replica.socket.timeout.ms"]),
         backoff_ms=int(v["replica.fetch.backoff.ms"]),
         truncate_on_fetch=True,  # our leaders answer Fetch v12+ diverging epochs
+        fetch_sessions=bool(v["tidelog.replica.fetch.session.enable"]),
     )
 
 
