@@ -76,6 +76,7 @@ class BrokerCollector(Collector):
         yield from self._cleaner()
         yield from self._lag()
         yield from self._connections()
+        yield from self._fetch_sessions()
 
     # -- BrokerTopicMetrics -----------------------------------------------------------------
     def _topic_metrics(self) -> Iterator[Metric]:
@@ -335,6 +336,28 @@ class BrokerCollector(Collector):
         for name, n in sorted(counts.items()):
             fam.add_metric([name, "0"], n)
         yield fam
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        """Kafka's FetchSessionCache gauges and evictions, and the partitions fetch requests
+        named and were answered (an idle incremental session names and answers none)."""
+        cache = self.broker.fetch_sessions
+        yield gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions",
+                    "FetchSessionCache NumIncrementalFetchSessions", len(cache))  # fmt: skip
+        yield gauge("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
+                    "FetchSessionCache NumIncrementalFetchPartitionsCached",
+                    cache.total_partitions)  # fmt: skip
+        yield CounterMetricFamily(
+            "kafka_server_fetchsessioncache_incrementalfetchsessionevictions",
+            "FetchSessionCache IncrementalFetchSessionEvictionsPerSec (Count)",
+            value=cache.stats.evictions,
+        )
+        for name in ("requests", "partitions_requested", "partitions_answered"):
+            fam = CounterMetricFamily(f"tidelog_fetch_{name}",
+                                      f"Fetch requests' {name.replace('_', ' ')}",
+                                      labels=["fetcher"])  # fmt: skip
+            fam.add_metric(["follower"], getattr(cache.stats.follower, name))
+            fam.add_metric(["consumer"], getattr(cache.stats.consumer, name))
+            yield fam
 
 
 def listener_names(broker: Any) -> list[str]:
