@@ -4,8 +4,10 @@ segment files up to the high watermark."""
 
 from __future__ import annotations
 
+import re
 import struct
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +79,16 @@ def partition_dir(cluster: EmbeddedCluster, broker_id: int, tp: TopicPartition) 
 def log_bytes(d: Path) -> bytes:
     """All segment files of a partition, in offset order, concatenated."""
     return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
+
+
+def metric(cluster: EmbeddedCluster, broker_id: int, series: str) -> float:
+    """One series of a broker's /metrics (``http.listeners`` set; its port read from its
+    log); 0 when absent."""
+    out = "".join(cluster.brokers[broker_id].output)
+    url = re.findall(r"HTTP listener on (http://[0-9.]+:\d+)", out)[-1]
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else 0.0
 
 
 def prefix_up_to(data: bytes, end_offset: int) -> bytes:

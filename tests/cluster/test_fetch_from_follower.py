@@ -8,12 +8,9 @@ still names the leader, and ListOffsets is answered there."""
 
 from __future__ import annotations
 
-import re
-import urllib.request
-
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from replication_support import create_topic, log_bytes, partition_dir, states, wait_for
+from replication_support import create_topic, log_bytes, metric, partition_dir, states, wait_for
 
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
@@ -22,14 +19,6 @@ TOPIC = "ffr"
 RACKS = {1: "a", 2: "b", 3: "c"}
 CONFIG = {"http.listeners": "http://127.0.0.1:0", "auto.leader.rebalance.enable": "false",
           "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector"}  # fmt: skip
-
-
-def metric(cluster: EmbeddedCluster, broker_id: int, series: str) -> float:
-    """One series of a broker's /metrics (its port read from its log); 0 when absent."""
-    url = re.findall(r"HTTP listener on (http://[0-9.]+:\d+)", "".join(cluster.brokers[broker_id].output))[-1]
-    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
-    found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
-    return float(found.group(1)) if found else 0.0
 
 
 def bytes_out(cluster: EmbeddedCluster, broker_id: int) -> float:
