@@ -21,7 +21,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from tidelog.cli.client_config import add_connection_args, client_config, make_client, pairs
+from tidelog.cli.client_config import (
+    CliError,
+    add_connection_args,
+    client_config,
+    make_client,
+    pairs,
+)
+from tidelog.client.pipelined import BatchTemplate, PipelinedProducer, ProduceError, error_name
 
 MB = 1024 * 1024
 
@@ -38,6 +45,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--throughput", type=float, default=-1, help="records/s cap (-1: no limit)")
     p.add_argument("--producer-props", nargs="*", default=[], metavar="K=V")
     p.add_argument("--reporting-interval", type=int, default=5000, metavar="MS")
+    p.add_argument("--client", choices=("tidelog", "librdkafka"), default="tidelog",
+                   help="tidelog: batches built once and pipelined on its own connection "
+                   "(default); librdkafka: confluent-kafka's producer, any librdkafka setting")
     p.set_defaults(func=run_produce)
     c = sub.add_parser("consume", help="kafka-consumer-perf-test.sh")
     add_connection_args(c, "--consumer.config")
@@ -88,6 +98,29 @@ class Stats:
             self.window_start = now
             self.w_count = self.w_bytes = self.w_latency = self.w_max = 0
 
+    def record_batch(self, latency_s: float, k: int, size: int) -> None:
+        """``k`` records acknowledged together: ``record_many([latency_s] * k, size)``
+        without the list."""
+        ms = int(latency_s * 1000)
+        self.count += k
+        self.bytes += k * size
+        self.total_latency += k * ms
+        self.max_latency = max(self.max_latency, ms)
+        self.w_count += k
+        self.w_bytes += k * size
+        self.w_latency += k * ms
+        self.w_max = max(self.w_max, ms)
+        # the samples record_many keeps: iterations i in [iteration, iteration + k) with
+        # i % sampling == 0
+        s = self.sampling
+        self.latencies.extend([ms] * ((self.iteration + k - 1) // s - (self.iteration - 1) // s))
+        self.iteration += k
+        now = time.monotonic()
+        if now - self.window_start >= self.interval_s:
+            self._print_window(now)
+            self.window_start = now
+            self.w_count = self.w_bytes = self.w_latency = self.w_max = 0
+
     def _print_window(self, now: float) -> None:
         elapsed = max(now - self.window_start, 1e-9)
         rps = self.w_count / elapsed
@@ -123,10 +156,137 @@ BATCH = 1000  # records handed to librdkafka per call
 
 
 def run_produce(args: argparse.Namespace) -> int:
-    from confluent_kafka import KafkaError, Producer
-
     conf = client_config(args, {"client.id": "perf-producer-client"}, {})
     conf.update(pairs(args.producer_props, "--producer-props"))
+    payload = random.Random(0).randbytes(args.record_size)
+    if args.client == "tidelog":
+        return _produce_tidelog(args, conf, payload)
+    return _produce_librdkafka(args, conf, payload)
+
+
+# librdkafka's defaults for the settings the tidelog client takes (as --client librdkafka
+# runs with them), but Kafka's max.in.flight.requests.per.connection (librdkafka's is 10^6)
+TIDELOG_DEFAULTS = {
+    "acks": "-1",
+    "linger.ms": "5",
+    "batch.size": "1000000",
+    "batch.num.messages": "10000",
+    "max.in.flight.requests.per.connection": "5",
+    "request.timeout.ms": "30000",
+    "enable.idempotence": "false",
+}
+_ALIASES = {
+    "request.required.acks": "acks",
+    "queue.buffering.max.ms": "linger.ms",
+    "max.in.flight": "max.in.flight.requests.per.connection",
+}
+_TAKEN_AS_IS = {"bootstrap.servers", "client.id", "log_level"}
+
+
+def tidelog_settings(conf: dict[str, Any]) -> dict[str, str]:
+    """The tidelog client's settings from a librdkafka-style configuration: its defaults,
+    overridden by the (aliased) keys it knows; any other key is an error naming
+    ``--client librdkafka``, which takes every librdkafka setting."""
+    out = dict(TIDELOG_DEFAULTS)
+    for key, value in conf.items():
+        name = _ALIASES.get(key, key)
+        if name in out:
+            out[name] = str(value).strip().lower()
+        elif key == "security.protocol" and str(value).upper() == "PLAINTEXT":
+            continue
+        elif key not in _TAKEN_AS_IS:
+            raise CliError(f"the tidelog client does not take {key}; use --client librdkafka "
+                           "for librdkafka's settings")  # fmt: skip
+    if out["acks"] == "all":
+        out["acks"] = "-1"
+    if out["acks"] not in ("-1", "0", "1"):
+        raise CliError(f"acks={out['acks']}: expected all, -1, 0 or 1")
+    if out["enable.idempotence"] not in ("true", "false"):
+        raise CliError(f"enable.idempotence={out['enable.idempotence']}: expected true or false")
+    if out["enable.idempotence"] == "true" and out["acks"] != "-1":
+        raise CliError("enable.idempotence=true requires acks=all")
+    for key in ("linger.ms", "batch.size", "batch.num.messages",
+                "max.in.flight.requests.per.connection", "request.timeout.ms"):  # fmt: skip
+        if not out[key].isdigit():
+            raise CliError(f"{key}={out[key]}: expected a non-negative integer")
+    return out
+
+
+def _produce_tidelog(args: argparse.Namespace, conf: dict[str, Any], payload: bytes) -> int:
+    settings = tidelog_settings(conf)
+    template = BatchTemplate(payload, max(1, int(settings["batch.num.messages"])),
+                             int(settings["batch.size"]))  # fmt: skip
+    stats = Stats(args.num_records, args.reporting_interval)
+    try:
+        producer = PipelinedProducer(
+            str(conf["bootstrap.servers"]), args.topic, acks=int(settings["acks"]),
+            request_timeout_ms=int(settings["request.timeout.ms"]),
+            max_in_flight=int(settings["max.in.flight.requests.per.connection"]),
+            client_id=str(conf.get("client.id", "perf-producer-client")),
+            idempotent=settings["enable.idempotence"] == "true",
+        )  # fmt: skip
+    except (ProduceError, ValueError) as e:
+        raise CliError(f"{e}") from None
+    failures: dict[str, int] = {}
+
+    def take() -> None:
+        for sent in producer.done:
+            if sent.error:
+                what = error_name(sent.error) + (f": {sent.message}" if sent.message else "")
+                failures[what] = failures.get(what, 0) + sent.records
+            else:
+                stats.record_batch(sent.acked - sent.created, sent.records, args.record_size)
+        producer.done.clear()
+
+    try:
+        _drive(producer, template, args.num_records, args.throughput,
+               int(settings["linger.ms"]) / 1000, take)  # fmt: skip
+    except ProduceError as e:
+        raise CliError(f"{e}") from None
+    finally:
+        producer.close()
+    print(stats.summary())
+    for what, n in failures.items():
+        print(f"tidelog perf produce: {n} records failed: {what}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def _drive(producer: PipelinedProducer, template: BatchTemplate, n: int, throughput: float,
+           linger_s: float, take: Callable[[], None]) -> None:
+    """Record ``i`` is due at ``start + i / throughput`` (at once without a cap, as the
+    ThroughputThrottler lets it go); a batch goes when it is full, when its first record
+    has waited ``linger_s``, or with the last record. One sticky partition per batch."""
+    parts = producer.partitions
+    rng = random.Random()
+    partition = rng.choice(parts)
+    start = time.monotonic()
+    sent = 0
+    while sent < n:
+        now = time.monotonic()
+        due = n if throughput <= 0 else min(n, int((now - start) * throughput) + 1)
+        first_due = now if throughput <= 0 else start + sent / throughput
+        ready = due - sent
+        if ready and (ready >= template.max_records or due == n or now >= first_due + linger_s):
+            k = min(ready, template.max_records)
+            producer.send(partition, template, k, first_due)
+            sent += k
+            take()
+            if len(parts) > 1:  # the sticky partitioner moves on after each batch
+                partition = rng.choice([p for p in parts if p != partition])
+            continue
+        if ready:  # wait for the batch to fill or to have lingered enough
+            wake = min(first_due + linger_s, start + (sent + template.max_records) / throughput)
+        else:
+            wake = start + sent / throughput
+        producer.poll(max(wake - now, 0.0))
+        take()
+    producer.flush()
+    take()
+
+
+def _produce_librdkafka(args: argparse.Namespace, conf: dict[str, Any], payload: bytes) -> int:
+    from confluent_kafka import KafkaError, Producer
+
     stats = Stats(args.num_records, args.reporting_interval)
     failed = [0]
     delivered: list[float] = []
@@ -141,7 +301,6 @@ def run_produce(args: argparse.Namespace) -> int:
             failed[0] += 1
 
     producer = make_client(Producer, {**conf, "on_delivery": on_delivery})
-    payload = random.Random(0).randbytes(args.record_size)
     # with a throughput cap, chunks of about a millisecond's worth of records
     chunk = BATCH if args.throughput <= 0 else int(max(1, min(BATCH, args.throughput / 1000)))
     produce_chunk = _batch_producer(producer, args.topic, payload, failed, KafkaError._QUEUE_FULL)

@@ -1,0 +1,178 @@
+"""``tidelog perf produce`` on its default client (batches built once from a template,
+pipelined on tidelog's own connection) against a real broker: every record lands once at
+consecutive offsets with the tool's payload, a refused batch ends the run non-zero with
+Kafka's error name, acks=0 and idempotence work, and the throttle holds. Also: the template's
+batches are valid v2 batches, per-batch statistics equal per-record ones, and the command
+imports only what it needs."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+
+import confluent_kafka as ck
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tidelog.cli.perf import Stats
+from tidelog.client.kafka_client import KafkaClient, TopicPartition
+from tidelog.client.pipelined import BatchTemplate
+from tidelog.records import RecordBatch
+from tidelog.testing import EmbeddedBroker
+
+TIDELOG = [sys.executable, "-m", "tidelog.cli.main"]
+FINAL = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg "
+                   r"latency, [\d.]+ ms max latency, \d+ ms 50th, \d+ ms 95th, \d+ ms 99th, "
+                   r"\d+ ms 99.9th\.$")  # fmt: skip
+
+
+def perf(bootstrap: str, topic: str, n: int, size: int, *props: str,
+         throughput: int = -1, client: str = "tidelog") -> subprocess.CompletedProcess[str]:
+    cmd = [*TIDELOG, "perf", "produce", "--bootstrap-server", bootstrap, "--topic", topic,
+           "--num-records", str(n), "--record-size", str(size), "--throughput",
+           str(throughput), "--client", client, "--producer-props", *props]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def create(bootstrap: str, topic: str, partitions: int = 1, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=config)])[topic].result(30)
+
+
+def read_back(bootstrap: str, topic: str, partitions: int = 1) -> dict[int, list[ck.Message]]:
+    """Every record of the topic, by partition, read by librdkafka up to the high watermark."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "verify",
+                     "enable.auto.commit": False})  # fmt: skip
+    out: dict[int, list[ck.Message]] = {}
+    try:
+        for p in range(partitions):
+            tp = ck.TopicPartition(topic, p, 0)
+            _, high = c.get_watermark_offsets(tp, timeout=10)
+            c.assign([tp])
+            got: list[ck.Message] = []
+            while len(got) < high:
+                got += [m for m in c.consume(high - len(got), 5) if m.error() is None]
+            out[p] = got
+    finally:
+        c.close()
+    return out
+
+
+def test_every_record_lands_once_at_consecutive_offsets(tidelog_broker: EmbeddedBroker) -> None:
+    bs = tidelog_broker.bootstrap_servers
+    create(bs, "perf-three", 3)
+    n, size = 5_017, 37  # batches of 100 records and a short last one, over three partitions
+    r = perf(bs, "perf-three", n, size, "acks=all", "batch.num.messages=100")
+    assert r.returncode == 0, r.stderr
+    m = FINAL.match(r.stdout.splitlines()[-1])
+    assert m is not None and int(m.group(1)) == n, r.stdout
+    by_partition = read_back(bs, "perf-three", 3)
+    assert sum(len(v) for v in by_partition.values()) == n
+    assert sum(1 for v in by_partition.values() if v) >= 2  # the sticky partition moved
+    payload = random.Random(0).randbytes(size)  # the tool's one value, as Kafka's tool has
+    for msgs in by_partition.values():
+        assert [m.offset() for m in msgs] == list(range(len(msgs)))
+        assert all(m.value() == payload and m.key() is None for m in msgs)
+
+
+def test_a_refused_batch_exits_non_zero_with_kafkas_error(tidelog_broker: EmbeddedBroker) -> None:
+    bs = tidelog_broker.bootstrap_servers
+    create(bs, "perf-small", 1, **{"max.message.bytes": "2000"})
+    r = perf(bs, "perf-small", 30, 1000, "acks=1", "batch.num.messages=5")
+    assert r.returncode == 1
+    assert "30 records failed: MESSAGE_TOO_LARGE (10)" in r.stderr, r.stderr
+    assert r.stdout.startswith("0 records sent, ")
+    assert read_back(bs, "perf-small")[0] == []
+
+
+def test_no_broker_and_unknown_settings_fail_with_one_line() -> None:
+    r = perf("127.0.0.1:1", "t", 10, 10)
+    assert r.returncode == 1 and r.stderr.startswith("tidelog perf: ") and "127.0.0.1:1" in r.stderr
+    r = perf("127.0.0.1:1", "t", 10, 10, "queue.buffering.max.messages=5")
+    assert r.returncode == 1
+    assert "does not take queue.buffering.max.messages; use --client librdkafka" in r.stderr
+
+
+def test_acks_zero_and_idempotence(tidelog_broker: EmbeddedBroker) -> None:
+    bs = tidelog_broker.bootstrap_servers
+    for topic, props in (("perf-a0", ["acks=0"]),
+                         ("perf-idem", ["enable.idempotence=true", "batch.num.messages=300"])):
+        r = perf(bs, topic, 1000, 10, *props)
+        assert r.returncode == 0, r.stderr
+        assert len(read_back(bs, topic)[0]) == 1000
+    tp = TopicPartition("perf-idem", 0)
+    with KafkaClient(bs) as kc:
+        batches = list(kc.fetch({tp: 0})[tp].batches())
+    assert [b.base_sequence for b in batches] == [0, 300, 600, 900]
+    assert len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
+
+
+@pytest.mark.parametrize("client", ["tidelog", "librdkafka"])
+def test_a_throughput_cap_holds(tidelog_broker: EmbeddedBroker, client: str) -> None:
+    bs = tidelog_broker.bootstrap_servers
+    n, cap = 600, 2000
+    r = perf(bs, f"perf-cap-{client}", n, 20, "acks=1", throughput=cap, client=client)
+    assert r.returncode == 0, r.stderr
+    m = FINAL.match(r.stdout.splitlines()[-1])
+    assert m is not None and int(m.group(1)) == n, r.stdout
+    assert n / cap * 0.9 <= n / float(m.group(2))  # not faster than the cap allows
+    assert float(m.group(2)) <= cap * 1.05
+    assert len(read_back(bs, f"perf-cap-{client}")[0]) == n
+
+
+def test_template_batches_are_valid_and_fill_batch_size() -> None:
+    value = b"v" * 100
+    t = BatchTemplate(value, 10_000, 1_000_000)
+    assert 9_000 < t.max_records < 10_000  # batch.size binds before batch.num.messages
+    assert t.batch_size(t.max_records) <= 1_000_000 < t.batch_size(t.max_records) + 108
+    for k in (1, 128, t.max_records):
+        out = bytearray(7 + t.batch_size(k))
+        t.write(out, 7, k, 1_700_000_000_123, 42, 3, 1000)
+        batch = RecordBatch(bytes(out[7:]))
+        batch.ensure_valid()
+        assert (batch.records_count, batch.last_offset_delta) == (k, k - 1)
+        assert (batch.producer_id, batch.producer_epoch, batch.base_sequence) == (42, 3, 1000)
+        records = list(batch)
+        assert [r.offset for r in records] == list(range(k))
+        assert {(r.key, r.value, r.timestamp) for r in records} == {
+            (None, value, 1_700_000_000_123)
+        }
+    assert BatchTemplate(b"x" * 5000, 10, 1000).max_records == 1  # one record at least
+
+
+def test_batch_stats_equal_per_record_stats() -> None:
+    chunks = [(0.004, 7), (0.0125, 1), (0.002, 300), (0.031, 64), (0.0099, 5)]
+    one = Stats(10**6, 10**9)
+    bulk = Stats(10**6, 10**9)
+    one.sampling = bulk.sampling = 7
+    for latency, k in chunks:
+        one.record_many([latency] * k, 10)
+        bulk.record_batch(latency, k, 10)
+    fields: Callable[[Stats], tuple[object, ...]] = lambda s: (  # noqa: E731
+        s.count, s.bytes, s.total_latency, s.max_latency, s.latencies, s.iteration)
+    assert fields(bulk) == fields(one)
+    assert bulk.count == 377 and len(bulk.latencies) == 54
+
+
+def test_the_command_imports_only_what_it_needs() -> None:
+    """`tidelog perf produce` loads no other command, no librdkafka, no kio and no
+    importlib.metadata (the version is read only for --version)."""
+    code = (
+        "import json, sys\n"
+        "from tidelog.cli.main import build_parser\n"
+        "build_parser(['perf', 'produce', '--topic', 't'])\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    loaded = set(json.loads(out))
+    assert {m for m in loaded if m.startswith("tidelog.cli.")} == {
+        "tidelog.cli.main", "tidelog.cli.perf", "tidelog.cli.client_config"
+    }
+    assert "tidelog.client.pipelined" in loaded
+    for heavy in ("kio", "confluent_kafka", "importlib.metadata", "crc32c", "encodings.idna"):
+        assert heavy not in loaded, heavy
