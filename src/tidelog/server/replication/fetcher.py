@@ -30,17 +30,23 @@ partition removed or moved meanwhile is ignored (its fetch offset no longer matc
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
-import uuid
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from tidelog.client.conn import KafkaClientError
 from tidelog.protocol.errors import ErrorCode
 from tidelog.util.topic_partition import TopicPartition
 
+from .fetch_state import (
+    FetchStateKind,
+    FollowerPartition,
+    OffsetTruncationState,
+    PartitionFetchState,
+    PartitionLookup,
+    complete_batches_length,
+)
 from .fetcher_manager import InitialFetchState
 from .leader_endpoint import (
     UNDEFINED_EPOCH,
@@ -55,70 +61,9 @@ from .leader_endpoint import (
 )
 
 if TYPE_CHECKING:
-    from tidelog.storage.log_append import LogAppendInfo
-
     from .quota import ReplicationQuotaManager
 
 log = logging.getLogger(__name__)
-
-_LOG_OVERHEAD = 12  # base offset (8) + batch length (4)
-
-
-class FollowerPartition(Protocol):
-    """What the fetcher needs of a partition this broker follows (Kafka's Partition and its
-    UnifiedLog as ReplicaFetcherThread uses them)."""
-
-    @property
-    def log_end_offset(self) -> int: ...
-
-    @property
-    def log_start_offset(self) -> int: ...
-
-    def latest_epoch(self) -> int | None: ...
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int] | None:
-        """(largest epoch <= ``epoch``, its end offset) in our log, None if unknown."""
-
-    def append_records_to_follower(self, records: bytes) -> LogAppendInfo: ...
-
-    def truncate_to(self, offset: int) -> None: ...
-
-    def truncate_fully_and_start_at(self, offset: int) -> None: ...
-
-    def update_follower_high_watermark(self, high_watermark: int, log_start_offset: int) -> bool:
-        """Take the leader's HW (capped at our LEO) and log start; True if our HW moved."""
-
-
-PartitionLookup = Callable[[TopicPartition], FollowerPartition | None]
-
-
-class FetchStateKind(enum.Enum):
-    FETCHING = "Fetching"
-    TRUNCATING = "Truncating"
-    RESETTING = "Resetting"  # no usable fetch offset: ask the leader (initOffset < 0)
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionFetchState:
-    """Kafka's PartitionFetchState."""
-
-    topic_id: uuid.UUID | None
-    fetch_offset: int
-    lag: int | None
-    current_leader_epoch: int
-    kind: FetchStateKind
-    last_fetched_epoch: int | None
-    delayed_until: float = 0.0  # loop time before which the partition is not fetched
-
-    def ready_for_fetch(self, now: float) -> bool:
-        return self.kind is FetchStateKind.FETCHING and now >= self.delayed_until
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetTruncationState:
-    offset: int
-    truncation_completed: bool
-
 
 class ReplicaFetcher:
     """Fetches a set of partitions from one leader (see the module docstring)."""
@@ -596,18 +541,6 @@ class ReplicaFetcher:
             last_fetched_epoch=p.latest_epoch(),
             delayed_until=0.0,
         )
-
-
-def complete_batches_length(records: bytes) -> int:
-    """The length of the whole batches at the start of ``records`` (a fetch may end in the
-    middle of a batch cut by the partition's byte limit)."""
-    pos, end = 0, len(records)
-    while end - pos >= _LOG_OVERHEAD:
-        size = _LOG_OVERHEAD + int.from_bytes(records[pos + 8 : pos + 12], "big", signed=True)
-        if size <= _LOG_OVERHEAD or pos + size > end:
-            break
-        pos += size
-    return pos
 
 
 def _name(error: int) -> str:

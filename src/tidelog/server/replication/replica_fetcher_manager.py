@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from tidelog.client.security import ClientSecurity
 from tidelog.util.topic_partition import TopicPartition
 
-from .fetcher import PartitionFetchState, PartitionLookup, ReplicaFetcher
+from .fetch_state import PartitionFetchState, PartitionLookup
+from .fetcher import ReplicaFetcher
 from .fetcher_manager import InitialFetchState, fetcher_id
 from .leader_endpoint import FetchSettings, LeaderEndPoint, RemoteLeaderEndPoint
 from .quota import ReplicationQuotaManager

@@ -20,7 +20,7 @@ from tidelog.client.security import ClientSecurity
 from tidelog.util.topic_partition import TopicPartition
 
 from .alter_partition import AlterPartitionManager
-from .fetcher import PartitionLookup
+from .fetch_state import PartitionLookup
 from .leader_endpoint import FetchSettings
 from .quota import ReplicationQuotas, replication_quotas
 from .replica_fetcher_manager import ReplicaFetcherManager
