@@ -158,21 +158,28 @@ def test_batch_stats_equal_per_record_stats() -> None:
     assert bulk.count == 377 and len(bulk.latencies) == 54
 
 
-def test_the_command_imports_only_what_it_needs() -> None:
-    """`tidelog perf produce` loads no other command, no librdkafka, no kio and no
-    importlib.metadata (the version is read only for --version)."""
+def test_the_command_imports_only_what_it_needs(tidelog_broker: EmbeddedBroker) -> None:
+    """A whole `tidelog perf produce` run loads no other command, no librdkafka, no kio, no
+    importlib.metadata (the version is read only for --version), no logging and no
+    tidelog.config: its start-up is most of a short run's wall time."""
+    argv = ["tidelog", "perf", "produce", "--bootstrap-server", tidelog_broker.bootstrap_servers,
+            "--topic", "perf-imports", "--num-records", "10", "--record-size", "10"]  # fmt: skip
     code = (
         "import json, sys\n"
-        "from tidelog.cli.main import build_parser\n"
-        "build_parser(['perf', 'produce', '--topic', 't'])\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
+        "from tidelog.cli.main import main\n"
+        f"sys.argv = {argv!r}\n"
+        "rc = main()\n"
+        "print(json.dumps([rc, sorted(sys.modules)]))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout  # fmt: skip
-    loaded = set(json.loads(out))
+    rc, modules = json.loads(out.splitlines()[-1])
+    assert rc == 0 and out.startswith("10 records sent, "), out
+    loaded = set(modules)
     assert {m for m in loaded if m.startswith("tidelog.cli.")} == {
         "tidelog.cli.main", "tidelog.cli.perf", "tidelog.cli.client_config"
     }
     assert "tidelog.client.pipelined" in loaded
-    for heavy in ("kio", "confluent_kafka", "importlib.metadata", "crc32c", "encodings.idna"):
+    for heavy in ("kio", "confluent_kafka", "importlib.metadata", "crc32c", "encodings.idna",
+                  "logging", "dataclasses", "tidelog.config", "pathlib", "datetime"):  # fmt: skip
         assert heavy not in loaded, heavy

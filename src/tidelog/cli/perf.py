@@ -18,7 +18,6 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from tidelog.cli.client_config import (
@@ -48,7 +47,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--client", choices=("tidelog", "librdkafka"), default="tidelog",
                    help="tidelog: batches built once and pipelined on its own connection "
                    "(default); librdkafka: confluent-kafka's producer, any librdkafka setting")
-    p.set_defaults(func=run_produce)
+    p.set_defaults(func=run_produce, uses_logging=False)  # prints its figures, logs nothing
     c = sub.add_parser("consume", help="kafka-consumer-perf-test.sh")
     add_connection_args(c, "--consumer.config")
     c.add_argument("--topic", required=True)
@@ -429,5 +428,7 @@ def run_consume(args: argparse.Namespace) -> int:
 
 def _date(ts: float) -> str:
     """Kafka's default --date-format, yyyy-MM-dd HH:mm:ss:SSS."""
+    from datetime import datetime  # consume's only: not in produce's start-up
+
     d = datetime.fromtimestamp(ts)
     return d.strftime("%Y-%m-%d %H:%M:%S:") + f"{d.microsecond // 1000:03d}"
