@@ -22,7 +22,7 @@ from tidelog.cli.perf import Stats
 from tidelog.client.kafka_client import KafkaClient, TopicPartition
 from tidelog.client.pipelined import BatchTemplate
 from tidelog.records import RecordBatch
-from tidelog.testing import EmbeddedBroker
+from tidelog.testing import EmbeddedBroker, EmbeddedCluster
 
 TIDELOG = [sys.executable, "-m", "tidelog.cli.main"]
 FINAL = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg "
@@ -183,3 +183,24 @@ def test_the_command_imports_only_what_it_needs(tidelog_broker: EmbeddedBroker) 
     for heavy in ("kio", "confluent_kafka", "importlib.metadata", "crc32c", "encodings.idna",
                   "logging", "dataclasses", "tidelog.config", "pathlib", "datetime"):  # fmt: skip
         assert heavy not in loaded, heavy
+
+
+def test_partitions_led_by_three_brokers(tidelog_cluster: EmbeddedCluster) -> None:
+    """A connection to each partition's leader: every record lands on whichever broker leads
+    its partition."""
+    bs = tidelog_cluster.bootstrap_servers
+    create(bs, "perf-spread", 6)
+    admin = AdminClient({"bootstrap.servers": bs})
+    leaders = {p.leader for p in admin.list_topics("perf-spread", timeout=30)
+               .topics["perf-spread"].partitions.values()}  # fmt: skip
+    assert len(leaders) >= 2, leaders
+    n = 6_000
+    r = perf(bs, "perf-spread", n, 20, "batch.num.messages=250")
+    assert r.returncode == 0, r.stderr
+    by_partition = read_back(bs, "perf-spread", 6)
+    assert sum(len(v) for v in by_partition.values()) == n
+    led = {p.leader for p in admin.list_topics("perf-spread", timeout=30)
+           .topics["perf-spread"].partitions.values() if by_partition[p.id]}  # fmt: skip
+    assert len(led) >= 2, led  # records went to more than one broker
+    for msgs in by_partition.values():
+        assert [m.offset() for m in msgs] == list(range(len(msgs)))
