@@ -60,8 +60,9 @@ async def controlled_shutdown(
 
     def move(tp: TopicPartition, s: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
         return election.elect_for_controlled_shutdown(
-            s, ctx.replicas(tp), ctx.live_or_shutting_down(), ctx.shutting_down_broker_ids, ctx.epoch
-        )
+            s, ctx.replicas(tp), ctx.online_replicas(tp, include_shutting_down=True),
+            ctx.shutting_down_broker_ids, ctx.epoch,
+        )  # fmt: skip
 
     await c.partitions.update(led, move, batch)
     for tp in followed:
@@ -153,7 +154,7 @@ async def elect_leaders(
     batch = c.batch()
 
     def elect(tp: TopicPartition, s: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
-        return election.elect_preferred(s, ctx.replicas(tp), live, ctx.epoch)
+        return election.elect_preferred(s, ctx.replicas(tp), ctx.online_replicas(tp), ctx.epoch)
 
     if election_type == ELECTION_PREFERRED:
         done = await c.partitions.update(todo, elect, batch)

@@ -148,8 +148,15 @@ class ControllerContext:
         return sorted(tp for tp, s in self.leadership.items() if s.leader == broker_id)
 
     def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
-        """Kafka's isReplicaOnline: a live broker, and not a replica on a failed log dir."""
+        """A live broker (shutting down or not), and not a replica on a failed log dir."""
         return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(broker_id, ())
+
+    def online_replicas(self, tp: TopicPartition, *, include_shutting_down: bool = False) -> set[int]:
+        """Kafka's ``assignment.filter(isReplicaOnline(_, tp, includeShuttingDownBrokers))``:
+        the replicas of ``tp`` every election may choose from, on a live broker (not
+        shutting down unless asked) and not on a failed log dir of it."""
+        live = self.live_or_shutting_down() if include_shutting_down else self.live_not_shutting_down()
+        return {b for b in self.replicas(tp) if b in live and self.is_replica_online(b, tp)}
 
     def offline_replicas(self, tp: TopicPartition) -> tuple[int, ...]:
         return tuple(b for b in self.replicas(tp) if not self.is_replica_online(b, tp))

@@ -202,7 +202,7 @@ class KafkaController:
         batch.add_update_metadata(ctx.live_broker_ids(), list(ctx.leadership))
         for tp, state in ctx.leadership.items():
             live = ctx.live_broker_ids()
-            online = state.leader in live
+            online = state.leader in ctx.online_replicas(tp)
             ctx.partition_states[tp] = ONLINE_PARTITION if online else OFFLINE_PARTITION
             batch.add_leader_and_isr([b for b in ctx.replicas(tp) if b in live], tp)
         await self._online_partition_state_change(batch)
@@ -431,7 +431,7 @@ class KafkaController:
         def elect(tp: TopicPartition, s: z.LeaderIsrAndControllerEpoch) -> z.LeaderIsrAndControllerEpoch | None:
             if s.leader == ctx.replicas(tp)[0]:
                 return None
-            return election.elect_preferred(s, ctx.replicas(tp), ctx.live_not_shutting_down(), ctx.epoch)
+            return election.elect_preferred(s, ctx.replicas(tp), ctx.online_replicas(tp), ctx.epoch)
 
         done = await self.partitions.update(tps, elect, batch)
         self.send(batch)
@@ -457,8 +457,9 @@ class KafkaController:
             not_led = [tp for tp in tps if ctx.leadership[tp].leader != broker]
             ratio = len(not_led) / len(tps)
             if ratio > self.config.leader_imbalance_per_broker_percentage / 100:
-                live = ctx.live_not_shutting_down()
-                todo += [tp for tp in not_led if broker in live and broker in ctx.leadership[tp].isr]
+                # Kafka's canPreferredReplicaBeLeader
+                todo += [tp for tp in not_led
+                         if broker in ctx.online_replicas(tp) and broker in ctx.leadership[tp].isr]  # fmt: skip
         if todo:
             await self.elect_preferred(sorted(todo))
 

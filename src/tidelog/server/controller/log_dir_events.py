@@ -110,8 +110,7 @@ class LogDirEventManager:
         await c.refresh_topic_configs({tp.topic for tp in led})
 
         def elect(tp: TopicPartition, s: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
-            online = {b for b in ctx.live_not_shutting_down() if ctx.is_replica_online(b, tp)}
-            return election.elect_for_offline(s, ctx.replicas(tp), online,
+            return election.elect_for_offline(s, ctx.replicas(tp), ctx.online_replicas(tp),
                                               c._unclean_enabled(tp.topic), ctx.epoch)  # fmt: skip
 
         await c.partitions.update(led, elect, batch)

@@ -52,11 +52,11 @@ class PartitionStateMachine:
         """NewPartition -> OnlinePartition: the first live replica leads, the live replicas
         are the ISR (a partition with no live replica stays New until one comes)."""
         ctx = self.context
-        live = ctx.live_not_shutting_down()
         states: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
         for tp in partitions:
             ctx.partition_states.setdefault(tp, NEW_PARTITION)
-            replicas = [b for b in ctx.replicas(tp) if b in live]
+            online = ctx.online_replicas(tp)
+            replicas = [b for b in ctx.replicas(tp) if b in online]
             if not replicas:
                 log.warning("no live replica of new partition %s among %s", tp, ctx.replicas(tp))
                 continue
@@ -88,11 +88,10 @@ class PartitionStateMachine:
         leads again at a new epoch, so every replica hears where it is now); partitions led
         by a live broker are left alone. Returns the elected states."""
         ctx = self.context
-        live = ctx.live_not_shutting_down()
         todo = [
             tp for tp in partitions
             if tp in ctx.leadership and tp.topic not in ctx.topics_to_be_deleted
-            and (ctx.leadership[tp].leader not in live
+            and (ctx.leadership[tp].leader not in ctx.online_replicas(tp)
                  or ctx.partition_states.get(tp) == OFFLINE_PARTITION)
         ]  # fmt: skip
         if not todo:
@@ -101,8 +100,8 @@ class PartitionStateMachine:
         from_outside_isr: dict[TopicPartition, LeaderIsrAndControllerEpoch] = {}
 
         def elect(tp: TopicPartition, s: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
-            live_now = ctx.live_not_shutting_down()
-            new = election.elect_for_offline(s, ctx.replicas(tp), live_now, unclean[tp.topic], ctx.epoch)
+            online = ctx.online_replicas(tp)
+            new = election.elect_for_offline(s, ctx.replicas(tp), online, unclean[tp.topic], ctx.epoch)
             from_outside_isr.pop(tp, None)
             if new is not None and election.is_unclean(s, new):
                 from_outside_isr[tp] = s

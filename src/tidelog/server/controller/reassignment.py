@@ -238,13 +238,13 @@ class ReassignmentManager:
         state = ctx.leadership.get(tp)
         if state is None:
             return
-        if state.leader in target and state.leader in ctx.live_broker_ids():
+        if state.leader in target and state.leader in ctx.online_replicas(tp):
             await self._bump_epoch(tp)
             return
         batch = c.batch()
 
         def elect(_tp: TopicPartition, s: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
-            return election.elect_for_reassignment(s, target, ctx.live_not_shutting_down(), ctx.epoch)
+            return election.elect_for_reassignment(s, target, ctx.online_replicas(tp), ctx.epoch)
 
         await c.partitions.update([tp], elect, batch)
         c.send(batch)
