@@ -32,10 +32,11 @@ class HeldWriter:
     def release(self) -> None:
         self._gate.set()
 
-    def flush(self) -> None:
-        """Wait until everything submitted so far ran."""
+    def flush(self, lg: Log) -> None:
+        """Wait until everything submitted so far for ``lg`` ran (its writes held behind a
+        leader epoch checkpoint too)."""
         ran = threading.Event()
-        self.writer.submit(ran.set)
+        lg._writes.submit(self.writer, ran.set)
         assert ran.wait(30)
 
 
@@ -73,7 +74,7 @@ def test_offsets_at_once_visibility_once_written(make_log: MakeLog, held: HeldWr
     lg.update_high_watermark(10)
     assert lg.high_watermark == 0 and values_from(lg, 0) == []
     held.release()
-    held.flush()
+    held.flush(lg)
     assert out == [(0, None), (1, None)]  # completed in order
     assert lg.log_end_offset == 3 and lg.next_offset == 3
     lg.update_high_watermark(3)
@@ -167,7 +168,7 @@ def test_duplicate_of_a_write_in_flight_answers_after_it(make_log: MakeLog, held
     assert lg.next_offset == 1
     assert out == [(-1, None), (-1, None)]  # the retry's answer waits for the original
     held.release()
-    held.flush()
+    held.flush(lg)
     assert out == [(0, None), (1, None)] and lg.log_end_offset == 1
 
 
@@ -184,7 +185,7 @@ def test_failed_write_fails_later_writes_and_appends(make_log: MakeLog, held: He
     os.dup2(ro, fd)
     os.close(ro)
     held.release()
-    held.flush()
+    held.flush(lg)
     assert all(isinstance(e, KafkaStorageError) for _, e in out)
     assert isinstance(out[0][1], KafkaStorageError)
     assert isinstance(out[0][1].__cause__, OSError)  # what takes the log dir offline
@@ -209,7 +210,7 @@ def test_small_write_with_none_in_flight_is_made_at_once(make_log: MakeLog, held
     info, handed = lg.append_as_leader_async(batch(b"c"), 0, held.writer, calls.append)
     assert handed and info.first_offset == 2 and lg.log_end_offset == 1
     held.release()
-    held.flush()
+    held.flush(lg)
     assert calls == [None] and lg.log_end_offset == 3
     lg.update_high_watermark(3)
     assert values_from(lg, 0) == [(0, b"a"), (1, b"b"), (2, b"c")]
@@ -218,20 +219,121 @@ def test_small_write_with_none_in_flight_is_made_at_once(make_log: MakeLog, held
 def test_new_leader_epoch_goes_to_the_writer_with_its_checkpoint(make_log: MakeLog,
                                                                  held: HeldWriter) -> None:
     """An append starting a leader epoch is handed over however small: the epoch is in the
-    cache at once, its checkpoint file (fsynced) is written by the writer before ``done``."""
+    cache at once, its checkpoint file (fsynced) is written before ``done``."""
     lg = make_log()
     path = lg.leader_epoch_cache.path
     calls: list[BaseException | None] = []
     info, handed = lg.append_as_leader_async(batch(b"a"), 3, held.writer, calls.append)
     assert handed and info.first_offset == 0
     assert lg.leader_epoch_cache.latest_epoch() == 3
-    assert not path.exists() or "3 0" not in path.read_text()
     held.release()
-    held.flush()
+    held.flush(lg)
     assert calls == [None] and path.read_text().splitlines()[2:] == ["3 0"]
     # the same epoch again: nothing to checkpoint, written by the caller
     _, handed = lg.append_as_leader_async(batch(b"b"), 3, held.writer, calls.append)
     assert not handed and lg.log_end_offset == 2
+
+
+class SlowCheckpoint:
+    """A log whose leader epoch checkpoint writes wait for ``gate`` (a slow disk), then
+    write, or raise ``fail``."""
+
+    def __init__(self, lg: Log, fail: BaseException | None = None) -> None:
+        self.gate = threading.Event()
+        self.started = threading.Event()
+        real = lg.leader_epoch_cache.flush
+
+        def flush() -> None:
+            self.started.set()
+            assert self.gate.wait(30)
+            if fail is not None:
+                raise fail
+            real()
+
+        lg.leader_epoch_cache.flush = flush  # type: ignore[method-assign]
+
+
+def _flush(lg: Log, writer: AppendWriter) -> None:
+    ran = threading.Event()
+    lg._writes.submit(writer, ran.set)
+    assert ran.wait(30)
+
+
+def test_epoch_checkpoint_holds_its_log_not_the_dir(make_log: MakeLog) -> None:
+    """While one log's leader epoch checkpoint is being written, the writer goes on with
+    the other logs of its dir (1,000 new partitions do not fsync one after the other); that
+    log's appends wait, are written in order after it, and only then answered."""
+    a, b = make_log(name="a-0"), make_log(name="b-0")
+    slow = SlowCheckpoint(a)
+    writer = AppendWriter("dir")
+    try:
+        out_a: list[BaseException | None] = []
+        _, handed = a.append_as_leader_async(batch(b"a1"), 3, writer, out_a.append)
+        assert handed and slow.started.wait(30)
+        _, handed = a.append_as_leader_async(batch(b"a2"), 3, writer, out_a.append)
+        assert handed  # behind the first
+        b_done = threading.Event()
+        _, handed = b.append_as_leader_async(batch(b"b1"), 3, writer,
+                                             lambda e: b_done.set())
+        assert handed
+        assert b_done.wait(30)  # the other log was written while the checkpoint waits
+        assert b.log_end_offset == 1 and b.leader_epoch_cache.path.read_text().endswith("3 0\n")
+        assert out_a == [] and a.log_end_offset == 0  # nothing of the held log written
+        slow.gate.set()
+        _flush(a, writer)
+        assert out_a == [None, None] and a.log_end_offset == 2
+        assert a.leader_epoch_cache.path.read_text().splitlines()[2:] == ["3 0"]
+        a.update_high_watermark(2)
+        assert values_from(a, 0) == [(0, b"a1"), (1, b"a2")]
+    finally:
+        slow.gate.set()
+        writer.stop()
+
+
+def test_duplicate_behind_a_held_checkpoint_answers_after_its_original(make_log: MakeLog
+                                                                       ) -> None:
+    lg = make_log()
+    slow = SlowCheckpoint(lg)
+    writer = AppendWriter("dir")
+    try:
+        out: list[str] = []
+        ids = {"producer_id": 7, "producer_epoch": 0, "base_sequence": 0}
+        lg.append_as_leader_async(batch(b"a", **ids), 3, writer,
+                                  lambda e: out.append(f"original {e}"))
+        again, handed = lg.append_as_leader_async(batch(b"a", **ids), 3, writer,
+                                                  lambda e: out.append(f"retry {e}"))
+        assert handed and again.duplicate
+        assert slow.started.wait(30)
+        slow.gate.set()
+        _flush(lg, writer)
+        assert out == ["original None", "retry None"]
+    finally:
+        slow.gate.set()
+        writer.stop()
+
+
+def test_failed_epoch_checkpoint_fails_its_writes(make_log: MakeLog) -> None:
+    lg = make_log()
+    slow = SlowCheckpoint(lg, fail=OSError(5, "Input/output error"))
+    slow.gate.set()
+    writer = AppendWriter("dir")
+    try:
+        done = threading.Event()
+        errors: list[BaseException | None] = []
+
+        def record(e: BaseException | None) -> None:
+            errors.append(e)
+            done.set()
+
+        lg.append_as_leader_async(batch(b"a"), 3, writer, record)
+        assert done.wait(30)
+        assert isinstance(errors[0], KafkaStorageError)
+        assert isinstance(errors[0].__cause__, OSError)  # what takes the log dir offline
+        assert lg.log_end_offset == 0
+        with pytest.raises(KafkaStorageError):
+            lg._writes.check(lg.name)
+    finally:
+        writer.stop()
 
 
 def test_wait_for_writes_returns_with_the_queued_appends_written(
