@@ -232,7 +232,7 @@ class Log:
         if w.count == 0:
             w.check(self.name)  # a duplicate of a write that failed is not acknowledged
             return info, False
-        writer.submit(lambda: done(w.error))  # answered after the writes in flight
+        w.submit(writer, lambda: done(w.error))  # answered after the writes in flight
         return info, True
 
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
