@@ -7,8 +7,10 @@ of Jepsen's Kafka and Redpanda queue workloads).
 * A consumer assigned to every partition reads throughout and records each (partition,
   offset, value) it sees.
 * The nemesis, from a printed seed: SIGKILL of a partition leader, a follower or the
-  controller (restarted a few seconds later), SIGSTOP of a leader or a follower for longer than
-  the ZooKeeper session timeout, then SIGCONT. One fault at a time.
+  controller (restarted a few seconds later, once ZooKeeper expired the killed process's
+  session: like Kafka's, a broker refuses to start while its id is still registered),
+  SIGSTOP of a leader or a follower for longer than the ZooKeeper session timeout, then
+  SIGCONT. One fault at a time.
 * The checker, after healing (everything running, every ISR complete): every acknowledged
   value is in the final log exactly once at the offset it was acknowledged at (no lost write,
   no duplicate, no inconsistent offset); each producer's values keep their send order within a
@@ -171,7 +173,7 @@ class Nemesis:
         if kind.startswith("kill"):
             self.cluster.kill(victim)
             time.sleep(self.down_s)  # the broker stays down a while (a nemesis schedule)
-            broker.start()
+            self.cluster.start_broker(victim)  # once its old session expired, as Kafka needs
         else:
             broker.signal(signal.SIGSTOP)
             time.sleep(self.pause_s)  # past the ZooKeeper session timeout
@@ -179,11 +181,11 @@ class Nemesis:
         time.sleep(self.rng.uniform(1.0, 3.0))  # quiet time before the next fault
 
     def heal(self) -> None:
-        for b in self.cluster.brokers.values():
+        for broker_id, b in self.cluster.brokers.items():
             if b.running:
                 b.signal(signal.SIGCONT)
             else:
-                b.start()
+                self.cluster.start_broker(broker_id)
 
 
 def final_log(

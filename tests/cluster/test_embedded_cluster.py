@@ -1,4 +1,5 @@
-"""Brokers as separate processes: SIGKILL of the controller's broker, SIGTERM of a leader."""
+"""Brokers as separate processes: SIGKILL of the controller's broker, SIGTERM of a leader, a
+restart while the broker id is still registered."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import signal
 import time
 import uuid
 
+import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidelog.server.metadata import zk_data as z
+from tidelog.server.metadata.zk_client import KafkaZkClient
 from tidelog.testing import EmbeddedCluster
+from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition
 
 SESSION_TIMEOUT_S = 6.0
@@ -161,3 +165,34 @@ def test_sigkill_of_a_leader_under_an_acks_all_producer(tidelog_cluster: Embedde
             seen.append(int(msg.value()))
     consumer.close()
     assert sorted(seen) == list(range(200))
+
+
+def test_a_broker_whose_id_another_session_holds_refuses_to_start(
+    zookeeper_server: ZooKeeperServer,
+) -> None:
+    """As Kafka's CheckedEphemeral: the id's znode held by another ZooKeeper session (after a
+    SIGKILL, the dead process's until it expires) makes the broker exit at start, and
+    start() says so rather than returning a dead broker; start_broker() waits the
+    registration out."""
+    with EmbeddedCluster(brokers=1, zookeeper=zookeeper_server) as cluster:
+        broker = cluster.brokers[1]
+        path = z.broker_path(1)
+        registration, _ = cluster.zk.zk.get(path)
+        cluster.stop_broker(1)  # controlled: its own session ends, the znode goes
+        other = KafkaZkClient(cluster.zookeeper_connect)
+        other.start()
+        try:
+            other.zk.create(path, registration, ephemeral=True)
+            with pytest.raises(RuntimeError, match="broker id 1 is registered by another broker"):
+                broker.start()
+            assert not broker.running
+        finally:
+            other.close()  # its ephemeral znode goes with the session
+        cluster.start_broker(1)
+        first = cluster.zk.get_broker(1)
+        assert broker.running and first is not None
+        cluster.kill(1)
+        assert cluster.zk.get_broker(1) is not None  # the killed process's session lives on
+        cluster.start_broker(1)
+        again = cluster.zk.get_broker(1)
+        assert broker.running and again is not None and again.epoch > first.epoch

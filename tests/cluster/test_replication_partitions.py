@@ -137,9 +137,8 @@ class LogDirNemesis(PartitionNemesis):
             time.sleep(self.hold_s)  # writes go on without the full dir a while
         finally:
             self.net.free_log_dirs(victim)
-            broker = self.net.brokers[victim]
-            broker.stop()
-            broker.start()
+            self.net.stop_broker(victim)
+            self.net.start_broker(victim)
         time.sleep(self.rng.uniform(1.0, 3.0))
 
 
@@ -162,8 +161,13 @@ class MixedNemesis(LogDirNemesis):
 
     def run_one(self, history: History) -> None:
         kind = self.plan[len(history.faults)]
+        print(f"{time.strftime('%H:%M:%S')} fault {len(history.faults) + 1}: {kind}")
         if kind in LOG_DIR_FAULTS:
-            wait_healthy(self.net, self.tps)
+            try:
+                wait_healthy(self.net, self.tps)
+            except AssertionError:
+                print_cluster_state(self.net, self.tps, f"before {kind}")
+                raise
             self.fill(self.rng.choice(self.tps), kind, history)
         elif kind in PARTITION_FAULTS:
             self.cut(kind, history)
@@ -255,6 +259,10 @@ def run_mixed(cluster: NetnsCluster, faults: int, unclean: bool) -> MixedRun:
     elections.start()
     try:
         verdict = faults_under_load(cluster, tps, workload, nemesis.run_one, faults, nemesis.heal)
+    except Exception:
+        print(f"seed {seed}: faults {workload.history.faults}")
+        print_cluster_state(cluster, tps, f"seed {seed}")
+        raise
     finally:
         elections.stop()
         dump_broker_output(cluster, seed)
@@ -316,15 +324,24 @@ def test_cuts_block_traffic_and_heal_restores_it(cluster: NetnsCluster) -> None:
     wait_for(lambda: registered(cluster) == [1, 2, 3], 30, "broker 3 registered again")
 
 
+def print_cluster_state(cluster: NetnsCluster, tps: list[TopicPartition], when: str) -> None:
+    """ZooKeeper's view when a run fails: each partition's state, the controller, the
+    registered brokers, and which broker processes run."""
+    print(f"{time.strftime('%H:%M:%S')} {when}: partition states {states(cluster, tps)}")
+    exits = {b: p.proc.returncode for b, p in cluster.brokers.items() if p.proc and not p.running}
+    print(f"{when}: controller {cluster.zk.get_controller_id()}, registered "
+          f"{registered(cluster)}, exited (return codes) {exits}")
+
+
 def dump_broker_output(cluster: NetnsCluster, seed: int) -> None:
-    """Each broker's output since its last start, into ``TIDELOG_FAULT_LOG_DIR`` when set."""
+    """Each broker's output over the run (every start), into ``TIDELOG_FAULT_LOG_DIR`` when set."""
     where = os.environ.get("TIDELOG_FAULT_LOG_DIR")
     if not where:
         return
     os.makedirs(where, exist_ok=True)
     for broker_id, broker in cluster.brokers.items():
         with open(os.path.join(where, f"seed-{seed}-broker-{broker_id}.log"), "w") as f:
-            f.writelines(broker.output)
+            f.writelines(broker.all_output)
 
 
 def replica_dir(cluster: NetnsCluster, broker_id: int, tp: TopicPartition) -> Path:

@@ -57,7 +57,8 @@ class BrokerProcess:
         self.props = dict(props)
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
-        self.output: list[str] = []
+        self.output: list[str] = []  # since the last start
+        self.all_output: list[str] = []  # every start's, each start marked
 
     @property
     def running(self) -> bool:
@@ -68,6 +69,8 @@ class BrokerProcess:
         for k, v in self.props.items():
             cmd += ["--override", f"{k}={v}"]
         self.output = []
+        self.port = 0  # a start that fails must not look ready on the last start's port
+        self.all_output.append(f"--- broker {self.broker_id} starts at {time.strftime('%H:%M:%S')}\n")
         self.proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -83,6 +86,7 @@ class BrokerProcess:
         assert self.proc is not None and self.proc.stderr is not None
         for line in self.proc.stderr:
             self.output.append(line)
+            self.all_output.append(line)
             if not ready.is_set() and "listening on" in line:
                 self.port = int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
                 ready.set()
@@ -239,10 +243,23 @@ class EmbeddedCluster:
     def stop_broker(self, broker_id: int) -> int:
         return self.brokers[broker_id].stop()
 
+    def start_broker(self, broker_id: int, timeout: float = 30.0) -> BrokerProcess:
+        """Start a stopped or killed broker once ZooKeeper no longer holds its previous
+        registration. As Kafka's (KafkaZkClient's CheckedEphemeral), a broker whose id's
+        ephemeral ``/brokers/ids`` znode belongs to another session refuses to register and
+        exits; after a SIGKILL that is the dead process's session until ZooKeeper expires it
+        (``zookeeper.session.timeout.ms``), so an operator's restart waits for it, as here."""
+        deadline = time.monotonic() + timeout
+        while self.zk.get_broker(broker_id) is not None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"broker {broker_id} still registered after {timeout} s")
+            time.sleep(0.05)
+        return self.brokers[broker_id].start()
+
     def restart(self, broker_id: int) -> BrokerProcess:
         b = self.brokers[broker_id]
         b.stop()
-        b.start()
+        self.start_broker(broker_id)
         self.wait_for_metadata()
         return b
 
