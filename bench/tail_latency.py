@@ -33,10 +33,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import native
 
+# The producer sleeps until each record is due: poll(t) waits whole milliseconds (under 1 ms it
+# returns at once), so pacing with it spun a core at 100% and took it from the broker.
 PRODUCE = r"""
 import json, struct, sys, time
 from confluent_kafka import Producer
 bootstrap, topic, rate, seconds, warmup, parts = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
+client = json.loads(sys.argv[7])
 lat, failed, measuring = [], [0], [False]
 def dr(err, msg):
     if err is not None:
@@ -44,7 +47,7 @@ def dr(err, msg):
     elif measuring[0]:
         lat.append(msg.latency())
 p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-              "linger.ms": 0, "on_delivery": dr})
+              "linger.ms": 0, "on_delivery": dr, **client})
 pad = b"v" * 91
 start = time.monotonic()
 end = start + warmup + seconds
@@ -57,10 +60,9 @@ while True:
     p.produce(topic, struct.pack(">?q", measuring[0], time.monotonic_ns()) + pad,
               partition=i % parts)
     i += 1
-    due = start + i / rate
-    while (ahead := due - time.monotonic()) > 0:
-        p.poll(ahead)
     p.poll(0)
+    if (ahead := start + i / rate - time.monotonic()) > 0:
+        time.sleep(ahead)
 p.flush(60)
 print(json.dumps({"lat": [x * 1000 for x in lat], "failed": failed[0], "sent": i}))
 """
@@ -69,8 +71,9 @@ CONSUME = r"""
 import json, struct, sys, time
 from confluent_kafka import Consumer, TopicPartition
 bootstrap, topic, parts, total = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+client = json.loads(sys.argv[5])
 c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tail", "enable.auto.commit": False,
-              "fetch.wait.max.ms": 100})
+              "fetch.wait.max.ms": 100, **client})
 c.assign([TopicPartition(topic, p, 0) for p in range(parts)])
 print("ready", flush=True)
 lat = []
@@ -116,18 +119,22 @@ def quantiles(lat: list[float]) -> dict[str, float]:
 
 
 def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
-        consume: bool = True) -> tuple[dict[str, float], dict[str, float], int]:
+        consume: bool = True, client: dict[str, str] | None = None
+        ) -> tuple[dict[str, float], dict[str, float], int]:
+    """One run: (produce->ack quantiles, produce->consume quantiles, failed records);
+    ``client`` adds librdkafka settings to the producer and the consumer."""
     topic = f"tail-{time.monotonic_ns()}"
     _create(bootstrap, topic, parts)
+    settings = json.dumps(client or {})
     consumer = subprocess.Popen(
         [sys.executable, "-c", CONSUME if consume else "print('ready', flush=True)",
-         bootstrap, topic, str(parts), str(seconds + warmup + 10)],
+         bootstrap, topic, str(parts), str(seconds + warmup + 10), settings],
         stdout=subprocess.PIPE, text=True)
     assert consumer.stdout is not None
     consumer.stdout.readline()  # assigned
     produced = subprocess.run(
         [sys.executable, "-c", PRODUCE, bootstrap, topic, str(rate), str(seconds),
-         str(warmup), str(parts)], capture_output=True, text=True)
+         str(warmup), str(parts), settings], capture_output=True, text=True)
     if produced.returncode != 0:
         consumer.kill()
         raise RuntimeError(f"the producer failed: {produced.stderr[-2000:]}")
@@ -156,22 +163,28 @@ def main() -> None:
     ap.add_argument("--brokers", default="writer,loop,tansu")
     ap.add_argument("--no-consume", action="store_true",
                     help="produce->ack only (no consumer loading the broker)")
+    ap.add_argument("--client", action="append", default=[], metavar="KEY=VALUE",
+                    help="a librdkafka setting for the producer and the consumer "
+                         "(e.g. socket.nagle.disable=true); repeatable")
     args = ap.parse_args()
     chosen = brokers(args.brokers.split(","))
+    client = dict(kv.split("=", 1) for kv in args.client)
     scenarios = [tuple(int(x) for x in s.split("x")) for s in args.scenarios.split(",")]
     for rate, parts in scenarios:
-        load0 = os.getloadavg()[0]
+        loads: list[float] = []
         got: dict[str, list[tuple[dict[str, float], dict[str, float], int]]] = {}
         for _ in range(args.runs):
             for name, factory in chosen:
                 with factory() as (bootstrap, _pid):
+                    loads.append(os.getloadavg()[0])
                     got.setdefault(name, []).append(
                         one(bootstrap, rate, parts, args.seconds, args.warmup,
-                            not args.no_consume))
+                            not args.no_consume, client))
+        loads.append(os.getloadavg()[0])
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
-              f"linger 0, {args.seconds:.0f} s after {args.warmup:.0f} s warm-up, "
-              f"{args.runs} runs; load average {load0:.2f} before, "
-              f"{os.getloadavg()[0]:.2f} after; ms, median [min .. max]")
+              f"linger 0{''.join(f', {k}={v}' for k, v in client.items())}, "
+              f"{args.seconds:.0f} s after {args.warmup:.0f} s warm-up, {args.runs} runs; "
+              f"load average {fmt(loads).strip()}; ms, median [min .. max]")
         for name, runs in got.items():
             failed = sum(f for _, _, f in runs)
             for label, idx in (("produce->ack", 0), ("produce->consume", 1)):
