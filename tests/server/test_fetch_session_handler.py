@@ -2,13 +2,17 @@
 drives it: the first build is full, later ones send what was added or altered and forget what
 was dropped; the session id and epoch move with the leader's answers and fall back to a full
 fetch on errors, a closed session, or an answer naming partitions outside the session; and
-FetchSessionCache's eviction rules (Kafka's tryEvict) with an injected clock."""
+FetchSessionCache's eviction rules (Kafka's tryEvict) with an injected clock, and its naming
+of a topic id that was unknown when the session opened."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
+from tidelog.protocol.codec import request_class
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
 from tidelog.server.fetch_session import CachedPartition, FetchKey, FetchSessionCache
 from tidelog.server.replication.fetch_session_handler import (
     FINAL_EPOCH,
@@ -144,3 +148,28 @@ def test_cache_eviction_follows_kafka() -> None:
     late = cache.create(parts(1))
     assert late is not None and set(cache.sessions) == {bigger.id, late.id}
     assert cache.stats.evictions == 3
+
+
+def v13_request(session_id: int, epoch: int, parts: dict[int, int]) -> Any:
+    cls = request_class(1, 13)
+    tcls = nested(cls, "topics")
+    pcls = nested(tcls, "partitions")
+    partitions = tuple(make(pcls, partition=p, fetch_offset=o, partition_max_bytes=1 << 20,
+                            log_start_offset=0, current_leader_epoch=1, last_fetched_epoch=0)
+                       for p, o in parts.items())  # fmt: skip
+    return make(cls, replica_id=2, max_wait=0, min_bytes=1, max_bytes=1 << 20,
+                isolation_level=0, session_id=session_id, session_epoch=epoch, rack_id="",
+                topics=(make(tcls, topic_id=FOO, partitions=partitions),) if parts else (),
+                forgotten_topics_data=())  # fmt: skip
+
+
+def test_a_topic_id_unknown_when_the_session_opened_is_named_once_known() -> None:
+    known: dict[uuid.UUID, str] = {}
+    cache = FetchSessionCache(10, ManualClock())
+    opened = cache.plan(v13_request(0, 0, {0: 5, 1: 7}), 13, known.get, privileged=True)
+    assert opened.session is not None
+    assert [k.topic for k, _ in opened.partitions] == ["", ""]  # UNKNOWN_TOPIC_ID for now
+    known[FOO] = "foo"  # the metadata arrived
+    later = cache.plan(v13_request(opened.session.id, 1, {1: 8}), 13, known.get, privileged=True)
+    assert [(k.topic, k.partition, cp.fetch_offset) for k, cp in later.partitions] == [
+        ("foo", 0, 5), ("foo", 1, 8)]  # fmt: skip

@@ -242,6 +242,8 @@ class FetchSessionCache:
             return FetchPlan([], error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
         if session.uses_topic_ids != ids:
             return FetchPlan([], error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
+        if ids:
+            _resolve_unknown_names(session, names)
         _update(session, wanted, _forgotten(request, names))
         if not session.partitions:  # nothing left: closed, answered without a session
             del self.sessions[session.id]
@@ -252,6 +254,19 @@ class FetchSessionCache:
 
     def record_answer(self, privileged: bool, partitions: int) -> None:
         self.stats.counts(privileged).partitions_answered += partitions
+
+
+def _resolve_unknown_names(session: FetchSession, names: _Names) -> None:
+    """Kafka's CachedPartition.maybeResolveUnknownName: a topic id unknown when it entered
+    the session (the metadata had not reached this broker yet) is named once it is known,
+    instead of answering UNKNOWN_TOPIC_ID for as long as the session lives."""
+    if not any(key.unknown_id for key in session.partitions):
+        return
+    resolved: dict[FetchKey, CachedPartition] = {}
+    for key, cp in session.partitions.items():
+        name = names.name(key.topic_id) if key.unknown_id else key.topic
+        resolved[FetchKey(key.topic_id, name, key.partition) if name else key] = cp
+    session.partitions = resolved
 
 
 def _update(
@@ -283,11 +298,16 @@ class _Names:
         if self._resolve is None:
             return FetchKey(ZERO_UUID, topic_entry.topic, partition)
         tid = topic_entry.topic_id or ZERO_UUID
+        return FetchKey(tid, self.name(tid), partition)
+
+    def name(self, tid: uuid.UUID) -> str:
+        """The topic's name here, "" when the id is unknown (or by-name requests)."""
+        if self._resolve is None or tid == ZERO_UUID:
+            return ""
         name = self._cache.get(tid)
         if name is None:
-            name = (self._resolve(tid) or "") if tid != ZERO_UUID else ""
-            self._cache[tid] = name
-        return FetchKey(tid, name, partition)
+            name = self._cache[tid] = self._resolve(tid) or ""
+        return name
 
 
 def _requested(request: Any, names: _Names) -> dict[FetchKey, CachedPartition]:
