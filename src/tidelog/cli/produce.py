@@ -10,12 +10,19 @@ the flush). The line reader takes Kafka's ``--property`` settings (``parse.key``
 line it cannot parse, this one reports it on stderr with its line number and sends the rest
 (exit 1 at the end). A producer to a topic that does not exist yet creates it through
 Metadata, as kcat and Kafka's producer do when the broker allows auto-creation.
+
+Piped input (not a terminal, no ``--sync``) is read as it arrives, every whole line that is
+there at once, and handed to librdkafka in one ``produce_batch`` call per read (records with
+headers one by one: librdkafka's batch call takes none); delivery reports come back for
+failures only (``delivery.report.only.error``), so a record that is acknowledged costs no
+Python call.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
@@ -24,6 +31,7 @@ from tidelog.cli.progress import Progress
 from tidelog.cli.value_format import add_value_format_args, value_serializer
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+_QUEUE_FULL = -184  # librdkafka's RD_KAFKA_RESP_ERR__QUEUE_FULL (KafkaError._QUEUE_FULL)
 
 
 def register(subparsers: Any) -> None:
@@ -118,6 +126,12 @@ class LineReader:
             raise LineError(f"No {what} found on line number {n}: '{text}'")
         return line[start:i]
 
+    @property
+    def plain(self) -> bool:
+        """Each line is its record's value as it is (no key, headers or null marker)."""
+        return not (self.parse_key or self.parse_headers or self.extra_headers
+                    or self.null_marker is not None)  # fmt: skip
+
     def _null(self, b: bytes | None) -> bytes | None:
         return None if b is None or b == self.null_marker else b
 
@@ -161,6 +175,8 @@ def producer_config(args: argparse.Namespace) -> dict[str, Any]:
         "enable.idempotence": args.idempotent and acks == "all",
         "partitioner": "murmur2_random",
         "client.id": "console-producer",
+        # only failures come back: an acknowledged record costs no Python call
+        "delivery.report.only.error": True,
     }
     if args.codec:
         defaults["compression.type"] = args.codec
@@ -170,21 +186,22 @@ def producer_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 class _Delivery:
-    """Delivery reports: counts and the first few errors, as Kafka's ErrorLoggingCallback."""
+    """Delivery reports: counts the failures and prints the first few, as Kafka's
+    ErrorLoggingCallback."""
 
     def __init__(self, topic: str) -> None:
-        self.topic, self.acked, self.failed = topic, 0, 0
+        self.topic, self.failed = topic, 0
 
     def __call__(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.acked += 1
-            return
+        if err is not None:
+            self.report(err, msg.key(), msg.value())
+
+    def report(self, err: Any, key: bytes | None, value: bytes | None) -> None:
         self.failed += 1
         if self.failed <= 5:
-            size = len(msg.value() or b"")
             print(
                 f"Error when sending message to topic {self.topic} with key: "
-                f"{_show(msg.key())}, value: {size} bytes with error: {err.str()}",
+                f"{_show(key)}, value: {len(value or b'')} bytes with error: {err.str()}",
                 file=sys.stderr,
             )
 
@@ -205,10 +222,47 @@ def _send(producer: Any, args: argparse.Namespace, rec: tuple[Any, Any, Any]) ->
             producer.produce(args.topic, **kw)
             break
         except BufferError:  # local queue full: serve delivery reports, then retry
-            producer.poll(0.1)
+            producer.poll(0.01)  # successes send no report to end the poll early
     producer.poll(0)
     if args.sync:
         producer.flush()
+
+
+def _send_many(producer: Any, args: argparse.Namespace, msgs: list[dict[str, Any]],
+               delivery: _Delivery) -> None:
+    """Records as produce_batch's message dicts, in one call (a full local queue: serve
+    delivery reports, then the rest again)."""
+    kw = {} if args.partition is None else {"partition": args.partition}
+    while msgs:
+        if producer.produce_batch(args.topic, msgs, **kw) == len(msgs):
+            break
+        retry = []
+        for m in msgs:
+            err = m.get("_error")
+            if err is None:
+                continue
+            if err.code() == _QUEUE_FULL:
+                retry.append({"key": m.get("key"), "value": m["value"]})
+            else:
+                delivery.report(err, m.get("key"), m["value"])
+        msgs = retry
+        if msgs:  # no report wakes this poll (successes send none): a short one
+            producer.poll(0.01)
+    producer.poll(0)
+
+
+def _chunks(stdin: BinaryIO) -> Iterator[list[bytes]]:
+    """The whole lines of a pipe or file as they arrive: each read takes what is there (up to
+    64 KiB), so a line written to a pipe is sent at once, not when a buffer fills."""
+    read = getattr(stdin, "read1", stdin.read)
+    rest = b""
+    while chunk := read(1 << 16):
+        lines = (rest + chunk).split(b"\n")
+        rest = lines.pop()
+        if lines:
+            yield [line.rstrip(b"\r") for line in lines]
+    if rest:
+        yield [rest.rstrip(b"\r")]
 
 
 def _read_lines(stdin: BinaryIO, prompt: bool) -> Any:
@@ -237,27 +291,63 @@ def run(args: argparse.Namespace) -> int:
     encode = value_serializer(args)  # --value-format avro|json|protobuf
     delivery = _Delivery(args.topic)
     producer = make_client(Producer, {**producer_config(args), "on_delivery": delivery})
-    bad, interrupted = 0, False
+    interrupted = False
     prompt = sys.stdin.isatty() and sys.stdout.isatty()
     # a long piped input shows how far it got (at a terminal's stderr only)
     progress = Progress(f"Producing to {args.topic}", unit="lines")
     progress.enabled &= not prompt
+    lines = _Lines(reader, encode)
     try:
-        for n, line in _read_lines(sys.stdin.buffer, prompt):
-            progress.update(n)
-            try:
-                rec = reader.parse(line, n)
-                if encode is not None:
-                    rec = (rec[0], _encoded(encode, rec[1], n), rec[2])
-            except LineError as exc:
-                bad += 1
-                print(f"tidelog produce: {exc} (line skipped)", file=sys.stderr)
-                continue
-            _send(producer, args, rec)
+        if prompt or args.sync:  # a line at a time: typed, or each acknowledged alone
+            for _, line in _read_lines(sys.stdin.buffer, prompt):
+                for rec in lines.parse([line]):
+                    _send(producer, args, rec)
+                progress.update(lines.n)
+        elif reader.parse_headers or reader.extra_headers:  # produce_batch takes no headers
+            for chunk in _chunks(sys.stdin.buffer):
+                for rec in lines.parse(chunk):
+                    _send(producer, args, rec)
+                progress.update(lines.n)
+        else:
+            for chunk in _chunks(sys.stdin.buffer):
+                _send_many(producer, args, lines.messages(chunk), delivery)
+                progress.update(lines.n)
     except KeyboardInterrupt:
         interrupted = True  # flush what was read: Ctrl-C loses no line already typed
     progress.close()
-    return _finish(producer, delivery, bad, interrupted)
+    return _finish(producer, delivery, lines.bad, interrupted)
+
+
+class _Lines:
+    """Numbered input lines into (key, value, headers) records; a line that cannot be
+    parsed is reported with its number, counted and skipped."""
+
+    def __init__(self, reader: LineReader, encode: Any) -> None:
+        self.reader, self.encode = reader, encode
+        self.plain = reader.plain and encode is None
+        self.n = self.bad = 0
+
+    def messages(self, lines: list[bytes]) -> list[dict[str, Any]]:
+        """produce_batch's message dicts of records without headers."""
+        if self.plain:  # the line is the value: no call per line
+            self.n += len(lines)
+            return [{"value": line} for line in lines]
+        return [{"key": k, "value": v} for k, v, _ in self.parse(lines)]
+
+    def parse(self, lines: list[bytes]) -> list[tuple[Any, Any, Any]]:
+        out = []
+        for line in lines:
+            self.n += 1
+            try:
+                rec = self.reader.parse(line, self.n)
+                if self.encode is not None:
+                    rec = (rec[0], _encoded(self.encode, rec[1], self.n), rec[2])
+            except LineError as exc:
+                self.bad += 1
+                print(f"tidelog produce: {exc} (line skipped)", file=sys.stderr)
+                continue
+            out.append(rec)
+        return out
 
 
 def _encoded(encode: Any, value: bytes | None, n: int) -> bytes | None:
