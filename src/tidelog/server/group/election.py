@@ -79,6 +79,7 @@ def _forget(coord: GroupCoordinator, partition: int) -> int:
             if sm.session_task is not None:
                 sm.session_task.cancel()
     manager.pending_txn.forget_partition(partition, mine)
+    manager.pending_commits.forget_partition(partition)
     return len(classic) + len(consumer) + len(share)
 
 

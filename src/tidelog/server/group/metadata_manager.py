@@ -22,6 +22,7 @@ from tidelog.server.group.consumer.records import (
 )
 from tidelog.server.group.group import CONSUMER_PROTOCOL_TYPE, GroupMetadata, GroupState
 from tidelog.server.group.member import MemberMetadata
+from tidelog.server.group.pending_commits import PendingCommit, PendingCommits
 from tidelog.server.group.pending_offsets import (
     LoadedPartition,
     PendingTxnOffsets,
@@ -74,6 +75,9 @@ class GroupMetadataManager:
         self.owned: set[int] = set()
         self.load_epochs: dict[int, int] = {}  # bumped by each election and resignation
         self.pending_txn = PendingTxnOffsets()
+        # in a cluster a commit reaches the cache only once replicated (pending_commits.py)
+        self.confirm_writes = False
+        self.pending_commits = PendingCommits()
         self.consumer_groups: dict[str, ConsumerGroup] = {}
 
     # -------------------------------------------------------------- ownership / loading
@@ -215,12 +219,13 @@ class GroupMetadataManager:
         if records:
             self._append(self.partition_for(group_id), records)
 
-    def _append(self, partition: int, records: list[Record]) -> None:
+    def _append(self, partition: int, records: list[Record]) -> int:
+        """Append one batch; returns the log offset after it."""
         builder = RecordBatchBuilder(CompressionType(self.config.offsets_topic_compression_codec))
         now = self.clock.milliseconds()
         for key, value in records:
             builder.append(now, key, value)
-        self.store.append(partition, builder.build())
+        return self.store.append(partition, builder.build()) + len(records)
 
     def store_group(self, group: GroupMetadata) -> None:
         """Persist the group's current generation and assignment (Kafka's storeGroup)."""
@@ -244,8 +249,18 @@ class GroupMetadataManager:
             (encode_offset_key(group.group_id, tp.topic, tp.partition), encode_offset_value(o))
             for tp, o in offsets.items()
         ]
-        self._append(self.partition_for(group.group_id), records)
-        group.offsets.update(offsets)
+        partition = self.partition_for(group.group_id)
+        end = self._append(partition, records)
+        if self.confirm_writes:  # applied once replicated (complete_commits)
+            self.pending_commits.add(partition, PendingCommit(group, dict(offsets), end))
+        else:
+            group.offsets.update(offsets)
+
+    def complete_commits(self, partition: int, up_to: int | None, replicated: bool) -> None:
+        """The wait for ``partition``'s writes up to ``up_to`` (None: all so far) ended:
+        the offset commits staged up to there go into the cache, or are dropped when the
+        writes were not replicated (Kafka's onOffsetCommitAppend / failPendingOffsetWrite)."""
+        self.pending_commits.complete(partition, up_to, replicated)
 
     def delete_offsets(self, group: GroupMetadata | ConsumerGroup, partitions: Iterable[TopicPartition]) -> None:
         tps = [tp for tp in partitions if tp in group.offsets]
@@ -312,7 +327,8 @@ class GroupMetadataManager:
             if expired:
                 self.delete_offsets(group, expired)
                 removed += len(expired)
-            if group.is_state(GroupState.EMPTY) and not group.offsets and not group.members:
+            if (group.is_state(GroupState.EMPTY) and not group.offsets and not group.members
+                    and not self.pending_commits.has_pending(group)):  # fmt: skip
                 self.delete_group(group)
         return removed + self._expire_consumer_offsets(now)
 
@@ -328,7 +344,7 @@ class GroupMetadataManager:
             if expired:
                 self.delete_offsets(group, expired)
                 removed += len(expired)
-            if not group.offsets:
+            if not group.offsets and not self.pending_commits.has_pending(group):
                 self.append_records(group.group_id, group_tombstones(group.group_id))
                 self.consumer_groups.pop(group.group_id, None)
         return removed

@@ -98,6 +98,7 @@ def start_group_coordinator(
     )
     coord.startup(load=False)
     if not replica_manager.one_broker:  # in a cluster: loaded as leadership arrives
+        coord.manager.confirm_writes = True  # commits reach the cache once replicated
         return coord, None
     if replica_manager.topic(OFFSETS_TOPIC) is None:
         for p in range(config.offsets_topic_num_partitions):
@@ -143,11 +144,17 @@ def coordinator_for(broker: HasGroupCoordinator) -> GroupCoordinator:
 async def replicated(coord: GroupCoordinator, group_id: str) -> ErrorCode:
     """In a cluster: NONE once the ISR has the group's writes so far (acks=all), else the
     coordinator's error; at once on one broker."""
-    store = coord.manager.store
+    manager = coord.manager
+    store = manager.store
     appender = store.replicated if isinstance(store, LogOffsetsStore) else None
+    partition = manager.partition_for(group_id)
     if appender is None:
+        manager.complete_commits(partition, None, True)
         return ErrorCode.NONE
-    return await appender.replicated(coord.manager.partition_for(group_id))
+    up_to = appender.pending.get(partition)  # what the wait below covers
+    error = await appender.replicated(partition)
+    manager.complete_commits(partition, up_to, error == ErrorCode.NONE)
+    return error
 
 
 def join_future() -> tuple[asyncio.Future[JoinResult], Callable[[JoinResult], None]]:
