@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from tidelog.server.errors import ApiError
+from tidelog.server.group.wiring import replicated
 from tidelog.server.metadata.admin import NewTopic
 from tidelog.server.security.types import ANONYMOUS, AclOperation, ResourceType
 from tidelog.util.topic_partition import TopicPartition
@@ -144,7 +145,11 @@ async def reset_offsets(listener: Any, request: web.Request) -> web.Response:
 
     entries = {TopicPartition(topic, int(tp.rsplit("-", 1)[1])): CommitEntry(new)
                for tp, _, new in plan}  # fmt: skip
-    errors = state.coordinator(broker).commit_offsets(gid, entries)
+    coord = state.coordinator(broker)
+    errors = coord.commit_offsets(gid, entries)
+    if any(e == 0 for e in errors.values()):  # in a cluster: in the cache once replicated
+        error = await replicated(coord, gid)
+        errors = {tp: error if e == 0 else e for tp, e in errors.items()}
     failed = {str(tp): e.name for tp, e in errors.items() if e}
     msg = f"failed: {failed}" if failed else f"reset {len(entries)} partitions of {topic}"
     return await listener.console.group(request, plan=plan, message=msg, error=bool(failed))
