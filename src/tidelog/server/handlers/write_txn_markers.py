@@ -2,7 +2,8 @@
 partition leader to append COMMIT / ABORT markers (Kafka's
 KafkaApis.handleWriteTxnMarkersRequest). Each marker is appended as the coordinator
 (acks=all); a ``__consumer_offsets`` partition then applies or drops the transaction's
-pending offsets; the answer waits until the ISR has every marker appended.
+pending offsets once the ISR has the marker; the answer waits until the ISR has every marker
+appended.
 CLUSTER_AUTHORIZATION_FAILED without CLUSTER_ACTION on the cluster."""
 
 from __future__ import annotations
@@ -42,8 +43,6 @@ def _append(ctx: RequestContext, marker: Any, tp: TopicPartition) -> tuple[Error
         return exc.code, -1
     except Exception:
         return ErrorCode.KAFKA_STORAGE_ERROR, -1
-    if tp.topic == OFFSETS_TOPIC:
-        complete_txn_offsets(ctx.broker, tp.partition, int(marker.producer_id), commit)
     return ErrorCode.NONE, info.last_offset + 1
 
 
@@ -63,6 +62,14 @@ async def _write(ctx: RequestContext, request: Any) -> Errors:
         for key, error in errors.items():
             if error == ErrorCode.NONE:
                 errors[key] = replicated.get(key[1], ErrorCode.NONE)
+    # a replicated marker on __consumer_offsets applies or drops the transaction's pending
+    # offsets (Kafka's onTransactionCompleted, in the append's callback); one not replicated
+    # leaves them pending: the transaction coordinator writes the marker again
+    for (i, tp), error in errors.items():
+        if tp.topic == OFFSETS_TOPIC and error == ErrorCode.NONE:
+            marker = request.markers[i]
+            complete_txn_offsets(ctx.broker, tp.partition, int(marker.producer_id),
+                                 bool(marker.transaction_result))  # fmt: skip
     return errors
 
 

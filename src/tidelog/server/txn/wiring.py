@@ -77,25 +77,30 @@ def marker_writer(broker: TxnHost, sender: TxnMarkerSender | None = None) -> Mar
             return None
         batch = control_batch(producer_id, producer_epoch, coordinator_epoch, commit,
                               broker.clock.milliseconds())
+        def complete() -> None:  # the transaction's pending offsets, once the ISR has it
+            if tp.topic == OFFSETS_TOPIC:
+                complete_txn_offsets(broker, tp.partition, producer_id, commit)
+
         if sender is not None:  # a cluster: replicated like any coordinator write
             info = rm.append(tp, batch, required_acks=-1, origin=AppendOrigin.COORDINATOR)
-            wait = _replicated(rm, tp, info.last_offset + 1)
+            wait: Awaitable[None] | None = _replicated(rm, tp, info.last_offset + 1, complete)
         else:
             partition.append_to_log(batch, origin=AppendOrigin.COORDINATOR)
             partition.advance_local_committed()
+            complete()
             wait = None
-        if tp.topic == OFFSETS_TOPIC:
-            complete_txn_offsets(broker, tp.partition, producer_id, commit)
         rm.notify_append(tp)
         return wait
 
     return write
 
 
-async def _replicated(rm: ReplicaManager, tp: TopicPartition, offset: int) -> None:
+async def _replicated(rm: ReplicaManager, tp: TopicPartition, offset: int,
+                      then: Callable[[], None]) -> None:  # fmt: skip
     error = (await rm.wait_replicated({tp: offset}, WRITE_TIMEOUT_MS)).get(tp, ErrorCode.NONE)
     if error != ErrorCode.NONE:
         raise ApiError(error, f"marker for {tp} not replicated")
+    then()
 
 
 def start_txn_coordinator(
