@@ -80,40 +80,31 @@ class Stats:
         if not latencies_s:
             return
         ms = [int(x * 1000) for x in latencies_s]
-        n, total, top = len(ms), sum(ms), max(ms)
-        self.count += n
-        self.bytes += n * size
-        self.total_latency += total
-        self.max_latency = max(self.max_latency, top)
-        self.w_count += n
-        self.w_bytes += n * size
-        self.w_latency += total
-        self.w_max = max(self.w_max, top)
         self.latencies.extend(ms[(-self.iteration) % self.sampling :: self.sampling])
-        self.iteration += n
-        now = time.monotonic()
-        if now - self.window_start >= self.interval_s:
-            self._print_window(now)
-            self.window_start = now
-            self.w_count = self.w_bytes = self.w_latency = self.w_max = 0
+        self._add(len(ms), sum(ms), max(ms), size)
 
     def record_batch(self, latency_s: float, k: int, size: int) -> None:
         """``k`` records acknowledged together: ``record_many([latency_s] * k, size)``
         without the list."""
         ms = int(latency_s * 1000)
-        self.count += k
-        self.bytes += k * size
-        self.total_latency += k * ms
-        self.max_latency = max(self.max_latency, ms)
-        self.w_count += k
-        self.w_bytes += k * size
-        self.w_latency += k * ms
-        self.w_max = max(self.w_max, ms)
         # the samples record_many keeps: iterations i in [iteration, iteration + k) with
         # i % sampling == 0
         s = self.sampling
         self.latencies.extend([ms] * ((self.iteration + k - 1) // s - (self.iteration - 1) // s))
-        self.iteration += k
+        self._add(k, k * ms, ms, size)
+
+    def _add(self, n: int, total_ms: int, top_ms: int, size: int) -> None:
+        """``n`` records of ``size`` bytes, their latencies summing to ``total_ms`` with
+        ``top_ms`` the largest, into the totals and the window; a progress line when due."""
+        self.count += n
+        self.bytes += n * size
+        self.total_latency += total_ms
+        self.max_latency = max(self.max_latency, top_ms)
+        self.w_count += n
+        self.w_bytes += n * size
+        self.w_latency += total_ms
+        self.w_max = max(self.w_max, top_ms)
+        self.iteration += n
         now = time.monotonic()
         if now - self.window_start >= self.interval_s:
             self._print_window(now)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
+from .bootstrap import parse_bootstrap as parse_bootstrap  # re-exported
 from .security import ClientSecurity, SaslError
 from .wire import decode_response, encode_request
 
@@ -171,19 +171,3 @@ class BrokerConnection:
             self.sock.close()
         except OSError:
             pass
-
-
-def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out = []
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit() or not host:
-            raise ValueError(f"bootstrap server {item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ValueError("no bootstrap servers given")
-    return out

@@ -28,6 +28,8 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from .bootstrap import parse_bootstrap
+
 Buffer = bytes | bytearray | memoryview
 
 API_PRODUCE, API_METADATA, API_VERSIONS, API_INIT_PRODUCER_ID = 0, 3, 18, 22
@@ -296,18 +298,6 @@ def _check(code: int, context: str) -> None:
         raise ProduceError(code, context)
 
 
-def _parse_bootstrap(servers: str) -> list[tuple[str, int]]:
-    out = []
-    for item in filter(None, (s.strip() for s in servers.split(","))):
-        host, sep, port = item.rpartition(":")
-        if not sep or not port.isdigit() or not host:
-            raise ValueError(f"bootstrap server {item!r} is not host:port")
-        out.append((host.strip("[]"), int(port)))
-    if not out:
-        raise ValueError("no bootstrap servers given")
-    return out
-
-
 class PipelinedProducer:
     """Batches of one topic's records to their partitions' leaders, pipelined: up to
     ``max_in_flight`` unanswered Produce requests per broker, answers read as they arrive.
@@ -343,7 +333,7 @@ class PipelinedProducer:
 
     def _bootstrap(self, servers: str) -> _Connection:
         error: ProduceError | None = None
-        for host, port in _parse_bootstrap(servers):
+        for host, port in parse_bootstrap(servers):
             try:
                 return _Connection.open(host, port, self.client_id, self.timeout_s)
             except ProduceError as e:
