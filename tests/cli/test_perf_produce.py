@@ -119,8 +119,7 @@ def test_a_throughput_cap_holds(tidelog_broker: EmbeddedBroker, client: str) -> 
     assert r.returncode == 0, r.stderr
     m = FINAL.match(r.stdout.splitlines()[-1])
     assert m is not None and int(m.group(1)) == n, r.stdout
-    assert n / cap * 0.9 <= n / float(m.group(2))  # not faster than the cap allows
-    assert float(m.group(2)) <= cap * 1.05
+    assert float(m.group(2)) <= cap * 1.05  # not faster than the cap allows
     assert len(read_back(bs, f"perf-cap-{client}")[0]) == n
 
 
