@@ -1,7 +1,7 @@
 """The minimal baseline broker: the ceiling of this machine for a Python produce path.
 
 It speaks just enough of Kafka's protocol for a librdkafka producer (ApiVersions, Metadata,
-Produce) and does only the work no broker can skip: for each batch it checks the CRC-32C,
+InitProducerId for an idempotent one, Produce) and does only the work no broker can skip: for each batch it checks the CRC-32C,
 patches the base offset (one counter per partition) and appends the batch to one file with a
 plain write on the event loop; then it answers. No validation of records, no indexes, no
 producer state, no fsync: whatever tidelog does beyond this is what its figure costs.
@@ -30,10 +30,12 @@ try:
 except ImportError:
     uvloop = None
 
-PRODUCE, FETCH, METADATA, API_VERSIONS = 0, 1, 3, 18
+PRODUCE, FETCH, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 1, 3, 18, 22
 # Fetch is advertised, never served: librdkafka writes v2 batches (MsgVersion 2) only to a
 # broker that lists Fetch v4+ beside Produce v3+
-VERSIONS = {PRODUCE: (3, 8), FETCH: (4, 4), METADATA: (0, 12), API_VERSIONS: (0, 4)}
+# InitProducerId: an idempotent producer gets producer id 1 (sequences are not checked)
+VERSIONS = {PRODUCE: (3, 8), FETCH: (4, 4), METADATA: (0, 12), API_VERSIONS: (0, 4),
+            INIT_PRODUCER_ID: (0, 4)}
 CORRUPT_MESSAGE = 2
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
@@ -106,6 +108,9 @@ class Connection(asyncio.Protocol):
         _, request = decode_request(frame)
         if key == METADATA:
             return encode_response(corr, self.metadata(version, request))
+        if key == INIT_PRODUCER_ID:
+            return encode_response(corr, make(response_class(key, version), throttle_time=0,
+                                              error_code=0, producer_id=1, producer_epoch=0))
         return encode_response(corr, api_versions(version))
 
     def produce(self, corr: int, version: int, frame: memoryview) -> bytes | None:
