@@ -11,7 +11,12 @@ shared by the processes), the consumer the time it got it. Printed: p50/p99/p99.
 each, median [min .. max] over --runs, and the load average.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
-        [--scenarios 5000x1,20000x1,5000x1000] [--brokers writer,loop,tansu]
+        [--scenarios 5000x1,20000x1,5000x1000] [--brokers writer,loop,tansu,baseline]
+        [--client socket.nagle.disable=true]
+
+``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
+fetch, one partition): produce->ack on one partition only, the floor this machine and client
+give a Python broker under the same load.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as broker_bench
+from baseline import baseline_broker
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import native
@@ -104,7 +110,12 @@ def brokers(names: list[str]) -> list[tuple[str, Factory]]:
             tansu = native.tansu_path()
             if tansu is not None:
                 out.append(("tansu", lambda t=tansu: broker_bench.tansu_broker(t)))
+        elif name == "baseline":
+            out.append((BASELINE, baseline_broker))
     return out
+
+
+BASELINE = "baseline (floor)"
 
 
 def quantiles(lat: list[float]) -> dict[str, float]:
@@ -119,12 +130,13 @@ def quantiles(lat: list[float]) -> dict[str, float]:
 
 
 def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
-        consume: bool = True, client: dict[str, str] | None = None
+        consume: bool = True, client: dict[str, str] | None = None, create: bool = True
         ) -> tuple[dict[str, float], dict[str, float], int]:
     """One run: (produce->ack quantiles, produce->consume quantiles, failed records);
     ``client`` adds librdkafka settings to the producer and the consumer."""
     topic = f"tail-{time.monotonic_ns()}"
-    _create(bootstrap, topic, parts)
+    if create:
+        _create(bootstrap, topic, parts)
     settings = json.dumps(client or {})
     consumer = subprocess.Popen(
         [sys.executable, "-c", CONSUME if consume else "print('ready', flush=True)",
@@ -175,11 +187,14 @@ def main() -> None:
         got: dict[str, list[tuple[dict[str, float], dict[str, float], int]]] = {}
         for _ in range(args.runs):
             for name, factory in chosen:
+                floor = name == BASELINE
+                if floor and parts != 1:
+                    continue  # it knows one partition per topic
                 with factory() as (bootstrap, _pid):
                     loads.append(os.getloadavg()[0])
                     got.setdefault(name, []).append(
                         one(bootstrap, rate, parts, args.seconds, args.warmup,
-                            not args.no_consume, client))
+                            not args.no_consume and not floor, client, create=not floor))
         loads.append(os.getloadavg()[0])
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
               f"linger 0{''.join(f', {k}={v}' for k, v in client.items())}, "
@@ -188,6 +203,8 @@ def main() -> None:
         for name, runs in got.items():
             failed = sum(f for _, _, f in runs)
             for label, idx in (("produce->ack", 0), ("produce->consume", 1)):
+                if idx == 1 and not any(r[1]["max"] for r in runs):
+                    continue  # not consumed
                 cells = "  ".join(
                     f"{k} {fmt([r[idx][k] for r in runs])}"
                     for k in ("p50", "p99", "p99.9", "max"))
