@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import BrokerTopicStats
@@ -41,6 +42,9 @@ from .purgatory import ReplicationPurgatory
 from .replica_appends import ReplicaAppends, Written
 from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
 from .replication.fetcher_manager import FetcherManager, InitialFetchState, NoFetchers
+
+if TYPE_CHECKING:
+    from .free_space_replication import FloorReplicationHold
 
 log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
@@ -110,6 +114,8 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         # produce appends written off the loop, one writer thread per log dir (log_writes)
         self.async_appends = bool(config.values["tidelog.log.append.writer.enable"])
         self.append_writers = AppendWriters()
+        # in a cluster: replicas in a dir below log.dir.min.free.bytes held out of replication
+        self.floor_hold: FloorReplicationHold | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -288,11 +294,18 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
             partition = self.partitions[tp] = self._new_partition(tp, lg, topic_id)
         if topic_id is not None and partition.topic_id not in (None, topic_id):
             return ErrorCode.INCONSISTENT_TOPIC_ID, None
-        if state.leader_epoch <= partition.leader_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH, None
+        hold = self.floor_hold  # a dir below its floor answers as an offline one
+        held = hold is not None and hold.holds(partition, state.leader, tuple(state.isr))
+        resumed = (hold is not None and not held and state.leader_epoch >= partition.leader_epoch
+                   and hold.resumes(partition))  # fmt: skip
+        if state.leader_epoch < partition.leader_epoch or (
+                state.leader_epoch == partition.leader_epoch and not resumed):  # fmt: skip
+            return ErrorCode.KAFKA_STORAGE_ERROR if held else ErrorCode.STALE_CONTROLLER_EPOCH, None
         if self.node_id not in state.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-        return ErrorCode.NONE, partition
+        if resumed and state.leader_epoch == partition.leader_epoch:
+            partition.leader_epoch = -1  # taken as a new epoch: the fetcher starts again
+        return (ErrorCode.KAFKA_STORAGE_ERROR if held else ErrorCode.NONE), partition
 
     def _make_followers(self, followers: list[tuple[Partition, LeaderAndIsrPartitionState]],
                         topic_ids: Mapping[str, uuid.UUID], result: LeaderAndIsrResult) -> None:
@@ -304,8 +317,11 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         for tp in tps:  # produces and fetches waiting here answer NOT_LEADER_OR_FOLLOWER
             self._on_high_watermark(tp)
         fetch = {}
+        hold = self.floor_hold
         for p in moved:
             tp = p.topic_partition
+            if hold is not None and tp in hold.held:
+                continue  # below its dir's floor: follows the leader, fetches nothing
             p.log.wait_for_writes()  # appends queued as leader land before the LEO is read
             offset = p.log_end_offset  # Kafka's initialFetchOffset: the LEO
             result.new_followers[tp] = (p.leader_id, offset)
