@@ -24,6 +24,7 @@ from .connection import KafkaConnection
 from .coordinator_leadership import elect_led_partitions
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
+from .free_space_replication import FloorReplicationHold
 from .group.coordinator import GroupCoordinator
 from .group.share.wiring import start_share_coordinator, stop_share_coordinator
 from .group.wiring import start_group_coordinator, stop_group_coordinator
@@ -178,6 +179,9 @@ class Broker:
             self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
             # a failed log dir is announced to the controller (/log_dir_event_notification)
             self.log_dir_notifier = LogDirFailureNotifier(
+                self.node_id, self.cluster.zk, self.replica_manager, asyncio.get_running_loop())
+            # so is a dir below log.dir.min.free.bytes: its replicas leave replication
+            self.replica_manager.floor_hold = FloorReplicationHold(
                 self.node_id, self.cluster.zk, self.replica_manager, asyncio.get_running_loop())
             await self.cluster.start()
         self._schedule_idle_check()
@@ -359,6 +363,8 @@ class Broker:
         if self.log_dir_notifier is not None:
             self.log_dir_notifier.stop()
             self.log_dir_notifier = None
+        if self.replica_manager.floor_hold is not None:
+            self.replica_manager.floor_hold.stop()
         if self._idle_handle is not None:
             self._idle_handle.cancel()
             self._idle_handle = None
