@@ -540,6 +540,12 @@ static PyMethodDef core_methods[] = {
     {"decode_columns", tl_decode_columns, METH_VARARGS,
      "decode_columns(batches, payloads, start, end, headers) -> the Arrow buffers of a run of "
      "batches (spark/columns.py decode_columns_py)."},
+    {"decode_runs", tl_decode_runs, METH_VARARGS,
+     "decode_runs(bufs, spans, payloads, start, end, headers) -> decode_columns over the batches "
+     "at int64 (buffer, position, size) spans (spark/columns.py decode_runs_py)."},
+    {"batch_spans", tl_batch_spans, METH_VARARGS,
+     "batch_spans(buf) -> (int64 header rows, problem, position, a, b): the complete batches of "
+     "a records section (spark/fetch_runs.py batch_spans_py)."},
     {"gather", tl_gather, METH_VARARGS,
      "gather(data, pos, lengths) -> bytearray: the twin of spark/decode.py gather_py"},
     {"walk", core_walk, METH_VARARGS, walk_doc},

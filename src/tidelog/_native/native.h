@@ -44,7 +44,21 @@ int tl_record_at(const uint8_t *b, int64_t len, int64_t start, int headers, int6
 /* _core.c: spark/decode.py record_starts_py's walk; -1 with IndexError set */
 int tl_record_starts(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *starts);
 
+/* A big-endian unsigned integer of ``n`` bytes. */
+static inline uint64_t
+tl_be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
 /* spark_columns.c: spark/columns.py decode_columns_py */
 PyObject *tl_decode_columns(PyObject *self, PyObject *args);
+PyObject *tl_decode_runs(PyObject *self, PyObject *args);
+
+/* spark_runs.c: spark/fetch_runs.py batch_spans_py */
+PyObject *tl_batch_spans(PyObject *self, PyObject *args);
 
 #endif

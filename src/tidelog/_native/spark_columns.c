@@ -22,23 +22,15 @@ typedef struct {
 } Rec;
 
 typedef struct {
-    Py_buffer *views; /* two per batch: the batch, its payload (unused when ``given[i]`` is 0) */
-    char *given;
+    Py_buffer *views; /* the buffers held (released at the end) */
     Py_ssize_t held, nb;
+    const uint8_t **bp, **pp; /* batch i's bytes and its records payload */
+    int64_t *bl, *pl;
     Rec *recs;
     Py_ssize_t n, cap;
     int64_t *starts;
     Py_ssize_t starts_cap;
 } Pass;
-
-static uint64_t
-be(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = (v << 8) | p[i];
-    return v;
-}
 
 static int
 grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item)
@@ -62,21 +54,17 @@ grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item)
 static const uint8_t *
 payload_of(const Pass *ps, Py_ssize_t i, int64_t *len)
 {
-    if (ps->given[i]) {
-        *len = (int64_t)ps->views[2 * i + 1].len;
-        return (const uint8_t *)ps->views[2 * i + 1].buf;
-    }
-    *len = (int64_t)ps->views[2 * i].len - OVERHEAD;
-    return (const uint8_t *)ps->views[2 * i].buf + OVERHEAD;
+    *len = ps->pl[i];
+    return ps->pp[i];
 }
 
 /* Walk batch i, appending its records with offsets in [start, end). */
 static int
 walk_batch(Pass *ps, Py_ssize_t i, int64_t start, int64_t end, int headers)
 {
-    const uint8_t *h = (const uint8_t *)ps->views[2 * i].buf;
-    uint64_t base_offset = be(h, 8), base_ts = be(h + 27, 8);
-    int64_t max_ts = (int64_t)be(h + 35, 8), count = (int32_t)be(h + 57, 4);
+    const uint8_t *h = ps->bp[i];
+    uint64_t base_offset = tl_be(h, 8), base_ts = tl_be(h + 27, 8);
+    int64_t max_ts = (int64_t)tl_be(h + 35, 8), count = (int32_t)tl_be(h + 57, 4);
     int log_append = (h[22] & TIMESTAMP_TYPE_MASK) != 0;
     int64_t len;
     const uint8_t *b = payload_of(ps, i, &len);
@@ -106,27 +94,63 @@ walk_batch(Pass *ps, Py_ssize_t i, int64_t start, int64_t end, int headers)
     return 0;
 }
 
+/* Room for ``nb`` batches and ``views`` held buffers. */
+static int
+alloc_pass(Pass *ps, Py_ssize_t nb, Py_ssize_t views)
+{
+    ps->nb = nb;
+    ps->views = PyMem_Calloc((size_t)views + 1, sizeof(Py_buffer));
+    ps->bp = PyMem_Calloc((size_t)nb + 1, sizeof(uint8_t *));
+    ps->pp = PyMem_Calloc((size_t)nb + 1, sizeof(uint8_t *));
+    ps->bl = PyMem_Calloc((size_t)nb + 1, sizeof(int64_t));
+    ps->pl = PyMem_Calloc((size_t)nb + 1, sizeof(int64_t));
+    if (!ps->views || !ps->bp || !ps->pp || !ps->bl || !ps->pl) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+static Py_buffer *
+hold(Pass *ps, PyObject *obj)
+{
+    if (PyObject_GetBuffer(obj, &ps->views[ps->held], PyBUF_SIMPLE) < 0)
+        return NULL;
+    return &ps->views[ps->held++];
+}
+
+/* Batch i is ``p[0:len]``; its payload the given object's bytes, or its own past the header. */
+static int
+set_batch(Pass *ps, Py_ssize_t i, const uint8_t *p, int64_t len, PyObject *given)
+{
+    if (len < OVERHEAD) {
+        PyErr_Format(PyExc_ValueError, "a batch of %lld bytes is shorter than its %d-byte "
+                     "header", (long long)len, OVERHEAD);
+        return -1;
+    }
+    ps->bp[i] = p;
+    ps->bl[i] = len;
+    ps->pp[i] = p + OVERHEAD;
+    ps->pl[i] = len - OVERHEAD;
+    if (given != Py_None) {
+        Py_buffer *v = hold(ps, given);
+        if (v == NULL)
+            return -1;
+        ps->pp[i] = (const uint8_t *)v->buf;
+        ps->pl[i] = (int64_t)v->len;
+    }
+    return 0;
+}
+
 /* Hold the buffers of every batch and payload; -1 with the twin's error. */
 static int
 hold_buffers(Pass *ps, PyObject *batches, PyObject *payloads)
 {
     for (Py_ssize_t i = 0; i < ps->nb; i++) {
-        PyObject *pay = PySequence_Fast_GET_ITEM(payloads, i);
-        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(batches, i), &ps->views[2 * i],
-                               PyBUF_SIMPLE) < 0)
+        Py_buffer *v = hold(ps, PySequence_Fast_GET_ITEM(batches, i));
+        if (v == NULL || set_batch(ps, i, (const uint8_t *)v->buf, (int64_t)v->len,
+                                   PySequence_Fast_GET_ITEM(payloads, i)) < 0)
             return -1;
-        ps->held = 2 * i + 1;
-        if (ps->views[2 * i].len < OVERHEAD) {
-            PyErr_Format(PyExc_ValueError, "a batch of %zd bytes is shorter than its %d-byte "
-                         "header", ps->views[2 * i].len, OVERHEAD);
-            return -1;
-        }
-        if (pay != Py_None) {
-            if (PyObject_GetBuffer(pay, &ps->views[2 * i + 1], PyBUF_SIMPLE) < 0)
-                return -1;
-            ps->given[i] = 1;
-        }
-        ps->held = 2 * i + 2;
     }
     return 0;
 }
@@ -135,10 +159,12 @@ static void
 release(Pass *ps)
 {
     for (Py_ssize_t k = 0; k < ps->held; k++)
-        if (k % 2 == 0 || ps->given[k / 2])
-            PyBuffer_Release(&ps->views[k]);
+        PyBuffer_Release(&ps->views[k]);
     PyMem_Free(ps->views);
-    PyMem_Free(ps->given);
+    PyMem_Free(ps->bp);
+    PyMem_Free(ps->pp);
+    PyMem_Free(ps->bl);
+    PyMem_Free(ps->pl);
     PyMem_Free(ps->recs);
     PyMem_Free(ps->starts);
 }
@@ -273,6 +299,15 @@ build_columns(const Pass *ps)
     return out;
 }
 
+static PyObject *
+walk_all(Pass *ps, int64_t start, int64_t end, int headers)
+{
+    for (Py_ssize_t i = 0; i < ps->nb; i++)
+        if (walk_batch(ps, i, start, end, headers) < 0)
+            return NULL;
+    return build_columns(ps);
+}
+
 PyObject *
 tl_decode_columns(PyObject *self, PyObject *args)
 {
@@ -292,26 +327,89 @@ tl_decode_columns(PyObject *self, PyObject *args)
     }
     PyObject *out = NULL;
     Pass ps = {0};
-    ps.nb = PySequence_Fast_GET_SIZE(batches);
-    if (PySequence_Fast_GET_SIZE(payloads) != ps.nb) {
+    Py_ssize_t nb = PySequence_Fast_GET_SIZE(batches);
+    if (PySequence_Fast_GET_SIZE(payloads) != nb) {
         PyErr_SetString(PyExc_ValueError, "one payload (or None) per batch");
         goto done;
     }
-    ps.views = PyMem_Calloc((size_t)(2 * ps.nb + 1), sizeof(Py_buffer));
-    ps.given = PyMem_Calloc((size_t)ps.nb + 1, 1);
-    if (ps.views == NULL || ps.given == NULL) {
-        PyErr_NoMemory();
+    if (alloc_pass(&ps, nb, 2 * nb) < 0 || hold_buffers(&ps, batches, payloads) < 0)
         goto done;
-    }
-    if (hold_buffers(&ps, batches, payloads) < 0)
-        goto done;
-    for (Py_ssize_t i = 0; i < ps.nb; i++)
-        if (walk_batch(&ps, i, start, end, headers) < 0)
-            goto done;
-    out = build_columns(&ps);
+    out = walk_all(&ps, start, end, headers);
 done:
     release(&ps);
     Py_DECREF(payloads);
     Py_DECREF(batches);
+    return out;
+}
+
+/* Hold ``bufs`` and check every span (buffer index, position, size: int64 rows) lies inside
+ * its buffer; the twin's errors in the twin's order. */
+static int
+hold_spans(Pass *ps, PyObject *bufs, const int64_t *sp, PyObject *payloads)
+{
+    Py_ssize_t nbuf = PySequence_Fast_GET_SIZE(bufs);
+    Py_buffer *first = ps->views + ps->held;
+    for (Py_ssize_t k = 0; k < nbuf; k++)
+        if (hold(ps, PySequence_Fast_GET_ITEM(bufs, k)) == NULL)
+            return -1;
+    for (Py_ssize_t i = 0; i < ps->nb; i++) {
+        const int64_t *r = sp + 3 * i;
+        if (r[0] < 0 || r[0] >= nbuf || r[1] < 0 || r[2] < 0 ||
+            r[1] > (int64_t)first[r[0]].len - r[2]) {
+            PyErr_Format(PyExc_ValueError, "span %zd is outside its buffer", i);
+            return -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < ps->nb; i++) {
+        const int64_t *r = sp + 3 * i;
+        if (r[2] < OVERHEAD) {
+            PyErr_Format(PyExc_ValueError, "a batch of %lld bytes is shorter than its %d-byte "
+                         "header", (long long)r[2], OVERHEAD);
+            return -1;
+        }
+    }
+    for (Py_ssize_t i = 0; i < ps->nb; i++) {
+        const int64_t *r = sp + 3 * i;
+        if (set_batch(ps, i, (const uint8_t *)first[r[0]].buf + r[1], r[2],
+                      PySequence_Fast_GET_ITEM(payloads, i)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+PyObject *
+tl_decode_runs(PyObject *self, PyObject *args)
+{
+    PyObject *bufs_obj, *payloads_obj;
+    Py_buffer spans;
+    long long start, end;
+    int headers;
+    if (!PyArg_ParseTuple(args, "Oy*OLLp:decode_runs", &bufs_obj, &spans, &payloads_obj, &start,
+                          &end, &headers))
+        return NULL;
+    PyObject *bufs = PySequence_Fast(bufs_obj, "bufs must be a sequence");
+    PyObject *payloads = bufs ? PySequence_Fast(payloads_obj, "payloads must be a sequence") : NULL;
+    PyObject *out = NULL;
+    Pass ps = {0};
+    if (payloads == NULL)
+        goto done;
+    Py_ssize_t nb = spans.len / 24, nbuf = PySequence_Fast_GET_SIZE(bufs);
+    if (spans.len % 24) {
+        PyErr_SetString(PyExc_ValueError, "spans must be int64 rows of three");
+        goto done;
+    }
+    if (PySequence_Fast_GET_SIZE(payloads) != nb) {
+        PyErr_SetString(PyExc_ValueError, "one payload (or None) per batch");
+        goto done;
+    }
+    if (alloc_pass(&ps, nb, nbuf + nb) < 0 ||
+        hold_spans(&ps, bufs, (const int64_t *)spans.buf, payloads) < 0)
+        goto done;
+    out = walk_all(&ps, start, end, headers);
+done:
+    release(&ps);
+    Py_XDECREF(payloads);
+    Py_XDECREF(bufs);
+    PyBuffer_Release(&spans);
     return out;
 }

@@ -346,6 +346,22 @@ class KafkaClient:
                     )
         return out
 
+    def fetch_partition(
+        self, tp: TopicPartition, offset: int, *, partition_max_bytes: int = 8 << 20,
+        isolation_level: int = 0,
+    ) -> FetchedPartition:
+        """One partition's Fetch at ``offset`` (retried on retriable errors), its error
+        raised: the step of a read loop (iter_batches; the Spark source's fetch runs)."""
+        fetched = self._retrying(
+            "Fetch",
+            lambda: self.fetch(
+                {tp: offset}, partition_max_bytes=partition_max_bytes,
+                isolation_level=isolation_level,
+            ),
+        )[tp]
+        check(fetched.error, f"Fetch {tp} at offset {offset}")
+        return fetched
+
     def iter_batches(
         self, tp: TopicPartition, start: int, end: int, *, partition_max_bytes: int = 8 << 20,
         isolation_level: int = 0,
@@ -358,13 +374,8 @@ class KafkaClient:
         position = start
         aborted = AbortedFilter()
         while position < end:
-            fetched = self._retrying(
-                "Fetch",
-                lambda pos=position, pmb=partition_max_bytes: self.fetch(
-                    {tp: pos}, partition_max_bytes=pmb, isolation_level=isolation_level
-                ),
-            )[tp]
-            check(fetched.error, f"Fetch {tp} at offset {position}")
+            fetched = self.fetch_partition(tp, position, partition_max_bytes=partition_max_bytes,
+                                           isolation_level=isolation_level)
             aborted.add(fetched.aborted_transactions)
             progressed = False
             for batch in fetched.batches():

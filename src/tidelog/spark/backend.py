@@ -19,6 +19,7 @@ from tidelog.storage.reader import LogDirReader, PartitionReader
 from tidelog.storage.reader_txn import TxnState
 from tidelog.util.topic_partition import TopicPartition
 
+from .fetch_runs import Run, fetch_runs
 from .kafka_params import client_security
 from .options import OptionError, Subscription
 
@@ -136,6 +137,13 @@ class BrokerBackend:
     def batches(self, tp: TopicPartition, start: int, end: int) -> Iterator[RecordBatch]:
         return self.client.iter_batches(WireTP(*tp), start, end, partition_max_bytes=self.partition_max_bytes,
                                         isolation_level=self.isolation_level)
+
+    def runs(self, tp: TopicPartition, start: int, end: int) -> Iterator[Run]:
+        """The data batches of [start, end) a fetch response at a time, decoded where they
+        lie (no object per batch): what ``batches`` yields, control batches left out."""
+        return fetch_runs(self.client, WireTP(*tp), start, end,
+                          partition_max_bytes=self.partition_max_bytes,
+                          isolation_level=self.isolation_level)
 
     def close(self) -> None:
         self.client.close()

@@ -114,3 +114,35 @@ def _decode_columns_native(batches: Sequence[Buffer], payloads: Sequence[Buffer 
 
 decode_columns = (_decode_columns_native if hasattr(_native_core, "decode_columns")
                   else decode_columns_py)
+
+SPAN_ROW = 3  # (buffer index, byte position, size) of one batch
+
+
+def decode_runs_py(bufs: Sequence[Buffer], spans: Buffer | np.ndarray, payloads: Sequence[Buffer | None],
+                   start: int, end: int, headers: bool) -> Columns:
+    """``decode_columns_py`` over the batches at ``spans`` (int64 rows of SPAN_ROW) of
+    ``bufs``: a fetch response's batches are decoded where they lie, with no object per
+    batch. A span outside its buffer raises ValueError before any batch is read."""
+    raw = memoryview(spans.astype(np.int64).tobytes() if isinstance(spans, np.ndarray)
+                     else spans).cast("B")
+    if len(raw) % (8 * SPAN_ROW):
+        raise ValueError("spans must be int64 rows of three")
+    rows = np.frombuffer(raw, dtype=np.int64).reshape(-1, SPAN_ROW).tolist()
+    if len(payloads) != len(rows):
+        raise ValueError("one payload (or None) per batch")
+    views = [memoryview(b).cast("B") for b in bufs]
+    for i, (b, pos, size) in enumerate(rows):
+        if not (0 <= b < len(views)) or pos < 0 or size < 0 or pos > len(views[b]) - size:
+            raise ValueError(f"span {i} is outside its buffer")
+    return decode_columns_py([views[b][pos:pos + size] for b, pos, size in rows], payloads,
+                             start, end, headers)
+
+
+def _decode_runs_native(bufs: Sequence[Buffer], spans: Buffer | np.ndarray, payloads: Sequence[Buffer | None],
+                        start: int, end: int, headers: bool) -> Columns:
+    """The native twin of ``decode_runs_py``: same buffers, same errors."""
+    assert _native_core is not None
+    return Columns(*_native_core.decode_runs(bufs, spans, payloads, start, end, headers))
+
+
+decode_runs = _decode_runs_native if hasattr(_native_core, "decode_runs") else decode_runs_py

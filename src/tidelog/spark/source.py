@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 from tidelog.client.kafka_client import TopicPartition as WireTP
 from tidelog.util.topic_partition import TopicPartition
 
-from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow
+from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow, runs_to_arrow
 from .avro_values import TypedValueSpec, ValueDecoder, typed_schema, typed_specs
 from .backend import Backend, BackendSpec, BrokerBackend, resolve_partitions
 from .kafka_params import SECURITY_HONOURED
@@ -114,14 +114,14 @@ def read_partition(part: TidelogPartition) -> Iterator[pa.RecordBatch]:
                     "they could be read); set failOnDataLoss=false to skip them"
                 )
             start = earliest
-        batches = batches_to_arrow(
-            backend.batches(tp, start, end),
-            topic=part.topic,
-            partition=part.partition,
-            start=start,
-            end=end,
-            include_headers=part.include_headers,
-        )
+        if isinstance(backend, BrokerBackend):  # whole fetch responses, no step per batch
+            batches = runs_to_arrow(backend.runs(tp, start, end), topic=part.topic,
+                                    partition=part.partition, start=start, end=end,
+                                    include_headers=part.include_headers)
+        else:
+            batches = batches_to_arrow(backend.batches(tp, start, end), topic=part.topic,
+                                       partition=part.partition, start=start, end=end,
+                                       include_headers=part.include_headers)
         decoders = [ValueDecoder(spec) for spec in part.typed]
         for batch in batches:
             for decoder in decoders:
