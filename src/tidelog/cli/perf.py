@@ -1,14 +1,19 @@
 """``tidelog perf produce | consume``: the counterparts of kafka-producer-perf-test.sh and
-kafka-consumer-perf-test.sh (Kafka's ProducerPerformance and ConsumerPerformance), on
-librdkafka, with their options and their output lines, so figures read the same way.
+kafka-consumer-perf-test.sh (Kafka's ProducerPerformance and ConsumerPerformance), with their
+options and their output lines, so figures read the same way.
 
-``perf produce`` hands records to librdkafka a thousand at a time (confluent-kafka's
-produce_batch where the client has it) and sums the delivery reports per poll; it prints a
-progress line every 5 s (``N records sent, R records/sec (M MB/sec),
-A ms avg latency, X ms max latency.``) and the final line with the 50th/95th/99th/99.9th
-latency percentiles; latency is from ``produce()`` to the delivery report, as Kafka measures
-from ``send()`` to the callback. ``perf consume`` prints Kafka's CSV header and one summary
-row (``--show-detailed-stats`` adds a row per ``--reporting-interval``).
+``perf produce`` runs on one of two clients (``--client``). ``tidelog``, the default, sends
+batches built once from a template and pipelined on tidelog's own connection
+(tidelog.client.pipelined): no Python call per record and none of the heavy imports, so a
+short run is not mostly start-up; a record's latency is its batch's, from when its first
+record was due to the acknowledgement. ``librdkafka`` hands records to confluent-kafka a
+thousand at a time (produce_batch where the client has it) and sums the delivery reports per
+poll, latency from ``produce()`` to the delivery report as Kafka measures from ``send()`` to
+the callback; it takes any librdkafka setting. Either prints a progress line every 5 s
+(``N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency.``) and the
+final line with the 50th/95th/99th/99.9th latency percentiles. ``perf consume`` (librdkafka)
+prints Kafka's CSV header and one summary row (``--show-detailed-stats`` adds a row per
+``--reporting-interval``).
 """
 
 from __future__ import annotations
