@@ -1,18 +1,20 @@
 """Offset commits staged until their write is replicated (a cluster's coordinator:
 ``confirm_writes``), on a ManualClock with the in-memory store: OffsetFetch sees a commit only
 once the wait for its write succeeded, a failed wait drops it, completions follow log order,
-and a staged commit keeps its group from being cleaned up as empty."""
+and a staged commit keeps its group from being cleaned up as empty; a transactional commit whose
+write failed is no longer pending."""
 
 from __future__ import annotations
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.group.coordinator import CommitEntry
-from tidelog.server.group.records import partition_for
+from tidelog.server.group.records import OffsetAndMetadata, partition_for
 from tidelog.util.topic_partition import TopicPartition
 
 from .harness import Harness
 
 T0 = TopicPartition("t", 0)
+T1 = TopicPartition("t", 1)
 
 
 def _staged() -> tuple[Harness, int]:
@@ -63,3 +65,14 @@ def test_a_group_with_a_staged_commit_is_not_cleaned_up_and_resignation_drops_it
     m.pending_commits.forget_partition(p)
     m.complete_commits(p, None, True)
     assert _fetched(h) == -1
+
+
+def test_a_failed_txn_offset_commit_leaves_nothing_for_the_marker() -> None:
+    h = Harness()
+    pending = h.coord.manager.pending_txn
+    o = OffsetAndMetadata(7, "", 0)
+    pending.add(42, "solo", {T0: o, T1: o})
+    pending.fail(42, "solo", [T0])
+    assert not pending.has_pending("solo", T0) and pending.has_pending("solo", T1)
+    pending.fail(42, "solo", [T1])
+    assert pending.by_producer == {}

@@ -14,7 +14,7 @@ and the ``__consumer_offsets`` schemas.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tidelog.records import RecordBatch
@@ -56,6 +56,18 @@ class PendingTxnOffsets:
             offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
         mine = self.by_producer.setdefault(producer_id, {})
         mine.setdefault(group_id, {}).update(offsets)
+
+    def fail(self, producer_id: int, group_id: str, tps: Iterable[TopicPartition]) -> None:
+        """A TxnOffsetCommit whose write was not replicated: its offsets are not pending
+        (Kafka's failPendingTxnOffsetCommit)."""
+        groups = self.by_producer.get(producer_id, {})
+        offsets = groups.get(group_id, {})
+        for tp in tps:
+            offsets.pop(tp, None)
+        if not offsets:
+            groups.pop(group_id, None)
+        if not groups:
+            self.by_producer.pop(producer_id, None)
 
     def has_pending(self, group_id: str, tp: TopicPartition) -> bool:
         """OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for these."""
