@@ -57,7 +57,11 @@ def _errors(ctx: RequestContext, request: Any) -> dict[TopicPartition, ErrorCode
 async def handle(ctx: RequestContext, request: Any) -> Any:
     errors = _errors(ctx, request)
     if any(e == ErrorCode.NONE for e in errors.values()):  # answered once replicated
-        error = await replicated(coordinator_for(ctx.broker), request.group_id)
+        coord = coordinator_for(ctx.broker)
+        error = await replicated(coord, request.group_id)
+        if error != ErrorCode.NONE:  # not pending: the marker must not apply them
+            coord.manager.pending_txn.fail(int(request.producer_id), request.group_id,
+                                           [tp for tp, e in errors.items() if e == ErrorCode.NONE])
         errors = {tp: error if e == ErrorCode.NONE else e for tp, e in errors.items()}
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
