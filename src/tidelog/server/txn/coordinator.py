@@ -239,9 +239,33 @@ class TransactionCoordinator:
 
     def _complete(self, meta: TransactionMetadata) -> None:
         """Write the markers of a prepared transaction, then its Complete* state. A storage
-        failure leaves it prepared; ``abort_timed_out`` retries it."""
+        failure leaves it prepared; ``abort_timed_out`` retries it. In a cluster the markers
+        wait until the ISR has the Prepare* state (Kafka writes them in that append's
+        callback): a new coordinator never finds a transaction Ongoing whose markers exist."""
         commit = meta.state == TransactionState.PREPARE_COMMIT
         meta.pending = True
+        durable = self.state.durable(meta.transactional_id)
+        if durable is not None:
+            wait = asyncio.ensure_future(self._markers_once_durable(meta, commit, durable))
+            self._marker_waits.add(wait)
+            wait.add_done_callback(self._marker_waits.discard)
+            return
+        self._write_markers(meta, commit)
+
+    async def _markers_once_durable(self, meta: TransactionMetadata, commit: bool,
+                                    durable: Awaitable[ErrorCode]) -> None:
+        error = await durable
+        if error != ErrorCode.NONE:
+            log.error("the %s state of %s is not replicated (retried later): %s",
+                      meta.state.kafka_name, meta.transactional_id, error.name)  # fmt: skip
+            meta.pending = False
+            return
+        if self.state.transactions.get(meta.transactional_id) is not meta:
+            meta.pending = False
+            return  # unloaded meanwhile: the new coordinator completes it
+        self._write_markers(meta, commit)
+
+    def _write_markers(self, meta: TransactionMetadata, commit: bool) -> None:
         try:
             waits = [w for tp in sorted(meta.partitions)
                      if (w := self.write_marker(tp, meta.producer_id, meta.producer_epoch,

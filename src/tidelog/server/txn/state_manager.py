@@ -8,7 +8,7 @@ client hears of it, so the cache never says more than the log. Loading replays a
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
@@ -140,6 +140,14 @@ class TransactionStateManager:
         answered COORDINATOR_NOT_AVAILABLE (Kafka's appendTransactionToLog mapping)."""
         self._append(meta.transactional_id, encode_value(meta.to_value()))
         self._install(meta)
+
+    def durable(self, transactional_id: str) -> Awaitable[ErrorCode] | None:
+        """In a cluster: waits until the ISR has the id's state writes so far (NONE, or the
+        coordinator's error); None on one broker, where a written state is durable."""
+        appender = getattr(self.store, "replicated", None)
+        if not isinstance(appender, ReplicatedAppender):
+            return None
+        return appender.replicated(self.partition_for(transactional_id))
 
     def _install(self, meta: TransactionMetadata) -> None:
         self.transactions[meta.transactional_id] = meta
