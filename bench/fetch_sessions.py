@@ -33,8 +33,10 @@ from pathlib import Path
 
 import confluent_kafka as ck
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cluster"))
 
+from replication import wait
 from replication_support import metric
 
 from tidelog.server.metadata import zk_data as z
@@ -47,14 +49,6 @@ VALUE = b"x" * 100
 CONFIG = {"http.listeners": "http://127.0.0.1:0", "auto.leader.rebalance.enable": "false",
           "num.partitions": "1", "log.segment.bytes": str(8 << 20)}  # fmt: skip
 Figures = dict[str, float]
-
-
-def wait(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise TimeoutError(what)
-        time.sleep(0.2)  # polling the cluster's state, not passing time
 
 
 def create(cluster: EmbeddedCluster, partitions: int) -> None:
