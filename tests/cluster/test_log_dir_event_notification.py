@@ -6,7 +6,6 @@ broker reports them as offline replicas."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 from collections.abc import Callable
 from typing import Any
@@ -101,8 +100,9 @@ def test_a_failed_log_dir_moves_its_replicas_offline(zookeeper_server: ZooKeeper
         before = _metadata(ports[1])
 
         # the disk goes: the dir is gone and a file stands in its place (the next checkpoint
-        # write into it fails, as Kafka's LogDirFailureTest breaks a dir)
-        shutil.rmtree(dir_b)
+        # write into it fails, as Kafka's LogDirFailureTest breaks a dir); moved away at once,
+        # not deleted file by file while the broker still writes into it
+        dir_b.rename(dir_b.with_name("b-failed"))
         dir_b.write_bytes(b"")
 
         def moved(port: int) -> bool:
