@@ -10,14 +10,19 @@ read into the ``noop`` sink by a local[2] SparkSession in the same run:
 Figures are min..max rows/s over RUNS timed runs after one warm-up run.
 
 Before them, the same records written in 10- and 1,000-record batches (--batch-sizes), read
-in path mode and from a tidelog broker: median rows/s and the ratio to the large batches.
+in path mode and from a tidelog broker: median rows/s over --runs alternating runs and the
+ratio to the large batches; with --baseline-src, the same reads by another commit's tree
+(``git archive <commit> | tar -x -C DIR`` and its native core built with ``setup.py
+build_ext --inplace``), alternating with this tree's in the same run.
 
     .venv/bin/python bench/spark.py [--records 2000000] [--skip-broker] [--skip-sources]
+        [--runs 5] [--baseline-src DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -209,34 +214,90 @@ def fmt(rates: list[float], base: list[float] | None = None) -> str:
     return text
 
 
-def measure_batch_sizes(spark: Any, tmp: Path, n: int, sizes: list[int], broker: bool) -> None:
+def _read_df(spark: Any, where: str, ending: str | None) -> Any:
+    """A read of topic ``bench`` from a log dir (``where`` a path) or a broker (a bootstrap)."""
+    r = spark.read.format("tidelog").option("subscribe", "bench")
+    if ending is None:
+        return r.option("path", where).load()
+    return r.option("kafka.bootstrap.servers", where).option("endingOffsets", ending).load()
+
+
+class Baseline:
+    """The same reads by another source tree (``--baseline-src``: a commit's files, its native
+    core built), in a process of its own with its own SparkSession, run on request so its
+    runs alternate with ours."""
+
+    def __init__(self, src: str) -> None:
+        env = dict(os.environ, PYTHONPATH=str(Path(src) / "src"))
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def rate(self, where: str, ending: str | None, n: int) -> float:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps([where, ending, n]) + "\n")
+        self.proc.stdin.flush()
+        return float(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(60)
+
+
+def serve() -> None:
+    """``--serve``: one timed read per request line (after a warm-up read of each source)."""
+    import tidelog.spark.source
+
+    print(f"baseline tree: {tidelog.spark.source.__file__}", file=sys.stderr, flush=True)
+    spark = spark_session()
+    warm: set[str] = set()
+    for line in sys.stdin:
+        where, ending, n = json.loads(line)
+
+        def df(w: str = where, e: str | None = ending) -> Any:
+            return _read_df(spark, w, e)
+
+        if where not in warm:
+            measure(spark, df, n, runs=1)
+            warm.add(where)
+        print(measure(spark, df, n, runs=1)[0], flush=True)
+    spark.stop()
+
+
+def measure_batch_sizes(spark: Any, tmp: Path, n: int, sizes: list[int], broker: bool,
+                        runs: int, baseline: Baseline | None) -> None:
     """The same records written in batches of each size: rows/s in path mode and from an
-    embedded tidelog broker, each against the largest size (runs of the sizes alternate)."""
+    embedded tidelog broker, each against the largest size; runs alternate between sizes,
+    modes and (with a baseline tree) the two trees."""
     from peers import embedded_tidelog, has_embedded_tidelog
 
-    path_rates: dict[int, list[float]] = {}
+    sources: dict[tuple[str, int], tuple[str, str | None]] = {}
     for size in sizes:
         make_log_dir(tmp / f"logs-{size}", n, size)
-    for _ in range(RUNS):
-        for size in sizes:
-            path_rates.setdefault(size, []).extend(measure(
-                spark, lambda s=size: spark.read.format("tidelog").option("path", str(tmp / f"logs-{s}"))
-                .option("subscribe", "bench").load(), n, runs=1))
+        sources["path", size] = (str(tmp / f"logs-{size}"), None)
+    with contextlib.ExitStack() as stack:
+        if broker and has_embedded_tidelog():
+            for size in sizes:
+                bootstrap = stack.enter_context(embedded_tidelog())
+                sources["broker", size] = (bootstrap, load_broker(bootstrap, n, size))
+        rates: dict[tuple[str, str, int], list[float]] = {}
+        for where, ending in sources.values():  # warm-up
+            measure(spark, lambda w=where, e=ending: _read_df(spark, w, e), n, runs=1)
+        for _ in range(runs):
+            for (mode, size), (where, ending) in sources.items():
+                rates.setdefault(("this tree", mode, size), []).extend(
+                    measure(spark, lambda w=where, e=ending: _read_df(spark, w, e), n, runs=1))
+                if baseline is not None:
+                    rates.setdefault(("baseline", mode, size), []).append(baseline.rate(where, ending, n))
     top = max(sizes)
-    print(f"{n:,} records by batch size, {RUNS} runs each, ratio of medians to {top}-record batches")
-    for size in sizes:
-        print(f"  path mode, {size:>5}-record batches : {fmt_median(path_rates[size], path_rates[top])}")
-    if not broker or not has_embedded_tidelog():
-        return
-    broker_rates: dict[int, list[float]] = {}
-    for size in sizes:
-        with embedded_tidelog() as bootstrap:
-            ending = load_broker(bootstrap, n, size)
-            broker_rates[size] = measure(spark, lambda bs=bootstrap, e=ending: spark.read.format(
-                "tidelog").option("kafka.bootstrap.servers", bs).option("subscribe", "bench").option(
-                "endingOffsets", e).load(), n)
-    for size in sizes:
-        print(f"  broker mode, {size:>5}-record batches: {fmt_median(broker_rates[size], broker_rates[top])}")
+    print(f"{n:,} records by batch size, {runs} alternating runs each, median (min..max), "
+          f"ratio of medians to {top}-record batches; load average {os.getloadavg()[0]:.2f}")
+    for tree, mode, size in sorted(rates, key=lambda k: (k[1], k[0] != "this tree", k[2])):
+        text = fmt_median(rates[tree, mode, size], rates[tree, mode, top])
+        if tree == "this tree" and ("baseline", mode, size) in rates:
+            ours, theirs = rates[tree, mode, size], rates["baseline", mode, size]
+            text += f", {statistics.median(ours) / statistics.median(theirs):.2f}x baseline"
+        print(f"  {mode:<6} mode, {size:>5}-record batches, {tree:<9}: {text}")
 
 
 def fmt_median(rates: list[float], base: list[float] | None) -> str:
@@ -268,18 +329,25 @@ def main() -> None:
     ap.add_argument("--skip-broker", action="store_true")
     ap.add_argument("--batch-sizes", default="10,1000",
                     help="records per batch compared in path and broker mode ('' to skip)")
+    ap.add_argument("--runs", type=int, default=5, help="alternating runs of the batch-size comparison")
+    ap.add_argument("--baseline-src", help="a source tree of another commit (its native core "
+                    "built) measured in the batch-size comparison, alternating with this one")
     ap.add_argument("--skip-sources", action="store_true",
                     help="only the batch-size comparison (no baseline, Tansu or write figures)")
     ap.add_argument("--write-records", type=int, default=500_000,
                     help="rows written to a tidelog broker (0 to skip the write figures)")
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.serve:
+        return serve()
     n = args.records // (PARTITIONS * PER_BATCH) * PARTITIONS * PER_BATCH
     spark = spark_session()
     tmp = Path(tempfile.mkdtemp(prefix="tidelog-bench-spark-"))
+    baseline = Baseline(args.baseline_src) if args.baseline_src else None
     try:
         sizes = [int(x) for x in args.batch_sizes.split(",") if x]
         if sizes:
-            measure_batch_sizes(spark, tmp, n, sizes, not args.skip_broker)
+            measure_batch_sizes(spark, tmp, n, sizes, not args.skip_broker, args.runs, baseline)
         if args.skip_sources:
             return
         print(f"{n:,} records, 100-byte values, {PARTITIONS} partitions, local[2], noop sink, {RUNS} runs")
@@ -303,6 +371,8 @@ def main() -> None:
         if args.write_records and not args.skip_broker:
             measure_writes(spark, args.write_records)
     finally:
+        if baseline is not None:
+            baseline.close()
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
 

@@ -260,3 +260,23 @@ def test_decode_runs_twins_refuse_bad_spans_alike() -> None:
     c = columns.decode_runs(bufs, np.array(good, np.int64), [None] * 3, 0, 100, True)
     assert np.frombuffer(c.offsets, np.int64).tolist() == [3, 4, 5] * 3
     assert c.value_nulls == 3
+
+
+def test_an_abort_marker_at_the_start_of_its_transaction_ends_it() -> None:
+    """An aborted transaction whose first offset is only reached at its own ABORT marker (its
+    data below the fetch position) starts and ends at that marker: the producer's next
+    transaction is read, as AbortedFilter reads it (the start is taken before the marker)."""
+    marker = RecordBatchBuilder(base_offset=5, producer_id=1, producer_epoch=0,
+                                is_transactional=True, is_control=True)
+    marker.append_control(ControlRecordType.ABORT, TS0)
+    data = RecordBatchBuilder(base_offset=6, producer_id=1, producer_epoch=0, base_sequence=0,
+                              is_transactional=True)
+    data.append(TS0, None, b"committed later")
+    buf = marker.build() + data.build()
+    rows, corrupt = fetch_runs.batch_spans(buf)
+    assert corrupt is None
+    for pick in (fetch_runs.select, fetch_runs._select_loop):
+        aborted = fetch_runs.AbortedRuns()
+        aborted.add([(1, 5)])
+        got = pick(rows, buf, 5, 100, aborted)
+        assert (got.keep.tolist(), got.position, aborted._aborting) == ([1], 7, set())
