@@ -184,3 +184,48 @@ def test_a_leader_below_its_floor_hands_over_and_rejoins_when_freed(
         got = _read_all(cluster)
         assert sorted(got) == sorted(set(got))  # none twice
         assert set(writer.acked) <= set(got)  # every acknowledged value
+
+
+def _produce(cluster: EmbeddedCluster, values: list[bytes]) -> None:
+    errors: list[Any] = []
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                  "enable.idempotence": True, "message.timeout.ms": 60_000})  # fmt: skip
+    for v in values:
+        p.produce(TOPIC, v, partition=0, on_delivery=lambda e, _m: errors.append(e) if e else None)
+    assert p.flush(90) == 0 and errors == []
+
+
+def _logged(cluster: EmbeddedCluster, broker: int, text: str) -> bool:
+    return any(text in line for line in list(cluster.brokers[broker].output))
+
+
+def test_a_leader_alone_in_sync_keeps_leading_until_a_follower_catches_up(
+    zookeeper_server: ZooKeeperServer,
+) -> None:
+    """Nobody else has its records: the full leader keeps leading and serving reads; once the
+    follower is back in the ISR the leadership moves to it and writes resume."""
+    require_root("mounting a tmpfs log dir")
+    with TmpfsCluster(brokers=3, config=CONFIG, zookeeper=zookeeper_server) as cluster:
+        tp = create_topic(cluster, TOPIC, 1, replication_factor=2, config={"min.insync.replicas": "1"})[0]
+        leader = states(cluster, [tp])[tp].leader
+        follower = next(b for b in states(cluster, [tp])[tp].isr if b != leader)
+        before = [f"before-{i}".encode() for i in range(50)]
+        _produce(cluster, before)
+        cluster.kill(follower)
+        wait_for(lambda: states(cluster, [tp])[tp].isr == (leader,), 30, "the leader alone in sync")
+        controller = cluster.wait_for_controller()
+        assert controller != follower
+        _fill_below_floor(cluster.log_dir(leader))
+        # the dir is announced and the controller asks the broker; it keeps its leadership
+        wait_for(lambda: _logged(cluster, controller, f"handling log directory failure for brokers [{leader}]"),
+                 30, "the controller asked the full broker")  # fmt: skip
+        assert _logged(cluster, leader, "log.dir.min.free.bytes, notified the controller")
+        assert states(cluster, [tp])[tp].leader == leader
+        assert sorted(_read_all(cluster)) == sorted(before)  # reads are served
+
+        cluster.brokers[follower].start()
+        wait_for(lambda: states(cluster, [tp])[tp].leader == follower, 60, "the caught-up follower leads")
+        assert leader not in states(cluster, [tp])[tp].isr
+        after = [f"after-{i}".encode() for i in range(50)]
+        _produce(cluster, after)
+        assert sorted(_read_all(cluster)) == sorted(before + after)

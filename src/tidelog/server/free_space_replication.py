@@ -15,7 +15,9 @@ takes the replica out of its ISRs. Unlike a failed dir, the logs stay open and r
 * a replica held so applies the controller's later states (it follows the new leader) but
   fetches nothing and keeps answering KAFKA_STORAGE_ERROR;
 * a leader that is its partition's only in-sync replica keeps leading (refusing produces,
-  serving reads, as on one broker): nobody else has its records;
+  serving reads, as on one broker): nobody else has its records. Once a follower has caught up
+  and joined the ISR, the broker announces another log dir event (checked every second while
+  a dir is below its floor) and the leadership moves;
 * once the dir is above its floor again, the broker announces another log dir event; it
   answers the controller's LeaderAndIsr for a held replica with NONE (the same leader epoch
   accepted once), starts fetching, and rejoins the ISR when it has caught up.
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+RECHECK_S = 1.0  # how often leaders kept below the floor are looked at again
+
 
 class FloorReplicationHold:
     """Which replicas this broker holds out of replication because their dir is below its
@@ -55,7 +59,10 @@ class FloorReplicationHold:
         self.loop = loop
         self.held: set[TopicPartition] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        # leaders below the floor kept because they were alone in sync, already re-announced
+        self._announced: set[TopicPartition] = set()
         replica_manager.logs.free_space.add_listener(self._on_crossed)
+        self._tick_handle = loop.call_later(RECHECK_S, self._recheck)
 
     # -- what LeaderAndIsr answers ------------------------------------------------------------
 
@@ -114,6 +121,26 @@ class FloorReplicationHold:
         log.info("broker %d: log dir %s is %s log.dir.min.free.bytes, notified the controller "
                  "(%s)", self.broker_id, path, "below" if below else "back above", znode)  # fmt: skip
 
+    def _recheck(self) -> None:
+        """A leader kept below the floor (alone in sync then) whose ISR has grown: announce
+        the dir again, so the controller asks and the leadership moves."""
+        self._tick_handle = self.loop.call_later(RECHECK_S, self._recheck)
+        below = {d.path for d in self.rm.logs.free_space.snapshot() if d.below_floor}
+        if not below:
+            self._announced.clear()
+            return
+        movable = {tp for tp, p in self.rm.partitions.items()
+                   if p.is_leader and tp not in self.held and len(p.isr) > 1
+                   and Path(p.log.dir).parent in below}  # fmt: skip
+        new = movable - self._announced
+        self._announced = movable
+        if new:
+            path = Path(self.rm.partitions[min(new)].log.dir).parent
+            task = self.loop.create_task(self._propagate(path, True))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
     def stop(self) -> None:
+        self._tick_handle.cancel()
         for task in list(self._tasks):
             task.cancel()
