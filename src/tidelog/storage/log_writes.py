@@ -301,7 +301,8 @@ def _checkpoint_then_release(lg: Log, writer: AppendWriter) -> None:
         lg.leader_epoch_cache.flush()
     except Exception as e:
         error = _storage_error(lg, e)
-    lg._writes.release(writer, error)
+    finally:  # never leave the log's writes held (a drain would wait for ever)
+        lg._writes.release(writer, error)
 
 
 def starts_epoch(lg: Log, batches: list[RecordBatch]) -> bool:
