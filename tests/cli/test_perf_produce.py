@@ -12,6 +12,7 @@ import random
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import confluent_kafka as ck
@@ -203,3 +204,38 @@ def test_partitions_led_by_three_brokers(tidelog_cluster: EmbeddedCluster) -> No
     assert len(led) >= 2, led  # records went to more than one broker
     for msgs in by_partition.values():
         assert [m.offset() for m in msgs] == list(range(len(msgs)))
+
+
+def test_a_broker_gone_mid_run_ends_it_non_zero(
+    tidelog_broker_factory: Callable[..., EmbeddedBroker],
+) -> None:
+    broker = tidelog_broker_factory()
+    bs = broker.bootstrap_servers
+    cmd = [*TIDELOG, "perf", "produce", "--bootstrap-server", bs, "--topic", "perf-gone",
+           "--num-records", "100000", "--record-size", "10", "--throughput", "2000",
+           "--producer-props", "acks=1", "request.timeout.ms=3000"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_records(bs, "perf-gone", 100, proc)
+        broker.stop()  # 50 s of records still to send
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 1, (out, err)
+    assert err.startswith("tidelog perf: ") and bs.split(":")[1] in err, err
+
+
+def _wait_for_records(bootstrap: str, topic: str, n: int, proc: subprocess.Popen[str]) -> None:
+    """Until partition 0 of ``topic`` holds ``n`` records (the producer still running)."""
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "watch"})
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            assert time.monotonic() < deadline and proc.poll() is None, proc.poll()
+            try:
+                if c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=10)[1] >= n:
+                    return
+            except ck.KafkaException:  # the producer has not created the topic yet
+                continue
+    finally:
+        c.close()
