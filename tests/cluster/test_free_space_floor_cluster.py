@@ -223,7 +223,7 @@ def test_a_leader_alone_in_sync_keeps_leading_until_a_follower_catches_up(
         assert states(cluster, [tp])[tp].leader == leader
         assert sorted(_read_all(cluster)) == sorted(before)  # reads are served
 
-        cluster.brokers[follower].start()
+        cluster.start_broker(follower)
         wait_for(lambda: states(cluster, [tp])[tp].leader == follower, 60, "the caught-up follower leads")
         assert leader not in states(cluster, [tp])[tp].isr
         after = [f"after-{i}".encode() for i in range(50)]

@@ -150,7 +150,7 @@ def test_no_election_picks_a_replica_on_a_failed_log_dir(zookeeper_server: ZooKe
         assert _elect(cluster, p, UNCLEAN) == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
 
         # X returns: it leads u again (its ISR); p, whose ISR is Y alone, stays offline
-        cluster.brokers[x].start()
+        cluster.start_broker(x)
         _never_led_by(cluster, u, y, x, "X leads u again")
         assert states(cluster, [p])[p].leader == -1  # decided in the same controller event
         # asked for, an unclean election gives p to X (the only online replica)
