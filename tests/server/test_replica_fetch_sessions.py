@@ -189,3 +189,27 @@ def test_sessions_off_sends_sessionless_fetches(leader: EmbeddedBroker) -> None:
     assert asyncio.run(main()) == [3, 3, 3]
     assert len(leader.broker.fetch_sessions) == 0
     assert follower_counts(leader) == (3, 9, 9)
+
+
+def test_nothing_ready_forgets_the_session(leader: EmbeddedBroker) -> None:
+    """Kafka's buildFetch: with no partition ready, a Fetch that only forgets; the emptied
+    session closes (session id 0 in the answer) and the next Fetch is full."""
+    tid = topic_id(leader)
+
+    async def main() -> list[Any]:
+        ep = endpoint(leader)
+        out: list[Any] = []
+        await ep.fetch(wanted(tid, {0: 0, 1: 0, 2: 0}))
+        out.append((len(leader.broker.fetch_sessions), follower_counts(leader)))
+        out.append((await ep.fetch({}), ep.session.next_metadata, follower_counts(leader),
+                    len(leader.broker.fetch_sessions)))  # fmt: skip
+        out.append((await ep.fetch({}), follower_counts(leader)))  # nothing left: not sent
+        out.append(sorted(await ep.fetch(wanted(tid, {0: 0, 1: 0, 2: 0}))))
+        await ep.close()
+        return out
+
+    opened, forgot, nothing, full = asyncio.run(main())
+    assert opened == (1, (1, 3, 3))
+    assert forgot == ({}, INITIAL, (2, 3, 3), 0)
+    assert nothing == ({}, (2, 3, 3))
+    assert full == TPS and len(leader.broker.fetch_sessions) == 1

@@ -231,9 +231,18 @@ class ReplicaFetcher:
                 last_fetched_epoch=state.last_fetched_epoch,
             )
         if not request:
+            await self._forget_all()
             await self._idle(self._idle_timeout(now))
             return
         await self._process_fetch(request)
+
+    async def _forget_all(self) -> None:
+        """Nothing ready: the leader's fetch session forgets what it holds for us (Kafka's
+        buildFetch sends a Fetch that only forgets); nothing is sent when it holds nothing."""
+        try:
+            await self.leader.fetch({})
+        except (KafkaClientError, OSError) as e:
+            log.debug("%s: forgetting the session's partitions failed: %s", self.name, e)
 
     def _throttled(self, tp: TopicPartition, state: PartitionFetchState) -> bool:
         """Kafka's shouldFollowerThrottle: not caught up, throttled, over the quota."""

@@ -213,12 +213,13 @@ class RemoteLeaderEndPoint:
         self, partitions: Mapping[TopicPartition, FetchPartition]
     ) -> dict[TopicPartition, FetchedPartition]:
         """One Fetch for these partitions (every partition to fetch now: the session sends
-        what changed); the answer holds the partitions the leader answered. Raises
+        what changed; none: only the session's partitions are forgotten, if it has any); the
+        answer holds the partitions the leader answered. Raises
         KafkaClientError when the request fails as a whole (the connection is then dropped
         and made again on the next call, and the next Fetch is full)."""
-        if not partitions:
-            return {}
         data = self.session.build(partitions)
+        if data.empty:  # nothing to fetch or forget
+            return {}
         s = self.settings
         try:
             version, resp = await self._request(

@@ -66,7 +66,10 @@ class LocalLeaderEndPoint:
         self, partitions: Mapping[TopicPartition, FetchPartition]
     ) -> dict[TopicPartition, FetchedPartition]:
         """Answers at once when any partition has records or an error, else long-polls up
-        to ``max_wait_ms`` (by re-reading: a local log has no purgatory to wake us)."""
+        to ``max_wait_ms`` (by re-reading: a local log has no purgatory to wake us); no
+        partitions: nothing to ask (no session to forget from)."""
+        if not partitions:
+            return {}
         self.fetches += 1
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._max_wait_ms / 1000
