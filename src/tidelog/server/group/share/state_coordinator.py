@@ -35,12 +35,12 @@ from tidelog.server.group.share.records import (
     encode_snapshot,
     state_partition_for,
 )
+from tidelog.server.group.share.uncommitted import StateKey, UncommittedStates
 from tidelog.server.group.store import OffsetsStore
 from tidelog.util.clock import Clock
 
 log = logging.getLogger(__name__)
 
-StateKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
 UNINITIALIZED_START_OFFSET = -1  # Kafka's PartitionFactory
 DEFAULT_STATE_EPOCH = 0
 NO_EPOCH = -1
@@ -97,6 +97,9 @@ class ShareStateCoordinator:
         self.owned: set[int] = set()
         self.loading: set[int] = set()
         self.load_epochs: dict[int, int] = {}
+        # in a cluster reads answer the replicated state (uncommitted.py)
+        self.confirm_writes = False
+        self.uncommitted = UncommittedStates()
 
     def partition_for(self, key: StateKey) -> int:
         return state_partition_for(key[0], key[1], key[2], self.num_partitions)
@@ -125,7 +128,7 @@ class ShareStateCoordinator:
             err = ErrorCode.FENCED_LEADER_EPOCH
         if err != ErrorCode.NONE:
             return StateResult(err)
-        state = self.states.get(key)
+        state = self.uncommitted.view(key, self.states.get(key))
         if state is None:
             return StateResult(ErrorCode.NONE, ShareState(0, DEFAULT_STATE_EPOCH, NO_EPOCH,
                                                           UNINITIALIZED_START_OFFSET))
@@ -139,7 +142,7 @@ class ShareStateCoordinator:
         err = self._check(key)
         if err != ErrorCode.NONE:
             return StateResult(err)
-        state = self.states.get(key)
+        state = self.uncommitted.view(key, self.states.get(key))
         return StateResult(ErrorCode.NONE, state if state is not None else ShareState(
             0, DEFAULT_STATE_EPOCH, NO_EPOCH, UNINITIALIZED_START_OFFSET))
 
@@ -188,7 +191,7 @@ class ShareStateCoordinator:
             return err
         if key not in self.states:
             return ErrorCode.NONE
-        err = self._append(key, None)
+        err = self._append(key, None, self.states.get(key), None)
         if err == ErrorCode.NONE:
             self.states.pop(key, None)
             self.leader_epochs.pop(key, None)
@@ -200,22 +203,30 @@ class ShareStateCoordinator:
     # ------------------------------------------------------------------ storage
 
     def _store(self, key: StateKey, state: ShareState) -> ErrorCode:
-        err = self._append(key, encode_snapshot(state))
+        err = self._append(key, encode_snapshot(state), self.states.get(key), state)
         if err == ErrorCode.NONE:
             self.states[key] = state
             self.leader_epochs[key] = max(self.leader_epochs.get(key, NO_EPOCH),
                                           state.leader_epoch)
         return err
 
-    def _append(self, key: StateKey, value: bytes | None) -> ErrorCode:
+    def _append(self, key: StateKey, value: bytes | None, before: ShareState | None,
+                after: ShareState | None) -> ErrorCode:  # fmt: skip
         builder = RecordBatchBuilder()
         builder.append(self.clock.milliseconds(), encode_key(*key), value)
+        partition = self.partition_for(key)
         try:
-            self.store.append(self.partition_for(key), builder.build())
+            base = self.store.append(partition, builder.build())
         except OSError as exc:
             log.warning("could not write share state of %s: %s", key, exc)
             return getattr(exc, "error", ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        if self.confirm_writes:  # committed once replicated (complete)
+            self.uncommitted.staged(partition, base + 1, key, before, after)
         return ErrorCode.NONE
+
+    def complete(self, partition: int, up_to: int | None, replicated: bool) -> None:
+        """The wait for ``partition``'s writes up to ``up_to`` (None: all) ended."""
+        self.uncommitted.complete(partition, up_to, replicated, self.states)
 
     def replay_batch(self, loaded: dict[StateKey, ShareState], batch: RecordBatch) -> None:
         """One batch of a partition being loaded: snapshots replace, updates merge, tombstones
@@ -276,6 +287,8 @@ class ShareStateCoordinator:
 
     def _forget(self, partition: int) -> int:
         gone = [k for k in self.states if self.partition_for(k) == partition]
+        self.uncommitted.forget(partition, [k for k in self.uncommitted.committed
+                                            if self.partition_for(k) == partition])
         for key in gone:
             del self.states[key]
             self.leader_epochs.pop(key, None)

@@ -59,6 +59,19 @@ def share_state_topic_configs(config: GroupConfig) -> dict[str, str]:
     }
 
 
+async def state_replicated(state: ShareStateCoordinator, partition: int) -> ErrorCode:
+    """In a cluster: NONE once the ISR has ``partition``'s share state writes so far (they
+    are committed then; on an error they are reverted), else the coordinator's error."""
+    store = state.store
+    appender = store.replicated if isinstance(store, LogOffsetsStore) else None
+    if appender is None:
+        return ErrorCode.NONE
+    up_to = appender.pending.get(partition)  # what the wait below covers
+    error = await appender.replicated(partition)
+    state.complete(partition, up_to, error == ErrorCode.NONE)
+    return error
+
+
 def start_share_coordinator(broker: ShareHost) -> None:
     coord = broker.group_coordinator
     if coord is None:
@@ -72,12 +85,12 @@ def start_share_coordinator(broker: ShareHost) -> None:
         return topic is not None and partition in topic.partitions
 
     state = ShareStateCoordinator(store, n, broker.clock, partition_exists=exists)
+    state.confirm_writes = store.replicated is not None  # reads see replicated states
     share = coord.share
     share.state_coordinator = state
 
     async def replicated(partition: int) -> ErrorCode:
-        return ErrorCode.NONE if store.replicated is None else \
-            await store.replicated.replicated(partition)
+        return await state_replicated(state, partition)
 
     async def ensure_topic() -> bool:
         return await broker.admin_manager.ensure_internal_topic(
