@@ -17,6 +17,7 @@ from tidelog.server.group.share.state_coordinator import (
     StateKey,
     StateResult,
 )
+from tidelog.server.group.share.wiring import state_replicated
 from tidelog.server.group.wiring import coordinator_for
 
 from ..context import RequestContext
@@ -82,10 +83,7 @@ def _error_fields(pcls: type) -> dict[str, Any]:
 
 
 async def replicated(ctx: RequestContext, partition: int) -> ErrorCode:
-    coord = coordinator_for(ctx.broker)
-    appender = getattr(coord.share.state_coordinator.store, "replicated", None) \
-        if coord.share.state_coordinator is not None else None
-    if appender is None:
+    state = coordinator_for(ctx.broker).share.state_coordinator
+    if state is None:
         return ErrorCode.NONE
-    err: ErrorCode = await appender.replicated(partition)
-    return err
+    return await state_replicated(state, partition)
