@@ -303,7 +303,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
             return ErrorCode.KAFKA_STORAGE_ERROR if held else ErrorCode.STALE_CONTROLLER_EPOCH, None
         if self.node_id not in state.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None
-        if resumed and state.leader_epoch == partition.leader_epoch:
+        if resumed and state.leader_epoch == partition.leader_epoch and state.leader != self.node_id:
             partition.leader_epoch = -1  # taken as a new epoch: the fetcher starts again
         return (ErrorCode.KAFKA_STORAGE_ERROR if held else ErrorCode.NONE), partition
 
