@@ -2,12 +2,14 @@
 ``confirm_writes``), on a ManualClock with the in-memory store: OffsetFetch sees a commit only
 once the wait for its write succeeded, a failed wait drops it, completions follow log order,
 and a staged commit keeps its group from being cleaned up as empty; a transactional commit whose
-write failed is no longer pending."""
+write failed is no longer pending; a generation's assignment not replicated is dropped and the
+group rebalances."""
 
 from __future__ import annotations
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.group.coordinator import CommitEntry
+from tidelog.server.group.group import GroupState
 from tidelog.server.group.records import OffsetAndMetadata, partition_for
 from tidelog.util.topic_partition import TopicPartition
 
@@ -76,3 +78,16 @@ def test_a_failed_txn_offset_commit_leaves_nothing_for_the_marker() -> None:
     assert not pending.has_pending("solo", T0) and pending.has_pending("solo", T1)
     pending.fail(42, "solo", [T1])
     assert pending.by_producer == {}
+
+
+def test_an_assignment_not_replicated_is_dropped_and_the_group_rebalances() -> None:
+    h = Harness()
+    ids = h.stable_group(2)
+    group = h.coord.groups["g"]
+    generation = group.generation_id
+    assert group.state == GroupState.STABLE and all(m.assignment for m in group.members.values())
+    h.coord.assignment_not_replicated("g", generation - 1)  # an older generation's: ignored
+    assert group.state == GroupState.STABLE
+    h.coord.assignment_not_replicated("g", generation)
+    assert group.state == GroupState.PREPARING_REBALANCE
+    assert all(m.assignment == b"" for m in group.members.values()) and len(ids) == 2

@@ -132,6 +132,17 @@ class GroupCoordinator(OffsetsApi):
                 )
             )
 
+    def assignment_not_replicated(self, group_id: str, generation_id: int) -> None:
+        """The write of a generation's assignment was not replicated: as Kafka's storeGroup
+        callback does on an error, the assignment goes and the group rebalances (unless it
+        moved on meanwhile)."""
+        group = self.groups.get(group_id)
+        if group is None or group.generation_id != generation_id:
+            return
+        if group.is_state(GroupState.STABLE) or group.is_state(GroupState.COMPLETING_REBALANCE):
+            self._reset_and_propagate_assignment_error(group, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            self._maybe_prepare_rebalance(group, "the group's assignment was not replicated")
+
     # ------------------------------------------------------------------ Heartbeat
 
     def heartbeat(
