@@ -41,6 +41,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         error = await replicated(coord, request.group_id)
         if error != ErrorCode.NONE:
             r = SyncResult(error)
+            coord.assignment_not_replicated(request.group_id, request.generation_id)
     return make(
         response_class(API_KEY, ctx.api_version),
         throttle_time=0,
