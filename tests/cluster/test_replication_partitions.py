@@ -269,13 +269,14 @@ def run_mixed(cluster: NetnsCluster, faults: int, unclean: bool) -> MixedRun:
     h = workload.history
     result = MixedRun(seed, list(h.faults), verdict, elections.total, list(h.producer_errors),
                       time.monotonic() - started)  # fmt: skip
-    report(result, len(h.failed), len(h.seen))
+    report(result, len(h.failed), len(h.seen),
+           Counter(h.acked[x][0] for x in verdict.lost))  # fmt: skip
     assert verdict.acked > 100, (seed, verdict.acked)
     assert_replicas_identical(cluster, tps, seed)
     return result
 
 
-def report(r: MixedRun, failed: int, reads: int) -> None:
+def report(r: MixedRun, failed: int, reads: int, lost_per_partition: Counter[int]) -> None:
     v = r.verdict
     print(f"seed {r.seed}: faults {r.faults}")
     print(f"seed {r.seed}: faults per family {dict(Counter(family(f) for f in r.faults))}, "
@@ -287,7 +288,8 @@ def report(r: MixedRun, failed: int, reads: int) -> None:
           f"UncleanLeaderElectionsPerSec total {r.unclean_elections}; "
           f"{len(r.producer_errors)} producers gave up; {r.seconds:.0f} s")  # fmt: skip
     if v.lost:
-        print(f"seed {r.seed}: lost {sorted(x.decode() for x in v.lost)[:50]}")
+        print(f"seed {r.seed}: lost per partition {dict(sorted(lost_per_partition.items()))}, "
+              f"the first {sorted(x.decode() for x in v.lost)[:50]}")  # fmt: skip
     if r.producer_errors:
         print(f"seed {r.seed}: producer errors {r.producer_errors}")
 
