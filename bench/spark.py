@@ -16,7 +16,10 @@ ratio to the large batches; with --baseline-src, the same reads by another commi
 build_ext --inplace``), alternating with this tree's in the same run.
 
     .venv/bin/python bench/spark.py [--records 2000000] [--skip-broker] [--skip-sources]
-        [--runs 5] [--baseline-src DIR]
+        [--runs 5] [--baseline-src DIR] [--python-side]
+
+--python-side measures only the source's own reads without Spark (rows per CPU-second of a
+fresh reading process per run), the same sizes and modes, alternating with the baseline tree.
 """
 
 from __future__ import annotations
@@ -264,6 +267,58 @@ def serve() -> None:
     spark.stop()
 
 
+def read_once(where: str, ending: str, n: int) -> float:
+    """``--read-once``: rows per CPU-second of this process reading topic ``bench`` (both
+    partitions, offsets [0, n/2) each) with the source's own read_partition, no Spark: the
+    Python side alone, after one warm-up read."""
+    from tidelog.spark.backend import BackendSpec
+    from tidelog.spark.source import TidelogPartition, read_partition
+
+    spec = BackendSpec(paths=(where,)) if ending == "-" else BackendSpec(bootstrap_servers=where)
+
+    def once() -> float:
+        rows, t0 = 0, time.process_time()
+        for p in range(PARTITIONS):
+            for b in read_partition(TidelogPartition(spec, "bench", p, 0, n // PARTITIONS, False, True)):
+                rows += b.num_rows
+        assert rows == n, rows
+        return n / (time.process_time() - t0)
+
+    once()
+    return once()
+
+
+def measure_python_side(tmp: Path, n: int, sizes: list[int], runs: int, baseline_src: str | None) -> None:
+    """``--python-side``: read_once for each size and mode, in a fresh process per run,
+    alternating with the baseline tree's process."""
+    from peers import embedded_tidelog
+
+    trees = {"this tree": str(Path(__file__).resolve().parents[1] / "src")}
+    if baseline_src:
+        trees["baseline"] = str(Path(baseline_src) / "src")
+    rates: dict[tuple[str, str, int], list[float]] = {}
+    with contextlib.ExitStack() as stack:
+        sources: dict[tuple[str, int], tuple[str, str]] = {}
+        for size in sizes:
+            make_log_dir(tmp / f"side-{size}", n, size)
+            sources["path", size] = (str(tmp / f"side-{size}"), "-")
+            bootstrap = stack.enter_context(embedded_tidelog())
+            sources["broker", size] = (bootstrap, load_broker(bootstrap, n, size))
+        for _ in range(runs):
+            for (mode, size), (where, ending) in sources.items():
+                for tree, path in trees.items():
+                    out = subprocess.run([sys.executable, __file__, "--read-once", where, ending, str(n)],
+                                         env=dict(os.environ, PYTHONPATH=path), capture_output=True,
+                                         text=True, check=True)
+                    rates.setdefault((tree, mode, size), []).append(float(out.stdout))
+    top = max(sizes)
+    print(f"Python side alone (no Spark), {n:,} records, {runs} alternating runs, rows per CPU-second "
+          f"of the reading process; load average {os.getloadavg()[0]:.2f}")
+    for tree, mode, size in sorted(rates, key=lambda k: (k[1], k[0] != "this tree", k[2])):
+        print(f"  {mode:<6} mode, {size:>5}-record batches, {tree:<9}: "
+              f"{fmt_median(rates[tree, mode, size], rates[tree, mode, top])}")
+
+
 def measure_batch_sizes(spark: Any, tmp: Path, n: int, sizes: list[int], broker: bool,
                         runs: int, baseline: Baseline | None) -> None:
     """The same records written in batches of each size: rows/s in path mode and from an
@@ -336,10 +391,25 @@ def main() -> None:
                     help="only the batch-size comparison (no baseline, Tansu or write figures)")
     ap.add_argument("--write-records", type=int, default=500_000,
                     help="rows written to a tidelog broker (0 to skip the write figures)")
+    ap.add_argument("--python-side", action="store_true",
+                    help="only the batch-size comparison of the Python side alone (no Spark)")
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--read-once", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         return serve()
+    if args.read_once:
+        where, ending, count = args.read_once
+        print(read_once(where, ending, int(count)))
+        return None
+    if args.python_side:
+        tmp = Path(tempfile.mkdtemp(prefix="tidelog-bench-spark-"))
+        try:
+            measure_python_side(tmp, args.records, [int(x) for x in args.batch_sizes.split(",") if x],
+                                args.runs, args.baseline_src)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return None
     n = args.records // (PARTITIONS * PER_BATCH) * PARTITIONS * PER_BATCH
     spark = spark_session()
     tmp = Path(tempfile.mkdtemp(prefix="tidelog-bench-spark-"))
