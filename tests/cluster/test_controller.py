@@ -393,3 +393,30 @@ def test_a_new_controller_resumes_a_pending_deletion(zookeeper_connect: str) -> 
         zk3.close()
 
     asyncio.run(main())
+
+
+def test_alter_partition_answers_not_controller_when_deposed_mid_write(zookeeper_connect: str) -> None:
+    """A controller whose epoch znode moved on under it (another controller won) answers the
+    AlterPartition it was writing NOT_CONTROLLER, as Kafka's ControllerMovedException does,
+    and resigns; it writes nothing."""
+    async def main() -> None:
+        c1, _, zk1 = _controller(zookeeper_connect, 1)
+        zk2 = register(zookeeper_connect, 2)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        tp = TopicPartition("deposed", 0)
+        zk1.create_topic("deposed", uuid.uuid4(), {0: z.ReplicaAssignment((1, 2))}, {})
+        await until(lambda: tp in zk1.get_topic_partition_states([tp]))
+        before = _state(zk1, tp)
+        epoch, version = zk2.get_controller_epoch()  # type: ignore[misc]
+        zk2.zk.set(z.CONTROLLER_EPOCH_PATH, str(epoch + 1).encode(), version=version)
+        err, out = await c1.alter_partition(1, zk1.get_broker(1).epoch,  # type: ignore[union-attr]
+                                            [AlterPartitionItem(tp, 0, (1,), before.zk_version)])  # fmt: skip
+        assert (err, out) == (ErrorCode.NOT_CONTROLLER, {})
+        assert _state(zk1, tp) == before
+        await until(lambda: not c1.is_active, what="the deposed controller resigns")
+        await c1.shutdown()
+        zk1.close()
+        zk2.close()
+
+    asyncio.run(main())

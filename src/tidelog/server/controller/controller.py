@@ -473,6 +473,12 @@ class KafkaController:
         async def event() -> None:
             try:
                 result = await fn() if self.is_active else not_active
+            except ControllerMovedError:
+                # deposed while writing (Kafka's ControllerMovedException): the request is
+                # answered NOT_CONTROLLER, and the event loop resigns
+                if not done.done():
+                    done.set_result(not_active)
+                raise
             except BaseException as e:
                 if not done.done():
                     done.set_exception(e)
