@@ -104,6 +104,10 @@ def test_a_leader_without_slots_answers_full_fetches(zookeeper_server: ZooKeeper
     config = {**CONFIG, "max.incremental.fetch.session.cache.slots": "0"}
     with EmbeddedCluster(brokers=3, zookeeper=zookeeper_server, config=config) as cluster:
         tps = create_topic(cluster, TOPIC, PARTITIONS)
+        # a follower adds the partitions of a new topic as its fetchers learn them: wait for
+        # rounds in which both followers fetch all 4 partitions broker 1 leads
+        wait_for(lambda: (r := idle_rounds(cluster, 1, 2))[1] == 4 * r[0], 30,
+                 "both followers fetching every partition broker 1 leads")  # fmt: skip
         requests, named, answered = idle_rounds(cluster, 1)
         # every request names and answers the 4 partitions broker 1 leads for that follower
         assert named == 4 * requests and answered >= 4 * (requests - 2)
