@@ -88,6 +88,15 @@ class FetchedPartition:
         return iter_batches(self.records)
 
 
+def grown_fetch_size(fetched: FetchedPartition, position: int, partition_max_bytes: int) -> int | None:
+    """After a fetch that moved the position nowhere: None when the partition has nothing
+    more to give (its high watermark reached, or an empty answer), else the doubled
+    ``partition_max_bytes`` that fits the one batch larger than it."""
+    if fetched.high_watermark <= position or not fetched.records:
+        return None
+    return partition_max_bytes * 2
+
+
 class KafkaClient:
     """Metadata, offsets, fetch, produce, topics and group offsets over the wire protocol."""
 
@@ -391,12 +400,10 @@ class KafkaClient:
                 position = batch.next_offset
                 progressed = True
             if not progressed:
-                if fetched.high_watermark <= position:
+                grown = grown_fetch_size(fetched, position, partition_max_bytes)
+                if grown is None:
                     return
-                if fetched.records:  # one batch larger than partition_max_bytes
-                    partition_max_bytes *= 2
-                    continue
-                return
+                partition_max_bytes = grown
 
     def iter_records(
         self, tp: TopicPartition, start: int, end: int

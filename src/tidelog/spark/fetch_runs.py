@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tidelog._native import core as _native_core
-from tidelog.client.kafka_client import KafkaClient, TopicPartition
+from tidelog.client.kafka_client import KafkaClient, TopicPartition, grown_fetch_size
 from tidelog.records import RecordBatch
 from tidelog.records.batch import (
     _HEADER,
@@ -289,9 +289,7 @@ def fetch_runs(client: KafkaClient, tp: TopicPartition, start: int, end: int, *,
         if sel.done:
             return
         if not sel.progressed:
-            if fetched.high_watermark <= position:
+            grown = grown_fetch_size(fetched, position, partition_max_bytes)
+            if grown is None:
                 return
-            if fetched.records:  # one batch larger than partition_max_bytes
-                partition_max_bytes *= 2
-                continue
-            return
+            partition_max_bytes = grown
