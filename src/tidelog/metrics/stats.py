@@ -75,19 +75,21 @@ class BrokerTopicStats:
         self.all_topics.total_produce_requests += 1
         self.all_topics.failed_produce_requests += 1
 
-    def record_fetch(self, topic: str, size: int, failed: bool = False,
-                     follower: bool = False) -> None:
-        """A fetched partition: ``size`` record bytes sent, to a consumer (BytesOutPerSec)
-        or to a follower (ReplicationBytesOutPerSec), as Kafka's updateBytesOut."""
+    def record_fetch(self, topic: str, size: int, failed: int = 0,
+                     follower: bool = False, partitions: int = 1) -> None:
+        """Fetched partitions of ``topic`` (``failed`` of them answered an error; a bool is
+        one): ``size`` record bytes sent, to a consumer (BytesOutPerSec) or to a follower
+        (ReplicationBytesOutPerSec), as Kafka's updateBytesOut; each partition counts a
+        fetch request of the topic, as Kafka's readFromLocalLog marks them."""
         t = self.topic(topic)
         a = self.all_topics
-        t.total_fetch_requests += 1
-        a.total_fetch_requests += 1
+        t.total_fetch_requests += partitions
+        a.total_fetch_requests += partitions
         if follower:
             self.replication_bytes_out += size
         else:
             t.bytes_out += size
             a.bytes_out += size
         if failed:
-            t.failed_fetch_requests += 1
-            a.failed_fetch_requests += 1
+            t.failed_fetch_requests += int(failed)
+            a.failed_fetch_requests += int(failed)

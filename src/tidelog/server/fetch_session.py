@@ -295,10 +295,14 @@ class _Names:
         self._cache: dict[uuid.UUID, str] = {}
 
     def key(self, topic_entry: Any, partition: int) -> FetchKey:
+        return FetchKey(*self.topic(topic_entry), partition)
+
+    def topic(self, topic_entry: Any) -> tuple[uuid.UUID, str]:
+        """(id, name) of a request's topic entry (by name before v13: the zero id)."""
         if self._resolve is None:
-            return FetchKey(ZERO_UUID, topic_entry.topic, partition)
+            return ZERO_UUID, topic_entry.topic
         tid = topic_entry.topic_id or ZERO_UUID
-        return FetchKey(tid, self.name(tid), partition)
+        return tid, self.name(tid)
 
     def name(self, tid: uuid.UUID) -> str:
         """The topic's name here, "" when the id is unknown (or by-name requests)."""
@@ -311,15 +315,22 @@ class _Names:
 
 
 def _requested(request: Any, names: _Names) -> dict[FetchKey, CachedPartition]:
-    return {
-        names.key(t, p.partition): CachedPartition(
-            p.fetch_offset, p.partition_max_bytes,
-            current_leader_epoch=int(getattr(p, "current_leader_epoch", -1)),
-            fetcher_log_start_offset=int(getattr(p, "log_start_offset", -1)),
-            last_fetched_epoch=int(getattr(p, "last_fetched_epoch", -1)))
-        for t in request.topics
-        for p in t.partitions
-    }
+    """The request's partitions (a consumer's sessionless Fetch names every one it reads,
+    each time: the topic is resolved once, and each entry costs two small objects)."""
+    out: dict[FetchKey, CachedPartition] = {}
+    new_key = tuple.__new__
+    for t in request.topics:
+        parts = t.partitions
+        if not parts:
+            continue
+        tid, name = names.topic(t)
+        for p in parts:
+            out[new_key(FetchKey, (tid, name, p.partition))] = CachedPartition(
+                p.fetch_offset, p.partition_max_bytes, -1, -1, -1,
+                int(getattr(p, "current_leader_epoch", -1)),
+                int(getattr(p, "log_start_offset", -1)),
+                int(getattr(p, "last_fetched_epoch", -1)))
+    return out
 
 
 def _forgotten(request: Any, names: _Names) -> Iterable[FetchKey]:

@@ -15,9 +15,20 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.util.topic_partition import TopicPartition
 
 
+class _FetchWaiter:
+    """One parked Fetch: its future, and the partitions that fired while it was parked or
+    waiting to run (it re-reads those only)."""
+
+    __slots__ = ("fired", "future")
+
+    def __init__(self, future: asyncio.Future[bool]) -> None:
+        self.future = future
+        self.fired: set[TopicPartition] = set()
+
+
 class FetchPurgatory:
     def __init__(self) -> None:
-        self._watchers: dict[TopicPartition, set[asyncio.Future[bool]]] = {}
+        self._watchers: dict[TopicPartition, set[_FetchWaiter]] = {}
 
     def __len__(self) -> int:
         # list() snapshots the values in one C call, so other threads (tests, monitoring)
@@ -25,42 +36,46 @@ class FetchPurgatory:
         return sum(len(s) for s in list(self._watchers.values()))
 
     def check_and_complete(self, tp: TopicPartition) -> int:
-        """Wake every fetch waiting on ``tp``; returns how many were woken."""
+        """Wake every fetch waiting on ``tp``; returns how many were woken. A fetch woken
+        already and not yet run still learns that ``tp`` fired too."""
         waiters = self._watchers.pop(tp, None)
         if not waiters:
             return 0
         n = 0
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(True)
+        for w in waiters:
+            w.fired.add(tp)
+            if not w.future.done():
+                w.future.set_result(True)
                 n += 1
         return n
 
-    async def wait(self, tps: Iterable[TopicPartition], timeout_ms: int) -> bool:
-        """True if woken by an append, False on timeout."""
+    async def wait(self, tps: Iterable[TopicPartition], timeout_ms: int) -> set[TopicPartition]:
+        """The partitions whose appends or high-watermark moves woke it (at least one), or
+        an empty set on timeout."""
         if timeout_ms <= 0:
-            return False
+            return set()
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[bool] = loop.create_future()
+        waiter = _FetchWaiter(loop.create_future())
         keys = list(tps)
         for tp in keys:
-            self._watchers.setdefault(tp, set()).add(fut)
+            self._watchers.setdefault(tp, set()).add(waiter)
 
         def expire() -> None:
-            if not fut.done():
-                fut.set_result(False)
+            if not waiter.future.done():
+                waiter.future.set_result(False)
 
         handle = loop.call_later(timeout_ms / 1000, expire)
         parked = time.perf_counter_ns()
         try:
-            return await fut
+            await waiter.future
+            return waiter.fired
         finally:
             add_remote_time(time.perf_counter_ns() - parked)  # the request's RemoteTimeMs
             handle.cancel()
             for tp in keys:
                 s = self._watchers.get(tp)
                 if s is not None:
-                    s.discard(fut)
+                    s.discard(waiter)
                     if not s:
                         del self._watchers[tp]
 

@@ -81,7 +81,7 @@ def read(
     if start_offset >= bound.message_offset:
         meta = bound if start_offset == bound.message_offset else offset_metadata(
             segments, start_offset, end)
-        return _empty(meta, include_aborted)
+        return empty_read(meta, include_aborted)
     while seg is not None:
         if seg.base_offset < bound.segment_base_offset:
             max_pos = seg.size
@@ -98,11 +98,15 @@ def read(
                     segments, seg, start_offset, end.message_offset)
             return info
         seg = segments.higher_segment(seg.base_offset)
-    return _empty(end, include_aborted)
+    return empty_read(end, include_aborted)
 
 
-def _empty(meta: LogOffsetMetadata, include_aborted: bool) -> FetchDataInfo:
-    return FetchDataInfo(meta, FileSlice.empty(), False, [] if include_aborted else None)
+_NOTHING = FileSlice.empty()  # never changed: every empty read may share it
+
+
+def empty_read(meta: LogOffsetMetadata, include_aborted: bool) -> FetchDataInfo:
+    """A read that found nothing, ending at ``meta``."""
+    return FetchDataInfo(meta, _NOTHING, False, [] if include_aborted else None)
 
 
 def _aborted_txns(segments: LogSegments, seg: LogSegment, start: int, leo: int) -> list[AbortedTxn]:

@@ -72,79 +72,104 @@ def _fetcher(request: Any, version: int) -> Fetcher:
     return Fetcher(replica_id)
 
 
-def _read_partition(
-    ctx: RequestContext,
-    key: FetchKey,
-    cp: CachedPartition,
-    max_bytes: int,
-    min_one: bool,
-    isolation: FetchIsolation,
-    by_id: bool,
-    fetcher: Fetcher,
-) -> FetchPartitionData:
+@dataclass(slots=True)
+class _Scope:
+    """What every partition of one Fetch shares, looked up once per request: who fetches,
+    the isolation, the replica selector, and each topic's authorization."""
+
+    ctx: RequestContext
+    fetcher: Fetcher
+    isolation: FetchIsolation
+    by_id: bool
+    selector_class: str
+    follower: bool
+    allowed: dict[str, bool]
+
+    @classmethod
+    def of(cls, ctx: RequestContext, fetcher: Fetcher, isolation: FetchIsolation,
+           by_id: bool) -> _Scope:
+        selector = ctx.broker.config.values["replica.selector.class"] if fetcher.any_replica else ""
+        return cls(ctx, fetcher, isolation, by_id, selector or "", fetcher.follower, {})
+
+    def authorized(self, topic: str) -> bool:
+        """READ on the topic before its existence (Kafka's handleFetchRequest), CLUSTER_ACTION
+        for a follower."""
+        ok = self.allowed.get(topic)
+        if ok is None:
+            ctx = self.ctx
+            ok = self.allowed[topic] = (
+                ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster")
+                if self.follower
+                else ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic))
+        return ok
+
+
+def _read_partition(scope: _Scope, key: FetchKey, cp: CachedPartition, max_bytes: int,
+                    min_one: bool) -> FetchPartitionData:
     out = FetchPartitionData(key.partition)
-    tp = key.tp
-    # READ on the topic before its existence (Kafka's handleFetchRequest), CLUSTER_ACTION for
-    # a follower; an id unknown here has no name to authorize and stays UNKNOWN_TOPIC_ID below
-    if not (by_id and key.unknown_id) and not (
-        ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster")
-        if fetcher.follower else ctx.authorize(AclOperation.READ, ResourceType.TOPIC, tp.topic)
-    ):
+    # an id unknown here has no name to authorize and stays UNKNOWN_TOPIC_ID below
+    if not (scope.by_id and key.unknown_id) and not scope.authorized(key.topic):
         out.error_code, out.records = ErrorCode.TOPIC_AUTHORIZATION_FAILED, b""
         return out
-    if by_id:
-        code = _topic_id_error(ctx, key)
+    if scope.by_id:
+        code = _topic_id_error(scope.ctx, key)
         if code:
             out.error_code, out.records = code, b""
             return out
-    rm = ctx.broker.replica_manager
+    tp = TopicPartition(key.topic, key.partition)
     try:
-        partition = (rm.partition_or_error(tp, cp.current_leader_epoch, require_leader=False)
-                     if fetcher.any_replica
-                     else rm.fetch_partition(tp, fetcher.replica_id, cp.current_leader_epoch))
-        lg = partition.log
-        leader_end = lg.log_end_offset
-        out.high_watermark = lg.high_watermark
-        out.last_stable_offset = lg.last_stable_offset
-        out.log_start_offset = lg.log_start_offset
-        selector_class = ctx.broker.config.values["replica.selector.class"]
-        if fetcher.any_replica and selector_class:  # KIP-392: the leader may send it elsewhere
-            out.preferred_read_replica = preferred_read_replica(
-                selector_class, partition,
-                fetcher.client_rack, cp.fetch_offset, partition.clock.milliseconds(),
-                ctx.broker.metadata_cache.image, ctx.listener_name)
-            if out.preferred_read_replica >= 0:  # no records: the consumer goes there
-                out.records = b""
-                return out
-        if fetcher.follower and cp.last_fetched_epoch >= 0:
-            diverging = _diverging_epoch(lg, cp)
-            if diverging is not None:  # no records, no follower state: it truncates first
-                out.records = b""
-                if diverging[1] < 0:
-                    out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-                else:
-                    out.diverging_epoch = diverging
-                return out
-        if fetcher.follower and _leader_throttled(ctx, tp, fetcher.replica_id in partition.state.isr):
-            out.records = b""  # a throttled replica outside the ISR gets nothing for now
-        else:
-            info = lg.read(cp.fetch_offset, max_bytes, isolation, min_one)
-            # Kafka (fetch v3+) sends nothing rather than a cut batch: a client can't decode
-            # the piece, and the partition gets its whole batch once it comes first later.
-            out.records = b"" if info.first_entry_incomplete else slice_records(info.records)
-            aborted = getattr(info, "aborted_transactions", None)
-            if aborted:
-                out.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
-        if fetcher.follower:
-            rm.update_follower_fetch_state(partition, fetcher.replica_id, cp.fetch_offset,
-                                           cp.fetcher_log_start_offset, fetcher.broker_epoch,
-                                           leader_end)
-            out.high_watermark = lg.high_watermark  # it may have moved with this fetch
+        _read_log(scope, tp, cp, max_bytes, min_one, out)
     except Exception as exc:
-        ctx.broker.replica_manager.maybe_handle_io_error(tp, exc)  # a disk error: dir offline
+        scope.ctx.broker.replica_manager.maybe_handle_io_error(tp, exc)  # a disk error: dir offline
         out.error_code, _ = to_error(exc)
         out.records = b""
     return out
+
+
+def _read_log(scope: _Scope, tp: TopicPartition, cp: CachedPartition, max_bytes: int,
+              min_one: bool, out: FetchPartitionData) -> None:
+    ctx, fetcher = scope.ctx, scope.fetcher
+    rm = ctx.broker.replica_manager
+    partition = (rm.partition_or_error(tp, cp.current_leader_epoch, require_leader=False)
+                 if fetcher.any_replica
+                 else rm.fetch_partition(tp, fetcher.replica_id, cp.current_leader_epoch))
+    lg = partition.log
+    leader_end = lg.log_end_offset
+    out.high_watermark = lg.high_watermark
+    out.last_stable_offset = lg.last_stable_offset
+    out.log_start_offset = lg.log_start_offset
+    if scope.selector_class:  # KIP-392: the leader may send a consumer elsewhere
+        out.preferred_read_replica = preferred_read_replica(
+            scope.selector_class, partition,
+            fetcher.client_rack, cp.fetch_offset, partition.clock.milliseconds(),
+            ctx.broker.metadata_cache.image, ctx.listener_name)
+        if out.preferred_read_replica >= 0:  # no records: the consumer goes there
+            out.records = b""
+            return
+    if scope.follower and cp.last_fetched_epoch >= 0:
+        diverging = _diverging_epoch(lg, cp)
+        if diverging is not None:  # no records, no follower state: it truncates first
+            out.records = b""
+            if diverging[1] < 0:
+                out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            else:
+                out.diverging_epoch = diverging
+            return
+    if scope.follower and _leader_throttled(ctx, tp, fetcher.replica_id in partition.state.isr):
+        out.records = b""  # a throttled replica outside the ISR gets nothing for now
+    else:
+        info = lg.read(cp.fetch_offset, max_bytes, scope.isolation, min_one)
+        # Kafka (fetch v3+) sends nothing rather than a cut batch: a client can't decode
+        # the piece, and the partition gets its whole batch once it comes first later.
+        out.records = b"" if info.first_entry_incomplete else slice_records(info.records)
+        aborted = info.aborted_transactions
+        if aborted:
+            out.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
+    if scope.follower:
+        rm.update_follower_fetch_state(partition, fetcher.replica_id, cp.fetch_offset,
+                                       cp.fetcher_log_start_offset, fetcher.broker_epoch,
+                                       leader_end)
+        out.high_watermark = lg.high_watermark  # it may have moved with this fetch
 
 
 def _leader_throttled(ctx: RequestContext, tp: TopicPartition, in_sync: bool) -> bool:
@@ -172,22 +197,31 @@ def _diverging_epoch(lg: Any, cp: CachedPartition) -> tuple[int, int] | None:
     return None
 
 
-def _read_all(
-    ctx: RequestContext, request: Any, plan: FetchPlan, isolation: FetchIsolation,
-    fetcher: Fetcher,
-) -> tuple[Read, int, bool]:
+def _read_all(scope: _Scope, request: Any, plan: FetchPlan,
+              before: Read | None = None, fired: set[TopicPartition] | None = None,
+              ) -> tuple[Read, int, bool]:
+    """Read each partition of the plan; given the ``before`` read of a parked fetch and the
+    partitions that ``fired`` since, only those (and any whose records were let go when it
+    parked) are read again: nothing else moved."""
     budget = max(0, int(getattr(request, "max_bytes", 2**31 - 1)))
-    budget = min(budget, int(ctx.broker.config.values["fetch.max.bytes"]))
+    budget = min(budget, int(scope.ctx.broker.config.values["fetch.max.bytes"]))
     total = 0
     error = False
     out: Read = []
-    for key, cp in plan.partitions:
+    for i, (key, cp) in enumerate(plan.partitions):
+        if before is not None and fired is not None:
+            data = before[i][1]
+            if not data.records and (key.topic, key.partition) not in fired:
+                out.append((key, data))
+                continue
         limit = max(0, min(cp.max_bytes, budget - total))
-        data = _read_partition(ctx, key, cp, limit, total == 0, isolation, plan.by_id,
-                               fetcher)
-        total += len(data.records or b"")
+        data = _read_partition(scope, key, cp, limit, total == 0)
+        records = data.records
+        if records:
+            total += len(records)
         # an error or a preferred read replica answers at once (Kafka's fetchMessages)
-        error = error or data.error_code != ErrorCode.NONE or data.preferred_read_replica >= 0
+        if data.error_code or data.preferred_read_replica >= 0:
+            error = True
         out.append((key, data))
     return out, total, error
 
@@ -238,19 +272,27 @@ def _shape(
     return list(topics.items())
 
 
-async def _long_poll(ctx: RequestContext, request: Any, plan: FetchPlan,
-                     isolation: FetchIsolation, fetcher: Fetcher) -> Read:
+async def _long_poll(scope: _Scope, request: Any, plan: FetchPlan) -> Read:
+    """Read; short of ``min_bytes``, park until a partition fires (then read those again) or
+    the wait runs out (then read everything once more), as Kafka's DelayedFetch."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(request.max_wait) / 1000
-    tps = [key.tp for key, _ in plan.partitions if not (plan.by_id and key.unknown_id)]
+    tps: list[TopicPartition] | None = None
+    read, total, error = _read_all(scope, request, plan)
     while True:
-        read, total, error = _read_all(ctx, request, plan, isolation, fetcher)
         remaining = int((deadline - loop.time()) * 1000)
-        if total >= request.min_bytes or error or remaining <= 0 or not tps:
+        if total >= request.min_bytes or error or remaining <= 0:
             return read
-        _release(read)  # parked: the read is redone when woken
-        if not await ctx.broker.purgatory.wait(tps, remaining):
-            return _read_all(ctx, request, plan, isolation, fetcher)[0]
+        if tps is None:
+            tps = [TopicPartition(key.topic, key.partition) for key, _ in plan.partitions
+                   if not (plan.by_id and key.unknown_id)]
+        if not tps:
+            return read
+        _release(read)  # parked: what it held is read again when woken
+        fired = await scope.ctx.broker.purgatory.wait(tps, remaining)
+        if not fired:
+            return _read_all(scope, request, plan)[0]
+        read, total, error = _read_all(scope, request, plan, read, fired)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -263,7 +305,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         return encode_fetch_response(
             ctx.correlation_id, ctx.api_version, [], error_code=plan.error, session_id=0
         )
-    read = await _long_poll(ctx, request, plan, isolation, fetcher)
+    read = await _long_poll(_Scope.of(ctx, fetcher, isolation, plan.by_id), request, plan)
     if fetcher.follower:
         _record_leader_throttled(ctx, read)
     try:
@@ -299,12 +341,22 @@ def _release(read: Read) -> None:
 def _record_bytes_out(ctx: RequestContext, read: Read, follower: bool) -> None:
     """BytesOutPerSec (ReplicationBytesOutPerSec for a follower) and
     Total/FailedFetchRequestsPerSec per topic (Kafka's updateBytesOut), for topics that exist
-    (no series for names a client made up)."""
+    (no series for names a client made up): summed per topic, then recorded once each."""
     rm = ctx.broker.replica_manager
     stats = getattr(rm, "topic_stats", None)
     if stats is None:
         return
+    sums: dict[str, list[int]] = {}  # topic -> [partitions, bytes, failed]
     for key, data in read:
-        if rm.topic(key.topic) is not None:
-            size = len(data.records or b"")
-            stats.record_fetch(key.topic, size, data.error_code != ErrorCode.NONE, follower)
+        s = sums.get(key.topic)
+        if s is None:
+            s = sums[key.topic] = [0, 0, 0]
+        s[0] += 1
+        records = data.records
+        if records:
+            s[1] += len(records)
+        if data.error_code:
+            s[2] += 1
+    for topic, (partitions, size, failed) in sums.items():
+        if rm.topic(topic) is not None:
+            stats.record_fetch(topic, size, failed, follower, partitions)
