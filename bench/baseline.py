@@ -38,12 +38,13 @@ Factory = Callable[[], AbstractContextManager[tuple[str, int]]]
 
 
 @contextmanager
-def baseline_broker() -> Iterator[tuple[str, int]]:
+def baseline_broker(partitions: int = 1) -> Iterator[tuple[str, int]]:
     port = broker_bench.free_port()
     d = tempfile.mkdtemp(prefix="baseline-", dir=os.environ.get("BENCH_DIR"))
     script = Path(__file__).resolve().parent / "baseline_broker.py"
     proc = subprocess.Popen([sys.executable, str(script), "--port", str(port),
-                             "--file", str(Path(d) / "00000000000000000000.log")],
+                             "--file", str(Path(d) / "00000000000000000000.log"),
+                             "--partitions", str(partitions)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         broker_bench.wait_port(port, proc)

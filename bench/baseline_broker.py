@@ -8,8 +8,9 @@ producer state, no fsync: whatever tidelog does beyond this is what its figure c
 
     python bench/baseline_broker.py --port 9092 --file /tmp/baseline.log
 
-Every topic asked for exists with one partition led by this broker (node 0). Run by
-bench/baseline.py, which loads it and tidelog alternately with the same librdkafka load.
+Every topic asked for exists with ``--partitions`` partitions (default 1) led by this broker
+(node 0). Run by bench/baseline.py, which loads it and tidelog alternately with the same
+librdkafka load, and by bench/tail_latency.py.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ _I16 = struct.Struct(">h")
 class Log:
     """One file for every partition's batches; the next offset per partition."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, partitions: int = 1) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.partitions = partitions  # of every topic
         self.next: dict[tuple[str, int], int] = {}
 
     def append(self, key: tuple[str, int], records: memoryview) -> int:
@@ -146,10 +148,11 @@ class Connection(asyncio.Protocol):
     def metadata(self, version: int, request: Any) -> Any:
         cls = response_class(METADATA, version)
         tcls, pcls = nested(cls, "topics"), nested(nested(cls, "topics"), "partitions")
-        part = make(pcls, error_code=0, partition_index=0, leader_id=0, leader_epoch=0,
-                    replica_nodes=(0,), isr_nodes=(0,), offline_replicas=())
+        parts = tuple(make(pcls, error_code=0, partition_index=i, leader_id=0, leader_epoch=0,
+                           replica_nodes=(0,), isr_nodes=(0,), offline_replicas=())
+                      for i in range(self.log.partitions))
         names = [t.name for t in request.topics or ()]
-        topics = tuple(make(tcls, error_code=0, name=n, is_internal=False, partitions=(part,),
+        topics = tuple(make(tcls, error_code=0, name=n, is_internal=False, partitions=parts,
                             topic_authorized_operations=-2147483648) for n in names)
         broker = make(nested(cls, "brokers"), node_id=0, host="127.0.0.1", port=self.port)
         return make(cls, throttle_time=0, brokers=(broker,), cluster_id="baseline",
@@ -165,8 +168,8 @@ def api_versions(version: int) -> Any:
     return make(cls, error_code=0, api_keys=keys, throttle_time=0)
 
 
-async def serve(port: int, path: str) -> None:
-    log = Log(path)
+async def serve(port: int, path: str, partitions: int = 1) -> None:
+    log = Log(path, partitions)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: Connection(log, port), "127.0.0.1", port)
     async with server:
@@ -177,8 +180,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--file", required=True)
+    ap.add_argument("--partitions", type=int, default=1, help="of every topic")
     args = ap.parse_args()
-    (asyncio.run if uvloop is None else uvloop.run)(serve(args.port, args.file))
+    (asyncio.run if uvloop is None else uvloop.run)(serve(args.port, args.file, args.partitions))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ each, median [min .. max] over --runs, and the load average.
         [--client socket.nagle.disable=true]
 
 ``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
-fetch, one partition): produce->ack on one partition only, the floor this machine and client
-give a Python broker under the same load.
+fetch, every topic with the scenario's partitions): produce->ack only, the floor this machine
+and client give a Python broker under the same load.
 """
 
 from __future__ import annotations
@@ -188,9 +188,7 @@ def main() -> None:
         for _ in range(args.runs):
             for name, factory in chosen:
                 floor = name == BASELINE
-                if floor and parts != 1:
-                    continue  # it knows one partition per topic
-                with factory() as (bootstrap, _pid):
+                with (baseline_broker(parts) if floor else factory()) as (bootstrap, _pid):
                     loads.append(os.getloadavg()[0])
                     got.setdefault(name, []).append(
                         one(bootstrap, rate, parts, args.seconds, args.warmup,
