@@ -424,3 +424,35 @@ def make_topic_request(topic: str, partitions: list[int]) -> Any:
     return make(
         nested(request_class(61, 0), "topics"), name=topic, partition_indexes=tuple(partitions)
     )
+
+
+def test_a_parked_fetch_of_many_partitions_answers_the_one_that_moved(
+    broker: EmbeddedBroker,
+) -> None:
+    """Woken by one partition, a parked fetch reads that one again: its record is answered
+    at once, the others as they stood (nothing, their high watermark unchanged)."""
+    topic = _topic(broker, "lp-many", partitions=20)
+    with Wire(broker) as producer:
+        for p in range(20):
+            _produce(producer, topic, {p: _batch(1)})  # every partition at offset 1
+        got: list[Any] = []
+
+        def fetch() -> None:
+            with Wire(broker) as w:
+                w.sock.settimeout(20)
+                got.append(_fetch(w, topic, dict.fromkeys(range(20), 1), max_wait=20000,
+                                  min_bytes=1))
+
+        parked = len(broker.broker.purgatory)
+        t = threading.Thread(target=fetch)
+        t.start()
+        while len(broker.broker.purgatory) < parked + 20:  # parked on all 20, asked, no sleeps
+            os.sched_yield()
+        _produce(producer, topic, {13: _batch(1)})
+        t.join(20)
+    (parts,) = got
+    assert set(parts) == set(range(20))
+    assert RecordBatch(parts[13].records, 0).base_offset == 1 and parts[13].high_watermark == 2
+    for p in set(range(20)) - {13}:
+        assert (parts[p].error_code, parts[p].high_watermark, bytes(parts[p].records or b"")) \
+            == (0, 1, b"")

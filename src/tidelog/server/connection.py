@@ -32,6 +32,7 @@ from tidelog.protocol.codec import (
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.produce_in_place import decode_produce_in_place
 
+from . import eager
 from .context import ConnectionState, RequestContext
 from .error_response import error_response
 from .faults import FaultPlan, Handler, plan_for
@@ -129,10 +130,10 @@ class KafkaConnection(asyncio.Protocol):
         self._muted_until = 0.0  # loop time until which a quota throttle mutes reading
         self.state = ConnectionState()  # what this connection's requests share
         self.last_active = 0.0
-        self._tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
         # the last Produce: a later request of another API waits for it, as behind Kafka's
         # muted channel (it sees what the produce wrote; its bytes may be written off the loop)
-        self._last_produce: asyncio.Task[Any] | None = None
+        self._last_produce: asyncio.Future[Any] | None = None
         self._closing: asyncio.Future[None] | None = None  # a close waiting for earlier requests
         self.faults: FaultPlan | None = plan_for(broker)  # faults on demand (tests only)
         self.number = next(_NUMBERS)  # unique in the process, unlike id() of a closed one
@@ -281,12 +282,12 @@ class KafkaConnection(asyncio.Protocol):
         timing = RequestTiming(key, version, start_ns) if self.request_metrics else None
         if key == 0 and getattr(request, "acks", 1) == 0:
             self._spawn(None, request, ctx, handle, timing)
-            return True
+            return not self.closed
         slot = _Slot()
         slot.timing = timing
         self.slots.append(slot)
         self._spawn(slot, request, ctx, handle, timing)
-        return True
+        return not self.closed  # a handler that ran to its end may have closed it
 
     def _with_faults(self, key: int, handle: Handler) -> Handler | None:
         """``handle`` with the fault plan's faults around it; None once the plan dropped this
@@ -329,20 +330,26 @@ class KafkaConnection(asyncio.Protocol):
         produce = ctx.header.api_key == 0
         if not produce and self._last_produce is not None and not self._last_produce.done():
             handle = _after(self._last_produce, handle)
-        if timing is None:
-            task = asyncio.ensure_future(handle(ctx, request))
-        else:
-            task = asyncio.ensure_future(timed_handle(handle, ctx, request, timing))
-            if slot is None and self.request_metrics is not None:  # acks=0: no response
-                record = self.request_metrics.record_no_response
-                task.add_done_callback(lambda _t: record(timing))
-        self._tasks.add(task)
+        # started now: a handler that never suspends (a small produce) is answered in this
+        # turn of the loop, not behind everything queued (server/eager.py)
+        task = eager.start(handle(ctx, request) if timing is None
+                           else timed_handle(handle, ctx, request, timing))
         if produce:
             self._last_produce = task
+        metrics = self.request_metrics
+        if timing is not None and slot is None and metrics is not None:  # acks=0: no answer
+            if task.done():
+                metrics.record_no_response(timing)
+            else:
+                task.add_done_callback(lambda _t: metrics.record_no_response(timing))
+        if task.done():
+            self._done(task, slot, ctx, request)
+            return
+        self._tasks.add(task)
         task.add_done_callback(lambda t: self._done(t, slot, ctx, request))
 
     def _done(
-        self, task: asyncio.Task[Any], slot: _Slot | None, ctx: RequestContext, request: Any
+        self, task: asyncio.Future[Any], slot: _Slot | None, ctx: RequestContext, request: Any
     ) -> None:
         header = ctx.header
         self._tasks.discard(task)
@@ -500,7 +507,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.transport.abort()
 
 
-def _after(first: asyncio.Task[Any], handle: Handler) -> Handler:
+def _after(first: asyncio.Future[Any], handle: Handler) -> Handler:
     """``handle`` once ``first`` ended (whatever its outcome: that is its own response's)."""
 
     async def run(ctx: RequestContext, request: Any) -> Any:

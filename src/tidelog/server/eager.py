@@ -1,0 +1,78 @@
+"""Eager start of a request's handler: its first step runs at once, in the caller's turn of
+the loop, as Python 3.12's ``asyncio.eager_task_factory`` does (3.11, which tidelog
+supports, has none).
+
+A task created the usual way starts on a later turn of the loop, behind every callback
+already queued; a 1-record produce, which never suspends, then waits for the handlers of
+the other requests read in the same turn before it even begins, and its answer waits one
+more turn. Started eagerly it is answered in the turn that read it. A handler that does
+suspend continues as an ordinary task from the future it waits on, in the same context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Coroutine, Generator
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+def start(aw: Awaitable[T]) -> asyncio.Future[T]:
+    """Run a coroutine up to its first suspension now, in a copy of the current context.
+    Returns a done future when it finished (or raised) without suspending, else the task
+    that goes on with it (any other awaitable: an ordinary task)."""
+    if not isinstance(aw, Coroutine):
+        return asyncio.ensure_future(aw)
+    coro: Coroutine[Any, Any, T] = aw
+    loop = asyncio.get_running_loop()
+    context = contextvars.copy_context()
+    try:
+        first = context.run(coro.send, None)
+    except StopIteration as stop:
+        done: asyncio.Future[T] = loop.create_future()
+        done.set_result(stop.value)
+        return done
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # the task's exception, as a task keeps it
+        failed: asyncio.Future[T] = loop.create_future()
+        failed.set_exception(exc)
+        return failed
+    if first is not None:
+        # what a task does with a future it is handed: the flag marks it as being awaited,
+        # and another coroutine awaiting it before our task runs would be refused
+        first._asyncio_future_blocking = False
+    return asyncio.Task(_resumed(_Resume(coro, first)), context=context)
+
+
+async def _resumed(resume: _Resume[T]) -> T:
+    return await resume
+
+
+class _Resume(Generic[T]):
+    """The rest of a started coroutine, for a task: hands the task the future the coroutine
+    waits on, then passes what the task sends or throws on to the coroutine."""
+
+    def __init__(self, coro: Coroutine[Any, Any, T], first: Any) -> None:
+        self._coro = coro
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        coro, waiting = self._coro, self._first
+        if waiting is not None:  # a future (None: a bare yield, e.g. asyncio.sleep(0))
+            waiting._asyncio_future_blocking = True  # the task waits on it, as if yielded
+        while True:
+            try:
+                sent = yield waiting
+            except BaseException as exc:  # a cancellation: thrown on
+                try:
+                    waiting = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                waiting = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
