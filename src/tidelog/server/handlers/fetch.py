@@ -38,6 +38,7 @@ MIN_VERSION = 4
 MAX_VERSION = 18
 READ_COMMITTED = 1
 Read = list[tuple[FetchKey, FetchPartitionData]]
+YIELD_EVERY = 200  # partition reads between turns of the loop left to other connections
 
 
 def _isolation(committed: bool, follower: bool) -> FetchIsolation:
@@ -197,32 +198,40 @@ def _diverging_epoch(lg: Any, cp: CachedPartition) -> tuple[int, int] | None:
     return None
 
 
-def _read_all(scope: _Scope, request: Any, plan: FetchPlan,
-              before: Read | None = None, fired: set[TopicPartition] | None = None,
-              ) -> tuple[Read, int, bool]:
+async def _read_all(scope: _Scope, request: Any, plan: FetchPlan,
+                    before: Read | None = None, fired: set[TopicPartition] | None = None,
+                    ) -> tuple[Read, int, bool]:
     """Read each partition of the plan; given the ``before`` read of a parked fetch and the
     partitions that ``fired`` since, only those (and any whose records were let go when it
-    parked) are read again: nothing else moved."""
+    parked) are read again: nothing else moved. Every ``YIELD_EVERY`` reads the loop serves
+    the other connections (a consumer's Fetch of 1,000 partitions takes milliseconds)."""
     budget = max(0, int(getattr(request, "max_bytes", 2**31 - 1)))
     budget = min(budget, int(scope.ctx.broker.config.values["fetch.max.bytes"]))
-    total = 0
+    total = reads = 0
     error = False
     out: Read = []
-    for i, (key, cp) in enumerate(plan.partitions):
-        if before is not None and fired is not None:
-            data = before[i][1]
-            if not data.records and (key.topic, key.partition) not in fired:
-                out.append((key, data))
-                continue
-        limit = max(0, min(cp.max_bytes, budget - total))
-        data = _read_partition(scope, key, cp, limit, total == 0)
-        records = data.records
-        if records:
-            total += len(records)
-        # an error or a preferred read replica answers at once (Kafka's fetchMessages)
-        if data.error_code or data.preferred_read_replica >= 0:
-            error = True
-        out.append((key, data))
+    try:
+        for i, (key, cp) in enumerate(plan.partitions):
+            if before is not None and fired is not None:
+                data = before[i][1]
+                if not data.records and (key.topic, key.partition) not in fired:
+                    out.append((key, data))
+                    continue
+            reads += 1
+            if reads % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            limit = max(0, min(cp.max_bytes, budget - total))
+            data = _read_partition(scope, key, cp, limit, total == 0)
+            out.append((key, data))
+            records = data.records
+            if records:
+                total += len(records)
+            # an error or a preferred read replica answers at once (Kafka's fetchMessages)
+            if data.error_code or data.preferred_read_replica >= 0:
+                error = True
+    except BaseException:  # cancelled between reads: the file chunks read so far go
+        _release(out)
+        raise
     return out, total, error
 
 
@@ -278,7 +287,7 @@ async def _long_poll(scope: _Scope, request: Any, plan: FetchPlan) -> Read:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + ms(request.max_wait) / 1000
     tps: list[TopicPartition] | None = None
-    read, total, error = _read_all(scope, request, plan)
+    read, total, error = await _read_all(scope, request, plan)
     while True:
         remaining = int((deadline - loop.time()) * 1000)
         if total >= request.min_bytes or error or remaining <= 0:
@@ -291,8 +300,8 @@ async def _long_poll(scope: _Scope, request: Any, plan: FetchPlan) -> Read:
         _release(read)  # parked: what it held is read again when woken
         fired = await scope.ctx.broker.purgatory.wait(tps, remaining)
         if not fired:
-            return _read_all(scope, request, plan)[0]
-        read, total, error = _read_all(scope, request, plan, read, fired)
+            return (await _read_all(scope, request, plan))[0]
+        read, total, error = await _read_all(scope, request, plan, read, fired)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
