@@ -466,14 +466,11 @@ class Log:
             off = self._hw if isolation is FetchIsolation.HIGH_WATERMARK \
                 else self.last_stable_offset
             bound = log_read.offset_metadata(self._segments, off, end)
-        if start_offset == bound.message_offset and start_offset >= self._log_start_offset:
-            # nothing new (most partitions of a consumer's sessionless Fetch): no segment lookup
-            return log_read.empty_read(bound, isolation is FetchIsolation.TXN_COMMITTED)
         bounds = log_read.ReadBounds(self._log_start_offset, end, bound)
         return log_read.read(self._segments, bounds, start_offset, max_length,
                              min_one_message=min_one_message,
                              include_aborted=isolation is FetchIsolation.TXN_COMMITTED,
-                             path=self.name)
+                             path=self._tp or self._dir.name)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         return log_read.fetch_offset_by_timestamp(

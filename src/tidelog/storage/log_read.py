@@ -8,7 +8,7 @@ never sees a batch past the bound its isolation level allows.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import OffsetOutOfRangeError
 from .file_records import FileSlice, TimestampAndOffset
@@ -31,9 +31,9 @@ class FetchIsolation(enum.Enum):
     TXN_COMMITTED = "txn_committed"
 
 
-@dataclass(frozen=True, slots=True)
-class ReadBounds:
-    """What one read may see: the log's start/end and the isolation bound."""
+class ReadBounds(NamedTuple):
+    """What one read may see: the log's start/end and the isolation bound (a tuple: one is
+    made per partition of every Fetch)."""
 
     log_start_offset: int
     end: LogOffsetMetadata  # log end offset with its position
@@ -64,9 +64,10 @@ def read(
     *,
     min_one_message: bool,
     include_aborted: bool,
-    path: str,
+    path: object,
 ) -> FetchDataInfo:
-    """Behaviours #55-#59: out-of-range errors, isolation bound, whole batches, gaps."""
+    """Behaviours #55-#59: out-of-range errors, isolation bound, whole batches, gaps.
+    ``path`` names the log in errors (formatted only for one)."""
     end = bounds.end
     if start_offset < bounds.log_start_offset or start_offset > end.message_offset:
         raise OffsetOutOfRangeError(
@@ -74,14 +75,15 @@ def read(
             f"have log segments upto {end.message_offset} and log start offset "
             f"{bounds.log_start_offset}."
         )
-    seg = segments.floor_segment(start_offset)
-    if seg is None:
-        raise OffsetOutOfRangeError(f"No segment holds offset {start_offset} in {path}")
     bound = bounds.max_offset
-    if start_offset >= bound.message_offset:
+    if start_offset >= bound.message_offset:  # nothing to read (most partitions of a
+        # consumer's sessionless Fetch): answered without a segment lookup
         meta = bound if start_offset == bound.message_offset else offset_metadata(
             segments, start_offset, end)
         return empty_read(meta, include_aborted)
+    seg = segments.floor_segment(start_offset)
+    if seg is None:
+        raise OffsetOutOfRangeError(f"No segment holds offset {start_offset} in {path}")
     while seg is not None:
         if seg.base_offset < bound.segment_base_offset:
             max_pos = seg.size
