@@ -91,5 +91,5 @@ class BrokerTopicStats:
             t.bytes_out += size
             a.bytes_out += size
         if failed:
-            t.failed_fetch_requests += int(failed)
-            a.failed_fetch_requests += int(failed)
+            t.failed_fetch_requests += failed
+            a.failed_fetch_requests += failed

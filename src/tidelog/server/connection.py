@@ -337,16 +337,17 @@ class KafkaConnection(asyncio.Protocol):
         if produce:
             self._last_produce = task
         metrics = self.request_metrics
-        if timing is not None and slot is None and metrics is not None:  # acks=0: no answer
-            if task.done():
+
+        def finished(t: asyncio.Future[Any]) -> None:
+            if timing is not None and slot is None and metrics is not None:  # acks=0
                 metrics.record_no_response(timing)
-            else:
-                task.add_done_callback(lambda _t: metrics.record_no_response(timing))
-        if task.done():
-            self._done(task, slot, ctx, request)
+            self._done(t, slot, ctx, request)
+
+        if task.done():  # it never suspended
+            finished(task)
             return
         self._tasks.add(task)
-        task.add_done_callback(lambda t: self._done(t, slot, ctx, request))
+        task.add_done_callback(finished)
 
     def _done(
         self, task: asyncio.Future[Any], slot: _Slot | None, ctx: RequestContext, request: Any

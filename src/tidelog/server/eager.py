@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import types
 from collections.abc import Awaitable, Coroutine, Generator
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -44,35 +45,26 @@ def start(aw: Awaitable[T]) -> asyncio.Future[T]:
         # what a task does with a future it is handed: the flag marks it as being awaited,
         # and another coroutine awaiting it before our task runs would be refused
         first._asyncio_future_blocking = False
-    return asyncio.Task(_resumed(_Resume(coro, first)), context=context)
+    return asyncio.Task(_rest(coro, first), context=context)
 
 
-async def _resumed(resume: _Resume[T]) -> T:
-    return await resume
-
-
-class _Resume(Generic[T]):
+@types.coroutine
+def _rest(coro: Coroutine[Any, Any, T], waiting: Any) -> Generator[Any, Any, T]:
     """The rest of a started coroutine, for a task: hands the task the future the coroutine
-    waits on, then passes what the task sends or throws on to the coroutine."""
-
-    def __init__(self, coro: Coroutine[Any, Any, T], first: Any) -> None:
-        self._coro = coro
-        self._first = first
-
-    def __await__(self) -> Generator[Any, Any, T]:
-        coro, waiting = self._coro, self._first
-        if waiting is not None:  # a future (None: a bare yield, e.g. asyncio.sleep(0))
-            waiting._asyncio_future_blocking = True  # the task waits on it, as if yielded
-        while True:
+    waits on (None: a bare yield, e.g. asyncio.sleep(0)), then passes what the task sends or
+    throws on to the coroutine."""
+    if waiting is not None:
+        waiting._asyncio_future_blocking = True  # the task waits on it, as if yielded
+    while True:
+        try:
+            sent = yield waiting
+        except BaseException as exc:  # a cancellation: thrown on
             try:
-                sent = yield waiting
-            except BaseException as exc:  # a cancellation: thrown on
-                try:
-                    waiting = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-                continue
-            try:
-                waiting = coro.send(sent)
+                waiting = coro.throw(exc)
             except StopIteration as stop:
                 return stop.value
+            continue
+        try:
+            waiting = coro.send(sent)
+        except StopIteration as stop:
+            return stop.value

@@ -21,7 +21,7 @@ class _FetchWaiter:
 
     __slots__ = ("fired", "future")
 
-    def __init__(self, future: asyncio.Future[bool]) -> None:
+    def __init__(self, future: asyncio.Future[None]) -> None:
         self.future = future
         self.fired: set[TopicPartition] = set()
 
@@ -45,7 +45,7 @@ class FetchPurgatory:
         for w in waiters:
             w.fired.add(tp)
             if not w.future.done():
-                w.future.set_result(True)
+                w.future.set_result(None)
                 n += 1
         return n
 
@@ -62,7 +62,7 @@ class FetchPurgatory:
 
         def expire() -> None:
             if not waiter.future.done():
-                waiter.future.set_result(False)
+                waiter.future.set_result(None)  # fired stays empty
 
         handle = loop.call_later(timeout_ms / 1000, expire)
         parked = time.perf_counter_ns()

@@ -117,7 +117,7 @@ def _read_partition(scope: _Scope, key: FetchKey, cp: CachedPartition, max_bytes
         if code:
             out.error_code, out.records = code, b""
             return out
-    tp = TopicPartition(key.topic, key.partition)
+    tp = key.tp
     try:
         _read_log(scope, tp, cp, max_bytes, min_one, out)
     except Exception as exc:
@@ -293,8 +293,7 @@ async def _long_poll(scope: _Scope, request: Any, plan: FetchPlan) -> Read:
         if total >= request.min_bytes or error or remaining <= 0:
             return read
         if tps is None:
-            tps = [TopicPartition(key.topic, key.partition) for key, _ in plan.partitions
-                   if not (plan.by_id and key.unknown_id)]
+            tps = [key.tp for key, _ in plan.partitions if not (plan.by_id and key.unknown_id)]
         if not tps:
             return read
         _release(read)  # parked: what it held is read again when woken
