@@ -20,6 +20,7 @@ from tidelog.schema_registry import start_schema_registry
 from tidelog.server.allocator import tune_allocator
 from tidelog.server.fault_file import FAULT_PLAN_FILE, PlanFollower, follow, plan_path
 from tidelog.server.faults import FaultPlan, install
+from tidelog.server.heap import HeapFreezer
 from tidelog.util.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
@@ -124,6 +125,9 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     # collector's way, so a full collection scans only what serving made since
     gc.collect()
     gc.freeze()
+    rm = broker.replica_manager  # and so are the partitions hosted later (server/heap.py)
+    freezer = HeapFreezer(lambda: (rm.partitions_made, rm.partitions_dropped))
+    freezer.start()
     following = _follow_fault_plan(broker, plan, props) if plan is not None else None
     if ready_file is not None:
         tmp = ready_file.with_name(ready_file.name + ".tmp")
@@ -132,6 +136,7 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     broker.fatal_listeners.append(stop.set)  # all log dirs failed: shut down cleanly
     await stop.wait()
     log.info("shutting down")
+    freezer.stop()
     if following is not None:
         following.cancel()
     if registry is not None:

@@ -144,11 +144,11 @@ class RecordBatch:
     # -- header fields -------------------------------------------------------------------------
     @property
     def base_offset(self) -> int:
-        return int(_Q.unpack_from(self.buf, 0)[0])
+        return _Q.unpack_from(self.buf, 0)[0]
 
     @property
     def batch_length(self) -> int:
-        return int(_I32.unpack_from(self.buf, 8)[0])
+        return _I32.unpack_from(self.buf, 8)[0]
 
     @property
     def size_in_bytes(self) -> int:
@@ -156,47 +156,47 @@ class RecordBatch:
 
     @property
     def partition_leader_epoch(self) -> int:
-        return int(_I32.unpack_from(self.buf, 12)[0])
+        return _I32.unpack_from(self.buf, 12)[0]
 
     @property
     def magic(self) -> int:
-        return int(self.buf[16])
+        return self.buf[16]
 
     @property
     def crc(self) -> int:
-        return int(_U32.unpack_from(self.buf, 17)[0])
+        return _U32.unpack_from(self.buf, 17)[0]
 
     @property
     def attributes(self) -> int:
-        return int(_H.unpack_from(self.buf, 21)[0])
+        return _H.unpack_from(self.buf, 21)[0]
 
     @property
     def last_offset_delta(self) -> int:
-        return int(_I32.unpack_from(self.buf, 23)[0])
+        return _I32.unpack_from(self.buf, 23)[0]
 
     @property
     def base_timestamp(self) -> int:
-        return int(_Q.unpack_from(self.buf, 27)[0])
+        return _Q.unpack_from(self.buf, 27)[0]
 
     @property
     def max_timestamp(self) -> int:
-        return int(_Q.unpack_from(self.buf, 35)[0])
+        return _Q.unpack_from(self.buf, 35)[0]
 
     @property
     def producer_id(self) -> int:
-        return int(_Q.unpack_from(self.buf, 43)[0])
+        return _Q.unpack_from(self.buf, 43)[0]
 
     @property
     def producer_epoch(self) -> int:
-        return int(_H.unpack_from(self.buf, 51)[0])
+        return _H.unpack_from(self.buf, 51)[0]
 
     @property
     def base_sequence(self) -> int:
-        return int(_I32.unpack_from(self.buf, 53)[0])
+        return _I32.unpack_from(self.buf, 53)[0]
 
     @property
     def records_count(self) -> int:
-        return int(_I32.unpack_from(self.buf, 57)[0])
+        return _I32.unpack_from(self.buf, 57)[0]
 
     # -- derived -------------------------------------------------------------------------------
     @property

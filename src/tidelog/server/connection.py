@@ -180,6 +180,15 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed or self.closed_for_auth:
             return
+        already = self._flush_scheduled
+        self._flush_scheduled = True  # what completes while reading goes out with one flush
+        try:
+            self._receive(data)
+        finally:
+            if not already:
+                self._flush()
+
+    def _receive(self, data: bytes) -> None:
         self.last_active = asyncio.get_running_loop().time()
         rest: memoryview | None = None
         if self._large is not None:
@@ -217,7 +226,6 @@ class KafkaConnection(asyncio.Protocol):
         if pos:
             del buf[:pos]
         self._maybe_pause()
-        self._flush()
 
     def _is_produce(self, buf: bytearray, start: int, end: int) -> bool:
         """Whether the frame at ``start`` is a Produce request of an authenticated session

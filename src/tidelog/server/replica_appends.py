@@ -80,7 +80,7 @@ class ReplicaAppends:
             partition = self.partition_or_error(tp)
             partition.check_append(required_acks)
             lg = partition.log
-            writer = self.append_writers.for_dir(lg.dir.parent)
+            writer = self.append_writers.for_log(lg)
             done = self._on_written(loop, partition, written)
             info, handed = lg.append_as_leader_async(records, partition.leader_epoch, writer,
                                                      done)

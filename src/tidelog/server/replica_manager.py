@@ -95,6 +95,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         self._publish_lock = threading.Lock()
         self.logs = logs if logs is not None else _make_log_manager(config, clock, self.store)
         self.partitions: dict[TopicPartition, Partition] = {}
+        self.partitions_made = self.partitions_dropped = 0  # counted for server/heap.py
         self.fetcher_manager: FetcherManager = fetcher_manager or NoFetchers()
         self.alter_partition_sender = alter_partition_sender
         self.controller_epoch = 0
@@ -158,6 +159,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
     # -- the partition map --------------------------------------------------------------------
     def _new_partition(self, tp: TopicPartition, lg: Log,
                        topic_id: uuid.UUID | None) -> Partition:
+        self.partitions_made += 1
         return Partition(tp, lg, local_broker_id=self.node_id, clock=self.clock,
                          replica_lag_time_max_ms=self.replica_lag_time_max_ms,
                          alter_partition_sender=self.alter_partition_sender,
@@ -185,6 +187,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
     def _unhost_topic(self, name: str) -> None:
         for tp in [tp for tp in self.partitions if tp.topic == name]:
             del self.partitions[tp]
+            self.partitions_dropped += 1
             self._on_high_watermark(tp)  # waiting produces and fetches answer now
 
     def _leader_epochs(self) -> Mapping[TopicPartition, int]:
@@ -353,6 +356,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
             stopped.append(tp)
             if partition is not None:
                 del self.partitions[tp]
+                self.partitions_dropped += 1
                 self._on_high_watermark(tp)
             if delete:
                 self.logs.delete_log(tp)

@@ -21,12 +21,11 @@ from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
-from . import log_read, log_retention, log_truncation, log_writes
+from . import log_flush, log_read, log_retention, log_truncation, log_writes
 from .errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
-    StorageError,
     UnexpectedAppendOffsetError,
 )
 from .file_records import TimestampAndOffset
@@ -85,6 +84,7 @@ class Log:
             self._tp: TopicPartition | None = parse_topic_partition_name(self._dir.name)
         except ValueError:
             self._tp = None
+        self._name = str(self._tp) if self._tp is not None else self._dir.name
 
     @classmethod
     def open(cls, dir: Path, config: LogConfig, *, clock: Clock, scheduler: Any = None,
@@ -134,7 +134,7 @@ class Log:
 
     @property
     def name(self) -> str:
-        return str(self._tp) if self._tp is not None else self._dir.name
+        return self._name
 
     @property
     def log_start_offset(self) -> int:
@@ -223,9 +223,12 @@ class Log:
         else:
             if self.append_guard is not None:
                 self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
-            with self._io("append-async"):
-                info, handed = log_writes.hand_over(self, records, leader_epoch, origin,
-                                                    writer, done, inline_below)
+            with self._lock:  # _io("append-async") without its generator: once per append
+                try:
+                    info, handed = log_writes.hand_over(self, records, leader_epoch, origin,
+                                                        writer, done, inline_below)
+                except OSError as e:
+                    raise self._io_error("append-async", e) from e
             if handed:
                 return info, True
         w = self._writes
@@ -363,48 +366,15 @@ class Log:
         with self._io("flush"):
             if self._closed:
                 return
-            plan = self._flush_plan(offset)
+            plan = log_flush.flush_plan(self, offset)
             if plan is not None:
                 sync(plan[1], self._dir if plan[2] else None)
                 self._mark_flushed(plan[0])
 
     def flush_outside_lock(self, offset: int) -> None:
-        """``flush`` with the fsyncs outside the log's lock, as Kafka's UnifiedLog.flush (the
-        lock only lists the segments and marks the recovery point): appends go on while the
-        disk flushes. For the broker's group commit, on a worker thread. Raises
-        KafkaStorageError on a failed fsync, or if the log was closed meanwhile (its records
-        are then not known to be on disk: never acknowledge them)."""
-        with self._io("flush"):
-            self._check_open()
-            plan = self._flush_plan(offset)
-        if plan is None:
-            return
-        try:
-            sync(plan[1], self._dir if plan[2] else None)
-        except (OSError, StorageError) as e:
-            with self._lock:
-                closed = self._closed
-            if closed:  # closed under us (deleted, dir offline): not a disk error of its own
-                raise KafkaStorageError(f"The log for {self.name} was closed during its flush") \
-                    from None
-            raise KafkaStorageError(
-                f"Error while flush in dir {self._dir} ({self.name}): {e}") from e
-        with self._lock:
-            self._check_open()
-            self._mark_flushed(plan[0])
-
-    def _flush_plan(self, offset: int | None) -> tuple[int, list[LogSegment], bool] | None:
-        """(target, segments to fsync, whether the dir needs it too); None: nothing to do."""
-        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
-        point = self._recovery_point
-        if target <= point:
-            return None
-        segs = self._segments.values(point, target)
-        active = self._segments.active_segment
-        if target == self.log_end_offset and active not in segs:
-            segs.append(active)
-        # Kafka's LocalLog.flush: the dir only when a segment was created since the last flush
-        return target, segs, any(seg.base_offset >= point for seg in segs)
+        """``flush`` with the fsyncs outside the log's lock (log_flush.py): for the broker's
+        group commit, on a worker thread."""
+        log_flush.flush_outside_lock(self, offset)
 
     def _mark_flushed(self, target: int) -> None:
         if target > self._recovery_point:  # a concurrent flush may have gone further
@@ -577,6 +547,8 @@ class Log:
             new_dir = self._dir.parent / name
             os.rename(self._dir, new_dir)
             self._dir = new_dir
+            if self._tp is None:
+                self._name = new_dir.name
             self._segments.update_parent_dir(new_dir)
             self._producer_state.dir = new_dir
             self.leader_epoch_cache.update_dir(new_dir)
@@ -591,13 +563,16 @@ class Log:
             try:
                 yield
             except OSError as e:
-                raise KafkaStorageError(
-                    f"Error while {op} in dir {self._dir} ({self.name}): {e}") from e
+                raise self._io_error(op, e) from e
+
+    def _io_error(self, op: str, e: OSError) -> KafkaStorageError:
+        return KafkaStorageError(f"Error while {op} in dir {self._dir} ({self.name}): {e}")
 
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"The log for {self.name} is closed")
-        self._writes.check(self.name)
+        if self._writes.error is not None:
+            self._writes.check(self.name)
 
     def _schedule(self, name: str, fn: Any, delay_ms: int) -> None:
         if self.scheduler is None:

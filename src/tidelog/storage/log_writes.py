@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -210,6 +211,8 @@ class AppendWriters:
 
     def __init__(self) -> None:
         self._writers: dict[Path, AppendWriter] = {}
+        # each log's, remembered (a log never changes dirs: a move makes a new Log)
+        self._by_log: weakref.WeakKeyDictionary[Log, AppendWriter] = weakref.WeakKeyDictionary()
         self._side = SideTasks()  # shared: checkpoints of every dir at once
         self._lock = threading.Lock()
         self._stopped = False
@@ -223,6 +226,13 @@ class AppendWriters:
                 if self._stopped:
                     w.stop()  # the broker is stopping: its submits fail
             return w
+
+    def for_log(self, lg: Log) -> AppendWriter:
+        """``for_dir`` of the log's dir (on the loop: one lookup per append)."""
+        w = self._by_log.get(lg)
+        if w is None:
+            w = self._by_log[lg] = self.for_dir(lg.dir.parent)
+        return w
 
     def stop(self) -> None:
         with self._lock:

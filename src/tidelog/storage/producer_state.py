@@ -155,8 +155,9 @@ class ProducerAppendInfo:
         self.producer_id = producer_id
         self.current = current
         self.origin = origin
-        self.updated = current.copy()
-        self.updated.batch_metadata = deque()  # only this append's batches
+        self.updated = ProducerStateEntry(  # the current entry with only this append's batches
+            current.producer_id, current.producer_epoch, deque(), current.coordinator_epoch,
+            current.last_timestamp, current.current_txn_first_offset)
         self.started_txns: list[TxnMetadata] = []
 
     def append(self, batch: RecordBatch) -> CompletedTxn | None:

@@ -22,9 +22,11 @@ from tidelog.records import (
     TimestampType,
 )
 from tidelog.records.batch import (
+    CONTROL_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     MAGIC_V2,
+    NO_PRODUCER_ID,
     RECORD_BATCH_OVERHEAD,
 )
 from tidelog.records.compression import MAX_DECOMPRESSED_BATCH
@@ -185,25 +187,27 @@ def _check_outer(
     batch: RecordBatch, config: LogConfig, origin: AppendOrigin, tp: str
 ) -> None:
     """Kafka's analyzeAndValidateRecords + validateBatch header checks, in Kafka's order."""
-    if origin is AppendOrigin.CLIENT and batch.base_offset != 0:
+    # one unpack of the header (split_batches made sure it is whole): a batch per append
+    base_offset, _, _, magic, _, attrs, lod, _, _, pid, _, base_seq, count = batch.header()
+    size = batch.size_in_bytes
+    if origin is AppendOrigin.CLIENT and base_offset != 0:
         raise InvalidRecordError(
             f"The baseOffset of the record batch in the append to {tp} should be 0, "
-            f"but it is {batch.base_offset}"
+            f"but it is {base_offset}"
         )
-    if batch.size_in_bytes > config.max_message_bytes:
+    if size > config.max_message_bytes:
         raise RecordTooLargeError(
-            f"The record batch size in the append to {tp} is {batch.size_in_bytes} bytes "
+            f"The record batch size in the append to {tp} is {size} bytes "
             f"which exceeds the maximum configured value of {config.max_message_bytes}."
         )
-    if batch.magic != MAGIC_V2:
+    if magic != MAGIC_V2:
         raise InvalidRecordError(
             f"Produce requests are only allowed to contain record batches with magic version "
-            f"2, got magic {batch.magic} in {tp}"
+            f"2, got magic {magic} in {tp}"
         )
     batch.ensure_valid(tp or None)
     if origin is not AppendOrigin.CLIENT:
         return
-    lod, count = batch.last_offset_delta, batch.records_count
     if lod + 1 <= 0:
         raise InvalidRecordError(
             f"Batch has an invalid offset range: [0, {lod}] in topic partition {tp}."
@@ -214,14 +218,14 @@ def _check_outer(
         raise InvalidRecordError(
             f"Inconsistent batch offset range [0, {lod}] and count of records {count} in {tp}."
         )
-    if batch.is_control:
+    if attrs & CONTROL_MASK:
         raise InvalidRecordError(
             f"Clients are not allowed to write control records in topic partition {tp}."
         )
-    if batch.has_producer_id and batch.base_sequence < 0:
+    if pid > NO_PRODUCER_ID and base_seq < 0:
         raise InvalidRecordError(
-            f"Invalid sequence number {batch.base_sequence} in record batch with producerId "
-            f"{batch.producer_id} in topic partition {tp}."
+            f"Invalid sequence number {base_seq} in record batch with producerId "
+            f"{pid} in topic partition {tp}."
         )
 
 

@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 # Batches validated and written off the event loop (ReplicaManager.append_off_loop).
 HEAVY_BYTES = 1 << 20
 HEAVY_COMPRESSED_BYTES = 8 << 10
+NO_TOPIC_ID = uuid.UUID(int=0)
 
 
 def is_heavy(records: bytes) -> bool:
@@ -231,9 +232,12 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
                                   replicated, writes)
                 )
         topics.append((name, parts))
-    await _wait_written(writes, waits)
-    await _wait_group_commit(waits)
-    await _wait_replicated(ctx, request, replicated)
+    if writes:  # (each wait only when it has something to wait for: a coroutine costs)
+        await _wait_written(writes, waits)
+    if waits:
+        await _wait_group_commit(waits)
+    if replicated:
+        await _wait_replicated(ctx, request, replicated)
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     throttle_ms = throttle(ctx, QuotaType.PRODUCE, _request_bytes(request))
     if acks == 0:
@@ -255,8 +259,8 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
 def _topic_of(ctx: RequestContext, t: Any) -> tuple[str | None, uuid.UUID]:
     """(the topic's name, or None for an id unknown here; its id from v13)."""
     if ctx.api_version < TOPIC_ID_VERSION:
-        return t.name, uuid.UUID(int=0)
-    tid = t.topic_id or uuid.UUID(int=0)
+        return t.name, NO_TOPIC_ID
+    tid = t.topic_id or NO_TOPIC_ID
     topic = ctx.broker.metadata_cache.image.topic_by_id(tid)
     return (topic.name if topic is not None else None), tid
 
