@@ -283,7 +283,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
 
     def _logs_in_dir(self, path: Path) -> list[Log]:
         with self._lock:
-            return [lg for lg in self._logs.values() if Path(lg.dir).parent == path]
+            return [lg for lg in self._logs.values() if lg.dir.parent == path]
 
     def _require_log(self, tp: TopicPartition) -> Log:
         lg = self.get_log(tp)
