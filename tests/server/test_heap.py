@@ -51,18 +51,24 @@ def test_freezes_after_the_partitions_held_still() -> None:
     assert not freezer.check()  # and not again until something changes
 
 
-def test_a_drop_unfreezes_so_the_dropped_cycles_are_collected() -> None:
-    counts = [0, 0]
-    freezer = HeapFreezer(lambda: (counts[0], counts[1]))
+def _frozen_dead_cycle(counts: list[int], freezer: HeapFreezer) -> weakref.ref[Cyclic]:
+    """A cycle frozen by a hosting change, then dropped: a weak reference to it."""
     partition = Cyclic()
     gone = weakref.ref(partition)
-    counts[0] = 1
+    counts[0] += 1
     freezer.check()
     assert freezer.check()
     assert _frozen(partition)
     del partition  # its partition was dropped: garbage in a cycle, but frozen
     gc.collect()
     assert gone() is not None  # a frozen cycle survives a full collection
+    return gone
+
+
+def test_a_drop_unfreezes_so_the_dropped_cycles_are_collected() -> None:
+    counts = [0, 0]
+    freezer = HeapFreezer(lambda: (counts[0], counts[1]))
+    gone = _frozen_dead_cycle(counts, freezer)
     counts[1] = 1
     freezer.check()
     assert freezer.check()
@@ -73,13 +79,8 @@ def test_growth_alone_does_not_unfreeze() -> None:
     """Only a drop pays for the full walk of the old heap: made partitions add to it."""
     counts = [0, 0]
     freezer = HeapFreezer(lambda: (counts[0], counts[1]))
-    first = Cyclic()
-    gone = weakref.ref(first)
-    counts[0] = 1
-    freezer.check()
-    assert freezer.check()
-    del first  # dead but frozen
-    counts[0] = 2
+    gone = _frozen_dead_cycle(counts, freezer)
+    counts[0] += 1
     freezer.check()
     assert freezer.check()
     assert gone() is not None  # not unfrozen: the collection before this freeze missed it
