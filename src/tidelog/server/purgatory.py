@@ -121,18 +121,6 @@ class ReplicationPurgatory:
             if not op.pending and not op.future.done():
                 op.future.set_result(None)
 
-    def _settled(self, required: dict[TopicPartition, int]
-                 ) -> dict[TopicPartition, ErrorCode] | None:
-        """Every partition's outcome if each is known now (the common acks=-1 case: the ISR
-        is this broker), else None: no operation or future made for it."""
-        errors = {}
-        for tp, offset in required.items():
-            done, error = self._check(tp, offset)
-            if not done and error == ErrorCode.NONE:
-                return None
-            errors[tp] = error
-        return errors
-
     def check_and_complete(self, tp: TopicPartition) -> int:
         """Recheck the requests waiting on ``tp``; how many completed."""
         ops = self._watchers.get(tp)
@@ -148,14 +136,18 @@ class ReplicationPurgatory:
     async def wait(self, required: dict[TopicPartition, int],
                    timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
         """Each partition's outcome: NONE once reached, its error, or REQUEST_TIMED_OUT."""
-        settled = self._settled(required)
-        if settled is not None:  # Kafka's tryCompleteElseWatch completing at once
-            return settled
-        op = _DelayedOperation(dict(required), asyncio.get_running_loop().create_future())
-        for tp in list(op.pending):
-            self._try_complete(op, tp)
-        if not op.pending:
-            return op.errors
+        errors: dict[TopicPartition, ErrorCode] = {}
+        pending: dict[TopicPartition, int] = {}
+        for tp, offset in required.items():  # Kafka's tryCompleteElseWatch, one check each
+            done, error = self._check(tp, offset)
+            if done or error != ErrorCode.NONE:
+                errors[tp] = error
+            else:
+                pending[tp] = offset
+        if not pending:  # (the common acks=-1 case: the ISR is this broker) no op, no future
+            return errors
+        op = _DelayedOperation(pending, asyncio.get_running_loop().create_future())
+        op.errors = errors
         keys = list(op.pending)
         for tp in keys:
             self._watchers.setdefault(tp, set()).add(op)

@@ -223,12 +223,9 @@ class Log:
         else:
             if self.append_guard is not None:
                 self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
-            with self._lock:  # _io("append-async") without its generator: once per append
-                try:
-                    info, handed = log_writes.hand_over(self, records, leader_epoch, origin,
-                                                        writer, done, inline_below)
-                except OSError as e:
-                    raise self._io_error("append-async", e) from e
+            with self._io("append-async"):
+                info, handed = log_writes.hand_over(self, records, leader_epoch, origin,
+                                                    writer, done, inline_below)
             if handed:
                 return info, True
         w = self._writes
@@ -563,16 +560,13 @@ class Log:
             try:
                 yield
             except OSError as e:
-                raise self._io_error(op, e) from e
-
-    def _io_error(self, op: str, e: OSError) -> KafkaStorageError:
-        return KafkaStorageError(f"Error while {op} in dir {self._dir} ({self.name}): {e}")
+                raise KafkaStorageError(
+                    f"Error while {op} in dir {self._dir} ({self.name}): {e}") from e
 
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaStorageError(f"The log for {self.name} is closed")
-        if self._writes.error is not None:
-            self._writes.check(self.name)
+        self._writes.check(self.name)
 
     def _schedule(self, name: str, fn: Any, delay_ms: int) -> None:
         if self.scheduler is None:

@@ -124,9 +124,10 @@ class ProducerStateEntry:
                 return m
         return None
 
-    def copy(self) -> ProducerStateEntry:
+    def with_batches(self, batch_metadata: deque[BatchMetadata]) -> ProducerStateEntry:
+        """This entry with ``batch_metadata`` in place of its own."""
         return ProducerStateEntry(
-            self.producer_id, self.producer_epoch, deque(self.batch_metadata),
+            self.producer_id, self.producer_epoch, batch_metadata,
             self.coordinator_epoch, self.last_timestamp, self.current_txn_first_offset,
         )
 
@@ -155,9 +156,7 @@ class ProducerAppendInfo:
         self.producer_id = producer_id
         self.current = current
         self.origin = origin
-        self.updated = ProducerStateEntry(  # the current entry with only this append's batches
-            current.producer_id, current.producer_epoch, deque(), current.coordinator_epoch,
-            current.last_timestamp, current.current_txn_first_offset)
+        self.updated = current.with_batches(deque())  # only this append's batches
         self.started_txns: list[TxnMetadata] = []
 
     def append(self, batch: RecordBatch) -> CompletedTxn | None:
