@@ -294,10 +294,11 @@ class RecordBatch:
         self._update_crc()
 
     def set_max_timestamp(self, timestamp_type: TimestampType, timestamp: int) -> None:
-        attrs = self.attributes & ~TIMESTAMP_TYPE_MASK
+        old = _H.unpack_from(self.buf, 21)[0]  # (once: every append patches its batch)
+        attrs = old & ~TIMESTAMP_TYPE_MASK
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
             attrs |= TIMESTAMP_TYPE_MASK
-        if attrs == self.attributes and timestamp == self.max_timestamp:
+        if attrs == old and timestamp == _Q.unpack_from(self.buf, 35)[0]:
             return
         _H.pack_into(self.buf, 21, attrs)
         _Q.pack_into(self.buf, 35, timestamp)

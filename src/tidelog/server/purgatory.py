@@ -133,19 +133,33 @@ class ReplicationPurgatory:
                 n += 1
         return n
 
-    async def wait(self, required: dict[TopicPartition, int],
-                   timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
-        """Each partition's outcome: NONE once reached, its error, or REQUEST_TIMED_OUT."""
+    def try_complete(self, required: dict[TopicPartition, int]
+                     ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, int]]:
+        """Kafka's tryComplete, one check per partition: (the outcomes known now, the
+        partitions still short of their offset, for ``park``)."""
         errors: dict[TopicPartition, ErrorCode] = {}
         pending: dict[TopicPartition, int] = {}
-        for tp, offset in required.items():  # Kafka's tryCompleteElseWatch, one check each
+        for tp, offset in required.items():
             done, error = self._check(tp, offset)
             if done or error != ErrorCode.NONE:
                 errors[tp] = error
             else:
                 pending[tp] = offset
+        return errors, pending
+
+    async def wait(self, required: dict[TopicPartition, int],
+                   timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
+        """Each partition's outcome: NONE once reached, its error, or REQUEST_TIMED_OUT."""
+        errors, pending = self.try_complete(required)  # Kafka's tryCompleteElseWatch
         if not pending:  # (the common acks=-1 case: the ISR is this broker) no op, no future
             return errors
+        return await self.park(errors, pending, timeout_ms)
+
+    async def park(self, errors: dict[TopicPartition, ErrorCode],
+                   pending: dict[TopicPartition, int],
+                   timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
+        """Wait for the ``pending`` partitions (``try_complete``'s); ``errors`` are those known
+        already. Each partition's outcome, as ``wait``."""
         op = _DelayedOperation(pending, asyncio.get_running_loop().create_future())
         op.errors = errors
         keys = list(op.pending)

@@ -410,6 +410,18 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         after the batch), its error, or REQUEST_TIMED_OUT (DelayedProduce)."""
         return await self.delayed_produce.wait(required, timeout_ms)
 
+    def replicated_now(self, required: dict[TopicPartition, int]
+                       ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, int]]:
+        """``wait_replicated`` without waiting: (the outcomes known now, the partitions still
+        short of their offset, for ``park_replicated``)."""
+        return self.delayed_produce.try_complete(required)
+
+    async def park_replicated(self, known: dict[TopicPartition, ErrorCode],
+                              short: dict[TopicPartition, int],
+                              timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
+        """Wait for what ``replicated_now`` left short; every partition's outcome."""
+        return await self.delayed_produce.park(known, short, timeout_ms)
+
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
         """Advance the leader's log start offset to ``offset``; returns its new one (the
         followers follow: ``wait_low_watermark``)."""

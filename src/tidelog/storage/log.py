@@ -280,13 +280,15 @@ class Log:
         return self._write_analyzed(v, analysis, defer_flush)
 
     def _write_analyzed(self, v: AppendBatches, analysis: ProducerAnalysis,
-                        defer_flush: bool) -> LogAppendInfo:
+                        defer_flush: bool, *, assign_epochs: bool = True) -> LogAppendInfo:
+        """``assign_epochs=False``: the caller knows no batch starts a newer leader epoch."""
         info = v.info
         segment = self._maybe_roll(len(v.records), info)
         segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
                        v.records)
         self._end = LogOffsetMetadata(info.last_offset + 1, segment.base_offset, segment.size)
-        self._settle_producer_state(analysis, info, v.batches, segment)
+        self._settle_producer_state(analysis, info, v.batches, segment,
+                                    assign_epochs=assign_epochs)
         if not defer_flush and \
                 self.log_end_offset - self._recovery_point >= self._config.flush_messages:
             self.flush()

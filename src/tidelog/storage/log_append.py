@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tidelog.records import RecordBatch
+from tidelog.records import NO_PRODUCER_ID, RecordBatch
 
 from .producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from .validator import AppendOrigin
@@ -46,9 +46,9 @@ def analyze_producer_state(psm: ProducerStateManager, batches: list[RecordBatch]
     reported as ``duplicate`` (checked before the sequence rules, as Kafka)."""
     out = ProducerAnalysis({}, [])
     for batch in batches:
-        if not batch.has_producer_id:
-            continue
         pid = batch.producer_id
+        if pid <= NO_PRODUCER_ID:  # (RecordBatch.has_producer_id, its field read once)
+            continue
         if origin is AppendOrigin.CLIENT:
             entry = psm.last_entry(pid)
             dup = entry.find_duplicate_batch(batch) if entry is not None else None

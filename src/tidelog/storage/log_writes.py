@@ -272,7 +272,7 @@ def hand_over(lg: Log, records: bytes | bytearray | memoryview, leader_epoch: in
             or roll_due(lg, size, info):
         pending.drain()
         lg._check_open()
-        return lg._write_analyzed(v, analysis, True), False
+        return lg._write_analyzed(v, analysis, True, assign_epochs=new_epoch), False
     seg = lg.active_segment
     # a new leader epoch: in the cache now, its checkpoint (fsynced) written aside before
     # the write is queued, as Kafka's assign flushes it within the append
@@ -318,8 +318,11 @@ def _checkpoint_then_release(lg: Log, writer: AppendWriter) -> None:
 def starts_epoch(lg: Log, batches: list[RecordBatch]) -> bool:
     """Whether a batch carries a leader epoch newer than the cache's latest."""
     latest = lg.leader_epoch_cache.latest_epoch()
-    return any(b.partition_leader_epoch >= 0 and
-               (latest is None or b.partition_leader_epoch > latest) for b in batches)
+    for b in batches:  # (a loop, not a generator: one batch per client append)
+        epoch = b.partition_leader_epoch
+        if epoch >= 0 and (latest is None or epoch > latest):
+            return True
+    return False
 
 
 def roll_due(lg: Log, size: int, info: LogAppendInfo) -> bool:

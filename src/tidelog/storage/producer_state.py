@@ -19,7 +19,7 @@ from pathlib import Path
 from sortedcontainers import SortedDict
 
 from tidelog.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatch, crc32c
-from tidelog.records.batch import ControlRecordType
+from tidelog.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, ControlRecordType
 
 from .errors import (
     CorruptSnapshotError,
@@ -50,6 +50,13 @@ def offset_from_file_name(name: str) -> int:
 
 def decrement_sequence(seq: int, n: int) -> int:
     return seq - n if seq - n >= 0 else INT_MAX - n + seq + 1
+
+
+def last_sequence(base_seq: int, last_offset_delta: int) -> int:
+    """A batch's last sequence (RecordBatch.last_sequence from header fields)."""
+    if base_seq == NO_SEQUENCE:
+        return NO_SEQUENCE
+    return (base_seq + last_offset_delta) & INT_MAX
 
 
 def in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -116,11 +123,13 @@ class ProducerStateEntry:
         return False
 
     def find_duplicate_batch(self, batch: RecordBatch) -> BatchMetadata | None:
-        if batch.producer_epoch != self.producer_epoch:
+        # one unpack of the header: this runs for every idempotent append
+        _, _, _, _, _, _, lod, _, _, _, epoch, first, _ = batch.header()
+        if epoch != self.producer_epoch:
             return None
-        first, last = batch.base_sequence, batch.last_sequence
+        last = last_sequence(first, lod)
         for m in self.batch_metadata:
-            if m.first_seq == first and m.last_seq == last:
+            if m.last_seq == last and m.first_seq == first:
                 return m
         return None
 
@@ -160,7 +169,8 @@ class ProducerAppendInfo:
         self.started_txns: list[TxnMetadata] = []
 
     def append(self, batch: RecordBatch) -> CompletedTxn | None:
-        if batch.is_control:
+        base_offset, _, _, _, _, attrs, lod, _, max_ts, _, epoch, base_seq, _ = batch.header()
+        if attrs & CONTROL_MASK:
             ctype = batch.control_type()
             if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
                 coord_epoch = _marker_coordinator_epoch(batch)
@@ -170,8 +180,8 @@ class ProducerAppendInfo:
                 )
             return None  # an empty control batch or an unknown type: nothing to track
         self.append_data_batch(
-            batch.producer_epoch, batch.base_sequence, batch.last_sequence,
-            batch.max_timestamp, batch.base_offset, batch.last_offset, batch.is_transactional,
+            epoch, base_seq, last_sequence(base_seq, lod), max_ts, base_offset,
+            base_offset + lod, bool(attrs & TRANSACTIONAL_MASK),
         )
         return None
 

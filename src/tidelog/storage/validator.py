@@ -22,14 +22,16 @@ from tidelog.records import (
     TimestampType,
 )
 from tidelog.records.batch import (
+    COMPRESSION_MASK,
     CONTROL_MASK,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_PRODUCER_ID,
     RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
 )
-from tidelog.records.compression import MAX_DECOMPRESSED_BATCH
+from tidelog.records.compression import MAX_DECOMPRESSED_BATCH, codec
 from tidelog.records.errors import UnsupportedCompressionError
 from tidelog.records.varint import decode_varint
 
@@ -126,13 +128,13 @@ def validate_and_assign_offsets(
             f"(topic partition {topic_partition})"
         )
     batch = batches[0]
-    _check_outer(batch, config, origin, topic_partition)
-    source = batch.compression
+    header = _check_outer(batch, config, origin, topic_partition)
+    attrs, n = header[5], header[12]
+    source = codec(attrs & COMPRESSION_MASK)
     target = _target_codec(config, source)
-    scan = _scan_records(batch, config, now_ms, origin)
-    _check_count(batch, scan, topic_partition)
+    scan = _scan_records(batch, header, config, now_ms, origin)
+    _check_count(n, scan, topic_partition)
     _raise_record_errors(scan)
-    n = batch.records_count
     rebuild = target != source or not scan.sequential
     buf, batch = _assign_offsets(batch, config, scan, target if rebuild else None,
                                  offset=offset, leader_epoch=leader_epoch, now_ms=now_ms)
@@ -167,13 +169,14 @@ def _assign_offsets(batch: RecordBatch, config: LogConfig, scan: _Scan,
         return buf, out
     # the single batch spans the whole (writable) buffer split_batches made or was given
     obj = batch.buf.obj
+    out = batch  # the batch is a writable view of the whole buffer: patched as it is
     if isinstance(obj, bytearray) and len(obj) == batch.buf.nbytes:
         buf = obj
     elif not batch.buf.readonly:
         buf = batch.buf  # a view of a larger writable buffer (a request frame)
     else:
         buf = bytearray(batch.buf)
-    out = RecordBatch(memoryview(buf))
+        out = RecordBatch(memoryview(buf))
     out.set_base_offset(offset)
     out.set_partition_leader_epoch(leader_epoch)
     if config.log_append_time:
@@ -185,10 +188,12 @@ def _assign_offsets(batch: RecordBatch, config: LogConfig, scan: _Scan,
 
 def _check_outer(
     batch: RecordBatch, config: LogConfig, origin: AppendOrigin, tp: str
-) -> None:
-    """Kafka's analyzeAndValidateRecords + validateBatch header checks, in Kafka's order."""
+) -> tuple[int, ...]:
+    """Kafka's analyzeAndValidateRecords + validateBatch header checks, in Kafka's order.
+    Returns the header's fields (RecordBatch.header)."""
     # one unpack of the header (split_batches made sure it is whole): a batch per append
-    base_offset, _, _, magic, _, attrs, lod, _, _, pid, _, base_seq, count = batch.header()
+    header = batch.header()
+    base_offset, _, _, magic, _, attrs, lod, _, _, pid, _, base_seq, count = header
     size = batch.size_in_bytes
     if origin is AppendOrigin.CLIENT and base_offset != 0:
         raise InvalidRecordError(
@@ -207,7 +212,7 @@ def _check_outer(
         )
     batch.ensure_valid(tp or None)
     if origin is not AppendOrigin.CLIENT:
-        return
+        return header
     if lod + 1 <= 0:
         raise InvalidRecordError(
             f"Batch has an invalid offset range: [0, {lod}] in topic partition {tp}."
@@ -227,6 +232,7 @@ def _check_outer(
             f"Invalid sequence number {base_seq} in record batch with producerId "
             f"{pid} in topic partition {tp}."
         )
+    return header
 
 
 def _target_codec(config: LogConfig, source: CompressionType) -> CompressionType:
@@ -236,25 +242,27 @@ def _target_codec(config: LogConfig, source: CompressionType) -> CompressionType
 
 
 def _scan_records(
-    batch: RecordBatch, config: LogConfig, now_ms: int, origin: AppendOrigin
+    batch: RecordBatch, header: tuple[int, ...], config: LogConfig, now_ms: int,
+    origin: AppendOrigin,
 ) -> _Scan:
-    """Walk every record once (fast walk); list per-record errors only if there are any."""
+    """Walk every record once (fast walk); list per-record errors only if there are any.
+    ``header``: the batch's fields (RecordBatch.header)."""
     scan = _Scan()
     lat_topic = config.log_append_time
-    if lat_topic and batch.timestamp_type is TimestampType.LOG_APPEND_TIME \
-            and origin is AppendOrigin.CLIENT:
+    attrs, base_ts, max_ts, count = header[5], header[7], header[8], header[12]
+    lat_batch = bool(attrs & TIMESTAMP_TYPE_MASK)  # the batch says LogAppendTime
+    if lat_topic and lat_batch and origin is AppendOrigin.CLIENT:
         _add_error(scan, 0, "Invalid timestamp type in message: producers must not set "
                    "timestamp type to LogAppendTime.", ts=True)
     payload = _payload(batch)
-    n, min_d, max_d, sequential, null_keys = _walk(payload, batch.records_count)
+    n, min_d, max_d, sequential, null_keys = _walk(payload, count)
     scan.count, scan.sequential = n, sequential
-    base_ts = batch.base_timestamp
-    if batch.timestamp_type is TimestampType.LOG_APPEND_TIME:
-        min_ts = scan.max_timestamp = batch.max_timestamp
+    if lat_batch:
+        min_ts = scan.max_timestamp = max_ts
     else:
         min_ts = base_ts + min_d if n else NO_TIMESTAMP
         scan.max_timestamp = base_ts + max_d if n else NO_TIMESTAMP
-    check_keys = config.compact and not batch.is_control and null_keys > 0
+    check_keys = config.compact and not attrs & CONTROL_MASK and null_keys > 0
     lo = now_ms - config.timestamp_before_max_ms
     hi = now_ms + config.timestamp_after_max_ms
     check_ts = origin is not AppendOrigin.REPLICATION and not lat_topic and n > 0 and (
@@ -356,11 +364,10 @@ def _walk_py(buf: Buffer, count: int) -> tuple[int, int, int, bool, int]:
 _walk = _native_core.walk if _native_core is not None else _walk_py
 
 
-def _check_count(batch: RecordBatch, scan: _Scan, tp: str) -> None:
-    if scan.count != batch.records_count:
+def _check_count(count: int, scan: _Scan, tp: str) -> None:
+    if scan.count != count:
         raise InvalidRecordError(
-            f"Record count {scan.count} does not match the batch count "
-            f"{batch.records_count} in {tp}"
+            f"Record count {scan.count} does not match the batch count {count} in {tp}"
         )
 
 

@@ -123,12 +123,27 @@ def _check_records(ctx: RequestContext, tp: TopicPartition, records: bytes) -> N
             raise refused
 
 
-async def _wait_replicated(ctx: RequestContext, request: Any, replicated: Replicated) -> None:
-    """acks=-1: the ISR must have each batch (Kafka's DelayedProduce)."""
-    pending = {tp: offset for tp, (r, offset) in replicated.items() if r.error_code == 0}
-    if not pending:
-        return
-    outcome = await ctx.broker.replica_manager.wait_replicated(pending, ms(request.timeout))
+def _replicated_now(ctx: RequestContext, replicated: Replicated
+                    ) -> dict[TopicPartition, int]:
+    """acks=-1: the ISR must have each batch (Kafka's DelayedProduce). The outcomes known now
+    are set (an error fails its partition); returns the partitions still short of their
+    offset, for ``_wait_replicated`` (none when the ISR is this broker: no coroutine)."""
+    required = {tp: offset for tp, (r, offset) in replicated.items() if r.error_code == 0}
+    if not required:
+        return required
+    known, short = ctx.broker.replica_manager.replicated_now(required)
+    _fail_unreplicated(replicated, known)
+    return short
+
+
+async def _wait_replicated(ctx: RequestContext, request: Any, replicated: Replicated,
+                           short: dict[TopicPartition, int]) -> None:
+    outcome = await ctx.broker.replica_manager.park_replicated({}, short, ms(request.timeout))
+    _fail_unreplicated(replicated, outcome)
+
+
+def _fail_unreplicated(replicated: Replicated, outcome: dict[TopicPartition, ErrorCode]
+                       ) -> None:
     for tp, error in outcome.items():
         if error != ErrorCode.NONE:
             r = replicated[tp][0]
@@ -160,11 +175,11 @@ async def _wait_group_commit(waits: list[tuple[ProducePartitionResult, Waiter]])
 
 
 def _has_heavy(request: Any) -> bool:
-    return any(
-        p.records is not None and is_heavy(p.records)
-        for t in request.topic_data
-        for p in t.partition_data
-    )
+    for t in request.topic_data:  # (loops, not a generator: this runs for every request)
+        for p in t.partition_data:
+            if p.records is not None and is_heavy(p.records):
+                return True
+    return False
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
@@ -236,8 +251,8 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
         await _wait_written(writes, waits)
     if waits:
         await _wait_group_commit(waits)
-    if replicated:
-        await _wait_replicated(ctx, request, replicated)
+    if replicated and (short := _replicated_now(ctx, replicated)):
+        await _wait_replicated(ctx, request, replicated, short)
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     throttle_ms = throttle(ctx, QuotaType.PRODUCE, _request_bytes(request))
     if acks == 0:
@@ -266,4 +281,9 @@ def _topic_of(ctx: RequestContext, t: Any) -> tuple[str | None, uuid.UUID]:
 
 
 def _request_bytes(request: Any) -> int:
-    return sum(len(p.records or b"") for t in request.topic_data for p in t.partition_data)
+    n = 0
+    for t in request.topic_data:
+        for p in t.partition_data:
+            if p.records is not None:
+                n += len(p.records)
+    return n
