@@ -20,6 +20,7 @@ from tidelog.schema_registry import start_schema_registry
 from tidelog.server.allocator import tune_allocator
 from tidelog.server.fault_file import FAULT_PLAN_FILE, PlanFollower, follow, plan_path
 from tidelog.server.faults import FaultPlan, install
+from tidelog.server.gil import tune_switch_interval
 from tidelog.server.heap import HeapFreezer
 from tidelog.util.clock import SYSTEM_CLOCK
 
@@ -175,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     allocator = tune_allocator()  # the process is ours: see tidelog.server.allocator
     log.info("allocator: %s", allocator)
+    log.info("GIL switch interval: %s", tune_switch_interval())  # see tidelog.server.gil
     try:
         import uvloop
 

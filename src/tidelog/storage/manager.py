@@ -282,8 +282,9 @@ class LogManager(LogManagerFaults, LogManagerTasks):
             return {tp: lg for tp, lg in self._logs.items() if tp.topic == topic}
 
     def _logs_in_dir(self, path: Path) -> list[Log]:
+        parent = str(path)  # (as Path equality on POSIX: the normalized strings)
         with self._lock:
-            return [lg for lg in self._logs.values() if lg.dir.parent == path]
+            return [lg for lg in self._logs.values() if lg.parent_dir == parent]
 
     def _require_log(self, tp: TopicPartition) -> Log:
         lg = self.get_log(tp)
