@@ -8,11 +8,10 @@ in log_files.py, so this module is the glue.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from .log_append import (
     duplicate_info,
 )
 from .log_files import delete_all, sync
+from .log_io import LogIo
 from .log_read import FetchIsolation
 from .log_writes import AppendWriter, PendingWrites, WriteDone
 from .producer_state import ProducerStateManager
@@ -556,17 +556,9 @@ class Log:
             self.leader_epoch_cache.update_dir(new_dir)
             self._producer_state.snapshots = self._producer_state._scan_snapshots()
 
-    @contextlib.contextmanager
-    def _io(self, op: str) -> Iterator[None]:
+    def _io(self, op: str) -> LogIo:
         """Hold the lock; an OSError becomes KafkaStorageError naming the log dir (Kafka)."""
-        with self._lock:
-            if op not in ("append-async", "flush"):
-                self._writes.drain()  # roll, truncation, retention...: after the writes queued
-            try:
-                yield
-            except OSError as e:
-                raise KafkaStorageError(
-                    f"Error while {op} in dir {self._dir} ({self.name}): {e}") from e
+        return LogIo(self._lock, self._writes, op, self)
 
     def _check_open(self) -> None:
         if self._closed:
