@@ -204,12 +204,16 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
             self._open(tp, info)  # raises KafkaStorageError for an offline dir
             self._host_topic(info)
             return self.partitions.get(tp)
+        version = self.logs.logs_version
+        if partition.logs_version == version:
+            return partition  # no log stored or removed since its log was found current
         lg = self.logs.get_log(tp)
         if lg is None:  # its dir went offline: answer as Kafka does for an offline replica
             info = self.store.topics.get(tp.topic)
             self.logs.get_or_create_log(tp, None if info is None else dict(info.configs))
-        elif lg is not partition.log:
+        else:
             partition.log = lg
+            partition.logs_version = version
         return partition
 
     def partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH, *,

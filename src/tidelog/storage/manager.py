@@ -273,6 +273,12 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         with self._lock:
             return self._logs.get(tp)
 
+    @property
+    def logs_version(self) -> int:
+        """Changes whenever a log is stored or removed (read before ``get_log``: unchanged
+        later, what it returned is still current)."""
+        return self._logs.version
+
     def all_logs(self) -> list[Log]:
         with self._lock:
             return list(self._logs.values())

@@ -28,10 +28,14 @@ class LogsByDir(dict[TopicPartition, Log]):
         self._parent: dict[TopicPartition, Path] = {}
         self.counts: Counter[Path] = Counter()
         self.on_store: Callable[[Log], object] | None = None  # each log as it is stored
+        # counts every change: a reader that saw this number and finds it unchanged knows
+        # no log was stored or removed since (ReplicaManager.get_partition)
+        self.version = 0
 
     def __setitem__(self, tp: TopicPartition, lg: Log) -> None:
         self._forget(tp)
         super().__setitem__(tp, lg)
+        self.version += 1
         if self.on_store is not None:
             self.on_store(lg)
         parent = Path(lg.dir).parent
@@ -40,6 +44,7 @@ class LogsByDir(dict[TopicPartition, Log]):
 
     def __delitem__(self, tp: TopicPartition) -> None:
         super().__delitem__(tp)
+        self.version += 1
         self._forget(tp)
 
     def pop(self, tp: TopicPartition, default: Any = _MISSING) -> Any:
@@ -48,11 +53,13 @@ class LogsByDir(dict[TopicPartition, Log]):
                 raise KeyError(tp)
             return default
         lg = super().pop(tp)
+        self.version += 1
         self._forget(tp)
         return lg
 
     def clear(self) -> None:
         super().clear()
+        self.version += 1
         self._parent.clear()
         self.counts.clear()
 

@@ -57,6 +57,9 @@ class Partition:
                  topic_id: uuid.UUID | None = None) -> None:
         self.topic_partition = tp
         self.log = log
+        # the LogManager's logs_version when ``log`` was last found current there
+        # (ReplicaManager.get_partition; -1: not yet)
+        self.logs_version = -1
         self.local_broker_id = local_broker_id
         self.clock = clock
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
