@@ -324,12 +324,17 @@ def _requested(request: Any, names: _Names) -> dict[FetchKey, CachedPartition]:
         if not parts:
             continue
         tid, name = names.topic(t)
+        # the fields a version has, asked of its first partition (they share one class)
+        first = parts[0]
+        epochs = hasattr(first, "current_leader_epoch")  # v9+
+        starts = hasattr(first, "log_start_offset")  # v5+
+        fetched = hasattr(first, "last_fetched_epoch")  # v12+
         for p in parts:
             out[new_key(FetchKey, (tid, name, p.partition))] = CachedPartition(
                 p.fetch_offset, p.partition_max_bytes, -1, -1, -1,
-                int(getattr(p, "current_leader_epoch", -1)),
-                int(getattr(p, "log_start_offset", -1)),
-                int(getattr(p, "last_fetched_epoch", -1)))
+                p.current_leader_epoch if epochs else -1,
+                p.log_start_offset if starts else -1,
+                p.last_fetched_epoch if fetched else -1)
     return out
 
 
