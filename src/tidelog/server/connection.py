@@ -434,7 +434,6 @@ class KafkaConnection(asyncio.Protocol):
         sent: list[RequestTiming] = []
         dequeue_ns = time.perf_counter_ns()
         slots = self.slots
-        chunked = False  # a fetch response's file chunks (else: bytes only, one write)
         while slots and slots[0].data is not _PENDING:
             slot = slots.popleft()
             data = slot.data
@@ -444,19 +443,15 @@ class KafkaConnection(asyncio.Protocol):
                 continue
             if isinstance(data, list):
                 out.extend(data)
-                chunked = True
             else:
                 out.append(data)
         if out:
             self.last_active = asyncio.get_running_loop().time()
-            if not chunked:
-                self.transport.writelines(out)
-            else:
-                try:
-                    write_chunks(self.transport, out)
-                except OSError as exc:
-                    self.close(f"cannot send a fetch response: {exc}")
-                    return
+            try:
+                write_chunks(self.transport, out)
+            except OSError as exc:
+                self.close(f"cannot send a fetch response: {exc}")
+                return
         if sent and self.request_metrics is not None:
             self.request_metrics.record_sent(sent, dequeue_ns)
         self._maybe_pause()

@@ -78,10 +78,7 @@ def _sendfile(sock_fd: int, chunk: FileChunk) -> int:
 
 def write_chunks(transport: asyncio.Transport, chunks: list[Any]) -> None:
     """Write buffers and FileChunks in order; every FileChunk is closed."""
-    sock = transport.get_extra_info("socket")
-    # never past TLS: sendfile would put the file's plaintext on an encrypted stream
-    tls = transport.get_extra_info("sslcontext") is not None
-    sock_fd = sock.fileno() if sock is not None and not tls else -1
+    sock_fd: int | None = None  # looked up at the first FileChunk (a produce answer has none)
     pending: list[Any] = []
     try:
         for c in chunks:
@@ -91,6 +88,8 @@ def write_chunks(transport: asyncio.Transport, chunks: list[Any]) -> None:
             if pending:
                 transport.writelines(pending)
                 pending = []
+            if sock_fd is None:
+                sock_fd = _sendfile_fd(transport)
             sent = 0
             if sock_fd >= 0 and transport.get_write_buffer_size() == 0:
                 sent = _sendfile(sock_fd, c)
@@ -103,3 +102,11 @@ def write_chunks(transport: asyncio.Transport, chunks: list[Any]) -> None:
             transport.writelines(pending)
     finally:
         close_chunks(chunks)
+
+
+def _sendfile_fd(transport: asyncio.Transport) -> int:
+    """The socket's fd for sendfile, or -1: never past TLS, where sendfile would put the
+    file's plaintext on an encrypted stream."""
+    sock = transport.get_extra_info("socket")
+    tls = transport.get_extra_info("sslcontext") is not None
+    return sock.fileno() if sock is not None and not tls else -1

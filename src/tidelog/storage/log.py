@@ -61,9 +61,6 @@ class Log:
                  log_start_offset: int, recovery_point: int,
                  next_offset_metadata: LogOffsetMetadata) -> None:
         self._dir = Path(dir)
-        # the log dir holding it, as a string (never changes: a rename stays in it, a move
-        # between dirs is another Log), for finding a dir's logs without Path arithmetic
-        self.parent_dir = str(self._dir.parent)
         self._config = config
         self.clock = clock
         self.scheduler = scheduler

@@ -288,9 +288,8 @@ class LogManager(LogManagerFaults, LogManagerTasks):
             return {tp: lg for tp, lg in self._logs.items() if tp.topic == topic}
 
     def _logs_in_dir(self, path: Path) -> list[Log]:
-        parent = str(path)  # (as Path equality on POSIX: the normalized strings)
         with self._lock:
-            return [lg for lg in self._logs.values() if lg.parent_dir == parent]
+            return self._logs.in_dir(path)
 
     def _require_log(self, tp: TopicPartition) -> Log:
         lg = self.get_log(tp)

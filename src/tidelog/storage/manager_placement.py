@@ -63,6 +63,11 @@ class LogsByDir(dict[TopicPartition, Log]):
         self._parent.clear()
         self.counts.clear()
 
+    def in_dir(self, parent: Path) -> list[Log]:
+        """The logs stored under ``parent`` (their parents kept as stored: no path is
+        taken apart per log)."""
+        return [self[tp] for tp, p in self._parent.items() if p == parent]
+
     def _forget(self, tp: TopicPartition) -> None:
         parent = self._parent.pop(tp, None)
         if parent is not None:
