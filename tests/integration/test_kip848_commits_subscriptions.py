@@ -4,6 +4,8 @@ subscription changes (a deleted topic, regex plus literal topics, many changes i
 
 from __future__ import annotations
 
+import random
+import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -117,3 +119,92 @@ def test_a_commit_without_membership_is_refused_while_the_group_has_members(
     finally:
         member.close()
         solo.close()
+
+
+# ------------------------------------------------------------------ subscription changes
+
+
+def assigned(c: Consumer) -> set[tuple[str, int]]:
+    return {(p.topic, p.partition) for p in c.assignment()}
+
+
+def parts(topic: str, n: int) -> set[tuple[str, int]]:
+    return {(topic, p) for p in range(n)}
+
+
+def test_deleting_one_subscribed_topic_revokes_only_its_partitions(
+        broker: EmbeddedBroker, admin: AdminClient) -> None:
+    create(admin, ("del-f", 2), ("del-g", 3))
+    c = consumer(broker, "g-del")
+    try:
+        c.subscribe(["del-f", "del-g"])
+        wait_for(lambda: assigned(c) == parts("del-f", 2) | parts("del-g", 3),
+                 lambda: c.poll(0.05), what="f and g assigned")
+        admin.delete_topics(["del-f"])["del-f"].result(10)
+        wait_for(lambda: assigned(c) == parts("del-g", 3), lambda: c.poll(0.05),
+                 what="only g left")
+        group = broker.broker.group_coordinator.consumer.groups["g-del"]
+        [member] = group.members.values()
+        assert sum(len(ps) for ps in member.assigned.values()) == 3
+        for _ in range(20):  # and it stays so
+            c.poll(0.05)
+        assert assigned(c) == parts("del-g", 3)
+    finally:
+        c.close()
+
+
+TOPICS = ["sub-re-a", "sub-re-b", "sub-lit", "sub-other-1", "sub-other-2"]
+
+
+def expected(subscription: list[str]) -> set[str]:
+    out: set[str] = set()
+    for s in subscription:
+        out |= {t for t in TOPICS if re.fullmatch(s[1:], t)} if s.startswith("^") else {s}
+    return out
+
+
+def test_a_hundred_subscription_changes_each_converge(
+        broker: EmbeddedBroker, admin: AdminClient) -> None:
+    create(admin, *((t, 2) for t in TOPICS))
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    rnd = random.Random(seed)
+    c = consumer(broker, "g-churn")
+    choices = [*TOPICS, "^sub-re-.*", "^sub-other-.*"]
+    try:
+        for i in range(100):
+            if i % 7 == 6 or i == 99:
+                c.unsubscribe()
+                want: set[str] = set()
+            else:
+                subscription = rnd.sample(choices, rnd.randint(1, 3))
+                c.subscribe(subscription)
+                want = expected(subscription)
+            wait_for(lambda: {t for t, _ in assigned(c)} == want
+                     and len(assigned(c)) == 2 * len(want), lambda: c.poll(0.02),
+                     timeout=CONFIG["group.consumer.session.timeout.ms"] / 1000,
+                     what=f"change {i}: {sorted(want)}")
+        group = broker.broker.group_coordinator.consumer.groups["g-churn"]
+        wait_for(lambda: not group.members, lambda: c.poll(0.02),
+                 what="the member gone after the last change, an unsubscribe")
+    finally:
+        c.close()
+
+
+def test_a_later_subscription_replaces_the_regex(
+        broker: EmbeddedBroker, admin: AdminClient) -> None:
+    create(admin, *((t, 2) for t in TOPICS))
+    c = consumer(broker, "g-regex")
+    try:
+        c.subscribe(["^sub-re-.*", "sub-lit"])
+        wait_for(lambda: {t for t, _ in assigned(c)} == {"sub-re-a", "sub-re-b", "sub-lit"},
+                 lambda: c.poll(0.02), what="the regex and the literal topic")
+        c.subscribe(["sub-other-1"])
+        wait_for(lambda: {t for t, _ in assigned(c)} == {"sub-other-1"},
+                 lambda: c.poll(0.02), what="the regex replaced")
+        group = broker.broker.group_coordinator.consumer.groups["g-regex"]
+        [member] = group.members.values()
+        assert not member.subscription.subscribed_topic_regex  # cleared
+        assert member.subscription.subscribed_topic_names == ("sub-other-1",)
+    finally:
+        c.close()
