@@ -180,7 +180,7 @@ def test_a_hundred_subscription_changes_each_converge(
                 subscription = rnd.sample(choices, rnd.randint(1, 3))
                 c.subscribe(subscription)
                 want = expected(subscription)
-            wait_for(lambda: {t for t, _ in assigned(c)} == want
+            wait_for(lambda want=want: {t for t, _ in assigned(c)} == want
                      and len(assigned(c)) == 2 * len(want), lambda: c.poll(0.02),
                      timeout=CONFIG["group.consumer.session.timeout.ms"] / 1000,
                      what=f"change {i}: {sorted(want)}")

@@ -204,8 +204,9 @@ class OffsetsApi(RebalanceCore):
     def on_topics_deleted(self, topics: Iterable[str]) -> int:
         """Tombstone every committed offset of deleted topics (Kafka's
         GroupMetadataManager.cleanupGroupMetadata on topic deletion), so a re-created topic
-        does not inherit old positions. Returns the number of offsets removed."""
+        does not inherit old positions; share groups' state of those topics goes too. Returns the number of offsets removed."""
         gone = set(topics)
+        self.share.forget_topics(gone)  # share-partition state is keyed by topic id too
         removed = 0
         groups: list[GroupMetadata | ConsumerGroup] = [*self.groups.values(),
                                                        *self.consumer.groups.values()]
