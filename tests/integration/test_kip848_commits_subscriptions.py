@@ -195,10 +195,14 @@ def test_a_later_subscription_replaces_the_regex(
         broker: EmbeddedBroker, admin: AdminClient) -> None:
     create(admin, *((t, 2) for t in TOPICS))
     c = consumer(broker, "g-regex")
+    given: list[set[str]] = []
     try:
-        c.subscribe(["^sub-re-.*", "sub-lit"])
+        c.subscribe(["^sub-re-.*", "sub-lit"],
+                    on_assign=lambda _c, ps: given.append({p.topic for p in ps}))
         wait_for(lambda: {t for t, _ in assigned(c)} == {"sub-re-a", "sub-re-b", "sub-lit"},
                  lambda: c.poll(0.02), what="the regex and the literal topic")
+        # resolved asynchronously, as Kafka: the literal topic first, the matches after
+        assert given[0] == {"sub-lit"} and set().union(*given[1:]) == {"sub-re-a", "sub-re-b"}
         c.subscribe(["sub-other-1"])
         wait_for(lambda: {t for t, _ in assigned(c)} == {"sub-other-1"},
                  lambda: c.poll(0.02), what="the regex replaced")
