@@ -2,11 +2,12 @@
 share-partitions, sans I/O.
 
 Members are assigned the partitions of the topics they subscribe to by Kafka's SimpleAssignor
-(assignor.py): spread over the members, shared only when members outnumber partitions
-(records, not partitions, are handed out: a shared partition's records go to either). A member fetches
-through a share session (ShareFetch epoch 0 opens it, -1 closes it, each request otherwise
-names the next epoch) and acknowledges what it acquired, in the fetch itself or with
-ShareAcknowledge. A member that leaves, or whose session times out, gives back what it holds.
+(assignor.py): spread over the members, shared only when members outnumber partitions (then
+records, not partitions, are handed out). A member fetches through a share session
+(ShareFetch epoch 0 opens it, -1 closes it, each request otherwise names the next epoch) and
+acknowledges what it acquired, in the fetch itself or with ShareAcknowledge. What a member
+holds is given back when its share session closes, its group session times out, or a
+heartbeat interval after it left (its client closes the session itself then).
 The share-partitions live on the leader of their data partition: it reads each one's state
 from its share coordinator on first use (``load_partition``, through the persister of
 durable.py) and writes it back whenever acknowledgements or a leaving member change it; what
