@@ -21,6 +21,8 @@ S3_REGION = "storage.s3.region"
 S3_PATH_STYLE_ACCESS_ENABLED = "storage.s3.path.style.access.enabled"
 AWS_ACCESS_KEY_ID = "storage.aws.access.key.id"
 AWS_SECRET_ACCESS_KEY = "storage.aws.secret.access.key"
+S3_API_CALL_ATTEMPT_TIMEOUT = "storage.s3.api.call.attempt.timeout"
+"""Aiven's per-attempt timeout (ms): the connect and read timeouts of each S3 request."""
 KEY_PREFIX = "key.prefix"
 
 S3_BACKEND_CLASSES = frozenset({"io.aiven.kafka.tieredstorage.storage.s3.S3Storage",
@@ -69,6 +71,17 @@ def _bool(configs: Mapping[str, str], key: str, default: bool) -> bool:
     return raw == "true"
 
 
+def _attempt_timeouts(configs: Mapping[str, str]) -> dict[str, float]:
+    raw = configs.get(S3_API_CALL_ATTEMPT_TIMEOUT, "").strip()
+    if not raw:
+        return {}
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ValueError(f"{RSM_CONFIG_PREFIX}{S3_API_CALL_ATTEMPT_TIMEOUT} must be a positive "
+                         f"number of milliseconds, not {raw!r}")
+    seconds = int(raw) / 1000
+    return {"connect_timeout": seconds, "read_timeout": seconds}
+
+
 def create_object_storage(configs: Mapping[str, str]) -> ObjectStorage:
     """The backend ``storage.backend.class`` names, from the RSM's own (prefix-less)
     configs."""
@@ -86,7 +99,8 @@ def create_object_storage(configs: Mapping[str, str]) -> ObjectStorage:
             region=configs.get(S3_REGION) or None,
             path_style_access=_bool(configs, S3_PATH_STYLE_ACCESS_ENABLED, False),
             access_key_id=configs.get(AWS_ACCESS_KEY_ID) or None,
-            secret_access_key=configs.get(AWS_SECRET_ACCESS_KEY) or None)
+            secret_access_key=configs.get(AWS_SECRET_ACCESS_KEY) or None,
+            **_attempt_timeouts(configs))
     known = sorted(S3_BACKEND_CLASSES | FILESYSTEM_BACKEND_CLASSES)
     raise ValueError(f"{RSM_CONFIG_PREFIX}{STORAGE_BACKEND_CLASS}={backend!r} is not one of "
                      f"{', '.join(known)}")

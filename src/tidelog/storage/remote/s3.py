@@ -71,7 +71,7 @@ class S3Storage:
         self.endpoint_url = endpoint_url
         config = Config(
             s3={"addressing_style": "path" if path_style_access else "auto"},
-            retries={"mode": "standard", "max_attempts": max_attempts},
+            retries={"mode": "standard", "total_max_attempts": max_attempts},
             connect_timeout=connect_timeout, read_timeout=read_timeout,
             max_pool_connections=32)
         self.client: S3Client = boto3.session.Session().client(
