@@ -71,15 +71,15 @@ def _bool(configs: Mapping[str, str], key: str, default: bool) -> bool:
     return raw == "true"
 
 
-def _attempt_timeouts(configs: Mapping[str, str]) -> dict[str, float]:
+def _attempt_timeout(configs: Mapping[str, str]) -> float | None:
+    """``storage.s3.api.call.attempt.timeout`` in seconds, or None when not set."""
     raw = configs.get(S3_API_CALL_ATTEMPT_TIMEOUT, "").strip()
     if not raw:
-        return {}
+        return None
     if not raw.isdigit() or int(raw) <= 0:
         raise ValueError(f"{RSM_CONFIG_PREFIX}{S3_API_CALL_ATTEMPT_TIMEOUT} must be a positive "
                          f"number of milliseconds, not {raw!r}")
-    seconds = int(raw) / 1000
-    return {"connect_timeout": seconds, "read_timeout": seconds}
+    return int(raw) / 1000
 
 
 def create_object_storage(configs: Mapping[str, str]) -> ObjectStorage:
@@ -93,6 +93,7 @@ def create_object_storage(configs: Mapping[str, str]) -> ObjectStorage:
     if backend in S3_BACKEND_CLASSES:
         from .s3 import S3Storage
 
+        timeout = _attempt_timeout(configs)
         return S3Storage(
             bucket=_required(configs, S3_BUCKET_NAME),
             endpoint_url=configs.get(S3_ENDPOINT_URL) or None,
@@ -100,7 +101,7 @@ def create_object_storage(configs: Mapping[str, str]) -> ObjectStorage:
             path_style_access=_bool(configs, S3_PATH_STYLE_ACCESS_ENABLED, False),
             access_key_id=configs.get(AWS_ACCESS_KEY_ID) or None,
             secret_access_key=configs.get(AWS_SECRET_ACCESS_KEY) or None,
-            **_attempt_timeouts(configs))
+            connect_timeout=timeout or 5.0, read_timeout=timeout or 30.0)
     known = sorted(S3_BACKEND_CLASSES | FILESYSTEM_BACKEND_CLASSES)
     raise ValueError(f"{RSM_CONFIG_PREFIX}{STORAGE_BACKEND_CLASS}={backend!r} is not one of "
                      f"{', '.join(known)}")
