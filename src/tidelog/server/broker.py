@@ -21,7 +21,8 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .cluster_node import ClusterNode
 from .connection import KafkaConnection
-from .coordinator_leadership import elect_led_partitions
+from .coordinator.leadership import elect_led_partitions
+from .coordinator.runtime import CoordinatorRuntime
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
 from .free_space_replication import FloorReplicationHold
@@ -124,6 +125,8 @@ class Broker:
         self.dynamic_config: DynamicBrokerConfig | None = None
         self.log_dir_mover: LogDirMover | None = None
         self.client_quotas: ClientQuotaManager | None = None
+        # the group, share and transaction coordinators' shards, by internal topic
+        self.coordinator_runtime = CoordinatorRuntime()
         self.group_coordinator: GroupCoordinator | None = None
         self._group_load: asyncio.Task[None] | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
@@ -293,7 +296,7 @@ class Broker:
         """Groups and transactions: each loads its internal topic in the background when it
         exists (a fresh broker creates the topic on the first FindCoordinator)."""
         self.group_coordinator, self._group_load = start_group_coordinator(
-            self.config, self.clock, self.replica_manager)
+            self.config, self.clock, self.replica_manager, self.coordinator_runtime)
         start_share_coordinator(self)
         self.txn_coordinator, self._txn_tasks = start_txn_coordinator(self)
         if self.cluster is not None:  # coordinators follow the internal topics' leaders
@@ -392,12 +395,14 @@ class Broker:
 
     def _stop_coordinators(self) -> None:
         if self.txn_coordinator is not None:
-            stop_txn_coordinator(self.txn_coordinator, self._txn_tasks)
+            stop_txn_coordinator(self.txn_coordinator, self._txn_tasks, self.coordinator_runtime)
             self.txn_coordinator, self._txn_tasks = None, []
         if self.group_coordinator is not None:
-            stop_share_coordinator(self.group_coordinator.share)
-            stop_group_coordinator(self.group_coordinator, self._group_load)
+            stop_share_coordinator(self.group_coordinator.share, self.coordinator_runtime)
+            stop_group_coordinator(self.group_coordinator, self._group_load,
+                                   self.coordinator_runtime)
             self.group_coordinator = self._group_load = None
+        self.coordinator_runtime.close()  # loads in flight
 
     def _stop_logs(self) -> None:
         """The log dir mover, then the logs (and their locks) themselves. The quota manager

@@ -17,7 +17,9 @@ Modules (Kafka counterpart in brackets):
   ``log_store``: the port over the broker's logs (``__consumer_offsets`` created lazily,
   compacted).
 * ``config``: ``group.*`` / ``offsets.*`` broker settings with Kafka's defaults.
-* ``wiring``: the asyncio side (``LoopScheduler``, ``start_group_coordinator(broker)``,
+* ``shard``: the coordinator on the coordinator runtime (``server/coordinator``): loads
+  and unloads of ``__consumer_offsets`` partitions as leadership moves.
+* ``wiring``: the asyncio side (``start_group_coordinator(broker)``,
   ``stop_group_coordinator(broker)``, ``coordinator_for(broker)``).
 
 The API handlers live in ``tidelog/server/handlers/`` (find_coordinator, join_group,

@@ -5,7 +5,14 @@ from __future__ import annotations
 import enum
 import struct
 
-from tidelog.server.group.member import JoinMember, MemberMetadata, Protocols
+from tidelog.protocol.errors import ErrorCode
+from tidelog.server.group.member import (
+    JoinMember,
+    JoinResult,
+    MemberMetadata,
+    Protocols,
+    SyncResult,
+)
 from tidelog.server.group.records import OffsetAndMetadata
 from tidelog.util.scheduler import ScheduledTask
 from tidelog.util.topic_partition import TopicPartition
@@ -84,6 +91,17 @@ class GroupMetadata:
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         self.pending_members.pop(member.member_id, None)
+
+    def end_members(self, error: ErrorCode) -> None:
+        """Stop the group's timers and answer its waiting joins and syncs with ``error``
+        (the group leaves this coordinator, or becomes a consumer group)."""
+        for task in (self.join_task, self.sync_task, *self.pending_members.values()):
+            if task is not None:
+                task.cancel()
+        for member in self.members.values():
+            member.cancel_heartbeat()
+            member.complete_join(JoinResult(error, member_id=member.member_id))
+            member.complete_sync(SyncResult(error))
 
     def remove(self, member_id: str) -> MemberMetadata | None:
         member = self.members.pop(member_id, None)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tidelog.records import RecordBatch, iter_batches
-from tidelog.server.coordinator_writes import ReplicatedAppender
+from tidelog.server.coordinator.partition_writer import PartitionWriter
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.records import OFFSETS_TOPIC
 from tidelog.storage.log_read import FetchIsolation
@@ -44,9 +44,9 @@ class LogOffsetsStore:
         self.partitions = config.offsets_topic_num_partitions if partitions is None \
             else partitions
         # in a cluster every write is replicated (acks=all) and handlers await it
-        self.replicated: ReplicatedAppender | None = None
+        self.replicated: PartitionWriter | None = None
         if not getattr(replica_manager, "one_broker", True):
-            self.replicated = ReplicatedAppender(replica_manager, topic, COMMIT_TIMEOUT_MS)
+            self.replicated = PartitionWriter(replica_manager, topic, COMMIT_TIMEOUT_MS)
 
     def _ensure_topic(self) -> None:
         if self.rm.topic(self.topic) is None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from tidelog.records import CompressionType, RecordBatch, RecordBatchBuilder
+from tidelog.server.coordinator.runtime import CoordinatorPartitions
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.consumer.group import ConsumerGroup, replay
 from tidelog.server.group.consumer.records import (
@@ -71,9 +72,7 @@ class GroupMetadataManager:
         self.clock = clock
         self.store = store
         self.groups: dict[str, GroupMetadata] = {}
-        self.loading: set[int] = set()
-        self.owned: set[int] = set()
-        self.load_epochs: dict[int, int] = {}  # bumped by each election and resignation
+        self.partitions = CoordinatorPartitions()  # load states (the coordinator runtime's)
         self.pending_txn = PendingTxnOffsets()
         # in a cluster a commit reaches the cache only once replicated (pending_commits.py)
         self.confirm_writes = False
@@ -85,6 +84,14 @@ class GroupMetadataManager:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
+    @property
+    def loading(self) -> set[int]:
+        return self.partitions.loading
+
+    @property
+    def owned(self) -> set[int]:
+        return self.partitions.owned
+
     def is_loading(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self.loading
 
@@ -92,11 +99,11 @@ class GroupMetadataManager:
         return self.partition_for(group_id) in self.owned
 
     def mark_loading(self, partitions: Iterable[int]) -> None:
-        self.loading.update(partitions)
+        self.partitions.mark_loading(partitions)
 
     def load_partition(self, partition: int) -> list[GroupMetadata]:
         """Replay one partition into the cache; returns the groups it defined."""
-        self.loading.add(partition)
+        self.partitions.mark_loading((partition,))
         data = LoadedPartition()
         for batch in self.store.read_batches(partition):
             self.replay_batch(data, partition, batch)
@@ -126,8 +133,7 @@ class GroupMetadataManager:
             installed.append(group)
         for group_id in data.removed_groups - set(data.groups) - with_offsets:
             self.groups.pop(group_id, None)
-        self.loading.discard(partition)
-        self.owned.add(partition)
+        self.partitions.activate(partition)
         return installed
 
     def replay_batch(self, out: LoadedPartition, partition: int, batch: RecordBatch) -> None:

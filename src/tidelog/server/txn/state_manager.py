@@ -16,7 +16,8 @@ from tidelog.records import RecordBatch, RecordBatchBuilder, iter_batches
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
 
-from ..coordinator_writes import CoordinatorWriteError, ReplicatedAppender
+from ..coordinator.partition_writer import CoordinatorWriteError, PartitionWriter
+from ..coordinator.runtime import CoordinatorPartitions
 from ..errors import ApiError
 from .config import TxnConfig
 from .metadata import TransactionMetadata, TransactionState
@@ -53,9 +54,9 @@ class TxnLogStore:
         self.rm = replica_manager
         self.config = config
         # in a cluster every write is replicated (acks=all) and handlers await it
-        self.replicated: ReplicatedAppender | None = None
+        self.replicated: PartitionWriter | None = None
         if not getattr(replica_manager, "one_broker", True):
-            self.replicated = ReplicatedAppender(replica_manager, TRANSACTION_STATE_TOPIC,
+            self.replicated = PartitionWriter(replica_manager, TRANSACTION_STATE_TOPIC,
                                                  WRITE_TIMEOUT_MS)
 
     def ensure_topic(self) -> None:
@@ -116,9 +117,15 @@ class TransactionStateManager:
         self.store = store
         self.transactions: dict[str, TransactionMetadata] = {}
         self._by_producer: dict[int, str] = {}  # producer id -> transactional id
-        self.loading: set[int] = set()
-        self.owned: set[int] = set()
-        self.load_epochs: dict[int, int] = {}  # bumped by each election and resignation
+        self.partitions = CoordinatorPartitions()  # load states (the coordinator runtime's)
+
+    @property
+    def loading(self) -> set[int]:
+        return self.partitions.loading
+
+    @property
+    def owned(self) -> set[int]:
+        return self.partitions.owned
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
@@ -145,7 +152,7 @@ class TransactionStateManager:
         """In a cluster: waits until the ISR has the id's state writes so far (NONE, or the
         coordinator's error); None on one broker, where a written state is durable."""
         appender = getattr(self.store, "replicated", None)
-        if not isinstance(appender, ReplicatedAppender):
+        if not isinstance(appender, PartitionWriter):
             return None
         return appender.replicated(self.partition_for(transactional_id))
 
@@ -207,14 +214,13 @@ class TransactionStateManager:
                             TRANSACTION_STATE_TOPIC, partition, exc)
                 continue
             self._install(meta)
-        self.loading.discard(partition)
-        self.owned.add(partition)
+        self.partitions.activate(partition)
         return [m for m in self.transactions.values()
                 if self.partition_for(m.transactional_id) == partition
                 and m.state in (TransactionState.PREPARE_COMMIT, TransactionState.PREPARE_ABORT)]
 
     def load_partition(self, partition: int) -> list[TransactionMetadata]:
-        self.loading.add(partition)
+        self.partitions.mark_loading((partition,))
         latest: dict[bytes, bytes | None] = {}
         for batch in self.store.read_batches(partition):
             self.replay_batch(latest, batch)

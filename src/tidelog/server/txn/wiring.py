@@ -1,9 +1,9 @@
 """Plugs the transaction coordinator into the asyncio broker.
 
 ``start_txn_coordinator(broker)`` (called by ``Broker.start``) builds it over the broker's
-logs, loads ``__transaction_state`` in the background (one partition per loop turn, answering
-COORDINATOR_LOAD_IN_PROGRESS for a partition until it is loaded), resumes prepared
-transactions, and schedules the timeout-abort and id-expiration tasks; the broker keeps the
+logs and registers it with the coordinator runtime for ``__transaction_state``, which loads
+the topic's partitions (COORDINATOR_LOAD_IN_PROGRESS for a partition until it is loaded; the
+prepared transactions found are resumed) and runs the timeout-abort and id-expiration timers; the broker keeps the
 coordinator and its tasks in typed fields and hands them to ``stop_txn_coordinator``.
 Handlers call ``txn_coordinator_for(broker)``."""
 
@@ -21,10 +21,13 @@ from tidelog.server.group.txn_offsets import complete_txn_offsets
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.topic_partition import TopicPartition
 
+from ..coordinator.runtime import CoordinatorRuntime
+from ..coordinator.timer import CoordinatorTimer
 from .config import TxnConfig
 from .coordinator import MarkerWriter, TransactionCoordinator
 from .markers import TxnMarkerSender, control_batch
 from .records import TRANSACTION_STATE_TOPIC
+from .shard import TransactionCoordinatorShard
 from .state_manager import WRITE_TIMEOUT_MS, TransactionStateManager, TxnLogStore
 
 if TYPE_CHECKING:
@@ -56,6 +59,9 @@ class TxnHost(Protocol):
 
     @property
     def txn_coordinator(self) -> TransactionCoordinator | None: ...
+
+    @property
+    def coordinator_runtime(self) -> CoordinatorRuntime: ...
 
 
 def marker_writer(broker: TxnHost, sender: TxnMarkerSender | None = None) -> MarkerWriter:
@@ -106,54 +112,47 @@ async def _replicated(rm: ReplicaManager, tp: TopicPartition, offset: int,
 def start_txn_coordinator(
     broker: TxnHost,
 ) -> tuple[TransactionCoordinator, list[asyncio.Task[None]]]:
-    """The coordinator and its tasks (the load, the timeout aborts, the id expiration)."""
+    """The coordinator, registered with the broker's coordinator runtime for
+    ``__transaction_state`` (its timeout aborts and id expiration on the runtime's timer),
+    and its tasks (the load on one broker, the marker sender's closing)."""
     config = TxnConfig.from_broker_config(broker.config)
-    state = TransactionStateManager(config, clock=broker.clock,
-                                    store=TxnLogStore(broker.replica_manager, config))
+    rm = broker.replica_manager
+    state = TransactionStateManager(config, clock=broker.clock, store=TxnLogStore(rm, config))
     loop = asyncio.get_running_loop()
     tasks: list[asyncio.Task[None]] = []
     sender = None
-    if not broker.replica_manager.one_broker:
+    if not rm.one_broker:
         sender = TxnMarkerSender(
-            broker.config.node_id, broker.replica_manager.metadata_cache,
+            broker.config.node_id, rm.metadata_cache,
             broker.config.inter_broker_listener_name, inter_broker_security(broker.config))
         tasks.append(loop.create_task(_close_when_cancelled(sender)))
     coord = TransactionCoordinator(
         config, clock=broker.clock, state=state,
-        allocate_producer_id=broker.replica_manager.allocate_producer_id,
+        allocate_producer_id=rm.allocate_producer_id,
         write_marker=marker_writer(broker, sender))
+    runtime = broker.coordinator_runtime
+    runtime.register(TRANSACTION_STATE_TOPIC, TransactionCoordinatorShard(coord),
+                     _timer(coord, CoordinatorTimer(loop, broker.clock, "transaction coordinator")))
     partitions = range(config.transaction_state_log_num_partitions)
-    if not broker.replica_manager.one_broker:
+    if not rm.one_broker:
         pass  # in a cluster: each partition loads when this broker becomes its leader
-    elif broker.replica_manager.topic(TRANSACTION_STATE_TOPIC) is not None:
-        state.loading.update(partitions)
-        tasks.append(loop.create_task(_load_all(coord)))
+    elif rm.topic(TRANSACTION_STATE_TOPIC) is not None:
+        load = runtime.load_all(TRANSACTION_STATE_TOPIC, partitions)
+        tasks += [load] if load is not None else []
     else:  # nothing to load: every partition is ours at once
         for p in partitions:
             state.complete_load(p, {})
-    tasks += [loop.create_task(_every(
-                  config.transaction_abort_timed_out_transaction_cleanup_interval_ms,
-                  coord.abort_timed_out)),
-              loop.create_task(_every(
-                  config.transaction_remove_expired_transaction_cleanup_interval_ms,
-                  coord.remove_expired))]
     return coord, tasks
 
 
-async def _load_all(coord: TransactionCoordinator) -> None:
-    state = coord.state
-    for p in range(coord.config.transaction_state_log_num_partitions):
-        latest: dict[bytes, bytes | None] = {}
-        try:
-            for i, batch in enumerate(state.store.read_batches(p)):
-                state.replay_batch(latest, batch)
-                if i % 64 == 63:
-                    await asyncio.sleep(0)
-        except Exception:
-            log.exception("failed to read __transaction_state-%d; loading what was read", p)
-        coord.resume(state.complete_load(p, latest))
-        await asyncio.sleep(0)
-    log.info("transaction coordinator loaded %d transactional ids", len(state.transactions))
+def _timer(coord: TransactionCoordinator, timer: CoordinatorTimer) -> CoordinatorTimer:
+    """Kafka's transaction abort and transactional id expiration, at their intervals."""
+    config = coord.config
+    abort_ms = config.transaction_abort_timed_out_transaction_cleanup_interval_ms
+    expire_ms = config.transaction_remove_expired_transaction_cleanup_interval_ms
+    timer.schedule("abort-timed-out-transactions", coord.abort_timed_out, abort_ms, abort_ms)
+    timer.schedule("remove-expired-transactions", coord.remove_expired, expire_ms, expire_ms)
+    return timer
 
 
 async def _close_when_cancelled(sender: TxnMarkerSender) -> None:
@@ -163,18 +162,10 @@ async def _close_when_cancelled(sender: TxnMarkerSender) -> None:
         await sender.close()
 
 
-async def _every(interval_ms: int, fn: Callable[[], object]) -> None:
-    while True:
-        await asyncio.sleep(interval_ms / 1000)
-        try:
-            fn()
-        except Exception:
-            log.exception("transaction coordinator task %s failed", fn.__name__)
-
-
-def stop_txn_coordinator(coord: TransactionCoordinator,
-                         tasks: list[asyncio.Task[None]]) -> None:
+def stop_txn_coordinator(coord: TransactionCoordinator, tasks: list[asyncio.Task[None]],
+                         runtime: CoordinatorRuntime) -> None:
     coord.active = False
+    runtime.unregister(TRANSACTION_STATE_TOPIC)  # its timer stops
     for task in tasks:
         task.cancel()
 

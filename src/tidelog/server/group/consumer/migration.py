@@ -226,13 +226,7 @@ class Migration:
     def _end_classic(classic: GroupMetadata) -> None:
         """Waiting joins and syncs are told REBALANCE_IN_PROGRESS (they rejoin the consumer
         group); the classic timers stop."""
-        for task in (classic.join_task, classic.sync_task, *classic.pending_members.values()):
-            if task is not None:
-                task.cancel()
-        for m in classic.members.values():
-            m.cancel_heartbeat()
-            m.complete_join(JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member_id=m.member_id))
-            m.complete_sync(SyncResult(ErrorCode.REBALANCE_IN_PROGRESS))
+        classic.end_members(ErrorCode.REBALANCE_IN_PROGRESS)
 
     # ------------------------------------------------------------------ classic members
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch, RecordBatchBuilder
+from tidelog.server.coordinator.runtime import CoordinatorPartitions
 from tidelog.server.group.records import SchemaError
 from tidelog.server.group.share.records import (
     SNAPSHOT_KEY,
@@ -94,12 +95,18 @@ class ShareStateCoordinator:
         self.partition_exists = partition_exists or (lambda _t, _p: True)
         self.states: dict[StateKey, ShareState] = {}
         self.leader_epochs: dict[StateKey, int] = {}
-        self.owned: set[int] = set()
-        self.loading: set[int] = set()
-        self.load_epochs: dict[int, int] = {}
+        self.partitions = CoordinatorPartitions()  # load states (the coordinator runtime's)
         # in a cluster reads answer the replicated state (uncommitted.py)
         self.confirm_writes = False
         self.uncommitted = UncommittedStates()
+
+    @property
+    def loading(self) -> set[int]:
+        return self.partitions.loading
+
+    @property
+    def owned(self) -> set[int]:
+        return self.partitions.owned
 
     def partition_for(self, key: StateKey) -> int:
         return state_partition_for(key[0], key[1], key[2], self.num_partitions)
@@ -248,44 +255,25 @@ class ShareStateCoordinator:
             except (SchemaError, UnicodeDecodeError, ValueError) as exc:
                 log.warning("skipping unreadable share state record: %s", exc)
 
-    def begin_load(self, partition: int) -> int:
-        """Kafka's onElection: ``partition`` loads (COORDINATOR_LOAD_IN_PROGRESS meanwhile);
-        returns the load's epoch."""
-        epoch = self.load_epochs.get(partition, 0) + 1
-        self.load_epochs[partition] = epoch
-        self._forget(partition)
-        self.owned.discard(partition)
-        self.loading.add(partition)
-        return epoch
-
-    def complete_load(self, partition: int, epoch: int,
-                      loaded: dict[StateKey, ShareState]) -> bool:
-        if self.load_epochs.get(partition) != epoch:
-            return False  # resigned or elected again meanwhile
-        self.loading.discard(partition)
-        self.owned.add(partition)
+    def install(self, partition: int, loaded: dict[StateKey, ShareState]) -> None:
+        """A replayed partition's states; its keys are served from now on."""
         for key, state in loaded.items():
             self.states[key] = state
             self.leader_epochs[key] = state.leader_epoch
+        self.partitions.activate(partition)
         log.info("loaded __share_group_state-%d (%d share-partitions)", partition, len(loaded))
-        return True
 
     def load_now(self, partition: int) -> None:
         """Load ``partition`` in one go (one-broker mode at start)."""
-        epoch = self.begin_load(partition)
+        self.partitions.begin_load(partition)
+        self.forget(partition)
         loaded: dict[StateKey, ShareState] = {}
         for batch in self.store.read_batches(partition):
             self.replay_batch(loaded, batch)
-        self.complete_load(partition, epoch, loaded)
+        self.install(partition, loaded)
 
-    def unload(self, partition: int) -> int:
-        """Kafka's onResignation: NOT_COORDINATOR for ``partition``'s keys from now on."""
-        self.load_epochs[partition] = self.load_epochs.get(partition, 0) + 1
-        self.loading.discard(partition)
-        self.owned.discard(partition)
-        return self._forget(partition)
-
-    def _forget(self, partition: int) -> int:
+    def forget(self, partition: int) -> int:
+        """Drop ``partition``'s states (loading it again, or another broker leads it)."""
         gone = [k for k in self.states if self.partition_for(k) == partition]
         self.uncommitted.forget(partition, [k for k in self.uncommitted.committed
                                             if self.partition_for(k) == partition])

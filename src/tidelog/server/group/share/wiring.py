@@ -3,7 +3,8 @@
 ``start_share_coordinator(broker)`` (after the group coordinator started) gives the group
 coordinator's share side its ``ShareStateCoordinator`` over ``__share_group_state`` (every
 partition owned at once on one broker, loaded as leadership arrives in a cluster) and its
-``StatePersister``; ``stop_share_coordinator`` stops the writes in flight and closes the
+``StatePersister``, and registers it with the coordinator runtime for
+``__share_group_state``; ``stop_share_coordinator`` stops the writes in flight and closes the
 persister's connections.
 """
 
@@ -15,10 +16,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.cluster_node import inter_broker_security
+from tidelog.server.coordinator.runtime import CoordinatorRuntime
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.log_store import LogOffsetsStore
 from tidelog.server.group.share.persister import StatePersister
 from tidelog.server.group.share.records import SHARE_STATE_TOPIC
+from tidelog.server.group.share.shard import ShareCoordinatorShard
 from tidelog.server.group.share.state_coordinator import ShareStateCoordinator
 from tidelog.util.clock import Clock
 
@@ -47,6 +50,9 @@ class ShareHost(Protocol):
 
     @property
     def group_coordinator(self) -> GroupCoordinator | None: ...
+
+    @property
+    def coordinator_runtime(self) -> CoordinatorRuntime: ...
 
 
 def share_state_topic_configs(config: GroupConfig) -> dict[str, str]:
@@ -88,6 +94,7 @@ def start_share_coordinator(broker: ShareHost) -> None:
     state.confirm_writes = store.replicated is not None  # reads see replicated states
     share = coord.share
     share.state_coordinator = state
+    broker.coordinator_runtime.register(SHARE_STATE_TOPIC, ShareCoordinatorShard(state))
 
     async def replicated(partition: int) -> ErrorCode:
         return await state_replicated(state, partition)
@@ -106,13 +113,15 @@ def start_share_coordinator(broker: ShareHost) -> None:
     if not rm.one_broker:
         return  # in a cluster: each partition loads when this broker becomes its leader
     if rm.topic(SHARE_STATE_TOPIC) is None:
-        state.owned.update(range(n))
+        for p in range(n):
+            state.partitions.activate(p)
     else:
         for p in range(n):
             state.load_now(p)
 
 
-def stop_share_coordinator(share: ShareGroupCoordinator) -> None:
+def stop_share_coordinator(share: ShareGroupCoordinator, runtime: CoordinatorRuntime) -> None:
+    runtime.unregister(SHARE_STATE_TOPIC)
     persister = share.durable.persister
     share.durable.close()
     share.durable.persister = None

@@ -1,8 +1,11 @@
-"""The coordinators' writes in a cluster: replicated appends with acks=all semantics.
+"""The coordinators' writes in a cluster: replicated appends with acks=all semantics
+(Kafka's coordinator-common PartitionWriter).
 
-Kafka's GroupMetadataManager.appendForGroup and TransactionStateManager.appendTransactionToLog
-append through ``ReplicaManager.appendRecords(requiredAcks = -1, origin = Coordinator)`` and
-answer once the ISR has the records. ``ReplicatedAppender`` is that for the stores: ``append``
+Kafka's CoordinatorRuntime appends a write operation's records through
+``ReplicaManager.appendRecords(requiredAcks = -1, origin = Coordinator)`` and completes the
+operation (answers the client) once the high watermark passes them; so do the transaction
+coordinator's appendTransactionToLog and the classic GroupMetadataManager.appendForGroup.
+``PartitionWriter`` is that for the coordinators' stores: ``append``
 writes as the partition's leader (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS surface as
 ``CoordinatorWriteError``, an ``OSError`` the coordinators already answer), and remembers the
 offset after the last batch of each partition; handlers ``await replicated(partition)``
@@ -44,8 +47,9 @@ class CoordinatorWriteError(OSError):
         self.error = error
 
 
-class ReplicatedAppender:
-    """Appends of one internal topic through the replicated path."""
+class PartitionWriter:
+    """Appends of one internal topic through the replicated path; ``replicated`` is the
+    wait for the high watermark to pass them."""
 
     def __init__(self, replica_manager: ReplicaManager, topic: str, timeout_ms: int) -> None:
         self.rm = replica_manager
