@@ -44,10 +44,14 @@ def _coord(store: InMemoryOffsetsStore, owned: bool = True) -> ShareStateCoordin
     return c
 
 
-def _runtime(c: ShareStateCoordinator) -> CoordinatorRuntime:
+def _unowned(
+    store: InMemoryOffsetsStore,
+) -> tuple[ShareStateCoordinator, CoordinatorRuntime, TopicPartition]:
+    """A coordinator owning nothing, on a runtime; KEY's ``__share_group_state`` partition."""
+    c = _coord(store, owned=False)
     runtime = CoordinatorRuntime()
     runtime.register(SHARE_STATE_TOPIC, ShareCoordinatorShard(c))
-    return runtime
+    return c, runtime, TopicPartition(SHARE_STATE_TOPIC, c.partition_for(KEY))
 
 
 def test_newer_batches_win_over_the_ranges_they_cover() -> None:
@@ -123,9 +127,7 @@ def test_a_partition_is_loaded_from_snapshots_updates_and_tombstones() -> None:
 @pytest.mark.parametrize("loading", [True, False])
 def test_keys_of_partitions_not_owned_are_refused(loading: bool) -> None:
     store = InMemoryOffsetsStore()
-    c = _coord(store, owned=False)
-    runtime = _runtime(c)
-    tp = TopicPartition(SHARE_STATE_TOPIC, c.partition_for(KEY))
+    c, runtime, tp = _unowned(store)
 
     async def load() -> None:
         task = runtime.schedule_load(tp)
@@ -147,9 +149,7 @@ def test_a_superseded_load_installs_nothing() -> None:
     writer = _coord(store)
     for i in range(200):  # enough batches for the load to yield to the loop
         assert writer.write(KEY, 0, 0, i, ()) == ErrorCode.NONE
-    c = _coord(store, owned=False)
-    runtime = _runtime(c)
-    tp = TopicPartition(SHARE_STATE_TOPIC, c.partition_for(KEY))
+    c, runtime, tp = _unowned(store)
 
     async def load_then_resign() -> None:
         task = runtime.schedule_load(tp)
@@ -163,22 +163,21 @@ def test_a_superseded_load_installs_nothing() -> None:
     assert KEY not in c.states
 
 
+async def _load(runtime: CoordinatorRuntime, tp: TopicPartition) -> None:
+    task = runtime.schedule_load(tp)
+    assert task is not None
+    await task
+
+
 def test_a_failed_install_leaves_the_partition_failed() -> None:
-    c = _coord(InMemoryOffsetsStore(), owned=False)
-    runtime = _runtime(c)
-    tp = TopicPartition(SHARE_STATE_TOPIC, c.partition_for(KEY))
+    c, runtime, tp = _unowned(InMemoryOffsetsStore())
 
     def broken(partition: int, loaded: object) -> None:
         raise RuntimeError("injected install failure")
 
     c.install = broken  # type: ignore[method-assign,assignment]
 
-    async def load() -> None:
-        task = runtime.schedule_load(tp)
-        assert task is not None
-        await task
-
-    asyncio.run(load())
+    asyncio.run(_load(runtime, tp))
     assert c.partitions.state(tp.partition) == CoordinatorState.FAILED
     assert c.key_error(KEY) == ErrorCode.NOT_COORDINATOR
 
@@ -186,6 +185,6 @@ def test_a_failed_install_leaves_the_partition_failed() -> None:
 def test_unknown_partitions_and_negative_ones_are_refused() -> None:
     c = ShareStateCoordinator(InMemoryOffsetsStore(), N, ManualClock(),
                               partition_exists=lambda t, p: p < 2)
-    c.owned.update(range(N))
+    c.partitions.owned.update(range(N))
     assert c.read(("g", TOPIC, 5), 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert c.write(("g", TOPIC, -1), 0, 0, 0, ()) == ErrorCode.INVALID_REQUEST

@@ -268,7 +268,7 @@ def readiness(broker: Any) -> dict[str, Any]:
     commits and every other partition): ``degraded`` and ``degraded_log_dirs`` say so."""
     listening = bool(getattr(broker, "_server", None) is not None and broker.bound_port)
     coord = coordinator(broker)
-    loading = sorted(coord.manager.loading) if coord is not None else []
+    loading = sorted(coord.manager.partitions.loading) if coord is not None else []
     offline = offline_log_dirs(broker)
     fatal = getattr(broker, "fatal_error", None)
     degraded = degraded_log_dirs(broker)

@@ -174,7 +174,7 @@ def test_load_in_progress_and_describe_list() -> None:
     assert h.coord.list({pid + 1}, set()) == []
     h.clock.advance(10)
     assert len(h.coord.list(set(), set(), 10)) == 1 and h.coord.list(set(), set(), 11) == []
-    h.state.loading.add(h.state.partition_for("tx"))
+    h.state.partitions.loading.add(h.state.partition_for("tx"))
     assert h.coord.end_txn("tx", pid, epoch, True) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     assert h.coord.init_producer_id("tx", 1000).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
@@ -212,6 +212,6 @@ def test_produce_verification_answers() -> None:
     h.coord.init_producer_id("tx", 60000)  # fences epoch 0 (aborting its transaction)
     assert verify_transactional_produce(broker, T0, batch(pid, epoch)) == (
         ErrorCode.INVALID_PRODUCER_EPOCH)
-    h.state.loading.add(0)  # an unknown producer while a partition loads: retriable
+    h.state.partitions.loading.add(0)  # an unknown producer while a partition loads: retriable
     assert verify_transactional_produce(broker, T0, batch(pid + 7, 0)) == (
         ErrorCode.NOT_ENOUGH_REPLICAS)

@@ -12,26 +12,10 @@ start after it joined the cluster loads the partitions it leads by then
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
 
 from tidelog.util.topic_partition import TopicPartition
 
-from .runtime import CoordinatorRuntime
-
-if TYPE_CHECKING:
-    from tidelog.server.group.coordinator import GroupCoordinator
-    from tidelog.server.replica_manager import ReplicaManager
-
-
-class CoordinatorHost(Protocol):
-    @property
-    def coordinator_runtime(self) -> CoordinatorRuntime: ...
-
-    @property
-    def group_coordinator(self) -> GroupCoordinator | None: ...
-
-    @property
-    def replica_manager(self) -> ReplicaManager: ...
+from .host import CoordinatorHost
 
 
 def on_leadership_change(broker: CoordinatorHost, new_leaders: Iterable[TopicPartition],

@@ -227,7 +227,7 @@ class GroupCoordinator(OffsetsApi):
         """Every group; filters by state names (case-insensitive) and group type."""
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.loading else ErrorCode.NONE
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.manager.partitions.loading else ErrorCode.NONE
         wanted_states = {s.lower() for s in states}
         wanted_types = {t.lower() for t in types}
         everything = [

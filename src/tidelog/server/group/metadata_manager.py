@@ -84,19 +84,11 @@ class GroupMetadataManager:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
-    @property
-    def loading(self) -> set[int]:
-        return self.partitions.loading
-
-    @property
-    def owned(self) -> set[int]:
-        return self.partitions.owned
-
     def is_loading(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self.loading
+        return self.partition_for(group_id) in self.partitions.loading
 
     def is_owned(self, group_id: str) -> bool:
-        return self.partition_for(group_id) in self.owned
+        return self.partition_for(group_id) in self.partitions.owned
 
     def mark_loading(self, partitions: Iterable[int]) -> None:
         self.partitions.mark_loading(partitions)

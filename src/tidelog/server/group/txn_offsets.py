@@ -108,7 +108,7 @@ def complete_txn_offsets(broker: Any, partition: int, producer_id: int, commit: 
         return
     manager = coord.manager
     decided = manager.pending_txn.complete(
-        producer_id, commit, partition, partition in manager.loading, manager.partition_for)
+        producer_id, commit, partition, partition in manager.partitions.loading, manager.partition_for)
     for group_id, offsets in decided.items():
         consumer_group = coord.consumer.groups.get(group_id)
         if consumer_group is not None:

@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not coord.active:
         return make(cls, throttle_time=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     unknown_state_filters=(), transaction_states=())
-    if coord.state.loading:  # Kafka: the listing would be partial
+    if coord.state.partitions.loading:  # Kafka: the listing would be partial
         return make(cls, throttle_time=0, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                     unknown_state_filters=(), transaction_states=())
     listing = coord.list({int(p) for p in request.producer_id_filters}, states,

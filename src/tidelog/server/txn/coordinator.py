@@ -338,7 +338,7 @@ class TransactionCoordinator:
 
     def _partition_busy(self, meta: TransactionMetadata) -> bool:
         p = self.state.partition_for(meta.transactional_id)
-        return p in self.state.loading or p not in self.state.owned
+        return p in self.state.partitions.loading or p not in self.state.partitions.owned
 
     def remove_expired(self) -> list[str]:
         """Tombstone ids idle for ``transactional.id.expiration.ms`` with no transaction."""

@@ -119,23 +119,15 @@ class TransactionStateManager:
         self._by_producer: dict[int, str] = {}  # producer id -> transactional id
         self.partitions = CoordinatorPartitions()  # load states (the coordinator runtime's)
 
-    @property
-    def loading(self) -> set[int]:
-        return self.partitions.loading
-
-    @property
-    def owned(self) -> set[int]:
-        return self.partitions.owned
-
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
 
     def check_loaded(self, transactional_id: str) -> None:
         """Kafka's getTransactionState errors: loading, or not this node's partition."""
         p = self.partition_for(transactional_id)
-        if p in self.loading:
+        if p in self.partitions.loading:
             raise ApiError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-        if p not in self.owned:
+        if p not in self.partitions.owned:
             raise ApiError(ErrorCode.NOT_COORDINATOR)
 
     def get(self, transactional_id: str) -> TransactionMetadata | None:

@@ -46,7 +46,7 @@ def verify_transactional_produce(broker: TxnHost, tp: TopicPartition,
         return None
     pid, epoch = batch.producer_id, batch.producer_epoch
     meta = coord.state.by_producer(pid)
-    if meta is None and coord.state.loading:
+    if meta is None and coord.state.partitions.loading:
         # the producer's id may sit in a partition still loading; Kafka answers the
         # coordinator's load errors to a producer as NOT_ENOUGH_REPLICAS so that every
         # client version retries (AddPartitionsToTxnManager)

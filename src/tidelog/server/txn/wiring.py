@@ -21,6 +21,7 @@ from tidelog.server.group.txn_offsets import complete_txn_offsets
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.topic_partition import TopicPartition
 
+from ..coordinator.host import CoordinatorHost
 from ..coordinator.runtime import CoordinatorRuntime
 from ..coordinator.timer import CoordinatorTimer
 from .config import TxnConfig
@@ -31,37 +32,20 @@ from .shard import TransactionCoordinatorShard
 from .state_manager import WRITE_TIMEOUT_MS, TransactionStateManager, TxnLogStore
 
 if TYPE_CHECKING:
-    from tidelog.config.broker_config import BrokerConfig
-    from tidelog.server.group.coordinator import GroupCoordinator
     from tidelog.server.replica_manager import ReplicaManager
-    from tidelog.util.clock import Clock
 
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-class TxnHost(Protocol):
-    """What the transaction coordinator uses of the broker: its config, clock and logs, and
-    the group coordinator that completes transactional offset commits."""
-
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def clock(self) -> Clock: ...
-
-    @property
-    def replica_manager(self) -> ReplicaManager: ...
-
-    @property
-    def group_coordinator(self) -> GroupCoordinator | None: ...
+class TxnHost(CoordinatorHost, Protocol):
+    """What the transaction coordinator uses of the broker: its config, clock and logs, the
+    coordinator runtime, and the group coordinator that completes transactional offset
+    commits."""
 
     @property
     def txn_coordinator(self) -> TransactionCoordinator | None: ...
-
-    @property
-    def coordinator_runtime(self) -> CoordinatorRuntime: ...
 
 
 def marker_writer(broker: TxnHost, sender: TxnMarkerSender | None = None) -> MarkerWriter:

@@ -100,22 +100,14 @@ class ShareStateCoordinator:
         self.confirm_writes = False
         self.uncommitted = UncommittedStates()
 
-    @property
-    def loading(self) -> set[int]:
-        return self.partitions.loading
-
-    @property
-    def owned(self) -> set[int]:
-        return self.partitions.owned
-
     def partition_for(self, key: StateKey) -> int:
         return state_partition_for(key[0], key[1], key[2], self.num_partitions)
 
     def key_error(self, key: StateKey) -> ErrorCode:
         p = self.partition_for(key)
-        if p in self.loading:
+        if p in self.partitions.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE if p in self.owned else ErrorCode.NOT_COORDINATOR
+        return ErrorCode.NONE if p in self.partitions.owned else ErrorCode.NOT_COORDINATOR
 
     def _check(self, key: StateKey) -> ErrorCode:
         if key[2] < 0:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.cluster_node import inter_broker_security
+from tidelog.server.coordinator.host import CoordinatorHost
 from tidelog.server.coordinator.runtime import CoordinatorRuntime
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.log_store import LogOffsetsStore
@@ -23,36 +24,17 @@ from tidelog.server.group.share.persister import StatePersister
 from tidelog.server.group.share.records import SHARE_STATE_TOPIC
 from tidelog.server.group.share.shard import ShareCoordinatorShard
 from tidelog.server.group.share.state_coordinator import ShareStateCoordinator
-from tidelog.util.clock import Clock
 
 if TYPE_CHECKING:
-    from tidelog.config.broker_config import BrokerConfig
-    from tidelog.server.group.coordinator import GroupCoordinator
     from tidelog.server.group.share.coordinator import ShareGroupCoordinator
     from tidelog.server.metadata.admin import AdminManager
-    from tidelog.server.replica_manager import ReplicaManager
 
 _CLOSING: set[asyncio.Task[None]] = set()
 
 
-class ShareHost(Protocol):
-    @property
-    def config(self) -> BrokerConfig: ...
-
-    @property
-    def clock(self) -> Clock: ...
-
-    @property
-    def replica_manager(self) -> ReplicaManager: ...
-
+class ShareHost(CoordinatorHost, Protocol):
     @property
     def admin_manager(self) -> AdminManager: ...
-
-    @property
-    def group_coordinator(self) -> GroupCoordinator | None: ...
-
-    @property
-    def coordinator_runtime(self) -> CoordinatorRuntime: ...
 
 
 def share_state_topic_configs(config: GroupConfig) -> dict[str, str]:
