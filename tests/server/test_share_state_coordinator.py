@@ -13,8 +13,7 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatchBuilder, iter_batches
-from tidelog.server.coordinator.runtime import CoordinatorRuntime, CoordinatorState
-from tidelog.server.group.share.records import (
+from tidelog.server.coordinator.group.share.records import (
     SHARE_STATE_TOPIC,
     SNAPSHOT_KEY,
     UPDATE_KEY,
@@ -22,12 +21,13 @@ from tidelog.server.group.share.records import (
     decode_value,
     encode_key,
 )
-from tidelog.server.group.share.shard import ShareCoordinatorShard
-from tidelog.server.group.share.state_coordinator import (
+from tidelog.server.coordinator.group.share.shard import ShareCoordinatorShard
+from tidelog.server.coordinator.group.share.state_coordinator import (
     ShareStateCoordinator,
     combine_batches,
 )
-from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.runtime import CoordinatorRuntime, CoordinatorState
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 

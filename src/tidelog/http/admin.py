@@ -10,8 +10,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tidelog.server.coordinator.group.wiring import replicated
 from tidelog.server.errors import ApiError
-from tidelog.server.group.wiring import replicated
 from tidelog.server.metadata.admin import NewTopic
 from tidelog.server.security.types import ANONYMOUS, AclOperation, ResourceType
 from tidelog.util.topic_partition import TopicPartition
@@ -141,7 +141,7 @@ async def reset_offsets(listener: Any, request: web.Request) -> web.Response:
         return await listener.console.group(
             request, plan=plan, error=True,
             message=f"group {gid} has {len(group.members)} active members: stop them first")
-    from tidelog.server.group.offsets import CommitEntry
+    from tidelog.server.coordinator.group.offsets import CommitEntry
 
     entries = {TopicPartition(topic, int(tp.rsplit("-", 1)[1])): CommitEntry(new)
                for tp, _, new in plan}  # fmt: skip

@@ -15,6 +15,17 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.log_config import LogConfig
 from tidelog.metrics import RequestMetrics
 from tidelog.metrics.loop_lag import monitor_loop_lag
+from tidelog.server.coordinator.group.coordinator import GroupCoordinator
+from tidelog.server.coordinator.group.share.wiring import (
+    start_share_coordinator,
+    stop_share_coordinator,
+)
+from tidelog.server.coordinator.group.wiring import start_group_coordinator, stop_group_coordinator
+from tidelog.server.coordinator.transaction.coordinator import TransactionCoordinator
+from tidelog.server.coordinator.transaction.wiring import (
+    start_txn_coordinator,
+    stop_txn_coordinator,
+)
 from tidelog.storage.errors import RecordValidationError
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 from tidelog.util.topic_partition import TopicPartition
@@ -26,9 +37,6 @@ from .coordinator.runtime import CoordinatorRuntime
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
 from .free_space_replication import FloorReplicationHold
-from .group.coordinator import GroupCoordinator
-from .group.share.wiring import start_share_coordinator, stop_share_coordinator
-from .group.wiring import start_group_coordinator, stop_group_coordinator
 from .log_dir_events import LogDirFailureNotifier
 from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
@@ -50,8 +58,6 @@ from .security.authorizer import StandardAuthorizer
 from .security.credentials import CredentialStore
 from .security.session import ListenerSecurity
 from .security.wiring import credential_store, listener_securities, make_authorizer
-from .txn.coordinator import TransactionCoordinator
-from .txn.wiring import start_txn_coordinator, stop_txn_coordinator
 
 log = logging.getLogger(__name__)
 RecordValidator = Callable[[str, Mapping[str, str], bytes], RecordValidationError | None]

@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.server.coordinator.group.coordinator import CommitEntry
+from tidelog.server.coordinator.group.member import JoinResult
+from tidelog.server.coordinator.group.records import OFFSETS_TOPIC
+from tidelog.server.coordinator.group.shard import GroupCoordinatorShard
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.server.coordinator.runtime import CoordinatorRuntime, CoordinatorState
-from tidelog.server.group.coordinator import CommitEntry
-from tidelog.server.group.member import JoinResult
-from tidelog.server.group.records import OFFSETS_TOPIC
-from tidelog.server.group.shard import GroupCoordinatorShard
-from tidelog.server.group.store import InMemoryOffsetsStore
 from tidelog.util.topic_partition import TopicPartition
 
 from .harness import Harness

@@ -10,12 +10,12 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import iter_batches
-from tidelog.server.group.store import InMemoryOffsetsStore
-from tidelog.server.txn.config import TxnConfig
-from tidelog.server.txn.coordinator import TransactionCoordinator
-from tidelog.server.txn.metadata import TransactionState
-from tidelog.server.txn.records import decode_key, decode_value
-from tidelog.server.txn.state_manager import TransactionStateManager
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.transaction.config import TxnConfig
+from tidelog.server.coordinator.transaction.coordinator import TransactionCoordinator
+from tidelog.server.coordinator.transaction.metadata import TransactionState
+from tidelog.server.coordinator.transaction.records import decode_key, decode_value
+from tidelog.server.coordinator.transaction.state_manager import TransactionStateManager
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 
@@ -193,7 +193,7 @@ def test_produce_verification_answers() -> None:
     from types import SimpleNamespace
 
     from tidelog.records import RecordBatchBuilder
-    from tidelog.server.txn.verification import verify_transactional_produce
+    from tidelog.server.coordinator.transaction.verification import verify_transactional_produce
 
     h = Harness()
     pid, epoch = begin(h, "tx", (T0,))

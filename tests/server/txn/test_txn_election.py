@@ -8,14 +8,14 @@ import asyncio
 import itertools
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.server.coordinator.runtime import CoordinatorRuntime
-from tidelog.server.group.store import InMemoryOffsetsStore
-from tidelog.server.txn.config import TxnConfig
-from tidelog.server.txn.coordinator import TransactionCoordinator
-from tidelog.server.txn.metadata import TransactionState
-from tidelog.server.txn.records import TRANSACTION_STATE_TOPIC
-from tidelog.server.txn.shard import TransactionCoordinatorShard
-from tidelog.server.txn.state_manager import TransactionStateManager
+from tidelog.server.coordinator.transaction.config import TxnConfig
+from tidelog.server.coordinator.transaction.coordinator import TransactionCoordinator
+from tidelog.server.coordinator.transaction.metadata import TransactionState
+from tidelog.server.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
+from tidelog.server.coordinator.transaction.shard import TransactionCoordinatorShard
+from tidelog.server.coordinator.transaction.state_manager import TransactionStateManager
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 

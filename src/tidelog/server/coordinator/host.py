@@ -8,7 +8,7 @@ from .runtime import CoordinatorRuntime
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig
-    from tidelog.server.group.coordinator import GroupCoordinator
+    from tidelog.server.coordinator.group.coordinator import GroupCoordinator
     from tidelog.server.replica_manager import ReplicaManager
     from tidelog.util.clock import Clock
 

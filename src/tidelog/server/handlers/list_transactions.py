@@ -9,9 +9,9 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
+from tidelog.server.coordinator.transaction.metadata import TransactionState
+from tidelog.server.coordinator.transaction.wiring import txn_coordinator_for
 from tidelog.server.security.types import AclOperation, ResourceType
-from tidelog.server.txn.metadata import TransactionState
-from tidelog.server.txn.wiring import txn_coordinator_for
 
 from ..context import RequestContext
 

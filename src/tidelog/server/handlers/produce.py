@@ -17,6 +17,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
 from tidelog.protocol.kio_util import ms
 from tidelog.records.batch import COMPRESSION_MASK, peek_attributes
+from tidelog.server.coordinator.transaction.verification import verify_transactional_produce
 from tidelog.storage.errors import RecordValidationError
 from tidelog.util.topic_partition import TopicPartition
 
@@ -27,7 +28,6 @@ from ..quota import QuotaType
 from ..quota.wiring import has_quota, throttle, wait_until_unmuted
 from ..replica_manager import INTERNAL_TOPICS, Written
 from ..security import AclOperation, ResourceType
-from ..txn.verification import verify_transactional_produce
 
 API_KEY = 0
 MIN_VERSION = 3
