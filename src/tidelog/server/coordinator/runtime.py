@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import Generic, Protocol, TypeVar
 
 from tidelog.records.batch import RecordBatch
 from tidelog.util.topic_partition import TopicPartition
@@ -126,6 +126,56 @@ class CoordinatorShard(Protocol):
         """Drop ``partition``'s state; returns how many keys (groups, ids) went."""
 
 
+L = TypeVar("L")
+
+
+class ReplayShard(Generic[L]):
+    """A ``CoordinatorShard`` whose replay gathers each partition into a fresh ``L`` (what
+    Kafka's loader builds in a new SnapshottableCoordinator) until it is installed; a
+    coordinator gives ``new_load``, ``replay_into``, ``install`` and ``forget``."""
+
+    def __init__(self, partitions: CoordinatorPartitions,
+                 read_batches: Callable[[int], Iterable[RecordBatch]]) -> None:
+        self._partitions = partitions
+        self._read_batches = read_batches
+        self._loads: dict[int, L] = {}  # replays in flight
+
+    @property
+    def partitions(self) -> CoordinatorPartitions:
+        return self._partitions
+
+    def read_batches(self, partition: int) -> Iterable[RecordBatch]:
+        return self._read_batches(partition)
+
+    def on_loading(self, partition: int) -> None:
+        self.forget(partition)
+        self._loads[partition] = self.new_load()
+
+    def replay(self, partition: int, batch: RecordBatch) -> None:
+        self.replay_into(self._loads[partition], partition, batch)
+
+    def on_loaded(self, partition: int) -> None:
+        loaded = self._loads.pop(partition, None)
+        self.install(partition, self.new_load() if loaded is None else loaded)
+
+    def on_unloaded(self, partition: int) -> int:
+        self._loads.pop(partition, None)
+        return self.forget(partition)
+
+    def new_load(self) -> L:
+        raise NotImplementedError
+
+    def replay_into(self, loaded: L, partition: int, batch: RecordBatch) -> None:
+        raise NotImplementedError
+
+    def install(self, partition: int, loaded: L) -> None:
+        raise NotImplementedError
+
+    def forget(self, partition: int) -> int:
+        """Drop what is held of ``partition``; returns how many keys went."""
+        raise NotImplementedError
+
+
 class CoordinatorRuntime:
     """The internal topics' shards by registration, and their loads in flight."""
 
@@ -165,12 +215,13 @@ class CoordinatorRuntime:
         for tp in new_followers:
             self.schedule_unload(tp)
 
-    def elect(self, led: Iterable[TopicPartition]) -> None:
-        """A coordinator starting in a cluster: own nothing, then load what is led here."""
+    def elect(self, led: Iterable[TopicPartition]) -> list[asyncio.Task[None]]:
+        """A coordinator starting in a cluster: own nothing, then load what is led here
+        (the loads returned)."""
         for shard in self._shards.values():
             shard.partitions.reset()
-        for tp in led:
-            self.schedule_load(tp)
+        tasks = [self.schedule_load(tp) for tp in led]
+        return [t for t in tasks if t is not None]
 
     def schedule_load(self, tp: TopicPartition) -> asyncio.Task[None] | None:
         """Start loading ``tp`` if a shard serves its topic (None: none does)."""

@@ -11,45 +11,35 @@ NOT_COORDINATOR so their members go find the new coordinator.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch
 from tidelog.server.coordinator.group.coordinator import GroupCoordinator
 from tidelog.server.coordinator.group.group import GroupMetadata, GroupState
 from tidelog.server.coordinator.group.pending_offsets import LoadedPartition
-from tidelog.server.coordinator.runtime import CoordinatorPartitions
+from tidelog.server.coordinator.runtime import ReplayShard
 
 log = logging.getLogger(__name__)
 
 
-class GroupCoordinatorShard:
+class GroupCoordinatorShard(ReplayShard[LoadedPartition]):
     def __init__(self, coord: GroupCoordinator) -> None:
+        super().__init__(coord.manager.partitions, coord.manager.store.read_batches)
         self.coord = coord
-        self._loads: dict[int, LoadedPartition] = {}  # replays in flight
 
-    @property
-    def partitions(self) -> CoordinatorPartitions:
-        return self.coord.manager.partitions
+    def new_load(self) -> LoadedPartition:
+        return LoadedPartition()
 
-    def read_batches(self, partition: int) -> Iterable[RecordBatch]:
-        return self.coord.manager.store.read_batches(partition)
+    def replay_into(self, loaded: LoadedPartition, partition: int, batch: RecordBatch) -> None:
+        self.coord.manager.replay_batch(loaded, partition, batch)
 
-    def on_loading(self, partition: int) -> None:
-        forget_partition(self.coord, partition)
-        self._loads[partition] = LoadedPartition()
-
-    def replay(self, partition: int, batch: RecordBatch) -> None:
-        self.coord.manager.replay_batch(self._loads[partition], partition, batch)
-
-    def on_loaded(self, partition: int) -> None:
-        self.coord.complete_load(partition, self._loads.pop(partition, LoadedPartition()))
+    def install(self, partition: int, loaded: LoadedPartition) -> None:
+        self.coord.complete_load(partition, loaded)
         manager = self.coord.manager
         log.info("loaded __consumer_offsets-%d (%d groups in the cache)", partition,
                  len(manager.groups) + len(manager.consumer_groups))
 
-    def on_unloaded(self, partition: int) -> int:
-        self._loads.pop(partition, None)
+    def forget(self, partition: int) -> int:
         return forget_partition(self.coord, partition)
 
 

@@ -11,42 +11,34 @@ them). On losing N it forgets N's ids at once (NOT_COORDINATOR).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
 
 from tidelog.records import RecordBatch
-from tidelog.server.coordinator.runtime import CoordinatorPartitions
+from tidelog.server.coordinator.runtime import ReplayShard
 
 from .coordinator import TransactionCoordinator
 from .records import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
+Latest = dict[bytes, bytes | None]  # the last value of each key (a tombstone too)
 
-class TransactionCoordinatorShard:
+
+class TransactionCoordinatorShard(ReplayShard[Latest]):
     def __init__(self, coord: TransactionCoordinator) -> None:
+        super().__init__(coord.state.partitions, coord.state.store.read_batches)
         self.coord = coord
-        self._loads: dict[int, dict[bytes, bytes | None]] = {}  # replays in flight
 
-    @property
-    def partitions(self) -> CoordinatorPartitions:
-        return self.coord.state.partitions
+    def new_load(self) -> Latest:
+        return {}
 
-    def read_batches(self, partition: int) -> Iterable[RecordBatch]:
-        return self.coord.state.store.read_batches(partition)
+    def replay_into(self, loaded: Latest, partition: int, batch: RecordBatch) -> None:
+        self.coord.state.replay_batch(loaded, batch)
 
-    def on_loading(self, partition: int) -> None:
-        self.coord.state.forget_partition(partition)
-        self._loads[partition] = {}
-
-    def replay(self, partition: int, batch: RecordBatch) -> None:
-        self.coord.state.replay_batch(self._loads[partition], batch)
-
-    def on_loaded(self, partition: int) -> None:
-        prepared = self.coord.state.complete_load(partition, self._loads.pop(partition, {}))
+    def install(self, partition: int, loaded: Latest) -> None:
+        prepared = self.coord.state.complete_load(partition, loaded)
         log.info("loaded %s-%d (%d prepared transactions to complete)",
                  TRANSACTION_STATE_TOPIC, partition, len(prepared))
         self.coord.resume(prepared)
 
-    def on_unloaded(self, partition: int) -> int:
-        self._loads.pop(partition, None)
+    def forget(self, partition: int) -> int:
         return self.coord.state.forget_partition(partition)

@@ -5,36 +5,30 @@ one that loses N forgets them at once (NOT_COORDINATOR)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from tidelog.records import RecordBatch
 from tidelog.server.coordinator.group.share.records import ShareState
-from tidelog.server.coordinator.group.share.state_coordinator import ShareStateCoordinator, StateKey
-from tidelog.server.coordinator.runtime import CoordinatorPartitions
+from tidelog.server.coordinator.group.share.state_coordinator import (
+    ShareStateCoordinator,
+    StateKey,
+)
+from tidelog.server.coordinator.runtime import ReplayShard
+
+Loaded = dict[StateKey, ShareState]
 
 
-class ShareCoordinatorShard:
+class ShareCoordinatorShard(ReplayShard[Loaded]):
     def __init__(self, coord: ShareStateCoordinator) -> None:
+        super().__init__(coord.partitions, coord.store.read_batches)
         self.coord = coord
-        self._loads: dict[int, dict[StateKey, ShareState]] = {}  # replays in flight
 
-    @property
-    def partitions(self) -> CoordinatorPartitions:
-        return self.coord.partitions
+    def new_load(self) -> Loaded:
+        return {}
 
-    def read_batches(self, partition: int) -> Iterable[RecordBatch]:
-        return self.coord.store.read_batches(partition)
+    def replay_into(self, loaded: Loaded, partition: int, batch: RecordBatch) -> None:
+        self.coord.replay_batch(loaded, batch)
 
-    def on_loading(self, partition: int) -> None:
-        self.coord.forget(partition)
-        self._loads[partition] = {}
+    def install(self, partition: int, loaded: Loaded) -> None:
+        self.coord.install(partition, loaded)
 
-    def replay(self, partition: int, batch: RecordBatch) -> None:
-        self.coord.replay_batch(self._loads[partition], batch)
-
-    def on_loaded(self, partition: int) -> None:
-        self.coord.install(partition, self._loads.pop(partition, {}))
-
-    def on_unloaded(self, partition: int) -> int:
-        self._loads.pop(partition, None)
+    def forget(self, partition: int) -> int:
         return self.coord.forget(partition)
