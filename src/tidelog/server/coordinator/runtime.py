@@ -248,15 +248,13 @@ class CoordinatorRuntime:
         shard = self._shards.get(topic)
         if shard is None:
             return None
-        partitions = list(partitions)
-        shard.partitions.mark_loading(partitions)
-        return asyncio.get_running_loop().create_task(
-            self._load_in_order(shard, topic, partitions))
+        epochs = {p: self._begin(shard, p) for p in partitions}  # all LOADING from now
+        return asyncio.get_running_loop().create_task(self._load_in_order(shard, topic, epochs))
 
     async def _load_in_order(self, shard: CoordinatorShard, topic: str,
-                             partitions: list[int]) -> None:
-        for p in partitions:
-            await self._load(shard, TopicPartition(topic, p), self._begin(shard, p))
+                             epochs: dict[int, int]) -> None:
+        for p, epoch in epochs.items():
+            await self._load(shard, TopicPartition(topic, p), epoch)
             await asyncio.sleep(0)
 
     def close(self) -> None:
