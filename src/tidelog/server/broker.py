@@ -137,6 +137,11 @@ class Broker:
         return self.config.node_id
 
     @property
+    def listening(self) -> bool:
+        """The Kafka listener is bound (set by ``start``, cleared by ``stop``)."""
+        return self._server is not None
+
+    @property
     def advertised_host(self) -> str:
         return self.config.advertised_listener.host
 
