@@ -18,8 +18,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidelog.client.kafka_client import KafkaClient
-from tidelog.server.metadata.zk_client import KafkaZkClient
-from tidelog.server.telemetry.zk_configs import ZkClientMetricsConfigStore
+from tidelog.server.zk.client import KafkaZkClient
+from tidelog.server.zk.client_metrics_configs import ZkClientMetricsConfigStore
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 

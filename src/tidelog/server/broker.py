@@ -33,12 +33,6 @@ from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
-from .metadata.zk_acls import ZkAclAuthorizer
-from .metadata.zk_admin import ZkTopicAdmin
-from .metadata.zk_config_sync import start_zk_configs
-from .metadata.zk_credentials import ZkCredentialStore
-from .metadata.zk_data import EndPoint
-from .metadata.zk_store import ZkAdminManager, ZkMetadataStore
 from .purgatory import FetchPurgatory
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
@@ -51,6 +45,12 @@ from .security.session import ListenerSecurity
 from .security.wiring import credential_store, listener_securities, make_authorizer
 from .txn.coordinator import TransactionCoordinator
 from .txn.wiring import start_txn_coordinator, stop_txn_coordinator
+from .zk.acls import ZkAclAuthorizer
+from .zk.config_sync import start_zk_configs
+from .zk.credentials import ZkCredentialStore
+from .zk.data import EndPoint
+from .zk.metadata_store import ZkAdminManager, ZkMetadataStore
+from .zk.topic_admin import ZkTopicAdmin
 
 log = logging.getLogger(__name__)
 RecordValidator = Callable[[str, Mapping[str, str], bytes], RecordValidationError | None]

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from kazoo.exceptions import NoNodeError
 
 from tidelog.server.errors import ApiError
-from tidelog.server.metadata.zk_client import KafkaZkClient
-from tidelog.server.metadata.zk_config_changes import ConfigChangeListener, ConfigHandler
 
-from .configs import ClientMetricsConfigStore, validate
+from ..telemetry.configs import ClientMetricsConfigStore, validate
+from .change_notifications import ConfigChangeListener, ConfigHandler
+from .client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 

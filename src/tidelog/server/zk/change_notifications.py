@@ -24,8 +24,8 @@ from typing import Any
 
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
 
-from . import zk_data as z
-from .zk_client import KafkaZkClient
+from . import data as z
+from .client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 

@@ -25,15 +25,15 @@ from typing import Any
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.util.files import atomic_write
 
 from ..errors import ApiError
 from ..meta_properties import META_PROPERTIES, MetaPropertiesError, verify_meta_properties
-from . import zk_data as z
-from .admin import DEFAULT_TIMEOUT_MS, NewTopic
-from .local_store import atomic_write
-from .store import MetadataStoreError, TopicInfo, new_topic_id
-from .zk_admin import ZkTopicAdmin
-from .zk_client import KafkaZkClient, TopicExistsError
+from ..metadata.admin import DEFAULT_TIMEOUT_MS, NewTopic
+from ..metadata.store import MetadataStoreError, TopicInfo, new_topic_id
+from . import data as z
+from .client import KafkaZkClient, TopicExistsError
+from .topic_admin import ZkTopicAdmin
 
 log = logging.getLogger(__name__)
 

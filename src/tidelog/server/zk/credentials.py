@@ -17,8 +17,8 @@ from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
 from tidelog.protocol.scram import ScramCredential, ScramMechanism
 
 from ..security.credentials import CredentialStore
-from . import zk_data as z
-from .zk_client import KafkaZkClient
+from . import data as z
+from .client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 

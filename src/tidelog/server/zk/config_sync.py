@@ -1,7 +1,7 @@
 """What a cluster member changes through any broker and applies on all, beside topics,
-ACLs and SCRAM users: the dynamic broker configs (zk_broker_configs.py) and the client
-quotas (zk_quotas.py), both read from ZooKeeper before the broker serves and kept current
-by one watch of ``/config/changes`` (zk_config_changes.py), re-armed with a new session."""
+ACLs and SCRAM users: the dynamic broker configs (broker_configs.py) and the client
+quotas (quotas.py), both read from ZooKeeper before the broker serves and kept current
+by one watch of ``/config/changes`` (change_notifications.py), re-armed with a new session."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from tidelog.config.broker_config import BrokerConfig
 
 from ..quota.manager import ClientQuotaManager
 from ..quota.wiring import new_quota_manager
-from .zk_broker_configs import ZkDynamicBrokerConfig
-from .zk_client import KafkaZkClient
-from .zk_config_changes import ConfigChangeListener
-from .zk_quotas import ZkClientQuotaStore
+from .broker_configs import ZkDynamicBrokerConfig
+from .change_notifications import ConfigChangeListener
+from .client import KafkaZkClient
+from .quotas import ZkClientQuotaStore
 
 if TYPE_CHECKING:
     from tidelog.storage.manager import LogManager
