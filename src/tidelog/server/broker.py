@@ -76,7 +76,8 @@ class Broker:
         store: ZkMetadataStore | None = None
         if config.zookeeper_connect is not None:
             self.cluster = ClusterNode(config, self._cluster_endpoints)
-            store = ZkMetadataStore(self.cluster.zk, config.log_dirs, config.node_id)
+            store = ZkMetadataStore(self.cluster.zk, config.log_dirs, config.node_id,
+                                    self.cluster.config_changes)
         self.replica_manager = ReplicaManager(config, clock, metadata_cache=self.metadata_cache,
                                               store=store)  # fmt: skip
         self.admin_manager: AdminManager = (
@@ -107,7 +108,7 @@ class Broker:
         self.listener_security: dict[str, ListenerSecurity] = listener_securities(config)
         self.credentials: CredentialStore = credential_store(config)
         if self.cluster is not None:  # SCRAM users live in ZooKeeper: any broker authenticates them
-            self.credentials = ZkCredentialStore(self.cluster.zk)
+            self.credentials = ZkCredentialStore(self.cluster.zk, self.cluster.config_changes)
         self.authorizer: StandardAuthorizer | None = make_authorizer(config)
         if self.authorizer is not None and self.cluster is not None:
             # ACLs live in ZooKeeper: made through any broker, enforced by all
@@ -208,7 +209,7 @@ class Broker:
         # persisted dynamic broker configs apply before serving
         if self.cluster is not None:  # in ZooKeeper, with the quotas: altered anywhere, applied by all
             self.dynamic_config, self.client_quotas = start_zk_configs(
-                self.cluster.zk, self.config, self.replica_manager.logs, self.cluster.on_new_session)
+                self.cluster.zk, self.cluster.config_changes, self.config, self.replica_manager.logs)
         else:
             self.dynamic_config = DynamicBrokerConfig(self.config, self.replica_manager.logs)
             # the quota file is read now: read on first use, a produce after its disk failed
@@ -243,13 +244,10 @@ class Broker:
         return BrokerInfo(self.node_id, endpoints, self.config.values["broker.rack"])
 
     def _rearm_after_session_expiry(self, cluster: ClusterNode) -> None:
-        store = self.replica_manager.store
-        if isinstance(store, ZkMetadataStore):
-            cluster.on_new_session.append(store.rearm)
+        """The topic mirror, SCRAM users and entity configs are read again by the handlers
+        of ``cluster.config_changes`` (first in ``on_new_session``); the ACLs here."""
         if isinstance(self.authorizer, ZkAclAuthorizer):
             cluster.on_new_session.append(self.authorizer.load)
-        if isinstance(self.credentials, ZkCredentialStore):
-            cluster.on_new_session.append(self.credentials.load)
 
     def _zk_admin_manager(self, store: ZkMetadataStore) -> ZkAdminManager:
         """Topic admin of a cluster member: any broker writes ZooKeeper, and answers once

@@ -26,6 +26,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .controller.channel_manager import ControllerChannelManager
 from .controller.controller import ControllerConfig, KafkaController
+from .zk.change_notifications import ZkNodeChangeNotificationListener
 from .zk.client import KafkaZkClient
 from .zk.client_metrics_configs import ZkClientMetricsConfigStore
 from .zk.data import BrokerRegistration, EndPoint
@@ -94,6 +95,9 @@ class ClusterNode:
             self.broker_id, self.zk, self._channel, controller_config(config)
         )
         self.registrar = ZkBrokerRegistration(self.zk, self.broker_id, self.registration)
+        # the one watch of /config/changes: topics, users, brokers, quotas, client metrics
+        self.config_changes = ZkNodeChangeNotificationListener(self.zk)
+        self.on_new_session.append(self.config_changes.load)
         self.cluster_id = ""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -112,7 +116,7 @@ class ClusterNode:
         """The client metrics subscriptions of the cluster, read and followed from ZooKeeper
         (again with every new session)."""
         store = ZkClientMetricsConfigStore(self.zk)
-        store.watch(self.on_new_session, now_ms)
+        store.watch(self.config_changes, now_ms)
         return store
 
     def on_broker_configs(self, values: Mapping[str, Any]) -> None:
