@@ -24,6 +24,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.log import Log
+from tidelog.storage.log_read import FetchIsolation
 from tidelog.storage.log_writes import AppendWriters
 from tidelog.storage.manager import LogManager
 from tidelog.util.clock import Clock
@@ -38,8 +39,9 @@ from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.local_store import LocalMetadataStore, write_partition_metadata
 from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
-from .purgatory import ReplicationPurgatory
+from .purgatory import FetchPurgatory, ReplicationPurgatory
 from .replica_appends import ReplicaAppends, Written
+from .replica_fetches import RemoteFetch, ReplicaFetches
 from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
 from .replication.fetcher_manager import FetcherManager, InitialFetchState, NoFetchers
 
@@ -76,7 +78,7 @@ def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) 
     )
 
 
-class ReplicaManager(ReplicaTopics, ReplicaAppends):
+class ReplicaManager(ReplicaTopics, ReplicaAppends, ReplicaFetches):
     def __init__(self, config: BrokerConfig, clock: Clock, logs: LogManager | None = None, *,
                  metadata_cache: MetadataCache | None = None,
                  store: MetadataStore | None = None,
@@ -103,6 +105,11 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         self.delayed_produce = ReplicationPurgatory(self._check_replicated)
         self.delayed_delete_records = ReplicationPurgatory(self._check_low_watermark)
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
+        # DelayedFetch: woken by HW moves and appends
+        self.delayed_fetch = FetchPurgatory()
+        self._append_listeners.append(self.delayed_fetch.check_and_complete)
+        # the remote tier's reads (replica_fetches.py): None, no tier
+        self.remote_fetch: RemoteFetch | None = None
         # BrokerTopicMetrics (bytes/messages in, produce requests); None: not recorded
         self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
         self._heavy_pool: ThreadPoolExecutor | None = None
@@ -221,11 +228,15 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         """Kafka's getPartitionOrException + validation: UNKNOWN_TOPIC_OR_PARTITION when not
         hosted, NOT_LEADER_OR_FOLLOWER when ``require_leader`` and not led here,
         FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for another epoch."""
+        partition = self._hosted(tp)
+        partition.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
+        return partition
+
+    def _hosted(self, tp: TopicPartition) -> Partition:
         partition = self.get_partition(tp)
         if partition is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            "This server does not host this topic-partition.")
-        partition.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
         return partition
 
     def get_log(self, tp: TopicPartition) -> Log | None:
@@ -453,20 +464,19 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         (DelayedDeleteRecords)."""
         return await self.delayed_delete_records.wait(required, timeout_ms)
 
-    # -- fetch --------------------------------------------------------------------------------
-    def fetch_partition(self, tp: TopicPartition, replica_id: int, current_leader_epoch: int,
-                        ) -> Partition:
-        """The partition a Fetch reads: a consumer's must be led here, a follower's too (it
-        fetches from the leader); the epoch checked either way."""
-        return self.partition_or_error(tp, current_leader_epoch)
+    # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int,
+                                   isolation: FetchIsolation, current_leader_epoch: int,
+                                   fetch_only_from_leader: bool = True) -> tuple[int, int, int]:
+        """Kafka's fetchOffsetForTimestamp: ``Partition.fetch_offset_for_timestamp`` of a
+        partition hosted here (UNKNOWN_TOPIC_OR_PARTITION otherwise)."""
+        return self._hosted(tp).fetch_offset_for_timestamp(
+            timestamp, isolation, current_leader_epoch, fetch_only_from_leader)
 
-    def update_follower_fetch_state(self, partition: Partition, replica_id: int,
-                                    fetch_offset: int, log_start_offset: int,
-                                    broker_epoch: int, leader_end_offset: int) -> None:
-        """After a follower's Fetch read: its state, ISR expansion, the HW."""
-        partition.update_follower_fetch_state(
-            replica_id, fetch_offset, log_start_offset, broker_epoch,
-            self.clock.milliseconds(), leader_end_offset)
+    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int]:
+        """Kafka's lastOffsetForLeaderEpoch: (epoch, end offset) from the leader's log."""
+        return self._hosted(tp).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
     # -- log dirs -----------------------------------------------------------------------------
     def _report_io_error(self, lg: Log, exc: BaseException, op: str) -> bool:
