@@ -35,6 +35,7 @@ from .cluster.partition import AlterPartitionSender, Partition
 from .cluster.partition_state import NO_EPOCH, LeaderAndIsrPartitionState
 from .errors import ApiError
 from .group_commit import GroupCommit
+from .log_dir_description import LogDirDescription, describe_log_dirs
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.local_store import LocalMetadataStore, write_partition_metadata
@@ -46,6 +47,8 @@ from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
 from .replication.fetcher_manager import FetcherManager, InitialFetchState, NoFetchers
 
 if TYPE_CHECKING:
+    from tidelog.storage.producer_state import ProducerStateEntry
+
     from .free_space_replication import FloorReplicationHold
 
 log = logging.getLogger(__name__)
@@ -243,10 +246,6 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, ReplicaFetches):
         partition = self.get_partition(tp)
         return None if partition is None else partition.log
 
-    def log_or_error(self, tp: TopicPartition) -> Log:
-        """The log of a partition this broker leads (what consumers and producers use)."""
-        return self.partition_or_error(tp).log
-
     def _open(self, tp: TopicPartition, info: TopicInfo) -> Log:
         """Open/create the partition's log and make sure ``partition.metadata`` names the
         topic id (Kafka writes it when a replica is created or loaded). Any thread."""
@@ -425,24 +424,33 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, ReplicaFetches):
         after the batch), its error, or REQUEST_TIMED_OUT (DelayedProduce)."""
         return await self.delayed_produce.wait(required, timeout_ms)
 
-    def replicated_now(self, required: dict[TopicPartition, int]
-                       ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, int]]:
-        """``wait_replicated`` without waiting: (the outcomes known now, the partitions still
-        short of their offset, for ``park_replicated``)."""
-        return self.delayed_produce.try_complete(required)
-
-    async def park_replicated(self, known: dict[TopicPartition, ErrorCode],
-                              short: dict[TopicPartition, int],
-                              timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
-        """Wait for what ``replicated_now`` left short; every partition's outcome."""
-        return await self.delayed_produce.park(known, short, timeout_ms)
-
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
-        """Advance the leader's log start offset to ``offset``; returns its new one (the
-        followers follow: ``wait_low_watermark``)."""
-        lg = self.log_or_error(tp)
+        """Kafka's deleteRecordsOnLeader: advance the leader's log start offset to ``offset``
+        (-1: the high watermark; OFFSET_OUT_OF_RANGE below 0 or past the HW); returns that
+        offset, which the followers reach later (``wait_low_watermark``)."""
+        hw = self.partition_or_error(tp).high_watermark
+        if offset == -1:
+            offset = hw
+        if offset < 0 or offset > hw:
+            raise ApiError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                           f"Cannot delete records of {tp} to {offset}: its HW is {hw}")
         self.logs.delete_records(tp, offset)
-        return int(lg.log_start_offset)
+        return offset
+
+    def describe_log_dirs(self, partitions: Iterable[TopicPartition],
+                          futures: Mapping[TopicPartition, Log]) -> list[LogDirDescription]:
+        """Kafka's describeLogDirs: each log dir with the replicas of ``partitions`` it holds
+        and the ``futures`` (replicas being moved) in it, and whether it failed."""
+        return describe_log_dirs(self.logs, self.config.log_dirs, partitions, futures)
+
+    def live_log_dirs(self) -> list[Path]:
+        """The log dirs that have not failed."""
+        return list(self.logs.live_log_dirs)
+
+    def active_producer_state(self, tp: TopicPartition) -> list[tuple[int, ProducerStateEntry]]:
+        """Kafka's activeProducerState of a partition led here: (producer id, its state),
+        by id."""
+        return self.partition_or_error(tp).active_producers()
 
     def _alive(self, broker_id: int) -> bool:
         return broker_id in self.metadata_cache.image.brokers

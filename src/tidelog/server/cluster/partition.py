@@ -41,6 +41,7 @@ from .replica import Replica
 if TYPE_CHECKING:
     from tidelog.storage.log import Log
     from tidelog.storage.log_append import LogAppendInfo
+    from tidelog.storage.producer_state import ProducerStateEntry
     from tidelog.storage.segment import FetchDataInfo
 
 log = logging.getLogger(__name__)
@@ -330,6 +331,10 @@ class Partition:
             return UNDEFINED_EPOCH_OFFSET, UNDEFINED_EPOCH_OFFSET
         epoch, offset = lg.end_offset_for_epoch(leader_epoch)
         return int(epoch), int(offset)
+
+    def active_producers(self) -> list[tuple[int, ProducerStateEntry]]:
+        """The log's active producers (DescribeProducers), by id."""
+        return sorted(self.log.producer_state.active_producers.items())
 
     # -- the followers, as the leader sees them ---------------------------------------------
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
