@@ -99,45 +99,28 @@ class ReplicaAppends:
         (REQUEST_TIMED_OUT). Never suspends when nothing is to be waited for."""
         produce = _Produce()
         for tp, records, result in entries:
-            if is_heavy(records):
-                await self._append_heavy(tp, records, acks, result, validate, produce)
-            else:
-                self._append_entry(tp, records, acks, result, validate, produce)
+            written = None
+            try:
+                if validate is not None:
+                    validate(tp, records)
+                if is_heavy(records):
+                    info = await self.append_off_loop(tp, records, group_commit=True,
+                                                      required_acks=acks)
+                elif self.async_appends:
+                    info, written = self.append_async(tp, records, required_acks=acks)
+                else:
+                    info = self.append(tp, records, group_commit=True, required_acks=acks)
+            except Exception as exc:
+                _fail(tp, result, exc)
+                continue
+            self._appended(tp, result, info, acks, written, produce)
         if produce.writes:  # (each wait only when it has something to wait for)
             await _wait_written(produce)
         if produce.waits:
             await _wait_group_commit(produce.waits)
-        if produce.replicated:
-            await self._wait_replicated(produce.replicated, timeout_ms)
-
-    def _append_entry(self, tp: TopicPartition, records: bytes, acks: int,
-                      result: ProducePartitionResult, validate: Validate | None,
-                      produce: _Produce) -> None:
-        written = None
-        try:
-            if validate is not None:
-                validate(tp, records)
-            if self.async_appends:
-                info, written = self.append_async(tp, records, required_acks=acks)
-            else:
-                info = self.append(tp, records, group_commit=True, required_acks=acks)
-        except Exception as exc:
-            _fail(tp, result, exc)
-            return
-        self._appended(tp, result, info, acks, written, produce)
-
-    async def _append_heavy(self, tp: TopicPartition, records: bytes, acks: int,
-                            result: ProducePartitionResult, validate: Validate | None,
-                            produce: _Produce) -> None:
-        try:
-            if validate is not None:
-                validate(tp, records)
-            info = await self.append_off_loop(tp, records, group_commit=True,
-                                              required_acks=acks)
-        except Exception as exc:
-            _fail(tp, result, exc)
-            return
-        self._appended(tp, result, info, acks, None, produce)
+        if produce.replicated and (short := self._replicated_now(produce.replicated)):
+            _fail_unreplicated(produce.replicated,
+                               await self.delayed_produce.park({}, short, timeout_ms))
 
     def _appended(self, tp: TopicPartition, result: ProducePartitionResult, info: LogAppendInfo,
                   acks: int, written: asyncio.Future[Written] | None, produce: _Produce) -> None:
@@ -154,17 +137,17 @@ class ReplicaAppends:
         if acks == -1 and info.last_offset >= 0:  # a duplicate waits for its original
             produce.replicated[tp] = (result, info.last_offset + 1)
 
-    async def _wait_replicated(self, replicated: dict[TopicPartition, tuple[
-                                   ProducePartitionResult, int]], timeout_ms: int) -> None:
+    def _replicated_now(self, replicated: dict[TopicPartition, tuple[
+                            ProducePartitionResult, int]]) -> dict[TopicPartition, int]:
         """acks=-1: the ISR must have each batch (DelayedProduce). The outcomes known now are
-        set at once (no coroutine parks when the ISR is this broker); the rest wait."""
+        set at once (no coroutine parks when the ISR is this broker); returns the partitions
+        still short of their offset, to park."""
         required = {tp: offset for tp, (r, offset) in replicated.items() if r.error_code == 0}
         if not required:
-            return
+            return required
         known, short = self.delayed_produce.try_complete(required)
         _fail_unreplicated(replicated, known)
-        if short:
-            _fail_unreplicated(replicated, await self.delayed_produce.park({}, short, timeout_ms))
+        return short
 
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,
                required_acks: int = 1,

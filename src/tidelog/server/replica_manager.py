@@ -231,7 +231,10 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, ReplicaFetches):
         """Kafka's getPartitionOrException + validation: UNKNOWN_TOPIC_OR_PARTITION when not
         hosted, NOT_LEADER_OR_FOLLOWER when ``require_leader`` and not led here,
         FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for another epoch."""
-        partition = self._hosted(tp)
+        partition = self.get_partition(tp)  # (not _hosted: every append asks this)
+        if partition is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           "This server does not host this topic-partition.")
         partition.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
         return partition
 

@@ -251,9 +251,15 @@ class Partition:
         sent with sendfile when large; nothing for a ``throttled`` follower) and for a
         follower its fetch state, ISR expansion and the HW. Raises OffsetOutOfRangeError for
         an offset outside the log (the ReplicaManager's remote-read seam catches it)."""
-        leader_end = self.fetch_offset_snapshot(fetch.current_leader_epoch,
-                                                params.fetch_only_from_leader, out)
         follower = params.replica_id >= 0
+        # (inline, as fetch_offset_snapshot: this runs for every partition of every Fetch)
+        self.check_leader_epoch(fetch.current_leader_epoch,
+                                require_leader=follower or params.client_metadata is None)
+        lg = self.log
+        leader_end = lg.log_end_offset
+        out.high_watermark = lg.high_watermark
+        out.last_stable_offset = lg.last_stable_offset
+        out.log_start_offset = lg.log_start_offset
         if follower and fetch.last_fetched_epoch >= 0:
             diverging = self._diverging_epoch(fetch)
             if diverging is not None:  # no records, no follower state: it truncates first
@@ -266,8 +272,7 @@ class Partition:
         if throttled:
             out.records = b""  # a throttled replica outside the ISR gets nothing for now
         else:
-            info = self.read_records(fetch.fetch_offset, max_bytes, params.isolation,
-                                     min_one_message)
+            info = lg.read(fetch.fetch_offset, max_bytes, params.isolation, min_one_message)
             # Kafka (fetch v3+) sends nothing rather than a cut batch: a client can't decode
             # the piece, and the partition gets its whole batch once it comes first later.
             out.records = b"" if info.first_entry_incomplete else slice_records(info.records)
@@ -279,7 +284,7 @@ class Partition:
                                              fetch.fetcher_log_start_offset,
                                              params.replica_epoch, self.clock.milliseconds(),
                                              leader_end)
-            out.high_watermark = self.log.high_watermark  # it may have moved with this fetch
+            out.high_watermark = lg.high_watermark  # it may have moved with this fetch
 
     def read_records(self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation,
                      min_one_message: bool) -> FetchDataInfo:

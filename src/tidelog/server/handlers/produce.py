@@ -53,17 +53,9 @@ def _entry(ctx: RequestContext, tp: TopicPartition, records: bytes | None, exist
     return result
 
 
-async def _exists(ctx: RequestContext, topic: str) -> bool:
-    """The topic is known here, or was created now (``auto.create.topics.enable``)."""
-    return (ctx.broker.replica_manager.topic(topic) is not None
-            or await ctx.broker.admin_manager.auto_create(topic) is not None)
-
-
-def _validator(ctx: RequestContext) -> Validate | None:
+def _validator(ctx: RequestContext) -> Validate:
     """The broker's record validators (validated topics): the first refusal is raised."""
     validators = ctx.broker.record_validators
-    if not validators:
-        return None
     rm = ctx.broker.replica_manager
 
     def validate(tp: TopicPartition, records: bytes) -> None:
@@ -77,15 +69,21 @@ def _validator(ctx: RequestContext) -> Validate | None:
     return validate
 
 
-def _may_create(ctx: RequestContext, request: Any) -> bool:
-    """A topic unknown here: its creation (``auto.create.topics.enable``) may suspend the
-    request before its appends, so later requests of the connection queue behind it."""
+def _topics(ctx: RequestContext, request: Any
+            ) -> tuple[list[tuple[str | None, uuid.UUID, bool]], bool]:
+    """Each topic's (name, or None for an id unknown here; its id from v13; whether it is
+    known here), and whether one is not: its creation (``auto.create.topics.enable``) may
+    suspend the request before its appends, so later requests of the connection queue
+    behind it."""
     rm = ctx.broker.replica_manager
+    named = []
+    may_create = False
     for t in request.topic_data:
-        name = _topic_of(ctx, t)[0]
-        if name is not None and rm.topic(name) is None:
-            return True
-    return False
+        name, topic_id = _topic_of(ctx, t)
+        known = name is not None and rm.topic(name) is not None
+        may_create = may_create or (name is not None and not known)
+        named.append((name, topic_id, known))
+    return named, may_create
 
 
 def _has_heavy(request: Any) -> bool:
@@ -105,8 +103,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # a client with a produce quota is served one request at a time, as Kafka's muted
     # channel reads them (quota/wiring.py)
     quota = has_quota(ctx, QuotaType.PRODUCE)
-    if previous is None and not quota and not _has_heavy(request) and not _may_create(ctx, request):
-        return await _handle(ctx, request)  # never suspends before its appends are done
+    named, may_create = _topics(ctx, request)
+    if previous is None and not quota and not may_create and not _has_heavy(request):
+        return await _handle(ctx, request, named)  # never suspends before its appends are done
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     state.produce_tail = done
     try:
@@ -114,18 +113,18 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             await previous
         if quota:
             await wait_until_unmuted(ctx)
-        return await _handle(ctx, request)
+        return await _handle(ctx, request, named)
     finally:
         done.set_result(None)
         if state.produce_tail is done:
             state.produce_tail = None
 
 
-async def _topic_entries(ctx: RequestContext, t: Any, name: str, denied: ErrorCode | None,
-                         acks: int, entries: list[Entry]) -> list[ProducePartitionResult]:
+def _topic_entries(ctx: RequestContext, t: Any, name: str, denied: ErrorCode | None,
+                   acks: int, exists: bool, entries: list[Entry]
+                   ) -> list[ProducePartitionResult]:
     """The answers of a topic's partitions; those that may be appended join ``entries``."""
     parts = []
-    exists: bool | None = None  # asked once, at the first partition with records
     for p in t.partition_data:
         if denied is not None:
             parts.append(ProducePartitionResult(p.index, denied))
@@ -137,14 +136,18 @@ async def _topic_entries(ctx: RequestContext, t: Any, name: str, denied: ErrorCo
             refused.error_message = f"Cannot append to internal topic {name}"
             parts.append(refused)
         else:
-            if exists is None and p.records:
-                exists = await _exists(ctx, name)
-            parts.append(_entry(ctx, TopicPartition(name, p.index), p.records, bool(exists),
-                                entries))
+            parts.append(_entry(ctx, TopicPartition(name, p.index), p.records, exists, entries))
     return parts
 
 
-async def _handle(ctx: RequestContext, request: Any) -> Any:
+def _creates(t: Any, name: str, denied: ErrorCode | None, acks: int) -> bool:
+    """A topic unknown here that this request would append to: auto-created first."""
+    return (denied is None and acks in (0, 1, -1) and name not in INTERNAL_TOPICS
+            and any(p.records for p in t.partition_data))
+
+
+async def _handle(ctx: RequestContext, request: Any,
+                  named: list[tuple[str | None, uuid.UUID, bool]]) -> Any:
     acks = request.acks
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
     # Kafka's order: transactional id, then WRITE on each topic, before the topic's existence
@@ -153,22 +156,23 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
     tid_denied = tid is not None and not ctx.authorize(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
     )
-    ids: list[uuid.UUID] = []
     entries: list[Entry] = []
-    for t in request.topic_data:
-        name, topic_id = _topic_of(ctx, t)
-        ids.append(topic_id)
+    for t, (name, _, known) in zip(request.topic_data, named, strict=True):
         denied = (
             ErrorCode.UNKNOWN_TOPIC_ID if name is None
             else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if tid_denied
             else None if ctx.authorize(AclOperation.WRITE, ResourceType.TOPIC, name)
             else ErrorCode.TOPIC_AUTHORIZATION_FAILED
         )
-        topics.append((name or "", await _topic_entries(ctx, t, name or "", denied, acks,
-                                                        entries)))
+        name = name or ""
+        if not known and _creates(t, name, denied, acks):  # (it may exist by now: queued)
+            known = (ctx.broker.replica_manager.topic(name) is not None
+                     or await ctx.broker.admin_manager.auto_create(name) is not None)
+        topics.append((name, _topic_entries(ctx, t, name, denied, acks, known, entries)))
     if entries:
+        validate = _validator(ctx) if ctx.broker.record_validators else None
         await ctx.broker.replica_manager.append_records(acks, ms(request.timeout), entries,
-                                                        _validator(ctx))
+                                                        validate)
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     throttle_ms = throttle(ctx, QuotaType.PRODUCE, _request_bytes(request))
     if acks == 0:
@@ -182,7 +186,7 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
             ctx.close_reason = f"acks=0 produce failed ({', '.join(failed[:5])})"
         return None
     if ctx.api_version >= TOPIC_ID_VERSION:
-        by_id = [(tid, parts) for tid, (_, parts) in zip(ids, topics, strict=True)]
+        by_id = [(n[1], parts) for n, (_, parts) in zip(named, topics, strict=True)]
         return encode_produce_response(ctx.correlation_id, ctx.api_version, by_id, throttle_ms)
     return encode_produce_response(ctx.correlation_id, ctx.api_version, topics, throttle_ms)
 
