@@ -33,7 +33,6 @@ from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
-from .purgatory import FetchPurgatory
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
 from .registry import Registry, discover
@@ -84,11 +83,10 @@ class Broker:
             LocalAdminManager(self.replica_manager) if store is None
             else self._zk_admin_manager(store)
         )  # fmt: skip
-        self.purgatory = FetchPurgatory()
+        self.purgatory = self.replica_manager.delayed_fetch
         self.fetch_sessions = FetchSessionCache(
             int(config.values["max.incremental.fetch.session.cache.slots"]), clock
         )
-        self.replica_manager.add_append_listener(self.purgatory.check_and_complete)
         # With every log dir offline the broker cannot serve anything: it shuts down (Kafka
         # halts). ``fatal_listeners`` run on the loop (``tidelog serve`` stops the process);
         # without any, the broker stops itself.
