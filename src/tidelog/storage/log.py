@@ -79,6 +79,9 @@ class Log:
         # free-space floor of this log's dir (free_space.py); None: no floor
         self.append_guard: Callable[[int, bool], None] | None = None
         self._closed = False
+        # tiered storage: the last offset copied to remote storage (Kafka's
+        # highestOffsetInRemoteStorage), moved by the RemoteLogManager; -1: none yet
+        self.highest_offset_in_remote_storage = -1
         self._writes = PendingWrites()  # appends handed to the dir's writer (log_writes)
         try:
             self._tp: TopicPartition | None = parse_topic_partition_name(self._dir.name)
@@ -143,6 +146,18 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self._end.message_offset
+
+    @property
+    def remote_log_enabled(self) -> bool:
+        """Tiered (``remote.storage.enable``; the broker refuses it unless its tiered
+        storage is on): local retention waits for copies, the log start is the remote one."""
+        return self._config.remote_storage_enable
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """Kafka's localLogStartOffset: the first offset on local disk."""
+        first = self._segments.first_segment_base_offset
+        return self._log_start_offset if first is None else max(first, self._log_start_offset)
 
     @property
     def closed(self) -> bool:
