@@ -1,0 +1,48 @@
+"""The RemoteStorageManager from Kafka's ``rsm.config.*`` properties, with the names of
+Aiven's tiered-storage plugin, so a server.properties written for Kafka with that plugin
+works as is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .storage_manager import RemoteStorageManager
+
+RSM_CONFIG_PREFIX = "rsm.config."
+"""Kafka's ``remote.log.storage.manager.impl.prefix`` default."""
+
+STORAGE_BACKEND_CLASS = "storage.backend.class"
+STORAGE_ROOT = "storage.root"
+S3_ENDPOINT_URL = "storage.s3.endpoint.url"
+S3_BUCKET_NAME = "storage.s3.bucket.name"
+S3_REGION = "storage.s3.region"
+S3_PATH_STYLE_ACCESS_ENABLED = "storage.s3.path.style.access.enabled"
+AWS_ACCESS_KEY_ID = "storage.aws.access.key.id"
+AWS_SECRET_ACCESS_KEY = "storage.aws.secret.access.key"
+KEY_PREFIX = "key.prefix"
+
+S3_BACKEND_CLASSES = frozenset({"io.aiven.kafka.tieredstorage.storage.s3.S3Storage",
+                                "tidelog.storage.remote.s3.S3Storage"})
+FILESYSTEM_BACKEND_CLASSES = frozenset({
+    "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage",
+    "tidelog.storage.remote.filesystem.FileSystemStorage"})
+
+
+def rsm_configs(configs: Mapping[str, str]) -> dict[str, str]:
+    """The RSM's own configs: keys under ``rsm.config.`` with the prefix removed (as
+    Kafka's ``RemoteLogManagerConfig.remoteStorageManagerProps``); keys already without it
+    are kept as they are."""
+    out: dict[str, str] = {}
+    for key, value in configs.items():
+        if key.startswith(RSM_CONFIG_PREFIX):
+            out[key[len(RSM_CONFIG_PREFIX):]] = value
+        else:
+            out.setdefault(key, value)
+    return out
+
+
+def create_remote_storage_manager(configs: Mapping[str, str]) -> RemoteStorageManager:
+    """Configure and return the RemoteStorageManager (the backend is checked now:
+    :class:`~tidelog.storage.remote.storage_manager.RemoteStorageError` when it does not
+    work; ``ValueError`` for a missing or unknown config)."""
+    raise NotImplementedError
