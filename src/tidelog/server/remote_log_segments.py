@@ -9,6 +9,7 @@ the blocking copy of the files runs elsewhere (``RemoteLogManager``'s thread poo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 from tidelog.storage.leader_epoch import EpochEntry
 from tidelog.storage.log import Log
@@ -41,7 +42,7 @@ def candidate_log_segments(lg: Log, from_offset: int,
                            last_stable_offset: int) -> list[EnrichedLogSegment]:
     """Kafka's candidateLogSegments: every segment from the one holding ``from_offset``
     whose next segment starts at or below the last stable offset (never the active one)."""
-    segs = [s for s in lg.segments.values()]
+    segs = list(lg.segments.values())
     start = 0
     for i, seg in enumerate(segs):
         if seg.base_offset <= from_offset:
@@ -140,7 +141,7 @@ def local_size_and_segments(lg: Log) -> tuple[int, int]:
     copied = lg.highest_offset_in_remote_storage
     segs = lg.segments.values()
     size = n = 0
-    for seg, nxt in zip(segs, segs[1:], strict=False):
+    for seg, nxt in pairwise(segs):
         if nxt.base_offset - 1 > copied:
             size += seg.size
             n += 1
