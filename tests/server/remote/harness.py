@@ -92,6 +92,7 @@ def open_tiered(log_dir: Path, remote_root: Path, *, clock: ManualClock | None =
     """A one-broker replica manager (topic ``tiered`` created unless ``create`` is false)
     and its RemoteLogManager; the remote storage is ``rsm`` or a directory."""
     clock = clock or ManualClock(START_MS)
+    remote_root.mkdir(parents=True, exist_ok=True)
     all_props = broker_props(log_dir, remote_root, **props)
     rm = ReplicaManager(BrokerConfig(all_props), clock)
     rm.startup()
