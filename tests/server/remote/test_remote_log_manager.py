@@ -8,6 +8,7 @@ deleting remote segments."""
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -131,7 +132,7 @@ def test_a_new_leader_continues_where_the_old_stopped(tmp_path: Path) -> None:
         assert after[:len(first)] == first
         starts = [m.start_offset for m in after]
         assert len(starts) == len(set(starts))  # no segment copied twice
-        for a, b in zip(after, after[1:], strict=False):
+        for a, b in pairwise(after):
             assert b.start_offset == a.end_offset + 1  # none skipped
         lg = again.log()
         assert after[-1].end_offset == lg.active_segment.base_offset - 1
