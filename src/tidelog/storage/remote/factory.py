@@ -5,7 +5,9 @@ works as is."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
+from .object_storage import ObjectStorage
 from .storage_manager import RemoteStorageManager
 
 RSM_CONFIG_PREFIX = "rsm.config."
@@ -45,4 +47,46 @@ def create_remote_storage_manager(configs: Mapping[str, str]) -> RemoteStorageMa
     """Configure and return the RemoteStorageManager (the backend is checked now:
     :class:`~tidelog.storage.remote.storage_manager.RemoteStorageError` when it does not
     work; ``ValueError`` for a missing or unknown config)."""
-    raise NotImplementedError
+    from .rsm import RemoteStorageManager as ObjectRemoteStorageManager
+
+    own = rsm_configs(configs)
+    return ObjectRemoteStorageManager(create_object_storage(own), own.get(KEY_PREFIX, ""))
+
+
+def _required(configs: Mapping[str, str], key: str) -> str:
+    value = configs.get(key, "").strip()
+    if not value:
+        raise ValueError(f"{RSM_CONFIG_PREFIX}{key} must be set")
+    return value
+
+
+def _bool(configs: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = configs.get(key, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in ("true", "false"):
+        raise ValueError(f"{RSM_CONFIG_PREFIX}{key} must be true or false, not {raw!r}")
+    return raw == "true"
+
+
+def create_object_storage(configs: Mapping[str, str]) -> ObjectStorage:
+    """The backend ``storage.backend.class`` names, from the RSM's own (prefix-less)
+    configs."""
+    backend = _required(configs, STORAGE_BACKEND_CLASS)
+    if backend in FILESYSTEM_BACKEND_CLASSES:
+        from .filesystem import FileSystemStorage
+
+        return FileSystemStorage(Path(_required(configs, STORAGE_ROOT)))
+    if backend in S3_BACKEND_CLASSES:
+        from .s3 import S3Storage
+
+        return S3Storage(
+            bucket=_required(configs, S3_BUCKET_NAME),
+            endpoint_url=configs.get(S3_ENDPOINT_URL) or None,
+            region=configs.get(S3_REGION) or None,
+            path_style_access=_bool(configs, S3_PATH_STYLE_ACCESS_ENABLED, False),
+            access_key_id=configs.get(AWS_ACCESS_KEY_ID) or None,
+            secret_access_key=configs.get(AWS_SECRET_ACCESS_KEY) or None)
+    known = sorted(S3_BACKEND_CLASSES | FILESYSTEM_BACKEND_CLASSES)
+    raise ValueError(f"{RSM_CONFIG_PREFIX}{STORAGE_BACKEND_CLASS}={backend!r} is not one of "
+                     f"{', '.join(known)}")
