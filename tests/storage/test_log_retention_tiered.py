@@ -94,3 +94,50 @@ def test_restart_keeps_the_remote_log_start(tmp_path: Path) -> None:
     assert again.log_start_offset == 0  # remote data below the first local segment
     assert again.local_log_start_offset == first
     again.close()
+
+
+def test_an_active_segment_past_local_retention_is_rolled_to_be_copied(tmp_path: Path) -> None:
+    clock = ManualClock(NOW)
+    lg = _log(tmp_path / "t-0", clock, **{"local.retention.ms": "1000", "retention.ms": "-1",
+                                          "segment.bytes": "100000"})
+    _fill(lg, 3)
+    assert lg.delete_old_segments() == 0
+    assert lg.number_of_segments() == 1  # within local.retention.ms
+    clock.advance(2000)
+    assert lg.delete_old_segments() == 0  # nothing copied: nothing deleted, but rolled
+    assert lg.number_of_segments() == 2
+    assert lg.active_segment.base_offset == 3 and lg.active_segment.size == 0
+    lg.close()
+
+
+def test_tiered_list_offsets_specials(tmp_path: Path) -> None:
+    from tidelog.storage.log_tiered_offsets import (
+        EARLIEST_LOCAL_TIMESTAMP,
+        EARLIEST_PENDING_UPLOAD_TIMESTAMP,
+        LATEST_TIERED_TIMESTAMP,
+    )
+
+    clock = ManualClock(NOW)
+    lg = _log(tmp_path / "t-0", clock, **{"local.retention.bytes": "1", "retention.ms": "-1"})
+    _fill(lg, 12)
+
+    def offset(ts: int) -> int:
+        found = lg.fetch_offset_by_timestamp(ts)
+        assert found is not None
+        return found.offset
+
+    assert offset(LATEST_TIERED_TIMESTAMP) == -1  # nothing copied
+    assert offset(EARLIEST_PENDING_UPLOAD_TIMESTAMP) == 0
+    bases = [s.base_offset for s in lg.segments.values()]
+    lg.highest_offset_in_remote_storage = bases[3] - 1
+    lg.delete_old_segments()
+    assert offset(LATEST_TIERED_TIMESTAMP) == bases[3] - 1
+    assert offset(EARLIEST_PENDING_UPLOAD_TIMESTAMP) == bases[3]
+    assert offset(EARLIEST_LOCAL_TIMESTAMP) == bases[3]
+    assert offset(-2) == 0  # EARLIEST: the remote start
+    lg.close()
+    plain = Log.open(tmp_path / "p-0", LogConfig.from_props({}), clock=clock)
+    _fill(plain, 2)
+    found = plain.fetch_offset_by_timestamp(EARLIEST_PENDING_UPLOAD_TIMESTAMP)
+    assert found is not None and found.offset == -1  # not tiered: none
+    plain.close()

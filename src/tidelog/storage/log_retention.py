@@ -73,6 +73,7 @@ def deletable_segments(lg: Log, predicate: Predicate) -> list[LogSegment]:
     segs = lg.segments.values()
     out: list[LogSegment] = []
     hw = lg.high_watermark
+    should_roll = False
     for i, seg in enumerate(segs):
         nxt = segs[i + 1] if i + 1 < len(segs) else None
         upper = nxt.base_offset if nxt is not None else lg.log_end_offset
@@ -80,8 +81,12 @@ def deletable_segments(lg: Log, predicate: Predicate) -> list[LogSegment]:
         if last_and_empty or hw < upper or not predicate(seg, nxt):
             break
         if lg.remote_log_enabled and not _tiered_or_below_start(lg, nxt, upper):
+            # Kafka: an active segment past retention is rolled, so it is copied and goes
+            should_roll = nxt is None
             break
         out.append(seg)
+    if should_roll:
+        lg.roll()
     return out
 
 

@@ -1,8 +1,10 @@
-"""ListOffsets (key 2): earliest (-2), latest (-1, the HW or LSO), max timestamp (-3, v7+),
-earliest local (-4, v8+: the log start, there is no remote tier), latest tiered (-5, v9+:
--1, nothing is tiered), or the first offset whose timestamp is >= the given one. A special
-timestamp older than its version is UNSUPPORTED_VERSION for that partition, as in Kafka.
-v10's timeout only bounds remote-storage reads, which never happen here."""
+"""ListOffsets (key 2): earliest (-2, the log start: the remote start of a tiered topic),
+latest (-1, the HW or LSO), max timestamp (-3, v7+), earliest local (-4, v8+: the first
+offset on local disk), latest tiered (-5, v9+: the highest offset copied to remote storage,
+-1 when none or not tiered), earliest pending upload (-6, v11+, KIP-1023: the first offset not
+yet copied, -1 when not tiered), or the first offset whose timestamp is >= the given one.
+A special timestamp older than its version is UNSUPPORTED_VERSION for that partition, as in
+Kafka. v10's timeout would bound remote-storage reads; timestamps are looked up locally."""
 
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ from ..security import AclOperation, ResourceType
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 10
+MAX_VERSION = 11
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 # the first version that may ask for each special timestamp (Kafka's ReplicaManager)
-TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, -4: 8, -5: 9}
+TIMESTAMP_MIN_VERSION = {EARLIEST: 1, LATEST: 1, MAX_TIMESTAMP: 7, -4: 8, -5: 9, -6: 11}
 
 
 def _lookup(
@@ -44,7 +46,7 @@ def _lookup(
     # this isolation level may fetch: the LSO for read_committed, else the HW (Kafka's
     # Partition.fetchOffsetForTimestamp, lastFetchableOffset)
     fetchable = lg.last_stable_offset if committed else lg.high_watermark
-    if found is None or (ts != -4 and found.offset >= fetchable):
+    if found is None or (ts not in (-4, -5, -6) and found.offset >= fetchable):
         return -1, -1, -1
     epoch = getattr(found, "leader_epoch", 0)
     return found.timestamp, found.offset, 0 if epoch is None else epoch
