@@ -48,6 +48,12 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .remote_log_expiration import cleanup_expired_remote_log_segments
 from .remote_log_metadata_manager import RemoteLogMetadataError, TopicBasedRemoteLogMetadataManager
+from .remote_log_reader import (
+    RemoteFetchResult,
+    RemoteLogReader,
+    RemoteStorageFetchInfo,
+    segments_to_read,
+)
 from .remote_log_segments import (
     EnrichedLogSegment,
     OffsetAndEpoch,
@@ -147,6 +153,7 @@ class RemoteLogManager:
         self.quota = CopyQuota(config.remote_log_manager_copy_max_bytes_per_second, clock)
         self._runner: asyncio.Task[None] | None = None
         self._stopped = False
+        self.reader = RemoteLogReader(rsm, config.remote_log_reader_threads, self.metrics)
 
     # -- the periodic pass ----------------------------------------------------------------------
     def start(self) -> None:
@@ -173,6 +180,7 @@ class RemoteLogManager:
             self._runner = None
         if self._own_pool:
             self.pool.shutdown(wait=True)
+        self.reader.close()
         self.rsm.close()
 
     async def run_once(self) -> None:
@@ -355,6 +363,21 @@ class RemoteLogManager:
             event(RemotePartitionDeleteState.DELETE_PARTITION_FINISHED))
         self.metrics.remove_partition(tip.topic, tip.partition)
         log.info("deleted the remote segments of %s", tip)
+
+    # -- reads --------------------------------------------------------------------------------
+    async def read(self, info: RemoteStorageFetchInfo, lg: Log) -> RemoteFetchResult:
+        """A fetch below the local log start, read from remote storage off the loop (Kafka's
+        asyncRead). The segments are chosen here, on the loop, from the replayed metadata;
+        a failure is the result's ``error``."""
+        try:
+            cache = self.rlmm.catch_up_for(info.topic_id_partition)
+            segments = segments_to_read(cache, lg.leader_epoch_cache, info.fetch_offset)
+        except Exception as exc:  # the metadata partition unreadable here
+            self.metrics.mark(info.topic_id_partition.topic, "remote_fetch_errors")
+            return RemoteFetchResult(error=exc)
+        if not segments:
+            return RemoteFetchResult(aborted_transactions=[] if info.read_committed else None)
+        return await self.reader.read(info, segments)
 
     # -- helpers --------------------------------------------------------------------------------
     async def blocking(self, fn: Callable[..., T], *args: object) -> T:

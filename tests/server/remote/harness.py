@@ -82,6 +82,7 @@ class Tiered:
 
     def close(self) -> None:
         self.rlm.pool.shutdown(wait=True)
+        self.rlm.reader.close()
         self.rm.shutdown()
 
 
