@@ -181,6 +181,8 @@ class RemoteLogManager:
         if self._own_pool:
             self.pool.shutdown(wait=True)
         self.reader.close()
+        if self.rlmm.forwarder is not None:
+            await self.rlmm.forwarder.close()
         self.rsm.close()
 
     async def run_once(self) -> None:

@@ -4,7 +4,9 @@ TopicBasedRemoteLogMetadataManager, its RemoteLogMetadataTopicPartitioner and Co
 Every event of a remote segment (COPY_SEGMENT_STARTED/FINISHED, DELETE_SEGMENT_STARTED/
 FINISHED, partition deletes) is one record of the metadata partition Kafka's partitioner
 picks for the user partition, its value in Kafka's serde and no key, written with acks=all
-through the broker's own replicated append path (the coordinators' ``ReplicatedAppender``).
+through the broker's own replicated append path (the coordinators' ``ReplicatedAppender``)
+when this broker leads the metadata partition, else produced to its leader
+(``remote_log_metadata_forwarder``).
 The write returns once the record is replicated AND replayed here, as Kafka's
 ``waitTillConsumptionCatchesUp``.
 
@@ -43,6 +45,8 @@ from .coordinator_writes import ReplicatedAppender
 
 if TYPE_CHECKING:
     from tidelog.protocol.errors import ErrorCode
+
+    from .remote_log_metadata_forwarder import MetadataForwarder
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +90,10 @@ class TopicBasedRemoteLogMetadataManager:
     """Writes remote segment events to ``__remote_log_metadata`` and keeps their replay."""
 
     def __init__(self, *, appender: ReplicatedAppender, get_log: LogLookup,
-                 num_partitions: int, ensure_topic: EnsureTopic) -> None:
+                 num_partitions: int, ensure_topic: EnsureTopic,
+                 forwarder: MetadataForwarder | None = None) -> None:
         self.appender = appender
+        self.forwarder = forwarder  # in a cluster: writes of partitions led elsewhere
         self.get_log = get_log
         self.num_partitions = num_partitions
         self.ensure_topic = ensure_topic
@@ -113,6 +119,15 @@ class TopicBasedRemoteLogMetadataManager:
             raise RemoteLogMetadataError(f"{REMOTE_LOG_METADATA_TOPIC} is not ready yet")
         partition = metadata_partition(tip, self.num_partitions)
         batch = build_batch([(0, None, serialize(record))])
+        tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition)
+        f = self.forwarder
+        if f is not None and f.leader(tp) != f.broker_id:
+            try:
+                await f.forward(tp, batch)
+            except OSError as exc:
+                raise RemoteLogMetadataError(f"writing {tp} for {tip}: {exc}") from exc
+            self.catch_up(partition)
+            return
         try:
             self.appender.append(partition, batch)
         except OSError as exc:

@@ -24,8 +24,10 @@ from tidelog.storage.log import Log
 from tidelog.storage.remote.factory import create_remote_storage_manager
 from tidelog.util.topic_partition import TopicPartition
 
+from .cluster_node import inter_broker_security
 from .coordinator_writes import ReplicatedAppender
 from .remote_log_manager import RemoteLogManager, TieredPartition
+from .remote_log_metadata_forwarder import MetadataForwarder
 from .remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
 
 if TYPE_CHECKING:
@@ -82,9 +84,15 @@ async def start_remote_log_manager(broker: Broker) -> RemoteLogManager | None:
         info = rm.topic(name)
         return info is not None and info.topic_id == topic_id
 
+    forwarder = None
+    if not rm.one_broker:  # metadata partitions led by other brokers: produced there
+        forwarder = MetadataForwarder(
+            broker.node_id, rm.metadata_cache, broker.config.inter_broker_listener_name,
+            inter_broker_security(broker.config), get_log, timeout_ms=wait_ms)
     rlmm = TopicBasedRemoteLogMetadataManager(
         appender=ReplicatedAppender(rm, REMOTE_LOG_METADATA_TOPIC, wait_ms), get_log=get_log,
-        num_partitions=config.metadata_topic_partitions, ensure_topic=ensure_topic)
+        num_partitions=config.metadata_topic_partitions, ensure_topic=ensure_topic,
+        forwarder=forwarder)
     rlm = RemoteLogManager(config, broker_id=broker.node_id, rsm=rsm, rlmm=rlmm,
                            partitions=partitions, topic_exists=topic_exists,
                            clock=broker.clock)
