@@ -1,8 +1,8 @@
 """S3 clients against a real S3 server (SeaweedFS's ``weed mini`` on 127.0.0.1): which one
 the tiered storage's S3Storage uses.
 
-For each client (boto3; obstore, the Rust object_store crate; and boto3 through
-S3Storage itself, to see what the wrapper costs) and each size (1 MiB, 64 MiB by default),
+For each client (boto3; obstore, the Rust object_store crate; and S3Storage itself, on
+obstore, to see what the wrapper costs) and each size (1 MiB, 64 MiB by default),
 PUT then GET the same object ``--repeats`` times, rounds interleaved across clients so
 the machine's load falls on all alike. Printed: MiB/s median [min .. max] per client and
 operation, and each client's ratio to boto3 in the same run.
@@ -67,7 +67,7 @@ def s3storage_ops(s3: SeaweedFS, bucket: str) -> tuple[Op, Get]:
     return put, storage.fetch
 
 
-CLIENTS = {"boto3": boto3_ops, "obstore": obstore_ops, "S3Storage(boto3)": s3storage_ops}
+CLIENTS = {"boto3": boto3_ops, "obstore": obstore_ops, "S3Storage(obstore)": s3storage_ops}
 
 
 def main() -> None:

@@ -1,12 +1,12 @@
-"""Shared helpers of the remote storage tests: metadata of a segment, a real closed segment."""
+"""Fixtures of the remote storage tests: a real closed segment to copy."""
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from remote_support import T0, ClosedSegment
 
 from tidelog.config.log_config import LogConfig
 from tidelog.records import CompressionType, build_batch
@@ -18,26 +18,6 @@ from tidelog.storage.remote.metadata import (
 )
 from tidelog.storage.remote.storage_manager import LogSegmentData
 from tidelog.util.clock import ManualClock
-
-T0 = 1_700_000_000_000
-
-
-@dataclass(frozen=True)
-class ClosedSegment:
-    data: LogSegmentData
-    metadata: RemoteLogSegmentMetadata
-
-
-def segment_files(data: LogSegmentData) -> dict[str, Path | bytes]:
-    """suffix -> the local file (or bytes) each object must equal."""
-    files: dict[str, Path | bytes] = {
-        "log": data.log_segment, "index": data.offset_index, "timeindex": data.time_index,
-        "snapshot": data.producer_snapshot_index,
-        "leader_epoch_checkpoint": data.leader_epoch_index,
-    }
-    if data.transaction_index is not None:
-        files["txnindex"] = data.transaction_index
-    return files
 
 
 @pytest.fixture

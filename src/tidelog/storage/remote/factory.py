@@ -21,6 +21,8 @@ S3_REGION = "storage.s3.region"
 S3_PATH_STYLE_ACCESS_ENABLED = "storage.s3.path.style.access.enabled"
 AWS_ACCESS_KEY_ID = "storage.aws.access.key.id"
 AWS_SECRET_ACCESS_KEY = "storage.aws.secret.access.key"
+S3_API_CALL_ATTEMPT_TIMEOUT = "storage.s3.api.call.attempt.timeout"
+"""Aiven's per-attempt timeout (ms): the connect and read timeouts of each S3 request."""
 KEY_PREFIX = "key.prefix"
 
 S3_BACKEND_CLASSES = frozenset({"io.aiven.kafka.tieredstorage.storage.s3.S3Storage",
@@ -69,6 +71,17 @@ def _bool(configs: Mapping[str, str], key: str, default: bool) -> bool:
     return raw == "true"
 
 
+def _attempt_timeout(configs: Mapping[str, str]) -> float | None:
+    """``storage.s3.api.call.attempt.timeout`` in seconds, or None when not set."""
+    raw = configs.get(S3_API_CALL_ATTEMPT_TIMEOUT, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ValueError(f"{RSM_CONFIG_PREFIX}{S3_API_CALL_ATTEMPT_TIMEOUT} must be a positive "
+                         f"number of milliseconds, not {raw!r}")
+    return int(raw) / 1000
+
+
 def create_object_storage(configs: Mapping[str, str]) -> ObjectStorage:
     """The backend ``storage.backend.class`` names, from the RSM's own (prefix-less)
     configs."""
@@ -80,13 +93,15 @@ def create_object_storage(configs: Mapping[str, str]) -> ObjectStorage:
     if backend in S3_BACKEND_CLASSES:
         from .s3 import S3Storage
 
+        timeout = _attempt_timeout(configs)
         return S3Storage(
             bucket=_required(configs, S3_BUCKET_NAME),
             endpoint_url=configs.get(S3_ENDPOINT_URL) or None,
             region=configs.get(S3_REGION) or None,
             path_style_access=_bool(configs, S3_PATH_STYLE_ACCESS_ENABLED, False),
             access_key_id=configs.get(AWS_ACCESS_KEY_ID) or None,
-            secret_access_key=configs.get(AWS_SECRET_ACCESS_KEY) or None)
+            secret_access_key=configs.get(AWS_SECRET_ACCESS_KEY) or None,
+            connect_timeout=timeout or 5.0, read_timeout=timeout or 30.0)
     known = sorted(S3_BACKEND_CLASSES | FILESYSTEM_BACKEND_CLASSES)
     raise ValueError(f"{RSM_CONFIG_PREFIX}{STORAGE_BACKEND_CLASS}={backend!r} is not one of "
                      f"{', '.join(known)}")

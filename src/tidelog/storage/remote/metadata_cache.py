@@ -7,7 +7,8 @@ leader epoch as Kafka's ``RemoteLogLeaderEpochState``:
 
 * COPY_SEGMENT_STARTED: known, never readable (an upload that may yet be cut);
 * COPY_SEGMENT_FINISHED: readable, at each of its epochs' start offsets; the epoch's highest
-  copied offset moves up;
+  copied offset moves up; an earlier copy of the same offsets (a new leader's duplicate
+  upload) is no longer readable;
 * DELETE_SEGMENT_STARTED: no longer readable, still listed by :meth:`list_all` so that a new
   leader finishes the deletion;
 * DELETE_SEGMENT_FINISHED: forgotten.
@@ -64,9 +65,14 @@ class RemoteLogLeaderEpochState:
         self.unreferenced_segment_ids.add(sid)
 
     def handle_copy_finished(self, start: int, sid: RemoteLogSegmentId, end: int) -> None:
-        previous = self.offset_to_id.get(start)
-        if previous is not None and previous != sid:
-            self.unreferenced_segment_ids.add(previous)
+        """Kafka's rule: segments of this epoch starting at or after ``start`` are duplicates
+        (a new leader uploaded a superset of what the old one had) and become unreferenced,
+        so a read at an offset finds the newest copy."""
+        while self.offset_to_id and self.highest_log_offset is not None:
+            last = max(self.offset_to_id)
+            if last < start or self.highest_log_offset > end:
+                break
+            self.unreferenced_segment_ids.add(self.offset_to_id.pop(last))
         self.offset_to_id[start] = sid
         self.unreferenced_segment_ids.discard(sid)
         if self.highest_log_offset is None or end > self.highest_log_offset:
@@ -225,20 +231,31 @@ class RemoteLogMetadataCache:
 
     def list_remote_log_segments(self, leader_epoch: int | None = None
                                  ) -> Iterator[RemoteLogSegmentMetadata]:
-        """The readable (COPY_SEGMENT_FINISHED) segments, by start offset; only those with
-        records of ``leader_epoch`` when given."""
+        """The readable segments (COPY_SEGMENT_FINISHED, not superseded by a newer copy), by
+        start offset; only those with records of ``leader_epoch`` when given."""
         if leader_epoch is None:
-            found = (m for m in self._segments.values() if m.state is _FINISHED)
+            readable = {sid for state in self._epochs.values()
+                        for sid in state.offset_to_id.values()}
+            found = (self._segments[sid] for sid in readable)
         else:
             state = self._epochs.get(leader_epoch)
             ids = state.offset_to_id.values() if state is not None else ()
             found = (self._segments[sid] for sid in ids)
         return iter(self._sorted(found))
 
-    def list_all(self) -> Iterator[RemoteLogSegmentMetadata]:
+    def list_all(self, leader_epoch: int | None = None) -> Iterator[RemoteLogSegmentMetadata]:
         """Every segment not yet DELETE_SEGMENT_FINISHED, in any state (COPY_SEGMENT_STARTED
-        ones are uploads that may have been cut), by start offset then event time."""
-        return iter(self._sorted(iter(self._segments.values())))
+        ones are uploads that may have been cut; COPY_SEGMENT_FINISHED ones superseded by a
+        newer copy of their offsets are no longer readable but still to delete), by start
+        offset then event time; only those with records of ``leader_epoch`` when given
+        (Kafka's ``listRemoteLogSegments(leaderEpoch)``)."""
+        if leader_epoch is None:
+            return iter(self._sorted(iter(self._segments.values())))
+        state = self._epochs.get(leader_epoch)
+        if state is None:
+            return iter(())
+        ids = set(state.offset_to_id.values()) | state.unreferenced_segment_ids
+        return iter(self._sorted(self._segments[sid] for sid in ids))
 
     def segment(self, segment_id: RemoteLogSegmentId) -> RemoteLogSegmentMetadata | None:
         """The current metadata of ``segment_id`` (any state), or None."""

@@ -66,7 +66,8 @@ class RemoteStorageManager(Protocol):
     def fetch_log_segment(self, metadata: RemoteLogSegmentMetadata, start_position: int,
                           end_position: int | None = None) -> bytes:
         """Bytes of the segment's ``.log`` from ``start_position`` to ``end_position``
-        INCLUSIVE (Kafka's contract), or to its end when None. Raises
+        INCLUSIVE (Kafka's contract), or to its end when None (a reader should bound it:
+        start + fetch.max.bytes). Raises
         :class:`RemoteResourceNotFoundError` when the segment is not there."""
         ...
 
