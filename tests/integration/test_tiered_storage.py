@@ -10,14 +10,13 @@
 
 from __future__ import annotations
 
-import socket
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from s3_proxy import StallingProxy
 from serve_process import ServeProcess
 
 from tidelog.storage.remote.metadata import (
@@ -161,73 +160,16 @@ def test_segments_are_copied_byte_for_byte_and_deleted_locally_after(
     assert not errors, "".join(errors[:20])
 
 
-class StallingProxy:
-    """A TCP proxy to the S3 server that forwards client bytes until ``budget`` is used,
-    then holds everything (an upload cut in the middle)."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.sent = 0
-        self.budget: int | None = None  # None: no limit
-        self.stalled = threading.Event()
-        self.lock = threading.Lock()
-        self.closing = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closing:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            threading.Thread(target=self._pump, args=(client, upstream, True),
-                             daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, False),
-                             daemon=True).start()
-
-    def _allow(self, n: int) -> int:
-        with self.lock:
-            if self.budget is None:
-                self.sent += n
-                return n
-            allowed = max(0, min(n, self.budget - self.sent))
-            self.sent += allowed
-            if allowed < n:
-                self.stalled.set()
-            return allowed
-
-    def _pump(self, src: socket.socket, dst: socket.socket, limited: bool) -> None:
-        try:
-            while data := src.recv(65536):
-                n = self._allow(len(data)) if limited else len(data)
-                dst.sendall(data[:n])
-                if n < len(data):
-                    while not self.closing:  # hold the rest: the upload hangs
-                        time.sleep(0.05)
-                    return
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.close()
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self.closing = True
-        self.server.close()
-
-
 def _metadata_events(bootstrap: str) -> list[object]:
     """Every record of __remote_log_metadata, deserialized (kafka-python reads it)."""
     kafka = pytest.importorskip("kafka")
     consumer = kafka.KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                    enable_auto_commit=False, consumer_timeout_ms=3000)
     try:
+        deadline = time.monotonic() + 30
+        while "__remote_log_metadata" not in consumer.topics():  # metadata not there yet
+            assert time.monotonic() < deadline, "no __remote_log_metadata"
+            time.sleep(0.2)
         parts = consumer.partitions_for_topic("__remote_log_metadata") or set()
         tps = [kafka.TopicPartition("__remote_log_metadata", p) for p in parts]
         consumer.assign(tps)
@@ -256,13 +198,12 @@ def test_kill_9_mid_upload_never_counts_the_cut_upload(tmp_path: Path, s3_server
         return [o["Key"] for o in listed.get("Contents", [])]
 
     proxied = {**s3_bucket.rsm_configs,
-               "rsm.config.storage.s3.endpoint.url": f"http://127.0.0.1:{proxy.port}"}
+               "rsm.config.storage.s3.endpoint.url": proxy.endpoint_url}
     logs = tmp_path / "logs"
     proc = ServeProcess(logs, {**TIERED, **proxied}).start()
     try:
         _create_topic(proc.bootstrap_servers)
-        with proxy.lock:  # from now on: one index object's worth, then the upload hangs
-            proxy.budget = proxy.sent + 1200
+        proxy.stall_after(1200)  # from now on: one index object's worth, then it hangs
         _produce(proc.bootstrap_servers, 30)  # a few closed segments
         assert proxy.stalled.wait(60), "the upload never started"
         proc.kill()  # SIGKILL in the middle of the upload
