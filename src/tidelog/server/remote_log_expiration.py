@@ -41,7 +41,7 @@ async def cleanup_expired_remote_log_segments(rlm: RemoteLogManager, task: RLMTa
     for metadata in expired:
         await rlm.delete_remote_log_segment(metadata)
     if new_start is not None:
-        rlm._raise_log_start(lg, new_start, "remote segment deletion")
+        rlm.raise_log_start(lg, new_start, "remote segment deletion")
     kept = [m for m in segments if m not in expired]
     tp = task.tip
     rlm.metrics.set_gauge("remote_log_size_bytes", tp.topic, tp.partition,

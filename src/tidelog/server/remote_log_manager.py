@@ -27,7 +27,7 @@ import asyncio
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
@@ -40,6 +40,8 @@ from tidelog.storage.remote.metadata import (
     RemoteLogSegmentMetadata,
     RemoteLogSegmentMetadataUpdate,
     RemoteLogSegmentState,
+    RemotePartitionDeleteMetadata,
+    RemotePartitionDeleteState,
     TopicIdPartition,
 )
 from tidelog.storage.remote.storage_manager import RemoteStorageError, RemoteStorageManager
@@ -233,9 +235,8 @@ class RemoteLogManager:
         if await self._guarded(task, self.copy_log_segments_to_remote(task, p)):
             await self._guarded(task, cleanup_expired_remote_log_segments(self, task, p.log))
 
-    async def _guarded(self, task: RLMTask, work: object) -> bool:
+    async def _guarded(self, task: RLMTask, work: Awaitable[None]) -> bool:
         """Await ``work``; a remote storage or metadata failure backs the partition off."""
-        assert asyncio.iscoroutine(work)
         try:
             await work
         except RETRIABLE as exc:
@@ -255,9 +256,12 @@ class RemoteLogManager:
     async def copy_log_segments_to_remote(self, task: RLMTask, p: TieredPartition) -> None:
         """Kafka's copyLogSegmentsToRemote for one leader partition."""
         lg = p.log
-        cache = self.rlmm.catch_up_for(task.tip)
+        if task.copied is None:  # a new leader: every copy its predecessor finished first
+            cache = await self.rlmm.sync(task.tip)
+        else:
+            cache = self.rlmm.catch_up_for(task.tip)
         if not task.log_start_updated:
-            self._raise_log_start(lg, find_log_start_offset(cache, lg), "remote log start")
+            self.raise_log_start(lg, find_log_start_offset(cache, lg), "remote log start")
             task.log_start_updated = True
         if task.copied is None:
             task.copied = find_highest_remote_offset(cache, lg)
@@ -344,11 +348,6 @@ class RemoteLogManager:
     async def delete_remote_partition(self, tip: TopicIdPartition) -> None:
         """A deleted topic's partition: every remote segment deleted (Kafka's
         deleteRemoteLogPartition), with the partition's DELETE_PARTITION_* events."""
-        from tidelog.storage.remote.metadata import (
-            RemotePartitionDeleteMetadata,
-            RemotePartitionDeleteState,
-        )
-
         def event(state: RemotePartitionDeleteState) -> RemotePartitionDeleteMetadata:
             return RemotePartitionDeleteMetadata(tip, state, self.clock.milliseconds(),
                                                  self.broker_id)
@@ -386,7 +385,8 @@ class RemoteLogManager:
         """Run a blocking remote storage call on the thread pool."""
         return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
 
-    def _raise_log_start(self, lg: Log, offset: int, reason: str) -> None:
+    def raise_log_start(self, lg: Log, offset: int, reason: str) -> None:
+        """Move the log start offset up to ``offset`` (never past the high watermark)."""
         try:
             lg.maybe_increment_log_start_offset(min(offset, lg.high_watermark), reason)
         except Exception as exc:  # out of range of a log that moved meanwhile

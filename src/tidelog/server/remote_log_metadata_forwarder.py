@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .metadata.cache import MetadataCache
 
 PRODUCE_KEY = 0
+LIST_OFFSETS_KEY = 2
 API_RANGES = {**INTER_BROKER_API_RANGES, PRODUCE_KEY: (3, 9)}
 POLL_S = 0.02
 
@@ -76,6 +77,29 @@ class MetadataForwarder:
         if error != ErrorCode.NONE:
             raise ForwardError(f"producing to {tp} at broker {leader}: {error.name}")
         return int(p.base_offset)
+
+    async def caught_up(self, tp: TopicPartition) -> None:
+        """A read barrier: wait until this broker's replica of ``tp`` has everything its
+        leader has committed now (the leader's high watermark, asked with ListOffsets), so a
+        new leader of a user partition sees every copy its predecessor finished."""
+        leader = self.leader(tp)
+        if leader < 0 or leader == self.broker_id:
+            return
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": tp.topic,
+                "partitions": [{"partition_index": tp.partition, "current_leader_epoch": -1,
+                                "timestamp": -1}]}]}
+        try:
+            conn = await self._conns.get(leader)
+            resp = await conn.call(LIST_OFFSETS_KEY, conn.version(LIST_OFFSETS_KEY), body)
+        except (TimeoutError, KafkaClientError, OSError) as exc:
+            await self._conns.drop(leader)
+            raise ForwardError(f"asking {tp}'s end of broker {leader}: {exc!r}") from exc
+        p = resp.topics[0].partitions[0]
+        if int(p.error_code) != 0:
+            raise ForwardError(f"{tp} end at broker {leader}: "
+                               f"{ErrorCode(int(p.error_code)).name}")
+        if int(p.offset) > 0:
+            await self._replicated_here(tp, int(p.offset) - 1)
 
     async def _replicated_here(self, tp: TopicPartition, offset: int) -> None:
         loop = asyncio.get_running_loop()

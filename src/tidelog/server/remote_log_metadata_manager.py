@@ -159,6 +159,19 @@ class TopicBasedRemoteLogMetadataManager:
             self.consumed[partition] = offset
         return applied
 
+    async def sync(self, tip: TopicIdPartition) -> RemoteLogMetadataCache:
+        """``tip``'s cache with everything its metadata partition's leader has committed
+        (a read barrier when another broker leads it), as Kafka's new leader waits for its
+        metadata consumer to catch up before copying."""
+        f = self.forwarder
+        if f is not None:
+            tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, self.partition_for(tip))
+            try:
+                await f.caught_up(tp)
+            except OSError as exc:
+                raise RemoteLogMetadataError(str(exc)) from exc
+        return self.catch_up_for(tip)
+
     def catch_up_for(self, tip: TopicIdPartition) -> RemoteLogMetadataCache:
         """The cache of ``tip`` after replaying its metadata partition."""
         self.catch_up(self.partition_for(tip))
