@@ -103,6 +103,7 @@ class SeaweedFS:
         self.secret_access_key = SECRET_ACCESS_KEY
         self.region = REGION
         self.process: subprocess.Popen[bytes] | None = None
+        self._stray_socket: Path | None = None
 
     @property
     def endpoint_url(self) -> str:
@@ -112,6 +113,8 @@ class SeaweedFS:
         (master, master_grpc, volume, volume_grpc, filer, filer_grpc, s3, s3_grpc,
          admin, admin_grpc) = _free_ports(10)
         self.s3_port = s3
+        # the one file weed puts in /tmp whatever it is told (no flag, not TMPDIR)
+        self._stray_socket = Path(f"/tmp/seaweedfs-admin-grpc-{admin_grpc}.sock")
         config = directory / "s3.json"
         config.write_text(json.dumps(s3_identities(self.access_key_id, self.secret_access_key)))
         data = directory / "data"
@@ -134,7 +137,9 @@ class SeaweedFS:
         self.directory = Path(tempfile.mkdtemp(prefix="tidelog-seaweedfs-"))
         log = (self.directory / "weed.log").open("wb")
         self.process = subprocess.Popen(
+            # TMPDIR: weed's own log files go to the temp dir
             self._command(weed, self.directory), cwd=self.directory, stdout=log,
+            env={**os.environ, "TMPDIR": str(self.directory)},
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         try:
@@ -184,6 +189,10 @@ class SeaweedFS:
                 os.killpg(process.pid, signal.SIGKILL)
         if process is not None:
             process.wait(timeout=30)
+        if self._stray_socket is not None:
+            with contextlib.suppress(OSError):
+                self._stray_socket.unlink()
+            self._stray_socket = None
         if self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
             self.directory = None

@@ -32,7 +32,9 @@ def test_start_serve_and_stop() -> None:
         assert server.process is not None
         pid = server.process.pid
         directory = server.directory
+        stray = server._stray_socket
     finally:
         server.stop()
     assert not os.path.exists(f"/proc/{pid}")
     assert directory is not None and not directory.exists()
+    assert stray is not None and not stray.exists()

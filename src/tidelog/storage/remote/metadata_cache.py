@@ -8,7 +8,7 @@ leader epoch as Kafka's ``RemoteLogLeaderEpochState``:
 * COPY_SEGMENT_STARTED: known, never readable (an upload that may yet be cut);
 * COPY_SEGMENT_FINISHED: readable, at each of its epochs' start offsets; the epoch's highest
   copied offset moves up; an earlier copy of the same offsets (a new leader's duplicate
-  upload) is no longer readable;
+  upload) is no longer found by offset lookups, but still listed;
 * DELETE_SEGMENT_STARTED: no longer readable, still listed by :meth:`list_all` so that a new
   leader finishes the deletion;
 * DELETE_SEGMENT_FINISHED: forgotten.
@@ -73,6 +73,11 @@ class RemoteLogLeaderEpochState:
             if last < start or self.highest_log_offset > end:
                 break
             self.unreferenced_segment_ids.add(self.offset_to_id.pop(last))
+        replaced = self.offset_to_id.get(start)
+        if replaced is not None and replaced != sid:
+            # Kafka's put() drops it from the epoch silently; kept here so that listing the
+            # epoch still shows it to retention
+            self.unreferenced_segment_ids.add(replaced)
         self.offset_to_id[start] = sid
         self.unreferenced_segment_ids.discard(sid)
         if self.highest_log_offset is None or end > self.highest_log_offset:
@@ -231,17 +236,10 @@ class RemoteLogMetadataCache:
 
     def list_remote_log_segments(self, leader_epoch: int | None = None
                                  ) -> Iterator[RemoteLogSegmentMetadata]:
-        """The readable segments (COPY_SEGMENT_FINISHED, not superseded by a newer copy), by
-        start offset; only those with records of ``leader_epoch`` when given."""
-        if leader_epoch is None:
-            readable = {sid for state in self._epochs.values()
-                        for sid in state.offset_to_id.values()}
-            found = (self._segments[sid] for sid in readable)
-        else:
-            state = self._epochs.get(leader_epoch)
-            ids = state.offset_to_id.values() if state is not None else ()
-            found = (self._segments[sid] for sid in ids)
-        return iter(self._sorted(found))
+        """The COPY_SEGMENT_FINISHED segments, by start offset; only those with records of
+        ``leader_epoch`` when given. A copy superseded by a newer copy of its offsets is
+        still listed (retention must see and delete it) though lookups no longer find it."""
+        return (m for m in self.list_all(leader_epoch) if m.state is _FINISHED)
 
     def list_all(self, leader_epoch: int | None = None) -> Iterator[RemoteLogSegmentMetadata]:
         """Every segment not yet DELETE_SEGMENT_FINISHED, in any state (COPY_SEGMENT_STARTED

@@ -1,22 +1,25 @@
 """S3 as object storage: Aiven's ``S3Storage``, on obstore (the Rust ``object_store`` crate).
 
 The client was chosen by measurement (``bench/s3_clients.py``: PUT then GET of 1 MiB and
-64 MiB objects against SeaweedFS on 127.0.0.1, rounds interleaved, on a shared 2-core
-machine at load average 11-19; MiB/s median [min .. max], two runs of 5 and 7 rounds):
+64 MiB objects against SeaweedFS on 127.0.0.1, rounds interleaved across clients, on a
+shared 2-core machine at load average 11-20). MiB/s, median [min .. max], three runs
+(5, 7, 5 rounds), boto3 1.44 -> obstore 0.12:
 
-===========  ===================================  ===================================
-operation    boto3 1.44                           obstore 0.12
-===========  ===================================  ===================================
-PUT 1 MiB    21.8 [3.6 .. 26.3]; 26.1 [3.0 .. 37.2]    30.7 [9.5 .. 48.4]; 38.2 [34.5 .. 49.5]
-GET 1 MiB    55.5 [34.3 .. 121.9]; 74.7 [16.1 .. 137.9]  85.8 [52.7 .. 180.8]; 198.2 [110.9 .. 274.0]
-PUT 64 MiB   29.5 [12.5 .. 52.4]; 17.4 [10.0 .. 24.9]  32.3 [18.2 .. 42.4]; 15.9 [10.0 .. 26.0]
-GET 64 MiB   264.1 [90.3 .. 290.8]; 78.8 [36.6 .. 95.5]  186.3 [95.6 .. 246.8]; 83.9 [49.1 .. 133.8]
-===========  ===================================  ===================================
+* GET 1 MiB:  55.5 [34 .. 122] -> 85.8 [53 .. 181];  74.7 [16 .. 138] -> 198.2 [111 .. 274];
+  15.4 [6 .. 72] -> 52.7 [20 .. 193] (x1.55, x2.65, x3.43)
+* PUT 1 MiB:  21.8 [4 .. 26] -> 30.7 [10 .. 48];  26.1 [3 .. 37] -> 38.2 [35 .. 50];
+  12.6 [2 .. 49] -> 10.6 [5 .. 24] (x1.41, x1.46, x0.84)
+* GET 64 MiB: 264 [90 .. 291] -> 186 [96 .. 247];  78.8 [37 .. 96] -> 83.9 [49 .. 134];
+  64.0 [35 .. 101] -> 64.5 [18 .. 122] (x0.71, x1.06, x1.01)
+* PUT 64 MiB: 29.5 [13 .. 52] -> 32.3 [18 .. 42];  17.4 [10 .. 25] -> 15.9 [10 .. 26];
+  13.8 [11 .. 19] -> 12.9 [11 .. 20] (x1.10, x0.91, x0.93)
 
-Large objects are a tie (the server sets the pace); on 1 MiB objects obstore is 1.4-1.5x
-boto3 on PUT and 1.5-2.7x on GET, both runs (botocore's per-request cost is Python). A remote
+Large objects are a tie (the server sets the pace). On 1 MiB GETs obstore led in every run
+(botocore's per-request work is Python; object_store's is Rust, mostly off the GIL: with one
+thread fetching 1 MiB objects in a loop, a busy main thread kept 0.72-0.88 of its speed at
+37-52 GETs/s on obstore, 0.64-0.73 at 18-20 GETs/s on boto3, two rounds each). A remote
 Fetch is one ranged GET of at most ``fetch.max.bytes``, a request of that small kind, so
-obstore. Its calls block without holding the GIL, which suits the remote reader's threads.
+obstore.
 
 Each file is one object: a single PUT up to 5 MiB, a multipart upload above (streamed from
 the file, never read whole into memory); an upload cut by a crash leaves no visible object
