@@ -20,7 +20,7 @@ from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
-from . import log_flush, log_read, log_retention, log_truncation, log_writes
+from . import log_flush, log_read, log_retention, log_tiered_offsets, log_truncation, log_writes
 from .errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -41,12 +41,6 @@ from .log_append import (
 from .log_files import delete_all, sync
 from .log_io import LogIo
 from .log_read import FetchIsolation
-from .log_tiered_offsets import (
-    EARLIEST_LOCAL_TIMESTAMP,
-    EARLIEST_PENDING_UPLOAD_TIMESTAMP,
-    LATEST_TIERED_TIMESTAMP,
-    tiered_offset,
-)
 from .log_writes import AppendWriter, PendingWrites, WriteDone
 from .producer_state import ProducerStateManager
 from .segment import DELETED_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment, log_file
@@ -58,8 +52,6 @@ log = logging.getLogger(__name__)
 __all__ = ["AppendOrigin", "FetchIsolation", "Log", "LogAppendInfo"]
 
 INT32_MAX = 2**31 - 1
-TIERED_SPECIALS = (EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
-                   EARLIEST_PENDING_UPLOAD_TIMESTAMP)
 
 
 class Log:
@@ -465,14 +457,9 @@ class Log:
                              path=self._tp or self._dir.name)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
-        if self.remote_log_enabled and timestamp in TIERED_SPECIALS:
-            return tiered_offset(
-                timestamp, log_start_offset=self._log_start_offset,
-                local_log_start_offset=self.local_log_start_offset,
-                highest_remote_offset=self.highest_offset_in_remote_storage,
-                epochs=self.leader_epoch_cache)
-        if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:  # not tiered: none (KIP-1023)
-            return TimestampAndOffset(-1, -1, -1)
+        tiered = log_tiered_offsets.tiered_offset(self, timestamp)
+        if tiered is not None:
+            return tiered
         return log_read.fetch_offset_by_timestamp(
             self._segments, timestamp, log_start_offset=self._log_start_offset,
             log_end_offset=self.log_end_offset, epochs=self.leader_epoch_cache)

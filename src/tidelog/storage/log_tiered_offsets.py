@@ -5,8 +5,13 @@ the local log start and the highest offset copied to remote storage."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .file_records import TimestampAndOffset
 from .leader_epoch import LeaderEpochFileCache
+
+if TYPE_CHECKING:
+    from .log import Log
 
 EARLIEST_TIMESTAMP = -2
 EARLIEST_LOCAL_TIMESTAMP = -4
@@ -16,7 +21,20 @@ NO_TIMESTAMP = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 
-def tiered_offset(timestamp: int, *, log_start_offset: int, local_log_start_offset: int,
+def tiered_offset(lg: Log, timestamp: int) -> TimestampAndOffset | None:
+    """The answer of a tiered special for ``lg`` (-6 of a log not tiered: none, as Kafka);
+    None for any other timestamp or a log not tiered."""
+    if not lg.remote_log_enabled:
+        if timestamp == EARLIEST_PENDING_UPLOAD_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, -1, -1)
+        return None
+    return tiered_offset_of(timestamp, log_start_offset=lg.log_start_offset,
+                            local_log_start_offset=lg.local_log_start_offset,
+                            highest_remote_offset=lg.highest_offset_in_remote_storage,
+                            epochs=lg.leader_epoch_cache)
+
+
+def tiered_offset_of(timestamp: int, *, log_start_offset: int, local_log_start_offset: int,
                   highest_remote_offset: int, epochs: LeaderEpochFileCache
                   ) -> TimestampAndOffset | None:
     """The answer for a tiered special ``timestamp``; None for any other timestamp."""
