@@ -37,7 +37,7 @@ def test_remote_metrics_on_the_metrics_endpoint(tmp_path: Path) -> None:
         topic = ck.admin.NewTopic("tiered", 1, 1, config=tiered_topic_configs())
         admin.create_topics([topic])["tiered"].result(30)
         producer = ck.Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0})
-        for i in range(30):
+        for _ in range(30):
             producer.produce("tiered", value=b"v" * 200)
             producer.flush(10)
         rlm = b.broker.remote_log_manager
