@@ -2,10 +2,13 @@
 closed segments, writing ``__remote_log_metadata`` partitions led by any broker (produced
 to their leader when not led here); after the SIGKILL of a partition's leader the new leader
 continues where the old one stopped: the metadata (read back with kafka-python) lists no
-offset range twice as finished and leaves no gap."""
+offset range twice as finished and leaves no gap. The killed broker comes back with empty
+partitions (a replaced disk), behind its leaders' local starts: it builds each replica's
+state from remote storage (OFFSET_MOVED_TO_TIERED_STORAGE) and rejoins the ISR."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -37,6 +40,8 @@ def _props(remote: Path) -> dict[str, str]:
             "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage",
         "rsm.config.storage.root": str(remote),
         "remote.log.manager.task.interval.ms": "200",
+        "log.retention.check.interval.ms": "200",
+        "log.initial.task.delay.ms": "0",
         "rlmm.config.remote.log.metadata.topic.num.partitions": "5",
         "offsets.topic.replication.factor": "3",
     }
@@ -120,3 +125,20 @@ def test_tiering_on_three_brokers_survives_a_leader_kill(tmp_path: Path) -> None
         for p in range(PARTITIONS):  # what was finished stays finished
             assert {m.remote_log_segment_id for m in before[p]} <= \
                 {m.remote_log_segment_id for m in after[p]}
+        assert cluster.directory is not None
+        broker_dir = cluster.directory / f"broker-{leader}"
+        for d in broker_dir.glob(f"{TOPIC}-*"):
+            shutil.rmtree(d)  # a replaced disk: its tiered replicas start empty
+        cluster.start_broker(leader, timeout=DEADLINE_S)
+        tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            states = cluster.zk.get_topic_partition_states(tps)
+            if all(leader in states[tp].isr for tp in tps):
+                break
+            assert time.monotonic() < deadline, f"not back in the ISR: {states}"
+            time.sleep(0.5)
+        for tp in tps:  # built from remote storage: its local log starts after offset 0
+            bases = [int(f.name[:20]) for f in (broker_dir / f"{TOPIC}-{tp.partition}")
+                     .glob("*.log")]
+            assert bases and min(bases) > 0, (tp, bases)

@@ -43,6 +43,7 @@ from .purgatory import FetchPurgatory
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
 from .registry import Registry, discover
+from .remote_log_follower import tier_state_builder
 from .remote_log_manager import RemoteLogManager
 from .remote_log_wiring import start_remote_log_manager
 from .replica_manager import ReplicaManager
@@ -184,6 +185,9 @@ class Broker:
             # the listeners are bound (their real ports are registered): join the cluster
             self.cluster.cluster_id = self.replica_manager.cluster_id
             self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
+            if self.remote_log_manager is not None and self.replication is not None:
+                self.replication.fetcher_manager.tier_state = tier_state_builder(
+                    self.remote_log_manager, self.replica_manager)
             # a failed log dir is announced to the controller (/log_dir_event_notification)
             self.log_dir_notifier = LogDirFailureNotifier(
                 self.node_id, self.cluster.zk, self.replica_manager, asyncio.get_running_loop())

@@ -156,6 +156,12 @@ def _read_log(scope: _Scope, tp: TopicPartition, cp: CachedPartition, max_bytes:
             else:
                 out.diverging_epoch = diverging
             return
+    if scope.follower and lg.remote_log_enabled and \
+            lg.log_start_offset <= cp.fetch_offset < lg.local_log_start_offset:
+        # Kafka: below the leader's local start a follower builds its state from remote
+        # storage (ReplicaFetcherTierStateMachine) instead of fetching
+        out.error_code, out.records = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, b""
+        return
     if scope.follower and _leader_throttled(ctx, tp, fetcher.replica_id in partition.state.isr):
         out.records = b""  # a throttled replica outside the ISR gets nothing for now
     else:
