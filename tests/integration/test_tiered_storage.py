@@ -237,3 +237,63 @@ def test_kill_9_mid_upload_never_counts_the_cut_upload(tmp_path: Path, s3_server
     starts = [by_id[i].start_offset for i in finished]
     assert len(starts) == len(set(starts))  # no segment listed twice as finished
     assert 0 in starts
+
+
+def _consume_confluent(bootstrap: str, n: int) -> list[tuple[int, bytes]]:
+    consumer = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "tiered-rd",
+                            "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    got: list[tuple[int, bytes]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            got.append((msg.offset(), msg.value()))
+    finally:
+        consumer.close()
+    return got
+
+
+def _consume_kafka_python(bootstrap: str, n: int) -> list[tuple[int, bytes]]:
+    kafka = pytest.importorskip("kafka")
+    consumer = kafka.KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id="tiered-kp",
+                                   auto_offset_reset="earliest", enable_auto_commit=False,
+                                   consumer_timeout_ms=15000)
+    got: list[tuple[int, bytes]] = []
+    try:
+        for rec in consumer:
+            got.append((rec.offset, rec.value))
+            if len(got) >= n:
+                break
+    finally:
+        consumer.close()
+    return got
+
+
+def test_consumers_read_every_record_from_offset_0_after_local_segments_are_gone(
+        tmp_path: Path) -> None:
+    (tmp_path / "remote").mkdir()
+    logs = tmp_path / "logs"
+    proc = ServeProcess(logs, {**TIERED, "rsm.config.storage.backend.class": FS_BACKEND,
+                               "rsm.config.storage.root": str(tmp_path / "remote")}).start()
+    try:
+        _create_topic(proc.bootstrap_servers)
+        offsets = _produce(proc.bootstrap_servers, 120)
+        assert sorted(offsets) == list(range(120))
+        part = logs / f"{TOPIC}-0"
+
+        def local_start() -> int:
+            return min(int(p.name[:20]) for p in part.glob("*.log"))
+
+        _wait("the local log to start well after 0", lambda: local_start() >= 60)
+        expected = [(i, b"%06d" % i + b"v" * 194) for i in range(120)]
+        for consume in (_consume_confluent, _consume_kafka_python):
+            got = consume(proc.bootstrap_servers, 120)
+            assert got == expected, consume.__name__  # each once, in order, from remote first
+    finally:
+        rc = proc.stop()
+    assert rc == 0, "".join(proc.stderr_lines[-30:])
+    errors = [line for line in proc.stderr_lines if " ERROR " in line]
+    assert not errors, "".join(errors[:20])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
@@ -29,6 +29,8 @@ from ..context import RequestContext
 from ..errors import to_error
 from ..fetch_session import CachedPartition, FetchKey, FetchPlan, rotate_to_end
 from ..quota.wiring import throttle_fetch
+from ..remote_fetch import complete_remote_fetch, remote_fetch_info
+from ..remote_log_reader import RemoteStorageFetchInfo
 from ..replication.replica_selector import preferred_read_replica
 from ..security import AclOperation, ResourceType
 from ..sendfile import close_chunks, slice_records
@@ -85,6 +87,9 @@ class _Scope:
     selector_class: str
     follower: bool
     allowed: dict[str, bool]
+    # the partition of this Fetch read from remote storage (one per Fetch, as Kafka)
+    remote: list[tuple[RemoteStorageFetchInfo, Any, FetchPartitionData]] = field(
+        default_factory=list)
 
     @classmethod
     def of(cls, ctx: RequestContext, fetcher: Fetcher, isolation: FetchIsolation,
@@ -156,6 +161,8 @@ def _read_log(scope: _Scope, tp: TopicPartition, cp: CachedPartition, max_bytes:
             else:
                 out.diverging_epoch = diverging
             return
+    if not scope.follower and _remote_read(scope, partition, cp, max_bytes, min_one, out):
+        return
     if scope.follower and lg.remote_log_enabled and \
             lg.log_start_offset <= cp.fetch_offset < lg.local_log_start_offset:
         # Kafka: below the leader's local start a follower builds its state from remote
@@ -177,6 +184,36 @@ def _read_log(scope: _Scope, tp: TopicPartition, cp: CachedPartition, max_bytes:
                                        cp.fetcher_log_start_offset, fetcher.broker_epoch,
                                        leader_end)
         out.high_watermark = lg.high_watermark  # it may have moved with this fetch
+
+
+def _remote_read(scope: _Scope, partition: Any, cp: CachedPartition, max_bytes: int,
+                 min_one: bool, out: FetchPartitionData) -> bool:
+    """A consumer's offset below a tiered log's local start: read from remote storage after
+    the local reads (Kafka's RemoteStorageFetchInfo); True when so (``out`` waits)."""
+    if scope.ctx.broker.remote_log_manager is None:
+        return False
+    info = remote_fetch_info(
+        partition.log, partition.topic_id, cp.fetch_offset, max_bytes, min_one_message=min_one,
+        read_committed=scope.isolation is FetchIsolation.TXN_COMMITTED)
+    if info is None:
+        return False
+    out.records = b""
+    if not scope.remote:  # one remote partition per Fetch; the others come next time
+        scope.remote.append((info, partition.log, out))
+    return True
+
+
+async def _complete_remote(scope: _Scope) -> int:
+    """Kafka's DelayedRemoteFetch: the remote read, awaited up to remote.fetch.max.wait.ms."""
+    rlm = scope.ctx.broker.remote_log_manager
+    total = 0
+    pending, scope.remote = scope.remote, []
+    if rlm is None:  # stopped meanwhile
+        return 0
+    for info, lg, out in pending:
+        total += await complete_remote_fetch(rlm, info, lg, out,
+                                             rlm.config.remote_fetch_max_wait_ms)
+    return total
 
 
 def _leader_throttled(ctx: RequestContext, tp: TopicPartition, in_sync: bool) -> bool:
@@ -235,6 +272,8 @@ async def _read_all(scope: _Scope, request: Any, plan: FetchPlan,
             # an error or a preferred read replica answers at once (Kafka's fetchMessages)
             if data.error_code or data.preferred_read_replica >= 0:
                 error = True
+        if scope.remote:
+            total += await _complete_remote(scope)
     except BaseException:  # cancelled between reads: the file chunks read so far go
         _release(out)
         raise
