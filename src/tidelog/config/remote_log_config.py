@@ -121,13 +121,14 @@ class RemoteLogManagerConfig:
     remote_log_manager_copy_max_bytes_per_second: int
     remote_log_manager_fetch_max_bytes_per_second: int
     rsm_configs: dict[str, str]
-    rlmm_configs: dict[str, Any]
+    rlmm_configs: dict[str, int]
 
     @classmethod
     def from_props(cls, originals: Mapping[str, Any]) -> RemoteLogManagerConfig:
         v = REMOTE_LOG_CONFIG_DEF.parse(originals)
         rlmm_raw = prefixed(originals, str(v["remote.log.metadata.manager.impl.prefix"]))
-        rlmm = RLMM_CONFIG_DEF.parse({k: x for k, x in rlmm_raw.items() if k in RLMM_CONFIG_DEF})
+        rlmm = {k: int(x) for k, x in RLMM_CONFIG_DEF.parse(
+            {k: x for k, x in rlmm_raw.items() if k in RLMM_CONFIG_DEF}).items()}
         copier = int(v["remote.log.manager.copier.thread.pool.size"])
         if copier == -1:
             copier = int(v["remote.log.manager.thread.pool.size"])

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import FetchPartitionData, encode_fetch_response
@@ -34,6 +34,11 @@ from ..remote_log_reader import RemoteStorageFetchInfo
 from ..replication.replica_selector import preferred_read_replica
 from ..security import AclOperation, ResourceType
 from ..sendfile import close_chunks, slice_records
+
+if TYPE_CHECKING:
+    from tidelog.storage.log import Log
+
+    from ..cluster.partition import Partition
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -88,7 +93,7 @@ class _Scope:
     follower: bool
     allowed: dict[str, bool]
     # the partition of this Fetch read from remote storage (one per Fetch, as Kafka)
-    remote: list[tuple[RemoteStorageFetchInfo, Any, FetchPartitionData]] = field(
+    remote: list[tuple[RemoteStorageFetchInfo, Log, FetchPartitionData]] = field(
         default_factory=list)
 
     @classmethod
@@ -161,13 +166,7 @@ def _read_log(scope: _Scope, tp: TopicPartition, cp: CachedPartition, max_bytes:
             else:
                 out.diverging_epoch = diverging
             return
-    if not scope.follower and _remote_read(scope, partition, cp, max_bytes, min_one, out):
-        return
-    if scope.follower and lg.remote_log_enabled and \
-            lg.log_start_offset <= cp.fetch_offset < lg.local_log_start_offset:
-        # Kafka: below the leader's local start a follower builds its state from remote
-        # storage (ReplicaFetcherTierStateMachine) instead of fetching
-        out.error_code, out.records = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, b""
+    if _tiered(scope, partition, cp, max_bytes, min_one, out):
         return
     if scope.follower and _leader_throttled(ctx, tp, fetcher.replica_id in partition.state.isr):
         out.records = b""  # a throttled replica outside the ISR gets nothing for now
@@ -186,10 +185,19 @@ def _read_log(scope: _Scope, tp: TopicPartition, cp: CachedPartition, max_bytes:
         out.high_watermark = lg.high_watermark  # it may have moved with this fetch
 
 
-def _remote_read(scope: _Scope, partition: Any, cp: CachedPartition, max_bytes: int,
-                 min_one: bool, out: FetchPartitionData) -> bool:
-    """A consumer's offset below a tiered log's local start: read from remote storage after
-    the local reads (Kafka's RemoteStorageFetchInfo); True when so (``out`` waits)."""
+def _tiered(scope: _Scope, partition: Partition, cp: CachedPartition, max_bytes: int,
+            min_one: bool, out: FetchPartitionData) -> bool:
+    """An offset below a tiered log's local start (at or above its log start): a consumer's
+    is read from remote storage after the local reads (Kafka's RemoteStorageFetchInfo); a
+    follower is answered OFFSET_MOVED_TO_TIERED_STORAGE and builds its state from remote
+    storage (ReplicaFetcherTierStateMachine). True when so (``out`` is answered here)."""
+    lg = partition.log
+    if scope.follower:
+        if lg.remote_log_enabled and \
+                lg.log_start_offset <= cp.fetch_offset < lg.local_log_start_offset:
+            out.error_code, out.records = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, b""
+            return True
+        return False
     if scope.ctx.broker.remote_log_manager is None:
         return False
     info = remote_fetch_info(
