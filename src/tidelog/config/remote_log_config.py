@@ -118,6 +118,7 @@ class RemoteLogManagerConfig:
     remote_log_manager_copier_thread_pool_size: int
     remote_log_reader_threads: int
     remote_fetch_max_wait_ms: int
+    remote_list_offsets_request_timeout_ms: int
     remote_log_manager_copy_max_bytes_per_second: int
     remote_log_manager_fetch_max_bytes_per_second: int
     rsm_configs: dict[str, str]
@@ -146,6 +147,8 @@ class RemoteLogManagerConfig:
             remote_log_manager_copier_thread_pool_size=copier,
             remote_log_reader_threads=int(v["remote.log.reader.threads"]),
             remote_fetch_max_wait_ms=int(v["remote.fetch.max.wait.ms"]),
+            remote_list_offsets_request_timeout_ms=int(
+                v["remote.list.offsets.request.timeout.ms"]),
             remote_log_manager_copy_max_bytes_per_second=int(
                 v["remote.log.manager.copy.max.bytes.per.second"]),
             remote_log_manager_fetch_max_bytes_per_second=int(

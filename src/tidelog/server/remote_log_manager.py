@@ -34,6 +34,7 @@ from typing import Protocol, TypeVar
 
 from tidelog.config.remote_log_config import RemoteLogManagerConfig
 from tidelog.metrics.remote import RemoteLogMetrics
+from tidelog.storage.file_records import TimestampAndOffset
 from tidelog.storage.log import Log
 from tidelog.storage.remote.metadata import (
     RemoteLogSegmentId,
@@ -50,6 +51,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .remote_log_expiration import cleanup_expired_remote_log_segments
 from .remote_log_metadata_manager import RemoteLogMetadataError, TopicBasedRemoteLogMetadataManager
+from .remote_log_offsets import find_offset_by_timestamp
 from .remote_log_reader import (
     RemoteFetchResult,
     RemoteLogReader,
@@ -379,6 +381,15 @@ class RemoteLogManager:
         if not segments:
             return RemoteFetchResult(aborted_transactions=[] if info.read_committed else None)
         return await self.reader.read(info, segments)
+
+    async def find_offset_by_timestamp(self, tip: TopicIdPartition, timestamp: int,
+                                       lg: Log) -> TimestampAndOffset | None:
+        """ListOffsets by timestamp below the local start: the first remote record at or
+        after ``timestamp`` from the log start on (None: look locally)."""
+        cache = self.rlmm.catch_up_for(tip)
+        segments = sorted(cache.list_remote_log_segments(), key=lambda m: m.start_offset)
+        return await self.blocking(find_offset_by_timestamp, self.rsm, segments, timestamp,
+                                   lg.log_start_offset)
 
     # -- helpers --------------------------------------------------------------------------------
     async def blocking(self, fn: Callable[..., T], *args: object) -> T:

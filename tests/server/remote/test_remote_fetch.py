@@ -2,7 +2,8 @@
 a fetch below the local start gets its batches from remote storage while the other
 partitions of the same Fetch are served locally; a failing remote storage answers that
 partition UNKNOWN_SERVER_ERROR (Kafka's error for a failed remote read) and the rest is
-still served; once the storage is back the same fetch gets the records."""
+still served; once the storage is back the same fetch gets the records. ListOffsets finds
+timestamps of tiered records in remote storage and answers the tiered specials."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broker_wire import Wire
 
 from tidelog.client.kafka_client import KafkaClient
+from tidelog.protocol.codec import request_class
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.kio_util import make, nested
 from tidelog.records.batch import iter_batches
 from tidelog.storage.remote.storage_manager import RemoteStorageError
 from tidelog.testing import EmbeddedBroker
 from tidelog.util.topic_partition import TopicPartition
 
-from .harness import batch, broker_props, tiered_topic_configs
+from .harness import START_MS, batch, broker_props, tiered_topic_configs
 
 TIERED, PLAIN = TopicPartition("tiered", 0), TopicPartition("plain", 0)
 
@@ -73,6 +77,30 @@ def test_remote_and_local_partitions_of_one_fetch(broker: Any) -> None:
         rlm.reader.rsm = rlm.reader.rsm.inner
         got = client.fetch({TIERED: 0}, max_wait_ms=0)
         assert got[TIERED].error == 0 and got[TIERED].records
+        # ListOffsets: timestamps of tiered records are found in remote storage
+        local_start = lg.local_log_start_offset
+        for i in (0, 3, local_start - 1, local_start + 1):
+            assert client.offsets_for_times({TIERED: START_MS + i})[TIERED] == i
+        assert client.offsets_for_times({TIERED: START_MS + 10_000})[TIERED] is None
+        assert client.list_offsets({TIERED: -2})[TIERED][0] == 0  # EARLIEST: remote start
+    with Wire(broker) as w:
+        assert _list_offset(w, -4) == local_start  # EARLIEST_LOCAL
+        highest = lg.highest_offset_in_remote_storage
+        assert _list_offset(w, -5) == highest >= local_start - 1  # LATEST_TIERED
+        assert _list_offset(w, -6) == highest + 1  # EARLIEST_PENDING_UPLOAD
+
+
+def _list_offset(w: Wire, ts: int) -> int:
+    cls = request_class(2, 11)
+    tcls = nested(cls, "topics")
+    pcls = nested(tcls, "partitions")
+    body = make(cls, replica_id=-1, isolation_level=0, timeout=1000, topics=(
+        make(tcls, name="tiered", partitions=(make(pcls, partition_index=0, timestamp=ts,
+                                                   current_leader_epoch=-1),)),))
+    p: Any = w.call(2, 11, body=body)
+    part = p.topics[0].partitions[0]
+    assert part.error_code == 0
+    return int(part.offset)
 
 
 async def _create(rm: Any) -> None:

@@ -4,15 +4,18 @@ offset on local disk), latest tiered (-5, v9+: the highest offset copied to remo
 -1 when none or not tiered), earliest pending upload (-6, v11+, KIP-1023: the first offset not
 yet copied, -1 when not tiered), or the first offset whose timestamp is >= the given one.
 A special timestamp older than its version is UNSUPPORTED_VERSION for that partition, as in
-Kafka. v10's timeout would bound remote-storage reads; timestamps are looked up locally."""
+Kafka. A timestamp of a tiered partition is looked up in remote storage first (bounded
+by remote.list.offsets.request.timeout.ms), then locally."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
+from tidelog.storage.remote.metadata import TopicIdPartition
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
@@ -52,6 +55,26 @@ def _lookup(
     return found.timestamp, found.offset, 0 if epoch is None else epoch
 
 
+async def _remote_lookup(ctx: RequestContext, tp: TopicPartition, ts: int,
+                         current_epoch: int) -> tuple[int, int, int] | None:
+    """A timestamp of a tiered partition looked up in remote storage first (Kafka's
+    asyncOffsetRead, bounded by remote.list.offsets.request.timeout.ms); None: locally."""
+    rlm = ctx.broker.remote_log_manager
+    if rlm is None or ts < 0:
+        return None
+    partition = ctx.broker.replica_manager.partition_or_error(tp, current_epoch)
+    lg = partition.log
+    if not lg.remote_log_enabled or partition.topic_id is None or \
+            lg.local_log_start_offset <= lg.log_start_offset:
+        return None
+    tip = TopicIdPartition(partition.topic_id, tp.topic, tp.partition)
+    found = await asyncio.wait_for(rlm.find_offset_by_timestamp(tip, ts, lg),
+                                   rlm.config.remote_list_offsets_request_timeout_ms / 1000)
+    if found is None or found.offset >= lg.local_log_start_offset:
+        return None
+    return found.timestamp, found.offset, found.leader_epoch or 0
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
@@ -69,9 +92,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 if ctx.api_version < TIMESTAMP_MIN_VERSION.get(p.timestamp, 0):
                     raise ValueError(f"timestamp {p.timestamp} needs a newer version")
-                ts, off, epoch = _lookup(
-                    ctx, TopicPartition(t.name, p.partition_index), p.timestamp, committed,
-                    int(getattr(p, "current_leader_epoch", -1)),
+                tp = TopicPartition(t.name, p.partition_index)
+                current = int(getattr(p, "current_leader_epoch", -1))
+                found = await _remote_lookup(ctx, tp, p.timestamp, current)
+                ts, off, epoch = found if found is not None else _lookup(
+                    ctx, tp, p.timestamp, committed, current,
                     int(getattr(request, "replica_id", -1)) >= 0,
                 )
                 parts.append(
