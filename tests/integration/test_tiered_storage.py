@@ -117,19 +117,26 @@ def _remote_logs_s3(s3: Any, bucket: str) -> Callable[[], dict[int, Callable[[st
     return listing
 
 
+RemoteLogs = Callable[[], dict[int, Callable[[str], bytes]]]
+
+
+def _storage(backend: str, tmp_path: Path, request: pytest.FixtureRequest
+             ) -> tuple[dict[str, str], RemoteLogs]:
+    """The rsm.config.* of a directory or of a bucket on a real S3 server (SeaweedFS)."""
+    if backend == "s3":
+        server, bucket = request.getfixturevalue("s3_server"), request.getfixturevalue("s3_bucket")
+        return dict(bucket.rsm_configs), _remote_logs_s3(server.client(), bucket.name)
+    (tmp_path / "remote").mkdir()
+    return ({"rsm.config.storage.backend.class": FS_BACKEND,
+             "rsm.config.storage.root": str(tmp_path / "remote")},
+            _remote_logs_fs(tmp_path / "remote"))
+
+
 @pytest.mark.parametrize("backend", ["filesystem", "s3"])
 def test_segments_are_copied_byte_for_byte_and_deleted_locally_after(
         tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
     logs = tmp_path / "logs"
-    if backend == "s3":  # a real S3 server (SeaweedFS)
-        server, bucket = request.getfixturevalue("s3_server"), request.getfixturevalue("s3_bucket")
-        storage = bucket.rsm_configs
-        remote_logs = _remote_logs_s3(server.client(), bucket.name)
-    else:
-        (tmp_path / "remote").mkdir()
-        storage = {"rsm.config.storage.backend.class": FS_BACKEND,
-                   "rsm.config.storage.root": str(tmp_path / "remote")}
-        remote_logs = _remote_logs_fs(tmp_path / "remote")
+    storage, remote_logs = _storage(backend, tmp_path, request)
     proc = ServeProcess(logs, {**TIERED, **storage}).start()
     try:
         _create_topic(proc.bootstrap_servers)
@@ -272,12 +279,12 @@ def _consume_kafka_python(bootstrap: str, n: int) -> list[tuple[int, bytes]]:
     return got
 
 
+@pytest.mark.parametrize("backend", ["filesystem", "s3"])
 def test_consumers_read_every_record_from_offset_0_after_local_segments_are_gone(
-        tmp_path: Path) -> None:
-    (tmp_path / "remote").mkdir()
+        tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
     logs = tmp_path / "logs"
-    proc = ServeProcess(logs, {**TIERED, "rsm.config.storage.backend.class": FS_BACKEND,
-                               "rsm.config.storage.root": str(tmp_path / "remote")}).start()
+    storage, _ = _storage(backend, tmp_path, request)
+    proc = ServeProcess(logs, {**TIERED, **storage}).start()
     try:
         _create_topic(proc.bootstrap_servers)
         offsets = _produce(proc.bootstrap_servers, 120)
