@@ -1,7 +1,8 @@
 """Soak (``-m slow``): a tiered topic under load while S3 (SeaweedFS behind a proxy) goes
 down and comes back and the broker is SIGKILLed at random moments, uploads included. After
-the last heal: every acknowledged record is in a finished remote segment or on local disk
-at its offset with its value, nothing is listed twice as finished, no range has a gap, and
+the last heal: librdkafka reads every acknowledged record from offset 0 once and in order,
+every acknowledged record is in a finished remote segment or on local disk at its offset
+with its value, nothing is listed twice as finished, no range has a gap, and
 no object of an upload that never finished is left. The seed is printed."""
 
 from __future__ import annotations
@@ -16,7 +17,13 @@ from typing import Any
 import pytest
 from s3_proxy import StallingProxy
 from serve_process import ServeProcess
-from test_tiered_storage import TIERED, _create_topic, _metadata_events, _wait
+from test_tiered_storage import (
+    TIERED,
+    _consume_confluent,
+    _create_topic,
+    _metadata_events,
+    _wait,
+)
 
 from tidelog.records.batch import iter_batches
 from tidelog.storage.remote.metadata import (
@@ -105,6 +112,13 @@ def test_tiering_under_s3_outages_and_kills(tmp_path: Path, s3_server: Any,
 
         try:
             _wait("no object of an unfinished upload left", settled, timeout=120)
+            end = max(acked) + 1
+            consumed = _consume_confluent(proc.bootstrap_servers, end)
+            offsets = [o for o, _ in consumed]
+            assert offsets == sorted(set(offsets)), f"seed {seed}: out of order or twice"
+            by_offset = dict(consumed)
+            missing = [o for o, v in acked.items() if by_offset.get(o) != v]
+            assert not missing, f"seed {seed}: not read back from offset 0: {missing[:10]}"
         except BaseException:
             print("".join(line for line in proc.stderr_lines
                           if "remote" in line or "WARN" in line or "ERROR" in line)[-6000:])
