@@ -154,7 +154,9 @@ class RemoteLogManager:
             thread_name_prefix="tidelog-rlm-copy")
         self.tasks: dict[TopicPartition, RLMTask] = {}
         self.rng = random.Random(seed)
-        self.quota = CopyQuota(config.remote_log_manager_copy_max_bytes_per_second, clock)
+        self.quota = ByteRateQuota(config.remote_log_manager_copy_max_bytes_per_second, clock)
+        self.fetch_quota = ByteRateQuota(
+            config.remote_log_manager_fetch_max_bytes_per_second, clock)
         self._runner: asyncio.Task[None] | None = None
         self._stopped = False
         self.reader = RemoteLogReader(rsm, config.remote_log_reader_threads, self.metrics)
@@ -380,7 +382,9 @@ class RemoteLogManager:
             return RemoteFetchResult(error=exc)
         if not segments:
             return RemoteFetchResult(aborted_transactions=[] if info.read_committed else None)
-        return await self.reader.read(info, segments)
+        result = await self.reader.read(info, segments)
+        self.fetch_quota.record(len(result.records))
+        return result
 
     async def find_offset_by_timestamp(self, tip: TopicIdPartition, timestamp: int,
                                        lg: Log) -> TimestampAndOffset | None:
@@ -404,9 +408,11 @@ class RemoteLogManager:
             log.warning("log start of %s not moved to %d: %s", lg.name, offset, exc)
 
 
-class CopyQuota:
-    """``remote.log.manager.copy.max.bytes.per.second`` over the last second (a quota
-    reached stops a pass; the next one goes on)."""
+class ByteRateQuota:
+    """``remote.log.manager.copy.max.bytes.per.second`` (or ``fetch.``) over the last
+    second: a copy quota reached stops a pass (the next one goes on), a fetch quota reached
+    answers remote reads with no records until it frees up (Kafka's
+    isRemoteLogFetchQuotaExceeded)."""
 
     def __init__(self, bytes_per_second: int, clock: Clock) -> None:
         self.limit = bytes_per_second

@@ -295,3 +295,37 @@ def test_deleting_a_tiered_topic_deletes_its_remote_segments(tiered: Tiered) -> 
     cache = t.rlm.rlmm.catch_up_for(tip)
     assert list(cache.list_all()) == []
     assert t.rm.topic(REMOTE_LOG_METADATA_TOPIC) is not None
+
+
+def test_the_copy_quota_spreads_copies_over_passes(tmp_path: Path) -> None:
+    t = open_tiered(tmp_path / "logs", tmp_path / "remote",
+                    **{"remote.log.manager.copy.max.bytes.per.second": "100"})
+    try:
+        t.produce(20)
+        closed = t.log().number_of_segments() - 1
+        t.run()
+        assert len(_finished(t)) == 1  # one segment's bytes use up the second's quota
+        assert t.rlm.quota.throttle_ms() > 0
+        t.clock.advance(1000)
+        t.run()
+        assert len(_finished(t)) == 2
+        for _ in range(closed):
+            t.clock.advance(1000)
+            t.run()
+        assert len(_finished(t)) == closed
+    finally:
+        t.close()
+
+
+def test_the_fetch_quota_counts_remote_reads(tiered: Tiered) -> None:
+    from tidelog.server.remote_log_manager import ByteRateQuota
+
+    quota = ByteRateQuota(500, tiered.clock)
+    quota.record(400)
+    assert quota.throttle_ms() == 0
+    quota.record(200)
+    assert quota.throttle_ms() == 1000
+    tiered.clock.advance(600)
+    assert quota.throttle_ms() == 400
+    tiered.clock.advance(400)
+    assert quota.throttle_ms() == 0

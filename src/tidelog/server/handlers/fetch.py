@@ -198,7 +198,8 @@ def _tiered(scope: _Scope, partition: Partition, cp: CachedPartition, max_bytes:
             out.error_code, out.records = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, b""
             return True
         return False
-    if scope.ctx.broker.remote_log_manager is None:
+    rlm = scope.ctx.broker.remote_log_manager
+    if rlm is None:
         return False
     info = remote_fetch_info(
         partition.log, partition.topic_id, cp.fetch_offset, max_bytes, min_one_message=min_one,
@@ -206,7 +207,8 @@ def _tiered(scope: _Scope, partition: Partition, cp: CachedPartition, max_bytes:
     if info is None:
         return False
     out.records = b""
-    if not scope.remote:  # one remote partition per Fetch; the others come next time
+    if not scope.remote and rlm.fetch_quota.throttle_ms() == 0:
+        # one remote partition per Fetch (the others come next time), within the quota
         scope.remote.append((info, partition.log, out))
     return True
 
