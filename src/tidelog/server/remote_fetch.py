@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.log import Log
+from tidelog.storage.log_read import FetchIsolation
 from tidelog.storage.remote.metadata import TopicIdPartition
+from tidelog.util.topic_partition import TopicPartition
 
 from .remote_log_manager import RemoteLogManager
 from .remote_log_reader import RemoteFetchResult, RemoteStorageFetchInfo
@@ -70,3 +73,64 @@ async def complete_remote_fetch(rlm: RemoteLogManager, info: RemoteStorageFetchI
         out.aborted_transactions = [(a.producer_id, a.first_offset)
                                     for a in result.aborted_transactions]
     return len(result.records)
+
+
+class _FetchOffset(Protocol):
+    @property
+    def fetch_offset(self) -> int: ...
+
+
+class SeamFetchInfo(Protocol):
+    """The ReplicaManager's RemoteStorageFetchInfo (its remote-read seam) as read here."""
+
+    @property
+    def topic_partition(self) -> TopicPartition: ...
+
+    @property
+    def fetch(self) -> _FetchOffset: ...
+
+    @property
+    def max_bytes(self) -> int: ...
+
+    @property
+    def min_one_message(self) -> bool: ...
+
+    @property
+    def isolation(self) -> FetchIsolation: ...
+
+    @property
+    def out(self) -> PartitionAnswer: ...
+
+
+class _TieredPartition(Protocol):
+    @property
+    def log(self) -> Log: ...
+
+    @property
+    def topic_id(self) -> uuid.UUID | None: ...
+
+
+def remote_fetch_for(rlm: RemoteLogManager,
+                     get_partition: Callable[[TopicPartition], _TieredPartition | None]
+                     ) -> Callable[[object, Sequence[SeamFetchInfo]], Awaitable[None]]:
+    """``ReplicaManager.remote_fetch``: the first read of a Fetch below the local starts is
+    read remotely (Kafka reads one per Fetch), the others answer no records this time; no
+    read while ``remote.log.manager.fetch.max.bytes.per.second`` is used up."""
+    async def remote_fetch(_params: object, infos: Sequence[SeamFetchInfo]) -> None:
+        for info in infos:
+            info.out.records = b""
+        if not infos or rlm.fetch_quota.throttle_ms() > 0:
+            return
+        first = infos[0]
+        p = get_partition(first.topic_partition)
+        if p is None:
+            return
+        remote = remote_fetch_info(
+            p.log, p.topic_id, first.fetch.fetch_offset, first.max_bytes,
+            min_one_message=first.min_one_message,
+            read_committed=first.isolation is FetchIsolation.TXN_COMMITTED)
+        if remote is not None:
+            await complete_remote_fetch(rlm, remote, p.log, first.out,
+                                        rlm.config.remote_fetch_max_wait_ms)
+
+    return remote_fetch
