@@ -387,13 +387,13 @@ class RemoteLogManager:
         return result
 
     async def find_offset_by_timestamp(self, tip: TopicIdPartition, timestamp: int,
-                                       lg: Log) -> TimestampAndOffset | None:
+                                       log_start_offset: int) -> TimestampAndOffset | None:
         """ListOffsets by timestamp below the local start: the first remote record at or
         after ``timestamp`` from the log start on (None: look locally)."""
         cache = self.rlmm.catch_up_for(tip)
         segments = sorted(cache.list_remote_log_segments(), key=lambda m: m.start_offset)
         return await self.blocking(find_offset_by_timestamp, self.rsm, segments, timestamp,
-                                   lg.log_start_offset)
+                                   log_start_offset)
 
     # -- helpers --------------------------------------------------------------------------------
     async def blocking(self, fn: Callable[..., T], *args: object) -> T:

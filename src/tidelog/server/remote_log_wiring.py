@@ -26,6 +26,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .cluster_node import inter_broker_security
 from .coordinator_writes import ReplicatedAppender
+from .remote_fetch import remote_fetch_for
 from .remote_log_manager import RemoteLogManager, TieredPartition
 from .remote_log_metadata_forwarder import MetadataForwarder
 from .remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
@@ -97,6 +98,7 @@ async def start_remote_log_manager(broker: Broker) -> RemoteLogManager | None:
                            partitions=partitions, topic_exists=topic_exists,
                            clock=broker.clock)
     rlm.start()
+    rm.remote_fetch = remote_fetch_for(rlm, rm.partitions.get)  # the ReplicaManager's seam
     log.info("tiered storage on: remote log manager every %d ms",
              config.remote_log_manager_task_interval_ms)
     return rlm
