@@ -153,6 +153,7 @@ class RemoteLogManager:
             config.remote_log_manager_copier_thread_pool_size,
             thread_name_prefix="tidelog-rlm-copy")
         self.tasks: dict[TopicPartition, RLMTask] = {}
+        self.deleting: dict[TopicIdPartition, RLMTask] = {}  # deleted topics' partitions
         self.rng = random.Random(seed)
         self.quota = ByteRateQuota(config.remote_log_manager_copy_max_bytes_per_second, clock)
         self.fetch_quota = ByteRateQuota(
@@ -208,13 +209,20 @@ class RemoteLogManager:
         await asyncio.gather(*(one(p) for p in seen.values()))
 
     async def _forget_gone(self, seen: dict[TopicPartition, TieredPartition]) -> None:
+        """Drop the tasks of partitions no longer hosted here; the remote segments of a
+        deleted topic's partition led here are deleted (retried each pass until done)."""
         for tp, task in list(self.tasks.items()):
             if tp in seen:
                 continue
             del self.tasks[tp]
             self.metrics.remove_partition(tp.topic, tp.partition)
             if task.is_leader and not self.topic_exists(tp.topic, task.tip.topic_id):
-                await self._guarded(task, self.delete_remote_partition(task.tip))
+                self.deleting[task.tip] = task
+        now = self.clock.milliseconds()
+        for tip, task in list(self.deleting.items()):
+            if task.backoff.next_attempt_ms <= now and \
+                    await self._guarded(task, self.delete_remote_partition(tip)):
+                del self.deleting[tip]
 
     def _task(self, p: TieredPartition) -> RLMTask:
         tp = p.topic_partition
@@ -357,10 +365,12 @@ class RemoteLogManager:
                                                  self.broker_id)
 
         cache = self.rlmm.catch_up_for(tip)
-        await self.rlmm.put_remote_partition_delete_metadata(
-            event(RemotePartitionDeleteState.DELETE_PARTITION_MARKED))
-        await self.rlmm.put_remote_partition_delete_metadata(
-            event(RemotePartitionDeleteState.DELETE_PARTITION_STARTED))
+        if cache.partition_delete_state is None:  # a retry goes on where it stopped
+            await self.rlmm.put_remote_partition_delete_metadata(
+                event(RemotePartitionDeleteState.DELETE_PARTITION_MARKED))
+        if cache.partition_delete_state is not RemotePartitionDeleteState.DELETE_PARTITION_STARTED:
+            await self.rlmm.put_remote_partition_delete_metadata(
+                event(RemotePartitionDeleteState.DELETE_PARTITION_STARTED))
         for metadata in list(cache.list_all()):
             if metadata.state is not RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
                 await self.delete_remote_log_segment(metadata)

@@ -239,6 +239,7 @@ def test_an_upload_cut_by_a_crash_never_counts_and_is_deleted(tiered: Tiered) ->
     assert finished[0].start_offset == seg.base_offset  # copied again, under a new id
     assert cut.remote_log_segment_id not in {m.remote_log_segment_id for m in finished}
     assert len(_by_suffix(t, ".log")) == len(finished)  # the cut upload's objects deleted
+    assert t.rlm.rlmm.replay_errors == 0
 
 
 def test_total_retention_deletes_remote_segments_and_moves_the_log_start(
@@ -259,6 +260,7 @@ def test_total_retention_deletes_remote_segments_and_moves_the_log_start(
         assert lg.log_start_offset == copied[-1].end_offset + 1
         assert t.rlm.metrics.all_topics.remote_delete_requests == len(copied)
         assert t.rlm.metrics.topic_gauge("remote_log_size_bytes", TOPIC) == 0
+        assert t.rlm.rlmm.replay_errors == 0
     finally:
         t.close()
 
@@ -329,3 +331,37 @@ def test_the_fetch_quota_counts_remote_reads(tiered: Tiered) -> None:
     assert quota.throttle_ms() == 400
     tiered.clock.advance(400)
     assert quota.throttle_ms() == 0
+
+
+def test_a_deleted_topics_remote_segments_go_once_storage_is_back(tmp_path: Path) -> None:
+    from tidelog.config.remote_log_config import RemoteLogManagerConfig
+    from tidelog.storage.remote.factory import create_remote_storage_manager
+
+    from .harness import broker_props
+
+    (tmp_path / "remote").mkdir()
+    props = broker_props(tmp_path / "logs", tmp_path / "remote")
+    inner = create_remote_storage_manager(RemoteLogManagerConfig.from_props(props).rsm_configs)
+    storage = FailingStorage(inner)
+    storage.failing = False
+    t = open_tiered(tmp_path / "logs", tmp_path / "remote", rsm=storage)
+    try:
+        t.produce(20)
+        t.run()
+        assert _by_suffix(t, ".log")
+        original = storage.delete_log_segment_data
+
+        def refuse(metadata: RemoteLogSegmentMetadata) -> None:
+            raise RemoteStorageError("503 Service Unavailable")
+
+        storage.delete_log_segment_data = refuse  # type: ignore[method-assign]
+        t.rm.delete_topic(TOPIC)
+        t.run()
+        assert _by_suffix(t, ".log") and len(t.rlm.deleting) == 1  # kept to retry
+        storage.delete_log_segment_data = original  # type: ignore[method-assign]
+        t.clock.advance(60_000)
+        t.run()
+        assert t.remote_files() == [] and t.rlm.deleting == {}
+        assert t.rlm.rlmm.replay_errors == 0  # every event a valid transition
+    finally:
+        t.close()
