@@ -45,6 +45,9 @@ from .metadata.image import BrokerInfo
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
 from .registry import Registry, discover
+from .remote_log_follower import tier_state_builder
+from .remote_log_manager import RemoteLogManager
+from .remote_log_wiring import start_remote_log_manager
 from .replica_manager import ReplicaManager
 from .replication.wiring import Replication, build_replication
 from .security.authorizer import StandardAuthorizer
@@ -139,6 +142,8 @@ class Broker:
         # a cluster member's follower fetchers, AlterPartition sender, isr-expiration task
         self.replication: Replication | None = None
         self.log_dir_notifier: LogDirFailureNotifier | None = None
+        # tiered storage (remote.log.storage.system.enable): copies, expiry, remote reads
+        self.remote_log_manager: RemoteLogManager | None = None
 
     @property
     def node_id(self) -> int:
@@ -179,17 +184,23 @@ class Broker:
             self._rearm_after_session_expiry(self.cluster)
         try:
             self._start_logs()
+            # tiered storage: its remote storage checked (endpoint, bucket, credentials)
+            self.remote_log_manager = await start_remote_log_manager(self)
             # cluster services start here: after the logs and the metadata, before the
             # listeners accept
             await self._start_listeners()
         except BaseException:
             await self._stop_listeners()
+            await self._stop_remote_log_manager()
             self._stop_logs()
             raise
         if self.cluster is not None:
             # the listeners are bound (their real ports are registered): join the cluster
             self.cluster.cluster_id = self.replica_manager.cluster_id
             self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
+            if self.remote_log_manager is not None and self.replication is not None:
+                self.replication.fetcher_manager.tier_state = tier_state_builder(
+                    self.remote_log_manager, self.replica_manager)
             # a failed log dir is announced to the controller (/log_dir_event_notification)
             self.log_dir_notifier = LogDirFailureNotifier(
                 self.node_id, self.cluster.zk, self.replica_manager, asyncio.get_running_loop())
@@ -383,6 +394,7 @@ class Broker:
             self._loop_lag = None
         await self._stop_listeners()
         self._stop_coordinators()
+        await self._stop_remote_log_manager()  # no copy may outlive the logs
         await self.admin_manager.drain()  # a create cut off by shutdown would publish after it
         self._stop_logs()
         log.info("tidelog broker %d stopped", self.node_id)
@@ -399,6 +411,12 @@ class Broker:
             await server.wait_closed()
         self._server = None
         self.other_servers = []
+
+    async def _stop_remote_log_manager(self) -> None:
+        self.replica_manager.remote_fetch = None
+        if self.remote_log_manager is not None:
+            await self.remote_log_manager.stop()
+            self.remote_log_manager = None
 
     def _stop_coordinators(self) -> None:
         if self.txn_coordinator is not None:
