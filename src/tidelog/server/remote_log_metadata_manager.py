@@ -4,7 +4,7 @@ TopicBasedRemoteLogMetadataManager, its RemoteLogMetadataTopicPartitioner and Co
 Every event of a remote segment (COPY_SEGMENT_STARTED/FINISHED, DELETE_SEGMENT_STARTED/
 FINISHED, partition deletes) is one record of the metadata partition Kafka's partitioner
 picks for the user partition, its value in Kafka's serde and no key, written with acks=all
-through the broker's own replicated append path (the coordinators' ``ReplicatedAppender``)
+through the broker's own replicated append path (the coordinators' ``PartitionWriter``)
 when this broker leads the metadata partition, else produced to its leader
 (``remote_log_metadata_forwarder``).
 The write returns once the record is replicated AND replayed here, as Kafka's
@@ -41,7 +41,7 @@ from tidelog.storage.remote.metadata_cache import RemoteLogMetadataCache
 from tidelog.storage.remote.metadata_serde import deserialize, serialize
 from tidelog.util.topic_partition import TopicPartition
 
-from .coordinator_writes import ReplicatedAppender
+from .coordinator.partition_writer import PartitionWriter
 
 if TYPE_CHECKING:
     from tidelog.protocol.errors import ErrorCode
@@ -89,7 +89,7 @@ EnsureTopic = Callable[[], Awaitable[bool]]
 class TopicBasedRemoteLogMetadataManager:
     """Writes remote segment events to ``__remote_log_metadata`` and keeps their replay."""
 
-    def __init__(self, *, appender: ReplicatedAppender, get_log: LogLookup,
+    def __init__(self, *, appender: PartitionWriter, get_log: LogLookup,
                  num_partitions: int, ensure_topic: EnsureTopic,
                  forwarder: MetadataForwarder | None = None) -> None:
         self.appender = appender

@@ -25,7 +25,7 @@ from tidelog.storage.remote.factory import create_remote_storage_manager
 from tidelog.util.topic_partition import TopicPartition
 
 from .cluster_node import inter_broker_security
-from .coordinator_writes import ReplicatedAppender
+from .coordinator.partition_writer import PartitionWriter
 from .remote_fetch import remote_fetch_for
 from .remote_log_manager import RemoteLogManager, TieredPartition
 from .remote_log_metadata_forwarder import MetadataForwarder
@@ -91,7 +91,7 @@ async def start_remote_log_manager(broker: Broker) -> RemoteLogManager | None:
             broker.node_id, rm.metadata_cache, broker.config.inter_broker_listener_name,
             inter_broker_security(broker.config), get_log, timeout_ms=wait_ms)
     rlmm = TopicBasedRemoteLogMetadataManager(
-        appender=ReplicatedAppender(rm, REMOTE_LOG_METADATA_TOPIC, wait_ms), get_log=get_log,
+        appender=PartitionWriter(rm, REMOTE_LOG_METADATA_TOPIC, wait_ms), get_log=get_log,
         num_partitions=config.metadata_topic_partitions, ensure_topic=ensure_topic,
         forwarder=forwarder)
     rlm = RemoteLogManager(config, broker_id=broker.node_id, rsm=rsm, rlmm=rlmm,

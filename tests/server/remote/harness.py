@@ -13,7 +13,7 @@ from pathlib import Path
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.remote_log_config import REMOTE_LOG_METADATA_TOPIC, RemoteLogManagerConfig
 from tidelog.records import RecordBatchBuilder
-from tidelog.server.coordinator_writes import ReplicatedAppender
+from tidelog.server.coordinator.partition_writer import PartitionWriter
 from tidelog.server.remote_log_manager import RemoteLogManager, TieredPartition
 from tidelog.server.remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
 from tidelog.server.replica_manager import ReplicaManager
@@ -115,7 +115,7 @@ def open_tiered(log_dir: Path, remote_root: Path, *, clock: ManualClock | None =
         return info is not None and info.topic_id == topic_id
 
     rlmm = TopicBasedRemoteLogMetadataManager(
-        appender=ReplicatedAppender(rm, REMOTE_LOG_METADATA_TOPIC, 5000), get_log=rm.get_log,
+        appender=PartitionWriter(rm, REMOTE_LOG_METADATA_TOPIC, 5000), get_log=rm.get_log,
         num_partitions=config.metadata_topic_partitions, ensure_topic=ensure_topic)
     storage = rsm if rsm is not None else create_remote_storage_manager(config.rsm_configs)
     rlm = RemoteLogManager(config, broker_id=rm.node_id, rsm=storage, rlmm=rlmm,
