@@ -88,7 +88,7 @@ class _Types:
             return MapType(self.ids(), key_t, self.ids(), val_t, value_required=False), (
                 lambda m: {key_c(k): val_c(v) for k, v in m.items()})
         t, conv = self.single(f)
-        if f.label == _FD.LABEL_REPEATED:
+        if _repeated(f):
             return ListType(self.ids(), t, element_required=False), (
                 lambda vs: [conv(v) for v in vs])
         return t, conv
@@ -107,9 +107,15 @@ class _Types:
         return _SCALARS[f.type], _wrap64 if f.type in _WRAP64 else _same
 
 
+def _repeated(f: FieldDescriptor) -> bool:
+    """``is_repeated`` (protobuf >= 5.28; ``label`` is gone in 7)."""
+    repeated = getattr(f, "is_repeated", None)
+    return bool(repeated) if repeated is not None else f.label == _FD.LABEL_REPEATED
+
+
 def _absent(m: Any, f: FieldDescriptor) -> bool:
     """A singular message (or proto3 optional) field that is not set: null, not defaults."""
-    return bool(f.has_presence and f.label != _FD.LABEL_REPEATED and not m.HasField(f.name))
+    return bool(f.has_presence and not _repeated(f) and not m.HasField(f.name))
 
 
 def build_pool(main: FileDescriptorProto, dependencies: Mapping[str, FileDescriptorProto]
