@@ -13,7 +13,14 @@ IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry"},
                                      "tidelog.schema_registry.listener"},  # for its type
              "spark/avro_values.py": {"tidelog.schema_registry.records",
                                       "tidelog.schema_registry.state"},
-             "spark/protobuf_values.py": {"tidelog.schema_registry.records"}}
+             "spark/protobuf_values.py": {"tidelog.schema_registry.records"},
+             # Iceberg topics decode values with the registry's schemas (a package above it)
+             "iceberg/schemas.py": {"tidelog.schema_registry.avro_type",
+                                    "tidelog.schema_registry.json_type",
+                                    "tidelog.schema_registry.protobuf_type",
+                                    "tidelog.schema_registry.records",
+                                    "tidelog.schema_registry.registry",
+                                    "tidelog.schema_registry.schema_types"}}
 PURE = ("records.py", "state.py")
 
 
