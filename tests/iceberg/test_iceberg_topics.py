@@ -1,0 +1,176 @@
+"""Iceberg topics end to end on one broker: confluent-kafka's AvroSerializer producing through
+the built-in registry, the table read back by pyiceberg and Polars; aborted transactions;
+undecodable records in the DLQ table; the catalog failing and coming back."""
+
+from __future__ import annotations
+
+import json
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from iceberg_support import (
+    ORDER,
+    catalog,
+    check_rows_once,
+    create_topic,
+    end_offsets,
+    iceberg_props,
+    produce_avro,
+    table_offsets,
+    wait_for_offsets,
+)
+
+from tidelog.testing import EmbeddedBroker
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(iceberg_props()) as b:
+        yield b
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def test_avro_records_each_once_read_by_pyiceberg_and_polars(
+        broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")  # Polars' own planner is a plugin
+    topic = _topic("orders")
+    create_topic(broker.bootstrap_servers, topic, 6,
+                 **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
+    acked = produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic,
+                         range(5000))
+    assert len(acked) == 5000 and len({p for p, _ in acked}) == 6
+    table = wait_for_offsets(broker.log_dir, topic, end_offsets(acked))
+    check_rows_once(table.scan().to_arrow().to_pylist(), acked)
+    types = {f.name: str(f.field_type) for f in table.schema().fields}
+    assert types["id"] == "long" and types["qty"] == "int" and types["price"] == "double"
+    assert str(table.spec().fields[0].transform) == "hour"
+
+    import polars as pl
+
+    frame = pl.scan_iceberg(table).collect()
+    assert frame.height == 5000
+    coords = set(zip(frame["kafka"].struct.field("partition").to_list(),
+                     frame["kafka"].struct.field("offset").to_list(), strict=True))
+    assert coords == set(acked)
+    assert dict(zip(frame["id"].to_list(), frame["qty"].to_list(), strict=True)) == {
+        v["id"]: v["qty"] for v in acked.values()}
+
+
+def test_an_aborted_transaction_leaves_nothing(broker: EmbeddedBroker) -> None:
+    topic = _topic("txn")
+    create_topic(broker.bootstrap_servers, topic, 1, **{"tidelog.iceberg.mode": "key_value"})
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers,
+                  "transactional.id": _topic("tx")})
+    p.init_transactions(30)
+    kept: list[bytes] = []
+    for round_, commit in enumerate([True, False, True, False, True]):
+        p.begin_transaction()
+        for i in range(50):
+            value = b"r%d-%d" % (round_, i)
+            p.produce(topic, value=value)
+            if commit:
+                kept.append(value)
+        p.flush(30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+    # 250 data records and 5 markers: the table covers every offset, holds the committed 150
+    table = wait_for_offsets(broker.log_dir, topic, {0: 255})
+    rows = table.scan().to_arrow().to_pylist()
+    assert sorted(r["value"] for r in rows) == sorted(kept)
+    assert len({r["kafka"]["offset"] for r in rows}) == 150
+
+
+def test_an_unknown_schema_id_goes_to_the_dlq_and_the_partition_goes_on(
+        broker: EmbeddedBroker) -> None:
+    topic = _topic("mixed")
+    create_topic(broker.bootstrap_servers, topic, 1,
+                 **{"redpanda.iceberg.mode": "value_schema_id_prefix"})
+    good = produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic, range(10))
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    bad_value = struct.pack(">bI", 0, 987654) + b"\x02"
+    p.produce(topic, key=b"bad", value=bad_value)
+    p.produce(topic, key=b"junk", value=b"not framed")
+    p.flush(10)
+    good |= produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic,
+                         range(10, 20))
+    table = wait_for_offsets(broker.log_dir, topic, {0: 22})
+    check_rows_once(table.scan().to_arrow().to_pylist(), good)
+    dlq = catalog(broker.log_dir).load_table(f"kafka.{topic}~dlq")
+    rows = sorted(dlq.scan().to_arrow().to_pylist(), key=lambda r: r["kafka"]["offset"])
+    assert [(r["kafka"]["offset"], r["kafka"]["key"], r["value"]) for r in rows] == [
+        (10, b"bad", bad_value), (11, b"junk", b"not framed")]
+    assert "unknown schema id 987654" in rows[0]["reason"]
+    assert "wire format" in rows[1]["reason"]
+
+
+def test_drop_leaves_no_dlq_table(broker: EmbeddedBroker) -> None:
+    topic = _topic("dropped")
+    create_topic(broker.bootstrap_servers, topic, 1,
+                 **{"tidelog.iceberg.mode": "value_schema_id_prefix",
+                    "tidelog.iceberg.invalid.record.action": "drop"})
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    p.produce(topic, value=b"junk")
+    p.flush(10)
+    good = produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic, range(3))
+    table = wait_for_offsets(broker.log_dir, topic, {0: 4})
+    check_rows_once(table.scan().to_arrow().to_pylist(), good)
+    assert not catalog(broker.log_dir).table_exists(f"kafka.{topic}~dlq")
+
+
+def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) -> None:
+    """The catalog's SQLite file is swapped for a directory (no database can be opened there,
+    even by root): flushes fail, acks go on, lag grows; once the file is back translation
+    resumes from the table with every record once."""
+    with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
+        topic = _topic("paused")
+        create_topic(b.bootstrap_servers, topic, 2,
+                     **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
+        acked = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(100))
+        wait_for_offsets(tmp_path, topic, end_offsets(acked))
+        db = tmp_path.resolve() / "iceberg" / "catalog.db"
+        aside = db.with_name("catalog.db.aside")
+        db.rename(aside)
+        db.mkdir()
+        try:
+            more = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic,
+                                range(100, 300), seed=2)
+            assert len(more) == 200  # producers unaffected
+            assert b.iceberg is not None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                state = b.iceberg.topics[topic]
+                if state.failing is not None and sum(state.translator.lag().values()) > 0:
+                    break
+                time.sleep(0.1)
+            assert state.failing is not None  # translation paused, and said why
+            assert sum(state.translator.lag().values()) == 200
+        finally:
+            db.rmdir()
+            aside.rename(db)
+        acked |= more
+        table = wait_for_offsets(tmp_path, topic, end_offsets(acked))
+        check_rows_once(table.scan().to_arrow().to_pylist(), acked)
+        assert b.iceberg.topics[topic].failing is None
+        assert not list((tmp_path / "iceberg" / "pending").iterdir())
+
+
+def test_schema_in_summary_and_offsets(broker: EmbeddedBroker) -> None:
+    topic = _topic("summary")
+    create_topic(broker.bootstrap_servers, topic, 2,
+                 **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
+    acked = produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic, range(40))
+    table = wait_for_offsets(broker.log_dir, topic, end_offsets(acked))
+    assert table_offsets(table) == end_offsets(acked)
+    epochs = json.loads(table.current_snapshot().summary["tidelog.leader.epochs"])  # type: ignore[union-attr]
+    assert set(epochs) == {"0", "1"}
+    assert {f["name"] for f in ORDER["fields"]} <= {f.name for f in table.schema().fields}  # type: ignore[index]
