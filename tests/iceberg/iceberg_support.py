@@ -49,12 +49,21 @@ def order(i: int, rng: random.Random) -> dict[str, Any]:
             "note": None if i % 3 else f"note {i}"}
 
 
-def produce_avro(bootstrap: str, registry_url: str, topic: str, ids: range,
-                 seed: int = 1, **producer: Any) -> Acked:
-    """Produce one Order per id (keys spread them over the partitions); the acknowledged ones
-    by their coordinates."""
+Serialized = list[tuple[dict[str, Any], bytes]]
+
+
+def serialize_orders(registry_url: str, topic: str, ids: range, seed: int = 1) -> Serialized:
+    """One Order per id, each with its bytes from confluent-kafka's AvroSerializer."""
     rng = random.Random(seed)
     serializer = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(ORDER))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    values = [order(i, rng) for i in ids]
+    return [(v, serializer(v, ctx)) for v in values]
+
+
+def produce_serialized(bootstrap: str, topic: str, records: Serialized, **producer: Any
+                       ) -> Acked:
+    """Produce the records (keyed by id); the acknowledged ones by their coordinates."""
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **producer})
     acked: Acked = {}
 
@@ -62,23 +71,28 @@ def produce_avro(bootstrap: str, registry_url: str, topic: str, ids: range,
         if err is None:
             acked[(msg.partition(), msg.offset())] = value
 
-    ctx = SerializationContext(topic, MessageField.VALUE)
-    for i in ids:
-        value = order(i, rng)
+    for value, data in records:
         while True:
             try:
-                p.produce(topic, key=str(i).encode(), value=serializer(value, ctx),
+                p.produce(topic, key=str(value["id"]).encode(), value=data,
                           on_delivery=lambda e, m, v=value: on_delivery(e, m, v))
                 break
             except BufferError:
                 p.poll(0.05)
         p.poll(0)
-    p.flush(60)
+    p.flush(120)
     return acked
 
 
+def produce_avro(bootstrap: str, registry_url: str, topic: str, ids: range,
+                 seed: int = 1, **producer: Any) -> Acked:
+    """Serialize and produce one Order per id (keys spread them over the partitions)."""
+    return produce_serialized(bootstrap, topic,
+                              serialize_orders(registry_url, topic, ids, seed), **producer)
+
+
 def catalog(log_dir: Path | str) -> SqlCatalog:
-    home = Path(log_dir).resolve() / "iceberg"
+    home = Path(log_dir).resolve() / ".iceberg"
     return SqlCatalog("tidelog", uri=f"sqlite:///{home}/catalog.db",
                       warehouse=f"file://{home}/warehouse")
 

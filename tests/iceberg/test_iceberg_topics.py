@@ -137,7 +137,7 @@ def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) ->
                      **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
         acked = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(100))
         wait_for_offsets(tmp_path, topic, end_offsets(acked))
-        db = tmp_path.resolve() / "iceberg" / "catalog.db"
+        db = tmp_path.resolve() / ".iceberg" / "catalog.db"
         aside = db.with_name("catalog.db.aside")
         db.rename(aside)
         db.mkdir()
@@ -161,7 +161,7 @@ def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) ->
         table = wait_for_offsets(tmp_path, topic, end_offsets(acked))
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
         assert b.iceberg.topics[topic].failing is None
-        assert not list((tmp_path / "iceberg" / "pending").iterdir())
+        assert not list((tmp_path / ".iceberg" / "pending").iterdir())
 
 
 def test_schema_in_summary_and_offsets(broker: EmbeddedBroker) -> None:

@@ -153,12 +153,12 @@ ICEBERG_CONFIG_DEF = (
             "sql: an embedded SQLite catalog (pyiceberg's SqlCatalog); rest: an Iceberg REST "
             "catalog at iceberg.catalog.uri.", one_of("sql", "rest"))
     .define("iceberg.catalog.uri", "string", "",
-            "The catalog: a SQLAlchemy URI for sql (default sqlite:///<first log dir>/iceberg/"
+            "The catalog: a SQLAlchemy URI for sql (default sqlite:///<first log dir>/.iceberg/"
             "catalog.db), the REST endpoint for rest.")
     .define("iceberg.catalog.name", "string", "tidelog", "The catalog's name.")
     .define("iceberg.warehouse", "string", "",
             "Where data files go: file://... or s3://... (default file://<first log dir>/"
-            "iceberg/warehouse).", _warehouse)
+            ".iceberg/warehouse).", _warehouse)
     .define("iceberg.namespace", "string", "kafka", "The namespace of the topics' tables.")
     .define("iceberg.target.lag.ms", "long", 60000,
             "How long a record may wait before it is committed to its table.", at_least(1))

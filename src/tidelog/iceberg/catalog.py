@@ -1,7 +1,10 @@
 """The catalog translation writes through: pyiceberg's SqlCatalog on SQLite by default
-(``iceberg.catalog.uri`` = ``sqlite:///<first log dir>/iceberg/catalog.db``, warehouse
-``file://<first log dir>/iceberg/warehouse``), or an Iceberg REST catalog with its
-credentials and SigV4 options."""
+(``iceberg.catalog.uri`` = ``sqlite:///<first log dir>/.iceberg/catalog.db``, warehouse
+``file://<first log dir>/.iceberg/warehouse``), or an Iceberg REST catalog with its
+credentials and SigV4 options.
+
+The embedded catalog's directory is ``.iceberg``: the log manager refuses, at start-up, any
+directory of a log dir that is not a partition's — except hidden ones, which it skips."""
 
 from __future__ import annotations
 
@@ -11,11 +14,13 @@ from typing import Any
 
 from pyiceberg.catalog import Catalog, load_catalog
 
+ICEBERG_DIR = ".iceberg"  # in the first log dir: the embedded catalog, warehouse, markers
+
 
 def catalog_properties(values: Mapping[str, Any], log_dir: Path) -> dict[str, str]:
     """pyiceberg's properties for the broker's ``iceberg.*`` settings."""
     kind = str(values["iceberg.catalog.type"])
-    home = log_dir.resolve() / "iceberg"
+    home = log_dir.resolve() / ICEBERG_DIR
     warehouse = str(values["iceberg.warehouse"] or "") or f"file://{home / 'warehouse'}"
     props: dict[str, str] = {"type": kind, "warehouse": warehouse}
     if kind == "sql":

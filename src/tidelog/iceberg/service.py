@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from tidelog.config.iceberg_config import DISABLED, ICEBERG_CONFIG_DEF
 
-from .catalog import open_catalog
+from .catalog import ICEBERG_DIR, open_catalog
 from .log_source import PartitionSource
 from .schemas import Codecs, SchemaSource
 from .tables import Tables
@@ -64,7 +64,7 @@ class IcebergService:
     def _open(self) -> Tables:
         catalog = open_catalog(self.values, self.log_dir)
         tables = Tables(catalog, str(self.values["iceberg.namespace"]),
-                        self.log_dir / "iceberg" / "pending")
+                        self.log_dir / ICEBERG_DIR / "pending")
         removed = tables.clean_pending()
         if removed:
             log.info("removed %d files of Iceberg commits a crash interrupted", removed)
