@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -174,3 +175,39 @@ def test_schema_in_summary_and_offsets(broker: EmbeddedBroker) -> None:
     epochs = json.loads(table.current_snapshot().summary["tidelog.leader.epochs"])  # type: ignore[union-attr]
     assert set(epochs) == {"0", "1"}
     assert {f["name"] for f in ORDER["fields"]} <= {f.name for f in table.schema().fields}  # type: ignore[index]
+
+
+@pytest.mark.spark
+def test_spark_reads_the_table(broker: EmbeddedBroker, spark_session: object) -> None:
+    """The test session's SparkSession, with no Iceberg jar: planned from a snapshot in the
+    driver, Parquet read in the executors; ``snapshot-id`` and ``as-of-timestamp`` too."""
+    spark: Any = spark_session
+    topic = _topic("sparked")
+    create_topic(broker.bootstrap_servers, topic, 3,
+                 **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
+    first = produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic,
+                         range(300))
+    table = wait_for_offsets(broker.log_dir, topic, end_offsets(first))
+    first_snapshot = table.current_snapshot()
+    assert first_snapshot is not None
+    more = produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic,
+                        range(300, 500), seed=3)
+    wait_for_offsets(broker.log_dir, topic, end_offsets({**first, **more}))
+
+    def read(**options: str) -> list[Any]:
+        reader = spark.read.format("tidelog").option("table", f"kafka.{topic}").option(
+            "path", str(broker.log_dir))
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return list(reader.load().select("kafka.partition", "kafka.offset", "id", "qty",
+                                         "note").collect())
+
+    rows = read()
+    assert {(r["partition"], r["offset"]) for r in rows} == set(first) | set(more)
+    assert len(rows) == 500
+    want = {v["id"]: (v["qty"], v["note"]) for v in {**first, **more}.values()}
+    assert {r["id"]: (r["qty"], r["note"]) for r in rows} == want
+    old = read(**{"snapshot-id": str(first_snapshot.snapshot_id)})
+    assert {(r["partition"], r["offset"]) for r in old} == set(first)
+    at = read(**{"as-of-timestamp": str(first_snapshot.timestamp_ms)})
+    assert len(at) == 300

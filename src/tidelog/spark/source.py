@@ -49,6 +49,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow, runs_to_arrow
 from .avro_values import TypedValueSpec, ValueDecoder, typed_schema, typed_specs
 from .backend import Backend, BackendSpec, BrokerBackend, resolve_partitions
+from .iceberg_table import IcebergTableReader, spark_schema, wants_table
 from .kafka_params import SECURITY_HONOURED
 from .options import (
     EARLIEST,
@@ -399,6 +400,8 @@ class TidelogDataSource(DataSource):
         return typed_specs(options, list(opts.subscription.topics), opts.paths)
 
     def schema(self) -> str | StructType:
+        if wants_table(self.options):  # a topic's Iceberg table (iceberg_table.py)
+            return spark_schema(self.options)
         parse_subscription(dict(self.options))  # fail at load() on a missing subscription
         typed = self._typed()
         if typed:
@@ -406,6 +409,8 @@ class TidelogDataSource(DataSource):
         return DDL_WITH_HEADERS if self._include_headers() else DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if wants_table(self.options):
+            return IcebergTableReader(self.options)
         opts = parse_read_options(self.options, streaming=False)
         typed = self._typed()
         _check_user_schema(schema, opts.include_headers, typed)
