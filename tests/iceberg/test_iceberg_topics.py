@@ -138,10 +138,7 @@ def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) ->
                      **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
         acked = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(100))
         wait_for_offsets(tmp_path, topic, end_offsets(acked))
-        db = tmp_path.resolve() / ".iceberg" / "catalog.db"
-        aside = db.with_name("catalog.db.aside")
-        db.rename(aside)
-        db.mkdir()
+        db, aside = _swap_catalog_out(tmp_path)
         try:
             more = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic,
                                 range(100, 300), seed=2)
@@ -209,5 +206,78 @@ def test_spark_reads_the_table(broker: EmbeddedBroker, spark_session: object) ->
     assert {r["id"]: (r["qty"], r["note"]) for r in rows} == want
     old = read(**{"snapshot-id": str(first_snapshot.snapshot_id)})
     assert {(r["partition"], r["offset"]) for r in old} == set(first)
-    at = read(**{"as-of-timestamp": str(first_snapshot.timestamp_ms)})
-    assert len(at) == 300
+    # as-of-timestamp plans the same snapshot's files (planning runs in the driver alone)
+    from tidelog.spark.iceberg_table import DataFilePartition, IcebergTableReader
+
+    def planned(**options: str) -> set[str]:
+        parts = IcebergTableReader({"table": f"kafka.{topic}", "path": str(broker.log_dir),
+                                    **options}).partitions()
+        return {p.path for p in parts if isinstance(p, DataFilePartition)}
+
+    as_of = planned(**{"as-of-timestamp": str(first_snapshot.timestamp_ms)})
+    assert as_of == planned(**{"snapshot-id": str(first_snapshot.snapshot_id)})
+    assert as_of < planned()
+
+
+def _swap_catalog_out(log_dir: Path) -> tuple[Path, Path]:
+    """Put a directory where the catalog's SQLite file was: no database opens there (not even
+    for root), so every flush fails until the file is back."""
+    db = log_dir.resolve() / ".iceberg" / "catalog.db"
+    aside = db.with_name("catalog.db.aside")
+    db.rename(aside)
+    db.mkdir()
+    return db, aside
+
+
+def test_retention_keeps_what_the_table_does_not_have(tmp_path: Path) -> None:
+    props = iceberg_props(**{"log.retention.check.interval.ms": "100"})
+    with EmbeddedBroker(props, log_dir=tmp_path) as b:
+        topic = _topic("kept")
+        create_topic(b.bootstrap_servers, topic, 1, **{
+            "tidelog.iceberg.mode": "value_schema_id_prefix", "retention.ms": "1",
+            "segment.bytes": "4096"})
+        acked = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(50),
+                             **{"batch.size": 2048})  # batches below segment.bytes
+        wait_for_offsets(tmp_path, topic, end_offsets(acked))
+        from tidelog.util.topic_partition import TopicPartition
+
+        lg = b.broker.replica_manager.get_log(TopicPartition(topic, 0))
+        deadline = time.monotonic() + 30
+        while lg.log_start_offset < 50 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lg.log_start_offset == 50  # all in the table: retention took it all
+        db, aside = _swap_catalog_out(tmp_path)
+        try:
+            more = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic,
+                                range(50, 250), seed=5, **{"batch.size": 2048})
+            assert len(more) == 200, len(more)
+            assert lg.number_of_segments() > 1  # several expired segments retention may not take
+            time.sleep(1.5)  # ~15 retention checks, each of which would delete them all
+            assert lg.log_start_offset == 50
+        finally:
+            db.rmdir()
+            aside.rename(db)
+        table = wait_for_offsets(tmp_path, topic, end_offsets(more))
+        check_rows_once(table.scan().to_arrow().to_pylist(), {**acked, **more})
+        deadline = time.monotonic() + 30
+        while lg.log_start_offset < 250 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert lg.log_start_offset == 250
+
+
+def test_deleting_the_topic_drops_its_tables(broker: EmbeddedBroker) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    topic = _topic("gone")
+    create_topic(broker.bootstrap_servers, topic, 1, **{"tidelog.iceberg.mode": "key_value"})
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    p.produce(topic, value=b"x")
+    p.flush(10)
+    wait_for_offsets(broker.log_dir, topic, {0: 1})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.delete_topics([topic])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while catalog(broker.log_dir).table_exists(f"kafka.{topic}") and (
+            time.monotonic() < deadline):
+        time.sleep(0.1)
+    assert not catalog(broker.log_dir).table_exists(f"kafka.{topic}")

@@ -166,10 +166,7 @@ class IcebergService:
         """Records not yet in the table, per topic and partition led here."""
         return {name: t.translator.lag() for name, t in self.topics.items()}
 
-    async def flush_now(self) -> dict[str, FlushResult]:
-        """Flush every topic at once (tests and the CLI; waits for running flushes)."""
-        loop = asyncio.get_running_loop()
-        out = {}
-        for name, topic in list(self.topics.items()):
-            out[name] = await loop.run_in_executor(self._pool, topic.translator.flush)
-        return out
+    async def flush_topic(self, name: str) -> FlushResult:
+        """Flush one topic now, on the translation thread (after any flush running there)."""
+        translator = self.topics[name].translator
+        return await asyncio.get_running_loop().run_in_executor(self._pool, translator.flush)
