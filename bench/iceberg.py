@@ -69,8 +69,8 @@ def serialize(registry: str, topic: str, n: int) -> list[bytes]:
 def create(bootstrap: str, topic: str, partitions: int, iceberg: bool, lag_ms: int) -> None:
     configs = {"tidelog.iceberg.mode": "value_schema_id_prefix",
                "tidelog.iceberg.target.lag.ms": str(lag_ms)} if iceberg else {}
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics(
-        [NewTopic(topic, partitions, 1, config=configs)])[topic].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(30)
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], rate: float = 0) -> float:

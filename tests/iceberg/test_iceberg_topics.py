@@ -132,7 +132,8 @@ def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) ->
     """The catalog's SQLite file is swapped for a directory (no database can be opened there,
     even by root): flushes fail, acks go on, lag grows; once the file is back translation
     resumes from the table with every record once."""
-    with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
+    props = iceberg_props(**{"http.listeners": "http://127.0.0.1:0"})
+    with EmbeddedBroker(props, log_dir=tmp_path) as b:
         topic = _topic("paused")
         create_topic(b.bootstrap_servers, topic, 2,
                      **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
@@ -152,6 +153,10 @@ def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) ->
                 time.sleep(0.1)
             assert state.failing is not None  # translation paused, and said why
             assert sum(state.translator.lag().values()) == 200
+            metrics = _scrape(b.http_url)
+            assert metrics[f'tidelog_iceberg_translation_paused{{topic="{topic}"}}'] == 1
+            assert sum(v for k, v in metrics.items() if k.startswith(
+                "tidelog_iceberg_translation_lag_records") and topic in k) == 200
         finally:
             db.rmdir()
             aside.rename(db)
@@ -217,6 +222,15 @@ def test_spark_reads_the_table(broker: EmbeddedBroker, spark_session: object) ->
     as_of = planned(**{"as-of-timestamp": str(first_snapshot.timestamp_ms)})
     assert as_of == planned(**{"snapshot-id": str(first_snapshot.snapshot_id)})
     assert as_of < planned()
+
+
+def _scrape(url: str) -> dict[str, float]:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line.startswith("tidelog_iceberg")}
 
 
 def _swap_catalog_out(log_dir: Path) -> tuple[Path, Path]:

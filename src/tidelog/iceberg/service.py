@@ -20,6 +20,7 @@ from tidelog.config.iceberg_config import DISABLED, ICEBERG_CONFIG_DEF
 
 from .catalog import ICEBERG_DIR, open_catalog
 from .log_source import PartitionSource
+from .metrics import IcebergCollector
 from .schemas import Codecs, SchemaSource
 from .tables import Tables
 from .translator import FlushResult, TopicSettings, TopicTranslator
@@ -161,6 +162,10 @@ class IcebergService:
             dlq = topic.translator.settings.dlq_name
             self._pool.submit(tables.drop, name)
             self._pool.submit(tables.drop, dlq)
+
+    def collector(self) -> IcebergCollector:
+        """The ``/metrics`` collector of translation lag (register it on the HTTP listener)."""
+        return IcebergCollector(self)
 
     def lag(self) -> dict[str, dict[int, int]]:
         """Records not yet in the table, per topic and partition led here."""

@@ -10,6 +10,7 @@ never seen), so a restart or a leadership move continues exactly there."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,6 +70,8 @@ class TopicTranslator:
         # partition -> next offset the table holds (what retention must keep from)
         self.committed: dict[int, int] = {}
         self.lso: dict[int, int] = {}
+        # partition -> monotonic time the table last held everything up to the LSO read
+        self.behind_since: dict[int, float] = {}
 
     def floor(self, partition: int) -> Callable[[], int | None]:
         """The retention floor of one partition: nothing at or after the table's offset
@@ -111,6 +114,10 @@ class TopicTranslator:
                      self.settings.topic, exc)
             return FlushResult()
         self.committed.update(read.ends)
+        now = time.monotonic()
+        for p, end in read.ends.items():
+            if end >= self.lso.get(p, end):
+                self.behind_since[p] = now  # current as of this flush's read
         result.rows = data.num_rows
         return result
 
@@ -126,6 +133,7 @@ class TopicTranslator:
                 continue
             p = tp.partition
             self.lso[p] = leading.last_stable_offset
+            self.behind_since.setdefault(p, time.monotonic())
             start = have.get(p, leading.log_start_offset)
             if start < leading.log_start_offset:
                 log.warning("%s: offsets [%d, %d) left the log before translation", tp, start,

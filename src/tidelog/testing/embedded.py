@@ -118,6 +118,8 @@ class EmbeddedBroker:
             self.schema_registry = loop.run_until_complete(start_schema_registry(self.broker))
             self.iceberg = loop.run_until_complete(
                 start_iceberg(self.broker, self.schema_registry))
+            if self.http is not None and self.iceberg is not None:  # lag on /metrics
+                self.http.registry.register(self.iceberg.collector())
         except BaseException as exc:
             if self.schema_registry is not None:
                 loop.run_until_complete(self.schema_registry.stop())
