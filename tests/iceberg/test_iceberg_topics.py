@@ -295,3 +295,28 @@ def test_deleting_the_topic_drops_its_tables(broker: EmbeddedBroker) -> None:
             time.monotonic() < deadline):
         time.sleep(0.1)
     assert not catalog(broker.log_dir).table_exists(f"kafka.{topic}")
+
+
+def test_value_schema_latest_decodes_values_without_an_id(broker: EmbeddedBroker) -> None:
+    import io
+
+    import fastavro
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    topic = _topic("latest")
+    create_topic(broker.bootstrap_servers, topic, 1,
+                 **{"tidelog.iceberg.mode": "value_schema_latest"})
+    client = SchemaRegistryClient({"url": broker.schema_registry_url})
+    client.register_schema(f"{topic}-value", Schema(json.dumps(ORDER), "AVRO"))
+    parsed = fastavro.parse_schema(ORDER)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    sent = {}
+    for i in range(20):
+        value = {"id": i, "customer": "c", "qty": i, "price": 1.5, "note": None}
+        buf = io.BytesIO()
+        fastavro.schemaless_writer(buf, parsed, value)  # plain Avro: no magic byte, no id
+        p.produce(topic, key=str(i).encode(), value=buf.getvalue())
+        sent[(0, i)] = value
+    p.flush(10)
+    table = wait_for_offsets(broker.log_dir, topic, {0: 20})
+    check_rows_once(table.scan().to_arrow().to_pylist(), sent)
