@@ -95,7 +95,7 @@ def produce(bootstrap: str, topic: str, values: list[bytes], rate: float = 0) ->
 
 def catalog(log_dir: Path) -> SqlCatalog:
     home = log_dir.resolve() / ".iceberg"
-    return SqlCatalog("bench", uri=f"sqlite:///{home}/catalog.db",
+    return SqlCatalog("tidelog", uri=f"sqlite:///{home}/catalog.db",
                       warehouse=f"file://{home}/warehouse")
 
 
