@@ -199,8 +199,12 @@ def test_protobuf_types_and_values() -> None:
 
 
 class _Source:
-    def __init__(self, values: dict[int, SchemaValue]) -> None:
+    def __init__(self, values: dict[int, SchemaValue], lagging: bool = False) -> None:
         self.values = values
+        self.lagging = lagging
+
+    def may_lag(self, schema_id: int) -> bool:
+        return self.lagging and schema_id > max(self.values)
 
     def by_id(self, schema_id: int) -> SchemaValue | None:
         return self.values.get(schema_id)
@@ -252,3 +256,22 @@ def test_a_new_schema_version_adds_columns_without_rewriting(tmp_path: Path) -> 
     rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["kafka"]["offset"])
     assert [(r["a"], r["b"]) for r in rows] == [(1, None), (2**40, "x")]
     assert table.current_snapshot().summary["tidelog.offsets"] == '{"0": 2}'  # type: ignore[union-attr]
+
+
+def test_a_schema_a_replicated_registry_has_not_read_yet_waits_then_dlq() -> None:
+    from tidelog.iceberg.rows import RecordDecoder, WaitForSchema
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    source = _Source({7: SchemaValue("t-value", 1, 7, json.dumps(schema))}, lagging=True)
+    record = Record(5, 0, None, struct.pack(">bI", 0, 8) + b"\x02", [])
+    rows, dlq = DecodedRows(), DlqRows()
+    waiting = RecordDecoder("t", "value_schema_id_prefix", Codecs(source), schema_wait_s=60)
+    with pytest.raises(WaitForSchema):
+        waiting.decode(0, record, rows, dlq)
+    assert not len(dlq)
+    given_up = RecordDecoder("t", "value_schema_id_prefix", Codecs(source), schema_wait_s=0)
+    given_up.decode(0, record, rows, dlq)
+    assert dlq.reasons == ["unknown schema id 8"] and not len(rows)
+    below = Record(6, 0, None, struct.pack(">bI", 0, 3) + b"\x02", [])  # below the max id
+    waiting.decode(0, below, rows, dlq)  # no waiting for an id the registry should know
+    assert dlq.reasons[-1] == "unknown schema id 3"

@@ -36,7 +36,8 @@ async def start_iceberg(broker: Broker, registry: object | None) -> IcebergServi
                           f"needs the iceberg extra (pip install 'tidelog[iceberg]'): {exc}"
                           ) from exc
     inner = getattr(registry, "registry", None)
-    schemas = schemas_mod.RegistrySchemas(inner) if inner is not None else None
+    replicated = getattr(registry, "elector", None) is not None  # one of a cluster's
+    schemas = schemas_mod.RegistrySchemas(inner, replicated=replicated) if inner else None
     service: IcebergService = service_mod.IcebergService(broker, schemas)
     await service.start()
     return service

@@ -13,7 +13,7 @@ from tidelog.config.iceberg_config import KEY_VALUE, VALUE_SCHEMA_LATEST
 from tidelog.records import Record
 
 from .columns import KAFKA, VALUE, Coordinates, arrow_schema
-from .schemas import Codecs, UndecodableRecord
+from .schemas import Codecs, SchemaNotYetKnown, UndecodableRecord
 from .value_codec import ValueCodec
 
 
@@ -70,13 +70,20 @@ class DlqRows:
             schema=target)
 
 
+class WaitForSchema(Exception):
+    """Stop the partition at this record for now: its schema may still be on its way."""
+
+
 class RecordDecoder:
     """Turns records into rows for a topic's mode."""
 
-    def __init__(self, topic: str, mode: str, codecs: Codecs) -> None:
+    def __init__(self, topic: str, mode: str, codecs: Codecs, *,
+                 schema_wait_s: float = 30.0) -> None:
         self.mode = mode
         self.codecs = codecs
         self.subject = f"{topic}-value"
+        self.schema_wait_s = schema_wait_s
+        self._waiting: dict[tuple[int, int], float] = {}  # (partition, offset) -> since
 
     def decode(self, partition: int, r: Record, rows: DecodedRows, dlq: DlqRows) -> None:
         if self.mode == KEY_VALUE:
@@ -95,10 +102,25 @@ class RecordDecoder:
                 row = codec.decode(payload)
             except Exception as exc:
                 raise UndecodableRecord(f"value does not parse: {exc}") from None
+        except SchemaNotYetKnown as exc:
+            self._wait_or_give_up(partition, r, dlq, str(exc))
+            return
         except UndecodableRecord as exc:
             dlq.add(partition, r, str(exc))
             return
         rows.add(partition, r, codec, row)
+
+    def _wait_or_give_up(self, partition: int, r: Record, dlq: DlqRows, reason: str) -> None:
+        """A schema id the cluster's registry may not have read yet: the partition waits at
+        the record (WaitForSchema) for ``schema_wait_s``, then the record goes to the DLQ."""
+        import time
+
+        now = time.monotonic()
+        since = self._waiting.setdefault((partition, r.offset), now)
+        if now - since < self.schema_wait_s:
+            raise WaitForSchema(reason)
+        del self._waiting[(partition, r.offset)]
+        dlq.add(partition, r, reason)
 
 
 def rows_to_arrow(rows: DecodedRows, schema: Schema, dlq: DlqRows,

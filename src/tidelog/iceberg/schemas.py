@@ -29,8 +29,17 @@ class UndecodableRecord(ValueError):
     """Why a record's value has no row (it goes to the DLQ table or is dropped)."""
 
 
+class SchemaNotYetKnown(UndecodableRecord):
+    """An id above every id this broker's registry has read, in a cluster: the registry may
+    not have read ``_schemas`` that far yet (translation waits a while before the DLQ)."""
+
+
 class SchemaSource(Protocol):
     def by_id(self, schema_id: int) -> SchemaValue | None: ...
+
+    def may_lag(self, schema_id: int) -> bool:
+        """Whether ``schema_id`` may exist without this source having read it yet."""
+        ...
 
     def latest(self, subject: str) -> SchemaValue | None: ...
 
@@ -40,11 +49,17 @@ class SchemaSource(Protocol):
 class RegistrySchemas:
     """The broker's Schema Registry as a SchemaSource (reads only its state)."""
 
-    def __init__(self, registry: object) -> None:
+    def __init__(self, registry: object, *, replicated: bool = False) -> None:
+        """``replicated``: the registry is one of a cluster's, reading ``_schemas`` behind
+        its leader."""
         from tidelog.schema_registry.registry import SchemaRegistry
 
         assert isinstance(registry, SchemaRegistry)
         self._registry = registry
+        self._replicated = replicated
+
+    def may_lag(self, schema_id: int) -> bool:
+        return self._replicated and schema_id > self._registry.state.max_id
 
     def by_id(self, schema_id: int) -> SchemaValue | None:
         return self._registry.state.by_id(schema_id)
@@ -102,6 +117,8 @@ class Codecs:
     def _schema(self, schema_id: int) -> SchemaValue:
         schema = self.source.by_id(schema_id) if self.source is not None else None
         if schema is None:
+            if self.source is not None and self.source.may_lag(schema_id):
+                raise SchemaNotYetKnown(f"unknown schema id {schema_id}")
             raise UndecodableRecord(f"unknown schema id {schema_id}")
         return schema
 

@@ -122,8 +122,9 @@ class IcebergService:
             translator = TopicTranslator(settings, self.source, self.tables, self.codecs)
             if topic is not None:
                 translator.committed = topic.translator.committed
+            first = time.monotonic() + settings.target_lag_ms / 1000  # a flush per lag
             topic = _Topic(translator, cfg.tidelog_iceberg_delete,
-                           next_flush=topic.next_flush if topic else 0.0,
+                           next_flush=topic.next_flush if topic else first,
                            running=topic.running if topic else False)
             self.topics[name] = topic
         topic.delete_table = cfg.tidelog_iceberg_delete

@@ -22,7 +22,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .columns import dlq_schema, table_schema
 from .log_source import PartitionSource
-from .rows import DecodedRows, DlqRows, RecordDecoder, rows_to_arrow
+from .rows import DecodedRows, DlqRows, RecordDecoder, WaitForSchema, rows_to_arrow
 from .schemas import Codecs
 from .tables import Fenced, Tables, table_offsets
 from .value_codec import ValueCodec
@@ -157,7 +157,10 @@ class TopicTranslator:
                 used += batch.size_in_bytes
                 for record in batch.iter_records():
                     if start <= record.offset < lso:
-                        self.decoder.decode(tp.partition, record, rows, dlq)
+                        try:
+                            self.decoder.decode(tp.partition, record, rows, dlq)
+                        except WaitForSchema:
+                            return record.offset  # the rest of the partition waits
             position = min(got.next_offset, lso)  # a batch may reach past the LSO read
         return position
 
