@@ -16,7 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tidelog.config.iceberg_config import DISABLED, ICEBERG_CONFIG_DEF
+from tidelog.config.iceberg_config import (
+    DISABLED,
+    ICEBERG_CONFIG_DEF,
+    MODE,
+    canonical_topic_configs,
+)
 
 from .catalog import ICEBERG_DIR, open_catalog
 from .log_source import PartitionSource
@@ -93,8 +98,9 @@ class IcebergService:
 
     def _tick(self) -> None:
         rm = self.broker.replica_manager
+        # the mode has no broker-wide default: a topic is translated iff its override says so
         wanted = {info.name for info in rm.topics()
-                  if rm.topic_config(info.name).tidelog_iceberg_mode != DISABLED}
+                  if canonical_topic_configs(info.configs).get(MODE, DISABLED) != DISABLED}
         for name in list(self.topics):
             if name not in wanted:
                 self._forget(name, deleted=rm.topic(name) is None)
@@ -120,13 +126,13 @@ class IcebergService:
         if topic is None or topic.translator.settings != settings:
             assert self.tables is not None
             translator = TopicTranslator(settings, self.source, self.tables, self.codecs)
-            if topic is not None:
+            if topic is None:
+                first = time.monotonic() + settings.target_lag_ms / 1000  # a flush per lag
+                topic = self.topics[name] = _Topic(translator, cfg.tidelog_iceberg_delete,
+                                                   next_flush=first)
+            else:  # the topic's settings changed: the next flush uses the new ones
                 translator.committed = topic.translator.committed
-            first = time.monotonic() + settings.target_lag_ms / 1000  # a flush per lag
-            topic = _Topic(translator, cfg.tidelog_iceberg_delete,
-                           next_flush=topic.next_flush if topic else first,
-                           running=topic.running if topic else False)
-            self.topics[name] = topic
+                topic.translator = translator
         topic.delete_table = cfg.tidelog_iceberg_delete
         return topic
 
