@@ -128,26 +128,32 @@ class AvroCodec(ValueCodec):
         self.fields = list(t.fields) if isinstance(t, StructType) else [
             NestedField(1, VALUE, t, required=False)]
         self._parsed = fastavro.parse_schema(schema_json)
+        # fastavro gives uuid logical values as UUID objects; their column is a string
+        self._uuids = '"uuid"' in json.dumps(schema_json)
 
     def decode(self, payload: bytes) -> Mapping[str, object]:
         buf = io.BytesIO(payload)
         value = fastavro.schemaless_reader(buf, self._parsed, None)
         if buf.tell() != len(payload):
             raise ValueError(f"{len(payload) - buf.tell()} bytes left after the Avro value")
+        if self._uuids:
+            value = _strings_for_uuids(value)
         if self._record:
             assert isinstance(value, dict)
-            return _fix_uuids(value)
+            return value
         return {VALUE: value}
 
 
-def _fix_uuids(row: dict[str, Any]) -> dict[str, Any]:
-    """fastavro gives uuid logical values as UUID objects; their column is a string."""
+def _strings_for_uuids(v: Any) -> Any:
     import uuid
 
-    for k, v in row.items():
-        if isinstance(v, uuid.UUID):
-            row[k] = str(v)
-    return row
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    if isinstance(v, dict):
+        return {k: _strings_for_uuids(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_strings_for_uuids(x) for x in v]
+    return v
 
 
 def self_contained(parsed_schema: Any) -> Any:

@@ -88,6 +88,9 @@ class Codecs:
     def __init__(self, source: SchemaSource | None) -> None:
         self.source = source
         self._by_key: dict[tuple[int, tuple[int, ...]], ValueCodec | UnsupportedSchema] = {}
+        # ids whose schema is not Protobuf -> their codec: one dict lookup per record (a
+        # registered id's schema never changes)
+        self._plain: dict[int, ValueCodec] = {}
 
     def split(self, value: bytes) -> tuple[int, ValueCodec, bytes]:
         """(schema id, codec, payload) of a value in Confluent's wire format."""
@@ -96,6 +99,9 @@ class Codecs:
                                     "and a 4-byte schema id)")
         _, schema_id = _ID.unpack_from(value, 0)
         payload = value[5:]
+        plain = self._plain.get(schema_id)
+        if plain is not None:
+            return schema_id, plain, payload
         schema = self._schema(schema_id)
         indexes: list[int] = []
         if schema.schema_type == "PROTOBUF":
@@ -104,7 +110,10 @@ class Codecs:
             except ValueError as exc:
                 raise UndecodableRecord(f"bad protobuf message indexes: {exc}") from None
             payload = payload[pos:]
-        return schema_id, self._codec(schema_id, schema, indexes), payload
+        codec = self._codec(schema_id, schema, indexes)
+        if schema.schema_type != "PROTOBUF":
+            self._plain[schema_id] = codec
+        return schema_id, codec, payload
 
     def latest(self, subject: str) -> tuple[int, ValueCodec]:
         if self.source is None:
