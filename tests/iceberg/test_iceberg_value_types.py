@@ -275,3 +275,11 @@ def test_a_schema_a_replicated_registry_has_not_read_yet_waits_then_dlq() -> Non
     below = Record(6, 0, None, struct.pack(">bI", 0, 3) + b"\x02", [])  # below the max id
     waiting.decode(0, below, rows, dlq)  # no waiting for an id the registry should know
     assert dlq.reasons[-1] == "unknown schema id 3"
+
+
+def test_spark_packs_small_data_files_into_few_tasks() -> None:
+    from tidelog.spark.iceberg_table import pack
+
+    assert pack([("a", 10), ("b", 10), ("c", 10)], limit=25) == [["a", "b"], ["c"]]
+    assert pack([("big", 100), ("s", 1)], limit=25) == [["big"], ["s"]]
+    assert pack([]) == []

@@ -84,10 +84,27 @@ def spark_schema(options: Mapping[str, Any]) -> StructType:
     return schema
 
 
+SPLIT_BYTES = 128 << 20  # data files are packed into input partitions of about this size
+
+
 @dataclass
 class DataFilePartition(InputPartition):
-    path: str
+    paths: list[str]
     schema_ipc: bytes  # the table schema's Arrow form (the executor has no catalog)
+
+
+def pack(files: list[tuple[str, int]], limit: int = SPLIT_BYTES) -> list[list[str]]:
+    """Data files (path, bytes) in groups of at most ``limit`` bytes (a bigger file alone):
+    one Spark task per group, not per small file."""
+    groups: list[list[str]] = []
+    size = limit
+    for path, n in files:
+        if size + n > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(path)
+        size += n
+    return groups
 
 
 def _snapshot_id(table: Any, options: Mapping[str, str]) -> int | None:
@@ -114,7 +131,8 @@ class IcebergTableReader(DataSourceReader):
         # the current schema is the one Spark was given: older files are read into it
         ipc = _arrow_schema(table).serialize().to_pybytes()
         tasks = table.scan(snapshot_id=snapshot_id).plan_files()
-        return [DataFilePartition(t.file.file_path, ipc) for t in tasks]
+        files = [(t.file.file_path, int(t.file.file_size_in_bytes)) for t in tasks]
+        return [DataFilePartition(group, ipc) for group in pack(files)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, DataFilePartition):
@@ -127,15 +145,16 @@ def _read_file(part: DataFilePartition) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
     target = pa.ipc.read_schema(pa.py_buffer(part.schema_ipc))
-    fs, path = pafs.FileSystem.from_uri(part.path)
-    data = pq.read_table(path, filesystem=fs)
-    columns = []
-    for f in target:
-        if f.name in data.column_names:
-            columns.append(_conform(data.column(f.name), f.type))
-        else:
-            columns.append(pa.nulls(data.num_rows, f.type))
-    yield from pa.Table.from_arrays(columns, schema=target).to_batches()
+    for uri in part.paths:
+        fs, path = pafs.FileSystem.from_uri(uri)
+        data = pq.read_table(path, filesystem=fs)
+        columns = []
+        for f in target:
+            if f.name in data.column_names:
+                columns.append(_conform(data.column(f.name), f.type))
+            else:
+                columns.append(pa.nulls(data.num_rows, f.type))
+        yield from pa.Table.from_arrays(columns, schema=target).to_batches()
 
 
 def _conform(col: pa.ChunkedArray, t: pa.DataType) -> pa.ChunkedArray:
