@@ -320,3 +320,32 @@ def test_value_schema_latest_decodes_values_without_an_id(broker: EmbeddedBroker
     p.flush(10)
     table = wait_for_offsets(broker.log_dir, topic, {0: 20})
     check_rows_once(table.scan().to_arrow().to_pylist(), sent)
+
+
+def test_a_schema_the_table_cannot_take_goes_to_the_dlq(broker: EmbeddedBroker) -> None:
+    """A new version that changes a column's type (the registry allowed it: NONE) cannot
+    evolve the table: its records go to the DLQ table, the others still land."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    topic = _topic("clash")
+    create_topic(broker.bootstrap_servers, topic, 1,
+                 **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
+    good = produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic, range(5))
+    wait_for_offsets(broker.log_dir, topic, {0: 5})
+    client = SchemaRegistryClient({"url": broker.schema_registry_url})
+    client.set_compatibility(f"{topic}-value", "NONE")
+    clash = {**ORDER, "fields": [{"name": "id", "type": "string"}]}
+    serializer = AvroSerializer(client, json.dumps(clash))
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    p.produce(topic, key=b"x", value=serializer({"id": "x"}, SerializationContext(
+        topic, MessageField.VALUE)))
+    p.flush(10)
+    good |= produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic,
+                         range(5, 10))
+    table = wait_for_offsets(broker.log_dir, topic, {0: 11})
+    check_rows_once(table.scan().to_arrow().to_pylist(), good)
+    dlq = catalog(broker.log_dir).load_table(f"kafka.{topic}~dlq").scan().to_arrow()
+    assert dlq.column("kafka").to_pylist()[0]["offset"] == 5
+    assert "schema not taken by the table" in dlq.column("reason")[0].as_py()

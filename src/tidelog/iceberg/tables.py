@@ -43,6 +43,7 @@ from pyiceberg.transforms import (
     VoidTransform,
     YearTransform,
 )
+from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType
 
 from tidelog.config.iceberg_config import SpecField, parse_partition_spec
 
@@ -132,8 +133,7 @@ class Tables:
     def evolve(table: Table, schema: Schema) -> Table:
         """The table with every column of ``schema`` (added as optional columns, widened where
         Iceberg allows); raises when the table cannot take it."""
-        have = {f.name for f in table.schema().fields}
-        if all(f.name in have for f in schema.fields) and _covers(table.schema(), schema):
+        if _covers(table.schema(), schema):
             return table
         with table.update_schema() as update:
             update.union_by_name(schema)
@@ -201,10 +201,22 @@ class Tables:
         return removed
 
 
+_WIDER = {(IntegerType(), LongType()), (FloatType(), DoubleType())}
+
+
 def _covers(have: Schema, want: Schema) -> bool:
-    """Whether ``have`` already holds every column (nested ones too) of ``want``."""
-    have_names = set(have._name_to_id)
-    return all(name in have_names for name in want._name_to_id)
+    """Whether ``have`` already holds every column (nested ones too) of ``want``, each leaf
+    with the same type or one it widens to."""
+    for name in want._name_to_id:
+        try:
+            have_type = have.find_field(name).field_type
+        except ValueError:
+            return False
+        want_type = want.find_field(name).field_type
+        if want_type.is_primitive and want_type != have_type and (
+                (want_type, have_type) not in _WIDER):
+            return False
+    return True
 
 
 def remove_files_of(location: str, commit_uuid: str) -> int:

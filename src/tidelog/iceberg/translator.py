@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from pyiceberg.exceptions import ResolveError, ValidationError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
@@ -184,7 +185,8 @@ class TopicTranslator:
         for key, codec in seen.items():
             try:
                 table = self.tables.evolve(table, table_schema(codec.fields))
-            except Exception as exc:  # incompatible: a type Iceberg cannot promote to
+            except (ValidationError, ResolveError, ValueError) as exc:  # a type Iceberg
+                # cannot promote to (a catalog failure is not caught: the flush fails)
                 log.warning("%s: schema not taken by the table: %s", self.settings.topic, exc)
                 refused.add(key)
                 reason = f"schema not taken by the table: {exc}"
