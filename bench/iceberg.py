@@ -120,13 +120,35 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path) -> tuple[
     return len(values) / translate, len(values) / plain
 
 
+def drain(b: EmbeddedBroker, timeout: float = 600) -> None:
+    """Wait until the translation thread has caught up with every topic (the produce phase
+    leaves Iceberg topics behind it)."""
+    assert b.iceberg is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lags = b.iceberg.lag()
+        if all(sum(per.values()) == 0 for per in lags.values()):
+            return
+        time.sleep(0.5)
+
+
 def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int) -> list[float]:
     """Per-record lag (ms) from its timestamp to the commit of the snapshot that holds it."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    drain(b)
     topic = f"lag-{uuid.uuid4().hex[:6]}"
     create(b.bootstrap_servers, topic, 6, True, target_ms)
     produce(b.bootstrap_servers, topic, values, rate)
-    table = catalog(b.log_dir).load_table(f"kafka.{topic}")
-    deadline = time.monotonic() + target_ms / 1000 + 60
+    deadline = time.monotonic() + target_ms / 1000 + 120
+    while True:
+        try:
+            table = catalog(b.log_dir).load_table(f"kafka.{topic}")
+            break
+        except NoSuchTableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
     while time.monotonic() < deadline:
         table = table.refresh()
         snap = table.current_snapshot()
