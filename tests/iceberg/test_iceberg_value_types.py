@@ -283,3 +283,34 @@ def test_spark_packs_small_data_files_into_few_tasks() -> None:
     assert pack([("a", 10), ("b", 10), ("c", 10)], limit=25) == [["a", "b"], ["c"]]
     assert pack([("big", 100), ("s", 1)], limit=25) == [["big"], ["s"]]
     assert pack([]) == []
+
+
+def test_a_commit_that_lost_a_race_fails_instead_of_rebasing(tmp_path: Path) -> None:
+    """Two leaders (of partitions 0 and 1) append from the same snapshot: the second must not
+    be re-based onto the first's snapshot with its stale offsets (pyiceberg's retry would)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    from tidelog.iceberg.tables import table_offsets
+
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}")
+    tables = Tables(catalog, "kafka", tmp_path / "pending")
+    codec = AvroCodec({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
+    table = tables.create("t", table_schema(codec.fields), "()")
+
+    def data(p: int, offset: int) -> Any:
+        rows = DecodedRows()
+        rows.add(p, Record(offset, 0, None, b"", []), codec, {"a": offset})
+        return rows_to_arrow(rows, table.schema(), DlqRows())
+
+    a, b = catalog.load_table("kafka.t"), catalog.load_table("kafka.t")
+    tables.commit(a, data(0, 0), {0: 0}, {0: 1}, {0: 0})
+    with pytest.raises(CommitFailedException):
+        tables.commit(b, data(1, 0), {1: 0}, {1: 1}, {1: 0})
+    fresh = catalog.load_table("kafka.t")
+    assert table_offsets(fresh.current_snapshot()).offsets == {0: 1}
+    assert len(fresh.scan().to_arrow()) == 1
+    data_files = list((tmp_path / "kafka" / "t" / "data").rglob("*.parquet"))
+    assert len(data_files) == 1  # the losing commit's file is gone
+    tables.commit(fresh, data(1, 0), {1: 0}, {1: 1}, {1: 0})  # from the new snapshot: fine
+    assert table_offsets(catalog.load_table("kafka.t").current_snapshot()).offsets == {
+        0: 1, 1: 1}

@@ -50,6 +50,11 @@ from tidelog.config.iceberg_config import SpecField, parse_partition_spec
 log = logging.getLogger(__name__)
 
 OFFSETS = "tidelog.offsets"
+# pyiceberg retries a commit that lost a race by re-basing the append on the newer snapshot,
+# with this flush's summary: offsets computed from the older one. The tables say no retries,
+# so a lost race fails the commit (its requirement on the branch's snapshot) instead.
+RETRIES = "commit.retry.num-retries"
+NO_REBASE = {RETRIES: "0"}
 EPOCHS = "tidelog.leader.epochs"
 COMMIT_UUID = "tidelog.commit.uuid"
 
@@ -121,7 +126,8 @@ class Tables:
 
     def create(self, name: str, schema: Schema, spec_text: str) -> Table:
         return self.catalog.create_table_if_not_exists(
-            self.identifier(name), schema, partition_spec=partition_spec(schema, spec_text))
+            self.identifier(name), schema, partition_spec=partition_spec(schema, spec_text),
+            properties=NO_REBASE)
 
     def drop(self, name: str) -> None:
         try:
@@ -142,6 +148,8 @@ class Tables:
     def commit(self, table: Table, data: pa.Table, starts: Mapping[int, int],
                ends: Mapping[int, int], epochs: Mapping[int, int]) -> Table:
         """Append ``data`` as one snapshot moving each partition from ``starts`` to ``ends``."""
+        if table.properties.get(RETRIES) != "0":
+            table = table.transaction().set_properties(NO_REBASE).commit_transaction()
         txn = table.transaction()
         base = table_offsets(txn.table_metadata.current_snapshot())
         for p, start in starts.items():

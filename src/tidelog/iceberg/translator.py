@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyiceberg.exceptions import ResolveError, ValidationError
+from pyiceberg.exceptions import CommitFailedException, ResolveError, ValidationError
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
@@ -102,16 +102,15 @@ class TopicTranslator:
                                        self.settings.partition_spec)
         table, rows = self._evolve(table, rows, dlq)
         data = rows_to_arrow(rows, table.schema(), dlq)
-        if len(dlq):
-            if self.settings.invalid_record_action == DLQ_TABLE:
+        try:
+            if len(dlq) and self.settings.invalid_record_action == DLQ_TABLE:
                 self._commit_dlq(dlq, read)
                 result.dlq_rows = len(dlq)
-            else:
+            elif len(dlq):
                 result.dropped = len(dlq)
-        try:
             self.tables.commit(table, data, read.starts, read.ends, read.epochs)
-        except Fenced as exc:
-            log.info("%s: another leader committed first (%s); resuming from the table",
+        except (Fenced, CommitFailedException) as exc:  # a commit raced ours: start over
+            log.info("%s: another commit went first (%s); resuming from the table",
                      self.settings.topic, exc)
             return FlushResult()
         self.committed.update(read.ends)
