@@ -61,7 +61,8 @@ class PartitionSource:
         partition = self._rm.get_partition(tp)
         if partition is None:
             return CommittedRead([], start)
-        info = partition.log.read(start, max_bytes, FetchIsolation.TXN_COMMITTED)
+        # the partition's read door (Kafka's Partition.readRecords), bounded by the LSO
+        info = partition.read_records(start, max_bytes, FetchIsolation.TXN_COMMITTED, True)
         batches = list(info.records.batches())
         if not batches:
             return CommittedRead([], start)
