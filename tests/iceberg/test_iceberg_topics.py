@@ -148,7 +148,7 @@ def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) ->
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 state = b.iceberg.topics[topic]
-                if state.failing is not None and sum(state.translator.lag().values()) > 0:
+                if state.failing is not None and sum(state.translator.lag().values()) == 200:
                     break
                 time.sleep(0.1)
             assert state.failing is not None  # translation paused, and said why

@@ -92,6 +92,7 @@ class TopicTranslator:
     def flush(self) -> FlushResult:
         """One flush (translation thread). Raises when the catalog or warehouse fails:
         nothing is committed then, and the next flush starts from the table again."""
+        self._observe()  # the lag grows even while the catalog cannot be reached
         table = self.refresh()
         read, rows, dlq = self._read(table)
         if not read.starts:
@@ -120,6 +121,16 @@ class TopicTranslator:
                 self.behind_since[p] = now  # current as of this flush's read
         result.rows = data.num_rows
         return result
+
+    def _observe(self) -> None:
+        """The last stable offset of each partition led here (what the lag is measured to)."""
+        for tp in self.source.topic_partitions(self.settings.topic):
+            leading = self.source.leadership(tp)
+            if leading is None:
+                self.lso.pop(tp.partition, None)
+            else:
+                self.lso[tp.partition] = leading.last_stable_offset
+                self.behind_since.setdefault(tp.partition, time.monotonic())
 
     def _read(self, table: Table | None) -> tuple[_Read, DecodedRows, DlqRows]:
         read, rows, dlq = _Read(), DecodedRows(), DlqRows()
