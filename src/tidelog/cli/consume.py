@@ -27,6 +27,7 @@ from tidelog.cli.client_config import (
     client_config,
     make_client,
     pairs,
+    timeout_s,
 )
 from tidelog.cli.value_format import add_value_format_args, value_deserializer
 
@@ -161,8 +162,9 @@ def consumer_config(args: argparse.Namespace) -> dict[str, Any]:
     return client_config(args, defaults, pairs(args.consumer_property, "--consumer-property"))
 
 
-def _start(consumer: Any, args: argparse.Namespace) -> None:
-    """Subscribe (with a group) or assign the partitions at their start offsets."""
+def _start(consumer: Any, args: argparse.Namespace, assigned: list[float]) -> None:
+    """Subscribe (with a group) or assign the partitions at their start offsets; ``assigned``
+    gets the time the consumer got its partitions (a group's first assignment, or now)."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
     if args.offset is not None and args.partition is None:
@@ -174,7 +176,8 @@ def _start(consumer: Any, args: argparse.Namespace) -> None:
     if args.group or args.include is not None:
         # a pattern needs group subscription (librdkafka matches topics as they appear); Kafka's
         # tool always subscribes, with a throwaway group when none is given
-        consumer.subscribe([args.topic] if args.include is None else [f"^{args.include}"])
+        consumer.subscribe([args.topic] if args.include is None else [f"^{args.include}"],
+                           on_assign=lambda c, ps: assigned.append(time.monotonic()))
         return
     parts = [args.partition] if args.partition is not None else _partitions(consumer, args)
     if args.offset is not None:
@@ -192,6 +195,7 @@ def _start(consumer: Any, args: argparse.Namespace) -> None:
         offset = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
         start = [TopicPartition(args.topic, p, offset) for p in parts]
     consumer.assign(start)
+    assigned.append(time.monotonic())
 
 
 def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
@@ -214,17 +218,34 @@ def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
         time.sleep(0.5)  # a person is waiting for a producer to create the topic
 
 
-def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list[int]) -> None:
+# A group member waits this long for its first assignment before --timeout-ms starts
+ASSIGNMENT_WAIT_S = 60.0
+
+
+def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list[int],
+          assigned: list[float]) -> None:
+    """Prints records until --max-messages, or until none came for --timeout-ms counted, as
+    in Kafka's console consumer, from when the consumer has its partitions: a group's join
+    (its initial rebalance delay is 3 s) does not use up the idle time."""
     from confluent_kafka import KafkaError
 
     out = sys.stdout.buffer
-    idle_since = time.monotonic()
+    started = time.monotonic()
+    idle_since: float | None = None
     warned: set[int] = set()
     while args.max_messages is None or counter[0] < args.max_messages:
         msg = consumer.poll(0.2)
+        if idle_since is None and assigned:
+            idle_since = assigned[0]
         if msg is None:
-            idle_ms = (time.monotonic() - idle_since) * 1000
-            if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
+            if args.timeout_ms is None:
+                continue
+            if idle_since is None:  # no assignment yet: the idle clock has not started
+                if time.monotonic() - started >= ASSIGNMENT_WAIT_S + args.timeout_ms / 1000:
+                    raise CliError(f"group {args.group or '(console)'}: no partitions assigned within "
+                                   f"{ASSIGNMENT_WAIT_S:g} s")
+                continue
+            if (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
                 return
             continue
         err = msg.error()
@@ -250,12 +271,15 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = Formatter.from_args(args)
     fmt.decode_value = value_deserializer(args)
-    consumer = make_client(Consumer, consumer_config(args))
+    # an unreachable cluster ends the command within --timeout-ms (at least 1 s), else 10 s
+    reach_ms = None if args.timeout_ms is None else max(args.timeout_ms, 1000)
+    consumer = make_client(Consumer, consumer_config(args), timeout_s(reach_ms, "--timeout-ms"))
     counter = [0]
     rc = 0
     try:
-        _start(consumer, args)
-        _loop(consumer, args, fmt, counter)
+        assigned: list[float] = []
+        _start(consumer, args, assigned)
+        _loop(consumer, args, fmt, counter, assigned)
     except KeyboardInterrupt:
         rc = 130
     finally:
