@@ -96,7 +96,7 @@ class _Errors:
 
         if err.code() != KafkaError._ALL_BROKERS_DOWN or self.cause is None:
             # "host:port/bootstrap: Connect to ... failed: ... (after 0ms in state CONNECT)"
-            self.cause = re.sub(r"^\S+/(bootstrap|\d+): | \(after \d+ms in state \w+\)", "",
+            self.cause = re.sub(r"^\S+/(bootstrap|\d+): | \(after \d+ms in state \w+[^)]*\)", "",
                                 str(err.str()))
 
 
