@@ -150,3 +150,20 @@ def test_a_line_that_is_not_json_is_named_with_its_number(broker: EmbeddedBroker
     assert "tidelog produce: line 1: not JSON: Expecting property name enclosed in double " \
            "quotes at column 2 (line skipped)" in r.stderr, r.stderr
     assert "does not fit the schema" not in r.stderr
+
+
+def test_avro_produce_and_consume_print_no_http_request_lines() -> None:
+    """The registry client's HTTP library logs each request at INFO: not on the CLI's stderr."""
+    with EmbeddedBroker({"schema.registry.listeners": "http://127.0.0.1:0"}) as b:
+        assert b.schema_registry is not None
+        url, bs = b.schema_registry.url, b.bootstrap_servers
+        schema = '{"type": "record", "name": "R", "fields": [{"name": "id", "type": "int"}]}'
+        r = tidelog("produce", "--bootstrap-server", bs, "--topic", "avro", "--value-format",
+                    "avro", "--schema-registry", url, "--value-schema", schema,
+                    stdin='{"id": 7}\n')
+        assert r.returncode == 0, r.stderr
+        got = tidelog("consume", "--bootstrap-server", bs, "--topic", "avro", "--from-beginning",
+                      "--max-messages", "1", "--value-format", "avro", "--schema-registry", url)
+        assert got.stdout.strip() == '{"id": 7}', got.stderr
+    for out in (r.stderr, got.stderr):
+        assert "HTTP Request" not in out and "httpx" not in out, out

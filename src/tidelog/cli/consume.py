@@ -167,12 +167,6 @@ def _start(consumer: Any, args: argparse.Namespace, assigned: list[float]) -> No
     gets the time the consumer got its partitions (a group's first assignment, or now)."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
-    if args.offset is not None and args.partition is None:
-        raise CliError("The partition is required when offset is specified.")
-    if args.group and args.partition is not None:
-        raise CliError("Options group and partition cannot be specified together.")
-    if args.include is not None and args.partition is not None:
-        raise CliError("The topic is required when partition is specified.")
     if args.group or args.include is not None:
         # a pattern needs group subscription (librdkafka matches topics as they appear); Kafka's
         # tool always subscribes, with a throwaway group when none is given
@@ -182,11 +176,7 @@ def _start(consumer: Any, args: argparse.Namespace, assigned: list[float]) -> No
     parts = [args.partition] if args.partition is not None else _partitions(consumer, args)
     if args.offset is not None:
         named = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}
-        try:
-            offset = named.get(args.offset) or int(args.offset)
-        except ValueError:
-            wrong = f"--offset: expected earliest, latest or a number, got {args.offset!r}"
-            raise CliError(wrong) from None
+        offset = named.get(args.offset) or int(args.offset)
         start = [TopicPartition(args.topic, p, offset) for p in parts]
     elif args.timestamp is not None:
         wanted = [TopicPartition(args.topic, p, args.timestamp) for p in parts]
@@ -196,6 +186,22 @@ def _start(consumer: Any, args: argparse.Namespace, assigned: list[float]) -> No
         start = [TopicPartition(args.topic, p, offset) for p in parts]
     consumer.assign(start)
     assigned.append(time.monotonic())
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Kafka's ConsoleConsumerOptions checks, before anything is asked of the cluster."""
+    if args.offset is not None and args.partition is None:
+        raise CliError("The partition is required when offset is specified.")
+    if args.group and args.partition is not None:
+        raise CliError("Options group and partition cannot be specified together.")
+    if args.include is not None and args.partition is not None:
+        raise CliError("The topic is required when partition is specified.")
+    if args.offset is not None and args.offset not in ("earliest", "latest"):
+        try:
+            int(args.offset)
+        except ValueError:
+            raise CliError(f"--offset: expected earliest, latest or a number, got "
+                           f"{args.offset!r}") from None
 
 
 def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
@@ -269,6 +275,7 @@ def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import Consumer
 
+    check_options(args)
     fmt = Formatter.from_args(args)
     fmt.decode_value = value_deserializer(args)
     # an unreachable cluster ends the command within --timeout-ms (at least 1 s), else 10 s
