@@ -71,7 +71,7 @@ def test_a_dead_bootstrap_server_is_one_line_exit_1_in_bounded_time() -> None:
         for name, (args, _) in DEAD_BOOTSTRAP_COMMANDS.items()
     }
     for name, proc in procs.items():
-        out, err = proc.communicate(timeout=90)
+        out, err = proc.communicate(timeout=120)
         elapsed = time.monotonic() - started
         lines = err.splitlines()
         print(f"{name}: exit {proc.returncode} after {elapsed:.1f} s: {err.strip()}")
@@ -83,9 +83,9 @@ def test_a_dead_bootstrap_server_is_one_line_exit_1_in_bounded_time() -> None:
         waited = DEAD_BOOTSTRAP_COMMANDS[name][1]
         if waited is not None:
             assert f"within {waited:g} s" in lines[0], (name, err)
-    # a generous deadline for 10 s bounds started together (13 interpreters starting at once
-    # on a busy machine take seconds each); librdkafka alone retries for 60 s and more
-    assert time.monotonic() - started < 60
+        # a generous deadline: the bound plus 45 s for 13 interpreters starting at once on a
+        # busy machine; librdkafka alone retries for 60 s (topics) or flushes for 60 s (produce)
+        assert elapsed < (waited or 10) + 45, (name, elapsed)
 
 
 def test_debug_shows_librdkafkas_log_lines() -> None:
