@@ -70,9 +70,15 @@ def test_a_dead_bootstrap_server_is_one_line_exit_1_in_bounded_time() -> None:
                                stderr=subprocess.PIPE, text=True, env=_env())
         for name, (args, _) in DEAD_BOOTSTRAP_COMMANDS.items()
     }
+    ended: dict[str, float] = {}
+    while len(ended) < len(procs) and time.monotonic() - started < 150:
+        for name, proc in procs.items():
+            if name not in ended and proc.poll() is not None:
+                ended[name] = time.monotonic() - started
+        time.sleep(0.05)
     for name, proc in procs.items():
-        out, err = proc.communicate(timeout=120)
-        elapsed = time.monotonic() - started
+        out, err = proc.communicate(timeout=10)
+        elapsed = ended[name]
         lines = err.splitlines()
         print(f"{name}: exit {proc.returncode} after {elapsed:.1f} s: {err.strip()}")
         assert proc.returncode == 1, (name, out, err)
@@ -83,9 +89,11 @@ def test_a_dead_bootstrap_server_is_one_line_exit_1_in_bounded_time() -> None:
         waited = DEAD_BOOTSTRAP_COMMANDS[name][1]
         if waited is not None:
             assert f"within {waited:g} s" in lines[0], (name, err)
-        # a generous deadline: the bound plus 45 s for 13 interpreters starting at once on a
-        # busy machine; librdkafka alone retries for 60 s (topics) or flushes for 60 s (produce)
-        assert elapsed < (waited or 10) + 45, (name, elapsed)
+        # a generous deadline: the bound plus 75 s for 13 interpreters starting at once on a
+        # machine shared with other runs (measured: 3-12 s each on a quiet one, up to 50 s at a
+        # load of 16); without the bound librdkafka retries with no end in sight (consume,
+        # groups) or for 60 s and then prints its own error (topics)
+        assert elapsed < (waited or 10) + 75, (name, elapsed)
 
 
 def test_debug_shows_librdkafkas_log_lines() -> None:
