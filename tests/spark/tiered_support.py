@@ -28,7 +28,7 @@ CODECS = (CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, Compr
           CompressionType.SNAPPY)
 
 
-def _data_batch(i: int, pid: int | None = None, seq: int = -1) -> bytes:
+def _data_batch(i: int, pid: int | None = None, seq: int = -1, tag: str = "value") -> bytes:
     codec = CODECS[i % len(CODECS)]
     b = RecordBatchBuilder(codec, producer_id=-1 if pid is None else pid,
                            producer_epoch=-1 if pid is None else 0,
@@ -37,7 +37,7 @@ def _data_batch(i: int, pid: int | None = None, seq: int = -1) -> bytes:
         n = i * 4 + j
         key = None if n % 5 == 0 else f"k{n}".encode()
         headers = [("h", f"{n}".encode()), ("null", None)] if n % 2 else []
-        b.append(T0 + n * 10, key, f"value-{n}-{'x' * (n % 50)}".encode(), headers)
+        b.append(T0 + n * 10, key, f"{tag}-{n}-{'x' * (n % 50)}".encode(), headers)
     return b.build()
 
 
@@ -47,7 +47,7 @@ def _marker(pid: int, kind: ControlRecordType, i: int) -> bytes:
     return b.build()
 
 
-def write_log(directory: Path, batches: int = 40, roll_every: int = 7) -> Log:
+def write_log(directory: Path, batches: int = 40, roll_every: int = 7, tag: str = "value") -> Log:
     """A partition dir written by a real Log: ``batches`` data batches (codecs in turn), a
     transaction of producer 7 aborted and one of producer 8 committed every few batches,
     rolled every ``roll_every`` batches; the last segment stays active. Returns the closed
@@ -58,10 +58,10 @@ def write_log(directory: Path, batches: int = 40, roll_every: int = 7) -> Log:
         for i in range(batches):
             pid = {2: 7, 4: 8}.get(i % 6)  # 7's transactions are aborted, 8's committed
             if pid is not None:
-                log.append_as_leader(_data_batch(i, pid, seqs[pid]))
+                log.append_as_leader(_data_batch(i, pid, seqs[pid], tag))
                 seqs[pid] += 4
             else:
-                log.append_as_leader(_data_batch(i))
+                log.append_as_leader(_data_batch(i, tag=tag))
             if i % 6 == 3:  # the ABORT marker a batch after its data
                 log.append_as_leader(_marker(7, ControlRecordType.ABORT, i), origin=AppendOrigin.COORDINATOR)
             if i % 6 == 5:

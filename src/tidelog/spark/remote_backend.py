@@ -94,6 +94,7 @@ class RemoteBackend:
         self._plans: dict[TopicPartition, PartitionPlan] = dict(spec.plans or ())
         self._finished: dict[str, FinishedSegment] | None = None
         self._indexes: dict[str, list[tuple[int, ...]]] = {}
+        self._tail_tps: set[TopicPartition] | None = None
 
     @property
     def storage(self) -> ListableObjectStorage:
@@ -177,33 +178,42 @@ class RemoteBackend:
     def _remote_end(self, plan: PartitionPlan) -> int | None:
         return plan.stable_end if self.read_committed else plan.end
 
+    def _in_tail(self, tps: list[TopicPartition]) -> list[TopicPartition]:
+        """The partitions the tail's broker has (a topic may be only in the bucket)."""
+        if self.tail is None:
+            return []
+        if self._tail_tps is None:
+            self._tail_tps = {TopicPartition(t, p) for t, ps in self.tail.topics().items() for p in ps}
+        return [tp for tp in tps if tp in self._tail_tps]
+
     def topics(self) -> dict[str, list[int]]:
         self._groups = None  # re-list: a streaming query picks up new segments
         self._plans.clear()
+        self._tail_tps = None
         found: dict[str, set[int]] = {}
-        for tp in self._listing():
+        for tp in [*self._listing(), *self._in_tail([])]:
             found.setdefault(tp.topic, set()).add(tp.partition)
-        if self.tail is not None:
-            for topic, parts in self.tail.topics().items():
-                found.setdefault(topic, set()).update(parts)
+        for tp in self._tail_tps or ():
+            found.setdefault(tp.topic, set()).add(tp.partition)
         return {t: sorted(ps) for t, ps in sorted(found.items())}
 
     def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         out = {tp: self._plan(tp).start for tp in tps}
-        rest = [tp for tp, o in out.items() if o is None]
+        rest = self._in_tail([tp for tp, o in out.items() if o is None])
         if rest and self.tail is not None:
             out.update(self.tail.earliest(rest))
         return {tp: o or 0 for tp, o in out.items()}
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         out = {tp: self._remote_end(self._plan(tp)) or 0 for tp in tps}
-        if self.tail is not None:
-            out = {tp: max(o, out[tp]) for tp, o in self.tail.latest(tps).items()}
+        tail = self._in_tail(tps)
+        if tail and self.tail is not None:
+            out.update({tp: max(o, out[tp]) for tp, o in self.tail.latest(tail).items()})
         return out
 
     def offsets_for_times(self, times: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         out = {tp: self._offset_for_time(tp, ts) for tp, ts in times.items()}
-        rest = {tp: times[tp] for tp, o in out.items() if o is None}
+        rest = {tp: times[tp] for tp in self._in_tail([tp for tp, o in out.items() if o is None])}
         if rest and self.tail is not None:
             out.update(self.tail.offsets_for_times(rest))
         return out
@@ -231,7 +241,7 @@ class RemoteBackend:
         remote_end = self._remote_end(plan)
         if remote_end is not None and start < remote_end:
             yield from self._remote(plan, start, min(end, remote_end))
-        if self.tail is not None and end > (remote_end or 0):
+        if self.tail is not None and end > (remote_end or 0) and self._in_tail([tp]):
             yield from self.tail.batches(tp, max(start, remote_end or 0), end)
 
     def _remote(self, plan: PartitionPlan, start: int, end: int) -> Iterator[RecordBatch]:
