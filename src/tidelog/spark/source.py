@@ -158,10 +158,17 @@ def _partitions_of(
     typed: tuple[TypedValueSpec, ...] = (),
 ) -> list[TidelogPartition]:
     return [
-        TidelogPartition(spec, r.topic, r.partition, r.start, r.end, opts.include_headers,
-                         opts.fail_on_data_loss, typed)
+        TidelogPartition(_own_plan(spec, TopicPartition(r.topic, r.partition)), r.topic, r.partition,
+                         r.start, r.end, opts.include_headers, opts.fail_on_data_loss, typed)
         for r in ranges
     ]
+
+
+def _own_plan(spec: BackendSpec, tp: TopicPartition) -> BackendSpec:
+    """On a bucket, each input partition carries the plan of its own topic-partition only."""
+    if spec.remote is None or spec.remote.plans is None:
+        return spec
+    return replace(spec, remote=replace(spec.remote, plans=tuple(p for p in spec.remote.plans if p[0] == tp)))
 
 
 class TidelogBatchReader(DataSourceReader):
