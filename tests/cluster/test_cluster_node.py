@@ -14,8 +14,8 @@ from kazoo.client import KazooClient
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.zk import data as z
+from tidelog.server.zk.client import KafkaZkClient
 from tidelog.testing import EmbeddedBroker
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition
