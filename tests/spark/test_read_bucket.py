@@ -177,3 +177,38 @@ def test_missing_or_wrong_credentials_is_one_clear_error(spark: Any, s3_bucket: 
     with pytest.raises(Exception) as info:
         load(spark, url, subscribe="x", **options).load().collect()
     assert "access denied" in str(info.value) and s3_bucket.name in str(info.value)
+
+
+def test_stream_reader_on_a_bucket_sees_new_segments(tmp_path: Path, s3_bucket: S3Bucket,
+                                                     rsm: RemoteStorageManager) -> None:
+    """The stream reader's own calls (as Spark makes them, without a session): offsets from
+    the bucket, each trigger listing it again, input partitions carrying their own plan."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from tidelog.spark.options import parse_read_options
+    from tidelog.spark.source import TidelogPartition, TidelogStreamReader
+
+    d = tmp_path / "logs" / "clicks-0"
+    write_log(d, batches=20)
+    tip = TopicIdPartition(uuid.uuid4(), "clicks", 0)
+    first = closed_segments(d)
+    upload(rsm, d, tip, first[:1])
+    url = f"s3://{s3_bucket.name}/{PREFIX}"
+    opts = parse_read_options({"path": url, "subscribe": "clicks", "startingOffsets": "earliest",
+                               **bucket_options(s3_bucket)}, streaming=True)
+    reader = TidelogStreamReader(opts)
+    try:
+        start = reader.initialOffset()
+        assert start == {"clicks": {"0": 0}}
+        end = reader.latestOffset(start, ReadAllAvailable())
+        assert end == {"clicks": {"0": first[0][1]}}
+        upload(rsm, d, tip, first[1:])  # more segments copied: the next trigger sees them
+        end2 = reader.latestOffset(end, ReadAllAvailable())
+        assert end2 == {"clicks": {"0": first[-1][1]}}
+        [part] = reader.partitions(end, end2)
+        assert isinstance(part, TidelogPartition) and part.backend.remote is not None
+        assert part.backend.remote.plans is not None and len(part.backend.remote.plans) == 1
+        got = [o for b in reader.read(part) for o in b.column("offset").to_pylist()]
+    finally:
+        reader.stop()
+    assert got and got[0] >= first[0][1] and got[-1] < first[-1][1] and got == sorted(set(got))
