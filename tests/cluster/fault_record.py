@@ -3,8 +3,8 @@
 :class:`EffectWatch` reads ZooKeeper while a fault lasts (every ``every_s``) and records, with
 the seconds since the fault began, the first time it saw each effect against the state before
 it: the controller epoch moved, the victim's ``/brokers/ids`` registration gone (a killed or
-paused broker fenced by its session's expiry), a partition's leader epoch moved (its leader
-moved), an ISR shrank. A fault none of these followed is printed as having had no effect.
+paused broker fenced by its session's expiry), a partition's leader moved (at a new leader
+epoch), an ISR shrank. A fault none of these followed is printed as having had no effect.
 
 :func:`progress_bound_s` is how long acknowledgements may stop on a partition: the ZooKeeper
 session timeout (the time the cluster takes to notice a dead or paused broker) and as long
@@ -100,7 +100,7 @@ class EffectWatch:
             was = self.before.get(tp)
             if was is None:
                 continue
-            if now.leader_epoch > was.leader_epoch:
+            if now.leader_epoch > was.leader_epoch and now.leader != was.leader:
                 self._note(f"{tp} leader {was.leader} -> {now.leader}")
             if len(now.isr) < len(was.isr):
                 self._note(f"{tp} ISR {list(was.isr)} -> {list(now.isr)}")
