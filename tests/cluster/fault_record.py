@@ -28,8 +28,10 @@ from tidelog.util.topic_partition import TopicPartition
 
 
 def session_timeout_s(cluster: EmbeddedCluster) -> float:
-    first = sorted(cluster.brokers)[0]
-    return int(cluster.broker_props(first)["zookeeper.session.timeout.ms"]) / 1000
+    """The brokers' ``zookeeper.session.timeout.ms``, as the first one was started with (its
+    process's props: a cluster's ``broker_props`` may prepare things, such as mounts)."""
+    first = cluster.brokers[sorted(cluster.brokers)[0]]
+    return int(first.props["zookeeper.session.timeout.ms"]) / 1000
 
 
 def progress_bound_s(cluster: EmbeddedCluster) -> float:
