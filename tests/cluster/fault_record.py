@@ -45,6 +45,7 @@ class FaultRecord:
     start: float  # time.monotonic()
     healed: float | None = None
     effects: dict[str, float] = field(default_factory=dict)  # effect -> seconds after start
+    isr_before: dict[int, tuple[int, ...]] = field(default_factory=dict)  # partition -> ISR
     # seconds from the fault's start (while a killed broker is down) and from its heal to an
     # acknowledgement on every partition; None: not reached within the bound
     resumed_down_s: float | None = None
@@ -72,6 +73,7 @@ class EffectWatch:
         self.record = record
         self.every_s = every_s
         self.before = states(cluster, tps)
+        record.isr_before = {tp.partition: tuple(s.isr) for tp, s in self.before.items()}
         self.epoch = self.zk.get_controller_epoch()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

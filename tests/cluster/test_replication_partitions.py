@@ -259,6 +259,7 @@ def run_mixed(cluster: NetnsCluster, faults: int, unclean: bool) -> MixedRun:
     tps = create_topic(cluster, TOPIC, PARTITIONS, config=topic_config,
                        last=cluster.wait_for_controller())  # fmt: skip
     nemesis = MixedNemesis(cluster, tps, seed, faults)
+    nemesis.min_isr = int(topic_config["min.insync.replicas"])
     print(f"seed {seed}: schedule {nemesis.plan}")
     workload = Workload(cluster, TOPIC, PARTITIONS, restart_producers=unclean)
     elections = UncleanElections(cluster)
