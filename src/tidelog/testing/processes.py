@@ -55,20 +55,21 @@ def _group_alive(pgid: int) -> bool:
 
 
 def kill_group(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
-    """SIGTERM to the process group ``proc`` leads, SIGKILL to what is left after ``grace``
-    seconds; ``proc`` reaped. A group whose leader exited may still hold its children."""
+    """SIGTERM to the process group ``proc`` leads, SIGKILL to what is left of it after
+    ``grace`` seconds; ``proc`` reaped. (A group whose leader exited may still hold its
+    children: the group is signalled, not the leader.)"""
     pgid = proc.pid
-    if _group_alive(pgid):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _group_alive(pgid):
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(0.05)
-            if proc.poll() is not None and not _group_alive(pgid):
-                break
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        try:
+            proc.wait(0.05)  # reaps the leader: a zombie still counts as the group's
+        except subprocess.TimeoutExpired:
+            continue
+        time.sleep(0.05)  # the leader gone, its children exiting
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(10)
 
