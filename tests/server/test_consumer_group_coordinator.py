@@ -373,3 +373,18 @@ def test_added_partitions_are_assigned_without_anyone_rejoining(env: Env) -> Non
     settle(members)
     assert sorted(len(m.partitions()) for m in members) == [5, 5]
     assert len(owners(members)) == 10
+
+
+def test_a_new_regex_is_resolved_after_the_heartbeat_that_brings_it(env: Env) -> None:
+    coord, cluster = env[0], env[1]
+    cluster.create("re-1", 2)
+    lit = cluster.topics["t"].topic_id
+    a = Member(coord, "a", topics=("t",), regex="re-.*")
+    first = a.heartbeat()
+    assert first.assignment is not None and set(first.assignment) == {lit}  # literal only
+    settle([a])
+    assert set(a.owned) == {lit, cluster.topics["re-1"].topic_id}  # the matches follow
+    b = Member(coord, "b", topics=("t",), regex="re-.*")  # a regex the group already uses
+    b.heartbeat()
+    subs = coord.consumer._subscriptions(coord.consumer.groups["g"], {})
+    assert subs["b"] == frozenset({"t", "re-1"})

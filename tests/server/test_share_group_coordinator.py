@@ -83,8 +83,10 @@ def test_a_record_released_up_to_the_delivery_limit_is_archived(sp: SharePartiti
 
 def test_a_leaving_member_gives_back_what_it_holds(sp: SharePartition) -> None:
     sp.acquire("a", range(10, 13), 10)
-    assert sp.release_member("a") == 3
+    assert sp.release_member("a") == 3  # its session timed out: they were delivered
     assert sp.acquire("b", range(10, 13), 10) == [(10, 12, 2)]
+    assert sp.release_member("b", delivered=False) == 3  # b closed its session: not counted
+    assert sp.acquire("c", range(10, 13), 10) == [(10, 12, 2)]
 
 
 def test_control_batches_are_archived(sp: SharePartition) -> None:
@@ -107,7 +109,12 @@ def test_members_share_every_partition_and_time_out(clock: ManualClock) -> None:
     a = coord.share.heartbeat(ShareHeartbeat("s", "a", 0, ("q",)))
     b = coord.share.heartbeat(ShareHeartbeat("s", "b", 0, ("q",)))
     assert a.error == b.error == ErrorCode.NONE
-    assert a.assignment == b.assignment and sum(len(p) for p in a.assignment.values()) == 2
+    assert a.assignment is not None and b.assignment is not None
+    assert sum(len(p) for p in a.assignment.values()) == 2  # alone at first
+    assert sum(len(p) for p in b.assignment.values()) == 1  # then the SimpleAssignor spreads
+    a = coord.share.heartbeat(ShareHeartbeat("s", "a", a.member_epoch))
+    assert a.assignment is not None and sum(len(p) for p in a.assignment.values()) == 1
+    assert a.assignment != b.assignment
     assert coord.share.heartbeat(ShareHeartbeat("s", "b", b.member_epoch + 5)).error == \
         ErrorCode.FENCED_MEMBER_EPOCH
     sp = coord.share.share_partition("s", TP, 0)

@@ -27,8 +27,13 @@ def test_share_groups_in_the_admin_apis() -> None:
             c.subscribe(["shared"])
         share = b.broker.group_coordinator.share
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(getattr(share.groups.get("sg-admin"),
-                                                          "members", {})) < 2:
+
+        def spread() -> bool:  # two members, each with its one partition (SimpleAssignor)
+            g = share.groups.get("sg-admin")
+            return g is not None and len(g.members) == 2 and all(
+                sum(map(len, m.assigned.values())) == 1 for m in g.members.values())
+
+        while time.monotonic() < deadline and not spread():
             for c in consumers:
                 c.poll(0.05)
         with Wire(b) as w:
@@ -37,10 +42,13 @@ def test_share_groups_in_the_admin_apis() -> None:
             group, missing = d.groups
             assert (group.error_code, group.group_state, len(group.members)) == (
                 ErrorCode.NONE, "Stable", 2)
+            owned = []
             for m in group.members:
                 assert m.subscribed_topic_names == ("shared",)
                 [tp] = m.assignment.topic_partitions
-                assert (tp.topic_name, tp.partitions) == ("shared", (0, 1))  # both share both
+                assert tp.topic_name == "shared" and len(tp.partitions) == 1
+                owned += tp.partitions
+            assert sorted(owned) == [0, 1]  # the SimpleAssignor: one partition each
             assert missing.error_code == ErrorCode.GROUP_ID_NOT_FOUND
             listed: Any = w.call(16, 5, states_filter=(), types_filter=("share",))
             assert [(g.group_id, g.group_type) for g in listed.groups] == [("sg-admin", "share")]
@@ -125,3 +133,49 @@ def make_group(group_id: str, topics: list[tuple[str, tuple[int, ...]]] | None,
     tcls = nested(gcls, "topics")
     return make(gcls, group_id=group_id, topics=None if topics is None else tuple(
         make(tcls, topic_name=n, partitions=ps) for n, ps in topics))
+
+
+def share_fetch_body(group: str, member: str, epoch: int, topic_id: Any, max_bytes: int,
+                     max_wait_ms: int = 0) -> Any:
+    import datetime
+
+    cls = request_class(78, 1)
+    tcls = nested(cls, "topics")
+    pcls = nested(tcls, "partitions")
+    return make(cls, group_id=group, member_id=member, share_session_epoch=epoch,
+                max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
+                max_bytes=max_bytes, max_records=500, batch_size=500,
+                topics=(make(tcls, topic_id=topic_id, partitions=(
+                    make(pcls, partition_index=0, acknowledgement_batches=()),)),),
+                forgotten_topics_data=())
+
+
+def test_share_fetch_with_max_bytes_zero_returns_no_records() -> None:
+    """Kafka's ShareFetch, unlike Fetch, returns no first batch past ``max_bytes``: with 0,
+    nothing is acquired; the same session then fetches them with room."""
+    with EmbeddedBroker({"offsets.topic.num.partitions": 1}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("zero", 1, 1)])["zero"].result(10)
+        topic_id = b.broker.replica_manager.topic("zero").topic_id
+        with Wire(b) as w:
+            hb: Any = w.call(76, 1, group_id="sg-zero", member_id="m-zero", member_epoch=0,
+                             rack_id=None, subscribed_topic_names=("zero",))
+            assert hb.error_code == ErrorCode.NONE
+            opened: Any = w.call(78, 1, body=share_fetch_body("sg-zero", "m-zero", 0,
+                                                              topic_id, 1 << 20))
+            assert opened.error_code == ErrorCode.NONE
+            p = Producer({"bootstrap.servers": b.bootstrap_servers})
+            for i in range(5):
+                p.produce("zero", str(i).encode(), partition=0)
+            p.flush(10)
+            none: Any = w.call(78, 1, body=share_fetch_body("sg-zero", "m-zero", 1, topic_id,
+                                                            0, 200))
+            assert none.error_code == ErrorCode.NONE
+            got = [a for t in none.responses for part in t.partitions
+                   for a in part.acquired_records]
+            assert got == []
+            five: Any = w.call(78, 1, body=share_fetch_body("sg-zero", "m-zero", 2, topic_id,
+                                                            1 << 20, 5000))
+            [part] = five.responses[0].partitions
+            assert [(a.first_offset, a.last_offset, a.delivery_count)
+                    for a in part.acquired_records] == [(0, 4, 1)]

@@ -74,7 +74,8 @@ def test_member_commit_validation() -> None:
     }
     # a non-member (generation -1) may not commit to an active group
     assert h.coord.commit_offsets("g", {T0: CommitEntry(6)}) == {T0: ErrorCode.UNKNOWN_MEMBER_ID}
-    assert h.coord.commit_offsets("nope", {T0: CommitEntry(6)}, member_id="m", generation_id=1) == {
+    assert h.coord.commit_offsets("nope", {T0: CommitEntry(6)}, member_id="m", generation_id=1,
+                                  api_version=8) == {
         T0: ErrorCode.ILLEGAL_GENERATION
     }
     assert h.coord.fetch_offsets("g", [T0])[1][T0].offset == 5

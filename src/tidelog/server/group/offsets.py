@@ -41,38 +41,54 @@ class OffsetsApi(RebalanceCore):
         generation_id: int = -1,
         group_instance_id: str | None = None,
         retention_time_ms: int = -1,
+        api_version: int = 9,
     ) -> dict[TopicPartition, ErrorCode]:
-        """Kafka's handleCommitOffsets: an error for every partition of the request."""
-        err = self.group_error(group_id, allow_empty=True)
-        consumer_group = self.consumer.groups.get(group_id)
-        if err == ErrorCode.NONE and consumer_group is not None:
-            err = validate_member_epoch(consumer_group, member_id, generation_id)
-            if err != ErrorCode.NONE:
-                return dict.fromkeys(offsets, err)
-            return self._store_commits(consumer_group, offsets, retention_time_ms)
-        group = self.groups.get(group_id)
-        if err == ErrorCode.NONE and group is None:
-            if generation_id >= 0:
-                err = ErrorCode.ILLEGAL_GENERATION  # a member of a generation we don't know
-            else:  # a standalone consumer: offsets without group management
-                group = GroupMetadata(group_id, self.now())
-                self.groups[group_id] = group
-        if err == ErrorCode.NONE:
-            assert group is not None
-            err = self._validate_commit(group, member_id, generation_id, group_instance_id)
+        """Kafka's OffsetMetadataManager.commitOffset: an error for every partition."""
+        err = self._commit_target(group_id, member_id, generation_id, api_version)
         if err != ErrorCode.NONE:
             return dict.fromkeys(offsets, err)
-        assert group is not None
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return self._store_commits(consumer_group, offsets, retention_time_ms)
+        group = self.groups.get(group_id)
+        if group is None:  # generation -1: a simple group (manual assignment, admin tools)
+            group = GroupMetadata(group_id, self.now())
+            self.groups[group_id] = group
+        err = self._validate_commit(group, member_id, generation_id, group_instance_id)
+        if err != ErrorCode.NONE:
+            return dict.fromkeys(offsets, err)
         member = group.members.get(member_id)
         if member is not None:
             self._complete_and_schedule_heartbeat(group, member)
         return self._store_commits(group, offsets, retention_time_ms)
 
+    def _commit_target(
+        self, group_id: str, member_id: str, generation_id: int, api_version: int
+    ) -> ErrorCode:
+        """Kafka's validateOffsetCommit up to the group's own check: a group that does not
+        exist takes a commit only without a generation (it becomes a simple group); with
+        one, v9+ answers GROUP_ID_NOT_FOUND and older versions ILLEGAL_GENERATION. A share
+        group is no consumer group; a consumer group checks its member's epoch."""
+        err = self.group_error(group_id, allow_empty=True)
+        if err != ErrorCode.NONE:
+            return err
+        if group_id in self.share.groups:
+            return ErrorCode.GROUP_ID_NOT_FOUND
+        consumer_group = self.consumer.groups.get(group_id)
+        if consumer_group is not None:
+            return validate_member_epoch(consumer_group, member_id, generation_id)
+        if group_id in self.groups or generation_id < 0:
+            return ErrorCode.NONE
+        return ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
+
     def _validate_commit(
         self, group: GroupMetadata, member_id: str, generation_id: int, instance_id: str | None
     ) -> ErrorCode:
+        """Kafka's ClassicGroup.validateOffsetCommit (not transactional)."""
         if group.is_state(GroupState.DEAD):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.is_state(GroupState.EMPTY):
+            return ErrorCode.NONE  # no group management: any member id, an empty group
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or instance_id is not None:
             if group.is_static_member_fenced(instance_id, member_id):
                 return ErrorCode.FENCED_INSTANCE_ID
@@ -80,12 +96,11 @@ class OffsetsApi(RebalanceCore):
                 return ErrorCode.UNKNOWN_MEMBER_ID
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
-            if group.is_state(GroupState.COMPLETING_REBALANCE):
-                # The member must sync the new generation's assignment before committing.
-                return ErrorCode.REBALANCE_IN_PROGRESS
-            return ErrorCode.NONE
-        if not group.is_state(GroupState.EMPTY):
+        elif not group.is_state(GroupState.EMPTY):
             return ErrorCode.UNKNOWN_MEMBER_ID  # only members commit to an active group
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            # The member must sync the new generation's assignment before committing.
+            return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
     def _store_commits(
@@ -189,8 +204,9 @@ class OffsetsApi(RebalanceCore):
     def on_topics_deleted(self, topics: Iterable[str]) -> int:
         """Tombstone every committed offset of deleted topics (Kafka's
         GroupMetadataManager.cleanupGroupMetadata on topic deletion), so a re-created topic
-        does not inherit old positions. Returns the number of offsets removed."""
+        does not inherit old positions; share groups' state of those topics goes too. Returns the number of offsets removed."""
         gone = set(topics)
+        self.share.forget_topics(gone)  # share-partition state is keyed by topic id too
         removed = 0
         groups: list[GroupMetadata | ConsumerGroup] = [*self.groups.values(),
                                                        *self.consumer.groups.values()]

@@ -65,6 +65,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             generation_id=_generation(request),
             group_instance_id=getattr(request, "group_instance_id", None),
             retention_time_ms=retention_ms,
+            api_version=ctx.api_version,
         )
         if any(e == ErrorCode.NONE for e in committed.values()):  # answered once replicated
             error = await replicated(coord, request.group_id)

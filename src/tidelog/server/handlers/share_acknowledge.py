@@ -58,5 +58,5 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                             acknowledge_all(ctx, share, group_id, member_id, request.topics,
                                             names), names)
     if epoch == FINAL_EPOCH:
-        share.close_session(group_id, member_id)
+        share.close_session(group_id, member_id, by_client=True)
     return _response(ctx, ErrorCode.NONE, acks)

@@ -102,13 +102,15 @@ async def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request:
         if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
             out[(topic_id, partition)] = Fetched(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             continue
+        if budget <= 0:  # unlike Fetch, no first batch regardless of max_bytes (Kafka)
+            continue
         err, lg = await _prepare(ctx, share, request.group_id, TopicPartition(name, partition),
                                  topic_id)
         if err != ErrorCode.NONE:
             out[(topic_id, partition)] = Fetched(err)
             continue
         got = fetch_partition(share, lg, request.group_id, request.member_id,
-                              TopicPartition(name, partition), topic_id, room, max(budget, 1))
+                              TopicPartition(name, partition), topic_id, room, budget)
         room -= sum(last - first + 1 for first, last, _ in got.acquired)
         budget -= len(got.records)
         out[(topic_id, partition)] = got
@@ -159,7 +161,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     acks = acknowledge_all(ctx, share, group_id, member_id, request.topics, names)
     acks = await flush_acks(share, group_id, acks, names)
     if epoch == FINAL_EPOCH:
-        share.close_session(group_id, member_id)
+        share.close_session(group_id, member_id, by_client=True)
         return _response(ctx, share, group_id, ErrorCode.NONE, {}, acks)
     session.partitions.update((t.topic_id, int(p.partition_index))
                               for t in request.topics for p in t.partitions)

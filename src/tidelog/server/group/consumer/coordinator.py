@@ -19,8 +19,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-import re2
-
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.consumer.assignor import ASSIGNORS, PartitionAssignor
@@ -55,6 +53,7 @@ from tidelog.server.group.consumer.records import (
     encode_target_member,
     group_tombstones,
 )
+from tidelog.server.group.consumer.regex import InvalidRegex, RegexResolver
 from tidelog.server.group.group import GroupMetadata, GroupState
 from tidelog.server.group.group_configs import GroupConfigStore
 from tidelog.server.group.records import encode_group_key, encode_offset_key, kafka_uuid
@@ -137,8 +136,7 @@ class ConsumerGroupCoordinator:
         self.group_error = group_error
         self.topics: TopicSource = _no_topics
         self.settings = GroupConfigStore(config)  # per-group overrides, shared by the owner
-        self._regex: dict[str, re2._Regexp] = {}
-        self._matches: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
+        self.regex = RegexResolver()
         self.migration: MigrationHooks | None = None
 
     @property
@@ -201,17 +199,11 @@ class ConsumerGroupCoordinator:
     def _assignors(self) -> list[str]:
         return [a for a in self.config.group_consumer_assignors if a in ASSIGNORS]
 
-    def _compile(self, pattern: str) -> re2._Regexp:
-        compiled = self._regex.get(pattern)
-        if compiled is None:
-            try:
-                compiled = re2.compile(pattern)
-            except re2.error as exc:
-                raise ConsumerGroupError(ErrorCode.INVALID_REGULAR_EXPRESSION,
-                                         f"SubscribedTopicRegex {pattern!r} is invalid: {exc}"
-                                         ) from None
-            self._regex[pattern] = compiled
-        return compiled
+    def _compile(self, pattern: str) -> None:
+        try:
+            self.regex.compile(pattern)
+        except InvalidRegex as exc:
+            raise ConsumerGroupError(exc.code, str(exc)) from None
 
     def _heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
         group = self._group_for_join(req) if req.member_epoch == 0 else self.groups.get(
@@ -220,6 +212,7 @@ class ConsumerGroupCoordinator:
             raise ConsumerGroupError(ErrorCode.UNKNOWN_MEMBER_ID,
                                      f"Group {req.group_id} not found.")
         member = self._member_for(group, req)
+        self.regex.resolve_pending(group.group_id)  # what an earlier heartbeat brought
         records, target_epoch, target = self._update_group(group, member, req)
         next_state = reconcile(member, target_epoch, target, req.owned,
                                group.current_partition_epoch)
@@ -331,6 +324,9 @@ class ConsumerGroupCoordinator:
             instance_id=req.instance_id or old.instance_id,
             rack_id=req.rack_id or old.rack_id, classic=req.classic)
         is_new = member.member_id not in group.members
+        self.regex.defer_if_new(gid, sub.subscribed_topic_regex, old.subscribed_topic_regex,
+                                (m.subscription.subscribed_topic_regex
+                                 for m in group.members.values() if m is not member))
         records: list[Record] = []
         if is_new or sub != old:
             records.append((encode_key(MEMBER_METADATA, gid, member.member_id),
@@ -375,8 +371,8 @@ class ConsumerGroupCoordinator:
 
     def _subscriptions(self, group: ConsumerGroup,
                        override: Mapping[str, MemberSubscription]) -> dict[str, frozenset[str]]:
-        """member id -> topic names it subscribes to now (regexes resolved with RE2 over
-        the non-internal topics that exist)."""
+        """member id -> topic names it subscribes to now (resolved regexes matched with RE2
+        against the non-internal topics that exist)."""
         topics = self.topics()
         subs = {m.member_id: m.subscription for m in group.members.values()}
         subs.update(override)
@@ -384,22 +380,9 @@ class ConsumerGroupCoordinator:
         for mid, s in subs.items():
             names = frozenset(s.subscribed_topic_names)
             if s.subscribed_topic_regex is not None:
-                names |= self._matching(s.subscribed_topic_regex, topics)
+                names |= self.regex.matching(group.group_id, s.subscribed_topic_regex, topics)
             out[mid] = names
         return out
-
-    def _matching(self, pattern: str, topics: Mapping[str, TopicMetadata]) -> frozenset[str]:
-        """The non-internal topics the regex matches, computed once per pattern and set of
-        topics (every heartbeat of every member asks)."""
-        names = frozenset(topics)
-        cached = self._matches.get(pattern)
-        if cached is not None and cached[0] == names:
-            return cached[1]
-        regex = self._compile(pattern)
-        found = frozenset(t for t in names
-                          if not t.startswith("__") and regex.fullmatch(t) is not None)
-        self._matches[pattern] = (names, found)
-        return found
 
     def _subscription_metadata(self, subs: Mapping[str, frozenset[str]]
                                ) -> dict[str, TopicMetadata]:

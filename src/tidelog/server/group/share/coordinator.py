@@ -1,11 +1,13 @@
 """Share groups (KIP-932): ShareGroupHeartbeat membership, share sessions and the
 share-partitions, sans I/O.
 
-Every member of a share group is assigned every partition of the topics it subscribes to
-(many members share a partition; records, not partitions, are handed out). A member fetches
-through a share session (ShareFetch epoch 0 opens it, -1 closes it, each request otherwise
-names the next epoch) and acknowledges what it acquired, in the fetch itself or with
-ShareAcknowledge. A member that leaves, or whose session times out, gives back what it holds.
+Members are assigned the partitions of the topics they subscribe to by Kafka's SimpleAssignor
+(assignor.py): spread over the members, shared only when members outnumber partitions (then
+records, not partitions, are handed out). A member fetches through a share session
+(ShareFetch epoch 0 opens it, -1 closes it, each request otherwise names the next epoch) and
+acknowledges what it acquired, in the fetch itself or with ShareAcknowledge. What a member
+holds is given back when its share session closes, its group session times out, or a
+heartbeat interval after it left (its client closes the session itself then).
 The share-partitions live on the leader of their data partition: it reads each one's state
 from its share coordinator on first use (``load_partition``, through the persister of
 durable.py) and writes it back whenever acknowledgements or a leaving member change it; what
@@ -16,6 +18,7 @@ coordinator: a share-partition leader that is not it takes any member's share se
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -25,6 +28,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.server.group.config import GroupConfig
 from tidelog.server.group.consumer.records import Assignment, TopicMetadata
 from tidelog.server.group.group_configs import GroupConfigStore
+from tidelog.server.group.share.assignor import assign
 from tidelog.server.group.share.durable import DurableShareState, PartitionKey
 from tidelog.server.group.share.partition import AcquiredRange, SharePartition
 from tidelog.server.group.share.records import ShareState
@@ -61,6 +65,11 @@ class ShareGroup:
     group_id: str
     group_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    # the SimpleAssignor's last target, the epoch it was computed at and the subscribed
+    # topics' metadata it was computed from (a change bumps the group epoch)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    assignment_epoch: int = -1
+    subscription_metadata: dict[str, TopicMetadata] = field(default_factory=dict)
 
     def state(self) -> str:
         return "Stable" if self.members else "Empty"
@@ -70,6 +79,9 @@ class ShareGroup:
 class ShareSession:
     next_epoch: int
     partitions: set[Slot] = field(default_factory=set)
+    # the member left its group: only the final ShareFetch/ShareAcknowledge (epoch -1),
+    # which the client sends alongside its leave, may still use the session
+    closing: ScheduledTask | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +125,7 @@ class ShareGroupCoordinator:
         self.groups: dict[str, ShareGroup] = {}
         self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ membership
 
@@ -128,7 +141,7 @@ class ShareGroupCoordinator:
         if req.member_epoch == FINAL_EPOCH:
             if group is None or req.member_id not in group.members:
                 return ShareHeartbeatResult(ErrorCode.UNKNOWN_MEMBER_ID)
-            self._remove(group, group.members[req.member_id], "left the group")
+            self._remove(group, group.members[req.member_id], "left the group", leaving=True)
             return ShareHeartbeatResult(ErrorCode.NONE, req.member_id, FINAL_EPOCH)
         if req.member_epoch == 0 and not req.subscribed_topic_names:
             return ShareHeartbeatResult(ErrorCode.INVALID_REQUEST,
@@ -152,13 +165,22 @@ class ShareGroupCoordinator:
                 and tuple(req.subscribed_topic_names) != member.subscribed_topic_names):
             member.subscribed_topic_names = tuple(req.subscribed_topic_names)
             bump = True
-        if bump:
+        topics = self.topics()
+        metadata = {n: topics[n] for m in group.members.values()
+                    for n in m.subscribed_topic_names if n in topics}
+        if bump or metadata != group.subscription_metadata:
             group.group_epoch += 1
+            group.subscription_metadata = metadata
+        if group.group_epoch > group.assignment_epoch:
+            group.target = assign({m.member_id: m.subscribed_topic_names
+                                   for m in group.members.values()}, topics, group.target)
+            group.assignment_epoch = group.group_epoch
+            log.info("share group %s: epoch %d, assignment %s", group.group_id,
+                     group.group_epoch, {m: {str(t): sorted(ps) for t, ps in a.items()}
+                                         for m, a in group.target.items()})
         member.client_id, member.client_host = req.client_id, req.client_host
         member.rack_id = req.rack_id or member.rack_id
-        topics = self.topics()
-        target = {topics[n].topic_id: frozenset(range(topics[n].num_partitions))
-                  for n in member.subscribed_topic_names if n in topics}
+        target = group.target.get(member.member_id, {})
         changed = target != member.assigned or member.member_epoch != group.group_epoch
         member.assigned, member.member_epoch = target, group.group_epoch
         self._schedule_session(group.group_id, member)
@@ -180,13 +202,31 @@ class ShareGroupCoordinator:
             f"share-session-{group_id}-{member.member_id}", expire,
             self.settings.number(group_id, "share.session.timeout.ms"))
 
-    def _remove(self, group: ShareGroup, member: ShareMember, why: str) -> None:
+    def _remove(self, group: ShareGroup, member: ShareMember, why: str,
+                leaving: bool = False) -> None:
+        """A member goes; the others get a new assignment on their next heartbeat. What it
+        holds is released with its share session: a leaving member's client closes that
+        session itself right after (its final acknowledgements must not find the records
+        already offered again), so it is closed here only if that does not come within a
+        heartbeat interval."""
         log.info("share group %s: member %s removed: %s", group.group_id, member.member_id, why)
         if member.session_task is not None:
             member.session_task.cancel()
         del group.members[member.member_id]
         group.group_epoch += 1
-        self.close_session(group.group_id, member.member_id)
+        session = self.sessions.get((group.group_id, member.member_id))
+        if not leaving or session is None:
+            self.close_session(group.group_id, member.member_id)
+        elif session.closing is None:
+            gid, mid = group.group_id, member.member_id
+
+            def close() -> None:
+                if self.sessions.get((gid, mid)) is session:
+                    self.close_session(gid, mid)
+
+            session.closing = self.scheduler.schedule(
+                f"share-leave-{gid}-{mid}", close,
+                self.settings.number(gid, "share.heartbeat.interval.ms"))
 
     def delete_group(self, group_id: str) -> ErrorCode:
         """DeleteGroups: only a share group without members; its share-partitions go too."""
@@ -221,7 +261,10 @@ class ShareGroupCoordinator:
             return err, None
         else:
             group = self.groups.get(group_id)
-            if group is None or member_id not in group.members:
+            left = self.sessions.get((group_id, member_id))
+            final_after_leave = epoch == FINAL_EPOCH and left is not None and \
+                left.closing is not None
+            if not final_after_leave and (group is None or member_id not in group.members):
                 return ErrorCode.UNKNOWN_MEMBER_ID, None
         key = (group_id, member_id)
         if epoch == 0:
@@ -239,10 +282,14 @@ class ShareGroupCoordinator:
         found.next_epoch += 1
         return ErrorCode.NONE, found
 
-    def close_session(self, group_id: str, member_id: str) -> None:
-        self.sessions.pop((group_id, member_id), None)
+    def close_session(self, group_id: str, member_id: str, by_client: bool = False) -> None:
+        """The share session ends and what the member holds is offered again; closed by the
+        client (the final ShareFetch/ShareAcknowledge) without counting a delivery."""
+        session = self.sessions.pop((group_id, member_id), None)
+        if session is not None and session.closing is not None:
+            session.closing.cancel()
         for (gid, tp), sp in list(self.partitions.items()):
-            if gid == group_id and sp.release_member(member_id):
+            if gid == group_id and sp.release_member(member_id, delivered=not by_client):
                 self.persist(gid, tp)
 
     # ------------------------------------------------------------------ share-partitions
@@ -254,6 +301,7 @@ class ShareGroupCoordinator:
         ``start`` (share.auto.offset.reset latest: the high watermark when the group first
         fetches)."""
         key = (group_id, tp)
+        self._forget_if_recreated(key, topic_id)
         sp = self.partitions.get(key)
         if sp is None:
             c = self.config
@@ -274,6 +322,7 @@ class ShareGroupCoordinator:
         share-partition's state from its share coordinator (fencing older leaders); with
         none stored it starts at ``start`` and writes that down."""
         key = (group_id, tp)
+        self._forget_if_recreated(key, topic_id)
         if key in self.partitions or self.durable.persister is None:
             self.share_partition(group_id, tp, start, topic_id)
             return ErrorCode.NONE
@@ -286,6 +335,50 @@ class ShareGroupCoordinator:
         if r.state.start_offset == UNINITIALIZED_START_OFFSET:
             self.persist(group_id, tp)
         return ErrorCode.NONE
+
+    def _forget_if_recreated(self, key: PartitionKey, topic_id: uuid.UUID | None) -> None:
+        """Kafka keys share-partition state by topic id: a topic deleted and created again
+        under its name is another share-partition (its state is read, or starts, anew)."""
+        known = self.topic_ids.get(key)
+        if topic_id is not None and known is not None and known != topic_id:
+            self._drop(key)
+            del self.topic_ids[key]
+
+    def on_topics_deleted(self, topics: set[str]) -> list[tuple[str, uuid.UUID, int]]:
+        """The share-partitions of deleted topics go, in memory here; returns the keys of
+        their stored state, for the caller to delete (Kafka deletes share-group state with
+        its topic)."""
+        gone = [k for k in {*self.partitions, *self.topic_ids} if k[1].topic in topics]
+        keys = []
+        for key in gone:
+            self._drop(key)
+            topic_id = self.topic_ids.pop(key, None)
+            if topic_id is not None:
+                keys.append((key[0], topic_id, key[1].partition))
+        return keys
+
+    def forget_topics(self, topics: set[str]) -> None:
+        """``on_topics_deleted``, and their stored state deleted in the background (the
+        DeleteTopics answer does not wait for the share coordinators)."""
+        keys = self.on_topics_deleted(topics)
+        persister = self.durable.persister
+        if not keys or persister is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop (sans-I/O use): nothing stored to delete
+
+        async def delete_all() -> None:
+            for key in keys:
+                err = await persister.delete(key)
+                if err != ErrorCode.NONE:
+                    log.warning("share state of %s not deleted with its topic: %s", key,
+                                err.name)
+
+        task = loop.create_task(delete_all())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def drop_partitions(self, tps: set[TopicPartition]) -> int:
         """The data partitions are no longer led here: their share-partitions go (what they

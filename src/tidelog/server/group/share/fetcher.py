@@ -1,5 +1,6 @@
 """One share-partition's part of a ShareFetch: read the log from the first available offset,
-acquire the available records the read covers, and answer the batches that hold them.
+acquire the available records the read covers batch by batch (a batch whole, even past
+``max_records``, as Kafka), and answer the batches that hold them.
 
 The batches stay bytes: a batch may hold records another member holds or that were already
 acknowledged; the client delivers only the ranges it is told it acquired (Kafka's rule).
@@ -48,7 +49,7 @@ def fetch_partition(share: ShareGroupCoordinator, log: Any, group_id: str, membe
     info = log.read(start, max(max_bytes, 1), isolation, True)
     data = info.records.read() if info.records is not None else b""
     aborted = list(info.aborted_transactions or []) if committed else []
-    offsets: list[int] = []
+    batches: list[range] = []  # acquired whole (Kafka: max_records is a soft limit)
     ends: list[tuple[int, int]] = []  # (last offset, end position) per batch
     control: list[int] = []
     pos, expected = 0, start
@@ -61,10 +62,13 @@ def fetch_partition(share: ShareGroupCoordinator, log: Any, group_id: str, membe
         skip = batch.is_control or (batch.is_transactional and any(
             a.producer_id == batch.producer_id and a.first_offset <= batch.base_offset
             <= a.last_offset for a in aborted))
-        (control if skip else offsets).extend(span)
+        if skip:
+            control.extend(span)
+        else:
+            batches.append(span)
         ends.append((batch.last_offset, pos))
     sp.archive(control)
-    acquired = sp.acquire(member_id, offsets, max_records)
+    acquired = sp.acquire_batches(member_id, batches, max_records)
     if not acquired:
         return Fetched()
     last_acquired = acquired[-1][1]

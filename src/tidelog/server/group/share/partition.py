@@ -79,29 +79,41 @@ class SharePartition:
     def acquire(self, member_id: str, offsets: Iterable[int], max_records: int,
                 ) -> list[AcquiredRange]:
         """Acquire the available ones among ``offsets`` (ascending) for ``member_id``."""
+        return self.acquire_batches(member_id, [[off] for off in offsets], max_records)
+
+    def acquire_batches(self, member_id: str, batches: Iterable[Iterable[int]],
+                        max_records: int) -> list[AcquiredRange]:
+        """Kafka's SharePartition.acquire: whole batches, the available offsets of each
+        (ascending) for ``member_id``, while fewer than ``max_records`` are acquired; the
+        limit is soft: the batch that crosses it is acquired whole."""
         out: list[AcquiredRange] = []
         room = min(max_records, self.max_locks - self.acquired_count())
-        for off in offsets:
+        for batch in batches:
             if room <= 0:
                 break
-            if off < self.start_offset:
-                continue
-            rec = self.records.get(off)
-            if rec is None:  # never delivered yet
-                rec = self.records[off] = InFlight()
-            if rec.state != RecordState.AVAILABLE:
-                continue
-            rec.state, rec.member_id = RecordState.ACQUIRED, member_id
-            rec.delivery_count += 1
-            rec.lock = self.scheduler.schedule(
-                f"share-lock-{off}", self._expire(off, rec.delivery_count), self.lock_ms)
-            self.end_offset = max(self.end_offset, off + 1)
-            room -= 1
-            if out and out[-1][1] == off - 1 and out[-1][2] == rec.delivery_count:
-                out[-1] = (out[-1][0], off, rec.delivery_count)
-            else:
-                out.append((off, off, rec.delivery_count))
+            for off in batch:
+                if self._acquire_one(member_id, off, out):
+                    room -= 1
         return out
+
+    def _acquire_one(self, member_id: str, off: int, out: list[AcquiredRange]) -> bool:
+        if off < self.start_offset:
+            return False
+        rec = self.records.get(off)
+        if rec is None:  # never delivered yet
+            rec = self.records[off] = InFlight()
+        if rec.state != RecordState.AVAILABLE:
+            return False
+        rec.state, rec.member_id = RecordState.ACQUIRED, member_id
+        rec.delivery_count += 1
+        rec.lock = self.scheduler.schedule(
+            f"share-lock-{off}", self._expire(off, rec.delivery_count), self.lock_ms)
+        self.end_offset = max(self.end_offset, off + 1)
+        if out and out[-1][1] == off - 1 and out[-1][2] == rec.delivery_count:
+            out[-1] = (out[-1][0], off, rec.delivery_count)
+        else:
+            out.append((off, off, rec.delivery_count))
+        return True
 
     def _expire(self, offset: int, delivery: int) -> Callable[[], None]:
         def run() -> None:
@@ -151,12 +163,17 @@ class SharePartition:
         self._advance()
         return ErrorCode.NONE
 
-    def release_member(self, member_id: str) -> int:
-        """A member left or its share session closed: what it holds is offered again."""
+    def release_member(self, member_id: str, delivered: bool = True) -> int:
+        """A member's share session ended: what it holds is offered again at once. Closed
+        by the client (``delivered=False``), as Kafka's releaseAcquiredRecords with
+        DeliveryCountOps.DECREASE, that delivery does not count: the next one has the same
+        delivery count. A member that vanished (session timeout) had them delivered."""
         released = 0
         for rec in self.records.values():
             if rec.state == RecordState.ACQUIRED and rec.member_id == member_id:
                 rec.unlock()
+                if not delivered:
+                    rec.delivery_count = max(rec.delivery_count - 1, 0)
                 self._release(rec)
                 released += 1
         self._advance()
