@@ -196,20 +196,20 @@ class Nemesis:
             return leader
         return self.rng.choice([b for b in ids if b != leader])
 
-    def _controller_leading_nothing(self, tries: int = 5) -> int:
-        """The controller, moved (its znode deleted, as operators move Kafka's) until it is a
-        broker that leads none of the topic's partitions, where there is one; otherwise the
-        controller as it is (printed)."""
+    def _controller_leading_nothing(self, tries: int = 12) -> int:
+        """The controller, moved (its znode deleted, as operators move Kafka's; any live
+        broker may win the election) until it is a broker that leads none of the topic's
+        partitions, where there is one; otherwise the controller as it is (printed)."""
+        controller = self.cluster.wait_for_controller()
         for _ in range(tries):
-            controller = self.cluster.wait_for_controller()
             leaders = {s.leader for s in states(self.cluster, self.tps).values()}
             if controller not in leaders:
                 return controller
             if not set(self.cluster.brokers) - leaders:
                 break
             self.cluster.zk.zk.delete("/controller")
-            self.cluster.wait_for_controller()
-        print(f"kill-controller-follower: controller {controller} leads a partition (no other)")
+            controller = self.cluster.wait_for_controller()
+        print(f"kill-controller-follower: controller {controller} leads a partition")
         return controller
 
     def run_one(self, history: History) -> None:
