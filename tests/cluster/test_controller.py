@@ -418,3 +418,47 @@ def test_alter_partition_answers_not_controller_when_deposed_mid_write(zookeeper
         zk2.close()
 
     asyncio.run(main())
+
+
+def test_failover_takes_replicas_of_dead_brokers_offline(zookeeper_connect: str) -> None:
+    """Kafka's ReplicaStateMachine.startup: the new controller finds brokers that are not
+    alive and takes their replicas out of every ISR; a partition a dead broker led gets a
+    leader from its ISR filtered by live brokers, in one write."""
+
+    async def main() -> None:
+        c1, _, zk1 = _controller(zookeeper_connect, 1)
+        c2, ch2, zk2 = _controller(zookeeper_connect, 2)
+        c3, _, zk3 = _controller(zookeeper_connect, 3)
+        await c1.startup()
+        await until(lambda: c1.is_active)
+        await c2.startup()  # broker 3 stands for controller only once 2 is it
+        zk1.create_topic("o", uuid.uuid4(), {p: z.ReplicaAssignment(r) for p, r in
+                         {0: (2, 3, 1), 1: (1, 2, 3), 2: (1,)}.items()}, {})  # fmt: skip
+        tps = [TopicPartition("o", p) for p in range(3)]
+        await until(lambda: len(zk1.get_topic_partition_states(tps)) == 3)
+        before = zk2.get_topic_partition_states(tps)
+        await c1.shutdown()
+        zk1.close()  # broker 1, the controller, is gone: its ephemerals with it
+        await until(lambda: c2.is_active, what="broker 2 takes over")
+        await until(lambda: zk2.get_topic_partition_states(tps)[tps[0]].isr == (2, 3))
+        after = zk2.get_topic_partition_states(tps)
+        # a follower's loss: same leader, new ISR at the next leader epoch
+        assert (after[tps[0]].leader, after[tps[0]].leader_epoch) == (2, before[tps[0]].leader_epoch + 1)
+        # the leader's loss: the first live ISR member leads, written once
+        assert after[tps[1]] == z.LeaderIsrAndControllerEpoch(2, 1, (2, 3), 2, 0, before[tps[1]].zk_version + 1)
+        # no live replica: no leader, the last ISR member stays recorded
+        assert (after[tps[2]].leader, after[tps[2]].isr) == (z.NO_LEADER, (1,))
+        await until(lambda: ch2.last_state_sent(3, tps[0]) == after[tps[0]])
+        await c3.startup()
+        await until(lambda: c3.active_controller_id == 2)
+        await c2.shutdown()
+        zk2.close()  # broker 2 goes too
+        await until(lambda: c3.is_active, what="broker 3 takes over")
+        await until(lambda: zk3.get_topic_partition_states(tps)[tps[1]].leader == 3)
+        last = zk3.get_topic_partition_states(tps)
+        assert last[tps[0]].isr == (3,) and last[tps[0]].leader == 3
+        assert last[tps[2]] == after[tps[2]]  # already offline: not written again
+        await c3.shutdown()
+        zk3.close()
+
+    asyncio.run(main())

@@ -7,6 +7,8 @@ succeeds again, and every record ever acknowledged is there, once, in order."""
 
 from __future__ import annotations
 
+import time
+
 from confluent_kafka import OFFSET_BEGINNING, Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from replication_support import (
@@ -29,7 +31,10 @@ def produce_all(cluster: EmbeddedCluster, leader: int, values: list[bytes]) -> i
     """One acks=all Produce v9 of ``values`` to partition 0 on ``leader``; its error code."""
     conn = BrokerConnection("127.0.0.1", cluster.brokers[leader].port, client_id="t", timeout_s=30)
     try:
-        batch = build_batch([(0, None, v) for v in values])
+        # timestamped now: a timestamp of 0 is past retention.ms, and the broker's first
+        # retention check (30 s after its start) would delete the records
+        now = int(time.time() * 1000)
+        batch = build_batch([(now, None, v) for v in values])
         resp = conn.call(0, 9, {
             "acks": -1, "timeout": 20_000,
             "topic_data": [{"name": TOPIC, "partition_data": [{"index": 0, "records": batch}]}],

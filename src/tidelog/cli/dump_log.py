@@ -261,14 +261,17 @@ def _index_entries(buf: memoryview, entry_size: int) -> Iterator[tuple[int, int,
 
 def _dump_index(path: Path, result: DumpResult, *, entry_size: int, verify_only: bool) -> None:
     stem = path.name.split(".", 1)[0]
-    if not stem.isdigit():
+    # a remote segment's object adds "-<segment id>" (tiered storage's object keys)
+    offset_part = stem.split("-", 1)[0]
+    if not offset_part.isdigit():
         # entries hold offsets relative to the base offset that only the name carries
         result.errors.append(
             f"{path}: the file name must be the segment's base offset "
-            f"(e.g. 00000000000000000000{path.suffix}), got '{stem}'"
+            f"(e.g. 00000000000000000000{path.suffix}, or a remote segment's "
+            f"00000000000000000000-<segment id>{path.suffix}), got '{stem}'"
         )
         return
-    base = int(stem)
+    base = int(offset_part)
     buf = _map(path)
     if len(buf) % entry_size:
         result.errors.append(

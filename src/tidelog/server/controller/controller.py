@@ -33,7 +33,7 @@ from .context import (
 )
 from .deletion import TopicDeletionManager
 from .log_dir_events import LogDirEventManager
-from .partitions import PartitionStateMachine
+from .partitions import PartitionStateMachine, leaders_summary
 from .reassignment import ReassignmentManager
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ class KafkaController:
             online = state.leader in ctx.online_replicas(tp)
             ctx.partition_states[tp] = ONLINE_PARTITION if online else OFFLINE_PARTITION
             batch.add_leader_and_isr([b for b in ctx.replicas(tp) if b in live], tp)
-        await self._online_partition_state_change(batch)
+        await self._offline_replicas_at_failover(batch)
         self.send(batch)
         await self.deletion.on_deletion_request()  # deletions asked before this controller
         await self.reassignment.on_failover()
@@ -213,6 +213,19 @@ class KafkaController:
         await self.log_dir_events.on_notification()  # failed log dirs, also those told before
         if self.config.auto_leader_rebalance_enable:
             self._rebalance_task = asyncio.create_task(self._rebalance_timer())
+
+    async def _offline_replicas_at_failover(self, batch: RequestBatch) -> None:
+        """Kafka's ReplicaStateMachine and PartitionStateMachine startup: partitions whose
+        leader is gone elect one from their ISR filtered by live brokers (one write), then
+        every replica left on a broker that is not alive leaves its ISR."""
+        elected = await self._online_partition_state_change(batch)
+        dead = await self.partitions.remove_dead_replicas(batch)
+        if dead:
+            log.info("controller %d (epoch %d): brokers %s are not alive, their replicas go "
+                     "offline", self.broker_id, self.context.epoch, dead)  # fmt: skip
+        if elected:
+            log.info("controller %d elected leaders at failover: %s", self.broker_id,
+                     leaders_summary(elected))  # fmt: skip
 
     async def _load_topics(self, topics: Iterable[str]) -> list[TopicPartition]:
         """Read assignments and states of these topics into the context (giving a topic a
@@ -294,9 +307,11 @@ class KafkaController:
         self.send(batch)
         await self.deletion.resume()
 
-    async def _online_partition_state_change(self, batch: RequestBatch) -> None:
+    async def _online_partition_state_change(
+        self, batch: RequestBatch
+    ) -> dict[TopicPartition, z.LeaderIsrAndControllerEpoch]:
         """Kafka's triggerOnlinePartitionStateChange: New partitions are initialised, Offline
-        ones elect a leader."""
+        ones elect a leader (returned)."""
         ctx = self.context
         new = [tp for tp, s in ctx.partition_states.items()
                if s == NEW_PARTITION and tp not in ctx.leadership]  # fmt: skip
@@ -305,7 +320,7 @@ class KafkaController:
         # unclean.leader.election.enable may be a topic override: read it as it is now
         await self.refresh_topic_configs({tp.topic for tp in offline
                                           if ctx.leadership.get(tp) is not None})  # fmt: skip
-        await self.partitions.elect_offline(offline, batch)
+        return await self.partitions.elect_offline(offline, batch)
 
     # --- topics ---------------------------------------------------------------------------------
 

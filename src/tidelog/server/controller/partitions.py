@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from tidelog.server.metadata.zk_client import KafkaZkClient
@@ -174,6 +174,8 @@ class PartitionStateMachine:
             leader = NO_LEADER if s.leader == broker_id else s.leader
             # the last ISR member stays recorded (Kafka keeps it so it can lead again)
             isr = [b for b in s.isr if b != broker_id] if len(s.isr) > 1 else list(s.isr)
+            if leader == s.leader and tuple(isr) == s.isr:
+                return None  # already offline (its last ISR member, no leader): no new epoch
             return s.new_leader_and_isr(leader, isr)
 
         await self.update(partitions, shrink, batch)
@@ -181,3 +183,32 @@ class PartitionStateMachine:
             s = self.context.leadership.get(tp)
             if s is not None and s.leader == NO_LEADER:
                 self.context.partition_states[tp] = OFFLINE_PARTITION
+
+    async def remove_dead_replicas(self, batch: RequestBatch) -> list[int]:
+        """The OfflineReplica step of Kafka's ReplicaStateMachine.startup, at controller
+        failover: every replica on a broker that is not alive leaves its partition's ISR
+        (the brokers that died while no controller watched, the last one among them
+        usually the previous controller; without this the surviving leaders would wait for
+        them until their own ``replica.lag.time.max.ms`` check). Returns those brokers."""
+        ctx = self.context
+        live = ctx.live_broker_ids()
+        dead = sorted({b for a in ctx.assignments.values() for b in a.replicas if b not in live})
+        for b in dead:
+            hosted = [tp for tp in ctx.partitions_on_broker(b)
+                      if tp in ctx.leadership and tp.topic not in ctx.topics_to_be_deleted]  # fmt: skip
+            await self.remove_replica_from_isr(b, hosted, batch)
+        return dead
+
+
+def leaders_summary(elected: Mapping[TopicPartition, LeaderIsrAndControllerEpoch], per_broker: int = 10) -> str:
+    """``broker 2 leads t-0, t-3; broker 3 leads t-1`` (at most ``per_broker`` partitions
+    named for each, then how many more)."""
+    by_leader: dict[int, list[TopicPartition]] = {}
+    for tp, s in sorted(elected.items()):
+        by_leader.setdefault(s.leader, []).append(tp)
+    parts = []
+    for leader, tps in sorted(by_leader.items()):
+        named = ", ".join(str(tp) for tp in tps[:per_broker])
+        more = f" (+{len(tps) - per_broker} more)" if len(tps) > per_broker else ""
+        parts.append(f"broker {leader} leads {named}{more}")
+    return "; ".join(parts)
