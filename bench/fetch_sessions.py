@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cluster"
 from replication import wait
 from replication_support import metric
 
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "cluster"
 
 from rdkafka_load import Producer as RdProducer
 
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.util.topic_partition import TopicPartition
 

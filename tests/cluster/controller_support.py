@@ -15,8 +15,8 @@ from tidelog.server.controller.context import (
     StopReplicaRequestData,
     UpdateMetadataRequestData,
 )
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.zk import data as z
+from tidelog.server.zk.client import KafkaZkClient
 from tidelog.util.topic_partition import TopicPartition
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import AdminClient
 
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.util.topic_partition import TopicPartition
 

@@ -19,7 +19,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.zk.client import KafkaZkClient
 from tidelog.testing import EmbeddedBroker
 
 

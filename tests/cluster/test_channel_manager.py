@@ -17,7 +17,7 @@ from tidelog.server.controller.context import (
     StopReplicaRequestData,
     UpdateMetadataRequestData,
 )
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.util.topic_partition import TopicPartition
 
 TID = uuid.uuid4()

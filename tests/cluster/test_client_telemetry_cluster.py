@@ -18,8 +18,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidelog.client.kafka_client import KafkaClient
-from tidelog.server.metadata.zk_client import KafkaZkClient
-from tidelog.server.telemetry.zk_configs import ZkClientMetricsConfigStore
+from tidelog.server.zk.change_notifications import ZkNodeChangeNotificationListener
+from tidelog.server.zk.client import KafkaZkClient
+from tidelog.server.zk.client_metrics_configs import ZkClientMetricsConfigStore
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 
@@ -118,10 +119,9 @@ def test_a_store_that_could_not_read_zookeeper_reads_it_once_it_can(
     try:
         writer.set_or_create_entity_configs("client-metrics", "s", {"metrics": "*"})
         store = ZkClientMetricsConfigStore(zk)
-        sessions: list[Callable[[], object]] = []
-        store.watch(sessions, 0)
+        changes = ZkNodeChangeNotificationListener(zk)
+        store.watch(changes, 0)
         assert not store.loaded and store.configs == {}
-        assert sessions == [store._arm]  # a new session reads them again
         zk.start()
         store.ensure_loaded(500)  # not before a second has passed
         assert not store.loaded
@@ -129,6 +129,11 @@ def test_a_store_that_could_not_read_zookeeper_reads_it_once_it_can(
         assert store.loaded and store.configs == {"s": {"metrics": "*"}}
         writer.set_or_create_entity_configs("client-metrics", "s", {"metrics": "a."})
         _wait(lambda: store.configs == {"s": {"metrics": "a."}}, "the announced change")
+        # a new session: the listener's load has every handler read its entities whole
+        writer.set_or_create_entity_configs("client-metrics", "s", {"metrics": "b."}, notify=False)
+        assert store.configs == {"s": {"metrics": "a."}}
+        changes.load()
+        assert store.loaded and store.configs == {"s": {"metrics": "b."}}
     finally:
         zk.close()
         writer.close()

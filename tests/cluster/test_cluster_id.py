@@ -12,7 +12,7 @@ from confluent_kafka.admin import AdminClient
 from replication_support import wait_for
 
 from tidelog.client.conn import BrokerConnection
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.testing import EmbeddedCluster
 
 METADATA, DESCRIBE_CLUSTER = 3, 60

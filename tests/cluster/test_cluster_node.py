@@ -15,8 +15,8 @@ from kazoo.client import KazooClient
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.zk import data as z
+from tidelog.server.zk.client import KafkaZkClient
 from tidelog.testing import EmbeddedBroker
 from tidelog.testing.capability import require_zookeeper
 from tidelog.testing.zookeeper import ZooKeeperServer

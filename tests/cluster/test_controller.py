@@ -10,8 +10,8 @@ from controller_support import RecordingChannel, register, until
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.controller.broker_requests import AlterPartitionItem
 from tidelog.server.controller.controller import ControllerConfig, KafkaController
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.zk import data as z
+from tidelog.server.zk.client import KafkaZkClient
 from tidelog.util.topic_partition import TopicPartition
 
 CONFIG = ControllerConfig(auto_leader_rebalance_enable=False)

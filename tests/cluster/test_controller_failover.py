@@ -24,7 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Pro
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from replication_support import all_have_full_isr, states, wait_for
 
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition

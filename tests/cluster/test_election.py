@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tidelog.server.controller import election as e
-from tidelog.server.metadata.zk_data import (
+from tidelog.server.zk.data import (
     LEADER_RECOVERED,
     LEADER_RECOVERING,
     LeaderIsrAndControllerEpoch,

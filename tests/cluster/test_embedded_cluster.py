@@ -12,8 +12,8 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.zk import data as z
+from tidelog.server.zk.client import KafkaZkClient
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition

@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidelog.client.aio import AsyncBrokerConnection
-from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.zk.client import KafkaZkClient
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 

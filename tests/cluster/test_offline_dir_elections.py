@@ -19,7 +19,7 @@ from replication_support import all_have_full_isr, states, wait_for
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidelog.server.controller.placement import (
+from tidelog.server.metadata.replica_placement import (
     AdminOperationError,
     BrokerMetadata,
     InvalidPartitionsError,

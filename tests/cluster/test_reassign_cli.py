@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from replication_support import log_bytes, partition_dir, wait_for
 
 from tidelog.cli.main import main
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition

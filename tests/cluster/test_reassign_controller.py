@@ -13,7 +13,7 @@ from controller_support import RecordingChannel, register, until
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.controller.broker_requests import AlterPartitionItem
 from tidelog.server.controller.controller import ControllerConfig, KafkaController
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.util.topic_partition import TopicPartition
 
 TP = TopicPartition("m", 0)

@@ -17,7 +17,7 @@ from replication_support import create_topic, log_bytes, partition_dir, states, 
 
 from tidelog.cli.reassign_admin import ReassignAdmin, Reassignment
 from tidelog.client.kafka_client import KafkaClient
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.util.topic_partition import TopicPartition
 

@@ -12,8 +12,6 @@ from confluent_kafka.admin import AclPermissionType as AclPermissionType_
 from confluent_kafka.admin import AdminClient, NewTopic, ResourcePatternType
 from confluent_kafka.admin import ResourceType as ConfluentResourceType
 
-from tidelog.server.metadata.zk_acls import ZkAclAuthorizer, camel
-from tidelog.server.metadata.zk_client import KafkaZkClient
 from tidelog.server.security.authorizer import (
     AclBinding,
     AclBindingFilter,
@@ -21,6 +19,8 @@ from tidelog.server.security.authorizer import (
     PatternType,
 )
 from tidelog.server.security.types import AclOperation, KafkaPrincipal, ResourceType
+from tidelog.server.zk.acls import ZkAclAuthorizer, camel
+from tidelog.server.zk.client import KafkaZkClient
 from tidelog.testing import EmbeddedBroker
 
 

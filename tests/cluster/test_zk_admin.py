@@ -12,8 +12,8 @@ from controller_support import RecordingChannel, register, until
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.controller.controller import ControllerConfig, KafkaController
 from tidelog.server.errors import ApiError
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_admin import ZkTopicAdmin
+from tidelog.server.zk import data as z
+from tidelog.server.zk.topic_admin import ZkTopicAdmin
 
 EXPECTED_TOPIC_KEYS = ["partitions", "removing_replicas", "topic_id", "adding_replicas", "version"]
 EXPECTED_STATE_KEYS = ["controller_epoch", "leader", "version", "leader_epoch", "isr"]

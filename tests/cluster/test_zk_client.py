@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 from kazoo.client import KazooClient
 
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_client import (
+from tidelog.server.zk import data as z
+from tidelog.server.zk.client import (
     BrokerIdTakenError,
     ControllerMovedError,
     KafkaZkClient,

@@ -17,8 +17,8 @@ from confluent_kafka.admin import (
 from confluent_kafka.admin import ScramMechanism as ConfluentScramMechanism
 
 from tidelog.protocol.scram import ScramCredential, ScramMechanism
-from tidelog.server.metadata.zk_client import KafkaZkClient
-from tidelog.server.metadata.zk_credentials import ZkCredentialStore, credential_from_string
+from tidelog.server.zk.client import KafkaZkClient
+from tidelog.server.zk.credentials import ZkCredentialStore, credential_from_string
 from tidelog.testing import EmbeddedBroker
 
 

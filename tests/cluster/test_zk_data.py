@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_json import immutable_map_order, java_string_hash, mutable_map_order
+from tidelog.server.zk import data as z
+from tidelog.server.zk.kafka_json import immutable_map_order, java_string_hash, mutable_map_order
 from tidelog.util.topic_partition import TopicPartition
 
 

@@ -18,10 +18,10 @@ from controller_support import RecordingChannel, register, until
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.controller.controller import ControllerConfig, KafkaController
 from tidelog.server.errors import ApiError
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_admin import ZkTopicAdmin
-from tidelog.server.metadata.zk_client import KafkaZkClient
-from tidelog.server.metadata.zk_store import ZkAdminManager, ZkMetadataStore
+from tidelog.server.zk import data as z
+from tidelog.server.zk.client import KafkaZkClient
+from tidelog.server.zk.metadata_store import ZkAdminManager, ZkMetadataStore
+from tidelog.server.zk.topic_admin import ZkTopicAdmin
 
 
 def test_delete_of_a_topic_the_mirror_has_not_seen_yet(zookeeper_connect: str,

@@ -13,12 +13,12 @@ import pytest
 from controller_support import RecordingChannel, register, until
 
 from tidelog.server.controller.controller import ControllerConfig, KafkaController
-from tidelog.server.metadata import zk_data as z
 from tidelog.server.metadata.admin import NewTopic
 from tidelog.server.metadata.store import MetadataStoreError, TopicInfo
-from tidelog.server.metadata.zk_admin import ZkTopicAdmin
-from tidelog.server.metadata.zk_client import KafkaZkClient
-from tidelog.server.metadata.zk_store import ZkAdminManager, ZkMetadataStore
+from tidelog.server.zk import data as z
+from tidelog.server.zk.client import KafkaZkClient
+from tidelog.server.zk.metadata_store import ZkAdminManager, ZkMetadataStore
+from tidelog.server.zk.topic_admin import ZkTopicAdmin
 
 
 def _wait(cond: Callable[[], object], what: str) -> None:

@@ -8,8 +8,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from tidelog.server.metadata.zk_acls import ZkAclAuthorizer
-from tidelog.server.metadata.zk_client import KafkaZkClient
 from tidelog.server.security.authorizer import (
     AclBinding,
     AclBindingFilter,
@@ -17,6 +15,8 @@ from tidelog.server.security.authorizer import (
     PatternType,
 )
 from tidelog.server.security.types import AclOperation, ResourceType
+from tidelog.server.zk.acls import ZkAclAuthorizer
+from tidelog.server.zk.client import KafkaZkClient
 
 PER_BROKER = 25
 

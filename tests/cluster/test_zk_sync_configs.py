@@ -22,10 +22,10 @@ from kazoo.client import KazooClient
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.scram import ScramCredential, ScramMechanism
-from tidelog.server.metadata.zk_client import KafkaZkClient
-from tidelog.server.metadata.zk_config_changes import ConfigChangeListener
-from tidelog.server.metadata.zk_credentials import ZkCredentialStore, credential_to_string
-from tidelog.server.metadata.zk_quotas import ZkClientQuotaStore, java_double
+from tidelog.server.zk.change_notifications import ZkNodeChangeNotificationListener
+from tidelog.server.zk.client import KafkaZkClient
+from tidelog.server.zk.credentials import ZkCredentialStore, credential_to_string
+from tidelog.server.zk.quotas import ZkClientQuotaStore, java_double
 from tidelog.testing import EmbeddedBroker, EmbeddedCluster
 
 DEADLINE_S = 20
@@ -250,7 +250,7 @@ def test_quotas_written_by_a_tool_reach_the_store_through_the_notifications(zook
         zk.start()
     try:
         store = ZkClientQuotaStore(zks[0])
-        listener = ConfigChangeListener(zks[0])
+        listener = ZkNodeChangeNotificationListener(zks[0])
         for handler in store.handlers():
             listener.add_handler(handler)
         listener.load()

@@ -9,13 +9,12 @@ from typing import Any
 
 from broker_wire import fetch_body
 
-from tidelog.protocol.codec import RequestHeader
-from tidelog.server.context import RequestContext
-from tidelog.server.handlers import fetch
+from tidelog.server import replica_fetches
+from tidelog.server.cluster.fetch_params import FetchParams
 from tidelog.storage.log_read import FetchIsolation
 from tidelog.testing import EmbeddedBroker
 
-PARTITIONS = 2 * fetch.YIELD_EVERY + 50
+PARTITIONS = 2 * replica_fetches.YIELD_EVERY + 50
 
 
 def test_a_fetch_of_many_partitions_yields_between_reads() -> None:
@@ -28,21 +27,20 @@ def test_a_fetch_of_many_partitions_yields_between_reads() -> None:
         request: Any = fetch_body(12, "many", dict.fromkeys(range(PARTITIONS), 0))
 
         async def read() -> tuple[int, int, int]:
-            ctx = RequestContext(RequestHeader(1, 12, 7, "test", 2), b.broker)
             plan = b.broker.fetch_sessions.plan(request, 12)
-            scope = fetch._Scope.of(ctx, fetch._fetcher(request, 12),
-                                    FetchIsolation.HIGH_WATERMARK, False)
-            coro = fetch._read_all(scope, request, plan)
+            params = FetchParams(-1, -1, FetchIsolation.HIGH_WATERMARK, max_wait_ms=0)
+            coro = b.broker.replica_manager.fetch_messages(params, plan.partitions,
+                                                           lambda key: 0)
             turns = 0
             while True:  # step it as a task would, counting the turns it gives back
                 try:
                     assert coro.send(None) is None  # a bare yield: asyncio.sleep(0)
                 except StopIteration as done:
-                    out, total, error = done.value
-                    return turns, len(out), total + int(error)
+                    out = done.value
+                    return turns, len(out), sum(len(d.records) + d.error_code for _, d in out)
                 turns += 1
 
         turns, answered, nothing = b.run(read())
-    assert turns == PARTITIONS // fetch.YIELD_EVERY
+    assert turns == PARTITIONS // replica_fetches.YIELD_EVERY
     assert answered == PARTITIONS and nothing == 0
-    assert asyncio.iscoroutinefunction(fetch._read_all)
+    assert asyncio.iscoroutinefunction(b.broker.replica_manager.fetch_messages)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from follower_partitions import follower_partition
 
 from tidelog.config.log_config import LogConfig
 from tidelog.protocol.errors import ErrorCode
@@ -25,7 +26,6 @@ from tidelog.server.replication.fetcher import (
     complete_batches_length,
 )
 from tidelog.server.replication.fetcher_manager import InitialFetchState, fetcher_id
-from tidelog.server.replication.follower_log import LogFollowerPartition
 from tidelog.server.replication.leader_endpoint import FetchSettings
 from tidelog.server.replication.local_leader_endpoint import LocalLeaderEndPoint
 from tidelog.storage.log import Log
@@ -120,7 +120,7 @@ def test_follower_catches_up_byte_identical(logs: Logs) -> None:
     for i in range(20):  # enough to roll several 4 KiB segments
         codec = CompressionType.LZ4 if i % 2 else CompressionType.NONE
         lead(leader, 5, [v * 40 for v in values(50 + 10 * i, 10)], codec=codec)
-    fetcher = fetcher_for({TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 5})
+    fetcher = fetcher_for({TP: leader}, {TP: follower_partition(follower)}, {TP: 5})
 
     async def main() -> None:
         fetcher.start()
@@ -142,7 +142,7 @@ def test_follower_catches_up_byte_identical(logs: Logs) -> None:
 def test_new_records_reach_a_caught_up_follower(logs: Logs) -> None:
     leader, follower = logs.open("leader"), logs.open("follower")
     lead(leader, 1, values(0, 3))
-    fetcher = fetcher_for({TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 1})
+    fetcher = fetcher_for({TP: leader}, {TP: follower_partition(follower)}, {TP: 1})
 
     async def main() -> None:
         fetcher.start()
@@ -168,7 +168,7 @@ def test_diverging_epoch_truncates_where_the_logs_forked(logs: Logs, on_fetch: b
     follower.append_as_leader(build_batch([(T0, b"k", b"lost") for _ in range(3)]), leader_epoch=1)
     lead(leader, 2, values(5, 5))
     fetcher = fetcher_for(
-        {TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 2}, truncate_on_fetch=on_fetch
+        {TP: leader}, {TP: follower_partition(follower)}, {TP: 2}, truncate_on_fetch=on_fetch
     )
 
     async def main() -> None:
@@ -201,7 +201,7 @@ def test_truncation_to_the_smaller_of_both_epoch_ends(logs: Logs, on_fetch: bool
     lead(leader, 2, values(4, 4))
     follower.append_as_leader(build_batch([(T0, b"k", b"x") for _ in range(3)]), leader_epoch=1)
     fetcher = fetcher_for(
-        {TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 2}, truncate_on_fetch=on_fetch
+        {TP: leader}, {TP: follower_partition(follower)}, {TP: 2}, truncate_on_fetch=on_fetch
     )
 
     async def main() -> None:
@@ -224,7 +224,7 @@ def test_leader_log_start_past_the_follower(logs: Logs) -> None:
     follower.append_as_follower(leader.read(0, 1 << 20).records.read())
     lead(leader, 0, values(3, 12))
     leader.maybe_increment_log_start_offset(12, "test")
-    fetcher = fetcher_for({TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 0})
+    fetcher = fetcher_for({TP: leader}, {TP: follower_partition(follower)}, {TP: 0})
 
     async def main() -> None:
         fetcher.start()
@@ -244,7 +244,7 @@ def test_unknown_offset_asks_the_leader(logs: Logs) -> None:
     leader, follower = logs.open("leader"), logs.open("follower")
     lead(leader, 0, values(0, 4))
     leader.maybe_increment_log_start_offset(2, "test")
-    fetcher = fetcher_for({TP: leader}, {TP: LogFollowerPartition(follower)}, {TP: 0})
+    fetcher = fetcher_for({TP: leader}, {TP: follower_partition(follower)}, {TP: 0})
 
     async def main() -> None:
         fetcher.start()
@@ -266,7 +266,7 @@ def test_fenced_partition_fails_alone(logs: Logs) -> None:
     lead(leader1, 5, values(0, 3))
     fetcher = fetcher_for(
         {TP: leader0, TP1: leader1},
-        {TP: LogFollowerPartition(follower0), TP1: LogFollowerPartition(follower1)},
+        {TP: follower_partition(follower0), TP1: follower_partition(follower1)},
         {TP: 5, TP1: 5},
     )
 
@@ -293,13 +293,13 @@ def test_failing_append_fails_only_its_partition(logs: Logs) -> None:
     lead(leader0, 0, values(0, 3))
     lead(leader1, 0, values(0, 3))
 
-    class Broken(LogFollowerPartition):
+    class Broken(Partition):
         def append_records_to_follower(self, records: bytes) -> Any:
             raise OSError("disk gone")
 
     fetcher = fetcher_for(
         {TP: leader0, TP1: leader1},
-        {TP: LogFollowerPartition(follower0), TP1: Broken(follower1)},
+        {TP: follower_partition(follower0), TP1: Broken(TP1, follower1, local_broker_id=2, clock=logs.clock)},
         {TP: 0, TP1: 0},
     )
 
@@ -321,7 +321,7 @@ def test_not_leader_backs_off_and_retries(logs: Logs) -> None:
     lead(leader, 0, values(0, 2))
     hosted: dict[TopicPartition, Log] = {}
     endpoint = LocalLeaderEndPoint(1, hosted.get, lambda tp: 0)
-    fetcher = ReplicaFetcher("f", endpoint, {TP: LogFollowerPartition(follower)}.get, SETTINGS)
+    fetcher = ReplicaFetcher("f", endpoint, {TP: follower_partition(follower)}.get, SETTINGS)
 
     async def main() -> None:
         fetcher.start()

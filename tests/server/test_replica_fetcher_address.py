@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from follower_partitions import follower_partition
 
 from tidelog.client.kafka_client import KafkaClient
 from tidelog.config.log_config import LogConfig
 from tidelog.server.replication.fetcher_manager import InitialFetchState
-from tidelog.server.replication.follower_log import LogFollowerPartition
 from tidelog.server.replication.leader_endpoint import FetchSettings, RemoteLeaderEndPoint
 from tidelog.server.replication.replica_fetcher_manager import FetcherKey, ReplicaFetcherManager
 from tidelog.storage.log import Log
@@ -62,7 +62,7 @@ def test_a_leader_listening_elsewhere_gets_its_partitions_fetched_there(
     assert p.flush(30) == 0
     tp = TopicPartition(TOPIC, 0)
     log = Log.open(tmp_path / f"{TOPIC}-0", LogConfig.from_props({}), clock=SystemClock())
-    views = {tp: LogFollowerPartition(log)}
+    views = {tp: follower_partition(log)}
     addresses = {0: ("127.0.0.1", closed_port())}  # the leader's address before it restarted
     settings = FetchSettings(replica_id=5, max_wait_ms=500, backoff_ms=50)
 

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from broker_wire import new_leader_epoch
 from confluent_kafka import Producer
+from follower_partitions import follower_partition
 
 from tidelog.client.kafka_client import KafkaClient
 from tidelog.config.log_config import LogConfig
 from tidelog.records import build_batch
 from tidelog.server.replication.fetcher_manager import InitialFetchState
-from tidelog.server.replication.follower_log import LogFollowerPartition
 from tidelog.server.replication.leader_endpoint import FetchSettings, RemoteLeaderEndPoint
 from tidelog.server.replication.replica_fetcher_manager import ReplicaFetcherManager
 from tidelog.storage.log import Log
@@ -103,7 +103,7 @@ def test_follower_copies_a_real_brokers_log(leader: EmbeddedBroker, tmp_path: Pa
         )
         for tp in tps
     }
-    views = {tp: LogFollowerPartition(log) for tp, log in logs.items()}
+    views = {tp: follower_partition(log) for tp, log in logs.items()}
     settings = FetchSettings(replica_id=5, max_wait_ms=10_000, backoff_ms=50)
 
     async def main() -> tuple[float, int]:
@@ -165,7 +165,7 @@ def test_leader_answers_a_diverging_epoch(leader: EmbeddedBroker, tmp_path: Path
         p.produce(TOPIC, value=f"second-{i}".encode(), partition=0)
     assert p.flush(10) == 0
     settings = FetchSettings(replica_id=5, max_wait_ms=200, backoff_ms=50, truncate_on_fetch=True)
-    view = LogFollowerPartition(log)
+    view = follower_partition(log)
 
     async def main() -> None:
         manager = ReplicaFetcherManager(

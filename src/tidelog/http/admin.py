@@ -6,10 +6,11 @@ login of its own, so ACLs must grant the anonymous user explicitly)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from tidelog.protocol.errors import ErrorCode
 from tidelog.server.errors import ApiError
 from tidelog.server.group.wiring import replicated
 from tidelog.server.metadata.admin import NewTopic
@@ -18,23 +19,29 @@ from tidelog.util.topic_partition import TopicPartition
 
 from . import state
 
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.group.group import GroupMetadata
 
-def _allowed(listener: Any, request: web.Request, op: AclOperation, rtype: ResourceType,
+    from .server import HttpListener
+
+
+def _allowed(listener: HttpListener, request: web.Request, op: AclOperation, rtype: ResourceType,
              name: str) -> bool:  # fmt: skip
-    authorizer = getattr(listener.broker, "authorizer", None)
+    authorizer = listener.broker.authorizer
     if authorizer is None:
         return True
     return bool(authorizer.authorize(ANONYMOUS, request.remote or "", op, rtype, name))
 
 
-def _authorize(listener: Any, request: web.Request, op: AclOperation, rtype: ResourceType,
+def _authorize(listener: HttpListener, request: web.Request, op: AclOperation, rtype: ResourceType,
                name: str) -> None:  # fmt: skip
     if not _allowed(listener, request, op, rtype, name):
         raise web.HTTPForbidden(text=f"{op.name} on {rtype.name} {name!r} is not allowed "
                                      f"for {ANONYMOUS} by the ACLs")  # fmt: skip
 
 
-def authorize_read(listener: Any, request: web.Request, topic: str) -> None:
+def authorize_read(listener: HttpListener, request: web.Request, topic: str) -> None:
     _authorize(listener, request, AclOperation.READ, ResourceType.TOPIC, topic)
 
 
@@ -42,19 +49,13 @@ def _configs(text: str) -> dict[str, str]:
     out = {}
     for item in filter(None, (s.strip() for s in text.replace("\n", ",").split(","))):
         if "=" not in item:
-            raise ApiError(_invalid_config(), f"expected key=value, got {item!r}")
+            raise ApiError(ErrorCode.INVALID_CONFIG, f"expected key=value, got {item!r}")
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
     return out
 
 
-def _invalid_config() -> Any:
-    from tidelog.protocol.errors import ErrorCode
-
-    return ErrorCode.INVALID_CONFIG
-
-
-async def create_topic(listener: Any, request: web.Request) -> web.Response:
+async def create_topic(listener: HttpListener, request: web.Request) -> web.Response:
     form = await listener.admin_form(request)
     name = str(form.get("name", "")).strip()
     # Kafka: CREATE on the cluster, else CREATE on the topic
@@ -70,7 +71,7 @@ async def create_topic(listener: Any, request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(f"/topics/{name}")
 
 
-async def alter_config(listener: Any, request: web.Request) -> web.Response:
+async def alter_config(listener: HttpListener, request: web.Request) -> web.Response:
     form = await listener.admin_form(request)
     name = request.match_info["topic"]
     _authorize(listener, request, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name)
@@ -92,7 +93,8 @@ async def alter_config(listener: Any, request: web.Request) -> web.Response:
     raise web.HTTPSeeOther(f"/topics/{name}")
 
 
-def reset_plan(broker: Any, group: Any, topic: str, to: str, value: str) -> list[tuple[str, int, int]]:
+def reset_plan(broker: Broker, group: GroupMetadata, topic: str, to: str, value: str
+               ) -> list[tuple[str, int, int]]:
     """(partition, current committed, new offset) per partition of ``topic``, like
     kafka-consumer-groups --reset-offsets --dry-run."""
     rm = broker.replica_manager
@@ -120,7 +122,7 @@ def reset_plan(broker: Any, group: Any, topic: str, to: str, value: str) -> list
     return plan
 
 
-async def reset_offsets(listener: Any, request: web.Request) -> web.Response:
+async def reset_offsets(listener: HttpListener, request: web.Request) -> web.Response:
     form = await listener.admin_form(request)
     gid = request.match_info["group"]
     topic = str(form.get("topic", "")).strip()
@@ -146,6 +148,7 @@ async def reset_offsets(listener: Any, request: web.Request) -> web.Response:
     entries = {TopicPartition(topic, int(tp.rsplit("-", 1)[1])): CommitEntry(new)
                for tp, _, new in plan}  # fmt: skip
     coord = state.coordinator(broker)
+    assert coord is not None  # the group was found in it
     errors = coord.commit_offsets(gid, entries)
     if any(e == 0 for e in errors.values()):  # in a cluster: in the cache once replicated
         error = await replicated(coord, gid)

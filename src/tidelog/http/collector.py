@@ -10,7 +10,9 @@ Nothing is pushed per request: counters are the plain totals the hot path keeps
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -22,6 +24,9 @@ from tidelog.metrics.requests import STAGE_NAMES
 from tidelog.server.replication.metrics import replication_gauges
 
 from . import state
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
 
 # (metric suffix, TopicStats attribute, Kafka meter name)
 TOPIC_METERS = (
@@ -53,7 +58,7 @@ def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
 
 
 class BrokerCollector(Collector):
-    def __init__(self, broker: Any) -> None:
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
     def collect(self) -> Iterator[Metric]:
@@ -83,16 +88,17 @@ class BrokerCollector(Collector):
         stats = self.broker.replica_manager.topic_stats
         if stats is None:
             return
-        topics = stats.topics()
+        totals = stats.all_topics.as_dict()
+        topics = {name: t.as_dict() for name, t in stats.topics().items()}
         for suffix, attr, meter in TOPIC_METERS:
             fam = CounterMetricFamily(
                 f"kafka_server_brokertopicmetrics_{suffix}",
                 f"BrokerTopicMetrics {meter} (Count); no topic label: all topics",
                 labels=["topic"],
             )
-            fam.add_sample(fam.name + "_total", {}, getattr(stats.all_topics, attr))
+            fam.add_sample(fam.name + "_total", {}, totals[attr])
             for topic, t in sorted(topics.items()):
-                fam.add_metric([topic], getattr(t, attr))
+                fam.add_metric([topic], t[attr])
             yield fam
         yield CounterMetricFamily("kafka_server_brokertopicmetrics_replicationbytesout",
                                   "BrokerTopicMetrics ReplicationBytesOutPerSec (Count): record "
@@ -100,7 +106,7 @@ class BrokerCollector(Collector):
 
     # -- RequestMetrics ---------------------------------------------------------------------
     def _request_metrics(self) -> Iterator[Metric]:
-        rm = getattr(self.broker, "request_metrics", None)
+        rm = self.broker.request_metrics
         if rm is None:
             return
         by_name = dict(rm.by_name)
@@ -270,7 +276,7 @@ class BrokerCollector(Collector):
         if c is None:
             return
         m = c.manager
-        stats = list(getattr(c, "last_stats", {}).values())
+        stats = list(c.last_stats.values())
         now = self.broker.clock.milliseconds()
         yield gauge("kafka_log_logcleanermanager_max_dirty_percent",
                     "LogCleanerManager max-dirty-percent",
@@ -286,7 +292,7 @@ class BrokerCollector(Collector):
         yield gauge("kafka_log_logcleaner_cleaner_recopy_percent",
                     "LogCleaner cleaner-recopy-percent (last clean of each log, max)",
                     max(recopy, default=0.0))  # fmt: skip
-        times = [s.elapsed_secs for s in stats if hasattr(s, "elapsed_secs")]
+        times = [s.elapsed_secs for s in stats]
         yield gauge("kafka_log_logcleaner_max_clean_time_secs",
                     "LogCleaner max-clean-time-secs", max(times, default=0.0))  # fmt: skip
         unclean = GaugeMetricFamily(
@@ -296,7 +302,7 @@ class BrokerCollector(Collector):
         )
         uncleanable = dict(m.uncleanable)
         for d in state.all_log_dirs(self.broker):
-            unclean.add_metric([d], len(uncleanable.get(_path(d), set())))
+            unclean.add_metric([d], len(uncleanable.get(Path(d), set())))
         yield unclean
 
     # -- consumer groups --------------------------------------------------------------------
@@ -330,8 +336,7 @@ class BrokerCollector(Collector):
         )
         counts = dict.fromkeys(listener_names(self.broker), 0)
         for conn in list(self.broker.connections):
-            name = getattr(getattr(conn, "listener", None), "name", None)
-            name = name or self.broker.config.listener.name
+            name = conn.listener.name or self.broker.config.listener.name
             counts[name] = counts.get(name, 0) + 1
         for name, n in sorted(counts.items()):
             fam.add_metric([name, "0"], n)
@@ -341,6 +346,7 @@ class BrokerCollector(Collector):
         """Kafka's FetchSessionCache gauges and evictions, and the partitions fetch requests
         named and were answered (an idle incremental session names and answers none)."""
         cache = self.broker.fetch_sessions
+        follower, consumer = asdict(cache.stats.follower), asdict(cache.stats.consumer)
         yield gauge("kafka_server_fetchsessioncache_numincrementalfetchsessions",
                     "FetchSessionCache NumIncrementalFetchSessions", len(cache))  # fmt: skip
         yield gauge("kafka_server_fetchsessioncache_numincrementalfetchpartitionscached",
@@ -355,18 +361,12 @@ class BrokerCollector(Collector):
             fam = CounterMetricFamily(f"tidelog_fetch_{name}",
                                       f"Fetch requests' {name.replace('_', ' ')}",
                                       labels=["fetcher"])  # fmt: skip
-            fam.add_metric(["follower"], getattr(cache.stats.follower, name))
-            fam.add_metric(["consumer"], getattr(cache.stats.consumer, name))
+            fam.add_metric(["follower"], follower[name])
+            fam.add_metric(["consumer"], consumer[name])
             yield fam
 
 
-def listener_names(broker: Any) -> list[str]:
+def listener_names(broker: Broker) -> list[str]:
     names = [broker.config.listener.name]
-    names += [n for n in getattr(broker, "listener_security", {}) if n not in names]
+    names += [n for n in broker.listener_security if n not in names]
     return names
-
-
-def _path(d: str) -> Any:
-    from pathlib import Path
-
-    return Path(d)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from aiohttp import web
 
@@ -14,6 +14,13 @@ from . import state
 from .group_views import SHARE, group_views, share_partition_views
 from .svg import line_chart, segment_picture
 
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.metadata.store import TopicInfo
+    from tidelog.storage.log import Log
+
+    from .server import HttpListener
+
 MAX_BROWSE = 500
 READ_BYTES = 1 << 20
 TOPIC_KEYS = (
@@ -21,6 +28,18 @@ TOPIC_KEYS = (
     "min.cleanable.dirty.ratio", "delete.retention.ms", "max.message.bytes",
     "compression.type", "message.timestamp.type", "min.insync.replicas",
 )  # fmt: skip
+
+
+class TopicRow(TypedDict):
+    name: str
+    partitions: int
+    size: int
+    messages: int
+    cleanup_policy: str
+    retention_ms: int
+    retention_bytes: int
+    bytes_in: NotRequired[float]  # the overview's rates
+    bytes_out: NotRequired[float]
 
 
 def _int(value: str | None, default: int) -> int:
@@ -33,11 +52,11 @@ def _int(value: str | None, default: int) -> int:
 class Console:
     """Page handlers; ``render`` is the listener's (template + common context)."""
 
-    def __init__(self, listener: Any) -> None:
+    def __init__(self, listener: HttpListener) -> None:
         self.listener = listener
         self.broker = listener.broker
 
-    def render(self, name: str, title: str, **ctx: Any) -> web.Response:
+    def render(self, name: str, title: str, **ctx: object) -> web.Response:
         return self.listener.render(name, title, **ctx)
 
     # -- overview -----------------------------------------------------------------------------
@@ -48,9 +67,9 @@ class Console:
         throughput = self.listener.throughput
         throughput.sample()
         rates = throughput.topic_rates()
-        topics = [{**row, "bytes_in": rates.get(row["name"], (0.0, 0.0))[0],
-                   "bytes_out": rates.get(row["name"], (0.0, 0.0))[1]}
-                  for row in self._topic_rows()]  # fmt: skip
+        topics = self._topic_rows()
+        for row in topics:
+            row["bytes_in"], row["bytes_out"] = rates.get(row["name"], (0.0, 0.0))
         listeners = [(b.config.listener.name, f"{b.advertised_host}:{b.advertised_port}")]
         listeners += [(f"HTTP {i}", u) for i, u in enumerate(self.listener.urls)]
         chart = line_chart(throughput.series(), chart_id="throughput-chart",
@@ -65,13 +84,13 @@ class Console:
         )  # fmt: skip
 
     # -- topics -------------------------------------------------------------------------------
-    async def topics(self, request: web.Request, **extra: Any) -> web.Response:
+    async def topics(self, request: web.Request, **extra: object) -> web.Response:
         return self.render("topics", "Topics", topics=self._topic_rows(), **extra)
 
-    def _topic_rows(self) -> list[dict[str, Any]]:
+    def _topic_rows(self) -> list[TopicRow]:
         rm = self.broker.replica_manager
         logs = rm.logs
-        rows = []
+        rows: list[TopicRow] = []
         for info in sorted(rm.topics(), key=lambda i: i.name):
             cfg = rm.topic_config(info.name)
             parts = [logs.get_log(TopicPartition(info.name, p)) for p in range(info.partitions)]
@@ -85,13 +104,13 @@ class Console:
             })  # fmt: skip
         return rows
 
-    def _topic_or_404(self, name: str) -> Any:
+    def _topic_or_404(self, name: str) -> TopicInfo:
         info = self.broker.replica_manager.topic(name)
         if info is None:
             raise web.HTTPNotFound(text=f"no topic {name!r}")
         return info
 
-    async def topic(self, request: web.Request, **extra: Any) -> web.Response:
+    async def topic(self, request: web.Request, **extra: object) -> web.Response:
         name = request.match_info["topic"]
         info = self._topic_or_404(name)
         views, offline = [], []
@@ -106,15 +125,16 @@ class Console:
         cfg = self.broker.replica_manager.topic_config(name)
         overrides = dict(info.configs)
         configs = [(k, overrides[k], "topic") for k in sorted(overrides)]
+        defaults = cfg.to_props()
         for k in TOPIC_KEYS:
             if k not in overrides:
-                v = getattr(cfg, k.replace(".", "_"), None)
+                v = defaults.get(k)
                 if v is not None:
                     configs.append((k, ",".join(v) if isinstance(v, list) else v, "default"))
         return self.render("topic", f"Topic {name}", topic=name, partitions=views,
                            offline=offline, configs=configs, **extra)  # fmt: skip
 
-    def _partition(self, request: web.Request) -> tuple[TopicPartition, Any]:
+    def _partition(self, request: web.Request) -> tuple[TopicPartition, Log]:
         name = request.match_info["topic"]
         self._topic_or_404(name)
         tp = TopicPartition(name, _int(request.match_info["partition"], 0))
@@ -163,7 +183,7 @@ class Console:
     async def groups(self, request: web.Request) -> web.Response:
         return self.render("groups", "Groups", groups=self._group_rows())
 
-    def _group_rows(self) -> list[dict[str, Any]]:
+    def _group_rows(self) -> list[dict[str, object]]:
         """Every group of every type (classic, consumer, share), with its committed lag."""
         lags: dict[str, int] = {}
         for pl in state.group_lags(self.broker, time_lag=False):
@@ -178,7 +198,7 @@ class Console:
             for v in group_views(self.broker)
         ]  # fmt: skip
 
-    async def group(self, request: web.Request, **extra: Any) -> web.Response:
+    async def group(self, request: web.Request, **extra: object) -> web.Response:
         gid = request.match_info["group"]
         view = next((v for v in group_views(self.broker) if v.group_id == gid), None)
         if view is None:
@@ -223,7 +243,7 @@ class Console:
                 "leo": lg.log_end_offset, "size": lg.size_in_bytes,
                 "state": str(st) if st is not None else "idle",
                 "last": (f"{s.bytes_read} → {s.bytes_written} B in "
-                         f"{getattr(s, 'elapsed_secs', 0.0):.3f} s") if s else "",
+                         f"{s.elapsed_secs:.3f} s") if s else "",
                 "buffer": f"{100 * s.buffer_utilization:.1f} %" if s else "",
             })  # fmt: skip
         uncleanable = sorted(str(tp) for tps in dict(m.uncleanable).values() for tp in tps)
@@ -248,9 +268,11 @@ def show(data: bytes | None, fmt: str) -> str:
     return text
 
 
-def read_records(lg: Any, offset: int, limit: int, fmt: str) -> tuple[list[dict[str, Any]], int | None]:
+def read_records(lg: Log, offset: int, limit: int, fmt: str
+                 ) -> tuple[list[dict[str, object]], int | None]:
     """Up to ``limit`` records from ``offset`` below the HW (control records skipped)."""
-    out: list[dict[str, Any]] = []
+    out: list[dict[str, object]] = []
+    last_offset = -1
     pos = offset
     hw = lg.high_watermark
     while len(out) < limit and pos < hw:
@@ -266,6 +288,7 @@ def read_records(lg: Any, offset: int, limit: int, fmt: str) -> tuple[list[dict[
             for r in batch.iter_records():
                 if r.offset < pos or r.offset >= hw or len(out) >= limit:
                     continue
+                last_offset = r.offset
                 out.append({
                     "offset": r.offset, "timestamp": r.timestamp, "key": show(r.key, fmt),
                     "value": show(r.value, fmt),
@@ -274,14 +297,14 @@ def read_records(lg: Any, offset: int, limit: int, fmt: str) -> tuple[list[dict[
         if next_pos <= pos:
             break
         pos = next_pos
-    last = out[-1]["offset"] + 1 if out else None
+    last = last_offset + 1 if out else None
     return out, (last if last is not None and last < hw else None)
 
 
-def _log_dirs(broker: Any, offline: dict[str, str]) -> list[dict[str, Any]]:
+def _log_dirs(broker: Broker, offline: dict[str, str]) -> list[dict[str, object]]:
     """Each log dir: offline reason, free space and floor (None where not measured)."""
     spaces = {str(d.path): d for d in state.free_space(broker)}
-    rows = []
+    rows: list[dict[str, object]] = []
     for path in state.all_log_dirs(broker):
         d = spaces.get(path)
         rows.append({"path": path, "offline": offline.get(path),
@@ -290,10 +313,10 @@ def _log_dirs(broker: Any, offline: dict[str, str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _cluster(broker: Any) -> dict[str, Any]:
+def _cluster(broker: Broker) -> dict[str, object]:
     """Brokers, controller, under-replicated and offline partitions: from the metadata image
     in a cluster, this broker alone otherwise."""
-    if getattr(broker, "cluster", None) is None:
+    if broker.cluster is None:
         return {"brokers": [broker.node_id], "controller": broker.node_id,
                 "under_replicated": 0, "offline": len(state.offline_partitions(broker))}
     image = broker.replica_manager.metadata_cache.image

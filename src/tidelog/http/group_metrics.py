@@ -7,6 +7,7 @@ its oldest acquisition lock. Kafka has no per-group series, hence ``tidelog_`` n
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -92,8 +93,9 @@ class GroupCollector(Collector):
             labels=labels)
         for v in share_partition_views(self.broker):
             lv = [v.group_id, v.topic, str(v.partition)]
+            values = asdict(v)
             for attr, fam in fams.items():
-                fam.add_metric(lv, getattr(v, attr))
+                fam.add_metric(lv, values[attr])
             oldest.add_metric(lv, v.oldest_lock_age_ms / 1000)
         yield from fams.values()
         yield oldest

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from . import state
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
 
 
 @dataclass
@@ -19,7 +22,7 @@ class LagSample:
 
 
 class LagHistory:
-    def __init__(self, broker: Any, *, history_ms: int, min_gap_ms: int = 100) -> None:
+    def __init__(self, broker: Broker, *, history_ms: int, min_gap_ms: int = 100) -> None:
         self.broker = broker
         self.history_ms = history_ms
         self.min_gap_ms = min_gap_ms

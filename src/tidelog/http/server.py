@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from aiohttp import web
+from multidict import MultiDictProxy
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.process_collector import ProcessCollector
 
@@ -26,7 +28,12 @@ from .lag import LagHistory
 from .templates import environment
 from .throughput import ThroughputHistory
 
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+
 log = logging.getLogger(__name__)
+AdminAction = Callable[["HttpListener", web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def parse_http_listener(url: str) -> tuple[str, int]:
@@ -37,7 +44,7 @@ def parse_http_listener(url: str) -> tuple[str, int]:
 
 
 class HttpListener:
-    def __init__(self, broker: Any, urls: list[str]) -> None:
+    def __init__(self, broker: Broker, urls: list[str]) -> None:
         values = broker.config.values
         self.broker = broker
         self.addresses = [parse_http_listener(u) for u in urls]
@@ -125,7 +132,7 @@ class HttpListener:
     async def healthz(self, request: web.Request) -> web.Response:
         """Alive and listening (a process manager restarts the broker when this fails)."""
         b = self.broker
-        ok = getattr(b, "_server", None) is not None and not getattr(b, "fatal_error", None)
+        ok = b.listening and not b.fatal_error
         return web.Response(text="ok\n" if ok else "not listening\n", status=200 if ok else 503)
 
     async def readyz(self, request: web.Request) -> web.Response:
@@ -133,14 +140,14 @@ class HttpListener:
         return web.json_response(ready, status=200 if ready["ready"] else 503)
 
     # -- console helpers ------------------------------------------------------------------------
-    def render(self, name: str, title: str, **ctx: Any) -> web.Response:
+    def render(self, name: str, title: str, **ctx: object) -> web.Response:
         html = self.env.get_template(name).render(
             title=title, admin=self.admin, csrf=self.csrf,
             degraded=state.degraded_log_dirs(self.broker), **ctx,
         )
         return web.Response(text=html, content_type="text/html")
 
-    def _admin(self, fn: Any) -> Any:
+    def _admin(self, fn: AdminAction) -> Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:
             if not self.admin:
                 raise web.HTTPForbidden(
@@ -151,14 +158,15 @@ class HttpListener:
 
         return guarded
 
-    async def admin_form(self, request: web.Request) -> Any:
+    async def admin_form(self, request: web.Request
+                         ) -> MultiDictProxy[str | bytes | bytearray | web.FileField]:
         form = await request.post()
         if not secrets.compare_digest(str(form.get("csrf", "")), self.csrf):
             raise web.HTTPForbidden(text="missing or wrong form token")
         return form
 
 
-async def start_http_listener(broker: Any) -> HttpListener | None:
+async def start_http_listener(broker: Broker) -> HttpListener | None:
     """Start the listener when ``http.listeners`` is set (None otherwise)."""
     urls = [u for u in broker.config.values.get("http.listeners") or [] if u.strip()]
     if not urls:

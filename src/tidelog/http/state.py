@@ -10,11 +10,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidelog.records import RecordBatch
 from tidelog.storage.free_space import DirSpace
 from tidelog.util.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
+    from tidelog.server.group.coordinator import GroupCoordinator
+    from tidelog.server.group.group import GroupMetadata
+    from tidelog.server.group.records import OffsetAndMetadata
+    from tidelog.storage.cleaner.log_cleaner import LogCleaner
+    from tidelog.storage.index.abstract_index import AbstractIndex
+    from tidelog.storage.log import Log
+    from tidelog.storage.manager import LogManager
 
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
@@ -60,11 +70,11 @@ class PartitionLag:
     lag_ms: int
 
 
-def log_manager(broker: Any) -> Any:
+def log_manager(broker: Broker) -> LogManager:
     return broker.replica_manager.logs
 
 
-def iter_logs(broker: Any) -> Iterator[tuple[TopicPartition, Any]]:
+def iter_logs(broker: Broker) -> Iterator[tuple[TopicPartition, Log]]:
     """(partition, Log) of every online partition of every topic, in topic order."""
     rm = broker.replica_manager
     logs = log_manager(broker)
@@ -76,54 +86,49 @@ def iter_logs(broker: Any) -> Iterator[tuple[TopicPartition, Any]]:
                 yield tp, lg
 
 
-def offline_partitions(broker: Any) -> dict[TopicPartition, Path]:
-    fn = getattr(log_manager(broker), "offline_partitions", None)
-    return dict(fn()) if fn is not None else {}
+def offline_partitions(broker: Broker) -> dict[TopicPartition, Path]:
+    return dict(log_manager(broker).offline_partitions())
 
 
-def offline_log_dirs(broker: Any) -> dict[str, str]:
+def offline_log_dirs(broker: Broker) -> dict[str, str]:
     """Offline log dir -> reason, from the LogManager's dirs and its LogDirFailureChannel."""
     logs = log_manager(broker)
     out: dict[str, str] = {}
-    for d in getattr(logs, "dirs", []):
-        reason = getattr(d, "offline_reason", None)
-        if reason is not None:
-            out[str(d.path)] = str(reason)
-    channel = getattr(logs, "failure_channel", None)
-    if channel is not None:
-        for path, reason in channel.offline_log_dirs().items():
-            out.setdefault(str(path), str(reason))
+    for d in logs.dirs:
+        if d.offline_reason is not None:
+            out[str(d.path)] = str(d.offline_reason)
+    for path, reason in logs.failure_channel.offline_log_dirs().items():
+        out.setdefault(str(path), str(reason))
     return out
 
 
-def free_space(broker: Any) -> list[DirSpace]:
+def free_space(broker: Broker) -> list[DirSpace]:
     """Each online log dir's last free-space measure and floor (log.dir.min.free.bytes)."""
-    floor = getattr(log_manager(broker), "free_space", None)
-    return floor.snapshot() if floor is not None else []
+    return log_manager(broker).free_space.snapshot()
 
 
-def degraded_log_dirs(broker: Any) -> dict[str, dict[str, int]]:
+def degraded_log_dirs(broker: Broker) -> dict[str, dict[str, int]]:
     """Log dirs below their free-space floor: produces to them are refused, reads go on."""
     return {str(d.path): {"free_bytes": d.free, "min_free_bytes": d.floor}
             for d in free_space(broker) if d.below_floor}  # fmt: skip
 
 
-def all_log_dirs(broker: Any) -> list[str]:
-    return [str(d.path) for d in getattr(log_manager(broker), "dirs", [])]
+def all_log_dirs(broker: Broker) -> list[str]:
+    return [str(d.path) for d in log_manager(broker).dirs]
 
 
-def cleaner(broker: Any) -> Any:
-    return getattr(log_manager(broker), "cleaner", None)
+def cleaner(broker: Broker) -> LogCleaner | None:
+    return log_manager(broker).cleaner
 
 
-def cleaner_checkpoints(broker: Any) -> dict[TopicPartition, int]:
+def cleaner_checkpoints(broker: Broker) -> dict[TopicPartition, int]:
     c = cleaner(broker)
     return c.manager.all_cleaner_checkpoints() if c is not None else {}
 
 
-def _index_entries(index: Any, entry_size: int) -> int:
+def _index_entries(index: AbstractIndex, entry_size: int) -> int:
     """Entries without loading a lazily opened index (closed segments' files are trimmed)."""
-    if getattr(index, "is_loaded", True):
+    if index.is_loaded:
         return int(index.entries)
     try:
         return Path(index.path).stat().st_size // entry_size
@@ -131,7 +136,7 @@ def _index_entries(index: Any, entry_size: int) -> int:
         return 0
 
 
-def segment_views(lg: Any) -> list[SegmentView]:
+def segment_views(lg: Log) -> list[SegmentView]:
     segs = list(lg.segments.values())
     active = lg.active_segment
     out = []
@@ -151,7 +156,7 @@ def segment_views(lg: Any) -> list[SegmentView]:
     return out
 
 
-def partition_view(broker: Any, tp: TopicPartition, *, with_segments: bool = False) -> (
+def partition_view(broker: Broker, tp: TopicPartition, *, with_segments: bool = False) -> (
     PartitionView | None
 ):
     lg = log_manager(broker).get_log(tp)
@@ -181,7 +186,7 @@ def partition_view(broker: Any, tp: TopicPartition, *, with_segments: bool = Fal
     return view
 
 
-def dirty_ratio(tp: TopicPartition, lg: Any, first_dirty: int) -> float:
+def dirty_ratio(tp: TopicPartition, lg: Log, first_dirty: int) -> float:
     """Kafka's cleanable ratio: dirty bytes (cleaner point to the active segment) over the
     log's bytes up to the active segment (as LogToClean computes it)."""
     from tidelog.storage.cleaner.cleaner import LogToClean
@@ -192,22 +197,22 @@ def dirty_ratio(tp: TopicPartition, lg: Any, first_dirty: int) -> float:
         return 0.0
 
 
-def producer_id_count(broker: Any) -> int:
+def producer_id_count(broker: Broker) -> int:
     """Producer ids with state in any partition (Kafka's ReplicaManager ProducerIdCount)."""
     return sum(len(lg.producer_state.producers) for _, lg in iter_logs(broker))
 
 
 # -- consumer groups -------------------------------------------------------------------------
-def coordinator(broker: Any) -> Any:
-    return getattr(broker, "group_coordinator", None)
+def coordinator(broker: Broker) -> GroupCoordinator | None:
+    return broker.group_coordinator
 
 
-def groups(broker: Any) -> dict[str, Any]:
+def groups(broker: Broker) -> dict[str, GroupMetadata]:
     coord = coordinator(broker)
     return dict(coord.groups) if coord is not None else {}
 
 
-def committed_offsets(broker: Any) -> dict[str, dict[TopicPartition, Any]]:
+def committed_offsets(broker: Broker) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
     """Committed offsets of classic and KIP-848 consumer groups (share groups commit none:
     their progress is the share-partitions' start offsets)."""
     coord = coordinator(broker)
@@ -219,7 +224,7 @@ def committed_offsets(broker: Any) -> dict[str, dict[TopicPartition, Any]]:
     return out
 
 
-def timestamp_at(lg: Any, offset: int) -> int | None:
+def timestamp_at(lg: Log, offset: int) -> int | None:
     """The first timestamp of the batch holding ``offset`` (exact when the batch starts
     there; otherwise a lower bound, so a time lag is never understated)."""
     try:
@@ -233,7 +238,7 @@ def timestamp_at(lg: Any, offset: int) -> int | None:
 
 
 def group_lags(
-    broker: Any, group_id: str | None = None, *, now_ms: int | None = None, time_lag: bool = True
+    broker: Broker, group_id: str | None = None, *, now_ms: int | None = None, time_lag: bool = True
 ) -> list[PartitionLag]:
     """Lag per committed partition: HW (what a read_uncommitted consumer can reach) minus
     the committed offset, in messages and (``time_lag``: one small read per lagging
@@ -260,17 +265,17 @@ def group_lags(
 
 
 # -- health ----------------------------------------------------------------------------------
-def readiness(broker: Any) -> dict[str, Any]:
+def readiness(broker: Broker) -> dict[str, object]:
     """Kafka has no readiness endpoint; these are what a broker needs before serving:
     logs loaded (the listener is bound only after), groups loaded, no offline log dir.
 
     A dir below its free-space floor does not make the broker unready (it serves reads,
     commits and every other partition): ``degraded`` and ``degraded_log_dirs`` say so."""
-    listening = bool(getattr(broker, "_server", None) is not None and broker.bound_port)
+    listening = bool(broker.listening and broker.bound_port)
     coord = coordinator(broker)
     loading = sorted(coord.manager.loading) if coord is not None else []
     offline = offline_log_dirs(broker)
-    fatal = getattr(broker, "fatal_error", None)
+    fatal = broker.fatal_error
     degraded = degraded_log_dirs(broker)
     checks = {
         "logs_loaded": listening,

@@ -13,7 +13,10 @@ from __future__ import annotations
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tidelog.server.broker import Broker
 
 HISTORY_MS = 3_600_000  # the chart: the last hour
 RATE_WINDOW_MS = 10_000  # a topic's rate: over the last ten seconds (or the samples there are)
@@ -33,7 +36,7 @@ def _rate(newer: int, older: int, ms: int) -> float:
 
 
 class ThroughputHistory:
-    def __init__(self, broker: Any, *, interval_ms: int, history_ms: int = HISTORY_MS) -> None:
+    def __init__(self, broker: Broker, *, interval_ms: int, history_ms: int = HISTORY_MS) -> None:
         self.broker = broker
         self.history_ms = history_ms
         self.totals: deque[Totals] = deque(maxlen=history_ms // max(1, interval_ms) + 2)

@@ -33,13 +33,6 @@ from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
-from .metadata.zk_acls import ZkAclAuthorizer
-from .metadata.zk_admin import ZkTopicAdmin
-from .metadata.zk_config_sync import start_zk_configs
-from .metadata.zk_credentials import ZkCredentialStore
-from .metadata.zk_data import EndPoint
-from .metadata.zk_store import ZkAdminManager, ZkMetadataStore
-from .purgatory import FetchPurgatory
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
 from .registry import Registry, discover
@@ -51,6 +44,12 @@ from .security.session import ListenerSecurity
 from .security.wiring import credential_store, listener_securities, make_authorizer
 from .txn.coordinator import TransactionCoordinator
 from .txn.wiring import start_txn_coordinator, stop_txn_coordinator
+from .zk.acls import ZkAclAuthorizer
+from .zk.config_sync import start_zk_configs
+from .zk.credentials import ZkCredentialStore
+from .zk.data import EndPoint
+from .zk.metadata_store import ZkAdminManager, ZkMetadataStore
+from .zk.topic_admin import ZkTopicAdmin
 
 log = logging.getLogger(__name__)
 RecordValidator = Callable[[str, Mapping[str, str], bytes], RecordValidationError | None]
@@ -76,18 +75,18 @@ class Broker:
         store: ZkMetadataStore | None = None
         if config.zookeeper_connect is not None:
             self.cluster = ClusterNode(config, self._cluster_endpoints)
-            store = ZkMetadataStore(self.cluster.zk, config.log_dirs, config.node_id)
+            store = ZkMetadataStore(self.cluster.zk, config.log_dirs, config.node_id,
+                                    self.cluster.config_changes)
         self.replica_manager = ReplicaManager(config, clock, metadata_cache=self.metadata_cache,
                                               store=store)  # fmt: skip
         self.admin_manager: AdminManager = (
             LocalAdminManager(self.replica_manager) if store is None
             else self._zk_admin_manager(store)
         )  # fmt: skip
-        self.purgatory = FetchPurgatory()
+        self.purgatory = self.replica_manager.delayed_fetch
         self.fetch_sessions = FetchSessionCache(
             int(config.values["max.incremental.fetch.session.cache.slots"]), clock
         )
-        self.replica_manager.add_append_listener(self.purgatory.check_and_complete)
         # With every log dir offline the broker cannot serve anything: it shuts down (Kafka
         # halts). ``fatal_listeners`` run on the loop (``tidelog serve`` stops the process);
         # without any, the broker stops itself.
@@ -107,7 +106,7 @@ class Broker:
         self.listener_security: dict[str, ListenerSecurity] = listener_securities(config)
         self.credentials: CredentialStore = credential_store(config)
         if self.cluster is not None:  # SCRAM users live in ZooKeeper: any broker authenticates them
-            self.credentials = ZkCredentialStore(self.cluster.zk)
+            self.credentials = ZkCredentialStore(self.cluster.zk, self.cluster.config_changes)
         self.authorizer: StandardAuthorizer | None = make_authorizer(config)
         if self.authorizer is not None and self.cluster is not None:
             # ACLs live in ZooKeeper: made through any broker, enforced by all
@@ -135,6 +134,11 @@ class Broker:
     @property
     def node_id(self) -> int:
         return self.config.node_id
+
+    @property
+    def listening(self) -> bool:
+        """The Kafka listener is bound (set by ``start``, cleared by ``stop``)."""
+        return self._server is not None
 
     @property
     def advertised_host(self) -> str:
@@ -203,7 +207,7 @@ class Broker:
         # persisted dynamic broker configs apply before serving
         if self.cluster is not None:  # in ZooKeeper, with the quotas: altered anywhere, applied by all
             self.dynamic_config, self.client_quotas = start_zk_configs(
-                self.cluster.zk, self.config, self.replica_manager.logs, self.cluster.on_new_session)
+                self.cluster.zk, self.cluster.config_changes, self.config, self.replica_manager.logs)
         else:
             self.dynamic_config = DynamicBrokerConfig(self.config, self.replica_manager.logs)
             # the quota file is read now: read on first use, a produce after its disk failed
@@ -238,13 +242,10 @@ class Broker:
         return BrokerInfo(self.node_id, endpoints, self.config.values["broker.rack"])
 
     def _rearm_after_session_expiry(self, cluster: ClusterNode) -> None:
-        store = self.replica_manager.store
-        if isinstance(store, ZkMetadataStore):
-            cluster.on_new_session.append(store.rearm)
+        """The topic mirror, SCRAM users and entity configs are read again by the handlers
+        of ``cluster.config_changes`` (first in ``on_new_session``); the ACLs here."""
         if isinstance(self.authorizer, ZkAclAuthorizer):
             cluster.on_new_session.append(self.authorizer.load)
-        if isinstance(self.credentials, ZkCredentialStore):
-            cluster.on_new_session.append(self.credentials.load)
 
     def _zk_admin_manager(self, store: ZkMetadataStore) -> ZkAdminManager:
         """Topic admin of a cluster member: any broker writes ZooKeeper, and answers once

@@ -1,10 +1,11 @@
 """This broker's place in a ZooKeeper cluster (the cluster half of Kafka's KafkaServer).
 
-``ClusterNode`` holds the ZooKeeper session, registers ``/brokers/ids/<id>`` (its czxid is
-the broker epoch), runs this broker's controller (active when it wins ``/controller``) and,
-on stop, asks the controller to move leadership away (ControlledShutdown) before the session
-ends. Losing the session (expiry) stops the controller at once; when a new session comes,
-the broker registers again with a new epoch and stands for controller again.
+``ClusterNode`` holds the ZooKeeper session and this broker's registration (zk/registration.py:
+``/brokers/ids/<id>``, its czxid the broker epoch), runs this broker's controller (active
+when it wins ``/controller``) and, on stop, asks the controller to move leadership away
+(ControlledShutdown) before the session ends. Losing the session (expiry) stops the
+controller at once; when a new session comes, the broker registers again with a new epoch
+and stands for controller again.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
-
-from kazoo.client import KazooState
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.client.conn import KafkaClientError, KafkaConnectionError
@@ -27,8 +26,11 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .controller.channel_manager import ControllerChannelManager
 from .controller.controller import ControllerConfig, KafkaController
-from .metadata.zk_client import KafkaZkClient
-from .metadata.zk_data import BrokerRegistration, EndPoint
+from .zk.change_notifications import ZkNodeChangeNotificationListener
+from .zk.client import KafkaZkClient
+from .zk.client_metrics_configs import ZkClientMetricsConfigStore
+from .zk.data import BrokerRegistration, EndPoint
+from .zk.registration import ZkBrokerRegistration
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +94,30 @@ class ClusterNode:
         self.controller = KafkaController(
             self.broker_id, self.zk, self._channel, controller_config(config)
         )
-        self.broker_epoch = -1
+        self.registrar = ZkBrokerRegistration(self.zk, self.broker_id, self.registration)
+        # the one watch of /config/changes: topics, users, brokers, quotas, client metrics
+        self.config_changes = ZkNodeChangeNotificationListener(self.zk)
+        self.on_new_session.append(self.config_changes.load)
         self.cluster_id = ""
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._session_lost = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self._stopping = False
-        # run (off the loop) once a new session replaces an expired one: watches of the
-        # metadata store, ACLs and credentials went with the old session
-        self.on_new_session: list[Callable[[], object]] = []
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.registrar.broker_epoch
+
+    @property
+    def on_new_session(self) -> list[Callable[[], object]]:
+        """Run (off the loop) once a new session replaces an expired one."""
+        return self.registrar.on_new_session
+
+    def client_metrics_configs(self, now_ms: int) -> ZkClientMetricsConfigStore:
+        """The client metrics subscriptions of the cluster, read and followed from ZooKeeper
+        (again with every new session)."""
+        store = ZkClientMetricsConfigStore(self.zk)
+        store.watch(self.config_changes, now_ms)
+        return store
 
     def on_broker_configs(self, values: Mapping[str, Any]) -> None:
         """The broker's configs changed dynamically: a default unclean.leader.election.enable
@@ -125,28 +142,22 @@ class ClusterNode:
 
     async def start(self) -> None:
         """Register (the listeners are bound) and stand for controller."""
-        await self._register()
-        self.zk.add_state_listener(self._on_state)
+        await self.registrar.register()
+        self.registrar.watch_session(self._active, self.controller.session_lost,
+                                     self._on_new_session)  # fmt: skip
         await self.controller.startup()
 
     def registration(self) -> BrokerRegistration:
         return BrokerRegistration(self.broker_id, self.endpoints(), rack=self.config.broker_rack)
 
-    async def _register(self) -> None:
-        self.broker_epoch = await asyncio.to_thread(self.zk.register_broker, self.registration())
-        log.info("broker %d registered in ZooKeeper (epoch %d)", self.broker_id, self.broker_epoch)
-
-    def _on_state(self, state: str) -> None:
-        """kazoo's thread: LOST ends the controller now; CONNECTED after LOST registers again."""
+    def _active(self) -> bool:
         loop = self._loop
-        if loop is None or loop.is_closed() or self._stopping:
-            return
-        if state == KazooState.LOST:
-            self._session_lost = True
-            self.controller.session_lost()
-        elif state == KazooState.CONNECTED and self._session_lost:
-            self._session_lost = False
-            loop.call_soon_threadsafe(self._spawn, self._reregister())
+        return loop is not None and not loop.is_closed() and not self._stopping
+
+    def _on_new_session(self) -> None:
+        """kazoo's thread: a new session after an expiry registers again, on the loop."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._spawn, self._reregister())
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -155,10 +166,7 @@ class ClusterNode:
 
     async def _reregister(self) -> None:
         try:
-            await asyncio.to_thread(self.zk.create_top_level_paths)
-            await self._register()
-            for fn in self.on_new_session:
-                await asyncio.to_thread(fn)
+            await self.registrar.register_again()
         except Exception:
             log.exception("broker %d: registering again after session loss failed", self.broker_id)
             return

@@ -2,7 +2,7 @@
 parts): log defaults and log cleaner settings altered on the BROKER resource, per broker
 (resource name = this broker's id) or as the cluster default (empty name), persisted in
 ``broker-configs.json`` in the first log dir (in a ZooKeeper cluster, in ``/config/brokers``:
-metadata/zk_broker_configs.py) and applied live as Kafka applies them: log
+zk/broker_configs.py) and applied live as Kafka applies them: log
 defaults to every partition without a topic override, cleaner settings by
 LogCleaner.reconfigure (the I/O throttle at once; the threads restarted, as many as
 ``log.cleaner.threads``, each with its share of the dedupe and I/O buffers for its next

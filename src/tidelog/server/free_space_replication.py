@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.storage.free_space import DirSpace
 from tidelog.util.topic_partition import TopicPartition
 
-from .metadata.zk_client import KafkaZkClient
+from .zk.client import KafkaZkClient
 
 if TYPE_CHECKING:
     from .cluster.partition import Partition

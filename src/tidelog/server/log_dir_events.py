@@ -17,8 +17,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from .metadata.zk_client import KafkaZkClient
 from .replica_manager import ReplicaManager
+from .zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 

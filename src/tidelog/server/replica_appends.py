@@ -1,17 +1,24 @@
 """The produce half of the ReplicaManager (a mixin, as ``replica_topics.py``): Kafka's
-appendRecords / appendToLocalLog. An append to a partition led here validates and writes its
-batch on the loop, on a worker thread (``append_off_loop``: compressed or large batches) or
-on the log dir's writer thread (``append_async``), then moves the high watermark or hands a
-due ``flush.messages`` fsync to the group commit, and counts BytesIn / MessagesIn. A disk
+appendRecords / appendToLocalLog. ``append_records`` is a Produce's one door: for each
+partition it picks the write path (on the loop; on a worker thread, ``append_off_loop``, for
+compressed or large batches; on the log dir's writer thread, ``append_async``), then waits for
+what the answer needs: the writes off the loop, the group commit's fsync of a due
+``flush.messages``, and for acks=-1 the ISR (DelayedProduce). An append moves the high
+watermark or hands the fsync to the group commit, and counts BytesIn / MessagesIn. A disk
 error takes the log dir offline once (Kafka's LogDirFailureChannel)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from tidelog.metrics import BrokerTopicStats
+from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.fast import ProducePartitionResult
+from tidelog.records.batch import COMPRESSION_MASK, peek_attributes
+from tidelog.storage.errors import RecordValidationError
 from tidelog.storage.log import Log
 from tidelog.storage.log_append import LogAppendInfo
 from tidelog.storage.log_writes import AppendWriters
@@ -20,8 +27,10 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .cluster.partition import Partition
 from .cluster.partition_state import NO_EPOCH
+from .errors import to_error
 from .group_commit import GroupCommit, Waiter, flush_due
 from .metadata.store import MetadataStore
+from .purgatory import ReplicationPurgatory
 
 # Worker threads for heavy appends (compressed or large batches): with MAX_DECOMPRESSED_BATCH
 # (64 MiB) this bounds the decompressed bytes held by validation to 128 MiB at any time.
@@ -29,6 +38,35 @@ HEAVY_APPEND_THREADS = 2
 # An append_async's outcome, on the loop once written: the error, or the group commit round
 # to wait for (None: nothing to flush)
 Written = tuple[BaseException | None, Waiter | None]
+# Batches validated and written off the event loop (``append_off_loop``)
+HEAVY_BYTES = 1 << 20
+HEAVY_COMPRESSED_BYTES = 8 << 10
+# one partition of a Produce: its batches and the answer ``append_records`` fills in
+Entry = tuple[TopicPartition, bytes, ProducePartitionResult]
+# a check of a partition's batches before they are appended (the broker's record validators)
+Validate = Callable[[TopicPartition, bytes], None]
+log = logging.getLogger(__name__)
+
+
+def is_heavy(records: bytes) -> bool:
+    """A batch whose validation may take long: compressed (a decompression bomb is a few
+    hundred KB) or large (CRC, copy and write of a huge record)."""
+    n = len(records)
+    if n >= HEAVY_BYTES:
+        return True
+    return n >= HEAVY_COMPRESSED_BYTES and peek_attributes(records) & COMPRESSION_MASK != 0
+
+
+class _Produce:
+    """What one Produce waits for once its appends are made."""
+
+    __slots__ = ("replicated", "waits", "writes")
+
+    def __init__(self) -> None:
+        self.waits: list[tuple[ProducePartitionResult, Waiter]] = []
+        self.writes: list[tuple[ProducePartitionResult, asyncio.Future[Written]]] = []
+        # acks=-1: the offset the HW must pass for each partition
+        self.replicated: dict[TopicPartition, tuple[ProducePartitionResult, int]] = {}
 
 
 class ReplicaAppends:
@@ -38,6 +76,8 @@ class ReplicaAppends:
     group_commit: GroupCommit
     append_writers: AppendWriters
     _heavy_pool: ThreadPoolExecutor | None
+    delayed_produce: ReplicationPurgatory
+    async_appends: bool
 
     def partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH, *,
                            require_leader: bool = True) -> Partition:
@@ -48,6 +88,66 @@ class ReplicaAppends:
 
     def _report_io_error(self, lg: Log, exc: BaseException, op: str) -> bool:
         raise NotImplementedError  # the ReplicaManager's: the log dir offline
+
+    async def append_records(self, acks: int, timeout_ms: int, entries: Sequence[Entry],
+                             validate: Validate | None = None) -> None:
+        """Kafka's appendRecords: append each entry's batches to its partition, led here, in
+        order (``validate`` first, when given), and fill in its answer: the offsets, or the
+        error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, a record's INVALID_RECORD ...).
+        Returns once the answers are final: the writes off the loop done, the group commit
+        rounds flushed and, for acks=-1, the ISR past each batch or ``timeout_ms`` out
+        (REQUEST_TIMED_OUT). Never suspends when nothing is to be waited for."""
+        produce = _Produce()
+        for tp, records, result in entries:
+            written = None
+            try:
+                if validate is not None:
+                    validate(tp, records)
+                if is_heavy(records):
+                    info = await self.append_off_loop(tp, records, group_commit=True,
+                                                      required_acks=acks)
+                elif self.async_appends:
+                    info, written = self.append_async(tp, records, required_acks=acks)
+                else:
+                    info = self.append(tp, records, group_commit=True, required_acks=acks)
+            except Exception as exc:
+                _fail(tp, result, exc)
+                continue
+            self._appended(tp, result, info, acks, written, produce)
+        if produce.writes:  # (each wait only when it has something to wait for)
+            await _wait_written(produce)
+        if produce.waits:
+            await _wait_group_commit(produce.waits)
+        if produce.replicated and (short := self._replicated_now(produce.replicated)):
+            _fail_unreplicated(produce.replicated,
+                               await self.delayed_produce.park({}, short, timeout_ms))
+
+    def _appended(self, tp: TopicPartition, result: ProducePartitionResult, info: LogAppendInfo,
+                  acks: int, written: asyncio.Future[Written] | None, produce: _Produce) -> None:
+        result.base_offset = info.first_offset
+        result.log_append_time = info.log_append_time
+        result.log_start_offset = info.log_start_offset
+        if written is not None:
+            produce.writes.append((result, written))  # its group commit round: once written
+        else:
+            # taken before anything suspends: the round covering this append may start any turn
+            waiter = self.group_commit.waiter(tp)
+            if waiter is not None:
+                produce.waits.append((result, waiter))
+        if acks == -1 and info.last_offset >= 0:  # a duplicate waits for its original
+            produce.replicated[tp] = (result, info.last_offset + 1)
+
+    def _replicated_now(self, replicated: dict[TopicPartition, tuple[
+                            ProducePartitionResult, int]]) -> dict[TopicPartition, int]:
+        """acks=-1: the ISR must have each batch (DelayedProduce). The outcomes known now are
+        set at once (no coroutine parks when the ISR is this broker); returns the partitions
+        still short of their offset, to park."""
+        required = {tp: offset for tp, (r, offset) in replicated.items() if r.error_code == 0}
+        if not required:
+            return required
+        known, short = self.delayed_produce.try_complete(required)
+        _fail_unreplicated(replicated, known)
+        return short
 
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,
                required_acks: int = 1,
@@ -181,3 +281,51 @@ class ReplicaAppends:
         if partition is not None and not partition.advance_local_committed(upto):
             self._notify(tp)
 
+
+
+def _fail(tp: TopicPartition, result: ProducePartitionResult, exc: Exception) -> None:
+    if isinstance(exc, RecordValidationError):
+        result.error_code = ErrorCode[exc.kafka_error]
+        result.record_errors = [(i, m) for i, m in exc.errors]
+        result.error_message = exc.error_message
+        return
+    code, msg = to_error(exc)
+    # A storage error was logged once, when its log dir went offline (repeats are counted
+    # there): no traceback per request.
+    if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+        log.error("append to %s failed", tp, exc_info=exc)
+    result.error_code = code
+    result.error_message = msg
+
+
+def _fail_after_append(result: ProducePartitionResult, code: ErrorCode,
+                       message: str | None) -> None:
+    result.error_code, result.error_message = code, message
+    result.base_offset = result.log_append_time = result.log_start_offset = -1
+
+
+def _fail_unreplicated(replicated: dict[TopicPartition, tuple[ProducePartitionResult, int]],
+                       outcome: dict[TopicPartition, ErrorCode]) -> None:
+    for tp, error in outcome.items():
+        if error != ErrorCode.NONE:
+            _fail_after_append(replicated[tp][0], error, None)
+
+
+async def _wait_written(produce: _Produce) -> None:
+    """Appends written off the loop: a failed write fails its partition; the others join
+    the group commit round that took them."""
+    for p, fut in produce.writes:
+        error, waiter = await fut
+        if error is not None:
+            _fail_after_append(p, *to_error(error))
+        elif waiter is not None:
+            produce.waits.append((p, waiter))
+
+
+async def _wait_group_commit(waits: list[tuple[ProducePartitionResult, Waiter]]) -> None:
+    """Answer only after the group commit round covering each append flushed its partition
+    (``flush.messages`` reached; see server/group_commit.py); a failed flush fails them."""
+    for p, fut in waits:
+        error = await fut
+        if error is not None:
+            _fail_after_append(p, *to_error(error))

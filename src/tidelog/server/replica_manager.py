@@ -24,6 +24,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.log import Log
+from tidelog.storage.log_read import FetchIsolation
 from tidelog.storage.log_writes import AppendWriters
 from tidelog.storage.manager import LogManager
 from tidelog.util.clock import Clock
@@ -34,16 +35,20 @@ from .cluster.partition import AlterPartitionSender, Partition
 from .cluster.partition_state import NO_EPOCH, LeaderAndIsrPartitionState
 from .errors import ApiError
 from .group_commit import GroupCommit
+from .log_dir_description import LogDirDescription, describe_log_dirs
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.local_store import LocalMetadataStore, write_partition_metadata
 from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
-from .purgatory import ReplicationPurgatory
+from .purgatory import FetchPurgatory, ReplicationPurgatory
 from .replica_appends import ReplicaAppends, Written
+from .replica_fetches import RemoteFetch, ReplicaFetches
 from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
 from .replication.fetcher_manager import FetcherManager, InitialFetchState, NoFetchers
 
 if TYPE_CHECKING:
+    from tidelog.storage.producer_state import ProducerStateEntry
+
     from .free_space_replication import FloorReplicationHold
 
 log = logging.getLogger(__name__)
@@ -76,7 +81,7 @@ def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) 
     )
 
 
-class ReplicaManager(ReplicaTopics, ReplicaAppends):
+class ReplicaManager(ReplicaTopics, ReplicaAppends, ReplicaFetches):
     def __init__(self, config: BrokerConfig, clock: Clock, logs: LogManager | None = None, *,
                  metadata_cache: MetadataCache | None = None,
                  store: MetadataStore | None = None,
@@ -103,6 +108,11 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         self.delayed_produce = ReplicationPurgatory(self._check_replicated)
         self.delayed_delete_records = ReplicationPurgatory(self._check_low_watermark)
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
+        # DelayedFetch: woken by HW moves and appends
+        self.delayed_fetch = FetchPurgatory()
+        self._append_listeners.append(self.delayed_fetch.check_and_complete)
+        # the remote tier's reads (replica_fetches.py): None, no tier
+        self.remote_fetch: RemoteFetch | None = None
         # BrokerTopicMetrics (bytes/messages in, produce requests); None: not recorded
         self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
         self._heavy_pool: ThreadPoolExecutor | None = None
@@ -225,20 +235,23 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         """Kafka's getPartitionOrException + validation: UNKNOWN_TOPIC_OR_PARTITION when not
         hosted, NOT_LEADER_OR_FOLLOWER when ``require_leader`` and not led here,
         FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for another epoch."""
-        partition = self.get_partition(tp)
+        partition = self.get_partition(tp)  # (not _hosted: every append asks this)
         if partition is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            "This server does not host this topic-partition.")
         partition.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
         return partition
 
+    def _hosted(self, tp: TopicPartition) -> Partition:
+        partition = self.get_partition(tp)
+        if partition is None:
+            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           "This server does not host this topic-partition.")
+        return partition
+
     def get_log(self, tp: TopicPartition) -> Log | None:
         partition = self.get_partition(tp)
         return None if partition is None else partition.log
-
-    def log_or_error(self, tp: TopicPartition) -> Log:
-        """The log of a partition this broker leads (what consumers and producers use)."""
-        return self.partition_or_error(tp).log
 
     def _open(self, tp: TopicPartition, info: TopicInfo) -> Log:
         """Open/create the partition's log and make sure ``partition.metadata`` names the
@@ -418,24 +431,33 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         after the batch), its error, or REQUEST_TIMED_OUT (DelayedProduce)."""
         return await self.delayed_produce.wait(required, timeout_ms)
 
-    def replicated_now(self, required: dict[TopicPartition, int]
-                       ) -> tuple[dict[TopicPartition, ErrorCode], dict[TopicPartition, int]]:
-        """``wait_replicated`` without waiting: (the outcomes known now, the partitions still
-        short of their offset, for ``park_replicated``)."""
-        return self.delayed_produce.try_complete(required)
-
-    async def park_replicated(self, known: dict[TopicPartition, ErrorCode],
-                              short: dict[TopicPartition, int],
-                              timeout_ms: int) -> dict[TopicPartition, ErrorCode]:
-        """Wait for what ``replicated_now`` left short; every partition's outcome."""
-        return await self.delayed_produce.park(known, short, timeout_ms)
-
     def delete_records(self, tp: TopicPartition, offset: int) -> int:
-        """Advance the leader's log start offset to ``offset``; returns its new one (the
-        followers follow: ``wait_low_watermark``)."""
-        lg = self.log_or_error(tp)
+        """Kafka's deleteRecordsOnLeader: advance the leader's log start offset to ``offset``
+        (-1: the high watermark; OFFSET_OUT_OF_RANGE below 0 or past the HW); returns that
+        offset, which the followers reach later (``wait_low_watermark``)."""
+        hw = self.partition_or_error(tp).high_watermark
+        if offset == -1:
+            offset = hw
+        if offset < 0 or offset > hw:
+            raise ApiError(ErrorCode.OFFSET_OUT_OF_RANGE,
+                           f"Cannot delete records of {tp} to {offset}: its HW is {hw}")
         self.logs.delete_records(tp, offset)
-        return int(lg.log_start_offset)
+        return offset
+
+    def describe_log_dirs(self, partitions: Iterable[TopicPartition],
+                          futures: Mapping[TopicPartition, Log]) -> list[LogDirDescription]:
+        """Kafka's describeLogDirs: each log dir with the replicas of ``partitions`` it holds
+        and the ``futures`` (replicas being moved) in it, and whether it failed."""
+        return describe_log_dirs(self.logs, self.config.log_dirs, partitions, futures)
+
+    def live_log_dirs(self) -> list[Path]:
+        """The log dirs that have not failed."""
+        return list(self.logs.live_log_dirs)
+
+    def active_producer_state(self, tp: TopicPartition) -> list[tuple[int, ProducerStateEntry]]:
+        """Kafka's activeProducerState of a partition led here: (producer id, its state),
+        by id."""
+        return self.partition_or_error(tp).active_producers()
 
     def _alive(self, broker_id: int) -> bool:
         return broker_id in self.metadata_cache.image.brokers
@@ -457,20 +479,19 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends):
         (DelayedDeleteRecords)."""
         return await self.delayed_delete_records.wait(required, timeout_ms)
 
-    # -- fetch --------------------------------------------------------------------------------
-    def fetch_partition(self, tp: TopicPartition, replica_id: int, current_leader_epoch: int,
-                        ) -> Partition:
-        """The partition a Fetch reads: a consumer's must be led here, a follower's too (it
-        fetches from the leader); the epoch checked either way."""
-        return self.partition_or_error(tp, current_leader_epoch)
+    # -- ListOffsets, OffsetForLeaderEpoch ------------------------------------------------------
+    def fetch_offset_for_timestamp(self, tp: TopicPartition, timestamp: int,
+                                   isolation: FetchIsolation, current_leader_epoch: int,
+                                   fetch_only_from_leader: bool = True) -> tuple[int, int, int]:
+        """Kafka's fetchOffsetForTimestamp: ``Partition.fetch_offset_for_timestamp`` of a
+        partition hosted here (UNKNOWN_TOPIC_OR_PARTITION otherwise)."""
+        return self._hosted(tp).fetch_offset_for_timestamp(
+            timestamp, isolation, current_leader_epoch, fetch_only_from_leader)
 
-    def update_follower_fetch_state(self, partition: Partition, replica_id: int,
-                                    fetch_offset: int, log_start_offset: int,
-                                    broker_epoch: int, leader_end_offset: int) -> None:
-        """After a follower's Fetch read: its state, ISR expansion, the HW."""
-        partition.update_follower_fetch_state(
-            replica_id, fetch_offset, log_start_offset, broker_epoch,
-            self.clock.milliseconds(), leader_end_offset)
+    def last_offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                     leader_epoch: int) -> tuple[int, int]:
+        """Kafka's lastOffsetForLeaderEpoch: (epoch, end offset) from the leader's log."""
+        return self._hosted(tp).last_offset_for_leader_epoch(current_leader_epoch, leader_epoch)
 
     # -- log dirs -----------------------------------------------------------------------------
     def _report_io_error(self, lg: Log, exc: BaseException, op: str) -> bool:

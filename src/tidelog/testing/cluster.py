@@ -37,7 +37,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from tidelog.server.metadata.zk_client import KafkaZkClient
+from tidelog.server.zk.client import KafkaZkClient
 
 from .processes import spawn
 from .zookeeper import ZooKeeperServer

@@ -109,8 +109,8 @@ class Cluster:
         if mine.log_end_offset < end:
             read = theirs.log.read(mine.log_end_offset, 1 << 20, FetchIsolation.LOG_END, True)
             mine.append_records_to_follower(read.records.read())
-        self.rms[leader].update_follower_fetch_state(
-            theirs, follower, mine.log_end_offset, mine.log_start_offset, 1, end)
+        theirs.update_follower_fetch_state(follower, mine.log_end_offset, mine.log_start_offset,
+                                           1, theirs.clock.milliseconds(), end)
         mine.update_follower_high_watermark(theirs.high_watermark, theirs.log_start_offset)
 
     def close(self) -> None:
@@ -287,7 +287,7 @@ def test_requests_for_other_epochs_and_non_leaders_are_fenced(cluster: Cluster) 
         with pytest.raises(ApiError) as err:
             leader.partition_or_error(TP, epoch)
         assert err.value.code == code
-    for call in (lambda: follower.append(TP, batch()), lambda: follower.log_or_error(TP)):
+    for call in (lambda: follower.append(TP, batch()), lambda: follower.partition_or_error(TP)):
         with pytest.raises(ApiError) as err:
             call()
         assert err.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER

@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Protocol
 
 from tidelog.metrics.isr import ISR_CHANGE_STATS
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.fast import FetchPartitionData
 from tidelog.storage.errors import UnexpectedAppendOffsetError
+from tidelog.storage.log_read import FetchIsolation
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
 
 from ..errors import ApiError
+from ..sendfile import slice_records
+from .fetch_params import FetchParams, PartitionFetchData
 from .partition_state import (
     NO_LEADER,
     LeaderAndIsr,
@@ -37,9 +41,14 @@ from .replica import Replica
 if TYPE_CHECKING:
     from tidelog.storage.log import Log
     from tidelog.storage.log_append import LogAppendInfo
+    from tidelog.storage.producer_state import ProducerStateEntry
+    from tidelog.storage.segment import FetchDataInfo
 
 log = logging.getLogger(__name__)
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
+# ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
+LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP = -1, -2, -4
+UNDEFINED_EPOCH_OFFSET = -1
 
 
 class AlterPartitionSender(Protocol):
@@ -95,6 +104,21 @@ class Partition:
     @property
     def log_start_offset(self) -> int:
         return int(self.log.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        return int(self.log.last_stable_offset)
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """Where the local log starts: below it, with remote storage, records are in the
+        remote tier (Kafka's UnifiedLog.localLogStartOffset; no tier yet: the log start)."""
+        return int(self.log.log_start_offset)
+
+    @property
+    def remote_storage_enabled(self) -> bool:
+        """The topic's ``remote.storage.enable``."""
+        return bool(self.log.config.remote_storage_enable)
 
     @property
     def isr(self) -> frozenset[int]:
@@ -203,6 +227,119 @@ class Partition:
         end = self.log_end_offset
         self.local_committed_offset = end if offset is None else min(offset, end)
         return self.maybe_increment_leader_hw(self.clock.milliseconds())
+
+    # -- reads: Fetch, ListOffsets, OffsetForLeaderEpoch ------------------------------------
+    def fetch_offset_snapshot(self, current_leader_epoch: int, fetch_only_from_leader: bool,
+                              out: FetchPartitionData) -> int:
+        """The leader epoch checked (``check_leader_epoch``), then the offsets a Fetch answers
+        (HW, LSO, log start) set on ``out``; returns the log end offset of that moment
+        (Kafka's fetchOffsetSnapshot)."""
+        self.check_leader_epoch(current_leader_epoch, require_leader=fetch_only_from_leader)
+        lg = self.log
+        out.high_watermark = lg.high_watermark
+        out.last_stable_offset = lg.last_stable_offset
+        out.log_start_offset = lg.log_start_offset
+        return int(lg.log_end_offset)
+
+    def fetch_records(self, params: FetchParams, fetch: PartitionFetchData,
+                      out: FetchPartitionData, max_bytes: int, min_one_message: bool,
+                      throttled: bool = False) -> None:
+        """Kafka's Partition.fetchRecords, answered into ``out``: the leader epoch checked
+        (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER where only the
+        leader may answer), the offsets, then for a follower whose log forked from ours the
+        diverging epoch and no records; else the read (a file slice: the batches stay bytes,
+        sent with sendfile when large; nothing for a ``throttled`` follower) and for a
+        follower its fetch state, ISR expansion and the HW. Raises OffsetOutOfRangeError for
+        an offset outside the log (the ReplicaManager's remote-read seam catches it)."""
+        follower = params.replica_id >= 0
+        # (inline, as fetch_offset_snapshot: this runs for every partition of every Fetch)
+        self.check_leader_epoch(fetch.current_leader_epoch,
+                                require_leader=follower or params.client_metadata is None)
+        lg = self.log
+        leader_end = lg.log_end_offset
+        out.high_watermark = lg.high_watermark
+        out.last_stable_offset = lg.last_stable_offset
+        out.log_start_offset = lg.log_start_offset
+        if follower and fetch.last_fetched_epoch >= 0:
+            diverging = self._diverging_epoch(fetch)
+            if diverging is not None:  # no records, no follower state: it truncates first
+                out.records = b""
+                if diverging[1] < 0:
+                    out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                else:
+                    out.diverging_epoch = diverging
+                return
+        if throttled:
+            out.records = b""  # a throttled replica outside the ISR gets nothing for now
+        else:
+            info = lg.read(fetch.fetch_offset, max_bytes, params.isolation, min_one_message)
+            # Kafka (fetch v3+) sends nothing rather than a cut batch: a client can't decode
+            # the piece, and the partition gets its whole batch once it comes first later.
+            out.records = b"" if info.first_entry_incomplete else slice_records(info.records)
+            aborted = info.aborted_transactions
+            if aborted:
+                out.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
+        if follower:
+            self.update_follower_fetch_state(params.replica_id, fetch.fetch_offset,
+                                             fetch.fetcher_log_start_offset,
+                                             params.replica_epoch, self.clock.milliseconds(),
+                                             leader_end)
+            out.high_watermark = lg.high_watermark  # it may have moved with this fetch
+
+    def read_records(self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation,
+                     min_one_message: bool) -> FetchDataInfo:
+        """The local log's read from ``fetch_offset`` up to what ``isolation`` allows (Kafka's
+        Partition.readRecords, its checks done by the caller)."""
+        return self.log.read(fetch_offset, max_bytes, isolation, min_one_message)
+
+    def _diverging_epoch(self, fetch: PartitionFetchData) -> tuple[int, int] | None:
+        """A follower's last fetched epoch (Fetch v12+) against ours: the largest epoch of
+        ours at or below it and where that epoch ends, when the follower's log does not agree
+        with ours up to its fetch offset ((-1, -1): we know no such epoch)."""
+        epoch, end = self.log.end_offset_for_epoch(fetch.last_fetched_epoch)
+        if epoch < fetch.last_fetched_epoch or end < fetch.fetch_offset:
+            return int(epoch), int(end)
+        return None
+
+    def fetch_offset_for_timestamp(self, timestamp: int, isolation: FetchIsolation,
+                                   current_leader_epoch: int,
+                                   fetch_only_from_leader: bool = True) -> tuple[int, int, int]:
+        """Kafka's fetchOffsetForTimestamp: (timestamp, offset, leader epoch) for ListOffsets.
+        Latest (-1) is the log end for a follower (``LOG_END``), else the LSO or HW; earliest
+        (-2) the log start; any other timestamp (max timestamp, earliest local, a time) is
+        looked up, and nothing found at or past what ``isolation`` may fetch is (-1, -1, -1)."""
+        self.check_leader_epoch(current_leader_epoch, require_leader=fetch_only_from_leader)
+        lg = self.log
+        if timestamp == LATEST_TIMESTAMP:
+            end = (lg.log_end_offset if isolation is FetchIsolation.LOG_END
+                   else lg.last_stable_offset if isolation is FetchIsolation.TXN_COMMITTED
+                   else lg.high_watermark)
+            return -1, int(end), max(self.leader_epoch, 0)
+        if timestamp == EARLIEST_TIMESTAMP:
+            return -1, int(lg.log_start_offset), 0
+        found = lg.fetch_offset_by_timestamp(timestamp)
+        fetchable = (lg.last_stable_offset if isolation is FetchIsolation.TXN_COMMITTED
+                     else lg.high_watermark)
+        if found is None or (timestamp != EARLIEST_LOCAL_TIMESTAMP and found.offset >= fetchable):
+            return -1, -1, -1
+        epoch = found.leader_epoch
+        return found.timestamp, found.offset, 0 if epoch is None else epoch
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,
+                                     fetch_only_from_leader: bool = True) -> tuple[int, int]:
+        """Kafka's lastOffsetForLeaderEpoch: (epoch, end offset) from the leader-epoch cache;
+        an epoch the log never saw or newer than its latest is (-1, -1)."""
+        self.check_leader_epoch(current_leader_epoch, require_leader=fetch_only_from_leader)
+        lg = self.log
+        latest = lg.leader_epoch_cache.latest_epoch()
+        if latest is None or leader_epoch > latest:
+            return UNDEFINED_EPOCH_OFFSET, UNDEFINED_EPOCH_OFFSET
+        epoch, offset = lg.end_offset_for_epoch(leader_epoch)
+        return int(epoch), int(offset)
+
+    def active_producers(self) -> list[tuple[int, ProducerStateEntry]]:
+        """The log's active producers (DescribeProducers), by id."""
+        return sorted(self.log.producer_state.active_producers.items())
 
     # -- the followers, as the leader sees them ---------------------------------------------
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,

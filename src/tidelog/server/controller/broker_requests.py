@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.metadata.zk_data import (
+from tidelog.server.zk.data import (
     LEADER_RECOVERED,
     LEADER_RECOVERING,
     LeaderIsrAndControllerEpoch,

@@ -18,7 +18,7 @@ from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.client.conn import KafkaClientError, KafkaConnectionError
 from tidelog.client.security import ClientSecurity
 from tidelog.protocol.inter_broker import LEADER_AND_ISR_KEY, STOP_REPLICA_KEY, UPDATE_METADATA_KEY
-from tidelog.server.metadata.zk_data import BrokerRegistration
+from tidelog.server.zk.data import BrokerRegistration
 from tidelog.util.topic_partition import TopicPartition
 
 from .context import (

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from tidelog.server.metadata.zk_data import (
+from tidelog.server.zk.data import (
     NO_LEADER,
     BrokerRegistration,
     LeaderIsrAndControllerEpoch,

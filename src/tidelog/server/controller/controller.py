@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.metadata import zk_data as z
-from tidelog.server.metadata.zk_client import ControllerMovedError, KafkaZkClient
+from tidelog.server.zk import data as z
+from tidelog.server.zk.client import ControllerMovedError, KafkaZkClient
 from tidelog.util.topic_partition import TopicPartition
 
 from . import broker_requests, election

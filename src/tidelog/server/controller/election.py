@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
-from tidelog.server.metadata.zk_data import LEADER_RECOVERING, LeaderIsrAndControllerEpoch
+from tidelog.server.zk.data import LEADER_RECOVERING, LeaderIsrAndControllerEpoch
 
 
 def offline_partition_leader(

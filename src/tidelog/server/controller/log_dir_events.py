@@ -18,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.metadata.zk_data import LeaderIsrAndControllerEpoch
+from tidelog.server.zk.data import LeaderIsrAndControllerEpoch
 from tidelog.util.topic_partition import TopicPartition
 
 from . import election

@@ -10,8 +10,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from tidelog.server.metadata.zk_client import KafkaZkClient
-from tidelog.server.metadata.zk_data import NO_LEADER, LeaderIsrAndControllerEpoch
+from tidelog.server.zk.client import KafkaZkClient
+from tidelog.server.zk.data import NO_LEADER, LeaderIsrAndControllerEpoch
 from tidelog.util.topic_partition import TopicPartition
 
 from . import election

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.metadata.zk_data import LeaderIsrAndControllerEpoch, ReplicaAssignment
+from tidelog.server.zk.data import LeaderIsrAndControllerEpoch, ReplicaAssignment
 from tidelog.util.topic_partition import TopicPartition
 
 from . import election

@@ -24,15 +24,15 @@ MAX_VERSION = 2
 
 
 def _move(ctx: RequestContext, tp: TopicPartition, target: str) -> ErrorCode:
-    logs = ctx.broker.replica_manager.logs
-    dirs = {str(Path(d).resolve()): Path(d) for d in logs.live_log_dirs}
+    rm = ctx.broker.replica_manager
+    dirs = {str(Path(d).resolve()): Path(d) for d in rm.live_log_dirs()}
     configured = {str(Path(d).resolve()) for d in ctx.broker.config.log_dirs}
     key = str(Path(target).resolve())
     if key not in configured:
         return ErrorCode.LOG_DIR_NOT_FOUND
     if key not in dirs:
         return ErrorCode.KAFKA_STORAGE_ERROR
-    if ctx.broker.replica_manager.get_log(tp) is None:
+    if rm.get_partition(tp) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     mover = log_dir_mover(ctx.broker)
     mover.moves.alter(tp, dirs[key])

@@ -36,12 +36,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 if not ctx.authorize(AclOperation.DELETE, ResourceType.TOPIC, t.name):
                     raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                lg = rm.partition_or_error(tp).log
-                offset = lg.high_watermark if p.offset == -1 else p.offset
-                if offset < 0 or offset > lg.high_watermark:
-                    raise ApiError(ErrorCode.OFFSET_OUT_OF_RANGE)
-                rm.delete_records(tp, offset)
-                pending[tp] = offset
+                pending[tp] = rm.delete_records(tp, p.offset)
             except Exception as exc:
                 code, _ = to_error(exc)
             parts.append((tp, low, code))

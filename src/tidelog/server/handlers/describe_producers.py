@@ -8,6 +8,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
+from tidelog.storage.producer_state import ProducerStateEntry
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
@@ -19,9 +20,9 @@ MIN_VERSION = 0
 MAX_VERSION = 0
 
 
-def _producers(cls: Any, lg: Any) -> tuple[Any, ...]:
+def _producers(cls: Any, active: list[tuple[int, ProducerStateEntry]]) -> tuple[Any, ...]:
     out = []
-    for pid, entry in sorted(lg.producer_state.active_producers.items()):
+    for pid, entry in active:
         txn = entry.current_txn_first_offset
         out.append(
             make(
@@ -50,14 +51,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             try:
                 if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, t.name):
                     raise ApiError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                lg = rm.log_or_error(TopicPartition(t.name, index))
+                active = rm.active_producer_state(TopicPartition(t.name, index))
                 parts.append(
                     make(
                         pcls,
                         partition_index=index,
                         error_code=0,
                         error_message=None,
-                        active_producers=_producers(scls, lg),
+                        active_producers=_producers(scls, active),
                     )
                 )
             except Exception as exc:

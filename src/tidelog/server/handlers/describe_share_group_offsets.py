@@ -30,8 +30,8 @@ async def _partition(ctx: RequestContext, share: ShareGroupCoordinator, pcls: ty
                      group_id: str, tp: TopicPartition, topic_id: uuid.UUID | None) -> Any:
     """From the share-partition when it is led here, else from its stored state (the
     share coordinator here, or ReadShareGroupStateSummary through the persister)."""
-    lg = ctx.broker.replica_manager.get_log(tp)
-    hw = int(lg.high_watermark) if lg is not None else -1
+    partition = ctx.broker.replica_manager.get_partition(tp)
+    hw = partition.high_watermark if partition is not None else -1
     sp = share.partitions.get((group_id, tp))
     start, settled = -1, 0
     if sp is not None:

@@ -1,20 +1,15 @@
-"""Fetch (key 1): long poll through the purgatory (woken by HW moves and appends), max_bytes and
-per-partition limits, at least one batch even when larger than the limits (while the
-response is still empty), HW / LSO / log start offset, OFFSET_OUT_OF_RANGE, and incremental
-fetch sessions (KIP-227, ``server/fetch_session.py``). From v13 topics are named by id
-(KIP-516): an id unknown here is UNKNOWN_TOPIC_ID, a session partition whose topic was
-recreated under the same name (a new id) is INCONSISTENT_TOPIC_ID. Only the leader answers
-followers and consumers before v11 (NOT_LEADER_OR_FOLLOWER elsewhere; FENCED_LEADER_EPOCH /
-UNKNOWN_LEADER_EPOCH for another current_leader_epoch); a consumer at v11+ reads any replica
-up to its high watermark, and the leader may name a preferred read replica instead of
-answering records (KIP-392, ``replication/replica_selector.py``). A follower (replica_id, or
-v15's replica state, >= 0; CLUSTER_ACTION) reads to the log end and its fetch moves its state
-on the leader: its end offset, the ISR, the high watermark; a consumer reads to the HW or
-LSO."""
+"""Fetch (key 1): the handler decodes, authorizes and encodes; the reads, the long poll
+(DelayedFetch) and each partition's checks are the ReplicaManager's ``fetch_messages``
+(``server/replica_fetches.py``) and ``Partition.fetch_records``. Here: who fetches
+(``FetchParams``: a follower by replica_id or v15's replica state; a consumer at v11+ with
+client metadata, KIP-392), incremental fetch sessions (KIP-227, ``server/fetch_session.py``),
+READ on each topic (CLUSTER_ACTION for a follower), topic ids from v13 (KIP-516: an id unknown
+here is UNKNOWN_TOPIC_ID, a session partition whose topic was recreated under the same name is
+INCONSISTENT_TOPIC_ID), the response's shape (an incremental session answers what changed),
+client quotas and the leader's replication quota, and BytesOut."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -22,217 +17,87 @@ from typing import Any
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import FetchPartitionData, encode_fetch_response
 from tidelog.protocol.kio_util import ms
-from tidelog.storage.log_read import FetchIsolation
-from tidelog.util.topic_partition import TopicPartition
 
+from ..cluster.fetch_params import ClientMetadata, FetchParams, isolation_of
 from ..context import RequestContext
-from ..errors import to_error
-from ..fetch_session import CachedPartition, FetchKey, FetchPlan, rotate_to_end
+from ..fetch_session import FetchKey, FetchPlan, rotate_to_end
 from ..quota.wiring import throttle_fetch
-from ..replication.replica_selector import preferred_read_replica
+from ..replica_fetches import Read
+from ..replication.quota import ReplicationQuotaManager
 from ..security import AclOperation, ResourceType
-from ..sendfile import close_chunks, slice_records
+from ..sendfile import close_chunks
 
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 18
 READ_COMMITTED = 1
-Read = list[tuple[FetchKey, FetchPartitionData]]
-YIELD_EVERY = 200  # partition reads between turns of the loop left to other connections
 
 
-def _isolation(committed: bool, follower: bool) -> FetchIsolation:
-    if follower:
-        return FetchIsolation.LOG_END
-    return FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
-
-
-@dataclass(frozen=True, slots=True)
-class Fetcher:
-    """Who fetches: a consumer (replica_id -1) or a follower (its id and broker epoch). A
-    consumer at v11+ has client metadata (KIP-392): it may read from any replica, and names
-    its rack (``client.rack``, empty: none)."""
-
-    replica_id: int = -1
-    broker_epoch: int = -1
-    client_rack: str | None = None
-    any_replica: bool = False
-
-    @property
-    def follower(self) -> bool:
-        return self.replica_id >= 0
-
-
-def _fetcher(request: Any, version: int) -> Fetcher:
+def fetch_params(ctx: RequestContext, request: Any) -> FetchParams:
+    """Who fetches and how (Kafka's FetchParams): a follower (v15's replica state, or
+    replica_id, >= 0) with its broker epoch; a consumer at v11+ has client metadata (KIP-392:
+    it may read from any replica, and names its rack); the request's byte limit capped by
+    ``fetch.max.bytes``."""
     state = getattr(request, "replica_state", None)  # v15+ (a consumer's: id -1)
+    replica_epoch = -1
     if state is not None and int(state.replica_id) >= 0:
-        return Fetcher(int(state.replica_id), int(state.replica_epoch))
-    replica_id = -1 if state is not None else int(getattr(request, "replica_id", -1))
-    if replica_id < 0 and version >= 11:
-        return Fetcher(replica_id, client_rack=getattr(request, "rack_id", None), any_replica=True)
-    return Fetcher(replica_id)
+        replica_id, replica_epoch = int(state.replica_id), int(state.replica_epoch)
+    else:
+        replica_id = -1 if state is not None else int(getattr(request, "replica_id", -1))
+    meta = None
+    if replica_id < 0 and ctx.api_version >= 11:
+        meta = ClientMetadata(getattr(request, "rack_id", None), ctx.listener_name)
+    budget = max(0, int(getattr(request, "max_bytes", 2**31 - 1)))
+    budget = min(budget, int(ctx.broker.config.values["fetch.max.bytes"]))
+    committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    return FetchParams(replica_id, replica_epoch, isolation_of(committed, replica_id >= 0),
+                       ms(request.max_wait), request.min_bytes, budget, meta)
 
 
 @dataclass(slots=True)
-class _Scope:
-    """What every partition of one Fetch shares, looked up once per request: who fetches,
-    the isolation, the replica selector, and each topic's authorization."""
+class _Precheck:
+    """The handler's part of each partition, before the ReplicaManager reads it: READ on the
+    topic before its existence (Kafka's handleFetchRequest), CLUSTER_ACTION for a follower,
+    looked up once per topic; topic ids (v13+)."""
 
     ctx: RequestContext
-    fetcher: Fetcher
-    isolation: FetchIsolation
-    by_id: bool
-    selector_class: str
     follower: bool
+    by_id: bool
     allowed: dict[str, bool]
 
-    @classmethod
-    def of(cls, ctx: RequestContext, fetcher: Fetcher, isolation: FetchIsolation,
-           by_id: bool) -> _Scope:
-        selector = ctx.broker.config.values["replica.selector.class"] if fetcher.any_replica else ""
-        return cls(ctx, fetcher, isolation, by_id, selector or "", fetcher.follower, {})
+    def check(self, key: FetchKey) -> int:
+        # an id unknown here has no name to authorize and stays UNKNOWN_TOPIC_ID below
+        if not (self.by_id and key.unknown_id):
+            ok = self.allowed.get(key.topic)
+            if ok is None:
+                ok = self._authorize(key.topic)
+            if not ok:
+                return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        if self.by_id:
+            return _topic_id_error(self.ctx, key)
+        return ErrorCode.NONE
 
-    def authorized(self, topic: str) -> bool:
-        """READ on the topic before its existence (Kafka's handleFetchRequest), CLUSTER_ACTION
-        for a follower."""
-        ok = self.allowed.get(topic)
-        if ok is None:
-            ctx = self.ctx
-            ok = self.allowed[topic] = (
-                ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster")
-                if self.follower
-                else ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic))
+    def _authorize(self, topic: str) -> bool:
+        ctx = self.ctx
+        ok = self.allowed[topic] = (
+            ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster")
+            if self.follower
+            else ctx.authorize(AclOperation.READ, ResourceType.TOPIC, topic))
         return ok
 
 
-def _read_partition(scope: _Scope, key: FetchKey, cp: CachedPartition, max_bytes: int,
-                    min_one: bool) -> FetchPartitionData:
-    out = FetchPartitionData(key.partition)
-    # an id unknown here has no name to authorize and stays UNKNOWN_TOPIC_ID below
-    if not (scope.by_id and key.unknown_id) and not scope.authorized(key.topic):
-        out.error_code, out.records = ErrorCode.TOPIC_AUTHORIZATION_FAILED, b""
-        return out
-    if scope.by_id:
-        code = _topic_id_error(scope.ctx, key)
-        if code:
-            out.error_code, out.records = code, b""
-            return out
-    tp = key.tp
-    try:
-        _read_log(scope, tp, cp, max_bytes, min_one, out)
-    except Exception as exc:
-        scope.ctx.broker.replica_manager.maybe_handle_io_error(tp, exc)  # a disk error: dir offline
-        out.error_code, _ = to_error(exc)
-        out.records = b""
-    return out
-
-
-def _read_log(scope: _Scope, tp: TopicPartition, cp: CachedPartition, max_bytes: int,
-              min_one: bool, out: FetchPartitionData) -> None:
-    ctx, fetcher = scope.ctx, scope.fetcher
-    rm = ctx.broker.replica_manager
-    partition = (rm.partition_or_error(tp, cp.current_leader_epoch, require_leader=False)
-                 if fetcher.any_replica
-                 else rm.fetch_partition(tp, fetcher.replica_id, cp.current_leader_epoch))
-    lg = partition.log
-    leader_end = lg.log_end_offset
-    out.high_watermark = lg.high_watermark
-    out.last_stable_offset = lg.last_stable_offset
-    out.log_start_offset = lg.log_start_offset
-    if scope.selector_class:  # KIP-392: the leader may send a consumer elsewhere
-        out.preferred_read_replica = preferred_read_replica(
-            scope.selector_class, partition,
-            fetcher.client_rack, cp.fetch_offset, partition.clock.milliseconds(),
-            ctx.broker.metadata_cache.image, ctx.listener_name)
-        if out.preferred_read_replica >= 0:  # no records: the consumer goes there
-            out.records = b""
-            return
-    if scope.follower and cp.last_fetched_epoch >= 0:
-        diverging = _diverging_epoch(lg, cp)
-        if diverging is not None:  # no records, no follower state: it truncates first
-            out.records = b""
-            if diverging[1] < 0:
-                out.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-            else:
-                out.diverging_epoch = diverging
-            return
-    if scope.follower and _leader_throttled(ctx, tp, fetcher.replica_id in partition.state.isr):
-        out.records = b""  # a throttled replica outside the ISR gets nothing for now
-    else:
-        info = lg.read(cp.fetch_offset, max_bytes, scope.isolation, min_one)
-        # Kafka (fetch v3+) sends nothing rather than a cut batch: a client can't decode
-        # the piece, and the partition gets its whole batch once it comes first later.
-        out.records = b"" if info.first_entry_incomplete else slice_records(info.records)
-        aborted = info.aborted_transactions
-        if aborted:
-            out.aborted_transactions = [(a.producer_id, a.first_offset) for a in aborted]
-    if scope.follower:
-        rm.update_follower_fetch_state(partition, fetcher.replica_id, cp.fetch_offset,
-                                       cp.fetcher_log_start_offset, fetcher.broker_epoch,
-                                       leader_end)
-        out.high_watermark = lg.high_watermark  # it may have moved with this fetch
-
-
-def _leader_throttled(ctx: RequestContext, tp: TopicPartition, in_sync: bool) -> bool:
-    """Kafka's shouldLeaderThrottle (leader.replication.throttled.*: replication/quota.py)."""
+def _leader_quota(ctx: RequestContext) -> ReplicationQuotaManager | None:
+    """The leader's replication quota (leader.replication.throttled.*: replication/quota.py)."""
     replication = ctx.broker.replication
     quotas = replication.quotas if replication is not None else None
-    return quotas is not None and quotas.leader.should_throttle(tp, in_sync)
+    return quotas.leader if quotas is not None else None
 
 
 def _record_leader_throttled(ctx: RequestContext, read: Read) -> None:
     """The bytes sent for throttled partitions count against the leader's rate."""
-    replication = ctx.broker.replication
-    quotas = replication.quotas if replication is not None else None
-    if quotas is not None:
-        quotas.leader.record(sum(_nbytes(d.records) for k, d in read if quotas.leader.is_throttled(k.tp)))
-
-
-def _diverging_epoch(lg: Any, cp: CachedPartition) -> tuple[int, int] | None:
-    """Kafka's Partition.fetchRecords check of a follower's last fetched epoch (Fetch v12+):
-    the largest epoch of ours at or below it and where that epoch ends, when the follower's
-    log does not agree with ours up to its fetch offset ((-1, -1): we know no such epoch)."""
-    epoch, end = lg.end_offset_for_epoch(cp.last_fetched_epoch)
-    if epoch < cp.last_fetched_epoch or end < cp.fetch_offset:
-        return int(epoch), int(end)
-    return None
-
-
-async def _read_all(scope: _Scope, request: Any, plan: FetchPlan,
-                    before: Read | None = None, fired: set[TopicPartition] | None = None,
-                    ) -> tuple[Read, int, bool]:
-    """Read each partition of the plan; given the ``before`` read of a parked fetch and the
-    partitions that ``fired`` since, only those (and any whose records were let go when it
-    parked) are read again: nothing else moved. Every ``YIELD_EVERY`` reads the loop serves
-    the other connections (a consumer's Fetch of 1,000 partitions takes milliseconds)."""
-    budget = max(0, int(getattr(request, "max_bytes", 2**31 - 1)))
-    budget = min(budget, int(scope.ctx.broker.config.values["fetch.max.bytes"]))
-    total = reads = 0
-    error = False
-    out: Read = []
-    try:
-        for i, (key, cp) in enumerate(plan.partitions):
-            if before is not None and fired is not None:
-                data = before[i][1]
-                if not data.records and (key.topic, key.partition) not in fired:
-                    out.append((key, data))
-                    continue
-            reads += 1
-            if reads % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
-            limit = max(0, min(cp.max_bytes, budget - total))
-            data = _read_partition(scope, key, cp, limit, total == 0)
-            out.append((key, data))
-            records = data.records
-            if records:
-                total += len(records)
-            # an error or a preferred read replica answers at once (Kafka's fetchMessages)
-            if data.error_code or data.preferred_read_replica >= 0:
-                error = True
-    except BaseException:  # cancelled between reads: the file chunks read so far go
-        _release(out)
-        raise
-    return out, total, error
+    quota = _leader_quota(ctx)
+    if quota is not None:
+        quota.record(sum(_nbytes(d.records) for k, d in read if quota.is_throttled(k.tp)))
 
 
 def _topic_id_error(ctx: RequestContext, key: FetchKey) -> ErrorCode:
@@ -281,47 +146,26 @@ def _shape(
     return list(topics.items())
 
 
-async def _long_poll(scope: _Scope, request: Any, plan: FetchPlan) -> Read:
-    """Read; short of ``min_bytes``, park until a partition fires (then read those again) or
-    the wait runs out (then read everything once more), as Kafka's DelayedFetch."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + ms(request.max_wait) / 1000
-    tps: list[TopicPartition] | None = None
-    read, total, error = await _read_all(scope, request, plan)
-    while True:
-        remaining = int((deadline - loop.time()) * 1000)
-        if total >= request.min_bytes or error or remaining <= 0:
-            return read
-        if tps is None:
-            tps = [key.tp for key, _ in plan.partitions if not (plan.by_id and key.unknown_id)]
-        if not tps:
-            return read
-        _release(read)  # parked: what it held is read again when woken
-        fired = await scope.ctx.broker.purgatory.wait(tps, remaining)
-        if not fired:
-            return (await _read_all(scope, request, plan))[0]
-        read, total, error = await _read_all(scope, request, plan, read, fired)
-
-
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    fetcher = _fetcher(request, ctx.api_version)
-    isolation = _isolation(getattr(request, "isolation_level", 0) == READ_COMMITTED,
-                           fetcher.follower)
+    params = fetch_params(ctx, request)
+    follower = params.replica_id >= 0
     sessions = ctx.broker.fetch_sessions
-    plan = sessions.plan(request, ctx.api_version, _resolver(ctx), privileged=fetcher.follower)
+    plan = sessions.plan(request, ctx.api_version, _resolver(ctx), privileged=follower)
     if plan.error:
         return encode_fetch_response(
             ctx.correlation_id, ctx.api_version, [], error_code=plan.error, session_id=0
         )
-    read = await _long_poll(_Scope.of(ctx, fetcher, isolation, plan.by_id), request, plan)
-    if fetcher.follower:
+    precheck = _Precheck(ctx, follower, plan.by_id, {})
+    read = await ctx.broker.replica_manager.fetch_messages(
+        params, plan.partitions, precheck.check, _leader_quota(ctx) if follower else None)
+    if follower:
         _record_leader_throttled(ctx, read)
     try:
         topics = _shape(plan, read, plan.by_id)
     except BaseException:
         _release(read)
         raise
-    if not fetcher.follower:  # follower fetches are never throttled by client quotas
+    if not follower:  # follower fetches are never throttled by client quotas
         size = sum(_nbytes(p.records) for _, parts in topics for p in parts)
         throttle_ms = throttle_fetch(ctx, size)
         if throttle_ms > 0:  # over consumer_byte_rate: answered empty, as Kafka
@@ -329,8 +173,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             return encode_fetch_response(ctx.correlation_id, ctx.api_version, [],
                                          session_id=plan.response_session_id,
                                          throttle_time_ms=throttle_ms)
-    _record_bytes_out(ctx, read, fetcher.follower)
-    sessions.record_answer(fetcher.follower, sum(len(parts) for _, parts in topics))
+    _record_bytes_out(ctx, read, follower)
+    sessions.record_answer(follower, sum(len(parts) for _, parts in topics))
     return encode_fetch_response(
         ctx.correlation_id, ctx.api_version, topics, session_id=plan.response_session_id
     )

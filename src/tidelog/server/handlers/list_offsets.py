@@ -13,6 +13,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.util.topic_partition import TopicPartition
 
+from ..cluster.fetch_params import isolation_of
 from ..context import RequestContext
 from ..errors import to_error
 from ..security import AclOperation, ResourceType
@@ -31,23 +32,8 @@ def _lookup(
 ) -> tuple[int, int, int]:
     """(timestamp, offset, leader_epoch). Only the leader answers; a follower (replica_id
     >= 0) reads to the log end, a consumer to the HW or LSO (Kafka's fetchOffsetForTimestamp)."""
-    partition = ctx.broker.replica_manager.partition_or_error(tp, current_epoch)
-    lg = partition.log
-    if ts == LATEST:
-        end = lg.log_end_offset if follower else (
-            lg.last_stable_offset if committed else lg.high_watermark)
-        return -1, end, max(partition.leader_epoch, 0)
-    if ts == EARLIEST:
-        return -1, lg.log_start_offset, 0
-    found = lg.fetch_offset_by_timestamp(ts)
-    # A timestamp lookup (max timestamp included) finds nothing at or past what a consumer of
-    # this isolation level may fetch: the LSO for read_committed, else the HW (Kafka's
-    # Partition.fetchOffsetForTimestamp, lastFetchableOffset)
-    fetchable = lg.last_stable_offset if committed else lg.high_watermark
-    if found is None or (ts != -4 and found.offset >= fetchable):
-        return -1, -1, -1
-    epoch = getattr(found, "leader_epoch", 0)
-    return found.timestamp, found.offset, 0 if epoch is None else epoch
+    return ctx.broker.replica_manager.fetch_offset_for_timestamp(
+        tp, ts, isolation_of(committed, follower), current_epoch)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:

@@ -28,12 +28,8 @@ UNDEFINED = -1
 
 def _end_offset(ctx: RequestContext, tp: TopicPartition, p: Any) -> tuple[int, int, int]:
     """(error, epoch, end offset)."""
-    partition = ctx.broker.replica_manager.partition_or_error(tp, int(p.current_leader_epoch))
-    lg = partition.log
-    latest = lg.leader_epoch_cache.latest_epoch()
-    if latest is None or int(p.leader_epoch) > latest:
-        return ErrorCode.NONE, UNDEFINED, UNDEFINED
-    epoch, offset = lg.end_offset_for_epoch(int(p.leader_epoch))
+    epoch, offset = ctx.broker.replica_manager.last_offset_for_leader_epoch(
+        tp, int(p.current_leader_epoch), int(p.leader_epoch))
     return ErrorCode.NONE, epoch, offset
 
 

@@ -16,16 +16,13 @@ from typing import Any
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
 from tidelog.protocol.kio_util import ms
-from tidelog.records.batch import COMPRESSION_MASK, peek_attributes
-from tidelog.storage.errors import RecordValidationError
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
-from ..errors import to_error
-from ..group_commit import Waiter
 from ..quota import QuotaType
 from ..quota.wiring import has_quota, throttle, wait_until_unmuted
-from ..replica_manager import INTERNAL_TOPICS, Written
+from ..replica_appends import HEAVY_BYTES, HEAVY_COMPRESSED_BYTES, Entry, Validate, is_heavy
+from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
 from ..txn.verification import verify_transactional_produce
 
@@ -34,144 +31,59 @@ MIN_VERSION = 3
 MAX_VERSION = 13
 TOPIC_ID_VERSION = 13
 log = logging.getLogger(__name__)
-# Batches validated and written off the event loop (ReplicaManager.append_off_loop).
-HEAVY_BYTES = 1 << 20
-HEAVY_COMPRESSED_BYTES = 8 << 10
 NO_TOPIC_ID = uuid.UUID(int=0)
+__all__ = ["HEAVY_BYTES", "HEAVY_COMPRESSED_BYTES", "handle", "is_heavy"]
 
 
-def is_heavy(records: bytes) -> bool:
-    """A batch whose validation may take long: compressed (a decompression bomb is a few
-    hundred KB) or large (CRC, copy and write of a huge record)."""
-    n = len(records)
-    if n >= HEAVY_BYTES:
-        return True
-    return n >= HEAVY_COMPRESSED_BYTES and peek_attributes(records) & COMPRESSION_MASK != 0
-
-
-Replicated = dict[TopicPartition, tuple[ProducePartitionResult, int]]
-Writes = list[tuple[ProducePartitionResult, "asyncio.Future[Written]"]]
-
-
-async def _append(
-    ctx: RequestContext, tp: TopicPartition, records: bytes | None, acks: int,
-    waits: list[tuple[ProducePartitionResult, Waiter]], replicated: Replicated,
-    writes: Writes,
-) -> ProducePartitionResult:
-    rm = ctx.broker.replica_manager
+def _entry(ctx: RequestContext, tp: TopicPartition, records: bytes | None, exists: bool,
+           entries: list[Entry]) -> ProducePartitionResult:
+    """A partition's answer; its batches join ``entries`` when they may be appended."""
     result = ProducePartitionResult(tp.partition)
     if records is None or len(records) == 0:
         result.error_code = ErrorCode.CORRUPT_MESSAGE
         result.error_message = "empty record set"
-        return result
-    if rm.topic(tp.topic) is None and await ctx.broker.admin_manager.auto_create(tp.topic) is None:
+    elif not exists:
         result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return result
-    txn_error = verify_transactional_produce(ctx.broker, tp, records)
-    if txn_error is not None:
-        result.error_code = txn_error
-        return result
-    try:
-        _check_records(ctx, tp, records)
-        written = None
-        if is_heavy(records):
-            info = await rm.append_off_loop(tp, records, group_commit=True,
-                                            required_acks=acks)
-        elif rm.async_appends:
-            info, written = rm.append_async(tp, records, required_acks=acks)
-        else:
-            info = rm.append(tp, records, group_commit=True, required_acks=acks)
-    except RecordValidationError as exc:
-        result.error_code = ErrorCode[exc.kafka_error]
-        result.record_errors = [(i, m) for i, m in exc.errors]
-        result.error_message = exc.error_message
-        return result
-    except Exception as exc:
-        code, msg = to_error(exc)
-        # A storage error was logged once, when its log dir went offline (repeats are
-        # counted there): no traceback per request.
-        if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-            log.error("append to %s failed", tp, exc_info=exc)
-        result.error_code = code
-        result.error_message = msg
-        return result
-    result.base_offset = info.first_offset
-    result.log_append_time = info.log_append_time
-    result.log_start_offset = info.log_start_offset
-    if written is not None:
-        writes.append((result, written))  # its group commit round is known once written
     else:
-        # taken before anything suspends: the round covering this append may start any turn
-        waiter = rm.group_commit.waiter(tp)
-        if waiter is not None:
-            waits.append((result, waiter))
-    if acks == -1 and info.last_offset >= 0:  # a duplicate waits for its original
-        replicated[tp] = (result, info.last_offset + 1)
+        txn_error = verify_transactional_produce(ctx.broker, tp, records)
+        if txn_error is not None:
+            result.error_code = txn_error
+        else:
+            entries.append((tp, records, result))
     return result
 
 
-def _check_records(ctx: RequestContext, tp: TopicPartition, records: bytes) -> None:
-    """The broker's record validators (validated topics): raise the first refusal."""
+def _validator(ctx: RequestContext) -> Validate:
+    """The broker's record validators (validated topics): the first refusal is raised."""
     validators = ctx.broker.record_validators
-    if not validators:
-        return
-    info = ctx.broker.replica_manager.topic(tp.topic)
-    configs = info.configs if info is not None else {}
-    for validate in validators:
-        refused = validate(tp.topic, configs, records)
-        if refused is not None:
-            raise refused
+    rm = ctx.broker.replica_manager
+
+    def validate(tp: TopicPartition, records: bytes) -> None:
+        info = rm.topic(tp.topic)
+        configs = info.configs if info is not None else {}
+        for check in validators:
+            refused = check(tp.topic, configs, records)
+            if refused is not None:
+                raise refused
+
+    return validate
 
 
-def _replicated_now(ctx: RequestContext, replicated: Replicated
-                    ) -> dict[TopicPartition, int]:
-    """acks=-1: the ISR must have each batch (Kafka's DelayedProduce). The outcomes known now
-    are set (an error fails its partition); returns the partitions still short of their
-    offset, for ``_wait_replicated`` (none when the ISR is this broker: no coroutine)."""
-    required = {tp: offset for tp, (r, offset) in replicated.items() if r.error_code == 0}
-    if not required:
-        return required
-    known, short = ctx.broker.replica_manager.replicated_now(required)
-    _fail_unreplicated(replicated, known)
-    return short
-
-
-async def _wait_replicated(ctx: RequestContext, request: Any, replicated: Replicated,
-                           short: dict[TopicPartition, int]) -> None:
-    outcome = await ctx.broker.replica_manager.park_replicated({}, short, ms(request.timeout))
-    _fail_unreplicated(replicated, outcome)
-
-
-def _fail_unreplicated(replicated: Replicated, outcome: dict[TopicPartition, ErrorCode]
-                       ) -> None:
-    for tp, error in outcome.items():
-        if error != ErrorCode.NONE:
-            r = replicated[tp][0]
-            r.error_code, r.error_message = error, None
-            r.base_offset = r.log_append_time = r.log_start_offset = -1
-
-
-async def _wait_written(writes: Writes, waits: list[tuple[ProducePartitionResult, Waiter]]
-                        ) -> None:
-    """Appends written off the loop: a failed write fails its partition; the others join
-    the group commit round that took them."""
-    for p, fut in writes:
-        error, waiter = await fut
-        if error is not None:
-            p.error_code, p.error_message = to_error(error)
-            p.base_offset = p.log_append_time = p.log_start_offset = -1
-        elif waiter is not None:
-            waits.append((p, waiter))
-
-
-async def _wait_group_commit(waits: list[tuple[ProducePartitionResult, Waiter]]) -> None:
-    """Answer only after the group commit round covering each append flushed its partition
-    (``flush.messages`` reached; see server/group_commit.py); a failed flush fails them."""
-    for p, fut in waits:
-        error = await fut
-        if error is not None:
-            p.error_code, p.error_message = to_error(error)
-            p.base_offset = p.log_append_time = p.log_start_offset = -1
+def _topics(ctx: RequestContext, request: Any
+            ) -> tuple[list[tuple[str | None, uuid.UUID, bool]], bool]:
+    """Each topic's (name, or None for an id unknown here; its id from v13; whether it is
+    known here), and whether one is not: its creation (``auto.create.topics.enable``) may
+    suspend the request before its appends, so later requests of the connection queue
+    behind it."""
+    rm = ctx.broker.replica_manager
+    named = []
+    may_create = False
+    for t in request.topic_data:
+        name, topic_id = _topic_of(ctx, t)
+        known = name is not None and rm.topic(name) is not None
+        may_create = may_create or (name is not None and not known)
+        named.append((name, topic_id, known))
+    return named, may_create
 
 
 def _has_heavy(request: Any) -> bool:
@@ -191,8 +103,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     # a client with a produce quota is served one request at a time, as Kafka's muted
     # channel reads them (quota/wiring.py)
     quota = has_quota(ctx, QuotaType.PRODUCE)
-    if previous is None and not quota and not _has_heavy(request):
-        return await _handle(ctx, request)  # never suspends before its appends are done
+    named, may_create = _topics(ctx, request)
+    if previous is None and not quota and not may_create and not _has_heavy(request):
+        return await _handle(ctx, request, named)  # never suspends before its appends are done
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     state.produce_tail = done
     try:
@@ -200,14 +113,41 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             await previous
         if quota:
             await wait_until_unmuted(ctx)
-        return await _handle(ctx, request)
+        return await _handle(ctx, request, named)
     finally:
         done.set_result(None)
         if state.produce_tail is done:
             state.produce_tail = None
 
 
-async def _handle(ctx: RequestContext, request: Any) -> Any:
+def _topic_entries(ctx: RequestContext, t: Any, name: str, denied: ErrorCode | None,
+                   acks: int, exists: bool, entries: list[Entry]
+                   ) -> list[ProducePartitionResult]:
+    """The answers of a topic's partitions; those that may be appended join ``entries``."""
+    parts = []
+    for p in t.partition_data:
+        if denied is not None:
+            parts.append(ProducePartitionResult(p.index, denied))
+        elif acks not in (0, 1, -1):
+            parts.append(ProducePartitionResult(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
+        elif name in INTERNAL_TOPICS:
+            # Only the coordinators write internal topics (they append to the log directly).
+            refused = ProducePartitionResult(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION)
+            refused.error_message = f"Cannot append to internal topic {name}"
+            parts.append(refused)
+        else:
+            parts.append(_entry(ctx, TopicPartition(name, p.index), p.records, exists, entries))
+    return parts
+
+
+def _creates(t: Any, name: str, denied: ErrorCode | None, acks: int) -> bool:
+    """A topic unknown here that this request would append to: auto-created first."""
+    return (denied is None and acks in (0, 1, -1) and name not in INTERNAL_TOPICS
+            and any(p.records for p in t.partition_data))
+
+
+async def _handle(ctx: RequestContext, request: Any,
+                  named: list[tuple[str | None, uuid.UUID, bool]]) -> Any:
     acks = request.acks
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
     # Kafka's order: transactional id, then WRITE on each topic, before the topic's existence
@@ -216,14 +156,8 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
     tid_denied = tid is not None and not ctx.authorize(
         AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
     )
-    ids: list[uuid.UUID] = []
-    waits: list[tuple[ProducePartitionResult, Waiter]] = []
-    replicated: Replicated = {}
-    writes: Writes = []
-    for t in request.topic_data:
-        parts = []
-        name, topic_id = _topic_of(ctx, t)
-        ids.append(topic_id)
+    entries: list[Entry] = []
+    for t, (name, _, known) in zip(request.topic_data, named, strict=True):
         denied = (
             ErrorCode.UNKNOWN_TOPIC_ID if name is None
             else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if tid_denied
@@ -231,28 +165,14 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
             else ErrorCode.TOPIC_AUTHORIZATION_FAILED
         )
         name = name or ""
-        for p in t.partition_data:
-            if denied is not None:
-                parts.append(ProducePartitionResult(p.index, denied))
-            elif acks not in (0, 1, -1):
-                parts.append(ProducePartitionResult(p.index, ErrorCode.INVALID_REQUIRED_ACKS))
-            elif name in INTERNAL_TOPICS:
-                # Only the coordinators write internal topics (they append to the log directly).
-                refused = ProducePartitionResult(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION)
-                refused.error_message = f"Cannot append to internal topic {name}"
-                parts.append(refused)
-            else:
-                parts.append(
-                    await _append(ctx, TopicPartition(name, p.index), p.records, acks, waits,
-                                  replicated, writes)
-                )
-        topics.append((name, parts))
-    if writes:  # (each wait only when it has something to wait for: a coroutine costs)
-        await _wait_written(writes, waits)
-    if waits:
-        await _wait_group_commit(waits)
-    if replicated and (short := _replicated_now(ctx, replicated)):
-        await _wait_replicated(ctx, request, replicated, short)
+        if not known and _creates(t, name, denied, acks):  # (it may exist by now: queued)
+            known = (ctx.broker.replica_manager.topic(name) is not None
+                     or await ctx.broker.admin_manager.auto_create(name) is not None)
+        topics.append((name, _topic_entries(ctx, t, name, denied, acks, known, entries)))
+    if entries:
+        validate = _validator(ctx) if ctx.broker.record_validators else None
+        await ctx.broker.replica_manager.append_records(acks, ms(request.timeout), entries,
+                                                        validate)
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     throttle_ms = throttle(ctx, QuotaType.PRODUCE, _request_bytes(request))
     if acks == 0:
@@ -266,7 +186,7 @@ async def _handle(ctx: RequestContext, request: Any) -> Any:
             ctx.close_reason = f"acks=0 produce failed ({', '.join(failed[:5])})"
         return None
     if ctx.api_version >= TOPIC_ID_VERSION:
-        by_id = [(tid, parts) for tid, (_, parts) in zip(ids, topics, strict=True)]
+        by_id = [(n[1], parts) for n, (_, parts) in zip(named, topics, strict=True)]
         return encode_produce_response(ctx.correlation_id, ctx.api_version, by_id, throttle_ms)
     return encode_produce_response(ctx.correlation_id, ctx.api_version, topics, throttle_ms)
 

@@ -13,6 +13,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
+from tidelog.server.cluster.partition import Partition
 from tidelog.server.errors import ApiError
 from tidelog.server.group.share.coordinator import FINAL_EPOCH, ShareGroupCoordinator
 from tidelog.server.group.share.fetcher import Fetched, fetch_partition
@@ -75,18 +76,17 @@ async def flush_acks(share: ShareGroupCoordinator, group_id: str, acks: dict[Slo
 
 
 async def _prepare(ctx: RequestContext, share: ShareGroupCoordinator, group_id: str,
-                   tp: TopicPartition, topic_id: uuid.UUID) -> tuple[ErrorCode, Any]:
-    """The partition's log when this broker leads it and its share-partition is loaded."""
+                   tp: TopicPartition, topic_id: uuid.UUID) -> tuple[ErrorCode, Partition | None]:
+    """The partition when this broker leads it and its share-partition is loaded."""
     try:
         partition = ctx.broker.replica_manager.partition_or_error(tp)
     except ApiError as exc:
         return exc.code, None
-    lg = partition.log
     earliest = share.settings.get(group_id, "share.auto.offset.reset") == "earliest"
-    start = int(lg.log_start_offset) if earliest else int(lg.high_watermark)
+    start = partition.log_start_offset if earliest else partition.high_watermark
     err = await share.load_partition(group_id, tp, topic_id, start,
                                      int(partition.leader_epoch))
-    return err, lg
+    return err, partition
 
 
 async def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request: Any,
@@ -104,12 +104,12 @@ async def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request:
             continue
         if budget <= 0:  # unlike Fetch, no first batch regardless of max_bytes (Kafka)
             continue
-        err, lg = await _prepare(ctx, share, request.group_id, TopicPartition(name, partition),
-                                 topic_id)
-        if err != ErrorCode.NONE:
+        err, leader = await _prepare(ctx, share, request.group_id, TopicPartition(name, partition),
+                                     topic_id)
+        if err != ErrorCode.NONE or leader is None:
             out[(topic_id, partition)] = Fetched(err)
             continue
-        got = fetch_partition(share, lg, request.group_id, request.member_id,
+        got = fetch_partition(share, leader, request.group_id, request.member_id,
                               TopicPartition(name, partition), topic_id, room, budget)
         room -= sum(last - first + 1 for first, last, _ in got.acquired)
         budget -= len(got.records)

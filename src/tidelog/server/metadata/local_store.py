@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 import uuid
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
+from tidelog.util.files import atomic_write
 from tidelog.util.topic_partition import TopicPartition
 
 from ..meta_properties import MetaPropertiesError, verify_meta_properties
@@ -26,24 +26,6 @@ from .store import MetadataStore, MetadataStoreError, TopicInfo, new_topic_id, u
 
 METADATA_FILE = "tidelog-metadata.json"
 META_PROPERTIES = "meta.properties"
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
 
 def _new_cluster_id() -> str:

@@ -37,7 +37,7 @@ async def wait_until_unmuted(ctx: Any) -> None:
 
 def new_quota_manager(config: BrokerConfig, store: ClientQuotaStore | None = None) -> ClientQuotaManager:
     """With ``store`` None, the quotas live in the first log dir (a ZooKeeper cluster
-    passes its store: metadata/zk_quotas.py)."""
+    passes its store: zk/quotas.py)."""
     if store is None:
         store = ClientQuotaStore(config.log_dirs[0])
     values = config.values  # read-only in Kafka too (QuotaConfig)

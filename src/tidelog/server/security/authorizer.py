@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..metadata.local_store import atomic_write
+from tidelog.util.files import atomic_write
+
 from .types import AclOperation, KafkaPrincipal, ResourceType
 
 ACLS_FILE = "tidelog-acls.json"

@@ -17,7 +17,8 @@ import json
 import threading
 from pathlib import Path
 
-from ..metadata.local_store import atomic_write
+from tidelog.util.files import atomic_write
+
 from .scram import ScramCredential, ScramMechanism
 
 CREDENTIALS_FILE = "tidelog-scram-credentials.json"

@@ -6,7 +6,7 @@ The broker advertises 71 and 72 only where it has somewhere to put what clients 
 HTTP listener serving /metrics (Kafka advertises them only with a metrics receiver plugin).
 Without a subscription matching a client, the client is told to push nothing.
 Subscriptions live in ``client-metrics-configs.json`` on a single broker and in ZooKeeper
-in a cluster (zk_configs.py).
+in a cluster (server/zk/client_metrics_configs.py, made by the ClusterNode).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.util.clock import Clock
 
 from .manager import DEFAULT_TELEMETRY_MAX_BYTES, ClientMetricsManager
-from .zk_configs import ZkClientMetricsConfigStore
 
 if TYPE_CHECKING:
     from tidelog.server.cluster_node import ClusterNode
@@ -61,9 +60,7 @@ def manager_for(broker: HasTelemetry) -> ClientMetricsManager:
         found.live_connections = lambda: [c.state for c in list(connections)]
         cluster = broker.cluster
         if cluster is not None:  # in ZooKeeper, applied by every broker
-            store = ZkClientMetricsConfigStore(cluster.zk)
-            store.watch(cluster.on_new_session, broker.clock.milliseconds())
-            found.configs = store
+            found.configs = cluster.client_metrics_configs(broker.clock.milliseconds())
         else:
             found.configs.attach(broker.config.log_dirs[0])
         _MANAGERS[broker] = found

@@ -24,7 +24,13 @@ from tidelog.util.clock import SYSTEM_CLOCK, Clock
 from tidelog.util.topic_partition import TopicPartition
 
 from ..errors import KafkaStorageError
-from .cleaner import Cleaner, LogCleaningAbortedError, LogToClean, ThreadShutdownError
+from .cleaner import (
+    Cleaner,
+    CleanerStats,
+    LogCleaningAbortedError,
+    LogToClean,
+    ThreadShutdownError,
+)
 from .config import CleanerConfig
 from .manager import LogCleanerManager, LogCleaningError, log_dir_of
 from .offset_map import SkimpyOffsetMap
@@ -66,7 +72,7 @@ class LogCleaner:
         self._threads: list[threading.Thread] = []
         self.cleaners: list[Cleaner] = []  # the running threads' cleaners (Kafka's cleaners)
         self._cleaner: Cleaner | None = None  # the one clean_once uses
-        self.last_stats: dict[TopicPartition, Any] = {}
+        self.last_stats: dict[TopicPartition, CleanerStats] = {}
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property

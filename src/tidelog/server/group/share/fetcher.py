@@ -1,6 +1,6 @@
-"""One share-partition's part of a ShareFetch: read the log from the first available offset,
-acquire the available records the read covers batch by batch (a batch whole, even past
-``max_records``, as Kafka), and answer the batches that hold them.
+"""One share-partition's part of a ShareFetch: read the leader's Partition from the first
+available offset, acquire the available records the read covers batch by batch (a batch
+whole, even past ``max_records``, as Kafka), and answer the batches that hold them.
 
 The batches stay bytes: a batch may hold records another member holds or that were already
 acknowledged; the client delivers only the ranges it is told it acquired (Kafka's rule).
@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import iter_batches
+from tidelog.server.cluster.partition import Partition
 from tidelog.server.group.share.coordinator import ShareGroupCoordinator
 from tidelog.server.group.share.partition import AcquiredRange
 from tidelog.storage.log_read import FetchIsolation
@@ -30,23 +30,23 @@ class Fetched:
     acquired: list[AcquiredRange] = field(default_factory=list)
 
 
-def fetch_partition(share: ShareGroupCoordinator, log: Any, group_id: str, member_id: str,
+def fetch_partition(share: ShareGroupCoordinator, partition: Partition, group_id: str, member_id: str,
                     tp: TopicPartition, topic_id: uuid.UUID, max_records: int,
                     max_bytes: int) -> Fetched:
-    hw = int(log.high_watermark)
+    hw = partition.high_watermark
     earliest = share.settings.get(group_id, "share.auto.offset.reset") == "earliest"
-    sp = share.share_partition(group_id, tp, int(log.log_start_offset) if earliest else hw,
+    sp = share.share_partition(group_id, tp, partition.log_start_offset if earliest else hw,
                                topic_id)
     committed = share.settings.get(group_id, "share.isolation.level") == "read_committed"
     isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
     if committed:
-        hw = min(hw, int(log.last_stable_offset))
-    if sp.start_offset < int(log.log_start_offset):  # deleted under us: skip to what is left
-        sp.archive(range(sp.start_offset, int(log.log_start_offset)))
+        hw = min(hw, partition.last_stable_offset)
+    if sp.start_offset < partition.log_start_offset:  # deleted under us: skip to what is left
+        sp.archive(range(sp.start_offset, partition.log_start_offset))
     start = sp.next_available()
     if start >= hw or max_records <= 0:
         return Fetched()
-    info = log.read(start, max(max_bytes, 1), isolation, True)
+    info = partition.read_records(start, max(max_bytes, 1), isolation, True)
     data = info.records.read() if info.records is not None else b""
     aborted = list(info.aborted_transactions or []) if committed else []
     batches: list[range] = []  # acquired whole (Kafka: max_records is a soft limit)

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 from tidelog.config.broker_config import BrokerConfig
 
 from ..dynamic_config import DEFAULT, DynamicBrokerConfig
-from .zk_client import KafkaZkClient
-from .zk_config_changes import ConfigHandler
+from .change_notifications import ConfigHandler
+from .client import KafkaZkClient
 
 if TYPE_CHECKING:
     from tidelog.storage.manager import LogManager

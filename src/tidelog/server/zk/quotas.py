@@ -26,10 +26,10 @@ from decimal import Decimal
 from kazoo.exceptions import NoNodeError
 
 from ..quota.store import CLIENT_ID, CLIENT_KEYS, IP, IP_KEYS, USER, ClientQuotaStore, QuotaEntity
-from . import zk_data as z
-from .zk_client import KafkaZkClient
-from .zk_config_changes import ConfigHandler
-from .zk_credentials import desanitize, sanitize
+from . import data as z
+from .change_notifications import ConfigHandler
+from .client import KafkaZkClient
+from .credentials import desanitize, sanitize
 
 log = logging.getLogger(__name__)
 

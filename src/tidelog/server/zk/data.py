@@ -1,7 +1,7 @@
 """Kafka's ZooKeeper layout (ZkData.scala, 3.6): paths, and each znode's bytes, both ways.
 
 Pure: no ZooKeeper here. Encoders write what Kafka writes (the same keys, value types and
-key order, see ``zk_json``); decoders accept every version Kafka accepts, including the
+key order, see ``kafka_json``); decoders accept every version Kafka accepts, including the
 version-1 topic assignment tools such as CMAK write.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from tidelog.util.topic_partition import TopicPartition
 
-from .zk_json import ScalaHashMap, ScalaMap, dumps, loads
+from .kafka_json import ScalaHashMap, ScalaMap, dumps, loads
 
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"

@@ -20,7 +20,8 @@ from typing import TypeVar
 from tidelog.protocol.errors import ErrorCode
 from tidelog.util.topic_partition import TopicPartition
 
-from ..controller.placement import (
+from ..errors import ApiError
+from ..metadata.replica_placement import (
     AdminOperationError,
     BrokerMetadata,
     InvalidPartitionsError,
@@ -28,9 +29,8 @@ from ..controller.placement import (
     assign_replicas_to_brokers,
     new_partitions_assignment,
 )
-from ..errors import ApiError
-from . import zk_data as z
-from .zk_client import KafkaZkClient, TopicExistsError
+from . import data as z
+from .client import KafkaZkClient, TopicExistsError
 
 T = TypeVar("T")
 LeadersReady = Callable[[str, Sequence[int]], bool]

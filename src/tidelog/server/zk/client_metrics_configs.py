@@ -12,15 +12,14 @@ session), the store tries again at most once a second as requests and scrapes co
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from kazoo.exceptions import NoNodeError
 
 from tidelog.server.errors import ApiError
-from tidelog.server.metadata.zk_client import KafkaZkClient
-from tidelog.server.metadata.zk_config_changes import ConfigChangeListener, ConfigHandler
 
-from .configs import ClientMetricsConfigStore, validate
+from ..telemetry.configs import ClientMetricsConfigStore, validate
+from .change_notifications import ConfigHandler, ZkNodeChangeNotificationListener
+from .client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
@@ -35,33 +34,33 @@ class ZkClientMetricsConfigStore(ClientMetricsConfigStore):
         super().__init__()
         self.zk = zk
         self.loaded = False
-        self._listener: ConfigChangeListener | None = None
+        self._changes: ZkNodeChangeNotificationListener | None = None
         self._tried_ms = -RETRY_MS
 
-    def watch(self, on_new_session: list[Callable[[], object]], now_ms: int) -> None:
-        """Read the subscriptions and follow their change notifications, again with every
-        new ZooKeeper session."""
-        self._listener = ConfigChangeListener(self.zk)
-        self._listener.add_handler(self.handler())
-        on_new_session.append(self._arm)
+    def watch(self, changes: ZkNodeChangeNotificationListener, now_ms: int) -> None:
+        """Read the subscriptions and follow their change notifications (the handler reads
+        them whole again with every new ZooKeeper session)."""
+        self._changes = changes
+        changes.add_handler(self.handler())
         self._tried_ms = now_ms
         self._arm()
 
     def _arm(self) -> None:
-        assert self._listener is not None
+        assert self._changes is not None
         self.loaded = False
         try:
-            self._listener.load()  # arms the watch and reads every subscription
+            self._changes.arm()
+            self.load()
         except Exception as exc:
             log.warning("client metrics subscriptions not read from ZooKeeper yet: %s", exc)
 
     def ensure_loaded(self, now_ms: int) -> None:
-        if not self.loaded and self._listener is not None and now_ms - self._tried_ms >= RETRY_MS:
+        if not self.loaded and self._changes is not None and now_ms - self._tried_ms >= RETRY_MS:
             self._tried_ms = now_ms
             self._arm()
 
     def handler(self) -> ConfigHandler:
-        return ConfigHandler(CLIENT_METRICS_CONFIG_TYPE, self.refresh, self.load)
+        return ConfigHandler(CLIENT_METRICS_CONFIG_TYPE, self.refresh, self._arm)
 
     def attach(self, log_dir: object) -> None:
         """Nothing on disk: ZooKeeper holds the subscriptions (``load`` reads them)."""

@@ -1,22 +1,22 @@
 """What a cluster member changes through any broker and applies on all, beside topics,
-ACLs and SCRAM users: the dynamic broker configs (zk_broker_configs.py) and the client
-quotas (zk_quotas.py), both read from ZooKeeper before the broker serves and kept current
-by one watch of ``/config/changes`` (zk_config_changes.py), re-armed with a new session."""
+ACLs and SCRAM users: the dynamic broker configs (broker_configs.py) and the client
+quotas (quotas.py), both read from ZooKeeper before the broker serves and kept current
+by the broker's one watch of ``/config/changes`` (change_notifications.py), whose handlers
+read them whole again with a new session."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tidelog.config.broker_config import BrokerConfig
 
 from ..quota.manager import ClientQuotaManager
 from ..quota.wiring import new_quota_manager
-from .zk_broker_configs import ZkDynamicBrokerConfig
-from .zk_client import KafkaZkClient
-from .zk_config_changes import ConfigChangeListener
-from .zk_quotas import ZkClientQuotaStore
+from .broker_configs import ZkDynamicBrokerConfig
+from .change_notifications import ZkNodeChangeNotificationListener
+from .client import KafkaZkClient
+from .quotas import ZkClientQuotaStore
 
 if TYPE_CHECKING:
     from tidelog.storage.manager import LogManager
@@ -24,17 +24,17 @@ if TYPE_CHECKING:
 
 def start_zk_configs(
     zk: KafkaZkClient,
+    changes: ZkNodeChangeNotificationListener,
     config: BrokerConfig,
     logs: LogManager,
-    on_new_session: list[Callable[[], object]],
 ) -> tuple[ZkDynamicBrokerConfig, ClientQuotaManager]:
     """Built on the broker's loop, in its start-up (blocking reads, as the metadata store's)."""
     dynamic = ZkDynamicBrokerConfig(config, logs, zk, asyncio.get_running_loop())
     store = ZkClientQuotaStore(zk)
-    listener = ConfigChangeListener(zk)
-    listener.add_handler(dynamic.handler())
-    for handler in store.handlers():
-        listener.add_handler(handler)
-    listener.load()
-    on_new_session.append(listener.load)
+    handlers = [dynamic.handler(), *store.handlers()]
+    for handler in handlers:
+        changes.add_handler(handler)
+    changes.arm()
+    for handler in handlers:
+        handler.reload()
     return dynamic, new_quota_manager(config, store)

@@ -4,7 +4,8 @@ blocks in Kafka's znodes (``MetadataStore`` over ``KafkaZkClient``), and its
 
 ``topics`` mirrors ``/brokers/topics`` and ``/config/topics``: it is read whole by ``load``
 and kept current by ZooKeeper watches (a topic created, grown or deleted by any broker or by
-a tool; a config change announced under ``/config/changes``). The mirror is replaced whole
+a tool) and by its ``topics`` handler of the ``/config/changes`` listener (a config change;
+read whole again with a new session). The mirror is replaced whole
 on kazoo's thread, so a reader on the event loop always sees one consistent map;
 ``listeners`` are told which topic changed (on kazoo's thread: hand it to your loop).
 """
@@ -25,15 +26,16 @@ from typing import Any
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.util.files import atomic_write
 
 from ..errors import ApiError
 from ..meta_properties import META_PROPERTIES, MetaPropertiesError, verify_meta_properties
-from . import zk_data as z
-from .admin import DEFAULT_TIMEOUT_MS, NewTopic
-from .local_store import atomic_write
-from .store import MetadataStoreError, TopicInfo, new_topic_id
-from .zk_admin import ZkTopicAdmin
-from .zk_client import KafkaZkClient, TopicExistsError
+from ..metadata.admin import DEFAULT_TIMEOUT_MS, NewTopic
+from ..metadata.store import MetadataStoreError, TopicInfo, new_topic_id
+from . import data as z
+from .change_notifications import ConfigHandler, ZkNodeChangeNotificationListener
+from .client import KafkaZkClient, TopicExistsError
+from .topic_admin import ZkTopicAdmin
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +65,9 @@ def _new_cluster_id() -> str:
 
 
 class ZkMetadataStore:
-    def __init__(self, zk: KafkaZkClient, log_dirs: list[Path], node_id: int) -> None:
+    def __init__(self, zk: KafkaZkClient, log_dirs: list[Path], node_id: int,
+                 changes: ZkNodeChangeNotificationListener | None = None) -> None:  # fmt: skip
+        """``changes``: the broker's ``/config/changes`` listener (its own when None)."""
         self.zk = zk
         self.log_dirs = log_dirs
         self.node_id = node_id
@@ -71,8 +75,10 @@ class ZkMetadataStore:
         self._topics: dict[str, TopicInfo] = {}
         self._lock = threading.Lock()
         self._watched: set[str] = set()
-        self._last_change = ""
         self.listeners: list[Callable[[str], None]] = []
+        self.changes = changes if changes is not None else ZkNodeChangeNotificationListener(zk)
+        self.changes.add_handler(ConfigHandler("topics", self._topic_config_changed,
+                                               self._refresh_topics))  # fmt: skip
 
     @property
     def topics(self) -> Mapping[str, TopicInfo]:
@@ -98,15 +104,9 @@ class ZkMetadataStore:
                 "zookeeper.connect may be wrong."
             )
         self._write_meta_properties()
-        self.rearm()
-        return True  # ZooKeeper knows every topic: a log no topic owns is a stray
-
-    def rearm(self) -> None:
-        """Read the topics again and set the watches (at load, and after a session expiry,
-        which takes every watch with it)."""
-        changes = self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_config_change)
-        self._last_change = changes[-1] if changes else ""
+        self.changes.arm()
         self._refresh_topics()
+        return True  # ZooKeeper knows every topic: a log no topic owns is a stray
 
     def _write_meta_properties(self) -> None:
         for d in self.log_dirs:
@@ -144,7 +144,7 @@ class ZkMetadataStore:
     def _refresh_topics_now(self, everything: bool) -> None:
         """The topic list changed: read the topics not in the mirror yet and drop the gone
         ones. A known topic's own watch (set by ``_read_topic``) and ``/config/changes``
-        keep it current, so only ``rearm`` (``everything``) reads them all again: re-reading
+        keep it current, so only a load (``everything``) reads them all again: re-reading
         every topic on each creation made the mirror trail a new topic by a read per topic."""
         names = self.zk.get_all_topics(self._refresh_topics)
         with self._lock:
@@ -175,22 +175,10 @@ class ZkMetadataStore:
         self._refresh_one(name)
         return self._topics.get(name)
 
-    def _on_config_change(self, _event: Any = None) -> None:
-        _quietly(self._on_config_change_now)
-
-    def _on_config_change_now(self) -> None:
-        """Each new ``/config/changes`` entry names an entity; a topic's is re-read."""
-        changes = self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_config_change)
-        new = [c for c in changes if c > self._last_change]
-        if changes:
-            self._last_change = changes[-1]
-        for change in new:
-            data, _ = self.zk.get_data(f"{z.CONFIG_CHANGES_PATH}/{change}")
-            if not data:
-                continue
-            entity_type, name = z.decode_config_change(data)
-            if entity_type == "topics" and name in self._topics:
-                self._refresh_one(name)
+    def _topic_config_changed(self, name: str) -> None:
+        """kazoo's thread: a topic's configs changed (``/config/changes``): re-read it."""
+        if name in self._topics:
+            self._refresh_one(name)
 
     def _notify(self, name: str) -> None:
         for fn in list(self.listeners):

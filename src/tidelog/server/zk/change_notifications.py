@@ -1,10 +1,16 @@
-"""Kafka's ZkConfigManager / ZkNodeChangeNotificationListener for the entity types a broker
-applies itself: every broker watches ``/config/changes``, reads each new
-``config_change_<seq>`` (``{"version":2,"entity_path":"<type>/<name>"}``, or version 1's
-entity_type and entity_name) once, and hands the entity's name to the handler of its type
-(``brokers``: the dynamic broker configs, ``users`` / ``clients`` / ``ips``: the client
-quotas). Watches fire on kazoo's thread: a handler reads ZooKeeper there and hands what must
-touch the broker to its loop.
+"""Kafka's ZkNodeChangeNotificationListener with ZkConfigManager's handlers: the one watch of
+``/config/changes`` a broker keeps (made by its ClusterNode, shared by every store that
+follows entity configs). It reads each new ``config_change_<seq>``
+(``{"version":2,"entity_path":"<type>/<name>"}``, or version 1's entity_type and
+entity_name) once, and hands the entity's name to every handler of its type (``topics``:
+the topic mirror, ``users``: the SCRAM credentials and the user quotas, ``brokers``: the
+dynamic broker configs, ``clients`` / ``ips``: the client quotas, ``client-metrics``: the
+client metrics subscriptions). Watches fire on kazoo's thread: a handler reads ZooKeeper
+there and hands what must touch the broker to its loop.
+
+A store adds its handler, ``arm``s the watch (the first one sets it) and then reads its
+entities whole: a change announced before the handler was added is in that read, one
+announced after reaches the handler.
 
 Notifications older than 15 minutes are deleted once newer ones were read (Kafka's
 purgeObsoleteNotifications), so ``/config/changes`` does not grow without end.
@@ -24,8 +30,8 @@ from typing import Any
 
 from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
 
-from . import zk_data as z
-from .zk_client import KafkaZkClient
+from . import data as z
+from .client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
@@ -42,23 +48,35 @@ class ConfigHandler:
     reload: Callable[[], None]
 
 
-class ConfigChangeListener:
+class ZkNodeChangeNotificationListener:
     def __init__(self, zk: KafkaZkClient) -> None:
         self.zk = zk
         self.handlers: list[ConfigHandler] = []
         self._last = ""
+        self._armed = False
         self._lock = threading.Lock()  # one reader of the sequence at a time
 
     def add_handler(self, handler: ConfigHandler) -> None:
         self.handlers.append(handler)
 
-    def load(self) -> None:
-        """Arm the watch and read every handler's entities (start-up, a new session)."""
+    def arm(self) -> None:
+        """Set the watch unless it is set: the changes so far are read by whoever arms."""
         with self._lock:
-            changes = self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_change)
-            self._last = max(changes) if changes else ""
-        for h in self.handlers:
+            if not self._armed:
+                self._watch()
+
+    def load(self) -> None:
+        """Set the watch again and have every handler read its entities whole (a new
+        session: the old one's watch went with it)."""
+        with self._lock:
+            self._watch()
+        for h in list(self.handlers):
             h.reload()
+
+    def _watch(self) -> None:
+        changes = self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_change)
+        self._last = max(changes) if changes else ""
+        self._armed = True
 
     def _on_change(self, _event: Any = None) -> None:
         try:
@@ -79,7 +97,7 @@ class ConfigChangeListener:
             if not data:
                 continue  # purged in between
             entity_type, name = z.decode_config_change(data)
-            for h in self.handlers:
+            for h in list(self.handlers):
                 if h.entity_type == entity_type:
                     try:
                         h.changed(name)

@@ -22,7 +22,7 @@ from kazoo.protocol.states import ZnodeStat
 
 from tidelog.util.topic_partition import TopicPartition
 
-from . import zk_data as z
+from . import data as z
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from ..security.authorizer import (
     StandardAuthorizer,
 )
 from ..security.types import AclOperation, ResourceType
-from . import zk_data as z
-from .zk_client import KafkaZkClient
+from . import data as z
+from .client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 

@@ -1,26 +1,21 @@
 """SCRAM credentials of a ZooKeeper cluster, where Kafka keeps them: in the user's config
 znode ``/config/users/<user>`` (beside the user's quotas), one entry per mechanism
 ``"SCRAM-SHA-256": "salt=<b64>,stored_key=<b64>,server_key=<b64>,iterations=<n>"``
-(Kafka's ScramCredentialUtils), announced under ``/config/changes`` (``users/<user>``), so a
-user created through one broker authenticates on every broker.
+(Kafka's ScramCredentialUtils), announced under ``/config/changes`` (``users/<user>``, read
+by the ``users`` handler of the broker's change listener), so a user created through one
+broker authenticates on every broker.
 """
 
 from __future__ import annotations
 
 import base64
-import logging
-from typing import Any
 from urllib.parse import quote, unquote
-
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
 
 from tidelog.protocol.scram import ScramCredential, ScramMechanism
 
 from ..security.credentials import CredentialStore
-from . import zk_data as z
-from .zk_client import KafkaZkClient
-
-log = logging.getLogger(__name__)
+from .change_notifications import ConfigHandler, ZkNodeChangeNotificationListener
+from .client import KafkaZkClient
 
 Users = dict[str, dict[ScramMechanism, ScramCredential]]
 
@@ -53,17 +48,22 @@ def desanitize(name: str) -> str:
 
 
 class ZkCredentialStore(CredentialStore):
-    """CredentialStore over ``/config/users`` (``load`` once the session is up)."""
+    """CredentialStore over ``/config/users`` (``load`` once the session is up).
+    ``changes``: the broker's ``/config/changes`` listener (its own when None)."""
 
-    def __init__(self, zk: KafkaZkClient) -> None:
+    def __init__(self, zk: KafkaZkClient,
+                 changes: ZkNodeChangeNotificationListener | None = None) -> None:  # fmt: skip
         super().__init__(None)
         self.zk = zk
         self._stored: Users = {}
-        self._last_change = ""
+        self.changes = changes if changes is not None else ZkNodeChangeNotificationListener(zk)
+        self.changes.add_handler(ConfigHandler("users", self._user_changed, self._read_all))
 
     def load(self) -> None:
-        changes = self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_change)
-        self._last_change = changes[-1] if changes else ""
+        self.changes.arm()
+        self._read_all()
+
+    def _read_all(self) -> None:
         users: Users = {}
         for name in self.zk.get_children("/config/users"):
             creds = self._read(name)
@@ -82,31 +82,16 @@ class ZkCredentialStore(CredentialStore):
                 out[mech] = credential_from_string(value)
         return out
 
-    def _on_change(self, _event: Any = None) -> None:
+    def _user_changed(self, name: str) -> None:
         """kazoo's thread: a user's config changed somewhere; read that user again."""
-        try:
-            changes = self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_change)
-            new = [c for c in changes if c > self._last_change]
-            if changes:
-                self._last_change = changes[-1]
-            for change in new:
-                data, _ = self.zk.get_data(f"{z.CONFIG_CHANGES_PATH}/{change}")
-                if not data:
-                    continue
-                entity_type, name = z.decode_config_change(data)
-                if entity_type == "users":
-                    creds = self._read(name)
-                    with self._lock:
-                        user = desanitize(name)
-                        if creds:
-                            self._users[user] = creds
-                        else:
-                            self._users.pop(user, None)
-                        self._stored[user] = dict(creds)
-        except (ConnectionClosedError, ConnectionLoss):
-            log.debug("user config change while the ZooKeeper session closes")
-        except Exception:
-            log.exception("reading SCRAM credentials from ZooKeeper failed")
+        creds = self._read(name)
+        with self._lock:
+            user = desanitize(name)
+            if creds:
+                self._users[user] = creds
+            else:
+                self._users.pop(user, None)
+            self._stored[user] = dict(creds)
 
     def _save(self) -> None:
         """Called under the lock with the new credentials: rewrite each user whose SCRAM
