@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import Producer
 from replication_support import metric, states, wait_for
 
-from tidelog.server.metadata import zk_data as z
+from tidelog.server.zk import data as z
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition
