@@ -20,7 +20,7 @@ from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
-from . import log_flush, log_read, log_retention, log_truncation, log_writes
+from . import log_flush, log_read, log_retention, log_tiered_offsets, log_truncation, log_writes
 from .errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -79,6 +79,9 @@ class Log:
         # free-space floor of this log's dir (free_space.py); None: no floor
         self.append_guard: Callable[[int, bool], None] | None = None
         self._closed = False
+        # tiered storage: the last offset copied to remote storage (Kafka's
+        # highestOffsetInRemoteStorage), moved by the RemoteLogManager; -1: none yet
+        self.highest_offset_in_remote_storage = -1
         self._writes = PendingWrites()  # appends handed to the dir's writer (log_writes)
         try:
             self._tp: TopicPartition | None = parse_topic_partition_name(self._dir.name)
@@ -143,6 +146,18 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self._end.message_offset
+
+    @property
+    def remote_log_enabled(self) -> bool:
+        """Tiered (``remote.storage.enable``; the broker refuses it unless its tiered
+        storage is on): local retention waits for copies, the log start is the remote one."""
+        return self._config.remote_storage_enable
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """Kafka's localLogStartOffset: the first offset on local disk."""
+        first = self._segments.first_segment_base_offset
+        return self._log_start_offset if first is None else max(first, self._log_start_offset)
 
     @property
     def closed(self) -> bool:
@@ -442,6 +457,9 @@ class Log:
                              path=self._tp or self._dir.name)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        tiered = log_tiered_offsets.tiered_offset(self, timestamp)
+        if tiered is not None:
+            return tiered
         return log_read.fetch_offset_by_timestamp(
             self._segments, timestamp, log_start_offset=self._log_start_offset,
             log_end_offset=self.log_end_offset, epochs=self.leader_epoch_cache)

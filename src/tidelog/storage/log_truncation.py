@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .leader_epoch import EpochEntry
 from .loader import open_segment, rebuild_producer_state
 from .log_files import delete_all
 from .segment import DELETED_FILE_SUFFIX, LogOffsetMetadata
@@ -62,3 +63,20 @@ def truncate_fully_and_start_at(lg: Log, offset: int) -> None:
                          lg._config.file_delete_delay_ms)
         else:
             delete_all(old)
+
+
+def restore_remote_state(lg: Log, next_offset: int, log_start_offset: int,
+                         epochs: list[EpochEntry], producer_snapshot: bytes) -> None:
+    """A tiered follower's log rebuilt from remote storage (Kafka's buildRemoteLogAuxState):
+    empty at ``next_offset`` (the end of the leader's last remote segment before its local
+    start + 1), the leader's log start below it, the leader-epoch cache and the producer
+    state from that segment's checkpoint and snapshot."""
+    truncate_fully_and_start_at(lg, next_offset)
+    with lg._io("restore from remote storage"):
+        lg._log_start_offset = min(log_start_offset, next_offset)
+        for e in epochs:
+            if e.start_offset < next_offset:
+                lg.leader_epoch_cache.assign(e.epoch, e.start_offset, flush=False)
+        lg.leader_epoch_cache.flush()
+        lg._producer_state.reload_from_snapshot(producer_snapshot, next_offset,
+                                                lg._log_start_offset, lg.clock.milliseconds())
