@@ -6,6 +6,7 @@ brokers and its ZooKeeper."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -108,8 +109,21 @@ def test_kafka_python_integration_suite_on_three_brokers(tmp_path: Path) -> None
     passed, skipped = _one_broker_record()
     cluster_only = len(_cluster_skip())
     report = tmp_path / "report.json"
-    rc, out = _run(["--brokers", "3"], {**os.environ, "TIDELOG_COMPAT_REPORT": str(report)},
-                   timeout=420)
+    # the cluster's temp dirs under this test's TMPDIR: its ZooKeeper and brokers (each in a
+    # process group of its own) are the processes naming it, killed whatever ended the run
+    run_tmp = tmp_path / "run"
+    run_tmp.mkdir()
+    env = {**os.environ, "TIDELOG_COMPAT_REPORT": str(report), "TMPDIR": str(run_tmp),
+           "TIDELOG_COMPAT_CACHE": os.environ.get(
+               "TIDELOG_COMPAT_CACHE", str(Path(tempfile.gettempdir()) / "tidelog-compat-cache"))}
+    try:
+        rc, out = _run(["--brokers", "3"], env, timeout=420)
+    finally:
+        left = _processes_naming(str(run_tmp))
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert not left, f"run.py left its cluster running: {left}"
     tail = out[-6000:]
     assert rc == 0, tail
     got = json.loads(report.read_text())
