@@ -90,13 +90,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _venv(root: Path, *requirement: str, timeout: float = 240) -> FreshVenv:
     venv = FreshVenv(root)
-    _run([sys.executable, "-m", "venv", str(venv.root)])
-    _run([venv.bin("pip"), "install", "-q", *requirement], timeout=timeout)
-    # The fresh environment is this venv alone: no PYTHONPATH, no VIRTUAL_ENV of the test run.
+    # The fresh environment is this venv alone: no PYTHONPATH, no VIRTUAL_ENV of the test run
+    # (a PYTHONPATH naming a source tree would make pip take tidelog as installed already).
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONUNBUFFERED"] = "1"
     venv.env = env
+    _run([sys.executable, "-m", "venv", str(venv.root)], env=env)
+    _run([venv.bin("pip"), "install", "-q", *requirement], timeout=timeout, env=env)
     return venv
 
 

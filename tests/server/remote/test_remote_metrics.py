@@ -45,7 +45,12 @@ def test_remote_metrics_on_the_metrics_endpoint(tmp_path: Path) -> None:
         while rlm.metrics.all_topics.remote_copy_requests < 3:
             assert time.monotonic() < deadline, "nothing copied"
             time.sleep(0.05)
+        # the remote size gauge is set by the expiration step of the pass after a copy
         m = _scrape(b.http_url)
+        while m.get('kafka_server_brokertopicmetrics_remotelogsizebytes{topic="tiered"}', 0) <= 0:
+            assert time.monotonic() < deadline, "remote log size never reported"
+            time.sleep(0.05)
+            m = _scrape(b.http_url)
     copied = m['kafka_server_brokertopicmetrics_remotecopybytes_total{topic="tiered"}']
     assert copied > 0
     assert m["kafka_server_brokertopicmetrics_remotecopybytes_total"] >= copied
