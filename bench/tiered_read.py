@@ -102,6 +102,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     n, size = args.records, args.size
+    if n * size < 2 * SEGMENT_BYTES:
+        ap.error(f"--records x --size must fill at least two {SEGMENT_BYTES}-byte segments")
     print(f"load before: {uptime()}")
     print(f"{n} records of {size} B per topic, segment.bytes {SEGMENT_BYTES}, "
           f"librdkafka {ck.libversion()[0]}")
