@@ -370,7 +370,8 @@ def _encoded(encode: Any, value: bytes | None, n: int) -> bytes | None:
     from tidelog.cli.value_format import NotJsonError
 
     try:
-        return encode(value)
+        encoded: bytes | None = encode(value)
+        return encoded
     except NotJsonError as exc:
         raise LineError(f"line {n}: not JSON: {exc}") from None
     except Exception as exc:

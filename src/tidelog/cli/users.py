@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
 def _password(args: argparse.Namespace) -> bytes:
     if args.password_file is not None:
         try:
-            return args.password_file.read_text().splitlines()[0].encode()
+            path: Path = args.password_file
+            return path.read_text().splitlines()[0].encode()
         except (OSError, IndexError) as exc:
             raise CliError(f"cannot read a password from {args.password_file}: {exc}") from None
     return getpass.getpass(f"Password for {args.add}: ").encode()

@@ -175,7 +175,8 @@ class _ProtobufJson:
             index, pos = _DecodeVarint(data, pos)
             indexes.append(_zigzag(index))
         cls = self._class(schema_id, tuple(indexes or [0]))
-        return json_format.MessageToJson(cls.FromString(data[pos:]), indent=None).encode()
+        text: str = json_format.MessageToJson(cls.FromString(data[pos:]), indent=None)
+        return text.encode()
 
     def _class(self, schema_id: int, path: tuple[int, ...]) -> Any:
         key = (schema_id, path)

@@ -15,9 +15,9 @@ and every API is sent at the highest version both sides support within API_RANGE
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kio.schema.errors import ErrorCode
 
@@ -38,6 +38,8 @@ from .conn import (
 )
 from .security import ClientSecurity
 from .txn import AbortedFilter
+
+_T = TypeVar("_T")
 
 __all__ = [
     "API_RANGES",
@@ -167,7 +169,7 @@ class KafkaClient:
         self._conns.pop(conn.address, None)
         conn.close()
 
-    def _retrying(self, what: str, fn: Any) -> Any:
+    def _retrying(self, what: str, fn: Callable[[], _T]) -> _T:
         """Run ``fn()``; on a retriable error refresh metadata, back off and retry."""
         for attempt in range(self.retries + 1):
             try:

@@ -61,7 +61,8 @@ def _load_crc32c() -> Callable[[Buffer], int]:
             if ext_spec is not None:
                 module = importlib.util.module_from_spec(ext_spec)
                 ext.exec_module(module)
-                return module.crc32c
+                crc: Callable[[Buffer], int] = module.crc32c
+                return crc
     import crc32c
 
     return crc32c.crc32c

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -78,8 +79,8 @@ def table_offsets(snapshot: Snapshot | None) -> TableOffsets:
                         {int(p): int(e) for p, e in epochs.items()})
 
 
-def _transform(f: SpecField) -> Transform:
-    simple: dict[str, Transform] = {"identity": IdentityTransform(), "year": YearTransform(),
+def _transform(f: SpecField) -> Transform[Any, Any]:
+    simple: dict[str, Transform[Any, Any]] = {"identity": IdentityTransform(), "year": YearTransform(),
               "month": MonthTransform(), "day": DayTransform(), "hour": HourTransform(),
               "void": VoidTransform()}
     if f.transform == "bucket":

@@ -144,11 +144,13 @@ class RecordBatch:
     # -- header fields -------------------------------------------------------------------------
     @property
     def base_offset(self) -> int:
-        return _Q.unpack_from(self.buf, 0)[0]
+        value: int = _Q.unpack_from(self.buf, 0)[0]
+        return value
 
     @property
     def batch_length(self) -> int:
-        return _I32.unpack_from(self.buf, 8)[0]
+        value: int = _I32.unpack_from(self.buf, 8)[0]
+        return value
 
     @property
     def size_in_bytes(self) -> int:
@@ -156,7 +158,8 @@ class RecordBatch:
 
     @property
     def partition_leader_epoch(self) -> int:
-        return _I32.unpack_from(self.buf, 12)[0]
+        value: int = _I32.unpack_from(self.buf, 12)[0]
+        return value
 
     @property
     def magic(self) -> int:
@@ -164,39 +167,48 @@ class RecordBatch:
 
     @property
     def crc(self) -> int:
-        return _U32.unpack_from(self.buf, 17)[0]
+        value: int = _U32.unpack_from(self.buf, 17)[0]
+        return value
 
     @property
     def attributes(self) -> int:
-        return _H.unpack_from(self.buf, 21)[0]
+        value: int = _H.unpack_from(self.buf, 21)[0]
+        return value
 
     @property
     def last_offset_delta(self) -> int:
-        return _I32.unpack_from(self.buf, 23)[0]
+        value: int = _I32.unpack_from(self.buf, 23)[0]
+        return value
 
     @property
     def base_timestamp(self) -> int:
-        return _Q.unpack_from(self.buf, 27)[0]
+        value: int = _Q.unpack_from(self.buf, 27)[0]
+        return value
 
     @property
     def max_timestamp(self) -> int:
-        return _Q.unpack_from(self.buf, 35)[0]
+        value: int = _Q.unpack_from(self.buf, 35)[0]
+        return value
 
     @property
     def producer_id(self) -> int:
-        return _Q.unpack_from(self.buf, 43)[0]
+        value: int = _Q.unpack_from(self.buf, 43)[0]
+        return value
 
     @property
     def producer_epoch(self) -> int:
-        return _H.unpack_from(self.buf, 51)[0]
+        value: int = _H.unpack_from(self.buf, 51)[0]
+        return value
 
     @property
     def base_sequence(self) -> int:
-        return _I32.unpack_from(self.buf, 53)[0]
+        value: int = _I32.unpack_from(self.buf, 53)[0]
+        return value
 
     @property
     def records_count(self) -> int:
-        return _I32.unpack_from(self.buf, 57)[0]
+        value: int = _I32.unpack_from(self.buf, 57)[0]
+        return value
 
     # -- derived -------------------------------------------------------------------------------
     @property

@@ -24,7 +24,8 @@ FILE_OPTIONS = ("java_package", "java_outer_classname", "go_package", "csharp_na
 def _type_name(field: d.FieldDescriptorProto) -> str:
     if field.type in SCALARS:
         return SCALARS[field.type]
-    return field.type_name  # fully qualified, with its leading dot
+    name: str = field.type_name  # fully qualified, with its leading dot
+    return name
 
 
 def _field(field: d.FieldDescriptorProto, maps: dict[str, d.DescriptorProto], proto3: bool) -> str:

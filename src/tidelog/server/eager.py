@@ -62,9 +62,11 @@ def _rest(coro: Coroutine[Any, Any, T], waiting: Any) -> Generator[Any, Any, T]:
             try:
                 waiting = coro.throw(exc)
             except StopIteration as stop:
-                return stop.value
+                thrown_result: T = stop.value
+                return thrown_result
             continue
         try:
             waiting = coro.send(sent)
         except StopIteration as stop:
-            return stop.value
+            result: T = stop.value
+            return result

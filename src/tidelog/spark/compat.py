@@ -17,6 +17,7 @@ goes through untouched.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 _DEFAULT_MODES = ("error", "errorifexists", "default")
@@ -29,7 +30,8 @@ def _is_tidelog(fmt: Any) -> bool:
 def _patch_batch_writer() -> None:
     from pyspark.sql.readwriter import DataFrameWriter
 
-    mode, fmt, save = DataFrameWriter.mode, DataFrameWriter.format, DataFrameWriter.save
+    mode, fmt = DataFrameWriter.mode, DataFrameWriter.format
+    save: Callable[..., None] = DataFrameWriter.save  # typed also where pyspark is absent
 
     def tidelog_mode(self: Any, saveMode: str | None) -> Any:
         if saveMode is not None:

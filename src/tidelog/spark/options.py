@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .kafka_params import OptionError, check_read_params, producer_config
+from .kafka_params import OptionError as OptionError  # raised by the checks below
+from .kafka_params import check_read_params, producer_config
 from .remote_options import REMOTE_OPTIONS, RemoteConfigs, is_remote_path, remote_configs
 
 log = logging.getLogger("tidelog.spark")

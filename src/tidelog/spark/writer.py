@@ -88,7 +88,8 @@ def validate_write_schema(schema: StructType, opts: WriteOptions, typed: bool = 
 def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     for i, field in enumerate(batch.schema):
         if field.name.lower() == name:
-            return batch.column(i).to_pylist()
+            values: list[Any] = batch.column(i).to_pylist()
+            return values
     return None
 
 
@@ -154,7 +155,7 @@ def produce_arrow(
 
 
 def _send_batch(producer: Any, batch: pa.RecordBatch, topic_option: str | None) -> int:
-    n = batch.num_rows
+    n: int = batch.num_rows
     values = _column(batch, "value") or [None] * n
     keys = _column(batch, "key") or [None] * n
     topics = [topic_option] * n if topic_option else (_column(batch, "topic") or [None] * n)

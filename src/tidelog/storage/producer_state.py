@@ -469,7 +469,8 @@ class ProducerStateManager:
         return [int(o) for o in self.snapshots]
 
     def snapshot_file_for(self, offset: int) -> Path | None:
-        return self.snapshots.get(offset)
+        path: Path | None = self.snapshots.get(offset)
+        return path
 
     def remove_and_delete_snapshot(self, offset: int) -> None:
         path = self.snapshots.pop(offset, None)

@@ -27,14 +27,14 @@ class LogSegments:
     def add(self, segment: LogSegment) -> LogSegment | None:
         """Add (or replace the segment at the same base offset); returns the replaced one."""
         with self._lock:
-            previous = self._segments.get(segment.base_offset)
+            previous: LogSegment | None = self._segments.get(segment.base_offset)
             self._segments[segment.base_offset] = segment
             self._last = self._segments.peekitem(-1)[1]
             return previous
 
     def remove(self, offset: int) -> LogSegment | None:
         with self._lock:
-            removed = self._segments.pop(offset, None)
+            removed: LogSegment | None = self._segments.pop(offset, None)
             self._last = self._segments.peekitem(-1)[1] if self._segments else None
             return removed
 
@@ -80,7 +80,8 @@ class LogSegments:
         return offset in self._segments
 
     def get(self, offset: int) -> LogSegment | None:
-        return self._segments.get(offset)
+        segment: LogSegment | None = self._segments.get(offset)
+        return segment
 
     def base_offsets(self) -> list[int]:
         with self._lock:

@@ -13,7 +13,7 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.server.coordinator.group.share.coordinator import ShareGroupCoordinator
 from tidelog.server.coordinator.group.share.partition import RecordState
 from tidelog.server.coordinator.group.share.records import ShareState
-from tidelog.server.coordinator.group.share.state_coordinator import StateKey
+from tidelog.server.coordinator.group.share.uncommitted import StateKey
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext

@@ -14,9 +14,9 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.coordinator.group.share.state_coordinator import (
     ShareStateCoordinator,
-    StateKey,
     StateResult,
 )
+from tidelog.server.coordinator.group.share.uncommitted import StateKey
 from tidelog.server.coordinator.group.share.wiring import state_replicated
 from tidelog.server.coordinator.group.wiring import coordinator_for
 

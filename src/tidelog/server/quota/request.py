@@ -132,7 +132,7 @@ def request_throttle(ctx: Any) -> int:
         return 0
     timer.recorded = True
     now_ms = int(ctx.broker.clock.milliseconds())
-    ms = ctx.broker.client_quotas.record(  # present: wrap() found a request quota in it
+    ms: int = ctx.broker.client_quotas.record(  # present: wrap() found a request quota in it
         QuotaType.REQUEST, ctx.principal.name, ctx.client_id or "",
         timer.so_far_ns() * NANOS_TO_PERCENTAGE, now_ms)
     if ms > 0:  # the connection mutes itself for as long once it has answered (KIP-219)

@@ -24,7 +24,8 @@ from tidelog.server.coordinator.group.member import (
     MemberMetadata,
     SyncResult,
 )
-from tidelog.server.coordinator.group.metadata_manager import GroupMetadataManager, LoadedPartition
+from tidelog.server.coordinator.group.metadata_manager import GroupMetadataManager
+from tidelog.server.coordinator.group.pending_offsets import LoadedPartition
 from tidelog.server.coordinator.group.share.coordinator import ShareGroupCoordinator
 from tidelog.server.coordinator.group.store import OffsetsStore
 from tidelog.util.clock import Clock

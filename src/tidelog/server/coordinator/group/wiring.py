@@ -20,7 +20,7 @@ from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.coordinator import GroupCoordinator
 from tidelog.server.coordinator.group.log_store import LogOffsetsStore
 from tidelog.server.coordinator.group.member import JoinResult, SyncResult
-from tidelog.server.coordinator.group.metadata_manager import LoadedPartition
+from tidelog.server.coordinator.group.pending_offsets import LoadedPartition
 from tidelog.server.coordinator.group.records import OFFSETS_TOPIC
 from tidelog.server.coordinator.group.shard import GroupCoordinatorShard
 from tidelog.server.coordinator.runtime import CoordinatorRuntime

@@ -19,7 +19,8 @@ from typing import Protocol
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.share.records import StateBatch
-from tidelog.server.coordinator.group.share.state_coordinator import StateKey, StateResult
+from tidelog.server.coordinator.group.share.state_coordinator import StateResult
+from tidelog.server.coordinator.group.share.uncommitted import StateKey
 from tidelog.util.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)

@@ -30,9 +30,9 @@ from tidelog.server.coordinator.group.share.records import (
 )
 from tidelog.server.coordinator.group.share.state_coordinator import (
     ShareStateCoordinator,
-    StateKey,
     StateResult,
 )
+from tidelog.server.coordinator.group.share.uncommitted import StateKey
 from tidelog.util.topic_partition import TopicPartition
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from tidelog.records import RecordBatch
 from tidelog.server.coordinator.group.share.records import ShareState
 from tidelog.server.coordinator.group.share.state_coordinator import (
     ShareStateCoordinator,
-    StateKey,
 )
+from tidelog.server.coordinator.group.share.uncommitted import StateKey
 from tidelog.server.coordinator.runtime import ReplayShard
 
 Loaded = dict[StateKey, ShareState]
