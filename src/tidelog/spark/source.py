@@ -240,7 +240,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _current(self) -> list[TopicPartition]:
         return resolve_partitions(self.backend, self.opts.subscription)
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, dict[str, int]]:
         tps = self._current()
         start = resolve_start(
             self.backend, tps, self.opts.starting, strategy=self.opts.starting_by_timestamp_strategy
@@ -272,7 +272,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out.update(self.backend.earliest(new))  # new partitions are read from the beginning
         return out
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, dict[str, int]], limit: ReadLimit) -> dict[str, dict[str, int]]:
         self._commit_to_group(from_json_offsets(start))
         start_o = self._with_new_partitions(from_json_offsets(start), self._current())
         latest = self.backend.latest(list(start_o))
@@ -320,10 +320,10 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger_ms = now
         return False
 
-    def reportLatestOffset(self) -> dict:
+    def reportLatestOffset(self) -> dict[str, dict[str, int]]:
         return to_json_offsets(self.backend.latest(self._current()))
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, dict[str, int]], end: dict[str, dict[str, int]]) -> list[InputPartition]:
         start_o, end_o = from_json_offsets(start), from_json_offsets(end)
         new = [tp for tp in end_o if tp not in start_o]
         start_o.update(self.backend.earliest(new))
@@ -346,7 +346,7 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return iter(())  # Spark reads one placeholder partition when partitions() is empty
         return read_partition(partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, dict[str, int]]) -> None:
         self._commit_to_group(from_json_offsets(end))
 
     def _commit_to_group(self, offsets: Offsets) -> None:
