@@ -40,15 +40,15 @@ from typing import Any
 from broker import tansu_broker  # bench/broker.py: the Tansu baseline broker
 
 from tidelog.client.wire import decode_response, encode_request
-from tidelog.server.group.config import GroupConfig
-from tidelog.server.group.coordinator import (
+from tidelog.server.coordinator.group.config import GroupConfig
+from tidelog.server.coordinator.group.coordinator import (
     CommitEntry,
     GroupCoordinator,
     JoinRequest,
     SyncRequest,
 )
-from tidelog.server.group.member import JoinResult, SyncResult
-from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.member import JoinResult, SyncResult
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 from tidelog.util.topic_partition import TopicPartition

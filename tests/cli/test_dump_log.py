@@ -133,7 +133,7 @@ def test_snapshot_and_checkpoint_files(tmp_path: Path) -> None:
 
 
 def test_offsets_decoder(tmp_path: Path) -> None:
-    from tidelog.server.group import records as gr
+    from tidelog.server.coordinator.group import records as gr
 
     seg = tmp_path / f"{0:020d}.log"
     b = RecordBatchBuilder()

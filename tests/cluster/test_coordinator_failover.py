@@ -11,7 +11,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from confluent_kafka import TopicPartition as ConfluentTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tidelog.server.txn.records import partition_for as txn_partition_for
+from tidelog.server.coordinator.transaction.records import partition_for as txn_partition_for
 from tidelog.testing import EmbeddedCluster
 from tidelog.util.topic_partition import TopicPartition
 

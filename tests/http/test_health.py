@@ -74,7 +74,7 @@ def test_loading_consumer_offsets_makes_the_broker_unready():
 
         async def loading(on: bool) -> None:  # as while replaying __consumer_offsets
             manager = eb.broker.group_coordinator.manager
-            (manager.loading.add if on else manager.loading.discard)(7)
+            (manager.partitions.loading.add if on else manager.partitions.loading.discard)(7)
 
         eb.run(loading(True))
         status, body = get(eb.http_url + "/readyz")

@@ -64,7 +64,7 @@ def test_three_members_split_partitions_and_fail_over(broker: EmbeddedBroker, mi
     """What the coordinator decided, not how fast (wall-clock bounds flake on a loaded
     machine): the crashed member is removed by its session expiring, with the session timeout
     it asked for; the leaver by its LeaveGroup, no session expiring."""
-    caplog.set_level(logging.INFO, logger="tidelog.server.group")
+    caplog.set_level(logging.INFO, logger="tidelog.server.coordinator.group")
     bs = broker.bootstrap_servers
     n = next(_ids)
     topic, group = f"grp-topic-{mix}-{n}", f"grp-{mix}-{n}"

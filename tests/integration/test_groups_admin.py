@@ -22,7 +22,7 @@ from test_groups_support import (
 )
 
 from tidelog.records import iter_batches
-from tidelog.server.group.records import (
+from tidelog.server.coordinator.group.records import (
     OFFSETS_TOPIC,
     GroupMetadataKey,
     OffsetKey,
@@ -195,7 +195,7 @@ def test_static_member_restart_keeps_assignment_without_rebalance(broker: Embedd
 
 def _generation(broker: EmbeddedBroker, group: str) -> int:
     async def get() -> int:
-        from tidelog.server.group.wiring import coordinator_for
+        from tidelog.server.coordinator.group.wiring import coordinator_for
 
         return coordinator_for(broker.broker).groups[group].generation_id
 
@@ -260,7 +260,7 @@ def test_aiokafka_crash_moves_partitions_after_short_session(
         broker: EmbeddedBroker, caplog: pytest.LogCaptureFixture) -> None:
     """A 1.5 s session: the coordinator holds the members to it and removes the crashed one
     when it expires (its decision, not a wall-clock bound); its partitions move."""
-    caplog.set_level(logging.INFO, logger="tidelog.server.group")
+    caplog.set_level(logging.INFO, logger="tidelog.server.coordinator.group")
     bs = broker.bootstrap_servers
     members = [Member("aiokafka", bs, TOPIC, "adm-crash", 1500) for _ in range(2)]
     try:

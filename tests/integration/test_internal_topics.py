@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tidelog.server.group.records import OFFSETS_TOPIC
+from tidelog.server.coordinator.group.records import OFFSETS_TOPIC
 from tidelog.testing.embedded import EmbeddedBroker
 
 

@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tidelog.server.group.share.partition import SharePartition
+from tidelog.server.coordinator.group.share.partition import SharePartition
 from tidelog.testing import EmbeddedBroker
 from tidelog.util.topic_partition import TopicPartition
 

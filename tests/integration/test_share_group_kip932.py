@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tidelog.server.group.share.partition import SharePartition
+from tidelog.server.coordinator.group.share.partition import SharePartition
 from tidelog.testing import EmbeddedBroker
 from tidelog.util.topic_partition import TopicPartition
 

@@ -9,11 +9,11 @@ import uuid
 from dataclasses import dataclass, field
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.config import GroupConfig
-from tidelog.server.group.consumer.coordinator import HeartbeatRequest, HeartbeatResult
-from tidelog.server.group.consumer.records import Assignment, TopicMetadata
-from tidelog.server.group.coordinator import GroupCoordinator
-from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.config import GroupConfig
+from tidelog.server.coordinator.group.consumer.coordinator import HeartbeatRequest, HeartbeatResult
+from tidelog.server.coordinator.group.consumer.records import Assignment, TopicMetadata
+from tidelog.server.coordinator.group.coordinator import GroupCoordinator
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 

@@ -1,5 +1,5 @@
 """Kafka 4.x API levels at the wire: Metadata v13, DescribeCluster v2, ApiVersions features,
-ListOffsets v8-v10, and authorized operations where the request asks for them."""
+ListOffsets v8-v11, and authorized operations where the request asks for them."""
 
 from __future__ import annotations
 
@@ -86,7 +86,7 @@ def test_describe_groups_authorized_operations(w: Wire) -> None:
 def test_api_versions_features_and_levels(w: Wire) -> None:
     resp: Any = w.call(18, 4, client_software_name="t", client_software_version="1")
     levels = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert levels[1][1] == 18 and levels[2][1] == 10 and levels[3][1] == 13
+    assert levels[1][1] == 18 and levels[2][1] == 11 and levels[3][1] == 13
     assert levels[60][1] == 2
     supported = {f.name: (f.min_version, f.max_version) for f in resp.supported_features}
     assert supported["metadata.version"] == (7, 27)
@@ -114,10 +114,11 @@ def test_list_offsets_special_timestamps_by_version(w: Wire) -> None:
     metadata(w, 12, ["lo-t"])
     batch = build_batch([(1000 + i, None, b"v%d" % i) for i in range(3)])
     assert w.call(0, 9, body=produce_body(9, "lo-t", {0: batch})) is not None
-    for version, ts, expected in [(8, -4, 0), (10, -4, 0), (9, -5, -1), (10, -1, 3)]:
+    for version, ts, expected in [(8, -4, 0), (10, -4, 0), (9, -5, -1), (10, -1, 3),
+                                  (11, -6, -1)]:  # not tiered: no pending upload
         p = list_offsets(w, version, "lo-t", ts)
         assert (p.error_code, p.offset) == (0, expected), (version, ts)
-    for version, ts in [(7, -4), (8, -5), (6, -3)]:
+    for version, ts in [(7, -4), (8, -5), (6, -3), (10, -6)]:
         p = list_offsets(w, version, "lo-t", ts)
         assert (p.error_code, p.offset) == (ErrorCode.UNSUPPORTED_VERSION, -1), (version, ts)
     assert list_offsets(w, 10, "lo-t", -5).leader_epoch == -1

@@ -16,11 +16,11 @@ from consumer_group_harness import (
 )
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.server.coordinator.group.consumer.coordinator import HeartbeatRequest
+from tidelog.server.coordinator.group.consumer.group import ConsumerGroupState, MemberState
+from tidelog.server.coordinator.group.coordinator import CommitEntry, GroupCoordinator
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.server.errors import ApiError
-from tidelog.server.group.consumer.coordinator import HeartbeatRequest
-from tidelog.server.group.consumer.group import ConsumerGroupState, MemberState
-from tidelog.server.group.coordinator import CommitEntry, GroupCoordinator
-from tidelog.server.group.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 

@@ -10,8 +10,8 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidelog.server.group.consumer.assignor import RangeAssignor, UniformAssignor
-from tidelog.server.group.consumer.records import (
+from tidelog.server.coordinator.group.consumer.assignor import RangeAssignor, UniformAssignor
+from tidelog.server.coordinator.group.consumer.records import (
     CURRENT_MEMBER_ASSIGNMENT,
     GROUP_METADATA,
     MEMBER_METADATA,
@@ -30,7 +30,7 @@ from tidelog.server.group.consumer.records import (
     format_consumer_record,
     format_offsets_record,
 )
-from tidelog.server.group.records import encode_offset_key
+from tidelog.server.coordinator.group.records import encode_offset_key
 
 TID = uuid.UUID("0123456789abcdef0123456789abcdef")
 

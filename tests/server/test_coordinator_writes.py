@@ -12,7 +12,7 @@ import pytest
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatchBuilder
-from tidelog.server.coordinator_writes import CoordinatorWriteError, ReplicatedAppender
+from tidelog.server.coordinator.partition_writer import CoordinatorWriteError, PartitionWriter
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
@@ -37,7 +37,7 @@ def _batch(n: int) -> bytes:
 def test_appends_are_awaited_until_the_isr_has_them(tmp_path: Path) -> None:
     rm = _rm(tmp_path)
     try:
-        appender = ReplicatedAppender(rm, TOPIC, 1000)
+        appender = PartitionWriter(rm, TOPIC, 1000)
         assert appender.append(1, _batch(3)) == 0
         assert appender.append(1, _batch(2)) == 3
         assert appender.pending == {1: 5}
@@ -59,7 +59,7 @@ def test_refused_appends_answer_the_coordinator_error(
 ) -> None:
     rm = _rm(tmp_path, configs)
     try:
-        appender = ReplicatedAppender(rm, TOPIC, 1000)
+        appender = PartitionWriter(rm, TOPIC, 1000)
         with pytest.raises(CoordinatorWriteError) as info:
             appender.append(partition, _batch(1))
         assert info.value.error == expected

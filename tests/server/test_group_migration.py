@@ -11,22 +11,22 @@ import pytest
 from consumer_group_harness import Cluster
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.config import GroupConfig
-from tidelog.server.group.consumer.coordinator import HeartbeatRequest
-from tidelog.server.group.consumer.migration import (
+from tidelog.server.coordinator.group.config import GroupConfig
+from tidelog.server.coordinator.group.consumer.coordinator import HeartbeatRequest
+from tidelog.server.coordinator.group.consumer.migration import (
     decode_assignment,
     decode_subscription,
     encode_assignment,
 )
-from tidelog.server.group.consumer.records import (
+from tidelog.server.coordinator.group.consumer.records import (
     ClassicMemberMetadata,
     MemberSubscription,
     decode_member_metadata,
     encode_member_metadata,
 )
-from tidelog.server.group.coordinator import GroupCoordinator, JoinRequest
-from tidelog.server.group.member import JoinResult
-from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.coordinator import GroupCoordinator, JoinRequest
+from tidelog.server.coordinator.group.member import JoinResult
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 

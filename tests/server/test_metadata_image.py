@@ -18,7 +18,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.records import RecordBatch, build_batch
 from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
-from tidelog.server.group.records import OFFSETS_TOPIC, partition_for
+from tidelog.server.coordinator.group.records import OFFSETS_TOPIC, partition_for
 from tidelog.server.metadata.cache import UpdateMetadataDelta
 from tidelog.server.metadata.image import BrokerInfo, PartitionRegistration
 from tidelog.testing import EmbeddedBroker

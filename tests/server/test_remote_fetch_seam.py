@@ -1,7 +1,8 @@
 """ReplicaManager.fetch_messages' seam for remote (tiered) reads: a consumer's read below the
 local log's start, in a topic with remote.storage.enable, goes to ``remote_fetch`` (Kafka's
-RemoteStorageFetchInfo and DelayedRemoteFetch); a follower's, or any without ``remote_fetch``,
-answers OFFSET_OUT_OF_RANGE. The partition stands for a tiered one
+RemoteStorageFetchInfo and DelayedRemoteFetch); a follower's answers
+OFFSET_MOVED_TO_TIERED_STORAGE (it builds its state from remote storage), and any read without
+``remote_fetch`` answers OFFSET_OUT_OF_RANGE. The partition stands for a tiered one
 whose records 0-4 were moved to the remote tier: its local log really starts at 5 (after a
 DeleteRecords), its log start offset is 0."""
 
@@ -86,7 +87,10 @@ def test_reads_below_the_local_log_go_to_remote_fetch() -> None:
         [[info]] = asked
         assert (info.topic_partition, info.fetch.fetch_offset, info.min_one_message) == (TP, 2, True)
         # the local log answers from its start; a follower's read below it answers
-        # OFFSET_OUT_OF_RANGE, as before (it is not read from the remote tier)
+        # OFFSET_MOVED_TO_TIERED_STORAGE (not read from the remote tier: Kafka's follower
+        # builds its state from remote storage instead)
         assert _fetch(b, 5).records
-        assert _fetch(b, 2, replica_id=1).error_code == ErrorCode.OFFSET_OUT_OF_RANGE
+        moved = _fetch(b, 2, replica_id=1)
+        assert moved.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+        assert moved.log_start_offset == 0
         assert len(asked) == 1

@@ -10,10 +10,10 @@ import pytest
 from consumer_group_harness import Cluster
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.config import GroupConfig
-from tidelog.server.group.coordinator import CommitEntry, GroupCoordinator
-from tidelog.server.group.share.coordinator import ShareHeartbeat
-from tidelog.server.group.share.partition import (
+from tidelog.server.coordinator.group.config import GroupConfig
+from tidelog.server.coordinator.group.coordinator import CommitEntry, GroupCoordinator
+from tidelog.server.coordinator.group.share.coordinator import ShareHeartbeat
+from tidelog.server.coordinator.group.share.partition import (
     ACCEPT,
     GAP,
     REJECT,
@@ -21,9 +21,9 @@ from tidelog.server.group.share.partition import (
     RecordState,
     SharePartition,
 )
-from tidelog.server.group.share.persister import LocalPersister
-from tidelog.server.group.share.state_coordinator import ShareStateCoordinator
-from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.share.persister import LocalPersister
+from tidelog.server.coordinator.group.share.state_coordinator import ShareStateCoordinator
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 from tidelog.util.topic_partition import TopicPartition

@@ -5,6 +5,7 @@ records read back, ownership by ``__share_group_state`` partition."""
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import uuid
 
@@ -12,19 +13,23 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatchBuilder, iter_batches
-from tidelog.server.group.share.records import (
+from tidelog.server.coordinator.group.share.records import (
+    SHARE_STATE_TOPIC,
     SNAPSHOT_KEY,
     UPDATE_KEY,
     decode_key,
     decode_value,
     encode_key,
 )
-from tidelog.server.group.share.state_coordinator import (
+from tidelog.server.coordinator.group.share.shard import ShareCoordinatorShard
+from tidelog.server.coordinator.group.share.state_coordinator import (
     ShareStateCoordinator,
     combine_batches,
 )
-from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.runtime import CoordinatorRuntime, CoordinatorState
 from tidelog.util.clock import ManualClock
+from tidelog.util.topic_partition import TopicPartition
 
 TOPIC = uuid.UUID("11111111-2222-3333-4444-555555555555")
 KEY = ("g", TOPIC, 0)
@@ -37,6 +42,16 @@ def _coord(store: InMemoryOffsetsStore, owned: bool = True) -> ShareStateCoordin
         for p in range(N):
             c.load_now(p)
     return c
+
+
+def _unowned(
+    store: InMemoryOffsetsStore,
+) -> tuple[ShareStateCoordinator, CoordinatorRuntime, TopicPartition]:
+    """A coordinator owning nothing, on a runtime; KEY's ``__share_group_state`` partition."""
+    c = _coord(store, owned=False)
+    runtime = CoordinatorRuntime()
+    runtime.register(SHARE_STATE_TOPIC, ShareCoordinatorShard(c))
+    return c, runtime, TopicPartition(SHARE_STATE_TOPIC, c.partition_for(KEY))
 
 
 def test_newer_batches_win_over_the_ranges_they_cover() -> None:
@@ -112,30 +127,64 @@ def test_a_partition_is_loaded_from_snapshots_updates_and_tombstones() -> None:
 @pytest.mark.parametrize("loading", [True, False])
 def test_keys_of_partitions_not_owned_are_refused(loading: bool) -> None:
     store = InMemoryOffsetsStore()
-    c = _coord(store, owned=False)
-    p = c.partition_for(KEY)
-    if loading:
-        epoch = c.begin_load(p)
+    c, runtime, tp = _unowned(store)
+
+    async def load() -> None:
+        task = runtime.schedule_load(tp)
+        assert task is not None
         assert c.read(KEY, 0).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        assert c.complete_load(p, epoch, {})
+        await task
+
+    if loading:
+        asyncio.run(load())
         assert c.write(KEY, 0, 0, 1, ()) == ErrorCode.NONE
-        assert c.unload(p) == 1  # resigned: its states go
+        assert runtime.schedule_unload(tp) == 1  # resigned: its states go
+        assert c.partitions.state(tp.partition) == CoordinatorState.CLOSED
     assert c.read(KEY, 0).error == ErrorCode.NOT_COORDINATOR
     assert c.write(KEY, 0, 0, 1, ()) == ErrorCode.NOT_COORDINATOR
 
 
 def test_a_superseded_load_installs_nothing() -> None:
-    c = _coord(InMemoryOffsetsStore(), owned=False)
-    p = c.partition_for(KEY)
-    first = c.begin_load(p)
-    c.unload(p)
-    assert not c.complete_load(p, first, {})
+    store = InMemoryOffsetsStore()
+    writer = _coord(store)
+    for i in range(200):  # enough batches for the load to yield to the loop
+        assert writer.write(KEY, 0, 0, i, ()) == ErrorCode.NONE
+    c, runtime, tp = _unowned(store)
+
+    async def load_then_resign() -> None:
+        task = runtime.schedule_load(tp)
+        assert task is not None
+        await asyncio.sleep(0)  # the load has started reading
+        runtime.schedule_unload(tp)
+        await task
+
+    asyncio.run(load_then_resign())
+    assert c.key_error(KEY) == ErrorCode.NOT_COORDINATOR
+    assert KEY not in c.states
+
+
+async def _load(runtime: CoordinatorRuntime, tp: TopicPartition) -> None:
+    task = runtime.schedule_load(tp)
+    assert task is not None
+    await task
+
+
+def test_a_failed_install_leaves_the_partition_failed() -> None:
+    c, runtime, tp = _unowned(InMemoryOffsetsStore())
+
+    def broken(partition: int, loaded: object) -> None:
+        raise RuntimeError("injected install failure")
+
+    c.install = broken  # type: ignore[method-assign,assignment]
+
+    asyncio.run(_load(runtime, tp))
+    assert c.partitions.state(tp.partition) == CoordinatorState.FAILED
     assert c.key_error(KEY) == ErrorCode.NOT_COORDINATOR
 
 
 def test_unknown_partitions_and_negative_ones_are_refused() -> None:
     c = ShareStateCoordinator(InMemoryOffsetsStore(), N, ManualClock(),
                               partition_exists=lambda t, p: p < 2)
-    c.owned.update(range(N))
+    c.partitions.owned.update(range(N))
     assert c.read(("g", TOPIC, 5), 0).error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     assert c.write(("g", TOPIC, -1), 0, 0, 0, ()) == ErrorCode.INVALID_REQUEST

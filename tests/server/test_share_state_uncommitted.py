@@ -8,8 +8,9 @@ from __future__ import annotations
 import uuid
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.share.state_coordinator import ShareStateCoordinator
-from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.share.shard import ShareCoordinatorShard
+from tidelog.server.coordinator.group.share.state_coordinator import ShareStateCoordinator
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 
 TOPIC = uuid.UUID("11111111-2222-3333-4444-555555555555")
@@ -65,5 +66,5 @@ def test_an_unreplicated_first_write_and_a_resignation_leave_nothing() -> None:
     c.complete(p, None, False)
     assert KEY not in c.states and _start(c) == -1
     assert c.write(KEY, 0, 0, 100, ()) == ErrorCode.NONE
-    c.unload(p)
+    ShareCoordinatorShard(c).on_unloaded(p)  # resigned: the runtime unloads the shard
     assert c.uncommitted.committed == {} and c.uncommitted.pending == {}

@@ -14,8 +14,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.records import kafka_uuid
-from tidelog.server.group.share.persister import SHARE_STATE_API_RANGES
+from tidelog.server.coordinator.group.records import kafka_uuid
+from tidelog.server.coordinator.group.share.persister import SHARE_STATE_API_RANGES
 from tidelog.testing import EmbeddedBroker
 
 GROUP = "sg-state"

@@ -177,7 +177,9 @@ def _record_infos(batch: RecordBatch, print_data: bool,
 
 
 def _decode_offsets_record(key: bytes | None, value: bytes | None) -> str:
-    from tidelog.server.group.consumer.records import format_offsets_record as format_record
+    from tidelog.server.coordinator.group.consumer.records import (
+        format_offsets_record as format_record,
+    )
 
     try:
         return format_record(key, value)

@@ -80,8 +80,12 @@ def unknown_broker_keys(props: dict[str, str]) -> list[str]:
 
     known = known_config_names() | {syn for syns in BROKER_SYNONYMS.values() for syn, _ in syns}
     known |= READ_WITHOUT_CONFIG_DEF
-    # listener.name.<listener>.<key>: Kafka's per-listener override of a known key
-    return sorted(k for k in props if k not in known and not k.startswith("listener.name."))
+    # listener.name.<listener>.<key>: Kafka's per-listener override of a known key; the
+    # remote storage and metadata managers' own settings under their prefixes
+    prefixes = ("listener.name.", props.get("remote.log.storage.manager.impl.prefix",
+                                            "rsm.config."),
+                props.get("remote.log.metadata.manager.impl.prefix", "rlmm.config."))
+    return sorted(k for k in props if k not in known and not k.startswith(prefixes))
 
 
 async def _serve(props: dict[str, str], ready_file: Path | None) -> None:

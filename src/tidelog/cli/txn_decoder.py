@@ -31,7 +31,7 @@ def txn_index_items(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def decode_transaction_record(key: bytes | None, value: bytes | None) -> str:
-    from tidelog.server.txn.records import format_record
+    from tidelog.server.coordinator.transaction.records import format_record
 
     k, v = format_record(key, value)
     return f"key: {k} payload: {v}"

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.server.coordinator.group.wiring import replicated
 from tidelog.server.errors import ApiError
-from tidelog.server.group.wiring import replicated
 from tidelog.server.metadata.admin import NewTopic
 from tidelog.server.security.types import ANONYMOUS, AclOperation, ResourceType
 from tidelog.util.topic_partition import TopicPartition
@@ -21,7 +21,7 @@ from . import state
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
-    from tidelog.server.group.group import GroupMetadata
+    from tidelog.server.coordinator.group.group import GroupMetadata
 
     from .server import HttpListener
 
@@ -143,7 +143,7 @@ async def reset_offsets(listener: HttpListener, request: web.Request) -> web.Res
         return await listener.console.group(
             request, plan=plan, error=True,
             message=f"group {gid} has {len(group.members)} active members: stop them first")
-    from tidelog.server.group.offsets import CommitEntry
+    from tidelog.server.coordinator.group.offsets import CommitEntry
 
     entries = {TopicPartition(topic, int(tp.rsplit("-", 1)[1])): CommitEntry(new)
                for tp, _, new in plan}  # fmt: skip

@@ -20,6 +20,8 @@ from prometheus_client.registry import Collector
 from tidelog.metrics import LOG_FLUSH_STATS, LatencyHistogram
 from tidelog.metrics.isr import ISR_CHANGE_STATS
 from tidelog.metrics.loop_lag import LOOP_LAG
+from tidelog.metrics.remote import GAUGES as REMOTE_GAUGES
+from tidelog.metrics.remote import METERS as REMOTE_METERS
 from tidelog.metrics.requests import STAGE_NAMES
 from tidelog.server.replication.metrics import replication_gauges
 
@@ -82,6 +84,7 @@ class BrokerCollector(Collector):
         yield from self._lag()
         yield from self._connections()
         yield from self._fetch_sessions()
+        yield from self._remote_storage()
 
     # -- BrokerTopicMetrics -----------------------------------------------------------------
     def _topic_metrics(self) -> Iterator[Metric]:
@@ -364,6 +367,30 @@ class BrokerCollector(Collector):
             fam.add_metric(["follower"], follower[name])
             fam.add_metric(["consumer"], consumer[name])
             yield fam
+
+    def _remote_storage(self) -> Iterator[Metric]:
+        """KIP-405/KIP-958 remote BrokerTopicMetrics, when tiered storage is on."""
+        rlm = getattr(self.broker, "remote_log_manager", None)
+        if rlm is None:
+            return
+        metrics = rlm.metrics
+        topics = metrics.topics()
+        for attr, meter in REMOTE_METERS:
+            fam = CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_{meter.removesuffix('PerSec').lower()}",
+                f"BrokerTopicMetrics {meter} (Count); no topic label: all topics",
+                labels=["topic"])
+            fam.add_sample(fam.name + "_total", {}, getattr(metrics.all_topics, attr))
+            for topic, t in sorted(topics.items()):
+                fam.add_metric([topic], getattr(t, attr))
+            yield fam
+        for attr, name in REMOTE_GAUGES:
+            g = GaugeMetricFamily(f"kafka_server_brokertopicmetrics_{name.lower()}",
+                                  f"BrokerTopicMetrics {name} (summed over partitions)",
+                                  labels=["topic"])
+            for topic in sorted({t for t, _p in metrics.gauges[attr]}):
+                g.add_metric([topic], metrics.topic_gauge(attr, topic))
+            yield g
 
 
 def listener_names(broker: Broker) -> list[str]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from tidelog.server.group.consumer.group import ConsumerGroupState
+from tidelog.server.coordinator.group.consumer.group import ConsumerGroupState
 
 from .group_views import CLASSIC, CONSUMER, SHARE, group_views, share_partition_views
 

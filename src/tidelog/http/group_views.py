@@ -12,11 +12,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tidelog.server.group.share.partition import RecordState, SharePartition
+from tidelog.server.coordinator.group.share.partition import RecordState, SharePartition
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
-    from tidelog.server.group.coordinator import GroupCoordinator
+    from tidelog.server.coordinator.group.coordinator import GroupCoordinator
 
 CLASSIC, CONSUMER, SHARE = "classic", "consumer", "share"
 

@@ -18,9 +18,9 @@ from tidelog.util.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
-    from tidelog.server.group.coordinator import GroupCoordinator
-    from tidelog.server.group.group import GroupMetadata
-    from tidelog.server.group.records import OffsetAndMetadata
+    from tidelog.server.coordinator.group.coordinator import GroupCoordinator
+    from tidelog.server.coordinator.group.group import GroupMetadata
+    from tidelog.server.coordinator.group.records import OffsetAndMetadata
     from tidelog.storage.cleaner.log_cleaner import LogCleaner
     from tidelog.storage.index.abstract_index import AbstractIndex
     from tidelog.storage.log import Log
@@ -273,7 +273,7 @@ def readiness(broker: Broker) -> dict[str, object]:
     commits and every other partition): ``degraded`` and ``degraded_log_dirs`` say so."""
     listening = bool(broker.listening and broker.bound_port)
     coord = coordinator(broker)
-    loading = sorted(coord.manager.loading) if coord is not None else []
+    loading = sorted(coord.manager.partitions.loading) if coord is not None else []
     offline = offline_log_dirs(broker)
     fatal = broker.fatal_error
     degraded = degraded_log_dirs(broker)

@@ -2,7 +2,7 @@
 
 Two hand-written decoders need them: Produce requests decoded in place (protocol/
 produce_in_place.py: kio would copy the records) and ``__consumer_offsets`` keys and values
-(server/group/records.py: Kafka's own record schemas, not wire requests, so kio has no class
+(server/coordinator/group/records.py: Kafka's own record schemas, not wire requests, so kio has no class
 for them). Classic fields use fixed-width lengths, flexible ones (KIP-482) unsigned varints
 of length + 1; either way a length that runs past the buffer raises the subclass's ``error``
 naming the byte, never a struct.error or a short slice.

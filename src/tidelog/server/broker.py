@@ -15,19 +15,28 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.log_config import LogConfig
 from tidelog.metrics import RequestMetrics
 from tidelog.metrics.loop_lag import monitor_loop_lag
+from tidelog.server.coordinator.group.coordinator import GroupCoordinator
+from tidelog.server.coordinator.group.share.wiring import (
+    start_share_coordinator,
+    stop_share_coordinator,
+)
+from tidelog.server.coordinator.group.wiring import start_group_coordinator, stop_group_coordinator
+from tidelog.server.coordinator.transaction.coordinator import TransactionCoordinator
+from tidelog.server.coordinator.transaction.wiring import (
+    start_txn_coordinator,
+    stop_txn_coordinator,
+)
 from tidelog.storage.errors import RecordValidationError
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 from tidelog.util.topic_partition import TopicPartition
 
 from .cluster_node import ClusterNode
 from .connection import KafkaConnection
-from .coordinator_leadership import elect_led_partitions
+from .coordinator.leadership import elect_led_partitions
+from .coordinator.runtime import CoordinatorRuntime
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
 from .free_space_replication import FloorReplicationHold
-from .group.coordinator import GroupCoordinator
-from .group.share.wiring import start_share_coordinator, stop_share_coordinator
-from .group.wiring import start_group_coordinator, stop_group_coordinator
 from .log_dir_events import LogDirFailureNotifier
 from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
@@ -36,14 +45,15 @@ from .metadata.image import BrokerInfo
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
 from .registry import Registry, discover
+from .remote_log_follower import tier_state_builder
+from .remote_log_manager import RemoteLogManager
+from .remote_log_wiring import start_remote_log_manager
 from .replica_manager import ReplicaManager
 from .replication.wiring import Replication, build_replication
 from .security.authorizer import StandardAuthorizer
 from .security.credentials import CredentialStore
 from .security.session import ListenerSecurity
 from .security.wiring import credential_store, listener_securities, make_authorizer
-from .txn.coordinator import TransactionCoordinator
-from .txn.wiring import start_txn_coordinator, stop_txn_coordinator
 from .zk.acls import ZkAclAuthorizer
 from .zk.config_sync import start_zk_configs
 from .zk.credentials import ZkCredentialStore
@@ -123,6 +133,8 @@ class Broker:
         self.dynamic_config: DynamicBrokerConfig | None = None
         self.log_dir_mover: LogDirMover | None = None
         self.client_quotas: ClientQuotaManager | None = None
+        # the group, share and transaction coordinators' shards, by internal topic
+        self.coordinator_runtime = CoordinatorRuntime()
         self.group_coordinator: GroupCoordinator | None = None
         self._group_load: asyncio.Task[None] | None = None
         self.txn_coordinator: TransactionCoordinator | None = None
@@ -130,6 +142,8 @@ class Broker:
         # a cluster member's follower fetchers, AlterPartition sender, isr-expiration task
         self.replication: Replication | None = None
         self.log_dir_notifier: LogDirFailureNotifier | None = None
+        # tiered storage (remote.log.storage.system.enable): copies, expiry, remote reads
+        self.remote_log_manager: RemoteLogManager | None = None
 
     @property
     def node_id(self) -> int:
@@ -170,17 +184,23 @@ class Broker:
             self._rearm_after_session_expiry(self.cluster)
         try:
             self._start_logs()
+            # tiered storage: its remote storage checked (endpoint, bucket, credentials)
+            self.remote_log_manager = await start_remote_log_manager(self)
             # cluster services start here: after the logs and the metadata, before the
             # listeners accept
             await self._start_listeners()
         except BaseException:
             await self._stop_listeners()
+            await self._stop_remote_log_manager()
             self._stop_logs()
             raise
         if self.cluster is not None:
             # the listeners are bound (their real ports are registered): join the cluster
             self.cluster.cluster_id = self.replica_manager.cluster_id
             self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
+            if self.remote_log_manager is not None and self.replication is not None:
+                self.replication.fetcher_manager.tier_state = tier_state_builder(
+                    self.remote_log_manager, self.replica_manager)
             # a failed log dir is announced to the controller (/log_dir_event_notification)
             self.log_dir_notifier = LogDirFailureNotifier(
                 self.node_id, self.cluster.zk, self.replica_manager, asyncio.get_running_loop())
@@ -294,7 +314,7 @@ class Broker:
         """Groups and transactions: each loads its internal topic in the background when it
         exists (a fresh broker creates the topic on the first FindCoordinator)."""
         self.group_coordinator, self._group_load = start_group_coordinator(
-            self.config, self.clock, self.replica_manager)
+            self.config, self.clock, self.replica_manager, self.coordinator_runtime)
         start_share_coordinator(self)
         self.txn_coordinator, self._txn_tasks = start_txn_coordinator(self)
         if self.cluster is not None:  # coordinators follow the internal topics' leaders
@@ -374,6 +394,7 @@ class Broker:
             self._loop_lag = None
         await self._stop_listeners()
         self._stop_coordinators()
+        await self._stop_remote_log_manager()  # no copy may outlive the logs
         await self.admin_manager.drain()  # a create cut off by shutdown would publish after it
         self._stop_logs()
         log.info("tidelog broker %d stopped", self.node_id)
@@ -391,14 +412,22 @@ class Broker:
         self._server = None
         self.other_servers = []
 
+    async def _stop_remote_log_manager(self) -> None:
+        self.replica_manager.remote_fetch = None
+        if self.remote_log_manager is not None:
+            await self.remote_log_manager.stop()
+            self.remote_log_manager = None
+
     def _stop_coordinators(self) -> None:
         if self.txn_coordinator is not None:
-            stop_txn_coordinator(self.txn_coordinator, self._txn_tasks)
+            stop_txn_coordinator(self.txn_coordinator, self._txn_tasks, self.coordinator_runtime)
             self.txn_coordinator, self._txn_tasks = None, []
         if self.group_coordinator is not None:
-            stop_share_coordinator(self.group_coordinator.share)
-            stop_group_coordinator(self.group_coordinator, self._group_load)
+            stop_share_coordinator(self.group_coordinator.share, self.coordinator_runtime)
+            stop_group_coordinator(self.group_coordinator, self._group_load,
+                                   self.coordinator_runtime)
             self.group_coordinator = self._group_load = None
+        self.coordinator_runtime.close()  # loads in flight
 
     def _stop_logs(self) -> None:
         """The log dir mover, then the logs (and their locks) themselves. The quota manager

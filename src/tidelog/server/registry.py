@@ -10,7 +10,7 @@ Write a module that defines, at module level::
 
     async def handle(ctx: RequestContext, request) -> response
 
-and put it in ``tidelog/server/handlers/`` or ``tidelog/server/group/handlers/``: every module
+and put it in ``tidelog/server/handlers/`` or ``tidelog/server/coordinator/group/handlers/``: every module
 in those packages that defines ``API_KEY`` is registered at broker start (``discover()``),
 so no table has to be edited. ``request`` is kio's decoded request object for
 ``ctx.api_version``; build the response with ``tidelog.protocol.kio_util.make(
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
-HANDLER_PACKAGES = ("tidelog.server.handlers", "tidelog.server.group.handlers")
+HANDLER_PACKAGES = ("tidelog.server.handlers", "tidelog.server.coordinator.group.handlers")
 
 
 @dataclass(frozen=True)

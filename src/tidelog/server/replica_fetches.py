@@ -10,8 +10,10 @@ a consumer's read that raises OffsetOutOfRangeError at an offset in
 ``remote.storage.enable`` becomes a ``RemoteStorageFetchInfo`` (its ``out`` left without
 records) when ``ReplicaManager.remote_fetch`` is set; once every partition was read locally,
 ``fetch_messages`` awaits ``remote_fetch(params, infos)`` (which fills each ``info.out``:
-``records``, or ``error_code``) and answers without parking. ``remote_fetch`` is None
-today: such a read answers OFFSET_OUT_OF_RANGE, as before."""
+``records``, or ``error_code``) and answers without parking. A follower's read there is
+answered OFFSET_MOVED_TO_TIERED_STORAGE. ``remote_fetch`` is set by the broker's
+RemoteLogManager (``remote_fetch.remote_fetch_for``); without tiered storage it is None and
+such a read answers OFFSET_OUT_OF_RANGE."""
 
 from __future__ import annotations
 
@@ -216,8 +218,10 @@ class ReplicaFetches:
     def _remote_fetch_info(self, r: _FetchRequest, tp: TopicPartition, cp: CachedPartition,
                            max_bytes: int, min_one: bool, out: FetchPartitionData) -> bool:
         """The remote-read seam (Kafka's handleOffsetOutOfRangeError): True when a consumer's
-        out-of-range read lies in the remote tier and was queued for ``remote_fetch``."""
-        if self.remote_fetch is None or r.params.replica_id >= 0:
+        out-of-range read lies in the remote tier and was queued for ``remote_fetch``, or a
+        follower's was answered OFFSET_MOVED_TO_TIERED_STORAGE (it builds its state from
+        remote storage, Kafka's ReplicaFetcherTierStateMachine)."""
+        if self.remote_fetch is None:
             return False
         partition = self.partitions.get(tp)
         if partition is None or not partition.remote_storage_enabled:
@@ -225,6 +229,11 @@ class ReplicaFetches:
         if not partition.log_start_offset <= cp.fetch_offset < partition.local_log_start_offset:
             return False
         out.records = b""
+        if r.params.replica_id >= 0:
+            out.error_code = ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+            out.high_watermark = partition.high_watermark
+            out.log_start_offset = partition.log_start_offset
+            return True
         r.remote.append(RemoteStorageFetchInfo(tp, cp, max_bytes, min_one, r.params.isolation,
                                                out))
         return True

@@ -16,6 +16,7 @@ from typing import Any
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.core import ConfigError
 from tidelog.config.log_config import LogConfig
+from tidelog.config.remote_log_config import RemoteLogManagerConfig, validate_remote_storage
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.manager import LogManager
@@ -46,6 +47,12 @@ class ReplicaTopics:
 
     def _open(self, tp: TopicPartition, info: TopicInfo) -> Any:
         raise NotImplementedError  # the ReplicaManager's
+
+    @property
+    def remote_storage_system_enable(self) -> bool:
+        """``remote.log.storage.system.enable`` (static, as in Kafka)."""
+        return RemoteLogManagerConfig.from_props(
+            self.config.originals).remote_log_storage_system_enable
 
     def _leader_epochs(self) -> Mapping[TopicPartition, int]:
         raise NotImplementedError  # the ReplicaManager's
@@ -140,7 +147,9 @@ class ReplicaTopics:
 
     def validate_configs(self, configs: Mapping[str, str]) -> LogConfig:
         try:
-            return LogConfig.from_props(configs, self.config.log_config_defaults())
+            cfg = LogConfig.from_props(configs, self.config.log_config_defaults())
+            validate_remote_storage(cfg, self.remote_storage_system_enable)
+            return cfg
         except ConfigError as exc:
             raise ApiError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 

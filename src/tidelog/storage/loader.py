@@ -98,6 +98,8 @@ class LogLoader:
         active.resize_indexes(self.config.segment_index_bytes)
         first = self.segments.first_segment_base_offset or 0
         log_start = max(self.log_start_offset_checkpoint, first)
+        if self.config.remote_storage_enable:  # Kafka: the remote start, below the first
+            log_start = self.log_start_offset_checkpoint  # local segment once tiered
         self.epochs.truncate_from_end(next_offset)
         self.epochs.truncate_from_start(self.log_start_offset_checkpoint)
         psm = self.producer_state

@@ -20,7 +20,7 @@ from tidelog.config.log_config import LogConfig
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
-from . import log_read, log_retention, log_writes
+from . import log_read, log_retention, log_tiered_offsets, log_writes
 from .errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -29,7 +29,7 @@ from .errors import (
     UnexpectedAppendOffsetError,
 )
 from .file_records import TimestampAndOffset
-from .leader_epoch import LeaderEpochFileCache
+from .leader_epoch import EpochEntry, LeaderEpochFileCache
 from .loader import LogLoader, open_segment, rebuild_producer_state
 from .log_append import (
     AppendBatches,
@@ -88,6 +88,9 @@ class Log:
         # free-space floor of this log's dir (free_space.py); None: no floor
         self.append_guard: Callable[[int, bool], None] | None = None
         self._closed = False
+        # tiered storage: the last offset copied to remote storage (Kafka's
+        # highestOffsetInRemoteStorage), moved by the RemoteLogManager; -1: none yet
+        self.highest_offset_in_remote_storage = -1
         self._writes = PendingWrites()  # appends handed to the dir's writer (log_writes)
         try:
             self._tp: TopicPartition | None = parse_topic_partition_name(self._dir.name)
@@ -152,6 +155,18 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self._end.message_offset
+
+    @property
+    def remote_log_enabled(self) -> bool:
+        """Tiered (``remote.storage.enable``; the broker refuses it unless its tiered
+        storage is on): local retention waits for copies, the log start is the remote one."""
+        return self._config.remote_storage_enable
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """Kafka's localLogStartOffset: the first offset on local disk."""
+        first = self._segments.first_segment_base_offset
+        return self._log_start_offset if first is None else max(first, self._log_start_offset)
 
     @property
     def closed(self) -> bool:
@@ -521,6 +536,9 @@ class Log:
                              path=self._tp or self._dir.name)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        tiered = log_tiered_offsets.tiered_offset(self, timestamp)
+        if tiered is not None:
+            return tiered
         return log_read.fetch_offset_by_timestamp(
             self._segments, timestamp, log_start_offset=self._log_start_offset,
             log_end_offset=self.log_end_offset, epochs=self.leader_epoch_cache)
@@ -601,6 +619,23 @@ class Log:
             self._set_hw(offset)
             self._schedule("delete-file", lambda: delete_all(old),
                            self._config.file_delete_delay_ms)
+
+    def restore_remote_state(self, next_offset: int, log_start_offset: int,
+                             epochs: list[EpochEntry], producer_snapshot: bytes) -> None:
+        """A tiered follower's log rebuilt from remote storage (Kafka's
+        buildRemoteLogAuxState): empty at ``next_offset`` (the end of the leader's last remote
+        segment before its local start + 1), the leader's log start below it, the leader-epoch
+        cache and the producer state from that segment's checkpoint and snapshot."""
+        self.truncate_fully_and_start_at(next_offset)
+        with self._io("restore from remote storage"):
+            self._log_start_offset = min(log_start_offset, next_offset)
+            for e in epochs:
+                if e.start_offset < next_offset:
+                    self.leader_epoch_cache.assign(e.epoch, e.start_offset, flush=False)
+            self.leader_epoch_cache.flush()
+            self._producer_state.reload_from_snapshot(producer_snapshot, next_offset,
+                                                      self._log_start_offset,
+                                                      self.clock.milliseconds())
 
     # -- producers -----------------------------------------------------------------------------
     def wait_for_writes(self) -> None:

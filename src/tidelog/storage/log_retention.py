@@ -3,12 +3,20 @@
 A segment is deletable only while the high watermark has passed its upper bound (the next
 segment's base, or the LEO for the last one); the walk stops at the first segment that is
 not deletable. Deleting every segment first rolls a new empty one at the LEO (#79).
+
+With tiered storage (``remote.storage.enable``) this is local retention: ``local.retention.*``
+apply, a segment goes only once it is in remote storage (its last offset at most
+``Log.highest_offset_in_remote_storage``, which the RemoteLogManager moves after each copy)
+or below a log start offset DeleteRecords raised, and the log start offset stays (the
+remote start; the RemoteLogManager moves it as remote segments expire).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from tidelog.config.remote_log_config import local_retention_bytes, local_retention_ms
 
 from .segment import LogSegment
 
@@ -28,13 +36,14 @@ def delete_old_segments(lg: Log) -> int:
 
 
 def _delete_log_start_offset_breached(lg: Log) -> int:
-    start = lg.log_start_offset
+    start = lg.local_log_start_offset if lg.remote_log_enabled else lg.log_start_offset
     return _delete(lg, lambda _s, nxt: nxt is not None and nxt.base_offset <= start,
                    f"log start offset {start} breach")
 
 
 def _delete_retention_size_breached(lg: Log) -> int:
-    limit = lg.config.retention_bytes
+    limit = local_retention_bytes(lg.config) if lg.remote_log_enabled \
+        else lg.config.retention_bytes
     size = lg.size_in_bytes
     if limit < 0 or size < limit:
         return 0
@@ -51,7 +60,8 @@ def _delete_retention_size_breached(lg: Log) -> int:
 
 
 def _delete_retention_ms_breached(lg: Log) -> int:
-    retention = lg.config.retention_ms
+    retention = local_retention_ms(lg.config) if lg.remote_log_enabled \
+        else lg.config.retention_ms
     if retention < 0:
         return 0
     now = lg.clock.milliseconds()
@@ -63,14 +73,29 @@ def deletable_segments(lg: Log, predicate: Predicate) -> list[LogSegment]:
     segs = lg.segments.values()
     out: list[LogSegment] = []
     hw = lg.high_watermark
+    should_roll = False
     for i, seg in enumerate(segs):
         nxt = segs[i + 1] if i + 1 < len(segs) else None
         upper = nxt.base_offset if nxt is not None else lg.log_end_offset
         last_and_empty = nxt is None and seg.size == 0
         if last_and_empty or hw < upper or not predicate(seg, nxt):
             break
+        if lg.remote_log_enabled and not _tiered_or_below_start(lg, nxt, upper):
+            # Kafka: an active segment past retention is rolled, so it is copied and goes
+            should_roll = nxt is None
+            break
         out.append(seg)
+    if should_roll:
+        lg.roll()
     return out
+
+
+def _tiered_or_below_start(lg: Log, nxt: LogSegment | None, upper: int) -> bool:
+    """Kafka's isSegmentEligibleForDeletion: copied to remote storage, or below the log
+    start offset (DeleteRecords)."""
+    if nxt is not None and lg.log_start_offset >= nxt.base_offset:
+        return True
+    return upper > 0 and upper - 1 <= lg.highest_offset_in_remote_storage
 
 
 def _delete(lg: Log, predicate: Predicate, reason: str) -> int:
@@ -86,6 +111,6 @@ def _delete(lg: Log, predicate: Predicate, reason: str) -> int:
     for seg in deletable:
         lg.producer_state.delete_snapshot_at(seg.base_offset)
     first = lg.segments.first_segment_base_offset
-    if first is not None:
+    if first is not None and not lg.remote_log_enabled:
         lg.maybe_increment_log_start_offset(first, reason)
     return len(deletable)

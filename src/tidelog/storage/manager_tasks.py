@@ -415,11 +415,12 @@ class LogManagerTasks:
         return True
 
     def _checkpoint_log_start_offsets(self, d: LogDir, logs: list[Log]) -> bool:
-        # Only offsets a restart could not re-derive: above the first segment's base (#82).
+        # Only offsets a restart could not re-derive: above the first segment's base (#82);
+        # a tiered log's always (Kafka: its start is the remote one, below local segments).
         offsets = {}
         for lg in logs:
             lso, first, tp = lg.log_start_offset, first_segment_base(lg), lg.topic_partition
-            if tp is not None and first is not None and lso > first:
+            if tp is not None and first is not None and (lso > first or lg.remote_log_enabled):
                 offsets[tp] = lso
         try:
             d.log_start_offset_checkpoint.write(offsets)

@@ -21,6 +21,7 @@ from sortedcontainers import SortedDict
 from tidelog.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatch, crc32c
 from tidelog.records.batch import CONTROL_MASK, TRANSACTIONAL_MASK, ControlRecordType
 
+from .checkpoints import write_atomically
 from .errors import (
     CorruptSnapshotError,
     InvalidProducerEpochError,
@@ -507,6 +508,15 @@ class ProducerStateManager:
             self._load_from_snapshot(log_start_offset, now_ms)
         else:
             self.on_log_start_offset_incremented(log_start_offset)
+
+    def reload_from_snapshot(self, snapshot: bytes, offset: int, log_start_offset: int,
+                             now_ms: int) -> None:
+        """Start over from a snapshot given as bytes (a tiered follower's, from remote
+        storage: Kafka's buildProducerSnapshotFile + truncateFullyAndReloadSnapshots)."""
+        write_atomically(self.dir / snapshot_file_name(offset), snapshot)
+        self.snapshots = self._scan_snapshots()
+        self._clear()
+        self._load_from_snapshot(log_start_offset, now_ms)
 
     def _clear(self) -> None:
         self.producers.clear()

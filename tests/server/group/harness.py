@@ -7,10 +7,10 @@ import struct
 from dataclasses import dataclass, field
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.config import GroupConfig
-from tidelog.server.group.coordinator import GroupCoordinator, JoinRequest, SyncRequest
-from tidelog.server.group.member import JoinResult, SyncResult
-from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.config import GroupConfig
+from tidelog.server.coordinator.group.coordinator import GroupCoordinator, JoinRequest, SyncRequest
+from tidelog.server.coordinator.group.member import JoinResult, SyncResult
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.group import GroupState
-from tidelog.server.group.member import JoinResult, SyncResult
+from tidelog.server.coordinator.group.group import GroupState
+from tidelog.server.coordinator.group.member import JoinResult, SyncResult
 
 from .harness import REBALANCE, SESSION, Harness, subscription
 

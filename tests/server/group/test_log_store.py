@@ -7,11 +7,11 @@ import asyncio
 from pathlib import Path
 
 from tidelog.config.broker_config import BrokerConfig
-from tidelog.server.group.config import GroupConfig
-from tidelog.server.group.coordinator import CommitEntry, GroupCoordinator
-from tidelog.server.group.log_store import LogOffsetsStore
-from tidelog.server.group.records import OFFSETS_TOPIC, partition_for
-from tidelog.server.group.wiring import LoopScheduler
+from tidelog.server.coordinator.group.config import GroupConfig
+from tidelog.server.coordinator.group.coordinator import CommitEntry, GroupCoordinator
+from tidelog.server.coordinator.group.log_store import LogOffsetsStore
+from tidelog.server.coordinator.group.records import OFFSETS_TOPIC, partition_for
+from tidelog.server.coordinator.timer import CoordinatorTimer
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
@@ -60,7 +60,7 @@ def test_offsets_survive_restart_on_real_logs(tmp_path: Path) -> None:
 
 def test_loop_scheduler_runs_and_cancels_on_the_loop() -> None:
     async def scenario() -> list[str]:
-        sched = LoopScheduler(asyncio.get_running_loop())
+        sched = CoordinatorTimer(asyncio.get_running_loop())
         ran: list[str] = []
         done = asyncio.Event()
         sched.schedule("a", lambda: ran.append("a"), 0)

@@ -4,9 +4,9 @@ expiry, all on a ManualClock with the in-memory store."""
 from __future__ import annotations
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.coordinator import CommitEntry
-from tidelog.server.group.group import GroupState
-from tidelog.server.group.records import (
+from tidelog.server.coordinator.group.coordinator import CommitEntry
+from tidelog.server.coordinator.group.group import GroupState
+from tidelog.server.coordinator.group.records import (
     GroupMetadataKey,
     OffsetKey,
     decode_group_value,
@@ -14,7 +14,7 @@ from tidelog.server.group.records import (
     decode_offset_value,
     partition_for,
 )
-from tidelog.server.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.util.topic_partition import TopicPartition
 
 from .harness import SESSION, Harness, subscription
@@ -259,7 +259,7 @@ def test_failed_append_is_reported_and_not_cached() -> None:
 
 def test_unreadable_records_are_skipped_at_load() -> None:
     from tidelog.records import build_batch
-    from tidelog.server.group.records import encode_offset_key
+    from tidelog.server.coordinator.group.records import encode_offset_key
 
     h = Harness()
     h.coord.commit_offsets("s", {T0: CommitEntry(7)})

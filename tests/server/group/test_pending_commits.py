@@ -8,9 +8,9 @@ group rebalances."""
 from __future__ import annotations
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.coordinator import CommitEntry
-from tidelog.server.group.group import GroupState
-from tidelog.server.group.records import OffsetAndMetadata, partition_for
+from tidelog.server.coordinator.group.coordinator import CommitEntry
+from tidelog.server.coordinator.group.group import GroupState
+from tidelog.server.coordinator.group.records import OffsetAndMetadata, partition_for
 from tidelog.util.topic_partition import TopicPartition
 
 from .harness import Harness

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from tidelog.server.group.records import (
+from tidelog.server.coordinator.group.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadataRecord,

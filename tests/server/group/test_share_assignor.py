@@ -10,8 +10,8 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tidelog.server.group.consumer.records import TopicMetadata
-from tidelog.server.group.share.assignor import assign
+from tidelog.server.coordinator.group.consumer.records import TopicMetadata
+from tidelog.server.coordinator.group.share.assignor import assign
 
 T = TopicMetadata(uuid.UUID(int=1), "t", 1)
 

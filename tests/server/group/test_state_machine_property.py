@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.coordinator import CommitEntry
-from tidelog.server.group.group import GroupState
-from tidelog.server.group.member import JoinResult, SyncResult
+from tidelog.server.coordinator.group.coordinator import CommitEntry
+from tidelog.server.coordinator.group.group import GroupState
+from tidelog.server.coordinator.group.member import JoinResult, SyncResult
 from tidelog.util.topic_partition import TopicPartition
 
 from .harness import Box, Harness

@@ -10,12 +10,12 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import iter_batches
-from tidelog.server.group.store import InMemoryOffsetsStore
-from tidelog.server.txn.config import TxnConfig
-from tidelog.server.txn.coordinator import TransactionCoordinator
-from tidelog.server.txn.metadata import TransactionState
-from tidelog.server.txn.records import decode_key, decode_value
-from tidelog.server.txn.state_manager import TransactionStateManager
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.transaction.config import TxnConfig
+from tidelog.server.coordinator.transaction.coordinator import TransactionCoordinator
+from tidelog.server.coordinator.transaction.metadata import TransactionState
+from tidelog.server.coordinator.transaction.records import decode_key, decode_value
+from tidelog.server.coordinator.transaction.state_manager import TransactionStateManager
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 
@@ -174,7 +174,7 @@ def test_load_in_progress_and_describe_list() -> None:
     assert h.coord.list({pid + 1}, set()) == []
     h.clock.advance(10)
     assert len(h.coord.list(set(), set(), 10)) == 1 and h.coord.list(set(), set(), 11) == []
-    h.state.loading.add(h.state.partition_for("tx"))
+    h.state.partitions.loading.add(h.state.partition_for("tx"))
     assert h.coord.end_txn("tx", pid, epoch, True) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     assert h.coord.init_producer_id("tx", 1000).error == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
@@ -193,7 +193,7 @@ def test_produce_verification_answers() -> None:
     from types import SimpleNamespace
 
     from tidelog.records import RecordBatchBuilder
-    from tidelog.server.txn.verification import verify_transactional_produce
+    from tidelog.server.coordinator.transaction.verification import verify_transactional_produce
 
     h = Harness()
     pid, epoch = begin(h, "tx", (T0,))
@@ -212,6 +212,6 @@ def test_produce_verification_answers() -> None:
     h.coord.init_producer_id("tx", 60000)  # fences epoch 0 (aborting its transaction)
     assert verify_transactional_produce(broker, T0, batch(pid, epoch)) == (
         ErrorCode.INVALID_PRODUCER_EPOCH)
-    h.state.loading.add(0)  # an unknown producer while a partition loads: retriable
+    h.state.partitions.loading.add(0)  # an unknown producer while a partition loads: retriable
     assert verify_transactional_produce(broker, T0, batch(pid + 7, 0)) == (
         ErrorCode.NOT_ENOUGH_REPLICAS)

@@ -11,7 +11,7 @@ from collections.abc import Awaitable
 from test_txn_coordinator import T0, T1, Harness, begin
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.txn.metadata import TransactionState
+from tidelog.server.coordinator.transaction.metadata import TransactionState
 
 
 class ReplicatedHarness(Harness):

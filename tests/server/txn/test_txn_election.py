@@ -8,12 +8,14 @@ import asyncio
 import itertools
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.group.store import InMemoryOffsetsStore
-from tidelog.server.txn import election as txn_election
-from tidelog.server.txn.config import TxnConfig
-from tidelog.server.txn.coordinator import TransactionCoordinator
-from tidelog.server.txn.metadata import TransactionState
-from tidelog.server.txn.state_manager import TransactionStateManager
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.runtime import CoordinatorRuntime
+from tidelog.server.coordinator.transaction.config import TxnConfig
+from tidelog.server.coordinator.transaction.coordinator import TransactionCoordinator
+from tidelog.server.coordinator.transaction.metadata import TransactionState
+from tidelog.server.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
+from tidelog.server.coordinator.transaction.shard import TransactionCoordinatorShard
+from tidelog.server.coordinator.transaction.state_manager import TransactionStateManager
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 
@@ -35,6 +37,8 @@ class TxnHarness:
             allocate_producer_id=lambda: next(ids), write_marker=self.write_marker)
         for p in range(3):
             self.state.load_partition(p)
+        self.runtime = CoordinatorRuntime()
+        self.runtime.register(TRANSACTION_STATE_TOPIC, TransactionCoordinatorShard(self.coord))
 
     def write_marker(self, tp: TopicPartition, pid: int, epoch: int, coord_epoch: int,
                      commit: bool) -> None:
@@ -57,15 +61,17 @@ def test_the_new_transaction_coordinator_completes_a_prepared_transaction() -> N
     assert old.coord.end_txn("tx", pid, epoch, True) == ErrorCode.NONE
     assert old.state.transactions["tx"].state == TransactionState.PREPARE_COMMIT
     p = old.state.partition_for("tx")
-    assert txn_election.on_resignation(old.coord, p) == 1
+    state_tp = TopicPartition(TRANSACTION_STATE_TOPIC, p)
+    assert old.runtime.schedule_unload(state_tp) == 1
     assert old.coord.describe("tx")[0] == ErrorCode.NOT_COORDINATOR
 
     new = TxnHarness(old.store)
-    txn_election.on_resignation(new.coord, p)
+    new.runtime.schedule_unload(state_tp)
     new.markers.clear()
 
     async def elect() -> None:
-        task = txn_election.on_election(new.coord, p)
+        task = new.runtime.schedule_load(state_tp)
+        assert task is not None
         assert new.coord.describe("tx")[0] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         await task
 

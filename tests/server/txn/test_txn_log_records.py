@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from tidelog.server.txn.records import (
+from tidelog.server.coordinator.transaction.records import (
     TransactionLogValue,
     TxnSchemaError,
     decode_key,

@@ -9,11 +9,15 @@ from types import SimpleNamespace
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatchBuilder
 from tidelog.records.batch import ControlRecordType
-from tidelog.server.group.config import GroupConfig
-from tidelog.server.group.coordinator import CommitEntry, GroupCoordinator
-from tidelog.server.group.metadata_manager import LoadedPartition
-from tidelog.server.group.store import InMemoryOffsetsStore
-from tidelog.server.group.txn_offsets import commit_txn_offsets, complete_txn_offsets, has_pending
+from tidelog.server.coordinator.group.config import GroupConfig
+from tidelog.server.coordinator.group.coordinator import CommitEntry, GroupCoordinator
+from tidelog.server.coordinator.group.metadata_manager import LoadedPartition
+from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.group.txn_offsets import (
+    commit_txn_offsets,
+    complete_txn_offsets,
+    has_pending,
+)
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 from tidelog.util.topic_partition import TopicPartition

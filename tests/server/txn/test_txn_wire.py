@@ -209,7 +209,7 @@ def test_txn_offsets_are_pending_until_the_commit_marker_also_across_a_restart(
 
 
 def test_broker_settings_reach_the_coordinator() -> None:
-    from tidelog.server.txn.wiring import txn_coordinator_for
+    from tidelog.server.coordinator.transaction.wiring import txn_coordinator_for
 
     props = {"transactional.id.expiration.ms": 1234, "transaction.max.timeout.ms": 5000,
              "transaction.state.log.num.partitions": 3}

@@ -48,6 +48,9 @@ log = logging.getLogger(__name__)
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP = -1, -2, -4
+# earliest local, latest tiered, earliest pending upload: offsets the log keeps, never
+# bounded by what a consumer may fetch
+TIERED_SPECIALS = (EARLIEST_LOCAL_TIMESTAMP, -5, -6)
 UNDEFINED_EPOCH_OFFSET = -1
 
 
@@ -112,8 +115,8 @@ class Partition:
     @property
     def local_log_start_offset(self) -> int:
         """Where the local log starts: below it, with remote storage, records are in the
-        remote tier (Kafka's UnifiedLog.localLogStartOffset; no tier yet: the log start)."""
-        return int(self.log.log_start_offset)
+        remote tier (Kafka's UnifiedLog.localLogStartOffset)."""
+        return int(self.log.local_log_start_offset)
 
     @property
     def remote_storage_enabled(self) -> bool:
@@ -320,7 +323,7 @@ class Partition:
         found = lg.fetch_offset_by_timestamp(timestamp)
         fetchable = (lg.last_stable_offset if isolation is FetchIsolation.TXN_COMMITTED
                      else lg.high_watermark)
-        if found is None or (timestamp != EARLIEST_LOCAL_TIMESTAMP and found.offset >= fetchable):
+        if found is None or (timestamp not in TIERED_SPECIALS and found.offset >= fetchable):
             return -1, -1, -1
         epoch = found.leader_epoch
         return found.timestamp, found.offset, 0 if epoch is None else epoch

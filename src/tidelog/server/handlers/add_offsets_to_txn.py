@@ -8,14 +8,14 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make
-from tidelog.server.group.records import OFFSETS_TOPIC
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.coordinator.group.log_store import LogOffsetsStore, offsets_topic_configs
+from tidelog.server.coordinator.group.records import OFFSETS_TOPIC
+from tidelog.server.coordinator.group.wiring import coordinator_for
+from tidelog.server.coordinator.transaction.wiring import replicated, txn_coordinator_for
 from tidelog.server.security.types import AclOperation, ResourceType
-from tidelog.server.txn.wiring import replicated, txn_coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
-from ..group.log_store import LogOffsetsStore, offsets_topic_configs
 
 API_KEY = 25
 MIN_VERSION = 0

@@ -1,6 +1,6 @@
 """ConsumerGroupHeartbeat (key 68), v0-1: the KIP-848 consumer protocol. Members join,
 heartbeat, report what they own and receive their assignment from the group coordinator,
-which computes it with a server-side assignor (server/group/consumer/)."""
+which computes it with a server-side assignor (server/coordinator/group/consumer/)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.consumer.coordinator import HeartbeatRequest
-from tidelog.server.group.consumer.records import Assignment, TopicMetadata
-from tidelog.server.group.group_configs import GroupConfigStore
-from tidelog.server.group.wiring import coordinator_for, replicated
+from tidelog.server.coordinator.group.consumer.coordinator import HeartbeatRequest
+from tidelog.server.coordinator.group.consumer.records import Assignment, TopicMetadata
+from tidelog.server.coordinator.group.group_configs import GroupConfigStore
+from tidelog.server.coordinator.group.wiring import coordinator_for, replicated
 
 from ..configs import ConfigEntry
 from ..context import RequestContext

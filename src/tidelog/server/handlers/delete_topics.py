@@ -8,10 +8,10 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
+from tidelog.server.coordinator.group.wiring import coordinator_for
 
 from ..context import RequestContext
 from ..errors import ApiError, to_error
-from ..group.wiring import coordinator_for
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
 

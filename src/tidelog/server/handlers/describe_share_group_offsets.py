@@ -10,10 +10,10 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.share.coordinator import ShareGroupCoordinator
-from tidelog.server.group.share.partition import RecordState
-from tidelog.server.group.share.records import ShareState
-from tidelog.server.group.share.state_coordinator import StateKey
+from tidelog.server.coordinator.group.share.coordinator import ShareGroupCoordinator
+from tidelog.server.coordinator.group.share.partition import RecordState
+from tidelog.server.coordinator.group.share.records import ShareState
+from tidelog.server.coordinator.group.share.state_coordinator import StateKey
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext

@@ -8,8 +8,8 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make
+from tidelog.server.coordinator.transaction.wiring import replicated, txn_coordinator_for
 from tidelog.server.security.types import AclOperation, ResourceType
-from tidelog.server.txn.wiring import replicated, txn_coordinator_for
 
 from ..context import RequestContext
 

@@ -17,16 +17,16 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.log_store import LogOffsetsStore, offsets_topic_configs
-from tidelog.server.group.records import OFFSETS_TOPIC
-from tidelog.server.group.share.records import SHARE_STATE_TOPIC, state_partition_for
-from tidelog.server.group.share.wiring import share_state_topic_configs
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.coordinator.group.log_store import LogOffsetsStore, offsets_topic_configs
+from tidelog.server.coordinator.group.records import OFFSETS_TOPIC
+from tidelog.server.coordinator.group.share.records import SHARE_STATE_TOPIC, state_partition_for
+from tidelog.server.coordinator.group.share.wiring import share_state_topic_configs
+from tidelog.server.coordinator.group.wiring import coordinator_for
+from tidelog.server.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
+from tidelog.server.coordinator.transaction.records import partition_for as txn_partition_for
+from tidelog.server.coordinator.transaction.state_manager import transaction_topic_configs
+from tidelog.server.coordinator.transaction.wiring import txn_coordinator_for
 from tidelog.server.security.types import AclOperation, ResourceType
-from tidelog.server.txn.records import TRANSACTION_STATE_TOPIC
-from tidelog.server.txn.records import partition_for as txn_partition_for
-from tidelog.server.txn.state_manager import transaction_topic_configs
-from tidelog.server.txn.wiring import txn_coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext

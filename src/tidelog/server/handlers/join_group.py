@@ -10,9 +10,9 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
-from tidelog.server.group.coordinator import JoinRequest
-from tidelog.server.group.member import JoinResult
-from tidelog.server.group.wiring import coordinator_for, join_future, replicated
+from tidelog.server.coordinator.group.coordinator import JoinRequest
+from tidelog.server.coordinator.group.member import JoinResult
+from tidelog.server.coordinator.group.wiring import coordinator_for, join_future, replicated
 
 from ..context import RequestContext
 from ..error_response import error_response

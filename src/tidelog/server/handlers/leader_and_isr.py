@@ -18,7 +18,7 @@ from tidelog.protocol.kio_util import make, nested
 
 from ..cluster.partition_state import LeaderAndIsrPartitionState
 from ..context import RequestContext
-from ..coordinator_leadership import on_leadership_change
+from ..coordinator.leadership import on_leadership_change
 from .controller_requests import controller_request_error
 
 API_KEY = 4

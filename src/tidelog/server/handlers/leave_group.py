@@ -7,7 +7,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.wiring import coordinator_for, replicated
+from tidelog.server.coordinator.group.wiring import coordinator_for, replicated
 
 from ..context import RequestContext
 from ..error_response import error_response

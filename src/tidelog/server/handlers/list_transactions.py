@@ -9,9 +9,9 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
+from tidelog.server.coordinator.transaction.metadata import TransactionState
+from tidelog.server.coordinator.transaction.wiring import txn_coordinator_for
 from tidelog.server.security.types import AclOperation, ResourceType
-from tidelog.server.txn.metadata import TransactionState
-from tidelog.server.txn.wiring import txn_coordinator_for
 
 from ..context import RequestContext
 
@@ -30,7 +30,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     if not coord.active:
         return make(cls, throttle_time=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE,
                     unknown_state_filters=(), transaction_states=())
-    if coord.state.loading:  # Kafka: the listing would be partial
+    if coord.state.partitions.loading:  # Kafka: the listing would be partial
         return make(cls, throttle_time=0, error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                     unknown_state_filters=(), transaction_states=())
     listing = coord.list({int(p) for p in request.producer_id_filters}, states,

@@ -8,8 +8,8 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
-from tidelog.server.group.coordinator import CommitEntry
-from tidelog.server.group.wiring import coordinator_for, replicated
+from tidelog.server.coordinator.group.coordinator import CommitEntry
+from tidelog.server.coordinator.group.wiring import coordinator_for, replicated
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext

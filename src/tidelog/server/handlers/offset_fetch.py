@@ -10,10 +10,10 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.coordinator import GroupCoordinator
-from tidelog.server.group.offsets import FetchedOffset
-from tidelog.server.group.txn_offsets import has_pending
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.coordinator.group.coordinator import GroupCoordinator
+from tidelog.server.coordinator.group.offsets import FetchedOffset
+from tidelog.server.coordinator.group.txn_offsets import has_pending
+from tidelog.server.coordinator.group.wiring import coordinator_for
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext

@@ -19,12 +19,12 @@ from tidelog.protocol.kio_util import ms
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
+from ..coordinator.transaction.verification import verify_transactional_produce
 from ..quota import QuotaType
 from ..quota.wiring import has_quota, throttle, wait_until_unmuted
 from ..replica_appends import HEAVY_BYTES, HEAVY_COMPRESSED_BYTES, Entry, Validate, is_heavy
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
-from ..txn.verification import verify_transactional_produce
 
 API_KEY = 0
 MIN_VERSION = 3

@@ -9,7 +9,7 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.share.coordinator import FINAL_EPOCH
+from tidelog.server.coordinator.group.share.coordinator import FINAL_EPOCH
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType

@@ -14,9 +14,9 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.cluster.partition import Partition
+from tidelog.server.coordinator.group.share.coordinator import FINAL_EPOCH, ShareGroupCoordinator
+from tidelog.server.coordinator.group.share.fetcher import Fetched, fetch_partition
 from tidelog.server.errors import ApiError
-from tidelog.server.group.share.coordinator import FINAL_EPOCH, ShareGroupCoordinator
-from tidelog.server.group.share.fetcher import Fetched, fetch_partition
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext

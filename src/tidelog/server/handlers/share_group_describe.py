@@ -9,8 +9,8 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.coordinator import GroupCoordinator
-from tidelog.server.group.wiring import coordinator_for
+from tidelog.server.coordinator.group.coordinator import GroupCoordinator
+from tidelog.server.coordinator.group.wiring import coordinator_for
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType

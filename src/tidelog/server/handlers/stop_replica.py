@@ -16,7 +16,7 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
-from ..coordinator_leadership import on_resignation
+from ..coordinator.leadership import on_resignation
 from .controller_requests import controller_request_error
 
 API_KEY = 5

@@ -7,9 +7,9 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make
-from tidelog.server.group.coordinator import SyncRequest
-from tidelog.server.group.member import SyncResult
-from tidelog.server.group.wiring import coordinator_for, replicated, sync_future
+from tidelog.server.coordinator.group.coordinator import SyncRequest
+from tidelog.server.coordinator.group.member import SyncResult
+from tidelog.server.coordinator.group.wiring import coordinator_for, replicated, sync_future
 
 from ..context import RequestContext
 from ..error_response import error_response

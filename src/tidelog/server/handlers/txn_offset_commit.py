@@ -9,9 +9,9 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.offsets import CommitEntry
-from tidelog.server.group.txn_offsets import commit_txn_offsets
-from tidelog.server.group.wiring import coordinator_for, replicated
+from tidelog.server.coordinator.group.offsets import CommitEntry
+from tidelog.server.coordinator.group.txn_offsets import commit_txn_offsets
+from tidelog.server.coordinator.group.wiring import coordinator_for, replicated
 from tidelog.server.security.types import AclOperation, ResourceType
 from tidelog.util.topic_partition import TopicPartition
 

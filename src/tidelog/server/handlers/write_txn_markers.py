@@ -13,9 +13,9 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.group.records import OFFSETS_TOPIC
-from tidelog.server.group.txn_offsets import complete_txn_offsets
-from tidelog.server.txn.markers import control_batch
+from tidelog.server.coordinator.group.records import OFFSETS_TOPIC
+from tidelog.server.coordinator.group.txn_offsets import complete_txn_offsets
+from tidelog.server.coordinator.transaction.markers import control_batch
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.topic_partition import TopicPartition
 

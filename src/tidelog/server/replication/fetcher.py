@@ -16,6 +16,9 @@ each partition of the answer:
   ``getOffsetTruncationState`` computes it, before fetching again;
 * OFFSET_OUT_OF_RANGE: ask the leader for its end (and start) offset and truncate (or start
   over at the leader's log start), as ``fetchOffsetAndTruncate``;
+* OFFSET_MOVED_TO_TIERED_STORAGE (a tiered partition, our offset below the leader's local
+  start): the state is built from remote storage (``tier_state``, Kafka's
+  ReplicaFetcherTierStateMachine) and fetching goes on after the last remote segment;
 * FENCED_LEADER_EPOCH: if our epoch is the one the leader fenced, the partition waits for a
   newer LeaderAndIsr (it leaves this fetcher and joins ``failed_partitions``); otherwise
   retry after the backoff;
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -64,6 +67,8 @@ if TYPE_CHECKING:
     from .quota import ReplicationQuotaManager
 
 log = logging.getLogger(__name__)
+# (partition, the leader's log start offset) -> the offset to fetch from next
+TierStateBuilder = Callable[[TopicPartition, int], Awaitable[int]]
 
 class ReplicaFetcher:
     """Fetches a set of partitions from one leader (see the module docstring)."""
@@ -77,8 +82,10 @@ class ReplicaFetcher:
         *,
         on_high_watermark: Callable[[list[TopicPartition]], None] | None = None,
         quota: ReplicationQuotaManager | None = None,
+        tier_state: TierStateBuilder | None = None,
     ) -> None:
         self.name = name
+        self.tier_state = tier_state
         self.quota = quota  # follower.replication.throttled.rate (replication/quota.py)
         self.leader = leader
         self.settings = settings
@@ -278,7 +285,8 @@ class ReplicaFetcher:
                     diverging[tp] = data.diverging_epoch
                 elif self._process_partition_data(tp, state, data):
                     moved_hw.append(tp)
-            elif not await self._on_partition_error(tp, state, sent, data.error):
+            elif not await self._on_partition_error(tp, state, sent, data.error,
+                                                    data.log_start_offset):
                 errors.append(tp)
         if diverging:
             self._truncate_to_epoch_end_offsets(diverging, {})
@@ -332,15 +340,32 @@ class ReplicaFetcher:
         return moved
 
     async def _on_partition_error(
-        self, tp: TopicPartition, state: PartitionFetchState, sent: FetchPartition, error: int
+        self, tp: TopicPartition, state: PartitionFetchState, sent: FetchPartition, error: int,
+        leader_log_start: int = -1,
     ) -> bool:
         """True when handled (no backoff needed)."""
         if error == ErrorCode.OFFSET_OUT_OF_RANGE:
             return await self._handle_out_of_range(tp, state)
+        if error == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE and self.tier_state is not None:
+            return await self._build_from_tiered(tp, state, leader_log_start)
         if error == ErrorCode.FENCED_LEADER_EPOCH:
             return self._on_partition_fenced(tp, sent.current_leader_epoch)
         log.debug("%s: %s answered %s", self.name, tp, _name(error))
         return False
+
+    async def _build_from_tiered(self, tp: TopicPartition, state: PartitionFetchState,
+                                 leader_log_start: int) -> bool:
+        assert self.tier_state is not None
+        try:
+            offset = await self.tier_state(tp, leader_log_start)
+        except Exception as e:  # remote storage or its metadata not there yet: retry
+            log.info("%s: %s cannot be built from remote storage yet: %s", self.name, tp, e)
+            return False
+        current = self._states.get(tp)
+        if current is not None and current.current_leader_epoch == state.current_leader_epoch:
+            self._states[tp] = self._fetching(current, offset, 0, self._partition(tp))
+        log.info("%s: %s built from remote storage, fetching from %d", self.name, tp, offset)
+        return True
 
     def _on_partition_fenced(self, tp: TopicPartition, request_epoch: int) -> bool:
         """Kafka's onPartitionFenced: True if the partition left the fetcher (no retry)."""

@@ -19,7 +19,7 @@ from tidelog.client.security import ClientSecurity
 from tidelog.util.topic_partition import TopicPartition
 
 from .fetch_state import PartitionFetchState, PartitionLookup
-from .fetcher import ReplicaFetcher
+from .fetcher import ReplicaFetcher, TierStateBuilder
 from .fetcher_manager import InitialFetchState, fetcher_id
 from .leader_endpoint import FetchSettings, LeaderEndPoint, RemoteLeaderEndPoint
 from .quota import ReplicationQuotaManager
@@ -62,6 +62,9 @@ class ReplicaFetcherManager:
         self._security = security
         self._endpoint_factory = endpoint_factory or self._remote_endpoint
         self._on_high_watermark = on_high_watermark
+        # tiered storage: builds a partition's state from remote storage when the leader
+        # answers OFFSET_MOVED_TO_TIERED_STORAGE (set by the broker's RemoteLogManager)
+        self.tier_state: TierStateBuilder | None = None
         self._fetchers: dict[FetcherKey, ReplicaFetcher] = {}
         self._addresses: dict[FetcherKey, tuple[str, int]] = {}
         # leaders' addresses from LeaderAndIsr's live_leaders (Kafka's source of them), used
@@ -214,6 +217,7 @@ class ReplicaFetcherManager:
                 self.settings,
                 on_high_watermark=self._on_high_watermark,
                 quota=self.quota,
+                tier_state=self.tier_state,
             )
             self._fetchers[key] = fetcher
             self._addresses[key] = address

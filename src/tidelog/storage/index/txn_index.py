@@ -34,6 +34,12 @@ class AbortedTxn:
         )
 
 
+def decode_aborted_txns(data: bytes) -> list[AbortedTxn]:
+    """The entries of a transaction index file's bytes (a remote ``.txnindex``)."""
+    return [AbortedTxn(pid, first, last, lso)
+            for _v, pid, first, last, lso in _ENTRY.iter_unpack(data[:len(data) - len(data) % ENTRY_SIZE])]
+
+
 @dataclass(frozen=True, slots=True)
 class TxnIndexSearchResult:
     aborted_transactions: list[AbortedTxn]

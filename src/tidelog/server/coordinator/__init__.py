@@ -1,0 +1,7 @@
+"""The coordinators on one runtime (Kafka's coordinator-common): ``runtime`` loads and
+unloads the partitions of the internal topics as this broker's leadership of them moves, and
+hands each batch to the coordinator shard registered for the topic; ``partition_writer``
+appends their writes with acks=all and completes them once the ISR has them; ``timer``
+runs each coordinator's timed operations on the loop. The coordinators register their shards
+at start: the group coordinator (``__consumer_offsets``), the share coordinator
+(``__share_group_state``) and the transaction coordinator (``__transaction_state``)."""
