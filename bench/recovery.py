@@ -7,8 +7,9 @@ ways and each stopped state is kept:
   * clean: SIGTERM (the clean shutdown marker written).
 Each repeat copies a kept state to a fresh dir, starts ``tidelog serve`` on it and times
 until a ListOffsets (latest) answers the full end offset; and reads the same .log files once
-with os.read (hot). Printed: the unclean and clean starts, their difference (the recovery
-itself) and the read, each min..max over the repeats, and the ratio recovery / read.
+with os.read (hot). Printed, in wall time and in CPU time (the broker's, and the reader's):
+the unclean and clean starts, their difference (the recovery itself) and the read, each
+median (min..max) over the repeats, and the ratio recovery / read.
 
     python bench/recovery.py [MIB] [REPEATS]
 """
@@ -94,7 +95,15 @@ def keep_clean(src: Path, dst: Path) -> None:
     assert (dst / ".kafka_cleanshutdown").exists(), "no clean shutdown marker"
 
 
-def timed_start(kept: Path, work: Path, end: int) -> float:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process used so far (Linux /proc): a figure the machine's other
+    load moves far less than wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_start(kept: Path, work: Path, end: int) -> tuple[float, float]:
+    """(wall seconds, the broker's CPU seconds) until ListOffsets answers ``end``."""
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(kept, work)
     t0 = time.perf_counter()
@@ -104,7 +113,7 @@ def timed_start(kept: Path, work: Path, end: int) -> float:
             while True:
                 got = c.list_offsets({TP: -1}).get(TP, (-1, -1))[0]
                 if got == end:
-                    return time.perf_counter() - t0
+                    return time.perf_counter() - t0, cpu_seconds(proc.pid)
                 if got > end:
                     raise AssertionError(f"end offset {got} > {end}")
     finally:
@@ -112,8 +121,9 @@ def timed_start(kept: Path, work: Path, end: int) -> float:
         proc.wait()
 
 
-def timed_read(log_dir: Path) -> float:
-    t0 = time.perf_counter()
+def timed_read(log_dir: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of one os.read pass over the .log files."""
+    t0, c0 = time.perf_counter(), time.process_time()
     for p in sorted(log_dir.rglob("*.log")):
         fd = os.open(p, os.O_RDONLY)
         try:
@@ -121,7 +131,7 @@ def timed_read(log_dir: Path) -> float:
                 pass
         finally:
             os.close(fd)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def span(xs: list[float]) -> str:
@@ -138,21 +148,18 @@ def main() -> None:
         keep_clean(root / "filled", root / "clean")
         print(f"{mib} MiB, {end} records in 16 KiB batches, one partition; "
               f"load {os.getloadavg()[0]:.2f}; median (min..max) of {repeats}")
-        unclean, clean, read, ratio = [], [], [], []
+        runs: list[tuple[tuple[float, float], ...]] = []
         for _ in range(repeats):  # alternating, in one sitting
-            u = timed_start(root / "unclean", root / "work", end)
-            c = timed_start(root / "clean", root / "work", end)
-            r = timed_read(root / "unclean")
-            unclean.append(u)
-            clean.append(c)
-            read.append(r)
-            ratio.append((u - c) / r)
-        print(f"unclean start   {span(unclean)}")
-        print(f"clean start     {span(clean)}")
-        print(f"recovery (u-c)  {span([u - c for u, c in zip(unclean, clean, strict=True)])}")
-        print(f"plain read      {span(read)}")
-        print(f"ratio (u-c)/read {statistics.median(ratio):5.1f}x "
-              f"({min(ratio):.1f}..{max(ratio):.1f})")
+            runs.append((timed_start(root / "unclean", root / "work", end),
+                         timed_start(root / "clean", root / "work", end),
+                         timed_read(root / "unclean")))
+        for i, what in enumerate(("wall", "cpu")):
+            u, c, r = ([run[k][i] for run in runs] for k in range(3))
+            ratio = [(a - b) / max(x, 1e-6) for a, b, x in zip(u, c, r, strict=True)]
+            print(f"{what}: unclean start {span(u)}  clean start {span(c)}")
+            print(f"{what}: recovery (u-c) {span([a - b for a, b in zip(u, c, strict=True)])}"
+                  f"  plain read {span(r)}  ratio {statistics.median(ratio):.1f}x "
+                  f"({min(ratio):.1f}..{max(ratio):.1f})")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

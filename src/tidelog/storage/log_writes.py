@@ -32,7 +32,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.records import RecordBatch
 
@@ -42,8 +42,6 @@ from .segment import LogSegment
 
 if TYPE_CHECKING:
     from tidelog.config.log_config import LogConfig
-
-    from .log import Log
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +56,13 @@ INLINE_WRITE_BYTES = 64 << 10
 # Leader epoch checkpoints written at once (aside from the writers): concurrent fsyncs share
 # the file system's journal commits.
 CHECKPOINT_THREADS = 8
+
+
+class InDir(Protocol):
+    """What ``AppendWriters.for_log`` asks of a log: its dir (a Log)."""
+
+    @property
+    def dir(self) -> Path: ...
 
 
 class PendingWrites:
@@ -213,7 +218,7 @@ class AppendWriters:
     def __init__(self) -> None:
         self._writers: dict[Path, AppendWriter] = {}
         # each log's, remembered (a log never changes dirs: a move makes a new Log)
-        self._by_log: weakref.WeakKeyDictionary[Log, AppendWriter] = weakref.WeakKeyDictionary()
+        self._by_log: weakref.WeakKeyDictionary[InDir, AppendWriter] = weakref.WeakKeyDictionary()
         self._side = SideTasks()  # shared: checkpoints of every dir at once
         self._lock = threading.Lock()
         self._stopped = False
@@ -228,7 +233,7 @@ class AppendWriters:
                     w.stop()  # the broker is stopping: its submits fail
             return w
 
-    def for_log(self, lg: Log) -> AppendWriter:
+    def for_log(self, lg: InDir) -> AppendWriter:
         """``for_dir`` of the log's dir (on the loop: one lookup per append)."""
         w = self._by_log.get(lg)
         if w is None:
