@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tidelog.testing.processes import kill_group, spawn
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -43,8 +45,10 @@ def _repository_files() -> list[str]:
     return files
 
 
-def _run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, **kw)  # type: ignore[call-overload]
+def _run(cmd: list[str], timeout: float = 240, **kw: object) -> subprocess.CompletedProcess[str]:
+    """``cmd`` to its end, within ``timeout`` (inside pytest-timeout's 300 s by default, so a
+    slow install fails here, its process killed, rather than outliving the test)."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
     assert r.returncode == 0, f"{cmd} failed ({r.returncode}):\n{r.stdout}\n{r.stderr}"
     return r
 
@@ -84,15 +88,16 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-def _venv(root: Path, *requirement: str) -> FreshVenv:
+def _venv(root: Path, *requirement: str, timeout: float = 240) -> FreshVenv:
     venv = FreshVenv(root)
-    _run([sys.executable, "-m", "venv", str(venv.root)])
-    _run([venv.bin("pip"), "install", "-q", *requirement])
-    # The fresh environment is this venv alone: no PYTHONPATH, no VIRTUAL_ENV of the test run.
+    # The fresh environment is this venv alone: no PYTHONPATH, no VIRTUAL_ENV of the test run
+    # (a PYTHONPATH naming a source tree would make pip take tidelog as installed already).
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONUNBUFFERED"] = "1"
     venv.env = env
+    _run([sys.executable, "-m", "venv", str(venv.root)], env=env)
+    _run([venv.bin("pip"), "install", "-q", *requirement], timeout=timeout, env=env)
     return venv
 
 
@@ -107,7 +112,7 @@ def fresh_broker(fresh_venv: FreshVenv, tmp_path: Path) -> Iterator[str]:
 
 
 def _serve(venv: FreshVenv, log_dir: Path) -> Iterator[str]:
-    proc = subprocess.Popen(
+    proc = spawn(
         [venv.bin("tidelog"), "serve", "--override", "listeners=PLAINTEXT://127.0.0.1:0",
          "--override", f"log.dirs={log_dir}"],
         stderr=subprocess.PIPE, text=True, env=venv.env,
@@ -126,7 +131,11 @@ def _serve(venv: FreshVenv, log_dir: Path) -> Iterator[str]:
         yield f"127.0.0.1:{port}"
     finally:
         proc.terminate()
-        assert proc.wait(60) == 0, "".join(lines)
+        try:
+            code = proc.wait(60)
+        finally:
+            kill_group(proc)
+        assert code == 0, "".join(lines)
 
 
 def test_the_fresh_environment_has_no_test_extra(fresh_venv: FreshVenv) -> None:
@@ -197,12 +206,13 @@ def test_the_other_readme_tools_run_from_the_wheel_alone(
 
 @pytest.mark.slow
 @pytest.mark.spark
+@pytest.mark.timeout(1500)  # PySpark's install and a SparkSession: the waits below fit inside
 def test_the_spark_example_runs_from_the_wheel_with_the_spark_extra(
     wheel: Path, tmp_path: Path
 ) -> None:
     """``pip install 'tidelog[spark]'`` and examples/offline_report.py over a broker's log dir
     (a local SparkSession: Java 17+)."""
-    venv = _venv(tmp_path / "spark-venv", f"{wheel}[spark]")
+    venv = _venv(tmp_path / "spark-venv", f"{wheel}[spark]", timeout=900)
     logs = tmp_path / "logs"
     serving = _serve(venv, logs)
     try:

@@ -31,6 +31,16 @@ def _topic_id(broker: EmbeddedBroker, topic: str) -> uuid.UUID:
     return uuid.UUID(str(md.topics[0].topic_id))
 
 
+async def _parked(broker: EmbeddedBroker, poll: asyncio.Future[Any]) -> None:
+    """Until the broker holds the Fetch in its purgatory (waiting for records), unanswered."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while len(broker.broker.purgatory) == 0:
+        assert not poll.done(), poll
+        assert asyncio.get_running_loop().time() < deadline, "the Fetch was never parked"
+        await asyncio.sleep(0.005)
+    assert not poll.done()
+
+
 def _fetch_body(topic_id: uuid.UUID, partition: int, offset: int, wait_ms: int) -> dict[str, Any]:
     return {
         "replica_state": {"replica_id": -1, "replica_epoch": -1},
@@ -185,8 +195,7 @@ def test_broker_going_away_fails_pending_requests(
     async def main() -> None:
         conn = await AsyncBrokerConnection.connect("127.0.0.1", broker.port, client_id="t")
         poll = asyncio.ensure_future(conn.call(1, 15, _fetch_body(topic_id, 0, 0, 30_000)))
-        await asyncio.sleep(0.05)
-        assert not poll.done()
+        await _parked(broker, poll)
         await asyncio.get_running_loop().run_in_executor(None, broker.stop)
         with pytest.raises(KafkaConnectionError):
             await poll
@@ -204,7 +213,7 @@ def test_close_fails_what_is_pending(tidelog_broker: EmbeddedBroker) -> None:
     async def main() -> None:
         conn = await AsyncBrokerConnection.connect("127.0.0.1", tidelog_broker.port, client_id="t")
         poll = asyncio.ensure_future(conn.call(1, 15, _fetch_body(topic_id, 0, 0, 30_000)))
-        await asyncio.sleep(0.05)
+        await _parked(tidelog_broker, poll)
         await conn.close()
         with pytest.raises(KafkaConnectionError):
             await poll

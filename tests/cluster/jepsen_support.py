@@ -7,10 +7,17 @@ of Jepsen's Kafka and Redpanda queue workloads).
 * A consumer assigned to every partition reads throughout and records each (partition,
   offset, value) it sees.
 * The nemesis, from a printed seed: SIGKILL of a partition leader, a follower or the
-  controller (restarted a few seconds later, once ZooKeeper expired the killed process's
-  session: like Kafka's, a broker refuses to start while its id is still registered),
-  SIGSTOP of a leader or a follower for longer than the ZooKeeper session timeout, then
-  SIGCONT. One fault at a time.
+  controller, or of the controller chosen where it leads none of the topic's partitions
+  ("kill-controller-follower", issue: a new controller must take the dead broker's replicas
+  out of the ISR, not leave them to the leaders' lag check); the killed broker is restarted
+  once acknowledgements resumed without it and ZooKeeper expired its session (like Kafka's, a
+  broker refuses to start while its id is still registered). SIGSTOP of a leader or a
+  follower for longer than the ZooKeeper session timeout, then SIGCONT. One fault at a time.
+* Progress (:mod:`fault_record`): each fault's observed effect (the controller moved, the
+  victim fenced, a leader moved, an ISR shrank) read from ZooKeeper while it lasts, a fault
+  with none printed as such; acknowledgements on every partition after every heal, and while
+  a killed broker is down (two of three replicas, ``min.insync.replicas=2``), within a bound
+  derived from the ZooKeeper session timeout.
 * The checker, after healing (everything running, every ISR complete): every acknowledged
   value is in the final log exactly once at the offset it was acknowledged at (no lost write,
   no duplicate, no inconsistent offset); each producer's values keep their send order within a
@@ -28,16 +35,21 @@ import signal
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from fault_record import EffectWatch, FaultRecord, progress_bound_s
 from replication_support import states, wait_for
 
 from tidelog.testing import EmbeddedCluster
 from tidelog.util.topic_partition import TopicPartition
 
 FAULTS = ("kill-leader", "kill-follower", "kill-controller", "pause-leader", "pause-follower")
+# a family of its own (not drawn from FAULTS, so a seed's kill/pause schedule replays as before)
+CONTROLLER_FAULTS = ("kill-controller-follower",)
 
 
 @dataclass
@@ -50,6 +62,16 @@ class History:
     faults: list[str] = field(default_factory=list)
     producer_errors: list[str] = field(default_factory=list)  # fatal: the producer stopped
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # partition -> time.monotonic() of its latest acknowledgement
+    last_ack: dict[int, float] = field(default_factory=dict)
+    records: list[FaultRecord] = field(default_factory=list)
+
+    def acked_everywhere_since(self, since: float, partitions: int) -> bool:
+        return self.acked_since(since, range(partitions))
+
+    def acked_since(self, since: float, partitions: Iterable[int]) -> bool:
+        with self.lock:
+            return all(self.last_ack.get(p, -1.0) > since for p in partitions)
 
 
 class Workload:
@@ -107,6 +129,7 @@ class Workload:
             with h.lock:
                 if err is None:
                     h.acked[value] = (msg.partition(), msg.offset())  # type: ignore[attr-defined]
+                    h.last_ack[msg.partition()] = time.monotonic()  # type: ignore[attr-defined]
                 else:
                     h.failed.add(value)
 
@@ -143,16 +166,27 @@ class Workload:
 
 
 class Nemesis:
+    """``run_one`` draws a fault from FAULTS; ``run_kind`` runs one of FAULTS or
+    CONTROLLER_FAULTS. Each fault is recorded (:class:`FaultRecord`: its effect, the progress
+    after it) in the history's ``records`` and printed; acknowledgements that do not resume
+    on every partition within ``bound_s`` of a heal (or of a kill, while the killed broker is
+    down) fail the run there, after healing."""
+
     def __init__(self, cluster: EmbeddedCluster, tps: list[TopicPartition], seed: int,
                  pause_s: float = 9.0, down_s: float = 3.0) -> None:  # fmt: skip
         self.cluster = cluster
         self.tps = tps
+        self.partitions = len(tps)
         self.rng = random.Random(seed)
         self.pause_s = pause_s
         self.down_s = down_s
+        self.bound_s = progress_bound_s(cluster)
+        self.min_isr = 2  # the topic's min.insync.replicas
 
     def _pick(self, kind: str) -> int:
         ids = sorted(self.cluster.brokers)
+        if kind == "kill-controller-follower":
+            return self._controller_leading_nothing()
         if kind.endswith("controller"):
             return self.cluster.wait_for_controller()
         tp = self.rng.choice(self.tps)
@@ -162,23 +196,96 @@ class Nemesis:
             return leader
         return self.rng.choice([b for b in ids if b != leader])
 
+    def _controller_leading_nothing(self, tries: int = 12) -> int:
+        """The controller, moved (its znode deleted, as operators move Kafka's; any live
+        broker may win the election) until it is a broker that leads none of the topic's
+        partitions, where there is one; otherwise the controller as it is (printed)."""
+        controller = self.cluster.wait_for_controller()
+        for _ in range(tries):
+            leaders = {s.leader for s in states(self.cluster, self.tps).values()}
+            if controller not in leaders:
+                return controller
+            if not set(self.cluster.brokers) - leaders:
+                break
+            self.cluster.zk.zk.delete("/controller")
+            controller = self.cluster.wait_for_controller()
+        print(f"kill-controller-follower: controller {controller} leads a partition")
+        return controller
+
     def run_one(self, history: History) -> None:
         self.run_kind(self.rng.choice(FAULTS), history)
 
     def run_kind(self, kind: str, history: History) -> None:
-        """One fault of ``kind`` (one of FAULTS), then a quiet time."""
+        """One fault of ``kind`` (one of FAULTS or CONTROLLER_FAULTS), then a quiet time. The
+        controller is killed while it follows once every ISR is complete (so that what is
+        measured is the failover, not an earlier fault's lagging replica)."""
+        if kind in CONTROLLER_FAULTS:
+            wait_healthy(self.cluster, self.tps)
         victim = self._pick(kind)
         broker = self.cluster.brokers[victim]
-        history.faults.append(f"{kind} {victim}")
-        if kind.startswith("kill"):
-            self.cluster.kill(victim)
-            time.sleep(self.down_s)  # the broker stays down a while (a nemesis schedule)
-            self.cluster.start_broker(victim)  # once its old session expired, as Kafka needs
-        else:
-            broker.signal(signal.SIGSTOP)
-            time.sleep(self.pause_s)  # past the ZooKeeper session timeout
-            broker.signal(signal.SIGCONT)
+        with self.fault(history, kind, victim) as record:
+            if kind.startswith("kill"):
+                self.cluster.kill(victim)
+                try:
+                    self.while_down(history, record)
+                finally:
+                    self.cluster.start_broker(victim)  # once its session expired, as Kafka needs
+            else:
+                broker.signal(signal.SIGSTOP)
+                time.sleep(self.pause_s)  # past the ZooKeeper session timeout
+                broker.signal(signal.SIGCONT)
         time.sleep(self.rng.uniform(1.0, 3.0))  # quiet time before the next fault
+
+    @contextmanager
+    def fault(self, history: History, kind: str, victim: int) -> Iterator[FaultRecord]:
+        """Records the fault the block makes and heals: its effects seen in ZooKeeper while
+        it lasts, then waits for acknowledgements on every partition after the heal."""
+        history.faults.append(f"{kind} {victim}")
+        record = FaultRecord(kind, victim, time.monotonic())
+        history.records.append(record)
+        watch = EffectWatch(self.cluster, self.tps, record).start()
+        try:
+            yield record
+        finally:
+            watch.stop()
+        record.healed = time.monotonic()
+        record.resumed_after_heal_s = self.wait_progress(history, record.healed)
+        print(f"{time.strftime('%H:%M:%S')} fault {len(history.records)}: {record.line()}")
+        assert record.resumed_after_heal_s is not None, (
+            f"no acknowledgement on every partition within {self.bound_s:.0f} s of healing "
+            f"{kind} {victim}: {record.line()}")  # fmt: skip
+
+    def while_down(self, history: History, record: FaultRecord) -> None:
+        """A killed broker stays down until ZooKeeper fenced it (its session expired) and
+        every partition left with ``min_isr`` replicas in sync without it (all of them after
+        a complete ISR) acknowledged a write after that, within ``bound_s`` of the kill; at
+        least ``down_s``."""
+        deadline = record.start + self.bound_s
+        zk = self.cluster.zk
+        # the partitions left with min.insync.replicas in sync without the victim
+        able = [p for p, isr in record.isr_before.items()
+                if len(set(isr) - {record.victim}) >= self.min_isr]
+        while zk.get_broker(record.victim) is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        fenced = time.monotonic()
+        while not history.acked_since(fenced, able):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"no acknowledgement on every partition within {self.bound_s:.0f} s of "
+                    f"{record.kind} {record.victim}, the broker still down: {record.line()}")
+            time.sleep(0.05)
+        record.resumed_down_s = time.monotonic() - record.start
+        time.sleep(max(0.0, record.start + self.down_s - time.monotonic()))
+
+    def wait_progress(self, history: History, since: float) -> float | None:
+        """Seconds from ``since`` to an acknowledgement on every partition after it, or None
+        past ``bound_s``."""
+        deadline = since + self.bound_s
+        while not history.acked_everywhere_since(since, self.partitions):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+        return time.monotonic() - since
 
     def heal(self) -> None:
         for broker_id, b in self.cluster.brokers.items():
@@ -281,3 +388,35 @@ def wait_healthy(cluster: EmbeddedCluster, tps: list[TopicPartition], timeout: f
         lambda: all(s.leader >= 0 and len(s.isr) == size for s in states(cluster, tps).values()),
         timeout, "every partition led with a full ISR",
     )  # fmt: skip
+
+
+def faults_under_load(cluster: EmbeddedCluster, tps: list[TopicPartition], workload: Workload,
+                      fault: Callable[[History], None], faults: int,
+                      heal: Callable[[], None]) -> Verdict:  # fmt: skip
+    """The workload runs; writes acknowledged on every partition, then ``faults`` faults one
+    after the other (each checked for progress by the nemesis); healed, acknowledgements on
+    every partition of the healed cluster within the progress bound; then the final log read
+    and checked. Prints each fault's record."""
+    h = workload.history
+    bound = progress_bound_s(cluster)
+    started = time.monotonic()
+    workload.start()
+    try:
+        wait_for(lambda: h.acked_everywhere_since(started, len(tps)), bound,
+                 "acknowledgements on every partition before the first fault")  # fmt: skip
+        for _ in range(faults):
+            fault(h)
+    finally:
+        heal()
+        for n, record in enumerate(h.records, 1):
+            print(f"fault {n}: {record.line()}")
+    wait_healthy(cluster, tps)
+    healed = time.monotonic()
+    wait_for(lambda: h.acked_everywhere_since(healed, len(tps)), bound,
+             "acknowledgements on every partition of the healed cluster")  # fmt: skip
+    workload.stop()
+    wait_healthy(cluster, tps)
+    no_effect = [r.line() for r in h.records if not r.effects]
+    print(f"{len(h.records)} faults, {len(no_effect)} with no observed effect")
+    assert len(no_effect) < len(h.records), "no fault took effect"
+    return check(h, final_log(cluster, workload.topic, workload.partitions))

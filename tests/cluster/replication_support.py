@@ -35,15 +35,18 @@ def create_topic(
     partitions: int,
     replication_factor: int = 3,
     config: dict[str, str] | None = None,
+    last: int | None = None,
 ) -> list[TopicPartition]:
     """Written to ZooKeeper as Kafka's admin tools do (the controller picks it up), the
-    replicas placed round-robin over brokers 1..N; returns once every partition has a
+    replicas placed round-robin over brokers 1..N (broker ``last``, when given, moved to the
+    end of each list: the preferred leader of none); returns once every partition has a
     leader and a full ISR, and every live broker's metadata shows the leaders."""
     ids = sorted(cluster.brokers)
-    assignment = {
-        p: z.ReplicaAssignment(tuple(ids[(p + i) % len(ids)] for i in range(replication_factor)))
-        for p in range(partitions)
-    }
+    placed = [[ids[(p + i) % len(ids)] for i in range(replication_factor)]
+              for p in range(partitions)]  # fmt: skip
+    if last is not None:
+        placed = [[b for b in r if b != last] + [last] if last in r else r for r in placed]
+    assignment = {p: z.ReplicaAssignment(tuple(r)) for p, r in enumerate(placed)}
     cluster.zk.create_topic(name, uuid.uuid4(), assignment, config or {})
     tps = [TopicPartition(name, p) for p in range(partitions)]
     wait_for(lambda: all_have_full_isr(cluster, tps, replication_factor), what="full ISRs")

@@ -4,6 +4,7 @@ one controller, controlled shutdown and controller failover on a clean stop."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import urllib.request
 import uuid
@@ -17,6 +18,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.server.zk import data as z
 from tidelog.server.zk.client import KafkaZkClient
 from tidelog.testing import EmbeddedBroker
+from tidelog.testing.capability import require_zookeeper
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition
 
@@ -88,12 +90,14 @@ def test_controller_moves_when_its_broker_stops(cluster) -> None:  # type: ignor
     assert epoch is not None
     old = next(b for b in brokers if b.broker.node_id == first)
     old.stop()
-    _wait(lambda: _controller(zk) not in (None, first), timeout=6 + 2, what="a new controller")
+    _wait(lambda: _controller(zk) not in (None, first), timeout=30, what="a new controller")
     assert zk.get_controller_epoch()[0] == epoch[0] + 1  # type: ignore[index]
     assert sorted(zk.get_all_brokers()) == sorted({1, 2, 3} - {first})
 
 
-def test_a_broker_stops_when_zookeeper_is_gone() -> None:
+def test_a_broker_stops_when_zookeeper_is_gone(caplog: pytest.LogCaptureFixture) -> None:
+    require_zookeeper()
+    caplog.set_level(logging.WARNING, logger="tidelog")
     with ZooKeeperServer() as zk_server:
         broker = EmbeddedBroker({
             "zookeeper.connect": zk_server.connect_string("/gone"),
@@ -101,9 +105,9 @@ def test_a_broker_stops_when_zookeeper_is_gone() -> None:
         }).start()  # fmt: skip
         assert broker.broker.cluster.controller.is_active or _wait_active(broker)
         zk_server.stop()
-        started = time.monotonic()
-        broker.stop()
-        assert time.monotonic() - started < 20  # no controlled shutdown, no hang
+        broker.stop()  # a hang would meet pytest-timeout
+        # the broker decided it could not ask a controller and skipped the controlled shutdown
+        assert "no ZooKeeper connection, no controlled shutdown" in caplog.text
 
 
 def _wait_active(broker: EmbeddedBroker) -> bool:

@@ -1,7 +1,7 @@
 """`tidelog reassign` against three `tidelog serve` processes: --generate proposes, --execute
 moves (with --throttle: the throttled-replica lists and broker rates set), --list shows the
-moves, --verify reports and clears the throttles; a throttled move of the same data takes
-several times as long as an unthrottled one, and the brokers' byte-rate metrics stay near
+moves, --verify reports and clears the throttles; a throttled move is held to the throttle
+(it cannot finish faster than its rate allows), and the brokers' byte-rate metrics stay near
 the throttle while it runs."""
 
 from __future__ import annotations
@@ -128,12 +128,10 @@ def test_generate_execute_verify_and_throttle(
     # an unthrottled move of 2 MB
     fast_plan = tmp_path / "fast.json"
     fast_plan.write_text(proposed_json)
-    started = time.monotonic()
     rc, out = cli(capsys, "--bootstrap-server", bootstrap, "--execute", "--reassignment-json-file", str(fast_plan))
     assert rc == 0 and "Successfully started partition reassignment for fast-0" in out, out
     assert '"replicas":[1]' in out  # the rollback JSON
     _verify_until_done(capsys, bootstrap, str(fast_plan), [])
-    fast_s = time.monotonic() - started
     assert log_bytes(partition_dir(cluster, 2, fast)) and not partition_dir(cluster, 1, fast).exists()
 
     # the same data moved under a throttle: [1] -> [1, 3], broker 3 catching up
@@ -166,9 +164,9 @@ def test_generate_execute_verify_and_throttle(
     size = len(log_bytes(partition_dir(cluster, 1, slow)))
     assert size >= RECORDS * RECORD
     assert log_bytes(partition_dir(cluster, 3, slow)) == log_bytes(partition_dir(cluster, 1, slow))
-    # the throttle held the move to about its rate: far slower than the unthrottled one
-    assert slow_s >= size / (2 * THROTTLE), (slow_s, fast_s)
-    assert slow_s > 3 * fast_s, (slow_s, fast_s)
+    # the throttle held the move to about its rate (a floor the quota sets, not a measure
+    # of the machine), and the brokers' own byte-rate metrics showed it while it ran
+    assert slow_s >= size / (2 * THROTTLE), slow_s
     leader_rates = [r for r, _ in rates if r > 0]
     follower_rates = [r for _, r in rates if r > 0]
     assert leader_rates and follower_rates, rates

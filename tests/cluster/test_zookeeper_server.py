@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from tidelog.testing.capability import require_zookeeper
 from tidelog.testing.zookeeper import ZooKeeperServer, four_letter
 
 
 def test_zookeeper_server_answers_and_stops() -> None:
+    require_zookeeper()
     with ZooKeeperServer() as zk:
         port = zk.port
         assert four_letter(port, "ruok") == "imok"

@@ -56,12 +56,15 @@ def test_the_recorder_names_what_held_the_loop() -> None:
     with StallRecorder(threshold_ms=5) as rec:
         asyncio.run(main())
     whats = [s.what for s in rec.stalls]
-    assert any(w.endswith("test_loop_lag.stall_plain") for w in whats), whats
-    assert any(w.startswith("task _stalling_step (test_loop_lag.py:") for w in whats), whats
+    # each injected stall is in the recorder's list, named, at least as long as it was held;
+    # anything else a loaded machine adds (a collection, a preempted step) may be there too
+    plain = [s.duration_ns for s in rec.stalls if s.what.endswith("test_loop_lag.stall_plain")]
+    step = [s.duration_ns for s in rec.stalls
+            if s.what.startswith("task _stalling_step (test_loop_lag.py:")]  # fmt: skip
+    assert plain and max(plain) >= 12_000_000, whats
+    assert step and max(step) >= 15_000_000, whats
     assert all(s.duration_ns > 5_000_000 for s in rec.stalls)
-    assert len(rec.stalls) == 2, whats
-    summary = {row[0]: row for row in rec.summary()}
-    assert all(row[1] == 1 and row[3] >= 5 for row in summary.values())
+    assert all(row[1] >= 1 and row[3] >= 5 for row in rec.summary())
 
 
 def test_garbage_collections_over_the_threshold_are_kept() -> None:

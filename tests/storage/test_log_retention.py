@@ -57,6 +57,29 @@ def test_time_retention_uses_record_timestamps(make_log: MakeLog, clock: ManualC
     assert lg.log_start_offset == 1
 
 
+def test_retention_floor_keeps_what_a_reader_still_needs(make_log: MakeLog) -> None:
+    # an Iceberg topic's translator has committed offsets below 7 only: time retention
+    # deletes the segment [0, 5) and keeps [5, 10), which holds offset 7, and all after it
+    lg = five_per_segment(make_log, **{"retention.ms": "10000"})
+    lg.update_high_watermark(15)
+    floor = [7]
+    lg.retention_floor = lambda: floor[0]
+    assert lg.delete_old_segments() == 1
+    assert lg.segments.base_offsets() == [5, 10]
+    floor[0] = 15  # everything committed: the rest may go
+    assert lg.delete_old_segments() == 2
+    assert lg.log_start_offset == 15
+
+
+def test_retention_floor_does_not_hold_delete_records(make_log: MakeLog) -> None:
+    lg = five_per_segment(make_log)
+    lg.update_high_watermark(15)
+    lg.retention_floor = lambda: 0
+    lg.maybe_increment_log_start_offset(10, "delete records")
+    assert lg.delete_old_segments() == 2  # an explicit DeleteRecords is the admin's choice
+    assert lg.segments.base_offsets() == [10]
+
+
 @pytest.mark.parametrize(("records", "left"), [(10, 2), (15, 3)])
 def test_size_based_retention(make_log: MakeLog, records: int, left: int) -> None:
     # #77 shouldDeleteSizeBasedSegments / ...WhenUnderRetentionSize

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tidelog.cli.client_config import CliError, add_connection_args, client_config
+from tidelog.cli.client_config import CliError, add_connection_args, client_config, make_client
 
 _RESOURCES = (("topic", "TOPIC"), ("group", "GROUP"), ("transactional_id", "TRANSACTIONAL_ID"))
 
@@ -60,7 +60,7 @@ def _resource(args: argparse.Namespace, admin: Any) -> tuple[Any, str | None]:
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import admin
 
-    client = admin.AdminClient(client_config(args, {}, {}))
+    client = make_client(admin.AdminClient, client_config(args, {}, {}))
     rtype, name = _resource(args, admin)
     default_pattern = "any" if args.list else "literal"
     pattern = getattr(admin.ResourcePatternType,

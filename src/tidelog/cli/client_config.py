@@ -8,7 +8,12 @@ serves Kafka's tools and these."""
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
+
+# How long a command waits for its first answer from the bootstrap servers when it has no
+# timeout option of its own (Kafka's tools give up on an unreachable cluster in about as long)
+REACH_TIMEOUT_S = 10.0
 
 
 class CliError(Exception):
@@ -43,8 +48,9 @@ def client_config(
     """defaults < properties file < ``--*-property`` overrides; bootstrap from the option."""
     conf: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap_server,
-        # librdkafka logs at info (level 6) by default; Kafka's tools show warnings and up
-        "log_level": 4,
+        # librdkafka's own log lines (a connect failure every few ms while a broker is down)
+        # only with --debug: a failure the command cannot get past is its one line on stderr
+        "log_level": 7 if getattr(args, "debug", False) else 0,
         **defaults,
     }
     if args.command_config is not None:
@@ -59,13 +65,59 @@ def client_config(
     return conf
 
 
-def make_client(kind: Any, conf: dict[str, Any]) -> Any:
-    """``kind(conf)``, with librdkafka's complaint about a setting turned into one line."""
+def make_client(kind: Any, conf: dict[str, Any], reach_s: float | None = REACH_TIMEOUT_S) -> Any:
+    """``kind(conf)``, with librdkafka's complaint about a setting turned into one line; then,
+    unless ``reach_s`` is None, one Metadata request that must be answered within ``reach_s``
+    seconds (``reach``)."""
     from confluent_kafka import KafkaException
 
+    errors = _Errors()
     try:
-        return kind(conf)
+        client = kind({"error_cb": errors, **conf})
     except KafkaException as exc:
         raise CliError(f"invalid client configuration: {exc.args[0].str()}") from None
     except (ValueError, TypeError) as exc:
         raise CliError(f"invalid client configuration: {exc}") from None
+    if reach_s is not None:
+        reach(client, str(conf.get("bootstrap.servers")), reach_s, errors)
+    return client
+
+
+class _Errors:
+    """librdkafka's error callback: keeps the last error that names a cause (a refused
+    connection, a name that does not resolve, a TLS or SASL failure) rather than the
+    "N/N brokers are down" summary that follows it."""
+
+    def __init__(self) -> None:
+        self.cause: str | None = None
+
+    def __call__(self, err: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() != KafkaError._ALL_BROKERS_DOWN or self.cause is None:
+            # "host:port/bootstrap: Connect to ... failed: ... (after 0ms in state CONNECT)"
+            self.cause = re.sub(r"^\S+/(bootstrap|\d+): | \(after \d+ms in state \w+[^)]*\)", "",
+                                str(err.str()))
+
+
+def reach(client: Any, servers: str, seconds: float, errors: _Errors | None = None) -> None:
+    """Fails in one line, naming the servers and the cause, when no bootstrap server answers
+    a Metadata request within ``seconds`` (librdkafka would retry for as long as asked)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        client.list_topics(timeout=seconds)
+    except KafkaException as exc:
+        client.poll(0)  # serves the error callback: what the connection attempts met
+        cause = (errors.cause if errors is not None else None) or exc.args[0].str()
+        raise CliError(f"cannot reach the bootstrap servers {servers} within {seconds:g} s: "
+                       f"{cause}") from None
+
+
+def timeout_s(ms: int | None, what: str) -> float:
+    """A ``--timeout``-style option in ms, as seconds (REACH_TIMEOUT_S when not given)."""
+    if ms is None:
+        return REACH_TIMEOUT_S
+    if ms <= 0:
+        raise CliError(f"{what} must be greater than 0")
+    return ms / 1000

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tidelog.cli.client_config import CliError, add_connection_args
+from tidelog.cli.client_config import CliError, add_connection_args, client_config, make_client
 from tidelog.cli.client_metrics_configs import run_client_metrics
 
 _TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "brokers": "brokers",
@@ -134,7 +134,7 @@ def _brokers(args: argparse.Namespace, name: str, adds: dict[str, str],
              deletes: list[str]) -> int:
     from confluent_kafka import admin
 
-    client = admin.AdminClient({"bootstrap.servers": args.bootstrap_server, "log_level": 4})
+    client = make_client(admin.AdminClient, client_config(args, {}, {}))
     if args.alter:
         entries = [admin.ConfigEntry(k, v, incremental_operation=admin.AlterConfigOpType.SET)
                    for k, v in adds.items()]

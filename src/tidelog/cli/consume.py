@@ -27,6 +27,7 @@ from tidelog.cli.client_config import (
     client_config,
     make_client,
     pairs,
+    timeout_s,
 )
 from tidelog.cli.value_format import add_value_format_args, value_deserializer
 
@@ -161,29 +162,21 @@ def consumer_config(args: argparse.Namespace) -> dict[str, Any]:
     return client_config(args, defaults, pairs(args.consumer_property, "--consumer-property"))
 
 
-def _start(consumer: Any, args: argparse.Namespace) -> None:
-    """Subscribe (with a group) or assign the partitions at their start offsets."""
+def _start(consumer: Any, args: argparse.Namespace, assigned: list[float]) -> None:
+    """Subscribe (with a group) or assign the partitions at their start offsets; ``assigned``
+    gets the time the consumer got its partitions (a group's first assignment, or now)."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
 
-    if args.offset is not None and args.partition is None:
-        raise CliError("The partition is required when offset is specified.")
-    if args.group and args.partition is not None:
-        raise CliError("Options group and partition cannot be specified together.")
-    if args.include is not None and args.partition is not None:
-        raise CliError("The topic is required when partition is specified.")
     if args.group or args.include is not None:
         # a pattern needs group subscription (librdkafka matches topics as they appear); Kafka's
         # tool always subscribes, with a throwaway group when none is given
-        consumer.subscribe([args.topic] if args.include is None else [f"^{args.include}"])
+        consumer.subscribe([args.topic] if args.include is None else [f"^{args.include}"],
+                           on_assign=lambda c, ps: assigned.append(time.monotonic()))
         return
     parts = [args.partition] if args.partition is not None else _partitions(consumer, args)
     if args.offset is not None:
         named = {"earliest": OFFSET_BEGINNING, "latest": OFFSET_END}
-        try:
-            offset = named.get(args.offset) or int(args.offset)
-        except ValueError:
-            wrong = f"--offset: expected earliest, latest or a number, got {args.offset!r}"
-            raise CliError(wrong) from None
+        offset = named.get(args.offset) or int(args.offset)
         start = [TopicPartition(args.topic, p, offset) for p in parts]
     elif args.timestamp is not None:
         wanted = [TopicPartition(args.topic, p, args.timestamp) for p in parts]
@@ -192,6 +185,23 @@ def _start(consumer: Any, args: argparse.Namespace) -> None:
         offset = OFFSET_BEGINNING if args.from_beginning else OFFSET_END
         start = [TopicPartition(args.topic, p, offset) for p in parts]
     consumer.assign(start)
+    assigned.append(time.monotonic())
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Kafka's ConsoleConsumerOptions checks, before anything is asked of the cluster."""
+    if args.offset is not None and args.partition is None:
+        raise CliError("The partition is required when offset is specified.")
+    if args.group and args.partition is not None:
+        raise CliError("Options group and partition cannot be specified together.")
+    if args.include is not None and args.partition is not None:
+        raise CliError("The topic is required when partition is specified.")
+    if args.offset is not None and args.offset not in ("earliest", "latest"):
+        try:
+            int(args.offset)
+        except ValueError:
+            raise CliError(f"--offset: expected earliest, latest or a number, got "
+                           f"{args.offset!r}") from None
 
 
 def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
@@ -214,17 +224,34 @@ def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
         time.sleep(0.5)  # a person is waiting for a producer to create the topic
 
 
-def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list[int]) -> None:
+# A group member waits this long for its first assignment before --timeout-ms starts
+ASSIGNMENT_WAIT_S = 60.0
+
+
+def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list[int],
+          assigned: list[float]) -> None:
+    """Prints records until --max-messages, or until none came for --timeout-ms counted, as
+    in Kafka's console consumer, from when the consumer has its partitions: a group's join
+    (its initial rebalance delay is 3 s) does not use up the idle time."""
     from confluent_kafka import KafkaError
 
     out = sys.stdout.buffer
-    idle_since = time.monotonic()
+    started = time.monotonic()
+    idle_since: float | None = None
     warned: set[int] = set()
     while args.max_messages is None or counter[0] < args.max_messages:
         msg = consumer.poll(0.2)
+        if idle_since is None and assigned:
+            idle_since = assigned[0]
         if msg is None:
-            idle_ms = (time.monotonic() - idle_since) * 1000
-            if args.timeout_ms is not None and idle_ms >= args.timeout_ms:
+            if args.timeout_ms is None:
+                continue
+            if idle_since is None:  # no assignment yet: the idle clock has not started
+                if time.monotonic() - started >= ASSIGNMENT_WAIT_S + args.timeout_ms / 1000:
+                    raise CliError(f"group {args.group or '(console)'}: no partitions assigned within "
+                                   f"{ASSIGNMENT_WAIT_S:g} s")
+                continue
+            if (time.monotonic() - idle_since) * 1000 >= args.timeout_ms:
                 return
             continue
         err = msg.error()
@@ -248,14 +275,18 @@ def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import Consumer
 
+    check_options(args)
     fmt = Formatter.from_args(args)
     fmt.decode_value = value_deserializer(args)
-    consumer = make_client(Consumer, consumer_config(args))
+    # an unreachable cluster ends the command within --timeout-ms (at least 1 s), else 10 s
+    reach_ms = None if args.timeout_ms is None else max(args.timeout_ms, 1000)
+    consumer = make_client(Consumer, consumer_config(args), timeout_s(reach_ms, "--timeout-ms"))
     counter = [0]
     rc = 0
     try:
-        _start(consumer, args)
-        _loop(consumer, args, fmt, counter)
+        assigned: list[float] = []
+        _start(consumer, args, assigned)
+        _loop(consumer, args, fmt, counter, assigned)
     except KeyboardInterrupt:
         rc = 130
     finally:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from tidelog.cli.client_config import CliError, client_config, make_client
+from tidelog.cli.client_config import CliError, client_config, make_client, timeout_s
 
 TIMEOUT_S = 30
 # ConsumerGroupState to the state names Kafka's tool prints
@@ -70,7 +70,7 @@ class GroupAdmin:
 
         self.args = args
         conf = client_config(args, {"allow.auto.create.topics": False}, {})
-        self.admin = make_client(AdminClient, conf)
+        self.admin = make_client(AdminClient, conf, timeout_s(args.timeout, "--timeout"))
 
     def __enter__(self) -> GroupAdmin:
         return self
@@ -180,7 +180,7 @@ class GroupAdmin:
             {"group.id": f"groups-lag-{random.randrange(100000)}", "enable.auto.commit": False},
             {},
         )
-        consumer = make_client(Consumer, conf)
+        consumer = make_client(Consumer, conf, reach_s=None)  # the admin reached the cluster
         try:
             consumer.assign([CkTP(tp.topic, tp.partition, o) for tp, o in starts.items()])
             return self._first_records(consumer, set(starts))

@@ -55,6 +55,8 @@ def register(subparsers: Any) -> None:
     how.add_argument("--shift-by", type=int)
     how.add_argument("--to-datetime", help="YYYY-MM-DDTHH:mm:SS.sss[+HH:MM|Z]")
     how.add_argument("--by-duration", help="ISO 8601 duration, e.g. PT10M or P1DT2H")
+    p.add_argument("--timeout", type=int, default=5000, metavar="MS",
+                   help="how long to wait for the cluster to answer (default 5000, as Kafka)")
     run_mode = p.add_mutually_exclusive_group()
     run_mode.add_argument("--dry-run", action="store_true")
     run_mode.add_argument("--execute", action="store_true")

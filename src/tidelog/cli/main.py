@@ -99,10 +99,27 @@ def _configure_logging(level: str) -> None:
     ``perf produce``, whose short runs are mostly start-up) is spared ~5 ms of imports."""
     import logging
 
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    chosen = getattr(logging, level.upper(), logging.INFO)
+    logging.basicConfig(level=chosen, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # the registry client's HTTP library logs every request at INFO ("HTTP Request: GET ...
+    # 200 OK"): a line per produce/consume with --value-format; shown with --log-level DEBUG
+    for name in ("httpx", "httpx2", "httpcore", "httpcore2"):
+        logging.getLogger(name).setLevel(chosen if chosen <= logging.DEBUG else logging.WARNING)
+
+
+def _one_line(exc: Exception, args: argparse.Namespace) -> str:
+    """What failed, in one line: a CliError's own message; no connection to any bootstrap
+    server (tidelog's own protocol client, used where librdkafka has no call) as the
+    librdkafka commands say it; else the exception's type and text."""
+    from tidelog.cli.client_config import CliError
+    from tidelog.client.conn import KafkaConnectionError
+
+    if isinstance(exc, CliError):
+        return str(exc)
+    if isinstance(exc, KafkaConnectionError) and hasattr(args, "bootstrap_server"):
+        cause = exc.context.removeprefix("no bootstrap server reachable: ")
+        return f"cannot reach the bootstrap servers {args.bootstrap_server}: {cause}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,10 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             raise
-        from tidelog.cli.client_config import CliError
-
-        what = str(exc) if isinstance(exc, CliError) else f"{type(exc).__name__}: {exc}"
-        print(f"tidelog {args.command}: {what}", file=sys.stderr)
+        print(f"tidelog {args.command}: {_one_line(exc, args)}", file=sys.stderr)
         return 1
     return int(rc or 0)
 

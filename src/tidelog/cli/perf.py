@@ -31,6 +31,7 @@ from tidelog.cli.client_config import (
     client_config,
     make_client,
     pairs,
+    timeout_s,
 )
 from tidelog.client.pipelined import BatchTemplate, PipelinedProducer, ProduceError, error_name
 
@@ -220,7 +221,10 @@ def _produce_tidelog(args: argparse.Namespace, conf: dict[str, Any], payload: by
             client_id=str(conf.get("client.id", "perf-producer-client")),
             idempotent=settings["enable.idempotence"] == "true",
         )  # fmt: skip
-    except (ProduceError, ValueError) as e:
+    except ProduceError as e:
+        raise CliError(f"cannot reach the bootstrap servers {conf['bootstrap.servers']}: {e}"
+                       if e.code == -1 else str(e)) from None
+    except ValueError as e:
         raise CliError(f"{e}") from None
     failures: dict[str, int] = {}
 
@@ -371,7 +375,8 @@ def run_consume(args: argparse.Namespace) -> int:
         "enable.auto.commit": True,
     }
     overrides = pairs(args.consumer_property, "--consumer-property")
-    consumer = make_client(Consumer, client_config(args, defaults, overrides))
+    consumer = make_client(Consumer, client_config(args, defaults, overrides),
+                           timeout_s(args.timeout, "--timeout"))
     joined: list[float] = []
     start_wall, start = time.time(), time.monotonic()
     consumer.subscribe([args.topic], on_assign=lambda c, ps: joined.append(time.monotonic()))

@@ -60,6 +60,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--timeout", type=int, default=1000, metavar="MS", help="linger.ms (default 1000)"
     )
+    p.add_argument("--request-timeout-ms", type=int, metavar="MS",
+                   help="the ack timeout of the producer requests (request.timeout.ms, 1500 as in "
+                   "Kafka's tool) and the longest wait for the cluster's first answer (else 10 s)")
     p.add_argument("--batch-size", type=int, help="records per batch (batch.num.messages)")
     p.add_argument(
         "--no-idempotence",
@@ -177,6 +180,7 @@ def producer_config(args: argparse.Namespace) -> dict[str, Any]:
         "client.id": "console-producer",
         # only failures come back: an acknowledged record costs no Python call
         "delivery.report.only.error": True,
+        "request.timeout.ms": args.request_timeout_ms or 1500,
     }
     if args.codec:
         defaults["compression.type"] = args.codec
@@ -191,9 +195,14 @@ class _Delivery:
 
     def __init__(self, topic: str) -> None:
         self.topic, self.failed = topic, 0
+        self.refused: Any = None  # the first record the broker refused as invalid
 
     def __call__(self, err: Any, msg: Any) -> None:
         if err is not None:
+            from tidelog.cli.produce_reason import EXPLAINED, refused
+
+            if self.refused is None and err.code() in EXPLAINED:
+                self.refused = refused(msg)
             self.report(err, msg.key(), msg.value())
 
     def report(self, err: Any, key: bytes | None, value: bytes | None) -> None:
@@ -281,7 +290,7 @@ def _read_lines(stdin: BinaryIO, prompt: bool) -> Any:
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
-    from tidelog.cli.client_config import make_client
+    from tidelog.cli.client_config import make_client, timeout_s
 
     extra = [(k, v.encode()) for k, v in pairs(args.header, "--header").items()]
     props = pairs(args.property, "--property")
@@ -290,7 +299,8 @@ def run(args: argparse.Namespace) -> int:
     reader = LineReader.from_properties(props, extra)
     encode = value_serializer(args)  # --value-format avro|json|protobuf
     delivery = _Delivery(args.topic)
-    producer = make_client(Producer, {**producer_config(args), "on_delivery": delivery})
+    producer = make_client(Producer, {**producer_config(args), "on_delivery": delivery},
+                           timeout_s(args.request_timeout_ms, "--request-timeout-ms"))
     interrupted = False
     prompt = sys.stdin.isatty() and sys.stdout.isatty()
     # a long piped input shows how far it got (at a terminal's stderr only)
@@ -315,7 +325,13 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         interrupted = True  # flush what was read: Ctrl-C loses no line already typed
     progress.close()
-    return _finish(producer, delivery, lines.bad, interrupted)
+    rc = _finish(producer, delivery, lines.bad, interrupted)
+    if delivery.refused is not None:  # librdkafka keeps the broker's message to itself
+        from tidelog.cli.produce_reason import broker_reason
+
+        reason = broker_reason(producer_config(args), delivery.refused)
+        print(f"tidelog produce: the broker's reason: {reason}", file=sys.stderr)
+    return rc
 
 
 class _Lines:
@@ -351,8 +367,12 @@ class _Lines:
 
 
 def _encoded(encode: Any, value: bytes | None, n: int) -> bytes | None:
+    from tidelog.cli.value_format import NotJsonError
+
     try:
         return encode(value)
+    except NotJsonError as exc:
+        raise LineError(f"line {n}: not JSON: {exc}") from None
     except Exception as exc:
         raise LineError(f"line {n}: value does not fit the schema: {exc}") from exc
 

@@ -31,7 +31,13 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tidelog.cli.client_config import CliError, add_connection_args, client_config
+from tidelog.cli.client_config import (
+    CliError,
+    add_connection_args,
+    client_config,
+    make_client,
+    timeout_s,
+)
 from tidelog.cli.reassign_admin import (
     FOLLOWER_THROTTLED_RATE,
     FOLLOWER_THROTTLED_REPLICAS,
@@ -83,7 +89,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--preserve-throttles", action="store_true",
                    help="--verify/--cancel: leave the throttles in place")
     p.add_argument("--disable-rack-aware", action="store_true", help="--generate: ignore racks")
-    p.add_argument("--timeout", type=int, default=10000, metavar="MS", help="accepted (Kafka's option)")
+    p.add_argument("--timeout", type=int, default=10000, metavar="MS", help="the longest wait in ms for the cluster to answer (default 10000)")
     p.set_defaults(func=run)
 
 
@@ -101,7 +107,7 @@ class Cluster:
 
     def __init__(self, args: argparse.Namespace) -> None:
         conf = client_config(args, {}, {})
-        self.admin = AdminClient(conf)
+        self.admin = make_client(AdminClient, conf, timeout_s(args.timeout, "--timeout"))
         props = {k: v for k, v in conf.items() if k != "bootstrap.servers"}
         self.client = KafkaClient(args.bootstrap_server, security=ClientSecurity.from_properties(props))
         self.reassignments = ReassignAdmin(self.client, TIMEOUT_S)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidelog.config.core import ConfigError
 from tidelog.config.properties import read_properties_file
+from tidelog.iceberg import start_iceberg
 from tidelog.schema_registry import start_schema_registry
 from tidelog.server.allocator import tune_allocator
 from tidelog.server.fault_file import FAULT_PLAN_FILE, PlanFollower, follow, plan_path
@@ -125,6 +126,17 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
             await http.stop()
         await broker.stop()
         raise
+    try:  # Iceberg topics: off unless iceberg.enabled
+        iceberg = await start_iceberg(broker, registry)
+    except BaseException:
+        if registry is not None:
+            await registry.stop()
+        if http is not None:
+            await http.stop()
+        await broker.stop()
+        raise
+    if http is not None and iceberg is not None:  # translation lag on /metrics
+        http.registry.register(iceberg.collector())
     log.info("per-record core: %s", _native.core_description)
     # what start-up made (modules, configs, the loaded logs) is never garbage: out of the
     # collector's way, so a full collection scans only what serving made since
@@ -144,6 +156,8 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     freezer.stop()
     if following is not None:
         following.cancel()
+    if iceberg is not None:
+        await iceberg.stop()
     if registry is not None:
         await registry.stop()
     if http is not None:

@@ -43,6 +43,19 @@ def add_value_format_args(p: argparse.ArgumentParser, producing: bool) -> None:
         p.add_argument("--value-message", help="Protobuf: the message type (default: first)")
 
 
+class NotJsonError(ValueError):
+    """An input line that is not a JSON document (before any schema is asked)."""
+
+
+def _json(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise NotJsonError(f"{exc.msg} at column {exc.colno}") from None
+    except UnicodeDecodeError as exc:
+        raise NotJsonError(f"not UTF-8 text at byte {exc.start}") from None
+
+
 def _registry(url: str) -> SchemaRegistryClient:
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
@@ -97,18 +110,19 @@ def value_serializer(args: argparse.Namespace) -> Codec | None:
         from confluent_kafka.schema_registry.avro import AvroSerializer
 
         avro = AvroSerializer(client, text, conf=conf)
-        return lambda line: None if line is None else avro(json.loads(line), ctx)
+        return lambda line: None if line is None else avro(_json(line), ctx)
     if args.value_format == "json":
         from confluent_kafka.schema_registry.json_schema import JSONSerializer
 
         js = JSONSerializer(text, client, conf=conf)
-        return lambda line: None if line is None else js(json.loads(line), ctx)
+        return lambda line: None if line is None else js(_json(line), ctx)
     from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
     from google.protobuf import json_format
 
     cls = _proto_class(text, args.value_message)
     pb = ProtobufSerializer(cls, client, {"use.deprecated.format": False, **conf})
-    return lambda line: None if line is None else pb(json_format.Parse(line, cls()), ctx)
+    return lambda line: None if line is None else pb(json_format.ParseDict(_json(line), cls()),
+                                                     ctx)
 
 
 def value_deserializer(args: argparse.Namespace) -> Codec | None:

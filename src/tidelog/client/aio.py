@@ -79,6 +79,9 @@ class AsyncBrokerConnection:
         self._reader = reader
         self._writer = writer
         self._pending: dict[int, _Pending] = {}
+        # requests whose caller stopped waiting (cancelled) before the response came: the
+        # response still arrives, in order, and is dropped without closing the connection
+        self._abandoned: set[int] = set()
         self._correlation = 0
         self._closed = False
         self._close_reason = "closed"
@@ -178,7 +181,8 @@ class AsyncBrokerConnection:
                 ErrorCode.request_timed_out, f"API {api_key} v{version} to {self._describe()}"
             ) from None
         finally:
-            self._pending.pop(correlation, None)
+            if self._pending.pop(correlation, None) is not None and not future.done():
+                self._abandoned.add(correlation)
 
     async def close(self) -> None:
         """Close the socket; requests still waiting fail with KafkaConnectionError."""
@@ -221,14 +225,21 @@ class AsyncBrokerConnection:
         except (OSError, asyncio.IncompleteReadError) as e:
             self._fail(f"connection lost: {e!r}")
         except Exception as e:  # an undecodable or unexpected response: the stream is lost
-            log.warning("closing the connection to %s: %r", self._describe(), e)
+            log.warning("closing the connection to %s: %s", self._describe(), e)
             self._fail(f"protocol error: {e!r}")
 
     def _deliver(self, payload: bytes) -> None:
         (correlation,) = _CORRELATION.unpack_from(payload, 0)
         pending = self._pending.get(correlation)
         if pending is None:
-            raise ValueError(f"response with unknown correlation id {correlation}")
+            if correlation in self._abandoned or self._closed:
+                self._abandoned.discard(correlation)
+                log.debug("%s: dropped the response to request %d: it arrived after its "
+                          "caller stopped waiting (cancelled, timed out or closed)",
+                          self._describe(), correlation)
+                return
+            raise ValueError(f"a response with correlation id {correlation}, which matches no "
+                             "request sent on this connection")
         _, response = decode_response(pending.api_key, pending.version, payload)
         if not pending.future.done():
             pending.future.set_result(response)

@@ -51,6 +51,7 @@ class KafkaClientError(Exception):
 
     def __init__(self, error: ErrorCode | int, context: str, message: str | None = None) -> None:
         self.error = ErrorCode(int(error))
+        self.context, self.message = context, message
         self.retriable = self.error in RETRIABLE
         text = f"{context}: {self.error.name.upper()} ({int(self.error)})"
         super().__init__(f"{text}: {message}" if message else text)

@@ -150,7 +150,7 @@ class KafkaClient:
             try:
                 return self.connection(addr)
             except KafkaConnectionError as e:
-                errors.append(str(e))
+                errors.append(e.context)
         raise KafkaConnectionError("no bootstrap server reachable: " + "; ".join(errors))
 
     def node_connection(self, node_id: int) -> BrokerConnection:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .core import LONG_MAX, ConfigDef, ConfigError, Validator, at_least, between, one_of, subset_of
+from .iceberg_config import DEFAULT_PARTITION_SPEC, DISABLED, DLQ_TABLE, canonical_topic_configs
+from .iceberg_config import define_topic_keys as define_iceberg_topic_keys
 
 COMPACT = "compact"
 DELETE = "delete"
@@ -135,6 +137,8 @@ def _build_def() -> ConfigDef:
        "TopicRecordNameStrategy.")
     _d(c, "confluent.value.subject.name.strategy", "string", TOPIC_NAME_STRATEGY,
        "Subject of a value's schema (as confluent.key.subject.name.strategy).")
+    # Iceberg topics (config/iceberg_config.py)
+    define_iceberg_topic_keys(lambda n, t, d, doc, v=None: _d(c, n, t, d, doc, v))
     return c
 
 
@@ -185,6 +189,11 @@ class LogConfig:
     confluent_value_schema_validation: bool = False
     confluent_key_subject_name_strategy: str = TOPIC_NAME_STRATEGY
     confluent_value_subject_name_strategy: str = TOPIC_NAME_STRATEGY
+    tidelog_iceberg_mode: str = DISABLED
+    tidelog_iceberg_partition_spec: str = DEFAULT_PARTITION_SPEC
+    tidelog_iceberg_target_lag_ms: int = -1
+    tidelog_iceberg_invalid_record_action: str = DLQ_TABLE
+    tidelog_iceberg_delete: bool = True
     # Topic-level overrides as given (Kafka names -> strings), for DescribeConfigs & co.
     overrides: dict[str, str] = field(default_factory=dict, compare=False)
 
@@ -202,7 +211,7 @@ class LogConfig:
         unknown broker names are ignored. ``strict`` rejects unknown topic override names
         (Kafka: "Unknown topic config name").
         """
-        overrides = dict(overrides or {})
+        overrides = canonical_topic_configs(overrides or {})  # Redpanda's iceberg names too
         if strict:
             unknown = sorted(n for n in overrides if n not in LOG_CONFIG_DEF)
             if unknown:

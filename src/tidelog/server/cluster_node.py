@@ -188,12 +188,15 @@ class ClusterNode:
             try:
                 error, remaining = await self._ask_controller()
             except (KafkaConnectionError, KafkaClientError, OSError) as e:
-                error, remaining = -1, [TopicPartition(repr(e), -1)]
-            if error == ErrorCode.NONE and not remaining:
-                log.info("broker %d: controlled shutdown succeeded", self.broker_id)
-                return True
-            log.info("broker %d: controlled shutdown attempt %d: error %d, still leading %s",
-                     self.broker_id, attempt + 1, error, remaining[:5])  # fmt: skip
+                log.info("broker %d: controlled shutdown attempt %d: %s", self.broker_id,
+                         attempt + 1, e)
+            else:
+                if error == ErrorCode.NONE and not remaining:
+                    log.info("broker %d: controlled shutdown succeeded", self.broker_id)
+                    return True
+                left = f", still leading {summarise_partitions(remaining)}" if remaining else ""
+                log.info("broker %d: controlled shutdown attempt %d: %s%s", self.broker_id,
+                         attempt + 1, ErrorCode(error).name, left)
             if attempt < retries:
                 await asyncio.sleep(backoff)
         return False
@@ -201,12 +204,12 @@ class ClusterNode:
     async def _ask_controller(self) -> tuple[int, list[TopicPartition]]:
         controller_id = await asyncio.to_thread(self.zk.get_controller_id)
         if controller_id is None:
-            return int(ErrorCode.NOT_CONTROLLER), [TopicPartition("", -1)]
+            return int(ErrorCode.NOT_CONTROLLER), []
         if controller_id == self.broker_id and self.controller.is_active:
             return await self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
         reg = await asyncio.to_thread(self.zk.get_broker, controller_id)
         if reg is None:
-            return int(ErrorCode.BROKER_NOT_AVAILABLE), [TopicPartition("", -1)]
+            return int(ErrorCode.BROKER_NOT_AVAILABLE), []
         ep = reg.endpoint(self.config.inter_broker_listener_name) or reg.endpoints[0]
         conn = await AsyncBrokerConnection.connect(
             ep.host, ep.port, client_id=f"broker-{self.broker_id}", security=self.security,
@@ -232,3 +235,11 @@ class ClusterNode:
             task.cancel()
         await self.controller.shutdown()
         await asyncio.to_thread(self.zk.close)
+
+
+def summarise_partitions(tps: list[TopicPartition], shown: int = 3) -> str:
+    """``53 partitions (orders-0, orders-1, orders-2, ...)``: a count and the first few, for
+    a log line that a broker leading thousands of partitions must keep readable."""
+    names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in tps[:shown])
+    more = ", ..." if len(tps) > shown else ""
+    return f"{len(tps)} partition{'s' if len(tps) != 1 else ''} ({names}{more})"

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tidelog.config.broker_config import BROKER_CONFIG_DEF
+from tidelog.config.iceberg_config import canonical_topic_config_name
 from tidelog.config.log_config import BROKER_SYNONYMS, LOG_CONFIG_DEF
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.cleaner.config import CLEANER_CONFIG_DEF
@@ -167,7 +168,8 @@ def apply_incremental(
 ) -> dict[str, str]:
     """Kafka's IncrementalAlterConfigs semantics over a topic's overrides."""
     out = dict(current)
-    for name, op, value in ops:
+    for alias, op, value in ops:
+        name = canonical_topic_config_name(alias)  # redpanda.iceberg.* names as ours
         if name not in LOG_CONFIG_DEF:
             raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
         if op == SET:

@@ -22,6 +22,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .fetch_runs import Run, fetch_runs
 from .kafka_params import client_security
 from .options import OptionError, Subscription
+from .remote_backend import RemoteBackend, RemoteSpec
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -35,17 +36,25 @@ class BackendSpec:
     partition_max_bytes: int = 8 << 20  # kafka.max.partition.fetch.bytes (grown for larger batches)
     read_committed: bool = False  # kafka.isolation.level=read_committed
     security: tuple[tuple[str, str], ...] = ()  # kafka.* TLS/SASL settings (kafka_params.SECURITY_HONOURED)
+    remote: RemoteSpec | None = None  # path = s3://bucket/prefix (remote_backend.py)
 
     def open(self) -> Backend:
+        if self.remote is not None:
+            tail = self._broker() if self.bootstrap_servers else None
+            return RemoteBackend(self.remote, tail, read_committed=self.read_committed)
         if self.bootstrap_servers:
-            return BrokerBackend(
-                KafkaClient(self.bootstrap_servers, client_id=self.client_id,
-                            request_timeout_ms=self.request_timeout_ms,
-                            security=client_security(dict(self.security))),
-                self.partition_max_bytes,
-                isolation_level=1 if self.read_committed else 0,
-            )
+            return self._broker()
         return PathBackend(LogDirReader(self.paths), read_committed=self.read_committed)
+
+    def _broker(self) -> BrokerBackend:
+        assert self.bootstrap_servers
+        return BrokerBackend(
+            KafkaClient(self.bootstrap_servers, client_id=self.client_id,
+                        request_timeout_ms=self.request_timeout_ms,
+                        security=client_security(dict(self.security))),
+            self.partition_max_bytes,
+            isolation_level=1 if self.read_committed else 0,
+        )
 
 
 class Backend(Protocol):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .kafka_params import OptionError, check_read_params, producer_config
+from .remote_options import REMOTE_OPTIONS, RemoteConfigs, is_remote_path, remote_configs
 
 log = logging.getLogger("tidelog.spark")
 
@@ -35,7 +36,7 @@ READ_OPTIONS = {
     # typed values (avro_values.py)
     "valueformat", "schema.registry.url", "schemaregistryurl", "valuesubject",
     "valueschemaversion", "mode", "keyformat", "keysubject", "keyschemaversion",
-}
+} | REMOTE_OPTIONS  # path mode on a bucket (remote_options.py)
 WRITE_OPTIONS = {"topic", "includeheaders", "path", "checkpointlocation",
                  # typed values (avro_write.py)
                  "valueformat", "schema.registry.url", "schemaregistryurl", "valuesubject",
@@ -90,9 +91,14 @@ class ReadOptions:
     include_headers: bool = False
     commit_group: str | None = None
     kafka: dict[str, str] = field(default_factory=dict)
+    # path = s3://bucket/prefix: the RemoteStorageManager configs (remote_options.py)
+    remote: RemoteConfigs = ()
+    remote_log_metadata: bool = False
 
     @property
     def mode(self) -> str:
+        if self.remote:
+            return "bucket"
         return "broker" if self.bootstrap_servers else "path"
 
     @property
@@ -263,7 +269,7 @@ def _check_known(options: Mapping[str, str], known: set[str]) -> dict[str, str]:
 def _locations(options: Mapping[str, str], kafka: dict[str, str]) -> tuple[str | None, tuple[str, ...]]:
     bootstrap = kafka.get("bootstrap.servers")
     path = _get(options, "path") or _get(options, "paths")
-    if bootstrap and path:
+    if bootstrap and path and not is_remote_path(path):
         raise OptionError("options kafka.bootstrap.servers and path contradict each other: give exactly one")
     if not bootstrap and not path:
         raise OptionError("either kafka.bootstrap.servers (read a broker) or path (read log dirs) is required")
@@ -287,6 +293,11 @@ def parse_read_options(raw: Mapping[str, Any], *, streaming: bool) -> ReadOption
     options = _lower_keys(raw)
     kafka = check_read_params(_check_known(options, READ_OPTIONS))
     bootstrap, paths = _locations(options, kafka)
+    remote = remote_configs(paths, options) if any(is_remote_path(p) for p in paths) else ()
+    use_metadata = parse_bool("remoteLogMetadata", _get(options, "remoteLogMetadata"), False)
+    if use_metadata and not (remote and bootstrap):
+        raise OptionError("option remoteLogMetadata=true reads __remote_log_metadata from a broker: "
+                          "it needs path=s3://bucket/prefix and kafka.bootstrap.servers")
     subscription = parse_subscription(options)
     starting = _offset_spec(options, "starting", streaming)
     if streaming:
@@ -328,6 +339,8 @@ def parse_read_options(raw: Mapping[str, Any], *, streaming: bool) -> ReadOption
         include_headers=parse_bool("includeHeaders", _get(options, "includeHeaders"), False),
         commit_group=commit_group.strip() if commit_group else None,
         kafka=kafka,
+        remote=remote,
+        remote_log_metadata=use_metadata,
     )
 
 

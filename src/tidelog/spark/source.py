@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
@@ -49,6 +49,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .arrow import DDL, DDL_WITH_HEADERS, batches_to_arrow, runs_to_arrow
 from .avro_values import TypedValueSpec, ValueDecoder, typed_schema, typed_specs
 from .backend import Backend, BackendSpec, BrokerBackend, resolve_partitions
+from .iceberg_table import IcebergTableReader, spark_schema, wants_table
 from .kafka_params import SECURITY_HONOURED
 from .options import (
     EARLIEST,
@@ -71,6 +72,7 @@ from .planning import (
     split_ranges,
     to_json_offsets,
 )
+from .remote_backend import RemoteBackend, RemoteSpec
 
 log = logging.getLogger("tidelog.spark")
 
@@ -140,7 +142,16 @@ def _backend_spec(opts: ReadOptions) -> BackendSpec:
         partition_max_bytes=int(opts.kafka.get("max.partition.fetch.bytes", str(8 << 20))),
         read_committed=opts.read_committed,
         security=tuple(sorted((k, v) for k, v in opts.kafka.items() if k in SECURITY_HONOURED)),
+        remote=RemoteSpec(opts.remote, opts.remote_log_metadata) if opts.remote else None,
     )
+
+
+def _planned(spec: BackendSpec, backend: Backend, tps: list[TopicPartition]) -> BackendSpec:
+    """The spec for the executors: on a bucket, with the driver's plan of ``tps`` in it
+    (executors read the segments the driver listed, and never list)."""
+    if isinstance(backend, RemoteBackend):
+        return replace(spec, remote=backend.planned(tps))
+    return spec
 
 
 def _partitions_of(
@@ -148,10 +159,17 @@ def _partitions_of(
     typed: tuple[TypedValueSpec, ...] = (),
 ) -> list[TidelogPartition]:
     return [
-        TidelogPartition(spec, r.topic, r.partition, r.start, r.end, opts.include_headers,
-                         opts.fail_on_data_loss, typed)
+        TidelogPartition(_own_plan(spec, TopicPartition(r.topic, r.partition)), r.topic, r.partition,
+                         r.start, r.end, opts.include_headers, opts.fail_on_data_loss, typed)
         for r in ranges
     ]
+
+
+def _own_plan(spec: BackendSpec, tp: TopicPartition) -> BackendSpec:
+    """On a bucket, each input partition carries the plan of its own topic-partition only."""
+    if spec.remote is None or spec.remote.plans is None:
+        return spec
+    return replace(spec, remote=replace(spec.remote, plans=tuple(p for p in spec.remote.plans if p[0] == tp)))
 
 
 class TidelogBatchReader(DataSourceReader):
@@ -166,6 +184,7 @@ class TidelogBatchReader(DataSourceReader):
         backend = self.spec.open()
         try:
             tps = resolve_partitions(backend, opts.subscription)
+            self.spec = _planned(self.spec, backend, tps)
             if opts.subscription.kind == "subscribe":
                 present = {tp.topic for tp in tps}
                 missing = [t for t in opts.subscription.topics if t not in present]
@@ -186,8 +205,8 @@ class TidelogBatchReader(DataSourceReader):
         )
 
     def partitions(self) -> list[InputPartition]:
-        parts: list[InputPartition] = list(
-            _partitions_of(self.opts, self.spec, self.plan(), self.typed))
+        ranges = self.plan()  # first: on a bucket, it puts the plan into self.spec
+        parts: list[InputPartition] = list(_partitions_of(self.opts, self.spec, ranges, self.typed))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -319,7 +338,8 @@ class TidelogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         split = split_ranges(ranges, min_partitions=self.opts.min_partitions,
                              max_records_per_partition=self.opts.max_records_per_partition)
-        return list(_partitions_of(self.opts, self.spec, split, self.typed))
+        spec = _planned(self.spec, self.backend, list(end_o))
+        return list(_partitions_of(self.opts, spec, split, self.typed))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, TidelogPartition):
@@ -399,6 +419,8 @@ class TidelogDataSource(DataSource):
         return typed_specs(options, list(opts.subscription.topics), opts.paths)
 
     def schema(self) -> str | StructType:
+        if wants_table(self.options):  # a topic's Iceberg table (iceberg_table.py)
+            return spark_schema(self.options)
         parse_subscription(dict(self.options))  # fail at load() on a missing subscription
         typed = self._typed()
         if typed:
@@ -406,6 +428,8 @@ class TidelogDataSource(DataSource):
         return DDL_WITH_HEADERS if self._include_headers() else DDL
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if wants_table(self.options):
+            return IcebergTableReader(self.options)
         opts = parse_read_options(self.options, streaming=False)
         typed = self._typed()
         _check_user_schema(schema, opts.include_headers, typed)

@@ -87,6 +87,10 @@ class Log:
         # (size, by a coordinator) -> None or LogDirBelowFloorError: the LogManager's
         # free-space floor of this log's dir (free_space.py); None: no floor
         self.append_guard: Callable[[int, bool], None] | None = None
+        # () -> the lowest offset a reader outside the log still needs (an Iceberg topic's
+        # next offset to commit to its table); retention by size and time keeps every segment
+        # that holds it or later offsets. None: no such reader
+        self.retention_floor: Callable[[], int | None] | None = None
         self._closed = False
         # tiered storage: the last offset copied to remote storage (Kafka's
         # highestOffsetInRemoteStorage), moved by the RemoteLogManager; -1: none yet

@@ -1,8 +1,10 @@
 """Retention (Kafka's UnifiedLog.deleteOldSegments): start-offset breach, size, then time.
 
 A segment is deletable only while the high watermark has passed its upper bound (the next
-segment's base, or the LEO for the last one); the walk stops at the first segment that is
-not deletable. Deleting every segment first rolls a new empty one at the LEO (#79).
+segment's base, or the LEO for the last one), and — for size and time retention — while the
+log's ``retention_floor`` (the lowest offset a reader outside the log still needs, such as
+an Iceberg topic's translation) has passed it too; the walk stops at the first segment that
+is not deletable. Deleting every segment first rolls a new empty one at the LEO (#79).
 
 With tiered storage (``remote.storage.enable``) this is local retention: ``local.retention.*``
 apply, a segment goes only once it is in remote storage (its last offset at most
@@ -38,7 +40,7 @@ def delete_old_segments(lg: Log) -> int:
 def _delete_log_start_offset_breached(lg: Log) -> int:
     start = lg.local_log_start_offset if lg.remote_log_enabled else lg.log_start_offset
     return _delete(lg, lambda _s, nxt: nxt is not None and nxt.base_offset <= start,
-                   f"log start offset {start} breach")
+                   f"log start offset {start} breach", keep_floor=False)
 
 
 def _delete_retention_size_breached(lg: Log) -> int:
@@ -69,15 +71,21 @@ def _delete_retention_ms_breached(lg: Log) -> int:
                    f"retention time {retention}ms breach")
 
 
-def deletable_segments(lg: Log, predicate: Predicate) -> list[LogSegment]:
+def deletable_segments(lg: Log, predicate: Predicate, *, keep_floor: bool = True
+                       ) -> list[LogSegment]:
+    """The oldest segments ``predicate`` allows, in order; with ``keep_floor``, none that
+    holds an offset at or above the log's retention floor."""
     segs = lg.segments.values()
     out: list[LogSegment] = []
     hw = lg.high_watermark
+    floor = lg.retention_floor() if keep_floor and lg.retention_floor is not None else None
     should_roll = False
     for i, seg in enumerate(segs):
         nxt = segs[i + 1] if i + 1 < len(segs) else None
         upper = nxt.base_offset if nxt is not None else lg.log_end_offset
         last_and_empty = nxt is None and seg.size == 0
+        if floor is not None and upper > floor:
+            break
         if last_and_empty or hw < upper or not predicate(seg, nxt):
             break
         if lg.remote_log_enabled and not _tiered_or_below_start(lg, nxt, upper):
@@ -98,8 +106,8 @@ def _tiered_or_below_start(lg: Log, nxt: LogSegment | None, upper: int) -> bool:
     return upper > 0 and upper - 1 <= lg.highest_offset_in_remote_storage
 
 
-def _delete(lg: Log, predicate: Predicate, reason: str) -> int:
-    deletable = deletable_segments(lg, predicate)
+def _delete(lg: Log, predicate: Predicate, reason: str, keep_floor: bool = True) -> int:
+    deletable = deletable_segments(lg, predicate, keep_floor=keep_floor)
     if not deletable:
         return 0
     to_delete = deletable

@@ -210,11 +210,13 @@ class LogManagerTasks:
             d.log_start_offset_checkpoint,
             "the log start offsets to the base offset of each log's first segment",
         )
+        # no logs and no clean-shutdown file: a new dir, not one a crash left behind
+        state = "clean shutdown" if clean else "unclean shutdown" if plan.partitions else "new"
         log.info(
-            "Loading %d logs in %s (%s shutdown, %d recovery threads)",
+            "Loading %d logs in %s (%s, %d recovery threads)",
             len(plan.partitions),
             d.path,
-            "clean" if clean else "unclean",
+            state if plan.partitions or clean else "a new log dir",
             self.config.num_recovery_threads_per_data_dir,
         )
         progress = _LoadProgress(d.path, len(plan.partitions), clean)

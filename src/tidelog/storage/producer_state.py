@@ -301,7 +301,11 @@ def write_snapshot(path: Path, entries: Iterable[ProducerStateEntry]) -> None:
 
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     """Parse a snapshot; CorruptSnapshotError names the file and what is wrong."""
-    data = path.read_bytes()
+    return parse_snapshot(path.read_bytes(), path)
+
+
+def parse_snapshot(data: bytes, path: Path | str) -> list[ProducerStateEntry]:
+    """Parse a snapshot's bytes (``path`` names where they came from in errors)."""
     if len(data) < _SNAP_HEADER.size:
         raise CorruptSnapshotError(f"{path}: {len(data)} bytes, shorter than the 10-byte header")
     version, crc, count = _SNAP_HEADER.unpack_from(data, 0)

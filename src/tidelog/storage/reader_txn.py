@@ -102,6 +102,11 @@ def read_txn_index(path: Path) -> list[AbortedTxn]:
         data = path.read_bytes()
     except FileNotFoundError:
         return []
+    return parse_txn_index(data)
+
+
+def parse_txn_index(data: bytes) -> list[AbortedTxn]:
+    """The entries of a ``.txnindex``'s bytes (a trailing partial entry is ignored)."""
     out = []
     for pos in range(0, len(data) - ENTRY_SIZE + 1, ENTRY_SIZE):
         version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, pos)

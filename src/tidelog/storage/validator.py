@@ -132,7 +132,7 @@ def validate_and_assign_offsets(
     attrs, n = header[5], header[12]
     source = codec(attrs & COMPRESSION_MASK)
     target = _target_codec(config, source)
-    scan = _scan_records(batch, header, config, now_ms, origin)
+    scan = _scan_records(batch, header, config, now_ms, origin, topic_partition)
     _check_count(n, scan, topic_partition)
     _raise_record_errors(scan)
     rebuild = target != source or not scan.sequential
@@ -243,7 +243,7 @@ def _target_codec(config: LogConfig, source: CompressionType) -> CompressionType
 
 def _scan_records(
     batch: RecordBatch, header: tuple[int, ...], config: LogConfig, now_ms: int,
-    origin: AppendOrigin,
+    origin: AppendOrigin, tp: str = "",
 ) -> _Scan:
     """Walk every record once (fast walk); list per-record errors only if there are any.
     ``header``: the batch's fields (RecordBatch.header)."""
@@ -268,7 +268,7 @@ def _scan_records(
     check_ts = origin is not AppendOrigin.REPLICATION and not lat_topic and n > 0 and (
         min_ts < lo or scan.max_timestamp > hi)
     if check_keys or check_ts:
-        _list_record_errors(batch, scan, check_keys, check_ts, lo, hi)
+        _list_record_errors(batch, scan, check_keys, check_ts, lo, hi, tp)
     return scan
 
 
@@ -282,13 +282,15 @@ def _payload(batch: RecordBatch) -> Buffer:
 
 
 def _list_record_errors(batch: RecordBatch, scan: _Scan, check_keys: bool, check_ts: bool,
-                        lo: int, hi: int) -> None:
+                        lo: int, hi: int, tp: str) -> None:
     """The slow path: decode every record to name each offending index (Kafka lists all)."""
     lat = batch.timestamp_type is TimestampType.LOG_APPEND_TIME
     for index, rec in enumerate(batch.iter_records(MAX_DECOMPRESSED_BATCH)):
         ts = batch.max_timestamp if lat else rec.timestamp
         if check_keys and rec.key is None:
-            _add_error(scan, index, "Compacted topic cannot accept message without key.")
+            # Kafka's LogValidator.validateKey, word for word
+            _add_error(scan, index, "Compacted topic cannot accept message without key in "
+                       f"topic partition {tp}")
         if check_ts and ts != NO_TIMESTAMP and not lo <= ts <= hi:
             _add_error(scan, index, f"Timestamp {ts} of message with offset {index} is out of "
                        f"range. The timestamp should be within [{lo}, {hi}]", ts=True)
@@ -381,9 +383,11 @@ def _raise_record_errors(scan: _Scan) -> None:
             f"One or more records have been rejected due to invalid timestamp ({shown})"
         )
     else:
+        # Kafka's LogValidator.processRecordErrors, with RecordError's toString
+        listed = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errs[:3])
         cause = InvalidRecordError(
-            f"{errs[0][1]} One or more records have been rejected due to {len(errs)} record "
-            f"errors in total, showing at most three: {shown}"
+            f"One or more records have been rejected due to {len(errs)} record errors in "
+            f"total, and only showing the first three errors at most: [{listed}]"
         )
     raise RecordValidationError(errs, cause)
 

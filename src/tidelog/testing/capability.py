@@ -1,6 +1,6 @@
 """One rule for tests that need something a machine may lack: skip locally, fail under CI.
 
-A test that needs root, a tool, a loop mount, a network namespace, iptables or a ZooKeeper
+A test that needs root, a tool, a loop mount, a network namespace or a ZooKeeper
 asks for it with :func:`require_capability` (or one of the helpers below, built on it) before
 using it. Where the capability is missing:
 
@@ -98,15 +98,15 @@ def require_netns() -> None:
                        "`ip netns add` failed (the kernel or the container refuses them)")
 
 
-@functools.cache
-def _iptables_works() -> bool:
-    return _run_ok("iptables", "-w", "-n", "-L", "INPUT")
+def require_zookeeper() -> None:
+    """A Java runtime and Debian's ZooKeeper jar, for a test that starts a ZooKeeper server
+    itself (or runs a script that does) rather than through the ``zookeeper_server``
+    fixture."""
+    from .zookeeper import ZooKeeperUnavailable, find_zookeeper_jar
 
-
-def require_iptables() -> None:
-    """iptables is installed and can read the filter table (root, the kernel's netfilter)."""
-    require_root("changing packet filters")
-    require_tools("iptables", package="iptables")
-    require_capability("iptables", _iptables_works,
-                       "`iptables -n -L INPUT` failed (no netfilter support here?)")
-
+    require_capability("java", shutil.which("java") is not None,
+                       "no Java runtime (Debian package default-jre-headless)")
+    try:
+        find_zookeeper_jar()
+    except ZooKeeperUnavailable as e:
+        require_capability("zookeeper", False, str(e))

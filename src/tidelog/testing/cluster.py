@@ -19,6 +19,7 @@ own and stops it on exit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -38,11 +39,14 @@ from confluent_kafka.admin import AdminClient
 
 from tidelog.server.zk.client import KafkaZkClient
 
+from .processes import spawn
 from .zookeeper import ZooKeeperServer
 
 
 class BrokerProcess:
-    """One ``tidelog serve`` process; ``port`` is read from its "listening on" log line."""
+    """One ``tidelog serve`` process, the leader of its own process group
+    (:func:`~tidelog.testing.processes.spawn`: killed after the test whatever ended it);
+    ``port`` is read from its "listening on" log line."""
 
     def __init__(
         self,
@@ -71,7 +75,7 @@ class BrokerProcess:
         self.output = []
         self.port = 0  # a start that fails must not look ready on the last start's port
         self.all_output.append(f"--- broker {self.broker_id} starts at {time.strftime('%H:%M:%S')}\n")
-        self.proc = subprocess.Popen(
+        self.proc = spawn(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
@@ -103,7 +107,8 @@ class BrokerProcess:
     def kill(self) -> None:
         """SIGKILL: no controlled shutdown, the ZooKeeper session expires on its own."""
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # its process group (spawn)
             self.proc.wait()
 
     def stop(self, timeout: float = 60.0) -> int:

@@ -23,11 +23,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from tidelog.iceberg import start_iceberg
 from tidelog.schema_registry import start_schema_registry
 from tidelog.server.faults import FaultPlan, install
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
+    from tidelog.iceberg.service import IcebergService
     from tidelog.schema_registry.listener import SchemaRegistryListener
 
 
@@ -57,6 +59,7 @@ class EmbeddedBroker:
         self.http: Any = None  # the HTTP listener when ``http.listeners`` is set
         # when ``schema.registry.listeners`` is set
         self.schema_registry: SchemaRegistryListener | None = None
+        self.iceberg: IcebergService | None = None  # when ``iceberg.enabled``
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -113,7 +116,14 @@ class EmbeddedBroker:
         try:
             self.http = loop.run_until_complete(self._start_http())
             self.schema_registry = loop.run_until_complete(start_schema_registry(self.broker))
+            self.iceberg = loop.run_until_complete(
+                start_iceberg(self.broker, self.schema_registry))
+            if self.http is not None and self.iceberg is not None:  # lag on /metrics
+                self.http.registry.register(self.iceberg.collector())
         except BaseException as exc:
+            if self.schema_registry is not None:
+                loop.run_until_complete(self.schema_registry.stop())
+                self.schema_registry = None
             if self.http is not None:
                 loop.run_until_complete(self.http.stop())
                 self.http = None
@@ -123,6 +133,9 @@ class EmbeddedBroker:
             return
         started.set_result(None)
         loop.run_forever()
+        if self.iceberg is not None:
+            loop.run_until_complete(self.iceberg.stop())
+            self.iceberg = None
         if self.schema_registry is not None:
             loop.run_until_complete(self.schema_registry.stop())
             self.schema_registry = None

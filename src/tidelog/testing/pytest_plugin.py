@@ -17,6 +17,10 @@ Fixtures:
   broker properties that reach it (``s3_bucket.rsm_configs``);
 * ``tidelog_cluster``: an :class:`~tidelog.testing.EmbeddedCluster` of three ``tidelog
   serve`` processes on that server (a fresh chroot), stopped after the test.
+
+And, for every test: each process group it started through
+:func:`tidelog.testing.processes.spawn` (brokers, ZooKeeper, scripts) and left running is
+killed after it, whatever ended it (an assertion, an exception, pytest-timeout's alarm).
 """
 
 from __future__ import annotations
@@ -30,8 +34,18 @@ import pytest
 from .capability import require_capability
 from .cluster import EmbeddedCluster
 from .embedded import EmbeddedBroker
+from .processes import kill_started_since, started_count
 from .seaweedfs import S3Bucket, SeaweedFS, SeaweedFSUnavailable
 from .zookeeper import ZooKeeperServer, ZooKeeperUnavailable
+
+
+@pytest.fixture(autouse=True)
+def _tidelog_kill_test_processes() -> Iterator[None]:
+    """Kills the process groups this test started and left running (after every other
+    function-scoped fixture's teardown: autouse fixtures are set up first)."""
+    count = started_count()
+    yield
+    kill_started_since(count)
 
 
 @pytest.fixture

@@ -29,6 +29,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .processes import spawn
+
 ACCESS_KEY_ID = "tidelog"
 SECRET_ACCESS_KEY = "tidelog-secret"
 REGION = "us-east-1"
@@ -136,11 +138,11 @@ class SeaweedFS:
         weed = find_weed()
         self.directory = Path(tempfile.mkdtemp(prefix="tidelog-seaweedfs-"))
         log = (self.directory / "weed.log").open("wb")
-        self.process = subprocess.Popen(
+        self.process = spawn(  # its own process group, killed after the test if still up
             # TMPDIR: weed's own log files go to the temp dir
             self._command(weed, self.directory), cwd=self.directory, stdout=log,
             env={**os.environ, "TMPDIR": str(self.directory)},
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
         try:
             self._wait_ready()

@@ -16,13 +16,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+
+from .processes import kill_group, spawn
 
 ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar",)
 ZOOKEEPER_CONF = "/etc/zookeeper/conf_example"  # log4j.properties of the Debian package
@@ -107,7 +108,7 @@ class ZooKeeperServer:
             "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg),
         ]  # fmt: skip
         with log:
-            return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            return spawn(cmd, stdout=log, stderr=subprocess.STDOUT)
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + self.start_timeout
@@ -136,12 +137,7 @@ class ZooKeeperServer:
         proc, self.process = self.process, None
         if proc is None or proc.poll() is not None:
             return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        kill_group(proc)
 
     def stop(self) -> None:
         self._kill()

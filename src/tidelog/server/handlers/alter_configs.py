@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.config.iceberg_config import canonical_topic_configs
 from tidelog.protocol.errors import ErrorCode
 
 from ..configs import BROKER, TOPIC, alter_configs_response
@@ -25,7 +26,7 @@ def _alter(ctx: RequestContext, res: Any, validate_only: bool) -> None:
     if res.resource_type != TOPIC:
         raise ApiError(ErrorCode.INVALID_REQUEST, "only topic and broker configs can be altered")
     ctx.broker.admin_manager.alter_topic_configs(
-        res.resource_name, configs, validate_only=validate_only
+        res.resource_name, canonical_topic_configs(configs), validate_only=validate_only
     )
 
 

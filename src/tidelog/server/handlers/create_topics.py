@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tidelog.config.iceberg_config import canonical_topic_configs
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, ms, nested
@@ -22,7 +23,8 @@ MAX_VERSION = 7
 
 async def _create_one(ctx: RequestContext, t: Any, validate_only: bool,
                       timeout: int) -> dict[str, Any]:
-    configs = {c.name: c.value for c in t.configs if c.value is not None}
+    # Redpanda's redpanda.iceberg.* names are stored as ours
+    configs = canonical_topic_configs({c.name: c.value for c in t.configs if c.value is not None})
     assignment = {a.partition_index: tuple(a.broker_ids) for a in t.assignments or ()}
     topic = NewTopic(t.name, t.num_partitions, t.replication_factor, assignment, configs)
     info = await ctx.broker.admin_manager.create_topic(

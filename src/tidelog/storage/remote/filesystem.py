@@ -9,7 +9,7 @@ import contextlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .storage_manager import RemoteResourceNotFoundError, RemoteStorageError
@@ -62,6 +62,17 @@ class FileSystemStorage:
             raise RemoteResourceNotFoundError(f"no object {key!r} in {self.root}") from e
         except OSError as e:
             raise RemoteStorageError(f"read of {key!r} in {self.root} failed: {e}") from e
+
+    def list_objects(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """(key, size) of every object whose key starts with ``prefix``, in key order
+        (temporary files of uploads in progress left out)."""
+        folder = self.root / prefix[: prefix.rfind("/") + 1]
+        if not folder.is_dir():
+            return
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            key = path.relative_to(self.root).as_posix()
+            if key.startswith(prefix) and not path.name.startswith("."):
+                yield key, path.stat().st_size
 
     def delete(self, keys: Iterable[str]) -> None:
         for key in keys:

@@ -3,7 +3,7 @@ what byte-for-byte segment files need (upload, ranged fetch, delete)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -30,4 +30,12 @@ class ObjectStorage(Protocol):
         ...
 
     def close(self) -> None:
+        ...
+
+
+class ListableObjectStorage(ObjectStorage, Protocol):
+    """Object storage that can also list its keys (readers of a bucket: Spark path mode)."""
+
+    def list_objects(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """(key, size) of every object whose key starts with ``prefix``."""
         ...

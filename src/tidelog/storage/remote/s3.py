@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import obstore
@@ -141,6 +141,19 @@ class S3Storage:
             if _status(e) == 416:
                 return b""  # a range starting at or past the end
             raise self._failed("GET", key, e) from e
+
+    def list_objects(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        """(key, size) of every object whose key starts with ``prefix`` (S3 ListObjectsV2,
+        paged). object_store lists whole path segments: a prefix ending inside a segment
+        lists its folder and filters."""
+        folder = prefix[: prefix.rfind("/") + 1]
+        try:
+            for chunk in obstore.list(self.store, folder or None, chunk_size=1000):
+                for meta in chunk:
+                    if meta["path"].startswith(prefix):
+                        yield meta["path"], int(meta["size"])
+        except _ObstoreErrors as e:
+            raise self._failed("LIST", folder, e) from e
 
     def delete(self, keys: Iterable[str]) -> None:
         keys = list(keys)

@@ -1,0 +1,214 @@
+"""Iceberg topics, in one run against one EmbeddedBroker with its Schema Registry:
+
+1. translation: records/s of one flush (read committed records, decode Avro, build Arrow,
+   write Parquet, commit to the SQLite catalog) next to a plain ``pyarrow.parquet`` write of
+   the same decoded rows (the rows the flush produced, read back from the table);
+2. produce: records/s of one librdkafka producer into an Iceberg topic (translation running,
+   target lag 1 s) and into a plain topic, alternating;
+3. lag: records produced at a fixed rate for a while into an Iceberg topic with a target lag;
+   each record's lag is the commit time of the snapshot that first holds it minus its
+   timestamp; p50/p99 printed next to the target.
+
+Figures are median [min .. max] over the repeats; ratios are per repeat (paired).
+
+    .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
+        [--lag-seconds 15] [--target-lag-ms 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from pyiceberg.catalog.sql import SqlCatalog
+
+from tidelog.testing import EmbeddedBroker
+
+ORDER = {
+    "type": "record", "name": "Order", "namespace": "bench",
+    "fields": [
+        {"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
+        {"name": "qty", "type": "int"}, {"name": "price", "type": "double"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+    ],
+}
+
+
+def rng_range(xs: Sequence[float]) -> str:
+    return f"{statistics.median(xs):,.0f} [{min(xs):,.0f} .. {max(xs):,.0f}]"
+
+
+def ratio_range(xs: Sequence[float]) -> str:
+    return f"{statistics.median(xs):.2f}x [{min(xs):.2f} .. {max(xs):.2f}]"
+
+
+def serialize(registry: str, topic: str, n: int) -> list[bytes]:
+    rng = random.Random(7)
+    ser = AvroSerializer(SchemaRegistryClient({"url": registry}), json.dumps(ORDER))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return [ser({"id": i, "customer": f"c{rng.randrange(10_000)}", "qty": rng.randrange(100),
+                 "price": rng.random() * 100, "note": None if i % 4 else "gift",
+                 "tags": ["a", "b"][: i % 3]}, ctx) for i in range(n)]
+
+
+def create(bootstrap: str, topic: str, partitions: int, iceberg: bool, lag_ms: int) -> None:
+    configs = {"tidelog.iceberg.mode": "value_schema_id_prefix",
+               "tidelog.iceberg.target.lag.ms": str(lag_ms)} if iceberg else {}
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(30)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], rate: float = 0) -> float:
+    """records/s acknowledged (``rate`` > 0: paced to that many records/s)."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    t0 = time.perf_counter()
+    for i, v in enumerate(values):
+        if rate and i % 100 == 0:
+            ahead = t0 + i / rate - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)
+        while True:
+            try:
+                p.produce(topic, key=str(i).encode(), value=v)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+    p.flush(120)
+    return len(values) / (time.perf_counter() - t0)
+
+
+def catalog(log_dir: Path) -> SqlCatalog:
+    home = log_dir.resolve() / ".iceberg"
+    return SqlCatalog("tidelog", uri=f"sqlite:///{home}/catalog.db",
+                      warehouse=f"file://{home}/warehouse")
+
+
+def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path) -> tuple[float, float]:
+    """(translation records/s, plain Parquet write records/s) of one flush."""
+    topic = f"t-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap_servers, topic, 6, True, 3_600_000)  # flushed below, not by the timer
+    produce(b.bootstrap_servers, topic, values)
+    assert b.iceberg is not None
+    service = b.iceberg
+    deadline = time.monotonic() + 30
+    while topic not in service.topics and time.monotonic() < deadline:
+        time.sleep(0.05)
+    t0 = time.perf_counter()
+    result = b.run(service.flush_topic(topic), timeout=600)
+    translate = time.perf_counter() - t0
+    assert result.rows == len(values), result
+    rows = catalog(b.log_dir).load_table(f"kafka.{topic}").scan().to_arrow()
+    t0 = time.perf_counter()
+    pq.write_table(rows, scratch / f"{topic}.parquet")
+    plain = time.perf_counter() - t0
+    return len(values) / translate, len(values) / plain
+
+
+def drain(b: EmbeddedBroker, timeout: float = 600) -> None:
+    """Wait until the translation thread has caught up with every topic (the produce phase
+    leaves Iceberg topics behind it)."""
+    assert b.iceberg is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lags = b.iceberg.lag()
+        if all(sum(per.values()) == 0 for per in lags.values()):
+            return
+        time.sleep(0.5)
+
+
+def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int) -> list[float]:
+    """Per-record lag (ms) from its timestamp to the commit of the snapshot that holds it."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    drain(b)
+    topic = f"lag-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap_servers, topic, 6, True, target_ms)
+    produce(b.bootstrap_servers, topic, values, rate)
+    deadline = time.monotonic() + target_ms / 1000 + 120
+    while True:
+        try:
+            table = catalog(b.log_dir).load_table(f"kafka.{topic}")
+            break
+        except NoSuchTableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+    while time.monotonic() < deadline:
+        table = table.refresh()
+        snap = table.current_snapshot()
+        done = json.loads(snap.summary["tidelog.offsets"]) if snap and snap.summary else {}
+        if sum(done.values()) >= len(values):
+            break
+        time.sleep(0.5)
+    commits: dict[int, list[tuple[int, int]]] = {}  # partition -> [(next offset, commit ms)]
+    for s in sorted(table.snapshots(), key=lambda s: s.timestamp_ms):
+        for p, o in json.loads(s.summary["tidelog.offsets"] if s.summary else "{}").items():
+            commits.setdefault(int(p), []).append((int(o), s.timestamp_ms))
+    rows = table.scan().to_arrow().column("kafka").to_pylist()
+    out = []
+    for r in rows:
+        ts = int(r["timestamp"].timestamp() * 1000)
+        committed = next(ms for o, ms in commits[r["partition"]] if o > r["offset"])
+        out.append(committed - ts)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=5000)
+    ap.add_argument("--lag-seconds", type=float, default=15)
+    ap.add_argument("--target-lag-ms", type=int, default=2000)
+    args = ap.parse_args()
+    props = {"schema.registry.listeners": "http://127.0.0.1:0", "iceberg.enabled": "true",
+             "iceberg.target.lag.ms": "1000"}
+    scratch = Path(tempfile.mkdtemp(prefix="iceberg-bench-", dir=os.environ.get("BENCH_DIR")))
+    print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} Avro records, "
+          f"{args.repeats} repeats")
+    with EmbeddedBroker(props) as b:
+        values = serialize(b.schema_registry_url, "x", args.records)
+        tr, pl = [], []
+        for _ in range(args.repeats):
+            t, p = translation(b, values, scratch)
+            tr.append(t)
+            pl.append(p)
+        print(f"translation     records/s {rng_range(tr)}")
+        print(f"parquet write   records/s {rng_range(pl)}")
+        print(f"translation / parquet write: {ratio_range([a / c for a, c in zip(tr, pl, strict=True)])}")
+        ice, plain = [], []
+        for _ in range(args.repeats):
+            for iceberg, out in ((True, ice), (False, plain)):
+                topic = f"p-{uuid.uuid4().hex[:6]}"
+                create(b.bootstrap_servers, topic, 6, iceberg, 1000)
+                out.append(produce(b.bootstrap_servers, topic, values))
+        print(f"produce iceberg topic records/s {rng_range(ice)}")
+        print(f"produce plain topic   records/s {rng_range(plain)}")
+        print(f"iceberg / plain produce: {ratio_range([a / c for a, c in zip(ice, plain, strict=True)])}")
+        n = int(args.rate * args.lag_seconds)
+        lags = lag(b, (values * (n // len(values) + 1))[:n], args.rate, args.target_lag_ms)
+        q = statistics.quantiles(lags, n=100)
+        print(f"lag at {args.rate:,.0f} records/s for {args.lag_seconds:.0f} s, target "
+              f"{args.target_lag_ms} ms: p50 {q[49]:,.0f} ms, p99 {q[98]:,.0f} ms, "
+              f"max {max(lags):,.0f} ms")
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""kill -9 of a ``tidelog serve`` process during translation, twice, with a producer running
+all along: after the restarts every acknowledged record is in the table once, nothing else is,
+and no file of an interrupted commit is left behind."""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from iceberg_support import (
+    Acked,
+    catalog,
+    create_topic,
+    end_offsets,
+    iceberg_props,
+    produce_serialized,
+    serialize_orders,
+    wait_for_offsets,
+)
+
+from tidelog.testing.cluster import BrokerProcess
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _check(rows: list[dict[str, Any]], acked: Acked, sent: dict[int, dict[str, Any]]) -> None:
+    seen: set[tuple[int, int]] = set()
+    ids: set[int] = set()
+    for r in rows:
+        key = (r["kafka"]["partition"], r["kafka"]["offset"])
+        assert key not in seen, f"{key} twice in the table"
+        seen.add(key)
+        assert r["id"] not in ids, f"id {r['id']} twice in the table"
+        ids.add(r["id"])
+        assert {k: r[k] for k in sent[r["id"]]} == sent[r["id"]]  # a record that was sent
+    missing = set(acked) - seen
+    assert not missing, f"{len(missing)} acknowledged records missing: {sorted(missing)[:5]}"
+
+
+def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
+    rng = random.Random(seed)
+    print(f"seed {seed}")
+    port, registry_port = _free_port(), _free_port()
+    props = iceberg_props(**{
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "schema.registry.listeners": f"http://127.0.0.1:{registry_port}",
+        "iceberg.target.lag.ms": "100", "log.dirs": str(tmp_path / "logs"),
+        "offsets.topic.replication.factor": "1"})
+    broker = BrokerProcess(0, tmp_path / "logs", props).start()
+    bootstrap, registry = f"127.0.0.1:{port}", f"http://127.0.0.1:{registry_port}"
+    try:
+        topic = "orders"
+        create_topic(bootstrap, topic, 6, **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
+        acked: Acked = {}
+        serialized = serialize_orders(registry, topic, range(records), seed)
+        sent = {value["id"]: value for value, _ in serialized}
+
+        def produce() -> None:
+            acked.update(produce_serialized(bootstrap, topic, serialized,
+                                            **{"enable.idempotence": True,
+                                               "message.timeout.ms": 120000}))
+
+        producing = threading.Thread(target=produce)
+        producing.start()
+        for _ in range(kills):
+            time.sleep(rng.uniform(1.0, 3.0))
+            broker.kill()  # SIGKILL: mid-flush or mid-commit, wherever translation is
+            broker.start()
+        producing.join(180)
+        assert not producing.is_alive()
+        assert len(acked) == records  # the idempotent producer got every record in
+        table = wait_for_offsets(tmp_path / "logs", topic, end_offsets(acked), timeout=120)
+        _check(table.scan().to_arrow().to_pylist(), acked, sent)
+        referenced = {t.file.file_path.removeprefix("file://")
+                      for t in table.scan().plan_files()}
+        on_disk = {str(p) for p in (Path(table.location().removeprefix("file://")) / "data")
+                   .rglob("*.parquet")}
+        assert on_disk == referenced  # no data file of an interrupted commit left
+        assert not os.listdir(tmp_path / "logs" / ".iceberg" / "pending")
+        assert not catalog(tmp_path / "logs").table_exists(f"kafka.{topic}~dlq")
+    finally:
+        broker.stop()
+
+
+def test_kill_9_twice_during_translation(tmp_path: Path) -> None:
+    _run(tmp_path, records=5000, kills=2, seed=random.randrange(1 << 30))
+
+
+@pytest.mark.slow
+def test_kill_9_twice_100k_records(tmp_path: Path) -> None:
+    _run(tmp_path, records=100_000, kills=2, seed=random.randrange(1 << 30))

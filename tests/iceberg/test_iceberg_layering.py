@@ -1,0 +1,51 @@
+"""Iceberg topics' place in the layers: a package above ``server`` and ``schema_registry``
+that only ``tidelog serve`` and the embedded broker start; storage and server never import
+it; the package root loads no optional library; the partition is read through one module."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "tidelog"
+STARTERS = {"cli/serve.py", "testing/embedded.py"}
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                out.add(".".join([*base, node.module or ""]).rstrip("."))
+            else:
+                out.add(node.module or "")
+    return out
+
+
+def test_only_the_starters_import_iceberg() -> None:
+    for path in SRC.rglob("*.py"):
+        rel = path.relative_to(SRC).as_posix()
+        if rel.startswith("iceberg/") or rel in STARTERS:
+            continue
+        found = {m for m in _imports(path) if m.startswith("tidelog.iceberg")}
+        assert not found, (rel, found)
+
+
+def test_the_package_root_loads_no_optional_library() -> None:
+    ours = _imports(SRC / "iceberg" / "__init__.py")
+    assert ours <= {"tidelog.config.core", "tidelog.config.iceberg_config",
+                    "tidelog.server.broker", "tidelog.iceberg.service", "__future__",
+                    "importlib", "typing"}
+
+
+def test_one_module_reads_the_partition() -> None:
+    """Only log_source.py knows the broker's partitions (ReplicaManager, Partition, Log)."""
+    for path in (SRC / "iceberg").glob("*.py"):
+        found = {m for m in _imports(path) if m.startswith(("tidelog.server", "tidelog.storage"))}
+        if path.name == "log_source.py":
+            continue
+        assert found <= {"tidelog.server.broker"}, (path.name, found)

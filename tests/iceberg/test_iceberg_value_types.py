@@ -1,0 +1,316 @@
+"""Schemas -> Iceberg types and values -> rows: Avro (fastavro), JSON Schema, Protobuf, the
+Confluent framing, and a compatible new schema version evolving a real table."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import io
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.types import (
+    BinaryType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+    TimestamptzType,
+)
+
+from tidelog.iceberg.avro_values import AvroCodec
+from tidelog.iceberg.columns import table_schema
+from tidelog.iceberg.json_values import JsonCodec
+from tidelog.iceberg.rows import DecodedRows, DlqRows, rows_to_arrow
+from tidelog.iceberg.schemas import Codecs, UndecodableRecord, codec_of
+from tidelog.iceberg.tables import Tables
+from tidelog.iceberg.value_codec import UnsupportedSchema
+from tidelog.records import Record
+from tidelog.schema_registry.records import SchemaValue
+from tidelog.schema_registry.schema_types import ParsedSchema, parse_schema
+
+ORDER = {
+    "type": "record", "name": "Order", "namespace": "shop",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "qty", "type": "int"},
+        {"name": "price", "type": "double"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+        {"name": "attrs", "type": {"type": "map", "values": "long"}},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
+        {"name": "raw", "type": "bytes"},
+        {"name": "digest", "type": {"type": "fixed", "name": "D4", "size": 4}},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal",
+                                    "precision": 10, "scale": 2}},
+        {"name": "ship", "type": {"type": "record", "name": "Ship", "fields": [
+            {"name": "city", "type": "string"}]}},
+        {"name": "back", "type": ["null", "Ship"], "default": None},
+    ],
+}
+
+
+def _avro(schema: dict[str, Any], value: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), value)
+    return buf.getvalue()
+
+
+def test_avro_types() -> None:
+    codec = AvroCodec(ORDER)
+    types = {f.name: f.field_type for f in codec.fields}
+    assert types["id"] == LongType() and types["qty"] == IntegerType()
+    assert types["price"] == DoubleType() and types["note"] == StringType()
+    assert isinstance(types["tags"], ListType) and types["tags"].element_type == StringType()
+    assert isinstance(types["attrs"], MapType) and types["attrs"].value_type == LongType()
+    assert types["kind"] == StringType() and types["raw"] == BinaryType()
+    assert types["digest"] == FixedType(4) and types["at"] == TimestamptzType()
+    assert types["day"] == DateType() and types["amount"] == DecimalType(10, 2)
+    assert isinstance(types["ship"], StructType)
+    assert types["back"] == types["ship"]  # a named type used again
+    assert all(not f.required for f in codec.fields)
+
+
+def test_avro_union_of_two_types_is_unsupported() -> None:
+    schema = {"type": "record", "name": "R", "fields": [
+        {"name": "x", "type": ["int", "string"]}]}
+    with pytest.raises(UnsupportedSchema, match="union of 2 non-null types"):
+        AvroCodec(schema)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    id_=st.integers(-(2**63), 2**63 - 1), qty=st.integers(-(2**31), 2**31 - 1),
+    price=st.floats(allow_nan=False), note=st.none() | st.text(max_size=20),
+    tags=st.lists(st.text(max_size=5), max_size=4),
+    attrs=st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**63 - 1), max_size=3),
+    raw=st.binary(max_size=16), at_ms=st.integers(0, 4_000_000_000_000),
+    cents=st.integers(-(10**9), 10**9),
+)
+def test_avro_values_round_trip_to_arrow(id_: int, qty: int, price: float, note: str | None,
+                                         tags: list[str], attrs: dict[str, int], raw: bytes,
+                                         at_ms: int, cents: int) -> None:
+    at = datetime.datetime.fromtimestamp(at_ms / 1000, datetime.UTC)
+    value = {"id": id_, "qty": qty, "price": price, "note": note, "tags": tags,
+             "attrs": attrs, "kind": "B", "raw": raw, "digest": b"abcd", "at": at,
+             "day": datetime.date(2024, 2, 29), "amount": decimal.Decimal(cents).scaleb(-2),
+             "ship": {"city": "Oslo"}, "back": None}
+    codec = AvroCodec(ORDER)
+    row = codec.decode(_avro(ORDER, value))
+    rows = DecodedRows()
+    rows.add(3, Record(7, at_ms, b"k", b"v", [("h", b"1")]), codec, row)
+    table = rows_to_arrow(rows, table_schema(codec.fields), DlqRows())
+    got = table.to_pylist()[0]
+    assert got["kafka"]["partition"] == 3 and got["kafka"]["offset"] == 7
+    assert got["kafka"]["headers"] == [{"key": "h", "value": b"1"}]
+    assert got["id"] == id_ and got["qty"] == qty and got["note"] == note
+    assert got["tags"] == tags and dict(got["attrs"]) == attrs and got["raw"] == raw
+    assert got["at"] == at and got["amount"] == value["amount"]
+    assert got["ship"] == {"city": "Oslo"} and got["back"] is None
+
+
+def test_avro_trailing_bytes_do_not_parse() -> None:
+    codec = AvroCodec({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
+    with pytest.raises(ValueError, match="left after"):
+        codec.decode(b"\x02\x00\x00")
+
+
+def test_json_schema_types_and_values() -> None:
+    schema = {"type": "object", "properties": {
+        "id": {"type": "integer"}, "name": {"type": ["null", "string"]},
+        "score": {"type": "number"}, "ok": {"type": "boolean"},
+        "at": {"type": "string", "format": "date-time"},
+        "items": {"type": "array", "items": {"$ref": "#/definitions/Item"}}},
+        "definitions": {"Item": {"type": "object", "properties": {"sku": {"type": "string"}}}}}
+    codec = JsonCodec(schema)
+    types = {f.name: f.field_type for f in codec.fields}
+    assert types["id"] == LongType() and types["score"] == DoubleType()
+    assert types["at"] == TimestamptzType() and isinstance(types["items"], ListType)
+    row = codec.decode(json.dumps({"id": 5, "score": 2, "ok": True, "at": "2024-01-02T03:04:05Z",
+                                   "items": [{"sku": "x"}]}).encode())
+    assert row["score"] == 2.0 and row["name"] is None
+    assert row["at"] == datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+    assert row["items"] == [{"sku": "x"}]
+    with pytest.raises(UnsupportedSchema):
+        JsonCodec({"type": "object"})
+
+
+PROTO = """
+syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+message Order {
+  int64 id = 1;
+  string name = 2;
+  repeated int32 sizes = 3;
+  map<string, int64> counts = 4;
+  Status status = 5;
+  Line line = 6;
+  google.protobuf.Timestamp at = 7;
+  uint64 big = 8;
+  message Line { string sku = 1; }
+  enum Status { NEW = 0; PAID = 1; }
+}
+message Other { bool flag = 1; }
+"""
+
+
+def _resolve(ref: object) -> SchemaValue:
+    raise AssertionError("no references here")
+
+
+def test_protobuf_types_and_values() -> None:
+    pytest.importorskip("grpc_tools")
+    parsed: ParsedSchema = parse_schema("PROTOBUF", PROTO, [], _resolve)
+    codec = codec_of(parsed, [0])
+    types = {f.name: f.field_type for f in codec.fields}
+    assert types["id"] == LongType() and types["sizes"] == ListType(
+        types["sizes"].element_id, IntegerType(), element_required=False)  # type: ignore[attr-defined]
+    assert isinstance(types["counts"], MapType) and types["status"] == StringType()
+    assert isinstance(types["line"], StructType) and types["at"] == TimestamptzType()
+    from google.protobuf import message_factory
+
+    cls = message_factory.GetMessageClass(codec._cls.DESCRIPTOR)  # type: ignore[attr-defined]
+    m = cls(id=9, name="n", sizes=[1, 2], status=1, big=2**64 - 1)
+    m.counts["a"] = 3
+    m.line.sku = "s"
+    m.at.seconds = 1_700_000_000
+    row = codec.decode(m.SerializeToString())
+    assert row["id"] == 9 and row["sizes"] == [1, 2] and row["counts"] == {"a": 3}
+    assert row["status"] == "PAID" and row["line"] == {"sku": "s"} and row["big"] == -1
+    assert row["at"] == datetime.datetime.fromtimestamp(1_700_000_000, datetime.UTC)
+    other = codec_of(parsed, [1])
+    assert [f.name for f in other.fields] == ["flag"]
+
+
+class _Source:
+    def __init__(self, values: dict[int, SchemaValue], lagging: bool = False) -> None:
+        self.values = values
+        self.lagging = lagging
+
+    def may_lag(self, schema_id: int) -> bool:
+        return self.lagging and schema_id > max(self.values)
+
+    def by_id(self, schema_id: int) -> SchemaValue | None:
+        return self.values.get(schema_id)
+
+    def latest(self, subject: str) -> SchemaValue | None:
+        return max(self.values.values(), key=lambda v: v.version, default=None)
+
+    def parse(self, value: SchemaValue) -> ParsedSchema:
+        return parse_schema(value.schema_type, value.schema, value.references, _resolve)
+
+
+def test_wire_format() -> None:
+    schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    codecs = Codecs(_Source({7: SchemaValue("t-value", 1, 7, json.dumps(schema))}))
+    framed = struct.pack(">bI", 0, 7) + _avro(schema, {"a": 5})
+    schema_id, codec, payload = codecs.split(framed)
+    assert schema_id == 7 and codec.decode(payload) == {"a": 5}
+    with pytest.raises(UndecodableRecord, match="unknown schema id 8"):
+        codecs.split(struct.pack(">bI", 0, 8) + b"\x0a")
+    with pytest.raises(UndecodableRecord, match="wire format"):
+        codecs.split(b"\x01abcd")
+
+
+def test_a_new_schema_version_adds_columns_without_rewriting(tmp_path: Path) -> None:
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}")
+    tables = Tables(catalog, "kafka", tmp_path / "pending")
+    v1 = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    v2 = {"type": "record", "name": "R", "fields": [
+        {"name": "a", "type": "long"}, {"name": "b", "type": ["null", "string"],
+                                        "default": None}]}
+    c1, c2 = AvroCodec(v1), AvroCodec(v2)
+    table = tables.create("t", table_schema(c1.fields), "(hour(kafka.timestamp))")
+
+    def append(codec: AvroCodec, start: int, value: dict[str, Any]) -> None:
+        nonlocal table
+        table = tables.evolve(table, table_schema(codec.fields))
+        rows = DecodedRows()
+        rows.add(0, Record(start, 1_700_000_000_000, None, b"", []), codec, value)
+        data = rows_to_arrow(rows, table.schema(), DlqRows())
+        table = tables.commit(table, data, {0: start}, {0: start + 1}, {0: 0})
+
+    append(c1, 0, {"a": 1})
+    files_before = {t.file.file_path for t in table.scan().plan_files()}
+    append(c2, 1, {"a": 2**40, "b": "x"})
+    assert table.schema().find_field("a").field_type == LongType()  # int widened to long
+    assert table.schema().find_field("b").field_type == StringType()
+    files_after = {t.file.file_path for t in table.scan().plan_files()}
+    assert files_before < files_after  # the first file is still there, not rewritten
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["kafka"]["offset"])
+    assert [(r["a"], r["b"]) for r in rows] == [(1, None), (2**40, "x")]
+    assert table.current_snapshot().summary["tidelog.offsets"] == '{"0": 2}'  # type: ignore[union-attr]
+
+
+def test_a_schema_a_replicated_registry_has_not_read_yet_waits_then_dlq() -> None:
+    from tidelog.iceberg.rows import RecordDecoder, WaitForSchema
+
+    schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
+    source = _Source({7: SchemaValue("t-value", 1, 7, json.dumps(schema))}, lagging=True)
+    record = Record(5, 0, None, struct.pack(">bI", 0, 8) + b"\x02", [])
+    rows, dlq = DecodedRows(), DlqRows()
+    waiting = RecordDecoder("t", "value_schema_id_prefix", Codecs(source), schema_wait_s=60)
+    with pytest.raises(WaitForSchema):
+        waiting.decode(0, record, rows, dlq)
+    assert not len(dlq)
+    given_up = RecordDecoder("t", "value_schema_id_prefix", Codecs(source), schema_wait_s=0)
+    given_up.decode(0, record, rows, dlq)
+    assert dlq.reasons == ["unknown schema id 8"] and not len(rows)
+    below = Record(6, 0, None, struct.pack(">bI", 0, 3) + b"\x02", [])  # below the max id
+    waiting.decode(0, below, rows, dlq)  # no waiting for an id the registry should know
+    assert dlq.reasons[-1] == "unknown schema id 3"
+
+
+def test_spark_packs_small_data_files_into_few_tasks() -> None:
+    from tidelog.spark.iceberg_table import pack
+
+    assert pack([("a", 10), ("b", 10), ("c", 10)], limit=25) == [["a", "b"], ["c"]]
+    assert pack([("big", 100), ("s", 1)], limit=25) == [["big"], ["s"]]
+    assert pack([]) == []
+
+
+def test_a_commit_that_lost_a_race_fails_instead_of_rebasing(tmp_path: Path) -> None:
+    """Two leaders (of partitions 0 and 1) append from the same snapshot: the second must not
+    be re-based onto the first's snapshot with its stale offsets (pyiceberg's retry would)."""
+    from pyiceberg.exceptions import CommitFailedException
+
+    from tidelog.iceberg.tables import table_offsets
+
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}")
+    tables = Tables(catalog, "kafka", tmp_path / "pending")
+    codec = AvroCodec({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
+    table = tables.create("t", table_schema(codec.fields), "()")
+
+    def data(p: int, offset: int) -> Any:
+        rows = DecodedRows()
+        rows.add(p, Record(offset, 0, None, b"", []), codec, {"a": offset})
+        return rows_to_arrow(rows, table.schema(), DlqRows())
+
+    a, b = catalog.load_table("kafka.t"), catalog.load_table("kafka.t")
+    tables.commit(a, data(0, 0), {0: 0}, {0: 1}, {0: 0})
+    with pytest.raises(CommitFailedException):
+        tables.commit(b, data(1, 0), {1: 0}, {1: 1}, {1: 0})
+    fresh = catalog.load_table("kafka.t")
+    assert table_offsets(fresh.current_snapshot()).offsets == {0: 1}
+    assert len(fresh.scan().to_arrow()) == 1
+    data_files = list((tmp_path / "kafka" / "t" / "data").rglob("*.parquet"))
+    assert len(data_files) == 1  # the losing commit's file is gone
+    tables.commit(fresh, data(1, 0), {1: 0}, {1: 1}, {1: 0})  # from the new snapshot: fine
+    assert table_offsets(catalog.load_table("kafka.t").current_snapshot()).offsets == {
+        0: 1, 1: 1}
