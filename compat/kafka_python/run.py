@@ -40,7 +40,7 @@ from pathlib import Path
 from tidelog.testing import EmbeddedCluster
 
 HERE = Path(__file__).resolve().parent
-KAFKA_VERSION = "4.1.0"  # the API level tidelog advertises; the suite gates tests on it
+KAFKA_VERSION = "4.2.0"  # the API level tidelog advertises (ListOffsets v11: 4.2); the suite gates tests on it
 BROKER_SETTINGS = {
     "num.partitions": "4",
     "offsets.topic.num.partitions": "2",

@@ -177,3 +177,60 @@ async def _group_lag(eb: EmbeddedBroker, group: str) -> int:
 def _points(browser, by) -> list[int]:
     circles = browser.find_elements(by.CSS_SELECTOR, "#lag-chart g.series.total circle.point")
     return [int(c.get_attribute("data-lag")) for c in circles]
+
+
+FS_BACKEND = "io.aiven.kafka.tieredstorage.storage.filesystem.FileSystemStorage"
+
+
+def test_topic_view_shows_local_and_remote_size_of_a_tiered_topic(browser, shots, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    config = {**HTTP, "remote.log.storage.system.enable": "true",
+              "remote.log.storage.manager.class.name":
+                  "io.aiven.kafka.tieredstorage.RemoteStorageManager",
+              "rsm.config.storage.backend.class": FS_BACKEND,
+              "rsm.config.storage.root": str(remote),
+              "remote.log.manager.task.interval.ms": "100",
+              "log.retention.check.interval.ms": "100", "log.initial.task.delay.ms": "0",
+              "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+              "rlmm.config.remote.log.metadata.topic.replication.factor": "1"}
+    with EmbeddedBroker(config) as eb:
+        admin = confluent_kafka.admin.AdminClient({"bootstrap.servers": eb.bootstrap_servers})
+        topics = [confluent_kafka.admin.NewTopic("tiered", 2, 1, config={
+                      "remote.storage.enable": "true", "segment.bytes": "2048",
+                      "retention.ms": "-1", "local.retention.bytes": "1"}),
+                  confluent_kafka.admin.NewTopic("plain", 1, 1)]
+        for f in admin.create_topics(topics).values():
+            f.result(30)
+        p = confluent_kafka.Producer({"bootstrap.servers": eb.bootstrap_servers,
+                                      "batch.size": 1000})
+        for _ in range(60):
+            p.produce("tiered", value=b"x" * 100, partition=0)
+        assert p.flush(30) == 0
+        tp = TopicPartition("tiered", 0)
+
+        def remote_log_bytes() -> int:  # what the directory holds, read independently
+            return sum(f.stat().st_size for f in remote.rglob("*.log"))
+
+        async def state() -> tuple[int, int | None, int]:
+            lg = eb.broker.replica_manager.get_log(tp)
+            return (int(lg.number_of_segments()),
+                    eb.broker.remote_log_manager.remote_log_size_bytes(tp),
+                    int(lg.size_in_bytes))
+
+        # every closed segment copied and deleted locally: the active one alone is local
+        wait_for(lambda: (s := eb.run(state()))[0] == 1 and s[1] == remote_log_bytes() > 0,
+                 "partition 0 tiered", timeout=60)
+        _, remote_size, local_size = eb.run(state())
+        visit(browser, eb.http_url + "/topics/tiered", shots / "topic-tiered.png")
+        rows = browser.find_elements(By.CSS_SELECTOR, "#partitions tr")[1:]
+        cells = [(r.find_element(By.CSS_SELECTOR, ".local-size").get_attribute("data-bytes"),
+                  r.find_element(By.CSS_SELECTOR, ".remote-size").get_attribute("data-bytes"))
+                 for r in rows]
+        assert cells == [(str(local_size), str(remote_size)), ("0", "0")]
+        assert remote_size > 6000 > local_size  # 60 x ~170 bytes: most of it in remote storage
+        visit(browser, eb.http_url + "/topics/plain", shots / "topic-plain.png")
+        plain = browser.find_element(By.CSS_SELECTOR, "#partitions .remote-size")
+        assert plain.text == "-" and plain.get_attribute("data-bytes") == ""

@@ -19,7 +19,7 @@ from .wire import decode_response, encode_request
 API_RANGES: dict[int, tuple[int, int]] = {
     0: (3, 9),  # Produce (zstd needs >= 7)
     1: (4, 12),  # Fetch
-    2: (1, 7),  # ListOffsets
+    2: (1, 9),  # ListOffsets (8: EARLIEST_LOCAL -4, 9: LATEST_TIERED -5; layout of 6)
     3: (1, 12),  # Metadata
     8: (2, 8),  # OffsetCommit
     9: (1, 7),  # OffsetFetch

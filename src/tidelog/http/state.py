@@ -57,6 +57,8 @@ class PartitionView:
     first_dirty_offset: int | None
     compact: bool
     segments: list[SegmentView] = field(default_factory=list)
+    # tiered storage: bytes in remote storage; None when the topic is not tiered here
+    remote_size: int | None = None
 
 
 @dataclass
@@ -181,6 +183,9 @@ def partition_view(broker: Broker, tp: TopicPartition, *, with_segments: bool = 
         first_dirty_offset=first_dirty,
         compact=compact,
     )
+    rlm = broker.remote_log_manager
+    if rlm is not None and lg.remote_log_enabled:
+        view.remote_size = rlm.remote_log_size_bytes(tp)
     if with_segments:
         view.segments = segment_views(lg)
     return view

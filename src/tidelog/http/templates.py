@@ -86,13 +86,16 @@ TOPICS = """{% extends "base" %}{% block body %}
 {% endif %}{% endblock %}"""
 
 TOPIC = """{% extends "base" %}{% block body %}
-<table><tr><th>partition</th><th class="num">size</th><th class="num">segments</th>
+<table id="partitions"><tr><th>partition</th><th class="num">local size</th>
+<th class="num">remote size</th><th class="num">segments</th>
 <th class="num">log start</th><th class="num">LSO</th><th class="num">HW</th><th class="num">LEO</th></tr>
 {% for p in partitions %}<tr><td><a href="/topics/{{ topic|urlq }}/{{ p.partition }}">{{ p.partition }}</a></td>
-<td class="num">{{ p.size|human }}</td><td class="num">{{ p.num_segments }}</td>
+<td class="num local-size" data-bytes="{{ p.size }}">{{ p.size|human }}</td>
+<td class="num remote-size" data-bytes="{{ p.remote_size if p.remote_size is not none else '' }}">{{ p.remote_size|human if p.remote_size is not none else '-' }}</td>
+<td class="num">{{ p.num_segments }}</td>
 <td class="num">{{ p.log_start_offset }}</td><td class="num">{{ p.last_stable_offset }}</td>
 <td class="num">{{ p.high_watermark }}</td><td class="num">{{ p.log_end_offset }}</td></tr>{% endfor %}
-{% for p in offline %}<tr><td>{{ p }}</td><td colspan="6" class="bad">offline (log dir failed)</td></tr>{% endfor %}
+{% for p in offline %}<tr><td>{{ p }}</td><td colspan="7" class="bad">offline (log dir failed)</td></tr>{% endfor %}
 </table><h2>Config</h2><table id="configs"><tr><th>key</th><th>value</th><th>source</th></tr>
 {% for k, v, src in configs %}<tr><td>{{ k }}</td><td>{{ v }}</td><td>{{ src }}</td></tr>{% endfor %}</table>
 {% if admin %}<h2>Alter config</h2><form method="post" action="/topics/{{ topic|urlq }}/config">

@@ -405,6 +405,17 @@ class RemoteLogManager:
         return await self.blocking(find_offset_by_timestamp, self.rsm, segments, timestamp,
                                    log_start_offset)
 
+    def remote_log_size_bytes(self, tp: TopicPartition) -> int | None:
+        """The bytes of ``tp``'s copied segments (COPY_SEGMENT_FINISHED, Kafka's
+        RemoteLogSizeBytes) as this broker's metadata cache last replayed them; None when
+        ``tp`` is not a tiered partition hosted here. Reads nothing remote: safe to call
+        from a request handler."""
+        task = self.tasks.get(tp)
+        if task is None:
+            return None
+        segments = self.rlmm.cache(task.tip).list_remote_log_segments()
+        return sum(m.segment_size_in_bytes for m in segments)
+
     # -- helpers --------------------------------------------------------------------------------
     async def blocking(self, fn: Callable[..., T], *args: object) -> T:
         """Run a blocking remote storage call on the thread pool."""
