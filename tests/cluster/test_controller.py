@@ -40,7 +40,7 @@ def test_topic_written_behind_the_controllers_back_gets_leaders(zookeeper_connec
         await until(lambda: c1.is_active, what="broker 1 controller")
         assert zk1.get_controller_epoch() == (1, 1)
         # one watcher per event: re-arming a set watch adds no second one
-        assert c1._watch(c1._broker_change) is c1._watch(c1._broker_change)
+        assert c1.watch(c1._broker_change) is c1.watch(c1._broker_change)
         assert c1._modification_watch("x") is c1._modification_watch("x")
         _write_topic_like_a_tool(zk1, "cmak", {0: [2, 3, 1], 1: [3, 1, 2]})
         tp0, tp1 = TopicPartition("cmak", 0), TopicPartition("cmak", 1)

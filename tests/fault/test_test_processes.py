@@ -7,7 +7,13 @@ import os
 import subprocess
 import time
 
-from tidelog.testing.processes import kill_group, kill_started_since, spawn, started_count
+from tidelog.testing.processes import (
+    keep_for_session,
+    kill_group,
+    kill_started_since,
+    spawn,
+    started_count,
+)
 
 
 def _alive(pid: int) -> bool:
@@ -49,3 +55,17 @@ def test_what_a_test_left_running_is_killed_after_it() -> None:
     assert kill_started_since(before) == [stubborn.pid]
     assert stubborn.returncode == -9
     assert kill_started_since(before) == []
+
+
+def test_a_server_kept_for_the_session_outlives_the_test_that_started_it() -> None:
+    """A session fixture first asked for inside a test (``getfixturevalue``) starts its
+    server after the finalizer counted: kept for the session, it is not killed with the
+    test's own processes."""
+    before = started_count()
+    server = spawn(["sleep", "300"])
+    keep_for_session(server)
+    own = spawn(["sleep", "300"])
+    assert kill_started_since(before) == [own.pid]
+    assert _alive(server.pid) and _gone(own.pid)
+    kill_group(server, grace=5)
+    assert _gone(server.pid)

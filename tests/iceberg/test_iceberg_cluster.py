@@ -46,18 +46,25 @@ def test_leader_sigkill_translation_continues_from_the_table(
                     acked[(msg.partition(), msg.offset())] = msg.value()
 
             for i in range(sent):
+                if i == sent // 2:  # the second half goes to the leaders after the kill
+                    p.flush(60)
+                    half.set()
+                    assert killed.wait(120)
                 p.produce("orders", key=str(i).encode(), value=b"v%d" % i, on_delivery=done)
                 p.poll(0)
                 if i % 100 == 0:
                     time.sleep(0.05)
             p.flush(180)
 
+        half, killed = threading.Event(), threading.Event()
         producing = threading.Thread(target=produce)
         producing.start()
-        time.sleep(rng.uniform(1.0, 2.5))
+        assert half.wait(120), "the first half was not acknowledged"
+        time.sleep(rng.uniform(0.0, 1.0))  # translation of the first half under way
         meta = admin.list_topics("orders", timeout=30).topics["orders"].partitions
         victim = meta[0].leader
         cluster.kill(victim)  # SIGKILL the leader of partition 0 (and of others it leads)
+        killed.set()
         producing.join(240)
         assert not producing.is_alive()
         assert len(acked) == sent

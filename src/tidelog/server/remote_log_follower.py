@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from tidelog.storage.leader_epoch import EpochEntry
 from tidelog.storage.log import Log
-from tidelog.storage.log_truncation import restore_remote_state
 from tidelog.storage.remote.metadata import RemoteLogSegmentMetadata, TopicIdPartition
 from tidelog.storage.remote.storage_manager import IndexType, RemoteStorageError
 from tidelog.util.topic_partition import TopicPartition
@@ -58,8 +57,8 @@ async def build_remote_log_aux_state(rlm: RemoteLogManager, tip: TopicIdPartitio
     epochs = await rlm.blocking(rlm.rsm.fetch_index, metadata, IndexType.LEADER_EPOCH)
     snapshot = await rlm.blocking(rlm.rsm.fetch_index, metadata, IndexType.PRODUCER_SNAPSHOT)
     next_offset = metadata.end_offset + 1
-    restore_remote_state(lg, next_offset, leader_log_start_offset,
-                         parse_epoch_checkpoint(epochs), snapshot)
+    lg.restore_remote_state(next_offset, leader_log_start_offset,
+                            parse_epoch_checkpoint(epochs), snapshot)
     lg.highest_offset_in_remote_storage = max(lg.highest_offset_in_remote_storage,
                                               metadata.end_offset)
     return next_offset

@@ -2,8 +2,9 @@
 
 Writers (append, roll, truncate, retention) hold the lock; readers do not (see log_read).
 Validation lives in validator.py, producer state in producer_state.py, loading in loader.py,
-the read side in log_read.py and retention in log_retention.py, truncation in log_truncation.py, segment file helpers
-in log_files.py, so this module is the glue.
+the read side in log_read.py, retention in log_retention.py, the writer threads in
+log_writes.py and segment file helpers in log_files.py; the log's own state (offsets,
+appends, rolls, flushes, truncation) changes only here.
 """
 
 from __future__ import annotations
@@ -16,32 +17,40 @@ from pathlib import Path
 from typing import Any
 
 from tidelog.config.log_config import LogConfig
-from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
-from . import log_flush, log_read, log_retention, log_tiered_offsets, log_truncation, log_writes
+from . import log_read, log_retention, log_tiered_offsets, log_writes
 from .errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordBatchTooLargeError,
+    StorageError,
     UnexpectedAppendOffsetError,
 )
 from .file_records import TimestampAndOffset
-from .index.txn_index import AbortedTxn
-from .leader_epoch import LeaderEpochFileCache
-from .loader import LogLoader, open_segment
+from .leader_epoch import EpochEntry, LeaderEpochFileCache
+from .loader import LogLoader, open_segment, rebuild_producer_state
 from .log_append import (
     AppendBatches,
     LogAppendInfo,
     ProducerAnalysis,
     analyze_producer_state,
+    assign_epochs_of,
     duplicate_info,
+    settle_producer_state,
 )
-from .log_files import delete_all, sync
+from .log_files import delete_all, flush_plan, sync
 from .log_io import LogIo
 from .log_read import FetchIsolation
-from .log_writes import AppendWriter, PendingWrites, WriteDone
+from .log_writes import (
+    AppendWriter,
+    PendingWrites,
+    WriteDone,
+    checkpoint_aside,
+    roll_due,
+    starts_epoch,
+)
 from .producer_state import ProducerStateManager
 from .segment import DELETED_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment, log_file
 from .segments import LogSegments
@@ -214,17 +223,10 @@ class Log:
         if self.append_guard is not None:
             self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
         with self._io("append"):
-            self._check_open()
-            now = self.clock.milliseconds()
-            res = validate_and_assign_offsets(
-                records, self._config, now_ms=now, offset=self.log_end_offset,
-                leader_epoch=leader_epoch, origin=origin, topic_partition=self.name)
-            info = LogAppendInfo(
-                res.first_offset, res.last_offset, res.max_timestamp,
-                res.offset_of_max_timestamp, res.log_append_time, self._log_start_offset,
-                res.num_messages, res.batch.size_in_bytes)
-            return self._append(AppendBatches(res.records, [res.batch], info), origin,
-                                defer_flush)
+            v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
+            if analysis is None:
+                return v.info  # a retried batch: its original offsets, nothing written
+            return self._write_analyzed(v, analysis, defer_flush)
 
     def append_as_leader_async(self, records: bytes | bytearray | memoryview,
                                leader_epoch: int, writer: AppendWriter, done: WriteDone,
@@ -243,8 +245,10 @@ class Log:
             if self.append_guard is not None:
                 self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
             with self._io("append-async"):
-                info, handed = log_writes.hand_over(self, records, leader_epoch, origin,
-                                                    writer, done, inline_below)
+                v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
+                handed = analysis is not None and \
+                    self._hand_over(v, analysis, writer, done, inline_below)
+            info = v.info
             if handed:
                 return info, True
         w = self._writes
@@ -276,70 +280,125 @@ class Log:
                 info.log_start_offset = self._log_start_offset
                 return info
             buf = bytes(records) if not isinstance(records, bytes | bytearray) else records
-            return self._append(AppendBatches(buf, a.batches, info), AppendOrigin.REPLICATION)
+            v = AppendBatches(buf, a.batches, info)
+            analysis = self._analyze(v, AppendOrigin.REPLICATION)
+            assert analysis is not None  # (no duplicates but of client appends)
+            return self._write_analyzed(v, analysis)
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, log_start_offset=self._log_start_offset)
 
-    def _check_size(self, size: int) -> None:
+    def _prepare_leader_append(self, records: bytes | bytearray | memoryview,
+                               leader_epoch: int, origin: AppendOrigin
+                               ) -> tuple[AppendBatches, ProducerAnalysis | None]:
+        """Under the lock, for the sync and the async append alike: validate and assign
+        offsets from ``next_offset``, then ``_analyze``."""
+        self._check_open()
+        res = validate_and_assign_offsets(
+            records, self._config, now_ms=self.clock.milliseconds(), offset=self.next_offset,
+            leader_epoch=leader_epoch, origin=origin, topic_partition=self._name)
+        info = LogAppendInfo(
+            res.first_offset, res.last_offset, res.max_timestamp, res.offset_of_max_timestamp,
+            res.log_append_time, self._log_start_offset, res.num_messages,
+            res.batch.size_in_bytes)
+        v = AppendBatches(res.records, [res.batch], info)
+        return v, self._analyze(v, origin)
+
+    def _analyze(self, v: AppendBatches, origin: AppendOrigin) -> ProducerAnalysis | None:
+        """The size check and the producer state analysis (Kafka's
+        analyzeAndValidateProducerState); None for a client's retry of a recent batch, whose
+        ``v.info`` then answers with the original offsets."""
+        size = len(v.records)
         if size > self._config.segment_bytes:
             raise RecordBatchTooLargeError(
                 f"Message batch size is {size} bytes in append to partition {self.name}, "
                 f"which exceeds the maximum configured segment size of "
                 f"{self._config.segment_bytes}.")
-
-    def _append(self, v: AppendBatches, origin: AppendOrigin,
-                defer_flush: bool = False) -> LogAppendInfo:
-        self._check_size(len(v.records))
         analysis = analyze_producer_state(self._producer_state, v.batches, origin)
-        if analysis.duplicate is not None:
-            return duplicate_info(v.info, analysis.duplicate,
-                                  log_append_time=self._config.log_append_time,
-                                  log_start_offset=self._log_start_offset)
-        return self._write_analyzed(v, analysis, defer_flush)
+        if analysis.duplicate is None:
+            return analysis
+        duplicate_info(v.info, analysis.duplicate, log_append_time=self._config.log_append_time,
+                       log_start_offset=self._log_start_offset)
+        return None
+
+    def _hand_over(self, v: AppendBatches, analysis: ProducerAnalysis, writer: AppendWriter,
+                   done: WriteDone, inline_below: int) -> bool:
+        """Settle the producer state and hand the write to ``writer`` (log_writes); False
+        when written here instead, after the writes in flight: under ``inline_below`` bytes
+        with none in flight, or an append that rolls or completes a transaction."""
+        info = v.info
+        size = len(v.records)
+        pending = self._writes
+        new_epoch = starts_epoch(self.leader_epoch_cache.latest_epoch(), v.batches)
+        if (pending.count == 0 and size < inline_below and not new_epoch) or \
+                analysis.completed or roll_due(self._segments.active_segment, pending,
+                                               self._config, size, info,
+                                               self.clock.milliseconds()):
+            pending.drain()
+            self._check_open()
+            self._write_analyzed(v, analysis, True, assign_epochs=new_epoch)
+            return False
+        seg = self._segments.active_segment
+        # a new leader epoch: in the cache now, its checkpoint (fsynced) written aside before
+        # the write is queued, as Kafka's assign flushes it within the append
+        epochs = new_epoch and assign_epochs_of(self.leader_epoch_cache, v.batches, flush=False)
+        pending.add(info.last_offset + 1, size)
+        try:
+            if epochs and checkpoint_aside(pending, writer, self.leader_epoch_cache.flush,
+                                           self._storage_error):
+                epochs = False
+            pending.submit(writer, lambda: self._write_handed(seg, info, v.records, done,
+                                                              epochs))
+        except BaseException:
+            pending.finish(size, None)
+            raise
+        settle_producer_state(self._producer_state, analysis, info)
+        return True
+
+    def _write_handed(self, seg: LogSegment, info: LogAppendInfo,
+                      records: bytes | bytearray | memoryview, done: WriteDone,
+                      flush_epochs: bool) -> None:
+        """On the writer's thread: write, then move the log end offset past it (and write the
+        leader epoch checkpoint when the append started an epoch), then ``done``."""
+        pending = self._writes
+        error: BaseException | None = pending.error
+        try:
+            if error is None and self._closed:
+                error = KafkaStorageError(f"The log for {self.name} is closed")
+            if error is None:
+                seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
+                           records)
+                self._end = LogOffsetMetadata(info.last_offset + 1, seg.base_offset, seg.size)
+                if flush_epochs:
+                    self.leader_epoch_cache.flush()
+        except Exception as e:  # a disk error, or a segment refusing the write: broken log
+            error = self._storage_error(e)
+        pending.finish(len(records), error)
+        done(error)
+
+    def _storage_error(self, e: Exception) -> BaseException:
+        if isinstance(e, StorageError):
+            return e
+        error = KafkaStorageError(f"Error while append in dir {self._dir} ({self.name}): {e}")
+        error.__cause__ = e  # the OSError behind it: the log dir failure channel's cue
+        return error
 
     def _write_analyzed(self, v: AppendBatches, analysis: ProducerAnalysis,
-                        defer_flush: bool, *, assign_epochs: bool = True) -> LogAppendInfo:
+                        defer_flush: bool = False, *, assign_epochs: bool = True
+                        ) -> LogAppendInfo:
         """``assign_epochs=False``: the caller knows no batch starts a newer leader epoch."""
         info = v.info
         segment = self._maybe_roll(len(v.records), info)
         segment.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
                        v.records)
         self._end = LogOffsetMetadata(info.last_offset + 1, segment.base_offset, segment.size)
-        self._settle_producer_state(analysis, info, v.batches, segment,
-                                    assign_epochs=assign_epochs)
+        settle_producer_state(self._producer_state, analysis, info, segment)
+        if assign_epochs:
+            assign_epochs_of(self.leader_epoch_cache, v.batches)
         if not defer_flush and \
                 self.log_end_offset - self._recovery_point >= self._config.flush_messages:
             self.flush()
         return info
-
-    def _settle_producer_state(self, analysis: ProducerAnalysis, info: LogAppendInfo,
-                               batches: list[RecordBatch],
-                               segment: LogSegment | None = None, *,
-                               assign_epochs: bool = True) -> None:
-        psm = self._producer_state
-        for upd in analysis.updates.values():
-            psm.update(upd)
-        for c in analysis.completed:
-            lso = psm.last_stable_offset(c)
-            if c.is_aborted and segment is not None:
-                segment.update_txn_index(AbortedTxn(c.producer_id, c.first_offset,
-                                                    c.last_offset, lso))
-            psm.complete_txn(c)
-        psm.update_map_end_offset(info.last_offset + 1)
-        if assign_epochs:
-            self._maybe_assign_epochs(batches)
-
-    def _maybe_assign_epochs(self, batches: list[RecordBatch], flush: bool = True) -> bool:
-        """A batch of a newer leader epoch starts it in the cache; True if one did."""
-        cache = self.leader_epoch_cache
-        assigned = False
-        for b in batches:
-            epoch = b.partition_leader_epoch
-            latest = cache.latest_epoch()
-            if epoch >= 0 and (latest is None or epoch > latest):
-                assigned |= cache.assign(epoch, b.base_offset, flush=flush)
-        return assigned
 
     # -- roll ----------------------------------------------------------------------------------
     def _maybe_roll(self, size: int, info: LogAppendInfo) -> LogSegment:
@@ -384,15 +443,35 @@ class Log:
         with self._io("flush"):
             if self._closed:
                 return
-            plan = log_flush.flush_plan(self, offset)
+            plan = flush_plan(self._segments, self.log_end_offset, self._recovery_point, offset)
             if plan is not None:
                 sync(plan[1], self._dir if plan[2] else None)
                 self._mark_flushed(plan[0])
 
     def flush_outside_lock(self, offset: int) -> None:
-        """``flush`` with the fsyncs outside the log's lock (log_flush.py): for the broker's
-        group commit, on a worker thread."""
-        log_flush.flush_outside_lock(self, offset)
+        """``flush`` with the fsyncs outside the log's lock, as Kafka's UnifiedLog.flush (the
+        lock only lists the segments and marks the recovery point): the broker's group commit
+        flushes on a worker thread while appends go on. Raises KafkaStorageError on a failed
+        fsync, or if the log was closed meanwhile (its records are then not known to be on
+        disk: never acknowledge them)."""
+        with self._io("flush"):
+            self._check_open()
+            plan = flush_plan(self._segments, self.log_end_offset, self._recovery_point, offset)
+        if plan is None:
+            return
+        try:
+            sync(plan[1], self._dir if plan[2] else None)
+        except (OSError, StorageError) as e:
+            with self._lock:
+                closed = self._closed
+            if closed:  # closed under us (deleted, dir offline): not a disk error of its own
+                raise KafkaStorageError(f"The log for {self.name} was closed during its "
+                                        "flush") from None
+            raise KafkaStorageError(
+                f"Error while flush in dir {self._dir} ({self.name}): {e}") from e
+        with self._lock:
+            self._check_open()
+            self._mark_flushed(plan[0])
 
     def _mark_flushed(self, target: int) -> None:
         if target > self._recovery_point:  # a concurrent flush may have gone further
@@ -499,12 +578,68 @@ class Log:
 
     # -- truncation ----------------------------------------------------------------------------
     def truncate_to(self, target: int) -> bool:
-        """Follower truncation (#83-#86); False if target >= LEO."""
-        return log_truncation.truncate_to(self, target)
+        """Follower truncation (Kafka's UnifiedLog.truncateTo, #83-#86): cut the log back to
+        ``target``, producer state, leader epochs and the transaction index following; False
+        if target >= LEO."""
+        if target < 0:
+            raise ValueError(f"Cannot truncate partition {self.name} to a negative offset")
+        with self._io("truncate"):
+            self._check_open()
+            if target >= self.log_end_offset:
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+                return False
+            if (self._segments.first_segment_base_offset or 0) > target:
+                self.truncate_fully_and_start_at(target)
+                return True
+            self.remove_and_delete_segments(self._segments.higher_segments(target),
+                                            "truncation")
+            active = self._segments.active_segment
+            active.truncate_to(target)
+            self._end = LogOffsetMetadata(target, active.base_offset, active.size)
+            self._log_start_offset = min(self._log_start_offset, target)
+            self._recovery_point = min(self._recovery_point, target)
+            self._set_hw(min(self._hw, target))
+            rebuild_producer_state(self._producer_state, self._segments,
+                                   self._log_start_offset, target, self.clock,
+                                   reload_from_clean_shutdown=False)
+            self.leader_epoch_cache.truncate_from_end(target)
+            return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset`` (#85)."""
-        log_truncation.truncate_fully_and_start_at(self, offset)
+        with self._io("truncate"):
+            self._check_open()
+            old = self._segments.values()
+            for seg in old:
+                self._segments.remove(seg.base_offset)
+            self._producer_state.truncate_fully_and_start_at(offset)
+            self.leader_epoch_cache.clear_and_flush()
+            for seg in old:
+                seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+            self._segments.add(open_segment(self._dir, offset, self._config, self.clock,
+                                            preallocate=self._config.preallocate))
+            self._end = LogOffsetMetadata(offset, offset, 0)
+            self._log_start_offset = self._recovery_point = offset
+            self._set_hw(offset)
+            self._schedule("delete-file", lambda: delete_all(old),
+                           self._config.file_delete_delay_ms)
+
+    def restore_remote_state(self, next_offset: int, log_start_offset: int,
+                             epochs: list[EpochEntry], producer_snapshot: bytes) -> None:
+        """A tiered follower's log rebuilt from remote storage (Kafka's
+        buildRemoteLogAuxState): empty at ``next_offset`` (the end of the leader's last remote
+        segment before its local start + 1), the leader's log start below it, the leader-epoch
+        cache and the producer state from that segment's checkpoint and snapshot."""
+        self.truncate_fully_and_start_at(next_offset)
+        with self._io("restore from remote storage"):
+            self._log_start_offset = min(log_start_offset, next_offset)
+            for e in epochs:
+                if e.start_offset < next_offset:
+                    self.leader_epoch_cache.assign(e.epoch, e.start_offset, flush=False)
+            self.leader_epoch_cache.flush()
+            self._producer_state.reload_from_snapshot(producer_snapshot, next_offset,
+                                                      self._log_start_offset,
+                                                      self.clock.milliseconds())
 
     # -- producers -----------------------------------------------------------------------------
     def wait_for_writes(self) -> None:
@@ -573,7 +708,7 @@ class Log:
             self._segments.update_parent_dir(new_dir)
             self._producer_state.dir = new_dir
             self.leader_epoch_cache.update_dir(new_dir)
-            self._producer_state.snapshots = self._producer_state._scan_snapshots()
+            self._producer_state.rescan_snapshots()
 
     def _io(self, op: str) -> LogIo:
         """Hold the lock; an OSError becomes KafkaStorageError naming the log dir (Kafka)."""

@@ -7,7 +7,10 @@ from dataclasses import dataclass
 
 from tidelog.records import NO_PRODUCER_ID, RecordBatch
 
+from .index.txn_index import AbortedTxn
+from .leader_epoch import LeaderEpochFileCache
 from .producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from .segment import LogSegment
 from .validator import AppendOrigin
 
 
@@ -74,3 +77,30 @@ def duplicate_info(info: LogAppendInfo, dup: BatchMetadata, *, log_append_time: 
     info.valid_bytes = 0
     info.log_start_offset = log_start_offset
     return info
+
+
+def settle_producer_state(psm: ProducerStateManager, analysis: ProducerAnalysis,
+                          info: LogAppendInfo, segment: LogSegment | None = None) -> None:
+    """Apply an append's producer updates and completed transactions (an aborted one enters
+    ``segment``'s transaction index when the append is written there)."""
+    for upd in analysis.updates.values():
+        psm.update(upd)
+    for c in analysis.completed:
+        lso = psm.last_stable_offset(c)
+        if c.is_aborted and segment is not None:
+            segment.update_txn_index(AbortedTxn(c.producer_id, c.first_offset, c.last_offset,
+                                                lso))
+        psm.complete_txn(c)
+    psm.update_map_end_offset(info.last_offset + 1)
+
+
+def assign_epochs_of(cache: LeaderEpochFileCache, batches: list[RecordBatch],
+                     flush: bool = True) -> bool:
+    """A batch of a newer leader epoch starts it in the cache; True if one did."""
+    assigned = False
+    for b in batches:
+        epoch = b.partition_leader_epoch
+        latest = cache.latest_epoch()
+        if epoch >= 0 and (latest is None or epoch > latest):
+            assigned |= cache.assign(epoch, b.base_offset, flush=flush)
+    return assigned

@@ -1,4 +1,5 @@
-"""Segment file helpers of a log: deleting segments and fsyncing them with their dir."""
+"""Segment file helpers of a log: deleting segments, fsyncing them with their dir, and which
+segments a flush covers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from tidelog.metrics.histogram import LOG_FLUSH_STATS
 
 from .segment import LogSegment
+from .segments import LogSegments
 
 log = logging.getLogger(__name__)
 
@@ -35,3 +37,18 @@ def fsync_dir(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def flush_plan(segments: LogSegments, end: int, recovery_point: int, offset: int | None
+               ) -> tuple[int, list[LogSegment], bool] | None:
+    """Flushing a log to ``offset`` (Kafka's UnifiedLog.flush): (target, segments holding
+    [recovery point, target) to fsync, whether the dir needs it too); None: nothing to do."""
+    target = end if offset is None else min(offset, end)
+    if target <= recovery_point:
+        return None
+    segs = segments.values(recovery_point, target)
+    active = segments.active_segment
+    if target == end and active not in segs:
+        segs.append(active)
+    # Kafka's LocalLog.flush: the dir only when a segment was created since the last flush
+    return target, segs, any(seg.base_offset >= recovery_point for seg in segs)

@@ -32,17 +32,16 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.records import RecordBatch
 
-from .errors import KafkaStorageError, StorageError
-from .log_append import AppendBatches, LogAppendInfo, analyze_producer_state, duplicate_info
-from .segment import LogOffsetMetadata, LogSegment
-from .validator import AppendOrigin, validate_and_assign_offsets
+from .errors import KafkaStorageError
+from .log_append import LogAppendInfo
+from .segment import LogSegment
 
 if TYPE_CHECKING:
-    from .log import Log
+    from tidelog.config.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +56,13 @@ INLINE_WRITE_BYTES = 64 << 10
 # Leader epoch checkpoints written at once (aside from the writers): concurrent fsyncs share
 # the file system's journal commits.
 CHECKPOINT_THREADS = 8
+
+
+class InDir(Protocol):
+    """What ``AppendWriters.for_log`` asks of a log: its dir (a Log)."""
+
+    @property
+    def dir(self) -> Path: ...
 
 
 class PendingWrites:
@@ -212,7 +218,7 @@ class AppendWriters:
     def __init__(self) -> None:
         self._writers: dict[Path, AppendWriter] = {}
         # each log's, remembered (a log never changes dirs: a move makes a new Log)
-        self._by_log: weakref.WeakKeyDictionary[Log, AppendWriter] = weakref.WeakKeyDictionary()
+        self._by_log: weakref.WeakKeyDictionary[InDir, AppendWriter] = weakref.WeakKeyDictionary()
         self._side = SideTasks()  # shared: checkpoints of every dir at once
         self._lock = threading.Lock()
         self._stopped = False
@@ -227,7 +233,7 @@ class AppendWriters:
                     w.stop()  # the broker is stopping: its submits fail
             return w
 
-    def for_log(self, lg: Log) -> AppendWriter:
+    def for_log(self, lg: InDir) -> AppendWriter:
         """``for_dir`` of the log's dir (on the loop: one lookup per append)."""
         w = self._by_log.get(lg)
         if w is None:
@@ -243,81 +249,34 @@ class AppendWriters:
             w.stop()
 
 
-def hand_over(lg: Log, records: bytes | bytearray | memoryview, leader_epoch: int,
-              origin: AppendOrigin, writer: AppendWriter, done: WriteDone,
-              inline_below: int = INLINE_WRITE_BYTES) -> tuple[LogAppendInfo, bool]:
-    """Under the log's lock: validate at ``next_offset``, settle the producer state and hand
-    the write to ``writer``. Returns the answer and whether the write went to the writer;
-    not for a duplicate, nor for a write under ``inline_below`` bytes with none in flight, nor
-    for an append that rolls or completes a transaction: those are written here, after the
-    writes in flight."""
-    lg._check_open()
-    res = validate_and_assign_offsets(
-        records, lg.config, now_ms=lg.clock.milliseconds(), offset=lg.next_offset,
-        leader_epoch=leader_epoch, origin=origin, topic_partition=lg.name)
-    info = LogAppendInfo(
-        res.first_offset, res.last_offset, res.max_timestamp, res.offset_of_max_timestamp,
-        res.log_append_time, lg.log_start_offset, res.num_messages, res.batch.size_in_bytes)
-    v = AppendBatches(res.records, [res.batch], info)
-    size = len(v.records)
-    lg._check_size(size)
-    analysis = analyze_producer_state(lg.producer_state, v.batches, origin)
-    if analysis.duplicate is not None:
-        return duplicate_info(info, analysis.duplicate,
-                              log_append_time=lg.config.log_append_time,
-                              log_start_offset=lg.log_start_offset), False
-    pending = lg._writes
-    new_epoch = starts_epoch(lg, v.batches)
-    if (pending.count == 0 and size < inline_below and not new_epoch) or analysis.completed \
-            or roll_due(lg, size, info):
-        pending.drain()
-        lg._check_open()
-        return lg._write_analyzed(v, analysis, True, assign_epochs=new_epoch), False
-    seg = lg.active_segment
-    # a new leader epoch: in the cache now, its checkpoint (fsynced) written aside before
-    # the write is queued, as Kafka's assign flushes it within the append
-    epochs = new_epoch and lg._maybe_assign_epochs(v.batches, flush=False)
-    pending.add(info.last_offset + 1, size)
-    try:
-        if epochs and _checkpoint_aside(lg, writer):
-            epochs = False
-        pending.submit(writer, lambda: write(lg, seg, info, v.records, done, epochs))
-    except BaseException:
-        pending.finish(size, None)
-        raise
-    lg._settle_producer_state(analysis, info, v.batches, assign_epochs=False)
-    return info, True
-
-
-def _checkpoint_aside(lg: Log, writer: AppendWriter) -> bool:
-    """Hold the log's writes and write its leader epoch checkpoint on the writer's side
-    pool, which then releases them; False if a checkpoint is held already (the write then
-    checkpoints on the writer, after it)."""
-    pending = lg._writes
+def checkpoint_aside(pending: PendingWrites, writer: AppendWriter, checkpoint: Task,
+                     to_error: Callable[[Exception], BaseException]) -> bool:
+    """Hold the log's writes (``pending``) and run ``checkpoint`` (its leader epoch cache's
+    flush) on the writer's side pool, which then releases them, failed with ``to_error`` of
+    what it raised; False if a checkpoint is held already (the write then checkpoints on the
+    writer, after it)."""
     if not pending.hold():
         return False
+
+    def checkpoint_then_release() -> None:
+        error: BaseException | None = None
+        try:
+            checkpoint()
+        except Exception as e:
+            error = to_error(e)
+        finally:  # never leave the log's writes held (a drain would wait for ever)
+            pending.release(writer, error)
+
     try:
-        writer.side.submit(lambda: _checkpoint_then_release(lg, writer))
+        writer.side.submit(checkpoint_then_release)
     except BaseException:
         pending.release(writer)  # nothing held yet
         raise
     return True
 
 
-def _checkpoint_then_release(lg: Log, writer: AppendWriter) -> None:
-    """On the side pool: the checkpoint, then the held writes (failed if it failed)."""
-    error: BaseException | None = None
-    try:
-        lg.leader_epoch_cache.flush()
-    except Exception as e:
-        error = _storage_error(lg, e)
-    finally:  # never leave the log's writes held (a drain would wait for ever)
-        lg._writes.release(writer, error)
-
-
-def starts_epoch(lg: Log, batches: list[RecordBatch]) -> bool:
-    """Whether a batch carries a leader epoch newer than the cache's latest."""
-    latest = lg.leader_epoch_cache.latest_epoch()
+def starts_epoch(latest: int | None, batches: list[RecordBatch]) -> bool:
+    """Whether a batch carries a leader epoch newer than ``latest`` (the cache's)."""
     for b in batches:  # (a loop, not a generator: one batch per client append)
         epoch = b.partition_leader_epoch
         if epoch >= 0 and (latest is None or epoch > latest):
@@ -325,46 +284,14 @@ def starts_epoch(lg: Log, batches: list[RecordBatch]) -> bool:
     return False
 
 
-def roll_due(lg: Log, size: int, info: LogAppendInfo) -> bool:
+def roll_due(seg: LogSegment, pending: PendingWrites, cfg: LogConfig, size: int,
+             info: LogAppendInfo, now: int) -> bool:
     """The roll check counting the writes in flight (their bytes and index entries)."""
-    seg = lg.active_segment
-    pending = lg._writes
     if pending.count and any(ix.entries + pending.count >= ix.max_entries
                              for ix in (seg.offset_index, seg.time_index)):
         return True
-    cfg = lg.config
     return seg.should_roll(max_segment_ms=cfg.max_segment_ms,
                            max_segment_bytes=cfg.segment_bytes,
                            max_timestamp_in_messages=info.max_timestamp,
                            max_offset_in_messages=info.last_offset,
-                           messages_size=size + pending.bytes, now=lg.clock.milliseconds())
-
-
-def write(lg: Log, seg: LogSegment, info: LogAppendInfo,
-          records: bytes | bytearray | memoryview, done: WriteDone,
-          flush_epochs: bool = False) -> None:
-    """On the writer's thread: write, then move the log end offset past it (and write the
-    leader epoch checkpoint when the append started an epoch), then ``done``."""
-    pending = lg._writes
-    error: BaseException | None = pending.error
-    try:
-        if error is None and lg.closed:
-            error = KafkaStorageError(f"The log for {lg.name} is closed")
-        if error is None:
-            seg.append(info.last_offset, info.max_timestamp, info.offset_of_max_timestamp,
-                       records)
-            lg._end = LogOffsetMetadata(info.last_offset + 1, seg.base_offset, seg.size)
-            if flush_epochs:
-                lg.leader_epoch_cache.flush()
-    except Exception as e:  # a disk error, or a segment refusing the write: the log is broken
-        error = _storage_error(lg, e)
-    pending.finish(len(records), error)
-    done(error)
-
-
-def _storage_error(lg: Log, e: Exception) -> BaseException:
-    if isinstance(e, StorageError):
-        return e
-    error = KafkaStorageError(f"Error while append in dir {lg.dir} ({lg.name}): {e}")
-    error.__cause__ = e  # the OSError behind it: the log dir failure channel's cue
-    return error
+                           messages_size=size + pending.bytes, now=now)

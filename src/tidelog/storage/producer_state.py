@@ -441,6 +441,10 @@ class ProducerStateManager:
                 and now_ms - e.last_timestamp >= self.producer_id_expiration_ms)
 
     # -- snapshots -----------------------------------------------------------------------------
+    def rescan_snapshots(self) -> None:
+        """Find the snapshot files again (the log's dir was renamed)."""
+        self.snapshots = self._scan_snapshots()
+
     def _scan_snapshots(self) -> SortedDict:
         out = SortedDict()
         if self.dir.is_dir():

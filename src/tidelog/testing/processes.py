@@ -31,6 +31,7 @@ from typing import Any
 
 _lock = threading.Lock()
 _started: list[subprocess.Popen[Any]] = []
+_session_owned: set[int] = set()  # leaders' pids of groups a longer-lived fixture owns
 
 
 def spawn(cmd: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
@@ -74,19 +75,30 @@ def kill_group(proc: subprocess.Popen[Any], grace: float = 10.0) -> None:
         proc.wait(10)
 
 
+def keep_for_session(proc: subprocess.Popen[Any]) -> None:
+    """``proc``'s group belongs to a session- or module-scoped fixture (a server the tests
+    share): the per-test finalizer leaves it, even when a test's ``getfixturevalue`` started
+    it; :func:`kill_all` still ends it at exit."""
+    with _lock:
+        _session_owned.add(proc.pid)
+
+
 def kill_started_since(count: int) -> list[int]:
-    """Kills the groups started after the first ``count`` that are still alive; returns
-    their leaders' pids."""
+    """Kills the groups started after the first ``count`` that are still alive, but those
+    kept for the session; returns their leaders' pids."""
     with _lock:
         late = _started[count:]
         del _started[count:]
-    alive = [p for p in late if _group_alive(p.pid)]
+        _started.extend(p for p in late if p.pid in _session_owned)
+    alive = [p for p in late if p.pid not in _session_owned and _group_alive(p.pid)]
     for proc in alive:
         kill_group(proc, grace=5.0)
     return [p.pid for p in alive]
 
 
 def kill_all() -> None:
+    with _lock:
+        _session_owned.clear()
     kill_started_since(0)
 
 

@@ -34,7 +34,7 @@ import pytest
 from .capability import require_capability
 from .cluster import EmbeddedCluster
 from .embedded import EmbeddedBroker
-from .processes import kill_started_since, started_count
+from .processes import keep_for_session, kill_started_since, started_count
 from .seaweedfs import S3Bucket, SeaweedFS, SeaweedFSUnavailable
 from .zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 
@@ -90,6 +90,8 @@ def zookeeper_server() -> Iterator[ZooKeeperServer]:
         server.start()
     except ZooKeeperUnavailable as e:  # skipped here, a failure under CI
         require_capability("zookeeper", False, str(e))
+    if server.process is not None:
+        keep_for_session(server.process)
     yield server
     server.stop()
 
@@ -103,6 +105,8 @@ def s3_server() -> Iterator[SeaweedFS]:
         server.start()
     except SeaweedFSUnavailable as e:  # skipped here, a failure under CI
         require_capability("seaweedfs", False, str(e))
+    if server.process is not None:
+        keep_for_session(server.process)
     yield server
     server.stop()
 

@@ -69,7 +69,7 @@ class KafkaController:
         self.context = ControllerContext()
         self.active_controller_id = -1
         self.channel: ControllerChannel | None = None
-        self.partitions = PartitionStateMachine(zk, self.context, self._unclean_enabled)
+        self.partitions = PartitionStateMachine(zk, self.context, self.unclean_enabled)
         self.deletion = TopicDeletionManager(self)
         self.reassignment = ReassignmentManager(self)
         self.log_dir_events = LogDirEventManager(self)
@@ -112,7 +112,7 @@ class KafkaController:
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._queue.put_nowait, event)
 
-    def _watch(self, event: Event, key: object = None) -> Callable[[Any], None]:
+    def watch(self, event: Event, key: object = None) -> Callable[[Any], None]:
         """The ZooKeeper watcher queuing ``event``: one object per event (and key), so that
         re-arming a watch that is still set does not add a second watcher (kazoo keeps a
         set of watcher functions per path)."""
@@ -147,7 +147,7 @@ class KafkaController:
     # --- election -------------------------------------------------------------------------------
 
     async def _elect(self) -> None:
-        current = await self.call(self.zk.get_controller_id, self._watch(self._controller_change))
+        current = await self.call(self.zk.get_controller_id, self.watch(self._controller_change))
         if current is not None:
             self.active_controller_id = current
             if current != self.broker_id and self.is_active:
@@ -158,7 +158,7 @@ class KafkaController:
                 self.zk.register_controller_and_increment_controller_epoch, self.broker_id
             )
         except ControllerMovedError:
-            winner = await self.call(self.zk.get_controller_id, self._watch(self._controller_change))
+            winner = await self.call(self.zk.get_controller_id, self.watch(self._controller_change))
             self.active_controller_id = -1 if winner is None else winner
             return
         log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
@@ -187,15 +187,15 @@ class KafkaController:
     async def _on_controller_failover(self) -> None:
         ctx = self.context
         self.channel = self.channel_factory()
-        brokers = await self.call(self.zk.get_all_brokers, self._watch(self._broker_change))
+        brokers = await self.call(self.zk.get_all_brokers, self.watch(self._broker_change))
         ctx.live_brokers = dict(brokers)
         for reg in brokers.values():
             self.channel.add_broker(reg)
-        topics = await self.call(self.zk.get_all_topics, self._watch(self._topic_change))
+        topics = await self.call(self.zk.get_all_topics, self.watch(self._topic_change))
         await self._load_topics(topics)
-        await self.call(self.zk.get_preferred_replica_election, self._watch(self._preferred_election_znode))
+        await self.call(self.zk.get_preferred_replica_election, self.watch(self._preferred_election_znode))
         stale = await self.call(self.zk.get_isr_change_notifications,
-                                self._watch(self._isr_change_notification))  # fmt: skip
+                                self.watch(self._isr_change_notification))  # fmt: skip
         await self.call(self.zk.delete_isr_change_notifications, list(stale), ctx.epoch_zk_version)
         batch = self.batch()
         # every live broker learns the brokers and all partitions first, then its replicas
@@ -259,7 +259,7 @@ class KafkaController:
         if not self.is_active:
             return
         ctx = self.context
-        current = await self.call(self.zk.get_all_brokers, self._watch(self._broker_change))
+        current = await self.call(self.zk.get_all_brokers, self.watch(self._broker_change))
         dead = [b for b in ctx.live_brokers if b not in current]
         bounced = [b for b, r in current.items() if b in ctx.live_brokers
                    and r.epoch != ctx.live_brokers[b].epoch]  # fmt: skip
@@ -328,7 +328,7 @@ class KafkaController:
         if not self.is_active:
             return
         ctx = self.context
-        topics = set(await self.call(self.zk.get_all_topics, self._watch(self._topic_change)))
+        topics = set(await self.call(self.zk.get_all_topics, self.watch(self._topic_change)))
         for gone in ctx.all_topics() - topics:  # removed behind our back
             ctx.remove_topic(gone)
         new = await self._load_topics(sorted(topics - ctx.all_topics()))
@@ -362,14 +362,14 @@ class KafkaController:
             async def event() -> None:
                 await self._partition_modification(topic)
 
-            watcher = self._watchers[key] = self._watch(event)
+            watcher = self._watchers[key] = self.watch(event)
         return watcher
 
-    async def _topic_deletion(self) -> None:
+    async def topic_deletion(self) -> None:
         if self.is_active:
             await self.deletion.on_deletion_request()
 
-    def _unclean_enabled(self, topic: str) -> bool:
+    def unclean_enabled(self, topic: str) -> bool:
         value = self._topic_configs.get(topic, {}).get("unclean.leader.election.enable")
         if value is None:
             return self.config.unclean_leader_election_enable
@@ -418,7 +418,7 @@ class KafkaController:
             return
         ctx = self.context
         notices = await self.call(self.zk.get_isr_change_notifications,
-                                  self._watch(self._isr_change_notification))  # fmt: skip
+                                  self.watch(self._isr_change_notification))  # fmt: skip
         tps = sorted({tp for parts in notices.values() for tp in parts if tp in ctx.assignments})
         if tps:
             ctx.leadership.update(await self.call(self.zk.get_topic_partition_states, tps))
@@ -433,7 +433,7 @@ class KafkaController:
     async def _preferred_election_znode(self) -> None:
         if not self.is_active:
             return
-        watch = self._watch(self._preferred_election_znode)
+        watch = self.watch(self._preferred_election_znode)
         tps = await self.call(self.zk.get_preferred_replica_election, watch)
         if tps:
             await self.elect_preferred([tp for tp in tps if tp in self.context.leadership])

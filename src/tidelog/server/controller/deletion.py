@@ -28,7 +28,7 @@ class TopicDeletionManager:
 
     async def on_deletion_request(self) -> None:
         c, ctx = self.c, self.c.context
-        topics = await c.call(c.zk.get_topic_deletions, c._watch(c._topic_deletion))
+        topics = await c.call(c.zk.get_topic_deletions, c.watch(c.topic_deletion))
         unknown = [t for t in topics if t not in ctx.topic_ids]
         if not c.config.delete_topic_enable:
             unknown = list(topics)  # Kafka drops the requests when deletion is disabled

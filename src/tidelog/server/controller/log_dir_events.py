@@ -39,7 +39,7 @@ class LogDirEventManager:
         c = self.c
         if not c.is_active:
             return
-        notices = await c.call(c.zk.get_log_dir_event_notifications, c._watch(self.on_notification))
+        notices = await c.call(c.zk.get_log_dir_event_notifications, c.watch(self.on_notification))
         try:
             brokers = sorted(set(notices.values()))
             if brokers:
@@ -111,7 +111,7 @@ class LogDirEventManager:
 
         def elect(tp: TopicPartition, s: LeaderIsrAndControllerEpoch) -> LeaderIsrAndControllerEpoch | None:
             return election.elect_for_offline(s, ctx.replicas(tp), ctx.online_replicas(tp),
-                                              c._unclean_enabled(tp.topic), ctx.epoch)  # fmt: skip
+                                              c.unclean_enabled(tp.topic), ctx.epoch)  # fmt: skip
 
         await c.partitions.update(led, elect, batch)
         await c.partitions.remove_replica_from_isr(broker_id, tps, batch)

@@ -103,7 +103,7 @@ class ReassignmentManager:
         c, ctx = self.c, self.c.context
         if not c.is_active:
             return set()
-        asked = await c.call(c.zk.get_reassignment, c._watch(self._znode_event))
+        asked = await c.call(c.zk.get_reassignment, c.watch(self._znode_event))
         new = {tp: r for tp, r in asked.items() if self._znode_seen.get(tp) != r}
         self._znode_seen = dict(asked)
         failed: set[TopicPartition] = set()

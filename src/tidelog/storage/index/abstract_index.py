@@ -64,7 +64,9 @@ class AbstractIndex:
                 self._load()
                 self._loaded = True
 
-    def _load(self) -> None:
+    def _load(self, empty: bool = False) -> None:
+        """Open (or create) the file; its entries are read unless ``empty`` (a truncate
+        before the first use drops them unread)."""
         newly_created = not self._path.exists()
         if newly_created and self.max_index_size < self.entry_size:
             raise ValueError(f"Invalid max index size: {self.max_index_size} for {self._path}")
@@ -77,13 +79,13 @@ class AbstractIndex:
                 data = b""
             else:
                 length = os.fstat(fd).st_size
-                data = _read_all(fd, length)
+                data = b"" if empty else _read_all(fd, length)
         finally:
             os.close(fd)
         self._length = length
         self._max_entries = length // self.entry_size
         # A new file is empty; an existing one is taken as full of valid entries.
-        self._entries = 0 if newly_created else length // self.entry_size
+        self._entries = 0 if newly_created or empty else length // self.entry_size
         self._mmap = bytearray(data[: self._entries * self.entry_size])
         self._dirty = False
         self._on_loaded()
@@ -262,9 +264,12 @@ class AbstractIndex:
             self._truncate_to_entries(self._truncate_slot_for(offset))
 
     def truncate(self) -> None:
-        """Remove all entries."""
-        self._ensure_loaded()
+        """Remove all entries (not read first when none were read yet: recovery resets the
+        indexes of a segment it rebuilds, up to max.index.size bytes each)."""
         with self._lock:
+            if not self._loaded:
+                self._load(empty=True)
+                self._loaded = True
             self._truncate_to_entries(0)
 
     # -- sizing ----------------------------------------------------------------------------
