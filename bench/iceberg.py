@@ -1,8 +1,10 @@
 """Iceberg topics, in one run against one EmbeddedBroker with its Schema Registry:
 
-1. translation: records/s of one flush (read committed records, decode Avro, build Arrow,
-   write Parquet, commit to the SQLite catalog) next to a plain ``pyarrow.parquet`` write of
-   the same decoded rows (the rows the flush produced, read back from the table);
+1. translation, per mode: records/s of one flush (read committed records, decode their
+   values, build Arrow, write Parquet, commit to the SQLite catalog) next to a plain
+   ``pyarrow.parquet`` write of the same decoded rows (the rows the flush produced, read back
+   from the table), in the same run: ``key_value`` (raw key and value), ``avro`` and ``json``
+   (``value_schema_id_prefix`` with confluent-kafka's AvroSerializer / JSONSerializer);
 2. produce: records/s of one librdkafka producer into an Iceberg topic (translation running,
    target lag 1 s) and into a plain topic, alternating;
 3. lag: records produced at a fixed rate for a while into an Iceberg topic with a target lag;
@@ -12,7 +14,7 @@
 Figures are median [min .. max] over the repeats; ratios are per repeat (paired).
 
     .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
-        [--lag-seconds 15] [--target-lag-ms 2000]
+        [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json]
 """
 
 from __future__ import annotations
@@ -66,8 +68,29 @@ def serialize(registry: str, topic: str, n: int) -> list[bytes]:
                  "tags": ["a", "b"][: i % 3]}, ctx) for i in range(n)]
 
 
-def create(bootstrap: str, topic: str, partitions: int, iceberg: bool, lag_ms: int) -> None:
-    configs = {"tidelog.iceberg.mode": "value_schema_id_prefix",
+JSON_ORDER = {
+    "type": "object",
+    "properties": {"id": {"type": "integer"}, "customer": {"type": "string"},
+                   "qty": {"type": "integer"}, "price": {"type": "number"},
+                   "note": {"type": ["null", "string"]},
+                   "tags": {"type": "array", "items": {"type": "string"}}},
+}
+
+
+def serialize_json(registry: str, topic: str, n: int) -> list[bytes]:
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+
+    rng = random.Random(7)
+    ser = JSONSerializer(json.dumps(JSON_ORDER), SchemaRegistryClient({"url": registry}))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    return [ser({"id": i, "customer": f"c{rng.randrange(10_000)}", "qty": rng.randrange(100),
+                 "price": rng.random() * 100, "note": None if i % 4 else "gift",
+                 "tags": ["a", "b"][: i % 3]}, ctx) for i in range(n)]
+
+
+def create(bootstrap: str, topic: str, partitions: int, iceberg: bool, lag_ms: int,
+           mode: str = "value_schema_id_prefix") -> None:
+    configs = {"tidelog.iceberg.mode": mode,
                "tidelog.iceberg.target.lag.ms": str(lag_ms)} if iceberg else {}
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(30)
@@ -99,10 +122,12 @@ def catalog(log_dir: Path) -> SqlCatalog:
                       warehouse=f"file://{home}/warehouse")
 
 
-def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path) -> tuple[float, float]:
+def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
+                mode: str = "value_schema_id_prefix") -> tuple[float, float]:
     """(translation records/s, plain Parquet write records/s) of one flush."""
     topic = f"t-{uuid.uuid4().hex[:6]}"
-    create(b.bootstrap_servers, topic, 6, True, 3_600_000)  # flushed below, not by the timer
+    create(b.bootstrap_servers, topic, 6, True, 3_600_000, mode)  # flushed below, not by
+    # the timer
     produce(b.bootstrap_servers, topic, values)
     assert b.iceberg is not None
     service = b.iceberg
@@ -176,6 +201,8 @@ def main() -> None:
     ap.add_argument("--rate", type=float, default=5000)
     ap.add_argument("--lag-seconds", type=float, default=15)
     ap.add_argument("--target-lag-ms", type=int, default=2000)
+    ap.add_argument("--modes", default="key_value,avro,json")
+    ap.add_argument("--skip", default="", help="phases to skip: produce,lag")
     args = ap.parse_args()
     props = {"schema.registry.listeners": "http://127.0.0.1:0", "iceberg.enabled": "true",
              "iceberg.target.lag.ms": "1000"}
@@ -184,14 +211,21 @@ def main() -> None:
           f"{args.repeats} repeats")
     with EmbeddedBroker(props) as b:
         values = serialize(b.schema_registry_url, "x", args.records)
-        tr, pl = [], []
-        for _ in range(args.repeats):
-            t, p = translation(b, values, scratch)
-            tr.append(t)
-            pl.append(p)
-        print(f"translation     records/s {rng_range(tr)}")
-        print(f"parquet write   records/s {rng_range(pl)}")
-        print(f"translation / parquet write: {ratio_range([a / c for a, c in zip(tr, pl, strict=True)])}")
+        for name in args.modes.split(","):
+            mode = "key_value" if name == "key_value" else "value_schema_id_prefix"
+            data = serialize_json(b.schema_registry_url, "j", args.records) if (
+                name == "json") else values
+            tr, pl = [], []
+            for _ in range(args.repeats):
+                t, p = translation(b, data, scratch, mode)
+                tr.append(t)
+                pl.append(p)
+            print(f"[{name}] translation     records/s {rng_range(tr)}")
+            print(f"[{name}] parquet write   records/s {rng_range(pl)}")
+            print(f"[{name}] translation / parquet write: "
+                  f"{ratio_range([a / c for a, c in zip(tr, pl, strict=True)])}")
+        if "produce" in args.skip:
+            return
         ice, plain = [], []
         for _ in range(args.repeats):
             for iceberg, out in ((True, ice), (False, plain)):
@@ -201,6 +235,8 @@ def main() -> None:
         print(f"produce iceberg topic records/s {rng_range(ice)}")
         print(f"produce plain topic   records/s {rng_range(plain)}")
         print(f"iceberg / plain produce: {ratio_range([a / c for a, c in zip(ice, plain, strict=True)])}")
+        if "lag" in args.skip:
+            return
         n = int(args.rate * args.lag_seconds)
         lags = lag(b, (values * (n // len(values) + 1))[:n], args.rate, args.target_lag_ms)
         q = statistics.quantiles(lags, n=100)

@@ -12,10 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.schema import Schema
 from pyiceberg.types import (
     BinaryType,
     DateType,
@@ -34,7 +37,8 @@ from pyiceberg.types import (
 from tidelog.iceberg.avro_values import AvroCodec
 from tidelog.iceberg.columns import table_schema
 from tidelog.iceberg.json_values import JsonCodec
-from tidelog.iceberg.rows import DecodedRows, DlqRows, rows_to_arrow
+from tidelog.iceberg.record_columns import raw_columns
+from tidelog.iceberg.rows import Group, RecordSorter, Sorted, batch_of, table_rows
 from tidelog.iceberg.schemas import Codecs, UndecodableRecord, codec_of
 from tidelog.iceberg.tables import Tables
 from tidelog.iceberg.value_codec import UnsupportedSchema
@@ -63,6 +67,14 @@ ORDER = {
         {"name": "back", "type": ["null", "Ship"], "default": None},
     ],
 }
+
+
+def _table(codec: Any, schema: Schema, partition: int, records: list[Record]) -> pa.Table:
+    """The table rows of ``records`` (their values: payloads of ``codec``)."""
+    raw = raw_columns(batch_of(records), partition, 0, 2**62)
+    group = Group(codec, np.arange(len(records), dtype=np.int64), raw.column("value")
+                  .combine_chunks())
+    return table_rows(Sorted(raw, [group]), schema)
 
 
 def _avro(schema: dict[str, Any], value: dict[str, Any]) -> bytes:
@@ -111,11 +123,8 @@ def test_avro_values_round_trip_to_arrow(id_: int, qty: int, price: float, note:
              "day": datetime.date(2024, 2, 29), "amount": decimal.Decimal(cents).scaleb(-2),
              "ship": {"city": "Oslo"}, "back": None}
     codec = AvroCodec(ORDER)
-    row = codec.decode(_avro(ORDER, value))
-    rows = DecodedRows()
-    rows.add(3, Record(7, at_ms, b"k", b"v", [("h", b"1")]), codec, row)
-    table = rows_to_arrow(rows, table_schema(codec.fields), DlqRows())
-    got = table.to_pylist()[0]
+    record = Record(7, at_ms, b"k", _avro(ORDER, value), [("h", b"1")])
+    got = _table(codec, table_schema(codec.fields), 3, [record]).to_pylist()[0]
     assert got["kafka"]["partition"] == 3 and got["kafka"]["offset"] == 7
     assert got["kafka"]["headers"] == [{"key": "h", "value": b"1"}]
     assert got["id"] == id_ and got["qty"] == qty and got["note"] == note
@@ -241,9 +250,8 @@ def test_a_new_schema_version_adds_columns_without_rewriting(tmp_path: Path) -> 
     def append(codec: AvroCodec, start: int, value: dict[str, Any]) -> None:
         nonlocal table
         table = tables.evolve(table, table_schema(codec.fields))
-        rows = DecodedRows()
-        rows.add(0, Record(start, 1_700_000_000_000, None, b"", []), codec, value)
-        data = rows_to_arrow(rows, table.schema(), DlqRows())
+        record = Record(start, 1_700_000_000_000, None, _avro(codec.schema, value), [])
+        data = _table(codec, table.schema(), 0, [record])
         table = tables.commit(table, data, {0: start}, {0: start + 1}, {0: 0})
 
     append(c1, 0, {"a": 1})
@@ -259,22 +267,19 @@ def test_a_new_schema_version_adds_columns_without_rewriting(tmp_path: Path) -> 
 
 
 def test_a_schema_a_replicated_registry_has_not_read_yet_waits_then_dlq() -> None:
-    from tidelog.iceberg.rows import RecordDecoder, WaitForSchema
-
     schema = {"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]}
     source = _Source({7: SchemaValue("t-value", 1, 7, json.dumps(schema))}, lagging=True)
+    known = Record(4, 0, None, struct.pack(">bI", 0, 7) + b"\x02", [])
     record = Record(5, 0, None, struct.pack(">bI", 0, 8) + b"\x02", [])
-    rows, dlq = DecodedRows(), DlqRows()
-    waiting = RecordDecoder("t", "value_schema_id_prefix", Codecs(source), schema_wait_s=60)
-    with pytest.raises(WaitForSchema):
-        waiting.decode(0, record, rows, dlq)
-    assert not len(dlq)
-    given_up = RecordDecoder("t", "value_schema_id_prefix", Codecs(source), schema_wait_s=0)
-    given_up.decode(0, record, rows, dlq)
-    assert dlq.reasons == ["unknown schema id 8"] and not len(rows)
     below = Record(6, 0, None, struct.pack(">bI", 0, 3) + b"\x02", [])  # below the max id
-    waiting.decode(0, below, rows, dlq)  # no waiting for an id the registry should know
-    assert dlq.reasons[-1] == "unknown schema id 3"
+    batches = batch_of([known, record, below])
+    waiting = RecordSorter("t", "value_schema_id_prefix", Codecs(source), schema_wait_s=60)
+    got = waiting.sort(0, batches, 4, 7)
+    assert got.end == 5 and got.raw.num_rows == 1 and not got.dlq  # waits at offset 5
+    assert [g.rows.tolist() for g in got.groups] == [[0]]
+    given_up = RecordSorter("t", "value_schema_id_prefix", Codecs(source), schema_wait_s=0)
+    got = given_up.sort(0, batches, 4, 7)
+    assert got.end is None and got.dlq == {1: "unknown schema id 8", 2: "unknown schema id 3"}
 
 
 def test_spark_packs_small_data_files_into_few_tasks() -> None:
@@ -298,9 +303,8 @@ def test_a_commit_that_lost_a_race_fails_instead_of_rebasing(tmp_path: Path) -> 
     table = tables.create("t", table_schema(codec.fields), "()")
 
     def data(p: int, offset: int) -> Any:
-        rows = DecodedRows()
-        rows.add(p, Record(offset, 0, None, b"", []), codec, {"a": offset})
-        return rows_to_arrow(rows, table.schema(), DlqRows())
+        value = _avro(codec.schema, {"a": offset})
+        return _table(codec, table.schema(), p, [Record(offset, 0, None, value, [])])
 
     a, b = catalog.load_table("kafka.t"), catalog.load_table("kafka.t")
     tables.commit(a, data(0, 0), {0: 0}, {0: 1}, {0: 0})
@@ -314,3 +318,57 @@ def test_a_commit_that_lost_a_race_fails_instead_of_rebasing(tmp_path: Path) -> 
     tables.commit(fresh, data(1, 0), {1: 0}, {1: 1}, {1: 0})  # from the new snapshot: fine
     assert table_offsets(catalog.load_table("kafka.t").current_snapshot()).offsets == {
         0: 1, 1: 1}
+
+
+BULK = {**ORDER, "fields": [f for f in ORDER["fields"] if f["name"] not in ("attrs", "back")]}
+
+
+def _bulk_value(i: int) -> dict[str, Any]:
+    return {"id": i, "qty": -i, "price": i / 3, "note": None if i % 2 else f"n{i}",
+            "tags": ["t"] * (i % 3), "kind": "AB"[i % 2], "raw": bytes(i % 7),
+            "digest": b"abcd", "at": datetime.datetime.fromtimestamp(i, datetime.UTC),
+            "day": datetime.date(2024, 2, 29), "amount": decimal.Decimal(i).scaleb(-2),
+            "ship": {"city": f"c{i}"}}
+
+
+def _reference(codec: AvroCodec, payloads: pa.Array, target: pa.StructType) -> Any:
+    from tidelog.iceberg.value_codec import ValueCodec
+
+    return ValueCodec.decode_column(codec, payloads, target)
+
+
+def test_avro_in_bulk_equals_value_by_value() -> None:
+    """Polars' block read (avro_bulk) gives the very columns fastavro gives one by one."""
+    from tidelog.iceberg.columns import KAFKA, arrow_schema
+
+    codec = AvroCodec(BULK)
+    assert codec._bulk_header is not None  # this schema is read in bulk
+    target = pa.struct([f for f in arrow_schema(table_schema(codec.fields)) if f.name != KAFKA])
+    payloads = pa.array([_avro(BULK, _bulk_value(i)) for i in range(200)], pa.binary())
+    bulk, bad = codec.decode_column(payloads, target)
+    ref, ref_bad = _reference(codec, payloads, target)
+    assert not bad and not ref_bad and bulk.equals(ref)
+    assert codec._bulk_header is not None  # still in bulk
+
+
+@pytest.mark.parametrize("damage", ["trailing", "truncated"])
+def test_a_bad_avro_value_among_many_is_found_alone(damage: str) -> None:
+    """A value with bytes left over, or one cut short, shifts the values after it in a
+    block: the block is refused (its row numbers do not read back) and the values are
+    decoded one by one, so only the bad one has no row."""
+    from tidelog.iceberg.columns import KAFKA, arrow_schema
+
+    codec = AvroCodec(BULK)
+    target = pa.struct([f for f in arrow_schema(table_schema(codec.fields)) if f.name != KAFKA])
+    values = [_avro(BULK, _bulk_value(i)) for i in range(50)]
+    values[20] = values[20] + b"\x00" if damage == "trailing" else values[20][:-3]
+    got, bad = codec.decode_column(pa.array(values, pa.binary()), target)
+    assert list(bad) == [20]
+    rows = got.to_pylist()
+    assert rows[20] is None and rows[21]["id"] == 21 and rows[49]["id"] == 49
+    assert codec._bulk_header is not None  # a bad value does not end bulk reads
+
+
+def test_a_schema_polars_cannot_read_is_decoded_value_by_value() -> None:
+    codec = AvroCodec(ORDER)  # a map and a reference to a named type
+    assert codec._bulk_header is None

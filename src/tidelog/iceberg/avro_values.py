@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import fastavro
+import pyarrow as pa
 from pyiceberg.types import (
     BinaryType,
     BooleanType,
@@ -35,8 +37,11 @@ from pyiceberg.types import (
     TimeType,
 )
 
+from . import avro_bulk
 from .columns import VALUE, FieldIds
 from .value_codec import UnsupportedSchema, ValueCodec
+
+log = logging.getLogger(__name__)
 
 _PRIMITIVES: dict[str, IcebergType] = {
     "boolean": BooleanType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
@@ -123,6 +128,7 @@ class _Types:
 class AvroCodec(ValueCodec):
     def __init__(self, schema_json: Any) -> None:
         """``schema_json``: the writer's schema, self-contained (references expanded)."""
+        self.schema = schema_json
         t = _Types().of(schema_json)
         self._record = isinstance(t, StructType)
         self.fields = list(t.fields) if isinstance(t, StructType) else [
@@ -130,6 +136,29 @@ class AvroCodec(ValueCodec):
         self._parsed = fastavro.parse_schema(schema_json)
         # fastavro gives uuid logical values as UUID objects; their column is a string
         self._uuids = '"uuid"' in json.dumps(schema_json)
+        self._bulk_header: bytes | None = None
+        if avro_bulk.polars_reads(schema_json):
+            try:
+                self._bulk_header = avro_bulk.container_header(
+                    avro_bulk.bulk_schema(schema_json, self._record))
+            except (ValueError, KeyError, TypeError, fastavro.schema.SchemaParseException):
+                pass
+
+    def decode_column(self, payloads: pa.Array, target: pa.StructType
+                      ) -> tuple[pa.Array, dict[int, str]]:
+        """Polars' Avro reader over all the payloads at once (avro_bulk); value by value
+        when that block does not read back whole (a bad value among them, or a type Polars
+        does not read: then never again for this schema)."""
+        if self._bulk_header is not None and len(payloads):
+            try:
+                return avro_bulk.decode(self._bulk_header, payloads, target), {}
+            except Exception as exc:
+                values, bad = super().decode_column(payloads, target)
+                if not bad:  # every value parses alone: it is Polars that cannot
+                    log.info("Avro values of this schema are decoded one by one: %s", exc)
+                    self._bulk_header = None
+                return values, bad
+        return super().decode_column(payloads, target)
 
     def decode(self, payload: bytes) -> Mapping[str, object]:
         buf = io.BytesIO(payload)

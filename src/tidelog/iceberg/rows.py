@@ -1,50 +1,49 @@
-"""One flush's records as rows: the kafka coordinates and value columns of the records that
-decode, and the DLQ rows (raw key, value, coordinates and reason) of those that do not."""
+"""One flush's records sorted for the table, column by column: the records of each
+partition (record_columns: one bulk decode of its batches) are split by the codec that
+decodes their values (the schema id after the magic byte, read for all values at once, or
+the subject's latest schema), and the ones that cannot be decoded go to the DLQ rows with
+their reason. The values of each codec are then decoded in one call (``decode_column``)
+and the table's Arrow rows built from the groups."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 from pyiceberg.schema import Schema
 
 from tidelog.config.iceberg_config import KEY_VALUE, VALUE_SCHEMA_LATEST
-from tidelog.records import Record
+from tidelog.records import Record, RecordBatch
+from tidelog.records.builder import RecordBatchBuilder
 
 from .columns import KAFKA, VALUE, Coordinates, arrow_schema
-from .schemas import Codecs, SchemaNotYetKnown, UndecodableRecord
+from .record_columns import (
+    OFFSET,
+    empty_raw,
+    kafka_struct,
+    raw_columns,
+    records_of,
+    strip_prefix,
+)
+from .record_columns import VALUE as RAW_VALUE
+from .schemas import MAGIC, Codecs, SchemaNotYetKnown, UndecodableRecord
 from .value_codec import ValueCodec
+
+TOMBSTONE = "null value (a tombstone) has no columns"
+NOT_FRAMED = ("value is not in Confluent's wire format (magic byte 0 and a 4-byte schema "
+              "id)")
 
 
 @dataclass
-class DecodedRows:
-    coords: Coordinates = field(default_factory=Coordinates)
-    values: list[Mapping[str, object]] = field(default_factory=list)
-    codecs: list[ValueCodec | None] = field(default_factory=list)  # per row; None: key_value
-    raw: list[bytes | None] = field(default_factory=list)  # the values as produced
+class Group:
+    """Rows whose values one codec decodes (None: key_value mode, the value as it is)."""
 
-    def add(self, partition: int, r: Record, codec: ValueCodec | None,
-            value: Mapping[str, object]) -> None:
-        self.coords.add(partition, r.offset, r.timestamp, r.headers, r.key)
-        self.values.append(value)
-        self.codecs.append(codec)
-        self.raw.append(r.value)
-
-    def without(self, drop: set[int]) -> DecodedRows:
-        out = DecodedRows()
-        c = self.coords
-        for i in range(len(self.values)):
-            if i not in drop:
-                out.coords.add(c.partition[i], c.offset[i], c.timestamp[i], c.headers[i],
-                               c.key[i])
-                out.values.append(self.values[i])
-                out.codecs.append(self.codecs[i])
-                out.raw.append(self.raw[i])
-        return out
-
-    def __len__(self) -> int:
-        return len(self.values)
+    codec: ValueCodec | None
+    rows: np.ndarray  # int64 row numbers in the flush's raw records
+    payloads: pa.Array  # their values without framing
 
 
 @dataclass
@@ -58,8 +57,21 @@ class DlqRows:
         self.values.append(r.value)
         self.reasons.append(reason)
 
+    def add_rows(self, raw: pa.Table, rows: Iterable[int], reasons: Iterable[str]) -> None:
+        rows = list(rows)
+        for (p, record), reason in zip(records_of(raw, rows), reasons, strict=True):
+            self.add(p, record, reason)
+
     def __len__(self) -> int:
         return len(self.values)
+
+    def subset(self, keep: list[int]) -> DlqRows:
+        out = DlqRows()
+        c = self.coords
+        for i in keep:
+            out.add(c.partition[i], Record(c.offset[i], c.timestamp[i], c.key[i],
+                                           self.values[i], c.headers[i]), self.reasons[i])
+        return out
 
     def to_arrow(self, schema: Schema) -> pa.Table:
         target = arrow_schema(schema)
@@ -70,12 +82,24 @@ class DlqRows:
             schema=target)
 
 
-class WaitForSchema(Exception):
-    """Stop the partition at this record for now: its schema may still be on its way."""
+@dataclass
+class Sorted:
+    """A flush's records: the raw columns, the groups to decode, the rows for the DLQ."""
+
+    raw: pa.Table = field(default_factory=empty_raw)
+    groups: list[Group] = field(default_factory=list)
+    dlq: dict[int, str] = field(default_factory=dict)  # row -> reason
+    end: int | None = None  # the partition stops at this offset (a schema on its way)
+
+    def __len__(self) -> int:
+        return int(self.raw.num_rows)
+
+    def codecs(self) -> list[ValueCodec]:
+        return [g.codec for g in self.groups if g.codec is not None]
 
 
-class RecordDecoder:
-    """Turns records into rows for a topic's mode."""
+class RecordSorter:
+    """Sorts a partition's records by codec for a topic's mode."""
 
     def __init__(self, topic: str, mode: str, codecs: Codecs, *,
                  schema_wait_s: float = 30.0) -> None:
@@ -85,79 +109,188 @@ class RecordDecoder:
         self.schema_wait_s = schema_wait_s
         self._waiting: dict[tuple[int, int], float] = {}  # (partition, offset) -> since
 
-    def decode(self, partition: int, r: Record, rows: DecodedRows, dlq: DlqRows) -> None:
+    def sort(self, partition: int, batches: list[RecordBatch], start: int, end: int) -> Sorted:
+        raw = raw_columns(batches, partition, start, end)
+        values = raw.column(RAW_VALUE).combine_chunks()
+        everything = np.arange(len(values), dtype=np.int64)
         if self.mode == KEY_VALUE:
-            rows.add(partition, r, None, {VALUE: r.value})
+            return Sorted(raw, [Group(None, everything, values)])
+        out = Sorted(raw)
+        present = ~np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        out.dlq.update((int(i), TOMBSTONE) for i in np.flatnonzero(~present))
+        if self.mode == VALUE_SCHEMA_LATEST:
+            self._latest(out, everything[present], values)
+        else:
+            self._by_schema_id(partition, out, values, present)
+        return out
+
+    def _latest(self, out: Sorted, rows: np.ndarray, values: pa.Array) -> None:
+        if not len(rows):
             return
         try:
-            if r.value is None:
-                raise UndecodableRecord("null value (a tombstone) has no columns")
-            value = bytes(r.value)
-            if self.mode == VALUE_SCHEMA_LATEST:
-                _, codec = self.codecs.latest(self.subject)
-                payload = value
-            else:
-                _, codec, payload = self.codecs.split(value)
-            try:
-                row = codec.decode(payload)
-            except Exception as exc:
-                raise UndecodableRecord(f"value does not parse: {exc}") from None
-        except SchemaNotYetKnown as exc:
-            self._wait_or_give_up(partition, r, dlq, str(exc))
-            return
+            _, codec = self.codecs.latest(self.subject)
         except UndecodableRecord as exc:
-            dlq.add(partition, r, str(exc))
+            out.dlq.update((int(i), str(exc)) for i in rows)
             return
-        rows.add(partition, r, codec, row)
+        out.groups.append(Group(codec, rows, _take_values(values, rows)))
 
-    def _wait_or_give_up(self, partition: int, r: Record, dlq: DlqRows, reason: str) -> None:
+    def _by_schema_id(self, partition: int, out: Sorted, values: pa.Array,
+                      present: np.ndarray) -> None:
+        ids, framed = schema_ids(values, present)
+        out.dlq.update((int(i), NOT_FRAMED) for i in np.flatnonzero(present & ~framed))
+        cut = len(values)
+        offsets = out.raw.column(OFFSET).to_numpy()
+        unique, first = np.unique(ids[framed], return_index=True)
+        framed_rows = np.flatnonzero(framed)
+        for schema_id, at in sorted(zip(unique.tolist(), framed_rows[first].tolist(),
+                                        strict=True), key=lambda x: x[1]):
+            rows = framed_rows[ids[framed_rows] == schema_id]
+            try:
+                codec = self.codecs.plain(int(schema_id))
+            except SchemaNotYetKnown as exc:
+                if self._still_waiting(partition, int(offsets[at])):
+                    cut = min(cut, at)
+                else:
+                    out.dlq.update((int(i), str(exc)) for i in rows)
+                continue
+            except UndecodableRecord as exc:
+                out.dlq.update((int(i), str(exc)) for i in rows)
+                continue
+            if codec is None:  # Protobuf: each value carries its message indexes
+                self._one_by_one(out, rows, values)
+            else:
+                out.groups.append(Group(codec, rows, _without_framing(values, rows)))
+        if cut < len(values):
+            _cut(out, cut, int(offsets[cut]))
+
+    def _one_by_one(self, out: Sorted, rows: np.ndarray, values: pa.Array) -> None:
+        by_codec: dict[int, tuple[ValueCodec, list[int], list[bytes]]] = {}
+        for i, value in zip(rows.tolist(), values.take(pa.array(rows)).to_pylist(),
+                            strict=True):
+            try:
+                _, codec, payload = self.codecs.split(value)
+            except UndecodableRecord as exc:
+                out.dlq[i] = str(exc)
+                continue
+            got = by_codec.setdefault(id(codec), (codec, [], []))
+            got[1].append(i)
+            got[2].append(payload)
+        for codec, idx, payloads in by_codec.values():
+            out.groups.append(Group(codec, np.array(idx, np.int64), pa.array(payloads,
+                                                                             pa.binary())))
+
+    def _still_waiting(self, partition: int, offset: int) -> bool:
         """A schema id the cluster's registry may not have read yet: the partition waits at
-        the record (WaitForSchema) for ``schema_wait_s``, then the record goes to the DLQ."""
-        import time
-
+        the record for ``schema_wait_s``, then its records go to the DLQ."""
         now = time.monotonic()
-        since = self._waiting.setdefault((partition, r.offset), now)
+        since = self._waiting.setdefault((partition, offset), now)
         if now - since < self.schema_wait_s:
-            raise WaitForSchema(reason)
-        del self._waiting[(partition, r.offset)]
-        dlq.add(partition, r, reason)
+            return True
+        del self._waiting[(partition, offset)]
+        return False
 
 
-def rows_to_arrow(rows: DecodedRows, schema: Schema, dlq: DlqRows,
-                  keep: list[bool] | None = None) -> pa.Table:
-    """The rows as an Arrow table of ``schema``'s columns (columns a row's schema lacks are
-    null). A row pyarrow refuses (a value out of its column's range) goes to ``dlq``."""
+def schema_ids(values: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(schema id, framed) of every value: framed ones start with the magic byte and have
+    the 4 bytes of an id."""
+    values = values.cast(pa.binary())
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[
+        values.offset: values.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(values.buffers()[2] or b"", np.uint8)
+    framed = present & (np.diff(offsets) >= 5)
+    at = offsets[:-1][framed]
+    ok = np.zeros(n, dtype=bool)
+    ok[framed] = data[at] == MAGIC
+    ids = np.zeros(n, dtype=np.int64)
+    window = data[at[:, None] + np.arange(1, 5)].astype(np.int64)
+    ids[framed] = (window[:, 0] << 24) | (window[:, 1] << 16) | (window[:, 2] << 8) | window[:, 3]
+    return ids, ok
+
+
+def _without_framing(values: pa.Array, rows: np.ndarray) -> pa.Array:
+    return strip_prefix(_take_values(values, rows), 5)
+
+
+def _take_values(values: pa.Array, rows: np.ndarray) -> pa.Array:
+    if len(rows) == len(values) and (not len(rows) or (
+            rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
+        return values
+    return values.take(pa.array(rows))
+
+
+def _cut(out: Sorted, cut: int, offset: int) -> None:
+    """Keep the rows before ``cut`` only: the partition waits at ``offset``."""
+    out.raw = out.raw.slice(0, cut)
+    out.end = offset
+    out.dlq = {i: r for i, r in out.dlq.items() if i < cut}
+    kept = []
+    for g in out.groups:
+        mask = g.rows < cut
+        if mask.any():
+            kept.append(Group(g.codec, g.rows[mask], g.payloads.filter(pa.array(mask))))
+    out.groups = kept
+
+
+def merge(parts: list[Sorted]) -> Sorted:
+    """The partitions' records as one flush (groups of one codec joined)."""
+    out = Sorted(pa.concat_tables([p.raw for p in parts]) if parts else empty_raw())
+    joined: dict[int, list[Group]] = {}
+    base = 0
+    for p in parts:
+        for g in p.groups:
+            joined.setdefault(id(g.codec), []).append(Group(g.codec, g.rows + base, g.payloads))
+        out.dlq.update((i + base, r) for i, r in p.dlq.items())
+        base += p.raw.num_rows
+    for gs in joined.values():
+        out.groups.append(Group(gs[0].codec, np.concatenate([g.rows for g in gs]),
+                                pa.concat_arrays([g.payloads for g in gs])))
+    return out
+
+
+def table_rows(s: Sorted, schema: Schema) -> pa.Table:
+    """The decoded rows as an Arrow table of ``schema``'s columns, in the records' order;
+    values that do not decode (or fit) join ``s.dlq``."""
     target = arrow_schema(schema)
     value_fields = [f for f in target if f.name != KAFKA]
     value_type = pa.struct(value_fields)
-    try:
-        values = pa.array(rows.values, value_type)
-        index = None
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
-        index = _rows_that_convert(rows, value_type, dlq)
-        values = pa.array([rows.values[i] for i in index], value_type)
-    coords = rows.coords if index is None else _subset(rows.coords, index)
-    kafka = coords.to_arrow(target.field(KAFKA).type)
-    columns = [kafka, *values.flatten()] if value_fields else [kafka]
-    return pa.Table.from_arrays(columns, schema=target)
+    kafka_type = target.field(KAFKA).type
+    pieces, order = [], []
+    for g in s.groups:
+        bad: dict[int, str] = {}
+        if g.codec is None:
+            values = pa.StructArray.from_arrays([g.payloads], names=[VALUE])
+        else:
+            values, bad = g.codec.decode_column(g.payloads, value_type)
+        s.dlq.update((int(g.rows[i]), reason) for i, reason in bad.items())
+        rows = g.rows
+        if bad:
+            keep = np.ones(len(rows), dtype=bool)
+            keep[list(bad)] = False
+            rows, values = rows[keep], values.filter(pa.array(keep))
+        kafka = kafka_struct(_take(s.raw, rows), kafka_type)
+        cols = values.cast(value_type).flatten() if value_fields else []
+        pieces.append(pa.Table.from_arrays([kafka, *cols], schema=target))
+        order.append(rows)
+    if not pieces:
+        return target.empty_table()
+    table = pa.concat_tables(pieces)
+    return _take(table, np.argsort(np.concatenate(order), kind="stable"))
 
 
-def _rows_that_convert(rows: DecodedRows, value_type: pa.StructType, dlq: DlqRows) -> list[int]:
-    good = []
-    c = rows.coords
-    for i, v in enumerate(rows.values):
-        try:
-            pa.array([v], value_type)
-            good.append(i)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError,
-                OverflowError) as exc:
-            record = Record(c.offset[i], c.timestamp[i], c.key[i], rows.raw[i], c.headers[i])
-            dlq.add(c.partition[i], record, f"value does not fit the table's columns: {exc}")
-    return good
+def _take(table: pa.Table, rows: np.ndarray) -> pa.Table:
+    """``table.take(rows)``, skipped when ``rows`` are all the rows in order."""
+    if len(rows) == table.num_rows and (not len(rows) or (
+            rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
+        return table
+    return table.take(pa.array(rows))
 
 
-def _subset(c: Coordinates, index: list[int]) -> Coordinates:
-    out = Coordinates()
-    for i in index:
-        out.add(c.partition[i], c.offset[i], c.timestamp[i], c.headers[i], c.key[i])
-    return out
+def batch_of(records: list[Record]) -> list[RecordBatch]:
+    """Records as one v2 batch (tests, and rows made by hand)."""
+    if not records:
+        return []
+    b = RecordBatchBuilder(base_offset=records[0].offset)
+    for r in records:
+        b.append(r.timestamp, r.key, r.value, r.headers, offset=r.offset)
+    return [RecordBatch(b.build())]

@@ -115,6 +115,18 @@ class Codecs:
             self._plain[schema_id] = codec
         return schema_id, codec, payload
 
+    def plain(self, schema_id: int) -> ValueCodec | None:
+        """The codec of every value framed with ``schema_id`` (None for a Protobuf schema:
+        its values carry message indexes, split value by value)."""
+        plain = self._plain.get(schema_id)
+        if plain is not None:
+            return plain
+        schema = self._schema(schema_id)
+        if schema.schema_type == "PROTOBUF":
+            return None
+        codec = self._plain[schema_id] = self._codec(schema_id, schema, [])
+        return codec
+
     def latest(self, subject: str) -> tuple[int, ValueCodec]:
         if self.source is None:
             raise UndecodableRecord("no schema registry")

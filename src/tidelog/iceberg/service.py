@@ -1,5 +1,8 @@
 """Iceberg topics at one broker: a translator per topic whose ``tidelog.iceberg.mode`` is not
-``disabled``, flushed every target lag on one translation thread (never on the event loop),
+``disabled``, flushed on one translation thread (never on the event loop) often enough that
+a record is in the table within the topic's target lag (``tidelog.iceberg.target.lag.ms``,
+else the broker's ``iceberg.target.lag.ms``; Redpanda's "commit all data produced to the
+topic within the lag target"),
 retention floors under the partitions it hosts, and the tables of deleted topics dropped
 (``tidelog.iceberg.delete``).
 
@@ -42,6 +45,7 @@ class _Topic:
     delete_table: bool
     next_flush: float = 0.0
     running: bool = False
+    started: float = 0.0  # monotonic start of the running (or last) flush
     failing: str | None = None  # why the last flush failed (translation paused)
     last: FlushResult | None = None
 
@@ -110,6 +114,7 @@ class IcebergService:
             self._set_floors(name, topic.translator)
             if not topic.running and now >= topic.next_flush:
                 topic.running = True
+                topic.started = now
                 fut = asyncio.get_running_loop().run_in_executor(
                     self._pool, topic.translator.flush)
                 fut.add_done_callback(functools.partial(self._flushed, topic))
@@ -139,7 +144,8 @@ class IcebergService:
     def _flushed(self, topic: _Topic, fut: asyncio.Future[FlushResult]) -> None:
         topic.running = False
         lag_s = topic.translator.settings.target_lag_ms / 1000
-        topic.next_flush = time.monotonic() + lag_s
+        now = time.monotonic()
+        topic.next_flush = next_flush(topic.started, now, lag_s)
         exc = fut.exception() if not fut.cancelled() else None
         if exc is None and not fut.cancelled():
             if topic.failing is not None:
@@ -182,3 +188,12 @@ class IcebergService:
         """Flush one topic now, on the translation thread (after any flush running there)."""
         translator = self.topics[name].translator
         return await asyncio.get_running_loop().run_in_executor(self._pool, translator.flush)
+
+
+def next_flush(started: float, finished: float, target_lag_s: float) -> float:
+    """When the next flush starts so that a record produced just after this flush read the
+    log (at ``started``) is committed within the target lag: the next flush, taking about as
+    long as this one, must end by ``started + target``. A flush that takes half the target
+    or more runs the next one at once."""
+    took = max(0.0, finished - started)
+    return max(finished, started + target_lag_s - took)

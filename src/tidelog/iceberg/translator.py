@@ -19,14 +19,14 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
 from tidelog.config.iceberg_config import DLQ_TABLE, KEY_VALUE
+from tidelog.records import RecordBatch
 from tidelog.util.topic_partition import TopicPartition
 
 from .columns import dlq_schema, table_schema
 from .log_source import PartitionSource
-from .rows import DecodedRows, DlqRows, RecordDecoder, WaitForSchema, rows_to_arrow
+from .rows import DlqRows, RecordSorter, Sorted, merge, table_rows
 from .schemas import Codecs
 from .tables import Fenced, Tables, table_offsets
-from .value_codec import ValueCodec
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class TopicTranslator:
         self.settings = settings
         self.source = source
         self.tables = tables
-        self.decoder = RecordDecoder(settings.topic, settings.mode, codecs)
+        self.sorter = RecordSorter(settings.topic, settings.mode, codecs)
         self.max_bytes = max_bytes
         # partition -> next offset the table holds (what retention must keep from)
         self.committed: dict[int, int] = {}
@@ -94,15 +94,19 @@ class TopicTranslator:
         nothing is committed then, and the next flush starts from the table again."""
         self._observe()  # the lag grows even while the catalog cannot be reached
         table = self.refresh()
-        read, rows, dlq = self._read(table)
+        read, records = self._read(table)
         if not read.starts:
             return FlushResult()
         result = FlushResult(committed=dict(read.ends))
         if table is None:
-            table = self.tables.create(self.settings.topic, self._schema(rows, dlq),
+            table = self.tables.create(self.settings.topic, self._schema(records),
                                        self.settings.partition_spec)
-        table, rows = self._evolve(table, rows, dlq)
-        data = rows_to_arrow(rows, table.schema(), dlq)
+        table = self._evolve(table, records)
+        data = table_rows(records, table.schema())
+        dlq = DlqRows()
+        if records.dlq:
+            dlq.add_rows(records.raw, sorted(records.dlq), [records.dlq[i] for i in
+                                                             sorted(records.dlq)])
         try:
             if len(dlq) and self.settings.invalid_record_action == DLQ_TABLE:
                 self._commit_dlq(dlq, read)
@@ -132,8 +136,8 @@ class TopicTranslator:
                 self.lso[tp.partition] = leading.last_stable_offset
                 self.behind_since.setdefault(tp.partition, time.monotonic())
 
-    def _read(self, table: Table | None) -> tuple[_Read, DecodedRows, DlqRows]:
-        read, rows, dlq = _Read(), DecodedRows(), DlqRows()
+    def _read(self, table: Table | None) -> tuple[_Read, Sorted]:
+        read, parts = _Read(), []
         have = table_offsets(table.current_snapshot() if table is not None else None).offsets
         partitions = self.source.topic_partitions(self.settings.topic)
         budget = max(1 << 20, self.max_bytes // max(1, len(partitions)))
@@ -149,69 +153,53 @@ class TopicTranslator:
             if start < leading.log_start_offset:
                 log.warning("%s: offsets [%d, %d) left the log before translation", tp, start,
                             leading.log_start_offset)
-            end = self._read_partition(tp, start, leading.last_stable_offset, budget, rows, dlq)
+            part, end = self._read_partition(tp, start, leading.last_stable_offset, budget)
+            parts.append(part)
             if end > start or p not in have:
                 read.starts[p], read.ends[p] = start, end
                 read.epochs[p] = leading.leader_epoch
-        return read, rows, dlq
+        return read, merge(parts)
 
-    def _read_partition(self, tp: TopicPartition, start: int, lso: int, budget: int,
-                        rows: DecodedRows, dlq: DlqRows) -> int:
-        """Decode committed records of ``tp`` in [start, lso) up to ``budget`` bytes; returns
-        the next offset to read."""
+    def _read_partition(self, tp: TopicPartition, start: int, lso: int, budget: int
+                        ) -> tuple[Sorted, int]:
+        """The committed records of ``tp`` in [start, lso) up to ``budget`` bytes, sorted by
+        codec, and the next offset to read (where a schema on its way stopped them)."""
         position, used = start, 0
+        batches: list[RecordBatch] = []
         while position < lso and used < budget:
             got = self.source.read_committed(tp, position, min(budget - used, 8 << 20))
             if got.next_offset <= position:
                 break
-            for batch in got.batches:
-                used += batch.size_in_bytes
-                for record in batch.iter_records():
-                    if start <= record.offset < lso:
-                        try:
-                            self.decoder.decode(tp.partition, record, rows, dlq)
-                        except WaitForSchema:
-                            return record.offset  # the rest of the partition waits
+            batches.extend(got.batches)
+            used += sum(b.size_in_bytes for b in got.batches)
             position = min(got.next_offset, lso)  # a batch may reach past the LSO read
-        return position
+        part = self.sorter.sort(tp.partition, batches, start, position)
+        return part, position if part.end is None else part.end
 
-    def _schema(self, rows: DecodedRows, dlq: DlqRows) -> Schema:
+    def _schema(self, records: Sorted) -> Schema:
         if self.settings.mode == KEY_VALUE:
             return table_schema(None)
-        first = next((c for c in rows.codecs if c is not None), None)
+        first = next(iter(records.codecs()), None)
         return table_schema(first.fields if first is not None else [])
 
-    def _evolve(self, table: Table, rows: DecodedRows, dlq: DlqRows
-                ) -> tuple[Table, DecodedRows]:
-        """Add the columns of each schema the rows use; rows of a schema the table cannot
-        take go to the DLQ."""
+    def _evolve(self, table: Table, records: Sorted) -> Table:
+        """Add the columns of each schema the records use; the records of a schema the table
+        cannot take go to the DLQ."""
         if self.settings.mode == KEY_VALUE:
-            return table, rows
-        seen: dict[int, ValueCodec] = {}
-        for c in rows.codecs:
-            if c is not None and id(c) not in seen:
-                seen[id(c)] = c
-        refused: set[int] = set()
-        for key, codec in seen.items():
+            return table
+        kept = []
+        for group in records.groups:
+            assert group.codec is not None
             try:
-                table = self.tables.evolve(table, table_schema(codec.fields))
+                table = self.tables.evolve(table, table_schema(group.codec.fields))
+                kept.append(group)
             except (ValidationError, ResolveError, ValueError) as exc:  # a type Iceberg
                 # cannot promote to (a catalog failure is not caught: the flush fails)
                 log.warning("%s: schema not taken by the table: %s", self.settings.topic, exc)
-                refused.add(key)
                 reason = f"schema not taken by the table: {exc}"
-                for i, c in enumerate(rows.codecs):
-                    if id(c) == key:
-                        from tidelog.records import Record
-
-                        co = rows.coords
-                        dlq.add(co.partition[i], Record(co.offset[i], co.timestamp[i],
-                                                        co.key[i], rows.raw[i], co.headers[i]),
-                                reason)
-        if not refused:
-            return table, rows
-        drop = {i for i, c in enumerate(rows.codecs) if id(c) in refused}
-        return table, rows.without(drop)
+                records.dlq.update((int(i), reason) for i in group.rows)
+        records.groups = kept
+        return table
 
     def _commit_dlq(self, dlq: DlqRows, read: _Read) -> None:
         """DLQ rows first: a record the DLQ table already holds (the main commit failed after
@@ -222,18 +210,8 @@ class TopicTranslator:
         keep = [i for i in range(len(dlq))
                 if dlq.coords.offset[i] >= have.get(dlq.coords.partition[i], -1)]
         if len(keep) < len(dlq):
-            dlq = _subset_dlq(dlq, keep)
+            dlq = dlq.subset(keep)
         starts = {p: have[p] for p in read.ends if p in have}
         ends = {p: max(e, have.get(p, e)) for p, e in read.ends.items()}
         self.tables.commit(table, dlq.to_arrow(table.schema()), starts, ends, read.epochs)
 
-
-def _subset_dlq(dlq: DlqRows, keep: list[int]) -> DlqRows:
-    from tidelog.records import Record
-
-    out = DlqRows()
-    c = dlq.coords
-    for i in keep:
-        out.add(c.partition[i], Record(c.offset[i], c.timestamp[i], c.key[i], dlq.values[i],
-                                       c.headers[i]), dlq.reasons[i])
-    return out

@@ -1,12 +1,14 @@
 """What turns a record's value into the table's value columns: one codec per schema (Avro,
-JSON Schema, Protobuf), each giving the Iceberg fields of its schema and decoding a payload
-(the value with Confluent's framing already removed) into a row of those columns."""
+JSON Schema, Protobuf), each giving the Iceberg fields of its schema and decoding payloads
+(values with Confluent's framing already removed) into rows of those columns: one at a time
+(``decode``, the reference) or a column at once (``decode_column``)."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
+import pyarrow as pa
 from pyiceberg.types import NestedField
 
 
@@ -21,6 +23,22 @@ class ValueCodec(ABC):
     @abstractmethod
     def decode(self, payload: bytes) -> Mapping[str, object]:
         """The value's columns of one record; raises on bytes that do not parse."""
+
+    def decode_column(self, payloads: pa.Array, target: pa.StructType
+                      ) -> tuple[pa.Array, dict[int, str]]:
+        """The values of many records at once, as a struct array of ``target`` (the table's
+        value columns), and the reason of each row that has none (index -> reason; its
+        slot is null). This default decodes record by record; a codec whose library
+        decodes in bulk overrides it and falls back here."""
+        rows: list[Mapping[str, object] | None] = []
+        bad: dict[int, str] = {}
+        for i, payload in enumerate(payloads.to_pylist()):
+            try:
+                rows.append(self.decode(payload))
+            except Exception as exc:
+                bad[i] = f"value does not parse: {exc}"
+                rows.append(None)
+        return rows_to_struct(rows, target, bad), bad
 
 
 def zigzag_varint(buf: bytes, pos: int) -> tuple[int, int]:
@@ -38,3 +56,25 @@ def zigzag_varint(buf: bytes, pos: int) -> tuple[int, int]:
         if shift > 63:
             raise ValueError("varint too long")
     return (result >> 1) ^ -(result & 1), pos
+
+
+def rows_to_struct(rows: list[Mapping[str, object] | None], target: pa.StructType,
+                   bad: dict[int, str]) -> pa.Array:
+    """Rows as a struct array of ``target`` (columns a row lacks are null). A row pyarrow
+    refuses (a value out of its column's range) is null, with its reason in ``bad``."""
+    try:
+        return pa.array(rows, target)
+    except _REFUSED:
+        pass
+    out: list[Mapping[str, object] | None] = []
+    for i, row in enumerate(rows):
+        try:
+            pa.array([row], target)
+            out.append(row)
+        except _REFUSED as exc:
+            bad[i] = f"value does not fit the table's columns: {exc}"
+            out.append(None)
+    return pa.array(out, target)
+
+
+_REFUSED = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
