@@ -137,6 +137,7 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
         raise
     if http is not None and iceberg is not None:  # translation lag on /metrics
         http.registry.register(iceberg.collector())
+        http.topic_tables = iceberg.table_view  # the console's topic page shows the table
     log.info("per-record core: %s", _native.core_description)
     # what start-up made (modules, configs, the loaded logs) is never garbage: out of the
     # collector's way, so a full collection scans only what serving made since

@@ -64,6 +64,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="describe only partitions whose ISR is exactly min.insync.replicas",
     )
+    p.add_argument(
+        "--iceberg-config",
+        metavar="FILE",
+        help="the broker's properties file (its iceberg.* settings and log.dirs): --describe "
+        "then shows the Iceberg table of a topic in Iceberg mode",
+    )
     p.set_defaults(func=run)
 
 
@@ -137,6 +143,9 @@ def _describe(admin: Any, args: argparse.Namespace) -> int:
         min_isr = int(entries["min.insync.replicas"].value) if "min.insync.replicas" in entries \
             else 1
         tiered = _tiered_columns(args, name, [p.id for p in desc.partitions], entries)
+        table = _iceberg_columns(admin, args, name, [p.id for p in desc.partitions], entries,
+                                 show_table=not filtered)
+        tiered = {p.id: tiered.get(p.id, "") + table.get(p.id, "") for p in desc.partitions}
         for part in desc.partitions:
             if filtered and not _reported(args, part, live, min_isr):
                 continue
@@ -182,6 +191,53 @@ def _tiered_columns(args: argparse.Namespace, name: str, partitions: list[int],
         f"LocalLogStartOffset: {local[tp][0]}\tHighestTieredOffset: {tiered[tp][0]}"
         for tp in tps
     }
+
+
+def _iceberg_columns(admin: Any, args: argparse.Namespace, name: str, partitions: list[int],
+                     entries: dict[str, Any], *, show_table: bool) -> dict[int, str]:
+    """For a topic in Iceberg mode, with ``--iceberg-config``: a line naming its table and
+    current snapshot, and per partition the next offset the table holds and how many
+    committed records (up to the last stable offset) it still lacks."""
+    import importlib
+
+    from tidelog.config.iceberg_config import DISABLED, MODE, canonical_topic_configs
+
+    mode = canonical_topic_configs({k: str(v.value) for k, v in entries.items()}).get(
+        MODE, DISABLED)
+    if mode == DISABLED or not args.iceberg_config:
+        return {}
+    from confluent_kafka import IsolationLevel, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    from tidelog.config.properties import read_properties_file
+
+    describe = importlib.import_module("tidelog.iceberg.describe")
+    try:
+        table = describe.describe_table(read_properties_file(args.iceberg_config), name)
+    except OSError as exc:
+        raise TopicCommandError(f"--iceberg-config: {exc}") from None
+    if show_table:
+        snapshot = "none" if table.snapshot_id is None else (
+            f"{table.snapshot_id}\tSnapshotTime: {_iso(table.snapshot_ms)}")
+        print(f"\tIcebergTable: {table.table}\tMode: {mode}\tSnapshotId: {snapshot}")
+    ends = admin.list_offsets({TopicPartition(name, p): OffsetSpec.latest() for p in partitions},
+                              isolation_level=IsolationLevel.READ_COMMITTED)
+    out = {}
+    for tp, future in ends.items():
+        end = _result(future).offset
+        committed = table.committed.get(tp.partition, 0)
+        out[tp.partition] = (f"\tIcebergCommittedOffset: {committed}\t"
+                             f"IcebergLag: {max(0, end - committed)}")
+    return out
+
+
+def _iso(ms: int | None) -> str:
+    import datetime
+
+    if ms is None:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(
+        timespec="milliseconds")
 
 
 def _reported(args: argparse.Namespace, part: Any, live: set[int], min_isr: int) -> bool:

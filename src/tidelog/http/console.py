@@ -131,8 +131,10 @@ class Console:
                 v = defaults.get(k)
                 if v is not None:
                     configs.append((k, ",".join(v) if isinstance(v, list) else v, "default"))
+        tables = self.listener.topic_tables
+        table = tables(name) if tables is not None else None
         return self.render("topic", f"Topic {name}", topic=name, partitions=views,
-                           offline=offline, configs=configs, **extra)  # fmt: skip
+                           offline=offline, configs=configs, table=table, **extra)  # fmt: skip
 
     def _partition(self, request: web.Request) -> tuple[TopicPartition, Log]:
         name = request.match_info["topic"]

@@ -61,6 +61,9 @@ class HttpListener:
         self.registry.register(ClientMetricsCollector(broker))
         self.registry.register(GroupCollector(broker))
         self.env = environment()
+        # a topic's table (name, snapshot, committed offsets, lag) for its console page, set
+        # by whoever starts Iceberg topics beside the broker (http never imports them)
+        self.topic_tables: Callable[[str], object | None] | None = None
         self.console = Console(self)
         self._runner: web.AppRunner | None = None
         self._sampler: asyncio.Task[None] | None = None

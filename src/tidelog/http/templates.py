@@ -96,7 +96,15 @@ TOPIC = """{% extends "base" %}{% block body %}
 <td class="num">{{ p.log_start_offset }}</td><td class="num">{{ p.last_stable_offset }}</td>
 <td class="num">{{ p.high_watermark }}</td><td class="num">{{ p.log_end_offset }}</td></tr>{% endfor %}
 {% for p in offline %}<tr><td>{{ p }}</td><td colspan="7" class="bad">offline (log dir failed)</td></tr>{% endfor %}
-</table><h2>Config</h2><table id="configs"><tr><th>key</th><th>value</th><th>source</th></tr>
+</table>{% if table %}<h2>Iceberg table</h2>
+<p id="iceberg-table">Table <b>{{ table.table }}</b> · snapshot <b id="iceberg-snapshot">{{ table.snapshot_id if table.snapshot_id is not none else 'none yet' }}</b>
+{% if table.paused %} · <span class="bad">translation paused: {{ table.paused }}</span>{% endif %}</p>
+<table id="iceberg-partitions"><tr><th>partition</th><th class="num">committed offset</th>
+<th class="num">lag (records)</th><th class="num">lag (ms)</th></tr>
+{% for p in table.partitions %}<tr><td>{{ p.partition }}</td><td class="num">{{ p.committed_offset }}</td>
+<td class="num">{{ p.lag_records if p.lag_records is not none else '-' }}</td>
+<td class="num">{{ p.lag_ms|round|int if p.lag_ms is not none else '-' }}</td></tr>{% endfor %}</table>
+{% endif %}<h2>Config</h2><table id="configs"><tr><th>key</th><th>value</th><th>source</th></tr>
 {% for k, v, src in configs %}<tr><td>{{ k }}</td><td>{{ v }}</td><td>{{ src }}</td></tr>{% endfor %}</table>
 {% if admin %}<h2>Alter config</h2><form method="post" action="/topics/{{ topic|urlq }}/config">
 <input type="hidden" name="csrf" value="{{ csrf }}"><input name="key" placeholder="retention.ms" required>

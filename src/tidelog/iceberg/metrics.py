@@ -35,11 +35,10 @@ class IcebergCollector(Collector):
         now = time.monotonic()
         for name, topic in list(self.service.topics.items()):
             translator = topic.translator
+            behind = translator.lag_ms(now)
             for p, lag in sorted(translator.lag().items()):
                 records.add_metric([name, str(p)], lag)
-                since = translator.behind_since.get(p)
-                ms.add_metric([name, str(p)], 0 if lag == 0 or since is None else
-                              (now - since) * 1000)
+                ms.add_metric([name, str(p)], behind.get(p, 0.0))
             paused.add_metric([name], 1 if topic.failing is not None else 0)
         yield records
         yield ms

@@ -39,6 +39,22 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class PartitionTableView:
+    partition: int
+    committed_offset: int  # the next offset the table holds for the partition
+    lag_records: int | None  # None: not led here
+    lag_ms: float | None
+
+
+@dataclass(frozen=True)
+class TableView:
+    table: str
+    snapshot_id: int | None
+    partitions: list[PartitionTableView]
+    paused: str | None  # why translation is paused, if it is
+
+
 @dataclass
 class _Topic:
     translator: TopicTranslator
@@ -183,6 +199,20 @@ class IcebergService:
     def lag(self) -> dict[str, dict[int, int]]:
         """Records not yet in the table, per topic and partition led here."""
         return {name: t.translator.lag() for name, t in self.topics.items()}
+
+    def table_view(self, name: str) -> TableView | None:
+        """What the console's topic page and ``topics --describe`` show of a topic's table
+        (None: the topic is not translated here). Reads no catalog: the translator's own
+        view as of its last flush."""
+        topic = self.topics.get(name)
+        if topic is None or self.tables is None:
+            return None
+        t = topic.translator
+        behind = t.lag_ms(time.monotonic())
+        lag = t.lag()
+        rows = [PartitionTableView(p, t.committed.get(p, 0), lag.get(p), behind.get(p))
+                for p in sorted(set(t.committed) | set(lag))]
+        return TableView(self.tables.identifier(name), t.snapshot_id, rows, topic.failing)
 
     async def flush_topic(self, name: str) -> FlushResult:
         """Flush one topic now, on the translation thread (after any flush running there)."""

@@ -73,6 +73,7 @@ class TopicTranslator:
         self.lso: dict[int, int] = {}
         # partition -> monotonic time the table last held everything up to the LSO read
         self.behind_since: dict[int, float] = {}
+        self.snapshot_id: int | None = None  # the table's current snapshot, as last read
 
     def floor(self, partition: int) -> Callable[[], int | None]:
         """The retention floor of one partition: nothing at or after the table's offset
@@ -83,10 +84,18 @@ class TopicTranslator:
         """Records not yet in the table, per partition led here."""
         return {p: max(0, lso - self.committed.get(p, 0)) for p, lso in self.lso.items()}
 
+    def lag_ms(self, now: float) -> dict[int, float]:
+        """How long the table has been behind each partition led here (0 when current)."""
+        since = self.behind_since
+        return {p: 0.0 if lag == 0 or p not in since else (now - since[p]) * 1000
+                for p, lag in self.lag().items()}
+
     def refresh(self) -> Table | None:
         table = self.tables.load(self.settings.topic)
         if table is not None:
-            self.committed.update(table_offsets(table.current_snapshot()).offsets)
+            snapshot = table.current_snapshot()
+            self.committed.update(table_offsets(snapshot).offsets)
+            self.snapshot_id = snapshot.snapshot_id if snapshot is not None else None
         return table
 
     def flush(self) -> FlushResult:
@@ -113,12 +122,14 @@ class TopicTranslator:
                 result.dlq_rows = len(dlq)
             elif len(dlq):
                 result.dropped = len(dlq)
-            self.tables.commit(table, data, read.starts, read.ends, read.epochs)
+            committed = self.tables.commit(table, data, read.starts, read.ends, read.epochs)
         except (Fenced, CommitFailedException) as exc:  # a commit raced ours: start over
             log.info("%s: another commit went first (%s); resuming from the table",
                      self.settings.topic, exc)
             return FlushResult()
         self.committed.update(read.ends)
+        snapshot = committed.current_snapshot()
+        self.snapshot_id = snapshot.snapshot_id if snapshot is not None else self.snapshot_id
         now = time.monotonic()
         for p, end in read.ends.items():
             if end >= self.lso.get(p, end):

@@ -120,6 +120,7 @@ class EmbeddedBroker:
                 start_iceberg(self.broker, self.schema_registry))
             if self.http is not None and self.iceberg is not None:  # lag on /metrics
                 self.http.registry.register(self.iceberg.collector())
+                self.http.topic_tables = self.iceberg.table_view
         except BaseException as exc:
             if self.schema_registry is not None:
                 loop.run_until_complete(self.schema_registry.stop())
