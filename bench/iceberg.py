@@ -194,6 +194,18 @@ def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int) -> 
     return out
 
 
+def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int) -> None:
+    ice, plain = [], []
+    for _ in range(repeats):
+        for iceberg, out in ((True, ice), (False, plain)):
+            topic = f"p-{uuid.uuid4().hex[:6]}"
+            create(b.bootstrap_servers, topic, 6, iceberg, 1000)
+            out.append(produce(b.bootstrap_servers, topic, values))
+    print(f"produce iceberg topic records/s {rng_range(ice)}")
+    print(f"produce plain topic   records/s {rng_range(plain)}")
+    print(f"iceberg / plain produce: {ratio_range([a / c for a, c in zip(ice, plain, strict=True)])}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100_000)
@@ -224,17 +236,8 @@ def main() -> None:
             print(f"[{name}] parquet write   records/s {rng_range(pl)}")
             print(f"[{name}] translation / parquet write: "
                   f"{ratio_range([a / c for a, c in zip(tr, pl, strict=True)])}")
-        if "produce" in args.skip:
-            return
-        ice, plain = [], []
-        for _ in range(args.repeats):
-            for iceberg, out in ((True, ice), (False, plain)):
-                topic = f"p-{uuid.uuid4().hex[:6]}"
-                create(b.bootstrap_servers, topic, 6, iceberg, 1000)
-                out.append(produce(b.bootstrap_servers, topic, values))
-        print(f"produce iceberg topic records/s {rng_range(ice)}")
-        print(f"produce plain topic   records/s {rng_range(plain)}")
-        print(f"iceberg / plain produce: {ratio_range([a / c for a, c in zip(ice, plain, strict=True)])}")
+        if "produce" not in args.skip:
+            produce_phase(b, values, args.repeats)
         if "lag" in args.skip:
             return
         n = int(args.rate * args.lag_seconds)

@@ -9,6 +9,10 @@ segment kept. The log start offset then moves to the end of the last deleted seg
 Dangling segments are deleted first: a COPY_SEGMENT_STARTED that this broker is not copying
 now (an upload cut by a crash or by a leader change: never counted, never read) and a
 DELETE_SEGMENT_STARTED (a delete cut short).
+
+The log's retention floor (``Log.retention_floor``: the lowest offset a reader outside the
+log still needs, such as an Iceberg topic's table) holds here as in local retention: no
+segment holding an offset at or above it expires by time or size.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ def _expired(rlm: RemoteLogManager, lg: Log, segments: list[RemoteLogSegmentMeta
     new_start: int | None = None
     for m in segments:
         below_start = m.end_offset < lg.log_start_offset
+        if not below_start and above_retention_floor(lg, m.end_offset):
+            break  # a reader outside the log (an Iceberg table) still needs it
         by_time = cleanup_until is not None and m.max_timestamp_ms <= cleanup_until
         by_size = breached > 0 and breached - m.segment_size_in_bytes >= 0
         if not (below_start or by_time or by_size):
@@ -78,3 +84,10 @@ def only_local_size(lg: Log) -> int:
     """Kafka's onlyLocalLogSegmentsSize: local segments from the highest copied offset on."""
     copied = lg.highest_offset_in_remote_storage
     return sum(s.size for s in lg.segments.values() if s.base_offset >= copied)
+
+
+def above_retention_floor(lg: Log, end_offset: int) -> bool:
+    """Whether a segment ending at ``end_offset`` holds an offset the log's retention floor
+    keeps (the same floor local retention keeps)."""
+    floor = lg.retention_floor() if lg.retention_floor is not None else None
+    return floor is not None and end_offset >= floor
