@@ -32,6 +32,9 @@ def catalog_properties(values: Mapping[str, Any], log_dir: Path) -> dict[str, st
                     "rest.signing-region": "iceberg.rest.signing.region",
                     "rest.signing-name": "iceberg.rest.signing.name"}
         props.update({k: str(values[v]) for k, v in optional.items() if values.get(v)})
+        if "credential" in props:  # the REST spec's token endpoint (pyiceberg's guess is
+            # deprecated)
+            props["oauth2-server-uri"] = props["uri"].rstrip("/") + "/v1/oauth/tokens"
         if values.get("iceberg.rest.sigv4.enabled"):
             props["rest.sigv4-enabled"] = "true"
     s3 = {"s3.endpoint": "iceberg.s3.endpoint", "s3.access-key-id": "iceberg.s3.access.key.id",
