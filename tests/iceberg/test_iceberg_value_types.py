@@ -331,7 +331,8 @@ def _bulk_value(i: int) -> dict[str, Any]:
             "ship": {"city": f"c{i}"}}
 
 
-def _reference(codec: AvroCodec, payloads: pa.Array, target: pa.StructType) -> Any:
+def _reference(codec: Any, payloads: pa.Array, target: pa.StructType) -> Any:
+    """The value-by-value decode (the reference every bulk path must equal)."""
     from tidelog.iceberg.value_codec import ValueCodec
 
     return ValueCodec.decode_column(codec, payloads, target)
@@ -372,3 +373,50 @@ def test_a_bad_avro_value_among_many_is_found_alone(damage: str) -> None:
 def test_a_schema_polars_cannot_read_is_decoded_value_by_value() -> None:
     codec = AvroCodec(ORDER)  # a map and a reference to a named type
     assert codec._bulk_header is None
+
+
+JSON_ORDER = {"type": "object", "properties": {
+    "id": {"type": "integer"}, "name": {"type": ["null", "string"]},
+    "score": {"type": "number"}, "ok": {"type": "boolean"},
+    "at": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
+    "items": {"type": "array", "items": {"$ref": "#/definitions/Item"}}},
+    "definitions": {"Item": {"type": "object", "properties": {"sku": {"type": "string"}}}}}
+
+
+def _json_value(i: int) -> bytes:
+    value: dict[str, Any] = {"id": i, "score": i if i % 2 else i / 4, "ok": bool(i % 3),
+                             "at": f"2024-01-02T03:04:{i % 60:02d}{'Z' if i % 2 else '+02:00'}",
+                             "day": "2024-02-29", "items": [{"sku": f"s{i}"}] * (i % 3),
+                             "extra": {"ignored": True}}
+    if i % 5:
+        value["name"] = f"n{i}"
+    return json.dumps(value, indent=2 if i % 7 == 0 else None).encode()  # newlines too
+
+
+def test_json_in_bulk_equals_value_by_value() -> None:
+    from tidelog.iceberg.columns import KAFKA, arrow_schema
+
+    codec = JsonCodec(JSON_ORDER)
+    target = pa.struct([f for f in arrow_schema(table_schema(codec.fields)) if f.name != KAFKA])
+    payloads = pa.array([_json_value(i) for i in range(120)], pa.binary())
+    from tidelog.iceberg import json_bulk
+
+    bulk = json_bulk.decode(payloads, target)
+    ref, bad = _reference(codec, payloads, target)
+    assert not bad and bulk.equals(ref)
+    assert codec.decode_column(payloads, target)[0].equals(ref)
+
+
+@pytest.mark.parametrize("bad_value", [b'{"id": 1', b'{"id": 1} {"id": 2}', b"",
+                                       b'{"id": "x"}', b"[1]"])
+def test_a_bad_json_value_among_many_is_found_alone(bad_value: bytes) -> None:
+    from tidelog.iceberg.columns import KAFKA, arrow_schema
+
+    codec = JsonCodec(JSON_ORDER)
+    target = pa.struct([f for f in arrow_schema(table_schema(codec.fields)) if f.name != KAFKA])
+    values = [_json_value(i) for i in range(30)]
+    values[12] = bad_value
+    got, bad = codec.decode_column(pa.array(values, pa.binary()), target)
+    assert list(bad) == [12]
+    rows = got.to_pylist()
+    assert rows[12] is None and rows[13]["id"] == 13 and rows[29]["id"] == 29

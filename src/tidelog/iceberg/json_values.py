@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pyarrow as pa
 from pyiceberg.types import (
     BooleanType,
     DateType,
@@ -26,6 +27,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from . import json_bulk
 from .columns import VALUE, FieldIds
 from .value_codec import UnsupportedSchema, ValueCodec
 
@@ -123,3 +125,14 @@ class JsonCodec(ValueCodec):
     def decode(self, payload: bytes) -> Mapping[str, object]:
         value = self._convert(json.loads(payload))
         return value if self._record else {VALUE: value}
+
+    def decode_column(self, payloads: pa.Array, target: pa.StructType
+                      ) -> tuple[pa.Array, dict[int, str]]:
+        """pyarrow's JSON reader over all the objects at once (json_bulk); value by value
+        when they do not read back one row each."""
+        if self._record and len(payloads):
+            try:
+                return json_bulk.decode(payloads, target), {}
+            except (pa.ArrowException, ValueError, TypeError):
+                pass
+        return super().decode_column(payloads, target)
