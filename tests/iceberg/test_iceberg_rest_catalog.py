@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +32,27 @@ class IcebergSeaweedFS(SeaweedFS):
         self.iceberg_port = _free_ports(1)[0]
         return [*command, f"-s3.port.iceberg={self.iceberg_port}", f"-tableBucket={BUCKET}"]
 
+    def wait_catalog(self, timeout: float = 60.0) -> None:
+        """Until the catalog serves the table bucket (weed creates it after its S3 API
+        answers)."""
+        from pyiceberg.catalog import load_catalog
+
+        from tidelog.config.iceberg_config import ICEBERG_CONFIG_DEF
+        from tidelog.iceberg.catalog import catalog_properties
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                load_catalog("probe", **catalog_properties(
+                    ICEBERG_CONFIG_DEF.parse(self.catalog_props()), Path("."))
+                    ).list_namespaces()
+                return
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise SeaweedFSUnavailable(f"no Iceberg catalog: {exc}: "
+                                               f"{self.log_tail()}") from exc
+                time.sleep(0.3)
+
     def catalog_props(self) -> dict[str, str]:
         """The broker's ``iceberg.*`` settings for this catalog."""
         return {
@@ -50,7 +72,9 @@ def rest_catalog() -> Iterator[IcebergSeaweedFS]:
     server = IcebergSeaweedFS()
     try:
         server.start()
+        server.wait_catalog()
     except SeaweedFSUnavailable as exc:
+        server.stop()
         require_capability("seaweedfs", False, str(exc))
     try:
         yield server

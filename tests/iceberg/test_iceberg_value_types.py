@@ -420,3 +420,19 @@ def test_a_bad_json_value_among_many_is_found_alone(bad_value: bytes) -> None:
     assert list(bad) == [12]
     rows = got.to_pylist()
     assert rows[12] is None and rows[13]["id"] == 13 and rows[29]["id"] == 29
+
+
+def test_record_columns_of_mixed_records() -> None:
+    """The columnar decode gives each record's coordinates as the record itself has them:
+    null keys and values, no headers (an empty list), headers with null values, gaps."""
+    records = [Record(10, 1_700_000_000_001, None, b"a", []),
+               Record(11, 1_700_000_000_002, b"k", None, [("h", None), ("i", b"2")]),
+               Record(14, 1_700_000_000_003, b"", b"", [])]
+    raw = raw_columns(batch_of(records), 4, 11, 100)  # from offset 11 on
+    rows = raw.to_pylist()
+    assert [r["offset"] for r in rows] == [11, 14] and {r["partition"] for r in rows} == {4}
+    assert rows[0]["key"] == b"k" and rows[0]["value"] is None
+    assert rows[0]["headers"] == [{"key": "h", "value": None}, {"key": "i", "value": b"2"}]
+    assert rows[1]["headers"] == [] and rows[1]["key"] == b"" and rows[1]["value"] == b""
+    assert rows[1]["timestamp"] == datetime.datetime.fromtimestamp(1_700_000_000.003,
+                                                                   datetime.UTC)
