@@ -16,7 +16,7 @@ import functools
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tidelog.config.iceberg_config import (
@@ -61,7 +61,7 @@ class _Topic:
     delete_table: bool
     next_flush: float = 0.0
     running: bool = False
-    started: float = 0.0  # monotonic start of the running (or last) flush
+    took: list[float] = field(default_factory=list)  # the last flushes' durations (s)
     failing: str | None = None  # why the last flush failed (translation paused)
     last: FlushResult | None = None
 
@@ -130,7 +130,6 @@ class IcebergService:
             self._set_floors(name, topic.translator)
             if not topic.running and now >= topic.next_flush:
                 topic.running = True
-                topic.started = now
                 fut = asyncio.get_running_loop().run_in_executor(
                     self._pool, topic.translator.flush)
                 fut.add_done_callback(functools.partial(self._flushed, topic))
@@ -161,7 +160,9 @@ class IcebergService:
         topic.running = False
         lag_s = topic.translator.settings.target_lag_ms / 1000
         now = time.monotonic()
-        topic.next_flush = next_flush(topic.started, now, lag_s)
+        started = topic.translator.flush_started or now
+        topic.took = [*topic.took[-2:], max(0.0, now - started)]
+        topic.next_flush = next_flush(started, max(topic.took), now, lag_s)
         exc = fut.exception() if not fut.cancelled() else None
         if exc is None and not fut.cancelled():
             if topic.failing is not None:
@@ -220,10 +221,9 @@ class IcebergService:
         return await asyncio.get_running_loop().run_in_executor(self._pool, translator.flush)
 
 
-def next_flush(started: float, finished: float, target_lag_s: float) -> float:
+def next_flush(started: float, took: float, finished: float, target_lag_s: float) -> float:
     """When the next flush starts so that a record produced just after this flush read the
-    log (at ``started``) is committed within the target lag: the next flush, taking about as
-    long as this one, must end by ``started + target``. A flush that takes half the target
-    or more runs the next one at once."""
-    took = max(0.0, finished - started)
+    log (at ``started``) is committed within the target lag: the next flush, taking up to
+    ``took`` (the longest of the last few), must end by ``started + target``. Flushes that
+    take half the target or more run back to back."""
     return max(finished, started + target_lag_s - took)

@@ -74,6 +74,8 @@ class TopicTranslator:
         # partition -> monotonic time the table last held everything up to the LSO read
         self.behind_since: dict[int, float] = {}
         self.snapshot_id: int | None = None  # the table's current snapshot, as last read
+        self.read_once = False  # the table has been read (its offsets are in committed)
+        self.flush_started = 0.0  # monotonic start of the last flush, on its thread
 
     def floor(self, partition: int) -> Callable[[], int | None]:
         """The retention floor of one partition: nothing at or after the table's offset
@@ -96,12 +98,16 @@ class TopicTranslator:
             snapshot = table.current_snapshot()
             self.committed.update(table_offsets(snapshot).offsets)
             self.snapshot_id = snapshot.snapshot_id if snapshot is not None else None
+        self.read_once = True
         return table
 
     def flush(self) -> FlushResult:
         """One flush (translation thread). Raises when the catalog or warehouse fails:
         nothing is committed then, and the next flush starts from the table again."""
+        self.flush_started = time.monotonic()
         self._observe()  # the lag grows even while the catalog cannot be reached
+        if self._caught_up():
+            return FlushResult()  # nothing to read: the catalog is not asked
         table = self.refresh()
         read, records = self._read(table)
         if not read.starts:
@@ -136,6 +142,13 @@ class TopicTranslator:
                 self.behind_since[p] = now  # current as of this flush's read
         result.rows = data.num_rows
         return result
+
+    def _caught_up(self) -> bool:
+        """Whether the table, as last read or committed here, holds every partition led here
+        up to its last stable offset (it cannot be further: nothing past the LSO is
+        translated, by this broker or another)."""
+        return self.read_once and all(self.committed.get(p) == lso
+                                      for p, lso in self.lso.items())
 
     def _observe(self) -> None:
         """The last stable offset of each partition led here (what the lag is measured to)."""
