@@ -147,7 +147,9 @@ class IcebergService:
             assert self.tables is not None
             translator = TopicTranslator(settings, self.source, self.tables, self.codecs)
             if topic is None:
-                first = time.monotonic() + settings.target_lag_ms / 1000  # a flush per lag
+                # a record produced as the topic appears is in the table within the target
+                # lag, with half of it left for the first flush (it creates the table)
+                first = time.monotonic() + settings.target_lag_ms / 2000
                 topic = self.topics[name] = _Topic(translator, cfg.tidelog_iceberg_delete,
                                                    next_flush=first)
             else:  # the topic's settings changed: the next flush uses the new ones
@@ -162,7 +164,8 @@ class IcebergService:
         now = time.monotonic()
         started = topic.translator.flush_started or now
         topic.took = [*topic.took[-2:], max(0.0, now - started)]
-        topic.next_flush = next_flush(started, max(topic.took), now, lag_s)
+        # the next flush starts within a tick of its time: room for that too
+        topic.next_flush = next_flush(started, max(topic.took) + self.tick_s, now, lag_s)
         exc = fut.exception() if not fut.cancelled() else None
         if exc is None and not fut.cancelled():
             if topic.failing is not None:
