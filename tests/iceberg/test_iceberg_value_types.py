@@ -436,3 +436,37 @@ def test_record_columns_of_mixed_records() -> None:
     assert rows[1]["headers"] == [] and rows[1]["key"] == b"" and rows[1]["value"] == b""
     assert rows[1]["timestamp"] == datetime.datetime.fromtimestamp(1_700_000_000.003,
                                                                    datetime.UTC)
+
+
+def test_one_partition_is_written_as_pyiceberg_writes_it(tmp_path: Path) -> None:
+    """Rows of one hour: one data file whose partition and counts are the ones pyiceberg's
+    own split gives; rows of two hours: pyiceberg's split (a file per hour)."""
+    import uuid
+
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    from tidelog.iceberg.data_files import data_files, single_partition
+
+    catalog = SqlCatalog("t", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}")
+    tables = Tables(catalog, "kafka", tmp_path / "pending")
+    codec = AvroCodec({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})
+    table = tables.create("t", table_schema(codec.fields), "(hour(kafka.timestamp), a)")
+
+    def rows(stamps: list[int]) -> pa.Table:
+        records = [Record(i, ts, None, _avro(codec.schema, {"a": 7}), [])
+                   for i, ts in enumerate(stamps)]
+        return _table(codec, table.schema(), 0, records)
+
+    hour = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000
+    one = rows([hour + i * 1000 for i in range(50)])
+    meta = table.metadata
+    assert single_partition(meta, one) is not None
+    ours = list(data_files(meta, one, table.io, uuid.uuid4()))
+    theirs = list(_dataframe_to_data_files(table_metadata=meta, df=one, io=table.io,
+                                           write_uuid=uuid.uuid4()))
+    assert [(f.partition, f.record_count) for f in ours] == [
+        (f.partition, f.record_count) for f in theirs] and len(ours) == 1
+    assert ours[0].lower_bounds == theirs[0].lower_bounds
+    two = rows([hour + 1000, hour + 3_600_000 + 1000])
+    assert single_partition(meta, two) is None
+    assert len(list(data_files(meta, two, table.io, uuid.uuid4()))) == 2

@@ -28,7 +28,6 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.io.pyarrow import _dataframe_to_data_files
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -47,6 +46,8 @@ from pyiceberg.transforms import (
 from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType
 
 from tidelog.config.iceberg_config import SpecField, parse_partition_spec
+
+from .data_files import data_files
 
 log = logging.getLogger(__name__)
 
@@ -167,10 +168,8 @@ class Tables:
             with txn.update_snapshot(snapshot_properties=props).fast_append() as append:
                 append.commit_uuid = commit_uuid
                 if data.num_rows:
-                    for data_file in _dataframe_to_data_files(
-                        table_metadata=txn.table_metadata, df=data, io=table.io,
-                        write_uuid=commit_uuid,
-                    ):
+                    for data_file in data_files(txn.table_metadata, data, table.io,
+                                                commit_uuid):
                         append.append_data_file(data_file)
             committed = txn.commit_transaction()
         except BaseException:
