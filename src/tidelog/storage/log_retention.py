@@ -115,7 +115,7 @@ def _delete(lg: Log, predicate: Predicate, reason: str, keep_floor: bool = True)
         new = lg.roll()
         if deletable[-1].base_offset == new.base_offset:
             to_delete = deletable[:-1]
-    lg.remove_and_delete_segments(to_delete, reason)
+    lg.local_log.remove_and_delete_segments(to_delete, reason)
     for seg in deletable:
         lg.producer_state.delete_snapshot_at(seg.base_offset)
     first = lg.segments.first_segment_base_offset
