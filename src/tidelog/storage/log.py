@@ -25,10 +25,7 @@ from tidelog.util.scheduler import Scheduler
 from tidelog.util.topic_partition import TopicPartition
 
 from . import log_read, log_retention, log_tiered_offsets, log_writes
-from .errors import (
-    OffsetOutOfRangeError,
-    UnexpectedAppendOffsetError,
-)
+from .errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from .file_records import TimestampAndOffset
 from .leader_epoch import EpochEntry, LeaderEpochFileCache
 from .loader import LogLoader, rebuild_producer_state
@@ -65,6 +62,9 @@ INT32_MAX = 2**31 - 1
 
 
 class Log:
+    """One partition's log over its ``LocalLog``: opened by ``Log.open`` (the LogLoader's
+    recovery first)."""
+
     def __init__(self, local: LocalLog, producer_state: ProducerStateManager,
                  leader_epoch_cache: LeaderEpochFileCache, *, log_start_offset: int) -> None:
         self._local = local
