@@ -14,13 +14,44 @@ DELETE_SEGMENT_STARTED (a delete cut short).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.storage.log import Log
 from tidelog.storage.remote.metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState
 
 if TYPE_CHECKING:
-    from .remote_log_manager import RemoteLogManager, RLMTask
+    from tidelog.metrics.remote import RemoteLogMetrics
+    from tidelog.storage.remote.metadata import RemoteLogSegmentId, TopicIdPartition
+    from tidelog.util.clock import Clock
+
+    from .remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
+
+
+class RLMTask(Protocol):
+    """What expiration reads of a partition's task (the RemoteLogManager's RLMTask)."""
+
+    @property
+    def tip(self) -> TopicIdPartition: ...
+
+    @property
+    def being_copied(self) -> set[RemoteLogSegmentId]: ...
+
+
+class RemoteLogManager(Protocol):
+    """What expiration uses of the RemoteLogManager."""
+
+    @property
+    def rlmm(self) -> TopicBasedRemoteLogMetadataManager: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def metrics(self) -> RemoteLogMetrics: ...
+
+    async def delete_remote_log_segment(self, metadata: RemoteLogSegmentMetadata) -> None: ...
+
+    def raise_log_start(self, lg: Log, offset: int, reason: str) -> None: ...
 
 log = logging.getLogger(__name__)
 _DANGLING = (RemoteLogSegmentState.COPY_SEGMENT_STARTED,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.config.core import ConfigError
 from tidelog.config.remote_log_config import (
@@ -32,7 +32,11 @@ from .remote_log_metadata_forwarder import MetadataForwarder
 from .remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from tidelog.config.broker_config import BrokerConfig
+    from tidelog.util.clock import Clock
+
+    from .metadata.admin import AdminManager
+    from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,26 @@ def check_class_names(config: RemoteLogManagerConfig) -> None:
                           f"must be {TOPIC_BASED_RLMM}")
 
 
-async def start_remote_log_manager(broker: Broker) -> RemoteLogManager | None:
+class TieredHost(Protocol):
+    """What tiered storage uses of the broker that hosts it."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
+    @property
+    def admin_manager(self) -> AdminManager: ...
+
+
+async def start_remote_log_manager(broker: TieredHost) -> RemoteLogManager | None:
     """The broker's RemoteLogManager, running, or None when tiered storage is off."""
     config = RemoteLogManagerConfig.from_props(broker.config.originals)
     if not config.remote_log_storage_system_enable:
