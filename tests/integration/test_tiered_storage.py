@@ -39,7 +39,7 @@ TIERED = {
     "log.retention.check.interval.ms": "100",
     "log.initial.task.delay.ms": "0",
     "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-    "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+    # the replication factor left at Kafka's default (3): one broker makes it 1
 }
 
 
@@ -165,6 +165,8 @@ def test_segments_are_copied_byte_for_byte_and_deleted_locally_after(
     assert rc == 0, "".join(proc.stderr_lines[-30:])
     errors = [line for line in proc.stderr_lines if " ERROR " in line]
     assert not errors, "".join(errors[:20])
+    assert any("__remote_log_metadata gets replication factor 1" in line
+               for line in proc.stderr_lines)
 
 
 def _metadata_events(bootstrap: str) -> list[object]:

@@ -159,6 +159,7 @@ class RemoteLogManager:
         self.fetch_quota = ByteRateQuota(
             config.remote_log_manager_fetch_max_bytes_per_second, clock)
         self._runner: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._stopped = False
         self.reader = RemoteLogReader(rsm, config.remote_log_reader_threads, self.metrics)
 
@@ -176,8 +177,16 @@ class RemoteLogManager:
                 log.exception("remote log manager pass failed")
             await asyncio.sleep(interval)
 
+    def background(self, work: Awaitable[None]) -> None:
+        """Run ``work`` on the loop until it ends or the manager stops."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def stop(self) -> None:
         self._stopped = True
+        for task in list(self._background):
+            task.cancel()
         if self._runner is not None:
             self._runner.cancel()
             try:
@@ -194,7 +203,10 @@ class RemoteLogManager:
 
     async def run_once(self) -> None:
         """One pass over the tiered partitions hosted here (copy and expire at leaders,
-        track copies at followers), then remote deletion of deleted topics' partitions."""
+        track copies at followers), then remote deletion of deleted topics' partitions;
+        nothing while ``__remote_log_metadata`` is not there yet (its initializer says why)."""
+        if not self.rlmm.ready():
+            return
         seen: dict[TopicPartition, TieredPartition] = {}
         for p in list(self.partitions()):
             if p.topic_id is not None and p.log.remote_log_enabled and not p.log.closed:

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from tidelog.protocol.errors import ErrorCode
 
     from .remote_log_metadata_forwarder import MetadataForwarder
+    from .remote_log_metadata_topic import MetadataTopicInitializer
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,10 @@ class TopicBasedRemoteLogMetadataManager:
 
     def __init__(self, *, appender: PartitionWriter, get_log: LogLookup,
                  num_partitions: int, ensure_topic: EnsureTopic,
-                 forwarder: MetadataForwarder | None = None) -> None:
+                 forwarder: MetadataForwarder | None = None,
+                 initializer: MetadataTopicInitializer | None = None) -> None:
         self.appender = appender
+        self.initializer = initializer  # the topic's creation at start-up
         self.forwarder = forwarder  # in a cluster: writes of partitions led elsewhere
         self.get_log = get_log
         self.num_partitions = num_partitions
@@ -100,6 +103,10 @@ class TopicBasedRemoteLogMetadataManager:
         self.caches: dict[TopicIdPartition, RemoteLogMetadataCache] = {}
         self.consumed: dict[int, int] = {}  # metadata partition -> next offset to replay
         self.replay_errors = 0
+
+    def ready(self) -> bool:
+        """Kafka's isInitialized: the metadata topic exists (always, without an initializer)."""
+        return self.initializer is None or self.initializer.ready
 
     # -- writes ---------------------------------------------------------------------------------
     async def add_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
