@@ -273,7 +273,7 @@ class RemoteLogManager:
 
     async def _follow(self, task: RLMTask, lg: Log) -> None:
         """Kafka's RLMFollowerTask: the highest copied offset, so local retention goes on."""
-        cache = self.rlmm.catch_up_for(task.tip)
+        cache = await self.rlmm.refresh(task.tip)
         lg.highest_offset_in_remote_storage = find_highest_remote_offset(cache, lg).offset
 
     # -- copy -----------------------------------------------------------------------------------
@@ -283,7 +283,7 @@ class RemoteLogManager:
         if task.copied is None:  # a new leader: every copy its predecessor finished first
             cache = await self.rlmm.sync(task.tip)
         else:
-            cache = self.rlmm.catch_up_for(task.tip)
+            cache = await self.rlmm.refresh(task.tip)
         if not task.log_start_updated:
             self.raise_log_start(lg, find_log_start_offset(cache, lg), "remote log start")
             task.log_start_updated = True
@@ -376,7 +376,7 @@ class RemoteLogManager:
             return RemotePartitionDeleteMetadata(tip, state, self.clock.milliseconds(),
                                                  self.broker_id)
 
-        cache = self.rlmm.catch_up_for(tip)
+        cache = await self.rlmm.refresh(tip)
         if cache.partition_delete_state is None:  # a retry goes on where it stopped
             await self.rlmm.put_remote_partition_delete_metadata(
                 event(RemotePartitionDeleteState.DELETE_PARTITION_MARKED))
