@@ -40,8 +40,11 @@ class Led:
     log: Log
     topic_id: uuid.UUID
     leader_epoch: int
-    topic_partition: TopicPartition = TopicPartition(TOPIC, 0)
     is_leader: bool = True
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(TOPIC, 0)
 
 
 def _batch(offset: int, tag: bytes, timestamp: int) -> bytes:
