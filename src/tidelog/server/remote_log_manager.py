@@ -36,6 +36,7 @@ from tidelog.config.remote_log_config import RemoteLogManagerConfig
 from tidelog.metrics.remote import RemoteLogMetrics
 from tidelog.storage.file_records import TimestampAndOffset
 from tidelog.storage.log import Log
+from tidelog.storage.remote.index_cache import CachedIndexes, RemoteIndexCache
 from tidelog.storage.remote.metadata import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -139,10 +140,13 @@ class RemoteLogManager:
                  rsm: RemoteStorageManager, rlmm: TopicBasedRemoteLogMetadataManager,
                  partitions: PartitionSource, topic_exists: TopicExists, clock: Clock,
                  metrics: RemoteLogMetrics | None = None,
-                 pool: ThreadPoolExecutor | None = None, seed: int | None = None) -> None:
+                 pool: ThreadPoolExecutor | None = None, seed: int | None = None,
+                 index_cache: RemoteIndexCache | None = None) -> None:
         self.config = config
         self.broker_id = broker_id
-        self.rsm = rsm
+        self.index_cache = index_cache  # Kafka's RemoteIndexCache, in front of rsm
+        self.rsm: RemoteStorageManager = \
+            rsm if index_cache is None else CachedIndexes(rsm, index_cache)
         self.rlmm = rlmm
         self.partitions = partitions
         self.topic_exists = topic_exists
@@ -161,7 +165,7 @@ class RemoteLogManager:
         self._runner: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._stopped = False
-        self.reader = RemoteLogReader(rsm, config.remote_log_reader_threads, self.metrics)
+        self.reader = RemoteLogReader(self.rsm, config.remote_log_reader_threads, self.metrics)
 
     # -- the periodic pass ----------------------------------------------------------------------
     def start(self) -> None:

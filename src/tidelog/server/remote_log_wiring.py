@@ -22,6 +22,7 @@ from tidelog.config.remote_log_config import (
 )
 from tidelog.storage.log import Log
 from tidelog.storage.remote.factory import create_remote_storage_manager
+from tidelog.storage.remote.index_cache import RemoteIndexCache
 from tidelog.util.topic_partition import TopicPartition
 
 from .cluster_node import inter_broker_security
@@ -127,9 +128,12 @@ async def start_remote_log_manager(broker: Broker) -> RemoteLogManager | None:
         appender=PartitionWriter(rm, REMOTE_LOG_METADATA_TOPIC, wait_ms), get_log=get_log,
         num_partitions=config.metadata_topic_partitions, ensure_topic=initializer.try_once,
         forwarder=forwarder, initializer=initializer)
+    index_cache = await asyncio.to_thread(
+        RemoteIndexCache, config.remote_log_index_file_cache_total_size_bytes, rsm,
+        broker.config.log_dirs[0])
     rlm = RemoteLogManager(config, broker_id=broker.node_id, rsm=rsm, rlmm=rlmm,
                            partitions=partitions, topic_exists=topic_exists,
-                           clock=broker.clock)
+                           clock=broker.clock, index_cache=index_cache)
     rlm.start()
     rlm.background(initializer.run())  # Kafka's RLMMInitializationThread
     rm.remote_fetch = remote_fetch_for(rlm, rm.partitions.get)  # the ReplicaManager's seam
