@@ -28,9 +28,10 @@ log = logging.getLogger(__name__)
 FIRST_LOG_AFTER_MS = 10_000  # a cluster starting broker by broker is not yet a problem
 LOG_EVERY_MS = 60_000
 RF_CONFIG = "remote.log.metadata.topic.replication.factor"
+PARTITIONS_CONFIG = "remote.log.metadata.topic.num.partitions"
 
 EnsureTopic = Callable[[], Awaitable[bool]]
-TopicExists = Callable[[], bool]
+TopicPartitions = Callable[[], "int | None"]  # the topic's partition count, None: no topic
 LiveBrokers = Callable[[], int]
 
 
@@ -38,16 +39,19 @@ class MetadataTopicInitializer:
     """Creates ``__remote_log_metadata`` (through ``ensure``, which answers True once it
     exists and is led) and reports while it cannot."""
 
-    def __init__(self, *, exists: TopicExists, ensure: EnsureTopic, live_brokers: LiveBrokers | None,
+    def __init__(self, *, partitions: TopicPartitions, ensure: EnsureTopic,
+                 live_brokers: LiveBrokers | None, num_partitions: int,
                  replication_factor: int, config_prefix: str, retry_interval_ms: int,
                  retry_max_timeout_ms: int, clock: Clock,
                  first_log_after_ms: int = FIRST_LOG_AFTER_MS,
                  log_every_ms: int = LOG_EVERY_MS) -> None:
-        self.exists = exists
+        self.partitions = partitions
         self.ensure = ensure
+        self.num_partitions = num_partitions
         self.live_brokers = live_brokers  # None: one broker, which hosts every replica
         self.replication_factor = replication_factor
         self.config_name = config_prefix + RF_CONFIG
+        self.partitions_config = config_prefix + PARTITIONS_CONFIG
         self.retry_interval_ms = retry_interval_ms
         self.retry_max_timeout_ms = retry_max_timeout_ms
         self.clock = clock
@@ -67,8 +71,11 @@ class MetadataTopicInitializer:
     async def try_once(self) -> bool:
         if self.ready:
             return True
+        existing = self.partitions()
         live = self.live_brokers() if self.live_brokers is not None else None
-        if live is not None and live < self.replication_factor and not self.exists():
+        if existing is not None and existing != self.num_partitions:
+            self.reason = self._wrong_partitions(existing)  # Kafka's initialization fails
+        elif existing is None and live is not None and live < self.replication_factor:
             self.reason = self._too_few(live)
         else:
             try:
@@ -82,6 +89,11 @@ class MetadataTopicInitializer:
             return True
         self._maybe_log()
         return False
+
+    def _wrong_partitions(self, existing: int) -> str:
+        return (f"tiered storage is waiting: {REMOTE_LOG_METADATA_TOPIC} has {existing} "
+                f"partitions but {self.partitions_config}={self.num_partitions}; set "
+                f"{self.partitions_config}={existing} (its records are placed by that count)")
 
     def _too_few(self, live: int) -> str:
         return (f"tiered storage is waiting: {REMOTE_LOG_METADATA_TOPIC} needs "

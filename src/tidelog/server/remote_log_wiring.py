@@ -72,11 +72,12 @@ def metadata_topic_initializer(broker: Broker,
         log.info("one broker: %s gets replication factor 1 (%s%s=%d is for a cluster)",
                  REMOTE_LOG_METADATA_TOPIC, prefix, RF_CONFIG, rf)
 
-    def exists() -> bool:
-        return rm.topic(REMOTE_LOG_METADATA_TOPIC) is not None
+    def partitions() -> int | None:
+        info = rm.topic(REMOTE_LOG_METADATA_TOPIC)
+        return None if info is None else int(info.partitions)
 
     async def ensure() -> bool:
-        if exists():
+        if partitions() is not None:
             return True
         return await broker.admin_manager.ensure_internal_topic(
             REMOTE_LOG_METADATA_TOPIC, config.metadata_topic_partitions,
@@ -87,8 +88,10 @@ def metadata_topic_initializer(broker: Broker,
 
     rlmm = config.rlmm_configs
     return MetadataTopicInitializer(
-        exists=exists, ensure=ensure, live_brokers=None if rm.one_broker else live_brokers,
-        replication_factor=rf, config_prefix=prefix,
+        partitions=partitions, ensure=ensure,
+        live_brokers=None if rm.one_broker else live_brokers,
+        num_partitions=config.metadata_topic_partitions, replication_factor=rf,
+        config_prefix=prefix,
         retry_interval_ms=int(rlmm["remote.log.metadata.initialization.retry.interval.ms"]),
         retry_max_timeout_ms=int(
             rlmm["remote.log.metadata.initialization.retry.max.timeout.ms"]),
