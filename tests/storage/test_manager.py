@@ -214,6 +214,19 @@ def test_stray_directory_is_a_clear_startup_error(tmp_path: Path) -> None:
         e.manager.startup()
 
 
+def test_the_remote_index_cache_dir_is_not_a_partition(tmp_path: Path) -> None:
+    """Kafka's LogManager skips ``remote-log-index-cache`` (tiered storage's index files)."""
+    cache = tmp_path / "d" / "remote-log-index-cache"
+    cache.mkdir(parents=True)
+    (cache / "0_x.index").write_bytes(b"")
+    e = Env([tmp_path / "d"])
+    e.manager.startup()
+    try:
+        assert e.manager.all_logs() == [] and cache.is_dir()
+    finally:
+        e.manager.shutdown()
+
+
 def test_duplicate_and_locked_dirs(tmp_path: Path) -> None:
     clock = ManualClock()
     with pytest.raises(LogDirError, match="Duplicate log directory"):
