@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
 from aiohttp import web
@@ -65,6 +66,9 @@ class ConsoleHost(Protocol):
 
     @property
     def throughput(self) -> ThroughputHistory: ...
+
+    # a topic's Iceberg table for its page (set by whoever starts Iceberg topics)
+    topic_tables: Callable[[str], object | None] | None
 
     def render(self, name: str, title: str, **ctx: object) -> web.Response: ...
 
