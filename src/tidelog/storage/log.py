@@ -81,6 +81,10 @@ class Log:
         self._end = next_offset_metadata
         self._hw = log_start_offset
         self._hw_meta: LogOffsetMetadata | None = None  # HW with its position, when known
+        # moves (under the lock) whenever what a read at the high watermark answers may have
+        # changed: the HW, the log start, the transactions (LSO), truncation, closing. A
+        # reader may keep what it computed under the lock while the stamp stays the same.
+        self.state_stamp = 0
         self._lock = threading.RLock()
         self.last_flush_time = clock.milliseconds()
         self.pending_deletes: list[LogSegment] = []
@@ -353,6 +357,7 @@ class Log:
             pending.finish(size, None)
             raise
         settle_producer_state(self._producer_state, analysis, info)
+        self.state_stamp += 1
         return True
 
     def _write_handed(self, seg: LogSegment, info: LogAppendInfo,
@@ -393,6 +398,7 @@ class Log:
                        v.records)
         self._end = LogOffsetMetadata(info.last_offset + 1, segment.base_offset, segment.size)
         settle_producer_state(self._producer_state, analysis, info, segment)
+        self.state_stamp += 1
         if assign_epochs:
             assign_epochs_of(self.leader_epoch_cache, v.batches)
         if not defer_flush and \
@@ -499,6 +505,7 @@ class Log:
 
     def _set_hw(self, hw: int) -> None:
         self._hw = hw
+        self.state_stamp += 1
         end = self._end
         self._hw_meta = end if hw == end.message_offset else None
         self._producer_state.on_high_watermark_updated(hw)
@@ -517,6 +524,7 @@ class Log:
             self._recovery_point = max(self._recovery_point, offset)
             self._producer_state.on_log_start_offset_incremented(offset)
             self.leader_epoch_cache.truncate_from_start(offset)
+            self.state_stamp += 1
             return True
 
     # -- reads ---------------------------------------------------------------------------------
@@ -603,6 +611,7 @@ class Log:
                                    self._log_start_offset, target, self.clock,
                                    reload_from_clean_shutdown=False)
             self.leader_epoch_cache.truncate_from_end(target)
+            self.state_stamp += 1
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -640,6 +649,7 @@ class Log:
             self._producer_state.reload_from_snapshot(producer_snapshot, next_offset,
                                                       self._log_start_offset,
                                                       self.clock.milliseconds())
+            self.state_stamp += 1
 
     # -- producers -----------------------------------------------------------------------------
     def wait_for_writes(self) -> None:
@@ -656,6 +666,7 @@ class Log:
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         with self._lock:
+            self.state_stamp += 1
             return self._producer_state.remove_expired_producers(now_ms)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -672,6 +683,7 @@ class Log:
             self._segments.close()
             self.delete_pending_files()
             self._closed = True
+            self.state_stamp += 1
 
     def close_handlers(self) -> None:
         """Close file descriptors without flushing (a simulated crash / offline dir)."""
@@ -679,6 +691,7 @@ class Log:
             self._writes.drain()
             self._segments.close_handlers()
             self._closed = True
+            self.state_stamp += 1
 
     def delete(self) -> None:
         """Delete every file of this log and its directory."""
@@ -696,6 +709,7 @@ class Log:
             if self._dir.exists():
                 self._dir.rmdir()
             self._closed = True
+            self.state_stamp += 1
 
     def rename_dir(self, name: str) -> None:
         with self._lock:
