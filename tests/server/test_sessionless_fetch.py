@@ -132,6 +132,7 @@ def test_every_state_answers_as_the_per_partition_path(broker: EmbeddedBroker,
     assert same(broker, version) == first  # the answers kept the first time
     same(broker, version, isolation=1)  # read_committed: partition 4's LSO below its HW
     same(broker, version, extra_topic=True)
+    assert set(rm._quiet_tables) <= {TOPIC}  # a name not hosted here is kept nowhere
 
 
 def test_each_change_drops_the_kept_answer(broker: EmbeddedBroker) -> None:

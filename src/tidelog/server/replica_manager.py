@@ -105,6 +105,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         # sessionless_fetches.py: partition index -> Partition per topic, and what it was
         # built from (partitions made, dropped, the log manager's logs_version)
         self._quiet_tables: dict[str, list[Partition | None]] = {}
+        self._quiet_hosted: dict[str, list[int]] = {}
         self._quiet_key = (-1, -1, -1)
         self.fetcher_manager: FetcherManager = fetcher_manager or NoFetchers()
         self.alter_partition_sender = alter_partition_sender

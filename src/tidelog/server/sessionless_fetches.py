@@ -77,6 +77,7 @@ class SessionlessFetches(ReplicaFetches):
     partitions_made: int
     partitions_dropped: int
     _quiet_tables: dict[str, list[Partition | None]]
+    _quiet_hosted: dict[str, list[int]]
     _quiet_key: tuple[int, int, int]
 
     async def fetch_sessionless(self, params: FetchParams, topics: list[SessionlessTopic],
@@ -156,16 +157,22 @@ class SessionlessFetches(ReplicaFetches):
 
     def _quiet_table(self, topic: str) -> list[Partition | None]:
         """Partition index -> the hosted Partition (its log current), per topic; rebuilt
-        when a partition was made or dropped, or the log manager stored or removed a log."""
+        when a partition was made or dropped, or the log manager stored or removed a log.
+        The hosted partitions are grouped by topic in one pass; a topic not hosted here (a
+        name a client made up) is kept nowhere."""
         key = (self.partitions_made, self.partitions_dropped, self.logs.logs_version)
         if self._quiet_key != key:
-            self._quiet_tables = {}
-            self._quiet_key = key
+            hosted: dict[str, list[int]] = {}
+            for tp in list(self.partitions):
+                hosted.setdefault(tp.topic, []).append(tp.partition)
+            self._quiet_tables, self._quiet_hosted, self._quiet_key = {}, hosted, key
         table = self._quiet_tables.get(topic)
         if table is None:
-            hosted = [tp.partition for tp in list(self.partitions) if tp.topic == topic]
-            table = [None] * (max(hosted) + 1 if hosted else 0)
-            for p in hosted:
+            parts = self._quiet_hosted.get(topic)
+            if not parts:
+                return []
+            table = [None] * (max(parts) + 1)
+            for p in parts:
                 try:
                     table[p] = self.get_partition(TopicPartition(topic, p))
                 except Exception:  # its dir offline: the per-partition read answers it
