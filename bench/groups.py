@@ -48,7 +48,7 @@ from tidelog.server.coordinator.group.coordinator import (
     SyncRequest,
 )
 from tidelog.server.coordinator.group.member import JoinResult, SyncResult
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 from tidelog.util.topic_partition import TopicPartition

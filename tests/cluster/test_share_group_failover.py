@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tidelog.server.coordinator.group.share.records import SHARE_STATE_TOPIC, state_partition_for
+from tidelog.server.coordinator.share.records import SHARE_STATE_TOPIC, state_partition_for
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 from tidelog.util.topic_partition import TopicPartition

@@ -5,7 +5,10 @@
 - SeaweedFS (a real S3 server) behind a TCP proxy that stops forwarding mid-upload: the
   broker is killed with SIGKILL during the upload; the restarted broker never lists the cut
   upload as finished (``__remote_log_metadata`` read back with kafka-python), deletes its
-  objects and copies the segment again under a new id.
+  objects and copies the segment again under a new id;
+- the same proxy holding the object deletes of retention: the broker killed after
+  DELETE_SEGMENT_STARTED, before the deletes; the restarted broker deletes the objects and
+  records DELETE_SEGMENT_FINISHED.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ TIERED = {
     "log.retention.check.interval.ms": "100",
     "log.initial.task.delay.ms": "0",
     "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-    "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+    # the replication factor left at Kafka's default (3): one broker makes it 1
 }
 
 
@@ -165,6 +168,8 @@ def test_segments_are_copied_byte_for_byte_and_deleted_locally_after(
     assert rc == 0, "".join(proc.stderr_lines[-30:])
     errors = [line for line in proc.stderr_lines if " ERROR " in line]
     assert not errors, "".join(errors[:20])
+    assert any("__remote_log_metadata gets replication factor 1" in line
+               for line in proc.stderr_lines)
 
 
 def _metadata_events(bootstrap: str) -> list[object]:
@@ -244,6 +249,77 @@ def test_kill_9_mid_upload_never_counts_the_cut_upload(tmp_path: Path, s3_server
     starts = [by_id[i].start_offset for i in finished]
     assert len(starts) == len(set(starts))  # no segment listed twice as finished
     assert 0 in starts
+
+
+def _set_topic_config(bootstrap: str, name: str, value: str) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, TOPIC, incremental_configs=[
+        ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def _updates(events: list[object], state: RemoteLogSegmentState) -> list[object]:
+    return [e.remote_log_segment_id for e in events
+            if isinstance(e, RemoteLogSegmentMetadataUpdate) and e.state is state]
+
+
+def test_kill_9_between_delete_started_and_the_object_deletes_is_resumed(
+        tmp_path: Path, s3_server: object, s3_bucket: object) -> None:
+    """Retention deletes a remote segment: DELETE_SEGMENT_STARTED is written, then the
+    object deletes hang (the proxy holds them) and the broker is killed with SIGKILL. The
+    objects are still there; the restarted broker deletes them and records
+    DELETE_SEGMENT_FINISHED (Kafka's retry of DELETE_SEGMENT_STARTED segments)."""
+    from tidelog.testing.seaweedfs import S3Bucket, SeaweedFS
+
+    assert isinstance(s3_server, SeaweedFS) and isinstance(s3_bucket, S3Bucket)
+    proxy = StallingProxy(s3_server.s3_port)
+    s3 = s3_server.client()
+
+    def keys() -> list[str]:
+        listed = s3.list_objects_v2(Bucket=s3_bucket.name)
+        return [o["Key"] for o in listed.get("Contents", [])]
+
+    proxied = {**s3_bucket.rsm_configs,
+               "rsm.config.storage.s3.endpoint.url": proxy.endpoint_url}
+    logs = tmp_path / "logs"
+    proc = ServeProcess(logs, {**TIERED, **proxied}).start()
+    try:
+        _create_topic(proc.bootstrap_servers)
+        _produce(proc.bootstrap_servers, 80)  # 4 KiB segments: 3 closed ones at least
+        part = logs / f"{TOPIC}-0"
+        # every closed segment copied (then deleted locally): no copy left to hang below
+        _wait("every closed segment copied", lambda: len(list(part.glob("*.log"))) == 1
+              and sum(k.endswith(".log") for k in keys()) >= 3)
+        proxy.stall_after(0)  # from now on nothing reaches S3
+        _set_topic_config(proc.bootstrap_servers, "retention.bytes", "1")
+        started: list[object] = []
+
+        def delete_started() -> bool:
+            started[:] = _updates(_metadata_events(proc.bootstrap_servers),
+                                  RemoteLogSegmentState.DELETE_SEGMENT_STARTED)
+            return bool(started)
+
+        _wait("DELETE_SEGMENT_STARTED recorded", delete_started)
+        proc.kill()  # SIGKILL between the metadata event and the object deletes
+    finally:
+        proxy.close()
+    assert len(started) == 1  # the first expired segment: its delete hangs
+    cut = uuid_to_str(started[0].id)  # type: ignore[attr-defined]
+    assert any(cut in k and k.endswith(".log") for k in keys())  # not deleted yet
+    direct = ServeProcess(logs, {**TIERED, **s3_bucket.rsm_configs}).start()
+    try:
+        _wait("the cut deletion resumed", lambda: not any(cut in k for k in keys()))
+        _wait("DELETE_SEGMENT_FINISHED recorded", lambda: started[0] in _updates(
+            _metadata_events(direct.bootstrap_servers),
+            RemoteLogSegmentState.DELETE_SEGMENT_FINISHED))
+    finally:
+        rc = direct.stop()
+    assert rc == 0, "".join(direct.stderr_lines[-30:])
+    resumed = [line for line in direct.stderr_lines
+               if "deleting dangling remote segment" in line and "DELETE_SEGMENT_STARTED" in line]
+    assert len(resumed) == 1, resumed
 
 
 def _consume_confluent(bootstrap: str, n: int) -> list[tuple[int, bytes]]:

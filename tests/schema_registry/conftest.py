@@ -1,9 +1,21 @@
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from registry_support import RegistryBroker
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
+from session_support import spark_test_session
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """The test run's one SparkSession (tests/spark/session_support.py)."""
+    yield from spark_test_session()
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import sys
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -79,32 +76,6 @@ def trade(i: int) -> dict[str, Any]:
         "note": None if i % 5 else f"n{i}", "day": dt.date(2024, 1, 1) + dt.timedelta(i % 365),
         "at": EPOCH + dt.timedelta(milliseconds=i), "amount": Decimal(i) / 100,
     }
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    import tidelog.spark
-
-    # the same session tests/spark builds (whichever directory runs first creates it)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("tidelog-tests")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    tidelog.spark.register(session)
-    yield session
-    session.stop()
 
 
 def produce(rb: RegistryBroker, topic: str, records: list[dict[str, Any]],

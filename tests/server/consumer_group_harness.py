@@ -13,7 +13,7 @@ from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.consumer.coordinator import HeartbeatRequest, HeartbeatResult
 from tidelog.server.coordinator.group.consumer.records import Assignment, TopicMetadata
 from tidelog.server.coordinator.group.coordinator import GroupCoordinator
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 

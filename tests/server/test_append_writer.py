@@ -74,7 +74,9 @@ def test_large_batches_through_the_writer(enabled: bool) -> None:
         assert sorted(offsets) == list(range(N))
         lg = rm.get_log(TopicPartition(TOPIC, 0))
         assert lg is not None and lg.log_end_offset == N and lg.high_watermark == N
-        writers = [t for t in threading.enumerate() if t.name.startswith("tidelog-append-")]
+        # this broker's writer (other brokers of the test process have their own log dirs)
+        own = f"tidelog-append-{broker.log_dir.name}"
+        writers = [t for t in threading.enumerate() if t.name == own]
         if enabled:
             assert writers, "large batches go to the log dir's writer thread"
             assert lg.size_in_bytes > INLINE_WRITE_BYTES

@@ -19,7 +19,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.consumer.coordinator import HeartbeatRequest
 from tidelog.server.coordinator.group.consumer.group import ConsumerGroupState, MemberState
 from tidelog.server.coordinator.group.coordinator import CommitEntry, GroupCoordinator
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.server.errors import ApiError
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition

@@ -8,13 +8,13 @@ from __future__ import annotations
 import asyncio
 
 from tidelog.records import RecordBatch, RecordBatchBuilder
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.server.coordinator.runtime import (
     CoordinatorPartitions,
     CoordinatorRuntime,
     CoordinatorState,
     ReplayShard,
 )
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.server.coordinator.timer import CoordinatorTimer
 from tidelog.util.topic_partition import TopicPartition
 

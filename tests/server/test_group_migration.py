@@ -26,7 +26,7 @@ from tidelog.server.coordinator.group.consumer.records import (
 )
 from tidelog.server.coordinator.group.coordinator import GroupCoordinator, JoinRequest
 from tidelog.server.coordinator.group.member import JoinResult
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 

@@ -22,8 +22,8 @@ from tidelog.server.coordinator.group.share.partition import (
     SharePartition,
 )
 from tidelog.server.coordinator.group.share.persister import LocalPersister
-from tidelog.server.coordinator.group.share.state_coordinator import ShareStateCoordinator
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.share.state_coordinator import ShareStateCoordinator
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 from tidelog.util.topic_partition import TopicPartition

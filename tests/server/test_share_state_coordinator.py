@@ -13,7 +13,8 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatchBuilder, iter_batches
-from tidelog.server.coordinator.group.share.records import (
+from tidelog.server.coordinator.runtime import CoordinatorRuntime, CoordinatorState
+from tidelog.server.coordinator.share.records import (
     SHARE_STATE_TOPIC,
     SNAPSHOT_KEY,
     UPDATE_KEY,
@@ -21,13 +22,12 @@ from tidelog.server.coordinator.group.share.records import (
     decode_value,
     encode_key,
 )
-from tidelog.server.coordinator.group.share.shard import ShareCoordinatorShard
-from tidelog.server.coordinator.group.share.state_coordinator import (
+from tidelog.server.coordinator.share.shard import ShareCoordinatorShard
+from tidelog.server.coordinator.share.state_coordinator import (
     ShareStateCoordinator,
     combine_batches,
 )
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
-from tidelog.server.coordinator.runtime import CoordinatorRuntime, CoordinatorState
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 

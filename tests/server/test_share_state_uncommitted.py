@@ -8,9 +8,9 @@ from __future__ import annotations
 import uuid
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.coordinator.group.share.shard import ShareCoordinatorShard
-from tidelog.server.coordinator.group.share.state_coordinator import ShareStateCoordinator
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.share.shard import ShareCoordinatorShard
+from tidelog.server.coordinator.share.state_coordinator import ShareStateCoordinator
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 
 TOPIC = uuid.UUID("11111111-2222-3333-4444-555555555555")

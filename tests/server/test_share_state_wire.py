@@ -14,8 +14,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.coordinator.group.records import kafka_uuid
 from tidelog.server.coordinator.group.share.persister import SHARE_STATE_API_RANGES
+from tidelog.server.coordinator.record_codec import kafka_uuid
 from tidelog.testing import EmbeddedBroker
 
 GROUP = "sg-state"

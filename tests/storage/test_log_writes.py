@@ -36,7 +36,7 @@ class HeldWriter:
         """Wait until everything submitted so far for ``lg`` ran (its writes held behind a
         leader epoch checkpoint too)."""
         ran = threading.Event()
-        lg._writes.submit(self.writer, ran.set)
+        lg.local_log.writes.submit(self.writer, ran.set)
         assert ran.wait(30)
 
 
@@ -255,7 +255,7 @@ class SlowCheckpoint:
 
 def _flush(lg: Log, writer: AppendWriter) -> None:
     ran = threading.Event()
-    lg._writes.submit(writer, ran.set)
+    lg.local_log.writes.submit(writer, ran.set)
     assert ran.wait(30)
 
 
@@ -331,7 +331,7 @@ def test_failed_epoch_checkpoint_fails_its_writes(make_log: MakeLog) -> None:
         assert isinstance(errors[0].__cause__, OSError)  # what takes the log dir offline
         assert lg.log_end_offset == 0
         with pytest.raises(KafkaStorageError):
-            lg._writes.check(lg.name)
+            lg.local_log.writes.check(lg.name)
     finally:
         writer.stop()
 

@@ -14,6 +14,7 @@ import pytest
 from tidelog.config.core import ConfigError
 from tidelog.records.batch import iter_batches
 from tidelog.records.builder import build_batch
+from tidelog.storage import manager as manager_module
 from tidelog.storage import segment as segment_module
 from tidelog.storage.checkpoints import CleanShutdownFile, OffsetCheckpointFile
 from tidelog.storage.cleaner import CleanerConfig
@@ -153,6 +154,35 @@ def test_least_loaded_placement_across_three_dirs(tmp_path: Path) -> None:
     e.manager.shutdown()
 
 
+def test_placement_counts_logs_still_being_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two creations in flight at once (the lock is not held across Log.open) go to different
+    dirs: the second placement counts the first one's dir, as Kafka's does."""
+    e = Env([tmp_path / "a", tmp_path / "b"])
+    m = e.start()
+    real_open = manager_module.Log.open
+    first_opening, release = threading.Event(), threading.Event()
+
+    def slow_open(path: Path, *args: Any, **kwargs: Any) -> Any:
+        if path.name == "t-0":
+            first_opening.set()
+            assert release.wait(30)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(manager_module.Log, "open", slow_open)
+    first = threading.Thread(target=m.get_or_create_log, args=(TopicPartition("t", 0),))
+    first.start()
+    assert first_opening.wait(30)
+    second = m.get_or_create_log(TopicPartition("t", 1))
+    release.set()
+    first.join(30)
+    zeroth = m.get_log(TopicPartition("t", 0))
+    assert zeroth is not None
+    assert {Path(zeroth.dir).parent.name, Path(second.dir).parent.name} == {"a", "b"}
+    m.shutdown()
+
+
 def test_overlong_topic_name_create_and_delete(env: Env, tmp_path: Path) -> None:
     tp = TopicPartition("o" * 249, 5)
     env.manager.get_or_create_log(tp)
@@ -182,6 +212,19 @@ def test_stray_directory_is_a_clear_startup_error(tmp_path: Path) -> None:
         LogDirError, match=re.escape(str((tmp_path / "d").resolve())) + ".*not_a_partition"
     ):
         e.manager.startup()
+
+
+def test_the_remote_index_cache_dir_is_not_a_partition(tmp_path: Path) -> None:
+    """Kafka's LogManager skips ``remote-log-index-cache`` (tiered storage's index files)."""
+    cache = tmp_path / "d" / "remote-log-index-cache"
+    cache.mkdir(parents=True)
+    (cache / "0_x.index").write_bytes(b"")
+    e = Env([tmp_path / "d"])
+    e.manager.startup()
+    try:
+        assert e.manager.all_logs() == [] and cache.is_dir()
+    finally:
+        e.manager.shutdown()
 
 
 def test_duplicate_and_locked_dirs(tmp_path: Path) -> None:

@@ -57,7 +57,8 @@ _d("remote.log.reader.threads", "int", 10, "Threads reading remote segments for 
 _d("remote.log.reader.max.pending.tasks", "int", 100,
    "Remote reads queued before more are refused.", at_least(1))
 _d("remote.log.index.file.cache.total.size.bytes", "long", 1024 * 1024 * 1024,
-   "Bytes of remote index files cached.", at_least(1))
+   "Bytes of remote segments' offset, time and transaction indexes cached on local disk "
+   "(<first log dir>/remote-log-index-cache).", at_least(1))
 _d("remote.fetch.max.wait.ms", "int", 500,
    "Longest wait of a fetch for its remote read (DelayedRemoteFetch).", at_least(1))
 _d("remote.list.offsets.request.timeout.ms", "long", 30000,
@@ -117,6 +118,7 @@ class RemoteLogManagerConfig:
     remote_log_manager_task_retry_jitter: float
     remote_log_manager_copier_thread_pool_size: int
     remote_log_reader_threads: int
+    remote_log_index_file_cache_total_size_bytes: int
     remote_fetch_max_wait_ms: int
     remote_list_offsets_request_timeout_ms: int
     remote_log_manager_copy_max_bytes_per_second: int
@@ -146,6 +148,8 @@ class RemoteLogManagerConfig:
             remote_log_manager_task_retry_jitter=float(v["remote.log.manager.task.retry.jitter"]),
             remote_log_manager_copier_thread_pool_size=copier,
             remote_log_reader_threads=int(v["remote.log.reader.threads"]),
+            remote_log_index_file_cache_total_size_bytes=int(
+                v["remote.log.index.file.cache.total.size.bytes"]),
             remote_fetch_max_wait_ms=int(v["remote.fetch.max.wait.ms"]),
             remote_list_offsets_request_timeout_ms=int(
                 v["remote.list.offsets.request.timeout.ms"]),

@@ -6,43 +6,39 @@ login of its own, so ACLs must grant the anonymous user explicitly)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
+from multidict import MultiDictProxy
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.wiring import replicated
 from tidelog.server.errors import ApiError
 from tidelog.server.metadata.admin import NewTopic
-from tidelog.server.security.types import ANONYMOUS, AclOperation, ResourceType
+from tidelog.server.security.types import AclOperation, ResourceType
 from tidelog.util.topic_partition import TopicPartition
 
 from . import state
+from .acl import allowed, authorize
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
     from tidelog.server.coordinator.group.group import GroupMetadata
 
-    from .server import HttpListener
+    from .console import Console
 
 
-def _allowed(listener: HttpListener, request: web.Request, op: AclOperation, rtype: ResourceType,
-             name: str) -> bool:  # fmt: skip
-    authorizer = listener.broker.authorizer
-    if authorizer is None:
-        return True
-    return bool(authorizer.authorize(ANONYMOUS, request.remote or "", op, rtype, name))
+class AdminHost(Protocol):
+    """What the admin actions use of the HTTP listener."""
 
+    @property
+    def broker(self) -> Broker: ...
 
-def _authorize(listener: HttpListener, request: web.Request, op: AclOperation, rtype: ResourceType,
-               name: str) -> None:  # fmt: skip
-    if not _allowed(listener, request, op, rtype, name):
-        raise web.HTTPForbidden(text=f"{op.name} on {rtype.name} {name!r} is not allowed "
-                                     f"for {ANONYMOUS} by the ACLs")  # fmt: skip
+    @property
+    def console(self) -> Console: ...
 
-
-def authorize_read(listener: HttpListener, request: web.Request, topic: str) -> None:
-    _authorize(listener, request, AclOperation.READ, ResourceType.TOPIC, topic)
+    async def admin_form(self, request: web.Request
+                         ) -> MultiDictProxy[str | bytes | bytearray | web.FileField]: ...
 
 
 def _configs(text: str) -> dict[str, str]:
@@ -55,12 +51,12 @@ def _configs(text: str) -> dict[str, str]:
     return out
 
 
-async def create_topic(listener: HttpListener, request: web.Request) -> web.Response:
+async def create_topic(listener: AdminHost, request: web.Request) -> web.Response:
     form = await listener.admin_form(request)
     name = str(form.get("name", "")).strip()
     # Kafka: CREATE on the cluster, else CREATE on the topic
-    if not _allowed(listener, request, AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster"):
-        _authorize(listener, request, AclOperation.CREATE, ResourceType.TOPIC, name)
+    if not allowed(listener.broker, request, AclOperation.CREATE, ResourceType.CLUSTER, "kafka-cluster"):
+        authorize(listener.broker, request, AclOperation.CREATE, ResourceType.TOPIC, name)
     try:
         partitions = int(str(form.get("partitions", "1")) or 1)
         # off the loop, as CreateTopics does: a topic of many partitions opens many files
@@ -71,10 +67,10 @@ async def create_topic(listener: HttpListener, request: web.Request) -> web.Resp
     raise web.HTTPSeeOther(f"/topics/{name}")
 
 
-async def alter_config(listener: HttpListener, request: web.Request) -> web.Response:
+async def alter_config(listener: AdminHost, request: web.Request) -> web.Response:
     form = await listener.admin_form(request)
     name = request.match_info["topic"]
-    _authorize(listener, request, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name)
+    authorize(listener.broker, request, AclOperation.ALTER_CONFIGS, ResourceType.TOPIC, name)
     rm = listener.broker.replica_manager
     info = rm.topic(name)
     if info is None:
@@ -122,12 +118,12 @@ def reset_plan(broker: Broker, group: GroupMetadata, topic: str, to: str, value:
     return plan
 
 
-async def reset_offsets(listener: HttpListener, request: web.Request) -> web.Response:
+async def reset_offsets(listener: AdminHost, request: web.Request) -> web.Response:
     form = await listener.admin_form(request)
     gid = request.match_info["group"]
     topic = str(form.get("topic", "")).strip()
-    _authorize(listener, request, AclOperation.READ, ResourceType.GROUP, gid)
-    _authorize(listener, request, AclOperation.READ, ResourceType.TOPIC, topic)
+    authorize(listener.broker, request, AclOperation.READ, ResourceType.GROUP, gid)
+    authorize(listener.broker, request, AclOperation.READ, ResourceType.TOPIC, topic)
     broker = listener.broker
     group = state.groups(broker).get(gid)
     if group is None:

@@ -373,6 +373,12 @@ class BrokerCollector(Collector):
         rlm = getattr(self.broker, "remote_log_manager", None)
         if rlm is None:
             return
+        ready = GaugeMetricFamily(
+            "tidelog_remote_log_metadata_topic_ready",
+            "1 once __remote_log_metadata exists; 0 while tiered storage waits for it "
+            "(the broker's log says why)")
+        ready.add_metric([], 1 if rlm.rlmm.ready() else 0)
+        yield ready
         metrics = rlm.metrics
         topics = metrics.topics()
         for attr, meter in REMOTE_METERS:

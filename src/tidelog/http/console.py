@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, NotRequired, TypedDict
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict
 
 from aiohttp import web
 
@@ -11,6 +11,7 @@ from tidelog.records import iter_batches
 from tidelog.util.topic_partition import TopicPartition
 
 from . import state
+from .acl import authorize_read
 from .group_views import SHARE, group_views, share_partition_views
 from .svg import line_chart, segment_picture
 
@@ -19,7 +20,8 @@ if TYPE_CHECKING:
     from tidelog.server.metadata.store import TopicInfo
     from tidelog.storage.log import Log
 
-    from .server import HttpListener
+    from .lag import LagHistory
+    from .throughput import ThroughputHistory
 
 MAX_BROWSE = 500
 READ_BYTES = 1 << 20
@@ -49,10 +51,28 @@ def _int(value: str | None, default: int) -> int:
         raise web.HTTPBadRequest(text=f"not a number: {value!r}") from None
 
 
+class ConsoleHost(Protocol):
+    """What the console's pages use of the HTTP listener."""
+
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def urls(self) -> list[str]: ...
+
+    @property
+    def lag_history(self) -> LagHistory: ...
+
+    @property
+    def throughput(self) -> ThroughputHistory: ...
+
+    def render(self, name: str, title: str, **ctx: object) -> web.Response: ...
+
+
 class Console:
     """Page handlers; ``render`` is the listener's (template + common context)."""
 
-    def __init__(self, listener: HttpListener) -> None:
+    def __init__(self, listener: ConsoleHost) -> None:
         self.listener = listener
         self.broker = listener.broker
 
@@ -161,9 +181,7 @@ class Console:
         tp, lg = self._partition(request)
         # Record contents: with an authorizer, the HTTP client must be allowed to READ the
         # topic as User:ANONYMOUS (the console has no login), as a consumer would.
-        from .admin import authorize_read
-
-        authorize_read(self.listener, request, tp.topic)
+        authorize_read(self.broker, request, tp.topic)
         q = request.query
         fmt = q.get("format", "text") if q.get("format") in ("text", "json", "hex") else "text"
         limit = min(max(_int(q.get("limit"), 20), 1), MAX_BROWSE)

@@ -5,19 +5,26 @@ starter registers the collector on the broker's HTTP listener (``http.listeners`
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from .service import IcebergService
+    from .translator import TopicTranslator
+
+
+class TranslatedTopic(Protocol):
+    """What the collector reads of an Iceberg topic the service translates."""
+
+    translator: TopicTranslator
+    failing: str | None  # why the last flush failed (translation paused)
 
 
 class IcebergCollector(Collector):
-    def __init__(self, service: IcebergService) -> None:
-        self.service = service
+    def __init__(self, topics: Mapping[str, TranslatedTopic]) -> None:
+        self.topics = topics  # the service's, by name (read at each collect)
 
     def collect(self) -> Iterator[Metric]:
         records = GaugeMetricFamily(
@@ -33,7 +40,7 @@ class IcebergCollector(Collector):
             "1 while the topic's flushes fail (catalog or warehouse unreachable)",
             labels=["topic"])
         now = time.monotonic()
-        for name, topic in list(self.service.topics.items()):
+        for name, topic in list(self.topics.items()):
             translator = topic.translator
             for p, lag in sorted(translator.lag().items()):
                 records.add_metric([name, str(p)], lag)

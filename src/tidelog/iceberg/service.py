@@ -172,7 +172,7 @@ class IcebergService:
 
     def collector(self) -> IcebergCollector:
         """The ``/metrics`` collector of translation lag (register it on the HTTP listener)."""
-        return IcebergCollector(self)
+        return IcebergCollector(self.topics)
 
     def lag(self) -> dict[str, dict[int, int]]:
         """Records not yet in the table, per topic and partition led here."""

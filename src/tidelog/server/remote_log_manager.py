@@ -36,6 +36,7 @@ from tidelog.config.remote_log_config import RemoteLogManagerConfig
 from tidelog.metrics.remote import RemoteLogMetrics
 from tidelog.storage.file_records import TimestampAndOffset
 from tidelog.storage.log import Log
+from tidelog.storage.remote.index_cache import CachedIndexes, RemoteIndexCache
 from tidelog.storage.remote.metadata import (
     RemoteLogSegmentId,
     RemoteLogSegmentMetadata,
@@ -139,10 +140,13 @@ class RemoteLogManager:
                  rsm: RemoteStorageManager, rlmm: TopicBasedRemoteLogMetadataManager,
                  partitions: PartitionSource, topic_exists: TopicExists, clock: Clock,
                  metrics: RemoteLogMetrics | None = None,
-                 pool: ThreadPoolExecutor | None = None, seed: int | None = None) -> None:
+                 pool: ThreadPoolExecutor | None = None, seed: int | None = None,
+                 index_cache: RemoteIndexCache | None = None) -> None:
         self.config = config
         self.broker_id = broker_id
-        self.rsm = rsm
+        self.index_cache = index_cache  # Kafka's RemoteIndexCache, in front of rsm
+        self.rsm: RemoteStorageManager = \
+            rsm if index_cache is None else CachedIndexes(rsm, index_cache)
         self.rlmm = rlmm
         self.partitions = partitions
         self.topic_exists = topic_exists
@@ -159,8 +163,9 @@ class RemoteLogManager:
         self.fetch_quota = ByteRateQuota(
             config.remote_log_manager_fetch_max_bytes_per_second, clock)
         self._runner: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._stopped = False
-        self.reader = RemoteLogReader(rsm, config.remote_log_reader_threads, self.metrics)
+        self.reader = RemoteLogReader(self.rsm, config.remote_log_reader_threads, self.metrics)
 
     # -- the periodic pass ----------------------------------------------------------------------
     def start(self) -> None:
@@ -176,8 +181,16 @@ class RemoteLogManager:
                 log.exception("remote log manager pass failed")
             await asyncio.sleep(interval)
 
+    def background(self, work: Awaitable[None]) -> None:
+        """Run ``work`` on the loop until it ends or the manager stops."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
     async def stop(self) -> None:
         self._stopped = True
+        for task in list(self._background):
+            task.cancel()
         if self._runner is not None:
             self._runner.cancel()
             try:
@@ -194,7 +207,10 @@ class RemoteLogManager:
 
     async def run_once(self) -> None:
         """One pass over the tiered partitions hosted here (copy and expire at leaders,
-        track copies at followers), then remote deletion of deleted topics' partitions."""
+        track copies at followers), then remote deletion of deleted topics' partitions;
+        nothing while ``__remote_log_metadata`` is not there yet (its initializer says why)."""
+        if not self.rlmm.ready():
+            return
         seen: dict[TopicPartition, TieredPartition] = {}
         for p in list(self.partitions()):
             if p.topic_id is not None and p.log.remote_log_enabled and not p.log.closed:
@@ -261,7 +277,7 @@ class RemoteLogManager:
 
     async def _follow(self, task: RLMTask, lg: Log) -> None:
         """Kafka's RLMFollowerTask: the highest copied offset, so local retention goes on."""
-        cache = self.rlmm.catch_up_for(task.tip)
+        cache = await self.rlmm.refresh(task.tip)
         lg.highest_offset_in_remote_storage = find_highest_remote_offset(cache, lg).offset
 
     # -- copy -----------------------------------------------------------------------------------
@@ -271,7 +287,7 @@ class RemoteLogManager:
         if task.copied is None:  # a new leader: every copy its predecessor finished first
             cache = await self.rlmm.sync(task.tip)
         else:
-            cache = self.rlmm.catch_up_for(task.tip)
+            cache = await self.rlmm.refresh(task.tip)
         if not task.log_start_updated:
             self.raise_log_start(lg, find_log_start_offset(cache, lg), "remote log start")
             task.log_start_updated = True
@@ -364,7 +380,7 @@ class RemoteLogManager:
             return RemotePartitionDeleteMetadata(tip, state, self.clock.milliseconds(),
                                                  self.broker_id)
 
-        cache = self.rlmm.catch_up_for(tip)
+        cache = await self.rlmm.refresh(tip)
         if cache.partition_delete_state is None:  # a retry goes on where it stopped
             await self.rlmm.put_remote_partition_delete_metadata(
                 event(RemotePartitionDeleteState.DELETE_PARTITION_MARKED))

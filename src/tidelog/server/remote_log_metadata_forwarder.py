@@ -1,8 +1,12 @@
-"""A ``__remote_log_metadata`` record for a partition led by another broker: produced to that
-leader with acks=all over the inter-broker listener (Kafka's TopicBasedRemoteLogMetadataManager
-writes through a producer, whichever broker leads the metadata partition), then awaited in
-this broker's own replica until its high watermark covers it, so the write is replayed here
-before the copy goes on.
+"""``__remote_log_metadata`` partitions led by another broker, over the inter-broker listener
+(Kafka's TopicBasedRemoteLogMetadataManager writes with a producer and reads with a consumer,
+whichever broker leads the metadata partition):
+
+- a record is produced to that leader with acks=all, then awaited in this broker's own
+  replica until its high watermark covers it, so the write is replayed here before the copy
+  goes on; a broker with no replica of the metadata partition reads it back instead;
+- a broker with no replica of a metadata partition reads it from its leader as a consumer
+  does (Fetch, replica id -1: committed records only, below the high watermark).
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ if TYPE_CHECKING:
     from .metadata.cache import MetadataCache
 
 PRODUCE_KEY = 0
+FETCH_KEY = 1
+FETCH_BY_NAME_VERSION = 12  # topics named, not by id
+FETCH_MAX_BYTES = 1 << 20
 LIST_OFFSETS_KEY = 2
 API_RANGES = {**INTER_BROKER_API_RANGES, PRODUCE_KEY: (3, 9)}
 POLL_S = 0.02
@@ -50,17 +57,42 @@ class MetadataForwarder:
         reg = self.metadata_cache.image.partition(tp)
         return -1 if reg is None else int(reg.leader)
 
-    async def forward(self, tp: TopicPartition, batch: bytes) -> None:
-        """Produce ``batch`` at ``tp``'s leader (acks=all), then wait until this broker's
-        replica of ``tp`` has it below its high watermark."""
+    async def forward(self, tp: TopicPartition, batch: bytes) -> int:
+        """Produce ``batch`` at ``tp``'s leader (acks=all); when this broker has a replica of
+        ``tp``, wait until it has the batch below its high watermark. Returns its offset."""
         leader = self.leader(tp)
         if leader < 0:
             raise ForwardError(f"{tp} has no leader")
-        if self.get_log(tp) is None:
-            raise ForwardError(f"{tp} has no replica on broker {self.broker_id}: its records "
-                               "could not be replayed here")
         offset = await self._produce(leader, tp, batch)
-        await self._replicated_here(tp, offset)
+        if self.get_log(tp) is not None:
+            await self._replicated_here(tp, offset)
+        return offset
+
+    async def fetch(self, tp: TopicPartition, offset: int) -> tuple[bytes, int]:
+        """Committed batches of ``tp`` from ``offset`` at its leader, as a consumer reads
+        them, and the leader's high watermark."""
+        leader = self.leader(tp)
+        if leader < 0:
+            raise ForwardError(f"{tp} has no leader")
+        body = {"replica_id": -1, "max_wait": 0, "min_bytes": 0,
+                "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0,
+                "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": tp.topic, "partitions": [{
+                    "partition": tp.partition, "current_leader_epoch": -1,
+                    "fetch_offset": offset, "last_fetched_epoch": -1, "log_start_offset": -1,
+                    "partition_max_bytes": FETCH_MAX_BYTES}]}]}
+        try:
+            conn = await self._conns.get(leader)
+            version = min(conn.version(FETCH_KEY), FETCH_BY_NAME_VERSION)
+            resp = await conn.call(FETCH_KEY, version, body)
+        except (TimeoutError, KafkaClientError, OSError) as exc:
+            await self._conns.drop(leader)
+            raise ForwardError(f"fetching {tp} from broker {leader}: {exc!r}") from exc
+        p = resp.responses[0].partitions[0]
+        error = ErrorCode(int(p.error_code))
+        if error != ErrorCode.NONE:
+            raise ForwardError(f"fetching {tp} from broker {leader}: {error.name}")
+        return (bytes(p.records) if p.records else b""), int(p.high_watermark)
 
     async def _produce(self, leader: int, tp: TopicPartition, batch: bytes) -> int:
         body = {"transactional_id": None, "acks": -1, "timeout": self.timeout_ms,
@@ -77,6 +109,10 @@ class MetadataForwarder:
         if error != ErrorCode.NONE:
             raise ForwardError(f"producing to {tp} at broker {leader}: {error.name}")
         return int(p.base_offset)
+
+    def hosted(self, tp: TopicPartition) -> bool:
+        """Whether this broker has a replica of ``tp`` to replay."""
+        return self.get_log(tp) is not None
 
     async def caught_up(self, tp: TopicPartition) -> None:
         """A read barrier: wait until this broker's replica of ``tp`` has everything its

@@ -13,11 +13,15 @@ The write returns once the record is replicated AND replayed here, as Kafka's
 Each broker replays the metadata partitions it holds from its own replica, up to the high
 watermark (only committed records), into one ``RemoteLogMetadataCache`` per user partition,
 so a new leader sees exactly the segments the old one committed: a COPY_SEGMENT_STARTED
-without FINISHED is an upload that was cut (the RemoteLogManager deletes its objects).
+without FINISHED is an upload that was cut (the RemoteLogManager deletes its objects). A
+metadata partition with no replica here is read from its leader as Kafka's consumer reads it
+(``refresh``, ``sync``, and after each write of this broker), so a broker tiers, reads and
+expires whichever brokers host ``__remote_log_metadata``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING
@@ -47,10 +51,13 @@ if TYPE_CHECKING:
     from tidelog.protocol.errors import ErrorCode
 
     from .remote_log_metadata_forwarder import MetadataForwarder
+    from .remote_log_metadata_topic import MetadataTopicInitializer
 
 log = logging.getLogger(__name__)
 
 READ_BUFFER_BYTES = 1 << 20
+FETCHES_PER_CATCH_UP = 100
+NO_PROGRESS_WAIT_S = 0.05
 _INT32 = 1 << 32
 
 
@@ -91,15 +98,22 @@ class TopicBasedRemoteLogMetadataManager:
 
     def __init__(self, *, appender: PartitionWriter, get_log: LogLookup,
                  num_partitions: int, ensure_topic: EnsureTopic,
-                 forwarder: MetadataForwarder | None = None) -> None:
+                 forwarder: MetadataForwarder | None = None,
+                 initializer: MetadataTopicInitializer | None = None) -> None:
         self.appender = appender
+        self.initializer = initializer  # the topic's creation at start-up
         self.forwarder = forwarder  # in a cluster: writes of partitions led elsewhere
         self.get_log = get_log
         self.num_partitions = num_partitions
         self.ensure_topic = ensure_topic
         self.caches: dict[TopicIdPartition, RemoteLogMetadataCache] = {}
         self.consumed: dict[int, int] = {}  # metadata partition -> next offset to replay
+        self._consuming: dict[int, asyncio.Lock] = {}
         self.replay_errors = 0
+
+    def ready(self) -> bool:
+        """Kafka's isInitialized: the metadata topic exists (always, without an initializer)."""
+        return self.initializer is None or self.initializer.ready
 
     # -- writes ---------------------------------------------------------------------------------
     async def add_remote_log_segment_metadata(self, metadata: RemoteLogSegmentMetadata) -> None:
@@ -123,7 +137,9 @@ class TopicBasedRemoteLogMetadataManager:
         f = self.forwarder
         if f is not None and f.leader(tp) != f.broker_id:
             try:
-                await f.forward(tp, batch)
+                offset = await f.forward(tp, batch)
+                if not f.hosted(tp):  # read back from the leader, as Kafka's consumer
+                    await self._consume_from_leader(partition, offset + 1)
             except OSError as exc:
                 raise RemoteLogMetadataError(f"writing {tp} for {tip}: {exc}") from exc
             self.catch_up(partition)
@@ -165,12 +181,54 @@ class TopicBasedRemoteLogMetadataManager:
         metadata consumer to catch up before copying."""
         f = self.forwarder
         if f is not None:
-            tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, self.partition_for(tip))
+            partition = self.partition_for(tip)
+            tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition)
             try:
-                await f.caught_up(tp)
+                if f.hosted(tp):
+                    await f.caught_up(tp)
+                else:
+                    await self._consume_from_leader(partition, None)
             except OSError as exc:
                 raise RemoteLogMetadataError(str(exc)) from exc
         return self.catch_up_for(tip)
+
+    async def refresh(self, tip: TopicIdPartition) -> RemoteLogMetadataCache:
+        """``tip``'s cache with what this broker's replica of its metadata partition has,
+        or, with no replica here, what the partition's leader has committed (one Fetch)."""
+        f = self.forwarder
+        partition = self.partition_for(tip)
+        if f is not None and not f.hosted(TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition)):
+            try:
+                await self._consume_from_leader(partition, None)
+            except OSError as exc:
+                raise RemoteLogMetadataError(str(exc)) from exc
+        return self.catch_up_for(tip)
+
+    async def _consume_from_leader(self, partition: int, until: int | None) -> None:
+        """Replay metadata ``partition`` from its leader (Kafka's ConsumerTask) up to
+        ``until``, or to the leader's high watermark when None."""
+        f = self.forwarder
+        assert f is not None
+        tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition)
+        lock = self._consuming.setdefault(partition, asyncio.Lock())
+        async with lock:  # one reader per partition: no record applied twice
+            for _ in range(FETCHES_PER_CATCH_UP):
+                offset = self.consumed.get(partition, 0)
+                if until is not None and offset >= until:
+                    return
+                data, high_watermark = await f.fetch(tp, offset)
+                if not data and until is not None and high_watermark < until:
+                    await asyncio.sleep(NO_PROGRESS_WAIT_S)  # not committed there yet
+                for batch in iter_batches(data):
+                    for rec in batch:
+                        if rec.offset >= offset and rec.value is not None:
+                            self._apply(rec.value, partition, rec.offset)
+                    offset = max(offset, batch.next_offset)
+                self.consumed[partition] = offset
+                until = high_watermark if until is None else until
+                if offset >= until:
+                    return
+        raise RemoteLogMetadataError(f"{tp}: not read up to {until} from its leader")
 
     def catch_up_for(self, tip: TopicIdPartition) -> RemoteLogMetadataCache:
         """The cache of ``tip`` after replaying its metadata partition."""

@@ -3,8 +3,8 @@ the local log start is answered from remote storage, on ``remote.log.reader.thre
 threads, never on the event loop.
 
 The segments to read are chosen on the loop from the partition's replayed metadata (the
-segment holding the offset in the offset's leader epoch, then the ones after it, as Kafka's
-findNextSegmentMetadata); the thread then reads the remote offset index for a start
+segment holding the offset in the offset's leader epoch, then the lineage's next ones, as
+Kafka's findNextSegmentMetadata); the thread then reads the remote offset index for a start
 position, fetches one bounded byte range of the segment's ``.log`` and returns whole batches
 as bytes, the first one even when it is larger than the limit (``min_one_message``), with the
 aborted transactions of a read_committed fetch from the remote ``.txnindex``.
@@ -59,17 +59,26 @@ class RemoteFetchResult:
 
 def segments_to_read(cache: RemoteLogMetadataCache, epochs: LeaderEpochFileCache,
                      offset: int) -> list[RemoteLogSegmentMetadata]:
-    """The remote segment holding ``offset`` (in its leader epoch, else by offset alone),
-    then the next ones in case it holds no batch at or past ``offset``."""
-    epoch = epochs.epoch_for_offset(offset)
-    first = cache.remote_log_segment_metadata(epoch, offset) if epoch is not None else None
-    ordered = sorted(cache.list_remote_log_segments(), key=lambda m: m.start_offset)
-    if first is None:
-        first = next((m for m in ordered if m.start_offset <= offset <= m.end_offset), None)
-    if first is None:
-        return []
-    following = [m for m in ordered if m.start_offset > first.end_offset]
-    return [first, *following[:NEXT_SEGMENTS]]
+    """The remote segment holding ``offset`` in the offset's leader epoch, then the next
+    ones of the lineage in case it holds no batch at or past ``offset`` (Kafka's
+    fetchRemoteLogSegmentMetadata and findNextSegmentMetadata: a segment uploaded under an
+    epoch the lineage does not have is never read). A log without leader epochs reads by
+    offset alone."""
+    if not epochs.entries:
+        ordered = sorted(cache.list_remote_log_segments(), key=lambda m: m.start_offset)
+        held = [m for m in ordered if m.end_offset >= offset]
+        if not held or held[0].start_offset > offset:
+            return []
+        return held[:1 + NEXT_SEGMENTS]
+    out: list[RemoteLogSegmentMetadata] = []
+    while len(out) <= NEXT_SEGMENTS:
+        epoch = epochs.epoch_for_offset(offset)
+        found = cache.remote_log_segment_metadata(epoch, offset) if epoch is not None else None
+        if found is None:
+            break
+        out.append(found)
+        offset = found.end_offset + 1
+    return out
 
 
 def start_position(index: bytes, base_offset: int, offset: int) -> int:

@@ -1,6 +1,7 @@
 """What the RemoteLogManager copies and where it starts (Kafka's RLMCopyTask helpers:
-candidateLogSegments, getLeaderEpochEntries, findHighestRemoteOffset, findLogStartOffset),
-as functions over a Log and a partition's RemoteLogMetadataCache.
+candidateLogSegments, getLeaderEpochEntries, findHighestRemoteOffset, findLogStartOffset,
+isRemoteSegmentWithinLeaderEpochs), as functions over a Log and a partition's
+RemoteLogMetadataCache.
 
 Everything here reads the log on the event loop (segment lists, the leader-epoch cache);
 the blocking copy of the files runs elsewhere (``RemoteLogManager``'s thread pool).
@@ -13,6 +14,7 @@ from itertools import pairwise
 
 from tidelog.storage.leader_epoch import EpochEntry
 from tidelog.storage.log import Log
+from tidelog.storage.remote.metadata import RemoteLogSegmentMetadata
 from tidelog.storage.remote.metadata_cache import RemoteLogMetadataCache
 from tidelog.storage.remote.storage_manager import LogSegmentData
 from tidelog.storage.segment import LogSegment
@@ -146,3 +148,57 @@ def local_size_and_segments(lg: Log) -> tuple[int, int]:
             size += seg.size
             n += 1
     return size, n
+
+
+def build_filtered_leader_epoch_map(epochs: dict[int, int]) -> dict[int, int]:
+    """Kafka's buildFilteredLeaderEpochMap: epoch -> start offset without the epochs that
+    hold no records (an epoch starting where the next one starts)."""
+    items = sorted(epochs.items())
+    return {e: o for (e, o), nxt in zip(items, [*items[1:], None], strict=True)
+            if nxt is None or nxt[1] != o}
+
+
+def lineage(lg: Log) -> dict[int, int]:
+    """The log's leader-epoch lineage (epoch -> start offset, epochs with records only); a
+    log written before leader epochs is epoch 0 from its start (its segments' epoch)."""
+    entries = lg.leader_epoch_cache.entries
+    if not entries:
+        return {0: lg.log_start_offset}
+    return build_filtered_leader_epoch_map({e.epoch: e.start_offset for e in entries})
+
+
+def is_remote_segment_within_leader_epochs(metadata: RemoteLogSegmentMetadata,
+                                           log_end_offset: int,
+                                           leader_epochs: dict[int, int]) -> bool:
+    """Kafka's isRemoteSegmentWithinLeaderEpochs: the segment's epochs (from the first one
+    at or after the lineage's first epoch) are the lineage's own, each starting where the
+    lineage says, its last one ending before the lineage's next epoch, and the segment
+    ending below the log end offset."""
+    if not leader_epochs:
+        return False
+    seg = build_filtered_leader_epoch_map(dict(metadata.segment_leader_epochs))
+    epochs = sorted(leader_epochs)
+    seg_epochs = sorted(seg)
+    last = seg_epochs[-1]
+    if last < epochs[0] or last > epochs[-1]:
+        return False
+    first = next((e for e in seg_epochs if e >= epochs[0]), None)
+    if first is None:
+        return False
+    for epoch in seg_epochs:
+        if epoch < first:
+            continue
+        if epoch not in leader_epochs:
+            return False
+        lower = [e for e in epochs if e < epoch]
+        if epoch == first and lower and seg[epoch] < leader_epochs[epoch]:
+            return False
+        nxt = next((e for e in epochs if e > epoch), None)
+        if epoch == last:
+            if nxt is not None and metadata.end_offset > leader_epochs[nxt] - 1:
+                return False
+        else:
+            seg_nxt = next(e for e in seg_epochs if e > epoch)
+            if nxt != seg_nxt or leader_epochs[nxt] != seg[seg_nxt]:
+                return False
+    return metadata.end_offset < log_end_offset

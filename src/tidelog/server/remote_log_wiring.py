@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.config.core import ConfigError
 from tidelog.config.remote_log_config import (
@@ -22,6 +22,7 @@ from tidelog.config.remote_log_config import (
 )
 from tidelog.storage.log import Log
 from tidelog.storage.remote.factory import create_remote_storage_manager
+from tidelog.storage.remote.index_cache import RemoteIndexCache
 from tidelog.util.topic_partition import TopicPartition
 
 from .cluster_node import inter_broker_security
@@ -30,9 +31,14 @@ from .remote_fetch import remote_fetch_for
 from .remote_log_manager import RemoteLogManager, TieredPartition
 from .remote_log_metadata_forwarder import MetadataForwarder
 from .remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
+from .remote_log_metadata_topic import RF_CONFIG, MetadataTopicInitializer
 
 if TYPE_CHECKING:
-    from .broker import Broker
+    from tidelog.config.broker_config import BrokerConfig
+    from tidelog.util.clock import Clock
+
+    from .metadata.admin import AdminManager
+    from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +61,67 @@ def check_class_names(config: RemoteLogManagerConfig) -> None:
                           f"must be {TOPIC_BASED_RLMM}")
 
 
-async def start_remote_log_manager(broker: Broker) -> RemoteLogManager | None:
+class TieredHost(Protocol):
+    """What tiered storage uses of the broker that hosts it."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
+
+    @property
+    def admin_manager(self) -> AdminManager: ...
+
+
+def metadata_topic_initializer(broker: TieredHost,
+                               config: RemoteLogManagerConfig) -> MetadataTopicInitializer:
+    """Creates ``__remote_log_metadata`` with the configured replication factor. A one-broker
+    ``tidelog serve`` hosts every replica itself: its internal topics get one replica, as
+    Kafka's single-node quickstart sets them (``offsets.topic.replication.factor=1``, and
+    ``rlmm.config.remote.log.metadata.topic.replication.factor=1`` in its tiered-storage
+    example)."""
+    rm = broker.replica_manager
+    rf = config.metadata_topic_replication_factor
+    prefix = str(broker.config.originals.get("remote.log.metadata.manager.impl.prefix",
+                                             "rlmm.config."))
+    if rm.one_broker and rf != 1:
+        log.info("one broker: %s gets replication factor 1 (%s%s=%d is for a cluster)",
+                 REMOTE_LOG_METADATA_TOPIC, prefix, RF_CONFIG, rf)
+
+    def partitions() -> int | None:
+        info = rm.topic(REMOTE_LOG_METADATA_TOPIC)
+        return None if info is None else int(info.partitions)
+
+    async def ensure() -> bool:
+        if partitions() is not None:
+            return True
+        return await broker.admin_manager.ensure_internal_topic(
+            REMOTE_LOG_METADATA_TOPIC, config.metadata_topic_partitions,
+            config.metadata_topic_configs(), rf)
+
+    def live_brokers() -> int:
+        return len(rm.metadata_cache.image.live_broker_ids())
+
+    rlmm = config.rlmm_configs
+    return MetadataTopicInitializer(
+        partitions=partitions, ensure=ensure,
+        live_brokers=None if rm.one_broker else live_brokers,
+        num_partitions=config.metadata_topic_partitions, replication_factor=rf,
+        config_prefix=prefix,
+        retry_interval_ms=int(rlmm["remote.log.metadata.initialization.retry.interval.ms"]),
+        retry_max_timeout_ms=int(
+            rlmm["remote.log.metadata.initialization.retry.max.timeout.ms"]),
+        clock=broker.clock)
+
+
+async def start_remote_log_manager(broker: TieredHost) -> RemoteLogManager | None:
     """The broker's RemoteLogManager, running, or None when tiered storage is off."""
     config = RemoteLogManagerConfig.from_props(broker.config.originals)
     if not config.remote_log_storage_system_enable:
@@ -65,13 +131,7 @@ async def start_remote_log_manager(broker: Broker) -> RemoteLogManager | None:
     rm = broker.replica_manager
     wait_ms = int(config.rlmm_configs["remote.log.metadata.consume.wait.ms"])
 
-    async def ensure_topic() -> bool:
-        if rm.topic(REMOTE_LOG_METADATA_TOPIC) is not None:
-            return True
-        return await broker.admin_manager.ensure_internal_topic(
-            REMOTE_LOG_METADATA_TOPIC, config.metadata_topic_partitions,
-            config.metadata_topic_configs(), config.metadata_topic_replication_factor)
-
+    initializer = metadata_topic_initializer(broker, config)
     def get_log(tp: TopicPartition) -> Log | None:
         try:
             return rm.get_log(tp)
@@ -92,12 +152,16 @@ async def start_remote_log_manager(broker: Broker) -> RemoteLogManager | None:
             inter_broker_security(broker.config), get_log, timeout_ms=wait_ms)
     rlmm = TopicBasedRemoteLogMetadataManager(
         appender=PartitionWriter(rm, REMOTE_LOG_METADATA_TOPIC, wait_ms), get_log=get_log,
-        num_partitions=config.metadata_topic_partitions, ensure_topic=ensure_topic,
-        forwarder=forwarder)
+        num_partitions=config.metadata_topic_partitions, ensure_topic=initializer.try_once,
+        forwarder=forwarder, initializer=initializer)
+    index_cache = await asyncio.to_thread(
+        RemoteIndexCache, config.remote_log_index_file_cache_total_size_bytes, rsm,
+        broker.config.log_dirs[0])
     rlm = RemoteLogManager(config, broker_id=broker.node_id, rsm=rsm, rlmm=rlmm,
                            partitions=partitions, topic_exists=topic_exists,
-                           clock=broker.clock)
+                           clock=broker.clock, index_cache=index_cache)
     rlm.start()
+    rlm.background(initializer.run())  # Kafka's RLMMInitializationThread
     rm.remote_fetch = remote_fetch_for(rlm, rm.partitions.get)  # the ReplicaManager's seam
     log.info("tiered storage on: remote log manager every %d ms",
              config.remote_log_manager_task_interval_ms)

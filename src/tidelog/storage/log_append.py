@@ -1,17 +1,20 @@
-"""Append-side data of a Log: LogAppendInfo, and the producer-state analysis that runs
-before any byte is written (Kafka's UnifiedLog.analyzeAndValidateProducerState)."""
+"""Append-side data of a Log: LogAppendInfo, the validated batches of a leader's or a
+follower's append, and the producer-state analysis that runs before any byte is written
+(Kafka's UnifiedLog.analyzeAndValidateProducerState)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tidelog.config.log_config import LogConfig
 from tidelog.records import NO_PRODUCER_ID, RecordBatch
 
+from .errors import RecordBatchTooLargeError
 from .index.txn_index import AbortedTxn
 from .leader_epoch import LeaderEpochFileCache
 from .producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from .segment import LogSegment
-from .validator import AppendOrigin
+from .validator import AppendOrigin, FollowerAnalysis, validate_and_assign_offsets
 
 
 @dataclass(slots=True)
@@ -41,6 +44,45 @@ class ProducerAnalysis:
     updates: dict[int, ProducerAppendInfo]
     completed: list[CompletedTxn]
     duplicate: BatchMetadata | None = None
+
+
+def leader_batches(records: bytes | bytearray | memoryview, config: LogConfig, *,
+                   now_ms: int, offset: int, leader_epoch: int, origin: AppendOrigin,
+                   name: str, log_start_offset: int) -> AppendBatches:
+    """A leader's records validated, their offsets assigned from ``offset``."""
+    res = validate_and_assign_offsets(
+        records, config, now_ms=now_ms, offset=offset, leader_epoch=leader_epoch,
+        origin=origin, topic_partition=name)
+    info = LogAppendInfo(
+        res.first_offset, res.last_offset, res.max_timestamp, res.offset_of_max_timestamp,
+        res.log_append_time, log_start_offset, res.num_messages, res.batch.size_in_bytes)
+    return AppendBatches(res.records, [res.batch], info)
+
+
+def follower_info(a: FollowerAnalysis, log_start_offset: int) -> LogAppendInfo:
+    """The answer to a follower's append of the replicated batches ``a``."""
+    return LogAppendInfo(a.first_offset, a.last_offset, a.max_timestamp,
+                         a.offset_of_max_timestamp, -1, log_start_offset, a.num_messages,
+                         a.valid_bytes)
+
+
+def analyze_append(v: AppendBatches, origin: AppendOrigin, psm: ProducerStateManager,
+                   config: LogConfig, *, name: str, log_start_offset: int
+                   ) -> ProducerAnalysis | None:
+    """The size check and the producer state analysis (Kafka's
+    analyzeAndValidateProducerState); None for a client's retry of a recent batch, whose
+    ``v.info`` then answers with the original offsets."""
+    size = len(v.records)
+    if size > config.segment_bytes:
+        raise RecordBatchTooLargeError(
+            f"Message batch size is {size} bytes in append to partition {name}, which "
+            f"exceeds the maximum configured segment size of {config.segment_bytes}.")
+    analysis = analyze_producer_state(psm, v.batches, origin)
+    if analysis.duplicate is None:
+        return analysis
+    duplicate_info(v.info, analysis.duplicate, log_append_time=config.log_append_time,
+                   log_start_offset=log_start_offset)
+    return None
 
 
 def analyze_producer_state(psm: ProducerStateManager, batches: list[RecordBatch],

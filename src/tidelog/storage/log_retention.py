@@ -16,19 +16,68 @@ remote start; the RemoteLogManager moves it as remote segments expire).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from tidelog.config.log_config import LogConfig
 from tidelog.config.remote_log_config import local_retention_bytes, local_retention_ms
+from tidelog.util.clock import Clock
 
+from .local_log import LocalLog
+from .producer_state import ProducerStateManager
 from .segment import LogSegment
-
-if TYPE_CHECKING:
-    from .log import Log
+from .segments import LogSegments
 
 Predicate = Callable[[LogSegment, "LogSegment | None"], bool]
 
 
-def delete_old_segments(lg: Log) -> int:
+class RetainedLog(Protocol):
+    """What retention reads and calls of a log (a Log, under its lock)."""
+
+    @property
+    def config(self) -> LogConfig: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def segments(self) -> LogSegments: ...
+
+    @property
+    def local_log(self) -> LocalLog: ...
+
+    @property
+    def producer_state(self) -> ProducerStateManager: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def local_log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def high_watermark(self) -> int: ...
+
+    @property
+    def size_in_bytes(self) -> int: ...
+
+    @property
+    def remote_log_enabled(self) -> bool: ...
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int: ...
+
+    @property
+    def retention_floor(self) -> Callable[[], int | None] | None: ...
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment: ...
+
+    def maybe_increment_log_start_offset(self, offset: int, reason: str = "") -> bool: ...
+
+
+def delete_old_segments(lg: RetainedLog) -> int:
     """Apply the rules the cleanup policy allows (#78); returns the segments deleted."""
     n = _delete_log_start_offset_breached(lg)
     if lg.config.delete:
@@ -37,13 +86,13 @@ def delete_old_segments(lg: Log) -> int:
     return n
 
 
-def _delete_log_start_offset_breached(lg: Log) -> int:
+def _delete_log_start_offset_breached(lg: RetainedLog) -> int:
     start = lg.local_log_start_offset if lg.remote_log_enabled else lg.log_start_offset
     return _delete(lg, lambda _s, nxt: nxt is not None and nxt.base_offset <= start,
                    f"log start offset {start} breach", keep_floor=False)
 
 
-def _delete_retention_size_breached(lg: Log) -> int:
+def _delete_retention_size_breached(lg: RetainedLog) -> int:
     limit = local_retention_bytes(lg.config) if lg.remote_log_enabled \
         else lg.config.retention_bytes
     size = lg.size_in_bytes
@@ -61,7 +110,7 @@ def _delete_retention_size_breached(lg: Log) -> int:
     return _delete(lg, breached, f"retention size {limit} breach")
 
 
-def _delete_retention_ms_breached(lg: Log) -> int:
+def _delete_retention_ms_breached(lg: RetainedLog) -> int:
     retention = local_retention_ms(lg.config) if lg.remote_log_enabled \
         else lg.config.retention_ms
     if retention < 0:
@@ -71,7 +120,7 @@ def _delete_retention_ms_breached(lg: Log) -> int:
                    f"retention time {retention}ms breach")
 
 
-def deletable_segments(lg: Log, predicate: Predicate, *, keep_floor: bool = True
+def deletable_segments(lg: RetainedLog, predicate: Predicate, *, keep_floor: bool = True
                        ) -> list[LogSegment]:
     """The oldest segments ``predicate`` allows, in order; with ``keep_floor``, none that
     holds an offset at or above the log's retention floor."""
@@ -98,7 +147,7 @@ def deletable_segments(lg: Log, predicate: Predicate, *, keep_floor: bool = True
     return out
 
 
-def _tiered_or_below_start(lg: Log, nxt: LogSegment | None, upper: int) -> bool:
+def _tiered_or_below_start(lg: RetainedLog, nxt: LogSegment | None, upper: int) -> bool:
     """Kafka's isSegmentEligibleForDeletion: copied to remote storage, or below the log
     start offset (DeleteRecords)."""
     if nxt is not None and lg.log_start_offset >= nxt.base_offset:
@@ -106,7 +155,7 @@ def _tiered_or_below_start(lg: Log, nxt: LogSegment | None, upper: int) -> bool:
     return upper > 0 and upper - 1 <= lg.highest_offset_in_remote_storage
 
 
-def _delete(lg: Log, predicate: Predicate, reason: str, keep_floor: bool = True) -> int:
+def _delete(lg: RetainedLog, predicate: Predicate, reason: str, keep_floor: bool = True) -> int:
     deletable = deletable_segments(lg, predicate, keep_floor=keep_floor)
     if not deletable:
         return 0
@@ -115,7 +164,7 @@ def _delete(lg: Log, predicate: Predicate, reason: str, keep_floor: bool = True)
         new = lg.roll()
         if deletable[-1].base_offset == new.base_offset:
             to_delete = deletable[:-1]
-    lg.remove_and_delete_segments(to_delete, reason)
+    lg.local_log.remove_and_delete_segments(to_delete, reason)
     for seg in deletable:
         lg.producer_state.delete_snapshot_at(seg.base_offset)
     first = lg.segments.first_segment_base_offset

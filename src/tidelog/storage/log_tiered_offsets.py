@@ -5,13 +5,10 @@ the local log start and the highest offset copied to remote storage."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .file_records import TimestampAndOffset
 from .leader_epoch import LeaderEpochFileCache
-
-if TYPE_CHECKING:
-    from .log import Log
 
 EARLIEST_TIMESTAMP = -2
 EARLIEST_LOCAL_TIMESTAMP = -4
@@ -21,7 +18,26 @@ NO_TIMESTAMP = -1
 NO_PARTITION_LEADER_EPOCH = -1
 
 
-def tiered_offset(lg: Log, timestamp: int) -> TimestampAndOffset | None:
+class TieredLog(Protocol):
+    """The offsets of a log that the tiered specials answer from (a Log)."""
+
+    @property
+    def remote_log_enabled(self) -> bool: ...
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def local_log_start_offset(self) -> int: ...
+
+    @property
+    def highest_offset_in_remote_storage(self) -> int: ...
+
+    @property
+    def leader_epoch_cache(self) -> LeaderEpochFileCache: ...
+
+
+def tiered_offset(lg: TieredLog, timestamp: int) -> TimestampAndOffset | None:
     """The answer of a tiered special for ``lg`` (-6 of a log not tiered: none, as Kafka);
     None for any other timestamp or a log not tiered."""
     if not lg.remote_log_enabled:

@@ -16,6 +16,7 @@ import functools
 import logging
 import shutil
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -106,6 +107,9 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self._lock = threading.RLock()
         self._logs = LogsByDir()
         self._creating: dict[TopicPartition, threading.Event] = {}  # Log.open in progress
+        # the dir each of those is being created in, counted by the next placement as Kafka's
+        # LogManager does (choice and creation under one lock there)
+        self._placing: dict[TopicPartition, Path] = {}
         # Partitions whose dir went offline: they answer KAFKA_STORAGE_ERROR, never move.
         self._offline_logs: dict[TopicPartition, Path] = {}
         self.failure_channel = failure_channel or LogDirFailureChannel()
@@ -361,6 +365,8 @@ class LogManager(LogManagerFaults, LogManagerTasks):
                 if pending is None:
                     cfg = self._check_creatable(tp, topic_overrides)
                     dirs = self._dirs_by_load()
+                    if dirs:
+                        self._placing[tp] = dirs[0].path
                     done = self._creating[tp] = threading.Event()
                     break
             pending.wait()
@@ -376,6 +382,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         finally:
             with self._lock:
                 del self._creating[tp]
+                self._placing.pop(tp, None)
             done.set()
 
     def _check_creatable(self, tp: TopicPartition, overrides: Mapping[str, str] | None) -> LogConfig:
@@ -407,8 +414,10 @@ class LogManager(LogManagerFaults, LogManagerTasks):
             self.update_topic_config(topic, overrides)
 
     def _dirs_by_load(self) -> list[LogDir]:
-        """Live dirs, fewest partitions first (ties keep log.dirs order)."""
-        counts = self._logs.counts
+        """Live dirs, fewest partitions first (ties keep log.dirs order); a log still being
+        opened counts in the dir it was placed in."""
+        counts = Counter(self._logs.counts)
+        counts.update(self._placing.values())
         return sorted((d for d in self.dirs if d.online), key=lambda d: counts[d.path])
 
     def _create_in_some_dir(self, tp: TopicPartition, cfg: LogConfig, dirs: list[LogDir]) -> Log:

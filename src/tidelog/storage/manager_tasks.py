@@ -24,6 +24,7 @@ from tidelog.storage.errors import KafkaStorageError
 from tidelog.storage.free_space import CHECK_INTERVAL_MS, FreeSpaceFloor
 from tidelog.storage.log import Log
 from tidelog.storage.manager_placement import LogsByDir
+from tidelog.storage.remote.index_cache import DIR_NAME as REMOTE_INDEX_CACHE_DIR
 from tidelog.util.scheduler import ScheduledTask
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
@@ -132,8 +133,8 @@ class LogManagerTasks:
         plan = _DirPlan(d)
         for entry in sorted(os.scandir(d.path), key=lambda e: e.name):
             name = entry.name
-            if not entry.is_dir() or name.startswith("."):
-                continue
+            if not entry.is_dir() or name.startswith(".") or name == REMOTE_INDEX_CACHE_DIR:
+                continue  # Kafka's LogManager skips the remote index cache too
             path = d.path / name
             if _DELETE_DIR_RE.search(name):
                 plan.deletes.append(path)

@@ -10,7 +10,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.coordinator import GroupCoordinator, JoinRequest, SyncRequest
 from tidelog.server.coordinator.group.member import JoinResult, SyncResult
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 

@@ -12,8 +12,8 @@ from tidelog.server.coordinator.group.coordinator import CommitEntry
 from tidelog.server.coordinator.group.member import JoinResult
 from tidelog.server.coordinator.group.records import OFFSETS_TOPIC
 from tidelog.server.coordinator.group.shard import GroupCoordinatorShard
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.server.coordinator.runtime import CoordinatorRuntime, CoordinatorState
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.topic_partition import TopicPartition
 
 from .harness import Harness

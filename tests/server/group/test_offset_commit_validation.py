@@ -11,7 +11,7 @@ from consumer_group_harness import Cluster, Member, coordinator, settle
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.coordinator import CommitEntry, GroupCoordinator
 from tidelog.server.coordinator.group.share.coordinator import ShareHeartbeat
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 

@@ -14,7 +14,7 @@ from tidelog.server.coordinator.group.records import (
     decode_offset_value,
     partition_for,
 )
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.topic_partition import TopicPartition
 
 from .harness import SESSION, Harness, subscription

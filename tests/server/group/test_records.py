@@ -12,7 +12,6 @@ from tidelog.server.coordinator.group.records import (
     MemberMetadataRecord,
     OffsetAndMetadata,
     OffsetKey,
-    SchemaError,
     UnknownKey,
     decode_group_value,
     decode_key,
@@ -23,9 +22,9 @@ from tidelog.server.coordinator.group.records import (
     encode_offset_value,
     encode_offset_value_version,
     format_record,
-    java_string_hash,
     partition_for,
 )
+from tidelog.server.coordinator.record_codec import SchemaError, java_string_hash
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from tidelog.server.remote_log_metadata_manager import TopicBasedRemoteLogMetada
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.storage.log import Log
 from tidelog.storage.remote.factory import create_remote_storage_manager
+from tidelog.storage.remote.index_cache import RemoteIndexCache
 from tidelog.storage.remote.storage_manager import RemoteStorageManager
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
@@ -89,9 +90,10 @@ class Tiered:
 def open_tiered(log_dir: Path, remote_root: Path, *, clock: ManualClock | None = None,
                 rsm: RemoteStorageManager | None = None, partitions: int = 1,
                 topic_configs: dict[str, str] | None = None, create: bool = True,
-                **props: str) -> Tiered:
+                index_cache_bytes: int | None = None, **props: str) -> Tiered:
     """A one-broker replica manager (topic ``tiered`` created unless ``create`` is false)
-    and its RemoteLogManager; the remote storage is ``rsm`` or a directory."""
+    and its RemoteLogManager; the remote storage is ``rsm`` or a directory, with a remote
+    index cache of ``index_cache_bytes`` under ``log_dir`` when given."""
     clock = clock or ManualClock(START_MS)
     remote_root.mkdir(parents=True, exist_ok=True)
     all_props = broker_props(log_dir, remote_root, **props)
@@ -118,7 +120,9 @@ def open_tiered(log_dir: Path, remote_root: Path, *, clock: ManualClock | None =
         appender=PartitionWriter(rm, REMOTE_LOG_METADATA_TOPIC, 5000), get_log=rm.get_log,
         num_partitions=config.metadata_topic_partitions, ensure_topic=ensure_topic)
     storage = rsm if rsm is not None else create_remote_storage_manager(config.rsm_configs)
+    cache = None if index_cache_bytes is None else \
+        RemoteIndexCache(index_cache_bytes, storage, log_dir)
     rlm = RemoteLogManager(config, broker_id=rm.node_id, rsm=storage, rlmm=rlmm,
                            partitions=partitions_now, topic_exists=topic_exists, clock=clock,
-                           seed=1)
+                           seed=1, index_cache=cache)
     return Tiered(rm, rlm, clock, remote_root)

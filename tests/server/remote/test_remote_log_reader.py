@@ -44,7 +44,7 @@ def _tier_everything(t: Tiered, records: int = 20) -> bytes:
     data = b"".join(s.log.path.read_bytes() for s in closed)
     t.run()
     assert lg.delete_old_segments() == len(closed)
-    lg.delete_pending_files()
+    lg.local_log.delete_pending_files()
     return data
 
 

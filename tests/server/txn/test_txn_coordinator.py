@@ -10,7 +10,7 @@ import pytest
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import iter_batches
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.server.coordinator.transaction.config import TxnConfig
 from tidelog.server.coordinator.transaction.coordinator import TransactionCoordinator
 from tidelog.server.coordinator.transaction.metadata import TransactionState

@@ -8,8 +8,8 @@ import asyncio
 import itertools
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.server.coordinator.runtime import CoordinatorRuntime
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.server.coordinator.transaction.config import TxnConfig
 from tidelog.server.coordinator.transaction.coordinator import TransactionCoordinator
 from tidelog.server.coordinator.transaction.metadata import TransactionState

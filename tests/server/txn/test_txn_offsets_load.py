@@ -12,12 +12,12 @@ from tidelog.records.batch import ControlRecordType
 from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.coordinator import CommitEntry, GroupCoordinator
 from tidelog.server.coordinator.group.metadata_manager import LoadedPartition
-from tidelog.server.coordinator.group.store import InMemoryOffsetsStore
 from tidelog.server.coordinator.group.txn_offsets import (
     commit_txn_offsets,
     complete_txn_offsets,
     has_pending,
 )
+from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
 from tidelog.util.topic_partition import TopicPartition

@@ -12,8 +12,8 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.coordinator.group.share.coordinator import ShareGroupCoordinator
 from tidelog.server.coordinator.group.share.partition import RecordState
-from tidelog.server.coordinator.group.share.records import ShareState
-from tidelog.server.coordinator.group.share.uncommitted import StateKey
+from tidelog.server.coordinator.share.records import ShareState
+from tidelog.server.coordinator.share.uncommitted import StateKey
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext

@@ -19,9 +19,9 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.coordinator.group.log_store import LogOffsetsStore, offsets_topic_configs
 from tidelog.server.coordinator.group.records import OFFSETS_TOPIC
-from tidelog.server.coordinator.group.share.records import SHARE_STATE_TOPIC, state_partition_for
-from tidelog.server.coordinator.group.share.wiring import share_state_topic_configs
 from tidelog.server.coordinator.group.wiring import coordinator_for
+from tidelog.server.coordinator.share.records import SHARE_STATE_TOPIC, state_partition_for
+from tidelog.server.coordinator.share.wiring import share_state_topic_configs
 from tidelog.server.coordinator.transaction.records import TRANSACTION_STATE_TOPIC
 from tidelog.server.coordinator.transaction.records import partition_for as txn_partition_for
 from tidelog.server.coordinator.transaction.state_manager import transaction_topic_configs

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.coordinator.group.share.state_coordinator import StateResult
+from tidelog.server.coordinator.share.state_coordinator import StateResult
 
 from ..context import RequestContext
 from .share_state_common import answer

@@ -12,13 +12,13 @@ from typing import Any
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
-from tidelog.server.coordinator.group.share.state_coordinator import (
+from tidelog.server.coordinator.group.wiring import coordinator_for
+from tidelog.server.coordinator.share.state_coordinator import (
     ShareStateCoordinator,
     StateResult,
 )
-from tidelog.server.coordinator.group.share.uncommitted import StateKey
-from tidelog.server.coordinator.group.share.wiring import state_replicated
-from tidelog.server.coordinator.group.wiring import coordinator_for
+from tidelog.server.coordinator.share.uncommitted import StateKey
+from tidelog.server.coordinator.share.wiring import state_replicated
 
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.consumer.group import CONSUMER_GROUP_TYPE
 from tidelog.server.coordinator.group.group import GroupMetadata, GroupState
-from tidelog.server.coordinator.group.member import SyncCallback, SyncResult
-from tidelog.server.coordinator.group.offsets import CommitEntry, FetchedOffset, OffsetsApi
-from tidelog.server.coordinator.group.rebalance import (
+from tidelog.server.coordinator.group.member import (
     NO_GENERATION,
     UNKNOWN_MEMBER_ID,
     JoinRequest,
+    SyncCallback,
     SyncRequest,
+    SyncResult,
 )
+from tidelog.server.coordinator.group.offsets import CommitEntry, FetchedOffset, OffsetsApi
 from tidelog.server.coordinator.group.share.coordinator import SHARE_GROUP_TYPE
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""One member of a classic group (Kafka's MemberMetadata)."""
+"""One member of a classic group (Kafka's MemberMetadata), and the JoinGroup and SyncGroup
+requests and answers it takes part in."""
 
 from __future__ import annotations
 
@@ -10,6 +11,36 @@ from tidelog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from tidelog.util.scheduler import ScheduledTask
+
+
+UNKNOWN_MEMBER_ID = ""
+NO_GENERATION = -1
+
+
+@dataclass
+class JoinRequest:
+    group_id: str
+    member_id: str
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int = -1  # v0: equals the session timeout
+    group_instance_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    require_known_member_id: bool = False  # JoinGroup v4+
+    reason: str | None = None
+
+
+@dataclass
+class SyncRequest:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None  # v5+
+    protocol_name: str | None = None  # v5+
+    assignments: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -35,7 +35,6 @@ from tidelog.server.coordinator.group.records import (
     MemberMetadataRecord,
     OffsetAndMetadata,
     OffsetKey,
-    SchemaError,
     UnknownKey,
     decode_group_value,
     decode_key,
@@ -46,8 +45,9 @@ from tidelog.server.coordinator.group.records import (
     encode_offset_value,
     partition_for,
 )
-from tidelog.server.coordinator.group.store import OffsetsStore
+from tidelog.server.coordinator.record_codec import SchemaError
 from tidelog.server.coordinator.runtime import CoordinatorPartitions
+from tidelog.server.coordinator.store import OffsetsStore
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
 

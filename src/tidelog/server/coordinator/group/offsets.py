@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.consumer.group import ConsumerGroup
 from tidelog.server.coordinator.group.group import GroupMetadata, GroupState
-from tidelog.server.coordinator.group.rebalance import UNKNOWN_MEMBER_ID, RebalanceCore
+from tidelog.server.coordinator.group.member import UNKNOWN_MEMBER_ID
+from tidelog.server.coordinator.group.rebalance import RebalanceCore
 from tidelog.server.coordinator.group.records import OffsetAndMetadata
 from tidelog.util.topic_partition import TopicPartition
 

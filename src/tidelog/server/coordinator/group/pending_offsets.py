@@ -22,10 +22,10 @@ from tidelog.records.batch import ControlRecordType
 from tidelog.server.coordinator.group.records import (
     OffsetAndMetadata,
     OffsetKey,
-    SchemaError,
     decode_key,
     decode_offset_value,
 )
+from tidelog.server.coordinator.record_codec import SchemaError
 from tidelog.util.topic_partition import TopicPartition
 
 GroupOffsets = dict[str, dict[TopicPartition, OffsetAndMetadata]]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, field
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.config import GroupConfig
@@ -19,7 +18,9 @@ from tidelog.server.coordinator.group.consumer.coordinator import ConsumerGroupC
 from tidelog.server.coordinator.group.consumer.migration import Migration
 from tidelog.server.coordinator.group.group import GroupMetadata, GroupState
 from tidelog.server.coordinator.group.member import (
+    UNKNOWN_MEMBER_ID,
     JoinCallback,
+    JoinRequest,
     JoinResult,
     MemberMetadata,
     SyncResult,
@@ -27,41 +28,11 @@ from tidelog.server.coordinator.group.member import (
 from tidelog.server.coordinator.group.metadata_manager import GroupMetadataManager
 from tidelog.server.coordinator.group.pending_offsets import LoadedPartition
 from tidelog.server.coordinator.group.share.coordinator import ShareGroupCoordinator
-from tidelog.server.coordinator.group.store import OffsetsStore
+from tidelog.server.coordinator.store import OffsetsStore
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import ScheduledTask, Scheduler
 
 log = logging.getLogger(__name__)
-
-UNKNOWN_MEMBER_ID = ""
-NO_GENERATION = -1
-
-
-@dataclass
-class JoinRequest:
-    group_id: str
-    member_id: str
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    session_timeout_ms: int
-    rebalance_timeout_ms: int = -1  # v0: equals the session timeout
-    group_instance_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    require_known_member_id: bool = False  # JoinGroup v4+
-    reason: str | None = None
-
-
-@dataclass
-class SyncRequest:
-    group_id: str
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None = None
-    protocol_type: str | None = None  # v5+
-    protocol_name: str | None = None  # v5+
-    assignments: dict[str, bytes] = field(default_factory=dict)
-
 
 class RebalanceCore:
     """Lifecycle, JoinGroup and the rebalance timers; ``GroupCoordinator`` adds the rest."""

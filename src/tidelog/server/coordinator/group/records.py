@@ -16,13 +16,17 @@ Partitioning is Kafka's ``Utils.abs(groupId.hashCode()) % offsets.topic.num.part
 
 from __future__ import annotations
 
-import base64
 import functools
 import struct
-import uuid
 from dataclasses import dataclass, field
 
-from tidelog.protocol.field_reader import FieldReader
+from tidelog.server.coordinator.record_codec import (
+    RecordReader,
+    RecordWriter,
+    SchemaError,
+    java_abs,
+    java_string_hash,
+)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_NUM_PARTITIONS = 50
@@ -40,104 +44,9 @@ _KEY_HEAD = struct.Struct(">hh")
 _VALUE_V3_HEAD = struct.Struct(">hqih")
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()``: over UTF-16 code units, wrapping at 32 bits."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_uuid(u: uuid.UUID) -> str:
-    """Kafka's Uuid.toString(): URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def java_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: like Math.abs but Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(1 << 31) else abs(n)
-
-
 @functools.lru_cache(maxsize=65536)
 def partition_for(group_id: str, num_partitions: int = DEFAULT_NUM_PARTITIONS) -> int:
     return java_abs(java_string_hash(group_id)) % num_partitions
-
-
-# --------------------------------------------------------------------------- primitives
-
-
-class _Writer:
-    def __init__(self, flexible: bool = False) -> None:
-        self.buf = bytearray()
-        self.flexible = flexible
-
-    def i16(self, v: int) -> None:
-        self.buf += _I16.pack(v)
-
-    def i32(self, v: int) -> None:
-        self.buf += _I32.pack(v)
-
-    def i64(self, v: int) -> None:
-        self.buf += _I64.pack(v)
-
-    def uvarint(self, v: int) -> None:
-        while v >= 0x80:
-            self.buf.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.buf.append(v)
-
-    def string(self, s: str | None) -> None:
-        if s is None:
-            if self.flexible:
-                self.uvarint(0)
-            else:
-                self.i16(-1)
-            return
-        data = s.encode("utf-8")
-        if self.flexible:
-            self.uvarint(len(data) + 1)
-        else:
-            self.i16(len(data))
-        self.buf += data
-
-    def bytes_(self, b: bytes) -> None:
-        if self.flexible:
-            self.uvarint(len(b) + 1)
-        else:
-            self.i32(len(b))
-        self.buf += b
-
-    def array_len(self, n: int) -> None:
-        if self.flexible:
-            self.uvarint(n + 1)
-        else:
-            self.i32(n)
-
-    def tags(self) -> None:
-        if self.flexible:
-            self.uvarint(0)
-
-
-class SchemaError(ValueError):
-    """A key or value that does not parse as any known schema version."""
-
-
-class _Reader(FieldReader):
-    error = SchemaError
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise SchemaError("null in a non-nullable string")
-        return s
-
-    def bytes_(self) -> bytes:
-        b = self.nullable_bytes()
-        return b"" if b is None else bytes(b)
-
-    def array_len(self) -> int:
-        return max(super().array_len(), 0)
 
 
 # --------------------------------------------------------------------------- keys
@@ -177,7 +86,7 @@ def encode_offset_key(group: str, topic: str, partition: int) -> bytes:
 
 
 def encode_group_key(group: str) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(GROUP_METADATA_KEY_VERSION)
     w.string(group)
     return bytes(w.buf)
@@ -234,7 +143,7 @@ def encode_offset_value(v: OffsetAndMetadata) -> bytes:
 def encode_offset_value_version(v: OffsetAndMetadata, version: int) -> bytes:
     if not 0 <= version <= 4:
         raise SchemaError(f"unknown OffsetCommitValue version {version}")
-    w = _Writer(flexible=version >= 4)
+    w = RecordWriter(flexible=version >= 4)
     w.i16(version)
     w.i64(v.offset)
     if version >= 3:
@@ -271,7 +180,7 @@ def decode_offset_value(data: bytes) -> OffsetAndMetadata:
 
 
 def _decode_offset_value_flexible(data: bytes) -> OffsetAndMetadata:
-    r = _Reader(data, flexible=True)
+    r = RecordReader(data, flexible=True)
     r.pos = 2
     offset = r.i64()
     leader_epoch = r.i32()
@@ -309,7 +218,7 @@ class GroupMetadataValue:
 def encode_group_value(v: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:
     if not 0 <= version <= 4:
         raise SchemaError(f"unknown GroupMetadataValue version {version}")
-    w = _Writer(flexible=version >= 4)
+    w = RecordWriter(flexible=version >= 4)
     w.i16(version)
     w.string(v.protocol_type)
     w.i32(v.generation)
@@ -334,7 +243,7 @@ def encode_group_value(v: GroupMetadataValue, version: int = GROUP_METADATA_VALU
     return bytes(w.buf)
 
 
-def _decode_member(r: _Reader, version: int) -> MemberMetadataRecord:
+def _decode_member(r: RecordReader, version: int) -> MemberMetadataRecord:
     member_id = r.string()
     instance_id = r.nullable_string() if version >= 3 else None
     client_id = r.string()
@@ -362,7 +271,7 @@ def decode_group_value(data: bytes) -> GroupMetadataValue:
     version = _I16.unpack_from(data, 0)[0] if len(data) >= 2 else -1
     if not 0 <= version <= 4:
         raise SchemaError(f"unknown GroupMetadataValue version {version}")
-    r = _Reader(data, flexible=version >= 4)
+    r = RecordReader(data, flexible=version >= 4)
     r.pos = 2
     protocol_type = r.string()
     generation = r.i32()

@@ -16,9 +16,9 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.records import CompressionType, RecordBatchBuilder
 from tidelog.server.coordinator.group.coordinator import GroupCoordinator
 from tidelog.server.coordinator.group.group import GroupMetadata, GroupState
+from tidelog.server.coordinator.group.member import UNKNOWN_MEMBER_ID
 from tidelog.server.coordinator.group.metadata_manager import GroupMetadataManager
 from tidelog.server.coordinator.group.offsets import CommitEntry, validate_member_epoch
-from tidelog.server.coordinator.group.rebalance import UNKNOWN_MEMBER_ID
 from tidelog.server.coordinator.group.records import (
     OffsetAndMetadata,
     encode_offset_key,

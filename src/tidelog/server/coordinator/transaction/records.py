@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from tidelog.protocol.codec import write_uvarint
 from tidelog.protocol.field_reader import FieldReader
-from tidelog.server.coordinator.group.records import java_abs, java_string_hash
+from tidelog.server.coordinator.record_codec import java_abs, java_string_hash
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
@@ -111,18 +111,18 @@ def _write_tags(out: bytearray, v: TransactionLogValue) -> None:
         out += raw
 
 
-class _Reader(FieldReader):
+class RecordReader(FieldReader):
     error = TxnSchemaError
 
 
 def decode_value(data: bytes) -> TransactionLogValue:
     try:
-        return _decode_value(_Reader(data))
+        return _decode_value(RecordReader(data))
     except (struct.error, IndexError, UnicodeDecodeError) as exc:
         raise TxnSchemaError(f"unreadable TransactionLogValue: {exc}") from exc
 
 
-def _decode_value(r: _Reader) -> TransactionLogValue:
+def _decode_value(r: RecordReader) -> TransactionLogValue:
     version = r.i16()
     if version not in (0, 1):
         raise TxnSchemaError(f"unknown TransactionLogValue version {version}")

@@ -60,7 +60,8 @@ from tidelog.server.coordinator.group.consumer.records import (
 from tidelog.server.coordinator.group.consumer.regex import InvalidRegex, RegexResolver
 from tidelog.server.coordinator.group.group import GroupMetadata, GroupState
 from tidelog.server.coordinator.group.group_configs import GroupConfigStore
-from tidelog.server.coordinator.group.records import encode_group_key, encode_offset_key, kafka_uuid
+from tidelog.server.coordinator.group.records import encode_group_key, encode_offset_key
+from tidelog.server.coordinator.record_codec import kafka_uuid
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
 

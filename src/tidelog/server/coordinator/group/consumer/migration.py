@@ -29,7 +29,6 @@ import struct
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.consumer.coordinator import (
@@ -64,11 +63,15 @@ from tidelog.server.coordinator.group.consumer.records import (
     group_tombstones,
 )
 from tidelog.server.coordinator.group.group import GroupMetadata, GroupState
-from tidelog.server.coordinator.group.member import JoinResult, MemberMetadata, SyncResult
-from tidelog.server.coordinator.group.records import encode_group_key, kafka_uuid
-
-if TYPE_CHECKING:
-    from tidelog.server.coordinator.group.rebalance import JoinRequest, SyncRequest
+from tidelog.server.coordinator.group.member import (
+    JoinRequest,
+    JoinResult,
+    MemberMetadata,
+    SyncRequest,
+    SyncResult,
+)
+from tidelog.server.coordinator.group.records import encode_group_key
+from tidelog.server.coordinator.record_codec import kafka_uuid
 
 log = logging.getLogger(__name__)
 

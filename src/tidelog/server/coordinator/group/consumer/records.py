@@ -19,7 +19,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tidelog.server.coordinator.group.records import SchemaError, _Reader, _Writer, format_record
+from tidelog.server.coordinator.group.records import format_record
+from tidelog.server.coordinator.record_codec import RecordReader, RecordWriter, SchemaError
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -88,7 +89,7 @@ class MemberAssignment:
 
 
 def encode_key(record_type: int, group: str, member_id: str = "") -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(record_type)
     w.string(group)
     if record_type in _MEMBER_KEYS:
@@ -103,7 +104,7 @@ def group_tombstones(group_id: str) -> list[Record]:
 
 
 def decode_consumer_key(data: bytes) -> ConsumerKey:
-    r = _Reader(data)
+    r = RecordReader(data)
     record_type = r.i16()
     if record_type not in CONSUMER_KEY_TYPES:
         raise SchemaError(f"not a consumer group key: type {record_type}")
@@ -121,14 +122,14 @@ def key_type(data: bytes) -> int:
 # --------------------------------------------------------------------------- values
 
 
-def _flex() -> _Writer:
-    w = _Writer(flexible=True)
+def _flex() -> RecordWriter:
+    w = RecordWriter(flexible=True)
     w.i16(0)
     return w
 
 
-def _reader(data: bytes) -> _Reader:
-    r = _Reader(data)
+def _reader(data: bytes) -> RecordReader:
+    r = RecordReader(data)
     version = r.i16()
     if version != 0:
         raise SchemaError(f"unknown consumer group value version {version}")
@@ -136,7 +137,7 @@ def _reader(data: bytes) -> _Reader:
     return r
 
 
-def _write_partitions(w: _Writer, assignment: Mapping[uuid.UUID, frozenset[int]]) -> None:
+def _write_partitions(w: RecordWriter, assignment: Mapping[uuid.UUID, frozenset[int]]) -> None:
     topics = [(t, ps) for t, ps in sorted(assignment.items(), key=lambda kv: kv[0].bytes) if ps]
     w.array_len(len(topics))
     for topic_id, parts in topics:
@@ -147,7 +148,7 @@ def _write_partitions(w: _Writer, assignment: Mapping[uuid.UUID, frozenset[int]]
         w.tags()
 
 
-def _read_partitions(r: _Reader) -> Assignment:
+def _read_partitions(r: RecordReader) -> Assignment:
     out: Assignment = {}
     for _ in range(r.array_len()):
         topic_id = uuid.UUID(bytes=bytes(r.take(16)))
@@ -220,7 +221,7 @@ def encode_member_metadata(m: MemberSubscription) -> bytes:
     if m.classic is None:
         w.tags()  # ClassicMemberMetadata (tag 0) is absent: the member speaks KIP-848
     else:
-        body = _Writer(flexible=True)
+        body = RecordWriter(flexible=True)
         body.i32(m.classic.session_timeout_ms)
         body.array_len(len(m.classic.protocols))
         for name, metadata in m.classic.protocols:
@@ -235,7 +236,7 @@ def encode_member_metadata(m: MemberSubscription) -> bytes:
     return bytes(w.buf)
 
 
-def _classic_metadata(r: _Reader) -> ClassicMemberMetadata | None:
+def _classic_metadata(r: RecordReader) -> ClassicMemberMetadata | None:
     """The value's tagged fields: ClassicMemberMetadata when tag 0 is there."""
     found = None
     for _ in range(r.uvarint()):
@@ -243,7 +244,7 @@ def _classic_metadata(r: _Reader) -> ClassicMemberMetadata | None:
         data = bytes(r.take(size))
         if tag != 0:
             continue
-        t = _Reader(data)
+        t = RecordReader(data)
         t.flexible = True
         timeout = t.i32()
         protocols = []

@@ -31,8 +31,8 @@ from tidelog.server.coordinator.group.group_configs import GroupConfigStore
 from tidelog.server.coordinator.group.share.assignor import assign
 from tidelog.server.coordinator.group.share.durable import DurableShareState, PartitionKey
 from tidelog.server.coordinator.group.share.partition import AcquiredRange, SharePartition
-from tidelog.server.coordinator.group.share.records import ShareState
-from tidelog.server.coordinator.group.share.state_coordinator import (
+from tidelog.server.coordinator.share.records import ShareState
+from tidelog.server.coordinator.share.state_coordinator import (
     UNINITIALIZED_START_OFFSET,
     ShareStateCoordinator,
 )

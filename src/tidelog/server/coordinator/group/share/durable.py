@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.coordinator.group.share.records import StateBatch
-from tidelog.server.coordinator.group.share.state_coordinator import StateResult
-from tidelog.server.coordinator.group.share.uncommitted import StateKey
+from tidelog.server.coordinator.share.records import StateBatch
+from tidelog.server.coordinator.share.state_coordinator import StateResult
+from tidelog.server.coordinator.share.uncommitted import StateKey
 from tidelog.util.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)

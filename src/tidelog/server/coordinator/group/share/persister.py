@@ -22,17 +22,17 @@ from tidelog.client.aio import INTER_BROKER_API_RANGES
 from tidelog.client.conn import KafkaClientError
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.broker_connections import BrokerConnections
-from tidelog.server.coordinator.group.share.records import (
+from tidelog.server.coordinator.share.records import (
     SHARE_STATE_TOPIC,
     ShareState,
     StateBatch,
     state_partition_for,
 )
-from tidelog.server.coordinator.group.share.state_coordinator import (
+from tidelog.server.coordinator.share.state_coordinator import (
     ShareStateCoordinator,
     StateResult,
 )
-from tidelog.server.coordinator.group.share.uncommitted import StateKey
+from tidelog.server.coordinator.share.uncommitted import StateKey
 from tidelog.util.topic_partition import TopicPartition
 
 if TYPE_CHECKING:

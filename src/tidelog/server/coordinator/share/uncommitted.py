@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import uuid
 
-from tidelog.server.coordinator.group.share.records import ShareState
+from tidelog.server.coordinator.share.records import ShareState
 
 StateKey = tuple[str, uuid.UUID, int]  # group, topic id, partition
 Pending = tuple[int, StateKey, ShareState | None]  # end offset of the write, key, its state

@@ -24,8 +24,10 @@ from dataclasses import dataclass
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch, RecordBatchBuilder
-from tidelog.server.coordinator.group.records import SchemaError
-from tidelog.server.coordinator.group.share.records import (
+from tidelog.server.coordinator.partition_writer import PartitionWriter
+from tidelog.server.coordinator.record_codec import SchemaError
+from tidelog.server.coordinator.runtime import CoordinatorPartitions
+from tidelog.server.coordinator.share.records import (
     SNAPSHOT_KEY,
     ShareState,
     StateBatch,
@@ -35,9 +37,8 @@ from tidelog.server.coordinator.group.share.records import (
     encode_snapshot,
     state_partition_for,
 )
-from tidelog.server.coordinator.group.share.uncommitted import StateKey, UncommittedStates
-from tidelog.server.coordinator.group.store import OffsetsStore
-from tidelog.server.coordinator.runtime import CoordinatorPartitions
+from tidelog.server.coordinator.share.uncommitted import StateKey, UncommittedStates
+from tidelog.server.coordinator.store import OffsetsStore
 from tidelog.util.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,10 @@ class ShareStateCoordinator:
         self.states: dict[StateKey, ShareState] = {}
         self.leader_epochs: dict[StateKey, int] = {}
         self.partitions = CoordinatorPartitions()  # load states (the coordinator runtime's)
-        # in a cluster reads answer the replicated state (uncommitted.py)
+        # in a cluster reads answer the replicated state (uncommitted.py), and ``writer``'s
+        # waits for replication commit the writes (wiring.state_replicated)
         self.confirm_writes = False
+        self.writer: PartitionWriter | None = None
         self.uncommitted = UncommittedStates()
 
     def partition_for(self, key: StateKey) -> int:

@@ -6,12 +6,12 @@ one that loses N forgets them at once (NOT_COORDINATOR)."""
 from __future__ import annotations
 
 from tidelog.records import RecordBatch
-from tidelog.server.coordinator.group.share.records import ShareState
-from tidelog.server.coordinator.group.share.state_coordinator import (
+from tidelog.server.coordinator.runtime import ReplayShard
+from tidelog.server.coordinator.share.records import ShareState
+from tidelog.server.coordinator.share.state_coordinator import (
     ShareStateCoordinator,
 )
-from tidelog.server.coordinator.group.share.uncommitted import StateKey
-from tidelog.server.coordinator.runtime import ReplayShard
+from tidelog.server.coordinator.share.uncommitted import StateKey
 
 Loaded = dict[StateKey, ShareState]
 

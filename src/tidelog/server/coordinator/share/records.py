@@ -17,10 +17,10 @@ import struct
 import uuid
 from dataclasses import dataclass, field
 
-from tidelog.server.coordinator.group.records import (
+from tidelog.server.coordinator.record_codec import (
+    RecordReader,
+    RecordWriter,
     SchemaError,
-    _Reader,
-    _Writer,
     java_abs,
     java_string_hash,
     kafka_uuid,
@@ -57,7 +57,7 @@ def state_partition_for(group_id: str, topic_id: uuid.UUID, partition: int, n: i
 
 def encode_key(group_id: str, topic_id: uuid.UUID, partition: int,
                version: int = SNAPSHOT_KEY) -> bytes:
-    w = _Writer()
+    w = RecordWriter()
     w.i16(version)
     w.string(group_id)
     w.buf += topic_id.bytes
@@ -66,7 +66,7 @@ def encode_key(group_id: str, topic_id: uuid.UUID, partition: int,
 
 
 def decode_key(data: bytes) -> ShareStateKey:
-    r = _Reader(data)
+    r = RecordReader(data)
     version = r.i16()
     if version not in (SNAPSHOT_KEY, UPDATE_KEY):
         raise SchemaError(f"not a share state key: version {version}")
@@ -76,7 +76,7 @@ def decode_key(data: bytes) -> ShareStateKey:
 
 
 def encode_snapshot(v: ShareState) -> bytes:
-    w = _Writer(flexible=True)
+    w = RecordWriter(flexible=True)
     w.i16(0)
     w.buf += struct.pack(">H", v.snapshot_epoch & 0xFFFF)
     w.i32(v.state_epoch)
@@ -95,7 +95,7 @@ def encode_snapshot(v: ShareState) -> bytes:
 
 def decode_value(data: bytes, key_version: int) -> ShareState:
     """A snapshot value, or an update value (no state epoch) read into the same shape."""
-    r = _Reader(data)
+    r = RecordReader(data)
     if r.i16() != 0:
         raise SchemaError("unknown share state value version")
     r.flexible = True
