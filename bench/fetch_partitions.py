@@ -34,6 +34,7 @@ import asyncio
 import datetime
 import io
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -150,6 +151,7 @@ async def in_process(partitions: int, records: int, rounds: int, fetches: int) -
                   f"[{min(ratio):.3f} .. {max(ratio):.3f}] of the per-partition path")
     finally:
         await broker.stop()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def main() -> None:
