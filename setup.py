@@ -20,6 +20,7 @@ setup(
                 "src/tidelog/_native/spark_fields.c",
                 "src/tidelog/_native/spark_columns.c",
                 "src/tidelog/_native/spark_runs.c",
+                "src/tidelog/_native/fetch_scan.c",
             ],
             depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h"],
             extra_compile_args=["-O2"],

@@ -548,6 +548,9 @@ static PyMethodDef core_methods[] = {
      "a records section (spark/fetch_runs.py batch_spans_py)."},
     {"gather", tl_gather, METH_VARARGS,
      "gather(data, pos, lengths) -> bytearray: the twin of spark/decode.py gather_py"},
+    {"quiet_scan", tl_quiet_scan, METH_VARARGS,
+     "quiet_scan(table, ids, epochs, offsets, version) -> (items, stale): a sessionless "
+     "Fetch's quiet partitions (server/sessionless_fetches.py quiet_scan_py)."},
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},
     {"clean_map_run", tl_clean_map_run, METH_VARARGS,

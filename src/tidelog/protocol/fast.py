@@ -13,7 +13,7 @@ import struct
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .codec import write_uvarint
 
@@ -164,10 +164,30 @@ def _fetch_partition(
     return out
 
 
+class EncodedPartitions(NamedTuple):
+    """A topic's ``n`` partitions in response order: runs of ``quiet_partition`` bytes
+    (of the response's version) copied as they are, and partitions to encode."""
+
+    n: int
+    pieces: list[bytes | FetchPartitionData]
+
+
+def quiet_partition(index: int, high_watermark: int, last_stable_offset: int,
+                    log_start_offset: int, version: int) -> bytes:
+    """One partition's bytes when it has nothing to send (no error, no records, no aborted
+    transactions, no preferred replica), as ``encode_fetch_response`` writes it: the broker
+    keeps them per partition and sends them as they are until the partition changes."""
+    out = bytearray()
+    p = FetchPartitionData(index, 0, high_watermark, last_stable_offset, log_start_offset,
+                           records=b"")
+    _fetch_partition(out, [], p, version)
+    return bytes(out)
+
+
 def encode_fetch_response(
     correlation_id: int,
     version: int,
-    topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData]]],
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[FetchPartitionData] | EncodedPartitions]],
     *,
     error_code: int = 0,
     session_id: int = 0,
@@ -175,7 +195,7 @@ def encode_fetch_response(
 ) -> list[Any]:
     """The framed response as a list of buffers (size prefix included); each partition's
     records object is one element of the list, as given. Topics are names up to v12 and
-    ids (UUID) from v13."""
+    ids (UUID) from v13. A topic's partitions may come as ``EncodedPartitions``."""
     flexible = version >= 12
     chunks: list[Any] = []
     out = bytearray(b"\x00\x00\x00\x00")
@@ -191,9 +211,17 @@ def encode_fetch_response(
             out += topic.bytes
         else:
             _string(out, topic, flexible)
-        _array_len(out, len(parts), flexible)
-        for p in parts:
-            out = _fetch_partition(out, chunks, p, version)
+        if isinstance(parts, EncodedPartitions):
+            _array_len(out, parts.n, flexible)
+            for piece in parts.pieces:
+                if isinstance(piece, bytes):
+                    out += piece
+                else:
+                    out = _fetch_partition(out, chunks, piece, version)
+        else:
+            _array_len(out, len(parts), flexible)
+            for p in parts:
+                out = _fetch_partition(out, chunks, p, version)
         if flexible:
             out.append(0)
     if flexible:

@@ -30,6 +30,7 @@ from tidelog.protocol.codec import (
     peek_header,
 )
 from tidelog.protocol.errors import ErrorCode
+from tidelog.protocol.fetch_request import decode_sessionless_fetch
 from tidelog.protocol.produce_in_place import decode_produce_in_place
 
 from . import eager
@@ -55,6 +56,7 @@ LARGE_FRAME = 1 << 20
 # partition's records out of the frame (bench/native.py section 3)
 PRODUCE_IN_PLACE = 64 << 10
 PRODUCE_KEY = 0
+FETCH_KEY = 1
 _NUMBERS = itertools.count(1)
 
 
@@ -97,6 +99,10 @@ class _LargeFrame:
 
 
 def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any]:
+    if key == FETCH_KEY:  # a consumer's sessionless Fetch in columns (protocol/fetch_request)
+        columns = decode_sessionless_fetch(frame, version)
+        if columns is not None:
+            return columns
     if isinstance(frame, memoryview):  # a large frame (_LargeFrame)
         if key == PRODUCE_KEY:  # its records stay views of the frame: no copy at all
             return decode_produce_in_place(frame, version)

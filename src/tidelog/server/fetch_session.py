@@ -252,6 +252,12 @@ class FetchSessionCache:
         session.last_used_ms = self.clock.milliseconds()
         return FetchPlan(list(session.partitions.items()), session, incremental=True, by_id=ids)
 
+    def record_request(self, privileged: bool, partitions: int) -> None:
+        """A request that took no part in sessions (``plan`` counts the others)."""
+        counts = self.stats.counts(privileged)
+        counts.requests += 1
+        counts.partitions_requested += partitions
+
     def record_answer(self, privileged: bool, partitions: int) -> None:
         self.stats.counts(privileged).partitions_answered += partitions
 

@@ -27,27 +27,52 @@ class _FetchWaiter:
 
 
 class FetchPurgatory:
+    """Parked fetches keyed by partition, or (``wait_topics``, a Fetch naming many
+    partitions) by topic with the partitions it waits for: one key per topic to add and
+    remove, not one per partition."""
+
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[_FetchWaiter]] = {}
+        self._topic_watchers: dict[str, dict[_FetchWaiter, frozenset[int]]] = {}
 
     def __len__(self) -> int:
         # list() snapshots the values in one C call, so other threads (tests, monitoring)
         # may ask while the loop thread adds/removes watchers
-        return sum(len(s) for s in list(self._watchers.values()))
+        by_topic = list(self._topic_watchers.values())
+        return (sum(len(s) for s in list(self._watchers.values()))
+                + sum(len(parts) for ws in by_topic for parts in list(ws.values())))
 
     def check_and_complete(self, tp: TopicPartition) -> int:
         """Wake every fetch waiting on ``tp``; returns how many were woken. A fetch woken
         already and not yet run still learns that ``tp`` fired too."""
+        n = 0
+        by_topic = self._topic_watchers.get(tp.topic)
+        if by_topic:
+            n = _fire((w for w, parts in by_topic.items() if tp.partition in parts), tp)
         waiters = self._watchers.pop(tp, None)
         if not waiters:
-            return 0
-        n = 0
-        for w in waiters:
-            w.fired.add(tp)
-            if not w.future.done():
-                w.future.set_result(None)
-                n += 1
-        return n
+            return n
+        return n + _fire(waiters, tp)
+
+    async def wait_topics(self, topics: Iterable[tuple[str, frozenset[int]]],
+                          timeout_ms: int) -> set[TopicPartition]:
+        """``wait`` for the given partitions of each topic (each topic named once)."""
+        if timeout_ms <= 0:
+            return set()
+        loop = asyncio.get_running_loop()
+        waiter = _FetchWaiter(loop.create_future())
+        keys = list(topics)
+        for topic, parts in keys:
+            self._topic_watchers.setdefault(topic, {})[waiter] = parts
+        try:
+            return await _park(waiter, timeout_ms)
+        finally:
+            for topic, _ in keys:
+                ws = self._topic_watchers.get(topic)
+                if ws is not None:
+                    ws.pop(waiter, None)
+                    if not ws:
+                        del self._topic_watchers[topic]
 
     async def wait(self, tps: Iterable[TopicPartition], timeout_ms: int) -> set[TopicPartition]:
         """The partitions whose appends or high-watermark moves woke it (at least one), or
@@ -59,25 +84,43 @@ class FetchPurgatory:
         keys = list(tps)
         for tp in keys:
             self._watchers.setdefault(tp, set()).add(waiter)
-
-        def expire() -> None:
-            if not waiter.future.done():
-                waiter.future.set_result(None)  # fired stays empty
-
-        handle = loop.call_later(timeout_ms / 1000, expire)
-        parked = time.perf_counter_ns()
         try:
-            await waiter.future
-            return waiter.fired
+            return await _park(waiter, timeout_ms)
         finally:
-            add_remote_time(time.perf_counter_ns() - parked)  # the request's RemoteTimeMs
-            handle.cancel()
             for tp in keys:
                 s = self._watchers.get(tp)
                 if s is not None:
                     s.discard(waiter)
                     if not s:
                         del self._watchers[tp]
+
+
+def _fire(waiters: Iterable[_FetchWaiter], tp: TopicPartition) -> int:
+    n = 0
+    for w in waiters:
+        w.fired.add(tp)
+        if not w.future.done():
+            w.future.set_result(None)
+            n += 1
+    return n
+
+
+async def _park(waiter: _FetchWaiter, timeout_ms: int) -> set[TopicPartition]:
+    """Wait for ``waiter`` to fire or ``timeout_ms``; what fired (empty: timed out)."""
+    loop = asyncio.get_running_loop()
+
+    def expire() -> None:
+        if not waiter.future.done():
+            waiter.future.set_result(None)  # fired stays empty
+
+    handle = loop.call_later(timeout_ms / 1000, expire)
+    parked = time.perf_counter_ns()
+    try:
+        await waiter.future
+        return waiter.fired
+    finally:
+        add_remote_time(time.perf_counter_ns() - parked)  # the request's RemoteTimeMs
+        handle.cancel()
 
 
 Check = Callable[[TopicPartition, int], tuple[bool, ErrorCode]]

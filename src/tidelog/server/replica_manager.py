@@ -42,9 +42,10 @@ from .metadata.local_store import LocalMetadataStore, write_partition_metadata
 from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
 from .purgatory import FetchPurgatory, ReplicationPurgatory
 from .replica_appends import ReplicaAppends, Written
-from .replica_fetches import RemoteFetch, ReplicaFetches
+from .replica_fetches import RemoteFetch
 from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
 from .replication.fetcher_manager import FetcherManager, InitialFetchState, NoFetchers
+from .sessionless_fetches import SessionlessFetches
 
 if TYPE_CHECKING:
     from tidelog.storage.producer_state import ProducerStateEntry
@@ -81,7 +82,7 @@ def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) 
     )
 
 
-class ReplicaManager(ReplicaTopics, ReplicaAppends, ReplicaFetches):
+class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
     def __init__(self, config: BrokerConfig, clock: Clock, logs: LogManager | None = None, *,
                  metadata_cache: MetadataCache | None = None,
                  store: MetadataStore | None = None,
@@ -101,6 +102,11 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, ReplicaFetches):
         self.logs = logs if logs is not None else _make_log_manager(config, clock, self.store)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.partitions_made = self.partitions_dropped = 0  # counted for server/heap.py
+        # sessionless_fetches.py: partition index -> Partition per topic, and what it was
+        # built from (partitions made, dropped, the log manager's logs_version)
+        self._quiet_tables: dict[str, list[Partition | None]] = {}
+        self._quiet_hosted: dict[str, list[int]] = {}
+        self._quiet_key = (-1, -1, -1)
         self.fetcher_manager: FetcherManager = fetcher_manager or NoFetchers()
         self.alter_partition_sender = alter_partition_sender
         self.controller_epoch = 0
@@ -227,6 +233,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, ReplicaFetches):
             self.logs.get_or_create_log(tp, None if info is None else dict(info.configs))
         else:
             partition.log = lg
+            partition.quiet = None
             partition.logs_version = version
         return partition
 

@@ -73,6 +73,10 @@ class Log:
         self._log_start_offset = log_start_offset
         self._hw = log_start_offset
         self._hw_meta: LogOffsetMetadata | None = None  # HW with its position, when known
+        # moves (under the lock) whenever what a read at the high watermark answers may have
+        # changed: the HW, the log start, the transactions (LSO), truncation, closing. A
+        # reader may keep what it computed under the lock while the stamp stays the same.
+        self.state_stamp = 0
         self._lock = threading.RLock()
         # (size, by a coordinator) -> None or LogDirBelowFloorError: the LogManager's
         # free-space floor of this log's dir (free_space.py); None: no floor
@@ -339,6 +343,7 @@ class Log:
             pending.finish(size, None)
             raise
         settle_producer_state(self._producer_state, analysis, info)
+        self.state_stamp += 1
         return True
 
     def _write_analyzed(self, v: AppendBatches, analysis: ProducerAnalysis,
@@ -351,6 +356,7 @@ class Log:
         local.append(segment, info.last_offset, info.max_timestamp,
                      info.offset_of_max_timestamp, v.records)
         settle_producer_state(self._producer_state, analysis, info, segment)
+        self.state_stamp += 1
         if assign_epochs:
             assign_epochs_of(self.leader_epoch_cache, v.batches)
         if not defer_flush and \
@@ -420,6 +426,7 @@ class Log:
 
     def _set_hw(self, hw: int) -> None:
         self._hw = hw
+        self.state_stamp += 1
         end = self._local.log_end_offset_metadata
         self._hw_meta = end if hw == end.message_offset else None
         self._producer_state.on_high_watermark_updated(hw)
@@ -439,6 +446,7 @@ class Log:
             local.recovery_point = max(local.recovery_point, offset)
             self._producer_state.on_log_start_offset_incremented(offset)
             self.leader_epoch_cache.truncate_from_start(offset)
+            self.state_stamp += 1
             return True
 
     # -- reads ---------------------------------------------------------------------------------
@@ -503,6 +511,7 @@ class Log:
                                    self._log_start_offset, target, local.clock,
                                    reload_from_clean_shutdown=False)
             self.leader_epoch_cache.truncate_from_end(target)
+            self.state_stamp += 1
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -531,6 +540,7 @@ class Log:
             self._producer_state.reload_from_snapshot(producer_snapshot, next_offset,
                                                       self._log_start_offset,
                                                       self._local.clock.milliseconds())
+            self.state_stamp += 1
 
     # -- producers -----------------------------------------------------------------------------
     def wait_for_writes(self) -> None:
@@ -547,6 +557,7 @@ class Log:
 
     def remove_expired_producers(self, now_ms: int) -> list[int]:
         with self._lock:
+            self.state_stamp += 1
             return self._producer_state.remove_expired_producers(now_ms)
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -561,11 +572,13 @@ class Log:
             self._producer_state.update_map_end_offset(self.log_end_offset)
             self._producer_state.take_snapshot()
             self._local.close()
+            self.state_stamp += 1
 
     def close_handlers(self) -> None:
         """Close file descriptors without flushing (a simulated crash / offline dir)."""
         with self._lock:
             self._local.close_handlers()
+            self.state_stamp += 1
 
     def delete(self) -> None:
         """Delete every file of this log and its directory."""
@@ -573,6 +586,7 @@ class Log:
             self._local.writes.drain()
             self._producer_state.truncate_fully_and_start_at(0)
             self._local.delete()
+            self.state_stamp += 1
 
     def rename_dir(self, name: str) -> None:
         with self._lock:

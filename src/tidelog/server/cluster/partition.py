@@ -14,11 +14,11 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from tidelog.metrics.isr import ISR_CHANGE_STATS
 from tidelog.protocol.errors import ErrorCode
-from tidelog.protocol.fast import FetchPartitionData
+from tidelog.protocol.fast import FetchPartitionData, quiet_partition
 from tidelog.storage.errors import UnexpectedAppendOffsetError
 from tidelog.storage.log_read import FetchIsolation
 from tidelog.storage.validator import AppendOrigin
@@ -52,6 +52,17 @@ LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP = -1, -2, -4
 # bounded by what a consumer may fetch
 TIERED_SPECIALS = (EARLIEST_LOCAL_TIMESTAMP, -5, -6)
 UNDEFINED_EPOCH_OFFSET = -1
+
+
+class QuietAnswer(NamedTuple):
+    """``Partition.quiet_answer``: valid while the log's ``state_stamp`` is ``stamp`` (and the
+    partition's leadership and log unchanged, which drop it)."""
+
+    stamp: int
+    high_watermark: int
+    leader_epoch: int
+    version: int
+    entry: bytes  # the partition's bytes in a Fetch response of ``version``
 
 
 class AlterPartitionSender(Protocol):
@@ -90,6 +101,9 @@ class Partition:
         # group commit has flushed of it
         self.local_committed_offset = 0
         self._alter_task: asyncio.Task[None] | None = None
+        # a consumer's answer to a read at the high watermark, while nothing changed
+        # (``quiet_answer``); dropped on a leadership change or a new log
+        self.quiet: QuietAnswer | None = None
 
     # -- state --------------------------------------------------------------------------------
     @property
@@ -168,6 +182,7 @@ class Partition:
             self.leader_epoch_start_offset = start
         self.partition_epoch = state.partition_epoch
         self.leader_id = self.local_broker_id
+        self.quiet = None
         if is_new_leader:
             self.local_committed_offset = self.log_end_offset
         self.maybe_increment_leader_hw(now)
@@ -182,6 +197,7 @@ class Partition:
         is_new_epoch = state.leader_epoch > self.leader_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
+        self.quiet = None
         self.leader_epoch_start_offset = None
         self.partition_epoch = state.partition_epoch
         self._update_assignment_and_isr(state.replicas, frozenset())
@@ -288,6 +304,25 @@ class Partition:
                                              params.replica_epoch, self.clock.milliseconds(),
                                              leader_end)
             out.high_watermark = lg.high_watermark  # it may have moved with this fetch
+
+    def quiet_answer(self, version: int) -> QuietAnswer | None:
+        """What a consumer's Fetch of ``version`` is answered for this partition when it reads
+        at the high watermark with nothing past it (``fetch_records`` with no error and no
+        records), kept in ``quiet`` with the log's state stamp under which it was read; None
+        when that does not hold here: not the leader, a transaction open (the LSO below the
+        HW), the log closed."""
+        if not self.is_leader:
+            return None
+        lg = self.log
+        with lg.lock:  # the stamp and what it covers read together
+            hw = lg.high_watermark
+            if lg.closed or lg.last_stable_offset != hw:
+                return None
+            entry = quiet_partition(self.topic_partition.partition, hw, hw, lg.log_start_offset,
+                                    version)
+            q = QuietAnswer(lg.state_stamp, hw, self.leader_epoch, version, entry)
+        self.quiet = q
+        return q
 
     def read_records(self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation,
                      min_one_message: bool) -> FetchDataInfo:

@@ -16,16 +16,18 @@ from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import FetchPartitionData, encode_fetch_response
+from tidelog.protocol.fetch_request import SessionlessFetch
 from tidelog.protocol.kio_util import ms
 
 from ..cluster.fetch_params import ClientMetadata, FetchParams, isolation_of
 from ..context import RequestContext
-from ..fetch_session import FetchKey, FetchPlan, rotate_to_end
+from ..fetch_session import ZERO_UUID, FetchKey, FetchPlan, rotate_to_end
 from ..quota.wiring import throttle_fetch
 from ..replica_fetches import Read
 from ..replication.quota import ReplicationQuotaManager
 from ..security import AclOperation, ResourceType
 from ..sendfile import close_chunks
+from ..sessionless_fetches import SessionlessTopic, TopicRead, release
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -149,6 +151,10 @@ def _shape(
 async def handle(ctx: RequestContext, request: Any) -> Any:
     params = fetch_params(ctx, request)
     follower = params.replica_id >= 0
+    if isinstance(request, SessionlessFetch) and not (
+            params.client_metadata is not None
+            and ctx.broker.config.values["replica.selector.class"]):
+        return await _handle_sessionless(ctx, request, params)
     sessions = ctx.broker.fetch_sessions
     plan = sessions.plan(request, ctx.api_version, _resolver(ctx), privileged=follower)
     if plan.error:
@@ -178,6 +184,49 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     return encode_fetch_response(
         ctx.correlation_id, ctx.api_version, topics, session_id=plan.response_session_id
     )
+
+
+async def _handle_sessionless(ctx: RequestContext, request: SessionlessFetch,
+                              params: FetchParams) -> Any:
+    """A consumer's sessionless Fetch in columns (server/sessionless_fetches.py): READ and
+    the topic id checked once per topic, each partition with nothing new answered with the
+    bytes its partition keeps; the response as ``handle`` shapes a sessionless one."""
+    by_id = ctx.api_version >= 13
+    resolve = _resolver(ctx)
+    precheck = _Precheck(ctx, False, by_id, {})
+    topics = []
+    for t in request.topics:
+        tid = t.topic_id if by_id and t.topic_id is not None else ZERO_UUID
+        name = (resolve(tid) or "") if by_id else (t.topic or "")
+        topics.append(SessionlessTopic(tid, name, t, precheck.check(FetchKey(tid, name, -1))))
+    sessions = ctx.broker.fetch_sessions
+    sessions.record_request(False, sum(len(t.columns.partition_ids) for t in topics))
+    read = await ctx.broker.replica_manager.fetch_sessionless(params, topics, ctx.api_version)
+    throttle_ms = throttle_fetch(ctx, sum(_nbytes(d.records) for a in read
+                                          for d in a.read.values()))
+    if throttle_ms > 0:  # over consumer_byte_rate: answered empty, as Kafka
+        release(read)
+        return encode_fetch_response(ctx.correlation_id, ctx.api_version, [], session_id=0,
+                                     throttle_time_ms=throttle_ms)
+    _record_topics_out(ctx, topics, read)
+    sessions.record_answer(False, sum(len(a.quiet) for a in read))
+    answer = [(t.topic_id if by_id else t.name, a.encoded())
+              for t, a in zip(topics, read, strict=True)]
+    return encode_fetch_response(ctx.correlation_id, ctx.api_version, answer, session_id=0)
+
+
+def _record_topics_out(ctx: RequestContext, topics: list[SessionlessTopic],
+                       read: list[TopicRead]) -> None:
+    """``_record_bytes_out`` for a sessionless Fetch's topics (each named once)."""
+    rm = ctx.broker.replica_manager
+    stats = getattr(rm, "topic_stats", None)
+    if stats is None:
+        return
+    for t, answer in zip(topics, read, strict=True):
+        if t.name and rm.topic(t.name) is not None:
+            size = sum(len(d.records) for d in answer.read.values() if d.records)
+            failed = sum(1 for d in answer.read.values() if d.error_code)
+            stats.record_fetch(t.name, size, failed, False, len(answer.quiet))
 
 
 def _nbytes(records: Any) -> int:

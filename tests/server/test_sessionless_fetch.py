@@ -1,0 +1,202 @@
+"""A consumer's sessionless Fetch read in columns (server/sessionless_fetches.py) answers
+byte for byte what the per-partition path answers the same request decoded by kio, in every
+state a partition can be in (records, nothing new, a leader epoch either side, out of range,
+an open transaction, a moved log start, no such partition, an unknown topic), after each
+change that must drop a kept answer; and a parked one wakes on an append."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import importlib
+import io
+import uuid
+from typing import Any
+
+import pytest
+from kio.serial import entity_writer
+
+from tidelog.protocol.codec import decode_request, request_class
+from tidelog.protocol.fetch_request import SessionlessFetch, decode_sessionless_fetch
+from tidelog.protocol.kio_util import make, nested
+from tidelog.records import build_batch
+from tidelog.server import sessionless_fetches
+from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
+from tidelog.server.context import RequestContext
+from tidelog.server.handlers import fetch
+from tidelog.testing import EmbeddedBroker
+from tidelog.testing.capability import require_capability
+from tidelog.util.topic_partition import TopicPartition
+
+TOPIC = "quiet"
+PARTS = 8
+
+
+def batch(n: int, **kw: Any) -> bytes:
+    return build_batch([(1_700_000_000_000 + i, None, b"v%d" % i) for i in range(n)], **kw)
+
+
+def frame(version: int, offsets: dict[int, tuple[int, int]], topic_id: uuid.UUID, *,
+          isolation: int = 0, max_wait: int = 0, extra_topic: bool = False) -> bytes:
+    cls = request_class(1, version)
+    tcls, fcls = nested(cls, "topics"), None
+    pcls = nested(tcls, "partitions")
+
+    def topic(name: str, tid: uuid.UUID, parts: dict[int, tuple[int, int]]) -> Any:
+        return make(tcls, topic=name, topic_id=tid, partitions=tuple(
+            make(pcls, partition=p, current_leader_epoch=e, fetch_offset=o,
+                 partition_max_bytes=1 << 20, log_start_offset=-1, last_fetched_epoch=-1)
+            for p, (o, e) in parts.items()))
+
+    topics = [topic(TOPIC, topic_id, offsets)]
+    if extra_topic:  # a name (or id) unknown here
+        topics.append(topic("nope", uuid.UUID(int=99), {0: (0, -1)}))
+    body = make(cls, replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait),
+                min_bytes=1, max_bytes=50 << 20, isolation_level=isolation, session_id=0,
+                session_epoch=-1, rack_id="", forgotten_topics_data=fcls or (),
+                topics=tuple(topics))
+    hdr = cls.__header_schema__
+    buf = io.BytesIO()
+    entity_writer(hdr)(buf, hdr(request_api_key=1, request_api_version=version,
+                                correlation_id=5, client_id="t"))
+    entity_writer(cls)(buf, body)
+    return buf.getvalue()
+
+
+async def answer(b: EmbeddedBroker, data: bytes, version: int, columns: bool) -> bytes:
+    if columns:
+        decoded = decode_sessionless_fetch(data, version)
+        assert decoded is not None
+        header, request = decoded
+        assert isinstance(request, SessionlessFetch)
+    else:
+        header, request = decode_request(data)
+    ctx = RequestContext(header, b.broker, "127.0.0.1", 1)
+    chunks = await fetch.handle(ctx, request)
+    return b"".join(bytes(c) for c in chunks)
+
+
+@pytest.fixture(scope="module")
+def broker() -> Any:
+    with EmbeddedBroker({"auto.create.topics.enable": "false"}) as b:
+        rm = b.broker.replica_manager
+
+        async def setup() -> None:
+            rm.create_topic(TOPIC, PARTS)
+            for p in (1, 2, 3, 5):
+                rm.append(TopicPartition(TOPIC, p), batch(3 + p))
+            rm.append(TopicPartition(TOPIC, 4), batch(2))
+            rm.append(TopicPartition(TOPIC, 4), batch(
+                2, producer_id=4000, producer_epoch=0, base_sequence=0, is_transactional=True))
+            rm.delete_records(TopicPartition(TOPIC, 5), 2)
+
+        b.run(setup())
+        yield b
+
+
+def topic_id(b: EmbeddedBroker) -> uuid.UUID:
+    return b.broker.replica_manager.topic(TOPIC).topic_id  # type: ignore[no-any-return]
+
+
+def positions(b: EmbeddedBroker) -> dict[int, tuple[int, int]]:
+    """Each partition at a different spot (partition -> (offset, current leader epoch))."""
+    rm = b.broker.replica_manager
+    part = {p: rm.partitions[TopicPartition(TOPIC, p)] for p in range(PARTS)}
+    epoch = part[0].leader_epoch
+    return {0: (part[0].high_watermark, -1), 1: (0, epoch), 2: (part[2].high_watermark, epoch),
+            3: (part[3].high_watermark, epoch + 1), 4: (part[4].high_watermark, -1),
+            5: (part[5].high_watermark, -1), 6: (1000, -1), 7: (0, -1), PARTS + 3: (0, -1)}
+
+
+def same(b: EmbeddedBroker, version: int, **kw: Any) -> bytes:
+    data = frame(version, kw.pop("offsets", None) or positions(b), topic_id(b), **kw)
+
+    async def both() -> tuple[bytes, bytes]:
+        return (await answer(b, data, version, True), await answer(b, data, version, False))
+
+    ours, theirs = b.run(both())
+    assert ours == theirs
+    return ours
+
+
+@pytest.mark.parametrize("version", [4, 5, 9, 11, 12, 13, 16, 18])
+def test_every_state_answers_as_the_per_partition_path(broker: EmbeddedBroker,
+                                                       version: int) -> None:
+    first = same(broker, version)
+    rm = broker.broker.replica_manager
+    part = {p: rm.partitions[TopicPartition(TOPIC, p)] for p in range(PARTS)}
+    kept = {p for p in range(PARTS) if part[p].quiet is not None}
+    assert {0, 2, 7} <= kept and 4 not in kept  # 4: a transaction open, its LSO below its HW
+    assert part[4].last_stable_offset < part[4].high_watermark
+    assert part[5].log_start_offset == 2
+    assert same(broker, version) == first  # the answers kept the first time
+    same(broker, version, isolation=1)  # read_committed: partition 4's LSO below its HW
+    same(broker, version, extra_topic=True)
+    assert set(rm._quiet_tables) <= {TOPIC}  # a name not hosted here is kept nowhere
+
+
+def test_each_change_drops_the_kept_answer(broker: EmbeddedBroker) -> None:
+    rm = broker.broker.replica_manager
+    tp0 = TopicPartition(TOPIC, 0)
+    before = same(broker, 16)
+    broker.run(_async(lambda: rm.append(tp0, batch(4))))  # HW moves: partition 0 has records
+    assert same(broker, 16, offsets={0: (0, -1)}) != before
+    same(broker, 16)
+    hw = rm.partitions[tp0].high_watermark
+    broker.run(_async(lambda: rm.delete_records(tp0, hw - 1)))  # the log start moves
+    same(broker, 16)
+    part = rm.partitions[tp0]
+    state = LeaderAndIsrPartitionState(TOPIC, 0, 0, rm.node_id, part.leader_epoch + 1,
+                                       (rm.node_id,), part.partition_epoch + 1, (rm.node_id,))
+    broker.run(_async(lambda: part.make_leader(state)))  # a new leader epoch
+    same(broker, 16)
+    same(broker, 16, offsets={0: (hw, part.leader_epoch - 1)})  # fenced now
+
+
+def test_a_parked_fetch_wakes_on_an_append(broker: EmbeddedBroker) -> None:
+    rm = broker.broker.replica_manager
+    tp = TopicPartition(TOPIC, 7)
+    hw = rm.partitions[tp].high_watermark
+    data = frame(16, {7: (hw, -1), 6: (0, -1)}, topic_id(broker), max_wait=30_000)
+
+    async def park_then_append() -> bytes:
+        task = asyncio.ensure_future(answer(broker, data, 16, True))
+        await asyncio.sleep(0.05)
+        assert not task.done() and len(rm.delayed_fetch) == 2  # parked on both
+        rm.append(tp, batch(1))
+        return await asyncio.wait_for(task, 20)  # woken: not the 30 s of max_wait
+
+    out = broker.run(park_then_append())
+    assert batch(1)[-10:] in out  # the record's bytes are in the answer
+    assert len(rm.delayed_fetch) == 0
+
+
+async def _async(fn: Any) -> Any:
+    return fn()
+
+
+def test_the_native_scan_answers_as_its_twin(broker: EmbeddedBroker) -> None:
+    """The C loop (tidelog._native quiet_scan) and quiet_scan_py, on the same table: kept
+    answers, stale ones (another version, a moved stamp), no partition, epochs either side."""
+    try:
+        core: Any = importlib.import_module("tidelog._native._core")
+    except ImportError:
+        core = None
+    require_capability("native core", core is not None, "build it: setup.py build_ext")
+    rm = broker.broker.replica_manager
+    same(broker, 16)  # answers kept at v16
+    table = [*rm._quiet_table(TOPIC), None]
+    parts = list(range(len(table)))
+    hws = [table[p].quiet.high_watermark if table[p] and table[p].quiet else 0 for p in parts]
+    epochs = [table[p].leader_epoch if table[p] else 0 for p in parts]
+    cases = [(tuple(parts), tuple(epochs), tuple(hws)),
+             (tuple(parts), tuple(e + 1 for e in epochs), tuple(hws)),
+             (tuple(parts), (-1,) * len(parts), tuple(h + 1 for h in hws)),
+             (tuple(reversed(parts)), (-1,) * len(parts), tuple(reversed(hws)))]
+    for version in (16, 12):
+        for ids, eps, offs in cases:
+            assert core.quiet_scan(table, ids, eps, offs, version) == \
+                sessionless_fetches.quiet_scan_py(table, ids, eps, offs, version)
+    assert sessionless_fetches.quiet_scan_py(table, *cases[0], 12)[1]  # stale at v12
+    kept = sessionless_fetches.quiet_scan_py(table, *cases[0], 16)[0]
+    assert any(kept) and kept[-1] is None
