@@ -240,3 +240,23 @@ def test_first_message_reads_no_byte_past_a_short_value() -> None:
                        b"\x02\x02", b"\x00\x00\x00\x00\x03\x00abc"], pa.binary()).slice(0)
     assert first_message(values).tolist() == [False, True, False, True]
     assert np.asarray(first_message(values.slice(2))).tolist() == [False, True]
+
+
+def test_values_the_runtime_rows_differ_on_are_decoded_one_by_one() -> None:
+    """A Timestamp past year 9999 (the one-by-one path refuses it) and a map key sent
+    twice (the runtime keeps the last): the bulk columns would differ, so those values are
+    decoded one by one, and the bulk path stays on for the next values."""
+    codec = _codec()
+    late = codec._cls()
+    late.at.seconds = 300_000_000_000  # year 11476
+    twice = b"\x22\x05\x0a\x01a\x10\x01" + b"\x22\x05\x0a\x01a\x10\x02"
+    good = [codec._cls(id=i).SerializeToString() for i in range(5)]
+    values, bad = codec.decode_column(
+        pa.array([*good, late.SerializeToString(), twice], pa.binary()), _target(codec))
+    assert list(bad) == [5] and "out of range" in bad[5]
+    rows = values.to_pylist()
+    assert rows[6]["counts"] == [("a", 2)] and [r["id"] for r in rows[:5]] == list(range(5))
+    assert codec._bulk is not None
+    alone, none = codec.decode_column(pa.array([twice], pa.binary()), _target(codec))
+    assert none == {} and alone.to_pylist()[0]["counts"] == [("a", 2)]
+    assert codec._bulk is not None  # every value parsed alone, yet the bulk path stays on

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from google.protobuf import descriptor_pb2, message_factory
 from google.protobuf.descriptor import Descriptor
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from ptars import HandlerPool, PtarsConfig
 
 _CONFIG = PtarsConfig(enum_repr="string", timestamp_unit="us", timestamp_tz="UTC",
@@ -86,9 +87,54 @@ class BulkDecoder:
         if payloads.null_count:
             raise ValueError("a null payload")
         payloads = payloads.cast(pa.binary())
-        self._wrapper.FromString(length_delimited(payloads).data)
+        try:
+            self._wrapper.FromString(length_delimited(payloads).data)
+        except DecodeError as exc:  # a value that does not parse (or one nested one level
+            raise RowsDiffer(f"a value does not parse: {exc}") from None  # too deep here)
         batch = self._handler.array_to_record_batch(payloads)
         if batch.num_rows != len(payloads):
             raise ValueError(f"{batch.num_rows} rows read from {len(payloads)} values")
         struct = pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema))
+        check(struct)
         return struct.cast(target, safe=False)
+
+
+class RowsDiffer(ValueError):
+    """Some values' columns would differ from the runtime's rows: decode them one by one
+    (this time only: the next values may well be fine)."""
+
+
+_MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999  # 0001 .. 9999 (UTC)
+
+
+def check(array: pa.Array) -> None:
+    """Raises where the columns hold what the runtime's rows would not: a Timestamp outside
+    years 1-9999 (Timestamp's own range; the one-by-one path refuses it) or a map key twice
+    in one value (the runtime keeps the last)."""
+    if pa.types.is_timestamp(array.type):
+        low, high = pc.min_max(array.cast(pa.int64())).values()
+        if low.is_valid and (low.as_py() < _MIN_US or high.as_py() > _MAX_US):
+            raise RowsDiffer("a Timestamp outside years 1 to 9999")
+    elif pa.types.is_struct(array.type):
+        for i in range(array.type.num_fields):
+            check(array.field(i))
+    elif pa.types.is_map(array.type):
+        _unique_keys(array)
+        check(array.keys)
+        check(array.items)
+    elif pa.types.is_list(array.type):
+        check(array.values)
+
+
+def _unique_keys(maps: pa.MapArray) -> None:
+    offsets = maps.offsets.to_numpy()
+    counts = np.diff(offsets)
+    if not len(maps.keys) or counts.max() < 2:
+        return
+    owner = np.repeat(np.arange(len(maps)), counts)
+    keys = maps.keys
+    if len(keys) != offsets[-1] - offsets[0]:  # the keys of every map, not the slice's
+        keys = keys.slice(offsets[0], offsets[-1] - offsets[0])
+    pairs = pa.table({"owner": owner, "key": keys})
+    if pairs.group_by(["owner", "key"]).aggregate([]).num_rows != pairs.num_rows:
+        raise RowsDiffer("a map key twice in one value")

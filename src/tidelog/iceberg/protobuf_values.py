@@ -187,8 +187,12 @@ class ProtobufCodec(ValueCodec):
         """All the payloads at once (protobuf_bulk); value by value when one of them does
         not parse (or the bulk path cannot take them: then never again for this type)."""
         if self._bulk is not None and len(payloads):
+            from .protobuf_bulk import RowsDiffer
+
             try:
                 return self._bulk.decode(payloads, target), {}
+            except RowsDiffer:
+                return super().decode_column(payloads, target)
             except Exception as exc:
                 values, bad = super().decode_column(payloads, target)
                 if not bad:  # every value parses alone: it is the bulk path that cannot
