@@ -268,7 +268,7 @@ def main() -> None:
     props = {"schema.registry.listeners": "http://127.0.0.1:0", "iceberg.enabled": "true",
              "iceberg.target.lag.ms": "1000"}
     scratch = Path(tempfile.mkdtemp(prefix="iceberg-bench-", dir=os.environ.get("BENCH_DIR")))
-    print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} Avro records, "
+    print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} records a mode, "
           f"{args.repeats} repeats")
     with EmbeddedBroker(props) as b:
         values = serialize(b.schema_registry_url, "x", args.records)

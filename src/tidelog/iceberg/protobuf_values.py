@@ -9,9 +9,11 @@ google.protobuf.Timestamp -> timestamptz. A message that contains itself: Unsupp
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.descriptor_pb2 import FileDescriptorProto
@@ -34,6 +36,10 @@ from pyiceberg.types import (
 from .columns import FieldIds
 from .value_codec import UnsupportedSchema, ValueCodec, zigzag_varint
 
+log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from .protobuf_bulk import BulkDecoder
+
 Convert = Callable[[Any], Any]
 _FD = FieldDescriptor
 _SCALARS: dict[int, IcebergType] = {
@@ -55,8 +61,12 @@ def _wrap64(v: Any) -> Any:
     return v - (1 << 64) if v >= 1 << 63 else v
 
 
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
 def _timestamp(m: Any) -> Any:
-    return datetime.datetime.fromtimestamp(m.seconds + m.nanos / 1e9, datetime.UTC)
+    """Whole microseconds (nanos cut toward zero, as the bulk path), no float rounding."""
+    return _EPOCH + datetime.timedelta(seconds=m.seconds, microseconds=int(m.nanos / 1000))
 
 
 class _Types:
@@ -170,9 +180,42 @@ class ProtobufCodec(ValueCodec):
         t, self._convert = _Types().message(desc)
         self.fields = list(t.fields)
         self._cls = message_factory.GetMessageClass(desc)
+        self._bulk = _bulk_decoder(desc)
+
+    def decode_column(self, payloads: pa.Array, target: pa.StructType
+                      ) -> tuple[pa.Array, dict[int, str]]:
+        """All the payloads at once (protobuf_bulk); value by value when one of them does
+        not parse (or the bulk path cannot take them: then never again for this type)."""
+        if self._bulk is not None and len(payloads):
+            from .protobuf_bulk import RowsDiffer
+
+            try:
+                return self._bulk.decode(payloads, target), {}
+            except RowsDiffer:
+                return super().decode_column(payloads, target)
+            except Exception as exc:
+                values, bad = super().decode_column(payloads, target)
+                if not bad:  # every value parses alone: it is the bulk path that cannot
+                    log.info("Protobuf values of this type are decoded one by one: %s", exc)
+                    self._bulk = None
+                return values, bad
+        return super().decode_column(payloads, target)
 
     def decode(self, payload: bytes) -> Mapping[str, object]:
         m = self._cls()
         m.ParseFromString(payload)
         row: Mapping[str, object] = self._convert(m)
         return row
+
+
+def _bulk_decoder(desc: Descriptor) -> BulkDecoder | None:
+    try:
+        from .protobuf_bulk import BulkDecoder
+    except ImportError as exc:  # ptars (the iceberg extra) not installed
+        log.info("Protobuf values are decoded one by one: %s", exc)
+        return None
+    try:
+        return BulkDecoder(desc)
+    except Exception as exc:
+        log.info("Protobuf values of %s are decoded one by one: %s", desc.full_name, exc)
+        return None

@@ -157,11 +157,29 @@ class RecordSorter:
                 out.dlq.update((int(i), str(exc)) for i in rows)
                 continue
             if codec is None:  # Protobuf: each value carries its message indexes
-                self._one_by_one(out, rows, values)
+                self._protobuf(out, int(schema_id), rows, values)
             else:
                 out.groups.append(Group(codec, rows, _without_framing(values, rows)))
         if cut < len(values):
             _cut(out, cut, int(offsets[cut]))
+
+    def _protobuf(self, out: Sorted, schema_id: int, rows: np.ndarray,
+                  values: pa.Array) -> None:
+        """Values whose message indexes are the single byte 0 (the file's first message,
+        as serializers write nearly always) as one group, read for all at once; the others
+        split value by value."""
+        taken = _take_values(values, rows).cast(pa.binary())
+        first = first_message(taken)
+        if first.any():
+            try:
+                codec = self.codecs.message(schema_id)
+            except UndecodableRecord as exc:
+                out.dlq.update((int(i), str(exc)) for i in rows[first])
+            else:
+                out.groups.append(Group(codec, rows[first],
+                                        strip_prefix(taken.filter(pa.array(first)), 6)))
+        if not first.all():
+            self._one_by_one(out, rows[~first], values)
 
     def _one_by_one(self, out: Sorted, rows: np.ndarray, values: pa.Array) -> None:
         by_codec: dict[int, tuple[ValueCodec, list[int], list[bytes]]] = {}
@@ -206,6 +224,19 @@ def schema_ids(values: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.nd
     window = data[at[:, None] + np.arange(1, 5)].astype(np.int64)
     ids[framed] = (window[:, 0] << 24) | (window[:, 1] << 16) | (window[:, 2] << 8) | window[:, 3]
     return ids, ok
+
+
+def first_message(values: pa.BinaryArray) -> np.ndarray:
+    """Which framed Protobuf values have the message indexes [] (one byte 0 after the
+    schema id) and so a payload from byte 6 on."""
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[
+        values.offset: values.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(values.buffers()[2] or b"", np.uint8)
+    long_enough = np.diff(offsets) >= 6
+    out = np.zeros(n, dtype=bool)
+    out[long_enough] = data[offsets[:-1][long_enough] + 5] == 0
+    return out
 
 
 def _without_framing(values: pa.Array, rows: np.ndarray) -> pa.Array:

@@ -127,6 +127,10 @@ class Codecs:
         codec = self._plain[schema_id] = self._codec(schema_id, schema, [])
         return codec
 
+    def message(self, schema_id: int) -> ValueCodec:
+        """The codec of a Protobuf schema's values framed with the message indexes []."""
+        return self._codec(schema_id, self._schema(schema_id), [])
+
     def latest(self, subject: str) -> tuple[int, ValueCodec]:
         if self.source is None:
             raise UndecodableRecord("no schema registry")
