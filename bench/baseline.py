@@ -3,13 +3,15 @@ librdkafka load, alternating: the share of this machine's produce ceiling tidelo
 
 Each run starts every broker in turn (fresh log dir), loads it with one librdkafka producer
 driven through ctypes (bench/rdkafka_load.py: no Python per record; acks=1, linger.ms=5,
-batch.size 1 MB, one partition) at 100 B and at 1 KiB, and stops it. tidelog runs twice:
-with produce appends written on the log dir's writer thread (the default) and on the event
-loop (tidelog.log.append.writer.enable=false). Printed per size: records/s median [min ..
+batch.size 1 MB, one partition) at 100 B and at 1 KiB, and stops it. tidelog runs three
+times: as configured by default (appends under tidelog.log.append.writer.inline.bytes, 1 MiB,
+with none in flight written on the event loop), with every append of 64 KiB or more handed to
+the log dir's writer thread (inline.bytes=65536, the former default) and with every append on
+the event loop (tidelog.log.append.writer.enable=false). Printed per size: records/s median [min ..
 max] per broker, and tidelog's ratio to the baseline of the same run (paired), with the load
 average before and after.
 
-    .venv/bin/python bench/baseline.py [--runs 5] [--sizes 100,1024]
+    .venv/bin/python bench/baseline.py [--runs 5] [--sizes 100,1024] [--scale 1]
 """
 
 from __future__ import annotations
@@ -57,20 +59,21 @@ def baseline_broker(partitions: int = 1) -> Iterator[tuple[str, int]]:
 
 BROKERS: list[tuple[str, Factory]] = [
     ("baseline", baseline_broker),
-    ("tidelog (writer thread)", lambda: broker_bench.tidelog_broker()),
+    ("tidelog (default)", lambda: broker_bench.tidelog_broker()),
+    ("tidelog (writer >=64 KiB)", lambda: broker_bench.tidelog_broker(
+        overrides={"tidelog.log.append.writer.inline.bytes": str(64 << 10)})),
     ("tidelog (on the loop)", lambda: broker_bench.tidelog_broker(
         overrides={"tidelog.log.append.writer.enable": "false"})),
 ]
 
 
-def rate(bootstrap: str, pid: int, size: int) -> tuple[float, float]:
-    """(records/s, broker CPU-seconds per million records) of one timed run."""
+def rate(bootstrap: str, pid: int, size: int, n: int) -> tuple[float, float]:
+    """(records/s, broker CPU-seconds per million records) of one timed run of ``n``."""
     topic = f"baseline-{size}-{time.monotonic_ns()}"
     value = os.urandom(size // 2).hex().encode()[:size]
     p = rdkafka_load.Producer(bootstrap, topic, 0, LOAD)
     try:
         p.produce(value, 20_000)  # connection, metadata, topic creation, warm-up
-        n = RECORDS[size]
         cpu0 = native.cpu_seconds(pid)
         secs = p.produce(value, n)
         return n / secs, (native.cpu_seconds(pid) - cpu0) / n * 1e6
@@ -87,26 +90,30 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=int(os.environ.get("BENCH_RUNS", "5")))
     ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="records per run times this (longer runs average a busy machine)")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    records = {size: int(RECORDS[size] * args.scale) for size in sizes}
     load_before = os.getloadavg()
     results: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for _ in range(args.runs):  # alternating: the machine's noise falls on every broker
         for name, factory in BROKERS:
             with factory() as (bootstrap, pid):
                 for size in sizes:
-                    results.setdefault((name, size), []).append(rate(bootstrap, pid, size))
+                    results.setdefault((name, size), []).append(
+                        rate(bootstrap, pid, size, records[size]))
     load_after = os.getloadavg()
     print(f"one librdkafka producer (ctypes, no Python per record), acks=1, linger.ms=5, "
           f"batch.size 1 MB, one partition; {args.runs} runs alternating; load average "
           f"{load_before[0]:.2f} before, {load_after[0]:.2f} after")
     for size in sizes:
-        print(f" {RECORDS[size]:,} records of {size} B: records/s, broker CPU-s per M records "
+        print(f" {records[size]:,} records of {size} B: records/s, broker CPU-s per M records "
               f"(all threads); median [min .. max], ratios paired by run")
         base = results[("baseline", size)]
         for name, _ in BROKERS:
             mine = results[(name, size)]
-            line = (f"  {name:<24} {fmt([r for r, _ in mine]):>34} rec/s "
+            line = (f"  {name:<26} {fmt([r for r, _ in mine]):>34} rec/s "
                     f"{fmt([c for _, c in mine], '{:.3f}'):>24} CPU-s")
             if name != "baseline":
                 ratio = [a[0] / b[0] for a, b in zip(mine, base, strict=True)]

@@ -1,6 +1,8 @@
 """Produce appends written on the log dir's writer thread, through the broker with a real
-librdkafka producer: large batches go to the writer, every acknowledged record is read back
-in order at contiguous offsets, acks=all answers only once written; with
+librdkafka producer: batches of tidelog.log.append.writer.inline.bytes or more go to the
+writer, smaller ones with no write in flight are written on the loop (by default every batch
+under 1 MiB once the leader epoch's first append is written), every acknowledged record is
+read back in order at contiguous offsets, acks=all answers only once written; with
 tidelog.log.append.writer.enable=false no writer thread exists and the same holds."""
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import threading
 import confluent_kafka as ck
 import pytest
 
-from tidelog.storage.log_writes import INLINE_WRITE_BYTES
 from tidelog.testing import EmbeddedBroker
 from tidelog.util.topic_partition import TopicPartition
 
@@ -19,7 +20,7 @@ N = 3000
 VALUE = 1024
 
 
-def _produce(bootstrap: str) -> list[int]:
+def _produce(bootstrap: str, start: int = 0) -> list[int]:
     offsets: list[int] = []
     errors: list[object] = []
 
@@ -32,7 +33,7 @@ def _produce(bootstrap: str) -> list[int]:
     p = ck.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                      "acks": "all", "linger.ms": 50, "batch.size": 512 * 1024,
                      "on_delivery": done})
-    for i in range(N):
+    for i in range(start, start + N):
         p.produce(TOPIC, (b"%08d" % i).ljust(VALUE, b"."), partition=0)
         p.poll(0)
     assert p.flush(60) == 0
@@ -50,26 +51,30 @@ def _consume(bootstrap: str) -> list[tuple[int, bytes]]:
             for m in c.consume(1000, 0.5):
                 assert m.error() is None
                 got.append((m.offset(), m.value()[:8]))
-            if len(got) >= N:
+            if len(got) >= 2 * N:
                 break
     finally:
         c.close()
     return got
 
 
-@pytest.mark.parametrize("enabled", [True, False])
-def test_large_batches_through_the_writer(enabled: bool) -> None:
-    config = {"tidelog.log.append.writer.enable": str(enabled).lower()}
+@pytest.mark.parametrize("config", [
+    {"tidelog.log.append.writer.inline.bytes": str(64 << 10)},
+    {},  # the default inline size (1 MiB): these batches are written on the loop
+    {"tidelog.log.append.writer.enable": "false"},
+], ids=["writer-64KiB", "default", "disabled"])
+def test_large_batches_through_the_writer(config: dict[str, str]) -> None:
+    enabled = config.get("tidelog.log.append.writer.enable") != "false"
     with EmbeddedBroker(config) as broker:
         rm = broker.broker.replica_manager
         handed = [0]
-        real = rm._on_written
+        real = rm._written
 
         def counting(*a: object) -> object:
             handed[0] += 1
             return real(*a)  # type: ignore[arg-type]
 
-        rm._on_written = counting  # type: ignore[method-assign]
+        rm._written = counting  # type: ignore[method-assign]
         offsets = _produce(broker.bootstrap_servers)
         assert sorted(offsets) == list(range(N))
         lg = rm.get_log(TopicPartition(TOPIC, 0))
@@ -77,11 +82,20 @@ def test_large_batches_through_the_writer(enabled: bool) -> None:
         # this broker's writer (other brokers of the test process have their own log dirs)
         own = f"tidelog-append-{broker.log_dir.name}"
         writers = [t for t in threading.enumerate() if t.name == own]
-        if enabled:
-            assert writers, "large batches go to the log dir's writer thread"
-            assert lg.size_in_bytes > INLINE_WRITE_BYTES
-        else:
+        # a second round: no leader epoch starts, no write is in flight when it begins
+        first = handed[0]
+        offsets = _produce(broker.bootstrap_servers, N)
+        assert sorted(offsets) == list(range(N, 2 * N))
+        assert lg.log_end_offset == 2 * N and lg.high_watermark == 2 * N
+        if not enabled:
             assert handed[0] == 0 and not writers
+        elif config:
+            assert writers, "large batches go to the log dir's writer thread"
+            assert handed[0] > first, "batches over inline.bytes are handed over"
+            assert lg.size_in_bytes > 64 << 10
+        else:
+            assert writers, "the append starting the leader epoch goes to the writer"
+            assert handed[0] == first, "batches under 1 MiB with none in flight: on the loop"
         got = _consume(broker.bootstrap_servers)
-    assert [o for o, _ in got] == list(range(N))
-    assert [v for _, v in got] == [b"%08d" % i for i in range(N)]
+    assert [o for o, _ in got] == list(range(2 * N))
+    assert [v for _, v in got] == [b"%08d" % i for i in range(2 * N)]

@@ -394,6 +394,16 @@ _d(
     "the log end offset moving once written) so the event loop keeps reading sockets; "
     "false: written on the event loop.",
 )
+_d(
+    "tidelog.log.append.writer.inline.bytes",
+    "int",
+    1 << 20,
+    "With the writer thread on: a produce append smaller than this, to a partition with no "
+    "write in flight, is written on the event loop (handing it over costs more than the "
+    "page-cache copy; bench/baseline.py). Appends of 1 MiB and more are validated and "
+    "written on a worker thread either way.",
+    at_least(0),
+)
 _d("num.replica.fetchers", "int", 1, "Fetcher tasks per source broker.", at_least(1))
 _d("replica.fetch.max.bytes", "int", 1048576, "Bytes fetched per partition.", at_least(0))
 _d("replica.fetch.min.bytes", "int", 1, "Bytes a follower fetch waits for.", at_least(1))

@@ -78,6 +78,7 @@ class ReplicaAppends:
     _heavy_pool: ThreadPoolExecutor | None
     delayed_produce: ReplicationPurgatory
     async_appends: bool
+    inline_append_bytes: int
 
     def partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH, *,
                            require_leader: bool = True) -> Partition:
@@ -183,7 +184,7 @@ class ReplicaAppends:
             writer = self.append_writers.for_log(lg)
             done = self._on_written(loop, partition, written)
             info, handed = lg.append_as_leader_async(records, partition.leader_epoch, writer,
-                                                     done)
+                                                     done, inline_below=self.inline_append_bytes)
             if not handed:
                 self._after_write(partition, True)
         except Exception as exc:

@@ -130,6 +130,8 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         self.group_commit = GroupCommit(self._on_group_flushed)
         # produce appends written off the loop, one writer thread per log dir (log_writes)
         self.async_appends = bool(config.values["tidelog.log.append.writer.enable"])
+        # ... but those under this many bytes with none in flight on the loop (log_writes)
+        self.inline_append_bytes = int(config.values["tidelog.log.append.writer.inline.bytes"])
         self.append_writers = AppendWriters()
         # in a cluster: replicas in a dir below log.dir.min.free.bytes held out of replication
         self.floor_hold: FloorReplicationHold | None = None
