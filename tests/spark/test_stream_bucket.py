@@ -41,7 +41,7 @@ Produced = dict[tuple[int, int], str]  # (partition, offset) -> value
 def _produce(bootstrap: str, start: int, n: int, produced: Produced) -> None:
     """``n`` records over both partitions, flushed every 8 (batches of 4 records, under
     1 KB): several 4 KiB segments per partition; each acknowledged (partition, offset) kept."""
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 50,
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                          "compression.type": "none"})
 
     def done(err: Any, msg: Any) -> None:
