@@ -130,11 +130,13 @@ def test_denials_are_one_line(setup: tuple[EmbeddedBroker, Path]) -> None:
         r = tidelog(b, d, "admin.properties", "acls", "--add", "--allow-principal", "User:dave",
                     *args)
         assert r.returncode == 0, r.stderr
-    # Describe without Read: the group's subscription is refused the topic
-    r = tidelog(b, d, "dave.properties", "consume", "--topic", "vault", "--group", "dave-group",
-                "--from-beginning", "--timeout-ms", "5000")
-    assert r.returncode == 1 and r.stdout == ""
-    assert_one_denial(r, "consume", "TOPIC_AUTHORIZATION_FAILED")
+    # Describe without Read: the group's subscription, or the assigned partition's Fetch, is
+    # refused the topic
+    for group in (("--group", "dave-group"), ()):
+        r = tidelog(b, d, "dave.properties", "consume", "--topic", "vault", *group,
+                    "--from-beginning", "--timeout-ms", "5000")
+        assert r.returncode == 1 and r.stdout == ""
+        assert_one_denial(r, "consume", "TOPIC_AUTHORIZATION_FAILED")
 
     for sync in (("--sync",), ()):
         r = tidelog(b, d, "dave.properties", "produce", "--topic", "vault", *sync,

@@ -233,6 +233,9 @@ _NOT_YET = {3, 5}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE
 # authentication (GROUP_AUTHORIZATION_FAILED too when the group is the user's: the throwaway
 # group of an assign-only consumer is librdkafka's own side errand)
 _DENIED = {29, 31, -169}
+# not said: the end of a partition; the throwaway group's coordinator refusing an assign-only
+# consumer (librdkafka looks the group up though it commits nothing)
+_UNSAID = {-191, 30}  # _PARTITION_EOF, GROUP_AUTHORIZATION_FAILED
 
 # A group member waits this long for its first assignment before --timeout-ms starts
 ASSIGNMENT_WAIT_S = 60.0
@@ -243,8 +246,6 @@ def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list
     """Prints records until --max-messages, or until none came for --timeout-ms counted, as
     in Kafka's console consumer, from when the consumer has its partitions: a group's join
     (its initial rebalance delay is 3 s) does not use up the idle time."""
-    from confluent_kafka import KafkaError
-
     out = sys.stdout.buffer
     started = time.monotonic()
     idle_since: float | None = None
@@ -271,7 +272,7 @@ def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list
                 raise CliError(f"{args.topic or args.include}: {err.str()} ({err.name()})")
             # transient (a missing topic, a broker down): Kafka's consumer keeps waiting too;
             # say it once per kind so the person at the terminal knows why nothing comes
-            if err.code() not in warned and err.code() != KafkaError._PARTITION_EOF:
+            if err.code() not in warned and err.code() not in _UNSAID:
                 warned.add(err.code())
                 print(f"tidelog consume: {args.topic or args.include}: {err.str()}", file=sys.stderr)
             continue
