@@ -3,15 +3,22 @@ librdkafka producer: batches of tidelog.log.append.writer.inline.bytes or more g
 writer, smaller ones with no write in flight are written on the loop (by default every batch
 under 1 MiB once the leader epoch's first append is written), every acknowledged record is
 read back in order at contiguous offsets, acks=all answers only once written; with
-tidelog.log.append.writer.enable=false no writer thread exists and the same holds."""
+tidelog.log.append.writer.enable=false no writer thread exists and the same holds. One
+Produce writes at most inline.bytes on the loop over all its partitions: the partitions past
+that budget are handed to the writer."""
 
 from __future__ import annotations
 
 import threading
+import time
+from collections import Counter
 
 import confluent_kafka as ck
 import pytest
 
+from tidelog.client.kafka_client import KafkaClient
+from tidelog.client.kafka_client import TopicPartition as ClientTP
+from tidelog.records import build_batch
 from tidelog.testing import EmbeddedBroker
 from tidelog.util.topic_partition import TopicPartition
 
@@ -99,3 +106,53 @@ def test_large_batches_through_the_writer(config: dict[str, str]) -> None:
         got = _consume(broker.bootstrap_servers)
     assert [o for o, _ in got] == list(range(2 * N))
     assert [v for _, v in got] == [b"%08d" % i for i in range(2 * N)]
+
+
+def _batch(partition: int, round_: int, n: int) -> bytes:
+    now = int(time.time() * 1000)
+    return build_batch([(now, None, (b"%d-%d-%06d" % (partition, round_, i)).ljust(VALUE, b"."))
+                        for i in range(n)])
+
+
+def test_one_produce_writes_at_most_inline_bytes_on_the_loop() -> None:
+    """8 partitions in one Produce, each a batch just under 1 MiB (the default inline size,
+    under the worker thread's 1 MiB): the first is written on the loop, the 7 past the
+    request's budget go to the writer; 8 batches of 100 KB in one request (800 KB) all stay
+    on the loop, the budget being the request's, not the connection's."""
+    parts, big, small = 8, 900, 100  # records of 1 KiB per batch
+    with EmbeddedBroker() as broker, KafkaClient(broker.bootstrap_servers) as client:
+        rm = broker.broker.replica_manager
+        handed: Counter[int] = Counter()
+        real = rm._written
+
+        def counting(partition: object, *a: object) -> object:
+            handed[partition.topic_partition.partition] += 1  # type: ignore[attr-defined]
+            return real(partition, *a)  # type: ignore[arg-type]
+
+        rm._written = counting  # type: ignore[method-assign]
+        client.create_topics({TOPIC: parts})
+        tps = [ClientTP(TOPIC, p) for p in range(parts)]
+        leader = client.leader_for(tps[0])
+        assert all(client.leader_for(tp) == leader for tp in tps)
+        sizes = {n: len(_batch(0, 0, n)) for n in (1, big, small)}
+        assert parts * sizes[small] <= rm.inline_append_bytes < 2 * sizes[big]
+        assert sizes[big] < rm.inline_append_bytes
+        rounds = [1, big, small, big]  # the first starts each leader epoch (handed over)
+        counts = []
+        for r, n in enumerate(rounds):
+            before = handed.copy()
+            out = client.produce(leader, {tp: _batch(tp.partition, r, n) for tp in tps})
+            assert out is not None
+            assert [out[tp][0] for tp in tps] == [sum(rounds[:r])] * parts
+            counts.append(sorted(p for p in range(parts) if handed[p] > before[p]))
+        assert counts[0] == list(range(parts)), "a new leader epoch goes to the writer"
+        assert counts[1] == counts[3] == list(range(1, parts)), "past the budget: the writer"
+        assert counts[2] == [], "within the request's budget: on the loop"
+        for tp in tps:
+            lg = rm.get_log(TopicPartition(TOPIC, tp.partition))
+            assert lg is not None and lg.high_watermark == sum(rounds)
+            got = [(rec.offset, rec.value[:10] if rec.value else b"")
+                   for _, rec in client.iter_records(tp, 0, sum(rounds))]
+            assert [o for o, _ in got] == list(range(sum(rounds)))
+            assert [v for _, v in got] == [b"%d-%d-%06d" % (tp.partition, r, i)
+                                           for r, n in enumerate(rounds) for i in range(n)]

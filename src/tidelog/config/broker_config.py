@@ -400,7 +400,8 @@ _d(
     1 << 20,
     "With the writer thread on: a produce append smaller than this, to a partition with no "
     "write in flight, is written on the event loop (handing it over costs more than the "
-    "page-cache copy; bench/baseline.py). Appends of 1 MiB and more are validated and "
+    "page-cache copy; bench/baseline.py), as long as the bytes its Produce request writes "
+    "there, over all its partitions, stay within this size. Appends of 1 MiB and more are validated and "
     "written on a worker thread either way.",
     at_least(0),
 )

@@ -58,11 +58,13 @@ def is_heavy(records: bytes) -> bool:
 
 
 class _Produce:
-    """What one Produce waits for once its appends are made."""
+    """What one Produce waits for once its appends are made, and the bytes it may still
+    write on the loop (``inline_left``: tidelog.log.append.writer.inline.bytes per request)."""
 
-    __slots__ = ("replicated", "waits", "writes")
+    __slots__ = ("inline_left", "replicated", "waits", "writes")
 
-    def __init__(self) -> None:
+    def __init__(self, inline_left: int = 0) -> None:
+        self.inline_left = inline_left
         self.waits: list[tuple[ProducePartitionResult, Waiter]] = []
         self.writes: list[tuple[ProducePartitionResult, asyncio.Future[Written]]] = []
         # acks=-1: the offset the HW must pass for each partition
@@ -97,8 +99,12 @@ class ReplicaAppends:
         error (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, a record's INVALID_RECORD ...).
         Returns once the answers are final: the writes off the loop done, the group commit
         rounds flushed and, for acks=-1, the ISR past each batch or ``timeout_ms`` out
-        (REQUEST_TIMED_OUT). Never suspends when nothing is to be waited for."""
-        produce = _Produce()
+        (REQUEST_TIMED_OUT). Never suspends when nothing is to be waited for.
+
+        The bytes written on the loop over all the entries stay within
+        ``inline_append_bytes``: once the request has written that much there, its further
+        appends go to the writer thread (``_append_async``)."""
+        produce = _Produce(self.inline_append_bytes)
         for tp, records, result in entries:
             written = None
             try:
@@ -108,7 +114,7 @@ class ReplicaAppends:
                     info = await self.append_off_loop(tp, records, group_commit=True,
                                                       required_acks=acks)
                 elif self.async_appends:
-                    info, written = self.append_async(tp, records, required_acks=acks)
+                    info, written = self._append_async(tp, records, acks, produce)
                 else:
                     info = self.append(tp, records, group_commit=True, required_acks=acks)
             except Exception as exc:
@@ -150,6 +156,18 @@ class ReplicaAppends:
         _fail_unreplicated(replicated, known)
         return short
 
+    def _append_async(self, tp: TopicPartition, records: bytes, acks: int, produce: _Produce
+                      ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None]:
+        """``append_async`` within the request's budget of bytes written on the loop: an
+        append over what is left of it goes to the writer thread; one written here (or by
+        a roll or a transaction's completion, which the log writes here in any case) spends
+        its bytes."""
+        below = min(self.inline_append_bytes, max(produce.inline_left + 1, 0))
+        info, written = self.append_async(tp, records, required_acks=acks, inline_below=below)
+        if written is None and not info.duplicate:
+            produce.inline_left -= len(records)
+        return info, written
+
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,
                required_acks: int = 1,
                origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
@@ -168,12 +186,17 @@ class ReplicaAppends:
         self._record_append(tp, records, info)
         return info
 
-    def append_async(self, tp: TopicPartition, records: bytes, *, required_acks: int = 1
+    def append_async(self, tp: TopicPartition, records: bytes, *, required_acks: int = 1,
+                     inline_below: int | None = None
                      ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None]:
         """``append(group_commit=True)`` whose segment write may run on the log dir's writer
         thread: the offsets are known on return; the future (on the loop, in append order)
         says once the bytes are written, after the HW moved or the group commit took them
-        (wait on its waiter to answer). None: written already, as ``append``."""
+        (wait on its waiter to answer). None: written already, as ``append``. A write under
+        ``inline_below`` (default ``inline_append_bytes``) with none in flight is written
+        here."""
+        if inline_below is None:
+            inline_below = self.inline_append_bytes
         loop = asyncio.get_running_loop()
         written: asyncio.Future[Written] = loop.create_future()
         partition: Partition | None = None
@@ -184,7 +207,7 @@ class ReplicaAppends:
             writer = self.append_writers.for_log(lg)
             done = self._on_written(loop, partition, written)
             info, handed = lg.append_as_leader_async(records, partition.leader_epoch, writer,
-                                                     done, inline_below=self.inline_append_bytes)
+                                                     done, inline_below=inline_below)
             if not handed:
                 self._after_write(partition, True)
         except Exception as exc:
