@@ -6,15 +6,8 @@ import json
 import uuid
 
 from tidelog.server.zk import data as z
-from tidelog.server.zk.kafka_json import immutable_map_order, java_string_hash, mutable_map_order
+from tidelog.server.zk.kafka_json import immutable_map_order, mutable_map_order
 from tidelog.util.topic_partition import TopicPartition
-
-
-def test_java_string_hash() -> None:
-    assert java_string_hash("") == 0
-    assert java_string_hash("a") == 97
-    assert java_string_hash("version") == 351608024  # "version".hashCode() in Java
-    assert java_string_hash("polygenelubricants") == 0x80000000  # Java's Integer.MIN_VALUE
 
 
 def test_partition_state_bytes_are_kafkas() -> None:

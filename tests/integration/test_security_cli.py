@@ -47,6 +47,17 @@ def tidelog(b: EmbeddedBroker, d: Path, config: str, *args: str,
     return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120)
 
 
+def assert_one_denial(r: subprocess.CompletedProcess[str], command: str,
+                      name: str | None = None) -> None:
+    """The command's one line names the authorization failure (and no librdkafka log line,
+    no per-record report, no count follows it)."""
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tidelog {command}: "), r.stderr
+    assert ("Topic authorization failed" in lines[0]
+            or "Cluster authorization failed" in lines[0]), r.stderr
+    assert name is None or name in lines[0], r.stderr
+
+
 def test_users_acls_produce_consume(setup: tuple[EmbeddedBroker, Path]) -> None:
     b, d = setup
     r = tidelog(b, d, "admin.properties", "users", "--add", "carol", "--mechanism",
@@ -61,9 +72,8 @@ def test_users_acls_produce_consume(setup: tuple[EmbeddedBroker, Path]) -> None:
     # librdkafka reports first is a race between the two answers
     r = tidelog(b, d, "carol.properties", "produce", "--topic", "orders", "--sync",
                 stdin="refused\n")
-    assert r.returncode != 0, r.stderr
-    assert ("Topic authorization failed" in r.stderr
-            or "Cluster authorization failed" in r.stderr), r.stderr
+    assert r.returncode == 1
+    assert_one_denial(r, "produce")
 
     for op in ("Write", "Read", "Create"):
         r = tidelog(b, d, "admin.properties", "acls", "--add", "--allow-principal",
@@ -91,3 +101,45 @@ def test_users_acls_produce_consume(setup: tuple[EmbeddedBroker, Path]) -> None:
     r = tidelog(b, d, "carol.properties", "produce", "--topic", "orders", "--sync",
                 stdin="three\n")
     assert r.returncode != 0
+
+
+def test_denials_are_one_line(setup: tuple[EmbeddedBroker, Path]) -> None:
+    """dave may describe topic vault and nothing else: his producer gets no producer id
+    (CLUSTER_AUTHORIZATION_FAILED, librdkafka's fatal error) or is refused by the topic, and
+    his consumer of vault, with or without his group, is refused Read
+    (TOPIC_AUTHORIZATION_FAILED): each command says so in one line and exits 1."""
+    b, d = setup
+    (d / "dave.properties").write_text(
+        (d / "carol.properties").read_text().replace("username=carol", "username=dave"))
+    r = tidelog(b, d, "admin.properties", "users", "--add", "dave", "--mechanism",
+                "SCRAM-SHA-512", "--iterations", "4096", "--password-file", str(d / "pw.txt"))
+    assert r.returncode == 0, r.stderr
+    r = tidelog(b, d, "admin.properties", "topics", "--create", "--topic", "vault")
+    assert r.returncode == 0, r.stderr
+    r = tidelog(b, d, "admin.properties", "produce", "--topic", "vault", stdin="secret\n")
+    assert r.returncode == 0, r.stderr
+
+    # no Describe: the topic's Metadata is refused before anything is fetched
+    r = tidelog(b, d, "dave.properties", "consume", "--topic", "vault", "--from-beginning",
+                "--timeout-ms", "5000")
+    assert r.returncode == 1 and r.stdout == ""
+    assert_one_denial(r, "consume", "TOPIC_AUTHORIZATION_FAILED")
+
+    for args in (("--operation", "Describe", "--topic", "vault"),
+                 ("--operation", "Read", "--group", "dave-group")):
+        r = tidelog(b, d, "admin.properties", "acls", "--add", "--allow-principal", "User:dave",
+                    *args)
+        assert r.returncode == 0, r.stderr
+    # Describe without Read: the group's subscription, or the assigned partition's Fetch, is
+    # refused the topic
+    for group in (("--group", "dave-group"), ()):
+        r = tidelog(b, d, "dave.properties", "consume", "--topic", "vault", *group,
+                    "--from-beginning", "--timeout-ms", "5000")
+        assert r.returncode == 1 and r.stdout == ""
+        assert_one_denial(r, "consume", "TOPIC_AUTHORIZATION_FAILED")
+
+    for sync in (("--sync",), ()):
+        r = tidelog(b, d, "dave.properties", "produce", "--topic", "vault", *sync,
+                    stdin="a\nb\n")
+        assert r.returncode == 1
+        assert_one_denial(r, "produce")

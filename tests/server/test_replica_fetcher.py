@@ -347,8 +347,10 @@ def test_complete_batches_length() -> None:
 
 
 def test_fetcher_id_is_kafkas() -> None:
-    # Utils.abs(31 * "orders".hashCode + 3) % 4, "orders".hashCode == -1008770331
-    assert fetcher_id(TopicPartition("orders", 3), 4) == ((31 * -1008770331 + 3) & 0x7FFFFFFF) % 4
+    # Utils.abs(31 * topic.hashCode() + partition) % 4 and % 3, as Java 17 prints them
+    assert fetcher_id(TopicPartition("orders", 3), 4) == 2
+    tps = [TopicPartition("__consumer_offsets", p) for p in range(6)]
+    assert [fetcher_id(tp, 3) for tp in tps] == [2, 1, 0, 2, 1, 0]  # negative sums: abs, not mask
     assert {fetcher_id(TopicPartition("t", p), 3) for p in range(12)} == {0, 1, 2}
     assert ErrorCode.FENCED_LEADER_EPOCH == 74
 

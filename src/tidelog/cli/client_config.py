@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from typing import Any
 
 # How long a command waits for its first answer from the bootstrap servers when it has no
@@ -53,6 +54,10 @@ def client_config(
         "log_level": 7 if getattr(args, "debug", False) else 0,
         **defaults,
     }
+    if not getattr(args, "debug", False):
+        # log_level 0 still lets librdkafka print its level-0 lines ("%0|...|FATAL|..."): the
+        # error callback hears the same failure, and the command says it in its one line
+        conf["logger"] = _SILENT
     if args.command_config is not None:
         # here, not at the top: tidelog.config is ~8 ms of every client command's start-up
         from tidelog.config.properties import read_properties_file
@@ -65,13 +70,26 @@ def client_config(
     return conf
 
 
-def make_client(kind: Any, conf: dict[str, Any], reach_s: float | None = REACH_TIMEOUT_S) -> Any:
+class _Silent:
+    """librdkafka's ``logger`` (its log lines are served by poll as ``log(level, fmt, *args)``
+    calls) that drops them."""
+
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        pass
+
+
+_SILENT = _Silent()
+
+
+def make_client(kind: Any, conf: dict[str, Any], reach_s: float | None = REACH_TIMEOUT_S,
+                errors: ClientErrors | None = None) -> Any:
     """``kind(conf)``, with librdkafka's complaint about a setting turned into one line; then,
     unless ``reach_s`` is None, one Metadata request that must be answered within ``reach_s``
-    seconds (``reach``)."""
+    seconds (``reach``). ``errors`` hears librdkafka's error callback (``ClientErrors.failure``
+    names a fatal error's cause)."""
     from confluent_kafka import KafkaException
 
-    errors = _Errors()
+    errors = errors if errors is not None else ClientErrors()
     try:
         client = kind({"error_cb": errors, **conf})
     except KafkaException as exc:
@@ -83,24 +101,63 @@ def make_client(kind: Any, conf: dict[str, Any], reach_s: float | None = REACH_T
     return client
 
 
-class _Errors:
+class ClientErrors:
     """librdkafka's error callback: keeps the last error that names a cause (a refused
     connection, a name that does not resolve, a TLS or SASL failure) rather than the
-    "N/N brokers are down" summary that follows it."""
+    "N/N brokers are down" summary that follows it, and the reason of a fatal error (after
+    which the client refuses every call with a bare "Local: Fatal error")."""
 
     def __init__(self) -> None:
         self.cause: str | None = None
+        self.fatal: str | None = None
 
     def __call__(self, err: Any) -> None:
         from confluent_kafka import KafkaError
 
-        if err.code() != KafkaError._ALL_BROKERS_DOWN or self.cause is None:
+        if not callable(getattr(err, "fatal", None)):
+            return
+        if err.fatal() or err.code() == KafkaError._FATAL:
+            self.fatal = self.fatal or fatal_reason(str(err.str()))
+        elif err.code() != KafkaError._ALL_BROKERS_DOWN or self.cause is None:
             # "host:port/bootstrap: Connect to ... failed: ... (after 0ms in state CONNECT)"
             self.cause = re.sub(r"^\S+/(bootstrap|\d+): | \(after \d+ms in state \w+[^)]*\)", "",
                                 str(err.str()))
 
 
-def reach(client: Any, servers: str, seconds: float, errors: _Errors | None = None) -> None:
+    def failure(self, client: Any, exc: object) -> CliError | None:
+        """The one line for ``exc`` raised by ``client`` when it is librdkafka's fatal error,
+        else None. confluent-kafka raises it as a KafkaException (``_FATAL``: "Unable to
+        produce message: Local: Fatal error"; or the error itself), or as the bare KafkaError
+        (no Exception); the error callback that names the cause runs in poll, served here."""
+        err: Any = exc.args[0] if isinstance(exc, Exception) and exc.args else exc
+        if not (callable(getattr(err, "fatal", None)) and (err.fatal() or err.code() == -150)):
+            return None
+        for _ in range(10):  # the callback may be a moment behind the refused call
+            if self.fatal is not None:
+                break
+            try:
+                client.poll(0.1)
+            except:  # noqa: E722 - the fatal error once more, maybe as a bare KafkaError
+                self(sys.exc_info()[1])
+        if self.fatal is None and err.fatal():
+            self.fatal = fatal_reason(str(err.str()))
+        return CliError(self.fatal or str(err.str()))
+
+
+# librdkafka's reason when the idempotent producer gets no producer id: "[Fatal error: Broker:
+# Cluster authorization failed: ]Failed to acquire idempotence PID from broker ...: Broker: ..."
+_NO_PID = re.compile(r"Failed to acquire idempotence PID.*Cluster authorization failed")
+
+
+def fatal_reason(reason: str) -> str:
+    """librdkafka's fatal error reason, said as the command's one line."""
+    if _NO_PID.search(reason):
+        return ("Cluster authorization failed (the idempotent producer needs IdempotentWrite "
+                "on the cluster or Write on a topic)")
+    return reason.removeprefix("Fatal error: ")
+
+
+def reach(client: Any, servers: str, seconds: float, errors: ClientErrors | None = None) -> None:
     """Fails in one line, naming the servers and the cause, when no bootstrap server answers
     a Metadata request within ``seconds`` (librdkafka would retry for as long as asked)."""
     from confluent_kafka import KafkaException

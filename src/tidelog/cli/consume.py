@@ -212,6 +212,9 @@ def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
         topic = consumer.list_topics(args.topic, timeout=10).topics.get(args.topic)
         if topic is not None and topic.error is None and topic.partitions:
             return sorted(topic.partitions)
+        if topic is not None and topic.error is not None and topic.error.code() not in _NOT_YET:
+            # no Describe/Read on the topic (TOPIC_AUTHORIZATION_FAILED): no waiting helps
+            raise CliError(f"{args.topic}: {topic.error.str()} ({topic.error.name()})")
         if not warned:
             print(
                 f"tidelog consume: topic {args.topic} does not exist yet "
@@ -224,6 +227,16 @@ def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
         time.sleep(0.5)  # a person is waiting for a producer to create the topic
 
 
+# Metadata's topic errors that a producer creating the topic ends
+_NOT_YET = {3, 5}  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE
+# consumer errors that end the command: TOPIC_/CLUSTER_AUTHORIZATION_FAILED, a failed SASL
+# authentication (GROUP_AUTHORIZATION_FAILED too when the group is the user's: the throwaway
+# group of an assign-only consumer is librdkafka's own side errand)
+_DENIED = {29, 31, -169}
+# not said: the end of a partition; the throwaway group's coordinator refusing an assign-only
+# consumer (librdkafka looks the group up though it commits nothing)
+_UNSAID = {-191, 30}  # _PARTITION_EOF, GROUP_AUTHORIZATION_FAILED
+
 # A group member waits this long for its first assignment before --timeout-ms starts
 ASSIGNMENT_WAIT_S = 60.0
 
@@ -233,8 +246,6 @@ def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list
     """Prints records until --max-messages, or until none came for --timeout-ms counted, as
     in Kafka's console consumer, from when the consumer has its partitions: a group's join
     (its initial rebalance delay is 3 s) does not use up the idle time."""
-    from confluent_kafka import KafkaError
-
     out = sys.stdout.buffer
     started = time.monotonic()
     idle_since: float | None = None
@@ -256,11 +267,12 @@ def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list
             continue
         err = msg.error()
         if err is not None:
-            if err.fatal():
-                raise CliError(f"{args.topic or args.include}: {err.str()}")
+            if err.fatal() or err.code() in _DENIED or (args.group and err.code() == 30):
+                # librdkafka retries a denial for ever; Kafka's consumer throws it from poll
+                raise CliError(f"{args.topic or args.include}: {err.str()} ({err.name()})")
             # transient (a missing topic, a broker down): Kafka's consumer keeps waiting too;
             # say it once per kind so the person at the terminal knows why nothing comes
-            if err.code() not in warned and err.code() != KafkaError._PARTITION_EOF:
+            if err.code() not in warned and err.code() not in _UNSAID:
                 warned.add(err.code())
                 print(f"tidelog consume: {args.topic or args.include}: {err.str()}", file=sys.stderr)
             continue
@@ -289,9 +301,11 @@ def run(args: argparse.Namespace) -> int:
         _loop(consumer, args, fmt, counter, assigned)
     except KeyboardInterrupt:
         rc = 130
+    except Exception:  # the command's one line says why: no count after it
+        consumer.close()
+        raise
+    try:
+        consumer.close()  # leaves the group and commits the stored offsets
     finally:
-        try:
-            consumer.close()  # leaves the group and commits the stored offsets
-        finally:
-            print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
+        print(f"Processed a total of {counter[0]} messages", file=sys.stderr)
     return rc

@@ -110,7 +110,8 @@ def _configure_logging(level: str) -> None:
 def _one_line(exc: Exception, args: argparse.Namespace) -> str:
     """What failed, in one line: a CliError's own message; no connection to any bootstrap
     server (tidelog's own protocol client, used where librdkafka has no call) as the
-    librdkafka commands say it; else the exception's type and text."""
+    librdkafka commands say it; librdkafka's error as its text and name (not confluent-kafka's
+    ``KafkaError{code=...,val=...,str=...}``); else the exception's type and text."""
     from tidelog.cli.client_config import CliError
     from tidelog.client.conn import KafkaConnectionError
 
@@ -119,6 +120,9 @@ def _one_line(exc: Exception, args: argparse.Namespace) -> str:
     if isinstance(exc, KafkaConnectionError) and hasattr(args, "bootstrap_server"):
         cause = exc.context.removeprefix("no bootstrap server reachable: ")
         return f"cannot reach the bootstrap servers {args.bootstrap_server}: {cause}"
+    if type(exc).__name__ == "KafkaException" and exc.args and hasattr(exc.args[0], "name"):
+        err = exc.args[0]  # librdkafka's error: its text and Kafka's name for it
+        return f"{err.str()} ({err.name()})"
     return f"{type(exc).__name__}: {exc}"
 
 

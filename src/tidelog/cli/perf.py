@@ -176,7 +176,7 @@ _ALIASES = {
     "queue.buffering.max.ms": "linger.ms",
     "max.in.flight": "max.in.flight.requests.per.connection",
 }
-_TAKEN_AS_IS = {"bootstrap.servers", "client.id", "log_level"}
+_TAKEN_AS_IS = {"bootstrap.servers", "client.id", "log_level", "logger"}
 
 
 def tidelog_settings(conf: dict[str, Any]) -> dict[str, str]:

@@ -26,12 +26,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
-from tidelog.cli.client_config import add_connection_args, client_config, pairs
+from tidelog.cli.client_config import (
+    ClientErrors,
+    CliError,
+    add_connection_args,
+    client_config,
+    pairs,
+)
 from tidelog.cli.progress import Progress
 from tidelog.cli.value_format import add_value_format_args, value_serializer
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _QUEUE_FULL = -184  # librdkafka's RD_KAFKA_RESP_ERR__QUEUE_FULL (KafkaError._QUEUE_FULL)
+# refusals of the producer rather than of a record (no Write/IdempotentWrite/TransactionalId
+# ACL, librdkafka's fatal error): the command stops and says so once, not once per record
+_DENIED = {29: "TOPIC_AUTHORIZATION_FAILED", 31: "CLUSTER_AUTHORIZATION_FAILED",
+           53: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", -150: "_FATAL",
+           -152: "_PURGE_QUEUE", -151: "_PURGE_INFLIGHT"}  # purged: after a fatal error
 
 
 def register(subparsers: Any) -> None:
@@ -196,6 +207,7 @@ class _Delivery:
     def __init__(self, topic: str) -> None:
         self.topic, self.failed = topic, 0
         self.refused: Any = None  # the first record the broker refused as invalid
+        self.denied: Any = None  # the first _DENIED error: the command's one line
 
     def __call__(self, err: Any, msg: Any) -> None:
         if err is not None:
@@ -207,7 +219,9 @@ class _Delivery:
 
     def report(self, err: Any, key: bytes | None, value: bytes | None) -> None:
         self.failed += 1
-        if self.failed <= 5:
+        if err.code() in _DENIED:
+            self.denied = self.denied or err
+        elif self.failed <= 5:
             print(
                 f"Error when sending message to topic {self.topic} with key: "
                 f"{_show(key)}, value: {len(value or b'')} bytes with error: {err.str()}",
@@ -287,6 +301,35 @@ def _read_lines(stdin: BinaryIO, prompt: bool) -> Any:
         yield n, raw.rstrip(b"\n").rstrip(b"\r")
 
 
+def _produce_input(producer: Any, args: argparse.Namespace, lines: _Lines, delivery: _Delivery,
+                   progress: Progress, prompt: bool) -> None:
+    """Sends stdin's lines until its end or until the producer is denied."""
+    if prompt or args.sync:  # a line at a time: typed, or each acknowledged alone
+        for _, line in _read_lines(sys.stdin.buffer, prompt):
+            for rec in lines.parse([line]):
+                _send(producer, args, rec)
+            progress.update(lines.n)
+            if delivery.denied is not None:
+                return
+    elif reader_has_headers(lines.reader):  # produce_batch takes no headers
+        for chunk in _chunks(sys.stdin.buffer):
+            for rec in lines.parse(chunk):
+                _send(producer, args, rec)
+            progress.update(lines.n)
+            if delivery.denied is not None:
+                return
+    else:
+        for chunk in _chunks(sys.stdin.buffer):
+            _send_many(producer, args, lines.messages(chunk), delivery)
+            progress.update(lines.n)
+            if delivery.denied is not None:
+                return
+
+
+def reader_has_headers(reader: LineReader) -> bool:
+    return bool(reader.parse_headers or reader.extra_headers)
+
+
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import Producer
 
@@ -299,8 +342,9 @@ def run(args: argparse.Namespace) -> int:
     reader = LineReader.from_properties(props, extra)
     encode = value_serializer(args)  # --value-format avro|json|protobuf
     delivery = _Delivery(args.topic)
+    errors = ClientErrors()
     producer = make_client(Producer, {**producer_config(args), "on_delivery": delivery},
-                           timeout_s(args.request_timeout_ms, "--request-timeout-ms"))
+                           timeout_s(args.request_timeout_ms, "--request-timeout-ms"), errors)
     interrupted = False
     prompt = sys.stdin.isatty() and sys.stdout.isatty()
     # a long piped input shows how far it got (at a terminal's stderr only)
@@ -308,24 +352,18 @@ def run(args: argparse.Namespace) -> int:
     progress.enabled &= not prompt
     lines = _Lines(reader, encode)
     try:
-        if prompt or args.sync:  # a line at a time: typed, or each acknowledged alone
-            for _, line in _read_lines(sys.stdin.buffer, prompt):
-                for rec in lines.parse([line]):
-                    _send(producer, args, rec)
-                progress.update(lines.n)
-        elif reader.parse_headers or reader.extra_headers:  # produce_batch takes no headers
-            for chunk in _chunks(sys.stdin.buffer):
-                for rec in lines.parse(chunk):
-                    _send(producer, args, rec)
-                progress.update(lines.n)
-        else:
-            for chunk in _chunks(sys.stdin.buffer):
-                _send_many(producer, args, lines.messages(chunk), delivery)
-                progress.update(lines.n)
-    except KeyboardInterrupt:
-        interrupted = True  # flush what was read: Ctrl-C loses no line already typed
-    progress.close()
-    rc = _finish(producer, delivery, lines.bad, interrupted)
+        try:
+            _produce_input(producer, args, lines, delivery, progress, prompt)
+        except KeyboardInterrupt:
+            interrupted = True  # flush what was read: Ctrl-C loses no line already typed
+        progress.close()
+        rc = _finish(producer, delivery, lines.bad, interrupted, errors)
+    except:  # noqa: E722 - librdkafka's fatal error, raised as a KafkaError: no Exception
+        progress.close()
+        failure = errors.failure(producer, sys.exc_info()[1])
+        if failure is None:
+            raise
+        raise failure from None
     if delivery.refused is not None:  # librdkafka keeps the broker's message to itself
         from tidelog.cli.produce_reason import broker_reason
 
@@ -378,11 +416,17 @@ def _encoded(encode: Any, value: bytes | None, n: int) -> bytes | None:
         raise LineError(f"line {n}: value does not fit the schema: {exc}") from exc
 
 
-def _finish(producer: Any, delivery: _Delivery, bad: int, interrupted: bool) -> int:
+def _finish(producer: Any, delivery: _Delivery, bad: int, interrupted: bool,
+            errors: ClientErrors) -> int:
     try:
         left = producer.flush(60)
     except KeyboardInterrupt:  # a second Ctrl-C abandons the flush
         left = len(producer)
+    if delivery.denied is not None:  # one line: the cause, and what it cost
+        err = delivery.denied
+        cause = errors.fatal or f"{err.str().removeprefix('Broker: ')} ({_DENIED[err.code()]})"
+        raise CliError(f"{cause}: {delivery.failed + left} records not produced to "
+                       f"{delivery.topic}")
     if left:
         print(f"tidelog produce: {left} records not acknowledged", file=sys.stderr)
     if delivery.failed:

@@ -56,7 +56,7 @@ class ShareGroupAdmin:
 
     def __init__(self, args: argparse.Namespace) -> None:
         conf = client_config(args, {}, {})
-        props = {k: str(v) for k, v in conf.items() if k not in ("bootstrap.servers", "log_level")}
+        props = {k: str(v) for k, v in conf.items() if k not in ("bootstrap.servers", "log_level", "logger")}
         self.client = KafkaClient(args.bootstrap_server,
                                   security=ClientSecurity.from_properties(props))
 

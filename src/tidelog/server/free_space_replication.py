@@ -30,28 +30,42 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidelog.storage.free_space import DirSpace
+from tidelog.storage.manager import LogManager
 from tidelog.util.topic_partition import TopicPartition
 
+from .replication.fetcher_manager import FetcherManager
 from .zk.client import KafkaZkClient
 
 if TYPE_CHECKING:
     from .cluster.partition import Partition
-    from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
 RECHECK_S = 1.0  # how often leaders kept below the floor are looked at again
 
 
+class HoldHost(Protocol):
+    """What the hold reads of the replica manager (ReplicaManager is one): the hold sits
+    below it, so it types against this rather than importing it."""
+
+    @property
+    def logs(self) -> LogManager: ...
+    @property
+    def partitions(self) -> Mapping[TopicPartition, Partition]: ...
+    @property
+    def fetcher_manager(self) -> FetcherManager: ...
+
+
 class FloorReplicationHold:
     """Which replicas this broker holds out of replication because their dir is below its
     floor; ``ReplicaManager`` asks it for each LeaderAndIsr partition state."""
 
-    def __init__(self, broker_id: int, zk: KafkaZkClient, replica_manager: ReplicaManager,
+    def __init__(self, broker_id: int, zk: KafkaZkClient, replica_manager: HoldHost,
                  loop: asyncio.AbstractEventLoop) -> None:  # fmt: skip
         self.broker_id = broker_id
         self.zk = zk

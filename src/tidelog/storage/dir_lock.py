@@ -1,4 +1,5 @@
-"""Log-dir preparation: create, de-duplicate, check access, and lock with ``.lock``.
+"""Log-dir preparation: create, de-duplicate, check access, and lock with ``.lock``; and
+``LogDir``, one entry of ``log.dirs`` as the LogManager and its helpers hold it.
 
 Kafka locks every log dir with an exclusive OS lock on ``<dir>/.lock`` so that a second broker
 (or a second LogManager in the same process) pointed at the same directory fails at once,
@@ -15,6 +16,12 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from tidelog.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    CleanShutdownFile,
+    OffsetCheckpointFile,
+)
 from tidelog.storage.errors import KafkaStorageError
 
 log = logging.getLogger(__name__)
@@ -109,3 +116,22 @@ def lock_dir(path: Path) -> FileLock:
             f"instance in another process or thread is using this directory."
         )
     return lock
+
+
+class LogDir:
+    """One entry of ``log.dirs``: its lock, checkpoint files and loading state."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock: FileLock | None = None
+        self.offline_reason: str | None = None
+        self.loaded = False  # every log loaded: a clean-shutdown marker may be written
+        self.recovery_point_checkpoint = OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT_FILE)
+        self.log_start_offset_checkpoint = OffsetCheckpointFile(
+            path / LOG_START_OFFSET_CHECKPOINT_FILE
+        )
+        self.clean_shutdown_file = CleanShutdownFile(path)
+
+    @property
+    def online(self) -> bool:
+        return self.offline_reason is None

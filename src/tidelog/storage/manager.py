@@ -24,14 +24,10 @@ from typing import Any
 
 from tidelog.config.log_config import LogConfig
 from tidelog.storage.checkpoints import (
-    LOG_START_OFFSET_CHECKPOINT_FILE,
-    RECOVERY_POINT_CHECKPOINT_FILE,
-    CleanShutdownFile,
-    OffsetCheckpointFile,
     fsync_dir,
 )
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner
-from tidelog.storage.dir_lock import FileLock, LogDirError, canonical_dirs, lock_dir, prepare_dir
+from tidelog.storage.dir_lock import LogDir, LogDirError, canonical_dirs, lock_dir, prepare_dir
 from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
 from tidelog.storage.free_space import FreeSpaceFloor
 from tidelog.storage.log import Log
@@ -57,25 +53,6 @@ class PolicyViolationError(StorageError):
     """DeleteRecords on a log whose cleanup.policy lacks ``delete`` (Kafka refuses it)."""
 
     kafka_error = "POLICY_VIOLATION"
-
-
-class LogDir:
-    """One entry of ``log.dirs``: its lock, checkpoint files and loading state."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.lock: FileLock | None = None
-        self.offline_reason: str | None = None
-        self.loaded = False  # every log loaded: a clean-shutdown marker may be written
-        self.recovery_point_checkpoint = OffsetCheckpointFile(path / RECOVERY_POINT_CHECKPOINT_FILE)
-        self.log_start_offset_checkpoint = OffsetCheckpointFile(
-            path / LOG_START_OFFSET_CHECKPOINT_FILE
-        )
-        self.clean_shutdown_file = CleanShutdownFile(path)
-
-    @property
-    def online(self) -> bool:
-        return self.offline_reason is None
 
 
 class LogManager(LogManagerFaults, LogManagerTasks):

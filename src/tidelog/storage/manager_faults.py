@@ -10,17 +10,14 @@ import shutil
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from tidelog.storage.checkpoints import fsync_dir
+from tidelog.storage.dir_lock import LogDir
 from tidelog.storage.free_space import FreeSpaceFloor
 from tidelog.storage.log import Log
 from tidelog.storage.log_dir_failure import LogDirFailureChannel, is_disk_failure
 from tidelog.storage.manager_placement import LogsByDir
 from tidelog.util.topic_partition import TopicPartition
-
-if TYPE_CHECKING:
-    from tidelog.storage.manager import LogDir
 
 log = logging.getLogger("tidelog.storage.manager")
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tidelog.config.core import LONG_MAX
 from tidelog.config.log_config import LogConfig
 from tidelog.storage.checkpoints import CorruptCheckpointError, OffsetCheckpointFile, fsync_dir
-from tidelog.storage.dir_lock import LOCK_FILE_NAME, LogDirError
+from tidelog.storage.dir_lock import LOCK_FILE_NAME, LogDir, LogDirError
 from tidelog.storage.errors import KafkaStorageError
 from tidelog.storage.free_space import CHECK_INTERVAL_MS, FreeSpaceFloor
 from tidelog.storage.log import Log
@@ -30,7 +30,6 @@ from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_n
 
 if TYPE_CHECKING:
     from tidelog.storage.cleaner import LogCleaner
-    from tidelog.storage.manager import LogDir
     from tidelog.storage.manager_config import LogManagerConfig
     from tidelog.util.clock import Clock
     from tidelog.util.scheduler import Scheduler

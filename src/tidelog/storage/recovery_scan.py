@@ -32,7 +32,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from tidelog._native import core
 from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch, crc32c
@@ -45,12 +45,10 @@ from tidelog.records.batch import (
 )
 from tidelog.records.errors import CorruptRecordError
 
-from .file_records import BatchHeader, Buffer, _pread_exact, parse_header
-from .index.time_index import TimestampOffset
-from .index.txn_index import AbortedTxn
-
-if TYPE_CHECKING:
-    from .segment import LogSegment
+from .file_records import BatchHeader, Buffer, FileRecords, _pread_exact, parse_header
+from .index.offset_index import OffsetIndex
+from .index.time_index import TimeIndex, TimestampOffset
+from .index.txn_index import AbortedTxn, TransactionIndex
 
 INT32_MAX = 2**31 - 1
 READ_CHUNK = 8 * 1024 * 1024  # recovery reads: large and sequential
@@ -159,12 +157,36 @@ def _map(fd: int, size: int) -> memoryview | None:
     return memoryview(mm)
 
 
+class ScannedSegment(Protocol):
+    """What the scan reads and writes of a segment (LogSegment is one): the scan sits
+    below the segment, so it types against this rather than importing it."""
+
+    @property
+    def log(self) -> FileRecords: ...
+    @property
+    def offset_index(self) -> OffsetIndex: ...
+    @property
+    def time_index(self) -> TimeIndex: ...
+    @property
+    def txn_index(self) -> TransactionIndex: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def index_interval_bytes(self) -> int: ...
+    @property
+    def max_timestamp_and_offset_so_far(self) -> TimestampOffset: ...
+
+    def set_max_timestamp_and_offset(self, value: TimestampOffset) -> None: ...
+
+    def ensure_offset_in_range(self, offset: int) -> None: ...
+
+
 class RecoveryScan:
     """Walk a segment's `.log` for LogSegment.recover: fast runs, the reference for the rest.
 
     ``valid_bytes`` is the end of the last batch taken, also when a batch raises."""
 
-    def __init__(self, segment: LogSegment, producer_state: Any, epoch_cache: Any) -> None:
+    def __init__(self, segment: ScannedSegment, producer_state: Any, epoch_cache: Any) -> None:
         self.seg = segment
         self.producer_state = producer_state
         self.epoch_cache = epoch_cache

@@ -1,1 +1,3 @@
-"""Small shared helpers: clocks, topic-partition names. Imports nothing of ours but records."""
+"""Small shared helpers: clocks, topic-partition names, Java's string hash.
+
+Imports nothing of ours but records."""

@@ -24,7 +24,8 @@ from tidelog.server.coordinator.group.records import (
     format_record,
     partition_for,
 )
-from tidelog.server.coordinator.record_codec import SchemaError, java_string_hash
+from tidelog.server.coordinator.record_codec import SchemaError
+from tidelog.util.java_hash import java_string_hash
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,6 @@ tryProcessAlterPartition, processReplicaLeaderElection). Run from the controller
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.zk.data import (
@@ -17,9 +16,7 @@ from tidelog.server.zk.data import (
 from tidelog.util.topic_partition import TopicPartition
 
 from . import election
-
-if TYPE_CHECKING:
-    from .controller import KafkaController
+from .host import ControllerHost
 
 ELECTION_PREFERRED = 0
 ELECTION_UNCLEAN = 1
@@ -41,7 +38,7 @@ class AlterPartitionResult:
 
 
 async def controlled_shutdown(
-    c: KafkaController, broker_id: int, broker_epoch: int
+    c: ControllerHost, broker_id: int, broker_epoch: int
 ) -> tuple[int, list[TopicPartition]]:
     ctx = c.context
     if broker_id not in ctx.live_or_shutting_down():
@@ -73,7 +70,7 @@ async def controlled_shutdown(
     return int(ErrorCode.NONE), remaining
 
 
-def _check_alter(c: KafkaController, item: AlterPartitionItem) -> AlterPartitionResult | None:
+def _check_alter(c: ControllerHost, item: AlterPartitionItem) -> AlterPartitionResult | None:
     """The error or the unchanged current state for one item; None when it may be written."""
     ctx = c.context
     cur = ctx.leadership.get(item.tp)
@@ -97,7 +94,7 @@ def _check_alter(c: KafkaController, item: AlterPartitionItem) -> AlterPartition
 
 
 async def alter_partition(
-    c: KafkaController, broker_id: int, broker_epoch: int, items: list[AlterPartitionItem]
+    c: ControllerHost, broker_id: int, broker_epoch: int, items: list[AlterPartitionItem]
 ) -> tuple[int, dict[TopicPartition, AlterPartitionResult]]:
     ctx = c.context
     if broker_id not in ctx.live_brokers or ctx.broker_epoch(broker_id) != broker_epoch:
@@ -134,7 +131,7 @@ async def alter_partition(
 
 
 async def elect_leaders(
-    c: KafkaController, partitions: list[TopicPartition] | None, election_type: int
+    c: ControllerHost, partitions: list[TopicPartition] | None, election_type: int
 ) -> dict[TopicPartition, tuple[int, str | None]]:
     ctx = c.context
     tps = sorted(ctx.leadership) if partitions is None else partitions

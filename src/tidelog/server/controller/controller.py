@@ -32,6 +32,7 @@ from .context import (
     RequestBatch,
 )
 from .deletion import TopicDeletionManager
+from .host import Event
 from .log_dir_events import LogDirEventManager
 from .partitions import PartitionStateMachine, leaders_summary
 from .reassignment import ReassignmentManager
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SHUTDOWN_WAIT_S = 5.0
-Event = Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True)

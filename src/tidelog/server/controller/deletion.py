@@ -10,20 +10,17 @@ request znode.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from tidelog.util.topic_partition import TopicPartition
 
 from .context import ControllerResponse
-
-if TYPE_CHECKING:
-    from .controller import KafkaController
+from .host import ControllerHost
 
 log = logging.getLogger(__name__)
 
 
 class TopicDeletionManager:
-    def __init__(self, controller: KafkaController) -> None:
+    def __init__(self, controller: ControllerHost) -> None:
         self.c = controller
 
     async def on_deletion_request(self) -> None:

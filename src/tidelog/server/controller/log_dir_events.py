@@ -15,7 +15,6 @@ leaves its ISRs, and every broker learns it as an offline replica (UpdateMetadat
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.zk.data import LeaderIsrAndControllerEpoch
@@ -23,15 +22,13 @@ from tidelog.util.topic_partition import TopicPartition
 
 from . import election
 from .context import OFFLINE_PARTITION, ControllerResponse, LeaderAndIsrRequestData
-
-if TYPE_CHECKING:
-    from .controller import KafkaController
+from .host import ControllerHost
 
 log = logging.getLogger(__name__)
 
 
 class LogDirEventManager:
-    def __init__(self, controller: KafkaController) -> None:
+    def __init__(self, controller: ControllerHost) -> None:
         self.c = controller
 
     async def on_notification(self) -> None:

@@ -19,16 +19,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.zk.data import LeaderIsrAndControllerEpoch, ReplicaAssignment
 from tidelog.util.topic_partition import TopicPartition
 
 from . import election
-
-if TYPE_CHECKING:
-    from .controller import KafkaController
+from .host import ControllerHost
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +73,7 @@ def validate_replicas(replicas: Sequence[int], current: ReplicaAssignment, live:
 
 
 class ReassignmentManager:
-    def __init__(self, controller: KafkaController) -> None:
+    def __init__(self, controller: ControllerHost) -> None:
         self.c = controller
         self.being_reassigned: set[TopicPartition] = set()
         self._znode_seen: dict[TopicPartition, tuple[int, ...]] = {}

@@ -16,23 +16,9 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()``: over UTF-16 code units, wrapping at 32 bits."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def kafka_uuid(u: uuid.UUID) -> str:
     """Kafka's Uuid.toString(): URL-safe base64 without padding."""
     return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
-def java_abs(n: int) -> int:
-    """Kafka's ``Utils.abs``: like Math.abs but Integer.MIN_VALUE maps to 0."""
-    return 0 if n == -(1 << 31) else abs(n)
 
 
 class RecordWriter:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from tidelog.util.java_hash import java_abs, java_string_hash, to_int32
 from tidelog.util.topic_partition import TopicPartition
 
 
@@ -52,17 +53,6 @@ class NoFetchers:
         return None
 
 
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()`` (UTF-16 code units, wrapping at 32 bits, signed)."""
-    h = 0
-    raw = s.encode("utf-16-be")
-    for i in range(0, len(raw), 2):
-        h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
     """Kafka's getFetcherId: ``Utils.abs(31 * topic.hashCode + partition) % numFetchers``."""
-    h = (31 * java_string_hash(tp.topic) + tp.partition) & 0xFFFFFFFF
-    h = h - (1 << 32) if h & 0x80000000 else h
-    return (h & 0x7FFFFFFF) % num_fetchers
+    return java_abs(to_int32(31 * java_string_hash(tp.topic) + tp.partition)) % num_fetchers

@@ -21,16 +21,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tidelog.util.java_hash import java_string_hash
+
 _MASK = 0xFFFFFFFF
-
-
-def java_string_hash(s: str) -> int:
-    """``String.hashCode`` as an unsigned 32-bit value (over UTF-16 code units)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & _MASK
-    return h
 
 
 def _signed(x: int) -> int:
@@ -48,7 +41,7 @@ def _improve_champ(h: int) -> int:
 def _champ_order(keys: list[str], shift: int = 0) -> list[str]:
     buckets: dict[int, list[str]] = {}
     for k in keys:
-        buckets.setdefault((_improve_champ(java_string_hash(k)) >> shift) & 31, []).append(k)
+        buckets.setdefault((_improve_champ(java_string_hash(k) & _MASK) >> shift) & 31, []).append(k)
     order = [b[0] for _, b in sorted(buckets.items()) if len(b) == 1]
     if shift >= 30:  # a full-hash collision node keeps insertion order
         return order + [k for _, b in sorted(buckets.items()) if len(b) > 1 for k in b]
@@ -78,7 +71,7 @@ def mutable_map_order(keys: Iterable[str]) -> list[str]:
     size = _table_size(len(keys))
     table: dict[int, list[tuple[int, str]]] = {}
     for k in keys:
-        h = java_string_hash(k)
+        h = java_string_hash(k) & _MASK
         h ^= h >> 16
         table.setdefault(h & (size - 1), []).append((_signed(h), k))
     return [k for i in sorted(table) for _, k in sorted(table[i])]

@@ -24,9 +24,8 @@ from tidelog.server.coordinator.record_codec import (
     RecordReader,
     RecordWriter,
     SchemaError,
-    java_abs,
-    java_string_hash,
 )
+from tidelog.util.java_hash import java_abs, java_string_hash
 
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_NUM_PARTITIONS = 50

@@ -21,10 +21,9 @@ from tidelog.server.coordinator.record_codec import (
     RecordReader,
     RecordWriter,
     SchemaError,
-    java_abs,
-    java_string_hash,
     kafka_uuid,
 )
+from tidelog.util.java_hash import java_abs, java_string_hash
 
 SHARE_STATE_TOPIC = "__share_group_state"
 SNAPSHOT_KEY = 0

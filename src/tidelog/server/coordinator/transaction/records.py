@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from tidelog.protocol.codec import write_uvarint
 from tidelog.protocol.field_reader import FieldReader
-from tidelog.server.coordinator.record_codec import java_abs, java_string_hash
+from tidelog.util.java_hash import java_abs, java_string_hash
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
