@@ -134,7 +134,20 @@ class SeaweedFS:
             "-webdav=false", "-master.telemetry=false",
         ]
 
-    def start(self) -> SeaweedFS:
+    def start(self, attempts: int = 3) -> SeaweedFS:
+        """Starts ``weed mini``; again on fresh ports (and a fresh dir) when one of the ports
+        picked was taken before weed bound it (another process's ephemeral port)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._start_once()
+            except SeaweedFSUnavailable as exc:
+                taken = ("Port allocation failed" in str(exc)
+                         or "address already in use" in str(exc))
+                if attempt == attempts or not taken:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> SeaweedFS:
         weed = find_weed()
         self.directory = Path(tempfile.mkdtemp(prefix="tidelog-seaweedfs-"))
         log = (self.directory / "weed.log").open("wb")

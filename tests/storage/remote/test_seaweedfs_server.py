@@ -38,3 +38,43 @@ def test_start_serve_and_stop() -> None:
     assert not os.path.exists(f"/proc/{pid}")
     assert directory is not None and not directory.exists()
     assert stray is not None and not stray.exists()
+
+
+def test_a_port_taken_before_weed_binds_it_is_retried_on_fresh_ports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ports are picked free, then handed to weed: another process (another test's
+    ephemeral port) can take one in between. weed then exits ("Port allocation failed") and
+    the server starts again on fresh ports."""
+    try:
+        find_weed()
+    except SeaweedFSUnavailable as e:
+        require_capability("seaweedfs", False, str(e))
+    import socket
+
+    from tidelog.testing import seaweedfs
+
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen()
+    taken = int(held.getsockname()[1])
+    real = seaweedfs._free_ports
+    picks: list[list[int]] = []
+
+    def first_pick_taken(count: int) -> list[int]:
+        ports = real(count)
+        if not picks:
+            ports[2] = taken  # the volume server's port, as in the failure seen
+        picks.append(ports)
+        return ports
+
+    monkeypatch.setattr(seaweedfs, "_free_ports", first_pick_taken)
+    try:
+        server = SeaweedFS().start()
+    finally:
+        held.close()
+    try:
+        assert len(picks) == 2 and taken not in picks[1]
+        assert server.create_bucket("after-retry").name == "after-retry"
+    finally:
+        server.stop()
