@@ -101,6 +101,7 @@ def _send_metadata(bootstrap: str, records: list[bytes]) -> None:
     assert producer.flush(30) == 0
 
 
+@pytest.mark.quarantine  # intermittent under two test workers: under study
 def test_remote_log_metadata_picks_the_finished_copies(spark: Any, tmp_path: Path, s3_bucket: S3Bucket,
                                                        bootstrap: str) -> None:
     topic = f"m{uuid.uuid4().hex[:8]}"
