@@ -21,6 +21,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidelog.records.varint import encode_varint  # an Avro long is a zig-zag varint
+
 from .columns import VALUE
 
 SENTINEL = "__tidelog_row"
@@ -69,17 +71,6 @@ def container_header(schema: Any) -> bytes:
     return out.getvalue()
 
 
-def _long(n: int) -> bytes:
-    """An Avro long (zig-zag varint)."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 def block(payloads: pa.BinaryArray) -> tuple[bytes, np.ndarray]:
     """The block (count, size, datums each followed by its sentinel, sync) and the
     sentinels as uint32 (big-endian row numbers)."""
@@ -91,7 +82,7 @@ def block(payloads: pa.BinaryArray) -> tuple[bytes, np.ndarray]:
     joined = pc.binary_join_element_wise(payloads, sentinels, pa.scalar(b"", pa.binary()))
     offsets = np.frombuffer(joined.buffers()[1], np.int32)[joined.offset: joined.offset + n + 1]
     raw = memoryview(joined.buffers()[2])[int(offsets[0]): int(offsets[-1])]
-    return b"".join((_long(n), _long(len(raw)), raw, _SYNC)), rows
+    return b"".join((encode_varint(n), encode_varint(len(raw)), raw, _SYNC)), rows
 
 
 def decode(header: bytes, payloads: pa.Array, target: pa.StructType) -> pa.Array:
