@@ -3,7 +3,8 @@
 1. translation, per mode: records/s of one flush (read committed records, decode their
    values, build Arrow, write Parquet, commit to the SQLite catalog) next to a plain
    ``pyarrow.parquet`` write of the same decoded rows (the rows the flush produced, read back
-   from the table), in the same run: ``key_value`` (raw key and value), ``avro``, ``json``
+   from the table, written with pyarrow's defaults and the table's codec: zstd, Iceberg's
+   default), in the same run: ``key_value`` (raw key and value), ``avro``, ``json``
    and ``protobuf`` (``value_schema_id_prefix`` with confluent-kafka's AvroSerializer /
    JSONSerializer / ProtobufSerializer);
 2. produce: records/s of one librdkafka producer into an Iceberg topic (translation running,
@@ -156,6 +157,11 @@ def catalog(log_dir: Path) -> SqlCatalog:
                       warehouse=f"file://{home}/warehouse")
 
 
+def codec(properties: dict[str, str]) -> str:
+    """The table's Parquet codec (Iceberg's default zstd), which the plain write uses too."""
+    return properties.get("write.parquet.compression-codec", "zstd")
+
+
 def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
                 mode: str = "value_schema_id_prefix") -> tuple[float, float]:
     """(translation records/s, plain Parquet write records/s) of one flush of ``values``
@@ -189,7 +195,7 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
                                         ends))  # the rows of the measured flush only
     assert rows.num_rows == len(values)
     t0 = time.perf_counter()
-    pq.write_table(rows, scratch / f"{topic}.parquet")
+    pq.write_table(rows, scratch / f"{topic}.parquet", compression=codec(table.properties))
     plain = time.perf_counter() - t0
     return len(values) / translate, len(values) / plain
 
@@ -269,7 +275,7 @@ def main() -> None:
              "iceberg.target.lag.ms": "1000"}
     scratch = Path(tempfile.mkdtemp(prefix="iceberg-bench-", dir=os.environ.get("BENCH_DIR")))
     print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} records a mode, "
-          f"{args.repeats} repeats")
+          f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd)")
     with EmbeddedBroker(props) as b:
         values = serialize(b.schema_registry_url, "x", args.records)
         for name in args.modes.split(","):
