@@ -48,8 +48,9 @@ async def monitor_loop_lag(hist: LatencyHistogram = LOOP_LAG,
                            idle_interval_s: float | None = None) -> None:
     """Observe the loop's lateness every ``interval_s`` until cancelled. With
     ``idle_interval_s``, a wake that finds the loop idle since the last one (its thread on CPU
-    less than ``LAG_BUSY_SHARE`` of the time, the wake not late by more than an interval)
-    doubles the wait, up to ``idle_interval_s``; a busy one goes back to ``interval_s``."""
+    less than ``LAG_BUSY_SHARE`` of the time, and not late by more than an interval through
+    its own work) doubles the wait, up to ``idle_interval_s``; a busy one goes back to
+    ``interval_s``."""
     loop = asyncio.get_running_loop()
     wait = interval_s
     cpu = time.thread_time()
@@ -63,7 +64,8 @@ async def monitor_loop_lag(hist: LatencyHistogram = LOOP_LAG,
             continue
         spent = time.thread_time()
         used, cpu = spent - cpu, spent
-        busy = used >= LAG_BUSY_SHARE * (now - start) or late > interval_s
+        # late for its own work (not for a core: a loaded machine makes every wake late)
+        busy = used >= LAG_BUSY_SHARE * (now - start) or (late > interval_s and used >= late / 2)
         wait = interval_s if busy else min(wait * 2, idle_interval_s)
 
 
