@@ -120,10 +120,18 @@ def _one_line(exc: Exception, args: argparse.Namespace) -> str:
     if isinstance(exc, KafkaConnectionError) and hasattr(args, "bootstrap_server"):
         cause = exc.context.removeprefix("no bootstrap server reachable: ")
         return f"cannot reach the bootstrap servers {args.bootstrap_server}: {cause}"
-    if type(exc).__name__ == "KafkaException" and exc.args and hasattr(exc.args[0], "name"):
-        err = exc.args[0]  # librdkafka's error: its text and Kafka's name for it
-        return f"{err.str()} ({err.name()})"
-    return f"{type(exc).__name__}: {exc}"
+    if type(exc).__name__ == "KafkaException" and exc.args and _is_kafka_error(exc.args[0]):
+        return _kafka_error_line(exc.args[0])
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _is_kafka_error(err: object) -> bool:
+    return callable(getattr(err, "str", None)) and callable(getattr(err, "name", None))
+
+
+def _kafka_error_line(err: Any) -> str:
+    """librdkafka's error: its text and Kafka's name for it (a fatal error says so)."""
+    return f"{err.str()} ({err.name()})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,6 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"tidelog {args.command}: {_one_line(exc, args)}", file=sys.stderr)
+        return 1
+    except:  # noqa: E722 - confluent-kafka can raise its KafkaError itself, no Exception
+        err = sys.exc_info()[1]
+        if args.debug or isinstance(err, BaseException) or not _is_kafka_error(err):
+            raise
+        print(f"tidelog {args.command}: {_kafka_error_line(err)}", file=sys.stderr)
         return 1
     return int(rc or 0)
 
