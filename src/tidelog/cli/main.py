@@ -72,12 +72,21 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _command_modules(argv):
+    modules = _command_modules(argv)
+    _register(sub, modules)
+    if not sub.choices and len(modules) == 1:
+        # a helper module's name (share-groups: `groups --type share`) is no command: the
+        # full list, so argparse names the commands there are
+        _register(sub, _command_modules([]))
+    return parser
+
+
+def _register(sub: Any, modules: list[str]) -> None:
+    for name in modules:
         module = importlib.import_module(f"tidelog.cli.{name}")
         register = getattr(module, "register", None)
         if register is not None:
             register(sub)
-    return parser
 
 
 def restore_ctrl_c() -> None:

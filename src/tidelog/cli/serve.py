@@ -26,6 +26,9 @@ from tidelog.server.heap import HeapFreezer
 from tidelog.util.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
+    from tidelog.http.server import HttpListener
+    from tidelog.iceberg.service import IcebergService
+    from tidelog.schema_registry.listener import SchemaRegistryListener
     from tidelog.server.broker import Broker
 
 log = logging.getLogger("tidelog.serve")
@@ -110,34 +113,13 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
             "These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown)
         )
     await broker.start()
-    http = None
-    if broker.config.values["http.listeners"]:  # /metrics, health, console: off by default
-        from tidelog.http import start_http_listener
-
-        try:
-            http = await start_http_listener(broker)
-        except BaseException:
-            await broker.stop()
-            raise
-    try:  # the Schema Registry: off unless schema.registry.listeners is set
-        registry = await start_schema_registry(broker)
+    services = _Services()
+    try:
+        await services.start(broker)
     except BaseException:
-        if http is not None:
-            await http.stop()
+        await services.stop()
         await broker.stop()
         raise
-    try:  # Iceberg topics: off unless iceberg.enabled
-        iceberg = await start_iceberg(broker, registry)
-    except BaseException:
-        if registry is not None:
-            await registry.stop()
-        if http is not None:
-            await http.stop()
-        await broker.stop()
-        raise
-    if http is not None and iceberg is not None:  # translation lag on /metrics
-        http.registry.register(iceberg.collector())
-        http.topic_tables = iceberg.table_view  # the console's topic page shows the table
     log.info("per-record core: %s", _native.core_description)
     # what start-up made (modules, configs, the loaded logs) is never garbage: out of the
     # collector's way, so a full collection scans only what serving made since
@@ -148,24 +130,53 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     freezer.start()
     following = _follow_fault_plan(broker, plan, props) if plan is not None else None
     if ready_file is not None:
-        tmp = ready_file.with_name(ready_file.name + ".tmp")
-        tmp.write_text(f"{broker.advertised_host}:{broker.bound_port}\n")
-        tmp.replace(ready_file)
+        _write_ready_file(ready_file, f"{broker.advertised_host}:{broker.bound_port}\n")
     broker.fatal_listeners.append(stop.set)  # all log dirs failed: shut down cleanly
     await stop.wait()
     log.info("shutting down")
     freezer.stop()
     if following is not None:
         following.cancel()
-    if iceberg is not None:
-        await iceberg.stop()
-    if registry is not None:
-        await registry.stop()
-    if http is not None:
-        await http.stop()
+    await services.stop()
     await broker.stop()
     if broker.fatal_error is not None:
         raise RuntimeError(broker.fatal_error)  # exit non-zero, as Kafka does
+
+
+def _write_ready_file(ready_file: Path, text: str) -> None:
+    """Written aside and renamed: a reader sees the whole address or no file."""
+    tmp = ready_file.with_name(ready_file.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(ready_file)
+
+
+class _Services:
+    """What runs beside the broker, each off unless configured: the HTTP listener (/metrics,
+    health, console), the Schema Registry, Iceberg translation. Stopped in reverse order."""
+
+    def __init__(self) -> None:
+        self.http: HttpListener | None = None
+        self.registry: SchemaRegistryListener | None = None
+        self.iceberg: IcebergService | None = None
+
+    async def start(self, broker: Broker) -> None:
+        if broker.config.values["http.listeners"]:
+            from tidelog.http import start_http_listener
+
+            self.http = await start_http_listener(broker)
+        self.registry = await start_schema_registry(broker)
+        self.iceberg = await start_iceberg(broker, self.registry)
+        if self.http is not None and self.iceberg is not None:  # translation lag on /metrics
+            self.http.registry.register(self.iceberg.collector())
+            self.http.topic_tables = self.iceberg.table_view  # the topic page shows the table
+
+    async def stop(self) -> None:
+        if self.iceberg is not None:
+            await self.iceberg.stop()
+        if self.registry is not None:
+            await self.registry.stop()
+        if self.http is not None:
+            await self.http.stop()
 
 
 def _follow_fault_plan(broker: Broker, plan: FaultPlan, props: dict[str, str]) -> asyncio.Task[None]:
