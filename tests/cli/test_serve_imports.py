@@ -20,12 +20,13 @@ from pathlib import Path
 NOT_AT_START = (
     "kazoo",  # zookeeper.connect
     "tidelog.server.cluster_node",
-    "tidelog.server.controller.controller",
-    "tidelog.server.zk.client",
+    "tidelog.server.controller",
+    "tidelog.server.zk",
     "tidelog.server.replication.fetcher",
     "tidelog.protocol.inter_broker.leader_and_isr_v7",  # the controller's requests
     "tidelog.server.remote_log_manager",  # remote.log.storage.system.enable
     "tidelog.storage.remote.factory",
+    "tidelog.storage.remote.index_cache",
     "tidelog.client.producer",
     "boto3",
     "obstore",
@@ -41,7 +42,8 @@ NOT_AT_START = (
     "tidelog.http",  # http.listeners
     "aiohttp",
     "prometheus_client",
-    "google.protobuf",  # the first PushTelemetry
+    "tidelog.server.telemetry.manager",  # the first telemetry request
+    "google.protobuf",
     "opentelemetry",
     "re2",  # the first regex subscription
     "lz4",  # the first compressed batch
