@@ -55,3 +55,16 @@ def test_a_helper_module_name_is_no_command() -> None:
     assert r.returncode == 2
     assert "invalid choice: 'share-groups' (choose from " in r.stderr
     assert "'groups'" in r.stderr and "'topics'" in r.stderr, r.stderr
+
+
+def test_an_option_value_before_the_command_is_no_command() -> None:
+    """``tidelog --log-level DEBUG serve`` loads serve's module alone, as ``tidelog serve``."""
+    code = (
+        "import sys\n"
+        "from tidelog.cli.main import build_parser\n"
+        "build_parser(['--log-level', 'DEBUG', 'serve', '--port', '0'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tidelog.cli.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    assert out.strip() == "['tidelog.cli.main', 'tidelog.cli.serve']", out

@@ -22,6 +22,8 @@ import tidelog.cli as cli_pkg
 # module keeps each command's start-up free of the other commands' imports (a short
 # `tidelog perf produce` run is mostly start-up).
 _MODULE_OF = {"dump-log": "dump_log", "demo-segment": "demo"}
+# options of ``tidelog`` itself that take a value
+_VALUED_OPTIONS = frozenset({"--log-level"})
 
 
 def _command_modules(argv: list[str] | None) -> list[str]:
@@ -32,7 +34,9 @@ def _command_modules(argv: list[str] | None) -> list[str]:
         if name.endswith(".py") and name not in ("__init__.py", "main.py")
     )
     args = sys.argv[1:] if argv is None else argv
-    words = [a for a in args if not a.startswith("-")]
+    # the words, skipping the value of an option before the command (--log-level DEBUG)
+    words = [a for i, a in enumerate(args)
+             if not a.startswith("-") and (i == 0 or args[i - 1] not in _VALUED_OPTIONS)]
     if words:
         wanted = _MODULE_OF.get(words[0], words[0].replace("-", "_"))
         if wanted in names and "-h" not in args[: args.index(words[0])]:

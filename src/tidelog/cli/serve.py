@@ -9,18 +9,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
 import logging
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidelog.config.core import ConfigError
+from tidelog.config.fault_config import FAULT_PLAN_FILE
 from tidelog.config.properties import read_properties_file
 from tidelog.iceberg import start_iceberg
 from tidelog.schema_registry import start_schema_registry
 from tidelog.server.allocator import tune_allocator
-from tidelog.server.fault_file import FAULT_PLAN_FILE, PlanFollower, follow, plan_path
-from tidelog.server.faults import FaultPlan, install
 from tidelog.server.gil import tune_switch_interval
 from tidelog.server.heap import HeapFreezer
 from tidelog.util.clock import SYSTEM_CLOCK
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from tidelog.iceberg.service import IcebergService
     from tidelog.schema_registry.listener import SchemaRegistryListener
     from tidelog.server.broker import Broker
+    from tidelog.server.faults import FaultPlan
 
 log = logging.getLogger("tidelog.serve")
 
@@ -74,11 +75,22 @@ def build_props(
 
 # Keys a component reads from the raw properties rather than through a ConfigDef.
 READ_WITHOUT_CONFIG_DEF = frozenset({"sasl.jaas.config"})
+# The modules whose ConfigDefs declare the broker's keys (small: the settings, not the parts).
+_CONFIG_DEF_MODULES = (
+    "tidelog.config.broker_config", "tidelog.config.log_config",
+    "tidelog.config.remote_log_config", "tidelog.config.iceberg_config",
+    "tidelog.config.fault_config", "tidelog.storage.manager_config",
+    "tidelog.storage.cleaner.config", "tidelog.server.coordinator.group.config",
+    "tidelog.server.coordinator.transaction.config",
+)
 
 
 def unknown_broker_keys(props: dict[str, str]) -> list[str]:
-    """Keys no component's ConfigDef declares (call once the broker's subsystems are built:
-    group, transaction, cleaner and log manager settings live in their own tables)."""
+    """Keys no component's ConfigDef declares: group, transaction, cleaner, log manager,
+    tiered storage, Iceberg and fault plan settings live in their own tables, each imported
+    here (a subsystem the broker starts only when enabled may not be imported otherwise)."""
+    for module in _CONFIG_DEF_MODULES:
+        importlib.import_module(module)
     from tidelog.config.core import known_config_names
     from tidelog.config.log_config import BROKER_SYNONYMS
 
@@ -103,15 +115,13 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    plan = FaultPlan() if props.get(FAULT_PLAN_FILE) else None  # testing only
+    plan = _fault_plan() if props.get(FAULT_PLAN_FILE) else None  # testing only
     broker = Broker(BrokerConfig(props), clock=plan.clock if plan else SYSTEM_CLOCK)
     if plan is not None:
+        from tidelog.server.faults import install
+
         install(broker, plan)  # before the listeners open: every connection sees the plan
-    unknown = unknown_broker_keys(props)
-    if unknown:  # once, in the words of Kafka's AbstractConfig.logUnused
-        log.warning(
-            "These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown)
-        )
+    _warn_unknown_keys(props)
     await broker.start()
     services = _Services()
     try:
@@ -141,6 +151,14 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     await broker.stop()
     if broker.fatal_error is not None:
         raise RuntimeError(broker.fatal_error)  # exit non-zero, as Kafka does
+
+
+def _warn_unknown_keys(props: dict[str, str]) -> None:
+    unknown = unknown_broker_keys(props)
+    if unknown:  # once, in the words of Kafka's AbstractConfig.logUnused
+        log.warning(
+            "These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown)
+        )
 
 
 def _write_ready_file(ready_file: Path, text: str) -> None:
@@ -179,8 +197,18 @@ class _Services:
             await self.http.stop()
 
 
+def _fault_plan() -> FaultPlan:
+    """Imported only with tidelog.fault.plan.file set: a broker that follows no fault plan
+    starts without the fault machinery."""
+    from tidelog.server.faults import FaultPlan
+
+    return FaultPlan()
+
+
 def _follow_fault_plan(broker: Broker, plan: FaultPlan, props: dict[str, str]) -> asyncio.Task[None]:
     """tidelog.fault.plan.file: the broker injects the faults a test writes there."""
+    from tidelog.server.fault_file import PlanFollower, follow, plan_path
+
     path = plan_path(props[FAULT_PLAN_FILE], broker.config.node_id)
     log.warning("Following the fault plan %s: this broker injects faults (testing only)", path)
     return asyncio.get_running_loop().create_task(follow(PlanFollower(plan, path)))
