@@ -162,6 +162,10 @@ ICEBERG_CONFIG_DEF = (
     .define("iceberg.namespace", "string", "kafka", "The namespace of the topics' tables.")
     .define("iceberg.target.lag.ms", "long", 60000,
             "How long a record may wait before it is committed to its table.", at_least(1))
+    .define("iceberg.maintenance.interval.ms", "long", 600000,
+            "How often each topic's tables have their snapshots expired (older than the "
+            "table's history.expire.max-snapshot-age-ms, keeping its "
+            "history.expire.min-snapshots-to-keep); 0: never.", at_least(0))
     .define("iceberg.dlq.table.suffix", "string", "~dlq",
             "Suffix of the table that holds a topic's undecodable records.")
     .define("iceberg.rest.credential", "password", None,

@@ -28,6 +28,7 @@ from tidelog.config.iceberg_config import (
 
 from .catalog import ICEBERG_DIR, open_catalog
 from .log_source import PartitionSource
+from .maintenance import Expired
 from .metrics import IcebergCollector
 from .schemas import Codecs, SchemaSource
 from .tables import Tables
@@ -35,6 +36,7 @@ from .translator import FlushResult, TopicSettings, TopicTranslator
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
+    from tidelog.util.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +62,12 @@ class _Topic:
     translator: TopicTranslator
     delete_table: bool
     next_flush: float = 0.0
+    next_maintenance: float = 0.0  # monotonic time of the next snapshot expiry
     running: bool = False
     took: list[float] = field(default_factory=list)  # the last flushes' durations (s)
     failing: str | None = None  # why the last flush failed (translation paused)
     last: FlushResult | None = None
+    expired: Expired | None = None  # what the last snapshot expiry did
 
 
 class IcebergService:
@@ -79,6 +83,8 @@ class IcebergService:
         self.tables: Tables | None = None
         self.topics: dict[str, _Topic] = {}
         self.tick_s = tick_s
+        self.clock: Clock = broker.clock  # wall-clock time of snapshot expiry
+        self.maintenance_s = int(self.values["iceberg.maintenance.interval.ms"]) / 1000
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="iceberg-translation")
         self._task: asyncio.Task[None] | None = None
 
@@ -128,7 +134,13 @@ class IcebergService:
         for name in wanted:
             topic = self._topic(name)
             self._set_floors(name, topic.translator)
-            if not topic.running and now >= topic.next_flush:
+            if not topic.running and self.maintenance_s > 0 and now >= topic.next_maintenance:
+                topic.running = True
+                topic.next_maintenance = now + self.maintenance_s
+                fut_m = asyncio.get_running_loop().run_in_executor(
+                    self._pool, topic.translator.maintain, self.clock.milliseconds())
+                fut_m.add_done_callback(functools.partial(self._maintained, topic))
+            elif not topic.running and now >= topic.next_flush:
                 topic.running = True
                 fut = asyncio.get_running_loop().run_in_executor(
                     self._pool, topic.translator.flush)
@@ -179,6 +191,15 @@ class IcebergService:
                         topic.translator.settings.topic, reason)
         topic.failing = reason
         topic.next_flush = time.monotonic() + min(lag_s, 1.0)
+
+    def _maintained(self, topic: _Topic, fut: asyncio.Future[Expired]) -> None:
+        topic.running = False
+        exc = fut.exception() if not fut.cancelled() else None
+        if exc is not None:  # a commit raced it, or the catalog is away: next interval
+            log.warning("%s: Iceberg snapshot expiry failed (%s: %s)",
+                        topic.translator.settings.topic, type(exc).__name__, exc)
+        elif not fut.cancelled():
+            topic.expired = fut.result()
 
     def _set_floors(self, name: str, translator: TopicTranslator | None) -> None:
         for tp in self.source.topic_partitions(name):

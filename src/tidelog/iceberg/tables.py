@@ -48,6 +48,7 @@ from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType
 from tidelog.config.iceberg_config import SpecField, parse_partition_spec
 
 from .data_files import data_files
+from .maintenance import TABLE_DEFAULTS, merge_manifests, missing_defaults
 from .transaction import FlushTransaction
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ class Tables:
     def create(self, name: str, schema: Schema, spec_text: str) -> Table:
         return self.catalog.create_table_if_not_exists(
             self.identifier(name), schema, partition_spec=partition_spec(schema, spec_text),
-            properties=NO_REBASE)
+            properties={**NO_REBASE, **TABLE_DEFAULTS})
 
     def drop(self, name: str) -> None:
         try:
@@ -151,8 +152,11 @@ class Tables:
     def commit(self, table: Table, data: pa.Table, starts: Mapping[int, int],
                ends: Mapping[int, int], epochs: Mapping[int, int]) -> Table:
         """Append ``data`` as one snapshot moving each partition from ``starts`` to ``ends``."""
+        settings = missing_defaults(table.properties)  # a table created before them
         if table.properties.get(RETRIES) != "0":
-            table = table.transaction().set_properties(NO_REBASE).commit_transaction()
+            settings.update(NO_REBASE)
+        if settings:
+            table = table.transaction().set_properties(settings).commit_transaction()
         txn = FlushTransaction(table)
         base = table_offsets(txn.table_metadata.current_snapshot())
         for p, start in starts.items():
@@ -166,7 +170,9 @@ class Tables:
         props[COMMIT_UUID] = str(commit_uuid)
         marker = self._mark(table, commit_uuid)
         try:
-            with txn.update_snapshot(snapshot_properties=props).fast_append() as append:
+            snapshot = txn.update_snapshot(snapshot_properties=props)
+            with (snapshot.merge_append() if merge_manifests(txn.table_metadata.properties)
+                  else snapshot.fast_append()) as append:
                 append.commit_uuid = commit_uuid
                 if data.num_rows:
                     for data_file in data_files(txn.table_metadata, data, table.io,

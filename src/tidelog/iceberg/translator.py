@@ -24,6 +24,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .columns import dlq_schema, table_schema
 from .log_source import PartitionSource
+from .maintenance import Expired, expire_snapshots
 from .rows import DlqRows, RecordSorter, Sorted, merge, table_rows
 from .schemas import Codecs
 from .tables import Fenced, Tables, table_offsets
@@ -142,6 +143,17 @@ class TopicTranslator:
                 self.behind_since[p] = now  # current as of this flush's read
         result.rows = data.num_rows
         return result
+
+    def maintain(self, now_ms: int) -> Expired:
+        """Expire the old snapshots of the topic's table and its DLQ table (translation
+        thread, between flushes; ``now_ms`` is wall-clock time)."""
+        snapshots = files = 0
+        for name in (self.settings.topic, self.settings.dlq_name):
+            table = self.tables.load(name)
+            if table is not None:
+                done = expire_snapshots(table, now_ms)
+                snapshots, files = snapshots + done.snapshots, files + done.files
+        return Expired(snapshots, files)
 
     def _caught_up(self) -> bool:
         """Whether the table, as last read or committed here, holds every partition led here
