@@ -136,7 +136,6 @@ class IcebergService:
             self._set_floors(name, topic.translator)
             if not topic.running and self.maintenance_s > 0 and now >= topic.next_maintenance:
                 topic.running = True
-                topic.next_maintenance = now + self.maintenance_s
                 fut_m = asyncio.get_running_loop().run_in_executor(
                     self._pool, topic.translator.maintain, self.clock.milliseconds())
                 fut_m.add_done_callback(functools.partial(self._maintained, topic))
@@ -194,6 +193,8 @@ class IcebergService:
 
     def _maintained(self, topic: _Topic, fut: asyncio.Future[Expired]) -> None:
         topic.running = False
+        # counted from its end: however long it took, flushes run in between
+        topic.next_maintenance = time.monotonic() + self.maintenance_s
         exc = fut.exception() if not fut.cancelled() else None
         if exc is not None:  # a commit raced it, or the catalog is away: next interval
             log.warning("%s: Iceberg snapshot expiry failed (%s: %s)",
