@@ -84,13 +84,40 @@ def expire_snapshots(table: Table, now_ms: int) -> Expired:
     if not ids:
         return Expired()
     expired = [s for s in table.snapshots() if s.snapshot_id in set(ids)]
+    linear = _linear(table)
     table.maintenance.expire_snapshots().by_ids(ids).commit()
-    retained = table.snapshots()  # as committed: the catalog's current metadata
-    doomed = _only_in(table.io, expired, retained)
+    doomed = _only_in(table.io, expired, _listing(table, linear))
     delete_files(table.io, doomed, "metadata")
     log.info("%s: expired %d snapshots, deleted %d manifest files", ".".join(table.name()),
              len(ids), len(doomed))
     return Expired(len(ids), len(doomed))
+
+
+def _line(table: Table) -> list[Snapshot]:
+    """The current snapshot and its ancestors in the table, newest first."""
+    by_id = {s.snapshot_id: s for s in table.snapshots()}
+    line: list[Snapshot] = []
+    current = table.current_snapshot()
+    while current is not None and len(line) <= len(by_id):
+        line.append(current)
+        parent = current.parent_snapshot_id
+        current = by_id.get(parent) if parent is not None else None
+    return line
+
+
+def _linear(table: Table) -> bool:
+    """One branch and every snapshot on its line (tidelog's own tables)."""
+    return len(table.metadata.refs) <= 1 and len(_line(table)) == len(table.snapshots())
+
+
+def _listing(table: Table, linear: bool) -> list[Snapshot]:
+    """The kept snapshots whose manifests a manifest of an expired snapshot may still be in
+    (``table`` as committed). When the history was ``linear`` a manifest is listed by a run
+    of consecutive snapshots, so one still listed is listed by the oldest kept snapshot:
+    that one is enough (Java's incremental cleanup makes the same cut); otherwise every
+    kept snapshot."""
+    line = _line(table)
+    return line[-1:] if linear and line else table.snapshots()
 
 
 def _only_in(io: FileIO, expired: Iterable[Snapshot], retained: Iterable[Snapshot]
