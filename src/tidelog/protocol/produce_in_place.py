@@ -30,6 +30,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
 _INDEX_SIZE = struct.Struct(">ii")  # a classic partition: index, then the records' length
+_NO_ID = bytes(16)
 
 
 @dataclass(slots=True)
@@ -144,7 +145,8 @@ def _body(buf: memoryview, pos: int, version: int) -> ProduceRequest:
         name = topic_id = None
         if version >= 13:
             _need(pos, 16, end)
-            topic_id = uuid.UUID(bytes=bytes(buf[pos:pos + 16]))
+            raw = bytes(buf[pos:pos + 16])
+            topic_id = None if raw == _NO_ID else uuid.UUID(bytes=raw)  # as kio reads it
             pos += 16
         else:
             name, pos = _string(buf, pos, end, flexible)
