@@ -16,7 +16,10 @@ and after. Tansu is found as bench/native.py finds it; without it the Tansu colu
 out.
 
     .venv/bin/python bench/produce_cpu.py [--runs 5] [--loads 100,1024,100i] [--scale 1]
-        [--brokers tidelog,baseline,tansu]
+        [--brokers tidelog,baseline,tansu,other --other-src DIR]
+
+``other`` is a second tidelog source tree (``--other-src``, put on PYTHONPATH): the build
+before a change, alternated with the current one in the same sitting.
 """
 
 from __future__ import annotations
@@ -45,12 +48,15 @@ LOADS: dict[str, tuple[int, int, dict[str, str]]] = {  # records, size, librdkaf
 }
 
 
-def brokers(names: list[str]) -> list[tuple[str, Factory]]:
+def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, Factory]]:
     out: list[tuple[str, Factory]] = []
     tansu = native.tansu_path()
     for name in names:
         if name == "tidelog":
             out.append((name, lambda: broker_bench.tidelog_broker()))
+        elif name == "other" and other_src:
+            out.append((name, lambda: broker_bench.tidelog_broker(
+                env={"PYTHONPATH": other_src})))
         elif name == "baseline":
             out.append((name, baseline_broker))
         elif name == "tansu" and tansu is not None:
@@ -80,9 +86,11 @@ def main() -> None:
     ap.add_argument("--loads", default="100,1024,100i")
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--brokers", default="tidelog,baseline,tansu")
+    ap.add_argument("--other-src", help="a second tidelog source tree, run as broker "
+                    "'other' (PYTHONPATH): two builds alternated in one sitting")
     args = ap.parse_args()
     loads = args.loads.split(",")
-    chosen = brokers(args.brokers.split(","))
+    chosen = brokers(args.brokers.split(","), args.other_src)
     names = [n for n, _ in chosen]
     before = os.getloadavg()
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}

@@ -12,7 +12,12 @@ each, median [min .. max] over --runs, and the load average.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
         [--scenarios 5000x1,20000x1,5000x1000] [--brokers writer,loop,tansu,baseline]
-        [--client socket.nagle.disable=true]
+        [--client socket.nagle.disable=true] [--other-src DIR]
+
+Each run also prints the broker's CPU per record (utime+stime of its process, every thread,
+over the whole run, warm-up included). ``other`` is a second tidelog source tree
+(``--other-src DIR``, put on PYTHONPATH): the build before a change, alternated with the
+current one in the same sitting.
 
 ``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
 fetch, every topic with the scenario's partitions): produce->ack only, the floor this machine
@@ -98,11 +103,14 @@ print(json.dumps({"lat": lat}))
 Factory = Callable[[], AbstractContextManager[tuple[str, int]]]
 
 
-def brokers(names: list[str]) -> list[tuple[str, Factory]]:
+def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, Factory]]:
     out: list[tuple[str, Factory]] = []
     for name in names:
         if name == "writer":
             out.append(("tidelog (writer thread)", lambda: broker_bench.tidelog_broker()))
+        elif name == "other" and other_src:
+            out.append(("tidelog (--other-src)", lambda: broker_bench.tidelog_broker(
+                env={"PYTHONPATH": other_src})))
         elif name == "loop":
             out.append(("tidelog (on the loop)", lambda: broker_bench.tidelog_broker(
                 overrides={"tidelog.log.append.writer.enable": "false"})))
@@ -131,8 +139,9 @@ def quantiles(lat: list[float]) -> dict[str, float]:
 
 def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
         consume: bool = True, client: dict[str, str] | None = None, create: bool = True
-        ) -> tuple[dict[str, float], dict[str, float], int]:
-    """One run: (produce->ack quantiles, produce->consume quantiles, failed records);
+        ) -> tuple[dict[str, float], dict[str, float], int, int]:
+    """One run: (produce->ack quantiles, produce->consume quantiles, failed records, records
+    sent, the warm-up's included);
     ``client`` adds librdkafka settings to the producer and the consumer."""
     topic = f"tail-{time.monotonic_ns()}"
     if create:
@@ -153,7 +162,7 @@ def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
     out, _ = consumer.communicate(timeout=seconds + warmup + 60)
     p = json.loads(produced.stdout.strip().splitlines()[-1])
     c = json.loads(out.strip().splitlines()[-1]) if consume else {"lat": []}
-    return quantiles(p["lat"]), quantiles(c["lat"]), int(p["failed"])
+    return quantiles(p["lat"]), quantiles(c["lat"]), int(p["failed"]), int(p["sent"])
 
 
 def _create(bootstrap: str, topic: str, parts: int) -> None:
@@ -175,31 +184,39 @@ def main() -> None:
     ap.add_argument("--brokers", default="writer,loop,tansu")
     ap.add_argument("--no-consume", action="store_true",
                     help="produce->ack only (no consumer loading the broker)")
+    ap.add_argument("--other-src", help="a second tidelog source tree, run as broker "
+                    "'other' (PYTHONPATH): two builds alternated in one sitting")
     ap.add_argument("--client", action="append", default=[], metavar="KEY=VALUE",
                     help="a librdkafka setting for the producer and the consumer "
                          "(e.g. socket.nagle.disable=true); repeatable")
     args = ap.parse_args()
-    chosen = brokers(args.brokers.split(","))
+    chosen = brokers(args.brokers.split(","), args.other_src)
     client = dict(kv.split("=", 1) for kv in args.client)
     scenarios = [tuple(int(x) for x in s.split("x")) for s in args.scenarios.split(",")]
     for rate, parts in scenarios:
         loads: list[float] = []
-        got: dict[str, list[tuple[dict[str, float], dict[str, float], int]]] = {}
+        got: dict[str, list[tuple[dict[str, float], dict[str, float], int, int]]] = {}
+        cpu: dict[str, list[float]] = {}  # the broker's CPU-us per record (every thread)
         for _ in range(args.runs):
             for name, factory in chosen:
                 floor = name == BASELINE
-                with (baseline_broker(parts) if floor else factory()) as (bootstrap, _pid):
+                with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
                     loads.append(os.getloadavg()[0])
-                    got.setdefault(name, []).append(
-                        one(bootstrap, rate, parts, args.seconds, args.warmup,
-                            not args.no_consume and not floor, client, create=not floor))
+                    cpu0 = native.cpu_seconds(pid)
+                    run = one(bootstrap, rate, parts, args.seconds, args.warmup,
+                              not args.no_consume and not floor, client, create=not floor)
+                    got.setdefault(name, []).append(run)
+                    cpu.setdefault(name, []).append(
+                        (native.cpu_seconds(pid) - cpu0) / max(run[3], 1) * 1e6)
         loads.append(os.getloadavg()[0])
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
               f"linger 0{''.join(f', {k}={v}' for k, v in client.items())}, "
               f"{args.seconds:.0f} s after {args.warmup:.0f} s warm-up, {args.runs} runs; "
               f"load average {fmt(loads).strip()}; ms, median [min .. max]")
         for name, runs in got.items():
-            failed = sum(f for _, _, f in runs)
+            failed = sum(r[2] for r in runs)
+            print(f"  {name:<24} broker CPU per record (us, warm-up and consumer included) "
+                  f"{fmt(cpu[name])}")
             for label, idx in (("produce->ack", 0), ("produce->consume", 1)):
                 if idx == 1 and not any(r[1]["max"] for r in runs):
                     continue  # not consumed

@@ -92,10 +92,10 @@ def configs(draw: st.DrawFn) -> LogConfig:
     return LogConfig.from_props(props)
 
 
-def plain_args(cfg: LogConfig, offset: int, epoch: int) -> tuple[Any, ...]:
+def plain_args(data: bytes, cfg: LogConfig, offset: int, epoch: int) -> tuple[Any, ...]:
     lo = max(NOW - cfg.timestamp_before_max_ms, -(1 << 63))
     hi = min(NOW + cfg.timestamp_after_max_ms, (1 << 63) - 1)
-    return offset, epoch, lo, hi, cfg.max_message_bytes, cfg.compact
+    return crc32c(data[21:]), offset, epoch, lo, hi, cfg.max_message_bytes, cfg.compact
 
 
 @needs_core
@@ -104,8 +104,8 @@ def plain_args(cfg: LogConfig, offset: int, epoch: int) -> tuple[Any, ...]:
 def test_native_and_python_twin_agree(data: bytes, cfg: LogConfig, offset: int,
                                       epoch: int) -> None:
     a, b = bytearray(data), bytearray(data)
-    got_native = core.validate_plain(a, *plain_args(cfg, offset, epoch))
-    got_python = validator.validate_plain_py(b, *plain_args(cfg, offset, epoch))
+    got_native = core.validate_plain(a, *plain_args(data, cfg, offset, epoch))
+    got_python = validator.validate_plain_py(b, *plain_args(data, cfg, offset, epoch))
     assert got_native == got_python
     assert a == b
     if got_native is None:
@@ -149,13 +149,21 @@ def test_the_fast_path_answers_as_the_general_path(
 
 def test_a_plain_batch_takes_the_fast_path() -> None:
     """The usual producer batch is accepted by the fast path itself (not only answered
-    alike): patched offsets, epoch and max timestamp, the CRC still valid."""
+    alike): patched offsets, epoch and max timestamp, the CRC still valid; a batch whose
+    max timestamp field is stale gets the records' and a new CRC."""
     b = RecordBatchBuilder(producer_id=3, producer_epoch=0, base_sequence=0)
     for i in range(3):
         b.append(NOW + i, None, b"v%d" % i)
     buf = bytearray(b.build())
     cfg = LogConfig.from_props({})
-    assert validator.validate_plain_py(buf, *plain_args(cfg, 40, 2)) == (3, NOW + 2)
+    assert validator.validate_plain_py(buf, *plain_args(bytes(buf), cfg, 40, 2)) == (
+        3, NOW + 2, False)
     assert struct.unpack_from(">q", buf, 0)[0] == 40
     assert struct.unpack_from(">i", buf, 12)[0] == 2
     assert struct.unpack_from(">I", buf, 17)[0] == crc32c(memoryview(buf)[21:])
+    stale = bytearray(b.build())
+    struct.pack_into(">q", stale, 35, NOW - 5)
+    struct.pack_into(">I", stale, 17, crc32c(memoryview(stale)[21:]))
+    assert validator.validate_plain(stale, *plain_args(bytes(stale), cfg, 40, 2)[1:]) == (
+        3, NOW + 2)
+    assert bytes(stale) == bytes(buf)

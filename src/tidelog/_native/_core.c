@@ -554,9 +554,9 @@ static PyMethodDef core_methods[] = {
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},
     {"validate_plain", tl_validate_plain, METH_VARARGS,
-     "validate_plain(buf, offset, leader_epoch, lo, hi, max_message_bytes, compact) -> "
-     "(records, max timestamp) or None: the produce validator's fast path for one plain "
-     "batch (storage/validator.py validate_plain_py)."},
+     "validate_plain(buf, crc, offset, leader_epoch, lo, hi, max_message_bytes, compact) -> "
+     "(records, max timestamp, CRC stale) or None: the produce validator's fast path for one "
+     "plain batch (storage/validator.py validate_plain_py)."},
     {"clean_map_run", tl_clean_map_run, METH_VARARGS,
      "clean_map_run(buf, off, map, slots, start, entries, max_entries, track, codecs): the "
      "cleaner's offset-map pass over a run of plain batches (storage/cleaner/batch_runs.py "

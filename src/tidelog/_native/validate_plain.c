@@ -6,7 +6,8 @@
  * null key on a compacted topic, ...) is declined (None) with the buffer untouched, and the
  * reference path (validate_and_assign_offsets) then answers with Kafka's error or accepts
  * it its own way.  Accepted, the batch gets its base offset, partition leader epoch and max
- * timestamp (CRC recomputed when that changed), as the reference path patches it.
+ * timestamp, as the reference path patches it; when the max timestamp changed, the caller
+ * writes the new CRC (it computes CRCs with the crc32c package).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -55,16 +56,18 @@ put32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-/* 1: acceptable (*count, *max_ts set); 0: declined. Nothing is written here. */
+/* 1: acceptable (*count, *max_ts set); 0: declined. Nothing is written here.  ``crc``:
+ * the CRC-32C of the bytes after the CRC field, computed by the caller (the crc32c
+ * package's three-way interleaved loop is several times faster than one stream here). */
 static int
-plain_check(const uint8_t *b, Py_ssize_t n, long long lo, long long hi,
+plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, long long hi,
             long long max_message_bytes, int compact, int32_t *count, int64_t *max_ts)
 {
     if (n < RECORD_BATCH_OVERHEAD || (i128)(int32_t)be32(b + 8) + 12 != n)
         return 0; /* not exactly one whole batch */
     if (be64(b) != 0 || n > max_message_bytes || b[16] != 2)
         return 0;
-    if (tl_crc32c(b + CRC_START, (size_t)(n - CRC_START)) != be32(b + 17))
+    if (crc != (long long)be32(b + 17))
         return 0;
     uint16_t attrs = (uint16_t)((b[21] << 8) | b[22]);
     if (attrs & ~PLAIN_ATTRIBUTES)
@@ -98,25 +101,24 @@ PyObject *
 tl_validate_plain(PyObject *self, PyObject *args)
 {
     Py_buffer view;
-    long long offset, lo, hi, max_message_bytes;
+    long long crc, offset, lo, hi, max_message_bytes;
     int leader_epoch, compact;
     (void)self;
-    if (!PyArg_ParseTuple(args, "w*LiLLLp:validate_plain", &view, &offset, &leader_epoch, &lo,
-                          &hi, &max_message_bytes, &compact))
+    if (!PyArg_ParseTuple(args, "w*LLiLLLp:validate_plain", &view, &crc, &offset,
+                          &leader_epoch, &lo, &hi, &max_message_bytes, &compact))
         return NULL;
     uint8_t *b = (uint8_t *)view.buf;
     int32_t count;
     int64_t max_ts;
-    if (!plain_check(b, view.len, lo, hi, max_message_bytes, compact, &count, &max_ts)) {
+    if (!plain_check(b, view.len, crc, lo, hi, max_message_bytes, compact, &count, &max_ts)) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }
     put64(b, (uint64_t)offset);
     put32(b + 12, (uint32_t)leader_epoch);
-    if ((int64_t)be64(b + 35) != max_ts) {
+    int stale = (int64_t)be64(b + 35) != max_ts; /* the caller computes the new CRC */
+    if (stale)
         put64(b + 35, (uint64_t)max_ts);
-        put32(b + 17, tl_crc32c(b + CRC_START, (size_t)(view.len - CRC_START)));
-    }
     PyBuffer_Release(&view);
-    return Py_BuildValue("iL", count, (long long)max_ts);
+    return Py_BuildValue("iLO", count, (long long)max_ts, stale ? Py_True : Py_False);
 }

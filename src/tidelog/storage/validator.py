@@ -179,9 +179,10 @@ def _validate_plain(records: Buffer, config: LogConfig, now_ms: int, offset: int
         buf = records
     else:
         buf = bytearray(records)
-    lo = max(now_ms - config.timestamp_before_max_ms, _INT64_MIN)
-    hi = min(now_ms + config.timestamp_after_max_ms, _INT64_MAX)
-    got = _plain(buf, offset, leader_epoch, lo, hi, config.max_message_bytes, config.compact)
+    got = validate_plain(buf, offset, leader_epoch,
+                         max(now_ms - config.timestamp_before_max_ms, _INT64_MIN),
+                         min(now_ms + config.timestamp_after_max_ms, _INT64_MAX),
+                         config.max_message_bytes, config.compact)
     if got is None:
         return None
     n, max_timestamp = got
@@ -196,22 +197,42 @@ _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _PLAIN = struct.Struct(">qiiBIhiqqqhii")  # the batch header (RecordBatch.header's layout)
 
 
-def validate_plain_py(buf: bytearray | memoryview, offset: int, leader_epoch: int, lo: int,
-                      hi: int, max_message_bytes: int, compact: bool) -> tuple[int, int] | None:
+def validate_plain(buf: bytearray | memoryview, offset: int, leader_epoch: int, lo: int,
+                   hi: int, max_message_bytes: int, compact: bool) -> tuple[int, int] | None:
+    """``_plain`` (the native core's validate_plain or its twin) with the CRCs computed here
+    by the crc32c package: (records, max timestamp), or None (declined, ``buf`` as it was)."""
+    if len(buf) < RECORD_BATCH_OVERHEAD:
+        return None
+    with memoryview(buf) as mv:
+        got = _plain(buf, crc32c(mv[21:]), offset, leader_epoch, lo, hi, max_message_bytes,
+                     compact)
+        if got is None:
+            return None
+        n, max_timestamp, stale = got
+        if stale:
+            _U32.pack_into(buf, 17, crc32c(mv[21:]))
+    return n, max_timestamp
+
+
+def validate_plain_py(buf: bytearray | memoryview, crc: int, offset: int, leader_epoch: int,
+                      lo: int, hi: int, max_message_bytes: int, compact: bool
+                      ) -> tuple[int, int, bool] | None:
     """One uncompressed client batch checked and patched as the general path would; None
     (``buf`` untouched) for anything else: not exactly one batch, a non-zero base offset,
     too large, another magic, a bad CRC, attributes other than transactional, a bad offset
     range or count, a sequence missing, a malformed record, offset deltas not 0..n-1, a
-    timestamp outside [lo, hi], a null key on a compacted topic. Returns (records, max
-    timestamp) once the base offset, leader epoch and max timestamp are set."""
+    timestamp outside [lo, hi], a null key on a compacted topic. ``crc``: the CRC-32C of
+    ``buf[21:]``, computed by the caller. Returns (records, max timestamp, whether the CRC
+    is stale) once the base offset, leader epoch and max timestamp are set; the caller
+    writes the CRC of a stale one."""
     n = len(buf)
     if n < RECORD_BATCH_OVERHEAD:
         return None
-    (base, length, _epoch, magic, crc, attrs, lod, base_ts, max_ts, pid, _pe, base_seq,
+    (base, length, _epoch, magic, stored, attrs, lod, base_ts, max_ts, pid, _pe, base_seq,
      count) = _PLAIN.unpack_from(buf, 0)
     if length + LOG_OVERHEAD != n or base != 0 or n > max_message_bytes or magic != MAGIC_V2:
         return None
-    if crc32c(memoryview(buf)[21:]) != crc or attrs & ~TRANSACTIONAL_MASK & 0xFFFF:
+    if crc != stored or attrs & ~TRANSACTIONAL_MASK & 0xFFFF:
         return None
     if lod + 1 <= 0 or count <= 0 or lod + 1 != count or (pid > NO_PRODUCER_ID and base_seq < 0):
         return None
@@ -228,8 +249,8 @@ def validate_plain_py(buf: bytearray | memoryview, offset: int, leader_epoch: in
     _I32.pack_into(buf, 12, leader_epoch)
     if max_ts != top:
         _Q.pack_into(buf, 35, top)
-        _U32.pack_into(buf, 17, crc32c(memoryview(buf)[21:]))
-    return recs, top
+        return recs, top, True
+    return recs, top, False
 
 
 def _assign_offsets(batch: RecordBatch, config: LogConfig, scan: _Scan,
