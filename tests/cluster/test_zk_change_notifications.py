@@ -152,3 +152,19 @@ def test_changes_announced_while_the_connection_flaps_all_reach_the_handlers(
         reader.close()
         writer.close()
         relay.close()
+
+
+def test_a_notification_that_does_not_decode_is_skipped(zookeeper_server: ZooKeeperServer) -> None:
+    connect = zookeeper_server.connect_string(f"/bad-{uuid.uuid4().hex[:10]}")
+    writer, reader = KafkaZkClient(connect), KafkaZkClient(connect)
+    writer.start()
+    reader.start()
+    try:
+        store = ZkClientMetricsConfigStore(reader)
+        store.watch(ZkNodeChangeNotificationListener(reader), 0)
+        writer.zk.create("/config/changes/config_change_", b"{not json", sequence=True)
+        writer.set_or_create_entity_configs("client-metrics", "s", {"metrics": "a."})
+        _wait(lambda: store.configs == {"s": {"metrics": "a."}}, "the change after it")
+    finally:
+        reader.close()
+        writer.close()

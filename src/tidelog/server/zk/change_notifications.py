@@ -129,7 +129,11 @@ class ZkNodeChangeNotificationListener:
         data, _ = self.zk.get_data(f"{z.CONFIG_CHANGES_PATH}/{change}")
         if not data:
             return  # purged in between
-        entity_type, name = z.decode_config_change(data)
+        try:
+            entity_type, name = z.decode_config_change(data)
+        except (ValueError, KeyError, TypeError) as exc:  # skipped, as Kafka logs and goes on
+            log.error("ignoring change notification %s: %r (%s)", change, data, exc)
+            return
         for h in list(self.handlers):
             if h.entity_type == entity_type:
                 try:
