@@ -95,7 +95,9 @@ def test_bucket_plus_broker_tail_equals_broker_mode(spark: Any, tmp_path: Path, 
 def _send_metadata(bootstrap: str, records: list[bytes]) -> None:
     with KafkaClient(bootstrap) as client, contextlib.suppress(Exception):
         client.create_topics({"__remote_log_metadata": 1})
-    producer = Producer({"bootstrap.servers": bootstrap})
+    # idempotent: a retried batch cannot land after a later one (a FINISHED update before
+    # its segment's record would be ignored, as Kafka's metadata cache ignores it)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for value in records:
         producer.produce("__remote_log_metadata", value=value, partition=0)
     assert producer.flush(30) == 0
