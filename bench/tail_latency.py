@@ -8,11 +8,14 @@ linger.ms=0, 100 B values spread over the partitions) at the rate, paced, for --
 --seconds. The producer keeps librdkafka's own per-record latency (produce() to the
 acknowledgement) of the measured part; each value carries its send time (CLOCK_MONOTONIC,
 shared by the processes), the consumer the time it got it. Printed: p50/p99/p99.9/max of
-each, median [min .. max] over --runs, and the load average.
+each, median [min .. max] over --runs, the broker's CPU time per record sent (user + system
+of its process over the run, consumer included) and the load average. ``--pacing spin``
+paces as rdkafka_performance's ``-r`` does: poll until the next record is due, a second busy
+process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
         [--scenarios 5000x1,20000x1,5000x1000] [--brokers writer,loop,tansu,baseline]
-        [--client socket.nagle.disable=true]
+        [--pacing sleep|spin] [--client socket.nagle.disable=true]
 
 ``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
 fetch, every topic with the scenario's partitions): produce->ack only, the floor this machine
@@ -45,7 +48,7 @@ PRODUCE = r"""
 import json, struct, sys, time
 from confluent_kafka import Producer
 bootstrap, topic, rate, seconds, warmup, parts = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
-client = json.loads(sys.argv[7])
+client, spin = json.loads(sys.argv[7]), sys.argv[8] == "spin"
 lat, failed, measuring = [], [0], [False]
 def dr(err, msg):
     if err is not None:
@@ -67,7 +70,11 @@ while True:
               partition=i % parts)
     i += 1
     p.poll(0)
-    if (ahead := start + i / rate - time.monotonic()) > 0:
+    due = start + i / rate
+    if spin:  # rdkafka_performance -r: poll until the next record is due (a busy core)
+        while time.monotonic() < due:
+            p.poll(0)
+    elif (ahead := due - time.monotonic()) > 0:
         time.sleep(ahead)
 p.flush(60)
 print(json.dumps({"lat": [x * 1000 for x in lat], "failed": failed[0], "sent": i}))
@@ -129,11 +136,19 @@ def quantiles(lat: list[float]) -> dict[str, float]:
     return {"p50": q(0.5), "p99": q(0.99), "p99.9": q(0.999), "max": lat[-1]}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
-        consume: bool = True, client: dict[str, str] | None = None, create: bool = True
-        ) -> tuple[dict[str, float], dict[str, float], int]:
-    """One run: (produce->ack quantiles, produce->consume quantiles, failed records);
-    ``client`` adds librdkafka settings to the producer and the consumer."""
+        consume: bool = True, client: dict[str, str] | None = None, create: bool = True,
+        spin: bool = False) -> tuple[dict[str, float], dict[str, float], int, int]:
+    """One run: (produce->ack quantiles, produce->consume quantiles, failed records, records
+    sent); ``client`` adds librdkafka settings to the producer and the consumer; ``spin``
+    paces as rdkafka_performance's ``-r`` does (poll in a loop until the next record is due,
+    keeping a core busy) instead of sleeping."""
     topic = f"tail-{time.monotonic_ns()}"
     if create:
         _create(bootstrap, topic, parts)
@@ -146,14 +161,15 @@ def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
     consumer.stdout.readline()  # assigned
     produced = subprocess.run(
         [sys.executable, "-c", PRODUCE, bootstrap, topic, str(rate), str(seconds),
-         str(warmup), str(parts), settings], capture_output=True, text=True)
+         str(warmup), str(parts), settings, "spin" if spin else "sleep"],
+        capture_output=True, text=True)
     if produced.returncode != 0:
         consumer.kill()
         raise RuntimeError(f"the producer failed: {produced.stderr[-2000:]}")
     out, _ = consumer.communicate(timeout=seconds + warmup + 60)
     p = json.loads(produced.stdout.strip().splitlines()[-1])
     c = json.loads(out.strip().splitlines()[-1]) if consume else {"lat": []}
-    return quantiles(p["lat"]), quantiles(c["lat"]), int(p["failed"])
+    return quantiles(p["lat"]), quantiles(c["lat"]), int(p["failed"]), int(p["sent"])
 
 
 def _create(bootstrap: str, topic: str, parts: int) -> None:
@@ -175,6 +191,9 @@ def main() -> None:
     ap.add_argument("--brokers", default="writer,loop,tansu")
     ap.add_argument("--no-consume", action="store_true",
                     help="produce->ack only (no consumer loading the broker)")
+    ap.add_argument("--pacing", choices=("sleep", "spin"), default="sleep",
+                    help="sleep until each record is due, or poll in a loop as "
+                         "rdkafka_performance -r does (a second busy process)")
     ap.add_argument("--client", action="append", default=[], metavar="KEY=VALUE",
                     help="a librdkafka setting for the producer and the consumer "
                          "(e.g. socket.nagle.disable=true); repeatable")
@@ -185,17 +204,23 @@ def main() -> None:
     for rate, parts in scenarios:
         loads: list[float] = []
         got: dict[str, list[tuple[dict[str, float], dict[str, float], int]]] = {}
+        cpu: dict[str, list[float]] = {}
         for _ in range(args.runs):
             for name, factory in chosen:
                 floor = name == BASELINE
-                with (baseline_broker(parts) if floor else factory()) as (bootstrap, _pid):
+                with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
                     loads.append(os.getloadavg()[0])
-                    got.setdefault(name, []).append(
-                        one(bootstrap, rate, parts, args.seconds, args.warmup,
-                            not args.no_consume and not floor, client, create=not floor))
+                    before = cpu_seconds(pid)
+                    *result, sent = one(
+                        bootstrap, rate, parts, args.seconds, args.warmup,
+                        not args.no_consume and not floor, client, create=not floor,
+                        spin=args.pacing == "spin")
+                    cpu.setdefault(name, []).append((cpu_seconds(pid) - before) / sent * 1e6)
+                    got.setdefault(name, []).append((result[0], result[1], result[2]))
         loads.append(os.getloadavg()[0])
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
               f"linger 0{''.join(f', {k}={v}' for k, v in client.items())}, "
+              f"{args.pacing} pacing, "
               f"{args.seconds:.0f} s after {args.warmup:.0f} s warm-up, {args.runs} runs; "
               f"load average {fmt(loads).strip()}; ms, median [min .. max]")
         for name, runs in got.items():
@@ -207,7 +232,8 @@ def main() -> None:
                     f"{k} {fmt([r[idx][k] for r in runs])}"
                     for k in ("p50", "p99", "p99.9", "max"))
                 print(f"  {name:<24} {label:<17} {cells}" + (
-                    f"  ({failed} failed)" if failed and idx == 0 else ""))
+                    f"  broker CPU/record {fmt(cpu[name]).strip()} us" if idx == 0 else "")
+                    + (f"  ({failed} failed)" if failed and idx == 0 else ""))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ from tidelog.protocol.produce_in_place import decode_produce_in_place
 from . import eager
 from .context import ConnectionState, RequestContext
 from .error_response import error_response
-from .faults import FaultPlan, Handler, plan_for
+from .fault_plans import plan_for
 from .quota import request as request_quota
 from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
@@ -45,6 +45,7 @@ from .sendfile import close_chunks, write_chunks
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .faults import FaultPlan, Handler
 
 log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")

@@ -22,9 +22,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from crc32c import crc32c
-
 from tidelog.protocol.errors import ErrorCode
+from tidelog.records import crc32c
 from tidelog.util.clock import Clock
 
 from .configs import ALL_SUBSCRIBED_METRICS, DEFAULT_INTERVAL_MS, ClientMetricsConfigStore
