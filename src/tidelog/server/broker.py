@@ -20,7 +20,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.log_config import LogConfig
 from tidelog.config.remote_log_config import RemoteLogManagerConfig
 from tidelog.metrics import RequestMetrics
-from tidelog.metrics.loop_lag import monitor_loop_lag
+from tidelog.metrics.loop_lag import LAG_IDLE_INTERVAL_S, monitor_loop_lag
 from tidelog.server.coordinator.group.coordinator import GroupCoordinator
 from tidelog.server.coordinator.group.share.wiring import (
     start_share_coordinator,
@@ -202,7 +202,8 @@ class Broker:
         if self.cluster is not None:
             await self._join_cluster(self.cluster)
         self._schedule_idle_check()
-        self._loop_lag = asyncio.ensure_future(monitor_loop_lag())
+        self._loop_lag = asyncio.ensure_future(
+            monitor_loop_lag(idle_interval_s=LAG_IDLE_INTERVAL_S))
         self._start_coordinators()
         log.info(
             "tidelog broker %d listening on %s:%d (cluster %s)",
