@@ -149,14 +149,20 @@ def produce(bootstrap: str, topic: str, n: int, size: int) -> float:
     return dt
 
 
-def consume(bootstrap: str, topic: str, n: int) -> float:
+CONSUMER = {"fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 10485760}
+
+
+def consume(bootstrap: str, topic: str, n: int, config: dict[str, str | int] | None = None
+            ) -> float:
+    """Seconds to read ``n`` records of partition 0 from the beginning; ``config`` adds to
+    (or replaces) CONSUMER, librdkafka's settings."""
     c = ck.Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "bench",
             "enable.auto.commit": False,
-            "fetch.max.bytes": 52428800,
-            "max.partition.fetch.bytes": 10485760,
+            **CONSUMER,
+            **(config or {}),
         }
     )
     c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])

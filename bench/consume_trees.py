@@ -1,17 +1,26 @@
 """Consume throughput of tidelog trees side by side, and Tansu, alternating in one sitting:
-whether a change of consume figures between sittings is the machine's load or the code.
+whether a change of consume figures between sittings is the machine's load or the code, and
+what a consumed record costs each broker.
 
 Each tree is a ``src`` directory of a checkout (``git worktree add DIR COMMIT``, its native
 core built there with ``setup.py build_ext --inplace``) served as ``tidelog serve`` with
 that directory on PYTHONPATH. Each run starts every broker in turn (fresh log dir; the order
 reversed every other run), produces the records with bench/broker.py's producer (acks=1,
-linger.ms=5, one partition) and times bench/broker.py's consumer reading them back
-(confluent-kafka, one partition from the beginning), taking the broker's CPU (utime+stime
-from /proc, 10 ms ticks) over the consume. Printed per run, then per size: each tree's rate
-and CPU per record against Tansu, and each pair of trees, median [min .. max] over the runs.
+linger.ms=5, one partition), reads a few records of another topic with the same consumer
+settings and commits them (the first consumer's one-time costs -- the group coordinator's
+topic of 50 partitions, first-use imports -- stay out of the figure), then times bench/broker.py's consumer reading them back
+(confluent-kafka, one partition from the beginning), taking the broker's CPU over the
+consume: the on-CPU nanoseconds of every thread of the process (/proc/PID/task/*/schedstat).
+Printed per run, then per size: each tree's rate and CPU per record against Tansu, and each
+pair of trees, median [min .. max] over the runs.
+
+Consumer shapes (``--shape``): ``big`` (fetch.max.bytes 50 MiB, max.partition.fetch.bytes
+10 MiB: responses larger than the socket's send buffer), ``default`` (librdkafka's defaults:
+1 MiB per partition), ``committed`` (``big`` with isolation.level=read_committed;
+librdkafka's default is read_committed, the ``big`` shape reads read_uncommitted).
 
     .venv/bin/python bench/consume_trees.py --tree now=src --tree then=../old/src
-        [--runs 4] [--sizes 100,1024] [--no-tansu]
+        [--runs 4] [--sizes 100,1024] [--shape big] [--no-tansu]
 """
 
 from __future__ import annotations
@@ -21,18 +30,31 @@ import itertools
 import os
 import statistics
 import sys
+import time
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as bb
+import confluent_kafka as ck
 
 COUNTS = {100: 200_000, 1024: 50_000}
+SHAPES: dict[str, dict[str, str | int]] = {
+    "big": {"isolation.level": "read_uncommitted"},
+    "default": {"fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 1048576},
+    "committed": {"isolation.level": "read_committed"},
+}
 
 
 def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """On-CPU time of every live thread of ``pid`` (ns resolution, unlike /proc's ticks)."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+    return total / 1e9
 
 
 def factory(name: str, trees: dict[str, str]) -> AbstractContextManager[tuple[str, int]]:
@@ -48,38 +70,73 @@ def ratios(a: list[tuple[float, float]], b: list[tuple[float, float]], i: int) -
     return f"{statistics.median(r):.2f}x [{min(r):.2f} .. {max(r):.2f}]"
 
 
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):,.2f} [{min(values):,.2f} .. {max(values):,.2f}]"
+
+
+def warm_up(bootstrap: str, topic: str, size: int, shape: dict[str, str | int]) -> None:
+    """A consumer of the benchmark's group reads a few records of ``topic`` and commits
+    them, waiting for the group coordinator: the first consumer's one-time work (the
+    coordinator's topic made, its partitions loaded) is done before the clock starts."""
+    bb.produce(bootstrap, topic, 10, size)
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": "bench",
+                     "enable.auto.commit": False, **bb.CONSUMER, **shape})
+    c.assign([ck.TopicPartition(topic, 0, ck.OFFSET_BEGINNING)])
+    got: list[ck.Message] = []
+    deadline = time.monotonic() + 60
+    while len(got) < 11 and time.monotonic() < deadline:
+        got += [m for m in c.consume(11, 1) if m.error() is None]
+    c.commit(asynchronous=False)
+    c.close()
+
+
+def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
+               shape: dict[str, str | int], run: int,
+               got: dict[tuple[str, int], list[tuple[float, float]]]) -> None:
+    with factory(name, trees) as (bootstrap, pid):
+        for size, n in sizes.items():
+            topic = f"consume-{size}"
+            bb.produce(bootstrap, topic, n, size)
+            warm_up(bootstrap, f"warm-{size}", size, shape)
+            c0 = cpu_seconds(pid)
+            secs = bb.consume(bootstrap, topic, n + 1, shape)
+            per = (cpu_seconds(pid) - c0) / (n + 1) * 1e6
+            got.setdefault((name, size), []).append(((n + 1) / secs, per))
+            print(f"run {run} {name:<8} {size:>5} B {(n + 1) / secs:>10,.0f} rec/s "
+                  f"broker CPU {per:.3f} us/record, load {os.getloadavg()[0]:.1f}",
+                  flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tree", action="append", required=True, metavar="NAME=SRC")
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="big")
     ap.add_argument("--no-tansu", action="store_true")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree)
     sizes = {int(s): COUNTS.get(int(s), 50_000) for s in args.sizes.split(",")}
     names = list(trees) + ([] if args.no_tansu else ["tansu"])
     got: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    loads = []
     for run in range(args.runs):
         for name in names if run % 2 == 0 else names[::-1]:
-            with factory(name, trees) as (bootstrap, pid):
-                for size, n in sizes.items():
-                    topic = f"consume-{size}"
-                    bb.produce(bootstrap, topic, n, size)
-                    c0 = cpu_seconds(pid)
-                    secs = bb.consume(bootstrap, topic, n + 1)
-                    per = (cpu_seconds(pid) - c0) / (n + 1) * 1e6
-                    got.setdefault((name, size), []).append(((n + 1) / secs, per))
-                    print(f"run {run} {name:<8} {size:>5} B {(n + 1) / secs:>10,.0f} rec/s "
-                          f"broker CPU {per:.2f} us/record, load {os.getloadavg()[0]:.1f}",
-                          flush=True)
+            loads.append(os.getloadavg()[0])
+            one_broker(name, trees, sizes, SHAPES[args.shape], run, got)
+    print(f"\nshape {args.shape}, load {min(loads):.1f} .. {max(loads):.1f}")
     for size in sizes:
         print(f"\n{size} B, rate and broker CPU per record, median [min .. max]:")
+        for name in names:
+            print(f"  {name}: {spread([g[0] for g in got[(name, size)]])} rec/s, "
+                  f"{spread([g[1] for g in got[(name, size)]])} us/record")
         if not args.no_tansu:
             for name in trees:
                 print(f"  {name} / tansu: rate {ratios(got[(name, size)], got[('tansu', size)], 0)}"
                       f", CPU {ratios(got[(name, size)], got[('tansu', size)], 1)}")
         for a, b in itertools.combinations(trees, 2):
-            print(f"  {a} / {b}: rate {ratios(got[(a, size)], got[(b, size)], 0)}")
+            print(f"  {a} / {b}: rate {ratios(got[(a, size)], got[(b, size)], 0)}, "
+                  f"CPU {ratios(got[(a, size)], got[(b, size)], 1)}")
 
 
 if __name__ == "__main__":

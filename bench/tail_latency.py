@@ -8,16 +8,17 @@ linger.ms=0, 100 B values spread over the partitions) at the rate, paced, for --
 --seconds. The producer keeps librdkafka's own per-record latency (produce() to the
 acknowledgement) of the measured part; each value carries its send time (CLOCK_MONOTONIC,
 shared by the processes), the consumer the time it got it. Printed: p50/p99/p99.9/max of
-each, median [min .. max] over --runs, and the load average.
+each, median [min .. max] over --runs, the broker's CPU time per record sent (user + system
+of its process over the run, consumer included) and the load average. ``--pacing spin``
+paces as rdkafka_performance's ``-r`` does: poll until the next record is due, a second busy
+process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
         [--scenarios 5000x1,20000x1,5000x1000] [--brokers writer,loop,tansu,baseline]
-        [--client socket.nagle.disable=true] [--other-src DIR]
+        [--pacing sleep|spin] [--client socket.nagle.disable=true] [--other-src DIR]
 
-Each run also prints the broker's CPU per record (utime+stime of its process, every thread,
-over the whole run, warm-up included). ``other`` is a second tidelog source tree
-(``--other-src DIR``, put on PYTHONPATH): the build before a change, alternated with the
-current one in the same sitting.
+``other`` is a second tidelog source tree (``--other-src DIR``, put on PYTHONPATH): the
+build before a change, alternated with the current one in the same sitting.
 
 ``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
 fetch, every topic with the scenario's partitions): produce->ack only, the floor this machine
@@ -50,7 +51,7 @@ PRODUCE = r"""
 import json, struct, sys, time
 from confluent_kafka import Producer
 bootstrap, topic, rate, seconds, warmup, parts = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6])
-client = json.loads(sys.argv[7])
+client, spin = json.loads(sys.argv[7]), sys.argv[8] == "spin"
 lat, failed, measuring = [], [0], [False]
 def dr(err, msg):
     if err is not None:
@@ -72,7 +73,11 @@ while True:
               partition=i % parts)
     i += 1
     p.poll(0)
-    if (ahead := start + i / rate - time.monotonic()) > 0:
+    due = start + i / rate
+    if spin:  # rdkafka_performance -r: poll until the next record is due (a busy core)
+        while time.monotonic() < due:
+            p.poll(0)
+    elif (ahead := due - time.monotonic()) > 0:
         time.sleep(ahead)
 p.flush(60)
 print(json.dumps({"lat": [x * 1000 for x in lat], "failed": failed[0], "sent": i}))
@@ -137,12 +142,19 @@ def quantiles(lat: list[float]) -> dict[str, float]:
     return {"p50": q(0.5), "p99": q(0.99), "p99.9": q(0.999), "max": lat[-1]}
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
-        consume: bool = True, client: dict[str, str] | None = None, create: bool = True
-        ) -> tuple[dict[str, float], dict[str, float], int, int]:
+        consume: bool = True, client: dict[str, str] | None = None, create: bool = True,
+        spin: bool = False) -> tuple[dict[str, float], dict[str, float], int, int]:
     """One run: (produce->ack quantiles, produce->consume quantiles, failed records, records
-    sent, the warm-up's included);
-    ``client`` adds librdkafka settings to the producer and the consumer."""
+    sent); ``client`` adds librdkafka settings to the producer and the consumer; ``spin``
+    paces as rdkafka_performance's ``-r`` does (poll in a loop until the next record is due,
+    keeping a core busy) instead of sleeping."""
     topic = f"tail-{time.monotonic_ns()}"
     if create:
         _create(bootstrap, topic, parts)
@@ -155,7 +167,8 @@ def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
     consumer.stdout.readline()  # assigned
     produced = subprocess.run(
         [sys.executable, "-c", PRODUCE, bootstrap, topic, str(rate), str(seconds),
-         str(warmup), str(parts), settings], capture_output=True, text=True)
+         str(warmup), str(parts), settings, "spin" if spin else "sleep"],
+        capture_output=True, text=True)
     if produced.returncode != 0:
         consumer.kill()
         raise RuntimeError(f"the producer failed: {produced.stderr[-2000:]}")
@@ -184,6 +197,9 @@ def main() -> None:
     ap.add_argument("--brokers", default="writer,loop,tansu")
     ap.add_argument("--no-consume", action="store_true",
                     help="produce->ack only (no consumer loading the broker)")
+    ap.add_argument("--pacing", choices=("sleep", "spin"), default="sleep",
+                    help="sleep until each record is due, or poll in a loop as "
+                         "rdkafka_performance -r does (a second busy process)")
     ap.add_argument("--other-src", help="a second tidelog source tree, run as broker "
                     "'other' (PYTHONPATH): two builds alternated in one sitting")
     ap.add_argument("--client", action="append", default=[], metavar="KEY=VALUE",
@@ -195,28 +211,28 @@ def main() -> None:
     scenarios = [tuple(int(x) for x in s.split("x")) for s in args.scenarios.split(",")]
     for rate, parts in scenarios:
         loads: list[float] = []
-        got: dict[str, list[tuple[dict[str, float], dict[str, float], int, int]]] = {}
-        cpu: dict[str, list[float]] = {}  # the broker's CPU-us per record (every thread)
+        got: dict[str, list[tuple[dict[str, float], dict[str, float], int]]] = {}
+        cpu: dict[str, list[float]] = {}
         for _ in range(args.runs):
             for name, factory in chosen:
                 floor = name == BASELINE
                 with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
                     loads.append(os.getloadavg()[0])
-                    cpu0 = native.cpu_seconds(pid)
-                    run = one(bootstrap, rate, parts, args.seconds, args.warmup,
-                              not args.no_consume and not floor, client, create=not floor)
-                    got.setdefault(name, []).append(run)
-                    cpu.setdefault(name, []).append(
-                        (native.cpu_seconds(pid) - cpu0) / max(run[3], 1) * 1e6)
+                    before = cpu_seconds(pid)
+                    *result, sent = one(
+                        bootstrap, rate, parts, args.seconds, args.warmup,
+                        not args.no_consume and not floor, client, create=not floor,
+                        spin=args.pacing == "spin")
+                    cpu.setdefault(name, []).append((cpu_seconds(pid) - before) / sent * 1e6)
+                    got.setdefault(name, []).append((result[0], result[1], result[2]))
         loads.append(os.getloadavg()[0])
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
               f"linger 0{''.join(f', {k}={v}' for k, v in client.items())}, "
+              f"{args.pacing} pacing, "
               f"{args.seconds:.0f} s after {args.warmup:.0f} s warm-up, {args.runs} runs; "
               f"load average {fmt(loads).strip()}; ms, median [min .. max]")
         for name, runs in got.items():
-            failed = sum(r[2] for r in runs)
-            print(f"  {name:<24} broker CPU per record (us, warm-up and consumer included) "
-                  f"{fmt(cpu[name])}")
+            failed = sum(f for _, _, f in runs)
             for label, idx in (("produce->ack", 0), ("produce->consume", 1)):
                 if idx == 1 and not any(r[1]["max"] for r in runs):
                     continue  # not consumed
@@ -224,7 +240,8 @@ def main() -> None:
                     f"{k} {fmt([r[idx][k] for r in runs])}"
                     for k in ("p50", "p99", "p99.9", "max"))
                 print(f"  {name:<24} {label:<17} {cells}" + (
-                    f"  ({failed} failed)" if failed and idx == 0 else ""))
+                    f"  broker CPU/record {fmt(cpu[name]).strip()} us" if idx == 0 else "")
+                    + (f"  ({failed} failed)" if failed and idx == 0 else ""))
 
 
 if __name__ == "__main__":

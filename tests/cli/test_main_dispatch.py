@@ -45,3 +45,26 @@ def test_each_command_alone_loads_only_its_module() -> None:
         assert choices == [name], (name, choices)
         assert opts == commands[name], name
         assert 1 <= len(loaded) <= 2 < len(commands), (name, loaded)
+
+
+def test_a_helper_module_name_is_no_command() -> None:
+    """``tidelog share-groups`` names a module that registers no command (share groups are
+    ``groups --type share``): argparse lists the commands there are, not an empty list."""
+    r = subprocess.run([sys.executable, "-m", "tidelog.cli.main", "share-groups", "--list"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "invalid choice: 'share-groups' (choose from " in r.stderr
+    assert "'groups'" in r.stderr and "'topics'" in r.stderr, r.stderr
+
+
+def test_an_option_value_before_the_command_is_no_command() -> None:
+    """``tidelog --log-level DEBUG serve`` loads serve's module alone, as ``tidelog serve``."""
+    code = (
+        "import sys\n"
+        "from tidelog.cli.main import build_parser\n"
+        "build_parser(['--log-level', 'DEBUG', 'serve', '--port', '0'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('tidelog.cli.')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout  # fmt: skip
+    assert out.strip() == "['tidelog.cli.main', 'tidelog.cli.serve']", out

@@ -146,3 +146,36 @@ def test_denials_are_one_line(setup: tuple[EmbeddedBroker, Path]) -> None:
                     stdin="a\nb\n")
         assert r.returncode == 1
         assert_one_denial(r, "produce")
+
+
+ADMIN_DENIALS = [
+    (("topics", "--create", "--topic", "erin-topic"), "TOPIC_AUTHORIZATION_FAILED"),
+    (("topics", "--delete", "--topic", "orders"), "TOPIC_AUTHORIZATION_FAILED"),
+    (("configs", "--entity-type", "brokers", "--entity-name", "1", "--describe"),
+     "CLUSTER_AUTHORIZATION_FAILED"),
+    (("configs", "--entity-type", "brokers", "--entity-default", "--alter",
+      "--add-config", "log.cleaner.threads=2"), "CLUSTER_AUTHORIZATION_FAILED"),
+    (("acls", "--list"), "CLUSTER_AUTHORIZATION_FAILED"),
+    (("acls", "--add", "--allow-principal", "User:erin", "--operation", "All", "--topic",
+      "orders"), "CLUSTER_AUTHORIZATION_FAILED"),
+    (("users", "--describe"), "CLUSTER_AUTHORIZATION_FAILED"),
+    (("users", "--delete", "nobody", "--mechanism", "SCRAM-SHA-512"),
+     "CLUSTER_AUTHORIZATION_FAILED"),
+]
+
+
+def test_admin_denials_are_one_line(setup: tuple[EmbeddedBroker, Path]) -> None:
+    """erin holds no ACL: every admin request she makes is refused by the authorizer, and
+    each command says which refusal in one line and exits 1."""
+    b, d = setup
+    (d / "erin.properties").write_text(
+        (d / "carol.properties").read_text().replace("username=carol", "username=erin"))
+    r = tidelog(b, d, "admin.properties", "users", "--add", "erin", "--mechanism",
+                "SCRAM-SHA-512", "--iterations", "4096", "--password-file", str(d / "pw.txt"))
+    assert r.returncode == 0, r.stderr
+    for args, cause in ADMIN_DENIALS:
+        r = tidelog(b, d, "erin.properties", *args)
+        lines = r.stderr.splitlines()
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert len(lines) == 1 and lines[0].startswith(f"tidelog {args[0]}: "), (args, r.stderr)
+        assert cause in lines[0] or cause.replace("_", " ").title() in lines[0], (args, r.stderr)

@@ -36,6 +36,26 @@ def test_a_held_loop_is_observed_late() -> None:
     assert hist.quantile_ms(1.0) >= 20  # the held 40 ms, less at most one interval
 
 
+def test_an_idle_loop_is_probed_less_often_and_a_busy_one_every_interval() -> None:
+    idle, busy = LatencyHistogram(), LatencyHistogram()
+
+    async def run(hist: LatencyHistogram, seconds: float, work: bool) -> None:
+        task = asyncio.create_task(monitor_loop_lag(hist, 0.01, idle_interval_s=0.2))
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if work:
+                hold_loop(1)  # the loop's thread busy most of the time
+            await asyncio.sleep(0 if work else 0.05)
+        task.cancel()
+
+    asyncio.run(run(idle, 1.5, False))
+    asyncio.run(run(busy, 1.5, True))
+    # idle: after 10, 20 ... 160 ms, then every 200 ms (~12 wakes; a wake made late by a
+    # loaded machine starts over); busy: every 10-11 ms (~140)
+    assert idle.count <= 30, (idle.count, busy.count)
+    assert busy.count >= 45, (idle.count, busy.count)
+
+
 async def _stalling_step() -> None:
     await asyncio.sleep(0)
     hold_loop(15)

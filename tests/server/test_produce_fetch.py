@@ -279,6 +279,27 @@ def test_large_fetch_is_sent_from_the_file_intact(broker: EmbeddedBroker) -> Non
     assert values == payloads
 
 
+def test_a_fetch_larger_than_the_socket_buffer_is_sent_without_a_copy(
+        broker: EmbeddedBroker) -> None:
+    """A consumer's 10 MiB fetch meets a loopback send buffer of ~4 MiB: the rest goes by
+    sendfile as the socket drains (the connection's writer counts no copied byte), in
+    order, and the answer is the one small fetches give piecewise."""
+    topic = _topic(broker, "hugefetch", **{"max.message.bytes": "2000000"})
+    payloads = [os.urandom(900_000) for _ in range(12)]
+    with Wire(broker) as w:
+        for i, data in enumerate(payloads):
+            assert _produce(w, topic, {0: build_batch([(TS + i, None, data)])})[0].error_code == 0
+        p = _fetch(w, topic, {0: 0}, partition_max_bytes=16 << 20)[0]
+        writers = [c.writer for c in broker.broker.connections if c.writer is not None]
+        one_by_one = [
+            _fetch(w, topic, {0: i}, partition_max_bytes=1)[0].records for i in range(len(payloads))
+        ]
+    assert bytes(p.records) == b"".join(bytes(r) for r in one_by_one)
+    assert len(p.records) > 10 << 20
+    assert sum(wr.zero_copy_bytes for wr in writers) >= len(p.records)
+    assert sum(wr.copied_bytes for wr in writers) == 0
+
+
 def test_invalid_record_lists_the_offending_records(broker: EmbeddedBroker) -> None:
     """A compacted topic rejects records without a key: INVALID_RECORD + record_errors (v8+)."""
     topic = _topic(broker, "compacted", **{"cleanup.policy": "compact"})

@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tidelog.client.kafka_client import KafkaClient
 
 # How long a command waits for its first answer from the bootstrap servers when it has no
 # timeout option of its own (Kafka's tools give up on an unreachable cluster in about as long)
@@ -101,6 +104,14 @@ def make_client(kind: Any, conf: dict[str, Any], reach_s: float | None = REACH_T
     return client
 
 
+# librdkafka's prefix naming the broker handle, and its suffix saying how long the attempt took,
+# which may itself hold parentheses: "(after 0ms in state CONNECT, 1 identical error(s)
+# suppressed)"
+_CONNECT_NOISE = re.compile(
+    r"^\S+/(bootstrap|\d+): | \(after \d+ms in state \w+(?:[^()]|\([^()]*\))*\)"
+)
+
+
 class ClientErrors:
     """librdkafka's error callback: keeps the last error that names a cause (a refused
     connection, a name that does not resolve, a TLS or SASL failure) rather than the
@@ -120,8 +131,7 @@ class ClientErrors:
             self.fatal = self.fatal or fatal_reason(str(err.str()))
         elif err.code() != KafkaError._ALL_BROKERS_DOWN or self.cause is None:
             # "host:port/bootstrap: Connect to ... failed: ... (after 0ms in state CONNECT)"
-            self.cause = re.sub(r"^\S+/(bootstrap|\d+): | \(after \d+ms in state \w+[^)]*\)", "",
-                                str(err.str()))
+            self.cause = _CONNECT_NOISE.sub("", str(err.str()))
 
 
     def failure(self, client: Any, exc: object) -> CliError | None:
@@ -178,3 +188,40 @@ def timeout_s(ms: int | None, what: str) -> float:
     if ms <= 0:
         raise CliError(f"{what} must be greater than 0")
     return ms / 1000
+
+
+def protocol_client(args: argparse.Namespace) -> KafkaClient:
+    """tidelog's own protocol client, for the requests librdkafka's binding does not offer,
+    with the command's client properties (``security.protocol``, ``sasl.*``, ``ssl.*``)."""
+    from tidelog.client.kafka_client import KafkaClient
+    from tidelog.client.security import ClientSecurity
+
+    props = {k: str(v) for k, v in client_config(args, {}, {}).items()
+             if k.startswith(("security.", "sasl.", "ssl."))}
+    return KafkaClient(args.bootstrap_server, security=ClientSecurity.from_properties(props))
+
+
+def check_answer(answer: object) -> None:
+    """An answer's ``error_code`` (of tidelog's own protocol client) as the command's one line:
+    the broker's message and Kafka's name for the error."""
+    from tidelog.protocol.errors import ErrorCode
+
+    code = int(getattr(answer, "error_code", 0))
+    if code:
+        try:
+            name = ErrorCode(code).name.upper()
+        except ValueError:
+            name = str(code)
+        message = getattr(answer, "error_message", None)
+        raise CliError(f"{message} ({name})" if message else name)
+
+
+def wait(future: Any, seconds: float, what: str) -> Any:
+    """``future.result(seconds)`` of an AdminClient call; no answer in time is the command's
+    one line naming the request (the bare TimeoutError says nothing)."""
+    from concurrent.futures import TimeoutError as Pending
+
+    try:
+        return future.result(seconds)
+    except Pending:
+        raise CliError(f"{what}: no answer from the cluster within {seconds:g} s") from None

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from tidelog.cli.client_config import CliError
-from tidelog.client.kafka_client import KafkaClient
+from tidelog.cli.client_config import CliError, protocol_client
 
 CLIENT_METRICS = 16
 SET, DELETE = 0, 1
@@ -50,7 +49,7 @@ def _error(resp: object) -> str | None:
 
 def run_client_metrics(args: argparse.Namespace, name: str | None, add_config: str,
                        deletes: list[str]) -> int:
-    with KafkaClient(args.bootstrap_server) as client:
+    with protocol_client(args) as client:
         conn = client.any_connection()
         if args.alter:
             if not name:

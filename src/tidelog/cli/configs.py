@@ -21,8 +21,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tidelog.cli.client_config import CliError, add_connection_args, client_config, make_client
+from tidelog.cli.client_config import (
+    CliError,
+    add_connection_args,
+    check_answer,
+    client_config,
+    make_client,
+    protocol_client,
+    wait,
+)
 from tidelog.cli.client_metrics_configs import run_client_metrics
+
+TIMEOUT_S = 30
 
 _TYPES = {"users": "user", "clients": "client-id", "ips": "ip", "brokers": "brokers",
           "client-metrics": "client-metrics"}
@@ -87,19 +97,20 @@ def run(args: argparse.Namespace) -> int:
     if any(t == "brokers" for t, _ in entities):
         if len(entities) != 1:
             raise CliError("brokers cannot be combined with another entity type")
-        return _brokers(args, entities[0][1] or "", adds, deletes)
+        name = entities[0][1]
+        if name is None:
+            return _broker_default(args, adds, deletes)
+        return _brokers(args, name, adds, deletes)
     return _quotas(args, entities, adds, deletes)
 
 
 def _quotas(args: argparse.Namespace, entities: list[tuple[str, str | None]],
             adds: dict[str, str], deletes: list[str]) -> int:
-    from tidelog.client.kafka_client import KafkaClient
-
     entity = [{"entity_type": t, "entity_name": n} for t, n in entities]
-    with KafkaClient(args.bootstrap_server) as client:
+    with protocol_client(args) as client:
         conn = client.any_connection()
         if args.alter:
-            ops = [{"key": k, "value": float(v), "remove": False} for k, v in adds.items()]
+            ops = [{"key": k, "value": _quota(k, v), "remove": False} for k, v in adds.items()]
             ops += [{"key": k, "value": 0.0, "remove": True} for k in deletes]
             resp = conn.call(49, 1, {"entries": [{"entity": entity, "ops": ops}],
                                      "validate_only": False})
@@ -118,6 +129,13 @@ def _quotas(args: argparse.Namespace, entities: list[tuple[str, str | None]],
             named = [(x.entity_type, x.entity_name) for x in e.entity]
             print(f"Quota configs for {_describe_entity(named)} are {values}")
     return 0
+
+
+def _quota(key: str, value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:  # Kafka's ConfigCommand's words
+        raise CliError(f"Cannot parse quota configuration value for {key}: {value}") from None
 
 
 def _num(value: float) -> str:
@@ -142,15 +160,46 @@ def _brokers(args: argparse.Namespace, name: str, adds: dict[str, str],
                                       incremental_operation=admin.AlterConfigOpType.DELETE)
                     for k in deletes]
         res = admin.ConfigResource(admin.ResourceType.BROKER, name, incremental_configs=entries)
-        client.incremental_alter_configs([res])[res].result(timeout=30)
+        future = client.incremental_alter_configs([res])[res]
+        wait(future, TIMEOUT_S, f"broker {name or '<default>'}")
         print(f"Completed updating config for broker {name or '<default>'}.")
         return 0
     res = admin.ConfigResource(admin.ResourceType.BROKER, name)
-    configs = client.describe_configs([res])[res].result(timeout=30)
+    configs = wait(client.describe_configs([res])[res], TIMEOUT_S, f"broker {name}")
     dynamic = {admin.ConfigSource.DYNAMIC_BROKER_CONFIG.value,
                admin.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value}
     print(f"Dynamic configs for broker {name} are:")
     for key, entry in sorted(configs.items()):
         if entry.source in dynamic:
             print(f"  {key}={entry.value} sensitive={str(entry.is_sensitive).lower()}")
+    return 0
+
+
+BROKER = 4  # ConfigResource.Type BROKER
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3  # DescribeConfigs' config source
+
+
+def _broker_default(args: argparse.Namespace, adds: dict[str, str], deletes: list[str]) -> int:
+    """The cluster-wide broker default (resource name ""), as ``kafka-configs.sh
+    --entity-type brokers --entity-default``: librdkafka refuses a BROKER resource without a
+    name, so tidelog's own protocol client sends the request."""
+    with protocol_client(args) as client:
+        conn = client.any_connection()
+        if args.alter:
+            ops = [{"name": k, "config_operation": 0, "value": v} for k, v in adds.items()]
+            ops += [{"name": k, "config_operation": 1, "value": None} for k in deletes]
+            resp = conn.call(44, 1, {"resources": [{"resource_type": BROKER, "resource_name": "",
+                                                    "configs": ops}], "validate_only": False})
+            check_answer(resp.responses[0])
+            print("Completed updating default config for brokers in the cluster.")
+            return 0
+        resp = conn.call(32, 4, {"resources": [{"resource_type": BROKER, "resource_name": "",
+                                                "configuration_keys": None}],
+                                 "include_synonyms": False, "include_documentation": False})
+        result = resp.results[0]
+        check_answer(result)
+    print("Default configs for brokers in the cluster are:")
+    for c in sorted(result.configs, key=lambda c: str(c.name)):
+        if int(c.config_source) == DYNAMIC_DEFAULT_BROKER_CONFIG:
+            print(f"  {c.name}={c.value} sensitive={str(bool(c.is_sensitive)).lower()}")
     return 0

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from tidelog.cli.client_config import CliError, client_config, make_client, timeout_s
+from tidelog.cli.client_config import CliError, client_config, make_client, timeout_s, wait
 
 TIMEOUT_S = 30
 # ConsumerGroupState to the state names Kafka's tool prints
@@ -56,7 +56,7 @@ def _result(future: Any, what: str) -> Any:
     from confluent_kafka import KafkaException
 
     try:
-        return future.result(TIMEOUT_S)
+        return wait(future, TIMEOUT_S, what)
     except KafkaException as exc:
         err = exc.args[0]
         raise CliError(f"{what}: {err.name()}: {err.str()}") from None
@@ -210,7 +210,7 @@ class GroupAdmin:
         futures = self.admin.delete_consumer_groups(groups, request_timeout=TIMEOUT_S)
         for group, f in futures.items():
             try:
-                f.result(TIMEOUT_S)
+                wait(f, TIMEOUT_S, "DeleteGroups")
                 out.append((group, None))
             except KafkaException as exc:
                 out.append((group, exc.args[0].name()))

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tidelog.cli.client_config import CliError, add_connection_args
+from tidelog.cli.client_config import CliError, add_connection_args, protocol_client
 from tidelog.cli.group_admin import GroupAdmin, GroupInfo, Member, TopicPartition
 from tidelog.cli.share_groups import SHARE, list_groups_of_types, run_share, share_hint
 from tidelog.cli.times import parse_datetime_ms, parse_duration_ms
@@ -287,19 +287,19 @@ def reset_offsets(client: GroupAdmin, group: str, args: argparse.Namespace) -> s
 # ---------------------------------------------------------------------------- delete
 
 
-def delete_groups(client: GroupAdmin, groups: Iterable[str]) -> list[str]:
-    return [
-        f"Deletion of group '{group}': " + ("Successful" if err is None else err)
-        for group, err in client.delete_groups(list(groups))
-    ]
+def delete_groups(client: GroupAdmin, groups: Iterable[str]) -> tuple[list[str], bool]:
+    """A line per group, and whether every deletion succeeded (a refused one, such as
+    GROUP_ID_NOT_FOUND or NON_EMPTY_GROUP, makes the command exit 1)."""
+    results = client.delete_groups(list(groups))
+    lines = [f"Deletion of group '{group}': " + ("Successful" if err is None else err)
+             for group, err in results]
+    return lines, all(err is None for _, err in results)
 
 
-def delete_offsets(bootstrap: str, group: str, tps: list[TopicPartition]) -> str:
+def delete_offsets(args: argparse.Namespace, group: str, tps: list[TopicPartition]) -> str:
     """OffsetDelete, which confluent-kafka's AdminClient does not offer: tidelog's own
     protocol client sends it."""
-    from tidelog.client.kafka_client import KafkaClient
-
-    with KafkaClient(bootstrap) as client:
+    with protocol_client(args) as client:
         return _delete_offsets(client, group, tps)
 
 
@@ -394,11 +394,14 @@ def run(args: argparse.Namespace) -> int:
                     )
                 print("\n\n".join(reset_offsets(client, g, args) for g in _groups(client, args)))
             elif args.delete:
-                print("\n".join(delete_groups(client, _groups(client, args))))
+                lines, deleted = delete_groups(client, _groups(client, args))
+                print("\n".join(lines))
+                if not deleted:
+                    return 1
             elif args.delete_offsets:
                 committed = committed_offsets(client, args.group[0]) if args.group else {}
                 tps = target_partitions(client, args, committed)
-                print(delete_offsets(args.bootstrap_server, args.group[0], tps))
+                print(delete_offsets(args, args.group[0], tps))
     except (CliError, ValueError, OSError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
         return 1

@@ -22,6 +22,8 @@ import tidelog.cli as cli_pkg
 # module keeps each command's start-up free of the other commands' imports (a short
 # `tidelog perf produce` run is mostly start-up).
 _MODULE_OF = {"dump-log": "dump_log", "demo-segment": "demo"}
+# options of ``tidelog`` itself that take a value
+_VALUED_OPTIONS = frozenset({"--log-level"})
 
 
 def _command_modules(argv: list[str] | None) -> list[str]:
@@ -32,7 +34,9 @@ def _command_modules(argv: list[str] | None) -> list[str]:
         if name.endswith(".py") and name not in ("__init__.py", "main.py")
     )
     args = sys.argv[1:] if argv is None else argv
-    words = [a for a in args if not a.startswith("-")]
+    # the words, skipping the value of an option before the command (--log-level DEBUG)
+    words = [a for i, a in enumerate(args)
+             if not a.startswith("-") and (i == 0 or args[i - 1] not in _VALUED_OPTIONS)]
     if words:
         wanted = _MODULE_OF.get(words[0], words[0].replace("-", "_"))
         if wanted in names and "-h" not in args[: args.index(words[0])]:
@@ -72,12 +76,21 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in _command_modules(argv):
+    modules = _command_modules(argv)
+    _register(sub, modules)
+    if not sub.choices and len(modules) == 1:
+        # a helper module's name (share-groups: `groups --type share`) is no command: the
+        # full list, so argparse names the commands there are
+        _register(sub, _command_modules([]))
+    return parser
+
+
+def _register(sub: Any, modules: list[str]) -> None:
+    for name in modules:
         module = importlib.import_module(f"tidelog.cli.{name}")
         register = getattr(module, "register", None)
         if register is not None:
             register(sub)
-    return parser
 
 
 def restore_ctrl_c() -> None:
@@ -120,10 +133,18 @@ def _one_line(exc: Exception, args: argparse.Namespace) -> str:
     if isinstance(exc, KafkaConnectionError) and hasattr(args, "bootstrap_server"):
         cause = exc.context.removeprefix("no bootstrap server reachable: ")
         return f"cannot reach the bootstrap servers {args.bootstrap_server}: {cause}"
-    if type(exc).__name__ == "KafkaException" and exc.args and hasattr(exc.args[0], "name"):
-        err = exc.args[0]  # librdkafka's error: its text and Kafka's name for it
-        return f"{err.str()} ({err.name()})"
-    return f"{type(exc).__name__}: {exc}"
+    if type(exc).__name__ == "KafkaException" and exc.args and _is_kafka_error(exc.args[0]):
+        return _kafka_error_line(exc.args[0])
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _is_kafka_error(err: object) -> bool:
+    return callable(getattr(err, "str", None)) and callable(getattr(err, "name", None))
+
+
+def _kafka_error_line(err: Any) -> str:
+    """librdkafka's error: its text and Kafka's name for it (a fatal error says so)."""
+    return f"{err.str()} ({err.name()})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"tidelog {args.command}: {_one_line(exc, args)}", file=sys.stderr)
+        return 1
+    except:  # noqa: E722 - confluent-kafka can raise its KafkaError itself, no Exception
+        err = sys.exc_info()[1]
+        if args.debug or isinstance(err, BaseException) or not _is_kafka_error(err):
+            raise
+        print(f"tidelog {args.command}: {_kafka_error_line(err)}", file=sys.stderr)
         return 1
     return int(rc or 0)
 

@@ -384,6 +384,25 @@ def run_consume(args: argparse.Namespace) -> int:
         extra = ", rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
         first = "time, threadId" if args.show_detailed_stats else "start.time, end.time"
         print(f"{first}, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec{extra}")
+    n, nbytes = _consume_messages(consumer, args)
+    end = time.monotonic()
+    consumer.close()
+    elapsed = max(end - start, 1e-9)
+    join_ms = int(((joined[0] if joined else start) - start) * 1000)
+    fetch_s = max(elapsed - join_ms / 1000, 1e-9)
+    mb = nbytes / MB
+    if not args.show_detailed_stats:
+        print(
+            f"{_date(start_wall)}, {_date(start_wall + elapsed)}, {mb:.4f}, {mb / elapsed:.4f}, "
+            f"{n}, {n / elapsed:.4f}, {join_ms}, {int(fetch_s * 1000)}, {mb / fetch_s:.4f}, "
+            f"{n / fetch_s:.4f}"
+        )
+    return 0
+
+
+def _consume_messages(consumer: Any, args: argparse.Namespace) -> tuple[int, int]:
+    """Consume up to ``--messages`` (or until ``--timeout`` passes with none), printing the
+    detailed stats lines when asked; the records and bytes consumed."""
     n = nbytes = 0
     last_seen = last_report = time.monotonic()
     last_n = last_bytes = 0
@@ -412,19 +431,7 @@ def run_consume(args: argparse.Namespace) -> int:
                 f"{(n - last_n) / dt:.4f}"
             )
             last_report, last_n, last_bytes = now, n, nbytes
-    end = time.monotonic()
-    consumer.close()
-    elapsed = max(end - start, 1e-9)
-    join_ms = int(((joined[0] if joined else start) - start) * 1000)
-    fetch_s = max(elapsed - join_ms / 1000, 1e-9)
-    mb = nbytes / MB
-    if not args.show_detailed_stats:
-        print(
-            f"{_date(start_wall)}, {_date(start_wall + elapsed)}, {mb:.4f}, {mb / elapsed:.4f}, "
-            f"{n}, {n / elapsed:.4f}, {join_ms}, {int(fetch_s * 1000)}, {mb / fetch_s:.4f}, "
-            f"{n / fetch_s:.4f}"
-        )
-    return 0
+    return n, nbytes
 
 
 def _date(ts: float) -> str:

@@ -37,6 +37,7 @@ from tidelog.cli.client_config import (
     client_config,
     make_client,
     timeout_s,
+    wait,
 )
 from tidelog.cli.reassign_admin import (
     FOLLOWER_THROTTLED_RATE,
@@ -116,7 +117,8 @@ class Cluster:
         self.client.close()
 
     def brokers(self) -> list[int]:
-        return sorted(int(n.id) for n in self.admin.describe_cluster().result(TIMEOUT_S).nodes)
+        cluster = wait(self.admin.describe_cluster(), TIMEOUT_S, "DescribeCluster")
+        return sorted(int(n.id) for n in cluster.nodes)
 
     def assignment(self, topics: set[str]) -> dict[TopicPartition, list[int]]:
         out: dict[TopicPartition, list[int]] = {}
@@ -134,7 +136,7 @@ class Cluster:
         calls = [[r] for r in resources if r.restype == ResourceType.BROKER] + ([topics] if topics else [])
         for call in calls:
             for future in self.admin.incremental_alter_configs(call).values():
-                future.result(TIMEOUT_S)
+                wait(future, TIMEOUT_S, "IncrementalAlterConfigs")
 
 
 def _entries(values: dict[str, str | None]) -> list[ConfigEntry]:

@@ -9,24 +9,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import importlib
 import logging
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tidelog.config.core import ConfigError
+from tidelog.config.fault_config import FAULT_PLAN_FILE
 from tidelog.config.properties import read_properties_file
 from tidelog.iceberg import start_iceberg
 from tidelog.schema_registry import start_schema_registry
 from tidelog.server.allocator import tune_allocator
-from tidelog.server.fault_file import FAULT_PLAN_FILE, PlanFollower, follow, plan_path
-from tidelog.server.faults import FaultPlan, install
 from tidelog.server.gil import tune_switch_interval
 from tidelog.server.heap import HeapFreezer
 from tidelog.util.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
+    from tidelog.http.server import HttpListener
+    from tidelog.iceberg.service import IcebergService
+    from tidelog.schema_registry.listener import SchemaRegistryListener
     from tidelog.server.broker import Broker
+    from tidelog.server.faults import FaultPlan
 
 log = logging.getLogger("tidelog.serve")
 
@@ -71,11 +75,22 @@ def build_props(
 
 # Keys a component reads from the raw properties rather than through a ConfigDef.
 READ_WITHOUT_CONFIG_DEF = frozenset({"sasl.jaas.config"})
+# The modules whose ConfigDefs declare the broker's keys (small: the settings, not the parts).
+_CONFIG_DEF_MODULES = (
+    "tidelog.config.broker_config", "tidelog.config.log_config",
+    "tidelog.config.remote_log_config", "tidelog.config.iceberg_config",
+    "tidelog.config.fault_config", "tidelog.storage.manager_config",
+    "tidelog.storage.cleaner.config", "tidelog.server.coordinator.group.config",
+    "tidelog.server.coordinator.transaction.config",
+)
 
 
 def unknown_broker_keys(props: dict[str, str]) -> list[str]:
-    """Keys no component's ConfigDef declares (call once the broker's subsystems are built:
-    group, transaction, cleaner and log manager settings live in their own tables)."""
+    """Keys no component's ConfigDef declares: group, transaction, cleaner, log manager,
+    tiered storage, Iceberg and fault plan settings live in their own tables, each imported
+    here (a subsystem the broker starts only when enabled may not be imported otherwise)."""
+    for module in _CONFIG_DEF_MODULES:
+        importlib.import_module(module)
     from tidelog.config.core import known_config_names
     from tidelog.config.log_config import BROKER_SYNONYMS
 
@@ -100,44 +115,21 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    plan = FaultPlan() if props.get(FAULT_PLAN_FILE) else None  # testing only
+    plan = _fault_plan() if props.get(FAULT_PLAN_FILE) else None  # testing only
     broker = Broker(BrokerConfig(props), clock=plan.clock if plan else SYSTEM_CLOCK)
     if plan is not None:
-        install(broker, plan)  # before the listeners open: every connection sees the plan
-    unknown = unknown_broker_keys(props)
-    if unknown:  # once, in the words of Kafka's AbstractConfig.logUnused
-        log.warning(
-            "These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown)
-        )
-    await broker.start()
-    http = None
-    if broker.config.values["http.listeners"]:  # /metrics, health, console: off by default
-        from tidelog.http import start_http_listener
+        from tidelog.server.faults import install
 
-        try:
-            http = await start_http_listener(broker)
-        except BaseException:
-            await broker.stop()
-            raise
-    try:  # the Schema Registry: off unless schema.registry.listeners is set
-        registry = await start_schema_registry(broker)
+        install(broker, plan)  # before the listeners open: every connection sees the plan
+    _warn_unknown_keys(props)
+    await broker.start()
+    services = _Services()
+    try:
+        await services.start(broker)
     except BaseException:
-        if http is not None:
-            await http.stop()
+        await services.stop()
         await broker.stop()
         raise
-    try:  # Iceberg topics: off unless iceberg.enabled
-        iceberg = await start_iceberg(broker, registry)
-    except BaseException:
-        if registry is not None:
-            await registry.stop()
-        if http is not None:
-            await http.stop()
-        await broker.stop()
-        raise
-    if http is not None and iceberg is not None:  # translation lag on /metrics
-        http.registry.register(iceberg.collector())
-        http.topic_tables = iceberg.table_view  # the console's topic page shows the table
     log.info("per-record core: %s", _native.core_description)
     # what start-up made (modules, configs, the loaded logs) is never garbage: out of the
     # collector's way, so a full collection scans only what serving made since
@@ -148,28 +140,75 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     freezer.start()
     following = _follow_fault_plan(broker, plan, props) if plan is not None else None
     if ready_file is not None:
-        tmp = ready_file.with_name(ready_file.name + ".tmp")
-        tmp.write_text(f"{broker.advertised_host}:{broker.bound_port}\n")
-        tmp.replace(ready_file)
+        _write_ready_file(ready_file, f"{broker.advertised_host}:{broker.bound_port}\n")
     broker.fatal_listeners.append(stop.set)  # all log dirs failed: shut down cleanly
     await stop.wait()
     log.info("shutting down")
     freezer.stop()
     if following is not None:
         following.cancel()
-    if iceberg is not None:
-        await iceberg.stop()
-    if registry is not None:
-        await registry.stop()
-    if http is not None:
-        await http.stop()
+    await services.stop()
     await broker.stop()
     if broker.fatal_error is not None:
         raise RuntimeError(broker.fatal_error)  # exit non-zero, as Kafka does
 
 
+def _warn_unknown_keys(props: dict[str, str]) -> None:
+    unknown = unknown_broker_keys(props)
+    if unknown:  # once, in the words of Kafka's AbstractConfig.logUnused
+        log.warning(
+            "These configurations '[%s]' were supplied but are not used yet.", ", ".join(unknown)
+        )
+
+
+def _write_ready_file(ready_file: Path, text: str) -> None:
+    """Written aside and renamed: a reader sees the whole address or no file."""
+    tmp = ready_file.with_name(ready_file.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(ready_file)
+
+
+class _Services:
+    """What runs beside the broker, each off unless configured: the HTTP listener (/metrics,
+    health, console), the Schema Registry, Iceberg translation. Stopped in reverse order."""
+
+    def __init__(self) -> None:
+        self.http: HttpListener | None = None
+        self.registry: SchemaRegistryListener | None = None
+        self.iceberg: IcebergService | None = None
+
+    async def start(self, broker: Broker) -> None:
+        if broker.config.values["http.listeners"]:
+            from tidelog.http import start_http_listener
+
+            self.http = await start_http_listener(broker)
+        self.registry = await start_schema_registry(broker)
+        self.iceberg = await start_iceberg(broker, self.registry)
+        if self.http is not None and self.iceberg is not None:  # translation lag on /metrics
+            self.http.registry.register(self.iceberg.collector())
+            self.http.topic_tables = self.iceberg.table_view  # the topic page shows the table
+
+    async def stop(self) -> None:
+        if self.iceberg is not None:
+            await self.iceberg.stop()
+        if self.registry is not None:
+            await self.registry.stop()
+        if self.http is not None:
+            await self.http.stop()
+
+
+def _fault_plan() -> FaultPlan:
+    """Imported only with tidelog.fault.plan.file set: a broker that follows no fault plan
+    starts without the fault machinery."""
+    from tidelog.server.faults import FaultPlan
+
+    return FaultPlan()
+
+
 def _follow_fault_plan(broker: Broker, plan: FaultPlan, props: dict[str, str]) -> asyncio.Task[None]:
     """tidelog.fault.plan.file: the broker injects the faults a test writes there."""
+    from tidelog.server.fault_file import PlanFollower, follow, plan_path
+
     path = plan_path(props[FAULT_PLAN_FILE], broker.config.node_id)
     log.warning("Following the fault plan %s: this broker injects faults (testing only)", path)
     return asyncio.get_running_loop().create_task(follow(PlanFollower(plan, path)))

@@ -17,7 +17,19 @@ import getpass
 from pathlib import Path
 from typing import Any
 
-from tidelog.cli.client_config import CliError, add_connection_args, client_config
+from tidelog.cli.client_config import (
+    CliError,
+    add_connection_args,
+    check_answer,
+    client_config,
+    make_client,
+    protocol_client,
+    wait,
+)
+
+TIMEOUT_S = 30
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50  # API key
+_MECHANISMS = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}  # ScramMechanism's type ids
 
 
 def register(subparsers: Any) -> None:
@@ -44,21 +56,28 @@ def _password(args: argparse.Namespace) -> bytes:
     return getpass.getpass(f"Password for {args.add}: ").encode()
 
 
+def _describe(args: argparse.Namespace, users: list[str]) -> int:
+    """DescribeUserScramCredentials through tidelog's own protocol client: librdkafka aborts
+    the process (a bad free) on the answer's top-level error, CLUSTER_AUTHORIZATION_FAILED."""
+    body = {"users": [{"name": u} for u in users] or None}
+    with protocol_client(args) as client:
+        answer = client.any_connection().call(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, body)
+    check_answer(answer)
+    for r in sorted(answer.results, key=lambda r: str(r.user)):
+        check_answer(r)
+        infos = ", ".join(f"{_MECHANISMS.get(int(i.mechanism), i.mechanism)} "
+                          f"iterations={i.iterations}" for i in r.credential_infos)
+        print(f"{r.user}: {infos}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from confluent_kafka import admin
 
-    client = admin.AdminClient(client_config(args, {}, {}))
+    client = make_client(admin.AdminClient, client_config(args, {}, {}))
     mech = getattr(admin.ScramMechanism, args.mechanism.replace("-", "_"))
     if args.describe is not None:
-        users = args.describe or None
-        futures = client.describe_user_scram_credentials(users)
-        results = futures.result(30) if hasattr(futures, "result") else {
-            u: f.result(30) for u, f in futures.items()}
-        for user, desc in sorted(results.items()):
-            infos = ", ".join(f"{i.mechanism.name.replace('_', '-')} iterations={i.iterations}"
-                              for i in desc.scram_credential_infos)
-            print(f"{user}: {infos}")
-        return 0
+        return _describe(args, args.describe)
     if args.add:
         change: Any = admin.UserScramCredentialUpsertion(
             args.add, admin.ScramCredentialInfo(mech, args.iterations), _password(args))
@@ -66,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         change = admin.UserScramCredentialDeletion(args.delete, mech)
         user = args.delete
-    client.alter_user_scram_credentials([change])[user].result(30)
+    wait(client.alter_user_scram_credentials([change])[user], TIMEOUT_S,
+         "AlterUserScramCredentials")
     print(f"{'Set' if args.add else 'Deleted'} {args.mechanism} credentials of {user}")
     return 0

@@ -111,6 +111,8 @@ class BrokerConnection:
                 3,
                 {"client_software_name": "tidelog", "client_software_version": "0.1"},
             )
+        except KafkaConnectionError:
+            raise  # no answer (the socket is closed): not a broker refusing v3
         except KafkaClientError:
             resp = self.call(API_VERSIONS, 0, {})
         if int(resp.error_code) == int(ErrorCode.unsupported_version):

@@ -74,8 +74,8 @@ def _d(
     cdef.define(name, type_, default, doc, v, syn)
 
 
-def _build_def() -> ConfigDef:
-    c = ConfigDef()
+def _define_segment_keys(c: ConfigDef) -> None:
+    """Kafka's segment, flush, retention and cleaner keys (TopicConfig)."""
     _d(c, "segment.bytes", "int", 1073741824, "Size of one log segment file.", at_least(14))
     _d(c, "segment.ms", "long", 604800000, "Roll a new segment after this time.", at_least(1))
     _d(c, "segment.jitter.ms", "long", 0, "Max random jitter subtracted from segment.ms.",
@@ -106,6 +106,10 @@ def _build_def() -> ConfigDef:
     _d(c, "delete.retention.ms", "long", 86400000, "How long tombstones are kept.", at_least(0))
     _d(c, "file.delete.delay.ms", "long", 60000, "Delay before deleting a .deleted file.",
        at_least(0))
+
+
+def _define_record_keys(c: ConfigDef) -> None:
+    """Kafka's record size, timestamp, compression and replication keys (TopicConfig)."""
     _d(c, "max.message.bytes", "int", 1048588, "Largest record batch size allowed.",
        at_least(0))
     _d(c, "message.timestamp.type", "string", CREATE_TIME, "CreateTime or LogAppendTime.",
@@ -127,6 +131,9 @@ def _build_def() -> ConfigDef:
     _d(c, "remote.storage.enable", "boolean", False, "Tiered storage (not supported).")
     _d(c, "leader.replication.throttled.replicas", "list", "", "Throttled leader replicas.")
     _d(c, "follower.replication.throttled.replicas", "list", "", "Throttled follower replicas.")
+
+
+def _define_confluent_keys(c: ConfigDef) -> None:
     # validated topics (Confluent Server's names; checked by the schema registry's validator)
     _d(c, "confluent.key.schema.validation", "boolean", False,
        "Refuse records whose key lacks a schema id registered under its subject.")
@@ -137,6 +144,13 @@ def _build_def() -> ConfigDef:
        "TopicRecordNameStrategy.")
     _d(c, "confluent.value.subject.name.strategy", "string", TOPIC_NAME_STRATEGY,
        "Subject of a value's schema (as confluent.key.subject.name.strategy).")
+
+
+def _build_def() -> ConfigDef:
+    c = ConfigDef()
+    _define_segment_keys(c)
+    _define_record_keys(c)
+    _define_confluent_keys(c)
     # Iceberg topics (config/iceberg_config.py)
     define_iceberg_topic_keys(lambda n, t, d, doc, v=None: _d(c, n, t, d, doc, v))
     return c

@@ -14,7 +14,7 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import crc32c as _crc32c
+from tidelog.util.crc import load_crc32c
 
 from .compression import DEFAULT_MAX_DECOMPRESSED, CompressionType, codec, decompress
 from .errors import CorruptRecordError, InvalidRecordError
@@ -65,8 +65,7 @@ def peek_attributes(buf: Buffer) -> int:
     return int(_H.unpack_from(buf, ATTRIBUTES_OFFSET)[0])
 
 
-def crc32c(data: Buffer) -> int:
-    return _crc32c.crc32c(data)
+crc32c = load_crc32c()  # crc32c(data) -> int
 
 
 class TimestampType(enum.IntEnum):

@@ -2,6 +2,10 @@
 
 Every decompressor takes ``max_size`` and stops with UnsupportedCompressionError as soon as the
 output would exceed it, so a tiny compressed "bomb" cannot exhaust memory.
+
+The codec libraries (cramjam, lz4, zstandard) are imported by the first batch that uses
+them: a broker whose producers do not compress never loads them, and its start-up does not
+wait for them.
 """
 
 from __future__ import annotations
@@ -10,10 +14,6 @@ import enum
 import struct
 import zlib
 from collections.abc import Callable
-
-import cramjam
-import lz4.frame
-import zstandard
 
 from .errors import UnsupportedCompressionError
 
@@ -76,6 +76,8 @@ def _gzip_decompress(data: bytes, max_size: int) -> bytes:
 
 def _snappy_compress(data: bytes, level: int | None) -> bytes:
     # Write the xerial framing like the Java client; every client reads it.
+    import cramjam
+
     out = bytearray(XERIAL_HEADER)
     for i in range(0, len(data), XERIAL_BLOCK) or [0]:
         block = bytes(cramjam.snappy.compress_raw(data[i : i + XERIAL_BLOCK]))
@@ -96,6 +98,8 @@ def _snappy_raw(block: bytes | memoryview, max_size: int) -> bytes:
         shift += 7
     if n > max_size:
         raise _too_big(max_size)
+    import cramjam
+
     try:
         return bytes(cramjam.snappy.decompress_raw(bytes(block)))
     except Exception as e:
@@ -119,6 +123,8 @@ def _snappy_decompress(data: bytes, max_size: int) -> bytes:
 
 def _lz4_compress(data: bytes, level: int | None) -> bytes:
     # Kafka's KafkaLZ4BlockOutputStream: independent 64 KiB blocks, no content size.
+    import lz4.frame
+
     return bytes(
         lz4.frame.compress(
             data,
@@ -132,6 +138,8 @@ def _lz4_compress(data: bytes, level: int | None) -> bytes:
 
 
 def _lz4_decompress(data: bytes, max_size: int) -> bytes:
+    import lz4.frame
+
     d = lz4.frame.LZ4FrameDecompressor()
     # python-lz4 allocates max_length up front (64 MiB: ~25 us per small batch); LZ4 expands
     # at most ~255x, so the room a frame can need is bounded by its input too.
@@ -146,10 +154,14 @@ def _lz4_decompress(data: bytes, max_size: int) -> bytes:
 
 
 def _zstd_compress(data: bytes, level: int | None) -> bytes:
+    import zstandard
+
     return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
 
 
 def _zstd_decompress(data: bytes, max_size: int) -> bytes:
+    import zstandard
+
     dctx = zstandard.ZstdDecompressor()
     out = bytearray()
     try:

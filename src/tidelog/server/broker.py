@@ -3,18 +3,24 @@ the coordinators on one asyncio loop (uvloop when installed, chosen by the calle
 
 Every subsystem is a typed field. Those that need the logs (dynamic configs, the log dir
 mover, client quotas, the group and transaction coordinators) are built in ``start`` after
-the replica manager starts, and ``stop`` tears them down in reverse."""
+the replica manager starts, and ``stop`` tears them down in reverse.
+
+The parts a broker runs only when configured are imported when they start: the ZooKeeper
+cluster member (``zookeeper.connect``: kazoo, the controller, replication) and tiered
+storage (``remote.log.storage.system.enable``), so a one-broker start does not load them."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.log_config import LogConfig
+from tidelog.config.remote_log_config import RemoteLogManagerConfig
 from tidelog.metrics import RequestMetrics
-from tidelog.metrics.loop_lag import monitor_loop_lag
+from tidelog.metrics.loop_lag import LAG_IDLE_INTERVAL_S, monitor_loop_lag
 from tidelog.server.coordinator.group.coordinator import GroupCoordinator
 from tidelog.server.coordinator.group.share.wiring import (
     start_share_coordinator,
@@ -30,14 +36,10 @@ from tidelog.storage.errors import RecordValidationError
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 from tidelog.util.topic_partition import TopicPartition
 
-from .cluster_node import ClusterNode
 from .connection import KafkaConnection
-from .coordinator.leadership import elect_led_partitions
 from .coordinator.runtime import CoordinatorRuntime
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
-from .free_space_replication import FloorReplicationHold
-from .log_dir_events import LogDirFailureNotifier
 from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
 from .metadata.cache import MetadataCache
@@ -45,21 +47,19 @@ from .metadata.image import BrokerInfo
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
 from .registry import Registry, discover
-from .remote_log_follower import tier_state_builder
-from .remote_log_manager import RemoteLogManager
-from .remote_log_wiring import start_remote_log_manager
 from .replica_manager import ReplicaManager
-from .replication.wiring import Replication, build_replication
 from .security.authorizer import StandardAuthorizer
 from .security.credentials import CredentialStore
 from .security.session import ListenerSecurity
 from .security.wiring import credential_store, listener_securities, make_authorizer
-from .zk.acls import ZkAclAuthorizer
-from .zk.config_sync import start_zk_configs
-from .zk.credentials import ZkCredentialStore
-from .zk.data import EndPoint
-from .zk.metadata_store import ZkAdminManager, ZkMetadataStore
-from .zk.topic_admin import ZkTopicAdmin
+
+if TYPE_CHECKING:
+    from .cluster_node import ClusterNode
+    from .log_dir_events import LogDirFailureNotifier
+    from .remote_log_manager import RemoteLogManager
+    from .replication.wiring import Replication
+    from .zk.data import EndPoint
+    from .zk.metadata_store import ZkAdminManager, ZkMetadataStore
 
 log = logging.getLogger(__name__)
 RecordValidator = Callable[[str, Mapping[str, str], bytes], RecordValidationError | None]
@@ -84,6 +84,9 @@ class Broker:
         self.cluster: ClusterNode | None = None
         store: ZkMetadataStore | None = None
         if config.zookeeper_connect is not None:
+            from .cluster_node import ClusterNode
+            from .zk.metadata_store import ZkMetadataStore
+
             self.cluster = ClusterNode(config, self._cluster_endpoints)
             store = ZkMetadataStore(self.cluster.zk, config.log_dirs, config.node_id,
                                     self.cluster.config_changes)
@@ -115,13 +118,9 @@ class Broker:
         # security: each listener's TLS/SASL settings, SCRAM credentials, the authorizer
         self.listener_security: dict[str, ListenerSecurity] = listener_securities(config)
         self.credentials: CredentialStore = credential_store(config)
-        if self.cluster is not None:  # SCRAM users live in ZooKeeper: any broker authenticates them
-            self.credentials = ZkCredentialStore(self.cluster.zk, self.cluster.config_changes)
         self.authorizer: StandardAuthorizer | None = make_authorizer(config)
-        if self.authorizer is not None and self.cluster is not None:
-            # ACLs live in ZooKeeper: made through any broker, enforced by all
-            self.authorizer = ZkAclAuthorizer(self.cluster.zk, self.authorizer.super_users,
-                                              self.authorizer.allow_if_no_acl)  # fmt: skip
+        if self.cluster is not None:
+            self._zk_security(self.cluster)
         # the listeners: the first one's server and port, then every listener's by name
         self._server: asyncio.base_events.Server | None = None
         self.bound_port = 0
@@ -172,20 +171,26 @@ class Broker:
             return self.advertised_host, self.advertised_port
         return adv.host, adv.port or self.bound_ports.get(listener_name, 0)
 
+    def _zk_security(self, cluster: ClusterNode) -> None:
+        """SCRAM users live in ZooKeeper: any broker authenticates them; so do the ACLs:
+        made through any broker, enforced by all."""
+        from .zk.acls import ZkAclAuthorizer
+        from .zk.credentials import ZkCredentialStore
+
+        self.credentials = ZkCredentialStore(cluster.zk, cluster.config_changes)
+        if self.authorizer is not None:
+            self.authorizer = ZkAclAuthorizer(cluster.zk, self.authorizer.super_users,
+                                              self.authorizer.allow_if_no_acl)  # fmt: skip
+
     # -- start ----------------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         if self.cluster is not None:
-            await self.cluster.connect()  # the metadata store reads ZooKeeper
-            if isinstance(self.authorizer, ZkAclAuthorizer):
-                await asyncio.to_thread(self.authorizer.load)
-            if isinstance(self.credentials, ZkCredentialStore):
-                await asyncio.to_thread(self.credentials.load)
-            self._rearm_after_session_expiry(self.cluster)
+            await self._connect_cluster(self.cluster)
         try:
             self._start_logs()
             # tiered storage: its remote storage checked (endpoint, bucket, credentials)
-            self.remote_log_manager = await start_remote_log_manager(self)
+            self.remote_log_manager = await self._start_remote_log_manager()
             # cluster services start here: after the logs and the metadata, before the
             # listeners accept
             await self._start_listeners()
@@ -195,21 +200,10 @@ class Broker:
             self._stop_logs()
             raise
         if self.cluster is not None:
-            # the listeners are bound (their real ports are registered): join the cluster
-            self.cluster.cluster_id = self.replica_manager.cluster_id
-            self._start_replication(self.cluster)  # before registering: LeaderAndIsr follows
-            if self.remote_log_manager is not None and self.replication is not None:
-                self.replication.fetcher_manager.tier_state = tier_state_builder(
-                    self.remote_log_manager, self.replica_manager)
-            # a failed log dir is announced to the controller (/log_dir_event_notification)
-            self.log_dir_notifier = LogDirFailureNotifier(
-                self.node_id, self.cluster.zk, self.replica_manager, asyncio.get_running_loop())
-            # so is a dir below log.dir.min.free.bytes: its replicas leave replication
-            self.replica_manager.floor_hold = FloorReplicationHold(
-                self.node_id, self.cluster.zk, self.replica_manager, asyncio.get_running_loop())
-            await self.cluster.start()
+            await self._join_cluster(self.cluster)
         self._schedule_idle_check()
-        self._loop_lag = asyncio.ensure_future(monitor_loop_lag())
+        self._loop_lag = asyncio.ensure_future(
+            monitor_loop_lag(idle_interval_s=LAG_IDLE_INTERVAL_S))
         self._start_coordinators()
         log.info(
             "tidelog broker %d listening on %s:%d (cluster %s)",
@@ -219,6 +213,47 @@ class Broker:
             self.replica_manager.cluster_id,
         )
 
+    async def _connect_cluster(self, cluster: ClusterNode) -> None:
+        """Before the logs: the metadata store, the ACLs and the SCRAM users read ZooKeeper."""
+        from .zk.acls import ZkAclAuthorizer
+        from .zk.credentials import ZkCredentialStore
+
+        await cluster.connect()
+        if isinstance(self.authorizer, ZkAclAuthorizer):
+            await asyncio.to_thread(self.authorizer.load)
+        if isinstance(self.credentials, ZkCredentialStore):
+            await asyncio.to_thread(self.credentials.load)
+        self._rearm_after_session_expiry(cluster)
+
+    async def _start_remote_log_manager(self) -> RemoteLogManager | None:
+        """Tiered storage, when ``remote.log.storage.system.enable`` (None otherwise)."""
+        config = RemoteLogManagerConfig.from_props(self.config.originals)
+        if not config.remote_log_storage_system_enable:
+            return None
+        from .remote_log_wiring import start_remote_log_manager
+
+        return await start_remote_log_manager(self)
+
+    async def _join_cluster(self, cluster: ClusterNode) -> None:
+        """The listeners are bound (their real ports are registered): join the cluster."""
+        from .free_space_replication import FloorReplicationHold
+        from .log_dir_events import LogDirFailureNotifier
+
+        cluster.cluster_id = self.replica_manager.cluster_id
+        self._start_replication(cluster)  # before registering: LeaderAndIsr follows
+        if self.remote_log_manager is not None and self.replication is not None:
+            from .remote_log_follower import tier_state_builder
+
+            self.replication.fetcher_manager.tier_state = tier_state_builder(
+                self.remote_log_manager, self.replica_manager)
+        # a failed log dir is announced to the controller (/log_dir_event_notification)
+        self.log_dir_notifier = LogDirFailureNotifier(
+            self.node_id, cluster.zk, self.replica_manager, asyncio.get_running_loop())
+        # so is a dir below log.dir.min.free.bytes: its replicas leave replication
+        self.replica_manager.floor_hold = FloorReplicationHold(
+            self.node_id, cluster.zk, self.replica_manager, asyncio.get_running_loop())
+        await cluster.start()
+
     def _start_logs(self) -> None:
         """The logs and the metadata, then what reads them before the broker serves."""
         self.replica_manager.startup()
@@ -226,6 +261,8 @@ class Broker:
             self.replica_manager.start_isr_expiration()
         # persisted dynamic broker configs apply before serving
         if self.cluster is not None:  # in ZooKeeper, with the quotas: altered anywhere, applied by all
+            from .zk.config_sync import start_zk_configs
+
             self.dynamic_config, self.client_quotas = start_zk_configs(
                 self.cluster.zk, self.cluster.config_changes, self.config, self.replica_manager.logs)
         else:
@@ -264,12 +301,17 @@ class Broker:
     def _rearm_after_session_expiry(self, cluster: ClusterNode) -> None:
         """The topic mirror, SCRAM users and entity configs are read again by the handlers
         of ``cluster.config_changes`` (first in ``on_new_session``); the ACLs here."""
+        from .zk.acls import ZkAclAuthorizer
+
         if isinstance(self.authorizer, ZkAclAuthorizer):
             cluster.on_new_session.append(self.authorizer.load)
 
     def _zk_admin_manager(self, store: ZkMetadataStore) -> ZkAdminManager:
         """Topic admin of a cluster member: any broker writes ZooKeeper, and answers once
         this broker's metadata shows the new partitions' leaders."""
+        from .zk.metadata_store import ZkAdminManager
+        from .zk.topic_admin import ZkTopicAdmin
+
         assert self.cluster is not None
         v = self.config.values
 
@@ -305,6 +347,8 @@ class Broker:
             self.cluster.controller.enable_topic_unclean_leader_election(topic)
 
     def _cluster_endpoints(self) -> tuple[EndPoint, ...]:
+        from .zk.data import EndPoint
+
         return tuple(
             EndPoint(lst.name, *self.endpoint(lst.name), self.config.security_protocol(lst.name))
             for lst in self.config.listeners
@@ -318,6 +362,8 @@ class Broker:
         start_share_coordinator(self)
         self.txn_coordinator, self._txn_tasks = start_txn_coordinator(self)
         if self.cluster is not None:  # coordinators follow the internal topics' leaders
+            from .coordinator.leadership import elect_led_partitions
+
             elect_led_partitions(self)
 
     def _on_all_dirs_offline(self) -> None:
@@ -355,6 +401,8 @@ class Broker:
         self._idle_handle = loop.call_later(period, check)
 
     def _start_replication(self, cluster: ClusterNode) -> None:
+        from .replication.wiring import build_replication
+
         rm = self.replica_manager
         def log_config(tp: TopicPartition) -> LogConfig | None:
             p = rm.partitions.get(tp)

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from tidelog.client.aio import AsyncBrokerConnection
 from tidelog.client.conn import KafkaClientError, KafkaConnectionError
-from tidelog.client.security import ClientSecurity
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.inter_broker import CONTROLLED_SHUTDOWN_KEY
@@ -26,6 +24,7 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .controller.channel_manager import ControllerChannelManager
 from .controller.controller import ControllerConfig, KafkaController
+from .security.inter_broker import inter_broker_security
 from .zk.change_notifications import ZkNodeChangeNotificationListener
 from .zk.client import KafkaZkClient
 from .zk.client_metrics_configs import ZkClientMetricsConfigStore
@@ -33,32 +32,6 @@ from .zk.data import BrokerRegistration, EndPoint
 from .zk.registration import ZkBrokerRegistration
 
 log = logging.getLogger(__name__)
-
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
-
-
-def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
-    """How this broker connects to others: the inter-broker listener's protocol, its trust
-    store, and for SASL ``sasl.mechanism.inter.broker.protocol`` with the credentials of the
-    listener's JAAS config (Kafka's ``listener.name.<l>.<mechanism>.sasl.jaas.config``)."""
-    name = config.inter_broker_listener_name
-    protocol = config.security_protocol(name)
-    mechanism = str(config.values["sasl.mechanism.inter.broker.protocol"])
-    prefix = f"listener.name.{name.lower()}."
-    jaas = (config.originals.get(f"{prefix}{mechanism.lower()}.sasl.jaas.config")
-            or config.originals.get(f"{prefix}sasl.jaas.config")
-            or config.originals.get("sasl.jaas.config") or "")  # fmt: skip
-    found = dict(_JAAS_OPTION.findall(str(jaas)))
-    truststore = config.listener_value(name, "ssl.truststore.location")
-    return ClientSecurity(
-        security_protocol=protocol,
-        sasl_mechanism=mechanism if protocol.startswith("SASL_") else "GSSAPI",
-        sasl_username=found.get("username"),
-        sasl_password=found.get("password"),
-        ssl_cafile=str(truststore) if truststore else None,
-        ssl_check_hostname=False,
-    )
-
 
 def controller_config(config: BrokerConfig) -> ControllerConfig:
     v = config.values

@@ -36,15 +36,16 @@ from tidelog.protocol.produce_in_place import decode_produce_in_place
 from . import eager
 from .context import ConnectionState, RequestContext
 from .error_response import error_response
-from .faults import FaultPlan, Handler, plan_for
+from .fault_plans import plan_for
 from .quota import request as request_quota
 from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
 from .security.types import ANONYMOUS, KafkaPrincipal
-from .sendfile import close_chunks, write_chunks
+from .sendfile import ResponseWriter, close_chunks
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .faults import FaultPlan, Handler
 
 log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
@@ -126,6 +127,7 @@ class KafkaConnection(asyncio.Protocol):
         # Kafka's RequestMetrics, recorded here only (None: not recorded)
         self.request_metrics = getattr(broker, "request_metrics", None)
         self.transport: asyncio.Transport | None = None
+        self.writer: ResponseWriter | None = None  # the responses' bytes (server/sendfile.py)
         self.buf = bytearray()
         self._large: _LargeFrame | None = None  # a large frame still arriving
         self.slots: deque[_Slot] = deque()
@@ -148,6 +150,8 @@ class KafkaConnection(asyncio.Protocol):
     # -- asyncio.Protocol ---------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.writer = ResponseWriter(self.transport, self._maybe_pause,  # type: ignore[arg-type]
+                                     self._send_failed)
         self.last_active = asyncio.get_running_loop().time()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
@@ -164,6 +168,8 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.broker.connections.discard(self)
+        if self.writer is not None:
+            self.writer.abort()
         for task in list(self._tasks):
             task.cancel()
         for slot in self.slots:  # responses never sent may hold segment fds
@@ -434,7 +440,7 @@ class KafkaConnection(asyncio.Protocol):
     # -- output -------------------------------------------------------------------------------
     def _flush(self) -> None:
         self._flush_scheduled = False
-        if self.closed or self.transport is None:
+        if self.closed or self.writer is None:
             return
         out: list[Any] = []
         sent: list[RequestTiming] = []
@@ -453,10 +459,8 @@ class KafkaConnection(asyncio.Protocol):
                 out.append(data)
         if out:
             self.last_active = asyncio.get_running_loop().time()
-            try:
-                write_chunks(self.transport, out)
-            except OSError as exc:
-                self.close(f"cannot send a fetch response: {exc}")
+            self.writer.write(out)
+            if self.closed:
                 return
         if sent and self.request_metrics is not None:
             self.request_metrics.record_sent(sent, dequeue_ns)
@@ -500,7 +504,9 @@ class KafkaConnection(asyncio.Protocol):
     def _maybe_pause(self) -> None:
         if self.transport is None or self.closed:
             return
-        busy = self._writing_paused or len(self.slots) + len(self._tasks) >= self.max_queued
+        waiting = self.writer is not None and self.writer.waiting  # a file chunk waits
+        busy = self._writing_paused or waiting
+        busy = busy or len(self.slots) + len(self._tasks) >= self.max_queued
         busy = busy or bool(self._muted_until)
         if busy and not self._reading_paused:
             self._reading_paused = True
@@ -516,10 +522,17 @@ class KafkaConnection(asyncio.Protocol):
         self.closed = True
         log.warning("closing connection from %s:%d: %s", *self.peer, reason)
         if self.transport is not None:
-            if graceful:
+            if graceful and self.writer is not None:
+                self.writer.when_drained(self.transport.close)
+            elif graceful:
                 self.transport.close()
             else:
+                if self.writer is not None:
+                    self.writer.abort()
                 self.transport.abort()
+
+    def _send_failed(self, exc: OSError) -> None:
+        self.close(f"cannot send a fetch response: {exc}")
 
 
 def _after(first: asyncio.Future[Any], handle: Handler) -> Handler:

@@ -26,7 +26,7 @@ from tidelog.config.broker_config import BROKER_CONFIG_DEF, BrokerConfig
 from tidelog.config.log_config import BROKER_SYNONYMS
 from tidelog.protocol.errors import ErrorCode
 from tidelog.storage.checkpoints import write_atomically
-from tidelog.storage.cleaner.config import CleanerConfig
+from tidelog.storage.cleaner.config import CLEANER_CONFIG_DEF, CleanerConfig
 
 from .errors import ApiError
 
@@ -123,6 +123,12 @@ class DynamicBrokerConfig:
         trial = {**self.static, **(self.layers[DEFAULT] if name != DEFAULT else new),
                  **(self.layers[self.node] if name != self.node else new)}
         try:
+            # each new value itself, as Kafka's DynamicConfig.Broker.validate: in the trial a
+            # value of the other layer (a broker's own over the default) may hide it
+            for key, value in new.items():
+                k = BROKER_CONFIG_DEF.keys.get(key) or CLEANER_CONFIG_DEF.keys.get(key)
+                if k is not None:
+                    k.parse(value)
             BROKER_CONFIG_DEF.parse(trial)
             self._validate_cleaner(trial)
         except Exception as exc:

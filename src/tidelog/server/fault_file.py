@@ -19,19 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tidelog.config.core import ConfigDef
+from tidelog.config.fault_config import FAULT_PLAN_FILE as FAULT_PLAN_FILE  # its old home
 from tidelog.protocol.errors import ErrorCode
 
 from .faults import FaultPlan, InjectedFault
 
 log = logging.getLogger(__name__)
 
-FAULT_PLAN_FILE = "tidelog.fault.plan.file"
-FAULT_CONFIG_DEF = ConfigDef().define(
-    FAULT_PLAN_FILE, "string", None,
-    "Testing only: a file of fault-plan calls the broker follows ({broker.id} is replaced by "
-    "the broker's id); see tidelog.server.fault_file.",
-)  # fmt: skip
 OPS = frozenset({"fail_produce", "fail_requests", "delay_responses", "drop_connection_after",
                  "advance_clock", "fill_log_dir", "free_log_dir", "clear"})  # fmt: skip
 POLL_S = 0.02

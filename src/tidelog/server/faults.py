@@ -33,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import threading
-import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +45,8 @@ from tidelog.storage.free_space import JUST_BELOW_FLOOR
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 from .error_response import error_response
+from .fault_plans import PLANS
+from .fault_plans import plan_for as plan_for  # its old home
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -259,20 +260,12 @@ class FaultPlan:
         return out
 
 
-_PLANS: weakref.WeakKeyDictionary[Broker, FaultPlan] = weakref.WeakKeyDictionary()
-
-
 def install(broker: Broker, plan: FaultPlan) -> None:
     """Tie ``plan`` to ``broker``: its connections inject the plan's faults, and its log dirs
     read the free space the plan says for the dirs it filled. (Give the broker ``plan.clock``
     when building it for ``advance_clock`` to move its time.)"""
-    _PLANS[broker] = plan
+    PLANS[broker] = plan
     broker.replica_manager.logs.free_space.override = plan.free_bytes_override
-
-
-def plan_for(broker: Broker) -> FaultPlan | None:
-    return _PLANS.get(broker)
-
 
 def _delayed(handle: Handler, ms: int) -> Handler:
     async def delayed(ctx: RequestContext, request: Any) -> Any:

@@ -25,13 +25,13 @@ from tidelog.storage.remote.factory import create_remote_storage_manager
 from tidelog.storage.remote.index_cache import RemoteIndexCache
 from tidelog.util.topic_partition import TopicPartition
 
-from .cluster_node import inter_broker_security
 from .coordinator.partition_writer import PartitionWriter
 from .remote_fetch import remote_fetch_for
 from .remote_log_manager import RemoteLogManager, TieredPartition
 from .remote_log_metadata_forwarder import MetadataForwarder
 from .remote_log_metadata_manager import TopicBasedRemoteLogMetadataManager
 from .remote_log_metadata_topic import RF_CONFIG, MetadataTopicInitializer
+from .security.inter_broker import inter_broker_security
 
 if TYPE_CHECKING:
     from tidelog.config.broker_config import BrokerConfig

@@ -1,6 +1,12 @@
 """Zero-copy Fetch: record data goes from the segment file to the socket with
-``os.sendfile`` when the transport's write buffer is empty (the usual case for a consumer
-that keeps up); otherwise, or for the part the kernel did not take, one ``pread``.
+``os.sendfile``. A response larger than the socket's send buffer (a consumer's 10 MB fetch
+meets a loopback buffer of ~4 MB) is sent as Kafka's ``FileRecords.writeTo`` sends it: what
+the kernel takes now, the rest once the socket is writable again, the file's bytes never
+read into this process. While a file chunk waits, later responses wait behind it (strictly
+in request order) and the connection reads no new request (``ResponseWriter.waiting``).
+One ``pread`` still sends a chunk where sendfile cannot: over TLS (the transport encrypts
+what it is given), when the transport holds unsent bytes of its own (they go first), or when
+the kernel refuses sendfile for this pair of files.
 
 A ``FileChunk`` holds a *duplicate* of the segment's fd, so retention closing or deleting
 the segment between the read and the send can never make us send another file's bytes.
@@ -11,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -60,48 +67,135 @@ def close_chunks(chunks: Iterable[Any]) -> None:
             c.close()
 
 
-def _sendfile(sock_fd: int, chunk: FileChunk) -> int:
-    """Bytes the kernel took without blocking (0 if it would block or is unsupported)."""
-    sent = 0
-    while sent < chunk.size:
+def _sendfile(sock_fd: int, chunk: FileChunk) -> bool | None:
+    """Send what the kernel takes of ``chunk`` now (its position and size move on): True
+    once all of it went, False when the socket is full, None when sendfile cannot send the
+    rest (unsupported, or the file ended early: a pread tells which)."""
+    while chunk.size:
         try:
-            n = os.sendfile(sock_fd, chunk.fd, chunk.position + sent, chunk.size - sent)
-        except (BlockingIOError, InterruptedError):
-            break
+            n = os.sendfile(sock_fd, chunk.fd, chunk.position, chunk.size)
+        except BlockingIOError:
+            return False
+        except InterruptedError:
+            continue
         except OSError:
-            break
+            return None
         if n == 0:
-            break
-        sent += n
-    return sent
+            return None
+        chunk.position += n
+        chunk.size -= n
+    return True
 
 
-def write_chunks(transport: asyncio.Transport, chunks: list[Any]) -> None:
-    """Write buffers and FileChunks in order; every FileChunk is closed."""
-    sock_fd: int | None = None  # looked up at the first FileChunk (a produce answer has none)
-    pending: list[Any] = []
-    try:
-        for c in chunks:
-            if not isinstance(c, FileChunk):
-                pending.append(c)
-                continue
+class ResponseWriter:
+    """One connection's responses to its transport, in order (see the module docstring).
+    ``write`` takes buffers and FileChunks; every FileChunk is closed once sent or dropped.
+    ``on_drained`` is called when a wait for the socket ended (the connection reads again);
+    ``on_error`` when a chunk could not be sent (the segment shrank under the fetch).
+    ``zero_copy_bytes`` and ``copied_bytes`` count the file bytes sent each way."""
+
+    __slots__ = ("_after", "_on_drained", "_on_error", "_queue", "_sock_fd", "_transport",
+                 "_watch_fd", "copied_bytes", "zero_copy_bytes")
+
+    def __init__(self, transport: asyncio.Transport, on_drained: Callable[[], None],
+                 on_error: Callable[[OSError], None]) -> None:
+        self._transport = transport
+        self._on_drained = on_drained
+        self._on_error = on_error
+        self._queue: deque[Any] = deque()
+        self._sock_fd: int | None = None  # looked up at the first FileChunk
+        self._watch_fd = -1  # a duplicate of the socket's fd, watched while waiting
+        self._after: Callable[[], None] | None = None  # run once drained (a graceful close)
+        self.zero_copy_bytes = 0
+        self.copied_bytes = 0
+
+    @property
+    def waiting(self) -> bool:
+        """A file chunk waits for the socket to take more."""
+        return bool(self._queue)
+
+    def write(self, chunks: list[Any]) -> None:
+        if self._queue:  # behind the chunk that waits
+            self._queue.extend(chunks)
+            return
+        self._queue.extend(chunks)
+        self._pump()
+
+    def when_drained(self, action: Callable[[], None]) -> None:
+        """``action`` now, or once everything queued was sent."""
+        if self._queue:
+            self._after = action
+        else:
+            action()
+
+    def abort(self) -> None:
+        """Drop what waits (the connection is gone)."""
+        self._unwatch()
+        close_chunks(self._queue)
+        self._queue.clear()
+        self._after = None
+
+    def _pump(self) -> None:
+        queue = self._queue
+        transport = self._transport
+        pending: list[Any] = []
+        try:
+            while queue:
+                c = queue[0]
+                if not isinstance(c, FileChunk):
+                    pending.append(queue.popleft())
+                    continue
+                if pending:
+                    transport.writelines(pending)
+                    pending = []
+                if not self._send(c):
+                    self._watch()
+                    return
+                queue.popleft()
+                c.close()
             if pending:
                 transport.writelines(pending)
-                pending = []
-            if sock_fd is None:
-                sock_fd = _sendfile_fd(transport)
-            sent = 0
-            if sock_fd >= 0 and transport.get_write_buffer_size() == 0:
-                sent = _sendfile(sock_fd, c)
-            if sent < c.size:
-                data = os.pread(c.fd, c.size - sent, c.position + sent)
-                if len(data) != c.size - sent:
-                    raise OSError(f"segment shrank under a fetch ({len(data)} of {c.size - sent})")
-                transport.write(data)
-        if pending:
-            transport.writelines(pending)
-    finally:
-        close_chunks(chunks)
+        except OSError as exc:
+            self.abort()
+            self._on_error(exc)
+            return
+        if self._watch_fd >= 0:  # a wait ended
+            self._unwatch()
+            self._on_drained()
+        after, self._after = self._after, None
+        if after is not None:
+            after()
+
+    def _send(self, c: FileChunk) -> bool:
+        """True once ``c`` was sent whole; False when the socket is full (the rest waits)."""
+        fd = self._sock_fd
+        if fd is None:
+            fd = self._sock_fd = _sendfile_fd(self._transport)
+        if fd >= 0 and not self._transport.get_write_buffer_size():
+            size = c.size
+            done = _sendfile(fd, c)
+            self.zero_copy_bytes += size - c.size
+            if done is not None:
+                return done
+        data = os.pread(c.fd, c.size, c.position)
+        if len(data) != c.size:
+            raise OSError(f"segment shrank under a fetch ({len(data)} of {c.size})")
+        self._transport.write(data)
+        self.copied_bytes += c.size
+        return True
+
+    def _watch(self) -> None:
+        if self._watch_fd < 0:
+            assert self._sock_fd is not None and self._sock_fd >= 0
+            # the transport owns the socket's fd (an event loop watches each fd once)
+            self._watch_fd = os.dup(self._sock_fd)
+            asyncio.get_running_loop().add_writer(self._watch_fd, self._pump)
+
+    def _unwatch(self) -> None:
+        fd, self._watch_fd = self._watch_fd, -1
+        if fd >= 0:
+            asyncio.get_running_loop().remove_writer(fd)
+            os.close(fd)
 
 
 def _sendfile_fd(transport: asyncio.Transport) -> int:

@@ -9,7 +9,8 @@ offset, rolls, flushes, truncation and the deletion of segment files.
 Writers (append, roll, truncate, retention) hold the lock; readers do not (see log_read).
 Validation lives in validator.py, producer state in producer_state.py, loading in loader.py,
 the read side in log_read.py, retention in log_retention.py, the writer threads in
-log_writes.py; the log's own state changes only here and in LocalLog.
+log_writes.py, the accessors the LocalLog alone answers in log_view.py; the log's own state
+changes only here and in LocalLog.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from pathlib import Path
 from tidelog.config.log_config import LogConfig
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
-from tidelog.util.topic_partition import TopicPartition
 
 from . import log_read, log_retention, log_tiered_offsets, log_writes
 from .errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
@@ -42,6 +42,7 @@ from .log_append import (
 )
 from .log_io import LogIo
 from .log_read import FetchIsolation
+from .log_view import LocalLogView
 from .log_writes import (
     AppendWriter,
     WriteDone,
@@ -61,13 +62,13 @@ __all__ = ["AppendOrigin", "FetchIsolation", "LocalLog", "Log", "LogAppendInfo"]
 INT32_MAX = 2**31 - 1
 
 
-class Log:
+class Log(LocalLogView):
     """One partition's log over its ``LocalLog``: opened by ``Log.open`` (the LogLoader's
     recovery first)."""
 
     def __init__(self, local: LocalLog, producer_state: ProducerStateManager,
                  leader_epoch_cache: LeaderEpochFileCache, *, log_start_offset: int) -> None:
-        self._local = local
+        super().__init__(local)
         self._producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
         self._log_start_offset = log_start_offset
@@ -110,39 +111,7 @@ class Log:
                          loaded.next_offset_metadata, scheduler, clock)
         return cls(local, psm, epochs, log_start_offset=loaded.log_start_offset)
 
-    # -- properties ----------------------------------------------------------------------------
-    @property
-    def local_log(self) -> LocalLog:
-        return self._local
-
-    @property
-    def dir(self) -> Path:
-        return self._local.dir
-
-    @property
-    def config(self) -> LogConfig:
-        return self._local.config
-
-    @property
-    def segments(self) -> LogSegments:
-        return self._local.segments
-
-    @property
-    def clock(self) -> Clock:
-        return self._local.clock
-
-    @property
-    def scheduler(self) -> Scheduler | None:
-        return self._local.scheduler
-
-    @scheduler.setter
-    def scheduler(self, scheduler: Scheduler | None) -> None:
-        self._local.scheduler = scheduler
-
-    @property
-    def last_flush_time(self) -> int:
-        return self._local.last_flush_time
-
+    # -- properties (those of the LocalLog alone: log_view.LocalLogView) ---------------------
     @property
     def lock(self) -> threading.RLock:
         """The writer lock (appends, rolls, truncation, retention, segment swaps)."""
@@ -153,10 +122,6 @@ class Log:
         return self._producer_state
 
     @property
-    def topic_partition(self) -> TopicPartition | None:
-        return self._local.topic_partition
-
-    @property
     def name(self) -> str:
         return self._name
 
@@ -165,33 +130,10 @@ class Log:
         return self._log_start_offset
 
     @property
-    def log_end_offset(self) -> int:
-        return self._local.log_end_offset
-
-    @property
-    def remote_log_enabled(self) -> bool:
-        """Tiered (``remote.storage.enable``; the broker refuses it unless its tiered
-        storage is on): local retention waits for copies, the log start is the remote one."""
-        return self._local.config.remote_storage_enable
-
-    @property
     def local_log_start_offset(self) -> int:
         """Kafka's localLogStartOffset: the first offset on local disk."""
         first = self._local.segments.first_segment_base_offset
         return self._log_start_offset if first is None else max(first, self._log_start_offset)
-
-    @property
-    def closed(self) -> bool:
-        return self._local.closed
-
-    @property
-    def next_offset(self) -> int:
-        """Where the next append's offsets start: the LEO, or past the writes in flight."""
-        return self._local.next_offset
-
-    @property
-    def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._local.log_end_offset_metadata
 
     @property
     def high_watermark(self) -> int:
@@ -201,21 +143,6 @@ class Log:
     def last_stable_offset(self) -> int:
         first_unstable = self._producer_state.first_unstable_offset()
         return self._hw if first_unstable is None else min(first_unstable, self._hw)
-
-    @property
-    def recovery_point(self) -> int:
-        return self._local.recovery_point
-
-    @property
-    def size_in_bytes(self) -> int:
-        return self._local.segments.size_in_bytes
-
-    @property
-    def active_segment(self) -> LogSegment:
-        return self._local.segments.active_segment
-
-    def number_of_segments(self) -> int:
-        return len(self._local.segments)
 
     # -- append --------------------------------------------------------------------------------
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0,
@@ -600,9 +527,6 @@ class Log:
     def _io(self, op: str) -> LogIo:
         """Hold the lock; an OSError becomes KafkaStorageError naming the log dir (Kafka)."""
         return LogIo(self._lock, self._local.writes, op, self)
-
-    def _check_open(self) -> None:
-        self._local.check_open()
 
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self._log_start_offset}, end={self.log_end_offset}, "

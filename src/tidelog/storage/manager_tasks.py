@@ -24,7 +24,7 @@ from tidelog.storage.errors import KafkaStorageError
 from tidelog.storage.free_space import CHECK_INTERVAL_MS, FreeSpaceFloor
 from tidelog.storage.log import Log
 from tidelog.storage.manager_placement import LogsByDir
-from tidelog.storage.remote.index_cache import DIR_NAME as REMOTE_INDEX_CACHE_DIR
+from tidelog.storage.remote import INDEX_CACHE_DIR_NAME as REMOTE_INDEX_CACHE_DIR
 from tidelog.util.scheduler import ScheduledTask
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 

@@ -1,7 +1,8 @@
 """A tidelog cluster whose brokers each run in their own network namespace, so a test can cut
 the network between them (Jepsen's ``partition`` nemesis). Needs root and ``ip`` (iproute2).
 
-Layout (``X`` picked per cluster, so several clusters can coexist)::
+Layout (``X`` leased per cluster under a lock file shared by every process, so several
+clusters can coexist, also in two pytest-xdist workers)::
 
     root namespace: bridge with 10.77.X.254 (clients, the test) and 10.77.X.253 (ZooKeeper,
                     a TCP relay to the ZooKeeper server on 127.0.0.1)
@@ -28,10 +29,12 @@ fails.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import random
 import socket
 import subprocess
+import tempfile
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -71,12 +74,67 @@ def fill(directory: Path) -> int:
     return written
 
 
-def free_subnet() -> int:
-    """An ``X`` with no route to 10.77.X.0/24 yet (another cluster may be running)."""
+def _lease_dir() -> Path:
+    """Where the leases live: one directory for every process of the machine (``/run/lock``
+    when writable, else the temp dir)."""
+    base = Path("/run/lock") if os.access("/run/lock", os.W_OK) else Path(tempfile.gettempdir())
+    return base / "tidelog-netns-subnets"
+
+
+def _routed_subnets() -> set[str]:
     routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True, timeout=30)
-    used = {line.split()[0] for line in routes.stdout.splitlines() if line}
-    free = [x for x in range(1, 250) if f"10.77.{x}.0/24" not in used]
-    return random.choice(free)
+    return {line.split()[0] for line in routes.stdout.splitlines() if line}
+
+
+class SubnetLease:
+    """This process's hold on 10.77.X.0/24: an exclusive ``flock`` on ``<dir>/X.lock``, kept
+    open until ``release()``. Another process (a second pytest-xdist worker) cannot take the
+    same X meanwhile, and the kernel drops the lock with its holder, so a killed test leaves
+    no stale lease behind."""
+
+    def __init__(self, subnet: int, fd: int) -> None:
+        self.subnet = subnet
+        self._fd: int | None = fd
+
+    @classmethod
+    def try_take(cls, subnet: int, lock_dir: Path | None = None) -> SubnetLease | None:
+        """The lease of ``subnet``, or None when another holder has it or a route to it exists
+        (a network that is not ours, or left over)."""
+        d = lock_dir or _lease_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        fd = os.open(d / f"{subnet}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        # checked under the lock: a holder releases only once its bridge (and route) is gone
+        if f"10.77.{subnet}.0/24" in _routed_subnets():
+            os.close(fd)
+            return None
+        return cls(subnet, fd)
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the last descriptor drops the flock
+            self._fd = None
+
+
+def lease_subnet(*, lock_dir: Path | None = None, candidates: Iterable[int] = range(1, 250),
+                 rng: random.Random | None = None) -> SubnetLease:
+    """A free ``X``, held until released: tried in random order (clusters of one process
+    spread out), each under its lock. RuntimeError when every candidate is taken."""
+    order = list(candidates)
+    (rng or random.Random()).shuffle(order)
+    for x in order:
+        lease = SubnetLease.try_take(x, lock_dir)
+        if lease is not None:
+            return lease
+    raise RuntimeError(f"no free 10.77.X.0/24 subnet among {len(order)} candidates")
 
 
 class TcpRelay:
@@ -139,7 +197,8 @@ class NetnsCluster(EmbeddedCluster):
         super().__init__(brokers, config, zookeeper=zookeeper)
         self.log_dir_bytes = log_dir_bytes
         self._mounts: list[Path] = []
-        self.subnet = free_subnet()
+        self._lease: SubnetLease | None = lease_subnet()
+        self.subnet = self._lease.subnet
         self.tag = f"{os.getpid() % 100000}{self.subnet}"
         self.bridge = f"tlb{self.tag}"
         self._relay: TcpRelay | None = None
@@ -204,6 +263,10 @@ class NetnsCluster(EmbeddedCluster):
         return f"{self.zookeeper_address}:{self._relay.port}{self.chroot}"
 
     def start(self) -> NetnsCluster:
+        if self._lease is None:  # started again after a stop: the same X, held again
+            self._lease = SubnetLease.try_take(self.subnet)
+            if self._lease is None:
+                raise RuntimeError(f"subnet 10.77.{self.subnet}.0/24 was taken meanwhile")
         try:
             if self.zookeeper is None:
                 self.zookeeper = ZooKeeperServer().start()
@@ -253,6 +316,9 @@ class NetnsCluster(EmbeddedCluster):
                 ip("link", "delete", self.bridge, check=False)
             self._namespaces.clear()
             self.cuts.clear()
+            if self._lease is not None:  # the bridge and its route are gone: X is free
+                self._lease.release()
+                self._lease = None
 
     # -- nemesis operations ---------------------------------------------------------------
 

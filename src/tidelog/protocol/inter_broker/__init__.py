@@ -20,33 +20,24 @@ register for them like any other API.
 
 from __future__ import annotations
 
-from types import ModuleType
-
-from . import (
-    controlled_shutdown_v3,
-    leader_and_isr_v5,
-    leader_and_isr_v6,
-    leader_and_isr_v7,
-    stop_replica_v3,
-    stop_replica_v4,
-    update_metadata_v7,
-    update_metadata_v8,
-)
+import importlib
 
 LEADER_AND_ISR_KEY = 4
 STOP_REPLICA_KEY = 5
 UPDATE_METADATA_KEY = 6
 CONTROLLED_SHUTDOWN_KEY = 7
 
-_MODULES: dict[tuple[int, int], tuple[ModuleType, str]] = {
-    (LEADER_AND_ISR_KEY, 5): (leader_and_isr_v5, "LeaderAndIsr"),
-    (LEADER_AND_ISR_KEY, 6): (leader_and_isr_v6, "LeaderAndIsr"),
-    (LEADER_AND_ISR_KEY, 7): (leader_and_isr_v7, "LeaderAndIsr"),
-    (STOP_REPLICA_KEY, 3): (stop_replica_v3, "StopReplica"),
-    (STOP_REPLICA_KEY, 4): (stop_replica_v4, "StopReplica"),
-    (UPDATE_METADATA_KEY, 7): (update_metadata_v7, "UpdateMetadata"),
-    (UPDATE_METADATA_KEY, 8): (update_metadata_v8, "UpdateMetadata"),
-    (CONTROLLED_SHUTDOWN_KEY, 3): (controlled_shutdown_v3, "ControlledShutdown"),
+# (api key, version) -> (module in this package, class name prefix); a module is imported
+# by the first message of its version (a broker outside a cluster never loads them)
+_MODULES: dict[tuple[int, int], tuple[str, str]] = {
+    (LEADER_AND_ISR_KEY, 5): ("leader_and_isr_v5", "LeaderAndIsr"),
+    (LEADER_AND_ISR_KEY, 6): ("leader_and_isr_v6", "LeaderAndIsr"),
+    (LEADER_AND_ISR_KEY, 7): ("leader_and_isr_v7", "LeaderAndIsr"),
+    (STOP_REPLICA_KEY, 3): ("stop_replica_v3", "StopReplica"),
+    (STOP_REPLICA_KEY, 4): ("stop_replica_v4", "StopReplica"),
+    (UPDATE_METADATA_KEY, 7): ("update_metadata_v7", "UpdateMetadata"),
+    (UPDATE_METADATA_KEY, 8): ("update_metadata_v8", "UpdateMetadata"),
+    (CONTROLLED_SHUTDOWN_KEY, 3): ("controlled_shutdown_v3", "ControlledShutdown"),
 }
 
 # (api key) -> (lowest, highest) version held here
@@ -62,7 +53,8 @@ def _schema(api_key: int, api_version: int, kind: str) -> type | None:
     found = _MODULES.get((api_key, api_version))
     if found is None:
         return None
-    module, name = found
+    module_name, name = found
+    module = importlib.import_module(f"{__name__}.{module_name}")
     cls: type = getattr(module, name + kind)
     return cls
 

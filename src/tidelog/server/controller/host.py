@@ -5,13 +5,15 @@ so that no helper imports the controller module that builds them."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tidelog.server.zk.client import KafkaZkClient
 from tidelog.util.topic_partition import TopicPartition
 
 from .context import ControllerChannel, ControllerContext, RequestBatch
 from .partitions import PartitionStateMachine
+
+if TYPE_CHECKING:  # a type only: the AlterPartition handler reaches here without kazoo
+    from tidelog.server.zk.client import KafkaZkClient
 
 T = TypeVar("T")
 Event = Callable[[], Awaitable[None]]

@@ -8,9 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from tidelog.server.zk.client import KafkaZkClient
 from tidelog.server.zk.data import NO_LEADER, LeaderIsrAndControllerEpoch
 from tidelog.util.topic_partition import TopicPartition
 
@@ -22,6 +21,9 @@ from .context import (
     ControllerContext,
     RequestBatch,
 )
+
+if TYPE_CHECKING:  # a type only: kazoo loads with the controller, not with this module
+    from tidelog.server.zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ NOT_CONTROLLER. Needs CLUSTER_ACTION on the cluster (brokers only)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
@@ -14,8 +14,10 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
-from ..controller.broker_requests import AlterPartitionItem, AlterPartitionResult
 from ..security import AclOperation, ResourceType
+
+if TYPE_CHECKING:  # the controller (kazoo) is imported by the first AlterPartition it answers
+    from ..controller.broker_requests import AlterPartitionItem, AlterPartitionResult
 
 API_KEY = 56
 MIN_VERSION = 2
@@ -48,6 +50,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     cluster = ctx.broker.cluster
     if cluster is None or not cluster.controller.is_active:
         return make(cls, throttle_time=0, error_code=ErrorCode.NOT_CONTROLLER, topics=())
+    from ..controller.broker_requests import AlterPartitionItem
+
     controller = cluster.controller
     names = {tid: name for name, tid in controller.context.topic_ids.items()}
     items: list[AlterPartitionItem] = []

@@ -19,7 +19,6 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
-from ..controller.reassignment import target_replicas
 from ..security import AclOperation, ResourceType
 
 API_KEY = 45
@@ -55,6 +54,8 @@ Results = dict[TopicPartition, tuple[int, str | None]]
 
 async def _cluster(ctx: RequestContext, request: Any, allow_rf_change: bool) -> Results | None:
     """The controller's answers; None when this broker is not the controller."""
+    from ..controller.reassignment import target_replicas  # a cluster's: with the controller
+
     cluster = ctx.broker.cluster
     assert cluster is not None
     controller = cluster.controller

@@ -26,8 +26,9 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     rcls = nested(cls, "results")
     ccls = nested(rcls, "credential_infos")
     if not ctx.authorize(AclOperation.DESCRIBE, ResourceType.CLUSTER, "kafka-cluster"):
+        # Kafka's getErrorResponse: the error with its message
         return make(cls, throttle_time=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                    error_message=None, results=())
+                    error_message="Cluster authorization failed.", results=())
     users = ctx.broker.credentials.users()
     if not request.users:  # null or empty: every user with a credential, sorted by name
         results = [_described(rcls, ccls, name, users) for name in sorted(users)]

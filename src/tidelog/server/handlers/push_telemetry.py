@@ -10,7 +10,6 @@ from tidelog.protocol.kio_util import make
 
 from ..context import RequestContext
 from ..telemetry import manager_for
-from ..telemetry.manager import Push
 from .get_telemetry_subscriptions import client_attributes
 
 API_KEY = 72
@@ -19,6 +18,8 @@ MAX_VERSION = 0
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
+    from ..telemetry.manager import Push  # with the manager, by the first push
+
     push = Push(request.client_instance_id, int(request.subscription_id),
                 bool(request.terminating), int(request.compression_type), bytes(request.metrics))
     error = manager_for(ctx.broker).push(push, client_attributes(ctx), ctx.connection_state)

@@ -6,7 +6,9 @@ The broker advertises 71 and 72 only where it has somewhere to put what clients 
 HTTP listener serving /metrics (Kafka advertises them only with a metrics receiver plugin).
 Without a subscription matching a client, the client is told to push nothing.
 Subscriptions live in ``client-metrics-configs.json`` on a single broker and in ZooKeeper
-in a cluster (server/zk/client_metrics_configs.py, made by the ClusterNode).
+in a cluster (server/zk/client_metrics_configs.py, made by the ClusterNode). The manager
+is imported with the first request that needs it: ApiVersions asks only whether telemetry
+is on.
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ from typing import TYPE_CHECKING, Protocol
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.util.clock import Clock
 
-from .manager import DEFAULT_TELEMETRY_MAX_BYTES, ClientMetricsManager
-
 if TYPE_CHECKING:
     from tidelog.server.cluster_node import ClusterNode
     from tidelog.server.connection import KafkaConnection
 
-__all__ = ["ClientMetricsManager", "manager_for", "telemetry_enabled"]
+    from .manager import ClientMetricsManager
+
+__all__ = ["manager_for", "telemetry_enabled"]
 
 
 class HasTelemetry(Protocol):
@@ -54,6 +56,8 @@ def manager_for(broker: HasTelemetry) -> ClientMetricsManager:
     the first log dir, or in a cluster from ZooKeeper and kept current from there."""
     found = _MANAGERS.get(broker)
     if found is None:
+        from .manager import DEFAULT_TELEMETRY_MAX_BYTES, ClientMetricsManager
+
         raw = broker.config.originals.get("telemetry.max.bytes", DEFAULT_TELEMETRY_MAX_BYTES)
         found = ClientMetricsManager(broker.clock, telemetry_max_bytes=max(int(raw), 1))
         connections = broker.connections

@@ -7,6 +7,9 @@ Names become Prometheus names (``org.apache.kafka.producer.node.request.latency.
 become labels. A monotonic sum is a counter, anything else a gauge; a histogram gives its
 ``_count`` and ``_sum``. Delta points (the broker asks for delta temporality, as Kafka) are
 added to what the instance pushed before, so a counter on /metrics is cumulative.
+
+protobuf and the OTLP classes are imported by the first push: a broker no client pushes
+metrics to never loads them.
 """
 
 from __future__ import annotations
@@ -15,16 +18,16 @@ import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
-
-from google.protobuf.message import DecodeError
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.metrics.v1 import metrics_pb2
+from typing import TYPE_CHECKING, NamedTuple
 
 from tidelog.records.compression import decompress
 
+if TYPE_CHECKING:
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
+
 GAUGE, COUNTER = "gauge", "counter"
-DELTA = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA
+DELTA = 1  # AggregationTemporality.AGGREGATION_TEMPORALITY_DELTA (OTLP's metrics.proto)
 Labels = tuple[tuple[str, str], ...]
 _BAD = re.compile(r"[^a-zA-Z0-9_]")
 
@@ -103,6 +106,9 @@ def decode(compression: int, payload: bytes, max_bytes: int) -> list[Point]:
             compression) else payload
     except Exception as exc:
         raise PayloadError(f"cannot decompress the metrics (codec {compression}): {exc}") from exc
+    from google.protobuf.message import DecodeError
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
+
     data = metrics_pb2.MetricsData()
     try:
         data.ParseFromString(raw)

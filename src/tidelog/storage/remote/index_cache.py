@@ -26,6 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import INDEX_CACHE_DIR_NAME
 from .metadata import RemoteLogSegmentMetadata
 from .storage_manager import (
     IndexType,
@@ -36,7 +37,7 @@ from .storage_manager import (
 
 log = logging.getLogger(__name__)
 
-DIR_NAME = "remote-log-index-cache"
+DIR_NAME = INDEX_CACHE_DIR_NAME
 TMP_SUFFIX = ".tmp"
 DELETED_SUFFIX = ".deleted"
 SUFFIXES = {IndexType.OFFSET: ".index", IndexType.TIMESTAMP: ".timeindex",

@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.cluster_node import inter_broker_security
 from tidelog.server.coordinator.group.txn_offsets import complete_txn_offsets
 from tidelog.server.coordinator.host import CoordinatorHost
 from tidelog.server.coordinator.runtime import CoordinatorRuntime
 from tidelog.server.coordinator.timer import CoordinatorTimer
 from tidelog.server.errors import ApiError
+from tidelog.server.security.inter_broker import inter_broker_security
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.topic_partition import TopicPartition
 

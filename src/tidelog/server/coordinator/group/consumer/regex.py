@@ -5,16 +5,20 @@ Kafka resolves a group's new regex asynchronously: the heartbeat that brings it 
 target without it (a literal topic subscribed alongside is assigned at once) and the matches
 follow once it is resolved. Here a regex new to its group is resolved at the group's next
 heartbeat; one the group already uses, and every regex after a load, counts at once.
+RE2 is imported by the first regex to compile: a broker whose groups subscribe by name
+never loads it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-
-import re2
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.consumer.records import TopicMetadata
+
+if TYPE_CHECKING:
+    import re2
 
 
 class InvalidRegex(Exception):
@@ -32,6 +36,8 @@ class RegexResolver:
     def compile(self, pattern: str) -> re2._Regexp:
         compiled = self._compiled.get(pattern)
         if compiled is None:
+            import re2
+
             try:
                 compiled = re2.compile(pattern)
             except re2.error as exc:

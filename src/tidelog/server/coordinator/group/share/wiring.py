@@ -14,13 +14,13 @@ import asyncio
 from typing import TYPE_CHECKING, Protocol
 
 from tidelog.protocol.errors import ErrorCode
-from tidelog.server.cluster_node import inter_broker_security
 from tidelog.server.coordinator.group.log_store import LogOffsetsStore
 from tidelog.server.coordinator.group.share.persister import StatePersister
 from tidelog.server.coordinator.host import CoordinatorHost
 from tidelog.server.coordinator.runtime import CoordinatorRuntime
 from tidelog.server.coordinator.share import wiring as share_coordinator
 from tidelog.server.coordinator.share.records import SHARE_STATE_TOPIC
+from tidelog.server.security.inter_broker import inter_broker_security
 
 if TYPE_CHECKING:
     from tidelog.server.coordinator.group.share.coordinator import ShareGroupCoordinator
