@@ -8,7 +8,8 @@ N flushes, for table settings side by side in one run:
 - ``expire``: that and snapshot expiry every ``--expire-every`` flushes, with a clock moved
   so that all but the newest ``--keep`` snapshots are past ``history.expire.max-snapshot-age-ms``.
 
-Printed per setting: the median commit time of flushes 2-11 and of the last ten, the
+Printed per setting: the median commit time (wall, and CPU of the process) of flushes 2-11
+and of the last ten, the
 metadata files left in the table's metadata directory, and the snapshots in the metadata.
 
     .venv/bin/python bench/iceberg_maintenance.py [--flushes 500] [--rows 100]
@@ -64,13 +65,15 @@ def run(name: str, flushes: int, n: int, expire_every: int, keep: int) -> dict[s
         assert table is not None
         arrow = table.schema().as_arrow()
         took: list[float] = []
+        cpu: list[float] = []
         offset = 0
         for i in range(flushes):
             data = rows(arrow, 0, offset, n)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             table = tables.commit(table, data, {0: offset} if i else {}, {0: offset + n},
                                   {0: 0})
             took.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
             offset += n
             if name == "expire" and (i + 1) % expire_every == 0:
                 expire_snapshots(table, int(time.time() * 1000) + 6 * 86_400_000)
@@ -78,6 +81,8 @@ def run(name: str, flushes: int, n: int, expire_every: int, keep: int) -> dict[s
                 assert table is not None
         meta = Path(table.location().removeprefix("file://")) / "metadata"
         return {"first": statistics.median(took[1:11]), "last": statistics.median(took[-10:]),
+                "cpu_first": statistics.median(cpu[1:11]),
+                "cpu_last": statistics.median(cpu[-10:]),
                 "json": sum(1 for f in os.listdir(meta) if f.endswith(".metadata.json")),
                 "avro": sum(1 for f in os.listdir(meta) if f.endswith(".avro")),
                 "snapshots": len(table.snapshots()),
@@ -95,7 +100,8 @@ def main() -> None:
     for name in args.settings.split(","):
         r = run(name, args.flushes, args.rows, args.expire_every, args.keep)
         print(f"{name:9s} commit flushes 2-11 {r['first'] * 1000:7.1f} ms, last ten "
-              f"{r['last'] * 1000:7.1f} ms ({r['last'] / r['first']:.1f}x); metadata json "
+              f"{r['last'] * 1000:7.1f} ms ({r['last'] / r['first']:.1f}x); CPU "
+              f"{r['cpu_first'] * 1000:.1f} -> {r['cpu_last'] * 1000:.1f} ms; metadata json "
               f"{r['json']:.0f}, avro {r['avro']:.0f}, snapshots {r['snapshots']:.0f}, "
               f"manifests {r['manifests']:.0f}", flush=True)
 
