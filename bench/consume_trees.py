@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as bb
 import confluent_kafka as ck
+import rdkafka_load
 
 COUNTS = {100: 200_000, 1024: 50_000}
 SHAPES: dict[str, dict[str, str | int]] = {
@@ -90,8 +91,25 @@ def warm_up(bootstrap: str, topic: str, size: int, shape: dict[str, str | int]) 
     c.close()
 
 
+def timed_read(client: str, bootstrap: str, topic: str, n: int,
+               shape: dict[str, str | int]) -> float:
+    """Seconds for one consumer to read ``n`` records of partition 0 from the beginning:
+    ``python`` is confluent-kafka's Consumer (a Python Message per record), ``ctypes`` the
+    same librdkafka with no Python per record (bench/rdkafka_load.py)."""
+    if client == "python":
+        return bb.consume(bootstrap, topic, n, shape)
+    c = rdkafka_load.Consumer(bootstrap, topic, config={**bb.CONSUMER, **shape})
+    try:
+        secs = c.consume(n)
+    finally:
+        c.close()
+    if c.records != n:
+        raise RuntimeError(f"read {c.records} records, produced {n}")
+    return secs
+
+
 def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
-               shape: dict[str, str | int], run: int,
+               shape: dict[str, str | int], run: int, client: str,
                got: dict[tuple[str, int], list[tuple[float, float]]]) -> None:
     with factory(name, trees) as (bootstrap, pid):
         for size, n in sizes.items():
@@ -99,7 +117,7 @@ def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
             bb.produce(bootstrap, topic, n, size)
             warm_up(bootstrap, f"warm-{size}", size, shape)
             c0 = cpu_seconds(pid)
-            secs = bb.consume(bootstrap, topic, n + 1, shape)
+            secs = timed_read(client, bootstrap, topic, n + 1, shape)
             per = (cpu_seconds(pid) - c0) / (n + 1) * 1e6
             got.setdefault((name, size), []).append(((n + 1) / secs, per))
             print(f"run {run} {name:<8} {size:>5} B {(n + 1) / secs:>10,.0f} rec/s "
@@ -113,6 +131,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--sizes", default="100,1024")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="big")
+    ap.add_argument("--client", choices=["ctypes", "python"], default="ctypes")
     ap.add_argument("--no-tansu", action="store_true")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree)
@@ -123,8 +142,8 @@ def main() -> None:
     for run in range(args.runs):
         for name in names if run % 2 == 0 else names[::-1]:
             loads.append(os.getloadavg()[0])
-            one_broker(name, trees, sizes, SHAPES[args.shape], run, got)
-    print(f"\nshape {args.shape}, load {min(loads):.1f} .. {max(loads):.1f}")
+            one_broker(name, trees, sizes, SHAPES[args.shape], run, args.client, got)
+    print(f"\nshape {args.shape}, client {args.client}, load {min(loads):.1f} .. {max(loads):.1f}")
     for size in sizes:
         print(f"\n{size} B, rate and broker CPU per record, median [min .. max]:")
         for name in names:
