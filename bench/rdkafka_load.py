@@ -160,6 +160,7 @@ class Consumer:
         self._rkt = lib.rd_kafka_topic_new(self._rk, topic.encode(), None)
         self.topic, self.partition = topic, partition
         self.records = self.bytes = 0
+        self.cpu = 0.0  # this process's CPU seconds (all threads) over the timed read
 
     def watermarks(self, timeout_s: float = 30) -> tuple[int, int]:
         """The partition's (low, high) offsets, asked of its leader (ListOffsets)."""
@@ -176,7 +177,8 @@ class Consumer:
         end offset as it stands now; Tansu's memory storage answers the last batch's base
         offset there, so pass ``n`` to read all of it): the seconds from ``rd_kafka_consume_start`` to the last record in hand. Raises if
         no record comes for ``stall_s``, a record is an error, or offsets are not
-        contiguous; ``self.records`` and ``self.bytes`` are then what was read.
+        contiguous; ``self.records`` and ``self.bytes`` are then what was read, ``self.cpu``
+        the client's CPU over the timed read.
 
         The watermarks are asked first, outside the clock: that also fetches the topic's
         metadata and connects to the leader, so the read starts on the leader at once
@@ -188,7 +190,7 @@ class Consumer:
         held = (ctypes.c_void_p * n)()
         base, width = ctypes.addressof(held), ctypes.sizeof(ctypes.c_void_p)
         got = 0
-        t0 = time.perf_counter()
+        t0, p0 = time.perf_counter(), time.process_time()
         if lib.rd_kafka_consume_start(rkt, part, low) != 0:
             raise RuntimeError("rd_kafka_consume_start failed")
         while got < n:
@@ -197,7 +199,7 @@ class Consumer:
             if cnt <= 0:
                 break
             got += cnt
-        dt = time.perf_counter() - t0
+        dt, self.cpu = time.perf_counter() - t0, time.process_time() - p0
         lib.rd_kafka_consume_stop(rkt, part)
         self._check(held, got, low, n)
         return dt
