@@ -21,6 +21,7 @@ setup(
                 "src/tidelog/_native/spark_columns.c",
                 "src/tidelog/_native/spark_runs.c",
                 "src/tidelog/_native/fetch_scan.c",
+                "src/tidelog/_native/validate_plain.c",
             ],
             depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h"],
             extra_compile_args=["-O2"],

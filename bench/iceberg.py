@@ -3,7 +3,8 @@
 1. translation, per mode: records/s of one flush (read committed records, decode their
    values, build Arrow, write Parquet, commit to the SQLite catalog) next to a plain
    ``pyarrow.parquet`` write of the same decoded rows (the rows the flush produced, read back
-   from the table), in the same run: ``key_value`` (raw key and value), ``avro``, ``json``
+   from the table, written with pyarrow's defaults and the table's codec: zstd, Iceberg's
+   default), in the same run: ``key_value`` (raw key and value), ``avro``, ``json``
    and ``protobuf`` (``value_schema_id_prefix`` with confluent-kafka's AvroSerializer /
    JSONSerializer / ProtobufSerializer);
 2. produce: records/s of one librdkafka producer into an Iceberg topic (translation running,
@@ -12,7 +13,9 @@
    each record's lag is the commit time of the snapshot that first holds it minus its
    timestamp; p50/p99 printed next to the target.
 
-Figures are median [min .. max] over the repeats; ratios are per repeat (paired).
+Figures are median [min .. max] over the repeats; ratios are per repeat (paired). Translation
+is also given per CPU second of the bench's process (the broker runs in it; the flush's
+thread and any it starts): on a shared machine, wall times move with the other work.
 
     .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
         [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json,protobuf]
@@ -156,11 +159,17 @@ def catalog(log_dir: Path) -> SqlCatalog:
                       warehouse=f"file://{home}/warehouse")
 
 
+def codec(properties: dict[str, str]) -> str:
+    """The table's Parquet codec (Iceberg's default zstd), which the plain write uses too."""
+    return properties.get("write.parquet.compression-codec", "zstd")
+
+
 def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
-                mode: str = "value_schema_id_prefix") -> tuple[float, float]:
+                mode: str = "value_schema_id_prefix") -> tuple[float, float, float, float]:
     """(translation records/s, plain Parquet write records/s) of one flush of ``values``
     into the table of a topic translated before (its first flush, of a few records, has
-    created the table: once in a topic's life, not part of translating)."""
+    created the table: once in a topic's life, not part of translating), then the same two
+    per CPU second of this process (what a machine shared with other work hides least)."""
     import pyarrow.compute as pc
 
     topic = f"t-{uuid.uuid4().hex[:6]}"
@@ -177,9 +186,9 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
     summary = catalog(b.log_dir).load_table(f"kafka.{topic}").current_snapshot().summary
     warm_ends = {int(p): o for p, o in json.loads(summary["tidelog.offsets"]).items()}
     produce(b.bootstrap_servers, topic, values)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = b.run(service.flush_topic(topic), timeout=600)
-    translate = time.perf_counter() - t0
+    translate, translate_cpu = time.perf_counter() - t0, time.process_time() - c0
     assert result.rows == len(values), result
     table = catalog(b.log_dir).load_table(f"kafka.{topic}")
     rows = table.scan().to_arrow()
@@ -188,10 +197,11 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
     rows = rows.filter(pc.greater_equal(pc.struct_field(rows.column("kafka"), "offset"),
                                         ends))  # the rows of the measured flush only
     assert rows.num_rows == len(values)
-    t0 = time.perf_counter()
-    pq.write_table(rows, scratch / f"{topic}.parquet")
-    plain = time.perf_counter() - t0
-    return len(values) / translate, len(values) / plain
+    t0, c0 = time.perf_counter(), time.process_time()
+    pq.write_table(rows, scratch / f"{topic}.parquet", compression=codec(table.properties))
+    plain, plain_cpu = time.perf_counter() - t0, time.process_time() - c0
+    n = len(values)
+    return n / translate, n / plain, n / translate_cpu, n / plain_cpu
 
 
 def drain(b: EmbeddedBroker, timeout: float = 600) -> None:
@@ -269,7 +279,7 @@ def main() -> None:
              "iceberg.target.lag.ms": "1000"}
     scratch = Path(tempfile.mkdtemp(prefix="iceberg-bench-", dir=os.environ.get("BENCH_DIR")))
     print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} records a mode, "
-          f"{args.repeats} repeats")
+          f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd)")
     with EmbeddedBroker(props) as b:
         values = serialize(b.schema_registry_url, "x", args.records)
         for name in args.modes.split(","):
@@ -277,15 +287,20 @@ def main() -> None:
             serializers = {"json": serialize_json, "protobuf": serialize_protobuf}
             data = serializers[name](b.schema_registry_url, name, args.records) if (
                 name in serializers) else values
-            tr, pl = [], []
+            tr, pl, tr_cpu, pl_cpu = [], [], [], []
             for _ in range(args.repeats):
-                t, p = translation(b, data, scratch, mode)
+                t, p, tc, pc_ = translation(b, data, scratch, mode)
                 tr.append(t)
                 pl.append(p)
+                tr_cpu.append(tc)
+                pl_cpu.append(pc_)
             print(f"[{name}] translation     records/s {rng_range(tr)}")
             print(f"[{name}] parquet write   records/s {rng_range(pl)}")
             print(f"[{name}] translation / parquet write: "
                   f"{ratio_range([a / c for a, c in zip(tr, pl, strict=True)])}")
+            print(f"[{name}] per CPU second: translation {rng_range(tr_cpu)}, parquet write "
+                  f"{rng_range(pl_cpu)}, ratio "
+                  f"{ratio_range([a / c for a, c in zip(tr_cpu, pl_cpu, strict=True)])}")
         if "produce" not in args.skip:
             produce_phase(b, values, args.repeats)
         if "lag" in args.skip:

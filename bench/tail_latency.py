@@ -15,7 +15,10 @@ process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
         [--scenarios 5000x1,20000x1,5000x1000] [--brokers writer,loop,tansu,baseline]
-        [--pacing sleep|spin] [--client socket.nagle.disable=true]
+        [--pacing sleep|spin] [--client socket.nagle.disable=true] [--other-src DIR]
+
+``other`` is a second tidelog source tree (``--other-src DIR``, put on PYTHONPATH): the
+build before a change, alternated with the current one in the same sitting.
 
 ``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
 fetch, every topic with the scenario's partitions): produce->ack only, the floor this machine
@@ -105,11 +108,14 @@ print(json.dumps({"lat": lat}))
 Factory = Callable[[], AbstractContextManager[tuple[str, int]]]
 
 
-def brokers(names: list[str]) -> list[tuple[str, Factory]]:
+def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, Factory]]:
     out: list[tuple[str, Factory]] = []
     for name in names:
         if name == "writer":
             out.append(("tidelog (writer thread)", lambda: broker_bench.tidelog_broker()))
+        elif name == "other" and other_src:
+            out.append(("tidelog (--other-src)", lambda: broker_bench.tidelog_broker(
+                env={"PYTHONPATH": other_src})))
         elif name == "loop":
             out.append(("tidelog (on the loop)", lambda: broker_bench.tidelog_broker(
                 overrides={"tidelog.log.append.writer.enable": "false"})))
@@ -194,11 +200,13 @@ def main() -> None:
     ap.add_argument("--pacing", choices=("sleep", "spin"), default="sleep",
                     help="sleep until each record is due, or poll in a loop as "
                          "rdkafka_performance -r does (a second busy process)")
+    ap.add_argument("--other-src", help="a second tidelog source tree, run as broker "
+                    "'other' (PYTHONPATH): two builds alternated in one sitting")
     ap.add_argument("--client", action="append", default=[], metavar="KEY=VALUE",
                     help="a librdkafka setting for the producer and the consumer "
                          "(e.g. socket.nagle.disable=true); repeatable")
     args = ap.parse_args()
-    chosen = brokers(args.brokers.split(","))
+    chosen = brokers(args.brokers.split(","), args.other_src)
     client = dict(kv.split("=", 1) for kv in args.client)
     scenarios = [tuple(int(x) for x in s.split("x")) for s in args.scenarios.split(",")]
     for rate, parts in scenarios:

@@ -14,6 +14,7 @@ from typing import Any
 import fastavro
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -390,7 +391,8 @@ def _json_value(i: int) -> bytes:
                              "extra": {"ignored": True}}
     if i % 5:
         value["name"] = f"n{i}"
-    return json.dumps(value, indent=2 if i % 7 == 0 else None).encode()  # newlines too
+    out = json.dumps(value, indent=2 if i % 7 == 0 else None).encode()  # newlines too
+    return out.replace(b"\n", b"\r\n") if i % 11 == 0 else out  # and carriage returns
 
 
 def test_json_in_bulk_equals_value_by_value() -> None:
@@ -466,7 +468,19 @@ def test_one_partition_is_written_as_pyiceberg_writes_it(tmp_path: Path) -> None
                                            write_uuid=uuid.uuid4()))
     assert [(f.partition, f.record_count) for f in ours] == [
         (f.partition, f.record_count) for f in theirs] and len(ours) == 1
-    assert ours[0].lower_bounds == theirs[0].lower_bounds
+    for metric in ("lower_bounds", "upper_bounds", "value_counts", "null_value_counts",
+                   "nan_value_counts", "split_offsets"):
+        assert getattr(ours[0], metric) == getattr(theirs[0], metric), metric
+    write_uuid = uuid.uuid4()
+    (written,) = data_files(meta, one, table.io, write_uuid)
+    assert str(write_uuid) in written.file_path
+    footer = pq.ParquetFile(written.file_path.removeprefix("file://")).metadata
+    encodings = {footer.row_group(0).column(i).path_in_schema:
+                 footer.row_group(0).column(i).encodings for i in range(footer.num_columns)}
+    assert "RLE_DICTIONARY" not in encodings["kafka.offset"]  # 50 distinct offsets
+    assert "RLE_DICTIONARY" in encodings["a"]  # one value 50 times
+    assert footer.schema.to_arrow_schema().field("a").metadata[b"PARQUET:field_id"] == str(
+        table.schema().find_field("a").field_id).encode()
     two = rows([hour + 1000, hour + 3_600_000 + 1000])
     assert single_partition(meta, two) is None
     assert len(list(data_files(meta, two, table.io, uuid.uuid4()))) == 2

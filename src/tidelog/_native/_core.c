@@ -139,8 +139,8 @@ walk_count_error(PyObject *count, Py_ssize_t n)
     return NULL;
 }
 
-/* Returns 0, or an error already set. */
-static int
+/* Returns 0, or an error already set (also validate_plain.c's walk). */
+int
 walk_loop(const uint8_t *b, Py_ssize_t end, Py_ssize_t *n_out, i128 *min_out,
           i128 *max_out, int *seq_out, Py_ssize_t *nulls_out)
 {
@@ -553,6 +553,10 @@ static PyMethodDef core_methods[] = {
      "Fetch's quiet partitions (server/sessionless_fetches.py quiet_scan_py)."},
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},
+    {"validate_plain", tl_validate_plain, METH_VARARGS,
+     "validate_plain(buf, crc, offset, leader_epoch, lo, hi, max_message_bytes, compact) -> "
+     "(records, max timestamp, CRC stale) or None: the produce validator's fast path for one "
+     "plain batch (storage/validator.py validate_plain_py)."},
     {"clean_map_run", tl_clean_map_run, METH_VARARGS,
      "clean_map_run(buf, off, map, slots, start, entries, max_entries, track, codecs): the "
      "cleaner's offset-map pass over a run of plain batches (storage/cleaner/batch_runs.py "

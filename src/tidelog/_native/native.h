@@ -27,6 +27,13 @@ PyObject *tl_md5_many(PyObject *self, PyObject *keys);
 PyObject *tl_omap_clear(PyObject *self, PyObject *args);
 int tl_omap_map_buffer(PyObject *map, Py_buffer *mb, long long slots, int writable);
 
+/* _core.c: the produce validator's record walk (storage/validator.py _walk_py) */
+int walk_loop(const uint8_t *b, Py_ssize_t end, Py_ssize_t *n_out, __int128 *min_out,
+              __int128 *max_out, int *seq_out, Py_ssize_t *nulls_out);
+
+/* validate_plain.c: storage/validator.py validate_plain_py */
+PyObject *tl_validate_plain(PyObject *self, PyObject *args);
+
 /* recovery.c: storage/recovery_scan.py scan_run_py (LogSegment.recover's fast path) */
 PyObject *tl_recover_scan(PyObject *self, PyObject *args);
 uint32_t tl_crc32c(const uint8_t *p, size_t n);

@@ -1,49 +1,158 @@
-"""A flush's rows as the table's data files (pyiceberg's writer). pyiceberg splits a table
-by its partition values with a group-by and one filtered copy of the rows per value; a
-flush's rows nearly always fall in one partition (the default spec is the hour of the
-record's timestamp), so when every row has the same partition values the rows are written
-as they are, with that one partition key: the same files, without the copy. Rows of several
-partitions take pyiceberg's own path."""
+"""A flush's rows as the table's Parquet data files, written here with pyarrow in the
+flush's own thread: pyiceberg's writer, step for step (the file schema with field ids,
+the table's ``write.parquet.*`` settings, the file name with the commit uuid, the column
+metrics from the file's footer by ``data_file_statistics_from_parquet_metadata``), with one
+difference: dictionary encoding only for the columns whose values repeat.
+
+pyarrow dictionary-encodes every column by default; on a column of distinct values (the
+offsets, raw values, ids, prices) it builds a dictionary until the dictionary page limit
+and then falls back to plain encoding, which costs about as much as the rest of the write.
+A column of a flush gets a dictionary when at most half of a sample of its values are
+distinct (leaves inside lists and maps keep pyarrow's default: a dictionary). The codec is
+the table's (``write.parquet.compression-codec``, Iceberg's default zstd).
+
+pyiceberg splits a table by its partition values with a group-by and one filtered copy of
+the rows per value; a flush's rows nearly always fall in one partition (the default spec is
+the hour of the record's timestamp), so when every row has the same partition values the
+rows are written as they are, with that one partition key."""
 
 from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import IO, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.io import FileIO
+import pyarrow.parquet as pq
+from pyiceberg.io import FileIO, OutputStream
 from pyiceberg.io.pyarrow import (
-    _dataframe_to_data_files,
+    ParquetFormatModel,
+    _determine_partitions,
     _get_field_from_arrow_table,
+    _get_parquet_writer_kwargs,
+    _to_requested_schema,
     bin_pack_arrow_table,
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
     pyarrow_to_schema,
-    write_file,
 )
-from pyiceberg.manifest import DataFile
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
+from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table import TableProperties, WriteTask
+from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.typedef import Record
 from pyiceberg.utils.properties import property_as_int
+
+SAMPLE = 4096  # values of a column looked at to decide its dictionary encoding
 
 
 def data_files(metadata: TableMetadata, data: pa.Table, io: FileIO,
-               write_uuid: uuid.UUID) -> Iterable[DataFile]:
-    key = single_partition(metadata, data)
-    if key is None:
-        return _dataframe_to_data_files(table_metadata=metadata, df=data, io=io,
-                                        write_uuid=write_uuid)
+               write_uuid: uuid.UUID) -> Iterator[DataFile]:
+    """The files of ``data`` (rows in the table's arrow schema), written now."""
     size = property_as_int(metadata.properties, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
                            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT)
     assert size is not None
-    schema = pyarrow_to_schema(data.schema, name_mapping=metadata.schema().name_mapping,
-                               format_version=metadata.format_version)
+    task_schema = pyarrow_to_schema(data.schema, name_mapping=metadata.schema().name_mapping,
+                                    format_version=metadata.format_version)
     counter = itertools.count(0)
-    return write_file(io=io, table_metadata=metadata, tasks=(
-        WriteTask(write_uuid=write_uuid, task_id=next(counter), record_batches=batches,
-                  partition_key=key, schema=schema)
-        for batches in bin_pack_arrow_table(data, size)))
+    for key, rows in _by_partition(metadata, data):
+        for batches in bin_pack_arrow_table(rows, size):
+            task = WriteTask(write_uuid=write_uuid, task_id=next(counter),
+                             record_batches=batches, partition_key=key, schema=task_schema)
+            yield write_data_file(metadata, io, task)
+
+
+def _by_partition(metadata: TableMetadata, data: pa.Table
+                  ) -> Iterable[tuple[PartitionKey | None, pa.Table]]:
+    if metadata.spec().is_unpartitioned():
+        return [(None, data)]
+    key = single_partition(metadata, data)
+    if key is not None:
+        return [(key, data)]
+    return ((p.partition_key, p.arrow_table_partition) for p in _determine_partitions(
+        spec=metadata.spec(), schema=metadata.schema(), arrow_table=data))
+
+
+def write_data_file(metadata: TableMetadata, io: FileIO, task: WriteTask) -> DataFile:
+    """One Parquet data file of ``task``'s rows, as pyiceberg's ``write_file`` makes it."""
+    table_schema = metadata.schema()
+    file_schema = sanitize_column_names(table_schema)
+    format_model = ParquetFormatModel()
+    assert task.schema is not None
+    arrow = pa.Table.from_batches([
+        _to_requested_schema(requested_schema=file_schema, file_schema=task.schema,
+                             batch=batch, include_field_ids=True, format_model=format_model)
+        for batch in task.record_batches])
+    path = load_location_provider(metadata.location, metadata.properties).new_data_location(
+        data_file_name=task.generate_data_file_filename("parquet"),
+        partition_key=task.partition_key)
+    output = io.new_output(path)
+    metadata_footer = _write_parquet(output.create(overwrite=True), arrow, metadata)
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=metadata_footer,
+        stats_columns=compute_statistics_plan(file_schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(file_schema))
+    return DataFile.from_args(
+        content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
+        partition=task.partition_key.partition if task.partition_key else Record(),
+        file_size_in_bytes=len(output), sort_order_id=None,
+        spec_id=metadata.default_spec_id, equality_ids=None, key_metadata=None,
+        **statistics.to_serialized_dict())
+
+
+def _write_parquet(stream: OutputStream, arrow: pa.Table, metadata: TableMetadata
+                   ) -> pq.FileMetaData:
+    row_group = property_as_int(metadata.properties, TableProperties.PARQUET_ROW_GROUP_LIMIT,
+                                TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT)
+    with cast(IO[Any], stream) as out:
+        writer = pq.ParquetWriter(out, schema=arrow.schema, store_decimal_as_integer=True,
+                                  use_dictionary=dictionary_columns(arrow),
+                                  **_get_parquet_writer_kwargs(metadata.properties))
+        with writer:
+            writer.write(arrow, row_group_size=row_group)
+    footer: pq.FileMetaData = writer.writer.metadata
+    return footer
+
+
+def dictionary_columns(table: pa.Table) -> list[str]:
+    """The Parquet column paths to dictionary-encode: leaves whose sampled values repeat
+    (at most half distinct), and every leaf inside a list or map."""
+    out: list[str] = []
+    sample = table.slice(0, SAMPLE)
+    for name, column in zip(sample.column_names, sample.columns, strict=True):
+        _leaves(name, column.combine_chunks(), out)
+    return out
+
+
+def _leaves(path: str, array: pa.Array, out: list[str]) -> None:
+    t = array.type
+    if pa.types.is_struct(t):
+        assert isinstance(array, pa.StructArray)
+        for i in range(t.num_fields):
+            _leaves(f"{path}.{t.field(i).name}", array.field(i), out)
+    elif pa.types.is_map(t):
+        out.extend(f"{path}.key_value.{p}" for p in _all_leaves("key", t.key_type)
+                   + _all_leaves("value", t.item_type))
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        out.extend(f"{path}.list.{p}" for p in _all_leaves("element", t.value_type))
+    elif len(array) == 0 or int(pc.count_distinct(array).as_py()) * 2 <= len(array):
+        out.append(path)
+
+
+def _all_leaves(path: str, t: pa.DataType) -> list[str]:
+    if pa.types.is_struct(t):
+        return [p for f in t for p in _all_leaves(f"{path}.{f.name}", f.type)]
+    if pa.types.is_map(t):
+        return [f"{path}.key_value.{p}" for p in _all_leaves("key", t.key_type)
+                + _all_leaves("value", t.item_type)]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [f"{path}.list.{p}" for p in _all_leaves("element", t.value_type)]
+    return [path]
 
 
 def single_partition(metadata: TableMetadata, data: pa.Table) -> PartitionKey | None:
@@ -68,3 +177,4 @@ def single_partition(metadata: TableMetadata, data: pa.Table) -> PartitionKey | 
                 return None
         values.append(PartitionFieldValue(field=field, value=column[0].as_py()))
     return PartitionKey(field_values=values, partition_spec=spec, schema=schema)
+

@@ -48,6 +48,7 @@ from pyiceberg.types import DoubleType, FloatType, IntegerType, LongType
 from tidelog.config.iceberg_config import SpecField, parse_partition_spec
 
 from .data_files import data_files
+from .transaction import FlushTransaction
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class Tables:
         """Append ``data`` as one snapshot moving each partition from ``starts`` to ``ends``."""
         if table.properties.get(RETRIES) != "0":
             table = table.transaction().set_properties(NO_REBASE).commit_transaction()
-        txn = table.transaction()
+        txn = FlushTransaction(table)
         base = table_offsets(txn.table_metadata.current_snapshot())
         for p, start in starts.items():
             have = base.offsets.get(p)

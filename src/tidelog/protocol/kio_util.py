@@ -111,12 +111,15 @@ def nested(cls: type, name: str) -> type:
     return typing.cast(type, tp)
 
 
+_ONE_MS = datetime.timedelta(milliseconds=1)
+
+
 def ms(value: Any) -> int:
     """Milliseconds of a kio timedelta/datetime field (or a plain int)."""
     if value is None:
         return -1
     if isinstance(value, datetime.timedelta):
-        return int(value / datetime.timedelta(milliseconds=1))
+        return value // _ONE_MS
     if isinstance(value, datetime.datetime):
         return int((value - _EPOCH) / datetime.timedelta(milliseconds=1))
     return int(value)

@@ -53,8 +53,9 @@ _PENDING = object()
 # Frames this large are read into a buffer of their own size (kept below the default
 # sasl.server.max.receive.size cap, so SASL tokens never take this path)
 LARGE_FRAME = 1 << 20
-# Produce frames from this size on are decoded in place too: kio would copy every
-# partition's records out of the frame (bench/native.py section 3)
+# Every Produce frame is decoded in place (protocol/produce_in_place.py: kio would copy
+# every partition's records out of the frame, bench/native.py section 3); one of this size
+# or more that is still arriving is read into a buffer of its own size
 PRODUCE_IN_PLACE = 64 << 10
 PRODUCE_KEY = 0
 FETCH_KEY = 1
@@ -222,10 +223,9 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if self._muted_until:  # a quota throttle: later requests wait until it ends
                 break
-            in_place = size >= LARGE_FRAME or (
-                size >= PRODUCE_IN_PLACE and self._is_produce(buf, pos + 4, end))
+            in_place = size >= LARGE_FRAME or self._is_produce(buf, pos + 4, end)
             if end - pos - 4 < size:
-                if in_place:
+                if in_place and size >= PRODUCE_IN_PLACE:
                     self._large = _LargeFrame(size, buf, pos + 4)
                     pos = end
                 break

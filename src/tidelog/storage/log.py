@@ -250,8 +250,9 @@ class Log(LocalLogView):
         if (pending.count == 0 and size < inline_below and not new_epoch) or \
                 analysis.completed or roll_due(seg, pending, local.config, size, info,
                                                local.clock.milliseconds()):
-            pending.drain()
-            self._check_open()
+            if pending.count:  # (none in flight: nothing changed since the lock was taken)
+                pending.drain()
+                self._check_open()
             self._write_analyzed(v, analysis, True, assign_epochs=new_epoch)
             return False
         # a new leader epoch: in the cache now, its checkpoint (fsynced) written aside before

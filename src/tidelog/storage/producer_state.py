@@ -259,12 +259,10 @@ class ProducerAppendInfo:
         """The merged entry to install: earlier batches kept up to 5 when the epoch matches."""
         upd = self.updated
         if upd.producer_epoch == self.current.producer_epoch:
-            merged = deque(self.current.batch_metadata)
-            merged.extend(upd.batch_metadata)
+            merged = deque(self.current.batch_metadata, NUM_BATCHES_TO_RETAIN)
+            merged.extend(upd.batch_metadata)  # (the oldest fall out past the bound)
         else:
-            merged = deque(upd.batch_metadata)
-        while len(merged) > NUM_BATCHES_TO_RETAIN:
-            merged.popleft()
+            merged = deque(upd.batch_metadata, NUM_BATCHES_TO_RETAIN)
         return ProducerStateEntry(upd.producer_id, upd.producer_epoch, merged,
                                   upd.coordinator_epoch, upd.last_timestamp,
                                   upd.current_txn_first_offset)

@@ -10,6 +10,7 @@ the count, timestamps and, on compacted topics, keys.
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass
 
 from tidelog._native import core as _native_core
@@ -30,6 +31,8 @@ from tidelog.records.batch import (
     NO_PRODUCER_ID,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    crc32c,
 )
 from tidelog.records.compression import MAX_DECOMPRESSED_BATCH, codec
 from tidelog.records.errors import UnsupportedCompressionError
@@ -44,6 +47,9 @@ from .errors import (
 )
 
 Buffer = bytes | bytearray | memoryview
+_Q = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
 
 
 class AppendOrigin(enum.Enum):
@@ -121,6 +127,11 @@ def validate_and_assign_offsets(
     Raises InvalidRecordError, RecordTooLargeError, CorruptRecordError or
     RecordValidationError (cause InvalidRecordError / InvalidTimestampError).
     """
+    if origin is AppendOrigin.CLIENT and not config.log_append_time and (
+            config.compression_type == "producer" or _plain_topic(config)):
+        fast = _validate_plain(records, config, now_ms, offset, leader_epoch)
+        if fast is not None:
+            return fast
     batches = split_batches(records, path=topic_partition or "records")
     if len(batches) != 1:
         raise InvalidRecordError(
@@ -151,6 +162,95 @@ def validate_and_assign_offsets(
         num_messages=n,
         recompressed=rebuild,
     )
+
+
+def _plain_topic(config: LogConfig) -> bool:
+    """A topic whose codec keeps an uncompressed batch uncompressed."""
+    return CompressionType.from_name(config.compression_type) is CompressionType.NONE
+
+
+def _validate_plain(records: Buffer, config: LogConfig, now_ms: int, offset: int,
+                    leader_epoch: int) -> ValidationResult | None:
+    """The fast path of one plain client batch (``validate_plain``); None: the batch needs
+    the general path (which gives Kafka's error for a bad one)."""
+    buf: bytearray | memoryview
+    if isinstance(records, bytearray) or (
+            isinstance(records, memoryview) and not records.readonly):
+        buf = records
+    else:
+        buf = bytearray(records)
+    got = validate_plain(buf, offset, leader_epoch,
+                         max(now_ms - config.timestamp_before_max_ms, _INT64_MIN),
+                         min(now_ms + config.timestamp_after_max_ms, _INT64_MAX),
+                         config.max_message_bytes, config.compact)
+    if got is None:
+        return None
+    n, max_timestamp = got
+    last = offset + n - 1
+    return ValidationResult(records=buf, batch=RecordBatch(buf), first_offset=offset,
+                            last_offset=last, max_timestamp=max_timestamp,
+                            offset_of_max_timestamp=last, log_append_time=-1,
+                            num_messages=n, recompressed=False)
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_PLAIN = struct.Struct(">qiiBIhiqqqhii")  # the batch header (RecordBatch.header's layout)
+
+
+def validate_plain(buf: bytearray | memoryview, offset: int, leader_epoch: int, lo: int,
+                   hi: int, max_message_bytes: int, compact: bool) -> tuple[int, int] | None:
+    """``_plain`` (the native core's validate_plain or its twin) with the CRCs computed here
+    by the crc32c package: (records, max timestamp), or None (declined, ``buf`` as it was)."""
+    if len(buf) < RECORD_BATCH_OVERHEAD:
+        return None
+    with memoryview(buf) as mv:
+        got = _plain(buf, crc32c(mv[21:]), offset, leader_epoch, lo, hi, max_message_bytes,
+                     compact)
+        if got is None:
+            return None
+        n, max_timestamp, stale = got
+        if stale:
+            _U32.pack_into(buf, 17, crc32c(mv[21:]))
+    return n, max_timestamp
+
+
+def validate_plain_py(buf: bytearray | memoryview, crc: int, offset: int, leader_epoch: int,
+                      lo: int, hi: int, max_message_bytes: int, compact: bool
+                      ) -> tuple[int, int, bool] | None:
+    """One uncompressed client batch checked and patched as the general path would; None
+    (``buf`` untouched) for anything else: not exactly one batch, a non-zero base offset,
+    too large, another magic, a bad CRC, attributes other than transactional, a bad offset
+    range or count, a sequence missing, a malformed record, offset deltas not 0..n-1, a
+    timestamp outside [lo, hi], a null key on a compacted topic. ``crc``: the CRC-32C of
+    ``buf[21:]``, computed by the caller. Returns (records, max timestamp, whether the CRC
+    is stale) once the base offset, leader epoch and max timestamp are set; the caller
+    writes the CRC of a stale one."""
+    n = len(buf)
+    if n < RECORD_BATCH_OVERHEAD:
+        return None
+    (base, length, _epoch, magic, stored, attrs, lod, base_ts, max_ts, pid, _pe, base_seq,
+     count) = _PLAIN.unpack_from(buf, 0)
+    if length + LOG_OVERHEAD != n or base != 0 or n > max_message_bytes or magic != MAGIC_V2:
+        return None
+    if crc != stored or attrs & ~TRANSACTIONAL_MASK & 0xFFFF:
+        return None
+    if lod + 1 <= 0 or count <= 0 or lod + 1 != count or (pid > NO_PRODUCER_ID and base_seq < 0):
+        return None
+    try:
+        recs, min_d, max_d, sequential, nulls = _walk_py(memoryview(buf)[RECORD_BATCH_OVERHEAD:],
+                                                         count)
+    except InvalidRecordError:
+        return None
+    top = base_ts + max_d
+    if not sequential or (compact and nulls) or base_ts + min_d < lo or top > hi or \
+            top > _INT64_MAX:
+        return None
+    _Q.pack_into(buf, 0, offset)
+    _I32.pack_into(buf, 12, leader_epoch)
+    if max_ts != top:
+        _Q.pack_into(buf, 35, top)
+        return recs, top, True
+    return recs, top, False
 
 
 def _assign_offsets(batch: RecordBatch, config: LogConfig, scan: _Scan,
@@ -362,8 +462,10 @@ def _walk_py(buf: Buffer, count: int) -> tuple[int, int, int, bool, int]:
     return n, min_d, max_d, sequential, nulls
 
 
-# The native twin (tidelog._native) when built and not switched off: same results, same errors.
+# The native twins (tidelog._native) when built and not switched off: same results, same
+# errors (validate_plain: the same acceptance and the same patched bytes).
 _walk = _native_core.walk if _native_core is not None else _walk_py
+_plain = _native_core.validate_plain if _native_core is not None else validate_plain_py
 
 
 def _check_count(count: int, scan: _Scan, tp: str) -> None:

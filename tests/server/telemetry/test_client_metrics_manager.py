@@ -259,3 +259,28 @@ def test_configs_validate_persist_and_delete(tmp_path) -> None:
     m.alter("s", [("metrics", DELETE, None), ("interval.ms", DELETE, None),
                   ("match", DELETE, None)], validate_only=False)
     assert "s" not in m.configs.configs and m.subscription_version == version + 1
+
+
+def test_a_subscription_added_while_a_client_is_evaluated_reaches_it_at_its_next_request(
+        tmp_path) -> None:
+    """In a cluster the subscriptions change on ZooKeeper's thread while the event loop
+    evaluates a client: a change landing between the two reads of the evaluation (the
+    store replaces its mapping, then moves its version) is evaluated at the next request,
+    not stamped as seen with the subscriptions from before it."""
+    m, _clock = _manager(tmp_path)
+    store = m.configs
+    subscriptions = store.subscriptions
+
+    def racing() -> list:
+        found = subscriptions()
+        store.subscriptions = subscriptions  # type: ignore[method-assign]
+        _subscribe(m, "late", "org.apache.kafka.producer.", 1000)  # as the other thread would
+        return found
+
+    store.subscriptions = racing  # type: ignore[method-assign]
+    first = m.get_subscriptions(None, PRODUCER)
+    assert first.error == ErrorCode.NONE and first.metrics == ()
+    again = m.get_subscriptions(first.client_instance_id, PRODUCER)
+    assert again.error == ErrorCode.NONE
+    assert again.metrics == ("org.apache.kafka.producer.",) and again.push_interval_ms == 1000
+    assert again.subscription_id != first.subscription_id

@@ -152,6 +152,10 @@ class ClientMetricsManager:
         return found
 
     def _evaluate(self, instance_id: uuid.UUID, attrs: dict[str, str]) -> ClientInstance:
+        # the version before the subscriptions: a store replaces its mapping, then moves the
+        # version (on another thread in a cluster), so a change made meanwhile is evaluated
+        # again at the next request instead of being stamped as seen
+        version = self.subscription_version
         interval = DEFAULT_INTERVAL_MS
         metrics: set[str] = set()
         for sub in self.configs.subscriptions():
@@ -162,7 +166,7 @@ class ClientMetricsManager:
             metrics = {ALL_SUBSCRIBED_METRICS}
         subscribed = frozenset(metrics)
         return ClientInstance(instance_id, attrs, subscription_id(subscribed, interval, instance_id),
-                              self.subscription_version, subscribed, interval)
+                              version, subscribed, interval)
 
     def expire(self) -> None:
         now = self.clock.milliseconds()

@@ -17,7 +17,10 @@ purgeObsoleteNotifications), so ``/config/changes`` does not grow without end.
 
 A watch is one-shot and a session expiry takes every watch with it: ``load`` re-arms it and
 asks every handler to read its entities whole (changes announced while the session was gone
-are not missed).
+are not missed). A connection lost within the session (kazoo drops its watchers then, and
+fires them once) fails whatever read was under way: as Kafka's client retries its requests
+until connected, the listener reads again once kazoo is connected, and a change counts as
+read only once its handlers had it, so neither the watch nor a change is lost.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
+from kazoo.protocol.states import KazooState
 
 from . import data as z
 from .client import KafkaZkClient
@@ -54,7 +58,8 @@ class ZkNodeChangeNotificationListener:
         self.handlers: list[ConfigHandler] = []
         self._last = ""
         self._armed = False
-        self._lock = threading.Lock()  # one reader of the sequence at a time
+        self._lock = threading.Lock()  # guards _last and _armed
+        self._processing = threading.Lock()  # one reader of the notifications at a time
 
     def add_handler(self, handler: ConfigHandler) -> None:
         self.handlers.append(handler)
@@ -81,29 +86,59 @@ class ZkNodeChangeNotificationListener:
     def _on_change(self, _event: Any = None) -> None:
         try:
             self._process()
-        except (ConnectionClosedError, ConnectionLoss):
+        except ConnectionClosedError:
             log.debug("config change while the ZooKeeper session closes")
+        except ConnectionLoss:
+            log.info("config change notifications: connection lost, read again once connected")
+            self._again_when_connected()
+        except SessionExpiredError:
+            log.debug("config change in an expired session (the new session reads all)")
         except Exception:
             log.exception("processing config change notifications failed")
 
+    def _again_when_connected(self) -> None:
+        """Read the notifications (and set the watch) again once kazoo is connected: at its
+        next CONNECTED, or now if it is connected already."""
+        client = self.zk.zk
+
+        def connected(state: KazooState) -> bool:
+            if state != KazooState.CONNECTED:
+                return False
+            client.handler.spawn(self._on_change)
+            return True  # once
+
+        client.add_listener(connected)
+        if client.state == KazooState.CONNECTED and connected in client.state_listeners:
+            client.remove_listener(connected)
+            client.handler.spawn(self._on_change)
+
     def _process(self) -> None:
-        with self._lock:
-            changes = sorted(self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_change))
-            new = [c for c in changes if c > self._last]
+        with self._processing:
+            with self._lock:
+                changes = sorted(self.zk.get_children(z.CONFIG_CHANGES_PATH, self._on_change))
+                new = [c for c in changes if c > self._last]
+            for change in new:
+                self._apply(change)  # a lost connection raises: the change is read again
+                with self._lock:
+                    self._last = max(self._last, change)
             if new:
-                self._last = new[-1]
-        for change in new:
-            data, _ = self.zk.get_data(f"{z.CONFIG_CHANGES_PATH}/{change}")
-            if not data:
-                continue  # purged in between
+                self.zk.purge_obsolete_notifications(z.CONFIG_CHANGES_PATH, changes,
+                                                     CHANGE_EXPIRATION_MS)
+
+    def _apply(self, change: str) -> None:
+        data, _ = self.zk.get_data(f"{z.CONFIG_CHANGES_PATH}/{change}")
+        if not data:
+            return  # purged in between
+        try:
             entity_type, name = z.decode_config_change(data)
-            for h in list(self.handlers):
-                if h.entity_type == entity_type:
-                    try:
-                        h.changed(name)
-                    except (ConnectionClosedError, ConnectionLoss):
-                        raise
-                    except Exception:
-                        log.exception("applying the change of %s/%s failed", entity_type, name)
-        if new:
-            self.zk.purge_obsolete_notifications(z.CONFIG_CHANGES_PATH, changes, CHANGE_EXPIRATION_MS)
+        except (ValueError, KeyError, TypeError) as exc:  # skipped, as Kafka logs and goes on
+            log.error("ignoring change notification %s: %r (%s)", change, data, exc)
+            return
+        for h in list(self.handlers):
+            if h.entity_type == entity_type:
+                try:
+                    h.changed(name)
+                except (ConnectionClosedError, ConnectionLoss, SessionExpiredError):
+                    raise
+                except Exception:
+                    log.exception("applying the change of %s/%s failed", entity_type, name)

@@ -4,14 +4,17 @@
 any broker reaches clients wherever they push. Kafka keeps these in KRaft metadata only;
 tidelog's cluster metadata is ZooKeeper, so they live where its other configs do.
 
-Notifications arrive on kazoo's thread: the store replaces its mapping whole, which the
-event loop reads without a lock. When ZooKeeper cannot be read (at first use, or a new
-session), the store tries again at most once a second as requests and scrapes come.
+Notifications arrive on kazoo's thread, the broker's own writes on its event loop: one
+update at a time reads ZooKeeper and replaces the mapping whole (then moves ``version``),
+so a slower read never puts back what a newer one replaced; the event loop reads the
+mapping without a lock. When ZooKeeper cannot be read (at first use, or a new session),
+the store tries again at most once a second as requests and scrapes come.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
 from kazoo.exceptions import NoNodeError
 
@@ -36,6 +39,7 @@ class ZkClientMetricsConfigStore(ClientMetricsConfigStore):
         self.loaded = False
         self._changes: ZkNodeChangeNotificationListener | None = None
         self._tried_ms = -RETRY_MS
+        self._update = threading.Lock()  # one reader-and-replacer of the mapping at a time
 
     def watch(self, changes: ZkNodeChangeNotificationListener, now_ms: int) -> None:
         """Read the subscriptions and follow their change notifications (the handler reads
@@ -66,14 +70,15 @@ class ZkClientMetricsConfigStore(ClientMetricsConfigStore):
         """Nothing on disk: ZooKeeper holds the subscriptions (``load`` reads them)."""
 
     def load(self) -> None:
-        configs = {}
-        for name in self.zk.get_children(f"/config/{CLIENT_METRICS_CONFIG_TYPE}"):
-            props = self._read(name)
-            if props:
-                configs[name] = props
-        self.configs = configs
-        self.version += 1
-        self.loaded = True
+        with self._update:
+            configs = {}
+            for name in self.zk.get_children(f"/config/{CLIENT_METRICS_CONFIG_TYPE}"):
+                props = self._read(name)
+                if props:
+                    configs[name] = props
+            self.configs = configs
+            self.version += 1
+            self.loaded = True
 
     def _read(self, name: str) -> dict[str, str]:
         props = self.zk.get_entity_configs(CLIENT_METRICS_CONFIG_TYPE, name)
@@ -86,14 +91,15 @@ class ZkClientMetricsConfigStore(ClientMetricsConfigStore):
 
     def refresh(self, name: str) -> None:
         """One subscription changed (a notification, or our own write): read it again."""
-        configs = dict(self.configs)
-        props = self._read(name)
-        if props:
-            configs[name] = props
-        else:
-            configs.pop(name, None)
-        self.configs = configs
-        self.version += 1
+        with self._update:
+            props = self._read(name)
+            configs = dict(self.configs)
+            if props:
+                configs[name] = props
+            else:
+                configs.pop(name, None)
+            self.configs = configs
+            self.version += 1
 
     def current(self, name: str) -> dict[str, str]:
         """What ZooKeeper holds now (another broker may have changed it)."""
