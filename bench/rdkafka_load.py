@@ -174,10 +174,10 @@ class Consumer:
 
     def consume(self, n: int | None = None, stall_s: float = 10) -> float:
         """Read ``n`` records of the partition from its first offset (default: up to its
-        end offset as it stands now; Tansu's memory storage answers the last batch's base
-        offset there, so pass ``n`` to read all of it): the seconds from ``rd_kafka_consume_start`` to the last record in hand. Raises if
-        no record comes for ``stall_s``, a record is an error, or offsets are not
-        contiguous; ``self.records`` and ``self.bytes`` are then what was read, ``self.cpu``
+        end offset as it stands now; Tansu's memory storage answered an end offset short of
+        what it holds, 199,161 of 200,001 records, so pass ``n`` to read all of it): the
+        seconds from ``rd_kafka_consume_start`` to the last record in hand. Raises if no
+        record comes for ``stall_s``, a record is an error, or offsets are not contiguous; ``self.records`` and ``self.bytes`` are then what was read, ``self.cpu``
         the client's CPU over the timed read.
 
         The watermarks are asked first, outside the clock: that also fetches the topic's
