@@ -177,8 +177,9 @@ class Consumer:
         end offset as it stands now; Tansu's memory storage answered an end offset short of
         what it holds, 199,161 of 200,001 records, so pass ``n`` to read all of it): the
         seconds from ``rd_kafka_consume_start`` to the last record in hand. Raises if no
-        record comes for ``stall_s``, a record is an error, or offsets are not contiguous; ``self.records`` and ``self.bytes`` are then what was read, ``self.cpu``
-        the client's CPU over the timed read.
+        record comes for ``stall_s``, a record is an error, or offsets are not contiguous;
+        ``self.records`` and ``self.bytes`` are then what was read, ``self.cpu`` the
+        client's CPU over the timed read.
 
         The watermarks are asked first, outside the clock: that also fetches the topic's
         metadata and connects to the leader, so the read starts on the leader at once
