@@ -8,9 +8,17 @@ that directory on PYTHONPATH. Each run starts every broker in turn (fresh log di
 reversed every other run), produces the records with bench/broker.py's producer (acks=1,
 linger.ms=5, one partition), reads a few records of another topic with the same consumer
 settings and commits them (the first consumer's one-time costs -- the group coordinator's
-topic of 50 partitions, first-use imports -- stay out of the figure), then times bench/broker.py's consumer reading them back
-(confluent-kafka, one partition from the beginning), taking the broker's CPU over the
-consume: the on-CPU nanoseconds of every thread of the process (/proc/PID/task/*/schedstat).
+topic of 50 partitions, first-use imports -- stay out of the figure), then times one
+consumer reading them back (one partition from the beginning), taking the broker's CPU over
+the read: the on-CPU nanoseconds of every thread of the process
+(/proc/PID/task/*/schedstat), and the client's (this process, all threads).
+
+Clients (``--client``): ``ctypes`` (default) is bench/rdkafka_load.py's consumer,
+librdkafka with no Python per record (up to 10,000 messages a call), so that the rate is
+the brokers' and librdkafka's own; ``python`` is confluent-kafka's Consumer (a Python
+Message per record, ~1 us of client CPU each: one consumer then reads ~100,000 records/s of
+100 B from any broker, the figure measuring the client).
+
 Printed per run, then per size: each tree's rate and CPU per record against Tansu, and each
 pair of trees, median [min .. max] over the runs.
 
@@ -20,7 +28,8 @@ Consumer shapes (``--shape``): ``big`` (fetch.max.bytes 50 MiB, max.partition.fe
 librdkafka's default is read_committed, the ``big`` shape reads read_uncommitted).
 
     .venv/bin/python bench/consume_trees.py --tree now=src --tree then=../old/src
-        [--runs 4] [--sizes 100,1024] [--shape big] [--no-tansu]
+        [--runs 4] [--sizes 100,1024] [--scale 5] [--shape big] [--client ctypes]
+        [--no-tansu]
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as bb
 import confluent_kafka as ck
+import rdkafka_load
 
 COUNTS = {100: 200_000, 1024: 50_000}
 SHAPES: dict[str, dict[str, str | int]] = {
@@ -90,8 +100,27 @@ def warm_up(bootstrap: str, topic: str, size: int, shape: dict[str, str | int]) 
     c.close()
 
 
+def timed_read(client: str, bootstrap: str, topic: str, n: int,
+               shape: dict[str, str | int]) -> tuple[float, float]:
+    """Seconds for one consumer to read ``n`` records of partition 0 from the beginning,
+    and the client's CPU seconds (this process, all threads) over them:
+    ``python`` is confluent-kafka's Consumer (a Python Message per record), ``ctypes`` the
+    same librdkafka with no Python per record (bench/rdkafka_load.py)."""
+    if client == "python":
+        p0 = time.process_time()
+        return bb.consume(bootstrap, topic, n, shape), time.process_time() - p0
+    c = rdkafka_load.Consumer(bootstrap, topic, config={**bb.CONSUMER, **shape})
+    try:
+        secs = c.consume(n)
+    finally:
+        c.close()
+    if c.records != n:
+        raise RuntimeError(f"read {c.records} records, produced {n}")
+    return secs, c.cpu
+
+
 def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
-               shape: dict[str, str | int], run: int,
+               shape: dict[str, str | int], run: int, client: str,
                got: dict[tuple[str, int], list[tuple[float, float]]]) -> None:
     with factory(name, trees) as (bootstrap, pid):
         for size, n in sizes.items():
@@ -99,11 +128,13 @@ def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
             bb.produce(bootstrap, topic, n, size)
             warm_up(bootstrap, f"warm-{size}", size, shape)
             c0 = cpu_seconds(pid)
-            secs = bb.consume(bootstrap, topic, n + 1, shape)
+            secs, client_cpu = timed_read(client, bootstrap, topic, n + 1, shape)
             per = (cpu_seconds(pid) - c0) / (n + 1) * 1e6
+            mine = client_cpu / (n + 1) * 1e6
             got.setdefault((name, size), []).append(((n + 1) / secs, per))
             print(f"run {run} {name:<8} {size:>5} B {(n + 1) / secs:>10,.0f} rec/s "
-                  f"broker CPU {per:.3f} us/record, load {os.getloadavg()[0]:.1f}",
+                  f"broker CPU {per:.3f} us/record (client {mine:.3f}), "
+                  f"load {os.getloadavg()[0]:.1f}",
                   flush=True)
 
 
@@ -112,19 +143,23 @@ def main() -> None:
     ap.add_argument("--tree", action="append", required=True, metavar="NAME=SRC")
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--sizes", default="100,1024")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="records per size times this (1: 200,000 of 100 B, 50,000 of 1 KiB)")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="big")
+    ap.add_argument("--client", choices=["ctypes", "python"], default="ctypes")
     ap.add_argument("--no-tansu", action="store_true")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree)
-    sizes = {int(s): COUNTS.get(int(s), 50_000) for s in args.sizes.split(",")}
+    sizes = {int(s): int(COUNTS.get(int(s), 50_000) * args.scale)
+             for s in args.sizes.split(",")}
     names = list(trees) + ([] if args.no_tansu else ["tansu"])
     got: dict[tuple[str, int], list[tuple[float, float]]] = {}
     loads = []
     for run in range(args.runs):
         for name in names if run % 2 == 0 else names[::-1]:
             loads.append(os.getloadavg()[0])
-            one_broker(name, trees, sizes, SHAPES[args.shape], run, got)
-    print(f"\nshape {args.shape}, load {min(loads):.1f} .. {max(loads):.1f}")
+            one_broker(name, trees, sizes, SHAPES[args.shape], run, args.client, got)
+    print(f"\nshape {args.shape}, client {args.client}, load {min(loads):.1f} .. {max(loads):.1f}")
     for size in sizes:
         print(f"\n{size} B, rate and broker CPU per record, median [min .. max]:")
         for name in names:

@@ -1,4 +1,5 @@
-"""A librdkafka producer with no Python in its per-record path, for broker benchmarks.
+"""A librdkafka producer and consumer with no Python in their per-record paths, for broker
+benchmarks.
 
 confluent-kafka's ``Producer.produce`` costs one Python call per record (~1 us, ~0.6 us
 with ``produce_batch``), which caps one producer near 0.8-1.6 M records/s on this kind of
@@ -9,6 +10,15 @@ bundled in the confluent-kafka wheel) through ctypes: ``rd_kafka_produce_batch``
 C code is the only per-record client work. Delivery is checked with
 ``delivery.report.only.error``: only a failed record calls back, and ``rd_kafka_flush``
 returning 0 means none is left in flight.
+
+The consumer is the same at the other end: confluent-kafka's ``Consumer.consume`` makes a
+Python ``Message`` per record, which caps one consumer near 100 k records/s of 100 B while
+either broker idles. ``Consumer`` here is librdkafka's simple (legacy) consumer of one topic
+partition: ``rd_kafka_consume_start`` from its first offset, then ``rd_kafka_consume_batch`` fills
+an array of message pointers, up to 10,000 per call, until the end offset is in. The
+messages are kept (librdkafka's fetch queue limits count what is queued, not what the
+application holds) and checked and destroyed with ``rd_kafka_message_destroy`` after the
+clock stops: error code, contiguous offsets, bytes.
 """
 
 from __future__ import annotations
@@ -59,7 +69,28 @@ def _library() -> ctypes.CDLL:
     lib.rd_kafka_flush.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.rd_kafka_topic_destroy.argtypes = [ctypes.c_void_p]
     lib.rd_kafka_destroy.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_consume_start.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64]
+    lib.rd_kafka_consume_stop.argtypes = [ctypes.c_void_p, ctypes.c_int32]
+    lib.rd_kafka_consume_batch.restype = ctypes.c_ssize_t
+    lib.rd_kafka_consume_batch.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int,
+                                           ctypes.c_void_p, ctypes.c_size_t]
+    lib.rd_kafka_message_destroy.argtypes = [ctypes.c_void_p]
+    i64p = ctypes.POINTER(ctypes.c_int64)
+    lib.rd_kafka_query_watermark_offsets.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                                                     ctypes.c_int32, i64p, i64p, ctypes.c_int]
     return lib
+
+
+def _handle(lib: ctypes.CDLL, kind: int, conf: int, settings: dict[str, str]) -> int:
+    """``rd_kafka_new`` of ``kind`` (0 producer, 1 consumer) from ``conf`` and ``settings``."""
+    err = ctypes.create_string_buffer(512)
+    for k, v in settings.items():
+        if lib.rd_kafka_conf_set(conf, k.encode(), str(v).encode(), err, 512) != 0:
+            raise ValueError(f"{k}={v}: {err.value.decode()}")
+    rk = lib.rd_kafka_new(kind, conf, err, 512)
+    if not rk:
+        raise RuntimeError(err.value.decode())
+    return int(rk)
 
 
 _DR_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Message), ctypes.c_void_p)
@@ -77,16 +108,9 @@ class Producer:
         self._on_failure = _DR_CB(self._count_failure)  # referenced as long as the handle
         lib.rd_kafka_conf_set_dr_msg_cb(conf, self._on_failure)
         settings = {"bootstrap.servers": bootstrap, "delivery.report.only.error": "true",
-
                     "queue.buffering.max.messages": "2000000",
                     "queue.buffering.max.kbytes": "2097151", **(config or {})}
-        err = ctypes.create_string_buffer(512)
-        for k, v in settings.items():
-            if lib.rd_kafka_conf_set(conf, k.encode(), str(v).encode(), err, 512) != 0:
-                raise ValueError(f"{k}={v}: {err.value.decode()}")
-        self._rk = lib.rd_kafka_new(0, conf, err, 512)  # RD_KAFKA_PRODUCER
-        if not self._rk:
-            raise RuntimeError(err.value.decode())
+        self._rk = _handle(lib, 0, conf, settings)  # RD_KAFKA_PRODUCER
         self._rkt = lib.rd_kafka_topic_new(self._rk, topic.encode(), None)
         self.bootstrap, self.topic, self.partition = bootstrap, topic, partition
 
@@ -119,5 +143,87 @@ class Producer:
 
     def close(self) -> None:
         self._lib.rd_kafka_flush(self._rk, 30_000)
+        self._lib.rd_kafka_topic_destroy(self._rkt)
+        self._lib.rd_kafka_destroy(self._rk)
+
+
+class Consumer:
+    """librdkafka's simple consumer of one topic partition (no group membership)."""
+
+    def __init__(self, bootstrap: str, topic: str, partition: int = 0,
+                 config: dict[str, str | int] | None = None) -> None:
+        self._lib = lib = _library()
+        settings = {"bootstrap.servers": bootstrap, "enable.auto.commit": "false",
+                    "enable.auto.offset.store": "false",
+                    **{k: str(v) for k, v in (config or {}).items()}}
+        self._rk = _handle(lib, 1, lib.rd_kafka_conf_new(), settings)  # RD_KAFKA_CONSUMER
+        self._rkt = lib.rd_kafka_topic_new(self._rk, topic.encode(), None)
+        self.topic, self.partition = topic, partition
+        self.records = self.bytes = 0
+        self.cpu = 0.0  # this process's CPU seconds (all threads) over the timed read
+
+    def watermarks(self, timeout_s: float = 30) -> tuple[int, int]:
+        """The partition's (low, high) offsets, asked of its leader (ListOffsets)."""
+        low, high = ctypes.c_int64(), ctypes.c_int64()
+        err = self._lib.rd_kafka_query_watermark_offsets(
+            self._rk, self.topic.encode(), self.partition, ctypes.byref(low),
+            ctypes.byref(high), int(timeout_s * 1000))
+        if err:
+            raise RuntimeError(f"rd_kafka_query_watermark_offsets: error {err}")
+        return low.value, high.value
+
+    def consume(self, n: int | None = None, stall_s: float = 10) -> float:
+        """Read ``n`` records of the partition from its first offset (default: up to its
+        end offset as it stands now; Tansu's memory storage answered an end offset short of
+        what it holds, 199,161 of 200,001 records, so pass ``n`` to read all of it): the
+        seconds from ``rd_kafka_consume_start`` to the last record in hand. Raises if no
+        record comes for ``stall_s``, a record is an error, or offsets are not contiguous;
+        ``self.records`` and ``self.bytes`` are then what was read, ``self.cpu`` the
+        client's CPU over the timed read.
+
+        The watermarks are asked first, outside the clock: that also fetches the topic's
+        metadata and connects to the leader, so the read starts on the leader at once
+        (a partition started before its leader is known waits out librdkafka's fixed
+        500 ms offset-query retry, as long as the whole read at 100 B)."""
+        low, high = self.watermarks()
+        n = high - low if n is None else n
+        lib, rkt, part = self._lib, self._rkt, self.partition
+        held = (ctypes.c_void_p * n)()
+        base, width = ctypes.addressof(held), ctypes.sizeof(ctypes.c_void_p)
+        got = 0
+        t0, p0 = time.perf_counter(), time.process_time()
+        if lib.rd_kafka_consume_start(rkt, part, low) != 0:
+            raise RuntimeError("rd_kafka_consume_start failed")
+        while got < n:
+            cnt = lib.rd_kafka_consume_batch(rkt, part, int(stall_s * 1000),
+                                             base + got * width, min(_BATCH, n - got))
+            if cnt <= 0:
+                break
+            got += cnt
+        dt, self.cpu = time.perf_counter() - t0, time.process_time() - p0
+        lib.rd_kafka_consume_stop(rkt, part)
+        self._check(held, got, low, n)
+        return dt
+
+    def _check(self, held: ctypes.Array[ctypes.c_void_p], got: int, low: int, n: int
+               ) -> None:
+        """Every message in hand: no error, offsets one apart from ``low``; destroyed."""
+        first_bad, prev = "", low - 1
+        for ptr in held[:got]:
+            m = _Message.from_address(ptr)
+            if m.err and not first_bad:
+                first_bad = f"error {m.err} at offset {m.offset}"
+            elif m.offset != prev + 1 and not first_bad:
+                first_bad = f"offset {m.offset} after {prev}"
+            prev = m.offset
+            self.bytes += m.len
+            self.records += 1
+            self._lib.rd_kafka_message_destroy(ptr)
+        if got < n:
+            raise RuntimeError(f"consumer stalled after {got} of {n}")
+        if first_bad:
+            raise RuntimeError(first_bad)
+
+    def close(self) -> None:
         self._lib.rd_kafka_topic_destroy(self._rkt)
         self._lib.rd_kafka_destroy(self._rk)
