@@ -32,7 +32,11 @@ from tidelog.testing import EmbeddedBroker
 SESSION_MS = 3000
 CONFIG = {
     "group.consumer.session.timeout.ms": SESSION_MS,
-    "group.consumer.heartbeat.interval.ms": 250,
+    # librdkafka times a ConsumerGroupHeartbeat out after one heartbeat interval and retries
+    # the same (not full) request; when the lost answer carried a new assignment, the broker
+    # (as Kafka's) sends none again, and the member keeps its old partitions. A 250 ms
+    # interval made that happen on a loaded machine; 1 s leaves room for the machine's stalls.
+    "group.consumer.heartbeat.interval.ms": 1000,
     "offsets.topic.num.partitions": 3,
 }
 WORKER = Path(__file__).with_name("consumer_group_worker.py")

@@ -8,7 +8,8 @@ import ast
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "tidelog"
-IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry"},
+IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry",
+                             "tidelog.schema_registry.listener"},  # for its type
              "testing/embedded.py": {"tidelog.schema_registry",
                                      "tidelog.schema_registry.listener"},  # for its type
              "spark/avro_values.py": {"tidelog.schema_registry.records",
