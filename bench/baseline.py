@@ -67,11 +67,13 @@ BROKERS: list[tuple[str, Factory]] = [
 ]
 
 
-def rate(bootstrap: str, pid: int, size: int, n: int) -> tuple[float, float]:
-    """(records/s, broker CPU-seconds per million records) of one timed run of ``n``."""
+def rate(bootstrap: str, pid: int, size: int, n: int,
+         settings: dict[str, str] | None = None) -> tuple[float, float]:
+    """(records/s, broker CPU-seconds per million records) of one timed run of ``n``;
+    ``settings`` are the producer's librdkafka settings (default LOAD)."""
     topic = f"baseline-{size}-{time.monotonic_ns()}"
     value = os.urandom(size // 2).hex().encode()[:size]
-    p = rdkafka_load.Producer(bootstrap, topic, 0, LOAD)
+    p = rdkafka_load.Producer(bootstrap, topic, 0, LOAD if settings is None else settings)
     try:
         p.produce(value, 20_000)  # connection, metadata, topic creation, warm-up
         cpu0 = native.cpu_seconds(pid)

@@ -27,15 +27,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as broker_bench
-import rdkafka_load
-from baseline import baseline_broker, fmt
+from baseline import baseline_broker, fmt, rate
 
 import native
 
@@ -67,17 +65,7 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
 def measure(bootstrap: str, pid: int, load: str, scale: float) -> tuple[float, float]:
     """(records/s, broker CPU-seconds per million records) of one timed run."""
     n, size, settings = LOADS[load]
-    n = int(n * scale)
-    topic = f"cpu-{load}-{time.monotonic_ns()}"
-    value = os.urandom(size // 2).hex().encode()[:size]
-    p = rdkafka_load.Producer(bootstrap, topic, 0, settings)
-    try:
-        p.produce(value, 20_000)  # connection, metadata, topic creation, warm-up
-        cpu0 = native.cpu_seconds(pid)
-        secs = p.produce(value, n)
-        return n / secs, (native.cpu_seconds(pid) - cpu0) / n * 1e6
-    finally:
-        p.close()
+    return rate(bootstrap, pid, size, int(n * scale), settings)
 
 
 def main() -> None:

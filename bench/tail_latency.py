@@ -142,12 +142,6 @@ def quantiles(lat: list[float]) -> dict[str, float]:
     return {"p50": q(0.5), "p99": q(0.99), "p99.9": q(0.999), "max": lat[-1]}
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
         consume: bool = True, client: dict[str, str] | None = None, create: bool = True,
         spin: bool = False) -> tuple[dict[str, float], dict[str, float], int, int]:
@@ -218,12 +212,12 @@ def main() -> None:
                 floor = name == BASELINE
                 with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
                     loads.append(os.getloadavg()[0])
-                    before = cpu_seconds(pid)
+                    before = native.cpu_seconds(pid)
                     *result, sent = one(
                         bootstrap, rate, parts, args.seconds, args.warmup,
                         not args.no_consume and not floor, client, create=not floor,
                         spin=args.pacing == "spin")
-                    cpu.setdefault(name, []).append((cpu_seconds(pid) - before) / sent * 1e6)
+                    cpu.setdefault(name, []).append((native.cpu_seconds(pid) - before) / sent * 1e6)
                     got.setdefault(name, []).append((result[0], result[1], result[2]))
         loads.append(os.getloadavg()[0])
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
