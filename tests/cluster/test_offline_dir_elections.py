@@ -99,6 +99,13 @@ def _never_led_by(cluster: EmbeddedCluster, tp: TopicPartition, broker: int, unt
     wait_for(check, 60, what)
 
 
+def _on_y(cluster: EmbeddedCluster, y: int) -> set[str]:
+    """The partition dirs in either of Y's log dirs."""
+    assert cluster.directory is not None
+    return {d.name for sub in "ab" if (cluster.directory / f"broker-{y}" / sub).is_dir()
+            for d in (cluster.directory / f"broker-{y}" / sub).iterdir()}
+
+
 def test_no_election_picks_a_replica_on_a_failed_log_dir(zookeeper_server: ZooKeeperServer) -> None:
     with TwoDirCluster(brokers=3, config=CONFIG, zookeeper=zookeeper_server) as cluster:
         assert cluster.directory is not None
@@ -112,6 +119,10 @@ def test_no_election_picks_a_replica_on_a_failed_log_dir(zookeeper_server: ZooKe
                                     {"min.insync.replicas": "1", **config})  # fmt: skip
             tps = [TopicPartition(name, i) for i in range(2)]
             wait_for(lambda tps=tps: all_have_full_isr(cluster, tps, 2), 60, f"{name}'s full ISRs")
+            # the ISR in ZooKeeper is the controller's initial one: Y's logs may not exist yet
+            # (a log created after the next topic's would change where that one is placed)
+            wait_for(lambda name=name: _on_y(cluster, y) >= {f"{name}-0", f"{name}-1"}, 60,
+                     f"{name}'s logs on Y")
         dir_b = cluster.directory / f"broker-{y}" / "b"
         on_b = {d.name for d in dir_b.iterdir()}
         u = next(TopicPartition("u", i) for i in range(2) if f"u-{i}" in on_b)

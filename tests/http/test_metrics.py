@@ -210,8 +210,10 @@ def test_long_poll_counts_as_remote_time_and_flushes_are_timed(broker):
         client.close()
     total, remote = fetch_times()
     # libuv's timers (uvloop) count whole milliseconds from a cached loop time, so the
-    # purgatory's 200 ms expiry can fire up to 1 ms before 200 ms of perf_counter time pass
-    assert total - total_before >= 200 - 1
+    # the purgatory's 200 ms expiry counts from the loop's cached time (uvloop reads the clock
+    # once per iteration), so it can fire before 200 ms of perf_counter time pass: by as long
+    # as the loop's iteration ran before the Fetch parked (milliseconds on a loaded machine)
+    assert total - total_before >= 200 - 25
     assert remote - remote_before >= (total - total_before) / 2
 
 

@@ -60,3 +60,31 @@ def test_no_controller_known_keeps_the_change_queued() -> None:
         await manager.shutdown()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_shutdown_ends_the_loop_when_a_cancel_is_lost() -> None:
+    """Python 3.11's wait_for drops a cancel that arrives as its future completes (closing a
+    connection): the retry loop then goes on; shutdown cancels again until it has ended."""
+
+    async def main() -> None:
+        manager = AlterPartitionManager(1, lambda: 5, lambda: None, lambda topic: TOPIC_ID)
+        swallowed = 0
+
+        async def loses_the_first_cancel() -> None:
+            nonlocal swallowed
+            while True:
+                try:
+                    await asyncio.sleep(0.01)
+                except asyncio.CancelledError:
+                    swallowed += 1
+                    if swallowed > 1:
+                        raise
+
+        manager._task = asyncio.get_running_loop().create_task(loses_the_first_cancel())
+        await asyncio.sleep(0)  # the task runs into its loop
+        future = manager.submit(TP, LeaderAndIsr(1, 3, (1,), 7))
+        await manager.shutdown()
+        assert swallowed == 2 and manager._task is None
+        assert future.result() == ErrorCode.OPERATION_NOT_ATTEMPTED
+
+    asyncio.run(asyncio.wait_for(main(), 30))

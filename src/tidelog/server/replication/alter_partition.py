@@ -86,8 +86,12 @@ class AlterPartitionManager:
     async def shutdown(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            await asyncio.wait({task})  # not await: our own cancellation must propagate
+            # not await: our own cancellation must propagate. Cancelled again until it ends:
+            # Python 3.11's wait_for (closing a connection) loses a cancel that arrives as
+            # the awaited future completes, and the loop would go on retrying
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=1)
         await self._close()
         pending, self._unsent = self._unsent, {}
         for item in pending.values():
