@@ -1,6 +1,6 @@
 """What turns a record's value into the table's value columns: one codec per schema (Avro,
 JSON Schema, Protobuf), each giving the Iceberg fields of its schema and decoding payloads
-(values with Confluent's framing already removed) into rows of those columns: one at a time
+(values with Confluent's framing, or after it) into rows of those columns: one at a time
 (``decode``, the reference) or a column at once (``decode_column``)."""
 
 from __future__ import annotations
