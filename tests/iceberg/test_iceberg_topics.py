@@ -353,3 +353,52 @@ def test_a_schema_the_table_cannot_take_goes_to_the_dlq(broker: EmbeddedBroker) 
     dlq = catalog(broker.log_dir).load_table(f"kafka.{topic}~dlq").scan().to_arrow()
     assert dlq.column("kafka").to_pylist()[0]["offset"] == 5
     assert "schema not taken by the table" in dlq.column("reason")[0].as_py()
+
+
+def test_a_commit_from_the_table_of_its_own_last_commit_is_fenced_by_another(
+        tmp_path: Path) -> None:
+    """A flush starts from the table its translator's last commit left (the catalog is not
+    asked); when another translator (a deposed leader) committed in between, the catalog
+    refuses the commit by its snapshot requirement, the refused commit's files are deleted,
+    and the next flush reads the table from the catalog: every record once."""
+    from tidelog.iceberg.tables import Tables
+    from tidelog.iceberg.translator import TopicTranslator
+
+    with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
+        topic = _topic("fenced")
+        create_topic(b.bootstrap_servers, topic, 1, **{
+            "tidelog.iceberg.mode": "value_schema_id_prefix",
+            "tidelog.iceberg.target.lag.ms": "3600000"})  # flushed here only
+        assert b.iceberg is not None
+        service = b.iceberg
+        deadline = time.monotonic() + 30
+        while topic not in service.topics and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ours = service.topics[topic].translator
+        loads: list[str] = []
+        load = ours.tables.load
+        ours.tables.load = lambda name: loads.append(name) or load(name)  # type: ignore[method-assign]
+        acked = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(10))
+        assert b.run(service.flush_topic(topic), timeout=60).rows == 10
+        other = TopicTranslator(ours.settings, ours.source, Tables(
+            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs)
+        acked |= produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(10, 15),
+                              seed=2)
+        assert other.flush().rows == 5  # the other one commits [10, 15)
+        acked |= produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(15, 20),
+                              seed=3)
+        loads.clear()
+        refused = b.run(service.flush_topic(topic), timeout=60)
+        assert refused.rows == 0 and not refused.committed  # [10, 20) refused by the catalog
+        assert topic not in loads  # it started from its own last commit's table
+        warehouse = tmp_path / ".iceberg" / "warehouse"
+        names = {f.name for f in warehouse.rglob("*.parquet")}
+        table = catalog(tmp_path).load_table(f"kafka.{topic}")
+        referenced = {Path(t.file.file_path).name for t in table.scan().plan_files()}
+        assert names == referenced  # the refused commit's data file is gone
+        assert not list((tmp_path / ".iceberg" / "pending").iterdir())
+        done = b.run(service.flush_topic(topic), timeout=60)
+        assert done.rows == 5 and done.committed == {0: 20} and topic in loads
+        table = catalog(tmp_path).load_table(f"kafka.{topic}")
+        assert table_offsets(table) == {0: 20}
+        check_rows_once(table.scan().to_arrow().to_pylist(), acked)

@@ -484,3 +484,36 @@ def test_one_partition_is_written_as_pyiceberg_writes_it(tmp_path: Path) -> None
     two = rows([hour + 1000, hour + 3_600_000 + 1000])
     assert single_partition(meta, two) is None
     assert len(list(data_files(meta, two, table.io, uuid.uuid4()))) == 2
+
+
+FRAME = b"\x00\x00\x00\x0a\x0d"  # magic byte, schema id 0x0a0d (a newline and a return)
+
+
+@pytest.mark.parametrize("kind", ["avro", "json"])
+def test_framed_values_decode_as_their_payloads(kind: str) -> None:
+    """Values still in Confluent's framing (``skip=5``, dropped in the decode's own pass
+    over them), from the middle of a larger array, give the columns of their payloads; a
+    bad one among them is found alone, with the same row number."""
+    from tidelog.iceberg.columns import KAFKA, arrow_schema
+
+    codec: Any = AvroCodec(BULK) if kind == "avro" else JsonCodec(JSON_ORDER)
+    target = pa.struct([f for f in arrow_schema(table_schema(codec.fields)) if f.name != KAFKA])
+    payloads = [_avro(BULK, _bulk_value(i)) if kind == "avro" else _json_value(i)
+                for i in range(80)]
+    framed = pa.array([b"x"] * 3 + [FRAME + p for p in payloads], pa.binary()).slice(3)
+    ref, ref_bad = _reference(codec, pa.array(payloads, pa.binary()), target)
+    got, bad = codec.decode_column(framed, target, 5)
+    assert not bad and not ref_bad and got.equals(ref)
+    if kind == "avro":
+        assert codec._bulk_header is not None  # read in bulk, not one by one
+    else:
+        from tidelog.iceberg import json_bulk
+
+        assert json_bulk.decode(framed, target, 5).equals(ref)
+    broken = [FRAME + p for p in payloads]
+    broken[33] = broken[33][:-2]
+    broken[60] = FRAME[:3]  # shorter than its framing
+    got, bad = codec.decode_column(pa.array(broken, pa.binary()), target, 5)
+    assert sorted(bad) == [33, 60]
+    rows = got.to_pylist()
+    assert rows[32] == ref.to_pylist()[32] and rows[79] == ref.to_pylist()[79]

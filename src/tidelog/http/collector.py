@@ -180,14 +180,24 @@ class BrokerCollector(Collector):
         )
 
     def _log_dirs_and_partitions(self) -> Iterator[Metric]:
+        """Partitions, replication, controller and log-dir meters, in Kafka's groups."""
         rm = self.broker.replica_manager
         offline_parts = state.offline_partitions(self.broker)
-        offline_dirs = state.offline_log_dirs(self.broker)
         partitions = sum(t.partitions for t in rm.topics())
+        yield from self._replica_manager_gauges(partitions, len(offline_parts))
+        yield from self._replica_fetcher_gauges()
+        yield gauge("kafka_server_replicamanager_offlinereplicacount",
+                    "ReplicaManager OfflineReplicaCount", len(offline_parts))  # fmt: skip
+        yield from self._controller_gauges(partitions, len(offline_parts))
+        yield from self._log_dir_gauges()
+
+    def _replica_manager_gauges(self, partitions: int, offline: int) -> Iterator[Metric]:
+        """ReplicaManager's partition, leader, ISR-health and ISR-change meters."""
+        rm = self.broker.replica_manager
         yield gauge("kafka_server_replicamanager_partitioncount",
                     "ReplicaManager PartitionCount", partitions)  # fmt: skip
         yield gauge("kafka_server_replicamanager_leadercount",
-                    "ReplicaManager LeaderCount", partitions - len(offline_parts))  # fmt: skip
+                    "ReplicaManager LeaderCount", partitions - offline)  # fmt: skip
         repl = replication_gauges(rm.partitions.values())
         yield gauge("kafka_server_replicamanager_underreplicatedpartitions",
                     "ReplicaManager UnderReplicatedPartitions: led here, ISR below the "
@@ -204,6 +214,9 @@ class BrokerCollector(Collector):
                                   "ReplicaManager IsrExpandsPerSec (committed ISR expansions)")
         isr.add_metric([], ISR_CHANGE_STATS.expands)
         yield isr
+
+    def _replica_fetcher_gauges(self) -> Iterator[Metric]:
+        """The follower fetchers' MaxLag and the replication throttles' byte rates."""
         replication = self.broker.replication
         lag = replication.fetcher_manager.max_lag() if replication is not None else 0
         yield gauge("kafka_server_replicafetchermanager_maxlag",
@@ -217,10 +230,12 @@ class BrokerCollector(Collector):
                         f"{side.capitalize()}Replication byte-rate: bytes/s of throttled "
                         "replicas (replication.quota.window.num samples)",
                         quota.byte_rate() if quota is not None else 0.0)  # fmt: skip
-        yield gauge("kafka_server_replicamanager_offlinereplicacount",
-                    "ReplicaManager OfflineReplicaCount", len(offline_parts))  # fmt: skip
+
+    def _controller_gauges(self, partitions: int, offline: int) -> Iterator[Metric]:
+        """KafkaController's and ControllerStats' meters, this broker's own when alone."""
         # one broker is its own controller; in a cluster only the active one counts (Kafka)
-        active, offline, topics, global_parts = 1, len(offline_parts), len(rm.topics()), partitions
+        rm = self.broker.replica_manager
+        active, topics, global_parts = 1, len(rm.topics()), partitions
         cluster = self.broker.cluster
         if cluster is not None:
             c = cluster.controller
@@ -239,6 +254,10 @@ class BrokerCollector(Collector):
                     "KafkaController GlobalTopicCount", topics)  # fmt: skip
         yield gauge("kafka_controller_kafkacontroller_globalpartitioncount",
                     "KafkaController GlobalPartitionCount", global_parts)  # fmt: skip
+
+    def _log_dir_gauges(self) -> Iterator[Metric]:
+        """LogManager's offline log directories: the count and one 0/1 gauge per dir."""
+        offline_dirs = state.offline_log_dirs(self.broker)
         yield gauge("kafka_log_logmanager_offlinelogdirectorycount",
                     "LogManager OfflineLogDirectoryCount", len(offline_dirs))  # fmt: skip
         per_dir = GaugeMetricFamily(

@@ -150,24 +150,34 @@ def line_chart(
         return x, pad_t + h_plot - h_plot * v / y_max
 
     top = f"{_human(y_max)}/s" if per_second else str(y_max)
-    parts.append(f'<text x="4" y="{pad_t + 10}" font-size="11">{escape(top)}</text>'
-                 f'<text x="4" y="{pad_t + h_plot}" font-size="11">0</text>'
-                 f'<text x="{pad_l}" y="{height - 6}" font-size="11">'
-                 f"{(t_max - t_min) / 1000:.0f} s ago</text>"
-                 f'<text x="{WIDTH - 40}" y="{height - 6}" font-size="11">now</text>')  # fmt: skip
+    parts.append(_axis_labels(top, t_max - t_min, pad_l, pad_t, h_plot, height))
     # partitions first, the total last so it is drawn on top
     for i, (name, pts) in enumerate(sorted(series.items(), key=lambda kv: kv[0] == "total")):
         pts = [p for p in pts if p[0] >= t_min]
         if pts:
             parts.append(_series(name, [(t, v, *xy(t, v)) for t, v in pts], i))
-        if per_second:  # a legend: the series' colour and name, top right
-            colour = "#111827" if name == "total" else PALETTE[i % len(PALETTE)]
-            y = pad_t + 14 + 14 * i
-            parts.append(f'<rect x="{WIDTH - 150}" y="{y - 8}" width="10" height="3" '
-                         f'fill="{colour}"/><text class="legend" x="{WIDTH - 135}" y="{y}" '
-                         f'font-size="11">{escape(name)}</text>')  # fmt: skip
+        if per_second:
+            parts.append(_legend_entry(name, i, pad_t))
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _axis_labels(top: str, span_ms: int, pad_l: int, pad_t: int, h_plot: int, height: int) -> str:
+    """The y axis' top and 0, the x axis' "N s ago" and "now"."""
+    return (f'<text x="4" y="{pad_t + 10}" font-size="11">{escape(top)}</text>'
+            f'<text x="4" y="{pad_t + h_plot}" font-size="11">0</text>'
+            f'<text x="{pad_l}" y="{height - 6}" font-size="11">'
+            f"{span_ms / 1000:.0f} s ago</text>"
+            f'<text x="{WIDTH - 40}" y="{height - 6}" font-size="11">now</text>')  # fmt: skip
+
+
+def _legend_entry(name: str, i: int, pad_t: int) -> str:
+    """A legend line, top right: the ``i``-th series' colour and name."""
+    colour = "#111827" if name == "total" else PALETTE[i % len(PALETTE)]
+    y = pad_t + 14 + 14 * i
+    return (f'<rect x="{WIDTH - 150}" y="{y - 8}" width="10" height="3" '
+            f'fill="{colour}"/><text class="legend" x="{WIDTH - 135}" y="{y}" '
+            f'font-size="11">{escape(name)}</text>')  # fmt: skip
 
 
 PALETTE = ("#2563eb", "#16a34a", "#f59e0b", "#a855f7", "#0891b2", "#be123c")

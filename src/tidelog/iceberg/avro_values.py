@@ -144,21 +144,21 @@ class AvroCodec(ValueCodec):
             except (ValueError, KeyError, TypeError, fastavro.schema.SchemaParseException):
                 pass
 
-    def decode_column(self, payloads: pa.Array, target: pa.StructType
+    def decode_column(self, payloads: pa.Array, target: pa.StructType, skip: int = 0
                       ) -> tuple[pa.Array, dict[int, str]]:
         """Polars' Avro reader over all the payloads at once (avro_bulk); value by value
         when that block does not read back whole (a bad value among them, or a type Polars
         does not read: then never again for this schema)."""
         if self._bulk_header is not None and len(payloads):
             try:
-                return avro_bulk.decode(self._bulk_header, payloads, target), {}
+                return avro_bulk.decode(self._bulk_header, payloads, target, skip), {}
             except Exception as exc:
-                values, bad = super().decode_column(payloads, target)
+                values, bad = super().decode_column(payloads, target, skip)
                 if not bad:  # every value parses alone: it is Polars that cannot
                     log.info("Avro values of this schema are decoded one by one: %s", exc)
                     self._bulk_header = None
                 return values, bad
-        return super().decode_column(payloads, target)
+        return super().decode_column(payloads, target, skip)
 
     def decode(self, payload: bytes) -> Mapping[str, object]:
         buf = io.BytesIO(payload)

@@ -14,13 +14,18 @@ the table's (``write.parquet.compression-codec``, Iceberg's default zstd).
 pyiceberg splits a table by its partition values with a group-by and one filtered copy of
 the rows per value; a flush's rows nearly always fall in one partition (the default spec is
 the hour of the record's timestamp), so when every row has the same partition values the
-rows are written as they are, with that one partition key."""
+rows are written as they are, with that one partition key.
+
+The schemas a write derives from the table's (the rows' schema with field ids, the file
+schema with sanitized names, its Parquet column paths) are worked out once per table schema
+(table uuid and schema id: a table's schema of an id never changes), not once per flush."""
 
 from __future__ import annotations
 
 import itertools
 import uuid
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any, cast
 
 import pyarrow as pa
@@ -41,7 +46,7 @@ from pyiceberg.io.pyarrow import (
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
-from pyiceberg.schema import sanitize_column_names
+from pyiceberg.schema import Schema, sanitize_column_names
 from pyiceberg.table import TableProperties, WriteTask
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
@@ -51,14 +56,40 @@ from pyiceberg.utils.properties import property_as_int
 SAMPLE = 4096  # values of a column looked at to decide its dictionary encoding
 
 
+@dataclass(frozen=True)
+class _Derived:
+    task_schema: Schema  # the rows' Arrow schema as an Iceberg schema (the table's ids)
+    file_schema: Schema  # the table's schema with names Parquet takes
+    column_ids: dict[str, int]  # Parquet column path -> field id
+
+
+_DERIVED: dict[tuple[str, int, int, pa.Schema], _Derived] = {}
+_DERIVED_MAX = 256  # tables x schemas kept
+
+
+def derived(metadata: TableMetadata, arrow: pa.Schema) -> _Derived:
+    """The schemas a write of rows of ``arrow`` derives from the table's current one."""
+    key = (str(metadata.table_uuid), metadata.current_schema_id, metadata.format_version,
+           arrow)
+    found = _DERIVED.get(key)
+    if found is None:
+        if len(_DERIVED) >= _DERIVED_MAX:
+            _DERIVED.clear()
+        file_schema = sanitize_column_names(metadata.schema())
+        found = _DERIVED[key] = _Derived(
+            pyarrow_to_schema(arrow, name_mapping=metadata.schema().name_mapping,
+                              format_version=metadata.format_version),
+            file_schema, parquet_path_to_id_mapping(file_schema))
+    return found
+
+
 def data_files(metadata: TableMetadata, data: pa.Table, io: FileIO,
                write_uuid: uuid.UUID) -> Iterator[DataFile]:
     """The files of ``data`` (rows in the table's arrow schema), written now."""
     size = property_as_int(metadata.properties, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
                            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT)
     assert size is not None
-    task_schema = pyarrow_to_schema(data.schema, name_mapping=metadata.schema().name_mapping,
-                                    format_version=metadata.format_version)
+    task_schema = derived(metadata, data.schema).task_schema
     counter = itertools.count(0)
     for key, rows in _by_partition(metadata, data):
         for batches in bin_pack_arrow_table(rows, size):
@@ -80,10 +111,10 @@ def _by_partition(metadata: TableMetadata, data: pa.Table
 
 def write_data_file(metadata: TableMetadata, io: FileIO, task: WriteTask) -> DataFile:
     """One Parquet data file of ``task``'s rows, as pyiceberg's ``write_file`` makes it."""
-    table_schema = metadata.schema()
-    file_schema = sanitize_column_names(table_schema)
-    format_model = ParquetFormatModel()
     assert task.schema is not None
+    schemas = derived(metadata, task.record_batches[0].schema) if task.record_batches else None
+    file_schema = schemas.file_schema if schemas else sanitize_column_names(metadata.schema())
+    format_model = ParquetFormatModel()
     arrow = pa.Table.from_batches([
         _to_requested_schema(requested_schema=file_schema, file_schema=task.schema,
                              batch=batch, include_field_ids=True, format_model=format_model)
@@ -96,7 +127,8 @@ def write_data_file(metadata: TableMetadata, io: FileIO, task: WriteTask) -> Dat
     statistics = data_file_statistics_from_parquet_metadata(
         parquet_metadata=metadata_footer,
         stats_columns=compute_statistics_plan(file_schema, metadata.properties),
-        parquet_column_mapping=parquet_path_to_id_mapping(file_schema))
+        parquet_column_mapping=schemas.column_ids if schemas else parquet_path_to_id_mapping(
+            file_schema))
     return DataFile.from_args(
         content=DataFileContent.DATA, file_path=path, file_format=FileFormat.PARQUET,
         partition=task.partition_key.partition if task.partition_key else Record(),

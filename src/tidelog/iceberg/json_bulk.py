@@ -24,27 +24,40 @@ def read_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _lines(values: pa.BinaryArray) -> pa.Buffer:
-    """The values as newline-delimited text: each followed by a newline, the newlines and
-    carriage returns inside them (whitespace between tokens) made spaces; numpy over the
-    values' data buffer."""
+def _lines(values: pa.BinaryArray, skip: int = 0) -> pa.Buffer:
+    """The values, less their first ``skip`` bytes (Confluent's framing), as
+    newline-delimited text: each followed by a newline, the newlines and carriage returns
+    inside them (whitespace between tokens) made spaces; numpy over the values' data buffer.
+    With framing, the text is made in place of it (one copy): each value's first framing
+    byte becomes the newline that ends the value before it and the others spaces (blanks
+    before a JSON text)."""
     n = len(values)
     offsets = np.frombuffer(values.buffers()[1], np.int32)[
         values.offset: values.offset + n + 1].astype(np.int64)
     data = np.frombuffer(values.buffers()[2] or b"", np.uint8)[offsets[0]: offsets[-1]]
     breaks = (data == ord("\n")) | (data == ord("\r"))
-    if breaks.any():
-        data = np.where(breaks, np.uint8(ord(" ")), data)
-    return pa.py_buffer(np.insert(data, offsets[1:] - offsets[0], np.uint8(ord("\n"))))
+    if not skip:
+        if breaks.any():
+            data = np.where(breaks, np.uint8(ord(" ")), data)
+        return pa.py_buffer(np.insert(data, offsets[1:] - offsets[0], np.uint8(ord("\n"))))
+    if n and int(np.diff(offsets).min()) < skip:
+        raise ValueError("a value shorter than its framing")
+    text = np.empty(len(data) + 1, np.uint8)
+    text[:-1] = np.where(breaks, np.uint8(ord(" ")), data) if breaks.any() else data
+    starts = offsets[:-1] - offsets[0]
+    text[starts] = ord("\n")
+    text[(starts[:, None] + np.arange(1, skip)).ravel()] = ord(" ")
+    text[-1] = ord("\n")
+    return pa.py_buffer(text[1:])
 
 
-def decode(payloads: pa.Array, target: pa.StructType) -> pa.Array:
-    """The JSON objects ``payloads`` as a struct array of ``target``; raises when they do
-    not read back one row per value."""
+def decode(payloads: pa.Array, target: pa.StructType, skip: int = 0) -> pa.Array:
+    """The JSON objects ``payloads`` (after ``skip`` framing bytes each) as a struct array
+    of ``target``; raises when they do not read back one row per value."""
     n = len(payloads)
     if payloads.null_count:
         raise ValueError("a null payload")
-    text = _lines(payloads.cast(pa.binary()))
+    text = _lines(payloads.cast(pa.binary()), skip)
     wanted = read_type(target)
     table = pj.read_json(pa.BufferReader(text), read_options=pj.ReadOptions(
         use_threads=False, block_size=max(1 << 20, text.size + 1)), parse_options=pj.ParseOptions(

@@ -126,13 +126,13 @@ class JsonCodec(ValueCodec):
         value = self._convert(json.loads(payload))
         return value if self._record else {VALUE: value}
 
-    def decode_column(self, payloads: pa.Array, target: pa.StructType
+    def decode_column(self, payloads: pa.Array, target: pa.StructType, skip: int = 0
                       ) -> tuple[pa.Array, dict[int, str]]:
         """pyarrow's JSON reader over all the objects at once (json_bulk); value by value
         when they do not read back one row each."""
         if self._record and len(payloads):
             try:
-                return json_bulk.decode(payloads, target), {}
+                return json_bulk.decode(payloads, target, skip), {}
             except (pa.ArrowException, ValueError, TypeError):
                 pass
-        return super().decode_column(payloads, target)
+        return super().decode_column(payloads, target, skip)

@@ -34,7 +34,7 @@ from pyiceberg.types import (
 )
 
 from .columns import FieldIds
-from .value_codec import UnsupportedSchema, ValueCodec, zigzag_varint
+from .value_codec import UnsupportedSchema, ValueCodec, strip_prefix, zigzag_varint
 
 log = logging.getLogger(__name__)
 if TYPE_CHECKING:
@@ -182,10 +182,12 @@ class ProtobufCodec(ValueCodec):
         self._cls = message_factory.GetMessageClass(desc)
         self._bulk = _bulk_decoder(desc)
 
-    def decode_column(self, payloads: pa.Array, target: pa.StructType
+    def decode_column(self, payloads: pa.Array, target: pa.StructType, skip: int = 0
                       ) -> tuple[pa.Array, dict[int, str]]:
         """All the payloads at once (protobuf_bulk); value by value when one of them does
         not parse (or the bulk path cannot take them: then never again for this type)."""
+        if skip:
+            payloads = strip_prefix(payloads, skip)
         if self._bulk is not None and len(payloads):
             from .protobuf_bulk import RowsDiffer
 

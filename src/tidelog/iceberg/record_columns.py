@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 from tidelog.records import Record, RecordBatch
 from tidelog.spark.arrow import batches_to_arrow
 
+from .value_codec import strip_prefix as strip_prefix  # its home: the codecs' framing
+
 PARTITION, OFFSET, TIMESTAMP, HEADERS, KEY, VALUE = (
     "partition", "offset", "timestamp", "headers", "key", "value")
 HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
@@ -64,22 +66,6 @@ def kafka_struct(raw: pa.Table, type_: pa.StructType) -> pa.StructArray:
     names = [type_.field(i).name for i in range(type_.num_fields)]
     arrays = [raw.column(n).combine_chunks().cast(type_.field(n).type) for n in names]
     return pa.StructArray.from_arrays(arrays, fields=list(type_))
-
-
-def strip_prefix(values: pa.Array, skip: int) -> pa.Array:
-    """``values`` (none null, each at least ``skip`` bytes) without their first ``skip``
-    bytes (Confluent's framing), as one gather over the data buffer."""
-    values = values.cast(pa.binary())
-    n = len(values)
-    offsets = np.frombuffer(values.buffers()[1], np.int32)[
-        values.offset: values.offset + n + 1].astype(np.int64)
-    data = np.frombuffer(values.buffers()[2] or b"", np.uint8)[offsets[0]: offsets[-1]]
-    offsets -= offsets[0]
-    keep = np.ones(len(data), dtype=bool)
-    keep[(offsets[:-1, None] + np.arange(skip)).ravel()] = False
-    new = (offsets - skip * np.arange(n + 1)).astype(np.int32)
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(new),
-                                                  pa.py_buffer(data[keep].tobytes())])
 
 
 def records_of(raw: pa.Table, rows: Sequence[int]) -> list[tuple[int, Record]]:

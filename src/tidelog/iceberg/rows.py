@@ -43,7 +43,8 @@ class Group:
 
     codec: ValueCodec | None
     rows: np.ndarray  # int64 row numbers in the flush's raw records
-    payloads: pa.Array  # their values without framing
+    payloads: pa.Array  # their values
+    skip: int = 0  # framing bytes before each payload, dropped by the codec's decode
 
 
 @dataclass
@@ -159,7 +160,7 @@ class RecordSorter:
             if codec is None:  # Protobuf: each value carries its message indexes
                 self._protobuf(out, int(schema_id), rows, values)
             else:
-                out.groups.append(Group(codec, rows, _without_framing(values, rows)))
+                out.groups.append(Group(codec, rows, _take_values(values, rows), 5))
         if cut < len(values):
             _cut(out, cut, int(offsets[cut]))
 
@@ -239,10 +240,6 @@ def first_message(values: pa.BinaryArray) -> np.ndarray:
     return out
 
 
-def _without_framing(values: pa.Array, rows: np.ndarray) -> pa.Array:
-    return strip_prefix(_take_values(values, rows), 5)
-
-
 def _take_values(values: pa.Array, rows: np.ndarray) -> pa.Array:
     if len(rows) == len(values) and (not len(rows) or (
             rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
@@ -259,23 +256,25 @@ def _cut(out: Sorted, cut: int, offset: int) -> None:
     for g in out.groups:
         mask = g.rows < cut
         if mask.any():
-            kept.append(Group(g.codec, g.rows[mask], g.payloads.filter(pa.array(mask))))
+            kept.append(Group(g.codec, g.rows[mask], g.payloads.filter(pa.array(mask)),
+                              g.skip))
     out.groups = kept
 
 
 def merge(parts: list[Sorted]) -> Sorted:
     """The partitions' records as one flush (groups of one codec joined)."""
     out = Sorted(pa.concat_tables([p.raw for p in parts]) if parts else empty_raw())
-    joined: dict[int, list[Group]] = {}
+    joined: dict[tuple[int, int], list[Group]] = {}
     base = 0
     for p in parts:
         for g in p.groups:
-            joined.setdefault(id(g.codec), []).append(Group(g.codec, g.rows + base, g.payloads))
+            joined.setdefault((id(g.codec), g.skip), []).append(
+                Group(g.codec, g.rows + base, g.payloads, g.skip))
         out.dlq.update((i + base, r) for i, r in p.dlq.items())
         base += p.raw.num_rows
     for gs in joined.values():
         out.groups.append(Group(gs[0].codec, np.concatenate([g.rows for g in gs]),
-                                pa.concat_arrays([g.payloads for g in gs])))
+                                pa.concat_arrays([g.payloads for g in gs]), gs[0].skip))
     return out
 
 
@@ -292,7 +291,7 @@ def table_rows(s: Sorted, schema: Schema) -> pa.Table:
         if g.codec is None:
             values = pa.StructArray.from_arrays([g.payloads], names=[VALUE])
         else:
-            values, bad = g.codec.decode_column(g.payloads, value_type)
+            values, bad = g.codec.decode_column(g.payloads, value_type, g.skip)
         s.dlq.update((int(g.rows[i]), reason) for i, reason in bad.items())
         rows = g.rows
         if bad:

@@ -5,7 +5,14 @@ first). Flushes run on the translation thread, never on the event loop: produce 
 
 Resuming is reading the table: every flush starts each partition at the next offset the
 table's current snapshot records for it (the log start offset for a partition the table has
-never seen), so a restart or a leadership move continues exactly there."""
+never seen), so a restart or a leadership move continues exactly there.
+
+The table a flush starts from is the one this translator's own last commit left (the
+catalog is not asked again) while the partitions it leads and their leader epochs are the
+same; any failure, a commit that lost a race, and snapshot maintenance make the next flush
+load it from the catalog. A table someone else committed to in between is safe to start from: the commit's
+requirement on the branch's snapshot (checked by the catalog against its current metadata)
+refuses it, its files are deleted, and the next flush starts from the catalog's table."""
 
 from __future__ import annotations
 
@@ -77,6 +84,8 @@ class TopicTranslator:
         self.snapshot_id: int | None = None  # the table's current snapshot, as last read
         self.read_once = False  # the table has been read (its offsets are in committed)
         self.flush_started = 0.0  # monotonic start of the last flush, on its thread
+        # the table as this translator's last commit left it, and the leader epochs then
+        self._last: tuple[Table, dict[int, int]] | None = None
 
     def floor(self, partition: int) -> Callable[[], int | None]:
         """The retention floor of one partition: nothing at or after the table's offset
@@ -106,12 +115,14 @@ class TopicTranslator:
         """One flush (translation thread). Raises when the catalog or warehouse fails:
         nothing is committed then, and the next flush starts from the table again."""
         self.flush_started = time.monotonic()
-        self._observe()  # the lag grows even while the catalog cannot be reached
+        epochs = self._observe()  # the lag grows even while the catalog cannot be reached
         if self._caught_up():
             return FlushResult()  # nothing to read: the catalog is not asked
-        table = self.refresh()
+        last, self._last = self._last, None  # kept only by a commit (or a flush of nothing)
+        table = last[0] if last is not None and last[1] == epochs else self.refresh()
         read, records = self._read(table)
         if not read.starts:
+            self._last = (table, epochs) if table is not None else None
             return FlushResult()
         result = FlushResult(committed=dict(read.ends))
         if table is None:
@@ -135,6 +146,7 @@ class TopicTranslator:
                      self.settings.topic, exc)
             return FlushResult()
         self.committed.update(read.ends)
+        self._last = (committed, epochs)
         snapshot = committed.current_snapshot()
         self.snapshot_id = snapshot.snapshot_id if snapshot is not None else self.snapshot_id
         now = time.monotonic()
@@ -148,6 +160,7 @@ class TopicTranslator:
         """Expire the old snapshots of the topic's table and its DLQ table (translation
         thread, between flushes; ``now_ms`` is wall-clock time)."""
         snapshots = files = 0
+        self._last = None  # the next flush reads the table the expiry left
         for name in (self.settings.topic, self.settings.dlq_name):
             table = self.tables.load(name)
             if table is not None:
@@ -162,8 +175,10 @@ class TopicTranslator:
         return self.read_once and all(self.committed.get(p) == lso
                                       for p, lso in self.lso.items())
 
-    def _observe(self) -> None:
-        """The last stable offset of each partition led here (what the lag is measured to)."""
+    def _observe(self) -> dict[int, int]:
+        """The last stable offset of each partition led here (what the lag is measured to);
+        returns the leader epoch of each (a change: the table is read from the catalog)."""
+        epochs = {}
         for tp in self.source.topic_partitions(self.settings.topic):
             leading = self.source.leadership(tp)
             if leading is None:
@@ -171,6 +186,8 @@ class TopicTranslator:
             else:
                 self.lso[tp.partition] = leading.last_stable_offset
                 self.behind_since.setdefault(tp.partition, time.monotonic())
+                epochs[tp.partition] = leading.leader_epoch
+        return epochs
 
     def _read(self, table: Table | None) -> tuple[_Read, Sorted]:
         read, parts = _Read(), []

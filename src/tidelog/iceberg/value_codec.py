@@ -1,6 +1,6 @@
 """What turns a record's value into the table's value columns: one codec per schema (Avro,
 JSON Schema, Protobuf), each giving the Iceberg fields of its schema and decoding payloads
-(values with Confluent's framing already removed) into rows of those columns: one at a time
+(values with Confluent's framing, or after it) into rows of those columns: one at a time
 (``decode``, the reference) or a column at once (``decode_column``)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 
+import numpy as np
 import pyarrow as pa
 from pyiceberg.types import NestedField
 
@@ -24,17 +25,19 @@ class ValueCodec(ABC):
     def decode(self, payload: bytes) -> Mapping[str, object]:
         """The value's columns of one record; raises on bytes that do not parse."""
 
-    def decode_column(self, payloads: pa.Array, target: pa.StructType
+    def decode_column(self, payloads: pa.Array, target: pa.StructType, skip: int = 0
                       ) -> tuple[pa.Array, dict[int, str]]:
         """The values of many records at once, as a struct array of ``target`` (the table's
         value columns), and the reason of each row that has none (index -> reason; its
-        slot is null). This default decodes record by record; a codec whose library
-        decodes in bulk overrides it and falls back here."""
+        slot is null). ``skip``: framing bytes before each payload (Confluent's magic byte
+        and schema id), dropped by the decode's own pass over the values. This default
+        decodes record by record; a codec whose library decodes in bulk overrides it and
+        falls back here."""
         rows: list[Mapping[str, object] | None] = []
         bad: dict[int, str] = {}
         for i, payload in enumerate(payloads.to_pylist()):
             try:
-                rows.append(self.decode(payload))
+                rows.append(self.decode(payload[skip:]))
             except Exception as exc:
                 bad[i] = f"value does not parse: {exc}"
                 rows.append(None)
@@ -78,3 +81,19 @@ def rows_to_struct(rows: list[Mapping[str, object] | None], target: pa.StructTyp
 
 
 _REFUSED = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError)
+
+
+def strip_prefix(values: pa.Array, skip: int) -> pa.Array:
+    """``values`` (none null, each at least ``skip`` bytes) without their first ``skip``
+    bytes (Confluent's framing), as one gather over the data buffer."""
+    values = values.cast(pa.binary())
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[
+        values.offset: values.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(values.buffers()[2] or b"", np.uint8)[offsets[0]: offsets[-1]]
+    offsets -= offsets[0]
+    keep = np.ones(len(data), dtype=bool)
+    keep[(offsets[:-1, None] + np.arange(skip)).ravel()] = False
+    new = (offsets - skip * np.arange(n + 1)).astype(np.int32)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(new),
+                                                  pa.py_buffer(data[keep].tobytes())])

@@ -82,14 +82,7 @@ class Broker:
         # a member of a ZooKeeper cluster when zookeeper.connect is set: registration, the
         # controller, controlled shutdown, topics in ZooKeeper (None: a one-broker cluster)
         self.cluster: ClusterNode | None = None
-        store: ZkMetadataStore | None = None
-        if config.zookeeper_connect is not None:
-            from .cluster_node import ClusterNode
-            from .zk.metadata_store import ZkMetadataStore
-
-            self.cluster = ClusterNode(config, self._cluster_endpoints)
-            store = ZkMetadataStore(self.cluster.zk, config.log_dirs, config.node_id,
-                                    self.cluster.config_changes)
+        store = self._cluster_member(config)
         self.replica_manager = ReplicaManager(config, clock, metadata_cache=self.metadata_cache,
                                               store=store)  # fmt: skip
         self.admin_manager: AdminManager = (
@@ -121,6 +114,21 @@ class Broker:
         self.authorizer: StandardAuthorizer | None = make_authorizer(config)
         if self.cluster is not None:
             self._zk_security(self.cluster)
+        self._init_unstarted()
+
+    def _cluster_member(self, config: BrokerConfig) -> ZkMetadataStore | None:
+        """With zookeeper.connect: this broker's ClusterNode and the topics' ZooKeeper store."""
+        if config.zookeeper_connect is None:
+            return None
+        from .cluster_node import ClusterNode
+        from .zk.metadata_store import ZkMetadataStore
+
+        self.cluster = ClusterNode(config, self._cluster_endpoints)
+        return ZkMetadataStore(self.cluster.zk, config.log_dirs, config.node_id,
+                               self.cluster.config_changes)  # fmt: skip
+
+    def _init_unstarted(self) -> None:
+        """The parts start() builds or binds: listeners, coordinators, replication, tiering."""
         # the listeners: the first one's server and port, then every listener's by name
         self._server: asyncio.base_events.Server | None = None
         self.bound_port = 0

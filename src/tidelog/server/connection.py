@@ -23,6 +23,7 @@ from tidelog.metrics.requests import RequestTiming, timed_handle
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
     InvalidRequestError,
+    RequestHeader,
     UnsupportedVersionError,
     api_versions_fallback,
     decode_request,
@@ -382,27 +383,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         exc = task.exception()
         if exc is not None:
-            log.error(
-                "handler for API %d v%d failed (client %s %s:%d)",
-                header.api_key,
-                header.api_version,
-                header.client_id,
-                *self.peer,
-                exc_info=exc,
-            )
-            try:
-                fallback = error_response(
-                    header.api_key, header.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR
-                )
-            except Exception:  # never let the error path take the loop down
-                log.exception(
-                    "no error response for API %d v%d", header.api_key, header.api_version
-                )
-                fallback = None
-            if slot is None or fallback is None:
-                self.close("handler error")
-            else:
-                self._complete(slot, header.correlation_id, fallback)
+            self._handler_failed(exc, slot, header, request)
             return
         if slot is None:
             if ctx.throttle_ms > 0:  # acks=0 over its quota: muting is the only throttle
@@ -414,17 +395,45 @@ class KafkaConnection(asyncio.Protocol):
         if ctx.throttle_ms > 0:
             self._mute(ctx.throttle_ms)
         if ctx.close_reason:  # e.g. failed authentication: answer, then close
-            self._flush()
-            reason = ctx.close_reason
-            if ctx.close_delay_ms > 0:
-                # Kafka's delayed close: the answer goes out now, the connection stays
-                # unread until connection.failed.authentication.delay.ms has passed
-                self.closed_for_auth = True
-                asyncio.get_running_loop().call_later(
-                    ctx.close_delay_ms / 1000, lambda: self.close(reason, graceful=True)
-                )
-            else:
-                self.close(reason, graceful=True)
+            self._close_after_answer(ctx.close_reason, ctx.close_delay_ms)
+
+    def _handler_failed(
+        self, exc: BaseException, slot: _Slot | None, header: RequestHeader, request: Any
+    ) -> None:
+        """A handler raised: log it and answer UNKNOWN_SERVER_ERROR (Kafka's handleError),
+        or close when there is no slot to answer in or no error response to build."""
+        log.error(
+            "handler for API %d v%d failed (client %s %s:%d)",
+            header.api_key,
+            header.api_version,
+            header.client_id,
+            *self.peer,
+            exc_info=exc,
+        )
+        try:
+            fallback = error_response(
+                header.api_key, header.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR
+            )
+        except Exception:  # never let the error path take the loop down
+            log.exception("no error response for API %d v%d", header.api_key, header.api_version)
+            fallback = None
+        if slot is None or fallback is None:
+            self.close("handler error")
+        else:
+            self._complete(slot, header.correlation_id, fallback)
+
+    def _close_after_answer(self, reason: str, delay_ms: int) -> None:
+        """Flush the answer just completed, then close (at once, or after ``delay_ms``)."""
+        self._flush()
+        if delay_ms > 0:
+            # Kafka's delayed close: the answer goes out now, the connection stays
+            # unread until connection.failed.authentication.delay.ms has passed
+            self.closed_for_auth = True
+            asyncio.get_running_loop().call_later(
+                delay_ms / 1000, lambda: self.close(reason, graceful=True)
+            )
+        else:
+            self.close(reason, graceful=True)
 
     def _complete(self, slot: _Slot, correlation_id: int, result: Any) -> None:
         if result is None:

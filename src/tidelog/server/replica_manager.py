@@ -111,12 +111,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         self.alter_partition_sender = alter_partition_sender
         self.controller_epoch = 0
         self.replica_lag_time_max_ms = int(config.values["replica.lag.time.max.ms"])
-        self.delayed_produce = ReplicationPurgatory(self._check_replicated)
-        self.delayed_delete_records = ReplicationPurgatory(self._check_low_watermark)
-        self._append_listeners: list[Callable[[TopicPartition], object]] = []
-        # DelayedFetch: woken by HW moves and appends
-        self.delayed_fetch = FetchPurgatory()
-        self._append_listeners.append(self.delayed_fetch.check_and_complete)
+        self._init_purgatories()
         # the remote tier's reads (replica_fetches.py): None, no tier
         self.remote_fetch: RemoteFetch | None = None
         # BrokerTopicMetrics (bytes/messages in, produce requests); None: not recorded
@@ -135,6 +130,16 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         self.append_writers = AppendWriters()
         # in a cluster: replicas in a dir below log.dir.min.free.bytes held out of replication
         self.floor_hold: FloorReplicationHold | None = None
+
+    def _init_purgatories(self) -> None:
+        """Kafka's DelayedProduce, DelayedDeleteRecords and DelayedFetch purgatories; the
+        fetch one is woken by every append."""
+        self.delayed_produce = ReplicationPurgatory(self._check_replicated)
+        self.delayed_delete_records = ReplicationPurgatory(self._check_low_watermark)
+        self._append_listeners: list[Callable[[TopicPartition], object]] = []
+        # DelayedFetch: woken by HW moves and appends
+        self.delayed_fetch = FetchPurgatory()
+        self._append_listeners.append(self.delayed_fetch.check_and_complete)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:

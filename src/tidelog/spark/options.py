@@ -301,17 +301,7 @@ def parse_read_options(raw: Mapping[str, Any], *, streaming: bool) -> ReadOption
                           "it needs path=s3://bucket/prefix and kafka.bootstrap.servers")
     subscription = parse_subscription(options)
     starting = _offset_spec(options, "starting", streaming)
-    if streaming:
-        for side in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
-            if _get(options, side) is not None:
-                raise OptionError(f"option {side} is for batch queries only, not for streaming")
-        ending = OffsetSpec("latest")
-    else:
-        ending = _offset_spec(options, "ending", streaming)
-        _check_batch_offsets(starting, ending)
-        for name in STREAM_ONLY:  # Spark logs "option ignored in batch queries"
-            if _get(options, name) is not None:
-                log.warning("option %s is ignored in batch queries", name)
+    ending = _ending_offsets(options, starting, streaming)
     _check_subscription_offsets(subscription, starting, ending)
     _check_numbers(options)
     strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
@@ -343,6 +333,22 @@ def parse_read_options(raw: Mapping[str, Any], *, streaming: bool) -> ReadOption
         remote=remote,
         remote_log_metadata=use_metadata,
     )
+
+
+def _ending_offsets(options: Mapping[str, str], starting: OffsetSpec, streaming: bool) -> OffsetSpec:
+    """A batch query's ending offsets, checked against its starting ones; a stream runs to
+    the latest and takes no ending option (Spark's validateStreamOptions/validateBatchOptions)."""
+    if streaming:
+        for side in ("endingOffsets", "endingOffsetsByTimestamp", "endingTimestamp"):
+            if _get(options, side) is not None:
+                raise OptionError(f"option {side} is for batch queries only, not for streaming")
+        return OffsetSpec("latest")
+    ending = _offset_spec(options, "ending", streaming)
+    _check_batch_offsets(starting, ending)
+    for name in STREAM_ONLY:  # Spark logs "option ignored in batch queries"
+        if _get(options, name) is not None:
+            log.warning("option %s is ignored in batch queries", name)
+    return ending
 
 
 def _check_numbers(options: Mapping[str, str]) -> None:

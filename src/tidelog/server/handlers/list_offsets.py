@@ -61,60 +61,40 @@ async def _remote_lookup(ctx: RequestContext, tp: TopicPartition, ts: int,
     return found.timestamp, found.offset, found.leader_epoch or 0
 
 
+def _error_response(pcls: Any, partition_index: int, code: int) -> Any:
+    """A partition's ListOffsetsPartitionResponse for an error (Kafka's buildErrorResponse):
+    no timestamp, no offset."""
+    return make(pcls, partition_index=partition_index, error_code=code, timestamp=-1, offset=-1)
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
     pcls = nested(tcls, "partitions")
     committed = getattr(request, "isolation_level", 0) == 1
+    follower = int(getattr(request, "replica_id", -1)) >= 0
     topics = []
     for t in request.topics:
         parts = []
         described = ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
+            index = p.partition_index
             if not described:  # before existence, as Kafka's handleListOffsetRequest
-                parts.append(make(pcls, partition_index=p.partition_index, timestamp=-1,
-                                  offset=-1, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                parts.append(_error_response(pcls, index, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             try:
                 if ctx.api_version < TIMESTAMP_MIN_VERSION.get(p.timestamp, 0):
                     raise ValueError(f"timestamp {p.timestamp} needs a newer version")
-                tp = TopicPartition(t.name, p.partition_index)
+                tp = TopicPartition(t.name, index)
                 current = int(getattr(p, "current_leader_epoch", -1))
                 found = await _remote_lookup(ctx, tp, p.timestamp, current)
                 ts, off, epoch = found if found is not None else _lookup(
-                    ctx, tp, p.timestamp, committed, current,
-                    int(getattr(request, "replica_id", -1)) >= 0,
-                )
-                parts.append(
-                    make(
-                        pcls,
-                        partition_index=p.partition_index,
-                        error_code=0,
-                        timestamp=ts,
-                        offset=off,
-                        leader_epoch=epoch,
-                    )
-                )
+                    ctx, tp, p.timestamp, committed, current, follower)
+                parts.append(make(pcls, partition_index=index, error_code=0, timestamp=ts,
+                                  offset=off, leader_epoch=epoch))  # fmt: skip
             except ValueError:
-                parts.append(
-                    make(
-                        pcls,
-                        partition_index=p.partition_index,
-                        error_code=ErrorCode.UNSUPPORTED_VERSION,
-                        timestamp=-1,
-                        offset=-1,
-                    )
-                )
+                parts.append(_error_response(pcls, index, ErrorCode.UNSUPPORTED_VERSION))
             except Exception as exc:
-                code, _ = to_error(exc)
-                parts.append(
-                    make(
-                        pcls,
-                        partition_index=p.partition_index,
-                        error_code=code,
-                        timestamp=-1,
-                        offset=-1,
-                    )
-                )
+                parts.append(_error_response(pcls, index, to_error(exc)[0]))
         topics.append(make(tcls, name=t.name, partitions=tuple(parts)))
     return make(cls, throttle_time=0, topics=tuple(topics))

@@ -33,10 +33,12 @@ def _exists(ctx: RequestContext, tp: TopicPartition) -> bool:
     return info is not None and 0 <= tp.partition < info.partitions
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
-        code = ErrorCode.GROUP_AUTHORIZATION_FAILED  # Kafka checks the group first
-        return error_response(API_KEY, ctx.api_version, request, code)
+def _validate_partitions(
+    ctx: RequestContext, request: Any
+) -> tuple[dict[TopicPartition, CommitEntry], dict[TopicPartition, ErrorCode]]:
+    """(the offsets to commit, the partitions refused and why): a topic not authorized for
+    READ (before existence), then an unknown partition, as KafkaApis.handleOffsetCommitRequest
+    splits them; only the first reach the group."""
     offsets: dict[TopicPartition, CommitEntry] = {}
     unknown: dict[TopicPartition, ErrorCode] = {}
     for t in request.topics:
@@ -54,6 +56,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 int(getattr(p, "committed_leader_epoch", -1)),
                 p.committed_metadata,
             )
+    return offsets, unknown
+
+
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, request.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED  # Kafka checks the group first
+        return error_response(API_KEY, ctx.api_version, request, code)
+    offsets, unknown = _validate_partitions(ctx, request)
     retention_ms = ms(getattr(request, "retention_time", None))
     errors = dict(unknown)
     if offsets:  # like Kafka, a request naming only unknown partitions never reaches the group
@@ -71,6 +81,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             error = await replicated(coord, request.group_id)
             committed = {tp: error if e == ErrorCode.NONE else e for tp, e in committed.items()}
         errors |= committed
+    return _commit_response(ctx, request, errors)
+
+
+def _commit_response(
+    ctx: RequestContext, request: Any, errors: dict[TopicPartition, ErrorCode]
+) -> Any:
+    """The OffsetCommitResponse: every partition of the request with its error code."""
     cls = response_class(API_KEY, ctx.api_version)
     tcls = nested(cls, "topics")
     pcls = nested(tcls, "partitions")

@@ -163,34 +163,11 @@ class FetchSessionHandler(Generic[P]):
         if not self.enabled:
             return error == ErrorCode.NONE
         if error != ErrorCode.NONE:
-            log.info(
-                "broker %d could not process the fetch with %s: %s",
-                self.node, self.next_metadata, _name(error),
-            )  # fmt: skip
-            if error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
-                self.next_metadata = INITIAL
-            else:
-                self.next_metadata = self.next_metadata.next_close_existing_attempt_new()
+            self._handle_error_response(error)
             return False
         extra = [tp for tp in partitions if tp not in self._session]
         if self.next_metadata.is_full:
-            if not partitions and throttle_time_ms > 0:  # KIP-219: throttled, not answered
-                self.next_metadata = INITIAL
-                return False
-            omitted = len(self._session) - (len(partitions) - len(extra))
-            if extra or omitted:
-                log.info(
-                    "broker %d sent an invalid full fetch response: %d extra, %d omitted",
-                    self.node, len(extra), omitted,
-                )  # fmt: skip
-                self.next_metadata = INITIAL
-                return False
-            self.next_metadata = (
-                INITIAL
-                if session_id == INVALID_SESSION_ID
-                else FetchMetadata.new_incremental(session_id)
-            )
-            return True
+            return self._handle_full_response(session_id, partitions, extra, throttle_time_ms)
         if extra:
             log.info(
                 "broker %d sent an invalid incremental fetch response: %d extra partitions",
@@ -202,6 +179,45 @@ class FetchSessionHandler(Generic[P]):
             self.next_metadata = INITIAL
         else:
             self.next_metadata = self.next_metadata.next_incremental()
+        return True
+
+    def _handle_error_response(self, error: int) -> None:
+        """The leader answered the whole Fetch with an error: a session it does not know is
+        forgotten, any other error closes this one and asks for a new one."""
+        log.info(
+            "broker %d could not process the fetch with %s: %s",
+            self.node, self.next_metadata, _name(error),
+        )  # fmt: skip
+        if error == ErrorCode.FETCH_SESSION_ID_NOT_FOUND:
+            self.next_metadata = INITIAL
+        else:
+            self.next_metadata = self.next_metadata.next_close_existing_attempt_new()
+
+    def _handle_full_response(
+        self,
+        session_id: int,
+        partitions: Collection[TopicPartition],
+        extra: list[TopicPartition],
+        throttle_time_ms: int,
+    ) -> bool:
+        """The answer to a full Fetch must name exactly the session's partitions (Kafka's
+        verifyFullFetchResponsePartitions); its session id opens the incremental ones."""
+        if not partitions and throttle_time_ms > 0:  # KIP-219: throttled, not answered
+            self.next_metadata = INITIAL
+            return False
+        omitted = len(self._session) - (len(partitions) - len(extra))
+        if extra or omitted:
+            log.info(
+                "broker %d sent an invalid full fetch response: %d extra, %d omitted",
+                self.node, len(extra), omitted,
+            )  # fmt: skip
+            self.next_metadata = INITIAL
+            return False
+        self.next_metadata = (
+            INITIAL
+            if session_id == INVALID_SESSION_ID
+            else FetchMetadata.new_incremental(session_id)
+        )
         return True
 
     def handle_error(self, error: BaseException) -> None:

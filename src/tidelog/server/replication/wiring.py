@@ -87,6 +87,49 @@ class Replication:
         await self.alter_partition.shutdown()
 
 
+def _throttled_replicas(
+    log_config: Callable[[TopicPartition], LogConfig | None] | None, *, leader: bool
+) -> Callable[[TopicPartition], list[str] | None]:
+    """A hosted partition's leader.replication.throttled.replicas (or the follower's):
+    None when the partition or its config is unknown."""
+
+    def replicas(tp: TopicPartition) -> list[str] | None:
+        c = log_config(tp) if log_config is not None else None
+        if c is None:
+            return None
+        return c.leader_replication_throttled_replicas if leader else c.follower_replication_throttled_replicas
+
+    return replicas
+
+
+def _alter_partition_manager(
+    config: BrokerConfig,
+    metadata_cache: MetadataCache,
+    endpoint: Callable[[int], tuple[str, int] | None],
+    broker_epoch: Callable[[], int],
+    security: ClientSecurity | None,
+) -> AlterPartitionManager:
+    """The AlterPartition sender, finding the controller and topic ids in the metadata image."""
+
+    def controller() -> tuple[int, tuple[str, int]] | None:
+        controller_id = metadata_cache.image.controller_id
+        address = endpoint(controller_id) if controller_id >= 0 else None
+        return None if address is None else (controller_id, address)
+
+    def topic_id(topic: str) -> uuid.UUID | None:
+        t = metadata_cache.image.topic(topic)
+        return None if t is None else t.topic_id
+
+    return AlterPartitionManager(
+        config.node_id,
+        broker_epoch,
+        controller,
+        topic_id,
+        security=security,
+        request_timeout_ms=int(config.values["replica.socket.timeout.ms"]),
+    )
+
+
 def build_replication(
     config: BrokerConfig,
     metadata_cache: MetadataCache,
@@ -106,25 +149,9 @@ def build_replication(
         broker = metadata_cache.image.broker(broker_id)
         return None if broker is None else broker.endpoint(listener)
 
-    def controller() -> tuple[int, tuple[str, int]] | None:
-        controller_id = metadata_cache.image.controller_id
-        address = endpoint(controller_id) if controller_id >= 0 else None
-        return None if address is None else (controller_id, address)
-
-    def topic_id(topic: str) -> uuid.UUID | None:
-        t = metadata_cache.image.topic(topic)
-        return None if t is None else t.topic_id
-
-    def throttled(leader: bool) -> Callable[[TopicPartition], list[str] | None]:
-        def replicas(tp: TopicPartition) -> list[str] | None:
-            c = log_config(tp) if log_config is not None else None
-            if c is None:
-                return None
-            return c.leader_replication_throttled_replicas if leader else c.follower_replication_throttled_replicas
-
-        return replicas
-
-    quotas = replication_quotas(config.node_id, lambda: config.values, throttled(True), throttled(False))
+    quotas = replication_quotas(config.node_id, lambda: config.values,
+                                _throttled_replicas(log_config, leader=True),
+                                _throttled_replicas(log_config, leader=False))  # fmt: skip
     fetchers = ReplicaFetcherManager(
         fetch_settings(config),
         partitions,
@@ -135,14 +162,7 @@ def build_replication(
         on_high_watermark=on_high_watermark,
         quota=quotas.follower,
     )
-    alter = AlterPartitionManager(
-        config.node_id,
-        broker_epoch,
-        controller,
-        topic_id,
-        security=security,
-        request_timeout_ms=int(config.values["replica.socket.timeout.ms"]),
-    )
+    alter = _alter_partition_manager(config, metadata_cache, endpoint, broker_epoch, security)
     metadata_cache.add_listener(lambda _image: fetchers.on_metadata_change())
     lag_ms = int(config.values["replica.lag.time.max.ms"])
     return Replication(fetchers, alter, shrink_isr, max(1, lag_ms // 2), quotas)
