@@ -22,6 +22,7 @@ setup(
                 "src/tidelog/_native/spark_runs.c",
                 "src/tidelog/_native/fetch_scan.c",
                 "src/tidelog/_native/validate_plain.c",
+                "src/tidelog/_native/json_columns.c",
             ],
             depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h"],
             extra_compile_args=["-O2"],

@@ -71,4 +71,7 @@ PyObject *tl_decode_runs(PyObject *self, PyObject *args);
 /* spark_runs.c: spark/fetch_runs.py batch_spans_py */
 PyObject *tl_batch_spans(PyObject *self, PyObject *args);
 
+/* json_columns.c: iceberg/json_native.py's strict JSON -> Arrow buffers */
+PyObject *tl_json_columns(PyObject *self, PyObject *args);
+
 #endif

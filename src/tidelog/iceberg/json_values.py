@@ -27,7 +27,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from . import json_bulk
+from . import json_bulk, json_native
 from .columns import VALUE, FieldIds
 from .value_codec import UnsupportedSchema, ValueCodec
 
@@ -128,11 +128,20 @@ class JsonCodec(ValueCodec):
 
     def decode_column(self, payloads: pa.Array, target: pa.StructType, skip: int = 0
                       ) -> tuple[pa.Array, dict[int, str]]:
-        """pyarrow's JSON reader over all the objects at once (json_bulk); value by value
-        when they do not read back one row each."""
-        if self._record and len(payloads):
-            try:
-                return json_bulk.decode(payloads, target, skip), {}
-            except (pa.ArrowException, ValueError, TypeError):
-                pass
+        """The native core's strict pass over all the objects at once (json_native: the
+        values it rejects are decoded value by value); without the native core, pyarrow's
+        JSON reader (json_bulk), value by value when they do not read back one row each."""
+        if self._record and len(payloads) and not payloads.null_count:
+            if json_native.available():
+                try:
+                    return json_native.decode(
+                        payloads, target, StructType(*self.fields), skip,
+                        lambda rest: ValueCodec.decode_column(self, rest, target, skip))
+                except json_native.NoPlan:
+                    pass
+            if json_bulk.plain_objects(payloads, skip):
+                try:
+                    return json_bulk.decode(payloads, target, skip), {}
+                except (pa.ArrowException, ValueError, TypeError):
+                    pass
         return super().decode_column(payloads, target, skip)

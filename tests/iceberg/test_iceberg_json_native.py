@@ -1,0 +1,245 @@
+"""JSON Schema values decoded by the native core's strict pass (iceberg/json_native.py): the
+typed columns and the DLQ's reasons equal the reference's (json.loads value by value) on the
+same records: nulls, nested objects, arrays, missing optional fields, numbers out of range,
+invalid JSON and UTF-8, values the pass rejects and the reference takes its own way; and the
+decode without the native core (pyarrow's reader) does the same."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidelog._native import core
+from tidelog.iceberg import json_bulk, json_native
+from tidelog.iceberg.columns import KAFKA, arrow_schema, table_schema
+from tidelog.iceberg.json_values import JsonCodec
+from tidelog.iceberg.record_columns import raw_columns
+from tidelog.iceberg.rows import Group, Sorted, batch_of, table_rows
+from tidelog.iceberg.value_codec import ValueCodec
+from tidelog.records import Record
+
+SCHEMA = {"type": "object", "properties": {
+    "i": {"type": "integer"}, "s": {"type": ["null", "string"]}, "d": {"type": "number"},
+    "b": {"type": "boolean"}, "l": {"type": "array", "items": {"type": "string"}},
+    "o": {"type": "object", "properties": {
+        "x": {"type": "integer"},
+        "ys": {"type": "array", "items": {"$ref": "#/$defs/Y"}}}},
+    "at": {"type": "string", "format": "date-time"}, "day": {"type": "string", "format": "date"},
+    "café": {"type": "string"}},
+    "$defs": {"Y": {"type": "object", "properties": {"z": {"type": "number"}}}}}
+
+FRAME = b"\x00\x00\x00\x00\x07"
+
+
+@pytest.fixture(autouse=True)
+def _native_core() -> None:
+    if core is None:
+        if os.environ.get("TIDELOG_REQUIRE_NATIVE"):  # CI builds it
+            pytest.fail("the native core is not built")
+        pytest.skip("the native core is not built")
+
+
+def _codec_target() -> tuple[JsonCodec, pa.StructType]:
+    codec = JsonCodec(SCHEMA)
+    target = pa.struct([f for f in arrow_schema(table_schema(codec.fields)) if f.name != KAFKA])
+    return codec, target
+
+
+def _good(i: int) -> dict[str, Any]:
+    v: dict[str, Any] = {"i": i - 50, "d": i / 8 if i % 2 else i, "b": bool(i % 3),
+                         "l": [f"t{j}" for j in range(i % 4)], "café": "ü" * (i % 3),
+                         "o": {"x": i, "ys": [{"z": i * 0.1}, {"z": None}][: i % 3]},
+                         "at": f"2024-01-02T03:04:{i % 60:02d}Z", "day": "2024-02-29"}
+    if i % 5:
+        v["s"] = None if i % 5 == 1 else f"s{i}\n\"é\""
+    if i % 7 == 0:
+        del v["o"]
+    return v
+
+
+def _norm(rows: list[Any]) -> list[Any]:
+    """Rows with NaN made comparable."""
+    def one(v: Any) -> Any:
+        if isinstance(v, float) and math.isnan(v):
+            return "NaN"
+        if isinstance(v, dict):
+            return {k: one(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [one(x) for x in v]
+        return v
+    return [one(r) for r in rows]
+
+
+def _both(payloads: list[bytes]) -> tuple[Any, Any]:
+    """(native, reference): rows and reasons of the same framed values."""
+    codec, target = _codec_target()
+    values = pa.array([FRAME + p for p in payloads], pa.binary())
+    got, bad = codec.decode_column(values, target, 5)
+    ref, ref_bad = ValueCodec.decode_column(codec, values, target, 5)
+    assert got.type == target
+    return (_norm(got.to_pylist()), bad), (_norm(ref.to_pylist()), ref_bad)
+
+
+def test_good_records_are_all_taken_by_the_pass_and_equal_the_reference() -> None:
+    codec, target = _codec_target()
+    payloads = [json.dumps(_good(i), indent=2 if i % 9 == 0 else None,
+                           ensure_ascii=i % 2 == 0).encode() for i in range(200)]
+    values = pa.array([FRAME + p for p in payloads], pa.binary())
+
+    def no_reference(rest: pa.Array) -> tuple[pa.Array, dict[int, str]]:
+        raise AssertionError(f"{len(rest)} values rejected")
+
+    got, bad = json_native.decode(values, target, codec_struct(codec), 5, no_reference)
+    ref, ref_bad = ValueCodec.decode_column(codec, values, target, 5)
+    assert not bad and not ref_bad and got.equals(ref)
+    assert json_bulk.decode(values, target, 5).equals(ref)  # the old path's columns too
+
+
+def codec_struct(codec: JsonCodec) -> Any:
+    from pyiceberg.types import StructType
+
+    return StructType(*codec.fields)
+
+
+EDGES = [
+    # integers: floats are the reference's (it truncates them), out of int64 goes to the DLQ
+    b'{"i":1.0}', b'{"i":1.5}', b'{"i":1e2}', b'{"i":-0}', b'{"i":"1"}', b'{"i":true}',
+    b'{"i":9223372036854775807}', b'{"i":-9223372036854775808}',
+    b'{"i":9223372036854775808}', b'{"i":-9223372036854775809}', b'{"i":123456789012345678901}',
+    # doubles: as float() reads them; an integer past the range is refused by float(int)
+    b'{"d":1}', b'{"d":-0}', b'{"d":-0.0}', b'{"d":"1.5"}', b'{"d":true}', b'{"d":1e400}',
+    b'{"d":-1e400}', b'{"d":1e-400}', b'{"d":NaN}', b'{"d":Infinity}', b'{"d":-Infinity}',
+    b'{"d":0.1}', b'{"d":1e22}', b'{"d":1e23}', b'{"d":9007199254740993}',
+    b'{"d":9007199254740993.0}', b'{"d":1.7976931348623157e308}', b'{"d":5e-324}',
+    b'{"d":2.2250738585072011e-308}', b'{"d":12.345678901234567}', b'{"d":1' + b"0" * 400 + b"}",
+    b'{"d":0.' + b"0" * 150 + b'1}', b'{"d":1E+2}', b'{"d":1e-2}', b'{"d":-12.5e-3}',
+    b'{"d":01}', b'{"d":1.}', b'{"d":.5}', b'{"d":+1}', b'{"d":1e}', b'{"d":-}',
+    # booleans, strings
+    b'{"b":1}', b'{"b":"true"}', b'{"b":null}', b'{"b":tru}', b'{"s":5}', b'{"s":true}',
+    b'{"s":{"a":1}}', b'{"s":[1]}', b'{"s":"\\u00e9\\ud83d\\ude00"}', b'{"s":"\\ud800"}',
+    b'{"s":"\\udc00"}', b'{"s":"\\ud800x"}', b'{"s":"\\ud800\\u0041"}', b'{"s":"a\\u0000b"}',
+    b'{"s":"\\"\\\\\\/\\b\\f\\n\\r\\t"}', b'{"s":"\\x"}', b'{"s":"\\u12"}', b'{"s":"\\u00G0"}',
+    b'{"s":"tab\there"}', b'{"s":"\x7f"}', b'{"s":"\xe9"}', b'{"s":"\xc3\xa9"}',
+    b'{"s":"\xc0\x80"}', b'{"s":"\xed\xa0\x80"}', b'{"s":"\xf4\x8f\xbf\xbf"}',
+    b'{"s":"\xf4\x90\x80\x80"}', b'{"s":"\xe0\x80\xaf"}', b'{"s":"\xf0\x9f\x98"}',
+    b'{"s":"unterminated}',
+    # arrays, objects
+    b'{"l":"ab"}', b'{"l":{"a":1}}', b'{"l":[1,2]}', b'{"l":[null,"x"]}', b'{"l":null}',
+    b'{"l":[]}', b'{"l":[,]}', b'{"l":["a",]}', b'{"l":["a" "b"]}', b'{"o":5}', b'{"o":[1]}',
+    b'{"o":{"x":2,"y":3}}', b'{"o":{}}', b'{"o":null}', b'{"o":{"ys":[{"z":1},null,{}]}}',
+    b'{"o":{"ys":[{"z":"no"}]}}', b'{"o":{"x":1,"x":2}}',
+    # whole values
+    b"5", b"[]", b"null", b'"x"', b"{", b'{"i":1} x', b'{"i":1}{"i":2}', b"", b"  ",
+    b'  {"i":1}  ', b'{"i":1,"i":2}', b'{"\\u0069":3}', b'{"caf\\u00e9":"x"}',
+    b'{"caf\xc3\xa9":"y"}', b'{"zz":1}', b'{"zz":[1,{"a":[true,false,null,"\\n"]}]}',
+    b'{"zz":[1,}', b'{"zz":"\xff"}', b'{"zz":nul}', b'{\n"i":\r\n1\t}', b'{"i":1,}',
+    b"{'i':1}", b'{"i":1}\n{"i":2}', b'\xef\xbb\xbf{"i":1}', b'{"i":1}\x00', b'{i:1}',
+    b'{"i" 1}', b'{"zz":' + b"[" * 300 + b"]" * 300 + b"}",
+    # timestamps and dates, cast from their strings
+    b'{"at":"2024-01-02T03:04:05+02:00","day":"2024-02-29"}', b'{"at":null,"day":null}',
+]
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "pyarrow"])
+@pytest.mark.parametrize("edge", EDGES, ids=lambda e: repr(e)[:40])
+def test_an_edge_value_among_good_ones_decodes_as_the_reference_decodes_it(
+        edge: bytes, native: bool, monkeypatch: Any) -> None:
+    """Also without the native core: pyarrow's reader, or the reference when it refuses."""
+    if not native:
+        monkeypatch.setattr(json_native, "available", lambda: False)
+    payloads = [json.dumps(_good(i)).encode() for i in range(6)]
+    payloads.insert(3, edge)
+    assert _both(payloads)[0] == _both(payloads)[1]
+
+
+def test_invalid_json_and_out_of_range_numbers_go_to_the_dlq_with_the_reason() -> None:
+    good = [json.dumps(_good(i)).encode() for i in range(5)]
+    records = [Record(i, 1_700_000_000_000 + i, None, FRAME + v, []) for i, v in enumerate(
+        [good[0], b'{"i": 1', good[1], b'{"i": 9223372036854775808}', good[2],
+         b'{"s": "\xff"}', b'{"d": 1' + b"0" * 400 + b"}", good[3]])]
+    codec, _ = _codec_target()
+    raw = raw_columns(batch_of(records), 0, 0, 2**62)
+    group = Group(codec, np.arange(len(records), dtype=np.int64),
+                  raw.column("value").combine_chunks(), 5)
+    s = Sorted(raw, [group])
+    rows = table_rows(s, table_schema(codec.fields))
+    assert rows.column("i").to_pylist() == [-50, -49, -48, -47]
+    assert sorted(s.dlq) == [1, 3, 5, 6]
+    assert s.dlq[1].startswith("value does not parse: Expecting ',' delimiter")
+    assert s.dlq[3].startswith("value does not fit the table's columns")
+    assert s.dlq[5].startswith("value does not parse: 'utf-8' codec can't decode")
+    assert s.dlq[6].startswith("value does not parse: int too large to convert to float")
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats()
+                     | st.text(max_size=5),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(["x", "ys", "z", "q"]), inner,
+                                       max_size=3), max_leaves=8)
+_FIELD = {"i": st.integers(-2**64, 2**64), "s": st.none() | st.text(max_size=8),
+          "d": st.floats() | st.integers(-2**60, 2**60), "b": st.booleans(),
+          "l": st.lists(st.none() | st.text(max_size=4), max_size=4),
+          "o": st.fixed_dictionaries({}, optional={
+              "x": st.integers(-2**63, 2**63 - 1),
+              "ys": st.lists(st.none() | st.fixed_dictionaries({}, optional={
+                  "z": st.floats() | st.integers(-100, 100)}), max_size=3)}),
+          "café": st.text(max_size=3)}
+_VALUE = st.fixed_dictionaries({}, optional={k: v | _JSON if k != "o" else v
+                                             for k, v in _FIELD.items()})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_VALUE, st.booleans(), st.booleans(), st.integers(0, 2**16)),
+                min_size=1, max_size=8))
+def test_random_values_decode_as_the_reference_decodes_them(
+        values: list[tuple[dict[str, Any], bool, bool, int]]) -> None:
+    """Random objects of the schema's fields (of the right type or any JSON), written with
+    and without blanks and escapes, some cut or with a byte changed."""
+    payloads = []
+    for value, ascii_, indent, damage in values:
+        text = json.dumps(value, ensure_ascii=ascii_, indent=1 if indent else None).encode()
+        if damage % 5 == 0 and text:
+            text = text[: damage % len(text)]
+        elif damage % 5 == 1 and text:
+            at = damage % len(text)
+            text = text[:at] + bytes([damage >> 8 & 0xFF]) + text[at + 1:]
+        payloads.append(text)
+    assert _both(payloads)[0] == _both(payloads)[1]
+
+
+def test_without_the_native_core_pyarrows_reader_gives_the_same(monkeypatch: Any) -> None:
+    payloads = [json.dumps(_good(i)).encode() for i in range(40)]
+    payloads[7] = b'{"i": "x"}'
+    native = _both(payloads)[0]
+    monkeypatch.setattr(json_native, "available", lambda: False)
+    assert _both(payloads)[0] == native
+    assert _both([json.dumps(_good(i)).encode() for i in range(40)])[0][0] == _both(
+        [json.dumps(_good(i)).encode() for i in range(40)])[1][0]
+
+
+def test_a_first_value_of_null_does_not_reach_pyarrows_reader() -> None:
+    """pyarrow's JSON reader ends the process (SIGSEGV) on a first line ``null``: without the
+    native core such values are the reference's, in a child process to see a crash."""
+    code = (
+        "import pyarrow as pa\n"
+        "from tidelog.iceberg import json_native\n"
+        "json_native.available = lambda: False\n"
+        "from tidelog.iceberg.json_values import JsonCodec\n"
+        "c = JsonCodec({'type': 'object', 'properties': {'i': {'type': 'integer'}}})\n"
+        "t = pa.struct([pa.field('i', pa.int64())])\n"
+        "rows, bad = c.decode_column(pa.array([b'null', b'{\"i\": 2}']), t)\n"
+        "print(rows.to_pylist(), bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[None, {'i': 2}] {}"
