@@ -14,6 +14,8 @@
  * as much per value. */
 #define PY_SSIZE_T_CLEAN
 #include <errno.h>
+#include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +47,12 @@ typedef struct {
 typedef struct {
     const uint8_t *p, *end;
     Buf scratch;
+    PyThreadState *ts; /* the pass runs without the GIL; NULL while it holds it */
 } Cur;
+
+/* Why the pass stopped (it runs without the GIL: the error is raised after). */
+enum { E_NONE = 0, E_MEMORY, E_TOO_BIG, E_PYTHON };
+static _Thread_local int pass_error;
 
 static int
 buf_reserve(Buf *b, size_t more)
@@ -55,9 +62,9 @@ buf_reserve(Buf *b, size_t more)
     size_t c = b->cap ? b->cap : 1024;
     while (c < b->len + more)
         c *= 2;
-    uint8_t *q = PyMem_Realloc(b->p, c);
+    uint8_t *q = realloc(b->p, c);
     if (q == NULL) {
-        PyErr_NoMemory();
+        pass_error = E_MEMORY;
         return -1;
     }
     b->p = q;
@@ -98,7 +105,7 @@ static int
 put_offset(Buf *b, size_t v)
 {
     if (v > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "a JSON column passed 2 GiB");
+        pass_error = E_TOO_BIG;
         return -1;
     }
     int32_t o = (int32_t)v;
@@ -443,9 +450,13 @@ parse_int(Cur *c, Node *nd)
     return 1;
 }
 
-/* Clinger's fast path: a mantissa
- * below 2^53 and a power of ten up to 10^22 are both exact doubles, so one multiplication or
- * division rounds correctly (SSE2 arithmetic), to float()'s result. 0: not this case. */
+/* A decimal token of at most 19 significant digits and a power of ten within 10^27, when
+ * the result is surely float()'s, or 0: the digits m (< 2^64) and 10^|e| (5^27 < 2^63) are
+ * exact in x87's 64-bit mantissa, so one multiplication or division gives the exact value
+ * rounded once to 64 bits; rounding that to a double gives the exact value's correctly
+ * rounded double unless it lies exactly halfway between two doubles (then the first
+ * rounding may have moved it there: not taken).  Within 2^53 and 10^22 (Clinger's fast
+ * path) one double operation is exact enough by itself. */
 static int
 exact_double(const uint8_t *s, size_t n, double *out)
 {
@@ -461,7 +472,7 @@ exact_double(const uint8_t *s, size_t n, double *out)
         if (m || *p != '0')
             digits++;
         m = m * 10 + (uint64_t)(*p - '0');
-        if (digits > 18)
+        if (digits > 19)
             return 0;
     }
     if (p < e && *p == '.')
@@ -470,7 +481,7 @@ exact_double(const uint8_t *s, size_t n, double *out)
                 digits++;
             m = m * 10 + (uint64_t)(*p - '0');
             exp10--;
-            if (digits > 18)
+            if (digits > 19)
                 return 0;
         }
     if (p < e) { /* an exponent */
@@ -486,10 +497,30 @@ exact_double(const uint8_t *s, size_t n, double *out)
         }
         exp10 += eneg ? -x : x;
     }
-    if (m > ((uint64_t)1 << 53) || exp10 < -22 || exp10 > 22)
+    double d;
+    if (m <= ((uint64_t)1 << 53) && exp10 >= -22 && exp10 <= 22) {
+        d = (double)m;
+        d = exp10 < 0 ? d / p10[-exp10] : d * p10[exp10];
+    } else {
+#if LDBL_MANT_DIG == 64
+        if (exp10 < -27 || exp10 > 27 || m == 0)
+            return 0;
+        long double t = 1.0L, r;
+        for (long k = exp10 < 0 ? -exp10 : exp10; k > 0; k--)
+            t *= 10.0L; /* exact: 10^27 < 2^64 * 2^27 */
+        r = exp10 < 0 ? (long double)m / t : (long double)m * t;
+        d = (double)r;
+        long double off = r - (long double)d; /* exact */
+        if (off != 0) {
+            double next = nextafter(d, off > 0 ? HUGE_VAL : -HUGE_VAL);
+            long double half = ((long double)next - (long double)d) / 2;
+            if (off == half)
+                return 0;
+        }
+#else
         return 0;
-    double d = (double)m;
-    d = exp10 < 0 ? d / p10[-exp10] : d * p10[exp10];
+#endif
+    }
     *out = neg ? -d : d;
     return 1;
 }
@@ -513,9 +544,16 @@ parse_double(Cur *c, Node *nd)
     if (exact_double(s, n, &x))
         goto done;
     char *stop;
+    if (c->ts) /* Python's dtoa wants the GIL (its big integers' free lists) */
+        PyEval_RestoreThread(c->ts);
     x = PyOS_string_to_double(tmp, &stop, NULL);
-    if (x == -1.0 && PyErr_Occurred())
+    int failed = x == -1.0 && PyErr_Occurred();
+    if (c->ts)
+        c->ts = PyEval_SaveThread();
+    if (failed) {
+        pass_error = E_PYTHON;
         return -1;
+    }
     if (stop != tmp + n || (is_int && (x == Py_HUGE_VAL || x == -Py_HUGE_VAL)))
         return 0;
 done:
@@ -711,8 +749,10 @@ build(PyObject *plan, Node **nodes, int *n, int cap, Node **out)
         PyErr_NoMemory();
         return -1;
     }
-    if ((kind == K_STRING || kind == K_LIST) && put_offset(&nd->offs, 0) < 0)
+    if ((kind == K_STRING || kind == K_LIST) && put_offset(&nd->offs, 0) < 0) {
+        PyErr_NoMemory();
         return -1;
+    }
     for (Py_ssize_t i = 0; i < nc; i++) {
         if (kind == K_STRUCT) {
             PyObject *name = PyTuple_GET_ITEM(names, i);
@@ -739,34 +779,32 @@ node_result(Node *nd)
 #undef BYTES
 }
 
-static PyObject *
-run(Node *root, Node **nodes, int n, const uint8_t *data, size_t dlen, const int32_t *offs,
-    Py_ssize_t rows, Py_ssize_t skip)
+/* Every value into the nodes; the rejected rows' numbers in ``rejected`` (int64).  No
+ * Python object is touched: the caller lets other threads run meanwhile.  0, or -1 with
+ * pass_error set. */
+static int
+pass(Cur *c, Node *root, Node **nodes, int n, Mark *marks, const uint8_t *data, size_t dlen,
+     const int32_t *offs, Py_ssize_t rows, Py_ssize_t skip, Buf *rejected)
 {
-    Cur c = {0};
-    Mark *marks = PyMem_Calloc((size_t)n, sizeof(Mark));
-    PyObject *rejected = PyList_New(0), *out = NULL;
-    if (marks == NULL || rejected == NULL)
-        goto done;
     for (Py_ssize_t r = 0; r < rows; r++) {
         for (int k = 0; k < n; k++)
             marks[k] = (Mark){nodes[k]->valid.len, nodes[k]->vals.len, nodes[k]->offs.len,
                               nodes[k]->count};
         int64_t a = offs[r], b = offs[r + 1], ok = 0;
         if (a < 0 || b < a || (size_t)b > dlen) {
-            PyErr_SetString(PyExc_ValueError, "offsets outside the data");
-            goto done;
+            pass_error = E_PYTHON + 1;
+            return -1;
         }
         if (b - a >= skip) {
-            c.p = data + a + skip;
-            c.end = data + b;
-            skip_ws(&c);
-            if (c.p < c.end && *c.p == '{') {
-                int got = parse_object(&c, root);
+            c->p = data + a + skip;
+            c->end = data + b;
+            skip_ws(c);
+            if (c->p < c->end && *c->p == '{') {
+                int got = parse_object(c, root);
                 if (got < 0)
-                    goto done;
-                skip_ws(&c);
-                ok = got && c.p == c.end;
+                    return -1;
+                skip_ws(c);
+                ok = got && c->p == c->end;
             }
         }
         if (ok)
@@ -777,29 +815,60 @@ run(Node *root, Node **nodes, int n, const uint8_t *data, size_t dlen, const int
             nodes[k]->offs.len = marks[k].offs;
             nodes[k]->count = marks[k].count;
         }
-        PyObject *i = PyLong_FromSsize_t(r);
-        if (i == NULL || PyList_Append(rejected, i) < 0 || append_null(root) < 0) {
-            Py_XDECREF(i);
-            goto done;
-        }
-        Py_DECREF(i);
+        int64_t row = r;
+        if (push_8(rejected, &row) < 0 || append_null(root) < 0)
+            return -1;
     }
-    PyObject *cols = PyList_New(n);
-    if (cols == NULL)
+    return 0;
+}
+
+static PyObject *
+run(Node *root, Node **nodes, int n, const uint8_t *data, size_t dlen, const int32_t *offs,
+    Py_ssize_t rows, Py_ssize_t skip)
+{
+    Cur c = {0};
+    Buf rejected = {0};
+    PyObject *out = NULL, *cols = NULL, *rej = NULL;
+    Mark *marks = PyMem_Calloc((size_t)n, sizeof(Mark));
+    if (marks == NULL)
+        return PyErr_NoMemory();
+    pass_error = E_NONE;
+    c.ts = PyEval_SaveThread();
+    int rc = pass(&c, root, nodes, n, marks, data, dlen, offs, rows, skip, &rejected);
+    PyEval_RestoreThread(c.ts);
+    if (rc < 0) {
+        if (pass_error == E_MEMORY)
+            PyErr_NoMemory();
+        else if (pass_error == E_TOO_BIG)
+            PyErr_SetString(PyExc_OverflowError, "a JSON column passed 2 GiB");
+        else if (pass_error != E_PYTHON)
+            PyErr_SetString(PyExc_ValueError, "offsets outside the data");
         goto done;
+    }
+    Py_ssize_t nrej = (Py_ssize_t)(rejected.len / 8);
+    if ((cols = PyList_New(n)) == NULL || (rej = PyList_New(nrej)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < nrej; i++) {
+        int64_t row;
+        memcpy(&row, rejected.p + 8 * i, 8);
+        PyObject *v = PyLong_FromLongLong(row);
+        if (v == NULL)
+            goto done;
+        PyList_SET_ITEM(rej, i, v);
+    }
     for (int k = 0; k < n; k++) {
         PyObject *t = node_result(nodes[k]);
-        if (t == NULL) {
-            Py_DECREF(cols);
+        if (t == NULL)
             goto done;
-        }
         PyList_SET_ITEM(cols, k, t);
     }
-    out = Py_BuildValue("NO", cols, rejected);
+    out = PyTuple_Pack(2, cols, rej);
 done:
+    Py_XDECREF(cols);
+    Py_XDECREF(rej);
     PyMem_Free(marks);
-    PyMem_Free(c.scratch.p);
-    Py_XDECREF(rejected);
+    free(c.scratch.p);
+    free(rejected.p);
     return out;
 }
 
@@ -823,9 +892,9 @@ tl_json_columns(PyObject *self, PyObject *args)
             out = run(root, nodes, n, data.buf, (size_t)data.len, offsets.buf, rows, skip);
     }
     for (int k = 0; k < n; k++) {
-        PyMem_Free(nodes[k]->valid.p);
-        PyMem_Free(nodes[k]->vals.p);
-        PyMem_Free(nodes[k]->offs.p);
+        free(nodes[k]->valid.p);
+        free(nodes[k]->vals.p);
+        free(nodes[k]->offs.p);
         PyMem_Free(nodes[k]->child);
         PyMem_Free(nodes[k]->names);
         PyMem_Free(nodes[k]);
