@@ -247,8 +247,18 @@ parse_string(Cur *c, Buf *out)
         const uint8_t *run = c->p;
         while (c->p < c->end && *c->p >= 0x20 && *c->p < 0x80 && *c->p != '"' && *c->p != '\\')
             c->p++;
-        if (c->p > run && buf_put(out, run, (size_t)(c->p - run)) < 0)
-            return -1;
+        size_t len = (size_t)(c->p - run);
+        if (len) {
+            if (out->len + len > out->cap && buf_reserve(out, len) < 0)
+                return -1;
+            uint8_t *dst = out->p + out->len;
+            if (len <= 16)
+                for (size_t j = 0; j < len; j++)
+                    dst[j] = run[j];
+            else
+                memcpy(dst, run, len);
+            out->len += len;
+        }
         if (c->p >= c->end)
             return 0;
         uint8_t b = *c->p;
@@ -786,6 +796,15 @@ static int
 pass(Cur *c, Node *root, Node **nodes, int n, Mark *marks, const uint8_t *data, size_t dlen,
      const int32_t *offs, Py_ssize_t rows, Py_ssize_t skip, Buf *rejected)
 {
+    for (int k = 0; k < n; k++) { /* a slot a row at least, most often */
+        Node *nd = nodes[k];
+        size_t width = nd->kind == K_INT64 || nd->kind == K_DOUBLE ? 8 : nd->kind == K_BOOL;
+        if (buf_reserve(&nd->valid, (size_t)rows + 1) < 0 ||
+            buf_reserve(&nd->vals, width * ((size_t)rows + 1)) < 0 ||
+            ((nd->kind == K_STRING || nd->kind == K_LIST) &&
+             buf_reserve(&nd->offs, 4 * ((size_t)rows + 1)) < 0))
+            return -1;
+    }
     for (Py_ssize_t r = 0; r < rows; r++) {
         for (int k = 0; k < n; k++)
             marks[k] = (Mark){nodes[k]->valid.len, nodes[k]->vals.len, nodes[k]->offs.len,
