@@ -243,3 +243,33 @@ def test_a_first_value_of_null_does_not_reach_pyarrows_reader() -> None:
                          timeout=120, env={**os.environ})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[None, {'i': 2}] {}"
+
+
+def test_an_object_of_more_columns_than_the_pass_takes_is_read_another_way() -> None:
+    schema = {"type": "object", "properties": {
+        f"f{i}": {"type": "integer"} for i in range(json_native.MAX_FIELDS + 1)}}
+    codec = JsonCodec(schema)
+    target = pa.struct([f for f in arrow_schema(table_schema(codec.fields)) if f.name != KAFKA])
+    values = [{f"f{i}": i * j for i in range(0, json_native.MAX_FIELDS + 1, 3)}
+              for j in range(5)]
+    payloads = pa.array([json.dumps(v).encode() for v in values] + [b'{"f0": "x"}'])
+    got, bad = codec.decode_column(payloads, target)
+    ref, ref_bad = ValueCodec.decode_column(codec, payloads, target)
+    assert got.equals(ref) and list(bad) == list(ref_bad) == [5]
+    assert got.to_pylist()[2]["f63"] == 126
+
+
+def test_a_table_column_the_values_schema_lacks_stays_null_as_in_the_reference() -> None:
+    """A table evolved by a newer schema version: the older version's values leave its new
+    columns null, even when they carry a key of that name (json.loads' rows do too)."""
+    older = JsonCodec({"type": "object", "properties": {"a": {"type": "integer"}}})
+    newer = JsonCodec({"type": "object", "properties": {
+        "a": {"type": "integer"}, "b": {"type": "string"},
+        "o": {"type": "object", "properties": {"x": {"type": "integer"}}}}})
+    target = pa.struct([f for f in arrow_schema(table_schema(newer.fields)) if f.name != KAFKA])
+    payloads = pa.array([b'{"a": 1, "b": "x", "o": {"x": 2}}', b'{"a": 2}', b'{"b": 5}'])
+    got, bad = older.decode_column(payloads, target)
+    ref, ref_bad = ValueCodec.decode_column(older, payloads, target)
+    assert not bad and not ref_bad and got.equals(ref)
+    assert got.to_pylist() == [{"a": 1, "b": None, "o": None}, {"a": 2, "b": None, "o": None},
+                               {"a": None, "b": None, "o": None}]

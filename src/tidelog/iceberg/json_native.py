@@ -59,16 +59,33 @@ def available() -> bool:
     return core is not None
 
 
+MAX_FIELDS = 64  # of a struct, and columns in all: the native pass's limits
+MAX_NODES = 1024
+
+
 def plan(arrow: pa.DataType, iceberg: IcebergType) -> Plan:
     """The pass's plan for a column of ``arrow`` type (the table's) holding the schema's
     ``iceberg`` type: timestamps and dates are read as strings (cast after)."""
+    out = _plan(arrow, iceberg)
+    if _nodes(out) > MAX_NODES:
+        raise NoPlan(f"more than {MAX_NODES} JSON columns")
+    return out
+
+
+def _nodes(node: Plan) -> int:
+    return 1 + sum(_nodes(child) for child in node[2])
+
+
+def _plan(arrow: pa.DataType, iceberg: IcebergType) -> Plan:
     if isinstance(iceberg, StructType) and pa.types.is_struct(arrow):
+        if arrow.num_fields > MAX_FIELDS:
+            raise NoPlan(f"a JSON object of more than {MAX_FIELDS} columns")
         mine = {f.name: f.field_type for f in iceberg.fields}
-        children = tuple(plan(f.type, mine[f.name]) if f.name in mine else (ABSENT, (), ())
+        children = tuple(_plan(f.type, mine[f.name]) if f.name in mine else (ABSENT, (), ())
                          for f in arrow)
         return STRUCT, tuple(f.name.encode() for f in arrow), children
     if isinstance(iceberg, ListType) and _is_list(arrow):
-        return LIST, (), (plan(arrow.value_type, iceberg.element_type),)
+        return LIST, (), (_plan(arrow.value_type, iceberg.element_type),)
     for kind, is_arrow, code in _SCALARS:
         if isinstance(iceberg, kind) and is_arrow(arrow):
             return code, (), ()
