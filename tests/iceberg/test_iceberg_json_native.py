@@ -145,8 +145,12 @@ EDGES = [
     b'{"zz":[1,}', b'{"zz":"\xff"}', b'{"zz":nul}', b'{\n"i":\r\n1\t}', b'{"i":1,}',
     b"{'i':1}", b'{"i":1}\n{"i":2}', b'\xef\xbb\xbf{"i":1}', b'{"i":1}\x00', b'{i:1}',
     b'{"i" 1}', b'{"zz":' + b"[" * 300 + b"]" * 300 + b"}",
-    # timestamps and dates, cast from their strings
+    # timestamps and dates, cast from their strings (or, when pyarrow's cast does not read
+    # them, the reference's fromisoformat)
     b'{"at":"2024-01-02T03:04:05+02:00","day":"2024-02-29"}', b'{"at":null,"day":null}',
+    b'{"at":"2024-01-02T03:04:05"}', b'{"at":"2024-01-02"}', b'{"at":"2024-01-02T24:00:00Z"}',
+    b'{"at":"2024-01-02T03:04:05,5Z"}', b'{"at":"2024-01-02T23:59:60Z"}', b'{"at":5}',
+    b'{"day":"20240229"}', b'{"day":"2024-02-30"}', b'{"day":"2024-02-29T00:00"}',
 ]
 
 

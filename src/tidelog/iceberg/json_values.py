@@ -137,8 +137,8 @@ class JsonCodec(ValueCodec):
                     return json_native.decode(
                         payloads, target, StructType(*self.fields), skip,
                         lambda rest: ValueCodec.decode_column(self, rest, target, skip))
-                except json_native.NoPlan:
-                    pass
+                except (json_native.NoPlan, pa.ArrowException, ValueError, TypeError):
+                    pass  # e.g. a date-time string pyarrow's cast does not read
             if json_bulk.plain_objects(payloads, skip):
                 try:
                     return json_bulk.decode(payloads, target, skip), {}
