@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
+import struct
 import subprocess
 import sys
 from typing import Any
@@ -277,3 +279,50 @@ def test_a_table_column_the_values_schema_lacks_stays_null_as_in_the_reference()
     assert not bad and not ref_bad and got.equals(ref)
     assert got.to_pylist() == [{"a": 1, "b": None, "o": None}, {"a": 2, "b": None, "o": None},
                                {"a": None, "b": None, "o": None}]
+
+
+def _number_tokens(seed: int, n: int) -> list[str]:
+    """Numbers as JSON writes them: doubles' reprs (any bit pattern), midpoints between two
+    doubles written to 19 digits, random decimals of up to 20 digits, integers with
+    exponents."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        kind = i % 5
+        if kind == 0:
+            t = repr(struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0])
+        elif kind == 1:
+            x = rng.random() * 10 ** rng.randint(-5, 15)
+            t = f"{(x + float(np.nextafter(x, 2 * x + 1))) / 2:.18e}"
+        elif kind == 2:
+            digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 20)))
+            t = f"{rng.randint(1, 9)}{digits}e{rng.randint(-32, 32)}"
+        elif kind == 3:
+            t = str(rng.getrandbits(rng.randint(1, 64)) * rng.choice([1, -1]))
+        else:
+            t = repr(rng.uniform(-1e6, 1e6))
+        if "n" not in t:  # nan, inf: not JSON numbers
+            out.append(t)
+    return out
+
+
+def test_numbers_are_the_doubles_float_gives() -> None:
+    """Every number the pass reads is the double json.loads + float() give (its fast paths
+    included: x87's 64-bit mantissa must leave a midpoint to Python's dtoa)."""
+    seed = random.randrange(2**32)
+    print(f"seed {seed}")
+    tokens = _number_tokens(seed, 20_000)
+    values = pa.array([b'{"d":' + t.encode() + b"}" for t in tokens], pa.binary())
+    node = (json_native.STRUCT, (b"d",), ((json_native.DOUBLE, (), ()),))
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[: len(values) + 1]
+    assert core is not None
+    cols, rejected = core.json_columns(values.buffers()[2], offsets, 0, node)
+    got = np.frombuffer(cols[1][2], np.float64)
+    refused = set(rejected)
+    for i, t in enumerate(tokens):
+        if i in refused:  # only an integer past a double's range
+            with pytest.raises(OverflowError):
+                float(json.loads(t))
+            continue
+        want = float(json.loads(t))
+        assert got[i] == want and math.copysign(1, got[i]) == math.copysign(1, want), t

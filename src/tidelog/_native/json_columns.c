@@ -515,9 +515,11 @@ exact_double(const uint8_t *s, size_t n, double *out)
 #if LDBL_MANT_DIG == 64
         if (exp10 < -27 || exp10 > 27 || m == 0)
             return 0;
-        long double t = 1.0L, r;
-        for (long k = exp10 < 0 ? -exp10 : exp10; k > 0; k--)
-            t *= 10.0L; /* exact: 10^27 < 2^64 * 2^27 */
+        static const long double p10l[28] = {
+            1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L, 1e11L, 1e12L,
+            1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L,
+            1e25L, 1e26L, 1e27L}; /* exact: 5^27 < 2^63 */
+        long double t = p10l[exp10 < 0 ? -exp10 : exp10], r;
         r = exp10 < 0 ? (long double)m / t : (long double)m * t;
         d = (double)r;
         long double off = r - (long double)d; /* exact */
