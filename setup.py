@@ -23,8 +23,10 @@ setup(
                 "src/tidelog/_native/fetch_scan.c",
                 "src/tidelog/_native/validate_plain.c",
                 "src/tidelog/_native/json_columns.c",
+                "src/tidelog/_native/json_text.c",
             ],
-            depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h"],
+            depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h",
+                     "src/tidelog/_native/json_text.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

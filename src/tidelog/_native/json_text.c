@@ -1,0 +1,431 @@
+/* JSON's text for json_columns.c (see json_text.h). */
+#define PY_SSIZE_T_CLEAN
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "json_text.h"
+
+_Thread_local int tlj_error;
+
+int
+tlj_reserve(Buf *b, size_t more)
+{
+    if (b->len + more <= b->cap)
+        return 0;
+    size_t c = b->cap ? b->cap : 1024;
+    while (c < b->len + more)
+        c *= 2;
+    uint8_t *q = realloc(b->p, c);
+    if (q == NULL) {
+        tlj_error = E_MEMORY;
+        return -1;
+    }
+    b->p = q;
+    b->cap = c;
+    return 0;
+}
+
+static int
+buf_put(Buf *b, const void *src, size_t n)
+{
+    if (tlj_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static int
+hex4(const uint8_t *p, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        uint8_t h = p[i];
+        v <<= 4;
+        if (h >= '0' && h <= '9')
+            v |= (uint32_t)(h - '0');
+        else if (h >= 'a' && h <= 'f')
+            v |= (uint32_t)(h - 'a' + 10);
+        else if (h >= 'A' && h <= 'F')
+            v |= (uint32_t)(h - 'A' + 10);
+        else
+            return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* Length of the well-formed UTF-8 sequence at p (Unicode's table 3-7, as Python decodes),
+ * or 0. */
+static int
+utf8_len(const uint8_t *p, const uint8_t *end)
+{
+    uint8_t b = p[0];
+    int n;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF)
+        n = 2;
+    else if (b >= 0xE0 && b <= 0xEF) {
+        n = 3;
+        if (b == 0xE0)
+            lo = 0xA0;
+        else if (b == 0xED)
+            hi = 0x9F;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+        n = 4;
+        if (b == 0xF0)
+            lo = 0x90;
+        else if (b == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (end - p < n || p[1] < lo || p[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+static int
+put_utf8(Buf *b, uint32_t cp)
+{
+    uint8_t u[4];
+    size_t n;
+    if (cp < 0x80) {
+        u[0] = (uint8_t)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (uint8_t)(0xC0 | (cp >> 6));
+        u[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (uint8_t)(0xE0 | (cp >> 12));
+        u[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (uint8_t)(0xF0 | (cp >> 18));
+        u[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+        u[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        u[3] = (uint8_t)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    return buf_put(b, u, n);
+}
+
+/* A string (c->p at its opening quote), its text appended to ``out``. */
+/* An escape (c->p at its backslash), its character appended to ``out``; a \u pair of
+ * surrogates is one character, a lone surrogate is not taken (Python keeps it, and then
+ * cannot encode it: the reference's row does not fit). */
+static int
+escape(Cur *c, Buf *out)
+{
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    if (c->end - c->p < 2)
+        return 0;
+    uint8_t e = c->p[1];
+    c->p += 2;
+    if (e != 'u') {
+        const char *at = e ? strchr(from, e) : NULL;
+        if (at == NULL)
+            return 0;
+        return push_u8(out, (uint8_t)to[at - from]) < 0 ? -1 : 1;
+    }
+    uint32_t cp, lo;
+    if (c->end - c->p < 4 || !hex4(c->p, &cp))
+        return 0;
+    c->p += 4;
+    if (cp >= 0xDC00 && cp <= 0xDFFF)
+        return 0; /* a lone low surrogate */
+    if (cp >= 0xD800 && cp <= 0xDBFF) {
+        if (c->end - c->p < 6 || c->p[0] != '\\' || c->p[1] != 'u' || !hex4(c->p + 2, &lo) ||
+            lo < 0xDC00 || lo > 0xDFFF)
+            return 0;
+        c->p += 6;
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    }
+    return put_utf8(out, cp) < 0 ? -1 : 1;
+}
+
+/* Bytes [run, end) (printable ASCII) appended to ``out``. */
+static inline int
+put_run(Buf *out, const uint8_t *run, size_t len)
+{
+    if (out->len + len > out->cap && tlj_reserve(out, len) < 0)
+        return -1;
+    uint8_t *dst = out->p + out->len;
+    if (len <= 16)
+        for (size_t j = 0; j < len; j++)
+            dst[j] = run[j];
+    else
+        memcpy(dst, run, len);
+    out->len += len;
+    return 0;
+}
+
+int
+tlj_string(Cur *c, Buf *out)
+{
+    c->p++;
+    for (;;) {
+        const uint8_t *run = c->p;
+        while (c->p < c->end && *c->p >= 0x20 && *c->p < 0x80 && *c->p != '"' && *c->p != '\\')
+            c->p++;
+        if (c->p > run && put_run(out, run, (size_t)(c->p - run)) < 0)
+            return -1;
+        if (c->p >= c->end)
+            return 0;
+        uint8_t b = *c->p;
+        if (b == '"') {
+            c->p++;
+            return 1;
+        }
+        if (b < 0x20)
+            return 0;
+        if (b == '\\') {
+            TRY(escape(c, out));
+            continue;
+        }
+        int n = utf8_len(c->p, c->end);
+        if (!n)
+            return 0;
+        if (buf_put(out, c->p, (size_t)n) < 0)
+            return -1;
+        c->p += n;
+    }
+}
+
+/* A number's token by JSON's grammar; *is_int: no fraction or exponent. */
+int
+tlj_token(Cur *c, const uint8_t **start, int *is_int)
+{
+    const uint8_t *p = c->p, *e = c->end;
+    *start = p;
+    *is_int = 1;
+    if (p < e && *p == '-')
+        p++;
+    if (p >= e)
+        return 0;
+    if (*p == '0')
+        p++;
+    else if (*p >= '1' && *p <= '9')
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    else
+        return 0;
+    if (p < e && *p == '.') {
+        *is_int = 0;
+        p++;
+        if (p >= e || *p < '0' || *p > '9')
+            return 0;
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        *is_int = 0;
+        p++;
+        if (p < e && (*p == '+' || *p == '-'))
+            p++;
+        if (p >= e || *p < '0' || *p > '9')
+            return 0;
+        while (p < e && *p >= '0' && *p <= '9')
+            p++;
+    }
+    c->p = p;
+    return 1;
+}
+
+int
+tlj_literal(Cur *c, const char *word, size_t n)
+{
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0)
+        return 0;
+    c->p += n;
+    return 1;
+}
+
+static int
+skip_container(Cur *c, int depth, uint8_t close)
+{
+    c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == close) {
+        c->p++;
+        return 1;
+    }
+    for (;;) {
+        if (close == '}') {
+            skip_ws(c);
+            if (c->p >= c->end || *c->p != '"')
+                return 0;
+            c->scratch.len = 0;
+            TRY(tlj_string(c, &c->scratch));
+            skip_ws(c);
+            if (c->p >= c->end || *c->p != ':')
+                return 0;
+            c->p++;
+        }
+        TRY(tlj_skip(c, depth + 1));
+        skip_ws(c);
+        if (c->p >= c->end)
+            return 0;
+        if (*c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (*c->p != close)
+            return 0;
+        c->p++;
+        return 1;
+    }
+}
+
+/* Any JSON value, checked as json.loads would and dropped. */
+int
+tlj_skip(Cur *c, int depth)
+{
+    const uint8_t *s;
+    int is_int;
+    if (depth > MAX_DEPTH)
+        return 0;
+    skip_ws(c);
+    if (c->p >= c->end)
+        return 0;
+    switch (*c->p) {
+    case '{':
+        return skip_container(c, depth, '}');
+    case '[':
+        return skip_container(c, depth, ']');
+    case '"':
+        c->scratch.len = 0;
+        return tlj_string(c, &c->scratch);
+    case 't':
+        return tlj_literal(c, "true", 4);
+    case 'f':
+        return tlj_literal(c, "false", 5);
+    case 'n':
+        return tlj_literal(c, "null", 4);
+    default:
+        return tlj_token(c, &s, &is_int);
+    }
+}
+
+/* A validated number token as its digits m and power of ten (value m * 10^exp10); 0 past
+ * 19 significant digits or an exponent of four digits. */
+static int
+decimal(const uint8_t *p, const uint8_t *e, uint64_t *m_out, long *exp_out)
+{
+    int digits = 0, frac = 0;
+    long exp10 = 0;
+    uint64_t m = 0;
+    for (; p < e && ((*p >= '0' && *p <= '9') || (*p == '.' && !frac)); p++) {
+        if (*p == '.') {
+            frac = 1;
+            continue;
+        }
+        if (m || *p != '0')
+            digits++;
+        m = m * 10 + (uint64_t)(*p - '0');
+        exp10 -= frac;
+        if (digits > 19)
+            return 0;
+    }
+    if (p < e) { /* an exponent */
+        int eneg = 0;
+        long x = 0;
+        p++;
+        if (*p == '+' || *p == '-')
+            eneg = *p++ == '-';
+        for (; p < e; p++) {
+            x = x * 10 + (*p - '0');
+            if (x > 1000)
+                return 0;
+        }
+        exp10 += eneg ? -x : x;
+    }
+    *m_out = m;
+    *exp_out = exp10;
+    return 1;
+}
+
+/* A decimal token of at most 19 significant digits and a power of ten within 10^27, when
+ * the result is surely float()'s, or 0: the digits m (< 2^64) and 10^|e| (5^27 < 2^63) are
+ * exact in x87's 64-bit mantissa, so one multiplication or division gives the exact value
+ * rounded once to 64 bits; rounding that to a double gives the exact value's correctly
+ * rounded double unless it lies exactly halfway between two doubles (then the first
+ * rounding may have moved it there: not taken).  Within 2^53 and 10^22 (Clinger's fast
+ * path) one double operation is exact enough by itself. */
+static int
+exact_double(const uint8_t *s, size_t n, double *out)
+{
+    static const double p10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                                   1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+                                   1e20, 1e21, 1e22};
+    int neg = *s == '-';
+    uint64_t m;
+    long exp10;
+    if (!decimal(s + neg, s + n, &m, &exp10))
+        return 0;
+    double d;
+    if (m <= ((uint64_t)1 << 53) && exp10 >= -22 && exp10 <= 22) {
+        d = (double)m;
+        d = exp10 < 0 ? d / p10[-exp10] : d * p10[exp10];
+    } else {
+#if LDBL_MANT_DIG == 64
+        if (exp10 < -27 || exp10 > 27 || m == 0)
+            return 0;
+        static const long double p10l[28] = {
+            1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L, 1e11L, 1e12L,
+            1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L,
+            1e25L, 1e26L, 1e27L}; /* exact: 5^27 < 2^63 */
+        long double t = p10l[exp10 < 0 ? -exp10 : exp10], r;
+        r = exp10 < 0 ? (long double)m / t : (long double)m * t;
+        d = (double)r;
+        long double off = r - (long double)d; /* exact */
+        if (off != 0) {
+            double next = nextafter(d, off > 0 ? HUGE_VAL : -HUGE_VAL);
+            long double half = ((long double)next - (long double)d) / 2;
+            if (off == half)
+                return 0;
+        }
+#else
+        return 0;
+#endif
+    }
+    *out = neg ? -d : d;
+    return 1;
+}
+
+/* The number token at ``s`` (ending at c->p) as float() reads it: the exact fast path, or
+ * Python's correctly rounded dtoa (which json.loads uses), with the GIL; inf past the
+ * range as float('1e400'), but an integer token past it is not taken (json.loads gives an
+ * int, which float() refuses), and float(int("-0")) is 0.0. */
+int
+tlj_double(Cur *c, const uint8_t *s, int is_int, double *out)
+{
+    char tmp[128], *stop;
+    size_t n = (size_t)(c->p - s);
+    double x;
+    if (!exact_double(s, n, &x)) {
+        if (n >= sizeof tmp)
+            return 0;
+        memcpy(tmp, s, n);
+        tmp[n] = 0;
+        if (c->ts) /* Python's dtoa wants the GIL (its big integers' free lists) */
+            PyEval_RestoreThread(c->ts);
+        x = PyOS_string_to_double(tmp, &stop, NULL);
+        int failed = x == -1.0 && PyErr_Occurred();
+        if (c->ts)
+            c->ts = PyEval_SaveThread();
+        if (failed) {
+            tlj_error = E_PYTHON;
+            return -1;
+        }
+        if (stop != tmp + n || (is_int && (x == Py_HUGE_VAL || x == -Py_HUGE_VAL)))
+            return 0;
+    }
+    *out = is_int && x == 0 ? 0.0 : x;
+    return 1;
+}
