@@ -68,6 +68,7 @@ class _Topic:
     failing: str | None = None  # why the last flush failed (translation paused)
     last: FlushResult | None = None
     expired: Expired | None = None  # what the last snapshot expiry did
+    maintained: int = 0  # maintenance passes done
 
 
 class IcebergService:
@@ -85,6 +86,7 @@ class IcebergService:
         self.tick_s = tick_s
         self.clock: Clock = broker.clock  # wall-clock time of snapshot expiry
         self.maintenance_s = int(self.values["iceberg.maintenance.interval.ms"]) / 1000
+        self.orphan_age_ms = int(self.values["iceberg.orphan.files.older.than.ms"])
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="iceberg-translation")
         self._task: asyncio.Task[None] | None = None
 
@@ -137,7 +139,7 @@ class IcebergService:
             if not topic.running and self.maintenance_s > 0 and now >= topic.next_maintenance:
                 topic.running = True
                 fut_m = asyncio.get_running_loop().run_in_executor(
-                    self._pool, topic.translator.maintain, self.clock.milliseconds())
+                    self._pool, self._maintain, topic.translator, self.clock.milliseconds())
                 fut_m.add_done_callback(functools.partial(self._maintained, topic))
             elif not topic.running and now >= topic.next_flush:
                 topic.running = True
@@ -191,6 +193,13 @@ class IcebergService:
         topic.failing = reason
         topic.next_flush = time.monotonic() + min(lag_s, 1.0)
 
+    def _maintain(self, translator: TopicTranslator, now_ms: int) -> Expired:
+        """A maintenance pass of one topic (its thread): files of commits whose outcome was
+        unknown, then the tables' snapshots and orphan files."""
+        assert self.tables is not None
+        self.tables.clean_pending()
+        return translator.maintain(now_ms, self.orphan_age_ms)
+
     def _maintained(self, topic: _Topic, fut: asyncio.Future[Expired]) -> None:
         topic.running = False
         # counted from its end: however long it took, flushes run in between
@@ -201,6 +210,7 @@ class IcebergService:
                         topic.translator.settings.topic, type(exc).__name__, exc)
         elif not fut.cancelled():
             topic.expired = fut.result()
+            topic.maintained += 1
 
     def _set_floors(self, name: str, translator: TopicTranslator | None) -> None:
         for tp in self.source.topic_partitions(name):

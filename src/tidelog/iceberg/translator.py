@@ -156,17 +156,21 @@ class TopicTranslator:
         result.rows = data.num_rows
         return result
 
-    def maintain(self, now_ms: int) -> Expired:
-        """Expire the old snapshots of the topic's table and its DLQ table (translation
-        thread, between flushes; ``now_ms`` is wall-clock time)."""
-        snapshots = files = 0
+    def maintain(self, now_ms: int, orphan_age_ms: int = -1) -> Expired:
+        """Expire the old snapshots of the topic's table and its DLQ table, then remove
+        their orphan files older than ``orphan_age_ms`` (-1: not); ``now_ms`` is wall-clock
+        time."""
+        snapshots = files = orphans = 0
         self._last = None  # the next flush reads the table the expiry left
         for name in (self.settings.topic, self.settings.dlq_name):
             table = self.tables.load(name)
-            if table is not None:
-                done = expire_snapshots(table, now_ms)
-                snapshots, files = snapshots + done.snapshots, files + done.files
-        return Expired(snapshots, files)
+            if table is None:
+                continue
+            done = expire_snapshots(table, now_ms)
+            snapshots, files = snapshots + done.snapshots, files + done.files
+            if orphan_age_ms >= 0:
+                orphans += self.tables.remove_orphans(name, table, now_ms, orphan_age_ms)
+        return Expired(snapshots, files, orphans)
 
     def _caught_up(self) -> bool:
         """Whether the table, as last read or committed here, holds every partition led here
