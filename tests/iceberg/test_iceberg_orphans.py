@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -171,4 +172,71 @@ def test_orphan_files_go_once_older_than_the_age_and_not_before(tmp_path: Path) 
         passes_after(service, topic, 1)
         table = catalog(broker.log_dir).load_table(f"kafka.{topic}")
         assert table_files(table) == referenced(table) | young  # nothing of the table's went
+        check_rows_once(table.scan().to_arrow().to_pylist(), acked)
+
+
+class AheadClock:
+    """The system clock moved ``ahead_ms`` into the future."""
+
+    def __init__(self, ahead_ms: int) -> None:
+        self.ahead_ms = ahead_ms
+
+    def milliseconds(self) -> int:
+        return time.time_ns() // 1_000_000 + self.ahead_ms
+
+    def nanoseconds(self) -> int:
+        return time.monotonic_ns()
+
+    def sleep(self, ms: int) -> None:
+        time.sleep(ms / 1000)
+
+
+def test_maintenance_runs_beside_a_commit_in_flight_and_leaves_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flush held between its Parquet write and the catalog's commit while maintenance
+    passes run on their own thread with the clock 10 days ahead (every file past the age,
+    every snapshot but the newest past expiry): the commit's files stay, it lands when let
+    go, and every record is in the table once."""
+    props = iceberg_props(**{"iceberg.target.lag.ms": "100",
+                             "iceberg.maintenance.interval.ms": "200"})
+    topic = f"orders-{uuid.uuid4().hex[:6]}"
+    with EmbeddedBroker(props, log_dir=tmp_path / "logs") as broker:
+        service = broker.iceberg
+        assert service is not None and service.tables is not None
+        create_topic(broker.bootstrap_servers, topic, 2,
+                     **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
+        acked = produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic,
+                             range(100))
+        wait_for_offsets(broker.log_dir, topic, end_offsets(acked))
+        cat = service.tables.catalog
+        real = cat.commit_table
+        held, go = threading.Event(), threading.Event()
+        in_flight: list[str] = []
+
+        def commit_table(table: Table, requirements: Any, updates: Any) -> Any:
+            commit = commit_uuid_of(updates)
+            if commit is not None and not in_flight and table.name()[-1] == topic:
+                in_flight.append(commit)
+                held.set()
+                assert go.wait(60)
+            return real(table, requirements, updates)
+
+        monkeypatch.setattr(cat, "commit_table", commit_table)
+        acked.update(produce_avro(broker.bootstrap_servers, broker.schema_registry_url,
+                                  topic, range(100, 200), seed=2))
+        assert held.wait(60)
+        table = catalog(broker.log_dir).load_table(f"kafka.{topic}")
+        files = named(table, in_flight[0])
+        assert any(f.endswith(".parquet") for f in files)  # written, not yet committed
+        service.clock = AheadClock(10 * DAY_S * 1000)
+        passes_after(service, topic, 2)  # beside the held flush: not behind it
+        assert files <= named(table, in_flight[0])  # nothing of the commit in flight went
+        assert len(catalog(broker.log_dir).load_table(f"kafka.{topic}").snapshots()) == 1
+        go.set()
+        table = wait_for_offsets(broker.log_dir, topic, end_offsets(acked))
+        assert any(s.summary is not None and s.summary["tidelog.commit.uuid"] == in_flight[0]
+                   for s in table.snapshots())
+        passes_after(service, topic, 1)
+        table = catalog(broker.log_dir).load_table(f"kafka.{topic}")
+        assert table_files(table) == referenced(table)
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
