@@ -84,6 +84,7 @@ class TopicTranslator:
         self.snapshot_id: int | None = None  # the table's current snapshot, as last read
         self.read_once = False  # the table has been read (its offsets are in committed)
         self.flush_started = 0.0  # monotonic start of the last flush, on its thread
+        self.cpu_s = 0.0  # CPU time of the flushes' own thread, all flushes
         # the table as this translator's last commit left it, and the leader epochs then
         self._last: tuple[Table, dict[int, int]] | None = None
         self._last_dlq: tuple[Table, dict[int, int]] | None = None  # the same of the DLQ table
@@ -116,6 +117,13 @@ class TopicTranslator:
         """One flush (translation thread). Raises when the catalog or warehouse fails:
         nothing is committed then, and the next flush starts from the table again."""
         self.flush_started = time.monotonic()
+        cpu = time.thread_time()
+        try:
+            return self._flush()
+        finally:
+            self.cpu_s += time.thread_time() - cpu
+
+    def _flush(self) -> FlushResult:
         epochs = self._observe()  # the lag grows even while the catalog cannot be reached
         if self._caught_up():
             return FlushResult()  # nothing to read: the catalog is not asked
