@@ -240,3 +240,50 @@ def test_maintenance_runs_beside_a_commit_in_flight_and_leaves_its_files(
         table = catalog(broker.log_dir).load_table(f"kafka.{topic}")
         assert table_files(table) == referenced(table)
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
+
+
+def test_pending_files_are_cleaned_beside_commits_without_touching_them(
+        tmp_path: Path) -> None:
+    """``clean_pending`` run over and over on another thread (as maintenance does) while
+    commits go on: the commits that start in the middle of a pass keep every file, so every
+    data file the table names is there and every row reads back."""
+    import pyarrow as pa
+
+    from tidelog.iceberg.columns import table_schema
+    from tidelog.iceberg.tables import Tables
+
+    (tmp_path / ".iceberg" / "warehouse").mkdir(parents=True)
+    tables = Tables(catalog(tmp_path), "kafka", tmp_path / "pending")
+    schema = table_schema(None)
+    table = tables.create("races", schema, "()")
+    from tidelog.iceberg.columns import arrow_schema
+
+    target = arrow_schema(table.schema())
+    stop = threading.Event()
+    passes = 0
+
+    def clean() -> None:
+        nonlocal passes
+        while not stop.is_set():
+            tables.clean_pending()
+            passes += 1
+
+    cleaner = threading.Thread(target=clean)
+    cleaner.start()
+    try:
+        rows = 0
+        for i in range(40):
+            kafka = pa.array([{"partition": 0, "offset": i, "timestamp": None,
+                               "headers": [], "key": None}], target.field("kafka").type)
+            data = pa.Table.from_arrays([kafka, pa.array([b"v"], pa.binary())],
+                                        schema=target)
+            table = tables.commit(table, data, {0: i} if i else {}, {0: i + 1}, {0: 0})
+            rows += 1
+    finally:
+        stop.set()
+        cleaner.join(30)
+    assert passes > 40  # the passes ran beside the commits
+    table = catalog(tmp_path).load_table("kafka.races")
+    for path in table.inspect.all_files()["file_path"].to_pylist():
+        assert os.path.exists(path.removeprefix("file://")), path
+    assert table.scan().to_arrow().num_rows == rows

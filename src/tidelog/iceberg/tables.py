@@ -240,7 +240,8 @@ class Tables:
 
     def in_flight(self) -> set[str]:
         """The commit uuids whose files must stay: the commits running here and those whose
-        markers are still down (interrupted, or of unknown outcome)."""
+        markers are still down (interrupted, or of unknown outcome). The set is read before
+        the markers: a commit that ends in between and keeps its marker is in the second."""
         with self._lock:
             running = set(self._in_flight)
         return running | {m.stem for m in self.pending_dir.glob("*.json")}
@@ -260,12 +261,16 @@ class Tables:
         running now): deleted unless the table references them. A marker whose table the
         catalog cannot be asked about now stays for the next call."""
         removed = 0
-        with self._lock:
-            running = set(self._in_flight)
+        # markers first, then whether each one's commit runs: a commit is in the set before
+        # its marker is written, so a marker seen whose uuid is not (or no longer) in it is
+        # of a commit that is done (landed: the table loaded after names its files) or of an
+        # earlier life of the broker; reading the set first would miss a commit that started
+        # in between, and delete the files it is still writing
         for marker in sorted(self.pending_dir.glob("*.json")):
             commit_uuid = marker.stem
-            if commit_uuid in running:
-                continue
+            with self._lock:
+                if commit_uuid in self._in_flight:
+                    continue
             try:
                 info = json.loads(marker.read_text())
                 name, location = str(info["table"]), str(info["location"])
