@@ -208,9 +208,7 @@ class ResponseWriter:
             return
         try:
             n = sock.sendmsg(pending, (), _MSG_MORE)
-        except (BlockingIOError, InterruptedError):
-            n = 0
-        except OSError:  # the connection broke: the transport finds out and closes
+        except OSError:  # full, interrupted, or broken (the transport finds out and closes)
             n = 0
         for b in pending:
             size = len(b) if not isinstance(b, memoryview) else b.nbytes
