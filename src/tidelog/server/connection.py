@@ -128,6 +128,7 @@ class KafkaConnection(asyncio.Protocol):
         # Kafka's RequestMetrics, recorded here only (None: not recorded)
         self.request_metrics = getattr(broker, "request_metrics", None)
         self.transport: asyncio.Transport | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop it was made on
         self.writer: ResponseWriter | None = None  # the responses' bytes (server/sendfile.py)
         self.buf = bytearray()
         self._large: _LargeFrame | None = None  # a large frame still arriving
@@ -153,7 +154,8 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         self.writer = ResponseWriter(self.transport, self._maybe_pause,  # type: ignore[arg-type]
                                      self._send_failed)
-        self.last_active = asyncio.get_running_loop().time()
+        self._loop = loop = asyncio.get_running_loop()
+        self.last_active = loop.time()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
             self.peer = (str(peer[0]), int(peer[1]))
@@ -203,7 +205,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._flush()
 
     def _receive(self, data: bytes) -> None:
-        self.last_active = asyncio.get_running_loop().time()
+        self.last_active = (self._loop or asyncio.get_running_loop()).time()
         rest: memoryview | None = None
         if self._large is not None:
             rest = self._large.feed(data)
@@ -354,19 +356,21 @@ class KafkaConnection(asyncio.Protocol):
         # started now: a handler that never suspends (a small produce) is answered in this
         # turn of the loop, not behind everything queued (server/eager.py)
         task = eager.start(handle(ctx, request) if timing is None
-                           else timed_handle(handle, ctx, request, timing))
+                           else timed_handle(handle, ctx, request, timing), self._loop)
         if produce:
             self._last_produce = task
         metrics = self.request_metrics
+        if task.done():  # it never suspended
+            if timing is not None and slot is None and metrics is not None:  # acks=0
+                metrics.record_no_response(timing)
+            self._done(task, slot, ctx, request)
+            return
 
         def finished(t: asyncio.Future[Any]) -> None:
             if timing is not None and slot is None and metrics is not None:  # acks=0
                 metrics.record_no_response(timing)
             self._done(t, slot, ctx, request)
 
-        if task.done():  # it never suspended
-            finished(task)
-            return
         self._tasks.add(task)
         task.add_done_callback(finished)
 
@@ -438,7 +442,7 @@ class KafkaConnection(asyncio.Protocol):
     def _complete(self, slot: _Slot, correlation_id: int, result: Any) -> None:
         if result is None:
             slot.data = None
-        elif isinstance(result, bytes | bytearray | list):
+        elif type(result) is bytes or isinstance(result, bytearray | list):
             slot.data = result
         else:
             slot.data = encode_response(correlation_id, result)
@@ -467,7 +471,7 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 out.append(data)
         if out:
-            self.last_active = asyncio.get_running_loop().time()
+            self.last_active = (self._loop or asyncio.get_running_loop()).time()
             self.writer.write(out)
             if self.closed:
                 return

@@ -20,14 +20,18 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def start(aw: Awaitable[T]) -> asyncio.Future[T]:
+def start(aw: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None
+          ) -> asyncio.Future[T]:
     """Run a coroutine up to its first suspension now, in a copy of the current context.
     Returns a done future when it finished (or raised) without suspending, else the task
-    that goes on with it (any other awaitable: an ordinary task)."""
-    if not isinstance(aw, Coroutine):
+    that goes on with it (any other awaitable: an ordinary task). ``loop``: the running
+    loop, when the caller has it at hand."""
+    # a native coroutine (every handler's): a type check, not isinstance against the ABC
+    if type(aw) is not types.CoroutineType and not isinstance(aw, Coroutine):
         return asyncio.ensure_future(aw)
     coro: Coroutine[Any, Any, T] = aw
-    loop = asyncio.get_running_loop()
+    if loop is None:
+        loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     try:
         first = context.run(coro.send, None)
@@ -45,7 +49,7 @@ def start(aw: Awaitable[T]) -> asyncio.Future[T]:
         # what a task does with a future it is handed: the flag marks it as being awaited,
         # and another coroutine awaiting it before our task runs would be refused
         first._asyncio_future_blocking = False
-    return asyncio.Task(_rest(coro, first), context=context)
+    return asyncio.Task(_rest(coro, first), loop=loop, context=context)
 
 
 @types.coroutine

@@ -171,8 +171,9 @@ async def _handle(ctx: RequestContext, request: Any,
         topics.append((name, _topic_entries(ctx, t, name, denied, acks, known, entries)))
     if entries:
         validate = _validator(ctx) if ctx.broker.record_validators else None
-        await ctx.broker.replica_manager.append_records(acks, ms(request.timeout), entries,
-                                                        validate)
+        timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
+        await ctx.broker.replica_manager.append_records(
+            acks, ms(request.timeout) if timeout_ms is None else timeout_ms, entries, validate)
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     throttle_ms = throttle(ctx, QuotaType.PRODUCE, _request_bytes(request))
     if acks == 0:
