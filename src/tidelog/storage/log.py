@@ -79,6 +79,7 @@ class Log(LocalLogView):
         # reader may keep what it computed under the lock while the stamp stays the same.
         self.state_stamp = 0
         self._lock = threading.RLock()
+        self._ios: dict[str, LogIo] = {}  # _io's
         # (size, by a coordinator) -> None or LogDirBelowFloorError: the LogManager's
         # free-space floor of this log's dir (free_space.py); None: no floor
         self.append_guard: Callable[[int, bool], None] | None = None
@@ -525,8 +526,12 @@ class Log(LocalLogView):
             self._producer_state.rescan_snapshots()
 
     def _io(self, op: str) -> LogIo:
-        """Hold the lock; an OSError becomes KafkaStorageError naming the log dir (Kafka)."""
-        return LogIo(self._lock, self._local.writes, op, self)
+        """Hold the lock; an OSError becomes KafkaStorageError naming the log dir (Kafka).
+        One LogIo per operation, made once (it keeps no state between uses)."""
+        io = self._ios.get(op)
+        if io is None:
+            io = self._ios[op] = LogIo(self._lock, self._local.writes, op, self)
+        return io
 
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self._log_start_offset}, end={self.log_end_offset}, "
