@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tidelog.metrics.requests import RequestTiming, timed_handle
+from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming, begin_request
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
     InvalidRequestError,
@@ -355,8 +355,14 @@ class KafkaConnection(asyncio.Protocol):
             handle = _after(self._last_produce, handle)
         # started now: a handler that never suspends (a small produce) is answered in this
         # turn of the loop, not behind everything queued (server/eager.py)
-        task = eager.start(handle(ctx, request) if timing is None
-                           else timed_handle(handle, ctx, request, timing), self._loop)
+        if timing is None:
+            task = eager.start(handle(ctx, request), self._loop)
+        else:
+            token = begin_request(timing)
+            try:
+                task = eager.start(handle(ctx, request), self._loop, timing.completed)
+            finally:
+                CURRENT_REQUEST.reset(token)
         if produce:
             self._last_produce = task
         metrics = self.request_metrics
