@@ -221,7 +221,8 @@ class KafkaConnection(asyncio.Protocol):
         end = len(buf)
         while end - pos >= 4:
             (size,) = _I32.unpack_from(buf, pos)
-            if size < 0 or size > self._frame_cap():
+            if size < 0 or size > (self.max_frame if self.session is None else
+                                   self._frame_cap()):
                 self.close(self._oversize_reason(size, pos, bytes(buf[pos : pos + 4])))
                 return
             if self._muted_until:  # a quota throttle: later requests wait until it ends
@@ -245,9 +246,9 @@ class KafkaConnection(asyncio.Protocol):
     def _is_produce(self, buf: bytearray, start: int, end: int) -> bool:
         """Whether the frame at ``start`` is a Produce request of an authenticated session
         (a SASL token never takes the in-place path)."""
-        if end - start < 2 or (self.session is not None and not self.session.complete):
+        if end - start < 2 or buf[start] != 0 or buf[start + 1] != PRODUCE_KEY:
             return False
-        return buf[start] == 0 and buf[start + 1] == PRODUCE_KEY
+        return self.session is None or self.session.complete
 
     def _frame_cap(self) -> int:
         if self.session is not None and not self.session.complete:
