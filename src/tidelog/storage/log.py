@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 __all__ = ["AppendOrigin", "FetchIsolation", "LocalLog", "Log", "LogAppendInfo"]
 
 INT32_MAX = 2**31 - 1
+_COORDINATOR = AppendOrigin.COORDINATOR  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
 
 
 class Log(LocalLogView):
@@ -178,7 +179,7 @@ class Log(LocalLogView):
             info = self._empty_append_info()
         else:
             if self.append_guard is not None:
-                self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
+                self.append_guard(len(records), origin is _COORDINATOR)
             with self._io("append-async"):
                 v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
                 handed = analysis is not None and \

@@ -60,6 +60,9 @@ class AppendOrigin(enum.Enum):
     CLIENT = "client"
 
 
+_CLIENT = AppendOrigin.CLIENT  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
+
+
 @dataclass(slots=True)
 class ValidationResult:
     records: bytearray | memoryview  # the bytes to append: the patched or rebuilt batch
@@ -127,7 +130,7 @@ def validate_and_assign_offsets(
     Raises InvalidRecordError, RecordTooLargeError, CorruptRecordError or
     RecordValidationError (cause InvalidRecordError / InvalidTimestampError).
     """
-    if origin is AppendOrigin.CLIENT and not config.log_append_time and (
+    if origin is _CLIENT and not config.log_append_time and (
             config.compression_type == "producer" or _plain_topic(config)):
         fast = _validate_plain(records, config, now_ms, offset, leader_epoch)
         if fast is not None:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from tidelog.storage.segment import FetchDataInfo
 
 log = logging.getLogger(__name__)
+_NONE = ErrorCode.NONE  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP = -1, -2, -4
@@ -445,9 +446,9 @@ class Partition:
         lg = self.log
         if lg.high_watermark >= required_offset:
             if lg.config.min_insync_replicas <= len(self.state.maximal_isr):
-                return True, ErrorCode.NONE
+                return True, _NONE
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return False, ErrorCode.NONE
+        return False, _NONE
 
     # -- ISR changes --------------------------------------------------------------------------
     def maybe_expand_isr(self, replica: Replica, now_ms: int) -> None:
