@@ -292,11 +292,12 @@ class FileRecords:
                 f"append of {n} bytes is too large for {self._path} of {self._size} bytes"
             )
         fd = self.fileno()
-        view = data if isinstance(data, memoryview) else memoryview(data)
-        written = 0
         try:
-            while written < n:
-                written += os.pwrite(fd, view[written:], self._size + written)
+            written = os.pwrite(fd, data, self._size)
+            if written < n:  # a short write (a nearly full disk): the rest, from a view
+                view = data if isinstance(data, memoryview) else memoryview(data)
+                while written < n:
+                    written += os.pwrite(fd, view[written:], self._size + written)
         except OSError as e:
             # The logical size stays put: a partial write is overwritten by the next append
             # or cut by recovery, never exposed to readers.

@@ -190,10 +190,10 @@ def _validate_plain(records: Buffer, config: LogConfig, now_ms: int, offset: int
         return None
     n, max_timestamp = got
     last = offset + n - 1
-    return ValidationResult(records=buf, batch=RecordBatch(buf), first_offset=offset,
-                            last_offset=last, max_timestamp=max_timestamp,
-                            offset_of_max_timestamp=last, log_append_time=-1,
-                            num_messages=n, recompressed=False)
+    # (records, batch, first and last offset, max timestamp, its offset, log append time,
+    # records, recompressed: positional, as this runs for every plain append)
+    return ValidationResult(buf, RecordBatch(buf), offset, last, max_timestamp, last, -1, n,
+                            False)
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
