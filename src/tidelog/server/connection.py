@@ -233,9 +233,11 @@ class KafkaConnection(asyncio.Protocol):
                     self._large = _LargeFrame(size, buf, pos + 4)
                     pos = end
                 break
-            with memoryview(buf) as mv:  # one copy out of the read buffer, not two
-                frame = (memoryview(bytearray(mv[pos + 4 : pos + 4 + size])) if in_place
-                         else bytes(mv[pos + 4 : pos + 4 + size]))
+            if in_place:  # a bytearray's slice is a bytearray: the one copy out of it
+                frame: bytes | memoryview = memoryview(buf[pos + 4 : pos + 4 + size])
+            else:
+                with memoryview(buf) as mv:  # one copy out of the read buffer, not two
+                    frame = bytes(mv[pos + 4 : pos + 4 + size])
             pos += 4 + size
             if not self._dispatch(frame):
                 return

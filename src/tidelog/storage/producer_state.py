@@ -161,6 +161,8 @@ class TxnMetadata:
 class ProducerAppendInfo:
     """Validates and accumulates one append's batches for one producer (not yet applied)."""
 
+    __slots__ = ("current", "origin", "producer_id", "started_txns", "tp", "updated")
+
     def __init__(self, tp: str, producer_id: int, current: ProducerStateEntry,
                  origin: AppendOrigin) -> None:
         self.tp = tp
