@@ -8,7 +8,10 @@
    and ``protobuf`` (``value_schema_id_prefix`` with confluent-kafka's AvroSerializer /
    JSONSerializer / ProtobufSerializer);
 2. produce: records/s of one librdkafka producer into an Iceberg topic (translation running,
-   target lag 1 s) and into a plain topic, alternating;
+   target lag 1 s) and into a plain topic, alternating (``--produce-records``, 5 x
+   ``--records`` by default, so that a run lasts several target lags: a run shorter than
+   the first flush measures nothing of the translator), with the process's CPU seconds
+   per run and the translation thread's share of them;
 3. lag: records produced at a fixed rate for a while into an Iceberg topic with a target lag;
    each record's lag is the commit time of the snapshot that first holds it minus its
    timestamp; p50/p99 printed next to the target.
@@ -254,15 +257,34 @@ def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int) -> 
 
 
 def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int) -> None:
-    ice, plain = [], []
+    """Iceberg topic and plain topic in turn; after an Iceberg topic's run its translator
+    catches up before the plain run starts (its backlog's flushes would otherwise compete
+    with the plain run). Also the process's CPU seconds per run and, of an Iceberg run, the
+    translation thread's CPU seconds while it ran."""
+    assert b.iceberg is not None
+    ice, plain, translation_cpu = [], [], []
+    cpu: dict[bool, list[float]] = {True: [], False: []}
     for _ in range(repeats):
         for iceberg, out in ((True, ice), (False, plain)):
             topic = f"p-{uuid.uuid4().hex[:6]}"
             create(b.bootstrap_servers, topic, 6, iceberg, 1000)
+            c0 = time.process_time()
             out.append(produce(b.bootstrap_servers, topic, values))
+            cpu[iceberg].append(time.process_time() - c0)
+            if iceberg:
+                state = b.iceberg.topics.get(topic)
+                translation_cpu.append(state.translator.cpu_s if state else 0.0)
+                drain(b)
     print(f"produce iceberg topic records/s {rng_range(ice)}")
     print(f"produce plain topic   records/s {rng_range(plain)}")
     print(f"iceberg / plain produce: {ratio_range([a / c for a, c in zip(ice, plain, strict=True)])}")
+    print(f"process CPU s per run: iceberg topic {fmt_s(cpu[True])}, plain topic "
+          f"{fmt_s(cpu[False])}; of an iceberg run, the translation thread "
+          f"{fmt_s(translation_cpu)}")
+
+
+def fmt_s(xs: Sequence[float]) -> str:
+    return f"{statistics.median(xs):.2f} [{min(xs):.2f} .. {max(xs):.2f}]"
 
 
 def main() -> None:
@@ -274,6 +296,9 @@ def main() -> None:
     ap.add_argument("--target-lag-ms", type=int, default=2000)
     ap.add_argument("--modes", default="key_value,avro,json,protobuf")
     ap.add_argument("--skip", default="", help="phases to skip: produce,lag")
+    ap.add_argument("--produce-records", type=int, default=0,
+                    help="records a produce run (default 5 x --records: several target "
+                         "lags of 1 s, so that the translator flushes while it runs)")
     args = ap.parse_args()
     props = {"schema.registry.listeners": "http://127.0.0.1:0", "iceberg.enabled": "true",
              "iceberg.target.lag.ms": "1000"}
@@ -302,7 +327,8 @@ def main() -> None:
                   f"{rng_range(pl_cpu)}, ratio "
                   f"{ratio_range([a / c for a, c in zip(tr_cpu, pl_cpu, strict=True)])}")
         if "produce" not in args.skip:
-            produce_phase(b, values, args.repeats)
+            n = args.produce_records or 5 * args.records
+            produce_phase(b, (values * (n // len(values) + 1))[:n], args.repeats)
         if "lag" in args.skip:
             return
         n = int(args.rate * args.lag_seconds)

@@ -1,6 +1,7 @@
 """kill -9 of a ``tidelog serve`` process during translation, twice, with a producer running
 all along: after the restarts every acknowledged record is in the table once, nothing else is,
-and no file of an interrupted commit is left behind."""
+and no file of an interrupted commit is left behind (the orphan-file age is a second here, so
+that maintenance passes run all along, commits in flight included)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from iceberg_support import (
     serialize_orders,
     wait_for_offsets,
 )
+from pyiceberg.table import Table
 
 from tidelog.testing.cluster import BrokerProcess
 
@@ -47,6 +49,21 @@ def _check(rows: list[dict[str, Any]], acked: Acked, sent: dict[int, dict[str, A
     assert not missing, f"{len(missing)} acknowledged records missing: {sorted(missing)[:5]}"
 
 
+def table_files(table: Table) -> set[str]:
+    root = Path(table.location().removeprefix("file://"))
+    return {str(p) for p in root.rglob("*") if p.is_file()}
+
+
+def every_file_of(table: Table) -> set[str]:
+    """What the table references, by pyiceberg's own inspection."""
+    out = {table.metadata_location, *(e.metadata_file for e in table.metadata.metadata_log)}
+    for s in table.snapshots():
+        out.add(s.manifest_list)
+        out.update(m.manifest_path for m in s.manifests(table.io))
+    out.update(table.inspect.all_files()["file_path"].to_pylist())
+    return {p.removeprefix("file://") for p in out}
+
+
 def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
     rng = random.Random(seed)
     print(f"seed {seed}")
@@ -55,6 +72,7 @@ def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
         "listeners": f"PLAINTEXT://127.0.0.1:{port}",
         "schema.registry.listeners": f"http://127.0.0.1:{registry_port}",
         "iceberg.target.lag.ms": "100", "log.dirs": str(tmp_path / "logs"),
+        "iceberg.maintenance.interval.ms": "300", "iceberg.orphan.files.older.than.ms": "1000",
         "offsets.topic.replication.factor": "1"})
     broker = BrokerProcess(0, tmp_path / "logs", props).start()
     bootstrap, registry = f"127.0.0.1:{port}", f"http://127.0.0.1:{registry_port}"
@@ -87,6 +105,10 @@ def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
                    .rglob("*.parquet")}
         assert on_disk == referenced  # no data file of an interrupted commit left
         assert not os.listdir(tmp_path / "logs" / ".iceberg" / "pending")
+        deadline = time.monotonic() + 60  # a metadata file of a commit cut short: an orphan
+        while table_files(table) != every_file_of(table) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert table_files(table) == every_file_of(table)
         assert not catalog(tmp_path / "logs").table_exists(f"kafka.{topic}~dlq")
     finally:
         broker.stop()

@@ -107,20 +107,20 @@ def test_metadata_files_bounded_snapshots_expired_restart_resumes_once(
         before = table.current_snapshot()
         assert broker.iceberg is not None
         broker.iceberg.clock = AheadClock(6 * DAY_MS)  # past the default 5 days
+        meta = Path(table.location().removeprefix("file://")) / "metadata"
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # the expiry's commit, then its deletes
             table = catalog(broker.log_dir).load_table(f"kafka.{topic}")
-            if len(table.snapshots()) == 3:
+            kept = {s.manifest_list.removeprefix("file://") for s in table.snapshots()}
+            lists = {str(meta / f) for f in os.listdir(meta) if f.startswith("snap-")}
+            if len(table.snapshots()) == 3 and lists == kept:
                 break
             time.sleep(0.2)
         assert len(table.snapshots()) == 3, len(table.snapshots())
         assert table.current_snapshot() is not None and before is not None
         assert table.current_snapshot().snapshot_id == before.snapshot_id  # type: ignore[union-attr]
         assert table_offsets(table) == end_offsets(acked)
-        kept = {s.manifest_list for s in table.snapshots()}
-        meta = Path(table.location().removeprefix("file://")) / "metadata"
-        lists = {str(meta / f) for f in os.listdir(meta) if f.startswith("snap-")}
-        assert lists == {m.removeprefix("file://") for m in kept}  # expired lists deleted
+        assert lists == kept  # expired lists deleted
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
     with EmbeddedBroker(props, log_dir=tmp_path / "logs") as broker:  # restart
         table = _produce_rounds(broker, topic, 2, 5000, acked)

@@ -402,3 +402,64 @@ def test_a_commit_from_the_table_of_its_own_last_commit_is_fenced_by_another(
         table = catalog(tmp_path).load_table(f"kafka.{topic}")
         assert table_offsets(table) == {0: 20}
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
+
+
+def test_the_dlq_table_is_reused_from_its_last_commit_and_fenced_by_another(
+        tmp_path: Path) -> None:
+    """The DLQ table too is read from the catalog once, then started from as this
+    translator's last commit left it; a commit of another translator in between gets the
+    next DLQ commit refused, and the flush after reads both tables again: every record once,
+    in the table or the DLQ table."""
+    from tidelog.iceberg.tables import Tables
+    from tidelog.iceberg.translator import TopicTranslator
+
+    with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
+        topic = _topic("dlqreuse")
+        create_topic(b.bootstrap_servers, topic, 1, **{
+            "tidelog.iceberg.mode": "value_schema_id_prefix",
+            "tidelog.iceberg.target.lag.ms": "3600000"})  # flushed here only
+        assert b.iceberg is not None
+        service = b.iceberg
+        deadline = time.monotonic() + 30
+        while topic not in service.topics and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ours = service.topics[topic].translator
+        loads: list[str] = []
+        load = ours.tables.load
+        ours.tables.load = lambda name: loads.append(name) or load(name)  # type: ignore[method-assign]
+        p = Producer({"bootstrap.servers": b.bootstrap_servers})
+        acked: dict[tuple[int, int], dict[str, Any]] = {}
+        junk: list[bytes] = []
+
+        def round_of(i: int, translator: TopicTranslator) -> int:
+            acked.update(produce_avro(b.bootstrap_servers, b.schema_registry_url, topic,
+                                      range(i * 10, i * 10 + 5), seed=i))
+            junk.append(f"junk {i}".encode())
+            p.produce(topic, value=junk[-1])
+            p.flush(10)
+            if translator is ours:
+                return b.run(service.flush_topic(topic), timeout=60).dlq_rows
+            return translator.flush().dlq_rows
+
+        assert round_of(0, ours) == 1
+        loads.clear()
+        assert round_of(1, ours) == 1 and round_of(2, ours) == 1
+        assert loads == []  # neither table read from the catalog again
+        other = TopicTranslator(ours.settings, ours.source, Tables(
+            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs)
+        assert round_of(3, other) == 1  # a deposed leader commits [18, 24) to both
+        refused = round_of(4, ours)
+        assert refused == 0  # its DLQ commit was refused by the catalog
+        done = b.run(service.flush_topic(topic), timeout=60)
+        assert done.dlq_rows == 1 and done.rows == 5
+        assert f"{topic}~dlq" in loads and topic in loads
+        table = catalog(tmp_path).load_table(f"kafka.{topic}")
+        check_rows_once(table.scan().to_arrow().to_pylist(), acked)
+        dlq = catalog(tmp_path).load_table(f"kafka.{topic}~dlq").scan().to_arrow()
+        assert sorted(dlq.column("value").to_pylist()) == sorted(junk)  # each once
+        warehouse = tmp_path / ".iceberg" / "warehouse"
+        on_disk = {f.name for f in warehouse.rglob("*.parquet")}
+        referenced = {Path(t.file.file_path).name for name in (topic, f"{topic}~dlq")
+                      for t in catalog(tmp_path).load_table(f"kafka.{name}").scan()
+                      .plan_files()}
+        assert on_disk == referenced  # the refused commit's files are gone

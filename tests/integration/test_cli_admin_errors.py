@@ -144,6 +144,9 @@ def test_a_broker_that_never_answers_is_one_line() -> None:
                             "share" not in args else None)
             # tidelog's own client names the timeout, not the socket it closed on giving up
             assert "Bad file descriptor" not in r.stderr, r.stderr
-            assert "timed out" in r.stderr or "transport failure" in r.stderr, r.stderr
+            # the reason as the client saw it: its timeout, or librdkafka's all-brokers-down
+            # when its connection attempt gave up first (a loaded machine)
+            assert any(reason in r.stderr for reason in (
+                "timed out", "transport failure", "brokers are down")), r.stderr
     finally:
         hole.close()

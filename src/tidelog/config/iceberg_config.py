@@ -165,7 +165,13 @@ ICEBERG_CONFIG_DEF = (
     .define("iceberg.maintenance.interval.ms", "long", 600000,
             "How often each topic's tables have their snapshots expired (older than the "
             "table's history.expire.max-snapshot-age-ms, keeping its "
-            "history.expire.min-snapshots-to-keep); 0: never.", at_least(0))
+            "history.expire.min-snapshots-to-keep) and their orphan files removed; 0: "
+            "never.", at_least(0))
+    .define("iceberg.orphan.files.older.than.ms", "long", 259_200_000,
+            "Files under a topic's table location that the table does not reference are "
+            "deleted at each maintenance pass once older than this (Iceberg's "
+            "remove-orphan-files older_than, 3 days): what failed or interrupted commits "
+            "left. -1: never.", at_least(-1))
     .define("iceberg.dlq.table.suffix", "string", "~dlq",
             "Suffix of the table that holds a topic's undecodable records.")
     .define("iceberg.rest.credential", "password", None,

@@ -58,6 +58,7 @@ def merge_manifests(properties: dict[str, str]) -> bool:
 class Expired:
     snapshots: int = 0
     files: int = 0  # manifest lists and manifests deleted
+    orphans: int = 0  # orphan files deleted
 
 
 def snapshots_to_expire(table: Table, now_ms: int) -> list[int]:

@@ -63,11 +63,13 @@ class _Topic:
     delete_table: bool
     next_flush: float = 0.0
     next_maintenance: float = 0.0  # monotonic time of the next snapshot expiry
-    running: bool = False
+    running: bool = False  # a flush is on the translation thread
+    maintaining: bool = False  # a maintenance pass is on the maintenance thread
     took: list[float] = field(default_factory=list)  # the last flushes' durations (s)
     failing: str | None = None  # why the last flush failed (translation paused)
     last: FlushResult | None = None
     expired: Expired | None = None  # what the last snapshot expiry did
+    maintained: int = 0  # maintenance passes done
 
 
 class IcebergService:
@@ -85,7 +87,12 @@ class IcebergService:
         self.tick_s = tick_s
         self.clock: Clock = broker.clock  # wall-clock time of snapshot expiry
         self.maintenance_s = int(self.values["iceberg.maintenance.interval.ms"]) / 1000
+        self.orphan_age_ms = int(self.values["iceberg.orphan.files.older.than.ms"])
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="iceberg-translation")
+        # snapshot expiry and orphan-file removal: off the translation thread, so that a
+        # long pass does not hold flushes back (a commit of either that races the other's
+        # is applied by the catalog to its current metadata, or refused and retried)
+        self._maintenance = ThreadPoolExecutor(1, thread_name_prefix="iceberg-maintenance")
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -110,7 +117,9 @@ class IcebergService:
             except asyncio.CancelledError:
                 pass
             self._task = None
-        await asyncio.get_running_loop().run_in_executor(None, self._pool.shutdown)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self._pool.shutdown)
+        await loop.run_in_executor(None, self._maintenance.shutdown)
         for name in list(self.topics):
             self._set_floors(name, None)
 
@@ -134,12 +143,14 @@ class IcebergService:
         for name in wanted:
             topic = self._topic(name)
             self._set_floors(name, topic.translator)
-            if not topic.running and self.maintenance_s > 0 and now >= topic.next_maintenance:
-                topic.running = True
+            if (not topic.maintaining and self.maintenance_s > 0
+                    and now >= topic.next_maintenance):
+                topic.maintaining = True
                 fut_m = asyncio.get_running_loop().run_in_executor(
-                    self._pool, topic.translator.maintain, self.clock.milliseconds())
+                    self._maintenance, self._maintain, topic.translator,
+                    self.clock.milliseconds())
                 fut_m.add_done_callback(functools.partial(self._maintained, topic))
-            elif not topic.running and now >= topic.next_flush:
+            if not topic.running and now >= topic.next_flush:
                 topic.running = True
                 fut = asyncio.get_running_loop().run_in_executor(
                     self._pool, topic.translator.flush)
@@ -191,8 +202,16 @@ class IcebergService:
         topic.failing = reason
         topic.next_flush = time.monotonic() + min(lag_s, 1.0)
 
+    def _maintain(self, translator: TopicTranslator, now_ms: int) -> Expired:
+        """A maintenance pass of one topic (the maintenance thread, beside the topic's
+        flushes): files of commits whose outcome was unknown, then the tables' snapshots and
+        orphan files."""
+        assert self.tables is not None
+        self.tables.clean_pending()
+        return translator.maintain(now_ms, self.orphan_age_ms)
+
     def _maintained(self, topic: _Topic, fut: asyncio.Future[Expired]) -> None:
-        topic.running = False
+        topic.maintaining = False
         # counted from its end: however long it took, flushes run in between
         topic.next_maintenance = time.monotonic() + self.maintenance_s
         exc = fut.exception() if not fut.cancelled() else None
@@ -201,6 +220,7 @@ class IcebergService:
                         topic.translator.settings.topic, type(exc).__name__, exc)
         elif not fut.cancelled():
             topic.expired = fut.result()
+            topic.maintained += 1
 
     def _set_floors(self, name: str, translator: TopicTranslator | None) -> None:
         for tp in self.source.topic_partitions(name):

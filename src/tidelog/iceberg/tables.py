@@ -8,26 +8,34 @@ is exactly where this flush started (and no newer leader epoch wrote it); the ca
 optimistic check (the metadata location it was based on) makes that atomic. So nothing is
 committed twice and nothing skipped, even with a deposed leader still flushing.
 
-A commit's data files carry its commit uuid in their names (pyiceberg's writer names them
-so). Before writing, a marker naming the uuid is left in ``<dir>/pending``; after the commit
-(or its failure) the marker goes. A failed commit's files are deleted at once; a marker found
-at start-up (the broker died mid-commit) has its files deleted unless a snapshot names it."""
+A commit's data files, manifests and manifest list carry its commit uuid in their names
+(pyiceberg names them so). Before writing, a marker naming the uuid is left in
+``<dir>/pending``; after the commit the marker goes. A commit that certainly did not land
+(it failed before the catalog was asked, or the catalog refused it) has its files deleted at
+once. One whose outcome is unknown (the catalog failed while committing: a REST catalog's
+5xx, a lost connection, a database error; it may have taken the commit) keeps its marker, and
+so does one a crash interrupted: :meth:`Tables.clean_pending` (at start-up, before the next
+commit after such a failure, and at each maintenance pass) deletes the files of such a commit that the table does not reference, by the files every
+kept snapshot lists (not by the snapshot naming the commit, which expiry may have removed
+while its data files are still the table's). Files no marker names any more (a broker that
+never came back) are orphan-file removal's (``orphans``)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
+import threading
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError
+from pyiceberg.io import load_file_io
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
@@ -49,6 +57,15 @@ from tidelog.config.iceberg_config import SpecField, parse_partition_spec
 
 from .data_files import data_files
 from .maintenance import TABLE_DEFAULTS, merge_manifests, missing_defaults
+from .orphans import (
+    Reachable,
+    delete,
+    file_system,
+    files_of_commit,
+    location_file_system,
+    named_with,
+    remove_orphan_files,
+)
 from .transaction import FlushTransaction
 
 log = logging.getLogger(__name__)
@@ -117,6 +134,10 @@ class Tables:
         self.namespace = namespace
         self.pending_dir = pending_dir
         pending_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._in_flight: set[str] = set()  # commit uuids of the commits running here
+        self._unknown: set[str] = set()  # commits here of unknown outcome, not yet resolved
+        self.reachable: dict[str, Reachable] = {}  # table -> its manifests as read
         catalog.create_namespace_if_not_exists(namespace)
 
     def identifier(self, name: str) -> str:
@@ -166,27 +187,68 @@ class Tables:
                              f"this flush started at {start} (epoch {epochs[p]})")
         props = {OFFSETS: json.dumps({str(p): o for p, o in {**base.offsets, **ends}.items()}),
                  EPOCHS: json.dumps({str(p): e for p, e in {**base.epochs, **epochs}.items()})}
+        if self._unknown:  # the catalog answers again: did those land?
+            self.clean_pending()
         commit_uuid = uuid.uuid4()
         props[COMMIT_UUID] = str(commit_uuid)
         marker = self._mark(table, commit_uuid)
         try:
-            snapshot = txn.update_snapshot(snapshot_properties=props)
-            with (snapshot.merge_append() if merge_manifests(txn.table_metadata.properties)
-                  else snapshot.fast_append()) as append:
-                append.commit_uuid = commit_uuid
-                if data.num_rows:
-                    for data_file in data_files(txn.table_metadata, data, table.io,
-                                                commit_uuid):
-                        append.append_data_file(data_file)
-            committed = txn.commit_transaction()
-        except BaseException:
-            remove_files_of(table.location(), str(commit_uuid))
-            marker.unlink(missing_ok=True)
-            raise
+            try:
+                snapshot = txn.update_snapshot(snapshot_properties=props)
+                with (snapshot.merge_append() if merge_manifests(txn.table_metadata.properties)
+                      else snapshot.fast_append()) as append:
+                    append.commit_uuid = commit_uuid
+                    if data.num_rows:
+                        for data_file in data_files(txn.table_metadata, data, table.io,
+                                                    commit_uuid):
+                            append.append_data_file(data_file)
+            except BaseException:  # the catalog was not asked: nothing names the files
+                self._discard(table, commit_uuid, marker)
+                raise
+            try:
+                committed = txn.commit_transaction()
+            except CommitFailedException:  # refused by the catalog: nothing names them
+                self._discard(table, commit_uuid, marker)
+                raise
+            except BaseException:  # unknown: the marker stays for clean_pending
+                with self._lock:
+                    self._unknown.add(str(commit_uuid))
+                log.warning("%s: commit %s failed with its outcome unknown; its files stay "
+                            "until the table shows whether it landed", ".".join(table.name()),
+                            commit_uuid)
+                raise
+        finally:
+            with self._lock:
+                self._in_flight.discard(str(commit_uuid))
         marker.unlink(missing_ok=True)
         return committed
 
+    def remove_orphans(self, name: str, table: Table, now_ms: int, older_than_ms: int) -> int:
+        """Delete the orphan files of table ``name`` (``table`` as loaded) older than
+        ``older_than_ms`` (see ``orphans``)."""
+        return remove_orphan_files(table, lambda: self.load(name), now_ms, older_than_ms,
+                                   self.in_flight, self.reachable.setdefault(
+                                       self.identifier(name), Reachable()))
+
+    @staticmethod
+    def _discard(table: Table, commit_uuid: uuid.UUID, marker: Path) -> None:
+        """The files of a commit that certainly did not land (nothing references them)."""
+        found = file_system(table)
+        if found is not None:
+            delete(found[0], named_with(*found, str(commit_uuid)))
+        marker.unlink(missing_ok=True)
+
+    def in_flight(self) -> set[str]:
+        """The commit uuids whose files must stay: the commits running here and those whose
+        markers are still down (interrupted, or of unknown outcome). The set is read before
+        the markers: a commit that ends in between and keeps its marker is in the second."""
+        with self._lock:
+            running = set(self._in_flight)
+        return running | {m.stem for m in self.pending_dir.glob("*.json")}
+
     def _mark(self, table: Table, commit_uuid: uuid.UUID) -> Path:
+        with self._lock:
+            self._in_flight.add(str(commit_uuid))
         marker = self.pending_dir / f"{commit_uuid}.json"
         tmp = marker.with_suffix(".tmp")
         tmp.write_text(json.dumps({"table": ".".join(table.name()),
@@ -195,25 +257,48 @@ class Tables:
         return marker
 
     def clean_pending(self) -> int:
-        """Files of commits a crash interrupted: deleted unless a snapshot names them."""
+        """Files of commits a crash interrupted or whose outcome was unknown (not those
+        running now): deleted unless the table references them. A marker whose table the
+        catalog cannot be asked about now stays for the next call."""
         removed = 0
+        # markers first, then whether each one's commit runs: a commit is in the set before
+        # its marker is written, so a marker seen whose uuid is not (or no longer) in it is
+        # of a commit that is done (landed: the table loaded after names its files) or of an
+        # earlier life of the broker; reading the set first would miss a commit that started
+        # in between, and delete the files it is still writing
         for marker in sorted(self.pending_dir.glob("*.json")):
             commit_uuid = marker.stem
+            with self._lock:
+                if commit_uuid in self._in_flight:
+                    continue
             try:
                 info = json.loads(marker.read_text())
-                table = self.catalog.load_table(info["table"])
-            except NoSuchTableError:
-                table = None
+                name, location = str(info["table"]), str(info["location"])
             except (OSError, ValueError, KeyError):
                 marker.unlink(missing_ok=True)
                 continue
-            committed = table is not None and any(
-                s.summary is not None and s.summary[COMMIT_UUID] == commit_uuid
-                for s in table.snapshots())
-            if not committed:
-                removed += remove_files_of(info["location"], commit_uuid)
+            try:
+                removed += self._clean_commit(name, location, commit_uuid)
+            except Exception as exc:  # the catalog or warehouse is away: next time
+                log.warning("files of commit %s of %s not checked yet (%s: %s)", commit_uuid,
+                            name, type(exc).__name__, exc)
+                continue
             marker.unlink(missing_ok=True)
+            with self._lock:
+                self._unknown.discard(commit_uuid)
         return removed
+
+    def _clean_commit(self, name: str, location: str, commit_uuid: str) -> int:
+        try:
+            table = self.catalog.load_table(name)
+        except NoSuchTableError:
+            table = None
+        if table is not None and table.location().rstrip("/") == location.rstrip("/"):
+            reachable = self.reachable.setdefault(name, Reachable())  # name: as identifier()
+            return files_of_commit(table, commit_uuid, reachable)
+        # the table is gone (or another now has its name): nothing references the files
+        found = location_file_system(load_file_io(self.catalog.properties, location), location)
+        return 0 if found is None else delete(found[0], named_with(*found, commit_uuid))
 
 
 _WIDER = {(IntegerType(), LongType()), (FloatType(), DoubleType())}
@@ -232,23 +317,3 @@ def _covers(have: Schema, want: Schema) -> bool:
                 (want_type, have_type) not in _WIDER):
             return False
     return True
-
-
-def remove_files_of(location: str, commit_uuid: str) -> int:
-    """Delete the files named with ``commit_uuid`` under a local table location (data files,
-    manifests, manifest list); an object-store location is left to Iceberg's orphan-file
-    maintenance."""
-    parts = urlsplit(location)
-    if parts.scheme not in ("", "file"):
-        return 0
-    root = Path(parts.path)
-    removed = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            if commit_uuid in f:
-                try:
-                    os.unlink(os.path.join(dirpath, f))
-                    removed += 1
-                except FileNotFoundError:
-                    pass
-    return removed

@@ -7,8 +7,8 @@ Resuming is reading the table: every flush starts each partition at the next off
 table's current snapshot records for it (the log start offset for a partition the table has
 never seen), so a restart or a leadership move continues exactly there.
 
-The table a flush starts from is the one this translator's own last commit left (the
-catalog is not asked again) while the partitions it leads and their leader epochs are the
+The table a flush starts from (and the DLQ table) is the one this translator's own last
+commit left (the catalog is not asked again) while the partitions it leads and their leader epochs are the
 same; any failure, a commit that lost a race, and snapshot maintenance make the next flush
 load it from the catalog. A table someone else committed to in between is safe to start from: the commit's
 requirement on the branch's snapshot (checked by the catalog against its current metadata)
@@ -84,8 +84,10 @@ class TopicTranslator:
         self.snapshot_id: int | None = None  # the table's current snapshot, as last read
         self.read_once = False  # the table has been read (its offsets are in committed)
         self.flush_started = 0.0  # monotonic start of the last flush, on its thread
+        self.cpu_s = 0.0  # CPU time of the flushes' own thread, all flushes
         # the table as this translator's last commit left it, and the leader epochs then
         self._last: tuple[Table, dict[int, int]] | None = None
+        self._last_dlq: tuple[Table, dict[int, int]] | None = None  # the same of the DLQ table
 
     def floor(self, partition: int) -> Callable[[], int | None]:
         """The retention floor of one partition: nothing at or after the table's offset
@@ -115,14 +117,24 @@ class TopicTranslator:
         """One flush (translation thread). Raises when the catalog or warehouse fails:
         nothing is committed then, and the next flush starts from the table again."""
         self.flush_started = time.monotonic()
+        cpu = time.thread_time()
+        try:
+            return self._flush()
+        finally:
+            self.cpu_s += time.thread_time() - cpu
+
+    def _flush(self) -> FlushResult:
         epochs = self._observe()  # the lag grows even while the catalog cannot be reached
         if self._caught_up():
             return FlushResult()  # nothing to read: the catalog is not asked
         last, self._last = self._last, None  # kept only by a commit (or a flush of nothing)
+        last_dlq, self._last_dlq = self._last_dlq, None
+        dlq_table = last_dlq[0] if last_dlq is not None and last_dlq[1] == epochs else None
         table = last[0] if last is not None and last[1] == epochs else self.refresh()
         read, records = self._read(table)
         if not read.starts:
             self._last = (table, epochs) if table is not None else None
+            self._last_dlq = (dlq_table, epochs) if dlq_table is not None else None
             return FlushResult()
         result = FlushResult(committed=dict(read.ends))
         if table is None:
@@ -136,7 +148,7 @@ class TopicTranslator:
                                                              sorted(records.dlq)])
         try:
             if len(dlq) and self.settings.invalid_record_action == DLQ_TABLE:
-                self._commit_dlq(dlq, read)
+                dlq_table = self._commit_dlq(dlq, read, dlq_table)
                 result.dlq_rows = len(dlq)
             elif len(dlq):
                 result.dropped = len(dlq)
@@ -147,6 +159,7 @@ class TopicTranslator:
             return FlushResult()
         self.committed.update(read.ends)
         self._last = (committed, epochs)
+        self._last_dlq = (dlq_table, epochs) if dlq_table is not None else None
         snapshot = committed.current_snapshot()
         self.snapshot_id = snapshot.snapshot_id if snapshot is not None else self.snapshot_id
         now = time.monotonic()
@@ -156,17 +169,21 @@ class TopicTranslator:
         result.rows = data.num_rows
         return result
 
-    def maintain(self, now_ms: int) -> Expired:
-        """Expire the old snapshots of the topic's table and its DLQ table (translation
-        thread, between flushes; ``now_ms`` is wall-clock time)."""
-        snapshots = files = 0
-        self._last = None  # the next flush reads the table the expiry left
+    def maintain(self, now_ms: int, orphan_age_ms: int = -1) -> Expired:
+        """Expire the old snapshots of the topic's table and its DLQ table, then remove
+        their orphan files older than ``orphan_age_ms`` (-1: not); ``now_ms`` is wall-clock
+        time."""
+        snapshots = files = orphans = 0
+        self._last = self._last_dlq = None  # the next flush reads the tables expiry left
         for name in (self.settings.topic, self.settings.dlq_name):
             table = self.tables.load(name)
-            if table is not None:
-                done = expire_snapshots(table, now_ms)
-                snapshots, files = snapshots + done.snapshots, files + done.files
-        return Expired(snapshots, files)
+            if table is None:
+                continue
+            done = expire_snapshots(table, now_ms)
+            snapshots, files = snapshots + done.snapshots, files + done.files
+            if orphan_age_ms >= 0:
+                orphans += self.tables.remove_orphans(name, table, now_ms, orphan_age_ms)
+        return Expired(snapshots, files, orphans)
 
     def _caught_up(self) -> bool:
         """Whether the table, as last read or committed here, holds every partition led here
@@ -254,11 +271,14 @@ class TopicTranslator:
         records.groups = kept
         return table
 
-    def _commit_dlq(self, dlq: DlqRows, read: _Read) -> None:
+    def _commit_dlq(self, dlq: DlqRows, read: _Read, table: Table | None) -> Table:
         """DLQ rows first: a record the DLQ table already holds (the main commit failed after
-        it) is not added twice, by the DLQ table's own offsets."""
+        it) is not added twice, by the DLQ table's own offsets. ``table``: the DLQ table as
+        this translator's last commit left it (None: read from the catalog); returns it as
+        this commit leaves it."""
         name = self.settings.dlq_name
-        table = self.tables.load(name) or self.tables.create(name, dlq_schema(), "()")
+        if table is None:
+            table = self.tables.load(name) or self.tables.create(name, dlq_schema(), "()")
         have = table_offsets(table.current_snapshot()).offsets
         keep = [i for i in range(len(dlq))
                 if dlq.coords.offset[i] >= have.get(dlq.coords.partition[i], -1)]
@@ -266,5 +286,5 @@ class TopicTranslator:
             dlq = dlq.subset(keep)
         starts = {p: have[p] for p in read.ends if p in have}
         ends = {p: max(e, have.get(p, e)) for p, e in read.ends.items()}
-        self.tables.commit(table, dlq.to_arrow(table.schema()), starts, ends, read.epochs)
-
+        return self.tables.commit(table, dlq.to_arrow(table.schema()), starts, ends,
+                                  read.epochs)
