@@ -129,6 +129,13 @@ class ResponseWriter:
         if self._queue:  # behind the chunk that waits
             self._queue.extend(chunks)
             return
+        if len(chunks) == 1 and type(chunks[0]) is bytes:  # one small answer (a produce's)
+            try:
+                self._transport.write(chunks[0])
+            except OSError as exc:
+                self.abort()
+                self._on_error(exc)
+            return
         self._queue.extend(chunks)
         self._pump()
 
