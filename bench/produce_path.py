@@ -18,8 +18,18 @@ Printed per shape: the loop thread's CPU (``time.thread_time``) per request and 
 median [min .. max] over ``--runs``, and with ``--profile`` the Python calls per request and
 the functions that cost most (cProfile, one extra run).
 
+On a busy machine the CPU time moves with the load; the instructions do not. With
+``--callgrind``, run under valgrind's callgrind with its instrumentation off, one extra run
+of ``one`` is instrumented (``callgrind_control``) and nothing else; its instructions divided
+by ``--requests`` are the instructions per request (``one`` only):
+
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=cg.out \
+        .venv/bin/python bench/produce_path.py --shapes one --partitions 1 --runs 1 \
+        --requests 1000 --callgrind
+    callgrind_annotate cg.out | grep TOTALS
+
     .venv/bin/python bench/produce_path.py [--shapes one,batch100,batch1k] [--runs 5]
-        [--requests 5000] [--partitions 1000] [--profile]
+        [--requests 5000] [--partitions 1000] [--profile] [--callgrind]
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import resource
 import shutil
 import statistics
 import struct
+import subprocess
 import tempfile
 import time
 from typing import Any
@@ -240,8 +251,26 @@ async def shape_one(args: argparse.Namespace) -> None:
         if args.profile:
             part = frames[pos:pos + args.requests]
             profile(bench, part, False, len(part))
+        elif args.callgrind:
+            instrumented(bench, frames[pos:pos + args.requests])
     finally:
         await bench.stop()
+
+
+def instrumented(bench: Bench, frames: list[bytes]) -> None:
+    """``frames`` answered with callgrind's instrumentation on (this process under valgrind
+    --tool=callgrind --instr-atstart=no)."""
+    def toggle(state: str) -> None:
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True,
+                       capture_output=True)
+
+    toggle("on")
+    try:
+        bench.run(frames, False)
+    finally:
+        toggle("off")
+    print(f"  instrumented: {len(frames):,} requests (callgrind's totals / {len(frames):,}: "
+          "instructions per request)", flush=True)
 
 
 async def shape_batch(args: argparse.Namespace, size: int) -> None:
@@ -315,6 +344,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=5000)
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--callgrind", action="store_true",
+                    help="under valgrind --tool=callgrind --instr-atstart=no: one more run "
+                         "of `one`, instrumented")
     args = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
     try:

@@ -65,6 +65,29 @@ def test_produce_response_matches_kio(version: int) -> None:
     assert ours == encode_response(7, kio_resp)
 
 
+@pytest.mark.parametrize("version", range(3, 14))
+@pytest.mark.parametrize("name", ["t", "é" * 100, "x" * 249])
+@pytest.mark.parametrize("throttle", [0, 250])
+def test_one_partition_produce_response_matches_kio(version: int, name: str,
+                                                    throttle: int) -> None:
+    """librdkafka's shape (one topic, one partition; its own encoding at v9-v12) and the
+    same partition with an error message (the general encoding)."""
+    cls = response_class(0, version)
+    tcls = nested(cls, "responses")
+    pcls = nested(tcls, "partition_responses")
+    topic: str | uuid.UUID = name if version < 13 else uuid.UUID(int=0xC)
+    for p in (ProducePartitionResult(3, 0, 1 << 40, -1, 17),
+              ProducePartitionResult(5, 6, -1, -1, -1, error_message="not the leader")):
+        ours = encode_produce_response(2**31 - 1, version, [(topic, [p])], throttle)
+        kp = make(pcls, index=p.index, error_code=p.error_code, base_offset=p.base_offset,
+                  log_append_time=p.log_append_time, log_start_offset=p.log_start_offset,
+                  record_errors=(), error_message=p.error_message)
+        kio_resp = make(cls, responses=(make(tcls, name=topic, topic_id=topic,
+                                             partition_responses=(kp,)),),
+                        throttle_time=throttle)
+        assert ours == encode_response(2**31 - 1, kio_resp)
+
+
 @pytest.mark.parametrize("version", range(4, 19))
 def test_fetch_response_matches_kio(version: int) -> None:
     parts = [

@@ -124,3 +124,52 @@ def test_two_started_coroutines_may_wait_on_one_future() -> None:
         assert (await first, await second) == (41, 42)
 
     asyncio.run(main())
+
+
+def test_on_done_runs_once_when_the_coroutine_ends_whichever_way() -> None:
+    """The connection takes a request's completion time here (RequestMetrics' LocalTimeMs):
+    at the end of the handler, before its future is done, once, on each path."""
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        gate: asyncio.Future[None] = loop.create_future()
+        ends: list[str] = []
+
+        async def quick() -> int:
+            return 1
+
+        async def failing() -> None:
+            raise ValueError("bad")
+
+        async def slow() -> str:
+            await gate
+            ends.append("slow body ended")
+            return "late"
+
+        fut = eager.start(quick(), loop, lambda: ends.append("quick"))
+        assert ends == ["quick"] and fut.result() == 1
+        fut2 = eager.start(failing(), loop, lambda: ends.append("failing"))
+        assert ends[-1] == "failing" and isinstance(fut2.exception(), ValueError)
+        task = eager.start(slow(), loop, lambda: ends.append(f"slow, done={task.done()}"))
+        assert ends[-1] == "failing"  # suspended: not ended
+        gate.set_result(None)
+        assert await task == "late"
+        assert ends[-2:] == ["slow body ended", "slow, done=False"]
+        never: asyncio.Future[None] = loop.create_future()
+        cancelled = eager.start(never, loop, lambda: ends.append("cancelled"))  # a plain task
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert ends[-1] == "cancelled" and ends.count("cancelled") == 1
+        parked = eager.start(_wait(loop.create_future()), loop, lambda: ends.append("parked"))
+        await asyncio.sleep(0)
+        parked.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await parked
+        assert ends[-1] == "parked" and ends.count("parked") == 1
+
+    asyncio.run(main())
+
+
+async def _wait(fut: asyncio.Future[None]) -> None:
+    await fut

@@ -200,3 +200,89 @@ def test_a_segment_that_shrank_under_the_fetch_is_an_error(
             p.close()
 
     _run(loop, main)
+
+
+def _data_segs_out(sock: socket.socket) -> int:
+    """Linux's tcp_info.tcpi_data_segs_out: the segments with data this socket sent."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+    return int.from_bytes(info[156:160], "little")
+
+
+@pytest.mark.parametrize("loop", _loops())
+def test_a_response_header_leaves_in_one_segment_with_the_file_bytes(
+        loop: str, segment: tuple[int, bytes]) -> None:
+    """The bytes ahead of a file chunk are held back (MSG_MORE) and go out with the
+    chunk's first bytes: the header costs no segment of its own, the same count as one
+    send of header and file bytes together, and the stream is byte for byte the same."""
+    fd, data = segment
+    size = 32 * 1024  # a Fetch's smallest file chunk (SENDFILE_MIN_BYTES)
+
+    async def main() -> None:
+        p = await _pair()
+        sock = socket.socket(fileno=os.dup(p.transport.get_extra_info("socket").fileno()))
+        try:
+            head = os.urandom(75)
+            p.writer.write([b"warm", FileChunk(fd, 0, size)])  # the writer's socket is made
+            assert await p.read(4 + size) == b"warm" + data[:size]
+            for _ in range(5):  # a retransmit may add a segment: try again
+                before = _data_segs_out(sock)
+                sock.send(head + data[:size])
+                assert await p.read(75 + size) == head + data[:size]
+                one_send = _data_segs_out(sock) - before
+                before = _data_segs_out(sock)
+                p.writer.write([head, FileChunk(fd, 4096, size), b"tail"])
+                assert await p.read(75 + size + 4) == head + data[4096:4096 + size] + b"tail"
+                by_writer = _data_segs_out(sock) - before
+                if by_writer == one_send + 1:  # the tail's own segment, nothing more
+                    break
+            assert by_writer == one_send + 1, (by_writer, one_send)
+            assert p.writer.zero_copy_bytes == 2 * size and p.writer.copied_bytes == 0
+        finally:
+            sock.close()
+            p.close()
+
+    _run(loop, main)
+
+
+@pytest.mark.parametrize("loop", _loops())
+def test_bytes_ahead_of_a_chunk_the_socket_cannot_take_go_through_the_transport(
+        loop: str, segment: tuple[int, bytes]) -> None:
+    """A header larger than the socket takes: the socket takes what it can, the transport
+    the rest, and the chunk behind them is copied after it, in order."""
+    fd, data = segment
+
+    async def main() -> None:
+        p = await _pair()
+        try:
+            head = os.urandom(BIG)
+            p.writer.write([b"first", FileChunk(fd, 0, 1 << 15)])  # the writer's socket is made
+            assert await p.read(5 + (1 << 15)) == b"first" + data[: 1 << 15]
+            p.writer.write([b"x", memoryview(head), FileChunk(fd, 7, 1 << 20), b"end"])
+            assert p.transport.get_write_buffer_size() > 0  # the rest of the header
+            expected = b"x" + head + data[7:7 + (1 << 20)] + b"end"
+            assert await p.read(len(expected)) == expected
+            assert p.writer.copied_bytes == 1 << 20 and p.writer.zero_copy_bytes == 1 << 15
+        finally:
+            p.close()
+
+    _run(loop, main)
+
+
+@pytest.mark.parametrize("loop", _loops())
+def test_a_graceful_close_after_a_sendfile_ends_the_stream(
+        loop: str, segment: tuple[int, bytes]) -> None:
+    """The writer's duplicate of the socket does not keep the connection open once the
+    transport closes."""
+    fd, data = segment
+
+    async def main() -> None:
+        p = await _pair()
+        try:
+            p.writer.write([b"h", FileChunk(fd, 0, 1 << 16)])
+            assert not p.writer.waiting
+            p.writer.when_drained(p.transport.close)
+            assert await p.read(1 + (1 << 16) + 1) == b"h" + data[: 1 << 16]  # then EOF
+        finally:
+            p.close()
+
+    _run(loop, main)

@@ -527,3 +527,45 @@ def test_follower_append_spanning_more_than_int32_offsets(make_log: MakeLog) -> 
     assert (info.first_offset, info.last_offset) == (0, 2**31 + 7)
     assert lg.segments.base_offsets() == [0, 2**31 + 7]
     assert lg.log_end_offset == 2**31 + 8
+
+
+def test_aborted_transactions_listed_by_segment_after_a_roll_a_reopen_and_a_truncation(
+        make_log: MakeLog) -> None:
+    """A read_committed read lists the aborted transactions of the segments it reads from:
+    none from a segment whose index has no entry (answered without reading the index), the
+    abort from its segment after a restart (the index loaded from its file), none once a
+    truncation took the abort away."""
+    from tidelog.records import RecordBatchBuilder
+    from tidelog.records.batch import ControlRecordType
+    from tidelog.storage.validator import AppendOrigin
+
+    lg = make_log()
+    lg.append_as_leader(batch(b"p", b"p"))  # 0-1
+    lg.append_as_leader(batch(b"t", b"t", producer_id=7, producer_epoch=0, base_sequence=0,
+                              is_transactional=True))  # 2-3
+    m = RecordBatchBuilder(producer_id=7, producer_epoch=0, is_transactional=True,
+                           is_control=True)
+    m.append_control(ControlRecordType.ABORT, T0, coordinator_epoch=0)
+    lg.append_as_leader(m.build(), origin=AppendOrigin.COORDINATOR)  # 4
+    first = lg.active_segment
+    lg.roll()
+    lg.append_as_leader(batch(b"q", b"q"))  # 5-6 in a segment with no aborted transaction
+    lg.update_high_watermark(lg.log_end_offset)
+
+    def aborted(start: int, log: Log) -> list[tuple[int, int]]:
+        info = log.read(start, 1 << 20, FetchIsolation.TXN_COMMITTED)
+        return [(t.producer_id, t.first_offset) for t in info.aborted_transactions or []]
+
+    assert not first.txn_index.is_empty and lg.active_segment.txn_index.is_empty
+    assert aborted(0, lg) == [(7, 2)] and aborted(3, lg) == [(7, 2)]
+    assert aborted(5, lg) == []
+    path = lg.dir
+    lg.close()
+    again = make_log(name=path.name)
+    again.update_high_watermark(again.log_end_offset)  # (a restart reads its checkpoint)
+    assert aborted(2, again) == [(7, 2)] and aborted(6, again) == []
+    again.truncate_to(2)  # the transaction and its abort go
+    assert again.active_segment.txn_index.is_empty
+    again.append_as_leader(batch(b"r"))  # 2
+    again.update_high_watermark(again.log_end_offset)
+    assert aborted(0, again) == []

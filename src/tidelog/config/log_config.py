@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from typing import Any
 
 from .core import LONG_MAX, ConfigDef, ConfigError, Validator, at_least, between, one_of, subset_of
@@ -267,20 +268,20 @@ class LogConfig:
         names = {f.name for f in fields(self)} - {"overrides"}
         return {n.replace("_", "."): getattr(self, n) for n in names}
 
-    # -- derived values ------------------------------------------------------------------------
-    @property
+    # -- derived values (computed once: a frozen config; every append reads several) --------
+    @cached_property
     def compact(self) -> bool:
         return COMPACT in self.cleanup_policy
 
-    @property
+    @cached_property
     def delete(self) -> bool:
         return DELETE in self.cleanup_policy
 
-    @property
+    @cached_property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
 
-    @property
+    @cached_property
     def max_segment_ms(self) -> int:
         """Compacted topics roll at min(segment.ms, max.compaction.lag.ms) (Kafka)."""
         if self.compact and self.max_compaction_lag_ms > 0:
@@ -291,14 +292,14 @@ class LogConfig:
     def initial_file_size(self) -> int:
         return self.segment_bytes if self.preallocate else 0
 
-    @property
+    @cached_property
     def timestamp_before_max_ms(self) -> int:
         """Effective before-bound: the deprecated difference.max.ms applies at default."""
         if self.message_timestamp_before_max_ms == LONG_MAX:
             return self.message_timestamp_difference_max_ms
         return self.message_timestamp_before_max_ms
 
-    @property
+    @cached_property
     def timestamp_after_max_ms(self) -> int:
         if self.message_timestamp_after_max_ms == LONG_MAX:
             return self.message_timestamp_difference_max_ms

@@ -14,7 +14,7 @@ from .requests import (
     RequestTiming,
     add_remote_time,
     api_name,
-    timed_handle,
+    begin_request,
 )
 from .stats import BrokerTopicStats, TopicStats
 
@@ -29,5 +29,5 @@ __all__ = [
     "TopicStats",
     "add_remote_time",
     "api_name",
-    "timed_handle",
+    "begin_request",
 ]

@@ -16,9 +16,8 @@ request through a context variable (each handler runs in its own task, so its ow
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterable
-from contextvars import ContextVar
-from typing import Any
+from collections.abc import Iterable
+from contextvars import ContextVar, Token
 
 from .histogram import LatencyHistogram
 
@@ -69,6 +68,10 @@ class RequestTiming:
         self.complete_ns = start_ns
         self.remote_ns = 0
 
+    def completed(self) -> None:
+        """The handler ended (LocalTimeMs and RemoteTimeMs end here)."""
+        self.complete_ns = time.perf_counter_ns()
+
 
 CURRENT_REQUEST: ContextVar[RequestTiming | None] = ContextVar("tidelog_request", default=None)
 
@@ -80,15 +83,13 @@ def add_remote_time(ns: int) -> None:
         timing.remote_ns += ns
 
 
-async def timed_handle(
-    handle: Callable[[Any, Any], Awaitable[Any]], ctx: Any, request: Any, timing: RequestTiming
-) -> Any:
+def begin_request(timing: RequestTiming) -> Token[RequestTiming | None]:
+    """The handler of ``timing``'s request starts now: its dequeue time, and the timing
+    current (``add_remote_time``) in the context the handler's task copies; give the token
+    back to ``CURRENT_REQUEST.reset`` once the task is made. The handler's end is
+    ``timing.completed`` (no coroutine wrapped around the handler's)."""
     timing.dequeue_ns = time.perf_counter_ns()
-    CURRENT_REQUEST.set(timing)
-    try:
-        return await handle(ctx, request)
-    finally:
-        timing.complete_ns = time.perf_counter_ns()
+    return CURRENT_REQUEST.set(timing)
 
 
 class RequestStats:

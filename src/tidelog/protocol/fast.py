@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .codec import write_uvarint
@@ -34,7 +34,7 @@ class ProducePartitionResult:
     base_offset: int = -1
     log_append_time: int = -1
     log_start_offset: int = -1
-    record_errors: list[tuple[int, str | None]] = field(default_factory=list)
+    record_errors: Sequence[tuple[int, str | None]] = ()
     error_message: str | None = None
 
 
@@ -76,6 +76,30 @@ def _array_len(out: bytearray, n: int, flexible: bool) -> None:
         out += _I32.pack(n)
 
 
+# a flexible response (v9-v12) of one named topic with one partition and no record errors
+# or message (librdkafka's every small produce): head, the topic's name, then the rest
+_ONE_HEAD = struct.Struct(">iiBB")  # size, correlation id, no tags, one topic
+_ONE_PART = struct.Struct(">BihqqqBBBBiB")  # one partition ... throttle, no tags
+_NAMES: dict[str, bytes] = {}  # a topic name as a compact string
+_NAMES_MAX = 10_000
+
+
+def _one_partition(correlation_id: int, topic: str, p: ProducePartitionResult,
+                   throttle_time_ms: int) -> bytes:
+    name = _NAMES.get(topic)
+    if name is None:
+        if len(_NAMES) >= _NAMES_MAX:
+            _NAMES.clear()
+        out = bytearray()
+        _string(out, topic, True)
+        name = _NAMES[topic] = bytes(out)
+    size = _ONE_HEAD.size + len(name) + _ONE_PART.size - 4
+    return b"".join((
+        _ONE_HEAD.pack(size, correlation_id, 0, 2), name,
+        _ONE_PART.pack(2, p.index, p.error_code, p.base_offset, p.log_append_time,
+                       p.log_start_offset, 1, 0, 0, 0, throttle_time_ms, 0)))
+
+
 def encode_produce_response(
     correlation_id: int,
     version: int,
@@ -83,6 +107,12 @@ def encode_produce_response(
     throttle_time_ms: int = 0,
 ) -> bytes:
     flexible = version >= 9
+    if 9 <= version < 13 and len(topics) == 1:
+        topic, parts = topics[0]
+        if len(parts) == 1 and type(topic) is str:
+            p = parts[0]
+            if not p.record_errors and p.error_message is None:
+                return _one_partition(correlation_id, topic, p, throttle_time_ms)
     out = bytearray(b"\x00\x00\x00\x00")
     out += _I32.pack(correlation_id)
     if flexible:

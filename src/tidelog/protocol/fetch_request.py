@@ -122,6 +122,7 @@ class SessionlessFetch:
                  "topics", "version")
 
     replica_id = -1
+    replica_state = None  # v15+: a consumer's (kio's entity holds replica id -1 there)
     session_id = 0
     session_epoch = -1
     forgotten_topics_data: tuple[Any, ...] = ()
@@ -219,10 +220,22 @@ def _body(c: _Cursor, version: int) -> SessionlessFetch:
     return SessionlessFetch(version, max_wait, min_bytes, max_bytes, isolation, topics, rack)
 
 
+_TOPIC_IDS: dict[bytes, uuid.UUID] = {}  # the ids consumers name, made once (UUIDs are immutable)
+
+
+def _topic_id(raw: bytes) -> uuid.UUID:
+    found = _TOPIC_IDS.get(raw)
+    if found is None:
+        if len(_TOPIC_IDS) >= 4096:  # ids a client made up stay few
+            _TOPIC_IDS.clear()
+        found = _TOPIC_IDS[raw] = uuid.UUID(bytes=raw)
+    return found
+
+
 def _topic(c: _Cursor, version: int) -> FetchTopicColumns:
     if version >= 13:
         start = c.need(16)
-        topic, topic_id = None, uuid.UUID(bytes=bytes(c.buf[start : start + 16]))
+        topic, topic_id = None, _topic_id(bytes(c.buf[start : start + 16]))
     else:
         topic, topic_id = c.string(), None
         if topic is None:

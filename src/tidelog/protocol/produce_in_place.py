@@ -53,12 +53,17 @@ class TopicProduceData:
 @dataclass(slots=True)
 class ProduceRequest:
     """A decoded Produce (kio's field names; plain slotted classes: made for every
-    request, kio's frozen ones cost several times as much)."""
+    request, kio's frozen ones cost several times as much). The timeout is kept in ms as
+    read (``timeout_ms``); ``timeout`` gives kio's timedelta when asked."""
 
     transactional_id: str | None
     acks: int
-    timeout: datetime.timedelta
+    timeout_ms: int
     topic_data: tuple[TopicProduceData, ...]
+
+    @property
+    def timeout(self) -> datetime.timedelta:
+        return datetime.timedelta(milliseconds=self.timeout_ms)
 
 
 @functools.cache
@@ -100,8 +105,12 @@ def _skip_tags(buf: memoryview, pos: int, end: int) -> int:
 
 def _string(buf: memoryview, pos: int, end: int, flexible: bool) -> tuple[str | None, int]:
     if flexible:
-        n, pos = _uvarint(buf, pos)
-        n -= 1
+        n = buf[pos] - 1
+        if n < 0x7F:
+            pos += 1
+        else:
+            n, pos = _uvarint(buf, pos)
+            n -= 1
     else:
         (n,) = _I16.unpack_from(buf, pos)
         pos += 2
@@ -113,8 +122,12 @@ def _string(buf: memoryview, pos: int, end: int, flexible: bool) -> tuple[str | 
 
 def _array_len(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
     if flexible:
-        n, pos = _uvarint(buf, pos)
-        n -= 1
+        n = buf[pos] - 1
+        if n < 0x7F:
+            pos += 1
+        else:
+            n, pos = _uvarint(buf, pos)
+            n -= 1
     else:
         (n,) = _I32.unpack_from(buf, pos)
         pos += 4
@@ -153,25 +166,35 @@ def _body(buf: memoryview, pos: int, version: int) -> ProduceRequest:
         n_parts, pos = _array_len(buf, pos, flexible)
         parts = []
         for _ in range(n_parts):
-            if flexible:
-                (index,) = _I32.unpack_from(buf, pos)
-                size, pos = _uvarint(buf, pos + 4)
-                size -= 1
-            else:
-                index, size = _INDEX_SIZE.unpack_from(buf, pos)
-                pos += 8
-            records = None
-            if size >= 0:
-                _need(pos, size, end)
-                records = buf[pos:pos + size]
-                pos += size
-            parts.append(PartitionProduceData(index, records))
-            if flexible:
-                pos = _skip_tags(buf, pos, end)
+            part, pos = _partition(buf, pos, end, flexible)
+            parts.append(part)
         topics.append(TopicProduceData(name, topic_id, tuple(parts)))
         if flexible:
-            pos = _skip_tags(buf, pos, end)
-    if flexible:
+            pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos, end)
+    if flexible and buf[pos] != 0:
         _skip_tags(buf, pos, end)
-    return ProduceRequest(txn_id, acks, datetime.timedelta(milliseconds=timeout_ms),
-                          tuple(topics))
+    return ProduceRequest(txn_id, acks, timeout_ms, tuple(topics))
+
+
+def _partition(buf: memoryview, pos: int, end: int, flexible: bool
+               ) -> tuple[PartitionProduceData, int]:
+    """A partition's index and records (a view of the frame), and the position after it."""
+    if flexible:
+        (index,) = _I32.unpack_from(buf, pos)
+        size = buf[pos + 4]
+        if size < 0x80:
+            pos += 5
+        else:
+            size, pos = _uvarint(buf, pos + 4)
+        size -= 1
+    else:
+        index, size = _INDEX_SIZE.unpack_from(buf, pos)
+        pos += 8
+    records = None
+    if size >= 0:
+        _need(pos, size, end)
+        records = buf[pos:pos + size]
+        pos += size
+    if flexible:
+        pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos, end)
+    return PartitionProduceData(index, records), pos

@@ -14,30 +14,39 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import types
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def start(aw: Awaitable[T]) -> asyncio.Future[T]:
+def start(aw: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None,
+          on_done: Callable[[], object] | None = None) -> asyncio.Future[T]:
     """Run a coroutine up to its first suspension now, in a copy of the current context.
     Returns a done future when it finished (or raised) without suspending, else the task
-    that goes on with it (any other awaitable: an ordinary task)."""
-    if not isinstance(aw, Coroutine):
-        return asyncio.ensure_future(aw)
+    that goes on with it (any other awaitable: an ordinary task). ``loop``: the running
+    loop, when the caller has it at hand. ``on_done``: called the moment the coroutine
+    ends (returns or raises), before its future is done."""
+    # a native coroutine (every handler's): a type check, not isinstance against the ABC
+    if type(aw) is not types.CoroutineType and not isinstance(aw, Coroutine):
+        return asyncio.ensure_future(aw if on_done is None else _then(aw, on_done))
     coro: Coroutine[Any, Any, T] = aw
-    loop = asyncio.get_running_loop()
+    if loop is None:
+        loop = asyncio.get_running_loop()
     context = contextvars.copy_context()
     try:
         first = context.run(coro.send, None)
     except StopIteration as stop:
+        if on_done is not None:
+            on_done()
         done: asyncio.Future[T] = loop.create_future()
         done.set_result(stop.value)
         return done
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # the task's exception, as a task keeps it
+        if on_done is not None:
+            on_done()
         failed: asyncio.Future[T] = loop.create_future()
         failed.set_exception(exc)
         return failed
@@ -45,28 +54,40 @@ def start(aw: Awaitable[T]) -> asyncio.Future[T]:
         # what a task does with a future it is handed: the flag marks it as being awaited,
         # and another coroutine awaiting it before our task runs would be refused
         first._asyncio_future_blocking = False
-    return asyncio.Task(_rest(coro, first), context=context)
+    return asyncio.Task(_rest(coro, first, on_done), loop=loop, context=context)
+
+
+async def _then(aw: Awaitable[T], on_done: Callable[[], object]) -> T:
+    try:
+        return await aw
+    finally:
+        on_done()
 
 
 @types.coroutine
-def _rest(coro: Coroutine[Any, Any, T], waiting: Any) -> Generator[Any, Any, T]:
+def _rest(coro: Coroutine[Any, Any, T], waiting: Any,
+          on_done: Callable[[], object] | None = None) -> Generator[Any, Any, T]:
     """The rest of a started coroutine, for a task: hands the task the future the coroutine
     waits on (None: a bare yield, e.g. asyncio.sleep(0)), then passes what the task sends or
-    throws on to the coroutine."""
-    if waiting is not None:
-        waiting._asyncio_future_blocking = True  # the task waits on it, as if yielded
-    while True:
-        try:
-            sent = yield waiting
-        except BaseException as exc:  # a cancellation: thrown on
+    throws on to the coroutine; ``on_done`` once it ended."""
+    try:
+        if waiting is not None:
+            waiting._asyncio_future_blocking = True  # the task waits on it, as if yielded
+        while True:
             try:
-                waiting = coro.throw(exc)
+                sent = yield waiting
+            except BaseException as exc:  # a cancellation: thrown on
+                try:
+                    waiting = coro.throw(exc)
+                except StopIteration as stop:
+                    thrown_result: T = stop.value
+                    return thrown_result
+                continue
+            try:
+                waiting = coro.send(sent)
             except StopIteration as stop:
-                thrown_result: T = stop.value
-                return thrown_result
-            continue
-        try:
-            waiting = coro.send(sent)
-        except StopIteration as stop:
-            result: T = stop.value
-            return result
+                result: T = stop.value
+                return result
+    finally:
+        if on_done is not None:
+            on_done()

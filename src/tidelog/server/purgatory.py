@@ -14,6 +14,8 @@ from tidelog.metrics import add_remote_time
 from tidelog.protocol.errors import ErrorCode
 from tidelog.util.topic_partition import TopicPartition
 
+_NONE = ErrorCode.NONE  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
+
 
 class _FetchWaiter:
     """One parked Fetch: its future, and the partitions that fired while it was parked or
@@ -184,7 +186,7 @@ class ReplicationPurgatory:
         pending: dict[TopicPartition, int] = {}
         for tp, offset in required.items():
             done, error = self._check(tp, offset)
-            if done or error != ErrorCode.NONE:
+            if done or error != _NONE:
                 errors[tp] = error
             else:
                 pending[tp] = offset

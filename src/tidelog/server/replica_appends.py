@@ -46,6 +46,7 @@ Entry = tuple[TopicPartition, bytes, ProducePartitionResult]
 # a check of a partition's batches before they are appended (the broker's record validators)
 Validate = Callable[[TopicPartition, bytes], None]
 log = logging.getLogger(__name__)
+_NONE = ErrorCode.NONE  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
 
 
 def is_heavy(records: bytes) -> bool:
@@ -331,7 +332,7 @@ def _fail_after_append(result: ProducePartitionResult, code: ErrorCode,
 def _fail_unreplicated(replicated: dict[TopicPartition, tuple[ProducePartitionResult, int]],
                        outcome: dict[TopicPartition, ErrorCode]) -> None:
     for tp, error in outcome.items():
-        if error != ErrorCode.NONE:
+        if error != _NONE:
             _fail_after_append(replicated[tp][0], error, None)
 
 

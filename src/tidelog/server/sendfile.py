@@ -17,12 +17,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
 log = logging.getLogger(__name__)
 SENDFILE_MIN_BYTES = 32 * 1024  # below this one pread + write is cheaper than the extra syscalls
+_MAX_IOV = 512  # buffers in one sendmsg (Linux takes up to 1,024)
+_MSG_MORE = int(socket.MSG_MORE)
 
 
 class FileChunk:
@@ -92,10 +95,15 @@ class ResponseWriter:
     ``write`` takes buffers and FileChunks; every FileChunk is closed once sent or dropped.
     ``on_drained`` is called when a wait for the socket ended (the connection reads again);
     ``on_error`` when a chunk could not be sent (the segment shrank under the fetch).
-    ``zero_copy_bytes`` and ``copied_bytes`` count the file bytes sent each way."""
+    ``zero_copy_bytes`` and ``copied_bytes`` count the file bytes sent each way.
 
-    __slots__ = ("_after", "_on_drained", "_on_error", "_queue", "_sock_fd", "_transport",
-                 "_watch_fd", "copied_bytes", "zero_copy_bytes")
+    The bytes before a file chunk (a Fetch response's header, the partition's fields) go
+    out with ``MSG_MORE`` on the socket itself, so that the kernel sends them in one
+    segment with the chunk's first bytes: one packet (and one wake-up of the reader)
+    per response instead of a small one ahead of the file's."""
+
+    __slots__ = ("_after", "_on_drained", "_on_error", "_queue", "_sock", "_transport",
+                 "_watching", "copied_bytes", "zero_copy_bytes")
 
     def __init__(self, transport: asyncio.Transport, on_drained: Callable[[], None],
                  on_error: Callable[[OSError], None]) -> None:
@@ -103,8 +111,11 @@ class ResponseWriter:
         self._on_drained = on_drained
         self._on_error = on_error
         self._queue: deque[Any] = deque()
-        self._sock_fd: int | None = None  # looked up at the first FileChunk
-        self._watch_fd = -1  # a duplicate of the socket's fd, watched while waiting
+        # a duplicate of the socket's fd, made at the first FileChunk (the transport owns
+        # its own fd, and an event loop watches each fd once): sendfile, MSG_MORE sends and
+        # the wait for the socket go through it; False when sendfile may not be used
+        self._sock: socket.socket | bool | None = None
+        self._watching = False
         self._after: Callable[[], None] | None = None  # run once drained (a graceful close)
         self.zero_copy_bytes = 0
         self.copied_bytes = 0
@@ -118,14 +129,24 @@ class ResponseWriter:
         if self._queue:  # behind the chunk that waits
             self._queue.extend(chunks)
             return
+        if len(chunks) == 1 and type(chunks[0]) is bytes:  # one small answer (a produce's)
+            try:
+                self._transport.write(chunks[0])
+            except OSError as exc:
+                self.abort()
+                self._on_error(exc)
+            return
         self._queue.extend(chunks)
         self._pump()
 
     def when_drained(self, action: Callable[[], None]) -> None:
-        """``action`` now, or once everything queued was sent."""
+        """``action`` (closing the transport) now, or once everything queued was sent;
+        the writer's duplicate of the socket is closed first, so that the close ends the
+        stream at once."""
         if self._queue:
             self._after = action
         else:
+            self._release()
             action()
 
     def abort(self) -> None:
@@ -134,10 +155,17 @@ class ResponseWriter:
         close_chunks(self._queue)
         self._queue.clear()
         self._after = None
+        self._release()
+
+    def _release(self) -> None:
+        """Close the duplicate of the socket (no file chunk is sent after this)."""
+        self._unwatch()
+        sock, self._sock = self._sock, False
+        if isinstance(sock, socket.socket):
+            sock.close()
 
     def _pump(self) -> None:
         queue = self._queue
-        transport = self._transport
         pending: list[Any] = []
         try:
             while queue:
@@ -145,35 +173,63 @@ class ResponseWriter:
                 if not isinstance(c, FileChunk):
                     pending.append(queue.popleft())
                     continue
+                sock = self._sendfile_sock()
                 if pending:
-                    transport.writelines(pending)
+                    self._write_ahead(sock, pending)
                     pending = []
-                if not self._send(c):
+                if not self._send(sock, c):
                     self._watch()
                     return
                 queue.popleft()
                 c.close()
             if pending:
-                transport.writelines(pending)
+                self._transport.writelines(pending)
         except OSError as exc:
             self.abort()
             self._on_error(exc)
             return
-        if self._watch_fd >= 0:  # a wait ended
+        if self._watching:  # a wait ended
             self._unwatch()
             self._on_drained()
         after, self._after = self._after, None
         if after is not None:
+            self._release()
             after()
 
-    def _send(self, c: FileChunk) -> bool:
+    def _sendfile_sock(self) -> socket.socket | None:
+        """The socket to sendfile to now, or None (TLS, no socket, or the transport still
+        holds bytes of its own, which go first)."""
+        sock = self._sock
+        if sock is None:
+            sock = self._sock = _sendfile_sock(self._transport)
+        if sock is False or self._transport.get_write_buffer_size():
+            return None
+        return sock  # type: ignore[return-value]
+
+    def _write_ahead(self, sock: socket.socket | None, pending: list[Any]) -> None:
+        """The bytes before a file chunk: held back (``MSG_MORE``) to leave in one segment
+        with the chunk's first bytes when sendfile follows; what the socket does not take
+        now goes to the transport (the chunk is then copied behind it)."""
+        if sock is None or len(pending) > _MAX_IOV:
+            self._transport.writelines(pending)
+            return
+        try:
+            n = sock.sendmsg(pending, (), _MSG_MORE)
+        except OSError:  # full, interrupted, or broken (the transport finds out and closes)
+            n = 0
+        for b in pending:
+            size = len(b) if not isinstance(b, memoryview) else b.nbytes
+            if n >= size:
+                n -= size
+                continue
+            self._transport.write(memoryview(b).cast("B")[n:] if n else b)
+            n = 0
+
+    def _send(self, sock: socket.socket | None, c: FileChunk) -> bool:
         """True once ``c`` was sent whole; False when the socket is full (the rest waits)."""
-        fd = self._sock_fd
-        if fd is None:
-            fd = self._sock_fd = _sendfile_fd(self._transport)
-        if fd >= 0 and not self._transport.get_write_buffer_size():
+        if sock is not None and not self._transport.get_write_buffer_size():
             size = c.size
-            done = _sendfile(fd, c)
+            done = _sendfile(sock.fileno(), c)
             self.zero_copy_bytes += size - c.size
             if done is not None:
                 return done
@@ -185,22 +241,26 @@ class ResponseWriter:
         return True
 
     def _watch(self) -> None:
-        if self._watch_fd < 0:
-            assert self._sock_fd is not None and self._sock_fd >= 0
-            # the transport owns the socket's fd (an event loop watches each fd once)
-            self._watch_fd = os.dup(self._sock_fd)
-            asyncio.get_running_loop().add_writer(self._watch_fd, self._pump)
+        if not self._watching:
+            sock = self._sock
+            assert isinstance(sock, socket.socket)
+            self._watching = True
+            asyncio.get_running_loop().add_writer(sock.fileno(), self._pump)
 
     def _unwatch(self) -> None:
-        fd, self._watch_fd = self._watch_fd, -1
-        if fd >= 0:
-            asyncio.get_running_loop().remove_writer(fd)
-            os.close(fd)
+        if self._watching:
+            self._watching = False
+            sock = self._sock
+            assert isinstance(sock, socket.socket)
+            asyncio.get_running_loop().remove_writer(sock.fileno())
 
 
-def _sendfile_fd(transport: asyncio.Transport) -> int:
-    """The socket's fd for sendfile, or -1: never past TLS, where sendfile would put the
-    file's plaintext on an encrypted stream."""
+def _sendfile_sock(transport: asyncio.Transport) -> socket.socket | bool:
+    """A socket on a duplicate of the transport's fd for sendfile, or False: never past
+    TLS, where sendfile would put the file's plaintext on an encrypted stream."""
     sock = transport.get_extra_info("socket")
-    tls = transport.get_extra_info("sslcontext") is not None
-    return sock.fileno() if sock is not None and not tls else -1
+    if sock is None or transport.get_extra_info("sslcontext") is not None:
+        return False
+    dup = socket.socket(fileno=os.dup(sock.fileno()))
+    dup.setblocking(False)
+    return dup

@@ -125,26 +125,32 @@ _APPEND_FIELDS = struct.Struct(">qi11xi8xq")  # base offset, length, last delta,
 _SEARCH_FIELDS = struct.Struct(">qi4xb6xi")  # base offset, length, magic, last offset delta
 
 
-def batch_metas(buf: Buffer, path: str | None = None) -> list[tuple[int, int, int]]:
+def batch_metas(buf: Buffer, path: str | os.PathLike[str] | None = None
+                ) -> list[tuple[int, int, int]]:
     """(last offset, max timestamp, size) of each batch of an append buffer, which must be
-    whole batches: anything else raises CorruptRecordError before a byte is written."""
+    whole batches: anything else raises CorruptRecordError (naming ``path``) before a byte
+    is written."""
     n, pos = len(buf), 0
     out = []
     unpack = _APPEND_FIELDS.unpack_from
     while pos < n:
         if n - pos < RECORD_BATCH_OVERHEAD:
             raise CorruptRecordError(
-                f"{n - pos} trailing bytes are not a whole batch", pos, path
+                f"{n - pos} trailing bytes are not a whole batch", pos, _name(path)
             )
         base, length, delta, max_ts = unpack(buf, pos)
         size = LOG_OVERHEAD + length
         if size < RECORD_BATCH_OVERHEAD or pos + size > n:
             raise CorruptRecordError(
-                f"batch length field {length} does not fit the {n}-byte append", pos, path
+                f"batch length field {length} does not fit the {n}-byte append", pos, _name(path)
             )
         out.append((base + delta, max_ts, size))
         pos += size
     return out
+
+
+def _name(path: str | os.PathLike[str] | None) -> str | None:
+    return None if path is None else str(path)
 
 
 class FileSlice:
@@ -286,11 +292,12 @@ class FileRecords:
                 f"append of {n} bytes is too large for {self._path} of {self._size} bytes"
             )
         fd = self.fileno()
-        view = data if isinstance(data, memoryview) else memoryview(data)
-        written = 0
         try:
-            while written < n:
-                written += os.pwrite(fd, view[written:], self._size + written)
+            written = os.pwrite(fd, data, self._size)
+            if written < n:  # a short write (a nearly full disk): the rest, from a view
+                view = data if isinstance(data, memoryview) else memoryview(data)
+                while written < n:
+                    written += os.pwrite(fd, view[written:], self._size + written)
         except OSError as e:
             # The logical size stays put: a partial write is overwritten by the next append
             # or cut by recovery, never exposed to readers.

@@ -108,6 +108,15 @@ class FreeSpaceFloor:
             log.info("Log dir %s: %d bytes free, %s %d%s", path, space.free, MIN_FREE_BYTES,
                      space.floor, " (off)" if space.floor == 0 else "")
 
+    def dir_key(self, path: Path) -> Path:
+        """The registered dir equal to ``path`` (itself if none): an append's lookup by that
+        very object is an identity match, not a comparison of paths."""
+        with self._lock:
+            for known in self._dirs:
+                if known == path:
+                    return known
+        return path
+
     def remove_dir(self, path: Path) -> None:
         """An offline dir: nothing is appended to it any more."""
         with self._lock:

@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 __all__ = ["AppendOrigin", "FetchIsolation", "LocalLog", "Log", "LogAppendInfo"]
 
 INT32_MAX = 2**31 - 1
+_COORDINATOR = AppendOrigin.COORDINATOR  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
 
 
 class Log(LocalLogView):
@@ -79,6 +80,7 @@ class Log(LocalLogView):
         # reader may keep what it computed under the lock while the stamp stays the same.
         self.state_stamp = 0
         self._lock = threading.RLock()
+        self._ios: dict[str, LogIo] = {}  # _io's
         # (size, by a coordinator) -> None or LogDirBelowFloorError: the LogManager's
         # free-space floor of this log's dir (free_space.py); None: no floor
         self.append_guard: Callable[[int, bool], None] | None = None
@@ -177,7 +179,7 @@ class Log(LocalLogView):
             info = self._empty_append_info()
         else:
             if self.append_guard is not None:
-                self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
+                self.append_guard(len(records), origin is _COORDINATOR)
             with self._io("append-async"):
                 v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
                 handed = analysis is not None and \
@@ -525,8 +527,12 @@ class Log(LocalLogView):
             self._producer_state.rescan_snapshots()
 
     def _io(self, op: str) -> LogIo:
-        """Hold the lock; an OSError becomes KafkaStorageError naming the log dir (Kafka)."""
-        return LogIo(self._lock, self._local.writes, op, self)
+        """Hold the lock; an OSError becomes KafkaStorageError naming the log dir (Kafka).
+        One LogIo per operation, made once (it keeps no state between uses)."""
+        io = self._ios.get(op)
+        if io is None:
+            io = self._ios[op] = LogIo(self._lock, self._local.writes, op, self)
+        return io
 
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self._log_start_offset}, end={self.log_end_offset}, "

@@ -16,6 +16,8 @@ from .producer_state import BatchMetadata, CompletedTxn, ProducerAppendInfo, Pro
 from .segment import LogSegment
 from .validator import AppendOrigin, FollowerAnalysis, validate_and_assign_offsets
 
+_CLIENT = AppendOrigin.CLIENT  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
+
 
 @dataclass(slots=True)
 class LogAppendInfo:
@@ -94,7 +96,7 @@ def analyze_producer_state(psm: ProducerStateManager, batches: list[RecordBatch]
         pid = batch.producer_id
         if pid <= NO_PRODUCER_ID:  # (RecordBatch.has_producer_id, its field read once)
             continue
-        if origin is AppendOrigin.CLIENT:
+        if origin is _CLIENT:
             entry = psm.last_entry(pid)
             dup = entry.find_duplicate_batch(batch) if entry is not None else None
             if dup is not None:

@@ -112,6 +112,11 @@ def empty_read(meta: LogOffsetMetadata, include_aborted: bool) -> FetchDataInfo:
 
 
 def _aborted_txns(segments: LogSegments, seg: LogSegment, start: int, leo: int) -> list[AbortedTxn]:
+    """Kafka's collectAbortedTransactions from the floor segment of ``start`` up to the
+    segment after ``seg``. When ``seg`` is that floor segment it is the only one searched:
+    with no entry in its index (a log without aborted transactions), nothing to read."""
+    if seg.base_offset <= start and seg.txn_index.is_empty:
+        return []
     nxt = segments.higher_segment(seg.base_offset)
     upper = nxt.base_offset if nxt is not None else leo
     out: list[AbortedTxn] = []

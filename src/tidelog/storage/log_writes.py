@@ -224,8 +224,10 @@ class AppendWriters:
 
     def __init__(self) -> None:
         self._writers: dict[Path, AppendWriter] = {}
-        # each log's, remembered (a log never changes dirs: a move makes a new Log)
-        self._by_log: weakref.WeakKeyDictionary[InDir, AppendWriter] = weakref.WeakKeyDictionary()
+        # each log's, remembered (a log never changes dirs: a move makes a new Log), by the
+        # log's id with a weak reference to tell it from a later log at the same address (a
+        # WeakKeyDictionary makes a new reference for every lookup); gone with its log
+        self._by_log: dict[int, tuple[weakref.ref[InDir], AppendWriter]] = {}
         self._side = SideTasks()  # shared: checkpoints of every dir at once
         self._lock = threading.Lock()
         self._stopped = False
@@ -242,9 +244,13 @@ class AppendWriters:
 
     def for_log(self, lg: InDir) -> AppendWriter:
         """``for_dir`` of the log's dir (on the loop: one lookup per append)."""
-        w = self._by_log.get(lg)
-        if w is None:
-            w = self._by_log[lg] = self.for_dir(lg.dir.parent)
+        key = id(lg)
+        known = self._by_log.get(key)
+        if known is not None and known[0]() is lg:
+            return known[1]
+        w = self.for_dir(lg.dir.parent)
+        by_log = self._by_log
+        by_log[key] = (weakref.ref(lg, lambda _: by_log.pop(key, None)), w)
         return w
 
     def stop(self) -> None:

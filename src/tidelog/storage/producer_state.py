@@ -32,6 +32,7 @@ from .errors import (
 from .validator import AppendOrigin
 
 log = logging.getLogger(__name__)
+_CLIENT = AppendOrigin.CLIENT  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
 
 NUM_BATCHES_TO_RETAIN = 5
 INT_MAX = 0x7FFFFFFF
@@ -160,6 +161,8 @@ class TxnMetadata:
 class ProducerAppendInfo:
     """Validates and accumulates one append's batches for one producer (not yet applied)."""
 
+    __slots__ = ("current", "origin", "producer_id", "started_txns", "tp", "updated")
+
     def __init__(self, tp: str, producer_id: int, current: ProducerStateEntry,
                  origin: AppendOrigin) -> None:
         self.tp = tp
@@ -189,7 +192,7 @@ class ProducerAppendInfo:
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, ts: int,
                           first_offset: int, last_offset: int, transactional: bool) -> None:
         self._check_producer_epoch(epoch, first_offset)
-        if self.origin is AppendOrigin.CLIENT:
+        if self.origin is _CLIENT:
             self._check_sequence(epoch, first_seq, first_offset)
         self.updated.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, ts)
         txn_first = self.updated.current_txn_first_offset

@@ -251,7 +251,7 @@ class LogSegment:
         batch of each index interval gets an offset- and time-index entry."""
         if len(records) == 0:
             return
-        metas = batch_metas(records, str(self.log.path))
+        metas = batch_metas(records, self.log.path)
         physical_position = self.log.size_in_bytes
         self._ensure_offset_in_range(largest_offset)
         if physical_position == 0:
@@ -457,17 +457,14 @@ class LogSegment:
     ) -> bool:
         """Kafka's roll conditions for an incoming append (size, time minus jitter, either
         index full, relative-offset overflow)."""
-        reached_roll_ms = (
-            self.time_waited_for_roll(now, max_timestamp_in_messages)
-            > max_segment_ms - self.roll_jitter_ms
-        )
         size = self.size
-        return (
+        return (  # (the time, which may read the first batch, last)
             size > max_segment_bytes - messages_size
-            or (size > 0 and reached_roll_ms)
             or self.offset_index.is_full()
             or self.time_index.is_full()
             or not self.can_convert_to_relative_offset(max_offset_in_messages)
+            or (size > 0 and self.time_waited_for_roll(now, max_timestamp_in_messages)
+                > max_segment_ms - self.roll_jitter_ms)
         )
 
     def on_becoming_inactive(self) -> None:

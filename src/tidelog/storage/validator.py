@@ -60,6 +60,9 @@ class AppendOrigin(enum.Enum):
     CLIENT = "client"
 
 
+_CLIENT = AppendOrigin.CLIENT  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
+
+
 @dataclass(slots=True)
 class ValidationResult:
     records: bytearray | memoryview  # the bytes to append: the patched or rebuilt batch
@@ -127,7 +130,7 @@ def validate_and_assign_offsets(
     Raises InvalidRecordError, RecordTooLargeError, CorruptRecordError or
     RecordValidationError (cause InvalidRecordError / InvalidTimestampError).
     """
-    if origin is AppendOrigin.CLIENT and not config.log_append_time and (
+    if origin is _CLIENT and not config.log_append_time and (
             config.compression_type == "producer" or _plain_topic(config)):
         fast = _validate_plain(records, config, now_ms, offset, leader_epoch)
         if fast is not None:
@@ -187,10 +190,10 @@ def _validate_plain(records: Buffer, config: LogConfig, now_ms: int, offset: int
         return None
     n, max_timestamp = got
     last = offset + n - 1
-    return ValidationResult(records=buf, batch=RecordBatch(buf), first_offset=offset,
-                            last_offset=last, max_timestamp=max_timestamp,
-                            offset_of_max_timestamp=last, log_append_time=-1,
-                            num_messages=n, recompressed=False)
+    # (records, batch, first and last offset, max timestamp, its offset, log append time,
+    # records, recompressed: positional, as this runs for every plain append)
+    return ValidationResult(buf, RecordBatch(buf), offset, last, max_timestamp, last, -1, n,
+                            False)
 
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1

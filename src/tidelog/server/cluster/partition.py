@@ -29,6 +29,7 @@ from ..errors import ApiError
 from ..sendfile import slice_records
 from .fetch_params import FetchParams, PartitionFetchData
 from .partition_state import (
+    NO_EPOCH,
     NO_LEADER,
     LeaderAndIsr,
     LeaderAndIsrPartitionState,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from tidelog.storage.segment import FetchDataInfo
 
 log = logging.getLogger(__name__)
+_NONE = ErrorCode.NONE  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
 LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP = -1, -2, -4
@@ -152,11 +154,13 @@ class Partition:
         """Raise what Kafka answers a request naming ``current_leader_epoch`` (-1: none):
         NOT_LEADER_OR_FOLLOWER when ``require_leader`` and this broker does not lead,
         FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH when the epochs differ."""
-        error = leader_epoch_error(current_leader_epoch, self.leader_epoch)
-        if error is not None:
-            raise ApiError(error, f"{self.topic_partition}: leader epoch {current_leader_epoch} "
-                                  f"in the request, {self.leader_epoch} here")
-        if require_leader and not self.is_leader:
+        if current_leader_epoch != NO_EPOCH:  # (a produce names none)
+            error = leader_epoch_error(current_leader_epoch, self.leader_epoch)
+            if error is not None:
+                raise ApiError(error, f"{self.topic_partition}: leader epoch "
+                                      f"{current_leader_epoch} in the request, "
+                                      f"{self.leader_epoch} here")
+        if require_leader and self.leader_id != self.local_broker_id:  # (is_leader)
             raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                            f"Broker {self.local_broker_id} is not the leader of "
                            f"{self.topic_partition}")
@@ -213,13 +217,13 @@ class Partition:
     def check_append(self, required_acks: int) -> None:
         """Kafka's appendRecordsToLeader checks: leader here, and for acks=-1 an ISR at
         least ``min.insync.replicas`` large."""
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # (is_leader)
             raise ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                            f"Leader not local for partition {self.topic_partition} on broker "
                            f"{self.local_broker_id}")
         if required_acks != -1:
             return
-        min_isr = self.min_insync_replicas
+        min_isr = self.log.config.min_insync_replicas
         if len(self.state.isr) < min_isr:
             raise ApiError(ErrorCode.NOT_ENOUGH_REPLICAS,
                            f"The size of the current ISR {sorted(self.state.isr)} is "
@@ -243,9 +247,9 @@ class Partition:
     def advance_local_committed(self, offset: int | None = None) -> bool:
         """The leader's log is committed up to ``offset`` (None: its end); True if the high
         watermark moved."""
-        end = self.log_end_offset
+        end = self.log.log_end_offset
         self.local_committed_offset = end if offset is None else min(offset, end)
-        return self.maybe_increment_leader_hw(self.clock.milliseconds())
+        return self.maybe_increment_leader_hw()  # (the time read only with followers)
 
     # -- reads: Fetch, ListOffsets, OffsetForLeaderEpoch ------------------------------------
     def fetch_offset_snapshot(self, current_leader_epoch: int, fetch_only_from_leader: bool,
@@ -397,14 +401,18 @@ class Partition:
                 and self.on_high_watermark is not None):
             self.on_high_watermark(self.topic_partition)  # a DeleteRecords may complete
 
-    def maybe_increment_leader_hw(self, now_ms: int) -> bool:
+    def maybe_increment_leader_hw(self, now_ms: int | None = None) -> bool:
         """The smallest end offset among the leader and the replicas that count: the maximal
-        ISR, and caught-up replicas about to join it (Kafka's maybeIncrementLeaderHW)."""
-        if not self.is_leader:
+        ISR, and caught-up replicas about to join it (Kafka's maybeIncrementLeaderHW).
+        ``now_ms``: the time (None: the clock's, read when there are followers)."""
+        if self.leader_id != self.local_broker_id:  # (is_leader)
             return False
-        leader_end = self.log_end_offset
+        lg = self.log
+        leader_end = lg.log_end_offset
         local = min(self.local_committed_offset, leader_end)
         if self.remote_replicas:
+            if now_ms is None:
+                now_ms = self.clock.milliseconds()
             counted = set(self.state.maximal_isr)
             ends = {}
             for r, replica in self.remote_replicas.items():
@@ -414,7 +422,7 @@ class Partition:
             hw = high_watermark_candidate(local, ends, frozenset(counted))
         else:  # the whole ISR is this broker
             hw = local
-        if self.log.maybe_increment_high_watermark(hw) is None:
+        if lg.maybe_increment_high_watermark(hw) is None:
             return False
         if self.on_high_watermark is not None:
             self.on_high_watermark(self.topic_partition)
@@ -433,13 +441,14 @@ class Partition:
         """For DelayedProduce: (done, error). Done once the HW reached ``required_offset``;
         NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR fell below min.insync.replicas
         meanwhile; NOT_LEADER_OR_FOLLOWER once this broker no longer leads."""
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # (is_leader)
             return False, ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if self.high_watermark >= required_offset:
-            if self.min_insync_replicas <= len(self.state.maximal_isr):
-                return True, ErrorCode.NONE
+        lg = self.log
+        if lg.high_watermark >= required_offset:
+            if lg.config.min_insync_replicas <= len(self.state.maximal_isr):
+                return True, _NONE
             return True, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return False, ErrorCode.NONE
+        return False, _NONE
 
     # -- ISR changes --------------------------------------------------------------------------
     def maybe_expand_isr(self, replica: Replica, now_ms: int) -> None:

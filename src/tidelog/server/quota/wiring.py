@@ -16,7 +16,10 @@ from .store import ClientQuotaStore
 
 
 def has_quota(ctx: Any, qtype: QuotaType) -> bool:
-    bound, _ = quota_manager(ctx.broker).quota(qtype, ctx.principal.name, ctx.client_id or "")
+    mgr = quota_manager(ctx.broker)
+    if not mgr.store.entries:  # the common case: no quotas at all (one check per request)
+        return False
+    bound, _ = mgr.quota(qtype, ctx.principal.name, ctx.client_id or "")
     return bound != float("inf")
 
 
@@ -77,6 +80,8 @@ def throttle(ctx: Any, qtype: Any, nbytes: int) -> int:
     """Record a request's bytes against its client's quota; the throttle time, also set on
     the context so the connection mutes itself for as long once it has answered."""
     mgr = quota_manager(ctx.broker)
+    if not mgr.store.entries:  # no quota at all: nothing recorded, no throttle (a request
+        return 0  # timer, of a request quota removed meanwhile, records once its handler ends)
     now_ms = int(ctx.broker.clock.milliseconds())
     ms = mgr.record(qtype, ctx.principal.name, ctx.client_id or "", nbytes, now_ms)
     if ms > 0:

@@ -62,6 +62,11 @@ class TransactionIndex:
         return self._path
 
     @property
+    def is_empty(self) -> bool:
+        """No entry (known without reading the file: every entry goes through this object)."""
+        return self._last_offset is None
+
+    @property
     def file(self) -> Path:
         return self._path
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch
 from tidelog.records.batch import (
+    ATTRIBUTES_OFFSET,
+    MAGIC_OFFSET,
     RECORD_BATCH_OVERHEAD,
     TRANSACTIONAL_MASK,
-    peek_attributes,
-    peek_magic,
 )
 from tidelog.util.topic_partition import TopicPartition
 
@@ -31,8 +31,9 @@ def verify_transactional_produce(broker: TxnHost, tp: TopicPartition,
     """None to go on; else the error for the partition (INVALID_PRODUCER_EPOCH for a fenced
     epoch, INVALID_TXN_STATE for a partition outside the transaction)."""
     # the hot path: two header fields for the (usual) non-transactional batch
-    if (len(records) < RECORD_BATCH_OVERHEAD or peek_magic(records) != 2
-            or not peek_attributes(records) & TRANSACTIONAL_MASK):
+    # (the transactional bit is in the attributes' low byte, byte 22 of the batch)
+    if (len(records) < RECORD_BATCH_OVERHEAD or records[MAGIC_OFFSET] != 2
+            or not records[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK):
         return None  # the validator reports a malformed batch
     batch = RecordBatch(memoryview(records)[:RECORD_BATCH_OVERHEAD])
     if batch.magic != 2 or not batch.is_transactional or batch.is_control:
