@@ -9,6 +9,7 @@ one of their rows."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,7 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidelog.records import Record, RecordBatch
-from tidelog.spark.arrow import batches_to_arrow
+from tidelog.records.batch import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    RECORD_BATCH_OVERHEAD,
+    Buffer,
+)
+from tidelog.spark.arrow import header_list
+from tidelog.spark.columns import HEADER_ROW, Columns, decode_columns
 
 from .value_codec import strip_prefix as strip_prefix  # its home: the codecs' framing
 
@@ -27,7 +35,7 @@ RAW_SCHEMA = pa.schema([
     (PARTITION, pa.int32()), (OFFSET, pa.int64()), (TIMESTAMP, pa.timestamp("us", tz="UTC")),
     (HEADERS, pa.list_(HEADER)), (KEY, pa.binary()), (VALUE, pa.binary()),
 ])
-_ALL_ROWS = 2**62  # one Arrow batch per partition read
+_ATTRIBUTES = struct.Struct(">h")  # a batch's attributes, at byte 21 of its header
 
 
 def empty_raw() -> pa.Table:
@@ -37,28 +45,62 @@ def empty_raw() -> pa.Table:
 def raw_columns(batches: Sequence[RecordBatch], partition: int, start: int,
                 end: int) -> pa.Table:
     """The records with offsets in [start, end) of ``batches`` (data batches of one
-    partition), as a table of RAW_SCHEMA. A record without headers has an empty list."""
-    parts = list(batches_to_arrow(batches, topic="", partition=partition, start=start,
-                                  end=end, include_headers=True, rows_per_batch=_ALL_ROWS))
-    if not parts:
+    partition), as a table of RAW_SCHEMA. A record without headers has an empty list.
+
+    One ``decode_columns`` pass over the batches; its buffers become the columns as they
+    are (the Spark source's own columns, topic and timestamp type, are not built)."""
+    bufs: list[Buffer] = []
+    payloads: list[Buffer | None] = []
+    for batch in batches:
+        buf = batch.buf
+        if len(buf) <= RECORD_BATCH_OVERHEAD:
+            continue
+        (attrs,) = _ATTRIBUTES.unpack_from(buf, 21)
+        if attrs & CONTROL_MASK:
+            continue
+        bufs.append(buf)
+        payloads.append(batch.records_payload() if attrs & COMPRESSION_MASK else None)
+    if not bufs:
         return empty_raw()
-    rb = parts[0] if len(parts) == 1 else pa.Table.from_batches(parts).combine_chunks(
-    ).to_batches()[0]
-    return pa.Table.from_arrays(
-        [rb.column(PARTITION), rb.column(OFFSET), rb.column(TIMESTAMP),
-         _no_null_lists(rb.column(HEADERS)), rb.column(KEY), rb.column(VALUE)],
-        schema=RAW_SCHEMA)
+    c = decode_columns(bufs, payloads, start, end, True)
+    n = c.num_rows
+    return pa.Table.from_arrays([
+        pa.array(np.full(n, partition, np.int32)),
+        pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(c.offsets)]),
+        pa.Array.from_buffers(RAW_SCHEMA.field(TIMESTAMP).type, n,
+                              [None, pa.py_buffer(c.timestamps)]),
+        _header_lists(c, n, bufs, payloads),
+        _binary(n, c.key_offsets, c.key_data, c.key_validity, c.key_nulls),
+        _binary(n, c.value_offsets, c.value_data, c.value_validity, c.value_nulls),
+    ], schema=RAW_SCHEMA)
 
 
-def _no_null_lists(headers: pa.Array) -> pa.Array:
-    """The Spark decoder's NULL (no headers) as an empty list, the tables' convention."""
-    if headers.null_count == 0:
-        return headers.cast(RAW_SCHEMA.field(HEADERS).type)
-    assert isinstance(headers, pa.ListArray)
-    offsets = np.frombuffer(headers.buffers()[1], np.int32)[
-        headers.offset: headers.offset + len(headers) + 1]
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()),
-                                    headers.values.cast(HEADER))
+def _binary(n: int, offsets: bytes, data: bytes, validity: bytes | None,
+            nulls: int) -> pa.Array:
+    bitmap = None if validity is None else pa.py_buffer(validity)
+    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets),
+                                                  pa.py_buffer(data)], null_count=nulls)
+
+
+def _header_lists(c: Columns, n: int, bufs: Sequence[Buffer],
+                  payloads: Sequence[Buffer | None]) -> pa.Array:
+    """The headers column: an empty list for each record without headers (no Python step
+    for those), the decoded headers (Spark's decoder's ``header_list``) for the others."""
+    rows = np.frombuffer(c.headers, np.int64).reshape(-1, HEADER_ROW)
+    counts = np.zeros(n + 1, np.int32)
+    flat: list[dict[str, object]] = []
+    decoded: dict[int, bytes] = {}
+    for row, index, pos, count in rows.tolist():
+        if index not in decoded:
+            given = payloads[index]
+            decoded[index] = bytes(memoryview(bufs[index])[RECORD_BATCH_OVERHEAD:]
+                                   if given is None else given)
+        got = header_list(decoded[index], pos, count)
+        counts[row + 1] = len(got)
+        flat.extend(got)
+    offsets = np.cumsum(counts, dtype=np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, HEADER),
+                                    type=RAW_SCHEMA.field(HEADERS).type)
 
 
 def kafka_struct(raw: pa.Table, type_: pa.StructType) -> pa.StructArray:

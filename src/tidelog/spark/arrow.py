@@ -173,7 +173,7 @@ def _header_column(c: Columns, n: int, payload: Callable[[int], Buffer]) -> list
     for row, index, pos, count in rows:
         if index not in payloads:
             payloads[index] = bytes(payload(index))
-        out[row] = _headers(payloads[index], pos, count)
+        out[row] = header_list(payloads[index], pos, count)
     return out
 
 
@@ -192,7 +192,7 @@ def _repeated_string(text: str, n: int) -> pa.Array:
                                                    pa.py_buffer(raw * n)])
 
 
-def _headers(buf: bytes, p: int, n: int) -> list[dict[str, object]]:
+def header_list(buf: bytes, p: int, n: int) -> list[dict[str, object]]:
     """``n`` headers starting at ``p`` (just after the header-count varint)."""
     out: list[dict[str, object]] = []
     for _ in range(n):
