@@ -436,16 +436,15 @@ PyDoc_STRVAR(starts_doc,
 "The Spark decoder's length walk (spark/decode.py record_starts_py): IndexError where the\n"
 "twin's ``buf[pos]`` raises one, with the same message.");
 
-/* The walk itself into ``starts`` (count entries); -1 with IndexError set as the twin's. */
+/* The walk itself into ``starts`` (count entries), with no Python call (so with or without
+ * the GIL): 0, or TL_STARTS_RANGE / TL_STARTS_BIG for the twin's two IndexErrors. */
 int
-tl_record_starts(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *starts)
+tl_record_starts_raw(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *starts)
 {
     Pos pos = {0, 0};
     for (Py_ssize_t i = 0; i < count; i++) {
-        if (pos.big) {
-            PyErr_SetString(PyExc_IndexError, "cannot fit 'int' into an index-sized integer");
-            return -1;
-        }
+        if (pos.big)
+            return TL_STARTS_BIG;
         starts[i] = (int64_t)pos.v;
         if (pos.v >= len)
             goto range;
@@ -487,7 +486,27 @@ tl_record_starts(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *star
     }
     return 0;
 range:
-    PyErr_SetString(PyExc_IndexError, "index out of range");
+    return TL_STARTS_RANGE;
+}
+
+/* The twin's IndexError for a tl_record_starts_raw result (NULL for 0). */
+void
+tl_record_starts_error(int rc)
+{
+    if (rc == TL_STARTS_BIG)
+        PyErr_SetString(PyExc_IndexError, "cannot fit 'int' into an index-sized integer");
+    else if (rc == TL_STARTS_RANGE)
+        PyErr_SetString(PyExc_IndexError, "index out of range");
+}
+
+/* The walk into ``starts``; -1 with IndexError set as the twin's. */
+int
+tl_record_starts(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *starts)
+{
+    int rc = tl_record_starts_raw(b, len, count, starts);
+    if (rc == 0)
+        return 0;
+    tl_record_starts_error(rc);
     return -1;
 }
 

@@ -53,6 +53,11 @@ int tl_record_at(const uint8_t *b, int64_t len, int64_t start, int headers, int6
 
 /* _core.c: spark/decode.py record_starts_py's walk; -1 with IndexError set */
 int tl_record_starts(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *starts);
+/* the same walk with no Python call (the GIL may be released): 0 or one of these */
+#define TL_STARTS_RANGE 1 /* "index out of range" */
+#define TL_STARTS_BIG 2   /* "cannot fit 'int' into an index-sized integer" */
+int tl_record_starts_raw(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *starts);
+void tl_record_starts_error(int rc);
 
 /* A big-endian unsigned integer of ``n`` bytes. */
 static inline uint64_t

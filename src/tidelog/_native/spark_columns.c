@@ -21,6 +21,9 @@ typedef struct {
     int32_t type;
 } Rec;
 
+/* What went wrong in the part of the pass that runs without the GIL, raised after it. */
+enum { OK, ERR_NOMEM, ERR_STARTS, ERR_RECORD, ERR_2GIB, ERR_OUTSIDE };
+
 typedef struct {
     Py_buffer *views; /* the buffers held (released at the end) */
     Py_ssize_t held, nb;
@@ -30,8 +33,15 @@ typedef struct {
     Py_ssize_t n, cap;
     int64_t *starts;
     Py_ssize_t starts_cap;
+    int err, err_rc; /* an ERR_ and, for ERR_STARTS, tl_record_starts_raw's result */
+    Py_ssize_t err_j;
+    int64_t err_a, err_b;
+    int64_t total[2], nulls[2]; /* keys' and values' bytes and nulls */
+    Py_ssize_t hn;              /* records with headers */
 } Pass;
 
+/* ``*buf`` with room for ``need`` items (raw allocator: no GIL needed); -1 when out of
+ * memory. */
 static int
 grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item)
 {
@@ -40,11 +50,9 @@ grow(void **buf, Py_ssize_t *cap, Py_ssize_t need, size_t item)
     Py_ssize_t c = *cap ? *cap : 256;
     while (c < need)
         c *= 2;
-    void *p = PyMem_Realloc(*buf, (size_t)c * item);
-    if (p == NULL) {
-        PyErr_NoMemory();
+    void *p = PyMem_RawRealloc(*buf, (size_t)c * item);
+    if (p == NULL)
         return -1;
-    }
     *buf = p;
     *cap = c;
     return 0;
@@ -58,34 +66,52 @@ payload_of(const Pass *ps, Py_ssize_t i, int64_t *len)
     return ps->pp[i];
 }
 
-/* Walk batch i, appending its records with offsets in [start, end). */
+/* Records batch i's walk may give (what its starts are sized for). */
+static Py_ssize_t
+wanted(const Pass *ps, Py_ssize_t i)
+{
+    int64_t count = (int32_t)tl_be(ps->bp[i] + 57, 4), len = ps->pl[i];
+    return count < 0 ? 0 : (Py_ssize_t)(count < len + 1 ? count : len + 1);
+}
+
+/* Walk batch i, appending its records with offsets in [start, end). No Python call: -1
+ * with ps->err set. */
 static int
 walk_batch(Pass *ps, Py_ssize_t i, int64_t start, int64_t end, int headers)
 {
     const uint8_t *h = ps->bp[i];
     uint64_t base_offset = tl_be(h, 8), base_ts = tl_be(h + 27, 8);
-    int64_t max_ts = (int64_t)tl_be(h + 35, 8), count = (int32_t)tl_be(h + 57, 4);
+    int64_t max_ts = (int64_t)tl_be(h + 35, 8);
     int log_append = (h[22] & TIMESTAMP_TYPE_MASK) != 0;
     int64_t len;
     const uint8_t *b = payload_of(ps, i, &len);
-    Py_ssize_t want = count < 0 ? 0 : (Py_ssize_t)(count < len + 1 ? count : len + 1);
-    if (grow((void **)&ps->starts, &ps->starts_cap, want, sizeof(int64_t)) < 0)
+    Py_ssize_t want = wanted(ps, i);
+    if (grow((void **)&ps->starts, &ps->starts_cap, want, sizeof(int64_t)) < 0) {
+        ps->err = ERR_NOMEM;
         return -1;
-    if (tl_record_starts(b, (uint64_t)len, want, ps->starts) < 0)
+    }
+    int rc = tl_record_starts_raw(b, (uint64_t)len, want, ps->starts);
+    if (rc) {
+        ps->err = ERR_STARTS;
+        ps->err_rc = rc;
         return -1;
+    }
     for (Py_ssize_t j = 0; j < want; j++) {
         int64_t row[8];
         if (tl_record_at(b, len, ps->starts[j], headers, row)) {
-            PyErr_Format(PyExc_ValueError,
-                         "record %zd at byte %lld of the batch runs past its length or the "
-                         "batch's end (%lld bytes)", j, (long long)ps->starts[j], (long long)len);
+            ps->err = ERR_RECORD;
+            ps->err_j = j;
+            ps->err_a = ps->starts[j];
+            ps->err_b = len;
             return -1;
         }
         int64_t offset = (int64_t)(base_offset + (uint64_t)row[0]);
         if (offset < start || offset >= end)
             continue;
-        if (grow((void **)&ps->recs, &ps->cap, ps->n + 1, sizeof(Rec)) < 0)
+        if (grow((void **)&ps->recs, &ps->cap, ps->n + 1, sizeof(Rec)) < 0) {
+            ps->err = ERR_NOMEM;
             return -1;
+        }
         uint64_t ts = log_append ? (uint64_t)max_ts : base_ts + (uint64_t)row[1];
         Rec r = {offset, (int64_t)(ts * 1000u), row[2], row[3], row[4], row[5], row[6], row[7],
                  i, log_append};
@@ -165,22 +191,14 @@ release(Pass *ps)
     PyMem_Free(ps->pp);
     PyMem_Free(ps->bl);
     PyMem_Free(ps->pl);
-    PyMem_Free(ps->recs);
-    PyMem_Free(ps->starts);
+    PyMem_RawFree(ps->recs);
+    PyMem_RawFree(ps->starts);
 }
 
-static PyObject *
-new_bytes(Py_ssize_t n, char **w)
-{
-    PyObject *o = PyBytes_FromStringAndSize(NULL, n);
-    if (o != NULL)
-        *w = PyBytes_AS_STRING(o);
-    return o;
-}
-
-/* One binary column (keys: which 0, values: which 1) as (offsets, data, validity, nulls). */
-static PyObject *
-binary_column(const Pass *ps, int which)
+/* Sizes of one binary column (keys: which 0, values: which 1) and its bounds checks, in the
+ * twin's order; -1 with ps->err set. */
+static int
+measure_binary(Pass *ps, int which)
 {
     int64_t total = 0, nulls = 0;
     for (Py_ssize_t k = 0; k < ps->n; k++) {
@@ -191,37 +209,137 @@ binary_column(const Pass *ps, int which)
             nulls++;
     }
     if (total >= ((int64_t)1 << 31)) {
-        PyErr_SetString(PyExc_ValueError, "more than 2 GiB of keys or values in one Arrow batch");
-        return NULL;
+        ps->err = ERR_2GIB;
+        return -1;
     }
     for (Py_ssize_t k = 0; k < ps->n; k++) { /* gather_py's bounds: a zero length counts too */
         const Rec *r = &ps->recs[k];
         int64_t pos = which ? r->vpos : r->kpos, ln = which ? r->vlen : r->klen, plen;
         payload_of(ps, r->batch, &plen);
         if (pos < 0 || pos > plen - (ln > 0 ? ln : 0)) {
-            PyErr_Format(PyExc_ValueError, "a key or value outside its batch's %lld bytes",
-                         (long long)plen);
-            return NULL;
+            ps->err = ERR_OUTSIDE;
+            ps->err_a = plen;
+            return -1;
         }
     }
-    char *ow, *dw, *vw = NULL;
-    PyObject *offs = new_bytes((ps->n + 1) * 4, &ow);
-    PyObject *data = offs ? new_bytes((Py_ssize_t)total, &dw) : NULL;
-    PyObject *valid = Py_None;
-    Py_INCREF(valid);
-    if (data != NULL && nulls) {
-        Py_DECREF(valid);
-        valid = new_bytes((ps->n + 7) / 8, &vw);
-        if (valid != NULL)
-            memset(vw, 0, (size_t)(ps->n + 7) / 8);
+    ps->total[which] = total;
+    ps->nulls[which] = nulls;
+    return 0;
+}
+
+/* Every batch walked, then the columns measured: the part of the pass with no Python call
+ * (run with the GIL released). -1 with ps->err set. */
+static int
+walk_all(Pass *ps, int64_t start, int64_t end, int headers)
+{
+    Py_ssize_t total = 0, most = 0;
+    for (Py_ssize_t i = 0; i < ps->nb; i++) {
+        Py_ssize_t w = wanted(ps, i);
+        total += w;
+        most = w > most ? w : most;
     }
-    if (data == NULL || valid == NULL) {
-        Py_XDECREF(offs);
-        Py_XDECREF(data);
-        Py_XDECREF(valid);
+    /* room for every record a window keeps (capped: a window may keep few of many) */
+    if (grow((void **)&ps->recs, &ps->cap, total < (1 << 22) ? total : (1 << 22),
+             sizeof(Rec)) < 0 ||
+        grow((void **)&ps->starts, &ps->starts_cap, most, sizeof(int64_t)) < 0) {
+        ps->err = ERR_NOMEM;
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < ps->nb; i++)
+        if (walk_batch(ps, i, start, end, headers) < 0)
+            return -1;
+    for (Py_ssize_t k = 0; k < ps->n; k++)
+        ps->hn += ps->recs[k].hcount != 0;
+    if (measure_binary(ps, 0) < 0 || measure_binary(ps, 1) < 0)
+        return -1;
+    return 0;
+}
+
+/* The Python error of ps->err (the twin's, as the GIL-holding pass raised them). */
+static void
+raise_error(const Pass *ps)
+{
+    switch (ps->err) {
+    case ERR_STARTS:
+        tl_record_starts_error(ps->err_rc);
+        break;
+    case ERR_RECORD:
+        PyErr_Format(PyExc_ValueError,
+                     "record %zd at byte %lld of the batch runs past its length or the "
+                     "batch's end (%lld bytes)", ps->err_j, (long long)ps->err_a,
+                     (long long)ps->err_b);
+        break;
+    case ERR_2GIB:
+        PyErr_SetString(PyExc_ValueError, "more than 2 GiB of keys or values in one Arrow batch");
+        break;
+    case ERR_OUTSIDE:
+        PyErr_Format(PyExc_ValueError, "a key or value outside its batch's %lld bytes",
+                     (long long)ps->err_a);
+        break;
+    default:
+        PyErr_NoMemory();
+    }
+}
+
+/* The 12 buffers of Columns: offsets, timestamps, types, key offsets, data, validity,
+ * nulls, value offsets, data, validity, nulls, header rows. */
+enum { C_OFFS, C_TS, C_TYPES, C_KOFFS, C_KDATA, C_KVALID, C_KNULLS, C_VOFFS, C_VDATA,
+       C_VVALID, C_VNULLS, C_HDR, C_N };
+
+/* A bytes object of ``n`` bytes, its contents written later through ``w[slot]``. */
+static int
+new_slot(PyObject *out, char **w, int slot, Py_ssize_t n)
+{
+    PyObject *o = PyBytes_FromStringAndSize(NULL, n);
+    if (o == NULL)
+        return -1;
+    w[slot] = PyBytes_AS_STRING(o);
+    PyTuple_SET_ITEM(out, slot, o);
+    return 0;
+}
+
+/* The tuple with its bytes objects allocated (contents not yet written). */
+static PyObject *
+alloc_columns(const Pass *ps, char **w)
+{
+    PyObject *out = PyTuple_New(C_N);
+    if (out == NULL)
         return NULL;
+    Py_ssize_t n = ps->n;
+    if (new_slot(out, w, C_OFFS, n * 8) < 0 || new_slot(out, w, C_TS, n * 8) < 0 ||
+        new_slot(out, w, C_TYPES, n * 4) < 0 || new_slot(out, w, C_HDR, ps->hn * 32) < 0)
+        goto fail;
+    for (int which = 0; which < 2; which++) {
+        int base = which ? C_VOFFS : C_KOFFS;
+        if (new_slot(out, w, base, (n + 1) * 4) < 0 ||
+            new_slot(out, w, base + 1, (Py_ssize_t)ps->total[which]) < 0)
+            goto fail;
+        if (ps->nulls[which]) {
+            if (new_slot(out, w, base + 2, (n + 7) / 8) < 0)
+                goto fail;
+        } else {
+            Py_INCREF(Py_None);
+            PyTuple_SET_ITEM(out, base + 2, Py_None);
+            w[base + 2] = NULL;
+        }
+        PyObject *nulls = PyLong_FromLongLong((long long)ps->nulls[which]);
+        if (nulls == NULL)
+            goto fail;
+        PyTuple_SET_ITEM(out, base + 3, nulls);
     }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* One binary column's offsets, data and validity written (no Python call). */
+static void
+fill_binary(const Pass *ps, int which, char *ow, char *dw, char *vw)
+{
     int32_t at = 0;
+    if (vw != NULL)
+        memset(vw, 0, (size_t)(ps->n + 7) / 8);
     memcpy(ow, &at, 4);
     for (Py_ssize_t k = 0; k < ps->n; k++) {
         const Rec *r = &ps->recs[k];
@@ -234,29 +352,14 @@ binary_column(const Pass *ps, int which)
             vw[k / 8] |= (char)(1 << (k % 8));
         memcpy(ow + 4 * (k + 1), &at, 4);
     }
-    return Py_BuildValue("(NNNL)", offs, data, valid, (long long)nulls);
 }
 
-/* (offsets, timestamps, types, header rows) of the kept records. */
-static PyObject *
-fixed_columns(const Pass *ps)
+/* Every column's contents written (no Python call: run with the GIL released). */
+static void
+fill_columns(const Pass *ps, char **w)
 {
-    Py_ssize_t hn = 0;
-    for (Py_ssize_t k = 0; k < ps->n; k++)
-        hn += ps->recs[k].hcount != 0;
-    char *ow, *tw, *yw, *hw;
-    PyObject *offs = new_bytes(ps->n * 8, &ow);
-    PyObject *ts = offs ? new_bytes(ps->n * 8, &tw) : NULL;
-    PyObject *types = ts ? new_bytes(ps->n * 4, &yw) : NULL;
-    PyObject *hdr = types ? new_bytes(hn * 32, &hw) : NULL;
-    if (hdr == NULL) {
-        Py_XDECREF(offs);
-        Py_XDECREF(ts);
-        Py_XDECREF(types);
-        return NULL;
-    }
-    int64_t *o = (int64_t *)ow, *t = (int64_t *)tw, *hr = (int64_t *)hw;
-    int32_t *y = (int32_t *)yw;
+    int64_t *o = (int64_t *)w[C_OFFS], *t = (int64_t *)w[C_TS], *hr = (int64_t *)w[C_HDR];
+    int32_t *y = (int32_t *)w[C_TYPES];
     for (Py_ssize_t k = 0; k < ps->n; k++) {
         const Rec *r = &ps->recs[k];
         o[k] = r->offset;
@@ -270,42 +373,31 @@ fixed_columns(const Pass *ps)
             hr += 4;
         }
     }
-    return Py_BuildValue("(NNNN)", offs, ts, types, hdr);
+    fill_binary(ps, 0, w[C_KOFFS], w[C_KDATA], w[C_KVALID]);
+    fill_binary(ps, 1, w[C_VOFFS], w[C_VDATA], w[C_VVALID]);
 }
 
+/* The pass over held buffers: the walk and the copies run with the GIL released (a flush's
+ * decode does not hold up the event loop); only the result's allocation takes it. */
 static PyObject *
-build_columns(const Pass *ps)
+decode_held(Pass *ps, int64_t start, int64_t end, int headers)
 {
-    PyObject *fixed = fixed_columns(ps);
-    PyObject *keys = fixed ? binary_column(ps, 0) : NULL;
-    PyObject *values = keys ? binary_column(ps, 1) : NULL;
-    PyObject *out = NULL;
-    if (values != NULL) {
-        out = PyTuple_New(12);
-        if (out != NULL) {
-            PyObject *parts[3] = {fixed, keys, values};
-            int slot[3][4] = {{0, 1, 2, 11}, {3, 4, 5, 6}, {7, 8, 9, 10}};
-            for (int p = 0; p < 3; p++)
-                for (int f = 0; f < 4; f++) {
-                    PyObject *item = PyTuple_GET_ITEM(parts[p], f);
-                    Py_INCREF(item);
-                    PyTuple_SET_ITEM(out, slot[p][f], item);
-                }
-        }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = walk_all(ps, start, end, headers);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) {
+        raise_error(ps);
+        return NULL;
     }
-    Py_XDECREF(fixed);
-    Py_XDECREF(keys);
-    Py_XDECREF(values);
+    char *w[C_N] = {0};
+    PyObject *out = alloc_columns(ps, w);
+    if (out == NULL)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    fill_columns(ps, w);
+    Py_END_ALLOW_THREADS
     return out;
-}
-
-static PyObject *
-walk_all(Pass *ps, int64_t start, int64_t end, int headers)
-{
-    for (Py_ssize_t i = 0; i < ps->nb; i++)
-        if (walk_batch(ps, i, start, end, headers) < 0)
-            return NULL;
-    return build_columns(ps);
 }
 
 PyObject *
@@ -334,7 +426,7 @@ tl_decode_columns(PyObject *self, PyObject *args)
     }
     if (alloc_pass(&ps, nb, 2 * nb) < 0 || hold_buffers(&ps, batches, payloads) < 0)
         goto done;
-    out = walk_all(&ps, start, end, headers);
+    out = decode_held(&ps, start, end, headers);
 done:
     release(&ps);
     Py_DECREF(payloads);
@@ -405,7 +497,7 @@ tl_decode_runs(PyObject *self, PyObject *args)
     if (alloc_pass(&ps, nb, nbuf + nb) < 0 ||
         hold_spans(&ps, bufs, (const int64_t *)spans.buf, payloads) < 0)
         goto done;
-    out = walk_all(&ps, start, end, headers);
+    out = decode_held(&ps, start, end, headers);
 done:
     release(&ps);
     Py_XDECREF(payloads);
