@@ -35,6 +35,7 @@ RAW_SCHEMA = pa.schema([
     (PARTITION, pa.int32()), (OFFSET, pa.int64()), (TIMESTAMP, pa.timestamp("us", tz="UTC")),
     (HEADERS, pa.list_(HEADER)), (KEY, pa.binary()), (VALUE, pa.binary()),
 ])
+_NO_HEADERS = pa.array([], HEADER)
 _ATTRIBUTES = struct.Struct(">h")  # a batch's attributes, at byte 21 of its header
 
 
@@ -87,6 +88,9 @@ def _header_lists(c: Columns, n: int, bufs: Sequence[Buffer],
     """The headers column: an empty list for each record without headers (no Python step
     for those), the decoded headers (Spark's decoder's ``header_list``) for the others."""
     rows = np.frombuffer(c.headers, np.int64).reshape(-1, HEADER_ROW)
+    if not len(rows):  # no record has headers: n empty lists
+        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), _NO_HEADERS,
+                                        type=RAW_SCHEMA.field(HEADERS).type)
     counts = np.zeros(n + 1, np.int32)
     flat: list[dict[str, object]] = []
     decoded: dict[int, bytes] = {}

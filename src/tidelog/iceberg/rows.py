@@ -117,7 +117,8 @@ class RecordSorter:
         if self.mode == KEY_VALUE:
             return Sorted(raw, [Group(None, everything, values)])
         out = Sorted(raw)
-        present = ~np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        present = (np.ones(len(values), dtype=bool) if not values.null_count else
+                   ~np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool))
         out.dlq.update((int(i), TOMBSTONE) for i in np.flatnonzero(~present))
         if self.mode == VALUE_SCHEMA_LATEST:
             self._latest(out, everything[present], values)
@@ -215,15 +216,18 @@ def schema_ids(values: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.nd
     values = values.cast(pa.binary())
     n = len(values)
     offsets = np.frombuffer(values.buffers()[1], np.int32)[
-        values.offset: values.offset + n + 1].astype(np.int64)
+        values.offset: values.offset + n + 1]
     data = np.frombuffer(values.buffers()[2] or b"", np.uint8)
     framed = present & (np.diff(offsets) >= 5)
     at = offsets[:-1][framed]
     ok = np.zeros(n, dtype=bool)
     ok[framed] = data[at] == MAGIC
     ids = np.zeros(n, dtype=np.int64)
-    window = data[at[:, None] + np.arange(1, 5)].astype(np.int64)
-    ids[framed] = (window[:, 0] << 24) | (window[:, 1] << 16) | (window[:, 2] << 8) | window[:, 3]
+    got = data[at + 1].astype(np.int64) << 24  # the big-endian id, a byte at a time
+    got |= data[at + 2].astype(np.int64) << 16
+    got |= data[at + 3].astype(np.int64) << 8
+    got |= data[at + 4]
+    ids[framed] = got
     return ids, ok
 
 
