@@ -37,6 +37,8 @@ typedef struct {
     Py_ssize_t err_j;
     int64_t err_a, err_b;
     int64_t total[2], nulls[2]; /* keys' and values' bytes and nulls */
+    Py_ssize_t outside[2];      /* the first key / value outside its payload (-1: none) */
+    int64_t outside_len[2];     /* and that payload's length */
     Py_ssize_t hn;              /* records with headers */
 } Pass;
 
@@ -115,6 +117,18 @@ walk_batch(Pass *ps, Py_ssize_t i, int64_t start, int64_t end, int headers)
         uint64_t ts = log_append ? (uint64_t)max_ts : base_ts + (uint64_t)row[1];
         Rec r = {offset, (int64_t)(ts * 1000u), row[2], row[3], row[4], row[5], row[6], row[7],
                  i, log_append};
+        for (int which = 0; which < 2; which++) { /* sizes and gather_py's bounds */
+            int64_t pos = which ? r.vpos : r.kpos, ln = which ? r.vlen : r.klen;
+            if (ln >= 0)
+                ps->total[which] += ln;
+            else
+                ps->nulls[which]++;
+            if (ps->outside[which] < 0 && (pos < 0 || pos > len - (ln > 0 ? ln : 0))) {
+                ps->outside[which] = ps->n;
+                ps->outside_len[which] = len;
+            }
+        }
+        ps->hn += r.hcount != 0;
         ps->recs[ps->n++] = r;
     }
     return 0;
@@ -195,39 +209,24 @@ release(Pass *ps)
     PyMem_RawFree(ps->starts);
 }
 
-/* Sizes of one binary column (keys: which 0, values: which 1) and its bounds checks, in the
- * twin's order; -1 with ps->err set. */
+/* The checks of one binary column (keys: which 0, values: which 1) on the sizes the walk
+ * measured, in the twin's order (its size, then its bounds); -1 with ps->err set. */
 static int
-measure_binary(Pass *ps, int which)
+check_binary(Pass *ps, int which)
 {
-    int64_t total = 0, nulls = 0;
-    for (Py_ssize_t k = 0; k < ps->n; k++) {
-        int64_t ln = which ? ps->recs[k].vlen : ps->recs[k].klen;
-        if (ln >= 0)
-            total += ln;
-        else
-            nulls++;
-    }
-    if (total >= ((int64_t)1 << 31)) {
+    if (ps->total[which] >= ((int64_t)1 << 31)) {
         ps->err = ERR_2GIB;
         return -1;
     }
-    for (Py_ssize_t k = 0; k < ps->n; k++) { /* gather_py's bounds: a zero length counts too */
-        const Rec *r = &ps->recs[k];
-        int64_t pos = which ? r->vpos : r->kpos, ln = which ? r->vlen : r->klen, plen;
-        payload_of(ps, r->batch, &plen);
-        if (pos < 0 || pos > plen - (ln > 0 ? ln : 0)) {
-            ps->err = ERR_OUTSIDE;
-            ps->err_a = plen;
-            return -1;
-        }
+    if (ps->outside[which] >= 0) {
+        ps->err = ERR_OUTSIDE;
+        ps->err_a = ps->outside_len[which];
+        return -1;
     }
-    ps->total[which] = total;
-    ps->nulls[which] = nulls;
     return 0;
 }
 
-/* Every batch walked, then the columns measured: the part of the pass with no Python call
+/* Every batch walked (the columns measured as it goes): the part of the pass with no Python call
  * (run with the GIL released). -1 with ps->err set. */
 static int
 walk_all(Pass *ps, int64_t start, int64_t end, int headers)
@@ -245,12 +244,11 @@ walk_all(Pass *ps, int64_t start, int64_t end, int headers)
         ps->err = ERR_NOMEM;
         return -1;
     }
+    ps->outside[0] = ps->outside[1] = -1;
     for (Py_ssize_t i = 0; i < ps->nb; i++)
         if (walk_batch(ps, i, start, end, headers) < 0)
             return -1;
-    for (Py_ssize_t k = 0; k < ps->n; k++)
-        ps->hn += ps->recs[k].hcount != 0;
-    if (measure_binary(ps, 0) < 0 || measure_binary(ps, 1) < 0)
+    if (check_binary(ps, 0) < 0 || check_binary(ps, 1) < 0)
         return -1;
     return 0;
 }
@@ -333,33 +331,21 @@ fail:
     return NULL;
 }
 
-/* One binary column's offsets, data and validity written (no Python call). */
-static void
-fill_binary(const Pass *ps, int which, char *ow, char *dw, char *vw)
-{
-    int32_t at = 0;
-    if (vw != NULL)
-        memset(vw, 0, (size_t)(ps->n + 7) / 8);
-    memcpy(ow, &at, 4);
-    for (Py_ssize_t k = 0; k < ps->n; k++) {
-        const Rec *r = &ps->recs[k];
-        int64_t pos = which ? r->vpos : r->kpos, ln = which ? r->vlen : r->klen, plen;
-        if (ln > 0) {
-            memcpy(dw + at, payload_of(ps, r->batch, &plen) + pos, (size_t)ln);
-            at += (int32_t)ln;
-        }
-        if (ln >= 0 && vw != NULL)
-            vw[k / 8] |= (char)(1 << (k % 8));
-        memcpy(ow + 4 * (k + 1), &at, 4);
-    }
-}
-
-/* Every column's contents written (no Python call: run with the GIL released). */
+/* Every column's contents written in one pass over the records (no Python call: run with
+ * the GIL released). */
 static void
 fill_columns(const Pass *ps, char **w)
 {
     int64_t *o = (int64_t *)w[C_OFFS], *t = (int64_t *)w[C_TS], *hr = (int64_t *)w[C_HDR];
     int32_t *y = (int32_t *)w[C_TYPES];
+    int32_t *ko = (int32_t *)w[C_KOFFS], *vo = (int32_t *)w[C_VOFFS];
+    char *kd = w[C_KDATA], *vd = w[C_VDATA], *kv = w[C_KVALID], *vv = w[C_VVALID];
+    int32_t kat = 0, vat = 0;
+    if (kv != NULL)
+        memset(kv, 0, (size_t)(ps->n + 7) / 8);
+    if (vv != NULL)
+        memset(vv, 0, (size_t)(ps->n + 7) / 8);
+    ko[0] = vo[0] = 0;
     for (Py_ssize_t k = 0; k < ps->n; k++) {
         const Rec *r = &ps->recs[k];
         o[k] = r->offset;
@@ -372,9 +358,22 @@ fill_columns(const Pass *ps, char **w)
             hr[3] = r->hcount;
             hr += 4;
         }
+        const uint8_t *p = ps->pp[r->batch];
+        if (r->klen > 0) {
+            memcpy(kd + kat, p + r->kpos, (size_t)r->klen);
+            kat += (int32_t)r->klen;
+        }
+        if (r->vlen > 0) {
+            memcpy(vd + vat, p + r->vpos, (size_t)r->vlen);
+            vat += (int32_t)r->vlen;
+        }
+        if (r->klen >= 0 && kv != NULL)
+            kv[k / 8] |= (char)(1 << (k % 8));
+        if (r->vlen >= 0 && vv != NULL)
+            vv[k / 8] |= (char)(1 << (k % 8));
+        ko[k + 1] = kat;
+        vo[k + 1] = vat;
     }
-    fill_binary(ps, 0, w[C_KOFFS], w[C_KDATA], w[C_KVALID]);
-    fill_binary(ps, 1, w[C_VOFFS], w[C_VDATA], w[C_VVALID]);
 }
 
 /* The pass over held buffers: the walk and the copies run with the GIL released (a flush's
