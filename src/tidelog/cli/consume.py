@@ -276,9 +276,9 @@ def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list
                 warned.add(err.code())
                 print(f"tidelog consume: {args.topic or args.include}: {err.str()}", file=sys.stderr)
             continue
-        out.write(fmt.format(msg))
+        counter[0] += 1  # counted before it is printed, as Kafka's console consumer does: a
+        out.write(fmt.format(msg))  # Ctrl-C after the line is out never leaves it uncounted
         out.flush()
-        counter[0] += 1
         idle_since = time.monotonic()
         if args.group:
             consumer.store_offsets(msg)
