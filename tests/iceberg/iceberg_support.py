@@ -145,3 +145,19 @@ def check_rows_once(rows: list[dict[str, Any]], acked: Acked) -> None:
         got = {k: row[k] for k in value}
         assert got == value, (key, got, value)
         assert row["kafka"]["key"] == str(value["id"]).encode()
+
+
+def table_files(table: Table) -> set[str]:
+    """Every file under the table's location (a local warehouse)."""
+    root = Path(table.location().removeprefix("file://"))
+    return {str(p) for p in root.rglob("*") if p.is_file()}
+
+
+def referenced_files(table: Table) -> set[str]:
+    """What the table references, by pyiceberg's own inspection (not the broker's code)."""
+    out = {table.metadata_location, *(e.metadata_file for e in table.metadata.metadata_log)}
+    for s in table.snapshots():
+        out.add(s.manifest_list)
+        out.update(m.manifest_path for m in s.manifests(table.io))
+    out.update(table.inspect.all_files()["file_path"].to_pylist())
+    return {p.removeprefix("file://") for p in out}

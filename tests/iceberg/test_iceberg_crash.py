@@ -21,10 +21,11 @@ from iceberg_support import (
     end_offsets,
     iceberg_props,
     produce_serialized,
+    referenced_files,
     serialize_orders,
+    table_files,
     wait_for_offsets,
 )
-from pyiceberg.table import Table
 
 from tidelog.testing.cluster import BrokerProcess
 
@@ -48,20 +49,6 @@ def _check(rows: list[dict[str, Any]], acked: Acked, sent: dict[int, dict[str, A
     missing = set(acked) - seen
     assert not missing, f"{len(missing)} acknowledged records missing: {sorted(missing)[:5]}"
 
-
-def table_files(table: Table) -> set[str]:
-    root = Path(table.location().removeprefix("file://"))
-    return {str(p) for p in root.rglob("*") if p.is_file()}
-
-
-def every_file_of(table: Table) -> set[str]:
-    """What the table references, by pyiceberg's own inspection."""
-    out = {table.metadata_location, *(e.metadata_file for e in table.metadata.metadata_log)}
-    for s in table.snapshots():
-        out.add(s.manifest_list)
-        out.update(m.manifest_path for m in s.manifests(table.io))
-    out.update(table.inspect.all_files()["file_path"].to_pylist())
-    return {p.removeprefix("file://") for p in out}
 
 
 def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
@@ -106,9 +93,9 @@ def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
         assert on_disk == referenced  # no data file of an interrupted commit left
         assert not os.listdir(tmp_path / "logs" / ".iceberg" / "pending")
         deadline = time.monotonic() + 60  # a metadata file of a commit cut short: an orphan
-        while table_files(table) != every_file_of(table) and time.monotonic() < deadline:
+        while table_files(table) != referenced_files(table) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert table_files(table) == every_file_of(table)
+        assert table_files(table) == referenced_files(table)
         assert not catalog(tmp_path / "logs").table_exists(f"kafka.{topic}~dlq")
     finally:
         broker.stop()

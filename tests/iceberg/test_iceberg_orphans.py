@@ -25,6 +25,8 @@ from iceberg_support import (
     end_offsets,
     iceberg_props,
     produce_avro,
+    referenced_files,
+    table_files,
     wait_for_offsets,
 )
 from pyiceberg.exceptions import CommitStateUnknownException
@@ -36,20 +38,6 @@ from tidelog.testing import EmbeddedBroker
 
 DAY_S = 86_400
 
-
-def table_files(table: Table) -> set[str]:
-    root = Path(table.location().removeprefix("file://"))
-    return {str(p) for p in root.rglob("*") if p.is_file()}
-
-
-def referenced(table: Table) -> set[str]:
-    """What the table references, by pyiceberg's own inspection (not the broker's code)."""
-    out = {table.metadata_location, *(e.metadata_file for e in table.metadata.metadata_log)}
-    for s in table.snapshots():
-        out.add(s.manifest_list)
-        out.update(m.manifest_path for m in s.manifests(table.io))
-    out.update(table.inspect.all_files()["file_path"].to_pylist())
-    return {p.removeprefix("file://") for p in out}
 
 
 def named(table: Table, commit_uuid: str) -> set[str]:
@@ -116,13 +104,13 @@ def test_commit_of_unknown_outcome_keeps_its_files_if_it_landed_else_they_go(
         assert not os.listdir(pending)
         table = catalog(broker.log_dir).load_table(f"kafka.{topic}")
         assert named(table, outcome["landed"])  # its files are the table's: kept
-        assert named(table, outcome["landed"]) <= referenced(table)
+        assert named(table, outcome["landed"]) <= referenced_files(table)
         assert any(s.summary is not None
                    and s.summary["tidelog.commit.uuid"] == outcome["landed"]
                    for s in table.snapshots())
         assert not named(table, outcome["lost"])  # an orphan: gone
         data = {f for f in table_files(table) if f.endswith(".parquet")}
-        assert data == {f for f in referenced(table) if f.endswith(".parquet")}
+        assert data == {f for f in referenced_files(table) if f.endswith(".parquet")}
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
 
 
@@ -171,7 +159,7 @@ def test_orphan_files_go_once_older_than_the_age_and_not_before(tmp_path: Path) 
         table = wait_for_offsets(broker.log_dir, topic, end_offsets(acked))
         passes_after(service, topic, 1)
         table = catalog(broker.log_dir).load_table(f"kafka.{topic}")
-        assert table_files(table) == referenced(table) | young  # nothing of the table's went
+        assert table_files(table) == referenced_files(table) | young  # nothing of the table's went
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
 
 
@@ -238,7 +226,7 @@ def test_maintenance_runs_beside_a_commit_in_flight_and_leaves_its_files(
                    for s in table.snapshots())
         passes_after(service, topic, 1)
         table = catalog(broker.log_dir).load_table(f"kafka.{topic}")
-        assert table_files(table) == referenced(table)
+        assert table_files(table) == referenced_files(table)
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
 
 
