@@ -26,6 +26,8 @@ from iceberg_support import (
     wait_for_offsets,
 )
 
+from tidelog.iceberg.service import IcebergService
+from tidelog.iceberg.translator import TopicTranslator
 from tidelog.testing import EmbeddedBroker
 
 
@@ -355,6 +357,27 @@ def test_a_schema_the_table_cannot_take_goes_to_the_dlq(broker: EmbeddedBroker) 
     assert "schema not taken by the table" in dlq.column("reason")[0].as_py()
 
 
+def _translator_counting_loads(
+    b: EmbeddedBroker, prefix: str
+) -> tuple[str, IcebergService, TopicTranslator, list[str]]:
+    """A topic flushed only when asked; (topic, the Iceberg service, its translator, the names
+    of the tables the translator loads from the catalog from now on)."""
+    topic = _topic(prefix)
+    create_topic(b.bootstrap_servers, topic, 1, **{
+        "tidelog.iceberg.mode": "value_schema_id_prefix",
+        "tidelog.iceberg.target.lag.ms": "3600000"})  # flushed here only
+    assert b.iceberg is not None
+    service = b.iceberg
+    deadline = time.monotonic() + 30
+    while topic not in service.topics and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ours = service.topics[topic].translator
+    loads: list[str] = []
+    load = ours.tables.load
+    ours.tables.load = lambda name: loads.append(name) or load(name)  # type: ignore[method-assign]
+    return topic, service, ours, loads
+
+
 def test_a_commit_from_the_table_of_its_own_last_commit_is_fenced_by_another(
         tmp_path: Path) -> None:
     """A flush starts from the table its translator's last commit left (the catalog is not
@@ -362,22 +385,9 @@ def test_a_commit_from_the_table_of_its_own_last_commit_is_fenced_by_another(
     refuses the commit by its snapshot requirement, the refused commit's files are deleted,
     and the next flush reads the table from the catalog: every record once."""
     from tidelog.iceberg.tables import Tables
-    from tidelog.iceberg.translator import TopicTranslator
 
     with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
-        topic = _topic("fenced")
-        create_topic(b.bootstrap_servers, topic, 1, **{
-            "tidelog.iceberg.mode": "value_schema_id_prefix",
-            "tidelog.iceberg.target.lag.ms": "3600000"})  # flushed here only
-        assert b.iceberg is not None
-        service = b.iceberg
-        deadline = time.monotonic() + 30
-        while topic not in service.topics and time.monotonic() < deadline:
-            time.sleep(0.05)
-        ours = service.topics[topic].translator
-        loads: list[str] = []
-        load = ours.tables.load
-        ours.tables.load = lambda name: loads.append(name) or load(name)  # type: ignore[method-assign]
+        topic, service, ours, loads = _translator_counting_loads(b, "fenced")
         acked = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(10))
         assert b.run(service.flush_topic(topic), timeout=60).rows == 10
         other = TopicTranslator(ours.settings, ours.source, Tables(
@@ -411,22 +421,9 @@ def test_the_dlq_table_is_reused_from_its_last_commit_and_fenced_by_another(
     next DLQ commit refused, and the flush after reads both tables again: every record once,
     in the table or the DLQ table."""
     from tidelog.iceberg.tables import Tables
-    from tidelog.iceberg.translator import TopicTranslator
 
     with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
-        topic = _topic("dlqreuse")
-        create_topic(b.bootstrap_servers, topic, 1, **{
-            "tidelog.iceberg.mode": "value_schema_id_prefix",
-            "tidelog.iceberg.target.lag.ms": "3600000"})  # flushed here only
-        assert b.iceberg is not None
-        service = b.iceberg
-        deadline = time.monotonic() + 30
-        while topic not in service.topics and time.monotonic() < deadline:
-            time.sleep(0.05)
-        ours = service.topics[topic].translator
-        loads: list[str] = []
-        load = ours.tables.load
-        ours.tables.load = lambda name: loads.append(name) or load(name)  # type: ignore[method-assign]
+        topic, service, ours, loads = _translator_counting_loads(b, "dlqreuse")
         p = Producer({"bootstrap.servers": b.bootstrap_servers})
         acked: dict[tuple[int, int], dict[str, Any]] = {}
         junk: list[bytes] = []
