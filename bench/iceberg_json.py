@@ -22,19 +22,12 @@ from collections.abc import Callable
 
 import pyarrow as pa
 
+from iceberg import JSON_ORDER  # bench/iceberg.py: the values it produces
 from tidelog._native import core
 from tidelog.iceberg import json_bulk, json_native
 from tidelog.iceberg.columns import KAFKA, arrow_schema, table_schema
 from tidelog.iceberg.json_values import JsonCodec
 from tidelog.iceberg.value_codec import ValueCodec
-
-JSON_ORDER = {
-    "type": "object",
-    "properties": {"id": {"type": "integer"}, "customer": {"type": "string"},
-                   "qty": {"type": "integer"}, "price": {"type": "number"},
-                   "note": {"type": ["null", "string"]},
-                   "tags": {"type": "array", "items": {"type": "string"}}},
-}
 
 
 def values(n: int) -> pa.Array:
