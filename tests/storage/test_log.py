@@ -445,6 +445,7 @@ def test_io_error_is_a_storage_error_and_loses_nothing(
     import errno
 
     import tidelog.storage.file_records as fr
+    from tidelog.storage import log_plain
 
     lg = make_log()
     lg.append_as_leader(batch(b"a"))
@@ -453,12 +454,19 @@ def test_io_error_is_a_storage_error_and_loses_nothing(
     def full_disk(fd: int, data: object, pos: int) -> int:
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    def plain_full_disk(*args: object) -> None:  # (the native plain append's own pwrite)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    real_plain = log_plain._append
     monkeypatch.setattr(fr.os, "pwrite", full_disk)
+    monkeypatch.setattr(log_plain, "_append", plain_full_disk)
     with pytest.raises(KafkaStorageError) as ei:
         lg.append_as_leader(batch(b"b"))
     assert ei.value.kafka_error == "KAFKA_STORAGE_ERROR" and str(lg.dir) in str(ei.value)
-    assert lg.log_end_offset == 1
+    assert "No space left on device" in str(ei.value)
+    assert lg.log_end_offset == 1 and lg.active_segment.size == len(batch(b"a"))
     monkeypatch.setattr(fr.os, "pwrite", real_pwrite)
+    monkeypatch.setattr(log_plain, "_append", real_plain)
     assert lg.append_as_leader(batch(b"c")).first_offset == 1
     lg.update_high_watermark(2)
     assert values_from(lg, 0) == [(0, b"a"), (1, b"c")]

@@ -591,6 +591,10 @@ static PyMethodDef core_methods[] = {
     {"json_columns", tl_json_columns, METH_VARARGS,
      "json_columns(data, offsets, skip, plan) -> (columns, rejected rows): JSON objects into "
      "the Arrow buffers of a plan's columns (iceberg/json_native.py)."},
+    {"append_plain", tl_append_plain, METH_VARARGS,
+     "append_plain(buf, offset, leader_epoch, lo, hi, max_message_bytes, compact, max_ts_bound, "
+     "fd, position) -> (records, max timestamp) or None: a leader's plain append, checked, "
+     "patched and written (storage/log_plain.py append_plain_py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -79,4 +79,10 @@ PyObject *tl_batch_spans(PyObject *self, PyObject *args);
 /* json_columns.c: iceberg/json_native.py's strict JSON -> Arrow buffers */
 PyObject *tl_json_columns(PyObject *self, PyObject *args);
 
+/* validate_plain.c: the plain batch check (1 accepted, 0 declined; nothing written) */
+int tl_plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, long long hi,
+                   long long max_message_bytes, int compact, int32_t *count, int64_t *max_ts);
+/* append_plain.c: storage/log_plain.py append_plain_py (the leader's plain append) */
+PyObject *tl_append_plain(PyObject *self, PyObject *args);
+
 #endif

@@ -59,9 +59,9 @@ put32(uint8_t *p, uint32_t v)
 /* 1: acceptable (*count, *max_ts set); 0: declined. Nothing is written here.  ``crc``:
  * the CRC-32C of the bytes after the CRC field, computed by the caller (the crc32c
  * package's three-way interleaved loop is several times faster than one stream here). */
-static int
-plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, long long hi,
-            long long max_message_bytes, int compact, int32_t *count, int64_t *max_ts)
+int
+tl_plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, long long hi,
+               long long max_message_bytes, int compact, int32_t *count, int64_t *max_ts)
 {
     if (n < RECORD_BATCH_OVERHEAD || (i128)(int32_t)be32(b + 8) + 12 != n)
         return 0; /* not exactly one whole batch */
@@ -110,7 +110,7 @@ tl_validate_plain(PyObject *self, PyObject *args)
     uint8_t *b = (uint8_t *)view.buf;
     int32_t count;
     int64_t max_ts;
-    if (!plain_check(b, view.len, crc, lo, hi, max_message_bytes, compact, &count, &max_ts)) {
+    if (!tl_plain_check(b, view.len, crc, lo, hi, max_message_bytes, compact, &count, &max_ts)) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;
     }

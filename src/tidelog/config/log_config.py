@@ -282,6 +282,14 @@ class LogConfig:
         return self.message_timestamp_type == LOG_APPEND_TIME
 
     @cached_property
+    def plain_appends(self) -> bool:
+        """Whether a client's uncompressed batch is kept as it comes (CreateTime, a codec
+        that leaves it uncompressed): the leader's plain append (storage/log_plain.py)."""
+        return not self.log_append_time and (
+            self.compression_type == "producer"
+            or self.compression_type.strip().lower() in ("none", "uncompressed"))
+
+    @cached_property
     def max_segment_ms(self) -> int:
         """Compacted topics roll at min(segment.ms, max.compaction.lag.ms) (Kafka)."""
         if self.compact and self.max_compaction_lag_ms > 0:

@@ -301,9 +301,17 @@ class FileRecords:
         except OSError as e:
             # The logical size stays put: a partial write is overwritten by the next append
             # or cut by recovery, never exposed to readers.
-            raise _with_path(e, self._path, f"appending {n} bytes at {self._size}") from e
+            raise self.append_error(e, n) from e
         self._size += n
         return n
+
+    def advance(self, n: int) -> None:
+        """The logical size past ``n`` bytes the caller wrote at the end (log_plain)."""
+        self._size += n
+
+    def append_error(self, e: OSError, n: int) -> OSError:
+        """``e``, raised writing ``n`` bytes at the end, as ``append`` raises it."""
+        return _with_path(e, self._path, f"appending {n} bytes at {self._size}")
 
     def flush(self) -> None:
         try:

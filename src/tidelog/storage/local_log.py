@@ -130,6 +130,10 @@ class LocalLog:
                offset_of_max_timestamp: int, records: bytes | bytearray | memoryview) -> None:
         """Write to ``segment`` (the active one) and move the log end offset past it."""
         segment.append(last_offset, max_timestamp, offset_of_max_timestamp, records)
+        self.appended(segment, last_offset)
+
+    def appended(self, segment: LogSegment, last_offset: int) -> None:
+        """The log end offset past ``last_offset``, written to ``segment``."""
         self._end = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
 
     def write_handed(self, seg: LogSegment, last_offset: int, max_timestamp: int,

@@ -41,6 +41,7 @@ from .log_append import (
     settle_producer_state,
 )
 from .log_io import LogIo
+from .log_plain import append_plain
 from .log_read import FetchIsolation
 from .log_view import LocalLogView
 from .log_writes import (
@@ -61,6 +62,7 @@ __all__ = ["AppendOrigin", "FetchIsolation", "LocalLog", "Log", "LogAppendInfo"]
 
 INT32_MAX = 2**31 - 1
 _COORDINATOR = AppendOrigin.COORDINATOR  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
+_CLIENT = AppendOrigin.CLIENT
 
 
 class Log(LocalLogView):
@@ -159,6 +161,12 @@ class Log(LocalLogView):
         if self.append_guard is not None:
             self.append_guard(len(records), origin is AppendOrigin.COORDINATOR)
         with self._io("append"):
+            plain = self._append_plain(records, leader_epoch, origin, INT32_MAX)
+            if plain is not None:
+                if not defer_flush and self.log_end_offset - self._local.recovery_point >= \
+                        self._local.config.flush_messages:
+                    self.flush()
+                return plain
             v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
             if analysis is None:
                 return v.info  # a retried batch: its original offsets, nothing written
@@ -181,6 +189,9 @@ class Log(LocalLogView):
             if self.append_guard is not None:
                 self.append_guard(len(records), origin is _COORDINATOR)
             with self._io("append-async"):
+                plain = self._append_plain(records, leader_epoch, origin, inline_below)
+                if plain is not None:
+                    return plain, False
                 v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
                 handed = analysis is not None and \
                     self._hand_over(v, analysis, writer, done, inline_below)
@@ -218,6 +229,19 @@ class Log(LocalLogView):
             analysis = self._analyze(v, AppendOrigin.REPLICATION)
             assert analysis is not None  # (no duplicates but of client appends)
             return self._write_analyzed(v, analysis)
+
+    def _append_plain(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                      origin: AppendOrigin, inline_below: int) -> LogAppendInfo | None:
+        """Under the lock: a client's append written by ``log_plain`` (the common case in one
+        native call), or None: the reference path's to make."""
+        if origin is not _CLIENT:
+            return None
+        self._check_open()
+        info = append_plain(self._local, self._producer_state, self.leader_epoch_cache,
+                            records, leader_epoch, inline_below, self._log_start_offset)
+        if info is not None:
+            self.state_stamp += 1
+        return info
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, log_start_offset=self._log_start_offset)

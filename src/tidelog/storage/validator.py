@@ -228,10 +228,25 @@ def validate_plain_py(buf: bytearray | memoryview, crc: int, offset: int, leader
     ``buf[21:]``, computed by the caller. Returns (records, max timestamp, whether the CRC
     is stale) once the base offset, leader epoch and max timestamp are set; the caller
     writes the CRC of a stale one."""
+    got = plain_check_py(buf, crc, lo, hi, max_message_bytes, compact)
+    if got is None:
+        return None
+    recs, top = got
+    _Q.pack_into(buf, 0, offset)
+    _I32.pack_into(buf, 12, leader_epoch)
+    if _Q.unpack_from(buf, 35)[0] != top:
+        _Q.pack_into(buf, 35, top)
+        return recs, top, True
+    return recs, top, False
+
+
+def plain_check_py(buf: Buffer, crc: int, lo: int, hi: int, max_message_bytes: int,
+                   compact: bool) -> tuple[int, int] | None:
+    """``validate_plain_py``'s checks, nothing written: (records, max timestamp) or None."""
     n = len(buf)
     if n < RECORD_BATCH_OVERHEAD:
         return None
-    (base, length, _epoch, magic, stored, attrs, lod, base_ts, max_ts, pid, _pe, base_seq,
+    (base, length, _epoch, magic, stored, attrs, lod, base_ts, _max_ts, pid, _pe, base_seq,
      count) = _PLAIN.unpack_from(buf, 0)
     if length + LOG_OVERHEAD != n or base != 0 or n > max_message_bytes or magic != MAGIC_V2:
         return None
@@ -248,12 +263,7 @@ def validate_plain_py(buf: bytearray | memoryview, crc: int, offset: int, leader
     if not sequential or (compact and nulls) or base_ts + min_d < lo or top > hi or \
             top > _INT64_MAX:
         return None
-    _Q.pack_into(buf, 0, offset)
-    _I32.pack_into(buf, 12, leader_epoch)
-    if max_ts != top:
-        _Q.pack_into(buf, 35, top)
-        return recs, top, True
-    return recs, top, False
+    return recs, top
 
 
 def _assign_offsets(batch: RecordBatch, config: LogConfig, scan: _Scan,

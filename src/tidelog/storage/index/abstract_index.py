@@ -194,6 +194,11 @@ class AbstractIndex:
     def size_in_bytes(self) -> int:
         return self.entries * self.entry_size
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the file was opened (its entries read, a new one created)."""
+        return self._loaded
+
     def is_full(self) -> bool:
         self._ensure_loaded()
         return self._entries >= self._max_entries

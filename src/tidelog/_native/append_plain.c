@@ -1,0 +1,92 @@
+/* A leader's plain append in one call (storage/log_plain.py append_plain_py, its twin):
+ * one small uncompressed client batch checked as validate_plain checks it, its CRC
+ * computed here, patched (base offset, partition leader epoch, max timestamp and then the
+ * CRC) and written with pwrite at the segment's end.
+ *
+ * Declined (None, the buffer untouched, nothing written): whatever validate_plain declines,
+ * and a batch whose max timestamp is above ``max_ts_bound`` (the segment would roll for
+ * it: the caller's reference path rolls first).  A failed write raises OSError with the
+ * errno; the buffer is then patched and the file may hold part of it past the segment's
+ * logical size, as after a failed FileRecords.append.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <errno.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "native.h"
+
+#define RECORD_BATCH_OVERHEAD 61
+#define CRC_START 21
+
+static inline void
+put_be(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+/* 0, or the errno of a failed write (the GIL is released around it). */
+static int
+write_all(int fd, const uint8_t *b, Py_ssize_t n, long long position)
+{
+    Py_ssize_t done = 0;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (done < n) {
+        ssize_t w = pwrite(fd, b + done, (size_t)(n - done), (off_t)(position + done));
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            err = errno;
+            break;
+        }
+        if (w == 0) { /* no progress: never loop for ever */
+            err = EIO;
+            break;
+        }
+        done += w;
+    }
+    Py_END_ALLOW_THREADS
+    return err;
+}
+
+PyObject *
+tl_append_plain(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    long long offset, lo, hi, max_message_bytes, max_ts_bound, position;
+    int leader_epoch, compact, fd;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "w*LiLLLpLiL:append_plain", &view, &offset, &leader_epoch,
+                          &lo, &hi, &max_message_bytes, &compact, &max_ts_bound, &fd,
+                          &position))
+        return NULL;
+    uint8_t *b = (uint8_t *)view.buf;
+    Py_ssize_t n = view.len;
+    int32_t count;
+    int64_t max_ts;
+    if (n < RECORD_BATCH_OVERHEAD ||
+        !tl_plain_check(b, n, (long long)tl_crc32c(b + CRC_START, (size_t)(n - CRC_START)),
+                        lo, hi, max_message_bytes, compact, &count, &max_ts) ||
+        max_ts > max_ts_bound) {
+        PyBuffer_Release(&view);
+        Py_RETURN_NONE;
+    }
+    put_be(b, (uint64_t)offset, 8);
+    put_be(b + 12, (uint32_t)leader_epoch, 4);
+    if ((int64_t)tl_be(b + 35, 8) != max_ts) {
+        put_be(b + 35, (uint64_t)max_ts, 8);
+        put_be(b + 17, tl_crc32c(b + CRC_START, (size_t)(n - CRC_START)), 4);
+    }
+    int err = write_all(fd, b, n, position);
+    PyBuffer_Release(&view);
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    return Py_BuildValue("iL", count, (long long)max_ts);
+}

@@ -1,0 +1,156 @@
+"""The leader's plain append: the common Produce in one native call.
+
+A small uncompressed batch from a plain or idempotent client (not starting a transaction),
+to a log with no write in flight, written on the caller's thread, needing no roll and no new
+leader epoch: ``append_plain`` checks the producer's sequence from the header, then one call
+(the native core's ``append_plain``, or its twin ``append_plain_py``) checks the batch as the
+validator's plain path does (storage/validator.py ``validate_plain``), patches its base offset,
+leader epoch, max timestamp and CRC, and writes it at the end of the active segment; the
+segment's size and index entries, the log end offset and the producer's last batches follow
+here. It gives the same answer, bytes, files and state as ``Log.append_as_leader`` for every
+batch it takes; anything else (a duplicate, a sequence or epoch error, a first batch of a
+producer, a segment or epoch to start, a batch the check declines) it leaves untouched for
+the reference path, which gives Kafka's answer or error.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from tidelog._native import core as _native_core
+from tidelog.records import NO_SEQUENCE, crc32c
+from tidelog.records.batch import NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK
+
+from .leader_epoch import LeaderEpochFileCache
+from .local_log import LocalLog
+from .log_append import LogAppendInfo
+from .producer_state import (
+    INT_MAX,
+    NUM_BATCHES_TO_RETAIN,
+    BatchMetadata,
+    ProducerStateEntry,
+    ProducerStateManager,
+    in_sequence,
+)
+from .validator import plain_check_py
+
+Buffer = bytes | bytearray | memoryview
+
+# The native call computes the CRC in one stream; a larger batch keeps the validator's path,
+# whose crc32c package interleaves three.
+PLAIN_APPEND_BYTES = 64 * 1024
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+# attributes, last offset delta, producer id, producer epoch, base sequence
+_FIELDS = struct.Struct(">21xhi16xqhi")
+_Q = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+
+
+def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpochFileCache,
+                 records: Buffer, leader_epoch: int, inline_below: int, log_start_offset: int
+                 ) -> LogAppendInfo | None:
+    """A client's append written here as the reference path would write it, or None
+    (nothing changed): the batch is not one this path takes. The caller holds the log's
+    lock and has checked that the log is open. Raises the OSError of a failed write (as
+    FileRecords.append raises it) or of an index entry."""
+    n = len(records)
+    config = local.config
+    if n >= inline_below or n > PLAIN_APPEND_BYTES or n < RECORD_BATCH_OVERHEAD or \
+            local.writes.count or not config.plain_appends:
+        return None
+    if leader_epoch >= 0:  # (a batch starting a newer epoch: the reference path assigns it)
+        latest = epochs.latest_epoch()
+        if latest is None or leader_epoch > latest:
+            return None
+    attrs, lod, pid, producer_epoch, base_seq = _FIELDS.unpack_from(records, 0)
+    entry = None
+    if pid > NO_PRODUCER_ID:
+        entry = next_in_sequence(psm, pid, producer_epoch, base_seq, lod, attrs)
+        if entry is None:
+            return None
+    offset = local.log_end_offset
+    last = offset + lod
+    seg = local.segments.active_segment
+    now = local.clock.milliseconds()
+    bound = seg.plain_room(n, last, now, max_segment_bytes=config.segment_bytes,
+                           max_segment_ms=config.max_segment_ms)
+    if bound is None:
+        return None
+    buf = records if isinstance(records, bytearray) or (
+        isinstance(records, memoryview) and not records.readonly) else bytearray(records)
+    log_records = seg.log
+    try:
+        got = _append(buf, offset, leader_epoch,
+                      max(now - config.timestamp_before_max_ms, INT64_MIN),
+                      min(now + config.timestamp_after_max_ms, INT64_MAX),
+                      config.max_message_bytes, config.compact, bound, log_records.fileno(),
+                      log_records.size_in_bytes)
+    except OSError as e:
+        raise log_records.append_error(e, n) from e
+    if got is None:
+        return None
+    count, max_ts = got
+    seg.appended(n, last, max_ts)
+    local.appended(seg, last)
+    if entry is not None:
+        md = entry.batch_metadata
+        md.append(BatchMetadata((base_seq + lod) & INT_MAX, last, lod, max_ts))
+        if len(md) > NUM_BATCHES_TO_RETAIN:
+            md.popleft()
+        entry.last_timestamp = max_ts
+    psm.last_map_offset = last + 1  # (update_map_end_offset)
+    return LogAppendInfo(offset, last, max_ts, last, -1, log_start_offset, count, n)
+
+
+def next_in_sequence(psm: ProducerStateManager, pid: int, epoch: int, base_seq: int, lod: int,
+                     attrs: int) -> ProducerStateEntry | None:
+    """The producer's entry when a batch of these header fields is its next one, of its
+    epoch, neither a duplicate nor starting or breaking a transaction; else None (the
+    reference path: ProducerAppendInfo's checks and errors, a first batch's new entry)."""
+    entry = psm.producers.get(pid)
+    if entry is None or epoch != entry.producer_epoch or epoch < 0 or base_seq < 0:
+        return None
+    if bool(attrs & TRANSACTIONAL_MASK) != (entry.current_txn_first_offset is not None):
+        return None
+    md = entry.batch_metadata
+    if not in_sequence(md[-1].last_seq if md else NO_SEQUENCE, base_seq):
+        return None
+    last_seq = (base_seq + lod) & INT_MAX
+    for m in md:  # (ProducerStateEntry.find_duplicate_batch)
+        if m.last_seq == last_seq and m.first_seq == base_seq:
+            return None
+    return entry
+
+
+def append_plain_py(buf: bytearray | memoryview, offset: int, leader_epoch: int, lo: int,
+                    hi: int, max_message_bytes: int, compact: bool, max_ts_bound: int,
+                    fd: int, position: int) -> tuple[int, int] | None:
+    """The batch in ``buf`` checked as ``validate_plain_py`` checks it, its max timestamp
+    at most ``max_ts_bound``; then patched (base offset, leader epoch, max timestamp, CRC)
+    and written to ``fd`` at ``position``: (records, max timestamp). None: declined, ``buf``
+    untouched and nothing written. A failed write raises its OSError."""
+    if len(buf) < RECORD_BATCH_OVERHEAD:
+        return None
+    with memoryview(buf) as mv:
+        got = plain_check_py(buf, crc32c(mv[21:]), lo, hi, max_message_bytes, compact)
+        if got is None or got[1] > max_ts_bound:
+            return None
+        count, max_ts = got
+        _Q.pack_into(buf, 0, offset)
+        _I32.pack_into(buf, 12, leader_epoch)
+        if _Q.unpack_from(buf, 35)[0] != max_ts:
+            _Q.pack_into(buf, 35, max_ts)
+            _U32.pack_into(buf, 17, crc32c(mv[21:]))
+        written = os.pwrite(fd, mv, position)
+        while written < len(buf):  # a short write (a nearly full disk): the rest
+            w = os.pwrite(fd, mv[written:], position + written)
+            if w == 0:
+                raise OSError(5, "no progress writing the batch")  # (EIO, as the native)
+            written += w
+    return count, max_ts
+
+
+# The native twin when built and not switched off: same results, same bytes, same refusals.
+_append = _native_core.append_plain if _native_core is not None else append_plain_py
