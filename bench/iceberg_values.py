@@ -1,8 +1,9 @@
 """Protobuf and Avro values into the table's Arrow columns, per value, over the values
 bench/iceberg.py produces (its Order, in Confluent's framing, as confluent-kafka's
 ProtobufSerializer / AvroSerializer write them): what a flush runs (``decode_column``), its
-parts (the protobuf check before ptars; ptars alone; Polars' read of the Avro block), and
-the value-by-value reference over a tenth of them. CPU time of this process, paths in turn
+parts (the protobuf check before ptars; ptars alone; the Avro block Polars reads), and
+the value-by-value reference over a tenth of them; and the paths a flush ran before the
+native passes (the protobuf runtime's check, numpy's strip; Polars' Avro reader). CPU time of this process, paths in turn
 per repeat; ns per value as median [min .. max].
 
     .venv/bin/python bench/iceberg_values.py [--records 100000] [--repeats 7]
@@ -79,8 +80,13 @@ def protobuf_paths(n: int) -> dict[str, tuple[Callable[[], object], int]]:
     _, bad = codec.decode_column(framed, target, 6)
     assert not bad and codec._bulk is not None
     ref = framed.slice(0, max(1, n // 10))
+    old = ProtobufCodec(pool.FindMessageTypeByName("bench.Order"))
+    assert old._bulk is not None
+    old._bulk.plan = None  # checked by the runtime's parse, as before the native walk
     return {
         "protobuf decode_column": (lambda: codec.decode_column(framed, target, 6), n),
+        "protobuf before (numpy strip, runtime check)": (
+            lambda: old.decode_column(strip_prefix_py(framed, 6), target), n),
         "protobuf strip framing": (lambda: strip_prefix(framed, 6), n),
         "protobuf strip (numpy)": (lambda: strip_prefix_py(framed, 6), n),
         "protobuf check (native)": (lambda: protobuf_bulk.check_wire(bulk, bare), n),
@@ -95,11 +101,15 @@ def avro_paths(n: int) -> dict[str, tuple[Callable[[], object], int]]:
     codec = AvroCodec(ORDER)
     target = _target(codec.fields)
     framed = avro_values(n)
-    _, bad = codec.decode_column(framed, target, 5)
-    assert not bad
+    got, bad = codec.decode_column(framed, target, 5)
+    header = codec._bulk_header
+    assert not bad and header is not None
+    assert got.equals(avro_bulk.decode(header, framed, target, 5))
     ref = framed.slice(0, max(1, n // 10))
     paths: dict[str, tuple[Callable[[], object], int]] = {
         "avro decode_column": (lambda: codec.decode_column(framed, target, 5), n),
+        "avro before (Polars' reader)": (
+            lambda: avro_bulk.decode(header, framed, target, 5), n),
         "avro block": (lambda: avro_bulk.block(framed.cast(pa.binary()), 5), n),
         "avro value by value": (
             lambda: ValueCodec.decode_column(codec, ref, target, 5), len(ref)),
@@ -125,7 +135,7 @@ def main() -> None:
             run()
             ns[name].append((time.process_time() - c0) * 1e9 / count)
     for name, xs in ns.items():
-        print(f"{name:28s} {statistics.median(xs):7,.0f} ns/value [{min(xs):,.0f} .. "
+        print(f"{name:46s} {statistics.median(xs):7,.0f} ns/value [{min(xs):,.0f} .. "
               f"{max(xs):,.0f}]")
     print(f"load average {os.getloadavg()[0]:.2f}")
 

@@ -597,6 +597,9 @@ static PyMethodDef core_methods[] = {
     {"strip_prefix", tl_strip_prefix, METH_VARARGS,
      "strip_prefix(data, offsets, skip) -> (data, offsets): each value less its first skip "
      "bytes (iceberg/value_codec.py)."},
+    {"avro_columns", tl_avro_columns, METH_VARARGS,
+     "avro_columns(data, offsets, skip, plan) -> (columns, rejected rows): Avro datums into "
+     "the Arrow buffers of a plan's columns (iceberg/avro_native.py)."},
     {NULL, NULL, 0, NULL},
 };
 

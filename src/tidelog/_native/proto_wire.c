@@ -70,9 +70,9 @@ varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
 }
 
 /* Well-formed UTF-8 (Unicode's table 3-7: no overlong form, surrogate or code point past
- * U+10FFFF), as the runtime's check of proto3 strings. */
-static int
-utf8_ok(const uint8_t *p, const uint8_t *end)
+ * U+10FFFF), as the runtime's check of proto3 strings and Python's strict decode. */
+int
+tl_utf8_ok(const uint8_t *p, const uint8_t *end)
 {
     while (p < end) {
         while (end - p >= 8) {
@@ -155,7 +155,7 @@ delimited_ok(const Plan *plan, const Field *f, const uint8_t *p, const uint8_t *
 {
     switch (f->kind) {
     case W_STRING:
-        return utf8_ok(p, end);
+        return tl_utf8_ok(p, end);
     case W_BYTES:
         return 1;
     case W_MESSAGE:
