@@ -420,3 +420,28 @@ def test_strip_prefix_twins(values: list[bytes], skip: int, cut: int) -> None:
     want = strip_prefix_py(array, skip)
     assert want.to_pylist() == [v[skip:] for v in array.to_pylist()]
     assert strip_prefix(array, skip).equals(want)  # the native copy where it is built
+
+
+def test_values_the_walk_refuses_are_decoded_alone_the_others_in_bulk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two bad values among 40: the bulk decode runs again over the 38 others (not the
+    runtime, value by value, over all 40), and the rows and reasons are the reference's."""
+    _needs_core()
+    codec = _codec()
+    assert codec._bulk is not None
+    sizes: list[int] = []
+    decode = codec._bulk.decode
+
+    def counted(payloads: pa.Array, target: pa.StructType) -> pa.Array:
+        sizes.append(len(payloads))
+        return decode(payloads, target)
+
+    monkeypatch.setattr(codec._bulk, "decode", counted)
+    values = [codec._cls(id=i, name=f"n{i}").SerializeToString() for i in range(40)]
+    values[3], values[30] = b"\x12\x02\xff\xfe", b"\x08\x05\xfb\x07\xfc\x07"  # bad; odd
+    payloads = pa.array(values, pa.binary())
+    want, want_bad = ValueCodec.decode_column(codec, payloads, _target(codec))
+    got, bad = codec.decode_column(payloads, _target(codec))
+    assert sizes == [40, 38]
+    assert list(bad) == [3] and bad == want_bad
+    assert got.to_pylist() == want.to_pylist() and got.to_pylist()[30]["id"] == 5

@@ -10,8 +10,9 @@ against the message type (``wire_plan``), which refuses what the runtime refuses
 things more, or, without the native core, by the runtime itself (``check_wire_py``), which
 parses them all in one call: laid end to end as field 1 of a wrapper message (``repeated
 <the message> values = 1``, Protobuf's own framing: a tag and a length before each value).
-A value refused fails the bulk decode; the caller then decodes the values one by one, which
-finds the bad ones (and takes those only the native walk refused)."""
+A value the runtime refuses fails the bulk decode; the caller then decodes the values one
+by one, which finds the bad ones. The native walk names the values it refuses: the caller
+decodes those one by one (taking the few only the walk refused) and the others in bulk."""
 
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def check_wire(decoder: BulkDecoder, payloads: pa.BinaryArray) -> None:
         payloads.offset: payloads.offset + n + 1]
     refused = core.proto_check(payloads.buffers()[2] or b"", offsets, decoder.plan)
     if refused:
-        raise RowsDiffer(f"{len(refused)} values refused, the first at {refused[0]}")
+        raise Refused(refused)
     return None
 
 
@@ -169,6 +170,15 @@ def _repeated(f: FieldDescriptor) -> bool:
 class RowsDiffer(ValueError):
     """Some values' columns would differ from the runtime's rows: decode them one by one
     (this time only: the next values may well be fine)."""
+
+
+class Refused(RowsDiffer):
+    """The native walk refused these values (row numbers): decode them one by one, the
+    others in bulk."""
+
+    def __init__(self, rows: list[int]) -> None:
+        super().__init__(f"{len(rows)} values refused, the first at row {rows[0]}")
+        self.rows = rows
 
 
 _MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999  # 0001 .. 9999 (UTC)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -184,15 +185,21 @@ class ProtobufCodec(ValueCodec):
 
     def decode_column(self, payloads: pa.Array, target: pa.StructType, skip: int = 0
                       ) -> tuple[pa.Array, dict[int, str]]:
-        """All the payloads at once (protobuf_bulk); value by value when one of them does
-        not parse (or the bulk path cannot take them: then never again for this type)."""
+        """All the payloads at once (protobuf_bulk); value by value those the native walk
+        refuses, or all of them when one does not parse by the runtime's check or gives
+        other rows (or the bulk path cannot take them: then never again for this type)."""
         if skip:
             payloads = strip_prefix(payloads, skip)
         if self._bulk is not None and len(payloads):
-            from .protobuf_bulk import RowsDiffer
+            from .protobuf_bulk import Refused, RowsDiffer
 
             try:
                 return self._bulk.decode(payloads, target), {}
+            except Refused as refused:
+                try:
+                    return self._around(payloads, target, refused.rows)
+                except RowsDiffer:
+                    return super().decode_column(payloads, target)
             except RowsDiffer:
                 return super().decode_column(payloads, target)
             except Exception as exc:
@@ -202,6 +209,22 @@ class ProtobufCodec(ValueCodec):
                     self._bulk = None
                 return values, bad
         return super().decode_column(payloads, target)
+
+    def _around(self, payloads: pa.Array, target: pa.StructType, refused: list[int]
+                ) -> tuple[pa.Array, dict[int, str]]:
+        """The values in bulk but the ``refused`` ones, those value by value, in order."""
+        assert self._bulk is not None
+        n = len(payloads)
+        keep = np.ones(n, dtype=bool)
+        keep[refused] = False
+        taken = self._bulk.decode(payloads.filter(pa.array(keep)), target) if keep.any() else (
+            pa.array([], target))
+        again, bad = super().decode_column(payloads.take(pa.array(refused, pa.int64())), target)
+        order = np.empty(n, dtype=np.int64)
+        order[keep] = np.arange(len(taken))
+        order[refused] = len(taken) + np.arange(len(refused))
+        merged = pa.concat_arrays([taken, again.cast(target)]).take(pa.array(order))
+        return merged, {refused[i]: reason for i, reason in bad.items()}
 
     def decode(self, payload: bytes) -> Mapping[str, object]:
         m = self._cls()
