@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyiceberg.schema import Schema
 
-from tidelog.iceberg.columns import arrow_schema, table_schema
 from tidelog.iceberg import protobuf_bulk
+from tidelog.iceberg.columns import arrow_schema, table_schema
 from tidelog.iceberg.protobuf_bulk import length_delimited, wire_plan
 from tidelog.iceberg.protobuf_values import ProtobufCodec
 from tidelog.iceberg.rows import RecordSorter, batch_of, table_rows
