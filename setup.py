@@ -26,6 +26,7 @@ setup(
                 "src/tidelog/_native/json_text.c",
                 "src/tidelog/_native/proto_wire.c",
                 "src/tidelog/_native/avro_columns.c",
+                "src/tidelog/_native/proto_columns.c",
             ],
             depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h",
                      "src/tidelog/_native/json_text.h"],

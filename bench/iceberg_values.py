@@ -1,9 +1,9 @@
 """Protobuf and Avro values into the table's Arrow columns, per value, over the values
 bench/iceberg.py produces (its Order, in Confluent's framing, as confluent-kafka's
 ProtobufSerializer / AvroSerializer write them): what a flush runs (``decode_column``), its
-parts (the protobuf check before ptars; ptars alone; the Avro block Polars reads), and
-the value-by-value reference over a tenth of them; and the paths a flush ran before the
-native passes (the protobuf runtime's check, numpy's strip; Polars' Avro reader). CPU time of this process, paths in turn
+parts, the paths a flush ran before the native passes (Protobuf: ptars after the runtime's
+check or the native walk; Avro: Polars' reader) and the value-by-value reference over a
+tenth of them. CPU time of this process, paths in turn
 per repeat; ns per value as median [min .. max].
 
     .venv/bin/python bench/iceberg_values.py [--records 100000] [--repeats 7]
@@ -77,15 +77,20 @@ def protobuf_paths(n: int) -> dict[str, tuple[Callable[[], object], int]]:
     bare = strip_prefix(framed, 6)
     bulk = codec._bulk
     assert bulk is not None
-    _, bad = codec.decode_column(framed, target, 6)
+    got, bad = codec.decode_column(framed, target, 6)
     assert not bad and codec._bulk is not None
     ref = framed.slice(0, max(1, n // 10))
+    walk = ProtobufCodec(pool.FindMessageTypeByName("bench.Order"))
+    walk._plans[target] = None  # ptars, checked by the native walk
     old = ProtobufCodec(pool.FindMessageTypeByName("bench.Order"))
-    assert old._bulk is not None
+    old._plans[target] = None
+    assert old._bulk is not None and codec._native_plan(target) is not None
     old._bulk.plan = None  # checked by the runtime's parse, as before the native walk
+    assert walk.decode_column(framed, target, 6)[0].equals(got)
     return {
         "protobuf decode_column": (lambda: codec.decode_column(framed, target, 6), n),
-        "protobuf before (numpy strip, runtime check)": (
+        "protobuf ptars, native walk": (lambda: walk.decode_column(framed, target, 6), n),
+        "protobuf before (ptars, runtime check, numpy)": (
             lambda: old.decode_column(strip_prefix_py(framed, 6), target), n),
         "protobuf strip framing": (lambda: strip_prefix(framed, 6), n),
         "protobuf strip (numpy)": (lambda: strip_prefix_py(framed, 6), n),

@@ -600,6 +600,9 @@ static PyMethodDef core_methods[] = {
     {"avro_columns", tl_avro_columns, METH_VARARGS,
      "avro_columns(data, offsets, skip, plan) -> (columns, rejected rows): Avro datums into "
      "the Arrow buffers of a plan's columns (iceberg/avro_native.py)."},
+    {"proto_columns", tl_proto_columns, METH_VARARGS,
+     "proto_columns(data, offsets, plan) -> (columns, rejected rows): Protobuf messages into "
+     "the Arrow buffers of a plan's columns (iceberg/protobuf_native.py)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -71,6 +71,16 @@ read_long(ACur *c, int64_t *out)
 }
 
 static inline int
+put_bytes(Buf *b, const void *src, size_t n)
+{
+    if (b->len + n > b->cap && tlj_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static inline int
 put_off(ANode *nd, size_t v)
 {
     if (nd->large) {
@@ -82,22 +92,9 @@ put_off(ANode *nd, size_t v)
         return -1;
     }
     int32_t o = (int32_t)v;
-    if (tlj_reserve(&nd->offs, 4) < 0)
-        return -1;
-    memcpy(nd->offs.p + nd->offs.len, &o, 4);
-    nd->offs.len += 4;
-    return 0;
+    return put_bytes(&nd->offs, &o, 4);
 }
 
-static int
-put_bytes(Buf *b, const void *src, size_t n)
-{
-    if (tlj_reserve(b, n) < 0)
-        return -1;
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
 
 /* One null slot (a struct's children get one each; a list's and a string's are empty). */
 static int
@@ -358,6 +355,16 @@ static int
 a_pass(ANode *root, ANode **nodes, int n, AMark *marks, const uint8_t *data, size_t dlen,
        const int32_t *offs, Py_ssize_t rows, Py_ssize_t skip, Buf *rejected)
 {
+    for (int k = 0; k < n; k++) { /* a slot a row, and a column's bytes at most the data's
+                                   * (pages never written are never mapped in) */
+        ANode *nd = nodes[k];
+        size_t w = nd->kind == A_BOOL ? 1 : nd->kind == A_INT32 || nd->kind == A_FLOAT ? 4 : 8;
+        int blob = nd->kind == A_STRING || nd->kind == A_BYTES;
+        if (tlj_reserve(&nd->valid, (size_t)rows + 1) < 0 ||
+            tlj_reserve(&nd->vals, blob ? dlen + 1 : w * ((size_t)rows + 1)) < 0 ||
+            tlj_reserve(&nd->offs, 8 * ((size_t)rows + 1)) < 0)
+            return -1;
+    }
     for (Py_ssize_t r = 0; r < rows; r++) {
         for (int k = 0; k < n; k++)
             marks[k] = (AMark){nodes[k]->valid.len, nodes[k]->vals.len, nodes[k]->offs.len,

@@ -87,4 +87,7 @@ int tl_utf8_ok(const uint8_t *p, const uint8_t *end); /* well-formed UTF-8 */
 /* avro_columns.c: iceberg/avro_native.py's Avro -> Arrow buffers */
 PyObject *tl_avro_columns(PyObject *self, PyObject *args);
 
+/* proto_columns.c: iceberg/protobuf_native.py's Protobuf -> Arrow buffers */
+PyObject *tl_proto_columns(PyObject *self, PyObject *args);
+
 #endif

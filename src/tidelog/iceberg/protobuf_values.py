@@ -34,6 +34,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from . import protobuf_native
 from .columns import FieldIds
 from .value_codec import UnsupportedSchema, ValueCodec, strip_prefix, zigzag_varint
 
@@ -182,14 +183,21 @@ class ProtobufCodec(ValueCodec):
         self.fields = list(t.fields)
         self._cls = message_factory.GetMessageClass(desc)
         self._bulk = _bulk_decoder(desc)
+        self._plans: dict[pa.StructType, protobuf_native.Plan | None] = {}
 
     def decode_column(self, payloads: pa.Array, target: pa.StructType, skip: int = 0
                       ) -> tuple[pa.Array, dict[int, str]]:
-        """All the payloads at once (protobuf_bulk); value by value those the native walk
+        """All the payloads at once: the native core's strict pass (protobuf_native: the
+        values it rejects decoded value by value); for a type it has no plan for, ptars
+        (protobuf_bulk), value by value those the native walk
         refuses, or all of them when one does not parse by the runtime's check or gives
         other rows (or the bulk path cannot take them: then never again for this type)."""
         if skip:
             payloads = strip_prefix(payloads, skip)
+        node = self._native_plan(target) if len(payloads) else None
+        if node is not None:
+            return protobuf_native.decode(payloads, target, node, lambda values: (
+                ValueCodec.decode_column(self, values, target)))
         if self._bulk is not None and len(payloads):
             from .protobuf_bulk import Refused, RowsDiffer
 
@@ -209,6 +217,18 @@ class ProtobufCodec(ValueCodec):
                     self._bulk = None
                 return values, bad
         return super().decode_column(payloads, target)
+
+    def _native_plan(self, target: pa.StructType) -> protobuf_native.Plan | None:
+        """The native pass's plan for ``target`` (None: no native core, or no plan)."""
+        if not protobuf_native.available():
+            return None
+        if target not in self._plans:
+            try:
+                self._plans[target] = protobuf_native.plan(self._cls.DESCRIPTOR, target)
+            except protobuf_native.NoPlan as exc:
+                log.info("Protobuf values of this type are not decoded natively: %s", exc)
+                self._plans[target] = None
+        return self._plans[target]
 
     def _around(self, payloads: pa.Array, target: pa.StructType, refused: list[int]
                 ) -> tuple[pa.Array, dict[int, str]]:
