@@ -189,9 +189,9 @@ class ProtobufCodec(ValueCodec):
                       ) -> tuple[pa.Array, dict[int, str]]:
         """All the payloads at once: the native core's strict pass (protobuf_native: the
         values it rejects decoded value by value); for a type it has no plan for, ptars
-        (protobuf_bulk), value by value those the native walk
-        refuses, or all of them when one does not parse by the runtime's check or gives
-        other rows (or the bulk path cannot take them: then never again for this type)."""
+        (protobuf_bulk), with value by value the values the native walk refuses, or all of
+        them when the runtime's check refuses one or the columns would differ (or when
+        ptars cannot take them: then never again for this type)."""
         if skip:
             payloads = strip_prefix(payloads, skip)
         node = self._native_plan(target) if len(payloads) else None
