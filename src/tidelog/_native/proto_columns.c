@@ -13,7 +13,8 @@
  * data (as proto_wire.c refuses it), a known field under another wire type, a singular
  * field sent twice (the runtime keeps the last, or merges), a string that is not UTF-8, a
  * Timestamp outside years 1 to 9999.  ptars, the other bulk path, builds the same columns
- * through dynamic messages at about three times this read's cost. */
+ * through dynamic messages, after a walk of the values (proto_wire.c), at about 1.3 times
+ * this read's cost. */
 #define PY_SSIZE_T_CLEAN
 #include <stdlib.h>
 

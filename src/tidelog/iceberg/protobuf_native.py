@@ -10,8 +10,9 @@ reason, and are put back in their rows.
 The message types it reads: proto3 files, every scalar type, enums, nested messages,
 repeated fields and google.protobuf.Timestamp; a type with a map, a oneof of two or more
 fields or a proto2/editions file has no plan: ptars (protobuf_bulk) decodes it. Measured
-on the bench's Order values (100,000, CPU time): the runtime's check and ptars about 220 ns a
-value, this pass about 60."""
+by bench/iceberg_values.py on the bench's Order values (100,000, CPU time, the paths in
+turn): ptars after the native walk about 1.3x this pass's cost, after the runtime's check
+about 2x."""
 
 from __future__ import annotations
 
