@@ -27,9 +27,10 @@ setup(
                 "src/tidelog/_native/proto_wire.c",
                 "src/tidelog/_native/avro_columns.c",
                 "src/tidelog/_native/proto_columns.c",
+                "src/tidelog/_native/proto_plan.c",
             ],
             depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h",
-                     "src/tidelog/_native/json_text.h"],
+                     "src/tidelog/_native/json_text.h", "src/tidelog/_native/proto_columns.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

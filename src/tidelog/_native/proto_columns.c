@@ -16,40 +16,7 @@
  * through dynamic messages, after a walk of the values (proto_wire.c), at about 1.3 times
  * this read's cost. */
 #define PY_SSIZE_T_CLEAN
-#include <stdlib.h>
-
-#include "json_text.h"
-#include "native.h"
-
-enum { P_ABSENT = 0, P_I32, P_SI32, P_U32, P_I64, P_SI64, P_BOOL, P_F32, P_F64, P_FX32U,
-       P_SFX32, P_FX64, P_STRING, P_BYTES, P_ENUM, P_STRUCT, P_LIST, P_TS };
-#define P_MAX_NODES 1024
-#define P_MAX_FIELDS 64
-#define P_MAX_DEPTH 64
-
-typedef struct PNode {
-    int kind, large, presence, nchild;
-    uint32_t number;
-    struct PNode **child;
-    Py_ssize_t nsym;       /* enum: its values (numbers, names) */
-    int32_t *sym_num;
-    const char **sym;
-    Py_ssize_t *sym_len;
-    Buf valid, vals, offs;
-    Py_ssize_t count;
-} PNode;
-
-typedef struct {
-    size_t valid, vals, offs;
-    Py_ssize_t count;
-} PMark;
-
-#define OK(x)                                                                                  \
-    do {                                                                                       \
-        int r_ = (x);                                                                          \
-        if (r_ <= 0)                                                                           \
-            return r_;                                                                         \
-    } while (0)
+#include "proto_columns.h"
 
 static inline int
 pvarint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
@@ -77,45 +44,6 @@ pvarint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
     return 0;
 }
 
-static inline int
-pput(Buf *b, const void *src, size_t n)
-{
-    if (b->len + n > b->cap && tlj_reserve(b, n) < 0)
-        return -1;
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
-static inline int
-poff(PNode *nd, size_t v)
-{
-    if (nd->large) {
-        int64_t o = (int64_t)v;
-        return pput(&nd->offs, &o, 8);
-    }
-    if (v > INT32_MAX) {
-        tlj_error = E_TOO_BIG;
-        return -1;
-    }
-    int32_t o = (int32_t)v;
-    return pput(&nd->offs, &o, 4);
-}
-
-static inline int
-width(int kind)
-{
-    switch (kind) {
-    case P_I32: case P_SI32: case P_SFX32: case P_F32:
-        return 4;
-    case P_U32: case P_I64: case P_SI64: case P_FX32U: case P_FX64: case P_F64: case P_TS:
-        return 8;
-    case P_BOOL:
-        return 1;
-    }
-    return 0;
-}
-
 /* The wire type a kind is sent under (2: length-delimited). */
 static inline int
 wire_of(int kind)
@@ -131,7 +59,7 @@ wire_of(int kind)
     return 0;
 }
 
-static int p_null(PNode *nd);
+
 
 static int
 p_slot(PNode *nd, int valid)
@@ -152,14 +80,14 @@ p_slot(PNode *nd, int valid)
         return poff(nd, (size_t)nd->child[0]->count);
     case P_STRUCT:
         for (int i = 0; i < nd->nchild; i++)
-            if (p_null(nd->child[i]) < 0)
+            if (pc_null(nd->child[i]) < 0)
                 return -1;
     }
     return 0;
 }
 
-static int
-p_null(PNode *nd)
+int
+pc_null(PNode *nd)
 {
     return p_slot(nd, 0);
 }
@@ -188,7 +116,6 @@ p_default(PNode *nd)
     return p_slot(nd, 1);
 }
 
-static int read_message(const uint8_t *p, const uint8_t *end, PNode *nd, int depth);
 
 static inline int
 p_taken(PNode *nd)
@@ -368,7 +295,7 @@ read_one(const uint8_t **pp, const uint8_t *end, PNode *nd, int wire, int depth)
             return -1;
         return p_taken(nd);
     case P_STRUCT:
-        return read_message(p, stop, nd, depth + 1);
+        return pc_read_message(p, stop, nd, depth + 1);
     case P_TS:
         return read_ts(p, stop, nd);
     }
@@ -430,8 +357,8 @@ find_child(PNode *nd, uint32_t number, int *hint)
     return -1;
 }
 
-static int
-read_message(const uint8_t *p, const uint8_t *end, PNode *nd, int depth)
+int
+pc_read_message(const uint8_t *p, const uint8_t *end, PNode *nd, int depth)
 {
     uint64_t seen = 0, tag;
     int hint = 0;
@@ -474,196 +401,10 @@ read_message(const uint8_t *p, const uint8_t *end, PNode *nd, int depth)
         if (f->kind == P_LIST) {
             r = poff(f, (size_t)f->child[0]->count) < 0 || p_taken(f) < 0 ? -1 : 0;
         } else if (!(seen & ((uint64_t)1 << i))) {
-            r = f->presence || f->kind == P_ABSENT ? p_null(f) : p_default(f);
+            r = f->presence || f->kind == P_ABSENT ? pc_null(f) : p_default(f);
         }
         if (r < 0)
             return -1;
     }
     return p_taken(nd);
-}
-
-/* The plan (kind, number, presence, large, children, symbols) as nodes in preorder; -1
- * with an error set. */
-static int
-p_build(PyObject *plan, PNode **nodes, int *n, PNode **out)
-{
-    int kind, presence, large;
-    unsigned long number;
-    PyObject *children, *symbols;
-    if (!PyArg_ParseTuple(plan, "ikiiO!O!", &kind, &number, &presence, &large, &PyTuple_Type,
-                          &children, &PyTuple_Type, &symbols))
-        return -1;
-    Py_ssize_t nc = PyTuple_GET_SIZE(children);
-    if (*n >= P_MAX_NODES || kind < P_ABSENT || kind > P_TS || nc > P_MAX_FIELDS ||
-        (kind == P_LIST && nc != 1)) {
-        PyErr_SetString(PyExc_ValueError, "a bad Protobuf column plan");
-        return -1;
-    }
-    PNode *nd = PyMem_Calloc(1, sizeof(PNode));
-    if (nd == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    nodes[(*n)++] = nd;
-    *out = nd;
-    nd->kind = kind;
-    nd->number = (uint32_t)number;
-    nd->presence = presence;
-    nd->large = large;
-    nd->nsym = PyTuple_GET_SIZE(symbols);
-    nd->child = PyMem_Calloc((size_t)nc + 1, sizeof(PNode *));
-    nd->sym_num = PyMem_Calloc((size_t)nd->nsym + 1, sizeof(int32_t));
-    nd->sym = PyMem_Calloc((size_t)nd->nsym + 1, sizeof(char *));
-    nd->sym_len = PyMem_Calloc((size_t)nd->nsym + 1, sizeof(Py_ssize_t));
-    if (!nd->child || !nd->sym_num || !nd->sym || !nd->sym_len) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < nd->nsym; i++) {
-        int num;
-        const char *name;
-        Py_ssize_t len;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(symbols, i), "iy#", &num, &name, &len))
-            return -1;
-        nd->sym_num[i] = num;
-        nd->sym[i] = name;
-        nd->sym_len[i] = len;
-    }
-    if ((kind == P_STRING || kind == P_BYTES || kind == P_ENUM || kind == P_LIST) &&
-        poff(nd, 0) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < nc; i++) {
-        if (p_build(PyTuple_GET_ITEM(children, i), nodes, n, &nd->child[i]) < 0)
-            return -1;
-        nd->nchild++;
-    }
-    return 0;
-}
-
-static int
-p_pass(PNode *root, PNode **nodes, int n, PMark *marks, const uint8_t *data, size_t dlen,
-       const int32_t *offs, Py_ssize_t rows, Buf *rejected)
-{
-    for (int k = 0; k < n; k++) { /* a slot a row, and a column's bytes at most the data's
-                                   * (pages never written are never mapped in) */
-        PNode *nd = nodes[k];
-        int blob = nd->kind == P_STRING || nd->kind == P_BYTES;
-        if (tlj_reserve(&nd->valid, (size_t)rows + 1) < 0 ||
-            tlj_reserve(&nd->vals, blob ? dlen + 1 : (size_t)width(nd->kind) * (rows + 1)) < 0 ||
-            tlj_reserve(&nd->offs, 8 * ((size_t)rows + 1)) < 0)
-            return -1;
-    }
-    for (Py_ssize_t r = 0; r < rows; r++) {
-        for (int k = 0; k < n; k++)
-            marks[k] = (PMark){nodes[k]->valid.len, nodes[k]->vals.len, nodes[k]->offs.len,
-                               nodes[k]->count};
-        int64_t a = offs[r], b = offs[r + 1];
-        if (a < 0 || b < a || (size_t)b > dlen) {
-            tlj_error = E_PYTHON + 1;
-            return -1;
-        }
-        int got = read_message(data + a, data + b, root, 0);
-        if (got < 0)
-            return -1;
-        if (got)
-            continue;
-        for (int k = 0; k < n; k++) {
-            nodes[k]->valid.len = marks[k].valid;
-            nodes[k]->vals.len = marks[k].vals;
-            nodes[k]->offs.len = marks[k].offs;
-            nodes[k]->count = marks[k].count;
-        }
-        int64_t row = r;
-        if (push_8(rejected, &row) < 0 || p_null(root) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-static PyObject *
-p_run(PNode *root, PNode **nodes, int n, const uint8_t *data, size_t dlen,
-      const int32_t *offs, Py_ssize_t rows)
-{
-    static const char empty[1] = {0};
-    Buf rejected = {0};
-    PyObject *out = NULL, *cols = NULL, *rej = NULL;
-    PMark *marks = PyMem_Calloc((size_t)n, sizeof(PMark));
-    if (marks == NULL)
-        return PyErr_NoMemory();
-    tlj_error = E_NONE;
-    PyThreadState *ts = PyEval_SaveThread();
-    int rc = p_pass(root, nodes, n, marks, data, dlen, offs, rows, &rejected);
-    PyEval_RestoreThread(ts);
-    if (rc < 0) {
-        if (tlj_error == E_MEMORY)
-            PyErr_NoMemory();
-        else if (tlj_error == E_TOO_BIG)
-            PyErr_SetString(PyExc_OverflowError, "a Protobuf column passed 2 GiB");
-        else
-            PyErr_SetString(PyExc_ValueError, "offsets outside the data");
-        goto done;
-    }
-    Py_ssize_t nrej = (Py_ssize_t)(rejected.len / 8);
-    if ((cols = PyList_New(n)) == NULL || (rej = PyList_New(nrej)) == NULL)
-        goto done;
-    for (Py_ssize_t i = 0; i < nrej; i++) {
-        int64_t row;
-        memcpy(&row, rejected.p + 8 * i, 8);
-        PyObject *v = PyLong_FromLongLong(row);
-        if (v == NULL)
-            goto done;
-        PyList_SET_ITEM(rej, i, v);
-    }
-    for (int k = 0; k < n; k++) {
-        PNode *nd = nodes[k];
-#define BYTES(b) (b).p ? (const char *)(b).p : empty, (Py_ssize_t)(b).len
-        PyObject *t = Py_BuildValue("ny#y#y#", nd->count, BYTES(nd->valid), BYTES(nd->vals),
-                                    BYTES(nd->offs));
-#undef BYTES
-        if (t == NULL)
-            goto done;
-        PyList_SET_ITEM(cols, k, t);
-    }
-    out = PyTuple_Pack(2, cols, rej);
-done:
-    Py_XDECREF(cols);
-    Py_XDECREF(rej);
-    PyMem_Free(marks);
-    free(rejected.p);
-    return out;
-}
-
-PyObject *
-tl_proto_columns(PyObject *self, PyObject *args)
-{
-    PyObject *plan, *out = NULL;
-    Py_buffer data, offsets;
-    PNode *nodes[P_MAX_NODES] = {0}, *root = NULL;
-    int n = 0;
-    if (!PyArg_ParseTuple(args, "y*y*O!", &data, &offsets, &PyTuple_Type, &plan))
-        return NULL;
-    Py_ssize_t rows = offsets.len / 4 - 1;
-    if (rows < 0 || offsets.len % 4) {
-        PyErr_SetString(PyExc_ValueError, "no offsets");
-    } else if (p_build(plan, nodes, &n, &root) == 0) {
-        if (root->kind != P_STRUCT)
-            PyErr_SetString(PyExc_ValueError, "the plan's root is not a message");
-        else
-            out = p_run(root, nodes, n, data.buf, (size_t)data.len, offsets.buf, rows);
-    }
-    for (int k = 0; k < n; k++) {
-        free(nodes[k]->valid.p);
-        free(nodes[k]->vals.p);
-        free(nodes[k]->offs.p);
-        PyMem_Free(nodes[k]->child);
-        PyMem_Free(nodes[k]->sym_num);
-        PyMem_Free(nodes[k]->sym);
-        PyMem_Free(nodes[k]->sym_len);
-        PyMem_Free(nodes[k]);
-    }
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&offsets);
-    return out;
 }
