@@ -10,7 +10,9 @@ import asyncio
 import datetime
 import importlib
 import io
+import struct
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -177,15 +179,35 @@ async def _async(fn: Any) -> Any:
     return fn()
 
 
-def test_the_native_scan_answers_as_its_twin(broker: EmbeddedBroker) -> None:
-    """The C loop (tidelog._native quiet_runs) and quiet_runs_py, on a live topic's table:
-    kept answers, stale ones (another version, a moved stamp), no partition, epochs either
-    side."""
+def _native() -> Any:
     try:
         core: Any = importlib.import_module("tidelog._native._core")
     except ImportError:
         core = None
     require_capability("native core", core is not None, "build it: setup.py build_ext")
+    return core
+
+
+V12 = struct.Struct(">iiq12xix")  # a partition's entry at Fetch v12+ (protocol/fetch_request.py)
+V4 = struct.Struct(">iqi")  # ... at v4 (no leader epoch)
+
+
+def entries(ids: Sequence[int], epochs: Sequence[int], offsets: Sequence[int],
+            with_epochs: bool = True) -> tuple[bytes, int, int, int]:
+    """(raw, size, epoch_at, offset_at) of a request's entries, as quiet_runs takes them."""
+    if with_epochs:
+        raw = b"".join(V12.pack(p, e, o, 1 << 20)
+                       for p, e, o in zip(ids, epochs, offsets, strict=True))
+        return raw, V12.size, 4, 8
+    raw = b"".join(V4.pack(p, o, 1 << 20) for p, o in zip(ids, offsets, strict=True))
+    return raw, V4.size, -1, 4
+
+
+def test_the_native_scan_answers_as_its_twin(broker: EmbeddedBroker) -> None:
+    """The C loop (tidelog._native quiet_runs) and quiet_runs_py, on a live topic's table:
+    kept answers, stale ones (another version, a moved stamp), no partition, epochs either
+    side."""
+    core = _native()
     rm = broker.broker.replica_manager
     same(broker, 16)  # answers kept at v16
     table = rm._quiet_table(TOPIC)
@@ -194,15 +216,16 @@ def test_the_native_scan_answers_as_its_twin(broker: EmbeddedBroker) -> None:
            for p in parts]
     epochs = [rm.partitions[TopicPartition(TOPIC, p)].leader_epoch if p < PARTS else 0
               for p in parts]
-    cases = [(tuple(parts), tuple(epochs), tuple(hws)),
-             (tuple(parts), tuple(e + 1 for e in epochs), tuple(hws)),
-             (tuple(parts), (-1,) * len(parts), tuple(h + 1 for h in hws)),
-             (tuple(reversed(parts)), (-1,) * len(parts), tuple(reversed(hws)))]
+    cases = [entries(parts, epochs, hws),
+             entries(parts, [e + 1 for e in epochs], hws),
+             entries(parts, [-1] * len(parts), [h + 1 for h in hws]),
+             entries(parts[::-1], [-1] * len(parts), hws[::-1]),
+             entries(parts, epochs, hws, with_epochs=False)]
     stores = (table.slots, table.logs, table.stamps)
     for version in (16, 12):
-        for ids, eps, offs in cases:
-            assert core.quiet_runs(*stores, ids, eps, offs, version) == \
-                quiet_table.quiet_runs_py(*stores, ids, eps, offs, version)
+        for case in cases:
+            assert core.quiet_runs(*stores, *case, version) == \
+                quiet_table.quiet_runs_py(*stores, *case, version)
     assert quiet_table.quiet_runs_py(*stores, *cases[0], 12)[2]  # stale at v12
     runs, slow, stale = quiet_table.quiet_runs_py(*stores, *cases[0], 16)
     assert b"".join(runs) and slow[-1] == PARTS and PARTS not in stale
@@ -234,10 +257,11 @@ def _tables(draw: st.DrawFn) -> tuple[Any, ...]:
                                    draw(st.integers(-1, 2)), draw(st.sampled_from([-1, 12, 16])),
                                    len(entry), entry)
     n = draw(st.integers(0, 16))
-    ids = tuple(draw(st.lists(st.integers(-2, size + 1), min_size=n, max_size=n)))
-    epochs = tuple(draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n)))
-    offsets = tuple(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
-    return slots, logs, stamps, ids, epochs, offsets, draw(st.sampled_from([12, 16]))
+    ids = draw(st.lists(st.integers(-2, size + 1), min_size=n, max_size=n))
+    epochs = draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n))
+    offsets = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    raw = entries(ids, epochs, offsets, draw(st.booleans()))
+    return slots, logs, stamps, *raw, draw(st.sampled_from([12, 16]))
 
 
 @settings(max_examples=400, deadline=None)
@@ -246,12 +270,7 @@ def test_the_native_runs_match_the_twin_on_any_table(case: tuple[Any, ...]) -> N
     """quiet_runs (C) == quiet_runs_py over random tables and requests: every slot state
     (empty, another version, a moved stamp, an equal but other stamp object, no log),
     indexes out of the table either side, epochs and offsets either side of the kept ones."""
-    try:
-        core: Any = importlib.import_module("tidelog._native._core")
-    except ImportError:
-        core = None
-    require_capability("native core", core is not None, "build it: setup.py build_ext")
-    ours = core.quiet_runs(*case)
+    ours = _native().quiet_runs(*case)
     theirs = quiet_table.quiet_runs_py(*case)
     assert ours == theirs
     runs, slow, stale = theirs

@@ -568,8 +568,11 @@ static PyMethodDef core_methods[] = {
     {"gather", tl_gather, METH_VARARGS,
      "gather(data, pos, lengths) -> bytearray: the twin of spark/decode.py gather_py"},
     {"quiet_runs", tl_quiet_runs, METH_VARARGS,
-     "quiet_runs(slots, logs, stamps, ids, epochs, offsets, version) -> (runs, slow, stale): a "
-     "sessionless Fetch's quiet partitions (server/quiet_table.py quiet_runs_py)."},
+     "quiet_runs(slots, logs, stamps, raw, size, epoch_at, offset_at, version) -> (runs, slow, "
+     "stale): a sessionless Fetch's quiet partitions (server/quiet_table.py quiet_runs_py)."},
+    {"fetch_ids_distinct", tl_fetch_ids_distinct, METH_VARARGS,
+     "fetch_ids_distinct(raw, size) -> bool or None: a Fetch topic's partition indexes all "
+     "different (protocol/fetch_request.py ids_distinct_py)."},
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},
     {"validate_plain", tl_validate_plain, METH_VARARGS,

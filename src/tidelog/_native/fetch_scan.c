@@ -6,9 +6,11 @@
  * the entry's bytes), ``logs`` (the leader's Log or None) and ``stamps`` (the log's
  * ``state_stamp`` object the slot was answered under). A slot is current while the log's
  * ``state_stamp`` is that very object (held here, so never freed and its address never
- * reused; the stamp only moves by making a new int). Per partition this touches the slot,
- * two list items and the Log's attribute: the request's columns and the table's stores
- * stay contiguous, whatever else the loop did between two Fetches. */
+ * reused; the stamp only moves by making a new int). The request's partitions are read
+ * where they came, the entries of the Fetch (big-endian, ``size`` bytes each: the index
+ * first, the current leader epoch at ``epoch_at`` (-1: none), the fetch offset at
+ * ``offset_at``). Per partition this touches the entry, the slot, two list items and the
+ * Log's attribute. */
 #include "native.h"
 
 #include <string.h>
@@ -19,15 +21,25 @@
 #define QUIET_AHEAD 16 /* partitions ahead whose Log is prefetched, then half as far its
                         * attribute values */
 
-/* the Log at request index ``i`` (NULL: none there) */
-static PyObject *
-log_at(PyObject *ids, Py_ssize_t i, PyObject *logs, Py_ssize_t size)
+static PyObject *s_state_stamp;
+
+static int32_t
+be32(const unsigned char *p)
 {
-    long p = PyLong_AsLong(PyTuple_GET_ITEM(ids, i));
-    if (p == -1 && PyErr_Occurred()) {
-        PyErr_Clear(); /* (the scan itself raises for it when it gets there) */
-        return NULL;
-    }
+    return (int32_t)((uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]);
+}
+
+static int64_t
+be64(const unsigned char *p)
+{
+    return (int64_t)((uint64_t)(uint32_t)be32(p) << 32 | (uint32_t)be32(p + 4));
+}
+
+/* the Log of the entry at ``e`` (NULL: none there) */
+static PyObject *
+log_at(const unsigned char *e, PyObject *logs, Py_ssize_t size)
+{
+    int32_t p = be32(e);
     if (p < 0 || p >= size)
         return NULL;
     PyObject *log = PyList_GET_ITEM(logs, p);
@@ -38,10 +50,11 @@ log_at(PyObject *ids, Py_ssize_t i, PyObject *logs, Py_ssize_t size)
  * loop's other work between two Fetches, those are cache misses, and asked for one at a
  * time they are most of the scan's time. Hints only (a prefetch never faults). */
 static void
-prefetch_ahead(PyObject *ids, Py_ssize_t i, Py_ssize_t n, PyObject *logs, Py_ssize_t size)
+prefetch_ahead(const unsigned char *raw, Py_ssize_t esize, Py_ssize_t i, Py_ssize_t n,
+               PyObject *logs, Py_ssize_t size)
 {
     if (i + QUIET_AHEAD < n) {
-        PyObject *far = log_at(ids, i + QUIET_AHEAD, logs, size);
+        PyObject *far = log_at(raw + (i + QUIET_AHEAD) * esize, logs, size);
         if (far != NULL) {
             __builtin_prefetch((char *)far - 32); /* 3.11+: the pre-header (values) */
             __builtin_prefetch(far);
@@ -51,23 +64,11 @@ prefetch_ahead(PyObject *ids, Py_ssize_t i, Py_ssize_t n, PyObject *logs, Py_ssi
     /* 3.11: an object of a class with a managed dict keeps its attribute values' array
      * four words before itself (Include/internal/pycore_object.h _PyObject_ValuesPointer) */
     if (i + QUIET_AHEAD / 2 < n) {
-        PyObject *near = log_at(ids, i + QUIET_AHEAD / 2, logs, size);
+        PyObject *near = log_at(raw + (i + QUIET_AHEAD / 2) * esize, logs, size);
         if (near != NULL && PyType_HasFeature(Py_TYPE(near), Py_TPFLAGS_MANAGED_DICT))
             __builtin_prefetch(((void **)near)[-4]);
     }
 #endif
-}
-
-static PyObject *s_state_stamp;
-
-static int
-as_ll(PyObject *o, long long *out)
-{
-    long long v = PyLong_AsLongLong(o);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
-    *out = v;
-    return 0;
 }
 
 typedef struct {
@@ -149,38 +150,40 @@ one(const char *slots, Py_ssize_t size, PyObject *logs, PyObject *stamps, long l
     return run_add(run, slot + QUIET_ENTRY_AT, (unsigned char)slot[16]);
 }
 
-/* quiet_runs(slots, logs, stamps, ids, epochs, offsets, version) -> (runs, slow, stale) */
+/* quiet_runs(slots, logs, stamps, raw, size, epoch_at, offset_at, version)
+ *   -> (runs, slow, stale) */
 PyObject *
 tl_quiet_runs(PyObject *self, PyObject *args)
 {
-    Py_buffer sb;
-    PyObject *logs, *stamps, *ids, *epochs, *offsets;
+    Py_buffer sb, rb;
+    PyObject *logs, *stamps;
+    Py_ssize_t esize, epoch_at, offset_at;
     int version;
-    if (!PyArg_ParseTuple(args, "y*O!O!O!O!O!i", &sb, &PyList_Type, &logs, &PyList_Type,
-                          &stamps, &PyTuple_Type, &ids, &PyTuple_Type, &epochs, &PyTuple_Type,
-                          &offsets, &version))
+    if (!PyArg_ParseTuple(args, "y*O!O!y*nnni", &sb, &PyList_Type, &logs, &PyList_Type,
+                          &stamps, &rb, &esize, &epoch_at, &offset_at, &version))
         return NULL;
     PyObject *runs = NULL, *slow = NULL, *stale = NULL, *out = NULL;
     run_buf run = {NULL, 0, 0};
-    Py_ssize_t n = PyTuple_GET_SIZE(ids), size = PyList_GET_SIZE(logs);
+    Py_ssize_t size = PyList_GET_SIZE(logs);
+    Py_ssize_t n = esize > 0 ? rb.len / esize : 0;
     if (s_state_stamp == NULL && (s_state_stamp = PyUnicode_InternFromString("state_stamp")) == NULL)
         goto done;
-    if (PyTuple_GET_SIZE(epochs) != n || PyTuple_GET_SIZE(offsets) != n ||
+    if (esize <= 0 || rb.len % esize || offset_at < 4 || offset_at + 8 > esize ||
+        epoch_at + 4 > esize || (epoch_at >= 0 && epoch_at < 4) ||
         PyList_GET_SIZE(stamps) != size || sb.len < size * QUIET_SLOT) {
-        PyErr_SetString(PyExc_ValueError, "quiet_runs: stores or columns of different lengths");
+        PyErr_SetString(PyExc_ValueError, "quiet_runs: stores or entries of other sizes");
         goto done;
     }
     runs = PyList_New(0), slow = PyList_New(0), stale = PyList_New(0);
     if (runs == NULL || slow == NULL || stale == NULL)
         goto done;
+    const unsigned char *raw = rb.buf;
     for (Py_ssize_t i = 0; i < n; i++) {
-        long long p, epoch, offset;
-        prefetch_ahead(ids, i, n, logs, size);
-        if (as_ll(PyTuple_GET_ITEM(ids, i), &p) < 0 ||
-            as_ll(PyTuple_GET_ITEM(epochs, i), &epoch) < 0 ||
-            as_ll(PyTuple_GET_ITEM(offsets, i), &offset) < 0)
-            goto done;
-        int rc = one(sb.buf, size, logs, stamps, p, epoch, offset, version, &run);
+        const unsigned char *e = raw + i * esize;
+        prefetch_ahead(raw, esize, i, n, logs, size);
+        long long epoch = epoch_at < 0 ? -1 : be32(e + epoch_at);
+        int rc = one(sb.buf, size, logs, stamps, be32(e), epoch, be64(e + offset_at), version,
+                     &run);
         if (rc < 0)
             goto done;
         if (rc == 0)
@@ -198,5 +201,58 @@ done:
     Py_XDECREF(slow);
     Py_XDECREF(stale);
     PyBuffer_Release(&sb);
+    PyBuffer_Release(&rb);
+    return out;
+}
+
+#define DISTINCT_MAX_ID (1 << 20) /* above: the set of Python tells */
+
+/* fetch_ids_distinct(raw, size) -> bool or None: whether the entries' partition indexes
+ * (each entry's first four bytes, big-endian) are all different; None when one is negative
+ * or past DISTINCT_MAX_ID (protocol/fetch_request.py ids_distinct_py). */
+PyObject *
+tl_fetch_ids_distinct(PyObject *self, PyObject *args)
+{
+    Py_buffer rb;
+    Py_ssize_t esize;
+    if (!PyArg_ParseTuple(args, "y*n", &rb, &esize))
+        return NULL;
+    PyObject *out = NULL;
+    if (esize < 4) {
+        PyErr_SetString(PyExc_ValueError, "fetch_ids_distinct: entries under 4 bytes");
+        goto done;
+    }
+    const unsigned char *raw = rb.buf;
+    Py_ssize_t n = rb.len / esize;
+    int32_t top = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t p = be32(raw + i * esize);
+        if (p < 0 || p >= DISTINCT_MAX_ID) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (p > top)
+            top = p;
+    }
+    if (top < 0) { /* no entry */
+        out = Py_NewRef(Py_True);
+        goto done;
+    }
+    unsigned char *seen = PyMem_Calloc((size_t)top / 8 + 1, 1);
+    if (seen == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int distinct = 1;
+    for (Py_ssize_t i = 0; i < n && distinct; i++) {
+        int32_t p = be32(raw + i * esize);
+        if (seen[p >> 3] & (1 << (p & 7)))
+            distinct = 0;
+        seen[p >> 3] |= (unsigned char)(1 << (p & 7));
+    }
+    PyMem_Free(seen);
+    out = PyBool_FromLong(distinct);
+done:
+    PyBuffer_Release(&rb);
     return out;
 }

@@ -49,6 +49,7 @@ PyObject *tl_gather(PyObject *self, PyObject *args);
 
 /* fetch_scan.c: server/quiet_table.py quiet_runs_py */
 PyObject *tl_quiet_runs(PyObject *self, PyObject *args);
+PyObject *tl_fetch_ids_distinct(PyObject *self, PyObject *args);
 int tl_record_at(const uint8_t *b, int64_t len, int64_t start, int headers, int64_t row[8]);
 
 /* _core.c: spark/decode.py record_starts_py's walk; -1 with IndexError set */

@@ -12,7 +12,7 @@ partition reads the slot, two list items and one attribute of the Log, where rea
 Fetches sharing the event loop, those were cache misses, half a millisecond per Fetch of
 1,000 partitions.
 
-``quiet_runs`` scans a topic's request columns against the table and answers the quiet
+``quiet_runs`` scans a topic's request entries (as they came) against the table and answers the quiet
 partitions' bytes joined into runs, and the indexes to read (``slow``) or to answer again
 (``stale``: their log moved, or nothing kept yet) between them. The C loop
 (``tidelog._native`` quiet_runs) and ``quiet_runs_py`` give the same answers.
@@ -35,6 +35,8 @@ from .cluster.partition import Partition, QuietAnswer
 SLOT = struct.Struct("=qiiB63s")
 ENTRY_MAX = 63
 _EMPTY = SLOT.pack(0, 0, -1, 0, b"")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
 class QuietTable:
@@ -68,30 +70,34 @@ class QuietTable:
 
 
 def quiet_runs_py(slots: bytes | bytearray, logs: list[Log | None], stamps: list[object],
-                  ids: tuple[int, ...], epochs: tuple[int, ...], offsets: tuple[int, ...],
-                  version: int) -> tuple[list[bytes], list[int], list[int]]:
-    """(runs, slow, stale): for the request's partitions in order (``ids``, with their
-    current leader ``epochs`` and fetch ``offsets``), the kept bytes of each partition read
-    at its HW at its leader epoch (or -1) under a current stamp, joined into runs between
-    the others; ``slow`` the indexes (into ``ids``) of those others, in order, so that
-    ``len(runs) == len(slow) + 1``; ``stale`` the ones among them whose slot is empty, of
-    another version or of a moved stamp (answer them again before reading them)."""
-    if not len(epochs) == len(offsets) == len(ids) or len(stamps) != len(logs) or \
+                  raw: bytes, size: int, epoch_at: int, offset_at: int, version: int
+                  ) -> tuple[list[bytes], list[int], list[int]]:
+    """(runs, slow, stale) for a topic's request entries (``raw``: ``size``-byte big-endian
+    entries, the partition index first, the current leader epoch at ``epoch_at`` (-1: none
+    in this version), the fetch offset at ``offset_at``): in order, the kept bytes of each
+    partition read at its HW at its leader epoch (or -1) under a current stamp, joined into
+    runs between the others; ``slow`` the indexes (into the entries) of those others, so
+    that ``len(runs) == len(slow) + 1``; ``stale`` the ones among them whose slot is empty,
+    of another version or of a moved stamp (answer them again before reading them)."""
+    if size <= 0 or len(raw) % size or not 4 <= offset_at <= size - 8 or \
+            epoch_at + 4 > size or 0 <= epoch_at < 4 or len(stamps) != len(logs) or \
             len(slots) < len(logs) * SLOT.size:
-        raise ValueError("quiet_runs: stores or columns of different lengths")
+        raise ValueError("quiet_runs: stores or entries of other sizes")
     runs: list[bytes] = []
     slow: list[int] = []
     stale: list[int] = []
     run: list[bytes] = []
-    size = len(logs)
+    count = len(logs)
     unpack = SLOT.unpack_from
-    for i, (p, epoch, offset) in enumerate(zip(ids, epochs, offsets, strict=True)):
-        log = logs[p] if 0 <= p < size else None
+    for i, at in enumerate(range(0, len(raw), size)):
+        p = _I32.unpack_from(raw, at)[0]
+        log = logs[p] if 0 <= p < count else None
         if log is not None:
             hw, slot_epoch, slot_version, n, entry = unpack(slots, p * SLOT.size)
+            epoch = _I32.unpack_from(raw, at + epoch_at)[0] if epoch_at >= 0 else -1
             if slot_version != version or log.state_stamp is not stamps[p]:
                 stale.append(i)
-            elif hw == offset and epoch in (-1, slot_epoch):
+            elif hw == _I64.unpack_from(raw, at + offset_at)[0] and epoch in (-1, slot_epoch):
                 run.append(entry[:n])
                 continue
         runs.append(b"".join(run))

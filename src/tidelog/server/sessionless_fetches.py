@@ -130,28 +130,26 @@ class SessionlessFetches(ReplicaFetches):
         """The topic's quiet partitions in runs; the others to read (server/quiet_table.py).
         Those whose kept answer moved are asked again first: quiet after all, or read."""
         cols = t.columns
-        ids = cols.partition_ids
-        n = len(ids)
+        n = cols.n
         if t.error_code or not t.name or not n:
             return TopicRead(n, [b""] * (n + 1), list(range(n)))
         table = self._quiet_table(t.name)
-        offsets, epochs = cols.offsets, cols.epochs
-        runs, slow, stale = quiet_runs(table.slots, table.logs, table.stamps, ids, epochs,
-                                       offsets, version)
+        layout = cols.layout
+        runs, slow, stale = quiet_runs(table.slots, table.logs, table.stamps, cols.raw,
+                                       layout.size, layout.epoch_at, layout.offset_at, version)
         out = TopicRead(n, runs, slow)
         for i in stale:  # changed since last asked: ask again
-            q = table.answer(ids[i], version)
-            if q is not None and q.high_watermark == offsets[i] and (
-                    epochs[i] in (-1, q.leader_epoch)):
+            p, epoch, offset, _ = cols.entry(i)
+            q = table.answer(p, version)
+            if q is not None and q.high_watermark == offset and epoch in (-1, q.leader_epoch):
                 out.kept[i] = q.entry
         return out
 
     def _read_slow(self, r: _FetchRequest, t: SessionlessTopic, i: int, budget: int,
                    min_one: bool) -> FetchPartitionData:
-        cols = t.columns
-        key = FetchKey(t.topic_id, t.name, cols.partition_ids[i])
-        cp = CachedPartition(cols.offsets[i], cols.max_bytes[i],
-                             current_leader_epoch=cols.epochs[i])
+        p, epoch, offset, max_bytes = t.columns.entry(i)
+        key = FetchKey(t.topic_id, t.name, p)
+        cp = CachedPartition(offset, max_bytes, current_leader_epoch=epoch)
         if t.error_code:
             return FetchPartitionData(key.partition, t.error_code, records=b"")
         return self._read_partition(r, key, cp, max(0, min(cp.max_bytes, budget)), min_one)

@@ -200,7 +200,7 @@ async def _handle_sessionless(ctx: RequestContext, request: SessionlessFetch,
         name = (resolve(tid) or "") if by_id else (t.topic or "")
         topics.append(SessionlessTopic(tid, name, t, precheck.check(FetchKey(tid, name, -1))))
     sessions = ctx.broker.fetch_sessions
-    sessions.record_request(False, sum(len(t.columns.partition_ids) for t in topics))
+    sessions.record_request(False, sum(t.columns.n for t in topics))
     read = await ctx.broker.replica_manager.fetch_sessionless(params, topics, ctx.api_version)
     throttle_ms = throttle_fetch(ctx, sum(_nbytes(d.records) for a in read
                                           for d in a.read.values()))
