@@ -1,13 +1,15 @@
 """A consumer's sessionless Fetch of many partitions (librdkafka's: it names every partition
 it reads in every Fetch), read without Python work per partition that has nothing new.
 
-The request arrives in columns (protocol/fetch_request.py). For each partition the
-leader's ``Partition.quiet_answer`` holds the bytes a read at the high watermark is answered
-with (no records, no error), keyed by the log's state stamp, which moves with everything
-that could change that answer (HW, log start, transactions, truncation, closing); a
-leadership change or a new log drops it. A partition read at that HW, at the leader epoch
-the request names (or none), under the same stamp, is answered with those bytes as they
-are; every other partition (records to send, an error, a leadership question, another
+The request arrives as each topic's partition entries, kept as bytes
+(protocol/fetch_request.py). For each partition the leader's ``Partition.quiet_answer``
+gives the bytes a read at the high watermark is answered with (no records, no error), under
+the log's state stamp, which moves with everything that could change that answer (HW, log
+start, transactions, truncation, closing); the topic's ``QuietTable`` keeps them with that
+stamp (server/quiet_table.py); a leadership change or a new log starts the tables again. A
+partition read at that HW, at the leader epoch the request names (or none), under the same
+stamp, is answered with those bytes as they are, joined with its quiet neighbours by the C
+scan; every other partition (records to send, an error, a leadership question, another
 version) goes through the per-partition read of ``ReplicaFetches`` in request order, with
 the request's byte budget, as ``fetch_messages`` reads it. Short of ``min_bytes`` the Fetch
 parks in the purgatory under one key per topic, then reads everything again (Kafka's
