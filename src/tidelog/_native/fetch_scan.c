@@ -18,8 +18,6 @@
 #define QUIET_SLOT 80
 #define QUIET_ENTRY_AT 17
 #define QUIET_ENTRY_MAX (QUIET_SLOT - QUIET_ENTRY_AT)
-#define QUIET_AHEAD 16 /* partitions ahead whose Log is prefetched, then half as far its
-                        * attribute values */
 
 static PyObject *s_state_stamp;
 
@@ -46,27 +44,34 @@ log_at(const unsigned char *e, PyObject *logs, Py_ssize_t size)
     return log == Py_None ? NULL : log;
 }
 
-/* Ask the memory for what reading ``state_stamp`` of the Logs ahead will touch: with the
- * loop's other work between two Fetches, those are cache misses, and asked for one at a
- * time they are most of the scan's time. Hints only (a prefetch never faults). */
+/* Ask the memory for everything reading ``state_stamp`` of the request's Logs will touch,
+ * before reading any: with the loop's other work between two Fetches these are cache
+ * misses, and met one at a time (each read waits for its line) they were most of the scan's
+ * time (~0.5 us per partition against ~0.08 with the lines at hand). Asked for all at once,
+ * the memory serves them side by side. First each Log's header and the line before it (the
+ * pre-header), and the stamp object kept (its count is touched when the stamp is current);
+ * then, with the headers at hand, the array of the Log's attribute values. Hints only: a
+ * prefetch never faults, whatever the address. */
 static void
-prefetch_ahead(const unsigned char *raw, Py_ssize_t esize, Py_ssize_t i, Py_ssize_t n,
-               PyObject *logs, Py_ssize_t size)
+prefetch_all(const unsigned char *raw, Py_ssize_t esize, Py_ssize_t n, PyObject *logs,
+             PyObject *stamps, Py_ssize_t size)
 {
-    if (i + QUIET_AHEAD < n) {
-        PyObject *far = log_at(raw + (i + QUIET_AHEAD) * esize, logs, size);
-        if (far != NULL) {
-            __builtin_prefetch((char *)far - 32); /* 3.11+: the pre-header (values) */
-            __builtin_prefetch(far);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t p = be32(raw + i * esize);
+        PyObject *log = log_at(raw + i * esize, logs, size);
+        if (log != NULL) {
+            __builtin_prefetch((char *)log - 32);
+            __builtin_prefetch(log);
+            __builtin_prefetch(PyList_GET_ITEM(stamps, p));
         }
     }
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
     /* 3.11: an object of a class with a managed dict keeps its attribute values' array
      * four words before itself (Include/internal/pycore_object.h _PyObject_ValuesPointer) */
-    if (i + QUIET_AHEAD / 2 < n) {
-        PyObject *near = log_at(raw + (i + QUIET_AHEAD / 2) * esize, logs, size);
-        if (near != NULL && PyType_HasFeature(Py_TYPE(near), Py_TPFLAGS_MANAGED_DICT))
-            __builtin_prefetch(((void **)near)[-4]);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *log = log_at(raw + i * esize, logs, size);
+        if (log != NULL && PyType_HasFeature(Py_TYPE(log), Py_TPFLAGS_MANAGED_DICT))
+            __builtin_prefetch(((void **)log)[-4]);
     }
 #endif
 }
@@ -178,9 +183,9 @@ tl_quiet_runs(PyObject *self, PyObject *args)
     if (runs == NULL || slow == NULL || stale == NULL)
         goto done;
     const unsigned char *raw = rb.buf;
+    prefetch_all(raw, esize, n, logs, stamps, size);
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *e = raw + i * esize;
-        prefetch_ahead(raw, esize, i, n, logs, size);
         long long epoch = epoch_at < 0 ? -1 : be32(e + epoch_at);
         int rc = one(sb.buf, size, logs, stamps, be32(e), epoch, be64(e + offset_at), version,
                      &run);
