@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import datetime
+import importlib
 import struct
 import uuid
 from typing import Any
