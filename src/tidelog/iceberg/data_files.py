@@ -53,7 +53,8 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 from pyiceberg.utils.properties import property_as_int
 
-SAMPLE = 4096  # values of a column looked at to decide its dictionary encoding
+SAMPLE = 1024  # values of a column looked at to decide its dictionary encoding (a quarter
+# of the cost of 4,096, the same choices on the benches' columns)
 
 
 @dataclass(frozen=True)
