@@ -23,7 +23,8 @@ is what pyiceberg's projection of the rows onto the file schema (``_to_requested
 does to them: a flush's rows are already in the table's Arrow types, and when the projection
 only names their fields with the file schema's ids (its result's schema is theirs but for
 field metadata) the rows of later flushes of that schema are cast to its result's schema,
-which keeps their buffers, instead of walking the schema again (1-4 ms a flush)."""
+which keeps their buffers, instead of walking the schema again (0.2-2.7 ms a flush against
+0.02 ms)."""
 
 from __future__ import annotations
 
