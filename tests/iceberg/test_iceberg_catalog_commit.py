@@ -3,7 +3,8 @@ pyiceberg's own commit would (a reader's fresh load sees the same metadata, meta
 included) without loading the table again; two writers racing from the same table are fenced
 by the compare-and-swap of the metadata location (one lands, the other is refused with its
 files deleted); a writer whose table moved on under it takes pyiceberg's path, which lands it
-when its requirements still hold."""
+when its requirements still hold; a database failure at the swap leaves the commit's outcome
+unknown: its files and marker stay until the table shows whether it landed."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from tidelog.iceberg.catalog import InHandSqlCatalog, open_catalog
 from tidelog.iceberg.columns import table_schema
@@ -184,3 +186,39 @@ def test_a_writer_whose_table_moved_on_commits_through_the_catalogs_path(
     assert table_offsets(fresh.current_snapshot()).offsets == {0: 20}
     assert len(fresh.scan().to_arrow()) == 20
     _only_referenced(tmp_path, fresh)
+
+
+class FailingSwap(Counting):
+    """The database fails at the swap: before the UPDATE (``landed`` False) or after its
+    commit (True); either way the writer cannot tell whether the commit landed."""
+
+    failing = False
+    landed = False
+
+    def _swap(self, table: Table, location: str) -> bool:
+        if not self.failing:
+            return super()._swap(table, location)
+        if self.landed:
+            assert super()._swap(table, location)
+        raise OperationalError("UPDATE iceberg_tables", {}, Exception("disk I/O error"))
+
+
+@pytest.mark.parametrize("landed", [False, True])
+def test_a_swap_of_unknown_outcome_keeps_its_files_until_the_table_tells(
+        tmp_path: Path, landed: bool) -> None:
+    catalog = _catalog(tmp_path, FailingSwap)
+    tables = Tables(catalog, "kafka", tmp_path / "pending")
+    table = tables.create("t", table_schema(None), SPEC)
+    table = tables.commit(table, _rows(table, 0, 10), {0: 0}, {0: 10}, {0: 0})
+    catalog.failing, catalog.landed = True, landed
+    with pytest.raises(OperationalError):
+        tables.commit(table, _rows(table, 10, 10), {0: 10}, {0: 20}, {0: 0})
+    assert len(list((tmp_path / "pending").glob("*.json"))) == 1  # the marker stays
+    parquet = _files(tmp_path, "*.parquet")
+    assert len(parquet) == 2  # and so do the data files
+    tables.clean_pending()
+    assert not list((tmp_path / "pending").glob("*.json"))
+    fresh = _catalog(tmp_path, SqlCatalog).load_table("kafka.t")
+    assert table_offsets(fresh.current_snapshot()).offsets == {0: 20 if landed else 10}
+    assert len(fresh.scan().to_arrow()) == (20 if landed else 10)
+    assert len(_files(tmp_path, "*.parquet")) == (2 if landed else 1)
