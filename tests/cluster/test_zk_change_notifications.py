@@ -17,6 +17,7 @@ from typing import Any
 from tidelog.server.zk.change_notifications import ZkNodeChangeNotificationListener
 from tidelog.server.zk.client import KafkaZkClient
 from tidelog.server.zk.client_metrics_configs import ZkClientMetricsConfigStore
+from tidelog.testing.netns import TcpRelay
 from tidelog.testing.zookeeper import ZooKeeperServer
 
 
@@ -64,18 +65,7 @@ class FlappingRelay:
             threading.Thread(target=self._pump, args=(down, up), daemon=True).start()
             threading.Thread(target=self._answers, args=(up, down, once), daemon=True).start()
 
-    @staticmethod
-    def _pump(src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while chunk := src.recv(65536):
-                dst.sendall(chunk)
-        except OSError:
-            pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+    _pump = staticmethod(TcpRelay._pump)  # copy one way, then shut both down
 
     def _answers(self, up: socket.socket, down: socket.socket, once: bool) -> None:
         if not once:

@@ -6,22 +6,26 @@ message indexes are sorted into their codecs' groups."""
 from __future__ import annotations
 
 import datetime
+import importlib
+import os
 import struct
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyiceberg.schema import Schema
 
+from tidelog.iceberg import protobuf_bulk
 from tidelog.iceberg.columns import arrow_schema, table_schema
-from tidelog.iceberg.protobuf_bulk import length_delimited
+from tidelog.iceberg.protobuf_bulk import length_delimited, wire_plan
 from tidelog.iceberg.protobuf_values import ProtobufCodec
 from tidelog.iceberg.rows import RecordSorter, batch_of, table_rows
 from tidelog.iceberg.schemas import Codecs, codec_of
-from tidelog.iceberg.value_codec import ValueCodec
+from tidelog.iceberg.value_codec import ValueCodec, strip_prefix, strip_prefix_py
 from tidelog.records import Record
 from tidelog.schema_registry.records import SchemaValue
 from tidelog.schema_registry.schema_types import ParsedSchema, parse_schema
@@ -260,3 +264,187 @@ def test_values_the_runtime_rows_differ_on_are_decoded_one_by_one() -> None:
     alone, none = codec.decode_column(pa.array([twice], pa.binary()), _target(codec))
     assert none == {} and alone.to_pylist()[0]["counts"] == [("a", 2)]
     assert codec._bulk is not None  # every value parsed alone, yet the bulk path stays on
+
+
+# --- the native walk of the wire format (proto_wire.c) against the runtime's parse ---
+
+try:  # the compiled module itself: its tests run under TIDELOG_PURE_PYTHON=1 too
+    core: Any = importlib.import_module("tidelog._native._core")
+except ImportError:
+    core = None
+
+
+def _needs_core() -> None:
+    if core is None:
+        if os.environ.get("TIDELOG_REQUIRE_NATIVE"):  # CI builds it
+            pytest.fail("the native core is not built")
+        pytest.skip("the native core is not built")
+
+
+_EDIT = st.tuples(st.sampled_from(["flip", "set", "insert", "delete", "cut"]),
+                  st.integers(0, 10_000), st.integers(0, 255))
+
+
+def _mutated(value: bytes, edits: list[tuple[str, int, int]]) -> bytes:
+    b = bytearray(value)
+    for op, at, byte in edits:
+        i = at % (len(b) + 1)
+        if op == "insert":
+            b[i:i] = bytes([byte])
+        elif op == "cut":
+            del b[i:]
+        elif i < len(b):
+            if op == "flip":
+                b[i] ^= 1 << (byte % 8)
+            elif op == "set":
+                b[i] = byte
+            else:
+                del b[i]
+    return bytes(b)
+
+
+def _runtime_refuses(codec: ProtobufCodec, value: bytes) -> bool:
+    try:
+        codec._cls.FromString(value)
+    except DecodeError:
+        return True
+    return False
+
+
+def _walk(codec: ProtobufCodec, values: list[bytes]) -> list[int]:
+    assert core is not None and codec._bulk is not None and codec._bulk.plan is not None
+    array = pa.array(values, pa.binary())
+    offsets = np.frombuffer(array.buffers()[1], np.int32)[: len(values) + 1]
+    refused: list[int] = core.proto_check(array.buffers()[2] or b"", offsets,
+                                          codec._bulk.plan)
+    return refused
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_ORDER, st.lists(_EDIT, max_size=3)), min_size=1, max_size=8))
+def test_the_native_walk_refuses_what_the_runtime_refuses(
+        cases: list[tuple[dict[str, Any], list[tuple[str, int, int]]]]) -> None:
+    """Valid messages from the runtime, then bytes flipped, set, inserted, deleted or cut:
+    every value the runtime refuses, the native walk refuses (it may refuse more: those the
+    runtime decodes value by value); a value not edited is never refused. The flush's
+    decode then gives the reference's rows and reasons, whichever refused."""
+    _needs_core()
+    codec = CODEC
+    clean = [_message(codec._cls, o) for o, _ in cases]
+    values = [_mutated(v, edits) for v, (_, edits) in zip(clean, cases, strict=True)]
+    refused = set(_walk(codec, values))
+    assert _walk(codec, clean) == []
+    for i, value in enumerate(values):
+        if _runtime_refuses(codec, value):
+            assert i in refused, value.hex()
+    target = _target(codec)
+    payloads = pa.array(values, pa.binary())
+    want, want_bad = ValueCodec.decode_column(codec, payloads, target)
+    got, bad = codec.decode_column(payloads, target)
+    assert bad == want_bad
+    assert _maps_as_dicts_or_none(got.to_pylist()) == _maps_as_dicts_or_none(want.to_pylist())
+
+
+def _maps_as_dicts_or_none(rows: list[dict[str, Any] | None]) -> list[dict[str, Any] | None]:
+    return [None if r is None else _maps_as_dicts([r])[0] for r in rows]
+
+
+@pytest.mark.parametrize(("value", "runtime", "walk"), [
+    (b"\x08" + b"\xff" * 10 + b"\x01", True, True),  # a varint of 11 bytes
+    (b"\x08" + b"\xff" * 9 + b"\x02", False, True),  # a 10th byte past 2^64 (the runtime
+    # drops the bits)
+    (b"\x00\x01", True, True),  # field number 0
+    (b"\x0e\x01", True, True),  # wire type 6
+    (b"\x0f\x01", True, True),  # wire type 7
+    (b"\x0c", True, True),  # an end-group with no group
+    (b"\xfb\x07\xfc\x07", False, True),  # an unknown, well-formed group (the runtime
+    # skips it)
+    (b"\x12\x02\xc0\x80", True, True),  # an overlong NUL in a proto3 string
+    (b"\x12\x03\xed\xa0\x80", True, True),  # a surrogate in a proto3 string
+    (b"\x12\x04\xf4\x90\x80\x80", True, True),  # past U+10FFFF
+    (b"\x12\x03\xe2\x82", True, True),  # a length past the end
+    (b"\x12\x02\xe2\x82", True, True),  # a character cut by the string's end
+    (b"\x1a\x02\x01\xff", True, True),  # packed int32 ending inside a varint
+    (b"\x1a\x02\x01\x02", False, False),  # packed int32, two elements
+    (b"\x18\x01\x18\x02", False, False),  # the same unpacked
+    (b"\x62\x03\x01\x02\x03", False, True),  # fixed32 (singular) length-delimited (the
+    # runtime keeps it as an unknown field)
+    (b"\x0a\x01\x01", False, True),  # id (int64) length-delimited, the same
+    (b"\x08\x80\x80\x80\x80\x10", False, False),  # int64 as a 6-byte varint
+    (b"\x12\x01\x01", False, False),  # a string of one control character
+    (b"\xa8\x1f\x01", False, False),  # an unknown varint field (number 501)
+    (b"\x32\x02\x10\x80", True, True),  # line.st (enum) cut, one message down
+    (b"\x32\x03\x0a\x01\x80", True, True),  # line.sku not UTF-8, one message down
+    (b"\x22\x04\x0a\x02\xc3\x28", True, True),  # a map key that is not UTF-8
+    (b"\x3a\x02\x08\x80", True, True),  # at.seconds cut short, in a Timestamp
+])
+def test_the_native_walk_on_edge_cases(value: bytes, runtime: bool, walk: bool) -> None:
+    _needs_core()
+    assert _runtime_refuses(CODEC, value) is runtime
+    assert _walk(CODEC, [CODEC._cls(id=1).SerializeToString(), value]) == ([1] if walk else [])
+
+
+def test_values_only_the_native_walk_refuses_are_the_runtimes() -> None:
+    """Refused by the walk, taken by the runtime: decoded value by value, no DLQ entry."""
+    _needs_core()
+    codec = _codec()
+    odd = b"\x08\x05\xfb\x07\xfc\x07"  # id 5, then an unknown group the runtime skips
+    good = [codec._cls(id=i).SerializeToString() for i in range(3)]
+    values, bad = codec.decode_column(pa.array([*good, odd], pa.binary()), _target(codec))
+    assert bad == {} and [r["id"] for r in values.to_pylist()] == [0, 1, 2, 5]
+    assert codec._bulk is not None
+
+
+def test_a_group_field_is_checked_by_the_runtime() -> None:
+    """A message type with a group field has no plan: the runtime's parse checks it."""
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    f = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name="g.proto", package="g", syntax="proto2")
+    m = fdp.message_type.add(name="M")
+    m.nested_type.add(name="G").field.add(name="x", number=2, type=f.TYPE_INT32,
+                                          label=f.LABEL_OPTIONAL)
+    m.field.add(name="g", number=1, type=f.TYPE_GROUP, label=f.LABEL_OPTIONAL,
+                type_name=".g.M.G")
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    desc = pool.FindMessageTypeByName("g.M")
+    assert wire_plan(desc) is None
+    assert wire_plan(CODEC._cls.DESCRIPTOR) is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.binary(min_size=6, max_size=20), max_size=20), st.integers(0, 6),
+       st.integers(0, 3))
+def test_strip_prefix_twins(values: list[bytes], skip: int, cut: int) -> None:
+    array = pa.array([b"......", *values], pa.binary()).slice(min(cut, len(values)))
+    want = strip_prefix_py(array, skip)
+    assert want.to_pylist() == [v[skip:] for v in array.to_pylist()]
+    assert strip_prefix(array, skip).equals(want)  # the native copy where it is built
+
+
+def test_values_the_walk_refuses_are_decoded_alone_the_others_in_bulk(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two bad values among 40: the bulk decode runs again over the 38 others (not the
+    runtime, value by value, over all 40), and the rows and reasons are the reference's."""
+    _needs_core()
+    if not protobuf_bulk.core:
+        pytest.skip("TIDELOG_PURE_PYTHON is set: the runtime checks the values")
+    codec = _codec()
+    assert codec._bulk is not None
+    sizes: list[int] = []
+    decode = codec._bulk.decode
+
+    def counted(payloads: pa.Array, target: pa.StructType) -> pa.Array:
+        sizes.append(len(payloads))
+        return decode(payloads, target)
+
+    monkeypatch.setattr(codec._bulk, "decode", counted)
+    values = [codec._cls(id=i, name=f"n{i}").SerializeToString() for i in range(40)]
+    values[3], values[30] = b"\x12\x02\xff\xfe", b"\x08\x05\xfb\x07\xfc\x07"  # bad; odd
+    payloads = pa.array(values, pa.binary())
+    want, want_bad = ValueCodec.decode_column(codec, payloads, _target(codec))
+    got, bad = codec.decode_column(payloads, _target(codec))
+    assert sizes == [40, 38]
+    assert list(bad) == [3] and bad == want_bad
+    assert got.to_pylist() == want.to_pylist() and got.to_pylist()[30]["id"] == 5

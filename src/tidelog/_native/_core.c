@@ -591,6 +591,18 @@ static PyMethodDef core_methods[] = {
     {"json_columns", tl_json_columns, METH_VARARGS,
      "json_columns(data, offsets, skip, plan) -> (columns, rejected rows): JSON objects into "
      "the Arrow buffers of a plan's columns (iceberg/json_native.py)."},
+    {"proto_check", tl_proto_check, METH_VARARGS,
+     "proto_check(data, offsets, plan) -> [rows]: the Protobuf values a plan's message type "
+     "refuses (iceberg/protobuf_bulk.py)."},
+    {"strip_prefix", tl_strip_prefix, METH_VARARGS,
+     "strip_prefix(data, offsets, skip) -> (data, offsets): each value less its first skip "
+     "bytes (iceberg/value_codec.py)."},
+    {"avro_columns", tl_avro_columns, METH_VARARGS,
+     "avro_columns(data, offsets, skip, plan) -> (columns, rejected rows): Avro datums into "
+     "the Arrow buffers of a plan's columns (iceberg/avro_native.py)."},
+    {"proto_columns", tl_proto_columns, METH_VARARGS,
+     "proto_columns(data, offsets, plan) -> (columns, rejected rows): Protobuf messages into "
+     "the Arrow buffers of a plan's columns (iceberg/protobuf_native.py)."},
     {NULL, NULL, 0, NULL},
 };
 

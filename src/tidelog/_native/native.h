@@ -79,4 +79,15 @@ PyObject *tl_batch_spans(PyObject *self, PyObject *args);
 /* json_columns.c: iceberg/json_native.py's strict JSON -> Arrow buffers */
 PyObject *tl_json_columns(PyObject *self, PyObject *args);
 
+/* proto_wire.c: iceberg/protobuf_bulk.py check_wire_py, value_codec.py strip_prefix_py */
+PyObject *tl_proto_check(PyObject *self, PyObject *args);
+PyObject *tl_strip_prefix(PyObject *self, PyObject *args);
+int tl_utf8_ok(const uint8_t *p, const uint8_t *end); /* well-formed UTF-8 */
+
+/* avro_columns.c: iceberg/avro_native.py's Avro -> Arrow buffers */
+PyObject *tl_avro_columns(PyObject *self, PyObject *args);
+
+/* proto_columns.c: iceberg/protobuf_native.py's Protobuf -> Arrow buffers */
+PyObject *tl_proto_columns(PyObject *self, PyObject *args);
+
 #endif

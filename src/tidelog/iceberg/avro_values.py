@@ -37,7 +37,7 @@ from pyiceberg.types import (
     TimeType,
 )
 
-from . import avro_bulk
+from . import avro_bulk, avro_native
 from .columns import VALUE, FieldIds
 from .value_codec import UnsupportedSchema, ValueCodec
 
@@ -136,6 +136,7 @@ class AvroCodec(ValueCodec):
         self._parsed = fastavro.parse_schema(schema_json)
         # fastavro gives uuid logical values as UUID objects; their column is a string
         self._uuids = '"uuid"' in json.dumps(schema_json)
+        self._plans: dict[pa.StructType, avro_native.Plan | None] = {}
         self._bulk_header: bytes | None = None
         if avro_bulk.polars_reads(schema_json):
             try:
@@ -146,9 +147,15 @@ class AvroCodec(ValueCodec):
 
     def decode_column(self, payloads: pa.Array, target: pa.StructType, skip: int = 0
                       ) -> tuple[pa.Array, dict[int, str]]:
-        """Polars' Avro reader over all the payloads at once (avro_bulk); value by value
-        when that block does not read back whole (a bad value among them, or a type Polars
-        does not read: then never again for this schema)."""
+        """The native core's strict pass over all the payloads at once (avro_native: the
+        values it rejects decoded value by value); for a schema it has no plan for,
+        Polars' Avro reader (avro_bulk), value by value when that block does not read back
+        whole (a bad value among them, or a type Polars does not read: then never again for
+        this schema)."""
+        node = self._native_plan(target) if len(payloads) else None
+        if node is not None:
+            return avro_native.decode(payloads, target, node, skip, lambda values: (
+                ValueCodec.decode_column(self, values, target, skip)))
         if self._bulk_header is not None and len(payloads):
             try:
                 return avro_bulk.decode(self._bulk_header, payloads, target, skip), {}
@@ -159,6 +166,18 @@ class AvroCodec(ValueCodec):
                     self._bulk_header = None
                 return values, bad
         return super().decode_column(payloads, target, skip)
+
+    def _native_plan(self, target: pa.StructType) -> avro_native.Plan | None:
+        """The native pass's plan for ``target`` (None: no native core, or no plan)."""
+        if not avro_native.available() or self._uuids:
+            return None
+        if target not in self._plans:
+            try:
+                self._plans[target] = avro_native.plan(self.schema, target, self._record)
+            except avro_native.NoPlan as exc:
+                log.info("Avro values of this schema are not decoded natively: %s", exc)
+                self._plans[target] = None
+        return self._plans[target]
 
     def decode(self, payload: bytes) -> Mapping[str, object]:
         buf = io.BytesIO(payload)

@@ -5,20 +5,28 @@ wrap to long, as the one-by-one path does). The protobuf runtime (``decode`` in
 protobuf_values, one value at a time) is the reference and the fallback.
 
 ptars takes some malformed wire data that the runtime refuses (a stray group tag), so the
-runtime parses the values first, all in one call: laid end to end as field 1 of a wrapper
-message (``repeated <the message> values = 1``, Protobuf's own framing: a tag and a length
-before each value). A value that does not parse fails that call; the caller then decodes the
-values one by one, which finds the bad ones."""
+values are checked first (``check_wire``): by the native core's walk of the wire format
+against the message type (``wire_plan``), which refuses what the runtime refuses and a few
+things more, or, without the native core, by the runtime itself (``check_wire_py``), which
+parses them all in one call: laid end to end as field 1 of a wrapper message (``repeated
+<the message> values = 1``, Protobuf's own framing: a tag and a length before each value).
+A value the runtime refuses fails the bulk decode; the caller then decodes the values one
+by one, which finds the bad ones. The native walk names the values it refuses: the caller
+decodes those one by one (taking the few only the walk refused) and the others in bulk."""
 
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from google.protobuf import descriptor_pb2, message_factory
-from google.protobuf.descriptor import Descriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 from ptars import HandlerPool, PtarsConfig
+
+from .._native import core
 
 _CONFIG = PtarsConfig(enum_repr="string", timestamp_unit="us", timestamp_tz="UTC",
                       list_value_nullable=True, map_value_nullable=True)
@@ -80,6 +88,7 @@ class BulkDecoder:
             raise ValueError("a message without fields has no columns to read in bulk")
         self._handler = HandlerPool([desc.file], config=_CONFIG).get_for_message(desc)
         self._wrapper = wrapper_class(desc)
+        self.plan = wire_plan(desc)
 
     def decode(self, payloads: pa.Array, target: pa.StructType) -> pa.Array:
         """The payloads as a struct array of ``target``; raises when one does not parse
@@ -87,10 +96,7 @@ class BulkDecoder:
         if payloads.null_count:
             raise ValueError("a null payload")
         payloads = payloads.cast(pa.binary())
-        try:
-            self._wrapper.FromString(length_delimited(payloads).data)
-        except DecodeError as exc:  # a value that does not parse (or one nested one level
-            raise RowsDiffer(f"a value does not parse: {exc}") from None  # too deep here)
+        check_wire(self, payloads)
         batch = self._handler.array_to_record_batch(payloads)
         if batch.num_rows != len(payloads):
             raise ValueError(f"{batch.num_rows} rows read from {len(payloads)} values")
@@ -99,9 +105,80 @@ class BulkDecoder:
         return struct.cast(target, safe=False)
 
 
+def check_wire(decoder: BulkDecoder, payloads: pa.BinaryArray) -> None:
+    """Raises RowsDiffer when a value's wire data is refused: by the native walk (a superset
+    of what the runtime refuses), else by the runtime (``check_wire_py``)."""
+    if core is None or decoder.plan is None:
+        return check_wire_py(decoder, payloads)
+    n = len(payloads)
+    offsets = np.frombuffer(payloads.buffers()[1], np.int32)[
+        payloads.offset: payloads.offset + n + 1]
+    refused = core.proto_check(payloads.buffers()[2] or b"", offsets, decoder.plan)
+    if refused:
+        raise Refused(refused)
+    return None
+
+
+def check_wire_py(decoder: BulkDecoder, payloads: pa.BinaryArray) -> None:
+    """``check_wire``'s twin and reference: the runtime parses the values in one call."""
+    try:
+        decoder._wrapper.FromString(length_delimited(payloads).data)
+    except DecodeError as exc:  # a value that does not parse (or one nested one level
+        raise RowsDiffer(f"a value does not parse: {exc}") from None  # too deep here)
+
+
+_FD = FieldDescriptor
+_WIRE_KINDS = {
+    **dict.fromkeys((_FD.TYPE_INT32, _FD.TYPE_INT64, _FD.TYPE_UINT32, _FD.TYPE_UINT64,
+                     _FD.TYPE_SINT32, _FD.TYPE_SINT64, _FD.TYPE_BOOL, _FD.TYPE_ENUM), 1),
+    **dict.fromkeys((_FD.TYPE_FIXED64, _FD.TYPE_SFIXED64, _FD.TYPE_DOUBLE), 2),
+    **dict.fromkeys((_FD.TYPE_FIXED32, _FD.TYPE_SFIXED32, _FD.TYPE_FLOAT), 3),
+    _FD.TYPE_STRING: 4, _FD.TYPE_BYTES: 5, _FD.TYPE_MESSAGE: 6}
+_MAX_MESSAGES = 1 << 16
+
+
+def wire_plan(desc: Descriptor) -> tuple[bytes, ...] | None:
+    """The message type as the native walk reads it (proto_wire.c): its messages, ``desc``
+    first, each as 8-byte fields sorted by number (number, wire kind, repeated, index of
+    the nested message); None for a type it does not walk (a group field)."""
+    index: dict[str, int] = {}
+    plans: list[bytes] = []
+
+    def add(m: Descriptor) -> int | None:
+        if m.full_name in index:
+            return index[m.full_name]
+        index[m.full_name] = len(plans)
+        plans.append(b"")
+        entries = []
+        for f in sorted(m.fields, key=lambda f: f.number):
+            kind = _WIRE_KINDS.get(f.type)
+            sub = add(f.message_type) if kind == 6 else 0
+            if kind is None or sub is None or sub >= _MAX_MESSAGES:
+                return None
+            entries.append(struct.pack("<IBBH", f.number, kind, _repeated(f), sub))
+        plans[index[m.full_name]] = b"".join(entries)
+        return index[m.full_name]
+
+    return tuple(plans) if add(desc) is not None else None
+
+
+def _repeated(f: FieldDescriptor) -> bool:
+    repeated = getattr(f, "is_repeated", None)  # protobuf >= 5.28 (``label`` is gone in 7)
+    return bool(repeated) if repeated is not None else f.label == _FD.LABEL_REPEATED
+
+
 class RowsDiffer(ValueError):
     """Some values' columns would differ from the runtime's rows: decode them one by one
     (this time only: the next values may well be fine)."""
+
+
+class Refused(RowsDiffer):
+    """The native walk refused these values (row numbers): decode them one by one, the
+    others in bulk."""
+
+    def __init__(self, rows: list[int]) -> None:
+        super().__init__(f"{len(rows)} values refused, the first at row {rows[0]}")
+        self.rows = rows
 
 
 _MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999  # 0001 .. 9999 (UTC)

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -33,6 +34,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from . import protobuf_native
 from .columns import FieldIds
 from .value_codec import UnsupportedSchema, ValueCodec, strip_prefix, zigzag_varint
 
@@ -181,18 +183,31 @@ class ProtobufCodec(ValueCodec):
         self.fields = list(t.fields)
         self._cls = message_factory.GetMessageClass(desc)
         self._bulk = _bulk_decoder(desc)
+        self._plans: dict[pa.StructType, protobuf_native.Plan | None] = {}
 
     def decode_column(self, payloads: pa.Array, target: pa.StructType, skip: int = 0
                       ) -> tuple[pa.Array, dict[int, str]]:
-        """All the payloads at once (protobuf_bulk); value by value when one of them does
-        not parse (or the bulk path cannot take them: then never again for this type)."""
+        """All the payloads at once: the native core's strict pass (protobuf_native: the
+        values it rejects decoded value by value); for a type it has no plan for, ptars
+        (protobuf_bulk), with value by value the values the native walk refuses, or all of
+        them when the runtime's check refuses one or the columns would differ (or when
+        ptars cannot take them: then never again for this type)."""
         if skip:
             payloads = strip_prefix(payloads, skip)
+        node = self._native_plan(target) if len(payloads) else None
+        if node is not None:
+            return protobuf_native.decode(payloads, target, node, lambda values: (
+                ValueCodec.decode_column(self, values, target)))
         if self._bulk is not None and len(payloads):
-            from .protobuf_bulk import RowsDiffer
+            from .protobuf_bulk import Refused, RowsDiffer
 
             try:
                 return self._bulk.decode(payloads, target), {}
+            except Refused as refused:
+                try:
+                    return self._around(payloads, target, refused.rows)
+                except RowsDiffer:
+                    return super().decode_column(payloads, target)
             except RowsDiffer:
                 return super().decode_column(payloads, target)
             except Exception as exc:
@@ -202,6 +217,34 @@ class ProtobufCodec(ValueCodec):
                     self._bulk = None
                 return values, bad
         return super().decode_column(payloads, target)
+
+    def _native_plan(self, target: pa.StructType) -> protobuf_native.Plan | None:
+        """The native pass's plan for ``target`` (None: no native core, or no plan)."""
+        if not protobuf_native.available():
+            return None
+        if target not in self._plans:
+            try:
+                self._plans[target] = protobuf_native.plan(self._cls.DESCRIPTOR, target)
+            except protobuf_native.NoPlan as exc:
+                log.info("Protobuf values of this type are not decoded natively: %s", exc)
+                self._plans[target] = None
+        return self._plans[target]
+
+    def _around(self, payloads: pa.Array, target: pa.StructType, refused: list[int]
+                ) -> tuple[pa.Array, dict[int, str]]:
+        """The values in bulk but the ``refused`` ones, those value by value, in order."""
+        assert self._bulk is not None
+        n = len(payloads)
+        keep = np.ones(n, dtype=bool)
+        keep[refused] = False
+        taken = self._bulk.decode(payloads.filter(pa.array(keep)), target) if keep.any() else (
+            pa.array([], target))
+        again, bad = super().decode_column(payloads.take(pa.array(refused, pa.int64())), target)
+        order = np.empty(n, dtype=np.int64)
+        order[keep] = np.arange(len(taken))
+        order[refused] = len(taken) + np.arange(len(refused))
+        merged = pa.concat_arrays([taken, again.cast(target)]).take(pa.array(order))
+        return merged, {refused[i]: reason for i, reason in bad.items()}
 
     def decode(self, payload: bytes) -> Mapping[str, object]:
         m = self._cls()

@@ -178,8 +178,8 @@ class RecordSorter:
             except UndecodableRecord as exc:
                 out.dlq.update((int(i), str(exc)) for i in rows[first])
             else:
-                out.groups.append(Group(codec, rows[first],
-                                        strip_prefix(taken.filter(pa.array(first)), 6)))
+                chosen = taken if first.all() else taken.filter(pa.array(first))
+                out.groups.append(Group(codec, rows[first], strip_prefix(chosen, 6)))
         if not first.all():
             self._one_by_one(out, rows[~first], values)
 

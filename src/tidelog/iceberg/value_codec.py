@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 from pyiceberg.types import NestedField
 
+from .._native import core
+
 
 class UnsupportedSchema(ValueError):
     """A schema the table cannot take (e.g. an Avro union of two non-null types)."""
@@ -85,7 +87,19 @@ _REFUSED = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowE
 
 def strip_prefix(values: pa.Array, skip: int) -> pa.Array:
     """``values`` (none null, each at least ``skip`` bytes) without their first ``skip``
-    bytes (Confluent's framing), as one gather over the data buffer."""
+    bytes (Confluent's framing): the native core's copy of each value's rest, else
+    ``strip_prefix_py``."""
+    if core is None:
+        return strip_prefix_py(values, skip)
+    values = values.cast(pa.binary())
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[values.offset: values.offset + n + 1]
+    data, new = core.strip_prefix(values.buffers()[2] or b"", offsets, skip)
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(new), pa.py_buffer(data)])
+
+
+def strip_prefix_py(values: pa.Array, skip: int) -> pa.Array:
+    """``strip_prefix``'s twin: one gather over the data buffer."""
     values = values.cast(pa.binary())
     n = len(values)
     offsets = np.frombuffer(values.buffers()[1], np.int32)[
