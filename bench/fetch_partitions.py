@@ -15,6 +15,15 @@ time of the loop's thread per Fetch (decode, the reads, the response's bytes):
 * long poll: columns, native, max_wait 5 ms: parked (one purgatory key per topic), timed out,
   read again, answered.
 
+Then the live case (--new N, default 20): a Fetch of every partition where N of them (drawn
+at random each time) got one new batch since the consumer's last answer, as under a
+producer spread over the partitions; each partition starts with --batches one-record
+batches (so a read walks the index and the batch headers as it does on a live log). Before
+each Fetch, outside the timed part, the N appends; the Fetch names every partition at the
+offset the consumer got to (the N at their previous high watermark). Timed: the handler's
+CPU (the scan, re-answering the N, reading them, the response), the C scan against its
+pure-Python twin, alternating.
+
 Printed: microseconds per Fetch, median [min .. max] over the rounds, each path's ratio to
 the per-partition one in the same round, and the load average.
 
@@ -24,23 +33,26 @@ produce->ack and produce->consume percentiles with one librdkafka consumer of ev
 partition.
 
     .venv/bin/python bench/fetch_partitions.py [--partitions 1000] [--rounds 7]
-        [--fetches 200] [--e2e] [--runs 3] [--seconds 30] [--warmup 10]
+        [--fetches 200] [--new 20] [--batches 30] [--e2e] [--runs 3] [--seconds 30]
+        [--warmup 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import io
 import os
+import random
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 from kio.serial import entity_writer
@@ -50,18 +62,21 @@ from tidelog.protocol.codec import decode_request, request_class
 from tidelog.protocol.fetch_request import decode_sessionless_fetch
 from tidelog.protocol.kio_util import make, nested
 from tidelog.records import build_batch
-from tidelog.server import sessionless_fetches
+from tidelog.server import quiet_table, sessionless_fetches
 from tidelog.server.broker import Broker
 from tidelog.server.context import RequestContext
 from tidelog.server.handlers import fetch
+from tidelog.server.sendfile import close_chunks
 from tidelog.util.topic_partition import TopicPartition
 
 TOPIC = "many"
 VERSION = 16
 
 
-def fetch_frame(broker: Broker, partitions: int, max_wait_ms: int) -> bytes:
-    """librdkafka's Fetch of every partition at its high watermark (no size prefix)."""
+def fetch_frame(broker: Broker, partitions: int, max_wait_ms: int,
+                offsets: list[int] | None = None) -> bytes:
+    """librdkafka's Fetch of every partition at its high watermark, or at ``offsets``
+    (no size prefix)."""
     rm = broker.replica_manager
     cls = request_class(1, VERSION)
     tcls = nested(cls, "topics")
@@ -70,7 +85,8 @@ def fetch_frame(broker: Broker, partitions: int, max_wait_ms: int) -> bytes:
     for p in range(partitions):
         part = rm.partitions[TopicPartition(TOPIC, p)]
         parts.append(make(pcls, partition=p, current_leader_epoch=part.leader_epoch,
-                          fetch_offset=part.high_watermark, last_fetched_epoch=-1,
+                          fetch_offset=part.high_watermark if offsets is None else offsets[p],
+                          last_fetched_epoch=-1,
                           log_start_offset=-1, partition_max_bytes=1 << 20))
     body = make(cls, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
                 max_bytes=52428800, isolation_level=0, session_id=0, session_epoch=-1,
@@ -119,14 +135,10 @@ async def in_process(partitions: int, records: int, rounds: int, fetches: int) -
         polled = fetch_frame(broker, partitions, 5)
         sizes = {await path(broker, short, c)() for c in (True, False)}
         assert len(sizes) == 1, f"the two paths answer differently: {sizes}"
-        native_scan = sessionless_fetches._quiet_scan
 
         async def python_scan() -> int:
-            sessionless_fetches._quiet_scan = sessionless_fetches.quiet_scan_py
-            try:
+            with python_twin():
                 return await path(broker, short, True)()
-            finally:
-                sessionless_fetches._quiet_scan = native_scan
 
         paths = {"columns, native": path(broker, short, True),
                  "columns, Python": python_scan,
@@ -154,6 +166,70 @@ async def in_process(partitions: int, records: int, rounds: int, fetches: int) -
         shutil.rmtree(d, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def python_twin() -> Iterator[None]:
+    """The sessionless Fetch's scan through its pure-Python twin for a while."""
+    native = sessionless_fetches.quiet_runs
+    sessionless_fetches.quiet_runs = quiet_table.quiet_runs_py
+    try:
+        yield
+    finally:
+        sessionless_fetches.quiet_runs = native
+
+
+async def with_news(partitions: int, batches: int, new: int, rounds: int,
+                    fetches: int) -> None:
+    """The live case: N partitions with one new batch in each Fetch (module docstring)."""
+    d = tempfile.mkdtemp(prefix="tidelog-fetch-bench-")
+    broker = Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": d,
+                                  "auto.create.topics.enable": "false"}))
+    await broker.start()
+    try:
+        rm = broker.replica_manager
+        rm.create_topic(TOPIC, partitions)
+        tps = [TopicPartition(TOPIC, p) for p in range(partitions)]
+        for i in range(batches):
+            one = build_batch([(1_700_000_000_000 + i, None, b"v" * 100)])
+            for tp in tps:
+                rm.append(tp, one)
+        rng = random.Random(43)
+        seen = [rm.partitions[tp].high_watermark for tp in tps]  # the consumer's positions
+        got: dict[str, list[float]] = {"columns, native": [], "columns, Python": []}
+        load = [os.getloadavg()[0]]
+        size = 0
+        for r in range(rounds):
+            order = list(got) if r % 2 == 0 else list(reversed(got))
+            for name in order:
+                spent = 0
+                for i in range(fetches):
+                    one = build_batch([(1_700_000_000_000 + i, None, b"v" * 100)])
+                    for p in rng.sample(range(partitions), new):
+                        rm.append(tps[p], one)
+                    frame = fetch_frame(broker, partitions, 0, seen)
+                    t0 = time.thread_time_ns()
+                    with python_twin() if name.endswith("Python") else contextlib.nullcontext():
+                        header, request = decode_sessionless_fetch(frame, VERSION) or (None, None)
+                        assert request is not None
+                        chunks = await fetch.handle(
+                            RequestContext(header, broker, "127.0.0.1", 1), request)
+                    spent += time.thread_time_ns() - t0
+                    size = max(size, sum(len(c) for c in chunks))
+                    close_chunks(chunks)
+                    seen = [rm.partitions[tp].high_watermark for tp in tps]
+                got[name].append(spent / fetches / 1000)
+        load.append(os.getloadavg()[0])
+        print(f"Fetch v{VERSION} of {partitions} partitions, {new} with one new batch each "
+              f"({batches} one-record batches per partition before), {rounds} rounds of "
+              f"{fetches}; load average {load[0]:.1f} -> {load[1]:.1f}; response up to "
+              f"{size:,} B")
+        for name, values in got.items():
+            print(f"  {name:<27} {statistics.median(values):8.0f} us/Fetch "
+                  f"[{min(values):.0f} .. {max(values):.0f}]")
+    finally:
+        await broker.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--partitions", type=int, default=1000)
@@ -164,8 +240,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--warmup", type=float, default=10)
+    ap.add_argument("--new", type=int, default=20)
+    ap.add_argument("--batches", type=int, default=30)
     args = ap.parse_args()
     asyncio.run(in_process(args.partitions, args.records, args.rounds, args.fetches))
+    if args.new:
+        asyncio.run(with_news(args.partitions, args.batches, args.new, args.rounds,
+                              max(3, args.fetches // 4)))
     if args.e2e:
         sys.stdout.flush()
         here = Path(__file__).resolve().parent

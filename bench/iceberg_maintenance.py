@@ -8,11 +8,16 @@ N flushes, for table settings side by side in one run:
 - ``expire``: that and snapshot expiry every ``--expire-every`` flushes, with a clock moved
   so that all but the newest ``--keep`` snapshots are past ``history.expire.max-snapshot-age-ms``.
 
-Printed per setting: the median commit time (wall, and CPU of the process) of flushes 2-11
-and of the last ten, the
+Each setting runs with each catalog of ``--catalogs``, in turn: ``pyiceberg`` (pyiceberg's
+SqlCatalog, whose commit loads the table again) and ``in-hand`` (the broker's, which commits
+from the table in hand on a write-ahead-log database: iceberg/catalog.py).
+
+Printed per setting and catalog: the median commit time (wall, and CPU of the process) of
+flushes 2-11 and of the last ten, the
 metadata files left in the table's metadata directory, and the snapshots in the metadata.
 
     .venv/bin/python bench/iceberg_maintenance.py [--flushes 500] [--rows 100]
+        [--settings none,metadata,merge,expire] [--catalogs pyiceberg,in-hand]
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table import TableProperties
 
+from tidelog.iceberg.catalog import InHandSqlCatalog
 from tidelog.iceberg.columns import table_schema
 from tidelog.iceberg.maintenance import expire_snapshots
 from tidelog.iceberg.tables import Tables
@@ -39,6 +45,7 @@ SETTINGS = {
     "merge": {},
     "expire": {},
 }
+CATALOGS: dict[str, type[SqlCatalog]] = {"pyiceberg": SqlCatalog, "in-hand": InHandSqlCatalog}
 
 
 def rows(table_arrow: pa.Schema, partition: int, start: int, n: int) -> pa.Table:
@@ -49,11 +56,12 @@ def rows(table_arrow: pa.Schema, partition: int, start: int, n: int) -> pa.Table
                                 schema=table_arrow)
 
 
-def run(name: str, flushes: int, n: int, expire_every: int, keep: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
+def run(name: str, flushes: int, n: int, expire_every: int, keep: int,
+        catalog_class: type[SqlCatalog] = SqlCatalog) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         home = Path(tmp)
-        catalog = SqlCatalog("tidelog", uri=f"sqlite:///{home}/catalog.db",
-                             warehouse=f"file://{home}/warehouse")
+        catalog = catalog_class("tidelog", uri=f"sqlite:///{home}/catalog.db",
+                                warehouse=f"file://{home}/warehouse")
         tables = Tables(catalog, "kafka", home / "pending")
         table = tables.create("t", table_schema(None), "(hour(kafka.timestamp))")
         props = dict(SETTINGS[name])
@@ -96,14 +104,20 @@ def main() -> None:
     ap.add_argument("--expire-every", type=int, default=50)
     ap.add_argument("--keep", type=int, default=10)
     ap.add_argument("--settings", default=",".join(SETTINGS))
+    ap.add_argument("--catalogs", default=",".join(CATALOGS))
     args = ap.parse_args()
     for name in args.settings.split(","):
-        r = run(name, args.flushes, args.rows, args.expire_every, args.keep)
-        print(f"{name:9s} commit flushes 2-11 {r['first'] * 1000:7.1f} ms, last ten "
-              f"{r['last'] * 1000:7.1f} ms ({r['last'] / r['first']:.1f}x); CPU "
-              f"{r['cpu_first'] * 1000:.1f} -> {r['cpu_last'] * 1000:.1f} ms; metadata json "
-              f"{r['json']:.0f}, avro {r['avro']:.0f}, snapshots {r['snapshots']:.0f}, "
-              f"manifests {r['manifests']:.0f}", flush=True)
+        for kind in args.catalogs.split(","):
+            report(name, kind, run(name, args.flushes, args.rows, args.expire_every,
+                                   args.keep, CATALOGS[kind]))
+
+
+def report(name: str, kind: str, r: dict[str, float]) -> None:
+    print(f"{name:9s} {kind:9s} commit flushes 2-11 {r['first'] * 1000:7.1f} ms, last ten "
+          f"{r['last'] * 1000:7.1f} ms ({r['last'] / r['first']:.1f}x); CPU "
+          f"{r['cpu_first'] * 1000:.1f} -> {r['cpu_last'] * 1000:.1f} ms; metadata json "
+          f"{r['json']:.0f}, avro {r['avro']:.0f}, snapshots {r['snapshots']:.0f}, "
+          f"manifests {r['manifests']:.0f}", flush=True)
 
 
 if __name__ == "__main__":

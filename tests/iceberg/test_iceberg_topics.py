@@ -25,6 +25,7 @@ from iceberg_support import (
     table_offsets,
     wait_for_offsets,
 )
+from pyiceberg.catalog.sql import SqlCatalog
 
 from tidelog.iceberg.service import IcebergService
 from tidelog.iceberg.translator import TopicTranslator
@@ -141,7 +142,7 @@ def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) ->
                      **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
         acked = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(100))
         wait_for_offsets(tmp_path, topic, end_offsets(acked))
-        db, aside = _swap_catalog_out(tmp_path)
+        db, aside = _swap_catalog_out(b)
         try:
             assert b.iceberg is not None  # caught up: a flush does not even ask the catalog
             assert b.run(b.iceberg.flush_topic(topic), timeout=60).rows == 0
@@ -237,13 +238,19 @@ def _scrape(url: str) -> dict[str, float]:
             for line in text.splitlines() if line.startswith("tidelog_iceberg")}
 
 
-def _swap_catalog_out(log_dir: Path) -> tuple[Path, Path]:
-    """Put a directory where the catalog's SQLite file was: no database opens there (not even
-    for root), so every flush fails until the file is back."""
-    db = log_dir.resolve() / ".iceberg" / "catalog.db"
+def _swap_catalog_out(b: EmbeddedBroker) -> tuple[Path, Path]:
+    """Put a directory where the catalog's SQLite file was and close the broker's open
+    connections to it (one left open would go on writing the file under its new name: the
+    database is in write-ahead-log mode): no database opens there (not even for root), so
+    every flush fails until the file is back."""
+    db = b.log_dir.resolve() / ".iceberg" / "catalog.db"
     aside = db.with_name("catalog.db.aside")
     db.rename(aside)
     db.mkdir()
+    assert b.iceberg is not None and b.iceberg.tables is not None
+    catalog = b.iceberg.tables.catalog
+    assert isinstance(catalog, SqlCatalog)
+    catalog.engine.dispose()
     return db, aside
 
 
@@ -264,7 +271,7 @@ def test_retention_keeps_what_the_table_does_not_have(tmp_path: Path) -> None:
         while lg.log_start_offset < 50 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert lg.log_start_offset == 50  # all in the table: retention took it all
-        db, aside = _swap_catalog_out(tmp_path)
+        db, aside = _swap_catalog_out(b)
         try:
             assert b.iceberg is not None  # caught up: a flush does not even ask the catalog
             assert b.run(b.iceberg.flush_topic(topic), timeout=60).rows == 0

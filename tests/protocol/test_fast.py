@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidelog.protocol.codec import encode_response, response_class
 from tidelog.protocol.fast import (
@@ -12,6 +14,8 @@ from tidelog.protocol.fast import (
     ProducePartitionResult,
     encode_fetch_response,
     encode_produce_response,
+    quiet_partition,
+    quiet_partition_slow,
 )
 from tidelog.protocol.kio_util import make, nested
 from tidelog.records import build_batch
@@ -139,3 +143,14 @@ def test_fetch_records_are_not_copied() -> None:
     view = memoryview(BATCH)
     chunks = encode_fetch_response(1, 12, [("t", [FetchPartitionData(0, 0, 2, 2, 0, None, view)])])
     assert any(c is view for c in chunks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(version=st.integers(4, 18), index=st.integers(0, 2**31 - 1),
+       offsets=st.tuples(*[st.integers(-1, 2**63 - 1)] * 3))
+def test_a_quiet_partition_is_what_the_encoder_writes(version: int, index: int,
+                                                      offsets: tuple[int, int, int]) -> None:
+    """quiet_partition (offsets packed, the rest kept per version) == the encoder's bytes."""
+    hw, lso, start = offsets
+    assert quiet_partition(index, hw, lso, start, version) == \
+        quiet_partition_slow(index, hw, lso, start, version)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import importlib
 import struct
 import uuid
 from typing import Any
@@ -13,9 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidelog.protocol import fetch_request
 from tidelog.protocol.codec import decode_request, request_class
 from tidelog.protocol.fetch_request import SessionlessFetch, decode_sessionless_fetch
 from tidelog.protocol.kio_util import make, nested
+from tidelog.testing.capability import require_capability
 
 VERSIONS = range(4, 19)
 I32 = st.integers(-(2**31), 2**31 - 1)
@@ -134,3 +137,28 @@ def test_versions_outside_the_range_are_left_to_kio() -> None:
     data = frame(4, body(4, [("t", [(0, -1, 0, 1)])]))
     assert decode_sessionless_fetch(data, 3) is None
     assert decode_sessionless_fetch(struct.pack(">hhi", 1, 19, 1) + b"\x00\x00", 19) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(ids=st.lists(st.one_of(st.integers(0, 40), I32), max_size=30),
+       size=st.sampled_from([16, 24, 28, 33]))
+def test_the_native_distinct_check_answers_as_its_twin(ids: list[int], size: int) -> None:
+    """fetch_ids_distinct (C) agrees with ids_distinct_py wherever it answers (None: an index
+    it leaves to Python's set, negative or huge), on entries of every version's size."""
+    core = _core()
+    raw = b"".join(struct.pack(">i", p) + bytes(size - 4) for p in ids)
+    ours = core.fetch_ids_distinct(raw, size)
+    theirs = fetch_request.ids_distinct_py(raw, size)
+    assert theirs == (len(set(ids)) == len(ids))
+    assert ours is None or ours == theirs
+    if all(0 <= p < 1 << 20 for p in ids):
+        assert ours is not None
+
+
+def _core() -> Any:
+    try:
+        core: Any = importlib.import_module("tidelog._native._core")
+    except ImportError:
+        core = None
+    require_capability("native core", core is not None, "build it: setup.py build_ext")
+    return core

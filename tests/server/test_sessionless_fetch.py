@@ -10,17 +10,21 @@ import asyncio
 import datetime
 import importlib
 import io
+import struct
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.serial import entity_writer
 
 from tidelog.protocol.codec import decode_request, request_class
 from tidelog.protocol.fetch_request import SessionlessFetch, decode_sessionless_fetch
 from tidelog.protocol.kio_util import make, nested
 from tidelog.records import build_batch
-from tidelog.server import sessionless_fetches
+from tidelog.server import quiet_table
 from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
 from tidelog.server.context import RequestContext
 from tidelog.server.handlers import fetch
@@ -175,28 +179,99 @@ async def _async(fn: Any) -> Any:
     return fn()
 
 
-def test_the_native_scan_answers_as_its_twin(broker: EmbeddedBroker) -> None:
-    """The C loop (tidelog._native quiet_scan) and quiet_scan_py, on the same table: kept
-    answers, stale ones (another version, a moved stamp), no partition, epochs either side."""
+def _native() -> Any:
     try:
         core: Any = importlib.import_module("tidelog._native._core")
     except ImportError:
         core = None
     require_capability("native core", core is not None, "build it: setup.py build_ext")
+    return core
+
+
+V12 = struct.Struct(">iiq12xix")  # a partition's entry at Fetch v12+ (protocol/fetch_request.py)
+V4 = struct.Struct(">iqi")  # ... at v4 (no leader epoch)
+
+
+def entries(ids: Sequence[int], epochs: Sequence[int], offsets: Sequence[int],
+            with_epochs: bool = True) -> tuple[bytes, int, int, int]:
+    """(raw, size, epoch_at, offset_at) of a request's entries, as quiet_runs takes them."""
+    if with_epochs:
+        raw = b"".join(V12.pack(p, e, o, 1 << 20)
+                       for p, e, o in zip(ids, epochs, offsets, strict=True))
+        return raw, V12.size, 4, 8
+    raw = b"".join(V4.pack(p, o, 1 << 20) for p, o in zip(ids, offsets, strict=True))
+    return raw, V4.size, -1, 4
+
+
+def test_the_native_scan_answers_as_its_twin(broker: EmbeddedBroker) -> None:
+    """The C loop (tidelog._native quiet_runs) and quiet_runs_py, on a live topic's table:
+    kept answers, stale ones (another version, a moved stamp), no partition, epochs either
+    side."""
+    core = _native()
     rm = broker.broker.replica_manager
     same(broker, 16)  # answers kept at v16
-    table = [*rm._quiet_table(TOPIC), None]
-    parts = list(range(len(table)))
-    hws = [table[p].quiet.high_watermark if table[p] and table[p].quiet else 0 for p in parts]
-    epochs = [table[p].leader_epoch if table[p] else 0 for p in parts]
-    cases = [(tuple(parts), tuple(epochs), tuple(hws)),
-             (tuple(parts), tuple(e + 1 for e in epochs), tuple(hws)),
-             (tuple(parts), (-1,) * len(parts), tuple(h + 1 for h in hws)),
-             (tuple(reversed(parts)), (-1,) * len(parts), tuple(reversed(hws)))]
+    table = rm._quiet_table(TOPIC)
+    parts = list(range(PARTS + 1))  # and one index past the table
+    hws = [rm.partitions[TopicPartition(TOPIC, p)].high_watermark if p < PARTS else 0
+           for p in parts]
+    epochs = [rm.partitions[TopicPartition(TOPIC, p)].leader_epoch if p < PARTS else 0
+              for p in parts]
+    cases = [entries(parts, epochs, hws),
+             entries(parts, [e + 1 for e in epochs], hws),
+             entries(parts, [-1] * len(parts), [h + 1 for h in hws]),
+             entries(parts[::-1], [-1] * len(parts), hws[::-1]),
+             entries(parts, epochs, hws, with_epochs=False)]
+    stores = (table.slots, table.logs, table.stamps)
     for version in (16, 12):
-        for ids, eps, offs in cases:
-            assert core.quiet_scan(table, ids, eps, offs, version) == \
-                sessionless_fetches.quiet_scan_py(table, ids, eps, offs, version)
-    assert sessionless_fetches.quiet_scan_py(table, *cases[0], 12)[1]  # stale at v12
-    kept = sessionless_fetches.quiet_scan_py(table, *cases[0], 16)[0]
-    assert any(kept) and kept[-1] is None
+        for case in cases:
+            assert core.quiet_runs(*stores, *case, version) == \
+                quiet_table.quiet_runs_py(*stores, *case, version)
+    assert quiet_table.quiet_runs_py(*stores, *cases[0], 12)[2]  # stale at v12
+    runs, slow, stale = quiet_table.quiet_runs_py(*stores, *cases[0], 16)
+    assert b"".join(runs) and slow[-1] == PARTS and PARTS not in stale
+
+
+class _Log:
+    """A Log as the scan sees one: its state stamp."""
+
+    def __init__(self, stamp: int) -> None:
+        self.state_stamp = stamp
+
+
+@st.composite
+def _tables(draw: st.DrawFn) -> tuple[Any, ...]:
+    size = draw(st.integers(0, 12))
+    slots = bytearray(quiet_table.SLOT.size * size)
+    logs: list[Any] = []
+    stamps: list[Any] = []
+    for p in range(size):
+        log = draw(st.sampled_from([None, _Log(1000 + p)]))
+        logs.append(log)
+        kind = draw(st.sampled_from(["kept", "moved", "equal", "none"]))
+        # "equal": the same value, another object: stale (identity is what is kept)
+        stamp = {"kept": log.state_stamp if log else None, "moved": 7, "none": None,
+                 "equal": int(str(1000 + p))}[kind]
+        stamps.append(stamp)
+        entry = draw(st.binary(max_size=quiet_table.ENTRY_MAX))
+        quiet_table.SLOT.pack_into(slots, p * quiet_table.SLOT.size, draw(st.integers(0, 3)),
+                                   draw(st.integers(-1, 2)), draw(st.sampled_from([-1, 12, 16])),
+                                   len(entry), entry)
+    n = draw(st.integers(0, 16))
+    ids = draw(st.lists(st.integers(-2, size + 1), min_size=n, max_size=n))
+    epochs = draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n))
+    offsets = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    raw = entries(ids, epochs, offsets, draw(st.booleans()))
+    return slots, logs, stamps, *raw, draw(st.sampled_from([12, 16]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(_tables())
+def test_the_native_runs_match_the_twin_on_any_table(case: tuple[Any, ...]) -> None:
+    """quiet_runs (C) == quiet_runs_py over random tables and requests: every slot state
+    (empty, another version, a moved stamp, an equal but other stamp object, no log),
+    indexes out of the table either side, epochs and offsets either side of the kept ones."""
+    ours = _native().quiet_runs(*case)
+    theirs = quiet_table.quiet_runs_py(*case)
+    assert ours == theirs
+    runs, slow, stale = theirs
+    assert len(runs) == len(slow) + 1 and set(stale) <= set(slow)

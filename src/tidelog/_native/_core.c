@@ -567,9 +567,12 @@ static PyMethodDef core_methods[] = {
      "a records section (spark/fetch_runs.py batch_spans_py)."},
     {"gather", tl_gather, METH_VARARGS,
      "gather(data, pos, lengths) -> bytearray: the twin of spark/decode.py gather_py"},
-    {"quiet_scan", tl_quiet_scan, METH_VARARGS,
-     "quiet_scan(table, ids, epochs, offsets, version) -> (items, stale): a sessionless "
-     "Fetch's quiet partitions (server/sessionless_fetches.py quiet_scan_py)."},
+    {"quiet_runs", tl_quiet_runs, METH_VARARGS,
+     "quiet_runs(slots, logs, stamps, raw, size, epoch_at, offset_at, version) -> (runs, slow, "
+     "stale): a sessionless Fetch's quiet partitions (server/quiet_table.py quiet_runs_py)."},
+    {"fetch_ids_distinct", tl_fetch_ids_distinct, METH_VARARGS,
+     "fetch_ids_distinct(raw, size) -> bool or None: a Fetch topic's partition indexes all "
+     "different (protocol/fetch_request.py ids_distinct_py)."},
     {"walk", core_walk, METH_VARARGS, walk_doc},
     {"scan", core_scan, METH_VARARGS, scan_doc},
     {"validate_plain", tl_validate_plain, METH_VARARGS,

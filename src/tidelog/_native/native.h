@@ -47,8 +47,9 @@ void tl_recovery_init(void);
 PyObject *tl_record_fields(PyObject *self, PyObject *args);
 PyObject *tl_gather(PyObject *self, PyObject *args);
 
-/* fetch_scan.c: server/sessionless_fetches.py quiet_scan_py */
-PyObject *tl_quiet_scan(PyObject *self, PyObject *args);
+/* fetch_scan.c: server/quiet_table.py quiet_runs_py */
+PyObject *tl_quiet_runs(PyObject *self, PyObject *args);
+PyObject *tl_fetch_ids_distinct(PyObject *self, PyObject *args);
 int tl_record_at(const uint8_t *b, int64_t len, int64_t start, int headers, int64_t row[8]);
 
 /* _core.c: spark/decode.py record_starts_py's walk; -1 with IndexError set */

@@ -4,15 +4,41 @@
 credentials and SigV4 options.
 
 The embedded catalog's directory is ``.iceberg``: the log manager refuses, at start-up, any
-directory of a log dir that is not a partition's — except hidden ones, which it skips."""
+directory of a log dir that is not a partition's — except hidden ones, which it skips.
+
+The SQL catalog is pyiceberg's with one change, its commit (:class:`InHandSqlCatalog`).
+pyiceberg's ``SqlCatalog.commit_table`` loads the table again (a select, the metadata file
+read and parsed), applies the updates to it and deep-copies the result, before it writes the
+new metadata file and swaps the table's metadata location with a compare-and-swap UPDATE
+(``WHERE metadata_location`` = the one it loaded). A flush already holds the table its last
+commit (or load) left: here the updates are applied to that table's metadata, checked
+against it, and the UPDATE swaps from that table's own location. If that location is still
+the catalog's, the metadata checked is the current one, as in pyiceberg's path; if another
+writer moved the table on, the UPDATE matches no row, the new metadata file (which nothing
+names) is deleted, and the commit takes pyiceberg's own path (load, check, swap), which
+refuses it when its requirements no longer hold. The REST catalog's commit is its own."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.catalog import PY_CATALOG_IMPL, Catalog, load_catalog
+from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table import CommitTableResponse, Table
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate
+from sqlalchemy import update
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from .transaction import apply_updates
+
+log = logging.getLogger(__name__)
 
 ICEBERG_DIR = ".iceberg"  # in the first log dir: the embedded catalog, warehouse, markers
 
@@ -45,9 +71,91 @@ def catalog_properties(values: Mapping[str, Any], log_dir: Path) -> dict[str, st
 
 
 def open_catalog(values: Mapping[str, Any], log_dir: Path) -> Catalog:
+    """The catalog translation commits through (readers take ``catalog_properties``)."""
     props = catalog_properties(values, log_dir)
     if props["type"] == "sql" and props["uri"].startswith("sqlite:///"):
         Path(props["uri"][len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
     if props["warehouse"].startswith("file://"):
         Path(props["warehouse"][len("file://"):]).mkdir(parents=True, exist_ok=True)
+    if props["type"] == "sql":
+        del props["type"]
+        props[PY_CATALOG_IMPL] = f"{__name__}.{InHandSqlCatalog.__name__}"
     return load_catalog(str(values["iceberg.catalog.name"]), **props)
+
+
+class InHandSqlCatalog(SqlCatalog):
+    """pyiceberg's SqlCatalog whose commit starts from the table in hand (see the module's
+    docstring); pyiceberg's own commit when it cannot.
+
+    A SQLite database is put in write-ahead-log mode: a commit is then one append to the
+    log and one fsync of it (``synchronous`` stays SQLite's FULL) instead of a rollback
+    journal created, synced and deleted around each one, which cost more than the rest of
+    the commit on a busy disk."""
+
+    def __init__(self, name: str, **properties: str) -> None:
+        super().__init__(name, **properties)
+        if self.engine.dialect.name == "sqlite":
+            try:
+                with self.engine.connect() as connection:
+                    connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+            except OperationalError as exc:  # another process holds it: its mode stays
+                log.warning("catalog database not in write-ahead-log mode (%s)", exc)
+
+    def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...],
+                     updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
+        staged = self._staged(table, requirements, updates)
+        if staged is None:
+            return super().commit_table(table, requirements, updates)
+        metadata, location = staged
+        io = self._load_file_io(properties=metadata.properties, location=location)
+        self._write_metadata(metadata=metadata, io=io, metadata_path=location)
+        if self._swap(table, location):
+            return CommitTableResponse(  # (pyiceberg's SqlCatalog names the field so too)
+                metadata=metadata, metadata_location=location)  # type: ignore[call-arg]
+        try:  # the swap found another writer's table: nothing names the new file
+            io.delete(location)
+        except OSError as exc:  # left to orphan-file removal
+            log.warning("metadata file %s not deleted (%s)", location, exc)
+        log.debug("%s moved on since it was loaded here; committing from the catalog's",
+                  ".".join(table.name()))
+        return super().commit_table(table, requirements, updates)
+
+    def _staged(self, table: Table, requirements: tuple[TableRequirement, ...],
+                updates: tuple[TableUpdate, ...]) -> tuple[TableMetadata, str] | None:
+        """The new metadata and its location, from the table in hand; None when the commit
+        is pyiceberg's to make (a create, a database that cannot count updated rows,
+        requirements the table in hand fails, no change)."""
+        if (not table.metadata_location or not self.engine.dialect.supports_sane_rowcount
+                or any(isinstance(r, AssertCreate) for r in requirements)):
+            return None
+        base = table.metadata
+        try:
+            for requirement in requirements:
+                requirement.validate(base)
+        except CommitFailedException:  # the table in hand may be behind: the catalog's
+            return None  # metadata decides
+        metadata, changed = apply_updates(base, updates, table.metadata_location)
+        if not changed:
+            return None
+        version = self._parse_metadata_version(table.metadata_location) + 1
+        location = load_location_provider(metadata.location, metadata.properties
+                                          ).new_table_metadata_file_location(version)
+        return metadata, location
+
+    def _swap(self, table: Table, location: str) -> bool:
+        """Point the catalog's row of ``table`` at ``location`` if it still points at the
+        table's own metadata location (pyiceberg's compare-and-swap); whether it did. An
+        error of the database propagates: the commit's outcome is then unknown."""
+        namespace = Catalog.namespace_to_string(Catalog.namespace_from(table.name()))
+        stmt = update(IcebergTables).where(
+            IcebergTables.catalog_name == self.name,
+            IcebergTables.table_namespace == namespace,
+            IcebergTables.table_name == Catalog.table_name_from(table.name()),
+            IcebergTables.metadata_location == table.metadata_location,
+        ).values(metadata_location=location,
+                 previous_metadata_location=table.metadata_location)
+        with Session(self.engine) as session:
+            if session.execute(stmt).rowcount < 1:  # type: ignore[attr-defined]
+                return False
+            session.commit()
+        return True

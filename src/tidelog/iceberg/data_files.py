@@ -18,7 +18,13 @@ rows are written as they are, with that one partition key.
 
 The schemas a write derives from the table's (the rows' schema with field ids, the file
 schema with sanitized names, its Parquet column paths) are worked out once per table schema
-(table uuid and schema id: a table's schema of an id never changes), not once per flush."""
+(table uuid and schema id: a table's schema of an id never changes), not once per flush. So
+is what pyiceberg's projection of the rows onto the file schema (``_to_requested_schema``)
+does to them: a flush's rows are already in the table's Arrow types, and when the projection
+only names their fields with the file schema's ids (its result's schema is theirs but for
+field metadata) the rows of later flushes of that schema are cast to its result's schema,
+which keeps their buffers, instead of walking the schema again (0.2-2.7 ms a flush against
+0.02 ms)."""
 
 from __future__ import annotations
 
@@ -53,14 +59,16 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 from pyiceberg.utils.properties import property_as_int
 
-SAMPLE = 4096  # values of a column looked at to decide its dictionary encoding
+SAMPLE = 1024  # values of a column looked at to decide its dictionary encoding (a quarter
+# of the cost of 4,096, the same choices on the benches' columns)
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Derived:
     task_schema: Schema  # the rows' Arrow schema as an Iceberg schema (the table's ids)
     file_schema: Schema  # the table's schema with names Parquet takes
     column_ids: dict[str, int]  # Parquet column path -> field id
+    relabel: pa.Schema | None = None  # the projection's result, when it only relabels
 
 
 _DERIVED: dict[tuple[str, int, int, pa.Schema], _Derived] = {}
@@ -114,11 +122,8 @@ def write_data_file(metadata: TableMetadata, io: FileIO, task: WriteTask) -> Dat
     assert task.schema is not None
     schemas = derived(metadata, task.record_batches[0].schema) if task.record_batches else None
     file_schema = schemas.file_schema if schemas else sanitize_column_names(metadata.schema())
-    format_model = ParquetFormatModel()
-    arrow = pa.Table.from_batches([
-        _to_requested_schema(requested_schema=file_schema, file_schema=task.schema,
-                             batch=batch, include_field_ids=True, format_model=format_model)
-        for batch in task.record_batches])
+    arrow = pa.Table.from_batches([requested(schemas, file_schema, task.schema, batch)
+                                   for batch in task.record_batches])
     path = load_location_provider(metadata.location, metadata.properties).new_data_location(
         data_file_name=task.generate_data_file_filename("parquet"),
         partition_key=task.partition_key)
@@ -135,6 +140,20 @@ def write_data_file(metadata: TableMetadata, io: FileIO, task: WriteTask) -> Dat
         file_size_in_bytes=len(output), sort_order_id=None,
         spec_id=metadata.default_spec_id, equality_ids=None, key_metadata=None,
         **statistics.to_serialized_dict())
+
+
+def requested(schemas: _Derived | None, file_schema: Schema, task_schema: Schema,
+              batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` projected onto ``file_schema`` with field ids, as pyiceberg's
+    ``_to_requested_schema`` gives it (``schemas``: the derived schemas of ``batch``'s)."""
+    if schemas is not None and schemas.relabel is not None:
+        return batch.cast(schemas.relabel)
+    out: pa.RecordBatch = _to_requested_schema(
+        requested_schema=file_schema, file_schema=task_schema, batch=batch,
+        include_field_ids=True, format_model=ParquetFormatModel())
+    if schemas is not None and out.schema.equals(batch.schema, check_metadata=False):
+        schemas.relabel = out.schema  # its types are the rows': only names and ids moved
+    return out
 
 
 def _write_parquet(stream: OutputStream, arrow: pa.Table, metadata: TableMetadata

@@ -21,6 +21,7 @@ from pyiceberg.table.update import (
     TableUpdate,
     _apply_table_update,
     _TableMetadataUpdateContext,
+    _update_table_metadata_log,
 )
 from pyiceberg.utils.datetime import datetime_to_millis
 
@@ -44,13 +45,25 @@ def applied(base: TableMetadata, updates: tuple[TableUpdate, ...]) -> TableMetad
     """``update_table_metadata(base, updates)`` without its closing deep copy: the updates
     applied in turn, the update time set when they changed something and did not set it,
     the partition spec and sort order checked against the schema."""
+    return apply_updates(base, updates)[0]
+
+
+def apply_updates(base: TableMetadata, updates: tuple[TableUpdate, ...],
+                  metadata_location: str | None = None) -> tuple[TableMetadata, bool]:
+    """``applied``, and whether the updates changed anything; with ``metadata_location``
+    (the file ``base`` was read from) a change also enters it in the metadata log, as
+    ``update_table_metadata`` does for a catalog's commit."""
     context = _TableMetadataUpdateContext()
     metadata = base
     for update in updates:
         metadata = _apply_table_update(update, metadata, context)
-    if context.has_changes() and base.last_updated_ms == metadata.last_updated_ms:
+    changed = context.has_changes()
+    if changed and metadata_location:
+        metadata = _update_table_metadata_log(metadata, metadata_location,
+                                              base.last_updated_ms)
+    if changed and base.last_updated_ms == metadata.last_updated_ms:
         metadata = metadata.model_copy(
             update={"last_updated_ms": datetime_to_millis(datetime.now().astimezone())})
     metadata.spec().check_compatible(metadata.schema())
     metadata.sort_order().check_compatible(metadata.schema())
-    return metadata
+    return metadata, changed

@@ -3,9 +3,10 @@
 librdkafka does not use fetch sessions (KIP-227): every Fetch names each partition it reads,
 1,000 of them for a consumer of 1,000 partitions, many times a second. kio's reader makes a
 frozen object per partition (and the bounds guard walks each one first); here each topic's
-partitions are read with one ``struct`` call into columns (partition, current leader epoch,
-fetch offset, max bytes), which the broker's quiet-partition check reads without making an
-object per partition. kio has no columnar reader, hence this one.
+partition entries are kept as the bytes they came in, which the broker's quiet-partition
+scan reads where they are (server/quiet_table.py), with no Python object per partition;
+columns (partition, current leader epoch, fetch offset, max bytes) are made with one
+``struct`` call when something asks for them. kio has no columnar reader, hence this one.
 
 Only the common shape takes this path: a consumer (replica id -1, no replica state), no
 session (id 0, epoch -1), nothing forgotten, no tagged field anywhere, each partition once,
@@ -24,6 +25,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from tidelog._native import core
+
 from .codec import InvalidRequestError, RequestHeader, parse_header
 
 FETCH_KEY = 1
@@ -31,29 +34,37 @@ MIN_VERSION = 4
 MAX_VERSION = 18
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _HEAD = struct.Struct(">iiib")  # max_wait, min_bytes, max_bytes, isolation_level
 _SESSION = struct.Struct(">ii")
 
 
 class _Layout(NamedTuple):
-    """One version range's partition entry: its bytes, and the struct format that reads
-    (partition, [current_leader_epoch], fetch_offset, partition_max_bytes) of it."""
+    """One version range's partition entry: its bytes, the struct format that reads
+    (partition, [current_leader_epoch], fetch_offset, partition_max_bytes) of it, and where
+    in the entry the current leader epoch (-1: none), the fetch offset and the max bytes
+    are (the partition index is its first four bytes)."""
 
     size: int
     fmt: str
     epochs: bool  # v9+: current_leader_epoch present
     fields: tuple[str, ...]  # kio's field names at that version
+    epoch_at: int
+    offset_at: int
+    max_at: int
 
 
-_V4 = _Layout(16, "iqi", False, ("partition", "fetch_offset", "partition_max_bytes"))
+_V4 = _Layout(16, "iqi", False, ("partition", "fetch_offset", "partition_max_bytes"), -1, 4,
+              12)
 _V5 = _Layout(24, "iq8xi", False,
-              ("partition", "fetch_offset", "log_start_offset", "partition_max_bytes"))
+              ("partition", "fetch_offset", "log_start_offset", "partition_max_bytes"), -1, 4,
+              20)
 _V9 = _Layout(28, "iiq8xi", True, ("partition", "current_leader_epoch", "fetch_offset",
-                                   "log_start_offset", "partition_max_bytes"))
+                                   "log_start_offset", "partition_max_bytes"), 4, 8, 24)
 # v12+: last_fetched_epoch, and one byte of tagged fields that must be 0 (none)
 _V12 = _Layout(33, "iiq12xix", True, ("partition", "current_leader_epoch", "fetch_offset",
                                       "last_fetched_epoch", "log_start_offset",
-                                      "partition_max_bytes"))
+                                      "partition_max_bytes"), 4, 8, 28)
 
 
 def _layout(version: int) -> _Layout:
@@ -85,23 +96,59 @@ def _partition_class(version: int) -> tuple[Callable[..., Any], tuple[str, ...]]
 
 
 class FetchTopicColumns:
-    """One topic of the request: ``topic`` (v4-v12) or ``topic_id`` (v13+), and its
-    partitions as columns, in request order."""
+    """One topic of the request: ``topic`` (v4-v12) or ``topic_id`` (v13+), and its ``n``
+    partitions in request order: their entries as they came (``raw``, ``layout``), read
+    by the broker's quiet-partition scan where they are; as columns (partition index,
+    current leader epoch, fetch offset, max bytes) made once asked for."""
 
-    __slots__ = ("_version", "epochs", "max_bytes", "offsets", "partition_ids", "topic",
-                 "topic_id")
+    __slots__ = ("_columns", "_version", "layout", "n", "raw", "topic", "topic_id")
 
     def __init__(self, topic: str | None, topic_id: uuid.UUID | None, version: int,
-                 flat: tuple[int, ...]) -> None:
+                 raw: bytes, n: int) -> None:
         self.topic = topic
         self.topic_id = topic_id
         self._version = version
-        if _layout(version).epochs:
-            self.partition_ids, self.epochs = flat[0::4], flat[1::4]
-            self.offsets, self.max_bytes = flat[2::4], flat[3::4]
-        else:
-            self.partition_ids, self.offsets, self.max_bytes = flat[0::3], flat[1::3], flat[2::3]
-            self.epochs = (-1,) * len(self.partition_ids)
+        self.layout = _layout(version)
+        self.raw = raw
+        self.n = n
+        self._columns: tuple[tuple[int, ...], ...] | None = None
+
+    def entry(self, i: int) -> tuple[int, int, int, int]:
+        """Partition ``i``: (partition index, current leader epoch or -1, fetch offset,
+        max bytes)."""
+        layout, raw = self.layout, self.raw
+        at = i * layout.size
+        epoch = _I32.unpack_from(raw, at + layout.epoch_at)[0] if layout.epochs else -1
+        return (_I32.unpack_from(raw, at)[0], epoch,
+                _I64.unpack_from(raw, at + layout.offset_at)[0],
+                _I32.unpack_from(raw, at + layout.max_at)[0])
+
+    def columns(self) -> tuple[tuple[int, ...], ...]:
+        """(partition indexes, current leader epochs, fetch offsets, max bytes)."""
+        if self._columns is None:
+            layout, n = self.layout, self.n
+            flat = _entries(layout, n).unpack_from(self.raw)
+            if layout.epochs:
+                self._columns = flat[0::4], flat[1::4], flat[2::4], flat[3::4]
+            else:
+                self._columns = flat[0::3], (-1,) * n, flat[1::3], flat[2::3]
+        return self._columns
+
+    @property
+    def partition_ids(self) -> tuple[int, ...]:
+        return self.columns()[0]
+
+    @property
+    def epochs(self) -> tuple[int, ...]:
+        return self.columns()[1]
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        return self.columns()[2]
+
+    @property
+    def max_bytes(self) -> tuple[int, ...]:
+        return self.columns()[3]
 
     @property
     def partitions(self) -> tuple[Any, ...]:
@@ -110,7 +157,7 @@ class FetchTopicColumns:
         cls, fields = _partition_class(self._version)
         values = {"partition": self.partition_ids, "current_leader_epoch": self.epochs,
                   "fetch_offset": self.offsets, "partition_max_bytes": self.max_bytes}
-        n = len(self.partition_ids)
+        n = self.n
         columns = [values[f] if f in values else (_ABSENT[f],) * n for f in fields]
         return tuple(cls(*row) for row in zip(*columns, strict=True))
 
@@ -248,12 +295,27 @@ def _topic(c: _Cursor, version: int) -> FetchTopicColumns:
     buf = c.buf
     if layout is _V12 and buf[start + 32 : start + 33 * n : 33] != bytes(n):
         raise _Short  # a partition with tagged fields (replica_directory_id...)
-    flat = _entries(layout, n).unpack_from(buf, start)
-    out = FetchTopicColumns(topic, topic_id, version, flat)
-    if len(set(out.partition_ids)) != n:
+    out = FetchTopicColumns(topic, topic_id, version, bytes(buf[start : start + layout.size * n]),
+                            n)
+    if not _distinct(out):
         raise _Short  # a partition named twice
     c.no_tags()
     return out
+
+
+def ids_distinct_py(raw: bytes, size: int) -> bool | None:
+    """Whether the partition indexes of the ``size``-byte entries in ``raw`` are all
+    different (the twin of the C one, which answers None where it cannot tell cheaply)."""
+    ids = [_I32.unpack_from(raw, at)[0] for at in range(0, len(raw) - size + 1, size)]
+    return len(set(ids)) == len(ids)
+
+
+def _distinct(t: FetchTopicColumns) -> bool:
+    found = _ids_distinct(t.raw, t.layout.size)
+    return len(set(t.partition_ids)) == t.n if found is None else found
+
+
+_ids_distinct = core.fetch_ids_distinct if core is not None else ids_distinct_py
 
 
 __all__ = ["FetchTopicColumns", "InvalidRequestError", "SessionlessFetch",

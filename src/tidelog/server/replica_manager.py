@@ -41,6 +41,7 @@ from .metadata.image import BrokerInfo
 from .metadata.local_store import LocalMetadataStore, write_partition_metadata
 from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
 from .purgatory import FetchPurgatory, ReplicationPurgatory
+from .quiet_table import QuietTable
 from .replica_appends import ReplicaAppends, Written
 from .replica_fetches import RemoteFetch
 from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
@@ -104,9 +105,9 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         self.partitions_made = self.partitions_dropped = 0  # counted for server/heap.py
         # sessionless_fetches.py: partition index -> Partition per topic, and what it was
         # built from (partitions made, dropped, the log manager's logs_version)
-        self._quiet_tables: dict[str, list[Partition | None]] = {}
+        self._quiet_tables: dict[str, QuietTable] = {}
         self._quiet_hosted: dict[str, list[int]] = {}
-        self._quiet_key = (-1, -1, -1)
+        self._quiet_key = (-1, -1, -1, -1)
         self.fetcher_manager: FetcherManager = fetcher_manager or NoFetchers()
         self.alter_partition_sender = alter_partition_sender
         self.controller_epoch = 0

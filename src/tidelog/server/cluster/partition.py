@@ -14,7 +14,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
 
 from tidelog.metrics.isr import ISR_CHANGE_STATS
 from tidelog.protocol.errors import ErrorCode
@@ -75,6 +75,10 @@ class AlterPartitionSender(Protocol):
 
 
 class Partition:
+    # kept quiet answers dropped (a leadership change, a new log), all partitions together:
+    # whoever keeps copies of them (server/quiet_table.py) starts again when it moved
+    quiet_drops: ClassVar[int] = 0
+
     def __init__(self, tp: TopicPartition, log: Log, *, local_broker_id: int, clock: Clock,
                  replica_lag_time_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS,
                  alter_partition_sender: AlterPartitionSender | None = None,
@@ -186,7 +190,7 @@ class Partition:
             self.leader_epoch_start_offset = start
         self.partition_epoch = state.partition_epoch
         self.leader_id = self.local_broker_id
-        self.quiet = None
+        self.drop_quiet()
         if is_new_leader:
             self.local_committed_offset = self.log_end_offset
         self.maybe_increment_leader_hw(now)
@@ -201,7 +205,7 @@ class Partition:
         is_new_epoch = state.leader_epoch > self.leader_epoch
         self.leader_id = state.leader
         self.leader_epoch = state.leader_epoch
-        self.quiet = None
+        self.drop_quiet()
         self.leader_epoch_start_offset = None
         self.partition_epoch = state.partition_epoch
         self._update_assignment_and_isr(state.replicas, frozenset())
@@ -308,6 +312,11 @@ class Partition:
                                              params.replica_epoch, self.clock.milliseconds(),
                                              leader_end)
             out.high_watermark = lg.high_watermark  # it may have moved with this fetch
+
+    def drop_quiet(self) -> None:
+        """Forget the kept quiet answer (its leadership or log changed), and count it."""
+        self.quiet = None
+        Partition.quiet_drops += 1
 
     def quiet_answer(self, version: int) -> QuietAnswer | None:
         """What a consumer's Fetch of ``version`` is answered for this partition when it reads

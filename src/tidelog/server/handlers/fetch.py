@@ -200,7 +200,7 @@ async def _handle_sessionless(ctx: RequestContext, request: SessionlessFetch,
         name = (resolve(tid) or "") if by_id else (t.topic or "")
         topics.append(SessionlessTopic(tid, name, t, precheck.check(FetchKey(tid, name, -1))))
     sessions = ctx.broker.fetch_sessions
-    sessions.record_request(False, sum(len(t.columns.partition_ids) for t in topics))
+    sessions.record_request(False, sum(t.columns.n for t in topics))
     read = await ctx.broker.replica_manager.fetch_sessionless(params, topics, ctx.api_version)
     throttle_ms = throttle_fetch(ctx, sum(_nbytes(d.records) for a in read
                                           for d in a.read.values()))
@@ -209,7 +209,7 @@ async def _handle_sessionless(ctx: RequestContext, request: SessionlessFetch,
         return encode_fetch_response(ctx.correlation_id, ctx.api_version, [], session_id=0,
                                      throttle_time_ms=throttle_ms)
     _record_topics_out(ctx, topics, read)
-    sessions.record_answer(False, sum(len(a.quiet) for a in read))
+    sessions.record_answer(False, sum(a.n for a in read))
     answer = [(t.topic_id if by_id else t.name, a.encoded())
               for t, a in zip(topics, read, strict=True)]
     return encode_fetch_response(ctx.correlation_id, ctx.api_version, answer, session_id=0)
@@ -226,7 +226,7 @@ def _record_topics_out(ctx: RequestContext, topics: list[SessionlessTopic],
         if t.name and rm.topic(t.name) is not None:
             size = sum(len(d.records) for d in answer.read.values() if d.records)
             failed = sum(1 for d in answer.read.values() if d.error_code)
-            stats.record_fetch(t.name, size, failed, False, len(answer.quiet))
+            stats.record_fetch(t.name, size, failed, False, answer.n)
 
 
 def _nbytes(records: Any) -> int:
