@@ -6,6 +6,9 @@ marks the tests listed in ``allowlist.py`` before they run, and reports what the
 * ``XFAIL``: tidelog does not do it yet. Marked strict: the day it passes, the run fails until
   the entry is removed (FINDINGS.md says what each one needs). ``run=False`` entries would
   only wait out a timeout, so they are not run.
+* ``RERUN``: the test races inside kafka-python itself, whatever the broker: marked
+  ``flaky(reruns=1)`` (pytest-rerunfailures), so it fails the run only when it fails twice
+  in a row. Reruns are counted as ``rerun`` in the report.
 * An allowlist entry that names no collected test fails the run (a renamed or removed test
   would otherwise leave a stale entry that proves nothing).
 * ``CLUSTER_SKIP``: with ``TIDELOG_COMPAT_BROKERS`` above 1 (the cluster run), skipped too:
@@ -14,7 +17,7 @@ marks the tests listed in ``allowlist.py`` before they run, and reports what the
   its topics with that replication factor instead of its default of 1 (``KafkaFixture``'s
   ``replicas``, the knob its own multi-broker runs turn).
 * With ``TIDELOG_COMPAT_REPORT`` set, the outcome counts (passed, skipped, failed, xfailed,
-  xpassed, error) and the allowlist entries that matched no test are written there as JSON.
+  xpassed, error, rerun) and the allowlist entries that matched no test are written there as JSON.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from allowlist import CLUSTER_SKIP, SKIP, XFAIL
+from allowlist import CLUSTER_SKIP, RERUN, SKIP, XFAIL
 
 OUTCOMES: Counter[str] = Counter()
 UNMATCHED: list[str] = []
@@ -66,7 +69,10 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
             matched.add(name)
             reason, run = XFAIL[name]
             item.add_marker(pytest.mark.xfail(reason=f"tidelog: {reason}", strict=True, run=run))
-    UNMATCHED.extend(sorted((set(skip) | set(XFAIL)) - matched))
+        elif getattr(item, "originalname", name) in RERUN:
+            matched.add(item.originalname)
+            item.add_marker(pytest.mark.flaky(reruns=1))
+    UNMATCHED.extend(sorted((set(skip) | set(XFAIL) | set(RERUN)) - matched))
 
 
 def pytest_runtest_logreport(report: Any) -> None:

@@ -25,12 +25,13 @@ RECORD = re.compile(r"kafka-python (\S+) against tidelog: (\d+) passed\b.*?, (\d
 
 
 def _allowlist() -> tuple[dict[str, str], dict[str, tuple[str, bool]]]:
+    """SKIP and XFAIL, with RERUN's entries among the first for the FINDINGS.md check."""
     sys.path.insert(0, str(COMPAT / "kafka_python"))
     try:
-        from allowlist import SKIP, XFAIL
+        from allowlist import RERUN, SKIP, XFAIL
     finally:
         sys.path.pop(0)
-    return SKIP, XFAIL
+    return {**SKIP, **RERUN}, XFAIL
 
 
 def _recorded() -> tuple[str, int, int]:
@@ -78,7 +79,7 @@ def test_an_allowlist_entry_that_matches_no_test_fails_the_run(tmp_path: Path) -
     """The plugin on a run whose allowlist names a test that no longer exists."""
     (tmp_path / "allowlist.py").write_text(
         'SKIP = {"test_gone": "renamed upstream", "test_here": "skipped"}\nXFAIL = {}\n'
-        'CLUSTER_SKIP = {}\n')
+        'CLUSTER_SKIP = {}\nRERUN = {}\n')
     (tmp_path / "test_suite.py").write_text("def test_here():\n    pass\n\n"
                                             "def test_other():\n    pass\n")
     report = tmp_path / "report.json"
@@ -92,3 +93,33 @@ def test_an_allowlist_entry_that_matches_no_test_fails_the_run(tmp_path: Path) -
     assert "match no test" in proc.stdout and "test_gone" in proc.stdout, proc.stdout
     got = json.loads(report.read_text())
     assert (got["unmatched_allowlist"], got["passed"], got["skipped"]) == (["test_gone"], 1, 1)
+
+
+def test_a_rerun_entry_runs_its_test_again_once(tmp_path: Path) -> None:
+    """The plugin on a run whose RERUN entry names a parametrized test that fails the first
+    time of each parametrization and one that always fails: the first passes on its rerun,
+    the second fails the run after exactly one rerun."""
+    (tmp_path / "allowlist.py").write_text(
+        'SKIP = {}\nXFAIL = {}\nCLUSTER_SKIP = {}\n'
+        'RERUN = {"test_races": "fails once", "test_broken": "fails always"}\n')
+    (tmp_path / "test_suite.py").write_text(
+        "import pathlib, pytest\n\n"
+        "@pytest.mark.parametrize('n', [1, 2])\n"
+        "def test_races(n):\n"
+        "    mark = pathlib.Path(__file__).parent / f'ran-{n}'\n"
+        "    if not mark.exists():\n"
+        "        mark.write_text('')\n"
+        "        raise AssertionError('the race')\n\n"
+        "def test_broken():\n"
+        "    raise AssertionError('not a race')\n")
+    report = tmp_path / "report.json"
+    env = {**os.environ, "TIDELOG_COMPAT_REPORT": str(report),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(COMPAT / "kafka_python")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tidelog_compat_plugin", "-p", "no:cacheprovider",
+         "-o", "addopts=", "-q", "test_suite.py"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    got = json.loads(report.read_text())
+    assert (got["unmatched_allowlist"], got["passed"], got["failed"], got["rerun"]) == (
+        [], 2, 1, 3), got
