@@ -23,10 +23,12 @@ import numpy as np
 import pyarrow as pa
 
 from .._native import core
+from .native_arrays import Kinds, column_array
 
 (ABSENT, BOOL, INT32, INT64, FLOAT, DOUBLE, STRING, BYTES, ENUM, FIXED, LIST,
  STRUCT) = range(12)
 MAX_NODES = 1024
+_KINDS = Kinds(ABSENT, STRUCT, LIST, BOOL, frozenset((STRING, BYTES, ENUM)))
 
 # (kind, null branch, value branch (-1: not a union), large offsets, children, the child of
 # each writer field in the datum's order, extra: an enum's symbols or a fixed's size)
@@ -149,34 +151,6 @@ class _Builder:
         return (STRUCT, -1, -1, 0, tuple(children), order, ())
 
 
-def _bits(valid: bytes) -> pa.Buffer:
-    return pa.py_buffer(np.packbits(np.frombuffer(valid, np.uint8), bitorder="little"))
-
-
-def _array(arrow: pa.DataType, node: Plan, cols: list[tuple[int, bytes, bytes, bytes]],
-           at: list[int]) -> pa.Array:
-    """The Arrow array of ``node`` (its buffers ``cols[at[0]]``, its children after it)."""
-    n, valid, vals, offs = cols[at[0]]
-    at[0] += 1
-    kind = node[0]
-    if kind == ABSENT:
-        return pa.nulls(n, arrow)
-    if kind == STRUCT:
-        children = [_array(f.type, child, cols, at) for f, child in
-                    zip(arrow, node[4], strict=True)]
-        return pa.StructArray.from_buffers(arrow, n, [_bits(valid)], children=children)
-    if kind == LIST:
-        child = _array(arrow.value_type, node[4][0], cols, at)
-        return pa.Array.from_buffers(arrow, n, [_bits(valid), pa.py_buffer(offs)],
-                                     children=[child])
-    if kind in (STRING, BYTES, ENUM):
-        return pa.Array.from_buffers(arrow, n, [_bits(valid), pa.py_buffer(offs),
-                                                pa.py_buffer(vals)])
-    if kind == BOOL:
-        return pa.Array.from_buffers(arrow, n, [_bits(valid), _bits(vals)])
-    return pa.Array.from_buffers(arrow, n, [_bits(valid), pa.py_buffer(vals)])
-
-
 def decode(payloads: pa.Array, target: pa.StructType, node: Plan, skip: int,
            reference: Reference) -> tuple[pa.Array, dict[int, str]]:
     """``payloads`` (none null; ``skip`` framing bytes each) as a struct array of ``target``
@@ -187,7 +161,7 @@ def decode(payloads: pa.Array, target: pa.StructType, node: Plan, skip: int,
     offsets = np.frombuffer(values.buffers()[1], np.int32)[
         values.offset: values.offset + len(values) + 1]
     cols, rejected = core.avro_columns(values.buffers()[2] or b"", offsets, skip, node)
-    struct = _array(target, node, cols, [0])
+    struct = column_array(target, node, cols, [0], _KINDS)
     if not rejected:
         return struct, {}
     again, bad = reference(values.take(pa.array(rejected, pa.int64())))

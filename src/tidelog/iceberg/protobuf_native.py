@@ -24,10 +24,12 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from .._native import core
+from .native_arrays import Kinds, column_array
 
 (ABSENT, I32, SI32, U32, I64, SI64, BOOL, F32, F64, FX32U, SFX32, FX64, STRING, BYTES,
  ENUM, STRUCT, LIST, TS) = range(18)
 MAX_NODES, MAX_FIELDS = 1024, 64
+_KINDS = Kinds(ABSENT, STRUCT, LIST, BOOL, frozenset((STRING, BYTES, ENUM)))
 
 # (kind, field number, presence, large offsets, children, an enum's (number, name)s)
 Plan = tuple[int, int, int, int, tuple["Plan", ...], tuple[tuple[int, bytes], ...]]
@@ -135,34 +137,6 @@ def _repeated(f: FieldDescriptor) -> bool:
     return bool(repeated) if repeated is not None else f.label == _FD.LABEL_REPEATED
 
 
-def _bits(valid: bytes) -> pa.Buffer:
-    return pa.py_buffer(np.packbits(np.frombuffer(valid, np.uint8), bitorder="little"))
-
-
-def _array(arrow: pa.DataType, node: Plan, cols: list[tuple[int, bytes, bytes, bytes]],
-           at: list[int]) -> pa.Array:
-    """The Arrow array of ``node`` (its buffers ``cols[at[0]]``, its children after it)."""
-    n, valid, vals, offs = cols[at[0]]
-    at[0] += 1
-    kind = node[0]
-    if kind == ABSENT:
-        return pa.nulls(n, arrow)
-    if kind == STRUCT:
-        children = [_array(f.type, child, cols, at) for f, child in
-                    zip(arrow, node[4], strict=True)]
-        return pa.StructArray.from_buffers(arrow, n, [_bits(valid)], children=children)
-    if kind == LIST:
-        child = _array(arrow.value_type, node[4][0], cols, at)
-        return pa.Array.from_buffers(arrow, n, [_bits(valid), pa.py_buffer(offs)],
-                                     children=[child])
-    if kind in (STRING, BYTES, ENUM):
-        return pa.Array.from_buffers(arrow, n, [_bits(valid), pa.py_buffer(offs),
-                                                pa.py_buffer(vals)])
-    if kind == BOOL:
-        return pa.Array.from_buffers(arrow, n, [_bits(valid), _bits(vals)])
-    return pa.Array.from_buffers(arrow, n, [_bits(valid), pa.py_buffer(vals)])
-
-
 def decode(payloads: pa.Array, target: pa.StructType, node: Plan, reference: Reference
            ) -> tuple[pa.Array, dict[int, str]]:
     """``payloads`` (none null) as a struct array of ``target`` and the reasons of the rows
@@ -173,7 +147,7 @@ def decode(payloads: pa.Array, target: pa.StructType, node: Plan, reference: Ref
     offsets = np.frombuffer(values.buffers()[1], np.int32)[
         values.offset: values.offset + len(values) + 1]
     cols, rejected = core.proto_columns(values.buffers()[2] or b"", offsets, node)
-    struct = _array(target, node, cols, [0])
+    struct = column_array(target, node, cols, [0], _KINDS)
     if not rejected:
         return struct, {}
     again, bad = reference(values.take(pa.array(rejected, pa.int64())))
