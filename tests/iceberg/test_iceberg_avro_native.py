@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_iceberg_protobuf_bulk import _EDIT, _mutated
 
 from tidelog.iceberg import avro_native
 from tidelog.iceberg.avro_values import AvroCodec
@@ -57,9 +58,6 @@ _VALUE = st.fixed_dictionaries({
     "tags": st.lists(st.none() | st.text(max_size=3), max_size=3),
     "ship": st.none() | _SHIP, "lines": st.lists(_SHIP, max_size=2),
     "other": st.binary(min_size=4, max_size=4)})
-_EDIT = st.tuples(st.sampled_from(["flip", "set", "insert", "delete", "cut"]),
-                  st.integers(0, 10_000), st.integers(0, 255))
-
 
 @pytest.fixture(autouse=True)
 def _native_core() -> None:
@@ -77,24 +75,6 @@ def _write(schema: Any, value: Any) -> bytes:
 
 def _target(codec: AvroCodec) -> pa.StructType:
     return pa.struct([f for f in arrow_schema(table_schema(codec.fields)) if f.name != KAFKA])
-
-
-def _mutated(value: bytes, edits: list[tuple[str, int, int]]) -> bytes:
-    b = bytearray(value)
-    for op, at, byte in edits:
-        i = at % (len(b) + 1)
-        if op == "insert":
-            b[i:i] = bytes([byte])
-        elif op == "cut":
-            del b[i:]
-        elif i < len(b):
-            if op == "flip":
-                b[i] ^= 1 << (byte % 8)
-            elif op == "set":
-                b[i] = byte
-            else:
-                del b[i]
-    return bytes(b)
 
 
 def _reasons(bad: dict[int, str]) -> dict[int, str]:
