@@ -26,6 +26,26 @@ tlj_reserve(Buf *b, size_t more)
     return 0;
 }
 
+PyObject *
+tlj_row_list(const Buf *b)
+{
+    Py_ssize_t n = (Py_ssize_t)(b->len / 8);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t row;
+        memcpy(&row, b->p + 8 * i, 8);
+        PyObject *v = PyLong_FromLongLong(row);
+        if (v == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
 static int
 buf_put(Buf *b, const void *src, size_t n)
 {

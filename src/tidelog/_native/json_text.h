@@ -27,6 +27,9 @@ enum { E_NONE = 0, E_MEMORY, E_TOO_BIG, E_PYTHON };
 extern _Thread_local int tlj_error;
 
 int tlj_reserve(Buf *b, size_t more);
+/* The int64 rows in ``b`` (a pass's rejected values) as a list of ints; NULL with an
+ * error set. */
+PyObject *tlj_row_list(const Buf *b);
 int tlj_string(Cur *c, Buf *out);
 int tlj_token(Cur *c, const uint8_t **start, int *is_int);
 int tlj_literal(Cur *c, const char *word, size_t n);

@@ -128,17 +128,8 @@ p_run(PNode *root, PNode **nodes, int n, const uint8_t *data, size_t dlen,
             PyErr_SetString(PyExc_ValueError, "offsets outside the data");
         goto done;
     }
-    Py_ssize_t nrej = (Py_ssize_t)(rejected.len / 8);
-    if ((cols = PyList_New(n)) == NULL || (rej = PyList_New(nrej)) == NULL)
+    if ((cols = PyList_New(n)) == NULL || (rej = tlj_row_list(&rejected)) == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < nrej; i++) {
-        int64_t row;
-        memcpy(&row, rejected.p + 8 * i, 8);
-        PyObject *v = PyLong_FromLongLong(row);
-        if (v == NULL)
-            goto done;
-        PyList_SET_ITEM(rej, i, v);
-    }
     for (int k = 0; k < n; k++) {
         PNode *nd = nodes[k];
 #define BYTES(b) (b).p ? (const char *)(b).p : empty, (Py_ssize_t)(b).len
