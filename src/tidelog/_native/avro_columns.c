@@ -71,16 +71,6 @@ read_long(ACur *c, int64_t *out)
 }
 
 static inline int
-put_bytes(Buf *b, const void *src, size_t n)
-{
-    if (b->len + n > b->cap && tlj_reserve(b, n) < 0)
-        return -1;
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
-static inline int
 put_off(ANode *nd, size_t v)
 {
     if (nd->large) {
@@ -92,7 +82,7 @@ put_off(ANode *nd, size_t v)
         return -1;
     }
     int32_t o = (int32_t)v;
-    return put_bytes(&nd->offs, &o, 4);
+    return tlj_put(&nd->offs, &o, 4);
 }
 
 
@@ -111,7 +101,7 @@ a_null(ANode *nd)
         return push_u8(&nd->vals, 0);
     case A_INT32:
     case A_FLOAT:
-        return put_bytes(&nd->vals, zero, 4);
+        return tlj_put(&nd->vals, zero, 4);
     case A_INT64:
     case A_DOUBLE:
         return push_8(&nd->vals, zero);
@@ -154,7 +144,7 @@ read_blob(ACur *c, ANode *nd)
         return 0;
     if (nd->kind == A_STRING && !tl_utf8_ok(c->p, c->p + n))
         return 0;
-    if (put_bytes(&nd->vals, c->p, (size_t)n) < 0 || put_off(nd, nd->vals.len) < 0)
+    if (tlj_put(&nd->vals, c->p, (size_t)n) < 0 || put_off(nd, nd->vals.len) < 0)
         return -1;
     c->p += n;
     return taken(nd);
@@ -195,7 +185,7 @@ read_value(ACur *c, ANode *nd)
         if (v < INT32_MIN || v > INT32_MAX)
             return 0;
         int32_t x = (int32_t)v;
-        if (put_bytes(&nd->vals, &x, 4) < 0)
+        if (tlj_put(&nd->vals, &x, 4) < 0)
             return -1;
         return taken(nd);
     }
@@ -212,7 +202,7 @@ read_value(ACur *c, ANode *nd)
         if (f != f)
             return 0;
         c->p += 4;
-        if (put_bytes(&nd->vals, &f, 4) < 0)
+        if (tlj_put(&nd->vals, &f, 4) < 0)
             return -1;
         return taken(nd);
     }
@@ -230,14 +220,14 @@ read_value(ACur *c, ANode *nd)
         WANT(read_long(c, &v));
         if (v < 0 || v >= nd->size)
             return 0;
-        if (put_bytes(&nd->vals, nd->sym[v], (size_t)nd->sym_len[v]) < 0 ||
+        if (tlj_put(&nd->vals, nd->sym[v], (size_t)nd->sym_len[v]) < 0 ||
             put_off(nd, nd->vals.len) < 0)
             return -1;
         return taken(nd);
     case A_FIXED:
         if (c->end - c->p < nd->size)
             return 0;
-        if (put_bytes(&nd->vals, c->p, (size_t)nd->size) < 0)
+        if (tlj_put(&nd->vals, c->p, (size_t)nd->size) < 0)
             return -1;
         c->p += nd->size;
         return taken(nd);

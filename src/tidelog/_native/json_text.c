@@ -47,16 +47,6 @@ tlj_row_list(const Buf *b)
 }
 
 static int
-buf_put(Buf *b, const void *src, size_t n)
-{
-    if (tlj_reserve(b, n) < 0)
-        return -1;
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
-static int
 hex4(const uint8_t *p, uint32_t *out)
 {
     uint32_t v = 0;
@@ -132,7 +122,7 @@ put_utf8(Buf *b, uint32_t cp)
         u[3] = (uint8_t)(0x80 | (cp & 0x3F));
         n = 4;
     }
-    return buf_put(b, u, n);
+    return tlj_put(b, u, n);
 }
 
 /* A string (c->p at its opening quote), its text appended to ``out``. */
@@ -211,7 +201,7 @@ tlj_string(Cur *c, Buf *out)
         int n = utf8_len(c->p, c->end);
         if (!n)
             return 0;
-        if (buf_put(out, c->p, (size_t)n) < 0)
+        if (tlj_put(out, c->p, (size_t)n) < 0)
             return -1;
         c->p += n;
     }

@@ -36,6 +36,17 @@ int tlj_literal(Cur *c, const char *word, size_t n);
 int tlj_skip(Cur *c, int depth);
 int tlj_double(Cur *c, const uint8_t *s, int is_int, double *out);
 
+/* ``n`` bytes from ``src`` at the end of ``b``; -1 (tlj_error set) on no memory. */
+static inline int
+tlj_put(Buf *b, const void *src, size_t n)
+{
+    if (b->len + n > b->cap && tlj_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
 static inline int
 push_u8(Buf *b, uint8_t v)
 {

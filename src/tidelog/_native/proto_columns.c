@@ -72,7 +72,7 @@ p_slot(PNode *nd, int valid)
         return -1;
     int w = width(nd->kind);
     if (w)
-        return pput(&nd->vals, zero, (size_t)w);
+        return tlj_put(&nd->vals, zero, (size_t)w);
     switch (nd->kind) {
     case P_STRING: case P_BYTES: case P_ENUM:
         return poff(nd, nd->vals.len);
@@ -97,10 +97,10 @@ enum_name(PNode *nd, int32_t v)
 {
     for (Py_ssize_t i = 0; i < nd->nsym; i++)
         if (nd->sym_num[i] == v)
-            return pput(&nd->vals, nd->sym[i], (size_t)nd->sym_len[i]);
+            return tlj_put(&nd->vals, nd->sym[i], (size_t)nd->sym_len[i]);
     char text[16];
     int n = snprintf(text, sizeof text, "%d", v);
-    return pput(&nd->vals, text, (size_t)n);
+    return tlj_put(&nd->vals, text, (size_t)n);
 }
 
 /* A field's default when it is not sent (proto3: zero, empty, the enum's value 0). */
@@ -154,29 +154,29 @@ read_scalar(const uint8_t **pp, const uint8_t *end, PNode *nd)
     switch (nd->kind) {
     case P_I32:
         x32 = (int32_t)(uint32_t)v;
-        if (pput(&nd->vals, &x32, 4) < 0)
+        if (tlj_put(&nd->vals, &x32, 4) < 0)
             return -1;
         break;
     case P_SI32: {
         uint32_t u = (uint32_t)v;
         x32 = (int32_t)(u >> 1) ^ -(int32_t)(u & 1);
-        if (pput(&nd->vals, &x32, 4) < 0)
+        if (tlj_put(&nd->vals, &x32, 4) < 0)
             return -1;
         break;
     }
     case P_U32:
         x64 = (int64_t)(uint32_t)v;
-        if (pput(&nd->vals, &x64, 8) < 0)
+        if (tlj_put(&nd->vals, &x64, 8) < 0)
             return -1;
         break;
     case P_I64:
         x64 = (int64_t)v;
-        if (pput(&nd->vals, &x64, 8) < 0)
+        if (tlj_put(&nd->vals, &x64, 8) < 0)
             return -1;
         break;
     case P_SI64:
         x64 = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-        if (pput(&nd->vals, &x64, 8) < 0)
+        if (tlj_put(&nd->vals, &x64, 8) < 0)
             return -1;
         break;
     case P_BOOL:
@@ -188,7 +188,7 @@ read_scalar(const uint8_t **pp, const uint8_t *end, PNode *nd)
             return -1;
         break;
     case P_F32: case P_SFX32:
-        if (pput(&nd->vals, p, 4) < 0)
+        if (tlj_put(&nd->vals, p, 4) < 0)
             return -1;
         p += 4;
         break;
@@ -196,13 +196,13 @@ read_scalar(const uint8_t **pp, const uint8_t *end, PNode *nd)
         uint32_t u;
         memcpy(&u, p, 4);
         x64 = u;
-        if (pput(&nd->vals, &x64, 8) < 0)
+        if (tlj_put(&nd->vals, &x64, 8) < 0)
             return -1;
         p += 4;
         break;
     }
     case P_F64: case P_FX64:
-        if (pput(&nd->vals, p, 8) < 0)
+        if (tlj_put(&nd->vals, p, 8) < 0)
             return -1;
         p += 8;
         break;
@@ -261,7 +261,7 @@ read_ts(const uint8_t *p, const uint8_t *end, PNode *nd)
     int64_t us = s * 1000000 + n / 1000;
     if (us < MIN_US || us > MAX_US)
         return 0;
-    if (pput(&nd->vals, &us, 8) < 0)
+    if (tlj_put(&nd->vals, &us, 8) < 0)
         return -1;
     return p_taken(nd);
 }
@@ -291,7 +291,7 @@ read_one(const uint8_t **pp, const uint8_t *end, PNode *nd, int wire, int depth)
             return 0;
         /* fall through */
     case P_BYTES:
-        if (pput(&nd->vals, p, (size_t)len) < 0 || poff(nd, nd->vals.len) < 0)
+        if (tlj_put(&nd->vals, p, (size_t)len) < 0 || poff(nd, nd->vals.len) < 0)
             return -1;
         return p_taken(nd);
     case P_STRUCT:

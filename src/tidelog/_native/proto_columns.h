@@ -39,28 +39,18 @@ typedef struct {
     } while (0)
 
 static inline int
-pput(Buf *b, const void *src, size_t n)
-{
-    if (b->len + n > b->cap && tlj_reserve(b, n) < 0)
-        return -1;
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
-static inline int
 poff(PNode *nd, size_t v)
 {
     if (nd->large) {
         int64_t o = (int64_t)v;
-        return pput(&nd->offs, &o, 8);
+        return tlj_put(&nd->offs, &o, 8);
     }
     if (v > INT32_MAX) {
         tlj_error = E_TOO_BIG;
         return -1;
     }
     int32_t o = (int32_t)v;
-    return pput(&nd->offs, &o, 4);
+    return tlj_put(&nd->offs, &o, 4);
 }
 
 static inline int
