@@ -31,7 +31,8 @@ setup(
                 "src/tidelog/_native/append_plain.c",
             ],
             depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h",
-                     "src/tidelog/_native/json_text.h", "src/tidelog/_native/proto_columns.h"],
+                     "src/tidelog/_native/json_text.h", "src/tidelog/_native/proto_columns.h",
+                     "src/tidelog/_native/proto_varint.h"],
             extra_compile_args=["-O2"],
             optional=True,
         )

@@ -18,32 +18,6 @@
 #define PY_SSIZE_T_CLEAN
 #include "proto_columns.h"
 
-static inline int
-pvarint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
-{
-    const uint8_t *p = *pp;
-    if (p < end && *p < 0x80) {
-        *out = *p;
-        *pp = p + 1;
-        return 1;
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < 10; i++) {
-        if (p >= end)
-            return 0;
-        uint8_t b = *p++;
-        if (i == 9 && b > 1)
-            return 0;
-        v |= (uint64_t)(b & 0x7F) << (7 * i);
-        if (!(b & 0x80)) {
-            *pp = p;
-            *out = v;
-            return 1;
-        }
-    }
-    return 0;
-}
-
 /* The wire type a kind is sent under (2: length-delimited). */
 static inline int
 wire_of(int kind)
@@ -134,7 +108,7 @@ read_scalar(const uint8_t **pp, const uint8_t *end, PNode *nd)
     const uint8_t *p = *pp;
     switch (nd->kind) {
     case P_I32: case P_SI32: case P_U32: case P_I64: case P_SI64: case P_BOOL: case P_ENUM:
-        OK(pvarint(&p, end, &v));
+        OK(proto_varint(&p, end, &v));
         break;
     case P_F32: case P_FX32U: case P_SFX32:
         if (end - p < 4)
@@ -226,7 +200,7 @@ read_ts(const uint8_t *p, const uint8_t *end, PNode *nd)
     int seen = 0;
     while (p < end) {
         const uint8_t *at = p;
-        OK(pvarint(&p, end, &tag));
+        OK(proto_varint(&p, end, &tag));
         if (p - at > 5 || tag > 0xFFFFFFFFu || (tag >> 3) == 0)
             return 0;
         int wire = (int)(tag & 7), number = (int)(tag >> 3);
@@ -234,7 +208,7 @@ read_ts(const uint8_t *p, const uint8_t *end, PNode *nd)
             if (seen & number)
                 return 0;
             seen |= number;
-            OK(pvarint(&p, end, &v));
+            OK(proto_varint(&p, end, &v));
             if (number == 1)
                 seconds = v;
             else
@@ -242,13 +216,13 @@ read_ts(const uint8_t *p, const uint8_t *end, PNode *nd)
         } else if (number == 1 || number == 2 || wire == 3 || wire == 4 || wire > 5) {
             return 0;
         } else if (wire == 0) {
-            OK(pvarint(&p, end, &v));
+            OK(proto_varint(&p, end, &v));
         } else if (wire == 1 || wire == 5) {
             if (end - p < (wire == 1 ? 8 : 4))
                 return 0;
             p += wire == 1 ? 8 : 4;
         } else {
-            OK(pvarint(&p, end, &v));
+            OK(proto_varint(&p, end, &v));
             if (v > (uint64_t)(end - p))
                 return 0;
             p += v;
@@ -280,7 +254,7 @@ read_one(const uint8_t **pp, const uint8_t *end, PNode *nd, int wire, int depth)
     const uint8_t *p = *pp;
     if (wire != 2)
         return 0;
-    OK(pvarint(&p, end, &len));
+    OK(proto_varint(&p, end, &len));
     if (len > (uint64_t)(end - p))
         return 0;
     const uint8_t *stop = p + len;
@@ -322,7 +296,7 @@ skip_unknown(const uint8_t **pp, const uint8_t *end, int wire)
     uint64_t v;
     switch (wire) {
     case 0:
-        return pvarint(pp, end, &v);
+        return proto_varint(pp, end, &v);
     case 1:
     case 5: {
         int n = wire == 1 ? 8 : 4;
@@ -332,7 +306,7 @@ skip_unknown(const uint8_t **pp, const uint8_t *end, int wire)
         return 1;
     }
     case 2:
-        OK(pvarint(pp, end, &v));
+        OK(proto_varint(pp, end, &v));
         if (v > (uint64_t)(end - *pp))
             return 0;
         *pp += v;
@@ -366,7 +340,7 @@ pc_read_message(const uint8_t *p, const uint8_t *end, PNode *nd, int depth)
         return 0;
     while (p < end) {
         const uint8_t *at = p;
-        OK(pvarint(&p, end, &tag));
+        OK(proto_varint(&p, end, &tag));
         if (p - at > 5 || tag > 0xFFFFFFFFu || (tag >> 3) == 0)
             return 0;
         int wire = (int)(tag & 7);
@@ -380,7 +354,7 @@ pc_read_message(const uint8_t *p, const uint8_t *end, PNode *nd, int depth)
             PNode *el = f->child[0];
             if (wire == 2 && wire_of(el->kind) != 2) {
                 uint64_t len;
-                OK(pvarint(&p, end, &len));
+                OK(proto_varint(&p, end, &len));
                 if (len > (uint64_t)(end - p))
                     return 0;
                 OK(read_packed(p, p + len, el));

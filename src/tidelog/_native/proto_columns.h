@@ -7,6 +7,7 @@
 
 #include "json_text.h"
 #include "native.h"
+#include "proto_varint.h"
 
 enum { P_ABSENT = 0, P_I32, P_SI32, P_U32, P_I64, P_SI64, P_BOOL, P_F32, P_F64, P_FX32U,
        P_SFX32, P_FX64, P_STRING, P_BYTES, P_ENUM, P_STRUCT, P_LIST, P_TS };

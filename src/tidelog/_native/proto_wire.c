@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "native.h"
+#include "proto_varint.h"
 
 enum { W_VARINT = 1, W_FIXED64 = 2, W_FIXED32 = 3, W_STRING = 4, W_BYTES = 5,
        W_MESSAGE = 6 };
@@ -41,33 +42,6 @@ typedef struct {
     Message *msgs;
     Py_ssize_t n;
 } Plan;
-
-/* One varint of at most 10 bytes (the 10th at most 1: a value under 2^64); 0 when bad. */
-static inline int
-varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
-{
-    const uint8_t *p = *pp;
-    if (p < end && *p < 0x80) { /* one byte: nearly every tag and length */
-        *out = *p;
-        *pp = p + 1;
-        return 1;
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < 10; i++) {
-        if (p >= end)
-            return 0;
-        uint8_t b = *p++;
-        if (i == 9 && b > 1)
-            return 0;
-        v |= (uint64_t)(b & 0x7F) << (7 * i);
-        if (!(b & 0x80)) {
-            *pp = p;
-            *out = v;
-            return 1;
-        }
-    }
-    return 0;
-}
 
 /* Well-formed UTF-8 (Unicode's table 3-7: no overlong form, surrogate or code point past
  * U+10FFFF), as the runtime's check of proto3 strings and Python's strict decode. */
@@ -140,7 +114,7 @@ packed_varints(const uint8_t *p, const uint8_t *end)
 {
     uint64_t v;
     while (p < end)
-        if (!varint(&p, end, &v))
+        if (!proto_varint(&p, end, &v))
             return 0;
     return 1;
 }
@@ -180,7 +154,7 @@ message_ok(const Plan *plan, Py_ssize_t m, const uint8_t *p, const uint8_t *end,
     uint64_t tag, v;
     while (p < end) {
         const uint8_t *tag_at = p;
-        if (!varint(&p, end, &tag) || p - tag_at > 5 || tag > 0xFFFFFFFFu)
+        if (!proto_varint(&p, end, &tag) || p - tag_at > 5 || tag > 0xFFFFFFFFu)
             return 0;
         uint32_t number = (uint32_t)(tag >> 3);
         int wire = (int)(tag & 7);
@@ -189,7 +163,7 @@ message_ok(const Plan *plan, Py_ssize_t m, const uint8_t *p, const uint8_t *end,
         const Field *f = find(msg, number, &hint);
         switch (wire) {
         case 0:
-            if ((f && f->kind != W_VARINT) || !varint(&p, end, &v))
+            if ((f && f->kind != W_VARINT) || !proto_varint(&p, end, &v))
                 return 0;
             break;
         case 1:
@@ -203,7 +177,7 @@ message_ok(const Plan *plan, Py_ssize_t m, const uint8_t *p, const uint8_t *end,
             p += 4;
             break;
         case 2:
-            if (!varint(&p, end, &v) || v > (uint64_t)(end - p))
+            if (!proto_varint(&p, end, &v) || v > (uint64_t)(end - p))
                 return 0;
             if (f && !delimited_ok(plan, f, p, p + v, depth))
                 return 0;
