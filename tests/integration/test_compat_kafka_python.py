@@ -75,13 +75,9 @@ def test_kafka_python_integration_suite(tmp_path: Path) -> None:
     assert got.get("skipped", 0) <= skipped, f"more skipped than FINDINGS.md records: {got}"
 
 
-def test_an_allowlist_entry_that_matches_no_test_fails_the_run(tmp_path: Path) -> None:
-    """The plugin on a run whose allowlist names a test that no longer exists."""
-    (tmp_path / "allowlist.py").write_text(
-        'SKIP = {"test_gone": "renamed upstream", "test_here": "skipped"}\nXFAIL = {}\n'
-        'CLUSTER_SKIP = {}\nRERUN = {}\n')
-    (tmp_path / "test_suite.py").write_text("def test_here():\n    pass\n\n"
-                                            "def test_other():\n    pass\n")
+def _plugin_run(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """pytest with the plugin on ``tmp_path``'s test_suite.py and allowlist.py; the run and
+    its report's path."""
     report = tmp_path / "report.json"
     env = {**os.environ, "TIDELOG_COMPAT_REPORT": str(report),
            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(COMPAT / "kafka_python")])}
@@ -89,6 +85,17 @@ def test_an_allowlist_entry_that_matches_no_test_fails_the_run(tmp_path: Path) -
         [sys.executable, "-m", "pytest", "-p", "tidelog_compat_plugin", "-p", "no:cacheprovider",
          "-o", "addopts=", "-q", "test_suite.py"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    return proc, report
+
+
+def test_an_allowlist_entry_that_matches_no_test_fails_the_run(tmp_path: Path) -> None:
+    """The plugin on a run whose allowlist names a test that no longer exists."""
+    (tmp_path / "allowlist.py").write_text(
+        'SKIP = {"test_gone": "renamed upstream", "test_here": "skipped"}\nXFAIL = {}\n'
+        'CLUSTER_SKIP = {}\nRERUN = {}\n')
+    (tmp_path / "test_suite.py").write_text("def test_here():\n    pass\n\n"
+                                            "def test_other():\n    pass\n")
+    proc, report = _plugin_run(tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "match no test" in proc.stdout and "test_gone" in proc.stdout, proc.stdout
     got = json.loads(report.read_text())
@@ -112,13 +119,7 @@ def test_a_rerun_entry_runs_its_test_again_once(tmp_path: Path) -> None:
         "        raise AssertionError('the race')\n\n"
         "def test_broken():\n"
         "    raise AssertionError('not a race')\n")
-    report = tmp_path / "report.json"
-    env = {**os.environ, "TIDELOG_COMPAT_REPORT": str(report),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path), str(COMPAT / "kafka_python")])}
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "tidelog_compat_plugin", "-p", "no:cacheprovider",
-         "-o", "addopts=", "-q", "test_suite.py"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    proc, report = _plugin_run(tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     got = json.loads(report.read_text())
     assert (got["unmatched_allowlist"], got["passed"], got["failed"], got["rerun"]) == (
