@@ -62,7 +62,7 @@ class _Topic:
     translator: TopicTranslator
     delete_table: bool
     next_flush: float = 0.0
-    next_maintenance: float = 0.0  # monotonic time of the next snapshot expiry
+    next_maintenance: float = 0.0  # monotonic time of the next maintenance pass
     running: bool = False  # a flush is on the translation thread
     maintaining: bool = False  # a maintenance pass is on the maintenance thread
     took: list[float] = field(default_factory=list)  # the last flushes' durations (s)
@@ -171,9 +171,11 @@ class IcebergService:
             if topic is None:
                 # a record produced as the topic appears is in the table within the target
                 # lag, with half of it left for the first flush (it creates the table)
-                first = time.monotonic() + settings.target_lag_ms / 2000
-                topic = self.topics[name] = _Topic(translator, cfg.tidelog_iceberg_delete,
-                                                   next_flush=first)
+                now = time.monotonic()
+                first = now + settings.target_lag_ms / 2000
+                topic = self.topics[name] = _Topic(
+                    translator, cfg.tidelog_iceberg_delete, next_flush=first,
+                    next_maintenance=now + first_maintenance_s(self.maintenance_s))
             else:  # the topic's settings changed: the next flush uses the new ones
                 translator.committed = topic.translator.committed
                 topic.translator = translator
@@ -264,6 +266,17 @@ class IcebergService:
         """Flush one topic now, on the translation thread (after any flush running there)."""
         translator = self.topics[name].translator
         return await asyncio.get_running_loop().run_in_executor(self._pool, translator.flush)
+
+
+INITIAL_MAINTENANCE_DELAY_S = 30.0  # Kafka's log manager: InitialTaskDelayMs (30 s)
+
+
+def first_maintenance_s(interval_s: float) -> float:
+    """How long after a topic appears its first maintenance pass runs: one interval, but
+    at most Kafka's initial task delay (its log manager starts retention and the cleaner
+    30 s after start-up). A new table has nothing to expire; a pass at once would run
+    beside the first flush."""
+    return min(interval_s, INITIAL_MAINTENANCE_DELAY_S)
 
 
 def next_flush(started: float, took: float, finished: float, target_lag_s: float) -> float:

@@ -8,11 +8,12 @@ table's current snapshot records for it (the log start offset for a partition th
 never seen), so a restart or a leadership move continues exactly there.
 
 The table a flush starts from (and the DLQ table) is the one this translator's own last
-commit left (the catalog is not asked again) while the partitions it leads and their leader epochs are the
-same; any failure, a commit that lost a race, and snapshot maintenance make the next flush
-load it from the catalog. A table someone else committed to in between is safe to start from: the commit's
-requirement on the branch's snapshot (checked by the catalog against its current metadata)
-refuses it, its files are deleted, and the next flush starts from the catalog's table."""
+commit left (the catalog is not asked again) while the partitions it leads and their leader
+epochs are the same; any failure, a commit that lost a race, and a snapshot expiry that
+committed make the next flush load it from the catalog. A table someone else committed to
+in between is safe to start from: the commit's requirement on the branch's snapshot (checked
+by the catalog against its current metadata) refuses it, its files are deleted, and the next
+flush starts from the catalog's table."""
 
 from __future__ import annotations
 
@@ -174,13 +175,15 @@ class TopicTranslator:
         their orphan files older than ``orphan_age_ms`` (-1: not); ``now_ms`` is wall-clock
         time."""
         snapshots = files = orphans = 0
-        self._last = self._last_dlq = None  # the next flush reads the tables expiry left
         for name in (self.settings.topic, self.settings.dlq_name):
             table = self.tables.load(name)
             if table is None:
                 continue
             done = expire_snapshots(table, now_ms)
             snapshots, files = snapshots + done.snapshots, files + done.files
+            if done.snapshots:  # the next flush reads the table expiry left (a pass that
+                # expired nothing committed nothing: the table in hand is still current)
+                self._last = self._last_dlq = None
             if orphan_age_ms >= 0:
                 orphans += self.tables.remove_orphans(name, table, now_ms, orphan_age_ms)
         return Expired(snapshots, files, orphans)
