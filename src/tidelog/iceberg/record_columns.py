@@ -110,7 +110,8 @@ def _header_lists(c: Columns, n: int, bufs: Sequence[Buffer],
 def kafka_struct(raw: pa.Table, type_: pa.StructType) -> pa.StructArray:
     """The ``kafka`` column (partition, offset, timestamp, headers, key) of ``raw``'s rows."""
     names = [type_.field(i).name for i in range(type_.num_fields)]
-    arrays = [raw.column(n).combine_chunks().cast(type_.field(n).type) for n in names]
+    arrays = [(c.chunk(0) if c.num_chunks == 1 else c.combine_chunks()).cast(
+        type_.field(n).type) for n, c in ((n, raw.column(n)) for n in names)]
     return pa.StructArray.from_arrays(arrays, fields=list(type_))
 
 

@@ -112,7 +112,7 @@ class RecordSorter:
 
     def sort(self, partition: int, batches: list[RecordBatch], start: int, end: int) -> Sorted:
         raw = raw_columns(batches, partition, start, end)
-        values = raw.column(RAW_VALUE).combine_chunks()
+        values = one_array(raw.column(RAW_VALUE))
         everything = np.arange(len(values), dtype=np.int64)
         if self.mode == KEY_VALUE:
             return Sorted(raw, [Group(None, everything, values)])
@@ -142,8 +142,8 @@ class RecordSorter:
         out.dlq.update((int(i), NOT_FRAMED) for i in np.flatnonzero(present & ~framed))
         cut = len(values)
         offsets = out.raw.column(OFFSET).to_numpy()
-        unique, first = np.unique(ids[framed], return_index=True)
         framed_rows = np.flatnonzero(framed)
+        unique, first = _distinct(ids[framed_rows])
         for schema_id, at in sorted(zip(unique.tolist(), framed_rows[first].tolist(),
                                         strict=True), key=lambda x: x[1]):
             rows = framed_rows[ids[framed_rows] == schema_id]
@@ -231,6 +231,21 @@ def schema_ids(values: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.nd
     return ids, ok
 
 
+def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(ids, return_index=True)``, without its sort when every id is the first
+    (a partition's values nearly always carry one schema id)."""
+    if len(ids) and bool((ids == ids[0]).all()):
+        return ids[:1], np.zeros(1, np.int64)
+    unique, first = np.unique(ids, return_index=True)
+    return unique, first
+
+
+def one_array(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one array: its chunk when it has one (``combine_chunks`` copies even
+    a single chunk's data)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
 def first_message(values: pa.BinaryArray) -> np.ndarray:
     """Which framed Protobuf values have the message indexes [] (one byte 0 after the
     schema id) and so a payload from byte 6 on."""
@@ -266,19 +281,16 @@ def _cut(out: Sorted, cut: int, offset: int) -> None:
 
 
 def merge(parts: list[Sorted]) -> Sorted:
-    """The partitions' records as one flush (groups of one codec joined)."""
+    """The partitions' records as one flush. Each partition's groups stay its own (rows
+    renumbered): joining the groups of one codec would copy every value once more, for
+    one decode call instead of one a partition."""
     out = Sorted(pa.concat_tables([p.raw for p in parts]) if parts else empty_raw())
-    joined: dict[tuple[int, int], list[Group]] = {}
     base = 0
     for p in parts:
-        for g in p.groups:
-            joined.setdefault((id(g.codec), g.skip), []).append(
-                Group(g.codec, g.rows + base, g.payloads, g.skip))
+        out.groups.extend(Group(g.codec, g.rows + base, g.payloads, g.skip)
+                          for g in p.groups)
         out.dlq.update((i + base, r) for i, r in p.dlq.items())
         base += p.raw.num_rows
-    for gs in joined.values():
-        out.groups.append(Group(gs[0].codec, np.concatenate([g.rows for g in gs]),
-                                pa.concat_arrays([g.payloads for g in gs]), gs[0].skip))
     return out
 
 
@@ -313,10 +325,12 @@ def table_rows(s: Sorted, schema: Schema) -> pa.Table:
 
 
 def _take(table: pa.Table, rows: np.ndarray) -> pa.Table:
-    """``table.take(rows)``, skipped when ``rows`` are all the rows in order."""
-    if len(rows) == table.num_rows and (not len(rows) or (
-            rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
-        return table
+    """``table.take(rows)``; a slice (no copy) when ``rows`` are a run of consecutive
+    rows, the table itself when they are all of them in order."""
+    if not len(rows):
+        return table.slice(0, 0)
+    if int(rows[-1]) - int(rows[0]) == len(rows) - 1 and bool((np.diff(rows) == 1).all()):
+        return table if len(rows) == table.num_rows else table.slice(int(rows[0]), len(rows))
     return table.take(pa.array(rows))
 
 

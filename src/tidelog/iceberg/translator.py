@@ -261,16 +261,25 @@ class TopicTranslator:
         if self.settings.mode == KEY_VALUE:
             return table
         kept = []
+        refused: dict[int, str] = {}  # codec (each partition has a group of it) -> why
+        taken: set[int] = set()
         for group in records.groups:
             assert group.codec is not None
-            try:
-                table = self.tables.evolve(table, table_schema(group.codec.fields))
+            key = id(group.codec)
+            if key not in taken and key not in refused:
+                try:
+                    table = self.tables.evolve(table, table_schema(group.codec.fields))
+                    taken.add(key)
+                except (ValidationError, ResolveError, ValueError) as exc:  # a type
+                    # Iceberg cannot promote to (a catalog failure is not caught: the flush
+                    # fails)
+                    log.warning("%s: schema not taken by the table: %s", self.settings.topic,
+                                exc)
+                    refused[key] = f"schema not taken by the table: {exc}"
+            if key in refused:
+                records.dlq.update((int(i), refused[key]) for i in group.rows)
+            else:
                 kept.append(group)
-            except (ValidationError, ResolveError, ValueError) as exc:  # a type Iceberg
-                # cannot promote to (a catalog failure is not caught: the flush fails)
-                log.warning("%s: schema not taken by the table: %s", self.settings.topic, exc)
-                reason = f"schema not taken by the table: {exc}"
-                records.dlq.update((int(i), reason) for i in group.rows)
         records.groups = kept
         return table
 
