@@ -10,8 +10,11 @@
 2. produce: records/s of one librdkafka producer into an Iceberg topic (translation running,
    target lag 1 s) and into a plain topic, alternating (``--produce-records``, 5 x
    ``--records`` by default, so that a run lasts several target lags: a run shorter than
-   the first flush measures nothing of the translator), with the process's CPU seconds
-   per run and the translation thread's share of them;
+   the first flush measures nothing of the translator), with the broker process's CPU
+   seconds per run and the translation thread's share of them. The producer runs in a
+   process of its own, as a client does: in the broker's process its Python loop would
+   share the interpreter lock with the broker's threads, and the ratio would measure the
+   bench's client as much as the broker (``--producer-in-process``: as before);
 3. lag: records produced at a fixed rate for a while into an Iceberg topic with a target lag;
    each record's lag is the commit time of the snapshot that first holds it minus its
    timestamp; p50/p99 printed next to the target.
@@ -22,12 +25,14 @@ thread and any it starts): on a shared machine, wall times move with the other w
 
     .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
         [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json,protobuf]
+        [--producer-in-process]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import random
 import statistics
@@ -35,6 +40,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from multiprocessing.pool import Pool
 from pathlib import Path
 
 import pyarrow as pa
@@ -156,6 +162,27 @@ def produce(bootstrap: str, topic: str, values: list[bytes], rate: float = 0) ->
     return len(values) / (time.perf_counter() - t0)
 
 
+class Producers:
+    """Where the timed produce runs: a process of its own (spawned once; the values are
+    sent to it with each run, outside its timing) or this one."""
+
+    def __init__(self, in_process: bool) -> None:
+        self.pool: Pool | None = None if in_process else multiprocessing.get_context(
+            "spawn").Pool(1)
+
+    def produce(self, bootstrap: str, topic: str, values: list[bytes], rate: float = 0
+                ) -> float:
+        if self.pool is None:
+            return produce(bootstrap, topic, values, rate)
+        got: float = self.pool.apply(produce, (bootstrap, topic, values, rate))
+        return got
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool.join()
+
+
 def catalog(log_dir: Path) -> SqlCatalog:
     home = log_dir.resolve() / ".iceberg"
     return SqlCatalog("tidelog", uri=f"sqlite:///{home}/catalog.db",
@@ -219,14 +246,15 @@ def drain(b: EmbeddedBroker, timeout: float = 600) -> None:
         time.sleep(0.5)
 
 
-def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int) -> list[float]:
+def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int,
+        producers: Producers) -> list[float]:
     """Per-record lag (ms) from its timestamp to the commit of the snapshot that holds it."""
     from pyiceberg.exceptions import NoSuchTableError
 
     drain(b)
     topic = f"lag-{uuid.uuid4().hex[:6]}"
     create(b.bootstrap_servers, topic, 6, True, target_ms)
-    produce(b.bootstrap_servers, topic, values, rate)
+    producers.produce(b.bootstrap_servers, topic, values, rate)
     deadline = time.monotonic() + target_ms / 1000 + 120
     while True:
         try:
@@ -256,7 +284,8 @@ def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int) -> 
     return out
 
 
-def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int) -> None:
+def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
+                  producers: Producers) -> None:
     """Iceberg topic and plain topic in turn; after an Iceberg topic's run its translator
     catches up before the plain run starts (its backlog's flushes would otherwise compete
     with the plain run). Also the process's CPU seconds per run and, of an Iceberg run, the
@@ -269,7 +298,7 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int) -> None:
             topic = f"p-{uuid.uuid4().hex[:6]}"
             create(b.bootstrap_servers, topic, 6, iceberg, 1000)
             c0 = time.process_time()
-            out.append(produce(b.bootstrap_servers, topic, values))
+            out.append(producers.produce(b.bootstrap_servers, topic, values))
             cpu[iceberg].append(time.process_time() - c0)
             if iceberg:
                 state = b.iceberg.topics.get(topic)
@@ -296,6 +325,9 @@ def main() -> None:
     ap.add_argument("--target-lag-ms", type=int, default=2000)
     ap.add_argument("--modes", default="key_value,avro,json,protobuf")
     ap.add_argument("--skip", default="", help="phases to skip: produce,lag")
+    ap.add_argument("--producer-in-process", action="store_true",
+                    help="the timed producers in the broker's process (default: a process "
+                         "of their own)")
     ap.add_argument("--produce-records", type=int, default=0,
                     help="records a produce run (default 5 x --records: several target "
                          "lags of 1 s, so that the translator flushes while it runs)")
@@ -305,6 +337,16 @@ def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="iceberg-bench-", dir=os.environ.get("BENCH_DIR")))
     print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} records a mode, "
           f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd)")
+    producers = Producers(args.producer_in_process)
+    try:
+        run(args, props, scratch, producers)
+    finally:
+        producers.close()
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
+def run(args: argparse.Namespace, props: dict[str, str], scratch: Path,
+        producers: Producers) -> None:
     with EmbeddedBroker(props) as b:
         values = serialize(b.schema_registry_url, "x", args.records)
         for name in args.modes.split(","):
@@ -328,16 +370,16 @@ def main() -> None:
                   f"{ratio_range([a / c for a, c in zip(tr_cpu, pl_cpu, strict=True)])}")
         if "produce" not in args.skip:
             n = args.produce_records or 5 * args.records
-            produce_phase(b, (values * (n // len(values) + 1))[:n], args.repeats)
+            produce_phase(b, (values * (n // len(values) + 1))[:n], args.repeats, producers)
         if "lag" in args.skip:
             return
         n = int(args.rate * args.lag_seconds)
-        lags = lag(b, (values * (n // len(values) + 1))[:n], args.rate, args.target_lag_ms)
+        lags = lag(b, (values * (n // len(values) + 1))[:n], args.rate, args.target_lag_ms,
+                   producers)
         q = statistics.quantiles(lags, n=100)
         print(f"lag at {args.rate:,.0f} records/s for {args.lag_seconds:.0f} s, target "
               f"{args.target_lag_ms} ms: p50 {q[49]:,.0f} ms, p99 {q[98]:,.0f} ms, "
               f"max {max(lags):,.0f} ms")
-    print(f"load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
