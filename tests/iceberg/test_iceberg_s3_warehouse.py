@@ -8,20 +8,23 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from iceberg_support import (
     Acked,
+    AheadClock,
     check_rows_once,
     create_topic,
     end_offsets,
     iceberg_props,
+    passes_after,
     produce_avro,
+    referenced_files,
     table_offsets,
+    wait_until,
 )
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
@@ -29,7 +32,6 @@ from pyiceberg.table import Table
 
 from tidelog.config.iceberg_config import ICEBERG_CONFIG_DEF
 from tidelog.iceberg.catalog import catalog_properties
-from tidelog.iceberg.service import IcebergService
 from tidelog.testing import EmbeddedBroker
 from tidelog.testing.capability import require_capability
 from tidelog.testing.seaweedfs import SeaweedFS, SeaweedFSUnavailable
@@ -68,15 +70,6 @@ def reader(props: dict[str, str], log_dir: Path) -> Catalog:
                                                        log_dir))
 
 
-def wait_until(what: Callable[[], bool], message: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if what():
-            return
-        time.sleep(0.1)
-    raise AssertionError(message)
-
-
 def wait_for_offsets(cat: Catalog, topic: str, acked: Acked) -> Table:
     expected = end_offsets(acked)
     found: list[Table] = []
@@ -90,7 +83,7 @@ def wait_for_offsets(cat: Catalog, topic: str, acked: Acked) -> Table:
         last = table_offsets(table)
         return all(last.get(p, -1) >= o for p, o in expected.items())
 
-    wait_until(caught_up, f"kafka.{topic} never reached {expected}")
+    wait_until(caught_up, f"kafka.{topic} never reached {expected}", 90)
     return found[0]
 
 
@@ -104,21 +97,11 @@ def s3_objects(s3: SeaweedFS, table: Table) -> set[str]:
     return out
 
 
-def referenced(table: Table) -> set[str]:
-    """What the table references, by pyiceberg's own inspection."""
-    out = {table.metadata_location, *(e.metadata_file for e in table.metadata.metadata_log)}
-    for snap in table.snapshots():
-        out.add(snap.manifest_list)
-        out.update(m.manifest_path for m in snap.manifests(table.io))
-    out.update(table.inspect.all_files()["file_path"].to_pylist())
-    return out
-
-
 def plant(table: Table) -> set[str]:
     """What a broker killed between its Parquet write and its commit leaves behind, written
     through S3 now: a data file, a manifest and a metadata file that no commit names."""
     commit = str(uuid.uuid4())
-    files = referenced(table)
+    files = referenced_files(table)
     data = next(f for f in files if f.endswith(".parquet"))
     manifest = next(f for f in files if f.endswith("-m0.avro"))
     root = table.location().rstrip("/")
@@ -131,28 +114,6 @@ def plant(table: Table) -> set[str]:
         with table.io.new_output(target).create(overwrite=True) as out:
             out.write(body)
     return set(planted)
-
-
-class AheadClock:
-    """The system clock moved ``ahead_ms`` into the future."""
-
-    def __init__(self, ahead_ms: int) -> None:
-        self.ahead_ms = ahead_ms
-
-    def milliseconds(self) -> int:
-        return time.time_ns() // 1_000_000 + self.ahead_ms
-
-    def nanoseconds(self) -> int:
-        return time.monotonic_ns()
-
-    def sleep(self, ms: int) -> None:
-        time.sleep(ms / 1000)
-
-
-def passes_after(service: IcebergService, topic: str, n: int) -> None:
-    start = service.topics[topic].maintained
-    wait_until(lambda: service.topics[topic].maintained >= start + n,
-               f"{n} maintenance passes of {topic}")
 
 
 def test_orphan_files_in_s3_go_once_older_than_the_age_and_not_before(
@@ -178,7 +139,7 @@ def test_orphan_files_in_s3_go_once_older_than_the_age_and_not_before(
         table = cat.load_table(f"kafka.{topic}")
         listed = s3_objects(s3, table)
         assert not planted & listed  # past the age, named by nothing: deleted through S3
-        assert referenced(table) <= listed  # nothing of the table's went
+        assert referenced_files(table) <= listed  # nothing of the table's went
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
 
 
