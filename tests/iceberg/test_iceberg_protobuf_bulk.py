@@ -390,6 +390,9 @@ def _nan_marked(v: Any) -> Any:
     (b"\x32\x03\x0a\x01\x80", True, True),  # line.sku not UTF-8, one message down
     (b"\x22\x04\x0a\x02\xc3\x28", True, True),  # a map key that is not UTF-8
     (b"\x3a\x02\x08\x80", True, True),  # at.seconds cut short, in a Timestamp
+    (b"\x22\x07\x1a\x01\x30\x10\x80\x80\x01", False, True),  # a map entry with an
+    # unknown field 3 (the runtime leaves the entry out of the map)
+    (b"\x22\x05\x0a\x01\x30\x10\x01", False, False),  # the same entry, known fields only
 ])
 def test_the_native_walk_on_edge_cases(value: bytes, runtime: bool, walk: bool) -> None:
     _needs_core()
@@ -406,6 +409,18 @@ def test_values_only_the_native_walk_refuses_are_the_runtimes() -> None:
     values, bad = codec.decode_column(pa.array([*good, odd], pa.binary()), _target(codec))
     assert bad == {} and [r["id"] for r in values.to_pylist()] == [0, 1, 2, 5]
     assert codec._bulk is not None
+
+
+def test_a_map_entry_with_an_unknown_field_is_the_runtimes() -> None:
+    """The runtime leaves a map entry with a field other than key and value out of the map
+    (ptars would read it as an entry with the default key): the walk refuses the value, so
+    the runtime decodes it."""
+    _needs_core()
+    codec = _codec()
+    odd = bytes.fromhex("22071a013010808001")  # counts: one entry, its key under number 3
+    values, bad = codec.decode_column(pa.array([odd], pa.binary()), _target(codec))
+    want, _ = ValueCodec.decode_column(codec, pa.array([odd], pa.binary()), _target(codec))
+    assert bad == {} and values.to_pylist()[0]["counts"] == [] == want.to_pylist()[0]["counts"]
 
 
 def test_a_group_field_is_checked_by_the_runtime() -> None:

@@ -15,7 +15,9 @@
  *
  * The plan (protobuf_bulk.wire_plan): a tuple of messages, the first the value's; each is
  * bytes of 8-byte entries sorted by field number: uint32 number (little-endian), kind,
- * repeated flag, uint16 index of the nested message (kind MESSAGE). */
+ * repeated flag, uint16 index of the nested message (kind MESSAGE). A map entry's message
+ * starts with an entry of number 0: a field it does not name is refused there (the runtime
+ * leaves such an entry out of the map; the bulk decoders would keep it). */
 #define PY_SSIZE_T_CLEAN
 #include <stdlib.h>
 #include <string.h>
@@ -150,7 +152,9 @@ message_ok(const Plan *plan, Py_ssize_t m, const uint8_t *p, const uint8_t *end,
     if (depth > MAX_DEPTH || m >= plan->n)
         return 0;
     const Message *msg = &plan->msgs[m];
-    Py_ssize_t hint = 0;
+    /* a map entry's message (first entry number 0): no field it does not name */
+    int closed = msg->n > 0 && msg->fields[0].number == 0;
+    Py_ssize_t hint = closed;
     uint64_t tag, v;
     while (p < end) {
         const uint8_t *tag_at = p;
@@ -161,6 +165,8 @@ message_ok(const Plan *plan, Py_ssize_t m, const uint8_t *p, const uint8_t *end,
         if (number == 0)
             return 0;
         const Field *f = find(msg, number, &hint);
+        if (f == NULL && closed)
+            return 0;
         switch (wire) {
         case 0:
             if ((f && f->kind != W_VARINT) || !proto_varint(&p, end, &v))

@@ -137,10 +137,16 @@ _WIRE_KINDS = {
 _MAX_MESSAGES = 1 << 16
 
 
+_CLOSED = struct.pack("<IBBH", 0, 0, 0, 0)  # first entry of a map entry's message
+
+
 def wire_plan(desc: Descriptor) -> tuple[bytes, ...] | None:
     """The message type as the native walk reads it (proto_wire.c): its messages, ``desc``
     first, each as 8-byte fields sorted by number (number, wire kind, repeated, index of
-    the nested message); None for a type it does not walk (a group field)."""
+    the nested message); None for a type it does not walk (a group field). A map entry's
+    message starts with an entry of number 0: the walk refuses any field it does not name
+    there (the runtime leaves such an entry out of the map, which the bulk decoders would
+    not)."""
     index: dict[str, int] = {}
     plans: list[bytes] = []
 
@@ -149,7 +155,7 @@ def wire_plan(desc: Descriptor) -> tuple[bytes, ...] | None:
             return index[m.full_name]
         index[m.full_name] = len(plans)
         plans.append(b"")
-        entries = []
+        entries = [_CLOSED] if m.GetOptions().map_entry else []
         for f in sorted(m.fields, key=lambda f: f.number):
             kind = _WIRE_KINDS.get(f.type)
             sub = add(f.message_type) if kind == 6 else 0
