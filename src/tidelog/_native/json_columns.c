@@ -158,12 +158,13 @@ find_field(Node *nd, const Buf *key, int hint)
 static int
 read_key(Cur *c, Buf *key)
 {
-    const uint8_t *k = ++c->p;
-    while (c->p < c->end && *c->p >= 0x20 && *c->p < 0x80 && *c->p != '"' && *c->p != '\\')
-        c->p++;
-    if (c->p < c->end && *c->p == '"') {
-        *key = (Buf){(uint8_t *)k, (size_t)(c->p - k), 0};
-        c->p++;
+    const uint8_t *k = c->p + 1, *q = k, *e = c->end;
+    while (q < e && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+        q++;
+    c->p = q;
+    if (q < e && *q == '"') {
+        *key = (Buf){(uint8_t *)k, (size_t)(q - k), 0};
+        c->p = q + 1;
         return 1;
     }
     c->p = k - 1;

@@ -180,10 +180,11 @@ tlj_string(Cur *c, Buf *out)
 {
     c->p++;
     for (;;) {
-        const uint8_t *run = c->p;
-        while (c->p < c->end && *c->p >= 0x20 && *c->p < 0x80 && *c->p != '"' && *c->p != '\\')
-            c->p++;
-        if (c->p > run && put_run(out, run, (size_t)(c->p - run)) < 0)
+        const uint8_t *run = c->p, *q = run, *e = c->end;
+        while (q < e && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+            q++;
+        c->p = q;
+        if (q > run && put_run(out, run, (size_t)(q - run)) < 0)
             return -1;
         if (c->p >= c->end)
             return 0;

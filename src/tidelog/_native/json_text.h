@@ -81,11 +81,16 @@ put_offset(Buf *b, size_t v)
     return 0;
 }
 
+/* (The scanning loops here and in the passes keep the position in a local: stores through
+ * ``c->p``, a pointer to bytes, may alias anything, so the compiler would write it back at
+ * every byte.) */
 static inline void
 skip_ws(Cur *c)
 {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
-        c->p++;
+    const uint8_t *p = c->p, *e = c->end;
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    c->p = p;
 }
 
 /* 1: parsed; 0: not taken (the value is rejected); -1: Python error. */
