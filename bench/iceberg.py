@@ -8,7 +8,7 @@
    and ``protobuf`` (``value_schema_id_prefix`` with confluent-kafka's AvroSerializer /
    JSONSerializer / ProtobufSerializer);
 2. produce: records/s of one librdkafka producer into an Iceberg topic (translation running,
-   target lag 1 s) and into a plain topic, alternating (``--produce-records``, 5 x
+   target lag 1 s) and into a plain topic, alternating (``--produce-records``, 20 x
    ``--records`` by default, so that a run lasts several target lags: a run shorter than
    the first flush measures nothing of the translator), with the broker process's CPU
    seconds per run and the translation thread's share of them. The producer runs in a
@@ -329,7 +329,7 @@ def main() -> None:
                     help="the timed producers in the broker's process (default: a process "
                          "of their own)")
     ap.add_argument("--produce-records", type=int, default=0,
-                    help="records a produce run (default 5 x --records: several target "
+                    help="records a produce run (default 20 x --records: several target "
                          "lags of 1 s, so that the translator flushes while it runs)")
     args = ap.parse_args()
     props = {"schema.registry.listeners": "http://127.0.0.1:0", "iceberg.enabled": "true",
@@ -369,7 +369,7 @@ def run(args: argparse.Namespace, props: dict[str, str], scratch: Path,
                   f"{rng_range(pl_cpu)}, ratio "
                   f"{ratio_range([a / c for a, c in zip(tr_cpu, pl_cpu, strict=True)])}")
         if "produce" not in args.skip:
-            n = args.produce_records or 5 * args.records
+            n = args.produce_records or 20 * args.records
             produce_phase(b, (values * (n // len(values) + 1))[:n], args.repeats, producers)
         if "lag" in args.skip:
             return
