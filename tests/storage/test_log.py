@@ -304,6 +304,37 @@ def test_high_watermark_maintenance(make_log: MakeLog) -> None:
     assert lg.high_watermark == 2  # appends don't move the HW
 
 
+def test_flush_due_counts_unflushed_messages(make_log: MakeLog) -> None:
+    """Kafka's check in UnifiedLog.append: ``flush.messages`` unflushed messages or more
+    (asked by the broker's group commit, which defers the append's own fsync)."""
+    lg = make_log({"flush.messages": "3"})
+
+    def deferred(n: int) -> None:
+        for i in range(n):
+            lg.append_as_leader(batch(b"v%d" % i), defer_flush=True)
+
+    deferred(2)
+    assert not lg.flush_due()
+    deferred(1)
+    assert lg.flush_due() and lg.recovery_point == 0
+    lg.flush()
+    assert not lg.flush_due() and lg.recovery_point == 3
+    deferred(4)
+    assert lg.flush_due()
+
+
+def test_high_watermark_at_the_end_keeps_its_position(make_log: MakeLog) -> None:
+    """A HW moved to the log end takes the end's segment position (a fetch at the HW needs
+    no index lookup); one below it has none."""
+    lg = make_log()
+    fill(lg, 3)
+    assert lg.maybe_increment_high_watermark(3) == 0
+    assert lg._hw_meta == lg.log_end_offset_metadata
+    fill(lg, 2)
+    assert lg.maybe_increment_high_watermark(4) == 3
+    assert lg._hw_meta is None and lg.high_watermark == 4
+
+
 def test_duplicate_appends_return_original_offsets(make_log: MakeLog) -> None:
     # #104 testDuplicateAppends
     lg = make_log()

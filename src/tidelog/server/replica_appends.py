@@ -28,7 +28,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .cluster.partition import Partition
 from .cluster.partition_state import NO_EPOCH
 from .errors import to_error
-from .group_commit import GroupCommit, Waiter, flush_due
+from .group_commit import GroupCommit, Waiter
 from .metadata.store import MetadataStore
 from .purgatory import ReplicationPurgatory
 
@@ -111,7 +111,7 @@ class ReplicaAppends:
             try:
                 if validate is not None:
                     validate(tp, records)
-                if is_heavy(records):
+                if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
                     info = await self.append_off_loop(tp, records, group_commit=True,
                                                       required_acks=acks)
                 elif self.async_appends:
@@ -150,7 +150,10 @@ class ReplicaAppends:
         """acks=-1: the ISR must have each batch (DelayedProduce). The outcomes known now are
         set at once (no coroutine parks when the ISR is this broker); returns the partitions
         still short of their offset, to park."""
-        required = {tp: offset for tp, (r, offset) in replicated.items() if r.error_code == 0}
+        required: dict[TopicPartition, int] = {}
+        for tp, (r, offset) in replicated.items():  # (a loop: a comprehension is a call)
+            if r.error_code == 0:
+                required[tp] = offset
         if not required:
             return required
         known, short = self.delayed_produce.try_complete(required)
@@ -292,7 +295,7 @@ class ReplicaAppends:
     def _after_write(self, partition: Partition, group_commit: bool) -> None:
         """On the loop: the group commit, the HW, and the fetches waiting for data."""
         tp = partition.topic_partition
-        if group_commit and flush_due(partition.log):
+        if group_commit and partition.log.flush_due():
             self.group_commit.add(tp, partition.log)  # counted once the records are on disk
         elif not partition.advance_local_committed():
             self._notify(tp)  # followers fetch past the HW: they wait for appends too
