@@ -104,7 +104,9 @@ class ReplicaAppends:
 
         The bytes written on the loop over all the entries stay within
         ``inline_append_bytes``: once the request has written that much there, its further
-        appends go to the writer thread (``_append_async``)."""
+        appends go to the writer thread: an append over what is left of it goes there; one
+        written here (or by a roll or a transaction's completion, which the log writes here in
+        any case) spends its bytes."""
         produce = _Produce(self.inline_append_bytes)
         for tp, records, result in entries:
             written = None
@@ -114,8 +116,14 @@ class ReplicaAppends:
                 if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
                     info = await self.append_off_loop(tp, records, group_commit=True,
                                                       required_acks=acks)
-                elif self.async_appends:
-                    info, written = self._append_async(tp, records, acks, produce)
+                elif self.async_appends:  # written here up to what is left of the budget
+                    left = produce.inline_left
+                    below = self.inline_append_bytes if left >= self.inline_append_bytes \
+                        else left + 1 if left >= 0 else 0
+                    info, written = self.append_async(tp, records, required_acks=acks,
+                                                      inline_below=below)
+                    if written is None and not info.duplicate:
+                        produce.inline_left = left - len(records)
                 else:
                     info = self.append(tp, records, group_commit=True, required_acks=acks)
             except Exception as exc:
@@ -159,18 +167,6 @@ class ReplicaAppends:
         known, short = self.delayed_produce.try_complete(required)
         _fail_unreplicated(replicated, known)
         return short
-
-    def _append_async(self, tp: TopicPartition, records: bytes, acks: int, produce: _Produce
-                      ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None]:
-        """``append_async`` within the request's budget of bytes written on the loop: an
-        append over what is left of it goes to the writer thread; one written here (or by
-        a roll or a transaction's completion, which the log writes here in any case) spends
-        its bytes."""
-        below = min(self.inline_append_bytes, max(produce.inline_left + 1, 0))
-        info, written = self.append_async(tp, records, required_acks=acks, inline_below=below)
-        if written is None and not info.duplicate:
-            produce.inline_left -= len(records)
-        return info, written
 
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,
                required_acks: int = 1,
