@@ -392,7 +392,9 @@ class Log(LocalLogView):
             self._hw = hw
             self.state_stamp += 1
             self._hw_meta = end if hw == end.message_offset else None
-            self._producer_state.on_high_watermark_updated(hw)
+            psm = self._producer_state
+            if psm.unreplicated_txns:  # (its only work: no call without any)
+                psm.on_high_watermark_updated(hw)
             return old
 
     def _set_hw(self, hw: int) -> None:
