@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
@@ -205,7 +206,7 @@ class ReplicaAppends:
             partition.check_append(required_acks)
             lg = partition.log
             writer = self.append_writers.for_log(lg)
-            done = self._on_written(loop, partition, written)
+            done = partial(self._written_threadsafe, loop, partition, written)
             info, handed = lg.append_as_leader_async(records, partition.leader_epoch, writer,
                                                      done, inline_below=inline_below)
             if not handed:
@@ -218,14 +219,15 @@ class ReplicaAppends:
         self._record_append(tp, records, info)
         return info, written if handed else None
 
-    def _on_written(self, loop: asyncio.AbstractEventLoop, partition: Partition,
-                    written: asyncio.Future[Written]) -> Callable[[BaseException | None], None]:
-        def done(error: BaseException | None) -> None:  # on the writer thread
-            try:
-                loop.call_soon_threadsafe(self._written, partition, written, error)
-            except RuntimeError:  # the loop is closed (the broker stopped): nobody waits
-                pass
-        return done
+    def _written_threadsafe(self, loop: asyncio.AbstractEventLoop, partition: Partition,
+                            written: asyncio.Future[Written],
+                            error: BaseException | None) -> None:
+        """An append's ``done`` (bound with ``partial``: no closure made per append), on the
+        writer thread: ``_written`` on the loop."""
+        try:
+            loop.call_soon_threadsafe(self._written, partition, written, error)
+        except RuntimeError:  # the loop is closed (the broker stopped): nobody waits
+            pass
 
     def _written(self, partition: Partition, written: asyncio.Future[Written],
                  error: BaseException | None) -> None:
