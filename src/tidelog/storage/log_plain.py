@@ -14,7 +14,9 @@ the reference path, which gives Kafka's answer or error.
 
 Measured with bench/produce_path.py (one 100 B record per idempotent acks=all Produce, under
 callgrind): 288 k instructions per request against 354 k for the reference path alone, the
-build before it in the same sitting.
+build before it in the same sitting; 267 k against 290 k once this path (one room check per
+index, the end offset from the write's position), the high watermark's move and the Produce
+layers above it made 225 Python calls per request instead of 258.
 """
 
 from __future__ import annotations
