@@ -430,13 +430,20 @@ def test_files_readable_by_kafka_python(make_log: MakeLog) -> None:
     assert got == expected
 
 
-def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog) -> None:
+@pytest.mark.parametrize("move", ["update_high_watermark", "maybe_increment_high_watermark"])
+def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog, move: str
+                                                           ) -> None:
+    """Also through the leader's HW move (``maybe_increment_high_watermark``): a completed
+    transaction leaves the LSO's way once the HW passes its marker."""
     # #88 testFetchUpToLastStableOffset, #89 txn index entries, #59 aborted list on read
     from tidelog.records import RecordBatchBuilder
     from tidelog.records.batch import ControlRecordType
     from tidelog.storage.validator import AppendOrigin
 
     lg = make_log()
+
+    def hw_to_end() -> None:
+        getattr(lg, move)(lg.log_end_offset)
 
     def txn_data(pid: int, n: int, seq: int) -> None:
         lg.append_as_leader(batch(*[b"t"] * n, producer_id=pid, producer_epoch=0,
@@ -451,10 +458,10 @@ def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog) ->
     txn_data(1, 5, 0)  # 0-4
     lg.append_as_leader(batch(b"p", b"p", b"p"))  # 5-7
     txn_data(2, 2, 0)  # 8-9
-    lg.update_high_watermark(lg.log_end_offset)
+    hw_to_end()
     assert lg.last_stable_offset == 0
     marker(1, ControlRecordType.COMMIT)  # 10
-    lg.update_high_watermark(lg.log_end_offset)
+    hw_to_end()
     assert lg.last_stable_offset == 8
     committed = lg.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
     from tidelog.records import iter_batches
@@ -462,7 +469,7 @@ def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog) ->
     assert [b.last_offset for b in iter_batches(committed.records.read())] == [4, 7]
     marker(2, ControlRecordType.ABORT)  # 11
     assert lg.last_stable_offset == 8  # the abort is above the HW
-    lg.update_high_watermark(lg.log_end_offset)
+    hw_to_end()
     assert lg.last_stable_offset == 12
     info = lg.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
     assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions or []] == [(2, 8)]
