@@ -209,5 +209,5 @@ def test_the_watchdog_tells_a_loop_that_waited_for_a_core() -> None:
         loop.close()
     busy, queued, _ = classify(dog.stalls)
     assert queued, dog.stalls
-    assert all(0 <= s.queued_ns <= s.duration_ns * 1.1 for s in queued), queued
+    assert all(0 <= s.queued_ns <= s.duration_ns for s in dog.stalls), dog.stalls
     assert not busy or sum(s.duration_ns for s in queued) > sum(s.duration_ns for s in busy)

@@ -235,7 +235,9 @@ class StallWatchdog:
             took, used = time.perf_counter_ns() - t0, time.clock_gettime_ns(cpu) - c0
             if took > threshold_s * 1e9:
                 what = seen.most_common(1)[0][0] if seen else "between samples"
-                waited = queued() - q0 if q0 >= 0 else -1
+                # the kernel adds a wait for a core when it ends: one that began before
+                # the ping counts whole, so at most the stall's own length is kept
+                waited = min(queued() - q0, took) if q0 >= 0 else -1
                 self.stalls.append(Stall(t0, took, what, used, waited))
             self._stop.wait(threshold_s)
 
