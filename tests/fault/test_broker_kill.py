@@ -15,6 +15,7 @@ from serve_process import ServeProcess
 
 N = 6000
 KILL_AFTER = 1500
+PAUSE_AT = 2 * KILL_AFTER
 
 
 def _consume_all(bootstrap: str, topic: str, expect: int) -> list[bytes]:
@@ -60,6 +61,9 @@ def test_broker_dies_during_idempotent_produce(tmp_path: Path, client: str, how:
                 reached.set()
 
     done = threading.Event()
+    # the producers hold at PAUSE_AT until the acks before the signal are taken, so that on
+    # any machine the signal lands with records still to send (and some in flight)
+    snapshotted = threading.Event()
 
     def produce_confluent() -> None:
         import confluent_kafka as ck
@@ -74,6 +78,8 @@ def test_broker_dies_during_idempotent_produce(tmp_path: Path, client: str, how:
             }
         )
         for i in range(N):
+            while i == PAUSE_AT and not snapshotted.is_set():
+                p.poll(0.05)  # serves the delivery reports the snapshot waits for
             while True:
                 try:
                     p.produce(
@@ -102,6 +108,8 @@ def test_broker_dies_during_idempotent_produce(tmp_path: Path, client: str, how:
             request_timeout_ms=5000,
         )
         for i in range(N):
+            if i == PAUSE_AT:
+                assert snapshotted.wait(120)
             fut = p.send(topic, str(i).encode(), partition=0)
             fut.add_callback(lambda _md, i=i: on_ack(i, None))
             fut.add_errback(lambda exc, i=i: on_ack(i, exc))
@@ -120,6 +128,7 @@ def test_broker_dies_during_idempotent_produce(tmp_path: Path, client: str, how:
     assert reached.wait(60), f"only {len(acked)} acked before the kill"
     with lock:
         acked_before_kill = set(acked)
+    snapshotted.set()
     if how == "SIGKILL":
         broker.kill()
     else:  # clean shutdown under load: exits 0, writes snapshots and the clean marker
