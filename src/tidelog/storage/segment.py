@@ -336,8 +336,7 @@ class LogSegment:
     # -- read ------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
         """Position and size of the first batch whose last offset is >= ``offset``."""
-        mapping = self.offset_index.lookup(offset)
-        return self.log.search_for_offset_with_size(offset, max(mapping.position, starting_file_position))
+        return self.log.find_batch(self.offset_index, offset, starting_file_position)
 
     def read(
         self,
