@@ -6,7 +6,9 @@ A segment is a run of batches of mixed sizes (one to many records, small and lar
 from a base offset, with a sparse offset index over some of them; then its tail may be cut
 inside a batch, a header overwritten (length field, magic byte), or the logical size set
 past the bytes on disk. Every target (before the segment, inside any batch, past the end)
-and starting position must give the same answer or raise the same error both ways.
+and starting position must give the same answer or raise the same error both ways, with
+the file in the page cache (the native walk's reads that never wait, the GIL held) or
+dropped from it (its blocking reads, the GIL released).
 """
 
 from __future__ import annotations
@@ -105,12 +107,17 @@ def test_find_batch_matches_its_twin(tmp_path: Path, data: st.DataObject) -> Non
         index.append(BASE + rel, pos)
     # the logical size (past the bytes on disk: a short read)
     records = FileRecords(log_path, os.open(log_path, os.O_RDONLY), size)
+    cold = data.draw(st.booleans())  # out of the page cache: the walk's blocking reads
+    if cold:
+        os.fsync(records.fileno())
     try:
         targets = [BASE - 5, BASE, BASE + 2 ** 40, -(2 ** 63)] + [
             data.draw(st.integers(BASE - 3, BASE + 300)) for _ in range(6)]
         starts = [0, data.draw(st.integers(0, max(0, size + 10))), *positions[-1:]]
         for target in targets:
             for start in starts:
+                if cold:
+                    os.posix_fadvise(records.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
                 native = answer(records.find_batch, index, target, start)
                 twin = answer(records.find_batch_py, index, target, start)
                 assert native == twin, (target, start, native, twin)

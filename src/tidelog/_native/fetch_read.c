@@ -13,13 +13,17 @@
  *
  * ``index`` is the index's valid entries (8 bytes each, big-endian relative offset and
  * position, increasing). It is searched with the GIL held (the buffer is a bytearray an
- * append may resize: it is let go before anything else runs); the reads of the file run
- * with the GIL released. Only the 27 bytes a search needs of each header are looked at;
+ * append may resize: it is let go before anything else runs). The walk first reads only
+ * what the page cache holds (preadv2 with RWF_NOWAIT), with the GIL held: the tail a
+ * consumer reads is there, and letting the GIL go and taking it back cost more than such a
+ * read (a futex wake of the threads waiting for it, then the wait for it). When a read
+ * would wait for the disk, the walk starts again with blocking reads and the GIL released. Only the 27 bytes a search needs of each header are looked at;
  * the headers are read in chunks of 4 KiB doubling up to 64 KiB, as the twin does. */
 #include "native.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #define LOG_OVERHEAD 12
@@ -61,29 +65,46 @@ floor_position(const uint8_t *idx, Py_ssize_t n, int64_t rel)
     return rd32(idx + lo * 8 + 4);
 }
 
-/* pread all of ``n`` bytes; 0, or -1 on an error or end of file */
+enum { FOUND, NONE, TWIN, BLOCK };
+
+/* pread all of ``n`` bytes: 0, TWIN on an error or end of file, or with ``nowait`` BLOCK
+ * when the bytes are not all in the page cache (the read would wait for the disk). */
 static int
-read_full(int fd, uint8_t *buf, int64_t n, int64_t at)
+read_full(int fd, uint8_t *buf, int64_t n, int64_t at, int nowait)
 {
     int64_t got = 0;
     while (got < n) {
-        ssize_t r = pread(fd, buf + got, (size_t)(n - got), (off_t)(at + got));
+        ssize_t r;
+#ifdef RWF_NOWAIT
+        if (nowait) {
+            struct iovec v = {buf + got, (size_t)(n - got)};
+            r = preadv2(fd, &v, 1, (off_t)(at + got), RWF_NOWAIT);
+            if (r < 0 && errno != EINTR)
+                return BLOCK; /* EAGAIN, or a kernel or file system without it */
+            if (r == 0)
+                return BLOCK; /* the end of the file: the blocking read tells */
+        } else
+#endif
+        {
+            if (nowait)
+                return BLOCK;
+            r = pread(fd, buf + got, (size_t)(n - got), (off_t)(at + got));
+        }
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
-            return -1;
+            return TWIN;
         got += r;
     }
     return 0;
 }
 
-enum { FOUND, NONE, TWIN };
-
-/* The walk from ``pos`` (GIL released): FOUND with *out set, NONE, or TWIN. The chunks
+/* The walk from ``pos``: FOUND with *out set, NONE, TWIN, or with ``nowait`` BLOCK (a read
+ * would wait for the disk: walk again without ``nowait`` and the GIL). The chunks
  * are the twin's (4 KiB doubling up to 64 KiB, never past ``limit``), so that a read short
  * of ``limit`` (a file shorter than its logical size) fails here where it fails there. */
 static int
-walk(int fd, int64_t pos, int64_t limit, int64_t target, int64_t out[3])
+walk(int fd, int64_t pos, int64_t limit, int64_t target, int64_t out[3], int nowait)
 {
     uint8_t first[FIRST_CHUNK];
     uint8_t *buf = first, *big = NULL;
@@ -97,8 +118,13 @@ walk(int fd, int64_t pos, int64_t limit, int64_t target, int64_t out[3])
                 big = malloc(MAX_CHUNK);
                 buf = big;
             }
-            if (want < SEARCH_BYTES || buf == NULL || read_full(fd, buf, want, pos) != 0) {
+            if (want < SEARCH_BYTES || buf == NULL) {
                 rc = TWIN;
+                break;
+            }
+            int r = read_full(fd, buf, want, pos, nowait);
+            if (r != 0) {
+                rc = r;
                 break;
             }
             buf_start = pos, buf_len = want, off = 0;
@@ -144,9 +170,12 @@ tl_find_batch(PyObject *self, PyObject *args)
         pos = start;
     int64_t out[3];
     int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = walk(fd, pos, limit, target, out);
-    Py_END_ALLOW_THREADS
+    rc = walk(fd, pos, limit, target, out, 1);
+    if (rc == BLOCK) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = walk(fd, pos, limit, target, out, 0);
+        Py_END_ALLOW_THREADS
+    }
     if (rc == FOUND)
         return Py_BuildValue("(LLL)", (long long)out[0], (long long)out[1], (long long)out[2]);
     if (rc == NONE)

@@ -350,7 +350,7 @@ class LogSegment:
         None if the offset is beyond the segment's last offset."""
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log.path}")
-        found = self.translate_offset(start_offset)
+        found = self.log.find_batch(self.offset_index, start_offset)  # translate_offset
         if found is None:
             return None
         start_position = found.position
