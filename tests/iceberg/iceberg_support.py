@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -19,6 +19,9 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
+
+if TYPE_CHECKING:
+    from tidelog.iceberg.service import IcebergService
 
 ORDER = {
     "type": "record", "name": "Order", "namespace": "shop",
@@ -161,3 +164,35 @@ def referenced_files(table: Table) -> set[str]:
         out.update(m.manifest_path for m in s.manifests(table.io))
     out.update(table.inspect.all_files()["file_path"].to_pylist())
     return {p.removeprefix("file://") for p in out}
+
+
+class AheadClock:
+    """The system clock moved ``ahead_ms`` into the future."""
+
+    def __init__(self, ahead_ms: int) -> None:
+        self.ahead_ms = ahead_ms
+
+    def milliseconds(self) -> int:
+        return time.time_ns() // 1_000_000 + self.ahead_ms
+
+    def nanoseconds(self) -> int:
+        return time.monotonic_ns()
+
+    def sleep(self, ms: int) -> None:
+        time.sleep(ms / 1000)
+
+
+def wait_until(what: Callable[[], bool], message: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if what():
+            return
+        time.sleep(0.1)
+    raise AssertionError(message)
+
+
+def passes_after(service: IcebergService, topic: str, n: int) -> None:
+    """Wait for ``n`` more maintenance passes of ``topic``."""
+    start = service.topics[topic].maintained
+    wait_until(lambda: service.topics[topic].maintained >= start + n,
+               f"{n} maintenance passes of {topic}")

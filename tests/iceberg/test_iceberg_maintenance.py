@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from iceberg_support import (
     Acked,
+    AheadClock,
     catalog,
     check_rows_once,
     create_topic,
@@ -29,22 +30,6 @@ from pyiceberg.table import Table
 from tidelog.testing import EmbeddedBroker
 
 DAY_MS = 86_400_000
-
-
-class AheadClock:
-    """The system clock moved ``ahead_ms`` into the future."""
-
-    def __init__(self, ahead_ms: int) -> None:
-        self.ahead_ms = ahead_ms
-
-    def milliseconds(self) -> int:
-        return time.time_ns() // 1_000_000 + self.ahead_ms
-
-    def nanoseconds(self) -> int:
-        return time.monotonic_ns()
-
-    def sleep(self, ms: int) -> None:
-        time.sleep(ms / 1000)
 
 
 def _metadata_files(table: Table) -> list[str]:

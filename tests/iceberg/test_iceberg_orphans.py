@@ -12,18 +12,19 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from iceberg_support import (
     Acked,
+    AheadClock,
     catalog,
     check_rows_once,
     create_topic,
     end_offsets,
     iceberg_props,
+    passes_after,
     produce_avro,
     referenced_files,
     table_files,
@@ -33,7 +34,6 @@ from pyiceberg.exceptions import CommitStateUnknownException
 from pyiceberg.table import Table
 from pyiceberg.table.update import AddSnapshotUpdate
 
-from tidelog.iceberg.service import IcebergService
 from tidelog.testing import EmbeddedBroker
 
 DAY_S = 86_400
@@ -49,22 +49,6 @@ def commit_uuid_of(updates: tuple[Any, ...]) -> str | None:
         if isinstance(u, AddSnapshotUpdate) and u.snapshot.summary is not None:
             return u.snapshot.summary["tidelog.commit.uuid"]
     return None
-
-
-def wait_until(what: Callable[[], bool], message: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if what():
-            return
-        time.sleep(0.1)
-    raise AssertionError(message)
-
-
-def passes_after(service: IcebergService, topic: str, n: int) -> None:
-    """Wait for ``n`` more maintenance passes of ``topic``."""
-    start = service.topics[topic].maintained
-    wait_until(lambda: service.topics[topic].maintained >= start + n,
-               f"{n} maintenance passes of {topic}")
 
 
 def test_commit_of_unknown_outcome_keeps_its_files_if_it_landed_else_they_go(
@@ -161,22 +145,6 @@ def test_orphan_files_go_once_older_than_the_age_and_not_before(tmp_path: Path) 
         table = catalog(broker.log_dir).load_table(f"kafka.{topic}")
         assert table_files(table) == referenced_files(table) | young  # nothing of the table's went
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
-
-
-class AheadClock:
-    """The system clock moved ``ahead_ms`` into the future."""
-
-    def __init__(self, ahead_ms: int) -> None:
-        self.ahead_ms = ahead_ms
-
-    def milliseconds(self) -> int:
-        return time.time_ns() // 1_000_000 + self.ahead_ms
-
-    def nanoseconds(self) -> int:
-        return time.monotonic_ns()
-
-    def sleep(self, ms: int) -> None:
-        time.sleep(ms / 1000)
 
 
 def test_maintenance_runs_beside_a_commit_in_flight_and_leaves_its_files(

@@ -24,7 +24,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from tidelog.cli.client_config import (
     ClientErrors,
@@ -35,6 +35,11 @@ from tidelog.cli.client_config import (
 )
 from tidelog.cli.progress import Progress
 from tidelog.cli.value_format import add_value_format_args, value_serializer
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
+
+    from tidelog.cli.produce_reason import Refused
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 _QUEUE_FULL = -184  # librdkafka's RD_KAFKA_RESP_ERR__QUEUE_FULL (KafkaError._QUEUE_FULL)
@@ -206,8 +211,8 @@ class _Delivery:
 
     def __init__(self, topic: str) -> None:
         self.topic, self.failed = topic, 0
-        self.refused: Any = None  # the first record the broker refused as invalid
-        self.denied: Any = None  # the first _DENIED error: the command's one line
+        self.refused: Refused | None = None  # the first record the broker refused as invalid
+        self.denied: KafkaError | None = None  # the first _DENIED error: the command's one line
 
     def __call__(self, err: Any, msg: Any) -> None:
         if err is not None:

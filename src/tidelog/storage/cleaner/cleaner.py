@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
@@ -28,6 +28,9 @@ from tidelog.util.topic_partition import TopicPartition
 
 from ..index.txn_index import AbortedTxn
 from ..segment import CLEANED_FILE_SUFFIX, LogSegment
+
+if TYPE_CHECKING:
+    from ..log import Log
 from .batch_filter import (
     BatchRetention,
     BatchRetentionResult,
@@ -71,7 +74,7 @@ class LogToClean:
     """A candidate log with its dirty range and byte counts (#128, #129)."""
 
     topic_partition: TopicPartition
-    log: Any
+    log: Log
     first_dirty_offset: int
     uncleanable_offset: int
     needs_compaction_now: bool = False
