@@ -140,10 +140,26 @@ def test_find_batch_hands_a_bad_header_to_the_twin(tmp_path: Path) -> None:
     records = FileRecords.open(path)
     try:
         assert records.find_batch(index, BASE + 1) == LogOffsetPosition(BASE + 2, 0, len(good))
-        assert core.find_batch(index.valid_entries(), BASE, BASE + 3, 0, records.fileno(),
+        assert core.find_batch(*index.valid_entries(), BASE, BASE + 3, 0, records.fileno(),
                                records.size_in_bytes) == 0
         with pytest.raises(Exception, match=f"length field 5.*{len(good)}"):
             records.find_batch(index, BASE + 3)
+    finally:
+        records.close_handlers()
+
+
+@needs_core
+def test_find_batch_reads_only_the_valid_entries(tmp_path: Path) -> None:
+    """Entries past the count given are not looked at (an index's buffer may hold more)."""
+    first, second = batch_at(BASE, 2, 20), batch_at(BASE + 2, 2, 20)
+    path = tmp_path / f"{BASE:020d}.log"
+    path.write_bytes(first + second)
+    records = FileRecords.open(path)
+    stray = struct.pack(">ii", 2, 7)  # a position inside the first batch
+    try:
+        args = (BASE, BASE + 3, 0, records.fileno(), records.size_in_bytes)
+        assert core.find_batch(stray, 0, *args) == (BASE + 3, len(first), len(second))
+        assert core.find_batch(stray, 1, *args) == 7  # from there: the twin's to answer
     finally:
         records.close_handlers()
 

@@ -571,8 +571,8 @@ static PyMethodDef core_methods[] = {
      "quiet_runs(slots, logs, stamps, raw, size, epoch_at, offset_at, version) -> (runs, slow, "
      "stale): a sessionless Fetch's quiet partitions (server/quiet_table.py quiet_runs_py)."},
     {"find_batch", tl_find_batch, METH_VARARGS,
-     "find_batch(index, base_offset, target, start, fd, limit) -> (last offset, position, "
-     "size), None, or the position to go on from with the twin (storage/file_records.py "
+     "find_batch(index, entries, base_offset, target, start, fd, limit) -> (last offset, position, "
+     "size), None, or the start to run the twin's search from (storage/file_records.py "
      "find_batch_py)."},
     {"fetch_ids_distinct", tl_fetch_ids_distinct, METH_VARARGS,
      "fetch_ids_distinct(raw, size) -> bool or None: a Fetch topic's partition indexes all "

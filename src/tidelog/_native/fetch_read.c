@@ -2,7 +2,8 @@
  * the batch headers of the `.log` in one call, the twin of storage/file_records.py
  * ``find_batch_py`` (OffsetIndex.lookup, then FileRecords.search_for_offset_with_size).
  *
- * find_batch(index, base_offset, target, start, fd, limit) -> (last offset, position, size)
+ * find_batch(index, entries, base_offset, target, start, fd, limit)
+ *   -> (last offset, position, size)
  * of the first batch at or after the index's floor entry of ``target`` (and at or after
  * ``start``) whose last offset is >= ``target``; None when there is none below ``limit`` (the
  * file's logical size; a partial trailing batch is invisible); or an int, the position the
@@ -11,8 +12,8 @@
  * runs the twin's search from there, which gives the same answer or raises the same error
  * (from the same start its reads are the same chunks).
  *
- * ``index`` is the index's valid entries (8 bytes each, big-endian relative offset and
- * position, increasing). It is searched with the GIL held (the buffer is a bytearray an
+ * ``index`` holds the index's ``entries`` valid entries first (8 bytes each, big-endian
+ * relative offset and position, increasing). It is searched with the GIL held (the buffer is a bytearray an
  * append may resize: it is let go before anything else runs). The walk first reads only
  * what the page cache holds (preadv2 with RWF_NOWAIT), with the GIL held: the tail a
  * consumer reads is there, and letting the GIL go and taking it back cost more than such a
@@ -156,15 +157,18 @@ PyObject *
 tl_find_batch(PyObject *self, PyObject *args)
 {
     Py_buffer index;
+    Py_ssize_t entries;
     long long base, target, start, limit;
     int fd;
-    if (!PyArg_ParseTuple(args, "y*LLLiL:find_batch", &index, &base, &target, &start, &fd,
-                          &limit))
+    if (!PyArg_ParseTuple(args, "y*nLLLiL:find_batch", &index, &entries, &base, &target,
+                          &start, &fd, &limit))
         return NULL;
+    if (entries < 0 || entries > index.len / 8)
+        entries = index.len / 8;
     int64_t rel;
     if (__builtin_sub_overflow((int64_t)target, (int64_t)base, &rel))
         rel = target < 0 ? INT64_MIN : INT64_MAX;
-    int64_t pos = floor_position((const uint8_t *)index.buf, index.len / 8, rel);
+    int64_t pos = floor_position((const uint8_t *)index.buf, entries, rel);
     PyBuffer_Release(&index);
     if (pos < start)
         pos = start;

@@ -470,7 +470,8 @@ class FileRecords:
         twin's search from there answers or raises as ``find_batch_py`` would."""
         if _find_batch is None:
             return self.find_batch_py(index, target_offset, starting_position)
-        found = _find_batch(index.valid_entries(), index.base_offset, target_offset,
+        entries, count = index.valid_entries()
+        found = _find_batch(entries, count, index.base_offset, target_offset,
                             starting_position, self.fileno(), self._size)
         if found is None:
             return None
