@@ -4,7 +4,9 @@ what ran, next to the produce->ack latency the load saw.
 The broker runs in this process (tidelog.testing.EmbeddedBroker, its own loop thread, uvloop
 when installed) watched by tidelog.metrics.loop_lag's StallWatchdog (pings the loop, samples
 its thread's stack while a ping waits) and StallRecorder (garbage collections; loop callbacks
-too on asyncio's own loop): every stall longer than --threshold-ms is kept with what ran. The
+too on asyncio's own loop): every stall longer than --threshold-ms is kept with what ran and
+split three ways: the loop's thread working, runnable but waiting for a core (the kernel's
+run-queue delay: other processes had the CPUs), or neither (the GIL, a blocking call). The
 load is a librdkafka producer in a child process (idempotent, acks=all, linger.ms=0) at
 --rate records/s of 100 B for --seconds after --warmup seconds; it reports produce->ack
 latency (librdkafka's per-message latency) percentiles over the measured part only.
@@ -21,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from tidelog.metrics.loop_lag import LOOP_LAG, StallRecorder, StallWatchdog, summarize, working
+from tidelog.metrics.loop_lag import LOOP_LAG, StallRecorder, StallWatchdog, classify, summarize
 from tidelog.testing import EmbeddedBroker
 
 LOAD = r"""
@@ -71,7 +73,8 @@ def main() -> None:
     args = ap.parse_args()
     with (EmbeddedBroker({"num.partitions": str(args.partitions)}) as broker,
           StallRecorder(threshold_ms=args.threshold_ms) as rec,
-          StallWatchdog(broker._loop, broker._thread.ident, args.threshold_ms) as dog):
+          StallWatchdog(broker._loop, broker._thread.ident, args.threshold_ms,
+                        broker._thread.native_id or 0) as dog):
         out = subprocess.run(
             [sys.executable, "-c", LOAD, broker.bootstrap_servers, "stalls", str(args.rate),
              str(args.seconds), str(args.warmup)],
@@ -87,9 +90,10 @@ def main() -> None:
     print("  loop lag (10 ms timer, whole run): " + "  ".join(
         f"p{float(q) * 100:g} {v:.2f} ms" for q, v in LOOP_LAG.quantiles()))
     stalls = [s for s in rec.stalls + dog.stalls if s.started_ns <= took]
-    busy, waiting = working(stalls)
+    busy, queued, waiting = classify(stalls)
     for label, group in (("the loop's thread working (>= 50% CPU)", busy),
-                         ("the loop's thread waiting for a core or the GIL", waiting)):
+                         ("the loop's thread runnable, waiting for a core (>= 50%)", queued),
+                         ("the loop's thread waiting for the GIL or a system call", waiting)):
         print(f"  stalls over {args.threshold_ms:g} ms, {label}: {len(group)} in {span_s:.0f} s "
               f"({sum(s.duration_ns for s in group) / 1e6:.0f} ms in all); by what ran:")
         for what, count, total_ms, max_ms in summarize(group)[: args.top]:

@@ -9,7 +9,9 @@ linger.ms=0, 100 B values spread over the partitions) at the rate, paced, for --
 acknowledgement) of the measured part; each value carries its send time (CLOCK_MONOTONIC,
 shared by the processes), the consumer the time it got it. Printed: p50/p99/p99.9/max of
 each, median [min .. max] over --runs, the broker's CPU time per record sent (user + system
-of its process over the run, consumer included) and the load average. ``--pacing spin``
+of its process over the run, consumer included), how long its main thread (the event loop's)
+sat runnable waiting for a core per record sent (Linux schedstat: the scheduler's share of
+the tail) and the load average. ``--pacing spin``
 paces as rdkafka_performance's ``-r`` does: poll until the next record is due, a second busy
 process on the machine.
 
@@ -172,6 +174,16 @@ def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
     return quantiles(p["lat"]), quantiles(c["lat"]), int(p["failed"]), int(p["sent"])
 
 
+def queued_seconds(pid: int) -> float:
+    """How long the main thread of ``pid`` has been runnable but not running (Linux
+    schedstat's run-queue delay); 0 where the kernel does not say."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _create(bootstrap: str, topic: str, parts: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic(topic, parts, 1)]).values():
@@ -207,17 +219,20 @@ def main() -> None:
         loads: list[float] = []
         got: dict[str, list[tuple[dict[str, float], dict[str, float], int]]] = {}
         cpu: dict[str, list[float]] = {}
+        queued: dict[str, list[float]] = {}
         for _ in range(args.runs):
             for name, factory in chosen:
                 floor = name == BASELINE
                 with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
                     loads.append(os.getloadavg()[0])
-                    before = native.cpu_seconds(pid)
+                    before, queued_before = native.cpu_seconds(pid), queued_seconds(pid)
                     *result, sent = one(
                         bootstrap, rate, parts, args.seconds, args.warmup,
                         not args.no_consume and not floor, client, create=not floor,
                         spin=args.pacing == "spin")
                     cpu.setdefault(name, []).append((native.cpu_seconds(pid) - before) / sent * 1e6)
+                    queued.setdefault(name, []).append(
+                        (queued_seconds(pid) - queued_before) / sent * 1e6)
                     got.setdefault(name, []).append((result[0], result[1], result[2]))
         loads.append(os.getloadavg()[0])
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
@@ -234,7 +249,8 @@ def main() -> None:
                     f"{k} {fmt([r[idx][k] for r in runs])}"
                     for k in ("p50", "p99", "p99.9", "max"))
                 print(f"  {name:<24} {label:<17} {cells}" + (
-                    f"  broker CPU/record {fmt(cpu[name]).strip()} us" if idx == 0 else "")
+                    f"  broker CPU/record {fmt(cpu[name]).strip()} us, loop queued/record "
+                    f"{fmt(queued[name]).strip()} us" if idx == 0 else "")
                     + (f"  ({failed} failed)" if failed and idx == 0 else ""))
 
 

@@ -8,7 +8,7 @@ import gc
 import time
 
 from tidelog.metrics.histogram import LatencyHistogram
-from tidelog.metrics.loop_lag import StallRecorder, monitor_loop_lag
+from tidelog.metrics.loop_lag import StallRecorder, classify, monitor_loop_lag
 
 
 def hold_loop(ms: float) -> None:
@@ -147,7 +147,8 @@ def test_the_watchdog_finds_a_stall_on_any_loop() -> None:
     t = threading.Thread(target=loop.run_forever)
     t.start()
     try:
-        with StallWatchdog(loop, t.ident or 0, threshold_ms=5) as dog:
+        with StallWatchdog(loop, t.ident or 0, threshold_ms=5,
+                           loop_native_id=t.native_id or 0) as dog:
             held = threading.Event()
             loop.call_soon_threadsafe(lambda: (hold_loop(40), held.set()))
             held.wait(10)
@@ -162,3 +163,51 @@ def test_the_watchdog_finds_a_stall_on_any_loop() -> None:
     assert long, dog.stalls
     assert "test_loop_lag.py:hold_loop" in long[0].what, long[0].what
     assert long[0].cpu_ns > 0  # the loop's thread was busy: its CPU time is measured
+
+
+_SPIN = """
+import os, sys, time
+os.sched_setaffinity(0, {int(sys.argv[1])})
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    pass
+"""
+
+
+def test_the_watchdog_tells_a_loop_that_waited_for_a_core() -> None:
+    """The loop's thread at the lowest priority shares one CPU with a process that spins
+    there: it does nothing but answer pings, each of which waits for the CPU. The watchdog
+    keeps those stalls as time in the run queue, not as work or a wait for the GIL."""
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from tidelog.metrics.loop_lag import StallWatchdog
+
+    cpu = min(os.sched_getaffinity(0))
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever)
+    t.start()
+    spinner = None
+    try:
+        assert t.native_id is not None
+        os.sched_setaffinity(t.native_id, {cpu})
+        os.setpriority(os.PRIO_PROCESS, t.native_id, 19)  # its own thread only (Linux)
+        spinner = subprocess.Popen([sys.executable, "-c", _SPIN, str(cpu), "60"])
+        with StallWatchdog(loop, t.ident or 0, threshold_ms=5,
+                           loop_native_id=t.native_id) as dog:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not classify(dog.stalls)[1]:
+                time.sleep(0.05)  # polling the watchdog's result with a deadline
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait()
+        loop.call_soon_threadsafe(loop.stop)
+        t.join()
+        loop.close()
+    busy, queued, _ = classify(dog.stalls)
+    assert queued, dog.stalls
+    assert all(0 <= s.queued_ns <= s.duration_ns for s in dog.stalls), dog.stalls
+    assert not busy or sum(s.duration_ns for s in queued) > sum(s.duration_ns for s in busy)

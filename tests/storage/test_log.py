@@ -304,6 +304,37 @@ def test_high_watermark_maintenance(make_log: MakeLog) -> None:
     assert lg.high_watermark == 2  # appends don't move the HW
 
 
+def test_flush_due_counts_unflushed_messages(make_log: MakeLog) -> None:
+    """Kafka's check in UnifiedLog.append: ``flush.messages`` unflushed messages or more
+    (asked by the broker's group commit, which defers the append's own fsync)."""
+    lg = make_log({"flush.messages": "3"})
+
+    def deferred(n: int) -> None:
+        for i in range(n):
+            lg.append_as_leader(batch(b"v%d" % i), defer_flush=True)
+
+    deferred(2)
+    assert not lg.flush_due()
+    deferred(1)
+    assert lg.flush_due() and lg.recovery_point == 0
+    lg.flush()
+    assert not lg.flush_due() and lg.recovery_point == 3
+    deferred(4)
+    assert lg.flush_due()
+
+
+def test_high_watermark_at_the_end_keeps_its_position(make_log: MakeLog) -> None:
+    """A HW moved to the log end takes the end's segment position (a fetch at the HW needs
+    no index lookup); one below it has none."""
+    lg = make_log()
+    fill(lg, 3)
+    assert lg.maybe_increment_high_watermark(3) == 0
+    assert lg._hw_meta == lg.log_end_offset_metadata
+    fill(lg, 2)
+    assert lg.maybe_increment_high_watermark(4) == 3
+    assert lg._hw_meta is None and lg.high_watermark == 4
+
+
 def test_duplicate_appends_return_original_offsets(make_log: MakeLog) -> None:
     # #104 testDuplicateAppends
     lg = make_log()
@@ -399,13 +430,20 @@ def test_files_readable_by_kafka_python(make_log: MakeLog) -> None:
     assert got == expected
 
 
-def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog) -> None:
+@pytest.mark.parametrize("move", ["update_high_watermark", "maybe_increment_high_watermark"])
+def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog, move: str
+                                                           ) -> None:
+    """Also through the leader's HW move (``maybe_increment_high_watermark``): a completed
+    transaction leaves the LSO's way once the HW passes its marker."""
     # #88 testFetchUpToLastStableOffset, #89 txn index entries, #59 aborted list on read
     from tidelog.records import RecordBatchBuilder
     from tidelog.records.batch import ControlRecordType
     from tidelog.storage.validator import AppendOrigin
 
     lg = make_log()
+
+    def hw_to_end() -> None:
+        getattr(lg, move)(lg.log_end_offset)
 
     def txn_data(pid: int, n: int, seq: int) -> None:
         lg.append_as_leader(batch(*[b"t"] * n, producer_id=pid, producer_epoch=0,
@@ -420,10 +458,10 @@ def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog) ->
     txn_data(1, 5, 0)  # 0-4
     lg.append_as_leader(batch(b"p", b"p", b"p"))  # 5-7
     txn_data(2, 2, 0)  # 8-9
-    lg.update_high_watermark(lg.log_end_offset)
+    hw_to_end()
     assert lg.last_stable_offset == 0
     marker(1, ControlRecordType.COMMIT)  # 10
-    lg.update_high_watermark(lg.log_end_offset)
+    hw_to_end()
     assert lg.last_stable_offset == 8
     committed = lg.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
     from tidelog.records import iter_batches
@@ -431,7 +469,7 @@ def test_transactions_last_stable_offset_and_aborted_index(make_log: MakeLog) ->
     assert [b.last_offset for b in iter_batches(committed.records.read())] == [4, 7]
     marker(2, ControlRecordType.ABORT)  # 11
     assert lg.last_stable_offset == 8  # the abort is above the HW
-    lg.update_high_watermark(lg.log_end_offset)
+    hw_to_end()
     assert lg.last_stable_offset == 12
     info = lg.read(0, 1 << 20, FetchIsolation.TXN_COMMITTED)
     assert [(t.producer_id, t.first_offset) for t in info.aborted_transactions or []] == [(2, 8)]

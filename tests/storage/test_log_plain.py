@@ -45,6 +45,8 @@ def topic(draw: st.DrawFn) -> dict[str, str]:
     return {
         "segment.bytes": draw(st.sampled_from(["400", "1500", "1073741824"])),
         "index.interval.bytes": draw(st.sampled_from(["0", "150", "4096"])),
+        # 8 entries: a full offset or time index rolls the segment before the batch
+        "segment.index.bytes": draw(st.sampled_from(["96", "10485760", "10485760"])),
         "segment.ms": draw(st.sampled_from(["100", "604800000"])),
         "cleanup.policy": draw(st.sampled_from(["delete", "delete", "compact"])),
         "compression.type": draw(st.sampled_from(["producer", "producer", "uncompressed",
@@ -230,6 +232,18 @@ def test_the_common_case_takes_the_plain_append(plain: str) -> None:
         records = [(i, b"k", b"v" * 50)]
         steps.append(("append", 7 if i % 2 else -1, 0, 0, False, 0, False, records, i > 30))
     assert run({"index.interval.bytes": "300", "segment.bytes": "3000"}, steps, plain) >= 30
+
+
+@pytest.mark.parametrize("plain", IMPLS)
+def test_a_full_index_rolls_as_the_reference_path_rolls(plain: str) -> None:
+    """An index entry per batch, 8 slots per index (the time index keeps its last for the
+    roll): the plain append declines the batch a full index would refuse, and the segments
+    roll where the reference path rolls them."""
+    steps: list[tuple[Any, ...]] = [
+        ("append", 7, 0, 0, False, 0, False, [(i, b"k", b"v" * 20)], False)
+        for i in range(40)]
+    assert run({"index.interval.bytes": "0", "segment.index.bytes": "96"}, steps,
+               plain) >= 25
 
 
 def test_a_failed_plain_write_is_the_storage_error_of_a_failed_write(

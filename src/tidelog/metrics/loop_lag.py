@@ -17,7 +17,10 @@ It sees asyncio's own loops only: uvloop's callbacks are not Python objects to w
 
 ``StallWatchdog`` works with any loop (uvloop too): a thread pings the loop every
 ``threshold`` and, while a ping waits, samples the loop thread's stack; a ping answered later
-than the threshold is kept as a stall with the stack seen most (the innermost tidelog frames).
+than the threshold is kept as a stall with the stack seen most (the innermost tidelog frames),
+the CPU time the loop's thread got meanwhile and, on Linux, how long it sat runnable in the
+kernel's run queue: ``classify`` tells a loop that worked from one that waited for a core
+(other processes or threads had the CPUs) and one that waited for the GIL or in a system call.
 """
 
 from __future__ import annotations
@@ -76,6 +79,8 @@ class Stall:
     what: str
     cpu_ns: int = -1  # CPU time the loop's thread got meanwhile (-1: not measured); far
     # below the duration, the thread was waiting (for a core, or the GIL), not working
+    queued_ns: int = -1  # time it was runnable but waited for a core meanwhile (the
+    # kernel's run-queue delay, Linux schedstat; -1: not measured)
 
 
 def describe(callback: Callable[..., object]) -> str:
@@ -188,6 +193,7 @@ class StallWatchdog:
     loop: asyncio.AbstractEventLoop
     loop_thread: int  # threading.get_ident() of the thread running the loop
     threshold_ms: float = 1.0
+    loop_native_id: int = 0  # its threading.get_native_id(): run-queue delay measured
     stalls: list[Stall] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -213,9 +219,10 @@ class StallWatchdog:
     def _run(self) -> None:
         threshold_s = self.threshold_ms / 1000
         cpu = time.pthread_getcpuclockid(self.loop_thread)
+        queued = _run_queue_clock(self.loop_native_id)
         while not self._stop.is_set():
             answered = threading.Event()
-            t0, c0 = time.perf_counter_ns(), time.clock_gettime_ns(cpu)
+            t0, c0, q0 = time.perf_counter_ns(), time.clock_gettime_ns(cpu), queued()
             try:
                 self.loop.call_soon_threadsafe(answered.set)
             except RuntimeError:  # the loop closed
@@ -228,7 +235,10 @@ class StallWatchdog:
             took, used = time.perf_counter_ns() - t0, time.clock_gettime_ns(cpu) - c0
             if took > threshold_s * 1e9:
                 what = seen.most_common(1)[0][0] if seen else "between samples"
-                self.stalls.append(Stall(t0, took, what, used))
+                # the kernel adds a wait for a core when it ends: one that began before
+                # the ping counts whole, so at most the stall's own length is kept
+                waited = min(queued() - q0, took) if q0 >= 0 else -1
+                self.stalls.append(Stall(t0, took, what, used, waited))
             self._stop.wait(threshold_s)
 
     def summary(self) -> list[tuple[str, int, float, float]]:
@@ -243,6 +253,31 @@ def summarize(stalls: list[Stall]) -> list[tuple[str, int, float, float]]:
         by.setdefault(s.what, []).append(s.duration_ns)
     rows = [(what, len(d), sum(d) / 1e6, max(d) / 1e6) for what, d in by.items()]
     return sorted(rows, key=lambda r: -r[2])
+
+
+def _run_queue_clock(native_id: int) -> Callable[[], int]:
+    """A reader of the nanoseconds thread ``native_id`` has spent runnable but not running
+    (the second field of Linux's schedstat); one that says -1 where there is none."""
+    path = f"/proc/self/task/{native_id}/schedstat"
+
+    def read() -> int:
+        try:
+            with open(path, "rb") as f:
+                return int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            return -1
+
+    return read if native_id and read() >= 0 else lambda: -1
+
+
+def classify(stalls: list[Stall], share: float = 0.5
+             ) -> tuple[list[Stall], list[Stall], list[Stall]]:
+    """(the loop's thread mostly on a CPU, mostly runnable in the run queue -- waiting for a
+    core other work had --, the rest: waiting for the GIL or in a blocking system call).
+    Without a run-queue measure a stall that is not working counts in the last group."""
+    busy, idle = working(stalls, share)
+    queued = [s for s in idle if s.queued_ns >= share * s.duration_ns]
+    return busy, queued, [s for s in idle if s.queued_ns < share * s.duration_ns]
 
 
 def working(stalls: list[Stall], share: float = 0.5) -> tuple[list[Stall], list[Stall]]:

@@ -44,11 +44,6 @@ FLUSH_THREADS = 4
 Waiter = asyncio.Future[BaseException | None]
 
 
-def flush_due(lg: Any) -> bool:
-    """Kafka's check in UnifiedLog.append: unflushed messages reached ``flush.messages``."""
-    return bool(lg.log_end_offset - lg.recovery_point >= lg.config.flush_messages)
-
-
 class GroupCommit:
     """Per partition: the round in flight (if any) and the next one being gathered."""
 

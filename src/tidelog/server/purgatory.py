@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from tidelog.metrics import add_remote_time
 from tidelog.protocol.errors import ErrorCode
@@ -151,6 +151,9 @@ class ReplicationPurgatory:
     def __init__(self, check: Check) -> None:
         self._check = check
         self._watchers: dict[TopicPartition, set[_DelayedOperation]] = {}
+        # the partitions operations may wait on (read-only outside: ``tp in watched`` spares
+        # the call to ``check_and_complete`` on every HW move with nothing parked)
+        self.watched: Mapping[TopicPartition, object] = self._watchers
 
     def __len__(self) -> int:
         return sum(len(s) for s in list(self._watchers.values()))

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
@@ -28,7 +29,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .cluster.partition import Partition
 from .cluster.partition_state import NO_EPOCH
 from .errors import to_error
-from .group_commit import GroupCommit, Waiter, flush_due
+from .group_commit import GroupCommit, Waiter
 from .metadata.store import MetadataStore
 from .purgatory import ReplicationPurgatory
 
@@ -104,18 +105,26 @@ class ReplicaAppends:
 
         The bytes written on the loop over all the entries stay within
         ``inline_append_bytes``: once the request has written that much there, its further
-        appends go to the writer thread (``_append_async``)."""
+        appends go to the writer thread: an append over what is left of it goes there; one
+        written here (or by a roll or a transaction's completion, which the log writes here in
+        any case) spends its bytes."""
         produce = _Produce(self.inline_append_bytes)
         for tp, records, result in entries:
             written = None
             try:
                 if validate is not None:
                     validate(tp, records)
-                if is_heavy(records):
+                if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
                     info = await self.append_off_loop(tp, records, group_commit=True,
                                                       required_acks=acks)
-                elif self.async_appends:
-                    info, written = self._append_async(tp, records, acks, produce)
+                elif self.async_appends:  # written here up to what is left of the budget
+                    left = produce.inline_left
+                    below = self.inline_append_bytes if left >= self.inline_append_bytes \
+                        else left + 1 if left >= 0 else 0
+                    info, written = self.append_async(tp, records, required_acks=acks,
+                                                      inline_below=below)
+                    if written is None and not info.duplicate:
+                        produce.inline_left = left - len(records)
                 else:
                     info = self.append(tp, records, group_commit=True, required_acks=acks)
             except Exception as exc:
@@ -150,24 +159,15 @@ class ReplicaAppends:
         """acks=-1: the ISR must have each batch (DelayedProduce). The outcomes known now are
         set at once (no coroutine parks when the ISR is this broker); returns the partitions
         still short of their offset, to park."""
-        required = {tp: offset for tp, (r, offset) in replicated.items() if r.error_code == 0}
+        required: dict[TopicPartition, int] = {}
+        for tp, (r, offset) in replicated.items():  # (a loop: a comprehension is a call)
+            if r.error_code == 0:
+                required[tp] = offset
         if not required:
             return required
         known, short = self.delayed_produce.try_complete(required)
         _fail_unreplicated(replicated, known)
         return short
-
-    def _append_async(self, tp: TopicPartition, records: bytes, acks: int, produce: _Produce
-                      ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None]:
-        """``append_async`` within the request's budget of bytes written on the loop: an
-        append over what is left of it goes to the writer thread; one written here (or by
-        a roll or a transaction's completion, which the log writes here in any case) spends
-        its bytes."""
-        below = min(self.inline_append_bytes, max(produce.inline_left + 1, 0))
-        info, written = self.append_async(tp, records, required_acks=acks, inline_below=below)
-        if written is None and not info.duplicate:
-            produce.inline_left -= len(records)
-        return info, written
 
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,
                required_acks: int = 1,
@@ -206,7 +206,7 @@ class ReplicaAppends:
             partition.check_append(required_acks)
             lg = partition.log
             writer = self.append_writers.for_log(lg)
-            done = self._on_written(loop, partition, written)
+            done = partial(self._written_threadsafe, loop, partition, written)
             info, handed = lg.append_as_leader_async(records, partition.leader_epoch, writer,
                                                      done, inline_below=inline_below)
             if not handed:
@@ -219,14 +219,15 @@ class ReplicaAppends:
         self._record_append(tp, records, info)
         return info, written if handed else None
 
-    def _on_written(self, loop: asyncio.AbstractEventLoop, partition: Partition,
-                    written: asyncio.Future[Written]) -> Callable[[BaseException | None], None]:
-        def done(error: BaseException | None) -> None:  # on the writer thread
-            try:
-                loop.call_soon_threadsafe(self._written, partition, written, error)
-            except RuntimeError:  # the loop is closed (the broker stopped): nobody waits
-                pass
-        return done
+    def _written_threadsafe(self, loop: asyncio.AbstractEventLoop, partition: Partition,
+                            written: asyncio.Future[Written],
+                            error: BaseException | None) -> None:
+        """An append's ``done`` (bound with ``partial``: no closure made per append), on the
+        writer thread: ``_written`` on the loop."""
+        try:
+            loop.call_soon_threadsafe(self._written, partition, written, error)
+        except RuntimeError:  # the loop is closed (the broker stopped): nobody waits
+            pass
 
     def _written(self, partition: Partition, written: asyncio.Future[Written],
                  error: BaseException | None) -> None:
@@ -292,7 +293,7 @@ class ReplicaAppends:
     def _after_write(self, partition: Partition, group_commit: bool) -> None:
         """On the loop: the group commit, the HW, and the fetches waiting for data."""
         tp = partition.topic_partition
-        if group_commit and flush_due(partition.log):
+        if group_commit and partition.log.flush_due():
             self.group_commit.add(tp, partition.log)  # counted once the records are on disk
         elif not partition.advance_local_committed():
             self._notify(tp)  # followers fetch past the HW: they wait for appends too

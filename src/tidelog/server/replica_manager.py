@@ -425,8 +425,10 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             partition.alter_partition_sender = sender
 
     def _on_high_watermark(self, tp: TopicPartition) -> None:
-        self.delayed_produce.check_and_complete(tp)
-        self.delayed_delete_records.check_and_complete(tp)
+        if tp in self.delayed_produce.watched:  # (no call when nothing is parked on tp)
+            self.delayed_produce.check_and_complete(tp)
+        if tp in self.delayed_delete_records.watched:
+            self.delayed_delete_records.check_and_complete(tp)
         self._notify(tp)
 
     def _notify(self, tp: TopicPartition) -> None:

@@ -132,9 +132,11 @@ class LocalLog:
         segment.append(last_offset, max_timestamp, offset_of_max_timestamp, records)
         self.appended(segment, last_offset)
 
-    def appended(self, segment: LogSegment, last_offset: int) -> None:
-        """The log end offset past ``last_offset``, written to ``segment``."""
-        self._end = LogOffsetMetadata(last_offset + 1, segment.base_offset, segment.size)
+    def appended(self, segment: LogSegment, last_offset: int, size: int | None = None) -> None:
+        """The log end offset past ``last_offset``, written to ``segment``, whose size is
+        ``size`` now (None: read from it)."""
+        self._end = LogOffsetMetadata(last_offset + 1, segment.base_offset,
+                                      segment.size if size is None else size)
 
     def write_handed(self, seg: LogSegment, last_offset: int, max_timestamp: int,
                      offset_of_max_timestamp: int, records: bytes | bytearray | memoryview,

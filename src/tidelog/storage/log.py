@@ -189,9 +189,15 @@ class Log(LocalLogView):
             if self.append_guard is not None:
                 self.append_guard(len(records), origin is _COORDINATOR)
             with self._io("append-async"):
-                plain = self._append_plain(records, leader_epoch, origin, inline_below)
-                if plain is not None:
-                    return plain, False
+                if origin is _CLIENT:  # (``_append_plain`` inline: one call per Produce)
+                    local = self._local
+                    local.check_open()
+                    plain = append_plain(local, self._producer_state, self.leader_epoch_cache,
+                                         records, leader_epoch, inline_below,
+                                         self._log_start_offset)
+                    if plain is not None:
+                        self.state_stamp += 1
+                        return plain, False
                 v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
                 handed = analysis is not None and \
                     self._hand_over(v, analysis, writer, done, inline_below)
@@ -359,6 +365,12 @@ class Log(LocalLogView):
         if plan is not None:
             self._local.flush_outside_lock(plan, self._lock)
 
+    def flush_due(self) -> bool:
+        """Kafka's check in UnifiedLog.append: the unflushed messages reached
+        ``flush.messages`` (one call: the broker asks after every append)."""
+        local = self._local
+        return local.log_end_offset - local.recovery_point >= local.config.flush_messages
+
     # -- high watermark ------------------------------------------------------------------------
     def update_high_watermark(self, hw: int) -> int:
         """Set the HW clamped to [log start, LEO]; returns the value set (#87)."""
@@ -367,15 +379,22 @@ class Log(LocalLogView):
             return self._hw
 
     def maybe_increment_high_watermark(self, hw: int) -> int | None:
-        """Move the HW forward only; above the LEO is an error. Returns the old HW if moved."""
+        """Move the HW forward only; above the LEO is an error. Returns the old HW if moved.
+        (``_set_hw`` inline: every append of a leader whose ISR is itself moves it.)"""
         with self._lock:
-            if hw > self.log_end_offset:
+            end = self._local.log_end_offset_metadata
+            if hw > end.message_offset:
                 raise ValueError(f"High watermark {hw} update exceeds current log end offset "
-                                 f"{self.log_end_offset} of {self.name}")
-            if hw <= self._hw:
-                return None
+                                 f"{end.message_offset} of {self.name}")
             old = self._hw
-            self._set_hw(hw)
+            if hw <= old:
+                return None
+            self._hw = hw
+            self.state_stamp += 1
+            self._hw_meta = end if hw == end.message_offset else None
+            psm = self._producer_state
+            if psm.unreplicated_txns:  # (its only work: no call without any)
+                psm.on_high_watermark_updated(hw)
             return old
 
     def _set_hw(self, hw: int) -> None:

@@ -14,7 +14,9 @@ the reference path, which gives Kafka's answer or error.
 
 Measured with bench/produce_path.py (one 100 B record per idempotent acks=all Produce, under
 callgrind): 288 k instructions per request against 354 k for the reference path alone, the
-build before it in the same sitting.
+build before it in the same sitting; 267 k against 290 k once this path (one room check per
+index, the end offset from the write's position), the high watermark's move and the Produce
+layers above it made 225 Python calls per request instead of 258.
 """
 
 from __future__ import annotations
@@ -77,27 +79,27 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
     offset = local.log_end_offset
     last = offset + lod
     seg = local.segments.active_segment
+    log_records = seg.log
+    position = log_records.size_in_bytes
     now = local.clock.milliseconds()
-    bound = seg.plain_room(n, last, now, max_segment_bytes=config.segment_bytes,
-                           max_segment_ms=config.max_segment_ms)
+    bound = seg.plain_room(n, position, last, now, config.segment_bytes, config.max_segment_ms)
     if bound is None:
         return None
     buf = records if isinstance(records, bytearray) or (
         isinstance(records, memoryview) and not records.readonly) else bytearray(records)
-    log_records = seg.log
     try:
         got = _append(buf, offset, leader_epoch,
                       max(now - config.timestamp_before_max_ms, INT64_MIN),
                       min(now + config.timestamp_after_max_ms, INT64_MAX),
                       config.max_message_bytes, config.compact, bound, log_records.fileno(),
-                      log_records.size_in_bytes)
+                      position)
     except OSError as e:
         raise log_records.append_error(e, n) from e
     if got is None:
         return None
     count, max_ts = got
-    seg.appended(n, last, max_ts)
-    local.appended(seg, last)
+    seg.appended(n, position, last, max_ts)
+    local.appended(seg, last, position + n)
     if entry is not None:
         md = entry.batch_metadata
         md.append(BatchMetadata((base_seq + lod) & INT_MAX, last, lod, max_ts))

@@ -270,36 +270,38 @@ class LogSegment:
             physical_position += size
             t.bytes_since_last_index_entry += size
 
-    def plain_room(self, size: int, last_offset: int, now: int, *, max_segment_bytes: int,
-                   max_segment_ms: int) -> int | None:
-        """For one batch of ``size`` bytes up to ``last_offset`` (storage/log_plain.py): the
-        highest max timestamp it may carry without ``should_roll`` holding (an int64), or
-        None when it holds whatever the timestamp, when the segment is empty (its first
-        batch sets the roll time) or an index is not open yet (opening creates its file: the
-        reference path opens it once the batch is valid)."""
-        position = self.log.size_in_bytes
-        offset_index, time_index = self.offset_index, self.time_index
-        if position == 0 or not offset_index.loaded or not time_index.loaded or \
-                position > max_segment_bytes - size or \
-                position > INT32_MAX - size or offset_index.is_full() or \
-                time_index.is_full() or not self.can_convert_to_relative_offset(last_offset):
+    def plain_room(self, size: int, position: int, last_offset: int, now: int,
+                   max_segment_bytes: int, max_segment_ms: int) -> int | None:
+        """For one batch of ``size`` bytes up to ``last_offset``, to be written at
+        ``position``, the end of the `.log` (storage/log_plain.py): the highest max timestamp
+        it may carry without ``should_roll`` holding (an int64), or None when it holds
+        whatever the timestamp, when the segment is empty (its first batch sets the roll
+        time) or an index is not open yet (opening creates its file: the reference path opens
+        it once the batch is valid). One call per append: the checks are inlined."""
+        if position == 0 or position > max_segment_bytes - size or \
+                position > INT32_MAX - size or \
+                not 0 <= last_offset - self.base_offset <= INT32_MAX or \
+                not self.offset_index.has_room_open() or not self.time_index.has_room_open():
             return None
         limit = max_segment_ms - self.roll_jitter_ms
-        self._load_first_batch_timestamp()
-        ts = self._t.rolling_based_timestamp
+        t = self._t
+        if t.rolling_based_timestamp is None:
+            self._load_first_batch_timestamp()
+        ts = t.rolling_based_timestamp
         if ts is not None and ts >= 0:  # rolls when max timestamp - ts > limit
             bound = ts + limit
             return None if bound < INT64_MIN else min(bound, LONG_MAX)
-        return None if now - self._t.created > limit else LONG_MAX
+        return None if now - t.created > limit else LONG_MAX
 
-    def appended(self, size: int, last_offset: int, max_timestamp: int) -> None:
+    def appended(self, size: int, position: int, last_offset: int, max_timestamp: int) -> None:
         """``append``'s bookkeeping of one batch of ``size`` bytes up to ``last_offset`` that
-        the caller wrote at the end of the `.log` (storage/log_plain.py): the size, the max
-        timestamp so far, the index entries."""
-        position = self.log.size_in_bytes
+        the caller wrote at ``position``, the end of the `.log` (storage/log_plain.py): the
+        size, the max timestamp so far, the index entries."""
         self.log.advance(size)
         t = self._t
-        mx = self.max_timestamp_and_offset_so_far
+        mx = t.max_timestamp_and_offset
+        if mx == UNKNOWN_TIMESTAMP_OFFSET:
+            mx = self.max_timestamp_and_offset_so_far
         if max_timestamp > mx.timestamp:
             mx = t.max_timestamp_and_offset = TimestampOffset(max_timestamp, last_offset)
         if t.bytes_since_last_index_entry > self.index_interval_bytes:

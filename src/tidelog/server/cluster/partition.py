@@ -253,7 +253,7 @@ class Partition:
         watermark moved."""
         end = self.log.log_end_offset
         self.local_committed_offset = end if offset is None else min(offset, end)
-        return self.maybe_increment_leader_hw()  # (the time read only with followers)
+        return self.maybe_increment_leader_hw(None, end)  # (the time read only with followers)
 
     # -- reads: Fetch, ListOffsets, OffsetForLeaderEpoch ------------------------------------
     def fetch_offset_snapshot(self, current_leader_epoch: int, fetch_only_from_leader: bool,
@@ -410,14 +410,17 @@ class Partition:
                 and self.on_high_watermark is not None):
             self.on_high_watermark(self.topic_partition)  # a DeleteRecords may complete
 
-    def maybe_increment_leader_hw(self, now_ms: int | None = None) -> bool:
+    def maybe_increment_leader_hw(self, now_ms: int | None = None,
+                                  leader_end: int | None = None) -> bool:
         """The smallest end offset among the leader and the replicas that count: the maximal
         ISR, and caught-up replicas about to join it (Kafka's maybeIncrementLeaderHW).
-        ``now_ms``: the time (None: the clock's, read when there are followers)."""
+        ``now_ms``: the time (None: the clock's, read when there are followers);
+        ``leader_end``: the log end offset just read (None: read here)."""
         if self.leader_id != self.local_broker_id:  # (is_leader)
             return False
         lg = self.log
-        leader_end = lg.log_end_offset
+        if leader_end is None:
+            leader_end = lg.log_end_offset
         local = min(self.local_committed_offset, leader_end)
         if self.remote_replicas:
             if now_ms is None:

@@ -92,7 +92,9 @@ def _topics(ctx: RequestContext, request: Any
 def _has_heavy(request: Any) -> bool:
     for t in request.topic_data:  # (loops, not a generator: this runs for every request)
         for p in t.partition_data:
-            if p.records is not None and is_heavy(p.records):
+            records = p.records
+            if records is not None and len(records) >= HEAVY_COMPRESSED_BYTES and \
+                    is_heavy(records):
                 return True
     return False
 
