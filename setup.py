@@ -21,6 +21,7 @@ setup(
                 "src/tidelog/_native/spark_columns.c",
                 "src/tidelog/_native/spark_runs.c",
                 "src/tidelog/_native/fetch_scan.c",
+                "src/tidelog/_native/fetch_read.c",
                 "src/tidelog/_native/validate_plain.c",
                 "src/tidelog/_native/json_columns.c",
                 "src/tidelog/_native/json_text.c",

@@ -570,6 +570,10 @@ static PyMethodDef core_methods[] = {
     {"quiet_runs", tl_quiet_runs, METH_VARARGS,
      "quiet_runs(slots, logs, stamps, raw, size, epoch_at, offset_at, version) -> (runs, slow, "
      "stale): a sessionless Fetch's quiet partitions (server/quiet_table.py quiet_runs_py)."},
+    {"find_batch", tl_find_batch, METH_VARARGS,
+     "find_batch(index, entries, base_offset, target, start, fd, limit) -> (last offset, position, "
+     "size), None, or the start to run the twin's search from (storage/file_records.py "
+     "find_batch_py)."},
     {"fetch_ids_distinct", tl_fetch_ids_distinct, METH_VARARGS,
      "fetch_ids_distinct(raw, size) -> bool or None: a Fetch topic's partition indexes all "
      "different (protocol/fetch_request.py ids_distinct_py)."},

@@ -50,11 +50,12 @@ log_at(const unsigned char *e, PyObject *logs, Py_ssize_t size)
  * time (~0.5 us per partition against ~0.08 with the lines at hand). Asked for all at once,
  * the memory serves them side by side. First each Log's header and the line before it (the
  * pre-header), and the stamp object kept (its count is touched when the stamp is current);
- * then, with the headers at hand, the array of the Log's attribute values. Hints only: a
- * prefetch never faults, whatever the address. */
+ * then, with the headers at hand, the array of the Log's attribute values. The partition's
+ * slot (its two lines) too: the first read of a slot was the scan's slowest line under a
+ * producer's load. Hints only: a prefetch never faults, whatever the address. */
 static void
 prefetch_all(const unsigned char *raw, Py_ssize_t esize, Py_ssize_t n, PyObject *logs,
-             PyObject *stamps, Py_ssize_t size)
+             PyObject *stamps, Py_ssize_t size, const char *slots)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         int32_t p = be32(raw + i * esize);
@@ -63,6 +64,8 @@ prefetch_all(const unsigned char *raw, Py_ssize_t esize, Py_ssize_t n, PyObject 
             __builtin_prefetch((char *)log - 32);
             __builtin_prefetch(log);
             __builtin_prefetch(PyList_GET_ITEM(stamps, p));
+            __builtin_prefetch(slots + p * QUIET_SLOT);
+            __builtin_prefetch(slots + p * QUIET_SLOT + QUIET_SLOT - 1);
         }
     }
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
@@ -183,7 +186,7 @@ tl_quiet_runs(PyObject *self, PyObject *args)
     if (runs == NULL || slow == NULL || stale == NULL)
         goto done;
     const unsigned char *raw = rb.buf;
-    prefetch_all(raw, esize, n, logs, stamps, size);
+    prefetch_all(raw, esize, n, logs, stamps, size, sb.buf);
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *e = raw + i * esize;
         long long epoch = epoch_at < 0 ? -1 : be32(e + epoch_at);

@@ -52,6 +52,9 @@ PyObject *tl_quiet_runs(PyObject *self, PyObject *args);
 PyObject *tl_fetch_ids_distinct(PyObject *self, PyObject *args);
 int tl_record_at(const uint8_t *b, int64_t len, int64_t start, int headers, int64_t row[8]);
 
+/* fetch_read.c: storage/file_records.py find_batch_py */
+PyObject *tl_find_batch(PyObject *self, PyObject *args);
+
 /* _core.c: spark/decode.py record_starts_py's walk; -1 with IndexError set */
 int tl_record_starts(const uint8_t *b, uint64_t len, Py_ssize_t count, int64_t *starts);
 /* the same walk with no Python call (the GIL may be released): 0 or one of these */

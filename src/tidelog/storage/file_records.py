@@ -16,8 +16,9 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
+from tidelog._native import core
 from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch, crc32c
 from tidelog.records.batch import (
     CRC_START,
@@ -29,6 +30,9 @@ from tidelog.records.batch import (
 from tidelog.records.errors import CorruptRecordError
 
 from .errors import StorageError
+
+if TYPE_CHECKING:
+    from .index.offset_index import OffsetIndex
 
 Buffer = bytes | bytearray | memoryview
 
@@ -456,6 +460,31 @@ class FileRecords:
             yield h, RecordBatch(view, pos)
             pos += h.size
 
+    def find_batch(self, index: OffsetIndex, target_offset: int, starting_position: int = 0
+                   ) -> LogOffsetPosition | None:
+        """``search_for_offset_with_size`` from the floor entry of ``target_offset`` in this
+        file's offset ``index`` (or ``starting_position`` if higher): the read of every
+        partition with new records. One native call (``tidelog._native`` find_batch) does
+        the lookup and the header walk, the reads without the GIL; where it meets what only
+        the twin answers (a bad header, a short read) it hands its start over, and the
+        twin's search from there answers or raises as ``find_batch_py`` would."""
+        if _find_batch is None:
+            return self.find_batch_py(index, target_offset, starting_position)
+        entries, count = index.valid_entries()
+        found = _find_batch(entries, count, index.base_offset, target_offset,
+                            starting_position, self.fileno(), self._size)
+        if found is None:
+            return None
+        if type(found) is int:
+            return self.search_for_offset_with_size(target_offset, found)
+        return LogOffsetPosition(*found)
+
+    def find_batch_py(self, index: OffsetIndex, target_offset: int, starting_position: int = 0
+                      ) -> LogOffsetPosition | None:
+        """``find_batch``'s twin: the index lookup, then the search from there."""
+        position = index.lookup(target_offset).position
+        return self.search_for_offset_with_size(target_offset, max(position, starting_position))
+
     def search_for_offset_with_size(self, target_offset: int, starting_position: int) -> LogOffsetPosition | None:
         """The first batch at or after ``starting_position`` whose last offset is >= target.
 
@@ -510,6 +539,9 @@ class FileRecords:
 
     def __repr__(self) -> str:
         return f"FileRecords({self._path}, size={self._size})"
+
+
+_find_batch = core.find_batch if core is not None else None
 
 
 def _with_path(e: OSError, path: Path, what: str) -> OSError:

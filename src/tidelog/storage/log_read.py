@@ -81,7 +81,9 @@ def read(
         meta = bound if start_offset == bound.message_offset else offset_metadata(
             segments, start_offset, end)
         return empty_read(meta, include_aborted)
-    seg = segments.floor_segment(start_offset)
+    seg = segments.last_segment  # a consumer reads the active segment: no lock, no search
+    if seg is None or start_offset < seg.base_offset:
+        seg = segments.floor_segment(start_offset)
     if seg is None:
         raise OffsetOutOfRangeError(f"No segment holds offset {start_offset} in {path}")
     while seg is not None:

@@ -338,8 +338,7 @@ class LogSegment:
     # -- read ------------------------------------------------------------------------------
     def translate_offset(self, offset: int, starting_file_position: int = 0) -> LogOffsetPosition | None:
         """Position and size of the first batch whose last offset is >= ``offset``."""
-        mapping = self.offset_index.lookup(offset)
-        return self.log.search_for_offset_with_size(offset, max(mapping.position, starting_file_position))
+        return self.log.find_batch(self.offset_index, offset, starting_file_position)
 
     def read(
         self,
@@ -353,7 +352,7 @@ class LogSegment:
         None if the offset is beyond the segment's last offset."""
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log.path}")
-        found = self.translate_offset(start_offset)
+        found = self.log.find_batch(self.offset_index, start_offset)  # translate_offset
         if found is None:
             return None
         start_position = found.position

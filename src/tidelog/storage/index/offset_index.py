@@ -64,6 +64,13 @@ class OffsetIndex(AbstractIndex):
                 return OffsetPosition(self.base_offset, 0)
             return self._parse(slot)
 
+    def valid_entries(self) -> tuple[bytearray, int]:
+        """The buffer of entries as kept (8 bytes each) and how many are valid from its
+        start, for a native lookup that reads them at once under the GIL
+        (FileRecords.find_batch): not to be kept or changed."""
+        self._ensure_loaded()
+        return self._mmap, self._entries
+
     def _slot_for_offset(self, target: int) -> int:
         """The hot path of every fetch: the binary search inlined (no key callbacks)."""
         n, mm, unpack = self._entries, self._mmap, _I32.unpack_from
