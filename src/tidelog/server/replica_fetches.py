@@ -181,13 +181,21 @@ class ReplicaFetches:
         try:
             self._read_from_local_log(r, tp, cp, max_bytes, min_one, out)
         except Exception as exc:
-            if isinstance(exc, OffsetOutOfRangeError) and self._remote_fetch_info(
-                    r, tp, cp, max_bytes, min_one, out):
-                return out
-            self.maybe_handle_io_error(tp, exc)  # a disk error: its dir goes offline
-            out.error_code, _ = to_error(exc)
-            out.records = b""
+            self._read_failed(r, tp, cp, max_bytes, min_one, out, exc)
         return out
+
+    def _read_failed(self, r: _FetchRequest, tp: TopicPartition, cp: CachedPartition,
+                     max_bytes: int, min_one: bool, out: FetchPartitionData,
+                     exc: Exception) -> None:
+        """A partition's read raised ``exc``: below the local log's start it goes to the
+        remote tier (``_remote_fetch_info``); else ``out`` answers its error code (a disk
+        error takes the partition's dir offline)."""
+        if isinstance(exc, OffsetOutOfRangeError) and self._remote_fetch_info(
+                r, tp, cp, max_bytes, min_one, out):
+            return
+        self.maybe_handle_io_error(tp, exc)  # a disk error: its dir goes offline
+        out.error_code, _ = to_error(exc)
+        out.records = b""
 
     def _read_from_local_log(self, r: _FetchRequest, tp: TopicPartition, cp: CachedPartition,
                              max_bytes: int, min_one: bool, out: FetchPartitionData) -> None:

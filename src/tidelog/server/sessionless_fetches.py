@@ -48,6 +48,7 @@ class TopicRead:
     slow: list[int]
     read: dict[int, FetchPartitionData] = field(default_factory=dict)
     kept: dict[int, bytes] = field(default_factory=dict)
+    parts: list[Partition | None] = field(default_factory=list)  # the topic's, by index
 
     def encoded(self) -> EncodedPartitions:
         """The partitions for ``encode_fetch_response``: quiet runs, the others between."""
@@ -118,7 +119,11 @@ class SessionlessFetches(ReplicaFetches):
                     reads += 1
                     if reads % YIELD_EVERY == 0:
                         await asyncio.sleep(0)
-                    data = read[i] = self._read_slow(r, t, i, budget - total, total == 0)
+                        if self._quiet_key != self._tables_key():  # moved meanwhile
+                            for a in out:
+                                a.parts = []
+                    data = read[i] = self._read_slow(r, t, answer.parts, i, budget - total,
+                                                     total == 0)
                     if data.records:
                         total += len(data.records)
                     if data.error_code or data.preferred_read_replica >= 0:
@@ -139,7 +144,7 @@ class SessionlessFetches(ReplicaFetches):
         layout = cols.layout
         runs, slow, stale = quiet_runs(table.slots, table.logs, table.stamps, cols.raw,
                                        layout.size, layout.epoch_at, layout.offset_at, version)
-        out = TopicRead(n, runs, slow)
+        out = TopicRead(n, runs, slow, parts=table.parts)
         for i in stale:  # changed since last asked: ask again
             p, epoch, offset, _ = cols.entry(i)
             q = table.answer(p, version)
@@ -147,14 +152,32 @@ class SessionlessFetches(ReplicaFetches):
                 out.kept[i] = q.entry
         return out
 
-    def _read_slow(self, r: _FetchRequest, t: SessionlessTopic, i: int, budget: int,
-                   min_one: bool) -> FetchPartitionData:
+    def _read_slow(self, r: _FetchRequest, t: SessionlessTopic, parts: list[Partition | None],
+                   i: int, budget: int, min_one: bool) -> FetchPartitionData:
+        """The partition at request index ``i`` read as ``_read_partition`` reads it. One
+        hosted here (``parts``, the topic's current QuietTable: partition index -> Partition)
+        is read straight from its Partition: a consumer's sessionless Fetch has no precheck
+        per partition, no preferred replica and no replication quota to ask."""
         p, epoch, offset, max_bytes = t.columns.entry(i)
-        key = FetchKey(t.topic_id, t.name, p)
-        cp = CachedPartition(offset, max_bytes, current_leader_epoch=epoch)
         if t.error_code:
-            return FetchPartitionData(key.partition, t.error_code, records=b"")
-        return self._read_partition(r, key, cp, max(0, min(cp.max_bytes, budget)), min_one)
+            return FetchPartitionData(p, t.error_code, records=b"")
+        cp = CachedPartition(offset, max_bytes, current_leader_epoch=epoch)
+        limit = max(0, min(max_bytes, budget))
+        part = parts[p] if 0 <= p < len(parts) else None
+        if part is None or part.logs_version != self.logs.logs_version:
+            # not hosted, its dir offline, or a log stored or removed since: the long way
+            return self._read_partition(r, FetchKey(t.topic_id, t.name, p), cp, limit, min_one)
+        out = FetchPartitionData(p)
+        try:
+            part.fetch_records(r.params, cp, out, limit, min_one)
+        except Exception as exc:
+            self._read_failed(r, part.topic_partition, cp, limit, min_one, out, exc)
+        return out
+
+    def _tables_key(self) -> tuple[int, int, int, int]:
+        """What the QuietTables were made under (``_quiet_table``)."""
+        return (self.partitions_made, self.partitions_dropped, self.logs.logs_version,
+                Partition.quiet_drops)
 
     def _quiet_table(self, topic: str) -> QuietTable:
         """The topic's QuietTable (partition index -> the hosted Partition, its log current);
@@ -162,8 +185,7 @@ class SessionlessFetches(ReplicaFetches):
         a log, or a kept answer was dropped (``Partition.quiet_drops``). The hosted
         partitions are grouped by topic in one pass; a topic not hosted here (a name a
         client made up) is kept nowhere."""
-        key = (self.partitions_made, self.partitions_dropped, self.logs.logs_version,
-               Partition.quiet_drops)
+        key = self._tables_key()
         if self._quiet_key != key:
             hosted: dict[str, list[int]] = {}
             for tp in list(self.partitions):
