@@ -279,11 +279,15 @@ class Partition:
         follower its fetch state, ISR expansion and the HW. Raises OffsetOutOfRangeError for
         an offset outside the log (the ReplicaManager's remote-read seam catches it)."""
         follower = params.replica_id >= 0
-        # (inline, as fetch_offset_snapshot: this runs for every partition of every Fetch)
-        self.check_leader_epoch(fetch.current_leader_epoch,
-                                require_leader=follower or params.client_metadata is None)
+        # (inline, as fetch_offset_snapshot: this runs for every partition of every Fetch;
+        # the checks called only when the epochs differ or this broker does not lead)
+        epoch = fetch.current_leader_epoch
+        if not ((epoch == NO_EPOCH or epoch == self.leader_epoch)
+                and self.leader_id == self.local_broker_id):
+            self.check_leader_epoch(epoch,
+                                    require_leader=follower or params.client_metadata is None)
         lg = self.log
-        leader_end = lg.log_end_offset
+        leader_end = lg.log_end_offset if follower else -1  # (a follower's state only)
         out.high_watermark = lg.high_watermark
         out.last_stable_offset = lg.last_stable_offset
         out.log_start_offset = lg.log_start_offset
