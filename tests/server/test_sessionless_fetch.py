@@ -24,7 +24,7 @@ from tidelog.protocol.codec import decode_request, request_class
 from tidelog.protocol.fetch_request import SessionlessFetch, decode_sessionless_fetch
 from tidelog.protocol.kio_util import make, nested
 from tidelog.records import build_batch
-from tidelog.server import quiet_table
+from tidelog.server import quiet_table, replica_fetches
 from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
 from tidelog.server.context import RequestContext
 from tidelog.server.handlers import fetch
@@ -275,3 +275,40 @@ def test_the_native_runs_match_the_twin_on_any_table(case: tuple[Any, ...]) -> N
     assert ours == theirs
     runs, slow, stale = theirs
     assert len(runs) == len(slow) + 1 and set(stale) <= set(slow)
+
+
+def test_a_partition_dropped_while_the_fetch_yields_is_read_as_it_is_now() -> None:
+    """The reads after the loop's turn (every YIELD_EVERY) ask the partitions as they are
+    then: one dropped and deleted meanwhile is answered as the per-partition path answers
+    it afterwards, not read from the Partition the topic's table held before."""
+    n = replica_fetches.YIELD_EVERY + 10
+    moved = TopicPartition(TOPIC, n - 1)
+    with EmbeddedBroker({"auto.create.topics.enable": "false"}) as b:
+        rm = b.broker.replica_manager
+
+        async def setup() -> None:
+            rm.create_topic(TOPIC, n)
+            for p in range(n):
+                rm.append(TopicPartition(TOPIC, p), batch(2))
+
+        b.run(setup())
+        data = frame(16, dict.fromkeys(range(n), (0, -1)), topic_id(b))
+
+        async def stepped() -> tuple[int, bytes]:
+            decoded = decode_sessionless_fetch(data, 16)
+            assert decoded is not None
+            header, request = decoded
+            coro = fetch.handle(RequestContext(header, b.broker, "127.0.0.1", 1), request)
+            turns = 0
+            while True:  # step it as a task would; at its first turn, drop the partition
+                try:
+                    assert coro.send(None) is None
+                except StopIteration as done:
+                    return turns, b"".join(bytes(c) for c in done.value)
+                if turns == 0:
+                    rm.stop_replicas(rm.controller_epoch, {moved: (-1, True)})
+                turns += 1
+
+        turns, ours = b.run(stepped())
+        assert turns == 1
+        assert ours == b.run(answer(b, data, 16, False))
