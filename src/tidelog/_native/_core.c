@@ -595,6 +595,8 @@ static PyMethodDef core_methods[] = {
      "recover_scan(buf, off, interval, segment_base, state) -> (off, state, index entries, "
      "time index entries, epochs, producer batch offsets, next offset): the recovery scan's "
      "fast path (storage/recovery_scan.py scan_run_py)."},
+    {"schema_ids", tl_schema_ids, METH_VARARGS,
+     "schema_ids(data, offsets, present) -> (ids, framed, distinct): Confluent's schema ids"},
     {"json_columns", tl_json_columns, METH_VARARGS,
      "json_columns(data, offsets, skip, plan) -> (columns, rejected rows): JSON objects into "
      "the Arrow buffers of a plan's columns (iceberg/json_native.py)."},

@@ -82,6 +82,7 @@ PyObject *tl_batch_spans(PyObject *self, PyObject *args);
 
 /* json_columns.c: iceberg/json_native.py's strict JSON -> Arrow buffers */
 PyObject *tl_json_columns(PyObject *self, PyObject *args);
+PyObject *tl_schema_ids(PyObject *self, PyObject *args);
 
 /* proto_wire.c: iceberg/protobuf_bulk.py check_wire_py, value_codec.py strip_prefix_py */
 PyObject *tl_proto_check(PyObject *self, PyObject *args);
