@@ -620,6 +620,11 @@ static PyMethodDef core_methods[] = {
     {"produce_decode", tl_produce_decode, METH_VARARGS,
      "produce_decode(frame, version, header_version) -> (header, request) or None (a frame the "
      "twin refuses): protocol/produce_in_place.py decode_produce_in_place_py."},
+    {"produce_response_bind", tl_produce_response_bind, METH_O,
+     "produce_response_bind(uuid.UUID): the class of a topic id (protocol/fast.py)."},
+    {"produce_response", tl_produce_response, METH_VARARGS,
+     "produce_response(correlation_id, version, topics, throttle_time_ms) -> bytes or None "
+     "(what the twin would refuse): protocol/fast.py encode_produce_response_py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -104,4 +104,8 @@ PyObject *tl_append_plain(PyObject *self, PyObject *args);
 PyObject *tl_produce_decode_bind(PyObject *self, PyObject *args);
 PyObject *tl_produce_decode(PyObject *self, PyObject *args);
 
+/* produce_encode.c: protocol/fast.py encode_produce_response_py's twin */
+PyObject *tl_produce_response_bind(PyObject *self, PyObject *arg);
+PyObject *tl_produce_response(PyObject *self, PyObject *args);
+
 #endif
