@@ -408,6 +408,9 @@ tl_produce_decode(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "produce_decode_bind was not called");
         return NULL;
     }
+    Py_buffer *mv = PyMemoryView_GET_BUFFER(frame);
+    if (mv->itemsize != 1 || mv->ndim != 1)
+        Py_RETURN_NONE; /* not a view of bytes: the twin's business */
     Py_buffer view;
     if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0)
         return NULL;
