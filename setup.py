@@ -31,6 +31,8 @@ setup(
                 "src/tidelog/_native/proto_columns.c",
                 "src/tidelog/_native/proto_plan.c",
                 "src/tidelog/_native/append_plain.c",
+                "src/tidelog/_native/produce_decode.c",
+                "src/tidelog/_native/produce_encode.c",
             ],
             depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h",
                      "src/tidelog/_native/json_text.h", "src/tidelog/_native/proto_columns.h",

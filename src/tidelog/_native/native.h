@@ -101,4 +101,12 @@ int tl_plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, 
 /* append_plain.c: storage/log_plain.py append_plain_py (the leader's plain append) */
 PyObject *tl_append_plain(PyObject *self, PyObject *args);
 
+/* produce_decode.c: protocol/produce_in_place.py decode_produce_in_place's twin */
+PyObject *tl_produce_decode_bind(PyObject *self, PyObject *args);
+PyObject *tl_produce_decode(PyObject *self, PyObject *args);
+
+/* produce_encode.c: protocol/fast.py encode_produce_response_py's twin */
+PyObject *tl_produce_response_bind(PyObject *self, PyObject *arg);
+PyObject *tl_produce_response(PyObject *self, PyObject *args);
+
 #endif
