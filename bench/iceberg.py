@@ -195,11 +195,13 @@ def codec(properties: dict[str, str]) -> str:
 
 
 def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
-                mode: str = "value_schema_id_prefix") -> tuple[float, float, float, float]:
+                mode: str = "value_schema_id_prefix") -> tuple[float, ...]:
     """(translation records/s, plain Parquet write records/s) of one flush of ``values``
     into the table of a topic translated before (its first flush, of a few records, has
     created the table: once in a topic's life, not part of translating), then the same two
-    per CPU second of this process (what a machine shared with other work hides least)."""
+    per CPU second of this process (what a machine shared with other work hides least), then
+    the same two per CPU second of their own threads only (the flush's thread, its
+    translator's ``cpu_s``; the plain write's: the broker's other threads left out)."""
     import pyarrow.compute as pc
 
     topic = f"t-{uuid.uuid4().hex[:6]}"
@@ -216,9 +218,11 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
     summary = catalog(b.log_dir).load_table(f"kafka.{topic}").current_snapshot().summary
     warm_ends = {int(p): o for p, o in json.loads(summary["tidelog.offsets"]).items()}
     produce(b.bootstrap_servers, topic, values)
-    t0, c0 = time.perf_counter(), time.process_time()
+    translator = service.topics[topic].translator
+    t0, c0, f0 = time.perf_counter(), time.process_time(), translator.cpu_s
     result = b.run(service.flush_topic(topic), timeout=600)
     translate, translate_cpu = time.perf_counter() - t0, time.process_time() - c0
+    translate_thread = translator.cpu_s - f0
     assert result.rows == len(values), result
     table = catalog(b.log_dir).load_table(f"kafka.{topic}")
     rows = table.scan().to_arrow()
@@ -227,11 +231,13 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
     rows = rows.filter(pc.greater_equal(pc.struct_field(rows.column("kafka"), "offset"),
                                         ends))  # the rows of the measured flush only
     assert rows.num_rows == len(values)
-    t0, c0 = time.perf_counter(), time.process_time()
+    t0, c0, w0 = time.perf_counter(), time.process_time(), time.thread_time()
     pq.write_table(rows, scratch / f"{topic}.parquet", compression=codec(table.properties))
     plain, plain_cpu = time.perf_counter() - t0, time.process_time() - c0
+    plain_thread = time.thread_time() - w0
     n = len(values)
-    return n / translate, n / plain, n / translate_cpu, n / plain_cpu
+    return (n / translate, n / plain, n / translate_cpu, n / plain_cpu, n / translate_thread,
+            n / plain_thread)
 
 
 def drain(b: EmbeddedBroker, timeout: float = 600) -> None:
@@ -354,13 +360,15 @@ def run(args: argparse.Namespace, props: dict[str, str], scratch: Path,
             serializers = {"json": serialize_json, "protobuf": serialize_protobuf}
             data = serializers[name](b.schema_registry_url, name, args.records) if (
                 name in serializers) else values
-            tr, pl, tr_cpu, pl_cpu = [], [], [], []
+            tr, pl, tr_cpu, pl_cpu, tr_thread, pl_thread = [], [], [], [], [], []
             for _ in range(args.repeats):
-                t, p, tc, pc_ = translation(b, data, scratch, mode)
+                t, p, tc, pc_, tt, pt = translation(b, data, scratch, mode)
                 tr.append(t)
                 pl.append(p)
                 tr_cpu.append(tc)
                 pl_cpu.append(pc_)
+                tr_thread.append(tt)
+                pl_thread.append(pt)
             print(f"[{name}] translation     records/s {rng_range(tr)}")
             print(f"[{name}] parquet write   records/s {rng_range(pl)}")
             print(f"[{name}] translation / parquet write: "
@@ -368,6 +376,9 @@ def run(args: argparse.Namespace, props: dict[str, str], scratch: Path,
             print(f"[{name}] per CPU second: translation {rng_range(tr_cpu)}, parquet write "
                   f"{rng_range(pl_cpu)}, ratio "
                   f"{ratio_range([a / c for a, c in zip(tr_cpu, pl_cpu, strict=True)])}")
+            print(f"[{name}] per CPU second of their threads: translation "
+                  f"{rng_range(tr_thread)}, parquet write {rng_range(pl_thread)}, ratio "
+                  f"{ratio_range([a / c for a, c in zip(tr_thread, pl_thread, strict=True)])}")
         if "produce" not in args.skip:
             n = args.produce_records or 20 * args.records
             produce_phase(b, (values * (n // len(values) + 1))[:n], args.repeats, producers)

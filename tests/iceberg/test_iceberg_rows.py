@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import struct
 from typing import Any
 
 import fastavro
+import numpy as np
+import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidelog._native import core
+from tidelog.iceberg import rows as rows_module
 from tidelog.iceberg.columns import table_schema
 from tidelog.iceberg.rows import NOT_FRAMED, TOMBSTONE, RecordSorter, batch_of, merge, table_rows
 from tidelog.iceberg.schemas import Codecs
@@ -103,3 +109,50 @@ def test_rows_of_several_partitions_in_order_with_their_dlq(
     assert set(merged.dlq) == set(dlq)
     for i, (_, reason) in dlq.items():
         assert merged.dlq[i].startswith(reason), (merged.dlq[i], reason)
+
+
+_FRAMED = st.one_of(
+    st.none(), st.binary(max_size=7),
+    st.builds(lambda magic, schema_id, rest: bytes([magic]) + struct.pack(">I", schema_id) + rest,
+              st.sampled_from([0, 0, 0, 1]), st.sampled_from([1, 7, 2**31 + 3, 2**32 - 1]),
+              st.binary(max_size=4)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_FRAMED, max_size=40), st.integers(0, 5), st.data())
+def test_the_native_schema_id_scan_answers_as_its_twin(values: list[bytes | None], start: int,
+                                                        data: st.DataObject) -> None:
+    """The native core's ``schema_ids`` gives the ids and framed flags of the numpy twin, on
+    slices of arrays with nulls, short values and other magic bytes, and whether the framed
+    values carry no id, one, or more than one."""
+    if core is None:
+        if os.environ.get("TIDELOG_REQUIRE_NATIVE"):  # CI builds it
+            pytest.fail("the native core is not built")
+        pytest.skip("the native core is not built")
+    array = pa.array([None, *values], pa.binary()).slice(min(start, len(values)))
+    present = ~np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    present &= np.array(data.draw(st.lists(st.booleans(), min_size=len(array),
+                                           max_size=len(array))), dtype=bool)
+    ids, framed = rows_module.schema_ids(array, present)
+    got_ids, got_framed, distinct = rows_module._schema_ids(array, present)
+    assert got_framed.tolist() == framed.tolist()
+    assert got_ids.tolist() == ids.tolist()
+    assert distinct == min(2, len(set(ids[framed].tolist())))
+    grouped = rows_module._by_id(got_ids, got_framed, distinct)
+    assert sorted(r for _, rows in grouped for r in rows.tolist()) == np.flatnonzero(
+        framed).tolist()
+    assert [i for i, _ in grouped] == list(dict.fromkeys(ids[framed].tolist()))
+
+
+def test_the_twin_scan_counts_distinct_ids_as_the_native_one(monkeypatch: Any) -> None:
+    """Without the native core, ``_schema_ids`` counts the framed values' ids itself."""
+    monkeypatch.setattr(rows_module, "core", None)
+    array = pa.array([_framed(3, {"a": 1, "s": ""}), b"\x01junk", None,
+                      _framed(9, {"a": 1, "s": ""}), _framed(3, {"a": 1, "s": ""})])
+    present = np.array([True, True, False, True, True])
+    ids, framed, distinct = rows_module._schema_ids(array, present)
+    assert framed.tolist() == [True, False, False, True, True] and distinct == 2
+    assert [(i, r.tolist()) for i, r in rows_module._by_id(ids, framed, distinct)] == [
+        (3, [0, 4]), (9, [3])]
+    assert rows_module._schema_ids(array.slice(0, 1), present[:1])[2] == 1
+    assert rows_module._schema_ids(array.slice(1, 2), present[1:3])[2] == 0

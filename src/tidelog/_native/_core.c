@@ -595,6 +595,8 @@ static PyMethodDef core_methods[] = {
      "recover_scan(buf, off, interval, segment_base, state) -> (off, state, index entries, "
      "time index entries, epochs, producer batch offsets, next offset): the recovery scan's "
      "fast path (storage/recovery_scan.py scan_run_py)."},
+    {"schema_ids", tl_schema_ids, METH_VARARGS,
+     "schema_ids(data, offsets, present) -> (ids, framed, distinct): Confluent's schema ids"},
     {"json_columns", tl_json_columns, METH_VARARGS,
      "json_columns(data, offsets, skip, plan) -> (columns, rejected rows): JSON objects into "
      "the Arrow buffers of a plan's columns (iceberg/json_native.py)."},
@@ -614,6 +616,17 @@ static PyMethodDef core_methods[] = {
      "append_plain(buf, offset, leader_epoch, lo, hi, max_message_bytes, compact, max_ts_bound, "
      "fd, position) -> (records, max timestamp) or None: a leader's plain append, checked, "
      "patched and written (storage/log_plain.py append_plain_py)."},
+    {"produce_decode_bind", tl_produce_decode_bind, METH_VARARGS,
+     "produce_decode_bind(header, request, topic, partition, uuid): the classes produce_decode "
+     "makes (protocol/produce_in_place.py)."},
+    {"produce_decode", tl_produce_decode, METH_VARARGS,
+     "produce_decode(frame, version, header_version) -> (header, request) or None (a frame the "
+     "twin refuses): protocol/produce_in_place.py decode_produce_in_place_py."},
+    {"produce_response_bind", tl_produce_response_bind, METH_O,
+     "produce_response_bind(uuid.UUID): the class of a topic id (protocol/fast.py)."},
+    {"produce_response", tl_produce_response, METH_VARARGS,
+     "produce_response(correlation_id, version, topics, throttle_time_ms) -> bytes or None "
+     "(what the twin would refuse): protocol/fast.py encode_produce_response_py."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -30,6 +30,15 @@ typedef struct Node {
     Py_ssize_t count;
 } Node;
 
+/* An offset of a string or list column: 64-bit, as the table's large_string and large_list
+ * hold them (no cast after the pass). */
+static inline int
+put_offset64(Buf *b, size_t v)
+{
+    int64_t o = (int64_t)v;
+    return push_8(b, &o);
+}
+
 typedef struct {
     size_t valid, vals, offs;
     Py_ssize_t count;
@@ -50,9 +59,9 @@ append_null(Node *nd)
     case K_BOOL:
         return push_u8(&nd->vals, 0);
     case K_STRING:
-        return put_offset(&nd->offs, nd->vals.len);
+        return put_offset64(&nd->offs, nd->vals.len);
     case K_LIST:
-        return put_offset(&nd->offs, (size_t)nd->child[0]->count);
+        return put_offset64(&nd->offs, (size_t)nd->child[0]->count);
     case K_STRUCT:
         for (int i = 0; i < nd->nchild; i++)
             if (append_null(nd->child[i]) < 0)
@@ -125,7 +134,7 @@ parse_list(Cur *c, Node *nd)
                 return 0;
             c->p++;
         }
-    if (put_offset(&nd->offs, (size_t)item->count) < 0 || push_u8(&nd->valid, 1) < 0)
+    if (put_offset64(&nd->offs, (size_t)item->count) < 0 || push_u8(&nd->valid, 1) < 0)
         return -1;
     nd->count++;
     return 1;
@@ -252,7 +261,7 @@ parse_value(Cur *c, Node *nd)
         if (b != '"')
             return 0;
         TRY(tlj_string(c, &nd->vals));
-        if (put_offset(&nd->offs, nd->vals.len) < 0 || push_u8(&nd->valid, 1) < 0)
+        if (put_offset64(&nd->offs, nd->vals.len) < 0 || push_u8(&nd->valid, 1) < 0)
             return -1;
         nd->count++;
         return 1;
@@ -296,7 +305,7 @@ build(PyObject *plan, Node **nodes, int *n, int cap, Node **out)
         PyErr_NoMemory();
         return -1;
     }
-    if ((kind == K_STRING || kind == K_LIST) && put_offset(&nd->offs, 0) < 0) {
+    if ((kind == K_STRING || kind == K_LIST) && put_offset64(&nd->offs, 0) < 0) {
         PyErr_NoMemory();
         return -1;
     }
@@ -339,7 +348,7 @@ pass(Cur *c, Node *root, Node **nodes, int n, Mark *marks, const uint8_t *data, 
         if (tlj_reserve(&nd->valid, (size_t)rows + 1) < 0 ||
             tlj_reserve(&nd->vals, width * ((size_t)rows + 1)) < 0 ||
             ((nd->kind == K_STRING || nd->kind == K_LIST) &&
-             tlj_reserve(&nd->offs, 4 * ((size_t)rows + 1)) < 0))
+             tlj_reserve(&nd->offs, 8 * ((size_t)rows + 1)) < 0))
             return -1;
     }
     for (Py_ssize_t r = 0; r < rows; r++) {
@@ -395,8 +404,6 @@ run(Node *root, Node **nodes, int n, const uint8_t *data, size_t dlen, const int
     if (rc < 0) {
         if (tlj_error == E_MEMORY)
             PyErr_NoMemory();
-        else if (tlj_error == E_TOO_BIG)
-            PyErr_SetString(PyExc_OverflowError, "a JSON column passed 2 GiB");
         else if (tlj_error != E_PYTHON)
             PyErr_SetString(PyExc_ValueError, "offsets outside the data");
         goto done;

@@ -82,6 +82,7 @@ PyObject *tl_batch_spans(PyObject *self, PyObject *args);
 
 /* json_columns.c: iceberg/json_native.py's strict JSON -> Arrow buffers */
 PyObject *tl_json_columns(PyObject *self, PyObject *args);
+PyObject *tl_schema_ids(PyObject *self, PyObject *args);
 
 /* proto_wire.c: iceberg/protobuf_bulk.py check_wire_py, value_codec.py strip_prefix_py */
 PyObject *tl_proto_check(PyObject *self, PyObject *args);
@@ -99,5 +100,13 @@ int tl_plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, 
                    long long max_message_bytes, int compact, int32_t *count, int64_t *max_ts);
 /* append_plain.c: storage/log_plain.py append_plain_py (the leader's plain append) */
 PyObject *tl_append_plain(PyObject *self, PyObject *args);
+
+/* produce_decode.c: protocol/produce_in_place.py decode_produce_in_place's twin */
+PyObject *tl_produce_decode_bind(PyObject *self, PyObject *args);
+PyObject *tl_produce_decode(PyObject *self, PyObject *args);
+
+/* produce_encode.c: protocol/fast.py encode_produce_response_py's twin */
+PyObject *tl_produce_response_bind(PyObject *self, PyObject *arg);
+PyObject *tl_produce_response(PyObject *self, PyObject *args);
 
 #endif

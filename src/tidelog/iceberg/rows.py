@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 from pyiceberg.schema import Schema
 
+from tidelog._native import core
 from tidelog.config.iceberg_config import KEY_VALUE, VALUE_SCHEMA_LATEST
 from tidelog.records import Record, RecordBatch
 from tidelog.records.builder import RecordBatchBuilder
@@ -138,17 +139,16 @@ class RecordSorter:
 
     def _by_schema_id(self, partition: int, out: Sorted, values: pa.Array,
                       present: np.ndarray) -> None:
-        ids, framed = schema_ids(values, present)
-        out.dlq.update((int(i), NOT_FRAMED) for i in np.flatnonzero(present & ~framed))
+        ids, framed, distinct = _schema_ids(values, present)
+        unframed = present & ~framed
+        if unframed.any():
+            out.dlq.update((int(i), NOT_FRAMED) for i in np.flatnonzero(unframed))
         cut = len(values)
         offsets = out.raw.column(OFFSET).to_numpy()
-        framed_rows = np.flatnonzero(framed)
-        unique, first = _distinct(ids[framed_rows])
-        for schema_id, at in sorted(zip(unique.tolist(), framed_rows[first].tolist(),
-                                        strict=True), key=lambda x: x[1]):
-            rows = framed_rows[ids[framed_rows] == schema_id]
+        for schema_id, rows in _by_id(ids, framed, distinct):
+            at = int(rows[0])
             try:
-                codec = self.codecs.plain(int(schema_id))
+                codec = self.codecs.plain(schema_id)
             except SchemaNotYetKnown as exc:
                 if self._still_waiting(partition, int(offsets[at])):
                     cut = min(cut, at)
@@ -159,7 +159,7 @@ class RecordSorter:
                 out.dlq.update((int(i), str(exc)) for i in rows)
                 continue
             if codec is None:  # Protobuf: each value carries its message indexes
-                self._protobuf(out, int(schema_id), rows, values)
+                self._protobuf(out, schema_id, rows, values)
             else:
                 out.groups.append(Group(codec, rows, _take_values(values, rows), 5))
         if cut < len(values):
@@ -212,7 +212,7 @@ class RecordSorter:
 
 def schema_ids(values: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(schema id, framed) of every value: framed ones start with the magic byte and have
-    the 4 bytes of an id."""
+    the 4 bytes of an id (the native core's ``schema_ids`` twin)."""
     values = values.cast(pa.binary())
     n = len(values)
     offsets = np.frombuffer(values.buffers()[1], np.int32)[
@@ -231,13 +231,34 @@ def schema_ids(values: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.nd
     return ids, ok
 
 
-def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(ids, return_index=True)``, without its sort when every id is the first
-    (a partition's values nearly always carry one schema id)."""
-    if len(ids) and bool((ids == ids[0]).all()):
-        return ids[:1], np.zeros(1, np.int64)
-    unique, first = np.unique(ids, return_index=True)
-    return unique, first
+def _schema_ids(values: pa.Array, present: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """``schema_ids`` and how many distinct ids the framed values carry (2: more than
+    one), in one native pass when the core is built."""
+    if core is None:
+        ids, framed = schema_ids(values, present)
+        got = ids[framed]
+        return ids, framed, 0 if not len(got) else 1 if bool((got == got[0]).all()) else 2
+    values = values.cast(pa.binary())
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], np.int32)[
+        values.offset: values.offset + n + 1]
+    got, ok, distinct = core.schema_ids(values.buffers()[2] or b"", offsets,
+                                        np.ascontiguousarray(present, dtype=bool))
+    return np.frombuffer(got, np.int64), np.frombuffer(ok, bool), int(distinct)
+
+
+def _by_id(ids: np.ndarray, framed: np.ndarray, distinct: int
+           ) -> list[tuple[int, np.ndarray]]:
+    """(schema id, its rows) for each id of the framed values, by first row: one group
+    without a compare when they all carry one id."""
+    if not distinct:
+        return []
+    framed_rows = np.flatnonzero(framed)
+    if distinct == 1:
+        return [(int(ids[framed_rows[0]]), framed_rows)]
+    unique, first = np.unique(ids[framed_rows], return_index=True)
+    return [(int(i), framed_rows[ids[framed_rows] == i]) for i, _ in sorted(
+        zip(unique.tolist(), first.tolist(), strict=True), key=lambda x: x[1])]
 
 
 def one_array(column: pa.ChunkedArray) -> pa.Array:
@@ -260,8 +281,8 @@ def first_message(values: pa.BinaryArray) -> np.ndarray:
 
 
 def _take_values(values: pa.Array, rows: np.ndarray) -> pa.Array:
-    if len(rows) == len(values) and (not len(rows) or (
-            rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
+    """The values of ``rows`` (distinct, ascending: every row when there are as many)."""
+    if len(rows) == len(values):
         return values
     return values.take(pa.array(rows))
 

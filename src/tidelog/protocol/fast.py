@@ -4,7 +4,10 @@ v13 of each, a topic is its 16-byte id, KIP-516).
 kio's writer costs ~25 us per Fetch response; these build the bytes with ``struct`` and keep
 record data opaque: the Fetch encoder returns a list of buffers in which each partition's
 records appear as the caller's own buffer object (no copy), ready for ``writelines``.
-Byte-identical to kio's writer (tests/protocol/test_fast.py checks every version).
+Byte-identical to kio's writer (tests/protocol/test_fast.py checks every version). With the
+native core built, ``encode_produce_response`` is its produce_response
+(_native/produce_encode.c), the Python encoder its twin (tests/native checks the two); the
+native one declines (None) what the twin would refuse, and the twin then raises its error.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+from tidelog._native import core
 
 from .codec import write_uvarint
 
@@ -106,6 +111,22 @@ def encode_produce_response(
     topics: Sequence[tuple[str | uuid.UUID, Sequence[ProducePartitionResult]]],
     throttle_time_ms: int = 0,
 ) -> bytes:
+    """A Produce response frame (its size first), v3-v13."""
+    if core is not None:
+        out: bytes | None = core.produce_response(correlation_id, version, topics,
+                                                  throttle_time_ms)
+        if out is not None:
+            return out
+    return encode_produce_response_py(correlation_id, version, topics, throttle_time_ms)
+
+
+def encode_produce_response_py(
+    correlation_id: int,
+    version: int,
+    topics: Sequence[tuple[str | uuid.UUID, Sequence[ProducePartitionResult]]],
+    throttle_time_ms: int = 0,
+) -> bytes:
+    """The twin of _native/produce_encode.c (the reference, and the path without it)."""
     flexible = version >= 9
     if 9 <= version < 13 and len(topics) == 1:
         topic, parts = topics[0]
@@ -145,6 +166,10 @@ def encode_produce_response(
         out.append(0)
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
+
+
+if core is not None:
+    core.produce_response_bind(uuid.UUID)
 
 
 def _fetch_partition(

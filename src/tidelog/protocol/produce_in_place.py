@@ -24,6 +24,8 @@ import struct
 import uuid
 from dataclasses import dataclass
 
+from tidelog._native import core
+
 from .codec import InvalidRequestError, RequestHeader, parse_header, request_class
 
 _I16 = struct.Struct(">h")
@@ -139,6 +141,16 @@ def _array_len(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
 def decode_produce_in_place(frame: memoryview, version: int
                             ) -> tuple[RequestHeader, ProduceRequest]:
     """A ProduceRequest whose ``records`` are writable views of ``frame``."""
+    decoded: tuple[RequestHeader, ProduceRequest] | None = _decode_native(
+        frame, version, _header_version(version))
+    if decoded is not None:
+        return decoded
+    return decode_produce_in_place_py(frame, version)  # refused: the twin's own error
+
+
+def decode_produce_in_place_py(frame: memoryview, version: int
+                               ) -> tuple[RequestHeader, ProduceRequest]:
+    """The twin of _native/produce_decode.c (the reference, and the path without it)."""
     header, pos = parse_header(frame, _header_version(version))
     try:
         request = _body(frame, pos, version)
@@ -198,3 +210,15 @@ def _partition(buf: memoryview, pos: int, end: int, flexible: bool
     if flexible:
         pos = pos + 1 if buf[pos] == 0 else _skip_tags(buf, pos, end)
     return PartitionProduceData(index, records), pos
+
+
+def _decline(frame: memoryview, version: int, header_version: int) -> None:
+    return None
+
+
+if core is not None:
+    core.produce_decode_bind(RequestHeader, ProduceRequest, TopicProduceData,
+                             PartitionProduceData, uuid.UUID)
+    _decode_native = core.produce_decode
+else:
+    _decode_native = _decline
