@@ -28,11 +28,18 @@ def test_cleaner_thread_with_concurrent_appends_and_reads(tmp_path: Path) -> Non
     errors: list[BaseException] = []
     done = threading.Event()
 
+    passes = 0
+
     def reader() -> None:
+        nonlocal passes
         try:
-            while not done.is_set():
+            # a pass, then 1 ms off the GIL: a reader that never lets go of it convoys the
+            # appends behind the log's lock (each wait for it costs a 5 ms switch interval),
+            # which once stretched this test past its timeout
+            while not done.wait(0.001):
                 offsets = [r.offset for r in read_records(lg)]
                 assert offsets == sorted(set(offsets))
+                passes += 1
         except BaseException as e:  # surfaced below
             errors.append(e)
 
@@ -52,6 +59,7 @@ def test_cleaner_thread_with_concurrent_appends_and_reads(tmp_path: Path) -> Non
         scheduler.shutdown()
     assert not errors, errors
     assert not t.is_alive()
+    assert passes > 0  # the reader read beside the appends and the cleaning
     assert cleaner.manager.all_cleaner_checkpoints()  # it did clean meanwhile
     got = {key: (off, value) for off, key, value in kov(lg)}
     assert got == latest  # the latest value of every key, at its original offset
