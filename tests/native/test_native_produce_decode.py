@@ -7,6 +7,7 @@ the twin refuses, which the switch then refuses with the twin's own error."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import struct
 import uuid
 
@@ -23,7 +24,8 @@ from tidelog.protocol.produce_in_place import (
     decode_produce_in_place_py,
 )
 
-pytestmark = needs_core
+pytestmark = [needs_core, pytest.mark.skipif(bool(os.environ.get("TIDELOG_PURE_PYTHON")),
+                                          reason="the twins alone: the core is not bound")]
 SETTINGS = settings(max_examples=400, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 

@@ -5,6 +5,7 @@ refuses (a field out of its type's range) the native encoder declines."""
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid
 
@@ -22,7 +23,8 @@ from tidelog.protocol.fast import (
 )
 from tidelog.protocol.kio_util import make, nested
 
-pytestmark = needs_core
+pytestmark = [needs_core, pytest.mark.skipif(bool(os.environ.get("TIDELOG_PURE_PYTHON")),
+                                          reason="the twins alone: the core is not bound")]
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 I32 = st.integers(-(1 << 31), (1 << 31) - 1)
