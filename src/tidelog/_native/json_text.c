@@ -1,7 +1,5 @@
 /* JSON's text for json_columns.c (see json_text.h). */
 #define PY_SSIZE_T_CLEAN
-#include <float.h>
-#include <math.h>
 #include <stdlib.h>
 
 #include "json_text.h"
@@ -24,6 +22,59 @@ tlj_reserve(Buf *b, size_t more)
     b->p = q;
     b->cap = c;
     return 0;
+}
+
+/* Bytes a pass made, handed to Python without a copy: a read-only buffer (Arrow's
+ * pa.py_buffer and numpy read it in place) that frees them when the last reader lets go. */
+typedef struct {
+    PyObject_HEAD uint8_t *p;
+    Py_ssize_t len;
+} Block;
+
+static void
+block_dealloc(PyObject *self)
+{
+    free(((Block *)self)->p);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int
+block_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    Block *b = (Block *)self;
+    return PyBuffer_FillInfo(view, self, b->p, b->len, 1, flags);
+}
+
+static PyBufferProcs block_buffer = {block_getbuffer, NULL};
+
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tidelog._native._core.Block",
+    .tp_basicsize = sizeof(Block),
+    .tp_dealloc = block_dealloc,
+    .tp_as_buffer = &block_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Bytes of a native pass's column, freed with the last reference.",
+};
+
+PyObject *
+tlj_block(Buf *b)
+{
+    if (b->p == NULL || b->len == 0)
+        return PyBytes_FromStringAndSize(NULL, 0);
+    if (PyType_Ready(&BlockType) < 0)
+        return NULL;
+    Block *o = PyObject_New(Block, &BlockType);
+    if (o == NULL)
+        return NULL;
+    if (b->cap - b->len > 4096) { /* give back the growth's slack */
+        uint8_t *q = realloc(b->p, b->len);
+        if (q != NULL)
+            b->p = q;
+    }
+    o->p = b->p;
+    o->len = (Py_ssize_t)b->len;
+    *b = (Buf){0};
+    return (PyObject *)o;
 }
 
 PyObject *
@@ -361,13 +412,129 @@ decimal(const uint8_t *p, const uint8_t *e, uint64_t *m_out, long *exp_out)
     return 1;
 }
 
-/* A decimal token of at most 19 significant digits and a power of ten within 10^27, when
- * the result is surely float()'s, or 0: the digits m (< 2^64) and 10^|e| (5^27 < 2^63) are
- * exact in x87's 64-bit mantissa, so one multiplication or division gives the exact value
- * rounded once to 64 bits; rounding that to a double gives the exact value's correctly
- * rounded double unless it lies exactly halfway between two doubles (then the first
- * rounding may have moved it there: not taken).  Within 2^53 and 10^22 (Clinger's fast
- * path) one double operation is exact enough by itself. */
+/* 10^q as T * 2^E, T 128 bits (top bit set) truncated from the exact value (T <= exact <
+ * T + 1), for q in [Q_MIN, Q_MAX] (every decimal exponent a double can use with 19 digits):
+ * the table of the Eisel-Lemire algorithm, computed once from exact multiples and quotients
+ * of powers of five (a small fixed-size big integer: 5^342 < 2^795). */
+#define Q_MIN (-342)
+#define Q_MAX 308
+#define LIMBS 48 /* 1,536 bits */
+static uint64_t pow10_hi[Q_MAX - Q_MIN + 1], pow10_lo[Q_MAX - Q_MIN + 1];
+static int pow10_e[Q_MAX - Q_MIN + 1];
+static int pow10_ready;
+
+static int
+bit_length(const uint32_t *x)
+{
+    for (int i = LIMBS - 1; i >= 0; i--)
+        if (x[i])
+            return 32 * i + 32 - __builtin_clz(x[i]);
+    return 0;
+}
+
+/* The 128 bits of x from bit ``from`` up (bits below 0 read as zeros). */
+static void
+bits128(const uint32_t *x, int from, uint64_t *hi, uint64_t *lo)
+{
+    uint64_t h = 0, l = 0;
+    for (int i = 127; i >= 0; i--) {
+        int b = from + i;
+        uint64_t bit = b >= 0 && (x[b / 32] >> (b % 32)) & 1;
+        if (i >= 64)
+            h |= bit << (i - 64);
+        else
+            l |= bit << i;
+    }
+    *hi = h;
+    *lo = l;
+}
+
+static void
+pow10_init(void)
+{
+    uint32_t x[LIMBS] = {1};
+    for (int q = 0; q <= Q_MAX; q++) { /* x = 5^q */
+        int len = bit_length(x), k = q - Q_MIN;
+        bits128(x, len - 128, &pow10_hi[k], &pow10_lo[k]);
+        pow10_e[k] = q + len - 128;
+        uint64_t carry = 0;
+        for (int i = 0; i < LIMBS; i++) {
+            uint64_t v = (uint64_t)x[i] * 5 + carry;
+            x[i] = (uint32_t)v;
+            carry = v >> 32;
+        }
+    }
+    memset(x, 0, sizeof x);
+    x[LIMBS - 1] = 1u << 31; /* 2^(32 * LIMBS - 1) */
+    for (int n = 1; n <= -Q_MIN; n++) { /* x = floor(2^1535 / 5^n) */
+        uint64_t rem = 0;
+        for (int i = LIMBS - 1; i >= 0; i--) {
+            uint64_t v = (rem << 32) | x[i];
+            x[i] = (uint32_t)(v / 5);
+            rem = v % 5;
+        }
+        int len = bit_length(x), k = -n - Q_MIN;
+        bits128(x, len - 128, &pow10_hi[k], &pow10_lo[k]);
+        pow10_e[k] = -n - (32 * LIMBS - 1) + (len - 128);
+    }
+}
+
+void
+tlj_init(void)
+{
+    if (!pow10_ready) {
+        pow10_init();
+        pow10_ready = 1;
+    }
+}
+
+/* m * 10^q (m < 2^64) as the correctly rounded double (Eisel-Lemire: the 128-bit product
+ * of m and 10^q's truncated table entry is within 2 units of its lower word of the exact
+ * product, so its upper word is exact when the lower word is not within 2 of a carry), or
+ * 0 when it cannot decide (near a carry; a tie, except where the product is exact: 10^q <
+ * 2^64; a result past the normal doubles): the caller asks a slower path. */
+static int
+eisel_lemire(uint64_t m, long q, int neg, double *out)
+{
+    if (m == 0) {
+        *out = neg ? -0.0 : 0.0;
+        return 1;
+    }
+    if (q < Q_MIN || q > Q_MAX)
+        return 0;
+    int lz = __builtin_clzll(m), k = (int)(q - Q_MIN);
+    uint64_t w = m << lz;
+    unsigned __int128 first = (unsigned __int128)w * pow10_hi[k];
+    unsigned __int128 second = (unsigned __int128)w * pow10_lo[k];
+    uint64_t hi = (uint64_t)(first >> 64), lo = (uint64_t)first, add = (uint64_t)(second >> 64);
+    lo += add;
+    hi += lo < add;
+    int exact = q >= 0 && q <= 27; /* 5^27 < 2^64: the table's entry and product are exact */
+    if (!exact && (lo < 2 || lo > UINT64_MAX - 2))
+        return 0;
+    int upper = (int)(hi >> 63), shift = upper + 9;
+    uint64_t bits = hi >> shift; /* 54 bits: the mantissa and a rounding bit */
+    /* the value: bits * 2^(shift + 128 + E - lz) (and what is below) */
+    long e2 = (long)shift + 128 + pow10_e[k] - lz + 1 + 52 + 1023; /* biased, of bits / 2 */
+    int below = (hi & (((uint64_t)1 << shift) - 1)) != 0 || lo != 0;
+    if ((bits & 1) && !below && !(bits & 2)) /* a tie, to even: down */
+        bits -= 1;
+    bits = (bits + (bits & 1)) >> 1;
+    if (bits >> 53) {
+        bits >>= 1;
+        e2++;
+    }
+    if (e2 <= 0 || e2 >= 0x7FF)
+        return 0;
+    uint64_t word = (bits & (((uint64_t)1 << 52) - 1)) | ((uint64_t)e2 << 52) |
+                    ((uint64_t)neg << 63);
+    memcpy(out, &word, 8);
+    return 1;
+}
+
+/* A decimal token of at most 19 significant digits, as float() reads it, or 0 (the caller
+ * asks Python's dtoa): within 2^53 and 10^22 one double operation is exact enough
+ * (Clinger's fast path), else Eisel-Lemire. */
 static int
 exact_double(const uint8_t *s, size_t n, double *out)
 {
@@ -379,34 +546,13 @@ exact_double(const uint8_t *s, size_t n, double *out)
     long exp10;
     if (!decimal(s + neg, s + n, &m, &exp10))
         return 0;
-    double d;
     if (m <= ((uint64_t)1 << 53) && exp10 >= -22 && exp10 <= 22) {
-        d = (double)m;
+        double d = (double)m;
         d = exp10 < 0 ? d / p10[-exp10] : d * p10[exp10];
-    } else {
-#if LDBL_MANT_DIG == 64
-        if (exp10 < -27 || exp10 > 27 || m == 0)
-            return 0;
-        static const long double p10l[28] = {
-            1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L, 1e11L, 1e12L,
-            1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L,
-            1e25L, 1e26L, 1e27L}; /* exact: 5^27 < 2^63 */
-        long double t = p10l[exp10 < 0 ? -exp10 : exp10], r;
-        r = exp10 < 0 ? (long double)m / t : (long double)m * t;
-        d = (double)r;
-        long double off = r - (long double)d; /* exact */
-        if (off != 0) {
-            double next = nextafter(d, off > 0 ? HUGE_VAL : -HUGE_VAL);
-            long double half = ((long double)next - (long double)d) / 2;
-            if (off == half)
-                return 0;
-        }
-#else
-        return 0;
-#endif
+        *out = neg ? -d : d;
+        return 1;
     }
-    *out = neg ? -d : d;
-    return 1;
+    return eisel_lemire(m, exp10, neg, out);
 }
 
 /* The number token at ``s`` (ending at c->p) as float() reads it: the exact fast path, or
@@ -437,6 +583,83 @@ tlj_double(Cur *c, const uint8_t *s, int is_int, double *out)
         if (stop != tmp + n || (is_int && (x == Py_HUGE_VAL || x == -Py_HUGE_VAL)))
             return 0;
     }
+    *out = is_int && x == 0 ? 0.0 : x;
+    return 1;
+}
+
+/* A number (c->p at its first byte) by JSON's grammar, as float() reads it: one scan that
+ * checks the grammar and gathers up to 19 significant digits and the power of ten, then
+ * the exact fast paths; tlj_double with the token's text for the others. */
+int
+tlj_number(Cur *c, double *out)
+{
+    const uint8_t *s = c->p, *p = s, *e = c->end;
+    int neg = 0, is_int = 1, slow = 0, digits = 0;
+    uint64_t m = 0;
+    long exp10 = 0;
+    if (p < e && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= e || (unsigned)(*p - '0') >= 10)
+        return 0;
+    if (*p == '0')
+        p++;
+    else
+        for (; p < e && (unsigned)(*p - '0') < 10; p++) {
+            if (digits == 19) {
+                slow = 1;
+                continue;
+            }
+            m = m * 10 + (uint64_t)(*p - '0');
+            digits++;
+        }
+    if (p < e && *p == '.') {
+        is_int = 0;
+        p++;
+        if (p >= e || (unsigned)(*p - '0') >= 10)
+            return 0;
+        for (; p < e && (unsigned)(*p - '0') < 10; p++) {
+            if (m == 0 && *p == '0') {
+                exp10--;
+                continue;
+            }
+            if (digits == 19) {
+                slow = 1;
+                continue;
+            }
+            m = m * 10 + (uint64_t)(*p - '0');
+            digits++;
+            exp10--;
+        }
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        long x = 0;
+        int eneg = 0;
+        is_int = 0;
+        p++;
+        if (p < e && (*p == '+' || *p == '-'))
+            eneg = *p++ == '-';
+        if (p >= e || (unsigned)(*p - '0') >= 10)
+            return 0;
+        for (; p < e && (unsigned)(*p - '0') < 10; p++)
+            if ((x = x * 10 + (*p - '0')) > 100000)
+                slow = 1, x = 100000;
+        exp10 += eneg ? -x : x;
+    }
+    c->p = p;
+    static const double p10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+                                   1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+                                   1e20, 1e21, 1e22};
+    double x;
+    if (slow)
+        return tlj_double(c, s, is_int, out);
+    if (m <= ((uint64_t)1 << 53) && exp10 >= -22 && exp10 <= 22) {
+        x = (double)m;
+        x = exp10 < 0 ? x / p10[-exp10] : x * p10[exp10];
+        x = neg ? -x : x;
+    } else if (!eisel_lemire(m, exp10, neg, &x))
+        return tlj_double(c, s, is_int, out);
     *out = is_int && x == 0 ? 0.0 : x;
     return 1;
 }

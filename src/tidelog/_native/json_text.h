@@ -30,11 +30,17 @@ int tlj_reserve(Buf *b, size_t more);
 /* The int64 rows in ``b`` (a pass's rejected values) as a list of ints; NULL with an
  * error set. */
 PyObject *tlj_row_list(const Buf *b);
+/* ``b``'s bytes as a read-only buffer object that owns them (``b`` is left empty); NULL
+ * with an error set. */
+PyObject *tlj_block(Buf *b);
+/* Builds the tables of tlj_double; once, with the GIL, before a pass. */
+void tlj_init(void);
 int tlj_string(Cur *c, Buf *out);
 int tlj_token(Cur *c, const uint8_t **start, int *is_int);
 int tlj_literal(Cur *c, const char *word, size_t n);
 int tlj_skip(Cur *c, int depth);
 int tlj_double(Cur *c, const uint8_t *s, int is_int, double *out);
+int tlj_number(Cur *c, double *out);
 
 /* ``n`` bytes from ``src`` at the end of ``b``; -1 (tlj_error set) on no memory. */
 static inline int
