@@ -176,10 +176,20 @@ parse_list(Cur *c, Node *nd)
     return 1;
 }
 
+/* (Names are short: a loop, not a call to memcmp.) */
+static inline int
+same_bytes(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    for (size_t j = 0; j < n; j++)
+        if (a[j] != b[j])
+            return 0;
+    return 1;
+}
+
 static inline int
 same_name(const Name *name, const Buf *key)
 {
-    return name->len == key->len && memcmp(name->p, key->p, key->len) == 0;
+    return name->len == key->len && same_bytes(name->p, key->p, key->len);
 }
 
 static int
@@ -202,7 +212,7 @@ read_key(Cur *c, Node *nd, int hint, int *field)
     if (hint < nd->nchild && nd->names[hint].plain) {
         const Name *name = &nd->names[hint];
         if ((size_t)(c->end - c->p) > name->len + 1 && c->p[name->len + 1] == '"' &&
-            memcmp(c->p + 1, name->p, name->len) == 0) {
+            same_bytes(c->p + 1, name->p, name->len)) {
             c->p += name->len + 2;
             *field = hint;
             return 1;
