@@ -35,6 +35,7 @@ typedef struct Node {
     Name *names;
     Buf valid, vals, offs;
     Py_ssize_t count;
+    uint64_t all; /* a struct's bit of each field: every field seen */
 } Node;
 
 /* An offset of a string or list column: 64-bit, as the table's large_string and large_list
@@ -229,7 +230,7 @@ static int
 read_text_key(Cur *c, Buf *key)
 {
     const uint8_t *k = c->p + 1, *q = k, *e = c->end;
-    while (q < e && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+    while (q < e && tlj_plain[*q])
         q++;
     c->p = q;
     if (q < e && *q == '"') {
@@ -284,9 +285,10 @@ parse_object(Cur *c, Node *nd)
                 return 0;
             c->p++;
         }
-    for (int i = 0; i < nd->nchild; i++)
-        if (!(seen & ((uint64_t)1 << i)) && append_null(nd->child[i]) < 0)
-            return -1;
+    if (seen != nd->all)
+        for (int i = 0; i < nd->nchild; i++)
+            if (!(seen & ((uint64_t)1 << i)) && append_null(nd->child[i]) < 0)
+                return -1;
     if (push_u8(&nd->valid, 1) < 0)
         return -1;
     nd->count++;
@@ -386,6 +388,7 @@ build(PyObject *plan, Node **nodes, int *n, int cap, Node **out)
         }
         if (build(PyTuple_GET_ITEM(children, i), nodes, n, cap, &nd->child[i]) < 0)
             return -1;
+        nd->all |= (uint64_t)1 << i;
         nd->nchild++;
     }
     return 0;

@@ -6,6 +6,14 @@
 
 _Thread_local int tlj_error;
 
+#define PLAIN16(b) 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+const uint8_t tlj_plain[256] = {
+    [0x20] = 1, [0x21] = 1, [0x23] = 1, [0x24] = 1, [0x25] = 1, [0x26] = 1, [0x27] = 1,
+    [0x28] = 1, [0x29] = 1, [0x2A] = 1, [0x2B] = 1, [0x2C] = 1, [0x2D] = 1, [0x2E] = 1,
+    [0x2F] = 1, [0x30] = PLAIN16(0), [0x40] = PLAIN16(0), [0x50] = 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, [0x5D] = 1, 1, 1, [0x60] = PLAIN16(0), [0x70] = PLAIN16(0)};
+#undef PLAIN16
+
 int
 tlj_reserve(Buf *b, size_t more)
 {
@@ -232,7 +240,7 @@ tlj_string(Cur *c, Buf *out)
     c->p++;
     for (;;) {
         const uint8_t *run = c->p, *q = run, *e = c->end;
-        while (q < e && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+        while (q < e && tlj_plain[*q])
             q++;
         c->p = q;
         if (q > run && put_run(out, run, (size_t)(q - run)) < 0)

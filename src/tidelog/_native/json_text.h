@@ -99,6 +99,10 @@ skip_ws(Cur *c)
     c->p = p;
 }
 
+/* A string's bytes that stand for themselves: printable ASCII but the quote and backslash
+ * (one load a byte in the scanning loops, not four comparisons). */
+extern const uint8_t tlj_plain[256];
+
 /* 1: parsed; 0: not taken (the value is rejected); -1: Python error. */
 #define TRY(x)                                                                                 \
     do {                                                                                       \
