@@ -595,6 +595,53 @@ tlj_double(Cur *c, const uint8_t *s, int is_int, double *out)
     return 1;
 }
 
+/* Eight ASCII digits in a little-endian word: whether they are, and their value (the
+ * SWAR steps of fast_float's parse_eight_digits_unrolled). */
+static inline int
+eight_digits(uint64_t w)
+{
+    return !(((w + 0x4646464646464646ULL) | (w - 0x3030303030303030ULL)) &
+             0x8080808080808080ULL);
+}
+
+static inline uint64_t
+eight_value(uint64_t w)
+{
+    const uint64_t mask = 0x000000FF000000FFULL;
+    w -= 0x3030303030303030ULL;
+    w = (w * 10) + (w >> 8);
+    return (((w & mask) * 0x000F424000000064ULL) +
+            (((w >> 16) & mask) * 0x0000271000000001ULL)) >> 32;
+}
+
+/* The digits at ``p`` into *m, at most *room of them (*room less those), eight at a time
+ * where they are; returns the end of all the digits there, *more when some were left. */
+static inline const uint8_t *
+take_digits(const uint8_t *p, const uint8_t *e, uint64_t *m, int *room, int *more)
+{
+    const uint8_t *start = p, *stop = e - p > *room ? p + *room : e;
+    uint64_t v = *m;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (stop - p >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        if (!eight_digits(w))
+            break;
+        v = v * 100000000 + eight_value(w);
+        p += 8;
+    }
+#endif
+    while (p < stop && (unsigned)(*p - '0') < 10)
+        v = v * 10 + (uint64_t)(*p++ - '0');
+    *room -= (int)(p - start);
+    *m = v;
+    const uint8_t *q = p;
+    while (q < e && (unsigned)(*q - '0') < 10)
+        q++;
+    *more = q != p;
+    return q;
+}
+
 /* A number (c->p at its first byte) by JSON's grammar, as float() reads it: one scan that
  * checks the grammar and gathers up to 19 significant digits and the power of ten, then
  * the exact fast paths; tlj_double with the token's text for the others. */
@@ -602,7 +649,7 @@ int
 tlj_number(Cur *c, double *out)
 {
     const uint8_t *s = c->p, *p = s, *e = c->end;
-    int neg = 0, is_int = 1, slow = 0, digits = 0;
+    int neg = 0, is_int = 1, slow = 0, room = 19, more;
     uint64_t m = 0;
     long exp10 = 0;
     if (p < e && *p == '-') {
@@ -613,33 +660,25 @@ tlj_number(Cur *c, double *out)
         return 0;
     if (*p == '0')
         p++;
-    else
-        for (; p < e && (unsigned)(*p - '0') < 10; p++) {
-            if (digits == 19) {
-                slow = 1;
-                continue;
-            }
-            m = m * 10 + (uint64_t)(*p - '0');
-            digits++;
-        }
+    else {
+        p = take_digits(p, e, &m, &room, &more);
+        slow |= more;
+    }
     if (p < e && *p == '.') {
         is_int = 0;
         p++;
         if (p >= e || (unsigned)(*p - '0') >= 10)
             return 0;
-        for (; p < e && (unsigned)(*p - '0') < 10; p++) {
-            if (m == 0 && *p == '0') {
-                exp10--;
-                continue;
-            }
-            if (digits == 19) {
-                slow = 1;
-                continue;
-            }
-            m = m * 10 + (uint64_t)(*p - '0');
-            digits++;
-            exp10--;
+        if (m == 0) { /* zeros before the first significant digit */
+            const uint8_t *z = p;
+            while (p < e && *p == '0')
+                p++;
+            exp10 -= (long)(p - z);
         }
+        int before = room;
+        p = take_digits(p, e, &m, &room, &more);
+        exp10 -= before - room;
+        slow |= more;
     }
     if (p < e && (*p == 'e' || *p == 'E')) {
         long x = 0;
