@@ -25,7 +25,7 @@ from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
 
 from . import log_read, log_retention, log_tiered_offsets, log_writes
-from .errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from .errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from .file_records import TimestampAndOffset
 from .leader_epoch import EpochEntry, LeaderEpochFileCache
 from .loader import LogLoader, rebuild_producer_state
@@ -188,16 +188,11 @@ class Log(LocalLogView):
         else:
             if self.append_guard is not None:
                 self.append_guard(len(records), origin is _COORDINATOR)
+            if origin is _CLIENT:
+                plain = self._append_plain_async(records, leader_epoch, inline_below)
+                if plain is not None:
+                    return plain, False
             with self._io("append-async"):
-                if origin is _CLIENT:  # (``_append_plain`` inline: one call per Produce)
-                    local = self._local
-                    local.check_open()
-                    plain = append_plain(local, self._producer_state, self.leader_epoch_cache,
-                                         records, leader_epoch, inline_below,
-                                         self._log_start_offset)
-                    if plain is not None:
-                        self.state_stamp += 1
-                        return plain, False
                 v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
                 handed = analysis is not None and \
                     self._hand_over(v, analysis, writer, done, inline_below)
@@ -247,6 +242,31 @@ class Log(LocalLogView):
                             records, leader_epoch, inline_below, self._log_start_offset)
         if info is not None:
             self.state_stamp += 1
+        return info
+
+    def _append_plain_async(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                            inline_below: int) -> LogAppendInfo | None:
+        """``_append_plain`` for ``append_as_leader_async``, its ``_io("append-async")``
+        inline (the lock, an OSError as KafkaStorageError naming the dir): one call per
+        Produce, no context manager. None: the reference path's to make."""
+        local = self._local
+        lock = self._lock
+        lock.acquire()
+        try:
+            if local.closed or local.writes.error is not None:
+                local.check_open()  # (raises)
+            info = append_plain(local, self._producer_state, self.leader_epoch_cache,
+                                records, leader_epoch, inline_below, self._log_start_offset)
+            if info is not None:
+                self.state_stamp += 1
+        except OSError as exc:
+            lock.release()
+            raise KafkaStorageError(
+                f"Error while append-async in dir {self.dir} ({self.name}): {exc}") from exc
+        except BaseException:
+            lock.release()
+            raise
+        lock.release()
         return info
 
     def _empty_append_info(self) -> LogAppendInfo:

@@ -37,7 +37,6 @@ from .producer_state import (
     BatchMetadata,
     ProducerStateEntry,
     ProducerStateManager,
-    in_sequence,
 )
 from .validator import plain_check_py
 
@@ -67,8 +66,8 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
             local.writes.count or not config.plain_appends:
         return None
     if leader_epoch >= 0:  # (a batch starting a newer epoch: the reference path assigns it)
-        latest = epochs.latest_epoch()
-        if latest is None or leader_epoch > latest:
+        known = epochs.live_entries  # (``latest_epoch`` without a call)
+        if not known or leader_epoch > known[-1].epoch:
             return None
     attrs, lod, pid, producer_epoch, base_seq = _FIELDS.unpack_from(records, 0)
     entry = None
@@ -76,7 +75,7 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
         entry = next_in_sequence(psm, pid, producer_epoch, base_seq, lod, attrs)
         if entry is None:
             return None
-    offset = local.log_end_offset
+    offset = local.end_metadata.message_offset  # (``log_end_offset`` without a call)
     last = offset + lod
     seg = local.segments.active_segment
     log_records = seg.log
@@ -121,7 +120,8 @@ def next_in_sequence(psm: ProducerStateManager, pid: int, epoch: int, base_seq: 
     if bool(attrs & TRANSACTIONAL_MASK) != (entry.current_txn_first_offset is not None):
         return None
     md = entry.batch_metadata
-    if not in_sequence(md[-1].last_seq if md else NO_SEQUENCE, base_seq):
+    last_seq = md[-1].last_seq if md else NO_SEQUENCE  # (``in_sequence`` inline)
+    if base_seq != last_seq + 1 and not (base_seq == 0 and last_seq == INT_MAX):
         return None
     last_seq = (base_seq + lod) & INT_MAX
     for m in md:  # (ProducerStateEntry.find_duplicate_batch)

@@ -178,8 +178,10 @@ async def _handle(ctx: RequestContext, request: Any,
     if entries:
         validate = _validator(ctx) if ctx.broker.record_validators else None
         timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
-        await ctx.broker.replica_manager.append_records(
+        waits = ctx.broker.replica_manager.append_records_now(
             acks, ms(request.timeout) if timeout_ms is None else timeout_ms, entries, validate)
+        if waits is not None:  # (none: the answers final already, no coroutine made)
+            await waits
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     throttle_ms = throttle(ctx, _PRODUCE, _request_bytes(request))
     if acks == 0:
