@@ -389,7 +389,8 @@ class Log(LocalLogView):
         """Kafka's check in UnifiedLog.append: the unflushed messages reached
         ``flush.messages`` (one call: the broker asks after every append)."""
         local = self._local
-        return local.log_end_offset - local.recovery_point >= local.config.flush_messages
+        return local.end_metadata.message_offset - local.recovery_point >= \
+            local.config.flush_messages
 
     # -- high watermark ------------------------------------------------------------------------
     def update_high_watermark(self, hw: int) -> int:
