@@ -36,6 +36,7 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 # the enum members read per request, bound once (3.11's EnumType.__getattr__ hook makes every
 # ``Enum.MEMBER`` read of a class attribute cost ~1 us)
 _PRODUCE, _WRITE, _TOPIC = QuotaType.PRODUCE, AclOperation.WRITE, ResourceType.TOPIC
+_new_tuple = tuple.__new__
 __all__ = ["HEAVY_BYTES", "HEAVY_COMPRESSED_BYTES", "handle", "is_heavy"]
 
 
@@ -164,7 +165,9 @@ def _topic_entries(ctx: RequestContext, t: Any, name: str, denied: ErrorCode | N
             refused.error_message = f"Cannot append to internal topic {name}"
             parts.append(refused)
         else:
-            parts.append(_entry(ctx, TopicPartition(name, p.index), p.records, exists, entries))
+            # (tuple.__new__: TopicPartition's own __new__ is a Python call per partition)
+            tp = _new_tuple(TopicPartition, (name, p.index))
+            parts.append(_entry(ctx, tp, p.records, exists, entries))
     return parts
 
 
@@ -185,7 +188,9 @@ async def _handle(ctx: RequestContext, request: Any, named: _Named) -> Any:
     )
     entries: list[Entry] = []
     open_acls = ctx.broker.authorizer is None  # (what ctx.authorize answers first)
-    for t, (name, _, known) in zip(request.topic_data, named.topics, strict=True):
+    names = named.topics  # (read in the same order: no zip object per request)
+    for i, t in enumerate(request.topic_data):
+        name, _, known = names[i]
         denied = (
             ErrorCode.UNKNOWN_TOPIC_ID if name is None
             else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if tid_denied
