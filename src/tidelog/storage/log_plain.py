@@ -51,6 +51,7 @@ _FIELDS = struct.Struct(">21xhi16xqhi")
 _Q = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
+_new_tuple = tuple.__new__  # (a NamedTuple built with one C call)
 
 
 def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpochFileCache,
@@ -101,7 +102,7 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
     local.appended(seg, last, position + n)
     if entry is not None:
         md = entry.batch_metadata
-        md.append(BatchMetadata((base_seq + lod) & INT_MAX, last, lod, max_ts))
+        md.append(_new_tuple(BatchMetadata, ((base_seq + lod) & INT_MAX, last, lod, max_ts)))
         if len(md) > NUM_BATCHES_TO_RETAIN:
             md.popleft()
         entry.last_timestamp = max_ts
