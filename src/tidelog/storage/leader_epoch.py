@@ -46,9 +46,9 @@ class LeaderEpochFileCache:
         self._file = CheckpointFile(Path(dir) / LEADER_EPOCH_CHECKPOINT_FILE, 0,
                                     _EpochFormatter())
         self._lock = threading.RLock()
-        # the entries in epoch order; a change but the append of a newer epoch replaces the
-        # list, never empties it in place: read without the lock (under its log's lock) by
-        # the plain append (log_plain), as ``latest_epoch`` without a call
+        # the entries in epoch order; never changed in place: every change puts a new list
+        # here, so the plain append (log_plain) reads it without the lock (under its log's
+        # lock), as ``latest_epoch`` without a call
         self.live_entries: list[EpochEntry] = []
         try:
             for e in self._file.read():
@@ -95,9 +95,10 @@ class LeaderEpochFileCache:
         last = self.live_entries[-1] if self.live_entries else None
         if last is not None and last.epoch == epoch and last.start_offset <= start_offset:
             return False  # the latest epoch at the same or a later start: nothing new
-        self.live_entries = [e for e in self.live_entries
-                             if e.epoch < epoch and e.start_offset < start_offset]
-        self.live_entries.append(EpochEntry(epoch, start_offset))
+        entries = [e for e in self.live_entries
+                   if e.epoch < epoch and e.start_offset < start_offset]
+        entries.append(EpochEntry(epoch, start_offset))
+        self.live_entries = entries  # (a new list, complete: see live_entries)
         return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
