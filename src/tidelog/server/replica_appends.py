@@ -266,10 +266,6 @@ class ReplicaAppends:
         ``_record_append`` inline in their common case.)"""
         if inline_below is None:
             inline_below = self.inline_append_bytes
-        loop = asyncio.get_running_loop()
-        # the future is made only for a write handed over: ``_written`` runs on the loop, so
-        # after this call put it in the cell
-        cell: list[asyncio.Future[Written]] = []
         partition = self.partitions.get(tp)
         try:
             if partition is None or partition.logs_version != self.logs.logs_version or \
@@ -279,10 +275,17 @@ class ReplicaAppends:
                 partition = self.partition_or_error(tp)
                 partition.check_append(required_acks)
             lg = partition.log
-            done = partial(self._written_threadsafe, loop, partition, cell)
-            info, handed = lg.append_as_leader_async(records, partition.leader_epoch,
-                                                     self.append_writers.for_log(lg), done,
-                                                     inline_below=inline_below)
+            info = lg.append_plain_as_leader(records, partition.leader_epoch, inline_below)
+            handed = False
+            if info is None:  # not the common case: the writer and the callback it may need
+                loop = asyncio.get_running_loop()
+                # the future is made only for a write handed over: ``_written`` runs on the
+                # loop, so after this call put it in the cell
+                cell: list[asyncio.Future[Written]] = []
+                done = partial(self._written_threadsafe, loop, partition, cell)
+                info, handed = lg.append_as_leader_async(
+                    records, partition.leader_epoch, self.append_writers.for_log(lg), done,
+                    inline_below=inline_below, plain_declined=True)
             if not handed:  # (``_after_write(partition, True)``)
                 if lg.flush_due():
                     self.group_commit.add(tp, lg)  # counted once the records are on disk

@@ -175,20 +175,22 @@ class Log(LocalLogView):
     def append_as_leader_async(self, records: bytes | bytearray | memoryview,
                                leader_epoch: int, writer: AppendWriter, done: WriteDone,
                                origin: AppendOrigin = AppendOrigin.CLIENT, *,
-                               inline_below: int = log_writes.INLINE_WRITE_BYTES
-                               ) -> tuple[LogAppendInfo, bool]:
+                               inline_below: int = log_writes.INLINE_WRITE_BYTES,
+                               plain_declined: bool = False) -> tuple[LogAppendInfo, bool]:
         """``append_as_leader`` whose segment write may run on ``writer`` (log_writes):
         offsets and producer state are settled here, the log end offset moves once the bytes
         are written. Returns the answer and whether ``done`` will run (on the writer's thread,
         after the writes before it): False when the append is complete on return (written
         here, or a duplicate or empty with no write in flight). The ``flush.messages`` fsync
-        is the caller's (the broker's group commit). Raises as ``append_as_leader``."""
+        is the caller's (the broker's group commit). Raises as ``append_as_leader``.
+        ``plain_declined``: ``append_plain_as_leader`` declined it (its free space counted).
+        """
         if len(records) == 0:
             info = self._empty_append_info()
         else:
-            if self.append_guard is not None:
+            if self.append_guard is not None and not plain_declined:
                 self.append_guard(len(records), origin is _COORDINATOR)
-            if origin is _CLIENT:
+            if origin is _CLIENT and not plain_declined:
                 plain = self._append_plain_async(records, leader_epoch, inline_below)
                 if plain is not None:
                     return plain, False
@@ -243,6 +245,19 @@ class Log(LocalLogView):
         if info is not None:
             self.state_stamp += 1
         return info
+
+    def append_plain_as_leader(self, records: bytes | bytearray | memoryview,
+                               leader_epoch: int, inline_below: int) -> LogAppendInfo | None:
+        """A client's append written here and now by ``log_plain`` (the common Produce: no
+        writer, no callback needed), complete on return as ``append_as_leader_async``
+        answering False; or None: nothing done but the free-space guard's count (then
+        ``append_as_leader_async(..., plain_declined=True)``). Raises as
+        ``append_as_leader``."""
+        if len(records) == 0:
+            return None
+        if self.append_guard is not None:
+            self.append_guard(len(records), False)
+        return self._append_plain_async(records, leader_epoch, inline_below)
 
     def _append_plain_async(self, records: bytes | bytearray | memoryview, leader_epoch: int,
                             inline_below: int) -> LogAppendInfo | None:

@@ -116,7 +116,8 @@ def handle(ctx: RequestContext, request: Any) -> Coroutine[Any, Any, Any]:
     try:
         # a client with a produce quota is served one request at a time, as Kafka's muted
         # channel reads them (quota/wiring.py)
-        quota = has_quota(ctx, _PRODUCE)
+        quotas = ctx.broker.client_quotas  # (no call for the common case: no quota at all)
+        quota = (quotas is None or bool(quotas.store.entries)) and has_quota(ctx, _PRODUCE)
         named = _topics(ctx, request)
     except Exception as exc:
         return _raise(exc)
@@ -210,7 +211,9 @@ async def _handle(ctx: RequestContext, request: Any, named: _Named) -> Any:
         if waits is not None:  # (none: the answers final already, no coroutine made)
             await waits
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
-    throttle_ms = throttle(ctx, _PRODUCE, named.request_bytes)
+    quotas = ctx.broker.client_quotas  # (no call without any quota: ``throttle``'s answer)
+    throttle_ms = throttle(ctx, _PRODUCE, named.request_bytes) \
+        if quotas is None or quotas.store.entries else 0
     if acks == 0:
         failed = [
             f"{name}-{p.index}: {ErrorCode(p.error_code).name}"
