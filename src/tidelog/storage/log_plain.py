@@ -16,7 +16,10 @@ Measured with bench/produce_path.py (one 100 B record per idempotent acks=all Pr
 callgrind): 288 k instructions per request against 354 k for the reference path alone, the
 build before it in the same sitting; 267 k against 290 k once this path (one room check per
 index, the end offset from the write's position), the high watermark's move and the Produce
-layers above it made 225 Python calls per request instead of 258.
+layers above it made 225 Python calls per request instead of 258; 192 k against 232-234 k
+(one partition; 241 k against 279 k over 1,000) once the Produce took this path through
+``Log.append_plain_as_leader`` (no writer, callback or future unless it declines), with one
+coroutine per request and 166 Python calls instead of 201.
 """
 
 from __future__ import annotations
