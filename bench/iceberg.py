@@ -52,6 +52,8 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog.sql import SqlCatalog
 
+from tidelog.metrics.histogram import LatencyHistogram
+from tidelog.metrics.loop_lag import LOOP_LAG
 from tidelog.testing import EmbeddedBroker
 
 ORDER = {
@@ -294,28 +296,48 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
                   producers: Producers) -> None:
     """Iceberg topic and plain topic in turn; after an Iceberg topic's run its translator
     catches up before the plain run starts (its backlog's flushes would otherwise compete
-    with the plain run). Also the process's CPU seconds per run and, of an Iceberg run, the
-    translation thread's CPU seconds while it ran."""
-    assert b.iceberg is not None
-    ice, plain, translation_cpu = [], [], []
+    with the plain run). Also, per run, the CPU seconds of the process and of the broker's
+    event loop thread (in us per record), and of an Iceberg run the translation thread's CPU
+    and wall seconds, its flushes and their mean wall time."""
+    assert b.iceberg is not None and b._thread is not None and b._thread.ident is not None
+    loop_clock = time.pthread_getcpuclockid(b._thread.ident)
+    lateness: dict[bool, LatencyHistogram] = {True: LatencyHistogram(),
+                                              False: LatencyHistogram()}
+    ice, plain = [], []
     cpu: dict[bool, list[float]] = {True: [], False: []}
+    loop_cpu: dict[bool, list[float]] = {True: [], False: []}
+    flush_cpu, flush_wall, flushes = [], [], []
     for _ in range(repeats):
         for iceberg, out in ((True, ice), (False, plain)):
             topic = f"p-{uuid.uuid4().hex[:6]}"
             create(b.bootstrap_servers, topic, 6, iceberg, 1000)
-            c0 = time.process_time()
+            c0, l0 = time.process_time(), time.clock_gettime(loop_clock)
+            late0 = list(LOOP_LAG.counts)
             out.append(producers.produce(b.bootstrap_servers, topic, values))
+            for k, (n1, n0) in enumerate(zip(LOOP_LAG.counts, late0, strict=True)):
+                lateness[iceberg].counts[k] += n1 - n0
             cpu[iceberg].append(time.process_time() - c0)
+            loop_cpu[iceberg].append((time.clock_gettime(loop_clock) - l0) / len(values) * 1e6)
             if iceberg:
                 state = b.iceberg.topics.get(topic)
-                translation_cpu.append(state.translator.cpu_s if state else 0.0)
+                t = state.translator if state else None
+                flush_cpu.append(t.cpu_s if t else 0.0)
+                flush_wall.append(getattr(t, "wall_s", 0.0))
+                flushes.append(getattr(t, "flushes", 0))
                 drain(b)
     print(f"produce iceberg topic records/s {rng_range(ice)}")
     print(f"produce plain topic   records/s {rng_range(plain)}")
     print(f"iceberg / plain produce: {ratio_range([a / c for a, c in zip(ice, plain, strict=True)])}")
     print(f"process CPU s per run: iceberg topic {fmt_s(cpu[True])}, plain topic "
           f"{fmt_s(cpu[False])}; of an iceberg run, the translation thread "
-          f"{fmt_s(translation_cpu)}")
+          f"{fmt_s(flush_cpu)} CPU, {fmt_s(flush_wall)} wall, {rng_range(flushes)} flushes "
+          f"of {fmt_s([w / max(1, n) for w, n in zip(flush_wall, flushes, strict=True)])} s")
+    print(f"event loop thread CPU us per record: iceberg topic {fmt_s(loop_cpu[True])}, "
+          f"plain topic {fmt_s(loop_cpu[False])}")
+    print("event loop lateness (its lag probe, all runs) ms p50 / p99 / p99.9: " + "; ".join(
+        f"{name} {h.quantile_ms(0.5):.1f} / {h.quantile_ms(0.99):.1f} / "
+        f"{h.quantile_ms(0.999):.1f}" for name, h in (("iceberg topic", lateness[True]),
+                                                       ("plain topic", lateness[False]))))
 
 
 def fmt_s(xs: Sequence[float]) -> str:
@@ -330,7 +352,7 @@ def main() -> None:
     ap.add_argument("--lag-seconds", type=float, default=15)
     ap.add_argument("--target-lag-ms", type=int, default=2000)
     ap.add_argument("--modes", default="key_value,avro,json,protobuf")
-    ap.add_argument("--skip", default="", help="phases to skip: produce,lag")
+    ap.add_argument("--skip", default="", help="phases to skip: translation,produce,lag")
     ap.add_argument("--producer-in-process", action="store_true",
                     help="the timed producers in the broker's process (default: a process "
                          "of their own)")
@@ -355,7 +377,7 @@ def run(args: argparse.Namespace, props: dict[str, str], scratch: Path,
         producers: Producers) -> None:
     with EmbeddedBroker(props) as b:
         values = serialize(b.schema_registry_url, "x", args.records)
-        for name in args.modes.split(","):
+        for name in [] if "translation" in args.skip else args.modes.split(","):
             mode = "key_value" if name == "key_value" else "value_schema_id_prefix"
             serializers = {"json": serialize_json, "protobuf": serialize_protobuf}
             data = serializers[name](b.schema_registry_url, name, args.records) if (

@@ -1,7 +1,8 @@
 """A topic's translator at one broker: each flush reads the committed records of the
 partitions this broker leads, from where the table says each partition is, decodes them and
 appends them to the topic's table in one Iceberg commit (undecodable ones to the DLQ table
-first). Flushes run on the translation thread, never on the event loop: produce never waits.
+first). Flushes run on the translation thread, never on the event loop: produce never waits
+(and while one runs the interpreter hands its lock over sooner: ``switch_interval``).
 
 Resuming is reading the table: every flush starts each partition at the next offset the
 table's current snapshot records for it (the log start offset for a partition the table has
@@ -35,6 +36,7 @@ from .log_source import PartitionSource
 from .maintenance import Expired, expire_snapshots
 from .rows import DlqRows, RecordSorter, Sorted, merge, table_rows
 from .schemas import Codecs
+from .switch_interval import TRANSLATING
 from .tables import Fenced, Tables, table_offsets
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,8 @@ class TopicTranslator:
         self.read_once = False  # the table has been read (its offsets are in committed)
         self.flush_started = 0.0  # monotonic start of the last flush, on its thread
         self.cpu_s = 0.0  # CPU time of the flushes' own thread, all flushes
+        self.wall_s = 0.0  # their wall time
+        self.flushes = 0  # flushes that read records
         # the table as this translator's last commit left it, and the leader epochs then
         self._last: tuple[Table, dict[int, int]] | None = None
         self._last_dlq: tuple[Table, dict[int, int]] | None = None  # the same of the DLQ table
@@ -120,9 +124,13 @@ class TopicTranslator:
         self.flush_started = time.monotonic()
         cpu = time.thread_time()
         try:
-            return self._flush()
+            with TRANSLATING:  # the event loop waits less for the lock meanwhile
+                result = self._flush()
         finally:
             self.cpu_s += time.thread_time() - cpu
+            self.wall_s += time.monotonic() - self.flush_started
+        self.flushes += bool(result.committed)
+        return result
 
     def _flush(self) -> FlushResult:
         epochs = self._observe()  # the lag grows even while the catalog cannot be reached
@@ -174,6 +182,10 @@ class TopicTranslator:
         """Expire the old snapshots of the topic's table and its DLQ table, then remove
         their orphan files older than ``orphan_age_ms`` (-1: not); ``now_ms`` is wall-clock
         time."""
+        with TRANSLATING:
+            return self._maintain(now_ms, orphan_age_ms)
+
+    def _maintain(self, now_ms: int, orphan_age_ms: int) -> Expired:
         snapshots = files = orphans = 0
         for name in (self.settings.topic, self.settings.dlq_name):
             table = self.tables.load(name)
