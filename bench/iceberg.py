@@ -19,13 +19,20 @@
    each record's lag is the commit time of the snapshot that first holds it minus its
    timestamp; p50/p99 printed next to the target.
 
+The bench's process is the broker's, as ``tidelog serve``'s is, and takes serve's GIL switch
+interval (server/gil.py: 1 ms; ``TIDELOG_GIL_TUNING=0``: CPython's 5 ms, what an embedded
+broker keeps): the translation thread runs Python beside the event loop, which takes the
+lock for each of its callbacks and, while a flush holds it, waits until the interval asks
+the flush to hand it over; without serve's interval the produce phase measured a broker
+that no deployment runs.
+
 Figures are median [min .. max] over the repeats; ratios are per repeat (paired). Translation
 is also given per CPU second of the bench's process (the broker runs in it; the flush's
 thread and any it starts): on a shared machine, wall times move with the other work.
 
     .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
         [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json,protobuf]
-        [--producer-in-process]
+        [--producer-in-process] [--produce-records N] [--skip translation,produce,lag]
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 
 from tidelog.metrics.histogram import LatencyHistogram
 from tidelog.metrics.loop_lag import LOOP_LAG
+from tidelog.server.gil import tune_switch_interval
 from tidelog.testing import EmbeddedBroker
 
 ORDER = {
@@ -360,11 +368,13 @@ def main() -> None:
                     help="records a produce run (default 20 x --records: several target "
                          "lags of 1 s, so that the translator flushes while it runs)")
     args = ap.parse_args()
+    interval = tune_switch_interval()  # as ``tidelog serve`` does in the broker's process
     props = {"schema.registry.listeners": "http://127.0.0.1:0", "iceberg.enabled": "true",
              "iceberg.target.lag.ms": "1000"}
     scratch = Path(tempfile.mkdtemp(prefix="iceberg-bench-", dir=os.environ.get("BENCH_DIR")))
     print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} records a mode, "
-          f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd)")
+          f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd); GIL "
+          f"switch interval {interval}")
     producers = Producers(args.producer_in_process)
     try:
         run(args, props, scratch, producers)

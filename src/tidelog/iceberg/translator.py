@@ -1,8 +1,7 @@
 """A topic's translator at one broker: each flush reads the committed records of the
 partitions this broker leads, from where the table says each partition is, decodes them and
 appends them to the topic's table in one Iceberg commit (undecodable ones to the DLQ table
-first). Flushes run on the translation thread, never on the event loop: produce never waits
-(and while one runs the interpreter hands its lock over sooner: ``switch_interval``).
+first). Flushes run on the translation thread, never on the event loop: produce never waits.
 
 Resuming is reading the table: every flush starts each partition at the next offset the
 table's current snapshot records for it (the log start offset for a partition the table has
@@ -36,7 +35,6 @@ from .log_source import PartitionSource
 from .maintenance import Expired, expire_snapshots
 from .rows import DlqRows, RecordSorter, Sorted, merge, table_rows
 from .schemas import Codecs
-from .switch_interval import TRANSLATING
 from .tables import Fenced, Tables, table_offsets
 
 log = logging.getLogger(__name__)
@@ -124,8 +122,7 @@ class TopicTranslator:
         self.flush_started = time.monotonic()
         cpu = time.thread_time()
         try:
-            with TRANSLATING:  # the event loop waits less for the lock meanwhile
-                result = self._flush()
+            result = self._flush()
         finally:
             self.cpu_s += time.thread_time() - cpu
             self.wall_s += time.monotonic() - self.flush_started
@@ -182,10 +179,6 @@ class TopicTranslator:
         """Expire the old snapshots of the topic's table and its DLQ table, then remove
         their orphan files older than ``orphan_age_ms`` (-1: not); ``now_ms`` is wall-clock
         time."""
-        with TRANSLATING:
-            return self._maintain(now_ms, orphan_age_ms)
-
-    def _maintain(self, now_ms: int, orphan_age_ms: int) -> Expired:
         snapshots = files = orphans = 0
         for name in (self.settings.topic, self.settings.dlq_name):
             table = self.tables.load(name)
