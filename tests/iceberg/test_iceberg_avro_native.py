@@ -5,6 +5,7 @@ plan for goes to Polars' reader as before."""
 
 from __future__ import annotations
 
+import gc
 import importlib
 import io
 import math
@@ -13,6 +14,7 @@ import re
 from typing import Any
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +24,7 @@ from test_iceberg_protobuf_bulk import _EDIT, _mutated
 from tidelog.iceberg import avro_native
 from tidelog.iceberg.avro_values import AvroCodec
 from tidelog.iceberg.columns import KAFKA, arrow_schema, table_schema
+from tidelog.iceberg.native_arrays import column_array
 from tidelog.iceberg.value_codec import ValueCodec
 
 try:  # the compiled module itself: these tests need it whatever tidelog's switch says
@@ -211,3 +214,28 @@ def test_schemas_without_a_plan_go_to_polars_or_one_by_one(field: dict[str, Any]
     except ValueError:  # the union of two types has no Iceberg type at all
         return
     assert codec._native_plan(_target(codec)) is None
+
+
+def test_the_pass_hands_its_buffers_over_without_a_copy() -> None:
+    """Its columns' buffers are the pass's own memory (read-only objects, not bytes copied
+    from it), read in place by the arrays built on them, and valid after the pass's result
+    is dropped."""
+    array = pa.array([_write(SCHEMA, _plain(i)) for i in range(40)], pa.binary())
+    node = CODEC._native_plan(TARGET)
+    assert node is not None
+    cols, rejected = core.avro_columns(array.buffers()[2], array.buffers()[1], 0, node)
+    assert not rejected
+    ids, names = cols[1], cols[6]  # preorder: the record, then id, qty, ok, ratio, price, name
+    for buf in (ids[1], ids[2], names[2], names[3]):
+        assert not isinstance(buf, bytes) and memoryview(buf).readonly
+    assert len(memoryview(ids[2])) == 8 * 40
+    struct = column_array(TARGET, node, cols, [0], avro_native._KINDS)
+    address = np.frombuffer(ids[2], np.uint8).ctypes.data
+    assert struct.field("id").buffers()[1].address == address
+    for at, buf in ((1, names[3]), (2, names[2])):  # the offsets, then the text
+        assert struct.field("name").buffers()[at].address == np.frombuffer(
+            buf, np.uint8).ctypes.data
+    del cols, ids, names
+    gc.collect()
+    assert struct.field("id").to_pylist() == list(range(40))
+    assert struct.field("name").to_pylist() == [f"n{i}" for i in range(40)]

@@ -5,9 +5,11 @@ cut; a type it has no plan for (a map) goes to ptars as before."""
 
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +18,7 @@ from test_iceberg_protobuf_bulk import _EDIT, _ORDER, PROTO, _message, _mutated,
 
 from tidelog.iceberg import protobuf_native
 from tidelog.iceberg.columns import KAFKA, arrow_schema, table_schema
+from tidelog.iceberg.native_arrays import column_array
 from tidelog.iceberg.protobuf_values import ProtobufCodec
 from tidelog.iceberg.schemas import codec_of
 from tidelog.iceberg.value_codec import ValueCodec
@@ -112,3 +115,30 @@ def test_a_table_column_the_message_lacks_is_null() -> None:
     assert CODEC._native_plan(target) is not None
     got, bad = CODEC.decode_column(pa.array([CODEC._cls(id=4).SerializeToString()]), target)
     assert not bad and got.to_pylist()[0]["extra"] is None and got.to_pylist()[0]["id"] == 4
+
+
+def test_the_pass_hands_its_buffers_over_without_a_copy() -> None:
+    """Its columns' buffers are the pass's own memory (read-only objects, not bytes copied
+    from it), read in place by the arrays built on them, and valid after the pass's result
+    is dropped."""
+    orders = [{"id": i - 20, "name": f"n{i}"} for i in range(40)]
+    array = pa.array([_message(CODEC._cls, o) for o in orders], pa.binary())
+    node = CODEC._native_plan(TARGET)
+    assert node is not None and protobuf_native.core is not None
+    cols, rejected = protobuf_native.core.proto_columns(
+        array.buffers()[2], array.buffers()[1], node)
+    assert not rejected
+    ids, names = cols[1], cols[2]  # preorder: the message, then id, name
+    for buf in (ids[1], ids[2], names[2], names[3]):
+        assert not isinstance(buf, bytes) and memoryview(buf).readonly
+    assert len(memoryview(ids[2])) == 8 * 40
+    struct = column_array(TARGET, node, cols, [0], protobuf_native._KINDS)
+    assert struct.field("id").buffers()[1].address == np.frombuffer(
+        ids[2], np.uint8).ctypes.data
+    for at, buf in ((1, names[3]), (2, names[2])):  # the offsets, then the text
+        assert struct.field("name").buffers()[at].address == np.frombuffer(
+            buf, np.uint8).ctypes.data
+    del cols, ids, names
+    gc.collect()
+    assert struct.field("id").to_pylist() == [i - 20 for i in range(40)]
+    assert struct.field("name").to_pylist() == [f"n{i}" for i in range(40)]

@@ -388,16 +388,6 @@ a_pass(ANode *root, ANode **nodes, int n, AMark *marks, const uint8_t *data, siz
 }
 
 static PyObject *
-a_result(ANode *nd)
-{
-    static const char empty[1] = {0};
-#define BYTES(b) (b).p ? (const char *)(b).p : empty, (Py_ssize_t)(b).len
-    return Py_BuildValue("ny#y#y#", nd->count, BYTES(nd->valid), BYTES(nd->vals),
-                         BYTES(nd->offs));
-#undef BYTES
-}
-
-static PyObject *
 a_run(ANode *root, ANode **nodes, int n, const uint8_t *data, size_t dlen,
       const int32_t *offs, Py_ssize_t rows, Py_ssize_t skip)
 {
@@ -422,7 +412,8 @@ a_run(ANode *root, ANode **nodes, int n, const uint8_t *data, size_t dlen,
     if ((cols = PyList_New(n)) == NULL || (rej = tlj_row_list(&rejected)) == NULL)
         goto done;
     for (int k = 0; k < n; k++) {
-        PyObject *t = a_result(nodes[k]);
+        PyObject *t = tlj_node_result(nodes[k]->count, &nodes[k]->valid,
+                                       &nodes[k]->vals, &nodes[k]->offs);
         if (t == NULL)
             goto done;
         PyList_SET_ITEM(cols, k, t);

@@ -398,14 +398,7 @@ build(PyObject *plan, Node **nodes, int *n, int cap, Node **out)
 static PyObject *
 node_result(Node *nd)
 {
-    PyObject *valid = tlj_block(&nd->valid), *vals = tlj_block(&nd->vals),
-             *offs = tlj_block(&nd->offs), *out = NULL;
-    if (valid != NULL && vals != NULL && offs != NULL)
-        out = Py_BuildValue("nOOO", nd->count, valid, vals, offs);
-    Py_XDECREF(valid);
-    Py_XDECREF(vals);
-    Py_XDECREF(offs);
-    return out;
+    return tlj_node_result(nd->count, &nd->valid, &nd->vals, &nd->offs);
 }
 
 /* Every value into the nodes; the rejected rows' numbers in ``rejected`` (int64).  No

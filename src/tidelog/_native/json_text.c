@@ -86,6 +86,18 @@ tlj_block(Buf *b)
 }
 
 PyObject *
+tlj_node_result(Py_ssize_t count, Buf *valid, Buf *vals, Buf *offs)
+{
+    PyObject *v = tlj_block(valid), *x = tlj_block(vals), *o = tlj_block(offs), *out = NULL;
+    if (v != NULL && x != NULL && o != NULL)
+        out = Py_BuildValue("nOOO", count, v, x, o);
+    Py_XDECREF(v);
+    Py_XDECREF(x);
+    Py_XDECREF(o);
+    return out;
+}
+
+PyObject *
 tlj_row_list(const Buf *b)
 {
     Py_ssize_t n = (Py_ssize_t)(b->len / 8);

@@ -31,8 +31,11 @@ int tlj_reserve(Buf *b, size_t more);
  * error set. */
 PyObject *tlj_row_list(const Buf *b);
 /* ``b``'s bytes as a read-only buffer object that owns them (``b`` is left empty); NULL
- * with an error set. */
+ * with an error set.  The JSON, Avro and Protobuf passes hand their columns over with it. */
 PyObject *tlj_block(Buf *b);
+/* A column's (count, validity, values, offsets), its three buffers handed over as they are
+ * (tlj_block: each Buf is left empty); NULL with an error set. */
+PyObject *tlj_node_result(Py_ssize_t count, Buf *valid, Buf *vals, Buf *offs);
 /* Builds the tables of tlj_double; once, with the GIL, before a pass. */
 void tlj_init(void);
 int tlj_string(Cur *c, Buf *out);

@@ -1,7 +1,7 @@
 /* Protobuf (proto3) values into Arrow column buffers, the Python side of proto_columns.c:
  * the plan (a tree of tuples from iceberg/protobuf_native.py) as nodes, the pass over
  * the rows with the GIL released (a rejected row rolled back to a null one), and each
- * node's buffers back to Python. */
+ * node's buffers handed to Python as they are (tlj_node_result: no copy). */
 #define PY_SSIZE_T_CLEAN
 #include "proto_columns.h"
 
@@ -109,7 +109,6 @@ static PyObject *
 p_run(PNode *root, PNode **nodes, int n, const uint8_t *data, size_t dlen,
       const int32_t *offs, Py_ssize_t rows)
 {
-    static const char empty[1] = {0};
     Buf rejected = {0};
     PyObject *out = NULL, *cols = NULL, *rej = NULL;
     PMark *marks = PyMem_Calloc((size_t)n, sizeof(PMark));
@@ -132,10 +131,7 @@ p_run(PNode *root, PNode **nodes, int n, const uint8_t *data, size_t dlen,
         goto done;
     for (int k = 0; k < n; k++) {
         PNode *nd = nodes[k];
-#define BYTES(b) (b).p ? (const char *)(b).p : empty, (Py_ssize_t)(b).len
-        PyObject *t = Py_BuildValue("ny#y#y#", nd->count, BYTES(nd->valid), BYTES(nd->vals),
-                                    BYTES(nd->offs));
-#undef BYTES
+        PyObject *t = tlj_node_result(nd->count, &nd->valid, &nd->vals, &nd->offs);
         if (t == NULL)
             goto done;
         PyList_SET_ITEM(cols, k, t);

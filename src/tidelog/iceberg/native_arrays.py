@@ -1,16 +1,21 @@
 """Arrow arrays from the buffers a native column pass returns (``tidelog._native``
 ``avro_columns`` and ``proto_columns``): one ``(count, validity bytes, values, offsets)``
-per node of the pass's plan, in preorder. The plans' kind numbers differ per pass; each
-names its own in a :class:`Kinds`."""
+per node of the pass's plan, in preorder. The three buffers are the pass's own memory
+handed over as it is (read-only buffer objects that free it with their last reader, not
+bytes copied from it): Arrow reads them in place. The plans' kind numbers differ per pass;
+each names its own in a :class:`Kinds`."""
 
 from __future__ import annotations
 
-from typing import NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
 
-Columns = list[tuple[int, bytes, bytes, bytes]]
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+Columns = list[tuple[int, "ReadableBuffer", "ReadableBuffer", "ReadableBuffer"]]
 Node = tuple[object, ...]  # a plan's node: its kind at 0, its children (nodes) at 4
 
 
@@ -23,9 +28,9 @@ class Kinds(NamedTuple):
     blobs: frozenset[int]  # offsets and bytes: string, bytes, an enum's names
 
 
-def bits(valid: bytes) -> pa.Buffer:
+def bits(valid: ReadableBuffer) -> pa.Buffer:
     """One byte per slot (0 or 1) as Arrow's bitmap."""
-    return pa.py_buffer(np.packbits(np.frombuffer(valid, np.uint8), bitorder="little"))
+    return pa.py_buffer(np.packbits(np.frombuffer(memoryview(valid), np.uint8), bitorder="little"))
 
 
 def column_array(arrow: pa.DataType, node: Node, cols: Columns, at: list[int],
