@@ -1,7 +1,9 @@
-/* JSON's text for json_columns.c: growing buffers, strings (UTF-8 as Python decodes it),
- * numbers (as float() reads them: json_number.c), values checked and skipped, by RFC 8259's
- * grammar and json.loads' rules.  Each reader returns 1 (read), 0 (not taken: the value
- * is rejected) or -1 (an error, in tlj_error: the pass runs without the GIL). */
+/* JSON's text for json_columns.c: growing buffers (the Avro and Protobuf passes' too, and
+ * the hand-over of a pass's buffers to Python without a copy: tlj_block), strings (UTF-8
+ * as Python decodes it), numbers (as float() reads them: json_number.c), values checked
+ * and skipped, by RFC 8259's grammar and json.loads' rules.  Each reader returns 1 (read),
+ * 0 (not taken: the value is rejected) or -1 (an error, in tlj_error: the pass runs
+ * without the GIL). */
 #ifndef TIDELOG_JSON_TEXT_H
 #define TIDELOG_JSON_TEXT_H
 

@@ -12,7 +12,10 @@ The schema types it reads: boolean, int, long, float, double, string, bytes, enu
 array, record and a union of null and one of these (named types and references to them);
 a schema with any other (a map, a logical type) has no plan: Polars' Avro reader
 (avro_bulk) decodes it. Measured by bench/iceberg_values.py on the bench's Order values
-(100,000, CPU time, the paths in turn): Polars' reader about 2.5x this pass's cost."""
+(100,000, CPU time, the paths in turn): Polars' reader about 2.5x this pass's cost. The
+pass hands its column buffers to Arrow as they are (not copied into bytes): decode_column
+140-200 ns a value at a load average of 4-5 on two cores, 200-260 with the copies, in turn
+in the same sitting."""
 
 from __future__ import annotations
 

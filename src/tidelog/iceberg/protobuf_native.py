@@ -12,7 +12,9 @@ repeated fields and google.protobuf.Timestamp; a type with a map, a oneof of two
 fields or a proto2/editions file has no plan: ptars (protobuf_bulk) decodes it. Measured
 by bench/iceberg_values.py on the bench's Order values (100,000, CPU time, the paths in
 turn): ptars after the native walk about 1.3x this pass's cost, after the runtime's check
-about 2x."""
+about 2x. The pass hands its column buffers to Arrow as they are (not copied into bytes):
+decode_column 175-220 ns a value at a load average of 4-5 on two cores, 210-280 with the
+copies, in turn in the same sitting."""
 
 from __future__ import annotations
 
