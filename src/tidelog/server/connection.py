@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
+_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _PENDING = object()
 # Frames this large are read into a buffer of their own size (kept below the default
 # sasl.server.max.receive.size cap, so SASL tokens never take this path)
@@ -202,7 +203,9 @@ class KafkaConnection(asyncio.Protocol):
             self._receive(data)
         finally:
             if not already:
-                self._flush()
+                self._flush()  # which ends by pausing or resuming reading as needed
+            else:
+                self._maybe_pause()
 
     def _receive(self, data: bytes) -> None:
         self.last_active = (self._loop or asyncio.get_running_loop()).time()
@@ -227,7 +230,11 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if self._muted_until:  # a quota throttle: later requests wait until it ends
                 break
-            in_place = size >= LARGE_FRAME or self._is_produce(buf, pos + 4, end)
+            # a Produce request of an authenticated session (a SASL token never takes the
+            # in-place path)
+            in_place = size >= LARGE_FRAME or (
+                end - pos >= 6 and buf[pos + 4] == 0 and buf[pos + 5] == PRODUCE_KEY
+                and (self.session is None or self.session.complete))
             if end - pos - 4 < size:
                 if in_place and size >= PRODUCE_IN_PLACE:
                     self._large = _LargeFrame(size, buf, pos + 4)
@@ -243,14 +250,6 @@ class KafkaConnection(asyncio.Protocol):
                 return
         if pos:
             del buf[:pos]
-        self._maybe_pause()
-
-    def _is_produce(self, buf: bytearray, start: int, end: int) -> bool:
-        """Whether the frame at ``start`` is a Produce request of an authenticated session
-        (a SASL token never takes the in-place path)."""
-        if end - start < 2 or buf[start] != 0 or buf[start + 1] != PRODUCE_KEY:
-            return False
-        return self.session is None or self.session.complete
 
     def _frame_cap(self) -> int:
         if self.session is not None and not self.session.complete:
@@ -274,11 +273,13 @@ class KafkaConnection(asyncio.Protocol):
             return self._raw_sasl_token(bytes(frame))
         start_ns = time.perf_counter_ns()
         try:
-            key, version, corr = peek_header(frame)
+            if len(frame) < 8:
+                peek_header(frame)  # which says so
+            key, version, corr = _HEADER.unpack_from(frame, 0)
             spec = self.broker.registry.get(key)
             if spec is None:
                 raise InvalidRequestError(f"unknown API key {key}")
-            if not spec.supports(version):
+            if not spec.min_version <= version <= spec.max_version:
                 if key == API_VERSIONS_KEY:  # KIP-511: answer in v0 so the client can retry
                     slot = _Slot()
                     slot.data = api_versions_fallback(corr, spec.min_version, spec.max_version)
@@ -354,26 +355,30 @@ class KafkaConnection(asyncio.Protocol):
     ) -> None:
         handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
         produce = ctx.header.api_key == 0
-        if not produce and self._last_produce is not None and not self._last_produce.done():
-            handle = _after(self._last_produce, handle)
+        last = self._last_produce
+        if not produce and last is not None and not last.done():
+            handle = _after(last, handle)
         # started now: a handler that never suspends (a small produce) is answered in this
-        # turn of the loop, not behind everything queued (server/eager.py)
+        # turn of the loop, not behind everything queued (server/eager.py), and without a
+        # future or a task
         if timing is None:
-            task = eager.start(handle(ctx, request), self._loop)
+            task, result, error = eager.begin(handle(ctx, request), self._loop)
         else:
             token = begin_request(timing)
             try:
-                task = eager.start(handle(ctx, request), self._loop, timing.completed)
+                task, result, error = eager.begin(
+                    handle(ctx, request), self._loop, timing.completed
+                )
             finally:
                 CURRENT_REQUEST.reset(token)
         if produce:
-            self._last_produce = task
-        metrics = self.request_metrics
-        if task.done():  # it never suspended
-            if timing is not None and slot is None and metrics is not None:  # acks=0
-                metrics.record_no_response(timing)
-            self._done(task, slot, ctx, request)
+            self._last_produce = task  # None: it ended, nothing later waits for it
+        if task is None:  # it never suspended
+            if slot is None and timing is not None:  # acks=0
+                self.request_metrics.record_no_response(timing)  # type: ignore[union-attr]
+            self._finished(slot, ctx, request, result, error)
             return
+        metrics = self.request_metrics
 
         def finished(t: asyncio.Future[Any]) -> None:
             if timing is not None and slot is None and metrics is not None:  # acks=0
@@ -386,17 +391,21 @@ class KafkaConnection(asyncio.Protocol):
     def _done(
         self, task: asyncio.Future[Any], slot: _Slot | None, ctx: RequestContext, request: Any
     ) -> None:
-        header = ctx.header
         self._tasks.discard(task)
         if task.cancelled():
             return
+        error = task.exception()
+        self._finished(slot, ctx, request, task.result() if error is None else None, error)
+
+    def _finished(self, slot: _Slot | None, ctx: RequestContext, request: Any, result: Any,
+                  error: BaseException | None) -> None:
+        """The handler of ``ctx``'s request ended with ``result`` or raised ``error``."""
         if self.closed:
-            if not task.exception() and isinstance(task.result(), list):
-                close_chunks(task.result())
+            if error is None and isinstance(result, list):
+                close_chunks(result)
             return
-        exc = task.exception()
-        if exc is not None:
-            self._handler_failed(exc, slot, header, request)
+        if error is not None:
+            self._handler_failed(error, slot, ctx.header, request)
             return
         if slot is None:
             if ctx.throttle_ms > 0:  # acks=0 over its quota: muting is the only throttle
@@ -404,7 +413,7 @@ class KafkaConnection(asyncio.Protocol):
             if ctx.close_reason:  # e.g. a failed acks=0 produce: the client only sees this
                 self._close_after_earlier(ctx.close_reason)
             return
-        self._complete(slot, header.correlation_id, task.result())
+        self._complete(slot, ctx.header.correlation_id, result)
         if ctx.throttle_ms > 0:
             self._mute(ctx.throttle_ms)
         if ctx.close_reason:  # e.g. failed authentication: answer, then close
@@ -464,28 +473,29 @@ class KafkaConnection(asyncio.Protocol):
         self._flush_scheduled = False
         if self.closed or self.writer is None:
             return
-        out: list[Any] = []
-        sent: list[RequestTiming] = []
-        dequeue_ns = time.perf_counter_ns()
         slots = self.slots
-        while slots and slots[0].data is not _PENDING:
-            slot = slots.popleft()
-            data = slot.data
-            if slot.timing is not None:
-                sent.append(slot.timing)
-            if data is None:
-                continue
-            if isinstance(data, list):
-                out.extend(data)
-            else:
-                out.append(data)
-        if out:
-            self.last_active = (self._loop or asyncio.get_running_loop()).time()
-            self.writer.write(out)
-            if self.closed:
-                return
-        if sent and self.request_metrics is not None:
-            self.request_metrics.record_sent(sent, dequeue_ns)
+        if slots and slots[0].data is not _PENDING:
+            dequeue_ns = time.perf_counter_ns()
+            out: list[Any] = []
+            sent: list[RequestTiming] = []
+            while slots and slots[0].data is not _PENDING:
+                slot = slots.popleft()
+                data = slot.data
+                if slot.timing is not None:
+                    sent.append(slot.timing)
+                if data is None:
+                    continue
+                if isinstance(data, list):
+                    out.extend(data)
+                else:
+                    out.append(data)
+            if out:
+                self.last_active = (self._loop or asyncio.get_running_loop()).time()
+                self.writer.write(out)
+                if self.closed:
+                    return
+            if sent and self.request_metrics is not None:
+                self.request_metrics.record_sent(sent, dequeue_ns)
         self._maybe_pause()
 
     def _close_after_earlier(self, reason: str) -> None:
@@ -524,12 +534,11 @@ class KafkaConnection(asyncio.Protocol):
             self.data_received(b"")  # the requests that arrived while muted
 
     def _maybe_pause(self) -> None:
-        if self.transport is None or self.closed:
+        if self.closed or self.transport is None:
             return
-        waiting = self.writer is not None and self.writer.waiting  # a file chunk waits
-        busy = self._writing_paused or waiting
-        busy = busy or len(self.slots) + len(self._tasks) >= self.max_queued
-        busy = busy or bool(self._muted_until)
+        busy = (self._writing_paused or bool(self._muted_until)
+                or len(self.slots) + len(self._tasks) >= self.max_queued
+                or (self.writer is not None and self.writer.waiting))  # a file chunk waits
         if busy and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

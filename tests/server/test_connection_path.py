@@ -1,0 +1,128 @@
+"""The connection's per-request path, in-process with a fake transport: handlers that end at
+once and handlers that wait are answered in request order, reading pauses at
+queued.max.requests and resumes, and every request is counted once in the request metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker_wire import request_frame
+
+from tidelog.metrics.requests import RequestMetrics
+from tidelog.server.connection import KafkaConnection
+from tidelog.server.registry import HandlerSpec, Registry
+
+API_VERSIONS = 18
+
+
+class _Config:
+    values = {"socket.request.max.bytes": "104857600", "queued.max.requests": "3"}
+
+
+class _Broker:
+    def __init__(self, handle: Any) -> None:
+        self.config = _Config()
+        self.connections: set[KafkaConnection] = set()
+        self.registry = Registry()
+        self.registry.register(HandlerSpec(API_VERSIONS, 0, 3, handle, "test"))
+        self.request_metrics = RequestMetrics()
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.paused = False
+        self.pauses = 0
+
+    def write(self, data: bytes) -> None:
+        self.written.append(bytes(data))
+
+    def writelines(self, chunks: list[bytes]) -> None:
+        self.written.extend(bytes(c) for c in chunks)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        assert not self.paused
+        self.paused = True
+        self.pauses += 1
+
+    def resume_reading(self) -> None:
+        assert self.paused
+        self.paused = False
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+def _frame(corr: int) -> bytes:
+    return request_frame(API_VERSIONS, 3, corr, client_software_name="t",
+                         client_software_version="1")  # fmt: skip
+
+
+def test_waiting_and_at_once_handlers_answer_in_order_with_backpressure() -> None:
+    gates: dict[int, asyncio.Future[None]] = {}
+
+    async def handle(ctx: Any, request: Any) -> bytes:
+        corr = ctx.header.correlation_id
+        if corr % 2 == 0:  # even ones wait; odd ones end at once
+            await gates[corr]
+        return corr.to_bytes(4, "big")
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for corr in (2, 4):
+            gates[corr] = loop.create_future()
+        broker = _Broker(handle)
+        transport = _Transport()
+        conn = KafkaConnection(broker)  # type: ignore[arg-type]
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn.data_received(b"".join(_frame(c) for c in (1, 2, 3)))
+        assert transport.written == [b"\0\0\0\1"]  # 2 waits, 3 waits behind it
+        conn.data_received(_frame(4))
+        assert transport.paused  # 2, 3 and 4 queued: queued.max.requests is 3
+        gates[4].set_result(None)
+        await asyncio.sleep(0)
+        assert transport.paused and transport.written == [b"\0\0\0\1"]
+        gates[2].set_result(None)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert transport.written == [b"\0\0\0" + bytes([c]) for c in (1, 2, 3, 4)]
+        assert not transport.paused and transport.pauses == 1
+        stats = broker.request_metrics.by_name["ApiVersions"]
+        assert stats.requests == {3: 4}  # each counted once, at once or after waiting
+        for stage, hist in stats.stages.items():
+            assert hist.count == 4, stage
+        assert conn.idle
+
+    asyncio.run(main())
+
+
+def test_a_handler_that_fails_at_once_is_answered_and_the_next_one_too() -> None:
+    async def handle(ctx: Any, request: Any) -> bytes:
+        if ctx.header.correlation_id == 1:
+            raise RuntimeError("boom")
+        return b"ok"
+
+    async def main() -> None:
+        broker = _Broker(handle)
+        transport = _Transport()
+        conn = KafkaConnection(broker)  # type: ignore[arg-type]
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn.data_received(_frame(1) + _frame(2))
+        assert len(transport.written) == 2 and transport.written[1] == b"ok"
+        # UNKNOWN_SERVER_ERROR (-1) in ApiVersions' answer for correlation id 1
+        assert transport.written[0][4:8] == b"\0\0\0\1"
+        assert transport.written[0][8:10] == b"\xff\xff"
+        assert not conn.closed
+
+    asyncio.run(main())
