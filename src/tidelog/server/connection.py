@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming, begin_request
+from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
     InvalidRequestError,
@@ -67,9 +67,9 @@ _NUMBERS = itertools.count(1)
 class _Slot:
     __slots__ = ("data", "timing")
 
-    def __init__(self) -> None:
+    def __init__(self, timing: RequestTiming | None = None) -> None:
         self.data: Any = _PENDING
-        self.timing: RequestTiming | None = None
+        self.timing = timing
 
 
 class _LargeFrame:
@@ -290,7 +290,10 @@ class KafkaConnection(asyncio.Protocol):
                 raise InvalidRequestError(
                     f"API key {key} not expected in SASL state {self.session.state}"
                 )
-            header, request = _decode(frame, key, version)
+            if key == PRODUCE_KEY and type(frame) is memoryview:  # (_decode's first case)
+                header, request = decode_produce_in_place(frame, version)
+            else:
+                header, request = _decode(frame, key, version)
         except InvalidRequestError as exc:
             self.close(f"invalid request: {exc}")
             return False
@@ -310,8 +313,7 @@ class KafkaConnection(asyncio.Protocol):
         if key == 0 and getattr(request, "acks", 1) == 0:
             self._spawn(None, request, ctx, handle, timing)
             return not self.closed
-        slot = _Slot()
-        slot.timing = timing
+        slot = _Slot(timing)
         self.slots.append(slot)
         self._spawn(slot, request, ctx, handle, timing)
         return not self.closed  # a handler that ran to its end may have closed it
@@ -364,7 +366,9 @@ class KafkaConnection(asyncio.Protocol):
         if timing is None:
             task, result, error = eager.begin(handle(ctx, request), self._loop)
         else:
-            token = begin_request(timing)
+            # (metrics.requests.begin_request inlined: once per request)
+            timing.dequeue_ns = time.perf_counter_ns()
+            token = CURRENT_REQUEST.set(timing)
             try:
                 task, result, error = eager.begin(
                     handle(ctx, request), self._loop, timing.completed
