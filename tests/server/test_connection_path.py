@@ -126,3 +126,26 @@ def test_a_handler_that_fails_at_once_is_answered_and_the_next_one_too() -> None
         assert not conn.closed
 
     asyncio.run(main())
+
+
+def test_frames_cut_anywhere_are_answered_once_each_in_order() -> None:
+    """Reads that end inside a frame's size, header or body, or hold several frames: each
+    request is answered once, in order (the held-over bytes joined with the next read)."""
+
+    async def handle(ctx: Any, request: Any) -> bytes:
+        return ctx.header.correlation_id.to_bytes(4, "big")
+
+    async def main() -> None:
+        stream = b"".join(_frame(c) for c in range(1, 41))
+        for cut in (1, 3, 5, 7, len(_frame(1)) - 1, len(_frame(1)) + 2, 1000):
+            broker = _Broker(handle)
+            transport = _Transport()
+            conn = KafkaConnection(broker)  # type: ignore[arg-type]
+            conn.connection_made(transport)  # type: ignore[arg-type]
+            for i in range(0, len(stream), cut):
+                conn.data_received(stream[i : i + cut])
+            expected = [c.to_bytes(4, "big") for c in range(1, 41)]
+            assert transport.written == expected, cut
+            assert not conn.buf
+
+    asyncio.run(main())

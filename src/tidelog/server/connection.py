@@ -82,7 +82,7 @@ class _LargeFrame:
 
     __slots__ = ("buf", "filled")
 
-    def __init__(self, size: int, head: bytearray, start: int) -> None:
+    def __init__(self, size: int, head: bytes | bytearray, start: int) -> None:
         self.buf = bytearray(size)
         self.filled = 0
         with memoryview(head) as mv:
@@ -218,8 +218,11 @@ class KafkaConnection(asyncio.Protocol):
             if not self._dispatch(large):
                 return
             del large  # the decoded request holds what it needs: free the frame now
-        buf = self.buf
-        buf += data if rest is None else rest
+        buf: bytes | bytearray = self.buf
+        if rest is None and not buf and type(data) is bytes:
+            buf = data  # nothing held over: the frames are cut straight out of what was read
+        else:
+            self.buf += data if rest is None else rest
         pos = 0
         end = len(buf)
         while end - pos >= 4:
@@ -241,15 +244,20 @@ class KafkaConnection(asyncio.Protocol):
                     pos = end
                 break
             if in_place:  # a bytearray's slice is a bytearray: the one copy out of it
-                frame: bytes | memoryview = memoryview(buf[pos + 4 : pos + 4 + size])
+                piece = buf[pos + 4 : pos + 4 + size]
+                frame: bytes | memoryview = memoryview(
+                    piece if type(piece) is bytearray else bytearray(piece))  # writable
             else:
                 with memoryview(buf) as mv:  # one copy out of the read buffer, not two
                     frame = bytes(mv[pos + 4 : pos + 4 + size])
             pos += 4 + size
             if not self._dispatch(frame):
                 return
-        if pos:
-            del buf[:pos]
+        if buf is not self.buf:  # read straight from ``data``: keep what is left of it
+            if pos < end:
+                self.buf += buf[pos:]
+        elif pos:
+            del self.buf[:pos]
 
     def _frame_cap(self) -> int:
         if self.session is not None and not self.session.complete:
