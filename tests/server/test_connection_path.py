@@ -88,6 +88,7 @@ def test_waiting_and_at_once_handlers_answer_in_order_with_backpressure() -> Non
         conn.connection_made(transport)  # type: ignore[arg-type]
         conn.data_received(b"".join(_frame(c) for c in (1, 2, 3)))
         assert transport.written == [b"\0\0\0\1"]  # 2 waits, 3 waits behind it
+        assert abs(conn.last_active - loop.time()) < 60  # on the loop's clock (idle closing)
         conn.data_received(_frame(4))
         assert transport.paused  # 2, 3 and 4 queued: queued.max.requests is 3
         gates[4].set_result(None)

@@ -130,6 +130,7 @@ class KafkaConnection(asyncio.Protocol):
         self.request_metrics = getattr(broker, "request_metrics", None)
         self.transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop it was made on
+        self._clock: Callable[[], float] = time.monotonic  # that loop's time()
         self.writer: ResponseWriter | None = None  # the responses' bytes (server/sendfile.py)
         self.buf = bytearray()
         self._large: _LargeFrame | None = None  # a large frame still arriving
@@ -156,6 +157,9 @@ class KafkaConnection(asyncio.Protocol):
         self.writer = ResponseWriter(self.transport, self._maybe_pause,  # type: ignore[arg-type]
                                      self._send_failed)
         self._loop = loop = asyncio.get_running_loop()
+        # asyncio's loop.time() is time.monotonic() behind a Python call: called directly
+        if type(loop).time is not asyncio.BaseEventLoop.time:
+            self._clock = loop.time  # uvloop's (native)
         self.last_active = loop.time()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
@@ -208,7 +212,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._maybe_pause()
 
     def _receive(self, data: bytes) -> None:
-        self.last_active = (self._loop or asyncio.get_running_loop()).time()
+        self.last_active = self._clock()
         rest: memoryview | None = None
         if self._large is not None:
             rest = self._large.feed(data)
@@ -502,7 +506,7 @@ class KafkaConnection(asyncio.Protocol):
                 else:
                     out.append(data)
             if out:
-                self.last_active = (self._loop or asyncio.get_running_loop()).time()
+                self.last_active = self._clock()
                 self.writer.write(out)
                 if self.closed:
                     return
