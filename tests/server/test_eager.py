@@ -197,3 +197,26 @@ def test_begin_answers_a_coroutine_that_ends_at_once_without_a_future() -> None:
         assert await task == 2
 
     asyncio.run(main())
+
+
+def test_begin_sets_a_variable_in_the_coroutines_context_only() -> None:
+    async def reads() -> str:
+        return VAR.get()
+
+    async def waits(gate: asyncio.Future[None]) -> str:
+        await gate
+        return VAR.get()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        assert eager.begin(reads(), loop, None, VAR, "request") == (None, "request", None)
+        gate: asyncio.Future[None] = loop.create_future()
+        task, _, _ = eager.begin(waits(gate), loop, None, VAR, "later")
+        assert task is not None and VAR.get() == "unset"
+        gate.set_result(None)
+        assert await task == "later" and VAR.get() == "unset"
+        fut = asyncio.ensure_future(reads())  # not a coroutine: an ordinary task, same context
+        task, _, _ = eager.begin(asyncio.shield(fut), loop)
+        assert task is not None and await task == "unset"
+
+    asyncio.run(main())

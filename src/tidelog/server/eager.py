@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 def start(aw: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None,
@@ -42,15 +43,20 @@ def start(aw: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None,
 
 def begin(aw: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None,
           on_done: Callable[[], object] | None = None,
+          var: contextvars.ContextVar[V] | None = None, value: V | None = None,
           ) -> tuple[asyncio.Future[T] | None, T | None, BaseException | None]:
     """``start`` without a future for a coroutine that ends at once (the caller's fast
     path): ``(task, None, None)`` when it suspended (any other awaitable: an ordinary
-    task), else ``(None, result, None)`` or ``(None, None, exception)``."""
+    task), else ``(None, result, None)`` or ``(None, None, exception)``. ``var``: set to
+    ``value`` in the coroutine's context only (the caller's stays as it was)."""
+    context = contextvars.copy_context()
+    if var is not None:
+        context.run(var.set, value)  # type: ignore[arg-type]
     # a native coroutine (every handler's): a type check, not isinstance against the ABC
     if type(aw) is not types.CoroutineType and not isinstance(aw, Coroutine):
-        return asyncio.ensure_future(aw if on_done is None else _then(aw, on_done)), None, None
+        aw = aw if on_done is None else _then(aw, on_done)
+        return context.run(asyncio.ensure_future, aw), None, None
     coro: Coroutine[Any, Any, T] = aw
-    context = contextvars.copy_context()
     try:
         first = context.run(coro.send, None)
     except StopIteration as stop:
