@@ -150,3 +150,51 @@ def test_frames_cut_anywhere_are_answered_once_each_in_order() -> None:
             assert not conn.buf
 
     asyncio.run(main())
+
+
+def _produce(corr: int, acks: int) -> bytes:
+    from tidelog.client.wire import encode_request
+    from tidelog.records.builder import RecordBatchBuilder
+
+    builder = RecordBatchBuilder()
+    builder.append(1_700_000_000_000, None, b"v")
+    return encode_request(0, 10, corr, "t", {
+        "transactional_id": None, "acks": acks, "timeout": 30_000,
+        "topic_data": [{"name": "t", "partition_data": [
+            {"index": 0, "records": builder.build()}]}]})  # fmt: skip
+
+
+def test_acks_0_produces_are_counted_without_an_answer_and_keep_the_order() -> None:
+    """A Produce with acks=0 has no response slot; ended at once or after waiting, it is
+    counted once, and a later request of another API waits for the produce before it."""
+    gate: dict[str, asyncio.Future[None]] = {}
+    order: list[str] = []
+
+    async def produce(ctx: Any, request: Any) -> bytes:
+        if ctx.header.correlation_id == 2:
+            await gate["g"]
+        order.append(f"produce {ctx.header.correlation_id}")
+        return b"answer"
+
+    async def versions(ctx: Any, request: Any) -> bytes:
+        order.append("versions")
+        return b"versions"
+
+    async def main() -> None:
+        gate["g"] = asyncio.get_running_loop().create_future()
+        broker = _Broker(versions)
+        broker.registry.register(HandlerSpec(0, 0, 11, produce, "produce"))
+        transport = _Transport()
+        conn = KafkaConnection(broker)  # type: ignore[arg-type]
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        conn.data_received(_produce(1, 0) + _produce(2, 0) + _frame(3))
+        assert order == ["produce 1"] and transport.written == []
+        gate["g"].set_result(None)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert order == ["produce 1", "produce 2", "versions"]
+        assert transport.written == [b"versions"]  # the produces with acks=0: no answer
+        assert broker.request_metrics.by_name["Produce"].requests == {10: 2}
+        assert broker.request_metrics.by_name["ApiVersions"].requests == {3: 1}
+
+    asyncio.run(main())
