@@ -6,7 +6,8 @@ The request arrives as each topic's partition entries, kept as bytes
 gives the bytes a read at the high watermark is answered with (no records, no error), under
 the log's state stamp, which moves with everything that could change that answer (HW, log
 start, transactions, truncation, closing); the topic's ``QuietTable`` keeps them with that
-stamp (server/quiet_table.py); a leadership change or a new log starts the tables again. A
+stamp beside the stamp the log has now, which the log writes there as it moves
+(server/quiet_table.py); a leadership change or a new log starts the tables again. A
 partition read at that HW, at the leader epoch the request names (or none), under the same
 stamp, is answered with those bytes as they are, joined with its quiet neighbours by the C
 scan; every other partition (records to send, an error, a leadership question, another
@@ -142,8 +143,8 @@ class SessionlessFetches(ReplicaFetches):
             return TopicRead(n, [b""] * (n + 1), list(range(n)))
         table = self._quiet_table(t.name)
         layout = cols.layout
-        runs, slow, stale = quiet_runs(table.slots, table.logs, table.stamps, cols.raw,
-                                       layout.size, layout.epoch_at, layout.offset_at, version)
+        runs, slow, stale = quiet_runs(table.slots, cols.raw, layout.size, layout.epoch_at,
+                                       layout.offset_at, version)
         out = TopicRead(n, runs, slow, parts=table.parts)
         for i in stale:  # changed since last asked: ask again
             p, epoch, offset, _ = cols.entry(i)
