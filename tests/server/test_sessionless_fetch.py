@@ -25,9 +25,11 @@ from tidelog.protocol.fetch_request import SessionlessFetch, decode_sessionless_
 from tidelog.protocol.kio_util import make, nested
 from tidelog.records import build_batch
 from tidelog.server import quiet_table, replica_fetches
+from tidelog.server.cluster.partition import Partition
 from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
 from tidelog.server.context import RequestContext
 from tidelog.server.handlers import fetch
+from tidelog.server.sendfile import FileChunk, close_chunks
 from tidelog.testing import EmbeddedBroker
 from tidelog.testing.capability import require_capability
 from tidelog.util.topic_partition import TopicPartition
@@ -41,7 +43,8 @@ def batch(n: int, **kw: Any) -> bytes:
 
 
 def frame(version: int, offsets: dict[int, tuple[int, int]], topic_id: uuid.UUID, *,
-          isolation: int = 0, max_wait: int = 0, extra_topic: bool = False) -> bytes:
+          isolation: int = 0, max_wait: int = 0, extra_topic: bool = False,
+          partition_max_bytes: int = 1 << 20) -> bytes:
     cls = request_class(1, version)
     tcls, fcls = nested(cls, "topics"), None
     pcls = nested(tcls, "partitions")
@@ -49,7 +52,8 @@ def frame(version: int, offsets: dict[int, tuple[int, int]], topic_id: uuid.UUID
     def topic(name: str, tid: uuid.UUID, parts: dict[int, tuple[int, int]]) -> Any:
         return make(tcls, topic=name, topic_id=tid, partitions=tuple(
             make(pcls, partition=p, current_leader_epoch=e, fetch_offset=o,
-                 partition_max_bytes=1 << 20, log_start_offset=-1, last_fetched_epoch=-1)
+                 partition_max_bytes=partition_max_bytes, log_start_offset=-1,
+                 last_fetched_epoch=-1)
             for p, (o, e) in parts.items()))
 
     topics = [topic(TOPIC, topic_id, offsets)]
@@ -77,7 +81,10 @@ async def answer(b: EmbeddedBroker, data: bytes, version: int, columns: bool) ->
         header, request = decode_request(data)
     ctx = RequestContext(header, b.broker, "127.0.0.1", 1)
     chunks = await fetch.handle(ctx, request)
-    return b"".join(bytes(c) for c in chunks)
+    try:
+        return b"".join(c.read() if isinstance(c, FileChunk) else bytes(c) for c in chunks)
+    finally:
+        close_chunks(chunks)
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +180,57 @@ def test_a_parked_fetch_wakes_on_an_append(broker: EmbeddedBroker) -> None:
     out = broker.run(park_then_append())
     assert batch(1)[-10:] in out  # the record's bytes are in the answer
     assert len(rm.delayed_fetch) == 0
+
+
+def test_a_partition_read_on_from_its_quiet_answer_starts_where_the_answer_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition answered quiet at its HW, appended to, then read from that HW: read from
+    the position the answer noted (``Partition.fetch_at_position``: no ``fetch_records``),
+    byte for byte as the per-partition path answers; and the long way, as that path, where
+    that is not all it takes: another leader epoch named, a byte limit below the records,
+    read_committed, the segment rolled since, records of 32 KiB and more."""
+    taken: list[int] = []
+    real = Partition.fetch_records
+
+    def spy(self: Partition, *args: Any, **kw: Any) -> None:
+        taken.append(self.topic_partition.partition)
+        real(self, *args, **kw)
+
+    monkeypatch.setattr(Partition, "fetch_records", spy)
+    with EmbeddedBroker({"auto.create.topics.enable": "false"}) as b:
+        rm = b.broker.replica_manager
+        tps = [TopicPartition(TOPIC, p) for p in range(4)]
+        b.run(_async(lambda: rm.create_topic(TOPIC, 4)))
+        for tp in tps:
+            b.run(_async(lambda tp=tp: rm.append(tp, batch(2))))
+
+        def hws() -> dict[int, int]:
+            return {tp.partition: rm.partitions[tp].high_watermark for tp in tps}
+
+        def read_on(value: bytes, epochs: dict[int, int], **kw: Any) -> set[int]:
+            """Each partition appended ``value`` after a Fetch at its HW, then read from
+            there: the partitions read the long way (compared with the per-partition path)."""
+            at = hws()
+            assert same(b, 16, offsets={p: (o, -1) for p, o in at.items()}, **kw)
+            for tp in tps:
+                b.run(_async(lambda tp=tp: rm.append(tp, value)))
+            data = frame(16, {p: (o, epochs.get(p, -1)) for p, o in at.items()}, topic_id(b),
+                         **kw)
+            taken.clear()
+            ours = b.run(answer(b, data, 16, True))
+            slow = set(taken)
+            assert ours == b.run(answer(b, data, 16, False))
+            assert all(bytes(value[-20:]) in ours for p in range(4) if p not in slow)
+            return slow
+
+        epoch = rm.partitions[tps[1]].leader_epoch
+        assert read_on(batch(3), {1: epoch, 2: epoch + 1}) == {2}  # 2: fenced, the long way
+        assert read_on(batch(4), {}, partition_max_bytes=40) == {0, 1, 2, 3}  # over the limit
+        assert read_on(batch(2), {}, isolation=1) == {0, 1, 2, 3}  # read_committed
+        b.run(_async(lambda: rm.partitions[tps[3]].log.roll()))
+        assert read_on(batch(2), {}) == {3}  # 3: its segment rolled since
+        assert read_on(build_batch([(1, None, b"x" * 40_000)]), {}) == {0, 1, 2, 3}
+        assert read_on(batch(5), {0: epoch}) == set()  # all from where they were said to start
 
 
 async def _async(fn: Any) -> Any:

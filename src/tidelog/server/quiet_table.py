@@ -43,14 +43,17 @@ _I64 = struct.Struct(">q")
 class QuietTable:
     """One topic's slots (see the module docstring), indexed by partition; ``parts`` holds
     each hosted Partition (None elsewhere), ``logs`` the Log mirroring its stamp into each
-    slot."""
+    slot, ``answers`` the last ``answer``."""
 
-    __slots__ = ("logs", "parts", "slots")
+    __slots__ = ("answers", "logs", "parts", "slots")
 
     def __init__(self, parts: list[Partition | None]) -> None:
         self.parts = parts
         self.slots = bytearray(SLOT.size * len(parts))
         self.logs: list[Log | None] = [None] * len(parts)
+        # each partition's last answer (where its batch at that HW starts, for a read from
+        # there once it moved on), None: none
+        self.answers: list[QuietAnswer | None] = [None] * len(parts)
         for i, part in enumerate(parts):
             SLOT.pack_into(self.slots, i * SLOT.size, 0, 0, 0, 0,
                            EMPTY if part is not None else NOT_HOSTED, 0, b"")
@@ -67,6 +70,7 @@ class QuietTable:
         with log.lock:
             log.mirror_stamp((self.slots, index * SLOT.size))
         self.logs[index] = log
+        self.answers[index] = None
 
     def answer(self, index: int, version: int) -> QuietAnswer | None:
         """Ask the partition at ``index`` again (``Partition.quiet_answer``) and keep what it
@@ -76,7 +80,7 @@ class QuietTable:
             return None
         if part.log is not self.logs[index]:
             self._mirror(index, part.log)
-        q = part.quiet_answer(version)
+        q = self.answers[index] = part.quiet_answer(version)
         at = index * SLOT.size + 8
         if q is None or len(q.entry) > ENTRY_MAX:
             KEPT.pack_into(self.slots, at, 0, 0, 0, EMPTY, 0, b"")

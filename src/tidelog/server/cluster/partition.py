@@ -21,12 +21,13 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import FetchPartitionData, quiet_partition
 from tidelog.storage.errors import UnexpectedAppendOffsetError
 from tidelog.storage.log_read import FetchIsolation
+from tidelog.storage.segment import LogOffsetMetadata
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
 
 from ..errors import ApiError
-from ..sendfile import slice_records
+from ..sendfile import SENDFILE_MIN_BYTES, slice_records
 from .fetch_params import FetchParams, PartitionFetchData
 from .partition_state import (
     NO_EPOCH,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from tidelog.storage.segment import FetchDataInfo
 
 log = logging.getLogger(__name__)
+_NOWHERE = LogOffsetMetadata(-1)  # a position not known
 _NONE = ErrorCode.NONE  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
@@ -65,6 +67,10 @@ class QuietAnswer(NamedTuple):
     leader_epoch: int
     version: int
     entry: bytes  # the partition's bytes in a Fetch response of ``version``
+    # where the batch at the HW will start (the active segment's base and the byte
+    # position), -1 when not known: a read from there later need not search for it
+    segment_base: int = -1
+    position: int = -1
 
 
 class AlterPartitionSender(Protocol):
@@ -337,9 +343,37 @@ class Partition:
                 return None
             entry = quiet_partition(self.topic_partition.partition, hw, hw, lg.log_start_offset,
                                     version)
-            q = QuietAnswer(lg.state_stamp, hw, self.leader_epoch, version, entry)
+            at = lg.high_watermark_metadata
+            if at is None or at.message_offset != hw:
+                at = _NOWHERE
+            q = QuietAnswer(lg.state_stamp, hw, self.leader_epoch, version, entry,
+                            at.segment_base_offset, at.relative_position_in_segment)
         self.quiet = q
         return q
+
+    def fetch_at_position(self, fetch_offset: int, current_leader_epoch: int,
+                          out: FetchPartitionData, max_bytes: int, segment_base: int,
+                          position: int) -> bool:
+        """``fetch_records`` for a consumer reading to the high watermark from where a
+        ``quiet_answer`` said the batch at ``fetch_offset`` starts (``segment_base``,
+        ``position``), when that is all it takes: this broker leads at the epoch named (or
+        none), and the log reads it in one piece (``Log.read_at_position``: small, in the
+        active segment, the batch found where it was said to be). False, with ``out``
+        untouched but its offsets, for ``fetch_records`` to answer."""
+        epoch = current_leader_epoch
+        if not ((epoch == NO_EPOCH or epoch == self.leader_epoch)
+                and self.leader_id == self.local_broker_id):
+            return False
+        lg = self.log
+        out.high_watermark = lg.high_watermark
+        out.last_stable_offset = lg.last_stable_offset
+        out.log_start_offset = lg.log_start_offset
+        data = lg.read_at_position(fetch_offset, max_bytes, segment_base, position,
+                                   SENDFILE_MIN_BYTES - 1)
+        if data is None:
+            return False
+        out.records = data
+        return True
 
     def read_records(self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation,
                      min_one_message: bool) -> FetchDataInfo:
