@@ -352,6 +352,26 @@ def test_the_native_runs_match_the_twin_on_any_table(case: tuple[Any, ...]) -> N
     assert len(runs) == len(slow) + 1 and set(stale) <= set(slow)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-3, 70), max_size=40), st.booleans(), st.integers(-5, 80))
+def test_the_partitions_a_parked_fetch_waits_for_are_the_ones_it_names(
+        ids: list[int], with_epochs: bool, probe: int) -> None:
+    """The bitmap of a topic's partition indexes (C ``fetch_ids_bits`` and ``ids_bits_py``)
+    answers ``in`` and ``len`` as the frozenset of them; None (then a frozenset) for a
+    negative index."""
+    raw, size, _, _ = entries(ids, [0] * len(ids), [0] * len(ids), with_epochs)
+    theirs = quiet_table.ids_bits_py(raw, size)
+    assert _native().fetch_ids_bits(raw, size) == theirs
+    if any(p < 0 for p in ids):
+        assert theirs is None
+        return
+    assert theirs is not None
+    bits = quiet_table.PartitionBits(theirs)
+    assert len(bits) == len(set(ids))
+    assert all(p in bits for p in ids) and (probe in bits) == (probe in set(ids))
+    assert "1" not in bits and quiet_table.ids_bits_py(V4.pack(1 << 20, 0, 0), V4.size) is None
+
+
 def test_a_partition_dropped_while_the_fetch_yields_is_read_as_it_is_now() -> None:
     """The reads after the loop's turn (every YIELD_EVERY) ask the partitions as they are
     then: one dropped and deleted meanwhile is answered as the per-partition path answers

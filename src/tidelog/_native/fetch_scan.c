@@ -201,3 +201,44 @@ done:
     PyBuffer_Release(&rb);
     return out;
 }
+
+/* fetch_ids_bits(raw, size) -> bytes or None: a bitmap of the entries' partition indexes
+ * (bit p of byte p / 8 set for index p, as many bytes as the largest needs); None when one
+ * is negative or past DISTINCT_MAX_ID (server/quiet_table.py ids_bits_py). */
+PyObject *
+tl_fetch_ids_bits(PyObject *self, PyObject *args)
+{
+    Py_buffer rb;
+    Py_ssize_t esize;
+    if (!PyArg_ParseTuple(args, "y*n", &rb, &esize))
+        return NULL;
+    PyObject *out = NULL;
+    if (esize < 4) {
+        PyErr_SetString(PyExc_ValueError, "fetch_ids_bits: entries under 4 bytes");
+        goto done;
+    }
+    const unsigned char *raw = rb.buf;
+    Py_ssize_t n = rb.len / esize;
+    int32_t top = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t p = be32(raw + i * esize);
+        if (p < 0 || p >= DISTINCT_MAX_ID) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (p > top)
+            top = p;
+    }
+    out = PyBytes_FromStringAndSize(NULL, top < 0 ? 0 : (Py_ssize_t)top / 8 + 1);
+    if (out == NULL)
+        goto done;
+    unsigned char *bits = (unsigned char *)PyBytes_AS_STRING(out);
+    memset(bits, 0, (size_t)PyBytes_GET_SIZE(out));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t p = be32(raw + i * esize);
+        bits[p >> 3] |= (unsigned char)(1 << (p & 7));
+    }
+done:
+    PyBuffer_Release(&rb);
+    return out;
+}

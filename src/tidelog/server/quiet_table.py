@@ -25,6 +25,7 @@ from __future__ import annotations
 import struct
 
 from tidelog._native import core
+from tidelog.protocol.fetch_request import FetchTopicColumns
 from tidelog.storage.log import Log
 
 from .cluster.partition import Partition, QuietAnswer
@@ -128,4 +129,49 @@ def quiet_runs_py(slots: bytes | bytearray, raw: bytes, size: int, epoch_at: int
     return runs, slow, stale
 
 
+class PartitionBits:
+    """The partition indexes a Fetch names in a topic, as a bitmap (``ids_bits``): what the
+    purgatory asks of the partitions a parked Fetch waits for (``p in bits``, ``len``),
+    made without an int object per partition (a frozenset of them cost a Fetch of 1,000
+    partitions ~0.1 ms at each park)."""
+
+    __slots__ = ("_bits", "_n")
+
+    def __init__(self, bits: bytes) -> None:
+        self._bits = bits
+        self._n = int.from_bytes(bits, "little").bit_count()
+
+    def __contains__(self, p: object) -> bool:
+        if type(p) is not int or p < 0:
+            return False
+        i = p >> 3
+        return i < len(self._bits) and bool(self._bits[i] >> (p & 7) & 1)
+
+    def __len__(self) -> int:
+        return self._n
+
+
+IDS_MAX = 1 << 20  # past it (or below 0), a frozenset of the indexes
+
+
+def ids_bits_py(raw: bytes, size: int) -> bytes | None:
+    """The bitmap of the partition indexes of the ``size``-byte entries in ``raw`` (bit
+    ``p % 8`` of byte ``p // 8``, as many bytes as the largest needs); None when one is
+    negative or from ``IDS_MAX`` (the twin of the C one)."""
+    ids = [_I32.unpack_from(raw, at)[0] for at in range(0, len(raw) - size + 1, size)]
+    if any(not 0 <= p < IDS_MAX for p in ids):
+        return None
+    bits = bytearray(max(ids) // 8 + 1 if ids else 0)
+    for p in ids:
+        bits[p >> 3] |= 1 << (p & 7)
+    return bytes(bits)
+
+
+def waited_partitions(columns: FetchTopicColumns) -> PartitionBits | frozenset[int]:
+    """The topic's partitions a parked Fetch waits for (server/purgatory.py)."""
+    bits = ids_bits(columns.raw, columns.layout.size)
+    return frozenset(columns.partition_ids) if bits is None else PartitionBits(bits)
+
+
 quiet_runs = core.quiet_runs if core is not None else quiet_runs_py
+ids_bits = core.fetch_ids_bits if core is not None else ids_bits_py

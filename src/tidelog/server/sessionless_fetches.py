@@ -37,7 +37,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .cluster.fetch_params import FetchParams
 from .cluster.partition import Partition, QuietAnswer
 from .fetch_session import CachedPartition, FetchKey
-from .quiet_table import QuietTable, quiet_runs
+from .quiet_table import QuietTable, quiet_runs, waited_partitions
 from .replica_fetches import YIELD_EVERY, ReplicaFetches, _FetchRequest
 from .sendfile import close_chunks
 
@@ -104,7 +104,7 @@ class SessionlessFetches(ReplicaFetches):
                 return read
             release(read)  # parked: what it held is read again when woken
             fired = await self.delayed_fetch.wait_topics(
-                [(t.name, frozenset(t.columns.partition_ids)) for t in topics], remaining)
+                [(t.name, waited_partitions(t.columns)) for t in topics], remaining)
             read, total, error = await self._read_sessionless(r, topics, version)
             if not fired:  # timed out: answered whatever it found
                 break

@@ -12,7 +12,7 @@ import os
 import struct
 from typing import NamedTuple
 
-from .errors import OffsetOutOfRangeError
+from .errors import OffsetOutOfRangeError, StorageError
 from .file_records import FileSlice, TimestampAndOffset
 from .index.txn_index import AbortedTxn
 from .leader_epoch import LeaderEpochFileCache
@@ -132,7 +132,7 @@ def read_at_position(segments: LogSegments, log_start_offset: int, bound: LogOff
         return None
     try:
         data = os.pread(seg.log.fileno(), size, position)
-    except (OSError, ValueError):
+    except (OSError, ValueError, StorageError):  # closed, or a disk error: ``read`` tells
         return None
     if len(data) != size:
         return None
