@@ -185,7 +185,7 @@ def test_a_parked_fetch_wakes_on_an_append(broker: EmbeddedBroker) -> None:
 def test_a_partition_read_on_from_its_quiet_answer_starts_where_the_answer_said(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A partition answered quiet at its HW, appended to, then read from that HW: read from
-    the position the answer noted (``Partition.fetch_at_position``: no ``fetch_records``),
+    the position the answer noted (``sessionless_fetches.fetch_at_position``: no ``fetch_records``),
     byte for byte as the per-partition path answers; and the long way, as that path, where
     that is not all it takes: another leader epoch named, a byte limit below the records,
     read_committed, the segment rolled since, records of 32 KiB and more."""

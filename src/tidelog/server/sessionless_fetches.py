@@ -14,7 +14,7 @@ scan; every other partition (records to send, an error, a leadership question, a
 version) goes through the per-partition read of ``ReplicaFetches`` in request order, with
 the request's byte budget, as ``fetch_messages`` reads it; one that moved on from the HW its
 last quiet answer was read at, and is read from there, is read from the position that
-answer noted for the batch at that HW (``Partition.fetch_at_position``: one ``pread``, no
+answer noted for the batch at that HW (``fetch_at_position``: one ``pread``, no
 search), when the rest is as simple. Short of ``min_bytes`` the Fetch
 parks in the purgatory under one key per topic, then reads everything again (Kafka's
 DelayedFetch re-reads every partition on completion).
@@ -36,10 +36,11 @@ from tidelog.util.topic_partition import TopicPartition
 
 from .cluster.fetch_params import FetchParams
 from .cluster.partition import Partition, QuietAnswer
+from .cluster.partition_state import NO_EPOCH
 from .fetch_session import CachedPartition, FetchKey
 from .quiet_table import QuietTable, quiet_runs, waited_partitions
 from .replica_fetches import YIELD_EVERY, ReplicaFetches, _FetchRequest
-from .sendfile import close_chunks
+from .sendfile import SENDFILE_MIN_BYTES, close_chunks
 
 
 @dataclass(slots=True)
@@ -171,7 +172,7 @@ class SessionlessFetches(ReplicaFetches):
         Partition) is read straight from its Partition: a consumer's sessionless Fetch has
         no precheck per partition, no preferred replica and no replication quota to ask;
         read from where its batch starts when that is known (``answer.starts``,
-        ``Partition.fetch_at_position``)."""
+        ``fetch_at_position``)."""
         p, epoch, offset, max_bytes = t.columns.entry(i)
         if t.error_code:
             return FetchPartitionData(p, t.error_code, records=b"")
@@ -186,8 +187,7 @@ class SessionlessFetches(ReplicaFetches):
         start = answer.starts.get(i)
         try:
             if start is None or r.params.isolation is not _TO_HW or \
-                    not part.fetch_at_position(offset, epoch, out, limit, start.segment_base,
-                                               start.position):
+                    not fetch_at_position(part, offset, epoch, out, limit, start):
                 part.fetch_records(r.params, cp, out, limit, min_one)
         except Exception as exc:
             self._read_failed(r, part.topic_partition, cp, limit, min_one, out, exc)
@@ -227,6 +227,30 @@ class SessionlessFetches(ReplicaFetches):
 
 _TO_HW = FetchIsolation.HIGH_WATERMARK  # bound once: 3.11's EnumType.__getattr__
 _NOWHERE = QuietTable([])  # a topic not hosted here: every partition read (and answered so)
+
+
+def fetch_at_position(part: Partition, fetch_offset: int, current_leader_epoch: int,
+                      out: FetchPartitionData, max_bytes: int, start: QuietAnswer) -> bool:
+    """``Partition.fetch_records`` for a consumer reading to the high watermark from where
+    a ``quiet_answer`` (``start``) said the batch at ``fetch_offset`` starts, when that is
+    all it takes: this broker leads at the epoch named (or none), and the log reads it in
+    one piece (``Log.read_at_position``: small, in the active segment, the batch found
+    where it was said to be). False, with ``out`` untouched but its offsets, for
+    ``fetch_records`` to answer."""
+    epoch = current_leader_epoch
+    if not ((epoch == NO_EPOCH or epoch == part.leader_epoch)
+            and part.leader_id == part.local_broker_id):
+        return False
+    lg = part.log
+    out.high_watermark = lg.high_watermark
+    out.last_stable_offset = lg.last_stable_offset
+    out.log_start_offset = lg.log_start_offset
+    data = lg.read_at_position(fetch_offset, max_bytes, start.segment_base, start.position,
+                               SENDFILE_MIN_BYTES - 1)
+    if data is None:
+        return False
+    out.records = data
+    return True
 
 
 def _no_precheck(key: FetchKey) -> int:

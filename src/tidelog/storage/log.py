@@ -444,20 +444,16 @@ class Log(LocalLogView):
 
     @property
     def high_watermark_metadata(self) -> LogOffsetMetadata | None:
-        """The high watermark with its segment and position, when known (the HW at the log
-        end: every single-replica log's, and a leader's whose followers caught up)."""
+        """The HW with its segment and position, when known (an HW at the log end)."""
         return self._hw_meta
 
     def read_at_position(self, start_offset: int, max_length: int, segment_base: int,
                          position: int, copy_limit: int) -> bytes | None:
-        """A read at the high watermark's bound from where the caller knows
-        ``start_offset``'s batch starts (``log_read.read_at_position``), or None."""
+        """``log_read.read_at_position`` up to the HW, when its position is known."""
         bound = self._hw_meta
-        if bound is None:
-            return None
-        return log_read.read_at_position(self._local.segments, self._log_start_offset, bound,
-                                         start_offset, max_length, segment_base, position,
-                                         copy_limit)
+        return None if bound is None else log_read.read_at_position(
+            self._local.segments, self._log_start_offset, bound, start_offset, max_length,
+            segment_base, position, copy_limit)
 
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         tiered = log_tiered_offsets.tiered_offset(self, timestamp)

@@ -27,7 +27,7 @@ from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
 
 from ..errors import ApiError
-from ..sendfile import SENDFILE_MIN_BYTES, slice_records
+from ..sendfile import slice_records
 from .fetch_params import FetchParams, PartitionFetchData
 from .partition_state import (
     NO_EPOCH,
@@ -350,30 +350,6 @@ class Partition:
                             at.segment_base_offset, at.relative_position_in_segment)
         self.quiet = q
         return q
-
-    def fetch_at_position(self, fetch_offset: int, current_leader_epoch: int,
-                          out: FetchPartitionData, max_bytes: int, segment_base: int,
-                          position: int) -> bool:
-        """``fetch_records`` for a consumer reading to the high watermark from where a
-        ``quiet_answer`` said the batch at ``fetch_offset`` starts (``segment_base``,
-        ``position``), when that is all it takes: this broker leads at the epoch named (or
-        none), and the log reads it in one piece (``Log.read_at_position``: small, in the
-        active segment, the batch found where it was said to be). False, with ``out``
-        untouched but its offsets, for ``fetch_records`` to answer."""
-        epoch = current_leader_epoch
-        if not ((epoch == NO_EPOCH or epoch == self.leader_epoch)
-                and self.leader_id == self.local_broker_id):
-            return False
-        lg = self.log
-        out.high_watermark = lg.high_watermark
-        out.last_stable_offset = lg.last_stable_offset
-        out.log_start_offset = lg.log_start_offset
-        data = lg.read_at_position(fetch_offset, max_bytes, segment_base, position,
-                                   SENDFILE_MIN_BYTES - 1)
-        if data is None:
-            return False
-        out.records = data
-        return True
 
     def read_records(self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation,
                      min_one_message: bool) -> FetchDataInfo:
