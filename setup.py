@@ -25,6 +25,7 @@ setup(
                 "src/tidelog/_native/validate_plain.c",
                 "src/tidelog/_native/json_columns.c",
                 "src/tidelog/_native/json_text.c",
+                "src/tidelog/_native/json_number.c",
                 "src/tidelog/_native/schema_ids.c",
                 "src/tidelog/_native/proto_wire.c",
                 "src/tidelog/_native/avro_columns.c",

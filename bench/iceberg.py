@@ -19,13 +19,20 @@
    each record's lag is the commit time of the snapshot that first holds it minus its
    timestamp; p50/p99 printed next to the target.
 
+The bench's process is the broker's, as ``tidelog serve``'s is, and takes serve's GIL switch
+interval (server/gil.py: 1 ms; ``TIDELOG_GIL_TUNING=0``: CPython's 5 ms, what an embedded
+broker keeps): the translation thread runs Python beside the event loop, which takes the
+lock for each of its callbacks and, while a flush holds it, waits until the interval asks
+the flush to hand it over; without serve's interval the produce phase measured a broker
+that no deployment runs.
+
 Figures are median [min .. max] over the repeats; ratios are per repeat (paired). Translation
 is also given per CPU second of the bench's process (the broker runs in it; the flush's
 thread and any it starts): on a shared machine, wall times move with the other work.
 
     .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
         [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json,protobuf]
-        [--producer-in-process]
+        [--producer-in-process] [--produce-records N] [--skip translation,produce,lag]
 """
 
 from __future__ import annotations
@@ -52,6 +59,9 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pyiceberg.catalog.sql import SqlCatalog
 
+from tidelog.metrics.histogram import LatencyHistogram
+from tidelog.metrics.loop_lag import LOOP_LAG
+from tidelog.server.gil import tune_switch_interval
 from tidelog.testing import EmbeddedBroker
 
 ORDER = {
@@ -294,28 +304,48 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
                   producers: Producers) -> None:
     """Iceberg topic and plain topic in turn; after an Iceberg topic's run its translator
     catches up before the plain run starts (its backlog's flushes would otherwise compete
-    with the plain run). Also the process's CPU seconds per run and, of an Iceberg run, the
-    translation thread's CPU seconds while it ran."""
-    assert b.iceberg is not None
-    ice, plain, translation_cpu = [], [], []
+    with the plain run). Also, per run, the CPU seconds of the process and of the broker's
+    event loop thread (in us per record), and of an Iceberg run the translation thread's CPU
+    and wall seconds, its flushes and their mean wall time."""
+    assert b.iceberg is not None and b._thread is not None and b._thread.ident is not None
+    loop_clock = time.pthread_getcpuclockid(b._thread.ident)
+    lateness: dict[bool, LatencyHistogram] = {True: LatencyHistogram(),
+                                              False: LatencyHistogram()}
+    ice, plain = [], []
     cpu: dict[bool, list[float]] = {True: [], False: []}
+    loop_cpu: dict[bool, list[float]] = {True: [], False: []}
+    flush_cpu, flush_wall, flushes = [], [], []
     for _ in range(repeats):
         for iceberg, out in ((True, ice), (False, plain)):
             topic = f"p-{uuid.uuid4().hex[:6]}"
             create(b.bootstrap_servers, topic, 6, iceberg, 1000)
-            c0 = time.process_time()
+            c0, l0 = time.process_time(), time.clock_gettime(loop_clock)
+            late0 = list(LOOP_LAG.counts)
             out.append(producers.produce(b.bootstrap_servers, topic, values))
+            for k, (n1, n0) in enumerate(zip(LOOP_LAG.counts, late0, strict=True)):
+                lateness[iceberg].counts[k] += n1 - n0
             cpu[iceberg].append(time.process_time() - c0)
+            loop_cpu[iceberg].append((time.clock_gettime(loop_clock) - l0) / len(values) * 1e6)
             if iceberg:
                 state = b.iceberg.topics.get(topic)
-                translation_cpu.append(state.translator.cpu_s if state else 0.0)
+                t = state.translator if state else None
+                flush_cpu.append(t.cpu_s if t else 0.0)
+                flush_wall.append(getattr(t, "wall_s", 0.0))
+                flushes.append(getattr(t, "flushes", 0))
                 drain(b)
     print(f"produce iceberg topic records/s {rng_range(ice)}")
     print(f"produce plain topic   records/s {rng_range(plain)}")
     print(f"iceberg / plain produce: {ratio_range([a / c for a, c in zip(ice, plain, strict=True)])}")
     print(f"process CPU s per run: iceberg topic {fmt_s(cpu[True])}, plain topic "
           f"{fmt_s(cpu[False])}; of an iceberg run, the translation thread "
-          f"{fmt_s(translation_cpu)}")
+          f"{fmt_s(flush_cpu)} CPU, {fmt_s(flush_wall)} wall, {rng_range(flushes)} flushes "
+          f"of {fmt_s([w / max(1, n) for w, n in zip(flush_wall, flushes, strict=True)])} s")
+    print(f"event loop thread CPU us per record: iceberg topic {fmt_s(loop_cpu[True])}, "
+          f"plain topic {fmt_s(loop_cpu[False])}")
+    print("event loop lateness (its lag probe, all runs) ms p50 / p99 / p99.9: " + "; ".join(
+        f"{name} {h.quantile_ms(0.5):.1f} / {h.quantile_ms(0.99):.1f} / "
+        f"{h.quantile_ms(0.999):.1f}" for name, h in (("iceberg topic", lateness[True]),
+                                                       ("plain topic", lateness[False]))))
 
 
 def fmt_s(xs: Sequence[float]) -> str:
@@ -330,7 +360,7 @@ def main() -> None:
     ap.add_argument("--lag-seconds", type=float, default=15)
     ap.add_argument("--target-lag-ms", type=int, default=2000)
     ap.add_argument("--modes", default="key_value,avro,json,protobuf")
-    ap.add_argument("--skip", default="", help="phases to skip: produce,lag")
+    ap.add_argument("--skip", default="", help="phases to skip: translation,produce,lag")
     ap.add_argument("--producer-in-process", action="store_true",
                     help="the timed producers in the broker's process (default: a process "
                          "of their own)")
@@ -338,11 +368,13 @@ def main() -> None:
                     help="records a produce run (default 20 x --records: several target "
                          "lags of 1 s, so that the translator flushes while it runs)")
     args = ap.parse_args()
+    interval = tune_switch_interval()  # as ``tidelog serve`` does in the broker's process
     props = {"schema.registry.listeners": "http://127.0.0.1:0", "iceberg.enabled": "true",
              "iceberg.target.lag.ms": "1000"}
     scratch = Path(tempfile.mkdtemp(prefix="iceberg-bench-", dir=os.environ.get("BENCH_DIR")))
     print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} records a mode, "
-          f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd)")
+          f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd); GIL "
+          f"switch interval {interval}")
     producers = Producers(args.producer_in_process)
     try:
         run(args, props, scratch, producers)
@@ -355,7 +387,7 @@ def run(args: argparse.Namespace, props: dict[str, str], scratch: Path,
         producers: Producers) -> None:
     with EmbeddedBroker(props) as b:
         values = serialize(b.schema_registry_url, "x", args.records)
-        for name in args.modes.split(","):
+        for name in [] if "translation" in args.skip else args.modes.split(","):
             mode = "key_value" if name == "key_value" else "value_schema_id_prefix"
             serializers = {"json": serialize_json, "protobuf": serialize_protobuf}
             data = serializers[name](b.schema_registry_url, name, args.records) if (

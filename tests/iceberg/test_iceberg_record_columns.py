@@ -10,7 +10,8 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tidelog.iceberg.record_columns import RAW_SCHEMA, raw_columns
+from tidelog.iceberg.columns import KAFKA, arrow_schema, table_schema
+from tidelog.iceberg.record_columns import RAW_SCHEMA, kafka_struct, raw_columns
 from tidelog.records import CompressionType, RecordBatch, RecordBatchBuilder, TimestampType
 from tidelog.records.batch import ControlRecordType
 from tidelog.spark.arrow import batches_to_arrow
@@ -25,7 +26,8 @@ def reference(batches: list[RecordBatch], partition: int, start: int, end: int) 
     headers = [h if h is not None else [] for h in t.column("headers").to_pylist()]
     return pa.Table.from_arrays(
         [t.column("partition"), t.column("offset"), t.column("timestamp"),
-         pa.array(headers, RAW_SCHEMA.field("headers").type), t.column("key"),
+         pa.array(headers, RAW_SCHEMA.field("headers").type),
+         t.column("key").cast(RAW_SCHEMA.field("key").type),
          t.column("value")], schema=RAW_SCHEMA)
 
 
@@ -70,3 +72,22 @@ def test_raw_columns_equal_the_spark_decoders(batches: list[RecordBatch], partit
     got = raw_columns(batches, partition, start, end)
     assert got.schema == RAW_SCHEMA
     assert got.equals(reference(batches, partition, start, end))
+
+
+def test_kafka_struct_takes_the_raw_columns_as_they_are() -> None:
+    """The raw columns are in the tables' own types: the kafka struct holds their buffers
+    (no cast, no copy)."""
+    b = RecordBatchBuilder(base_offset=0)
+    for i in range(5):
+        b.append(1000 + i, b"k%d" % i if i % 2 else None, b"v", [("h", b"x")] if i == 3 else [],
+                 offset=i)
+    raw = raw_columns([RecordBatch(b.build())], 2, 0, 5)
+    type_ = arrow_schema(table_schema(None)).field(KAFKA).type
+    got = kafka_struct(raw, type_)
+    assert got.type == type_
+    for i, f in enumerate(type_):
+        column = raw.column(f.name).chunk(0)
+        assert [b.address if b else 0 for b in got.field(i).buffers()] == [
+            b.address if b else 0 for b in column.buffers()], f.name
+    assert got.field("key").to_pylist() == [None, b"k1", None, b"k3", None]
+    assert got.field("headers").to_pylist()[3] == [{"key": "h", "value": b"x"}]

@@ -22,7 +22,15 @@ from hypothesis import strategies as st
 from tidelog._native import core
 from tidelog.iceberg import rows as rows_module
 from tidelog.iceberg.columns import table_schema
-from tidelog.iceberg.rows import NOT_FRAMED, TOMBSTONE, RecordSorter, batch_of, merge, table_rows
+from tidelog.iceberg.rows import (
+    NOT_FRAMED,
+    TOMBSTONE,
+    RecordSorter,
+    batch_of,
+    in_order,
+    merge,
+    table_rows,
+)
 from tidelog.iceberg.schemas import Codecs
 from tidelog.records import Record
 from tidelog.schema_registry.records import SchemaValue
@@ -109,6 +117,18 @@ def test_rows_of_several_partitions_in_order_with_their_dlq(
     assert set(merged.dlq) == set(dlq)
     for i, (_, reason) in dlq.items():
         assert merged.dlq[i].startswith(reason), (merged.dlq[i], reason)
+
+
+@pytest.mark.parametrize(("groups", "want"), [
+    ([], True),
+    ([[0, 1, 2], [3, 4]], True),  # one group a partition, in turn
+    ([[], [5], [], [6, 7]], True),  # groups left empty (every row to the DLQ)
+    ([[0, 2], [1, 3]], False),  # two schema ids interleaved in one partition
+    ([[3], [1]], False),
+    ([[1], [1]], False),
+])
+def test_groups_in_order(groups: list[list[int]], want: bool) -> None:
+    assert in_order([np.array(g, np.int64) for g in groups]) is want
 
 
 _FRAMED = st.one_of(

@@ -9,7 +9,7 @@ import pytest
 from registry_support import RegistryBroker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "spark"))
-from session_support import spark_test_session
+from session_support import rerun_when_a_worker_did_not_connect_back, spark_test_session
 
 
 @pytest.fixture(scope="session")
@@ -30,3 +30,7 @@ def fresh_registry() -> Iterator[RegistryBroker]:
     """A broker and registry of the test's own (restarts, global config and mode)."""
     with RegistryBroker() as rb:
         yield rb
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rerun_when_a_worker_did_not_connect_back(items)

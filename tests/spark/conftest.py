@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from peers import kafka_broker
-from session_support import spark_test_session
+from session_support import rerun_when_a_worker_did_not_connect_back, spark_test_session
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +48,7 @@ def new_topic(client: Any) -> Any:
         return name
 
     return make
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rerun_when_a_worker_did_not_connect_back(items)

@@ -8,6 +8,15 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+# Spark's PythonWorkerFactory.createSimpleWorker waits a hard-coded 10 s (no setting changes
+# it) for a new Python worker, such as a streaming source's runner, to start and connect back.
+# On a loaded 2-core machine the interpreter's start can take longer, and the query fails with
+# this message whatever the data source does. Only that failure runs the test again, once.
+WORKER_DID_NOT_CONNECT_BACK = (r"Python worker failed to connect back"
+                               r"|Timed out while waiting for the Python worker to connect back")
+
 
 def spark_test_session() -> Iterator[Any]:
     """A generator for a session-scoped fixture: yields the session, stops it at the end."""
@@ -32,3 +41,14 @@ def spark_test_session() -> Iterator[Any]:
     tidelog.spark.register(session)
     yield session
     session.stop()
+
+
+def rerun_when_a_worker_did_not_connect_back(items: list[pytest.Item],
+                                             fixture: str = "spark") -> None:
+    """Each test that uses the SparkSession runs again once if, and only if, it failed because
+    Spark gave up on a Python worker's connect-back (``WORKER_DID_NOT_CONNECT_BACK``); any other
+    failure, or the same one twice, fails it. For ``pytest_collection_modifyitems`` of every
+    conftest that offers the session as ``fixture`` (idempotent)."""
+    for item in items:
+        if fixture in getattr(item, "fixturenames", ()) and not item.get_closest_marker("flaky"):
+            item.add_marker(pytest.mark.flaky(reruns=1, only_rerun=[WORKER_DID_NOT_CONNECT_BACK]))

@@ -110,3 +110,25 @@ def test_recovery_rebuilds_epochs(make_log: MakeLog, clock: ManualClock) -> None
     assert lg2.fetch_offset_by_timestamp(-1).leader_epoch == 2  # type: ignore[union-attr]
     assert lg2.fetch_offset_by_timestamp(-2).leader_epoch == 0  # type: ignore[union-attr]
     lg2.close()
+
+
+def test_live_entries_are_replaced_never_cut_in_place(tmp_path: Path) -> None:
+    """The plain append reads ``live_entries`` without the cache's lock: a list it holds is
+    never changed; every change (a newer epoch, an epoch that replaces later ones, a
+    truncation, a clear) puts a new, complete list in place."""
+    c = LeaderEpochFileCache(tmp_path)
+    c.assign(1, 0)
+    changes: list[Callable[[], object]] = [
+        lambda: c.assign(2, 5),  # a newer epoch
+        lambda: c.assign(3, 9),
+        lambda: c.assign(3, 7),  # an earlier start of the latest epoch
+        lambda: c.truncate_from_end(4),
+        lambda: c.truncate_from_start(2),
+        c.clear_and_flush,
+    ]
+    for change in changes:
+        held = c.live_entries
+        before = list(held)
+        change()
+        assert c.live_entries is not held and held == before
+    assert c.live_entries == [] and pairs(c) == []

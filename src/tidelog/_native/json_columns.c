@@ -7,8 +7,9 @@
  * exactly these typed values (RFC 8259's grammar, UTF-8 as Python decodes it, integers in
  * int64, each known key once, nothing after the object).  Anything else (another type in a
  * column, a float in an integer column, NaN, a duplicate or escaped key, a lone surrogate,
- * bad UTF-8, a number strtod flags as out of range) rejects that value: its slots are rolled
- * back to one null row and its index is returned, for the reference decode (json.loads)
+ * bad UTF-8, a number strtod flags as out of range) rejects that value: its slots are cut
+ * back (each column's length follows from its count: nothing is saved before a row) to one
+ * null row and its index is returned, for the reference decode (json.loads)
  * to take or to send to the DLQ with its reason.  No library reads JSON into given Arrow
  * columns under those rules: pyarrow's reader takes a superset and costs about ten times
  * as much per value. */
@@ -22,12 +23,19 @@ enum { K_ABSENT = 0, K_INT64 = 1, K_DOUBLE = 2, K_BOOL = 3, K_STRING = 4, K_LIST
        K_STRUCT = 6 };
 #define MAX_FIELDS 64
 
+typedef struct {
+    const uint8_t *p; /* UTF-8, held by the plan */
+    size_t len;
+    int plain; /* no byte a JSON string must escape: the key's text is the name itself */
+} Name;
+
 typedef struct Node {
     int kind, nchild, index;
     struct Node **child;
-    PyObject **names; /* bytes, UTF-8 */
+    Name *names;
     Buf valid, vals, offs;
     Py_ssize_t count;
+    uint64_t all; /* a struct's bit of each field: every field seen */
 } Node;
 
 /* An offset of a string or list column: 64-bit, as the table's large_string and large_list
@@ -38,11 +46,6 @@ put_offset64(Buf *b, size_t v)
     int64_t o = (int64_t)v;
     return push_8(b, &o);
 }
-
-typedef struct {
-    size_t valid, vals, offs;
-    Py_ssize_t count;
-} Mark;
 
 /* One null slot (a struct's children get one each; a list's is empty). */
 static int
@@ -72,23 +75,60 @@ append_null(Node *nd)
     }
 }
 
-static int parse_value(Cur *c, Node *nd);
+/* The node back to ``count`` slots: its buffers' lengths follow from the count (a string's
+ * bytes and a list's items from the offset at ``count``), its children's from its own. */
+static void
+cut_to(Node *nd, Py_ssize_t count)
+{
+    int64_t at;
+    nd->count = count;
+    if (nd->kind == K_ABSENT)
+        return;
+    nd->valid.len = (size_t)count;
+    switch (nd->kind) {
+    case K_INT64:
+    case K_DOUBLE:
+        nd->vals.len = 8 * (size_t)count;
+        return;
+    case K_BOOL:
+        nd->vals.len = (size_t)count;
+        return;
+    case K_STRING:
+    case K_LIST:
+        nd->offs.len = 8 * ((size_t)count + 1);
+        memcpy(&at, nd->offs.p + 8 * count, 8);
+        if (nd->kind == K_STRING)
+            nd->vals.len = (size_t)at;
+        else
+            cut_to(nd->child[0], at);
+        return;
+    default:
+        for (int i = 0; i < nd->nchild; i++)
+            cut_to(nd->child[i], count);
+    }
+}
 
+static int parse_value(Cur *c, Node *nd);
+static int read_text_key(Cur *c, Buf *key);
+
+/* An integer by JSON's grammar within int64 (a fraction or exponent: not taken). */
 static int
 parse_int(Cur *c, Node *nd)
 {
-    const uint8_t *s;
-    int is_int;
-    TRY(tlj_token(c, &s, &is_int));
-    if (!is_int)
-        return 0;
-    int neg = *s == '-';
-    const uint8_t *d = s + neg;
-    if (c->p - d > 19)
-        return 0;
+    const uint8_t *p = c->p, *e = c->end;
+    int neg = *p == '-';
+    p += neg;
+    const uint8_t *d = p;
     uint64_t v = 0;
-    for (; d < c->p; d++)
-        v = v * 10 + (uint64_t)(*d - '0');
+    while (p < e && (unsigned)(*p - '0') < 10) {
+        v = v * 10 + (uint64_t)(*p - '0');
+        p++;
+    }
+    long digits = (long)(p - d);
+    if (digits == 0 || digits > 19 || (digits > 1 && *d == '0') ||
+        (p < e && (*p == '.' || *p == 'e' || *p == 'E')))
+        return 0;
+    c->p = p;
     if (v > (uint64_t)INT64_MAX + (uint64_t)neg)
         return 0;
     int64_t x = neg ? (int64_t)(0 - v) : (int64_t)v;
@@ -101,11 +141,8 @@ parse_int(Cur *c, Node *nd)
 static int
 parse_double(Cur *c, Node *nd)
 {
-    const uint8_t *s;
-    int is_int;
     double x;
-    TRY(tlj_token(c, &s, &is_int));
-    TRY(tlj_double(c, s, is_int, &x));
+    TRY(tlj_number(c, &x));
     if (push_8(&nd->vals, &x) < 0 || push_u8(&nd->valid, 1) < 0)
         return -1;
     nd->count++;
@@ -140,35 +177,60 @@ parse_list(Cur *c, Node *nd)
     return 1;
 }
 
+/* (Names are short: a loop, not a call to memcmp.) */
 static inline int
-same_name(PyObject *name, const Buf *key)
+same_bytes(const uint8_t *a, const uint8_t *b, size_t n)
 {
-    if ((size_t)PyBytes_GET_SIZE(name) != key->len)
-        return 0;
-    const char *a = PyBytes_AS_STRING(name);
-    for (size_t j = 0; j < key->len; j++)
-        if ((uint8_t)a[j] != key->p[j])
+    for (size_t j = 0; j < n; j++)
+        if (a[j] != b[j])
             return 0;
     return 1;
+}
+
+static inline int
+same_name(const Name *name, const Buf *key)
+{
+    return name->len == key->len && same_bytes(name->p, key->p, key->len);
 }
 
 static int
 find_field(Node *nd, const Buf *key, int hint)
 {
-    if (hint < nd->nchild && same_name(nd->names[hint], key))
+    if (hint < nd->nchild && same_name(&nd->names[hint], key))
         return hint;
     for (int i = 0; i < nd->nchild; i++)
-        if (same_name(nd->names[i], key))
+        if (same_name(&nd->names[i], key))
             return i;
     return -1;
 }
 
+/* An object's key (c->p at its quote) and its field (-1: none): the field after the last
+ * one first, its name compared in place (objects most often hold the fields in the
+ * schema's order); else the key in place when plain ASCII, or decoded. */
+static int
+read_key(Cur *c, Node *nd, int hint, int *field)
+{
+    if (hint < nd->nchild && nd->names[hint].plain) {
+        const Name *name = &nd->names[hint];
+        if ((size_t)(c->end - c->p) > name->len + 1 && c->p[name->len + 1] == '"' &&
+            same_bytes(c->p + 1, name->p, name->len)) {
+            c->p += name->len + 2;
+            *field = hint;
+            return 1;
+        }
+    }
+    Buf key;
+    TRY(read_text_key(c, &key));
+    *field = find_field(nd, &key, hint);
+    return 1;
+}
+
 /* An object's key (c->p at its quote): in place when plain ASCII, else decoded. */
 static int
-read_key(Cur *c, Buf *key)
+read_text_key(Cur *c, Buf *key)
 {
     const uint8_t *k = c->p + 1, *q = k, *e = c->end;
-    while (q < e && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+    while (q < e && tlj_plain[*q])
         q++;
     c->p = q;
     if (q < e && *q == '"') {
@@ -197,9 +259,8 @@ parse_object(Cur *c, Node *nd)
             skip_ws(c);
             if (c->p >= c->end || *c->p != '"')
                 return 0;
-            Buf key;
-            TRY(read_key(c, &key));
-            int i = find_field(nd, &key, hint);
+            int i;
+            TRY(read_key(c, nd, hint, &i));
             hint = i + 1;
             skip_ws(c);
             if (c->p >= c->end || *c->p != ':')
@@ -224,9 +285,10 @@ parse_object(Cur *c, Node *nd)
                 return 0;
             c->p++;
         }
-    for (int i = 0; i < nd->nchild; i++)
-        if (!(seen & ((uint64_t)1 << i)) && append_null(nd->child[i]) < 0)
-            return -1;
+    if (seen != nd->all)
+        for (int i = 0; i < nd->nchild; i++)
+            if (!(seen & ((uint64_t)1 << i)) && append_null(nd->child[i]) < 0)
+                return -1;
     if (push_u8(&nd->valid, 1) < 0)
         return -1;
     nd->count++;
@@ -300,7 +362,7 @@ build(PyObject *plan, Node **nodes, int *n, int cap, Node **out)
     nodes[nd->index] = nd;
     *out = nd;
     nd->child = PyMem_Calloc((size_t)nc + 1, sizeof(Node *));
-    nd->names = PyMem_Calloc((size_t)nc + 1, sizeof(PyObject *));
+    nd->names = PyMem_Calloc((size_t)nc + 1, sizeof(Name));
     if (nd->child == NULL || nd->names == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -316,30 +378,41 @@ build(PyObject *plan, Node **nodes, int *n, int cap, Node **out)
                 PyErr_SetString(PyExc_TypeError, "field names are bytes");
                 return -1;
             }
-            nd->names[i] = name;
+            Name *at = &nd->names[i];
+            at->p = (const uint8_t *)PyBytes_AS_STRING(name);
+            at->len = (size_t)PyBytes_GET_SIZE(name);
+            at->plain = 1;
+            for (size_t j = 0; j < at->len; j++)
+                if (at->p[j] < 0x20 || at->p[j] >= 0x80 || at->p[j] == '"' || at->p[j] == '\\')
+                    at->plain = 0;
         }
         if (build(PyTuple_GET_ITEM(children, i), nodes, n, cap, &nd->child[i]) < 0)
             return -1;
+        nd->all |= (uint64_t)1 << i;
         nd->nchild++;
     }
     return 0;
 }
 
+/* (count, validity, values, offsets): the buffers handed over as they are (tlj_block). */
 static PyObject *
 node_result(Node *nd)
 {
-    static const char empty[1] = {0};
-#define BYTES(b) (b).p ? (const char *)(b).p : empty, (Py_ssize_t)(b).len
-    return Py_BuildValue("ny#y#y#", nd->count, BYTES(nd->valid), BYTES(nd->vals),
-                         BYTES(nd->offs));
-#undef BYTES
+    PyObject *valid = tlj_block(&nd->valid), *vals = tlj_block(&nd->vals),
+             *offs = tlj_block(&nd->offs), *out = NULL;
+    if (valid != NULL && vals != NULL && offs != NULL)
+        out = Py_BuildValue("nOOO", nd->count, valid, vals, offs);
+    Py_XDECREF(valid);
+    Py_XDECREF(vals);
+    Py_XDECREF(offs);
+    return out;
 }
 
 /* Every value into the nodes; the rejected rows' numbers in ``rejected`` (int64).  No
  * Python object is touched: the caller lets other threads run meanwhile.  0, or -1 with
  * tlj_error set. */
 static int
-pass(Cur *c, Node *root, Node **nodes, int n, Mark *marks, const uint8_t *data, size_t dlen,
+pass(Cur *c, Node *root, Node **nodes, int n, const uint8_t *data, size_t dlen,
      const int32_t *offs, Py_ssize_t rows, Py_ssize_t skip, Buf *rejected)
 {
     for (int k = 0; k < n; k++) { /* a slot a row at least, most often */
@@ -352,9 +425,6 @@ pass(Cur *c, Node *root, Node **nodes, int n, Mark *marks, const uint8_t *data, 
             return -1;
     }
     for (Py_ssize_t r = 0; r < rows; r++) {
-        for (int k = 0; k < n; k++)
-            marks[k] = (Mark){nodes[k]->valid.len, nodes[k]->vals.len, nodes[k]->offs.len,
-                              nodes[k]->count};
         int64_t a = offs[r], b = offs[r + 1], ok = 0;
         if (a < 0 || b < a || (size_t)b > dlen) {
             tlj_error = E_PYTHON + 1;
@@ -374,12 +444,7 @@ pass(Cur *c, Node *root, Node **nodes, int n, Mark *marks, const uint8_t *data, 
         }
         if (ok)
             continue;
-        for (int k = 0; k < n; k++) {
-            nodes[k]->valid.len = marks[k].valid;
-            nodes[k]->vals.len = marks[k].vals;
-            nodes[k]->offs.len = marks[k].offs;
-            nodes[k]->count = marks[k].count;
-        }
+        cut_to(root, r); /* every row before holds one slot of the root */
         int64_t row = r;
         if (push_8(rejected, &row) < 0 || append_null(root) < 0)
             return -1;
@@ -394,12 +459,10 @@ run(Node *root, Node **nodes, int n, const uint8_t *data, size_t dlen, const int
     Cur c = {0};
     Buf rejected = {0};
     PyObject *out = NULL, *cols = NULL, *rej = NULL;
-    Mark *marks = PyMem_Calloc((size_t)n, sizeof(Mark));
-    if (marks == NULL)
-        return PyErr_NoMemory();
+    tlj_init();
     tlj_error = E_NONE;
     c.ts = PyEval_SaveThread();
-    int rc = pass(&c, root, nodes, n, marks, data, dlen, offs, rows, skip, &rejected);
+    int rc = pass(&c, root, nodes, n, data, dlen, offs, rows, skip, &rejected);
     PyEval_RestoreThread(c.ts);
     if (rc < 0) {
         if (tlj_error == E_MEMORY)
@@ -420,7 +483,6 @@ run(Node *root, Node **nodes, int n, const uint8_t *data, size_t dlen, const int
 done:
     Py_XDECREF(cols);
     Py_XDECREF(rej);
-    PyMem_Free(marks);
     free(c.scratch.p);
     free(rejected.p);
     return out;

@@ -1,12 +1,18 @@
 /* JSON's text for json_columns.c (see json_text.h). */
 #define PY_SSIZE_T_CLEAN
-#include <float.h>
-#include <math.h>
 #include <stdlib.h>
 
 #include "json_text.h"
 
 _Thread_local int tlj_error;
+
+#define PLAIN16(b) 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+const uint8_t tlj_plain[256] = {
+    [0x20] = 1, [0x21] = 1, [0x23] = 1, [0x24] = 1, [0x25] = 1, [0x26] = 1, [0x27] = 1,
+    [0x28] = 1, [0x29] = 1, [0x2A] = 1, [0x2B] = 1, [0x2C] = 1, [0x2D] = 1, [0x2E] = 1,
+    [0x2F] = 1, [0x30] = PLAIN16(0), [0x40] = PLAIN16(0), [0x50] = 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, [0x5D] = 1, 1, 1, [0x60] = PLAIN16(0), [0x70] = PLAIN16(0)};
+#undef PLAIN16
 
 int
 tlj_reserve(Buf *b, size_t more)
@@ -24,6 +30,59 @@ tlj_reserve(Buf *b, size_t more)
     b->p = q;
     b->cap = c;
     return 0;
+}
+
+/* Bytes a pass made, handed to Python without a copy: a read-only buffer (Arrow's
+ * pa.py_buffer and numpy read it in place) that frees them when the last reader lets go. */
+typedef struct {
+    PyObject_HEAD uint8_t *p;
+    Py_ssize_t len;
+} Block;
+
+static void
+block_dealloc(PyObject *self)
+{
+    free(((Block *)self)->p);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int
+block_getbuffer(PyObject *self, Py_buffer *view, int flags)
+{
+    Block *b = (Block *)self;
+    return PyBuffer_FillInfo(view, self, b->p, b->len, 1, flags);
+}
+
+static PyBufferProcs block_buffer = {block_getbuffer, NULL};
+
+static PyTypeObject BlockType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "tidelog._native._core.Block",
+    .tp_basicsize = sizeof(Block),
+    .tp_dealloc = block_dealloc,
+    .tp_as_buffer = &block_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Bytes of a native pass's column, freed with the last reference.",
+};
+
+PyObject *
+tlj_block(Buf *b)
+{
+    if (b->p == NULL || b->len == 0)
+        return PyBytes_FromStringAndSize(NULL, 0);
+    if (PyType_Ready(&BlockType) < 0)
+        return NULL;
+    Block *o = PyObject_New(Block, &BlockType);
+    if (o == NULL)
+        return NULL;
+    if (b->cap - b->len > 4096) { /* give back the growth's slack */
+        uint8_t *q = realloc(b->p, b->len);
+        if (q != NULL)
+            b->p = q;
+    }
+    o->p = b->p;
+    o->len = (Py_ssize_t)b->len;
+    *b = (Buf){0};
+    return (PyObject *)o;
 }
 
 PyObject *
@@ -181,7 +240,7 @@ tlj_string(Cur *c, Buf *out)
     c->p++;
     for (;;) {
         const uint8_t *run = c->p, *q = run, *e = c->end;
-        while (q < e && *q >= 0x20 && *q < 0x80 && *q != '"' && *q != '\\')
+        while (q < e && tlj_plain[*q])
             q++;
         c->p = q;
         if (q > run && put_run(out, run, (size_t)(q - run)) < 0)
@@ -321,122 +380,4 @@ tlj_skip(Cur *c, int depth)
     default:
         return tlj_token(c, &s, &is_int);
     }
-}
-
-/* A validated number token as its digits m and power of ten (value m * 10^exp10); 0 past
- * 19 significant digits or an exponent of four digits. */
-static int
-decimal(const uint8_t *p, const uint8_t *e, uint64_t *m_out, long *exp_out)
-{
-    int digits = 0, frac = 0;
-    long exp10 = 0;
-    uint64_t m = 0;
-    for (; p < e && ((*p >= '0' && *p <= '9') || (*p == '.' && !frac)); p++) {
-        if (*p == '.') {
-            frac = 1;
-            continue;
-        }
-        if (m || *p != '0')
-            digits++;
-        m = m * 10 + (uint64_t)(*p - '0');
-        exp10 -= frac;
-        if (digits > 19)
-            return 0;
-    }
-    if (p < e) { /* an exponent */
-        int eneg = 0;
-        long x = 0;
-        p++;
-        if (*p == '+' || *p == '-')
-            eneg = *p++ == '-';
-        for (; p < e; p++) {
-            x = x * 10 + (*p - '0');
-            if (x > 1000)
-                return 0;
-        }
-        exp10 += eneg ? -x : x;
-    }
-    *m_out = m;
-    *exp_out = exp10;
-    return 1;
-}
-
-/* A decimal token of at most 19 significant digits and a power of ten within 10^27, when
- * the result is surely float()'s, or 0: the digits m (< 2^64) and 10^|e| (5^27 < 2^63) are
- * exact in x87's 64-bit mantissa, so one multiplication or division gives the exact value
- * rounded once to 64 bits; rounding that to a double gives the exact value's correctly
- * rounded double unless it lies exactly halfway between two doubles (then the first
- * rounding may have moved it there: not taken).  Within 2^53 and 10^22 (Clinger's fast
- * path) one double operation is exact enough by itself. */
-static int
-exact_double(const uint8_t *s, size_t n, double *out)
-{
-    static const double p10[23] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
-                                   1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
-                                   1e20, 1e21, 1e22};
-    int neg = *s == '-';
-    uint64_t m;
-    long exp10;
-    if (!decimal(s + neg, s + n, &m, &exp10))
-        return 0;
-    double d;
-    if (m <= ((uint64_t)1 << 53) && exp10 >= -22 && exp10 <= 22) {
-        d = (double)m;
-        d = exp10 < 0 ? d / p10[-exp10] : d * p10[exp10];
-    } else {
-#if LDBL_MANT_DIG == 64
-        if (exp10 < -27 || exp10 > 27 || m == 0)
-            return 0;
-        static const long double p10l[28] = {
-            1e0L, 1e1L, 1e2L, 1e3L, 1e4L, 1e5L, 1e6L, 1e7L, 1e8L, 1e9L, 1e10L, 1e11L, 1e12L,
-            1e13L, 1e14L, 1e15L, 1e16L, 1e17L, 1e18L, 1e19L, 1e20L, 1e21L, 1e22L, 1e23L, 1e24L,
-            1e25L, 1e26L, 1e27L}; /* exact: 5^27 < 2^63 */
-        long double t = p10l[exp10 < 0 ? -exp10 : exp10], r;
-        r = exp10 < 0 ? (long double)m / t : (long double)m * t;
-        d = (double)r;
-        long double off = r - (long double)d; /* exact */
-        if (off != 0) {
-            double next = nextafter(d, off > 0 ? HUGE_VAL : -HUGE_VAL);
-            long double half = ((long double)next - (long double)d) / 2;
-            if (off == half)
-                return 0;
-        }
-#else
-        return 0;
-#endif
-    }
-    *out = neg ? -d : d;
-    return 1;
-}
-
-/* The number token at ``s`` (ending at c->p) as float() reads it: the exact fast path, or
- * Python's correctly rounded dtoa (which json.loads uses), with the GIL; inf past the
- * range as float('1e400'), but an integer token past it is not taken (json.loads gives an
- * int, which float() refuses), and float(int("-0")) is 0.0. */
-int
-tlj_double(Cur *c, const uint8_t *s, int is_int, double *out)
-{
-    char tmp[128], *stop;
-    size_t n = (size_t)(c->p - s);
-    double x;
-    if (!exact_double(s, n, &x)) {
-        if (n >= sizeof tmp)
-            return 0;
-        memcpy(tmp, s, n);
-        tmp[n] = 0;
-        if (c->ts) /* Python's dtoa wants the GIL (its big integers' free lists) */
-            PyEval_RestoreThread(c->ts);
-        x = PyOS_string_to_double(tmp, &stop, NULL);
-        int failed = x == -1.0 && PyErr_Occurred();
-        if (c->ts)
-            c->ts = PyEval_SaveThread();
-        if (failed) {
-            tlj_error = E_PYTHON;
-            return -1;
-        }
-        if (stop != tmp + n || (is_int && (x == Py_HUGE_VAL || x == -Py_HUGE_VAL)))
-            return 0;
-    }
-    *out = is_int && x == 0 ? 0.0 : x;
-    return 1;
 }

@@ -1,7 +1,7 @@
 /* JSON's text for json_columns.c: growing buffers, strings (UTF-8 as Python decodes it),
- * numbers (as float() reads them), values checked and skipped, by RFC 8259's grammar and
- * json.loads' rules.  Each reader returns 1 (read), 0 (not taken: the value is rejected)
- * or -1 (an error, in tlj_error: the pass runs without the GIL). */
+ * numbers (as float() reads them: json_number.c), values checked and skipped, by RFC 8259's
+ * grammar and json.loads' rules.  Each reader returns 1 (read), 0 (not taken: the value
+ * is rejected) or -1 (an error, in tlj_error: the pass runs without the GIL). */
 #ifndef TIDELOG_JSON_TEXT_H
 #define TIDELOG_JSON_TEXT_H
 
@@ -30,11 +30,17 @@ int tlj_reserve(Buf *b, size_t more);
 /* The int64 rows in ``b`` (a pass's rejected values) as a list of ints; NULL with an
  * error set. */
 PyObject *tlj_row_list(const Buf *b);
+/* ``b``'s bytes as a read-only buffer object that owns them (``b`` is left empty); NULL
+ * with an error set. */
+PyObject *tlj_block(Buf *b);
+/* Builds the tables of tlj_double; once, with the GIL, before a pass. */
+void tlj_init(void);
 int tlj_string(Cur *c, Buf *out);
 int tlj_token(Cur *c, const uint8_t **start, int *is_int);
 int tlj_literal(Cur *c, const char *word, size_t n);
 int tlj_skip(Cur *c, int depth);
 int tlj_double(Cur *c, const uint8_t *s, int is_int, double *out);
+int tlj_number(Cur *c, double *out);
 
 /* ``n`` bytes from ``src`` at the end of ``b``; -1 (tlj_error set) on no memory. */
 static inline int
@@ -92,6 +98,10 @@ skip_ws(Cur *c)
         p++;
     c->p = p;
 }
+
+/* A string's bytes that stand for themselves: printable ASCII but the quote and backslash
+ * (one load a byte in the scanning loops, not four comparisons). */
+extern const uint8_t tlj_plain[256];
 
 /* 1: parsed; 0: not taken (the value is rejected); -1: Python error. */
 #define TRY(x)                                                                                 \

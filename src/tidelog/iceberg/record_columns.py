@@ -30,12 +30,17 @@ from .value_codec import strip_prefix as strip_prefix  # its home: the codecs' f
 
 PARTITION, OFFSET, TIMESTAMP, HEADERS, KEY, VALUE = (
     "partition", "offset", "timestamp", "headers", "key", "value")
-HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
+HEADER = pa.struct([("key", pa.large_string()), ("value", pa.large_binary())])
+# The kafka struct's columns in the table's own Arrow types (pyiceberg's: large offsets, a
+# list's item named "element"), so that the struct is built without a cast; the value keeps
+# 32-bit offsets (what the value decoders read).
 RAW_SCHEMA = pa.schema([
     (PARTITION, pa.int32()), (OFFSET, pa.int64()), (TIMESTAMP, pa.timestamp("us", tz="UTC")),
-    (HEADERS, pa.list_(HEADER)), (KEY, pa.binary()), (VALUE, pa.binary()),
+    (HEADERS, pa.large_list(pa.field("element", HEADER))), (KEY, pa.large_binary()),
+    (VALUE, pa.binary()),
 ])
 _NO_HEADERS = pa.array([], HEADER)
+_BINARY = pa.binary()
 _ATTRIBUTES = struct.Struct(">h")  # a batch's attributes, at byte 21 of its header
 
 
@@ -71,16 +76,17 @@ def raw_columns(batches: Sequence[RecordBatch], partition: int, start: int,
         pa.Array.from_buffers(RAW_SCHEMA.field(TIMESTAMP).type, n,
                               [None, pa.py_buffer(c.timestamps)]),
         _header_lists(c, n, bufs, payloads),
-        _binary(n, c.key_offsets, c.key_data, c.key_validity, c.key_nulls),
+        _binary(n, np.frombuffer(c.key_offsets, np.int32).astype(np.int64), c.key_data,
+                c.key_validity, c.key_nulls, pa.large_binary()),
         _binary(n, c.value_offsets, c.value_data, c.value_validity, c.value_nulls),
     ], schema=RAW_SCHEMA)
 
 
-def _binary(n: int, offsets: bytes, data: bytes, validity: bytes | None,
-            nulls: int) -> pa.Array:
+def _binary(n: int, offsets: bytes | np.ndarray, data: bytes, validity: bytes | None,
+            nulls: int, type_: pa.DataType = _BINARY) -> pa.Array:
     bitmap = None if validity is None else pa.py_buffer(validity)
-    return pa.Array.from_buffers(pa.binary(), n, [bitmap, pa.py_buffer(offsets),
-                                                  pa.py_buffer(data)], null_count=nulls)
+    return pa.Array.from_buffers(type_, n, [bitmap, pa.py_buffer(offsets),
+                                            pa.py_buffer(data)], null_count=nulls)
 
 
 def _header_lists(c: Columns, n: int, bufs: Sequence[Buffer],
@@ -89,9 +95,9 @@ def _header_lists(c: Columns, n: int, bufs: Sequence[Buffer],
     for those), the decoded headers (Spark's decoder's ``header_list``) for the others."""
     rows = np.frombuffer(c.headers, np.int64).reshape(-1, HEADER_ROW)
     if not len(rows):  # no record has headers: n empty lists
-        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), _NO_HEADERS,
-                                        type=RAW_SCHEMA.field(HEADERS).type)
-    counts = np.zeros(n + 1, np.int32)
+        return pa.LargeListArray.from_arrays(pa.array(np.zeros(n + 1, np.int64)), _NO_HEADERS,
+                                             type=RAW_SCHEMA.field(HEADERS).type)
+    counts = np.zeros(n + 1, np.int64)
     flat: list[dict[str, object]] = []
     decoded: dict[int, bytes] = {}
     for row, index, pos, count in rows.tolist():
@@ -102,16 +108,19 @@ def _header_lists(c: Columns, n: int, bufs: Sequence[Buffer],
         got = header_list(decoded[index], pos, count)
         counts[row + 1] = len(got)
         flat.extend(got)
-    offsets = np.cumsum(counts, dtype=np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, HEADER),
+    offsets = np.cumsum(counts, dtype=np.int64)
+    return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat, HEADER),
                                     type=RAW_SCHEMA.field(HEADERS).type)
 
 
 def kafka_struct(raw: pa.Table, type_: pa.StructType) -> pa.StructArray:
-    """The ``kafka`` column (partition, offset, timestamp, headers, key) of ``raw``'s rows."""
-    names = [type_.field(i).name for i in range(type_.num_fields)]
-    arrays = [(c.chunk(0) if c.num_chunks == 1 else c.combine_chunks()).cast(
-        type_.field(n).type) for n, c in ((n, raw.column(n)) for n in names)]
+    """The ``kafka`` column (partition, offset, timestamp, headers, key) of ``raw``'s rows
+    (cast only where ``type_`` differs from RAW_SCHEMA's: the tables' types are the same)."""
+    arrays = []
+    for f in type_:
+        c = raw.column(f.name)
+        a = c.chunk(0) if c.num_chunks == 1 else c.combine_chunks()
+        arrays.append(a if a.type == f.type else a.cast(f.type))
     return pa.StructArray.from_arrays(arrays, fields=list(type_))
 
 

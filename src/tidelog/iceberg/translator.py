@@ -86,6 +86,8 @@ class TopicTranslator:
         self.read_once = False  # the table has been read (its offsets are in committed)
         self.flush_started = 0.0  # monotonic start of the last flush, on its thread
         self.cpu_s = 0.0  # CPU time of the flushes' own thread, all flushes
+        self.wall_s = 0.0  # their wall time
+        self.flushes = 0  # flushes that read records
         # the table as this translator's last commit left it, and the leader epochs then
         self._last: tuple[Table, dict[int, int]] | None = None
         self._last_dlq: tuple[Table, dict[int, int]] | None = None  # the same of the DLQ table
@@ -120,9 +122,12 @@ class TopicTranslator:
         self.flush_started = time.monotonic()
         cpu = time.thread_time()
         try:
-            return self._flush()
+            result = self._flush()
         finally:
             self.cpu_s += time.thread_time() - cpu
+            self.wall_s += time.monotonic() - self.flush_started
+        self.flushes += bool(result.committed)
+        return result
 
     def _flush(self) -> FlushResult:
         epochs = self._observe()  # the lag grows even while the catalog cannot be reached

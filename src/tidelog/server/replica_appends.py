@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
@@ -23,6 +23,7 @@ from tidelog.storage.errors import RecordValidationError
 from tidelog.storage.log import Log
 from tidelog.storage.log_append import LogAppendInfo
 from tidelog.storage.log_writes import AppendWriters
+from tidelog.storage.manager import LogManager
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.topic_partition import TopicPartition
 
@@ -63,10 +64,11 @@ class _Produce:
     """What one Produce waits for once its appends are made, and the bytes it may still
     write on the loop (``inline_left``: tidelog.log.append.writer.inline.bytes per request)."""
 
-    __slots__ = ("inline_left", "replicated", "waits", "writes")
+    __slots__ = ("done", "inline_left", "replicated", "waits", "writes")
 
     def __init__(self, inline_left: int = 0) -> None:
         self.inline_left = inline_left
+        self.done = 0  # the entries appended (or failed) so far
         self.waits: list[tuple[ProducePartitionResult, Waiter]] = []
         self.writes: list[tuple[ProducePartitionResult, asyncio.Future[Written]]] = []
         # acks=-1: the offset the HW must pass for each partition
@@ -83,6 +85,7 @@ class ReplicaAppends:
     delayed_produce: ReplicationPurgatory
     async_appends: bool
     inline_append_bytes: int
+    logs: LogManager
 
     def partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH, *,
                            require_leader: bool = True) -> Partition:
@@ -108,16 +111,25 @@ class ReplicaAppends:
         appends go to the writer thread: an append over what is left of it goes there; one
         written here (or by a roll or a transaction's completion, which the log writes here in
         any case) spends its bytes."""
+        rest = self.append_records_now(acks, timeout_ms, entries, validate)
+        if rest is not None:
+            await rest
+
+    def append_records_now(self, acks: int, timeout_ms: int, entries: Sequence[Entry],
+                           validate: Validate | None = None) -> Awaitable[None] | None:
+        """``append_records`` without a coroutine when nothing is to be waited for (the
+        common Produce: written on the loop, the ISR this broker): the answers are final on
+        return when it returns None; else once the awaitable it returns is done. The
+        appends themselves are all made before it returns, in order."""
         produce = _Produce(self.inline_append_bytes)
         for tp, records, result in entries:
+            if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
+                return self._append_rest(acks, timeout_ms, entries, validate, produce)
             written = None
             try:
                 if validate is not None:
                     validate(tp, records)
-                if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
-                    info = await self.append_off_loop(tp, records, group_commit=True,
-                                                      required_acks=acks)
-                elif self.async_appends:  # written here up to what is left of the budget
+                if self.async_appends:  # written here up to what is left of the budget
                     left = produce.inline_left
                     below = self.inline_append_bytes if left >= self.inline_append_bytes \
                         else left + 1 if left >= 0 else 0
@@ -129,15 +141,64 @@ class ReplicaAppends:
                     info = self.append(tp, records, group_commit=True, required_acks=acks)
             except Exception as exc:
                 _fail(tp, result, exc)
+                produce.done += 1
                 continue
             self._appended(tp, result, info, acks, written, produce)
-        if produce.writes:  # (each wait only when it has something to wait for)
+            produce.done += 1
+        if produce.writes or produce.waits:
+            return self._wait_appended(timeout_ms, produce)
+        if produce.replicated and (short := self._replicated_now(produce.replicated)):
+            return self._wait_replicated(produce.replicated, short, timeout_ms)
+        return None
+
+    async def _append_rest(self, acks: int, timeout_ms: int, entries: Sequence[Entry],
+                           validate: Validate | None, produce: _Produce) -> None:
+        """``append_records_now`` from its first heavy entry on (``produce.done`` entries
+        made already): a heavy batch is validated and written on a worker thread."""
+        for tp, records, result in entries[produce.done:]:
+            written = None
+            try:
+                if validate is not None:
+                    validate(tp, records)
+                if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
+                    info = await self.append_off_loop(tp, records, group_commit=True,
+                                                      required_acks=acks)
+                else:
+                    info, written = self._append_here(tp, records, acks, produce)
+            except Exception as exc:
+                _fail(tp, result, exc)
+                continue
+            self._appended(tp, result, info, acks, written, produce)
+        await self._wait_appended(timeout_ms, produce)
+
+    def _append_here(self, tp: TopicPartition, records: bytes, acks: int, produce: _Produce
+                     ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None]:
+        """A batch that is not heavy: on the loop, or handed to the writer thread once the
+        request's inline budget is spent (``append_records_now`` inlines this)."""
+        if not self.async_appends:
+            return self.append(tp, records, group_commit=True, required_acks=acks), None
+        left = produce.inline_left
+        below = self.inline_append_bytes if left >= self.inline_append_bytes \
+            else left + 1 if left >= 0 else 0
+        info, written = self.append_async(tp, records, required_acks=acks, inline_below=below)
+        if written is None and not info.duplicate:
+            produce.inline_left = left - len(records)
+        return info, written
+
+    async def _wait_appended(self, timeout_ms: int, produce: _Produce) -> None:
+        """What the answers wait for once the appends are made (each wait only when it has
+        something to wait for)."""
+        if produce.writes:
             await _wait_written(produce)
         if produce.waits:
             await _wait_group_commit(produce.waits)
         if produce.replicated and (short := self._replicated_now(produce.replicated)):
-            _fail_unreplicated(produce.replicated,
-                               await self.delayed_produce.park({}, short, timeout_ms))
+            await self._wait_replicated(produce.replicated, short, timeout_ms)
+
+    async def _wait_replicated(self, replicated: dict[TopicPartition, tuple[
+                                   ProducePartitionResult, int]],
+                               short: dict[TopicPartition, int], timeout_ms: int) -> None:
+        _fail_unreplicated(replicated, await self.delayed_produce.park({}, short, timeout_ms))
 
     def _appended(self, tp: TopicPartition, result: ProducePartitionResult, info: LogAppendInfo,
                   acks: int, written: asyncio.Future[Written] | None, produce: _Produce) -> None:
@@ -159,14 +220,20 @@ class ReplicaAppends:
         """acks=-1: the ISR must have each batch (DelayedProduce). The outcomes known now are
         set at once (no coroutine parks when the ISR is this broker); returns the partitions
         still short of their offset, to park."""
-        required: dict[TopicPartition, int] = {}
+        short: dict[TopicPartition, int] = {}
         for tp, (r, offset) in replicated.items():  # (a loop: a comprehension is a call)
-            if r.error_code == 0:
-                required[tp] = offset
-        if not required:
-            return required
-        known, short = self.delayed_produce.try_complete(required)
-        _fail_unreplicated(replicated, known)
+            if r.error_code != 0:
+                continue
+            # (the DelayedProduce's tryComplete, ``_check_replicated``, inline)
+            partition = self.partitions.get(tp)
+            if partition is None:
+                _fail_after_append(r, ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+                continue
+            done, error = partition.check_enough_replicas_reached(offset)
+            if error != _NONE:
+                _fail_after_append(r, error, None)
+            elif not done:
+                short[tp] = offset
         return short
 
     def append(self, tp: TopicPartition, records: bytes, *, group_commit: bool = False,
@@ -195,32 +262,51 @@ class ReplicaAppends:
         says once the bytes are written, after the HW moved or the group commit took them
         (wait on its waiter to answer). None: written already, as ``append``. A write under
         ``inline_below`` (default ``inline_append_bytes``) with none in flight is written
-        here."""
+        here. (One call per Produce: the lookup, the checks, ``_after_write`` and
+        ``_record_append`` inline in their common case.)"""
         if inline_below is None:
             inline_below = self.inline_append_bytes
-        loop = asyncio.get_running_loop()
-        written: asyncio.Future[Written] = loop.create_future()
-        partition: Partition | None = None
+        partition = self.partitions.get(tp)
         try:
-            partition = self.partition_or_error(tp)
-            partition.check_append(required_acks)
+            if partition is None or partition.logs_version != self.logs.logs_version or \
+                    partition.leader_id != partition.local_broker_id or (required_acks == -1 and
+                    len(partition.state.isr) < partition.log.config.min_insync_replicas):
+                partition = None  # (what partition_or_error and check_append raise or redo)
+                partition = self.partition_or_error(tp)
+                partition.check_append(required_acks)
             lg = partition.log
-            writer = self.append_writers.for_log(lg)
-            done = partial(self._written_threadsafe, loop, partition, written)
-            info, handed = lg.append_as_leader_async(records, partition.leader_epoch, writer,
-                                                     done, inline_below=inline_below)
-            if not handed:
-                self._after_write(partition, True)
+            info = lg.append_plain_as_leader(records, partition.leader_epoch, inline_below)
+            handed = False
+            if info is None:  # not the common case: the writer and the callback it may need
+                loop = asyncio.get_running_loop()
+                # the future is made only for a write handed over: ``_written`` runs on the
+                # loop, so after this call put it in the cell
+                cell: list[asyncio.Future[Written]] = []
+                done = partial(self._written_threadsafe, loop, partition, cell)
+                info, handed = lg.append_as_leader_async(
+                    records, partition.leader_epoch, self.append_writers.for_log(lg), done,
+                    inline_below=inline_below, plain_declined=True)
+            if not handed:  # (``_after_write(partition, True)``)
+                if lg.flush_due():
+                    self.group_commit.add(tp, lg)  # counted once the records are on disk
+                elif not partition.advance_local_committed():
+                    self._notify(tp)  # followers fetch past the HW: they wait for appends too
         except Exception as exc:
             if partition is not None:
                 self._report_io_error(partition.log, exc, f"appending to {tp}")
             self._record_failed(tp)
             raise
-        self._record_append(tp, records, info)
-        return info, written if handed else None
+        stats = self.topic_stats  # (``_record_append``)
+        if stats is not None:
+            stats.record_append(tp.topic, len(records), 0 if info.duplicate else info.num_messages)
+        if not handed:
+            return info, None
+        written: asyncio.Future[Written] = loop.create_future()
+        cell.append(written)
+        return info, written
 
     def _written_threadsafe(self, loop: asyncio.AbstractEventLoop, partition: Partition,
-                            written: asyncio.Future[Written],
+                            written: list[asyncio.Future[Written]],
                             error: BaseException | None) -> None:
         """An append's ``done`` (bound with ``partial``: no closure made per append), on the
         writer thread: ``_written`` on the loop."""
@@ -229,7 +315,7 @@ class ReplicaAppends:
         except RuntimeError:  # the loop is closed (the broker stopped): nobody waits
             pass
 
-    def _written(self, partition: Partition, written: asyncio.Future[Written],
+    def _written(self, partition: Partition, cell: list[asyncio.Future[Written]],
                  error: BaseException | None) -> None:
         tp = partition.topic_partition
         outcome: Written = (error, None)
@@ -238,8 +324,9 @@ class ReplicaAppends:
         else:
             self._after_write(partition, True)
             outcome = (None, self.group_commit.waiter(tp))
-        if not written.done():
-            written.set_result(outcome)
+        # (put in ``cell`` on the loop once the append returned handing the write over)
+        if cell and not cell[0].done():
+            cell[0].set_result(outcome)
 
     async def append_off_loop(self, tp: TopicPartition, records: bytes, *,
                               group_commit: bool = False,

@@ -33,6 +33,9 @@ from .segments import LogSegments
 log = logging.getLogger(__name__)
 
 
+_new_tuple = tuple.__new__
+
+
 class FlushPlan(NamedTuple):
     """A flush up to ``target`` (exclusive): the segments holding [recovery point, target)
     and whether the dir is fsynced too (a segment was created since the last flush)."""
@@ -53,7 +56,8 @@ class LocalLog:
         self.config = config
         self.segments = segments
         self.recovery_point = recovery_point
-        self._end = next_offset_metadata
+        # the log end offset (``log_end_offset_metadata``; set here only)
+        self.end_metadata = next_offset_metadata
         self.scheduler = scheduler
         self.clock = clock
         self.last_flush_time = clock.milliseconds()
@@ -84,22 +88,22 @@ class LocalLog:
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._end
+        return self.end_metadata
 
     @property
     def log_end_offset(self) -> int:
-        return self._end.message_offset
+        return self.end_metadata.message_offset
 
     @property
     def next_offset(self) -> int:
         """Where the next append's offsets start: the LEO, or past the writes in flight."""
         w = self.writes
-        return w.next_offset if w.count else self._end.message_offset
+        return w.next_offset if w.count else self.end_metadata.message_offset
 
     def update_log_end_offset(self, end_offset: int) -> None:
         """The end at ``end_offset`` in the active segment, the recovery point not past it."""
         active = self.segments.active_segment
-        self._end = LogOffsetMetadata(end_offset, active.base_offset, active.size)
+        self.end_metadata = LogOffsetMetadata(end_offset, active.base_offset, active.size)
         if self.recovery_point > end_offset:
             self.recovery_point = end_offset
 
@@ -135,8 +139,9 @@ class LocalLog:
     def appended(self, segment: LogSegment, last_offset: int, size: int | None = None) -> None:
         """The log end offset past ``last_offset``, written to ``segment``, whose size is
         ``size`` now (None: read from it)."""
-        self._end = LogOffsetMetadata(last_offset + 1, segment.base_offset,
-                                      segment.size if size is None else size)
+        # (tuple.__new__: a NamedTuple's own __new__ is a Python function, a call per append)
+        self.end_metadata = _new_tuple(LogOffsetMetadata, (
+            last_offset + 1, segment.base_offset, segment.size if size is None else size))
 
     def write_handed(self, seg: LogSegment, last_offset: int, max_timestamp: int,
                      offset_of_max_timestamp: int, records: bytes | bytearray | memoryview,
@@ -235,7 +240,7 @@ class LocalLog:
     # -- reads ---------------------------------------------------------------------------------
     def offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """``offset`` with its segment and position (Kafka's convertToOffsetMetadataOrThrow)."""
-        return log_read.offset_metadata(self.segments, offset, self._end)
+        return log_read.offset_metadata(self.segments, offset, self.end_metadata)
 
     def read(self, start_offset: int, max_length: int, bounds: log_read.ReadBounds, *,
              min_one_message: bool, include_aborted: bool) -> FetchDataInfo:
@@ -284,7 +289,7 @@ class LocalLog:
             seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
         self.segments.add(open_segment(self._dir, offset, self.config, self.clock,
                                        preallocate=self.config.preallocate))
-        self._end = LogOffsetMetadata(offset, offset, 0)
+        self.end_metadata = LogOffsetMetadata(offset, offset, 0)
         self.recovery_point = offset
         self.schedule("delete-file", lambda: delete_all(old), self.config.file_delete_delay_ms)
         return old

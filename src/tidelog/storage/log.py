@@ -25,7 +25,7 @@ from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
 
 from . import log_read, log_retention, log_tiered_offsets, log_writes
-from .errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from .errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from .file_records import TimestampAndOffset
 from .leader_epoch import EpochEntry, LeaderEpochFileCache
 from .loader import LogLoader, rebuild_producer_state
@@ -175,29 +175,26 @@ class Log(LocalLogView):
     def append_as_leader_async(self, records: bytes | bytearray | memoryview,
                                leader_epoch: int, writer: AppendWriter, done: WriteDone,
                                origin: AppendOrigin = AppendOrigin.CLIENT, *,
-                               inline_below: int = log_writes.INLINE_WRITE_BYTES
-                               ) -> tuple[LogAppendInfo, bool]:
+                               inline_below: int = log_writes.INLINE_WRITE_BYTES,
+                               plain_declined: bool = False) -> tuple[LogAppendInfo, bool]:
         """``append_as_leader`` whose segment write may run on ``writer`` (log_writes):
         offsets and producer state are settled here, the log end offset moves once the bytes
         are written. Returns the answer and whether ``done`` will run (on the writer's thread,
         after the writes before it): False when the append is complete on return (written
         here, or a duplicate or empty with no write in flight). The ``flush.messages`` fsync
-        is the caller's (the broker's group commit). Raises as ``append_as_leader``."""
+        is the caller's (the broker's group commit). Raises as ``append_as_leader``.
+        ``plain_declined``: ``append_plain_as_leader`` declined it (its free space counted).
+        """
         if len(records) == 0:
             info = self._empty_append_info()
         else:
-            if self.append_guard is not None:
+            if self.append_guard is not None and not plain_declined:
                 self.append_guard(len(records), origin is _COORDINATOR)
+            if origin is _CLIENT and not plain_declined:
+                plain = self._append_plain_async(records, leader_epoch, inline_below)
+                if plain is not None:
+                    return plain, False
             with self._io("append-async"):
-                if origin is _CLIENT:  # (``_append_plain`` inline: one call per Produce)
-                    local = self._local
-                    local.check_open()
-                    plain = append_plain(local, self._producer_state, self.leader_epoch_cache,
-                                         records, leader_epoch, inline_below,
-                                         self._log_start_offset)
-                    if plain is not None:
-                        self.state_stamp += 1
-                        return plain, False
                 v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
                 handed = analysis is not None and \
                     self._hand_over(v, analysis, writer, done, inline_below)
@@ -247,6 +244,44 @@ class Log(LocalLogView):
                             records, leader_epoch, inline_below, self._log_start_offset)
         if info is not None:
             self.state_stamp += 1
+        return info
+
+    def append_plain_as_leader(self, records: bytes | bytearray | memoryview,
+                               leader_epoch: int, inline_below: int) -> LogAppendInfo | None:
+        """A client's append written here and now by ``log_plain`` (the common Produce: no
+        writer, no callback needed), complete on return as ``append_as_leader_async``
+        answering False; or None: nothing done but the free-space guard's count (then
+        ``append_as_leader_async(..., plain_declined=True)``). Raises as
+        ``append_as_leader``."""
+        if len(records) == 0:
+            return None
+        if self.append_guard is not None:
+            self.append_guard(len(records), False)
+        return self._append_plain_async(records, leader_epoch, inline_below)
+
+    def _append_plain_async(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                            inline_below: int) -> LogAppendInfo | None:
+        """``_append_plain`` for ``append_as_leader_async``, its ``_io("append-async")``
+        inline (the lock, an OSError as KafkaStorageError naming the dir): one call per
+        Produce, no context manager. None: the reference path's to make."""
+        local = self._local
+        lock = self._lock
+        lock.acquire()
+        try:
+            if local.closed or local.writes.error is not None:
+                local.check_open()  # (raises)
+            info = append_plain(local, self._producer_state, self.leader_epoch_cache,
+                                records, leader_epoch, inline_below, self._log_start_offset)
+            if info is not None:
+                self.state_stamp += 1
+        except OSError as exc:
+            lock.release()
+            raise KafkaStorageError(
+                f"Error while append-async in dir {self.dir} ({self.name}): {exc}") from exc
+        except BaseException:
+            lock.release()
+            raise
+        lock.release()
         return info
 
     def _empty_append_info(self) -> LogAppendInfo:
@@ -369,7 +404,8 @@ class Log(LocalLogView):
         """Kafka's check in UnifiedLog.append: the unflushed messages reached
         ``flush.messages`` (one call: the broker asks after every append)."""
         local = self._local
-        return local.log_end_offset - local.recovery_point >= local.config.flush_messages
+        return local.end_metadata.message_offset - local.recovery_point >= \
+            local.config.flush_messages
 
     # -- high watermark ------------------------------------------------------------------------
     def update_high_watermark(self, hw: int) -> int:

@@ -16,7 +16,10 @@ Measured with bench/produce_path.py (one 100 B record per idempotent acks=all Pr
 callgrind): 288 k instructions per request against 354 k for the reference path alone, the
 build before it in the same sitting; 267 k against 290 k once this path (one room check per
 index, the end offset from the write's position), the high watermark's move and the Produce
-layers above it made 225 Python calls per request instead of 258.
+layers above it made 225 Python calls per request instead of 258; 192 k against 232-234 k
+(one partition; 241 k against 279 k over 1,000) once the Produce took this path through
+``Log.append_plain_as_leader`` (no writer, callback or future unless it declines), with one
+coroutine per request and 166 Python calls instead of 201.
 """
 
 from __future__ import annotations
@@ -37,7 +40,6 @@ from .producer_state import (
     BatchMetadata,
     ProducerStateEntry,
     ProducerStateManager,
-    in_sequence,
 )
 from .validator import plain_check_py
 
@@ -52,6 +54,7 @@ _FIELDS = struct.Struct(">21xhi16xqhi")
 _Q = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
+_new_tuple = tuple.__new__  # (a NamedTuple built with one C call)
 
 
 def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpochFileCache,
@@ -67,8 +70,8 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
             local.writes.count or not config.plain_appends:
         return None
     if leader_epoch >= 0:  # (a batch starting a newer epoch: the reference path assigns it)
-        latest = epochs.latest_epoch()
-        if latest is None or leader_epoch > latest:
+        known = epochs.live_entries  # (``latest_epoch`` without a call)
+        if not known or leader_epoch > known[-1].epoch:
             return None
     attrs, lod, pid, producer_epoch, base_seq = _FIELDS.unpack_from(records, 0)
     entry = None
@@ -76,7 +79,7 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
         entry = next_in_sequence(psm, pid, producer_epoch, base_seq, lod, attrs)
         if entry is None:
             return None
-    offset = local.log_end_offset
+    offset = local.end_metadata.message_offset  # (``log_end_offset`` without a call)
     last = offset + lod
     seg = local.segments.active_segment
     log_records = seg.log
@@ -102,7 +105,7 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
     local.appended(seg, last, position + n)
     if entry is not None:
         md = entry.batch_metadata
-        md.append(BatchMetadata((base_seq + lod) & INT_MAX, last, lod, max_ts))
+        md.append(_new_tuple(BatchMetadata, ((base_seq + lod) & INT_MAX, last, lod, max_ts)))
         if len(md) > NUM_BATCHES_TO_RETAIN:
             md.popleft()
         entry.last_timestamp = max_ts
@@ -121,7 +124,8 @@ def next_in_sequence(psm: ProducerStateManager, pid: int, epoch: int, base_seq: 
     if bool(attrs & TRANSACTIONAL_MASK) != (entry.current_txn_first_offset is not None):
         return None
     md = entry.batch_metadata
-    if not in_sequence(md[-1].last_seq if md else NO_SEQUENCE, base_seq):
+    last_seq = md[-1].last_seq if md else NO_SEQUENCE  # (``in_sequence`` inline)
+    if base_seq != last_seq + 1 and not (base_seq == 0 and last_seq == INT_MAX):
         return None
     last_seq = (base_seq + lod) & INT_MAX
     for m in md:  # (ProducerStateEntry.find_duplicate_batch)

@@ -92,7 +92,7 @@ class LocalLogView:
 
     @property
     def log_end_offset(self) -> int:
-        return self._local.log_end_offset
+        return self._local.end_metadata.message_offset  # (one call per read, not two)
 
     @property
     def remote_log_enabled(self) -> bool:

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from sortedcontainers import SortedDict
 
@@ -65,8 +66,11 @@ def in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT_MAX)
 
 
-@dataclass(slots=True, frozen=True)
-class BatchMetadata:
+class BatchMetadata(NamedTuple):
+    """A retained batch of a producer (Kafka's BatchMetadata); a NamedTuple, built with one
+    C call (a frozen dataclass's __init__ makes four ``object.__setattr__`` calls, one batch
+    of every idempotent Produce)."""
+
     last_seq: int
     last_offset: int
     offset_delta: int

@@ -40,6 +40,7 @@ NO_TIMESTAMP = -1
 APPEND_FROM_FILE_CHUNK = 1024 * 1024
 POSITION_UNKNOWN = -1  # pass as max_position: the bound is unknown, return metadata only
 UNKNOWN_TIMESTAMP_OFFSET = TimestampOffset(NO_TIMESTAMP, -1)
+_new_tuple = tuple.__new__
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -303,7 +304,9 @@ class LogSegment:
         if mx == UNKNOWN_TIMESTAMP_OFFSET:
             mx = self.max_timestamp_and_offset_so_far
         if max_timestamp > mx.timestamp:
-            mx = t.max_timestamp_and_offset = TimestampOffset(max_timestamp, last_offset)
+            # (tuple.__new__: the NamedTuple's own __new__ is a Python call, one per append)
+            mx = t.max_timestamp_and_offset = _new_tuple(TimestampOffset,
+                                                         (max_timestamp, last_offset))
         if t.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(mx.timestamp, mx.offset)

@@ -257,9 +257,17 @@ class Partition:
     def advance_local_committed(self, offset: int | None = None) -> bool:
         """The leader's log is committed up to ``offset`` (None: its end); True if the high
         watermark moved."""
-        end = self.log.log_end_offset
-        self.local_committed_offset = end if offset is None else min(offset, end)
-        return self.maybe_increment_leader_hw(None, end)  # (the time read only with followers)
+        lg = self.log
+        end = lg.log_end_offset
+        self.local_committed_offset = committed = end if offset is None else min(offset, end)
+        if self.remote_replicas or self.leader_id != self.local_broker_id:
+            return self.maybe_increment_leader_hw(None, end)  # (the time read only then)
+        # the whole ISR is this broker: ``maybe_increment_leader_hw``'s HW is ``committed``
+        if lg.maybe_increment_high_watermark(committed) is None:
+            return False
+        if self.on_high_watermark is not None:
+            self.on_high_watermark(self.topic_partition)
+        return True
 
     # -- reads: Fetch, ListOffsets, OffsetForLeaderEpoch ------------------------------------
     def fetch_offset_snapshot(self, current_leader_epoch: int, fetch_only_from_leader: bool,

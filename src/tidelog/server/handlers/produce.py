@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, NamedTuple
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
@@ -35,6 +36,7 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 # the enum members read per request, bound once (3.11's EnumType.__getattr__ hook makes every
 # ``Enum.MEMBER`` read of a class attribute cost ~1 us)
 _PRODUCE, _WRITE, _TOPIC = QuotaType.PRODUCE, AclOperation.WRITE, ResourceType.TOPIC
+_new_tuple = tuple.__new__
 __all__ = ["HEAVY_BYTES", "HEAVY_COMPRESSED_BYTES", "handle", "is_heavy"]
 
 
@@ -72,45 +74,68 @@ def _validator(ctx: RequestContext) -> Validate:
     return validate
 
 
-def _topics(ctx: RequestContext, request: Any
-            ) -> tuple[list[tuple[str | None, uuid.UUID, bool]], bool]:
+class _Named(NamedTuple):
+    """A Produce's topics as ``_topics`` read them, in one pass over its partitions."""
+
+    topics: list[tuple[str | None, uuid.UUID, bool]]  # (name or None, id, known here)
+    may_create: bool  # a topic unknown here: its creation may suspend the request
+    heavy: bool  # a batch appended off the loop (``is_heavy``)
+    request_bytes: int  # the batches' bytes (the produce quota's)
+
+
+def _topics(ctx: RequestContext, request: Any) -> _Named:
     """Each topic's (name, or None for an id unknown here; its id from v13; whether it is
-    known here), and whether one is not: its creation (``auto.create.topics.enable``) may
+    known here), whether one is not: its creation (``auto.create.topics.enable``) may
     suspend the request before its appends, so later requests of the connection queue
-    behind it."""
+    behind it; whether a batch is heavy; the batches' bytes. (Loops, not generators: this
+    runs for every request.)"""
     rm = ctx.broker.replica_manager
     named = []
-    may_create = False
+    may_create = heavy = False
+    n = 0
     for t in request.topic_data:
         name, topic_id = _topic_of(ctx, t)
         known = name is not None and rm.topic(name) is not None
         may_create = may_create or (name is not None and not known)
         named.append((name, topic_id, known))
-    return named, may_create
-
-
-def _has_heavy(request: Any) -> bool:
-    for t in request.topic_data:  # (loops, not a generator: this runs for every request)
         for p in t.partition_data:
             records = p.records
-            if records is not None and len(records) >= HEAVY_COMPRESSED_BYTES and \
-                    is_heavy(records):
-                return True
-    return False
+            if records is not None:
+                size = len(records)
+                n += size
+                if size >= HEAVY_COMPRESSED_BYTES and not heavy:
+                    heavy = is_heavy(records)
+    return _Named(named, may_create, heavy, n)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+def handle(ctx: RequestContext, request: Any) -> Coroutine[Any, Any, Any]:
     """A connection's produce requests append in the order they arrived (an idempotent
     producer pipelines them): once one goes off the loop, later ones of the same connection
-    queue behind it; the others never wait."""
+    queue behind it; the others never wait. (A function returning the coroutine: the
+    common request makes one coroutine, ``_handle``'s.)"""
+    try:
+        # a client with a produce quota is served one request at a time, as Kafka's muted
+        # channel reads them (quota/wiring.py)
+        quotas = ctx.broker.client_quotas  # (no call for the common case: no quota at all)
+        quota = (quotas is None or bool(quotas.store.entries)) and has_quota(ctx, _PRODUCE)
+        named = _topics(ctx, request)
+    except Exception as exc:
+        return _raise(exc)
+    if ctx.connection_state.produce_tail is None and not quota and not named.may_create \
+            and not named.heavy:
+        return _handle(ctx, request, named)  # never suspends before its appends are done
+    return _queued(ctx, request, named, quota)
+
+
+async def _raise(exc: Exception) -> Any:
+    raise exc
+
+
+async def _queued(ctx: RequestContext, request: Any, named: _Named, quota: bool) -> Any:
+    """``_handle`` once the connection's earlier produce requests are done and its
+    produce quota's mute is over."""
     state = ctx.connection_state
     previous = state.produce_tail
-    # a client with a produce quota is served one request at a time, as Kafka's muted
-    # channel reads them (quota/wiring.py)
-    quota = has_quota(ctx, _PRODUCE)
-    named, may_create = _topics(ctx, request)
-    if previous is None and not quota and not may_create and not _has_heavy(request):
-        return await _handle(ctx, request, named)  # never suspends before its appends are done
     done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     state.produce_tail = done
     try:
@@ -141,7 +166,9 @@ def _topic_entries(ctx: RequestContext, t: Any, name: str, denied: ErrorCode | N
             refused.error_message = f"Cannot append to internal topic {name}"
             parts.append(refused)
         else:
-            parts.append(_entry(ctx, TopicPartition(name, p.index), p.records, exists, entries))
+            # (tuple.__new__: TopicPartition's own __new__ is a Python call per partition)
+            tp = _new_tuple(TopicPartition, (name, p.index))
+            parts.append(_entry(ctx, tp, p.records, exists, entries))
     return parts
 
 
@@ -151,8 +178,7 @@ def _creates(t: Any, name: str, denied: ErrorCode | None, acks: int) -> bool:
             and any(p.records for p in t.partition_data))
 
 
-async def _handle(ctx: RequestContext, request: Any,
-                  named: list[tuple[str | None, uuid.UUID, bool]]) -> Any:
+async def _handle(ctx: RequestContext, request: Any, named: _Named) -> Any:
     acks = request.acks
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
     # Kafka's order: transactional id, then WRITE on each topic, before the topic's existence
@@ -163,7 +189,9 @@ async def _handle(ctx: RequestContext, request: Any,
     )
     entries: list[Entry] = []
     open_acls = ctx.broker.authorizer is None  # (what ctx.authorize answers first)
-    for t, (name, _, known) in zip(request.topic_data, named, strict=True):
+    names = named.topics  # (read in the same order: no zip object per request)
+    for i, t in enumerate(request.topic_data):
+        name, _, known = names[i]
         denied = (
             ErrorCode.UNKNOWN_TOPIC_ID if name is None
             else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if tid_denied
@@ -178,10 +206,14 @@ async def _handle(ctx: RequestContext, request: Any,
     if entries:
         validate = _validator(ctx) if ctx.broker.record_validators else None
         timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
-        await ctx.broker.replica_manager.append_records(
+        waits = ctx.broker.replica_manager.append_records_now(
             acks, ms(request.timeout) if timeout_ms is None else timeout_ms, entries, validate)
+        if waits is not None:  # (none: the answers final already, no coroutine made)
+            await waits
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
-    throttle_ms = throttle(ctx, _PRODUCE, _request_bytes(request))
+    quotas = ctx.broker.client_quotas  # (no call without any quota: ``throttle``'s answer)
+    throttle_ms = throttle(ctx, _PRODUCE, named.request_bytes) \
+        if quotas is None or quotas.store.entries else 0
     if acks == 0:
         failed = [
             f"{name}-{p.index}: {ErrorCode(p.error_code).name}"
@@ -194,7 +226,7 @@ async def _handle(ctx: RequestContext, request: Any,
         return None
     header = ctx.header
     if header.api_version >= TOPIC_ID_VERSION:
-        by_id = [(n[1], parts) for n, (_, parts) in zip(named, topics, strict=True)]
+        by_id = [(n[1], parts) for n, (_, parts) in zip(named.topics, topics, strict=True)]
         return encode_produce_response(header.correlation_id, header.api_version, by_id,
                                        throttle_ms)
     return encode_produce_response(header.correlation_id, header.api_version, topics,
@@ -208,12 +240,3 @@ def _topic_of(ctx: RequestContext, t: Any) -> tuple[str | None, uuid.UUID]:
     tid = t.topic_id or NO_TOPIC_ID
     topic = ctx.broker.metadata_cache.image.topic_by_id(tid)
     return (topic.name if topic is not None else None), tid
-
-
-def _request_bytes(request: Any) -> int:
-    n = 0
-    for t in request.topic_data:
-        for p in t.partition_data:
-            if p.records is not None:
-                n += len(p.records)
-    return n
