@@ -21,8 +21,9 @@ producer spread over the partitions; each partition starts with --batches one-re
 batches (so a read walks the index and the batch headers as it does on a live log). Before
 each Fetch, outside the timed part, the N appends; the Fetch names every partition at the
 offset the consumer got to (the N at their previous high watermark). Timed: the handler's
-CPU (the scan, re-answering the N, reading them, the response), the C scan against its
-pure-Python twin, alternating.
+CPU (the scan, re-answering the N, reading them from where their last quiet answer said
+their next batch starts, the response), the C scan against its pure-Python twin,
+alternating.
 
 Printed: microseconds per Fetch, median [min .. max] over the rounds, each path's ratio to
 the per-partition one in the same round, and the load average.

@@ -173,3 +173,50 @@ def test_on_done_runs_once_when_the_coroutine_ends_whichever_way() -> None:
 
 async def _wait(fut: asyncio.Future[None]) -> None:
     await fut
+
+
+def test_begin_answers_a_coroutine_that_ends_at_once_without_a_future() -> None:
+    async def value() -> int:
+        return 7
+
+    async def fails() -> None:
+        raise ValueError("bad request")
+
+    async def waits(gate: asyncio.Future[int]) -> int:
+        return await gate + 1
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        assert eager.begin(value(), loop) == (None, 7, None)
+        task, result, error = eager.begin(fails(), loop)
+        assert task is None and result is None and isinstance(error, ValueError)
+        gate: asyncio.Future[int] = loop.create_future()
+        task, result, error = eager.begin(waits(gate), loop)
+        assert task is not None and not task.done() and result is None and error is None
+        gate.set_result(1)
+        assert await task == 2
+
+    asyncio.run(main())
+
+
+def test_begin_sets_a_variable_in_the_coroutines_context_only() -> None:
+    async def reads() -> str:
+        return VAR.get()
+
+    async def waits(gate: asyncio.Future[None]) -> str:
+        await gate
+        return VAR.get()
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        assert eager.begin(reads(), loop, None, VAR, "request") == (None, "request", None)
+        gate: asyncio.Future[None] = loop.create_future()
+        task, _, _ = eager.begin(waits(gate), loop, None, VAR, "later")
+        assert task is not None and VAR.get() == "unset"
+        gate.set_result(None)
+        assert await task == "later" and VAR.get() == "unset"
+        fut = asyncio.ensure_future(reads())  # not a coroutine: an ordinary task, same context
+        task, _, _ = eager.begin(asyncio.shield(fut), loop)
+        assert task is not None and await task == "unset"
+
+    asyncio.run(main())

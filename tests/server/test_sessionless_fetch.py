@@ -25,9 +25,11 @@ from tidelog.protocol.fetch_request import SessionlessFetch, decode_sessionless_
 from tidelog.protocol.kio_util import make, nested
 from tidelog.records import build_batch
 from tidelog.server import quiet_table, replica_fetches
+from tidelog.server.cluster.partition import Partition
 from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
 from tidelog.server.context import RequestContext
 from tidelog.server.handlers import fetch
+from tidelog.server.sendfile import FileChunk, close_chunks
 from tidelog.testing import EmbeddedBroker
 from tidelog.testing.capability import require_capability
 from tidelog.util.topic_partition import TopicPartition
@@ -41,7 +43,8 @@ def batch(n: int, **kw: Any) -> bytes:
 
 
 def frame(version: int, offsets: dict[int, tuple[int, int]], topic_id: uuid.UUID, *,
-          isolation: int = 0, max_wait: int = 0, extra_topic: bool = False) -> bytes:
+          isolation: int = 0, max_wait: int = 0, extra_topic: bool = False,
+          partition_max_bytes: int = 1 << 20) -> bytes:
     cls = request_class(1, version)
     tcls, fcls = nested(cls, "topics"), None
     pcls = nested(tcls, "partitions")
@@ -49,7 +52,8 @@ def frame(version: int, offsets: dict[int, tuple[int, int]], topic_id: uuid.UUID
     def topic(name: str, tid: uuid.UUID, parts: dict[int, tuple[int, int]]) -> Any:
         return make(tcls, topic=name, topic_id=tid, partitions=tuple(
             make(pcls, partition=p, current_leader_epoch=e, fetch_offset=o,
-                 partition_max_bytes=1 << 20, log_start_offset=-1, last_fetched_epoch=-1)
+                 partition_max_bytes=partition_max_bytes, log_start_offset=-1,
+                 last_fetched_epoch=-1)
             for p, (o, e) in parts.items()))
 
     topics = [topic(TOPIC, topic_id, offsets)]
@@ -77,7 +81,10 @@ async def answer(b: EmbeddedBroker, data: bytes, version: int, columns: bool) ->
         header, request = decode_request(data)
     ctx = RequestContext(header, b.broker, "127.0.0.1", 1)
     chunks = await fetch.handle(ctx, request)
-    return b"".join(bytes(c) for c in chunks)
+    try:
+        return b"".join(c.read() if isinstance(c, FileChunk) else bytes(c) for c in chunks)
+    finally:
+        close_chunks(chunks)
 
 
 @pytest.fixture(scope="module")
@@ -175,6 +182,57 @@ def test_a_parked_fetch_wakes_on_an_append(broker: EmbeddedBroker) -> None:
     assert len(rm.delayed_fetch) == 0
 
 
+def test_a_partition_read_on_from_its_quiet_answer_starts_where_the_answer_said(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A partition answered quiet at its HW, appended to, then read from that HW: read from
+    the position the answer noted (``sessionless_fetches.fetch_at_position``: no ``fetch_records``),
+    byte for byte as the per-partition path answers; and the long way, as that path, where
+    that is not all it takes: another leader epoch named, a byte limit below the records,
+    read_committed, the segment rolled since, records of 32 KiB and more."""
+    taken: list[int] = []
+    real = Partition.fetch_records
+
+    def spy(self: Partition, *args: Any, **kw: Any) -> None:
+        taken.append(self.topic_partition.partition)
+        real(self, *args, **kw)
+
+    monkeypatch.setattr(Partition, "fetch_records", spy)
+    with EmbeddedBroker({"auto.create.topics.enable": "false"}) as b:
+        rm = b.broker.replica_manager
+        tps = [TopicPartition(TOPIC, p) for p in range(4)]
+        b.run(_async(lambda: rm.create_topic(TOPIC, 4)))
+        for tp in tps:
+            b.run(_async(lambda tp=tp: rm.append(tp, batch(2))))
+
+        def hws() -> dict[int, int]:
+            return {tp.partition: rm.partitions[tp].high_watermark for tp in tps}
+
+        def read_on(value: bytes, epochs: dict[int, int], **kw: Any) -> set[int]:
+            """Each partition appended ``value`` after a Fetch at its HW, then read from
+            there: the partitions read the long way (compared with the per-partition path)."""
+            at = hws()
+            assert same(b, 16, offsets={p: (o, -1) for p, o in at.items()}, **kw)
+            for tp in tps:
+                b.run(_async(lambda tp=tp: rm.append(tp, value)))
+            data = frame(16, {p: (o, epochs.get(p, -1)) for p, o in at.items()}, topic_id(b),
+                         **kw)
+            taken.clear()
+            ours = b.run(answer(b, data, 16, True))
+            slow = set(taken)
+            assert ours == b.run(answer(b, data, 16, False))
+            assert all(bytes(value[-20:]) in ours for p in range(4) if p not in slow)
+            return slow
+
+        epoch = rm.partitions[tps[1]].leader_epoch
+        assert read_on(batch(3), {1: epoch, 2: epoch + 1}) == {2}  # 2: fenced, the long way
+        assert read_on(batch(4), {}, partition_max_bytes=40) == {0, 1, 2, 3}  # over the limit
+        assert read_on(batch(2), {}, isolation=1) == {0, 1, 2, 3}  # read_committed
+        b.run(_async(lambda: rm.partitions[tps[3]].log.roll()))
+        assert read_on(batch(2), {}) == {3}  # 3: its segment rolled since
+        assert read_on(build_batch([(1, None, b"x" * 40_000)]), {}) == {0, 1, 2, 3}
+        assert read_on(batch(5), {0: epoch}) == set()  # all from where they were said to start
+
+
 async def _async(fn: Any) -> Any:
     return fn()
 
@@ -221,60 +279,97 @@ def test_the_native_scan_answers_as_its_twin(broker: EmbeddedBroker) -> None:
              entries(parts, [-1] * len(parts), [h + 1 for h in hws]),
              entries(parts[::-1], [-1] * len(parts), hws[::-1]),
              entries(parts, epochs, hws, with_epochs=False)]
-    stores = (table.slots, table.logs, table.stamps)
     for version in (16, 12):
         for case in cases:
-            assert core.quiet_runs(*stores, *case, version) == \
-                quiet_table.quiet_runs_py(*stores, *case, version)
-    assert quiet_table.quiet_runs_py(*stores, *cases[0], 12)[2]  # stale at v12
-    runs, slow, stale = quiet_table.quiet_runs_py(*stores, *cases[0], 16)
+            assert core.quiet_runs(table.slots, *case, version) == \
+                quiet_table.quiet_runs_py(table.slots, *case, version)
+    assert quiet_table.quiet_runs_py(table.slots, *cases[0], 12)[2]  # stale at v12
+    runs, slow, stale = quiet_table.quiet_runs_py(table.slots, *cases[0], 16)
     assert b"".join(runs) and slow[-1] == PARTS and PARTS not in stale
 
 
-class _Log:
-    """A Log as the scan sees one: its state stamp."""
+def test_the_table_follows_each_stamp_move(broker: EmbeddedBroker) -> None:
+    """Each Log writes its stamp into its partition's slot as it moves (``mirror_stamp``):
+    a kept answer is stale after an append and after a log-start move, current again once
+    answered, and a table made again takes the slots over (the old one no longer
+    written)."""
+    rm = broker.broker.replica_manager
+    same(broker, 16)
+    table = rm._quiet_table(TOPIC)
+    tp = TopicPartition(TOPIC, 2)
+    log = rm.partitions[tp].log
 
-    def __init__(self, stamp: int) -> None:
-        self.state_stamp = stamp
+    def stamps(t: quiet_table.QuietTable) -> tuple[int, int]:
+        now, kept = quiet_table.SLOT.unpack_from(t.slots, 2 * quiet_table.SLOT.size)[:2]
+        return now, kept
+
+    now, kept = stamps(table)
+    assert now == kept == log.state_stamp
+    broker.run(_async(lambda: rm.append(tp, batch(2))))
+    assert stamps(table) == (log.state_stamp, kept) and log.state_stamp != kept
+    assert table.answer(2, 16) is not None and stamps(table) == (log.state_stamp,) * 2
+    broker.run(_async(lambda: rm.delete_records(tp, log.high_watermark - 1)))
+    assert stamps(table)[0] == log.state_stamp != stamps(table)[1]
+    rm.partitions_made += 1  # the tables are made again at the next Fetch
+    after = rm._quiet_table(TOPIC)
+    assert after is not table and log.stamp_cell is not None
+    assert log.stamp_cell[0] is after.slots
+    frozen = bytes(table.slots)
+    broker.run(_async(lambda: rm.append(tp, batch(1))))
+    assert bytes(table.slots) == frozen and stamps(after)[0] == log.state_stamp
 
 
 @st.composite
 def _tables(draw: st.DrawFn) -> tuple[Any, ...]:
     size = draw(st.integers(0, 12))
     slots = bytearray(quiet_table.SLOT.size * size)
-    logs: list[Any] = []
-    stamps: list[Any] = []
     for p in range(size):
-        log = draw(st.sampled_from([None, _Log(1000 + p)]))
-        logs.append(log)
-        kind = draw(st.sampled_from(["kept", "moved", "equal", "none"]))
-        # "equal": the same value, another object: stale (identity is what is kept)
-        stamp = {"kept": log.state_stamp if log else None, "moved": 7, "none": None,
-                 "equal": int(str(1000 + p))}[kind]
-        stamps.append(stamp)
+        kept = draw(st.integers(0, 3))
+        now = draw(st.sampled_from([kept, kept + 1]))  # current, or moved since
+        version = draw(st.sampled_from([quiet_table.EMPTY, quiet_table.NOT_HOSTED, 12, 16]))
         entry = draw(st.binary(max_size=quiet_table.ENTRY_MAX))
-        quiet_table.SLOT.pack_into(slots, p * quiet_table.SLOT.size, draw(st.integers(0, 3)),
-                                   draw(st.integers(-1, 2)), draw(st.sampled_from([-1, 12, 16])),
+        quiet_table.SLOT.pack_into(slots, p * quiet_table.SLOT.size, now, kept,
+                                   draw(st.integers(0, 3)), draw(st.integers(-1, 2)), version,
                                    len(entry), entry)
     n = draw(st.integers(0, 16))
     ids = draw(st.lists(st.integers(-2, size + 1), min_size=n, max_size=n))
     epochs = draw(st.lists(st.integers(-1, 2), min_size=n, max_size=n))
     offsets = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
     raw = entries(ids, epochs, offsets, draw(st.booleans()))
-    return slots, logs, stamps, *raw, draw(st.sampled_from([12, 16]))
+    return slots, *raw, draw(st.sampled_from([12, 16]))
 
 
 @settings(max_examples=400, deadline=None)
 @given(_tables())
 def test_the_native_runs_match_the_twin_on_any_table(case: tuple[Any, ...]) -> None:
     """quiet_runs (C) == quiet_runs_py over random tables and requests: every slot state
-    (empty, another version, a moved stamp, an equal but other stamp object, no log),
-    indexes out of the table either side, epochs and offsets either side of the kept ones."""
+    (nothing kept, not hosted, another version, a moved stamp), indexes out of the table
+    either side, epochs and offsets either side of the kept ones."""
     ours = _native().quiet_runs(*case)
     theirs = quiet_table.quiet_runs_py(*case)
     assert ours == theirs
     runs, slow, stale = theirs
     assert len(runs) == len(slow) + 1 and set(stale) <= set(slow)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-3, 70), max_size=40), st.booleans(), st.integers(-5, 80))
+def test_the_partitions_a_parked_fetch_waits_for_are_the_ones_it_names(
+        ids: list[int], with_epochs: bool, probe: int) -> None:
+    """The bitmap of a topic's partition indexes (C ``fetch_ids_bits`` and ``ids_bits_py``)
+    answers ``in`` and ``len`` as the frozenset of them; None (then a frozenset) for a
+    negative index."""
+    raw, size, _, _ = entries(ids, [0] * len(ids), [0] * len(ids), with_epochs)
+    theirs = quiet_table.ids_bits_py(raw, size)
+    assert _native().fetch_ids_bits(raw, size) == theirs
+    if any(p < 0 for p in ids):
+        assert theirs is None
+        return
+    assert theirs is not None
+    bits = quiet_table.PartitionBits(theirs)
+    assert len(bits) == len(set(ids))
+    assert all(p in bits for p in ids) and (probe in bits) == (probe in set(ids))
+    assert "1" not in bits and quiet_table.ids_bits_py(V4.pack(1 << 20, 0, 0), V4.size) is None
 
 
 def test_a_partition_dropped_while_the_fetch_yields_is_read_as_it_is_now() -> None:

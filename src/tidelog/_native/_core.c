@@ -568,12 +568,15 @@ static PyMethodDef core_methods[] = {
     {"gather", tl_gather, METH_VARARGS,
      "gather(data, pos, lengths) -> bytearray: the twin of spark/decode.py gather_py"},
     {"quiet_runs", tl_quiet_runs, METH_VARARGS,
-     "quiet_runs(slots, logs, stamps, raw, size, epoch_at, offset_at, version) -> (runs, slow, "
-     "stale): a sessionless Fetch's quiet partitions (server/quiet_table.py quiet_runs_py)."},
+     "quiet_runs(slots, raw, size, epoch_at, offset_at, version) -> (runs, slow, stale): a "
+     "sessionless Fetch's quiet partitions (server/quiet_table.py quiet_runs_py)."},
     {"find_batch", tl_find_batch, METH_VARARGS,
      "find_batch(index, entries, base_offset, target, start, fd, limit) -> (last offset, position, "
      "size), None, or the start to run the twin's search from (storage/file_records.py "
      "find_batch_py)."},
+    {"fetch_ids_bits", tl_fetch_ids_bits, METH_VARARGS,
+     "fetch_ids_bits(raw, size) -> bytes or None: a bitmap of a Fetch topic's partition "
+     "indexes (server/quiet_table.py ids_bits_py)."},
     {"fetch_ids_distinct", tl_fetch_ids_distinct, METH_VARARGS,
      "fetch_ids_distinct(raw, size) -> bool or None: a Fetch topic's partition indexes all "
      "different (protocol/fetch_request.py ids_distinct_py)."},

@@ -1,25 +1,22 @@
 /* The quiet-partition scan of a consumer's sessionless Fetch: the twin of
  * server/quiet_table.py quiet_runs_py (same answers, no Python frame per partition).
  *
- * A topic's table is three parallel stores indexed by partition: ``slots`` (a bytearray of
- * QUIET_SLOT-byte records: HW int64, leader epoch int32, version int32, entry length uint8,
- * the entry's bytes), ``logs`` (the leader's Log or None) and ``stamps`` (the log's
- * ``state_stamp`` object the slot was answered under). A slot is current while the log's
- * ``state_stamp`` is that very object (held here, so never freed and its address never
- * reused; the stamp only moves by making a new int). The request's partitions are read
- * where they came, the entries of the Fetch (big-endian, ``size`` bytes each: the index
- * first, the current leader epoch at ``epoch_at`` (-1: none), the fetch offset at
- * ``offset_at``). Per partition this touches the entry, the slot, two list items and the
- * Log's attribute. */
+ * A topic's table is one bytearray of QUIET_SLOT-byte slots indexed by partition: the Log's
+ * state stamp now (int64, which the Log writes there as it moves), the stamp the kept answer
+ * was read under (int64), HW int64, leader epoch int32, version int32 (-1: nothing kept,
+ * -2: not hosted here), entry length uint8, the entry's bytes. A slot is current while its
+ * two stamps are equal. The request's partitions are read where they came, the entries of
+ * the Fetch (big-endian, ``size`` bytes each: the index first, the current leader epoch at
+ * ``epoch_at`` (-1: none), the fetch offset at ``offset_at``). Per partition this touches
+ * the entry and its slot only, both in arrays read front to back: no Python object. */
 #include "native.h"
 
 #include <string.h>
 
-#define QUIET_SLOT 80
-#define QUIET_ENTRY_AT 17
-#define QUIET_ENTRY_MAX (QUIET_SLOT - QUIET_ENTRY_AT)
-
-static PyObject *s_state_stamp;
+#define QUIET_SLOT 96
+#define QUIET_VERSION_AT 28
+#define QUIET_ENTRY_AT 33
+#define QUIET_NOT_HOSTED (-2)
 
 static int32_t
 be32(const unsigned char *p)
@@ -31,52 +28,6 @@ static int64_t
 be64(const unsigned char *p)
 {
     return (int64_t)((uint64_t)(uint32_t)be32(p) << 32 | (uint32_t)be32(p + 4));
-}
-
-/* the Log of the entry at ``e`` (NULL: none there) */
-static PyObject *
-log_at(const unsigned char *e, PyObject *logs, Py_ssize_t size)
-{
-    int32_t p = be32(e);
-    if (p < 0 || p >= size)
-        return NULL;
-    PyObject *log = PyList_GET_ITEM(logs, p);
-    return log == Py_None ? NULL : log;
-}
-
-/* Ask the memory for everything reading ``state_stamp`` of the request's Logs will touch,
- * before reading any: with the loop's other work between two Fetches these are cache
- * misses, and met one at a time (each read waits for its line) they were most of the scan's
- * time (~0.5 us per partition against ~0.08 with the lines at hand). Asked for all at once,
- * the memory serves them side by side. First each Log's header and the line before it (the
- * pre-header), and the stamp object kept (its count is touched when the stamp is current);
- * then, with the headers at hand, the array of the Log's attribute values. The partition's
- * slot (its two lines) too: the first read of a slot was the scan's slowest line under a
- * producer's load. Hints only: a prefetch never faults, whatever the address. */
-static void
-prefetch_all(const unsigned char *raw, Py_ssize_t esize, Py_ssize_t n, PyObject *logs,
-             PyObject *stamps, Py_ssize_t size, const char *slots)
-{
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int32_t p = be32(raw + i * esize);
-        PyObject *log = log_at(raw + i * esize, logs, size);
-        if (log != NULL) {
-            __builtin_prefetch((char *)log - 32);
-            __builtin_prefetch(log);
-            __builtin_prefetch(PyList_GET_ITEM(stamps, p));
-            __builtin_prefetch(slots + p * QUIET_SLOT);
-            __builtin_prefetch(slots + p * QUIET_SLOT + QUIET_SLOT - 1);
-        }
-    }
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    /* 3.11: an object of a class with a managed dict keeps its attribute values' array
-     * four words before itself (Include/internal/pycore_object.h _PyObject_ValuesPointer) */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *log = log_at(raw + i * esize, logs, size);
-        if (log != NULL && PyType_HasFeature(Py_TYPE(log), Py_TPFLAGS_MANAGED_DICT))
-            __builtin_prefetch(((void **)log)[-4]);
-    }
-#endif
 }
 
 typedef struct {
@@ -130,68 +81,54 @@ append_index(PyObject *list, Py_ssize_t i)
 
 /* 0 quiet (entry added to the run), 1 slow (read it), 2 stale (ask again), -1 error */
 static int
-one(const char *slots, Py_ssize_t size, PyObject *logs, PyObject *stamps, long long p,
-    long long epoch, long long offset, int version, run_buf *run)
+one(const char *slots, Py_ssize_t count, long long p, long long epoch, long long offset,
+    int version, run_buf *run)
 {
-    if (p < 0 || p >= size)
-        return 1;
-    PyObject *log = PyList_GET_ITEM(logs, p);
-    if (log == Py_None)
+    if (p < 0 || p >= count)
         return 1;
     const char *slot = slots + p * QUIET_SLOT;
+    int64_t now, kept, hw;
     int32_t slot_version, slot_epoch;
-    int64_t hw;
-    memcpy(&slot_version, slot + 12, 4);
-    if (slot_version != version)
+    memcpy(&slot_version, slot + QUIET_VERSION_AT, 4);
+    if (slot_version == QUIET_NOT_HOSTED)
+        return 1;
+    memcpy(&now, slot, 8);
+    memcpy(&kept, slot + 8, 8);
+    if (slot_version != version || now != kept)
         return 2;
-    PyObject *now = PyObject_GetAttr(log, s_state_stamp);
-    if (now == NULL)
-        return -1;
-    int same = now == PyList_GET_ITEM(stamps, p);
-    Py_DECREF(now);
-    if (!same)
-        return 2;
-    memcpy(&hw, slot, 8);
-    memcpy(&slot_epoch, slot + 8, 4);
+    memcpy(&hw, slot + 16, 8);
+    memcpy(&slot_epoch, slot + 24, 4);
     if (hw != offset || (epoch != -1 && epoch != slot_epoch))
         return 1;
-    return run_add(run, slot + QUIET_ENTRY_AT, (unsigned char)slot[16]);
+    return run_add(run, slot + QUIET_ENTRY_AT, (unsigned char)slot[QUIET_ENTRY_AT - 1]);
 }
 
-/* quiet_runs(slots, logs, stamps, raw, size, epoch_at, offset_at, version)
- *   -> (runs, slow, stale) */
+/* quiet_runs(slots, raw, size, epoch_at, offset_at, version) -> (runs, slow, stale) */
 PyObject *
 tl_quiet_runs(PyObject *self, PyObject *args)
 {
     Py_buffer sb, rb;
-    PyObject *logs, *stamps;
     Py_ssize_t esize, epoch_at, offset_at;
     int version;
-    if (!PyArg_ParseTuple(args, "y*O!O!y*nnni", &sb, &PyList_Type, &logs, &PyList_Type,
-                          &stamps, &rb, &esize, &epoch_at, &offset_at, &version))
+    if (!PyArg_ParseTuple(args, "y*y*nnni", &sb, &rb, &esize, &epoch_at, &offset_at, &version))
         return NULL;
     PyObject *runs = NULL, *slow = NULL, *stale = NULL, *out = NULL;
     run_buf run = {NULL, 0, 0};
-    Py_ssize_t size = PyList_GET_SIZE(logs);
+    Py_ssize_t count = sb.len / QUIET_SLOT;
     Py_ssize_t n = esize > 0 ? rb.len / esize : 0;
-    if (s_state_stamp == NULL && (s_state_stamp = PyUnicode_InternFromString("state_stamp")) == NULL)
-        goto done;
     if (esize <= 0 || rb.len % esize || offset_at < 4 || offset_at + 8 > esize ||
-        epoch_at + 4 > esize || (epoch_at >= 0 && epoch_at < 4) ||
-        PyList_GET_SIZE(stamps) != size || sb.len < size * QUIET_SLOT) {
-        PyErr_SetString(PyExc_ValueError, "quiet_runs: stores or entries of other sizes");
+        epoch_at + 4 > esize || (epoch_at >= 0 && epoch_at < 4) || sb.len % QUIET_SLOT) {
+        PyErr_SetString(PyExc_ValueError, "quiet_runs: slots or entries of other sizes");
         goto done;
     }
     runs = PyList_New(0), slow = PyList_New(0), stale = PyList_New(0);
     if (runs == NULL || slow == NULL || stale == NULL)
         goto done;
     const unsigned char *raw = rb.buf;
-    prefetch_all(raw, esize, n, logs, stamps, size, sb.buf);
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *e = raw + i * esize;
         long long epoch = epoch_at < 0 ? -1 : be32(e + epoch_at);
-        int rc = one(sb.buf, size, logs, stamps, be32(e), epoch, be64(e + offset_at), version,
-                     &run);
+        int rc = one(sb.buf, count, be32(e), epoch, be64(e + offset_at), version, &run);
         if (rc < 0)
             goto done;
         if (rc == 0)
@@ -260,6 +197,47 @@ tl_fetch_ids_distinct(PyObject *self, PyObject *args)
     }
     PyMem_Free(seen);
     out = PyBool_FromLong(distinct);
+done:
+    PyBuffer_Release(&rb);
+    return out;
+}
+
+/* fetch_ids_bits(raw, size) -> bytes or None: a bitmap of the entries' partition indexes
+ * (bit p of byte p / 8 set for index p, as many bytes as the largest needs); None when one
+ * is negative or past DISTINCT_MAX_ID (server/quiet_table.py ids_bits_py). */
+PyObject *
+tl_fetch_ids_bits(PyObject *self, PyObject *args)
+{
+    Py_buffer rb;
+    Py_ssize_t esize;
+    if (!PyArg_ParseTuple(args, "y*n", &rb, &esize))
+        return NULL;
+    PyObject *out = NULL;
+    if (esize < 4) {
+        PyErr_SetString(PyExc_ValueError, "fetch_ids_bits: entries under 4 bytes");
+        goto done;
+    }
+    const unsigned char *raw = rb.buf;
+    Py_ssize_t n = rb.len / esize;
+    int32_t top = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t p = be32(raw + i * esize);
+        if (p < 0 || p >= DISTINCT_MAX_ID) {
+            out = Py_NewRef(Py_None);
+            goto done;
+        }
+        if (p > top)
+            top = p;
+    }
+    out = PyBytes_FromStringAndSize(NULL, top < 0 ? 0 : (Py_ssize_t)top / 8 + 1);
+    if (out == NULL)
+        goto done;
+    unsigned char *bits = (unsigned char *)PyBytes_AS_STRING(out);
+    memset(bits, 0, (size_t)PyBytes_GET_SIZE(out));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t p = be32(raw + i * esize);
+        bits[p >> 3] |= (unsigned char)(1 << (p & 7));
+    }
 done:
     PyBuffer_Release(&rb);
     return out;

@@ -50,6 +50,7 @@ PyObject *tl_gather(PyObject *self, PyObject *args);
 /* fetch_scan.c: server/quiet_table.py quiet_runs_py */
 PyObject *tl_quiet_runs(PyObject *self, PyObject *args);
 PyObject *tl_fetch_ids_distinct(PyObject *self, PyObject *args);
+PyObject *tl_fetch_ids_bits(PyObject *self, PyObject *args);
 int tl_record_at(const uint8_t *b, int64_t len, int64_t start, int headers, int64_t row[8]);
 
 /* fetch_read.c: storage/file_records.py find_batch_py */

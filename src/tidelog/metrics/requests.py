@@ -157,8 +157,16 @@ class RequestMetrics:
     def record_sent(self, timings: Iterable[RequestTiming], dequeue_ns: int) -> None:
         """Responses handed to the socket together at ``dequeue_ns`` (one write)."""
         end = time.perf_counter_ns()
-        for t in timings:
-            self.record(t, dequeue_ns, end)
+        send = end - dequeue_ns
+        by_key = self._by_key
+        for t in timings:  # record() inlined: once per request
+            complete = t.complete_ns
+            handled = complete - t.dequeue_ns
+            remote = t.remote_ns
+            queue = t.dequeue_ns - t.start_ns
+            rqueue = dequeue_ns - complete
+            for s in by_key.get(t.api_key) or self._for_key(t.api_key):
+                s.record(t.api_version, queue, handled - remote, remote, rqueue, send)
 
     def record_no_response(self, t: RequestTiming) -> None:
         """A request without a response (Produce acks=0)."""

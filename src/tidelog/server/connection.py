@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming, begin_request
+from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
     InvalidRequestError,
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
+_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _PENDING = object()
 # Frames this large are read into a buffer of their own size (kept below the default
 # sasl.server.max.receive.size cap, so SASL tokens never take this path)
@@ -66,9 +67,9 @@ _NUMBERS = itertools.count(1)
 class _Slot:
     __slots__ = ("data", "timing")
 
-    def __init__(self) -> None:
+    def __init__(self, timing: RequestTiming | None = None) -> None:
         self.data: Any = _PENDING
-        self.timing: RequestTiming | None = None
+        self.timing = timing
 
 
 class _LargeFrame:
@@ -81,7 +82,7 @@ class _LargeFrame:
 
     __slots__ = ("buf", "filled")
 
-    def __init__(self, size: int, head: bytearray, start: int) -> None:
+    def __init__(self, size: int, head: bytes | bytearray, start: int) -> None:
         self.buf = bytearray(size)
         self.filled = 0
         with memoryview(head) as mv:
@@ -129,6 +130,7 @@ class KafkaConnection(asyncio.Protocol):
         self.request_metrics = getattr(broker, "request_metrics", None)
         self.transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop it was made on
+        self._clock: Callable[[], float] = time.monotonic  # that loop's time()
         self.writer: ResponseWriter | None = None  # the responses' bytes (server/sendfile.py)
         self.buf = bytearray()
         self._large: _LargeFrame | None = None  # a large frame still arriving
@@ -155,6 +157,9 @@ class KafkaConnection(asyncio.Protocol):
         self.writer = ResponseWriter(self.transport, self._maybe_pause,  # type: ignore[arg-type]
                                      self._send_failed)
         self._loop = loop = asyncio.get_running_loop()
+        # asyncio's loop.time() is time.monotonic() behind a Python call: called directly
+        if type(loop).time is not asyncio.BaseEventLoop.time:
+            self._clock = loop.time  # uvloop's (native)
         self.last_active = loop.time()
         peer = transport.get_extra_info("peername")
         if isinstance(peer, tuple) and len(peer) >= 2:
@@ -202,10 +207,12 @@ class KafkaConnection(asyncio.Protocol):
             self._receive(data)
         finally:
             if not already:
-                self._flush()
+                self._flush()  # which ends by pausing or resuming reading as needed
+            else:
+                self._maybe_pause()
 
     def _receive(self, data: bytes) -> None:
-        self.last_active = (self._loop or asyncio.get_running_loop()).time()
+        self.last_active = self._clock()
         rest: memoryview | None = None
         if self._large is not None:
             rest = self._large.feed(data)
@@ -215,8 +222,11 @@ class KafkaConnection(asyncio.Protocol):
             if not self._dispatch(large):
                 return
             del large  # the decoded request holds what it needs: free the frame now
-        buf = self.buf
-        buf += data if rest is None else rest
+        buf: bytes | bytearray = self.buf
+        if rest is None and not buf and type(data) is bytes:
+            buf = data  # nothing held over: the frames are cut straight out of what was read
+        else:
+            self.buf += data if rest is None else rest
         pos = 0
         end = len(buf)
         while end - pos >= 4:
@@ -227,30 +237,31 @@ class KafkaConnection(asyncio.Protocol):
                 return
             if self._muted_until:  # a quota throttle: later requests wait until it ends
                 break
-            in_place = size >= LARGE_FRAME or self._is_produce(buf, pos + 4, end)
+            # a Produce request of an authenticated session (a SASL token never takes the
+            # in-place path)
+            in_place = size >= LARGE_FRAME or (
+                end - pos >= 6 and buf[pos + 4] == 0 and buf[pos + 5] == PRODUCE_KEY
+                and (self.session is None or self.session.complete))
             if end - pos - 4 < size:
                 if in_place and size >= PRODUCE_IN_PLACE:
                     self._large = _LargeFrame(size, buf, pos + 4)
                     pos = end
                 break
             if in_place:  # a bytearray's slice is a bytearray: the one copy out of it
-                frame: bytes | memoryview = memoryview(buf[pos + 4 : pos + 4 + size])
+                piece = buf[pos + 4 : pos + 4 + size]
+                frame: bytes | memoryview = memoryview(
+                    piece if type(piece) is bytearray else bytearray(piece))  # writable
             else:
                 with memoryview(buf) as mv:  # one copy out of the read buffer, not two
                     frame = bytes(mv[pos + 4 : pos + 4 + size])
             pos += 4 + size
             if not self._dispatch(frame):
                 return
-        if pos:
-            del buf[:pos]
-        self._maybe_pause()
-
-    def _is_produce(self, buf: bytearray, start: int, end: int) -> bool:
-        """Whether the frame at ``start`` is a Produce request of an authenticated session
-        (a SASL token never takes the in-place path)."""
-        if end - start < 2 or buf[start] != 0 or buf[start + 1] != PRODUCE_KEY:
-            return False
-        return self.session is None or self.session.complete
+        if buf is not self.buf:  # read straight from ``data``: keep what is left of it
+            if pos < end:
+                self.buf += buf[pos:]
+        elif pos:
+            del self.buf[:pos]
 
     def _frame_cap(self) -> int:
         if self.session is not None and not self.session.complete:
@@ -274,11 +285,13 @@ class KafkaConnection(asyncio.Protocol):
             return self._raw_sasl_token(bytes(frame))
         start_ns = time.perf_counter_ns()
         try:
-            key, version, corr = peek_header(frame)
+            if len(frame) < 8:
+                peek_header(frame)  # which says so
+            key, version, corr = _HEADER.unpack_from(frame, 0)
             spec = self.broker.registry.get(key)
             if spec is None:
                 raise InvalidRequestError(f"unknown API key {key}")
-            if not spec.supports(version):
+            if not spec.min_version <= version <= spec.max_version:
                 if key == API_VERSIONS_KEY:  # KIP-511: answer in v0 so the client can retry
                     slot = _Slot()
                     slot.data = api_versions_fallback(corr, spec.min_version, spec.max_version)
@@ -289,7 +302,10 @@ class KafkaConnection(asyncio.Protocol):
                 raise InvalidRequestError(
                     f"API key {key} not expected in SASL state {self.session.state}"
                 )
-            header, request = _decode(frame, key, version)
+            if key == PRODUCE_KEY and type(frame) is memoryview:  # (_decode's first case)
+                header, request = decode_produce_in_place(frame, version)
+            else:
+                header, request = _decode(frame, key, version)
         except InvalidRequestError as exc:
             self.close(f"invalid request: {exc}")
             return False
@@ -309,8 +325,7 @@ class KafkaConnection(asyncio.Protocol):
         if key == 0 and getattr(request, "acks", 1) == 0:
             self._spawn(None, request, ctx, handle, timing)
             return not self.closed
-        slot = _Slot()
-        slot.timing = timing
+        slot = _Slot(timing)
         self.slots.append(slot)
         self._spawn(slot, request, ctx, handle, timing)
         return not self.closed  # a handler that ran to its end may have closed it
@@ -354,26 +369,28 @@ class KafkaConnection(asyncio.Protocol):
     ) -> None:
         handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
         produce = ctx.header.api_key == 0
-        if not produce and self._last_produce is not None and not self._last_produce.done():
-            handle = _after(self._last_produce, handle)
+        last = self._last_produce
+        if not produce and last is not None and not last.done():
+            handle = _after(last, handle)
         # started now: a handler that never suspends (a small produce) is answered in this
-        # turn of the loop, not behind everything queued (server/eager.py)
+        # turn of the loop, not behind everything queued (server/eager.py), and without a
+        # future or a task
         if timing is None:
-            task = eager.start(handle(ctx, request), self._loop)
+            task, result, error = eager.begin(handle(ctx, request), self._loop)
         else:
-            token = begin_request(timing)
-            try:
-                task = eager.start(handle(ctx, request), self._loop, timing.completed)
-            finally:
-                CURRENT_REQUEST.reset(token)
+            # (metrics.requests.begin_request inlined, the timing current in the handler's
+            # context only: once per request)
+            timing.dequeue_ns = time.perf_counter_ns()
+            task, result, error = eager.begin(handle(ctx, request), self._loop,
+                                              timing.completed, CURRENT_REQUEST, timing)
         if produce:
-            self._last_produce = task
-        metrics = self.request_metrics
-        if task.done():  # it never suspended
-            if timing is not None and slot is None and metrics is not None:  # acks=0
-                metrics.record_no_response(timing)
-            self._done(task, slot, ctx, request)
+            self._last_produce = task  # None: it ended, nothing later waits for it
+        if task is None:  # it never suspended
+            if slot is None and timing is not None:  # acks=0
+                self.request_metrics.record_no_response(timing)  # type: ignore[union-attr]
+            self._finished(slot, ctx, request, result, error)
             return
+        metrics = self.request_metrics
 
         def finished(t: asyncio.Future[Any]) -> None:
             if timing is not None and slot is None and metrics is not None:  # acks=0
@@ -386,17 +403,21 @@ class KafkaConnection(asyncio.Protocol):
     def _done(
         self, task: asyncio.Future[Any], slot: _Slot | None, ctx: RequestContext, request: Any
     ) -> None:
-        header = ctx.header
         self._tasks.discard(task)
         if task.cancelled():
             return
+        error = task.exception()
+        self._finished(slot, ctx, request, task.result() if error is None else None, error)
+
+    def _finished(self, slot: _Slot | None, ctx: RequestContext, request: Any, result: Any,
+                  error: BaseException | None) -> None:
+        """The handler of ``ctx``'s request ended with ``result`` or raised ``error``."""
         if self.closed:
-            if not task.exception() and isinstance(task.result(), list):
-                close_chunks(task.result())
+            if error is None and isinstance(result, list):
+                close_chunks(result)
             return
-        exc = task.exception()
-        if exc is not None:
-            self._handler_failed(exc, slot, header, request)
+        if error is not None:
+            self._handler_failed(error, slot, ctx.header, request)
             return
         if slot is None:
             if ctx.throttle_ms > 0:  # acks=0 over its quota: muting is the only throttle
@@ -404,7 +425,7 @@ class KafkaConnection(asyncio.Protocol):
             if ctx.close_reason:  # e.g. a failed acks=0 produce: the client only sees this
                 self._close_after_earlier(ctx.close_reason)
             return
-        self._complete(slot, header.correlation_id, task.result())
+        self._complete(slot, ctx.header.correlation_id, result)
         if ctx.throttle_ms > 0:
             self._mute(ctx.throttle_ms)
         if ctx.close_reason:  # e.g. failed authentication: answer, then close
@@ -464,28 +485,29 @@ class KafkaConnection(asyncio.Protocol):
         self._flush_scheduled = False
         if self.closed or self.writer is None:
             return
-        out: list[Any] = []
-        sent: list[RequestTiming] = []
-        dequeue_ns = time.perf_counter_ns()
         slots = self.slots
-        while slots and slots[0].data is not _PENDING:
-            slot = slots.popleft()
-            data = slot.data
-            if slot.timing is not None:
-                sent.append(slot.timing)
-            if data is None:
-                continue
-            if isinstance(data, list):
-                out.extend(data)
-            else:
-                out.append(data)
-        if out:
-            self.last_active = (self._loop or asyncio.get_running_loop()).time()
-            self.writer.write(out)
-            if self.closed:
-                return
-        if sent and self.request_metrics is not None:
-            self.request_metrics.record_sent(sent, dequeue_ns)
+        if slots and slots[0].data is not _PENDING:
+            dequeue_ns = time.perf_counter_ns()
+            out: list[Any] = []
+            sent: list[RequestTiming] = []
+            while slots and slots[0].data is not _PENDING:
+                slot = slots.popleft()
+                data = slot.data
+                if slot.timing is not None:
+                    sent.append(slot.timing)
+                if data is None:
+                    continue
+                if isinstance(data, list):
+                    out.extend(data)
+                else:
+                    out.append(data)
+            if out:
+                self.last_active = self._clock()
+                self.writer.write(out)
+                if self.closed:
+                    return
+            if sent and self.request_metrics is not None:
+                self.request_metrics.record_sent(sent, dequeue_ns)
         self._maybe_pause()
 
     def _close_after_earlier(self, reason: str) -> None:
@@ -524,12 +546,11 @@ class KafkaConnection(asyncio.Protocol):
             self.data_received(b"")  # the requests that arrived while muted
 
     def _maybe_pause(self) -> None:
-        if self.transport is None or self.closed:
+        if self.closed or self.transport is None:
             return
-        waiting = self.writer is not None and self.writer.waiting  # a file chunk waits
-        busy = self._writing_paused or waiting
-        busy = busy or len(self.slots) + len(self._tasks) >= self.max_queued
-        busy = busy or bool(self._muted_until)
+        busy = (self._writing_paused or bool(self._muted_until)
+                or len(self.slots) + len(self._tasks) >= self.max_queued
+                or (self.writer is not None and self.writer.waiting))  # a file chunk waits
         if busy and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

@@ -15,9 +15,10 @@ import asyncio
 import contextvars
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 
 def start(aw: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None,
@@ -27,34 +28,54 @@ def start(aw: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None,
     that goes on with it (any other awaitable: an ordinary task). ``loop``: the running
     loop, when the caller has it at hand. ``on_done``: called the moment the coroutine
     ends (returns or raises), before its future is done."""
-    # a native coroutine (every handler's): a type check, not isinstance against the ABC
-    if type(aw) is not types.CoroutineType and not isinstance(aw, Coroutine):
-        return asyncio.ensure_future(aw if on_done is None else _then(aw, on_done))
-    coro: Coroutine[Any, Any, T] = aw
     if loop is None:
         loop = asyncio.get_running_loop()
+    task, result, error = begin(aw, loop, on_done)
+    if task is not None:
+        return task
+    done: asyncio.Future[T] = loop.create_future()
+    if error is not None:
+        done.set_exception(error)  # the task's exception, as a task keeps it
+    else:
+        done.set_result(cast(T, result))
+    return done
+
+
+def begin(aw: Awaitable[T], loop: asyncio.AbstractEventLoop | None = None,
+          on_done: Callable[[], object] | None = None,
+          var: contextvars.ContextVar[V] | None = None, value: V | None = None,
+          ) -> tuple[asyncio.Future[T] | None, T | None, BaseException | None]:
+    """``start`` without a future for a coroutine that ends at once (the caller's fast
+    path): ``(task, None, None)`` when it suspended (any other awaitable: an ordinary
+    task), else ``(None, result, None)`` or ``(None, None, exception)``. ``var``: set to
+    ``value`` in the coroutine's context only (the caller's stays as it was)."""
     context = contextvars.copy_context()
+    if var is not None:
+        context.run(var.set, value)  # type: ignore[arg-type]
+    # a native coroutine (every handler's): a type check, not isinstance against the ABC
+    if type(aw) is not types.CoroutineType and not isinstance(aw, Coroutine):
+        aw = aw if on_done is None else _then(aw, on_done)
+        return context.run(asyncio.ensure_future, aw), None, None
+    coro: Coroutine[Any, Any, T] = aw
     try:
         first = context.run(coro.send, None)
     except StopIteration as stop:
         if on_done is not None:
             on_done()
-        done: asyncio.Future[T] = loop.create_future()
-        done.set_result(stop.value)
-        return done
+        return None, stop.value, None
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # the task's exception, as a task keeps it
         if on_done is not None:
             on_done()
-        failed: asyncio.Future[T] = loop.create_future()
-        failed.set_exception(exc)
-        return failed
+        return None, None, exc
     if first is not None:
         # what a task does with a future it is handed: the flag marks it as being awaited,
         # and another coroutine awaiting it before our task runs would be refused
         first._asyncio_future_blocking = False
-    return asyncio.Task(_rest(coro, first, on_done), loop=loop, context=context)
+    if loop is None:
+        loop = asyncio.get_running_loop()
+    return asyncio.Task(_rest(coro, first, on_done), loop=loop, context=context), None, None
 
 
 async def _then(aw: Awaitable[T], on_done: Callable[[], object]) -> T:

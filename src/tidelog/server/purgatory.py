@@ -9,12 +9,21 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from tidelog.metrics import add_remote_time
 from tidelog.protocol.errors import ErrorCode
 from tidelog.util.topic_partition import TopicPartition
 
 _NONE = ErrorCode.NONE  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
+
+
+class PartitionIds(Protocol):
+    """The partitions of a topic a parked Fetch waits for (a frozenset, or a bitmap)."""
+
+    def __contains__(self, partition: object, /) -> bool: ...
+
+    def __len__(self) -> int: ...
 
 
 class _FetchWaiter:
@@ -35,7 +44,7 @@ class FetchPurgatory:
 
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[_FetchWaiter]] = {}
-        self._topic_watchers: dict[str, dict[_FetchWaiter, frozenset[int]]] = {}
+        self._topic_watchers: dict[str, dict[_FetchWaiter, PartitionIds]] = {}
 
     def __len__(self) -> int:
         # list() snapshots the values in one C call, so other threads (tests, monitoring)
@@ -56,7 +65,7 @@ class FetchPurgatory:
             return n
         return n + _fire(waiters, tp)
 
-    async def wait_topics(self, topics: Iterable[tuple[str, frozenset[int]]],
+    async def wait_topics(self, topics: Iterable[tuple[str, PartitionIds]],
                           timeout_ms: int) -> set[TopicPartition]:
         """``wait`` for the given partitions of each topic (each topic named once)."""
         if timeout_ms <= 0:

@@ -6,12 +6,16 @@ The request arrives as each topic's partition entries, kept as bytes
 gives the bytes a read at the high watermark is answered with (no records, no error), under
 the log's state stamp, which moves with everything that could change that answer (HW, log
 start, transactions, truncation, closing); the topic's ``QuietTable`` keeps them with that
-stamp (server/quiet_table.py); a leadership change or a new log starts the tables again. A
+stamp beside the stamp the log has now, which the log writes there as it moves
+(server/quiet_table.py); a leadership change or a new log starts the tables again. A
 partition read at that HW, at the leader epoch the request names (or none), under the same
 stamp, is answered with those bytes as they are, joined with its quiet neighbours by the C
 scan; every other partition (records to send, an error, a leadership question, another
 version) goes through the per-partition read of ``ReplicaFetches`` in request order, with
-the request's byte budget, as ``fetch_messages`` reads it. Short of ``min_bytes`` the Fetch
+the request's byte budget, as ``fetch_messages`` reads it; one that moved on from the HW its
+last quiet answer was read at, and is read from there, is read from the position that
+answer noted for the batch at that HW (``fetch_at_position``: one ``pread``, no
+search), when the rest is as simple. Short of ``min_bytes`` the Fetch
 parks in the purgatory under one key per topic, then reads everything again (Kafka's
 DelayedFetch re-reads every partition on completion).
 
@@ -26,15 +30,17 @@ from dataclasses import dataclass, field
 
 from tidelog.protocol.fast import EncodedPartitions, FetchPartitionData
 from tidelog.protocol.fetch_request import FetchTopicColumns
+from tidelog.storage.log_read import FetchIsolation
 from tidelog.storage.manager import LogManager
 from tidelog.util.topic_partition import TopicPartition
 
 from .cluster.fetch_params import FetchParams
-from .cluster.partition import Partition
+from .cluster.partition import Partition, QuietAnswer
+from .cluster.partition_state import NO_EPOCH
 from .fetch_session import CachedPartition, FetchKey
-from .quiet_table import QuietTable, quiet_runs
+from .quiet_table import QuietTable, quiet_runs, waited_partitions
 from .replica_fetches import YIELD_EVERY, ReplicaFetches, _FetchRequest
-from .sendfile import close_chunks
+from .sendfile import SENDFILE_MIN_BYTES, close_chunks
 
 
 @dataclass(slots=True)
@@ -49,6 +55,9 @@ class TopicRead:
     read: dict[int, FetchPartitionData] = field(default_factory=dict)
     kept: dict[int, bytes] = field(default_factory=dict)
     parts: list[Partition | None] = field(default_factory=list)  # the topic's, by index
+    # a moved partition read from where its last quiet answer said the batch at its HW
+    # would start (request index -> that answer), when the consumer reads on from there
+    starts: dict[int, QuietAnswer] = field(default_factory=dict)
 
     def encoded(self) -> EncodedPartitions:
         """The partitions for ``encode_fetch_response``: quiet runs, the others between."""
@@ -96,7 +105,7 @@ class SessionlessFetches(ReplicaFetches):
                 return read
             release(read)  # parked: what it held is read again when woken
             fired = await self.delayed_fetch.wait_topics(
-                [(t.name, frozenset(t.columns.partition_ids)) for t in topics], remaining)
+                [(t.name, waited_partitions(t.columns)) for t in topics], remaining)
             read, total, error = await self._read_sessionless(r, topics, version)
             if not fired:  # timed out: answered whatever it found
                 break
@@ -121,8 +130,8 @@ class SessionlessFetches(ReplicaFetches):
                         await asyncio.sleep(0)
                         if self._quiet_key != self._tables_key():  # moved meanwhile
                             for a in out:
-                                a.parts = []
-                    data = read[i] = self._read_slow(r, t, answer.parts, i, budget - total,
+                                a.parts, a.starts = [], {}
+                    data = read[i] = self._read_slow(r, t, answer, i, budget - total,
                                                      total == 0)
                     if data.records:
                         total += len(data.records)
@@ -142,34 +151,44 @@ class SessionlessFetches(ReplicaFetches):
             return TopicRead(n, [b""] * (n + 1), list(range(n)))
         table = self._quiet_table(t.name)
         layout = cols.layout
-        runs, slow, stale = quiet_runs(table.slots, table.logs, table.stamps, cols.raw,
-                                       layout.size, layout.epoch_at, layout.offset_at, version)
+        runs, slow, stale = quiet_runs(table.slots, cols.raw, layout.size, layout.epoch_at,
+                                       layout.offset_at, version)
         out = TopicRead(n, runs, slow, parts=table.parts)
         for i in stale:  # changed since last asked: ask again
             p, epoch, offset, _ = cols.entry(i)
+            before = table.answers[p]
             q = table.answer(p, version)
             if q is not None and q.high_watermark == offset and epoch in (-1, q.leader_epoch):
                 out.kept[i] = q.entry
+            elif before is not None and before.high_watermark == offset and \
+                    before.position >= 0:
+                out.starts[i] = before
         return out
 
-    def _read_slow(self, r: _FetchRequest, t: SessionlessTopic, parts: list[Partition | None],
+    def _read_slow(self, r: _FetchRequest, t: SessionlessTopic, answer: TopicRead,
                    i: int, budget: int, min_one: bool) -> FetchPartitionData:
         """The partition at request index ``i`` read as ``_read_partition`` reads it. One
-        hosted here (``parts``, the topic's current QuietTable: partition index -> Partition)
-        is read straight from its Partition: a consumer's sessionless Fetch has no precheck
-        per partition, no preferred replica and no replication quota to ask."""
+        hosted here (``answer.parts``, the topic's current QuietTable: partition index ->
+        Partition) is read straight from its Partition: a consumer's sessionless Fetch has
+        no precheck per partition, no preferred replica and no replication quota to ask;
+        read from where its batch starts when that is known (``answer.starts``,
+        ``fetch_at_position``)."""
         p, epoch, offset, max_bytes = t.columns.entry(i)
         if t.error_code:
             return FetchPartitionData(p, t.error_code, records=b"")
         cp = CachedPartition(offset, max_bytes, current_leader_epoch=epoch)
         limit = max(0, min(max_bytes, budget))
+        parts = answer.parts
         part = parts[p] if 0 <= p < len(parts) else None
         if part is None or part.logs_version != self.logs.logs_version:
             # not hosted, its dir offline, or a log stored or removed since: the long way
             return self._read_partition(r, FetchKey(t.topic_id, t.name, p), cp, limit, min_one)
         out = FetchPartitionData(p)
+        start = answer.starts.get(i)
         try:
-            part.fetch_records(r.params, cp, out, limit, min_one)
+            if start is None or r.params.isolation is not _TO_HW or \
+                    not fetch_at_position(part, offset, epoch, out, limit, start):
+                part.fetch_records(r.params, cp, out, limit, min_one)
         except Exception as exc:
             self._read_failed(r, part.topic_partition, cp, limit, min_one, out, exc)
         return out
@@ -206,7 +225,32 @@ class SessionlessFetches(ReplicaFetches):
         return table
 
 
+_TO_HW = FetchIsolation.HIGH_WATERMARK  # bound once: 3.11's EnumType.__getattr__
 _NOWHERE = QuietTable([])  # a topic not hosted here: every partition read (and answered so)
+
+
+def fetch_at_position(part: Partition, fetch_offset: int, current_leader_epoch: int,
+                      out: FetchPartitionData, max_bytes: int, start: QuietAnswer) -> bool:
+    """``Partition.fetch_records`` for a consumer reading to the high watermark from where
+    a ``quiet_answer`` (``start``) said the batch at ``fetch_offset`` starts, when that is
+    all it takes: this broker leads at the epoch named (or none), and the log reads it in
+    one piece (``Log.read_at_position``: small, in the active segment, the batch found
+    where it was said to be). False, with ``out`` untouched but its offsets, for
+    ``fetch_records`` to answer."""
+    epoch = current_leader_epoch
+    if not ((epoch == NO_EPOCH or epoch == part.leader_epoch)
+            and part.leader_id == part.local_broker_id):
+        return False
+    lg = part.log
+    out.high_watermark = lg.high_watermark
+    out.last_stable_offset = lg.last_stable_offset
+    out.log_start_offset = lg.log_start_offset
+    data = lg.read_at_position(fetch_offset, max_bytes, start.segment_base, start.position,
+                               SENDFILE_MIN_BYTES - 1)
+    if data is None:
+        return False
+    out.records = data
+    return True
 
 
 def _no_precheck(key: FetchKey) -> int:

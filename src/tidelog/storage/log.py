@@ -478,6 +478,19 @@ class Log(LocalLogView):
                           min_one_message=min_one_message,
                           include_aborted=isolation is FetchIsolation.TXN_COMMITTED)
 
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata | None:
+        """The HW with its segment and position, when known (an HW at the log end)."""
+        return self._hw_meta
+
+    def read_at_position(self, start_offset: int, max_length: int, segment_base: int,
+                         position: int, copy_limit: int) -> bytes | None:
+        """``log_read.read_at_position`` up to the HW, when its position is known."""
+        bound = self._hw_meta
+        return None if bound is None else log_read.read_at_position(
+            self._local.segments, self._log_start_offset, bound, start_offset, max_length,
+            segment_base, position, copy_limit)
+
     def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
         tiered = log_tiered_offsets.tiered_offset(self, timestamp)
         if tiered is not None:

@@ -8,9 +8,11 @@ never sees a batch past the bound its isolation level allows.
 from __future__ import annotations
 
 import enum
+import os
+import struct
 from typing import NamedTuple
 
-from .errors import OffsetOutOfRangeError
+from .errors import OffsetOutOfRangeError, StorageError
 from .file_records import FileSlice, TimestampAndOffset
 from .index.txn_index import AbortedTxn
 from .leader_epoch import LeaderEpochFileCache
@@ -103,6 +105,41 @@ def read(
             return info
         seg = segments.higher_segment(seg.base_offset)
     return empty_read(end, include_aborted)
+
+
+_HEAD = struct.Struct(">qi4xb")  # a batch's base offset, length; its magic
+
+
+def read_at_position(segments: LogSegments, log_start_offset: int, bound: LogOffsetMetadata,
+                     start_offset: int, max_length: int, segment_base: int, position: int,
+                     copy_limit: int) -> bytes | None:
+    """What ``read`` answers for ``start_offset`` (records, up to ``bound``), read in one
+    ``pread`` when the caller knows where its batch starts: at ``position`` in the segment
+    at ``segment_base`` (where the high watermark stood when it last read this log: a
+    consumer reading on from there). None, for ``read`` to answer, unless all of it is
+    simple: the offset in range and below the bound, the bound in that segment and that
+    segment the active one, the bytes up to the bound within ``max_length`` and
+    ``copy_limit`` (larger ones go to ``read``, whose slice may be sent from the file), and
+    the batch found at ``position`` one that starts at ``start_offset`` (a log truncated
+    since holds other bytes there). No error is raised here: ``read`` raises it."""
+    if not log_start_offset <= start_offset < bound.message_offset or \
+            bound.segment_base_offset != segment_base:
+        return None
+    seg = segments.last_segment
+    size = bound.relative_position_in_segment - position
+    if seg is None or seg.base_offset != segment_base or position < 0 or \
+            not _HEAD.size <= size <= min(max_length, copy_limit):
+        return None
+    try:
+        data = os.pread(seg.log.fileno(), size, position)
+    except (OSError, ValueError, StorageError):  # closed, or a disk error: ``read`` tells
+        return None
+    if len(data) != size:
+        return None
+    base, length, magic = _HEAD.unpack_from(data)
+    if base != start_offset or magic != 2 or not 0 < length <= size - 12:
+        return None
+    return data
 
 
 _NOTHING = FileSlice.empty()  # never changed: every empty read may share it

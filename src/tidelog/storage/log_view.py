@@ -6,6 +6,7 @@ high watermark, producer state, the lock) stays there.
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 from tidelog.config.log_config import LogConfig
@@ -17,12 +18,41 @@ from .local_log import LocalLog
 from .segment import LogOffsetMetadata, LogSegment
 from .segments import LogSegments
 
+_STAMP = struct.Struct("=q")
+
 
 class LocalLogView:
-    """Read-only accessors over ``self._local`` (plus the scheduler's setter)."""
+    """Read-only accessors over ``self._local`` (plus the scheduler's setter), and the Log's
+    ``state_stamp`` with the cell it is mirrored into."""
+
+    # where ``state_stamp`` is mirrored as it moves: a buffer and the byte offset of a native
+    # int64 in it (a reader's table of many logs, compared there without touching each Log);
+    # None: nowhere. Set and read under the Log's lock, as the stamp moves.
+    stamp_cell: tuple[bytearray, int] | None = None
+    _state_stamp = 0
 
     def __init__(self, local: LocalLog) -> None:
         self._local = local
+
+    @property
+    def state_stamp(self) -> int:
+        """Moves (under the Log's lock) whenever what a read at the high watermark answers
+        may have changed (log.py); never back, so a value once seen names one state."""
+        return self._state_stamp
+
+    @state_stamp.setter
+    def state_stamp(self, value: int) -> None:
+        self._state_stamp = value
+        cell = self.stamp_cell
+        if cell is not None:
+            _STAMP.pack_into(cell[0], cell[1], value)
+
+    def mirror_stamp(self, cell: tuple[bytearray, int] | None) -> None:
+        """Mirror ``state_stamp`` into ``cell`` from now on (its value written now), or
+        nowhere (None). The caller holds the Log's lock."""
+        self.stamp_cell = cell
+        if cell is not None:
+            _STAMP.pack_into(cell[0], cell[1], self._state_stamp)
 
     @property
     def local_log(self) -> LocalLog:

@@ -21,6 +21,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import FetchPartitionData, quiet_partition
 from tidelog.storage.errors import UnexpectedAppendOffsetError
 from tidelog.storage.log_read import FetchIsolation
+from tidelog.storage.segment import LogOffsetMetadata
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from tidelog.storage.segment import FetchDataInfo
 
 log = logging.getLogger(__name__)
+_NOWHERE = LogOffsetMetadata(-1)  # a position not known
 _NONE = ErrorCode.NONE  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
 # ListOffsets' special timestamps (Kafka's ListOffsetsRequest)
@@ -65,6 +67,10 @@ class QuietAnswer(NamedTuple):
     leader_epoch: int
     version: int
     entry: bytes  # the partition's bytes in a Fetch response of ``version``
+    # where the batch at the HW will start (the active segment's base and the byte
+    # position), -1 when not known: a read from there later need not search for it
+    segment_base: int = -1
+    position: int = -1
 
 
 class AlterPartitionSender(Protocol):
@@ -345,7 +351,11 @@ class Partition:
                 return None
             entry = quiet_partition(self.topic_partition.partition, hw, hw, lg.log_start_offset,
                                     version)
-            q = QuietAnswer(lg.state_stamp, hw, self.leader_epoch, version, entry)
+            at = lg.high_watermark_metadata
+            if at is None or at.message_offset != hw:
+                at = _NOWHERE
+            q = QuietAnswer(lg.state_stamp, hw, self.leader_epoch, version, entry,
+                            at.segment_base_offset, at.relative_position_in_segment)
         self.quiet = q
         return q
 
