@@ -40,6 +40,8 @@ setup(
                      "src/tidelog/_native/proto_varint.h"],
             extra_compile_args=["-O2"],
             optional=True,
-        )
+        ),
+        Extension("tidelog._native._stages", ["src/tidelog/_native/request_stages.c"],
+                  extra_compile_args=["-O2"], optional=True),
     ]
 )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from types import ModuleType
 
 PURE_PYTHON_ENV = "TIDELOG_PURE_PYTHON"
@@ -31,6 +32,22 @@ def _load() -> tuple[ModuleType | None, str]:
 
 
 core, core_description = _load()
+
+
+def _load_stages() -> Callable[..., None] | None:
+    """``observe_stages`` of the small ``_stages`` extension (request_stages.c: Kafka's
+    RequestMetrics in one call per request), under the same switch as ``core``."""
+    if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
+        return None
+    try:
+        stages = importlib.import_module("tidelog._native._stages")
+    except ImportError:
+        return None
+    observe: Callable[..., None] = stages.observe_stages
+    return observe
+
+
+observe_stages = _load_stages()
 
 
 def core_name() -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -61,6 +62,50 @@ class LatencyHistogram:
 
     def quantiles(self) -> list[tuple[str, float]]:
         return [(label, self.quantile_ms(q)) for label, q in QUANTILES]
+
+
+CELLS = BUCKETS + 1  # a histogram in a flat int64 table: its counts, then its sum
+
+
+def histogram_table(histograms: int) -> array[int]:
+    """Zeroed int64 cells for ``histograms`` StageHistograms side by side."""
+    return array("q", bytes(8 * CELLS * histograms))
+
+
+class StageHistogram(LatencyHistogram):
+    """A LatencyHistogram whose counts and sum live in a shared int64 table (at
+    ``index * CELLS``), so that one call can observe several (metrics.requests); readers see
+    the same ``counts`` list, ``sum_ns`` and quantiles as a LatencyHistogram's."""
+
+    __slots__ = ("_base", "_cells")
+
+    def __init__(self, cells: array[int], index: int) -> None:
+        self._cells = cells
+        self._base = index * CELLS
+
+    @property
+    def counts(self) -> list[int]:
+        return self._cells[self._base : self._base + BUCKETS].tolist()
+
+    @counts.setter
+    def counts(self, counts: list[int]) -> None:
+        self._cells[self._base : self._base + BUCKETS] = array("q", counts)
+
+    @property
+    def sum_ns(self) -> int:
+        return self._cells[self._base + BUCKETS]
+
+    @sum_ns.setter
+    def sum_ns(self, ns: int) -> None:
+        self._cells[self._base + BUCKETS] = ns
+
+    def observe_ns(self, ns: int) -> None:
+        k = ns.bit_length()
+        if k >= BUCKETS:  # the sum's cell, or the next histogram's
+            raise OverflowError(f"{ns} ns is outside int64")
+        cells, base = self._cells, self._base
+        cells[base + k] += 1
+        cells[base + BUCKETS] += ns
 
 
 class LogFlushTimer:

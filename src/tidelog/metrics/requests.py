@@ -16,10 +16,13 @@ request through a context variable (each handler runs in its own task, so its ow
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Iterable
 from contextvars import ContextVar, Token
 
-from .histogram import LatencyHistogram
+from tidelog._native import observe_stages
+
+from .histogram import BUCKETS, CELLS, LatencyHistogram, StageHistogram, histogram_table
 
 # Kafka's ApiKeys names: the ``request`` label of kafka.network:type=RequestMetrics.
 API_NAMES: dict[int, str] = {
@@ -92,37 +95,55 @@ def begin_request(timing: RequestTiming) -> Token[RequestTiming | None]:
     return CURRENT_REQUEST.set(timing)
 
 
-class RequestStats:
-    """Kafka's RequestMetrics for one request name."""
+_LIMIT = 1 << 63  # a reading (and the total) must fit the int64 table, -2^63 excluded
 
-    __slots__ = ("_hists", "name", "requests", "stages")
+
+def record_py(cells: array[int], requests: dict[int, int], version: int, queue: int,
+              local: int, remote: int, rqueue: int, send: int) -> None:  # fmt: skip
+    """The rate by version and the six stage observations of one request (STAGES order, each
+    ``LatencyHistogram.observe_ns`` inlined into the table); _native/request_stages.c is its
+    twin. A reading or total outside int64 raises OverflowError before anything is written,
+    a sum outside int64 raises it from the table (after the stages before it were written)."""
+    total = queue + local + remote + rqueue + send
+    if max(queue, local, remote, rqueue, send, total) >= _LIMIT or (
+        min(queue, local, remote, rqueue, send, total) <= -_LIMIT
+    ):
+        raise OverflowError("request stage reading outside int64")
+    requests[version] = requests.get(version, 0) + 1
+    cells[total.bit_length()] += 1
+    cells[BUCKETS] += total
+    cells[CELLS + queue.bit_length()] += 1
+    cells[CELLS + BUCKETS] += queue
+    cells[2 * CELLS + local.bit_length()] += 1
+    cells[2 * CELLS + BUCKETS] += local
+    cells[3 * CELLS + remote.bit_length()] += 1
+    cells[3 * CELLS + BUCKETS] += remote
+    cells[4 * CELLS + rqueue.bit_length()] += 1
+    cells[4 * CELLS + BUCKETS] += rqueue
+    cells[5 * CELLS + send.bit_length()] += 1
+    cells[5 * CELLS + BUCKETS] += send
+
+
+_record = observe_stages or record_py
+
+
+class RequestStats:
+    """Kafka's RequestMetrics for one request name: the six stage histograms share one int64
+    table, so that a request is one call (native when the core is built)."""
+
+    __slots__ = ("cells", "name", "requests", "stages")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.requests: dict[int, int] = {}  # version -> count (RequestsPerSec)
-        self.stages = {stage: LatencyHistogram() for stage in STAGES}
-        self._hists = tuple(self.stages[stage] for stage in STAGES)
+        self.cells = histogram_table(len(STAGES))
+        self.stages: dict[str, LatencyHistogram] = {
+            stage: StageHistogram(self.cells, i) for i, stage in enumerate(STAGES)
+        }
 
     def record(self, version: int, queue: int, local: int, remote: int, rqueue: int,
                send: int) -> None:  # fmt: skip
-        req = self.requests
-        req[version] = req.get(version, 0) + 1
-        # LatencyHistogram.observe_ns inlined for the six stages (STAGES order): this runs
-        # once per request, so no calls and no loop
-        total_h, queue_h, local_h, remote_h, rqueue_h, send_h = self._hists
-        total = queue + local + remote + rqueue + send
-        total_h.counts[total.bit_length()] += 1
-        total_h.sum_ns += total
-        queue_h.counts[queue.bit_length()] += 1
-        queue_h.sum_ns += queue
-        local_h.counts[local.bit_length()] += 1
-        local_h.sum_ns += local
-        remote_h.counts[remote.bit_length()] += 1
-        remote_h.sum_ns += remote
-        rqueue_h.counts[rqueue.bit_length()] += 1
-        rqueue_h.sum_ns += rqueue
-        send_h.counts[send.bit_length()] += 1
-        send_h.sum_ns += send
+        _record(self.cells, self.requests, version, queue, local, remote, rqueue, send)
 
 
 class RequestMetrics:
@@ -152,21 +173,23 @@ class RequestMetrics:
         args = (t.api_version, t.dequeue_ns - t.start_ns, handled - remote, remote,
                 response_dequeue_ns - complete, end_ns - response_dequeue_ns)  # fmt: skip
         for s in self._by_key.get(t.api_key) or self._for_key(t.api_key):
-            s.record(*args)  # Fetch also counts as FetchConsumer
+            _record(s.cells, s.requests, *args)  # Fetch also counts as FetchConsumer
 
     def record_sent(self, timings: Iterable[RequestTiming], dequeue_ns: int) -> None:
         """Responses handed to the socket together at ``dequeue_ns`` (one write)."""
         end = time.perf_counter_ns()
         send = end - dequeue_ns
         by_key = self._by_key
-        for t in timings:  # record() inlined: once per request
+        record = _record
+        for t in timings:  # record() inlined: once per request, one call per RequestStats
             complete = t.complete_ns
             handled = complete - t.dequeue_ns
             remote = t.remote_ns
             queue = t.dequeue_ns - t.start_ns
             rqueue = dequeue_ns - complete
             for s in by_key.get(t.api_key) or self._for_key(t.api_key):
-                s.record(t.api_version, queue, handled - remote, remote, rqueue, send)
+                record(s.cells, s.requests, t.api_version, queue, handled - remote, remote,
+                       rqueue, send)  # fmt: skip
 
     def record_no_response(self, t: RequestTiming) -> None:
         """A request without a response (Produce acks=0)."""

@@ -1,0 +1,34 @@
+"""RequestStats keeps its six stage histograms in one int64 table (one call per request,
+native or its twin, whichever this process bound): read back, each is the LatencyHistogram
+the same readings give (counts, sum, count, quantiles), and the rate by version counts each
+request once."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tidelog.metrics.histogram import LatencyHistogram
+from tidelog.metrics.requests import STAGES, RequestStats
+
+reading = st.one_of(st.integers(0, 10**9), st.integers(0, (1 << 60) - 1))
+request = st.tuples(st.integers(0, 13), reading, reading, reading, reading, reading)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(request, min_size=1, max_size=12))
+def test_stage_histograms_read_as_latency_histograms(reqs: list[tuple[int, ...]]) -> None:
+    stats = RequestStats("Produce")
+    plain = {stage: LatencyHistogram() for stage in STAGES}
+    rate: dict[int, int] = {}
+    for version, *ns in reqs:
+        stats.record(version, *ns)
+        rate[version] = rate.get(version, 0) + 1
+        for stage, value in zip(STAGES, [sum(ns), *ns], strict=True):
+            plain[stage].observe_ns(value)
+    assert stats.requests == rate
+    for stage in STAGES:
+        h, want = stats.stages[stage], plain[stage]
+        assert (h.counts, h.sum_ns, h.count, h.sum_ms) == (
+            want.counts, want.sum_ns, want.count, want.sum_ms)
+        assert h.quantiles() == want.quantiles()

@@ -1,0 +1,75 @@
+"""_native/request_stages.c against its twin, metrics/requests.py record_py: for any clock
+readings (equal, zero, huge, negative from out-of-order clocks, beyond int64) one request's
+observation leaves the same version counts, bucket counts and sums in the int64 table, or both
+refuse it with OverflowError (the native one before writing anything)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tidelog.metrics.histogram import histogram_table
+from tidelog.metrics.requests import STAGES, record_py
+
+try:
+    stages: Any = importlib.import_module("tidelog._native._stages")
+except ImportError:
+    stages = None
+needs_stages = pytest.mark.skipif(stages is None, reason="native core not built")
+
+pytestmark = [needs_stages, pytest.mark.skipif(bool(os.environ.get("TIDELOG_PURE_PYTHON")),
+                                               reason="the twins alone: the core is not bound")]
+SETTINGS = settings(max_examples=300, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+INT64 = 1 << 63
+# the edges of every bucket and of int64, and the small and ordinary values in between
+EDGES = [0, 1, -1, INT64 - 1, -(INT64 - 1), -INT64, INT64, INT64 + 1, 1 << 64, -(1 << 70)]
+EDGES += [s * ((1 << k) + d) for k in range(1, 63) for d in (-1, 0) for s in (1, -1)]
+reading = st.one_of(st.sampled_from(EDGES), st.integers(-10**6, 10**9),
+                    st.integers(-(1 << 66), 1 << 66))
+request = st.tuples(st.integers(0, 13), reading, reading, reading, reading, reading)
+
+
+def observe(fn: Any, cells: Any, requests: dict[int, int], req: tuple[int, ...]) -> str | None:
+    try:
+        fn(cells, requests, *req)
+    except OverflowError:
+        return "overflow"
+    return None
+
+
+@SETTINGS
+@given(st.lists(request, min_size=1, max_size=12))
+@example([(0, 0, 0, 1, INT64 - 1, -1)])  # the running total leaves int64, the total does not
+@example([(1, 1 << 62, 0, 0, 0, 0), (1, 1 << 62, 0, 0, 0, 0)])  # the second sum overflows
+@example([(3, 5, 5, 5, 5, 5), (3, 5, 5, 5, 5, 5)])  # equal readings, equal requests
+def test_native_observes_what_the_twin_observes(reqs: list[tuple[int, ...]]) -> None:
+    cells_py, cells_c = histogram_table(len(STAGES)), histogram_table(len(STAGES))
+    rate_py: dict[int, int] = {}
+    rate_c: dict[int, int] = {}
+    for req in reqs:
+        before = cells_c.tolist(), dict(rate_c)
+        outcome = observe(stages.observe_stages, cells_c, rate_c, req)
+        assert outcome == observe(record_py, cells_py, rate_py, req), req
+        if outcome is not None:  # the native table is untouched; the twin's may be partly
+            assert (cells_c.tolist(), rate_c) == before
+            return
+        assert cells_c.tolist() == cells_py.tolist(), req
+        assert rate_c == rate_py
+
+
+def test_a_wrong_table_is_refused() -> None:
+    from array import array
+
+    with pytest.raises(ValueError):
+        stages.observe_stages(array("q", [0] * 10), {}, 0, 1, 2, 3, 4, 5)
+    with pytest.raises(ValueError):
+        stages.observe_stages(array("d", [0.0] * 6 * 65), {}, 0, 1, 2, 3, 4, 5)
+    with pytest.raises(TypeError):
+        stages.observe_stages(histogram_table(6), [], 0, 1, 2, 3, 4, 5)
