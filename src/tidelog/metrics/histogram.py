@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableSequence
 from contextlib import contextmanager
 
 BUCKETS = 64  # ns.bit_length() of any duration this process can measure
@@ -73,23 +73,25 @@ def histogram_table(histograms: int) -> array[int]:
 
 
 class StageHistogram(LatencyHistogram):
-    """A LatencyHistogram whose counts and sum live in a shared int64 table (at
-    ``index * CELLS``), so that one call can observe several (metrics.requests); readers see
-    the same ``counts`` list, ``sum_ns`` and quantiles as a LatencyHistogram's."""
+    """A LatencyHistogram whose counts and sum live in a table shared with others (at
+    ``index * CELLS`` of a ``histogram_table``), so that one call can observe
+    several (metrics.requests); readers see the same ``counts`` list, ``sum_ns`` and
+    quantiles as a LatencyHistogram's."""
 
     __slots__ = ("_base", "_cells")
 
-    def __init__(self, cells: array[int], index: int) -> None:
+    def __init__(self, cells: MutableSequence[int], index: int) -> None:
         self._cells = cells
         self._base = index * CELLS
 
     @property
     def counts(self) -> list[int]:
-        return self._cells[self._base : self._base + BUCKETS].tolist()
+        return list(self._cells[self._base : self._base + BUCKETS])
 
     @counts.setter
     def counts(self, counts: list[int]) -> None:
-        self._cells[self._base : self._base + BUCKETS] = array("q", counts)
+        for k, n in enumerate(counts):
+            self._cells[self._base + k] = n
 
     @property
     def sum_ns(self) -> int:

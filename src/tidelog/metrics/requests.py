@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
 
 from tidelog._native import observe_stages
 
-from .histogram import BUCKETS, CELLS, LatencyHistogram, StageHistogram, histogram_table
+from .histogram import LatencyHistogram, StageHistogram, histogram_table
 
 # Kafka's ApiKeys names: the ``request`` label of kafka.network:type=RequestMetrics.
 API_NAMES: dict[int, str] = {
@@ -95,51 +95,52 @@ def begin_request(timing: RequestTiming) -> Token[RequestTiming | None]:
     return CURRENT_REQUEST.set(timing)
 
 
-_LIMIT = 1 << 63  # a reading (and the total) must fit the int64 table, -2^63 excluded
-
-
-def record_py(cells: array[int], requests: dict[int, int], version: int, queue: int,
-              local: int, remote: int, rqueue: int, send: int) -> None:  # fmt: skip
-    """The rate by version and the six stage observations of one request (STAGES order, each
-    ``LatencyHistogram.observe_ns`` inlined into the table); _native/request_stages.c is its
-    twin. A reading or total outside int64 raises OverflowError before anything is written,
-    a sum outside int64 raises it from the table (after the stages before it were written)."""
-    total = queue + local + remote + rqueue + send
-    if max(queue, local, remote, rqueue, send, total) >= _LIMIT or (
-        min(queue, local, remote, rqueue, send, total) <= -_LIMIT
-    ):
-        raise OverflowError("request stage reading outside int64")
+def record_py(hists: tuple[LatencyHistogram, ...], requests: dict[int, int], version: int,
+              queue: int, local: int, remote: int, rqueue: int, send: int) -> None:  # fmt: skip
+    """The rate by version and the six stage observations of one request, on six
+    LatencyHistograms (STAGES order; observe_ns inlined: this runs once per request, so no
+    calls and no loop); _native/request_stages.c is its twin on an int64 table. A reading or
+    total of 2^63 ns or more has no bucket (IndexError); the twin's sums are unbounded."""
     requests[version] = requests.get(version, 0) + 1
-    cells[total.bit_length()] += 1
-    cells[BUCKETS] += total
-    cells[CELLS + queue.bit_length()] += 1
-    cells[CELLS + BUCKETS] += queue
-    cells[2 * CELLS + local.bit_length()] += 1
-    cells[2 * CELLS + BUCKETS] += local
-    cells[3 * CELLS + remote.bit_length()] += 1
-    cells[3 * CELLS + BUCKETS] += remote
-    cells[4 * CELLS + rqueue.bit_length()] += 1
-    cells[4 * CELLS + BUCKETS] += rqueue
-    cells[5 * CELLS + send.bit_length()] += 1
-    cells[5 * CELLS + BUCKETS] += send
+    total_h, queue_h, local_h, remote_h, rqueue_h, send_h = hists
+    total = queue + local + remote + rqueue + send
+    total_h.counts[total.bit_length()] += 1
+    total_h.sum_ns += total
+    queue_h.counts[queue.bit_length()] += 1
+    queue_h.sum_ns += queue
+    local_h.counts[local.bit_length()] += 1
+    local_h.sum_ns += local
+    remote_h.counts[remote.bit_length()] += 1
+    remote_h.sum_ns += remote
+    rqueue_h.counts[rqueue.bit_length()] += 1
+    rqueue_h.sum_ns += rqueue
+    send_h.counts[send.bit_length()] += 1
+    send_h.sum_ns += send
 
 
-_record = observe_stages or record_py
+# the table (native) or the six histograms (twin): ``RequestStats.cells`` fits the one bound
+_record: Callable[..., None] = observe_stages or record_py
 
 
 class RequestStats:
-    """Kafka's RequestMetrics for one request name: the six stage histograms share one int64
-    table, so that a request is one call (native when the core is built)."""
+    """Kafka's RequestMetrics for one request name; a request is one call: with the native
+    core the six stage histograms share one int64 table (``observe_stages``), else they are
+    six LatencyHistograms (``record_py``). ``cells`` is what that call takes."""
 
     __slots__ = ("cells", "name", "requests", "stages")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.requests: dict[int, int] = {}  # version -> count (RequestsPerSec)
-        self.cells = histogram_table(len(STAGES))
-        self.stages: dict[str, LatencyHistogram] = {
-            stage: StageHistogram(self.cells, i) for i, stage in enumerate(STAGES)
-        }
+        self.cells: array[int] | tuple[LatencyHistogram, ...]
+        if observe_stages is not None:
+            self.cells = table = histogram_table(len(STAGES))
+            hists: tuple[LatencyHistogram, ...] = tuple(
+                StageHistogram(table, i) for i in range(len(STAGES))
+            )
+        else:
+            self.cells = hists = tuple(LatencyHistogram() for _ in STAGES)
+        self.stages = dict(zip(STAGES, hists, strict=True))
 
     def record(self, version: int, queue: int, local: int, remote: int, rqueue: int,
                send: int) -> None:  # fmt: skip
