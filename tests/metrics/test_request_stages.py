@@ -5,9 +5,14 @@ request once."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tidelog import _native
+from tidelog.metrics import requests
 from tidelog.metrics.histogram import LatencyHistogram
 from tidelog.metrics.requests import STAGES, RequestStats
 
@@ -32,3 +37,15 @@ def test_stage_histograms_read_as_latency_histograms(reqs: list[tuple[int, ...]]
         assert (h.counts, h.sum_ns, h.count, h.sum_ms) == (
             want.counts, want.sum_ns, want.count, want.sum_ms)
         assert h.quantiles() == want.quantiles()
+
+
+def test_a_request_is_one_call_to_the_selected_core() -> None:
+    built = importlib.util.find_spec("tidelog._native._stages") is not None
+    if os.environ.get("TIDELOG_REQUIRE_NATIVE"):  # CI builds it: a silent fallback is a bug
+        assert built
+    pure = os.environ.get(_native.PURE_PYTHON_ENV, "") not in ("", "0")
+    if built and not pure:
+        assert _native.observe_stages is not None
+        assert requests._record is _native.observe_stages
+    else:
+        assert requests._record is requests.record_py
