@@ -47,5 +47,7 @@ def test_a_request_is_one_call_to_the_selected_core() -> None:
     if built and not pure:
         assert _native.observe_stages is not None
         assert requests._record is _native.observe_stages
+        assert requests._record_timing is _native.observe_request
     else:
         assert requests._record is requests.record_py
+        assert requests._record_timing is requests.record_timing_py

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tidelog.metrics.histogram import LatencyHistogram, histogram_table
-from tidelog.metrics.requests import STAGES, record_py
+from tidelog.metrics.requests import STAGES, RequestTiming, record_py, record_timing_py
 
 try:
     stages: Any = importlib.import_module("tidelog._native._stages")
@@ -67,6 +67,52 @@ def test_native_observes_what_the_twin_observes(reqs: list[tuple[int, ...]]) -> 
         record_py(hists, rate_py, *req)  # raises if it has no bucket where the native had
         assert table.tolist() == as_table(hists), req
         assert rate_c == rate_py
+
+
+clock = st.one_of(st.sampled_from(EDGES), st.integers(0, 10**13), st.integers(-(1 << 64), 1 << 64))
+timed = st.tuples(st.integers(0, 13), clock, clock, clock, clock, clock, clock)
+
+
+@SETTINGS
+@given(st.lists(timed, min_size=1, max_size=12))
+@example([(9, 10**12, 10**12, 10**12, 0, 10**12, 10**12)])  # every reading equal
+@example([(9, 100, 50, 70, 5, 60, 10)])  # out of order: negative stages
+@example([(9, -INT64 + 1, INT64 - 1, 0, 0, 0, 0)])  # a difference beyond int64
+def test_native_reads_a_request_timing_as_the_twin(reqs: list[tuple[int, ...]]) -> None:
+    table = histogram_table(len(STAGES))
+    hists = tuple(LatencyHistogram() for _ in STAGES)
+    rate_c: dict[int, int] = {}
+    rate_py: dict[int, int] = {}
+    for version, start, dequeue, complete, remote, resp, end in reqs:
+        t = RequestTiming(0, version, start)
+        t.dequeue_ns, t.complete_ns, t.remote_ns = dequeue, complete, remote
+        before = table.tolist(), dict(rate_c)
+        try:
+            stages.observe_request(table, rate_c, t, resp, end)
+        except OverflowError:
+            assert (table.tolist(), rate_c) == before
+            try:
+                record_timing_py(hists, rate_py, t, resp, end)
+            except IndexError:
+                return
+            # the twin's ints are unbounded: only a clock beyond int64 or a sum left it
+            assert any(not -INT64 < v < INT64 for v in (start, dequeue, complete, remote, resp,
+                                                        end)) or any(
+                not -INT64 <= h.sum_ns < INT64 for h in hists), (start, dequeue, complete)
+            return
+        record_timing_py(hists, rate_py, t, resp, end)
+        assert table.tolist() == as_table(hists)
+        assert rate_c == rate_py
+
+
+def test_only_the_bound_request_timing_is_read() -> None:
+    class Other(RequestTiming):
+        __slots__ = ()
+
+    with pytest.raises(TypeError):
+        stages.observe_request(histogram_table(6), {}, Other(0, 1, 2), 3, 4)
+    with pytest.raises(TypeError):
+        stages.observe_request(histogram_table(6), {}, object(), 3, 4)
 
 
 def test_a_wrong_table_is_refused() -> None:

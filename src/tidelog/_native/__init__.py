@@ -34,20 +34,23 @@ def _load() -> tuple[ModuleType | None, str]:
 core, core_description = _load()
 
 
-def _load_stages() -> Callable[..., None] | None:
-    """``observe_stages`` of the small ``_stages`` extension (request_stages.c: Kafka's
-    RequestMetrics in one call per request), under the same switch as ``core``."""
+def _load_stages() -> ModuleType | None:
+    """The small ``_stages`` extension (request_stages.c: Kafka's RequestMetrics in one call
+    per request), under the same switch as ``core``."""
     if os.environ.get(PURE_PYTHON_ENV, "") not in ("", "0"):
         return None
     try:
-        stages = importlib.import_module("tidelog._native._stages")
+        return importlib.import_module("tidelog._native._stages")
     except ImportError:
         return None
-    observe: Callable[..., None] = stages.observe_stages
-    return observe
 
 
-observe_stages = _load_stages()
+_stages = _load_stages()
+observe_stages: Callable[..., None] | None = _stages.observe_stages if _stages else None
+observe_request: Callable[..., None] | None = _stages.observe_request if _stages else None
+observe_request_bind: Callable[[type], None] | None = (
+    _stages.observe_request_bind if _stages else None
+)
 
 
 def core_name() -> str:

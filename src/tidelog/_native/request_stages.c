@@ -12,6 +12,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h>
 
 #define BUCKETS 64
 #define STAGES 6
@@ -73,22 +74,15 @@ check_table(PyObject *cells, Py_buffer *view)
     return 0;
 }
 
+/* ns[1..5]: the five stage readings; ns[0] becomes their total */
 static PyObject *
-tl_observe_stages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+observe(PyObject *table, PyObject *requests, PyObject *version, int64_t ns[STAGES])
 {
-    int64_t ns[STAGES], sums[STAGES];
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError, "observe_stages(cells, requests, version, queue, "
-                        "local, remote, rqueue, send)");
-        return NULL;
-    }
-    if (!PyDict_CheckExact(args[1])) {
+    int64_t sums[STAGES];
+    if (!PyDict_CheckExact(requests)) {
         PyErr_SetString(PyExc_TypeError, "observe_stages: requests must be a dict");
         return NULL;
     }
-    for (int i = 1; i < STAGES; i++)
-        if (reading(args[2 + i], &ns[i]) < 0)
-            return NULL;
     __int128 total = 0;  /* five int64 readings cannot overflow it; only the result must fit */
     for (int i = 1; i < STAGES; i++)
         total += ns[i];
@@ -98,7 +92,7 @@ tl_observe_stages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     ns[0] = (int64_t)total;
     Py_buffer view;
-    if (check_table(args[0], &view) < 0)
+    if (check_table(table, &view) < 0)
         return NULL;
     int64_t *cells = (int64_t *)view.buf;
     for (int i = 0; i < STAGES; i++)
@@ -107,7 +101,7 @@ tl_observe_stages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_OverflowError, "request stage sum outside int64");
             return NULL;
         }
-    if (count_version(args[1], args[2]) < 0) {
+    if (count_version(requests, version) < 0) {
         PyBuffer_Release(&view);
         return NULL;
     }
@@ -119,10 +113,119 @@ tl_observe_stages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+static PyObject *
+tl_observe_stages(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t ns[STAGES];
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError, "observe_stages(cells, requests, version, queue, "
+                        "local, remote, rqueue, send)");
+        return NULL;
+    }
+    for (int i = 1; i < STAGES; i++)
+        if (reading(args[2 + i], &ns[i]) < 0)
+            return NULL;
+    return observe(args[0], args[1], args[2], ns);
+}
+
+/* RequestTiming's slots, read where CPython keeps them (its member descriptors' offsets) */
+enum { API_VERSION, START, DEQUEUE, COMPLETE, REMOTE, FIELDS };
+static const char *const field_names[FIELDS] = {
+    "api_version", "start_ns", "dequeue_ns", "complete_ns", "remote_ns",
+};
+static PyTypeObject *timing_type;
+static Py_ssize_t field_offsets[FIELDS];
+
+static PyObject *
+tl_observe_request_bind(PyObject *self, PyObject *type)
+{
+    Py_ssize_t offsets[FIELDS];
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "observe_request_bind wants RequestTiming");
+        return NULL;
+    }
+    for (int i = 0; i < FIELDS; i++) {
+        PyObject *d = PyObject_GetAttrString(type, field_names[i]);
+        if (d == NULL)
+            return NULL;
+        int ok = Py_IS_TYPE(d, &PyMemberDescr_Type)
+            && ((PyMemberDescrObject *)d)->d_member->type == T_OBJECT_EX;
+        if (ok)
+            offsets[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "RequestTiming.%s is not a slot", field_names[i]);
+            return NULL;
+        }
+    }
+    memcpy(field_offsets, offsets, sizeof offsets);
+    Py_INCREF(type);
+    Py_XSETREF(timing_type, (PyTypeObject *)type);
+    Py_RETURN_NONE;
+}
+
+static int
+field(PyObject *timing, int i, PyObject **out)
+{
+    *out = *(PyObject **)((char *)timing + field_offsets[i]);
+    if (*out == NULL) {
+        PyErr_Format(PyExc_AttributeError, "RequestTiming.%s is unset", field_names[i]);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+difference(__int128 d, int64_t *out)
+{
+    if (d > INT64_MAX || d <= INT64_MIN) {
+        PyErr_SetString(PyExc_OverflowError, "request stage reading outside int64");
+        return -1;
+    }
+    *out = (int64_t)d;
+    return 0;
+}
+
+static PyObject *
+tl_observe_request(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t at[FIELDS], resp, end, ns[STAGES];
+    PyObject *obj, *version;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "observe_request(cells, requests, timing, "
+                        "response_dequeue_ns, end_ns)");
+        return NULL;
+    }
+    if (timing_type == NULL || !Py_IS_TYPE(args[2], timing_type)) {
+        PyErr_SetString(PyExc_TypeError, "observe_request wants the bound RequestTiming");
+        return NULL;
+    }
+    if (field(args[2], API_VERSION, &version) < 0)
+        return NULL;
+    for (int i = START; i < FIELDS; i++)
+        if (field(args[2], i, &obj) < 0 || reading(obj, &at[i]) < 0)
+            return NULL;
+    if (reading(args[3], &resp) < 0 || reading(args[4], &end) < 0)
+        return NULL;
+    /* metrics/requests.py RequestMetrics.record: the stages between the clock readings */
+    if (difference((__int128)at[DEQUEUE] - at[START], &ns[1]) < 0
+        || difference((__int128)at[COMPLETE] - at[DEQUEUE] - at[REMOTE], &ns[2]) < 0
+        || difference((__int128)resp - at[COMPLETE], &ns[4]) < 0
+        || difference((__int128)end - resp, &ns[5]) < 0)
+        return NULL;
+    ns[3] = at[REMOTE];
+    return observe(args[0], args[1], version, ns);
+}
+
 static PyMethodDef stages_methods[] = {
     {"observe_stages", (PyCFunction)(void (*)(void))tl_observe_stages, METH_FASTCALL,
      "observe_stages(cells, requests, version, queue, local, remote, rqueue, send): one "
-     "request's rate and six stage observations (metrics/requests.py RequestStats.record_py)."},
+     "request's rate and six stage observations (metrics/requests.py record_py)."},
+    {"observe_request_bind", tl_observe_request_bind, METH_O,
+     "observe_request_bind(RequestTiming): the class observe_request reads the slots of."},
+    {"observe_request", (PyCFunction)(void (*)(void))tl_observe_request, METH_FASTCALL,
+     "observe_request(cells, requests, timing, response_dequeue_ns, end_ns): observe_stages "
+     "of a RequestTiming's readings (metrics/requests.py record_timing_py)."},
     {NULL, NULL, 0, NULL},
 };
 

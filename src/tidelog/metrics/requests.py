@@ -20,7 +20,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
 
-from tidelog._native import observe_stages
+from tidelog._native import observe_request, observe_request_bind, observe_stages
 
 from .histogram import LatencyHistogram, StageHistogram, histogram_table
 
@@ -118,8 +118,24 @@ def record_py(hists: tuple[LatencyHistogram, ...], requests: dict[int, int], ver
     send_h.sum_ns += send
 
 
+def record_timing_py(hists: tuple[LatencyHistogram, ...], requests: dict[int, int],
+                     t: RequestTiming, response_dequeue_ns: int, end_ns: int) -> None:  # fmt: skip
+    """``record_py`` of the stages between ``t``'s clock readings (Kafka's
+    RequestChannel.updateRequestMetrics); _native/request_stages.c observe_request is its
+    twin. perf_counter_ns is monotonic and each reading follows the one before: no clamping;
+    ``remote_ns`` is measured inside the handler, so never above the handler's time."""
+    complete = t.complete_ns
+    remote = t.remote_ns
+    record_py(hists, requests, t.api_version, t.dequeue_ns - t.start_ns,
+              complete - t.dequeue_ns - remote, remote, response_dequeue_ns - complete,
+              end_ns - response_dequeue_ns)  # fmt: skip
+
+
 # the table (native) or the six histograms (twin): ``RequestStats.cells`` fits the one bound
 _record: Callable[..., None] = observe_stages or record_py
+_record_timing: Callable[..., None] = observe_request or record_timing_py
+if observe_request_bind is not None:
+    observe_request_bind(RequestTiming)  # the slots observe_request reads
 
 
 class RequestStats:
@@ -167,30 +183,17 @@ class RequestMetrics:
         return stats
 
     def record(self, t: RequestTiming, response_dequeue_ns: int, end_ns: int) -> None:
-        # perf_counter_ns is monotonic and each reading follows the one before: no clamping
-        complete = t.complete_ns
-        handled = complete - t.dequeue_ns
-        remote = t.remote_ns  # measured inside the handler, so never above ``handled``
-        args = (t.api_version, t.dequeue_ns - t.start_ns, handled - remote, remote,
-                response_dequeue_ns - complete, end_ns - response_dequeue_ns)  # fmt: skip
         for s in self._by_key.get(t.api_key) or self._for_key(t.api_key):
-            _record(s.cells, s.requests, *args)  # Fetch also counts as FetchConsumer
+            _record_timing(s.cells, s.requests, t, response_dequeue_ns, end_ns)
 
     def record_sent(self, timings: Iterable[RequestTiming], dequeue_ns: int) -> None:
         """Responses handed to the socket together at ``dequeue_ns`` (one write)."""
         end = time.perf_counter_ns()
-        send = end - dequeue_ns
         by_key = self._by_key
-        record = _record
+        record = _record_timing
         for t in timings:  # record() inlined: once per request, one call per RequestStats
-            complete = t.complete_ns
-            handled = complete - t.dequeue_ns
-            remote = t.remote_ns
-            queue = t.dequeue_ns - t.start_ns
-            rqueue = dequeue_ns - complete
             for s in by_key.get(t.api_key) or self._for_key(t.api_key):
-                record(s.cells, s.requests, t.api_version, queue, handled - remote, remote,
-                       rqueue, send)  # fmt: skip
+                record(s.cells, s.requests, t, dequeue_ns, end)  # Fetch: FetchConsumer too
 
     def record_no_response(self, t: RequestTiming) -> None:
         """A request without a response (Produce acks=0)."""
