@@ -1,6 +1,8 @@
-/* Kafka's RequestMetrics for one answered request in one call (metrics/requests.py
- * RequestStats.record_py is its twin): the request rate by version and the six stage
- * histograms (total, request_queue, local, remote, response_queue, response_send).
+/* Kafka's RequestMetrics for one answered request in one call: the request rate by version
+ * and the six stage histograms (total, request_queue, local, remote, response_queue,
+ * response_send). observe_stages takes the five stage readings (metrics/requests.py record_py
+ * is its twin); observe_request computes them from a RequestTiming's clock readings, read
+ * from its slots (record_timing_py is its twin).
  *
  * The histograms live in one int64 table per request name (array('q')): per stage, BUCKETS
  * counts (bucket k holds |ns| of bit length k, as int.bit_length) then the sum of the
