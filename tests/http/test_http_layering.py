@@ -1,5 +1,5 @@
-"""The import rules of the two new packages: ``tidelog.metrics`` imports nothing of ours (so
-``storage`` may import it), and only ``tidelog serve`` and the embedded broker import
+"""The import rules of the two new packages: ``tidelog.metrics`` imports nothing of ours but
+the native core, itself a leaf (so ``storage`` may import it), and only ``tidelog serve`` and the embedded broker import
 ``tidelog.http`` (it sits above ``server``)."""
 
 from __future__ import annotations
@@ -34,9 +34,16 @@ def _modules(root: Path) -> list[Path]:
 
 
 def test_metrics_imports_nothing_of_ours():
+    """Beside itself, only the native core: a leaf that imports nothing of ours either."""
     for path in _modules(SRC / "metrics"):
         ours = {m for m in _imports(path) if m.startswith("tidelog") and
-                not m.startswith("tidelog.metrics")}  # fmt: skip
+                not m.startswith(("tidelog.metrics", "tidelog._native"))}  # fmt: skip
+        assert ours == set(), path
+    native = sorted((SRC / "_native").glob("*.py"))
+    assert native, "no native core package: the rule checks nothing"
+    for path in native:
+        ours = {m for m in _imports(path) if m.startswith("tidelog") and
+                not m.startswith("tidelog._native")}  # fmt: skip
         assert ours == set(), path
 
 
