@@ -1,8 +1,10 @@
 """One client connection: framing, dispatch, responses in request order.
 
-A buffered ``asyncio.Protocol``: each ``data_received`` call splits every complete frame,
-starts its handler, and the responses that are ready are flushed together with one
-``writelines`` (one socket write per read batch). Responses leave strictly in request order
+An ``asyncio.BufferedProtocol``: the transport reads into the buffer ``get_buffer`` hands it
+(the loop thread's shared read buffer, or the rest of a large frame's own buffer, so its
+bytes are received straight into place), and each ``buffer_updated`` call splits every
+complete frame, starts its handler, and the responses that are ready are flushed together
+with one ``writelines`` (one socket write per read batch). Responses leave strictly in request order
 (kafka-python checks correlation ids in order); a Produce with acks=0 has no response slot.
 Frames over ``socket.request.max.bytes`` and undecodable frames close this connection only; a
 handler that fails is answered with UNKNOWN_SERVER_ERROR (error_response.py), as Kafka does.
@@ -14,6 +16,7 @@ import asyncio
 import itertools
 import logging
 import struct
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -62,6 +65,21 @@ PRODUCE_IN_PLACE = 64 << 10
 PRODUCE_KEY = 0
 FETCH_KEY = 1
 _NUMBERS = itertools.count(1)
+# The read buffer every connection of a loop's thread reads into when no large frame is
+# arriving (asyncio's own read size): a connection keeps only the bytes of a frame still
+# incomplete, so an idle one holds none. Shared safely: a transport calls get_buffer, fills
+# the buffer and calls buffer_updated in one go, and buffer_updated copies out what it keeps.
+READ_BUFFER = 256 << 10
+_THREAD = threading.local()
+
+
+def _read_buffer() -> tuple[bytearray, memoryview]:
+    """This thread's shared read buffer and a view of it (made on first use)."""
+    made: tuple[bytearray, memoryview] | None = getattr(_THREAD, "read_buffer", None)
+    if made is None:
+        buf = bytearray(READ_BUFFER)
+        made = _THREAD.read_buffer = (buf, memoryview(buf))
+    return made
 
 
 class _Slot:
@@ -73,20 +91,28 @@ class _Slot:
 
 
 class _LargeFrame:
-    """A frame of at least LARGE_FRAME bytes, read straight into one buffer of its size.
+    """A large frame (LARGE_FRAME bytes and more, or an in-place Produce), read into one
+    buffer of its size.
 
     Growing the read buffer to a 100 MB frame and slicing the frame out of it cost three
-    times the frame in memory; here each received chunk is copied once into place, and the
-    frame is decoded from a view of that buffer (a Produce's records stay views of it).
+    times the frame in memory; here the transport receives the rest of the frame straight
+    into place (``rest``, handed over by ``get_buffer``: no copy of its own), and the frame
+    is decoded from a view of that buffer (a Produce's records stay views of it).
     """
 
-    __slots__ = ("buf", "filled")
+    __slots__ = ("buf", "filled", "size")
 
-    def __init__(self, size: int, head: bytes | bytearray, start: int) -> None:
+    def __init__(self, size: int, head: bytes | bytearray | memoryview, start: int,
+                 end: int) -> None:
         self.buf = bytearray(size)
+        self.size = size
         self.filled = 0
         with memoryview(head) as mv:
-            self.feed(mv[start:])
+            self.feed(mv[start:end])
+
+    def rest(self) -> memoryview:
+        """The part still to arrive, for the transport to receive into."""
+        return memoryview(self.buf)[self.filled :]
 
     def feed(self, data: bytes | memoryview) -> memoryview | None:
         """Copy in what belongs to this frame; the bytes after it once complete, else None."""
@@ -114,7 +140,7 @@ def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any
     return decode_request(frame)
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, listener: ListenerSecurity | None = None) -> None:
         self.broker = broker
         self.listener = listener or ListenerSecurity("PLAINTEXT", "PLAINTEXT")
@@ -132,8 +158,10 @@ class KafkaConnection(asyncio.Protocol):
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop it was made on
         self._clock: Callable[[], float] = time.monotonic  # that loop's time()
         self.writer: ResponseWriter | None = None  # the responses' bytes (server/sendfile.py)
-        self.buf = bytearray()
+        self.buf = bytearray()  # the start of a frame still arriving (not a large one)
         self._large: _LargeFrame | None = None  # a large frame still arriving
+        # what the transport reads into otherwise
+        self._read_buffer, self._read_view = _read_buffer()
         self.slots: deque[_Slot] = deque()
         self.peer: tuple[str, int] = ("", 0)
         self.closed = False
@@ -198,24 +226,50 @@ class KafkaConnection(asyncio.Protocol):
     def idle(self) -> bool:
         return not self.slots and not self._tasks
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the transport reads to: the rest of a large frame arriving, else the
+        thread's read buffer (``buffer_updated`` follows before any other read)."""
+        large = self._large
+        if large is not None and large.filled < large.size:
+            return large.rest()
+        return self._read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        large = self._large
+        if large is not None:  # received straight into the frame's place
+            large.filled += nbytes
+            if large.filled < large.size:
+                self.last_active = self._clock()
+                return
+            self._take(b"", 0)
+        else:
+            self._take(self._read_buffer, nbytes)
+
     def data_received(self, data: bytes) -> None:
+        """Bytes read elsewhere (and the ones held while muted): as if received."""
+        self._take(data, len(data))
+
+    def _take(self, data: bytes | bytearray, end: int) -> None:
+        """Frame and dispatch ``data[:end]``; ``data`` may be the shared read buffer, of
+        which nothing is kept past this call."""
         if self.closed or self.closed_for_auth:
             return
         already = self._flush_scheduled
         self._flush_scheduled = True  # what completes while reading goes out with one flush
         try:
-            self._receive(data)
+            self._receive(data, end)
         finally:
             if not already:
                 self._flush()  # which ends by pausing or resuming reading as needed
             else:
                 self._maybe_pause()
 
-    def _receive(self, data: bytes) -> None:
+    def _receive(self, data: bytes | bytearray, end: int) -> None:
         self.last_active = self._clock()
         rest: memoryview | None = None
         if self._large is not None:
-            rest = self._large.feed(data)
+            with memoryview(data) as mv:
+                rest = self._large.feed(mv[:end])
             if rest is None:
                 return  # the large frame is still arriving
             large, self._large = self._large.frame(), None
@@ -223,12 +277,17 @@ class KafkaConnection(asyncio.Protocol):
                 return
             del large  # the decoded request holds what it needs: free the frame now
         buf: bytes | bytearray = self.buf
-        if rest is None and not buf and type(data) is bytes:
+        if rest is None and not buf:
             buf = data  # nothing held over: the frames are cut straight out of what was read
         else:
-            self.buf += data if rest is None else rest
+            if rest is None:
+                with memoryview(data) as mv:
+                    self.buf += mv[:end]
+            else:
+                self.buf += rest
+            buf = self.buf
+            end = len(buf)
         pos = 0
-        end = len(buf)
         while end - pos >= 4:
             (size,) = _I32.unpack_from(buf, pos)
             if size < 0 or size > (self.max_frame if self.session is None else
@@ -244,7 +303,7 @@ class KafkaConnection(asyncio.Protocol):
                 and (self.session is None or self.session.complete))
             if end - pos - 4 < size:
                 if in_place and size >= PRODUCE_IN_PLACE:
-                    self._large = _LargeFrame(size, buf, pos + 4)
+                    self._large = _LargeFrame(size, buf, pos + 4, end)
                     pos = end
                 break
             if in_place:  # a bytearray's slice is a bytearray: the one copy out of it
@@ -259,7 +318,8 @@ class KafkaConnection(asyncio.Protocol):
                 return
         if buf is not self.buf:  # read straight from ``data``: keep what is left of it
             if pos < end:
-                self.buf += buf[pos:]
+                with memoryview(buf) as mv:
+                    self.buf += mv[pos:end]
         elif pos:
             del self.buf[:pos]
 
