@@ -22,6 +22,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from tidelog._native import core as _native_core
 from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
@@ -71,6 +72,10 @@ _NUMBERS = itertools.count(1)
 # the buffer and calls buffer_updated in one go, and buffer_updated copies out what it keeps.
 READ_BUFFER = 256 << 10
 _THREAD = threading.local()
+# A large frame's buffer: not zeroed when the native core is built (the socket fills every
+# byte before the frame is read; zeroing it cost a pass over the frame)
+_frame_buffer: Callable[[int], bytearray] = (
+    _native_core.frame_buffer if _native_core is not None else bytearray)
 
 
 def _read_buffer() -> tuple[bytearray, memoryview]:
@@ -104,7 +109,7 @@ class _LargeFrame:
 
     def __init__(self, size: int, head: bytes | bytearray | memoryview, start: int,
                  end: int) -> None:
-        self.buf = bytearray(size)
+        self.buf = _frame_buffer(size)
         self.size = size
         self.filled = 0
         with memoryview(head) as mv:
