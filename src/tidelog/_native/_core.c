@@ -633,8 +633,9 @@ static PyMethodDef core_methods[] = {
      "the Arrow buffers of a plan's columns (iceberg/protobuf_native.py)."},
     {"append_plain", tl_append_plain, METH_VARARGS,
      "append_plain(buf, offset, leader_epoch, lo, hi, max_message_bytes, compact, max_ts_bound, "
-     "fd, position) -> (records, max timestamp) or None: a leader's plain append, checked, "
-     "patched and written (storage/log_plain.py append_plain_py)."},
+     "fd, position[, crc]) -> (records, max timestamp) or None: a leader's plain append, "
+     "checked, patched and written (storage/log_plain.py append_plain_py); crc: the CRC-32C "
+     "of buf[21:] if known (-1: computed here)."},
     {"produce_decode_bind", tl_produce_decode_bind, METH_VARARGS,
      "produce_decode_bind(header, request, topic, partition, uuid): the classes produce_decode "
      "makes (protocol/produce_in_place.py)."},
