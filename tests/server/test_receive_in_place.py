@@ -21,7 +21,8 @@ import trustme
 from broker_wire import decode_response, fetch_body, produce_body, recv_frame, request_frame
 
 from tidelog.records import build_batch
-from tidelog.server.connection import PRODUCE_IN_PLACE, READ_BUFFER, KafkaConnection
+from tidelog.server.connection import KafkaConnection
+from tidelog.server.receive import PRODUCE_IN_PLACE, READ_BUFFER
 from tidelog.server.registry import HandlerSpec, Registry
 from tidelog.testing import EmbeddedBroker
 

@@ -16,13 +16,11 @@ import asyncio
 import itertools
 import logging
 import struct
-import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tidelog._native import core as _native_core
 from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
@@ -43,6 +41,7 @@ from .context import ConnectionState, RequestContext
 from .error_response import error_response
 from .fault_plans import plan_for
 from .quota import request as request_quota
+from .receive import LARGE_FRAME, PRODUCE_IN_PLACE, LargeFrame, read_buffer
 from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
 from .security.types import ANONYMOUS, KafkaPrincipal
@@ -56,35 +55,9 @@ log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _PENDING = object()
-# Frames this large are read into a buffer of their own size (kept below the default
-# sasl.server.max.receive.size cap, so SASL tokens never take this path)
-LARGE_FRAME = 1 << 20
-# Every Produce frame is decoded in place (protocol/produce_in_place.py: kio would copy
-# every partition's records out of the frame, bench/native.py section 3); one of this size
-# or more that is still arriving is read into a buffer of its own size
-PRODUCE_IN_PLACE = 64 << 10
 PRODUCE_KEY = 0
 FETCH_KEY = 1
 _NUMBERS = itertools.count(1)
-# The read buffer every connection of a loop's thread reads into when no large frame is
-# arriving (asyncio's own read size): a connection keeps only the bytes of a frame still
-# incomplete, so an idle one holds none. Shared safely: a transport calls get_buffer, fills
-# the buffer and calls buffer_updated in one go, and buffer_updated copies out what it keeps.
-READ_BUFFER = 256 << 10
-_THREAD = threading.local()
-# A large frame's buffer: not zeroed when the native core is built (the socket fills every
-# byte before the frame is read; zeroing it cost a pass over the frame)
-_frame_buffer: Callable[[int], bytearray] = (
-    _native_core.frame_buffer if _native_core is not None else bytearray)
-
-
-def _read_buffer() -> tuple[bytearray, memoryview]:
-    """This thread's shared read buffer and a view of it (made on first use)."""
-    made: tuple[bytearray, memoryview] | None = getattr(_THREAD, "read_buffer", None)
-    if made is None:
-        buf = bytearray(READ_BUFFER)
-        made = _THREAD.read_buffer = (buf, memoryview(buf))
-    return made
 
 
 class _Slot:
@@ -95,50 +68,12 @@ class _Slot:
         self.timing = timing
 
 
-class _LargeFrame:
-    """A large frame (LARGE_FRAME bytes and more, or an in-place Produce), read into one
-    buffer of its size.
-
-    Growing the read buffer to a 100 MB frame and slicing the frame out of it cost three
-    times the frame in memory; here the transport receives the rest of the frame straight
-    into place (``rest``, handed over by ``get_buffer``: no copy of its own), and the frame
-    is decoded from a view of that buffer (a Produce's records stay views of it).
-    """
-
-    __slots__ = ("buf", "filled", "size")
-
-    def __init__(self, size: int, head: bytes | bytearray | memoryview, start: int,
-                 end: int) -> None:
-        self.buf = _frame_buffer(size)
-        self.size = size
-        self.filled = 0
-        with memoryview(head) as mv:
-            self.feed(mv[start:end])
-
-    def rest(self) -> memoryview:
-        """The part still to arrive, for the transport to receive into."""
-        return memoryview(self.buf)[self.filled :]
-
-    def feed(self, data: bytes | memoryview) -> memoryview | None:
-        """Copy in what belongs to this frame; the bytes after it once complete, else None."""
-        n = min(len(data), len(self.buf) - self.filled)
-        with memoryview(self.buf) as dst, memoryview(data) as src:
-            dst[self.filled : self.filled + n] = src[:n]
-            self.filled += n
-            if self.filled < len(self.buf):
-                return None
-            return memoryview(bytes(src[n:]))  # usually empty: a client rarely pipelines
-
-    def frame(self) -> memoryview:
-        return memoryview(self.buf)  # writable: a Produce's records are patched in place
-
-
 def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any]:
     if key == FETCH_KEY:  # a consumer's sessionless Fetch in columns (protocol/fetch_request)
         columns = decode_sessionless_fetch(frame, version)
         if columns is not None:
             return columns
-    if isinstance(frame, memoryview):  # a large frame (_LargeFrame)
+    if isinstance(frame, memoryview):  # a large frame (LargeFrame)
         if key == PRODUCE_KEY:  # its records stay views of the frame: no copy at all
             return decode_produce_in_place(frame, version)
         return decode_request(frame.toreadonly())  # kio's native reader wants read-only
@@ -164,9 +99,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._clock: Callable[[], float] = time.monotonic  # that loop's time()
         self.writer: ResponseWriter | None = None  # the responses' bytes (server/sendfile.py)
         self.buf = bytearray()  # the start of a frame still arriving (not a large one)
-        self._large: _LargeFrame | None = None  # a large frame still arriving
+        self._large: LargeFrame | None = None  # a large frame still arriving
         # what the transport reads into otherwise
-        self._read_buffer, self._read_view = _read_buffer()
+        self._read_buffer, self._read_view = read_buffer()
         self.slots: deque[_Slot] = deque()
         self.peer: tuple[str, int] = ("", 0)
         self.closed = False
@@ -308,7 +243,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 and (self.session is None or self.session.complete))
             if end - pos - 4 < size:
                 if in_place and size >= PRODUCE_IN_PLACE:
-                    self._large = _LargeFrame(size, buf, pos + 4, end)
+                    self._large = LargeFrame(size, buf, pos + 4, end)
                     pos = end
                 break
             if in_place:  # a bytearray's slice is a bytearray: the one copy out of it
