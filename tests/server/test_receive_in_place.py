@@ -22,7 +22,7 @@ from broker_wire import decode_response, fetch_body, produce_body, recv_frame, r
 
 from tidelog.records import build_batch
 from tidelog.server.connection import KafkaConnection
-from tidelog.server.receive import PRODUCE_IN_PLACE, READ_BUFFER
+from tidelog.server.receive import HEAD_READ, PRODUCE_IN_PLACE, READ_BUFFER
 from tidelog.server.registry import HandlerSpec, Registry
 from tidelog.testing import EmbeddedBroker
 
@@ -117,31 +117,33 @@ def _versions(corr: int) -> bytes:
 
 
 def test_a_large_frame_is_received_into_its_own_buffer_and_not_past_its_end() -> None:
+    """Two large produces and a small request in one stream, read 64 KiB at a time: the
+    first read goes to the shared buffer, the rest of each large frame into that frame's
+    own buffer (offered up to its end only), and after a large frame only the shared
+    buffer's head is offered, so the next large frame is received into place from there."""
     async def main() -> None:
         broker = _Broker()
         conn, transport = _connection(broker)
-        batch = _batch(1200)  # about 300 KiB: larger than the shared read buffer
-        frame = _produce(1, batch)
-        assert len(frame) > READ_BUFFER and len(batch) >= PRODUCE_IN_PLACE
-        stream = frame + _versions(2)
-        reads = _read(conn, stream, 64 << 10)
+        batches = [_batch(1200), _batch(600)]  # about 300 and 150 KiB
+        frames = [_produce(i + 1, b) for i, b in enumerate(batches)]
+        assert len(frames[0]) > READ_BUFFER and len(batches[1]) >= PRODUCE_IN_PLACE
+        most = 64 << 10
+        reads = _read(conn, b"".join(frames) + _versions(3), most)
+        assert transport.written == [b"\0\0\0\1", b"\0\0\0\2", b"\0\0\0\3"]  # in order
+        assert [bytes(r) for r in broker.produced] == batches
+        owns = [r.obj for r in broker.produced]  # each produce's records: a view of...
         shared = reads[0][0]
-        assert reads[0][1] == READ_BUFFER  # the first read: the shared buffer
-        # every later read of the frame went into one other buffer, offered up to the
-        # frame's end only (so the next request's bytes went to the shared buffer)
-        own = reads[1][0]
-        assert own is not shared and len(own) == len(frame) - 4  # type: ignore[arg-type]
-        left = len(frame) - (64 << 10)
-        frame_reads = -(-left // (64 << 10))
-        assert all(r[0] is own for r in reads[1 : 1 + frame_reads])
-        assert [r[1] for r in reads[1 : 1 + frame_reads]] == [
-            left - i * (64 << 10) for i in range(frame_reads)]
-        assert reads[-1][0] is shared
-        assert transport.written == [b"\0\0\0\1", b"\0\0\0\2"]  # both answered, in order
-        (records,) = broker.produced
-        assert records.obj is own  # the records are a view of the memory received into
-        assert bytes(records) == batch
+        assert all(own is not shared for own in owns)
+        into = [(next(i for i, own in enumerate(owns) if own is obj) if obj is not shared
+                 else "shared", offered) for obj, offered in reads]
+        # ...the buffer the rest of its frame was received into, offered to its end
+        first = [READ_BUFFER] + [len(frames[0]) - most - i * most for i in range(8)]
+        second = [HEAD_READ] + [len(frames[1]) - HEAD_READ - i * most for i in range(8)]
+        assert into == [("shared", first[0])] + [(0, n) for n in first[1:] if n > 0] + [
+            ("shared", second[0])] + [(1, n) for n in second[1:] if n > 0] + [
+            ("shared", HEAD_READ)]
         assert not conn.buf and conn.get_buffer(-1).obj is shared
+        assert len(conn.get_buffer(-1)) == READ_BUFFER  # after a small frame: all of it
 
     asyncio.run(main())
 

@@ -101,7 +101,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.buf = bytearray()  # the start of a frame still arriving (not a large one)
         self._large: LargeFrame | None = None  # a large frame still arriving
         # what the transport reads into otherwise
-        self._read_buffer, self._read_view = read_buffer()
+        self._read_buffer, self._read_view, self._head_view = read_buffer()
+        self._after_large = False  # the last read completed a large frame
         self.slots: deque[_Slot] = deque()
         self.peer: tuple[str, int] = ("", 0)
         self.closed = False
@@ -168,11 +169,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         """Where the transport reads to: the rest of a large frame arriving, else the
-        thread's read buffer (``buffer_updated`` follows before any other read)."""
+        thread's read buffer (``buffer_updated`` follows before any other read); right after
+        a large frame only its head (receive.HEAD_READ), in case another one follows."""
         large = self._large
         if large is not None and large.filled < large.size:
             return large.rest()
-        return self._read_view
+        return self._head_view if self._after_large else self._read_view
 
     def buffer_updated(self, nbytes: int) -> None:
         large = self._large
@@ -181,8 +183,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if large.filled < large.size:
                 self.last_active = self._clock()
                 return
+            self._after_large = True
             self._take(b"", 0)
         else:
+            self._after_large = False
             self._take(self._read_buffer, nbytes)
 
     def data_received(self, data: bytes) -> None:
