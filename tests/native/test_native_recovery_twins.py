@@ -184,6 +184,44 @@ def test_recover_ends_alike_on_every_path(tmp_path_factory: pytest.TempPathFacto
         assert other == ends[0]
 
 
+def batch_crcing(crc_len: int) -> bytes:
+    """A valid one-record batch whose CRC covers exactly ``crc_len`` bytes."""
+    empty = RecordBatchBuilder(base_offset=SEGMENT_BASE)
+    empty.append(0, None, b"")
+    grow = crc_len - (len(empty.build()) - 21)
+    for key in (None, b"k"):
+        for size in range(grow - 6, grow + 1):  # the varint lengths grow with the value
+            b = RecordBatchBuilder(base_offset=SEGMENT_BASE)
+            b.append(0, key, bytes(range(251)) * (size // 251) + bytes(range(size % 251)))
+            raw = b.build()
+            if len(raw) - 21 == crc_len:
+                return raw
+    raise AssertionError(f"no batch CRCs {crc_len} bytes")
+
+
+@needs_core
+@pytest.mark.parametrize("crc_len", [
+    *range(3 * 256 - 9, 3 * 256 + 10),  # around one round of the three short streams
+    *range(3 * 4096 - 9, 3 * 4096 + 10),  # around one round of the three long streams
+    16 * 1024 - 21, 2 * 3 * 4096 + 3 * 256 + 5, 64 * 1024 + 3,
+])
+def test_the_crc_of_every_length_is_checked(crc_len: int) -> None:
+    """The native CRC-32C runs three streams over adjacent blocks and combines them: a batch
+    whose CRC'd part ends just short of, at, or just past a round of those streams is taken
+    when intact and refused (left to the reference code) with one byte changed in any of the
+    streams, as the crc32c package decides."""
+    raw = batch_crcing(crc_len)
+    start = ScanState(0, 0, -1, -1, -1, 100, -1, -1, 100, -1)
+    assert native_run(raw, 0, 4096, SEGMENT_BASE, start).off == len(raw)
+    for at in (21, 21 + (len(raw) - 21) // 3, 21 + 2 * (len(raw) - 21) // 3 + 1, len(raw) - 1):
+        bad = bytearray(raw)
+        bad[at] ^= 0x40
+        if at < 61:  # a header field: keep the batch well formed, only its CRC wrong
+            continue
+        r = native_run(bytes(bad), 0, 4096, SEGMENT_BASE, start)
+        assert r.off == 0 and r == scan_run_py(bytes(bad), 0, 4096, SEGMENT_BASE, start)
+
+
 @needs_core
 def test_the_crc_pass_lets_other_threads_run() -> None:
     """The CRC work runs without the GIL (recovery threads of a data dir run in parallel):
