@@ -177,9 +177,9 @@ class Producers:
     """Where the timed produce runs: a process of its own (spawned once; the values are
     sent to it with each run, outside its timing) or this one."""
 
-    def __init__(self, in_process: bool) -> None:
+    def __init__(self, in_process: bool, own_session: bool = False) -> None:
         self.pool: Pool | None = None if in_process else multiprocessing.get_context(
-            "spawn").Pool(1)
+            "spawn").Pool(1, initializer=os.setsid if own_session else None)
 
     def produce(self, bootstrap: str, topic: str, values: list[bytes], rate: float = 0
                 ) -> float:
@@ -406,6 +406,8 @@ def main() -> None:
     ap.add_argument("--producer-in-process", action="store_true",
                     help="the timed producers in the broker's process (default: a process "
                          "of their own)")
+    ap.add_argument("--producer-session", action="store_true",
+                    help="the producers' process in a session of its own")
     ap.add_argument("--translation-nice", type=int, default=None,
                     help="the broker's iceberg.translation.nice (default: its default)")
     ap.add_argument("--produce-records", type=int, default=0,
@@ -421,7 +423,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} records a mode, "
           f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd); GIL "
           f"switch interval {interval}")
-    producers = Producers(args.producer_in_process)
+    producers = Producers(args.producer_in_process, args.producer_session)
     try:
         run(args, props, scratch, producers)
     finally:
