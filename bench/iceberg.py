@@ -32,7 +32,8 @@ thread and any it starts): on a shared machine, wall times move with the other w
 
     .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
         [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json,protobuf]
-        [--producer-in-process] [--produce-records N] [--skip translation,produce,lag]
+        [--producer-in-process] [--producer-session] [--produce-records N]
+        [--translation-nice N] [--skip translation,produce,lag]
 """
 
 from __future__ import annotations
