@@ -43,6 +43,7 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 import statistics
 import tempfile
 import threading
@@ -429,6 +430,7 @@ def main() -> None:
         run(args, props, scratch, producers)
     finally:
         producers.close()
+        shutil.rmtree(scratch, ignore_errors=True)  # the plain Parquet writes of the runs
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
