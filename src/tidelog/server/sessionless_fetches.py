@@ -185,9 +185,11 @@ class SessionlessFetches(ReplicaFetches):
             return self._read_partition(r, FetchKey(t.topic_id, t.name, p), cp, limit, min_one)
         out = FetchPartitionData(p)
         start = answer.starts.get(i)
+        isolation = r.params.isolation
         try:
-            if start is None or r.params.isolation is not _TO_HW or \
-                    not fetch_at_position(part, offset, epoch, out, limit, start):
+            if start is None or (isolation is not _TO_HW and isolation is not _COMMITTED) or \
+                    not fetch_at_position(part, offset, epoch, out, limit, start,
+                                          isolation is _COMMITTED):
                 part.fetch_records(r.params, cp, out, limit, min_one)
         except Exception as exc:
             self._read_failed(r, part.topic_partition, cp, limit, min_one, out, exc)
@@ -226,28 +228,36 @@ class SessionlessFetches(ReplicaFetches):
 
 
 _TO_HW = FetchIsolation.HIGH_WATERMARK  # bound once: 3.11's EnumType.__getattr__
+_COMMITTED = FetchIsolation.TXN_COMMITTED
 _NOWHERE = QuietTable([])  # a topic not hosted here: every partition read (and answered so)
 
 
 def fetch_at_position(part: Partition, fetch_offset: int, current_leader_epoch: int,
-                      out: FetchPartitionData, max_bytes: int, start: QuietAnswer) -> bool:
+                      out: FetchPartitionData, max_bytes: int, start: QuietAnswer,
+                      committed: bool = False) -> bool:
     """``Partition.fetch_records`` for a consumer reading to the high watermark from where
     a ``quiet_answer`` (``start``) said the batch at ``fetch_offset`` starts, when that is
     all it takes: this broker leads at the epoch named (or none), and the log reads it in
     one piece (``Log.read_at_position``: small, in the active segment, the batch found
-    where it was said to be). False, with ``out`` untouched but its offsets, for
-    ``fetch_records`` to answer."""
+    where it was said to be, no aborted transaction listed there). ``committed``
+    (read_committed, librdkafka's default): the same read while the last stable offset is
+    the high watermark, under one state stamp from before the offsets to after the read
+    (nothing moved the LSO between them). False, with ``out`` untouched but its offsets,
+    for ``fetch_records`` to answer."""
     epoch = current_leader_epoch
     if not ((epoch == NO_EPOCH or epoch == part.leader_epoch)
             and part.leader_id == part.local_broker_id):
         return False
     lg = part.log
-    out.high_watermark = lg.high_watermark
-    out.last_stable_offset = lg.last_stable_offset
+    stamp = lg.state_stamp
+    hw = out.high_watermark = lg.high_watermark
+    lso = out.last_stable_offset = lg.last_stable_offset
     out.log_start_offset = lg.log_start_offset
+    if committed and lso != hw:
+        return False
     data = lg.read_at_position(fetch_offset, max_bytes, start.segment_base, start.position,
                                SENDFILE_MIN_BYTES - 1)
-    if data is None:
+    if data is None or (committed and lg.state_stamp != stamp):
         return False
     out.records = data
     return True
