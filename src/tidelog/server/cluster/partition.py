@@ -71,6 +71,7 @@ class QuietAnswer(NamedTuple):
     # position), -1 when not known: a read from there later need not search for it
     segment_base: int = -1
     position: int = -1
+    log_start_offset: int = -1  # the log's then (the LSO is the HW: a quiet answer's)
 
 
 class AlterPartitionSender(Protocol):
@@ -349,13 +350,13 @@ class Partition:
             hw = lg.high_watermark
             if lg.closed or lg.last_stable_offset != hw:
                 return None
-            entry = quiet_partition(self.topic_partition.partition, hw, hw, lg.log_start_offset,
-                                    version)
+            start = lg.log_start_offset
+            entry = quiet_partition(self.topic_partition.partition, hw, hw, start, version)
             at = lg.high_watermark_metadata
             if at is None or at.message_offset != hw:
                 at = _NOWHERE
             q = QuietAnswer(lg.state_stamp, hw, self.leader_epoch, version, entry,
-                            at.segment_base_offset, at.relative_position_in_segment)
+                            at.segment_base_offset, at.relative_position_in_segment, start)
         self.quiet = q
         return q
 
