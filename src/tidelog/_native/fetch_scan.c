@@ -124,6 +124,16 @@ tl_quiet_runs(PyObject *self, PyObject *args)
     runs = PyList_New(0), slow = PyList_New(0), stale = PyList_New(0);
     if (runs == NULL || slow == NULL || stale == NULL)
         goto done;
+    /* room for every entry at once (at most QUIET_SLOT - QUIET_ENTRY_AT bytes each): one
+     * allocation, where growing from 4 KiB re-copied a 37 KB run four times */
+    if (n > 0) {
+        run.cap = n * (QUIET_SLOT - QUIET_ENTRY_AT);
+        run.buf = PyMem_Malloc((size_t)run.cap);
+        if (run.buf == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
     const unsigned char *raw = rb.buf;
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *e = raw + i * esize;
