@@ -16,7 +16,7 @@ paces as rdkafka_performance's ``-r`` does: poll until the next record is due, a
 process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
-        [--scenarios 5000x1,20000x1,5000x1000] [--brokers writer,loop,tansu,baseline]
+        [--scenarios 5000x1,20000x1,5000x1000] [--brokers tidelog,loop,tansu,baseline]
         [--pacing sleep|spin] [--client socket.nagle.disable=true] [--other-src DIR]
 
 ``other`` is a second tidelog source tree (``--other-src DIR``, put on PYTHONPATH): the
@@ -113,9 +113,11 @@ Factory = Callable[[], AbstractContextManager[tuple[str, int]]]
 def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, Factory]]:
     out: list[tuple[str, Factory]] = []
     for name in names:
-        if name == "writer":
+        if name in ("writer", "tidelog"):  # tidelog: its defaults (the writer thread)
             out.append(("tidelog (writer thread)", lambda: broker_bench.tidelog_broker()))
-        elif name == "other" and other_src:
+        elif name == "other":
+            if not other_src:
+                raise SystemExit("broker 'other' needs --other-src DIR")
             out.append(("tidelog (--other-src)", lambda: broker_bench.tidelog_broker(
                 env={"PYTHONPATH": other_src})))
         elif name == "loop":
@@ -123,10 +125,14 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
                 overrides={"tidelog.log.append.writer.enable": "false"})))
         elif name == "tansu":
             tansu = native.tansu_path()
-            if tansu is not None:
-                out.append(("tansu", lambda t=tansu: broker_bench.tansu_broker(t)))
+            if tansu is None:
+                raise SystemExit("broker 'tansu': no Tansu binary found")
+            out.append(("tansu", lambda t=tansu: broker_bench.tansu_broker(t)))
         elif name == "baseline":
             out.append((BASELINE, baseline_broker))
+        else:
+            raise SystemExit(f"unknown broker {name!r}: writer (or tidelog), other, loop, "
+                             "tansu, baseline")
     return out
 
 
