@@ -256,3 +256,77 @@ def test_the_crc_pass_lets_other_threads_run() -> None:
     assert r.off == len(buf)  # taken whole
     assert r == scan_run_py(bytes(buf), 0, 4096, SEGMENT_BASE, state)
     assert during > 1000
+
+
+@st.composite
+def producer_runs(draw: st.DrawFn) -> bytes:
+    """Runs of idempotent and transactional batches of two producers, epochs going up and
+    now and then down (a warning) or a plain batch inside a transaction (an error)."""
+    data, offset = bytearray(), SEGMENT_BASE
+    for _ in range(draw(st.integers(1, 6))):
+        pid, epoch = draw(st.sampled_from([7, 9])), draw(st.integers(0, 2))
+        txn = draw(st.booleans()) and draw(st.booleans())
+        for _ in range(draw(st.integers(1, 9))):
+            b = RecordBatchBuilder(base_offset=offset, producer_id=pid, producer_epoch=epoch,
+                                   base_sequence=offset % 1000, is_transactional=txn,
+                                   partition_leader_epoch=0)
+            b.append(offset, None, b"v")
+            data += b.build()
+            offset += 1
+    return bytes(data)
+
+
+def recover_producers(tmp: Path, data: bytes, run: Any, caplog: Any) -> tuple[Any, ...]:
+    from tidelog.storage.producer_state import ProducerStateManager
+
+    tmp.mkdir()
+    (tmp / f"{SEGMENT_BASE:020d}.log").write_bytes(data)
+    seg = LogSegment.open(tmp, SEGMENT_BASE, SegmentConfig(), ManualClock())
+    ps = ProducerStateManager(tmp)
+    saved, recovery_scan.scan_run = recovery_scan.scan_run, run
+    caplog.clear()
+    try:
+        outcome: Any = seg.recover(ps, None)
+    except Exception as e:
+        outcome = (type(e), str(e).replace(str(tmp), "DIR"))
+    finally:
+        recovery_scan.scan_run = saved
+        seg.close_handlers()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    failed = isinstance(outcome, tuple)  # the load stops there: no map end to compare
+    return (outcome, warnings, list(ps.producers.items()), list(ps.ongoing_txns.items()),
+            None if failed else ps.last_map_offset)
+
+
+@SETTINGS
+@given(data=producer_runs())
+def test_a_run_of_one_producer_replays_as_every_batch(
+        tmp_path_factory: pytest.TempPathFactory, caplog: pytest.LogCaptureFixture,
+        data: bytes) -> None:
+    """The fast path replays only the last five batches of a run of one producer's plain
+    batches; the producer state (entries in order, their last five batches, timestamps,
+    open transactions), the warnings and the errors equal replaying every batch."""
+    caplog.set_level(logging.WARNING)
+    paths: list[Any] = [reference_only, scan_run_py]
+    if core is not None and hasattr(core, "recover_scan"):
+        paths.append(native_run)
+    ends = [recover_producers(tmp_path_factory.mktemp("seg") / "p", data, run, caplog)
+            for run in paths]
+    for other in ends[1:]:
+        assert other == ends[0]
+
+
+def test_a_long_run_replays_five() -> None:
+    """The case the test above exists for: twelve batches of one producer, five replayed."""
+    class Entries:
+        producers: dict[int, Any] = {}
+
+    scan = recovery_scan.RecoveryScan.__new__(recovery_scan.RecoveryScan)
+    scan.producer_state = Entries()
+    data, positions = bytearray(), []
+    for i in range(12):
+        b = RecordBatchBuilder(base_offset=i, producer_id=7, producer_epoch=0, base_sequence=i)
+        b.append(0, None, b"v")
+        positions.append(len(data))
+        data += b.build()
+    assert list(scan._replayed(bytes(data), positions)) == positions[-5:]

@@ -32,16 +32,19 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Iterator
 from typing import Any, NamedTuple, Protocol
 
 from tidelog._native import core
 from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch, crc32c
 from tidelog.records.batch import (
+    CONTROL_MASK,
     CRC_START,
     HEADER_SIZE_UP_TO_MAGIC,
     LOG_OVERHEAD,
     MAGIC_V2,
     MIN_LENGTH_FIELD,
+    TRANSACTIONAL_MASK,
 )
 from tidelog.records.errors import CorruptRecordError
 
@@ -49,6 +52,7 @@ from .file_records import BatchHeader, Buffer, FileRecords, _pread_exact, parse_
 from .index.offset_index import OffsetIndex
 from .index.time_index import TimeIndex, TimestampOffset
 from .index.txn_index import AbortedTxn, TransactionIndex
+from .producer_state import NUM_BATCHES_TO_RETAIN
 
 INT32_MAX = 2**31 - 1
 READ_CHUNK = 8 * 1024 * 1024  # recovery reads: large and sequential
@@ -56,6 +60,9 @@ LONG_MAX = 2**63 - 1
 NO_EPOCH_CACHE = 2**31  # above every int32 epoch: nothing to assign
 _FIELDS = struct.Struct(">qiibI2xi8xqq")  # base, length, epoch, magic, crc, delta, max ts, pid
 _OFFSET_ENTRY = struct.Struct(">ii")
+_ATTRIBUTES = struct.Struct(">h")
+_PRODUCER = struct.Struct(">qh")  # producer id, producer epoch
+ATTRIBUTES_AT, PRODUCER_AT = 21, 43  # header positions (records/batch.py)
 _TIME_ENTRY = struct.Struct(">qi")
 
 
@@ -266,12 +273,41 @@ class RecoveryScan:
         file_base = self.valid_bytes - off  # the file position of buf[0]
         self.valid_bytes, self.last_index_entry = s.valid_bytes, s.last_index_entry
         if self.producer_state is not None:
-            for p in r.producer_batches:
+            for p in self._replayed(buf, r.producer_batches):
                 h = parse_header(buf, p, file_base + p, len(buf) - p, None)
                 assert h is not None  # the fast path took it whole
                 self._replay_producer(h, RecordBatch(memoryview(buf)[p : p + h.size], h.position))
             self.producer_state.update_map_end_offset(r.next_offset)
         return r.off
+
+    def _replayed(self, buf: Buffer, positions: list[int]) -> Iterator[int]:
+        """``positions`` less the batches whose replay the later ones undo: in a run of
+        consecutive plain (neither transactional nor control) batches of one producer and
+        epoch, each replay only appends the batch's metadata to the producer's entry, which
+        keeps the last NUM_BATCHES_TO_RETAIN, and sets its last timestamp; so replaying the
+        run's last five leaves the entry as replaying all of them does. Decided as the run
+        is reached (the batches before it replayed): only from an entry of no later epoch and
+        no open transaction, where the reference neither warns nor raises for a batch of the
+        run; and only for a producer state keeping its entries in ``producers``."""
+        entries = getattr(self.producer_state, "producers", None)
+        if entries is None or len(positions) <= NUM_BATCHES_TO_RETAIN:
+            yield from positions
+            return
+        keys = [None if _ATTRIBUTES.unpack_from(buf, p + ATTRIBUTES_AT)[0]
+                & (TRANSACTIONAL_MASK | CONTROL_MASK)
+                else _PRODUCER.unpack_from(buf, p + PRODUCER_AT) for p in positions]
+        i, n = 0, len(positions)
+        while i < n:
+            key, j = keys[i], i + 1
+            while key is not None and j < n and keys[j] == key:
+                j += 1
+            if key is not None and j - i > NUM_BATCHES_TO_RETAIN:
+                entry = entries.get(key[0])  # as the batches before the run left it
+                if entry is None or (entry.producer_epoch <= key[1]
+                                     and entry.current_txn_first_offset is None):
+                    i = j - NUM_BATCHES_TO_RETAIN
+            yield from positions[i:j]
+            i = j
 
     # -- the reference: one batch --------------------------------------------------------------
     def recover_batch(self, h: BatchHeader, batch: RecordBatch) -> None:
