@@ -17,6 +17,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming
@@ -39,6 +40,7 @@ from .context import ConnectionState, RequestContext
 from .error_response import error_response
 from .fault_plans import plan_for
 from .quota import request as request_quota
+from .registry import NOT_NOW, HandlerNow
 from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
 from .security.types import ANONYMOUS, KafkaPrincipal
@@ -322,12 +324,13 @@ class KafkaConnection(asyncio.Protocol):
         if handle is None:
             return False
         timing = RequestTiming(key, version, start_ns) if self.request_metrics else None
+        now = spec.handle_now if self.faults is None else None
         if key == 0 and getattr(request, "acks", 1) == 0:
-            self._spawn(None, request, ctx, handle, timing)
+            self._spawn(None, request, ctx, handle, timing, now)
             return not self.closed
         slot = _Slot(timing)
         self.slots.append(slot)
-        self._spawn(slot, request, ctx, handle, timing)
+        self._spawn(slot, request, ctx, handle, timing, now)
         return not self.closed  # a handler that ran to its end may have closed it
 
     def _with_faults(self, key: int, handle: Handler) -> Handler | None:
@@ -366,22 +369,56 @@ class KafkaConnection(asyncio.Protocol):
         ctx: RequestContext,
         handle: Callable[[RequestContext, Any], Awaitable[Any]],
         timing: RequestTiming | None = None,
+        now: HandlerNow | None = None,
     ) -> None:
-        handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
         produce = ctx.header.api_key == 0
         last = self._last_produce
-        if not produce and last is not None and not last.done():
-            handle = _after(last, handle)
+        later = not produce and last is not None and not last.done()
+        if timing is not None:  # (metrics.requests.begin_request inlined: once per request)
+            timing.dequeue_ns = time.perf_counter_ns()
+        if now is not None and not later and self._run_now(slot, request, ctx, now, timing):
+            return
+        handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
+        if later:
+            handle = _after(last, handle)  # type: ignore[arg-type]
         # started now: a handler that never suspends (a small produce) is answered in this
         # turn of the loop, not behind everything queued (server/eager.py), and without a
         # future or a task
+        self._begin(slot, request, ctx, handle(ctx, request), timing)
+
+    def _run_now(self, slot: _Slot | None, request: Any, ctx: RequestContext,
+                 now: HandlerNow, timing: RequestTiming | None) -> bool:
+        """The handler's ``handle_now`` (registry.py): False when it answered NOT_NOW
+        (nothing done); else the request answered, or its coroutine begun."""
+        error: BaseException | None = None
+        try:
+            result = now(ctx, request)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # the handler's exception, as its task would keep it
+            result, error = None, exc
+        if result is NOT_NOW:
+            return False
+        if type(result) is CoroutineType:  # its appends made, it waits for what they need
+            self._begin(slot, request, ctx, result, timing)
+            return True
+        if ctx.header.api_key == 0:
+            self._last_produce = None
+        if timing is not None:
+            timing.complete_ns = time.perf_counter_ns()
+            if slot is None:  # acks=0
+                self.request_metrics.record_no_response(timing)  # type: ignore[union-attr]
+        self._finished(slot, ctx, request, result, error)
+        return True
+
+    def _begin(self, slot: _Slot | None, request: Any, ctx: RequestContext,
+               coro: Awaitable[Any], timing: RequestTiming | None) -> None:
+        """The handler's coroutine run up to its first suspension now (eager.py)."""
+        produce = ctx.header.api_key == 0
         if timing is None:
-            task, result, error = eager.begin(handle(ctx, request), self._loop)
-        else:
-            # (metrics.requests.begin_request inlined, the timing current in the handler's
-            # context only: once per request)
-            timing.dequeue_ns = time.perf_counter_ns()
-            task, result, error = eager.begin(handle(ctx, request), self._loop,
+            task, result, error = eager.begin(coro, self._loop)
+        else:  # the timing current in the handler's context only
+            task, result, error = eager.begin(coro, self._loop,
                                               timing.completed, CURRENT_REQUEST, timing)
         if produce:
             self._last_produce = task  # None: it ended, nothing later waits for it

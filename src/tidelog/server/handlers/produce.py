@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, NamedTuple
 
 from tidelog.protocol.errors import ErrorCode
@@ -23,6 +23,7 @@ from ..context import RequestContext
 from ..coordinator.transaction.verification import verify_transactional_produce
 from ..quota import QuotaType
 from ..quota.wiring import has_quota, throttle, wait_until_unmuted
+from ..registry import NOT_NOW
 from ..replica_appends import HEAVY_BYTES, HEAVY_COMPRESSED_BYTES, Entry, Validate, is_heavy
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
@@ -178,43 +179,101 @@ def _creates(t: Any, name: str, denied: ErrorCode | None, acks: int) -> bool:
             and any(p.records for p in t.partition_data))
 
 
+def handle_now(ctx: RequestContext, request: Any) -> Any:
+    """The common Produce answered without a coroutine (registry.py): no quota, no produce
+    of the connection still running, no topic to create, no heavy batch. Its answer, or a
+    coroutine when its appends wait for something (the ISR, the group commit, the writer
+    thread), or NOT_NOW (nothing done): ``handle``'s."""
+    quotas = ctx.broker.client_quotas
+    if quotas is None or quotas.store.entries or ctx.connection_state.produce_tail is not None:
+        return NOT_NOW
+    named = _topics(ctx, request)
+    if named.may_create or named.heavy:
+        return NOT_NOW
+    acks = request.acks
+    tid_denied = _tid_denied(ctx, request)
+    topics: list[tuple[str, list[ProducePartitionResult]]] = []
+    entries: list[Entry] = []
+    names = named.topics  # (a loop: a comprehension is a call)
+    for i, t in enumerate(request.topic_data):
+        name, _, known = names[i]
+        denied = _denied(ctx, name, tid_denied)
+        name = name or ""
+        topics.append((name, _topic_entries(ctx, t, name, denied, acks, known, entries)))
+    waits = _append(ctx, request, entries) if entries else None
+    if waits is not None:
+        return _answer_after(ctx, request, named, topics, waits)
+    return _answer(ctx, request, named, topics)
+
+
+def _tid_denied(ctx: RequestContext, request: Any) -> bool:
+    """The transactional id's WRITE refused (checked once per request, first)."""
+    if ctx.broker.authorizer is None:  # (what ctx.authorize answers first)
+        return False
+    tid = getattr(request, "transactional_id", None)
+    return tid is not None and not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
+
+
+def _denied(ctx: RequestContext, name: str | None, tid_denied: bool) -> ErrorCode | None:
+    """Why a topic's partitions may not be written: Kafka's order is the transactional id,
+    then WRITE on the topic, before the topic's existence (an unauthorized producer cannot
+    tell a missing topic from a forbidden one)."""
+    if name is None:
+        return ErrorCode.UNKNOWN_TOPIC_ID
+    if tid_denied:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if ctx.broker.authorizer is None or ctx.authorize(_WRITE, _TOPIC, name):
+        return None
+    return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 async def _handle(ctx: RequestContext, request: Any, named: _Named) -> Any:
     acks = request.acks
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
-    # Kafka's order: transactional id, then WRITE on each topic, before the topic's existence
-    # (an unauthorized producer cannot tell a missing topic from a forbidden one)
-    tid = getattr(request, "transactional_id", None)
-    tid_denied = tid is not None and not ctx.authorize(
-        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
-    )
     entries: list[Entry] = []
-    open_acls = ctx.broker.authorizer is None  # (what ctx.authorize answers first)
+    tid_denied = _tid_denied(ctx, request)
     names = named.topics  # (read in the same order: no zip object per request)
     for i, t in enumerate(request.topic_data):
         name, _, known = names[i]
-        denied = (
-            ErrorCode.UNKNOWN_TOPIC_ID if name is None
-            else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if tid_denied
-            else None if open_acls or ctx.authorize(_WRITE, _TOPIC, name)
-            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        )
+        denied = _denied(ctx, name, tid_denied)
         name = name or ""
         if not known and _creates(t, name, denied, acks):  # (it may exist by now: queued)
             known = (ctx.broker.replica_manager.topic(name) is not None
                      or await ctx.broker.admin_manager.auto_create(name) is not None)
         topics.append((name, _topic_entries(ctx, t, name, denied, acks, known, entries)))
     if entries:
-        validate = _validator(ctx) if ctx.broker.record_validators else None
-        timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
-        waits = ctx.broker.replica_manager.append_records_now(
-            acks, ms(request.timeout) if timeout_ms is None else timeout_ms, entries, validate)
+        waits = _append(ctx, request, entries)
         if waits is not None:  # (none: the answers final already, no coroutine made)
             await waits
+    return _answer(ctx, request, named, topics)
+
+
+def _append(ctx: RequestContext, request: Any, entries: list[Entry]) -> Awaitable[None] | None:
+    """The entries appended (ReplicaManager.append_records_now): what their answers still
+    wait for, or None."""
+    validate = _validator(ctx) if ctx.broker.record_validators else None
+    timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
+    return ctx.broker.replica_manager.append_records_now(
+        request.acks, ms(request.timeout) if timeout_ms is None else timeout_ms, entries,
+        validate)
+
+
+async def _answer_after(ctx: RequestContext, request: Any, named: _Named,
+                        topics: list[tuple[str, list[ProducePartitionResult]]],
+                        waits: Awaitable[None]) -> Any:
+    await waits
+    return _answer(ctx, request, named, topics)
+
+
+def _answer(ctx: RequestContext, request: Any, named: _Named,
+            topics: list[tuple[str, list[ProducePartitionResult]]]) -> Any:
+    """The response once the answers are final (None for acks=0: a failure closes)."""
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     quotas = ctx.broker.client_quotas  # (no call without any quota: ``throttle``'s answer)
     throttle_ms = throttle(ctx, _PRODUCE, named.request_bytes) \
         if quotas is None or quotas.store.entries else 0
-    if acks == 0:
+    if request.acks == 0:
         failed = [
             f"{name}-{p.index}: {ErrorCode(p.error_code).name}"
             for name, parts in topics
