@@ -273,7 +273,9 @@ class Log(LocalLogView):
             info = append_plain(local, self._producer_state, self.leader_epoch_cache,
                                 records, leader_epoch, inline_below, self._log_start_offset)
             if info is not None:
-                self.state_stamp += 1
+                self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
+                if self.stamp_cell is not None:
+                    self.mirror_stamp(self.stamp_cell)
         except OSError as exc:
             lock.release()
             raise KafkaStorageError(
@@ -426,7 +428,9 @@ class Log(LocalLogView):
             if hw <= old:
                 return None
             self._hw = hw
-            self.state_stamp += 1
+            self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
+            if self.stamp_cell is not None:
+                self.mirror_stamp(self.stamp_cell)
             self._hw_meta = end if hw == end.message_offset else None
             psm = self._producer_state
             if psm.unreplicated_txns:  # (its only work: no call without any)
