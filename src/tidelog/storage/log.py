@@ -8,9 +8,10 @@ offset, rolls, flushes, truncation and the deletion of segment files.
 
 Writers (append, roll, truncate, retention) hold the lock; readers do not (see log_read).
 Validation lives in validator.py, producer state in producer_state.py, loading in loader.py,
-the read side in log_read.py, retention in log_retention.py, the writer threads in
-log_writes.py, the accessors the LocalLog alone answers in log_view.py; the log's own state
-changes only here and in LocalLog.
+the read side in log_read.py, retention in log_retention.py, truncation in
+log_truncation.py, the writer threads in log_writes.py, the accessors the LocalLog alone
+answers in log_view.py; the log's own state changes only here, in log_truncation.py and in
+LocalLog.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from tidelog.util.scheduler import Scheduler
 from . import log_read, log_retention, log_tiered_offsets, log_writes
 from .errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from .file_records import TimestampAndOffset
-from .leader_epoch import EpochEntry, LeaderEpochFileCache
-from .loader import LogLoader, rebuild_producer_state
+from .leader_epoch import LeaderEpochFileCache
+from .loader import LogLoader
 from .local_log import LocalLog
 from .log_append import (
     AppendBatches,
@@ -43,6 +44,7 @@ from .log_append import (
 from .log_io import LogIo
 from .log_plain import append_plain
 from .log_read import FetchIsolation
+from .log_truncation import LogTruncation
 from .log_view import LocalLogView
 from .log_writes import (
     AppendWriter,
@@ -65,7 +67,7 @@ _COORDINATOR = AppendOrigin.COORDINATOR  # bound once: 3.11's EnumType.__getattr
 _CLIENT = AppendOrigin.CLIENT
 
 
-class Log(LocalLogView):
+class Log(LocalLogView, LogTruncation):
     """One partition's log over its ``LocalLog``: opened by ``Log.open`` (the LogLoader's
     recovery first)."""
 
@@ -513,60 +515,6 @@ class Log(LocalLogView):
         with self._io("retention"):
             self._check_open()
             return log_retention.delete_old_segments(self)
-
-    # -- truncation ----------------------------------------------------------------------------
-    def truncate_to(self, target: int) -> bool:
-        """Follower truncation (Kafka's UnifiedLog.truncateTo, #83-#86): cut the log back to
-        ``target``, producer state, leader epochs and the transaction index following; False
-        if target >= LEO."""
-        if target < 0:
-            raise ValueError(f"Cannot truncate partition {self.name} to a negative offset")
-        with self._io("truncate"):
-            self._check_open()
-            local = self._local
-            if target >= local.log_end_offset:
-                self.leader_epoch_cache.truncate_from_end(local.log_end_offset)
-                return False
-            if (local.segments.first_segment_base_offset or 0) > target:
-                self.truncate_fully_and_start_at(target)
-                return True
-            local.truncate_to(target)
-            self._log_start_offset = min(self._log_start_offset, target)
-            self._set_hw(min(self._hw, target))
-            rebuild_producer_state(self._producer_state, local.segments,
-                                   self._log_start_offset, target, local.clock,
-                                   reload_from_clean_shutdown=False)
-            self.leader_epoch_cache.truncate_from_end(target)
-            self.state_stamp += 1
-            return True
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and start empty at ``offset`` (#85)."""
-        with self._io("truncate"):
-            self._check_open()
-            self._local.truncate_fully_and_start_at(offset)
-            self._producer_state.truncate_fully_and_start_at(offset)
-            self.leader_epoch_cache.clear_and_flush()
-            self._log_start_offset = offset
-            self._set_hw(offset)
-
-    def restore_remote_state(self, next_offset: int, log_start_offset: int,
-                             epochs: list[EpochEntry], producer_snapshot: bytes) -> None:
-        """A tiered follower's log rebuilt from remote storage (Kafka's
-        buildRemoteLogAuxState): empty at ``next_offset`` (the end of the leader's last remote
-        segment before its local start + 1), the leader's log start below it, the leader-epoch
-        cache and the producer state from that segment's checkpoint and snapshot."""
-        self.truncate_fully_and_start_at(next_offset)
-        with self._io("restore from remote storage"):
-            self._log_start_offset = min(log_start_offset, next_offset)
-            for e in epochs:
-                if e.start_offset < next_offset:
-                    self.leader_epoch_cache.assign(e.epoch, e.start_offset, flush=False)
-            self.leader_epoch_cache.flush()
-            self._producer_state.reload_from_snapshot(producer_snapshot, next_offset,
-                                                      self._log_start_offset,
-                                                      self._local.clock.milliseconds())
-            self.state_stamp += 1
 
     # -- producers -----------------------------------------------------------------------------
     def wait_for_writes(self) -> None:
