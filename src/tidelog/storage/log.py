@@ -418,26 +418,41 @@ class Log(LocalLogView, LogTruncation):
             self._set_hw(min(max(hw, self._log_start_offset), self.log_end_offset))
             return self._hw
 
+    def high_watermark_to_end(self) -> tuple[int, bool]:
+        """``maybe_increment_high_watermark(log_end_offset)`` in one call, for a leader whose
+        ISR is itself, after each append: (the LEO, whether the HW moved)."""
+        with self._lock:
+            end = self._local.end_metadata  # (``log_end_offset_metadata`` without a call)
+            hw = end.message_offset
+            if hw <= self._hw:
+                return hw, False
+            self._move_hw(hw, end)
+            return hw, True
+
     def maybe_increment_high_watermark(self, hw: int) -> int | None:
         """Move the HW forward only; above the LEO is an error. Returns the old HW if moved.
         (``_set_hw`` inline: every append of a leader whose ISR is itself moves it.)"""
         with self._lock:
-            end = self._local.log_end_offset_metadata
+            end = self._local.end_metadata  # (``log_end_offset_metadata`` without a call)
             if hw > end.message_offset:
                 raise ValueError(f"High watermark {hw} update exceeds current log end offset "
                                  f"{end.message_offset} of {self.name}")
             old = self._hw
             if hw <= old:
                 return None
-            self._hw = hw
-            self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
-            if self.stamp_cell is not None:
-                self.mirror_stamp(self.stamp_cell)
-            self._hw_meta = end if hw == end.message_offset else None
-            psm = self._producer_state
-            if psm.unreplicated_txns:  # (its only work: no call without any)
-                psm.on_high_watermark_updated(hw)
+            self._move_hw(hw, end)
             return old
+
+    def _move_hw(self, hw: int, end: LogOffsetMetadata) -> None:
+        """Under the lock: the HW forward to ``hw``, at most ``end``."""
+        self._hw = hw
+        self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
+        if self.stamp_cell is not None:
+            self.mirror_stamp(self.stamp_cell)
+        self._hw_meta = end if hw == end.message_offset else None
+        psm = self._producer_state
+        if psm.unreplicated_txns:  # (its only work: no call without any)
+            psm.on_high_watermark_updated(hw)
 
     def _set_hw(self, hw: int) -> None:
         self._hw = hw

@@ -90,12 +90,12 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
         return None
     buf = records if isinstance(records, bytearray) or (
         isinstance(records, memoryview) and not records.readonly) else bytearray(records)
+    lo = now - config.timestamp_before_max_ms  # (clamped without min/max: two calls)
+    hi = now + config.timestamp_after_max_ms
     try:
-        got = _append(buf, offset, leader_epoch,
-                      max(now - config.timestamp_before_max_ms, INT64_MIN),
-                      min(now + config.timestamp_after_max_ms, INT64_MAX),
-                      config.max_message_bytes, config.compact, bound, log_records.fileno(),
-                      position)
+        got = _append(buf, offset, leader_epoch, lo if lo > INT64_MIN else INT64_MIN,
+                      hi if hi < INT64_MAX else INT64_MAX, config.max_message_bytes,
+                      config.compact, bound, log_records.fileno(), position)
     except OSError as e:
         raise log_records.append_error(e, n) from e
     if got is None:

@@ -106,7 +106,7 @@ def _topics(ctx: RequestContext, request: Any) -> _Named:
                 n += size
                 if size >= HEAVY_COMPRESSED_BYTES and not heavy:
                     heavy = is_heavy(records)
-    return _Named(named, may_create, heavy, n)
+    return _new_tuple(_Named, (named, may_create, heavy, n))  # (no Python __new__ call)
 
 
 def handle(ctx: RequestContext, request: Any) -> Coroutine[Any, Any, Any]:
@@ -184,9 +184,17 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
     of the connection still running, no topic to create, no heavy batch. Its answer, or a
     coroutine when its appends wait for something (the ISR, the group commit, the writer
     thread), or NOT_NOW (nothing done): ``handle``'s."""
-    quotas = ctx.broker.client_quotas
+    broker = ctx.broker
+    quotas = broker.client_quotas
     if quotas is None or quotas.store.entries or ctx.connection_state.produce_tail is not None:
         return NOT_NOW
+    topic_data = request.topic_data
+    if len(topic_data) == 1 and len(topic_data[0].partition_data) == 1 and \
+            broker.authorizer is None and not broker.record_validators and \
+            ctx.header.api_version < TOPIC_ID_VERSION and request.acks in (-1, 1):
+        answer = _one_partition(ctx, request, topic_data[0])
+        if answer is not NOT_NOW:
+            return answer
     named = _topics(ctx, request)
     if named.may_create or named.heavy:
         return NOT_NOW
@@ -204,6 +212,37 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
     if waits is not None:
         return _answer_after(ctx, request, named, topics, waits)
     return _answer(ctx, request, named, topics)
+
+
+def _one_partition(ctx: RequestContext, request: Any, t: Any) -> Any:
+    """``handle_now`` of librdkafka's common Produce, one partition of one topic named (not
+    by id), acks 1 or -1, no authorizer, no record validator: the checks ``_topics``,
+    ``_denied`` and ``_topic_entries`` make, answered as they answer; NOT_NOW (nothing done)
+    for anything else."""
+    name = t.name
+    p = t.partition_data[0]
+    records = p.records
+    rm = ctx.broker.replica_manager
+    if records is None or not 0 < len(records) < HEAVY_COMPRESSED_BYTES or \
+            name in INTERNAL_TOPICS or rm.topic(name) is None:
+        return NOT_NOW  # (empty, heavy maybe, internal, to create: the general path's)
+    tp = _new_tuple(TopicPartition, (name, p.index))
+    result = ProducePartitionResult(p.index)
+    topics = [(name, [result])]
+    txn_error = verify_transactional_produce(ctx.broker, tp, records)
+    if txn_error is not None:
+        result.error_code = txn_error
+    else:
+        timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
+        waits = rm.append_records_now(
+            request.acks, ms(request.timeout) if timeout_ms is None else timeout_ms,
+            [(tp, records, result)])
+        if waits is not None:
+            named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False,
+                                        len(records)))
+            return _answer_after(ctx, request, named, topics, waits)
+    header = ctx.header
+    return encode_produce_response(header.correlation_id, header.api_version, topics, 0)
 
 
 def _tid_denied(ctx: RequestContext, request: Any) -> bool:
