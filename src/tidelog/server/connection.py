@@ -408,6 +408,13 @@ class KafkaConnection(asyncio.Protocol):
             timing.complete_ns = time.perf_counter_ns()
             if slot is None:  # acks=0
                 self.request_metrics.record_no_response(timing)  # type: ignore[union-attr]
+        if type(result) is bytes and slot is not None and not self.closed and \
+                not ctx.throttle_ms and not ctx.close_reason:
+            slot.data = result  # (``_finished`` and ``_complete``: a pre-encoded answer)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
+            return True
         self._finished(slot, ctx, request, result, error)
         return True
 
@@ -523,7 +530,16 @@ class KafkaConnection(asyncio.Protocol):
         if self.closed or self.writer is None:
             return
         slots = self.slots
-        if slots and slots[0].data is not _PENDING:
+        if len(slots) == 1 and type(slots[0].data) is bytes:  # one answer (a produce's)
+            slot = slots.popleft()
+            dequeue_ns = time.perf_counter_ns()
+            self.last_active = self._clock()
+            self.writer.write([slot.data])
+            if self.closed:
+                return
+            if slot.timing is not None and self.request_metrics is not None:
+                self.request_metrics.record_sent_one(slot.timing, dequeue_ns)
+        elif slots and slots[0].data is not _PENDING:
             dequeue_ns = time.perf_counter_ns()
             out: list[Any] = []
             sent: list[RequestTiming] = []
