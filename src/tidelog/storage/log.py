@@ -190,12 +190,12 @@ class Log(LocalLogView, LogTruncation):
         if len(records) == 0:
             info = self._empty_append_info()
         else:
-            if self.append_guard is not None and not plain_declined:
-                self.append_guard(len(records), origin is _COORDINATOR)
             if origin is _CLIENT and not plain_declined:
-                plain = self._append_plain_async(records, leader_epoch, inline_below)
+                plain = self.append_plain_as_leader(records, leader_epoch, inline_below)
                 if plain is not None:
                     return plain, False
+            elif self.append_guard is not None and not plain_declined:
+                self.append_guard(len(records), origin is _COORDINATOR)
             with self._io("append-async"):
                 v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
                 handed = analysis is not None and \
@@ -254,18 +254,12 @@ class Log(LocalLogView, LogTruncation):
         writer, no callback needed), complete on return as ``append_as_leader_async``
         answering False; or None: nothing done but the free-space guard's count (then
         ``append_as_leader_async(..., plain_declined=True)``). Raises as
-        ``append_as_leader``."""
+        ``append_as_leader``. (One call per Produce: ``_io("append-async")`` inline, the
+        lock and an OSError as KafkaStorageError naming the dir, no context manager.)"""
         if len(records) == 0:
             return None
         if self.append_guard is not None:
             self.append_guard(len(records), False)
-        return self._append_plain_async(records, leader_epoch, inline_below)
-
-    def _append_plain_async(self, records: bytes | bytearray | memoryview, leader_epoch: int,
-                            inline_below: int) -> LogAppendInfo | None:
-        """``_append_plain`` for ``append_as_leader_async``, its ``_io("append-async")``
-        inline (the lock, an OSError as KafkaStorageError naming the dir): one call per
-        Produce, no context manager. None: the reference path's to make."""
         local = self._local
         lock = self._lock
         lock.acquire()
