@@ -52,6 +52,8 @@ REQUESTS = [
     (9, "__consumer_offsets", {0: _batch()}, 1),  # internal
     (9, "t", {0: _batch(), 3: _batch()}, -1),  # two partitions
     (8, "t", {0: _batch()}, 1),
+    (9, "t", {0: b"\x00" * 30}, 1),  # shorter than a batch header
+    (9, "t", {0: _batch(9, 0, 0, txn=True)[:40]}, 1),  # a transactional header, cut
 ]
 
 

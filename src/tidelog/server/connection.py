@@ -376,8 +376,34 @@ class KafkaConnection(asyncio.Protocol):
         later = not produce and last is not None and not last.done()
         if timing is not None:  # (metrics.requests.begin_request inlined: once per request)
             timing.dequeue_ns = time.perf_counter_ns()
-        if now is not None and not later and self._run_now(slot, request, ctx, now, timing):
-            return
+        if now is not None and not later:  # the handler's ``handle_now`` (registry.py)
+            error: BaseException | None = None
+            try:
+                result = now(ctx, request)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # the handler's exception, as its task would keep it
+                result, error = None, exc
+            if result is not NOT_NOW:
+                if type(result) is CoroutineType:  # its appends made: what they wait for
+                    self._begin(slot, request, ctx, result, timing)
+                    return
+                if produce:
+                    self._last_produce = None
+                if timing is not None:
+                    timing.complete_ns = time.perf_counter_ns()
+                    if slot is None:  # acks=0
+                        self.request_metrics.record_no_response(  # type: ignore[union-attr]
+                            timing)
+                if type(result) is bytes and slot is not None and not self.closed and \
+                        not ctx.throttle_ms and not ctx.close_reason:
+                    slot.data = result  # (``_finished``, ``_complete``: a pre-encoded answer)
+                    if not self._flush_scheduled:
+                        self._flush_scheduled = True
+                        asyncio.get_running_loop().call_soon(self._flush)
+                    return
+                self._finished(slot, ctx, request, result, error)
+                return
         handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
         if later:
             handle = _after(last, handle)  # type: ignore[arg-type]
@@ -385,38 +411,6 @@ class KafkaConnection(asyncio.Protocol):
         # turn of the loop, not behind everything queued (server/eager.py), and without a
         # future or a task
         self._begin(slot, request, ctx, handle(ctx, request), timing)
-
-    def _run_now(self, slot: _Slot | None, request: Any, ctx: RequestContext,
-                 now: HandlerNow, timing: RequestTiming | None) -> bool:
-        """The handler's ``handle_now`` (registry.py): False when it answered NOT_NOW
-        (nothing done); else the request answered, or its coroutine begun."""
-        error: BaseException | None = None
-        try:
-            result = now(ctx, request)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # the handler's exception, as its task would keep it
-            result, error = None, exc
-        if result is NOT_NOW:
-            return False
-        if type(result) is CoroutineType:  # its appends made, it waits for what they need
-            self._begin(slot, request, ctx, result, timing)
-            return True
-        if ctx.header.api_key == 0:
-            self._last_produce = None
-        if timing is not None:
-            timing.complete_ns = time.perf_counter_ns()
-            if slot is None:  # acks=0
-                self.request_metrics.record_no_response(timing)  # type: ignore[union-attr]
-        if type(result) is bytes and slot is not None and not self.closed and \
-                not ctx.throttle_ms and not ctx.close_reason:
-            slot.data = result  # (``_finished`` and ``_complete``: a pre-encoded answer)
-            if not self._flush_scheduled:
-                self._flush_scheduled = True
-                asyncio.get_running_loop().call_soon(self._flush)
-            return True
-        self._finished(slot, ctx, request, result, error)
-        return True
 
     def _begin(self, slot: _Slot | None, request: Any, ctx: RequestContext,
                coro: Awaitable[Any], timing: RequestTiming | None) -> None:

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
 from tidelog.protocol.kio_util import ms
+from tidelog.records.batch import ATTRIBUTES_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
@@ -38,6 +39,7 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 # ``Enum.MEMBER`` read of a class attribute cost ~1 us)
 _PRODUCE, _WRITE, _TOPIC = QuotaType.PRODUCE, AclOperation.WRITE, ResourceType.TOPIC
 _new_tuple = tuple.__new__
+_TXN_BYTE = ATTRIBUTES_OFFSET + 1  # the attributes' low byte, with the transactional bit
 __all__ = ["HEAVY_BYTES", "HEAVY_COMPRESSED_BYTES", "handle", "is_heavy"]
 
 
@@ -229,7 +231,10 @@ def _one_partition(ctx: RequestContext, request: Any, t: Any) -> Any:
     tp = _new_tuple(TopicPartition, (name, p.index))
     result = ProducePartitionResult(p.index)
     topics = [(name, [result])]
-    txn_error = verify_transactional_produce(ctx.broker, tp, records)
+    # (verify_transactional_produce's own first test: a call only for a transactional batch)
+    txn_error = None if len(records) < RECORD_BATCH_OVERHEAD or \
+        not records[_TXN_BYTE] & TRANSACTIONAL_MASK else \
+        verify_transactional_produce(ctx.broker, tp, records)
     if txn_error is not None:
         result.error_code = txn_error
     else:
