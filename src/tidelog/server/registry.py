@@ -69,6 +69,8 @@ class HandlerSpec:
 class Registry:
     def __init__(self) -> None:
         self._specs: dict[int, HandlerSpec] = {}
+        # the spec of an API key, or None: the dict's own get (a C call per request)
+        self.get: Callable[[int], HandlerSpec | None] = self._specs.get
 
     def register(self, spec: HandlerSpec) -> None:
         if spec.api_key in self._specs:
@@ -86,9 +88,6 @@ class Registry:
                 handle_now=getattr(module, "handle_now", None),
             )
         )
-
-    def get(self, api_key: int) -> HandlerSpec | None:
-        return self._specs.get(api_key)
 
     def __iter__(self) -> Iterator[HandlerSpec]:
         return iter(sorted(self._specs.values(), key=lambda s: s.api_key))
