@@ -4,26 +4,14 @@ the native core, itself a leaf (so ``storage`` may import it), and only ``tidelo
 
 from __future__ import annotations
 
-import ast
+import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "tidelog"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from import_rules import SRC
+from import_rules import imported_modules as _imports
+
 HTTP_IMPORTERS = {"cli/serve.py", "testing/embedded.py"}
-
-
-def _imports(path: Path) -> set[str]:
-    out = set()
-    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                out.add(".".join([*base, node.module or ""]).rstrip("."))
-            else:
-                out.add(node.module or "")
-    return out
 
 
 def _modules(root: Path) -> list[Path]:

@@ -4,10 +4,13 @@ the state built from it), which import nothing else of ours."""
 
 from __future__ import annotations
 
-import ast
+import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "tidelog"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from import_rules import SRC
+from import_rules import imported_modules as _imports
+
 IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry",
                              "tidelog.schema_registry.listener"},  # for its type
              "testing/embedded.py": {"tidelog.schema_registry",
@@ -23,21 +26,6 @@ IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry",
                                     "tidelog.schema_registry.registry",
                                     "tidelog.schema_registry.schema_types"}}
 PURE = ("records.py", "state.py")
-
-
-def _imports(path: Path) -> set[str]:
-    out = set()
-    package = ".".join(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                out.add(".".join([*base, node.module or ""]).rstrip("."))
-            else:
-                out.add(node.module or "")
-    return out
 
 
 def test_who_imports_the_registry() -> None:

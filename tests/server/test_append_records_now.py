@@ -7,32 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
-from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult
 from tidelog.records import RecordBatchBuilder
 from tidelog.records.compression import CompressionType
 from tidelog.server.replica_manager import ReplicaManager
-from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replica_support import plain_batch, started_replica_manager
 
 TP = TopicPartition("now", 0)
 
 
 def _rm(tmp_path: Path, **configs: str) -> ReplicaManager:
-    rm = ReplicaManager(BrokerConfig({"log.dirs": str(tmp_path)}), ManualClock())
-    rm.startup()
-    rm.create_topic(TP.topic, 2, configs)
-    return rm
-
-
-def _batch(n: int = 3) -> bytes:
-    b = RecordBatchBuilder()
-    for i in range(n):
-        b.append(1_700_000_000_000 + i, b"k", b"v%d" % i)
-    return b.build()
+    return started_replica_manager(tmp_path, TP.topic, 2, configs)
 
 
 def test_a_common_append_is_answered_on_return(tmp_path: Path) -> None:
@@ -41,10 +33,10 @@ def test_a_common_append_is_answered_on_return(tmp_path: Path) -> None:
 
     async def produce() -> object:
         # a segment's first batch may go to the writer thread (the reference path): waited for
-        first = rm.append_records_now(-1, 30_000, [(TP, _batch(), results[0])])
+        first = rm.append_records_now(-1, 30_000, [(TP, plain_batch(), results[0])])
         if first is not None:
             await first
-        return rm.append_records_now(-1, 30_000, [(TP, _batch(2), results[1])])
+        return rm.append_records_now(-1, 30_000, [(TP, plain_batch(2), results[1])])
 
     assert asyncio.run(produce()) is None
     assert [(r.error_code, r.base_offset) for r in results] == [(0, 0), (0, 3)]
@@ -58,7 +50,7 @@ def test_a_due_flush_is_awaited_and_the_hw_follows_it(tmp_path: Path) -> None:
     lg = rm.partitions[TP].log
 
     async def produce() -> tuple[int, int]:
-        waits = rm.append_records_now(-1, 30_000, [(TP, _batch(), result)])
+        waits = rm.append_records_now(-1, 30_000, [(TP, plain_batch(), result)])
         assert waits is not None
         before = lg.high_watermark  # appended, not yet flushed: not visible, not answered
         await waits
@@ -81,9 +73,9 @@ def test_a_heavy_batch_goes_off_the_loop_after_the_appends_before_it(tmp_path: P
     results = [ProducePartitionResult(0), ProducePartitionResult(1), ProducePartitionResult(0)]
 
     async def produce() -> None:
-        waits = rm.append_records_now(1, 30_000, [(TP, _batch(), results[0]),
+        waits = rm.append_records_now(1, 30_000, [(TP, plain_batch(), results[0]),
                                                   (other, heavy, results[1]),
-                                                  (TP, _batch(2), results[2])])
+                                                  (TP, plain_batch(2), results[2])])
         assert waits is not None
         assert results[0].base_offset == 0  # made before the heavy one, on return
         assert results[1].base_offset == results[2].base_offset == -1
@@ -101,12 +93,12 @@ def test_the_inline_checks_answer_as_kafka(tmp_path: Path) -> None:
                              ProducePartitionResult(0))
 
     async def produce() -> None:
-        assert rm.append_records_now(-1, 30_000, [(TP, _batch(), short)]) is None
-        waits = rm.append_records_now(1, 30_000, [(TP, _batch(), acks1)])
+        assert rm.append_records_now(-1, 30_000, [(TP, plain_batch(), short)]) is None
+        waits = rm.append_records_now(1, 30_000, [(TP, plain_batch(), acks1)])
         if waits is not None:  # (a segment's first batch may go to the writer thread)
             await waits
         assert rm.append_records_now(
-            1, 30_000, [(TopicPartition("absent", 0), _batch(), unknown)]) is None
+            1, 30_000, [(TopicPartition("absent", 0), plain_batch(), unknown)]) is None
 
     asyncio.run(produce())
     assert short.error_code == ErrorCode.NOT_ENOUGH_REPLICAS  # the ISR is 1 < 2: not appended

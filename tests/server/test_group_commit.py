@@ -18,33 +18,23 @@ from typing import Any
 import confluent_kafka as ck
 import pytest
 
-from tidelog.config.broker_config import BrokerConfig
-from tidelog.records import RecordBatchBuilder
 from tidelog.server.replica_manager import ReplicaManager
 from tidelog.storage.errors import KafkaStorageError
 from tidelog.storage.index.offset_index import OffsetIndex
 from tidelog.testing import EmbeddedBroker
-from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fault"))
 from fault_loopfs import loop_fs
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from replica_support import plain_batch, started_replica_manager
+
 TP = TopicPartition("durable", 0)
 
 
 def _rm(tmp_path: Path, flush_messages: str = "1") -> ReplicaManager:
-    rm = ReplicaManager(BrokerConfig({"log.dirs": str(tmp_path)}), ManualClock())
-    rm.startup()
-    rm.create_topic(TP.topic, 1, {"flush.messages": flush_messages})
-    return rm
-
-
-def _batch(n: int = 3) -> bytes:
-    b = RecordBatchBuilder()
-    for i in range(n):
-        b.append(1_700_000_000_000 + i, b"k", b"v%d" % i)
-    return b.build()
+    return started_replica_manager(tmp_path, TP.topic, 1, {"flush.messages": flush_messages})
 
 
 @contextmanager
@@ -97,7 +87,7 @@ def test_one_round_covers_every_append_of_a_turn_and_the_hw_waits_for_it(
     async def turn() -> list[str]:
         with _counting_fsyncs(".log") as fsyncs:
             for _ in range(5):  # five producers' appends in one turn
-                rm.append(TP, _batch(), group_commit=True)
+                rm.append(TP, plain_batch(), group_commit=True)
             # appended, not yet on disk: not visible to consumers, not answered
             assert lg.log_end_offset == 15 and lg.high_watermark == 0
             assert lg.recovery_point == 0
@@ -121,13 +111,13 @@ def test_appends_during_a_round_form_the_next_one_and_the_hw_follows_the_disk(
     gate = _Gate(lg)
 
     async def scenario() -> None:
-        rm.append(TP, _batch(), group_commit=True)
+        rm.append(TP, plain_batch(), group_commit=True)
         first = rm.group_commit.waiter(TP)
         assert first is not None
         await asyncio.to_thread(gate.entered.wait, 30)  # round 1 is on its worker thread
         # the loop is free: three more appends land while round 1 is on the disk
         for _ in range(3):
-            rm.append(TP, _batch(), group_commit=True)
+            rm.append(TP, plain_batch(), group_commit=True)
             await asyncio.sleep(0)
         second = rm.group_commit.waiter(TP)
         assert second is not None and second is not first
@@ -149,7 +139,7 @@ def test_without_a_due_flush_nothing_waits(tmp_path: Path) -> None:
     lg = rm.get_log(TP)
 
     async def turn() -> None:
-        rm.append(TP, _batch(), group_commit=True)
+        rm.append(TP, plain_batch(), group_commit=True)
         assert rm.group_commit.waiter(TP) is None
         assert lg.high_watermark == 3 and lg.recovery_point == 0
 
@@ -166,10 +156,10 @@ def test_a_failed_flush_fails_its_round_and_the_appends_made_during_it(tmp_path:
     gate = _Gate(lg, fail=failure)
 
     async def scenario() -> tuple[Any, Any]:
-        rm.append(TP, _batch(), group_commit=True)
+        rm.append(TP, plain_batch(), group_commit=True)
         first = rm.group_commit.waiter(TP)
         await asyncio.to_thread(gate.entered.wait, 30)
-        rm.append(TP, _batch(), group_commit=True)  # after the fsync began: its pages may be gone
+        rm.append(TP, plain_batch(), group_commit=True)  # after the fsync began: its pages may be gone
         second = rm.group_commit.waiter(TP)
         gate.release.set()
         assert first is not None and second is not None
@@ -194,11 +184,11 @@ def test_a_failing_completion_still_answers_and_the_next_round_runs(tmp_path: Pa
     rm.add_append_listener(listener)
 
     async def scenario() -> tuple[Any, Any]:
-        rm.append(TP, _batch(), group_commit=True)
+        rm.append(TP, plain_batch(), group_commit=True)
         first = rm.group_commit.waiter(TP)
         assert first is not None
         result = await asyncio.wait_for(first, 30)
-        rm.append(TP, _batch(), group_commit=True)
+        rm.append(TP, plain_batch(), group_commit=True)
         second = rm.group_commit.waiter(TP)
         assert second is not None
         return result, await asyncio.wait_for(second, 30)
@@ -211,7 +201,7 @@ def test_a_failing_completion_still_answers_and_the_next_round_runs(tmp_path: Pa
 def test_a_closed_log_is_never_reported_flushed(tmp_path: Path) -> None:
     rm = _rm(tmp_path)
     lg = rm.get_log(TP)
-    lg.append_as_leader(_batch(), defer_flush=True)
+    lg.append_as_leader(plain_batch(), defer_flush=True)
     lg.close()
     with pytest.raises(KafkaStorageError):
         lg.flush_outside_lock(3)

@@ -16,6 +16,7 @@
 
 #include "json_text.h"
 #include "native.h"
+#include "proto_varint.h"
 
 enum { A_ABSENT = 0, A_BOOL, A_INT32, A_INT64, A_FLOAT, A_DOUBLE, A_STRING, A_BYTES, A_ENUM,
        A_FIXED, A_LIST, A_STRUCT };
@@ -29,45 +30,23 @@ typedef struct ANode {
     Py_ssize_t size;       /* fixed: its size; enum: its symbols */
     const char **sym;
     Py_ssize_t *sym_len;
-    Buf valid, vals, offs;
-    Py_ssize_t count;
+    TLJ_COLUMN;
 } ANode;
-
-typedef struct {
-    size_t valid, vals, offs;
-    Py_ssize_t count;
-} AMark;
 
 typedef struct {
     const uint8_t *p, *end;
 } ACur;
 
-#define WANT(x)                                                                                \
-    do {                                                                                       \
-        int r_ = (x);                                                                          \
-        if (r_ <= 0)                                                                           \
-            return r_;                                                                         \
-    } while (0)
-
 /* A zig-zag varint within 64 bits (at most 10 bytes, the 10th at most 1), as fastavro
- * reads it; 0 when it is not. */
+ * reads it; 0 when it is not.  The varint is Protobuf's base-128 one. */
 static inline int
 read_long(ACur *c, int64_t *out)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < 10; i++) {
-        if (c->p >= c->end)
-            return 0;
-        uint8_t b = *c->p++;
-        if (i == 9 && b > 1)
-            return 0;
-        v |= (uint64_t)(b & 0x7F) << (7 * i);
-        if (!(b & 0x80)) {
-            *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-            return 1;
-        }
-    }
-    return 0;
+    uint64_t v;
+    if (!proto_varint(&c->p, c->end, &v))
+        return 0;
+    *out = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+    return 1;
 }
 
 static inline int
@@ -139,7 +118,7 @@ static int
 read_blob(ACur *c, ANode *nd)
 {
     int64_t n;
-    WANT(read_long(c, &n));
+    TRY(read_long(c, &n));
     if (n < 0 || n > c->end - c->p)
         return 0;
     if (nd->kind == A_STRING && !tl_utf8_ok(c->p, c->p + n))
@@ -156,13 +135,13 @@ read_list(ACur *c, ANode *nd)
     ANode *item = nd->child[0];
     for (;;) {
         int64_t n;
-        WANT(read_long(c, &n));
+        TRY(read_long(c, &n));
         if (n == 0)
             break;
         if (n < 0 || n > c->end - c->p) /* a negative count carries a size: the reference's */
             return 0;
         for (int64_t k = 0; k < n; k++)
-            WANT(read_node(c, item));
+            TRY(read_node(c, item));
     }
     if (put_off(nd, (size_t)item->count) < 0)
         return -1;
@@ -181,7 +160,7 @@ read_value(ACur *c, ANode *nd)
             return -1;
         return taken(nd);
     case A_INT32: {
-        WANT(read_long(c, &v));
+        TRY(read_long(c, &v));
         if (v < INT32_MIN || v > INT32_MAX)
             return 0;
         int32_t x = (int32_t)v;
@@ -190,7 +169,7 @@ read_value(ACur *c, ANode *nd)
         return taken(nd);
     }
     case A_INT64:
-        WANT(read_long(c, &v));
+        TRY(read_long(c, &v));
         if (push_8(&nd->vals, &v) < 0)
             return -1;
         return taken(nd);
@@ -217,7 +196,7 @@ read_value(ACur *c, ANode *nd)
     case A_BYTES:
         return read_blob(c, nd);
     case A_ENUM:
-        WANT(read_long(c, &v));
+        TRY(read_long(c, &v));
         if (v < 0 || v >= nd->size)
             return 0;
         if (tlj_put(&nd->vals, nd->sym[v], (size_t)nd->sym_len[v]) < 0 ||
@@ -235,7 +214,7 @@ read_value(ACur *c, ANode *nd)
         return read_list(c, nd);
     case A_STRUCT:
         for (int k = 0; k < nd->norder; k++)
-            WANT(read_node(c, nd->child[nd->order[k]]));
+            TRY(read_node(c, nd->child[nd->order[k]]));
         for (int i = 0; i < nd->nchild; i++)
             if (nd->child[i]->kind == A_ABSENT && a_null(nd->child[i]) < 0)
                 return -1;
@@ -249,7 +228,7 @@ read_node(ACur *c, ANode *nd)
 {
     if (nd->value_index >= 0) { /* a union: its branch first */
         int64_t b;
-        WANT(read_long(c, &b));
+        TRY(read_long(c, &b));
         if (b == nd->null_index)
             return a_null(nd) < 0 ? -1 : 1;
         if (b != nd->value_index)
@@ -342,7 +321,7 @@ a_build(PyObject *plan, ANode **nodes, int *n, ANode **out)
 /* Every value into the nodes; the rejected rows' numbers in ``rejected`` (int64); no
  * Python object touched (the caller lets other threads run).  0, or -1 with tlj_error. */
 static int
-a_pass(ANode *root, ANode **nodes, int n, AMark *marks, const uint8_t *data, size_t dlen,
+a_pass(ANode *root, ANode **nodes, int n, TljMark *marks, const uint8_t *data, size_t dlen,
        const int32_t *offs, Py_ssize_t rows, Py_ssize_t skip, Buf *rejected)
 {
     for (int k = 0; k < n; k++) { /* a slot a row, and a column's bytes at most the data's
@@ -356,9 +335,7 @@ a_pass(ANode *root, ANode **nodes, int n, AMark *marks, const uint8_t *data, siz
             return -1;
     }
     for (Py_ssize_t r = 0; r < rows; r++) {
-        for (int k = 0; k < n; k++)
-            marks[k] = (AMark){nodes[k]->valid.len, nodes[k]->vals.len, nodes[k]->offs.len,
-                               nodes[k]->count};
+        tlj_mark_all(marks, (void *const *)nodes, n, offsetof(ANode, col));
         int64_t a = offs[r], b = offs[r + 1];
         int ok = 0;
         if (a < 0 || b < a || (size_t)b > dlen) {
@@ -374,12 +351,7 @@ a_pass(ANode *root, ANode **nodes, int n, AMark *marks, const uint8_t *data, siz
         }
         if (ok)
             continue;
-        for (int k = 0; k < n; k++) {
-            nodes[k]->valid.len = marks[k].valid;
-            nodes[k]->vals.len = marks[k].vals;
-            nodes[k]->offs.len = marks[k].offs;
-            nodes[k]->count = marks[k].count;
-        }
+        tlj_rewind_all(marks, (void *const *)nodes, n, offsetof(ANode, col));
         int64_t row = r;
         if (push_8(rejected, &row) < 0 || a_null(root) < 0)
             return -1;
@@ -392,36 +364,15 @@ a_run(ANode *root, ANode **nodes, int n, const uint8_t *data, size_t dlen,
       const int32_t *offs, Py_ssize_t rows, Py_ssize_t skip)
 {
     Buf rejected = {0};
-    PyObject *out = NULL, *cols = NULL, *rej = NULL;
-    AMark *marks = PyMem_Calloc((size_t)n, sizeof(AMark));
+    TljMark *marks = PyMem_Calloc((size_t)n, sizeof(TljMark));
     if (marks == NULL)
         return PyErr_NoMemory();
     tlj_error = E_NONE;
     PyThreadState *ts = PyEval_SaveThread();
     int rc = a_pass(root, nodes, n, marks, data, dlen, offs, rows, skip, &rejected);
     PyEval_RestoreThread(ts);
-    if (rc < 0) {
-        if (tlj_error == E_MEMORY)
-            PyErr_NoMemory();
-        else if (tlj_error == E_TOO_BIG)
-            PyErr_SetString(PyExc_OverflowError, "an Avro column passed 2 GiB");
-        else
-            PyErr_SetString(PyExc_ValueError, "offsets outside the data");
-        goto done;
-    }
-    if ((cols = PyList_New(n)) == NULL || (rej = tlj_row_list(&rejected)) == NULL)
-        goto done;
-    for (int k = 0; k < n; k++) {
-        PyObject *t = tlj_node_result(nodes[k]->count, &nodes[k]->valid,
-                                       &nodes[k]->vals, &nodes[k]->offs);
-        if (t == NULL)
-            goto done;
-        PyList_SET_ITEM(cols, k, t);
-    }
-    out = PyTuple_Pack(2, cols, rej);
-done:
-    Py_XDECREF(cols);
-    Py_XDECREF(rej);
+    PyObject *out = tlj_pass_outcome(rc, "an Avro", &rejected, (void *const *)nodes, n,
+                                     offsetof(ANode, col));
     PyMem_Free(marks);
     free(rejected.p);
     return out;
@@ -447,9 +398,7 @@ tl_avro_columns(PyObject *self, PyObject *args)
             out = a_run(root, nodes, n, data.buf, (size_t)data.len, offsets.buf, rows, skip);
     }
     for (int k = 0; k < n; k++) {
-        free(nodes[k]->valid.p);
-        free(nodes[k]->vals.p);
-        free(nodes[k]->offs.p);
+        tlj_column_free(&nodes[k]->col);
         PyMem_Free(nodes[k]->child);
         PyMem_Free(nodes[k]->order);
         PyMem_Free(nodes[k]->sym);

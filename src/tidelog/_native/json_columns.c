@@ -33,8 +33,7 @@ typedef struct Node {
     int kind, nchild, index;
     struct Node **child;
     Name *names;
-    Buf valid, vals, offs;
-    Py_ssize_t count;
+    TLJ_COLUMN;
     uint64_t all; /* a struct's bit of each field: every field seen */
 } Node;
 
@@ -395,12 +394,6 @@ build(PyObject *plan, Node **nodes, int *n, int cap, Node **out)
 }
 
 /* (count, validity, values, offsets): the buffers handed over as they are (tlj_block). */
-static PyObject *
-node_result(Node *nd)
-{
-    return tlj_node_result(nd->count, &nd->valid, &nd->vals, &nd->offs);
-}
-
 /* Every value into the nodes; the rejected rows' numbers in ``rejected`` (int64).  No
  * Python object is touched: the caller lets other threads run meanwhile.  0, or -1 with
  * tlj_error set. */
@@ -451,31 +444,13 @@ run(Node *root, Node **nodes, int n, const uint8_t *data, size_t dlen, const int
 {
     Cur c = {0};
     Buf rejected = {0};
-    PyObject *out = NULL, *cols = NULL, *rej = NULL;
     tlj_init();
     tlj_error = E_NONE;
     c.ts = PyEval_SaveThread();
     int rc = pass(&c, root, nodes, n, data, dlen, offs, rows, skip, &rejected);
     PyEval_RestoreThread(c.ts);
-    if (rc < 0) {
-        if (tlj_error == E_MEMORY)
-            PyErr_NoMemory();
-        else if (tlj_error != E_PYTHON)
-            PyErr_SetString(PyExc_ValueError, "offsets outside the data");
-        goto done;
-    }
-    if ((cols = PyList_New(n)) == NULL || (rej = tlj_row_list(&rejected)) == NULL)
-        goto done;
-    for (int k = 0; k < n; k++) {
-        PyObject *t = node_result(nodes[k]);
-        if (t == NULL)
-            goto done;
-        PyList_SET_ITEM(cols, k, t);
-    }
-    out = PyTuple_Pack(2, cols, rej);
-done:
-    Py_XDECREF(cols);
-    Py_XDECREF(rej);
+    PyObject *out = tlj_pass_outcome(rc, "a JSON", &rejected, (void *const *)nodes, n,
+                                     offsetof(Node, col));
     free(c.scratch.p);
     free(rejected.p);
     return out;
@@ -501,9 +476,7 @@ tl_json_columns(PyObject *self, PyObject *args)
             out = run(root, nodes, n, data.buf, (size_t)data.len, offsets.buf, rows, skip);
     }
     for (int k = 0; k < n; k++) {
-        free(nodes[k]->valid.p);
-        free(nodes[k]->vals.p);
-        free(nodes[k]->offs.p);
+        tlj_column_free(&nodes[k]->col);
         PyMem_Free(nodes[k]->child);
         PyMem_Free(nodes[k]->names);
         PyMem_Free(nodes[k]);

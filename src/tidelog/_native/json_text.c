@@ -86,14 +86,44 @@ tlj_block(Buf *b)
 }
 
 PyObject *
-tlj_node_result(Py_ssize_t count, Buf *valid, Buf *vals, Buf *offs)
+tlj_column_result(TljColumn *c)
 {
-    PyObject *v = tlj_block(valid), *x = tlj_block(vals), *o = tlj_block(offs), *out = NULL;
+    PyObject *v = tlj_block(&c->valid), *x = tlj_block(&c->vals), *o = tlj_block(&c->offs);
+    PyObject *out = NULL;
     if (v != NULL && x != NULL && o != NULL)
-        out = Py_BuildValue("nOOO", count, v, x, o);
+        out = Py_BuildValue("nOOO", c->count, v, x, o);
     Py_XDECREF(v);
     Py_XDECREF(x);
     Py_XDECREF(o);
+    return out;
+}
+
+PyObject *
+tlj_pass_outcome(int rc, const char *format, const Buf *rejected, void *const *nodes, int n,
+                 size_t col)
+{
+    if (rc < 0) {
+        if (tlj_error == E_MEMORY)
+            PyErr_NoMemory();
+        else if (tlj_error == E_TOO_BIG)
+            PyErr_Format(PyExc_OverflowError, "%s column passed 2 GiB", format);
+        else if (tlj_error != E_PYTHON)
+            PyErr_SetString(PyExc_ValueError, "offsets outside the data");
+        return NULL;
+    }
+    PyObject *out = NULL, *cols = PyList_New(n), *rej = NULL;
+    if (cols == NULL || (rej = tlj_row_list(rejected)) == NULL)
+        goto done;
+    for (int k = 0; k < n; k++) {
+        PyObject *t = tlj_column_result((TljColumn *)((char *)nodes[k] + col));
+        if (t == NULL)
+            goto done;
+        PyList_SET_ITEM(cols, k, t);
+    }
+    out = PyTuple_Pack(2, cols, rej);
+done:
+    Py_XDECREF(cols);
+    Py_XDECREF(rej);
     return out;
 }
 

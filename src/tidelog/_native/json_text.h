@@ -8,7 +8,9 @@
 #define TIDELOG_JSON_TEXT_H
 
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_DEPTH 256
@@ -35,9 +37,74 @@ PyObject *tlj_row_list(const Buf *b);
 /* ``b``'s bytes as a read-only buffer object that owns them (``b`` is left empty); NULL
  * with an error set.  The JSON, Avro and Protobuf passes hand their columns over with it. */
 PyObject *tlj_block(Buf *b);
+/* A column as a pass fills it: validity bytes, values, offsets and its count of slots.
+ * Each pass's node holds one as TLJ_COLUMN: its fields read as nd->valid ..., the whole
+ * as nd->col. */
+typedef struct {
+    Buf valid, vals, offs;
+    Py_ssize_t count;
+} TljColumn;
+#define TLJ_COLUMN                                                                             \
+    union {                                                                                    \
+        TljColumn col;                                                                         \
+        struct {                                                                               \
+            Buf valid, vals, offs;                                                             \
+            Py_ssize_t count;                                                                  \
+        };                                                                                     \
+    }
+/* Where a column stood before a row: a rejected row's slots are cut back to it. */
+typedef struct {
+    size_t valid, vals, offs;
+    Py_ssize_t count;
+} TljMark;
 /* A column's (count, validity, values, offsets), its three buffers handed over as they are
  * (tlj_block: each Buf is left empty); NULL with an error set. */
-PyObject *tlj_node_result(Py_ssize_t count, Buf *valid, Buf *vals, Buf *offs);
+PyObject *tlj_column_result(TljColumn *c);
+/* After a pass that ran without the GIL: with ``rc`` < 0 its error (tlj_error) raised and
+ * NULL; else (columns, rejected rows), the column of each of the ``n`` nodes at ``col``
+ * bytes into it handed over (tlj_column_result).  ``format`` names the values in the
+ * message of a column past 2 GiB ("an Avro"). */
+PyObject *tlj_pass_outcome(int rc, const char *format, const Buf *rejected,
+                           void *const *nodes, int n, size_t col);
+
+static inline TljMark
+tlj_mark(const TljColumn *c)
+{
+    return (TljMark){c->valid.len, c->vals.len, c->offs.len, c->count};
+}
+
+static inline void
+tlj_rewind(TljColumn *c, const TljMark *m)
+{
+    c->valid.len = m->valid;
+    c->vals.len = m->vals;
+    c->offs.len = m->offs;
+    c->count = m->count;
+}
+
+/* Each node's column (at ``col`` bytes into it) marked before a row, or cut back to its
+ * mark when the row is rejected. */
+static inline void
+tlj_mark_all(TljMark *marks, void *const *nodes, int n, size_t col)
+{
+    for (int k = 0; k < n; k++)
+        marks[k] = tlj_mark((const TljColumn *)((const char *)nodes[k] + col));
+}
+
+static inline void
+tlj_rewind_all(const TljMark *marks, void *const *nodes, int n, size_t col)
+{
+    for (int k = 0; k < n; k++)
+        tlj_rewind((TljColumn *)((char *)nodes[k] + col), &marks[k]);
+}
+
+static inline void
+tlj_column_free(TljColumn *c)
+{
+    free(c->valid.p);
+    free(c->vals.p);
+    free(c->offs.p);
+}
 /* Builds the tables of tlj_double; once, with the GIL, before a pass. */
 void tlj_init(void);
 int tlj_string(Cur *c, Buf *out);
@@ -108,7 +175,8 @@ skip_ws(Cur *c)
  * (one load a byte in the scanning loops, not four comparisons). */
 extern const uint8_t tlj_plain[256];
 
-/* 1: parsed; 0: not taken (the value is rejected); -1: Python error. */
+/* 1: parsed; 0: not taken (the value is rejected); -1: an error (the JSON, Avro and
+ * Protobuf readers alike). */
 #define TRY(x)                                                                                 \
     do {                                                                                       \
         int r_ = (x);                                                                          \

@@ -108,7 +108,7 @@ read_scalar(const uint8_t **pp, const uint8_t *end, PNode *nd)
     const uint8_t *p = *pp;
     switch (nd->kind) {
     case P_I32: case P_SI32: case P_U32: case P_I64: case P_SI64: case P_BOOL: case P_ENUM:
-        OK(proto_varint(&p, end, &v));
+        TRY(proto_varint(&p, end, &v));
         break;
     case P_F32: case P_FX32U: case P_SFX32:
         if (end - p < 4)
@@ -200,7 +200,7 @@ read_ts(const uint8_t *p, const uint8_t *end, PNode *nd)
     int seen = 0;
     while (p < end) {
         const uint8_t *at = p;
-        OK(proto_varint(&p, end, &tag));
+        TRY(proto_varint(&p, end, &tag));
         if (p - at > 5 || tag > 0xFFFFFFFFu || (tag >> 3) == 0)
             return 0;
         int wire = (int)(tag & 7), number = (int)(tag >> 3);
@@ -208,7 +208,7 @@ read_ts(const uint8_t *p, const uint8_t *end, PNode *nd)
             if (seen & number)
                 return 0;
             seen |= number;
-            OK(proto_varint(&p, end, &v));
+            TRY(proto_varint(&p, end, &v));
             if (number == 1)
                 seconds = v;
             else
@@ -216,13 +216,13 @@ read_ts(const uint8_t *p, const uint8_t *end, PNode *nd)
         } else if (number == 1 || number == 2 || wire == 3 || wire == 4 || wire > 5) {
             return 0;
         } else if (wire == 0) {
-            OK(proto_varint(&p, end, &v));
+            TRY(proto_varint(&p, end, &v));
         } else if (wire == 1 || wire == 5) {
             if (end - p < (wire == 1 ? 8 : 4))
                 return 0;
             p += wire == 1 ? 8 : 4;
         } else {
-            OK(proto_varint(&p, end, &v));
+            TRY(proto_varint(&p, end, &v));
             if (v > (uint64_t)(end - p))
                 return 0;
             p += v;
@@ -254,7 +254,7 @@ read_one(const uint8_t **pp, const uint8_t *end, PNode *nd, int wire, int depth)
     const uint8_t *p = *pp;
     if (wire != 2)
         return 0;
-    OK(proto_varint(&p, end, &len));
+    TRY(proto_varint(&p, end, &len));
     if (len > (uint64_t)(end - p))
         return 0;
     const uint8_t *stop = p + len;
@@ -286,7 +286,7 @@ read_packed(const uint8_t *p, const uint8_t *end, PNode *el)
     if (w && (end - p) % w)
         return 0;
     while (p < end)
-        OK(read_scalar(&p, end, el));
+        TRY(read_scalar(&p, end, el));
     return 1;
 }
 
@@ -306,7 +306,7 @@ skip_unknown(const uint8_t **pp, const uint8_t *end, int wire)
         return 1;
     }
     case 2:
-        OK(proto_varint(pp, end, &v));
+        TRY(proto_varint(pp, end, &v));
         if (v > (uint64_t)(end - *pp))
             return 0;
         *pp += v;
@@ -340,13 +340,13 @@ pc_read_message(const uint8_t *p, const uint8_t *end, PNode *nd, int depth)
         return 0;
     while (p < end) {
         const uint8_t *at = p;
-        OK(proto_varint(&p, end, &tag));
+        TRY(proto_varint(&p, end, &tag));
         if (p - at > 5 || tag > 0xFFFFFFFFu || (tag >> 3) == 0)
             return 0;
         int wire = (int)(tag & 7);
         int i = find_child(nd, (uint32_t)(tag >> 3), &hint);
         if (i < 0) {
-            OK(skip_unknown(&p, end, wire));
+            TRY(skip_unknown(&p, end, wire));
             continue;
         }
         PNode *f = nd->child[i];
@@ -354,18 +354,18 @@ pc_read_message(const uint8_t *p, const uint8_t *end, PNode *nd, int depth)
             PNode *el = f->child[0];
             if (wire == 2 && wire_of(el->kind) != 2) {
                 uint64_t len;
-                OK(proto_varint(&p, end, &len));
+                TRY(proto_varint(&p, end, &len));
                 if (len > (uint64_t)(end - p))
                     return 0;
-                OK(read_packed(p, p + len, el));
+                TRY(read_packed(p, p + len, el));
                 p += len;
             } else {
-                OK(read_one(&p, end, el, wire, depth));
+                TRY(read_one(&p, end, el, wire, depth));
             }
         } else {
             if (seen & ((uint64_t)1 << i))
                 return 0; /* the runtime keeps the last (or merges): it decides */
-            OK(read_one(&p, end, f, wire, depth));
+            TRY(read_one(&p, end, f, wire, depth));
         }
         seen |= (uint64_t)1 << i;
     }

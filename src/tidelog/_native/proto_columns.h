@@ -23,21 +23,8 @@ typedef struct PNode {
     int32_t *sym_num;
     const char **sym;
     Py_ssize_t *sym_len;
-    Buf valid, vals, offs;
-    Py_ssize_t count;
+    TLJ_COLUMN;
 } PNode;
-
-typedef struct {
-    size_t valid, vals, offs;
-    Py_ssize_t count;
-} PMark;
-
-#define OK(x)                                                                                  \
-    do {                                                                                       \
-        int r_ = (x);                                                                          \
-        if (r_ <= 0)                                                                           \
-            return r_;                                                                         \
-    } while (0)
 
 static inline int
 poff(PNode *nd, size_t v)

@@ -1,7 +1,7 @@
 /* Protobuf (proto3) values into Arrow column buffers, the Python side of proto_columns.c:
  * the plan (a tree of tuples from iceberg/protobuf_native.py) as nodes, the pass over
  * the rows with the GIL released (a rejected row rolled back to a null one), and each
- * node's buffers handed to Python as they are (tlj_node_result: no copy). */
+ * node's buffers handed to Python as they are (tlj_column_result: no copy). */
 #define PY_SSIZE_T_CLEAN
 #include "proto_columns.h"
 
@@ -66,7 +66,7 @@ p_build(PyObject *plan, PNode **nodes, int *n, PNode **out)
 }
 
 static int
-p_pass(PNode *root, PNode **nodes, int n, PMark *marks, const uint8_t *data, size_t dlen,
+p_pass(PNode *root, PNode **nodes, int n, TljMark *marks, const uint8_t *data, size_t dlen,
        const int32_t *offs, Py_ssize_t rows, Buf *rejected)
 {
     for (int k = 0; k < n; k++) { /* a slot a row, and a column's bytes at most the data's
@@ -79,9 +79,7 @@ p_pass(PNode *root, PNode **nodes, int n, PMark *marks, const uint8_t *data, siz
             return -1;
     }
     for (Py_ssize_t r = 0; r < rows; r++) {
-        for (int k = 0; k < n; k++)
-            marks[k] = (PMark){nodes[k]->valid.len, nodes[k]->vals.len, nodes[k]->offs.len,
-                               nodes[k]->count};
+        tlj_mark_all(marks, (void *const *)nodes, n, offsetof(PNode, col));
         int64_t a = offs[r], b = offs[r + 1];
         if (a < 0 || b < a || (size_t)b > dlen) {
             tlj_error = E_PYTHON + 1;
@@ -92,12 +90,7 @@ p_pass(PNode *root, PNode **nodes, int n, PMark *marks, const uint8_t *data, siz
             return -1;
         if (got)
             continue;
-        for (int k = 0; k < n; k++) {
-            nodes[k]->valid.len = marks[k].valid;
-            nodes[k]->vals.len = marks[k].vals;
-            nodes[k]->offs.len = marks[k].offs;
-            nodes[k]->count = marks[k].count;
-        }
+        tlj_rewind_all(marks, (void *const *)nodes, n, offsetof(PNode, col));
         int64_t row = r;
         if (push_8(rejected, &row) < 0 || pc_null(root) < 0)
             return -1;
@@ -110,36 +103,15 @@ p_run(PNode *root, PNode **nodes, int n, const uint8_t *data, size_t dlen,
       const int32_t *offs, Py_ssize_t rows)
 {
     Buf rejected = {0};
-    PyObject *out = NULL, *cols = NULL, *rej = NULL;
-    PMark *marks = PyMem_Calloc((size_t)n, sizeof(PMark));
+    TljMark *marks = PyMem_Calloc((size_t)n, sizeof(TljMark));
     if (marks == NULL)
         return PyErr_NoMemory();
     tlj_error = E_NONE;
     PyThreadState *ts = PyEval_SaveThread();
     int rc = p_pass(root, nodes, n, marks, data, dlen, offs, rows, &rejected);
     PyEval_RestoreThread(ts);
-    if (rc < 0) {
-        if (tlj_error == E_MEMORY)
-            PyErr_NoMemory();
-        else if (tlj_error == E_TOO_BIG)
-            PyErr_SetString(PyExc_OverflowError, "a Protobuf column passed 2 GiB");
-        else
-            PyErr_SetString(PyExc_ValueError, "offsets outside the data");
-        goto done;
-    }
-    if ((cols = PyList_New(n)) == NULL || (rej = tlj_row_list(&rejected)) == NULL)
-        goto done;
-    for (int k = 0; k < n; k++) {
-        PNode *nd = nodes[k];
-        PyObject *t = tlj_node_result(nd->count, &nd->valid, &nd->vals, &nd->offs);
-        if (t == NULL)
-            goto done;
-        PyList_SET_ITEM(cols, k, t);
-    }
-    out = PyTuple_Pack(2, cols, rej);
-done:
-    Py_XDECREF(cols);
-    Py_XDECREF(rej);
+    PyObject *out = tlj_pass_outcome(rc, "a Protobuf", &rejected, (void *const *)nodes, n,
+                                     offsetof(PNode, col));
     PyMem_Free(marks);
     free(rejected.p);
     return out;
@@ -164,9 +136,7 @@ tl_proto_columns(PyObject *self, PyObject *args)
             out = p_run(root, nodes, n, data.buf, (size_t)data.len, offsets.buf, rows);
     }
     for (int k = 0; k < n; k++) {
-        free(nodes[k]->valid.p);
-        free(nodes[k]->vals.p);
-        free(nodes[k]->offs.p);
+        tlj_column_free(&nodes[k]->col);
         PyMem_Free(nodes[k]->child);
         PyMem_Free(nodes[k]->sym_num);
         PyMem_Free(nodes[k]->sym);

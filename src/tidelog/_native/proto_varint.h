@@ -1,5 +1,5 @@
-/* Protobuf's base-128 varint, read alike by proto_wire.c (the walk) and proto_columns.c
- * (the column read). */
+/* Protobuf's base-128 varint, read alike by proto_wire.c (the walk), proto_columns.c (the
+ * column read) and avro_columns.c (under Avro's zig-zag longs). */
 #ifndef TIDELOG_PROTO_VARINT_H
 #define TIDELOG_PROTO_VARINT_H
 
