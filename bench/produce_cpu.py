@@ -16,10 +16,12 @@ and after. Tansu is found as bench/native.py finds it; without it the Tansu colu
 out.
 
     .venv/bin/python bench/produce_cpu.py [--runs 5] [--loads 100,1024,100i] [--scale 1]
-        [--brokers tidelog,baseline,tansu,other --other-src DIR]
+        [--brokers tidelog,baseline,tansu,other --other-src DIR] [--override K=V ...]
 
 ``other`` is a second tidelog source tree (``--other-src``, put on PYTHONPATH): the build
-before a change, alternated with the current one in the same sitting.
+before a change, alternated with the current one in the same sitting. ``--override`` sets a
+broker config of ``tidelog`` only (repeatable): with ``--brokers tidelog,other --other-src
+src``, one build with and without a setting.
 """
 
 from __future__ import annotations
@@ -46,12 +48,13 @@ LOADS: dict[str, tuple[int, int, dict[str, str]]] = {  # records, size, librdkaf
 }
 
 
-def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, Factory]]:
+def brokers(names: list[str], other_src: str | None = None,
+            overrides: dict[str, str] | None = None) -> list[tuple[str, Factory]]:
     out: list[tuple[str, Factory]] = []
     tansu = native.tansu_path()
     for name in names:
         if name == "tidelog":
-            out.append((name, lambda: broker_bench.tidelog_broker()))
+            out.append((name, lambda: broker_bench.tidelog_broker(overrides=overrides)))
         elif name == "other" and other_src:
             out.append((name, lambda: broker_bench.tidelog_broker(
                 env={"PYTHONPATH": other_src})))
@@ -76,9 +79,12 @@ def main() -> None:
     ap.add_argument("--brokers", default="tidelog,baseline,tansu")
     ap.add_argument("--other-src", help="a second tidelog source tree, run as broker "
                     "'other' (PYTHONPATH): two builds alternated in one sitting")
+    ap.add_argument("--override", action="append", default=[], metavar="K=V",
+                    help="a broker config of 'tidelog' (not of 'other')")
     args = ap.parse_args()
     loads = args.loads.split(",")
-    chosen = brokers(args.brokers.split(","), args.other_src)
+    overrides = dict(o.split("=", 1) for o in args.override)
+    chosen = brokers(args.brokers.split(","), args.other_src, overrides)
     names = [n for n, _ in chosen]
     before = os.getloadavg()
     results: dict[tuple[str, str], list[tuple[float, float]]] = {}

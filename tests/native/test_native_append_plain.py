@@ -76,6 +76,25 @@ def test_native_and_twin_agree(tmp_path: Path, data: bytes, p: tuple[int, ...]) 
     assert buf[17:21] == crc32c(memoryview(buf)[21:]).to_bytes(4, "big")
 
 
+@needs_core
+@SETTINGS
+@given(data=st.one_of(batches(), batches(), inputs()), p=params(), wrong=st.booleans())
+def test_a_given_crc_is_the_computed_one(tmp_path: Path, data: bytes, p: tuple[int, ...],
+                                         wrong: bool) -> None:
+    """The caller's CRC of buf[21:] (a large batch's, from the crc32c package) gives what
+    the CRC computed inside gives, natively and in the twin; a wrong one declines."""
+    if len(data) < 61:
+        return
+    crc = crc32c(memoryview(data)[21:]) ^ (1 if wrong else 0)
+    want = _run(append_plain_py, tmp_path, "computed", data, p)
+    for name, fn in (("native", core.append_plain), ("twin", append_plain_py)):
+        got = _run(lambda *a, fn=fn: fn(*a, crc), tmp_path, name, data, p)
+        if wrong:
+            assert got == (None, data, FILE_START), name
+        else:
+            assert got == want, name
+
+
 @SETTINGS
 @given(data=st.one_of(batches(), batches(), inputs()), p=params())
 def test_twin_takes_what_validate_plain_takes(tmp_path: Path, data: bytes,

@@ -235,6 +235,20 @@ def test_the_common_case_takes_the_plain_append(plain: str) -> None:
 
 
 @pytest.mark.parametrize("plain", IMPLS)
+def test_large_batches_take_the_plain_append(plain: str) -> None:
+    """Batches above PLAIN_APPEND_BYTES (their CRC computed by the crc32c package and
+    given to the one call), plain and idempotent: the plain append takes all but the log's
+    first and the idempotent producer's first, and the files and state are the reference
+    path's."""
+    steps: list[tuple[Any, ...]] = []
+    for i in range(12):
+        records = [(i * 100 + j, b"k", bytes([i + j & 0xFF]) * 1024) for j in range(70)]
+        steps.append(("append", 7 if i % 2 else -1, 0, 0, False, 0, False, records, False))
+    assert log_plain.PLAIN_APPEND_BYTES < 70 * 1024
+    assert run({}, steps, plain) == 10
+
+
+@pytest.mark.parametrize("plain", IMPLS)
 def test_a_full_index_rolls_as_the_reference_path_rolls(plain: str) -> None:
     """An index entry per batch, 8 slots per index (the time index keeps its last for the
     roll): the plain append declines the batch a full index would refuse, and the segments

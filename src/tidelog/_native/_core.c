@@ -530,6 +530,22 @@ core_record_starts(PyObject *self, PyObject *args)
     return out;
 }
 
+/* A bytearray of ``size`` bytes left as malloc gave them: a large frame's buffer
+   (server/connection.py), every byte of which the socket fills before one is read, so the
+   zeroing of bytearray(size) (a pass over up to socket.request.max.bytes) is saved. */
+static PyObject *
+tl_frame_buffer(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t size = PyLong_AsSsize_t(arg);
+    if (size == -1 && PyErr_Occurred())
+        return NULL;
+    if (size < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative size");
+        return NULL;
+    }
+    return PyByteArray_FromStringAndSize(NULL, size);
+}
+
 PyDoc_STRVAR(omap_put_doc,
 "omap_put(buf, slots, key, offset) -> (pos, found, probes)\n\n"
 "SkimpyOffsetMap.put's slot work: pos -1 when the map is full (nothing written).");
@@ -617,8 +633,9 @@ static PyMethodDef core_methods[] = {
      "the Arrow buffers of a plan's columns (iceberg/protobuf_native.py)."},
     {"append_plain", tl_append_plain, METH_VARARGS,
      "append_plain(buf, offset, leader_epoch, lo, hi, max_message_bytes, compact, max_ts_bound, "
-     "fd, position) -> (records, max timestamp) or None: a leader's plain append, checked, "
-     "patched and written (storage/log_plain.py append_plain_py)."},
+     "fd, position[, crc]) -> (records, max timestamp) or None: a leader's plain append, "
+     "checked, patched and written (storage/log_plain.py append_plain_py); crc: the CRC-32C "
+     "of buf[21:] if known (-1: computed here)."},
     {"produce_decode_bind", tl_produce_decode_bind, METH_VARARGS,
      "produce_decode_bind(header, request, topic, partition, uuid): the classes produce_decode "
      "makes (protocol/produce_in_place.py)."},
@@ -630,6 +647,9 @@ static PyMethodDef core_methods[] = {
     {"produce_response", tl_produce_response, METH_VARARGS,
      "produce_response(correlation_id, version, topics, throttle_time_ms) -> bytes or None "
      "(what the twin would refuse): protocol/fast.py encode_produce_response_py."},
+    {"frame_buffer", tl_frame_buffer, METH_O,
+     "frame_buffer(size) -> bytearray of size bytes, not zeroed: a large frame's buffer, "
+     "filled whole before it is read (server/connection.py; twin bytearray(size))."},
     {NULL, NULL, 0, NULL},
 };
 

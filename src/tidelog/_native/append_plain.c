@@ -1,7 +1,8 @@
 /* A leader's plain append in one call (storage/log_plain.py append_plain_py, its twin):
- * one small uncompressed client batch checked as validate_plain checks it, its CRC
- * computed here, patched (base offset, partition leader epoch, max timestamp and then the
- * CRC) and written with pwrite at the segment's end.
+ * one uncompressed client batch checked as validate_plain checks it, its CRC computed
+ * here (or given: a large batch's, computed by the caller with the crc32c package, whose
+ * interleaved streams are faster than this one), patched (base offset, partition leader
+ * epoch, max timestamp and then the CRC) and written with pwrite at the segment's end.
  *
  * Declined (None, the buffer untouched, nothing written): whatever validate_plain declines,
  * and a batch whose max timestamp is above ``max_ts_bound`` (the segment would roll for
@@ -58,20 +59,21 @@ PyObject *
 tl_append_plain(PyObject *self, PyObject *args)
 {
     Py_buffer view;
-    long long offset, lo, hi, max_message_bytes, max_ts_bound, position;
+    long long offset, lo, hi, max_message_bytes, max_ts_bound, position, crc = -1;
     int leader_epoch, compact, fd;
     (void)self;
-    if (!PyArg_ParseTuple(args, "w*LiLLLpLiL:append_plain", &view, &offset, &leader_epoch,
+    if (!PyArg_ParseTuple(args, "w*LiLLLpLiL|L:append_plain", &view, &offset, &leader_epoch,
                           &lo, &hi, &max_message_bytes, &compact, &max_ts_bound, &fd,
-                          &position))
+                          &position, &crc))
         return NULL;
     uint8_t *b = (uint8_t *)view.buf;
     Py_ssize_t n = view.len;
     int32_t count;
     int64_t max_ts;
+    if (n >= RECORD_BATCH_OVERHEAD && crc < 0)
+        crc = (long long)tl_crc32c(b + CRC_START, (size_t)(n - CRC_START));
     if (n < RECORD_BATCH_OVERHEAD ||
-        !tl_plain_check(b, n, (long long)tl_crc32c(b + CRC_START, (size_t)(n - CRC_START)),
-                        lo, hi, max_message_bytes, compact, &count, &max_ts) ||
+        !tl_plain_check(b, n, crc, lo, hi, max_message_bytes, compact, &count, &max_ts) ||
         max_ts > max_ts_bound) {
         PyBuffer_Release(&view);
         Py_RETURN_NONE;

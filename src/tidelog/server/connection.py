@@ -1,8 +1,10 @@
 """One client connection: framing, dispatch, responses in request order.
 
-A buffered ``asyncio.Protocol``: each ``data_received`` call splits every complete frame,
-starts its handler, and the responses that are ready are flushed together with one
-``writelines`` (one socket write per read batch). Responses leave strictly in request order
+An ``asyncio.BufferedProtocol``: the transport reads into the buffer ``get_buffer`` hands it
+(the loop thread's shared read buffer, or the rest of a large frame's own buffer, so its
+bytes are received straight into place), and each ``buffer_updated`` call splits every
+complete frame, starts its handler, and the responses that are ready are flushed together
+with one ``writelines`` (one socket write per read batch). Responses leave strictly in request order
 (kafka-python checks correlation ids in order); a Produce with acks=0 has no response slot.
 Frames over ``socket.request.max.bytes`` and undecodable frames close this connection only; a
 handler that fails is answered with UNKNOWN_SERVER_ERROR (error_response.py), as Kafka does.
@@ -24,22 +26,23 @@ from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
     InvalidRequestError,
-    RequestHeader,
     UnsupportedVersionError,
     api_versions_fallback,
     decode_request,
     encode_response,
     peek_header,
 )
-from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fetch_request import decode_sessionless_fetch
 from tidelog.protocol.produce_in_place import decode_produce_in_place
 
 from . import eager
+from .connection_outcomes import PENDING as _PENDING
+from .connection_outcomes import ConnectionOutcomes
+from .connection_outcomes import Slot as _Slot
 from .context import ConnectionState, RequestContext
-from .error_response import error_response
 from .fault_plans import plan_for
 from .quota import request as request_quota
+from .receive import LARGE_FRAME, PRODUCE_IN_PLACE, LargeFrame, read_buffer
 from .registry import NOT_NOW, HandlerNow
 from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
@@ -53,55 +56,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
-_PENDING = object()
-# Frames this large are read into a buffer of their own size (kept below the default
-# sasl.server.max.receive.size cap, so SASL tokens never take this path)
-LARGE_FRAME = 1 << 20
-# Every Produce frame is decoded in place (protocol/produce_in_place.py: kio would copy
-# every partition's records out of the frame, bench/native.py section 3); one of this size
-# or more that is still arriving is read into a buffer of its own size
-PRODUCE_IN_PLACE = 64 << 10
 PRODUCE_KEY = 0
 FETCH_KEY = 1
 _NUMBERS = itertools.count(1)
-
-
-class _Slot:
-    __slots__ = ("data", "timing")
-
-    def __init__(self, timing: RequestTiming | None = None) -> None:
-        self.data: Any = _PENDING
-        self.timing = timing
-
-
-class _LargeFrame:
-    """A frame of at least LARGE_FRAME bytes, read straight into one buffer of its size.
-
-    Growing the read buffer to a 100 MB frame and slicing the frame out of it cost three
-    times the frame in memory; here each received chunk is copied once into place, and the
-    frame is decoded from a view of that buffer (a Produce's records stay views of it).
-    """
-
-    __slots__ = ("buf", "filled")
-
-    def __init__(self, size: int, head: bytes | bytearray, start: int) -> None:
-        self.buf = bytearray(size)
-        self.filled = 0
-        with memoryview(head) as mv:
-            self.feed(mv[start:])
-
-    def feed(self, data: bytes | memoryview) -> memoryview | None:
-        """Copy in what belongs to this frame; the bytes after it once complete, else None."""
-        n = min(len(data), len(self.buf) - self.filled)
-        with memoryview(self.buf) as dst, memoryview(data) as src:
-            dst[self.filled : self.filled + n] = src[:n]
-            self.filled += n
-            if self.filled < len(self.buf):
-                return None
-            return memoryview(bytes(src[n:]))  # usually empty: a client rarely pipelines
-
-    def frame(self) -> memoryview:
-        return memoryview(self.buf)  # writable: a Produce's records are patched in place
 
 
 def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any]:
@@ -109,14 +66,14 @@ def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any
         columns = decode_sessionless_fetch(frame, version)
         if columns is not None:
             return columns
-    if isinstance(frame, memoryview):  # a large frame (_LargeFrame)
+    if isinstance(frame, memoryview):  # a large frame (LargeFrame)
         if key == PRODUCE_KEY:  # its records stay views of the frame: no copy at all
             return decode_produce_in_place(frame, version)
         return decode_request(frame.toreadonly())  # kio's native reader wants read-only
     return decode_request(frame)
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, listener: ListenerSecurity | None = None) -> None:
         self.broker = broker
         self.listener = listener or ListenerSecurity("PLAINTEXT", "PLAINTEXT")
@@ -134,8 +91,11 @@ class KafkaConnection(asyncio.Protocol):
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop it was made on
         self._clock: Callable[[], float] = time.monotonic  # that loop's time()
         self.writer: ResponseWriter | None = None  # the responses' bytes (server/sendfile.py)
-        self.buf = bytearray()
-        self._large: _LargeFrame | None = None  # a large frame still arriving
+        self.buf = bytearray()  # the start of a frame still arriving (not a large one)
+        self._large: LargeFrame | None = None  # a large frame still arriving
+        # what the transport reads into otherwise
+        self._read_buffer, self._read_view, self._head_view = read_buffer()
+        self._after_large = False  # the last read completed a large frame
         self.slots: deque[_Slot] = deque()
         self.peer: tuple[str, int] = ("", 0)
         self.closed = False
@@ -200,24 +160,53 @@ class KafkaConnection(asyncio.Protocol):
     def idle(self) -> bool:
         return not self.slots and not self._tasks
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Where the transport reads to: the rest of a large frame arriving, else the
+        thread's read buffer (``buffer_updated`` follows before any other read); right after
+        a large frame only its head (receive.HEAD_READ), in case another one follows."""
+        large = self._large
+        if large is not None and large.filled < large.size:
+            return large.rest()
+        return self._head_view if self._after_large else self._read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
+        large = self._large
+        if large is not None:  # received straight into the frame's place
+            large.filled += nbytes
+            if large.filled < large.size:
+                self.last_active = self._clock()
+                return
+            self._after_large = True
+            self._take(b"", 0)
+        else:
+            self._after_large = False
+            self._take(self._read_buffer, nbytes)
+
     def data_received(self, data: bytes) -> None:
+        """Bytes read elsewhere (and the ones held while muted): as if received."""
+        self._take(data, len(data))
+
+    def _take(self, data: bytes | bytearray, end: int) -> None:
+        """Frame and dispatch ``data[:end]``; ``data`` may be the shared read buffer, of
+        which nothing is kept past this call."""
         if self.closed or self.closed_for_auth:
             return
         already = self._flush_scheduled
         self._flush_scheduled = True  # what completes while reading goes out with one flush
         try:
-            self._receive(data)
+            self._receive(data, end)
         finally:
             if not already:
                 self._flush()  # which ends by pausing or resuming reading as needed
             else:
                 self._maybe_pause()
 
-    def _receive(self, data: bytes) -> None:
+    def _receive(self, data: bytes | bytearray, end: int) -> None:
         self.last_active = self._clock()
         rest: memoryview | None = None
         if self._large is not None:
-            rest = self._large.feed(data)
+            with memoryview(data) as mv:
+                rest = self._large.feed(mv[:end])
             if rest is None:
                 return  # the large frame is still arriving
             large, self._large = self._large.frame(), None
@@ -225,12 +214,17 @@ class KafkaConnection(asyncio.Protocol):
                 return
             del large  # the decoded request holds what it needs: free the frame now
         buf: bytes | bytearray = self.buf
-        if rest is None and not buf and type(data) is bytes:
+        if rest is None and not buf:
             buf = data  # nothing held over: the frames are cut straight out of what was read
         else:
-            self.buf += data if rest is None else rest
+            if rest is None:
+                with memoryview(data) as mv:
+                    self.buf += mv[:end]
+            else:
+                self.buf += rest
+            buf = self.buf
+            end = len(buf)
         pos = 0
-        end = len(buf)
         while end - pos >= 4:
             (size,) = _I32.unpack_from(buf, pos)
             if size < 0 or size > (self.max_frame if self.session is None else
@@ -246,7 +240,7 @@ class KafkaConnection(asyncio.Protocol):
                 and (self.session is None or self.session.complete))
             if end - pos - 4 < size:
                 if in_place and size >= PRODUCE_IN_PLACE:
-                    self._large = _LargeFrame(size, buf, pos + 4)
+                    self._large = LargeFrame(size, buf, pos + 4, end)
                     pos = end
                 break
             if in_place:  # a bytearray's slice is a bytearray: the one copy out of it
@@ -261,7 +255,8 @@ class KafkaConnection(asyncio.Protocol):
                 return
         if buf is not self.buf:  # read straight from ``data``: keep what is left of it
             if pos < end:
-                self.buf += buf[pos:]
+                with memoryview(buf) as mv:
+                    self.buf += mv[pos:end]
         elif pos:
             del self.buf[:pos]
 
@@ -469,44 +464,6 @@ class KafkaConnection(asyncio.Protocol):
         if ctx.close_reason:  # e.g. failed authentication: answer, then close
             self._close_after_answer(ctx.close_reason, ctx.close_delay_ms)
 
-    def _handler_failed(
-        self, exc: BaseException, slot: _Slot | None, header: RequestHeader, request: Any
-    ) -> None:
-        """A handler raised: log it and answer UNKNOWN_SERVER_ERROR (Kafka's handleError),
-        or close when there is no slot to answer in or no error response to build."""
-        log.error(
-            "handler for API %d v%d failed (client %s %s:%d)",
-            header.api_key,
-            header.api_version,
-            header.client_id,
-            *self.peer,
-            exc_info=exc,
-        )
-        try:
-            fallback = error_response(
-                header.api_key, header.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR
-            )
-        except Exception:  # never let the error path take the loop down
-            log.exception("no error response for API %d v%d", header.api_key, header.api_version)
-            fallback = None
-        if slot is None or fallback is None:
-            self.close("handler error")
-        else:
-            self._complete(slot, header.correlation_id, fallback)
-
-    def _close_after_answer(self, reason: str, delay_ms: int) -> None:
-        """Flush the answer just completed, then close (at once, or after ``delay_ms``)."""
-        self._flush()
-        if delay_ms > 0:
-            # Kafka's delayed close: the answer goes out now, the connection stays
-            # unread until connection.failed.authentication.delay.ms has passed
-            self.closed_for_auth = True
-            asyncio.get_running_loop().call_later(
-                delay_ms / 1000, lambda: self.close(reason, graceful=True)
-            )
-        else:
-            self.close(reason, graceful=True)
-
     def _complete(self, slot: _Slot, correlation_id: int, result: Any) -> None:
         if result is None:
             slot.data = None
@@ -556,41 +513,6 @@ class KafkaConnection(asyncio.Protocol):
             if sent and self.request_metrics is not None:
                 self.request_metrics.record_sent(sent, dequeue_ns)
         self._maybe_pause()
-
-    def _close_after_earlier(self, reason: str) -> None:
-        """Close once the requests still running end (an earlier produce may still be
-        writing): Kafka reads nothing after the failed request, having run the ones before."""
-        pending = [t for t in self._tasks if not t.done()]
-        if not pending:
-            self._flush()
-            self.close(reason)
-            return
-
-        async def later() -> None:
-            await asyncio.wait(pending)
-            self._flush()
-            self.close(reason)
-
-        self._closing = asyncio.ensure_future(later())
-
-    def _mute(self, ms: int) -> None:
-        """Read nothing from this client for ``ms`` (Kafka mutes a throttled channel after
-        sending the response that carries throttle_time_ms, KIP-219)."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + ms / 1000
-        if until <= self._muted_until:
-            return
-        self._muted_until = until
-        self._maybe_pause()
-        loop.call_at(until, self._unmute, until)
-
-    def _unmute(self, until: float) -> None:
-        if self._muted_until != until or self.closed:
-            return  # a later throttle extended the mute
-        self._muted_until = 0.0
-        self._maybe_pause()
-        if self.buf:
-            self.data_received(b"")  # the requests that arrived while muted
 
     def _maybe_pause(self) -> None:
         if self.closed or self.transport is None:

@@ -1,7 +1,8 @@
 """The leader's plain append: the common Produce in one native call.
 
-A small uncompressed batch from a plain or idempotent client (not starting a transaction),
-to a log with no write in flight, written on the caller's thread, needing no roll and no new
+An uncompressed batch under the inline write size (``inline_below``: a larger one is
+written off the loop) from a plain or idempotent client (not starting a transaction), to a
+log with no write in flight, written on the caller's thread, needing no roll and no new
 leader epoch: ``append_plain`` checks the producer's sequence from the header, then one call
 (the native core's ``append_plain``, or its twin ``append_plain_py``) checks the batch as the
 validator's plain path does (storage/validator.py ``validate_plain``), patches its base offset,
@@ -45,8 +46,8 @@ from .validator import plain_check_py
 
 Buffer = bytes | bytearray | memoryview
 
-# The native call computes the CRC in one stream; a larger batch keeps the validator's path,
-# whose crc32c package interleaves three.
+# The native call computes the CRC in one stream; of a larger batch it is given the CRC the
+# crc32c package computed (three streams interleaved).
 PLAIN_APPEND_BYTES = 64 * 1024
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 # attributes, last offset delta, producer id, producer epoch, base sequence
@@ -66,8 +67,8 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
     FileRecords.append raises it) or of an index entry."""
     n = len(records)
     config = local.config
-    if n >= inline_below or n > PLAIN_APPEND_BYTES or n < RECORD_BATCH_OVERHEAD or \
-            local.writes.count or not config.plain_appends:
+    if n >= inline_below or n < RECORD_BATCH_OVERHEAD or local.writes.count or \
+            not config.plain_appends:
         return None
     if leader_epoch >= 0:  # (a batch starting a newer epoch: the reference path assigns it)
         known = epochs.live_entries  # (``latest_epoch`` without a call)
@@ -90,12 +91,16 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
         return None
     buf = records if isinstance(records, bytearray) or (
         isinstance(records, memoryview) and not records.readonly) else bytearray(records)
+    crc = -1
+    if n > PLAIN_APPEND_BYTES:
+        with memoryview(buf) as mv:
+            crc = crc32c(mv[21:])
     lo = now - config.timestamp_before_max_ms  # (clamped without min/max: two calls)
     hi = now + config.timestamp_after_max_ms
     try:
         got = _append(buf, offset, leader_epoch, lo if lo > INT64_MIN else INT64_MIN,
                       hi if hi < INT64_MAX else INT64_MAX, config.max_message_bytes,
-                      config.compact, bound, log_records.fileno(), position)
+                      config.compact, bound, log_records.fileno(), position, crc)
     except OSError as e:
         raise log_records.append_error(e, n) from e
     if got is None:
@@ -136,15 +141,17 @@ def next_in_sequence(psm: ProducerStateManager, pid: int, epoch: int, base_seq: 
 
 def append_plain_py(buf: bytearray | memoryview, offset: int, leader_epoch: int, lo: int,
                     hi: int, max_message_bytes: int, compact: bool, max_ts_bound: int,
-                    fd: int, position: int) -> tuple[int, int] | None:
+                    fd: int, position: int, crc: int = -1) -> tuple[int, int] | None:
     """The batch in ``buf`` checked as ``validate_plain_py`` checks it, its max timestamp
     at most ``max_ts_bound``; then patched (base offset, leader epoch, max timestamp, CRC)
     and written to ``fd`` at ``position``: (records, max timestamp). None: declined, ``buf``
-    untouched and nothing written. A failed write raises its OSError."""
+    untouched and nothing written. A failed write raises its OSError. ``crc``: the CRC-32C
+    of ``buf[21:]`` when the caller has it (-1: computed here)."""
     if len(buf) < RECORD_BATCH_OVERHEAD:
         return None
     with memoryview(buf) as mv:
-        got = plain_check_py(buf, crc32c(mv[21:]), lo, hi, max_message_bytes, compact)
+        got = plain_check_py(buf, crc32c(mv[21:]) if crc < 0 else crc, lo, hi,
+                             max_message_bytes, compact)
         if got is None or got[1] > max_ts_bound:
             return None
         count, max_ts = got
