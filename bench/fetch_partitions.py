@@ -5,7 +5,7 @@ Fetch, in process, with the per-partition path as the reference in the same run;
 In process: a Broker on this process's event loop, one topic of PARTITIONS partitions, each
 with RECORDS records (so each high watermark is past 0). The request is librdkafka's (Fetch
 v16, topics by id, session id 0 and epoch -1, every partition at its high watermark, leader
-epoch named). Each round runs FETCHES Fetches of each path, alternating, and takes the CPU
+epoch named, read_committed as librdkafka's default; --isolation 0: read_uncommitted). Each round runs FETCHES Fetches of each path, alternating, and takes the CPU
 time of the loop's thread per Fetch (decode, the reads, the response's bytes):
 
 * columns, native: what the broker does (protocol/fetch_request.py, the C scan);
@@ -34,8 +34,8 @@ produce->ack and produce->consume percentiles with one librdkafka consumer of ev
 partition.
 
     .venv/bin/python bench/fetch_partitions.py [--partitions 1000] [--rounds 7]
-        [--fetches 200] [--new 20] [--batches 30] [--e2e] [--runs 3] [--seconds 30]
-        [--warmup 10]
+        [--fetches 200] [--new 20] [--batches 30] [--isolation 1] [--e2e] [--runs 3]
+        [--seconds 30] [--warmup 10]
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ VERSION = 16
 
 
 def fetch_frame(broker: Broker, partitions: int, max_wait_ms: int,
-                offsets: list[int] | None = None) -> bytes:
+                offsets: list[int] | None = None, isolation: int = 1) -> bytes:
     """librdkafka's Fetch of every partition at its high watermark, or at ``offsets``
-    (no size prefix)."""
+    (no size prefix); read_committed (``isolation`` 1) as librdkafka's default."""
     rm = broker.replica_manager
     cls = request_class(1, VERSION)
     tcls = nested(cls, "topics")
@@ -90,7 +90,7 @@ def fetch_frame(broker: Broker, partitions: int, max_wait_ms: int,
                           last_fetched_epoch=-1,
                           log_start_offset=-1, partition_max_bytes=1 << 20))
     body = make(cls, max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1,
-                max_bytes=52428800, isolation_level=0, session_id=0, session_epoch=-1,
+                max_bytes=52428800, isolation_level=isolation, session_id=0, session_epoch=-1,
                 topics=(make(tcls, topic_id=rm.topic(TOPIC).topic_id, partitions=tuple(parts)),),
                 forgotten_topics_data=(), rack_id="")
     hdr = cls.__header_schema__
@@ -121,7 +121,8 @@ async def cpu_per_fetch(one: Callable[[], Awaitable[int]], n: int) -> float:
     return (time.thread_time_ns() - t0) / n / 1000
 
 
-async def in_process(partitions: int, records: int, rounds: int, fetches: int) -> None:
+async def in_process(partitions: int, records: int, rounds: int, fetches: int,
+                     isolation: int) -> None:
     d = tempfile.mkdtemp(prefix="tidelog-fetch-bench-")
     broker = Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": d,
                                   "auto.create.topics.enable": "false"}))
@@ -132,8 +133,8 @@ async def in_process(partitions: int, records: int, rounds: int, fetches: int) -
         value = build_batch([(1_700_000_000_000 + i, None, b"v" * 100) for i in range(records)])
         for p in range(partitions):
             rm.append(TopicPartition(TOPIC, p), value)
-        short = fetch_frame(broker, partitions, 0)
-        polled = fetch_frame(broker, partitions, 5)
+        short = fetch_frame(broker, partitions, 0, isolation=isolation)
+        polled = fetch_frame(broker, partitions, 5, isolation=isolation)
         sizes = {await path(broker, short, c)() for c in (True, False)}
         assert len(sizes) == 1, f"the two paths answer differently: {sizes}"
 
@@ -179,7 +180,7 @@ def python_twin() -> Iterator[None]:
 
 
 async def with_news(partitions: int, batches: int, new: int, rounds: int,
-                    fetches: int) -> None:
+                    fetches: int, isolation: int) -> None:
     """The live case: N partitions with one new batch in each Fetch (module docstring)."""
     d = tempfile.mkdtemp(prefix="tidelog-fetch-bench-")
     broker = Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": d,
@@ -206,7 +207,7 @@ async def with_news(partitions: int, batches: int, new: int, rounds: int,
                     one = build_batch([(1_700_000_000_000 + i, None, b"v" * 100)])
                     for p in rng.sample(range(partitions), new):
                         rm.append(tps[p], one)
-                    frame = fetch_frame(broker, partitions, 0, seen)
+                    frame = fetch_frame(broker, partitions, 0, seen, isolation)
                     t0 = time.thread_time_ns()
                     with python_twin() if name.endswith("Python") else contextlib.nullcontext():
                         header, request = decode_sessionless_fetch(frame, VERSION) or (None, None)
@@ -243,16 +244,20 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=10)
     ap.add_argument("--new", type=int, default=20)
     ap.add_argument("--batches", type=int, default=30)
+    ap.add_argument("--isolation", type=int, choices=(0, 1), default=1,
+                    help="the Fetch's isolation level: 1 read_committed (librdkafka's "
+                         "default), 0 read_uncommitted")
     args = ap.parse_args()
-    asyncio.run(in_process(args.partitions, args.records, args.rounds, args.fetches))
+    asyncio.run(in_process(args.partitions, args.records, args.rounds, args.fetches,
+                           args.isolation))
     if args.new:
         asyncio.run(with_news(args.partitions, args.batches, args.new, args.rounds,
-                              max(3, args.fetches // 4)))
+                              max(3, args.fetches // 4), args.isolation))
     if args.e2e:
         sys.stdout.flush()
         here = Path(__file__).resolve().parent
         subprocess.run([sys.executable, str(here / "tail_latency.py"), "--scenarios",
-                        f"5000x{args.partitions}", "--brokers", "writer,baseline,tansu",
+                        f"5000x{args.partitions}", "--brokers", "tidelog,baseline,tansu",
                         "--runs", str(args.runs), "--seconds", str(args.seconds),
                         "--warmup", str(args.warmup)], check=True)
 

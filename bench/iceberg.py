@@ -32,7 +32,8 @@ thread and any it starts): on a shared machine, wall times move with the other w
 
     .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
         [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json,protobuf]
-        [--producer-in-process] [--produce-records N] [--skip translation,produce,lag]
+        [--producer-in-process] [--producer-session] [--produce-records N]
+        [--translation-nice N] [--skip translation,produce,lag]
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ import json
 import multiprocessing
 import os
 import random
+import shutil
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -176,9 +179,9 @@ class Producers:
     """Where the timed produce runs: a process of its own (spawned once; the values are
     sent to it with each run, outside its timing) or this one."""
 
-    def __init__(self, in_process: bool) -> None:
+    def __init__(self, in_process: bool, own_session: bool = False) -> None:
         self.pool: Pool | None = None if in_process else multiprocessing.get_context(
-            "spawn").Pool(1)
+            "spawn").Pool(1, initializer=os.setsid if own_session else None)
 
     def produce(self, bootstrap: str, topic: str, values: list[bytes], rate: float = 0
                 ) -> float:
@@ -300,13 +303,28 @@ def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int,
     return out
 
 
+def warm_up(b: EmbeddedBroker, values: list[bytes]) -> None:
+    """One flush of an Iceberg topic before the timed runs (when the translation phase was
+    skipped, the first flush of the bench's life would import and start pyiceberg, Polars
+    and pyarrow's pools inside the first timed run)."""
+    assert b.iceberg is not None
+    topic = f"w-{uuid.uuid4().hex[:6]}"
+    create(b.bootstrap_servers, topic, 6, True, 3_600_000)
+    deadline = time.monotonic() + 30
+    while topic not in b.iceberg.topics and time.monotonic() < deadline:
+        time.sleep(0.05)
+    produce(b.bootstrap_servers, topic, values)
+    b.run(b.iceberg.flush_topic(topic), timeout=600)
+
+
 def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
                   producers: Producers) -> None:
     """Iceberg topic and plain topic in turn; after an Iceberg topic's run its translator
     catches up before the plain run starts (its backlog's flushes would otherwise compete
     with the plain run). Also, per run, the CPU seconds of the process and of the broker's
     event loop thread (in us per record), and of an Iceberg run the translation thread's CPU
-    and wall seconds, its flushes and their mean wall time."""
+    seconds during the run (its own clock), the flushes that ended in it, the records not yet
+    in the table when the run ended and how long the translator took to catch up."""
     assert b.iceberg is not None and b._thread is not None and b._thread.ident is not None
     loop_clock = time.pthread_getcpuclockid(b._thread.ident)
     lateness: dict[bool, LatencyHistogram] = {True: LatencyHistogram(),
@@ -314,12 +332,15 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
     ice, plain = [], []
     cpu: dict[bool, list[float]] = {True: [], False: []}
     loop_cpu: dict[bool, list[float]] = {True: [], False: []}
-    flush_cpu, flush_wall, flushes = [], [], []
+    flush_cpu, flushes, behind, caught_up = [], [], [], []
+    warm_up(b, values[:600])
+    translation_clock = thread_clock("iceberg-translation")
     for _ in range(repeats):
         for iceberg, out in ((True, ice), (False, plain)):
             topic = f"p-{uuid.uuid4().hex[:6]}"
             create(b.bootstrap_servers, topic, 6, iceberg, 1000)
             c0, l0 = time.process_time(), time.clock_gettime(loop_clock)
+            t0 = time.clock_gettime(translation_clock)
             late0 = list(LOOP_LAG.counts)
             out.append(producers.produce(b.bootstrap_servers, topic, values))
             for k, (n1, n0) in enumerate(zip(LOOP_LAG.counts, late0, strict=True)):
@@ -327,25 +348,48 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
             cpu[iceberg].append(time.process_time() - c0)
             loop_cpu[iceberg].append((time.clock_gettime(loop_clock) - l0) / len(values) * 1e6)
             if iceberg:
+                flush_cpu.append(time.clock_gettime(translation_clock) - t0)
                 state = b.iceberg.topics.get(topic)
-                t = state.translator if state else None
-                flush_cpu.append(t.cpu_s if t else 0.0)
-                flush_wall.append(getattr(t, "wall_s", 0.0))
-                flushes.append(getattr(t, "flushes", 0))
+                flushes.append(state.translator.flushes if state else 0)
+                done = state.translator.committed if state else {}
+                behind.append(len(values) - sum(done.values()))
+                d0 = time.monotonic()
                 drain(b)
+                caught_up.append(time.monotonic() - d0)
     print(f"produce iceberg topic records/s {rng_range(ice)}")
     print(f"produce plain topic   records/s {rng_range(plain)}")
     print(f"iceberg / plain produce: {ratio_range([a / c for a, c in zip(ice, plain, strict=True)])}")
     print(f"process CPU s per run: iceberg topic {fmt_s(cpu[True])}, plain topic "
           f"{fmt_s(cpu[False])}; of an iceberg run, the translation thread "
-          f"{fmt_s(flush_cpu)} CPU, {fmt_s(flush_wall)} wall, {rng_range(flushes)} flushes "
-          f"of {fmt_s([w / max(1, n) for w, n in zip(flush_wall, flushes, strict=True)])} s")
+          f"{fmt_s(flush_cpu)} CPU, {rng_range(flushes)} flushes ended; records not in the "
+          f"table at its end {rng_range(behind)}, in it {fmt_s(caught_up)} s later")
+    print(f"nice value of the translation thread {thread_nice('iceberg-translation')}, of "
+          f"the event loop's {thread_nice(b._thread.name)}")
     print(f"event loop thread CPU us per record: iceberg topic {fmt_s(loop_cpu[True])}, "
           f"plain topic {fmt_s(loop_cpu[False])}")
     print("event loop lateness (its lag probe, all runs) ms p50 / p99 / p99.9: " + "; ".join(
         f"{name} {h.quantile_ms(0.5):.1f} / {h.quantile_ms(0.99):.1f} / "
         f"{h.quantile_ms(0.999):.1f}" for name, h in (("iceberg topic", lateness[True]),
                                                        ("plain topic", lateness[False]))))
+
+
+def thread_clock(prefix: str) -> int:
+    """The CPU clock of this process's (first) thread named ``prefix``...."""
+    for t in threading.enumerate():
+        if t.name.startswith(prefix) and t.ident is not None:
+            return time.pthread_getcpuclockid(t.ident)
+    raise LookupError(prefix)
+
+
+def thread_nice(prefix: str) -> str:
+    """The nice value of this process's threads named ``prefix``... (Linux: from
+    /proc/self/task/TID/stat, its 19th field), or ``-`` where there are none."""
+    out = []
+    for t in threading.enumerate():
+        if t.name.startswith(prefix) and t.native_id is not None:
+            stat = Path(f"/proc/self/task/{t.native_id}/stat").read_text()
+            out.append(stat[stat.rindex(")") + 2:].split()[16])
+    return ",".join(out) or "-"
 
 
 def fmt_s(xs: Sequence[float]) -> str:
@@ -364,6 +408,10 @@ def main() -> None:
     ap.add_argument("--producer-in-process", action="store_true",
                     help="the timed producers in the broker's process (default: a process "
                          "of their own)")
+    ap.add_argument("--producer-session", action="store_true",
+                    help="the producers' process in a session of its own")
+    ap.add_argument("--translation-nice", type=int, default=None,
+                    help="the broker's iceberg.translation.nice (default: its default)")
     ap.add_argument("--produce-records", type=int, default=0,
                     help="records a produce run (default 20 x --records: several target "
                          "lags of 1 s, so that the translator flushes while it runs)")
@@ -371,15 +419,18 @@ def main() -> None:
     interval = tune_switch_interval()  # as ``tidelog serve`` does in the broker's process
     props = {"schema.registry.listeners": "http://127.0.0.1:0", "iceberg.enabled": "true",
              "iceberg.target.lag.ms": "1000"}
+    if args.translation_nice is not None:
+        props["iceberg.translation.nice"] = str(args.translation_nice)
     scratch = Path(tempfile.mkdtemp(prefix="iceberg-bench-", dir=os.environ.get("BENCH_DIR")))
     print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} records a mode, "
           f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd); GIL "
           f"switch interval {interval}")
-    producers = Producers(args.producer_in_process)
+    producers = Producers(args.producer_in_process, args.producer_session)
     try:
         run(args, props, scratch, producers)
     finally:
         producers.close()
+        shutil.rmtree(scratch, ignore_errors=True)  # the plain Parquet writes of the runs
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 

@@ -16,7 +16,7 @@ paces as rdkafka_performance's ``-r`` does: poll until the next record is due, a
 process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
-        [--scenarios 5000x1,20000x1,5000x1000] [--brokers writer,loop,tansu,baseline]
+        [--scenarios 5000x1,20000x1,5000x1000] [--brokers tidelog,loop,tansu,baseline]
         [--pacing sleep|spin] [--client socket.nagle.disable=true] [--other-src DIR]
 
 ``other`` is a second tidelog source tree (``--other-src DIR``, put on PYTHONPATH): the
@@ -113,7 +113,7 @@ Factory = Callable[[], AbstractContextManager[tuple[str, int]]]
 def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, Factory]]:
     out: list[tuple[str, Factory]] = []
     for name in names:
-        if name == "writer":
+        if name in ("writer", "tidelog"):  # tidelog: its defaults (the writer thread)
             out.append(("tidelog (writer thread)", lambda: broker_bench.tidelog_broker()))
         elif name == "other" and other_src:
             out.append(("tidelog (--other-src)", lambda: broker_bench.tidelog_broker(

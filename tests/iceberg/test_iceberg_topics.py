@@ -42,6 +42,26 @@ def _topic(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
+def test_the_lag_is_read_as_of_now_between_flushes(broker: EmbeddedBroker) -> None:
+    """A topic whose flushes are an hour apart: what is produced after its first flush counts
+    in its lag at once, before any flush reads the log again."""
+    topic = _topic("slow")
+    create_topic(broker.bootstrap_servers, topic, 2,
+                 **{"tidelog.iceberg.mode": "value_schema_id_prefix",
+                    "tidelog.iceberg.target.lag.ms": "3600000"})
+    assert broker.iceberg is not None
+    deadline = time.monotonic() + 60
+    while topic not in broker.iceberg.topics and time.monotonic() < deadline:
+        time.sleep(0.05)
+    state = broker.iceberg.topics[topic]
+    broker.run(broker.iceberg.flush_topic(topic), timeout=60)  # the table read; nothing to add
+    flushes = state.translator.flushes
+    acked = produce_avro(broker.bootstrap_servers, broker.schema_registry_url, topic, range(40))
+    assert len(acked) == 40
+    assert sum(state.translator.lag().values()) == 40
+    assert state.translator.flushes == flushes  # no flush ran meanwhile
+
+
 def test_avro_records_each_once_read_by_pyiceberg_and_polars(
         broker: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POLARS_ICEBERG_PLANNER", "pyiceberg")  # Polars' own planner is a plugin

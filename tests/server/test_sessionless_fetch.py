@@ -23,13 +23,14 @@ from kio.serial import entity_writer
 from tidelog.protocol.codec import decode_request, request_class
 from tidelog.protocol.fetch_request import SessionlessFetch, decode_sessionless_fetch
 from tidelog.protocol.kio_util import make, nested
-from tidelog.records import build_batch
+from tidelog.records import ControlRecordType, RecordBatchBuilder, build_batch
 from tidelog.server import quiet_table, replica_fetches
 from tidelog.server.cluster.partition import Partition
 from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
 from tidelog.server.context import RequestContext
 from tidelog.server.handlers import fetch
 from tidelog.server.sendfile import FileChunk, close_chunks
+from tidelog.storage.validator import AppendOrigin
 from tidelog.testing import EmbeddedBroker
 from tidelog.testing.capability import require_capability
 from tidelog.util.topic_partition import TopicPartition
@@ -186,9 +187,11 @@ def test_a_partition_read_on_from_its_quiet_answer_starts_where_the_answer_said(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A partition answered quiet at its HW, appended to, then read from that HW: read from
     the position the answer noted (``sessionless_fetches.fetch_at_position``: no ``fetch_records``),
-    byte for byte as the per-partition path answers; and the long way, as that path, where
-    that is not all it takes: another leader epoch named, a byte limit below the records,
-    read_committed, the segment rolled since, records of 32 KiB and more."""
+    byte for byte as the per-partition path answers, read_committed too (librdkafka's
+    default) while the LSO is the HW; and the long way, as that path, where that is not all
+    it takes: another leader epoch named, a byte limit below the records, the segment
+    rolled since, records of 32 KiB and more, read_committed with a transaction open (LSO
+    below the HW) or an aborted one listed in the segment."""
     taken: list[int] = []
     real = Partition.fetch_records
 
@@ -226,11 +229,25 @@ def test_a_partition_read_on_from_its_quiet_answer_starts_where_the_answer_said(
         epoch = rm.partitions[tps[1]].leader_epoch
         assert read_on(batch(3), {1: epoch, 2: epoch + 1}) == {2}  # 2: fenced, the long way
         assert read_on(batch(4), {}, partition_max_bytes=40) == {0, 1, 2, 3}  # over the limit
-        assert read_on(batch(2), {}, isolation=1) == {0, 1, 2, 3}  # read_committed
+        assert read_on(batch(2), {}, isolation=1) == set()  # read_committed, LSO at the HW
         b.run(_async(lambda: rm.partitions[tps[3]].log.roll()))
         assert read_on(batch(2), {}) == {3}  # 3: its segment rolled since
         assert read_on(build_batch([(1, None, b"x" * 40_000)]), {}) == {0, 1, 2, 3}
         assert read_on(batch(5), {0: epoch}) == set()  # all from where they were said to start
+        # read_committed with a transaction: while it is open (partition 1's LSO below its
+        # HW), and once aborted (its marker listed in partition 1's transaction index)
+        txn = batch(2, producer_id=4100, producer_epoch=0, base_sequence=0,
+                    is_transactional=True)
+        b.run(_async(lambda: rm.append(tps[1], txn)))
+        assert read_on(batch(2), {}, isolation=1) == {1}
+        assert read_on(batch(2), {}, isolation=0) == {1}  # (no quiet answer to start from)
+        marker = RecordBatchBuilder(producer_id=4100, producer_epoch=0, is_transactional=True,
+                                    is_control=True)
+        marker.append_control(ControlRecordType.ABORT, 1_700_000_000_000, 0)
+        b.run(_async(lambda: rm.append(tps[1], marker.build(),
+                                       origin=AppendOrigin.COORDINATOR)))
+        assert read_on(batch(2), {}, isolation=1) == {1}
+        assert read_on(batch(2), {}, isolation=0) == {1}  # (the check is the segment's)
 
 
 async def _async(fn: Any) -> Any:

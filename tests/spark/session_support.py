@@ -43,12 +43,16 @@ def spark_test_session() -> Iterator[Any]:
     session.stop()
 
 
-def rerun_when_a_worker_did_not_connect_back(items: list[pytest.Item],
-                                             fixture: str = "spark") -> None:
-    """Each test that uses the SparkSession runs again once if, and only if, it failed because
-    Spark gave up on a Python worker's connect-back (``WORKER_DID_NOT_CONNECT_BACK``); any other
-    failure, or the same one twice, fails it. For ``pytest_collection_modifyitems`` of every
-    conftest that offers the session as ``fixture`` (idempotent)."""
+def rerun_when_a_worker_did_not_connect_back(items: list[pytest.Item], fixture: str = "spark",
+                                             reruns: int = 2, delay_s: float = 5.0) -> None:
+    """Each test that uses the SparkSession runs again, up to ``reruns`` times and ``delay_s``
+    after its failure, if, and only if, it failed because Spark gave up on a Python worker's
+    connect-back (``WORKER_DID_NOT_CONNECT_BACK``: Spark waits a fixed 10 s for a new worker
+    to start, which a machine running several brokers beside the suite can exceed twice in a
+    row); any other failure, or that one every time, fails it. For
+    ``pytest_collection_modifyitems`` of every conftest that offers the session as
+    ``fixture`` (idempotent)."""
     for item in items:
         if fixture in getattr(item, "fixturenames", ()) and not item.get_closest_marker("flaky"):
-            item.add_marker(pytest.mark.flaky(reruns=1, only_rerun=[WORKER_DID_NOT_CONNECT_BACK]))
+            item.add_marker(pytest.mark.flaky(reruns=reruns, reruns_delay=delay_s,
+                                              only_rerun=[WORKER_DID_NOT_CONNECT_BACK]))

@@ -9,9 +9,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from test_log_support import batch, clock, make_log  # noqa: F401
+from test_log_support import T0, batch, clock, make_log  # noqa: F401
 
+from tidelog.records import ControlRecordType, RecordBatchBuilder
 from tidelog.storage.log import Log
+from tidelog.storage.log_read import FetchIsolation
+from tidelog.storage.validator import AppendOrigin
 
 MakeLog = Callable[..., Log]
 
@@ -68,6 +71,35 @@ def test_below_the_log_start_or_after_a_truncation_it_takes_the_long_way(
     appended(lg, b"e")
     assert lg.maybe_increment_log_start_offset(at + 1)
     assert lg.read_at_position(at, 1 << 20, base, pos, 1 << 20) is None
+
+
+def test_an_aborted_transaction_in_the_segment_takes_the_long_way(make_log: MakeLog) -> None:
+    """Where the segment's transaction index lists an aborted transaction, a read_committed
+    ``read`` lists it: the position read answers None there (so that its bytes stand for
+    either isolation's answer), and reads from the position again in the next segment."""
+    lg = make_log()
+    appended(lg, b"a")
+    at, base, pos = where(lg)
+    appended(lg, b"b")
+    assert lg.read_at_position(at, 1 << 20, base, pos, 1 << 20) == long_way(lg, at)
+    lg.append_as_leader(batch(b"t", producer_id=7, producer_epoch=0, base_sequence=0,
+                              is_transactional=True))
+    m = RecordBatchBuilder(producer_id=7, producer_epoch=0, is_transactional=True,
+                           is_control=True)
+    m.append_control(ControlRecordType.ABORT, T0, coordinator_epoch=0)
+    lg.append_as_leader(m.build(), origin=AppendOrigin.COORDINATOR)
+    lg.update_high_watermark(lg.log_end_offset)
+    assert lg.read(at, 1 << 20, FetchIsolation.TXN_COMMITTED).aborted_transactions
+    assert lg.read_at_position(at, 1 << 20, base, pos, 1 << 20) is None
+    at, base, pos = where(lg)
+    appended(lg, b"c")  # (the segment lists one still: the long way, whatever the range)
+    assert lg.read_at_position(at, 1 << 20, base, pos, 1 << 20) is None
+    lg.roll()
+    appended(lg, b"d")
+    at, base, pos = where(lg)
+    appended(lg, b"e")
+    assert lg.read(at, 1 << 20, FetchIsolation.TXN_COMMITTED).aborted_transactions == []
+    assert lg.read_at_position(at, 1 << 20, base, pos, 1 << 20) == long_way(lg, at)
 
 
 def test_the_state_stamp_is_mirrored_into_its_cell(make_log: MakeLog) -> None:

@@ -124,6 +124,16 @@ tl_quiet_runs(PyObject *self, PyObject *args)
     runs = PyList_New(0), slow = PyList_New(0), stale = PyList_New(0);
     if (runs == NULL || slow == NULL || stale == NULL)
         goto done;
+    /* room for every entry at once (at most QUIET_SLOT - QUIET_ENTRY_AT bytes each): one
+     * allocation, where growing from 4 KiB re-copied a 37 KB run four times */
+    if (n > 0) {
+        run.cap = n * (QUIET_SLOT - QUIET_ENTRY_AT);
+        run.buf = PyMem_Malloc((size_t)run.cap);
+        if (run.buf == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
     const unsigned char *raw = rb.buf;
     for (Py_ssize_t i = 0; i < n; i++) {
         const unsigned char *e = raw + i * esize;
@@ -152,9 +162,47 @@ done:
 
 #define DISTINCT_MAX_ID (1 << 20) /* above: the set of Python tells */
 
+/* The bitmap of the ``esize``-byte entries' partition indexes (each entry's first four bytes,
+ * big-endian: bit p of byte p / 8 set for index p, as many bytes as the largest needs) as a
+ * new bytes object, and in ``*distinct`` whether no index came twice; None when one is
+ * negative or past DISTINCT_MAX_ID; NULL with an error raised. Both entry points below are
+ * this one pass (the first finds the largest index, the second sets the bits). */
+static PyObject *
+ids_bitmap(const unsigned char *raw, Py_ssize_t len, Py_ssize_t esize, const char *name,
+           int *distinct)
+{
+    if (esize < 4) {
+        PyErr_Format(PyExc_ValueError, "%s: entries under 4 bytes", name);
+        return NULL;
+    }
+    Py_ssize_t n = len / esize;
+    int32_t top = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t p = be32(raw + i * esize);
+        if (p < 0 || p >= DISTINCT_MAX_ID)
+            return Py_NewRef(Py_None);
+        if (p > top)
+            top = p;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, top < 0 ? 0 : (Py_ssize_t)top / 8 + 1);
+    if (out == NULL)
+        return NULL;
+    unsigned char *bits = (unsigned char *)PyBytes_AS_STRING(out);
+    memset(bits, 0, (size_t)PyBytes_GET_SIZE(out));
+    *distinct = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int32_t p = be32(raw + i * esize);
+        unsigned char bit = (unsigned char)(1 << (p & 7));
+        if (bits[p >> 3] & bit)
+            *distinct = 0;
+        bits[p >> 3] |= bit;
+    }
+    return out;
+}
+
 /* fetch_ids_distinct(raw, size) -> bool or None: whether the entries' partition indexes
- * (each entry's first four bytes, big-endian) are all different; None when one is negative
- * or past DISTINCT_MAX_ID (protocol/fetch_request.py ids_distinct_py). */
+ * are all different, read off their bitmap (``ids_bitmap``); None when one is negative or
+ * past DISTINCT_MAX_ID (protocol/fetch_request.py ids_distinct_py). */
 PyObject *
 tl_fetch_ids_distinct(PyObject *self, PyObject *args)
 {
@@ -162,49 +210,18 @@ tl_fetch_ids_distinct(PyObject *self, PyObject *args)
     Py_ssize_t esize;
     if (!PyArg_ParseTuple(args, "y*n", &rb, &esize))
         return NULL;
-    PyObject *out = NULL;
-    if (esize < 4) {
-        PyErr_SetString(PyExc_ValueError, "fetch_ids_distinct: entries under 4 bytes");
-        goto done;
-    }
-    const unsigned char *raw = rb.buf;
-    Py_ssize_t n = rb.len / esize;
-    int32_t top = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int32_t p = be32(raw + i * esize);
-        if (p < 0 || p >= DISTINCT_MAX_ID) {
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
-        if (p > top)
-            top = p;
-    }
-    if (top < 0) { /* no entry */
-        out = Py_NewRef(Py_True);
-        goto done;
-    }
-    unsigned char *seen = PyMem_Calloc((size_t)top / 8 + 1, 1);
-    if (seen == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
     int distinct = 1;
-    for (Py_ssize_t i = 0; i < n && distinct; i++) {
-        int32_t p = be32(raw + i * esize);
-        if (seen[p >> 3] & (1 << (p & 7)))
-            distinct = 0;
-        seen[p >> 3] |= (unsigned char)(1 << (p & 7));
-    }
-    PyMem_Free(seen);
-    out = PyBool_FromLong(distinct);
-done:
+    PyObject *bits = ids_bitmap(rb.buf, rb.len, esize, "fetch_ids_distinct", &distinct);
     PyBuffer_Release(&rb);
-    return out;
+    if (bits == NULL || bits == Py_None)
+        return bits;
+    Py_DECREF(bits);
+    return PyBool_FromLong(distinct);
 }
 
-/* fetch_ids_bits(raw, size) -> bytes or None: a bitmap of the entries' partition indexes
- * (bit p of byte p / 8 set for index p, as many bytes as the largest needs); None when one
- * is negative or past DISTINCT_MAX_ID (server/quiet_table.py ids_bits_py). */
+/* fetch_ids_bits(raw, size) -> bytes or None: the bitmap of the entries' partition indexes
+ * (``ids_bitmap``); None when one is negative or past DISTINCT_MAX_ID
+ * (server/quiet_table.py ids_bits_py). */
 PyObject *
 tl_fetch_ids_bits(PyObject *self, PyObject *args)
 {
@@ -212,33 +229,8 @@ tl_fetch_ids_bits(PyObject *self, PyObject *args)
     Py_ssize_t esize;
     if (!PyArg_ParseTuple(args, "y*n", &rb, &esize))
         return NULL;
-    PyObject *out = NULL;
-    if (esize < 4) {
-        PyErr_SetString(PyExc_ValueError, "fetch_ids_bits: entries under 4 bytes");
-        goto done;
-    }
-    const unsigned char *raw = rb.buf;
-    Py_ssize_t n = rb.len / esize;
-    int32_t top = -1;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int32_t p = be32(raw + i * esize);
-        if (p < 0 || p >= DISTINCT_MAX_ID) {
-            out = Py_NewRef(Py_None);
-            goto done;
-        }
-        if (p > top)
-            top = p;
-    }
-    out = PyBytes_FromStringAndSize(NULL, top < 0 ? 0 : (Py_ssize_t)top / 8 + 1);
-    if (out == NULL)
-        goto done;
-    unsigned char *bits = (unsigned char *)PyBytes_AS_STRING(out);
-    memset(bits, 0, (size_t)PyBytes_GET_SIZE(out));
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int32_t p = be32(raw + i * esize);
-        bits[p >> 3] |= (unsigned char)(1 << (p & 7));
-    }
-done:
+    int distinct;
+    PyObject *bits = ids_bitmap(rb.buf, rb.len, esize, "fetch_ids_bits", &distinct);
     PyBuffer_Release(&rb);
-    return out;
+    return bits;
 }

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .core import ConfigDef, ConfigError, at_least, one_of
+from .core import ConfigDef, ConfigError, at_least, between, one_of
 
 DISABLED = "disabled"
 KEY_VALUE = "key_value"
@@ -172,6 +172,12 @@ ICEBERG_CONFIG_DEF = (
             "deleted at each maintenance pass once older than this (Iceberg's "
             "remove-orphan-files older_than, 3 days): what failed or interrupted commits "
             "left. -1: never.", at_least(-1))
+    .define("iceberg.translation.nice", "int", 10,
+            "How much lower than the broker's the OS priority of the translation and "
+            "maintenance threads is (added to their nice value, at most 19; Linux, where a "
+            "thread has its own): on a machine with no core to spare the produce path gets "
+            "the CPU first, and translation uses the slack of its target lag. 0: the "
+            "broker's priority.", between(0, 19))
     .define("iceberg.dlq.table.suffix", "string", "~dlq",
             "Suffix of the table that holds a topic's undecodable records.")
     .define("iceberg.rest.credential", "password", None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from .catalog import ICEBERG_DIR, open_catalog
 from .log_source import PartitionSource
 from .maintenance import Expired
 from .metrics import IcebergCollector
+from .priority import lower_thread_priority
 from .schemas import Codecs, SchemaSource
 from .tables import Tables
 from .translator import FlushResult, TopicSettings, TopicTranslator
@@ -88,11 +90,16 @@ class IcebergService:
         self.clock: Clock = broker.clock  # wall-clock time of snapshot expiry
         self.maintenance_s = int(self.values["iceberg.maintenance.interval.ms"]) / 1000
         self.orphan_age_ms = int(self.values["iceberg.orphan.files.older.than.ms"])
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="iceberg-translation")
+        # both threads at a lower OS priority than the event loop (iceberg.translation.nice)
+        nice = int(self.values["iceberg.translation.nice"])
+        lower = functools.partial(lower_thread_priority, nice)
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="iceberg-translation",
+                                        initializer=lower)
         # snapshot expiry and orphan-file removal: off the translation thread, so that a
         # long pass does not hold flushes back (a commit of either that races the other's
         # is applied by the catalog to its current metadata, or refused and retried)
-        self._maintenance = ThreadPoolExecutor(1, thread_name_prefix="iceberg-maintenance")
+        self._maintenance = ThreadPoolExecutor(1, thread_name_prefix="iceberg-maintenance",
+                                               initializer=lower)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -239,6 +246,11 @@ class IcebergService:
             dlq = topic.translator.settings.dlq_name
             self._pool.submit(tables.drop, name)
             self._pool.submit(tables.drop, dlq)
+
+    def threads(self) -> list[threading.Thread]:
+        """The translation and maintenance threads started so far (each starts with its
+        first task)."""
+        return [*self._pool._threads, *self._maintenance._threads]
 
     def collector(self) -> IcebergCollector:
         """The ``/metrics`` collector of translation lag (register it on the HTTP listener)."""

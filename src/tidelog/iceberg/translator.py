@@ -98,8 +98,16 @@ class TopicTranslator:
         return lambda: self.committed.get(partition, 0)
 
     def lag(self) -> dict[int, int]:
-        """Records not yet in the table, per partition led here."""
-        return {p: max(0, lso - self.committed.get(p, 0)) for p, lso in self.lso.items()}
+        """Records not yet in the table, per partition led here, as of the call: the log's
+        last stable offset is read now, so the lag grows while flushes wait (the thread's
+        lower priority, a long target lag) or fail, not only when one runs."""
+        out = {}
+        for tp in self.source.topic_partitions(self.settings.topic):
+            leading = self.source.leadership(tp)
+            if leading is not None:
+                out[tp.partition] = max(0, leading.last_stable_offset
+                                        - self.committed.get(tp.partition, 0))
+        return out
 
     def lag_ms(self, now: float) -> dict[int, float]:
         """How long the table has been behind each partition led here (0 when current)."""

@@ -34,7 +34,6 @@ MIN_VERSION = 4
 MAX_VERSION = 18
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _HEAD = struct.Struct(">iiib")  # max_wait, min_bytes, max_bytes, isolation_level
 _SESSION = struct.Struct(">ii")
 
@@ -65,6 +64,10 @@ _V9 = _Layout(28, "iiq8xi", True, ("partition", "current_leader_epoch", "fetch_o
 _V12 = _Layout(33, "iiq12xix", True, ("partition", "current_leader_epoch", "fetch_offset",
                                       "last_fetched_epoch", "log_start_offset",
                                       "partition_max_bytes"), 4, 8, 28)
+
+
+# one entry of each layout, by its size
+_ONE = {lay.size: struct.Struct(">" + lay.fmt) for lay in (_V4, _V5, _V9, _V12)}
 
 
 def _layout(version: int) -> _Layout:
@@ -115,13 +118,13 @@ class FetchTopicColumns:
 
     def entry(self, i: int) -> tuple[int, int, int, int]:
         """Partition ``i``: (partition index, current leader epoch or -1, fetch offset,
-        max bytes)."""
-        layout, raw = self.layout, self.raw
-        at = i * layout.size
-        epoch = _I32.unpack_from(raw, at + layout.epoch_at)[0] if layout.epochs else -1
-        return (_I32.unpack_from(raw, at)[0], epoch,
-                _I64.unpack_from(raw, at + layout.offset_at)[0],
-                _I32.unpack_from(raw, at + layout.max_at)[0])
+        max bytes), read in one call."""
+        layout = self.layout
+        one = _ONE[layout.size]
+        if layout.epochs:
+            return one.unpack_from(self.raw, i * layout.size)
+        p, offset, max_bytes = one.unpack_from(self.raw, i * layout.size)
+        return p, -1, offset, max_bytes
 
     def columns(self) -> tuple[tuple[int, ...], ...]:
         """(partition indexes, current leader epochs, fetch offsets, max bytes)."""

@@ -56,8 +56,9 @@ class TopicRead:
     kept: dict[int, bytes] = field(default_factory=dict)
     parts: list[Partition | None] = field(default_factory=list)  # the topic's, by index
     # a moved partition read from where its last quiet answer said the batch at its HW
-    # would start (request index -> that answer), when the consumer reads on from there
-    starts: dict[int, QuietAnswer] = field(default_factory=dict)
+    # would start, when the consumer reads on from there: request index -> (that answer,
+    # the one it gave when asked again in this Fetch)
+    starts: dict[int, tuple[QuietAnswer, QuietAnswer]] = field(default_factory=dict)
 
     def encoded(self) -> EncodedPartitions:
         """The partitions for ``encode_fetch_response``: quiet runs, the others between."""
@@ -158,11 +159,13 @@ class SessionlessFetches(ReplicaFetches):
             p, epoch, offset, _ = cols.entry(i)
             before = table.answers[p]
             q = table.answer(p, version)
-            if q is not None and q.high_watermark == offset and epoch in (-1, q.leader_epoch):
+            if q is None:
+                continue
+            if q.high_watermark == offset and epoch in (-1, q.leader_epoch):
                 out.kept[i] = q.entry
             elif before is not None and before.high_watermark == offset and \
                     before.position >= 0:
-                out.starts[i] = before
+                out.starts[i] = (before, q)
         return out
 
     def _read_slow(self, r: _FetchRequest, t: SessionlessTopic, answer: TopicRead,
@@ -176,19 +179,24 @@ class SessionlessFetches(ReplicaFetches):
         p, epoch, offset, max_bytes = t.columns.entry(i)
         if t.error_code:
             return FetchPartitionData(p, t.error_code, records=b"")
-        cp = CachedPartition(offset, max_bytes, current_leader_epoch=epoch)
         limit = max(0, min(max_bytes, budget))
         parts = answer.parts
         part = parts[p] if 0 <= p < len(parts) else None
         if part is None or part.logs_version != self.logs.logs_version:
             # not hosted, its dir offline, or a log stored or removed since: the long way
-            return self._read_partition(r, FetchKey(t.topic_id, t.name, p), cp, limit, min_one)
+            return self._read_partition(r, FetchKey(t.topic_id, t.name, p),
+                                        CachedPartition(offset, max_bytes,
+                                                        current_leader_epoch=epoch),
+                                        limit, min_one)
         out = FetchPartitionData(p)
         start = answer.starts.get(i)
+        isolation = r.params.isolation
+        if start is not None and (isolation is _TO_HW or isolation is _COMMITTED) and \
+                fetch_at_position(part, offset, epoch, out, limit, *start):
+            return out
+        cp = CachedPartition(offset, max_bytes, current_leader_epoch=epoch)
         try:
-            if start is None or r.params.isolation is not _TO_HW or \
-                    not fetch_at_position(part, offset, epoch, out, limit, start):
-                part.fetch_records(r.params, cp, out, limit, min_one)
+            part.fetch_records(r.params, cp, out, limit, min_one)
         except Exception as exc:
             self._read_failed(r, part.topic_partition, cp, limit, min_one, out, exc)
         return out
@@ -226,29 +234,34 @@ class SessionlessFetches(ReplicaFetches):
 
 
 _TO_HW = FetchIsolation.HIGH_WATERMARK  # bound once: 3.11's EnumType.__getattr__
+_COMMITTED = FetchIsolation.TXN_COMMITTED
 _NOWHERE = QuietTable([])  # a topic not hosted here: every partition read (and answered so)
 
 
 def fetch_at_position(part: Partition, fetch_offset: int, current_leader_epoch: int,
-                      out: FetchPartitionData, max_bytes: int, start: QuietAnswer) -> bool:
-    """``Partition.fetch_records`` for a consumer reading to the high watermark from where
-    a ``quiet_answer`` (``start``) said the batch at ``fetch_offset`` starts, when that is
-    all it takes: this broker leads at the epoch named (or none), and the log reads it in
-    one piece (``Log.read_at_position``: small, in the active segment, the batch found
-    where it was said to be). False, with ``out`` untouched but its offsets, for
-    ``fetch_records`` to answer."""
+                      out: FetchPartitionData, max_bytes: int, start: QuietAnswer,
+                      now: QuietAnswer) -> bool:
+    """``Partition.fetch_records`` for a consumer reading to the high watermark (or the
+    LSO: read_committed, librdkafka's default) from where a ``quiet_answer`` (``start``)
+    said the batch at ``fetch_offset`` starts, when that is all it takes: this broker leads
+    at the epoch named (or none), and the log reads it in one piece
+    (``Log.read_at_position``: small, in the active segment, the batch found where it was
+    said to be, no aborted transaction listed there). ``now`` is the quiet answer the
+    partition gave in this Fetch: while the log's state stamp is still the one it was read
+    under (checked after the read), its offsets are the log's (the LSO is the HW there,
+    so both isolations read the same bytes) and nothing else need be asked. False, with
+    ``out``'s records untouched, for ``fetch_records`` to answer."""
     epoch = current_leader_epoch
     if not ((epoch == NO_EPOCH or epoch == part.leader_epoch)
             and part.leader_id == part.local_broker_id):
         return False
     lg = part.log
-    out.high_watermark = lg.high_watermark
-    out.last_stable_offset = lg.last_stable_offset
-    out.log_start_offset = lg.log_start_offset
     data = lg.read_at_position(fetch_offset, max_bytes, start.segment_base, start.position,
                                SENDFILE_MIN_BYTES - 1)
-    if data is None:
+    if data is None or lg.state_stamp != now.stamp:
         return False
+    out.high_watermark = out.last_stable_offset = now.high_watermark
+    out.log_start_offset = now.log_start_offset
     out.records = data
     return True
 

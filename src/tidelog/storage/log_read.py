@@ -119,16 +119,20 @@ def read_at_position(segments: LogSegments, log_start_offset: int, bound: LogOff
     consumer reading on from there). None, for ``read`` to answer, unless all of it is
     simple: the offset in range and below the bound, the bound in that segment and that
     segment the active one, the bytes up to the bound within ``max_length`` and
-    ``copy_limit`` (larger ones go to ``read``, whose slice may be sent from the file), and
-    the batch found at ``position`` one that starts at ``start_offset`` (a log truncated
-    since holds other bytes there). No error is raised here: ``read`` raises it."""
+    ``copy_limit`` (larger ones go to ``read``, whose slice may be sent from the file), no
+    entry in that segment's transaction index (so a read_committed ``read`` of the same
+    bytes lists no aborted transaction: while the LSO is the bound, the answer is its
+    answer too), and the batch found at ``position`` one that starts at ``start_offset`` (a
+    log truncated since holds other bytes there). No error is raised here: ``read`` raises
+    it."""
     if not log_start_offset <= start_offset < bound.message_offset or \
             bound.segment_base_offset != segment_base:
         return None
     seg = segments.last_segment
     size = bound.relative_position_in_segment - position
     if seg is None or seg.base_offset != segment_base or position < 0 or \
-            not _HEAD.size <= size <= min(max_length, copy_limit):
+            not _HEAD.size <= size <= min(max_length, copy_limit) or \
+            not seg.txn_index.is_empty:
         return None
     try:
         data = os.pread(seg.log.fileno(), size, position)

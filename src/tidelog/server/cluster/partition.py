@@ -71,6 +71,7 @@ class QuietAnswer(NamedTuple):
     # position), -1 when not known: a read from there later need not search for it
     segment_base: int = -1
     position: int = -1
+    log_start_offset: int = -1  # the log's then (the LSO is the HW: a quiet answer's)
 
 
 class AlterPartitionSender(Protocol):
@@ -355,18 +356,23 @@ class Partition:
         if not self.is_leader:
             return None
         lg = self.log
-        with lg.lock:  # the stamp and what it covers read together
+        lock = lg.lock
+        lock.acquire()  # the stamp and what it covers read together (no context manager:
+        try:  # this runs for each partition that moved, in every Fetch that names it)
             hw = lg.high_watermark
             if lg.closed or lg.last_stable_offset != hw:
                 return None
-            entry = quiet_partition(self.topic_partition.partition, hw, hw, lg.log_start_offset,
-                                    version)
+            start = lg.log_start_offset
             at = lg.high_watermark_metadata
-            if at is None or at.message_offset != hw:
-                at = _NOWHERE
-            q = QuietAnswer(lg.state_stamp, hw, self.leader_epoch, version, entry,
-                            at.segment_base_offset, at.relative_position_in_segment)
-        self.quiet = q
+            stamp = lg.state_stamp
+        finally:
+            lock.release()
+        if at is None or at.message_offset != hw:
+            at = _NOWHERE
+        q = self.quiet = QuietAnswer(
+            stamp, hw, self.leader_epoch, version,
+            quiet_partition(self.topic_partition.partition, hw, hw, start, version),
+            at.segment_base_offset, at.relative_position_in_segment, start)
         return q
 
     def read_records(self, fetch_offset: int, max_bytes: int, isolation: FetchIsolation,
