@@ -259,22 +259,18 @@ class Partition:
         """The leader's log is committed up to ``offset`` (None: its end); True if the high
         watermark moved."""
         lg = self.log
-        if offset is None and not self.remote_replicas and \
-                self.leader_id == self.local_broker_id:
-            # the common case, the whole ISR this broker: the HW to the LEO, read once by
-            # the log (no call for it here), and the committed offset with it
-            self.local_committed_offset, moved = lg.high_watermark_to_end()
-            if not moved:
-                return False
-            if self.on_high_watermark is not None:
-                self.on_high_watermark(self.topic_partition)
-            return True
-        end = lg.log_end_offset
-        self.local_committed_offset = committed = end if offset is None else min(offset, end)
         if self.remote_replicas or self.leader_id != self.local_broker_id:
+            end = lg.log_end_offset
+            self.local_committed_offset = end if offset is None else min(offset, end)
             return self.maybe_increment_leader_hw(None, end)  # (the time read only then)
-        # the whole ISR is this broker: ``maybe_increment_leader_hw``'s HW is ``committed``
-        if lg.maybe_increment_high_watermark(committed) is None:
+        # the whole ISR is this broker: ``maybe_increment_leader_hw``'s HW is the committed
+        # offset (the LEO, after each append: read and moved to in one call of the log)
+        if offset is None:
+            self.local_committed_offset, moved = lg.high_watermark_to_end()
+        else:
+            self.local_committed_offset = committed = min(offset, lg.log_end_offset)
+            moved = lg.maybe_increment_high_watermark(committed) is not None
+        if not moved:
             return False
         if self.on_high_watermark is not None:
             self.on_high_watermark(self.topic_partition)
