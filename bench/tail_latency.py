@@ -115,7 +115,9 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
     for name in names:
         if name in ("writer", "tidelog"):  # tidelog: its defaults (the writer thread)
             out.append(("tidelog (writer thread)", lambda: broker_bench.tidelog_broker()))
-        elif name == "other" and other_src:
+        elif name == "other":
+            if not other_src:
+                raise SystemExit("broker 'other' needs --other-src DIR")
             out.append(("tidelog (--other-src)", lambda: broker_bench.tidelog_broker(
                 env={"PYTHONPATH": other_src})))
         elif name == "loop":
@@ -123,10 +125,14 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
                 overrides={"tidelog.log.append.writer.enable": "false"})))
         elif name == "tansu":
             tansu = native.tansu_path()
-            if tansu is not None:
-                out.append(("tansu", lambda t=tansu: broker_bench.tansu_broker(t)))
+            if tansu is None:
+                raise SystemExit("broker 'tansu': no Tansu binary found")
+            out.append(("tansu", lambda t=tansu: broker_bench.tansu_broker(t)))
         elif name == "baseline":
             out.append((BASELINE, baseline_broker))
+        else:
+            raise SystemExit(f"unknown broker {name!r}: writer (or tidelog), other, loop, "
+                             "tansu, baseline")
     return out
 
 
