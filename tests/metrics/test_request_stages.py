@@ -51,3 +51,29 @@ def test_a_request_is_one_call_to_the_selected_core() -> None:
     else:
         assert requests._record is requests.record_py
         assert requests._record_timing is requests.record_timing_py
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([0, 1, 3]), st.integers(0, 13),
+                          st.integers(0, 10**6), st.integers(0, 10**6),
+                          st.integers(0, 10**6), st.integers(0, 10**6)), min_size=1, max_size=8))
+def test_one_response_recorded_alone_as_in_a_list(reqs: list[tuple[int, ...]]) -> None:
+    """``record_sent_one`` (the connection's one-response flush) leaves every RequestStats
+    as ``record_sent`` of a one-element list does (Fetch counted as FetchConsumer too)."""
+    by_list, alone = requests.RequestMetrics(), requests.RequestMetrics()
+    for key, version, start, queue, local, rqueue in reqs:
+        t = requests.RequestTiming(key, version, start)
+        t.dequeue_ns = start + queue
+        t.complete_ns = t.dequeue_ns + local
+        by_list.record_sent([t], t.complete_ns + rqueue)
+        alone.record_sent_one(t, t.complete_ns + rqueue)
+
+    def seen(m: requests.RequestMetrics) -> dict[str, tuple[dict[int, int], list[int]]]:
+        return {name: (s.requests, [h.count for h in s.stages.values()])
+                for name, s in m.by_name.items()}
+
+    assert set(alone.by_name) == set(by_list.by_name) >= {requests.api_name(k)
+                                                          for k, *_ in reqs}
+    assert seen(alone) == seen(by_list)
+    for name, s in alone.by_name.items():  # the send stage: each ends at its own clock
+        assert [h.count for h in s.stages.values()] == [sum(s.requests.values())] * 6, name

@@ -41,7 +41,7 @@ def broker() -> Iterator[EmbeddedBroker]:
         registry = b.broker.registry
         for key in (HEARTBEAT, METADATA):
             spec = registry._specs[key]
-            registry._specs[key] = dataclasses.replace(spec, handle=_boom)
+            registry._specs[key] = dataclasses.replace(spec, handle=_boom, handle_now=None)
         yield b
 
 
@@ -83,7 +83,7 @@ def failing_broker() -> Iterator[EmbeddedBroker]:
         registry = b.broker.registry
         for spec in list(registry):
             if spec.api_key != API_VERSIONS:
-                registry._specs[spec.api_key] = dataclasses.replace(spec, handle=_boom)
+                registry._specs[spec.api_key] = dataclasses.replace(spec, handle=_boom, handle_now=None)
         yield b
 
 
@@ -121,6 +121,25 @@ def test_failed_produce_mirrors_partitions_with_invalid_offsets(
         ]
 
 
+def _boom_now(ctx: object, request: object) -> object:
+    raise RuntimeError("injected handler bug")
+
+
+def test_failed_produce_without_coroutine_answers_per_partition() -> None:
+    """The Produce answered without a coroutine (its ``handle_now``) fails as its coroutine
+    would: UNKNOWN_SERVER_ERROR in every partition, and the connection keeps serving."""
+    with EmbeddedBroker() as b:
+        spec = b.broker.registry._specs[0]
+        b.broker.registry._specs[0] = dataclasses.replace(spec, handle_now=_boom_now)
+        with Wire(b) as w:
+            resp: Any = w.call(0, 9, body=produce_body(9, "orders", {0: b"", 3: b""}))
+            (topic,) = resp.responses
+            assert [(p.index, p.error_code) for p in topic.partition_responses] == [
+                (0, ErrorCode.UNKNOWN_SERVER_ERROR), (3, ErrorCode.UNKNOWN_SERVER_ERROR)]
+            ok = w.call(API_VERSIONS, 3, client_software_name="t", client_software_version="1")
+            assert ok.error_code == ErrorCode.NONE  # type: ignore[attr-defined]
+
+
 def test_real_producer_gets_the_error_per_partition() -> None:
     """librdkafka through confluent-kafka: a failing Produce handler reaches the delivery
     report as Kafka's UNKNOWN error, not as a dropped connection and a retry loop."""
@@ -131,7 +150,7 @@ def test_real_producer_gets_the_error_per_partition() -> None:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         admin.create_topics([NewTopic("fails", 2, 1)])["fails"].result(30)
         spec = b.broker.registry._specs[0]
-        b.broker.registry._specs[0] = dataclasses.replace(spec, handle=_boom)
+        b.broker.registry._specs[0] = dataclasses.replace(spec, handle=_boom, handle_now=None)
         errors: list[Any] = []
         p = confluent_kafka.Producer(
             {

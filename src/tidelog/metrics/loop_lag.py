@@ -67,9 +67,18 @@ async def monitor_loop_lag(hist: LatencyHistogram = LOOP_LAG,
             continue
         spent = time.thread_time()
         used, cpu = spent - cpu, spent
-        # late for its own work (not for a core: a loaded machine makes every wake late)
-        busy = used >= LAG_BUSY_SHARE * (now - start) or (late > interval_s and used >= late / 2)
-        wait = interval_s if busy else min(wait * 2, idle_interval_s)
+        wait = next_wait(wait, interval_s, idle_interval_s, now - start, late, used)
+
+
+def next_wait(wait: float, interval_s: float, idle_interval_s: float, elapsed: float,
+              late: float, used: float) -> float:
+    """The monitor's next wait after a wake ``elapsed`` seconds after the last, ``late`` past
+    its due time, the loop's thread having used ``used`` seconds of CPU meanwhile: back to
+    ``interval_s`` when the loop was busy (on CPU at least ``LAG_BUSY_SHARE`` of the time, or
+    late through its own work: not for a core, as a loaded machine makes every wake late),
+    else twice the last wait, up to ``idle_interval_s``."""
+    busy = used >= LAG_BUSY_SHARE * elapsed or (late > interval_s and used >= late / 2)
+    return interval_s if busy else min(wait * 2, idle_interval_s)
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,6 +195,12 @@ class RequestMetrics:
             for s in by_key.get(t.api_key) or self._for_key(t.api_key):
                 record(s.cells, s.requests, t, dequeue_ns, end)  # Fetch: FetchConsumer too
 
+    def record_sent_one(self, t: RequestTiming, dequeue_ns: int) -> None:
+        """``record_sent`` of one response (the common case: no list, no loop over it)."""
+        end = time.perf_counter_ns()
+        for s in self._by_key.get(t.api_key) or self._for_key(t.api_key):
+            _record_timing(s.cells, s.requests, t, dequeue_ns, end)
+
     def record_no_response(self, t: RequestTiming) -> None:
         """A request without a response (Produce acks=0)."""
         self.record(t, t.complete_ns, t.complete_ns)

@@ -59,7 +59,7 @@ class BrokerTopicStats:
 
     def record_append(self, topic: str, size: int, messages: int) -> None:
         """A produced partition was appended: ``size`` batch bytes, ``messages`` records."""
-        t = self.topic(topic)
+        t = self._topics.get(topic) or self.topic(topic)  # (a call for a new topic only)
         a = self.all_topics
         t.total_produce_requests += 1
         a.total_produce_requests += 1

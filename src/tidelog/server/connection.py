@@ -19,29 +19,31 @@ import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from tidelog.metrics.requests import CURRENT_REQUEST, RequestTiming
 from tidelog.protocol.codec import (
     API_VERSIONS_KEY,
     InvalidRequestError,
-    RequestHeader,
     UnsupportedVersionError,
     api_versions_fallback,
     decode_request,
     encode_response,
     peek_header,
 )
-from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fetch_request import decode_sessionless_fetch
 from tidelog.protocol.produce_in_place import decode_produce_in_place
 
 from . import eager
+from .connection_outcomes import PENDING as _PENDING
+from .connection_outcomes import ConnectionOutcomes
+from .connection_outcomes import Slot as _Slot
 from .context import ConnectionState, RequestContext
-from .error_response import error_response
 from .fault_plans import plan_for
 from .quota import request as request_quota
 from .receive import LARGE_FRAME, PRODUCE_IN_PLACE, LargeFrame, read_buffer
+from .registry import NOT_NOW, HandlerNow
 from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
 from .security.types import ANONYMOUS, KafkaPrincipal
@@ -54,18 +56,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
-_PENDING = object()
 PRODUCE_KEY = 0
 FETCH_KEY = 1
 _NUMBERS = itertools.count(1)
-
-
-class _Slot:
-    __slots__ = ("data", "timing")
-
-    def __init__(self, timing: RequestTiming | None = None) -> None:
-        self.data: Any = _PENDING
-        self.timing = timing
 
 
 def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any]:
@@ -80,7 +73,7 @@ def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any
     return decode_request(frame)
 
 
-class KafkaConnection(asyncio.BufferedProtocol):
+class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, listener: ListenerSecurity | None = None) -> None:
         self.broker = broker
         self.listener = listener or ListenerSecurity("PLAINTEXT", "PLAINTEXT")
@@ -326,12 +319,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if handle is None:
             return False
         timing = RequestTiming(key, version, start_ns) if self.request_metrics else None
+        now = spec.handle_now if self.faults is None else None
         if key == 0 and getattr(request, "acks", 1) == 0:
-            self._spawn(None, request, ctx, handle, timing)
+            self._spawn(None, request, ctx, handle, timing, now)
             return not self.closed
         slot = _Slot(timing)
         self.slots.append(slot)
-        self._spawn(slot, request, ctx, handle, timing)
+        self._spawn(slot, request, ctx, handle, timing, now)
         return not self.closed  # a handler that ran to its end may have closed it
 
     def _with_faults(self, key: int, handle: Handler) -> Handler | None:
@@ -370,22 +364,57 @@ class KafkaConnection(asyncio.BufferedProtocol):
         ctx: RequestContext,
         handle: Callable[[RequestContext, Any], Awaitable[Any]],
         timing: RequestTiming | None = None,
+        now: HandlerNow | None = None,
     ) -> None:
-        handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
         produce = ctx.header.api_key == 0
         last = self._last_produce
-        if not produce and last is not None and not last.done():
-            handle = _after(last, handle)
+        later = not produce and last is not None and not last.done()
+        if timing is not None:  # (metrics.requests.begin_request inlined: once per request)
+            timing.dequeue_ns = time.perf_counter_ns()
+        if now is not None and not later:  # the handler's ``handle_now`` (registry.py)
+            error: BaseException | None = None
+            try:
+                result = now(ctx, request)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # the handler's exception, as its task would keep it
+                result, error = None, exc
+            if result is not NOT_NOW:
+                if type(result) is CoroutineType:  # its appends made: what they wait for
+                    self._begin(slot, request, ctx, result, timing)
+                    return
+                if produce:
+                    self._last_produce = None
+                if timing is not None:
+                    timing.complete_ns = time.perf_counter_ns()
+                    if slot is None:  # acks=0
+                        self.request_metrics.record_no_response(  # type: ignore[union-attr]
+                            timing)
+                if type(result) is bytes and slot is not None and not self.closed and \
+                        not ctx.throttle_ms and not ctx.close_reason:
+                    slot.data = result  # (``_finished``, ``_complete``: a pre-encoded answer)
+                    if not self._flush_scheduled:
+                        self._flush_scheduled = True
+                        asyncio.get_running_loop().call_soon(self._flush)
+                    return
+                self._finished(slot, ctx, request, result, error)
+                return
+        handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
+        if later:
+            handle = _after(last, handle)  # type: ignore[arg-type]
         # started now: a handler that never suspends (a small produce) is answered in this
         # turn of the loop, not behind everything queued (server/eager.py), and without a
         # future or a task
+        self._begin(slot, request, ctx, handle(ctx, request), timing)
+
+    def _begin(self, slot: _Slot | None, request: Any, ctx: RequestContext,
+               coro: Awaitable[Any], timing: RequestTiming | None) -> None:
+        """The handler's coroutine run up to its first suspension now (eager.py)."""
+        produce = ctx.header.api_key == 0
         if timing is None:
-            task, result, error = eager.begin(handle(ctx, request), self._loop)
-        else:
-            # (metrics.requests.begin_request inlined, the timing current in the handler's
-            # context only: once per request)
-            timing.dequeue_ns = time.perf_counter_ns()
-            task, result, error = eager.begin(handle(ctx, request), self._loop,
+            task, result, error = eager.begin(coro, self._loop)
+        else:  # the timing current in the handler's context only
+            task, result, error = eager.begin(coro, self._loop,
                                               timing.completed, CURRENT_REQUEST, timing)
         if produce:
             self._last_produce = task  # None: it ended, nothing later waits for it
@@ -435,44 +464,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if ctx.close_reason:  # e.g. failed authentication: answer, then close
             self._close_after_answer(ctx.close_reason, ctx.close_delay_ms)
 
-    def _handler_failed(
-        self, exc: BaseException, slot: _Slot | None, header: RequestHeader, request: Any
-    ) -> None:
-        """A handler raised: log it and answer UNKNOWN_SERVER_ERROR (Kafka's handleError),
-        or close when there is no slot to answer in or no error response to build."""
-        log.error(
-            "handler for API %d v%d failed (client %s %s:%d)",
-            header.api_key,
-            header.api_version,
-            header.client_id,
-            *self.peer,
-            exc_info=exc,
-        )
-        try:
-            fallback = error_response(
-                header.api_key, header.api_version, request, ErrorCode.UNKNOWN_SERVER_ERROR
-            )
-        except Exception:  # never let the error path take the loop down
-            log.exception("no error response for API %d v%d", header.api_key, header.api_version)
-            fallback = None
-        if slot is None or fallback is None:
-            self.close("handler error")
-        else:
-            self._complete(slot, header.correlation_id, fallback)
-
-    def _close_after_answer(self, reason: str, delay_ms: int) -> None:
-        """Flush the answer just completed, then close (at once, or after ``delay_ms``)."""
-        self._flush()
-        if delay_ms > 0:
-            # Kafka's delayed close: the answer goes out now, the connection stays
-            # unread until connection.failed.authentication.delay.ms has passed
-            self.closed_for_auth = True
-            asyncio.get_running_loop().call_later(
-                delay_ms / 1000, lambda: self.close(reason, graceful=True)
-            )
-        else:
-            self.close(reason, graceful=True)
-
     def _complete(self, slot: _Slot, correlation_id: int, result: Any) -> None:
         if result is None:
             slot.data = None
@@ -490,7 +481,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.closed or self.writer is None:
             return
         slots = self.slots
-        if slots and slots[0].data is not _PENDING:
+        if len(slots) == 1 and type(slots[0].data) is bytes:  # one answer (a produce's)
+            slot = slots.popleft()
+            dequeue_ns = time.perf_counter_ns()
+            self.last_active = self._clock()
+            self.writer.write([slot.data])
+            if self.closed:
+                return
+            if slot.timing is not None and self.request_metrics is not None:
+                self.request_metrics.record_sent_one(slot.timing, dequeue_ns)
+        elif slots and slots[0].data is not _PENDING:
             dequeue_ns = time.perf_counter_ns()
             out: list[Any] = []
             sent: list[RequestTiming] = []
@@ -513,41 +513,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if sent and self.request_metrics is not None:
                 self.request_metrics.record_sent(sent, dequeue_ns)
         self._maybe_pause()
-
-    def _close_after_earlier(self, reason: str) -> None:
-        """Close once the requests still running end (an earlier produce may still be
-        writing): Kafka reads nothing after the failed request, having run the ones before."""
-        pending = [t for t in self._tasks if not t.done()]
-        if not pending:
-            self._flush()
-            self.close(reason)
-            return
-
-        async def later() -> None:
-            await asyncio.wait(pending)
-            self._flush()
-            self.close(reason)
-
-        self._closing = asyncio.ensure_future(later())
-
-    def _mute(self, ms: int) -> None:
-        """Read nothing from this client for ``ms`` (Kafka mutes a throttled channel after
-        sending the response that carries throttle_time_ms, KIP-219)."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + ms / 1000
-        if until <= self._muted_until:
-            return
-        self._muted_until = until
-        self._maybe_pause()
-        loop.call_at(until, self._unmute, until)
-
-    def _unmute(self, until: float) -> None:
-        if self._muted_until != until or self.closed:
-            return  # a later throttle extended the mute
-        self._muted_until = 0.0
-        self._maybe_pause()
-        if self.buf:
-            self.data_received(b"")  # the requests that arrived while muted
 
     def _maybe_pause(self) -> None:
         if self.closed or self.transport is None:

@@ -28,7 +28,8 @@ from tidelog._native import core
 from tidelog.protocol.fetch_request import FetchTopicColumns
 from tidelog.storage.log import Log
 
-from .cluster.partition import Partition, QuietAnswer
+from .cluster.partition import Partition
+from .cluster.quiet_answer import QuietAnswer
 
 # the Log's stamp now, the stamp answered under, HW, leader epoch, version (-1: nothing
 # kept, -2: no partition hosted here), entry length, entry; native order as the C loop

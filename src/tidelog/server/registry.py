@@ -20,6 +20,11 @@ response_class(API_KEY, ctx.api_version), ...)``. ``handle`` returns one of:
 * ``bytes`` or a list of buffers that already form the framed response (fast encoders),
 * ``None``: send nothing (Produce with acks=0).
 
+A module may also define ``handle_now(ctx, request)``, tried first: the answer of a request
+it can give without suspending (as ``handle``'s, no coroutine made), a coroutine that ends
+the request (its appends already made), or ``NOT_NOW``: ``handle`` takes the request as if
+nothing had been tried. The connection calls it only where no fault plan wraps handlers.
+
 Handlers run on the broker's event loop; ``ctx.broker`` gives the ReplicaManager
 (``ctx.broker.replica_manager``), config, clock and the fetch purgatory. A handler may also be
 registered programmatically with ``Registry.register(HandlerSpec(...))`` (tests, plugins).
@@ -42,6 +47,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Handler = Callable[["RequestContext", Any], Awaitable[Any]]
+# a handler's try without a coroutine: its answer, a coroutine ending it, or NOT_NOW
+HandlerNow = Callable[["RequestContext", Any], Any]
+NOT_NOW: Any = type("NotNow", (), {"__repr__": lambda self: "NOT_NOW"})()
 HANDLER_PACKAGES = ("tidelog.server.handlers", "tidelog.server.coordinator.group.handlers")
 
 
@@ -52,6 +60,7 @@ class HandlerSpec:
     max_version: int
     handle: Handler
     name: str = ""
+    handle_now: HandlerNow | None = None
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
@@ -60,6 +69,8 @@ class HandlerSpec:
 class Registry:
     def __init__(self) -> None:
         self._specs: dict[int, HandlerSpec] = {}
+        # the spec of an API key, or None: the dict's own get (a C call per request)
+        self.get: Callable[[int], HandlerSpec | None] = self._specs.get
 
     def register(self, spec: HandlerSpec) -> None:
         if spec.api_key in self._specs:
@@ -74,11 +85,9 @@ class Registry:
                 max_version=int(module.MAX_VERSION),
                 handle=module.handle,
                 name=module.__name__,
+                handle_now=getattr(module, "handle_now", None),
             )
         )
-
-    def get(self, api_key: int) -> HandlerSpec | None:
-        return self._specs.get(api_key)
 
     def __iter__(self) -> Iterator[HandlerSpec]:
         return iter(sorted(self._specs.values(), key=lambda s: s.api_key))

@@ -121,6 +121,8 @@ class ReplicaAppends:
         common Produce: written on the loop, the ISR this broker): the answers are final on
         return when it returns None; else once the awaitable it returns is done. The
         appends themselves are all made before it returns, in order."""
+        if len(entries) == 1 and validate is None and self.async_appends:
+            return self._append_one(acks, timeout_ms, entries)
         produce = _Produce(self.inline_append_bytes)
         for tp, records, result in entries:
             if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
@@ -149,6 +151,42 @@ class ReplicaAppends:
             return self._wait_appended(timeout_ms, produce)
         if produce.replicated and (short := self._replicated_now(produce.replicated)):
             return self._wait_replicated(produce.replicated, short, timeout_ms)
+        return None
+
+    def _append_one(self, acks: int, timeout_ms: int, entries: Sequence[Entry]
+                    ) -> Awaitable[None] | None:
+        """``append_records_now`` of a Produce of one partition (librdkafka's common one):
+        no per-request bookkeeping unless its answer waits for something."""
+        tp, records, result = entries[0]
+        if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
+            return self._append_rest(acks, timeout_ms, entries, None,
+                                     _Produce(self.inline_append_bytes))
+        try:
+            info, written = self.append_async(tp, records, required_acks=acks,
+                                              inline_below=self.inline_append_bytes)
+        except Exception as exc:
+            _fail(tp, result, exc)
+            return None
+        if written is not None or self.group_commit.waiter(tp) is not None:  # it waits
+            produce = _Produce()
+            self._appended(tp, result, info, acks, written, produce)
+            return self._wait_appended(timeout_ms, produce)
+        result.base_offset = info.first_offset  # (``_appended``)
+        result.log_append_time = info.log_append_time
+        result.log_start_offset = info.log_start_offset
+        if acks != -1 or info.last_offset < 0:
+            return None
+        # (``_replicated_now`` inline: the ISR's outcome known now, or parked)
+        offset = info.last_offset + 1
+        partition = self.partitions.get(tp)
+        if partition is None:
+            _fail_after_append(result, ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+            return None
+        done, error = partition.check_enough_replicas_reached(offset)
+        if error != _NONE:
+            _fail_after_append(result, error, None)
+        elif not done:
+            return self._wait_replicated({tp: (result, offset)}, {tp: offset}, timeout_ms)
         return None
 
     async def _append_rest(self, acks: int, timeout_ms: int, entries: Sequence[Entry],

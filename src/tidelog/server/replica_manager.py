@@ -429,7 +429,8 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             self.delayed_produce.check_and_complete(tp)
         if tp in self.delayed_delete_records.watched:
             self.delayed_delete_records.check_and_complete(tp)
-        self._notify(tp)
+        for fn in self._append_listeners:  # (``_notify``: once per append)
+            fn(tp)
 
     def _notify(self, tp: TopicPartition) -> None:
         for fn in self._append_listeners:

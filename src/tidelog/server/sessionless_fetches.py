@@ -35,8 +35,9 @@ from tidelog.storage.manager import LogManager
 from tidelog.util.topic_partition import TopicPartition
 
 from .cluster.fetch_params import FetchParams
-from .cluster.partition import Partition, QuietAnswer
+from .cluster.partition import Partition
 from .cluster.partition_state import NO_EPOCH
+from .cluster.quiet_answer import QuietAnswer
 from .fetch_session import CachedPartition, FetchKey
 from .quiet_table import QuietTable, quiet_runs, waited_partitions
 from .replica_fetches import YIELD_EVERY, ReplicaFetches, _FetchRequest

@@ -92,7 +92,9 @@ class FreeSpaceFloor:
         # A test's fault plan: the free bytes it reports for a dir it filled (JUST_BELOW_FLOOR:
         # one byte under the floor), None for the dirs whose free space is measured.
         self.override: Callable[[Path], int | None] | None = None
-        self._dirs: dict[Path, DirSpace] = {}
+        # by the dir's path as a str: an append's lookup hashes it in C (a Path's __hash__ is
+        # a Python call)
+        self._dirs: dict[str, DirSpace] = {}
         self._lock = threading.Lock()
         self._listeners: list[Callable[[DirSpace], object]] = []
 
@@ -102,25 +104,21 @@ class FreeSpaceFloor:
 
     def add_dir(self, path: Path) -> None:
         with self._lock:
-            self._dirs[path] = DirSpace(path, 0, 0, 0)
+            self._dirs[os.fspath(path)] = DirSpace(path, 0, 0, 0)
         space = self.measure(path)
         if space is not None:
             log.info("Log dir %s: %d bytes free, %s %d%s", path, space.free, MIN_FREE_BYTES,
                      space.floor, " (off)" if space.floor == 0 else "")
 
-    def dir_key(self, path: Path) -> Path:
-        """The registered dir equal to ``path`` (itself if none): an append's lookup by that
-        very object is an identity match, not a comparison of paths."""
-        with self._lock:
-            for known in self._dirs:
-                if known == path:
-                    return known
-        return path
+    @staticmethod
+    def dir_key(path: Path) -> str:
+        """What ``check_append`` finds ``path``'s dir by (computed once per log)."""
+        return os.fspath(path)
 
     def remove_dir(self, path: Path) -> None:
         """An offline dir: nothing is appended to it any more."""
         with self._lock:
-            self._dirs.pop(path, None)
+            self._dirs.pop(os.fspath(path), None)
 
     def snapshot(self) -> list[DirSpace]:
         with self._lock:
@@ -142,7 +140,7 @@ class FreeSpaceFloor:
         if override is not None:
             free = max(0, floor - 1) if override == JUST_BELOW_FLOOR else override
         with self._lock:
-            d = self._dirs.get(path)
+            d = self._dirs.get(os.fspath(path))
             if d is None:
                 return None
             d.free, d.total, d.floor = free, total, floor
@@ -157,19 +155,23 @@ class FreeSpaceFloor:
 
     def measure_all(self) -> None:
         with self._lock:
-            paths = list(self._dirs)
+            paths = [d.path for d in self._dirs.values()]
         for path in paths:
             self.measure(path)
 
-    def check_append(self, path: Path, size: int, coordinator: bool) -> None:
-        """Count ``size`` bytes about to be appended to ``path``; refuse them when they would
-        leave less than the floor (half of it for a coordinator's write)."""
-        d = self._dirs.get(path)
+    def check_append(self, key: str | Path, size: int, coordinator: bool) -> None:
+        """Count ``size`` bytes about to be appended to the dir of ``key`` (``dir_key``, or
+        its path); refuse them when they would leave less than the floor (half of it for a
+        coordinator's write)."""
+        d = self._dirs.get(key)  # type: ignore[arg-type]
+        if d is None and type(key) is not str:
+            d = self._dirs.get(os.fspath(key))
         if d is None or self.configured == 0:
             return
         if size < d.headroom and self.override is None:  # far above the floor: count it
             d.headroom -= size  # (no lock: a lost update only makes the next measure sooner
             return  # or later by one append; the periodic measure resets it)
+        path = d.path
         space = self.measure(path)
         if space is None or space.floor == 0:
             return
@@ -179,7 +181,7 @@ class FreeSpaceFloor:
         needed = size if coordinator or not space.below_floor else max(size, space.refused)
         refused = space.free - needed < limit
         with self._lock:
-            d = self._dirs.get(path)
+            d = self._dirs.get(os.fspath(path))
             if d is None:
                 return
             if refused:

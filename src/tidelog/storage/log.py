@@ -8,9 +8,10 @@ offset, rolls, flushes, truncation and the deletion of segment files.
 
 Writers (append, roll, truncate, retention) hold the lock; readers do not (see log_read).
 Validation lives in validator.py, producer state in producer_state.py, loading in loader.py,
-the read side in log_read.py, retention in log_retention.py, the writer threads in
-log_writes.py, the accessors the LocalLog alone answers in log_view.py; the log's own state
-changes only here and in LocalLog.
+the read side in log_read.py, retention in log_retention.py, truncation in
+log_truncation.py, the writer threads in log_writes.py, the accessors the LocalLog alone
+answers in log_view.py; the log's own state changes only here, in log_truncation.py and in
+LocalLog.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from tidelog.util.scheduler import Scheduler
 from . import log_read, log_retention, log_tiered_offsets, log_writes
 from .errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from .file_records import TimestampAndOffset
-from .leader_epoch import EpochEntry, LeaderEpochFileCache
-from .loader import LogLoader, rebuild_producer_state
+from .leader_epoch import LeaderEpochFileCache
+from .loader import LogLoader
 from .local_log import LocalLog
 from .log_append import (
     AppendBatches,
@@ -43,6 +44,7 @@ from .log_append import (
 from .log_io import LogIo
 from .log_plain import append_plain
 from .log_read import FetchIsolation
+from .log_truncation import LogTruncation
 from .log_view import LocalLogView
 from .log_writes import (
     AppendWriter,
@@ -65,7 +67,7 @@ _COORDINATOR = AppendOrigin.COORDINATOR  # bound once: 3.11's EnumType.__getattr
 _CLIENT = AppendOrigin.CLIENT
 
 
-class Log(LocalLogView):
+class Log(LocalLogView, LogTruncation):
     """One partition's log over its ``LocalLog``: opened by ``Log.open`` (the LogLoader's
     recovery first)."""
 
@@ -188,12 +190,12 @@ class Log(LocalLogView):
         if len(records) == 0:
             info = self._empty_append_info()
         else:
-            if self.append_guard is not None and not plain_declined:
-                self.append_guard(len(records), origin is _COORDINATOR)
             if origin is _CLIENT and not plain_declined:
-                plain = self._append_plain_async(records, leader_epoch, inline_below)
+                plain = self.append_plain_as_leader(records, leader_epoch, inline_below)
                 if plain is not None:
                     return plain, False
+            elif self.append_guard is not None and not plain_declined:
+                self.append_guard(len(records), origin is _COORDINATOR)
             with self._io("append-async"):
                 v, analysis = self._prepare_leader_append(records, leader_epoch, origin)
                 handed = analysis is not None and \
@@ -252,18 +254,12 @@ class Log(LocalLogView):
         writer, no callback needed), complete on return as ``append_as_leader_async``
         answering False; or None: nothing done but the free-space guard's count (then
         ``append_as_leader_async(..., plain_declined=True)``). Raises as
-        ``append_as_leader``."""
+        ``append_as_leader``. (One call per Produce: ``_io("append-async")`` inline, the
+        lock and an OSError as KafkaStorageError naming the dir, no context manager.)"""
         if len(records) == 0:
             return None
         if self.append_guard is not None:
             self.append_guard(len(records), False)
-        return self._append_plain_async(records, leader_epoch, inline_below)
-
-    def _append_plain_async(self, records: bytes | bytearray | memoryview, leader_epoch: int,
-                            inline_below: int) -> LogAppendInfo | None:
-        """``_append_plain`` for ``append_as_leader_async``, its ``_io("append-async")``
-        inline (the lock, an OSError as KafkaStorageError naming the dir): one call per
-        Produce, no context manager. None: the reference path's to make."""
         local = self._local
         lock = self._lock
         lock.acquire()
@@ -273,7 +269,9 @@ class Log(LocalLogView):
             info = append_plain(local, self._producer_state, self.leader_epoch_cache,
                                 records, leader_epoch, inline_below, self._log_start_offset)
             if info is not None:
-                self.state_stamp += 1
+                self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
+                if self.stamp_cell is not None:
+                    self.mirror_stamp(self.stamp_cell)
         except OSError as exc:
             lock.release()
             raise KafkaStorageError(
@@ -414,24 +412,41 @@ class Log(LocalLogView):
             self._set_hw(min(max(hw, self._log_start_offset), self.log_end_offset))
             return self._hw
 
+    def high_watermark_to_end(self) -> tuple[int, bool]:
+        """``maybe_increment_high_watermark(log_end_offset)`` in one call, for a leader whose
+        ISR is itself, after each append: (the LEO, whether the HW moved)."""
+        with self._lock:
+            end = self._local.end_metadata  # (``log_end_offset_metadata`` without a call)
+            hw = end.message_offset
+            if hw <= self._hw:
+                return hw, False
+            self._move_hw(hw, end)
+            return hw, True
+
     def maybe_increment_high_watermark(self, hw: int) -> int | None:
         """Move the HW forward only; above the LEO is an error. Returns the old HW if moved.
         (``_set_hw`` inline: every append of a leader whose ISR is itself moves it.)"""
         with self._lock:
-            end = self._local.log_end_offset_metadata
+            end = self._local.end_metadata  # (``log_end_offset_metadata`` without a call)
             if hw > end.message_offset:
                 raise ValueError(f"High watermark {hw} update exceeds current log end offset "
                                  f"{end.message_offset} of {self.name}")
             old = self._hw
             if hw <= old:
                 return None
-            self._hw = hw
-            self.state_stamp += 1
-            self._hw_meta = end if hw == end.message_offset else None
-            psm = self._producer_state
-            if psm.unreplicated_txns:  # (its only work: no call without any)
-                psm.on_high_watermark_updated(hw)
+            self._move_hw(hw, end)
             return old
+
+    def _move_hw(self, hw: int, end: LogOffsetMetadata) -> None:
+        """Under the lock: the HW forward to ``hw``, at most ``end``."""
+        self._hw = hw
+        self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
+        if self.stamp_cell is not None:
+            self.mirror_stamp(self.stamp_cell)
+        self._hw_meta = end if hw == end.message_offset else None
+        psm = self._producer_state
+        if psm.unreplicated_txns:  # (its only work: no call without any)
+            psm.on_high_watermark_updated(hw)
 
     def _set_hw(self, hw: int) -> None:
         self._hw = hw
@@ -509,60 +524,6 @@ class Log(LocalLogView):
         with self._io("retention"):
             self._check_open()
             return log_retention.delete_old_segments(self)
-
-    # -- truncation ----------------------------------------------------------------------------
-    def truncate_to(self, target: int) -> bool:
-        """Follower truncation (Kafka's UnifiedLog.truncateTo, #83-#86): cut the log back to
-        ``target``, producer state, leader epochs and the transaction index following; False
-        if target >= LEO."""
-        if target < 0:
-            raise ValueError(f"Cannot truncate partition {self.name} to a negative offset")
-        with self._io("truncate"):
-            self._check_open()
-            local = self._local
-            if target >= local.log_end_offset:
-                self.leader_epoch_cache.truncate_from_end(local.log_end_offset)
-                return False
-            if (local.segments.first_segment_base_offset or 0) > target:
-                self.truncate_fully_and_start_at(target)
-                return True
-            local.truncate_to(target)
-            self._log_start_offset = min(self._log_start_offset, target)
-            self._set_hw(min(self._hw, target))
-            rebuild_producer_state(self._producer_state, local.segments,
-                                   self._log_start_offset, target, local.clock,
-                                   reload_from_clean_shutdown=False)
-            self.leader_epoch_cache.truncate_from_end(target)
-            self.state_stamp += 1
-            return True
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and start empty at ``offset`` (#85)."""
-        with self._io("truncate"):
-            self._check_open()
-            self._local.truncate_fully_and_start_at(offset)
-            self._producer_state.truncate_fully_and_start_at(offset)
-            self.leader_epoch_cache.clear_and_flush()
-            self._log_start_offset = offset
-            self._set_hw(offset)
-
-    def restore_remote_state(self, next_offset: int, log_start_offset: int,
-                             epochs: list[EpochEntry], producer_snapshot: bytes) -> None:
-        """A tiered follower's log rebuilt from remote storage (Kafka's
-        buildRemoteLogAuxState): empty at ``next_offset`` (the end of the leader's last remote
-        segment before its local start + 1), the leader's log start below it, the leader-epoch
-        cache and the producer state from that segment's checkpoint and snapshot."""
-        self.truncate_fully_and_start_at(next_offset)
-        with self._io("restore from remote storage"):
-            self._log_start_offset = min(log_start_offset, next_offset)
-            for e in epochs:
-                if e.start_offset < next_offset:
-                    self.leader_epoch_cache.assign(e.epoch, e.start_offset, flush=False)
-            self.leader_epoch_cache.flush()
-            self._producer_state.reload_from_snapshot(producer_snapshot, next_offset,
-                                                      self._log_start_offset,
-                                                      self._local.clock.milliseconds())
-            self.state_stamp += 1
 
     # -- producers -----------------------------------------------------------------------------
     def wait_for_writes(self) -> None:

@@ -95,12 +95,12 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
     if n > PLAIN_APPEND_BYTES:
         with memoryview(buf) as mv:
             crc = crc32c(mv[21:])
+    lo = now - config.timestamp_before_max_ms  # (clamped without min/max: two calls)
+    hi = now + config.timestamp_after_max_ms
     try:
-        got = _append(buf, offset, leader_epoch,
-                      max(now - config.timestamp_before_max_ms, INT64_MIN),
-                      min(now + config.timestamp_after_max_ms, INT64_MAX),
-                      config.max_message_bytes, config.compact, bound, log_records.fileno(),
-                      position, crc)
+        got = _append(buf, offset, leader_epoch, lo if lo > INT64_MIN else INT64_MIN,
+                      hi if hi < INT64_MAX else INT64_MAX, config.max_message_bytes,
+                      config.compact, bound, log_records.fileno(), position, crc)
     except OSError as e:
         raise log_records.append_error(e, n) from e
     if got is None:

@@ -291,7 +291,7 @@ class LogSegment:
         ts = t.rolling_based_timestamp
         if ts is not None and ts >= 0:  # rolls when max timestamp - ts > limit
             bound = ts + limit
-            return None if bound < INT64_MIN else min(bound, LONG_MAX)
+            return None if bound < INT64_MIN else bound if bound < LONG_MAX else LONG_MAX
         return None if now - t.created > limit else LONG_MAX
 
     def appended(self, size: int, position: int, last_offset: int, max_timestamp: int) -> None:

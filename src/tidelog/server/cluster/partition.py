@@ -14,7 +14,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, ClassVar, NamedTuple, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from tidelog.metrics.isr import ISR_CHANGE_STATS
 from tidelog.protocol.errors import ErrorCode
@@ -38,6 +38,7 @@ from .partition_state import (
     high_watermark_candidate,
     leader_epoch_error,
 )
+from .quiet_answer import QuietAnswer
 from .replica import Replica
 
 if TYPE_CHECKING:
@@ -56,22 +57,6 @@ LATEST_TIMESTAMP, EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP = -1, -2, -4
 # bounded by what a consumer may fetch
 TIERED_SPECIALS = (EARLIEST_LOCAL_TIMESTAMP, -5, -6)
 UNDEFINED_EPOCH_OFFSET = -1
-
-
-class QuietAnswer(NamedTuple):
-    """``Partition.quiet_answer``: valid while the log's ``state_stamp`` is ``stamp`` (and the
-    partition's leadership and log unchanged, which drop it)."""
-
-    stamp: int
-    high_watermark: int
-    leader_epoch: int
-    version: int
-    entry: bytes  # the partition's bytes in a Fetch response of ``version``
-    # where the batch at the HW will start (the active segment's base and the byte
-    # position), -1 when not known: a read from there later need not search for it
-    segment_base: int = -1
-    position: int = -1
-    log_start_offset: int = -1  # the log's then (the LSO is the HW: a quiet answer's)
 
 
 class AlterPartitionSender(Protocol):
@@ -259,12 +244,18 @@ class Partition:
         """The leader's log is committed up to ``offset`` (None: its end); True if the high
         watermark moved."""
         lg = self.log
-        end = lg.log_end_offset
-        self.local_committed_offset = committed = end if offset is None else min(offset, end)
         if self.remote_replicas or self.leader_id != self.local_broker_id:
+            end = lg.log_end_offset
+            self.local_committed_offset = end if offset is None else min(offset, end)
             return self.maybe_increment_leader_hw(None, end)  # (the time read only then)
-        # the whole ISR is this broker: ``maybe_increment_leader_hw``'s HW is ``committed``
-        if lg.maybe_increment_high_watermark(committed) is None:
+        # the whole ISR is this broker: ``maybe_increment_leader_hw``'s HW is the committed
+        # offset (the LEO, after each append: read and moved to in one call of the log)
+        if offset is None:
+            self.local_committed_offset, moved = lg.high_watermark_to_end()
+        else:
+            self.local_committed_offset = committed = min(offset, lg.log_end_offset)
+            moved = lg.maybe_increment_high_watermark(committed) is not None
+        if not moved:
             return False
         if self.on_high_watermark is not None:
             self.on_high_watermark(self.topic_partition)

@@ -11,18 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any, NamedTuple
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
 from tidelog.protocol.kio_util import ms
+from tidelog.records.batch import ATTRIBUTES_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
 from ..coordinator.transaction.verification import verify_transactional_produce
 from ..quota import QuotaType
 from ..quota.wiring import has_quota, throttle, wait_until_unmuted
+from ..registry import NOT_NOW
 from ..replica_appends import HEAVY_BYTES, HEAVY_COMPRESSED_BYTES, Entry, Validate, is_heavy
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
@@ -37,6 +39,7 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 # ``Enum.MEMBER`` read of a class attribute cost ~1 us)
 _PRODUCE, _WRITE, _TOPIC = QuotaType.PRODUCE, AclOperation.WRITE, ResourceType.TOPIC
 _new_tuple = tuple.__new__
+_TXN_BYTE = ATTRIBUTES_OFFSET + 1  # the attributes' low byte, with the transactional bit
 __all__ = ["HEAVY_BYTES", "HEAVY_COMPRESSED_BYTES", "handle", "is_heavy"]
 
 
@@ -105,7 +108,7 @@ def _topics(ctx: RequestContext, request: Any) -> _Named:
                 n += size
                 if size >= HEAVY_COMPRESSED_BYTES and not heavy:
                     heavy = is_heavy(records)
-    return _Named(named, may_create, heavy, n)
+    return _new_tuple(_Named, (named, may_create, heavy, n))  # (no Python __new__ call)
 
 
 def handle(ctx: RequestContext, request: Any) -> Coroutine[Any, Any, Any]:
@@ -178,43 +181,143 @@ def _creates(t: Any, name: str, denied: ErrorCode | None, acks: int) -> bool:
             and any(p.records for p in t.partition_data))
 
 
+def handle_now(ctx: RequestContext, request: Any) -> Any:
+    """The common Produce answered without a coroutine (registry.py): no quota, no produce
+    of the connection still running, no topic to create, no heavy batch. Its answer, or a
+    coroutine when its appends wait for something (the ISR, the group commit, the writer
+    thread), or NOT_NOW (nothing done): ``handle``'s."""
+    broker = ctx.broker
+    quotas = broker.client_quotas
+    if quotas is None or quotas.store.entries or ctx.connection_state.produce_tail is not None:
+        return NOT_NOW
+    topic_data = request.topic_data
+    if len(topic_data) == 1 and len(topic_data[0].partition_data) == 1 and \
+            broker.authorizer is None and not broker.record_validators and \
+            ctx.header.api_version < TOPIC_ID_VERSION and request.acks in (-1, 1):
+        answer = _one_partition(ctx, request, topic_data[0])
+        if answer is not NOT_NOW:
+            return answer
+    named = _topics(ctx, request)
+    if named.may_create or named.heavy:
+        return NOT_NOW
+    acks = request.acks
+    tid_denied = _tid_denied(ctx, request)
+    topics: list[tuple[str, list[ProducePartitionResult]]] = []
+    entries: list[Entry] = []
+    names = named.topics  # (a loop: a comprehension is a call)
+    for i, t in enumerate(request.topic_data):
+        name, _, known = names[i]
+        denied = _denied(ctx, name, tid_denied)
+        name = name or ""
+        topics.append((name, _topic_entries(ctx, t, name, denied, acks, known, entries)))
+    waits = _append(ctx, request, entries) if entries else None
+    if waits is not None:
+        return _answer_after(ctx, request, named, topics, waits)
+    return _answer(ctx, request, named, topics)
+
+
+def _one_partition(ctx: RequestContext, request: Any, t: Any) -> Any:
+    """``handle_now`` of librdkafka's common Produce, one partition of one topic named (not
+    by id), acks 1 or -1, no authorizer, no record validator: the checks ``_topics``,
+    ``_denied`` and ``_topic_entries`` make, answered as they answer; NOT_NOW (nothing done)
+    for anything else."""
+    name = t.name
+    p = t.partition_data[0]
+    records = p.records
+    rm = ctx.broker.replica_manager
+    if records is None or not 0 < len(records) < HEAVY_COMPRESSED_BYTES or \
+            name in INTERNAL_TOPICS or rm.topic(name) is None:
+        return NOT_NOW  # (empty, heavy maybe, internal, to create: the general path's)
+    tp = _new_tuple(TopicPartition, (name, p.index))
+    result = ProducePartitionResult(p.index)
+    topics = [(name, [result])]
+    # (verify_transactional_produce's own first test: a call only for a transactional batch)
+    txn_error = None if len(records) < RECORD_BATCH_OVERHEAD or \
+        not records[_TXN_BYTE] & TRANSACTIONAL_MASK else \
+        verify_transactional_produce(ctx.broker, tp, records)
+    if txn_error is not None:
+        result.error_code = txn_error
+    else:
+        timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
+        waits = rm.append_records_now(
+            request.acks, ms(request.timeout) if timeout_ms is None else timeout_ms,
+            [(tp, records, result)])
+        if waits is not None:
+            named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False,
+                                        len(records)))
+            return _answer_after(ctx, request, named, topics, waits)
+    header = ctx.header
+    return encode_produce_response(header.correlation_id, header.api_version, topics, 0)
+
+
+def _tid_denied(ctx: RequestContext, request: Any) -> bool:
+    """The transactional id's WRITE refused (checked once per request, first)."""
+    if ctx.broker.authorizer is None:  # (what ctx.authorize answers first)
+        return False
+    tid = getattr(request, "transactional_id", None)
+    return tid is not None and not ctx.authorize(
+        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid)
+
+
+def _denied(ctx: RequestContext, name: str | None, tid_denied: bool) -> ErrorCode | None:
+    """Why a topic's partitions may not be written: Kafka's order is the transactional id,
+    then WRITE on the topic, before the topic's existence (an unauthorized producer cannot
+    tell a missing topic from a forbidden one)."""
+    if name is None:
+        return ErrorCode.UNKNOWN_TOPIC_ID
+    if tid_denied:
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if ctx.broker.authorizer is None or ctx.authorize(_WRITE, _TOPIC, name):
+        return None
+    return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
 async def _handle(ctx: RequestContext, request: Any, named: _Named) -> Any:
     acks = request.acks
     topics: list[tuple[str, list[ProducePartitionResult]]] = []
-    # Kafka's order: transactional id, then WRITE on each topic, before the topic's existence
-    # (an unauthorized producer cannot tell a missing topic from a forbidden one)
-    tid = getattr(request, "transactional_id", None)
-    tid_denied = tid is not None and not ctx.authorize(
-        AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid
-    )
     entries: list[Entry] = []
-    open_acls = ctx.broker.authorizer is None  # (what ctx.authorize answers first)
+    tid_denied = _tid_denied(ctx, request)
     names = named.topics  # (read in the same order: no zip object per request)
     for i, t in enumerate(request.topic_data):
         name, _, known = names[i]
-        denied = (
-            ErrorCode.UNKNOWN_TOPIC_ID if name is None
-            else ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if tid_denied
-            else None if open_acls or ctx.authorize(_WRITE, _TOPIC, name)
-            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        )
+        denied = _denied(ctx, name, tid_denied)
         name = name or ""
         if not known and _creates(t, name, denied, acks):  # (it may exist by now: queued)
             known = (ctx.broker.replica_manager.topic(name) is not None
                      or await ctx.broker.admin_manager.auto_create(name) is not None)
         topics.append((name, _topic_entries(ctx, t, name, denied, acks, known, entries)))
     if entries:
-        validate = _validator(ctx) if ctx.broker.record_validators else None
-        timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
-        waits = ctx.broker.replica_manager.append_records_now(
-            acks, ms(request.timeout) if timeout_ms is None else timeout_ms, entries, validate)
+        waits = _append(ctx, request, entries)
         if waits is not None:  # (none: the answers final already, no coroutine made)
             await waits
+    return _answer(ctx, request, named, topics)
+
+
+def _append(ctx: RequestContext, request: Any, entries: list[Entry]) -> Awaitable[None] | None:
+    """The entries appended (ReplicaManager.append_records_now): what their answers still
+    wait for, or None."""
+    validate = _validator(ctx) if ctx.broker.record_validators else None
+    timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
+    return ctx.broker.replica_manager.append_records_now(
+        request.acks, ms(request.timeout) if timeout_ms is None else timeout_ms, entries,
+        validate)
+
+
+async def _answer_after(ctx: RequestContext, request: Any, named: _Named,
+                        topics: list[tuple[str, list[ProducePartitionResult]]],
+                        waits: Awaitable[None]) -> Any:
+    await waits
+    return _answer(ctx, request, named, topics)
+
+
+def _answer(ctx: RequestContext, request: Any, named: _Named,
+            topics: list[tuple[str, list[ProducePartitionResult]]]) -> Any:
+    """The response once the answers are final (None for acks=0: a failure closes)."""
     # producer_byte_rate: the response carries the throttle and the connection mutes itself
     quotas = ctx.broker.client_quotas  # (no call without any quota: ``throttle``'s answer)
     throttle_ms = throttle(ctx, _PRODUCE, named.request_bytes) \
         if quotas is None or quotas.store.entries else 0
-    if acks == 0:
+    if request.acks == 0:
         failed = [
             f"{name}-{p.index}: {ErrorCode(p.error_code).name}"
             for name, parts in topics
