@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 from broker_wire import request_frame
+from recording_transport import RecordingTransport
 
 from tidelog.metrics.requests import RequestMetrics
 from tidelog.server.connection import KafkaConnection
@@ -29,41 +30,6 @@ class _Broker:
         self.request_metrics = RequestMetrics()
 
 
-class _Transport:
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-        self.paused = False
-        self.pauses = 0
-
-    def write(self, data: bytes) -> None:
-        self.written.append(bytes(data))
-
-    def writelines(self, chunks: list[bytes]) -> None:
-        self.written.extend(bytes(c) for c in chunks)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        assert not self.paused
-        self.paused = True
-        self.pauses += 1
-
-    def resume_reading(self) -> None:
-        assert self.paused
-        self.paused = False
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None: ...
-
-    def abort(self) -> None: ...
-
-
 def _frame(corr: int) -> bytes:
     return request_frame(API_VERSIONS, 3, corr, client_software_name="t",
                          client_software_version="1")  # fmt: skip
@@ -83,7 +49,7 @@ def test_waiting_and_at_once_handlers_answer_in_order_with_backpressure() -> Non
         for corr in (2, 4):
             gates[corr] = loop.create_future()
         broker = _Broker(handle)
-        transport = _Transport()
+        transport = RecordingTransport()
         conn = KafkaConnection(broker)  # type: ignore[arg-type]
         conn.connection_made(transport)  # type: ignore[arg-type]
         conn.data_received(b"".join(_frame(c) for c in (1, 2, 3)))
@@ -116,7 +82,7 @@ def test_a_handler_that_fails_at_once_is_answered_and_the_next_one_too() -> None
 
     async def main() -> None:
         broker = _Broker(handle)
-        transport = _Transport()
+        transport = RecordingTransport()
         conn = KafkaConnection(broker)  # type: ignore[arg-type]
         conn.connection_made(transport)  # type: ignore[arg-type]
         conn.data_received(_frame(1) + _frame(2))
@@ -140,7 +106,7 @@ def test_frames_cut_anywhere_are_answered_once_each_in_order() -> None:
         stream = b"".join(_frame(c) for c in range(1, 41))
         for cut in (1, 3, 5, 7, len(_frame(1)) - 1, len(_frame(1)) + 2, 1000):
             broker = _Broker(handle)
-            transport = _Transport()
+            transport = RecordingTransport()
             conn = KafkaConnection(broker)  # type: ignore[arg-type]
             conn.connection_made(transport)  # type: ignore[arg-type]
             for i in range(0, len(stream), cut):
@@ -184,7 +150,7 @@ def test_acks_0_produces_are_counted_without_an_answer_and_keep_the_order() -> N
         gate["g"] = asyncio.get_running_loop().create_future()
         broker = _Broker(versions)
         broker.registry.register(HandlerSpec(0, 0, 11, produce, "produce"))
-        transport = _Transport()
+        transport = RecordingTransport()
         conn = KafkaConnection(broker)  # type: ignore[arg-type]
         conn.connection_made(transport)  # type: ignore[arg-type]
         conn.data_received(_produce(1, 0) + _produce(2, 0) + _frame(3))

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import trustme
 from broker_wire import decode_response, fetch_body, produce_body, recv_frame, request_frame
+from recording_transport import RecordingTransport
 
 from tidelog.records import build_batch
 from tidelog.server.connection import KafkaConnection
@@ -50,36 +51,8 @@ class _Broker:
         return ctx.header.correlation_id.to_bytes(4, "big")
 
 
-class _Transport:
-    def __init__(self) -> None:
-        self.written: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.written.append(bytes(data))
-
-    def writelines(self, chunks: list[bytes]) -> None:
-        self.written.extend(bytes(c) for c in chunks)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None: ...
-
-    def resume_reading(self) -> None: ...
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None: ...
-
-    def abort(self) -> None: ...
-
-
-def _connection(broker: _Broker) -> tuple[KafkaConnection, _Transport]:
-    transport = _Transport()
+def _connection(broker: _Broker) -> tuple[KafkaConnection, RecordingTransport]:
+    transport = RecordingTransport()
     conn = KafkaConnection(broker)  # type: ignore[arg-type]
     conn.connection_made(transport)  # type: ignore[arg-type]
     return conn, transport
