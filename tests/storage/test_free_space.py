@@ -136,7 +136,7 @@ def test_the_periodic_check_flags_a_dir_and_runs_retention_while_degraded(
 def test_floor_zero_turns_it_off(tmp_path: Path) -> None:
     floor = FreeSpaceFloor(0, probe=lambda _p: (0, 1 << 30))
     floor.add_dir(tmp_path)
-    floor.check_append(tmp_path, 1 << 20, coordinator=False)  # no error with 0 bytes free
+    floor.check_append(floor.dir_key(tmp_path), 1 << 20, coordinator=False)  # no error with 0 bytes free
     assert not floor.degraded
 
 

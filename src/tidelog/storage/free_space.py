@@ -159,20 +159,17 @@ class FreeSpaceFloor:
         for path in paths:
             self.measure(path)
 
-    def check_append(self, key: str | Path, size: int, coordinator: bool) -> None:
-        """Count ``size`` bytes about to be appended to the dir of ``key`` (``dir_key``, or
-        its path); refuse them when they would leave less than the floor (half of it for a
+    def check_append(self, key: str, size: int, coordinator: bool) -> None:
+        """Count ``size`` bytes about to be appended to the dir of ``key`` (``dir_key``);
+        refuse them when they would leave less than the floor (half of it for a
         coordinator's write)."""
-        d = self._dirs.get(key)  # type: ignore[arg-type]
-        if d is None and type(key) is not str:
-            d = self._dirs.get(os.fspath(key))
+        d = self._dirs.get(key)
         if d is None or self.configured == 0:
             return
         if size < d.headroom and self.override is None:  # far above the floor: count it
             d.headroom -= size  # (no lock: a lost update only makes the next measure sooner
             return  # or later by one append; the periodic measure resets it)
-        path = d.path
-        space = self.measure(path)
+        space = self.measure(d.path)
         if space is None or space.floor == 0:
             return
         limit = int(space.floor * (1 - COORDINATOR_SHARE)) if coordinator else space.floor
@@ -181,7 +178,7 @@ class FreeSpaceFloor:
         needed = size if coordinator or not space.below_floor else max(size, space.refused)
         refused = space.free - needed < limit
         with self._lock:
-            d = self._dirs.get(os.fspath(path))
+            d = self._dirs.get(key)
             if d is None:
                 return
             if refused:
@@ -195,7 +192,7 @@ class FreeSpaceFloor:
             self._crossed(space)
         if refused:
             raise LogDirBelowFloorError(
-                f"Log dir {path} has {space.free} bytes free, below {MIN_FREE_BYTES} "
+                f"Log dir {space.path} has {space.free} bytes free, below {MIN_FREE_BYTES} "
                 f"({space.floor}) once this append is written: writes resume once space is freed"
             )
 
