@@ -438,7 +438,7 @@ class Log(LocalLogView, LogTruncation):
             return old
 
     def _move_hw(self, hw: int, end: LogOffsetMetadata) -> None:
-        """Under the lock: the HW forward to ``hw``, at most ``end``."""
+        """Under the lock: the HW to ``hw``, at most ``end`` (the LEO's metadata)."""
         self._hw = hw
         self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
         if self.stamp_cell is not None:
@@ -449,11 +449,8 @@ class Log(LocalLogView, LogTruncation):
             psm.on_high_watermark_updated(hw)
 
     def _set_hw(self, hw: int) -> None:
-        self._hw = hw
-        self.state_stamp += 1
-        end = self._local.log_end_offset_metadata
-        self._hw_meta = end if hw == end.message_offset else None
-        self._producer_state.on_high_watermark_updated(hw)
+        """Under the lock: the HW set to ``hw`` (forward or back), at most the LEO."""
+        self._move_hw(hw, self._local.log_end_offset_metadata)
 
     def maybe_increment_log_start_offset(self, offset: int, reason: str = "") -> bool:
         """DeleteRecords / retention: raise the log start offset (never above the HW, #81)."""
