@@ -4,6 +4,7 @@ state persister each keep one pool, with the API versions they speak)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -27,22 +28,31 @@ class BrokerConnections:
         self.timeout_s = timeout_s
         self.api_ranges = api_ranges
         self._conns: dict[int, AsyncBrokerConnection] = {}
+        self._connecting: dict[int, asyncio.Lock] = {}  # one connect at a time per broker
 
     async def get(self, broker: int) -> AsyncBrokerConnection:
         """The open connection to ``broker``, made on first use (BROKER_NOT_AVAILABLE when
-        the metadata knows no endpoint of it on the listener)."""
+        the metadata knows no endpoint of it on the listener). Callers that ask while it is
+        being made wait for that one: two connections made at once would leave one
+        unreferenced and unclosed (its socket, and its reader task destroyed pending)."""
         conn = self._conns.get(broker)
         if conn is not None and not conn.closed:
             return conn
-        info = self.metadata_cache.image.broker(broker)
-        endpoint = None if info is None else info.endpoint(self.listener)
-        if endpoint is None:
-            raise KafkaClientError(ErrorCode.BROKER_NOT_AVAILABLE, f"broker {broker} unknown")
-        conn = await AsyncBrokerConnection.connect(
-            endpoint[0], endpoint[1], client_id=self.client_id, timeout_s=self.timeout_s,
-            security=self.security, api_ranges=self.api_ranges)
-        self._conns[broker] = conn
-        return conn
+        lock = self._connecting.setdefault(broker, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(broker)
+            if conn is not None and not conn.closed:
+                return conn
+            info = self.metadata_cache.image.broker(broker)
+            endpoint = None if info is None else info.endpoint(self.listener)
+            if endpoint is None:
+                raise KafkaClientError(ErrorCode.BROKER_NOT_AVAILABLE,
+                                       f"broker {broker} unknown")
+            conn = await AsyncBrokerConnection.connect(
+                endpoint[0], endpoint[1], client_id=self.client_id, timeout_s=self.timeout_s,
+                security=self.security, api_ranges=self.api_ranges)
+            self._conns[broker] = conn
+            return conn
 
     async def drop(self, broker: int) -> None:
         conn = self._conns.pop(broker, None)
