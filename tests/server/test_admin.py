@@ -211,11 +211,16 @@ def test_describe_configs_sources_and_synonyms(w: Wire) -> None:
         "1048576",
         1,
     )
-    assert (entries["retention.ms"].value, entries["retention.ms"].config_source) == ("18000000", 4)
-    assert [s.name for s in entries["retention.ms"].synonyms] == [
-        "log.retention.hours",
-        "retention.ms",
-    ]
+    # Kafka's ConfigHelper lists a topic config's broker synonyms from its first one
+    # (log.retention.ms): with only log.retention.hours set, retention.ms has the value but
+    # no synonym, and its source is DEFAULT_CONFIG, as Kafka answers
+    assert (entries["retention.ms"].value, entries["retention.ms"].config_source) == ("18000000", 5)
+    assert list(entries["retention.ms"].synonyms) == []
+    assert [(s.name, s.value, s.source) for s in entries["segment.bytes"].synonyms] == [
+        ("segment.bytes", "1048576", 1), ("log.segment.bytes", "1073741824", 5)]
+    assert [(s.name, s.value, s.source) for s in entries["compression.type"].synonyms] == [
+        ("compression.type", "producer", 5)]
+    assert list(entries["remote.storage.enable"].synonyms) == []
     assert (
         entries["cleanup.policy"].config_source == 5 and entries["cleanup.policy"].value == "delete"
     )
@@ -240,7 +245,9 @@ def test_incremental_alter_configs(w: Wire) -> None:
     assert conf["cleanup.policy"].value == "compact" and conf["retention.ms"].value == "1000"
     assert incremental(w, "iac", [("retention.ms", 1, None)]).error_code == 0
     conf = {c.name: c for c in describe(w, TOPIC, "iac").configs}
-    assert conf["retention.ms"].config_source == 4
+    # back to the broker's log.retention.hours (5): Kafka's source for it is DEFAULT_CONFIG
+    # (see test_describe_configs_sources_and_synonyms)
+    assert (conf["retention.ms"].value, conf["retention.ms"].config_source) == ("18000000", 5)
     assert incremental(w, "iac", [("retention.ms", 2, "5")]).error_code == ErrorCode.INVALID_CONFIG
     assert incremental(w, "iac", [("bogus", 0, "5")]).error_code == ErrorCode.INVALID_CONFIG
     assert (

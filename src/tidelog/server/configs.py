@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,28 +57,26 @@ def fmt(v: Any) -> str | None:
     return str(v)
 
 
+Layer = tuple[Mapping[str, Any], int]  # a layer of broker configs and its ConfigSource
+
+
 def topic_entries(
-    overrides: Mapping[str, str], broker_originals: Mapping[str, Any], effective: Mapping[str, Any]
+    overrides: Mapping[str, str], broker_layers: Sequence[Layer], effective: Mapping[str, Any]
 ) -> list[ConfigEntry]:
+    """Each topic config as Kafka's ConfigHelper.createTopicConfigEntry describes it: the
+    topic's override, then its broker synonyms (``broker_layers``: the dynamic per-broker,
+    dynamic cluster-default and static configs, in that order); the source is the first
+    synonym's, else DEFAULT_CONFIG."""
     out = []
     for name, key in sorted(LOG_CONFIG_DEF.keys.items()):
-        synonyms: list[tuple[str, str | None, int]] = []
-        source = DEFAULT_CONFIG
+        synonyms = _broker_synonyms(topic_synonym_names(name), broker_layers)
         if name in overrides:
-            source = DYNAMIC_TOPIC_CONFIG
-            synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-        for syn, _unit in BROKER_SYNONYMS.get(name, ()):
-            if syn in broker_originals:
-                if source == DEFAULT_CONFIG:
-                    source = STATIC_BROKER_CONFIG
-                synonyms.append((syn, fmt(broker_originals[syn]), STATIC_BROKER_CONFIG))
-        synonyms.append((name, fmt(key.default), DEFAULT_CONFIG))
-        value = fmt(effective.get(name, key.default))
+            synonyms.insert(0, (name, overrides[name], DYNAMIC_TOPIC_CONFIG))
         out.append(
             ConfigEntry(
                 name,
-                value,
-                source,
+                fmt(effective.get(name, key.default)),
+                synonyms[0][2] if synonyms else DEFAULT_CONFIG,
                 _TYPES.get(key.type, 0),
                 key.doc,
                 key.type == "password",
@@ -87,6 +85,34 @@ def topic_entries(
             )
         )
     return out
+
+
+def topic_synonym_names(name: str) -> tuple[str, ...]:
+    """The broker configs a topic config falls back to, in Kafka's order
+    (ServerTopicConfigSynonyms, then DynamicBrokerConfig.brokerConfigSynonyms); a topic
+    config whose broker config has its own name (compression.type) has that one; none for
+    a topic config with no broker default."""
+    found = BROKER_SYNONYMS.get(name)
+    if found:
+        return tuple(syn for syn, _unit in found)
+    return (name,) if name in broker_keys() else ()
+
+
+def _broker_synonyms(names: tuple[str, ...], layers: Sequence[Layer]
+                     ) -> list[tuple[str, str | None, int]]:
+    """Kafka's ConfigHelper.configSynonyms: each layer's values of ``names`` (layer by
+    layer, each in the names' order), then their defaults that are not null, less every
+    entry before the first one of ``names[0]`` itself (Kafka's ``dropWhile``: with only
+    ``log.retention.hours`` set, ``retention.ms`` lists no synonym)."""
+    if not names:
+        return []
+    keys = broker_keys()
+    found = [(n, fmt(layer[n]), source) for layer, source in layers for n in names
+             if n in layer]
+    found += [(n, fmt(keys[n].default), DEFAULT_CONFIG) for n in names
+              if n in keys and keys[n].default is not None]
+    first = next((i for i, (n, _v, _s) in enumerate(found) if n == names[0]), len(found))
+    return found[first:]
 
 
 def broker_keys() -> dict[str, Any]:

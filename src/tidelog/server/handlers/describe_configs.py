@@ -9,7 +9,17 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 
-from ..configs import BROKER, BROKER_LOGGER, TOPIC, ConfigEntry, broker_entries, topic_entries
+from ..configs import (
+    BROKER,
+    BROKER_LOGGER,
+    DYNAMIC_BROKER_CONFIG,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG,
+    TOPIC,
+    ConfigEntry,
+    broker_entries,
+    topic_entries,
+)
 from ..context import RequestContext
 from ..dynamic_config import dynamic_config
 from ..errors import ApiError, to_error
@@ -31,7 +41,11 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
         if info is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
         effective = rm.topic_config(name).to_props()
-        return topic_entries(info.configs, broker.config.originals, effective)
+        dc = dynamic_config(broker)
+        return topic_entries(info.configs, (
+            (dc.layers[str(broker.node_id)], DYNAMIC_BROKER_CONFIG),
+            (dc.layers[""], DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (dc.static, STATIC_BROKER_CONFIG)), effective)
     if rtype == BROKER:
         dc = dynamic_config(broker)
         dc.entity(name)  # another broker's id: INVALID_REQUEST
