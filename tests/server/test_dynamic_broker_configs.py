@@ -63,6 +63,20 @@ def test_alter_broker_config_live_and_persisted(tmp_path: Path) -> None:
             assert resp.responses[0].error_code == 0
         assert _describe(a, node)["log.retention.ms"].source == \
             adm.ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+        # a topic's retention.ms lists its broker synonyms layer by layer, as Kafka's
+        # ConfigHelper.configSynonyms: dynamic default, static, then the default
+        with Wire(b) as w:
+            cls = request_class(32, 4)
+            rcls = nested(cls, "resources")
+            resp = w.call(32, 4, body=make(cls, include_synonyms=True,
+                                           include_documentation=False, resources=(make(
+                rcls, resource_type=2, resource_name="dyn-t",
+                configuration_keys=("retention.ms",)),)))
+            entry = resp.results[0].configs[0]
+            assert (entry.value, entry.config_source) == ("60000", 3)
+            assert [(s.name, s.value, s.source) for s in entry.synonyms] == [
+                ("log.retention.ms", "60000", 3), ("log.retention.hours", "5", 4),
+                ("log.retention.hours", "168", 5)]
         # not dynamic in Kafka: refused
         bad = adm.ConfigResource(adm.ResourceType.BROKER, node,
                                  set_config={"log.dirs": "/elsewhere"})
@@ -75,3 +89,29 @@ def test_alter_broker_config_live_and_persisted(tmp_path: Path) -> None:
         assert _describe(a, node)["log.retention.ms"].value == "60000"
         err = _produce(b, "dyn-t", 5000)
         assert err is not None and err.code() == ck.KafkaError.MSG_SIZE_TOO_LARGE
+
+
+def test_a_key_that_is_no_broker_config_is_accepted_and_applies_to_nothing(
+        tmp_path: Path) -> None:
+    """Kafka's ZooKeeper mode refuses only the broker keys it cannot change dynamically
+    (DynamicBrokerConfig.validateConfigs intersects with its nonDynamicProps): KafkaJS's
+    own suite alters ``cleanup.policy`` (a topic config's name) on a broker and expects
+    success. Stored, it changes no topic's cleanup.policy."""
+    with EmbeddedBroker({"log.dirs": str(tmp_path)}) as b:
+        node = str(b.broker.node_id)
+        a = _admin(b)
+        a.create_topics([adm.NewTopic("dyn-policy", 1, 1)])["dyn-policy"].result(timeout=30)
+        res = adm.ConfigResource(adm.ResourceType.BROKER, node,
+                                 set_config={"cleanup.policy": "compact"})
+        a.alter_configs([res])[res].result(timeout=30)
+        topic = adm.ConfigResource(adm.ResourceType.TOPIC, "dyn-policy")
+        policy = a.describe_configs([topic])[topic].result(timeout=30)["cleanup.policy"]
+        assert (policy.value, policy.source) == ("delete",
+                                                 adm.ConfigSource.DEFAULT_CONFIG.value)
+        assert b.broker.config.originals.get("cleanup.policy") is None
+        # a broker key Kafka cannot change dynamically is still refused
+        bad = adm.ConfigResource(adm.ResourceType.BROKER, node,
+                                 set_config={"num.partitions": "3"})
+        with pytest.raises(ck.KafkaException) as info:
+            a.alter_configs([bad])[bad].result(timeout=30)
+        assert info.value.args[0].code() == ck.KafkaError.INVALID_REQUEST

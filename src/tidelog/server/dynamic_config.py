@@ -9,9 +9,11 @@ LogCleaner.reconfigure (the I/O throttle at once; the threads restarted, as many
 cleaning), validated first as LogCleaner.validateReconfiguration does.
 
 Precedence, as in Kafka: per-broker dynamic > cluster-default dynamic > server.properties /
---override (static) > Kafka's default. Keys outside the dynamic set are refused with
+--override (static) > Kafka's default. Broker keys outside the dynamic set are refused with
 INVALID_REQUEST ("Cannot update these configs dynamically"), as Kafka's
-DynamicBrokerConfig.validateConfigs does for read-only keys.
+DynamicBrokerConfig.validateConfigs does for read-only keys; a key that is no broker config
+at all (a topic config's name, a typo) is stored and has no effect, as in Kafka, which
+refuses only the known keys it cannot change (its ``nonDynamicProps``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ DYNAMIC_KEYS = frozenset(syn for syns in BROKER_SYNONYMS.values() for syn, _ in 
     name for name in ("compression.type", "min.insync.replicas",
                       "unclean.leader.election.enable") if name in BROKER_CONFIG_DEF.keys
 } | CLEANER_KEYS | REPLICATION_THROTTLE_KEYS
+
+
+def _is_broker_key(name: str) -> bool:
+    return name in BROKER_CONFIG_DEF.keys or name in CLEANER_CONFIG_DEF.keys
 
 
 class DynamicBrokerConfig:
@@ -108,7 +114,7 @@ class DynamicBrokerConfig:
     def alter(self, name: str, new: dict[str, str], validate_only: bool) -> None:
         """Replace the entity's dynamic configs with ``new`` (validated first)."""
         self.entity(name)
-        refused = sorted(k for k in new if k not in DYNAMIC_KEYS)
+        refused = sorted(k for k in new if k not in DYNAMIC_KEYS and _is_broker_key(k))
         if refused:
             raise ApiError(ErrorCode.INVALID_REQUEST,
                            f"Cannot update these configs dynamically: {set(refused)}")
@@ -145,7 +151,10 @@ class DynamicBrokerConfig:
             cleaner.validate_reconfiguration(new)
 
     def effective(self) -> dict[str, Any]:
-        return {**self.static, **self.layers[DEFAULT], **self.layers[self.node]}
+        """The static configs under the dynamic ones that apply (a stored key that is no
+        broker config applies to nothing)."""
+        dynamic = {**self.layers[DEFAULT], **self.layers[self.node]}
+        return {**self.static, **{k: v for k, v in dynamic.items() if k in DYNAMIC_KEYS}}
 
     def _apply(self) -> None:
         """The new values become the broker's; every log without a topic override of them
