@@ -247,22 +247,30 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
 
     def partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH, *,
                            require_leader: bool = True) -> Partition:
-        """Kafka's getPartitionOrException + validation: UNKNOWN_TOPIC_OR_PARTITION when not
-        hosted, NOT_LEADER_OR_FOLLOWER when ``require_leader`` and not led here,
+        """Kafka's getPartitionOrException + validation: not hosted here, the error of
+        ``_not_hosted``; NOT_LEADER_OR_FOLLOWER when ``require_leader`` and not led here,
         FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for another epoch."""
         partition = self.get_partition(tp)  # (not _hosted: every append asks this)
         if partition is None:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                           "This server does not host this topic-partition.")
+            raise self._not_hosted(tp)
         partition.check_leader_epoch(current_leader_epoch, require_leader=require_leader)
         return partition
 
     def _hosted(self, tp: TopicPartition) -> Partition:
         partition = self.get_partition(tp)
         if partition is None:
-            raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                           "This server does not host this topic-partition.")
+            raise self._not_hosted(tp)
         return partition
+
+    def _not_hosted(self, tp: TopicPartition) -> ApiError:
+        """Kafka's getPartitionOrError for a partition with no replica here: one the metadata
+        knows is NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata and finds the
+        leader), any other UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.metadata_cache.image.partition(tp) is not None:
+            return ApiError(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                            f"This broker is not a replica of {tp}.")
+        return ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        "This server does not host this topic-partition.")
 
     def get_log(self, tp: TopicPartition) -> Log | None:
         partition = self.get_partition(tp)

@@ -19,7 +19,7 @@ from tidelog.records import ControlRecordType, InvalidRecordError, RecordBatchBu
 from tidelog.server.cluster.partition_state import LeaderAndIsr, LeaderAndIsrPartitionState
 from tidelog.server.errors import ApiError
 from tidelog.server.metadata.cache import UpdateMetadataDelta
-from tidelog.server.metadata.image import BrokerInfo
+from tidelog.server.metadata.image import BrokerInfo, PartitionRegistration
 from tidelog.server.metadata.local_store import LocalMetadataStore
 from tidelog.server.metadata.store import TopicInfo
 from tidelog.server.replica_manager import ReplicaManager
@@ -294,6 +294,17 @@ def test_requests_for_other_epochs_and_non_leaders_are_fenced(cluster: Cluster) 
     with pytest.raises(ApiError) as err:
         follower.partition_or_error(TopicPartition("t", 1))
     assert err.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    # a partition the metadata has but with no replica here: Kafka's getPartitionOrError
+    # answers NOT_LEADER_OR_FOLLOWER, and the client refreshes its metadata
+    other = TopicPartition("t", 1)
+    follower.metadata_cache.update_metadata(UpdateMetadataDelta(
+        0, 1, [BrokerInfo(b, {}) for b in (1, 2, 3)],
+        {other: PartitionRegistration((1, 3), (1, 3), 1, 0, 0)}))
+    for call in (lambda: follower.partition_or_error(other),
+                 lambda: follower.last_offset_for_leader_epoch(other, -1, 0)):
+        with pytest.raises(ApiError) as err:
+            call()
+        assert err.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def test_stale_leader_and_isr_is_refused(cluster: Cluster) -> None:
