@@ -131,8 +131,10 @@ class EmbeddedCluster:
         *,
         zookeeper: ZooKeeperServer | None = None,
         racks: Mapping[int, str] | None = None,
+        first_broker_id: int = 1,
     ) -> None:
         self.size = brokers
+        self.first_broker_id = first_broker_id  # ids first_broker_id .. + brokers - 1
         self.config = {str(k): str(v) for k, v in (config or {}).items()}
         self._own_zk = zookeeper is None
         self.zookeeper = zookeeper
@@ -181,7 +183,8 @@ class EmbeddedCluster:
         try:
             if self.zookeeper is None:
                 self.zookeeper = ZooKeeperServer().start()
-            for broker_id in range(1, self.size + 1):
+            first = self.first_broker_id
+            for broker_id in range(first, first + self.size):
                 self.brokers[broker_id] = BrokerProcess(
                     broker_id, self.directory / f"broker-{broker_id}",
                     self.broker_props(broker_id), self.broker_command_prefix(broker_id),
