@@ -158,6 +158,29 @@ def test_records_acknowledged_by_offset_go_to_no_other_member(
         b.close()
 
 
+def test_acknowledgements_sent_just_before_the_close_count(
+        broker: EmbeddedBroker, admin: AdminClient) -> None:
+    """commit_async, then close at once (confluent-kafka's own integration test): the
+    ShareAcknowledge may reach the broker after the member's leave heartbeat (they go on
+    different connections); Kafka checks only the share session, which outlives the leave
+    by a heartbeat interval here, so the acknowledgements still count."""
+    topic, group = "async-close", "sg-async-close"
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    a = consumer(broker, group, **{"share.acknowledgement.mode": "explicit"})
+    a.subscribe([topic])
+    open_partitions(broker, group, topic, 1, [a])
+    produce(broker, topic, 3)
+    held = poll_until(a, 3)
+    assert sorted(m.offset() for m in held) == [0, 1, 2]
+    for m in held:
+        a.acknowledge(m, AcknowledgeType.ACCEPT)
+    a.commit_async()
+    a.close()
+    sp = share_partition(broker, group, topic)
+    assert sp is not None
+    wait_for(lambda: sp.start_offset == 3, timeout=10, what="the three accepted")
+
+
 def test_close_with_partial_acknowledgements(
         broker: EmbeddedBroker, admin: AdminClient) -> None:
     topic, group = "partial", "sg-partial"

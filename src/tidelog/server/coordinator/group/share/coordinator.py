@@ -262,9 +262,12 @@ class ShareGroupCoordinator:
         else:
             group = self.groups.get(group_id)
             left = self.sessions.get((group_id, member_id))
-            final_after_leave = epoch == FINAL_EPOCH and left is not None and \
-                left.closing is not None
-            if not final_after_leave and (group is None or member_id not in group.members):
+            # a member that has just left keeps its session for a heartbeat interval: its
+            # last acknowledgements (a commit_async, the close's final epoch) may arrive
+            # after the leave on another connection, and count, as Kafka checks only the
+            # share session (SharePartitionManager.acknowledgeSessionUpdate)
+            after_leave = epoch != 0 and left is not None and left.closing is not None
+            if not after_leave and (group is None or member_id not in group.members):
                 return ErrorCode.UNKNOWN_MEMBER_ID, None
         key = (group_id, member_id)
         if epoch == 0:
