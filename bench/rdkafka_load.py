@@ -19,6 +19,11 @@ an array of message pointers, up to 10,000 per call, until the end offset is in.
 messages are kept (librdkafka's fetch queue limits count what is queued, not what the
 application holds) and checked and destroyed with ``rd_kafka_message_destroy`` after the
 clock stops: error code, contiguous offsets, bytes.
+
+``Consumer(trace=True)`` keeps librdkafka's ``fetch,protocol`` debug lines, each with the
+``time.perf_counter()`` of its arrival (a log callback: librdkafka's own threads take the
+GIL for each line, so a traced read is for its breakdown, bench/fetch_trace.py, not its
+rate).
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ def _library() -> ctypes.CDLL:
     lib.rd_kafka_conf_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
                                       ctypes.c_char_p, ctypes.c_size_t]
     lib.rd_kafka_conf_set_dr_msg_cb.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    lib.rd_kafka_conf_set_log_cb.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.rd_kafka_new.restype = ctypes.c_void_p
     lib.rd_kafka_new.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p,
                                  ctypes.c_size_t]
@@ -94,6 +100,9 @@ def _handle(lib: ctypes.CDLL, kind: int, conf: int, settings: dict[str, str]) ->
 
 
 _DR_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Message), ctypes.c_void_p)
+# log_cb(rk, level, facility, line)
+_LOG_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p,
+                           ctypes.c_char_p)
 
 
 class Producer:
@@ -151,16 +160,26 @@ class Consumer:
     """librdkafka's simple consumer of one topic partition (no group membership)."""
 
     def __init__(self, bootstrap: str, topic: str, partition: int = 0,
-                 config: dict[str, str | int] | None = None) -> None:
+                 config: dict[str, str | int] | None = None, trace: bool = False) -> None:
         self._lib = lib = _library()
         settings = {"bootstrap.servers": bootstrap, "enable.auto.commit": "false",
                     "enable.auto.offset.store": "false",
                     **{k: str(v) for k, v in (config or {}).items()}}
-        self._rk = _handle(lib, 1, lib.rd_kafka_conf_new(), settings)  # RD_KAFKA_CONSUMER
+        conf = lib.rd_kafka_conf_new()
+        self.log: list[tuple[float, str]] = []  # (perf_counter, line) with trace=True
+        if trace:
+            self._on_log = _LOG_CB(self._keep_log)  # referenced as long as the handle
+            lib.rd_kafka_conf_set_log_cb(conf, self._on_log)
+            settings["debug"] = "fetch,protocol"
+        self._rk = _handle(lib, 1, conf, settings)  # RD_KAFKA_CONSUMER
         self._rkt = lib.rd_kafka_topic_new(self._rk, topic.encode(), None)
         self.topic, self.partition = topic, partition
         self.records = self.bytes = 0
         self.cpu = 0.0  # this process's CPU seconds (all threads) over the timed read
+        self.started = 0.0  # perf_counter() at rd_kafka_consume_start
+
+    def _keep_log(self, _rk: object, _level: int, _fac: bytes, line: bytes) -> None:
+        self.log.append((time.perf_counter(), line.decode(errors="replace")))
 
     def watermarks(self, timeout_s: float = 30) -> tuple[int, int]:
         """The partition's (low, high) offsets, asked of its leader (ListOffsets)."""
@@ -192,6 +211,7 @@ class Consumer:
         base, width = ctypes.addressof(held), ctypes.sizeof(ctypes.c_void_p)
         got = 0
         t0, p0 = time.perf_counter(), time.process_time()
+        self.started = t0
         if lib.rd_kafka_consume_start(rkt, part, low) != 0:
             raise RuntimeError("rd_kafka_consume_start failed")
         while got < n:
