@@ -134,10 +134,14 @@ def timed_read(client: str, bootstrap: str, topic: str, n: int,
     return secs, c.cpu, [(t, line) for t, line in c.log if t >= c.started]
 
 
+Traces = dict[tuple[str, int], list[fetch_trace.Totals]]
+
+
 def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
                shape: dict[str, str | int], run: int, client: str,
-               got: dict[tuple[str, int], list[tuple[float, float]]], trace: bool = False
-               ) -> None:
+               got: dict[tuple[str, int], list[tuple[float, float]]],
+               traces: Traces | None = None) -> None:
+    trace = traces is not None
     http = f"http://127.0.0.1:{bb.free_port()}" if trace and name != "tansu" else None
     log_dirs = tempfile.mkdtemp(prefix="consume-trees-")  # tidelog's log.dirs go in here
     os.environ["BENCH_DIR"] = log_dirs
@@ -158,17 +162,20 @@ def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
                       f"broker CPU {per:.3f} us/record (client {mine:.3f}), "
                       f"load {os.getloadavg()[0]:.1f}",
                       flush=True)
-                if trace:
-                    print_trace(log, secs, topic, Path(log_dirs),
+                if traces is not None:
+                    t = fetch_trace.totals(fetch_trace.answers(log), secs, (n + 1) * size)
+                    if t is not None:
+                        traces.setdefault((name, size), []).append(t)
+                    print_trace(t, topic, Path(log_dirs),
                                 (before, fetch_trace.fetch_metrics(http)) if http else None)
     finally:
         shutil.rmtree(log_dirs, ignore_errors=True)
 
 
-def print_trace(log: list[tuple[float, str]], secs: float, topic: str, log_dirs: Path,
+def print_trace(t: fetch_trace.Totals | None, topic: str, log_dirs: Path,
                 metrics: tuple[dict[str, float], dict[str, float]] | None) -> None:
     """The traced read's Fetches (client side), the broker's view, the log's batches."""
-    print(f"    client: {fetch_trace.summary(fetch_trace.answers(log), secs)}")
+    print(f"    client: {t.line() if t is not None else 'no answer with records'}")
     if metrics is None:
         return
     print(f"    broker: {fetch_trace.broker_side(*metrics)}")
@@ -196,12 +203,13 @@ def main() -> None:
              for s in args.sizes.split(",")}
     names = list(trees) + ([] if args.no_tansu else ["tansu"])
     got: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    traces: Traces | None = {} if args.trace else None
     loads = []
     for run in range(args.runs):
         for name in names if run % 2 == 0 else names[::-1]:
             loads.append(os.getloadavg()[0])
             one_broker(name, trees, sizes, SHAPES[args.shape], run, args.client, got,
-                       args.trace)
+                       traces)
     print(f"\nshape {args.shape}, client {args.client}, load {min(loads):.1f} .. {max(loads):.1f}")
     for size in sizes:
         print(f"\n{size} B, rate and broker CPU per record, median [min .. max]:")
@@ -215,6 +223,9 @@ def main() -> None:
         for a, b in itertools.combinations(trees, 2):
             print(f"  {a} / {b}: rate {ratios(got[(a, size)], got[(b, size)], 0)}, "
                   f"CPU {ratios(got[(a, size)], got[(b, size)], 1)}")
+        for name in names if traces else []:
+            if traces.get((name, size)):
+                print(f"  {name} traced, medians: {fetch_trace.medians(traces[(name, size)])}")
 
 
 if __name__ == "__main__":

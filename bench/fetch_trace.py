@@ -58,24 +58,49 @@ def answers(log: list[tuple[float, str]]) -> list[Answer]:
     return out
 
 
-def summary(got: list[Answer], secs: float) -> str:
-    """One line: Fetches (per second, per MiB sent), bytes and records per answer, round
-    trip and hold per answer (medians), hold per record, the sums of both against the read's
-    time."""
+@dataclass(slots=True)
+class Totals:
+    """A traced read in figures (answers with records only)."""
+
+    fetches: int
+    per_s: float  # Fetches per second of the read
+    per_mib: float  # Fetches per MiB of record values consumed
+    sent_ratio: float  # response bytes over record values consumed
+    answer_mib: float  # median answer
+    records_per_answer: float  # median
+    rtt_ms: float  # sum of the round trips
+    hold_ms: float  # sum of the client's holds
+    hold_us: float  # the client's hold per record
+
+    def line(self) -> str:
+        return (f"{self.fetches} fetches ({self.per_s:,.0f}/s, {self.per_mib:.2f}/MiB "
+                f"consumed, {self.sent_ratio:.2f} bytes sent per byte), "
+                f"{self.answer_mib:.2f} MiB and {self.records_per_answer:,.0f} records per "
+                f"answer, rtt sum {self.rtt_ms:.0f} ms, hold sum {self.hold_ms:.0f} ms "
+                f"({self.hold_us:.2f} us/record)")
+
+
+def totals(got: list[Answer], secs: float, consumed: int) -> Totals | None:
+    """``got``'s figures over a read of ``secs`` that consumed ``consumed`` value bytes."""
     full = [a for a in got if a.records]
     if not full:
-        return "no answer with records"
-    size = sum(a.size for a in full)
-    records = sum(a.records for a in full)
-    holds = [a.hold_ms for a in full if a.hold_ms is not None]
-    rtt = sum(a.rtt_ms for a in full)
-    return (f"{len(full)} fetches ({len(full) / secs:,.0f}/s, {len(full) / (size / MIB):.2f}"
-            f"/MiB), {statistics.median(a.size for a in full) / MIB:.2f} MiB and "
-            f"{statistics.median(a.records for a in full):,.0f} records per answer, rtt "
-            f"{statistics.median(a.rtt_ms for a in full):.2f} ms (sum {rtt:.0f}), hold "
-            f"{statistics.median(holds) if holds else 0:.2f} ms (sum {sum(holds):.0f}, "
-            f"{sum(holds) * 1000 / max(1, sum(a.records for a in full if a.hold_ms)):.2f}"
-            f" us/record), read {secs * 1000:.0f} ms, {records:,} records")
+        return None
+    held = [a for a in full if a.hold_ms is not None]
+    hold = sum(a.hold_ms or 0.0 for a in held)
+    return Totals(len(full), len(full) / secs, len(full) / (consumed / MIB),
+                  sum(a.size for a in full) / consumed,
+                  statistics.median(a.size for a in full) / MIB,
+                  statistics.median(a.records for a in full),
+                  sum(a.rtt_ms for a in full), hold,
+                  hold * 1000 / max(1, sum(a.records for a in held)))
+
+
+def medians(runs: list[Totals]) -> str:
+    """The median of each figure over ``runs``, as ``Totals.line`` prints one."""
+    fields = Totals.__slots__
+    mid = {f: statistics.median(getattr(t, f) for t in runs) for f in fields}
+    mid["fetches"] = round(mid["fetches"])
+    return Totals(**mid).line()  # type: ignore[arg-type]
 
 
 def log_batches(log_dir: Path, topic: str, partition: int = 0) -> tuple[int, int]:
