@@ -29,9 +29,9 @@ librdkafka's default is read_committed, the ``big`` shape reads read_uncommitted
 
 ``--trace`` (ctypes client) prints after each read where its time went, Fetch by Fetch
 (bench/fetch_trace.py): fetches per second and per MiB, bytes and records per answer, the
-round trip and the client's hold per answer; for a tidelog tree also the broker's own
-Fetch RequestMetrics over the read (its HTTP listener) and the producer's batches as the
-log keeps them. A traced read logs from librdkafka's threads: its rate is not the rate.
+the sum of the round trips and the client's time outside them; for a tidelog tree also the
+broker's own Fetch RequestMetrics over the read (its HTTP listener: the last Fetch's long
+poll is in them) and the producer's batches as the log keeps them.
 
     .venv/bin/python bench/consume_trees.py --tree now=src --tree then=../old/src
         [--runs 4] [--sizes 100,1024] [--scale 5] [--shape big] [--client ctypes]
@@ -115,7 +115,7 @@ def warm_up(bootstrap: str, topic: str, size: int, shape: dict[str, str | int]) 
 
 def timed_read(client: str, bootstrap: str, topic: str, n: int,
                shape: dict[str, str | int], trace: bool = False
-               ) -> tuple[float, float, list[tuple[float, str]]]:
+               ) -> tuple[float, float, list[str]]:
     """Seconds for one consumer to read ``n`` records of partition 0 from the beginning,
     the client's CPU seconds (this process, all threads) over them, and librdkafka's
     fetch lines with ``trace``: ``python`` is confluent-kafka's Consumer (a Python Message
@@ -131,7 +131,7 @@ def timed_read(client: str, bootstrap: str, topic: str, n: int,
         c.close()
     if c.records != n:
         raise RuntimeError(f"read {c.records} records, produced {n}")
-    return secs, c.cpu, [(t, line) for t, line in c.log if t >= c.started]
+    return secs, c.cpu, c.log
 
 
 Traces = dict[tuple[str, int], list[fetch_trace.Totals]]

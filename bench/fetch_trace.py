@@ -1,15 +1,16 @@
 """Where a consumer's read goes, Fetch by Fetch: librdkafka's ``fetch,protocol`` debug
-lines of a traced bench/rdkafka_load.py ``Consumer`` (each with its arrival time), the
-broker's own RequestMetrics for Fetch (a tidelog ``/metrics``), and the producer's batches
-as the log holds them (a tidelog log directory).
+lines of a traced bench/rdkafka_load.py ``Consumer``, the broker's own RequestMetrics for
+Fetch (a tidelog ``/metrics``), and the producer's batches as the log holds them (a
+tidelog log directory).
 
 Per answer, from the client's lines: its size, its round trip (librdkafka's ``rtt``:
-request sent -> whole response read), the records librdkafka enqueued from it, and the
-client's hold (response read -> the next Fetch sent: librdkafka decodes the whole answer
-before it asks again, one Fetch in flight per broker). A read of N answers takes about
-the sum of their round trips and holds: the broker sets the round trips (how fast it
-answers and how many bytes each answer carries, within the consumer's limits), the client
-its holds (~0.3 us per record of 100 B on this kind of machine, whatever the broker).
+request sent -> whole response read) and the records librdkafka enqueued from it.
+librdkafka keeps one Fetch in flight per broker and decodes a whole answer before it asks
+again, so a read is the sum of its round trips plus the client's own time (the read's
+time minus the round trips: decoding each answer before the next Fetch, and handing the
+last records to the application). The broker sets the round trips (how fast it answers,
+and how many bytes each answer carries within the consumer's limits), the client the
+rest.
 """
 
 from __future__ import annotations
@@ -36,25 +37,19 @@ class Answer:
     size: int  # bytes (the response, header included)
     rtt_ms: float  # librdkafka's: request sent -> response read
     records: int = 0  # enqueued from it
-    hold_ms: float | None = None  # response read -> next Fetch sent (None: the last)
-    received: float = 0.0  # perf_counter() when the response was read
 
 
-def answers(log: list[tuple[float, str]]) -> list[Answer]:
-    """The Fetch responses of a traced read, in order: ``log`` is (time, line)."""
+def answers(log: list[str]) -> list[Answer]:
+    """The Fetch responses of a traced read, in order."""
     out: list[Answer] = []
-    for t, line in log:
+    for line in log:
         m = _RECV.search(line)
         if m:
-            out.append(Answer(int(m.group(1)), float(m.group(2)), received=t))
-            continue
-        if not out:
+            out.append(Answer(int(m.group(1)), float(m.group(2))))
             continue
         m = _ENQ.search(line)
-        if m:
+        if m and out:
             out[-1].records += int(m.group(1))
-        elif _SENT in line and out[-1].hold_ms is None:
-            out[-1].hold_ms = (t - out[-1].received) * 1000
     return out
 
 
@@ -69,15 +64,15 @@ class Totals:
     answer_mib: float  # median answer
     records_per_answer: float  # median
     rtt_ms: float  # sum of the round trips
-    hold_ms: float  # sum of the client's holds
-    hold_us: float  # the client's hold per record
+    client_ms: float  # the read's time outside them
+    client_us: float  # that per record
 
     def line(self) -> str:
         return (f"{self.fetches} fetches ({self.per_s:,.0f}/s, {self.per_mib:.2f}/MiB "
                 f"consumed, {self.sent_ratio:.2f} bytes sent per byte), "
                 f"{self.answer_mib:.2f} MiB and {self.records_per_answer:,.0f} records per "
-                f"answer, rtt sum {self.rtt_ms:.0f} ms, hold sum {self.hold_ms:.0f} ms "
-                f"({self.hold_us:.2f} us/record)")
+                f"answer, round trips {self.rtt_ms:.0f} ms, client {self.client_ms:.0f} ms "
+                f"({self.client_us:.2f} us/record)")
 
 
 def totals(got: list[Answer], secs: float, consumed: int) -> Totals | None:
@@ -85,14 +80,14 @@ def totals(got: list[Answer], secs: float, consumed: int) -> Totals | None:
     full = [a for a in got if a.records]
     if not full:
         return None
-    held = [a for a in full if a.hold_ms is not None]
-    hold = sum(a.hold_ms or 0.0 for a in held)
+    rtt = sum(a.rtt_ms for a in full)
+    records = sum(a.records for a in full)
+    client = secs * 1000 - rtt
     return Totals(len(full), len(full) / secs, len(full) / (consumed / MIB),
                   sum(a.size for a in full) / consumed,
                   statistics.median(a.size for a in full) / MIB,
                   statistics.median(a.records for a in full),
-                  sum(a.rtt_ms for a in full), hold,
-                  hold * 1000 / max(1, sum(a.records for a in held)))
+                  rtt, client, client * 1000 / records)
 
 
 def medians(runs: list[Totals]) -> str:

@@ -20,17 +20,22 @@ messages are kept (librdkafka's fetch queue limits count what is queued, not wha
 application holds) and checked and destroyed with ``rd_kafka_message_destroy`` after the
 clock stops: error code, contiguous offsets, bytes.
 
-``Consumer(trace=True)`` keeps librdkafka's ``fetch,protocol`` debug lines, each with the
-``time.perf_counter()`` of its arrival (a log callback: librdkafka's own threads take the
-GIL for each line, so a traced read is for its breakdown, bench/fetch_trace.py, not its
-rate).
+``Consumer(trace=True)`` keeps librdkafka's ``fetch,protocol`` debug lines of the timed read
+(``self.log``; bench/fetch_trace.py reads them): librdkafka's own logger writes them to
+file descriptor 2, sent to a file for the read (a log callback into Python would take the
+GIL from librdkafka's thread for every line, and the client's own time would grow with it).
 """
 
 from __future__ import annotations
 
 import ctypes
 import glob
+import os
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -63,7 +68,6 @@ def _library() -> ctypes.CDLL:
     lib.rd_kafka_conf_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
                                       ctypes.c_char_p, ctypes.c_size_t]
     lib.rd_kafka_conf_set_dr_msg_cb.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    lib.rd_kafka_conf_set_log_cb.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.rd_kafka_new.restype = ctypes.c_void_p
     lib.rd_kafka_new.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p,
                                  ctypes.c_size_t]
@@ -100,9 +104,6 @@ def _handle(lib: ctypes.CDLL, kind: int, conf: int, settings: dict[str, str]) ->
 
 
 _DR_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Message), ctypes.c_void_p)
-# log_cb(rk, level, facility, line)
-_LOG_CB = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p,
-                           ctypes.c_char_p)
 
 
 class Producer:
@@ -165,21 +166,15 @@ class Consumer:
         settings = {"bootstrap.servers": bootstrap, "enable.auto.commit": "false",
                     "enable.auto.offset.store": "false",
                     **{k: str(v) for k, v in (config or {}).items()}}
-        conf = lib.rd_kafka_conf_new()
-        self.log: list[tuple[float, str]] = []  # (perf_counter, line) with trace=True
         if trace:
-            self._on_log = _LOG_CB(self._keep_log)  # referenced as long as the handle
-            lib.rd_kafka_conf_set_log_cb(conf, self._on_log)
             settings["debug"] = "fetch,protocol"
-        self._rk = _handle(lib, 1, conf, settings)  # RD_KAFKA_CONSUMER
+        self.trace = trace
+        self.log: list[str] = []  # librdkafka's lines of the timed read, with trace
+        self._rk = _handle(lib, 1, lib.rd_kafka_conf_new(), settings)  # RD_KAFKA_CONSUMER
         self._rkt = lib.rd_kafka_topic_new(self._rk, topic.encode(), None)
         self.topic, self.partition = topic, partition
         self.records = self.bytes = 0
         self.cpu = 0.0  # this process's CPU seconds (all threads) over the timed read
-        self.started = 0.0  # perf_counter() at rd_kafka_consume_start
-
-    def _keep_log(self, _rk: object, _level: int, _fac: bytes, line: bytes) -> None:
-        self.log.append((time.perf_counter(), line.decode(errors="replace")))
 
     def watermarks(self, timeout_s: float = 30) -> tuple[int, int]:
         """The partition's (low, high) offsets, asked of its leader (ListOffsets)."""
@@ -210,17 +205,17 @@ class Consumer:
         held = (ctypes.c_void_p * n)()
         base, width = ctypes.addressof(held), ctypes.sizeof(ctypes.c_void_p)
         got = 0
-        t0, p0 = time.perf_counter(), time.process_time()
-        self.started = t0
-        if lib.rd_kafka_consume_start(rkt, part, low) != 0:
-            raise RuntimeError("rd_kafka_consume_start failed")
-        while got < n:
-            cnt = lib.rd_kafka_consume_batch(rkt, part, int(stall_s * 1000),
-                                             base + got * width, min(_BATCH, n - got))
-            if cnt <= 0:
-                break
-            got += cnt
-        dt, self.cpu = time.perf_counter() - t0, time.process_time() - p0
+        with _stderr_lines(self.log) if self.trace else _nothing():
+            t0, p0 = time.perf_counter(), time.process_time()
+            if lib.rd_kafka_consume_start(rkt, part, low) != 0:
+                raise RuntimeError("rd_kafka_consume_start failed")
+            while got < n:
+                cnt = lib.rd_kafka_consume_batch(rkt, part, int(stall_s * 1000),
+                                                 base + got * width, min(_BATCH, n - got))
+                if cnt <= 0:
+                    break
+                got += cnt
+            dt, self.cpu = time.perf_counter() - t0, time.process_time() - p0
         lib.rd_kafka_consume_stop(rkt, part)
         self._check(held, got, low, n)
         return dt
@@ -247,3 +242,24 @@ class Consumer:
     def close(self) -> None:
         self._lib.rd_kafka_topic_destroy(self._rkt)
         self._lib.rd_kafka_destroy(self._rk)
+
+
+@contextmanager
+def _stderr_lines(into: list[str]) -> Iterator[None]:
+    """What is written to file descriptor 2 meanwhile (librdkafka's logger), as lines."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as f:
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            f.seek(0)
+            into.extend(f.read().decode(errors="replace").splitlines())
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

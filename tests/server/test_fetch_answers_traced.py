@@ -1,5 +1,5 @@
 """What a librdkafka consumer is answered, Fetch by Fetch, as bench/consume_trees.py --trace
-sees it (librdkafka's own debug lines, parsed by bench/fetch_trace.py): every answer but the
+sees it (librdkafka's own debug lines of the read, parsed by bench/fetch_trace.py): every answer but the
 last filled to max.partition.fetch.bytes as Kafka's LogSegment.read fills it (whole batches,
 then the next one cut at the limit, which the client drops and fetches again), the first
 batch whole when it alone is larger than the limit, and the broker's own Fetch metrics
@@ -61,7 +61,6 @@ def test_answers_are_filled_to_the_partition_limit() -> None:
     for a in full:  # whole batches, then the next one cut: the answer is the limit
         assert LIMIT < a.size <= LIMIT + HEAD
     assert last.size <= LIMIT + HEAD
-    assert all(a.hold_ms is not None for a in full)  # each answer was followed by a Fetch
     fetches = after["totaltimems_count"] - before["totaltimems_count"]
     assert fetches >= len(got)  # the broker saw them (and the long polls at the end)
 
