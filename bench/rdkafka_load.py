@@ -20,10 +20,11 @@ messages are kept (librdkafka's fetch queue limits count what is queued, not wha
 application holds) and checked and destroyed with ``rd_kafka_message_destroy`` after the
 clock stops: error code, contiguous offsets, bytes.
 
-``Consumer(trace=True)`` keeps librdkafka's ``fetch,protocol`` debug lines of the timed read
-(``self.log``; bench/fetch_trace.py reads them): librdkafka's own logger writes them to
-file descriptor 2, sent to a file for the read (a log callback into Python would take the
-GIL from librdkafka's thread for every line, and the client's own time would grow with it).
+``Consumer(trace=True)`` keeps librdkafka's ``fetch,protocol`` debug lines (``self.log`` once
+closed; bench/fetch_trace.py reads them): librdkafka's own logger writes them to file
+descriptor 2, sent to a file from the handle's creation to its close (a log callback into
+Python would take the GIL from librdkafka's thread for every line, and the client's own
+time would grow with it).
 """
 
 from __future__ import annotations
@@ -166,10 +167,11 @@ class Consumer:
         settings = {"bootstrap.servers": bootstrap, "enable.auto.commit": "false",
                     "enable.auto.offset.store": "false",
                     **{k: str(v) for k, v in (config or {}).items()}}
-        if trace:
+        self.log: list[str] = []  # librdkafka's lines, with trace (once closed)
+        self._traced = _stderr_lines(self.log) if trace else None
+        if self._traced is not None:
             settings["debug"] = "fetch,protocol"
-        self.trace = trace
-        self.log: list[str] = []  # librdkafka's lines of the timed read, with trace
+            self._traced.__enter__()
         self._rk = _handle(lib, 1, lib.rd_kafka_conf_new(), settings)  # RD_KAFKA_CONSUMER
         self._rkt = lib.rd_kafka_topic_new(self._rk, topic.encode(), None)
         self.topic, self.partition = topic, partition
@@ -205,17 +207,16 @@ class Consumer:
         held = (ctypes.c_void_p * n)()
         base, width = ctypes.addressof(held), ctypes.sizeof(ctypes.c_void_p)
         got = 0
-        with _stderr_lines(self.log) if self.trace else _nothing():
-            t0, p0 = time.perf_counter(), time.process_time()
-            if lib.rd_kafka_consume_start(rkt, part, low) != 0:
-                raise RuntimeError("rd_kafka_consume_start failed")
-            while got < n:
-                cnt = lib.rd_kafka_consume_batch(rkt, part, int(stall_s * 1000),
-                                                 base + got * width, min(_BATCH, n - got))
-                if cnt <= 0:
-                    break
-                got += cnt
-            dt, self.cpu = time.perf_counter() - t0, time.process_time() - p0
+        t0, p0 = time.perf_counter(), time.process_time()
+        if lib.rd_kafka_consume_start(rkt, part, low) != 0:
+            raise RuntimeError("rd_kafka_consume_start failed")
+        while got < n:
+            cnt = lib.rd_kafka_consume_batch(rkt, part, int(stall_s * 1000),
+                                             base + got * width, min(_BATCH, n - got))
+            if cnt <= 0:
+                break
+            got += cnt
+        dt, self.cpu = time.perf_counter() - t0, time.process_time() - p0
         lib.rd_kafka_consume_stop(rkt, part)
         self._check(held, got, low, n)
         return dt
@@ -242,6 +243,9 @@ class Consumer:
     def close(self) -> None:
         self._lib.rd_kafka_topic_destroy(self._rkt)
         self._lib.rd_kafka_destroy(self._rk)
+        if self._traced is not None:  # librdkafka's lines end with its handle
+            self._traced.__exit__(None, None, None)
+            self._traced = None
 
 
 @contextmanager
@@ -258,8 +262,3 @@ def _stderr_lines(into: list[str]) -> Iterator[None]:
             os.close(saved)
             f.seek(0)
             into.extend(f.read().decode(errors="replace").splitlines())
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield
