@@ -223,9 +223,10 @@ def main() -> None:
         for a, b in itertools.combinations(trees, 2):
             print(f"  {a} / {b}: rate {ratios(got[(a, size)], got[(b, size)], 0)}, "
                   f"CPU {ratios(got[(a, size)], got[(b, size)], 1)}")
-        for name in names if traces else []:
-            if traces.get((name, size)):
-                print(f"  {name} traced, medians: {fetch_trace.medians(traces[(name, size)])}")
+        for name in names:
+            traced = (traces or {}).get((name, size))
+            if traced:
+                print(f"  {name} traced, medians: {fetch_trace.medians(traced)}")
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def medians(runs: list[Totals]) -> str:
     fields = Totals.__slots__
     mid = {f: statistics.median(getattr(t, f) for t in runs) for f in fields}
     mid["fetches"] = round(mid["fetches"])
-    return Totals(**mid).line()  # type: ignore[arg-type]
+    return Totals(**mid).line()
 
 
 def log_batches(log_dir: Path, topic: str, partition: int = 0) -> tuple[int, int]:
