@@ -27,9 +27,15 @@ Consumer shapes (``--shape``): ``big`` (fetch.max.bytes 50 MiB, max.partition.fe
 1 MiB per partition), ``committed`` (``big`` with isolation.level=read_committed;
 librdkafka's default is read_committed, the ``big`` shape reads read_uncommitted).
 
+``--trace`` (ctypes client) prints after each read where its time went, Fetch by Fetch
+(bench/fetch_trace.py): fetches per second and per MiB, bytes and records per answer, the
+the sum of the round trips and the client's time outside them; for a tidelog tree also the
+broker's own Fetch RequestMetrics over the read (its HTTP listener: the last Fetch's long
+poll is in them) and the producer's batches as the log keeps them.
+
     .venv/bin/python bench/consume_trees.py --tree now=src --tree then=../old/src
         [--runs 4] [--sizes 100,1024] [--scale 5] [--shape big] [--client ctypes]
-        [--no-tansu]
+        [--no-tansu] [--trace]
 """
 
 from __future__ import annotations
@@ -37,8 +43,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -46,6 +54,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as bb
 import confluent_kafka as ck
+import fetch_trace
 import rdkafka_load
 
 COUNTS = {100: 200_000, 1024: 50_000}
@@ -67,10 +76,14 @@ def cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def factory(name: str, trees: dict[str, str]) -> AbstractContextManager[tuple[str, int]]:
+def factory(name: str, trees: dict[str, str], http: str | None = None
+            ) -> AbstractContextManager[tuple[str, int]]:
+    """The broker ``name``: Tansu, or ``tidelog serve`` of that tree (with its HTTP
+    listener at ``http``, a base URL, when given)."""
     if name == "tansu":
         return bb.tansu_broker()
-    return bb.tidelog_broker(env={"PYTHONPATH": str(Path(trees[name]).resolve())})
+    return bb.tidelog_broker(env={"PYTHONPATH": str(Path(trees[name]).resolve())},
+                             overrides={"http.listeners": http} if http else None)
 
 
 def ratios(a: list[tuple[float, float]], b: list[tuple[float, float]], i: int) -> str:
@@ -101,41 +114,75 @@ def warm_up(bootstrap: str, topic: str, size: int, shape: dict[str, str | int]) 
 
 
 def timed_read(client: str, bootstrap: str, topic: str, n: int,
-               shape: dict[str, str | int]) -> tuple[float, float]:
+               shape: dict[str, str | int], trace: bool = False
+               ) -> tuple[float, float, list[str]]:
     """Seconds for one consumer to read ``n`` records of partition 0 from the beginning,
-    and the client's CPU seconds (this process, all threads) over them:
-    ``python`` is confluent-kafka's Consumer (a Python Message per record), ``ctypes`` the
-    same librdkafka with no Python per record (bench/rdkafka_load.py)."""
+    the client's CPU seconds (this process, all threads) over them, and librdkafka's
+    fetch lines with ``trace``: ``python`` is confluent-kafka's Consumer (a Python Message
+    per record), ``ctypes`` the same librdkafka with no Python per record
+    (bench/rdkafka_load.py)."""
     if client == "python":
         p0 = time.process_time()
-        return bb.consume(bootstrap, topic, n, shape), time.process_time() - p0
-    c = rdkafka_load.Consumer(bootstrap, topic, config={**bb.CONSUMER, **shape})
+        return bb.consume(bootstrap, topic, n, shape), time.process_time() - p0, []
+    c = rdkafka_load.Consumer(bootstrap, topic, config={**bb.CONSUMER, **shape}, trace=trace)
     try:
         secs = c.consume(n)
     finally:
         c.close()
     if c.records != n:
         raise RuntimeError(f"read {c.records} records, produced {n}")
-    return secs, c.cpu
+    return secs, c.cpu, c.log
+
+
+Traces = dict[tuple[str, int], list[fetch_trace.Totals]]
 
 
 def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
                shape: dict[str, str | int], run: int, client: str,
-               got: dict[tuple[str, int], list[tuple[float, float]]]) -> None:
-    with factory(name, trees) as (bootstrap, pid):
-        for size, n in sizes.items():
-            topic = f"consume-{size}"
-            bb.produce(bootstrap, topic, n, size)
-            warm_up(bootstrap, f"warm-{size}", size, shape)
-            c0 = cpu_seconds(pid)
-            secs, client_cpu = timed_read(client, bootstrap, topic, n + 1, shape)
-            per = (cpu_seconds(pid) - c0) / (n + 1) * 1e6
-            mine = client_cpu / (n + 1) * 1e6
-            got.setdefault((name, size), []).append(((n + 1) / secs, per))
-            print(f"run {run} {name:<8} {size:>5} B {(n + 1) / secs:>10,.0f} rec/s "
-                  f"broker CPU {per:.3f} us/record (client {mine:.3f}), "
-                  f"load {os.getloadavg()[0]:.1f}",
-                  flush=True)
+               got: dict[tuple[str, int], list[tuple[float, float]]],
+               traces: Traces | None = None) -> None:
+    trace = traces is not None
+    http = f"http://127.0.0.1:{bb.free_port()}" if trace and name != "tansu" else None
+    log_dirs = tempfile.mkdtemp(prefix="consume-trees-")  # tidelog's log.dirs go in here
+    os.environ["BENCH_DIR"] = log_dirs
+    try:
+        with factory(name, trees, http) as (bootstrap, pid):
+            for size, n in sizes.items():
+                topic = f"consume-{size}"
+                bb.produce(bootstrap, topic, n, size)
+                warm_up(bootstrap, f"warm-{size}", size, shape)
+                before = fetch_trace.fetch_metrics(http) if http else {}
+                c0 = cpu_seconds(pid)
+                secs, client_cpu, log = timed_read(client, bootstrap, topic, n + 1, shape,
+                                                   trace)
+                per = (cpu_seconds(pid) - c0) / (n + 1) * 1e6
+                mine = client_cpu / (n + 1) * 1e6
+                got.setdefault((name, size), []).append(((n + 1) / secs, per))
+                print(f"run {run} {name:<8} {size:>5} B {(n + 1) / secs:>10,.0f} rec/s "
+                      f"broker CPU {per:.3f} us/record (client {mine:.3f}), "
+                      f"load {os.getloadavg()[0]:.1f}",
+                      flush=True)
+                if traces is not None:
+                    t = fetch_trace.totals(fetch_trace.answers(log), secs, (n + 1) * size)
+                    if t is not None:
+                        traces.setdefault((name, size), []).append(t)
+                    print_trace(t, topic, Path(log_dirs),
+                                (before, fetch_trace.fetch_metrics(http)) if http else None)
+    finally:
+        shutil.rmtree(log_dirs, ignore_errors=True)
+
+
+def print_trace(t: fetch_trace.Totals | None, topic: str, log_dirs: Path,
+                metrics: tuple[dict[str, float], dict[str, float]] | None) -> None:
+    """The traced read's Fetches (client side), the broker's view, the log's batches."""
+    print(f"    client: {t.line() if t is not None else 'no answer with records'}")
+    if metrics is None:
+        return
+    print(f"    broker: {fetch_trace.broker_side(*metrics)}")
+    for d in log_dirs.iterdir():
+        batches, records = fetch_trace.log_batches(d, topic)
+        if batches:
+            print(f"    log: {batches} batches, {records / batches:,.0f} records each")
 
 
 def main() -> None:
@@ -148,17 +195,21 @@ def main() -> None:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="big")
     ap.add_argument("--client", choices=["ctypes", "python"], default="ctypes")
     ap.add_argument("--no-tansu", action="store_true")
+    ap.add_argument("--trace", action="store_true",
+                    help="print where each read's time went, Fetch by Fetch (ctypes client)")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree)
     sizes = {int(s): int(COUNTS.get(int(s), 50_000) * args.scale)
              for s in args.sizes.split(",")}
     names = list(trees) + ([] if args.no_tansu else ["tansu"])
     got: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    traces: Traces | None = {} if args.trace else None
     loads = []
     for run in range(args.runs):
         for name in names if run % 2 == 0 else names[::-1]:
             loads.append(os.getloadavg()[0])
-            one_broker(name, trees, sizes, SHAPES[args.shape], run, args.client, got)
+            one_broker(name, trees, sizes, SHAPES[args.shape], run, args.client, got,
+                       traces)
     print(f"\nshape {args.shape}, client {args.client}, load {min(loads):.1f} .. {max(loads):.1f}")
     for size in sizes:
         print(f"\n{size} B, rate and broker CPU per record, median [min .. max]:")
@@ -172,6 +223,10 @@ def main() -> None:
         for a, b in itertools.combinations(trees, 2):
             print(f"  {a} / {b}: rate {ratios(got[(a, size)], got[(b, size)], 0)}, "
                   f"CPU {ratios(got[(a, size)], got[(b, size)], 1)}")
+        for name in names:
+            traced = (traces or {}).get((name, size))
+            if traced:
+                print(f"  {name} traced, medians: {fetch_trace.medians(traced)}")
 
 
 if __name__ == "__main__":

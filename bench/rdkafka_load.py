@@ -19,13 +19,24 @@ an array of message pointers, up to 10,000 per call, until the end offset is in.
 messages are kept (librdkafka's fetch queue limits count what is queued, not what the
 application holds) and checked and destroyed with ``rd_kafka_message_destroy`` after the
 clock stops: error code, contiguous offsets, bytes.
+
+``Consumer(trace=True)`` keeps librdkafka's ``fetch,protocol`` debug lines (``self.log`` once
+closed; bench/fetch_trace.py reads them): librdkafka's own logger writes them to file
+descriptor 2, sent to a file from the handle's creation to its close (a log callback into
+Python would take the GIL from librdkafka's thread for every line, and the client's own
+time would grow with it).
 """
 
 from __future__ import annotations
 
 import ctypes
 import glob
+import os
+import sys
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import confluent_kafka as ck
@@ -151,11 +162,16 @@ class Consumer:
     """librdkafka's simple consumer of one topic partition (no group membership)."""
 
     def __init__(self, bootstrap: str, topic: str, partition: int = 0,
-                 config: dict[str, str | int] | None = None) -> None:
+                 config: dict[str, str | int] | None = None, trace: bool = False) -> None:
         self._lib = lib = _library()
         settings = {"bootstrap.servers": bootstrap, "enable.auto.commit": "false",
                     "enable.auto.offset.store": "false",
                     **{k: str(v) for k, v in (config or {}).items()}}
+        self.log: list[str] = []  # librdkafka's lines, with trace (once closed)
+        self._traced = _stderr_lines(self.log) if trace else None
+        if self._traced is not None:
+            settings["debug"] = "fetch,protocol"
+            self._traced.__enter__()
         self._rk = _handle(lib, 1, lib.rd_kafka_conf_new(), settings)  # RD_KAFKA_CONSUMER
         self._rkt = lib.rd_kafka_topic_new(self._rk, topic.encode(), None)
         self.topic, self.partition = topic, partition
@@ -227,3 +243,22 @@ class Consumer:
     def close(self) -> None:
         self._lib.rd_kafka_topic_destroy(self._rkt)
         self._lib.rd_kafka_destroy(self._rk)
+        if self._traced is not None:  # librdkafka's lines end with its handle
+            self._traced.__exit__(None, None, None)
+            self._traced = None
+
+
+@contextmanager
+def _stderr_lines(into: list[str]) -> Iterator[None]:
+    """What is written to file descriptor 2 meanwhile (librdkafka's logger), as lines."""
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as f:
+        saved = os.dup(2)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            f.seek(0)
+            into.extend(f.read().decode(errors="replace").splitlines())
