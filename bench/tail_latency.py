@@ -249,14 +249,14 @@ def main() -> None:
                 with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
                     loads.append(os.getloadavg()[0])
                     before, queued_before = native.cpu_seconds(pid), queued_seconds(pid)
-                    *result, sent, fetch_rate = one(
+                    ack, consumed, failed, sent, fetch_rate = one(
                         bootstrap, rate, parts, args.seconds, args.warmup,
                         not args.no_consume and not floor, client, create=not floor,
                         spin=args.pacing == "spin")
                     cpu.setdefault(name, []).append((native.cpu_seconds(pid) - before) / sent * 1e6)
                     queued.setdefault(name, []).append(
                         (queued_seconds(pid) - queued_before) / sent * 1e6)
-                    got.setdefault(name, []).append((result[0], result[1], result[2]))
+                    got.setdefault(name, []).append((ack, consumed, failed))
                     fetching.setdefault(name, []).append(fetch_rate)
         loads.append(os.getloadavg()[0])
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
