@@ -11,7 +11,9 @@ shared by the processes), the consumer the time it got it. Printed: p50/p99/p99.
 each, median [min .. max] over --runs, the broker's CPU time per record sent (user + system
 of its process over the run, consumer included), how long its main thread (the event loop's)
 sat runnable waiting for a core per record sent (Linux schedstat: the scheduler's share of
-the tail) and the load average. ``--pacing spin``
+the tail), the consumer's Fetch requests per second and records per Fetch while it got the
+measured records (librdkafka's own count, its statistics: a broker that answers a Fetch
+sooner gets more of them, each with fewer records) and the load average. ``--pacing spin``
 paces as rdkafka_performance's ``-r`` does: poll until the next record is due, a second busy
 process on the machine.
 
@@ -90,8 +92,12 @@ import json, struct, sys, time
 from confluent_kafka import Consumer, TopicPartition
 bootstrap, topic, parts, total = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 client = json.loads(sys.argv[5])
+fetches = [0, None, None]  # librdkafka's count of Fetch requests sent; at the first and the
+def stats(raw):            # last measured record
+    fetches[0] = sum(b["req"].get("Fetch", 0) for b in json.loads(raw)["brokers"].values())
 c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tail", "enable.auto.commit": False,
-              "fetch.wait.max.ms": 100, **client})
+              "fetch.wait.max.ms": 100, "statistics.interval.ms": 200, "stats_cb": stats,
+              **client})
 c.assign([TopicPartition(topic, p, 0) for p in range(parts)])
 print("ready", flush=True)
 lat = []
@@ -103,8 +109,12 @@ while time.monotonic() < end:
         measured, sent = struct.unpack_from(">?q", m.value())
         if measured:
             lat.append((now - sent) / 1e6)
+            if fetches[1] is None:
+                fetches[1] = (fetches[0], now)
+            fetches[2] = (fetches[0], now)
 c.close()
-print(json.dumps({"lat": lat}))
+first, last = fetches[1] or (0, 0), fetches[2] or (0, 0)
+print(json.dumps({"lat": lat, "fetches": last[0] - first[0], "seconds": (last[1] - first[1]) / 1e9}))
 """
 
 Factory = Callable[[], AbstractContextManager[tuple[str, int]]]
@@ -152,9 +162,11 @@ def quantiles(lat: list[float]) -> dict[str, float]:
 
 def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
         consume: bool = True, client: dict[str, str] | None = None, create: bool = True,
-        spin: bool = False) -> tuple[dict[str, float], dict[str, float], int, int]:
+        spin: bool = False
+        ) -> tuple[dict[str, float], dict[str, float], int, int, tuple[float, float]]:
     """One run: (produce->ack quantiles, produce->consume quantiles, failed records, records
-    sent); ``client`` adds librdkafka settings to the producer and the consumer; ``spin``
+    sent, (the consumer's Fetch requests per second, records per Fetch) while it got the
+    measured records, by librdkafka's own count); ``client`` adds librdkafka settings to the producer and the consumer; ``spin``
     paces as rdkafka_performance's ``-r`` does (poll in a loop until the next record is due,
     keeping a core busy) instead of sleeping."""
     topic = f"tail-{time.monotonic_ns()}"
@@ -177,7 +189,11 @@ def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
     out, _ = consumer.communicate(timeout=seconds + warmup + 60)
     p = json.loads(produced.stdout.strip().splitlines()[-1])
     c = json.loads(out.strip().splitlines()[-1]) if consume else {"lat": []}
-    return quantiles(p["lat"]), quantiles(c["lat"]), int(p["failed"]), int(p["sent"])
+    fetched, spent = int(c.get("fetches", 0)), float(c.get("seconds", 0.0))
+    fetching = (fetched / spent if spent > 0 else 0.0,
+                len(c["lat"]) / fetched if fetched > 0 else 0.0)
+    return (quantiles(p["lat"]), quantiles(c["lat"]), int(p["failed"]), int(p["sent"]),
+            fetching)
 
 
 def queued_seconds(pid: int) -> float:
@@ -226,20 +242,22 @@ def main() -> None:
         got: dict[str, list[tuple[dict[str, float], dict[str, float], int]]] = {}
         cpu: dict[str, list[float]] = {}
         queued: dict[str, list[float]] = {}
+        fetching: dict[str, list[tuple[float, float]]] = {}
         for _ in range(args.runs):
             for name, factory in chosen:
                 floor = name == BASELINE
                 with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
                     loads.append(os.getloadavg()[0])
                     before, queued_before = native.cpu_seconds(pid), queued_seconds(pid)
-                    *result, sent = one(
+                    ack, consumed, failed, sent, fetch_rate = one(
                         bootstrap, rate, parts, args.seconds, args.warmup,
                         not args.no_consume and not floor, client, create=not floor,
                         spin=args.pacing == "spin")
                     cpu.setdefault(name, []).append((native.cpu_seconds(pid) - before) / sent * 1e6)
                     queued.setdefault(name, []).append(
                         (queued_seconds(pid) - queued_before) / sent * 1e6)
-                    got.setdefault(name, []).append((result[0], result[1], result[2]))
+                    got.setdefault(name, []).append((ack, consumed, failed))
+                    fetching.setdefault(name, []).append(fetch_rate)
         loads.append(os.getloadavg()[0])
         print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
               f"linger 0{''.join(f', {k}={v}' for k, v in client.items())}, "
@@ -257,7 +275,17 @@ def main() -> None:
                 print(f"  {name:<24} {label:<17} {cells}" + (
                     f"  broker CPU/record {fmt(cpu[name]).strip()} us, loop queued/record "
                     f"{fmt(queued[name]).strip()} us" if idx == 0 else "")
-                    + (f"  ({failed} failed)" if failed and idx == 0 else ""))
+                    + (f"  ({failed} failed)" if failed and idx == 0 else "")
+                    + (_fetch_cells(fetching[name]) if idx == 1 else ""))
+
+
+def _fetch_cells(rates: list[tuple[float, float]]) -> str:
+    """The consumer's Fetch rate and records per Fetch (librdkafka's count): a broker that
+    answers Fetches sooner gets more of them, each with fewer records."""
+    if not any(r for r, _ in rates):
+        return ""
+    return (f"  consumer Fetches/s {fmt([r for r, _ in rates]).strip()}, records/Fetch "
+            f"{fmt([n for _, n in rates]).strip()}")
 
 
 if __name__ == "__main__":
