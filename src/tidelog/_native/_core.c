@@ -631,7 +631,7 @@ static PyMethodDef core_methods[] = {
     {"proto_columns", tl_proto_columns, METH_VARARGS,
      "proto_columns(data, offsets, plan) -> (columns, rejected rows): Protobuf messages into "
      "the Arrow buffers of a plan's columns (iceberg/protobuf_native.py)."},
-    {"append_plain", tl_append_plain, METH_VARARGS,
+    {"append_plain", (PyCFunction)(void (*)(void))tl_append_plain, METH_FASTCALL,
      "append_plain(buf, offset, leader_epoch, lo, hi, max_message_bytes, compact, max_ts_bound, "
      "fd, position[, crc]) -> (records, max timestamp) or None: a leader's plain append, "
      "checked, patched and written (storage/log_plain.py append_plain_py); crc: the CRC-32C "
@@ -639,7 +639,7 @@ static PyMethodDef core_methods[] = {
     {"produce_decode_bind", tl_produce_decode_bind, METH_VARARGS,
      "produce_decode_bind(header, request, topic, partition, uuid): the classes produce_decode "
      "makes (protocol/produce_in_place.py)."},
-    {"produce_decode", tl_produce_decode, METH_VARARGS,
+    {"produce_decode", (PyCFunction)(void (*)(void))tl_produce_decode, METH_FASTCALL,
      "produce_decode(frame, version, header_version) -> (header, request) or None (a frame the "
      "twin refuses): protocol/produce_in_place.py decode_produce_in_place_py."},
     {"produce_response_bind", tl_produce_response_bind, METH_O,

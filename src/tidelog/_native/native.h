@@ -100,11 +100,11 @@ PyObject *tl_proto_columns(PyObject *self, PyObject *args);
 int tl_plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, long long hi,
                    long long max_message_bytes, int compact, int32_t *count, int64_t *max_ts);
 /* append_plain.c: storage/log_plain.py append_plain_py (the leader's plain append) */
-PyObject *tl_append_plain(PyObject *self, PyObject *args);
+PyObject *tl_append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* produce_decode.c: protocol/produce_in_place.py decode_produce_in_place's twin */
 PyObject *tl_produce_decode_bind(PyObject *self, PyObject *args);
-PyObject *tl_produce_decode(PyObject *self, PyObject *args);
+PyObject *tl_produce_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* produce_encode.c: protocol/fast.py encode_produce_response_py's twin */
 PyObject *tl_produce_response_bind(PyObject *self, PyObject *arg);

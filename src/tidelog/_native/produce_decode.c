@@ -12,6 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <limits.h>
 #include <string.h>
 
 #include <structmember.h>
@@ -170,9 +171,32 @@ end_struct(reader *r)
     return skip_tags(r);
 }
 
+/* The last string decoded from each place (the client id, a topic's name): the next
+ * request of a client names the same ones, so the same str is handed out again (its hash
+ * kept for the dict lookups that follow) instead of a new one. Only ASCII strings are
+ * kept, whose decoding is the same under any error handler. */
+typedef struct {
+    PyObject *s;
+} last_string;
+
+static last_string last_client_id, last_topic;
+
+/* ``n`` bytes at ``p`` as a str (a new reference), or NULL. */
+static PyObject *
+decode_cached(last_string *last, const uint8_t *p, Py_ssize_t n, const char *errors)
+{
+    PyObject *s = last->s;
+    if (s != NULL && PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_DATA(s), p, (size_t)n) == 0)
+        return Py_NewRef(s);
+    s = PyUnicode_DecodeUTF8((const char *)p, n, errors);
+    if (s != NULL && PyUnicode_IS_COMPACT_ASCII(s))
+        Py_XSETREF(last->s, Py_NewRef(s));
+    return s;
+}
+
 /* A nullable string (a new reference, Py_None included), or NULL. */
 static PyObject *
-string(reader *r, const char *errors)
+string(reader *r, const char *errors, last_string *last)
 {
     int64_t n;
     if (length(r, 2, &n) < 0)
@@ -181,7 +205,9 @@ string(reader *r, const char *errors)
         return Py_NewRef(Py_None);
     if (need(r, n) < 0)
         return NULL;
-    PyObject *s = PyUnicode_DecodeUTF8((const char *)r->b + r->pos, (Py_ssize_t)n, errors);
+    PyObject *s = last != NULL ? decode_cached(last, r->b + r->pos, (Py_ssize_t)n, errors)
+                               : PyUnicode_DecodeUTF8((const char *)r->b + r->pos,
+                                                      (Py_ssize_t)n, errors);
     r->pos += (Py_ssize_t)n;
     return s;
 }
@@ -240,7 +266,7 @@ topic_key(reader *r, int version, PyObject **name, PyObject **topic_id)
     *topic_id = Py_NewRef(Py_None);
     if (version < 13) {
         Py_DECREF(*name);
-        *name = string(r, "strict");
+        *name = string(r, "strict", &last_topic);
         return *name == NULL ? -1 : 0;
     }
     if (need(r, 16) < 0)
@@ -290,7 +316,7 @@ done:
 static PyObject *
 body(reader *r, int version)
 {
-    PyObject *txn = string(r, "strict"), *topics = NULL, *out = NULL, *acks = NULL,
+    PyObject *txn = string(r, "strict", NULL), *topics = NULL, *out = NULL, *acks = NULL,
              *timeout = NULL;
     Py_ssize_t n;
     if (txn == NULL || need(r, 6) < 0)
@@ -334,7 +360,7 @@ header(reader *r, int header_version)
     if (n >= 0) {
         if (need(r, n) < 0)
             return NULL;
-        client_id = PyUnicode_DecodeUTF8((const char *)b + 10, n, "replace");
+        client_id = decode_cached(&last_client_id, b + 10, n, "replace");
         if (client_id == NULL)
             return NULL;
         r->pos += n;
@@ -356,17 +382,25 @@ header(reader *r, int header_version)
             }
         }
     }
-    PyObject *t = Py_BuildValue("(hhiNi)", be16(b), be16(b + 2), be32(b + 4), client_id,
-                                header_version);
-    if (t == NULL)
-        return NULL;
-    PyObject *args = PyTuple_Pack(1, t);
-    Py_DECREF(t);
-    if (args == NULL)
-        return NULL;
-    /* tuple.__new__(RequestHeader, t): the named tuple without its Python __new__ */
-    PyObject *h = PyTuple_Type.tp_new((PyTypeObject *)header_cls, args, NULL);
-    Py_DECREF(args);
+    /* tuple.__new__(RequestHeader, fields): the named tuple allocated and filled here */
+    PyObject *h = ((PyTypeObject *)header_cls)->tp_alloc((PyTypeObject *)header_cls, 5);
+    if (h == NULL)
+        goto fail;
+    PyObject *fields[4] = {PyLong_FromLong(be16(b)), PyLong_FromLong(be16(b + 2)),
+                           PyLong_FromLong(be32(b + 4)), PyLong_FromLong(header_version)};
+    for (int i = 0; i < 4; i++) {
+        if (fields[i] == NULL) {
+            for (int j = 0; j < 4; j++)
+                Py_XDECREF(fields[j]);
+            Py_DECREF(h);
+            goto fail;
+        }
+    }
+    PyTuple_SET_ITEM(h, 0, fields[0]);
+    PyTuple_SET_ITEM(h, 1, fields[1]);
+    PyTuple_SET_ITEM(h, 2, fields[2]);
+    PyTuple_SET_ITEM(h, 3, client_id);
+    PyTuple_SET_ITEM(h, 4, fields[3]);
     return h;
 fail:
     Py_DECREF(client_id);
@@ -379,7 +413,8 @@ tl_produce_decode_bind(PyObject *self, PyObject *args)
     PyObject *h, *q, *t, *p, *u;
     if (!PyArg_ParseTuple(args, "O!OOOO:produce_decode_bind", &PyType_Type, &h, &q, &t, &p, &u))
         return NULL;
-    if (!PyType_IsSubtype((PyTypeObject *)h, &PyTuple_Type)) {
+    if (!PyType_IsSubtype((PyTypeObject *)h, &PyTuple_Type) ||
+        ((PyTypeObject *)h)->tp_basicsize != PyTuple_Type.tp_basicsize) {
         PyErr_SetString(PyExc_TypeError, "the header class must be a named tuple");
         return NULL;
     }
@@ -397,13 +432,30 @@ tl_produce_decode_bind(PyObject *self, PyObject *args)
 }
 
 PyObject *
-tl_produce_decode(PyObject *self, PyObject *args)
+tl_produce_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *frame;
-    int version, header_version;
-    if (!PyArg_ParseTuple(args, "O!ii:produce_decode", &PyMemoryView_Type, &frame, &version,
-                          &header_version))
+    (void)self;
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "produce_decode() takes 3 arguments (%zd given)", nargs);
         return NULL;
+    }
+    PyObject *frame = args[0];
+    if (!PyMemoryView_Check(frame)) {
+        PyErr_Format(PyExc_TypeError, "produce_decode() argument 1 must be memoryview, not %.50s",
+                     Py_TYPE(frame)->tp_name);
+        return NULL;
+    }
+    long version = PyLong_AsLong(args[1]), header_version;
+    if (version == -1 && PyErr_Occurred())
+        return NULL;
+    header_version = PyLong_AsLong(args[2]);
+    if (header_version == -1 && PyErr_Occurred())
+        return NULL;
+    if (version > INT_MAX || version < INT_MIN || header_version > INT_MAX ||
+        header_version < INT_MIN) {
+        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+        return NULL;
+    }
     if (header_cls == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "produce_decode_bind was not called");
         return NULL;
@@ -415,9 +467,9 @@ tl_produce_decode(PyObject *self, PyObject *args)
     if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     reader r = {frame, (const uint8_t *)view.buf, view.len, 0, version >= 9};
-    PyObject *out = NULL, *h = header(&r, header_version);
+    PyObject *out = NULL, *h = header(&r, (int)header_version);
     if (h != NULL) {
-        PyObject *req = body(&r, version);
+        PyObject *req = body(&r, (int)version);
         if (req != NULL)
             out = PyTuple_Pack(2, h, req);
         Py_XDECREF(req);

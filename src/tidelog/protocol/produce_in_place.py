@@ -73,6 +73,10 @@ def _header_version(version: int) -> int:
     return 2 if request_class(0, version).__header_schema__.__version__ >= 2 else 1
 
 
+# the versions a broker takes, read once (no cached call per request)
+_HEADER_VERSIONS = {v: _header_version(v) for v in range(3, 14)}
+
+
 def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
     """An unsigned varint of at most five bytes (Kafka's readUnsignedVarint)."""
     b = buf[pos]
@@ -141,8 +145,9 @@ def _array_len(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
 def decode_produce_in_place(frame: memoryview, version: int
                             ) -> tuple[RequestHeader, ProduceRequest]:
     """A ProduceRequest whose ``records`` are writable views of ``frame``."""
+    header_version = _HEADER_VERSIONS.get(version) or _header_version(version)
     decoded: tuple[RequestHeader, ProduceRequest] | None = _decode_native(
-        frame, version, _header_version(version))
+        frame, version, header_version)
     if decoded is not None:
         return decoded
     return decode_produce_in_place_py(frame, version)  # refused: the twin's own error
