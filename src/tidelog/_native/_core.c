@@ -636,6 +636,9 @@ static PyMethodDef core_methods[] = {
      "fd, position[, crc]) -> (records, max timestamp) or None: a leader's plain append, "
      "checked, patched and written (storage/log_plain.py append_plain_py); crc: the CRC-32C "
      "of buf[21:] if known (-1: computed here)."},
+    {"slotted_maker", tl_slotted_maker, METH_O,
+     "slotted_maker(cls) -> a callable making cls's instances without its Python __init__ "
+     "(a slotted dataclass, a named tuple), or cls itself (util/slotted.py)."},
     {"produce_decode_bind", tl_produce_decode_bind, METH_VARARGS,
      "produce_decode_bind(header, request, topic, partition, uuid): the classes produce_decode "
      "makes (protocol/produce_in_place.py)."},
@@ -669,5 +672,7 @@ PyInit__core(void)
     if (InvalidRecordError == NULL)
         return NULL;
     tl_recovery_init();
+    if (tl_slotted_ready(NULL) < 0)
+        return NULL;
     return PyModule_Create(&core_module);
 }

@@ -100,6 +100,8 @@ PyObject *tl_proto_columns(PyObject *self, PyObject *args);
 int tl_plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, long long hi,
                    long long max_message_bytes, int compact, int32_t *count, int64_t *max_ts);
 /* append_plain.c: storage/log_plain.py append_plain_py (the leader's plain append) */
+PyObject *tl_slotted_maker(PyObject *self, PyObject *cls);
+int tl_slotted_ready(PyObject *module);
 PyObject *tl_append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* produce_decode.c: protocol/produce_in_place.py decode_produce_in_place's twin */

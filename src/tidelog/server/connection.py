@@ -34,6 +34,7 @@ from tidelog.protocol.codec import (
 )
 from tidelog.protocol.fetch_request import decode_sessionless_fetch
 from tidelog.protocol.produce_in_place import decode_produce_in_place
+from tidelog.util.slotted import slotted_maker
 
 from . import eager
 from .connection_outcomes import PENDING as _PENDING
@@ -59,6 +60,7 @@ _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 PRODUCE_KEY = 0
 FETCH_KEY = 1
 _NUMBERS = itertools.count(1)
+_new_context = slotted_maker(RequestContext)  # (one per request: no Python __init__)
 
 
 def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any]:
@@ -312,7 +314,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         )
         listener = self.listener
         # (positional, in the fields' order: keywords cost half as much again per request)
-        ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1], None, 0,
+        ctx = _new_context(header, self.broker, self.peer[0], self.peer[1], None, 0,
                              principal, listener.name, listener.protocol, 0, session,
                              self.state)
         handle = spec.handle if self.faults is None else self._with_faults(key, spec.handle)

@@ -32,6 +32,8 @@ from tidelog._native import core as _native_core
 from tidelog.records import NO_SEQUENCE, crc32c
 from tidelog.records.batch import NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK
 
+from tidelog.util.slotted import slotted_maker
+
 from .leader_epoch import LeaderEpochFileCache
 from .local_log import LocalLog
 from .log_append import LogAppendInfo
@@ -55,7 +57,9 @@ _FIELDS = struct.Struct(">21xhi16xqhi")
 _Q = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
-_new_tuple = tuple.__new__  # (a NamedTuple built with one C call)
+# (made without their Python __init__/__new__: util/slotted.py)
+_new_batch_metadata = slotted_maker(BatchMetadata)
+_new_info = slotted_maker(LogAppendInfo)
 
 
 def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpochFileCache,
@@ -110,12 +114,12 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
     local.appended(seg, last, position + n)
     if entry is not None:
         md = entry.batch_metadata
-        md.append(_new_tuple(BatchMetadata, ((base_seq + lod) & INT_MAX, last, lod, max_ts)))
+        md.append(_new_batch_metadata((base_seq + lod) & INT_MAX, last, lod, max_ts))
         if len(md) > NUM_BATCHES_TO_RETAIN:
             md.popleft()
         entry.last_timestamp = max_ts
     psm.last_map_offset = last + 1  # (update_map_end_offset)
-    return LogAppendInfo(offset, last, max_ts, last, -1, log_start_offset, count, n)
+    return _new_info(offset, last, max_ts, last, -1, log_start_offset, count, n)
 
 
 def next_in_sequence(psm: ProducerStateManager, pid: int, epoch: int, base_seq: int, lod: int,
