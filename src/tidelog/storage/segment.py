@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from tidelog.records.errors import CorruptRecordError, InvalidRecordError
 from tidelog.util.clock import Clock
+from tidelog.util.slotted import slotted_maker
 
 from .errors import LogSegmentOffsetOverflowError
 from .file_records import (
@@ -40,7 +41,7 @@ NO_TIMESTAMP = -1
 APPEND_FROM_FILE_CHUNK = 1024 * 1024
 POSITION_UNKNOWN = -1  # pass as max_position: the bound is unknown, return metadata only
 UNKNOWN_TIMESTAMP_OFFSET = TimestampOffset(NO_TIMESTAMP, -1)
-_new_tuple = tuple.__new__
+_new_timestamp_offset = slotted_maker(TimestampOffset)  # (one per append: no Python __new__)
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -304,9 +305,7 @@ class LogSegment:
         if mx == UNKNOWN_TIMESTAMP_OFFSET:
             mx = self.max_timestamp_and_offset_so_far
         if max_timestamp > mx.timestamp:
-            # (tuple.__new__: the NamedTuple's own __new__ is a Python call, one per append)
-            mx = t.max_timestamp_and_offset = _new_tuple(TimestampOffset,
-                                                         (max_timestamp, last_offset))
+            mx = t.max_timestamp_and_offset = _new_timestamp_offset(max_timestamp, last_offset)
         if t.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(mx.timestamp, mx.offset)
