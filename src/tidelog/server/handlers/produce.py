@@ -242,9 +242,10 @@ def _one_partition(ctx: RequestContext, request: Any, t: Any) -> Any:
         result.error_code = txn_error
     else:
         timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
-        waits = rm.append_records_now(
-            request.acks, ms(request.timeout) if timeout_ms is None else timeout_ms,
-            [(tp, records, result)])
+        timeout = ms(request.timeout) if timeout_ms is None else timeout_ms
+        waits = rm.append_one_now(request.acks, timeout, tp, records, result) \
+            if rm.async_appends else rm.append_records_now(request.acks, timeout,
+                                                           [(tp, records, result)])
         if waits is not None:
             named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False,
                                         len(records)))
