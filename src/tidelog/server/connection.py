@@ -38,8 +38,7 @@ from tidelog.util.slotted import slotted_maker
 
 from . import eager
 from .connection_outcomes import PENDING as _PENDING
-from .connection_outcomes import ConnectionOutcomes
-from .connection_outcomes import Slot
+from .connection_outcomes import ConnectionOutcomes, Slot
 from .context import ConnectionState, RequestContext
 from .fault_plans import plan_for
 from .quota import request as request_quota

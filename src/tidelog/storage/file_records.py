@@ -239,9 +239,9 @@ class FileRecords:
     def __init__(self, path: Path, fd: int, size: int) -> None:
         self._path = Path(path)
         self._path_str = str(self._path)
-        self._fd: int | None = fd
+        self.fd: int | None = fd  # (None once closed; read by the plain append)
         # the logical size, the bytes appended (a plain attribute, not a property: read on
-        # every append; written by this class only)
+        # every append; moved past a batch the plain append wrote at the end, log_plain)
         self.size_in_bytes = size
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -273,13 +273,13 @@ class FileRecords:
         return self.size_in_bytes
 
     def fileno(self) -> int:
-        if self._fd is None:
+        if self.fd is None:
             raise StorageError(f"{self._path} is closed")
-        return self._fd
+        return self.fd
 
     @property
     def closed(self) -> bool:
-        return self._fd is None
+        return self.fd is None
 
     def file_length(self) -> int:
         """Physical length (above the size while preallocated)."""
@@ -306,10 +306,6 @@ class FileRecords:
             raise self.append_error(e, n) from e
         self.size_in_bytes += n
         return n
-
-    def advance(self, n: int) -> None:
-        """The logical size past ``n`` bytes the caller wrote at the end (log_plain)."""
-        self.size_in_bytes += n
 
     def append_error(self, e: OSError, n: int) -> OSError:
         """``e``, raised writing ``n`` bytes at the end, as ``append`` raises it."""
@@ -342,7 +338,7 @@ class FileRecords:
         self.truncate_to(self.size_in_bytes)
 
     def close(self) -> None:
-        if self._fd is None:
+        if self.fd is None:
             return
         try:
             self.flush()
@@ -352,7 +348,7 @@ class FileRecords:
 
     def close_handlers(self) -> None:
         """Close the descriptor without flushing or trimming."""
-        fd, self._fd = self._fd, None
+        fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)
 

@@ -31,7 +31,6 @@ import struct
 from tidelog._native import core as _native_core
 from tidelog.records import NO_SEQUENCE, crc32c
 from tidelog.records.batch import NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK
-
 from tidelog.util.slotted import slotted_maker
 
 from .leader_epoch import LeaderEpochFileCache
@@ -99,12 +98,15 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
     if n > PLAIN_APPEND_BYTES:
         with memoryview(buf) as mv:
             crc = crc32c(mv[21:])
+    fd = log_records.fd
+    if fd is None:
+        fd = log_records.fileno()  # (raises: the file is closed)
     lo = now - config.timestamp_before_max_ms  # (clamped without min/max: two calls)
     hi = now + config.timestamp_after_max_ms
     try:
         got = _append(buf, offset, leader_epoch, lo if lo > INT64_MIN else INT64_MIN,
                       hi if hi < INT64_MAX else INT64_MAX, config.max_message_bytes,
-                      config.compact, bound, log_records.fileno(), position, crc)
+                      config.compact, bound, fd, position, crc)
     except OSError as e:
         raise log_records.append_error(e, n) from e
     if got is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from tidelog.config.log_config import LogConfig
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
 from tidelog.util.topic_partition import TopicPartition
@@ -61,10 +60,6 @@ class LocalLogView:
     @property
     def dir(self) -> Path:
         return self._local.dir
-
-    @property
-    def config(self) -> LogConfig:
-        return self._local.config
 
     @property
     def segments(self) -> LogSegments:

@@ -299,7 +299,7 @@ class LogSegment:
         """``append``'s bookkeeping of one batch of ``size`` bytes up to ``last_offset`` that
         the caller wrote at ``position``, the end of the `.log` (storage/log_plain.py): the
         size, the max timestamp so far, the index entries."""
-        self.log.advance(size)
+        self.log.size_in_bytes += size  # (the caller wrote it at the end)
         t = self._t
         mx = t.max_timestamp_and_offset
         if mx == UNKNOWN_TIMESTAMP_OFFSET:
