@@ -205,7 +205,8 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
                 self._maybe_pause()
 
     def _receive(self, data: bytes | bytearray, end: int) -> None:
-        self.last_active = self._clock()
+        clock = self._clock  # (an attribute called as a method is a generic lookup)
+        self.last_active = clock()
         rest: memoryview | None = None
         if self._large is not None:
             with memoryview(data) as mv:
@@ -487,7 +488,8 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         if len(slots) == 1 and type(slots[0].data) is bytes:  # one answer (a produce's)
             slot = slots.popleft()
             dequeue_ns = time.perf_counter_ns()
-            self.last_active = self._clock()
+            clock = self._clock
+            self.last_active = clock()
             self.writer.write([slot.data])
             if self.closed:
                 return

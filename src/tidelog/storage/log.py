@@ -258,8 +258,9 @@ class Log(LocalLogView, LogTruncation):
         lock and an OSError as KafkaStorageError naming the dir, no context manager.)"""
         if len(records) == 0:
             return None
-        if self.append_guard is not None:
-            self.append_guard(len(records), False)
+        guard = self.append_guard  # (an attribute called as a method is a generic lookup)
+        if guard is not None:
+            guard(len(records), False)
         local = self._local
         lock = self._lock
         lock.acquire()

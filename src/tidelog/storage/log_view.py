@@ -32,6 +32,7 @@ class LocalLogView:
 
     def __init__(self, local: LocalLog) -> None:
         self._local = local
+        self.stamp_cell = None  # (an instance attribute: 3.11 reads a class one generically)
 
     @property
     def state_stamp(self) -> int:
