@@ -647,7 +647,7 @@ static PyMethodDef core_methods[] = {
      "twin refuses): protocol/produce_in_place.py decode_produce_in_place_py."},
     {"produce_response_bind", tl_produce_response_bind, METH_O,
      "produce_response_bind(uuid.UUID): the class of a topic id (protocol/fast.py)."},
-    {"produce_response", tl_produce_response, METH_VARARGS,
+    {"produce_response", (PyCFunction)(void (*)(void))tl_produce_response, METH_FASTCALL,
      "produce_response(correlation_id, version, topics, throttle_time_ms) -> bytes or None "
      "(what the twin would refuse): protocol/fast.py encode_produce_response_py."},
     {"frame_buffer", tl_frame_buffer, METH_O,

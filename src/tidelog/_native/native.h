@@ -110,6 +110,6 @@ PyObject *tl_produce_decode(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* produce_encode.c: protocol/fast.py encode_produce_response_py's twin */
 PyObject *tl_produce_response_bind(PyObject *self, PyObject *arg);
-PyObject *tl_produce_response(PyObject *self, PyObject *args);
+PyObject *tl_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -8,6 +8,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,14 +286,32 @@ tl_produce_response_bind(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* METH_FASTCALL: the arguments converted as PyArg_ParseTuple's "LiOL" would. */
 PyObject *
-tl_produce_response(PyObject *self, PyObject *args)
+tl_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     long long correlation_id, throttle_ms;
-    int version;
-    PyObject *topics;
-    if (!PyArg_ParseTuple(args, "LiOL:produce_response", &correlation_id, &version, &topics,
-                          &throttle_ms))
+    long v;
+    (void)self;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "produce_response() takes 4 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    correlation_id = PyLong_AsLongLong(args[0]);
+    if (correlation_id == -1 && PyErr_Occurred())
+        return NULL;
+    v = PyLong_AsLong(args[1]);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    if (v > INT_MAX || v < INT_MIN) {
+        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+        return NULL;
+    }
+    int version = (int)v;
+    PyObject *topics = args[2];
+    throttle_ms = PyLong_AsLongLong(args[3]);
+    if (throttle_ms == -1 && PyErr_Occurred())
         return NULL;
     if (uuid_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "produce_response_bind was not called");

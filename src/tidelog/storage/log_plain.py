@@ -85,7 +85,9 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
             return None
     offset = local.end_metadata.message_offset  # (``log_end_offset`` without a call)
     last = offset + lod
-    seg = local.segments.active_segment
+    seg = local.segments.last_segment  # (``active_segment`` without a call)
+    if seg is None:
+        return None
     log_records = seg.log
     position = log_records.size_in_bytes
     now = local.clock.milliseconds()
