@@ -57,7 +57,8 @@ class LocalLog:
         self.config = config
         self.segments = segments
         self.recovery_point = recovery_point
-        # the log end offset (``log_end_offset_metadata``; set here only)
+        # the log end offset (``log_end_offset_metadata``; set here only, and by the plain
+        # append, log_plain.py, as ``appended`` sets it)
         self.end_metadata = next_offset_metadata
         self.scheduler = scheduler
         self.clock = clock

@@ -43,6 +43,7 @@ from .producer_state import (
     ProducerStateEntry,
     ProducerStateManager,
 )
+from .segment import LogOffsetMetadata
 from .validator import plain_check_py
 
 Buffer = bytes | bytearray | memoryview
@@ -59,6 +60,7 @@ _U32 = struct.Struct(">I")
 # (made without their Python __init__/__new__: util/slotted.py)
 _new_batch_metadata = slotted_maker(BatchMetadata)
 _new_info = slotted_maker(LogAppendInfo)
+_new_offset_metadata = slotted_maker(LogOffsetMetadata)
 
 
 def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpochFileCache,
@@ -115,7 +117,8 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
         return None
     count, max_ts = got
     seg.appended(n, position, last, max_ts)
-    local.appended(seg, last, position + n)
+    # (``local.appended`` inline: the log end offset past the batch)
+    local.end_metadata = _new_offset_metadata(last + 1, seg.base_offset, position + n)
     if entry is not None:
         md = entry.batch_metadata
         md.append(_new_batch_metadata((base_seq + lod) & INT_MAX, last, lod, max_ts))
