@@ -62,6 +62,7 @@ _NUMBERS = itertools.count(1)
 # (one of each per request: made without their Python __init__)
 _new_context = slotted_maker(RequestContext)
 _new_slot = slotted_maker(Slot)
+_new_timing = slotted_maker(RequestTiming)
 
 
 def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any]:
@@ -322,7 +323,8 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         handle = spec.handle if self.faults is None else self._with_faults(key, spec.handle)
         if handle is None:
             return False
-        timing = RequestTiming(key, version, start_ns) if self.request_metrics else None
+        timing = _new_timing(key, version, start_ns, start_ns, start_ns) \
+            if self.request_metrics else None
         now = spec.handle_now if self.faults is None else None
         if key == 0 and getattr(request, "acks", 1) == 0:
             self._spawn(None, request, ctx, handle, timing, now)
