@@ -645,6 +645,17 @@ static PyMethodDef core_methods[] = {
     {"produce_decode", (PyCFunction)(void (*)(void))tl_produce_decode, METH_FASTCALL,
      "produce_decode(frame, version, header_version) -> (header, request) or None (a frame the "
      "twin refuses): protocol/produce_in_place.py decode_produce_in_place_py."},
+    {"produce_decode_in_place", (PyCFunction)(void (*)(void))tl_produce_decode_in_place,
+     METH_FASTCALL,
+     "produce_decode_in_place(frame, version) -> (header, request): decoded here, or by the "
+     "twin given to produce_decode_bind when declined (protocol/produce_in_place.py)."},
+    {"produce_response_twin", tl_produce_response_twin, METH_O,
+     "produce_response_twin(encode_produce_response_py): what encode_produce_response hands "
+     "a declined answer to."},
+    {"encode_produce_response", (PyCFunction)(void (*)(void))tl_encode_produce_response,
+     METH_FASTCALL,
+     "encode_produce_response(correlation_id, version, topics, throttle_time_ms=0) -> bytes: "
+     "encoded here, or by the bound twin when declined (protocol/fast.py)."},
     {"produce_response_bind", tl_produce_response_bind, METH_O,
      "produce_response_bind(uuid.UUID): the class of a topic id (protocol/fast.py)."},
     {"produce_response", (PyCFunction)(void (*)(void))tl_produce_response, METH_FASTCALL,

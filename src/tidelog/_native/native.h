@@ -107,9 +107,12 @@ PyObject *tl_append_plain(PyObject *self, PyObject *const *args, Py_ssize_t narg
 /* produce_decode.c: protocol/produce_in_place.py decode_produce_in_place's twin */
 PyObject *tl_produce_decode_bind(PyObject *self, PyObject *args);
 PyObject *tl_produce_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *tl_produce_decode_in_place(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* produce_encode.c: protocol/fast.py encode_produce_response_py's twin */
 PyObject *tl_produce_response_bind(PyObject *self, PyObject *arg);
 PyObject *tl_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *tl_produce_response_twin(PyObject *self, PyObject *arg);
+PyObject *tl_encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

@@ -20,6 +20,7 @@
 #include "native.h"
 
 static PyObject *header_cls, *request_cls, *topic_cls, *partition_cls, *uuid_cls;
+static PyObject *twin; /* decode_produce_in_place_py: what a declined frame is given to */
 static PyObject *uuid_kwnames; /* ("bytes",) */
 
 /* A slotted dataclass made without its __init__ (which only sets its fields, in the order
@@ -410,8 +411,9 @@ fail:
 PyObject *
 tl_produce_decode_bind(PyObject *self, PyObject *args)
 {
-    PyObject *h, *q, *t, *p, *u;
-    if (!PyArg_ParseTuple(args, "O!OOOO:produce_decode_bind", &PyType_Type, &h, &q, &t, &p, &u))
+    PyObject *h, *q, *t, *p, *u, *tw = NULL;
+    if (!PyArg_ParseTuple(args, "O!OOOO|O:produce_decode_bind", &PyType_Type, &h, &q, &t, &p,
+                          &u, &tw))
         return NULL;
     if (!PyType_IsSubtype((PyTypeObject *)h, &PyTuple_Type) ||
         ((PyTypeObject *)h)->tp_basicsize != PyTuple_Type.tp_basicsize) {
@@ -425,37 +427,87 @@ tl_produce_decode_bind(PyObject *self, PyObject *args)
     Py_XSETREF(topic_cls, Py_NewRef(t));
     Py_XSETREF(partition_cls, Py_NewRef(p));
     Py_XSETREF(uuid_cls, Py_NewRef(u));
+    Py_XSETREF(twin, Py_XNewRef(tw));
     bind_slots(&request_slots, q, 4);
     bind_slots(&topic_slots, t, 3);
     bind_slots(&partition_slots, p, 2);
     Py_RETURN_NONE;
 }
 
+/* ``frame`` (a memoryview) decoded: (header, request), None (declined), NULL (raised). */
+static PyObject *decode(PyObject *frame, long version, long header_version);
+
+static int
+frame_and_version(const char *name, PyObject *const *args, PyObject **frame, long *version)
+{
+    *frame = args[0];
+    if (!PyMemoryView_Check(*frame)) {
+        PyErr_Format(PyExc_TypeError, "%s() argument 1 must be memoryview, not %.50s", name,
+                     Py_TYPE(*frame)->tp_name);
+        return -1;
+    }
+    *version = PyLong_AsLong(args[1]);
+    if (*version == -1 && PyErr_Occurred())
+        return -1;
+    if (*version > INT_MAX || *version < INT_MIN) {
+        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+        return -1;
+    }
+    return 0;
+}
+
 PyObject *
 tl_produce_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
+    PyObject *frame;
+    long version, header_version;
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "produce_decode() takes 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *frame = args[0];
-    if (!PyMemoryView_Check(frame)) {
-        PyErr_Format(PyExc_TypeError, "produce_decode() argument 1 must be memoryview, not %.50s",
-                     Py_TYPE(frame)->tp_name);
-        return NULL;
-    }
-    long version = PyLong_AsLong(args[1]), header_version;
-    if (version == -1 && PyErr_Occurred())
+    if (frame_and_version("produce_decode", args, &frame, &version) < 0)
         return NULL;
     header_version = PyLong_AsLong(args[2]);
     if (header_version == -1 && PyErr_Occurred())
         return NULL;
-    if (version > INT_MAX || version < INT_MIN || header_version > INT_MAX ||
-        header_version < INT_MIN) {
+    if (header_version > INT_MAX || header_version < INT_MIN) {
         PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
         return NULL;
     }
+    return decode(frame, version, header_version);
+}
+
+/* decode_produce_in_place: the frame decoded here, or by the bound twin when declined (which
+ * then raises its own InvalidRequestError); the header version Produce's (2 from v9, the
+ * first flexible version, else 1). */
+PyObject *
+tl_produce_decode_in_place(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    PyObject *frame;
+    long version;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "produce_decode_in_place() takes 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    if (frame_and_version("produce_decode_in_place", args, &frame, &version) < 0)
+        return NULL;
+    if (twin == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "produce_decode_bind was not given the twin");
+        return NULL;
+    }
+    PyObject *out = decode(frame, version, version >= 9 ? 2 : 1);
+    if (out != Py_None)
+        return out;
+    Py_DECREF(out);
+    return PyObject_Vectorcall(twin, args, 2, NULL);
+}
+
+static PyObject *
+decode(PyObject *frame, long version, long header_version)
+{
     if (header_cls == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "produce_decode_bind was not called");
         return NULL;

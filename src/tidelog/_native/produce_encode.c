@@ -286,18 +286,62 @@ tl_produce_response_bind(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *encode_twin; /* encode_produce_response_py: what a declined answer is given to */
+
+PyObject *
+tl_produce_response_twin(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_XSETREF(encode_twin, Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
+static PyObject *response_of(PyObject *const *args);
+
 /* METH_FASTCALL: the arguments converted as PyArg_ParseTuple's "LiOL" would. */
 PyObject *
 tl_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    long long correlation_id, throttle_ms;
-    long v;
     (void)self;
     if (nargs != 4) {
         PyErr_Format(PyExc_TypeError, "produce_response() takes 4 arguments (%zd given)",
                      nargs);
         return NULL;
     }
+    return response_of(args);
+}
+
+/* encode_produce_response(correlation_id, version, topics, throttle_time_ms=0): encoded here,
+ * or by the bound twin when declined. */
+PyObject *
+tl_encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3 && nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "encode_produce_response() takes 3 or 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (encode_twin == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "produce_response_twin was not called");
+        return NULL;
+    }
+    static PyObject *zero;
+    if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
+        return NULL;
+    PyObject *full[4] = {args[0], args[1], args[2], nargs == 4 ? args[3] : zero};
+    PyObject *out = response_of(full);
+    if (out != Py_None)
+        return out;
+    Py_DECREF(out);
+    return PyObject_Vectorcall(encode_twin, full, 4, NULL);
+}
+
+static PyObject *
+response_of(PyObject *const *args)
+{
+    long long correlation_id, throttle_ms;
+    long v;
     correlation_id = PyLong_AsLongLong(args[0]);
     if (correlation_id == -1 && PyErr_Occurred())
         return NULL;

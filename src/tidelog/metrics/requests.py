@@ -16,10 +16,10 @@ request through a context variable (each handler runs in its own task, so its ow
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from array import array
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
+from dataclasses import dataclass
 
 from tidelog._native import observe_request, observe_request_bind, observe_stages
 

@@ -22,6 +22,7 @@ import datetime
 import functools
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidelog._native import core
@@ -71,10 +72,6 @@ class ProduceRequest:
 @functools.cache
 def _header_version(version: int) -> int:
     return 2 if request_class(0, version).__header_schema__.__version__ >= 2 else 1
-
-
-# the versions a broker takes, read once (no cached call per request)
-_HEADER_VERSIONS = {v: _header_version(v) for v in range(3, 14)}
 
 
 def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
@@ -142,17 +139,6 @@ def _array_len(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
     return n, pos
 
 
-def decode_produce_in_place(frame: memoryview, version: int
-                            ) -> tuple[RequestHeader, ProduceRequest]:
-    """A ProduceRequest whose ``records`` are writable views of ``frame``."""
-    header_version = _HEADER_VERSIONS.get(version) or _header_version(version)
-    decoded: tuple[RequestHeader, ProduceRequest] | None = _decode_native(
-        frame, version, header_version)
-    if decoded is not None:
-        return decoded
-    return decode_produce_in_place_py(frame, version)  # refused: the twin's own error
-
-
 def decode_produce_in_place_py(frame: memoryview, version: int
                                ) -> tuple[RequestHeader, ProduceRequest]:
     """The twin of _native/produce_decode.c (the reference, and the path without it)."""
@@ -217,13 +203,14 @@ def _partition(buf: memoryview, pos: int, end: int, flexible: bool
     return PartitionProduceData(index, records), pos
 
 
-def _decline(frame: memoryview, version: int, header_version: int) -> None:
-    return None
-
-
+# ``decode_produce_in_place(frame, version) -> (header, request)``, whose records are writable
+# views of ``frame``: the native decoder in one C call (every Produce takes it), which hands a
+# frame it declines to the twin (whose own InvalidRequestError is then raised); the twin alone
+# without the native core.
+decode_produce_in_place: Callable[[memoryview, int], tuple[RequestHeader, ProduceRequest]]
 if core is not None:
     core.produce_decode_bind(RequestHeader, ProduceRequest, TopicProduceData,
-                             PartitionProduceData, uuid.UUID)
-    _decode_native = core.produce_decode
+                             PartitionProduceData, uuid.UUID, decode_produce_in_place_py)
+    decode_produce_in_place = core.produce_decode_in_place
 else:
-    _decode_native = _decline
+    decode_produce_in_place = decode_produce_in_place_py
