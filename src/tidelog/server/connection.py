@@ -290,7 +290,10 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
             if len(frame) < 8:
                 peek_header(frame)  # which says so
             key, version, corr = _HEADER.unpack_from(frame, 0)
-            spec = self.broker.registry.get(key)
+            # (the registry's ``get``, an attribute read before its call: a method call's
+            # lookup of an instance attribute is generic in 3.11)
+            get = self.broker.registry.get
+            spec = get(key)
             if spec is None:
                 raise InvalidRequestError(f"unknown API key {key}")
             if not spec.min_version <= version <= spec.max_version:

@@ -280,10 +280,14 @@ class LogSegment:
         whatever the timestamp, when the segment is empty (its first batch sets the roll
         time) or an index is not open yet (opening creates its file: the reference path opens
         it once the batch is valid). One call per append: the checks are inlined."""
+        oi, ti = self.offset_index, self.time_index
+        # (each index opened already, never opened here, and not full: ``is_full`` inline,
+        # the time index keeping its last slot for the roll)
         if position == 0 or position > max_segment_bytes - size or \
                 position > INT32_MAX - size or \
                 not 0 <= last_offset - self.base_offset <= INT32_MAX or \
-                not self.offset_index.has_room_open() or not self.time_index.has_room_open():
+                not (oi._loaded and oi._entries < oi._max_entries) or \
+                not (ti._loaded and ti._entries < ti._max_entries - 1):
             return None
         limit = max_segment_ms - self.roll_jitter_ms
         t = self._t
