@@ -321,8 +321,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         listener = self.listener
         # (positional, in the fields' order: keywords cost half as much again per request)
         ctx = _new_context(header, self.broker, self.peer[0], self.peer[1], None, 0,
-                             principal, listener.name, listener.protocol, 0, session,
-                             self.state)
+                           principal, listener.name, listener.protocol, 0, session, self.state)
         handle = spec.handle if self.faults is None else self._with_faults(key, spec.handle)
         if handle is None:
             return False

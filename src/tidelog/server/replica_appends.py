@@ -136,7 +136,7 @@ class ReplicaAppends:
                     left = produce.inline_left
                     below = self.inline_append_bytes if left >= self.inline_append_bytes \
                         else left + 1 if left >= 0 else 0
-                    info, written = self._append_async(tp, records, acks, below)
+                    info, written, _ = self._append_async(tp, records, acks, below)
                     if written is None and not info.duplicate:
                         produce.inline_left = left - len(records)
                 else:
@@ -162,7 +162,8 @@ class ReplicaAppends:
             return self._append_rest(acks, timeout_ms, [(tp, records, result)], None,
                                      _Produce(self.inline_append_bytes))
         try:
-            info, written = self._append_async(tp, records, acks, self.inline_append_bytes)
+            info, written, partition = self._append_async(tp, records, acks,
+                                                          self.inline_append_bytes)
         except Exception as exc:
             _fail(tp, result, exc)
             return None
@@ -175,12 +176,9 @@ class ReplicaAppends:
         result.log_start_offset = info.log_start_offset
         if acks != -1 or info.last_offset < 0:
             return None
-        # (``_replicated_now`` inline: the ISR's outcome known now, or parked)
+        # (``_replicated_now`` inline, of the partition appended to: the ISR's outcome known
+        # now, or parked)
         offset = info.last_offset + 1
-        partition = self.partitions.get(tp)
-        if partition is None:
-            _fail_after_append(result, ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
-            return None
         done, error = partition.check_enough_replicas_reached(offset)
         if error != _NONE:
             _fail_after_append(result, error, None)
@@ -217,7 +215,7 @@ class ReplicaAppends:
         left = produce.inline_left
         below = self.inline_append_bytes if left >= self.inline_append_bytes \
             else left + 1 if left >= 0 else 0
-        info, written = self._append_async(tp, records, acks, below)
+        info, written, _ = self._append_async(tp, records, acks, below)
         if written is None and not info.duplicate:
             produce.inline_left = left - len(records)
         return info, written
@@ -301,14 +299,16 @@ class ReplicaAppends:
         ``inline_below`` (default ``inline_append_bytes``) with none in flight is written
         here. (One call per Produce: the lookup, the checks, ``_after_write`` and
         ``_record_append`` inline in their common case.)"""
-        return self._append_async(tp, records, required_acks,
-                                  self.inline_append_bytes if inline_below is None
-                                  else inline_below)
+        info, written, _ = self._append_async(
+            tp, records, required_acks,
+            self.inline_append_bytes if inline_below is None else inline_below)
+        return info, written
 
     def _append_async(self, tp: TopicPartition, records: bytes, required_acks: int,
                       inline_below: int
-                      ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None]:
-        """``append_async`` with its arguments by position (a keyword costs more)."""
+                      ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None, Partition]:
+        """``append_async`` with its arguments by position (a keyword costs more), and the
+        partition appended to."""
         partition = self.partitions.get(tp)
         try:
             if partition is None or partition.logs_version != self.logs.logs_version or \
@@ -343,10 +343,10 @@ class ReplicaAppends:
         if stats is not None:
             stats.record_append(tp.topic, len(records), 0 if info.duplicate else info.num_messages)
         if not handed:
-            return info, None
+            return info, None, partition
         written: asyncio.Future[Written] = loop.create_future()
         cell.append(written)
-        return info, written
+        return info, written, partition
 
     def _written_threadsafe(self, loop: asyncio.AbstractEventLoop, partition: Partition,
                             written: list[asyncio.Future[Written]],
