@@ -13,7 +13,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -56,29 +55,6 @@ write_all(int fd, const uint8_t *b, Py_ssize_t n, long long position)
     return err;
 }
 
-/* A long long argument as "L" converts it; -1 with the error set on failure. */
-static int
-arg_ll(PyObject *o, long long *out)
-{
-    *out = PyLong_AsLongLong(o);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
-/* An int argument as "i" converts it (OverflowError out of range). */
-static int
-arg_int(PyObject *o, int *out)
-{
-    long v = PyLong_AsLong(o);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
-    if (v > INT_MAX || v < INT_MIN) {
-        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 /* METH_FASTCALL: the arguments converted one by one as PyArg_ParseTuple's
  * "w*LiLLLpLiL|L" would (a tenth of its cost on the per-Produce call). */
 PyObject *
@@ -93,11 +69,11 @@ tl_append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                      nargs);
         return NULL;
     }
-    if (arg_ll(args[1], &offset) < 0 || arg_int(args[2], &leader_epoch) < 0 ||
-        arg_ll(args[3], &lo) < 0 || arg_ll(args[4], &hi) < 0 ||
-        arg_ll(args[5], &max_message_bytes) < 0 || (compact = PyObject_IsTrue(args[6])) < 0 ||
-        arg_ll(args[7], &max_ts_bound) < 0 || arg_int(args[8], &fd) < 0 ||
-        arg_ll(args[9], &position) < 0 || (nargs == 11 && arg_ll(args[10], &crc) < 0))
+    if (tl_arg_ll(args[1], &offset) < 0 || tl_arg_int(args[2], &leader_epoch) < 0 ||
+        tl_arg_ll(args[3], &lo) < 0 || tl_arg_ll(args[4], &hi) < 0 ||
+        tl_arg_ll(args[5], &max_message_bytes) < 0 || (compact = PyObject_IsTrue(args[6])) < 0 ||
+        tl_arg_ll(args[7], &max_ts_bound) < 0 || tl_arg_int(args[8], &fd) < 0 ||
+        tl_arg_ll(args[9], &position) < 0 || (nargs == 11 && tl_arg_ll(args[10], &crc) < 0))
         return NULL;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
         return NULL;

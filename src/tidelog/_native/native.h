@@ -3,7 +3,32 @@
 #define TIDELOG_NATIVE_H
 
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
+
+/* A METH_FASTCALL argument converted as PyArg_ParseTuple's "L" converts it: 0, or -1 with the
+ * error set. */
+static inline int
+tl_arg_ll(PyObject *o, long long *out)
+{
+    *out = PyLong_AsLongLong(o);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* ... as "i" converts it (OverflowError out of an int's range). */
+static inline int
+tl_arg_int(PyObject *o, int *out)
+{
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v > INT_MAX || v < INT_MIN) {
+        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
 
 /* A key inside some buffer (the map hashes many at once). */
 typedef struct {

@@ -12,7 +12,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <limits.h>
 #include <string.h>
 
 #include <structmember.h>
@@ -435,10 +434,10 @@ tl_produce_decode_bind(PyObject *self, PyObject *args)
 }
 
 /* ``frame`` (a memoryview) decoded: (header, request), None (declined), NULL (raised). */
-static PyObject *decode(PyObject *frame, long version, long header_version);
+static PyObject *decode(PyObject *frame, int version, int header_version);
 
 static int
-frame_and_version(const char *name, PyObject *const *args, PyObject **frame, long *version)
+frame_and_version(const char *name, PyObject *const *args, PyObject **frame, int *version)
 {
     *frame = args[0];
     if (!PyMemoryView_Check(*frame)) {
@@ -446,14 +445,7 @@ frame_and_version(const char *name, PyObject *const *args, PyObject **frame, lon
                      Py_TYPE(*frame)->tp_name);
         return -1;
     }
-    *version = PyLong_AsLong(args[1]);
-    if (*version == -1 && PyErr_Occurred())
-        return -1;
-    if (*version > INT_MAX || *version < INT_MIN) {
-        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
-        return -1;
-    }
-    return 0;
+    return tl_arg_int(args[1], version);
 }
 
 PyObject *
@@ -461,20 +453,14 @@ tl_produce_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
     PyObject *frame;
-    long version, header_version;
+    int version, header_version;
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "produce_decode() takes 3 arguments (%zd given)", nargs);
         return NULL;
     }
-    if (frame_and_version("produce_decode", args, &frame, &version) < 0)
+    if (frame_and_version("produce_decode", args, &frame, &version) < 0 ||
+        tl_arg_int(args[2], &header_version) < 0)
         return NULL;
-    header_version = PyLong_AsLong(args[2]);
-    if (header_version == -1 && PyErr_Occurred())
-        return NULL;
-    if (header_version > INT_MAX || header_version < INT_MIN) {
-        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
-        return NULL;
-    }
     return decode(frame, version, header_version);
 }
 
@@ -486,7 +472,7 @@ tl_produce_decode_in_place(PyObject *self, PyObject *const *args, Py_ssize_t nar
 {
     (void)self;
     PyObject *frame;
-    long version;
+    int version;
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError, "produce_decode_in_place() takes 2 arguments (%zd given)",
                      nargs);
@@ -506,7 +492,7 @@ tl_produce_decode_in_place(PyObject *self, PyObject *const *args, Py_ssize_t nar
 }
 
 static PyObject *
-decode(PyObject *frame, long version, long header_version)
+decode(PyObject *frame, int version, int header_version)
 {
     if (header_cls == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "produce_decode_bind was not called");
@@ -519,9 +505,9 @@ decode(PyObject *frame, long version, long header_version)
     if (PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     reader r = {frame, (const uint8_t *)view.buf, view.len, 0, version >= 9};
-    PyObject *out = NULL, *h = header(&r, (int)header_version);
+    PyObject *out = NULL, *h = header(&r, header_version);
     if (h != NULL) {
-        PyObject *req = body(&r, (int)version);
+        PyObject *req = body(&r, version);
         if (req != NULL)
             out = PyTuple_Pack(2, h, req);
         Py_XDECREF(req);

@@ -8,7 +8,6 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,22 +340,11 @@ static PyObject *
 response_of(PyObject *const *args)
 {
     long long correlation_id, throttle_ms;
-    long v;
-    correlation_id = PyLong_AsLongLong(args[0]);
-    if (correlation_id == -1 && PyErr_Occurred())
+    int version;
+    if (tl_arg_ll(args[0], &correlation_id) < 0 || tl_arg_int(args[1], &version) < 0 ||
+        tl_arg_ll(args[3], &throttle_ms) < 0)
         return NULL;
-    v = PyLong_AsLong(args[1]);
-    if (v == -1 && PyErr_Occurred())
-        return NULL;
-    if (v > INT_MAX || v < INT_MIN) {
-        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
-        return NULL;
-    }
-    int version = (int)v;
     PyObject *topics = args[2];
-    throttle_ms = PyLong_AsLongLong(args[3]);
-    if (throttle_ms == -1 && PyErr_Occurred())
-        return NULL;
     if (uuid_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "produce_response_bind was not called");
         return NULL;
