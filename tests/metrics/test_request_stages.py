@@ -62,7 +62,7 @@ def test_one_response_recorded_alone_as_in_a_list(reqs: list[tuple[int, ...]]) -
     as ``record_sent`` of a one-element list does (Fetch counted as FetchConsumer too)."""
     by_list, alone = requests.RequestMetrics(), requests.RequestMetrics()
     for key, version, start, queue, local, rqueue in reqs:
-        t = requests.RequestTiming(key, version, start)
+        t = requests.RequestTiming(key, version, start, start, start)
         t.dequeue_ns = start + queue
         t.complete_ns = t.dequeue_ns + local
         by_list.record_sent([t], t.complete_ns + rqueue)

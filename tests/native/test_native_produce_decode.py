@@ -73,6 +73,7 @@ def _same(version: int, buf: bytearray) -> None:
         return
     assert native is not None, "the native core declines a frame its twin reads"
     assert native == want
+    assert decode_produce_in_place(memoryview(buf), version) == want  # (the one C call)
     assert type(native[0]) is type(want[0]) and type(native[1]) is type(want[1])
     assert dataclasses.replace(native[1], topic_data=()).acks == want[1].acks  # faults.py
     for t in native[1].topic_data:
@@ -110,3 +111,32 @@ def test_damaged_frames_decode_or_are_refused_alike(req: tuple[int, bytes],
                                                       (1 << 32) - 1]) | st.integers(0, 400)),
                  version)
     _same(version, buf)
+
+
+def test_the_one_call_takes_produces_header_version() -> None:
+    """``decode_produce_in_place`` (produce_decode_in_place) reads v9+ with header v2."""
+    assert core.produce_decode_in_place is decode_produce_in_place
+    for version in range(3, 14):
+        assert _header_version(version) == (2 if version >= 9 else 1)
+
+
+def _frame(version: int, client: str | None, topic: str, corr: int = 7) -> bytearray:
+    body = {"transactional_id": None, "acks": -1, "timeout": 1000, "topic_data": [
+        {"name": topic, "partition_data": [{"index": 0, "records": b"x" * 70}]}]}
+    return bytearray(encode_request(0, version, corr, client, body)[4:])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_names_read_again_are_the_frames_own(version: int) -> None:
+    """The client id and topic name last read are handed out again only for the same bytes:
+    a name of the same length but other bytes, a longer or shorter one, a non-ASCII one,
+    then the first again, each decode as the twin decodes them."""
+    names = [("client-a", "topic-a"), ("client-b", "topic-b"), ("client-b", "topic-bb"),
+             ("c", "t"), ("clïent", "tøpic"), ("clïent", "tøpic"), (None, "topic-a"),
+             ("client-a", "topic-a")]
+    for i, (client, topic) in enumerate(names):
+        buf = _frame(version, client, topic, i)
+        header, request = decode_produce_in_place(memoryview(buf), version)
+        want_header, want = decode_produce_in_place_py(memoryview(bytearray(buf)), version)
+        assert (header, request) == (want_header, want)
+        assert (header.client_id, request.topic_data[0].name) == (client, topic)

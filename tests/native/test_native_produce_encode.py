@@ -74,6 +74,10 @@ def test_responses_are_what_kio_writes(resp: tuple[int, Topics], correlation_id:
     native = core.produce_response(correlation_id, version, topics, throttle)
     assert native == _kio(correlation_id, version, topics, throttle)
     assert native == encode_produce_response_py(correlation_id, version, topics, throttle)
+    assert encode_produce_response is core.encode_produce_response  # (the one C call)
+    assert encode_produce_response(correlation_id, version, topics, throttle) == native
+    assert encode_produce_response(correlation_id, version, topics) == \
+        encode_produce_response_py(correlation_id, version, topics)  # (no throttle: 0)
 
 
 @SETTINGS

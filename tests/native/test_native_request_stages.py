@@ -84,7 +84,7 @@ def test_native_reads_a_request_timing_as_the_twin(reqs: list[tuple[int, ...]]) 
     rate_c: dict[int, int] = {}
     rate_py: dict[int, int] = {}
     for version, start, dequeue, complete, remote, resp, end in reqs:
-        t = RequestTiming(0, version, start)
+        t = RequestTiming(0, version, start, start, start)
         t.dequeue_ns, t.complete_ns, t.remote_ns = dequeue, complete, remote
         before = table.tolist(), dict(rate_c)
         try:

@@ -105,3 +105,35 @@ def test_the_inline_checks_answer_as_kafka(tmp_path: Path) -> None:
     assert (acks1.error_code, acks1.base_offset) == (0, 0)
     assert unknown.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     rm.shutdown()
+
+
+def test_a_topic_config_change_applies_to_the_next_append(tmp_path: Path) -> None:
+    """The log's config is read per append from where its change puts it: a topic's
+    min.insync.replicas raised above the ISR refuses the next acks=-1 append, and a
+    max.message.bytes lowered under the batch refuses the next one; both back to their
+    defaults, it appends."""
+    rm = _rm(tmp_path)
+    lg = rm.partitions[TP].log
+
+    def produce(acks: int) -> ProducePartitionResult:
+        result = ProducePartitionResult(0)
+
+        async def run() -> None:
+            waits = rm.append_records_now(acks, 30_000, [(TP, plain_batch(), result)])
+            if waits is not None:
+                await waits
+
+        asyncio.run(run())
+        return result
+
+    assert produce(-1).error_code == 0
+    rm.logs.update_topic_config(TP.topic, {"min.insync.replicas": "2"})
+    assert lg.config.min_insync_replicas == 2
+    assert produce(-1).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    rm.logs.update_topic_config(TP.topic, {"max.message.bytes": "20"})
+    assert lg.config.min_insync_replicas == 1
+    assert produce(-1).error_code == ErrorCode.MESSAGE_TOO_LARGE
+    rm.logs.update_topic_config(TP.topic, {})
+    end = lg.log_end_offset
+    assert (produce(-1).error_code, lg.log_end_offset) == (0, end + 3)
+    rm.shutdown()

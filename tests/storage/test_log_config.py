@@ -122,6 +122,25 @@ def test_timestamp_bounds_fall_back_to_difference_max() -> None:
     assert d.timestamp_after_max_ms == 7 and d.timestamp_before_max_ms == 50
 
 
+def test_derived_values_are_plain_attributes_and_no_configs() -> None:
+    """The derived values are set once per config (plain attributes read by every append,
+    not descriptors), follow the configs of a copy, and are not configs themselves:
+    ``to_props`` names Kafka's keys only, and equality ignores them."""
+    c = LogConfig.from_props({"cleanup.policy": "compact,delete", "max.compaction.lag.ms": "9",
+                              "compression.type": "gzip"})
+    assert (c.compact, c.delete, c.plain_appends, c.max_segment_ms) == (True, True, False, 9)
+    for name in ("compact", "delete", "log_append_time", "plain_appends", "max_segment_ms",
+                 "timestamp_before_max_ms", "timestamp_after_max_ms"):
+        assert name in vars(c) and not hasattr(type(c).__dict__.get(name), "__get__")
+    assert set(c.to_props()) == set(LOG_CONFIG_DEF.keys)
+    d = c.with_overrides(cleanup_policy="delete", compression_type="uncompressed")
+    assert (d.compact, d.delete, d.plain_appends, d.max_segment_ms) == (False, True, True,
+                                                                       604800000)
+    e = LogConfig.from_props({"message.timestamp.type": "LogAppendTime"})
+    assert e.log_append_time and not e.plain_appends and e == LogConfig.from_props(
+        {"message.timestamp.type": "LogAppendTime"})
+
+
 def test_with_overrides_and_preallocate() -> None:
     c = LogConfig.from_props({"segment.bytes": "1000"})
     d = c.with_overrides(preallocate=True, retention_bytes=10)

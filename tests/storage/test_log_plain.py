@@ -280,7 +280,7 @@ def test_a_failed_plain_write_is_the_storage_error_of_a_failed_write(
                   list(lg.producer_state.producers[7].batch_metadata))
         errors = {}
         ro = os.open(records.path, os.O_RDONLY)
-        rw, records._fd = records._fd, ro
+        rw, records.fd = records.fd, ro
         try:
             for plain in ("off", side.plain):
                 side.plain = plain
@@ -290,7 +290,7 @@ def test_a_failed_plain_write_is_the_storage_error_of_a_failed_write(
                 assert isinstance(err.value.__cause__, OSError)
                 errors[plain] = str(err.value)
         finally:
-            records._fd = rw
+            records.fd = rw
             os.close(ro)
         assert side.taken == 1  # (the second, plain, append before the failures)
         assert len(set(errors.values())) == 1, errors

@@ -631,20 +631,34 @@ static PyMethodDef core_methods[] = {
     {"proto_columns", tl_proto_columns, METH_VARARGS,
      "proto_columns(data, offsets, plan) -> (columns, rejected rows): Protobuf messages into "
      "the Arrow buffers of a plan's columns (iceberg/protobuf_native.py)."},
-    {"append_plain", tl_append_plain, METH_VARARGS,
+    {"append_plain", (PyCFunction)(void (*)(void))tl_append_plain, METH_FASTCALL,
      "append_plain(buf, offset, leader_epoch, lo, hi, max_message_bytes, compact, max_ts_bound, "
      "fd, position[, crc]) -> (records, max timestamp) or None: a leader's plain append, "
      "checked, patched and written (storage/log_plain.py append_plain_py); crc: the CRC-32C "
      "of buf[21:] if known (-1: computed here)."},
+    {"slotted_maker", tl_slotted_maker, METH_O,
+     "slotted_maker(cls) -> a callable making cls's instances without its Python __init__ "
+     "(a slotted dataclass, a named tuple), or cls itself (util/slotted.py)."},
     {"produce_decode_bind", tl_produce_decode_bind, METH_VARARGS,
      "produce_decode_bind(header, request, topic, partition, uuid): the classes produce_decode "
      "makes (protocol/produce_in_place.py)."},
-    {"produce_decode", tl_produce_decode, METH_VARARGS,
+    {"produce_decode", (PyCFunction)(void (*)(void))tl_produce_decode, METH_FASTCALL,
      "produce_decode(frame, version, header_version) -> (header, request) or None (a frame the "
      "twin refuses): protocol/produce_in_place.py decode_produce_in_place_py."},
+    {"produce_decode_in_place", (PyCFunction)(void (*)(void))tl_produce_decode_in_place,
+     METH_FASTCALL,
+     "produce_decode_in_place(frame, version) -> (header, request): decoded here, or by the "
+     "twin given to produce_decode_bind when declined (protocol/produce_in_place.py)."},
+    {"produce_response_twin", tl_produce_response_twin, METH_O,
+     "produce_response_twin(encode_produce_response_py): what encode_produce_response hands "
+     "a declined answer to."},
+    {"encode_produce_response", (PyCFunction)(void (*)(void))tl_encode_produce_response,
+     METH_FASTCALL,
+     "encode_produce_response(correlation_id, version, topics, throttle_time_ms=0) -> bytes: "
+     "encoded here, or by the bound twin when declined (protocol/fast.py)."},
     {"produce_response_bind", tl_produce_response_bind, METH_O,
      "produce_response_bind(uuid.UUID): the class of a topic id (protocol/fast.py)."},
-    {"produce_response", tl_produce_response, METH_VARARGS,
+    {"produce_response", (PyCFunction)(void (*)(void))tl_produce_response, METH_FASTCALL,
      "produce_response(correlation_id, version, topics, throttle_time_ms) -> bytes or None "
      "(what the twin would refuse): protocol/fast.py encode_produce_response_py."},
     {"frame_buffer", tl_frame_buffer, METH_O,
@@ -669,5 +683,7 @@ PyInit__core(void)
     if (InvalidRecordError == NULL)
         return NULL;
     tl_recovery_init();
+    if (tl_slotted_ready(NULL) < 0)
+        return NULL;
     return PyModule_Create(&core_module);
 }

@@ -3,7 +3,32 @@
 #define TIDELOG_NATIVE_H
 
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
+
+/* A METH_FASTCALL argument converted as PyArg_ParseTuple's "L" converts it: 0, or -1 with the
+ * error set. */
+static inline int
+tl_arg_ll(PyObject *o, long long *out)
+{
+    *out = PyLong_AsLongLong(o);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* ... as "i" converts it (OverflowError out of an int's range). */
+static inline int
+tl_arg_int(PyObject *o, int *out)
+{
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v > INT_MAX || v < INT_MIN) {
+        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
 
 /* A key inside some buffer (the map hashes many at once). */
 typedef struct {
@@ -100,14 +125,19 @@ PyObject *tl_proto_columns(PyObject *self, PyObject *args);
 int tl_plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, long long hi,
                    long long max_message_bytes, int compact, int32_t *count, int64_t *max_ts);
 /* append_plain.c: storage/log_plain.py append_plain_py (the leader's plain append) */
-PyObject *tl_append_plain(PyObject *self, PyObject *args);
+PyObject *tl_slotted_maker(PyObject *self, PyObject *cls);
+int tl_slotted_ready(PyObject *module);
+PyObject *tl_append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* produce_decode.c: protocol/produce_in_place.py decode_produce_in_place's twin */
 PyObject *tl_produce_decode_bind(PyObject *self, PyObject *args);
-PyObject *tl_produce_decode(PyObject *self, PyObject *args);
+PyObject *tl_produce_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *tl_produce_decode_in_place(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* produce_encode.c: protocol/fast.py encode_produce_response_py's twin */
 PyObject *tl_produce_response_bind(PyObject *self, PyObject *arg);
-PyObject *tl_produce_response(PyObject *self, PyObject *args);
+PyObject *tl_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *tl_produce_response_twin(PyObject *self, PyObject *arg);
+PyObject *tl_encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 #endif

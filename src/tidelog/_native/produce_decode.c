@@ -19,6 +19,7 @@
 #include "native.h"
 
 static PyObject *header_cls, *request_cls, *topic_cls, *partition_cls, *uuid_cls;
+static PyObject *twin; /* decode_produce_in_place_py: what a declined frame is given to */
 static PyObject *uuid_kwnames; /* ("bytes",) */
 
 /* A slotted dataclass made without its __init__ (which only sets its fields, in the order
@@ -170,9 +171,32 @@ end_struct(reader *r)
     return skip_tags(r);
 }
 
+/* The last string decoded from each place (the client id, a topic's name): the next
+ * request of a client names the same ones, so the same str is handed out again (its hash
+ * kept for the dict lookups that follow) instead of a new one. Only ASCII strings are
+ * kept, whose decoding is the same under any error handler. */
+typedef struct {
+    PyObject *s;
+} last_string;
+
+static last_string last_client_id, last_topic;
+
+/* ``n`` bytes at ``p`` as a str (a new reference), or NULL. */
+static PyObject *
+decode_cached(last_string *last, const uint8_t *p, Py_ssize_t n, const char *errors)
+{
+    PyObject *s = last->s;
+    if (s != NULL && PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_DATA(s), p, (size_t)n) == 0)
+        return Py_NewRef(s);
+    s = PyUnicode_DecodeUTF8((const char *)p, n, errors);
+    if (s != NULL && PyUnicode_IS_COMPACT_ASCII(s))
+        Py_XSETREF(last->s, Py_NewRef(s));
+    return s;
+}
+
 /* A nullable string (a new reference, Py_None included), or NULL. */
 static PyObject *
-string(reader *r, const char *errors)
+string(reader *r, const char *errors, last_string *last)
 {
     int64_t n;
     if (length(r, 2, &n) < 0)
@@ -181,7 +205,9 @@ string(reader *r, const char *errors)
         return Py_NewRef(Py_None);
     if (need(r, n) < 0)
         return NULL;
-    PyObject *s = PyUnicode_DecodeUTF8((const char *)r->b + r->pos, (Py_ssize_t)n, errors);
+    PyObject *s = last != NULL ? decode_cached(last, r->b + r->pos, (Py_ssize_t)n, errors)
+                               : PyUnicode_DecodeUTF8((const char *)r->b + r->pos,
+                                                      (Py_ssize_t)n, errors);
     r->pos += (Py_ssize_t)n;
     return s;
 }
@@ -240,7 +266,7 @@ topic_key(reader *r, int version, PyObject **name, PyObject **topic_id)
     *topic_id = Py_NewRef(Py_None);
     if (version < 13) {
         Py_DECREF(*name);
-        *name = string(r, "strict");
+        *name = string(r, "strict", &last_topic);
         return *name == NULL ? -1 : 0;
     }
     if (need(r, 16) < 0)
@@ -290,7 +316,7 @@ done:
 static PyObject *
 body(reader *r, int version)
 {
-    PyObject *txn = string(r, "strict"), *topics = NULL, *out = NULL, *acks = NULL,
+    PyObject *txn = string(r, "strict", NULL), *topics = NULL, *out = NULL, *acks = NULL,
              *timeout = NULL;
     Py_ssize_t n;
     if (txn == NULL || need(r, 6) < 0)
@@ -334,7 +360,7 @@ header(reader *r, int header_version)
     if (n >= 0) {
         if (need(r, n) < 0)
             return NULL;
-        client_id = PyUnicode_DecodeUTF8((const char *)b + 10, n, "replace");
+        client_id = decode_cached(&last_client_id, b + 10, n, "replace");
         if (client_id == NULL)
             return NULL;
         r->pos += n;
@@ -356,17 +382,25 @@ header(reader *r, int header_version)
             }
         }
     }
-    PyObject *t = Py_BuildValue("(hhiNi)", be16(b), be16(b + 2), be32(b + 4), client_id,
-                                header_version);
-    if (t == NULL)
-        return NULL;
-    PyObject *args = PyTuple_Pack(1, t);
-    Py_DECREF(t);
-    if (args == NULL)
-        return NULL;
-    /* tuple.__new__(RequestHeader, t): the named tuple without its Python __new__ */
-    PyObject *h = PyTuple_Type.tp_new((PyTypeObject *)header_cls, args, NULL);
-    Py_DECREF(args);
+    /* tuple.__new__(RequestHeader, fields): the named tuple allocated and filled here */
+    PyObject *h = ((PyTypeObject *)header_cls)->tp_alloc((PyTypeObject *)header_cls, 5);
+    if (h == NULL)
+        goto fail;
+    PyObject *fields[4] = {PyLong_FromLong(be16(b)), PyLong_FromLong(be16(b + 2)),
+                           PyLong_FromLong(be32(b + 4)), PyLong_FromLong(header_version)};
+    for (int i = 0; i < 4; i++) {
+        if (fields[i] == NULL) {
+            for (int j = 0; j < 4; j++)
+                Py_XDECREF(fields[j]);
+            Py_DECREF(h);
+            goto fail;
+        }
+    }
+    PyTuple_SET_ITEM(h, 0, fields[0]);
+    PyTuple_SET_ITEM(h, 1, fields[1]);
+    PyTuple_SET_ITEM(h, 2, fields[2]);
+    PyTuple_SET_ITEM(h, 3, client_id);
+    PyTuple_SET_ITEM(h, 4, fields[3]);
     return h;
 fail:
     Py_DECREF(client_id);
@@ -376,10 +410,12 @@ fail:
 PyObject *
 tl_produce_decode_bind(PyObject *self, PyObject *args)
 {
-    PyObject *h, *q, *t, *p, *u;
-    if (!PyArg_ParseTuple(args, "O!OOOO:produce_decode_bind", &PyType_Type, &h, &q, &t, &p, &u))
+    PyObject *h, *q, *t, *p, *u, *tw = NULL;
+    if (!PyArg_ParseTuple(args, "O!OOOO|O:produce_decode_bind", &PyType_Type, &h, &q, &t, &p,
+                          &u, &tw))
         return NULL;
-    if (!PyType_IsSubtype((PyTypeObject *)h, &PyTuple_Type)) {
+    if (!PyType_IsSubtype((PyTypeObject *)h, &PyTuple_Type) ||
+        ((PyTypeObject *)h)->tp_basicsize != PyTuple_Type.tp_basicsize) {
         PyErr_SetString(PyExc_TypeError, "the header class must be a named tuple");
         return NULL;
     }
@@ -390,20 +426,74 @@ tl_produce_decode_bind(PyObject *self, PyObject *args)
     Py_XSETREF(topic_cls, Py_NewRef(t));
     Py_XSETREF(partition_cls, Py_NewRef(p));
     Py_XSETREF(uuid_cls, Py_NewRef(u));
+    Py_XSETREF(twin, Py_XNewRef(tw));
     bind_slots(&request_slots, q, 4);
     bind_slots(&topic_slots, t, 3);
     bind_slots(&partition_slots, p, 2);
     Py_RETURN_NONE;
 }
 
-PyObject *
-tl_produce_decode(PyObject *self, PyObject *args)
+/* ``frame`` (a memoryview) decoded: (header, request), None (declined), NULL (raised). */
+static PyObject *decode(PyObject *frame, int version, int header_version);
+
+static int
+frame_and_version(const char *name, PyObject *const *args, PyObject **frame, int *version)
 {
+    *frame = args[0];
+    if (!PyMemoryView_Check(*frame)) {
+        PyErr_Format(PyExc_TypeError, "%s() argument 1 must be memoryview, not %.50s", name,
+                     Py_TYPE(*frame)->tp_name);
+        return -1;
+    }
+    return tl_arg_int(args[1], version);
+}
+
+PyObject *
+tl_produce_decode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
     PyObject *frame;
     int version, header_version;
-    if (!PyArg_ParseTuple(args, "O!ii:produce_decode", &PyMemoryView_Type, &frame, &version,
-                          &header_version))
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "produce_decode() takes 3 arguments (%zd given)", nargs);
         return NULL;
+    }
+    if (frame_and_version("produce_decode", args, &frame, &version) < 0 ||
+        tl_arg_int(args[2], &header_version) < 0)
+        return NULL;
+    return decode(frame, version, header_version);
+}
+
+/* decode_produce_in_place: the frame decoded here, or by the bound twin when declined (which
+ * then raises its own InvalidRequestError); the header version Produce's (2 from v9, the
+ * first flexible version, else 1). */
+PyObject *
+tl_produce_decode_in_place(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    PyObject *frame;
+    int version;
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError, "produce_decode_in_place() takes 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    if (frame_and_version("produce_decode_in_place", args, &frame, &version) < 0)
+        return NULL;
+    if (twin == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "produce_decode_bind was not given the twin");
+        return NULL;
+    }
+    PyObject *out = decode(frame, version, version >= 9 ? 2 : 1);
+    if (out != Py_None)
+        return out;
+    Py_DECREF(out);
+    return PyObject_Vectorcall(twin, args, 2, NULL);
+}
+
+static PyObject *
+decode(PyObject *frame, int version, int header_version)
+{
     if (header_cls == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "produce_decode_bind was not called");
         return NULL;

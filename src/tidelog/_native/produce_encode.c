@@ -285,15 +285,66 @@ tl_produce_response_bind(PyObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *encode_twin; /* encode_produce_response_py: what a declined answer is given to */
+
 PyObject *
-tl_produce_response(PyObject *self, PyObject *args)
+tl_produce_response_twin(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    Py_XSETREF(encode_twin, Py_NewRef(arg));
+    Py_RETURN_NONE;
+}
+
+static PyObject *response_of(PyObject *const *args);
+
+/* METH_FASTCALL: the arguments converted as PyArg_ParseTuple's "LiOL" would. */
+PyObject *
+tl_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4) {
+        PyErr_Format(PyExc_TypeError, "produce_response() takes 4 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    return response_of(args);
+}
+
+/* encode_produce_response(correlation_id, version, topics, throttle_time_ms=0): encoded here,
+ * or by the bound twin when declined. */
+PyObject *
+tl_encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 3 && nargs != 4) {
+        PyErr_Format(PyExc_TypeError,
+                     "encode_produce_response() takes 3 or 4 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    if (encode_twin == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "produce_response_twin was not called");
+        return NULL;
+    }
+    static PyObject *zero;
+    if (zero == NULL && (zero = PyLong_FromLong(0)) == NULL)
+        return NULL;
+    PyObject *full[4] = {args[0], args[1], args[2], nargs == 4 ? args[3] : zero};
+    PyObject *out = response_of(full);
+    if (out != Py_None)
+        return out;
+    Py_DECREF(out);
+    return PyObject_Vectorcall(encode_twin, full, 4, NULL);
+}
+
+static PyObject *
+response_of(PyObject *const *args)
 {
     long long correlation_id, throttle_ms;
     int version;
-    PyObject *topics;
-    if (!PyArg_ParseTuple(args, "LiOL:produce_response", &correlation_id, &version, &topics,
-                          &throttle_ms))
+    if (tl_arg_ll(args[0], &correlation_id) < 0 || tl_arg_int(args[1], &version) < 0 ||
+        tl_arg_ll(args[3], &throttle_ms) < 0)
         return NULL;
+    PyObject *topics = args[2];
     if (uuid_type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "produce_response_bind was not called");
         return NULL;

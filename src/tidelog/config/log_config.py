@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from functools import cached_property
 from typing import Any
 
 from .core import LONG_MAX, ConfigDef, ConfigError, Validator, at_least, between, one_of, subset_of
@@ -265,53 +264,47 @@ class LogConfig:
 
     def to_props(self) -> dict[str, Any]:
         """Every topic config by Kafka name with its typed value."""
-        names = {f.name for f in fields(self)} - {"overrides"}
+        names = {f.name for f in fields(self) if f.init} - {"overrides"}
         return {n.replace("_", "."): getattr(self, n) for n in names}
 
-    # -- derived values (computed once: a frozen config; every append reads several) --------
-    @cached_property
-    def compact(self) -> bool:
-        return COMPACT in self.cleanup_policy
+    # -- derived values: fields computed once (a frozen config) in ``__post_init__``, plain
+    # attributes where a cached_property's read is a generic lookup in 3.11 (every append
+    # reads several). Not configs: ``to_props`` leaves them out.
+    compact: bool = field(init=False, repr=False, compare=False)
+    delete: bool = field(init=False, repr=False, compare=False)
+    log_append_time: bool = field(init=False, repr=False, compare=False)
+    # a client's uncompressed batch is kept as it comes (CreateTime, a codec that leaves it
+    # uncompressed): the leader's plain append (storage/log_plain.py)
+    plain_appends: bool = field(init=False, repr=False, compare=False)
+    # compacted topics roll at min(segment.ms, max.compaction.lag.ms) (Kafka)
+    max_segment_ms: int = field(init=False, repr=False, compare=False)
+    # the effective timestamp bounds: the deprecated difference.max.ms applies at default
+    timestamp_before_max_ms: int = field(init=False, repr=False, compare=False)
+    timestamp_after_max_ms: int = field(init=False, repr=False, compare=False)
 
-    @cached_property
-    def delete(self) -> bool:
-        return DELETE in self.cleanup_policy
-
-    @cached_property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == LOG_APPEND_TIME
-
-    @cached_property
-    def plain_appends(self) -> bool:
-        """Whether a client's uncompressed batch is kept as it comes (CreateTime, a codec
-        that leaves it uncompressed): the leader's plain append (storage/log_plain.py)."""
-        return not self.log_append_time and (
+    def __post_init__(self) -> None:
+        derived = {
+            "compact": COMPACT in self.cleanup_policy,
+            "delete": DELETE in self.cleanup_policy,
+            "log_append_time": self.message_timestamp_type == LOG_APPEND_TIME,
+            "timestamp_before_max_ms": self.message_timestamp_difference_max_ms
+            if self.message_timestamp_before_max_ms == LONG_MAX
+            else self.message_timestamp_before_max_ms,
+            "timestamp_after_max_ms": self.message_timestamp_difference_max_ms
+            if self.message_timestamp_after_max_ms == LONG_MAX
+            else self.message_timestamp_after_max_ms,
+        }
+        derived["plain_appends"] = not derived["log_append_time"] and (
             self.compression_type == "producer"
             or self.compression_type.strip().lower() in ("none", "uncompressed"))
-
-    @cached_property
-    def max_segment_ms(self) -> int:
-        """Compacted topics roll at min(segment.ms, max.compaction.lag.ms) (Kafka)."""
-        if self.compact and self.max_compaction_lag_ms > 0:
-            return min(self.max_compaction_lag_ms, self.segment_ms)
-        return self.segment_ms
+        derived["max_segment_ms"] = min(self.max_compaction_lag_ms, self.segment_ms) \
+            if derived["compact"] and self.max_compaction_lag_ms > 0 else self.segment_ms
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
     @property
     def initial_file_size(self) -> int:
         return self.segment_bytes if self.preallocate else 0
-
-    @cached_property
-    def timestamp_before_max_ms(self) -> int:
-        """Effective before-bound: the deprecated difference.max.ms applies at default."""
-        if self.message_timestamp_before_max_ms == LONG_MAX:
-            return self.message_timestamp_difference_max_ms
-        return self.message_timestamp_before_max_ms
-
-    @cached_property
-    def timestamp_after_max_ms(self) -> int:
-        if self.message_timestamp_after_max_ms == LONG_MAX:
-            return self.message_timestamp_difference_max_ms
-        return self.message_timestamp_after_max_ms
 
 
 def resolve_broker_defaults(broker: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import time
 from array import array
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar, Token
+from dataclasses import dataclass
 
 from tidelog._native import observe_request, observe_request_bind, observe_stages
 
@@ -58,18 +59,19 @@ def api_name(api_key: int) -> str:
     return API_NAMES.get(api_key, f"ApiKey{api_key}")
 
 
+@dataclass(slots=True, eq=False)
 class RequestTiming:
-    """One request's clock readings (perf_counter_ns), filled in as it moves along."""
+    """One request's clock readings (perf_counter_ns), filled in as it moves along: made at
+    its start with ``dequeue_ns`` and ``complete_ns`` at ``start_ns`` too (a slotted
+    dataclass: the connection makes one per request without a Python __init__,
+    util/slotted.py)."""
 
-    __slots__ = ("api_key", "api_version", "complete_ns", "dequeue_ns", "remote_ns", "start_ns")
-
-    def __init__(self, api_key: int, api_version: int, start_ns: int) -> None:
-        self.api_key = api_key
-        self.api_version = api_version
-        self.start_ns = start_ns
-        self.dequeue_ns = start_ns
-        self.complete_ns = start_ns
-        self.remote_ns = 0
+    api_key: int
+    api_version: int
+    start_ns: int
+    dequeue_ns: int
+    complete_ns: int
+    remote_ns: int = 0
 
     def completed(self) -> None:
         """The handler ended (LocalTimeMs and RemoteTimeMs end here)."""

@@ -22,6 +22,7 @@ import datetime
 import functools
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidelog._native import core
@@ -138,16 +139,6 @@ def _array_len(buf: memoryview, pos: int, flexible: bool) -> tuple[int, int]:
     return n, pos
 
 
-def decode_produce_in_place(frame: memoryview, version: int
-                            ) -> tuple[RequestHeader, ProduceRequest]:
-    """A ProduceRequest whose ``records`` are writable views of ``frame``."""
-    decoded: tuple[RequestHeader, ProduceRequest] | None = _decode_native(
-        frame, version, _header_version(version))
-    if decoded is not None:
-        return decoded
-    return decode_produce_in_place_py(frame, version)  # refused: the twin's own error
-
-
 def decode_produce_in_place_py(frame: memoryview, version: int
                                ) -> tuple[RequestHeader, ProduceRequest]:
     """The twin of _native/produce_decode.c (the reference, and the path without it)."""
@@ -212,13 +203,14 @@ def _partition(buf: memoryview, pos: int, end: int, flexible: bool
     return PartitionProduceData(index, records), pos
 
 
-def _decline(frame: memoryview, version: int, header_version: int) -> None:
-    return None
-
-
+# ``decode_produce_in_place(frame, version) -> (header, request)``, whose records are writable
+# views of ``frame``: the native decoder in one C call (every Produce takes it), which hands a
+# frame it declines to the twin (whose own InvalidRequestError is then raised); the twin alone
+# without the native core.
+decode_produce_in_place: Callable[[memoryview, int], tuple[RequestHeader, ProduceRequest]]
 if core is not None:
     core.produce_decode_bind(RequestHeader, ProduceRequest, TopicProduceData,
-                             PartitionProduceData, uuid.UUID)
-    _decode_native = core.produce_decode
+                             PartitionProduceData, uuid.UUID, decode_produce_in_place_py)
+    decode_produce_in_place = core.produce_decode_in_place
 else:
-    _decode_native = _decline
+    decode_produce_in_place = decode_produce_in_place_py

@@ -34,11 +34,11 @@ from tidelog.protocol.codec import (
 )
 from tidelog.protocol.fetch_request import decode_sessionless_fetch
 from tidelog.protocol.produce_in_place import decode_produce_in_place
+from tidelog.util.slotted import slotted_maker
 
 from . import eager
 from .connection_outcomes import PENDING as _PENDING
-from .connection_outcomes import ConnectionOutcomes
-from .connection_outcomes import Slot as _Slot
+from .connection_outcomes import ConnectionOutcomes, Slot
 from .context import ConnectionState, RequestContext
 from .fault_plans import plan_for
 from .quota import request as request_quota
@@ -59,6 +59,10 @@ _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 PRODUCE_KEY = 0
 FETCH_KEY = 1
 _NUMBERS = itertools.count(1)
+# (one of each per request: made without their Python __init__)
+_new_context = slotted_maker(RequestContext)
+_new_slot = slotted_maker(Slot)
+_new_timing = slotted_maker(RequestTiming)
 
 
 def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any]:
@@ -96,7 +100,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         # what the transport reads into otherwise
         self._read_buffer, self._read_view, self._head_view = read_buffer()
         self._after_large = False  # the last read completed a large frame
-        self.slots: deque[_Slot] = deque()
+        self.slots: deque[Slot] = deque()
         self.peer: tuple[str, int] = ("", 0)
         self.closed = False
         self._flush_scheduled = False
@@ -202,7 +206,8 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
                 self._maybe_pause()
 
     def _receive(self, data: bytes | bytearray, end: int) -> None:
-        self.last_active = self._clock()
+        clock = self._clock  # (an attribute called as a method is a generic lookup)
+        self.last_active = clock()
         rest: memoryview | None = None
         if self._large is not None:
             with memoryview(data) as mv:
@@ -285,12 +290,15 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
             if len(frame) < 8:
                 peek_header(frame)  # which says so
             key, version, corr = _HEADER.unpack_from(frame, 0)
-            spec = self.broker.registry.get(key)
+            # (the registry's ``get``, an attribute read before its call: a method call's
+            # lookup of an instance attribute is generic in 3.11)
+            get = self.broker.registry.get
+            spec = get(key)
             if spec is None:
                 raise InvalidRequestError(f"unknown API key {key}")
             if not spec.min_version <= version <= spec.max_version:
                 if key == API_VERSIONS_KEY:  # KIP-511: answer in v0 so the client can retry
-                    slot = _Slot()
+                    slot = _new_slot()
                     slot.data = api_versions_fallback(corr, spec.min_version, spec.max_version)
                     self.slots.append(slot)
                     return True
@@ -312,18 +320,18 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         )
         listener = self.listener
         # (positional, in the fields' order: keywords cost half as much again per request)
-        ctx = RequestContext(header, self.broker, self.peer[0], self.peer[1], None, 0,
-                             principal, listener.name, listener.protocol, 0, session,
-                             self.state)
+        ctx = _new_context(header, self.broker, self.peer[0], self.peer[1], None, 0,
+                           principal, listener.name, listener.protocol, 0, session, self.state)
         handle = spec.handle if self.faults is None else self._with_faults(key, spec.handle)
         if handle is None:
             return False
-        timing = RequestTiming(key, version, start_ns) if self.request_metrics else None
+        timing = _new_timing(key, version, start_ns, start_ns, start_ns) \
+            if self.request_metrics else None
         now = spec.handle_now if self.faults is None else None
         if key == 0 and getattr(request, "acks", 1) == 0:
             self._spawn(None, request, ctx, handle, timing, now)
             return not self.closed
-        slot = _Slot(timing)
+        slot = _new_slot(timing)
         self.slots.append(slot)
         self._spawn(slot, request, ctx, handle, timing, now)
         return not self.closed  # a handler that ran to its end may have closed it
@@ -352,14 +360,14 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
                 delay, self.close, f"SASL authentication failed: {exc}"
             )
             return False
-        slot = _Slot()
+        slot = _new_slot()
         slot.data = _I32.pack(len(challenge)) + challenge
         self.slots.append(slot)
         return True
 
     def _spawn(
         self,
-        slot: _Slot | None,
+        slot: Slot | None,
         request: Any,
         ctx: RequestContext,
         handle: Callable[[RequestContext, Any], Awaitable[Any]],
@@ -407,7 +415,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         # future or a task
         self._begin(slot, request, ctx, handle(ctx, request), timing)
 
-    def _begin(self, slot: _Slot | None, request: Any, ctx: RequestContext,
+    def _begin(self, slot: Slot | None, request: Any, ctx: RequestContext,
                coro: Awaitable[Any], timing: RequestTiming | None) -> None:
         """The handler's coroutine run up to its first suspension now (eager.py)."""
         produce = ctx.header.api_key == 0
@@ -434,7 +442,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         task.add_done_callback(finished)
 
     def _done(
-        self, task: asyncio.Future[Any], slot: _Slot | None, ctx: RequestContext, request: Any
+        self, task: asyncio.Future[Any], slot: Slot | None, ctx: RequestContext, request: Any
     ) -> None:
         self._tasks.discard(task)
         if task.cancelled():
@@ -442,7 +450,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         error = task.exception()
         self._finished(slot, ctx, request, task.result() if error is None else None, error)
 
-    def _finished(self, slot: _Slot | None, ctx: RequestContext, request: Any, result: Any,
+    def _finished(self, slot: Slot | None, ctx: RequestContext, request: Any, result: Any,
                   error: BaseException | None) -> None:
         """The handler of ``ctx``'s request ended with ``result`` or raised ``error``."""
         if self.closed:
@@ -464,7 +472,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         if ctx.close_reason:  # e.g. failed authentication: answer, then close
             self._close_after_answer(ctx.close_reason, ctx.close_delay_ms)
 
-    def _complete(self, slot: _Slot, correlation_id: int, result: Any) -> None:
+    def _complete(self, slot: Slot, correlation_id: int, result: Any) -> None:
         if result is None:
             slot.data = None
         elif type(result) is bytes or isinstance(result, bytearray | list):
@@ -484,7 +492,8 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         if len(slots) == 1 and type(slots[0].data) is bytes:  # one answer (a produce's)
             slot = slots.popleft()
             dequeue_ns = time.perf_counter_ns()
-            self.last_active = self._clock()
+            clock = self._clock
+            self.last_active = clock()
             self.writer.write([slot.data])
             if self.closed:
                 return

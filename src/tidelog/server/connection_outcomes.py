@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from tidelog.metrics.requests import RequestTiming
@@ -20,12 +21,13 @@ log = logging.getLogger("tidelog.server.connection")
 PENDING = object()  # a slot's data until its handler ended
 
 
+@dataclass(slots=True, eq=False)
 class Slot:
-    __slots__ = ("data", "timing")
+    """A request's place in the connection's answer order: its timing, and its answer once
+    its handler ended (PENDING until then)."""
 
-    def __init__(self, timing: RequestTiming | None = None) -> None:
-        self.data: Any = PENDING
-        self.timing = timing
+    timing: RequestTiming | None = None
+    data: Any = PENDING
 
 
 

@@ -122,7 +122,8 @@ class ReplicaAppends:
         return when it returns None; else once the awaitable it returns is done. The
         appends themselves are all made before it returns, in order."""
         if len(entries) == 1 and validate is None and self.async_appends:
-            return self._append_one(acks, timeout_ms, entries)
+            tp, records, result = entries[0]
+            return self.append_one_now(acks, timeout_ms, tp, records, result)
         produce = _Produce(self.inline_append_bytes)
         for tp, records, result in entries:
             if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
@@ -135,8 +136,7 @@ class ReplicaAppends:
                     left = produce.inline_left
                     below = self.inline_append_bytes if left >= self.inline_append_bytes \
                         else left + 1 if left >= 0 else 0
-                    info, written = self.append_async(tp, records, required_acks=acks,
-                                                      inline_below=below)
+                    info, written, _ = self._append_async(tp, records, acks, below)
                     if written is None and not info.duplicate:
                         produce.inline_left = left - len(records)
                 else:
@@ -153,17 +153,17 @@ class ReplicaAppends:
             return self._wait_replicated(produce.replicated, short, timeout_ms)
         return None
 
-    def _append_one(self, acks: int, timeout_ms: int, entries: Sequence[Entry]
-                    ) -> Awaitable[None] | None:
-        """``append_records_now`` of a Produce of one partition (librdkafka's common one):
-        no per-request bookkeeping unless its answer waits for something."""
-        tp, records, result = entries[0]
+    def append_one_now(self, acks: int, timeout_ms: int, tp: TopicPartition, records: bytes,
+                       result: ProducePartitionResult) -> Awaitable[None] | None:
+        """``append_records_now`` of a Produce of one partition (librdkafka's common one),
+        without a validator, when ``async_appends``: no per-request bookkeeping unless its
+        answer waits for something."""
         if len(records) >= HEAVY_COMPRESSED_BYTES and is_heavy(records):
-            return self._append_rest(acks, timeout_ms, entries, None,
+            return self._append_rest(acks, timeout_ms, [(tp, records, result)], None,
                                      _Produce(self.inline_append_bytes))
         try:
-            info, written = self.append_async(tp, records, required_acks=acks,
-                                              inline_below=self.inline_append_bytes)
+            info, written, partition = self._append_async(tp, records, acks,
+                                                          self.inline_append_bytes)
         except Exception as exc:
             _fail(tp, result, exc)
             return None
@@ -176,12 +176,9 @@ class ReplicaAppends:
         result.log_start_offset = info.log_start_offset
         if acks != -1 or info.last_offset < 0:
             return None
-        # (``_replicated_now`` inline: the ISR's outcome known now, or parked)
+        # (``_replicated_now`` inline, of the partition appended to: the ISR's outcome known
+        # now, or parked)
         offset = info.last_offset + 1
-        partition = self.partitions.get(tp)
-        if partition is None:
-            _fail_after_append(result, ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
-            return None
         done, error = partition.check_enough_replicas_reached(offset)
         if error != _NONE:
             _fail_after_append(result, error, None)
@@ -218,7 +215,7 @@ class ReplicaAppends:
         left = produce.inline_left
         below = self.inline_append_bytes if left >= self.inline_append_bytes \
             else left + 1 if left >= 0 else 0
-        info, written = self.append_async(tp, records, required_acks=acks, inline_below=below)
+        info, written, _ = self._append_async(tp, records, acks, below)
         if written is None and not info.duplicate:
             produce.inline_left = left - len(records)
         return info, written
@@ -302,8 +299,16 @@ class ReplicaAppends:
         ``inline_below`` (default ``inline_append_bytes``) with none in flight is written
         here. (One call per Produce: the lookup, the checks, ``_after_write`` and
         ``_record_append`` inline in their common case.)"""
-        if inline_below is None:
-            inline_below = self.inline_append_bytes
+        info, written, _ = self._append_async(
+            tp, records, required_acks,
+            self.inline_append_bytes if inline_below is None else inline_below)
+        return info, written
+
+    def _append_async(self, tp: TopicPartition, records: bytes, required_acks: int,
+                      inline_below: int
+                      ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None, Partition]:
+        """``append_async`` with its arguments by position (a keyword costs more), and the
+        partition appended to."""
         partition = self.partitions.get(tp)
         try:
             if partition is None or partition.logs_version != self.logs.logs_version or \
@@ -338,10 +343,10 @@ class ReplicaAppends:
         if stats is not None:
             stats.record_append(tp.topic, len(records), 0 if info.duplicate else info.num_messages)
         if not handed:
-            return info, None
+            return info, None, partition
         written: asyncio.Future[Written] = loop.create_future()
         cell.append(written)
-        return info, written
+        return info, written, partition
 
     def _written_threadsafe(self, loop: asyncio.AbstractEventLoop, partition: Partition,
                             written: list[asyncio.Future[Written]],

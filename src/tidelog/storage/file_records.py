@@ -239,8 +239,10 @@ class FileRecords:
     def __init__(self, path: Path, fd: int, size: int) -> None:
         self._path = Path(path)
         self._path_str = str(self._path)
-        self._fd: int | None = fd
-        self._size = size
+        self.fd: int | None = fd  # (None once closed; read by the plain append)
+        # the logical size, the bytes appended (a plain attribute, not a property: read on
+        # every append; moved past a batch the plain append wrote at the end, log_plain)
+        self.size_in_bytes = size
 
     # -- lifecycle -------------------------------------------------------------------------
     @classmethod
@@ -267,21 +269,17 @@ class FileRecords:
     def file(self) -> Path:
         return self._path
 
-    @property
-    def size_in_bytes(self) -> int:
-        return self._size
-
     def __len__(self) -> int:
-        return self._size
+        return self.size_in_bytes
 
     def fileno(self) -> int:
-        if self._fd is None:
+        if self.fd is None:
             raise StorageError(f"{self._path} is closed")
-        return self._fd
+        return self.fd
 
     @property
     def closed(self) -> bool:
-        return self._fd is None
+        return self.fd is None
 
     def file_length(self) -> int:
         """Physical length (above the size while preallocated)."""
@@ -291,31 +289,27 @@ class FileRecords:
     def append(self, data: Buffer) -> int:
         """Write ``data`` at the end; returns the bytes written."""
         n = len(data)
-        if n > INT32_MAX - self._size:
+        if n > INT32_MAX - self.size_in_bytes:
             raise ValueError(
-                f"append of {n} bytes is too large for {self._path} of {self._size} bytes"
+                f"append of {n} bytes is too large for {self._path} of {self.size_in_bytes} bytes"
             )
         fd = self.fileno()
         try:
-            written = os.pwrite(fd, data, self._size)
+            written = os.pwrite(fd, data, self.size_in_bytes)
             if written < n:  # a short write (a nearly full disk): the rest, from a view
                 view = data if isinstance(data, memoryview) else memoryview(data)
                 while written < n:
-                    written += os.pwrite(fd, view[written:], self._size + written)
+                    written += os.pwrite(fd, view[written:], self.size_in_bytes + written)
         except OSError as e:
             # The logical size stays put: a partial write is overwritten by the next append
             # or cut by recovery, never exposed to readers.
             raise self.append_error(e, n) from e
-        self._size += n
+        self.size_in_bytes += n
         return n
-
-    def advance(self, n: int) -> None:
-        """The logical size past ``n`` bytes the caller wrote at the end (log_plain)."""
-        self._size += n
 
     def append_error(self, e: OSError, n: int) -> OSError:
         """``e``, raised writing ``n`` bytes at the end, as ``append`` raises it."""
-        return _with_path(e, self._path, f"appending {n} bytes at {self._size}")
+        return _with_path(e, self._path, f"appending {n} bytes at {self.size_in_bytes}")
 
     def flush(self) -> None:
         try:
@@ -325,7 +319,7 @@ class FileRecords:
 
     def truncate_to(self, target_size: int) -> int:
         """Cut the file to ``target_size`` bytes; returns the bytes removed."""
-        original = self._size
+        original = self.size_in_bytes
         if target_size > original or target_size < 0:
             raise StorageError(
                 f"Attempt to truncate log segment {self._path} to {target_size} bytes failed, "
@@ -336,15 +330,15 @@ class FileRecords:
                 os.ftruncate(self.fileno(), target_size)
             except OSError as e:
                 raise _with_path(e, self._path, f"truncating to {target_size}") from e
-        self._size = target_size
+        self.size_in_bytes = target_size
         return original - target_size
 
     def trim(self) -> None:
         """Drop preallocated bytes past the logical size."""
-        self.truncate_to(self._size)
+        self.truncate_to(self.size_in_bytes)
 
     def close(self) -> None:
-        if self._fd is None:
+        if self.fd is None:
             return
         try:
             self.flush()
@@ -354,7 +348,7 @@ class FileRecords:
 
     def close_handlers(self) -> None:
         """Close the descriptor without flushing or trimming."""
-        fd, self._fd = self._fd, None
+        fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)
 
@@ -387,7 +381,7 @@ class FileRecords:
     # -- reading ---------------------------------------------------------------------------
     def slice(self, position: int, size: int) -> FileSlice:
         """``size`` bytes from ``position``, bounded by the current size (no copy)."""
-        current = self._size
+        current = self.size_in_bytes
         if position < 0:
             raise ValueError(f"Invalid position: {position} in read from {self._path}")
         if position > current:
@@ -406,7 +400,7 @@ class FileRecords:
         """Headers of the complete batches in ``[start, end)``; reads only header bytes in
         small chunks. A length field below 14 raises CorruptRecordError naming the position."""
         fd, path = self.fileno(), self._path_str
-        limit = self._size if end is None else min(end, self._size)
+        limit = self.size_in_bytes if end is None else min(end, self.size_in_bytes)
         buf: bytes = b""
         buf_start = pos = start
         chunk = HEADER_CHUNK
@@ -436,7 +430,7 @@ class FileRecords:
     ) -> Iterator[tuple[BatchHeader, RecordBatch]]:
         """As ``batches``, each with its parsed header (one struct call per batch)."""
         fd, path = self.fileno(), self._path_str
-        limit = self._size if end is None else min(end, self._size)
+        limit = self.size_in_bytes if end is None else min(end, self.size_in_bytes)
         buf = memoryview(b"")
         buf_start = pos = start
         while limit - pos > HEADER_SIZE_UP_TO_MAGIC:
@@ -472,7 +466,7 @@ class FileRecords:
             return self.find_batch_py(index, target_offset, starting_position)
         entries, count = index.valid_entries()
         found = _find_batch(entries, count, index.base_offset, target_offset,
-                            starting_position, self.fileno(), self._size)
+                            starting_position, self.fileno(), self.size_in_bytes)
         if found is None:
             return None
         if type(found) is int:
@@ -490,7 +484,7 @@ class FileRecords:
 
         Every fetch runs this after an index lookup, so it reads only the 27 header bytes it
         needs per batch from a small buffer, without building header objects."""
-        fd, limit = self.fileno(), self._size
+        fd, limit = self.fileno(), self.size_in_bytes
         pos = buf_start = starting_position
         buf, chunk = b"", HEADER_CHUNK
         unpack = _SEARCH_FIELDS.unpack_from
@@ -538,7 +532,7 @@ class FileRecords:
         return TimestampAndOffset(max_ts, offset_of_max, epoch if epoch >= 0 else None)
 
     def __repr__(self) -> str:
-        return f"FileRecords({self._path}, size={self._size})"
+        return f"FileRecords({self._path}, size={self.size_in_bytes})"
 
 
 _find_batch = core.find_batch if core is not None else None

@@ -20,6 +20,7 @@ from typing import NamedTuple
 from tidelog.config.log_config import LogConfig
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler, TaskFn
+from tidelog.util.slotted import slotted_maker
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
 from . import log_read
@@ -33,7 +34,7 @@ from .segments import LogSegments
 log = logging.getLogger(__name__)
 
 
-_new_tuple = tuple.__new__
+_new_offset_metadata = slotted_maker(LogOffsetMetadata)  # (one per append: no Python __new__)
 
 
 class FlushPlan(NamedTuple):
@@ -56,7 +57,8 @@ class LocalLog:
         self.config = config
         self.segments = segments
         self.recovery_point = recovery_point
-        # the log end offset (``log_end_offset_metadata``; set here only)
+        # the log end offset (``log_end_offset_metadata``; set here only, and by the plain
+        # append, log_plain.py, as ``appended`` sets it)
         self.end_metadata = next_offset_metadata
         self.scheduler = scheduler
         self.clock = clock
@@ -139,9 +141,8 @@ class LocalLog:
     def appended(self, segment: LogSegment, last_offset: int, size: int | None = None) -> None:
         """The log end offset past ``last_offset``, written to ``segment``, whose size is
         ``size`` now (None: read from it)."""
-        # (tuple.__new__: a NamedTuple's own __new__ is a Python function, a call per append)
-        self.end_metadata = _new_tuple(LogOffsetMetadata, (
-            last_offset + 1, segment.base_offset, segment.size if size is None else size))
+        self.end_metadata = _new_offset_metadata(
+            last_offset + 1, segment.base_offset, segment.size if size is None else size)
 
     def write_handed(self, seg: LogSegment, last_offset: int, max_timestamp: int,
                      offset_of_max_timestamp: int, records: bytes | bytearray | memoryview,

@@ -74,10 +74,13 @@ class Log(LocalLogView, LogTruncation):
     def __init__(self, local: LocalLog, producer_state: ProducerStateManager,
                  leader_epoch_cache: LeaderEpochFileCache, *, log_start_offset: int) -> None:
         super().__init__(local)
+        # the log's config: a plain attribute (read on every append), LocalLog's own,
+        # changed by ``update_config`` only
+        self.config = local.config
         self._producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
         self._log_start_offset = log_start_offset
-        self._hw = log_start_offset
+        self.high_watermark = log_start_offset  # (a plain attribute: read per append)
         self._hw_meta: LogOffsetMetadata | None = None  # HW with its position, when known
         # moves (under the lock) whenever what a read at the high watermark answers may have
         # changed: the HW, the log start, the transactions (LSO), truncation, closing. A
@@ -142,13 +145,10 @@ class Log(LocalLogView, LogTruncation):
         return self._log_start_offset if first is None else max(first, self._log_start_offset)
 
     @property
-    def high_watermark(self) -> int:
-        return self._hw
-
-    @property
     def last_stable_offset(self) -> int:
         first_unstable = self._producer_state.first_unstable_offset()
-        return self._hw if first_unstable is None else min(first_unstable, self._hw)
+        hw = self.high_watermark
+        return hw if first_unstable is None else min(first_unstable, hw)
 
     # -- append --------------------------------------------------------------------------------
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int = 0,
@@ -258,8 +258,9 @@ class Log(LocalLogView, LogTruncation):
         lock and an OSError as KafkaStorageError naming the dir, no context manager.)"""
         if len(records) == 0:
             return None
-        if self.append_guard is not None:
-            self.append_guard(len(records), False)
+        guard = self.append_guard  # (an attribute called as a method is a generic lookup)
+        if guard is not None:
+            guard(len(records), False)
         local = self._local
         lock = self._lock
         lock.acquire()
@@ -410,7 +411,7 @@ class Log(LocalLogView, LogTruncation):
         """Set the HW clamped to [log start, LEO]; returns the value set (#87)."""
         with self._lock:
             self._set_hw(min(max(hw, self._log_start_offset), self.log_end_offset))
-            return self._hw
+            return self.high_watermark
 
     def high_watermark_to_end(self) -> tuple[int, bool]:
         """``maybe_increment_high_watermark(log_end_offset)`` in one call, for a leader whose
@@ -418,7 +419,7 @@ class Log(LocalLogView, LogTruncation):
         with self._lock:
             end = self._local.end_metadata  # (``log_end_offset_metadata`` without a call)
             hw = end.message_offset
-            if hw <= self._hw:
+            if hw <= self.high_watermark:
                 return hw, False
             self._move_hw(hw, end)
             return hw, True
@@ -431,7 +432,7 @@ class Log(LocalLogView, LogTruncation):
             if hw > end.message_offset:
                 raise ValueError(f"High watermark {hw} update exceeds current log end offset "
                                  f"{end.message_offset} of {self.name}")
-            old = self._hw
+            old = self.high_watermark
             if hw <= old:
                 return None
             self._move_hw(hw, end)
@@ -439,7 +440,7 @@ class Log(LocalLogView, LogTruncation):
 
     def _move_hw(self, hw: int, end: LogOffsetMetadata) -> None:
         """Under the lock: the HW to ``hw``, at most ``end`` (the LEO's metadata)."""
-        self._hw = hw
+        self.high_watermark = hw
         self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
         if self.stamp_cell is not None:
             self.mirror_stamp(self.stamp_cell)
@@ -455,10 +456,10 @@ class Log(LocalLogView, LogTruncation):
     def maybe_increment_log_start_offset(self, offset: int, reason: str = "") -> bool:
         """DeleteRecords / retention: raise the log start offset (never above the HW, #81)."""
         with self._lock:
-            if offset > self._hw:
+            if offset > self.high_watermark:
                 raise OffsetOutOfRangeError(
                     f"Cannot increment the log start offset to {offset} of partition "
-                    f"{self.name} since it is larger than the high watermark {self._hw}")
+                    f"{self.name} since it is larger than the high watermark {self.high_watermark}")
             if offset <= self._log_start_offset:
                 return False
             log.info("Incremented log start offset of %s to %d (%s)", self.name, offset, reason)
@@ -482,7 +483,7 @@ class Log(LocalLogView, LogTruncation):
         elif isolation is FetchIsolation.HIGH_WATERMARK and hw_meta is not None:
             bound = hw_meta  # the common case: a single node moves the HW to the LEO
         else:
-            off = self._hw if isolation is FetchIsolation.HIGH_WATERMARK \
+            off = self.high_watermark if isolation is FetchIsolation.HIGH_WATERMARK \
                 else self.last_stable_offset
             bound = log_read.offset_metadata(local.segments, off, end)
         return local.read(start_offset, max_length,
@@ -542,7 +543,7 @@ class Log(LocalLogView, LogTruncation):
 
     # -- lifecycle -----------------------------------------------------------------------------
     def update_config(self, config: LogConfig) -> None:
-        self._local.config = config
+        self._local.config = self.config = config
 
     def close(self) -> None:
         """Snapshot producer state at the LEO (#103), then flush, trim and close segments."""
@@ -586,4 +587,4 @@ class Log(LocalLogView, LogTruncation):
 
     def __repr__(self) -> str:
         return (f"Log({self.dir}, start={self._log_start_offset}, end={self.log_end_offset}, "
-                f"hw={self._hw}, segments={len(self._local.segments)})")
+                f"hw={self.high_watermark}, segments={len(self._local.segments)})")

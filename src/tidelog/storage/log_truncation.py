@@ -15,7 +15,7 @@ from .producer_state import ProducerStateManager
 class LogTruncation:
     _local: LocalLog
     _log_start_offset: int
-    _hw: int
+    high_watermark: int
     _producer_state: ProducerStateManager
     leader_epoch_cache: LeaderEpochFileCache
     state_stamp: int
@@ -50,7 +50,7 @@ class LogTruncation:
                 return True
             local.truncate_to(target)
             self._log_start_offset = min(self._log_start_offset, target)
-            self._set_hw(min(self._hw, target))
+            self._set_hw(min(self.high_watermark, target))
             rebuild_producer_state(self._producer_state, local.segments,
                                    self._log_start_offset, target, local.clock,
                                    reload_from_clean_shutdown=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from tidelog.config.log_config import LogConfig
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
 from tidelog.util.topic_partition import TopicPartition
@@ -33,6 +32,7 @@ class LocalLogView:
 
     def __init__(self, local: LocalLog) -> None:
         self._local = local
+        self.stamp_cell = None  # (an instance attribute: 3.11 reads a class one generically)
 
     @property
     def state_stamp(self) -> int:
@@ -61,10 +61,6 @@ class LocalLogView:
     @property
     def dir(self) -> Path:
         return self._local.dir
-
-    @property
-    def config(self) -> LogConfig:
-        return self._local.config
 
     @property
     def segments(self) -> LogSegments:

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol
 
 from tidelog.records.errors import CorruptRecordError, InvalidRecordError
 from tidelog.util.clock import Clock
+from tidelog.util.slotted import slotted_maker
 
 from .errors import LogSegmentOffsetOverflowError
 from .file_records import (
@@ -40,7 +41,7 @@ NO_TIMESTAMP = -1
 APPEND_FROM_FILE_CHUNK = 1024 * 1024
 POSITION_UNKNOWN = -1  # pass as max_position: the bound is unknown, return metadata only
 UNKNOWN_TIMESTAMP_OFFSET = TimestampOffset(NO_TIMESTAMP, -1)
-_new_tuple = tuple.__new__
+_new_timestamp_offset = slotted_maker(TimestampOffset)  # (one per append: no Python __new__)
 
 LOG_FILE_SUFFIX = ".log"
 INDEX_FILE_SUFFIX = ".index"
@@ -279,10 +280,14 @@ class LogSegment:
         whatever the timestamp, when the segment is empty (its first batch sets the roll
         time) or an index is not open yet (opening creates its file: the reference path opens
         it once the batch is valid). One call per append: the checks are inlined."""
+        oi, ti = self.offset_index, self.time_index
+        # (each index opened already, never opened here, and not full: ``is_full`` inline,
+        # the time index keeping its last slot for the roll)
         if position == 0 or position > max_segment_bytes - size or \
                 position > INT32_MAX - size or \
                 not 0 <= last_offset - self.base_offset <= INT32_MAX or \
-                not self.offset_index.has_room_open() or not self.time_index.has_room_open():
+                not (oi._loaded and oi._entries < oi._max_entries) or \
+                not (ti._loaded and ti._entries < ti._max_entries - 1):
             return None
         limit = max_segment_ms - self.roll_jitter_ms
         t = self._t
@@ -298,15 +303,13 @@ class LogSegment:
         """``append``'s bookkeeping of one batch of ``size`` bytes up to ``last_offset`` that
         the caller wrote at ``position``, the end of the `.log` (storage/log_plain.py): the
         size, the max timestamp so far, the index entries."""
-        self.log.advance(size)
+        self.log.size_in_bytes += size  # (the caller wrote it at the end)
         t = self._t
         mx = t.max_timestamp_and_offset
         if mx == UNKNOWN_TIMESTAMP_OFFSET:
             mx = self.max_timestamp_and_offset_so_far
         if max_timestamp > mx.timestamp:
-            # (tuple.__new__: the NamedTuple's own __new__ is a Python call, one per append)
-            mx = t.max_timestamp_and_offset = _new_tuple(TimestampOffset,
-                                                         (max_timestamp, last_offset))
+            mx = t.max_timestamp_and_offset = _new_timestamp_offset(max_timestamp, last_offset)
         if t.bytes_since_last_index_entry > self.index_interval_bytes:
             self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(mx.timestamp, mx.offset)

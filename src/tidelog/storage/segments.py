@@ -20,8 +20,8 @@ class LogSegments:
     def __init__(self) -> None:
         self._segments: SortedDict = SortedDict()
         self._lock = threading.RLock()
-        # the last segment, kept by the mutators: every append asks for the active segment
-        self._last: LogSegment | None = None
+        # the last segment, kept by the mutators (a plain attribute: every append reads it)
+        self.last_segment: LogSegment | None = None
 
     # -- mutation --------------------------------------------------------------------------
     def add(self, segment: LogSegment) -> LogSegment | None:
@@ -29,19 +29,19 @@ class LogSegments:
         with self._lock:
             previous: LogSegment | None = self._segments.get(segment.base_offset)
             self._segments[segment.base_offset] = segment
-            self._last = self._segments.peekitem(-1)[1]
+            self.last_segment = self._segments.peekitem(-1)[1]
             return previous
 
     def remove(self, offset: int) -> LogSegment | None:
         with self._lock:
             removed: LogSegment | None = self._segments.pop(offset, None)
-            self._last = self._segments.peekitem(-1)[1] if self._segments else None
+            self.last_segment = self._segments.peekitem(-1)[1] if self._segments else None
             return removed
 
     def clear(self) -> None:
         with self._lock:
             self._segments.clear()
-            self._last = None
+            self.last_segment = None
 
     def close(self) -> None:
         for seg in self.values():
@@ -150,12 +150,8 @@ class LogSegments:
             return self._segments.peekitem(0)[1] if self._segments else None
 
     @property
-    def last_segment(self) -> LogSegment | None:
-        return self._last
-
-    @property
     def active_segment(self) -> LogSegment:
-        seg = self._last
+        seg = self.last_segment
         if seg is None:
             raise LookupError("the log has no segments")
         return seg

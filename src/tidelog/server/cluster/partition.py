@@ -257,8 +257,9 @@ class Partition:
             moved = lg.maybe_increment_high_watermark(committed) is not None
         if not moved:
             return False
-        if self.on_high_watermark is not None:
-            self.on_high_watermark(self.topic_partition)
+        notify = self.on_high_watermark  # (an attribute called as a method: a generic lookup)
+        if notify is not None:
+            notify(self.topic_partition)
         return True
 
     # -- reads: Fetch, ListOffsets, OffsetForLeaderEpoch ------------------------------------

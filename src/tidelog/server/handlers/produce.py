@@ -18,6 +18,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
 from tidelog.protocol.kio_util import ms
 from tidelog.records.batch import ATTRIBUTES_OFFSET, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK
+from tidelog.util.slotted import slotted_maker
 from tidelog.util.topic_partition import TopicPartition
 
 from ..context import RequestContext
@@ -39,6 +40,9 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 # ``Enum.MEMBER`` read of a class attribute cost ~1 us)
 _PRODUCE, _WRITE, _TOPIC = QuotaType.PRODUCE, AclOperation.WRITE, ResourceType.TOPIC
 _new_tuple = tuple.__new__
+# (made without their Python __init__/__new__: util/slotted.py)
+_new_result = slotted_maker(ProducePartitionResult)
+_new_tp = slotted_maker(TopicPartition)
 _TXN_BYTE = ATTRIBUTES_OFFSET + 1  # the attributes' low byte, with the transactional bit
 __all__ = ["HEAVY_BYTES", "HEAVY_COMPRESSED_BYTES", "handle", "is_heavy"]
 
@@ -46,7 +50,7 @@ __all__ = ["HEAVY_BYTES", "HEAVY_COMPRESSED_BYTES", "handle", "is_heavy"]
 def _entry(ctx: RequestContext, tp: TopicPartition, records: bytes | None, exists: bool,
            entries: list[Entry]) -> ProducePartitionResult:
     """A partition's answer; its batches join ``entries`` when they may be appended."""
-    result = ProducePartitionResult(tp.partition)
+    result = _new_result(tp.partition)
     if records is None or len(records) == 0:
         result.error_code = ErrorCode.CORRUPT_MESSAGE
         result.error_message = "empty record set"
@@ -169,8 +173,7 @@ def _topic_entries(ctx: RequestContext, t: Any, name: str, denied: ErrorCode | N
             refused.error_message = f"Cannot append to internal topic {name}"
             parts.append(refused)
         else:
-            # (tuple.__new__: TopicPartition's own __new__ is a Python call per partition)
-            tp = _new_tuple(TopicPartition, (name, p.index))
+            tp = _new_tp(name, p.index)
             parts.append(_entry(ctx, tp, p.records, exists, entries))
     return parts
 
@@ -228,8 +231,8 @@ def _one_partition(ctx: RequestContext, request: Any, t: Any) -> Any:
     if records is None or not 0 < len(records) < HEAVY_COMPRESSED_BYTES or \
             name in INTERNAL_TOPICS or rm.topic(name) is None:
         return NOT_NOW  # (empty, heavy maybe, internal, to create: the general path's)
-    tp = _new_tuple(TopicPartition, (name, p.index))
-    result = ProducePartitionResult(p.index)
+    tp = _new_tp(name, p.index)
+    result = _new_result(p.index)
     topics = [(name, [result])]
     # (verify_transactional_produce's own first test: a call only for a transactional batch)
     txn_error = None if len(records) < RECORD_BATCH_OVERHEAD or \
@@ -239,9 +242,10 @@ def _one_partition(ctx: RequestContext, request: Any, t: Any) -> Any:
         result.error_code = txn_error
     else:
         timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
-        waits = rm.append_records_now(
-            request.acks, ms(request.timeout) if timeout_ms is None else timeout_ms,
-            [(tp, records, result)])
+        timeout = ms(request.timeout) if timeout_ms is None else timeout_ms
+        waits = rm.append_one_now(request.acks, timeout, tp, records, result) \
+            if rm.async_appends else rm.append_records_now(request.acks, timeout,
+                                                           [(tp, records, result)])
         if waits is not None:
             named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False,
                                         len(records)))

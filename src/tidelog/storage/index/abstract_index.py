@@ -203,10 +203,6 @@ class AbstractIndex:
         self._ensure_loaded()
         return self._entries >= self._max_entries
 
-    def has_room_open(self) -> bool:
-        """Opened already and not full (the plain append's one check: it never opens)."""
-        return self._loaded and self._entries < self._max_entries
-
     def relative_offset(self, offset: int) -> int:
         rel = offset - self.base_offset
         if rel < 0 or rel > INT32_MAX:

@@ -49,9 +49,6 @@ class TimeIndex(AbstractIndex):
         self._ensure_loaded()
         return self._entries >= self._max_entries - 1
 
-    def has_room_open(self) -> bool:
-        return self._loaded and self._entries < self._max_entries - 1  # (is_full's slot)
-
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or (-1, base_offset) if empty."""
