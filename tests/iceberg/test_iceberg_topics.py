@@ -400,8 +400,9 @@ def _translator_counting_loads(
         time.sleep(0.05)
     ours = service.topics[topic].translator
     loads: list[str] = []
-    load = ours.tables.load
-    ours.tables.load = lambda name: loads.append(name) or load(name)  # type: ignore[method-assign]
+    assert service.tables is not None
+    load = service.tables.load
+    service.tables.load = lambda name: loads.append(name) or load(name)  # type: ignore[method-assign]
     return topic, service, ours, loads
 
 
@@ -411,14 +412,15 @@ def test_a_commit_from_the_table_of_its_own_last_commit_is_fenced_by_another(
     asked); when another translator (a deposed leader) committed in between, the catalog
     refuses the commit by its snapshot requirement, the refused commit's files are deleted,
     and the next flush reads the table from the catalog: every record once."""
+    from tidelog.iceberg.table_writer import LocalTables
     from tidelog.iceberg.tables import Tables
 
     with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
         topic, service, ours, loads = _translator_counting_loads(b, "fenced")
         acked = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(10))
         assert b.run(service.flush_topic(topic), timeout=60).rows == 10
-        other = TopicTranslator(ours.settings, ours.source, Tables(
-            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs)
+        other = TopicTranslator(ours.settings, ours.source, LocalTables(Tables(
+            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs))
         acked |= produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(10, 15),
                               seed=2)
         assert other.flush().rows == 5  # the other one commits [10, 15)
@@ -447,6 +449,7 @@ def test_the_dlq_table_is_reused_from_its_last_commit_and_fenced_by_another(
     translator's last commit left it; a commit of another translator in between gets the
     next DLQ commit refused, and the flush after reads both tables again: every record once,
     in the table or the DLQ table."""
+    from tidelog.iceberg.table_writer import LocalTables
     from tidelog.iceberg.tables import Tables
 
     with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
@@ -469,8 +472,8 @@ def test_the_dlq_table_is_reused_from_its_last_commit_and_fenced_by_another(
         loads.clear()
         assert round_of(1, ours) == 1 and round_of(2, ours) == 1
         assert loads == []  # neither table read from the catalog again
-        other = TopicTranslator(ours.settings, ours.source, Tables(
-            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs)
+        other = TopicTranslator(ours.settings, ours.source, LocalTables(Tables(
+            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs))
         assert round_of(3, other) == 1  # a deposed leader commits [18, 24) to both
         refused = round_of(4, ours)
         assert refused == 0  # its DLQ commit was refused by the catalog
