@@ -32,9 +32,11 @@ from tidelog.iceberg.translator import TopicTranslator
 from tidelog.testing import EmbeddedBroker
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(iceberg_props()) as b:
+@pytest.fixture(scope="module", params=["thread", "process"])
+def broker(request: pytest.FixtureRequest) -> Iterator[EmbeddedBroker]:
+    """A broker translating on its threads, and one with a translation worker process."""
+    process = "true" if request.param == "process" else "false"
+    with EmbeddedBroker(iceberg_props(**{"iceberg.translation.process": process})) as b:
         yield b
 
 
