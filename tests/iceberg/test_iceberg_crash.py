@@ -19,9 +19,11 @@ import pytest
 from iceberg_support import (
     Acked,
     catalog,
+    children,
     create_topic,
     end_offsets,
     iceberg_props,
+    process_gone,
     produce_serialized,
     referenced_files,
     serialize_orders,
@@ -53,27 +55,11 @@ def _check(rows: list[dict[str, Any]], acked: Acked, sent: dict[int, dict[str, A
 
 
 
-def _children(pid: int) -> set[int]:
-    """The child processes of ``pid`` (Linux: each of its threads' ``children``)."""
-    out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        out.update(int(c) for c in (task / "children").read_text().split())
-    return out
-
-
-def _gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat[stat.rindex(")") + 2] in "ZX"  # a zombie has ended
-
-
 def _spawned(pid: int) -> set[int]:
     """The translation worker of broker ``pid`` (a spawned interpreter), once it runs."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        found = {c for c in _children(pid)
+        found = {c for c in children(pid)
                  if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()}
         if found:
             assert len(found) == 1
@@ -89,13 +75,13 @@ def _kill(broker: BrokerProcess, process: bool) -> None:
     assert broker.proc is not None
     if process:
         _spawned(broker.proc.pid)  # started (the broker says it is ready before)
-    workers = _children(broker.proc.pid)
+    workers = children(broker.proc.pid)
     os.kill(broker.proc.pid, signal.SIGKILL)
     broker.kill()  # reaped
     deadline = time.monotonic() + 30
-    while not all(_gone(w) for w in workers) and time.monotonic() < deadline:
+    while not all(process_gone(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert all(_gone(w) for w in workers), f"worker {workers} outlived its broker"
+    assert all(process_gone(w) for w in workers), f"worker {workers} outlived its broker"
 
 
 def _run(tmp_path: Path, records: int, kills: int, seed: int, process: bool = False) -> None:

@@ -17,6 +17,7 @@ from iceberg_support import (
     create_topic,
     end_offsets,
     iceberg_props,
+    process_gone,
     produce_serialized,
     serialize_orders,
     wait_for_offsets,
@@ -35,15 +36,6 @@ def process_nice(pid: int) -> list[int]:
         stat = (task / "stat").read_text()
         out.append(int(stat[stat.rindex(")") + 2:].split()[16]))
     return out
-
-
-def gone(pid: int) -> bool:
-    """Whether process ``pid`` has ended (a zombie no one reaped yet counts as ended)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat[stat.rindex(")") + 2] in "ZX"
 
 
 def _scrape(url: str) -> dict[str, float]:
@@ -89,7 +81,7 @@ def test_worker_killed_mid_commit_is_restarted_and_every_record_is_in_the_table_
                 continue
             os.kill(pid, signal.SIGKILL)  # a commit of it is in flight: its marker is down
             killed.append(pid)
-            wait_until(lambda p=pid: gone(p), f"worker {pid} ended", timeout=30)
+            wait_until(lambda p=pid: process_gone(p), f"worker {pid} ended", timeout=30)
             interrupted += any(pending.glob("*.json"))  # the commit did not end: cut short
         stop.set()
         producing.join(180)
@@ -100,7 +92,7 @@ def test_worker_killed_mid_commit_is_restarted_and_every_record_is_in_the_table_
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
         assert worker.deaths == len(killed)  # the broker saw each death ...
         assert worker.starts == len(killed) + 1  # ... and started a new worker each time
-        assert worker.pid not in killed and worker.pid is not None and not gone(worker.pid)
+        assert worker.pid not in killed and worker.pid is not None and not process_gone(worker.pid)
         metrics = _scrape(b.http_url)
         assert metrics["tidelog_iceberg_translation_worker_starts_total"] == len(killed) + 1
         assert metrics["tidelog_iceberg_translation_worker_pid"] == worker.pid
@@ -134,4 +126,4 @@ def test_the_worker_process_is_niced_and_the_broker_is_not(tmp_path: Path) -> No
         assert nice_of(loop.native_id) == base
         for t in b.iceberg.threads():  # the broker's translation threads only wait for it
             assert t.native_id is not None and nice_of(t.native_id) == base, t.name
-    wait_until(lambda: gone(pid), "the worker ended with the broker's stop", timeout=30)
+    wait_until(lambda: process_gone(pid), "the worker ended with the broker's stop", timeout=30)
