@@ -5,6 +5,8 @@ undecodable records in the DLQ table; the catalog failing and coming back."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import struct
 import time
 import uuid
@@ -153,11 +155,15 @@ def test_drop_leaves_no_dlq_table(broker: EmbeddedBroker) -> None:
     assert not catalog(broker.log_dir).table_exists(f"kafka.{topic}~dlq")
 
 
-def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("process", ["false", "true"], ids=["thread", "process"])
+def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path,
+                                                              process: str) -> None:
     """The catalog's SQLite file is swapped for a directory (no database can be opened there,
     even by root): flushes fail, acks go on, lag grows; once the file is back translation
-    resumes from the table with every record once."""
-    props = iceberg_props(**{"http.listeners": "http://127.0.0.1:0"})
+    resumes from the table with every record once. A translation worker started during the
+    outage lives through it (the calls fail, not the worker)."""
+    props = iceberg_props(**{"http.listeners": "http://127.0.0.1:0",
+                             "iceberg.translation.process": process})
     with EmbeddedBroker(props, log_dir=tmp_path) as b:
         topic = _topic("paused")
         create_topic(b.bootstrap_servers, topic, 2,
@@ -192,6 +198,8 @@ def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) ->
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
         assert b.iceberg.topics[topic].failing is None
         assert not list((tmp_path / ".iceberg" / "pending").iterdir())
+        if b.iceberg.worker is not None:
+            assert b.iceberg.worker.starts == 2  # the one killed, and one for the rest
 
 
 def test_schema_in_summary_and_offsets(broker: EmbeddedBroker) -> None:
@@ -269,15 +277,23 @@ def _swap_catalog_out(b: EmbeddedBroker) -> tuple[Path, Path]:
     aside = db.with_name("catalog.db.aside")
     db.rename(aside)
     db.mkdir()
-    assert b.iceberg is not None and b.iceberg.tables is not None
+    assert b.iceberg is not None
+    if b.iceberg.worker is not None:  # its connections end with it: a flush starts another,
+        pid = b.iceberg.worker.pid  # which cannot open the catalog either
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        return db, aside
+    assert b.iceberg.tables is not None
     catalog = b.iceberg.tables.catalog
     assert isinstance(catalog, SqlCatalog)
     catalog.engine.dispose()
     return db, aside
 
 
-def test_retention_keeps_what_the_table_does_not_have(tmp_path: Path) -> None:
-    props = iceberg_props(**{"log.retention.check.interval.ms": "100"})
+@pytest.mark.parametrize("process", ["false", "true"], ids=["thread", "process"])
+def test_retention_keeps_what_the_table_does_not_have(tmp_path: Path, process: str) -> None:
+    props = iceberg_props(**{"log.retention.check.interval.ms": "100",
+                             "iceberg.translation.process": process})
     with EmbeddedBroker(props, log_dir=tmp_path) as b:
         topic = _topic("kept")
         create_topic(b.bootstrap_servers, topic, 1, **{

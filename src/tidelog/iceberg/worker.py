@@ -117,23 +117,41 @@ def lower_priority(increment: int) -> int:
 
 def main(conns: list[Connection], values: Mapping[str, object], log_dir: str, nice: int,
          parent_pid: int, with_schemas: bool, log_level: int) -> None:
-    """The worker's life: open the catalog, say ready, serve both pipes until the broker
-    closes them (or dies)."""
+    """The worker's life: say ready, serve both pipes until the broker closes them (or
+    dies). The catalog is opened by the first call that needs it (and again by the next one
+    while it cannot be: a catalog outage fails the calls, not the worker)."""
     die_with_parent(parent_pid)
     lower_priority(nice)
     logging.basicConfig(level=log_level,
                         format="%(asctime)s %(levelname)s [iceberg worker] %(name)s: "
                                "%(message)s")
-    try:
-        side = open_side(values, Path(log_dir), RemoteSchemas(conns[FLUSH]) if with_schemas
-                         else None)
-    except Exception as exc:
-        conns[FLUSH].send(("error", sendable(exc)))
-        return
+    side = Side(values, Path(log_dir), RemoteSchemas(conns[FLUSH]) if with_schemas else None)
     conns[FLUSH].send(("ready", os.getpid()))
     threading.Thread(target=serve, args=(conns[MAINTENANCE], side),
                      name="iceberg-maintenance", daemon=True).start()
     serve(conns[FLUSH], side)
+
+
+class Side:
+    """The worker's table side, opened on first use."""
+
+    def __init__(self, values: Mapping[str, object], log_dir: Path,
+                 schemas: RemoteSchemas | None) -> None:
+        self.values = values
+        self.log_dir = log_dir
+        self.schemas = schemas
+        self._lock = threading.Lock()
+        self._side: LocalTables | None = None
+
+    def open(self) -> LocalTables:
+        with self._lock:
+            if self._side is None:
+                self._side = open_side(self.values, self.log_dir, self.schemas)
+            return self._side
+
+    def call(self, method: str, args: tuple[object, ...]) -> object:
+        side = self.open()
+        return None if method == "open" else getattr(side, method)(*args)
 
 
 def open_side(values: Mapping[str, object], log_dir: Path,
@@ -151,7 +169,7 @@ def open_side(values: Mapping[str, object], log_dir: Path,
     return LocalTables(tables, Codecs(schemas))
 
 
-def serve(conn: Connection, side: LocalTables) -> None:
+def serve(conn: Connection, side: Side) -> None:
     """Answer the broker's requests on ``conn`` one at a time; the process ends when the
     broker closes it (or dies: the pipe is then at end-of-file)."""
     while True:
@@ -163,7 +181,7 @@ def serve(conn: Connection, side: LocalTables) -> None:
         except (EOFError, OSError):
             os._exit(0)
         try:
-            answer: tuple[str, object] = ("ok", getattr(side, method)(*args))
+            answer: tuple[str, object] = ("ok", side.call(method, args))
         except Exception as exc:
             answer = ("error", sendable(exc))
         try:

@@ -58,9 +58,9 @@ class WorkerTables:
         return proc.pid if proc is not None else None
 
     def start(self) -> None:
-        """Start the worker now (the service's start: a catalog that cannot be opened fails
-        the broker's start, as the thread's does)."""
-        self._conn(worker.FLUSH)
+        """Start the worker and open the catalog in it now (the service's start: a catalog
+        that cannot be opened fails the broker's start, as the thread's does)."""
+        self._call(worker.FLUSH, "open", ())
 
     def where(self, settings: TopicSettings, epochs: dict[int, int]) -> Position:
         return cast(Position, self._call(worker.FLUSH, "where", (settings, epochs)))
@@ -146,7 +146,7 @@ class WorkerTables:
         try:
             if not conns[worker.FLUSH].poll(START_TIMEOUT_S):
                 raise WorkerDied("the translation worker did not start in time")
-            kind, value = conns[worker.FLUSH].recv()
+            kind, _ = conns[worker.FLUSH].recv()
         except BaseException as exc:
             _end(proc, conns)
             if isinstance(exc, (EOFError, OSError)):
@@ -154,8 +154,7 @@ class WorkerTables:
             raise
         if kind != "ready":
             _end(proc, conns)
-            assert isinstance(value, BaseException)
-            raise value
+            raise WorkerDied(f"the translation worker said {kind} as it started")
         self._proc, self._conns = proc, conns
         self._generation += 1
         log.info("Iceberg translation worker started (pid %s)", proc.pid)
