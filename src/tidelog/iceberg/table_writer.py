@@ -254,6 +254,8 @@ class LocalTables:
     """The table side in this process: a writer per topic over one catalog's tables. The
     translation worker serves the same calls from the broker (``worker``)."""
 
+    in_process = True
+
     def __init__(self, tables: Tables, codecs: Codecs) -> None:
         self.tables = tables
         self.codecs = codecs

@@ -33,6 +33,8 @@ class TableSide(Protocol):
     """The catalog and tables side of translation (``LocalTables`` in this process,
     ``WorkerTables`` in the translation worker process)."""
 
+    in_process: bool  # runs on the calling thread (its CPU time is the caller's)
+
     def where(self, settings: TopicSettings, epochs: dict[int, int]) -> Position: ...
 
     def write(self, settings: TopicSettings, reads: list[PartitionRead]) -> FlushResult: ...
@@ -109,7 +111,8 @@ class TopicTranslator:
         try:
             result = self._flush()
         finally:
-            self.cpu_s += time.thread_time() - cpu + result.cpu_s
+            own = time.thread_time() - cpu
+            self.cpu_s += own if self.side.in_process else own + result.cpu_s
             self.wall_s += time.monotonic() - self.flush_started
         self.flushes += bool(result.committed)
         return result

@@ -6,8 +6,8 @@ their last stable offsets, reading committed batches as bytes, retention floors,
 
 It talks to the broker over two pipes, one per broker thread that calls it (flushes;
 maintenance), each served here by a thread of its own. A request is ``(method, args)`` (for
-``write``, each partition's batch bytes follow as frames of their own: the broker sends them
-without copying them into a pickle, the interpreter lock released while it writes); the
+``write``, the partitions' batch bytes follow as the descriptor of an anonymous memory file
+they were written to: one hand-over, the bytes never pickled or pushed through the pipe); the
 answer is ``("ok", value)`` or ``("error", exception)``. While a flush decodes, the worker asks
 the broker for the Schema Registry's schemas it has not seen (``("schema", (name, args))``,
 answered on the same pipe): the registry stays the broker's, read as the translation thread
@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 from collections.abc import Mapping
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +37,7 @@ from tidelog.schema_registry.records import Reference, SchemaValue
 if TYPE_CHECKING:
     from tidelog.schema_registry.schema_types import ParsedSchema
 
-    from .table_writer import LocalTables
+    from .table_writer import LocalTables, PartitionRead
 
 log = logging.getLogger(__name__)
 
@@ -175,9 +176,8 @@ def serve(conn: Connection, side: Side) -> None:
     while True:
         try:
             method, args = conn.recv()
-            if method == "write":
-                for r in args[1]:  # (settings, reads): each read's bytes follow
-                    r.data = conn.recv_bytes()
+            if method == "write":  # (settings, reads, sizes), then the bytes' file
+                args = (args[0], with_data(args[1], args[2], reduction.recv_handle(conn)))
         except (EOFError, OSError):
             os._exit(0)
         try:
@@ -188,6 +188,19 @@ def serve(conn: Connection, side: Side) -> None:
             conn.send(answer)
         except (EOFError, OSError):
             os._exit(0)
+
+
+def with_data(reads: list[PartitionRead], sizes: list[int], fd: int) -> list[PartitionRead]:
+    """The reads with their bytes, one after the other in the file ``fd`` (closed here)."""
+    try:
+        blob = os.pread(fd, sum(sizes), 0)
+    finally:
+        os.close(fd)
+    at = 0
+    for r, size in zip(reads, sizes, strict=True):
+        r.data = blob[at:at + size]
+        at += size
+    return reads
 
 
 def sendable(exc: Exception) -> Exception:

@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Mapping
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -36,6 +37,8 @@ class WorkerDied(Exception):
 
 
 class WorkerTables:
+    in_process = False
+
     def __init__(self, values: Mapping[str, object], log_dir: Path, nice: int,
                  schemas: SchemaSource | None) -> None:
         self.values = dict(values)
@@ -66,9 +69,19 @@ class WorkerTables:
         return cast(Position, self._call(worker.FLUSH, "where", (settings, epochs)))
 
     def write(self, settings: TopicSettings, reads: list[PartitionRead]) -> FlushResult:
+        """The reads' bytes go in an anonymous memory file whose descriptor the worker gets
+        (one hand-over, not a pipe's worth at a time with a wake-up of each side for each:
+        the worker runs at a lower priority, and each wake-up may wait for the CPU)."""
         heads = [PartitionRead(r.partition, r.start, r.end, r.epoch, r.new) for r in reads]
-        return cast(FlushResult, self._call(worker.FLUSH, "write", (settings, heads),
-                                            [r.data for r in reads]))
+        sizes = [len(r.data) for r in reads]
+        fd = os.memfd_create("tidelog-iceberg-flush", os.MFD_CLOEXEC)
+        try:
+            for r in reads:
+                _write_all(fd, r.data)
+            return cast(FlushResult, self._call(worker.FLUSH, "write",
+                                                (settings, heads, sizes), fd))
+        finally:
+            os.close(fd)
 
     def maintain(self, settings: TopicSettings, now_ms: int, orphan_age_ms: int) -> Expired:
         return cast(Expired, self._call(worker.MAINTENANCE, "maintain",
@@ -94,12 +107,13 @@ class WorkerTables:
                 proc.join()
 
     def _call(self, channel: int, method: str, args: tuple[object, ...],
-              frames: list[bytes] | None = None) -> object:
+              fd: int | None = None) -> object:
         generation, conn = self._conn(channel)
         try:
             conn.send((method, args))
-            for frame in frames or []:
-                conn.send_bytes(frame)
+            if fd is not None:
+                proc = self._proc
+                reduction.send_handle(conn, fd, proc.pid if proc is not None else 0)
             while True:
                 kind, value = conn.recv()
                 if kind == "schema":
@@ -170,6 +184,12 @@ class WorkerTables:
         log.warning("Iceberg translation worker (pid %s) ended (%s); translation pauses until "
                     "a new one starts", proc.pid, why)
         _end(proc, conns)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _end(proc: BaseProcess, conns: list[Connection]) -> None:
