@@ -1,18 +1,27 @@
 """The translation worker process (``iceberg.translation.process``): a real SIGKILL of the
 worker in the middle of a commit (its commit marker still down) gets it started again, with
 every acknowledged record in the table once and no file of the interrupted commit left; the
-worker's whole process is niced, the broker's event loop and threads are not."""
+worker's whole process is niced, the broker's event loop and threads are not; the schemas a
+flush decodes with (and the ones they reference) come from the broker's registry."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
+import struct
 import threading
 import time
+import urllib.request
 from pathlib import Path
+from typing import Any
 
+import fastavro
+from confluent_kafka import Producer
 from iceberg_support import (
     Acked,
+    catalog,
     check_rows_once,
     create_topic,
     end_offsets,
@@ -39,8 +48,6 @@ def process_nice(pid: int) -> list[int]:
 
 
 def _scrape(url: str) -> dict[str, float]:
-    import urllib.request
-
     with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
         text = r.read().decode()
     return {k: float(v) for k, v in (line.rsplit(" ", 1) for line in text.splitlines()
@@ -127,3 +134,44 @@ def test_the_worker_process_is_niced_and_the_broker_is_not(tmp_path: Path) -> No
         for t in b.iceberg.threads():  # the broker's translation threads only wait for it
             assert t.native_id is not None and nice_of(t.native_id) == base, t.name
     wait_until(lambda: process_gone(pid), "the worker ended with the broker's stop", timeout=30)
+
+
+def _register(registry: str, subject: str, body: dict[str, Any]) -> int:
+    request = urllib.request.Request(
+        f"{registry}/subjects/{subject}/versions", data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as r:
+        return int(json.loads(r.read())["id"])
+
+
+def test_the_worker_decodes_with_a_schema_that_references_another(tmp_path: Path) -> None:
+    """The worker asks the broker's registry for the schema of an id and for the versions
+    its references name (Confluent's schema references): typed columns from both."""
+    customer = {"type": "record", "name": "Customer", "namespace": "shop",
+                "fields": [{"name": "name", "type": "string"}]}
+    order = {"type": "record", "name": "Order", "namespace": "shop",
+             "fields": [{"name": "id", "type": "long"},
+                        {"name": "customer", "type": "shop.Customer"}]}
+    props = iceberg_props(**{"iceberg.translation.process": "true"})
+    with EmbeddedBroker(props, log_dir=tmp_path) as b:
+        topic = "referencing"
+        _register(b.schema_registry_url, "customer", {"schema": json.dumps(customer)})
+        schema_id = _register(b.schema_registry_url, f"{topic}-value", {
+            "schema": json.dumps(order),
+            "references": [{"name": "shop.Customer", "subject": "customer", "version": 1}]})
+        create_topic(b.bootstrap_servers, topic, 1,
+                     **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
+        named: dict[str, Any] = {}
+        fastavro.parse_schema(customer, named_schemas=named)
+        parsed = fastavro.parse_schema(order, named_schemas=named)
+        p = Producer({"bootstrap.servers": b.bootstrap_servers})
+        for i in range(5):
+            out = io.BytesIO()
+            fastavro.schemaless_writer(out, parsed, {"id": i, "customer": {"name": f"c{i}"}})
+            p.produce(topic, value=struct.pack(">bI", 0, schema_id) + out.getvalue())
+        assert p.flush(30) == 0
+        table = wait_for_offsets(tmp_path, topic, {0: 5})
+        rows = table.scan().to_arrow().to_pylist()
+        assert sorted((r["id"], r["customer"]["name"]) for r in rows) == [
+            (i, f"c{i}") for i in range(5)]
+        assert not catalog(tmp_path).table_exists(f"kafka.{topic}~dlq")
