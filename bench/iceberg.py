@@ -33,7 +33,11 @@ thread and any it starts): on a shared machine, wall times move with the other w
     .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
         [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json,protobuf]
         [--producer-in-process] [--producer-session] [--produce-records N]
-        [--translation-nice N] [--skip translation,produce,lag]
+        [--translation-nice N] [--translation-process] [--skip translation,produce,lag]
+
+``--translation-process``: the broker's ``iceberg.translation.process`` (the table side of
+translation in a worker process); the translation CPU figures are then the worker's (its
+process CPU clock, read from /proc) and the nice value printed is the worker's.
 """
 
 from __future__ import annotations
@@ -232,9 +236,12 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
     warm_ends = {int(p): o for p, o in json.loads(summary["tidelog.offsets"]).items()}
     produce(b.bootstrap_servers, topic, values)
     translator = service.topics[topic].translator
+    worker = TranslationClock(b) if service.worker is not None else None  # its CPU too
+    w0 = worker.seconds() if worker is not None else 0.0
     t0, c0, f0 = time.perf_counter(), time.process_time(), translator.cpu_s
     result = b.run(service.flush_topic(topic), timeout=600)
     translate, translate_cpu = time.perf_counter() - t0, time.process_time() - c0
+    translate_cpu += worker.seconds() - w0 if worker is not None else 0.0
     translate_thread = translator.cpu_s - f0
     assert result.rows == len(values), result
     table = catalog(b.log_dir).load_table(f"kafka.{topic}")
@@ -334,13 +341,13 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
     loop_cpu: dict[bool, list[float]] = {True: [], False: []}
     flush_cpu, flushes, behind, caught_up = [], [], [], []
     warm_up(b, values[:600])
-    translation_clock = thread_clock("iceberg-translation")
+    translation_clock = TranslationClock(b)
     for _ in range(repeats):
         for iceberg, out in ((True, ice), (False, plain)):
             topic = f"p-{uuid.uuid4().hex[:6]}"
             create(b.bootstrap_servers, topic, 6, iceberg, 1000)
             c0, l0 = time.process_time(), time.clock_gettime(loop_clock)
-            t0 = time.clock_gettime(translation_clock)
+            t0 = translation_clock.seconds()
             late0 = list(LOOP_LAG.counts)
             out.append(producers.produce(b.bootstrap_servers, topic, values))
             for k, (n1, n0) in enumerate(zip(LOOP_LAG.counts, late0, strict=True)):
@@ -348,7 +355,7 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
             cpu[iceberg].append(time.process_time() - c0)
             loop_cpu[iceberg].append((time.clock_gettime(loop_clock) - l0) / len(values) * 1e6)
             if iceberg:
-                flush_cpu.append(time.clock_gettime(translation_clock) - t0)
+                flush_cpu.append(translation_clock.seconds() - t0)
                 state = b.iceberg.topics.get(topic)
                 flushes.append(state.translator.flushes if state else 0)
                 done = state.translator.committed if state else {}
@@ -363,7 +370,7 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
           f"{fmt_s(cpu[False])}; of an iceberg run, the translation thread "
           f"{fmt_s(flush_cpu)} CPU, {rng_range(flushes)} flushes ended; records not in the "
           f"table at its end {rng_range(behind)}, in it {fmt_s(caught_up)} s later")
-    print(f"nice value of the translation thread {thread_nice('iceberg-translation')}, of "
+    print(f"nice value of the translation {translation_clock.nice()}, of "
           f"the event loop's {thread_nice(b._thread.name)}")
     print(f"event loop thread CPU us per record: iceberg topic {fmt_s(loop_cpu[True])}, "
           f"plain topic {fmt_s(loop_cpu[False])}")
@@ -371,6 +378,31 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
         f"{name} {h.quantile_ms(0.5):.1f} / {h.quantile_ms(0.99):.1f} / "
         f"{h.quantile_ms(0.999):.1f}" for name, h in (("iceberg topic", lateness[True]),
                                                        ("plain topic", lateness[False]))))
+
+
+class TranslationClock:
+    """CPU seconds and nice value of the translation: its thread, or its worker process."""
+
+    def __init__(self, b: EmbeddedBroker) -> None:
+        assert b.iceberg is not None
+        self.worker = b.iceberg.worker
+        self.clock = None if self.worker is not None else thread_clock("iceberg-translation")
+
+    def _stat(self) -> list[str]:
+        assert self.worker is not None
+        stat = Path(f"/proc/{self.worker.pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2:].split()
+
+    def seconds(self) -> float:
+        if self.clock is not None:
+            return time.clock_gettime(self.clock)
+        fields = self._stat()  # utime and stime, in clock ticks
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def nice(self) -> str:
+        if self.clock is not None:
+            return f"thread {thread_nice('iceberg-translation')}"
+        return f"worker process {self._stat()[16]}"
 
 
 def thread_clock(prefix: str) -> int:
@@ -412,6 +444,9 @@ def main() -> None:
                     help="the producers' process in a session of its own")
     ap.add_argument("--translation-nice", type=int, default=None,
                     help="the broker's iceberg.translation.nice (default: its default)")
+    ap.add_argument("--translation-process", action="store_true",
+                    help="iceberg.translation.process=true: the table side in a worker "
+                         "process")
     ap.add_argument("--produce-records", type=int, default=0,
                     help="records a produce run (default 20 x --records: several target "
                          "lags of 1 s, so that the translator flushes while it runs)")
@@ -421,6 +456,7 @@ def main() -> None:
              "iceberg.target.lag.ms": "1000"}
     if args.translation_nice is not None:
         props["iceberg.translation.nice"] = str(args.translation_nice)
+    props["iceberg.translation.process"] = str(args.translation_process).lower()
     scratch = Path(tempfile.mkdtemp(prefix="iceberg-bench-", dir=os.environ.get("BENCH_DIR")))
     print(f"load average {os.getloadavg()[0]:.2f}; {args.records:,} records a mode, "
           f"{args.repeats} repeats; both Parquet writes use the table's codec (zstd); GIL "

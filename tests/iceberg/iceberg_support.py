@@ -196,3 +196,20 @@ def passes_after(service: IcebergService, topic: str, n: int) -> None:
     start = service.topics[topic].maintained
     wait_until(lambda: service.topics[topic].maintained >= start + n,
                f"{n} maintenance passes of {topic}")
+
+
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie no one reaped yet counts as ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
+def children(pid: int) -> set[int]:
+    """The child processes of ``pid`` (Linux: each of its threads' ``children``)."""
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out.update(int(c) for c in (task / "children").read_text().split())
+    return out

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -18,15 +19,17 @@ from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 
 
+@pytest.mark.parametrize("process", ["false", "true"], ids=["thread", "process"])
 def test_leader_sigkill_translation_continues_from_the_table(
-        zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:
+        zookeeper_server: ZooKeeperServer, tmp_path: Path, process: str) -> None:
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     rng = random.Random(seed)
     shared = tmp_path / "shared"
     config = {"iceberg.enabled": "true", "iceberg.target.lag.ms": "300",
               "iceberg.catalog.uri": f"sqlite:///{shared}/catalog.db",
-              "iceberg.warehouse": f"file://{shared}/warehouse"}
+              "iceberg.warehouse": f"file://{shared}/warehouse",
+              "iceberg.translation.process": process}
     shared.mkdir()
     with EmbeddedCluster(3, config, zookeeper=zookeeper_server) as cluster:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})

@@ -1,12 +1,14 @@
 """kill -9 of a ``tidelog serve`` process during translation, twice, with a producer running
 all along: after the restarts every acknowledged record is in the table once, nothing else is,
 and no file of an interrupted commit is left behind (the orphan-file age is a second here, so
-that maintenance passes run all along, commits in flight included)."""
+that maintenance passes run all along, commits in flight included). With a translation worker
+process, the worker ends with the broker it belonged to (no process left behind)."""
 
 from __future__ import annotations
 
 import os
 import random
+import signal
 import socket
 import threading
 import time
@@ -17,9 +19,11 @@ import pytest
 from iceberg_support import (
     Acked,
     catalog,
+    children,
     create_topic,
     end_offsets,
     iceberg_props,
+    process_gone,
     produce_serialized,
     referenced_files,
     serialize_orders,
@@ -51,7 +55,36 @@ def _check(rows: list[dict[str, Any]], acked: Acked, sent: dict[int, dict[str, A
 
 
 
-def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
+def _spawned(pid: int) -> set[int]:
+    """The translation worker of broker ``pid`` (a spawned interpreter), once it runs."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = {c for c in children(pid)
+                 if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()}
+        if found:
+            assert len(found) == 1
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"broker {pid} started no translation worker")
+
+
+def _kill(broker: BrokerProcess, process: bool) -> None:
+    """SIGKILL the broker's process alone (not its process group); its translation worker
+    (if it runs one: a spawned interpreter, beside multiprocessing's resource tracker) ends
+    with it, and no process of it is left."""
+    assert broker.proc is not None
+    if process:
+        _spawned(broker.proc.pid)  # started (the broker says it is ready before)
+    workers = children(broker.proc.pid)
+    os.kill(broker.proc.pid, signal.SIGKILL)
+    broker.kill()  # reaped
+    deadline = time.monotonic() + 30
+    while not all(process_gone(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(process_gone(w) for w in workers), f"worker {workers} outlived its broker"
+
+
+def _run(tmp_path: Path, records: int, kills: int, seed: int, process: bool = False) -> None:
     rng = random.Random(seed)
     print(f"seed {seed}")
     port, registry_port = _free_port(), _free_port()
@@ -60,7 +93,8 @@ def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
         "schema.registry.listeners": f"http://127.0.0.1:{registry_port}",
         "iceberg.target.lag.ms": "100", "log.dirs": str(tmp_path / "logs"),
         "iceberg.maintenance.interval.ms": "300", "iceberg.orphan.files.older.than.ms": "1000",
-        "offsets.topic.replication.factor": "1"})
+        "offsets.topic.replication.factor": "1",
+        "iceberg.translation.process": str(process).lower()})
     broker = BrokerProcess(0, tmp_path / "logs", props).start()
     bootstrap, registry = f"127.0.0.1:{port}", f"http://127.0.0.1:{registry_port}"
     try:
@@ -77,9 +111,13 @@ def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
 
         producing = threading.Thread(target=produce)
         producing.start()
+        deadline = time.monotonic() + 120  # the catalog opened (the listener was up before)
+        while not (tmp_path / "logs" / ".iceberg" / "catalog.db").exists():
+            assert time.monotonic() < deadline, "no catalog"
+            time.sleep(0.05)
         for _ in range(kills):
             time.sleep(rng.uniform(1.0, 3.0))
-            broker.kill()  # SIGKILL: mid-flush or mid-commit, wherever translation is
+            _kill(broker, process)  # SIGKILL: mid-flush or mid-commit, wherever it is
             broker.start()
         producing.join(180)
         assert not producing.is_alive()
@@ -101,10 +139,12 @@ def _run(tmp_path: Path, records: int, kills: int, seed: int) -> None:
         broker.stop()
 
 
-def test_kill_9_twice_during_translation(tmp_path: Path) -> None:
-    _run(tmp_path, records=5000, kills=2, seed=random.randrange(1 << 30))
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
+def test_kill_9_twice_during_translation(tmp_path: Path, process: bool) -> None:
+    _run(tmp_path, records=5000, kills=2, seed=random.randrange(1 << 30), process=process)
 
 
 @pytest.mark.slow
-def test_kill_9_twice_100k_records(tmp_path: Path) -> None:
-    _run(tmp_path, records=100_000, kills=2, seed=random.randrange(1 << 30))
+@pytest.mark.parametrize("process", [False, True], ids=["thread", "process"])
+def test_kill_9_twice_100k_records(tmp_path: Path, process: bool) -> None:
+    _run(tmp_path, records=100_000, kills=2, seed=random.randrange(1 << 30), process=process)

@@ -5,6 +5,8 @@ undecodable records in the DLQ table; the catalog failing and coming back."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import struct
 import time
 import uuid
@@ -32,9 +34,11 @@ from tidelog.iceberg.translator import TopicTranslator
 from tidelog.testing import EmbeddedBroker
 
 
-@pytest.fixture(scope="module")
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(iceberg_props()) as b:
+@pytest.fixture(scope="module", params=["thread", "process"])
+def broker(request: pytest.FixtureRequest) -> Iterator[EmbeddedBroker]:
+    """A broker translating on its threads, and one with a translation worker process."""
+    process = "true" if request.param == "process" else "false"
+    with EmbeddedBroker(iceberg_props(**{"iceberg.translation.process": process})) as b:
         yield b
 
 
@@ -151,11 +155,15 @@ def test_drop_leaves_no_dlq_table(broker: EmbeddedBroker) -> None:
     assert not catalog(broker.log_dir).table_exists(f"kafka.{topic}~dlq")
 
 
-def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("process", ["false", "true"], ids=["thread", "process"])
+def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path,
+                                                              process: str) -> None:
     """The catalog's SQLite file is swapped for a directory (no database can be opened there,
     even by root): flushes fail, acks go on, lag grows; once the file is back translation
-    resumes from the table with every record once."""
-    props = iceberg_props(**{"http.listeners": "http://127.0.0.1:0"})
+    resumes from the table with every record once. A translation worker started during the
+    outage lives through it (the calls fail, not the worker)."""
+    props = iceberg_props(**{"http.listeners": "http://127.0.0.1:0",
+                             "iceberg.translation.process": process})
     with EmbeddedBroker(props, log_dir=tmp_path) as b:
         topic = _topic("paused")
         create_topic(b.bootstrap_servers, topic, 2,
@@ -190,6 +198,8 @@ def test_catalog_unreachable_pauses_translation_not_producers(tmp_path: Path) ->
         check_rows_once(table.scan().to_arrow().to_pylist(), acked)
         assert b.iceberg.topics[topic].failing is None
         assert not list((tmp_path / ".iceberg" / "pending").iterdir())
+        if b.iceberg.worker is not None:
+            assert b.iceberg.worker.starts == 2  # the one killed, and one for the rest
 
 
 def test_schema_in_summary_and_offsets(broker: EmbeddedBroker) -> None:
@@ -267,15 +277,23 @@ def _swap_catalog_out(b: EmbeddedBroker) -> tuple[Path, Path]:
     aside = db.with_name("catalog.db.aside")
     db.rename(aside)
     db.mkdir()
-    assert b.iceberg is not None and b.iceberg.tables is not None
+    assert b.iceberg is not None
+    if b.iceberg.worker is not None:  # its connections end with it: a flush starts another,
+        pid = b.iceberg.worker.pid  # which cannot open the catalog either
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        return db, aside
+    assert b.iceberg.tables is not None
     catalog = b.iceberg.tables.catalog
     assert isinstance(catalog, SqlCatalog)
     catalog.engine.dispose()
     return db, aside
 
 
-def test_retention_keeps_what_the_table_does_not_have(tmp_path: Path) -> None:
-    props = iceberg_props(**{"log.retention.check.interval.ms": "100"})
+@pytest.mark.parametrize("process", ["false", "true"], ids=["thread", "process"])
+def test_retention_keeps_what_the_table_does_not_have(tmp_path: Path, process: str) -> None:
+    props = iceberg_props(**{"log.retention.check.interval.ms": "100",
+                             "iceberg.translation.process": process})
     with EmbeddedBroker(props, log_dir=tmp_path) as b:
         topic = _topic("kept")
         create_topic(b.bootstrap_servers, topic, 1, **{
@@ -400,8 +418,9 @@ def _translator_counting_loads(
         time.sleep(0.05)
     ours = service.topics[topic].translator
     loads: list[str] = []
-    load = ours.tables.load
-    ours.tables.load = lambda name: loads.append(name) or load(name)  # type: ignore[method-assign]
+    assert service.tables is not None
+    load = service.tables.load
+    service.tables.load = lambda name: loads.append(name) or load(name)  # type: ignore[method-assign]
     return topic, service, ours, loads
 
 
@@ -411,14 +430,15 @@ def test_a_commit_from_the_table_of_its_own_last_commit_is_fenced_by_another(
     asked); when another translator (a deposed leader) committed in between, the catalog
     refuses the commit by its snapshot requirement, the refused commit's files are deleted,
     and the next flush reads the table from the catalog: every record once."""
+    from tidelog.iceberg.table_writer import LocalTables
     from tidelog.iceberg.tables import Tables
 
     with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
         topic, service, ours, loads = _translator_counting_loads(b, "fenced")
         acked = produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(10))
         assert b.run(service.flush_topic(topic), timeout=60).rows == 10
-        other = TopicTranslator(ours.settings, ours.source, Tables(
-            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs)
+        other = TopicTranslator(ours.settings, ours.source, LocalTables(Tables(
+            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs))
         acked |= produce_avro(b.bootstrap_servers, b.schema_registry_url, topic, range(10, 15),
                               seed=2)
         assert other.flush().rows == 5  # the other one commits [10, 15)
@@ -447,6 +467,7 @@ def test_the_dlq_table_is_reused_from_its_last_commit_and_fenced_by_another(
     translator's last commit left it; a commit of another translator in between gets the
     next DLQ commit refused, and the flush after reads both tables again: every record once,
     in the table or the DLQ table."""
+    from tidelog.iceberg.table_writer import LocalTables
     from tidelog.iceberg.tables import Tables
 
     with EmbeddedBroker(iceberg_props(), log_dir=tmp_path) as b:
@@ -469,8 +490,8 @@ def test_the_dlq_table_is_reused_from_its_last_commit_and_fenced_by_another(
         loads.clear()
         assert round_of(1, ours) == 1 and round_of(2, ours) == 1
         assert loads == []  # neither table read from the catalog again
-        other = TopicTranslator(ours.settings, ours.source, Tables(
-            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs)
+        other = TopicTranslator(ours.settings, ours.source, LocalTables(Tables(
+            catalog(tmp_path), "kafka", tmp_path / "other-pending"), service.codecs))
         assert round_of(3, other) == 1  # a deposed leader commits [18, 24) to both
         refused = round_of(4, ours)
         assert refused == 0  # its DLQ commit was refused by the catalog

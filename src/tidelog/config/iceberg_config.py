@@ -174,10 +174,18 @@ ICEBERG_CONFIG_DEF = (
             "left. -1: never.", at_least(-1))
     .define("iceberg.translation.nice", "int", 10,
             "How much lower than the broker's the OS priority of the translation and "
-            "maintenance threads is (added to their nice value, at most 19; Linux, where a "
-            "thread has its own): on a machine with no core to spare the produce path gets "
+            "maintenance threads (or of the translation worker process, with "
+            "iceberg.translation.process) is (added to their nice value, at most 19; Linux, "
+            "where a thread has its own): on a machine with no core to spare the produce path gets "
             "the CPU first, and translation uses the slack of its target lag. 0: the "
             "broker's priority.", between(0, 19))
+    .define("iceberg.translation.process", "boolean", False,
+            "Run the table side of translation (decoding, Arrow, Parquet, the catalog "
+            "commits, maintenance) in a worker process of its own instead of the broker's "
+            "translation threads: the broker's event loop then never waits for the "
+            "interpreter lock a flush holds. The worker is started clean, its whole process "
+            "niced by iceberg.translation.nice, ends with the broker, and is started again "
+            "(translation paused meanwhile) if it dies.")
     .define("iceberg.dlq.table.suffix", "string", "~dlq",
             "Suffix of the table that holds a topic's undecodable records.")
     .define("iceberg.rest.credential", "password", None,

@@ -1,5 +1,6 @@
 """``/metrics`` of Iceberg topics: per partition led here, the records not yet in the table
-and how long the table has been behind; per topic, whether translation is paused. The
+and how long the table has been behind; per topic, whether translation is paused; with a
+translation worker process, its pid and how many were started (one more after each death). The
 starter registers the collector on the broker's HTTP listener (``http.listeners``)."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -22,9 +23,20 @@ class TranslatedTopic(Protocol):
     failing: str | None  # why the last flush failed (translation paused)
 
 
+class TranslationWorker(Protocol):
+    """What the collector reads of the translation worker process."""
+
+    starts: int  # worker processes started
+
+    @property
+    def pid(self) -> int | None: ...
+
+
 class IcebergCollector(Collector):
-    def __init__(self, topics: Mapping[str, TranslatedTopic]) -> None:
+    def __init__(self, topics: Mapping[str, TranslatedTopic],
+                 worker: TranslationWorker | None = None) -> None:
         self.topics = topics  # the service's, by name (read at each collect)
+        self.worker = worker
 
     def collect(self) -> Iterator[Metric]:
         records = GaugeMetricFamily(
@@ -50,3 +62,12 @@ class IcebergCollector(Collector):
         yield records
         yield ms
         yield paused
+        if self.worker is not None:
+            yield CounterMetricFamily(
+                "tidelog_iceberg_translation_worker_starts",
+                "Translation worker processes started (one more after each that died)",
+                value=self.worker.starts)
+            yield GaugeMetricFamily(
+                "tidelog_iceberg_translation_worker_pid",
+                "Process id of the translation worker (0: none running)",
+                value=self.worker.pid or 0)

@@ -43,6 +43,10 @@ class SchemaSource(Protocol):
 
     def latest(self, subject: str) -> SchemaValue | None: ...
 
+    def version(self, subject: str, version: int) -> SchemaValue | None:
+        """One version of a subject (what a schema's references name)."""
+        ...
+
     def parse(self, value: SchemaValue) -> ParsedSchema: ...
 
 
@@ -66,6 +70,9 @@ class RegistrySchemas:
 
     def latest(self, subject: str) -> SchemaValue | None:
         return self._registry.state.latest(subject)
+
+    def version(self, subject: str, version: int) -> SchemaValue | None:
+        return self._registry.state.get(subject, version)
 
     def parse(self, value: SchemaValue) -> ParsedSchema:
         return self._registry.parse_value(value)

@@ -6,8 +6,14 @@ topic within the lag target"),
 retention floors under the partitions it hosts, and the tables of deleted topics dropped
 (``tidelog.iceberg.delete``).
 
-A flush that fails (catalog or warehouse unreachable) commits nothing: translation pauses,
-the lag grows, producers go on, and the next flush starts from the table again."""
+The table side of the flushes (decode, Arrow, Parquet, the commits, maintenance) runs on
+those threads too, or, with ``iceberg.translation.process``, in a translation worker process
+(``worker``): the broker's threads then only read the log and wait for the worker, so that
+the event loop never waits for an interpreter lock a flush holds.
+
+A flush that fails (catalog or warehouse unreachable, the worker process died) commits
+nothing: translation pauses, the lag grows, producers go on, and the next flush starts from
+the table again (in a new worker process)."""
 
 from __future__ import annotations
 
@@ -33,8 +39,10 @@ from .maintenance import Expired
 from .metrics import IcebergCollector
 from .priority import lower_thread_priority
 from .schemas import Codecs, SchemaSource
+from .table_writer import LocalTables
 from .tables import Tables
-from .translator import FlushResult, TopicSettings, TopicTranslator
+from .translator import FlushResult, TableSide, TopicSettings, TopicTranslator
+from .worker_tables import WorkerTables
 
 if TYPE_CHECKING:
     from tidelog.server.broker import Broker
@@ -82,17 +90,24 @@ class IcebergService:
             {k: v for k, v in originals.items() if k in ICEBERG_CONFIG_DEF})
         self.broker = broker
         self.source = PartitionSource(broker.replica_manager)
+        self.schemas = schemas
         self.codecs = Codecs(schemas)
         self.log_dir = broker.config.log_dirs[0]
-        self.tables: Tables | None = None
+        self.tables: Tables | None = None  # the catalog's tables, in this process
+        self.side: TableSide | None = None  # where the table side runs
+        self.worker: WorkerTables | None = None  # iceberg.translation.process
         self.topics: dict[str, _Topic] = {}
         self.tick_s = tick_s
         self.clock: Clock = broker.clock  # wall-clock time of snapshot expiry
         self.maintenance_s = int(self.values["iceberg.maintenance.interval.ms"]) / 1000
         self.orphan_age_ms = int(self.values["iceberg.orphan.files.older.than.ms"])
-        # both threads at a lower OS priority than the event loop (iceberg.translation.nice)
-        nice = int(self.values["iceberg.translation.nice"])
-        lower = functools.partial(lower_thread_priority, nice)
+        # both threads at a lower OS priority than the event loop (iceberg.translation.nice);
+        # with a worker process, the worker instead: the threads here hold the interpreter
+        # lock only to read the log and talk to it, and a thread descheduled while it holds
+        # the lock would stall the event loop
+        self.nice = int(self.values["iceberg.translation.nice"])
+        in_process = bool(self.values["iceberg.translation.process"])
+        lower = functools.partial(lower_thread_priority, 0 if in_process else self.nice)
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="iceberg-translation",
                                         initializer=lower)
         # snapshot expiry and orphan-file removal: off the translation thread, so that a
@@ -104,17 +119,22 @@ class IcebergService:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.tables = await loop.run_in_executor(self._pool, self._open)
+        self.side = await loop.run_in_executor(self._pool, self._open)
         self._task = loop.create_task(self._run())
 
-    def _open(self) -> Tables:
+    def _open(self) -> TableSide:
+        if self.values["iceberg.translation.process"]:
+            self.worker = WorkerTables(self.values, self.log_dir, self.nice, self.schemas)
+            self.worker.start()
+            return self.worker
         catalog = open_catalog(self.values, self.log_dir)
         tables = Tables(catalog, str(self.values["iceberg.namespace"]),
                         self.log_dir / ICEBERG_DIR / "pending")
         removed = tables.clean_pending()
         if removed:
             log.info("removed %d files of Iceberg commits a crash interrupted", removed)
-        return tables
+        self.tables = tables
+        return LocalTables(tables, self.codecs)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -127,6 +147,8 @@ class IcebergService:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, self._pool.shutdown)
         await loop.run_in_executor(None, self._maintenance.shutdown)
+        if self.side is not None:
+            await loop.run_in_executor(None, self.side.close)
         for name in list(self.topics):
             self._set_floors(name, None)
 
@@ -173,8 +195,8 @@ class IcebergService:
             str(self.values["iceberg.dlq.table.suffix"]))
         topic = self.topics.get(name)
         if topic is None or topic.translator.settings != settings:
-            assert self.tables is not None
-            translator = TopicTranslator(settings, self.source, self.tables, self.codecs)
+            assert self.side is not None
+            translator = TopicTranslator(settings, self.source, self.side)
             if topic is None:
                 # a record produced as the topic appears is in the table within the target
                 # lag, with half of it left for the first flush (it creates the table)
@@ -215,8 +237,6 @@ class IcebergService:
         """A maintenance pass of one topic (the maintenance thread, beside the topic's
         flushes): files of commits whose outcome was unknown, then the tables' snapshots and
         orphan files."""
-        assert self.tables is not None
-        self.tables.clean_pending()
         return translator.maintain(now_ms, self.orphan_age_ms)
 
     def _maintained(self, topic: _Topic, fut: asyncio.Future[Expired]) -> None:
@@ -241,11 +261,8 @@ class IcebergService:
         if not deleted:
             self._set_floors(name, None)
             return
-        if topic.delete_table and self.tables is not None:
-            tables = self.tables
-            dlq = topic.translator.settings.dlq_name
-            self._pool.submit(tables.drop, name)
-            self._pool.submit(tables.drop, dlq)
+        if topic.delete_table and self.side is not None:
+            self._pool.submit(self.side.drop, name, topic.translator.settings.dlq_name)
 
     def threads(self) -> list[threading.Thread]:
         """The translation and maintenance threads started so far (each starts with its
@@ -254,7 +271,7 @@ class IcebergService:
 
     def collector(self) -> IcebergCollector:
         """The ``/metrics`` collector of translation lag (register it on the HTTP listener)."""
-        return IcebergCollector(self.topics)
+        return IcebergCollector(self.topics, self.worker)
 
     def lag(self) -> dict[str, dict[int, int]]:
         """Records not yet in the table, per topic and partition led here."""
@@ -265,14 +282,14 @@ class IcebergService:
         (None: the topic is not translated here). Reads no catalog: the translator's own
         view as of its last flush."""
         topic = self.topics.get(name)
-        if topic is None or self.tables is None:
+        if topic is None or self.side is None:
             return None
         t = topic.translator
         behind = t.lag_ms(time.monotonic())
         lag = t.lag()
         rows = [PartitionTableView(p, t.committed.get(p, 0), lag.get(p), behind.get(p))
                 for p in sorted(set(t.committed) | set(lag))]
-        return TableView(self.tables.identifier(name), t.snapshot_id, rows, topic.failing)
+        return TableView(self.side.identifier(name), t.snapshot_id, rows, topic.failing)
 
     async def flush_topic(self, name: str) -> FlushResult:
         """Flush one topic now, on the translation thread (after any flush running there)."""
