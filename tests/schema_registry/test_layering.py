@@ -24,7 +24,12 @@ IMPORTERS = {"cli/serve.py": {"tidelog.schema_registry",
                                     "tidelog.schema_registry.protobuf_type",
                                     "tidelog.schema_registry.records",
                                     "tidelog.schema_registry.registry",
-                                    "tidelog.schema_registry.schema_types"}}
+                                    "tidelog.schema_registry.schema_types"},
+             # ... and the translation worker process parses them itself (the broker sends
+             # the stored schemas it asks for)
+             "iceberg/worker.py": {"tidelog.schema_registry",
+                                   "tidelog.schema_registry.records",
+                                   "tidelog.schema_registry.schema_types"}}
 PURE = ("records.py", "state.py")
 
 
