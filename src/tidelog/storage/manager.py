@@ -117,8 +117,9 @@ class LogManager(LogManagerFaults, LogManagerTasks):
                           io_error_handler=self.maybe_handle_io_error)
 
     def _guard_free_space(self, lg: Log) -> None:
-        lg.append_guard = functools.partial(self.free_space.check_append,
-                                            self.free_space.dir_key(Path(lg.dir).parent))
+        key = self.free_space.dir_key(Path(lg.dir).parent)
+        lg.append_guard = functools.partial(self.free_space.check_append, key)
+        lg.append_space = self.free_space.space(key)
 
     # -- log dirs ------------------------------------------------------------------------------
     def _lock_dirs(self) -> None:
