@@ -490,16 +490,9 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
             return
         slots = self.slots
         if len(slots) == 1 and type(slots[0].data) is bytes:  # one answer (a produce's)
-            slot = slots.popleft()
-            dequeue_ns = time.perf_counter_ns()
-            clock = self._clock
-            self.last_active = clock()
-            self.writer.write([slot.data])
-            if self.closed:
-                return
-            if slot.timing is not None and self.request_metrics is not None:
-                self.request_metrics.record_sent_one(slot.timing, dequeue_ns)
-        elif slots and slots[0].data is not _PENDING:
+            self._flush_one(slots.popleft())
+            return
+        if slots and slots[0].data is not _PENDING:
             dequeue_ns = time.perf_counter_ns()
             out: list[Any] = []
             sent: list[RequestTiming] = []
@@ -522,6 +515,31 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
             if sent and self.request_metrics is not None:
                 self.request_metrics.record_sent(sent, dequeue_ns)
         self._maybe_pause()
+
+    def _flush_one(self, slot: Slot) -> None:
+        """``_flush`` of one pre-encoded answer: written to the transport itself when no file
+        chunk waits (``ResponseWriter.write``'s first case), ``_maybe_pause`` called only
+        when it has something to change."""
+        dequeue_ns = time.perf_counter_ns()
+        clock = self._clock
+        self.last_active = clock()
+        writer = self.writer
+        assert writer is not None
+        if writer.queue:
+            writer.write([slot.data])
+        else:
+            try:
+                self.transport.write(slot.data)  # type: ignore[union-attr]
+            except OSError as exc:
+                writer.abort()
+                self._send_failed(exc)
+        if self.closed:
+            return
+        if slot.timing is not None and self.request_metrics is not None:
+            self.request_metrics.record_sent_one(slot.timing, dequeue_ns)
+        if self._reading_paused or self._writing_paused or self._muted_until or \
+                writer.queue or len(self.slots) + len(self._tasks) >= self.max_queued:
+            self._maybe_pause()
 
     def _maybe_pause(self) -> None:
         if self.closed or self.transport is None:

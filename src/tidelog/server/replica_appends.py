@@ -311,7 +311,7 @@ class ReplicaAppends:
         partition appended to."""
         partition = self.partitions.get(tp)
         try:
-            if partition is None or partition.logs_version != self.logs.logs_version or \
+            if partition is None or partition.logs_version != self.logs.logs_by_dir.version or \
                     partition.leader_id != partition.local_broker_id or (required_acks == -1 and
                     len(partition.state.isr) < partition.log.config.min_insync_replicas):
                 partition = None  # (what partition_or_error and check_append raise or redo)

@@ -83,6 +83,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._lock = threading.RLock()
         self._logs = LogsByDir()
+        self.logs_by_dir = self._logs  # (to read only: its ``version`` without a call)
         self._creating: dict[TopicPartition, threading.Event] = {}  # Log.open in progress
         # the dir each of those is being created in, counted by the next placement as Kafka's
         # LogManager does (choice and creation under one lock there)
