@@ -179,6 +179,10 @@ class ReplicaAppends:
         # (``_replicated_now`` inline, of the partition appended to: the ISR's outcome known
         # now, or parked)
         offset = info.last_offset + 1
+        lg = partition.log  # (``check_enough_replicas_reached``'s done and well, inline)
+        if lg.high_watermark >= offset and partition.leader_id == partition.local_broker_id \
+                and lg.config.min_insync_replicas <= len(partition.state.maximal_isr):
+            return None
         done, error = partition.check_enough_replicas_reached(offset)
         if error != _NONE:
             _fail_after_append(result, error, None)
