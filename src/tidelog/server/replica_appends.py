@@ -167,7 +167,7 @@ class ReplicaAppends:
         except Exception as exc:
             _fail(tp, result, exc)
             return None
-        if written is not None or self.group_commit.waiter(tp) is not None:  # it waits
+        if written is not None or tp in self.group_commit.pending:  # it waits (``waiter``)
             produce = _Produce()
             self._appended(tp, result, info, acks, written, produce)
             return self._wait_appended(timeout_ms, produce)

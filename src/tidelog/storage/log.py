@@ -427,7 +427,13 @@ class Log(LocalLogView, LogTruncation):
             hw = end.message_offset
             if hw <= self.high_watermark:
                 return hw, False
-            self._move_hw(hw, end)
+            self.high_watermark = hw  # (``_move_hw`` inline: after every append)
+            self._state_stamp += 1
+            if self.stamp_cell is not None:
+                self.mirror_stamp(self.stamp_cell)
+            self._hw_meta = end
+            if self._producer_state.unreplicated_txns:
+                self._producer_state.on_high_watermark_updated(hw)
             return hw, True
 
     def maybe_increment_high_watermark(self, hw: int) -> int | None:
