@@ -89,10 +89,9 @@ class Log(LocalLogView, LogTruncation):
         self.state_stamp = 0
         self._lock = threading.RLock()
         self._ios: dict[str, LogIo] = {}  # _io's
-        # (size, by a coordinator) -> None or LogDirBelowFloorError: the LogManager's
-        # free-space floor of this log's dir (free_space.py); None: no floor
+        # (size, by a coordinator) -> None or LogDirBelowFloorError: the LogManager's free-space
+        # floor of this log's dir (free_space.py), None: none; and that dir's ``DirSpace``
         self.append_guard: Callable[[int, bool], None] | None = None
-        # its dir's space, whose headroom a client's plain append counts down without a call
         self.append_space: DirSpace | None = None
         # () -> the lowest offset a reader outside the log still needs (an Iceberg topic's
         # next offset to commit to its table); retention by size and time keeps every segment
