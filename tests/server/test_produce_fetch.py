@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_wire import Wire, fetch_body, produce_body
+from broker_wire import Wire, fetch_body, produce_body, request_frame
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch, build_batch, iter_batches
@@ -298,6 +299,33 @@ def test_a_fetch_larger_than_the_socket_buffer_is_sent_without_a_copy(
     assert len(p.records) > 10 << 20
     assert sum(wr.zero_copy_bytes for wr in writers) >= len(p.records)
     assert sum(wr.copied_bytes for wr in writers) == 0
+
+
+def test_a_produce_answer_waits_behind_a_fetch_the_socket_has_not_taken(
+        broker: EmbeddedBroker) -> None:
+    """A fetch's file chunk waits for the socket (the client reads nothing yet) when a
+    Produce read with it is answered alone (after its ``flush.messages`` fsync): that one
+    pre-encoded answer, which the connection's flush writes to the transport itself when
+    nothing waits, goes out after the fetch's bytes, not ahead of them."""
+    topic = _topic(broker, "behindfetch", **{"max.message.bytes": "2000000",
+                                            "flush.messages": "1"})
+    payloads = [os.urandom(900_000) for _ in range(12)]
+    with Wire(broker) as w:
+        w.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)  # (no autotuning)
+        for i, data in enumerate(payloads):
+            assert _produce(w, topic, {0: build_batch([(TS + i, None, data)])})[0].error_code == 0
+        fetch_corr, produce_corr = w.corr + 1, w.corr + 2
+        w.corr += 2
+        w.sock.sendall(  # one read: the fetch answered first, the produce after its fsync
+            request_frame(1, 12, fetch_corr, fetch_body(12, topic, {0: 0},
+                                                        partition_max_bytes=16 << 20))
+            + request_frame(0, 9, produce_corr, produce_body(9, topic, {0: _batch(1)}, 1)))
+        first_corr, fetched = _recv_with_corr(w, 1, 12)
+        second_corr, produced = _recv_with_corr(w, 0, 9)
+    assert (first_corr, second_corr) == (fetch_corr, produce_corr)
+    assert len(fetched.responses[0].partitions[0].records) > 10 << 20  # type: ignore[attr-defined]
+    p = produced.responses[0].partition_responses[0]  # type: ignore[attr-defined]
+    assert (p.error_code, p.base_offset) == (0, len(payloads))
 
 
 def test_invalid_record_lists_the_offending_records(broker: EmbeddedBroker) -> None:

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_wire import connect, produce_body, recv_frame, request_frame
+from broker_wire import connect, decode_response, produce_body, recv_frame, request_frame
 
 from tidelog.records.builder import RecordBatchBuilder
 from tidelog.server.registry import NOT_NOW
+from tidelog.storage.free_space import JUST_BELOW_FLOOR
 from tidelog.testing.embedded import EmbeddedBroker
 
 
@@ -99,3 +100,43 @@ def test_same_answers_with_and_without_handle_now(
     for b in brokers:
         tp = next(tp for tp in b.broker.replica_manager.partitions if tp.topic == "t")
         assert b.broker.replica_manager.partitions[tp].log.log_end_offset == 10
+
+
+def test_a_dir_below_its_floor_refuses_the_same_with_and_without_handle_now(
+        brokers: tuple[EmbeddedBroker, EmbeddedBroker]) -> None:
+    """The common Produce's plain append counts the dir's free-space headroom itself: a
+    fault plan's override set while headroom is left refuses its very next batch as the
+    general path does, and once lifted both take batches again."""
+    now, later = brokers
+    with connect(now) as a, connect(later) as b:
+        corr = 0
+
+        def both(acks: int) -> Any:
+            nonlocal corr
+            corr += 1
+            got = _answer(a, corr, 9, "f", {0: _batch()}, acks)
+            want = _answer(b, corr, 9, "f", {0: _batch()}, acks)
+            if got == want:
+                return decode_response(0, 9, got)
+            # (a refusal's message names each broker's own log dir: all else the same)
+            mine, theirs = (decode_response(0, 9, f).responses[0]  # type: ignore[attr-defined]
+                            .partition_responses[0] for f in (got, want))
+            assert mine.error_message.startswith("Log dir ")
+            assert dataclasses.replace(mine, error_message="") == \
+                dataclasses.replace(theirs, error_message="")
+            return decode_response(0, 9, got)
+
+        for _ in range(3):  # created, then answered by ``handle_now`` with headroom counted
+            both(-1)
+        for br in brokers:
+            br.broker.replica_manager.logs.free_space.override = \
+                lambda path: JUST_BELOW_FLOOR
+        refused = both(-1).responses[0].partition_responses[0]
+        for br in brokers:
+            br.broker.replica_manager.logs.free_space.override = None
+        both(1)
+    assert (refused.error_code, refused.base_offset) == (19, -1)  # NOT_ENOUGH_REPLICAS
+    assert TAKEN[-2:] == [True, True]  # the refused and the next one: both ``handle_now``'s
+    for br in brokers:
+        tp = next(tp for tp in br.broker.replica_manager.partitions if tp.topic == "f")
+        assert br.broker.replica_manager.partitions[tp].log.log_end_offset == 4

@@ -14,6 +14,7 @@ from tidelog.records.builder import build_batch
 from tidelog.storage.cleaner import CleanerConfig
 from tidelog.storage.free_space import (
     DEFAULT_FLOOR_CAP,
+    JUST_BELOW_FLOOR,
     FreeSpaceFloor,
     LogDirBelowFloorError,
     default_floor,
@@ -115,6 +116,40 @@ def test_far_above_the_floor_an_append_costs_no_measure(manager: LogManager, dis
     calls = disk.calls
     lg.append_as_leader(BATCH)
     assert disk.calls == calls + 1
+
+
+def test_a_plain_append_counts_the_headroom_itself_and_measures_once_it_runs_out(
+    manager: LogManager, disk: Disk
+) -> None:
+    """``Log.append_plain_as_leader`` (the common Produce's) counts the dir's headroom down
+    without the guard's call: the same refusals as ``check_append``."""
+    lg = manager.get_or_create_log(TP)
+    batch = build_batch([(manager.clock.milliseconds(), b"k", b"v" * 1000)])  # (in range)
+    lg.append_as_leader(batch)  # (the segment's first batch: the reference path's)
+    disk.calls = 0
+    for i in range(1, 50):
+        info = lg.append_plain_as_leader(batch, -1, 1 << 20)
+        assert info is not None and info.first_offset == i
+    assert disk.calls == 0  # counted, not measured
+    disk.free = 32 * MiB + 10  # the next batch brings it within twice the floor
+    manager.free_space.measure_all()
+    disk.free = 16 * MiB - 100  # then below the floor: the next append measures and refuses
+    with pytest.raises(LogDirBelowFloorError):
+        lg.append_plain_as_leader(batch, -1, 1 << 20)
+    assert lg.log_end_offset == 50 and manager.free_space.degraded
+    disk.free = 100 * MiB  # freed: taken again, then counted again
+    assert lg.append_plain_as_leader(batch, -1, 1 << 20) is not None
+    calls = disk.calls
+    assert lg.append_plain_as_leader(batch, -1, 1 << 20) is not None
+    assert disk.calls == calls and not manager.free_space.degraded
+    # a fault plan's override (set with headroom left) is read by the very next append
+    manager.free_space.override = lambda path: JUST_BELOW_FLOOR
+    with pytest.raises(LogDirBelowFloorError):
+        lg.append_plain_as_leader(batch, -1, 1 << 20)
+    assert lg.log_end_offset == 52
+    manager.free_space.override = None
+    manager.free_space.measure_all()
+    assert lg.append_plain_as_leader(batch, -1, 1 << 20) is not None
 
 
 def test_the_periodic_check_flags_a_dir_and_runs_retention_while_degraded(

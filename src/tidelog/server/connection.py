@@ -489,16 +489,27 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         if self.closed or self.writer is None:
             return
         slots = self.slots
-        if len(slots) == 1 and type(slots[0].data) is bytes:  # one answer (a produce's)
-            slot = slots.popleft()
-            dequeue_ns = time.perf_counter_ns()
+        if len(slots) == 1 and type(slots[0].data) is bytes:  # one answer (a produce's):
+            slot = slots.popleft()  # written to the transport itself when no file chunk waits
+            dequeue_ns = time.perf_counter_ns()  # (``ResponseWriter.write``'s first case)
             clock = self._clock
             self.last_active = clock()
-            self.writer.write([slot.data])
+            writer = self.writer
+            if writer.queue:
+                writer.write([slot.data])
+            else:
+                try:
+                    self.transport.write(slot.data)  # type: ignore[union-attr]
+                except OSError as exc:
+                    writer.abort()
+                    self._send_failed(exc)
             if self.closed:
                 return
             if slot.timing is not None and self.request_metrics is not None:
                 self.request_metrics.record_sent_one(slot.timing, dequeue_ns)
+            if not (self._reading_paused or self._writing_paused or self._muted_until or
+                    writer.queue or len(slots) + len(self._tasks) >= self.max_queued):
+                return  # (``_maybe_pause`` has nothing to change)
         elif slots and slots[0].data is not _PENDING:
             dequeue_ns = time.perf_counter_ns()
             out: list[Any] = []

@@ -51,6 +51,7 @@ class GroupCommit:
         self._on_flushed = on_flushed
         # per partition: its log and the future its producers wait on (result: the error)
         self._next: dict[TopicPartition, tuple[Any, Waiter]] = {}
+        self.pending = self._next  # (to read only: ``waiter(tp) is not None`` as ``tp in``)
         self._in_flight: set[TopicPartition] = set()
         self._scheduled = False
         self._pool: ThreadPoolExecutor | None = None

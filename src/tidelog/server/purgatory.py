@@ -45,6 +45,10 @@ class FetchPurgatory:
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[_FetchWaiter]] = {}
         self._topic_watchers: dict[str, dict[_FetchWaiter, PartitionIds]] = {}
+        # (to read only: whether ``check_and_complete(tp)`` has anything to wake, as
+        # ``tp in by_partition or tp.topic in by_topic``, without a call)
+        self.by_partition = self._watchers
+        self.by_topic = self._topic_watchers
 
     def __len__(self) -> int:
         # list() snapshots the values in one C call, so other threads (tests, monitoring)

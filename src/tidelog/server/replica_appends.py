@@ -167,7 +167,7 @@ class ReplicaAppends:
         except Exception as exc:
             _fail(tp, result, exc)
             return None
-        if written is not None or self.group_commit.waiter(tp) is not None:  # it waits
+        if written is not None or tp in self.group_commit.pending:  # it waits (``waiter``)
             produce = _Produce()
             self._appended(tp, result, info, acks, written, produce)
             return self._wait_appended(timeout_ms, produce)
@@ -179,6 +179,10 @@ class ReplicaAppends:
         # (``_replicated_now`` inline, of the partition appended to: the ISR's outcome known
         # now, or parked)
         offset = info.last_offset + 1
+        lg = partition.log  # (``check_enough_replicas_reached``'s done and well, inline)
+        if lg.high_watermark >= offset and partition.leader_id == partition.local_broker_id \
+                and lg.config.min_insync_replicas <= len(partition.state.maximal_isr):
+            return None
         done, error = partition.check_enough_replicas_reached(offset)
         if error != _NONE:
             _fail_after_append(result, error, None)
@@ -311,7 +315,7 @@ class ReplicaAppends:
         partition appended to."""
         partition = self.partitions.get(tp)
         try:
-            if partition is None or partition.logs_version != self.logs.logs_version or \
+            if partition is None or partition.logs_version != self.logs.logs_by_dir.version or \
                     partition.leader_id != partition.local_broker_id or (required_acks == -1 and
                     len(partition.state.isr) < partition.log.config.min_insync_replicas):
                 partition = None  # (what partition_or_error and check_append raise or redo)

@@ -139,8 +139,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         self.delayed_delete_records = ReplicationPurgatory(self._check_low_watermark)
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
         # DelayedFetch: woken by HW moves and appends
-        self.delayed_fetch = FetchPurgatory()
-        self._append_listeners.append(self.delayed_fetch.check_and_complete)
+        self.delayed_fetch = FetchPurgatory()  # (woken before the listeners: ``_notify``)
 
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -437,10 +436,16 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             self.delayed_produce.check_and_complete(tp)
         if tp in self.delayed_delete_records.watched:
             self.delayed_delete_records.check_and_complete(tp)
-        for fn in self._append_listeners:  # (``_notify``: once per append)
+        fetch = self.delayed_fetch  # (``_notify``: once per append)
+        if tp in fetch.by_partition or tp.topic in fetch.by_topic:  # a call only then
+            fetch.check_and_complete(tp)
+        for fn in self._append_listeners:
             fn(tp)
 
     def _notify(self, tp: TopicPartition) -> None:
+        fetch = self.delayed_fetch
+        if tp in fetch.by_partition or tp.topic in fetch.by_topic:
+            fetch.check_and_complete(tp)
         for fn in self._append_listeners:
             fn(tp)
 

@@ -103,7 +103,7 @@ class ResponseWriter:
     per response instead of a small one ahead of the file's."""
 
     __slots__ = ("_after", "_on_drained", "_on_error", "_queue", "_sock", "_transport",
-                 "_watching", "copied_bytes", "zero_copy_bytes")
+                 "_watching", "copied_bytes", "queue", "zero_copy_bytes")
 
     def __init__(self, transport: asyncio.Transport, on_drained: Callable[[], None],
                  on_error: Callable[[OSError], None]) -> None:
@@ -111,6 +111,7 @@ class ResponseWriter:
         self._on_drained = on_drained
         self._on_error = on_error
         self._queue: deque[Any] = deque()
+        self.queue = self._queue  # (to read only: what waits, ``waiting`` without a call)
         # a duplicate of the socket's fd, made at the first FileChunk (the transport owns
         # its own fd, and an event loop watches each fd once): sendfile, MSG_MORE sends and
         # the wait for the socket go through it; False when sendfile may not be used

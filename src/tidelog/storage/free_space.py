@@ -89,14 +89,34 @@ class FreeSpaceFloor:
     def __init__(self, configured: int | None, probe: FreeBytesProbe = statvfs_probe) -> None:
         self.configured = configured
         self.probe = probe
-        # A test's fault plan: the free bytes it reports for a dir it filled (JUST_BELOW_FLOOR:
-        # one byte under the floor), None for the dirs whose free space is measured.
-        self.override: Callable[[Path], int | None] | None = None
+        self._override: Callable[[Path], int | None] | None = None
         # by the dir's path as a str: an append's lookup hashes it in C (a Path's __hash__ is
         # a Python call)
         self._dirs: dict[str, DirSpace] = {}
         self._lock = threading.Lock()
         self._listeners: list[Callable[[DirSpace], object]] = []
+
+    @property
+    def override(self) -> Callable[[Path], int | None] | None:
+        """A test's fault plan: the free bytes it reports for a dir it filled
+        (JUST_BELOW_FLOOR: one byte under the floor), None for the dirs whose free space is
+        measured. While one is set every append measures (no headroom is counted down)."""
+        return self._override
+
+    @override.setter
+    def override(self, fn: Callable[[Path], int | None] | None) -> None:
+        with self._lock:
+            self._override = fn
+            if fn is not None:
+                for d in self._dirs.values():
+                    d.headroom = 0
+
+    def space(self, key: str) -> DirSpace | None:
+        """The dir of ``key`` (``dir_key``) whose ``headroom`` an append may count down
+        itself (``check_append``'s first case, inline in ``Log.append_plain_as_leader``):
+        when the size is below it, nothing else is checked."""
+        with self._lock:
+            return self._dirs.get(key)
 
     def add_listener(self, fn: Callable[[DirSpace], object]) -> None:
         """``fn(space)`` runs when a dir crosses its floor, either way."""
@@ -135,7 +155,7 @@ class FreeSpaceFloor:
         except OSError as exc:  # a dir failing for real is the failure channel's business
             log.debug("cannot measure the free space of %s: %s", path, exc)
             return None
-        override = self.override(path) if self.override is not None else None
+        override = self._override(path) if self._override is not None else None
         floor = self.configured if self.configured is not None else default_floor(total)
         if override is not None:
             free = max(0, floor - 1) if override == JUST_BELOW_FLOOR else override
@@ -147,7 +167,8 @@ class FreeSpaceFloor:
             # degraded below the floor, and until the append it refused would fit again
             below = floor > 0 and (free < floor or (d.below_floor and free - d.refused < floor))
             crossed = self._set_below(d, below)
-            d.headroom = UNLIMITED if floor == 0 else 0 if below else max(0, free - 2 * floor)
+            d.headroom = UNLIMITED if floor == 0 else 0 if below or self._override is not None \
+                else max(0, free - 2 * floor)
             space = DirSpace(**vars(d))
         if crossed:
             self._crossed(space)
@@ -166,7 +187,7 @@ class FreeSpaceFloor:
         d = self._dirs.get(key)
         if d is None or self.configured == 0:
             return
-        if size < d.headroom and self.override is None:  # far above the floor: count it
+        if size < d.headroom:  # far above the floor, no override (its headroom is 0): count it
             d.headroom -= size  # (no lock: a lost update only makes the next measure sooner
             return  # or later by one append; the periodic measure resets it)
         space = self.measure(d.path)

@@ -28,6 +28,7 @@ from tidelog.util.scheduler import Scheduler
 from . import log_read, log_retention, log_tiered_offsets, log_writes
 from .errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from .file_records import TimestampAndOffset
+from .free_space import DirSpace
 from .leader_epoch import LeaderEpochFileCache
 from .loader import LogLoader
 from .local_log import LocalLog
@@ -88,9 +89,10 @@ class Log(LocalLogView, LogTruncation):
         self.state_stamp = 0
         self._lock = threading.RLock()
         self._ios: dict[str, LogIo] = {}  # _io's
-        # (size, by a coordinator) -> None or LogDirBelowFloorError: the LogManager's
-        # free-space floor of this log's dir (free_space.py); None: no floor
+        # (size, by a coordinator) -> None or LogDirBelowFloorError: the LogManager's free-space
+        # floor of this log's dir (free_space.py), None: none; and that dir's ``DirSpace``
         self.append_guard: Callable[[int, bool], None] | None = None
+        self.append_space: DirSpace | None = None
         # () -> the lowest offset a reader outside the log still needs (an Iceberg topic's
         # next offset to commit to its table); retention by size and time keeps every segment
         # that holds it or later offsets. None: no such reader
@@ -256,11 +258,14 @@ class Log(LocalLogView, LogTruncation):
         ``append_as_leader_async(..., plain_declined=True)``). Raises as
         ``append_as_leader``. (One call per Produce: ``_io("append-async")`` inline, the
         lock and an OSError as KafkaStorageError naming the dir, no context manager.)"""
-        if len(records) == 0:
+        n = len(records)
+        if n == 0:
             return None
-        guard = self.append_guard  # (an attribute called as a method is a generic lookup)
-        if guard is not None:
-            guard(len(records), False)
+        space = self.append_space  # (``check_append``'s first case inline)
+        if space is not None and n < space.headroom:
+            space.headroom -= n
+        elif (guard := self.append_guard) is not None:
+            guard(n, False)
         local = self._local
         lock = self._lock
         lock.acquire()
@@ -421,7 +426,13 @@ class Log(LocalLogView, LogTruncation):
             hw = end.message_offset
             if hw <= self.high_watermark:
                 return hw, False
-            self._move_hw(hw, end)
+            self.high_watermark = hw  # (``_move_hw`` inline: after every append)
+            self._state_stamp += 1
+            if self.stamp_cell is not None:
+                self.mirror_stamp(self.stamp_cell)
+            self._hw_meta = end
+            if self._producer_state.unreplicated_txns:
+                self._producer_state.on_high_watermark_updated(hw)
             return hw, True
 
     def maybe_increment_high_watermark(self, hw: int) -> int | None:

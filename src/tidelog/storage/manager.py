@@ -83,6 +83,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._lock = threading.RLock()
         self._logs = LogsByDir()
+        self.logs_by_dir = self._logs  # (to read only: its ``version`` without a call)
         self._creating: dict[TopicPartition, threading.Event] = {}  # Log.open in progress
         # the dir each of those is being created in, counted by the next placement as Kafka's
         # LogManager does (choice and creation under one lock there)
@@ -117,8 +118,9 @@ class LogManager(LogManagerFaults, LogManagerTasks):
                           io_error_handler=self.maybe_handle_io_error)
 
     def _guard_free_space(self, lg: Log) -> None:
-        lg.append_guard = functools.partial(self.free_space.check_append,
-                                            self.free_space.dir_key(Path(lg.dir).parent))
+        key = self.free_space.dir_key(Path(lg.dir).parent)
+        lg.append_guard = functools.partial(self.free_space.check_append, key)
+        lg.append_space = self.free_space.space(key)
 
     # -- log dirs ------------------------------------------------------------------------------
     def _lock_dirs(self) -> None:

@@ -229,7 +229,7 @@ def _one_partition(ctx: RequestContext, request: Any, t: Any) -> Any:
     records = p.records
     rm = ctx.broker.replica_manager
     if records is None or not 0 < len(records) < HEAVY_COMPRESSED_BYTES or \
-            name in INTERNAL_TOPICS or rm.topic(name) is None:
+            name in INTERNAL_TOPICS or rm.store.topics.get(name) is None:  # (``rm.topic``)
         return NOT_NOW  # (empty, heavy maybe, internal, to create: the general path's)
     tp = _new_tp(name, p.index)
     result = _new_result(p.index)
