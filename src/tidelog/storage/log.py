@@ -75,8 +75,7 @@ class Log(LocalLogView, LogTruncation):
     def __init__(self, local: LocalLog, producer_state: ProducerStateManager,
                  leader_epoch_cache: LeaderEpochFileCache, *, log_start_offset: int) -> None:
         super().__init__(local)
-        # the log's config: a plain attribute (read on every append), LocalLog's own,
-        # changed by ``update_config`` only
+        # LocalLog's config as a plain attribute (read per append); update_config sets it
         self.config = local.config
         self._producer_state = producer_state
         self.leader_epoch_cache = leader_epoch_cache
