@@ -52,16 +52,23 @@ class Brokers:
             p.produce(topic, str(i).encode(), partition=partition)
         assert p.flush(30) == 0
 
+    def close(self) -> None:
+        del self.admin  # librdkafka's handle goes before the brokers do
+
 
 @pytest.fixture(scope="module", params=[1, 3], ids=["1-broker", "3-brokers"])
 def brokers(request: pytest.FixtureRequest) -> Iterator[Brokers]:
     if request.param == 1:
         with EmbeddedBroker(CONFIG) as broker:
-            yield Brokers(broker, 1)
+            one = Brokers(broker, 1)
+            yield one
+            one.close()
     else:
         zookeeper = request.getfixturevalue("zookeeper_server")
         with EmbeddedCluster(brokers=3, config=CONFIG, zookeeper=zookeeper) as cluster:
-            yield Brokers(cluster, 3)
+            three = Brokers(cluster, 3)
+            yield three
+            three.close()
 
 
 def config(protocol: str, **conf: Any) -> dict[str, Any]:
@@ -185,7 +192,7 @@ def test_committed_offsets_are_where_the_next_consumer_of_the_group_starts(
             **config(protocol, **{"enable.auto.commit": False})}
     c = Consumer(conf)
     c.subscribe([topic])
-    seen = []
+    seen: list[int | None] = []
     deadline = time.monotonic() + DEADLINE_S
     while len(seen) < 6 and time.monotonic() < deadline:
         msg = c.poll(0.1)
