@@ -10,12 +10,12 @@ is seen gone by its LeaveGroup (or its epoch -1 heartbeat), never by its session
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
+from confluent_group_members import Kafka, Member, wait_for
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
@@ -27,13 +27,8 @@ CONFIG = {
     "offsets.topic.num.partitions": 3,
 }
 PROTOCOLS = ["classic", "consumer"]
-# below both protocols' session timeout (45 s): what happens in time is the members' doing
-DEADLINE_S = 30.0
-
-
-class Kafka(Protocol):
-    @property
-    def bootstrap_servers(self) -> str: ...
+# wait_for's deadline, 30 s, is below both protocols' session timeout (45 s): what happens
+# in time is the members' doing
 
 
 class Brokers:
@@ -79,40 +74,6 @@ def config(protocol: str, **conf: Any) -> dict[str, Any]:
             "topic.metadata.refresh.interval.ms": 1000, **own, **conf}
 
 
-class Member:
-    """A consumer polled on its own thread: it records every revocation (time, partitions)
-    and its assignment after each poll."""
-
-    def __init__(self, brokers: Brokers, protocol: str, group: str, topic: str,
-                 **conf: Any) -> None:
-        self.consumer = Consumer({"bootstrap.servers": brokers.bootstrap_servers,
-                                  "group.id": group, **config(protocol, **conf)})
-        self.revoked: list[tuple[float, set[int]]] = []
-        self.assigned: set[int] = set()
-        self._stop = threading.Event()
-        self.consumer.subscribe([topic], on_revoke=self._on_revoke)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _on_revoke(self, _c: Consumer, parts: list[TopicPartition]) -> None:
-        self.revoked.append((time.monotonic(), {p.partition for p in parts}))
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.consumer.poll(0.05)
-            self.assigned = {p.partition for p in self.consumer.assignment()}
-
-    def revoked_since(self, moment: float) -> set[int]:
-        return set().union(*(parts for t, parts in list(self.revoked) if t >= moment))
-
-    def close(self) -> None:
-        if self._stop.is_set():
-            return
-        self._stop.set()
-        self._thread.join(10)
-        self.consumer.close()
-
-
 @pytest.fixture
 def members() -> Iterator[list[Member]]:
     made: list[Member] = []
@@ -121,64 +82,61 @@ def members() -> Iterator[list[Member]]:
         m.close()
 
 
-def wait_for(cond: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def split(group: list[Member], n: int, shares: list[int]) -> Callable[[], bool]:
     """The members hold partitions 0..n-1 between them, each once, in these shares."""
     def check() -> bool:
-        got = [p for m in group for p in m.assigned]
-        return sorted(got) == list(range(n)) and sorted(len(m.assigned) for m in group) == shares
+        held = [m.partitions() for m in group]
+        got = [p for ps in held for p in ps]
+        return sorted(got) == list(range(n)) and sorted(len(ps) for ps in held) == shares
     return check
+
+
+def start(brokers: Brokers, protocol: str, name: str, partitions: int, count: int,
+          **conf: Any) -> list[Member]:
+    """A topic and a group, both named ``name``-``protocol``, and ``count`` members of it."""
+    topic = f"{name}-{protocol}"
+    brokers.create(topic, partitions)
+    return [Member(brokers, topic, [topic], **config(protocol, **conf)) for _ in range(count)]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_members_join_and_a_leaving_member_hands_its_partitions_back(
         brokers: Brokers, protocol: str, members: list[Member]) -> None:
-    topic = group = f"join-{protocol}"
-    brokers.create(topic, 4)
-    members += [Member(brokers, protocol, group, topic) for _ in range(2)]
-    wait_for(split(members, 4, [2, 2]), "2/2")
+    members += start(brokers, protocol, "join", 4, 2)
+    wait_for(split(members, 4, [2, 2]), what="2/2")
     first, second = members
     first.close()
-    wait_for(split([second], 4, [4]), "every partition to the member that stayed")
+    wait_for(split([second], 4, [4]), what="every partition to the member that stayed")
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_partitions_added_to_the_topic_are_assigned(
         brokers: Brokers, protocol: str, members: list[Member]) -> None:
-    topic = group = f"grow-{protocol}"
-    brokers.create(topic, 2)
-    members += [Member(brokers, protocol, group, topic) for _ in range(2)]
-    wait_for(split(members, 2, [1, 1]), "1/1")
+    members += start(brokers, protocol, "grow", 2, 2)
+    wait_for(split(members, 2, [1, 1]), what="1/1")
+    topic = f"grow-{protocol}"
     brokers.admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
-    wait_for(split(members, 4, [2, 2]), "2/2 of the four partitions")
+    wait_for(split(members, 4, [2, 2]), what="2/2 of the four partitions")
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_a_static_member_restarted_gets_its_partitions_back_without_a_rebalance(
         brokers: Brokers, protocol: str, members: list[Member]) -> None:
-    topic = group = f"static-{protocol}"
+    topic = f"static-{protocol}"
     brokers.create(topic, 4)
-    first = Member(brokers, protocol, group, topic, **{"group.instance.id": "host-1"})
-    other = Member(brokers, protocol, group, topic, **{"group.instance.id": "host-2"})
+    first, other = (Member(brokers, topic, [topic], **config(protocol, **{
+        "group.instance.id": f"host-{i}"})) for i in (1, 2))
     members += [first, other]
-    wait_for(split(members, 4, [2, 2]), "2/2")
-    held, theirs = first.assigned, other.assigned
+    wait_for(split(members, 4, [2, 2]), what="2/2")
+    held, theirs = first.partitions(), other.partitions()
     settled = time.monotonic()
     # a static member leaves without LeaveGroup (classic) or with epoch -2 (consumer): its
     # partitions wait for it until its session ends
     first.close()
-    again = Member(brokers, protocol, group, topic, **{"group.instance.id": "host-1"})
+    again = Member(brokers, topic, [topic], **config(protocol, **{"group.instance.id": "host-1"}))
     members.append(again)
-    wait_for(lambda: again.assigned == held, "the same partitions back")
-    assert other.assigned == theirs
+    wait_for(lambda: again.partitions() == held, what="the same partitions back")
+    assert other.partitions() == theirs
     assert other.revoked_since(settled) == set()  # nobody rebalanced
 
 
@@ -193,7 +151,7 @@ def test_committed_offsets_are_where_the_next_consumer_of_the_group_starts(
     c = Consumer(conf)
     c.subscribe([topic])
     seen: list[int | None] = []
-    deadline = time.monotonic() + DEADLINE_S
+    deadline = time.monotonic() + 30
     while len(seen) < 6 and time.monotonic() < deadline:
         msg = c.poll(0.1)
         if msg is not None and msg.error() is None:
@@ -206,7 +164,7 @@ def test_committed_offsets_are_where_the_next_consumer_of_the_group_starts(
         assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 6
         c.subscribe([topic])
         first = None
-        deadline = time.monotonic() + DEADLINE_S
+        deadline = time.monotonic() + 30
         while first is None and time.monotonic() < deadline:
             msg = c.poll(0.1)
             if msg is not None and msg.error() is None and msg.partition() == 0:
@@ -222,21 +180,20 @@ def test_a_fourth_member_takes_one_partition_and_no_one_else_stops(
     """Cooperative assignment: the classic protocol with librdkafka's cooperative-sticky
     assignor (KIP-429), the consumer protocol's broker-side assignor (incremental by
     design). Members give up only the partitions that move."""
-    topic = group = f"coop-{protocol}"
-    brokers.create(topic, 6)
     conf = ({"partition.assignment.strategy": "cooperative-sticky"}
             if protocol == "classic" else {})
-    members += [Member(brokers, protocol, group, topic, **conf) for _ in range(3)]
-    wait_for(split(members, 6, [2, 2, 2]), "2/2/2")
-    before = [set(m.assigned) for m in members]
+    members += start(brokers, protocol, "coop", 6, 3, **conf)
+    wait_for(split(members, 6, [2, 2, 2]), what="2/2/2")
+    before = [m.partitions() for m in members]
     joined = time.monotonic()
-    fourth = Member(brokers, protocol, group, topic, **conf)
+    topic = f"coop-{protocol}"
+    fourth = Member(brokers, topic, [topic], **config(protocol, **conf))
     members.append(fourth)
-    wait_for(split(members, 6, [1, 1, 2, 2]), "the fourth member's share")
+    wait_for(split(members, 6, [1, 1, 2, 2]), what="the fourth member's share")
     moved = 0
     for m, had in zip(members, before, strict=False):
-        kept = m.assigned
+        kept = m.partitions()
         assert kept <= had
         assert m.revoked_since(joined) == had - kept  # only what moved was revoked
         moved += len(had - kept)
-    assert moved == len(fourth.assigned) == 1
+    assert moved == len(fourth.partitions()) == 1
