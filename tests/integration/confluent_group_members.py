@@ -66,3 +66,13 @@ def wait_for(cond: Callable[[], bool], timeout: float = 30.0, what: str = "") ->
             return time.monotonic() - start
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def first_offset(consumer: Consumer, partition: int, timeout: float = 30.0) -> int | None:
+    """The offset of the first record ``consumer`` (subscribed) polls from ``partition``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = consumer.poll(0.1)
+        if msg is not None and msg.error() is None and msg.partition() == partition:
+            return msg.offset()
+    return None

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_group_members import Member, wait_for
+from confluent_group_members import Member, first_offset, wait_for
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
@@ -202,12 +202,7 @@ def test_committed_offsets_survive_a_broker_restart(tmp_path: Path) -> None:
                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
         assert c.committed([TopicPartition("durable", 0)], timeout=10)[0].offset == 6
         c.subscribe(["durable"])
-        first = None
-        deadline = time.monotonic() + 30
-        while first is None and time.monotonic() < deadline:
-            msg = c.poll(0.1)
-            if msg is not None and msg.error() is None and msg.partition() == 0:
-                first = msg.offset()
+        first = first_offset(c, 0)
         c.close()
         assert first == 6
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from confluent_group_members import Kafka, Member, wait_for
+from confluent_group_members import Kafka, Member, first_offset, wait_for
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
@@ -163,13 +163,7 @@ def test_committed_offsets_are_where_the_next_consumer_of_the_group_starts(
     try:
         assert c.committed([TopicPartition(topic, 0)], timeout=10)[0].offset == 6
         c.subscribe([topic])
-        first = None
-        deadline = time.monotonic() + 30
-        while first is None and time.monotonic() < deadline:
-            msg = c.poll(0.1)
-            if msg is not None and msg.error() is None and msg.partition() == 0:
-                first = msg.offset()
-        assert first == 6
+        assert first_offset(c, 0) == 6
     finally:
         c.close()
 
