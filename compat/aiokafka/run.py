@@ -8,8 +8,10 @@ github.com/aio-libs/aiokafka (``git archive v0.14.0 tests``). The directory is c
 temp dir, its ``conftest.py`` replaced by the one here (an external broker instead of
 docker), and pytest runs it with ``KAFKA_URI`` and ``KAFKA_VERSION`` set. The broker or
 cluster is the kafka-python run's (``compat/kafka_python/run.py``), with aiokafka's docker
-settings: broker id 0 and two partitions per topic. ``tests/coordinator`` (unit tests that
-need pytest-mock) is left out. SIGTERM stops the brokers and ZooKeeper.
+settings: broker id 0 and two partitions per topic. pytest runs with aiokafka's own settings
+(``asyncio_mode=auto``, its ``ssl`` marker), so it needs what aiokafka's CI installs beside
+pytest: pytest-asyncio and pytest-mock (``tests/coordinator``). SIGTERM stops the brokers and
+ZooKeeper.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ kafka_python_run.BROKER_SETTINGS = {
     "group.initial.rebalance.delay.ms": "0",
 }
 KAFKA_VERSION = "4.1.0"
+SSL_MARKER = "ssl: Tests that require SSL certificates to run"  # aiokafka's pyproject.toml
 
 
 def split_args(argv: list[str]) -> tuple[Path, list[str]]:
@@ -68,8 +71,8 @@ def main(argv: list[str]) -> int:
         try:
             rc = subprocess.run(
                 [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                 "-o", "addopts=--timeout=120", "-q", "-rfEs", "--ignore=tests/coordinator",
-                 "tests", *argv],
+                 "-o", "addopts=--timeout=120", "-o", "asyncio_mode=auto",
+                 "-o", f"markers={SSL_MARKER}", "-q", "-rfEs", "tests", *argv],
                 cwd=work, env=env, check=False,
             ).returncode
         finally:

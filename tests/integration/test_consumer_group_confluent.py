@@ -14,9 +14,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from confluent_group_members import Member, first_offset, wait_for
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
@@ -51,53 +51,6 @@ def broker() -> Iterator[EmbeddedBroker]:
 def create(broker: EmbeddedBroker, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(10)
-
-
-class Member:
-    """A consumer-protocol consumer polled on its own thread; records every assignment
-    change and every record it receives (partition, time)."""
-
-    def __init__(self, broker: EmbeddedBroker, group: str, topics: list[str],
-                 **conf: Any) -> None:
-        self.consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers,
-                                  "group.id": group, "group.protocol": "consumer",
-                                  "auto.offset.reset": "earliest", **conf})
-        self.revoked: list[tuple[float, set[int]]] = []
-        self.received: list[tuple[int, float]] = []
-        self.offsets: list[int] = []
-        self.assigned: set[tuple[str, int]] = set()
-        self._stop = threading.Event()
-        self.consumer.subscribe(topics, on_revoke=self._on_revoke)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _on_revoke(self, _c: Consumer, parts: list[TopicPartition]) -> None:
-        self.revoked.append((time.monotonic(), {p.partition for p in parts}))
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            msg = self.consumer.poll(0.05)
-            if msg is not None and msg.error() is None:
-                self.received.append((msg.partition(), time.monotonic()))
-                self.offsets.append(msg.offset())
-            self.assigned = {(p.topic, p.partition) for p in self.consumer.assignment()}
-
-    def partitions(self) -> set[int]:
-        return {p for _, p in self.assigned}
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.consumer.close()
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 30.0, what: str = "") -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if cond():
-            return time.monotonic() - start
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def sizes(members: list[Member]) -> list[int]:
@@ -249,12 +202,7 @@ def test_committed_offsets_survive_a_broker_restart(tmp_path: Path) -> None:
                       "group.protocol": "consumer", "auto.offset.reset": "earliest"})
         assert c.committed([TopicPartition("durable", 0)], timeout=10)[0].offset == 6
         c.subscribe(["durable"])
-        first = None
-        deadline = time.monotonic() + 30
-        while first is None and time.monotonic() < deadline:
-            msg = c.poll(0.1)
-            if msg is not None and msg.error() is None and msg.partition() == 0:
-                first = msg.offset()
+        first = first_offset(c, 0)
         c.close()
         assert first == 6
 
