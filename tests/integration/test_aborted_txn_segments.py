@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tidelog.testing import EmbeddedBroker
 from tidelog.util.topic_partition import TopicPartition as Tp
@@ -48,12 +48,13 @@ def _read(bootstrap: str, isolation: str) -> tuple[int, int]:
         while True:
             m = c.poll(30)
             assert m is not None, "no end of partition within 30 s"
-            if m.error() is None:
+            err = m.error()
+            if err is None:
                 count += 1
-            elif m.error().code() == m.error()._PARTITION_EOF:
-                return count, m.offset()
+            elif err.code() == KafkaError._PARTITION_EOF:
+                return count, m.offset() or 0
             else:
-                raise AssertionError(m.error())
+                raise AssertionError(err)
     finally:
         c.close()
 
