@@ -190,7 +190,10 @@ def _append_or_subtract(name: str, op: int, value: str | None, current: Mapping[
     if key.type != "list":
         raise ApiError(ErrorCode.INVALID_CONFIG,
                        f"Config value append is not allowed for config key: {name}")
-    items = [x for x in (current.get(name) or fmt(effective.get(name)) or "").split(",") if x]
+    # the entity's dynamic value, else the one in force under it: the static one, else the
+    # default (Kafka's prepareIncrementalConfigs falls back to the key's default)
+    old = current[name] if name in current else fmt(effective.get(name, key.default))
+    items = [x for x in (old or "").split(",") if x]
     new = [x.strip() for x in (value or "").split(",") if x.strip()]
     items = items + [x for x in new if x not in items] if op == APPEND else [
         x for x in items if x not in new]
