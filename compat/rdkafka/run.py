@@ -19,11 +19,13 @@ Arguments other than ``--tests`` and ``--brokers`` go to ``test-runner`` (defaul
 time; ``-l`` runs the tests that need no broker). ``TESTS``, ``TESTS_SKIP`` and
 ``SUBTESTS`` in the environment pick tests as in librdkafka's README; ``TEST_KAFKA_VERSION``
 defaults to the Kafka release tidelog speaks (4.1.0). SIGTERM stops the brokers and ZooKeeper.
-``TIDELOG_COMPAT_BROKER_LOG=<file>`` writes the brokers' whole log there.
+``TIDELOG_COMPAT_BROKER_LOG=<file>`` writes the brokers' whole log there; a broker ERROR
+line fails the run, as in the kafka-python run.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -34,6 +36,10 @@ from pathlib import Path
 
 import tidelog
 from tidelog.testing import EmbeddedCluster
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka_python"))
+
+import run as kafka_python_run  # compat/kafka_python/run.py
 
 KAFKA_VERSION = "4.1.0"
 DEFAULT_ARGS = ["-Q", "-L", "-K", "-E", "-p2"]
@@ -84,23 +90,23 @@ class RdkafkaCluster(EmbeddedCluster):
 
 
 def split_args(argv: list[str]) -> tuple[Path, int, list[str]]:
-    tests, brokers, rest = None, 3, []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--tests":
-            tests = Path(next(args))
-        elif arg == "--brokers":
-            brokers = int(next(args))
-        else:
-            rest.append(arg)
-    if tests is None:
-        raise SystemExit("--tests DIR (a librdkafka tree with tests/test-runner built)")
-    return tests, brokers, rest or list(DEFAULT_ARGS)
+    """``--tests DIR``, ``--brokers N`` (3) and the test-runner's arguments."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--tests", type=Path, required=True,
+                        help="a librdkafka tree with tests/test-runner built")
+    parser.add_argument("--brokers", type=int, default=3)
+    known, rest = parser.parse_known_args(argv)
+    return known.tests, known.brokers, rest or list(DEFAULT_ARGS)
 
 
-def on_sigterm(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise SystemExit(128 + signum)
+class Brokers(kafka_python_run.Cluster):
+    """The kafka-python run's cluster surface (stop, the brokers' lines, their ERRORs) over
+    librdkafka's broker settings, with one broker or more."""
+
+    def __init__(self, size: int) -> None:  # not super().__init__: it starts its own cluster
+        self.cluster = RdkafkaCluster(size).start()
+        self.port = self.cluster.brokers[1].port
+        self.lines: list[str] = []
 
 
 def run_suite(tests: Path, cluster: EmbeddedCluster, argv: list[str]) -> int:
@@ -126,21 +132,22 @@ def run_suite(tests: Path, cluster: EmbeddedCluster, argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    tests, brokers, argv = split_args(argv)
-    cluster = RdkafkaCluster(brokers).start()
+    tests, size, argv = split_args(argv)
+    brokers = Brokers(size)
     try:
-        return run_suite(tests, cluster, argv)
+        rc = run_suite(tests, brokers.cluster, argv)
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        lines = []
-        for b in cluster.brokers.values():
-            b.stop()
-            lines += [f"[broker {b.broker_id}] {line}" for line in b.output]
-        cluster.stop()
+        stop_rc = brokers.stop()
         if os.environ.get("TIDELOG_COMPAT_BROKER_LOG"):
-            Path(os.environ["TIDELOG_COMPAT_BROKER_LOG"]).write_text("".join(lines))
+            Path(os.environ["TIDELOG_COMPAT_BROKER_LOG"]).write_text("".join(brokers.lines))
+    errors = brokers.errors()
+    if errors:
+        sys.stderr.write(f"tidelog logged {len(errors)} errors:\n" + "".join(errors[:80]))
+        return rc or 3
+    return rc or (3 if stop_rc else 0)
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGTERM, kafka_python_run.on_sigterm)
     sys.exit(main(sys.argv[1:]))
