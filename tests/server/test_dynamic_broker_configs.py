@@ -12,6 +12,7 @@ import pytest
 from broker_wire import Wire, request_class
 
 from tidelog.protocol.kio_util import make, nested
+from tidelog.server.dynamic_config import dynamic_config
 from tidelog.testing import EmbeddedBroker
 
 ck = pytest.importorskip("confluent_kafka")
@@ -115,3 +116,55 @@ def test_a_key_that_is_no_broker_config_is_accepted_and_applies_to_nothing(
         with pytest.raises(ck.KafkaException) as info:
             a.alter_configs([bad])[bad].result(timeout=30)
         assert info.value.args[0].code() == ck.KafkaError.INVALID_REQUEST
+
+
+def test_incremental_set_of_a_key_that_is_no_broker_config_is_stored(tmp_path: Path) -> None:
+    """IncrementalAlterConfigs as Kafka's prepareIncrementalConfigs: SET and DELETE take any
+    name (librdkafka's 0081_admin sets ``sasl.kerberos.min.time.before.relogin``, a Kafka
+    listener config tidelog has no use for, and expects NO_ERROR); APPEND needs a known list
+    config."""
+    with EmbeddedBroker({"log.dirs": str(tmp_path)}) as b:
+        node = str(b.broker.node_id)
+        a = _admin(b)
+
+        def alter(op: Any, name: str, value: str) -> None:
+            res = adm.ConfigResource(adm.ResourceType.BROKER, node, incremental_configs=[
+                adm.ConfigEntry(name, value, incremental_operation=op)])
+            a.incremental_alter_configs([res])[res].result(timeout=30)
+
+        alter(adm.AlterConfigOpType.SET, "sasl.kerberos.min.time.before.relogin", "58000")
+        assert dynamic_config(b.broker).entity(node) == {
+            "sasl.kerberos.min.time.before.relogin": "58000"}
+        alter(adm.AlterConfigOpType.DELETE, "sasl.kerberos.min.time.before.relogin", "")
+        assert dynamic_config(b.broker).entity(node) == {}
+        with pytest.raises(ck.KafkaException) as info:
+            alter(adm.AlterConfigOpType.APPEND, "no.such.config", "x")
+        assert info.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+        with pytest.raises(ck.KafkaException) as info:  # still refused: not dynamic in Kafka
+            alter(adm.AlterConfigOpType.SET, "num.partitions", "3")
+        assert info.value.args[0].code() == ck.KafkaError.INVALID_REQUEST
+
+
+def test_incremental_append_and_subtract_start_from_the_value_in_force(tmp_path: Path) -> None:
+    """APPEND to a list config the broker entity does not set starts from the value in force
+    (here Kafka's default, ``delete``), so SUBTRACT of what was appended gives that value
+    back (librdkafka's 0081_admin; an empty ``log.cleanup.policy`` left every topic on the
+    defaults refusing DeleteRecords with POLICY_VIOLATION)."""
+    with EmbeddedBroker({"log.dirs": str(tmp_path)}) as b:
+        node = str(b.broker.node_id)
+        a = _admin(b)
+
+        def alter(op: Any, value: str) -> dict[str, str]:
+            res = adm.ConfigResource(adm.ResourceType.BROKER, node, incremental_configs=[
+                adm.ConfigEntry("log.cleanup.policy", value, incremental_operation=op)])
+            a.incremental_alter_configs([res])[res].result(timeout=30)
+            return dynamic_config(b.broker).entity(node)
+
+        assert alter(adm.AlterConfigOpType.APPEND, "compact") == {
+            "log.cleanup.policy": "delete,compact"}
+        assert alter(adm.AlterConfigOpType.SUBTRACT, "compact") == {"log.cleanup.policy": "delete"}
+        a.create_topics([adm.NewTopic("dyn-del", 1, 1)])["dyn-del"].result(timeout=30)
+        _produce(b, "dyn-del", 10)
+        tp = ck.TopicPartition("dyn-del", 0, 1)
+        deleted = a.delete_records([tp])[tp].result(timeout=30)
+        assert deleted.low_watermark == 1

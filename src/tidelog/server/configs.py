@@ -163,30 +163,41 @@ def broker_entries(
 def apply_to_broker(
     current: Mapping[str, str], ops: list[tuple[str, int, str | None]], effective: Mapping[str, Any]
 ) -> dict[str, str]:
-    """IncrementalAlterConfigs semantics over a broker entity's dynamic configs."""
+    """IncrementalAlterConfigs semantics over a broker entity's dynamic configs. As Kafka's
+    prepareIncrementalConfigs, SET and DELETE take any name (one no broker config of ours is
+    stored and applies to nothing, as AlterConfigs stores it: dynamic_config); APPEND and
+    SUBTRACT need a known list config."""
     out = dict(current)
     for name, op, value in ops:
-        key = broker_keys().get(name)
-        if key is None:
-            raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
         if op == SET:
             if value is None:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Null value not supported for: {name}")
             out[name] = value
         elif op == DELETE:
             out.pop(name, None)
-        elif op in (APPEND, SUBTRACT) and key.type == "list":
-            items = [x for x in (out.get(name) or fmt(effective.get(name)) or "").split(",") if x]
-            new = [x.strip() for x in (value or "").split(",") if x.strip()]
-            items = items + [x for x in new if x not in items] if op == APPEND else [
-                x for x in items if x not in new]
-            out[name] = ",".join(items)
         elif op in (APPEND, SUBTRACT):
-            raise ApiError(ErrorCode.INVALID_CONFIG,
-                           f"Config value append is not allowed for config key: {name}")
+            out[name] = _append_or_subtract(name, op, value, out, effective)
         else:
             raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
     return out
+
+
+def _append_or_subtract(name: str, op: int, value: str | None, current: Mapping[str, str],
+                        effective: Mapping[str, Any]) -> str:
+    key = broker_keys().get(name)
+    if key is None:
+        raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
+    if key.type != "list":
+        raise ApiError(ErrorCode.INVALID_CONFIG,
+                       f"Config value append is not allowed for config key: {name}")
+    # the entity's dynamic value, else the one in force under it: the static one, else the
+    # default (Kafka's prepareIncrementalConfigs falls back to the key's default)
+    old = current[name] if name in current else fmt(effective.get(name, key.default))
+    items = [x for x in (old or "").split(",") if x]
+    new = [x.strip() for x in (value or "").split(",") if x.strip()]
+    items = items + [x for x in new if x not in items] if op == APPEND else [
+        x for x in items if x not in new]
+    return ",".join(items)
 
 
 def apply_incremental(

@@ -155,15 +155,18 @@ def empty_read(meta: LogOffsetMetadata, include_aborted: bool) -> FetchDataInfo:
 
 
 def _aborted_txns(segments: LogSegments, seg: LogSegment, start: int, leo: int) -> list[AbortedTxn]:
-    """Kafka's collectAbortedTransactions from the floor segment of ``start`` up to the
-    segment after ``seg``. When ``seg`` is that floor segment it is the only one searched:
-    with no entry in its index (a log without aborted transactions), nothing to read."""
-    if seg.base_offset <= start and seg.txn_index.is_empty:
-        return []
+    """Kafka's collectAbortedTransactions: the aborted transactions overlapping ``start`` up
+    to the segment after ``seg``, searched from the floor segment of ``start`` on through
+    every later segment until one entry's last stable offset reaches that bound. An aborted
+    transaction is indexed in the segment its abort marker went to, which may be a later
+    one than its records' (a transaction that rolled the log)."""
     nxt = segments.higher_segment(seg.base_offset)
     upper = nxt.base_offset if nxt is not None else leo
+    first = segments.floor_segment(start) or seg
     out: list[AbortedTxn] = []
-    for s in segments.values(start, upper):
+    for s in (first, *segments.higher_segments(first.base_offset)):
+        if s.txn_index.is_empty:
+            continue
         result = s.txn_index.collect_aborted_txns(start, upper)
         out.extend(result.aborted_transactions)
         if result.is_complete:
