@@ -40,21 +40,9 @@ KAFKA_VERSION = "4.1.0"
 SSL_MARKER = "ssl: Tests that require SSL certificates to run"  # aiokafka's pyproject.toml
 
 
-def split_args(argv: list[str]) -> tuple[Path, list[str]]:
-    tests, rest = None, []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--tests":
-            tests = Path(next(args))
-        else:
-            rest.append(arg)
-    if tests is None:
-        raise SystemExit("--tests DIR (aiokafka's tests/ at the installed release's tag)")
-    return tests, rest
-
-
 def main(argv: list[str]) -> int:
-    tests, argv = split_args(argv)
+    tests, argv = kafka_python_run.tests_arg(
+        argv, "aiokafka's tests/ at the installed release's tag")
     size, argv = kafka_python_run.split_args(argv)
     with tempfile.TemporaryDirectory(prefix="tidelog-aiokafka-") as tmp:
         work = Path(tmp) / "suite"
@@ -78,11 +66,7 @@ def main(argv: list[str]) -> int:
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             broker.stop()
-        errors = broker.errors()
-        if errors:
-            sys.stderr.write(f"tidelog logged {len(errors)} errors:\n" + "".join(errors[:80]))
-            return rc or 3
-        return rc
+        return kafka_python_run.report(broker, rc)
 
 
 if __name__ == "__main__":

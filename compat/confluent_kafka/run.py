@@ -60,23 +60,10 @@ _Byo.async_schema_registry = lambda self, conf=None: _AsyncRegistry({"url": self
 '''
 
 
-def split_args(argv: list[str]) -> tuple[Path, str, list[str]]:
-    tests, python, rest = None, sys.executable, []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--tests":
-            tests = Path(next(args))
-        elif arg == "--python":
-            python = next(args)
-        else:
-            rest.append(arg)
-    if tests is None:
-        raise SystemExit("--tests DIR (confluent-kafka-python's tests/ at the installed tag)")
-    return tests, python, rest
-
-
 def main(argv: list[str]) -> int:
-    tests, python, argv = split_args(argv)
+    python, argv = kafka_python_run.take(argv, "--python")
+    tests, argv = kafka_python_run.tests_arg(
+        argv, "confluent-kafka-python's tests/ at the installed tag")
     sr_port = kafka_python_run.free_port()
     kafka_python_run.BROKER_SETTINGS["schema.registry.listeners"] = f"http://127.0.0.1:{sr_port}"
     with tempfile.TemporaryDirectory(prefix="tidelog-confluent-") as tmp:
@@ -89,7 +76,7 @@ def main(argv: list[str]) -> int:
                "SR_URL": f"http://127.0.0.1:{sr_port}"}
         try:
             rc = subprocess.run(
-                [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs",
+                [python or sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs",
                  "--timeout", "120", "-o", "asyncio_mode=auto", "tests/integration",
                  *(f"--deselect={d}" for d in DESELECT), *argv],
                 cwd=work, env=env, check=False,
@@ -97,11 +84,7 @@ def main(argv: list[str]) -> int:
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             broker.stop()
-        errors = broker.errors()
-        if errors:
-            sys.stderr.write(f"tidelog logged {len(errors)} errors:\n" + "".join(errors[:80]))
-            return rc or 3
-        return rc
+        return kafka_python_run.report(broker, rc)
 
 
 if __name__ == "__main__":

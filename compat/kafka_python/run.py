@@ -174,6 +174,36 @@ def split_args(argv: list[str]) -> tuple[int, list[str]]:
     return brokers, rest
 
 
+def take(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
+    """The value of ``flag VALUE`` in ``argv`` (None without it) and the other arguments."""
+    value, rest = None, []
+    args = iter(argv)
+    for arg in args:
+        if arg == flag:
+            value = next(args)
+        else:
+            rest.append(arg)
+    return value, rest
+
+
+def tests_arg(argv: list[str], what: str) -> tuple[Path, list[str]]:
+    """``--tests DIR`` (another client's suite, ``what``) and the other arguments: the
+    runners of compat/ that take a checkout of a client's tests."""
+    tests, rest = take(argv, "--tests")
+    if tests is None:
+        raise SystemExit(f"--tests DIR ({what})")
+    return Path(tests), rest
+
+
+def report(broker: Broker | Cluster, rc: int) -> int:
+    """The suite's exit code, or 3 when it passed but a broker logged an ERROR (printed)."""
+    errors = broker.errors()
+    if errors:
+        sys.stderr.write(f"tidelog logged {len(errors)} errors:\n" + "".join(errors[:80]))
+        return rc or 3
+    return rc
+
+
 def on_sigterm(signum: int, frame: object) -> None:
     """SIGTERM stops the run as Ctrl-C does: the brokers and ZooKeeper are stopped on the way
     out (ZooKeeper runs in its own session, so nothing else would end it). A second SIGTERM
@@ -217,10 +247,8 @@ def main(argv: list[str]) -> int:
             stop_rc = broker.stop()
         if os.environ.get("TIDELOG_COMPAT_BROKER_LOG"):  # the brokers' whole log, for a look
             Path(os.environ["TIDELOG_COMPAT_BROKER_LOG"]).write_text("".join(broker.lines))
-        errors = broker.errors()
-        if errors:
-            sys.stderr.write(f"tidelog logged {len(errors)} errors:\n" + "".join(errors[:80]))
-            return rc or 3
+        if broker.errors():
+            return report(broker, rc)
         if stop_rc != 0:
             sys.stderr.write(f"tidelog serve exited {stop_rc}\n" + "".join(broker.lines[-30:]))
             return rc or 3

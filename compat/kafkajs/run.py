@@ -31,6 +31,10 @@ from pathlib import Path
 
 from tidelog.testing import EmbeddedCluster
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "kafka_python"))
+
+import run as kafka_python_run  # compat/kafka_python/run.py
+
 # KafkaJS's plainTextBrokers(), sslBrokers() and saslBrokers(): broker id -> first port
 PORTS = {0: 9092, 1: 9095, 2: 9098}
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")  # on the first port, the next and the one after
@@ -103,26 +107,9 @@ def add_scram_user(cluster: EmbeddedCluster) -> None:
             fut.result(30)
 
 
-def split_args(argv: list[str]) -> tuple[Path, list[str]]:
-    tests, rest = None, []
-    args = iter(argv)
-    for arg in args:
-        if arg == "--tests":
-            tests = Path(next(args))
-        else:
-            rest.append(arg)
-    if tests is None:
-        raise SystemExit("--tests DIR (KafkaJS at the installed release's tag, npm installed)")
-    return tests, rest
-
-
-def on_sigterm(signum: int, frame: object) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str]) -> int:
-    tests, argv = split_args(argv)
+    tests, argv = kafka_python_run.tests_arg(
+        argv, "KafkaJS at the installed release's tag, npm installed")
     pki = Path(tempfile.mkdtemp(prefix="tidelog-kafkajs-"))
     cluster = KafkaJSCluster(keystore(pki)).start()
     add_scram_user(cluster)
@@ -148,5 +135,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGTERM, kafka_python_run.on_sigterm)
     sys.exit(main(sys.argv[1:]))

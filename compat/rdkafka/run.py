@@ -141,11 +141,7 @@ def main(argv: list[str]) -> int:
         stop_rc = brokers.stop()
         if os.environ.get("TIDELOG_COMPAT_BROKER_LOG"):
             Path(os.environ["TIDELOG_COMPAT_BROKER_LOG"]).write_text("".join(brokers.lines))
-    errors = brokers.errors()
-    if errors:
-        sys.stderr.write(f"tidelog logged {len(errors)} errors:\n" + "".join(errors[:80]))
-        return rc or 3
-    return rc or (3 if stop_rc else 0)
+    return kafka_python_run.report(brokers, rc) or (3 if stop_rc else 0)
 
 
 if __name__ == "__main__":
