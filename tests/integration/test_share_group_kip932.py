@@ -83,6 +83,18 @@ def poll_until(c: ShareConsumer, want: int, timeout: float = 30.0) -> list[Messa
     return got
 
 
+def holding(broker: EmbeddedBroker, admin: AdminClient, topic: str, group: str,
+            count: int) -> tuple[ShareConsumer, list[Message]]:
+    """A topic of one partition, a member of ``group`` acknowledging explicitly, subscribed
+    to it, and the ``count`` records produced next as it polled them."""
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
+    c = consumer(broker, group, **{"share.acknowledgement.mode": "explicit"})
+    c.subscribe([topic])
+    open_partitions(broker, group, topic, 1, [c])
+    produce(broker, topic, count)
+    return c, poll_until(c, count)
+
+
 def test_a_poll_returns_the_whole_batch_beyond_max_poll_records(
         broker: EmbeddedBroker, admin: AdminClient) -> None:
     admin.create_topics([NewTopic("batches", 1, 1)])["batches"].result(10)
@@ -104,12 +116,7 @@ def test_a_poll_returns_the_whole_batch_beyond_max_poll_records(
 def test_a_recreated_topic_starts_with_fresh_share_state(
         broker: EmbeddedBroker, admin: AdminClient) -> None:
     topic, group = "recreated", "sg-recreated"
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
-    first = consumer(broker, group, **{"share.acknowledgement.mode": "explicit"})
-    first.subscribe([topic])
-    open_partitions(broker, group, topic, 1, [first])
-    produce(broker, topic, 5)
-    held = poll_until(first, 5)
+    first, held = holding(broker, admin, topic, group, 5)
     assert [m.delivery_count() for m in held] == [1] * 5
     first.close()  # unacknowledged: released, the share-partition remembers a delivery
     admin.delete_topics([topic])[topic].result(10)
@@ -130,12 +137,7 @@ def test_a_recreated_topic_starts_with_fresh_share_state(
 def test_records_acknowledged_by_offset_go_to_no_other_member(
         broker: EmbeddedBroker, admin: AdminClient) -> None:
     topic, group = "by-offset", "sg-by-offset"
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
-    a = consumer(broker, group, **{"share.acknowledgement.mode": "explicit"})
-    a.subscribe([topic])
-    open_partitions(broker, group, topic, 1, [a])
-    produce(broker, topic, 10)
-    held = poll_until(a, 10)
+    a, held = holding(broker, admin, topic, group, 10)
     assert sorted(m.offset() for m in held) == list(range(10))
     for m in held[:5]:  # by coordinates only
         a.acknowledge_offset(topic, 0, m.offset(), AcknowledgeType.ACCEPT)
@@ -165,12 +167,7 @@ def test_acknowledgements_sent_just_before_the_close_count(
     different connections); Kafka checks only the share session, which outlives the leave
     by a heartbeat interval here, so the acknowledgements still count."""
     topic, group = "async-close", "sg-async-close"
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
-    a = consumer(broker, group, **{"share.acknowledgement.mode": "explicit"})
-    a.subscribe([topic])
-    open_partitions(broker, group, topic, 1, [a])
-    produce(broker, topic, 3)
-    held = poll_until(a, 3)
+    a, held = holding(broker, admin, topic, group, 3)
     assert sorted(m.offset() for m in held) == [0, 1, 2]
     for m in held:
         a.acknowledge(m, AcknowledgeType.ACCEPT)
@@ -184,12 +181,7 @@ def test_acknowledgements_sent_just_before_the_close_count(
 def test_close_with_partial_acknowledgements(
         broker: EmbeddedBroker, admin: AdminClient) -> None:
     topic, group = "partial", "sg-partial"
-    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(10)
-    a = consumer(broker, group, **{"share.acknowledgement.mode": "explicit"})
-    a.subscribe([topic])
-    open_partitions(broker, group, topic, 1, [a])
-    produce(broker, topic, 10)
-    held = poll_until(a, 10)
+    a, held = holding(broker, admin, topic, group, 10)
     assert sorted(m.offset() for m in held) == list(range(10))
     for m in held:
         if m.offset() < 4:
