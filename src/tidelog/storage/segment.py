@@ -52,7 +52,6 @@ CLEANED_FILE_SUFFIX = ".cleaned"
 SWAP_FILE_SUFFIX = ".swap"
 
 
-
 def filename_prefix_from_offset(offset: int) -> str:
     """The offset zero-padded to 20 digits: 0 -> "00000000000000000000"."""
     return f"{offset:020d}"
@@ -280,9 +279,8 @@ class LogSegment:
         whatever the timestamp, when the segment is empty (its first batch sets the roll
         time) or an index is not open yet (opening creates its file: the reference path opens
         it once the batch is valid). One call per append: the checks are inlined."""
-        oi, ti = self.offset_index, self.time_index
-        # (each index opened already, never opened here, and not full: ``is_full`` inline,
-        # the time index keeping its last slot for the roll)
+        oi, ti = self.offset_index, self.time_index  # open, not full (the time index's
+        # last slot kept for the roll): ``is_full`` inline
         if position == 0 or position > max_segment_bytes - size or \
                 position > INT32_MAX - size or \
                 not 0 <= last_offset - self.base_offset <= INT32_MAX or \
