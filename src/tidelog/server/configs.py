@@ -67,9 +67,9 @@ def topic_entries(
     topic's override, then its broker synonyms (``broker_layers``: the dynamic per-broker,
     dynamic cluster-default and static configs, in that order); the source is the first
     synonym's, else DEFAULT_CONFIG."""
-    out = []
+    out, keys = [], broker_keys()
     for name, key in sorted(LOG_CONFIG_DEF.keys.items()):
-        synonyms = _broker_synonyms(topic_synonym_names(name), broker_layers)
+        synonyms = _broker_synonyms(topic_synonym_names(name, keys), broker_layers, keys)
         if name in overrides:
             synonyms.insert(0, (name, overrides[name], DYNAMIC_TOPIC_CONFIG))
         out.append(
@@ -87,18 +87,19 @@ def topic_entries(
     return out
 
 
-def topic_synonym_names(name: str) -> tuple[str, ...]:
+def topic_synonym_names(name: str, keys: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """The broker configs a topic config falls back to, in Kafka's order
     (ServerTopicConfigSynonyms, then DynamicBrokerConfig.brokerConfigSynonyms); a topic
     config whose broker config has its own name (compression.type) has that one; none for
-    a topic config with no broker default."""
+    a topic config with no broker default. ``keys``: the broker keys, when the caller has
+    them."""
     found = BROKER_SYNONYMS.get(name)
     if found:
         return tuple(syn for syn, _unit in found)
-    return (name,) if name in broker_keys() else ()
+    return (name,) if name in (broker_keys() if keys is None else keys) else ()
 
 
-def _broker_synonyms(names: tuple[str, ...], layers: Sequence[Layer]
+def _broker_synonyms(names: tuple[str, ...], layers: Sequence[Layer], keys: Mapping[str, Any]
                      ) -> list[tuple[str, str | None, int]]:
     """Kafka's ConfigHelper.configSynonyms: each layer's values of ``names`` (layer by
     layer, each in the names' order), then their defaults that are not null, less every
@@ -106,7 +107,6 @@ def _broker_synonyms(names: tuple[str, ...], layers: Sequence[Layer]
     ``log.retention.hours`` set, ``retention.ms`` lists no synonym)."""
     if not names:
         return []
-    keys = broker_keys()
     found = [(n, fmt(layer[n]), source) for layer, source in layers for n in names
              if n in layer]
     found += [(n, fmt(keys[n].default), DEFAULT_CONFIG) for n in names
