@@ -219,7 +219,10 @@ def test_a_leader_alone_in_sync_keeps_leading_until_a_follower_catches_up(
         # the dir is announced and the controller asks the broker; it keeps its leadership
         wait_for(lambda: _logged(cluster, controller, f"handling log directory failure for brokers [{leader}]"),
                  30, "the controller asked the full broker")  # fmt: skip
-        assert _logged(cluster, leader, "log.dir.min.free.bytes, notified the controller")
+        # the broker logs its notice once the znode is written, which the controller may
+        # see (and log) first
+        wait_for(lambda: _logged(cluster, leader, "log.dir.min.free.bytes, notified the controller"),
+                 30, "the full broker's notice")  # fmt: skip
         assert states(cluster, [tp])[tp].leader == leader
         assert sorted(_read_all(cluster)) == sorted(before)  # reads are served
 
