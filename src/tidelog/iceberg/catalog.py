@@ -16,24 +16,33 @@ against it, and the UPDATE swaps from that table's own location. If that locatio
 the catalog's, the metadata checked is the current one, as in pyiceberg's path; if another
 writer moved the table on, the UPDATE matches no row, the new metadata file (which nothing
 names) is deleted, and the commit takes pyiceberg's own path (load, check, swap), which
-refuses it when its requirements no longer hold. The REST catalog's commit is its own."""
+refuses it when its requirements no longer hold. The REST catalog's commit is its own.
+
+Several brokers share one catalog, and each opens it as it starts: pyiceberg creates the
+catalog's tables and the namespace by checking first and then creating, so two brokers
+opening a new catalog at once both create, and the second's CREATE TABLE or INSERT fails
+("already exists", a UNIQUE constraint). Here what another opener made in between counts as
+made: the tables' creation is tried again (it skips the tables that exist now) and a
+namespace that exists when the insert fails is reported as existing."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pyiceberg.catalog import PY_CATALOG_IMPL, Catalog, load_catalog
 from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
-from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError
 from pyiceberg.table import CommitTableResponse, Table
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.update import AssertCreate, TableRequirement, TableUpdate
+from pyiceberg.typedef import EMPTY_DICT, Identifier, Properties
 from sqlalchemy import update
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 
 from .transaction import apply_updates
@@ -41,6 +50,7 @@ from .transaction import apply_updates
 log = logging.getLogger(__name__)
 
 ICEBERG_DIR = ".iceberg"  # in the first log dir: the embedded catalog, warehouse, markers
+CREATE_ATTEMPTS = 5  # catalog tables made by several openers at once: tries before giving up
 
 
 def catalog_properties(values: Mapping[str, Any], log_dir: Path) -> dict[str, str]:
@@ -100,6 +110,29 @@ class InHandSqlCatalog(SqlCatalog):
                     connection.exec_driver_sql("PRAGMA journal_mode=WAL")
             except OperationalError as exc:  # another process holds it: its mode stays
                 log.warning("catalog database not in write-ahead-log mode (%s)", exc)
+
+    def create_tables(self) -> None:
+        """pyiceberg's (create what is missing), tried again when another opener created a
+        table between its check and its CREATE TABLE (see the module's docstring)."""
+        for attempt in range(CREATE_ATTEMPTS):
+            try:
+                super().create_tables()
+                return
+            except (OperationalError, ProgrammingError):
+                if attempt == CREATE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+
+    def create_namespace(self, namespace: str | Identifier,
+                         properties: Properties = EMPTY_DICT) -> None:
+        """pyiceberg's; an insert refused because another opener created the namespace
+        since the check is NamespaceAlreadyExistsError, as if the check had seen it."""
+        try:
+            super().create_namespace(namespace, properties)
+        except IntegrityError:
+            if not self.namespace_exists(namespace):
+                raise
+            raise NamespaceAlreadyExistsError(f"Namespace {namespace} already exists") from None
 
     def commit_table(self, table: Table, requirements: tuple[TableRequirement, ...],
                      updates: tuple[TableUpdate, ...]) -> CommitTableResponse:
