@@ -293,4 +293,14 @@ class EmbeddedCluster:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc_type is not None and issubclass(exc_type, Exception):
+            self.print_output_tails()
         self.stop()
+
+    def print_output_tails(self, lines: int = 60) -> None:
+        """Each broker's last log lines (every start's), for a test that failed inside the
+        ``with``: pytest shows them with its captured output."""
+        for broker_id, broker in sorted(self.brokers.items()):
+            code = broker.proc.poll() if broker.proc is not None else None
+            print(f"=== broker {broker_id}: exit code {code}, last {lines} log lines ===")
+            print("".join(broker.all_output[-lines:]), end="")
