@@ -36,6 +36,7 @@ from tidelog.config.remote_log_config import RemoteLogManagerConfig
 from tidelog.metrics.remote import RemoteLogMetrics
 from tidelog.storage.file_records import TimestampAndOffset
 from tidelog.storage.log import Log
+from tidelog.storage.log_read import collect_aborted_txns
 from tidelog.storage.remote.index_cache import CachedIndexes, RemoteIndexCache
 from tidelog.storage.remote.metadata import (
     RemoteLogSegmentId,
@@ -54,6 +55,7 @@ from .remote_log_expiration import cleanup_expired_remote_log_segments
 from .remote_log_metadata_manager import RemoteLogMetadataError, TopicBasedRemoteLogMetadataManager
 from .remote_log_offsets import find_offset_by_timestamp
 from .remote_log_reader import (
+    NEXT_SEGMENTS,
     RemoteFetchResult,
     RemoteLogReader,
     RemoteStorageFetchInfo,
@@ -326,7 +328,7 @@ class RemoteLogManager:
         started = RemoteLogSegmentMetadata(
             segment_id, seg.base_offset, candidate.end_offset, seg.largest_timestamp,
             self.broker_id, self.clock.milliseconds(), segment_leader_epochs(lg, candidate),
-            seg.size)
+            seg.size, txn_index_empty=seg.txn_index.is_empty)  # KIP-1058: reads skip it
         await self.rlmm.add_remote_log_segment_metadata(started)
         self.metrics.mark(topic, "remote_copy_requests")
         self.quota.record(started.segment_size_in_bytes)
@@ -402,7 +404,8 @@ class RemoteLogManager:
         a failure is the result's ``error``."""
         try:
             cache = self.rlmm.catch_up_for(info.topic_id_partition)
-            segments = segments_to_read(cache, lg.leader_epoch_cache, info.fetch_offset)
+            segments = segments_to_read(cache, lg.leader_epoch_cache, info.fetch_offset,
+                                        None if info.read_committed else NEXT_SEGMENTS)
         except Exception as exc:  # the metadata partition unreadable here
             self.metrics.mark(info.topic_id_partition.topic, "remote_fetch_errors")
             return RemoteFetchResult(error=exc)
@@ -410,6 +413,13 @@ class RemoteLogManager:
             return RemoteFetchResult(aborted_transactions=[] if info.read_committed else None)
         result = await self.reader.read(info, segments)
         self.fetch_quota.record(len(result.records))
+        if result.local_txn_search_below is not None and result.aborted_transactions is not None:
+            # Kafka's collectAbortedTransactionInLocalSegments: the marker is not tiered yet
+            # (a segment both tiered and still local lists its entries once)
+            local = collect_aborted_txns(lg.segments.values(), info.fetch_offset,
+                                         result.local_txn_search_below)
+            result.aborted_transactions += [t for t in local.aborted_transactions
+                                            if t not in result.aborted_transactions]
         return result
 
     async def find_offset_by_timestamp(self, tip: TopicIdPartition, timestamp: int,

@@ -7,7 +7,11 @@ segment holding the offset in the offset's leader epoch, then the lineage's next
 Kafka's findNextSegmentMetadata); the thread then reads the remote offset index for a start
 position, fetches one bounded byte range of the segment's ``.log`` and returns whole batches
 as bytes, the first one even when it is larger than the limit (``min_one_message``), with the
-aborted transactions of a read_committed fetch from the remote ``.txnindex``.
+aborted transactions of a read_committed fetch (Kafka's collectAbortedTransactions): from the
+remote ``.txnindex`` of the segment read and of the lineage's later segments, until an entry's
+last stable offset reaches the records' end; a search the remote segments do not complete
+(an abort marker not tiered yet) goes on in the local segments, on the loop
+(``RemoteLogManager.read``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass, field
 
 from tidelog.metrics.remote import RemoteLogMetrics
 from tidelog.records.batch import iter_batches
-from tidelog.storage.index.txn_index import AbortedTxn, decode_aborted_txns
+from tidelog.storage.index.txn_index import AbortedTxn, TxnIndexSearchResult, decode_aborted_txns
 from tidelog.storage.leader_epoch import LeaderEpochFileCache
 from tidelog.storage.remote.metadata import RemoteLogSegmentMetadata, TopicIdPartition
 from tidelog.storage.remote.metadata_cache import RemoteLogMetadataCache
@@ -49,29 +53,34 @@ class RemoteStorageFetchInfo:
 @dataclass
 class RemoteFetchResult:
     """The batches read (bytes, empty when none), the aborted transactions among them for a
-    read_committed fetch, or the error that stopped the read."""
+    read_committed fetch, or the error that stopped the read. ``local_txn_search_below``:
+    the remote transaction indexes did not complete the search for aborted transactions
+    below this offset, the local segments' go on with it."""
 
     records: bytes = b""
     aborted_transactions: list[AbortedTxn] | None = None
     error: Exception | None = None
     segments: list[RemoteLogSegmentMetadata] = field(default_factory=list)
+    local_txn_search_below: int | None = None
 
 
 def segments_to_read(cache: RemoteLogMetadataCache, epochs: LeaderEpochFileCache,
-                     offset: int) -> list[RemoteLogSegmentMetadata]:
+                     offset: int, ahead: int | None = NEXT_SEGMENTS
+                     ) -> list[RemoteLogSegmentMetadata]:
     """The remote segment holding ``offset`` in the offset's leader epoch, then the next
     ones of the lineage in case it holds no batch at or past ``offset`` (Kafka's
     fetchRemoteLogSegmentMetadata and findNextSegmentMetadata: a segment uploaded under an
-    epoch the lineage does not have is never read). A log without leader epochs reads by
-    offset alone."""
+    epoch the lineage does not have is never read), ``ahead`` of them or (None) all: the
+    transaction index search of a read_committed fetch goes on through every later one. A
+    log without leader epochs reads by offset alone."""
     if not epochs.entries:
         ordered = sorted(cache.list_remote_log_segments(), key=lambda m: m.start_offset)
         held = [m for m in ordered if m.end_offset >= offset]
         if not held or held[0].start_offset > offset:
             return []
-        return held[:1 + NEXT_SEGMENTS]
+        return held if ahead is None else held[:1 + ahead]
     out: list[RemoteLogSegmentMetadata] = []
-    while len(out) <= NEXT_SEGMENTS:
+    while ahead is None or len(out) <= ahead:
         epoch = epochs.epoch_for_offset(offset)
         found = cache.remote_log_segment_metadata(epoch, offset) if epoch is not None else None
         if found is None:
@@ -132,35 +141,44 @@ def read_segment(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata,
 
 def aborted_transactions(rsm: RemoteStorageManager,
                          segments: Iterable[RemoteLogSegmentMetadata], fetch_offset: int,
-                         upper_bound: int) -> list[AbortedTxn]:
+                         upper_bound: int) -> TxnIndexSearchResult:
     """Aborted transactions overlapping [fetch_offset, upper_bound) from the segments'
-    remote ``.txnindex`` (Kafka's collectAbortedTransactions over remote segments)."""
+    remote ``.txnindex`` in lineage order, searched until an entry's last stable offset
+    reaches ``upper_bound`` (complete). An aborted transaction is indexed in the segment of
+    its abort marker, which may be any later one (Kafka's collectAbortedTransactions over
+    remote segments, each next one with a transaction index)."""
     out: list[AbortedTxn] = []
     for metadata in segments:
-        if metadata.txn_index_empty or metadata.start_offset >= upper_bound:
+        if metadata.txn_index_empty:
             continue
         try:
             data = rsm.fetch_index(metadata, IndexType.TRANSACTION)
         except RemoteResourceNotFoundError:
             continue
-        out += [t for t in decode_aborted_txns(data)
-                if t.last_offset >= fetch_offset and t.first_offset < upper_bound]
-    return out
+        for t in decode_aborted_txns(data):
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound:
+                out.append(t)
+            if t.last_stable_offset >= upper_bound:
+                return TxnIndexSearchResult(out, True)
+    return TxnIndexSearchResult(out, False)
 
 
 def read_remote(rsm: RemoteStorageManager, segments: list[RemoteLogSegmentMetadata],
                 info: RemoteStorageFetchInfo) -> RemoteFetchResult:
-    """Kafka's RemoteLogManager.read over the segments chosen on the loop. Blocking."""
-    for i, metadata in enumerate(segments):
+    """Kafka's RemoteLogManager.read over the segments chosen on the loop: records from the
+    first ``1 + NEXT_SEGMENTS``, aborted transactions from any. Blocking."""
+    reading = segments[:1 + NEXT_SEGMENTS]
+    for i, metadata in enumerate(reading):
         records = read_segment(rsm, metadata, info)
         if not records:
             continue
-        aborted = None
-        if info.read_committed:
-            last = max(b.next_offset for b in iter_batches(records, validate=False))
-            aborted = aborted_transactions(rsm, segments[i:], info.fetch_offset, last)
-        return RemoteFetchResult(records, aborted, segments=segments)
-    return RemoteFetchResult(b"", [] if info.read_committed else None, segments=segments)
+        if not info.read_committed:
+            return RemoteFetchResult(records, segments=reading)
+        upper = max(b.next_offset for b in iter_batches(records, validate=False))
+        search = aborted_transactions(rsm, segments[i:], info.fetch_offset, upper)
+        return RemoteFetchResult(records, search.aborted_transactions, segments=reading,
+                                 local_txn_search_below=None if search.is_complete else upper)
+    return RemoteFetchResult(b"", [] if info.read_committed else None, segments=reading)
 
 
 class RemoteLogReader:
