@@ -29,9 +29,11 @@ from .harness import START_MS, TOPIC, Tiered, batch, open_tiered
 PID = 7
 
 
-@pytest.fixture
-def tiered(tmp_path: Path) -> Tiered:
-    t = open_tiered(tmp_path / "logs", tmp_path / "remote")
+@pytest.fixture(params=["filesystem", "s3"])
+def tiered(request: pytest.FixtureRequest, tmp_path: Path) -> Tiered:
+    """The remote storage a directory, or a bucket of SeaweedFS's S3."""
+    s3 = request.getfixturevalue("s3_bucket").rsm_configs if request.param == "s3" else {}
+    t = open_tiered(tmp_path / "logs", tmp_path / "remote", **s3)
     yield t  # type: ignore[misc]
     t.close()
 
