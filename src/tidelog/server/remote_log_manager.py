@@ -35,6 +35,7 @@ from typing import Protocol, TypeVar
 from tidelog.config.remote_log_config import RemoteLogManagerConfig
 from tidelog.metrics.remote import RemoteLogMetrics
 from tidelog.storage.file_records import TimestampAndOffset
+from tidelog.storage.index.txn_index import AbortedTxn, TxnIndexSearchResult
 from tidelog.storage.log import Log
 from tidelog.storage.log_read import collect_aborted_txns
 from tidelog.storage.remote.index_cache import CachedIndexes, RemoteIndexCache
@@ -47,6 +48,7 @@ from tidelog.storage.remote.metadata import (
     RemotePartitionDeleteState,
     TopicIdPartition,
 )
+from tidelog.storage.remote.metadata_cache import RemoteLogMetadataCache
 from tidelog.storage.remote.storage_manager import RemoteStorageError, RemoteStorageManager
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
@@ -55,10 +57,10 @@ from .remote_log_expiration import cleanup_expired_remote_log_segments
 from .remote_log_metadata_manager import RemoteLogMetadataError, TopicBasedRemoteLogMetadataManager
 from .remote_log_offsets import find_offset_by_timestamp
 from .remote_log_reader import (
-    NEXT_SEGMENTS,
     RemoteFetchResult,
     RemoteLogReader,
     RemoteStorageFetchInfo,
+    lineage_with_txn_index,
     segments_to_read,
 )
 from .remote_log_segments import (
@@ -404,8 +406,7 @@ class RemoteLogManager:
         a failure is the result's ``error``."""
         try:
             cache = self.rlmm.catch_up_for(info.topic_id_partition)
-            segments = segments_to_read(cache, lg.leader_epoch_cache, info.fetch_offset,
-                                        None if info.read_committed else NEXT_SEGMENTS)
+            segments = segments_to_read(cache, lg.leader_epoch_cache, info.fetch_offset)
         except Exception as exc:  # the metadata partition unreadable here
             self.metrics.mark(info.topic_id_partition.topic, "remote_fetch_errors")
             return RemoteFetchResult(error=exc)
@@ -413,14 +414,30 @@ class RemoteLogManager:
             return RemoteFetchResult(aborted_transactions=[] if info.read_committed else None)
         result = await self.reader.read(info, segments)
         self.fetch_quota.record(len(result.records))
-        if result.local_txn_search_below is not None and result.aborted_transactions is not None:
-            # Kafka's collectAbortedTransactionInLocalSegments: the marker is not tiered yet
-            # (a segment both tiered and still local lists its entries once)
-            local = collect_aborted_txns(lg.segments.values(), info.fetch_offset,
-                                         result.local_txn_search_below)
-            result.aborted_transactions += [t for t in local.aborted_transactions
-                                            if t not in result.aborted_transactions]
+        if result.txn_search_below is not None and result.aborted_transactions is not None:
+            try:
+                result.aborted_transactions += await self._later_aborted_txns(
+                    cache, lg, segments[-1].end_offset, info.fetch_offset,
+                    result.txn_search_below)
+            except Exception as exc:  # remote storage down
+                self.metrics.mark(info.topic_id_partition.topic, "remote_fetch_errors")
+                return RemoteFetchResult(error=exc, segments=segments)
         return result
+
+    async def _later_aborted_txns(self, cache: RemoteLogMetadataCache, lg: Log, after: int,
+                                  start: int, upper: int) -> list[AbortedTxn]:
+        """Kafka's collectAbortedTransactions past the segments read: the later remote
+        segments of the lineage with a transaction index (off the loop), then, the search
+        still not complete, the local segments (an abort marker not tiered yet; a segment
+        both tiered and still local lists its entries once)."""
+        later = lineage_with_txn_index(cache, lg.leader_epoch_cache, after)
+        remote = await self.reader.aborted_transactions(later, start, upper) if later \
+            else TxnIndexSearchResult([], False)
+        out = remote.aborted_transactions
+        if not remote.is_complete:
+            local = collect_aborted_txns(lg.segments.values(), start, upper)
+            out += [t for t in local.aborted_transactions if t not in out]
+        return out
 
     async def find_offset_by_timestamp(self, tip: TopicIdPartition, timestamp: int,
                                        log_start_offset: int) -> TimestampAndOffset | None:

@@ -53,34 +53,32 @@ class RemoteStorageFetchInfo:
 @dataclass
 class RemoteFetchResult:
     """The batches read (bytes, empty when none), the aborted transactions among them for a
-    read_committed fetch, or the error that stopped the read. ``local_txn_search_below``:
-    the remote transaction indexes did not complete the search for aborted transactions
-    below this offset, the local segments' go on with it."""
+    read_committed fetch, or the error that stopped the read. ``txn_search_below``: the
+    transaction indexes of the segments read did not complete the search for aborted
+    transactions below this offset; the later segments' go on with it."""
 
     records: bytes = b""
     aborted_transactions: list[AbortedTxn] | None = None
     error: Exception | None = None
     segments: list[RemoteLogSegmentMetadata] = field(default_factory=list)
-    local_txn_search_below: int | None = None
+    txn_search_below: int | None = None
 
 
 def segments_to_read(cache: RemoteLogMetadataCache, epochs: LeaderEpochFileCache,
-                     offset: int, ahead: int | None = NEXT_SEGMENTS
-                     ) -> list[RemoteLogSegmentMetadata]:
+                     offset: int) -> list[RemoteLogSegmentMetadata]:
     """The remote segment holding ``offset`` in the offset's leader epoch, then the next
     ones of the lineage in case it holds no batch at or past ``offset`` (Kafka's
     fetchRemoteLogSegmentMetadata and findNextSegmentMetadata: a segment uploaded under an
-    epoch the lineage does not have is never read), ``ahead`` of them or (None) all: the
-    transaction index search of a read_committed fetch goes on through every later one. A
-    log without leader epochs reads by offset alone."""
+    epoch the lineage does not have is never read). A log without leader epochs reads by
+    offset alone."""
     if not epochs.entries:
         ordered = sorted(cache.list_remote_log_segments(), key=lambda m: m.start_offset)
         held = [m for m in ordered if m.end_offset >= offset]
         if not held or held[0].start_offset > offset:
             return []
-        return held if ahead is None else held[:1 + ahead]
+        return held[:1 + NEXT_SEGMENTS]
     out: list[RemoteLogSegmentMetadata] = []
-    while ahead is None or len(out) <= ahead:
+    while len(out) <= NEXT_SEGMENTS:
         epoch = epochs.epoch_for_offset(offset)
         found = cache.remote_log_segment_metadata(epoch, offset) if epoch is not None else None
         if found is None:
@@ -163,22 +161,35 @@ def aborted_transactions(rsm: RemoteStorageManager,
     return TxnIndexSearchResult(out, False)
 
 
+def lineage_with_txn_index(cache: RemoteLogMetadataCache, epochs: LeaderEpochFileCache,
+                           after: int) -> list[RemoteLogSegmentMetadata]:
+    """The segments of the lineage starting after offset ``after`` with a transaction
+    index, where a read_committed search the segments read did not complete goes on."""
+    return [m for m in cache.with_txn_index_after(after)
+            if not epochs.entries or _in_lineage(cache, epochs, m)]
+
+
+def _in_lineage(cache: RemoteLogMetadataCache, epochs: LeaderEpochFileCache,
+                metadata: RemoteLogSegmentMetadata) -> bool:
+    epoch = epochs.epoch_for_offset(metadata.start_offset)
+    return epoch is not None and \
+        cache.remote_log_segment_metadata(epoch, metadata.start_offset) is metadata
+
+
 def read_remote(rsm: RemoteStorageManager, segments: list[RemoteLogSegmentMetadata],
                 info: RemoteStorageFetchInfo) -> RemoteFetchResult:
-    """Kafka's RemoteLogManager.read over the segments chosen on the loop: records from the
-    first ``1 + NEXT_SEGMENTS``, aborted transactions from any. Blocking."""
-    reading = segments[:1 + NEXT_SEGMENTS]
-    for i, metadata in enumerate(reading):
+    """Kafka's RemoteLogManager.read over the segments chosen on the loop. Blocking."""
+    for i, metadata in enumerate(segments):
         records = read_segment(rsm, metadata, info)
         if not records:
             continue
         if not info.read_committed:
-            return RemoteFetchResult(records, segments=reading)
+            return RemoteFetchResult(records, segments=segments)
         upper = max(b.next_offset for b in iter_batches(records, validate=False))
         search = aborted_transactions(rsm, segments[i:], info.fetch_offset, upper)
-        return RemoteFetchResult(records, search.aborted_transactions, segments=reading,
-                                 local_txn_search_below=None if search.is_complete else upper)
-    return RemoteFetchResult(b"", [] if info.read_committed else None, segments=reading)
+        return RemoteFetchResult(records, search.aborted_transactions, segments=segments,
+                                 txn_search_below=None if search.is_complete else upper)
+    return RemoteFetchResult(b"", [] if info.read_committed else None, segments=segments)
 
 
 class RemoteLogReader:
@@ -204,6 +215,13 @@ class RemoteLogReader:
             return RemoteFetchResult(error=exc, segments=segments)
         self.metrics.mark(topic, "remote_fetch_bytes", len(result.records))
         return result
+
+    async def aborted_transactions(self, segments: list[RemoteLogSegmentMetadata],
+                                   fetch_offset: int, upper_bound: int) -> TxnIndexSearchResult:
+        """:func:`aborted_transactions` off the loop (raises what remote storage raises)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, aborted_transactions, self.rsm, segments,
+                                          fetch_offset, upper_bound)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
