@@ -1,6 +1,6 @@
 """Run aiokafka's own test suite against a fresh ``tidelog serve`` (or a cluster).
 
-    python compat/aiokafka/run.py --tests DIR [--brokers N] [extra pytest args]
+    python compat/aiokafka/run.py --tests DIR [--brokers N] [--logs DIR] [extra pytest args]
 
 ``DIR`` is aiokafka's ``tests/`` at the tag of the installed release (``v0.14.0``): neither
 its PyPI sdist nor its wheel ships the tests, so they come from a checkout of
@@ -12,6 +12,9 @@ settings: broker id 0 and two partitions per topic. pytest runs with aiokafka's 
 (``asyncio_mode=auto``, its ``ssl`` marker), so it needs what aiokafka's CI installs beside
 pytest: pytest-asyncio and pytest-mock (``tests/coordinator``). SIGTERM stops the brokers and
 ZooKeeper.
+
+The brokers' logs are kept, one file per broker (``broker-<id>.log``, every start of it), in
+``--logs DIR`` or else a new directory under the temp dir; its path is printed at the end.
 """
 
 from __future__ import annotations
@@ -40,10 +43,23 @@ KAFKA_VERSION = "4.1.0"
 SSL_MARKER = "ssl: Tests that require SSL certificates to run"  # aiokafka's pyproject.toml
 
 
+def keep_logs(broker: kafka_python_run.Broker | kafka_python_run.Cluster, logs: Path) -> None:
+    """Each broker's whole log in ``logs`` (the one-broker run's is broker 0's)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    if isinstance(broker, kafka_python_run.Cluster):
+        for b in broker.cluster.brokers.values():
+            (logs / f"broker-{b.broker_id}.log").write_text("".join(b.all_output))
+    else:
+        (logs / "broker-0.log").write_text("".join(broker.lines))
+    sys.stderr.write(f"broker logs: {logs}\n")
+
+
 def main(argv: list[str]) -> int:
     tests, argv = kafka_python_run.tests_arg(
         argv, "aiokafka's tests/ at the installed release's tag")
     size, argv = kafka_python_run.split_args(argv)
+    logs, argv = kafka_python_run.take(argv, "--logs")
+    logs_dir = Path(logs) if logs else Path(tempfile.mkdtemp(prefix="tidelog-aiokafka-logs-"))
     with tempfile.TemporaryDirectory(prefix="tidelog-aiokafka-") as tmp:
         work = Path(tmp) / "suite"
         shutil.copytree(tests, work / "tests")
@@ -66,6 +82,7 @@ def main(argv: list[str]) -> int:
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             broker.stop()
+            keep_logs(broker, logs_dir)
         return kafka_python_run.report(broker, rc)
 
 

@@ -248,7 +248,12 @@ def test_incremental_alter_configs(w: Wire) -> None:
     # back to the broker's log.retention.hours (5): Kafka's source for it is DEFAULT_CONFIG
     # (see test_describe_configs_sources_and_synonyms)
     assert (conf["retention.ms"].value, conf["retention.ms"].config_source) == ("18000000", 5)
-    assert incremental(w, "iac", [("retention.ms", 2, "5")]).error_code == ErrorCode.INVALID_CONFIG
+    # Kafka's prepareIncrementalConfigs: APPEND/SUBTRACT on a key that is not a list is an
+    # InvalidRequestException named after the operation
+    for op, verb in ((2, "append"), (3, "subtract")):
+        r = incremental(w, "iac", [("retention.ms", op, "5")])
+        assert (r.error_code, r.error_message) == (
+            ErrorCode.INVALID_REQUEST, f"Config value {verb} is not allowed for config key: retention.ms")
     assert incremental(w, "iac", [("bogus", 0, "5")]).error_code == ErrorCode.INVALID_CONFIG
     assert (
         incremental(w, "nope", [("retention.ms", 0, "5")]).error_code

@@ -140,6 +140,13 @@ def test_incremental_set_of_a_key_that_is_no_broker_config_is_stored(tmp_path: P
         with pytest.raises(ck.KafkaException) as info:
             alter(adm.AlterConfigOpType.APPEND, "no.such.config", "x")
         assert info.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+        for op, verb in ((adm.AlterConfigOpType.APPEND, "append"),
+                         (adm.AlterConfigOpType.SUBTRACT, "subtract")):
+            with pytest.raises(ck.KafkaException) as info:  # not a list: the request is bad
+                alter(op, "message.max.bytes", "1")
+            err = info.value.args[0]
+            assert (err.code(), err.str()) == (ck.KafkaError.INVALID_REQUEST,
+                f"Config value {verb} is not allowed for config key: message.max.bytes")
         with pytest.raises(ck.KafkaException) as info:  # still refused: not dynamic in Kafka
             alter(adm.AlterConfigOpType.SET, "num.partitions", "3")
         assert info.value.args[0].code() == ck.KafkaError.INVALID_REQUEST

@@ -141,6 +141,21 @@ _d(
 _d("connections.max.idle.ms", "long", 600000, "Idle connections are closed after this.")
 
 
+def _buffer_size(name: str, v: Any) -> None:
+    """-1 leaves the OS its default; any other size must be positive (Java's
+    setSendBufferSize, which Kafka calls with it, refuses 0 and below)."""
+    if v is not None and v != -1 and v < 1:
+        raise ConfigError(name, v, "Value must be -1 (the OS default) or at least 1")
+
+
+_d("socket.send.buffer.bytes", "int", 102400,
+   "The SO_SNDBUF buffer of the socket server sockets. If the value is -1, the OS default "
+   "will be used.", _buffer_size)
+_d("socket.receive.buffer.bytes", "int", 102400,
+   "The SO_RCVBUF buffer of the socket server sockets. If the value is -1, the OS default "
+   "will be used.", _buffer_size)
+
+
 def _http_urls(name: str, urls: Any) -> None:
     from urllib.parse import urlsplit
 

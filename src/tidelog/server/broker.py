@@ -52,6 +52,7 @@ from .security.authorizer import StandardAuthorizer
 from .security.credentials import CredentialStore
 from .security.session import ListenerSecurity
 from .security.wiring import credential_store, listener_securities, make_authorizer
+from .socket_buffers import set_socket_buffers
 
 if TYPE_CHECKING:
     from .cluster_node import ClusterNode
@@ -291,7 +292,10 @@ class Broker:
             server = await loop.create_server(
                 lambda sec=sec: KafkaConnection(self, sec),
                 lst.host, lst.port, reuse_address=True, ssl=sec.ssl_context,
+                start_serving=False,
             )
+            set_socket_buffers(server, self.config.values)
+            await server.start_serving()
             port = server.sockets[0].getsockname()[1]
             self.bound_ports[lst.name] = port
             if i == 0:

@@ -188,8 +188,7 @@ def _append_or_subtract(name: str, op: int, value: str | None, current: Mapping[
     if key is None:
         raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
     if key.type != "list":
-        raise ApiError(ErrorCode.INVALID_CONFIG,
-                       f"Config value append is not allowed for config key: {name}")
+        raise _not_a_list(name, op)
     # the entity's dynamic value, else the one in force under it: the static one, else the
     # default (Kafka's prepareIncrementalConfigs falls back to the key's default)
     old = current[name] if name in current else fmt(effective.get(name, key.default))
@@ -198,6 +197,14 @@ def _append_or_subtract(name: str, op: int, value: str | None, current: Mapping[
     items = items + [x for x in new if x not in items] if op == APPEND else [
         x for x in items if x not in new]
     return ",".join(items)
+
+
+def _not_a_list(name: str, op: int) -> ApiError:
+    """Kafka's prepareIncrementalConfigs: APPEND or SUBTRACT on a key that is not a list is
+    an InvalidRequestException (INVALID_REQUEST), named after the operation."""
+    verb = "append" if op == APPEND else "subtract"
+    return ApiError(ErrorCode.INVALID_REQUEST,
+                    f"Config value {verb} is not allowed for config key: {name}")
 
 
 def apply_incremental(
@@ -217,10 +224,7 @@ def apply_incremental(
             out.pop(name, None)
         elif op in (APPEND, SUBTRACT):
             if LOG_CONFIG_DEF.keys[name].type != "list":
-                raise ApiError(
-                    ErrorCode.INVALID_CONFIG,
-                    f"Config value append is not allowed for config key: {name}",
-                )
+                raise _not_a_list(name, op)
             items = [x for x in (fmt(effective.get(name)) or "").split(",") if x]
             if name in out:
                 items = [x for x in out[name].split(",") if x]

@@ -35,7 +35,9 @@ from typing import Protocol, TypeVar
 from tidelog.config.remote_log_config import RemoteLogManagerConfig
 from tidelog.metrics.remote import RemoteLogMetrics
 from tidelog.storage.file_records import TimestampAndOffset
+from tidelog.storage.index.txn_index import AbortedTxn, TxnIndexSearchResult
 from tidelog.storage.log import Log
+from tidelog.storage.log_read import collect_aborted_txns
 from tidelog.storage.remote.index_cache import CachedIndexes, RemoteIndexCache
 from tidelog.storage.remote.metadata import (
     RemoteLogSegmentId,
@@ -46,6 +48,7 @@ from tidelog.storage.remote.metadata import (
     RemotePartitionDeleteState,
     TopicIdPartition,
 )
+from tidelog.storage.remote.metadata_cache import RemoteLogMetadataCache
 from tidelog.storage.remote.storage_manager import RemoteStorageError, RemoteStorageManager
 from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
@@ -57,6 +60,7 @@ from .remote_log_reader import (
     RemoteFetchResult,
     RemoteLogReader,
     RemoteStorageFetchInfo,
+    lineage_with_txn_index,
     segments_to_read,
 )
 from .remote_log_segments import (
@@ -326,7 +330,7 @@ class RemoteLogManager:
         started = RemoteLogSegmentMetadata(
             segment_id, seg.base_offset, candidate.end_offset, seg.largest_timestamp,
             self.broker_id, self.clock.milliseconds(), segment_leader_epochs(lg, candidate),
-            seg.size)
+            seg.size, txn_index_empty=seg.txn_index.is_empty)  # KIP-1058: reads skip it
         await self.rlmm.add_remote_log_segment_metadata(started)
         self.metrics.mark(topic, "remote_copy_requests")
         self.quota.record(started.segment_size_in_bytes)
@@ -410,7 +414,30 @@ class RemoteLogManager:
             return RemoteFetchResult(aborted_transactions=[] if info.read_committed else None)
         result = await self.reader.read(info, segments)
         self.fetch_quota.record(len(result.records))
+        if result.txn_search_below is not None and result.aborted_transactions is not None:
+            try:
+                result.aborted_transactions += await self._later_aborted_txns(
+                    cache, lg, segments[-1].end_offset, info.fetch_offset,
+                    result.txn_search_below)
+            except Exception as exc:  # remote storage down
+                self.metrics.mark(info.topic_id_partition.topic, "remote_fetch_errors")
+                return RemoteFetchResult(error=exc, segments=segments)
         return result
+
+    async def _later_aborted_txns(self, cache: RemoteLogMetadataCache, lg: Log, after: int,
+                                  start: int, upper: int) -> list[AbortedTxn]:
+        """Kafka's collectAbortedTransactions past the segments read: the later remote
+        segments of the lineage with a transaction index (off the loop), then, the search
+        still not complete, the local segments (an abort marker not tiered yet; a segment
+        both tiered and still local lists its entries once)."""
+        later = lineage_with_txn_index(cache, lg.leader_epoch_cache, after)
+        remote = await self.reader.aborted_transactions(later, start, upper) if later \
+            else TxnIndexSearchResult([], False)
+        out = remote.aborted_transactions
+        if not remote.is_complete:
+            local = collect_aborted_txns(lg.segments.values(), start, upper)
+            out += [t for t in local.aborted_transactions if t not in out]
+        return out
 
     async def find_offset_by_timestamp(self, tip: TopicIdPartition, timestamp: int,
                                        log_start_offset: int) -> TimestampAndOffset | None:

@@ -7,7 +7,11 @@ segment holding the offset in the offset's leader epoch, then the lineage's next
 Kafka's findNextSegmentMetadata); the thread then reads the remote offset index for a start
 position, fetches one bounded byte range of the segment's ``.log`` and returns whole batches
 as bytes, the first one even when it is larger than the limit (``min_one_message``), with the
-aborted transactions of a read_committed fetch from the remote ``.txnindex``.
+aborted transactions of a read_committed fetch (Kafka's collectAbortedTransactions): from the
+remote ``.txnindex`` of the segment read and of the lineage's later segments, until an entry's
+last stable offset reaches the records' end; a search the remote segments do not complete
+(an abort marker not tiered yet) goes on in the local segments, on the loop
+(``RemoteLogManager.read``).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass, field
 
 from tidelog.metrics.remote import RemoteLogMetrics
 from tidelog.records.batch import iter_batches
-from tidelog.storage.index.txn_index import AbortedTxn, decode_aborted_txns
+from tidelog.storage.index.txn_index import AbortedTxn, TxnIndexSearchResult, decode_aborted_txns
 from tidelog.storage.leader_epoch import LeaderEpochFileCache
 from tidelog.storage.remote.metadata import RemoteLogSegmentMetadata, TopicIdPartition
 from tidelog.storage.remote.metadata_cache import RemoteLogMetadataCache
@@ -49,12 +53,15 @@ class RemoteStorageFetchInfo:
 @dataclass
 class RemoteFetchResult:
     """The batches read (bytes, empty when none), the aborted transactions among them for a
-    read_committed fetch, or the error that stopped the read."""
+    read_committed fetch, or the error that stopped the read. ``txn_search_below``: the
+    transaction indexes of the segments read did not complete the search for aborted
+    transactions below this offset; the later segments' go on with it."""
 
     records: bytes = b""
     aborted_transactions: list[AbortedTxn] | None = None
     error: Exception | None = None
     segments: list[RemoteLogSegmentMetadata] = field(default_factory=list)
+    txn_search_below: int | None = None
 
 
 def segments_to_read(cache: RemoteLogMetadataCache, epochs: LeaderEpochFileCache,
@@ -132,20 +139,41 @@ def read_segment(rsm: RemoteStorageManager, metadata: RemoteLogSegmentMetadata,
 
 def aborted_transactions(rsm: RemoteStorageManager,
                          segments: Iterable[RemoteLogSegmentMetadata], fetch_offset: int,
-                         upper_bound: int) -> list[AbortedTxn]:
+                         upper_bound: int) -> TxnIndexSearchResult:
     """Aborted transactions overlapping [fetch_offset, upper_bound) from the segments'
-    remote ``.txnindex`` (Kafka's collectAbortedTransactions over remote segments)."""
+    remote ``.txnindex`` in lineage order, searched until an entry's last stable offset
+    reaches ``upper_bound`` (complete). An aborted transaction is indexed in the segment of
+    its abort marker, which may be any later one (Kafka's collectAbortedTransactions over
+    remote segments, each next one with a transaction index)."""
     out: list[AbortedTxn] = []
     for metadata in segments:
-        if metadata.txn_index_empty or metadata.start_offset >= upper_bound:
+        if metadata.txn_index_empty:
             continue
         try:
             data = rsm.fetch_index(metadata, IndexType.TRANSACTION)
         except RemoteResourceNotFoundError:
             continue
-        out += [t for t in decode_aborted_txns(data)
-                if t.last_offset >= fetch_offset and t.first_offset < upper_bound]
-    return out
+        for t in decode_aborted_txns(data):
+            if t.last_offset >= fetch_offset and t.first_offset < upper_bound:
+                out.append(t)
+            if t.last_stable_offset >= upper_bound:
+                return TxnIndexSearchResult(out, True)
+    return TxnIndexSearchResult(out, False)
+
+
+def lineage_with_txn_index(cache: RemoteLogMetadataCache, epochs: LeaderEpochFileCache,
+                           after: int) -> list[RemoteLogSegmentMetadata]:
+    """The segments of the lineage starting after offset ``after`` with a transaction
+    index, where a read_committed search the segments read did not complete goes on."""
+    return [m for m in cache.with_txn_index_after(after)
+            if not epochs.entries or _in_lineage(cache, epochs, m)]
+
+
+def _in_lineage(cache: RemoteLogMetadataCache, epochs: LeaderEpochFileCache,
+                metadata: RemoteLogSegmentMetadata) -> bool:
+    epoch = epochs.epoch_for_offset(metadata.start_offset)
+    return epoch is not None and \
+        cache.remote_log_segment_metadata(epoch, metadata.start_offset) is metadata
 
 
 def read_remote(rsm: RemoteStorageManager, segments: list[RemoteLogSegmentMetadata],
@@ -155,11 +183,12 @@ def read_remote(rsm: RemoteStorageManager, segments: list[RemoteLogSegmentMetada
         records = read_segment(rsm, metadata, info)
         if not records:
             continue
-        aborted = None
-        if info.read_committed:
-            last = max(b.next_offset for b in iter_batches(records, validate=False))
-            aborted = aborted_transactions(rsm, segments[i:], info.fetch_offset, last)
-        return RemoteFetchResult(records, aborted, segments=segments)
+        if not info.read_committed:
+            return RemoteFetchResult(records, segments=segments)
+        upper = max(b.next_offset for b in iter_batches(records, validate=False))
+        search = aborted_transactions(rsm, segments[i:], info.fetch_offset, upper)
+        return RemoteFetchResult(records, search.aborted_transactions, segments=segments,
+                                 txn_search_below=None if search.is_complete else upper)
     return RemoteFetchResult(b"", [] if info.read_committed else None, segments=segments)
 
 
@@ -186,6 +215,13 @@ class RemoteLogReader:
             return RemoteFetchResult(error=exc, segments=segments)
         self.metrics.mark(topic, "remote_fetch_bytes", len(result.records))
         return result
+
+    async def aborted_transactions(self, segments: list[RemoteLogSegmentMetadata],
+                                   fetch_offset: int, upper_bound: int) -> TxnIndexSearchResult:
+        """:func:`aborted_transactions` off the loop (raises what remote storage raises)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, aborted_transactions, self.rsm, segments,
+                                          fetch_offset, upper_bound)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -10,11 +10,12 @@ from __future__ import annotations
 import enum
 import os
 import struct
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from .errors import OffsetOutOfRangeError, StorageError
 from .file_records import FileSlice, TimestampAndOffset
-from .index.txn_index import AbortedTxn
+from .index.txn_index import AbortedTxn, TxnIndexSearchResult
 from .leader_epoch import LeaderEpochFileCache
 from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from .segments import LogSegments
@@ -163,15 +164,25 @@ def _aborted_txns(segments: LogSegments, seg: LogSegment, start: int, leo: int) 
     nxt = segments.higher_segment(seg.base_offset)
     upper = nxt.base_offset if nxt is not None else leo
     first = segments.floor_segment(start) or seg
+    return collect_aborted_txns((first, *segments.higher_segments(first.base_offset)), start,
+                                upper).aborted_transactions
+
+
+def collect_aborted_txns(segments: Iterable[LogSegment], start: int, upper: int
+                         ) -> TxnIndexSearchResult:
+    """The aborted transactions overlapping [start, upper) in the transaction indexes of
+    ``segments`` (in offset order), searched until an entry's last stable offset reaches
+    ``upper`` (then complete): Kafka's collectAbortedTransactions walk, which a remote read
+    ends with over the local segments (collectAbortedTransactionInLocalSegments)."""
     out: list[AbortedTxn] = []
-    for s in (first, *segments.higher_segments(first.base_offset)):
+    for s in segments:
         if s.txn_index.is_empty:
             continue
         result = s.txn_index.collect_aborted_txns(start, upper)
         out.extend(result.aborted_transactions)
         if result.is_complete:
-            break
-    return out
+            return TxnIndexSearchResult(out, True)
+    return TxnIndexSearchResult(out, False)
 
 
 # -- ListOffsets -------------------------------------------------------------------------------

@@ -87,6 +87,27 @@ def test_delete_started_unreadable_but_listed_then_gone() -> None:
     assert list(cache.list_all()) == [] and cache.segment(m.remote_log_segment_id) is None
 
 
+def test_segments_with_a_txn_index_after_an_offset() -> None:
+    """KIP-1058's txnIndexEmpty: only finished copies that index an aborted transaction,
+    after the offset, by start offset (where a read_committed remote read searches on)."""
+    cache = RemoteLogMetadataCache(TIP)
+    for start, txn, state in ((0, True, S.COPY_SEGMENT_FINISHED),
+                              (100, False, S.COPY_SEGMENT_FINISHED),
+                              (200, True, S.COPY_SEGMENT_STARTED),
+                              (300, True, S.DELETE_SEGMENT_STARTED),
+                              (500, True, S.COPY_SEGMENT_FINISHED),
+                              (400, True, S.COPY_SEGMENT_FINISHED)):
+        m = RemoteLogSegmentMetadata(RemoteLogSegmentId.generate_new(TIP), start, start + 99,
+                                     start, 1, 0, {0: start}, 100, txn_index_empty=not txn)
+        cache.apply(m)
+        for step in (S.COPY_SEGMENT_FINISHED, S.DELETE_SEGMENT_STARTED):
+            if step <= state:
+                cache.apply(update(m, step))
+    assert [m.start_offset for m in cache.with_txn_index_after(-1)] == [0, 400, 500]
+    assert [m.start_offset for m in cache.with_txn_index_after(0)] == [400, 500]
+    assert cache.with_txn_index_after(500) == []
+
+
 @pytest.mark.parametrize(("path", "refused"), [
     ((S.COPY_SEGMENT_FINISHED,), S.COPY_SEGMENT_STARTED),
     ((), S.DELETE_SEGMENT_FINISHED),

@@ -255,6 +255,15 @@ class RemoteLogMetadataCache:
         ids = set(state.offset_to_id.values()) | state.unreferenced_segment_ids
         return iter(self._sorted(self._segments[sid] for sid in ids))
 
+    def with_txn_index_after(self, offset: int) -> list[RemoteLogSegmentMetadata]:
+        """The COPY_SEGMENT_FINISHED segments starting after ``offset`` whose transaction
+        index is not empty (KIP-1058's ``txnIndexEmpty``), by start offset: one pass over
+        the segments, sorting only those found (Kafka's ``nextSegmentWithTxnIndex``
+        candidates; the caller keeps those of its lineage)."""
+        found = (m for m in self._segments.values()
+                 if m.state is _FINISHED and not m.txn_index_empty and m.start_offset > offset)
+        return self._sorted(found)
+
     def segment(self, segment_id: RemoteLogSegmentId) -> RemoteLogSegmentMetadata | None:
         """The current metadata of ``segment_id`` (any state), or None."""
         return self._segments.get(segment_id)
