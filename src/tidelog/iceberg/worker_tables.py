@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Mapping
-from multiprocessing import reduction
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
@@ -69,19 +69,21 @@ class WorkerTables:
         return cast(Position, self._call(worker.FLUSH, "where", (settings, epochs)))
 
     def write(self, settings: TopicSettings, reads: list[PartitionRead]) -> FlushResult:
-        """The reads' bytes go in an anonymous memory file whose descriptor the worker gets
-        (one hand-over, not a pipe's worth at a time with a wake-up of each side for each:
-        the worker runs at a lower priority, and each wake-up may wait for the CPU)."""
-        heads = [PartitionRead(r.partition, r.start, r.end, r.epoch, r.new) for r in reads]
-        sizes = [len(r.data) for r in reads]
-        fd = os.memfd_create("tidelog-iceberg-flush", os.MFD_CLOEXEC)
-        try:
-            for r in reads:
-                _write_all(fd, r.data)
+        """The reads name where their batches are in the segment files; the files'
+        descriptors go with the call, and the worker reads the batches itself (no copy of
+        them in this process, no pickling, no pipe's worth at a time)."""
+        index: dict[int, int] = {}  # a descriptor here -> its place in the hand-over
+        heads = [PartitionRead(r.partition, r.start, r.end, r.epoch, r.new, ranges=[
+            replace(g, fd=index.setdefault(g.fd, len(index))) for g in r.ranges])
+            for r in reads]
+        fds: list[int] = []
+        try:  # held here until handed over (a segment closed meanwhile fails the flush only)
+            fds.extend(os.dup(fd) for fd in index)
             return cast(FlushResult, self._call(worker.FLUSH, "write",
-                                                (settings, heads, sizes), fd))
+                                                (settings, heads, len(fds)), fds))
         finally:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
 
     def maintain(self, settings: TopicSettings, now_ms: int, orphan_age_ms: int) -> Expired:
         return cast(Expired, self._call(worker.MAINTENANCE, "maintain",
@@ -107,13 +109,12 @@ class WorkerTables:
                 proc.join()
 
     def _call(self, channel: int, method: str, args: tuple[object, ...],
-              fd: int | None = None) -> object:
+              fds: list[int] | None = None) -> object:
         generation, conn = self._conn(channel)
         try:
             conn.send((method, args))
-            if fd is not None:
-                proc = self._proc
-                reduction.send_handle(conn, fd, proc.pid if proc is not None else 0)
+            if fds:
+                worker.send_fds(conn, fds)
             while True:
                 kind, value = conn.recv()
                 if kind == "schema":
@@ -184,12 +185,6 @@ class WorkerTables:
         log.warning("Iceberg translation worker (pid %s) ended (%s); translation pauses until "
                     "a new one starts", proc.pid, why)
         _end(proc, conns)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
 
 
 def _end(proc: BaseProcess, conns: list[Connection]) -> None:
