@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 FLUSH, MAINTENANCE = 0, 1  # the pipes, by the broker thread that calls
+FAULT_EXIT = 70  # the exit status of a worker ended by its fault hook (EX_SOFTWARE)
 
 
 class RemoteError(Exception):
@@ -120,7 +121,8 @@ def lower_priority(increment: int) -> int:
 
 
 def main(conns: list[Connection], values: Mapping[str, object], log_dir: str, nice: int,
-         parent_pid: int, with_schemas: bool, log_level: int) -> None:
+         parent_pid: int, with_schemas: bool, log_level: int, fault: str | None = None
+         ) -> None:
     """The worker's life: say ready, serve both pipes until the broker closes them (or
     dies). The catalog is opened by the first call that needs it (and again by the next one
     while it cannot be: a catalog outage fails the calls, not the worker)."""
@@ -129,7 +131,8 @@ def main(conns: list[Connection], values: Mapping[str, object], log_dir: str, ni
     logging.basicConfig(level=log_level,
                         format="%(asctime)s %(levelname)s [iceberg worker] %(name)s: "
                                "%(message)s")
-    side = Side(values, Path(log_dir), RemoteSchemas(conns[FLUSH]) if with_schemas else None)
+    side = Side(values, Path(log_dir), RemoteSchemas(conns[FLUSH]) if with_schemas else None,
+                fault)
     conns[FLUSH].send(("ready", os.getpid()))
     threading.Thread(target=serve, args=(conns[MAINTENANCE], side),
                      name="iceberg-maintenance", daemon=True).start()
@@ -140,10 +143,11 @@ class Side:
     """The worker's table side, opened on first use."""
 
     def __init__(self, values: Mapping[str, object], log_dir: Path,
-                 schemas: RemoteSchemas | None) -> None:
+                 schemas: RemoteSchemas | None, fault: str | None = None) -> None:
         self.values = values
         self.log_dir = log_dir
         self.schemas = schemas
+        self.fault = fault  # a method whose call ends the process at once (a fault hook)
         self._lock = threading.Lock()
         self._side: LocalTables | None = None
 
@@ -154,6 +158,8 @@ class Side:
             return self._side
 
     def call(self, method: str, args: tuple[object, ...]) -> object:
+        if method == self.fault:
+            os._exit(FAULT_EXIT)
         side = self.open()
         return None if method == "open" else getattr(side, method)(*args)
 
