@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
-from tidelog.storage.file_records import BatchHeader, headers_in_buffer
+from tidelog.records.batch import iter_batches
 
 
 class StaleRange(Exception):
@@ -32,7 +33,23 @@ class FileRange:
     next_offset: int  # past its last batch
 
 
-def ranges_of(fd: int, heads: Iterable[BatchHeader]) -> list[FileRange]:
+class Located(Protocol):
+    """A batch where the broker saw it (the log's batch header at a file position)."""
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def base_offset(self) -> int: ...
+
+    @property
+    def next_offset(self) -> int: ...
+
+
+def ranges_of(fd: int, heads: Iterable[Located]) -> list[FileRange]:
     """The ranges of consecutive batches (adjacent in the file) among ``heads``."""
     out: list[FileRange] = []
     for h in heads:
@@ -76,9 +93,9 @@ def check(data: memoryview, r: FileRange) -> None:
     """Raise StaleRange unless ``data`` is whole batches from ``r.base_offset`` up to
     ``r.next_offset``."""
     size, first, end = 0, None, None
-    for h in headers_in_buffer(data):
-        first = h.base_offset if first is None else first
-        size, end = size + h.size, h.next_offset
+    for b in iter_batches(data, validate=False):
+        first = b.base_offset if first is None else first
+        size, end = size + b.size_in_bytes, b.next_offset
     if (first, end, size) != (r.base_offset, r.next_offset, r.size):
         raise StaleRange(f"batches of offsets [{first}, {end}) in {size} bytes at position "
                          f"{r.position}, not [{r.base_offset}, {r.next_offset}) in {r.size}: "
