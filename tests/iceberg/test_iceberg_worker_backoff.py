@@ -3,7 +3,8 @@ hook in the middle of each write) is started again only after a backoff that dou
 death in a row (1 s, 2 s, 4 s, ..., at most 30 s: Kafka's exponential backoffs), counted on an
 injected clock: however often the flushes retry meanwhile, no worker starts before its time.
 Once the fault is gone, the next worker translates every acknowledged record once, and a good
-flush resets the backoff."""
+flush resets the backoff. The segment files a flush hands the worker are closed by it when it
+answers."""
 
 from __future__ import annotations
 
@@ -33,6 +34,20 @@ def test_backoff_doubles_from_one_second_up_to_its_cap() -> None:
     assert respawn_backoff_s(10_000) == 30
 
 
+def _segments_open(pid: int | None) -> list[str]:
+    """The segment files (``.log``) process ``pid`` has open."""
+    assert pid is not None
+    out = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed meanwhile
+            continue
+        if target.endswith(".log"):
+            out.append(target)
+    return out
+
+
 def _held_back_more(worker: WorkerTables, n: int) -> None:
     """Wait until ``n`` more calls were refused for the backoff (the flushes retry)."""
     start = worker.held_back
@@ -55,6 +70,9 @@ def test_a_worker_that_dies_at_every_flush_is_started_again_after_a_doubling_bac
         serialized = serialize_orders(b.schema_registry_url, topic, range(400))
         acked: Acked = produce_serialized(b.bootstrap_servers, topic, serialized[:100])
         wait_for_offsets(tmp_path, topic, end_offsets(acked))  # a good flush first
+        # the worker read the batches from the segment files handed over with the flush,
+        # and closed them when it answered
+        wait_until(lambda: not _segments_open(worker.pid), "the worker's segment files closed")
 
         worker.fault = "write"  # every worker started from now on dies in each write
         pid = worker.pid

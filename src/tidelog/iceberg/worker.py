@@ -2,16 +2,16 @@
 translation (``LocalTables``: decode, Arrow, Parquet, the pyiceberg commits, maintenance) in
 an interpreter of its own, so that the broker's event loop never waits for the interpreter
 lock a flush holds. The broker keeps the log side (``translator``): which partitions it leads,
-their last stable offsets, reading committed batches as bytes, retention floors, lag.
+their last stable offsets, where their committed batches are, retention floors, lag.
 
 It talks to the broker over two pipes, one per broker thread that calls it (flushes;
 maintenance), each served here by a thread of its own. A request is ``(method, args)`` (for
 ``write``, where the partitions' batches are in the segment files (``file_ranges``), with the
 files' descriptors after it (SCM_RIGHTS): the worker reads the batches itself, and their bytes
-never pass through the broker's process or the pipe); the answer is ``("ok", value)`` or ``("error", exception)``. While a flush decodes, the worker asks
-the broker for the Schema Registry's schemas it has not seen (``("schema", (name, args))``,
-answered on the same pipe): the registry stays the broker's, read as the translation thread
-reads it.
+never pass through the broker's process or the pipe); the answer is ``("ok", value)`` or
+``("error", exception)``. While a flush decodes, the worker asks the broker for the Schema
+Registry's schemas it has not seen (``("schema", (name, args))``, answered on the same pipe):
+the registry stays the broker's, read as the translation thread reads it.
 
 The process is started clean ("spawn": never a fork of a process running an event loop and
 threads), lowers its own priority by ``iceberg.translation.nice`` (the whole process: every
