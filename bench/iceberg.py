@@ -241,6 +241,7 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
     t0, c0, f0 = time.perf_counter(), time.process_time(), translator.cpu_s
     result = b.run(service.flush_topic(topic), timeout=600)
     translate, translate_cpu = time.perf_counter() - t0, time.process_time() - c0
+    broker_cpu = translate_cpu  # the broker's process alone (with a worker: its side)
     translate_cpu += worker.seconds() - w0 if worker is not None else 0.0
     translate_thread = translator.cpu_s - f0
     assert result.rows == len(values), result
@@ -257,7 +258,7 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
     plain_thread = time.thread_time() - w0
     n = len(values)
     return (n / translate, n / plain, n / translate_cpu, n / plain_cpu, n / translate_thread,
-            n / plain_thread)
+            n / plain_thread, broker_cpu * 1000)
 
 
 def drain(b: EmbeddedBroker, timeout: float = 600) -> None:
@@ -326,9 +327,10 @@ def warm_up(b: EmbeddedBroker, values: list[bytes]) -> None:
 
 def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
                   producers: Producers) -> None:
-    """Iceberg topic and plain topic in turn; after an Iceberg topic's run its translator
-    catches up before the plain run starts (its backlog's flushes would otherwise compete
-    with the plain run). Also, per run, the CPU seconds of the process and of the broker's
+    """Iceberg topic and plain topic in turn (the Iceberg topic first in even repeats, the
+    plain one in odd ones: a load that rises or falls over the pairs weighs on both sides
+    alike); after an Iceberg topic's run its translator catches up before the next run
+    starts (its backlog's flushes would otherwise compete with a plain run). Also, per run, the CPU seconds of the process and of the broker's
     event loop thread (in us per record), and of an Iceberg run the translation thread's CPU
     seconds during the run (its own clock), the flushes that ended in it, the records not yet
     in the table when the run ended and how long the translator took to catch up."""
@@ -342,8 +344,9 @@ def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
     flush_cpu, flushes, behind, caught_up = [], [], [], []
     warm_up(b, values[:600])
     translation_clock = TranslationClock(b)
-    for _ in range(repeats):
-        for iceberg, out in ((True, ice), (False, plain)):
+    for repeat in range(repeats):
+        pair = ((True, ice), (False, plain))
+        for iceberg, out in pair if repeat % 2 == 0 else pair[::-1]:  # ABBA: no order bias
             topic = f"p-{uuid.uuid4().hex[:6]}"
             create(b.bootstrap_servers, topic, 6, iceberg, 1000)
             c0, l0 = time.process_time(), time.clock_gettime(loop_clock)
@@ -479,9 +482,10 @@ def run(args: argparse.Namespace, props: dict[str, str], scratch: Path,
             serializers = {"json": serialize_json, "protobuf": serialize_protobuf}
             data = serializers[name](b.schema_registry_url, name, args.records) if (
                 name in serializers) else values
-            tr, pl, tr_cpu, pl_cpu, tr_thread, pl_thread = [], [], [], [], [], []
+            tr, pl, tr_cpu, pl_cpu, tr_thread, pl_thread, own = [], [], [], [], [], [], []
             for _ in range(args.repeats):
-                t, p, tc, pc_, tt, pt = translation(b, data, scratch, mode)
+                t, p, tc, pc_, tt, pt, ms = translation(b, data, scratch, mode)
+                own.append(ms)
                 tr.append(t)
                 pl.append(p)
                 tr_cpu.append(tc)
@@ -498,6 +502,8 @@ def run(args: argparse.Namespace, props: dict[str, str], scratch: Path,
             print(f"[{name}] per CPU second of their threads: translation "
                   f"{rng_range(tr_thread)}, parquet write {rng_range(pl_thread)}, ratio "
                   f"{ratio_range([a / c for a, c in zip(tr_thread, pl_thread, strict=True)])}")
+            print(f"[{name}] CPU ms of the broker's process in the flush (with a worker "
+                  f"process: the log side only) {rng_range(own)}")
         if "produce" not in args.skip:
             n = args.produce_records or 20 * args.records
             produce_phase(b, (values * (n // len(values) + 1))[:n], args.repeats, producers)

@@ -42,7 +42,7 @@ def test_one_module_reads_the_partition() -> None:
 def test_the_table_side_holds_nothing_of_the_log() -> None:
     """What runs in the translation worker process (the table side) imports nothing of the
     log side: the broker's partitions are read in the broker's process only."""
-    for name in ("table_writer.py", "worker.py", "rows.py", "tables.py"):
+    for name in ("table_writer.py", "worker.py", "rows.py", "tables.py", "file_ranges.py"):
         found = {m for m in _imports(SRC / "iceberg" / name)
                  if m.startswith(("tidelog.server", "tidelog.storage"))
                  or m in {"tidelog.iceberg.log_source", "tidelog.iceberg.translator",

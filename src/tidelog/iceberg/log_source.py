@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tidelog.records import RecordBatch
+from tidelog.records.batch import CONTROL_MASK
+from tidelog.storage.file_records import FileRecords
 from tidelog.storage.log_read import FetchIsolation
 from tidelog.storage.reader_txn import filter_aborted
 from tidelog.util.topic_partition import TopicPartition
+
+from .file_ranges import FileRange, ranges_of
 
 if TYPE_CHECKING:
     from tidelog.server.replica_manager import ReplicaManager
@@ -31,7 +35,8 @@ class Leadership:
 
 @dataclass
 class CommittedRead:
-    batches: list[RecordBatch]  # data batches of committed transactions (and plain ones)
+    ranges: list[FileRange]  # where the data batches of committed transactions (and plain
+    # ones) are in the segment file, adjacent ones in one range
     next_offset: int  # where the next read starts (past control and aborted batches too)
 
 
@@ -56,20 +61,29 @@ class PartitionSource:
         return Leadership(partition.leader_epoch, lg.log_start_offset, lg.last_stable_offset)
 
     def read_committed(self, tp: TopicPartition, start: int, max_bytes: int) -> CommittedRead:
-        """Committed batches from ``start`` (at most about ``max_bytes``, at least one batch
-        when there is one). Runs on any thread: a log's reads take no lock."""
+        """Where the committed batches from ``start`` are (at most about ``max_bytes``, at
+        least one batch when there is one): only their headers are read here. Runs on any
+        thread: a log's reads take no lock."""
         partition = self._rm.get_partition(tp)
         if partition is None:
             return CommittedRead([], start)
         # the partition's read door (Kafka's Partition.readRecords), bounded by the LSO
         info = partition.read_records(start, max_bytes, FetchIsolation.TXN_COMMITTED, True)
-        batches = list(info.records.batches())
-        if not batches:
+        records = info.records
+        if records.size == 0:
             return CommittedRead([], start)
-        next_offset = batches[-1].next_offset
-        kept = [b for b in filter_aborted(batches, info.aborted_transactions or [], start)
-                if not b.is_control and b.next_offset > start]
-        return CommittedRead(kept, next_offset)
+        fd = records.fileno()
+        file = FileRecords(Path(records.path or "?"), fd, records.position + records.size)
+        heads = list(file.headers(records.position))
+        if not heads:
+            return CommittedRead([], start)
+        next_offset = heads[-1].next_offset
+        if info.aborted_transactions:  # the consumer's filter, on the batches themselves
+            kept = {b.position for b in filter_aborted(records.batches(),
+                                                       info.aborted_transactions, start)}
+            heads = [h for h in heads if h.position in kept]
+        data = [h for h in heads if not h.attributes & CONTROL_MASK and h.next_offset > start]
+        return CommittedRead(ranges_of(fd, data), next_offset)
 
     def set_retention_floor(self, tp: TopicPartition, floor: Callable[[], int | None] | None
                             ) -> bool:

@@ -27,6 +27,7 @@ from tidelog.config.iceberg_config import DLQ_TABLE, KEY_VALUE
 from tidelog.records.batch import iter_batches
 
 from .columns import dlq_schema, table_schema
+from .file_ranges import FileRange
 from .maintenance import Expired, expire_snapshots
 from .rows import DlqRows, RecordSorter, Sorted, merge, table_rows
 from .schemas import Codecs
@@ -78,7 +79,8 @@ class PartitionRead:
     end: int
     epoch: int  # the leader epoch they were read in
     new: bool  # the table holds nothing of the partition yet (committed even if empty)
-    data: bytes = b""
+    data: bytes | bytearray = b""  # the batches (read from ``ranges`` by the table side)
+    ranges: list[FileRange] = field(default_factory=list)  # where they are in the log
 
 
 @dataclass

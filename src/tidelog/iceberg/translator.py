@@ -20,6 +20,7 @@ from typing import Protocol
 
 from tidelog.util.topic_partition import TopicPartition
 
+from .file_ranges import FileRange, merge, read_ranges
 from .log_source import PartitionSource
 from .maintenance import Expired
 from .table_writer import FlushResult, PartitionRead, Position, TopicSettings
@@ -185,23 +186,26 @@ class TopicTranslator:
             if start < leading.log_start_offset:
                 log.warning("%s: offsets [%d, %d) left the log before translation", tp, start,
                             leading.log_start_offset)
-            data, end = self._read_partition(tp, start, leading.last_stable_offset, budget)
+            ranges, end = self._read_partition(tp, start, leading.last_stable_offset, budget)
             if end > start or p not in have:
                 reads.append(PartitionRead(p, start, end, leading.leader_epoch, p not in have,
-                                           data))
+                                           ranges=ranges))
+        if self.side.in_process:  # the table side reads them here (a worker: itself)
+            for r in reads:
+                r.data, r.ranges = read_ranges(r.ranges), []
         return reads
 
     def _read_partition(self, tp: TopicPartition, start: int, lso: int, budget: int
-                        ) -> tuple[bytes, int]:
-        """The committed batches of ``tp`` from ``start`` up to ``budget`` bytes, as one
-        bytes object, and the offset they reach (at most ``lso``)."""
+                        ) -> tuple[list[FileRange], int]:
+        """Where the committed batches of ``tp`` from ``start`` up to ``budget`` bytes are,
+        and the offset they reach (at most ``lso``)."""
         position, used = start, 0
-        chunks: list[memoryview] = []
+        ranges: list[FileRange] = []
         while position < lso and used < budget:
-            got = self.source.read_committed(tp, position, min(budget - used, 8 << 20))
+            got = self.source.read_committed(tp, position, budget - used)
             if got.next_offset <= position:
                 break
-            chunks.extend(b.buf for b in got.batches)
-            used += sum(b.size_in_bytes for b in got.batches)
+            merge(ranges, got.ranges)
+            used += sum(r.size for r in got.ranges)
             position = min(got.next_offset, lso)  # a batch may reach past the LSO read
-        return b"".join(chunks), position
+        return ranges, position

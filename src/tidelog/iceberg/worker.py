@@ -2,16 +2,16 @@
 translation (``LocalTables``: decode, Arrow, Parquet, the pyiceberg commits, maintenance) in
 an interpreter of its own, so that the broker's event loop never waits for the interpreter
 lock a flush holds. The broker keeps the log side (``translator``): which partitions it leads,
-their last stable offsets, reading committed batches as bytes, retention floors, lag.
+their last stable offsets, where their committed batches are, retention floors, lag.
 
 It talks to the broker over two pipes, one per broker thread that calls it (flushes;
 maintenance), each served here by a thread of its own. A request is ``(method, args)`` (for
-``write``, the partitions' batch bytes follow as the descriptor of an anonymous memory file
-they were written to: one hand-over, the bytes never pickled or pushed through the pipe); the
-answer is ``("ok", value)`` or ``("error", exception)``. While a flush decodes, the worker asks
-the broker for the Schema Registry's schemas it has not seen (``("schema", (name, args))``,
-answered on the same pipe): the registry stays the broker's, read as the translation thread
-reads it.
+``write``, where the partitions' batches are in the segment files (``file_ranges``), with the
+files' descriptors after it (SCM_RIGHTS): the worker reads the batches itself, and their bytes
+never pass through the broker's process or the pipe); the answer is ``("ok", value)`` or
+``("error", exception)``. While a flush decodes, the worker asks the broker for the Schema
+Registry's schemas it has not seen (``("schema", (name, args))``, answered on the same pipe):
+the registry stays the broker's, read as the translation thread reads it.
 
 The process is started clean ("spawn": never a fork of a process running an event loop and
 threads), lowers its own priority by ``iceberg.translation.nice`` (the whole process: every
@@ -24,15 +24,18 @@ import ctypes
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Mapping
-from multiprocessing import reduction
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tidelog.schema_registry.records import Reference, SchemaValue
+
+from .file_ranges import read_ranges
 
 if TYPE_CHECKING:
     from tidelog.schema_registry.schema_types import ParsedSchema
@@ -43,6 +46,7 @@ log = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 FLUSH, MAINTENANCE = 0, 1  # the pipes, by the broker thread that calls
+FAULT_EXIT = 70  # the exit status of a worker ended by its fault hook (EX_SOFTWARE)
 
 
 class RemoteError(Exception):
@@ -117,7 +121,8 @@ def lower_priority(increment: int) -> int:
 
 
 def main(conns: list[Connection], values: Mapping[str, object], log_dir: str, nice: int,
-         parent_pid: int, with_schemas: bool, log_level: int) -> None:
+         parent_pid: int, with_schemas: bool, log_level: int, fault: str | None = None
+         ) -> None:
     """The worker's life: say ready, serve both pipes until the broker closes them (or
     dies). The catalog is opened by the first call that needs it (and again by the next one
     while it cannot be: a catalog outage fails the calls, not the worker)."""
@@ -126,7 +131,8 @@ def main(conns: list[Connection], values: Mapping[str, object], log_dir: str, ni
     logging.basicConfig(level=log_level,
                         format="%(asctime)s %(levelname)s [iceberg worker] %(name)s: "
                                "%(message)s")
-    side = Side(values, Path(log_dir), RemoteSchemas(conns[FLUSH]) if with_schemas else None)
+    side = Side(values, Path(log_dir), RemoteSchemas(conns[FLUSH]) if with_schemas else None,
+                fault)
     conns[FLUSH].send(("ready", os.getpid()))
     threading.Thread(target=serve, args=(conns[MAINTENANCE], side),
                      name="iceberg-maintenance", daemon=True).start()
@@ -137,10 +143,11 @@ class Side:
     """The worker's table side, opened on first use."""
 
     def __init__(self, values: Mapping[str, object], log_dir: Path,
-                 schemas: RemoteSchemas | None) -> None:
+                 schemas: RemoteSchemas | None, fault: str | None = None) -> None:
         self.values = values
         self.log_dir = log_dir
         self.schemas = schemas
+        self.fault = fault  # a method whose call ends the process at once (a fault hook)
         self._lock = threading.Lock()
         self._side: LocalTables | None = None
 
@@ -151,6 +158,8 @@ class Side:
             return self._side
 
     def call(self, method: str, args: tuple[object, ...]) -> object:
+        if method == self.fault:
+            os._exit(FAULT_EXIT)
         side = self.open()
         return None if method == "open" else getattr(side, method)(*args)
 
@@ -176,30 +185,53 @@ def serve(conn: Connection, side: Side) -> None:
     while True:
         try:
             method, args = conn.recv()
-            if method == "write":  # (settings, reads, sizes), then the bytes' file
-                args = (args[0], with_data(args[1], args[2], reduction.recv_handle(conn)))
+            # write: (settings, reads, descriptors), then the segment files' descriptors
+            fds = recv_fds(conn, args[2]) if method == "write" else []
         except (EOFError, OSError):
             os._exit(0)
         try:
+            if method == "write":
+                args = (args[0], with_data(args[1], fds))
             answer: tuple[str, object] = ("ok", side.call(method, args))
         except Exception as exc:
             answer = ("error", sendable(exc))
+        finally:
+            for fd in fds:
+                os.close(fd)
         try:
             conn.send(answer)
         except (EOFError, OSError):
             os._exit(0)
 
 
-def with_data(reads: list[PartitionRead], sizes: list[int], fd: int) -> list[PartitionRead]:
-    """The reads with their bytes, one after the other in the file ``fd`` (closed here)."""
-    try:
-        blob = os.pread(fd, sum(sizes), 0)
-    finally:
-        os.close(fd)
-    at = 0
-    for r, size in zip(reads, sizes, strict=True):
-        r.data = blob[at:at + size]
-        at += size
+MAX_FDS = 200  # descriptors a message (the kernel's SCM_MAX_FD is 253)
+
+
+def send_fds(conn: Connection, fds: list[int]) -> None:
+    """Hand ``fds`` to the other end of ``conn`` (duplicated into it by the kernel)."""
+    with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        for i in range(0, len(fds), MAX_FDS):
+            socket.send_fds(s, [b"f"], fds[i:i + MAX_FDS])
+
+
+def recv_fds(conn: Connection, count: int) -> list[int]:
+    """The ``count`` descriptors ``send_fds`` handed over on ``conn``."""
+    out: list[int] = []
+    with socket.fromfd(conn.fileno(), socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        while len(out) < count:
+            msg, fds, _, _ = socket.recv_fds(s, 1, min(MAX_FDS, count - len(out)))
+            out.extend(fds)
+            if not msg:
+                raise EOFError("the broker ended during a hand-over of descriptors")
+    return out
+
+
+def with_data(reads: list[PartitionRead], fds: list[int]) -> list[PartitionRead]:
+    """The reads with their bytes, read from their ranges (whose ``fd`` is an index into
+    ``fds``, the segment files handed over with the call)."""
+    for r in reads:
+        r.data = read_ranges([replace(g, fd=fds[g.fd]) for g in r.ranges])
+        r.ranges = []
     return reads
 
 

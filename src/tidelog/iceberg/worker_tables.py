@@ -16,11 +16,13 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Mapping
-from multiprocessing import reduction
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import cast
+
+from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 from . import worker
 from .maintenance import Expired
@@ -48,6 +50,11 @@ class WorkerTables:
         self.namespace = str(values["iceberg.namespace"])
         self.starts = 0  # workers started (1 + restarts after deaths)
         self.deaths = 0  # workers that died under a call
+        self.clock: Clock = SYSTEM_CLOCK  # the respawn backoff's (monotonic nanoseconds)
+        self.failures = 0  # workers that died (or did not start) since the last good flush
+        self.held_back = 0  # calls failed at once, a new worker not yet due
+        self.fault: str | None = None  # a method the worker exits at (tests' fault hook)
+        self._due_ns = 0  # the earliest monotonic time the next worker may start
         self._lock = threading.Lock()
         self._proc: BaseProcess | None = None
         self._conns: list[Connection] = []
@@ -69,19 +76,23 @@ class WorkerTables:
         return cast(Position, self._call(worker.FLUSH, "where", (settings, epochs)))
 
     def write(self, settings: TopicSettings, reads: list[PartitionRead]) -> FlushResult:
-        """The reads' bytes go in an anonymous memory file whose descriptor the worker gets
-        (one hand-over, not a pipe's worth at a time with a wake-up of each side for each:
-        the worker runs at a lower priority, and each wake-up may wait for the CPU)."""
-        heads = [PartitionRead(r.partition, r.start, r.end, r.epoch, r.new) for r in reads]
-        sizes = [len(r.data) for r in reads]
-        fd = os.memfd_create("tidelog-iceberg-flush", os.MFD_CLOEXEC)
-        try:
-            for r in reads:
-                _write_all(fd, r.data)
-            return cast(FlushResult, self._call(worker.FLUSH, "write",
-                                                (settings, heads, sizes), fd))
+        """The reads name where their batches are in the segment files; the files'
+        descriptors go with the call, and the worker reads the batches itself (no copy of
+        them in this process, no pickling, no pipe's worth at a time)."""
+        index: dict[int, int] = {}  # a descriptor here -> its place in the hand-over
+        heads = [PartitionRead(r.partition, r.start, r.end, r.epoch, r.new, ranges=[
+            replace(g, fd=index.setdefault(g.fd, len(index))) for g in r.ranges])
+            for r in reads]
+        fds: list[int] = []
+        try:  # held here until handed over (a segment closed meanwhile fails the flush only)
+            fds.extend(os.dup(fd) for fd in index)
+            result = cast(FlushResult, self._call(worker.FLUSH, "write",
+                                                  (settings, heads, len(fds)), fds))
         finally:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
+        self.failures = 0  # a good flush: the next death is backed off from the start
+        return result
 
     def maintain(self, settings: TopicSettings, now_ms: int, orphan_age_ms: int) -> Expired:
         return cast(Expired, self._call(worker.MAINTENANCE, "maintain",
@@ -107,13 +118,12 @@ class WorkerTables:
                 proc.join()
 
     def _call(self, channel: int, method: str, args: tuple[object, ...],
-              fd: int | None = None) -> object:
+              fds: list[int] | None = None) -> object:
         generation, conn = self._conn(channel)
         try:
             conn.send((method, args))
-            if fd is not None:
-                proc = self._proc
-                reduction.send_handle(conn, fd, proc.pid if proc is not None else 0)
+            if fds:
+                worker.send_fds(conn, fds)
             while True:
                 kind, value = conn.recv()
                 if kind == "schema":
@@ -141,8 +151,25 @@ class WorkerTables:
             if self._closed:
                 raise WorkerDied("translation is stopping")
             if self._proc is None:
-                self._spawn()
+                wait_ns = self._due_ns - self.clock.nanoseconds()
+                if wait_ns > 0:
+                    self.held_back += 1
+                    raise WorkerDied(f"the translation worker ended {self.failures} times in a "
+                                     f"row: the next starts after a backoff of "
+                                     f"{respawn_backoff_s(self.failures):.0f} s")
+                try:
+                    self._spawn()
+                except WorkerDied:
+                    self._back_off()
+                    raise
             return self._generation, self._conns[channel]
+
+    def _back_off(self) -> None:
+        """One more worker ended before a good flush (the lock held): the next may start
+        after the backoff of that many failures."""
+        self.failures += 1
+        self._due_ns = (self.clock.nanoseconds()
+                        + int(respawn_backoff_s(self.failures) * 1_000_000_000))
 
     def _spawn(self) -> None:
         """Start a worker (the lock held) and wait for it to say it is ready."""
@@ -151,7 +178,8 @@ class WorkerTables:
         proc = ctx.Process(
             target=worker.main, name="iceberg-translation-worker", daemon=True,
             args=([child for _, child in pairs], self.values, str(self.log_dir), self.nice,
-                  os.getpid(), self.schemas is not None, logging.getLogger().level))
+                  os.getpid(), self.schemas is not None, logging.getLogger().level,
+                  self.fault))
         proc.start()
         for _, child in pairs:
             child.close()
@@ -181,15 +209,25 @@ class WorkerTables:
                 return
             proc, conns, self._proc, self._conns = self._proc, self._conns, None, []
             self.deaths += 1
+            self._back_off()
+            backoff = respawn_backoff_s(self.failures)
         log.warning("Iceberg translation worker (pid %s) ended (%s); translation pauses until "
-                    "a new one starts", proc.pid, why)
+                    "a new one starts, in %.0f s at the earliest", proc.pid, why, backoff)
         _end(proc, conns)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+RESPAWN_BACKOFF_S = 1.0  # after the first death (Kafka's exponential backoffs: x2 each)
+RESPAWN_BACKOFF_MAX_S = 30.0
+
+
+def respawn_backoff_s(failures: int) -> float:
+    """How long after the ``failures``-th worker in a row ended (or did not start) the next
+    may start: 1 s, doubled for each further one, at most 30 s (a worker that dies at every
+    flush is not started again and again back to back: each start imports pyiceberg and
+    pyarrow, a second of CPU the produce path shares)."""
+    if failures <= 0:
+        return 0.0
+    return min(RESPAWN_BACKOFF_MAX_S, RESPAWN_BACKOFF_S * 2.0 ** min(failures - 1, 32))
 
 
 def _end(proc: BaseProcess, conns: list[Connection]) -> None:
