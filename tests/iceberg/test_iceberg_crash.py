@@ -29,6 +29,7 @@ from iceberg_support import (
     serialize_orders,
     table_files,
     wait_for_offsets,
+    wait_until,
 )
 
 from tidelog.testing.cluster import BrokerProcess
@@ -97,7 +98,9 @@ def _run(tmp_path: Path, records: int, kills: int, seed: int, process: bool = Fa
         "iceberg.translation.process": str(process).lower()})
     broker = BrokerProcess(0, tmp_path / "logs", props).start()
     bootstrap, registry = f"127.0.0.1:{port}", f"http://127.0.0.1:{registry_port}"
-    try:
+    try:  # the broker is ready once its Kafka listener is; its Schema Registry comes after
+        wait_until(lambda: any("Schema Registry on" in line for line in broker.output),
+                   "the Schema Registry listening", timeout=120)
         topic = "orders"
         create_topic(bootstrap, topic, 6, **{"tidelog.iceberg.mode": "value_schema_id_prefix"})
         acked: Acked = {}
