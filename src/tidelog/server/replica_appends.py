@@ -322,8 +322,8 @@ class ReplicaAppends:
                 partition = self.partition_or_error(tp)
                 partition.check_append(required_acks)
             lg = partition.log
-            info = lg.append_plain_as_leader(records, partition.leader_epoch, inline_below)
-            handed = False
+            info = partition.append_plain_now(records, inline_below)
+            handed = moved = False
             if info is None:  # not the common case: the writer and the callback it may need
                 loop = asyncio.get_running_loop()
                 # the future is made only for a write handed over: ``_written`` runs on the
@@ -333,7 +333,9 @@ class ReplicaAppends:
                 info, handed = lg.append_as_leader_async(
                     records, partition.leader_epoch, self.append_writers.for_log(lg), done,
                     inline_below=inline_below, plain_declined=True)
-            if not handed:  # (``_after_write(partition, True)``)
+            else:
+                moved = lg.high_watermark > info.last_offset  # (the HW moved with it)
+            if not (handed or moved):  # (``_after_write(partition, True)``)
                 if lg.flush_due():
                     self.group_commit.add(tp, lg)  # counted once the records are on disk
                 elif not partition.advance_local_committed():

@@ -250,13 +250,17 @@ class Log(LocalLogView, LogTruncation):
         return info
 
     def append_plain_as_leader(self, records: bytes | bytearray | memoryview,
-                               leader_epoch: int, inline_below: int) -> LogAppendInfo | None:
+                               leader_epoch: int, inline_below: int,
+                               to_end: bool = False) -> LogAppendInfo | None:
         """A client's append written here and now by ``log_plain`` (the common Produce: no
         writer, no callback needed), complete on return as ``append_as_leader_async``
         answering False; or None: nothing done but the free-space guard's count (then
         ``append_as_leader_async(..., plain_declined=True)``). Raises as
-        ``append_as_leader``. (One call per Produce: ``_io("append-async")`` inline, the
-        lock and an OSError as KafkaStorageError naming the dir, no context manager.)"""
+        ``append_as_leader``. ``to_end`` (a leader whose ISR is itself): unless a flush is
+        due (``flush_due``), the HW moves to the new log end under the same lock hold, as
+        ``high_watermark_to_end`` moves it. (One call per Produce: ``_io("append-async")``
+        inline, the lock and an OSError as KafkaStorageError naming the dir, no context
+        manager.)"""
         n = len(records)
         if n == 0:
             return None
@@ -275,6 +279,14 @@ class Log(LocalLogView, LogTruncation):
                                 records, leader_epoch, inline_below, self._log_start_offset)
             if info is not None:
                 self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
+                end = local.end_metadata
+                hw = end.message_offset
+                if to_end and hw - local.recovery_point < local.config.flush_messages:
+                    self.high_watermark = hw  # (``high_watermark_to_end``: the LEO moved)
+                    self._state_stamp += 1
+                    self._hw_meta = end
+                    if self._producer_state.unreplicated_txns:
+                        self._producer_state.on_high_watermark_updated(hw)
                 if self.stamp_cell is not None:
                     self.mirror_stamp(self.stamp_cell)
         except OSError as exc:
