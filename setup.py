@@ -24,6 +24,7 @@ setup(
                 "src/tidelog/_native/fetch_read.c",
                 "src/tidelog/_native/validate_plain.c",
                 "src/tidelog/_native/slotted_new.c",
+                "src/tidelog/_native/append_leader.c",
                 "src/tidelog/_native/json_columns.c",
                 "src/tidelog/_native/json_text.c",
                 "src/tidelog/_native/json_number.c",

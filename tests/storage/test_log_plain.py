@@ -107,7 +107,10 @@ class Side:
 
     @contextmanager
     def _switch(self) -> Iterator[None]:
-        real = log_plain.append_plain
+        # the twin: the Python bookkeeping around the Python write; native: the native
+        # core's append_leader (its bookkeeping and write in C)
+        real = log_plain.append_plain_leader_py if self.plain == "twin" else \
+            log_plain.append_plain
 
         def counted(*a: Any) -> LogAppendInfo | None:
             got = real(*a)

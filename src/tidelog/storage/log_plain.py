@@ -35,6 +35,7 @@ import struct
 from tidelog._native import core as _native_core
 from tidelog.records import NO_SEQUENCE, crc32c
 from tidelog.records.batch import NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD, TRANSACTIONAL_MASK
+from tidelog.util.clock import SystemClock
 from tidelog.util.slotted import slotted_maker
 
 from .leader_epoch import LeaderEpochFileCache
@@ -47,7 +48,8 @@ from .producer_state import (
     ProducerStateEntry,
     ProducerStateManager,
 )
-from .segment import LogOffsetMetadata
+from .index.time_index import TimestampOffset
+from .segment import UNKNOWN_TIMESTAMP_OFFSET, LogOffsetMetadata
 from .validator import plain_check_py
 
 Buffer = bytes | bytearray | memoryview
@@ -65,15 +67,17 @@ _U32 = struct.Struct(">I")
 _new_batch_metadata = slotted_maker(BatchMetadata)
 _new_info = slotted_maker(LogAppendInfo)
 _new_offset_metadata = slotted_maker(LogOffsetMetadata)
+_new_timestamp_offset = slotted_maker(TimestampOffset)
 
 
-def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpochFileCache,
-                 records: Buffer, leader_epoch: int, inline_below: int, log_start_offset: int
-                 ) -> LogAppendInfo | None:
+def append_plain_leader_py(local: LocalLog, psm: ProducerStateManager,
+                           epochs: LeaderEpochFileCache, records: Buffer, leader_epoch: int,
+                           inline_below: int, log_start_offset: int) -> LogAppendInfo | None:
     """A client's append written here as the reference path would write it, or None
     (nothing changed): the batch is not one this path takes. The caller holds the log's
     lock and has checked that the log is open. Raises the OSError of a failed write (as
-    FileRecords.append raises it) or of an index entry."""
+    FileRecords.append raises it) or of an index entry. (``append_plain``: the native
+    core's ``append_leader`` when built, this its twin.)"""
     n = len(records)
     config = local.config
     if n >= inline_below or n < RECORD_BATCH_OVERHEAD or local.writes.count or \
@@ -90,6 +94,8 @@ def append_plain(local: LocalLog, psm: ProducerStateManager, epochs: LeaderEpoch
         if entry is None:
             return None
     offset = local.end_metadata.message_offset  # (``log_end_offset`` without a call)
+    if offset > INT64_MAX - INT_MAX - 1:  # (no batch fits: the reference path refuses it)
+        return None
     last = offset + lod
     seg = local.segments.last_segment  # (``active_segment`` without a call)
     if seg is None:
@@ -184,5 +190,11 @@ def append_plain_py(buf: bytearray | memoryview, offset: int, leader_epoch: int,
     return count, max_ts
 
 
-# The native twin when built and not switched off: same results, same bytes, same refusals.
+# The native twins when built and not switched off: same results, same bytes, same refusals.
 _append = _native_core.append_plain if _native_core is not None else append_plain_py
+append_plain = append_plain_leader_py
+if _native_core is not None:
+    _native_core.append_leader_bind(_new_batch_metadata, _new_info, _new_offset_metadata,
+                                    _new_timestamp_offset, UNKNOWN_TIMESTAMP_OFFSET, crc32c,
+                                    SystemClock.milliseconds)
+    append_plain = _native_core.append_leader
