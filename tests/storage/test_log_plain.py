@@ -302,3 +302,35 @@ def test_a_failed_plain_write_is_the_storage_error_of_a_failed_write(
                           list(lg.producer_state.producers[7].batch_metadata))
     finally:
         side.close()
+
+
+@pytest.mark.parametrize("plain", IMPLS)
+def test_the_system_clock_bounds_timestamps_as_the_reference_path(
+        plain: str, tmp_path: Path) -> None:
+    """Under the system clock (read by the native core itself), with
+    message.timestamp.after.max.ms 0: a batch stamped with the time read before the append
+    is the plain append's, one stamped a second past the time read before it is refused as
+    the reference path refuses it (the clock read is neither behind nor a second ahead)."""
+    from tidelog.util.clock import SystemClock
+    lg = Log.open(tmp_path / "topic-0", LogConfig.from_props(
+        {"message.timestamp.after.max.ms": "0"}), clock=SystemClock())
+    side = Side.__new__(Side)
+    side.log, side.plain, side.taken = lg, plain, 0
+    side.writer = AppendWriter("test")
+    try:
+        def batch(ts: int) -> bytes:
+            b = RecordBatchBuilder()
+            b.append(ts, b"k", b"v")
+            return b.build()
+
+        assert side.append(batch(SystemClock().milliseconds()), 0)[0] == "ok"  # (the first)
+        outcomes = []
+        for _ in range(20):
+            before = SystemClock().milliseconds()
+            outcomes.append(side.append(batch(before), 0)[0])
+            late = side.append(batch(SystemClock().milliseconds() + 1000), 0)
+            outcomes.append(late[0] if late[0] == "ok" else late[1])
+        assert set(outcomes[::2]) == {"ok"} and side.taken == 20
+        assert set(outcomes[1::2]) == {"RecordValidationError"}, outcomes
+    finally:
+        side.close()
