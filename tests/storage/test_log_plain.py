@@ -189,12 +189,15 @@ class Producers:
         self.next_seq[pid] += n
 
 
-def run(props: dict[str, str], steps: list[tuple[Any, ...]], plain: str) -> int:
+def run(props: dict[str, str], steps: list[tuple[Any, ...]], plain: str,
+        against: str = "off") -> int:
+    """``steps`` given to a log appending with ``plain`` and one with ``against`` (the
+    reference path: the plain append off); the batches ``plain`` took."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "ref").mkdir()
         (root / "plain").mkdir()
-        ref, fast = Side(root / "ref", props, "off"), Side(root / "plain", props, plain)
+        ref, fast = Side(root / "ref", props, against), Side(root / "plain", props, plain)
         clients = Producers()
         try:
             for op in steps:
@@ -212,6 +215,8 @@ def run(props: dict[str, str], steps: list[tuple[Any, ...]], plain: str) -> int:
             ref.close()
             fast.close()
         assert _files(root / "plain" / "topic-0") == _files(root / "ref" / "topic-0")
+        if against != "off":
+            assert fast.taken == ref.taken  # (the same batches taken, or declined)
         return fast.taken
 
 
@@ -224,6 +229,16 @@ IMPLS = ["twin"] + (["native"] if core is not None else [])
 def test_plain_append_is_the_reference_path(plain: str, props: dict[str, str],
                                             steps: list[tuple[Any, ...]]) -> None:
     run(props, steps, plain)
+
+
+@pytest.mark.skipif(core is None, reason="the native core is not built")
+@SETTINGS
+@given(props=topic(), steps=ops)
+def test_native_and_twin_take_and_write_the_same(props: dict[str, str],
+                                                 steps: list[tuple[Any, ...]]) -> None:
+    """The native core's append_leader against its twin append_plain_leader_py: the same
+    batches taken, the same answers, state and files."""
+    run(props, steps, "native", against="twin")
 
 
 @pytest.mark.parametrize("plain", IMPLS)
