@@ -12,6 +12,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <structmember.h>
 #include <time.h>
 
 #include "native.h"
@@ -44,6 +45,64 @@ static PyObject *system_ms;  /* util/clock.py SystemClock.milliseconds, the func
 enum { NAMES(ENUM) N_COUNT };
 static const char *const name_text[] = {NAMES(TEXT)};
 static PyObject *S[N_COUNT];
+
+/* Where a __slots__ member of a type sits (offset -1: the name is not one of its slots), as
+ * long as the type is unchanged (its version tag): read and set there, not through the
+ * generic lookup (the slotted classes: the segment's _Tracking, ProducerStateEntry,
+ * PendingWrites, EpochEntry). */
+typedef struct {
+    PyTypeObject *type;
+    unsigned int version;
+    Py_ssize_t offset;
+} slot_hint;
+
+static slot_hint hints[N_COUNT];
+
+/* The slot offset of <name> in o's type, or -1 (use the generic lookup). */
+static Py_ssize_t
+slot_of(PyObject *o, int name)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    slot_hint *h = &hints[name];
+    if (h->type == tp && h->version == tp->tp_version_tag &&
+        PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG))
+        return h->offset;
+    PyObject *d = _PyType_Lookup(tp, S[name]);  /* (borrowed; gives tp its version tag) */
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG))
+        return -1;
+    h->type = tp;
+    h->version = tp->tp_version_tag;
+    h->offset = -1;
+    if (d != NULL && Py_TYPE(d) == &PyMemberDescr_Type && tp->tp_getattro ==
+            PyObject_GenericGetAttr && tp->tp_setattro == PyObject_GenericSetAttr) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
+            h->offset = m->offset;
+    }
+    return h->offset;
+}
+
+/* o.<name>, a new reference. */
+static PyObject *
+get(PyObject *o, int name)
+{
+    Py_ssize_t at = slot_of(o, name);
+    PyObject *v = at < 0 ? NULL : *(PyObject **)((char *)o + at);
+    return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(o, S[name]);
+}
+
+/* o.<name> = v: 0, or -1 with the error set. */
+static int
+put(PyObject *o, int name, PyObject *v)
+{
+    Py_ssize_t at = slot_of(o, name);
+    if (at < 0)
+        return PyObject_SetAttr(o, S[name], v);
+    PyObject **addr = (PyObject **)((char *)o + at), *old = *addr;
+    *addr = Py_NewRef(v);
+    Py_XDECREF(old);
+    return 0;
+}
 
 /* A log's config values (LogConfig: frozen, so read once per config object). */
 typedef struct {
@@ -82,7 +141,7 @@ config_values(PyObject *config, plain_config *c)
 static int
 attr_ll(PyObject *o, int name, long long *out)
 {
-    PyObject *v = PyObject_GetAttr(o, S[name]);
+    PyObject *v = get(o, name);
     if (v == NULL)
         return -1;
     *out = PyLong_AsLongLong(v);
@@ -94,7 +153,7 @@ attr_ll(PyObject *o, int name, long long *out)
 static int
 attr_true(PyObject *o, int name)
 {
-    PyObject *v = PyObject_GetAttr(o, S[name]);
+    PyObject *v = get(o, name);
     if (v == NULL)
         return -1;
     int r = PyObject_IsTrue(v);
@@ -108,7 +167,7 @@ set_ll(PyObject *o, int name, long long value)
     PyObject *v = PyLong_FromLongLong(value);
     if (v == NULL)
         return -1;
-    int r = PyObject_SetAttr(o, S[name], v);
+    int r = put(o, name, v);
     Py_DECREF(v);
     return r;
 }
@@ -117,10 +176,10 @@ set_ll(PyObject *o, int name, long long value)
 static PyObject *
 attr2(PyObject *o, int name, int name2)
 {
-    PyObject *v = PyObject_GetAttr(o, S[name]);
+    PyObject *v = get(o, name);
     if (v == NULL)
         return NULL;
-    PyObject *w = PyObject_GetAttr(v, S[name2]);
+    PyObject *w = get(v, name2);
     Py_DECREF(v);
     return w;
 }
@@ -151,7 +210,7 @@ gate(PyObject *local, const plain_config *c, PyObject *epochs, Py_ssize_t n,
 {
     if (n >= inline_below || n < RECORD_BATCH_OVERHEAD)
         return 0;
-    PyObject *writes = PyObject_GetAttr(local, S[N_writes]);
+    PyObject *writes = get(local, N_writes);
     if (writes == NULL)
         return -1;
     int busy = attr_true(writes, N_count);
@@ -160,7 +219,7 @@ gate(PyObject *local, const plain_config *c, PyObject *epochs, Py_ssize_t n,
         return busy < 0 ? -1 : 0;
     if (!c->plain_appends || leader_epoch < 0)
         return c->plain_appends;
-    PyObject *known = PyObject_GetAttr(epochs, S[N_live_entries]);
+    PyObject *known = get(epochs, N_live_entries);
     if (known == NULL)
         return -1;
     Py_ssize_t k = PyObject_Size(known);
@@ -228,7 +287,7 @@ static int
 in_sequence(PyObject *psm, long long pid, long long epoch, long long base_seq, long long lod,
             int attrs, PyObject **entry)
 {
-    PyObject *producers = PyObject_GetAttr(psm, S[N_producers]), *key = NULL, *e = NULL;
+    PyObject *producers = get(psm, N_producers), *key = NULL, *e = NULL;
     if (producers == NULL || (key = PyLong_FromLongLong(pid)) == NULL)
         goto fail;
     if (PyDict_CheckExact(producers)) {
@@ -246,14 +305,14 @@ in_sequence(PyObject *psm, long long pid, long long epoch, long long base_seq, l
         goto fail;
     if (epoch != pe || epoch < 0 || base_seq < 0)
         goto declined;
-    PyObject *txn = PyObject_GetAttr(e, S[N_current_txn_first_offset]);
+    PyObject *txn = get(e, N_current_txn_first_offset);
     if (txn == NULL)
         goto fail;
     int open_txn = txn != Py_None;
     Py_DECREF(txn);
     if (((attrs & TRANSACTIONAL_MASK) != 0) != open_txn)
         goto declined;
-    PyObject *md = PyObject_GetAttr(e, S[N_batch_metadata]);
+    PyObject *md = get(e, N_batch_metadata);
     int fits = md == NULL ? -1 : seq_fits(md, base_seq, lod);
     Py_XDECREF(md);
     if (fits == 1) {
@@ -276,7 +335,7 @@ fail:
 static int
 index_room(PyObject *seg, int which, long long keep)
 {
-    PyObject *idx = PyObject_GetAttr(seg, S[which]);
+    PyObject *idx = get(seg, which);
     if (idx == NULL)
         return -1;
     long long entries, max_entries;
@@ -292,8 +351,8 @@ index_room(PyObject *seg, int which, long long keep)
 static int
 roll_bound(PyObject *seg, long long now, __int128 limit, long long *bound)
 {
-    PyObject *t = PyObject_GetAttr(seg, S[N__t]), *ts = NULL;
-    if (t == NULL || (ts = PyObject_GetAttr(t, S[N_rolling_based_timestamp])) == NULL)
+    PyObject *t = get(seg, N__t), *ts = NULL;
+    if (t == NULL || (ts = get(t, N_rolling_based_timestamp)) == NULL)
         goto fail;
     if (ts == Py_None) {
         Py_DECREF(ts);
@@ -302,7 +361,7 @@ roll_bound(PyObject *seg, long long now, __int128 limit, long long *bound)
         if (done == NULL)
             goto fail;
         Py_DECREF(done);
-        if ((ts = PyObject_GetAttr(t, S[N_rolling_based_timestamp])) == NULL)
+        if ((ts = get(t, N_rolling_based_timestamp)) == NULL)
             goto fail;
     }
     long long created, tsv = ts == Py_None ? -1 : PyLong_AsLongLong(ts);
@@ -356,15 +415,15 @@ booked(PyObject *seg, PyObject *file, long long n, long long position, long long
     long long size, mx_ts, since, interval;
     if (attr_ll(file, N_size_in_bytes, &size) < 0 || set_ll(file, N_size_in_bytes, size + n) < 0)
         return -1;
-    PyObject *t = PyObject_GetAttr(seg, S[N__t]), *mx = NULL;
-    if (t == NULL || (mx = PyObject_GetAttr(t, S[N_max_timestamp_and_offset])) == NULL)
+    PyObject *t = get(seg, N__t), *mx = NULL;
+    if (t == NULL || (mx = get(t, N_max_timestamp_and_offset)) == NULL)
         goto fail;
     int unknown = PyObject_RichCompareBool(mx, unknown_ts_offset, Py_EQ);
     if (unknown < 0)
         goto fail;
     if (unknown) {
         Py_DECREF(mx);
-        if ((mx = PyObject_GetAttr(seg, S[N_max_timestamp_and_offset_so_far])) == NULL)
+        if ((mx = get(seg, N_max_timestamp_and_offset_so_far)) == NULL)
             goto fail;
     }
     if (attr_ll(mx, N_timestamp, &mx_ts) < 0)
@@ -373,18 +432,18 @@ booked(PyObject *seg, PyObject *file, long long n, long long position, long long
         long long v[2] = {max_ts, last};
         Py_DECREF(mx);
         if ((mx = make(new_timestamp_offset, v, 2)) == NULL ||
-            PyObject_SetAttr(t, S[N_max_timestamp_and_offset], mx) < 0)
+            put(t, N_max_timestamp_and_offset, mx) < 0)
             goto fail;
     }
     if (attr_ll(t, N_bytes_since_last_index_entry, &since) < 0 ||
         attr_ll(seg, N_index_interval_bytes, &interval) < 0)
         goto fail;
     if (since > interval) {
-        PyObject *ts = PyObject_GetAttr(mx, S[N_timestamp]);
-        PyObject *off = ts == NULL ? NULL : PyObject_GetAttr(mx, S[N_offset]);
-        PyObject *oi = off == NULL ? NULL : PyObject_GetAttr(seg, S[N_offset_index]);
+        PyObject *ts = get(mx, N_timestamp);
+        PyObject *off = ts == NULL ? NULL : get(mx, N_offset);
+        PyObject *oi = off == NULL ? NULL : get(seg, N_offset_index);
         PyObject *a = oi == NULL ? NULL : PyObject_CallMethod(oi, "append", "LL", last, position);
-        PyObject *ti = a == NULL ? NULL : PyObject_GetAttr(seg, S[N_time_index]);
+        PyObject *ti = a == NULL ? NULL : get(seg, N_time_index);
         PyObject *b = ti == NULL ? NULL
                                  : PyObject_CallMethodObjArgs(ti, S[N_maybe_append], ts, off, NULL);
         Py_XDECREF(ts);
@@ -411,7 +470,7 @@ fail:
 static int
 file_fd(PyObject *file, int *fd)
 {
-    PyObject *v = PyObject_GetAttr(file, S[N_fd]);
+    PyObject *v = get(file, N_fd);
     if (v == Py_None) {
         Py_DECREF(v);
         v = PyObject_CallMethodNoArgs(file, S[N_fileno]);
@@ -499,13 +558,13 @@ after_write(PyObject *local, PyObject *psm, PyObject *seg, PyObject *file, PyObj
         return -1;
     long long end[3] = {last + 1, base, position + n};
     PyObject *meta = make(new_offset_metadata, end, 3);
-    if (meta == NULL || PyObject_SetAttr(local, S[N_end_metadata], meta) < 0) {
+    if (meta == NULL || put(local, N_end_metadata, meta) < 0) {
         Py_XDECREF(meta);
         return -1;
     }
     Py_DECREF(meta);
     if (entry != NULL) {
-        PyObject *md = PyObject_GetAttr(entry, S[N_batch_metadata]);
+        PyObject *md = get(entry, N_batch_metadata);
         long long fields[4] = {(base_seq + lod) & SEQ_MAX, last, lod, max_ts};
         PyObject *batch = md == NULL ? NULL : make(new_batch_metadata, fields, 4);
         PyObject *done = batch == NULL ? NULL : PyObject_CallMethodOneArg(md, S[N_append], batch);
@@ -529,8 +588,8 @@ after_write(PyObject *local, PyObject *psm, PyObject *seg, PyObject *file, PyObj
 static PyObject *
 now_ms(PyObject *local)
 {
-    PyObject *clock = PyObject_GetAttr(local, S[N_clock]);
-    PyObject *fn = clock == NULL ? NULL : PyObject_GetAttr(clock, S[N_milliseconds]), *ms;
+    PyObject *clock = get(local, N_clock);
+    PyObject *fn = clock == NULL ? NULL : get(clock, N_milliseconds), *ms;
     struct timespec ts;
     if (fn != NULL && PyMethod_Check(fn) && PyMethod_GET_FUNCTION(fn) == system_ms &&
         PyMethod_GET_SELF(fn) == clock && clock_gettime(CLOCK_REALTIME, &ts) == 0)
@@ -554,7 +613,7 @@ active(PyObject *local, PyObject **seg, PyObject **file, long long *position, lo
         return r;
     }
     PyObject *ms = NULL;
-    if ((*file = PyObject_GetAttr(*seg, S[N_log])) != NULL &&
+    if ((*file = get(*seg, N_log)) != NULL &&
         attr_ll(*file, N_size_in_bytes, position) == 0) {
         ms = now_ms(local);
     }
@@ -634,7 +693,7 @@ tl_append_leader(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int64_t max_ts = 0;
     Py_ssize_t n = PyObject_Size(records);
     if (n < 0 || tl_arg_ll(args[4], &leader_epoch) < 0 || tl_arg_ll(args[5], &inline_below) < 0 ||
-        (config = PyObject_GetAttr(local, S[N_config])) == NULL)
+        (config = get(local, N_config)) == NULL)
         return NULL;
     int r = config_values(config, &c);
     Py_DECREF(config);
