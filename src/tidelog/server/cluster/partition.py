@@ -240,23 +240,6 @@ class Partition:
         self.check_append(required_acks)
         return self.append_to_log(records, defer_flush=group_commit)
 
-    def append_plain_now(self, records: bytes, inline_below: int) -> LogAppendInfo | None:
-        """A client's batch appended by the log's plain path (``Log.append_plain_as_leader``,
-        the caller having checked as ``check_append``), or None (declined: nothing done but
-        the free-space count). When the ISR is this broker alone and no flush is due, the HW
-        is at the new log end on return, moved in the append's lock hold
-        (``advance_local_committed``'s work: ``lg.high_watermark > info.last_offset`` says
-        so); else the caller's ``flush_due`` / ``advance_local_committed`` follow."""
-        lg = self.log
-        alone = not self.remote_replicas and self.leader_id == self.local_broker_id
-        info = lg.append_plain_as_leader(records, self.leader_epoch, inline_below, alone)
-        if alone and info is not None and lg.high_watermark > info.last_offset:
-            self.local_committed_offset = lg.high_watermark
-            notify = self.on_high_watermark
-            if notify is not None:
-                notify(self.topic_partition)
-        return info
-
     def advance_local_committed(self, offset: int | None = None) -> bool:
         """The leader's log is committed up to ``offset`` (None: its end); True if the high
         watermark moved."""
