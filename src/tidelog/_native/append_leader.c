@@ -12,9 +12,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
-#include <structmember.h>
 #include <time.h>
 
+#include "append_leader.h"
 #include "native.h"
 
 #define RECORD_BATCH_OVERHEAD 61
@@ -23,203 +23,30 @@
 #define SEQ_MAX 0x7FFFFFFFLL
 #define PLAIN_APPEND_BYTES (64 * 1024)
 
-/* bound by append_leader_bind: the makers (util/slotted.py), the unknown max timestamp, the
- * crc32c package's function */
-static PyObject *new_batch_metadata, *new_info, *new_offset_metadata, *new_timestamp_offset;
-static PyObject *unknown_ts_offset, *crc32c_fn;
-static PyObject *system_ms;  /* util/clock.py SystemClock.milliseconds, the function */
-
-#define NAMES(X)                                                                              \
-    X(config) X(writes) X(count) X(plain_appends) X(live_entries) X(epoch) X(producers)      \
-    X(producer_epoch) X(current_txn_first_offset) X(batch_metadata) X(end_metadata)          \
-    X(message_offset) X(segments) X(last_segment) X(log) X(size_in_bytes) X(clock)           \
-    X(milliseconds) X(offset_index) X(time_index) X(_loaded) X(_entries) X(_max_entries)     \
-    X(base_offset) X(segment_bytes) X(max_segment_ms) X(roll_jitter_ms) X(_t)                \
-    X(rolling_based_timestamp) X(_load_first_batch_timestamp) X(created) X(fd) X(fileno)     \
-    X(timestamp_before_max_ms) X(timestamp_after_max_ms) X(max_message_bytes) X(compact)     \
-    X(append_error) X(max_timestamp_and_offset) X(max_timestamp_and_offset_so_far)           \
-    X(timestamp) X(offset) X(bytes_since_last_index_entry) X(index_interval_bytes) X(append) \
-    X(maybe_append) X(popleft) X(last_timestamp) X(last_map_offset)
-#define ENUM(n) N_##n,
-#define TEXT(n) #n,
-enum { NAMES(ENUM) N_COUNT };
-static const char *const name_text[] = {NAMES(TEXT)};
-static PyObject *S[N_COUNT];
-
-/* Where a __slots__ member of a type sits (offset -1: the name is not one of its slots), as
- * long as the type is unchanged (its version tag): read and set there, not through the
- * generic lookup (the slotted classes: the segment's _Tracking, ProducerStateEntry,
- * PendingWrites, EpochEntry). */
-typedef struct {
-    PyTypeObject *type;
-    unsigned int version;
-    Py_ssize_t offset;
-} slot_hint;
-
-static slot_hint hints[N_COUNT];
-
-/* The slot offset of <name> in o's type, or -1 (use the generic lookup). */
-static Py_ssize_t
-slot_of(PyObject *o, int name)
+/* The append's gate (the twin's first test, then the leader epoch's), the config's values
+ * read into *c: 1 go on, 0 declined. */
+static int
+gate(PyObject *local, plain_config *c, PyObject *epochs, Py_ssize_t n, long long inline_below,
+     long long leader_epoch)
 {
-    PyTypeObject *tp = Py_TYPE(o);
-    slot_hint *h = &hints[name];
-    if (h->type == tp && h->version == tp->tp_version_tag &&
-        PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG))
-        return h->offset;
-    PyObject *d = _PyType_Lookup(tp, S[name]);  /* (borrowed; gives tp its version tag) */
-    if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG))
+    PyObject *config = al_get(local, N_config);
+    if (config == NULL || al_config(config, c) < 0) {
+        Py_XDECREF(config);
         return -1;
-    h->type = tp;
-    h->version = tp->tp_version_tag;
-    h->offset = -1;
-    if (d != NULL && Py_TYPE(d) == &PyMemberDescr_Type && tp->tp_getattro ==
-            PyObject_GenericGetAttr && tp->tp_setattro == PyObject_GenericSetAttr) {
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
-            h->offset = m->offset;
     }
-    return h->offset;
-}
-
-/* o.<name>, a new reference. */
-static PyObject *
-get(PyObject *o, int name)
-{
-    Py_ssize_t at = slot_of(o, name);
-    PyObject *v = at < 0 ? NULL : *(PyObject **)((char *)o + at);
-    return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(o, S[name]);
-}
-
-/* o.<name> = v: 0, or -1 with the error set. */
-static int
-put(PyObject *o, int name, PyObject *v)
-{
-    Py_ssize_t at = slot_of(o, name);
-    if (at < 0)
-        return PyObject_SetAttr(o, S[name], v);
-    PyObject **addr = (PyObject **)((char *)o + at), *old = *addr;
-    *addr = Py_NewRef(v);
-    Py_XDECREF(old);
-    return 0;
-}
-
-/* A log's config values (LogConfig: frozen, so read once per config object). */
-typedef struct {
-    long long segment_bytes, max_segment_ms, before, after, max_message_bytes;
-    int compact, plain_appends;
-} plain_config;
-
-static PyObject *config_seen;  /* the config last read (held: its address stays its own) */
-static plain_config config_read;
-
-static int attr_ll(PyObject *o, int name, long long *out);
-static int attr_true(PyObject *o, int name);
-
-/* The values of ``config`` into *c: 0, or -1 with the error set. */
-static int
-config_values(PyObject *config, plain_config *c)
-{
-    if (config != config_seen) {
-        plain_config v;
-        if (attr_ll(config, N_segment_bytes, &v.segment_bytes) < 0 ||
-            attr_ll(config, N_max_segment_ms, &v.max_segment_ms) < 0 ||
-            attr_ll(config, N_timestamp_before_max_ms, &v.before) < 0 ||
-            attr_ll(config, N_timestamp_after_max_ms, &v.after) < 0 ||
-            attr_ll(config, N_max_message_bytes, &v.max_message_bytes) < 0 ||
-            (v.compact = attr_true(config, N_compact)) < 0 ||
-            (v.plain_appends = attr_true(config, N_plain_appends)) < 0)
-            return -1;
-        config_read = v;
-        Py_XSETREF(config_seen, Py_NewRef(config));
-    }
-    *c = config_read;
-    return 0;
-}
-
-/* o.<name> as a long long: 0, or -1 with the error set. */
-static int
-attr_ll(PyObject *o, int name, long long *out)
-{
-    PyObject *v = get(o, name);
-    if (v == NULL)
-        return -1;
-    *out = PyLong_AsLongLong(v);
-    Py_DECREF(v);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
-/* o.<name> truth: 1, 0, or -1 with the error set. */
-static int
-attr_true(PyObject *o, int name)
-{
-    PyObject *v = get(o, name);
-    if (v == NULL)
-        return -1;
-    int r = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    return r;
-}
-
-static int
-set_ll(PyObject *o, int name, long long value)
-{
-    PyObject *v = PyLong_FromLongLong(value);
-    if (v == NULL)
-        return -1;
-    int r = put(o, name, v);
-    Py_DECREF(v);
-    return r;
-}
-
-/* o.<name>.<name2> */
-static PyObject *
-attr2(PyObject *o, int name, int name2)
-{
-    PyObject *v = get(o, name);
-    if (v == NULL)
-        return NULL;
-    PyObject *w = get(v, name2);
-    Py_DECREF(v);
-    return w;
-}
-
-/* maker(a, b[, c...]) of long longs */
-static PyObject *
-make(PyObject *maker, const long long *values, Py_ssize_t n)
-{
-    PyObject *args[8];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        args[i] = PyLong_FromLongLong(values[i]);
-        if (args[i] == NULL) {
-            while (i-- > 0)
-                Py_DECREF(args[i]);
-            return NULL;
-        }
-    }
-    PyObject *out = PyObject_Vectorcall(maker, args, (size_t)n, NULL);
-    for (Py_ssize_t i = 0; i < n; i++)
-        Py_DECREF(args[i]);
-    return out;
-}
-
-/* The append's gate (the twin's first test, then the leader epoch's): 1 go on, 0 declined. */
-static int
-gate(PyObject *local, const plain_config *c, PyObject *epochs, Py_ssize_t n,
-     long long inline_below, long long leader_epoch)
-{
+    Py_DECREF(config);
     if (n >= inline_below || n < RECORD_BATCH_OVERHEAD)
         return 0;
-    PyObject *writes = get(local, N_writes);
+    PyObject *writes = al_get(local, N_writes);
     if (writes == NULL)
         return -1;
-    int busy = attr_true(writes, N_count);
+    int busy = al_true(writes, N_count);
     Py_DECREF(writes);
     if (busy != 0)
         return busy < 0 ? -1 : 0;
     if (!c->plain_appends || leader_epoch < 0)
         return c->plain_appends;
-    PyObject *known = get(epochs, N_live_entries);
+    PyObject *known = al_get(epochs, N_live_entries);
     if (known == NULL)
         return -1;
     Py_ssize_t k = PyObject_Size(known);
@@ -228,7 +55,7 @@ gate(PyObject *local, const plain_config *c, PyObject *epochs, Py_ssize_t n,
     if (k <= 0)
         return k < 0 ? -1 : 0;
     long long epoch;
-    int r = latest == NULL ? -1 : attr_ll(latest, N_epoch, &epoch);
+    int r = latest == NULL ? -1 : al_ll(latest, N_epoch, &epoch);
     Py_XDECREF(latest);
     return r < 0 ? -1 : leader_epoch <= epoch;
 }
@@ -287,7 +114,7 @@ static int
 in_sequence(PyObject *psm, long long pid, long long epoch, long long base_seq, long long lod,
             int attrs, PyObject **entry)
 {
-    PyObject *producers = get(psm, N_producers), *key = NULL, *e = NULL;
+    PyObject *producers = al_get(psm, N_producers), *key = NULL, *e = NULL;
     if (producers == NULL || (key = PyLong_FromLongLong(pid)) == NULL)
         goto fail;
     if (PyDict_CheckExact(producers)) {
@@ -301,18 +128,18 @@ in_sequence(PyObject *psm, long long pid, long long epoch, long long base_seq, l
     if (e == NULL)
         return PyErr_Occurred() ? -1 : 0;
     long long pe;
-    if (attr_ll(e, N_producer_epoch, &pe) < 0)
+    if (al_ll(e, N_producer_epoch, &pe) < 0)
         goto fail;
     if (epoch != pe || epoch < 0 || base_seq < 0)
         goto declined;
-    PyObject *txn = get(e, N_current_txn_first_offset);
+    PyObject *txn = al_get(e, N_current_txn_first_offset);
     if (txn == NULL)
         goto fail;
     int open_txn = txn != Py_None;
     Py_DECREF(txn);
     if (((attrs & TRANSACTIONAL_MASK) != 0) != open_txn)
         goto declined;
-    PyObject *md = get(e, N_batch_metadata);
+    PyObject *md = al_get(e, N_batch_metadata);
     int fits = md == NULL ? -1 : seq_fits(md, base_seq, lod);
     Py_XDECREF(md);
     if (fits == 1) {
@@ -331,149 +158,14 @@ fail:
     return -1;
 }
 
-/* An index open and not full, ``keep`` slots kept (the time index's last, for the roll). */
-static int
-index_room(PyObject *seg, int which, long long keep)
-{
-    PyObject *idx = get(seg, which);
-    if (idx == NULL)
-        return -1;
-    long long entries, max_entries;
-    int r = attr_true(idx, N__loaded);
-    if (r > 0)
-        r = attr_ll(idx, N__entries, &entries) < 0 || attr_ll(idx, N__max_entries, &max_entries) < 0
-                ? -1 : entries < max_entries - keep;
-    Py_DECREF(idx);
-    return r;
-}
-
-/* The roll's bound from the segment's first batch timestamp, or its creation time. */
-static int
-roll_bound(PyObject *seg, long long now, __int128 limit, long long *bound)
-{
-    PyObject *t = get(seg, N__t), *ts = NULL;
-    if (t == NULL || (ts = get(t, N_rolling_based_timestamp)) == NULL)
-        goto fail;
-    if (ts == Py_None) {
-        Py_DECREF(ts);
-        ts = NULL;
-        PyObject *done = PyObject_CallMethodNoArgs(seg, S[N__load_first_batch_timestamp]);
-        if (done == NULL)
-            goto fail;
-        Py_DECREF(done);
-        if ((ts = get(t, N_rolling_based_timestamp)) == NULL)
-            goto fail;
-    }
-    long long created, tsv = ts == Py_None ? -1 : PyLong_AsLongLong(ts);
-    Py_CLEAR(ts);
-    if (tsv == -1 && PyErr_Occurred())
-        goto fail;
-    if (tsv >= 0) {  /* rolls when max timestamp - ts > limit */
-        Py_DECREF(t);
-        __int128 b = (__int128)tsv + limit;
-        *bound = b > (__int128)LLONG_MAX ? LLONG_MAX : (long long)b;
-        return b >= (__int128)LLONG_MIN;
-    }
-    int r = attr_ll(t, N_created, &created);
-    Py_DECREF(t);
-    if (r < 0)
-        return -1;
-    *bound = LLONG_MAX;
-    return (__int128)now - created <= limit;
-fail:
-    Py_XDECREF(ts);
-    Py_XDECREF(t);
-    return -1;
-}
-
-/* LogSegment.plain_room: 1 with *bound (the highest max timestamp the batch may carry),
- * 0 declined. */
-static int
-room(PyObject *seg, const plain_config *c, long long n, long long position, long long last,
-     long long now, long long base, long long *bound)
-{
-    long long seg_bytes = c->segment_bytes, seg_ms = c->max_segment_ms, jitter;
-    __int128 rel = (__int128)last - base;
-    if (position == 0 || position > seg_bytes - n || position > INT32_MAX - n || rel < 0 ||
-        rel > INT32_MAX)
-        return 0;
-    int r = index_room(seg, N_offset_index, 0);
-    if (r > 0)
-        r = index_room(seg, N_time_index, 1);
-    if (r <= 0)
-        return r;
-    if (attr_ll(seg, N_roll_jitter_ms, &jitter) < 0)
-        return -1;
-    return roll_bound(seg, now, (__int128)seg_ms - jitter, bound);
-}
-
-/* LogSegment.appended: the file's size, the max timestamp so far, the index entries. */
-static int
-booked(PyObject *seg, PyObject *file, long long n, long long position, long long last,
-       long long max_ts)
-{
-    long long size, mx_ts, since, interval;
-    if (attr_ll(file, N_size_in_bytes, &size) < 0 || set_ll(file, N_size_in_bytes, size + n) < 0)
-        return -1;
-    PyObject *t = get(seg, N__t), *mx = NULL;
-    if (t == NULL || (mx = get(t, N_max_timestamp_and_offset)) == NULL)
-        goto fail;
-    int unknown = PyObject_RichCompareBool(mx, unknown_ts_offset, Py_EQ);
-    if (unknown < 0)
-        goto fail;
-    if (unknown) {
-        Py_DECREF(mx);
-        if ((mx = get(seg, N_max_timestamp_and_offset_so_far)) == NULL)
-            goto fail;
-    }
-    if (attr_ll(mx, N_timestamp, &mx_ts) < 0)
-        goto fail;
-    if (max_ts > mx_ts) {
-        long long v[2] = {max_ts, last};
-        Py_DECREF(mx);
-        if ((mx = make(new_timestamp_offset, v, 2)) == NULL ||
-            put(t, N_max_timestamp_and_offset, mx) < 0)
-            goto fail;
-    }
-    if (attr_ll(t, N_bytes_since_last_index_entry, &since) < 0 ||
-        attr_ll(seg, N_index_interval_bytes, &interval) < 0)
-        goto fail;
-    if (since > interval) {
-        PyObject *ts = get(mx, N_timestamp);
-        PyObject *off = ts == NULL ? NULL : get(mx, N_offset);
-        PyObject *oi = off == NULL ? NULL : get(seg, N_offset_index);
-        PyObject *a = oi == NULL ? NULL : PyObject_CallMethod(oi, "append", "LL", last, position);
-        PyObject *ti = a == NULL ? NULL : get(seg, N_time_index);
-        PyObject *b = ti == NULL ? NULL
-                                 : PyObject_CallMethodObjArgs(ti, S[N_maybe_append], ts, off, NULL);
-        Py_XDECREF(ts);
-        Py_XDECREF(off);
-        Py_XDECREF(oi);
-        Py_XDECREF(a);
-        Py_XDECREF(ti);
-        if (b == NULL)
-            goto fail;
-        Py_DECREF(b);
-        since = 0;
-    }
-    Py_DECREF(mx);
-    int r = set_ll(t, N_bytes_since_last_index_entry, since + n);
-    Py_DECREF(t);
-    return r;
-fail:
-    Py_XDECREF(mx);
-    Py_XDECREF(t);
-    return -1;
-}
-
 /* The segment's descriptor (``fd``, or ``fileno()``: which raises for a closed file). */
 static int
 file_fd(PyObject *file, int *fd)
 {
-    PyObject *v = get(file, N_fd);
+    PyObject *v = al_get(file, N_fd);
     if (v == Py_None) {
         Py_DECREF(v);
-        v = PyObject_CallMethodNoArgs(file, S[N_fileno]);
+        v = PyObject_CallMethodNoArgs(file, al_names[N_fileno]);
     }
     if (v == NULL)
         return -1;
@@ -524,7 +216,7 @@ write_batch(PyObject *records, const plain_config *c, PyObject *file, Py_ssize_t
     }
     if (n > PLAIN_APPEND_BYTES) {  /* (the crc32c package's interleaved streams) */
         PyObject *mv = PyMemoryView_FromMemory((char *)view.buf + 21, n - 21, PyBUF_READ);
-        PyObject *c = mv == NULL ? NULL : PyObject_CallOneArg(crc32c_fn, mv);
+        PyObject *c = mv == NULL ? NULL : PyObject_CallOneArg(al_crc32c, mv);
         Py_XDECREF(mv);
         if (c == NULL || tl_arg_ll(c, &crc) < 0) {
             Py_XDECREF(c);
@@ -554,33 +246,33 @@ after_write(PyObject *local, PyObject *psm, PyObject *seg, PyObject *file, PyObj
             Py_ssize_t n, long long position, long long last, int64_t max_ts,
             long long base_seq, long long lod, long long base)
 {
-    if (booked(seg, file, n, position, last, max_ts) < 0)
+    if (al_booked(seg, file, n, position, last, max_ts) < 0)
         return -1;
     long long end[3] = {last + 1, base, position + n};
-    PyObject *meta = make(new_offset_metadata, end, 3);
-    if (meta == NULL || put(local, N_end_metadata, meta) < 0) {
+    PyObject *meta = al_make(al_new_offset_metadata, end, 3);
+    if (meta == NULL || al_put(local, N_end_metadata, meta) < 0) {
         Py_XDECREF(meta);
         return -1;
     }
     Py_DECREF(meta);
     if (entry != NULL) {
-        PyObject *md = get(entry, N_batch_metadata);
+        PyObject *md = al_get(entry, N_batch_metadata);
         long long fields[4] = {(base_seq + lod) & SEQ_MAX, last, lod, max_ts};
-        PyObject *batch = md == NULL ? NULL : make(new_batch_metadata, fields, 4);
-        PyObject *done = batch == NULL ? NULL : PyObject_CallMethodOneArg(md, S[N_append], batch);
+        PyObject *batch = md == NULL ? NULL : al_make(al_new_batch_metadata, fields, 4);
+        PyObject *done = batch == NULL ? NULL : PyObject_CallMethodOneArg(md, al_names[N_append], batch);
         Py_XDECREF(batch);
         Py_ssize_t len = done == NULL ? -1 : PyObject_Size(md);
         Py_XDECREF(done);
         if (len > NUM_BATCHES_TO_RETAIN) {
-            done = PyObject_CallMethodNoArgs(md, S[N_popleft]);
+            done = PyObject_CallMethodNoArgs(md, al_names[N_popleft]);
             len = done == NULL ? -1 : len;
             Py_XDECREF(done);
         }
         Py_XDECREF(md);
-        if (len < 0 || set_ll(entry, N_last_timestamp, max_ts) < 0)
+        if (len < 0 || al_set_ll(entry, N_last_timestamp, max_ts) < 0)
             return -1;
     }
-    return set_ll(psm, N_last_map_offset, last + 1) < 0 ? -1 : 1;
+    return al_set_ll(psm, N_last_map_offset, last + 1) < 0 ? -1 : 1;
 }
 
 /* ``local.clock.milliseconds()``: SystemClock's read here (time.time_ns() // 1_000_000, the
@@ -588,10 +280,10 @@ after_write(PyObject *local, PyObject *psm, PyObject *seg, PyObject *file, PyObj
 static PyObject *
 now_ms(PyObject *local)
 {
-    PyObject *clock = get(local, N_clock);
-    PyObject *fn = clock == NULL ? NULL : get(clock, N_milliseconds), *ms;
+    PyObject *clock = al_get(local, N_clock);
+    PyObject *fn = clock == NULL ? NULL : al_get(clock, N_milliseconds), *ms;
     struct timespec ts;
-    if (fn != NULL && PyMethod_Check(fn) && PyMethod_GET_FUNCTION(fn) == system_ms &&
+    if (fn != NULL && PyMethod_Check(fn) && PyMethod_GET_FUNCTION(fn) == al_system_ms &&
         PyMethod_GET_SELF(fn) == clock && clock_gettime(CLOCK_REALTIME, &ts) == 0)
         ms = PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
     else
@@ -606,15 +298,15 @@ now_ms(PyObject *local)
 static int
 active(PyObject *local, PyObject **seg, PyObject **file, long long *position, long long *now)
 {
-    *seg = attr2(local, N_segments, N_last_segment);
+    *seg = al_attr2(local, N_segments, N_last_segment);
     if (*seg == NULL || *seg == Py_None) {
         int r = *seg == NULL ? -1 : 0;
         Py_XDECREF(*seg);
         return r;
     }
     PyObject *ms = NULL;
-    if ((*file = get(*seg, N_log)) != NULL &&
-        attr_ll(*file, N_size_in_bytes, position) == 0) {
+    if ((*file = al_get(*seg, N_log)) != NULL &&
+        al_ll(*file, N_size_in_bytes, position) == 0) {
         ms = now_ms(local);
     }
     if (ms != NULL && tl_arg_ll(ms, now) == 0) {
@@ -667,7 +359,7 @@ append_info(long long offset, long long last, int64_t max_ts, PyObject *log_star
             return NULL;
         }
     }
-    PyObject *out = PyObject_Vectorcall(new_info, args, 8, NULL);
+    PyObject *out = PyObject_Vectorcall(al_new_info, args, 8, NULL);
     for (int i = 0; i < 8; i++)
         Py_DECREF(args[i]);
     return out;
@@ -679,31 +371,26 @@ PyObject *
 tl_append_leader(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)self;
-    if (nargs != 7 || new_info == NULL) {
+    if (nargs != 7 || al_new_info == NULL) {
         PyErr_SetString(PyExc_TypeError,
                         "append_leader() takes 7 arguments, once append_leader_bind ran");
         return NULL;
     }
     PyObject *local = args[0], *psm = args[1], *records = args[3];
-    PyObject *config, *entry = NULL, *seg = NULL, *file = NULL, *out = NULL, *end;
+    PyObject *entry = NULL, *seg = NULL, *file = NULL, *out = NULL, *end;
     long long leader_epoch, inline_below, f[4] = {0, -1, -1, -1}, offset = 0, last = 0;
     long long position = 0, now = 0, bound = 0, base = 0;
     plain_config c;
     int32_t count = 0;
     int64_t max_ts = 0;
     Py_ssize_t n = PyObject_Size(records);
-    if (n < 0 || tl_arg_ll(args[4], &leader_epoch) < 0 || tl_arg_ll(args[5], &inline_below) < 0 ||
-        (config = get(local, N_config)) == NULL)
+    if (n < 0 || tl_arg_ll(args[4], &leader_epoch) < 0 || tl_arg_ll(args[5], &inline_below) < 0)
         return NULL;
-    int r = config_values(config, &c);
-    Py_DECREF(config);
-    if (r < 0)
-        return NULL;
-    r = gate(local, &c, args[2], n, inline_below, leader_epoch);
+    int r = gate(local, &c, args[2], n, inline_below, leader_epoch);
     if (r > 0)
         r = header(records, psm, &n, f, &entry);
     if (r > 0) {
-        end = attr2(local, N_end_metadata, N_message_offset);
+        end = al_attr2(local, N_end_metadata, N_message_offset);
         r = end == NULL || tl_arg_ll(end, &offset) < 0 ? -1 : offset <= LLONG_MAX - INT32_MAX - 1;
         Py_XDECREF(end);
         last = offset + f[0];
@@ -711,9 +398,9 @@ tl_append_leader(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (r > 0)
         r = active(local, &seg, &file, &position, &now);
     if (r > 0)
-        r = attr_ll(seg, N_base_offset, &base) < 0 ? -1 : 1;
+        r = al_ll(seg, N_base_offset, &base) < 0 ? -1 : 1;
     if (r > 0)
-        r = room(seg, &c, n, position, last, now, base, &bound);
+        r = al_room(seg, &c, n, position, last, now, base, &bound);
     if (r > 0)
         r = write_batch(records, &c, file, n, offset, leader_epoch, now, bound, position,
                         &count, &max_ts);
@@ -730,8 +417,8 @@ tl_append_leader(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
-/* append_leader_bind(new_batch_metadata, new_info, new_offset_metadata,
- * new_timestamp_offset, UNKNOWN_TIMESTAMP_OFFSET, crc32c, SystemClock.milliseconds): what
+/* append_leader_bind(al_new_batch_metadata, al_new_info, al_new_offset_metadata,
+ * al_new_timestamp_offset, UNKNOWN_TIMESTAMP_OFFSET, crc32c, SystemClock.milliseconds): what
  * append_leader makes and calls (storage/log_plain.py). */
 PyObject *
 tl_append_leader_bind(PyObject *self, PyObject *args)
@@ -740,11 +427,10 @@ tl_append_leader_bind(PyObject *self, PyObject *args)
     (void)self;
     if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
         return NULL;
-    for (int i = 0; i < N_COUNT; i++)
-        if (S[i] == NULL && (S[i] = PyUnicode_InternFromString(name_text[i])) == NULL)
-            return NULL;
-    PyObject **slots[7] = {&new_batch_metadata, &new_info, &new_offset_metadata,
-                           &new_timestamp_offset, &unknown_ts_offset, &crc32c_fn, &system_ms};
+    if (al_intern_names() < 0)
+        return NULL;
+    PyObject **slots[7] = {&al_new_batch_metadata, &al_new_info, &al_new_offset_metadata,
+                           &al_new_timestamp_offset, &al_unknown_ts_offset, &al_crc32c, &al_system_ms};
     for (int i = 0; i < 7; i++)
         Py_XSETREF(*slots[i], Py_NewRef(o[i]));
     Py_RETURN_NONE;

@@ -38,6 +38,7 @@ from tidelog.records.batch import NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD, TRANSAC
 from tidelog.util.clock import SystemClock
 from tidelog.util.slotted import slotted_maker
 
+from .index.time_index import TimestampOffset
 from .leader_epoch import LeaderEpochFileCache
 from .local_log import LocalLog
 from .log_append import LogAppendInfo
@@ -48,7 +49,6 @@ from .producer_state import (
     ProducerStateEntry,
     ProducerStateManager,
 )
-from .index.time_index import TimestampOffset
 from .segment import UNKNOWN_TIMESTAMP_OFFSET, LogOffsetMetadata
 from .validator import plain_check_py
 
