@@ -11,7 +11,11 @@ segment's size and index entries, the log end offset and the producer's last bat
 here. It gives the same answer, bytes, files and state as ``Log.append_as_leader`` for every
 batch it takes; anything else (a duplicate, a sequence or epoch error, a first batch of a
 producer, a segment or epoch to start, a batch the check declines) it leaves untouched for
-the reference path, which gives Kafka's answer or error.
+the reference path, which gives Kafka's answer or error. When the native core is built, the
+whole of it (the gate, the sequence, the segment's room, the write, the bookkeeping) is one
+C call, ``append_leader`` (_native/append_leader.c), whose twin is
+``append_plain_leader_py`` here: it reads and sets the same attributes in the same order,
+a slotted class's fields at their offsets.
 
 Measured with bench/produce_path.py (one 100 B record per idempotent acks=all Produce, under
 callgrind): 288 k instructions per request against 354 k for the reference path alone, the
@@ -24,7 +28,9 @@ coroutine per request and 166 Python calls instead of 201; 109 k against 137 k (
 partition; 106 k against 135 k over 1,000) once a request's objects were made without their
 Python ``__init__`` (util/slotted.py), the native calls took METH_FASTCALL arguments and the
 log's config, sizes and high watermark became plain attributes (86 Python calls instead of
-108, builtins included).
+108, builtins included); 82.8 k against 100.1 k (one partition; 80.8 k against 97.8 k over
+1,000) once this path's bookkeeping became ``append_leader`` and the layers above it merged
+(51 Python calls instead of 70).
 """
 
 from __future__ import annotations
