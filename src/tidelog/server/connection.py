@@ -201,8 +201,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         try:
             clock = self._clock  # (an attribute called as a method is a generic lookup)
             self.last_active = clock()
-            # nothing held over: the frames are cut straight out of what was read
-            buf: bytes | bytearray = data
+            buf: bytes | bytearray = data  # (nothing held over: frames cut straight from it)
             if self._large is not None or self.buf:
                 held = self._held(data, end)
                 if held is None:
@@ -217,8 +216,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
                     return
                 if self._muted_until:  # a quota throttle: later requests wait until it ends
                     break
-                # a Produce request of an authenticated session (a SASL token never takes the
-                # in-place path)
+                # a Produce of an authenticated session (a SASL token is never in place)
                 in_place = size >= LARGE_FRAME or (
                     end - pos >= 6 and buf[pos + 4] == 0 and buf[pos + 5] == PRODUCE_KEY
                     and (self.session is None or self.session.complete))
