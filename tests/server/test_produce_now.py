@@ -140,3 +140,30 @@ def test_a_dir_below_its_floor_refuses_the_same_with_and_without_handle_now(
     for br in brokers:
         tp = next(tp for tp in br.broker.replica_manager.partitions if tp.topic == "f")
         assert br.broker.replica_manager.partitions[tp].log.log_end_offset == 4
+
+
+def test_a_due_flush_answers_the_same_with_and_without_handle_now(
+        brokers: tuple[EmbeddedBroker, EmbeddedBroker]) -> None:
+    """flush.messages 1: every append's flush is due, so the plain append leaves the high
+    watermark where it was and the group commit moves it once the records are on disk. The
+    answers (acks -1 and 1, plain and idempotent batches, a duplicate) are the same bytes
+    through ``handle_now`` as through ``handle``, all ``handle_now``'s, and every answered
+    batch is flushed and below the high watermark when its answer arrives."""
+    for br in brokers:
+        async def create(b: EmbeddedBroker = br) -> None:
+            b.broker.replica_manager.create_topic("fl", 1, {"flush.messages": "1"})
+        br.run(create())
+    TAKEN.clear()
+    now, later = brokers
+    requests = [(_batch(), -1), (_batch(7, 0, 0), -1), (_batch(7, 0, 1), -1),
+                (_batch(7, 0, 1), -1), (_batch(7, 0, 2), 1), (_batch(n=3), -1)]
+    with connect(now) as a, connect(later) as b:
+        for corr, (records, acks) in enumerate(requests, 1):
+            got = _answer(a, corr, 9, "fl", {0: records}, acks)
+            assert got == _answer(b, corr, 9, "fl", {0: records}, acks)
+            for br in brokers:
+                tp = next(tp for tp in br.broker.replica_manager.partitions if tp.topic == "fl")
+                lg = br.broker.replica_manager.partitions[tp].log
+                assert lg.recovery_point == lg.high_watermark == lg.log_end_offset
+    assert len(TAKEN) == len(requests) and all(TAKEN), TAKEN
+    assert lg.log_end_offset == 7  # (the duplicate not appended again)

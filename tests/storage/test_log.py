@@ -483,6 +483,7 @@ def test_io_error_is_a_storage_error_and_loses_nothing(
     import errno
 
     import tidelog.storage.file_records as fr
+    from tidelog.storage import log as log_module
     from tidelog.storage import log_plain
 
     lg = make_log()
@@ -497,6 +498,9 @@ def test_io_error_is_a_storage_error_and_loses_nothing(
 
     real_plain = log_plain._append
     monkeypatch.setattr(fr.os, "pwrite", full_disk)
+    # (the twin's write fails: the native core's own failed write is
+    # test_log_plain.py's test_a_failed_plain_write_is_the_storage_error_of_a_failed_write)
+    monkeypatch.setattr(log_module, "append_plain", log_plain.append_plain_leader_py)
     monkeypatch.setattr(log_plain, "_append", plain_full_disk)
     with pytest.raises(KafkaStorageError) as ei:
         lg.append_as_leader(batch(b"b"))

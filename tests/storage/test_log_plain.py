@@ -107,7 +107,10 @@ class Side:
 
     @contextmanager
     def _switch(self) -> Iterator[None]:
-        real = log_plain.append_plain
+        # the twin: the Python bookkeeping around the Python write; native: the native
+        # core's append_leader (its bookkeeping and write in C)
+        real = log_plain.append_plain_leader_py if self.plain == "twin" else \
+            log_plain.append_plain
 
         def counted(*a: Any) -> LogAppendInfo | None:
             got = real(*a)
@@ -186,12 +189,15 @@ class Producers:
         self.next_seq[pid] += n
 
 
-def run(props: dict[str, str], steps: list[tuple[Any, ...]], plain: str) -> int:
+def run(props: dict[str, str], steps: list[tuple[Any, ...]], plain: str,
+        against: str = "off") -> int:
+    """``steps`` given to a log appending with ``plain`` and one with ``against`` (the
+    reference path: the plain append off); the batches ``plain`` took."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "ref").mkdir()
         (root / "plain").mkdir()
-        ref, fast = Side(root / "ref", props, "off"), Side(root / "plain", props, plain)
+        ref, fast = Side(root / "ref", props, against), Side(root / "plain", props, plain)
         clients = Producers()
         try:
             for op in steps:
@@ -209,6 +215,8 @@ def run(props: dict[str, str], steps: list[tuple[Any, ...]], plain: str) -> int:
             ref.close()
             fast.close()
         assert _files(root / "plain" / "topic-0") == _files(root / "ref" / "topic-0")
+        if against != "off":
+            assert fast.taken == ref.taken  # (the same batches taken, or declined)
         return fast.taken
 
 
@@ -221,6 +229,16 @@ IMPLS = ["twin"] + (["native"] if core is not None else [])
 def test_plain_append_is_the_reference_path(plain: str, props: dict[str, str],
                                             steps: list[tuple[Any, ...]]) -> None:
     run(props, steps, plain)
+
+
+@pytest.mark.skipif(core is None, reason="the native core is not built")
+@SETTINGS
+@given(props=topic(), steps=ops)
+def test_native_and_twin_take_and_write_the_same(props: dict[str, str],
+                                                 steps: list[tuple[Any, ...]]) -> None:
+    """The native core's append_leader against its twin append_plain_leader_py: the same
+    batches taken, the same answers, state and files."""
+    run(props, steps, "native", against="twin")
 
 
 @pytest.mark.parametrize("plain", IMPLS)
@@ -297,5 +315,37 @@ def test_a_failed_plain_write_is_the_storage_error_of_a_failed_write(
         assert "Bad file descriptor" in errors["off"] and str(records.path) in errors["off"]
         assert before == (lg.log_end_offset_metadata, records.size_in_bytes,
                           list(lg.producer_state.producers[7].batch_metadata))
+    finally:
+        side.close()
+
+
+@pytest.mark.parametrize("plain", IMPLS)
+def test_the_system_clock_bounds_timestamps_as_the_reference_path(
+        plain: str, tmp_path: Path) -> None:
+    """Under the system clock (read by the native core itself), with
+    message.timestamp.after.max.ms 0: a batch stamped with the time read before the append
+    is the plain append's, one stamped a second past the time read before it is refused as
+    the reference path refuses it (the clock read is neither behind nor a second ahead)."""
+    from tidelog.util.clock import SystemClock
+    lg = Log.open(tmp_path / "topic-0", LogConfig.from_props(
+        {"message.timestamp.after.max.ms": "0"}), clock=SystemClock())
+    side = Side.__new__(Side)
+    side.log, side.plain, side.taken = lg, plain, 0
+    side.writer = AppendWriter("test")
+    try:
+        def batch(ts: int) -> bytes:
+            b = RecordBatchBuilder()
+            b.append(ts, b"k", b"v")
+            return b.build()
+
+        assert side.append(batch(SystemClock().milliseconds()), 0)[0] == "ok"  # (the first)
+        outcomes = []
+        for _ in range(20):
+            before = SystemClock().milliseconds()
+            outcomes.append(side.append(batch(before), 0)[0])
+            late = side.append(batch(SystemClock().milliseconds() + 1000), 0)
+            outcomes.append(late[0] if late[0] == "ok" else late[1])
+        assert set(outcomes[::2]) == {"ok"} and side.taken == 20
+        assert set(outcomes[1::2]) == {"RecordValidationError"}, outcomes
     finally:
         side.close()

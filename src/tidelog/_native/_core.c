@@ -636,6 +636,14 @@ static PyMethodDef core_methods[] = {
      "fd, position[, crc]) -> (records, max timestamp) or None: a leader's plain append, "
      "checked, patched and written (storage/log_plain.py append_plain_py); crc: the CRC-32C "
      "of buf[21:] if known (-1: computed here)."},
+    {"append_leader_bind", tl_append_leader_bind, METH_VARARGS,
+     "append_leader_bind(new_batch_metadata, new_info, new_offset_metadata, "
+     "new_timestamp_offset, unknown_timestamp_offset, crc32c, SystemClock.milliseconds): what "
+     "append_leader makes and calls (storage/log_plain.py)."},
+    {"append_leader", (PyCFunction)(void (*)(void))tl_append_leader, METH_FASTCALL,
+     "append_leader(local, psm, epochs, records, leader_epoch, inline_below, log_start_offset) "
+     "-> LogAppendInfo or None: a leader's plain append with its bookkeeping "
+     "(storage/log_plain.py append_plain_leader_py)."},
     {"slotted_maker", tl_slotted_maker, METH_O,
      "slotted_maker(cls) -> a callable making cls's instances without its Python __init__ "
      "(a slotted dataclass, a named tuple), or cls itself (util/slotted.py)."},

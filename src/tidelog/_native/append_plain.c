@@ -55,6 +55,35 @@ write_all(int fd, const uint8_t *b, Py_ssize_t n, long long position)
     return err;
 }
 
+/* The batch b[:n] checked, patched and written (append_plain's work once its arguments are
+ * read): 1 written (count and max timestamp set), 0 declined (b untouched, nothing
+ * written), -1 with OSError set (a failed write). crc < 0: computed here. */
+int
+tl_plain_write(uint8_t *b, Py_ssize_t n, long long offset, int leader_epoch, long long lo,
+               long long hi, long long max_message_bytes, int compact, long long max_ts_bound,
+               int fd, long long position, long long crc, int32_t *count, int64_t *max_ts)
+{
+    if (n >= RECORD_BATCH_OVERHEAD && crc < 0)
+        crc = (long long)tl_crc32c(b + CRC_START, (size_t)(n - CRC_START));
+    if (n < RECORD_BATCH_OVERHEAD ||
+        !tl_plain_check(b, n, crc, lo, hi, max_message_bytes, compact, count, max_ts) ||
+        *max_ts > max_ts_bound)
+        return 0;
+    put_be(b, (uint64_t)offset, 8);
+    put_be(b + 12, (uint32_t)leader_epoch, 4);
+    if ((int64_t)tl_be(b + 35, 8) != *max_ts) {
+        put_be(b + 35, (uint64_t)*max_ts, 8);
+        put_be(b + 17, tl_crc32c(b + CRC_START, (size_t)(n - CRC_START)), 4);
+    }
+    int err = write_all(fd, b, n, position);
+    if (err) {
+        errno = err;
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    return 1;
+}
+
 /* METH_FASTCALL: the arguments converted one by one as PyArg_ParseTuple's
  * "w*LiLLLpLiL|L" would (a tenth of its cost on the per-Produce call). */
 PyObject *
@@ -77,39 +106,22 @@ tl_append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     if (PyObject_GetBuffer(args[0], &view, PyBUF_WRITABLE) < 0)
         return NULL;
-    uint8_t *b = (uint8_t *)view.buf;
-    Py_ssize_t n = view.len;
     int32_t count;
     int64_t max_ts;
-    if (n >= RECORD_BATCH_OVERHEAD && crc < 0)
-        crc = (long long)tl_crc32c(b + CRC_START, (size_t)(n - CRC_START));
-    if (n < RECORD_BATCH_OVERHEAD ||
-        !tl_plain_check(b, n, crc, lo, hi, max_message_bytes, compact, &count, &max_ts) ||
-        max_ts > max_ts_bound) {
-        PyBuffer_Release(&view);
+    int got = tl_plain_write((uint8_t *)view.buf, view.len, offset, leader_epoch, lo, hi,
+                             max_message_bytes, compact, max_ts_bound, fd, position, crc,
+                             &count, &max_ts);
+    PyBuffer_Release(&view);
+    if (got <= 0) {
+        if (got < 0)
+            return NULL;
         Py_RETURN_NONE;
     }
-    put_be(b, (uint64_t)offset, 8);
-    put_be(b + 12, (uint32_t)leader_epoch, 4);
-    if ((int64_t)tl_be(b + 35, 8) != max_ts) {
-        put_be(b + 35, (uint64_t)max_ts, 8);
-        put_be(b + 17, tl_crc32c(b + CRC_START, (size_t)(n - CRC_START)), 4);
-    }
-    int err = write_all(fd, b, n, position);
-    PyBuffer_Release(&view);
-    if (err) {
-        errno = err;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
     PyObject *c = PyLong_FromLong(count), *m = c == NULL ? NULL : PyLong_FromLongLong(max_ts);
-    if (m == NULL) {
-        Py_XDECREF(c);
-        return NULL;
-    }
-    PyObject *out = PyTuple_New(2);
+    PyObject *out = m == NULL ? NULL : PyTuple_New(2);
     if (out == NULL) {
-        Py_DECREF(c);
-        Py_DECREF(m);
+        Py_XDECREF(c);
+        Py_XDECREF(m);
         return NULL;
     }
     PyTuple_SET_ITEM(out, 0, c);

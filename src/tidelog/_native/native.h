@@ -128,6 +128,14 @@ int tl_plain_check(const uint8_t *b, Py_ssize_t n, long long crc, long long lo, 
 PyObject *tl_slotted_maker(PyObject *self, PyObject *cls);
 int tl_slotted_ready(PyObject *module);
 PyObject *tl_append_plain(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+int tl_plain_write(uint8_t *b, Py_ssize_t n, long long offset, int leader_epoch, long long lo,
+                   long long hi, long long max_message_bytes, int compact, long long max_ts_bound,
+                   int fd, long long position, long long crc, int32_t *count, int64_t *max_ts);
+
+/* append_leader.c: storage/log_plain.py append_plain_leader_py (the plain append's
+ * bookkeeping around tl_plain_write) */
+PyObject *tl_append_leader_bind(PyObject *self, PyObject *args);
+PyObject *tl_append_leader(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* produce_decode.c: protocol/produce_in_place.py decode_produce_in_place's twin */
 PyObject *tl_produce_decode_bind(PyObject *self, PyObject *args);

@@ -192,78 +192,81 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
 
     def _take(self, data: bytes | bytearray, end: int) -> None:
         """Frame and dispatch ``data[:end]``; ``data`` may be the shared read buffer, of
-        which nothing is kept past this call."""
+        which nothing is kept past this call. What completes meanwhile goes out with one
+        flush at the end (which pauses or resumes reading as needed)."""
         if self.closed or self.closed_for_auth:
             return
         already = self._flush_scheduled
-        self._flush_scheduled = True  # what completes while reading goes out with one flush
+        self._flush_scheduled = True
         try:
-            self._receive(data, end)
+            clock = self._clock  # (an attribute called as a method is a generic lookup)
+            self.last_active = clock()
+            buf: bytes | bytearray = data  # (nothing held over: frames cut straight from it)
+            if self._large is not None or self.buf:
+                held = self._held(data, end)
+                if held is None:
+                    return
+                buf, end = held
+            pos = 0
+            while end - pos >= 4:
+                (size,) = _I32.unpack_from(buf, pos)
+                if size < 0 or size > (self.max_frame if self.session is None else
+                                       self._frame_cap()):
+                    self.close(self._oversize_reason(size, pos, bytes(buf[pos : pos + 4])))
+                    return
+                if self._muted_until:  # a quota throttle: later requests wait until it ends
+                    break
+                # a Produce of an authenticated session (a SASL token is never in place)
+                in_place = size >= LARGE_FRAME or (
+                    end - pos >= 6 and buf[pos + 4] == 0 and buf[pos + 5] == PRODUCE_KEY
+                    and (self.session is None or self.session.complete))
+                if end - pos - 4 < size:
+                    if in_place and size >= PRODUCE_IN_PLACE:
+                        self._large = LargeFrame(size, buf, pos + 4, end)
+                        pos = end
+                    break
+                if in_place:  # a bytearray's slice is a bytearray: the one copy out of it
+                    piece = buf[pos + 4 : pos + 4 + size]
+                    frame: bytes | memoryview = memoryview(
+                        piece if type(piece) is bytearray else bytearray(piece))  # writable
+                else:
+                    with memoryview(buf) as mv:  # one copy out of the read buffer, not two
+                        frame = bytes(mv[pos + 4 : pos + 4 + size])
+                pos += 4 + size
+                if not self._dispatch(frame):
+                    return
+            if buf is not self.buf:  # read straight from ``data``: keep what is left of it
+                if pos < end:
+                    with memoryview(buf) as mv:
+                        self.buf += mv[pos:end]
+            elif pos:
+                del self.buf[:pos]
         finally:
             if not already:
                 self._flush()  # which ends by pausing or resuming reading as needed
             else:
                 self._maybe_pause()
 
-    def _receive(self, data: bytes | bytearray, end: int) -> None:
-        clock = self._clock  # (an attribute called as a method is a generic lookup)
-        self.last_active = clock()
+    def _held(self, data: bytes | bytearray, end: int) -> tuple[bytearray, int] | None:
+        """``_take``'s bytes while a large frame arrives or bytes are held over: the large
+        frame fed (and dispatched once whole), what follows added to the bytes held; those
+        to frame, or None (nothing to frame now)."""
         rest: memoryview | None = None
         if self._large is not None:
             with memoryview(data) as mv:
                 rest = self._large.feed(mv[:end])
             if rest is None:
-                return  # the large frame is still arriving
+                return None  # the large frame is still arriving
             large, self._large = self._large.frame(), None
             if not self._dispatch(large):
-                return
+                return None
             del large  # the decoded request holds what it needs: free the frame now
-        buf: bytes | bytearray = self.buf
-        if rest is None and not buf:
-            buf = data  # nothing held over: the frames are cut straight out of what was read
+        if rest is None:
+            with memoryview(data) as mv:
+                self.buf += mv[:end]
         else:
-            if rest is None:
-                with memoryview(data) as mv:
-                    self.buf += mv[:end]
-            else:
-                self.buf += rest
-            buf = self.buf
-            end = len(buf)
-        pos = 0
-        while end - pos >= 4:
-            (size,) = _I32.unpack_from(buf, pos)
-            if size < 0 or size > (self.max_frame if self.session is None else
-                                   self._frame_cap()):
-                self.close(self._oversize_reason(size, pos, bytes(buf[pos : pos + 4])))
-                return
-            if self._muted_until:  # a quota throttle: later requests wait until it ends
-                break
-            # a Produce request of an authenticated session (a SASL token never takes the
-            # in-place path)
-            in_place = size >= LARGE_FRAME or (
-                end - pos >= 6 and buf[pos + 4] == 0 and buf[pos + 5] == PRODUCE_KEY
-                and (self.session is None or self.session.complete))
-            if end - pos - 4 < size:
-                if in_place and size >= PRODUCE_IN_PLACE:
-                    self._large = LargeFrame(size, buf, pos + 4, end)
-                    pos = end
-                break
-            if in_place:  # a bytearray's slice is a bytearray: the one copy out of it
-                piece = buf[pos + 4 : pos + 4 + size]
-                frame: bytes | memoryview = memoryview(
-                    piece if type(piece) is bytearray else bytearray(piece))  # writable
-            else:
-                with memoryview(buf) as mv:  # one copy out of the read buffer, not two
-                    frame = bytes(mv[pos + 4 : pos + 4 + size])
-            pos += 4 + size
-            if not self._dispatch(frame):
-                return
-        if buf is not self.buf:  # read straight from ``data``: keep what is left of it
-            if pos < end:
-                with memoryview(buf) as mv:
-                    self.buf += mv[pos:end]
-        elif pos:
-            del self.buf[:pos]
+            self.buf += rest
+        return self.buf, len(self.buf)
 
     def _frame_cap(self) -> int:
         if self.session is not None and not self.session.complete:

@@ -322,18 +322,21 @@ class ReplicaAppends:
                 partition = self.partition_or_error(tp)
                 partition.check_append(required_acks)
             lg = partition.log
-            info = lg.append_plain_as_leader(records, partition.leader_epoch, inline_below)
-            handed = False
+            # the plain append, which moves the HW to the new log end with it when the ISR is
+            # this broker alone and no flush is due (``advance_local_committed``'s work)
+            alone = not partition.remote_replicas  # (the leader checked above)
+            info = lg.append_plain_as_leader(records, partition.leader_epoch, inline_below,
+                                             alone)
+            written = None
+            moved = False
             if info is None:  # not the common case: the writer and the callback it may need
-                loop = asyncio.get_running_loop()
-                # the future is made only for a write handed over: ``_written`` runs on the
-                # loop, so after this call put it in the cell
-                cell: list[asyncio.Future[Written]] = []
-                done = partial(self._written_threadsafe, loop, partition, cell)
-                info, handed = lg.append_as_leader_async(
-                    records, partition.leader_epoch, self.append_writers.for_log(lg), done,
-                    inline_below=inline_below, plain_declined=True)
-            if not handed:  # (``_after_write(partition, True)``)
+                info, written = self._append_declined(partition, records, inline_below)
+            elif alone and lg.high_watermark > info.last_offset:  # (the HW moved with it)
+                moved = True
+                partition.local_committed_offset = lg.high_watermark
+                if (notify := partition.on_high_watermark) is not None:
+                    notify(tp)
+            if written is None and not moved:  # (``_after_write(partition, True)``)
                 if lg.flush_due():
                     self.group_commit.add(tp, lg)  # counted once the records are on disk
                 elif not partition.advance_local_committed():
@@ -346,11 +349,26 @@ class ReplicaAppends:
         stats = self.topic_stats  # (``_record_append``)
         if stats is not None:
             stats.record_append(tp.topic, len(records), 0 if info.duplicate else info.num_messages)
+        return info, written, partition
+
+    def _append_declined(self, partition: Partition, records: bytes, inline_below: int
+                         ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None]:
+        """``_append_async`` of a batch the plain append declined: the log's async append,
+        its write maybe handed to the dir's writer thread (then the future it answers)."""
+        lg = partition.log
+        loop = asyncio.get_running_loop()
+        # the future is made only for a write handed over: ``_written`` runs on the loop, so
+        # after this call put it in the cell
+        cell: list[asyncio.Future[Written]] = []
+        done = partial(self._written_threadsafe, loop, partition, cell)
+        info, handed = lg.append_as_leader_async(
+            records, partition.leader_epoch, self.append_writers.for_log(lg), done,
+            inline_below=inline_below, plain_declined=True)
         if not handed:
-            return info, None, partition
+            return info, None
         written: asyncio.Future[Written] = loop.create_future()
         cell.append(written)
-        return info, written, partition
+        return info, written
 
     def _written_threadsafe(self, loop: asyncio.AbstractEventLoop, partition: Partition,
                             written: list[asyncio.Future[Written]],

@@ -236,6 +236,8 @@ class FileRecords:
     """One `.log` file. Appends are single-writer (the Log's lock); reads use pread and may
     run concurrently with appends."""
 
+    __slots__ = ("_path", "_path_str", "fd", "size_in_bytes")  # (read natively, log_plain)
+
     def __init__(self, path: Path, fd: int, size: int) -> None:
         self._path = Path(path)
         self._path_str = str(self._path)

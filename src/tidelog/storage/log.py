@@ -250,13 +250,13 @@ class Log(LocalLogView, LogTruncation):
         return info
 
     def append_plain_as_leader(self, records: bytes | bytearray | memoryview,
-                               leader_epoch: int, inline_below: int) -> LogAppendInfo | None:
-        """A client's append written here and now by ``log_plain`` (the common Produce: no
-        writer, no callback needed), complete on return as ``append_as_leader_async``
-        answering False; or None: nothing done but the free-space guard's count (then
-        ``append_as_leader_async(..., plain_declined=True)``). Raises as
-        ``append_as_leader``. (One call per Produce: ``_io("append-async")`` inline, the
-        lock and an OSError as KafkaStorageError naming the dir, no context manager.)"""
+                               leader_epoch: int, inline_below: int,
+                               to_end: bool = False) -> LogAppendInfo | None:
+        """A client's append written here and now by ``log_plain`` (no writer, no callback),
+        complete on return as ``append_as_leader_async`` answering False; or None: nothing
+        done but the free-space count (then ``append_as_leader_async(..., plain_declined=True)``).
+        Raises as ``append_as_leader``. ``to_end`` (the ISR this leader alone): unless a flush
+        is due, the HW moves to the new log end in the same lock hold (``_io`` inline)."""
         n = len(records)
         if n == 0:
             return None
@@ -274,6 +274,13 @@ class Log(LocalLogView, LogTruncation):
             info = append_plain(local, self._producer_state, self.leader_epoch_cache,
                                 records, leader_epoch, inline_below, self._log_start_offset)
             if info is not None:
+                end = local.end_metadata
+                hw = end.message_offset
+                if to_end and hw - local.recovery_point < local.config.flush_messages:
+                    self.high_watermark, self._hw_meta = hw, end  # (``high_watermark_to_end``)
+                    self._state_stamp += 1
+                    if self._producer_state.unreplicated_txns:
+                        self._producer_state.on_high_watermark_updated(hw)
                 self._state_stamp += 1  # (``state_stamp``'s setter: a call only if mirrored)
                 if self.stamp_cell is not None:
                     self.mirror_stamp(self.stamp_cell)
@@ -402,13 +409,6 @@ class Log(LocalLogView, LogTruncation):
             plan = self._local.flush_plan(offset)
         if plan is not None:
             self._local.flush_outside_lock(plan, self._lock)
-
-    def flush_due(self) -> bool:
-        """Kafka's check in UnifiedLog.append: the unflushed messages reached
-        ``flush.messages`` (one call: the broker asks after every append)."""
-        local = self._local
-        return local.end_metadata.message_offset - local.recovery_point >= \
-            local.config.flush_messages
 
     # -- high watermark ------------------------------------------------------------------------
     def update_high_watermark(self, hw: int) -> int:

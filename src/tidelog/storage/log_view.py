@@ -47,6 +47,13 @@ class LocalLogView:
         if cell is not None:
             _STAMP.pack_into(cell[0], cell[1], value)
 
+    def flush_due(self) -> bool:
+        """Kafka's check in UnifiedLog.append: the unflushed messages reached
+        ``flush.messages`` (one call: the broker asks after every append)."""
+        local = self._local
+        return local.end_metadata.message_offset - local.recovery_point >= \
+            local.config.flush_messages
+
     def mirror_stamp(self, cell: tuple[bytearray, int] | None) -> None:
         """Mirror ``state_stamp`` into ``cell`` from now on (its value written now), or
         nowhere (None). The caller holds the Log's lock."""

@@ -145,6 +145,9 @@ class _Tracking:
 
 
 class LogSegment:
+    __slots__ = ("_t", "base_offset", "clock", "index_interval_bytes", "log", "offset_index",
+                 "roll_jitter_ms", "time_index", "txn_index")  # (read natively: log_plain)
+
     def __init__(
         self,
         log_records: FileRecords,
@@ -273,14 +276,12 @@ class LogSegment:
 
     def plain_room(self, size: int, position: int, last_offset: int, now: int,
                    max_segment_bytes: int, max_segment_ms: int) -> int | None:
-        """For one batch of ``size`` bytes up to ``last_offset``, to be written at
-        ``position``, the end of the `.log` (storage/log_plain.py): the highest max timestamp
-        it may carry without ``should_roll`` holding (an int64), or None when it holds
-        whatever the timestamp, when the segment is empty (its first batch sets the roll
-        time) or an index is not open yet (opening creates its file: the reference path opens
-        it once the batch is valid). One call per append: the checks are inlined."""
-        oi, ti = self.offset_index, self.time_index  # open, not full (the time index's
-        # last slot kept for the roll): ``is_full`` inline
+        """For one batch of ``size`` bytes up to ``last_offset`` written at ``position``, the
+        end of the `.log` (storage/log_plain.py): the highest max timestamp it may carry
+        without ``should_roll`` holding (an int64), or None when it holds whatever the
+        timestamp, the segment is empty (its first batch sets the roll time) or an index is
+        not open yet (the reference path opens it once the batch is valid)."""
+        oi, ti = self.offset_index, self.time_index  # (``is_full`` inline, ti's last kept)
         if position == 0 or position > max_segment_bytes - size or \
                 position > INT32_MAX - size or \
                 not 0 <= last_offset - self.base_offset <= INT32_MAX or \
@@ -298,9 +299,8 @@ class LogSegment:
         return None if now - t.created > limit else LONG_MAX
 
     def appended(self, size: int, position: int, last_offset: int, max_timestamp: int) -> None:
-        """``append``'s bookkeeping of one batch of ``size`` bytes up to ``last_offset`` that
-        the caller wrote at ``position``, the end of the `.log` (storage/log_plain.py): the
-        size, the max timestamp so far, the index entries."""
+        """``append``'s bookkeeping (size, max timestamp, index entries) of a batch of ``size``
+        bytes up to ``last_offset`` written at ``position``, the end (storage/log_plain.py)."""
         self.log.size_in_bytes += size  # (the caller wrote it at the end)
         t = self._t
         mx = t.max_timestamp_and_offset

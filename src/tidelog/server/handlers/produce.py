@@ -188,18 +188,52 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
     """The common Produce answered without a coroutine (registry.py): no quota, no produce
     of the connection still running, no topic to create, no heavy batch. Its answer, or a
     coroutine when its appends wait for something (the ISR, the group commit, the writer
-    thread), or NOT_NOW (nothing done): ``handle``'s."""
+    thread), or NOT_NOW (nothing done): ``handle``'s. librdkafka's, one partition of one
+    topic named (not by id), acks 1 or -1, no authorizer, no record validator, takes one path
+    here: the checks ``_topics``, ``_denied`` and ``_topic_entries`` make, answered as they
+    answer; any other, ``_handle_now_many``."""
     broker = ctx.broker
     quotas = broker.client_quotas
     if quotas is None or quotas.store.entries or ctx.connection_state.produce_tail is not None:
         return NOT_NOW
     topic_data = request.topic_data
-    if len(topic_data) == 1 and len(topic_data[0].partition_data) == 1 and \
-            broker.authorizer is None and not broker.record_validators and \
-            ctx.header.api_version < TOPIC_ID_VERSION and request.acks in (-1, 1):
-        answer = _one_partition(ctx, request, topic_data[0])
-        if answer is not NOT_NOW:
-            return answer
+    if len(topic_data) != 1 or len(topic_data[0].partition_data) != 1 or \
+            broker.authorizer is not None or broker.record_validators or \
+            ctx.header.api_version >= TOPIC_ID_VERSION or request.acks not in (-1, 1):
+        return _handle_now_many(ctx, request)
+    t = topic_data[0]
+    name = t.name
+    p = t.partition_data[0]
+    records = p.records
+    rm = broker.replica_manager
+    if records is None or not 0 < len(records) < HEAVY_COMPRESSED_BYTES or \
+            name in INTERNAL_TOPICS or rm.store.topics.get(name) is None:  # (``rm.topic``)
+        return _handle_now_many(ctx, request)  # (empty, heavy maybe, internal, to create)
+    tp = _new_tp(name, p.index)
+    result = _new_result(p.index)
+    topics = [(name, [result])]
+    # (verify_transactional_produce's own first test: a call only for a transactional batch)
+    txn_error = None if len(records) < RECORD_BATCH_OVERHEAD or \
+        not records[_TXN_BYTE] & TRANSACTIONAL_MASK else \
+        verify_transactional_produce(broker, tp, records)
+    if txn_error is not None:
+        result.error_code = txn_error
+    else:
+        timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
+        timeout = ms(request.timeout) if timeout_ms is None else timeout_ms
+        waits = rm.append_one_now(request.acks, timeout, tp, records, result) \
+            if rm.async_appends else rm.append_records_now(request.acks, timeout,
+                                                           [(tp, records, result)])
+        if waits is not None:
+            named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False,
+                                        len(records)))
+            return _answer_after(ctx, request, named, topics, waits)
+    header = ctx.header
+    return encode_produce_response(header.correlation_id, header.api_version, topics, 0)
+
+
+def _handle_now_many(ctx: RequestContext, request: Any) -> Any:
+    """``handle_now`` of any Produce but the one-partition one it answers itself."""
     named = _topics(ctx, request)
     if named.may_create or named.heavy:
         return NOT_NOW
@@ -217,41 +251,6 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
     if waits is not None:
         return _answer_after(ctx, request, named, topics, waits)
     return _answer(ctx, request, named, topics)
-
-
-def _one_partition(ctx: RequestContext, request: Any, t: Any) -> Any:
-    """``handle_now`` of librdkafka's common Produce, one partition of one topic named (not
-    by id), acks 1 or -1, no authorizer, no record validator: the checks ``_topics``,
-    ``_denied`` and ``_topic_entries`` make, answered as they answer; NOT_NOW (nothing done)
-    for anything else."""
-    name = t.name
-    p = t.partition_data[0]
-    records = p.records
-    rm = ctx.broker.replica_manager
-    if records is None or not 0 < len(records) < HEAVY_COMPRESSED_BYTES or \
-            name in INTERNAL_TOPICS or rm.store.topics.get(name) is None:  # (``rm.topic``)
-        return NOT_NOW  # (empty, heavy maybe, internal, to create: the general path's)
-    tp = _new_tp(name, p.index)
-    result = _new_result(p.index)
-    topics = [(name, [result])]
-    # (verify_transactional_produce's own first test: a call only for a transactional batch)
-    txn_error = None if len(records) < RECORD_BATCH_OVERHEAD or \
-        not records[_TXN_BYTE] & TRANSACTIONAL_MASK else \
-        verify_transactional_produce(ctx.broker, tp, records)
-    if txn_error is not None:
-        result.error_code = txn_error
-    else:
-        timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
-        timeout = ms(request.timeout) if timeout_ms is None else timeout_ms
-        waits = rm.append_one_now(request.acks, timeout, tp, records, result) \
-            if rm.async_appends else rm.append_records_now(request.acks, timeout,
-                                                           [(tp, records, result)])
-        if waits is not None:
-            named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False,
-                                        len(records)))
-            return _answer_after(ctx, request, named, topics, waits)
-    header = ctx.header
-    return encode_produce_response(header.correlation_id, header.api_version, topics, 0)
 
 
 def _tid_denied(ctx: RequestContext, request: Any) -> bool:

@@ -1,0 +1,129 @@
+/* The native plain append (append_leader.c) and its helpers: the attributes it reads and
+ * sets (append_attrs.c), the segment's room and bookkeeping (append_segment.c). */
+#ifndef TIDELOG_APPEND_LEADER_H
+#define TIDELOG_APPEND_LEADER_H
+
+#include <Python.h>
+
+#define NAMES(X)                                                                              \
+    X(config) X(writes) X(count) X(plain_appends) X(live_entries) X(epoch) X(producers)      \
+    X(producer_epoch) X(current_txn_first_offset) X(batch_metadata) X(end_metadata)          \
+    X(message_offset) X(segments) X(last_segment) X(log) X(size_in_bytes) X(clock)           \
+    X(milliseconds) X(offset_index) X(time_index) X(_loaded) X(_entries) X(_max_entries)     \
+    X(base_offset) X(segment_bytes) X(max_segment_ms) X(roll_jitter_ms) X(_t)                \
+    X(rolling_based_timestamp) X(_load_first_batch_timestamp) X(created) X(fd) X(fileno)     \
+    X(timestamp_before_max_ms) X(timestamp_after_max_ms) X(max_message_bytes) X(compact)     \
+    X(append_error) X(max_timestamp_and_offset) X(max_timestamp_and_offset_so_far)           \
+    X(timestamp) X(offset) X(bytes_since_last_index_entry) X(index_interval_bytes) X(append) \
+    X(maybe_append) X(popleft) X(last_timestamp) X(last_map_offset)
+#define ENUM(n) N_##n,
+#define TEXT(n) #n,
+enum { NAMES(ENUM) N_COUNT };
+
+/* the names, interned (append_leader_bind); what append_leader makes and calls */
+extern PyObject *al_names[N_COUNT];
+extern PyObject *al_new_batch_metadata, *al_new_info, *al_new_offset_metadata;
+extern PyObject *al_new_timestamp_offset, *al_unknown_ts_offset, *al_crc32c, *al_system_ms;
+
+/* A log's config values (LogConfig: frozen, so read once per config object). */
+typedef struct {
+    long long segment_bytes, max_segment_ms, before, after, max_message_bytes;
+    int compact, plain_appends;
+} plain_config;
+
+/* Where a __slots__ member of a type sits (offset -1: the name is not one of its slots), as
+ * long as the type is unchanged (its version tag): read and set there, not through the
+ * generic lookup (the slotted classes: LogSegment, FileRecords, the segment's _Tracking,
+ * ProducerStateEntry, PendingWrites). */
+typedef struct {
+    PyTypeObject *type;
+    unsigned int version;
+    Py_ssize_t offset;
+} al_slot_hint;
+
+extern al_slot_hint al_hints[N_COUNT];
+Py_ssize_t al_learn_slot(PyObject *o, int name);
+
+/* The slot offset of <name> in o's type, or -1 (use the generic lookup). */
+static inline Py_ssize_t
+al_slot_of(PyObject *o, int name)
+{
+    PyTypeObject *tp = Py_TYPE(o);
+    al_slot_hint *h = &al_hints[name];
+    if (h->type == tp && h->version == tp->tp_version_tag &&
+        PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG))
+        return h->offset;
+    return al_learn_slot(o, name);
+}
+
+/* o.<name>, a new reference. */
+static inline PyObject *
+al_get(PyObject *o, int name)
+{
+    Py_ssize_t at = al_slot_of(o, name);
+    PyObject *v = at < 0 ? NULL : *(PyObject **)((char *)o + at);
+    return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(o, al_names[name]);
+}
+
+/* o.<name> = v: 0, or -1 with the error set. */
+static inline int
+al_put(PyObject *o, int name, PyObject *v)
+{
+    Py_ssize_t at = al_slot_of(o, name);
+    if (at < 0)
+        return PyObject_SetAttr(o, al_names[name], v);
+    PyObject **addr = (PyObject **)((char *)o + at), *old = *addr;
+    *addr = Py_NewRef(v);
+    Py_XDECREF(old);
+    return 0;
+}
+
+/* o.<name> as a long long: 0, or -1 with the error set. */
+static inline int
+al_ll(PyObject *o, int name, long long *out)
+{
+    PyObject *v = al_get(o, name);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* o.<name> truth: 1, 0, or -1 with the error set. */
+static inline int
+al_true(PyObject *o, int name)
+{
+    PyObject *v = al_get(o, name);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+static inline int
+al_set_ll(PyObject *o, int name, long long value)
+{
+    PyObject *v = PyLong_FromLongLong(value);
+    if (v == NULL)
+        return -1;
+    int r = al_put(o, name, v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* append_attrs.c: o.<name>.<name2>, maker(values...), a config's values (0, or -1 with the
+ * error set) */
+PyObject *al_attr2(PyObject *o, int name, int name2);
+PyObject *al_make(PyObject *maker, const long long *values, Py_ssize_t n);
+int al_config(PyObject *config, plain_config *c);
+int al_intern_names(void);
+
+/* append_segment.c: LogSegment.plain_room and LogSegment.appended (1 / 0 declined, -1) */
+int al_room(PyObject *seg, const plain_config *c, long long n, long long position,
+            long long last, long long now, long long base, long long *bound);
+int al_booked(PyObject *seg, PyObject *file, long long n, long long position, long long last,
+              long long max_ts);
+
+#endif
