@@ -319,7 +319,7 @@ class ShareGroupCoordinator:
                 start, scheduler=self.scheduler,
                 lock_ms=self.settings.number(group_id, "share.record.lock.duration.ms"),
                 delivery_limit=c.group_share_delivery_count_limit,
-                max_locks=c.group_share_partition_max_record_locks)
+                max_locks=self.settings.number(group_id, "share.partition.max.record.locks"))
             if stored is not None and stored.start_offset != UNINITIALIZED_START_OFFSET:
                 sp.restore(stored.start_offset, stored.batches)
         if topic_id is not None:
