@@ -19,7 +19,7 @@ from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
-from broker_wire import Wire  # noqa: E402
+from broker_wire import Wire
 
 GROUP_RESOURCE = 32
 GROUP = "sg-cluster-configs"
