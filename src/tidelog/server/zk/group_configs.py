@@ -8,9 +8,8 @@ its other entity configs do.
 
 Notifications arrive on kazoo's thread, the broker's own writes on its event loop: one update
 at a time reads ZooKeeper and replaces the mapping whole, so a slower read never puts back
-what a newer one replaced; the event loop reads the mapping without a lock. When ZooKeeper
-cannot be read (at first use, or a new session), the store tries again at most once a second
-as requests come.
+what a newer one replaced; the event loop reads the mapping without a lock. How the store
+follows ZooKeeper is config_follower.py's.
 """
 
 from __future__ import annotations
@@ -24,23 +23,21 @@ from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.group_configs import KEYS, GroupConfigStore
 from tidelog.server.errors import ApiError
 
-from .change_notifications import ConfigHandler, ZkNodeChangeNotificationListener
 from .client import KafkaZkClient
+from .config_follower import ZkConfigFollower
 from .credentials import desanitize, sanitize
 
 log = logging.getLogger(__name__)
 
 GROUP_CONFIG_TYPE = "groups"
-RETRY_MS = 1000
 
 
-class ZkGroupConfigStore(GroupConfigStore):
+class ZkGroupConfigStore(ZkConfigFollower, GroupConfigStore):
+    entity_type = GROUP_CONFIG_TYPE
+
     def __init__(self, zk: KafkaZkClient, config: GroupConfig) -> None:
         super().__init__(config)
         self.zk = zk
-        self.loaded = False
-        self._changes: ZkNodeChangeNotificationListener | None = None
-        self._tried_ms = -RETRY_MS
         self._update = threading.Lock()  # one reader-and-replacer of the mapping at a time
 
     @property
@@ -49,28 +46,6 @@ class ZkGroupConfigStore(GroupConfigStore):
 
     def attach(self, log_dir: object) -> None:
         """Nothing on disk: ZooKeeper holds the group configs (``load`` reads them)."""
-
-    def watch(self, changes: ZkNodeChangeNotificationListener, now_ms: int) -> None:
-        """Read the group configs and follow their change notifications (read whole again
-        with every new ZooKeeper session)."""
-        self._changes = changes
-        changes.add_handler(ConfigHandler(GROUP_CONFIG_TYPE, self.refresh, self._arm))
-        self._tried_ms = now_ms
-        self._arm()
-
-    def _arm(self) -> None:
-        assert self._changes is not None
-        self.loaded = False
-        try:
-            self._changes.arm()
-            self.load()
-        except Exception as exc:
-            log.warning("group configs not read from ZooKeeper yet: %s", exc)
-
-    def ensure_loaded(self, now_ms: int) -> None:
-        if not self.loaded and self._changes is not None and now_ms - self._tried_ms >= RETRY_MS:
-            self._tried_ms = now_ms
-            self._arm()
 
     def load(self) -> None:
         with self._update:
