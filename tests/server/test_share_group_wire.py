@@ -220,3 +220,51 @@ def test_share_partition_max_record_locks_caps_what_a_group_holds() -> None:
                 held[group] = sum(a.last_offset - a.first_offset + 1 for t in got.responses
                                   for part in t.partitions for a in part.acquired_records)
             assert held == {"sg-capped": 100, "sg-free": 150}  # the broker's default: 2000
+
+
+def test_the_persister_asks_for_the_state_topic_only_while_it_is_unknown() -> None:
+    """Kafka's persister looks its share coordinator up (FindCoordinator, which makes
+    __share_group_state) only while it is unknown: a share-partition's state writes do not
+    check the topic in the cluster metadata store every time."""
+    with EmbeddedBroker({"offsets.topic.num.partitions": 1,
+                         "share.coordinator.state.topic.num.partitions": 1}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("asked", 1, 1)])["asked"].result(10)
+        topic_id = b.broker.replica_manager.topic("asked").topic_id
+        persister = b.broker.group_coordinator.share.durable.persister
+        asked = []
+        ensure = persister.ensure_topic
+
+        async def counted() -> bool:
+            asked.append(1)
+            return await ensure()
+
+        persister.ensure_topic = counted
+        p = Producer({"bootstrap.servers": b.bootstrap_servers})
+        with Wire(b) as w:
+            assert _alter_group(w, "sg-asked", [("share.auto.offset.reset", "earliest")]
+                                ).error_code == ErrorCode.NONE
+            hb: Any = w.call(76, 1, group_id="sg-asked", member_id="m", member_epoch=0,
+                             rack_id=None, subscribed_topic_names=("asked",))
+            assert hb.error_code == ErrorCode.NONE
+            for i in range(5):  # each: a record fetched, then acknowledged (a write)
+                p.produce("asked", b"x", partition=0)
+                p.flush(10)
+                got: Any = w.call(78, 1, body=share_fetch_body("sg-asked", "m", 2 * i,
+                                                               topic_id, 1 << 20, 2000))
+                [part] = got.responses[0].partitions
+                [(first, last)] = [(a.first_offset, a.last_offset)
+                                   for a in part.acquired_records]
+                cls = request_class(79, 1)
+                tcls = nested(cls, "topics")
+                pcls = nested(tcls, "partitions")
+                bcls = nested(pcls, "acknowledgement_batches")
+                acked: Any = w.call(79, 1, group_id="sg-asked", member_id="m",
+                                    share_session_epoch=2 * i + 1, topics=(make(
+                                        tcls, topic_id=topic_id, partitions=(make(
+                                            pcls, partition_index=0,
+                                            acknowledgement_batches=(make(
+                                                bcls, first_offset=first, last_offset=last,
+                                                acknowledge_types=(1,)),)),)),))
+                assert acked.responses[0].partitions[0].error_code == ErrorCode.NONE
+        assert len(asked) <= 1  # the read and the writes after found the topic known
