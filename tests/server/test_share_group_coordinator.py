@@ -13,6 +13,7 @@ from consumer_group_harness import Cluster
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.coordinator import CommitEntry, GroupCoordinator
+from tidelog.server.coordinator.group.group_configs import GroupConfigStore
 from tidelog.server.coordinator.group.share.coordinator import ShareHeartbeat
 from tidelog.server.coordinator.group.share.partition import (
     ACCEPT,
@@ -272,3 +273,25 @@ def test_a_failed_load_is_answered_once_then_read_again(clock: ManualClock) -> N
         assert len(gated.reads) == 2
 
     asyncio.run(run())
+
+
+class LateGroupConfigs(GroupConfigStore):
+    """The group's share.auto.offset.reset, set through another broker, arrives here only
+    when read again (its notification still on the way)."""
+
+    async def reread(self, group_id: str) -> None:
+        self.overrides = {group_id: {"share.auto.offset.reset": "earliest"}}
+
+
+def test_a_new_share_partition_starts_where_the_group_config_stored_now_says(
+        clock: ManualClock) -> None:
+    coord = _coord(clock)
+    _with_state(coord, InMemoryOffsetsStore(), clock)
+    coord.use_group_configs(LateGroupConfigs(coord.config))
+    tid = coord.share.topics()["q"].topic_id
+
+    async def run() -> None:
+        assert await coord.share.load_partition("s", TP, tid, 50, 0, 3) == ErrorCode.NONE
+
+    asyncio.run(run())
+    assert coord.share.partitions[("s", TP)].start_offset == 3  # earliest, not 50

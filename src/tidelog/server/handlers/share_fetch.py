@@ -95,10 +95,9 @@ async def _prepare(ctx: RequestContext, share: ShareGroupCoordinator, group_id: 
         except ApiError as exc:
             out[slot] = (exc.code, None)
             continue
-        earliest = share.settings.get(group_id, "share.auto.offset.reset") == "earliest"
-        start = partition.log_start_offset if earliest else partition.high_watermark
         out[slot] = (ErrorCode.NONE, partition)
-        load = share.begin_load(group_id, tp, slot[0], start, int(partition.leader_epoch))
+        load = share.begin_load(group_id, tp, slot[0], partition.high_watermark,
+                                int(partition.leader_epoch), partition.log_start_offset)
         if load is not None:
             loads[slot] = load
     if loads:

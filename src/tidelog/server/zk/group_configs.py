@@ -14,6 +14,7 @@ follows ZooKeeper is config_follower.py's.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 
@@ -82,6 +83,12 @@ class ZkGroupConfigStore(ZkConfigFollower, GroupConfigStore):
             else:
                 overrides.pop(desanitize(sanitized), None)
             self.overrides = overrides
+
+    async def reread(self, group_id: str) -> None:
+        try:
+            await asyncio.to_thread(self.refresh, sanitize(group_id))
+        except Exception as exc:  # ZooKeeper unreachable: what was read before stands
+            log.warning("group configs of %r not read again: %s", group_id, exc)
 
     def current(self, group_id: str) -> dict[str, str]:
         """What ZooKeeper holds now (another broker may have changed it)."""

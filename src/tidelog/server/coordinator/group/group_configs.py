@@ -118,6 +118,10 @@ class GroupConfigStore:
     def ensure_loaded(self, now_ms: int) -> None:
         """Read once at attach: nothing to retry (the ZooKeeper store retries)."""
 
+    async def reread(self, group_id: str) -> None:
+        """The group's configs as stored now (a cluster's store reads them again: a change
+        made through another broker may not have been announced here yet)."""
+
     def get(self, group_id: str, name: str) -> int | str:
         key = KEYS[name]
         raw = self.overrides.get(group_id, {}).get(name)

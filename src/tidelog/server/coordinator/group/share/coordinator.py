@@ -327,7 +327,8 @@ class ShareGroupCoordinator:
         return sp
 
     def begin_load(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID, start: int,
-                   leader_epoch: int) -> asyncio.Task[ErrorCode] | None:
+                   leader_epoch: int, earliest: int | None = None
+                   ) -> asyncio.Task[ErrorCode] | None:
         """None when the share-partition is in memory, else its ``load_partition`` running
         as a task of its own (one per share-partition at a time): Kafka's SharePartition
         initialises asynchronously and a ShareFetch waits for it no longer than its max wait.
@@ -337,7 +338,7 @@ class ShareGroupCoordinator:
         self._forget_if_recreated(key, topic_id)
         if key in self.partitions or self.durable.persister is None:
             self._loads.pop(key, None)
-            self.share_partition(group_id, tp, start, topic_id)
+            self.share_partition(group_id, tp, self._start(group_id, start, earliest), topic_id)
             return None
         task = self._loads.get(key)
         if task is not None and task.done():
@@ -345,8 +346,16 @@ class ShareGroupCoordinator:
             return task
         if task is None:
             task = self._loads[key] = asyncio.get_running_loop().create_task(
-                self.load_partition(group_id, tp, topic_id, start, leader_epoch))
+                self.load_partition(group_id, tp, topic_id, start, leader_epoch, earliest))
         return task
+
+    def _start(self, group_id: str, latest: int, earliest: int | None) -> int:
+        """Where a new share-partition starts: ``earliest`` under share.auto.offset.reset
+        earliest (when the caller knows it), else ``latest``."""
+        if earliest is not None and \
+                self.settings.get(group_id, "share.auto.offset.reset") == "earliest":
+            return earliest
+        return latest
 
     def load_answered(self, group_id: str, tp: TopicPartition,
                       task: asyncio.Task[ErrorCode]) -> None:
@@ -355,14 +364,17 @@ class ShareGroupCoordinator:
             del self._loads[(group_id, tp)]
 
     async def load_partition(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID,
-                             start: int, leader_epoch: int) -> ErrorCode:
+                             start: int, leader_epoch: int, earliest: int | None = None
+                             ) -> ErrorCode:
         """Kafka's SharePartition.maybeInitialize: on first use the leader reads the
         share-partition's state from its share coordinator (fencing older leaders); with
-        none stored it starts at ``start`` and writes that down."""
+        none stored it starts at ``start`` (``earliest`` under share.auto.offset.reset
+        earliest, the group's config as stored now: one just set through another broker
+        counts) and writes that down."""
         key = (group_id, tp)
         self._forget_if_recreated(key, topic_id)
         if key in self.partitions or self.durable.persister is None:
-            self.share_partition(group_id, tp, start, topic_id)
+            self.share_partition(group_id, tp, self._start(group_id, start, earliest), topic_id)
             return ErrorCode.NONE
         r = await self.durable.read(key, (group_id, topic_id, tp.partition), leader_epoch)
         if key in self.partitions:  # another fetch loaded it meanwhile
@@ -371,6 +383,11 @@ class ShareGroupCoordinator:
             return persister_error(r.error)
         if r.state is None:
             return ErrorCode.UNKNOWN_SERVER_ERROR
+        if r.state.start_offset == UNINITIALIZED_START_OFFSET and earliest is not None:
+            await self.settings.reread(group_id)
+            if key in self.partitions:
+                return ErrorCode.NONE
+            start = self._start(group_id, start, earliest)
         self.share_partition(group_id, tp, start, topic_id, r.state)
         if r.state.start_offset == UNINITIALIZED_START_OFFSET:
             self.persist(group_id, tp)
