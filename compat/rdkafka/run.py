@@ -8,8 +8,8 @@ suite, so no test of the default command runs it. Its ``tests/test-runner`` runs
 cluster named in ``tests/test.conf``; this script writes that file for the brokers it starts
 (and restores the old one after), with the broker settings of librdkafka's own trivup
 cluster (``tests/cluster_testing.py`` and ``scenarios/default.json``): auto-created topics,
-four partitions, a replication factor of min(brokers, 3), a rack per broker and the
-rack-aware replica selector, and ACLs (``StandardAuthorizer`` with
+four partitions, a replication factor of min(brokers, 3) (``__share_group_state``'s too), a
+rack per broker and the rack-aware replica selector, and ACLs (``StandardAuthorizer`` with
 ``allow.everyone.if.no.acl.found``, as its ACL tests need). Broker ids are 1..N, each on a
 free port of 127.0.0.1. The few tests that run Kafka's ``kafka-topics.sh`` and
 ``kafka-acls.sh`` (``KAFKA_PATH``) get tidelog's ``topics`` and ``acls`` commands instead.
@@ -60,6 +60,10 @@ def settings(brokers: int) -> dict[str, str]:
         "offsets.topic.replication.factor": replicas,
         "transaction.state.log.replication.factor": replicas,
         "transaction.state.log.min.isr": str(min(brokers, 2)),
+        # its settings for the share consumer tests (KIP-932, Kafka 4.2+)
+        "share.coordinator.state.topic.replication.factor": replicas,
+        "share.coordinator.state.topic.min.isr": str(min(brokers, 2)),
+        "group.share.min.record.lock.duration.ms": "1000",
         "group.initial.rebalance.delay.ms": "3000",  # Kafka's default, as trivup leaves it
         "replica.selector.class":
             "org.apache.kafka.common.replica.RackAwareReplicaSelector",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections import Counter
 
 import pytest
@@ -101,3 +102,25 @@ def test_internal_topic_waits_for_enough_brokers(zookeeper_connect: str) -> None
             c.close()
 
     asyncio.run(main())
+
+
+def test_delete_waits_for_the_deleted_topic_not_for_its_name(zookeeper_connect: str) -> None:
+    """A topic created again under the deleted one's name at once (a producer's
+    auto-creation; librdkafka's 0184 with a producer running) is another topic: DeleteTopics
+    answers once the topic of the deleted id is gone, not when the name is free."""
+    zk = register(zookeeper_connect, 1)
+    old, new = uuid.uuid4(), uuid.uuid4()
+    zk.create_topic("again", old, {0: z.ReplicaAssignment((1,))}, {})
+
+    def controller(event: object) -> None:  # deleted and created anew, no gap between
+        zk.zk.set(z.topic_path("again"), z.encode_topic(new, {0: z.ReplicaAssignment((1,))}))
+        zk.zk.delete(z.delete_topic_path("again"))
+
+    try:
+        zk.zk.exists(z.delete_topic_path("again"), watch=controller)
+        asyncio.run(ZkTopicAdmin(zk, default_replication_factor=1).delete_topic(
+            "again", timeout_ms=5_000))
+        found = zk.get_topic_assignment("again")
+        assert found is not None and found[0].topic_id == new
+    finally:
+        zk.close()

@@ -5,6 +5,7 @@ release, reject, lock expiry, delivery count limit, a leaving member's records).
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import pytest
 from consumer_group_harness import Cluster
@@ -12,6 +13,7 @@ from consumer_group_harness import Cluster
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.coordinator import CommitEntry, GroupCoordinator
+from tidelog.server.coordinator.group.group_configs import GroupConfigStore
 from tidelog.server.coordinator.group.share.coordinator import ShareHeartbeat
 from tidelog.server.coordinator.group.share.partition import (
     ACCEPT,
@@ -22,7 +24,7 @@ from tidelog.server.coordinator.group.share.partition import (
     SharePartition,
 )
 from tidelog.server.coordinator.group.share.persister import LocalPersister
-from tidelog.server.coordinator.share.state_coordinator import ShareStateCoordinator
+from tidelog.server.coordinator.share.state_coordinator import ShareStateCoordinator, StateResult
 from tidelog.server.coordinator.store import InMemoryOffsetsStore
 from tidelog.util.clock import ManualClock
 from tidelog.util.scheduler import ManualScheduler
@@ -203,3 +205,93 @@ def test_a_marker_archived_first_does_not_hide_the_records_before_it(
     assert sp.acquire("a", [10, 11], 10) == [(10, 11, 1)]
     assert sp.acknowledge("a", 10, 11, [ACCEPT]) == ErrorCode.NONE
     assert sp.start_offset == 13
+
+
+class GatedPersister(LocalPersister):
+    """Reads wait for ``gate``; ``error`` stands for an unavailable share coordinator."""
+
+    def __init__(self, coord: ShareStateCoordinator) -> None:
+        super().__init__(coord)
+        self.gate = asyncio.Event()
+        self.error = ErrorCode.NONE
+        self.reads: list[tuple[str, uuid.UUID, int]] = []
+
+    async def read(self, key: tuple[str, uuid.UUID, int], leader_epoch: int) -> StateResult:
+        self.reads.append(key)
+        await self.gate.wait()
+        if self.error != ErrorCode.NONE:
+            return StateResult(self.error)
+        return await super().read(key, leader_epoch)
+
+
+def test_a_load_runs_on_its_own_and_a_recreated_topic_loads_anew(clock: ManualClock) -> None:
+    coord = _coord(clock)
+    state = _with_state(coord, InMemoryOffsetsStore(), clock)
+    gated = coord.share.durable.persister = GatedPersister(state)
+    share = coord.share
+    old, new = uuid.uuid4(), uuid.uuid4()
+
+    async def run() -> None:
+        first = share.begin_load("s", TP, old, 7, 0)
+        assert first is not None
+        assert share.begin_load("s", TP, old, 7, 0) is first  # one load at a time
+        await asyncio.sleep(0)
+        assert not first.done() and ("s", TP) not in share.partitions
+        again = share.begin_load("s", TP, new, 9, 0)  # the topic was created again
+        assert again is not None and again is not first
+        await asyncio.sleep(0)
+        assert first.cancelled()  # the old topic's state is not taken
+        gated.gate.set()
+        assert await again == ErrorCode.NONE
+        assert share.begin_load("s", TP, new, 9, 0) is None  # in memory now
+        assert share.topic_ids[("s", TP)] == new
+        assert share.partitions[("s", TP)].start_offset == 9
+        assert gated.reads == [("s", old, 0), ("s", new, 0)]
+
+    asyncio.run(run())
+
+
+def test_a_failed_load_is_answered_once_then_read_again(clock: ManualClock) -> None:
+    coord = _coord(clock)
+    state = _with_state(coord, InMemoryOffsetsStore(), clock)
+    gated = coord.share.durable.persister = GatedPersister(state)
+    gated.error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    gated.gate.set()
+    share, tid = coord.share, uuid.uuid4()
+
+    async def run() -> None:
+        load = share.begin_load("s", TP, tid, 0, 0)
+        assert load is not None
+        # Kafka's SharePartition.fetchPersisterError: an unavailable coordinator
+        assert await load == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert share.begin_load("s", TP, tid, 0, 0) is load  # its answer, once
+        share.load_answered("s", TP, load)
+        gated.error = ErrorCode.NONE
+        retry = share.begin_load("s", TP, tid, 0, 0)
+        assert retry is not None and retry is not load
+        assert await retry == ErrorCode.NONE
+        assert len(gated.reads) == 2
+
+    asyncio.run(run())
+
+
+class LateGroupConfigs(GroupConfigStore):
+    """The group's share.auto.offset.reset, set through another broker, arrives here only
+    when read again (its notification still on the way)."""
+
+    async def reread(self, group_id: str) -> None:
+        self.overrides = {group_id: {"share.auto.offset.reset": "earliest"}}
+
+
+def test_a_new_share_partition_starts_where_the_group_config_stored_now_says(
+        clock: ManualClock) -> None:
+    coord = _coord(clock)
+    _with_state(coord, InMemoryOffsetsStore(), clock)
+    coord.use_group_configs(LateGroupConfigs(coord.config))
+    tid = coord.share.topics()["q"].topic_id
+
+    async def run() -> None:
+        assert await coord.share.load_partition("s", TP, tid, 50, 0, 3) == ErrorCode.NONE
+
+    asyncio.run(run())
+    assert coord.share.partitions[("s", TP)].start_offset == 3  # earliest, not 50

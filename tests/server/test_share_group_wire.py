@@ -179,3 +179,92 @@ def test_share_fetch_with_max_bytes_zero_returns_no_records() -> None:
             [part] = five.responses[0].partitions
             assert [(a.first_offset, a.last_offset, a.delivery_count)
                     for a in part.acquired_records] == [(0, 4, 1)]
+
+
+def _alter_group(w: Wire, group: str, configs: list[tuple[str, str]]) -> Any:
+    cls = request_class(44, 1)
+    rcls = nested(cls, "resources")
+    ccls = nested(rcls, "configs")
+    resp: Any = w.call(44, 1, validate_only=False, resources=(make(
+        rcls, resource_type=32, resource_name=group,
+        configs=tuple(make(ccls, name=n, config_operation=0, value=v) for n, v in configs)),))
+    return resp.responses[0]
+
+
+def test_share_partition_max_record_locks_caps_what_a_group_holds() -> None:
+    """The group config share.partition.max.record.locks (Kafka's name; at least 100): a
+    share-partition acquires no more records at once; whole batches, as Kafka."""
+    with EmbeddedBroker({"offsets.topic.num.partitions": 1}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("capped", 1, 1)])["capped"].result(10)
+        topic_id = b.broker.replica_manager.topic("capped").topic_id
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 1000})
+        for _ in range(3):  # three batches of 50
+            for i in range(50):
+                p.produce("capped", str(i).encode(), partition=0)
+            p.flush(10)
+        with Wire(b) as w:
+            low = _alter_group(w, "sg-capped", [("share.partition.max.record.locks", "99")])
+            assert low.error_code == ErrorCode.INVALID_CONFIG
+            held = {}
+            for group, cap in (("sg-capped", "100"), ("sg-free", None)):
+                configs = [("share.auto.offset.reset", "earliest")]
+                if cap is not None:
+                    configs.append(("share.partition.max.record.locks", cap))
+                assert _alter_group(w, group, configs).error_code == ErrorCode.NONE
+                hb: Any = w.call(76, 1, group_id=group, member_id="m", member_epoch=0,
+                                 rack_id=None, subscribed_topic_names=("capped",))
+                assert hb.error_code == ErrorCode.NONE
+                got: Any = w.call(78, 1, body=share_fetch_body(group, "m", 0, topic_id,
+                                                               1 << 20, 2000))
+                held[group] = sum(a.last_offset - a.first_offset + 1 for t in got.responses
+                                  for part in t.partitions for a in part.acquired_records)
+            assert held == {"sg-capped": 100, "sg-free": 150}  # the broker's default: 2000
+
+
+def test_the_persister_asks_for_the_state_topic_only_while_it_is_unknown() -> None:
+    """Kafka's persister looks its share coordinator up (FindCoordinator, which makes
+    __share_group_state) only while it is unknown: a share-partition's state writes do not
+    check the topic in the cluster metadata store every time."""
+    with EmbeddedBroker({"offsets.topic.num.partitions": 1,
+                         "share.coordinator.state.topic.num.partitions": 1}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("asked", 1, 1)])["asked"].result(10)
+        topic_id = b.broker.replica_manager.topic("asked").topic_id
+        persister = b.broker.group_coordinator.share.durable.persister
+        asked = []
+        ensure = persister.ensure_topic
+
+        async def counted() -> bool:
+            asked.append(1)
+            return await ensure()
+
+        persister.ensure_topic = counted
+        p = Producer({"bootstrap.servers": b.bootstrap_servers})
+        with Wire(b) as w:
+            assert _alter_group(w, "sg-asked", [("share.auto.offset.reset", "earliest")]
+                                ).error_code == ErrorCode.NONE
+            hb: Any = w.call(76, 1, group_id="sg-asked", member_id="m", member_epoch=0,
+                             rack_id=None, subscribed_topic_names=("asked",))
+            assert hb.error_code == ErrorCode.NONE
+            for i in range(5):  # each: a record fetched, then acknowledged (a write)
+                p.produce("asked", b"x", partition=0)
+                p.flush(10)
+                got: Any = w.call(78, 1, body=share_fetch_body("sg-asked", "m", 2 * i,
+                                                               topic_id, 1 << 20, 2000))
+                [part] = got.responses[0].partitions
+                [(first, last)] = [(a.first_offset, a.last_offset)
+                                   for a in part.acquired_records]
+                cls = request_class(79, 1)
+                tcls = nested(cls, "topics")
+                pcls = nested(tcls, "partitions")
+                bcls = nested(pcls, "acknowledgement_batches")
+                acked: Any = w.call(79, 1, group_id="sg-asked", member_id="m",
+                                    share_session_epoch=2 * i + 1, topics=(make(
+                                        tcls, topic_id=topic_id, partitions=(make(
+                                            pcls, partition_index=0,
+                                            acknowledgement_batches=(make(
+                                                bcls, first_offset=first, last_offset=last,
+                                                acknowledge_types=(1,)),)),)),))
+                assert acked.responses[0].partitions[0].error_code == ErrorCode.NONE
+        assert len(asked) <= 1  # the read and the writes after found the topic known

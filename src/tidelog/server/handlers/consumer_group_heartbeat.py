@@ -32,9 +32,22 @@ def topic_source(rm: Any) -> Callable[[], Mapping[str, TopicMetadata]]:
 
 
 def group_configs_for(broker: Any) -> GroupConfigStore:
-    """The group configs (GROUP resource), read from the first log dir on first use."""
-    store = coordinator_for(broker).group_configs
-    store.attach(broker.config.log_dirs[0])
+    """The group configs (GROUP resource), read on first use: in a cluster from ZooKeeper
+    (and followed there), on one broker from the first log dir."""
+    coord = coordinator_for(broker)
+    store = coord.group_configs
+    now_ms = broker.clock.milliseconds()
+    if not store.attached:
+        cluster = broker.cluster
+        if cluster is None:
+            store.attach(broker.config.log_dirs[0])
+        else:
+            from tidelog.server.zk.group_configs import ZkGroupConfigStore
+
+            zk_store = ZkGroupConfigStore(cluster.zk, coord.config)
+            zk_store.watch(cluster.config_changes, now_ms)
+            store = coord.use_group_configs(zk_store)
+    store.ensure_loaded(now_ms)
     return store
 
 

@@ -1,7 +1,8 @@
 """ShareFetch (key 78), v1 (what librdkafka sends): a share group member's fetch through its
 share session, with the acknowledgements of what it fetched before piggy-backed. Records are
 acquired for ``group.share.record.lock.duration.ms``; the answer names the acquired ranges
-and their delivery counts. Waits up to ``max_wait`` for records when none are available."""
+and their delivery counts. Waits up to ``max_wait`` for records when none are available, and
+no longer for a share-partition's state to be read from its share coordinator."""
 
 from __future__ import annotations
 
@@ -75,45 +76,69 @@ async def flush_acks(share: ShareGroupCoordinator, group_id: str, acks: dict[Slo
     return out
 
 
+Prepared = tuple[ErrorCode, Partition | None]  # (NONE, None): its state is loading still
+
+
 async def _prepare(ctx: RequestContext, share: ShareGroupCoordinator, group_id: str,
-                   tp: TopicPartition, topic_id: uuid.UUID) -> tuple[ErrorCode, Partition | None]:
-    """The partition when this broker leads it and its share-partition is loaded."""
-    try:
-        partition = ctx.broker.replica_manager.partition_or_error(tp)
-    except ApiError as exc:
-        return exc.code, None
-    earliest = share.settings.get(group_id, "share.auto.offset.reset") == "earliest"
-    start = partition.log_start_offset if earliest else partition.high_watermark
-    err = await share.load_partition(group_id, tp, topic_id, start,
-                                     int(partition.leader_epoch))
-    return err, partition
+                   wanted: dict[Slot, TopicPartition], deadline: float,
+                   failed: set[Slot]) -> dict[Slot, Prepared]:
+    """The partitions this broker leads, with their share-partitions loaded. A load runs on
+    its own (Kafka's SharePartition.maybeInitialize): it is waited for until ``deadline``
+    only, so the ShareFetch answers by its max wait; one still loading then is left out (no
+    error: the client fetches again), one that failed answers its error (its slot added to
+    ``failed``: the fetch answers at once, the next load starts with the next fetch)."""
+    out: dict[Slot, Prepared] = {}
+    loads: dict[Slot, asyncio.Task[ErrorCode]] = {}
+    for slot, tp in wanted.items():
+        try:
+            partition = ctx.broker.replica_manager.partition_or_error(tp)
+        except ApiError as exc:
+            out[slot] = (exc.code, None)
+            continue
+        out[slot] = (ErrorCode.NONE, partition)
+        load = share.begin_load(group_id, tp, slot[0], partition.high_watermark,
+                                int(partition.leader_epoch), partition.log_start_offset)
+        if load is not None:
+            loads[slot] = load
+    if loads:
+        await asyncio.wait(set(loads.values()), timeout=max(deadline - time.monotonic(), 0))
+    for slot, load in loads.items():
+        if not load.done() or load.cancelled():
+            out[slot] = (ErrorCode.NONE, None)
+        elif load.exception() is not None or load.result() != ErrorCode.NONE:
+            err = ErrorCode.UNKNOWN_SERVER_ERROR if load.exception() else load.result()
+            out[slot] = (err, None)
+            failed.add(slot)
+            share.load_answered(group_id, wanted[slot], load)
+    return out
 
 
 async def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request: Any,
-                     slots: set[Slot], names: dict[uuid.UUID, str]) -> dict[Slot, Fetched]:
+                     slots: set[Slot], names: dict[uuid.UUID, str],
+                     deadline: float, failed: set[Slot]) -> dict[Slot, Fetched]:
     room = int(request.max_records) if int(request.max_records) > 0 else 500
     budget = int(request.max_bytes)
     out: dict[Slot, Fetched] = {}
-    for topic_id, partition in sorted(slots, key=lambda s: (str(s[0]), s[1])):
-        name = names.get(topic_id)
+    wanted: dict[Slot, TopicPartition] = {}
+    for slot in sorted(slots, key=lambda s: (str(s[0]), s[1])):
+        name = names.get(slot[0])
         if name is None:
-            out[(topic_id, partition)] = Fetched(ErrorCode.UNKNOWN_TOPIC_ID)
-            continue
-        if not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
-            out[(topic_id, partition)] = Fetched(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            continue
-        if budget <= 0:  # unlike Fetch, no first batch regardless of max_bytes (Kafka)
-            continue
-        err, leader = await _prepare(ctx, share, request.group_id, TopicPartition(name, partition),
-                                     topic_id)
+            out[slot] = Fetched(ErrorCode.UNKNOWN_TOPIC_ID)
+        elif not ctx.authorize(AclOperation.READ, ResourceType.TOPIC, name):
+            out[slot] = Fetched(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif budget > 0:  # unlike Fetch, no first batch regardless of max_bytes (Kafka)
+            wanted[slot] = TopicPartition(name, slot[1])
+    prepared = await _prepare(ctx, share, request.group_id, wanted, deadline, failed)
+    for slot, tp in wanted.items():
+        err, leader = prepared[slot]
         if err != ErrorCode.NONE or leader is None:
-            out[(topic_id, partition)] = Fetched(err)
+            out[slot] = Fetched(err)
             continue
-        got = fetch_partition(share, leader, request.group_id, request.member_id,
-                              TopicPartition(name, partition), topic_id, room, budget)
+        got = fetch_partition(share, leader, request.group_id, request.member_id, tp, slot[0],
+                              room, budget)
         room -= sum(last - first + 1 for first, last, _ in got.acquired)
         budget -= len(got.records)
-        out[(topic_id, partition)] = got
+        out[slot] = got
     return out
 
 
@@ -168,8 +193,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     for t in request.forgotten_topics_data:
         session.partitions.difference_update((t.topic_id, int(p)) for p in t.partitions)
     deadline = time.monotonic() + _wait_ms(request.max_wait) / 1000
+    failed: set[Slot] = set()  # share-partitions whose state could not be read
     while True:
-        fetched = await _fetch_all(ctx, share, request, set(session.partitions), names)
-        if any(f.acquired for f in fetched.values()) or time.monotonic() >= deadline:
+        fetched = await _fetch_all(ctx, share, request, set(session.partitions), names,
+                                   deadline, failed)
+        done = failed or time.monotonic() >= deadline
+        if done or any(f.acquired for f in fetched.values()):
             return _response(ctx, share, group_id, ErrorCode.NONE, fetched, acks)
         await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))

@@ -7,8 +7,7 @@ tidelog's cluster metadata is ZooKeeper, so they live where its other configs do
 Notifications arrive on kazoo's thread, the broker's own writes on its event loop: one
 update at a time reads ZooKeeper and replaces the mapping whole (then moves ``version``),
 so a slower read never puts back what a newer one replaced; the event loop reads the
-mapping without a lock. When ZooKeeper cannot be read (at first use, or a new session),
-the store tries again at most once a second as requests and scrapes come.
+mapping without a lock. How the store follows ZooKeeper is config_follower.py's.
 """
 
 from __future__ import annotations
@@ -21,50 +20,21 @@ from kazoo.exceptions import NoNodeError
 from tidelog.server.errors import ApiError
 
 from ..telemetry.configs import ClientMetricsConfigStore, validate
-from .change_notifications import ConfigHandler, ZkNodeChangeNotificationListener
 from .client import KafkaZkClient
+from .config_follower import ZkConfigFollower
 
 log = logging.getLogger(__name__)
 
 CLIENT_METRICS_CONFIG_TYPE = "client-metrics"
 
 
-RETRY_MS = 1000
+class ZkClientMetricsConfigStore(ZkConfigFollower, ClientMetricsConfigStore):
+    entity_type = CLIENT_METRICS_CONFIG_TYPE
 
-
-class ZkClientMetricsConfigStore(ClientMetricsConfigStore):
     def __init__(self, zk: KafkaZkClient) -> None:
         super().__init__()
         self.zk = zk
-        self.loaded = False
-        self._changes: ZkNodeChangeNotificationListener | None = None
-        self._tried_ms = -RETRY_MS
         self._update = threading.Lock()  # one reader-and-replacer of the mapping at a time
-
-    def watch(self, changes: ZkNodeChangeNotificationListener, now_ms: int) -> None:
-        """Read the subscriptions and follow their change notifications (the handler reads
-        them whole again with every new ZooKeeper session)."""
-        self._changes = changes
-        changes.add_handler(self.handler())
-        self._tried_ms = now_ms
-        self._arm()
-
-    def _arm(self) -> None:
-        assert self._changes is not None
-        self.loaded = False
-        try:
-            self._changes.arm()
-            self.load()
-        except Exception as exc:
-            log.warning("client metrics subscriptions not read from ZooKeeper yet: %s", exc)
-
-    def ensure_loaded(self, now_ms: int) -> None:
-        if not self.loaded and self._changes is not None and now_ms - self._tried_ms >= RETRY_MS:
-            self._tried_ms = now_ms
-            self._arm()
-
-    def handler(self) -> ConfigHandler:
-        return ConfigHandler(CLIENT_METRICS_CONFIG_TYPE, self.refresh, self._arm)
 
     def attach(self, log_dir: object) -> None:
         """Nothing on disk: ZooKeeper holds the subscriptions (``load`` reads them)."""

@@ -189,12 +189,17 @@ class ZkTopicAdmin:
         await self.wait_for_leaders(name, sorted(added), timeout_ms)
 
     async def delete_topic(self, name: str, *, timeout_ms: int = 30_000) -> None:
-        """Ask the controller (``/admin/delete_topics/<t>``) and wait until the topic is gone."""
-        if await self._zk(self.zk.get_topic_assignment, name) is None:
+        """Ask the controller (``/admin/delete_topics/<t>``) and wait until the topic is gone:
+        the topic of that id (one created again under the name at once, as a producer's
+        auto-creation does, is another topic)."""
+        found = await self._zk(self.zk.get_topic_assignment, name)
+        if found is None:
             raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition.")
+        topic_id = found[0].topic_id
         await self._zk(self.zk.create_delete_topic_path, name)
         deadline = time.monotonic() + timeout_ms / 1000
-        while await self._zk(self.zk.get_topic_assignment, name) is not None:
+        while (now := await self._zk(self.zk.get_topic_assignment, name)) is not None and \
+                now[0].topic_id == topic_id:
             if time.monotonic() >= deadline:
                 raise ApiError(ErrorCode.REQUEST_TIMED_OUT, f"Timed out deleting {name}.")
             await asyncio.sleep(POLL_S)

@@ -1,8 +1,11 @@
 """Group configs (KIP-848 and KIP-932 put them on the GROUP config resource, type 32):
 per-group overrides of the broker's ``group.consumer.*`` / ``group.share.*`` settings,
 altered with IncrementalAlterConfigs and described with DescribeConfigs, as Kafka's
-GroupConfigManager. Persisted in ``group-configs.json`` in the first log dir (Kafka keeps
-them in its metadata), bounded by the broker's settings where Kafka bounds them.
+GroupConfigManager, bounded by the broker's settings where Kafka bounds them. Kafka keeps
+them in its cluster metadata: in a cluster they are kept in ZooKeeper
+(``server/zk/group_configs.py``), on one broker in ``group-configs.json`` in the first log
+dir. The mapping is replaced whole with every change (readers on other threads see one or
+the other).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ class GroupConfigKey:
     doc: str
     choices: tuple[str, ...] = ()  # a string config's values; none: an int config
     limit: Callable[[GroupConfig], int] | None = None  # the broker's maximum
+    floor: int = 1  # the least value
 
     @property
     def type(self) -> int:
@@ -71,6 +75,11 @@ KEYS: dict[str, GroupConfigKey] = {
         lambda c: c.group_share_record_lock_duration_ms,
         "How long a member of the share group holds a record it acquired.",
         limit=lambda c: max(c.group_share_record_lock_duration_ms, 60000)),
+    # Kafka's group.share.min/max.partition.max.record.locks default to 100 and 10000
+    "share.partition.max.record.locks": GroupConfigKey(
+        lambda c: c.group_share_partition_max_record_locks,
+        "The most records of one share-partition acquired at once by the share group.",
+        limit=lambda c: max(c.group_share_partition_max_record_locks, 10000), floor=100),
     "share.auto.offset.reset": GroupConfigKey(
         lambda c: "latest", "Where a new share-partition starts: latest or earliest.",
         choices=("latest", "earliest")),
@@ -87,6 +96,10 @@ class GroupConfigStore:
         self.overrides: dict[str, dict[str, str]] = {}
         self.path: Path | None = None
 
+    @property
+    def attached(self) -> bool:
+        return self.path is not None
+
     def attach(self, log_dir: str | Path) -> None:
         """Read the stored overrides once (the handlers attach it on first use)."""
         if self.path is not None:
@@ -101,6 +114,13 @@ class GroupConfigStore:
             return
         self.overrides = {g: {k: str(v) for k, v in c.items() if k in KEYS}
                           for g, c in stored.items() if isinstance(c, dict)}
+
+    def ensure_loaded(self, now_ms: int) -> None:
+        """Read once at attach: nothing to retry (the ZooKeeper store retries)."""
+
+    async def reread(self, group_id: str) -> None:
+        """The group's configs as stored now (a cluster's store reads them again: a change
+        made through another broker may not have been announced here yet)."""
 
     def get(self, group_id: str, name: str) -> int | str:
         key = KEYS[name]
@@ -118,7 +138,7 @@ class GroupConfigStore:
         """IncrementalAlterConfigs' SET and DELETE (these configs are no lists)."""
         if not group_id:
             raise ApiError(ErrorCode.INVALID_REQUEST, "The group id must not be empty.")
-        new = dict(self.overrides.get(group_id, {}))
+        new = dict(self.current(group_id))
         for name, op, value in ops:
             key = KEYS.get(name)
             if key is None:
@@ -132,12 +152,20 @@ class GroupConfigStore:
                                f"Config value append is not allowed for config key: {name}")
             else:
                 raise ApiError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
-        if validate_only:
-            return
+        if not validate_only:
+            self._store(group_id, new)
+
+    def current(self, group_id: str) -> dict[str, str]:
+        """The group's stored overrides (a cluster's store reads them where they are kept)."""
+        return dict(self.overrides.get(group_id, {}))
+
+    def _store(self, group_id: str, new: dict[str, str]) -> None:
+        overrides = dict(self.overrides)
         if new:
-            self.overrides[group_id] = new
+            overrides[group_id] = new
         else:
-            self.overrides.pop(group_id, None)
+            overrides.pop(group_id, None)
+        self.overrides = overrides
         self._save()
 
     def _checked(self, name: str, key: GroupConfigKey, value: str | None) -> str:
@@ -156,10 +184,10 @@ class GroupConfigStore:
                            f"Invalid value {value} for configuration {name}: Not a number "
                            "of type INT") from None
         top = key.limit(self.config) if key.limit is not None else n
-        if not 1 <= n <= top:
+        if not key.floor <= n <= top:
             raise ApiError(ErrorCode.INVALID_CONFIG,
                            f"Invalid value {value} for configuration {name}: Value must be "
-                           f"between 1 and {top}")
+                           f"between {key.floor} and {top}")
         return str(n)
 
     def _save(self) -> None:

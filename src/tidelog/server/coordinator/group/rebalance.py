@@ -17,6 +17,7 @@ from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.consumer.coordinator import ConsumerGroupCoordinator
 from tidelog.server.coordinator.group.consumer.migration import Migration
 from tidelog.server.coordinator.group.group import GroupMetadata, GroupState
+from tidelog.server.coordinator.group.group_configs import GroupConfigStore
 from tidelog.server.coordinator.group.member import (
     UNKNOWN_MEMBER_ID,
     JoinCallback,
@@ -66,6 +67,12 @@ class RebalanceCore:
         self.share.settings = self.group_configs
         self.active = False
         self._expiry_task: ScheduledTask | None = None
+
+    def use_group_configs(self, store: GroupConfigStore) -> GroupConfigStore:
+        """Another store of the group configs (a cluster's, in ZooKeeper) for both kinds of
+        coordinator."""
+        self.group_configs = self.consumer.settings = self.share.settings = store
+        return store
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -29,7 +29,11 @@ from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.consumer.records import Assignment, TopicMetadata
 from tidelog.server.coordinator.group.group_configs import GroupConfigStore
 from tidelog.server.coordinator.group.share.assignor import assign
-from tidelog.server.coordinator.group.share.durable import DurableShareState, PartitionKey
+from tidelog.server.coordinator.group.share.durable import (
+    DurableShareState,
+    PartitionKey,
+    persister_error,
+)
 from tidelog.server.coordinator.group.share.partition import AcquiredRange, SharePartition
 from tidelog.server.coordinator.share.records import ShareState
 from tidelog.server.coordinator.share.state_coordinator import (
@@ -126,6 +130,7 @@ class ShareGroupCoordinator:
         self.partitions: dict[tuple[str, TopicPartition], SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loads: dict[PartitionKey, asyncio.Task[ErrorCode]] = {}
 
     # ------------------------------------------------------------------ membership
 
@@ -241,6 +246,8 @@ class ShareGroupCoordinator:
         return ErrorCode.NONE
 
     def shutdown(self) -> None:
+        for task in list(self._loads.values()):
+            task.cancel()
         for group in self.groups.values():
             for member in group.members.values():
                 if member.session_task is not None:
@@ -312,28 +319,75 @@ class ShareGroupCoordinator:
                 start, scheduler=self.scheduler,
                 lock_ms=self.settings.number(group_id, "share.record.lock.duration.ms"),
                 delivery_limit=c.group_share_delivery_count_limit,
-                max_locks=c.group_share_partition_max_record_locks)
+                max_locks=self.settings.number(group_id, "share.partition.max.record.locks"))
             if stored is not None and stored.start_offset != UNINITIALIZED_START_OFFSET:
                 sp.restore(stored.start_offset, stored.batches)
         if topic_id is not None:
             self.topic_ids[key] = topic_id
         return sp
 
-    async def load_partition(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID,
-                             start: int, leader_epoch: int) -> ErrorCode:
-        """Kafka's SharePartition.maybeInitialize: on first use the leader reads the
-        share-partition's state from its share coordinator (fencing older leaders); with
-        none stored it starts at ``start`` and writes that down."""
+    def begin_load(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID, start: int,
+                   leader_epoch: int, earliest: int | None = None
+                   ) -> asyncio.Task[ErrorCode] | None:
+        """None when the share-partition is in memory, else its ``load_partition`` running
+        as a task of its own (one per share-partition at a time): Kafka's SharePartition
+        initialises asynchronously and a ShareFetch waits for it no longer than its max wait.
+        A load that ended without loading is handed out once more, done, for its error to be
+        answered; the next call reads again."""
         key = (group_id, tp)
         self._forget_if_recreated(key, topic_id)
         if key in self.partitions or self.durable.persister is None:
-            self.share_partition(group_id, tp, start, topic_id)
+            self._loads.pop(key, None)
+            self.share_partition(group_id, tp, self._start(group_id, start, earliest), topic_id)
+            return None
+        task = self._loads.get(key)
+        if task is not None and task.done():
+            del self._loads[key]
+            return task
+        if task is None:
+            task = self._loads[key] = asyncio.get_running_loop().create_task(
+                self.load_partition(group_id, tp, topic_id, start, leader_epoch, earliest))
+        return task
+
+    def _start(self, group_id: str, latest: int, earliest: int | None) -> int:
+        """Where a new share-partition starts: ``earliest`` under share.auto.offset.reset
+        earliest (when the caller knows it), else ``latest``."""
+        if earliest is not None and \
+                self.settings.get(group_id, "share.auto.offset.reset") == "earliest":
+            return earliest
+        return latest
+
+    def load_answered(self, group_id: str, tp: TopicPartition,
+                      task: asyncio.Task[ErrorCode]) -> None:
+        """A fetch answered the end of ``task``: the next ``begin_load`` starts anew."""
+        if self._loads.get((group_id, tp)) is task:
+            del self._loads[(group_id, tp)]
+
+    async def load_partition(self, group_id: str, tp: TopicPartition, topic_id: uuid.UUID,
+                             start: int, leader_epoch: int, earliest: int | None = None
+                             ) -> ErrorCode:
+        """Kafka's SharePartition.maybeInitialize: on first use the leader reads the
+        share-partition's state from its share coordinator (fencing older leaders); with
+        none stored it starts at ``start`` (``earliest`` under share.auto.offset.reset
+        earliest, the group's config as stored now: one just set through another broker
+        counts) and writes that down."""
+        key = (group_id, tp)
+        self._forget_if_recreated(key, topic_id)
+        if key in self.partitions or self.durable.persister is None:
+            self.share_partition(group_id, tp, self._start(group_id, start, earliest), topic_id)
             return ErrorCode.NONE
         r = await self.durable.read(key, (group_id, topic_id, tp.partition), leader_epoch)
         if key in self.partitions:  # another fetch loaded it meanwhile
             return ErrorCode.NONE
-        if r.error != ErrorCode.NONE or r.state is None:
-            return r.error
+        if r.error != ErrorCode.NONE:
+            return persister_error(r.error)
+        if r.state is None:
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        if r.state.start_offset == UNINITIALIZED_START_OFFSET and earliest is not None:
+            await self.settings.reread(group_id)
+            if key in self.partitions:
+                return ErrorCode.NONE
+            start = self._start(group_id, start, earliest)
         self.share_partition(group_id, tp, start, topic_id, r.state)
         if r.state.start_offset == UNINITIALIZED_START_OFFSET:
             self.persist(group_id, tp)
@@ -346,6 +400,8 @@ class ShareGroupCoordinator:
         if topic_id is not None and known is not None and known != topic_id:
             self._drop(key)
             del self.topic_ids[key]
+        if topic_id is not None and key not in self.partitions:
+            self.topic_ids[key] = topic_id  # a load under way is this topic's
 
     def on_topics_deleted(self, topics: set[str]) -> list[tuple[str, uuid.UUID, int]]:
         """The share-partitions of deleted topics go, in memory here; returns the keys of
@@ -392,6 +448,9 @@ class ShareGroupCoordinator:
         return len(gone)
 
     def _drop(self, key: PartitionKey) -> None:
+        load = self._loads.pop(key, None)
+        if load is not None:  # what it reads is stale now
+            load.cancel()
         sp = self.partitions.pop(key, None)
         if sp is not None:
             for rec in sp.records.values():

@@ -28,6 +28,23 @@ log = logging.getLogger(__name__)
 PartitionKey = tuple[str, TopicPartition]  # group, data partition
 Snapshot = Callable[[], tuple[int, tuple[StateBatch, ...]]]  # start offset, state batches
 FENCED = frozenset({ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH})
+# Kafka's SharePartition.fetchPersisterError: what a share-partition leader answers for the
+# persister's error (any other is UNKNOWN_SERVER_ERROR)
+_PERSISTER_ERRORS = {
+    ErrorCode.NOT_COORDINATOR: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_NOT_AVAILABLE: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.GROUP_ID_NOT_FOUND: ErrorCode.GROUP_ID_NOT_FOUND,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.FENCED_STATE_EPOCH: ErrorCode.FENCED_STATE_EPOCH,
+    ErrorCode.INVALID_REQUEST: ErrorCode.FENCED_STATE_EPOCH,
+    ErrorCode.FENCED_LEADER_EPOCH: ErrorCode.NOT_LEADER_OR_FOLLOWER,
+}
+
+
+def persister_error(error: ErrorCode) -> ErrorCode:
+    """The error a ShareFetch answers for a share-partition whose state could not be read."""
+    return _PERSISTER_ERRORS.get(error, ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
 class SharePersister(Protocol):

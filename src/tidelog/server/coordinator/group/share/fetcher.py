@@ -37,6 +37,8 @@ def fetch_partition(share: ShareGroupCoordinator, partition: Partition, group_id
     earliest = share.settings.get(group_id, "share.auto.offset.reset") == "earliest"
     sp = share.share_partition(group_id, tp, partition.log_start_offset if earliest else hw,
                                topic_id)
+    # the group's cap of records acquired at once (a group config: may change meanwhile)
+    sp.max_locks = share.settings.number(group_id, "share.partition.max.record.locks")
     committed = share.settings.get(group_id, "share.isolation.level") == "read_committed"
     isolation = FetchIsolation.TXN_COMMITTED if committed else FetchIsolation.HIGH_WATERMARK
     if committed:

@@ -132,9 +132,11 @@ class StatePersister:
             await asyncio.sleep(self.retry_backoff_ms / 1000)
 
     async def _attempt(self, call: PersisterCall, tp: TopicPartition) -> StateResult:
-        if not await self.ensure_topic():
-            return StateResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         reg = self.metadata_cache.image.partition(tp)
+        if reg is None:  # the topic is made on first use (Kafka's FindCoordinator does)
+            if not await self.ensure_topic():
+                return StateResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            reg = self.metadata_cache.image.partition(tp)
         if reg is None or reg.leader < 0:
             return StateResult(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         if reg.leader == self.node_id:
