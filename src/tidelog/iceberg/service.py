@@ -13,7 +13,8 @@ the event loop never waits for an interpreter lock a flush holds.
 
 A flush that fails (catalog or warehouse unreachable, the worker process died) commits
 nothing: translation pauses, the lag grows, producers go on, and the next flush starts from
-the table again (in a new worker process)."""
+the table again (in a new worker process). A catalog that cannot be opened as the broker
+starts is the same outage: the broker starts, and the flushes open it when they can."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ from .catalog import ICEBERG_DIR, open_catalog
 from .log_source import PartitionSource
 from .maintenance import Expired
 from .metrics import IcebergCollector
+from .opening_side import OpeningSide
 from .priority import lower_thread_priority
 from .schemas import Codecs, SchemaSource
 from .table_writer import LocalTables
@@ -118,13 +120,23 @@ class IcebergService:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
+        """Open the catalog; if it cannot be opened now, the broker starts anyway and each
+        flush tries again (``OpeningSide``)."""
         loop = asyncio.get_running_loop()
-        self.side = await loop.run_in_executor(self._pool, self._open)
+        try:
+            self.side = await loop.run_in_executor(self._pool, self._open)
+        except Exception as exc:
+            log.warning("Iceberg catalog not opened (%s: %s): translation waits for it, and "
+                        "retention keeps every record of Iceberg topics meanwhile",
+                        type(exc).__name__, exc)
+            self.side = OpeningSide(self._open, str(self.values["iceberg.namespace"]),
+                                    not self.values["iceberg.translation.process"])
         self._task = loop.create_task(self._run())
 
     def _open(self) -> TableSide:
         if self.values["iceberg.translation.process"]:
-            self.worker = WorkerTables(self.values, self.log_dir, self.nice, self.schemas)
+            if self.worker is None:  # (one that started but could not open it: asked again)
+                self.worker = WorkerTables(self.values, self.log_dir, self.nice, self.schemas)
             self.worker.start()
             return self.worker
         catalog = open_catalog(self.values, self.log_dir)
@@ -149,6 +161,8 @@ class IcebergService:
         await loop.run_in_executor(None, self._maintenance.shutdown)
         if self.side is not None:
             await loop.run_in_executor(None, self.side.close)
+        if self.worker is not None and self.worker is not self.side:  # never opened one
+            await loop.run_in_executor(None, self.worker.close)
         for name in list(self.topics):
             self._set_floors(name, None)
 
