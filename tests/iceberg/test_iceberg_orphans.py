@@ -104,8 +104,11 @@ def _plant(table: Table, age_s: float, tag: str) -> set[str]:
     file, none of them named by the table; ``age_s`` old."""
     root = Path(table.location().removeprefix("file://"))
     commit = f"{uuid.uuid4()}"
-    some_data = next(f for f in table_files(table) if f.endswith(".parquet"))
-    some_manifest = next(f for f in table_files(table) if f.endswith("-m0.avro"))
+    # copies of files the table names (a file only on disk may be an orphan planted before,
+    # which a maintenance pass may remove under the copy)
+    named = sorted(referenced_files(table))
+    some_data = next(f for f in named if f.endswith(".parquet"))
+    some_manifest = next(f for f in named if f.endswith("-m0.avro"))
     planted = {str(root / "data" / f"00000-0-{commit}.parquet"),
                str(root / "metadata" / f"{commit}-m0.avro"),
                str(root / "metadata" / f"00999-{tag}-{commit}.metadata.json")}
