@@ -15,8 +15,6 @@ from __future__ import annotations
 import logging
 import threading
 
-from kazoo.exceptions import NoNodeError
-
 from tidelog.server.errors import ApiError
 
 from ..telemetry.configs import ClientMetricsConfigStore, validate
@@ -41,12 +39,7 @@ class ZkClientMetricsConfigStore(ZkConfigFollower, ClientMetricsConfigStore):
 
     def load(self) -> None:
         with self._update:
-            configs = {}
-            for name in self.zk.get_children(f"/config/{CLIENT_METRICS_CONFIG_TYPE}"):
-                props = self._read(name)
-                if props:
-                    configs[name] = props
-            self.configs = configs
+            self.configs = self._read_all()
             self.version += 1
             self.loaded = True
 
@@ -76,17 +69,7 @@ class ZkClientMetricsConfigStore(ZkConfigFollower, ClientMetricsConfigStore):
         return self.zk.get_entity_configs(CLIENT_METRICS_CONFIG_TYPE, name)
 
     def _store(self, name: str, props: dict[str, str]) -> None:
-        """AdminZkClient.changeEntityConfig: write (an emptied one goes), announce, re-read."""
-        if props:
-            self.zk.set_or_create_entity_configs(CLIENT_METRICS_CONFIG_TYPE, name, props,
-                                                 notify=False)
-        else:
-            try:
-                self.zk.zk.delete(f"/config/{CLIENT_METRICS_CONFIG_TYPE}/{name}")
-            except NoNodeError:
-                pass
-        self.zk.create_config_change_notification(f"{CLIENT_METRICS_CONFIG_TYPE}/{name}")
-        self.refresh(name)
+        self._write(name, props)
 
     def _save(self) -> None:
         """Written to ZooKeeper by ``_store``."""

@@ -8,8 +8,14 @@ come (``ensure_loaded``)."""
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
+
+from kazoo.exceptions import NoNodeError
 
 from .change_notifications import ConfigHandler, ZkNodeChangeNotificationListener
+
+if TYPE_CHECKING:
+    from .client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
@@ -18,6 +24,7 @@ RETRY_MS = 1000
 
 class ZkConfigFollower:
     entity_type = ""  # the entity's type in /config/changes, e.g. "groups"
+    zk: KafkaZkClient
     loaded = False
     _changes: ZkNodeChangeNotificationListener | None = None
     _tried_ms = -RETRY_MS
@@ -29,6 +36,31 @@ class ZkConfigFollower:
     def refresh(self, name: str) -> None:
         """One entity changed: read it again."""
         raise NotImplementedError
+
+    def _read(self, name: str) -> dict[str, str]:
+        """One entity's stored configs that are valid here ({}: none)."""
+        raise NotImplementedError
+
+    def _read_all(self) -> dict[str, dict[str, str]]:
+        """Every entity of the type with valid configs, by its znode name."""
+        out = {}
+        for name in self.zk.get_children(f"/config/{self.entity_type}"):
+            props = self._read(name)
+            if props:
+                out[name] = props
+        return out
+
+    def _write(self, name: str, props: dict[str, str]) -> None:
+        """AdminZkClient.changeEntityConfig: write (an emptied one goes), announce, re-read."""
+        if props:
+            self.zk.set_or_create_entity_configs(self.entity_type, name, props, notify=False)
+        else:
+            try:
+                self.zk.zk.delete(f"/config/{self.entity_type}/{name}")
+            except NoNodeError:
+                pass
+        self.zk.create_config_change_notification(f"{self.entity_type}/{name}")
+        self.refresh(name)
 
     def handler(self) -> ConfigHandler:
         return ConfigHandler(self.entity_type, self.refresh, self._arm)

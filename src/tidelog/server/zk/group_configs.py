@@ -18,8 +18,6 @@ import asyncio
 import logging
 import threading
 
-from kazoo.exceptions import NoNodeError
-
 from tidelog.server.coordinator.group.config import GroupConfig
 from tidelog.server.coordinator.group.group_configs import KEYS, GroupConfigStore
 from tidelog.server.errors import ApiError
@@ -50,12 +48,7 @@ class ZkGroupConfigStore(ZkConfigFollower, GroupConfigStore):
 
     def load(self) -> None:
         with self._update:
-            overrides = {}
-            for name in self.zk.get_children(f"/config/{GROUP_CONFIG_TYPE}"):
-                props = self._read(name)
-                if props:
-                    overrides[desanitize(name)] = props
-            self.overrides = overrides
+            self.overrides = {desanitize(n): props for n, props in self._read_all().items()}
             self.loaded = True
 
     def _read(self, sanitized: str) -> dict[str, str]:
@@ -95,17 +88,7 @@ class ZkGroupConfigStore(ZkConfigFollower, GroupConfigStore):
         return self._read(sanitize(group_id))
 
     def _store(self, group_id: str, new: dict[str, str]) -> None:
-        """AdminZkClient.changeEntityConfig: write (an emptied one goes), announce, re-read."""
-        name = sanitize(group_id)
-        if new:
-            self.zk.set_or_create_entity_configs(GROUP_CONFIG_TYPE, name, new, notify=False)
-        else:
-            try:
-                self.zk.zk.delete(f"/config/{GROUP_CONFIG_TYPE}/{name}")
-            except NoNodeError:
-                pass
-        self.zk.create_config_change_notification(f"{GROUP_CONFIG_TYPE}/{name}")
-        self.refresh(name)
+        self._write(sanitize(group_id), new)
 
     def _save(self) -> None:
         """Written to ZooKeeper by ``_store``."""
