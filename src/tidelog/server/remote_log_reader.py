@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 
 from tidelog.metrics.remote import RemoteLogMetrics
 from tidelog.records.batch import iter_batches
-from tidelog.storage.index.txn_index import AbortedTxn, TxnIndexSearchResult, decode_aborted_txns
+from tidelog.storage.index.txn_index import (
+    AbortedTxn,
+    TxnIndexSearchResult,
+    decode_aborted_txns,
+    search_aborted_txns,
+)
 from tidelog.storage.leader_epoch import LeaderEpochFileCache
 from tidelog.storage.remote.metadata import RemoteLogSegmentMetadata, TopicIdPartition
 from tidelog.storage.remote.metadata_cache import RemoteLogMetadataCache
@@ -153,11 +158,8 @@ def aborted_transactions(rsm: RemoteStorageManager,
             data = rsm.fetch_index(metadata, IndexType.TRANSACTION)
         except RemoteResourceNotFoundError:
             continue
-        for t in decode_aborted_txns(data):
-            if t.last_offset >= fetch_offset and t.first_offset < upper_bound:
-                out.append(t)
-            if t.last_stable_offset >= upper_bound:
-                return TxnIndexSearchResult(out, True)
+        if search_aborted_txns(decode_aborted_txns(data), fetch_offset, upper_bound, out):
+            return TxnIndexSearchResult(out, True)
     return TxnIndexSearchResult(out, False)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +32,19 @@ class AbortedTxn:
             CURRENT_VERSION, self.producer_id, self.first_offset, self.last_offset,
             self.last_stable_offset,
         )
+
+
+def search_aborted_txns(txns: Iterable[AbortedTxn], fetch_offset: int, upper_bound_offset: int,
+                        out: list[AbortedTxn]) -> bool:
+    """Adds to ``out`` the index entries (in index order) overlapping [fetch_offset,
+    upper_bound_offset); whether the search is complete: an entry's last stable offset
+    reached the upper bound, so no later entry or segment can overlap."""
+    for txn in txns:
+        if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+            out.append(txn)
+        if txn.last_stable_offset >= upper_bound_offset:
+            return True
+    return False
 
 
 def decode_aborted_txns(data: bytes) -> list[AbortedTxn]:
@@ -109,12 +122,9 @@ class TransactionIndex:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset); complete once
         one's last stable offset reaches the upper bound."""
         out: list[AbortedTxn] = []
-        for _p, txn in self._iterate():
-            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
-                out.append(txn)
-            if txn.last_stable_offset >= upper_bound_offset:
-                return TxnIndexSearchResult(out, True)
-        return TxnIndexSearchResult(out, False)
+        complete = search_aborted_txns((txn for _p, txn in self._iterate()), fetch_offset,
+                                       upper_bound_offset, out)
+        return TxnIndexSearchResult(out, complete)
 
     def truncate_to(self, offset: int) -> None:
         """Drop entries with last offset >= ``offset``."""
