@@ -1,8 +1,10 @@
 """ShareFetch (key 78), v1 (what librdkafka sends): a share group member's fetch through its
 share session, with the acknowledgements of what it fetched before piggy-backed. Records are
 acquired for ``group.share.record.lock.duration.ms``; the answer names the acquired ranges
-and their delivery counts. Waits up to ``max_wait`` for records when none are available, and
-no longer for a share-partition's state to be read from its share coordinator."""
+and their delivery counts. With none to acquire it parks (Kafka's DelayedShareFetch) until a
+partition's high watermark moves or its share-partition gives records back, for up to
+``max_wait``, and no longer for a share-partition's state to be read from its share
+coordinator."""
 
 from __future__ import annotations
 
@@ -27,7 +29,6 @@ from .share_group_heartbeat import share_for
 API_KEY = 78
 MIN_VERSION = 1
 MAX_VERSION = 1
-POLL_S = 0.02
 
 Slot = tuple[uuid.UUID, int]
 
@@ -197,7 +198,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     while True:
         fetched = await _fetch_all(ctx, share, request, set(session.partitions), names,
                                    deadline, failed)
-        done = failed or time.monotonic() >= deadline
-        if done or any(f.acquired for f in fetched.values()):
+        remaining_ms = int((deadline - time.monotonic()) * 1000)
+        if failed or remaining_ms <= 0 or any(f.acquired for f in fetched.values()):
             return _response(ctx, share, group_id, ErrorCode.NONE, fetched, acks)
-        await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))
+        # parked from the read on, with no await between: no wake-up is missed
+        await share.fetch_waits.wait(_partitions(session.partitions, names), remaining_ms)
+
+
+def _partitions(slots: set[Slot], names: dict[uuid.UUID, str]) -> list[TopicPartition]:
+    return [TopicPartition(names[t], p) for t, p in slots if t in names]

@@ -5,7 +5,9 @@ member under a time-limited lock, Acknowledged, or Archived. An acquisition coun
 delivery; a record released (or whose lock ran out) after ``group.share.delivery.count.limit``
 deliveries is archived instead of offered again. The SPSO moves past every record at its
 front that is Acknowledged or Archived; an offset at or above the share-partition end offset
-(SPEO) has never been delivered.
+(SPEO) has never been delivered. ``on_change`` is called when records may be acquired again
+(released, a lock ran out, or acknowledged: fewer held under ``max_locks``), for the fetches
+waiting on the share-partition.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class InFlight:
 
 class SharePartition:
     def __init__(self, start_offset: int, *, scheduler: Scheduler, lock_ms: int,
-                 delivery_limit: int, max_locks: int) -> None:
+                 delivery_limit: int, max_locks: int,
+                 on_change: Callable[[], None] = lambda: None) -> None:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.records: dict[int, InFlight] = {}
@@ -52,6 +55,7 @@ class SharePartition:
         self.lock_ms = lock_ms
         self.delivery_limit = delivery_limit
         self.max_locks = max_locks
+        self.on_change = on_change
 
     # ------------------------------------------------------------------ delivery
 
@@ -123,6 +127,7 @@ class SharePartition:
                 rec.lock = None
                 self._release(rec)
                 self._advance()
+                self.on_change()
         return run
 
     # ------------------------------------------------------------------ acknowledgement
@@ -161,6 +166,7 @@ class SharePartition:
             else:
                 self._release(rec)
         self._advance()
+        self.on_change()
         return ErrorCode.NONE
 
     def release_member(self, member_id: str, delivered: bool = True) -> int:
@@ -177,6 +183,8 @@ class SharePartition:
                 self._release(rec)
                 released += 1
         self._advance()
+        if released:
+            self.on_change()
         return released
 
     # ------------------------------------------------------------------ durable state
