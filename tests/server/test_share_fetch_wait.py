@@ -4,6 +4,7 @@ it does not read the log over and over meanwhile."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -57,6 +58,19 @@ def _acquired(resp: Any) -> list[tuple[int, int, int]]:
             for p in t.partitions for a in p.acquired_records]
 
 
+def _release(w: Wire, group: str, member: str, topic_id: Any, first: int, last: int) -> None:
+    cls = request_class(79, 1)
+    tcls = nested(cls, "topics")
+    pcls = nested(tcls, "partitions")
+    bcls = nested(pcls, "acknowledgement_batches")
+    acked: Any = w.call(79, 1, group_id=group, member_id=member, share_session_epoch=1,
+                        topics=(make(tcls, topic_id=topic_id, partitions=(make(
+                            pcls, partition_index=0, acknowledgement_batches=(make(
+                                bcls, first_offset=first, last_offset=last,
+                                acknowledge_types=(RELEASE,)),)),)),))
+    assert acked.responses[0].partitions[0].error_code == ErrorCode.NONE
+
+
 def _parked_fetch(b: EmbeddedBroker, w: Wire, group: str, member: str, epoch: int,
                   wake: Callable[[], None], reads: list[int]) -> Any:
     """A ShareFetch sent with ``WAIT_MS``; once it has read the log and found nothing to
@@ -107,19 +121,103 @@ def test_a_parked_share_fetch_is_woken_by_records_given_back(broker: EmbeddedBro
         reads.clear()
 
         def give_back() -> None:
-            cls = request_class(79, 1)
-            tcls = nested(cls, "topics")
-            pcls = nested(tcls, "partitions")
-            bcls = nested(pcls, "acknowledgement_batches")
-            acked: Any = holder.call(79, 1, group_id="sg-back", member_id="a",
-                                     share_session_epoch=1, topics=(make(
-                                         tcls, topic_id=topic_id, partitions=(make(
-                                             pcls, partition_index=0,
-                                             acknowledgement_batches=(make(
-                                                 bcls, first_offset=0, last_offset=0,
-                                                 acknowledge_types=(RELEASE,)),)),)),))
-            assert acked.responses[0].partitions[0].error_code == ErrorCode.NONE
+            _release(holder, "sg-back", "a", topic_id, 0, 0)
 
         got = _parked_fetch(broker, waiter, "sg-back", "b", 0, give_back, reads)
     assert _acquired(got) == [(0, 0, 2)]  # the second delivery of offset 0
     assert len(reads) == 2
+
+
+def _park_all(b: EmbeddedBroker, group: str, members: list[str], max_records: int,
+              ) -> tuple[list[threading.Thread], dict[str, Any], list[Wire]]:
+    """Each member's first ShareFetch (``max_records``, ``WAIT_MS``) in its thread, once all
+    are parked."""
+    share = b.broker.group_coordinator.share
+    topic_id = b.broker.replica_manager.topic("parked").topic_id
+    out: dict[str, Any] = {}
+    wires = [Wire(b) for _ in members]
+    threads = []
+    for m, w in zip(members, wires, strict=True):
+        _join(w, group, m)
+        body = dataclasses.replace(share_fetch_body(group, m, 0, topic_id, 1 << 20, WAIT_MS),
+                                   max_records=max_records)
+        threads.append(threading.Thread(
+            target=lambda w=w, m=m, body=body: out.__setitem__(m, w.call(78, 1, body=body))))
+        threads[-1].start()
+    deadline = time.monotonic() + 10
+    while len(share.fetch_waits) < len(members) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(share.fetch_waits) == len(members)
+    return threads, out, wires
+
+
+def test_an_append_wakes_one_parked_fetch_of_the_group(broker: EmbeddedBroker,
+                                                       reads: list[int]) -> None:
+    """Three members parked on one partition, one record appended: one fetch reads and
+    acquires it, the other two stay parked (no read each for a record only one can have)."""
+    share = broker.broker.group_coordinator.share
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    with Wire(broker) as w:
+        assert _alter_group(w, "sg-one", [("share.auto.offset.reset", "earliest")]
+                            ).error_code == ErrorCode.NONE
+    threads, out, wires = _park_all(broker, "sg-one", ["a", "b", "c"], 500)
+    try:
+        reads.clear()
+        p.produce("parked", b"x", partition=0)
+        p.flush(10)
+        deadline = time.monotonic() + 10
+        while not out and time.monotonic() < deadline:
+            time.sleep(0.01)
+        [got] = out.values()
+        assert _acquired(got) == [(0, 0, 1)]
+        assert len(reads) == 1 and len(share.fetch_waits) == 2
+        p.produce("parked", b"y", partition=0)  # the next wakes the next
+        p.flush(10)
+        deadline = time.monotonic() + 10
+        while len(out) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sorted(_acquired(g) for g in out.values()) == [[(0, 0, 1)], [(1, 1, 1)]]
+        assert len(reads) == 2
+        p.produce("parked", b"z", partition=0)
+        p.flush(10)
+        for t in threads:
+            t.join(WAIT_MS / 1000 / 2)
+        assert sorted(_acquired(g) for g in out.values()) == [
+            [(0, 0, 1)], [(1, 1, 1)], [(2, 2, 1)]]
+        assert len(reads) == 3
+    finally:
+        for w in wires:
+            w.close()
+        for t in threads:
+            t.join(WAIT_MS / 1000)
+
+
+def test_records_left_by_a_woken_fetch_wake_the_next(broker: EmbeddedBroker,
+                                                     reads: list[int]) -> None:
+    """Three batches of two records held by one member and released at once: the one fetch
+    woken takes a batch (its max_records 2) and wakes the next, which takes the next."""
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for _ in range(3):  # three batches
+        p.produce("parked", b"x", partition=0)
+        p.produce("parked", b"y", partition=0)
+        p.flush(10)
+    topic_id = broker.broker.replica_manager.topic("parked").topic_id
+    with Wire(broker) as holder:
+        assert _alter_group(holder, "sg-pass", [("share.auto.offset.reset", "earliest")]
+                            ).error_code == ErrorCode.NONE
+        _join(holder, "sg-pass", "h")
+        held: Any = holder.call(78, 1, body=share_fetch_body("sg-pass", "h", 0, topic_id,
+                                                              1 << 20, 5000))
+        assert _acquired(held) == [(0, 5, 1)]
+        threads, out, wires = _park_all(broker, "sg-pass", ["a", "b", "c"], 2)
+        try:
+            reads.clear()
+            _release(holder, "sg-pass", "h", topic_id, 0, 5)
+            for t in threads:
+                t.join(WAIT_MS / 1000 / 2)  # (a generous deadline: woken, not timed out)
+            assert sorted(_acquired(g) for g in out.values()) == [
+                [(0, 1, 2)], [(2, 3, 2)], [(4, 5, 2)]]
+            assert len(reads) == 3
+        finally:
+            for w in wires:
+                w.close()

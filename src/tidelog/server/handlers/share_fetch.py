@@ -1,9 +1,9 @@
 """ShareFetch (key 78), v1 (what librdkafka sends): a share group member's fetch through its
 share session, with the acknowledgements of what it fetched before piggy-backed. Records are
 acquired for ``group.share.record.lock.duration.ms``; the answer names the acquired ranges
-and their delivery counts. With none to acquire it parks (Kafka's DelayedShareFetch) until a
-partition's high watermark moves or its share-partition gives records back, for up to
-``max_wait``, and no longer for a share-partition's state to be read from its share
+and their delivery counts. With none to acquire it parks (Kafka's DelayedShareFetch;
+coordinator/group/share/waits.py) until a partition's high watermark moves or its
+share-partition gives records back, for up to ``max_wait``, and no longer for a share-partition's state to be read from its share
 coordinator."""
 
 from __future__ import annotations
@@ -200,9 +200,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                                    deadline, failed)
         remaining_ms = int((deadline - time.monotonic()) * 1000)
         if failed or remaining_ms <= 0 or any(f.acquired for f in fetched.values()):
+            for slot, f in fetched.items():  # records left: the next parked fetch takes them
+                if f.more and slot[0] in names:
+                    share.fetch_waits.wake(TopicPartition(names[slot[0]], slot[1]), group_id)
             return _response(ctx, share, group_id, ErrorCode.NONE, fetched, acks)
         # parked from the read on, with no await between: no wake-up is missed
-        await share.fetch_waits.wait(_partitions(session.partitions, names), remaining_ms)
+        await share.fetch_waits.wait(group_id, _partitions(session.partitions, names),
+                                     remaining_ms)
 
 
 def _partitions(slots: set[Slot], names: dict[uuid.UUID, str]) -> list[TopicPartition]:

@@ -35,12 +35,12 @@ from tidelog.server.coordinator.group.share.durable import (
     persister_error,
 )
 from tidelog.server.coordinator.group.share.partition import AcquiredRange, SharePartition
+from tidelog.server.coordinator.group.share.waits import ShareFetchWaits
 from tidelog.server.coordinator.share.records import ShareState
 from tidelog.server.coordinator.share.state_coordinator import (
     UNINITIALIZED_START_OFFSET,
     ShareStateCoordinator,
 )
-from tidelog.server.purgatory import FetchPurgatory
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import ScheduledTask, Scheduler
 from tidelog.util.topic_partition import TopicPartition
@@ -132,15 +132,13 @@ class ShareGroupCoordinator:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._loads: dict[PartitionKey, asyncio.Task[ErrorCode]] = {}
-        # ShareFetches with nothing to acquire yet, parked by data partition (Kafka's
-        # DelayedShareFetch purgatory): woken by ``wake``
-        self.fetch_waits = FetchPurgatory()
+        # ShareFetches with nothing to acquire yet (Kafka's DelayedShareFetch purgatory)
+        self.fetch_waits = ShareFetchWaits()
 
     def wake(self, tp: TopicPartition) -> None:
-        """Records of ``tp`` may be acquirable now: its high watermark moved (the broker's
-        append listener) or one of its share-partitions gave records back."""
-        if tp in self.fetch_waits.by_partition:
-            self.fetch_waits.check_and_complete(tp)
+        """``tp``'s high watermark moved (the broker's append listener): its records may be
+        acquirable by every group."""
+        self.fetch_waits.wake(tp)
 
     # ------------------------------------------------------------------ membership
 
@@ -330,7 +328,7 @@ class ShareGroupCoordinator:
                 lock_ms=self.settings.number(group_id, "share.record.lock.duration.ms"),
                 delivery_limit=c.group_share_delivery_count_limit,
                 max_locks=self.settings.number(group_id, "share.partition.max.record.locks"),
-                on_change=lambda: self.wake(tp))
+                on_change=lambda: self.fetch_waits.wake(tp, group_id))
             if stored is not None and stored.start_offset != UNINITIALIZED_START_OFFSET:
                 sp.restore(stored.start_offset, stored.batches)
         if topic_id is not None:
