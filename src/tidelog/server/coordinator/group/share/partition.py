@@ -47,7 +47,7 @@ class InFlight:
 class SharePartition:
     def __init__(self, start_offset: int, *, scheduler: Scheduler, lock_ms: int,
                  delivery_limit: int, max_locks: int,
-                 on_change: Callable[[], None] = lambda: None) -> None:
+                 on_change: Callable[[], object] = lambda: None) -> None:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.records: dict[int, InFlight] = {}
