@@ -21,7 +21,7 @@ from tidelog.protocol.kio_util import make, nested
 from tidelog.server.handlers import share_fetch
 from tidelog.testing import EmbeddedBroker
 
-RELEASE = 2
+ACCEPT, RELEASE = 1, 2
 WAIT_MS = 20_000  # the parked fetch's max wait: far longer than any wake-up takes
 
 
@@ -58,7 +58,8 @@ def _acquired(resp: Any) -> list[tuple[int, int, int]]:
             for p in t.partitions for a in p.acquired_records]
 
 
-def _release(w: Wire, group: str, member: str, topic_id: Any, first: int, last: int) -> None:
+def _release(w: Wire, group: str, member: str, topic_id: Any, first: int, last: int,
+             kind: int = RELEASE) -> None:
     cls = request_class(79, 1)
     tcls = nested(cls, "topics")
     pcls = nested(tcls, "partitions")
@@ -67,7 +68,7 @@ def _release(w: Wire, group: str, member: str, topic_id: Any, first: int, last: 
                         topics=(make(tcls, topic_id=topic_id, partitions=(make(
                             pcls, partition_index=0, acknowledgement_batches=(make(
                                 bcls, first_offset=first, last_offset=last,
-                                acknowledge_types=(RELEASE,)),)),)),))
+                                acknowledge_types=(kind,)),)),)),))
     assert acked.responses[0].partitions[0].error_code == ErrorCode.NONE
 
 
@@ -218,6 +219,69 @@ def test_records_left_by_a_woken_fetch_wake_the_next(broker: EmbeddedBroker,
             assert sorted(_acquired(g) for g in out.values()) == [
                 [(0, 1, 2)], [(2, 3, 2)], [(4, 5, 2)]]
             assert len(reads) == 3
+        finally:
+            for w in wires:
+                w.close()
+
+
+def test_accepting_wakes_a_parked_fetch_only_when_it_frees_room_under_the_lock_cap(
+        broker: EmbeddedBroker, reads: list[int]) -> None:
+    """Records accepted are nothing to acquire: a parked fetch stays parked (no read), unless
+    the share-partition held ``share.partition.max.record.locks`` records: then the room
+    made lets it acquire what the cap held back."""
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 1000})
+    for _ in range(3):  # three batches of 50
+        for i in range(50):
+            p.produce("parked", str(i).encode(), partition=0)
+        p.flush(10)
+    topic_id = broker.broker.replica_manager.topic("parked").topic_id
+    with Wire(broker) as holder:
+        assert _alter_group(holder, "sg-cap", [("share.auto.offset.reset", "earliest"),
+                                               ("share.partition.max.record.locks", "100")]
+                            ).error_code == ErrorCode.NONE
+        _join(holder, "sg-cap", "h")
+        held: Any = holder.call(78, 1, body=share_fetch_body("sg-cap", "h", 0, topic_id,
+                                                              1 << 20, 5000))
+        assert _acquired(held) == [(0, 99, 1)]  # two batches: the cap
+        threads, out, wires = _park_all(broker, "sg-cap", ["w"], 500)
+        try:
+            reads.clear()
+            _release(holder, "sg-cap", "h", topic_id, 0, 49, ACCEPT)
+            for t in threads:
+                t.join(WAIT_MS / 1000 / 2)
+            assert _acquired(out["w"]) == [(100, 149, 1)]
+            assert len(reads) == 1
+        finally:
+            for w in wires:
+                w.close()
+
+
+def test_accepting_under_the_lock_cap_leaves_a_parked_fetch_parked(
+        broker: EmbeddedBroker, reads: list[int]) -> None:
+    share = broker.broker.group_coordinator.share
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    p.produce("parked", b"x", partition=0)
+    p.flush(10)
+    topic_id = broker.broker.replica_manager.topic("parked").topic_id
+    with Wire(broker) as holder:
+        assert _alter_group(holder, "sg-acc", [("share.auto.offset.reset", "earliest")]
+                            ).error_code == ErrorCode.NONE
+        _join(holder, "sg-acc", "h")
+        held: Any = holder.call(78, 1, body=share_fetch_body("sg-acc", "h", 0, topic_id,
+                                                              1 << 20, 5000))
+        assert _acquired(held) == [(0, 0, 1)]
+        threads, out, wires = _park_all(broker, "sg-acc", ["w"], 500)
+        try:
+            reads.clear()
+            _release(holder, "sg-acc", "h", topic_id, 0, 0, ACCEPT)
+            time.sleep(0.5)
+            assert reads == [] and len(share.fetch_waits) == 1 and not out
+            p.produce("parked", b"y", partition=0)
+            p.flush(10)
+            for t in threads:
+                t.join(WAIT_MS / 1000 / 2)
+            assert _acquired(out["w"]) == [(1, 1, 1)]
+            assert len(reads) == 1
         finally:
             for w in wires:
                 w.close()

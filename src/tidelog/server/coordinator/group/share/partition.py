@@ -6,7 +6,7 @@ delivery; a record released (or whose lock ran out) after ``group.share.delivery
 deliveries is archived instead of offered again. The SPSO moves past every record at its
 front that is Acknowledged or Archived; an offset at or above the share-partition end offset
 (SPEO) has never been delivered. ``on_change`` is called when records may be acquired again
-(released, a lock ran out, or acknowledged: fewer held under ``max_locks``), for the fetches
+(released, a lock ran out, or acknowledged when ``max_locks`` were held), for the fetches
 waiting on the share-partition.
 """
 
@@ -151,6 +151,8 @@ class SharePartition:
                     or rec.member_id != member_id):
                 return ErrorCode.INVALID_RECORD_STATE
             held.append((off, kind, rec))
+        # records to acquire again: released ones, or room under the lock cap that was full
+        freed = RELEASE in types or self.acquired_count() >= self.max_locks
         for off, kind, rec in held:
             if rec is None:
                 if off >= self.start_offset:
@@ -166,7 +168,8 @@ class SharePartition:
             else:
                 self._release(rec)
         self._advance()
-        self.on_change()
+        if freed:
+            self.on_change()
         return ErrorCode.NONE
 
     def release_member(self, member_id: str, delivered: bool = True) -> int:
