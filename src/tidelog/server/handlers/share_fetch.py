@@ -3,8 +3,8 @@ share session, with the acknowledgements of what it fetched before piggy-backed.
 acquired for ``group.share.record.lock.duration.ms``; the answer names the acquired ranges
 and their delivery counts. With none to acquire it parks (Kafka's DelayedShareFetch;
 coordinator/group/share/waits.py) until a partition's high watermark moves or its
-share-partition gives records back, for up to ``max_wait``, and no longer for a share-partition's state to be read from its share
-coordinator."""
+share-partition gives records back, for up to ``max_wait``, and no longer for a
+share-partition's state to be read from its share coordinator."""
 
 from __future__ import annotations
 
