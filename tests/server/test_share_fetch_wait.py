@@ -59,6 +59,15 @@ def _acquired(resp: Any) -> list[tuple[int, int, int]]:
             for p in t.partitions for a in p.acquired_records]
 
 
+def _hold(w: Wire, group: str, topic_id: Any, *configs: tuple[str, str]) -> Any:
+    """The group reads from the earliest offset (and ``configs``); member "h" joins and
+    fetches: its answer."""
+    assert _alter_group(w, group, [("share.auto.offset.reset", "earliest"), *configs]
+                        ).error_code == ErrorCode.NONE
+    _join(w, group, "h")
+    return w.call(78, 1, body=share_fetch_body(group, "h", 0, topic_id, 1 << 20, 5000))
+
+
 def _release(w: Wire, group: str, member: str, topic_id: Any, first: int, last: int,
              kind: int = RELEASE) -> None:
     cls = request_class(79, 1)
@@ -113,17 +122,13 @@ def test_a_parked_share_fetch_is_woken_by_records_given_back(broker: EmbeddedBro
     p.flush(10)
     topic_id = broker.broker.replica_manager.topic("parked").topic_id
     with Wire(broker) as holder, Wire(broker) as waiter:
-        assert _alter_group(holder, "sg-back", [("share.auto.offset.reset", "earliest")]
-                            ).error_code == ErrorCode.NONE
-        _join(holder, "sg-back", "a")
+        held = _hold(holder, "sg-back", topic_id)
         _join(waiter, "sg-back", "b")
-        held: Any = holder.call(78, 1, body=share_fetch_body("sg-back", "a", 0, topic_id,
-                                                              1 << 20, 5000))
         assert _acquired(held) == [(0, 0, 1)]
         reads.clear()
 
         def give_back() -> None:
-            _release(holder, "sg-back", "a", topic_id, 0, 0)
+            _release(holder, "sg-back", "h", topic_id, 0, 0)
 
         got = _parked_fetch(broker, waiter, "sg-back", "b", 0, give_back, reads)
     assert _acquired(got) == [(0, 0, 2)]  # the second delivery of offset 0
@@ -205,11 +210,7 @@ def test_records_left_by_a_woken_fetch_wake_the_next(broker: EmbeddedBroker,
         p.flush(10)
     topic_id = broker.broker.replica_manager.topic("parked").topic_id
     with Wire(broker) as holder:
-        assert _alter_group(holder, "sg-pass", [("share.auto.offset.reset", "earliest")]
-                            ).error_code == ErrorCode.NONE
-        _join(holder, "sg-pass", "h")
-        held: Any = holder.call(78, 1, body=share_fetch_body("sg-pass", "h", 0, topic_id,
-                                                              1 << 20, 5000))
+        held = _hold(holder, "sg-pass", topic_id)
         assert _acquired(held) == [(0, 5, 1)]
         threads, out, wires = _park_all(broker, "sg-pass", ["a", "b", "c"], 2)
         try:
@@ -237,12 +238,7 @@ def test_accepting_wakes_a_parked_fetch_only_when_it_frees_room_under_the_lock_c
         p.flush(10)
     topic_id = broker.broker.replica_manager.topic("parked").topic_id
     with Wire(broker) as holder:
-        assert _alter_group(holder, "sg-cap", [("share.auto.offset.reset", "earliest"),
-                                               ("share.partition.max.record.locks", "100")]
-                            ).error_code == ErrorCode.NONE
-        _join(holder, "sg-cap", "h")
-        held: Any = holder.call(78, 1, body=share_fetch_body("sg-cap", "h", 0, topic_id,
-                                                              1 << 20, 5000))
+        held = _hold(holder, "sg-cap", topic_id, ("share.partition.max.record.locks", "100"))
         assert _acquired(held) == [(0, 99, 1)]  # two batches: the cap
         threads, out, wires = _park_all(broker, "sg-cap", ["w"], 500)
         try:
@@ -265,11 +261,7 @@ def test_accepting_under_the_lock_cap_leaves_a_parked_fetch_parked(
     p.flush(10)
     topic_id = broker.broker.replica_manager.topic("parked").topic_id
     with Wire(broker) as holder:
-        assert _alter_group(holder, "sg-acc", [("share.auto.offset.reset", "earliest")]
-                            ).error_code == ErrorCode.NONE
-        _join(holder, "sg-acc", "h")
-        held: Any = holder.call(78, 1, body=share_fetch_body("sg-acc", "h", 0, topic_id,
-                                                              1 << 20, 5000))
+        held = _hold(holder, "sg-acc", topic_id)
         assert _acquired(held) == [(0, 0, 1)]
         threads, out, wires = _park_all(broker, "sg-acc", ["w"], 500)
         try:
