@@ -1,9 +1,7 @@
 """ShareFetch (key 78), v1 (what librdkafka sends): a share group member's fetch through its
 share session, with the acknowledgements of what it fetched before piggy-backed. Records are
 acquired for ``group.share.record.lock.duration.ms``; the answer names the acquired ranges
-and their delivery counts. With none to acquire it reads once more ``COALESCE_S`` later,
-then parks (Kafka's DelayedShareFetch; coordinator/group/share/waits.py) until a partition's
-high watermark moves or its share-partition gives records back, for up to ``max_wait``, and
+and their delivery counts. Waits up to ``max_wait`` for records when none are available, and
 no longer for a share-partition's state to be read from its share coordinator."""
 
 from __future__ import annotations
@@ -29,10 +27,10 @@ from .share_group_heartbeat import share_for
 API_KEY = 78
 MIN_VERSION = 1
 MAX_VERSION = 1
-# a fetch that found nothing reads once more after this long before it parks: under a
-# producer sending record by record, each woken fetch would answer one record, and each record
-# would cost its own ShareFetch, acknowledgement and share-state write on the event loop
-COALESCE_S = 0.02
+# a fetch with nothing to acquire reads again this often until its max wait: parking until an
+# append (Kafka's DelayedShareFetch) answers each record sent one by one in a ShareFetch,
+# acknowledgement and state write of its own, and was measured slower (docs/operations.md)
+POLL_S = 0.02
 
 Slot = tuple[uuid.UUID, int]
 
@@ -199,24 +197,10 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         session.partitions.difference_update((t.topic_id, int(p)) for p in t.partitions)
     deadline = time.monotonic() + _wait_ms(request.max_wait) / 1000
     failed: set[Slot] = set()  # share-partitions whose state could not be read
-    napped = False
     while True:
         fetched = await _fetch_all(ctx, share, request, set(session.partitions), names,
                                    deadline, failed)
-        remaining_ms = int((deadline - time.monotonic()) * 1000)
-        if failed or remaining_ms <= 0 or any(f.acquired for f in fetched.values()):
-            for slot, f in fetched.items():  # records left: the next parked fetch takes them
-                if f.more and slot[0] in names:
-                    share.fetch_waits.wake(TopicPartition(names[slot[0]], slot[1]), group_id)
+        done = failed or time.monotonic() >= deadline
+        if done or any(f.acquired for f in fetched.values()):
             return _response(ctx, share, group_id, ErrorCode.NONE, fetched, acks)
-        if not napped:  # records that come meanwhile go in one answer, not one each
-            napped = True
-            await asyncio.sleep(min(COALESCE_S, remaining_ms / 1000))
-            continue
-        # parked from the read on, with no await between: no wake-up is missed
-        await share.fetch_waits.wait(group_id, _partitions(session.partitions, names),
-                                     remaining_ms)
-
-
-def _partitions(slots: set[Slot], names: dict[uuid.UUID, str]) -> list[TopicPartition]:
-    return [TopicPartition(names[t], p) for t, p in slots if t in names]
+        await asyncio.sleep(min(POLL_S, max(deadline - time.monotonic(), 0)))

@@ -59,7 +59,6 @@ def start_group_coordinator(
     )
     coord.startup(load=False)
     runtime.register(OFFSETS_TOPIC, GroupCoordinatorShard(coord), timer)
-    replica_manager.add_append_listener(coord.share.wake)  # parked ShareFetches
     if not replica_manager.one_broker:  # in a cluster: loaded as leadership arrives
         coord.manager.confirm_writes = True  # commits reach the cache once replicated
         return coord, None

@@ -35,7 +35,6 @@ from tidelog.server.coordinator.group.share.durable import (
     persister_error,
 )
 from tidelog.server.coordinator.group.share.partition import AcquiredRange, SharePartition
-from tidelog.server.coordinator.group.share.waits import ShareFetchWaits
 from tidelog.server.coordinator.share.records import ShareState
 from tidelog.server.coordinator.share.state_coordinator import (
     UNINITIALIZED_START_OFFSET,
@@ -132,13 +131,6 @@ class ShareGroupCoordinator:
         self.sessions: dict[tuple[str, str], ShareSession] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._loads: dict[PartitionKey, asyncio.Task[ErrorCode]] = {}
-        # ShareFetches with nothing to acquire yet (Kafka's DelayedShareFetch purgatory)
-        self.fetch_waits = ShareFetchWaits()
-
-    def wake(self, tp: TopicPartition) -> None:
-        """``tp``'s high watermark moved (the broker's append listener): its records may be
-        acquirable by every group."""
-        self.fetch_waits.wake(tp)
 
     # ------------------------------------------------------------------ membership
 
@@ -327,8 +319,7 @@ class ShareGroupCoordinator:
                 start, scheduler=self.scheduler,
                 lock_ms=self.settings.number(group_id, "share.record.lock.duration.ms"),
                 delivery_limit=c.group_share_delivery_count_limit,
-                max_locks=self.settings.number(group_id, "share.partition.max.record.locks"),
-                on_change=lambda: self.fetch_waits.wake(tp, group_id))
+                max_locks=self.settings.number(group_id, "share.partition.max.record.locks"))
             if stored is not None and stored.start_offset != UNINITIALIZED_START_OFFSET:
                 sp.restore(stored.start_offset, stored.batches)
         if topic_id is not None:

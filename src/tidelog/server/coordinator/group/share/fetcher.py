@@ -18,7 +18,7 @@ from tidelog.protocol.errors import ErrorCode
 from tidelog.records import iter_batches
 from tidelog.server.cluster.partition import Partition
 from tidelog.server.coordinator.group.share.coordinator import ShareGroupCoordinator
-from tidelog.server.coordinator.group.share.partition import AcquiredRange, SharePartition
+from tidelog.server.coordinator.group.share.partition import AcquiredRange
 from tidelog.storage.log_read import FetchIsolation
 from tidelog.util.topic_partition import TopicPartition
 
@@ -28,11 +28,6 @@ class Fetched:
     error: ErrorCode = ErrorCode.NONE
     records: bytes = b""
     acquired: list[AcquiredRange] = field(default_factory=list)
-    more: bool = False  # records are left that another fetch could acquire now
-
-
-def _more(sp: SharePartition, end: int) -> bool:
-    return sp.next_available() < end and sp.acquired_count() < sp.max_locks
 
 
 def fetch_partition(share: ShareGroupCoordinator, partition: Partition, group_id: str, member_id: str,
@@ -52,7 +47,7 @@ def fetch_partition(share: ShareGroupCoordinator, partition: Partition, group_id
         sp.archive(range(sp.start_offset, partition.log_start_offset))
     start = sp.next_available()
     if start >= hw or max_records <= 0:
-        return Fetched(more=_more(sp, hw))
+        return Fetched()
     info = partition.read_records(start, max(max_bytes, 1), isolation, True)
     data = info.records.read() if info.records is not None else b""
     aborted = list(info.aborted_transactions or []) if committed else []
@@ -77,7 +72,7 @@ def fetch_partition(share: ShareGroupCoordinator, partition: Partition, group_id
     sp.archive(control)
     acquired = sp.acquire_batches(member_id, batches, max_records)
     if not acquired:
-        return Fetched(more=_more(sp, hw))
+        return Fetched()
     last_acquired = acquired[-1][1]
     end = next((p for last, p in ends if last >= last_acquired), pos)
-    return Fetched(ErrorCode.NONE, bytes(data[:end]), acquired, _more(sp, hw))
+    return Fetched(ErrorCode.NONE, bytes(data[:end]), acquired)

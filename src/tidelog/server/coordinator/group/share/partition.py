@@ -5,9 +5,7 @@ member under a time-limited lock, Acknowledged, or Archived. An acquisition coun
 delivery; a record released (or whose lock ran out) after ``group.share.delivery.count.limit``
 deliveries is archived instead of offered again. The SPSO moves past every record at its
 front that is Acknowledged or Archived; an offset at or above the share-partition end offset
-(SPEO) has never been delivered. ``on_change`` is called when records may be acquired again
-(released, a lock ran out, or acknowledged when ``max_locks`` were held), for the fetches
-waiting on the share-partition.
+(SPEO) has never been delivered.
 """
 
 from __future__ import annotations
@@ -46,8 +44,7 @@ class InFlight:
 
 class SharePartition:
     def __init__(self, start_offset: int, *, scheduler: Scheduler, lock_ms: int,
-                 delivery_limit: int, max_locks: int,
-                 on_change: Callable[[], object] = lambda: None) -> None:
+                 delivery_limit: int, max_locks: int) -> None:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.records: dict[int, InFlight] = {}
@@ -55,7 +52,6 @@ class SharePartition:
         self.lock_ms = lock_ms
         self.delivery_limit = delivery_limit
         self.max_locks = max_locks
-        self.on_change = on_change
 
     # ------------------------------------------------------------------ delivery
 
@@ -127,7 +123,6 @@ class SharePartition:
                 rec.lock = None
                 self._release(rec)
                 self._advance()
-                self.on_change()
         return run
 
     # ------------------------------------------------------------------ acknowledgement
@@ -151,8 +146,6 @@ class SharePartition:
                     or rec.member_id != member_id):
                 return ErrorCode.INVALID_RECORD_STATE
             held.append((off, kind, rec))
-        # records to acquire again: released ones, or room under the lock cap that was full
-        freed = RELEASE in types or self.acquired_count() >= self.max_locks
         for off, kind, rec in held:
             if rec is None:
                 if off >= self.start_offset:
@@ -168,8 +161,6 @@ class SharePartition:
             else:
                 self._release(rec)
         self._advance()
-        if freed:
-            self.on_change()
         return ErrorCode.NONE
 
     def release_member(self, member_id: str, delivered: bool = True) -> int:
@@ -186,8 +177,6 @@ class SharePartition:
                 self._release(rec)
                 released += 1
         self._advance()
-        if released:
-            self.on_change()
         return released
 
     # ------------------------------------------------------------------ durable state
