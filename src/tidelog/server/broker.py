@@ -375,8 +375,10 @@ class Broker:
         self.txn_coordinator, self._txn_tasks = start_txn_coordinator(self)
         if self.cluster is not None:  # coordinators follow the internal topics' leaders
             from .coordinator.leadership import elect_led_partitions
+            from .handlers.consumer_group_heartbeat import group_configs_for
 
             elect_led_partitions(self)
+            group_configs_for(self)  # followed in ZooKeeper from the start (a file moves in)
 
     def _on_all_dirs_offline(self) -> None:
         """Called from whichever thread hit the last disk error."""

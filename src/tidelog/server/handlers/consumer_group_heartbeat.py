@@ -45,6 +45,7 @@ def group_configs_for(broker: Any) -> GroupConfigStore:
             from tidelog.server.zk.group_configs import ZkGroupConfigStore
 
             zk_store = ZkGroupConfigStore(cluster.zk, coord.config)
+            zk_store.attach(broker.config.log_dirs[0])  # a file kept on its own moves in
             zk_store.watch(cluster.config_changes, now_ms)
             store = coord.use_group_configs(zk_store)
     store.ensure_loaded(now_ms)

@@ -10,16 +10,26 @@ Notifications arrive on kazoo's thread, the broker's own writes on its event loo
 at a time reads ZooKeeper and replaces the mapping whole, so a slower read never puts back
 what a newer one replaced; the event loop reads the mapping without a lock. How the store
 follows ZooKeeper is config_follower.py's.
+
+A broker that ran on its own kept them in ``group-configs.json`` in its first log dir: in a
+cluster, ``migrate`` moves that file's entries into ZooKeeper once (an entry ZooKeeper holds
+already wins) and renames the file ``group-configs.json.migrated``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
+from pathlib import Path
 
 from tidelog.server.coordinator.group.config import GroupConfig
-from tidelog.server.coordinator.group.group_configs import KEYS, GroupConfigStore
+from tidelog.server.coordinator.group.group_configs import (
+    GROUP_CONFIGS_FILE,
+    KEYS,
+    GroupConfigStore,
+)
 from tidelog.server.errors import ApiError
 
 from .client import KafkaZkClient
@@ -43,8 +53,50 @@ class ZkGroupConfigStore(ZkConfigFollower, GroupConfigStore):
     def attached(self) -> bool:
         return True
 
-    def attach(self, log_dir: object) -> None:
-        """Nothing on disk: ZooKeeper holds the group configs (``load`` reads them)."""
+    def attach(self, log_dir: str | Path) -> None:
+        """ZooKeeper holds the group configs (``load`` reads them); the ``group-configs.json``
+        this broker kept in ``log_dir`` on its own before moves in (``migrate``)."""
+        try:
+            self.migrate(Path(log_dir) / GROUP_CONFIGS_FILE)
+        except Exception as exc:  # ZooKeeper unreachable: the next attach moves them
+            log.warning("group configs of %s not moved into ZooKeeper yet: %s", log_dir, exc)
+
+    def migrate(self, path: Path) -> int:
+        """Move the entries of a one-broker store's file (``path``) that ZooKeeper does not
+        hold into it, announced to every broker; then rename the file so they are not moved
+        again. Returns how many entries moved."""
+        try:
+            stored = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError) as exc:
+            log.error("not moving the group configs of unreadable %s: %s", path, exc)
+            return 0
+        moved = 0
+        for group, configs in stored.items() if isinstance(stored, dict) else ():
+            if isinstance(configs, dict):
+                moved += self._migrate_group(str(group), configs)
+        path.rename(path.with_name(path.name + ".migrated"))
+        log.info("moved %d group config entries of %s into ZooKeeper", moved, path)
+        return moved
+
+    def _migrate_group(self, group_id: str, configs: dict[str, object]) -> int:
+        name = sanitize(group_id)
+        there = self.zk.get_entity_configs(GROUP_CONFIG_TYPE, name)
+        new = {}
+        for key_name, value in configs.items():
+            key = KEYS.get(key_name)
+            if key is None or key_name in there:  # unknown here, or ZooKeeper's wins
+                continue
+            try:
+                new[key_name] = self._checked(key_name, key, str(value))
+            except ApiError as exc:
+                log.error("not moving group config of %r: %s", group_id, exc)
+        if new:
+            self.zk.set_or_create_entity_configs(GROUP_CONFIG_TYPE, name, {**there, **new},
+                                                 notify=False)
+            self.zk.create_config_change_notification(f"{GROUP_CONFIG_TYPE}/{name}")
+        return len(new)
 
     def load(self) -> None:
         with self._update:
