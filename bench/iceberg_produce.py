@@ -92,11 +92,14 @@ class Producers:
             self.pool.join()
 
 
-def schedstat(pid: int) -> tuple[float, float]:
-    """Seconds the threads of ``pid`` have run on a CPU and waited on a run queue (Linux
-    ``/proc/PID/task/TID/schedstat``; threads that ended are not counted)."""
+def schedstat(pid: int, main_only: bool = False) -> tuple[float, float]:
+    """Seconds the threads of ``pid`` (or only its main thread) have run on a CPU and waited
+    on a run queue (Linux ``/proc/PID/task/TID/schedstat``; threads that ended are not
+    counted)."""
     run = wait = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    tasks = [Path(f"/proc/{pid}/task/{pid}")] if main_only else Path(
+        f"/proc/{pid}/task").iterdir()
+    for task in tasks:
         try:
             fields = (task / "schedstat").read_text().split()
         except OSError:
@@ -189,6 +192,7 @@ class Run:
     load: float  # the machine's 1-minute load average at its start
     producer_run: float  # the producer process's threads: CPU seconds
     producer_wait: float  # and seconds runnable on a run queue, not running
+    loop_wait: float  # the producer's loop (its main thread): seconds on a run queue
     broker_run: float  # the broker's process (the bench's)
     broker_wait: float
     loop_us: float  # the broker's event loop thread: CPU us per record
@@ -232,12 +236,15 @@ class ProducePhase:
         if self.translation is None:
             self.translation = TranslationClock(b)  # (the worker: started by now)
         p0, b0 = schedstat(self.producer_pid), schedstat(os.getpid())
+        m0 = schedstat(self.producer_pid, main_only=True)[1]
         l0, t0 = time.clock_gettime(self.loop_clock), self.translation.seconds()
         late0 = list(LOOP_LAG.counts)
         load = os.getloadavg()[0]
         rate = self.producers.produce(b.bootstrap_servers, topic, values)
         p1, b1 = schedstat(self.producer_pid), schedstat(os.getpid())
-        run = Run(rate, len(values) / rate, load, p1[0] - p0[0], p1[1] - p0[1], b1[0] - b0[0], b1[1] - b0[1],
+        m1 = schedstat(self.producer_pid, main_only=True)[1]
+        run = Run(rate, len(values) / rate, load, p1[0] - p0[0], p1[1] - p0[1], m1 - m0,
+                  b1[0] - b0[0], b1[1] - b0[1],
                   (time.clock_gettime(self.loop_clock) - l0) / len(values) * 1e6)
         if iceberg:
             run.translation_s = self.translation.seconds() - t0
@@ -273,6 +280,9 @@ class ProducePhase:
         print(f"produce plain topic   records/s {rng_range([r.rate for r in plain])}")
         print(f"iceberg / plain produce, paired per round: {ratio_range(ratios)}; "
               f">= 0.8x in {sum(x >= 0.8 for x in ratios)} rounds of {len(ratios)}")
+        print("the same over the time the producer's loop did not wait on a run queue "
+              "(a diagnostic of the machine): " + ratio_range(
+                  [unqueued(a) / unqueued(c) for a, c in zip(ice, plain, strict=True)]))
         for name, runs in (("iceberg", ice), ("plain", plain)):
             print(f"{name} runs: producer CPU / wall {fmt_s([utilisation(r) for r in runs])}"
                   f", producer run-queue wait / wall {fmt_s([waits(r) for r in runs])}"
@@ -298,6 +308,14 @@ def utilisation(r: Run) -> float:
     return r.producer_run / r.wall_s
 
 
+def unqueued(r: Run) -> float:
+    """records/s over the run's time less the time the producer's loop waited on a run
+    queue: what the run's rate would have been had the loop never waited for a CPU. A
+    diagnostic of the machine, not the issue's figure: it also takes away any wait the
+    translation's own CPU caused."""
+    return r.rate * r.wall_s / max(r.wall_s - r.loop_wait, 1e-9)
+
+
 def waits(r: Run) -> float:
     """The producer's seconds on a run queue per second of its run."""
     return r.producer_wait / r.wall_s
@@ -312,6 +330,7 @@ def print_round(r: int, iceberg_first: bool, ice: Run, plain: Run) -> None:
           f"{ice.load:.1f} / {plain.load:.1f}): {ice.rate:,.0f} / {plain.rate:,.0f} records/s "
           f"= {ice.rate / plain.rate:.2f}x; producer CPU {ice.producer_run:.2f} / "
           f"{plain.producer_run:.2f} s, waited {ice.producer_wait:.2f} / "
-          f"{plain.producer_wait:.2f} s; broker CPU {ice.broker_run:.2f} / "
+          f"{plain.producer_wait:.2f} s (its loop {ice.loop_wait:.2f} / {plain.loop_wait:.2f}"
+          f" s: {unqueued(ice) / unqueued(plain):.2f}x unqueued); broker CPU {ice.broker_run:.2f} / "
           f"{plain.broker_run:.2f} s, waited {ice.broker_wait:.2f} / {plain.broker_wait:.2f} s;"
           f" translation CPU {ice.translation_s:.2f} s, {ice.flushes} flushes", flush=True)
