@@ -35,7 +35,7 @@ with the other work. The plain write runs on a thread at the translation's nice 
 (``iceberg.translation.nice``), as the flush does. The run ends with the issue's three
 figures, each with whether it is met.
 
-    .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rounds 8] [--rate 5000]
+    .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 5] [--rounds 8] [--rate 5000]
         [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json,protobuf]
         [--producer-in-process] [--producer-session] [--produce-records N]
         [--translation-nice N] [--translation-process] [--skip translation,produce,lag]
@@ -264,7 +264,7 @@ def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int,
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100_000)
-    ap.add_argument("--repeats", type=int, default=3, help="flushes a translation mode")
+    ap.add_argument("--repeats", type=int, default=5, help="flushes a translation mode")
     ap.add_argument("--rounds", type=int, default=8,
                     help="produce rounds (one Iceberg run and one plain run each)")
     ap.add_argument("--rate", type=float, default=5000)

@@ -77,7 +77,8 @@ class Producers:
         """The producers' process (this one when they run in it)."""
         if self.pool is None:
             return os.getpid()
-        return self.pool.apply(os.getpid)  # type: ignore[no-any-return]
+        pid: int = self.pool.apply(os.getpid)
+        return pid
 
     def produce(self, bootstrap: str, topic: str, values: list[bytes], rate: float = 0
                 ) -> float:
