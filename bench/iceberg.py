@@ -8,10 +8,12 @@
    and ``protobuf`` (``value_schema_id_prefix`` with confluent-kafka's AvroSerializer /
    JSONSerializer / ProtobufSerializer);
 2. produce: records/s of one librdkafka producer into an Iceberg topic (translation running,
-   target lag 1 s) and into a plain topic, alternating (``--produce-records``, 20 x
-   ``--records`` by default, so that a run lasts several target lags: a run shorter than
-   the first flush measures nothing of the translator), with the broker process's CPU
-   seconds per run and the translation thread's share of them. The producer runs in a
+   target lag 1 s) and into a plain topic, in ``--rounds`` rounds of one run of each (the
+   order alternating, ABBA; one untimed run of each first), the ratio paired per round
+   (``--produce-records``, 20 x ``--records`` by default, so that a run lasts several
+   target lags: a run shorter than the first flush measures nothing of the translator),
+   with each run's CPU and run-queue wait of the producer and the broker
+   (bench/iceberg_produce.py) and the translation's CPU. The producer runs in a
    process of its own, as a client does: in the broker's process its Python loop would
    share the interpreter lock with the broker's threads, and the ratio would measure the
    bench's client as much as the broker (``--producer-in-process``: as before);
@@ -28,9 +30,12 @@ that no deployment runs.
 
 Figures are median [min .. max] over the repeats; ratios are per repeat (paired). Translation
 is also given per CPU second of the bench's process (the broker runs in it; the flush's
-thread and any it starts): on a shared machine, wall times move with the other work.
+thread and any it starts) and of the worker process: on a shared machine, wall times move
+with the other work. The plain write runs on a thread at the translation's nice value
+(``iceberg.translation.nice``), as the flush does. The run ends with the issue's three
+figures, each with whether it is met.
 
-    .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 3] [--rate 5000]
+    .venv/bin/python bench/iceberg.py [--records 100000] [--repeats 5] [--rounds 8] [--rate 5000]
         [--lag-seconds 15] [--target-lag-ms 2000] [--modes key_value,avro,json,protobuf]
         [--producer-in-process] [--producer-session] [--produce-records N]
         [--translation-nice N] [--translation-process] [--skip translation,produce,lag]
@@ -43,31 +48,36 @@ process CPU clock, read from /proc) and the nice value printed is the worker's.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import multiprocessing
 import os
 import random
 import shutil
 import statistics
 import tempfile
-import threading
 import time
 import uuid
-from collections.abc import Sequence
-from multiprocessing.pool import Pool
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from iceberg_produce import (  # bench/iceberg_produce.py: the produce phase
+    ProducePhase,
+    Producers,
+    TranslationClock,
+    create,
+    drain,
+    produce,
+    ratio_range,
+    rng_range,
+)
 from pyiceberg.catalog.sql import SqlCatalog
 
-from tidelog.metrics.histogram import LatencyHistogram
-from tidelog.metrics.loop_lag import LOOP_LAG
+from tidelog.iceberg.priority import lower_thread_priority
 from tidelog.server.gil import tune_switch_interval
 from tidelog.testing import EmbeddedBroker
 
@@ -80,14 +90,6 @@ ORDER = {
         {"name": "tags", "type": {"type": "array", "items": "string"}},
     ],
 }
-
-
-def rng_range(xs: Sequence[float]) -> str:
-    return f"{statistics.median(xs):,.0f} [{min(xs):,.0f} .. {max(xs):,.0f}]"
-
-
-def ratio_range(xs: Sequence[float]) -> str:
-    return f"{statistics.median(xs):.2f}x [{min(xs):.2f} .. {max(xs):.2f}]"
 
 
 def serialize(registry: str, topic: str, n: int) -> list[bytes]:
@@ -151,55 +153,6 @@ def serialize_protobuf(registry: str, topic: str, n: int) -> list[bytes]:
                     tags=["a", "b"][: i % 3]), ctx) for i in range(n)]
 
 
-def create(bootstrap: str, topic: str, partitions: int, iceberg: bool, lag_ms: int,
-           mode: str = "value_schema_id_prefix") -> None:
-    configs = {"tidelog.iceberg.mode": mode,
-               "tidelog.iceberg.target.lag.ms": str(lag_ms)} if iceberg else {}
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1, config=configs)])[topic].result(30)
-
-
-def produce(bootstrap: str, topic: str, values: list[bytes], rate: float = 0) -> float:
-    """records/s acknowledged (``rate`` > 0: paced to that many records/s)."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
-    t0 = time.perf_counter()
-    for i, v in enumerate(values):
-        if rate and i % 100 == 0:
-            ahead = t0 + i / rate - time.perf_counter()
-            if ahead > 0:
-                time.sleep(ahead)
-        while True:
-            try:
-                p.produce(topic, key=str(i).encode(), value=v)
-                break
-            except BufferError:
-                p.poll(0.01)
-        p.poll(0)
-    p.flush(120)
-    return len(values) / (time.perf_counter() - t0)
-
-
-class Producers:
-    """Where the timed produce runs: a process of its own (spawned once; the values are
-    sent to it with each run, outside its timing) or this one."""
-
-    def __init__(self, in_process: bool, own_session: bool = False) -> None:
-        self.pool: Pool | None = None if in_process else multiprocessing.get_context(
-            "spawn").Pool(1, initializer=os.setsid if own_session else None)
-
-    def produce(self, bootstrap: str, topic: str, values: list[bytes], rate: float = 0
-                ) -> float:
-        if self.pool is None:
-            return produce(bootstrap, topic, values, rate)
-        got: float = self.pool.apply(produce, (bootstrap, topic, values, rate))
-        return got
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.close()
-            self.pool.join()
-
-
 def catalog(log_dir: Path) -> SqlCatalog:
     home = log_dir.resolve() / ".iceberg"
     return SqlCatalog("tidelog", uri=f"sqlite:///{home}/catalog.db",
@@ -211,14 +164,15 @@ def codec(properties: dict[str, str]) -> str:
     return properties.get("write.parquet.compression-codec", "zstd")
 
 
-def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
+def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path, writer: ThreadPoolExecutor,
                 mode: str = "value_schema_id_prefix") -> tuple[float, ...]:
     """(translation records/s, plain Parquet write records/s) of one flush of ``values``
     into the table of a topic translated before (its first flush, of a few records, has
     created the table: once in a topic's life, not part of translating), then the same two
-    per CPU second of this process (what a machine shared with other work hides least), then
-    the same two per CPU second of their own threads only (the flush's thread, its
-    translator's ``cpu_s``; the plain write's: the broker's other threads left out)."""
+    per CPU second of this process and the worker's (what a machine shared with other work
+    hides least), then the same two per CPU second of their own threads only (the flush's
+    thread, its translator's ``cpu_s``; the plain write's: the broker's other threads left
+    out). The plain write runs on ``writer``'s thread, at the translation's nice value."""
     import pyarrow.compute as pc
 
     topic = f"t-{uuid.uuid4().hex[:6]}"
@@ -252,25 +206,21 @@ def translation(b: EmbeddedBroker, values: list[bytes], scratch: Path,
     rows = rows.filter(pc.greater_equal(pc.struct_field(rows.column("kafka"), "offset"),
                                         ends))  # the rows of the measured flush only
     assert rows.num_rows == len(values)
-    t0, c0, w0 = time.perf_counter(), time.process_time(), time.thread_time()
-    pq.write_table(rows, scratch / f"{topic}.parquet", compression=codec(table.properties))
-    plain, plain_cpu = time.perf_counter() - t0, time.process_time() - c0
-    plain_thread = time.thread_time() - w0
+    c0 = time.process_time()
+    plain, plain_thread = writer.submit(plain_write, rows, scratch / f"{topic}.parquet",
+                                        codec(table.properties)).result()
+    plain_cpu = time.process_time() - c0
     n = len(values)
     return (n / translate, n / plain, n / translate_cpu, n / plain_cpu, n / translate_thread,
             n / plain_thread, broker_cpu * 1000)
 
 
-def drain(b: EmbeddedBroker, timeout: float = 600) -> None:
-    """Wait until the translation thread has caught up with every topic (the produce phase
-    leaves Iceberg topics behind it)."""
-    assert b.iceberg is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        lags = b.iceberg.lag()
-        if all(sum(per.values()) == 0 for per in lags.values()):
-            return
-        time.sleep(0.5)
+def plain_write(rows: pa.Table, path: Path, compression: str) -> tuple[float, float]:
+    """pyarrow's own write of ``rows`` (its defaults, the table's codec): (wall seconds,
+    this thread's CPU seconds)."""
+    t0, c0 = time.perf_counter(), time.thread_time()
+    pq.write_table(rows, path, compression=compression)
+    return time.perf_counter() - t0, time.thread_time() - c0
 
 
 def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int,
@@ -311,130 +261,12 @@ def lag(b: EmbeddedBroker, values: list[bytes], rate: float, target_ms: int,
     return out
 
 
-def warm_up(b: EmbeddedBroker, values: list[bytes]) -> None:
-    """One flush of an Iceberg topic before the timed runs (when the translation phase was
-    skipped, the first flush of the bench's life would import and start pyiceberg, Polars
-    and pyarrow's pools inside the first timed run)."""
-    assert b.iceberg is not None
-    topic = f"w-{uuid.uuid4().hex[:6]}"
-    create(b.bootstrap_servers, topic, 6, True, 3_600_000)
-    deadline = time.monotonic() + 30
-    while topic not in b.iceberg.topics and time.monotonic() < deadline:
-        time.sleep(0.05)
-    produce(b.bootstrap_servers, topic, values)
-    b.run(b.iceberg.flush_topic(topic), timeout=600)
-
-
-def produce_phase(b: EmbeddedBroker, values: list[bytes], repeats: int,
-                  producers: Producers) -> None:
-    """Iceberg topic and plain topic in turn (the Iceberg topic first in even repeats, the
-    plain one in odd ones: a load that rises or falls over the pairs weighs on both sides
-    alike); after an Iceberg topic's run its translator catches up before the next run
-    starts (its backlog's flushes would otherwise compete with a plain run). Also, per run, the CPU seconds of the process and of the broker's
-    event loop thread (in us per record), and of an Iceberg run the translation thread's CPU
-    seconds during the run (its own clock), the flushes that ended in it, the records not yet
-    in the table when the run ended and how long the translator took to catch up."""
-    assert b.iceberg is not None and b._thread is not None and b._thread.ident is not None
-    loop_clock = time.pthread_getcpuclockid(b._thread.ident)
-    lateness: dict[bool, LatencyHistogram] = {True: LatencyHistogram(),
-                                              False: LatencyHistogram()}
-    ice, plain = [], []
-    cpu: dict[bool, list[float]] = {True: [], False: []}
-    loop_cpu: dict[bool, list[float]] = {True: [], False: []}
-    flush_cpu, flushes, behind, caught_up = [], [], [], []
-    warm_up(b, values[:600])
-    translation_clock = TranslationClock(b)
-    for repeat in range(repeats):
-        pair = ((True, ice), (False, plain))
-        for iceberg, out in pair if repeat % 2 == 0 else pair[::-1]:  # ABBA: no order bias
-            topic = f"p-{uuid.uuid4().hex[:6]}"
-            create(b.bootstrap_servers, topic, 6, iceberg, 1000)
-            c0, l0 = time.process_time(), time.clock_gettime(loop_clock)
-            t0 = translation_clock.seconds()
-            late0 = list(LOOP_LAG.counts)
-            out.append(producers.produce(b.bootstrap_servers, topic, values))
-            for k, (n1, n0) in enumerate(zip(LOOP_LAG.counts, late0, strict=True)):
-                lateness[iceberg].counts[k] += n1 - n0
-            cpu[iceberg].append(time.process_time() - c0)
-            loop_cpu[iceberg].append((time.clock_gettime(loop_clock) - l0) / len(values) * 1e6)
-            if iceberg:
-                flush_cpu.append(translation_clock.seconds() - t0)
-                state = b.iceberg.topics.get(topic)
-                flushes.append(state.translator.flushes if state else 0)
-                done = state.translator.committed if state else {}
-                behind.append(len(values) - sum(done.values()))
-                d0 = time.monotonic()
-                drain(b)
-                caught_up.append(time.monotonic() - d0)
-    print(f"produce iceberg topic records/s {rng_range(ice)}")
-    print(f"produce plain topic   records/s {rng_range(plain)}")
-    print(f"iceberg / plain produce: {ratio_range([a / c for a, c in zip(ice, plain, strict=True)])}")
-    print(f"process CPU s per run: iceberg topic {fmt_s(cpu[True])}, plain topic "
-          f"{fmt_s(cpu[False])}; of an iceberg run, the translation thread "
-          f"{fmt_s(flush_cpu)} CPU, {rng_range(flushes)} flushes ended; records not in the "
-          f"table at its end {rng_range(behind)}, in it {fmt_s(caught_up)} s later")
-    print(f"nice value of the translation {translation_clock.nice()}, of "
-          f"the event loop's {thread_nice(b._thread.name)}")
-    print(f"event loop thread CPU us per record: iceberg topic {fmt_s(loop_cpu[True])}, "
-          f"plain topic {fmt_s(loop_cpu[False])}")
-    print("event loop lateness (its lag probe, all runs) ms p50 / p99 / p99.9: " + "; ".join(
-        f"{name} {h.quantile_ms(0.5):.1f} / {h.quantile_ms(0.99):.1f} / "
-        f"{h.quantile_ms(0.999):.1f}" for name, h in (("iceberg topic", lateness[True]),
-                                                       ("plain topic", lateness[False]))))
-
-
-class TranslationClock:
-    """CPU seconds and nice value of the translation: its thread, or its worker process."""
-
-    def __init__(self, b: EmbeddedBroker) -> None:
-        assert b.iceberg is not None
-        self.worker = b.iceberg.worker
-        self.clock = None if self.worker is not None else thread_clock("iceberg-translation")
-
-    def _stat(self) -> list[str]:
-        assert self.worker is not None
-        stat = Path(f"/proc/{self.worker.pid}/stat").read_text()
-        return stat[stat.rindex(")") + 2:].split()
-
-    def seconds(self) -> float:
-        if self.clock is not None:
-            return time.clock_gettime(self.clock)
-        fields = self._stat()  # utime and stime, in clock ticks
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def nice(self) -> str:
-        if self.clock is not None:
-            return f"thread {thread_nice('iceberg-translation')}"
-        return f"worker process {self._stat()[16]}"
-
-
-def thread_clock(prefix: str) -> int:
-    """The CPU clock of this process's (first) thread named ``prefix``...."""
-    for t in threading.enumerate():
-        if t.name.startswith(prefix) and t.ident is not None:
-            return time.pthread_getcpuclockid(t.ident)
-    raise LookupError(prefix)
-
-
-def thread_nice(prefix: str) -> str:
-    """The nice value of this process's threads named ``prefix``... (Linux: from
-    /proc/self/task/TID/stat, its 19th field), or ``-`` where there are none."""
-    out = []
-    for t in threading.enumerate():
-        if t.name.startswith(prefix) and t.native_id is not None:
-            stat = Path(f"/proc/self/task/{t.native_id}/stat").read_text()
-            out.append(stat[stat.rindex(")") + 2:].split()[16])
-    return ",".join(out) or "-"
-
-
-def fmt_s(xs: Sequence[float]) -> str:
-    return f"{statistics.median(xs):.2f} [{min(xs):.2f} .. {max(xs):.2f}]"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100_000)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5, help="flushes a translation mode")
+    ap.add_argument("--rounds", type=int, default=8,
+                    help="produce rounds (one Iceberg run and one plain run each)")
     ap.add_argument("--rate", type=float, default=5000)
     ap.add_argument("--lag-seconds", type=float, default=15)
     ap.add_argument("--target-lag-ms", type=int, default=2000)
@@ -475,47 +307,71 @@ def main() -> None:
 
 def run(args: argparse.Namespace, props: dict[str, str], scratch: Path,
         producers: Producers) -> None:
+    verdicts: list[str] = []
     with EmbeddedBroker(props) as b:
+        assert b.iceberg is not None
         values = serialize(b.schema_registry_url, "x", args.records)
-        for name in [] if "translation" in args.skip else args.modes.split(","):
-            mode = "key_value" if name == "key_value" else "value_schema_id_prefix"
-            serializers = {"json": serialize_json, "protobuf": serialize_protobuf}
-            data = serializers[name](b.schema_registry_url, name, args.records) if (
-                name in serializers) else values
-            tr, pl, tr_cpu, pl_cpu, tr_thread, pl_thread, own = [], [], [], [], [], [], []
-            for _ in range(args.repeats):
-                t, p, tc, pc_, tt, pt, ms = translation(b, data, scratch, mode)
-                own.append(ms)
-                tr.append(t)
-                pl.append(p)
-                tr_cpu.append(tc)
-                pl_cpu.append(pc_)
-                tr_thread.append(tt)
-                pl_thread.append(pt)
-            print(f"[{name}] translation     records/s {rng_range(tr)}")
-            print(f"[{name}] parquet write   records/s {rng_range(pl)}")
-            print(f"[{name}] translation / parquet write: "
-                  f"{ratio_range([a / c for a, c in zip(tr, pl, strict=True)])}")
-            print(f"[{name}] per CPU second: translation {rng_range(tr_cpu)}, parquet write "
-                  f"{rng_range(pl_cpu)}, ratio "
-                  f"{ratio_range([a / c for a, c in zip(tr_cpu, pl_cpu, strict=True)])}")
-            print(f"[{name}] per CPU second of their threads: translation "
-                  f"{rng_range(tr_thread)}, parquet write {rng_range(pl_thread)}, ratio "
-                  f"{ratio_range([a / c for a, c in zip(tr_thread, pl_thread, strict=True)])}")
-            print(f"[{name}] CPU ms of the broker's process in the flush (with a worker "
-                  f"process: the log side only) {rng_range(own)}")
+        writer = ThreadPoolExecutor(1, initializer=functools.partial(  # the plain write at
+            lower_thread_priority, b.iceberg.nice))  # the translation's nice (thread, worker)
+        try:
+            for name in [] if "translation" in args.skip else args.modes.split(","):
+                verdicts.append(translation_mode(b, name, values, args, scratch, writer))
+        finally:
+            writer.shutdown()
         if "produce" not in args.skip:
             n = args.produce_records or 20 * args.records
-            produce_phase(b, (values * (n // len(values) + 1))[:n], args.repeats, producers)
-        if "lag" in args.skip:
-            return
-        n = int(args.rate * args.lag_seconds)
-        lags = lag(b, (values * (n // len(values) + 1))[:n], args.rate, args.target_lag_ms,
-                   producers)
-        q = statistics.quantiles(lags, n=100)
-        print(f"lag at {args.rate:,.0f} records/s for {args.lag_seconds:.0f} s, target "
-              f"{args.target_lag_ms} ms: p50 {q[49]:,.0f} ms, p99 {q[98]:,.0f} ms, "
-              f"max {max(lags):,.0f} ms")
+            phase = ProducePhase(b, producers)
+            rounds = phase.rounds((values * (n // len(values) + 1))[:n], args.rounds,
+                                  values[: max(n // 4, 600)])
+            phase.report(rounds)
+            ratio = statistics.median(rounds.ratios())
+            verdicts.append(f"produce to an Iceberg topic / a plain topic {ratio:.2f}x, the "
+                            f"median of {args.rounds} paired rounds (>= 0.8x: "
+                            f"{'yes' if ratio >= 0.8 else 'NO'})")
+        if "lag" not in args.skip:
+            n = int(args.rate * args.lag_seconds)
+            lags = lag(b, (values * (n // len(values) + 1))[:n], args.rate,
+                       args.target_lag_ms, producers)
+            q = statistics.quantiles(lags, n=100)
+            print(f"lag at {args.rate:,.0f} records/s for {args.lag_seconds:.0f} s, target "
+                  f"{args.target_lag_ms} ms: p50 {q[49]:,.0f} ms, p99 {q[98]:,.0f} ms, "
+                  f"max {max(lags):,.0f} ms")
+            verdicts.append(f"lag p99 at {args.rate:,.0f} records/s {q[98]:,.0f} ms (<= "
+                            f"target + 5 s: {'yes' if q[98] <= args.target_lag_ms + 5000 else 'NO'})")
+    print("the issue's figures in this run:")
+    for v in verdicts:
+        print(f"  {v}")
+
+
+def translation_mode(b: EmbeddedBroker, name: str, values: list[bytes],
+                     args: argparse.Namespace, scratch: Path, writer: ThreadPoolExecutor
+                     ) -> str:
+    """The translation figures of one mode; returns its line of the verdict."""
+    mode = "key_value" if name == "key_value" else "value_schema_id_prefix"
+    serializers = {"json": serialize_json, "protobuf": serialize_protobuf}
+    data = serializers[name](b.schema_registry_url, name, args.records) if (
+        name in serializers) else values
+    runs = [translation(b, data, scratch, writer, mode) for _ in range(args.repeats)]
+    tr, pl, tr_cpu, pl_cpu, tr_thread, pl_thread, own = (list(x) for x in zip(*runs,
+                                                                               strict=True))
+    wall = [a / c for a, c in zip(tr, pl, strict=True)]
+    cpu = [a / c for a, c in zip(tr_cpu, pl_cpu, strict=True)]
+    print(f"[{name}] translation     records/s {rng_range(tr)}")
+    print(f"[{name}] parquet write   records/s {rng_range(pl)}")
+    print(f"[{name}] translation / parquet write: {ratio_range(wall)}; per repeat "
+          + ", ".join(f"{x:.2f}" for x in wall))
+    print(f"[{name}] per CPU second: translation {rng_range(tr_cpu)}, parquet write "
+          f"{rng_range(pl_cpu)}, ratio {ratio_range(cpu)}; per repeat "
+          + ", ".join(f"{x:.2f}" for x in cpu))
+    print(f"[{name}] per CPU second of their threads: translation "
+          f"{rng_range(tr_thread)}, parquet write {rng_range(pl_thread)}, ratio "
+          f"{ratio_range([a / c for a, c in zip(tr_thread, pl_thread, strict=True)])}")
+    print(f"[{name}] CPU ms of the broker's process in the flush (with a worker "
+          f"process: the log side only) {rng_range(own)}")
+    w, c = statistics.median(wall), statistics.median(cpu)
+    return (f"{name} translation / plain Parquet write {w:.2f}x by wall time, {c:.2f}x by "
+            f"CPU, medians of {args.repeats} (>= 0.5x: {'yes' if w >= 0.5 else 'NO'}, "
+            f"{'yes' if c >= 0.5 else 'NO'})")
 
 
 if __name__ == "__main__":
