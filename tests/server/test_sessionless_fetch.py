@@ -45,7 +45,7 @@ def batch(n: int, **kw: Any) -> bytes:
 
 def frame(version: int, offsets: dict[int, tuple[int, int]], topic_id: uuid.UUID, *,
           isolation: int = 0, max_wait: int = 0, extra_topic: bool = False,
-          partition_max_bytes: int = 1 << 20) -> bytes:
+          partition_max_bytes: int = 1 << 20, min_bytes: int = 1) -> bytes:
     cls = request_class(1, version)
     tcls, fcls = nested(cls, "topics"), None
     pcls = nested(tcls, "partitions")
@@ -61,7 +61,7 @@ def frame(version: int, offsets: dict[int, tuple[int, int]], topic_id: uuid.UUID
     if extra_topic:  # a name (or id) unknown here
         topics.append(topic("nope", uuid.UUID(int=99), {0: (0, -1)}))
     body = make(cls, replica_id=-1, max_wait=datetime.timedelta(milliseconds=max_wait),
-                min_bytes=1, max_bytes=50 << 20, isolation_level=isolation, session_id=0,
+                min_bytes=min_bytes, max_bytes=50 << 20, isolation_level=isolation, session_id=0,
                 session_epoch=-1, rack_id="", forgotten_topics_data=fcls or (),
                 topics=tuple(topics))
     hdr = cls.__header_schema__
@@ -181,6 +181,32 @@ def test_a_parked_fetch_wakes_on_an_append(broker: EmbeddedBroker) -> None:
     out = broker.run(park_then_append())
     assert batch(1)[-10:] in out  # the record's bytes are in the answer
     assert len(rm.delayed_fetch) == 0
+
+
+def test_a_fetch_short_of_min_bytes_parks_again_until_max_wait(
+        broker: EmbeddedBroker) -> None:
+    """Woken by an append that leaves it short of ``min_bytes``, a parked Fetch reads, parks
+    again, and at ``max_wait`` answers what it found (Kafka's DelayedFetch)."""
+    rm = broker.broker.replica_manager
+    tp = TopicPartition(TOPIC, 6)
+    hw = rm.partitions[tp].high_watermark
+    data = frame(16, {6: (hw, -1)}, topic_id(broker), max_wait=1_500, min_bytes=1 << 20)
+
+    async def park_append_wait() -> tuple[bytes, float]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        task = asyncio.ensure_future(answer(broker, data, 16, True))
+        await asyncio.sleep(0.05)
+        assert not task.done() and len(rm.delayed_fetch) == 1
+        rm.append(tp, batch(1))  # woken, a few bytes: short of min_bytes
+        await asyncio.sleep(0.05)
+        assert not task.done() and len(rm.delayed_fetch) == 1  # parked again
+        out = await asyncio.wait_for(task, 20)
+        return out, loop.time() - started
+
+    out, waited = broker.run(park_append_wait())
+    assert batch(1)[-10:] in out  # answered the record it found, at max_wait
+    assert waited >= 1.4 and len(rm.delayed_fetch) == 0
 
 
 def test_a_partition_read_on_from_its_quiet_answer_starts_where_the_answer_said(
@@ -424,3 +450,32 @@ def test_a_partition_dropped_while_the_fetch_yields_is_read_as_it_is_now() -> No
         turns, ours = b.run(stepped())
         assert turns == 1
         assert ours == b.run(answer(b, data, 16, False))
+
+
+
+@settings(max_examples=80, deadline=None)
+@given(wait=st.integers(0, 600_000), min_bytes=st.integers(-1, 1 << 20),
+       max_bytes=st.integers(-5, (1 << 31) - 1), isolation=st.integers(0, 1),
+       rack=st.sampled_from([None, "", "r1", "r2"]), version=st.sampled_from([4, 10, 11, 16]),
+       listener=st.sampled_from(["PLAINTEXT", "INTERNAL"]), limit=st.integers(1, 60 << 20))
+def test_the_kept_params_are_the_ones_fetch_params_makes(
+        broker: EmbeddedBroker, wait: int, min_bytes: int, max_bytes: int, isolation: int,
+        rack: str | None, version: int, listener: str, limit: int) -> None:
+    """``sessionless_params`` hands back one FetchParams per set of fields: equal to what
+    ``fetch_params`` makes of the request, whatever was kept before for other fields, with
+    ``fetch.max.bytes`` as it is now."""
+    values = broker.broker.config.values
+    saved = values["fetch.max.bytes"]
+    header, _ = decode_request(frame(version, {0: (0, -1)}, topic_id(broker)))
+    ctx = RequestContext(header, broker.broker, "127.0.0.1", 1, listener_name=listener)
+    request = SessionlessFetch(version, wait, min_bytes, max_bytes, isolation, [], rack)
+    try:
+        kept = fetch.sessionless_params(ctx, request)
+        assert kept == fetch.fetch_params(ctx, request)
+        assert fetch.sessionless_params(ctx, SessionlessFetch(
+            version, wait, min_bytes, max_bytes, isolation, [], rack)) is kept
+        values["fetch.max.bytes"] = limit  # a dynamic change is seen by the next Fetch
+        assert fetch.sessionless_params(ctx, request) == fetch.fetch_params(ctx, request)
+    finally:
+        values["fetch.max.bytes"] = saved
+    assert len(fetch._PARAMS) <= fetch._PARAMS_MAX

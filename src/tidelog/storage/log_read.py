@@ -160,7 +160,13 @@ def _aborted_txns(segments: LogSegments, seg: LogSegment, start: int, leo: int) 
     to the segment after ``seg``, searched from the floor segment of ``start`` on through
     every later segment until one entry's last stable offset reaches that bound. An aborted
     transaction is indexed in the segment its abort marker went to, which may be a later
-    one than its records' (a transaction that rolled the log)."""
+    one than its records' (a transaction that rolled the log). A read in the active segment
+    (a consumer's) has no later segment to search: that segment's entries alone, and none
+    without asking the sorted segments when its index has none."""
+    if seg is segments.last_segment and seg.base_offset <= start:  # its own floor
+        if seg.txn_index.is_empty:
+            return []
+        return collect_aborted_txns((seg,), start, leo).aborted_transactions
     nxt = segments.higher_segment(seg.base_offset)
     upper = nxt.base_offset if nxt is not None else leo
     first = segments.floor_segment(start) or seg

@@ -335,14 +335,16 @@ class Partition:
         records), kept in ``quiet`` with the log's state stamp under which it was read; None
         when that does not hold here: not the leader, a transaction open (the LSO below the
         HW), the log closed."""
-        if not self.is_leader:
+        if self.leader_id != self.local_broker_id:  # (``is_leader`` inline)
             return None
         lg = self.log
         lock = lg.lock
         lock.acquire()  # the stamp and what it covers read together (no context manager:
         try:  # this runs for each partition that moved, in every Fetch that names it)
             hw = lg.high_watermark
-            if lg.closed or lg.last_stable_offset != hw:
+            ps = lg.producer_state  # no transaction undecided or unreplicated: the LSO is
+            if lg.closed or ((ps.ongoing_txns or ps.unreplicated_txns)  # the HW, unasked
+                             and lg.last_stable_offset != hw):
                 return None
             start = lg.log_start_offset
             at = lg.high_watermark_metadata

@@ -148,13 +148,36 @@ def _shape(
     return list(topics.items())
 
 
+_PARAMS: dict[tuple[object, ...], FetchParams] = {}  # ``sessionless_params``' (bounded)
+_PARAMS_MAX = 256
+
+
+def sessionless_params(ctx: RequestContext, request: SessionlessFetch) -> FetchParams:
+    """``fetch_params`` of a consumer's sessionless Fetch, the same (frozen) object for the
+    same fields and listener: a consumer sends the same ones in every Fetch, and making
+    FetchParams (a frozen dataclass: ``object.__setattr__`` per field) cost more than the
+    lookup."""
+    budget = min(max(0, request.max_bytes), int(ctx.broker.config.values["fetch.max.bytes"]))
+    client = ctx.api_version >= 11  # (KIP-392: the consumer's rack and listener)
+    key = (request.max_wait, request.min_bytes, budget, request.isolation_level, client,
+           request.rack_id if client else None, ctx.listener_name if client else None)
+    params = _PARAMS.get(key)
+    if params is None:
+        if len(_PARAMS) >= _PARAMS_MAX:
+            _PARAMS.clear()
+        params = _PARAMS[key] = fetch_params(ctx, request)
+    return params
+
+
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    params = fetch_params(ctx, request)
+    if isinstance(request, SessionlessFetch):
+        params = sessionless_params(ctx, request)
+        if not (params.client_metadata is not None
+                and ctx.broker.config.values["replica.selector.class"]):
+            return await _handle_sessionless(ctx, request, params)
+    else:
+        params = fetch_params(ctx, request)
     follower = params.replica_id >= 0
-    if isinstance(request, SessionlessFetch) and not (
-            params.client_metadata is not None
-            and ctx.broker.config.values["replica.selector.class"]):
-        return await _handle_sessionless(ctx, request, params)
     sessions = ctx.broker.fetch_sessions
     plan = sessions.plan(request, ctx.api_version, _resolver(ctx), privileged=follower)
     if plan.error:
