@@ -268,3 +268,48 @@ def test_the_persister_asks_for_the_state_topic_only_while_it_is_unknown() -> No
                                                 acknowledge_types=(1,)),)),)),))
                 assert acked.responses[0].partitions[0].error_code == ErrorCode.NONE
         assert len(asked) <= 1  # the read and the writes after found the topic known
+
+
+def _acquired(resp: Any) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count) for t in resp.responses
+            for part in t.partitions for a in part.acquired_records]
+
+
+def test_a_session_closed_while_its_share_fetch_waits_acquires_nothing() -> None:
+    """A ShareFetch waits for records; a final ShareAcknowledge (epoch -1) sent after it on the
+    same connection closes the session meanwhile. A record produced then is not acquired for
+    the closed session (Kafka reads that acknowledgement only after the fetch's answer, whose
+    records the close gives back): the member's next session gets it at delivery count 1."""
+    import select
+
+    with EmbeddedBroker({"offsets.topic.num.partitions": 1}) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        admin.create_topics([NewTopic("closing", 1, 1)])["closing"].result(10)
+        topic_id = b.broker.replica_manager.topic("closing").topic_id
+        share = b.broker.group_coordinator.share
+        with Wire(b) as w:
+            hb: Any = w.call(76, 1, group_id="sg-close", member_id="m", member_epoch=0,
+                             rack_id=None, subscribed_topic_names=("closing",))
+            assert hb.error_code == ErrorCode.NONE
+            opened: Any = w.call(78, 1, body=share_fetch_body("sg-close", "m", 0, topic_id,
+                                                              1 << 20))
+            assert opened.error_code == ErrorCode.NONE and _acquired(opened) == []
+            w.send(78, 1, body=share_fetch_body("sg-close", "m", 1, topic_id, 1 << 20, 8000))
+            w.send(79, 1, group_id="sg-close", member_id="m", share_session_epoch=-1,
+                   topics=())
+            deadline = time.monotonic() + 10
+            while ("sg-close", "m") in share.sessions and time.monotonic() < deadline:
+                time.sleep(0.01)  # polling the broker's decision, not waiting for time
+            assert ("sg-close", "m") not in share.sessions
+            # the fault took effect: the session ended while the fetch had not answered
+            assert select.select([w.sock], [], [], 0)[0] == []
+            p = Producer({"bootstrap.servers": b.bootstrap_servers})
+            p.produce("closing", b"after-close", partition=0)
+            assert p.flush(10) == 0
+            waited: Any = w.recv(78, 1)
+            closed: Any = w.recv(79, 1)
+            assert (waited.error_code, closed.error_code) == (ErrorCode.NONE, ErrorCode.NONE)
+            assert _acquired(waited) == []
+            again: Any = w.call(78, 1, body=share_fetch_body("sg-close", "m", 0, topic_id,
+                                                             1 << 20, 5000))
+            assert _acquired(again) == [(0, 0, 1)]

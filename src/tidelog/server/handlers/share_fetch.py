@@ -15,7 +15,11 @@ from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make, nested
 from tidelog.server.cluster.partition import Partition
-from tidelog.server.coordinator.group.share.coordinator import FINAL_EPOCH, ShareGroupCoordinator
+from tidelog.server.coordinator.group.share.coordinator import (
+    FINAL_EPOCH,
+    ShareGroupCoordinator,
+    ShareSession,
+)
 from tidelog.server.coordinator.group.share.fetcher import Fetched, fetch_partition
 from tidelog.server.errors import ApiError
 from tidelog.util.topic_partition import TopicPartition
@@ -116,14 +120,19 @@ async def _prepare(ctx: RequestContext, share: ShareGroupCoordinator, group_id: 
     return out
 
 
+def _open(share: ShareGroupCoordinator, request: Any, session: ShareSession) -> bool:
+    """The fetch's share session still the member's: not closed while the fetch waited."""
+    return share.sessions.get((request.group_id or "", request.member_id or "")) is session
+
+
 async def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request: Any,
-                     slots: set[Slot], names: dict[uuid.UUID, str],
+                     session: ShareSession, names: dict[uuid.UUID, str],
                      deadline: float, failed: set[Slot]) -> dict[Slot, Fetched]:
     room = int(request.max_records) if int(request.max_records) > 0 else 500
     budget = int(request.max_bytes)
     out: dict[Slot, Fetched] = {}
     wanted: dict[Slot, TopicPartition] = {}
-    for slot in sorted(slots, key=lambda s: (str(s[0]), s[1])):
+    for slot in sorted(session.partitions, key=lambda s: (str(s[0]), s[1])):
         name = names.get(slot[0])
         if name is None:
             out[slot] = Fetched(ErrorCode.UNKNOWN_TOPIC_ID)
@@ -132,6 +141,8 @@ async def _fetch_all(ctx: RequestContext, share: ShareGroupCoordinator, request:
         elif budget > 0:  # unlike Fetch, no first batch regardless of max_bytes (Kafka)
             wanted[slot] = TopicPartition(name, slot[1])
     prepared = await _prepare(ctx, share, request.group_id, wanted, deadline, failed)
+    if not _open(share, request, session):
+        return out  # closed while the loads were waited for: nothing acquired for it
     for slot, tp in wanted.items():
         err, leader = prepared[slot]
         if err != ErrorCode.NONE or leader is None:
@@ -198,8 +209,12 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     deadline = time.monotonic() + _wait_ms(request.max_wait) / 1000
     failed: set[Slot] = set()  # share-partitions whose state could not be read
     while True:
-        fetched = await _fetch_all(ctx, share, request, set(session.partitions), names,
-                                   deadline, failed)
+        if not _open(share, request, session):
+            # closed while this fetch waited (a final ShareAcknowledge read after it on this
+            # connection, the member gone): nothing is acquired for a session that ended,
+            # as Kafka, which reads a connection's next request only after this answer
+            return _response(ctx, share, group_id, ErrorCode.NONE, {}, acks)
+        fetched = await _fetch_all(ctx, share, request, session, names, deadline, failed)
         done = failed or time.monotonic() >= deadline
         if done or any(f.acquired for f in fetched.values()):
             return _response(ctx, share, group_id, ErrorCode.NONE, fetched, acks)
