@@ -9,7 +9,7 @@ linger.ms=0, 100 B values spread over the partitions) at the rate, paced, for --
 acknowledgement) of the measured part; each value carries its send time (CLOCK_MONOTONIC,
 shared by the processes), the consumer the time it got it. Printed: p50/p99/p99.9/max of
 each, median [min .. max] over --runs, the broker's CPU time per record sent (user + system
-of its process over the run, consumer included), how long its main thread (the event loop's)
+of its process over the run, consumer included, the topic's creation not), how long its main thread (the event loop's)
 sat runnable waiting for a core per record sent (Linux schedstat: the scheduler's share of
 the tail), the consumer's Fetch requests per second and records per Fetch while it got the
 measured records (librdkafka's own count, its statistics: a broker that answers a Fetch
@@ -173,8 +173,8 @@ def quantiles(lat: list[float]) -> dict[str, float]:
     return {"p50": q(0.5), "p99": q(0.99), "p99.9": q(0.999), "max": lat[-1]}
 
 
-def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
-        consume: bool = True, client: dict[str, str] | None = None, create: bool = True,
+def one(bootstrap: str, topic: str, rate: float, parts: int, seconds: float, warmup: float,
+        consume: bool = True, client: dict[str, str] | None = None,
         spin: bool = False, load: str = "paced", perf: str = "rdkafka_performance"
         ) -> tuple[dict[str, float], dict[str, float], int, int, tuple[float, float]]:
     """One run: (produce->ack quantiles, produce->consume quantiles, failed records, records
@@ -183,9 +183,6 @@ def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
     paces as rdkafka_performance's ``-r`` does (poll in a loop until the next record is due,
     keeping a core busy) instead of sleeping; ``load`` "rdkperf" produces with librdkafka's
     rdkafka_performance (the binary ``perf``) instead, and then nothing consumes."""
-    topic = f"tail-{time.monotonic_ns()}"
-    if create:
-        _create(bootstrap, topic, parts)
     if load == "rdkperf":
         lat, failed, sent = rdkafka_load.performance_latencies(
             perf, bootstrap, topic, int(rate), seconds, warmup, parts)
@@ -243,11 +240,14 @@ def measure(name: str, factory: Factory, rate: int, parts: int, args: argparse.N
     quantiles, failed, broker CPU us/record, loop queued us/record, fetching), load avg."""
     floor = name == BASELINE
     with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
+        topic = f"tail-{time.monotonic_ns()}"
+        if not floor:  # (the baseline has every topic) created outside the CPU measured
+            _create(bootstrap, topic, parts)
         loadavg = os.getloadavg()[0]
         before, queued_before = native.cpu_seconds(pid), queued_seconds(pid)
         ack, consumed, failed, sent, fetch_rate = one(
-            bootstrap, rate, parts, args.seconds, args.warmup,
-            not args.no_consume and not floor, client, create=not floor,
+            bootstrap, topic, rate, parts, args.seconds, args.warmup,
+            not args.no_consume and not floor, client,
             spin=args.pacing == "spin", load=load, perf=args.rdkafka_performance)
         cpu = (native.cpu_seconds(pid) - before) / sent * 1e6
         queued = (queued_seconds(pid) - queued_before) / sent * 1e6
