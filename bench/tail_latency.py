@@ -9,9 +9,9 @@ linger.ms=0, 100 B values spread over the partitions) at the rate, paced, for --
 acknowledgement) of the measured part; each value carries its send time (CLOCK_MONOTONIC,
 shared by the processes), the consumer the time it got it. Printed: p50/p99/p99.9/max of
 each, median [min .. max] over --runs, the broker's CPU time per record sent (user + system
-of its process over the run, consumer included, the topic's creation not), how long its main thread (the event loop's)
-sat runnable waiting for a core per record sent (Linux schedstat: the scheduler's share of
-the tail), the consumer's Fetch requests per second and records per Fetch while it got the
+of its process over the run, consumer included, the topic's creation not), how long its main
+thread (the event loop's) sat runnable waiting for a core per record sent (Linux schedstat:
+the scheduler's share of the tail), the consumer's Fetch requests per second and records per Fetch while it got the
 measured records (librdkafka's own count, its statistics: a broker that answers a Fetch
 sooner gets more of them, each with fewer records) and the load average. ``--pacing spin``
 paces as rdkafka_performance's ``-r`` does: poll until the next record is due, a second busy
@@ -19,7 +19,8 @@ process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
         [--scenarios 5000x1,20000x1,5000x1000] [--brokers tidelog,loop,tansu,baseline]
-        [--loads paced,rdkperf] [--beside quiet,busy] [--pacing sleep|spin] [--client socket.nagle.disable=true] [--other-src DIR]
+        [--loads paced,rdkperf] [--beside quiet,busy] [--pacing sleep|spin]
+        [--client socket.nagle.disable=true] [--other-src DIR] [--rdkafka-performance PATH]
 
 Goal 4's form (issue 43): ``--brokers tidelog,baseline --no-consume --loads paced,rdkperf
 --beside quiet,busy --scenarios 5000x1,5000x1000``. Each round runs every broker once, fresh,
@@ -179,8 +180,8 @@ def one(bootstrap: str, topic: str, rate: float, parts: int, seconds: float, war
         ) -> tuple[dict[str, float], dict[str, float], int, int, tuple[float, float]]:
     """One run: (produce->ack quantiles, produce->consume quantiles, failed records, records
     sent, (the consumer's Fetch requests per second, records per Fetch) while it got the
-    measured records, by librdkafka's own count); ``client`` adds librdkafka settings to the producer and the consumer; ``spin``
-    paces as rdkafka_performance's ``-r`` does (poll in a loop until the next record is due,
+    measured records, by librdkafka's own count); ``client`` adds librdkafka settings to the
+    producer and the consumer; ``spin`` paces as rdkafka_performance's ``-r`` does (poll in a loop until the next record is due,
     keeping a core busy) instead of sleeping; ``load`` "rdkperf" produces with librdkafka's
     rdkafka_performance (the binary ``perf``) instead, and then nothing consumes."""
     if load == "rdkperf":
