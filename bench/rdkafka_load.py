@@ -32,6 +32,7 @@ from __future__ import annotations
 import ctypes
 import glob
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -262,3 +263,41 @@ def _stderr_lines(into: list[str]) -> Iterator[None]:
             os.close(saved)
             f.seek(0)
             into.extend(f.read().decode(errors="replace").splitlines())
+
+
+def performance_latencies(binary: str, bootstrap: str, topic: str, rate: int,
+                          seconds: float, warmup: float, partitions: int, size: int = 100
+                          ) -> tuple[list[float], int, int]:
+    """librdkafka's own load generator as goal 4 names it: ``rdkafka_performance -P -r rate
+    -a -1 -l`` (idempotence, linger.ms 0, ``size``-byte values; one partition: ``-p 0``,
+    more: librdkafka's partitioner spreads the records), ``rate * (warmup + seconds)``
+    records. Its ``-r`` polls in a loop until the next record is due (a busy core). Returns
+    (its per-record produce->delivery latencies in ms, in delivery order, without the
+    first ``rate * warmup``; records that failed; records sent)."""
+    skip, n = int(rate * warmup), int(rate * (warmup + seconds))
+    with tempfile.TemporaryDirectory(prefix="rdkperf-") as d:
+        path = os.path.join(d, "latency")
+        cmd = [binary, "-P", "-t", topic, "-b", bootstrap, "-s", str(size), "-c", str(n),
+               "-r", str(rate), "-a", "-1", "-l", "-A", path, "-u",
+               "-X", "enable.idempotence=true", "-X", "linger.ms=0"]
+        if partitions == 1:
+            cmd += ["-p", "0"]
+        done = subprocess.run(cmd, capture_output=True, text=True,
+                              timeout=warmup + seconds + 120)
+        if done.returncode != 0:
+            raise RuntimeError(f"rdkafka_performance failed: {done.stderr[-2000:]}")
+        with open(path) as f:
+            lat = [int(x) / 1000 for x in f.read().split()]
+    return lat[skip:], _table_column(done.stdout, "dr_err") + n - len(lat), n
+
+
+def _table_column(out: str, name: str) -> int:
+    """The last row's ``name`` column of rdkafka_performance's ``-u`` table (0 if none)."""
+    col, value = -1, 0
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if name in cells:
+            col = cells.index(name)
+        elif 0 <= col < len(cells) and cells[col].isdigit():
+            value = int(cells[col])
+    return value

@@ -9,9 +9,9 @@ linger.ms=0, 100 B values spread over the partitions) at the rate, paced, for --
 acknowledgement) of the measured part; each value carries its send time (CLOCK_MONOTONIC,
 shared by the processes), the consumer the time it got it. Printed: p50/p99/p99.9/max of
 each, median [min .. max] over --runs, the broker's CPU time per record sent (user + system
-of its process over the run, consumer included), how long its main thread (the event loop's)
-sat runnable waiting for a core per record sent (Linux schedstat: the scheduler's share of
-the tail), the consumer's Fetch requests per second and records per Fetch while it got the
+of its process over the run, consumer included, the topic's creation not), how long its main
+thread (the event loop's) sat runnable waiting for a core per record sent (Linux schedstat:
+the scheduler's share of the tail), the consumer's Fetch requests per second and records per Fetch while it got the
 measured records (librdkafka's own count, its statistics: a broker that answers a Fetch
 sooner gets more of them, each with fewer records) and the load average. ``--pacing spin``
 paces as rdkafka_performance's ``-r`` does: poll until the next record is due, a second busy
@@ -19,7 +19,20 @@ process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
         [--scenarios 5000x1,20000x1,5000x1000] [--brokers tidelog,loop,tansu,baseline]
-        [--pacing sleep|spin] [--client socket.nagle.disable=true] [--other-src DIR]
+        [--loads paced,rdkperf] [--beside quiet,busy] [--pacing sleep|spin]
+        [--client socket.nagle.disable=true] [--other-src DIR] [--rdkafka-performance PATH]
+
+Goal 4's form (issue 43): ``--brokers tidelog,baseline --no-consume --loads paced,rdkperf
+--beside quiet,busy --scenarios 5000x1,5000x1000``. Each round runs every broker once, fresh,
+with the same warm-up, in an order rotated round by round (ABBA for two brokers), so no
+broker always runs first or last in a sitting whose load drifts. ``--loads``: ``paced``, the
+confluent-kafka producer above; ``rdkperf``, librdkafka's own ``rdkafka_performance -P -r
+RATE -a -1 -l`` (``--rdkafka-performance``, built from librdkafka's examples/), idempotence,
+linger 0, its per-record delivery latencies with the warm-up's records dropped.
+``--beside busy`` starts a CPU-bound process (a Python busy loop) before each broker's run
+and stops it after. Printed per case: each broker's figures as median [min .. max] over the
+rounds, then each tidelog's p99 and p99.9 over the baseline's of the same round, and in how
+many rounds that ratio is <= 2.
 
 ``other`` is a second tidelog source tree (``--other-src DIR``, put on PYTHONPATH): the
 build before a change, alternated with the current one in the same sitting.
@@ -38,12 +51,13 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker as broker_bench
+import rdkafka_load
 from baseline import baseline_broker
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -160,18 +174,20 @@ def quantiles(lat: list[float]) -> dict[str, float]:
     return {"p50": q(0.5), "p99": q(0.99), "p99.9": q(0.999), "max": lat[-1]}
 
 
-def one(bootstrap: str, rate: float, parts: int, seconds: float, warmup: float,
-        consume: bool = True, client: dict[str, str] | None = None, create: bool = True,
-        spin: bool = False
+def one(bootstrap: str, topic: str, rate: float, parts: int, seconds: float, warmup: float,
+        consume: bool = True, client: dict[str, str] | None = None,
+        spin: bool = False, load: str = "paced", perf: str = "rdkafka_performance"
         ) -> tuple[dict[str, float], dict[str, float], int, int, tuple[float, float]]:
     """One run: (produce->ack quantiles, produce->consume quantiles, failed records, records
     sent, (the consumer's Fetch requests per second, records per Fetch) while it got the
-    measured records, by librdkafka's own count); ``client`` adds librdkafka settings to the producer and the consumer; ``spin``
-    paces as rdkafka_performance's ``-r`` does (poll in a loop until the next record is due,
-    keeping a core busy) instead of sleeping."""
-    topic = f"tail-{time.monotonic_ns()}"
-    if create:
-        _create(bootstrap, topic, parts)
+    measured records, by librdkafka's own count); ``client`` adds librdkafka settings to the
+    producer and the consumer; ``spin`` paces as rdkafka_performance's ``-r`` does (poll in a loop until the next record is due,
+    keeping a core busy) instead of sleeping; ``load`` "rdkperf" produces with librdkafka's
+    rdkafka_performance (the binary ``perf``) instead, and then nothing consumes."""
+    if load == "rdkperf":
+        lat, failed, sent = rdkafka_load.performance_latencies(
+            perf, bootstrap, topic, int(rate), seconds, warmup, parts)
+        return quantiles(lat), quantiles([]), failed, sent, (0.0, 0.0)
     settings = json.dumps(client or {})
     consumer = subprocess.Popen(
         [sys.executable, "-c", CONSUME if consume else "print('ready', flush=True)",
@@ -216,13 +232,123 @@ def fmt(values: list[float]) -> str:
     return f"{statistics.median(values):7.2f} [{min(values):.2f} .. {max(values):.2f}]"
 
 
+Result = tuple[dict[str, float], dict[str, float], int, float, float, tuple[float, float]]
+
+
+def measure(name: str, factory: Factory, rate: int, parts: int, args: argparse.Namespace,
+            load: str, client: dict[str, str]) -> tuple[Result, float]:
+    """One broker, fresh, under one load: (produce->ack quantiles, produce->consume
+    quantiles, failed, broker CPU us/record, loop queued us/record, fetching), load avg."""
+    floor = name == BASELINE
+    with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
+        topic = f"tail-{time.monotonic_ns()}"
+        if not floor:  # (the baseline has every topic) created outside the CPU measured
+            _create(bootstrap, topic, parts)
+        loadavg = os.getloadavg()[0]
+        before, queued_before = native.cpu_seconds(pid), queued_seconds(pid)
+        ack, consumed, failed, sent, fetch_rate = one(
+            bootstrap, topic, rate, parts, args.seconds, args.warmup,
+            not args.no_consume and not floor, client,
+            spin=args.pacing == "spin", load=load, perf=args.rdkafka_performance)
+        cpu = (native.cpu_seconds(pid) - before) / sent * 1e6
+        queued = (queued_seconds(pid) - queued_before) / sent * 1e6
+    return (ack, consumed, failed, cpu, queued, fetch_rate), loadavg
+
+
+@contextmanager
+def second_process(on: bool) -> Iterator[None]:
+    """Goal 4's "second CPU-bound process on the machine": a Python busy loop, started
+    before the broker's run and stopped after it (nothing when ``on`` is false)."""
+    if not on:
+        yield
+        return
+    busy = subprocess.Popen([sys.executable, "-c", "while 1: pass"])
+    try:
+        yield
+    finally:
+        busy.kill()
+        busy.wait()
+
+
 def main() -> None:
+    args = _parse()
+    chosen = brokers(args.brokers.split(","), args.other_src)
+    client = dict(kv.split("=", 1) for kv in args.client)
+    scenarios = [tuple(int(x) for x in s.split("x")) for s in args.scenarios.split(",")]
+    for rate, parts in scenarios:
+        for load in args.loads.split(","):
+            for beside in args.beside.split(","):
+                rounds: list[dict[str, Result]] = []
+                loads: list[float] = []
+                for r in range(args.runs):
+                    # rotated each round (ABBA for two): no broker always runs first
+                    order = chosen[r % len(chosen):] + chosen[:r % len(chosen)]
+                    got: dict[str, Result] = {}
+                    for name, factory in order:
+                        with second_process(beside == "busy"):
+                            got[name], avg = measure(name, factory, rate, parts, args,
+                                                     load, client)
+                        loads.append(avg)
+                    rounds.append(got)
+                loads.append(os.getloadavg()[0])
+                print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent "
+                      f"acks=all linger 0{''.join(f', {k}={v}' for k, v in client.items())}"
+                      f", load generator {_LOADS[load]}, "
+                      f"{'beside one CPU-bound process' if beside == 'busy' else 'quiet'}, "
+                      f"{args.seconds:.0f} s after {args.warmup:.0f} s warm-up, {args.runs} "
+                      f"rounds (brokers rotated); load average {fmt(loads).strip()}; ms, "
+                      f"median [min .. max]")
+                _print_rounds(rounds, [n for n, _ in chosen])
+                sys.stdout.flush()
+
+
+_LOADS = {"paced": "confluent-kafka paced", "rdkperf": "rdkafka_performance -r"}
+
+
+def _print_rounds(rounds: list[dict[str, Result]], names: list[str]) -> None:
+    for name in names:
+        runs = [r[name] for r in rounds]
+        failed = sum(r[2] for r in runs)
+        for label, idx in (("produce->ack", 0), ("produce->consume", 1)):
+            if idx == 1 and not any(r[1]["max"] for r in runs):
+                continue  # not consumed
+            cells = "  ".join(f"{k} {fmt([r[idx][k] for r in runs])}"  # type: ignore[index]
+                              for k in ("p50", "p99", "p99.9", "max"))
+            print(f"  {name:<24} {label:<17} {cells}" + (
+                f"  broker CPU/record {fmt([r[3] for r in runs]).strip()} us, loop "
+                f"queued/record {fmt([r[4] for r in runs]).strip()} us" if idx == 0 else "")
+                + (f"  ({failed} failed)" if failed and idx == 0 else "")
+                + (_fetch_cells([r[5] for r in runs]) if idx == 1 else ""))
+    if BASELINE not in names:
+        return
+    for name in names:
+        if name == BASELINE:
+            continue
+        cells = []
+        for k in ("p99", "p99.9"):
+            ratios = [r[name][0][k] / max(r[BASELINE][0][k], 1e-3) for r in rounds]
+            within = sum(x <= 2 for x in ratios)
+            cells.append(f"{k} {fmt(ratios)} ({within}/{len(ratios)} rounds <= 2x)")
+        print(f"  {name:<24} produce->ack / {BASELINE} per round: " + "  ".join(cells))
+
+
+def _parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=3, help="rounds; each runs every broker once")
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--warmup", type=float, default=10)
     ap.add_argument("--scenarios", default="5000x1,20000x1,5000x1000")
     ap.add_argument("--brokers", default="writer,loop,tansu")
+    ap.add_argument("--loads", default="paced",
+                    help="paced (confluent-kafka, --pacing), rdkperf (rdkafka_performance "
+                         "-P -r RATE -a -1 -l, idempotence, linger 0): comma-separated")
+    ap.add_argument("--beside", default="quiet",
+                    help="quiet, busy (a CPU-bound process started and stopped with each "
+                         "broker's run): comma-separated")
+    ap.add_argument("--rdkafka-performance",
+                    default=os.environ.get("RDKAFKA_PERFORMANCE", "rdkafka_performance"),
+                    help="librdkafka's examples/rdkafka_performance (default "
+                         "$RDKAFKA_PERFORMANCE, else on PATH)")
     ap.add_argument("--no-consume", action="store_true",
                     help="produce->ack only (no consumer loading the broker)")
     ap.add_argument("--pacing", choices=("sleep", "spin"), default="sleep",
@@ -233,50 +359,7 @@ def main() -> None:
     ap.add_argument("--client", action="append", default=[], metavar="KEY=VALUE",
                     help="a librdkafka setting for the producer and the consumer "
                          "(e.g. socket.nagle.disable=true); repeatable")
-    args = ap.parse_args()
-    chosen = brokers(args.brokers.split(","), args.other_src)
-    client = dict(kv.split("=", 1) for kv in args.client)
-    scenarios = [tuple(int(x) for x in s.split("x")) for s in args.scenarios.split(",")]
-    for rate, parts in scenarios:
-        loads: list[float] = []
-        got: dict[str, list[tuple[dict[str, float], dict[str, float], int]]] = {}
-        cpu: dict[str, list[float]] = {}
-        queued: dict[str, list[float]] = {}
-        fetching: dict[str, list[tuple[float, float]]] = {}
-        for _ in range(args.runs):
-            for name, factory in chosen:
-                floor = name == BASELINE
-                with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
-                    loads.append(os.getloadavg()[0])
-                    before, queued_before = native.cpu_seconds(pid), queued_seconds(pid)
-                    ack, consumed, failed, sent, fetch_rate = one(
-                        bootstrap, rate, parts, args.seconds, args.warmup,
-                        not args.no_consume and not floor, client, create=not floor,
-                        spin=args.pacing == "spin")
-                    cpu.setdefault(name, []).append((native.cpu_seconds(pid) - before) / sent * 1e6)
-                    queued.setdefault(name, []).append(
-                        (queued_seconds(pid) - queued_before) / sent * 1e6)
-                    got.setdefault(name, []).append((ack, consumed, failed))
-                    fetching.setdefault(name, []).append(fetch_rate)
-        loads.append(os.getloadavg()[0])
-        print(f"{rate:,} records/s of 100 B over {parts} partition(s), idempotent acks=all "
-              f"linger 0{''.join(f', {k}={v}' for k, v in client.items())}, "
-              f"{args.pacing} pacing, "
-              f"{args.seconds:.0f} s after {args.warmup:.0f} s warm-up, {args.runs} runs; "
-              f"load average {fmt(loads).strip()}; ms, median [min .. max]")
-        for name, runs in got.items():
-            failed = sum(f for _, _, f in runs)
-            for label, idx in (("produce->ack", 0), ("produce->consume", 1)):
-                if idx == 1 and not any(r[1]["max"] for r in runs):
-                    continue  # not consumed
-                cells = "  ".join(
-                    f"{k} {fmt([r[idx][k] for r in runs])}"
-                    for k in ("p50", "p99", "p99.9", "max"))
-                print(f"  {name:<24} {label:<17} {cells}" + (
-                    f"  broker CPU/record {fmt(cpu[name]).strip()} us, loop queued/record "
-                    f"{fmt(queued[name]).strip()} us" if idx == 0 else "")
-                    + (f"  ({failed} failed)" if failed and idx == 0 else "")
-                    + (_fetch_cells(fetching[name]) if idx == 1 else ""))
+    return ap.parse_args()
 
 
 def _fetch_cells(rates: list[tuple[float, float]]) -> str:
