@@ -10,13 +10,6 @@ a full collection of those took 28 ms idle and 50 to 58 ms under a produce load,
 and then held still for a check; when some were dropped it unfreezes first, so their cycles
 are collected rather than kept for ever. A full collection then walks only what serving made
 since the last freeze.
-
-When partitions were only added, the freeze follows a collection of the young generations
-only (as the start-up freeze follows none): the full collection before it walked the whole
-unfrozen heap, 28 ms idle and 166 ms at load 15 with 1,000 partitions just hosted, on the loop
-5 to 10 s after a topic's creation, and found nothing to free (the young generations' walk,
-7 ms at that load). A cycle of garbage already old then stays frozen until partitions are
-dropped here.
 """
 
 from __future__ import annotations
@@ -66,9 +59,7 @@ class HeapFreezer:
         started = time.perf_counter()
         if now[1] != self._frozen_at[1]:
             gc.unfreeze()  # the dropped partitions' cycles become collectable again
-            gc.collect()
-        else:  # grown only: the young generations, not a full walk of the heap
-            gc.collect(1)
+        gc.collect()
         gc.freeze()
         self._frozen_at = now
         log.debug("froze the heap after hosting changes (%d objects frozen, %.1f ms)",
