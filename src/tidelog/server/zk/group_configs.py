@@ -93,9 +93,7 @@ class ZkGroupConfigStore(ZkConfigFollower, GroupConfigStore):
             except ApiError as exc:
                 log.error("not moving group config of %r: %s", group_id, exc)
         if new:
-            self.zk.set_or_create_entity_configs(GROUP_CONFIG_TYPE, name, {**there, **new},
-                                                 notify=False)
-            self.zk.create_config_change_notification(f"{GROUP_CONFIG_TYPE}/{name}")
+            self._write(name, {**there, **new})
         return len(new)
 
     def load(self) -> None:
