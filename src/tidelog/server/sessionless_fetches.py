@@ -99,30 +99,23 @@ class SessionlessFetches(ReplicaFetches):
         releases the records read (``sendfile.close_chunks``)."""
         r = _FetchRequest(params, _no_precheck, None, "")
         read, total, error = await self._read_sessionless(r, topics, version)
-        if not (r.remote or total >= params.min_bytes or error or not topics
-                or params.max_wait_ms <= 0):
-            read = await self._park(r, topics, version, read)
-        if r.remote:
-            await self._fetch_remote(r)
-        return read
-
-    async def _park(self, r: _FetchRequest, topics: list[SessionlessTopic], version: int,
-                    read: list[TopicRead]) -> list[TopicRead]:
-        """Short of ``min_bytes``: wait in the purgatory and read again until satisfied, an
-        error, a remote read, or ``max_wait_ms`` from now (Kafka's DelayedFetch, made after
-        the first read)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + r.params.max_wait_ms / 1000
-        while True:
+        deadline = None  # Kafka's DelayedFetch: made after the first read, when it parks
+        while topics and not (r.remote or total >= params.min_bytes or error):
+            loop = asyncio.get_running_loop()
+            if deadline is None:
+                deadline = loop.time() + params.max_wait_ms / 1000
             remaining = int((deadline - loop.time()) * 1000)
             if remaining <= 0:
-                return read
+                break
             release(read)  # parked: what it held is read again when woken
             fired = await self.delayed_fetch.wait_topics(
                 [(t.name, waited_partitions(t.columns)) for t in topics], remaining)
             read, total, error = await self._read_sessionless(r, topics, version)
-            if not fired or r.remote or total >= r.params.min_bytes or error:
-                return read  # (not fired: timed out, answered whatever it found)
+            if not fired:  # timed out: answered whatever it found
+                break
+        if r.remote:
+            await self._fetch_remote(r)
+        return read
 
     async def _read_sessionless(self, r: _FetchRequest, topics: list[SessionlessTopic],
                                 version: int) -> tuple[list[TopicRead], int, bool]:
