@@ -140,6 +140,8 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
         # DelayedFetch: woken by HW moves and appends
         self.delayed_fetch = FetchPurgatory()  # (woken before the listeners: ``_notify``)
+        # partitions led here since a LeaderAndIsr whose followers have not all fetched yet
+        self._first_fetch_pending: set[TopicPartition] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -312,6 +314,8 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             self.fetcher_manager.remove_fetcher_for_partitions([partition.topic_partition])
             if partition.make_leader(state):
                 result.new_leaders.append(partition.topic_partition)
+                if partition.remote_replicas:
+                    self._first_fetch_pending.add(partition.topic_partition)
         self._make_followers(followers, topic_ids, result)
         if self.one_broker:
             self.publish_image()
@@ -436,18 +440,28 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             self.delayed_produce.check_and_complete(tp)
         if tp in self.delayed_delete_records.watched:
             self.delayed_delete_records.check_and_complete(tp)
-        fetch = self.delayed_fetch  # (``_notify``: once per append)
-        if tp in fetch.by_partition or tp.topic in fetch.by_topic:  # a call only then
-            fetch.check_and_complete(tp)
-        for fn in self._append_listeners:
-            fn(tp)
+        self._notify(tp)
 
     def _notify(self, tp: TopicPartition) -> None:
         fetch = self.delayed_fetch
-        if tp in fetch.by_partition or tp.topic in fetch.by_topic:
+        if tp in fetch.by_partition or tp.topic in fetch.by_topic:  # a call only then
             fetch.check_and_complete(tp)
+        if tp in self._first_fetch_pending and fetch.by_replica:
+            self._wake_first_fetchers(tp)
         for fn in self._append_listeners:
             fn(tp)
+
+    def _wake_first_fetchers(self, tp: TopicPartition) -> None:
+        """Records on a partition an in-sync follower has not fetched since this broker
+        leads it (a new topic): that follower's parked Fetch, which cannot name it yet, is
+        answered now, so the next one does and the high watermark need not wait out
+        ``replica.fetch.wait.max.ms`` first (Kafka's follower waits)."""
+        partition = self.partitions.get(tp)
+        waiting = partition.followers_not_fetched() if partition is not None else []
+        if not waiting:
+            self._first_fetch_pending.discard(tp)
+        for broker_id in waiting:
+            self.delayed_fetch.wake_replica(broker_id)
 
     def _check_replicated(self, tp: TopicPartition, required_offset: int
                           ) -> tuple[bool, ErrorCode]:
