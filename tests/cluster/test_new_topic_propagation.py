@@ -80,3 +80,25 @@ def test_first_acks_all_produce_to_a_new_topic_does_not_wait_for_the_followers_f
         got = _produce(leader, "fresh", 8000)
         assert int(got.error_code) == ErrorCode.NONE, got  # not REQUEST_TIMED_OUT
         assert int(got.base_offset) == 0
+
+
+def test_a_follower_fetches_a_new_topic_before_its_leader_metadata_has_it(
+    zookeeper_server: ZooKeeperServer, tmp_path: Path
+) -> None:
+    """The leader applies its LeaderAndIsr at once but answers it 3 s late, so its
+    UpdateMetadata comes 3 s after the followers start fetching by the new topic's id: their
+    fetches are served (not UNKNOWN_TOPIC_ID, which would hold them back the 20 s of
+    ``replica.fetch.backoff.ms`` here) and an acks=all produce is acknowledged."""
+    config = {FAULT_PLAN_FILE: str(tmp_path / "faults-{broker.id}.jsonl"),
+              "replica.fetch.backoff.ms": "20000"}  # fmt: skip
+    with EmbeddedCluster(brokers=3, config=config, zookeeper=zookeeper_server) as cluster:
+        FaultPlanFile(tmp_path / "faults-1.jsonl").delay_responses(LEADER_AND_ISR, 3000, times=1)
+        _create(_conn(cluster, 2), "fresh", [1, 2, 3])
+        leader = _conn(cluster, 1)
+        deadline = time.monotonic() + 30
+        while int((got := _produce(leader, "fresh", 8000)).error_code) in (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER):  # fmt: skip
+            assert time.monotonic() < deadline, got
+            time.sleep(0.05)
+        assert int(got.error_code) == ErrorCode.NONE, got  # not REQUEST_TIMED_OUT
+        assert int(got.base_offset) == 0

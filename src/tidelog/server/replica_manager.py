@@ -246,6 +246,11 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             partition.logs_version = version
         return partition
 
+    def hosted_topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic of that id with a partition here (a scan: for ids the
+        metadata image does not know yet)."""
+        return next((tp.topic for tp, p in self.partitions.items() if p.topic_id == topic_id), None)
+
     def partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH, *,
                            require_leader: bool = True) -> Partition:
         """Kafka's getPartitionOrException + validation: not hosted here, the error of

@@ -66,7 +66,7 @@ class PeerMetadata:
                 left = max(deadline - time.monotonic(), 0.001)
                 resp = await conn.request(METADATA_KEY, body, timeout_s=left)
             except (KafkaClientError, OSError, TimeoutError) as e:
-                log.info("Metadata from broker %d failed: %r", broker, e)
+                log.debug("Metadata from broker %d failed: %r", broker, e)
                 await self._conns.drop(broker)
                 return False
             shown = _has_leaders(resp, partitions)
