@@ -38,7 +38,12 @@ from .group_commit import GroupCommit
 from .log_dir_description import LogDirDescription, describe_log_dirs
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
-from .metadata.local_store import LocalMetadataStore, write_partition_metadata
+from .metadata.local_store import (
+    LocalMetadataStore,
+    partition_metadata_missing,
+    write_partition_metadata,
+    write_partition_metadata_later,
+)
 from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
 from .purgatory import FetchPurgatory, ReplicationPurgatory
 from .quiet_table import QuietTable
@@ -343,7 +348,8 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
                 return ErrorCode.KAFKA_STORAGE_ERROR, None
             if topic_id is not None:
                 try:
-                    write_partition_metadata(Path(lg.dir), topic_id)
+                    if partition_metadata_missing(Path(lg.dir), topic_id):
+                        write_partition_metadata_later(self.admin_executor(), Path(lg.dir), topic_id)
                 except MetadataStoreError:
                     return ErrorCode.INCONSISTENT_TOPIC_ID, None
             partition = self.partitions[tp] = self._new_partition(tp, lg, topic_id)
