@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -102,3 +103,22 @@ def test_a_follower_fetches_a_new_topic_before_its_leader_metadata_has_it(
             time.sleep(0.05)
         assert int(got.error_code) == ErrorCode.NONE, got  # not REQUEST_TIMED_OUT
         assert int(got.base_offset) == 0
+
+
+def test_create_topics_does_not_wait_for_a_broker_that_does_not_answer(
+    zookeeper_server: ZooKeeperServer,
+) -> None:
+    """A stopped broker (SIGSTOP: still registered, no answer) holds CreateTopics back at
+    most the peer wait (2 s), well inside the request's 30 s timeout."""
+    with EmbeddedCluster(brokers=3, zookeeper=zookeeper_server) as cluster:
+        stopped = next(b for b in (3, 2) if b != cluster.wait_for_controller())
+        live = [b for b in (1, 2, 3) if b != stopped]
+        creator = _conn(cluster, live[0])
+        cluster.brokers[stopped].signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            _create(creator, "fresh", live)
+            assert time.monotonic() - started < 15  # not the request's 30 s
+            assert _leaders(_conn(cluster, live[1]), "fresh") == (0, {0: live[0]})
+        finally:
+            cluster.brokers[stopped].signal(signal.SIGCONT)

@@ -52,11 +52,19 @@ class PeerMetadata:
         ``topic``, or the ``time.monotonic()`` deadline; the brokers that did not."""
         deadline = min(deadline, time.monotonic() + PEER_WAIT_S)
         peers = [b for b in self.metadata_cache.image.brokers if b != self.broker_id]
-        shown = await asyncio.gather(*(self._shown(b, topic, partitions, deadline) for b in peers))
+        shown = await asyncio.gather(*(self._within(b, topic, partitions, deadline) for b in peers))
         late = [b for b, ok in zip(peers, shown, strict=True) if not ok]
         if late:
             log.info("CreateTopics answered before brokers %s showed the leaders of %s", late, topic)
         return late
+
+    async def _within(self, broker: int, topic: str, partitions: Sequence[int], deadline: float) -> bool:
+        """``_shown`` cut off at the deadline (a connect to an unreachable broker included)."""
+        try:
+            return await asyncio.wait_for(self._shown(broker, topic, partitions, deadline),
+                                          max(deadline - time.monotonic(), 0.0))  # fmt: skip
+        except TimeoutError:
+            return False
 
     async def _shown(self, broker: int, topic: str, partitions: Sequence[int], deadline: float) -> bool:
         body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
