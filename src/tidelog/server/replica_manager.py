@@ -457,7 +457,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         fetch = self.delayed_fetch
         if tp in fetch.by_partition or tp.topic in fetch.by_topic:  # a call only then
             fetch.check_and_complete(tp)
-        if tp in self._first_fetch_pending and fetch.by_replica:
+        if tp in self._first_fetch_pending:  # (a dropped partition leaves it here)
             self._wake_first_fetchers(tp)
         for fn in self._append_listeners:
             fn(tp)
