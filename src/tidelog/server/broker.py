@@ -57,6 +57,7 @@ from .socket_buffers import set_socket_buffers
 if TYPE_CHECKING:
     from .cluster_node import ClusterNode
     from .log_dir_events import LogDirFailureNotifier
+    from .metadata.peer_metadata import PeerMetadata
     from .remote_log_manager import RemoteLogManager
     from .replication.wiring import Replication
     from .zk.data import EndPoint
@@ -83,6 +84,7 @@ class Broker:
         # a member of a ZooKeeper cluster when zookeeper.connect is set: registration, the
         # controller, controlled shutdown, topics in ZooKeeper (None: a one-broker cluster)
         self.cluster: ClusterNode | None = None
+        self.peer_metadata: PeerMetadata | None = None  # CreateTopics waits for the others
         store = self._cluster_member(config)
         self.replica_manager = ReplicaManager(config, clock, metadata_cache=self.metadata_cache,
                                               store=store)  # fmt: skip
@@ -320,7 +322,10 @@ class Broker:
 
     def _zk_admin_manager(self, store: ZkMetadataStore) -> ZkAdminManager:
         """Topic admin of a cluster member: any broker writes ZooKeeper, and answers once
-        this broker's metadata shows the new partitions' leaders."""
+        this broker's metadata shows the new partitions' leaders, and the others' too
+        (within the request's timeout: metadata/peer_metadata.py)."""
+        from .metadata.peer_metadata import PeerMetadata
+        from .security.inter_broker import inter_broker_security
         from .zk.metadata_store import ZkAdminManager
         from .zk.topic_admin import ZkTopicAdmin
 
@@ -332,9 +337,13 @@ class Broker:
             regs = [image.partition(TopicPartition(topic, p)) for p in partitions]
             return all(r is not None and r.leader >= 0 for r in regs)
 
+        self.peer_metadata = PeerMetadata(self.node_id, self.metadata_cache,
+                                          self.config.inter_broker_listener_name,
+                                          inter_broker_security(self.config))  # fmt: skip
         admin = ZkTopicAdmin(self.cluster.zk, num_partitions=int(v["num.partitions"]),
                              default_replication_factor=int(v["default.replication.factor"]),
-                             leaders_ready=leaders_ready)  # fmt: skip
+                             leaders_ready=leaders_ready,
+                             peers_ready=self.peer_metadata.wait_for_leaders)  # fmt: skip
         # a topic's configs changed by any broker apply to the logs here
         store.listeners.append(self._on_topic_metadata)
         return ZkAdminManager(store, admin, auto_create=bool(v["auto.create.topics.enable"]),
@@ -458,6 +467,8 @@ class Broker:
         self._stop_coordinators()
         await self._stop_remote_log_manager()  # no copy may outlive the logs
         await self.admin_manager.drain()  # a create cut off by shutdown would publish after it
+        if self.peer_metadata is not None:
+            await self.peer_metadata.close()
         self._stop_logs()
         log.info("tidelog broker %d stopped", self.node_id)
 

@@ -45,10 +45,13 @@ class FetchPurgatory:
     def __init__(self) -> None:
         self._watchers: dict[TopicPartition, set[_FetchWaiter]] = {}
         self._topic_watchers: dict[str, dict[_FetchWaiter, PartitionIds]] = {}
+        # parked follower fetches by the follower's broker id (``wake_replica``)
+        self._replica_watchers: dict[int, set[_FetchWaiter]] = {}
         # (to read only: whether ``check_and_complete(tp)`` has anything to wake, as
         # ``tp in by_partition or tp.topic in by_topic``, without a call)
         self.by_partition = self._watchers
         self.by_topic = self._topic_watchers
+        self.by_replica = self._replica_watchers
 
     def __len__(self) -> int:
         # list() snapshots the values in one C call, so other threads (tests, monitoring)
@@ -89,9 +92,22 @@ class FetchPurgatory:
                     if not ws:
                         del self._topic_watchers[topic]
 
-    async def wait(self, tps: Iterable[TopicPartition], timeout_ms: int) -> set[TopicPartition]:
+    def wake_replica(self, broker_id: int) -> int:
+        """Answer now the fetches parked by follower ``broker_id`` (as if their wait ran
+        out): the leader has records of a partition that follower has not fetched yet, so
+        its next Fetch, naming that partition, must not wait behind this one."""
+        waiters = self._replica_watchers.pop(broker_id, None)
+        n = 0
+        for w in waiters or ():
+            if not w.future.done():
+                w.future.set_result(None)  # fired stays empty: read everything, answer
+                n += 1
+        return n
+
+    async def wait(self, tps: Iterable[TopicPartition], timeout_ms: int,
+                   replica_id: int = -1) -> set[TopicPartition]:
         """The partitions whose appends or high-watermark moves woke it (at least one), or
-        an empty set on timeout."""
+        an empty set on timeout or ``wake_replica(replica_id)`` (a follower's fetch)."""
         if timeout_ms <= 0:
             return set()
         loop = asyncio.get_running_loop()
@@ -99,6 +115,8 @@ class FetchPurgatory:
         keys = list(tps)
         for tp in keys:
             self._watchers.setdefault(tp, set()).add(waiter)
+        if replica_id >= 0:
+            self._replica_watchers.setdefault(replica_id, set()).add(waiter)
         try:
             return await _park(waiter, timeout_ms)
         finally:
@@ -108,6 +126,12 @@ class FetchPurgatory:
                     s.discard(waiter)
                     if not s:
                         del self._watchers[tp]
+            if replica_id >= 0:
+                r = self._replica_watchers.get(replica_id)
+                if r is not None:
+                    r.discard(waiter)
+                    if not r:
+                        del self._replica_watchers[replica_id]
 
 
 def _fire(waiters: Iterable[_FetchWaiter], tp: TopicPartition) -> int:

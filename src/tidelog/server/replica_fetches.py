@@ -118,7 +118,7 @@ class ReplicaFetches:
             if tps is None:
                 tps = [key.tp for key, _ in fetch_infos]
             _release(read)  # parked: what it held is read again when woken
-            fired = await self.delayed_fetch.wait(tps, remaining)
+            fired = await self.delayed_fetch.wait(tps, remaining, params.replica_id)
             if not fired:  # timed out: everything once more, answered whatever it finds
                 read = (await self._read_all(r, fetch_infos))[0]
                 break

@@ -38,7 +38,12 @@ from .group_commit import GroupCommit
 from .log_dir_description import LogDirDescription, describe_log_dirs
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
-from .metadata.local_store import LocalMetadataStore, write_partition_metadata
+from .metadata.local_store import (
+    LocalMetadataStore,
+    partition_metadata_missing,
+    write_partition_metadata,
+    write_partition_metadata_later,
+)
 from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
 from .purgatory import FetchPurgatory, ReplicationPurgatory
 from .quiet_table import QuietTable
@@ -140,6 +145,8 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         self._append_listeners: list[Callable[[TopicPartition], object]] = []
         # DelayedFetch: woken by HW moves and appends
         self.delayed_fetch = FetchPurgatory()  # (woken before the listeners: ``_notify``)
+        # partitions led here since a LeaderAndIsr whose followers have not all fetched yet
+        self._first_fetch_pending: set[TopicPartition] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def startup(self) -> None:
@@ -244,6 +251,11 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             partition.logs_version = version
         return partition
 
+    def hosted_topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic of that id with a partition here (a scan: for ids the
+        metadata image does not know yet)."""
+        return next((tp.topic for tp, p in self.partitions.items() if p.topic_id == topic_id), None)
+
     def partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = NO_EPOCH, *,
                            require_leader: bool = True) -> Partition:
         """Kafka's getPartitionOrException + validation: not hosted here, the error of
@@ -312,6 +324,8 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             self.fetcher_manager.remove_fetcher_for_partitions([partition.topic_partition])
             if partition.make_leader(state):
                 result.new_leaders.append(partition.topic_partition)
+                if partition.remote_replicas:
+                    self._first_fetch_pending.add(partition.topic_partition)
         self._make_followers(followers, topic_ids, result)
         if self.one_broker:
             self.publish_image()
@@ -334,7 +348,8 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
                 return ErrorCode.KAFKA_STORAGE_ERROR, None
             if topic_id is not None:
                 try:
-                    write_partition_metadata(Path(lg.dir), topic_id)
+                    if partition_metadata_missing(Path(lg.dir), topic_id):
+                        write_partition_metadata_later(self.admin_executor(), Path(lg.dir), topic_id)
                 except MetadataStoreError:
                     return ErrorCode.INCONSISTENT_TOPIC_ID, None
             partition = self.partitions[tp] = self._new_partition(tp, lg, topic_id)
@@ -436,18 +451,28 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             self.delayed_produce.check_and_complete(tp)
         if tp in self.delayed_delete_records.watched:
             self.delayed_delete_records.check_and_complete(tp)
-        fetch = self.delayed_fetch  # (``_notify``: once per append)
-        if tp in fetch.by_partition or tp.topic in fetch.by_topic:  # a call only then
-            fetch.check_and_complete(tp)
-        for fn in self._append_listeners:
-            fn(tp)
+        self._notify(tp)
 
     def _notify(self, tp: TopicPartition) -> None:
         fetch = self.delayed_fetch
-        if tp in fetch.by_partition or tp.topic in fetch.by_topic:
+        if tp in fetch.by_partition or tp.topic in fetch.by_topic:  # a call only then
             fetch.check_and_complete(tp)
+        if tp in self._first_fetch_pending:  # (a dropped partition leaves it here)
+            self._wake_first_fetchers(tp)
         for fn in self._append_listeners:
             fn(tp)
+
+    def _wake_first_fetchers(self, tp: TopicPartition) -> None:
+        """Records on a partition an in-sync follower has not fetched since this broker
+        leads it (a new topic): that follower's parked Fetch, which cannot name it yet, is
+        answered now, so the next one does and the high watermark need not wait out
+        ``replica.fetch.wait.max.ms`` first (Kafka's follower waits)."""
+        partition = self.partitions.get(tp)
+        waiting = partition.followers_not_fetched() if partition is not None else []
+        if not waiting:
+            self._first_fetch_pending.discard(tp)
+        for broker_id in waiting:
+            self.delayed_fetch.wake_replica(broker_id)
 
     def _check_replicated(self, tp: TopicPartition, required_offset: int
                           ) -> tuple[bool, ErrorCode]:

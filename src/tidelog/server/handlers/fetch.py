@@ -111,12 +111,18 @@ def _topic_id_error(ctx: RequestContext, key: FetchKey) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def _resolver(ctx: RequestContext) -> Any:
+def _resolver(ctx: RequestContext, follower: bool = False) -> Any:
     image = ctx.broker.metadata_cache.image
+    rm = ctx.broker.replica_manager
 
     def resolve(topic_id: uuid.UUID) -> str | None:
         topic = image.topic_by_id(topic_id)
-        return topic.name if topic is not None else None
+        if topic is not None:
+            return topic.name
+        # a follower fetches a new topic as soon as its LeaderAndIsr is applied, maybe before
+        # this leader's UpdateMetadata: the LeaderAndIsr that made this broker its leader
+        # named the id (an UNKNOWN_TOPIC_ID would hold it back replica.fetch.backoff.ms)
+        return rm.hosted_topic_name(topic_id) if follower else None
 
     return resolve
 
@@ -179,7 +185,7 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         params = fetch_params(ctx, request)
     follower = params.replica_id >= 0
     sessions = ctx.broker.fetch_sessions
-    plan = sessions.plan(request, ctx.api_version, _resolver(ctx), privileged=follower)
+    plan = sessions.plan(request, ctx.api_version, _resolver(ctx, follower), privileged=follower)
     if plan.error:
         return encode_fetch_response(
             ctx.correlation_id, ctx.api_version, [], error_code=plan.error, session_id=0

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 import uuid
 from collections.abc import Collection, Mapping
+from concurrent.futures import Executor
 from pathlib import Path
 from types import MappingProxyType
 
@@ -23,6 +25,8 @@ from tidelog.util.topic_partition import TopicPartition
 from ..meta_properties import MetaPropertiesError, verify_meta_properties
 from .image import NO_LEADER, BrokerInfo, MetadataImage, PartitionRegistration, TopicImage
 from .store import MetadataStore, MetadataStoreError, TopicInfo, new_topic_id, uuid_to_kafka
+
+log = logging.getLogger(__name__)
 
 METADATA_FILE = "tidelog-metadata.json"
 META_PROPERTIES = "meta.properties"
@@ -38,17 +42,43 @@ PARTITION_METADATA = "partition.metadata"
 def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
     """Kafka's ``partition.metadata`` (version 0 + the topic id); a file naming another id
     is left alone and reported (Kafka's InconsistentTopicIdException)."""
+    if partition_metadata_missing(partition_dir, topic_id):
+        atomic_write(partition_dir / PARTITION_METADATA, _partition_metadata(topic_id).encode())
+
+
+def write_partition_metadata_later(executor: Executor, partition_dir: Path,
+                                   topic_id: uuid.UUID) -> None:
+    """``write_partition_metadata`` (two fsyncs) on ``executor``, not in the LeaderAndIsr
+    that every request of the broker, and the UpdateMetadata queued behind it, waits for;
+    Kafka flushes it on its scheduler too. A crash before leaves none: the next LeaderAndIsr
+    names the id again."""
+
+    def write() -> None:
+        try:
+            write_partition_metadata(partition_dir, topic_id)
+        except (OSError, MetadataStoreError) as e:  # the log was moved or deleted since
+            log.info("partition.metadata of %s not written: %s", partition_dir.name, e)
+
+    executor.submit(write)
+
+
+def partition_metadata_missing(partition_dir: Path, topic_id: uuid.UUID) -> bool:
+    """Whether ``partition.metadata`` is still to be written (a read, no write); one naming
+    another id raises MetadataStoreError."""
     path = partition_dir / PARTITION_METADATA
-    text = f"version: 0\ntopic_id: {uuid_to_kafka(topic_id)}\n"
-    if path.exists():
-        current = path.read_text(errors="replace")
-        if current != text:
-            raise MetadataStoreError(
-                f"{path}: topic id in the file ({current.strip()!r}) differs from the "
-                f"topic's id {uuid_to_kafka(topic_id)}"
-            )
-        return
-    atomic_write(path, text.encode())
+    if not path.exists():
+        return True
+    current, text = path.read_text(errors="replace"), _partition_metadata(topic_id)
+    if current != text:
+        raise MetadataStoreError(
+            f"{path}: topic id in the file ({current.strip()!r}) differs from the "
+            f"topic's id {uuid_to_kafka(topic_id)}"
+        )
+    return False
+
+
+def _partition_metadata(topic_id: uuid.UUID) -> str:
+    return f"version: 0\ntopic_id: {uuid_to_kafka(topic_id)}\n"
 
 
 class LocalMetadataStore:

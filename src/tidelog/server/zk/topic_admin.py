@@ -6,7 +6,8 @@ controller watches (``/config/topics/<t>`` then ``/brokers/topics/<t>``; a delet
 ``/admin/delete_topics``) and waits until every new partition has a leader (Kafka's
 DelayedCreatePartitions) or the request's timeout passes (REQUEST_TIMED_OUT; the topic is
 still created, as in Kafka). ``leaders_ready`` says when the brokers can be told the topic
-is there: by default when the partition state znodes name leaders.
+is there: by default when the partition state znodes name leaders; ``peers_ready`` then
+waits, within the timeout, for the other brokers' metadata to show them too.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
 from tidelog.protocol.errors import ErrorCode
@@ -34,6 +35,8 @@ from .client import KafkaZkClient, TopicExistsError
 
 T = TypeVar("T")
 LeadersReady = Callable[[str, Sequence[int]], bool]
+# (topic, partitions, time.monotonic() deadline): wait until the other brokers show them too
+PeersReady = Callable[[str, Sequence[int], float], Awaitable[object]]
 POLL_S = 0.02
 
 
@@ -45,11 +48,13 @@ class ZkTopicAdmin:
         num_partitions: int = 1,
         default_replication_factor: int = 1,
         leaders_ready: LeadersReady | None = None,
+        peers_ready: PeersReady | None = None,
     ) -> None:
         self.zk = zk
         self.num_partitions = num_partitions
         self.default_replication_factor = default_replication_factor
         self.leaders_ready = leaders_ready or self._states_have_leaders
+        self.peers_ready = peers_ready
 
     async def _zk(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.to_thread(fn, *args)
@@ -136,6 +141,8 @@ class ZkTopicAdmin:
                 raise ApiError(ErrorCode.REQUEST_TIMED_OUT,
                                f"Timed out waiting for the leaders of {name}.")  # fmt: skip
             await asyncio.sleep(POLL_S)
+        if self.peers_ready is not None:  # the other brokers, within what is left
+            await self.peers_ready(name, partitions, deadline)
 
     async def _ready(self, name: str, partitions: Sequence[int]) -> bool:
         if self.leaders_ready is self._states_have_leaders:
