@@ -30,6 +30,7 @@ of Jepsen's Kafka and Redpanda queue workloads).
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import threading
@@ -72,6 +73,16 @@ class History:
     def acked_since(self, since: float, partitions: Iterable[int]) -> bool:
         with self.lock:
             return all(self.last_ack.get(p, -1.0) > since for p in partitions)
+
+
+def client_debug() -> dict[str, str]:
+    """librdkafka's ``debug`` contexts for the producers, to the run's output: ``eos`` unless
+    ``TIDELOG_FAULT_CLIENT_DEBUG`` names others (empty: none). ``eos`` prints a few dozen
+    lines a run (producer ids, partition drains) and, when they happen, the sequence errors
+    and epoch bumps that tell a producer's own resend (the same records under a new epoch)
+    from a retry the broker failed to recognise."""
+    contexts = os.environ.get("TIDELOG_FAULT_CLIENT_DEBUG", "eos")
+    return {"debug": contexts} if contexts else {}
 
 
 class Workload:
@@ -119,7 +130,7 @@ class Workload:
             "bootstrap.servers": self.cluster.bootstrap_servers, "enable.idempotence": True,
             "acks": "all", "linger.ms": 5, "message.timeout.ms": 60_000,
             "request.timeout.ms": 10_000, "retry.backoff.ms": 100,
-            "topic.metadata.refresh.interval.ms": 1000,
+            "topic.metadata.refresh.interval.ms": 1000, **client_debug(),
         })  # fmt: skip
         h = self.history
         seq = 0

@@ -47,6 +47,7 @@ from jepsen_support import (
     faults_under_load,
     wait_healthy,
 )
+from replica_batches import report_replicas
 from replication_support import create_topic, log_bytes, partition_dir, states, wait_for
 
 from tidelog.testing.capability import require_netns
@@ -274,6 +275,7 @@ def run_mixed(cluster: NetnsCluster, faults: int, unclean: bool) -> MixedRun:
     finally:
         elections.stop()
         dump_broker_output(cluster, seed)
+    explain(cluster, verdict, seed)
     h = workload.history
     result = MixedRun(seed, list(h.faults), verdict, elections.total, list(h.producer_errors),
                       time.monotonic() - started)  # fmt: skip
@@ -354,6 +356,25 @@ def dump_broker_output(cluster: NetnsCluster, seed: int) -> None:
             f.writelines(broker.all_output)
 
 
+def explain(cluster: NetnsCluster, verdict: Verdict, seed: int) -> None:
+    """For a run whose records were duplicated, moved or reordered: the batches holding them
+    on every replica (replica_batches.py), and with ``TIDELOG_FAULT_LOG_DIR`` set, a copy of
+    those partitions' files there. A value's partition is its sequence modulo PARTITIONS
+    (the producers' round robin)."""
+    values = {*verdict.duplicated, *(w[0] for w in verdict.wrong_offset)}
+    values |= {m.group(1).encode() for r in verdict.reordered
+               if (m := re.search(r"b'([^']+)'", r)) is not None}  # fmt: skip
+    if not values:
+        return
+    suspects: dict[int, set[bytes]] = {}
+    for v in values:
+        suspects.setdefault(int(v.split(b"-")[-1]) % PARTITIONS, set()).add(v)
+    where = os.environ.get("TIDELOG_FAULT_LOG_DIR")
+    keep_in = Path(where) / f"seed-{seed}-replicas" if where else None
+    report_replicas(lambda b, p: replica_dir(cluster, b, TopicPartition(TOPIC, p)),
+                    sorted(cluster.brokers), suspects, keep_in)  # fmt: skip
+
+
 def replica_dir(cluster: NetnsCluster, broker_id: int, tp: TopicPartition) -> Path:
     """The partition's directory on that broker, in whichever of its log dirs holds it."""
     if cluster.log_dir_bytes is None:
@@ -378,6 +399,7 @@ def _run(cluster: NetnsCluster, faults: int, seed: int,
     workload = Workload(cluster, TOPIC, PARTITIONS)
     nemesis = nemesis_class(cluster, tps, seed)
     verdict = faults_under_load(cluster, tps, workload, nemesis.run_one, faults, nemesis.heal)  # fmt: skip
+    explain(cluster, verdict, seed)
     h = workload.history
     print(f"seed {seed}: faults {h.faults}")
     print(f"seed {seed}: {verdict.acked} acked, {len(h.failed)} failed sends "
