@@ -17,6 +17,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table import Table
+from pyiceberg.types import LongType, NestedField, StringType
 from sqlalchemy import text
 from sqlalchemy.exc import OperationalError
 
@@ -24,7 +25,9 @@ from tidelog.iceberg.catalog import InHandSqlCatalog, open_catalog
 from tidelog.iceberg.columns import table_schema
 from tidelog.iceberg.rows import RecordSorter, batch_of, table_rows
 from tidelog.iceberg.schemas import Codecs
+from tidelog.iceberg.table_writer import TableWriter, TopicSettings
 from tidelog.iceberg.tables import Tables, table_offsets
+from tidelog.iceberg.value_codec import ValueCodec
 from tidelog.records import Record
 
 SPEC = "(hour(kafka.timestamp))"
@@ -222,3 +225,35 @@ def test_a_swap_of_unknown_outcome_keeps_its_files_until_the_table_tells(
     assert table_offsets(fresh.current_snapshot()).offsets == {0: 20 if landed else 10}
     assert len(fresh.scan().to_arrow()) == (20 if landed else 10)
     assert len(_files(tmp_path, "*.parquet")) == (2 if landed else 1)
+
+
+class _Fields(ValueCodec):
+    """A codec of given columns (the evolution looks at nothing else)."""
+
+    def __init__(self, fields: list[NestedField]) -> None:
+        self.fields = fields
+
+    def decode(self, payload: bytes) -> dict[str, object]:
+        raise NotImplementedError
+
+
+def test_a_column_dropped_elsewhere_comes_back_with_the_next_flush_of_its_schema(
+        tmp_path: Path) -> None:
+    """The check that a codec's columns are in the table is kept per table schema: once the
+    table's schema changes (here a user drops a column), the next flush of that codec
+    compares again and adds the column back."""
+    catalog = _catalog(tmp_path)
+    tables = Tables(catalog, "kafka", tmp_path / "pending")
+    settings = TopicSettings("t", "value_schema_id_prefix", SPEC, "dlq_table", 1000, "~dlq")
+    writer = TableWriter(settings, tables, Codecs(None))
+    codec = _Fields([NestedField(1, "a", LongType(), required=False),
+                     NestedField(2, "b", StringType(), required=False)])
+    table = tables.create("t", table_schema(codec.fields), SPEC)
+    schema_id = table.metadata.current_schema_id
+    assert writer._take(table, codec).metadata.current_schema_id == schema_id  # held
+    with table.update_schema() as update:
+        update.delete_column("b")
+    assert "b" not in table.schema().column_names
+    table = writer._take(table, codec)
+    assert "b" in table.schema().column_names
+    assert "b" in catalog.load_table("kafka.t").schema().column_names

@@ -10,9 +10,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tidelog.iceberg.file_ranges import FileRange, StaleRange, merge, ranges_of, read_ranges
+from tidelog.iceberg.file_ranges import (
+    FileRange,
+    StaleRange,
+    batch_views,
+    merge,
+    ranges_of,
+    read_ranges,
+)
+from tidelog.records.batch import iter_batches
 from tidelog.records.builder import RecordBatchBuilder
+from tidelog.records.errors import CorruptRecordError
 from tidelog.storage.file_records import BatchHeader, FileRecords
 
 
@@ -75,3 +86,40 @@ def test_a_file_rewritten_before_the_read_fails_it(
         read_ranges(ranges)
     os.pwrite(fd, batches[2] + batches[3], heads[2].position)
     assert read_ranges(ranges) == batches[2] + batches[3]
+
+
+def _walk_reference(data: bytes) -> tuple[list[bytes], str | None]:
+    """iter_batches(validate=False)'s batches of ``data`` and the error it raises."""
+    out: list[bytes] = []
+    try:
+        for b in iter_batches(data, validate=False):
+            out.append(bytes(b.buf))
+    except CorruptRecordError as exc:
+        return out, str(exc)
+    return out, None
+
+
+@settings(max_examples=300, deadline=None)
+@given(sizes=st.lists(st.integers(0, 4), min_size=0, max_size=5), cut=st.integers(0, 400),
+       flips=st.lists(st.tuples(st.integers(0, 5), st.sampled_from([8, 9, 10, 11, 16, 30]),
+                                st.integers(0, 15) | st.integers(0, 255)), max_size=3))
+def test_the_batch_walk_is_iter_batches_without_its_objects(
+        sizes: list[int], cut: int, flips: list[tuple[int, int, int]]) -> None:
+    """batch_views gives iter_batches' batches (validate=False) of any bytes: the same
+    batches, a partial trailing one left out, and the same error (message and position) for
+    a bad length field or magic, whatever header bytes (the length field, the magic, another)
+    are changed or the end cut."""
+    batches = [batch(10 * i, n + 1) for i, n in enumerate(sizes)]
+    starts = [sum(map(len, batches[:i])) for i in range(len(batches))]
+    data = bytearray(b"".join(batches))
+    for which, at, value in flips:
+        if which < len(starts):
+            data[starts[which] + at] = value
+    data = data[:max(0, len(data) - cut)] if cut % 3 == 0 else data
+    want, error = _walk_reference(bytes(data))
+    if error is None:
+        assert [bytes(v) for v in batch_views(data)] == want
+    else:
+        with pytest.raises(CorruptRecordError) as raised:
+            batch_views(data)
+        assert str(raised.value) == error

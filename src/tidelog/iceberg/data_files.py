@@ -19,7 +19,8 @@ rows are written as they are, with that one partition key.
 The schemas a write derives from the table's (the rows' schema with field ids, the file
 schema with sanitized names, its Parquet column paths) are worked out once per table schema
 (table uuid and schema id: a table's schema of an id never changes), not once per flush. So
-is what pyiceberg's projection of the rows onto the file schema (``_to_requested_schema``)
+are the column metrics the write collects (``compute_statistics_plan``, by the table's
+properties), and so is what pyiceberg's projection of the rows onto the file schema (``_to_requested_schema``)
 does to them: a flush's rows are already in the table's Arrow types, and when the projection
 only names their fields with the file schema's ids (its result's schema is theirs but for
 field metadata) the rows of later flushes of that schema are cast to its result's schema,
@@ -32,6 +33,7 @@ import itertools
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import IO, Any, cast
 
 import pyarrow as pa
@@ -40,6 +42,7 @@ import pyarrow.parquet as pq
 from pyiceberg.io import FileIO, OutputStream
 from pyiceberg.io.pyarrow import (
     ParquetFormatModel,
+    StatisticsCollector,
     _determine_partitions,
     _get_field_from_arrow_table,
     _get_parquet_writer_kwargs,
@@ -69,6 +72,19 @@ class _Derived:
     file_schema: Schema  # the table's schema with names Parquet takes
     column_ids: dict[str, int]  # Parquet column path -> field id
     relabel: pa.Schema | None = None  # the projection's result, when it only relabels
+    # the column metrics to collect, by the table's properties (``compute_statistics_plan``)
+    stats: dict[tuple[tuple[str, str], ...], dict[int, StatisticsCollector]] = dataclass_field(
+        default_factory=dict)
+
+    def statistics_plan(self, properties: dict[str, str]
+                        ) -> dict[int, StatisticsCollector]:
+        """``compute_statistics_plan`` of the file schema under ``properties``, worked out
+        once per set of properties."""
+        key = tuple(sorted(properties.items()))
+        found = self.stats.get(key)
+        if found is None:
+            found = self.stats[key] = compute_statistics_plan(self.file_schema, properties)
+        return found
 
 
 _DERIVED: dict[tuple[str, int, int, pa.Schema], _Derived] = {}
@@ -131,7 +147,8 @@ def write_data_file(metadata: TableMetadata, io: FileIO, task: WriteTask) -> Dat
     metadata_footer = _write_parquet(output.create(overwrite=True), arrow, metadata)
     statistics = data_file_statistics_from_parquet_metadata(
         parquet_metadata=metadata_footer,
-        stats_columns=compute_statistics_plan(file_schema, metadata.properties),
+        stats_columns=schemas.statistics_plan(metadata.properties) if schemas else (
+            compute_statistics_plan(file_schema, metadata.properties)),
         parquet_column_mapping=schemas.column_ids if schemas else parquet_path_to_id_mapping(
             file_schema))
     return DataFile.from_args(

@@ -13,11 +13,22 @@ and starts again from the table, as any failed flush does."""
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from tidelog.records.batch import iter_batches
+from tidelog.records.batch import (
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_LENGTH_FIELD,
+    Buffer,
+)
+from tidelog.records.errors import CorruptRecordError
+
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")  # a batch's last offset delta, at byte 23
 
 
 class StaleRange(Exception):
@@ -52,12 +63,17 @@ class Located(Protocol):
 def ranges_of(fd: int, heads: Iterable[Located]) -> list[FileRange]:
     """The ranges of consecutive batches (adjacent in the file) among ``heads``."""
     out: list[FileRange] = []
+    run: list[int] = []  # the open range: position, size, base offset, next offset
     for h in heads:
-        last = out[-1] if out else None
-        if last is not None and last.position + last.size == h.position:
-            out[-1] = replace(last, size=last.size + h.size, next_offset=h.next_offset)
-        else:
-            out.append(FileRange(fd, h.position, h.size, h.base_offset, h.next_offset))
+        if run and run[0] + run[1] == h.position:
+            run[1] += h.size
+            run[3] = h.next_offset
+            continue
+        if run:
+            out.append(FileRange(fd, *run))
+        run = [h.position, h.size, h.base_offset, h.next_offset]
+    if run:
+        out.append(FileRange(fd, *run))
     return out
 
 
@@ -89,14 +105,43 @@ def read_ranges(ranges: list[FileRange]) -> bytearray:
     return buf
 
 
-def check(data: memoryview, r: FileRange) -> None:
-    """Raise StaleRange unless ``data`` is whole batches from ``r.base_offset`` up to
-    ``r.next_offset``."""
-    size, first, end = 0, None, None
-    for b in iter_batches(data, validate=False):
-        first = b.base_offset if first is None else first
-        size, end = size + b.size_in_bytes, b.next_offset
+def check(data: memoryview, r: FileRange) -> list[memoryview]:
+    """The batches of ``data``; raise StaleRange unless they are whole batches from
+    ``r.base_offset`` up to ``r.next_offset``."""
+    views = batch_views(data)
+    first = end = None
+    if views:
+        first = _BASE_AND_LENGTH.unpack_from(views[0])[0]
+        end = _BASE_AND_LENGTH.unpack_from(views[-1])[0] + _LAST_DELTA.unpack_from(
+            views[-1], 23)[0] + 1
+    size = sum(len(v) for v in views)
     if (first, end, size) != (r.base_offset, r.next_offset, r.size):
         raise StaleRange(f"batches of offsets [{first}, {end}) in {size} bytes at position "
                          f"{r.position}, not [{r.base_offset}, {r.next_offset}) in {r.size}: "
                          f"the segment changed under translation")
+    return views
+
+
+def batch_views(data: Buffer) -> list[memoryview]:
+    """The consecutive v2 batches of ``data``, each a view of its bytes, by
+    ``iter_batches``' rules without its objects (CRCs not checked): a partial trailing batch
+    ends them quietly; a length field below the minimum or another magic raises
+    CorruptRecordError naming the position."""
+    mv = data if isinstance(data, memoryview) else memoryview(data)
+    limit, pos = len(mv), 0
+    out: list[memoryview] = []
+    unpack = _BASE_AND_LENGTH.unpack_from
+    while limit - pos > HEADER_SIZE_UP_TO_MAGIC:
+        length = unpack(mv, pos)[1]
+        if length < MIN_LENGTH_FIELD:
+            raise CorruptRecordError(
+                f"batch length field {length} is below the minimum {MIN_LENGTH_FIELD}", pos,
+                None)
+        size = LOG_OVERHEAD + length
+        if pos + size > limit:
+            break
+        if mv[pos + 16] != MAGIC_V2:
+            raise CorruptRecordError(f"unsupported magic {mv[pos + 16]}", pos, None)
+        out.append(mv[pos:pos + size])
+        pos += size
+    return out

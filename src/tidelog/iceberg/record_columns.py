@@ -48,24 +48,26 @@ def empty_raw() -> pa.Table:
     return RAW_SCHEMA.empty_table()
 
 
-def raw_columns(batches: Sequence[RecordBatch], partition: int, start: int,
+def raw_columns(batches: Sequence[RecordBatch | memoryview], partition: int, start: int,
                 end: int) -> pa.Table:
     """The records with offsets in [start, end) of ``batches`` (data batches of one
-    partition), as a table of RAW_SCHEMA. A record without headers has an empty list.
+    partition, as RecordBatch objects or views of their bytes), as a table of RAW_SCHEMA. A
+    record without headers has an empty list.
 
     One ``decode_columns`` pass over the batches; its buffers become the columns as they
     are (the Spark source's own columns, topic and timestamp type, are not built)."""
     bufs: list[Buffer] = []
     payloads: list[Buffer | None] = []
     for batch in batches:
-        buf = batch.buf
+        buf = batch.buf if isinstance(batch, RecordBatch) else batch
         if len(buf) <= RECORD_BATCH_OVERHEAD:
             continue
         (attrs,) = _ATTRIBUTES.unpack_from(buf, 21)
         if attrs & CONTROL_MASK:
             continue
         bufs.append(buf)
-        payloads.append(batch.records_payload() if attrs & COMPRESSION_MASK else None)
+        payloads.append(RecordBatch(buf).records_payload() if attrs & COMPRESSION_MASK
+                        else None)
     if not bufs:
         return empty_raw()
     c = decode_columns(bufs, payloads, start, end, True)

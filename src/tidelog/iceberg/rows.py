@@ -8,7 +8,7 @@ and the table's Arrow rows built from the groups."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -111,7 +111,8 @@ class RecordSorter:
         self.schema_wait_s = schema_wait_s
         self._waiting: dict[tuple[int, int], float] = {}  # (partition, offset) -> since
 
-    def sort(self, partition: int, batches: list[RecordBatch], start: int, end: int) -> Sorted:
+    def sort(self, partition: int, batches: Sequence[RecordBatch | memoryview], start: int,
+             end: int) -> Sorted:
         raw = raw_columns(batches, partition, start, end)
         values = one_array(raw.column(RAW_VALUE))
         everything = np.arange(len(values), dtype=np.int64)

@@ -24,14 +24,14 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
 from tidelog.config.iceberg_config import DLQ_TABLE, KEY_VALUE
-from tidelog.records.batch import iter_batches
 
 from .columns import dlq_schema, table_schema
-from .file_ranges import FileRange
+from .file_ranges import FileRange, batch_views
 from .maintenance import Expired, expire_snapshots
 from .rows import DlqRows, RecordSorter, Sorted, merge, table_rows
 from .schemas import Codecs
 from .tables import Fenced, Tables, table_offsets
+from .value_codec import ValueCodec
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,8 @@ class TableWriter:
         # the table as this writer's last commit (or where) left it, and the leader epochs
         self._last: tuple[Table, dict[int, int]] | None = None
         self._last_dlq: tuple[Table, dict[int, int]] | None = None  # the same of the DLQ
+        # codec -> the table schema (table uuid, schema id) found to hold its columns
+        self._covered: dict[int, tuple[ValueCodec, tuple[str, int]]] = {}
 
     def where(self, epochs: dict[int, int]) -> Position:
         """The table's offsets: as last committed here while ``epochs`` hold, else read from
@@ -170,7 +172,7 @@ class TableWriter:
         its way stopped its records."""
         committing, parts = _Committing(), []
         for r in reads:
-            batches = list(iter_batches(r.data, validate=False))
+            batches = batch_views(r.data)
             part = self.sorter.sort(r.partition, batches, r.start, r.end)
             parts.append(part)
             end = r.end if part.end is None else part.end
@@ -216,7 +218,7 @@ class TableWriter:
             key = id(group.codec)
             if key not in taken and key not in refused:
                 try:
-                    table = self.tables.evolve(table, table_schema(group.codec.fields))
+                    table = self._take(table, group.codec)
                     taken.add(key)
                 except (ValidationError, ResolveError, ValueError) as exc:  # a type
                     # Iceberg cannot promote to (a catalog failure is not caught: the flush
@@ -229,6 +231,20 @@ class TableWriter:
             else:
                 kept.append(group)
         records.groups = kept
+        return table
+
+    def _take(self, table: Table, codec: ValueCodec) -> Table:
+        """The table evolved to hold every column of ``codec``'s schema (raises when it
+        cannot); a table schema that held them before is not compared again."""
+        schema_key = (str(table.metadata.table_uuid), table.metadata.current_schema_id)
+        found = self._covered.get(id(codec))
+        if found is not None and found[0] is codec and found[1] == schema_key:
+            return table
+        table = self.tables.evolve(table, table_schema(codec.fields))
+        if len(self._covered) >= 256:
+            self._covered.clear()
+        self._covered[id(codec)] = (codec, (str(table.metadata.table_uuid),
+                                            table.metadata.current_schema_id))
         return table
 
     def _commit_dlq(self, dlq: DlqRows, committing: _Committing, table: Table | None
