@@ -417,10 +417,8 @@ class Partition:
     # -- the followers, as the leader sees them ---------------------------------------------
     def followers_not_fetched(self) -> list[int]:
         """Leading: the in-sync followers that have not fetched since it became leader."""
-        if not self.is_leader:
-            return []
-        return [r.broker_id for r in self.remote_replicas.values()
-                if r.log_end_offset == UNKNOWN_OFFSET and r.broker_id in self.isr]  # fmt: skip
+        return [r.broker_id for r in self.remote_replicas.values() if self.is_leader
+                and r.log_end_offset == UNKNOWN_OFFSET and r.broker_id in self.isr]  # fmt: skip
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
                                     log_start_offset: int, broker_epoch: int,
