@@ -376,3 +376,40 @@ def test_partition_follower_starts_inside_the_leaders_first_batch(logs: Logs) ->
     assert TP not in fetcher.failed_partitions
     assert follower_log.log_start_offset == 12
     assert follower_log.read(12, 1 << 20).records.read() == leader.read(12, 1 << 20).records.read()
+
+
+def test_a_partition_added_while_the_session_is_forgotten_is_fetched_without_the_backoff(
+    logs: Logs,
+) -> None:
+    """Nothing to fetch: the fetcher tells the leader's session to forget, then idles until a
+    partition change. A partition added while that forgetting Fetch is out must end the idle
+    wait, not be noticed only after ``replica.fetch.backoff.ms`` (Kafka's partitionMapCond is
+    signalled under the lock the fetcher holds while it builds its request)."""
+    leader, follower = logs.open("leader"), logs.open("follower")
+    lead(leader, 1, values(0, 3))
+    endpoint = LocalLeaderEndPoint(1, {TP: leader}.get, lambda tp: 1)
+    settings = replace(SETTINGS, backoff_ms=60_000)
+    fetcher = ReplicaFetcher("test-fetcher", endpoint, {TP: follower_partition(follower)}.get, settings)
+    forgetting = asyncio.Event()
+    release = asyncio.Event()
+    fetch = endpoint.fetch
+
+    async def gated_fetch(partitions: Any) -> Any:
+        if not partitions:  # the forgetting Fetch: held until the partition is added
+            forgetting.set()
+            await release.wait()
+        return await fetch(partitions)
+
+    endpoint.fetch = gated_fetch  # type: ignore[method-assign]
+
+    async def main() -> None:
+        fetcher.start()
+        await asyncio.wait_for(forgetting.wait(), 10)
+        fetcher.add_partitions({TP: InitialFetchState(1, 1, 0)})
+        release.set()
+        # the backoff is a minute: reaching the leader's end within 20 s is the wake-up
+        await wait_until(lambda: follower.log_end_offset == 3)
+        await fetcher.shutdown()
+
+    run(main)
+    assert segment_bytes(follower) == segment_bytes(leader)

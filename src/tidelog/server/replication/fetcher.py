@@ -174,6 +174,9 @@ class ReplicaFetcher:
     async def _run(self) -> None:
         while not self._stopping:
             await asyncio.sleep(0)  # a round that never suspends must not starve the loop
+            # a partition added from here on (while truncating, or forgetting the session)
+            # ends this round's idle wait: it is looked at in the next round
+            self._changed.clear()
             try:
                 await self._maybe_truncate()
                 await self._maybe_fetch()
@@ -183,9 +186,12 @@ class ReplicaFetcher:
                 log.exception("%s: fetch round failed", self.name)
                 await self._idle(self.settings.backoff_ms / 1000)
 
-    async def _idle(self, timeout_s: float) -> None:
-        """Wait for a partition change, at most ``timeout_s`` (Kafka's partitionMapCond)."""
-        self._changed.clear()
+    async def _idle(self, timeout_s: float, *, since_cleared: bool = False) -> None:
+        """Wait for a partition change, at most ``timeout_s`` (Kafka's partitionMapCond);
+        ``since_cleared``: a change since the caller cleared the flag counts (it looked at
+        the partitions then, and awaited since)."""
+        if not since_cleared:
+            self._changed.clear()
         try:
             await asyncio.wait_for(self._changed.wait(), max(timeout_s, 0.0))
         except TimeoutError:
@@ -239,7 +245,7 @@ class ReplicaFetcher:
             )
         if not request:
             await self._forget_all()
-            await self._idle(self._idle_timeout(now))
+            await self._idle(self._idle_timeout(now), since_cleared=True)
             return
         await self._process_fetch(request)
 
