@@ -8,7 +8,7 @@ import re
 import confluent_kafka
 from http_support import HTTP, get
 
-from tidelog.http.throughput import RATE_WINDOW_MS, ThroughputHistory
+from tidelog.http.throughput import MIN_GAP_MS, RATE_WINDOW_MS, ThroughputHistory
 from tidelog.testing import EmbeddedBroker
 
 T0 = 1_700_000_000_000
@@ -55,6 +55,31 @@ def test_the_rings_are_bounded() -> None:
         assert len(history.totals) <= 62 and history.totals[-1].time_ms == T0 + 499_000
         assert history.totals[0].time_ms >= T0 + 499_000 - 60_000
         assert len(history.recent) <= RATE_WINDOW_MS // 1000 + 2
+
+
+def test_a_sample_soon_after_the_first_keeps_the_first_as_the_rates_base() -> None:
+    """Samples closer than MIN_GAP_MS replace the newest, never the only one: a page loaded
+    right after a sample still has a rate (it had none when the first sample was replaced)."""
+    with EmbeddedBroker() as eb:
+        history = ThroughputHistory(eb.broker, interval_ms=1000)
+        eb.run(_sample(history, T0))
+        _produce(eb, "a", 10, 100)
+        eb.run(_sample(history, T0 + MIN_GAP_MS // 2))
+        assert [s.time_ms for s in history.recent] == [T0, T0 + MIN_GAP_MS // 2]
+        assert history.topic_rates()["a"][0] == _stats_bytes_in(eb, "a") * 1000 / (MIN_GAP_MS // 2)
+        eb.run(_sample(history, T0 + MIN_GAP_MS // 2 + 1))  # the newest is replaced
+        assert [s.time_ms for s in history.recent] == [T0, T0 + MIN_GAP_MS // 2 + 1]
+
+
+def test_the_first_page_shows_the_rates_since_the_listener_started() -> None:
+    """The listener samples as it starts: a page loaded before the sampler's first interval
+    (here an hour) shows the bytes produced since the start."""
+    with EmbeddedBroker({**HTTP, "http.console.lag.sample.interval.ms": "3600000"}) as eb:
+        _produce(eb, "orders", 20, 500)
+        status, html = get(eb.http_url + "/")
+        assert status == 200
+        (orders,) = [r for r in _table(html, "overview-topics") if r[0] == "orders"]
+        assert orders[3] != "0 B"
 
 
 async def _sample(history: ThroughputHistory, now_ms: int) -> None:

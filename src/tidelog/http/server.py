@@ -106,6 +106,7 @@ class HttpListener:
             raise
         self.urls = [f"http://{h}:{p}" for h, p in ((a[0], a[1]) for a in runner.addresses)]
         if self.console_enabled:
+            self.throughput.sample()  # the rates' base: a page before the first interval has one
             self._sampler = asyncio.get_running_loop().create_task(self._sample_lag())
         log.info("HTTP listener on %s (console %s, admin actions %s)", ", ".join(self.urls),
                  "on" if self.console_enabled else "off", "on" if self.admin else "off")

@@ -5,7 +5,8 @@ Kafka's BytesInPerSec/BytesOutPerSec). The console samples those totals with the
 (``http.console.lag.sample.interval.ms``) into two bounded rings: the all-topics totals for
 the last hour (the overview's chart) and every topic's totals for the last ``RATE_WINDOW_MS``
 (the per-topic rates in its table). Memory is bounded by the window over the interval; a
-restart starts the history afresh.
+restart starts the history afresh, with a sample as the listener starts, so the first page
+already shows the rates since then.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class ThroughputHistory:
         topics = {name: (t.bytes_in, t.bytes_out) for name, t in stats.topics().items()}
         for ring, s in ((self.totals, Totals(now, a.bytes_in, a.bytes_out)),
                         (self.recent, Totals(now, a.bytes_in, a.bytes_out, topics))):  # fmt: skip
-            if ring and now - ring[-1].time_ms < MIN_GAP_MS:
-                ring[-1] = s
+            if len(ring) > 1 and now - ring[-1].time_ms < MIN_GAP_MS:
+                ring[-1] = s  # (never the first: it is the rates' base)
             else:
                 ring.append(s)
             while ring and ring[0].time_ms < now - (self.history_ms if ring is self.totals
