@@ -51,6 +51,7 @@ class Replica:
             self.follower.close()
         else:
             self.follower.flush()  # the process dies: no snapshot at the end, no close
+            self.follower.close_handlers()
         self.follower = Log.open(self.dir / "follower-0", self.config, clock=self.clock)
 
 
@@ -89,7 +90,14 @@ def test_a_follower_that_leads_answers_retries_as_duplicates(tmp_path: Path, see
     rng = random.Random(seed)
     config = LogConfig.from_props({"segment.bytes": str(rng.choice([600, 1500, 4000, 1 << 20]))})
     replica = Replica(tmp_path, config, ManualClock(1_000_000), rng)
-    sent = history(replica, rng)
+    try:
+        _retries_are_duplicates(replica, history(replica, rng))
+    finally:
+        replica.leader.close()
+        replica.follower.close()
+
+
+def _retries_are_duplicates(replica: Replica, sent: dict[int, list[tuple[int, int, int]]]) -> None:
     new_leader = replica.follower
     for producer in PRODUCERS:
         in_flight = sent[producer][-5:]  # what librdkafka may retry
