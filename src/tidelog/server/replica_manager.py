@@ -451,7 +451,13 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             self.delayed_produce.check_and_complete(tp)
         if tp in self.delayed_delete_records.watched:
             self.delayed_delete_records.check_and_complete(tp)
-        self._notify(tp)
+        fetch = self.delayed_fetch  # (``_notify`` inline: once per append, no call)
+        if tp in fetch.by_partition or tp.topic in fetch.by_topic:  # a call only then
+            fetch.check_and_complete(tp)
+        if tp in self._first_fetch_pending:
+            self._wake_first_fetchers(tp)
+        for fn in self._append_listeners:
+            fn(tp)
 
     def _notify(self, tp: TopicPartition) -> None:
         fetch = self.delayed_fetch
@@ -467,8 +473,9 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         leads it (a new topic): that follower's parked Fetch, which cannot name it yet, is
         answered now, so the next one does and the high watermark need not wait out
         ``replica.fetch.wait.max.ms`` first (Kafka's follower waits)."""
-        partition = self.partitions.get(tp)
-        waiting = partition.followers_not_fetched() if partition is not None else []
+        p = self.partitions.get(tp)
+        waiting = [] if p is None or not p.is_leader else [
+            b for b, r in p.remote_replicas.items() if b in p.isr and not r.fetched]  # fmt: skip
         if not waiting:
             self._first_fetch_pending.discard(tp)
         for broker_id in waiting:

@@ -39,7 +39,7 @@ from .partition_state import (
     leader_epoch_error,
 )
 from .quiet_answer import QuietAnswer
-from .replica import UNKNOWN_OFFSET, Replica
+from .replica import Replica
 
 if TYPE_CHECKING:
     from tidelog.storage.log import Log
@@ -415,11 +415,6 @@ class Partition:
         return sorted(self.log.producer_state.active_producers.items())
 
     # -- the followers, as the leader sees them ---------------------------------------------
-    def followers_not_fetched(self) -> list[int]:
-        """Leading: the in-sync followers that have not fetched since it became leader."""
-        return [r.broker_id for r in self.remote_replicas.values() if self.is_leader
-                and r.log_end_offset == UNKNOWN_OFFSET and r.broker_id in self.isr]  # fmt: skip
-
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int,
                                     log_start_offset: int, broker_epoch: int,
                                     now_ms: int, leader_end_offset: int | None = None) -> None:

@@ -19,6 +19,11 @@ class Replica:
     last_caught_up_time_ms: int = 0
     broker_epoch: int | None = None
 
+    @property
+    def fetched(self) -> bool:
+        """Whether it has fetched since this broker became its leader (reset says not)."""
+        return self.log_end_offset != UNKNOWN_OFFSET
+
     def is_caught_up(self, leader_end_offset: int, now_ms: int, max_lag_ms: int) -> bool:
         return (leader_end_offset == self.log_end_offset
                 or now_ms - self.last_caught_up_time_ms <= max_lag_ms)
