@@ -16,12 +16,11 @@ from hypothesis import strategies as st
 from tidelog.iceberg.file_ranges import (
     FileRange,
     StaleRange,
-    batch_views,
     merge,
     ranges_of,
     read_ranges,
 )
-from tidelog.records.batch import iter_batches
+from tidelog.records.batch import batch_views, iter_batches
 from tidelog.records.builder import RecordBatchBuilder
 from tidelog.records.errors import CorruptRecordError
 from tidelog.storage.file_records import BatchHeader, FileRecords

@@ -18,14 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from tidelog.records.batch import (
-    HEADER_SIZE_UP_TO_MAGIC,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    MIN_LENGTH_FIELD,
-    Buffer,
-)
-from tidelog.records.errors import CorruptRecordError
+from tidelog.records.batch import batch_views
 
 _BASE_AND_LENGTH = struct.Struct(">qi")
 _LAST_DELTA = struct.Struct(">i")  # a batch's last offset delta, at byte 23
@@ -121,27 +114,3 @@ def check(data: memoryview, r: FileRange) -> list[memoryview]:
                          f"the segment changed under translation")
     return views
 
-
-def batch_views(data: Buffer) -> list[memoryview]:
-    """The consecutive v2 batches of ``data``, each a view of its bytes, by
-    ``iter_batches``' rules without its objects (CRCs not checked): a partial trailing batch
-    ends them quietly; a length field below the minimum or another magic raises
-    CorruptRecordError naming the position."""
-    mv = data if isinstance(data, memoryview) else memoryview(data)
-    limit, pos = len(mv), 0
-    out: list[memoryview] = []
-    unpack = _BASE_AND_LENGTH.unpack_from
-    while limit - pos > HEADER_SIZE_UP_TO_MAGIC:
-        length = unpack(mv, pos)[1]
-        if length < MIN_LENGTH_FIELD:
-            raise CorruptRecordError(
-                f"batch length field {length} is below the minimum {MIN_LENGTH_FIELD}", pos,
-                None)
-        size = LOG_OVERHEAD + length
-        if pos + size > limit:
-            break
-        if mv[pos + 16] != MAGIC_V2:
-            raise CorruptRecordError(f"unsupported magic {mv[pos + 16]}", pos, None)
-        out.append(mv[pos:pos + size])
-        pos += size
-    return out

@@ -24,9 +24,10 @@ from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
 from tidelog.config.iceberg_config import DLQ_TABLE, KEY_VALUE
+from tidelog.records.batch import batch_views
 
 from .columns import dlq_schema, table_schema
-from .file_ranges import FileRange, batch_views
+from .file_ranges import FileRange
 from .maintenance import Expired, expire_snapshots
 from .rows import DlqRows, RecordSorter, Sorted, merge, table_rows
 from .schemas import Codecs

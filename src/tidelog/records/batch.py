@@ -442,7 +442,30 @@ def iter_batches(
     """
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     limit = len(mv) if end is None else min(end, len(mv))
-    pos = start
+    for pos, size in _frames(mv, start, limit, path):
+        batch = RecordBatch(mv[pos : pos + size], pos)
+        if validate:
+            batch.ensure_valid(path)
+        elif batch.magic != MAGIC_V2:
+            raise CorruptRecordError(f"unsupported magic {batch.magic}", pos, path)
+        yield batch
+
+
+def batch_views(buf: Buffer, path: str | None = None) -> list[memoryview]:
+    """``iter_batches(buf, validate=False)`` as views of each batch's bytes, without an
+    object per batch (for walks that read a few header fields themselves)."""
+    mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+    out: list[memoryview] = []
+    for pos, size in _frames(mv, 0, len(mv), path):
+        if mv[pos + MAGIC_OFFSET] != MAGIC_V2:
+            raise CorruptRecordError(f"unsupported magic {mv[pos + MAGIC_OFFSET]}", pos, path)
+        out.append(mv[pos : pos + size])
+    return out
+
+
+def _frames(mv: memoryview, pos: int, limit: int, path: str | None) -> Iterator[tuple[int, int]]:
+    """(position, size) of each whole batch from ``pos`` to ``limit``: a partial trailing
+    batch ends them quietly, a length field below the minimum raises."""
     while limit - pos > HEADER_SIZE_UP_TO_MAGIC:
         (length,) = _I32.unpack_from(mv, pos + 8)
         if length < MIN_LENGTH_FIELD:
@@ -454,10 +477,5 @@ def iter_batches(
         size = LOG_OVERHEAD + length
         if pos + size > limit:
             return
-        batch = RecordBatch(mv[pos : pos + size], pos)
-        if validate:
-            batch.ensure_valid(path)
-        elif batch.magic != MAGIC_V2:
-            raise CorruptRecordError(f"unsupported magic {batch.magic}", pos, path)
-        yield batch
+        yield pos, size
         pos += size
