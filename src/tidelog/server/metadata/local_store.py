@@ -48,15 +48,17 @@ def write_partition_metadata(partition_dir: Path, topic_id: uuid.UUID) -> None:
 
 def write_partition_metadata_later(executor: Executor, partition_dir: Path,
                                    topic_id: uuid.UUID) -> None:
-    """``write_partition_metadata`` (two fsyncs) on ``executor``, not in the LeaderAndIsr
-    that every request of the broker, and the UpdateMetadata queued behind it, waits for;
-    Kafka flushes it on its scheduler too. A crash before leaves none: the next LeaderAndIsr
-    names the id again."""
+    """The write of ``write_partition_metadata`` (two fsyncs), its check already made
+    (``partition_metadata_missing``), on ``executor``, not in the LeaderAndIsr that every
+    request of the broker, and the UpdateMetadata queued behind it, waits for; Kafka flushes
+    it on its scheduler too. A crash before leaves none: the next LeaderAndIsr names the id
+    again."""
+    text = _partition_metadata(topic_id).encode()
 
     def write() -> None:
         try:
-            write_partition_metadata(partition_dir, topic_id)
-        except (OSError, MetadataStoreError) as e:  # the log was moved or deleted since
+            atomic_write(partition_dir / PARTITION_METADATA, text)
+        except OSError as e:  # the log was moved or deleted since
             log.info("partition.metadata of %s not written: %s", partition_dir.name, e)
 
     executor.submit(write)
