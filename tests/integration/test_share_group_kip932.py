@@ -215,6 +215,16 @@ def assigned(broker: EmbeddedBroker, group: str) -> dict[str, set[int]]:
     return {mid: {p for ps in m.assigned.values() for p in ps} for mid, m in g.members.items()}
 
 
+def sessions_match(broker: EmbeddedBroker, group: str) -> bool:
+    """Every member's share session names exactly the partitions assigned to it."""
+    share = broker.broker.group_coordinator.share
+    for member, parts in assigned(broker, group).items():
+        session = share.sessions.get((group, member))
+        if session is None or {p for _, p in session.partitions} != parts:
+            return False
+    return True
+
+
 def test_the_simple_assignor_spreads_partitions_over_members(
         broker: EmbeddedBroker, admin: AdminClient) -> None:
     topic, group = "spread", "sg-spread"
@@ -227,8 +237,12 @@ def test_the_simple_assignor_spreads_partitions_over_members(
         for c in members:
             c.subscribe([topic])
         open_partitions(broker, group, topic, 4, members)
-        wait_for(lambda: sorted(map(len, assigned(broker, group).values())) == [2, 2],
-                 what="two partitions each")
+        # two each, and each member's share session names its own two only: a ShareFetch
+        # of the first member's session from before the second joined (all four) would
+        # acquire every record, as Kafka's broker would (a share fetch may name any partition)
+        wait_for(lambda: [c.poll(0.02) for c in members]
+                 and sorted(map(len, assigned(broker, group).values())) == [2, 2]
+                 and sessions_match(broker, group), what="two partitions each, fetched")
         for p in range(4):
             produce(broker, topic, 100, partition=p)
         got: list[list[tuple[int, int]]] = [[], []]
