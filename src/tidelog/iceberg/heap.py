@@ -51,8 +51,8 @@ def _set() -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    ok = mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and (
-        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1)
+    ok = bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1 and (
+        mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1))
     if not ok:
         log.warning("glibc refused the malloc thresholds: translation runs at its defaults")
     return ok
