@@ -8,34 +8,39 @@ import sys
 
 import pytest
 
-# Allocate and touch an 8 MiB block, free it, four times over (as flushes do with their
-# buffers); print the minor page faults of the last three rounds.
-_ROUNDS = """
-import resource, sys
+# On a thread of its own (as the translation thread, with an arena of its own), "flushes"
+# that hold six 2 MiB blocks at once and free them; the minor page faults of the thread over
+# the three flushes after the first (transparent huge pages off: a fault a 4 KiB page).
+_FLUSHES = """
+import ctypes, resource, sys, threading
+ctypes.CDLL(None).prctl(41, 1, 0, 0, 0)  # PR_SET_THP_DISABLE
 from tidelog.iceberg.heap import keep_freed_heap
 if sys.argv[1] == "keep":
     assert keep_freed_heap() and keep_freed_heap()
-def faults():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-block = bytearray(8 << 20)
-del block
-before = faults()
-for _ in range(3):
-    block = bytearray(8 << 20)
-    del block
-print(faults() - before)
+def flush():
+    blocks = [bytearray(2 << 20) for _ in range(6)]
+    del blocks
+def flushes():
+    flush()
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+    for _ in range(3):
+        flush()
+    print(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
+thread = threading.Thread(target=flushes)
+thread.start()
+thread.join()
 """
+PAGES = 3 * 6 * (2 << 20) // 4096  # the blocks' pages over the three flushes
 
 
 def _faults(mode: str) -> int:
-    out = subprocess.run([sys.executable, "-c", _ROUNDS, mode], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", _FLUSHES, mode], capture_output=True,
                          text=True, check=True)
     return int(out.stdout)
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="glibc's malloc thresholds")
 def test_freed_blocks_are_kept_for_the_next_flush() -> None:
-    defaults, kept = _faults("defaults"), _faults("keep")
-    assert defaults >= 500  # glibc's defaults: mapped, unmapped and faulted in again (a
-    # fault a 4 KiB page, fewer where transparent huge pages back the block)
-    assert kept < defaults // 10  # kept in the arena: touched again without a fault
+    assert _faults("defaults") >= PAGES // 2  # glibc's defaults: the thread's arena gives
+    # them back (or they are unmapped), and each flush faults them in again
+    assert _faults("keep") < PAGES // 50  # kept: touched again without a fault
