@@ -35,6 +35,7 @@ from tidelog.config.iceberg_config import (
 )
 
 from .catalog import ICEBERG_DIR, open_catalog
+from .heap import keep_freed_heap
 from .log_source import PartitionSource
 from .maintenance import Expired
 from .metrics import IcebergCollector
@@ -123,6 +124,9 @@ class IcebergService:
         """Open the catalog; if it cannot be opened now, the broker starts anyway and each
         flush tries again (``OpeningSide``)."""
         loop = asyncio.get_running_loop()
+        if not self.values["iceberg.translation.process"]:
+            keep_freed_heap()  # the flushes run in this process: their blocks kept for
+            # the next (iceberg/heap.py)
         try:
             self.side = await loop.run_in_executor(self._pool, self._open)
         except Exception as exc:

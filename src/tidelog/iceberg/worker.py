@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from tidelog.schema_registry.records import Reference, SchemaValue
 
 from .file_ranges import read_ranges
+from .heap import keep_freed_heap
 
 if TYPE_CHECKING:
     from tidelog.schema_registry.schema_types import ParsedSchema
@@ -128,6 +129,7 @@ def main(conns: list[Connection], values: Mapping[str, object], log_dir: str, ni
     while it cannot be: a catalog outage fails the calls, not the worker)."""
     die_with_parent(parent_pid)
     lower_priority(nice)
+    keep_freed_heap()
     logging.basicConfig(level=log_level,
                         format="%(asctime)s %(levelname)s [iceberg worker] %(name)s: "
                                "%(message)s")
