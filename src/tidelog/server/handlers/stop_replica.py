@@ -39,7 +39,8 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error = controller_request_error(ctx, int(request.broker_epoch))
     errors: dict[TopicPartition, ErrorCode] = {}
     if error == ErrorCode.NONE:
-        error, errors = ctx.broker.replica_manager.stop_replicas(
+        # after any LeaderAndIsr still making its logs (Kafka's replicaStateChangeLock)
+        error, errors = await ctx.broker.replica_manager.apply_stop_replicas(
             int(request.controller_epoch), partitions
         )
     if error != ErrorCode.NONE:  # Kafka answers the top-level error with no partitions

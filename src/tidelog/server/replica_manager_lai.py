@@ -1,0 +1,214 @@
+"""LeaderAndIsr and StopReplica applied in order, the file work of new logs off the event
+loop (a mixin of the ReplicaManager).
+
+Kafka runs becomeLeaderOrFollower on a request handler thread under replicaStateChangeLock,
+never on a network thread. Here the state changes stay on the event loop, where every other
+request reads the partition map, but the logs a LeaderAndIsr needs (a partition dir, its
+segment and index files, the ``partition.metadata`` check) are made first on one
+log-creation thread, while the loop keeps serving:
+
+* one request at a time (``state_change_lock``, FIFO): a later LeaderAndIsr for the same
+  partition (a newer leader epoch) or a StopReplica waits until the earlier one is applied;
+* its answer goes only once every log it needs exists and its states are applied;
+* a partition whose log is being made is not in the partition map yet, so requests for it
+  get what Kafka answers for a partition not hosted here (NOT_LEADER_OR_FOLLOWER when the
+  metadata knows it, UNKNOWN_TOPIC_OR_PARTITION otherwise); the map changes only on the
+  loop, all of one request's partitions in one step;
+* a log dir that fails while a log is made is taken offline by the LogManager as on any
+  thread, and that partition answers KAFKA_STORAGE_ERROR;
+* once started, a request is applied whole even if the controller's connection closes (the
+  controller resends it; the second one finds the logs made)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.log import Log
+from tidelog.storage.manager import LogManager
+from tidelog.util.topic_partition import TopicPartition
+
+from .cluster.partition_state import LeaderAndIsrPartitionState
+from .metadata.local_store import partition_metadata_missing
+from .metadata.store import MetadataStoreError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from .cluster.partition import Partition
+
+log = logging.getLogger("tidelog.server.replica_manager")
+T = TypeVar("T")
+
+
+@dataclass
+class LeaderAndIsrResult:
+    """What a LeaderAndIsr did: each partition's error (NONE when applied), and the
+    partitions this broker now follows, with their leader and the offset to fetch from."""
+
+    errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
+    new_followers: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
+    new_leaders: list[TopicPartition] = field(default_factory=list)
+    error: ErrorCode = ErrorCode.NONE  # STALE_CONTROLLER_EPOCH for the whole request
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedLog:
+    """A partition's log made (or found) on the log-creation thread: the log, or the error
+    the partition answers; whether its ``partition.metadata`` is still to be written."""
+
+    log: Log | None
+    error: ErrorCode = ErrorCode.NONE
+    metadata_missing: bool = False
+
+
+PreparedLogs = dict[TopicPartition, PreparedLog]
+Wanted = tuple[TopicPartition, Mapping[str, str] | None, uuid.UUID | None]
+
+
+def prepare_log(logs: LogManager, tp: TopicPartition, overrides: Mapping[str, str] | None,
+                topic_id: uuid.UUID | None) -> PreparedLog:
+    """Kafka's createLogIfNotExists for one partition (any thread: the LogManager locks).
+    A dir that fails meanwhile is taken offline by the LogManager; the partition answers
+    KAFKA_STORAGE_ERROR."""
+    try:
+        lg = logs.get_or_create_log(tp, overrides)
+    except Exception as exc:
+        log.warning("cannot host %s: %s", tp, exc)
+        return PreparedLog(None, ErrorCode.KAFKA_STORAGE_ERROR)
+    if topic_id is None:
+        return PreparedLog(lg)
+    try:
+        return PreparedLog(lg, metadata_missing=partition_metadata_missing(Path(lg.dir), topic_id))
+    except MetadataStoreError:
+        return PreparedLog(lg, ErrorCode.INCONSISTENT_TOPIC_ID)
+    except OSError as exc:
+        logs.maybe_handle_io_error(lg, exc, f"reading the partition.metadata of {tp}")
+        return PreparedLog(lg, ErrorCode.KAFKA_STORAGE_ERROR)
+
+
+def prepare_logs(logs: LogManager, wanted: Iterable[Wanted]) -> PreparedLogs:
+    """Each wanted partition's log, in request order (the log-creation thread)."""
+    return {tp: prepare_log(logs, tp, overrides, topic_id) for tp, overrides, topic_id in wanted}
+
+
+class ReplicaStateChanges:
+    """LeaderAndIsr / StopReplica one at a time, their new logs made off the loop."""
+
+    logs: LogManager
+    node_id: int
+    controller_epoch: int
+    partitions: dict[TopicPartition, Partition]
+    _log_pool: ThreadPoolExecutor | None
+    _state_change_lock: asyncio.Lock | None
+    _state_changes: set[asyncio.Task[object]]
+
+    def become_leader_or_follower(
+        self, controller_id: int, controller_epoch: int,
+        states: Iterable[LeaderAndIsrPartitionState], topic_ids: Mapping[str, uuid.UUID],
+        prepared: PreparedLogs | None = None,
+    ) -> LeaderAndIsrResult:
+        raise NotImplementedError  # the ReplicaManager's
+
+    def stop_replicas(self, controller_epoch: int,
+                      partitions: Mapping[TopicPartition, tuple[int, bool]],
+                      ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        raise NotImplementedError  # the ReplicaManager's
+
+    def _topic_overrides(self, topic: str) -> dict[str, str] | None:
+        raise NotImplementedError  # the ReplicaManager's
+
+    def log_creation_executor(self) -> ThreadPoolExecutor:
+        """The one thread that makes the logs LeaderAndIsr needs: in request order, never on
+        the event loop."""
+        if self._log_pool is None:
+            self._log_pool = ThreadPoolExecutor(1, thread_name_prefix="tidelog-log-create")
+        return self._log_pool
+
+    @property
+    def state_change_lock(self) -> asyncio.Lock:
+        """Kafka's replicaStateChangeLock: LeaderAndIsr and StopReplica one at a time, in
+        the order they arrived (made on the loop's thread at first use)."""
+        if self._state_change_lock is None:
+            self._state_change_lock = asyncio.Lock()
+        return self._state_change_lock
+
+    async def apply_leader_and_isr(
+        self, controller_id: int, controller_epoch: int,
+        states: list[LeaderAndIsrPartitionState], topic_ids: Mapping[str, uuid.UUID],
+    ) -> LeaderAndIsrResult:
+        """``become_leader_or_follower`` after the earlier state changes, the logs it needs
+        made on the log-creation thread first."""
+        async def apply() -> LeaderAndIsrResult:
+            prepared: PreparedLogs = {}
+            wanted = self._logs_to_prepare(controller_epoch, states, topic_ids)
+            if wanted:
+                loop = asyncio.get_running_loop()
+                prepared = await loop.run_in_executor(
+                    self.log_creation_executor(), prepare_logs, self.logs, wanted)
+            return self.become_leader_or_follower(
+                controller_id, controller_epoch, states, topic_ids, prepared)
+
+        return await self._in_order(apply)
+
+    async def apply_stop_replicas(
+        self, controller_epoch: int, partitions: Mapping[TopicPartition, tuple[int, bool]],
+    ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """``stop_replicas`` after the earlier state changes (never while a LeaderAndIsr is
+        making the log it would delete)."""
+        async def apply() -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+            return self.stop_replicas(controller_epoch, partitions)
+
+        return await self._in_order(apply)
+
+    async def _in_order(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """``fn`` under the state-change lock, run to its end even when the request that
+        asked is cancelled (its connection closed)."""
+        async def locked() -> T:
+            async with self.state_change_lock:
+                return await fn()
+
+        task: asyncio.Task[T] = asyncio.ensure_future(locked())
+        self._state_changes.add(task)  # type: ignore[arg-type]
+        task.add_done_callback(self._state_changes.discard)  # type: ignore[arg-type]
+        return await asyncio.shield(task)
+
+    def _logs_to_prepare(self, controller_epoch: int,
+                         states: Iterable[LeaderAndIsrPartitionState],
+                         topic_ids: Mapping[str, uuid.UUID]) -> list[Wanted]:
+        """The partitions not hosted yet that ``become_leader_or_follower`` would give a log
+        (the checks it makes first, all in memory): none for a stale controller."""
+        if controller_epoch < self.controller_epoch:
+            return []
+        wanted: list[Wanted] = []
+        for state in states:
+            tp = TopicPartition(state.topic_name, state.partition_index)
+            if tp in self.partitions or self._refused_before_log(tp, state) is not None:
+                continue
+            wanted.append((tp, self._topic_overrides(tp.topic), topic_ids.get(tp.topic)))
+        return wanted
+
+    def _refused_before_log(self, tp: TopicPartition,
+                            state: LeaderAndIsrPartitionState) -> ErrorCode | None:
+        """A partition not hosted here that gets no log: one on an offline dir (Kafka's
+        HostedPartition.Offline), an existing replica maybe on an offline dir (Kafka's
+        getOrCreateLog), or one whose replicas do not name this broker."""
+        logs = self.logs
+        if logs.offline_partition_dir(tp) is not None:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if (not state.is_new and logs.get_log(tp) is None
+                and any(not d.online for d in logs.dirs)):  # fmt: skip
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if self.node_id not in state.replicas:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return None
+
+
+__all__ = ["LeaderAndIsrResult", "PreparedLog", "PreparedLogs", "ReplicaStateChanges", "prepare_log", "prepare_logs"]
