@@ -41,7 +41,6 @@ from .metadata.image import BrokerInfo
 from .metadata.local_store import (
     LocalMetadataStore,
     write_partition_metadata,
-    write_partition_metadata_later,
 )
 from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
 from .purgatory import FetchPurgatory, ReplicationPurgatory
@@ -339,11 +338,10 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches, ReplicaS
                 return refused, None
             made = None if prepared is None else prepared.get(tp)
             if made is None:
-                made = prepare_log(self.logs, tp, self._topic_overrides(tp.topic), topic_id)
+                made = prepare_log(self.logs, tp, self._topic_overrides(tp.topic), topic_id,
+                                   self.admin_executor())
             if made.log is None or made.error != ErrorCode.NONE:
                 return made.error, None
-            if made.metadata_missing and topic_id is not None:
-                write_partition_metadata_later(self.admin_executor(), Path(made.log.dir), topic_id)
             partition = self.partitions[tp] = self._new_partition(tp, made.log, topic_id)
         if topic_id is not None and partition.topic_id not in (None, topic_id):
             return ErrorCode.INCONSISTENT_TOPIC_ID, None

@@ -25,7 +25,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -36,7 +36,7 @@ from tidelog.storage.manager import LogManager
 from tidelog.util.topic_partition import TopicPartition
 
 from .cluster.partition_state import LeaderAndIsrPartitionState
-from .metadata.local_store import partition_metadata_missing
+from .metadata.local_store import partition_metadata_missing, write_partition_metadata_later
 from .metadata.store import MetadataStoreError
 
 if TYPE_CHECKING:
@@ -62,11 +62,10 @@ class LeaderAndIsrResult:
 @dataclass(frozen=True, slots=True)
 class PreparedLog:
     """A partition's log made (or found) on the log-creation thread: the log, or the error
-    the partition answers; whether its ``partition.metadata`` is still to be written."""
+    the partition answers."""
 
     log: Log | None
     error: ErrorCode = ErrorCode.NONE
-    metadata_missing: bool = False
 
 
 PreparedLogs = dict[TopicPartition, PreparedLog]
@@ -74,10 +73,11 @@ Wanted = tuple[TopicPartition, Mapping[str, str] | None, uuid.UUID | None]
 
 
 def prepare_log(logs: LogManager, tp: TopicPartition, overrides: Mapping[str, str] | None,
-                topic_id: uuid.UUID | None) -> PreparedLog:
+                topic_id: uuid.UUID | None, metadata_writer: Executor) -> PreparedLog:
     """Kafka's createLogIfNotExists for one partition (any thread: the LogManager locks).
     A dir that fails meanwhile is taken offline by the LogManager; the partition answers
-    KAFKA_STORAGE_ERROR."""
+    KAFKA_STORAGE_ERROR. A missing ``partition.metadata`` is queued on ``metadata_writer``
+    (``write_partition_metadata_later``: its two fsyncs are not waited for)."""
     try:
         lg = logs.get_or_create_log(tp, overrides)
     except Exception as exc:
@@ -86,7 +86,9 @@ def prepare_log(logs: LogManager, tp: TopicPartition, overrides: Mapping[str, st
     if topic_id is None:
         return PreparedLog(lg)
     try:
-        return PreparedLog(lg, metadata_missing=partition_metadata_missing(Path(lg.dir), topic_id))
+        if partition_metadata_missing(Path(lg.dir), topic_id):
+            write_partition_metadata_later(metadata_writer, Path(lg.dir), topic_id)
+        return PreparedLog(lg)
     except MetadataStoreError:
         return PreparedLog(lg, ErrorCode.INCONSISTENT_TOPIC_ID)
     except OSError as exc:
@@ -94,9 +96,11 @@ def prepare_log(logs: LogManager, tp: TopicPartition, overrides: Mapping[str, st
         return PreparedLog(lg, ErrorCode.KAFKA_STORAGE_ERROR)
 
 
-def prepare_logs(logs: LogManager, wanted: Iterable[Wanted]) -> PreparedLogs:
+def prepare_logs(logs: LogManager, wanted: Iterable[Wanted],
+                 metadata_writer: Executor) -> PreparedLogs:
     """Each wanted partition's log, in request order (the log-creation thread)."""
-    return {tp: prepare_log(logs, tp, overrides, topic_id) for tp, overrides, topic_id in wanted}
+    return {tp: prepare_log(logs, tp, overrides, topic_id, metadata_writer)
+            for tp, overrides, topic_id in wanted}
 
 
 class ReplicaStateChanges:
@@ -125,6 +129,9 @@ class ReplicaStateChanges:
     def _topic_overrides(self, topic: str) -> dict[str, str] | None:
         raise NotImplementedError  # the ReplicaManager's
 
+    def admin_executor(self) -> ThreadPoolExecutor:
+        raise NotImplementedError  # ReplicaTopics': where partition.metadata is written
+
     def log_creation_executor(self) -> ThreadPoolExecutor:
         """The one thread that makes the logs LeaderAndIsr needs: in request order, never on
         the event loop."""
@@ -152,7 +159,8 @@ class ReplicaStateChanges:
             if wanted:
                 loop = asyncio.get_running_loop()
                 prepared = await loop.run_in_executor(
-                    self.log_creation_executor(), prepare_logs, self.logs, wanted)
+                    self.log_creation_executor(), prepare_logs, self.logs, wanted,
+                    self.admin_executor())
             return self.become_leader_or_follower(
                 controller_id, controller_epoch, states, topic_ids, prepared)
 
