@@ -6,7 +6,8 @@ topic's config overrides from the metadata store; the topic half lives in
 
 Without ZooKeeper the broker is a one-broker cluster: every partition of every topic is
 hosted here and made leader with ISR [self] as soon as its log exists. All calls happen on
-the broker's event-loop thread (the LogManager's periodic tasks run on its scheduler)."""
+the broker's event-loop thread (the LogManager's periodic tasks run on its scheduler, the
+logs a LeaderAndIsr needs are made on the log-creation thread: ``replica_manager_lai.py``)."""
 
 from __future__ import annotations
 
