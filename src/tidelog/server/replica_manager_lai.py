@@ -184,8 +184,8 @@ class ReplicaStateChanges:
                 return await fn()
 
         task: asyncio.Task[T] = asyncio.ensure_future(locked())
-        self._state_changes.add(task)  # type: ignore[arg-type]
-        task.add_done_callback(self._state_changes.discard)  # type: ignore[arg-type]
+        self._state_changes.add(task)
+        task.add_done_callback(self._state_changes.discard)
         return await asyncio.shield(task)
 
     def _logs_to_prepare(self, controller_epoch: int,

@@ -22,7 +22,7 @@ from tidelog.server.errors import ApiError
 from tidelog.server.metadata.cache import UpdateMetadataDelta
 from tidelog.server.metadata.image import BrokerInfo, PartitionRegistration
 from tidelog.server.metadata.local_store import LocalMetadataStore
-from tidelog.server.replica_manager import ReplicaManager
+from tidelog.server.replica_manager import LeaderAndIsrResult, ReplicaManager
 from tidelog.storage.log import Log
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
@@ -82,7 +82,8 @@ def state(leader: int, epoch: int, tp: TopicPartition = NEW) -> LeaderAndIsrPart
                                       epoch, (NODE, 2), is_new=True)
 
 
-def lai(rm: ReplicaManager, *states: LeaderAndIsrPartitionState) -> asyncio.Task[object]:
+def lai(rm: ReplicaManager, *states: LeaderAndIsrPartitionState,
+        ) -> asyncio.Task[LeaderAndIsrResult]:
     return asyncio.ensure_future(rm.apply_leader_and_isr(0, 1, list(states), {"fresh": TOPIC_ID}))
 
 
@@ -111,8 +112,8 @@ def test_a_partition_being_made_answers_as_not_hosted_and_the_loop_runs(
         assert not_hosted_code(rm, NEW) == ErrorCode.NOT_LEADER_OR_FOLLOWER
         gate.open.set()
         result = await task
-        assert result.errors == {NEW: ErrorCode.NONE}  # type: ignore[attr-defined]
-        assert result.new_leaders == [NEW]  # type: ignore[attr-defined]
+        assert result.errors == {NEW: ErrorCode.NONE}
+        assert result.new_leaders == [NEW]
         assert rm.partition_or_error(NEW).is_leader
         assert loop_thread not in gate.threads  # made on the log-creation thread
 
@@ -132,13 +133,13 @@ def test_a_newer_leader_and_isr_applies_after_the_one_making_the_log(
             await asyncio.sleep(0)
         assert not second.done()
         gate.open.set()
-        assert (await first).errors == {NEW: ErrorCode.NONE}  # type: ignore[attr-defined]
-        assert (await second).errors == {NEW: ErrorCode.NONE}  # type: ignore[attr-defined]
+        assert (await first).errors == {NEW: ErrorCode.NONE}
+        assert (await second).errors == {NEW: ErrorCode.NONE}
 
     asyncio.run(main())
     partition = rm.partitions[NEW]
     assert (partition.leader_id, partition.leader_epoch) == (2, 1)
-    assert NEW in fetchers.added  # type: ignore[attr-defined]
+    assert isinstance(fetchers, Fetchers) and NEW in fetchers.added
 
 
 def test_stop_replica_deletes_the_log_a_leader_and_isr_was_making(
@@ -153,7 +154,7 @@ def test_stop_replica_deletes_the_log_a_leader_and_isr_was_making(
             await asyncio.sleep(0)
         assert not stop.done()  # waits for the LeaderAndIsr before it
         gate.open.set()
-        assert (await made).errors == {NEW: ErrorCode.NONE}  # type: ignore[attr-defined]
+        assert (await made).errors == {NEW: ErrorCode.NONE}
         assert await stop == (ErrorCode.NONE, {NEW: ErrorCode.NONE})
 
     asyncio.run(main())
@@ -177,14 +178,14 @@ def test_a_dir_failing_while_logs_are_made_is_a_storage_error_and_goes_offline(
 
     monkeypatch.setattr(Log, "open", failing)
 
-    async def main() -> object:
+    async def main() -> LeaderAndIsrResult:
         assert threading.get_ident() not in threads
         result = await lai(rm, state(NODE, 0))
         assert threading.get_ident() not in threads  # never on the loop
         return result
 
     result = asyncio.run(main())
-    assert result.errors == {NEW: ErrorCode.KAFKA_STORAGE_ERROR}  # type: ignore[attr-defined]
+    assert result.errors == {NEW: ErrorCode.KAFKA_STORAGE_ERROR}
     assert len(threads) == 1
     assert [d.online for d in rm.logs.dirs] == [False, False]
     assert NEW not in rm.partitions
@@ -195,9 +196,9 @@ def test_a_partition_not_naming_this_broker_gets_no_log(rm: ReplicaManager) -> N
     """Kafka answers UNKNOWN_TOPIC_OR_PARTITION and makes nothing for it."""
     elsewhere = LeaderAndIsrPartitionState("fresh", 0, 1, 2, 0, (2, 3), 0, (2, 3), is_new=True)
 
-    async def main() -> object:
+    async def main() -> LeaderAndIsrResult:
         return await lai(rm, elsewhere)
 
     result = asyncio.run(main())
-    assert result.errors == {NEW: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}  # type: ignore[attr-defined]
+    assert result.errors == {NEW: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert rm.logs.get_log(NEW) is None and NEW not in rm.partitions
