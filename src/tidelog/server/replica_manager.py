@@ -385,33 +385,6 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches, ReplicaS
         info = self.store.topics.get(topic)
         return None if info is None else dict(info.configs)
 
-    def stop_replicas(self, controller_epoch: int,
-                      partitions: Mapping[TopicPartition, tuple[int, bool]],
-                      ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """Kafka's stopReplicas: stop fetching each partition and drop it (deleting its log
-        when asked) unless the request's leader epoch is older than ours (-2: deletion,
-        always applies); (STALE_CONTROLLER_EPOCH, {}) for a deposed controller."""
-        if controller_epoch < self.controller_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH, {}
-        self.controller_epoch = controller_epoch
-        errors: dict[TopicPartition, ErrorCode] = {}
-        stopped = []
-        for tp, (leader_epoch, delete) in partitions.items():
-            partition = self.partitions.get(tp)
-            if partition is not None and 0 <= leader_epoch < partition.leader_epoch:
-                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
-                continue
-            errors[tp] = ErrorCode.NONE
-            stopped.append(tp)
-            if partition is not None:
-                del self.partitions[tp]
-                self.partitions_dropped += 1
-                self._on_high_watermark(tp)
-            if delete:
-                self.logs.delete_log(tp)
-        self.fetcher_manager.remove_fetcher_for_partitions(stopped)
-        return ErrorCode.NONE, errors
-
     def maybe_shrink_isr(self) -> None:
         """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2)."""
         now = self.clock.milliseconds()

@@ -1,5 +1,5 @@
-"""LeaderAndIsr and StopReplica applied in order, the file work of new logs off the event
-loop (a mixin of the ReplicaManager).
+"""LeaderAndIsr and StopReplica applied in order, the file work of new and deleted logs off
+the event loop (a mixin of the ReplicaManager).
 
 Kafka runs becomeLeaderOrFollower on a request handler thread under replicaStateChangeLock,
 never on a network thread. Here the state changes stay on the event loop, where every other
@@ -17,7 +17,10 @@ log-creation thread, while the loop keeps serving:
 * a log dir that fails while a log is made is taken offline by the LogManager as on any
   thread, and that partition answers KAFKA_STORAGE_ERROR;
 * once started, a request is applied whole even if the controller's connection closes (the
-  controller resends it; the second one finds the logs made)."""
+  controller resends it; the second one finds the logs made);
+* a StopReplica deleting partitions drops them from the map and stops their fetchers on the
+  loop, then renames their dirs on that thread (each log dir fsynced and checkpointed once
+  for all of them) and answers once they are renamed."""
 
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ from tidelog.util.topic_partition import TopicPartition
 from .cluster.partition_state import LeaderAndIsrPartitionState
 from .metadata.local_store import partition_metadata_missing, write_partition_metadata_later
 from .metadata.store import MetadataStoreError
+from .replication.fetcher_manager import FetcherManager
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -110,6 +114,8 @@ class ReplicaStateChanges:
     node_id: int
     controller_epoch: int
     partitions: dict[TopicPartition, Partition]
+    partitions_dropped: int
+    fetcher_manager: FetcherManager
     _log_pool: ThreadPoolExecutor | None
     _state_change_lock: asyncio.Lock | None
     _state_changes: set[asyncio.Task[object]]
@@ -121,10 +127,8 @@ class ReplicaStateChanges:
     ) -> LeaderAndIsrResult:
         raise NotImplementedError  # the ReplicaManager's
 
-    def stop_replicas(self, controller_epoch: int,
-                      partitions: Mapping[TopicPartition, tuple[int, bool]],
-                      ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        raise NotImplementedError  # the ReplicaManager's
+    def _on_high_watermark(self, tp: TopicPartition) -> None:
+        raise NotImplementedError  # the ReplicaManager's: waiting produces and fetches answer
 
     def _topic_overrides(self, topic: str) -> dict[str, str] | None:
         raise NotImplementedError  # the ReplicaManager's
@@ -172,9 +176,52 @@ class ReplicaStateChanges:
         """``stop_replicas`` after the earlier state changes (never while a LeaderAndIsr is
         making the log it would delete)."""
         async def apply() -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-            return self.stop_replicas(controller_epoch, partitions)
+            error, errors, deleted = self._stop_partitions(controller_epoch, partitions)
+            if deleted:  # renamed, fsynced, checkpointed on the log thread, then answered
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(self.log_creation_executor(), self.logs.delete_logs,
+                                           deleted)
+            return error, errors
 
         return await self._in_order(apply)
+
+    def stop_replicas(self, controller_epoch: int,
+                      partitions: Mapping[TopicPartition, tuple[int, bool]],
+                      ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+        """Kafka's stopReplicas: stop fetching each partition and drop it (deleting its log
+        when asked) unless the request's leader epoch is older than ours (-2: deletion,
+        always applies); (STALE_CONTROLLER_EPOCH, {}) for a deposed controller. The logs are
+        deleted here (``apply_stop_replicas`` deletes them off the loop)."""
+        error, errors, deleted = self._stop_partitions(controller_epoch, partitions)
+        self.logs.delete_logs(deleted)
+        return error, errors
+
+    def _stop_partitions(self, controller_epoch: int,
+                         partitions: Mapping[TopicPartition, tuple[int, bool]],
+                         ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode],
+                                    list[TopicPartition]]:
+        """``stop_replicas`` but for the deletion: the partitions dropped from the map and
+        their fetchers stopped; the ones whose logs are to be deleted."""
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH, {}, []
+        self.controller_epoch = controller_epoch
+        errors: dict[TopicPartition, ErrorCode] = {}
+        stopped, deleted = [], []
+        for tp, (leader_epoch, delete) in partitions.items():
+            partition = self.partitions.get(tp)
+            if partition is not None and 0 <= leader_epoch < partition.leader_epoch:
+                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            errors[tp] = ErrorCode.NONE
+            stopped.append(tp)
+            if partition is not None:
+                del self.partitions[tp]
+                self.partitions_dropped += 1
+                self._on_high_watermark(tp)
+            if delete:
+                deleted.append(tp)
+        self.fetcher_manager.remove_fetcher_for_partitions(stopped)
+        return ErrorCode.NONE, errors, deleted
 
     async def _in_order(self, fn: Callable[[], Awaitable[T]]) -> T:
         """``fn`` under the state-change lock, run to its end even when the request that

@@ -1,8 +1,9 @@
 """LeaderAndIsr's new logs made off the event loop (a real ReplicaManager in ZooKeeper mode,
 real log dirs): while a log is being made the loop runs, the partition answers as one not
 hosted here, and a later state change for it (LeaderAndIsr at a newer epoch, StopReplica)
-applies after; a log dir failing meanwhile answers KAFKA_STORAGE_ERROR and goes offline.
-Log creation is held at a gate, so nothing depends on how fast the machine is."""
+applies after; a log dir failing meanwhile answers KAFKA_STORAGE_ERROR and goes offline; a
+StopReplica's deletions are made off the loop too. The file work is held at a gate, so
+nothing depends on how fast the machine is."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tidelog.server.metadata.cache import UpdateMetadataDelta
 from tidelog.server.metadata.image import BrokerInfo, PartitionRegistration
 from tidelog.server.metadata.local_store import LocalMetadataStore
 from tidelog.server.replica_manager import LeaderAndIsrResult, ReplicaManager
+from tidelog.storage.dir_lock import LogDir
 from tidelog.storage.log import Log
 from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
@@ -202,3 +204,45 @@ def test_a_partition_not_naming_this_broker_gets_no_log(rm: ReplicaManager) -> N
     result = asyncio.run(main())
     assert result.errors == {NEW: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
     assert rm.logs.get_log(NEW) is None and NEW not in rm.partitions
+
+
+def test_stop_replica_deletes_logs_off_the_loop_checkpointing_each_dir_once(
+        rm: ReplicaManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A topic of 20 partitions over both dirs deleted by one StopReplica: dropped from the
+    map at once, the renames held at a gate while the loop runs, the answer after them; each
+    dir's recovery-point checkpoint rewritten once, without the topic."""
+    tps = [TopicPartition("fresh", p) for p in range(20)]
+    entered, gate, threads = threading.Event(), threading.Event(), set()
+    writes: list[Path] = []
+    real_delete, real_checkpoint = rm.logs.delete_logs, rm.logs._checkpoint_recovery_points
+
+    def held(deleting: list[TopicPartition]) -> dict[TopicPartition, Path]:
+        threads.add(threading.get_ident())
+        entered.set()
+        assert gate.wait(DEADLINE_S)
+        return real_delete(deleting)
+
+    def counted(d: LogDir) -> bool:
+        writes.append(d.path)
+        return real_checkpoint(d)
+
+    async def main() -> None:
+        states = [state(NODE, 0, tp) for tp in tps]
+        assert set((await lai(rm, *states)).errors.values()) == {ErrorCode.NONE}
+        monkeypatch.setattr(rm.logs, "delete_logs", held)
+        monkeypatch.setattr(rm.logs, "_checkpoint_recovery_points", counted)
+        stop = asyncio.ensure_future(rm.apply_stop_replicas(1, {tp: (-2, True) for tp in tps}))
+        assert await asyncio.to_thread(entered.wait, DEADLINE_S)
+        assert not stop.done() and not any(tp in rm.partitions for tp in tps)
+        assert not_hosted_code(rm, tps[0]) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert threading.get_ident() not in threads
+        gate.set()
+        assert await stop == (ErrorCode.NONE, {tp: ErrorCode.NONE for tp in tps})
+
+    asyncio.run(main())
+    assert all(rm.logs.get_log(tp) is None for tp in tps)
+    dirs = rm.logs.live_log_dirs
+    assert sorted(writes) == sorted(dirs)  # once per dir, not once per partition
+    for d in dirs:
+        assert not any((d / tp.dir_name).exists() for tp in tps)
+        assert "fresh" not in (d / "recovery-point-offset-checkpoint").read_text()
