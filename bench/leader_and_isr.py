@@ -4,9 +4,9 @@ A broker (tidelog.testing.EmbeddedBroker, its own loop thread, watched by
 tidelog.metrics.loop_lag's StallWatchdog) serves a librdkafka producer (a child process,
 idempotent, acks=all, linger.ms=0, --rate records/s of 100 B) on one topic; after a warm-up
 the bench sends, as a controller does, one LeaderAndIsr making this broker the leader of the
-N partitions of a new topic, and reports for the time until it is answered: that time, the
-loop's longest stall (a watchdog ping answered late), and the producer's produce->ack p99 and
-max over the records sent meanwhile. Each tree runs in its own process, trees alternated in
+N partitions of a new topic, then a StopReplica deleting them, and reports for the time until
+each is answered: that time, the loop's longest stall (a watchdog ping answered late), and the
+producer's produce->ack p99 and max over the records sent meanwhile. Each tree runs in its own process, trees alternated in
 the same sitting, --rounds times; ranges over rounds, and the load average.
 
     .venv/bin/python bench/leader_and_isr.py --trees /path/to/tree,/path/to/main \
@@ -27,12 +27,11 @@ from pathlib import Path
 from typing import Any
 
 LOAD = r"""
-import json, sys, time
+import json, sys, threading, time
 from confluent_kafka import Producer
 bootstrap, topic, rate, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-sent = []
-def dr(err, msg, t=None):
-    pass
+done = threading.Event()  # the bench closes our stdin: stop
+threading.Thread(target=lambda: (sys.stdin.read(), done.set()), daemon=True).start()
 p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
               "linger.ms": 0})
 value = b"v" * 100
@@ -41,7 +40,7 @@ i = 0
 out = []
 while True:
     now = time.monotonic()
-    if now >= start + seconds:
+    if now >= start + seconds or done.is_set():
         break
     t = time.monotonic_ns()
     p.produce(topic, value, on_delivery=lambda err, msg, t=t: out.append(
@@ -64,6 +63,13 @@ def leader_and_isr(node: int, topic: str, topic_id: uuid.UUID, n: int) -> dict[s
                               "partition_states": parts}], "live_leaders": []}  # fmt: skip
 
 
+def stop_replica(node: int, topic: str, n: int) -> dict[str, Any]:
+    parts = [{"partition_index": p, "leader_epoch": -2, "delete_partition": True}
+             for p in range(n)]
+    return {"controller_id": node, "controller_epoch": 1, "broker_epoch": -1,
+            "topic_states": [{"topic_name": topic, "partition_states": parts}]}
+
+
 def one(n: int, rate: float, warmup: float, after: float) -> dict[str, Any]:
     from tidelog.client.conn import BrokerConnection
     from tidelog.metrics.loop_lag import StallWatchdog
@@ -75,7 +81,8 @@ def one(n: int, rate: float, warmup: float, after: float) -> dict[str, Any]:
         conn.call(3, 12, {"topics": [{"name": "load"}], "allow_auto_topic_creation": True})
         load = subprocess.Popen([sys.executable, "-c", LOAD, b.bootstrap_servers, "load",
                                  str(rate), str(warmup + after)],
-                                stdout=subprocess.PIPE, text=True)  # fmt: skip
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)  # fmt: skip
         time.sleep(warmup)
         loop, thread = b._loop, b._thread
         assert loop is not None and thread is not None and thread.ident is not None
@@ -83,21 +90,34 @@ def one(n: int, rate: float, warmup: float, after: float) -> dict[str, Any]:
             t0 = time.monotonic_ns()
             resp = conn.call(4, 7, leader_and_isr(b.broker.node_id, "big", uuid.uuid4(), n))
             t1 = time.monotonic_ns()
+            time.sleep(0.5)
+            t2 = time.monotonic_ns()
+            stop = conn.call(5, 4, stop_replica(b.broker.node_id, "big", n))
+            t3 = time.monotonic_ns()
             time.sleep(0.2)
         errors = [int(p.error_code) for t in resp.topics for p in t.partition_errors]
-        assert errors == [0] * n, errors
-        out, _ = load.communicate(timeout=120)
+        errors += [int(p.error_code) for p in stop.partition_errors]
+        assert errors == [0] * 2 * n, errors
+        out, _ = load.communicate("", timeout=300)  # (closes its stdin: it stops)
         conn.close()
-    acks = sorted(lat for t, lat, failed in json.loads(out) if t0 <= t <= t1 and not failed)
-    stalls = [s.duration_ns for s in dog.stalls if s.started_ns <= t1 and
-              s.started_ns + s.duration_ns >= t0]  # fmt: skip
+    sent = json.loads(out)
+    return {"n": n, **window("lai", t0, t1, sent, dog.stalls),
+            **window("stop", t2, t3, sent, dog.stalls)}
+
+
+def window(name: str, t0: int, t1: int, sent: list[tuple[int, int, bool]],
+           stalls: list[Any]) -> dict[str, float]:
+    """What happened while a request was in flight: its time, the loop's longest stall, and
+    the acks of the records sent meanwhile."""
+    acks = sorted(lat for t, lat, failed in sent if t0 <= t <= t1 and not failed)
+    longest = max((s.duration_ns for s in stalls
+                   if s.started_ns <= t1 and s.started_ns + s.duration_ns >= t0), default=0)
 
     def q(x: float) -> float:
         return acks[min(len(acks) - 1, int(x * len(acks)))] / 1e6 if acks else 0.0
 
-    return {"n": n, "lai_ms": (t1 - t0) / 1e6, "stall_max_ms": max(stalls, default=0) / 1e6,
-            "stalls": len(stalls), "acks": len(acks), "ack_p99_ms": q(0.99),
-            "ack_max_ms": acks[-1] / 1e6 if acks else 0.0}  # fmt: skip
+    return {f"{name}_ms": (t1 - t0) / 1e6, f"{name}_stall_max_ms": longest / 1e6,
+            f"{name}_ack_p99_ms": q(0.99), f"{name}_ack_max_ms": acks[-1] / 1e6 if acks else 0.0}
 
 
 def span(values: list[float]) -> str:
@@ -111,7 +131,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rate", type=float, default=2000)
     ap.add_argument("--warmup", type=float, default=3.0)
-    ap.add_argument("--after", type=float, default=6.0, help="seconds of load after warm-up")
+    ap.add_argument("--after", type=float, default=300.0,
+                    help="at most this many seconds of load after warm-up")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
@@ -131,25 +152,25 @@ def main() -> None:
                     env=env, capture_output=True, text=True, check=True)  # fmt: skip
                 runs.setdefault((tree, n), []).append(json.loads(out.stdout.splitlines()[-1]))
                 loads.append(os.getloadavg()[0])
-    print(f"LeaderAndIsr making N partitions, producer {args.rate:,.0f} rec/s acks=all on "
+    print(f"Producer {args.rate:,.0f} rec/s acks=all on "
           f"another topic; {args.rounds} rounds, ranges; load average "
           f"{min(loads):.1f}-{max(loads):.1f} (1 min)")
-    print(f"{'tree':<28} {'N':>5}  {'LAI answered ms':>17}  {'loop stall max ms':>17}  "
-          f"{'ack p99 ms':>17}  {'ack max ms':>17}")
-    for n in sizes:
-        for tree in trees:
-            rs = runs[(tree, n)]
-            print(f"{tree[-28:]:<28} {n:>5}  {span([r['lai_ms'] for r in rs])}  "
-                  f"{span([r['stall_max_ms'] for r in rs])}  "
-                  f"{span([r['ack_p99_ms'] for r in rs])}  {span([r['ack_max_ms'] for r in rs])}")
-        base = runs[(trees[-1], n)]
-        for tree in trees[:-1]:
-            mine = runs[(tree, n)]
-            ratio = (sorted(r["stall_max_ms"] for r in mine)[len(mine) // 2]
-                     / max(1e-9, sorted(r["stall_max_ms"] for r in base)[len(base) // 2]))
-            print(f"  N={n}: median loop stall max, {Path(tree).name} / {Path(trees[-1]).name}"
-                  f" = {ratio:.2f}")
-
+    for name, what in (("lai", "LeaderAndIsr making N partitions"),
+                       ("stop", "StopReplica deleting them")):
+        print(f"{what}:")
+        print(f"{'tree':<28} {'N':>5}  {'answered ms':>17}  {'loop stall max ms':>17}  "
+              f"{'ack p99 ms':>17}  {'ack max ms':>17}")
+        for n in sizes:
+            for tree in trees:
+                rs = runs[(tree, n)]
+                print(f"{tree[-28:]:<28} {n:>5}  " + "  ".join(
+                    span([r[f"{name}_{k}"] for r in rs])
+                    for k in ("ms", "stall_max_ms", "ack_p99_ms", "ack_max_ms")))
+            base = sorted(r[f"{name}_stall_max_ms"] for r in runs[(trees[-1], n)])
+            for tree in trees[:-1]:
+                mine = sorted(r[f"{name}_stall_max_ms"] for r in runs[(tree, n)])
+                print(f"  N={n}: median loop stall max {mine[len(mine) // 2]:.1f} ms here, "
+                      f"{base[len(base) // 2]:.1f} ms in {trees[-1]}")
 
 if __name__ == "__main__":
     main()
