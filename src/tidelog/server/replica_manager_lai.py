@@ -137,10 +137,10 @@ class ReplicaStateChanges:
         raise NotImplementedError  # ReplicaTopics': where partition.metadata is written
 
     def log_creation_executor(self) -> ThreadPoolExecutor:
-        """The one thread that makes the logs LeaderAndIsr needs: in request order, never on
-        the event loop."""
+        """The one thread that makes the logs LeaderAndIsr needs and deletes the ones
+        StopReplica drops: in request order, never on the event loop."""
         if self._log_pool is None:
-            self._log_pool = ThreadPoolExecutor(1, thread_name_prefix="tidelog-log-create")
+            self._log_pool = ThreadPoolExecutor(1, thread_name_prefix="tidelog-replica-logs")
         return self._log_pool
 
     @property
