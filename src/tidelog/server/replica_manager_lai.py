@@ -154,9 +154,12 @@ class ReplicaStateChanges:
     async def apply_leader_and_isr(
         self, controller_id: int, controller_epoch: int,
         states: list[LeaderAndIsrPartitionState], topic_ids: Mapping[str, uuid.UUID],
+        on_applied: Callable[[LeaderAndIsrResult], object] | None = None,
     ) -> LeaderAndIsrResult:
         """``become_leader_or_follower`` after the earlier state changes, the logs it needs
-        made on the log-creation thread first."""
+        made on the log-creation thread first; then ``on_applied(result)`` (Kafka's
+        onLeadershipChange), before the next state change and even if the request that
+        asked is cancelled meanwhile."""
         async def apply() -> LeaderAndIsrResult:
             prepared: PreparedLogs = {}
             wanted = self._logs_to_prepare(controller_epoch, states, topic_ids)
@@ -165,18 +168,25 @@ class ReplicaStateChanges:
                 prepared = await loop.run_in_executor(
                     self.log_creation_executor(), prepare_logs, self.logs, wanted,
                     self.admin_executor())
-            return self.become_leader_or_follower(
+            result = self.become_leader_or_follower(
                 controller_id, controller_epoch, states, topic_ids, prepared)
+            if on_applied is not None:
+                on_applied(result)
+            return result
 
         return await self._in_order(apply)
 
     async def apply_stop_replicas(
         self, controller_epoch: int, partitions: Mapping[TopicPartition, tuple[int, bool]],
+        on_stopped: Callable[[], object] | None = None,
     ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """``stop_replicas`` after the earlier state changes (never while a LeaderAndIsr is
-        making the log it would delete)."""
+        making the log it would delete); ``on_stopped()`` once the partitions are dropped
+        (not for a stale controller), as ``on_applied`` above."""
         async def apply() -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
             error, errors, deleted = self._stop_partitions(controller_epoch, partitions)
+            if error == ErrorCode.NONE and on_stopped is not None:
+                on_stopped()
             if deleted:  # renamed, fsynced, checkpointed on the log thread, then answered
                 loop = asyncio.get_running_loop()
                 await loop.run_in_executor(self.log_creation_executor(), self.logs.delete_logs,

@@ -246,3 +246,29 @@ def test_stop_replica_deletes_logs_off_the_loop_checkpointing_each_dir_once(
     for d in dirs:
         assert not any((d / tp.dir_name).exists() for tp in tps)
         assert "fresh" not in (d / "recovery-point-offset-checkpoint").read_text()
+
+
+def test_a_cancelled_request_is_still_applied_and_its_leadership_change_runs(
+        rm: ReplicaManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The controller's connection closes (the controller shutting down) while the request
+    waits: the state still applies, and what follows it (the coordinators loading what is
+    led here now) runs before the next state change."""
+    gate = Gate(rm, monkeypatch)
+    applied: list[LeaderAndIsrResult] = []
+
+    async def main() -> None:
+        asking = asyncio.ensure_future(rm.apply_leader_and_isr(
+            0, 1, [state(NODE, 0)], {"fresh": TOPIC_ID}, applied.append))
+        await gate.reached()
+        asking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asking
+        stopped: list[bool] = []
+        stop = asyncio.ensure_future(rm.apply_stop_replicas(
+            1, {NEW: (-2, False)}, lambda: stopped.append(bool(applied))))
+        gate.open.set()
+        assert await stop == (ErrorCode.NONE, {NEW: ErrorCode.NONE})
+        assert stopped == [True]  # after the LeaderAndIsr's own follow-up
+
+    asyncio.run(main())
+    assert [r.new_leaders for r in applied] == [[NEW]]

@@ -23,6 +23,7 @@ from tidelog.protocol.kio_util import make, nested
 from ..cluster.partition_state import LeaderAndIsrPartitionState
 from ..context import RequestContext
 from ..coordinator.leadership import on_leadership_change
+from ..replica_manager_lai import LeaderAndIsrResult
 from .controller_requests import controller_request_error
 
 API_KEY = 4
@@ -80,12 +81,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         replication.fetcher_manager.update_live_leaders(
             {int(b.broker_id): (str(b.host_name), int(b.port)) for b in request.live_leaders}
         )
+    def applied(result: LeaderAndIsrResult) -> None:  # under the state change, whatever
+        if result.error == ErrorCode.NONE:  # becomes of this request (its connection closed)
+            on_leadership_change(ctx.broker, result.new_leaders, result.new_followers)
+
     # one state change at a time; the logs of new partitions made off the loop first
     result = await ctx.broker.replica_manager.apply_leader_and_isr(
-        int(request.controller_id), int(request.controller_epoch), states, topic_ids
+        int(request.controller_id), int(request.controller_epoch), states, topic_ids, applied
     )
     if result.error != ErrorCode.NONE:
         return _response(cls, request, result.error, {})
-    on_leadership_change(ctx.broker, result.new_leaders, result.new_followers)
     errors = {(tp.topic, tp.partition): e for tp, e in result.errors.items()}
     return _response(cls, request, ErrorCode.NONE, errors)
