@@ -16,8 +16,9 @@ log-creation thread, while the loop keeps serving:
   loop, all of one request's partitions in one step;
 * a log dir that fails while a log is made is taken offline by the LogManager as on any
   thread, and that partition answers KAFKA_STORAGE_ERROR;
-* once started, a request is applied whole even if the controller's connection closes (the
-  controller resends it; the second one finds the logs made);
+* once started, a request is applied whole, with what follows it (the coordinators load
+  what is led here now, unload what is stopped), even if the controller's connection
+  closes meanwhile;
 * a StopReplica deleting partitions drops them from the map and stops their fetchers on the
   loop, then renames their dirs on that thread (each log dir fsynced and checkpointed once
   for all of them) and answers once they are renamed."""
