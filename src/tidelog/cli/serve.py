@@ -250,4 +250,8 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # a storage/metadata error at start-up: say why, exit non-zero
         log.error("broker failed: %s", exc)
         return 1
+    except (SystemExit, asyncio.CancelledError) as exc:
+        # sys.exit in a loop callback, a cancellation escaping the serving task: still say why
+        log.error("broker failed: %s %s", type(exc).__name__, exc)
+        return 1
     return 0

@@ -6,7 +6,8 @@ topic's config overrides from the metadata store; the topic half lives in
 
 Without ZooKeeper the broker is a one-broker cluster: every partition of every topic is
 hosted here and made leader with ISR [self] as soon as its log exists. All calls happen on
-the broker's event-loop thread (the LogManager's periodic tasks run on its scheduler)."""
+the broker's event-loop thread (the LogManager's periodic tasks run on its scheduler, the
+logs a LeaderAndIsr needs are made on the log-creation thread: ``replica_manager_lai.py``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,15 +41,14 @@ from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.local_store import (
     LocalMetadataStore,
-    partition_metadata_missing,
     write_partition_metadata,
-    write_partition_metadata_later,
 )
 from .metadata.store import MetadataStore, MetadataStoreError, TopicInfo
 from .purgatory import FetchPurgatory, ReplicationPurgatory
 from .quiet_table import QuietTable
 from .replica_appends import ReplicaAppends, Written
 from .replica_fetches import RemoteFetch
+from .replica_manager_lai import LeaderAndIsrResult, PreparedLogs, ReplicaStateChanges, prepare_log
 from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
 from .replication.fetcher_manager import FetcherManager, InitialFetchState, NoFetchers
 from .sessionless_fetches import SessionlessFetches
@@ -61,17 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
 __all__ = ["INTERNAL_TOPICS", "LeaderAndIsrResult", "ReplicaManager", "Written"]
-
-
-@dataclass
-class LeaderAndIsrResult:
-    """What a LeaderAndIsr did: each partition's error (NONE when applied), and the
-    partitions this broker now follows, with their leader and the offset to fetch from."""
-
-    errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
-    new_followers: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)
-    new_leaders: list[TopicPartition] = field(default_factory=list)
-    error: ErrorCode = ErrorCode.NONE  # STALE_CONTROLLER_EPOCH for the whole request
 
 
 def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) -> LogManager:
@@ -88,7 +77,7 @@ def _make_log_manager(config: BrokerConfig, clock: Clock, store: MetadataStore) 
     )
 
 
-class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
+class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches, ReplicaStateChanges):
     def __init__(self, config: BrokerConfig, clock: Clock, logs: LogManager | None = None, *,
                  metadata_cache: MetadataCache | None = None,
                  store: MetadataStore | None = None,
@@ -124,6 +113,11 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
         self._heavy_pool: ThreadPoolExecutor | None = None
         self._admin_pool: ThreadPoolExecutor | None = None
+        # LeaderAndIsr's new logs made off the loop, one state change at a time
+        # (replica_manager_lai.py)
+        self._log_pool: ThreadPoolExecutor | None = None
+        self._state_change_lock: asyncio.Lock | None = None
+        self._state_changes: set[asyncio.Task[object]] = set()
         self.pending_topics: set[str] = set()
         self._pid_next = 0
         self._pid_end = 0
@@ -184,10 +178,10 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
             self._isr_expiration = None
         self.append_writers.stop()  # the writes queued end first: their flushes follow
         self.group_commit.shutdown()  # no fsync in flight may outlive the logs
-        for pool in (self._heavy_pool, self._admin_pool):
-            if pool is not None:
-                pool.shutdown(wait=True)  # no append or admin work may outlive the logs
-        self._heavy_pool = self._admin_pool = None
+        for pool in (self._log_pool, self._heavy_pool, self._admin_pool):
+            if pool is not None:  # no log creation, append or admin work may outlive the logs
+                pool.shutdown(wait=True)
+        self._log_pool = self._heavy_pool = self._admin_pool = None
         self.logs.shutdown()
 
     # -- the partition map --------------------------------------------------------------------
@@ -301,11 +295,13 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
     def become_leader_or_follower(
         self, controller_id: int, controller_epoch: int,
         states: Iterable[LeaderAndIsrPartitionState],
-        topic_ids: Mapping[str, uuid.UUID],
+        topic_ids: Mapping[str, uuid.UUID], prepared: PreparedLogs | None = None,
     ) -> LeaderAndIsrResult:
         """Kafka's becomeLeaderOrFollower: a stale controller epoch refuses the request; a
         partition's state applies only at a newer leader epoch (an older one is
-        STALE_CONTROLLER_EPOCH); new followers stop fetching, then fetch from their leader."""
+        STALE_CONTROLLER_EPOCH); new followers stop fetching, then fetch from their leader.
+        New partitions take their log from ``prepared`` (made off the loop:
+        ``apply_leader_and_isr``), or make it here."""
         result = LeaderAndIsrResult()
         if controller_epoch < self.controller_epoch:
             result.error = ErrorCode.STALE_CONTROLLER_EPOCH
@@ -315,7 +311,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         followers: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         for state in states:
             tp = TopicPartition(state.topic_name, state.partition_index)
-            error, partition = self._accept_state(tp, state, topic_ids.get(state.topic_name))
+            error, partition = self._accept_state(tp, state, topic_ids.get(tp.topic), prepared)
             result.errors[tp] = error
             if partition is not None:
                 (leaders if state.leader == self.node_id else followers).append(
@@ -332,27 +328,22 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
         return result
 
     def _accept_state(self, tp: TopicPartition, state: LeaderAndIsrPartitionState,
-                      topic_id: uuid.UUID | None) -> tuple[ErrorCode, Partition | None]:
+                      topic_id: uuid.UUID | None, prepared: PreparedLogs | None,
+                      ) -> tuple[ErrorCode, Partition | None]:
         if self.logs.offline_partition_dir(tp) is not None:  # Kafka's HostedPartition.Offline
             return ErrorCode.KAFKA_STORAGE_ERROR, None
         partition = self.partitions.get(tp)
         if partition is None:
-            if (not state.is_new and self.logs.get_log(tp) is None
-                    and any(not d.online for d in self.logs.dirs)):  # fmt: skip
-                # Kafka's getOrCreateLog: an existing replica may be on the offline dir
-                return ErrorCode.KAFKA_STORAGE_ERROR, None
-            try:
-                lg = self.logs.get_or_create_log(tp, self._topic_overrides(tp.topic))
-            except Exception as exc:
-                log.warning("cannot host %s: %s", tp, exc)
-                return ErrorCode.KAFKA_STORAGE_ERROR, None
-            if topic_id is not None:
-                try:
-                    if partition_metadata_missing(Path(lg.dir), topic_id):
-                        write_partition_metadata_later(self.admin_executor(), Path(lg.dir), topic_id)
-                except MetadataStoreError:
-                    return ErrorCode.INCONSISTENT_TOPIC_ID, None
-            partition = self.partitions[tp] = self._new_partition(tp, lg, topic_id)
+            refused = self._refused_before_log(tp, state)
+            if refused is not None:
+                return refused, None
+            made = None if prepared is None else prepared.get(tp)
+            if made is None:
+                made = prepare_log(self.logs, tp, self._topic_overrides(tp.topic), topic_id,
+                                   self.admin_executor())
+            if made.log is None or made.error != ErrorCode.NONE:
+                return made.error, None
+            partition = self.partitions[tp] = self._new_partition(tp, made.log, topic_id)
         if topic_id is not None and partition.topic_id not in (None, topic_id):
             return ErrorCode.INCONSISTENT_TOPIC_ID, None
         hold = self.floor_hold  # a dir below its floor answers as an offline one
@@ -393,33 +384,6 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches):
     def _topic_overrides(self, topic: str) -> dict[str, str] | None:
         info = self.store.topics.get(topic)
         return None if info is None else dict(info.configs)
-
-    def stop_replicas(self, controller_epoch: int,
-                      partitions: Mapping[TopicPartition, tuple[int, bool]],
-                      ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
-        """Kafka's stopReplicas: stop fetching each partition and drop it (deleting its log
-        when asked) unless the request's leader epoch is older than ours (-2: deletion,
-        always applies); (STALE_CONTROLLER_EPOCH, {}) for a deposed controller."""
-        if controller_epoch < self.controller_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH, {}
-        self.controller_epoch = controller_epoch
-        errors: dict[TopicPartition, ErrorCode] = {}
-        stopped = []
-        for tp, (leader_epoch, delete) in partitions.items():
-            partition = self.partitions.get(tp)
-            if partition is not None and 0 <= leader_epoch < partition.leader_epoch:
-                errors[tp] = ErrorCode.FENCED_LEADER_EPOCH
-                continue
-            errors[tp] = ErrorCode.NONE
-            stopped.append(tp)
-            if partition is not None:
-                del self.partitions[tp]
-                self.partitions_dropped += 1
-                self._on_high_watermark(tp)
-            if delete:
-                self.logs.delete_log(tp)
-        self.fetcher_manager.remove_fetcher_for_partitions(stopped)
-        return ErrorCode.NONE, errors
 
     def maybe_shrink_isr(self) -> None:
         """Kafka's isr-expiration task (every replica.lag.time.max.ms / 2)."""

@@ -116,9 +116,8 @@ class ReplicaTopics:
         return info
 
     def delete_logs(self, tps: Iterable[TopicPartition]) -> None:
-        """Any thread (the LogManager locks)."""
-        for tp in tps:
-            self.logs.delete_log(tp)
+        """Any thread (the LogManager locks); each log dir checkpointed once for all."""
+        self.logs.delete_logs(list(tps))
 
     # -- topics -------------------------------------------------------------------------------
     def topic(self, name: str) -> TopicInfo | None:

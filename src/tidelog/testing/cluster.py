@@ -63,6 +63,7 @@ class BrokerProcess:
         self.port = 0
         self.output: list[str] = []  # since the last start
         self.all_output: list[str] = []  # every start's, each start marked
+        self._reader: threading.Thread | None = None  # reads the last start's stderr
 
     @property
     def running(self) -> bool:
@@ -80,7 +81,8 @@ class BrokerProcess:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
         ready = threading.Event()
-        threading.Thread(target=self._read, args=(ready,), daemon=True).start()
+        self._reader = threading.Thread(target=self._read, args=(ready,), daemon=True)
+        self._reader.start()
         if not ready.wait(timeout) or not self.port:
             self.kill()
             raise RuntimeError(f"broker {self.broker_id} did not start:\n" + "".join(self.output[-30:]))
@@ -95,6 +97,14 @@ class BrokerProcess:
                 self.port = int(line.split("listening on ", 1)[1].split()[0].rsplit(":", 1)[1])
                 ready.set()
         ready.set()  # exited
+
+    def output_tail(self, lines: int = 60, timeout: float = 5.0) -> str:
+        """The last ``lines`` of every start's output. Of a process that exited, what it
+        wrote last (the line saying why) may still be in the pipe when its exit code is
+        known: read to the end first (at most ``timeout`` seconds)."""
+        if self.proc is not None and self.proc.poll() is not None and self._reader is not None:
+            self._reader.join(timeout)
+        return "".join(self.all_output[-lines:])
 
     def signal(self, sig: int) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -303,4 +313,4 @@ class EmbeddedCluster:
         for broker_id, broker in sorted(self.brokers.items()):
             code = broker.proc.poll() if broker.proc is not None else None
             print(f"=== broker {broker_id}: exit code {code}, last {lines} log lines ===")
-            print("".join(broker.all_output[-lines:]), end="")
+            print(broker.output_tail(lines), end="")

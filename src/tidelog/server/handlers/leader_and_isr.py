@@ -5,7 +5,11 @@ Fenced first: CLUSTER_ACTION, then the broker epoch (STALE_BROKER_EPOCH), then t
 controller epoch (STALE_CONTROLLER_EPOCH for the whole request when older than the newest
 seen). Each partition's state applies only at a newer leader epoch (an older or equal one is
 answered STALE_CONTROLLER_EPOCH for that partition, as Kafka does); new followers stop
-fetching and fetch from their new leader, new leaders stop fetching. Versions 5-7 (topic ids)."""
+fetching and fetch from their new leader, new leaders stop fetching. Versions 5-7 (topic ids).
+
+Requests apply one at a time, in arrival order (Kafka's replicaStateChangeLock); the logs
+of partitions new here are made on the log-creation thread while the event loop serves
+every other request, and the answer goes once they exist (``replica_manager_lai.py``)."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from tidelog.protocol.kio_util import make, nested
 from ..cluster.partition_state import LeaderAndIsrPartitionState
 from ..context import RequestContext
 from ..coordinator.leadership import on_leadership_change
+from ..replica_manager_lai import LeaderAndIsrResult
 from .controller_requests import controller_request_error
 
 API_KEY = 4
@@ -76,11 +81,15 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
         replication.fetcher_manager.update_live_leaders(
             {int(b.broker_id): (str(b.host_name), int(b.port)) for b in request.live_leaders}
         )
-    result = ctx.broker.replica_manager.become_leader_or_follower(
-        int(request.controller_id), int(request.controller_epoch), states, topic_ids
+    def applied(result: LeaderAndIsrResult) -> None:  # under the state change, whatever
+        if result.error == ErrorCode.NONE:  # becomes of this request (its connection closed)
+            on_leadership_change(ctx.broker, result.new_leaders, result.new_followers)
+
+    # one state change at a time; the logs of new partitions made off the loop first
+    result = await ctx.broker.replica_manager.apply_leader_and_isr(
+        int(request.controller_id), int(request.controller_epoch), states, topic_ids, applied
     )
     if result.error != ErrorCode.NONE:
         return _response(cls, request, result.error, {})
-    on_leadership_change(ctx.broker, result.new_leaders, result.new_followers)
     errors = {(tp.topic, tp.partition): e for tp, e in result.errors.items()}
     return _response(cls, request, ErrorCode.NONE, errors)

@@ -39,12 +39,14 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     error = controller_request_error(ctx, int(request.broker_epoch))
     errors: dict[TopicPartition, ErrorCode] = {}
     if error == ErrorCode.NONE:
-        error, errors = ctx.broker.replica_manager.stop_replicas(
-            int(request.controller_epoch), partitions
+        # after any LeaderAndIsr still making its logs (Kafka's replicaStateChangeLock); the
+        # coordinators unload what is stopped here, even if this request is cancelled
+        error, errors = await ctx.broker.replica_manager.apply_stop_replicas(
+            int(request.controller_epoch), partitions,
+            lambda: on_resignation(ctx.broker, partitions),
         )
     if error != ErrorCode.NONE:  # Kafka answers the top-level error with no partitions
         return make(cls, error_code=error, partition_errors=())
-    on_resignation(ctx.broker, partitions)  # the coordinators unload what is stopped here
     parts = tuple(
         make(pcls, topic_name=tp.topic, partition_index=tp.partition,
              error_code=errors.get(tp, ErrorCode.NONE))
