@@ -9,11 +9,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 
 from . import errors
 from .records import StoreKey
@@ -21,6 +29,29 @@ from .state import RegistryState
 
 log = logging.getLogger(__name__)
 Record = tuple[bytes | None, bytes | None, int]
+
+
+# what a broker answers before it knows its cluster (librdkafka: _PARTIAL for an answer with
+# no brokers and no topics, a cluster broker's before the controller's first UpdateMetadata)
+_NOT_YET = {KafkaError._PARTIAL, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+            KafkaError._ALL_BROKERS_DOWN}
+
+
+def _cluster_metadata(admin: AdminClient, timeout_s: float) -> ClusterMetadata:
+    """The cluster's metadata, asked again while the broker does not know its cluster yet
+    (the registry starts with its broker: in a cluster, maybe before the controller told the
+    broker who is alive), until ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return admin.list_topics(timeout=max(left, 0.1))
+        except KafkaException as exc:
+            err = exc.args[0] if exc.args else None
+            if not (isinstance(err, KafkaError) and err.code() in _NOT_YET) or left <= 0.2:
+                raise
+            log.info("the cluster's metadata is not known yet (%s): asking again", err.str())
+            time.sleep(0.2)
 
 
 class KafkaStore:
@@ -90,7 +121,7 @@ class KafkaStore:
     def _ensure_topic(self, timeout_s: float) -> None:
         """Create ``_schemas`` (one partition, compacted) when missing, as Confluent does."""
         admin = AdminClient(self.client_config)
-        metadata = admin.list_topics(timeout=timeout_s)
+        metadata = _cluster_metadata(admin, timeout_s)
         found = metadata.topics.get(self.topic)
         if found is not None and found.error is None:
             return
