@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.schema_registry.error import SchemaRegistryError
 
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
@@ -95,5 +96,76 @@ def test_leader_sigkill_translation_continues_from_the_table(
             seen[key] = r["value"]
         assert {k: seen.get(k) for k in acked} == acked  # every acknowledged record once
         assert len({v for v in seen.values()}) == len(seen)  # no record twice
+        epochs = json.loads(snap.summary["tidelog.leader.epochs"])  # type: ignore[union-attr]
+        assert epochs["0"] >= 1  # partition 0's commits came from a later leader too
+
+
+@pytest.mark.slow
+def test_100k_avro_records_on_three_brokers_after_a_leader_sigkill(
+        zookeeper_server: ZooKeeperServer, tmp_path: Path) -> None:
+    """The issue's case on three brokers: 100,000 records from confluent-kafka's
+    AvroSerializer over 6 partitions (RF 3), the leader of partition 0 SIGKILLed after the
+    first half, during its translation: each acknowledged record once in the table with its
+    typed columns, partition 0's later commits from a later leader epoch (run with -m slow)."""
+    from iceberg_support import check_rows_once, end_offsets, produce_serialized, serialize_orders
+
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    rng = random.Random(seed)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    config = {"iceberg.enabled": "true", "iceberg.target.lag.ms": "300",
+              "iceberg.catalog.uri": f"sqlite:///{shared}/catalog.db",
+              "iceberg.warehouse": f"file://{shared}/warehouse",
+              "schema.registry.listeners": "http://127.0.0.1:0"}
+    with EmbeddedCluster(3, config, zookeeper=zookeeper_server) as cluster:
+        urls: list[str] = []
+        deadline = time.monotonic() + 120
+        while not urls:  # broker 1's registry (the brokers are ready before their registries)
+            assert time.monotonic() < deadline, "no Schema Registry"
+            urls = [line.split("Schema Registry on ")[1].split()[0]
+                    for line in cluster.brokers[1].output if "Schema Registry on " in line]
+            time.sleep(0.1)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        while len(admin.list_topics(timeout=30).brokers) < 3:  # all three registered
+            assert time.monotonic() < deadline, "a broker did not register"
+            time.sleep(0.1)
+        admin.create_topics([NewTopic("orders", 6, 3, config={
+            "tidelog.iceberg.mode": "value_schema_id_prefix", "min.insync.replicas": "2"})])[
+            "orders"].result(60)
+        records = 100_000
+        while True:  # the registries elect their leader (until then writes are 50004)
+            try:
+                serialize_orders(urls[0], "orders", range(1), seed)
+                break
+            except SchemaRegistryError as exc:
+                assert exc.error_code == 50004 and time.monotonic() < deadline, exc
+                time.sleep(0.2)
+        serialized = serialize_orders(urls[0], "orders", range(records), seed)
+        producer = {"acks": "all", "enable.idempotence": True, "message.timeout.ms": 180000}
+        # the first half acknowledged, then partition 0's leader SIGKILLed while translation
+        # of it is under way; the second half goes to the new leaders
+        acked = produce_serialized(cluster.bootstrap_servers, "orders",
+                                   serialized[:records // 2], **producer)
+        time.sleep(rng.uniform(0.0, 1.0))
+        meta = admin.list_topics("orders", timeout=30).topics["orders"].partitions
+        cluster.kill(meta[0].leader)
+        acked.update(produce_serialized(cluster.bootstrap_servers, "orders",
+                                        serialized[records // 2:], **producer))
+        assert len(acked) == records
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        catalog = SqlCatalog("tidelog", uri=config["iceberg.catalog.uri"],
+                             warehouse=config["iceberg.warehouse"])
+        ends, deadline = end_offsets(acked), time.monotonic() + 180
+        while True:
+            t = catalog.load_table("kafka.orders")
+            snap = t.current_snapshot()
+            have = json.loads(snap.summary["tidelog.offsets"]) if snap and snap.summary else {}
+            if all(have.get(str(p), -1) >= e for p, e in ends.items()):
+                break
+            assert time.monotonic() < deadline, (have, ends)
+            time.sleep(0.5)
+        check_rows_once(t.scan().to_arrow().to_pylist(), acked)
         epochs = json.loads(snap.summary["tidelog.leader.epochs"])  # type: ignore[union-attr]
         assert epochs["0"] >= 1  # partition 0's commits came from a later leader too
