@@ -20,6 +20,26 @@ from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
 
 
+def _table_at(config: dict[str, str], ends: dict[int, int], timeout: float,
+              ) -> tuple[Any, dict[str, int]]:
+    """The shared catalog's ``kafka.orders`` once its commits reach every partition's end,
+    and the leader epoch of each partition's last commit."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    catalog = SqlCatalog("tidelog", uri=config["iceberg.catalog.uri"],
+                         warehouse=config["iceberg.warehouse"])
+    deadline = time.monotonic() + timeout
+    while True:
+        t = catalog.load_table("kafka.orders")
+        snap = t.current_snapshot()
+        summary = snap.summary if snap is not None and snap.summary is not None else None
+        have = json.loads(str(summary["tidelog.offsets"])) if summary is not None else {}
+        if summary is not None and all(have.get(str(p), -1) >= e for p, e in ends.items()):
+            return t, json.loads(str(summary["tidelog.leader.epochs"]))
+        assert time.monotonic() < deadline, (have, ends)
+        time.sleep(0.3)
+
+
 @pytest.mark.parametrize("process", ["false", "true"], ids=["thread", "process"])
 def test_leader_sigkill_translation_continues_from_the_table(
         zookeeper_server: ZooKeeperServer, tmp_path: Path, process: str) -> None:
@@ -75,19 +95,7 @@ def test_leader_sigkill_translation_continues_from_the_table(
         ends: dict[int, int] = {}
         for p, o in acked:
             ends[p] = max(ends.get(p, 0), o + 1)
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        catalog = SqlCatalog("tidelog", uri=config["iceberg.catalog.uri"],
-                             warehouse=config["iceberg.warehouse"])
-        deadline = time.monotonic() + 120
-        while True:
-            t = catalog.load_table("kafka.orders")
-            snap = t.current_snapshot()
-            have = json.loads(snap.summary["tidelog.offsets"]) if snap and snap.summary else {}
-            if all(have.get(str(p), -1) >= e for p, e in ends.items()):
-                break
-            assert time.monotonic() < deadline, (have, ends)
-            time.sleep(0.3)
+        t, epochs = _table_at(config, ends, timeout=120)
         rows = t.scan().to_arrow().to_pylist()
         seen: dict[tuple[int, int], bytes] = {}
         for r in rows:
@@ -96,7 +104,6 @@ def test_leader_sigkill_translation_continues_from_the_table(
             seen[key] = r["value"]
         assert {k: seen.get(k) for k in acked} == acked  # every acknowledged record once
         assert len({v for v in seen.values()}) == len(seen)  # no record twice
-        epochs = json.loads(snap.summary["tidelog.leader.epochs"])  # type: ignore[union-attr]
         assert epochs["0"] >= 1  # partition 0's commits came from a later leader too
 
 
@@ -153,19 +160,6 @@ def test_100k_avro_records_on_three_brokers_after_a_leader_sigkill(
         acked.update(produce_serialized(cluster.bootstrap_servers, "orders",
                                         serialized[records // 2:], **producer))
         assert len(acked) == records
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        catalog = SqlCatalog("tidelog", uri=config["iceberg.catalog.uri"],
-                             warehouse=config["iceberg.warehouse"])
-        ends, deadline = end_offsets(acked), time.monotonic() + 180
-        while True:
-            t = catalog.load_table("kafka.orders")
-            snap = t.current_snapshot()
-            have = json.loads(snap.summary["tidelog.offsets"]) if snap and snap.summary else {}
-            if all(have.get(str(p), -1) >= e for p, e in ends.items()):
-                break
-            assert time.monotonic() < deadline, (have, ends)
-            time.sleep(0.5)
+        t, epochs = _table_at(config, end_offsets(acked), timeout=180)
         check_rows_once(t.scan().to_arrow().to_pylist(), acked)
-        epochs = json.loads(snap.summary["tidelog.leader.epochs"])  # type: ignore[union-attr]
         assert epochs["0"] >= 1  # partition 0's commits came from a later leader too
