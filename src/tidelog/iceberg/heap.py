@@ -19,6 +19,7 @@ keeps what its flushes used at their peak, as a JVM keeps its heap. Elsewhere th
 from __future__ import annotations
 
 import ctypes
+import functools
 import logging
 import sys
 
@@ -29,15 +30,10 @@ M_MMAP_THRESHOLD = -3
 MMAP_THRESHOLD = 32 << 20  # glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit
 TRIM_THRESHOLD = 2 * MMAP_THRESHOLD  # what glibc's adjustment sets beside it
 
-_done: list[bool] = []  # set once a process
-
-
+@functools.cache
 def keep_freed_heap() -> bool:
     """Set glibc's mmap and trim thresholds (once a process); whether they are set."""
-    if _done:
-        return _done[0]
-    _done.append(_set())
-    return _done[0]
+    return _set()
 
 
 def _set() -> bool:
