@@ -15,6 +15,13 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry.error import SchemaRegistryError
+from iceberg_support import (
+    check_rows_once,
+    end_offsets,
+    produce_serialized,
+    serialize_orders,
+    wait_until,
+)
 
 from tidelog.testing import EmbeddedCluster
 from tidelog.testing.zookeeper import ZooKeeperServer
@@ -114,8 +121,6 @@ def test_100k_avro_records_on_three_brokers_after_a_leader_sigkill(
     AvroSerializer over 6 partitions (RF 3), the leader of partition 0 SIGKILLed after the
     first half, during its translation: each acknowledged record once in the table with its
     typed columns, partition 0's later commits from a later leader epoch (run with -m slow)."""
-    from iceberg_support import check_rows_once, end_offsets, produce_serialized, serialize_orders
-
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     rng = random.Random(seed)
@@ -126,13 +131,12 @@ def test_100k_avro_records_on_three_brokers_after_a_leader_sigkill(
               "iceberg.warehouse": f"file://{shared}/warehouse",
               "schema.registry.listeners": "http://127.0.0.1:0"}
     with EmbeddedCluster(3, config, zookeeper=zookeeper_server) as cluster:
-        urls: list[str] = []
+        output = cluster.brokers[1].output  # the brokers are ready before their registries
+        wait_until(lambda: any("Schema Registry on " in line for line in output),
+                   "broker 1's Schema Registry", timeout=120)
+        url = next(line.split("Schema Registry on ")[1].split()[0]
+                   for line in output if "Schema Registry on " in line)
         deadline = time.monotonic() + 120
-        while not urls:  # broker 1's registry (the brokers are ready before their registries)
-            assert time.monotonic() < deadline, "no Schema Registry"
-            urls = [line.split("Schema Registry on ")[1].split()[0]
-                    for line in cluster.brokers[1].output if "Schema Registry on " in line]
-            time.sleep(0.1)
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         while len(admin.list_topics(timeout=30).brokers) < 3:  # all three registered
             assert time.monotonic() < deadline, "a broker did not register"
@@ -143,12 +147,12 @@ def test_100k_avro_records_on_three_brokers_after_a_leader_sigkill(
         records = 100_000
         while True:  # the registries elect their leader (until then writes are 50004)
             try:
-                serialize_orders(urls[0], "orders", range(1), seed)
+                serialize_orders(url, "orders", range(1), seed)
                 break
             except SchemaRegistryError as exc:
                 assert exc.error_code == 50004 and time.monotonic() < deadline, exc
                 time.sleep(0.2)
-        serialized = serialize_orders(urls[0], "orders", range(records), seed)
+        serialized = serialize_orders(url, "orders", range(records), seed)
         producer = {"acks": "all", "enable.idempotence": True, "message.timeout.ms": 180000}
         # the first half acknowledged, then partition 0's leader SIGKILLed while translation
         # of it is under way; the second half goes to the new leaders
