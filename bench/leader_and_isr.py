@@ -1,16 +1,26 @@
-"""What a LeaderAndIsr that makes N new partitions costs every other client of the broker.
+"""What a LeaderAndIsr that makes N new partitions, or fails them over to this broker,
+costs every other client of the broker.
 
 A broker (tidelog.testing.EmbeddedBroker, its own loop thread, watched by
 tidelog.metrics.loop_lag's StallWatchdog) serves a librdkafka producer (a child process,
 idempotent, acks=all, linger.ms=0, --rate records/s of 100 B) on one topic; after a warm-up
-the bench sends, as a controller does, one LeaderAndIsr making this broker the leader of the
-N partitions of a new topic, then a StopReplica deleting them, and reports for the time until
-each is answered: that time, the loop's longest stall (a watchdog ping answered late), and the
-producer's produce->ack p99 and max over the records sent meanwhile. Each tree runs in its own process, trees alternated in
-the same sitting, --rounds times; ranges over rounds, and the load average.
+the bench sends, as a controller does, requests about the N partitions of another topic and
+reports for the time until each is answered: that time, the loop's longest stall (a watchdog
+ping answered late), and the producer's produce->ack p99 and max over the records sent
+meanwhile. The cases (--cases):
+
+* ``new``: one LeaderAndIsr making this broker the leader of N new partitions, then a
+  StopReplica deleting them;
+* ``failover``: the N partitions made and led here at leader epoch 0 (not measured), then
+  one LeaderAndIsr at leader epoch 1 (as after the controller moved them away and back, or a
+  leader election naming this broker again): each new epoch's start goes to its
+  ``leader-epoch-checkpoint`` (tmp, fsync, rename, dir fsync) before the answer.
+
+Each tree runs in its own process, trees alternated in the same sitting, --rounds times;
+ranges over rounds, and the load average.
 
     .venv/bin/python bench/leader_and_isr.py --trees /path/to/tree,/path/to/main \
-        [--partitions 4,100,1000] [--rounds 3] [--rate 2000]
+        [--partitions 4,100,1000] [--rounds 3] [--rate 2000] [--cases new,failover]
 """
 
 from __future__ import annotations
@@ -54,9 +64,11 @@ print(json.dumps(out))
 """
 
 
-def leader_and_isr(node: int, topic: str, topic_id: uuid.UUID, n: int) -> dict[str, Any]:
-    parts = [{"partition_index": p, "controller_epoch": 1, "leader": node, "leader_epoch": 0,
-              "isr": [node], "partition_epoch": 0, "replicas": [node], "is_new": True}
+def leader_and_isr(node: int, topic: str, topic_id: uuid.UUID, n: int,
+                   epoch: int = 0) -> dict[str, Any]:
+    parts = [{"partition_index": p, "controller_epoch": 1, "leader": node,
+              "leader_epoch": epoch, "isr": [node], "partition_epoch": epoch,
+              "replicas": [node], "is_new": epoch == 0}
              for p in range(n)]  # fmt: skip
     return {"controller_id": node, "controller_epoch": 1, "broker_epoch": -1, "type_": 0,
             "topic_states": [{"topic_name": topic, "topic_id": topic_id,
@@ -70,7 +82,14 @@ def stop_replica(node: int, topic: str, n: int) -> dict[str, Any]:
             "topic_states": [{"topic_name": topic, "partition_states": parts}]}
 
 
-def one(n: int, rate: float, warmup: float, after: float) -> dict[str, Any]:
+def errors_of(resp: Any) -> list[int]:
+    """The partition error codes of a LeaderAndIsr (topics) or StopReplica answer."""
+    if hasattr(resp, "topics"):
+        return [int(p.error_code) for t in resp.topics for p in t.partition_errors]
+    return [int(p.error_code) for p in resp.partition_errors]
+
+
+def one(n: int, rate: float, warmup: float, after: float, case: str) -> dict[str, Any]:
     from tidelog.client.conn import BrokerConnection
     from tidelog.metrics.loop_lag import StallWatchdog
     from tidelog.testing import EmbeddedBroker
@@ -79,6 +98,15 @@ def one(n: int, rate: float, warmup: float, after: float) -> dict[str, Any]:
             EmbeddedBroker(log_dir=d) as b:  # fmt: skip
         conn = BrokerConnection("127.0.0.1", b.port, client_id="controller", timeout_s=120)
         conn.call(3, 12, {"topics": [{"name": "load"}], "allow_auto_topic_creation": True})
+        node, topic_id = b.broker.node_id, uuid.uuid4()
+        # (requests, in order: (window name or None: not measured, api key, version, body))
+        steps: list[tuple[str | None, int, int, dict[str, Any]]] = [
+            ("lai", 4, 7, leader_and_isr(node, "big", topic_id, n)),
+            ("stop", 5, 4, stop_replica(node, "big", n))]  # fmt: skip
+        if case == "failover":
+            steps = [(None, 4, 7, leader_and_isr(node, "big", topic_id, n)),
+                     ("failover", 4, 7, leader_and_isr(node, "big", topic_id, n, epoch=1)),
+                     (None, 5, 4, stop_replica(node, "big", n))]  # fmt: skip
         load = subprocess.Popen([sys.executable, "-c", LOAD, b.bootstrap_servers, "load",
                                  str(rate), str(warmup + after)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -86,23 +114,23 @@ def one(n: int, rate: float, warmup: float, after: float) -> dict[str, Any]:
         time.sleep(warmup)
         loop, thread = b._loop, b._thread
         assert loop is not None and thread is not None and thread.ident is not None
+        windows: dict[str, tuple[int, int]] = {}
         with StallWatchdog(loop, thread.ident, 2.0, thread.native_id or 0) as dog:
-            t0 = time.monotonic_ns()
-            resp = conn.call(4, 7, leader_and_isr(b.broker.node_id, "big", uuid.uuid4(), n))
-            t1 = time.monotonic_ns()
-            time.sleep(0.5)
-            t2 = time.monotonic_ns()
-            stop = conn.call(5, 4, stop_replica(b.broker.node_id, "big", n))
-            t3 = time.monotonic_ns()
-            time.sleep(0.2)
-        errors = [int(p.error_code) for t in resp.topics for p in t.partition_errors]
-        errors += [int(p.error_code) for p in stop.partition_errors]
-        assert errors == [0] * 2 * n, errors
+            for name, key, version, body in steps:
+                t0 = time.monotonic_ns()
+                resp = conn.call(key, version, body)
+                t1 = time.monotonic_ns()
+                assert errors_of(resp) == [0] * n, (name, errors_of(resp))
+                if name is not None:
+                    windows[name] = (t0, t1)
+                time.sleep(0.5)
         out, _ = load.communicate("", timeout=300)  # (closes its stdin: it stops)
         conn.close()
     sent = json.loads(out)
-    return {"n": n, **window("lai", t0, t1, sent, dog.stalls),
-            **window("stop", t2, t3, sent, dog.stalls)}
+    result: dict[str, Any] = {"n": n}
+    for name, (t0, t1) in windows.items():
+        result.update(window(name, t0, t1, sent, dog.stalls))
+    return result
 
 
 def window(name: str, t0: int, t1: int, sent: list[tuple[int, int, bool]],
@@ -133,42 +161,57 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--after", type=float, default=300.0,
                     help="at most this many seconds of load after warm-up")
+    ap.add_argument("--cases", default="new,failover", help="new, failover (see above)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--case", default="new", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one is not None:
-        print(json.dumps(one(args.one, args.rate, args.warmup, args.after)))
+        print(json.dumps(one(args.one, args.rate, args.warmup, args.after, args.case)))
         return
     trees = args.trees.split(",")
     sizes = [int(x) for x in args.partitions.split(",")]
+    cases = args.cases.split(",")
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {}
     loads = [os.getloadavg()[0]]
     for _ in range(args.rounds):
-        for n in sizes:
-            for tree in trees:
-                env = {**os.environ, "PYTHONPATH": str(Path(tree) / "src")}
-                out = subprocess.run(
-                    [sys.executable, __file__, "--one", str(n), "--rate", str(args.rate),
-                     "--warmup", str(args.warmup), "--after", str(args.after)],
-                    env=env, capture_output=True, text=True, check=True)  # fmt: skip
-                runs.setdefault((tree, n), []).append(json.loads(out.stdout.splitlines()[-1]))
-                loads.append(os.getloadavg()[0])
+        for case in cases:
+            for n in sizes:
+                for tree in trees:
+                    env = {**os.environ, "PYTHONPATH": str(Path(tree) / "src")}
+                    out = subprocess.run(
+                        [sys.executable, __file__, "--one", str(n), "--rate", str(args.rate),
+                         "--warmup", str(args.warmup), "--after", str(args.after),
+                         "--case", case],
+                        env=env, capture_output=True, text=True, check=True)  # fmt: skip
+                    runs.setdefault((tree, n), []).append(
+                        json.loads(out.stdout.splitlines()[-1]))
+                    loads.append(os.getloadavg()[0])
     print(f"Producer {args.rate:,.0f} rec/s acks=all on "
           f"another topic; {args.rounds} rounds, ranges; load average "
           f"{min(loads):.1f}-{max(loads):.1f} (1 min)")
+    report(runs, trees, sizes)
+
+
+def report(runs: dict[tuple[str, int], list[dict[str, Any]]], trees: list[str],
+           sizes: list[int]) -> None:
     for name, what in (("lai", "LeaderAndIsr making N partitions"),
-                       ("stop", "StopReplica deleting them")):
+                       ("stop", "StopReplica deleting them"),
+                       ("failover", "LeaderAndIsr moving N partitions led here to epoch 1")):
+        if not any(f"{name}_ms" in r for rs in runs.values() for r in rs):
+            continue
+        runs_of = {k: [r for r in rs if f"{name}_ms" in r] for k, rs in runs.items()}
         print(f"{what}:")
         print(f"{'tree':<28} {'N':>5}  {'answered ms':>17}  {'loop stall max ms':>17}  "
               f"{'ack p99 ms':>17}  {'ack max ms':>17}")
         for n in sizes:
             for tree in trees:
-                rs = runs[(tree, n)]
+                rs = runs_of[(tree, n)]
                 print(f"{tree[-28:]:<28} {n:>5}  " + "  ".join(
                     span([r[f"{name}_{k}"] for r in rs])
                     for k in ("ms", "stall_max_ms", "ack_p99_ms", "ack_max_ms")))
-            base = sorted(r[f"{name}_stall_max_ms"] for r in runs[(trees[-1], n)])
+            base = sorted(r[f"{name}_stall_max_ms"] for r in runs_of[(trees[-1], n)])
             for tree in trees[:-1]:
-                mine = sorted(r[f"{name}_stall_max_ms"] for r in runs[(tree, n)])
+                mine = sorted(r[f"{name}_stall_max_ms"] for r in runs_of[(tree, n)])
                 print(f"  N={n}: median loop stall max {mine[len(mine) // 2]:.1f} ms here, "
                       f"{base[len(base) // 2]:.1f} ms in {trees[-1]}")
 

@@ -296,12 +296,14 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches, ReplicaS
         self, controller_id: int, controller_epoch: int,
         states: Iterable[LeaderAndIsrPartitionState],
         topic_ids: Mapping[str, uuid.UUID], prepared: PreparedLogs | None = None,
+        checkpoints: list[Log] | None = None,
     ) -> LeaderAndIsrResult:
         """Kafka's becomeLeaderOrFollower: a stale controller epoch refuses the request; a
         partition's state applies only at a newer leader epoch (an older one is
         STALE_CONTROLLER_EPOCH); new followers stop fetching, then fetch from their leader.
         New partitions take their log from ``prepared`` (made off the loop:
-        ``apply_leader_and_isr``), or make it here."""
+        ``apply_leader_and_isr``), or make it here. New leader epochs' checkpoints are
+        written here, or left to the caller in ``checkpoints`` (``Partition.make_leader``)."""
         result = LeaderAndIsrResult()
         if controller_epoch < self.controller_epoch:
             result.error = ErrorCode.STALE_CONTROLLER_EPOCH
@@ -318,7 +320,7 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches, ReplicaS
                     (partition, state))
         for partition, state in leaders:
             self.fetcher_manager.remove_fetcher_for_partitions([partition.topic_partition])
-            if partition.make_leader(state):
+            if partition.make_leader(state, checkpoints):
                 result.new_leaders.append(partition.topic_partition)
                 if partition.remote_replicas:
                     self._first_fetch_pending.add(partition.topic_partition)

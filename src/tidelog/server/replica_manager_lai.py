@@ -19,6 +19,11 @@ log-creation thread, while the loop keeps serving:
 * once started, a request is applied whole, with what follows it (the coordinators load
   what is led here now, unload what is stopped), even if the controller's connection
   closes meanwhile;
+* a new leader epoch starts in each partition's leader-epoch cache on the loop at once
+  (followers may ask for it), and its checkpoint (tmp, fsync, rename, dir fsync) is written
+  on that thread, all of the request's in one pass, before the request is answered (as
+  Kafka's makeLeader has written it when becomeLeaderOrFollower returns); a checkpoint that
+  cannot be written takes its log dir offline and the partition answers KAFKA_STORAGE_ERROR;
 * a StopReplica deleting partitions drops them from the map and stops their fetchers on the
   loop, then renames their dirs on that thread (each log dir fsynced and checkpointed once
   for all of them) and answers once they are renamed."""
@@ -101,6 +106,21 @@ def prepare_log(logs: LogManager, tp: TopicPartition, overrides: Mapping[str, st
         return PreparedLog(lg, ErrorCode.KAFKA_STORAGE_ERROR)
 
 
+def write_epoch_checkpoints(logs: LogManager, made: list[Log]) -> list[Log]:
+    """Each log's leader-epoch checkpoint written, in order (the log-creation thread);
+    the logs whose write failed (their dir reported to the LogManager)."""
+    failed = []
+    for lg in made:
+        try:
+            lg.leader_epoch_cache.flush()
+        except OSError as exc:
+            log.warning("cannot write the leader-epoch-checkpoint of %s: %s", lg.name, exc)
+            logs.maybe_handle_io_error(lg, exc, f"writing the leader-epoch-checkpoint of "
+                                                f"{lg.name}")
+            failed.append(lg)
+    return failed
+
+
 def prepare_logs(logs: LogManager, wanted: Iterable[Wanted],
                  metadata_writer: Executor) -> PreparedLogs:
     """Each wanted partition's log, in request order (the log-creation thread)."""
@@ -124,7 +144,7 @@ class ReplicaStateChanges:
     def become_leader_or_follower(
         self, controller_id: int, controller_epoch: int,
         states: Iterable[LeaderAndIsrPartitionState], topic_ids: Mapping[str, uuid.UUID],
-        prepared: PreparedLogs | None = None,
+        prepared: PreparedLogs | None = None, checkpoints: list[Log] | None = None,
     ) -> LeaderAndIsrResult:
         raise NotImplementedError  # the ReplicaManager's
 
@@ -158,24 +178,42 @@ class ReplicaStateChanges:
         on_applied: Callable[[LeaderAndIsrResult], object] | None = None,
     ) -> LeaderAndIsrResult:
         """``become_leader_or_follower`` after the earlier state changes, the logs it needs
-        made on the log-creation thread first; then ``on_applied(result)`` (Kafka's
-        onLeadershipChange), before the next state change and even if the request that
-        asked is cancelled meanwhile."""
+        made on the log-creation thread first, the leader-epoch checkpoints it changed
+        written there after; then ``on_applied(result)`` (Kafka's onLeadershipChange),
+        before the next state change and even if the request that asked is cancelled
+        meanwhile."""
         async def apply() -> LeaderAndIsrResult:
             prepared: PreparedLogs = {}
             wanted = self._logs_to_prepare(controller_epoch, states, topic_ids)
+            loop = asyncio.get_running_loop()
             if wanted:
-                loop = asyncio.get_running_loop()
                 prepared = await loop.run_in_executor(
                     self.log_creation_executor(), prepare_logs, self.logs, wanted,
                     self.admin_executor())
+            checkpoints: list[Log] = []
             result = self.become_leader_or_follower(
-                controller_id, controller_epoch, states, topic_ids, prepared)
+                controller_id, controller_epoch, states, topic_ids, prepared, checkpoints)
+            if checkpoints:
+                failed = await loop.run_in_executor(
+                    self.log_creation_executor(), write_epoch_checkpoints, self.logs,
+                    checkpoints)
+                self._checkpoints_failed(result, failed)
             if on_applied is not None:
                 on_applied(result)
             return result
 
         return await self._in_order(apply)
+
+    @staticmethod
+    def _checkpoints_failed(result: LeaderAndIsrResult, failed: list[Log]) -> None:
+        """The partitions whose checkpoint could not be written answer KAFKA_STORAGE_ERROR
+        (Kafka's makeLeaders on a KafkaStorageException) and are not new leaders."""
+        tps = {lg.topic_partition for lg in failed}
+        for tp in tps:
+            if tp is not None:
+                result.errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+        if tps:
+            result.new_leaders = [tp for tp in result.new_leaders if tp not in tps]
 
     async def apply_stop_replicas(
         self, controller_epoch: int, partitions: Mapping[TopicPartition, tuple[int, bool]],
@@ -277,4 +315,5 @@ class ReplicaStateChanges:
         return None
 
 
-__all__ = ["LeaderAndIsrResult", "PreparedLog", "PreparedLogs", "ReplicaStateChanges", "prepare_log", "prepare_logs"]
+__all__ = ["LeaderAndIsrResult", "PreparedLog", "PreparedLogs", "ReplicaStateChanges", "prepare_log", "prepare_logs",
+           "write_epoch_checkpoints"]

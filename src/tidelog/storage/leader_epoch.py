@@ -3,6 +3,12 @@
 Entries ``(epoch, start offset)`` with both strictly increasing, persisted in the partition
 dir as a version-0 text checkpoint with lines ``<epoch> <startOffset>`` (reference §1.13).
 The cache is derived data: recovery rebuilds it from the batches' partitionLeaderEpoch.
+
+The entries change in memory under a short lock (the event loop changes them); a flush
+copies them under it and writes the copy outside it (tmp, fsync, rename), so nothing waits
+for a disk to change the entries. Each change has a version: a flush writes only a copy
+newer than the one on disk, so an earlier flush finishing late never overwrites a later
+one (Kafka writes under its cache lock, which makes the same order).
 """
 
 from __future__ import annotations
@@ -42,20 +48,40 @@ class _EpochFormatter:
 
 
 class LeaderEpochFileCache:
+    """The entries, and the checkpoint they are written to.
+
+    A LeaderAndIsr making this broker leader assigns its epoch ``pending`` (``assign(...,
+    pending=True)``): an entry every epoch lookup sees at once (a follower asking for the
+    end of an earlier epoch gets its start), written by the LeaderAndIsr's log thread before
+    it is answered. Until written it is not among the ``live_entries``, the ones appends are
+    checked against (``latest_epoch``): an append of its epoch meanwhile starts it as any
+    append starting an epoch does, its checkpoint written before the append's bytes, so no
+    record of an epoch is written before the checkpoint naming it is on disk (Kafka's
+    makeLeader holds the partition's write lock while it writes it)."""
+
     def __init__(self, dir: Path) -> None:
         self._file = CheckpointFile(Path(dir) / LEADER_EPOCH_CHECKPOINT_FILE, 0,
                                     _EpochFormatter())
         self._lock = threading.RLock()
-        # the entries in epoch order; never changed in place: every change puts a new list
-        # here, so the plain append (log_plain) reads it without the lock (under its log's
-        # lock), as ``latest_epoch`` without a call
+        # the version of the entries (one more at each change) and the one last written;
+        # writes one at a time, in version order (``flush``)
+        self._version = 0
+        self._flushed_version = 0
+        self._write_lock = threading.Lock()
+        # every entry in epoch order, a pending one last (see the class)
+        self._all: list[EpochEntry] = []
+        # the entries appends are checked against: ``_all`` but a pending last entry.
+        # Never changed in place: every change puts a new list here, so the plain append
+        # (log_plain) reads it without the lock (under its log's lock), as ``latest_epoch``
+        # without a call
         self.live_entries: list[EpochEntry] = []
         try:
             for e in self._file.read():
                 self._assign(e.epoch, e.start_offset)
         except (CorruptCheckpointError, FileNotFoundError) as exc:
             log.warning("Ignoring unreadable %s (rebuilt from the log): %s", self.path, exc)
-            self.live_entries = []
+            self._set([])
+        self._flushed_version = self._version  # (what was read is what the file says)
 
     @property
     def path(self) -> Path:
@@ -63,56 +89,90 @@ class LeaderEpochFileCache:
 
     @property
     def entries(self) -> list[EpochEntry]:
+        """Every entry, a pending one too."""
         with self._lock:
-            return list(self.live_entries)
+            return list(self._all)
 
     def latest_epoch(self) -> int | None:
+        """The latest epoch an append is checked against (a pending one is not yet)."""
         with self._lock:
             return self.live_entries[-1].epoch if self.live_entries else None
 
     def earliest_entry(self) -> EpochEntry | None:
         with self._lock:
-            return self.live_entries[0] if self.live_entries else None
+            return self._all[0] if self._all else None
 
-    def assign(self, epoch: int, start_offset: int, *, flush: bool = True) -> bool:
+    @property
+    def unflushed(self) -> bool:
+        """Whether the entries in memory differ from the checkpoint last written."""
+        return self._version != self._flushed_version
+
+    def assign(self, epoch: int, start_offset: int, *, flush: bool = True,
+               pending: bool = False) -> bool:
         """Record that ``epoch`` starts at ``start_offset`` (#148); flushes if changed
-        (``flush=False``: the caller calls ``flush`` before the append is acknowledged)."""
+        (``flush=False``: the caller calls ``flush`` before the append is acknowledged).
+        ``pending`` (a LeaderAndIsr's, never flushed here): see the class. An append's
+        assign of the pending epoch makes it live: True, the caller flushes it."""
         if epoch < 0 or start_offset < 0:
             raise ValueError(f"Received invalid partition leader epoch entry "
                              f"(epoch {epoch}, start offset {start_offset})")
         with self._lock:
-            changed = self._assign(epoch, start_offset)
-            if changed and flush:
-                self._flush()
-            return changed
+            changed = self._assign(epoch, start_offset, pending)
+        if changed and flush and not pending:
+            self.flush()
+        return changed
 
     def flush(self) -> None:
-        """Write the checkpoint (tmp, fsync, rename) with the entries now in memory."""
+        """Write the checkpoint (tmp, fsync, rename) with the entries now in memory, unless
+        a later flush wrote them (or newer ones) already; on return they are on disk, and a
+        pending entry among them is live."""
         with self._lock:
-            self._flush()
+            entries, version = self._all, self._version
+        with self._write_lock:
+            if version > self._flushed_version:
+                self._file.write(entries)
+                self._flushed_version = version
+            with self._lock:
+                if self._version == self._flushed_version:
+                    self.live_entries = self._all
 
-    def _assign(self, epoch: int, start_offset: int) -> bool:
-        last = self.live_entries[-1] if self.live_entries else None
+    def _assign(self, epoch: int, start_offset: int, pending: bool = False) -> bool:
+        last = self._all[-1] if self._all else None
         if last is not None and last.epoch == epoch and last.start_offset <= start_offset:
-            return False  # the latest epoch at the same or a later start: nothing new
-        entries = [e for e in self.live_entries
-                   if e.epoch < epoch and e.start_offset < start_offset]
+            if pending or self.live_entries is self._all:
+                return False  # the latest epoch at the same or a later start: nothing new
+            self.live_entries = self._all  # the pending epoch's first append: live now
+            return True  # (its version counted already: the caller's flush writes it)
+        entries = [e for e in self._all if e.epoch < epoch and e.start_offset < start_offset]
         entries.append(EpochEntry(epoch, start_offset))
-        self.live_entries = entries  # (a new list, complete: see live_entries)
+        self._set(entries, pending)
         return True
+
+    def _set(self, entries: list[EpochEntry], pending: bool = False) -> None:
+        """The new entries (under the lock), the last one ``pending``: new lists, complete
+        (see live_entries)."""
+        self._all = entries
+        self.live_entries = entries[:-1] if pending else entries
+        self._version += 1
+
+    def _kept(self, entries: list[EpochEntry]) -> None:
+        """``_set`` after a truncation: a pending last entry still last stays pending."""
+        pending = self.live_entries is not self._all and bool(entries) and \
+            entries[-1] == self._all[-1]
+        self._set(entries, pending)
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest epoch <= requested, its end offset) as OffsetsForLeaderEpoch needs (#149)."""
         with self._lock:
-            if epoch == UNDEFINED_EPOCH or not self.live_entries:
+            entries = self._all
+            if epoch == UNDEFINED_EPOCH or not entries:
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-            if epoch == self.live_entries[-1].epoch:
+            if epoch == entries[-1].epoch:
                 return epoch, log_end_offset
-            if epoch > self.live_entries[-1].epoch:  # newer than any known epoch, as Kafka
+            if epoch > entries[-1].epoch:  # newer than any known epoch, as Kafka
                 return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-            if epoch < self.live_entries[0].epoch:
-                return epoch, self.live_entries[0].start_offset
-            entries = self.live_entries
+            if epoch < entries[0].epoch:
+                return epoch, entries[0].start_offset
             floor = max((e for e in entries if e.epoch <= epoch), key=lambda e: e.epoch)
             nxt = min((e for e in entries if e.epoch > epoch), key=lambda e: e.epoch)
             return floor.epoch, nxt.start_offset
@@ -121,7 +181,7 @@ class LeaderEpochFileCache:
         """The epoch whose range holds ``offset``."""
         with self._lock:
             found = None
-            for e in self.live_entries:
+            for e in self._all:
                 if e.start_offset <= offset:
                     found = e.epoch
             return found
@@ -129,28 +189,27 @@ class LeaderEpochFileCache:
     def truncate_from_end(self, end_offset: int) -> None:
         """Remove entries starting at or after ``end_offset`` (#150)."""
         with self._lock:
-            kept = [e for e in self.live_entries if e.start_offset < end_offset]
-            if len(kept) != len(self.live_entries):
-                self.live_entries = kept
-                self._flush()
+            kept = [e for e in self._all if e.start_offset < end_offset]
+            changed = len(kept) != len(self._all)
+            if changed:
+                self._kept(kept)
+        if changed:
+            self.flush()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop entries below ``start_offset``, re-adding the last one at it (#150)."""
         with self._lock:
-            removed = [e for e in self.live_entries if e.start_offset <= start_offset]
+            removed = [e for e in self._all if e.start_offset <= start_offset]
             if not removed or (len(removed) == 1 and removed[0].start_offset == start_offset):
                 return
-            kept = [e for e in self.live_entries if e.start_offset > start_offset]
-            self.live_entries = [EpochEntry(removed[-1].epoch, start_offset), *kept]
-            self._flush()
+            kept = [e for e in self._all if e.start_offset > start_offset]
+            self._kept([EpochEntry(removed[-1].epoch, start_offset), *kept])
+        self.flush()
 
     def clear_and_flush(self) -> None:
         with self._lock:
-            self.live_entries = []
-            self._flush()
-
-    def _flush(self) -> None:
-        self._file.write(self.live_entries)
+            self._set([])
+        self.flush()
 
     def update_dir(self, dir: Path) -> None:
         self._file = CheckpointFile(Path(dir) / LEADER_EPOCH_CHECKPOINT_FILE, 0,

@@ -1,0 +1,122 @@
+"""The leader-epoch cache's pending entry (a LeaderAndIsr's new epoch, its checkpoint written
+later by the LeaderAndIsr's log thread) and its flushes: every lookup sees the entry at once,
+appends do not take it as known, so the first append of its epoch writes its checkpoint
+before its bytes; flushes never wait under the entries' lock and never put an older version
+over a newer one."""
+# ruff: noqa: F811  (pytest fixtures imported from test_log_support)
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from test_log_support import batch, clock, make_log  # noqa: F401
+
+from tidelog.storage.leader_epoch import (
+    LEADER_EPOCH_CHECKPOINT_FILE,
+    EpochEntry,
+    LeaderEpochFileCache,
+)
+from tidelog.storage.log import Log
+
+MakeLog = Callable[..., Log]
+DEADLINE_S = 30
+
+
+def on_disk(d: Path) -> str:
+    return (d / LEADER_EPOCH_CHECKPOINT_FILE).read_text()
+
+
+def test_a_pending_entry_is_seen_by_lookups_not_by_appends_until_flushed(
+        tmp_path: Path) -> None:
+    c = LeaderEpochFileCache(tmp_path)
+    c.assign(0, 0)
+    assert c.assign(3, 10, pending=True)
+    assert c.entries == [EpochEntry(0, 0), EpochEntry(3, 10)]
+    assert c.end_offset_for(0, 10) == (0, 10) and c.end_offset_for(3, 10) == (3, 10)
+    assert c.epoch_for_offset(10) == 3
+    assert c.latest_epoch() == 0 and c.live_entries == [EpochEntry(0, 0)]
+    assert c.unflushed and on_disk(tmp_path) == "0\n1\n0 0\n"
+    assert not c.assign(3, 10, pending=True)  # the same again: nothing new
+    c.flush()
+    assert on_disk(tmp_path) == "0\n2\n0 0\n3 10\n"
+    assert c.latest_epoch() == 3 and not c.unflushed
+    assert LeaderEpochFileCache(tmp_path).entries == c.entries
+
+
+def test_an_append_of_the_pending_epoch_makes_it_live_and_flushes_it(tmp_path: Path) -> None:
+    c = LeaderEpochFileCache(tmp_path)
+    c.assign(2, 0, pending=True)
+    assert c.assign(2, 0, flush=False)  # an append at its start: known now, to be flushed
+    assert c.latest_epoch() == 2 and c.unflushed
+    c.flush()
+    assert on_disk(tmp_path) == "0\n1\n2 0\n"
+    assert not c.assign(2, 5)  # later appends of it: nothing new
+
+
+def test_a_flush_after_a_newer_one_writes_nothing(tmp_path: Path) -> None:
+    c = LeaderEpochFileCache(tmp_path)
+    writes: list[list[EpochEntry]] = []
+    real = c._file.write
+    c._file.write = lambda entries: (writes.append(list(entries)), real(entries))[1]  # type: ignore[method-assign]
+    c.assign(1, 0, pending=True)
+    c.flush()
+    c.flush()  # nothing changed since: no write
+    assert writes == [[EpochEntry(1, 0)]]
+
+
+def test_a_slow_flush_blocks_no_change_and_the_newest_entries_win(tmp_path: Path) -> None:
+    """A flush held in its write: the entries change meanwhile (the loop's part, never
+    waiting for the disk); a second flush waits for the first and writes the newer entries."""
+    c = LeaderEpochFileCache(tmp_path)
+    entered, release = threading.Event(), threading.Event()
+    real = c._file.write
+
+    def slow(entries: list[EpochEntry]) -> None:
+        if not entered.is_set():
+            entered.set()
+            assert release.wait(DEADLINE_S)
+        real(entries)
+
+    c._file.write = slow  # type: ignore[method-assign]
+    c.assign(1, 0, pending=True)
+    first = threading.Thread(target=c.flush)
+    first.start()
+    assert entered.wait(DEADLINE_S)
+    assert c.assign(2, 4, pending=True)  # not held by the write in flight
+    assert c.entries == [EpochEntry(1, 0), EpochEntry(2, 4)]
+    second = threading.Thread(target=c.flush)
+    second.start()
+    release.set()
+    first.join(DEADLINE_S)
+    second.join(DEADLINE_S)
+    assert on_disk(tmp_path) == "0\n2\n1 0\n2 4\n"
+    assert not c.unflushed and c.latest_epoch() == 2
+
+
+def test_the_first_append_of_a_pending_epoch_writes_its_checkpoint(make_log: MakeLog) -> None:
+    """The Log's appends (the plain one declines: the reference path starts the epoch)."""
+    lg = make_log()
+    lg.append_as_leader(batch(b"a"), leader_epoch=0)
+    cache = lg.leader_epoch_cache
+    assert cache.assign(1, 1, pending=True)
+    assert on_disk(lg.dir) == "0\n1\n0 0\n"
+    assert lg.append_plain_as_leader(batch(b"b"), 1, 1 << 20) is None  # not its to start
+    lg.append_as_leader(batch(b"b"), leader_epoch=1)
+    assert on_disk(lg.dir) == "0\n2\n0 0\n1 1\n"
+    assert not cache.unflushed and cache.latest_epoch() == 1
+
+
+def test_a_truncation_writes_a_pending_entry_it_keeps(tmp_path: Path) -> None:
+    c = LeaderEpochFileCache(tmp_path)
+    for e, o in ((1, 0), (2, 5)):
+        c.assign(e, o)
+    c.assign(4, 9, pending=True)
+    c.truncate_from_start(3)
+    assert c.entries == [EpochEntry(1, 3), EpochEntry(2, 5), EpochEntry(4, 9)]
+    assert on_disk(tmp_path) == "0\n3\n1 3\n2 5\n4 9\n" and c.latest_epoch() == 4
+    c.assign(5, 12, pending=True)
+    c.truncate_from_end(12)  # the pending entry is past the end: gone, and written so
+    assert on_disk(tmp_path) == "0\n3\n1 3\n2 5\n4 9\n" and c.latest_epoch() == 4
+    assert not c.unflushed
