@@ -120,3 +120,80 @@ def test_a_truncation_writes_a_pending_entry_it_keeps(tmp_path: Path) -> None:
     c.truncate_from_end(12)  # the pending entry is past the end: gone, and written so
     assert on_disk(tmp_path) == "0\n3\n1 3\n2 5\n4 9\n" and c.latest_epoch() == 4
     assert not c.unflushed
+
+
+class HeldWrites:
+    """Holds the cache's checkpoint writes until ``release``; records their threads."""
+
+    def __init__(self, cache: LeaderEpochFileCache) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.threads: list[int] = []
+        real = cache._file.write
+
+        def held(entries: list[EpochEntry]) -> None:
+            self.threads.append(threading.get_ident())
+            self.entered.set()
+            assert self.release.wait(DEADLINE_S)
+            real(entries)
+
+        cache._file.write = held  # type: ignore[method-assign]
+
+
+def test_a_follower_truncation_writes_its_checkpoint_on_a_background_thread(
+        make_log: MakeLog) -> None:
+    """Kafka's truncateFromEndAsyncFlush: the fetcher (the event loop) does not wait."""
+    lg = make_log()
+    lg.append_as_leader(batch(b"a", b"b", b"c"), leader_epoch=0)
+    cache = lg.leader_epoch_cache
+    cache.assign(1, 3)  # led at epoch 1 from offset 3, no record of it
+    held = HeldWrites(cache)
+    assert not lg.truncate_to(3)  # a follower now: epoch 1 ends where it started
+    assert cache.entries == [EpochEntry(0, 0)] and cache.unflushed
+    assert held.entered.wait(DEADLINE_S)
+    assert held.threads != [threading.get_ident()]
+    assert on_disk(lg.dir) == "0\n2\n0 0\n1 3\n"  # not yet
+    held.release.set()
+    cache.flush()  # (after the background write: it wrote these entries, nothing left)
+    assert held.threads[1:] == []
+    assert on_disk(lg.dir) == "0\n1\n0 0\n"
+
+
+def test_a_crash_before_the_background_write_leaves_an_entry_the_loader_drops(
+        make_log: MakeLog) -> None:
+    lg = make_log()
+    lg.append_as_leader(batch(b"a", b"b", b"c"), leader_epoch=0)
+    lg.leader_epoch_cache.assign(1, 3)
+    lg.append_as_leader(batch(b"d", b"e"), leader_epoch=1)
+    lost: list[list[EpochEntry]] = []
+    lg.leader_epoch_cache._file.write = lost.append  # type: ignore[method-assign]
+    assert lg.truncate_to(3)  # epoch 1's records cut: the follower's new leader lacks them
+    lg.close_handlers()  # the crash: the background write never reaches the disk
+    assert on_disk(lg.dir) == "0\n2\n0 0\n1 3\n"  # stale
+    again = make_log(name="topic-0")  # (opened once the background write is done: lost)
+    assert lost == [[EpochEntry(0, 0)]]
+    assert again.log_end_offset == 3
+    assert again.leader_epoch_cache.entries == [EpochEntry(0, 0)]
+    assert on_disk(again.dir) == "0\n1\n0 0\n"
+
+
+def test_a_log_reopened_in_the_process_reads_the_background_write(make_log: MakeLog) -> None:
+    """Truncated, then records of the epoch before (a follower's), then closed and opened
+    again while the truncation's write is still held: the opening waits for it, so the
+    entry it removed (starting below the end now) is not read back."""
+    lg = make_log()
+    lg.append_as_leader(batch(b"a", b"b", b"c"), leader_epoch=0)
+    lg.leader_epoch_cache.assign(1, 3)
+    lg.append_as_leader(batch(b"d"), leader_epoch=1)
+    held = HeldWrites(lg.leader_epoch_cache)
+    assert lg.truncate_to(3)
+    lg.append_as_leader(batch(b"e", b"f"), leader_epoch=0)  # offsets 3-4, epoch 0
+    assert held.entered.wait(DEADLINE_S)
+    lg.close()
+    opened: list[Log] = []
+    opening = threading.Thread(target=lambda: opened.append(make_log(name="topic-0")))
+    opening.start()
+    opening.join(0.05)  # (time for an opening that would not wait to read the stale file)
+    held.release.set()
+    opening.join(DEADLINE_S)
+    assert opened[0].log_end_offset == 5
+    assert opened[0].leader_epoch_cache.entries == [EpochEntry(0, 0)]

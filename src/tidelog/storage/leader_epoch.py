@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,37 @@ log = logging.getLogger(__name__)
 LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+
+
+_background: ThreadPoolExecutor | None = None
+_background_lock = threading.Lock()
+# the background writes not done yet, by checkpoint path: a cache opened on that path (the
+# log reopened in this process) reads the file once they are
+_background_writes: dict[Path, Future[None]] = {}
+
+
+def _in_background(path: Path, write: Callable[[], None]) -> None:
+    """``write`` on the thread writing checkpoints after truncations (Kafka's scheduler task
+    leader-epoch-cache-flush), made at first use."""
+    global _background
+    with _background_lock:
+        if _background is None:
+            _background = ThreadPoolExecutor(1, thread_name_prefix="tidelog-epoch-flush")
+        future = _background_writes[path] = _background.submit(write)
+
+    def done(f: Future[None]) -> None:
+        with _background_lock:
+            if _background_writes.get(path) is f:
+                del _background_writes[path]
+
+    future.add_done_callback(done)
+
+
+def _wait_for_background_write(path: Path) -> None:
+    with _background_lock:
+        future = _background_writes.get(path)
+    if future is not None:
+        future.result()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +108,7 @@ class LeaderEpochFileCache:
         # (log_plain) reads it without the lock (under its log's lock), as ``latest_epoch``
         # without a call
         self.live_entries: list[EpochEntry] = []
+        _wait_for_background_write(self.path)
         try:
             for e in self._file.read():
                 self._assign(e.epoch, e.start_offset)
@@ -186,15 +220,30 @@ class LeaderEpochFileCache:
                     found = e.epoch
             return found
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Remove entries starting at or after ``end_offset`` (#150)."""
+    def truncate_from_end(self, end_offset: int, *, flush_later: bool = False) -> None:
+        """Remove entries starting at or after ``end_offset`` (#150). ``flush_later``: the
+        checkpoint is written on a background thread (Kafka's truncateFromEndAsyncFlush,
+        KAFKA-16541): an entry it still names after a crash starts at or past the log's
+        end, and the loader drops it (``truncate_from_end`` at the recovered end)."""
         with self._lock:
             kept = [e for e in self._all if e.start_offset < end_offset]
             changed = len(kept) != len(self._all)
             if changed:
                 self._kept(kept)
-        if changed:
+        if changed and flush_later:
+            _in_background(self.path, self._flush_if_dir_exists)
+        elif changed:
             self.flush()
+
+    def _flush_if_dir_exists(self) -> None:
+        """``flush`` on the background thread: a dir deleted meanwhile needs none (Kafka's
+        writeIfDirExists); a failed write is left to the next change's flush."""
+        try:
+            self.flush()
+        except FileNotFoundError:
+            log.debug("Not writing %s: its dir is gone", self.path)
+        except OSError as exc:
+            log.warning("Cannot write %s (written at its next change): %s", self.path, exc)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Drop entries below ``start_offset``, re-adding the last one at it (#150)."""

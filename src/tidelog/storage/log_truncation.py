@@ -36,14 +36,17 @@ class LogTruncation:
     def truncate_to(self, target: int) -> bool:
         """Follower truncation (Kafka's UnifiedLog.truncateTo, #83-#86): cut the log back to
         ``target``, producer state, leader epochs and the transaction index following; False
-        if target >= LEO."""
+        if target >= LEO. The leader-epoch checkpoint is written on a background thread
+        (Kafka's truncateFromEndAsyncFlush): the replica fetcher runs on the event loop, and
+        a follower truncates each of its partitions once it has a new leader."""
         if target < 0:
             raise ValueError(f"Cannot truncate partition {self.name} to a negative offset")
         with self._io("truncate"):
             self._check_open()
             local = self._local
             if target >= local.log_end_offset:
-                self.leader_epoch_cache.truncate_from_end(local.log_end_offset)
+                self.leader_epoch_cache.truncate_from_end(local.log_end_offset,
+                                                          flush_later=True)
                 return False
             if (local.segments.first_segment_base_offset or 0) > target:
                 self.truncate_fully_and_start_at(target)
@@ -54,7 +57,7 @@ class LogTruncation:
             rebuild_producer_state(self._producer_state, local.segments,
                                    self._log_start_offset, target, local.clock,
                                    reload_from_clean_shutdown=False)
-            self.leader_epoch_cache.truncate_from_end(target)
+            self.leader_epoch_cache.truncate_from_end(target, flush_later=True)
             self.state_stamp += 1
             return True
 
