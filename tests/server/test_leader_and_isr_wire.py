@@ -2,7 +2,12 @@
 while other clients keep being answered: with the logs' creation held at a gate, ApiVersions,
 Metadata and a produce to another topic are answered, a produce to a partition being made
 is answered as one not hosted here, and the LeaderAndIsr itself only once every log exists.
-The gate, not the machine's speed, decides what happens first."""
+A failover making this broker leader of 1,000 partitions at a new leader epoch: each new
+epoch's ``leader-epoch-checkpoint`` (tmp, fsync, rename) is written off the event loop, before
+the LeaderAndIsr is answered; with those writes held, other clients are answered, an
+OffsetForLeaderEpoch already sees the new epoch, and a produce to one of the partitions
+waits for its own epoch's checkpoint (no record of an epoch is written before the checkpoint
+naming it). The gates, not the machine's speed, decide what happens first."""
 
 from __future__ import annotations
 
@@ -14,10 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from leader_epoch_support import (
+    create_topic,
+    epoch_end,
+    lai_errors,
+    leader_and_isr_at,
+    produce_records,
+)
 
 from tidelog.client.conn import BrokerConnection
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import build_batch
+from tidelog.storage.checkpoints import CheckpointFile
+from tidelog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILE
 from tidelog.storage.log import Log
 from tidelog.testing import EmbeddedBroker
 from tidelog.util.topic_partition import TopicPartition
@@ -100,3 +114,86 @@ def test_the_broker_answers_others_while_a_leader_and_isr_makes_1000_logs(
         pool.shutdown(wait=False)
         client.close()
         controller.close()
+
+
+class CheckpointGate:
+    """Holds every leader-epoch-checkpoint write of the process until opened; records which
+    partition dirs were written from which threads."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.open = threading.Event()
+        self.held: list[tuple[str, int]] = []  # (partition dir, thread) in arrival order
+        self._cond = threading.Condition()
+        real = CheckpointFile.write
+
+        def held(file: CheckpointFile[Any], entries: Any) -> None:
+            if file.path.name == LEADER_EPOCH_CHECKPOINT_FILE:
+                with self._cond:
+                    self.held.append((file.path.parent.name, threading.get_ident()))
+                    self._cond.notify_all()
+                assert self.open.wait(DEADLINE_S)
+            real(file, entries)
+
+        monkeypatch.setattr(CheckpointFile, "write", held)
+
+    def reached(self, dir_name: str) -> bool:
+        """Wait until a write for ``dir_name`` is held."""
+        with self._cond:
+            return self._cond.wait_for(lambda: any(d == dir_name for d, _ in self.held),
+                                       DEADLINE_S)
+
+
+def checkpoint(log_dir: Path, topic: str, partition: int) -> str:
+    return (log_dir / f"{topic}-{partition}" / LEADER_EPOCH_CHECKPOINT_FILE).read_text()
+
+
+def test_a_failover_of_1000_partitions_writes_their_epochs_off_the_loop(
+        broker: EmbeddedBroker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    node = broker.broker.node_id
+    client = BrokerConnection("127.0.0.1", broker.port, client_id="client", timeout_s=ANSWER_S)
+    producer = BrokerConnection("127.0.0.1", broker.port, client_id="producer",
+                                timeout_s=DEADLINE_S)
+    controller = BrokerConnection("127.0.0.1", broker.port, client_id="controller",
+                                  timeout_s=DEADLINE_S)
+    pool = ThreadPoolExecutor(2)
+    try:
+        assert create_topic(controller, "other", 1) == ErrorCode.NONE
+        assert create_topic(controller, "big", PARTITIONS) == ErrorCode.NONE  # led at epoch 0
+        assert produce_records(client, "big", 0, 3) == (ErrorCode.NONE, 0)  # epoch 0: offsets 0-2
+        assert produce(client, "other") == ErrorCode.NONE  # (its epoch 0 written)
+        gate = CheckpointGate(monkeypatch)
+        try:
+            answer = pool.submit(controller.call, 4, 7,
+                                 leader_and_isr_at(node, "big", PARTITIONS, 1))
+            assert gate.reached("big-0")  # the first of the request's checkpoints, held
+            # the loop is free: other requests are answered while the writes are held
+            assert int(client.call(18, 3, {}).error_code) == ErrorCode.NONE
+            md = client.call(3, 12, {"topics": [{"name": "other"}]})
+            assert int(md.topics[0].error_code) == ErrorCode.NONE
+            assert produce(client, "other") == ErrorCode.NONE
+            # the new epoch is in memory at once: epoch 0 of partition 0 ends where 1 starts
+            assert epoch_end(client, "big", 0, 1, 0) == (ErrorCode.NONE, 0, 3)
+            # a record of epoch 1 is written only once its epoch's checkpoint is
+            late = pool.submit(produce_records, producer, "big", 7)
+            assert gate.reached("big-7")
+            assert not late.done() and not answer.done()
+        finally:
+            gate.open.set()
+        assert lai_errors(answer.result(DEADLINE_S)) == [ErrorCode.NONE] * PARTITIONS
+        assert late.result(DEADLINE_S) == (ErrorCode.NONE, 0)
+        loop_thread = broker._thread.ident if broker._thread is not None else None
+        assert loop_thread is not None and all(t != loop_thread for _, t in gate.held)
+        # one write for each partition: in one pass on one thread, but big-7's, written
+        # for its append (the pass found it written)
+        assert sorted(d for d, _ in gate.held) == sorted(f"big-{p}" for p in range(PARTITIONS))
+        assert len({t for d, t in gate.held if d != "big-7"}) == 1
+    finally:
+        pool.shutdown(wait=False)
+        client.close()
+        producer.close()
+        controller.close()
+    assert checkpoint(tmp_path, "big", 0) == "0\n2\n0 0\n1 3\n"
+    for p in range(1, PARTITIONS):
+        assert checkpoint(tmp_path, "big", p) == "0\n1\n1 0\n"
+    hosted = broker.broker.replica_manager.partitions
+    assert {p.leader_epoch for tp, p in hosted.items() if tp.topic == "big"} == {1}

@@ -4,6 +4,7 @@ hosted here, and a later state change for it (LeaderAndIsr at a newer epoch, Sto
 applies after; a log dir failing meanwhile answers KAFKA_STORAGE_ERROR and goes offline; a
 StopReplica's deletions are made off the loop too. The file work is held at a gate, so
 nothing depends on how fast the machine is."""
+# ruff: noqa: F811  (the rm fixture imported from lai_support)
 
 from __future__ import annotations
 
@@ -11,39 +12,25 @@ import asyncio
 import errno
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from lai_support import NODE, Fetchers, rm  # noqa: F401
 
-from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
 from tidelog.server.errors import ApiError
 from tidelog.server.metadata.cache import UpdateMetadataDelta
 from tidelog.server.metadata.image import BrokerInfo, PartitionRegistration
-from tidelog.server.metadata.local_store import LocalMetadataStore
 from tidelog.server.replica_manager import LeaderAndIsrResult, ReplicaManager
 from tidelog.storage.dir_lock import LogDir
 from tidelog.storage.log import Log
-from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 
-NODE = 1
 NEW = TopicPartition("fresh", 0)
 TOPIC_ID = uuid.UUID("0b6f4d2e-5c3a-4e1f-8d7c-2a9b1c0d3e4f")
 DEADLINE_S = 30
-
-
-class Fetchers:
-    def __init__(self) -> None:
-        self.added: dict[TopicPartition, object] = {}
-
-    def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, object]) -> None:
-        self.added.update(states)
-
-    def remove_fetcher_for_partitions(self, tps: object) -> None:
-        pass
 
 
 class Gate:
@@ -65,18 +52,6 @@ class Gate:
 
     async def reached(self) -> None:
         assert await asyncio.to_thread(self.entered.wait, DEADLINE_S)
-
-
-@pytest.fixture
-def rm(tmp_path: Path) -> Iterator[ReplicaManager]:
-    config = BrokerConfig({"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}", "node.id": NODE,
-                           "zookeeper.connect": "127.0.0.1:2181"})
-    manager = ReplicaManager(config, ManualClock(1_700_000_000_000),
-                             store=LocalMetadataStore(config.log_dirs, NODE, "c1"),
-                             fetcher_manager=Fetchers())
-    manager.startup()
-    yield manager
-    manager.shutdown()
 
 
 def state(leader: int, epoch: int, tp: TopicPartition = NEW) -> LeaderAndIsrPartitionState:

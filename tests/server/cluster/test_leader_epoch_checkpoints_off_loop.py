@@ -5,6 +5,7 @@ one pass, before the request is answered; a later state change of the same parti
 applies after it and its checkpoint is the one left on disk; a checkpoint that cannot be
 written answers KAFKA_STORAGE_ERROR and takes its dir offline. The writes are held at a
 gate, so nothing depends on how fast the machine is."""
+# ruff: noqa: F811  (the rm fixture imported from lai_support)
 
 from __future__ import annotations
 
@@ -12,46 +13,23 @@ import asyncio
 import errno
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lai_support import NODE, rm  # noqa: F401
 
-from tidelog.config.broker_config import BrokerConfig
 from tidelog.protocol.errors import ErrorCode
 from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
-from tidelog.server.metadata.local_store import LocalMetadataStore
 from tidelog.server.replica_manager import LeaderAndIsrResult, ReplicaManager
 from tidelog.storage.checkpoints import CheckpointFile
 from tidelog.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILE, EpochEntry
-from tidelog.util.clock import ManualClock
 from tidelog.util.topic_partition import TopicPartition
 
-NODE, OTHER = 1, 2
+OTHER = 2
 TOPIC_ID = uuid.UUID("3c2a7d1e-9f4b-4e6a-8b0c-5d1e2f3a4b5c")
 TPS = [TopicPartition("moved", p) for p in range(50)]
 DEADLINE_S = 30
-
-
-class Fetchers:
-    def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, object]) -> None:
-        pass
-
-    def remove_fetcher_for_partitions(self, tps: object) -> None:
-        pass
-
-
-@pytest.fixture
-def rm(tmp_path: Path) -> Iterator[ReplicaManager]:
-    config = BrokerConfig({"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}", "node.id": NODE,
-                           "zookeeper.connect": "127.0.0.1:2181"})
-    manager = ReplicaManager(config, ManualClock(1_700_000_000_000),
-                             store=LocalMetadataStore(config.log_dirs, NODE, "c1"),
-                             fetcher_manager=Fetchers())
-    manager.startup()
-    yield manager
-    manager.shutdown()
 
 
 class Gate:
