@@ -165,11 +165,8 @@ class Partition:
     def make_leader(self, state: LeaderAndIsrPartitionState,
                     checkpoints: list[Log] | None = None) -> bool:
         """Become (or stay) leader as ``state`` says; False when the request is stale (an
-        older partition epoch) or changes nothing (this leader epoch already). A new leader
-        epoch starts at the log end offset in the leader-epoch cache at once (followers ask
-        for it: Kafka's maybeAssignEpochStartOffset); its checkpoint is written here, or,
-        given ``checkpoints``, the log is added there and the caller writes it (the
-        LeaderAndIsr's log thread) before the request is answered."""
+        older partition epoch) or changes nothing (this leader epoch already). A new epoch's
+        checkpoint is written here, or pending with the log put in ``checkpoints``."""
         if state.partition_epoch < self.partition_epoch:
             return False
         self.controller_epoch = state.controller_epoch
@@ -180,7 +177,10 @@ class Partition:
         if is_new_epoch:
             start = self.log_end_offset
             if state.leader_epoch > 0:  # the first epoch has no earlier one to fence
-                self._assign_epoch(state.leader_epoch, start, checkpoints)
+                changed = self.log.leader_epoch_cache.assign(
+                    state.leader_epoch, start, pending=checkpoints is not None)
+                if changed and checkpoints is not None:
+                    checkpoints.append(self.log)
             for replica in self.remote_replicas.values():
                 replica.reset(now, start, is_new_leader, replica.broker_id in state.isr)
             self.leader_epoch = state.leader_epoch
@@ -192,15 +192,6 @@ class Partition:
             self.local_committed_offset = self.log_end_offset
         self.maybe_increment_leader_hw(now)
         return is_new_leader or is_new_epoch
-
-    def _assign_epoch(self, epoch: int, start: int, checkpoints: list[Log] | None) -> None:
-        """The new leader epoch in the cache: flushed here, or pending (an append of it
-        meanwhile flushes it first) with the log added to ``checkpoints``."""
-        cache = self.log.leader_epoch_cache
-        if checkpoints is None:
-            cache.assign(epoch, start)
-        elif cache.assign(epoch, start, pending=True):
-            checkpoints.append(self.log)
 
     def make_follower(self, state: LeaderAndIsrPartitionState) -> bool:
         """Follow ``state.leader``; True when the leader epoch is new (the fetcher must
