@@ -16,6 +16,11 @@ meanwhile. The cases (--cases):
   leader election naming this broker again): each new epoch's start goes to its
   ``leader-epoch-checkpoint`` (tmp, fsync, rename, dir fsync) before the answer.
 
+* ``truncate`` (no broker, no load): what a follower's replica fetcher (on the event loop)
+  spends truncating N logs it led at epoch 1 from their end with no record of it (the
+  epoch's entry goes: Kafka's truncateTo at the log end offset), one after the other, as
+  after a LeaderAndIsr making this broker follow their new leader.
+
 Each tree runs in its own process, trees alternated in the same sitting, --rounds times;
 ranges over rounds, and the load average.
 
@@ -133,6 +138,30 @@ def one(n: int, rate: float, warmup: float, after: float, case: str) -> dict[str
     return result
 
 
+def truncations(n: int) -> dict[str, Any]:
+    """``truncate``: the time of N follower truncations on the calling thread."""
+    from tidelog.config.log_config import LogConfig
+    from tidelog.storage.log import Log
+    from tidelog.util.clock import SystemClock
+
+    with tempfile.TemporaryDirectory(prefix="lai-bench-") as d:
+        logs = [Log.open(Path(d) / f"big-{p}", LogConfig.from_props({}), clock=SystemClock())
+                for p in range(n)]  # fmt: skip
+        for lg in logs:
+            lg.leader_epoch_cache.assign(1, 0)  # led at epoch 1 from offset 0, nothing since
+        t0 = time.monotonic_ns()
+        for lg in logs:
+            lg.truncate_to(lg.log_end_offset)
+        t1 = time.monotonic_ns()
+        assert all(lg.leader_epoch_cache.entries == [] for lg in logs)
+        for lg in logs:
+            lg.leader_epoch_cache.flush()  # (written here, or by then elsewhere: done)
+            lg.close()
+    took = (t1 - t0) / 1e6
+    return {"n": n, "truncate_ms": took, "truncate_stall_max_ms": took,
+            "truncate_ack_p99_ms": 0.0, "truncate_ack_max_ms": 0.0}
+
+
 def window(name: str, t0: int, t1: int, sent: list[tuple[int, int, bool]],
            stalls: list[Any]) -> dict[str, float]:
     """What happened while a request was in flight: its time, the loop's longest stall, and
@@ -165,6 +194,9 @@ def main() -> None:
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--case", default="new", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one is not None and args.case == "truncate":
+        print(json.dumps(truncations(args.one)))
+        return
     if args.one is not None:
         print(json.dumps(one(args.one, args.rate, args.warmup, args.after, args.case)))
         return
@@ -196,7 +228,9 @@ def report(runs: dict[tuple[str, int], list[dict[str, Any]]], trees: list[str],
            sizes: list[int]) -> None:
     for name, what in (("lai", "LeaderAndIsr making N partitions"),
                        ("stop", "StopReplica deleting them"),
-                       ("failover", "LeaderAndIsr moving N partitions led here to epoch 1")):
+                       ("failover", "LeaderAndIsr moving N partitions led here to epoch 1"),
+                       ("truncate", "N follower truncations on the fetcher's thread (the "
+                                    "loop's), no load: the stall is their time")):
         if not any(f"{name}_ms" in r for rs in runs.values() for r in rs):
             continue
         runs_of = {k: [r for r in rs if f"{name}_ms" in r] for k, rs in runs.items()}
