@@ -85,6 +85,7 @@ def test_a_slow_flush_blocks_no_change_and_the_newest_entries_win(tmp_path: Path
     first.start()
     assert entered.wait(DEADLINE_S)
     assert c.assign(2, 4, pending=True)  # not held by the write in flight
+    assert first.is_alive()  # (that write still held)
     assert c.entries == [EpochEntry(1, 0), EpochEntry(2, 4)]
     second = threading.Thread(target=c.flush)
     second.start()
