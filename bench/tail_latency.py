@@ -9,7 +9,8 @@ linger.ms=0, 100 B values spread over the partitions) at the rate, paced, for --
 acknowledgement) of the measured part; each value carries its send time (CLOCK_MONOTONIC,
 shared by the processes), the consumer the time it got it. Printed: p50/p99/p99.9/max of
 each, median [min .. max] over --runs, the broker's CPU time per record sent (user + system
-of its process over the run, consumer included, the topic's creation not), how long its main
+of its process over the run, consumer included, the topic's creation not; and over the
+measured part alone, without the warm-up's first appends and heap freeze), how long its main
 thread (the event loop's) sat runnable waiting for a core per record sent (Linux schedstat:
 the scheduler's share of the tail), the consumer's Fetch requests per second and records per Fetch while it got the
 measured records (librdkafka's own count, its statistics: a broker that answers a Fetch
@@ -50,6 +51,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -232,13 +234,15 @@ def fmt(values: list[float]) -> str:
     return f"{statistics.median(values):7.2f} [{min(values):.2f} .. {max(values):.2f}]"
 
 
-Result = tuple[dict[str, float], dict[str, float], int, float, float, tuple[float, float]]
+Result = tuple[dict[str, float], dict[str, float], int, float, float, tuple[float, float],
+               float]
 
 
 def measure(name: str, factory: Factory, rate: int, parts: int, args: argparse.Namespace,
             load: str, client: dict[str, str]) -> tuple[Result, float]:
     """One broker, fresh, under one load: (produce->ack quantiles, produce->consume
-    quantiles, failed, broker CPU us/record, loop queued us/record, fetching), load avg."""
+    quantiles, failed, broker CPU us/record, loop queued us/record, fetching, broker CPU
+    us/record over the measured part), load avg."""
     floor = name == BASELINE
     with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
         topic = f"tail-{time.monotonic_ns()}"
@@ -246,13 +250,45 @@ def measure(name: str, factory: Factory, rate: int, parts: int, args: argparse.N
             _create(bootstrap, topic, parts)
         loadavg = os.getloadavg()[0]
         before, queued_before = native.cpu_seconds(pid), queued_seconds(pid)
+        window = _SteadyWindow(pid, args.warmup, args.seconds)
         ack, consumed, failed, sent, fetch_rate = one(
             bootstrap, topic, rate, parts, args.seconds, args.warmup,
             not args.no_consume and not floor, client,
             spin=args.pacing == "spin", load=load, perf=args.rdkafka_performance)
         cpu = (native.cpu_seconds(pid) - before) / sent * 1e6
         queued = (queued_seconds(pid) - queued_before) / sent * 1e6
-    return (ack, consumed, failed, cpu, queued, fetch_rate), loadavg
+        steady = window.per_record(rate)
+    return (ack, consumed, failed, cpu, queued, fetch_rate, steady), loadavg
+
+
+class _SteadyWindow:
+    """The broker's CPU over the measured part only: read by two timers, half a second
+    after the warm-up's end and half a second before the run's (the load generator's own
+    start-up shifts its clock a little against these), so the topic's first appends, the
+    heap freeze after hosting it and the final flush are outside it."""
+
+    GUARD_S = 0.5
+
+    def __init__(self, pid: int, warmup: float, seconds: float) -> None:
+        self._pid = pid
+        self._span = seconds - 2 * self.GUARD_S
+        self._reads: list[float] = []
+        self._timers = [threading.Timer(at, self._read) for at in (
+            warmup + self.GUARD_S, warmup + seconds - self.GUARD_S)]
+        for t in self._timers:
+            t.daemon = True
+            t.start()
+
+    def _read(self) -> None:
+        self._reads.append(native.cpu_seconds(self._pid))
+
+    def per_record(self, rate: float) -> float:
+        """us of broker CPU per record sent at ``rate`` inside the window (0 if unread)."""
+        for t in self._timers:
+            t.cancel()
+        if len(self._reads) < 2 or self._span <= 0:
+            return 0.0
+        return (self._reads[1] - self._reads[0]) / (rate * self._span) * 1e6
 
 
 @contextmanager
@@ -315,7 +351,8 @@ def _print_rounds(rounds: list[dict[str, Result]], names: list[str]) -> None:
             cells = "  ".join(f"{k} {fmt([r[idx][k] for r in runs])}"  # type: ignore[index]
                               for k in ("p50", "p99", "p99.9", "max"))
             print(f"  {name:<24} {label:<17} {cells}" + (
-                f"  broker CPU/record {fmt([r[3] for r in runs]).strip()} us, loop "
+                f"  broker CPU/record {fmt([r[3] for r in runs]).strip()} us (measured "
+                f"part {fmt([r[6] for r in runs]).strip()}), loop "
                 f"queued/record {fmt([r[4] for r in runs]).strip()} us" if idx == 0 else "")
                 + (f"  ({failed} failed)" if failed and idx == 0 else "")
                 + (_fetch_cells([r[5] for r in runs]) if idx == 1 else ""))
