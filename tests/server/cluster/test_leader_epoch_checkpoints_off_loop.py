@@ -34,12 +34,13 @@ DEADLINE_S = 30
 
 class Gate:
     """Holds every leader-epoch-checkpoint write until opened (or fails them with
-    ``error``); records the partition dirs written and the threads writing them."""
+    ``error``); records the partition dirs written, each with the latest epoch it wrote,
+    and the threads writing them."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, error: OSError | None = None) -> None:
         self.entered = threading.Event()
         self.open = threading.Event()
-        self.written: list[str] = []
+        self.written: list[tuple[str, int]] = []
         self.threads: set[int] = set()
         real = CheckpointFile.write
 
@@ -50,7 +51,10 @@ class Gate:
                 assert self.open.wait(DEADLINE_S)
                 if error is not None:
                     raise error
-                self.written.append(file.path.parent.name)
+                real(file, entries)  # (recorded once written: on disk)
+                latest = max((e.epoch for e in entries), default=-1)
+                self.written.append((file.path.parent.name, latest))
+                return
             real(file, entries)
 
         monkeypatch.setattr(CheckpointFile, "write", held)
@@ -105,8 +109,10 @@ def test_a_failover_writes_the_new_epochs_off_the_loop_before_the_answer(
         result = await first
         assert result.errors == {tp: ErrorCode.NONE for tp in TPS}
         assert sorted(result.new_leaders) == sorted(TPS)
-        assert sorted(gate.written) == sorted(tp.dir_name for tp in TPS)
-        assert all(on_disk(rm, tp) == "0\n1\n1 0\n" for tp in TPS)  # when it is answered
+        # on disk when it is answered; the second request's writes of epoch 2 may have
+        # started since
+        assert sorted(d for d, e in gate.written if e == 1) == sorted(tp.dir_name for tp in TPS)
+        assert all(on_disk(rm, tp) in ("0\n1\n1 0\n", "0\n1\n2 0\n") for tp in TPS)
         assert set((await second).errors.values()) == {ErrorCode.NONE}
 
     asyncio.run(main())
@@ -123,7 +129,7 @@ def test_a_follower_made_leader_writes_its_epoch_off_the_loop_and_a_leader_made_
         gate.open.set()
         made_leader = await lai(rm, NODE, 1)
         assert sorted(made_leader.new_leaders) == sorted(TPS)
-        assert sorted(gate.written) == sorted(tp.dir_name for tp in TPS)
+        assert sorted(gate.written) == sorted((tp.dir_name, 1) for tp in TPS)
         assert threading.get_ident() not in gate.threads
         gate.written.clear()
         made_follower = await lai(rm, OTHER, 2)
