@@ -198,3 +198,43 @@ def test_a_log_reopened_in_the_process_reads_the_background_write(make_log: Make
     opening.join(DEADLINE_S)
     assert opened[0].log_end_offset == 5
     assert opened[0].leader_epoch_cache.entries == [EpochEntry(0, 0)]
+
+
+def test_a_log_start_increment_writes_its_checkpoint_on_a_background_thread(
+        make_log: MakeLog) -> None:
+    """Kafka's truncateFromStartAsyncFlush: a follower following its leader's log start, or
+    DeleteRecords, on the event loop, does not wait for the checkpoint's fsync."""
+    lg = make_log()
+    lg.append_as_leader(batch(b"a", b"b"), leader_epoch=0)
+    lg.append_as_leader(batch(b"c", b"d"), leader_epoch=1)
+    lg.update_high_watermark(4)
+    cache = lg.leader_epoch_cache
+    held = HeldWrites(cache)
+    assert lg.maybe_increment_log_start_offset(3, "test")  # returns with the write held
+    assert cache.entries == [EpochEntry(1, 3)] and cache.unflushed
+    assert held.entered.wait(DEADLINE_S)
+    assert held.threads != [threading.get_ident()]
+    assert on_disk(lg.dir) == "0\n2\n0 0\n1 2\n"  # not yet
+    held.release.set()
+    cache.flush()  # (after the background write: it wrote these entries, nothing left)
+    assert held.threads[1:] == []
+    assert on_disk(lg.dir) == "0\n1\n1 3\n"
+
+
+def test_a_crash_before_the_log_start_write_leaves_entries_the_loader_drops(
+        make_log: MakeLog) -> None:
+    lg = make_log()
+    lg.append_as_leader(batch(b"a", b"b"), leader_epoch=0)
+    lg.append_as_leader(batch(b"c", b"d"), leader_epoch=1)
+    lg.update_high_watermark(4)
+    lost: list[list[EpochEntry]] = []
+    lg.leader_epoch_cache._file.write = lost.append  # type: ignore[method-assign]
+    assert lg.maybe_increment_log_start_offset(3, "test")
+    lg.close_handlers()  # the crash: the background write never reaches the disk
+    assert on_disk(lg.dir) == "0\n2\n0 0\n1 2\n"  # stale
+    # (opened once the background write is done, with the log start its checkpoint kept)
+    again = make_log(name="topic-0", log_start_offset=3)
+    assert lost == [[EpochEntry(1, 3)]]
+    assert again.log_start_offset == 3
+    assert again.leader_epoch_cache.entries == [EpochEntry(1, 3)]
+    assert on_disk(again.dir) == "0\n1\n1 3\n"

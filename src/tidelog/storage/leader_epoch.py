@@ -245,15 +245,22 @@ class LeaderEpochFileCache:
         except OSError as exc:
             log.warning("Cannot write %s (written at its next change): %s", self.path, exc)
 
-    def truncate_from_start(self, start_offset: int) -> None:
-        """Drop entries below ``start_offset``, re-adding the last one at it (#150)."""
+    def truncate_from_start(self, start_offset: int, *, flush_later: bool = False) -> None:
+        """Drop entries below ``start_offset``, re-adding the last one at it (#150).
+        ``flush_later``: the checkpoint is written on the background thread (Kafka's
+        truncateFromStartAsyncFlush, KAFKA-16541): entries it still names after a crash
+        start below the log start, and the loader drops them (``truncate_from_start`` at
+        the checkpointed log start)."""
         with self._lock:
             removed = [e for e in self._all if e.start_offset <= start_offset]
             if not removed or (len(removed) == 1 and removed[0].start_offset == start_offset):
                 return
             kept = [e for e in self._all if e.start_offset > start_offset]
             self._kept([EpochEntry(removed[-1].epoch, start_offset), *kept])
-        self.flush()
+        if flush_later:
+            _in_background(self.path, self._flush_if_dir_exists)
+        else:
+            self.flush()
 
     def clear_and_flush(self) -> None:
         with self._lock:

@@ -477,7 +477,7 @@ class Log(LocalLogView, LogTruncation):
             local = self._local
             local.recovery_point = max(local.recovery_point, offset)
             self._producer_state.on_log_start_offset_incremented(offset)
-            self.leader_epoch_cache.truncate_from_start(offset)
+            self.leader_epoch_cache.truncate_from_start(offset, flush_later=True)
             self.state_stamp += 1
             return True
 
