@@ -147,16 +147,26 @@ def test_a_follower_truncation_writes_its_checkpoint_on_a_background_thread(
     lg.append_as_leader(batch(b"a", b"b", b"c"), leader_epoch=0)
     cache = lg.leader_epoch_cache
     cache.assign(1, 3)  # led at epoch 1 from offset 3, no record of it
+    written_in_background(
+        lg, lambda: not lg.truncate_to(3),  # a follower now: epoch 1 ends where it started
+        [EpochEntry(0, 0)], "0\n2\n0 0\n1 3\n", "0\n1\n0 0\n")
+
+
+def written_in_background(lg: Log, change: Callable[[], bool], entries: list[EpochEntry],
+                          before: str, after: str) -> None:
+    """``change`` returns (True) with the cache's new ``entries`` while their checkpoint
+    write is held on another thread (the file still ``before``); once let go, ``after``."""
+    cache = lg.leader_epoch_cache
     held = HeldWrites(cache)
-    assert not lg.truncate_to(3)  # a follower now: epoch 1 ends where it started
-    assert cache.entries == [EpochEntry(0, 0)] and cache.unflushed
+    assert change()
+    assert cache.entries == entries and cache.unflushed
     assert held.entered.wait(DEADLINE_S)
     assert held.threads != [threading.get_ident()]
-    assert on_disk(lg.dir) == "0\n2\n0 0\n1 3\n"  # not yet
+    assert on_disk(lg.dir) == before  # not yet
     held.release.set()
     cache.flush()  # (after the background write: it wrote these entries, nothing left)
     assert held.threads[1:] == []
-    assert on_disk(lg.dir) == "0\n1\n0 0\n"
+    assert on_disk(lg.dir) == after
 
 
 def test_a_crash_before_the_background_write_leaves_an_entry_the_loader_drops(
@@ -208,17 +218,9 @@ def test_a_log_start_increment_writes_its_checkpoint_on_a_background_thread(
     lg.append_as_leader(batch(b"a", b"b"), leader_epoch=0)
     lg.append_as_leader(batch(b"c", b"d"), leader_epoch=1)
     lg.update_high_watermark(4)
-    cache = lg.leader_epoch_cache
-    held = HeldWrites(cache)
-    assert lg.maybe_increment_log_start_offset(3, "test")  # returns with the write held
-    assert cache.entries == [EpochEntry(1, 3)] and cache.unflushed
-    assert held.entered.wait(DEADLINE_S)
-    assert held.threads != [threading.get_ident()]
-    assert on_disk(lg.dir) == "0\n2\n0 0\n1 2\n"  # not yet
-    held.release.set()
-    cache.flush()  # (after the background write: it wrote these entries, nothing left)
-    assert held.threads[1:] == []
-    assert on_disk(lg.dir) == "0\n1\n1 3\n"
+    written_in_background(
+        lg, lambda: lg.maybe_increment_log_start_offset(3, "test"),
+        [EpochEntry(1, 3)], "0\n2\n0 0\n1 2\n", "0\n1\n1 3\n")
 
 
 def test_a_crash_before_the_log_start_write_leaves_entries_the_loader_drops(
