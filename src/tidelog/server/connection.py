@@ -37,13 +37,13 @@ from tidelog.protocol.produce_in_place import decode_produce_in_place
 from tidelog.util.slotted import slotted_maker
 
 from . import eager
+from .connection_now import ConnectionNow
 from .connection_outcomes import PENDING as _PENDING
 from .connection_outcomes import ConnectionOutcomes, Slot
 from .context import ConnectionState, RequestContext
 from .fault_plans import plan_for
-from .quota import request as request_quota
 from .receive import LARGE_FRAME, PRODUCE_IN_PLACE, LargeFrame, read_buffer
-from .registry import NOT_NOW, HandlerNow
+from .registry import NOT_NOW, Handler, HandlerNow, HandlerSpec
 from .security.scram import SaslAuthenticationError
 from .security.session import ListenerSecurity, SaslSession
 from .security.types import ANONYMOUS, KafkaPrincipal
@@ -51,7 +51,7 @@ from .sendfile import ResponseWriter, close_chunks
 
 if TYPE_CHECKING:
     from .broker import Broker
-    from .faults import FaultPlan, Handler
+    from .faults import FaultPlan
 
 log = logging.getLogger(__name__)
 _I32 = struct.Struct(">i")
@@ -77,7 +77,7 @@ def _decode(frame: bytes | memoryview, key: int, version: int) -> tuple[Any, Any
     return decode_request(frame)
 
 
-class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
+class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, listener: ListenerSecurity | None = None) -> None:
         self.broker = broker
         self.listener = listener or ListenerSecurity("PLAINTEXT", "PLAINTEXT")
@@ -197,6 +197,10 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         if self.closed or self.closed_for_auth:
             return
         already = self._flush_scheduled
+        if not (already or self.slots or self.buf or self._large is not None) and \
+                end >= 12 and data[5] == PRODUCE_KEY and data[4] == 0 and \
+                self.session is None and self.faults is None and self._take_one(data, end):
+            return  # one Produce frame, answered (connection_now.py)
         self._flush_scheduled = True
         try:
             clock = self._clock  # (an attribute called as a method is a generic lookup)
@@ -317,6 +321,11 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         except InvalidRequestError as exc:
             self.close(f"invalid request: {exc}")
             return False
+        return self._start(spec, header, request, start_ns)
+
+    def _start(self, spec: HandlerSpec, header: Any, request: Any, start_ns: int) -> bool:
+        """A decoded request's context, timing and answer slot made, its handler started."""
+        key = header.api_key
         session = self.session
         principal = session.principal if session is not None and session.principal else (
             self.principal
@@ -328,7 +337,7 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
         handle = spec.handle if self.faults is None else self._with_faults(key, spec.handle)
         if handle is None:
             return False
-        timing = _new_timing(key, version, start_ns, start_ns, start_ns) \
+        timing = _new_timing(key, header.api_version, start_ns, start_ns, start_ns) \
             if self.request_metrics else None
         now = spec.handle_now if self.faults is None else None
         if key == 0 and getattr(request, "acks", 1) == 0:
@@ -390,33 +399,13 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
                 raise
             except BaseException as exc:  # the handler's exception, as its task would keep it
                 result, error = None, exc
-            if result is not NOT_NOW:
-                if type(result) is CoroutineType:  # its appends made: what they wait for
-                    self._begin(slot, request, ctx, result, timing)
-                    return
-                if produce:
-                    self._last_produce = None
-                if timing is not None:
-                    timing.complete_ns = time.perf_counter_ns()
-                    if slot is None:  # acks=0
-                        self.request_metrics.record_no_response(  # type: ignore[union-attr]
-                            timing)
-                if type(result) is bytes and slot is not None and not self.closed and \
-                        not ctx.throttle_ms and not ctx.close_reason:
-                    slot.data = result  # (``_finished``, ``_complete``: a pre-encoded answer)
-                    if not self._flush_scheduled:
-                        self._flush_scheduled = True
-                        asyncio.get_running_loop().call_soon(self._flush)
-                    return
-                self._finished(slot, ctx, request, result, error)
+            if type(result) is CoroutineType:  # its appends made: what they wait for
+                self._begin(slot, request, ctx, result, timing)
                 return
-        handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
-        if later:
-            handle = _after(last, handle)  # type: ignore[arg-type]
-        # started now: a handler that never suspends (a small produce) is answered in this
-        # turn of the loop, not behind everything queued (server/eager.py), and without a
-        # future or a task
-        self._begin(slot, request, ctx, handle(ctx, request), timing)
+            if result is not NOT_NOW:
+                self._now_ended(slot, request, ctx, timing, result, error)
+                return
+        self._start_handler(slot, request, ctx, handle, timing, last if later else None)
 
     def _begin(self, slot: Slot | None, request: Any, ctx: RequestContext,
                coro: Awaitable[Any], timing: RequestTiming | None) -> None:
@@ -569,12 +558,3 @@ class KafkaConnection(ConnectionOutcomes, asyncio.BufferedProtocol):
     def _send_failed(self, exc: OSError) -> None:
         self.close(f"cannot send a fetch response: {exc}")
 
-
-def _after(first: asyncio.Future[Any], handle: Handler) -> Handler:
-    """``handle`` once ``first`` ended (whatever its outcome: that is its own response's)."""
-
-    async def run(ctx: RequestContext, request: Any) -> Any:
-        await asyncio.wait([first])
-        return await handle(ctx, request)
-
-    return run

@@ -1,0 +1,222 @@
+"""A connection's common request in one call: one complete Produce frame read, its handler's
+``handle_now`` answering on return, its pre-encoded answer written at once.
+
+``ConnectionNow`` is a mixin of ``KafkaConnection`` (connection.py). ``_take_one`` stands for
+``_take`` → ``_dispatch`` → ``_spawn`` → ``_flush`` when a read holds exactly one Produce
+frame and nothing else is going on (no answer queued, no bytes held over, no large frame
+arriving, no SASL session, no fault plan, no quota mute, request metrics on): the same
+handler calls, the same answer bytes, the same request metrics. It declines, before it has
+done anything, whatever is not that case, and hands anything uncommon it meets once the frame
+is cut (a version out of range, acks=0, a handler that waits, declines, raises or asks for a
+throttle or a close) to the general steps, which answer it as they would have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any
+
+from tidelog.metrics.requests import RequestMetrics, RequestTiming
+from tidelog.protocol.codec import InvalidRequestError
+from tidelog.protocol.produce_in_place import decode_produce_in_place
+from tidelog.util.slotted import slotted_maker
+
+from .connection_outcomes import Slot
+from .context import ConnectionState, RequestContext
+from .quota import request as request_quota
+from .receive import LARGE_FRAME
+from .registry import NOT_NOW, Handler, HandlerSpec
+from .security.types import KafkaPrincipal
+from .sendfile import ResponseWriter
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .security.session import ListenerSecurity
+
+_I32 = struct.Struct(">i")
+_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+_perf_ns = time.perf_counter_ns
+_new_context = slotted_maker(RequestContext)
+_new_slot = slotted_maker(Slot)
+_new_timing = slotted_maker(RequestTiming)
+
+
+class ConnectionNow:
+    broker: Broker
+    listener: ListenerSecurity
+    principal: KafkaPrincipal
+    peer: tuple[str, int]
+    state: ConnectionState
+    closed: bool
+    max_frame: int
+    max_queued: int
+    request_metrics: RequestMetrics | None
+    transport: asyncio.Transport | None
+    writer: ResponseWriter | None
+    slots: deque[Slot]
+    last_active: float
+    _clock: Callable[[], float]
+    _flush_scheduled: bool
+    _reading_paused: bool
+    _writing_paused: bool
+    _muted_until: float
+    _tasks: set[asyncio.Future[Any]]
+    _last_produce: asyncio.Future[Any] | None
+
+    def close(self, reason: str, *, graceful: bool = False) -> None:
+        raise NotImplementedError  # the connection's
+
+    def _flush(self) -> None:
+        raise NotImplementedError  # the connection's
+
+    def _maybe_pause(self) -> None:
+        raise NotImplementedError  # the connection's
+
+    def _send_failed(self, exc: OSError) -> None:
+        raise NotImplementedError  # the connection's
+
+    def _finished(self, slot: Slot | None, ctx: RequestContext, request: Any, result: Any,
+                  error: BaseException | None) -> None:
+        raise NotImplementedError  # the connection's
+
+    def _dispatch(self, frame: bytes | memoryview) -> bool:
+        raise NotImplementedError  # the connection's
+
+    def _start(self, spec: HandlerSpec, header: Any, request: Any, start_ns: int) -> bool:
+        raise NotImplementedError  # the connection's
+
+    def _begin(self, slot: Slot | None, request: Any, ctx: RequestContext,
+               coro: Awaitable[Any], timing: RequestTiming | None) -> None:
+        raise NotImplementedError  # the connection's
+
+    def _now_ended(self, slot: Slot | None, request: Any, ctx: RequestContext,
+                   timing: RequestTiming | None, result: Any,
+                   error: BaseException | None) -> None:
+        """A ``handle_now`` that answered on return (or raised)."""
+        if ctx.header.api_key == 0:
+            self._last_produce = None
+        if timing is not None:
+            timing.complete_ns = time.perf_counter_ns()
+            if slot is None:  # acks=0
+                self.request_metrics.record_no_response(timing)  # type: ignore[union-attr]
+        if type(result) is bytes and slot is not None and not self.closed and \
+                not ctx.throttle_ms and not ctx.close_reason:
+            slot.data = result  # (``_finished``, ``_complete``: a pre-encoded answer)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
+            return
+        self._finished(slot, ctx, request, result, error)
+
+    def _start_handler(self, slot: Slot | None, request: Any, ctx: RequestContext,
+                       handle: Handler, timing: RequestTiming | None,
+                       later: asyncio.Future[Any] | None = None) -> None:
+        """The handler's coroutine started (after ``later``, a Produce still running)."""
+        handle = request_quota.wrap(ctx, handle)  # request_percentage quotas (KIP-124)
+        if later is not None:
+            handle = _after(later, handle)
+        # started now: a handler that never suspends (a small produce) is answered in this
+        # turn of the loop, not behind everything queued (server/eager.py), and without a
+        # future or a task
+        self._begin(slot, request, ctx, handle(ctx, request), timing)
+
+    def _take_one(self, data: bytes | bytearray, end: int) -> bool:
+        """``data[:end]``, one whole Produce frame (its api key read by the caller), framed,
+        dispatched and answered; False (nothing done) when it is not exactly one frame or
+        something else waits. The caller checked that no answer is queued and nothing is
+        held."""
+        (size,) = _I32.unpack_from(data, 0)
+        writer = self.writer
+        if size != end - 4 or size >= LARGE_FRAME or size > self.max_frame or \
+                self._muted_until or writer is None or self.request_metrics is None:
+            return False
+        start_ns = _perf_ns()
+        self.last_active = self._clock()
+        piece = data[4:end]  # a bytearray's slice is a bytearray: the one copy out of it
+        frame = memoryview(piece if type(piece) is bytearray else bytearray(piece))
+        spec = self.broker.registry.get(0)
+        _, version, _ = _HEADER.unpack_from(frame, 0)
+        now = spec.handle_now if spec is not None else None
+        if now is None or not spec.min_version <= version <= spec.max_version:  # type: ignore[union-attr]
+            self._flush_scheduled = True  # (``_take``'s one frame)
+            try:
+                self._dispatch(frame)
+            finally:
+                self._flush()
+            return True
+        try:
+            header, request = decode_produce_in_place(frame, version)
+        except InvalidRequestError as exc:
+            self.close(f"invalid request: {exc}")
+            return True
+        self._flush_scheduled = True  # what the handler completes is flushed here
+        if request.acks == 0:
+            try:
+                self._start(spec, header, request, start_ns)  # type: ignore[arg-type]
+            finally:
+                self._flush()
+            return True
+        listener = self.listener
+        ctx = _new_context(header, self.broker, self.peer[0], self.peer[1], None, 0,
+                           self.principal, listener.name, listener.protocol, 0, None,
+                           self.state)
+        timing = _new_timing(0, version, start_ns, _perf_ns(), start_ns)
+        error: BaseException | None = None
+        try:
+            result = now(ctx, request)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # the handler's exception, as its task would keep it
+            result, error = None, exc
+        if type(result) is bytes and not self.closed and not ctx.throttle_ms and \
+                not ctx.close_reason:
+            self._answer_one(result, timing, writer)
+            return True
+        slot = _new_slot(timing)  # (its place: no answer was queued before it)
+        self.slots.append(slot)
+        try:
+            if type(result) is CoroutineType:  # its appends made: what they wait for
+                self._begin(slot, request, ctx, result, timing)
+            elif result is NOT_NOW:
+                self._start_handler(slot, request, ctx, spec.handle,  # type: ignore[union-attr]
+                                    timing)
+            else:
+                self._now_ended(slot, request, ctx, timing, result, error)
+        finally:
+            self._flush()
+        return True
+
+    def _answer_one(self, answer: bytes, timing: RequestTiming, writer: ResponseWriter) -> None:
+        """``_take_one``'s pre-encoded answer written (``_flush``'s first case, no slot)."""
+        self._last_produce = None
+        self._flush_scheduled = False
+        sent_ns = timing.complete_ns = _perf_ns()
+        if writer.queue:  # behind a file chunk that waits
+            writer.write([answer])
+        else:
+            try:
+                self.transport.write(answer)  # type: ignore[union-attr]
+            except OSError as exc:
+                writer.abort()
+                self._send_failed(exc)
+        if self.closed:
+            return
+        self.request_metrics.record_sent_one(timing, sent_ns)  # type: ignore[union-attr]
+        if self._reading_paused or self._writing_paused or self._muted_until or \
+                writer.queue or len(self.slots) + len(self._tasks) >= self.max_queued:
+            self._maybe_pause()
+
+
+def _after(first: asyncio.Future[Any], handle: Handler) -> Handler:
+    """``handle`` once ``first`` ended (whatever its outcome: that is its own response's)."""
+
+    async def run(ctx: RequestContext, request: Any) -> Any:
+        await asyncio.wait([first])
+        return await handle(ctx, request)
+
+    return run
