@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <structmember.h>
 
 #include "native.h"
 
@@ -96,11 +97,55 @@ put_string(out_buf *o, PyObject *s)
     return 0;
 }
 
+/* Where a result's __slots__ member sits while its type is unchanged (its version tag):
+ * read there, not through the generic lookup (a slotted ProducePartitionResult's fields);
+ * offset -1: the generic lookup. */
+typedef struct {
+    PyTypeObject *type;
+    unsigned int version;
+    Py_ssize_t offset;
+} slot_hint;
+
+enum { H_INDEX, H_ERROR_CODE, H_BASE_OFFSET, H_LOG_APPEND_TIME, H_LOG_START_OFFSET,
+       H_RECORD_ERRORS, H_ERROR_MESSAGE, H_COUNT };
+static slot_hint hints[H_COUNT];
+
+static Py_ssize_t
+learn_slot(PyTypeObject *tp, PyObject *name, slot_hint *h)
+{
+    PyObject *d = _PyType_Lookup(tp, name);  /* (borrowed; gives tp its version tag) */
+    if (!PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG))
+        return -1;
+    h->type = tp;
+    h->version = tp->tp_version_tag;
+    h->offset = -1;
+    if (d != NULL && Py_TYPE(d) == &PyMemberDescr_Type &&
+            tp->tp_getattro == PyObject_GenericGetAttr) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX)
+            h->offset = m->offset;
+    }
+    return h->offset;
+}
+
+/* obj.<name>, a new reference (NULL with an error set: missing). */
+static PyObject *
+get_attr(PyObject *obj, PyObject *name, int hint)
+{
+    PyTypeObject *tp = Py_TYPE(obj);
+    slot_hint *h = &hints[hint];
+    Py_ssize_t at = h->type == tp && h->version == tp->tp_version_tag &&
+        PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG) ? h->offset
+                                                            : learn_slot(tp, name, h);
+    PyObject *v = at < 0 ? NULL : *(PyObject **)((char *)obj + at);
+    return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(obj, name);
+}
+
 /* An int attribute of ``bits`` bits put big-endian; -2 declined (missing, out of range). */
 static int
-put_attr(out_buf *o, PyObject *obj, PyObject *name, int bits)
+put_attr(out_buf *o, PyObject *obj, PyObject *name, int hint, int bits)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
+    PyObject *v = get_attr(obj, name, hint);
     if (v == NULL || !PyLong_Check(v)) {
         Py_XDECREF(v);
         PyErr_Clear();
@@ -121,7 +166,7 @@ put_attr(out_buf *o, PyObject *obj, PyObject *name, int bits)
 static int
 record_errors(out_buf *o, PyObject *p)
 {
-    PyObject *errs = PyObject_GetAttr(p, s_record_errors);
+    PyObject *errs = get_attr(p, s_record_errors, H_RECORD_ERRORS);
     if (errs == NULL) {
         PyErr_Clear();
         return -2;
@@ -160,19 +205,19 @@ record_errors(out_buf *o, PyObject *p)
 static int
 partition(out_buf *o, PyObject *p, int version)
 {
-    int rc = put_attr(o, p, s_index, 32);
+    int rc = put_attr(o, p, s_index, H_INDEX, 32);
     if (rc == 0)
-        rc = put_attr(o, p, s_error_code, 16);
+        rc = put_attr(o, p, s_error_code, H_ERROR_CODE, 16);
     if (rc == 0)
-        rc = put_attr(o, p, s_base_offset, 64);
+        rc = put_attr(o, p, s_base_offset, H_BASE_OFFSET, 64);
     if (rc == 0)
-        rc = put_attr(o, p, s_log_append_time, 64);
+        rc = put_attr(o, p, s_log_append_time, H_LOG_APPEND_TIME, 64);
     if (rc == 0 && version >= 5)
-        rc = put_attr(o, p, s_log_start_offset, 64);
+        rc = put_attr(o, p, s_log_start_offset, H_LOG_START_OFFSET, 64);
     if (rc == 0 && version >= 8) {
         rc = record_errors(o, p);
         if (rc == 0) {
-            PyObject *msg = PyObject_GetAttr(p, s_error_message);
+            PyObject *msg = get_attr(p, s_error_message, H_ERROR_MESSAGE);
             if (msg == NULL) {
                 PyErr_Clear();
                 return -2;
