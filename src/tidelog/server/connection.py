@@ -184,11 +184,13 @@ class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtoco
             self._take(b"", 0)
         else:
             self._after_large = False
-            self._take(self._read_buffer, nbytes)
+            if not self._take_one(self._read_buffer, nbytes):  # (connection_now.py)
+                self._take(self._read_buffer, nbytes)
 
     def data_received(self, data: bytes) -> None:
         """Bytes read elsewhere (and the ones held while muted): as if received."""
-        self._take(data, len(data))
+        if not self._take_one(data, len(data)):
+            self._take(data, len(data))
 
     def _take(self, data: bytes | bytearray, end: int) -> None:
         """Frame and dispatch ``data[:end]``; ``data`` may be the shared read buffer, of
@@ -197,10 +199,6 @@ class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtoco
         if self.closed or self.closed_for_auth:
             return
         already = self._flush_scheduled
-        if not (already or self.slots or self.buf or self._large is not None) and \
-                end >= 12 and data[5] == PRODUCE_KEY and data[4] == 0 and \
-                self.session is None and self.faults is None and self._take_one(data, end):
-            return  # one Produce frame, answered (connection_now.py)
         self._flush_scheduled = True
         try:
             clock = self._clock  # (an attribute called as a method is a generic lookup)

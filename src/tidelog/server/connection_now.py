@@ -29,17 +29,19 @@ from tidelog.util.slotted import slotted_maker
 from .connection_outcomes import Slot
 from .context import ConnectionState, RequestContext
 from .quota import request as request_quota
-from .receive import LARGE_FRAME
+from .receive import LARGE_FRAME, LargeFrame
 from .registry import NOT_NOW, Handler, HandlerSpec
 from .security.types import KafkaPrincipal
 from .sendfile import ResponseWriter
 
 if TYPE_CHECKING:
     from .broker import Broker
-    from .security.session import ListenerSecurity
+    from .faults import FaultPlan
+    from .security.session import ListenerSecurity, SaslSession
 
 _I32 = struct.Struct(">i")
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+PRODUCE_KEY = 0
 _perf_ns = time.perf_counter_ns
 _new_context = slotted_maker(RequestContext)
 _new_slot = slotted_maker(Slot)
@@ -53,6 +55,11 @@ class ConnectionNow:
     peer: tuple[str, int]
     state: ConnectionState
     closed: bool
+    closed_for_auth: bool
+    session: SaslSession | None
+    faults: FaultPlan | None
+    buf: bytearray
+    _large: LargeFrame | None
     max_frame: int
     max_queued: int
     request_metrics: RequestMetrics | None
@@ -126,10 +133,13 @@ class ConnectionNow:
         self._begin(slot, request, ctx, handle(ctx, request), timing)
 
     def _take_one(self, data: bytes | bytearray, end: int) -> bool:
-        """``data[:end]``, one whole Produce frame (its api key read by the caller), framed,
-        dispatched and answered; False (nothing done) when it is not exactly one frame or
-        something else waits. The caller checked that no answer is queued and nothing is
-        held."""
+        """``data[:end]``, one whole Produce frame, framed, dispatched and answered; False
+        (nothing done) when it is not exactly one frame, or an answer is queued, bytes are
+        held, the connection closed... (then ``_take``)."""
+        if self.closed or self.closed_for_auth or self._flush_scheduled or self.slots or \
+                self.buf or self._large is not None or end < 12 or data[5] != PRODUCE_KEY or \
+                data[4] != 0 or self.session is not None or self.faults is not None:
+            return False
         (size,) = _I32.unpack_from(data, 0)
         writer = self.writer
         if size != end - 4 or size >= LARGE_FRAME or size > self.max_frame or \
