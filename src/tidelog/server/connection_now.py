@@ -176,30 +176,35 @@ class ConnectionNow:
                            self.principal, listener.name, listener.protocol, 0, None,
                            self.state)
         timing = _new_timing(0, version, start_ns, _perf_ns(), start_ns)
-        error: BaseException | None = None
         try:
             result = now(ctx, request)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # the handler's exception, as its task would keep it
-            result, error = None, exc
+            self._placed(timing, request, ctx, spec.handle, None, exc)  # type: ignore[union-attr]
+            return True
         if type(result) is bytes and not self.closed and not ctx.throttle_ms and \
                 not ctx.close_reason:
             self._answer_one(result, timing, writer)
-            return True
-        slot = _new_slot(timing)  # (its place: no answer was queued before it)
+        else:
+            self._placed(timing, request, ctx, spec.handle, result, None)  # type: ignore[union-attr]
+        return True
+
+    def _placed(self, timing: RequestTiming, request: Any, ctx: RequestContext,
+                handle: Handler, result: Any, error: BaseException | None) -> None:
+        """``_take_one``'s request given its answer slot (no answer was queued before it) and
+        to the general steps: what its ``handle_now`` returned or raised, then the flush."""
+        slot = _new_slot(timing)
         self.slots.append(slot)
         try:
             if type(result) is CoroutineType:  # its appends made: what they wait for
                 self._begin(slot, request, ctx, result, timing)
             elif result is NOT_NOW:
-                self._start_handler(slot, request, ctx, spec.handle,  # type: ignore[union-attr]
-                                    timing)
+                self._start_handler(slot, request, ctx, handle, timing)
             else:
                 self._now_ended(slot, request, ctx, timing, result, error)
         finally:
             self._flush()
-        return True
 
     def _answer_one(self, answer: bytes, timing: RequestTiming, writer: ResponseWriter) -> None:
         """``_take_one``'s pre-encoded answer written (``_flush``'s first case, no slot)."""
