@@ -134,8 +134,8 @@ class ConnectionNow:
 
     def _take_one(self, data: bytes | bytearray, end: int) -> bool:
         """``data[:end]``, one whole Produce frame, framed, dispatched and answered; False
-        (nothing done) when it is not exactly one frame, or an answer is queued, bytes are
-        held, the connection closed... (then ``_take``)."""
+        (nothing done: ``_take``'s then) when it is not exactly one frame or something else
+        waits (an answer queued, bytes held, a mute, a session...)."""
         if self.closed or self.closed_for_auth or self._flush_scheduled or self.slots or \
                 self.buf or self._large is not None or end < 12 or data[5] != PRODUCE_KEY or \
                 data[4] != 0 or self.session is not None or self.faults is not None:
@@ -153,24 +153,15 @@ class ConnectionNow:
         _, version, _ = _HEADER.unpack_from(frame, 0)
         now = spec.handle_now if spec is not None else None
         if now is None or not spec.min_version <= version <= spec.max_version:  # type: ignore[union-attr]
-            self._flush_scheduled = True  # (``_take``'s one frame)
-            try:
-                self._dispatch(frame)
-            finally:
-                self._flush()
-            return True
+            return self._general(frame, None, None, start_ns)
         try:
             header, request = decode_produce_in_place(frame, version)
         except InvalidRequestError as exc:
             self.close(f"invalid request: {exc}")
             return True
-        self._flush_scheduled = True  # what the handler completes is flushed here
         if request.acks == 0:
-            try:
-                self._start(spec, header, request, start_ns)  # type: ignore[arg-type]
-            finally:
-                self._flush()
-            return True
+            return self._general(header, request, spec, start_ns)
+        self._flush_scheduled = True  # what the handler completes is flushed here
         listener = self.listener
         ctx = _new_context(header, self.broker, self.peer[0], self.peer[1], None, 0,
                            self.principal, listener.name, listener.protocol, 0, None,
@@ -188,6 +179,20 @@ class ConnectionNow:
             self._answer_one(result, timing, writer)
         else:
             self._placed(timing, request, ctx, spec.handle, result, None)  # type: ignore[union-attr]
+        return True
+
+    def _general(self, frame: Any, request: Any, spec: HandlerSpec | None,
+                 start_ns: int) -> bool:
+        """The frame ``_take_one`` cut, to ``_take``'s steps: dispatched (``request`` None) or,
+        decoded (``frame`` its header then), started; then flushed."""
+        self._flush_scheduled = True
+        try:
+            if request is None:
+                self._dispatch(frame)
+            else:
+                self._start(spec, frame, request, start_ns)  # type: ignore[arg-type]
+        finally:
+            self._flush()
         return True
 
     def _placed(self, timing: RequestTiming, request: Any, ctx: RequestContext,
