@@ -16,6 +16,10 @@ meanwhile. The cases (--cases):
   leader election naming this broker again): each new epoch's start goes to its
   ``leader-epoch-checkpoint`` (tmp, fsync, rename, dir fsync) before the answer.
 
+* ``follow``: the N partitions made and led here at leader epoch 0 with another broker
+  among their replicas (not measured), then one LeaderAndIsr naming that broker leader at
+  epoch 1: this broker follows them (Kafka's makeFollowers: the fetchers start from each
+  log end offset once the appends queued as leader are written);
 * ``truncate`` (no broker, no load): what a follower's replica fetcher (on the event loop)
   spends truncating N logs it led at epoch 1 from their end with no record of it (the
   epoch's entry goes: Kafka's truncateTo at the log end offset), one after the other, as
@@ -69,11 +73,18 @@ print(json.dumps(out))
 """
 
 
+OTHER = 1_000  # a broker named as leader or replica, not running
+
+
 def leader_and_isr(node: int, topic: str, topic_id: uuid.UUID, n: int,
-                   epoch: int = 0) -> dict[str, Any]:
-    parts = [{"partition_index": p, "controller_epoch": 1, "leader": node,
-              "leader_epoch": epoch, "isr": [node], "partition_epoch": epoch,
-              "replicas": [node], "is_new": epoch == 0}
+                   epoch: int = 0, leader: int | None = None,
+                   replicas: list[int] | None = None) -> dict[str, Any]:
+    """Partitions 0..n-1 of ``topic`` led by ``leader`` (default ``node``) at ``epoch``."""
+    leader = node if leader is None else leader
+    replicas = [node] if replicas is None else replicas
+    parts = [{"partition_index": p, "controller_epoch": 1, "leader": leader,
+              "leader_epoch": epoch, "isr": [leader], "partition_epoch": epoch,
+              "replicas": replicas, "is_new": epoch == 0}
              for p in range(n)]  # fmt: skip
     return {"controller_id": node, "controller_epoch": 1, "broker_epoch": -1, "type_": 0,
             "topic_states": [{"topic_name": topic, "topic_id": topic_id,
@@ -94,6 +105,19 @@ def errors_of(resp: Any) -> list[int]:
     return [int(p.error_code) for p in resp.partition_errors]
 
 
+class CountedFetchers:
+    """The fetcher manager in ``follow``: the fetches the LeaderAndIsr starts, counted."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def add_fetcher_for_partitions(self, states: dict[Any, Any]) -> None:
+        self.started += len(states)
+
+    def remove_fetcher_for_partitions(self, tps: Any) -> None:
+        return None
+
+
 def one(n: int, rate: float, warmup: float, after: float, case: str) -> dict[str, Any]:
     from tidelog.client.conn import BrokerConnection
     from tidelog.metrics.loop_lag import StallWatchdog
@@ -111,6 +135,13 @@ def one(n: int, rate: float, warmup: float, after: float, case: str) -> dict[str
         if case == "failover":
             steps = [(None, 4, 7, leader_and_isr(node, "big", topic_id, n)),
                      ("failover", 4, 7, leader_and_isr(node, "big", topic_id, n, epoch=1)),
+                     (None, 5, 4, stop_replica(node, "big", n))]  # fmt: skip
+        if case == "follow":  # (no broker OTHER: the fetchers it would start are counted)
+            b.broker.replica_manager.fetcher_manager = fetchers = CountedFetchers()
+            both = [node, OTHER]
+            steps = [(None, 4, 7, leader_and_isr(node, "big", topic_id, n, replicas=both)),
+                     ("follow", 4, 7, leader_and_isr(node, "big", topic_id, n, epoch=1,
+                                                     leader=OTHER, replicas=both)),
                      (None, 5, 4, stop_replica(node, "big", n))]  # fmt: skip
         load = subprocess.Popen([sys.executable, "-c", LOAD, b.bootstrap_servers, "load",
                                  str(rate), str(warmup + after)],
@@ -132,6 +163,7 @@ def one(n: int, rate: float, warmup: float, after: float, case: str) -> dict[str
         out, _ = load.communicate("", timeout=300)  # (closes its stdin: it stops)
         conn.close()
     sent = json.loads(out)
+    assert case != "follow" or fetchers.started == n, fetchers.started
     result: dict[str, Any] = {"n": n}
     for name, (t0, t1) in windows.items():
         result.update(window(name, t0, t1, sent, dog.stalls))
@@ -143,9 +175,13 @@ def truncations(n: int) -> dict[str, Any]:
     from tidelog.config.log_config import LogConfig
     from tidelog.storage.log import Log
     from tidelog.util.clock import SystemClock
+    from tidelog.util.scheduler import KafkaScheduler
 
+    scheduler = KafkaScheduler()  # (as the LogManager's: where a truncation's write may go)
+    scheduler.startup()
     with tempfile.TemporaryDirectory(prefix="lai-bench-") as d:
-        logs = [Log.open(Path(d) / f"big-{p}", LogConfig.from_props({}), clock=SystemClock())
+        logs = [Log.open(Path(d) / f"big-{p}", LogConfig.from_props({}), clock=SystemClock(),
+                         scheduler=scheduler)
                 for p in range(n)]  # fmt: skip
         for lg in logs:
             lg.leader_epoch_cache.assign(1, 0)  # led at epoch 1 from offset 0, nothing since
@@ -157,6 +193,7 @@ def truncations(n: int) -> dict[str, Any]:
         for lg in logs:
             lg.leader_epoch_cache.flush()  # (written here, or by then elsewhere: done)
             lg.close()
+    scheduler.shutdown()
     took = (t1 - t0) / 1e6
     return {"n": n, "truncate_ms": took, "truncate_stall_max_ms": took,
             "truncate_ack_p99_ms": 0.0, "truncate_ack_max_ms": 0.0}
@@ -190,7 +227,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=3.0)
     ap.add_argument("--after", type=float, default=300.0,
                     help="at most this many seconds of load after warm-up")
-    ap.add_argument("--cases", default="new,failover", help="new, failover (see above)")
+    ap.add_argument("--cases", default="new,failover",
+                    help="new, failover, follow, truncate (see above)")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--case", default="new", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -229,6 +267,8 @@ def report(runs: dict[tuple[str, int], list[dict[str, Any]]], trees: list[str],
     for name, what in (("lai", "LeaderAndIsr making N partitions"),
                        ("stop", "StopReplica deleting them"),
                        ("failover", "LeaderAndIsr moving N partitions led here to epoch 1"),
+                       ("follow", "LeaderAndIsr making this broker follow N partitions it "
+                                  "led (leader: another broker, epoch 1)"),
                        ("truncate", "N follower truncations on the fetcher's thread (the "
                                     "loop's), no load: the stall is their time")):
         if not any(f"{name}_ms" in r for rs in runs.values() for r in rs):

@@ -7,10 +7,12 @@ over a newer one."""
 
 from __future__ import annotations
 
+import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pytest
 from test_log_support import batch, clock, make_log  # noqa: F401
 
 from tidelog.storage.leader_epoch import (
@@ -19,6 +21,7 @@ from tidelog.storage.leader_epoch import (
     LeaderEpochFileCache,
 )
 from tidelog.storage.log import Log
+from tidelog.util.scheduler import KafkaScheduler
 
 MakeLog = Callable[..., Log]
 DEADLINE_S = 30
@@ -123,6 +126,16 @@ def test_a_truncation_writes_a_pending_entry_it_keeps(tmp_path: Path) -> None:
     assert not c.unflushed
 
 
+@pytest.fixture
+def scheduled_log(make_log: MakeLog) -> Iterator[MakeLog]:
+    """``make_log`` with a running KafkaScheduler: a truncation's checkpoint is written on
+    its thread (Kafka's leader-epoch-cache-flush task)."""
+    scheduler = KafkaScheduler(thread_name_prefix="test-scheduler-")
+    scheduler.startup()
+    yield functools.partial(make_log, scheduler=scheduler)
+    scheduler.shutdown()
+
+
 class HeldWrites:
     """Holds the cache's checkpoint writes until ``release``; records their threads."""
 
@@ -141,9 +154,9 @@ class HeldWrites:
 
 
 def test_a_follower_truncation_writes_its_checkpoint_on_a_background_thread(
-        make_log: MakeLog) -> None:
+        scheduled_log: MakeLog) -> None:
     """Kafka's truncateFromEndAsyncFlush: the fetcher (the event loop) does not wait."""
-    lg = make_log()
+    lg = scheduled_log()
     lg.append_as_leader(batch(b"a", b"b", b"c"), leader_epoch=0)
     cache = lg.leader_epoch_cache
     cache.assign(1, 3)  # led at epoch 1 from offset 3, no record of it
@@ -170,8 +183,8 @@ def written_in_background(lg: Log, change: Callable[[], bool], entries: list[Epo
 
 
 def test_a_crash_before_the_background_write_leaves_an_entry_the_loader_drops(
-        make_log: MakeLog) -> None:
-    lg = make_log()
+        scheduled_log: MakeLog) -> None:
+    lg = scheduled_log()
     lg.append_as_leader(batch(b"a", b"b", b"c"), leader_epoch=0)
     lg.leader_epoch_cache.assign(1, 3)
     lg.append_as_leader(batch(b"d", b"e"), leader_epoch=1)
@@ -180,18 +193,18 @@ def test_a_crash_before_the_background_write_leaves_an_entry_the_loader_drops(
     assert lg.truncate_to(3)  # epoch 1's records cut: the follower's new leader lacks them
     lg.close_handlers()  # the crash: the background write never reaches the disk
     assert on_disk(lg.dir) == "0\n2\n0 0\n1 3\n"  # stale
-    again = make_log(name="topic-0")  # (opened once the background write is done: lost)
+    again = scheduled_log(name="topic-0")  # (opened once the background write is done: lost)
     assert lost == [[EpochEntry(0, 0)]]
     assert again.log_end_offset == 3
     assert again.leader_epoch_cache.entries == [EpochEntry(0, 0)]
     assert on_disk(again.dir) == "0\n1\n0 0\n"
 
 
-def test_a_log_reopened_in_the_process_reads_the_background_write(make_log: MakeLog) -> None:
+def test_a_log_reopened_in_the_process_reads_the_background_write(scheduled_log: MakeLog) -> None:
     """Truncated, then records of the epoch before (a follower's), then closed and opened
     again while the truncation's write is still held: the opening waits for it, so the
     entry it removed (starting below the end now) is not read back."""
-    lg = make_log()
+    lg = scheduled_log()
     lg.append_as_leader(batch(b"a", b"b", b"c"), leader_epoch=0)
     lg.leader_epoch_cache.assign(1, 3)
     lg.append_as_leader(batch(b"d"), leader_epoch=1)
@@ -201,7 +214,7 @@ def test_a_log_reopened_in_the_process_reads_the_background_write(make_log: Make
     assert held.entered.wait(DEADLINE_S)
     lg.close()
     opened: list[Log] = []
-    opening = threading.Thread(target=lambda: opened.append(make_log(name="topic-0")))
+    opening = threading.Thread(target=lambda: opened.append(scheduled_log(name="topic-0")))
     opening.start()
     opening.join(0.05)  # (time for an opening that would not wait to read the stale file)
     held.release.set()
@@ -211,10 +224,10 @@ def test_a_log_reopened_in_the_process_reads_the_background_write(make_log: Make
 
 
 def test_a_log_start_increment_writes_its_checkpoint_on_a_background_thread(
-        make_log: MakeLog) -> None:
+        scheduled_log: MakeLog) -> None:
     """Kafka's truncateFromStartAsyncFlush: a follower following its leader's log start, or
     DeleteRecords, on the event loop, does not wait for the checkpoint's fsync."""
-    lg = make_log()
+    lg = scheduled_log()
     lg.append_as_leader(batch(b"a", b"b"), leader_epoch=0)
     lg.append_as_leader(batch(b"c", b"d"), leader_epoch=1)
     lg.update_high_watermark(4)
@@ -224,8 +237,8 @@ def test_a_log_start_increment_writes_its_checkpoint_on_a_background_thread(
 
 
 def test_a_crash_before_the_log_start_write_leaves_entries_the_loader_drops(
-        make_log: MakeLog) -> None:
-    lg = make_log()
+        scheduled_log: MakeLog) -> None:
+    lg = scheduled_log()
     lg.append_as_leader(batch(b"a", b"b"), leader_epoch=0)
     lg.append_as_leader(batch(b"c", b"d"), leader_epoch=1)
     lg.update_high_watermark(4)
@@ -235,7 +248,7 @@ def test_a_crash_before_the_log_start_write_leaves_entries_the_loader_drops(
     lg.close_handlers()  # the crash: the background write never reaches the disk
     assert on_disk(lg.dir) == "0\n2\n0 0\n1 2\n"  # stale
     # (opened once the background write is done, with the log start its checkpoint kept)
-    again = make_log(name="topic-0", log_start_offset=3)
+    again = scheduled_log(name="topic-0", log_start_offset=3)
     assert lost == [[EpochEntry(1, 3)]]
     assert again.log_start_offset == 3
     assert again.leader_epoch_cache.entries == [EpochEntry(1, 3)]

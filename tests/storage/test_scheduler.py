@@ -164,3 +164,29 @@ def test_kafka_scheduler_double_start_rejected() -> None:
             sched.startup()
     finally:
         sched.shutdown()
+
+
+def test_kafka_scheduler_shutdown_runs_the_one_shot_tasks_already_due() -> None:
+    """Kafka's (a ScheduledThreadPoolExecutor without delayed or periodic tasks after its
+    shutdown): the thread busy, a due one-shot task queued behind it still runs before
+    ``shutdown`` returns; a periodic task and one not due yet are dropped, nothing is taken
+    once it is called."""
+    clock = ManualClock(0)  # (never advanced: "later" is never due)
+    sched = KafkaScheduler(threads=1, clock=clock)
+    sched.startup()
+    busy, go = threading.Event(), threading.Event()
+    ran: list[str] = []
+    sched.schedule("busy", lambda: (busy.set(), go.wait(10)))
+    assert busy.wait(10)
+    sched.schedule("due", lambda: ran.append("due"))
+    sched.schedule("periodic", lambda: ran.append("periodic"), delay_ms=0, period_ms=1)
+    sched.schedule("later", lambda: ran.append("later"), delay_ms=1)
+    stopping = threading.Thread(target=sched.shutdown)
+    stopping.start()
+    while sched.is_started():  # (shutdown has taken the queue; the thread still busy)
+        stopping.join(0.001)
+    assert sched.schedule("refused", lambda: ran.append("refused")).cancelled
+    go.set()
+    stopping.join(10)
+    assert not stopping.is_alive()
+    assert ran == ["due"]

@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+from tidelog.util.scheduler import Scheduler
 
 from .checkpoints import CheckpointFile, CorruptCheckpointError
 
@@ -29,35 +30,19 @@ UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
 
-_background: ThreadPoolExecutor | None = None
-_background_lock = threading.Lock()
-# the background writes not done yet, by checkpoint path: a cache opened on that path (the
-# log reopened in this process) reads the file once they are
-_background_writes: dict[Path, Future[None]] = {}
+# the caches whose checkpoint a scheduled write has yet to bring up to date, by path: a cache
+# opened on that path (the log reopened in this process) makes that write first
+_pending_writes: dict[Path, LeaderEpochFileCache] = {}
+_pending_lock = threading.Lock()
 
 
-def _in_background(path: Path, write: Callable[[], None]) -> None:
-    """``write`` on the thread writing checkpoints after truncations (Kafka's scheduler task
-    leader-epoch-cache-flush), made at first use."""
-    global _background
-    with _background_lock:
-        if _background is None:
-            _background = ThreadPoolExecutor(1, thread_name_prefix="tidelog-epoch-flush")
-        future = _background_writes[path] = _background.submit(write)
-
-    def done(f: Future[None]) -> None:
-        with _background_lock:
-            if _background_writes.get(path) is f:
-                del _background_writes[path]
-
-    future.add_done_callback(done)
-
-
-def _wait_for_background_write(path: Path) -> None:
-    with _background_lock:
-        future = _background_writes.get(path)
-    if future is not None:
-        future.result()
+def _write_pending(path: Path) -> None:
+    """The scheduled write of ``path``'s earlier cache, if not made yet, made now (or waited
+    for, if under way)."""
+    with _pending_lock:
+        cache = _pending_writes.get(path)
+    if cache is not None:
+        cache._write_if_dir_exists(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +77,15 @@ class LeaderEpochFileCache:
     record of an epoch is written before the checkpoint naming it is on disk (Kafka's
     makeLeader holds the partition's write lock while it writes it)."""
 
-    def __init__(self, dir: Path) -> None:
+    def __init__(self, dir: Path, scheduler: Scheduler | None = None) -> None:
         self._file = CheckpointFile(Path(dir) / LEADER_EPOCH_CHECKPOINT_FILE, 0,
                                     _EpochFormatter())
+        # where a truncation's checkpoint is written (``flush_later``: Kafka's scheduler
+        # task leader-epoch-cache-flush); None: written at once, on the truncating thread
+        self._scheduler = scheduler
+        # told of a scheduled write's I/O error (the LogManager: the dir goes offline, as
+        # Kafka's LogDirFailureChannel in the checkpoint's writeIfDirExists)
+        self.io_error_handler: Callable[[OSError], object] | None = None
         self._lock = threading.RLock()
         # the version of the entries (one more at each change) and the one last written;
         # writes one at a time, in version order (``flush``)
@@ -108,7 +99,7 @@ class LeaderEpochFileCache:
         # (log_plain) reads it without the lock (under its log's lock), as ``latest_epoch``
         # without a call
         self.live_entries: list[EpochEntry] = []
-        _wait_for_background_write(self.path)
+        _write_pending(self.path)
         try:
             for e in self._file.read():
                 self._assign(e.epoch, e.start_offset)
@@ -222,7 +213,7 @@ class LeaderEpochFileCache:
 
     def truncate_from_end(self, end_offset: int, *, flush_later: bool = False) -> None:
         """Remove entries starting at or after ``end_offset`` (#150). ``flush_later``: the
-        checkpoint is written on a background thread (Kafka's truncateFromEndAsyncFlush,
+        checkpoint is written on the scheduler (Kafka's truncateFromEndAsyncFlush,
         KAFKA-16541): an entry it still names after a crash starts at or past the log's
         end, and the loader drops it (``truncate_from_end`` at the recovered end)."""
         with self._lock:
@@ -230,24 +221,44 @@ class LeaderEpochFileCache:
             changed = len(kept) != len(self._all)
             if changed:
                 self._kept(kept)
-        if changed and flush_later:
-            _in_background(self.path, self._flush_if_dir_exists)
-        elif changed:
-            self.flush()
+        if changed:
+            self._write(flush_later)
 
-    def _flush_if_dir_exists(self) -> None:
-        """``flush`` on the background thread: a dir deleted meanwhile needs none (Kafka's
-        writeIfDirExists); a failed write is left to the next change's flush."""
+    def _write(self, later: bool) -> None:
+        """The checkpoint written now (``flush``), or ``later``: on the scheduler, as
+        Kafka's async flushes (KAFKA-16541), the caller not waiting for the disk."""
+        if not later or self._scheduler is None:
+            self.flush()
+            return
+        path = self.path
+        with _pending_lock:
+            _pending_writes[path] = self
+        task = self._scheduler.schedule(f"leader-epoch-cache-flush-{path.parent.name}",
+                                        lambda: self._write_if_dir_exists(path))
+        if task.cancelled:  # a stopped scheduler takes no task (Kafka ignores it): now
+            self._write_if_dir_exists(path)
+
+    def _write_if_dir_exists(self, path: Path) -> None:
+        """The scheduled write (Kafka's writeIfDirExists): none for a dir deleted meanwhile;
+        an I/O error goes to ``io_error_handler`` (the dir offline). Then ``path`` has no
+        write pending, unless entries changed since need one (scheduled too)."""
+        failed = True
         try:
             self.flush()
+            failed = False
         except FileNotFoundError:
             log.debug("Not writing %s: its dir is gone", self.path)
         except OSError as exc:
-            log.warning("Cannot write %s (written at its next change): %s", self.path, exc)
+            log.warning("Cannot write %s: %s", self.path, exc)
+            if self.io_error_handler is not None:
+                self.io_error_handler(exc)
+        with _pending_lock:
+            if (failed or not self.unflushed) and _pending_writes.get(path) is self:
+                del _pending_writes[path]
 
     def truncate_from_start(self, start_offset: int, *, flush_later: bool = False) -> None:
         """Drop entries below ``start_offset``, re-adding the last one at it (#150).
-        ``flush_later``: the checkpoint is written on the background thread (Kafka's
+        ``flush_later``: the checkpoint is written on the scheduler (Kafka's
         truncateFromStartAsyncFlush, KAFKA-16541): entries it still names after a crash
         start below the log start, and the loader drops them (``truncate_from_start`` at
         the checkpointed log start)."""
@@ -257,10 +268,7 @@ class LeaderEpochFileCache:
                 return
             kept = [e for e in self._all if e.start_offset > start_offset]
             self._kept([EpochEntry(removed[-1].epoch, start_offset), *kept])
-        if flush_later:
-            _in_background(self.path, self._flush_if_dir_exists)
-        else:
-            self.flush()
+        self._write(flush_later)
 
     def clear_and_flush(self) -> None:
         with self._lock:

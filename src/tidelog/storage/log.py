@@ -111,7 +111,7 @@ class Log(LocalLogView, LogTruncation):
         d.mkdir(parents=True, exist_ok=True)
         psm = ProducerStateManager(d, producer_id_expiration_ms=producer_id_expiration_ms)
         segments = LogSegments()
-        epochs = LeaderEpochFileCache(d)
+        epochs = LeaderEpochFileCache(d, scheduler)
         loaded = LogLoader(d, config, clock, segments,
                            log_start_offset_checkpoint=log_start_offset,
                            recovery_point_checkpoint=recovery_point,

@@ -118,9 +118,14 @@ class LogManager(LogManagerFaults, LogManagerTasks):
                           io_error_handler=self.maybe_handle_io_error)
 
     def _guard_free_space(self, lg: Log) -> None:
+        """Each log as it is stored: its dir's free-space floor, and its leader-epoch
+        checkpoint's scheduled writes failing take the dir offline (Kafka's checkpoint
+        writeIfDirExists reports to the LogDirFailureChannel)."""
         key = self.free_space.dir_key(Path(lg.dir).parent)
         lg.append_guard = functools.partial(self.free_space.check_append, key)
         lg.append_space = self.free_space.space(key)
+        lg.leader_epoch_cache.io_error_handler = functools.partial(
+            self.maybe_handle_io_error, lg, op=f"writing the leader-epoch-checkpoint of {lg.name}")
 
     # -- log dirs ------------------------------------------------------------------------------
     def _lock_dirs(self) -> None:
@@ -216,7 +221,8 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self._shut_down = True
         self._stop_cleaner()  # first, as in Kafka: no compaction while logs close
         self._cancel_tasks()
-        # Stop our scheduler first so no task runs while logs close (Kafka's broker does too).
+        # Stop our scheduler first so no task runs while logs close (Kafka's broker does too):
+        # it runs the one-shot tasks already due (leader-epoch checkpoint writes) first.
         self._stop_owned_scheduler()
         log.info("Shutting down the log manager.")
         for d in self.dirs:
@@ -235,6 +241,9 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         for lg in logs:
             try:
                 lg.flush()
+                # a write scheduled elsewhere (a scheduler not ours) made now, or waited for
+                if lg.leader_epoch_cache.unflushed:
+                    lg.leader_epoch_cache.flush()
                 lg.close()
             except Exception:
                 ok = False

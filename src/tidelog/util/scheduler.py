@@ -134,12 +134,19 @@ class KafkaScheduler:
         return self._running
 
     def shutdown(self) -> None:
-        """Drop pending tasks, let running ones finish, join the threads."""
+        """Kafka's (its executor's shutdown, then awaitTermination): periodic tasks and
+        those not due yet are dropped; the one-shot tasks already due still run (a log's
+        flush after a roll, a leader-epoch checkpoint's write), running ones finish; then
+        the threads are joined. Nothing is scheduled once it is called."""
         with self._cond:
             if not self._running:
                 return
             self._running = False
+            now = self._now_ms()
+            due = [t for t in self._queue.tasks() if not t.periodic and t.next_ms <= now]
             self._queue.clear()
+            for task in due:
+                self._queue.push(task)
             self._cond.notify_all()
         me = threading.current_thread()
         for t in self._workers:
@@ -162,9 +169,12 @@ class KafkaScheduler:
         return task
 
     def _next_due(self) -> ScheduledTask | None:
-        """Under the lock: wait for a due task; None once the scheduler stops."""
-        while self._running:
+        """Under the lock: wait for a due task; once the scheduler stops, the due ones left
+        (``shutdown``), then None."""
+        while True:
             head = self._queue.peek()
+            if not self._running:
+                return None if head is None else self._queue.pop()
             if head is None:
                 self._cond.wait()
                 continue
@@ -173,7 +183,6 @@ class KafkaScheduler:
                 return self._queue.pop()
             # Capped: Condition.wait overflows on Long.MAX-style "never" delays.
             self._cond.wait(min(wait_ms, _MAX_WAIT_MS) / 1000)
-        return None
 
     def _work(self) -> None:
         while True:
