@@ -418,16 +418,17 @@ tl_append_leader(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* append_leader_bind(al_new_batch_metadata, al_new_info, al_new_offset_metadata,
- * al_new_timestamp_offset, UNKNOWN_TIMESTAMP_OFFSET, crc32c, SystemClock.milliseconds): what
- * append_leader makes and calls (storage/log_plain.py). */
+ * al_new_timestamp_offset, UNKNOWN_TIMESTAMP_OFFSET, crc32c, SystemClock.milliseconds,
+ * OffsetIndex, TimeIndex): what append_leader makes and calls (storage/log_plain.py). */
 PyObject *
 tl_append_leader_bind(PyObject *self, PyObject *args)
 {
-    PyObject *o[7];
+    PyObject *o[7], *offset_index, *time_index;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &offset_index, &time_index))
         return NULL;
-    if (al_intern_names() < 0)
+    if (al_intern_names() < 0 || al_index_bind(offset_index, time_index) < 0)
         return NULL;
     PyObject **slots[7] = {&al_new_batch_metadata, &al_new_info, &al_new_offset_metadata,
                            &al_new_timestamp_offset, &al_unknown_ts_offset, &al_crc32c, &al_system_ms};
