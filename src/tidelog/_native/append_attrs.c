@@ -99,6 +99,30 @@ al_config(PyObject *config, plain_config *c)
     return 0;
 }
 
+#define RECENT 8
+static PyObject *recent[RECENT];
+static long long recent_value[RECENT];
+static int recent_next;
+
+/* (an append makes its last offset, max timestamp, end offset and position an int each for
+ * several objects: one int each; ints are immutable) */
+PyObject *
+al_long(long long v)
+{
+    if (v >= -5 && v <= 256)
+        return PyLong_FromLongLong(v);  /* (the interpreter's own) */
+    for (int i = 0; i < RECENT; i++)
+        if (recent[i] != NULL && recent_value[i] == v)
+            return Py_NewRef(recent[i]);
+    PyObject *o = PyLong_FromLongLong(v);
+    if (o != NULL) {
+        Py_XSETREF(recent[recent_next], Py_NewRef(o));
+        recent_value[recent_next] = v;
+        recent_next = (recent_next + 1) % RECENT;
+    }
+    return o;
+}
+
 /* o.<name>.<name2> */
 PyObject *
 al_attr2(PyObject *o, int name, int name2)
@@ -121,7 +145,7 @@ al_make(PyObject *maker, const long long *values, Py_ssize_t n)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        args[i] = PyLong_FromLongLong(values[i]);
+        args[i] = al_long(values[i]);
         if (args[i] == NULL) {
             while (i-- > 0)
                 Py_DECREF(args[i]);

@@ -92,6 +92,34 @@ al_put(PyObject *o, int name, PyObject *v)
     return 0;
 }
 
+/* v as a long long, as PyLong_AsLongLong gives it (an int of at most two digits read here:
+ * the generic conversion costs some 200 instructions past one digit). */
+static inline long long
+al_as_ll(PyObject *v)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyLong_CheckExact(v)) {
+        const digit *d = ((PyLongObject *)v)->ob_digit;
+        switch (Py_SIZE(v)) {
+        case 0:
+            return 0;
+        case 1:
+            return (long long)d[0];
+        case -1:
+            return -(long long)d[0];
+        case 2:
+            return (long long)d[0] | (long long)d[1] << PyLong_SHIFT;
+        case -2:
+            return -((long long)d[0] | (long long)d[1] << PyLong_SHIFT);
+        }
+    }
+#endif
+    return PyLong_AsLongLong(v);
+}
+
+/* An int of value v (a new reference): the one made for the same value lately, if any. */
+PyObject *al_long(long long v);
+
 /* o.<name> as a long long: 0, or -1 with the error set. */
 static inline int
 al_ll(PyObject *o, int name, long long *out)
@@ -99,7 +127,7 @@ al_ll(PyObject *o, int name, long long *out)
     PyObject *v = al_get(o, name);
     if (v == NULL)
         return -1;
-    *out = PyLong_AsLongLong(v);
+    *out = al_as_ll(v);
     Py_DECREF(v);
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
@@ -119,7 +147,7 @@ al_true(PyObject *o, int name)
 static inline int
 al_set_ll(PyObject *o, int name, long long value)
 {
-    PyObject *v = PyLong_FromLongLong(value);
+    PyObject *v = al_long(value);
     if (v == NULL)
         return -1;
     int r = al_put(o, name, v);

@@ -40,7 +40,7 @@ roll_bound(PyObject *seg, long long now, __int128 limit, long long *bound)
         if ((ts = al_get(t, N_rolling_based_timestamp)) == NULL)
             goto fail;
     }
-    long long created, tsv = ts == Py_None ? -1 : PyLong_AsLongLong(ts);
+    long long created, tsv = ts == Py_None ? -1 : al_as_ll(ts);
     Py_CLEAR(ts);
     if (tsv == -1 && PyErr_Occurred())
         goto fail;
