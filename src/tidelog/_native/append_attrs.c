@@ -99,26 +99,25 @@ al_config(PyObject *config, plain_config *c)
     return 0;
 }
 
-#define RECENT 8
+#define RECENT 16  /* (direct-mapped: one compare a lookup) */
 static PyObject *recent[RECENT];
 static long long recent_value[RECENT];
-static int recent_next;
 
 /* (an append makes its last offset, max timestamp, end offset and position an int each for
- * several objects: one int each; ints are immutable) */
+ * several objects: one int each, kept until a value of the same slot replaces it; ints are
+ * immutable) */
 PyObject *
 al_long(long long v)
 {
     if (v >= -5 && v <= 256)
         return PyLong_FromLongLong(v);  /* (the interpreter's own) */
-    for (int i = 0; i < RECENT; i++)
-        if (recent[i] != NULL && recent_value[i] == v)
-            return Py_NewRef(recent[i]);
+    unsigned int at = (unsigned int)(((unsigned long long)v * 0x9E3779B97F4A7C15ULL) >> 60);
+    if (recent[at] != NULL && recent_value[at] == v)
+        return Py_NewRef(recent[at]);
     PyObject *o = PyLong_FromLongLong(v);
     if (o != NULL) {
-        Py_XSETREF(recent[recent_next], Py_NewRef(o));
-        recent_value[recent_next] = v;
-        recent_next = (recent_next + 1) % RECENT;
+        Py_XSETREF(recent[at], Py_NewRef(o));
+        recent_value[at] = v;
     }
     return o;
 }
