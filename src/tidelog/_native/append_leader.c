@@ -273,20 +273,22 @@ after_write(PyObject *local, PyObject *psm, PyObject *seg, PyObject *file, PyObj
 }
 
 /* ``local.clock.milliseconds()``: SystemClock's read here (time.time_ns() // 1_000_000, the
- * same clock_gettime), any other clock's called. */
+ * same clock_gettime), any other clock's called (the method found as LOAD_METHOD finds it:
+ * no bound method made). */
 static PyObject *
 now_ms(PyObject *local)
 {
-    PyObject *clock = al_get(local, N_clock);
-    PyObject *fn = clock == NULL ? NULL : al_get(clock, N_milliseconds), *ms;
+    PyObject *clock = al_get(local, N_clock), *fn = NULL, *ms = NULL;
     struct timespec ts;
-    if (fn != NULL && PyMethod_Check(fn) && PyMethod_GET_FUNCTION(fn) == al_system_ms &&
-        PyMethod_GET_SELF(fn) == clock && clock_gettime(CLOCK_REALTIME, &ts) == 0)
+    if (clock == NULL)
+        return NULL;
+    int method = _PyObject_GetMethod(clock, al_names[N_milliseconds], &fn);
+    if (fn != NULL && method && fn == al_system_ms && clock_gettime(CLOCK_REALTIME, &ts) == 0)
         ms = PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
-    else
-        ms = fn == NULL ? NULL : PyObject_CallNoArgs(fn);
+    else if (fn != NULL)
+        ms = method ? PyObject_CallOneArg(fn, clock) : PyObject_CallNoArgs(fn);
     Py_XDECREF(fn);
-    Py_XDECREF(clock);
+    Py_DECREF(clock);
     return ms;
 }
 
