@@ -27,6 +27,7 @@ setup(
                 "src/tidelog/_native/append_leader.c",
                 "src/tidelog/_native/append_attrs.c",
                 "src/tidelog/_native/append_segment.c",
+                "src/tidelog/_native/append_index.c",
                 "src/tidelog/_native/json_columns.c",
                 "src/tidelog/_native/json_text.c",
                 "src/tidelog/_native/json_number.c",

@@ -638,8 +638,12 @@ static PyMethodDef core_methods[] = {
      "of buf[21:] if known (-1: computed here)."},
     {"append_leader_bind", tl_append_leader_bind, METH_VARARGS,
      "append_leader_bind(new_batch_metadata, new_info, new_offset_metadata, "
-     "new_timestamp_offset, unknown_timestamp_offset, crc32c, SystemClock.milliseconds): what "
-     "append_leader makes and calls (storage/log_plain.py)."},
+     "new_timestamp_offset, unknown_timestamp_offset, crc32c, SystemClock.milliseconds, "
+     "OffsetIndex, TimeIndex): what append_leader makes and calls (storage/log_plain.py)."},
+    {"index_entries", (PyCFunction)(void (*)(void))tl_index_entries, METH_FASTCALL,
+     "index_entries(offset_index, time_index, last, position, timestamp, offset): "
+     "offset_index.append(last, position), time_index.maybe_append(timestamp, offset), "
+     "natively when they take them (storage/log_plain.py index_entries_py)."},
     {"append_leader", (PyCFunction)(void (*)(void))tl_append_leader, METH_FASTCALL,
      "append_leader(local, psm, epochs, records, leader_epoch, inline_below, log_start_offset) "
      "-> LogAppendInfo or None: a leader's plain append with its bookkeeping "

@@ -68,8 +68,8 @@ batch_seq(PyObject *m, long long *last_seq, long long *delta)
         PyErr_SetString(PyExc_TypeError, "a producer's batch metadata is not a BatchMetadata");
         return -1;
     }
-    *last_seq = PyLong_AsLongLong(PyTuple_GET_ITEM(m, 0));
-    *delta = PyLong_AsLongLong(PyTuple_GET_ITEM(m, 2));
+    *last_seq = al_as_ll(PyTuple_GET_ITEM(m, 0));
+    *delta = al_as_ll(PyTuple_GET_ITEM(m, 2));
     return PyErr_Occurred() ? -1 : 0;
 }
 
@@ -92,21 +92,18 @@ seq_fits(PyObject *md, long long base_seq, long long lod)
     if (base_seq != last_seq + 1 && !(base_seq == 0 && last_seq == SEQ_MAX))
         return 0;
     long long want = (base_seq + lod) & SEQ_MAX;
-    PyObject *it = PyObject_GetIter(md), *m;
-    if (it == NULL)
-        return -1;
     int fits = 1;
-    while (fits == 1 && (m = PyIter_Next(it)) != NULL) {
+    for (Py_ssize_t i = 0; fits == 1 && i < len; i++) {  /* (a deque of at most five) */
         long long seq;
-        if (batch_seq(m, &seq, &delta) < 0)
+        PyObject *m = PySequence_GetItem(md, i);
+        if (m == NULL || batch_seq(m, &seq, &delta) < 0)
             fits = -1;
         else if (seq == want && (seq - delta >= 0 ? seq - delta : SEQ_MAX - delta + seq + 1) ==
                                     base_seq)
             fits = 0;  /* (ProducerStateEntry.find_duplicate_batch) */
-        Py_DECREF(m);
+        Py_XDECREF(m);
     }
-    Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : fits;
+    return fits;
 }
 
 /* next_in_sequence: 1 with *entry (a new reference) the producer's entry, 0 declined. */
@@ -276,20 +273,22 @@ after_write(PyObject *local, PyObject *psm, PyObject *seg, PyObject *file, PyObj
 }
 
 /* ``local.clock.milliseconds()``: SystemClock's read here (time.time_ns() // 1_000_000, the
- * same clock_gettime), any other clock's called. */
+ * same clock_gettime), any other clock's called (the method found as LOAD_METHOD finds it:
+ * no bound method made). */
 static PyObject *
 now_ms(PyObject *local)
 {
-    PyObject *clock = al_get(local, N_clock);
-    PyObject *fn = clock == NULL ? NULL : al_get(clock, N_milliseconds), *ms;
+    PyObject *clock = al_get(local, N_clock), *fn = NULL, *ms = NULL;
     struct timespec ts;
-    if (fn != NULL && PyMethod_Check(fn) && PyMethod_GET_FUNCTION(fn) == al_system_ms &&
-        PyMethod_GET_SELF(fn) == clock && clock_gettime(CLOCK_REALTIME, &ts) == 0)
+    if (clock == NULL)
+        return NULL;
+    int method = _PyObject_GetMethod(clock, al_names[N_milliseconds], &fn);
+    if (fn != NULL && method && fn == al_system_ms && clock_gettime(CLOCK_REALTIME, &ts) == 0)
         ms = PyLong_FromLongLong((long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
-    else
-        ms = fn == NULL ? NULL : PyObject_CallNoArgs(fn);
+    else if (fn != NULL)
+        ms = method ? PyObject_CallOneArg(fn, clock) : PyObject_CallNoArgs(fn);
     Py_XDECREF(fn);
-    Py_XDECREF(clock);
+    Py_DECREF(clock);
     return ms;
 }
 
@@ -309,7 +308,7 @@ active(PyObject *local, PyObject **seg, PyObject **file, long long *position, lo
         al_ll(*file, N_size_in_bytes, position) == 0) {
         ms = now_ms(local);
     }
-    if (ms != NULL && tl_arg_ll(ms, now) == 0) {
+    if (ms != NULL && ((*now = al_as_ll(ms)) != -1 || !PyErr_Occurred())) {
         Py_DECREF(ms);
         return 1;
     }
@@ -352,7 +351,7 @@ append_info(long long offset, long long last, int64_t max_ts, PyObject *log_star
     long long v[8] = {offset, last, max_ts, last, -1, 0, count, n};
     PyObject *args[8];
     for (int i = 0; i < 8; i++) {
-        args[i] = i == 5 ? Py_NewRef(log_start_offset) : PyLong_FromLongLong(v[i]);
+        args[i] = i == 5 ? Py_NewRef(log_start_offset) : al_long(v[i]);
         if (args[i] == NULL) {
             while (i-- > 0)
                 Py_DECREF(args[i]);
@@ -391,7 +390,8 @@ tl_append_leader(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         r = header(records, psm, &n, f, &entry);
     if (r > 0) {
         end = al_attr2(local, N_end_metadata, N_message_offset);
-        r = end == NULL || tl_arg_ll(end, &offset) < 0 ? -1 : offset <= LLONG_MAX - INT32_MAX - 1;
+        r = end == NULL || ((offset = al_as_ll(end)) == -1 && PyErr_Occurred())
+                ? -1 : offset <= LLONG_MAX - INT32_MAX - 1;
         Py_XDECREF(end);
         last = offset + f[0];
     }
@@ -418,16 +418,17 @@ tl_append_leader(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* append_leader_bind(al_new_batch_metadata, al_new_info, al_new_offset_metadata,
- * al_new_timestamp_offset, UNKNOWN_TIMESTAMP_OFFSET, crc32c, SystemClock.milliseconds): what
- * append_leader makes and calls (storage/log_plain.py). */
+ * al_new_timestamp_offset, UNKNOWN_TIMESTAMP_OFFSET, crc32c, SystemClock.milliseconds,
+ * OffsetIndex, TimeIndex): what append_leader makes and calls (storage/log_plain.py). */
 PyObject *
 tl_append_leader_bind(PyObject *self, PyObject *args)
 {
-    PyObject *o[7];
+    PyObject *o[7], *offset_index, *time_index;
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6]))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &offset_index, &time_index))
         return NULL;
-    if (al_intern_names() < 0)
+    if (al_intern_names() < 0 || al_index_bind(offset_index, time_index) < 0)
         return NULL;
     PyObject **slots[7] = {&al_new_batch_metadata, &al_new_info, &al_new_offset_metadata,
                            &al_new_timestamp_offset, &al_unknown_ts_offset, &al_crc32c, &al_system_ms};

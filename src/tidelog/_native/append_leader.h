@@ -15,7 +15,9 @@
     X(timestamp_before_max_ms) X(timestamp_after_max_ms) X(max_message_bytes) X(compact)     \
     X(append_error) X(max_timestamp_and_offset) X(max_timestamp_and_offset_so_far)           \
     X(timestamp) X(offset) X(bytes_since_last_index_entry) X(index_interval_bytes) X(append) \
-    X(maybe_append) X(popleft) X(last_timestamp) X(last_map_offset)
+    X(maybe_append) X(popleft) X(last_timestamp) X(last_map_offset) X(_deferred_from)       \
+    X(_mmap) X(_path) X(_lock) X(_dirty) X(_last_offset) X(_last_entry) X(acquire)          \
+    X(release)
 #define ENUM(n) N_##n,
 #define TEXT(n) #n,
 enum { NAMES(ENUM) N_COUNT };
@@ -31,28 +33,35 @@ typedef struct {
     int compact, plain_appends;
 } plain_config;
 
-/* Where a __slots__ member of a type sits (offset -1: the name is not one of its slots), as
- * long as the type is unchanged (its version tag): read and set there, not through the
- * generic lookup (the slotted classes: LogSegment, FileRecords, the segment's _Tracking,
- * ProducerStateEntry, PendingWrites). */
+/* Where <name> sits in a type's instances, as long as the type is unchanged (its version
+ * tag): a __slots__ member at ``offset`` (read there, and set there when ``settable``: the
+ * type's __setattr__ is the generic one), or a named tuple's field at ``item``; -1 both:
+ * the generic lookup. Two types per name (the offset and time indexes share theirs). The
+ * slotted classes: LocalLog, LogSegments, LogSegment, its _Tracking, FileRecords, the
+ * indexes, ProducerStateManager, ProducerStateEntry, PendingWrites, EpochEntry; the named
+ * tuples: LogOffsetMetadata, TimestampOffset. */
 typedef struct {
     PyTypeObject *type;
     unsigned int version;
-    Py_ssize_t offset;
+    int settable;
+    Py_ssize_t offset, item;
 } al_slot_hint;
 
-extern al_slot_hint al_hints[N_COUNT];
-Py_ssize_t al_learn_slot(PyObject *o, int name);
+extern al_slot_hint al_hints[N_COUNT][2];
+al_slot_hint *al_learn_slot(PyObject *o, int name);
 
-/* The slot offset of <name> in o's type, or -1 (use the generic lookup). */
-static inline Py_ssize_t
+/* Where <name> sits in o's type. */
+static inline const al_slot_hint *
 al_slot_of(PyObject *o, int name)
 {
     PyTypeObject *tp = Py_TYPE(o);
-    al_slot_hint *h = &al_hints[name];
-    if (h->type == tp && h->version == tp->tp_version_tag &&
-        PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG))
-        return h->offset;
+    al_slot_hint *h = al_hints[name];
+    if (PyType_HasFeature(tp, Py_TPFLAGS_VALID_VERSION_TAG)) {
+        if (h[0].type == tp && h[0].version == tp->tp_version_tag)
+            return &h[0];
+        if (h[1].type == tp && h[1].version == tp->tp_version_tag)
+            return &h[1];
+    }
     return al_learn_slot(o, name);
 }
 
@@ -60,8 +69,12 @@ al_slot_of(PyObject *o, int name)
 static inline PyObject *
 al_get(PyObject *o, int name)
 {
-    Py_ssize_t at = al_slot_of(o, name);
-    PyObject *v = at < 0 ? NULL : *(PyObject **)((char *)o + at);
+    const al_slot_hint *h = al_slot_of(o, name);
+    PyObject *v = NULL;
+    if (h->offset >= 0)
+        v = *(PyObject **)((char *)o + h->offset);
+    else if (h->item >= 0 && h->item < PyTuple_GET_SIZE(o))
+        v = PyTuple_GET_ITEM(o, h->item);
     return v != NULL ? Py_NewRef(v) : PyObject_GetAttr(o, al_names[name]);
 }
 
@@ -69,7 +82,8 @@ al_get(PyObject *o, int name)
 static inline int
 al_put(PyObject *o, int name, PyObject *v)
 {
-    Py_ssize_t at = al_slot_of(o, name);
+    const al_slot_hint *h = al_slot_of(o, name);
+    Py_ssize_t at = h->settable ? h->offset : -1;
     if (at < 0)
         return PyObject_SetAttr(o, al_names[name], v);
     PyObject **addr = (PyObject **)((char *)o + at), *old = *addr;
@@ -78,6 +92,34 @@ al_put(PyObject *o, int name, PyObject *v)
     return 0;
 }
 
+/* v as a long long, as PyLong_AsLongLong gives it (an int of at most two digits read here:
+ * the generic conversion costs some 200 instructions past one digit). */
+static inline long long
+al_as_ll(PyObject *v)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyLong_CheckExact(v)) {
+        const digit *d = ((PyLongObject *)v)->ob_digit;
+        switch (Py_SIZE(v)) {
+        case 0:
+            return 0;
+        case 1:
+            return (long long)d[0];
+        case -1:
+            return -(long long)d[0];
+        case 2:
+            return (long long)d[0] | (long long)d[1] << PyLong_SHIFT;
+        case -2:
+            return -((long long)d[0] | (long long)d[1] << PyLong_SHIFT);
+        }
+    }
+#endif
+    return PyLong_AsLongLong(v);
+}
+
+/* An int of value v (a new reference): the one made for the same value lately, if any. */
+PyObject *al_long(long long v);
+
 /* o.<name> as a long long: 0, or -1 with the error set. */
 static inline int
 al_ll(PyObject *o, int name, long long *out)
@@ -85,7 +127,7 @@ al_ll(PyObject *o, int name, long long *out)
     PyObject *v = al_get(o, name);
     if (v == NULL)
         return -1;
-    *out = PyLong_AsLongLong(v);
+    *out = al_as_ll(v);
     Py_DECREF(v);
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
@@ -105,7 +147,7 @@ al_true(PyObject *o, int name)
 static inline int
 al_set_ll(PyObject *o, int name, long long value)
 {
-    PyObject *v = PyLong_FromLongLong(value);
+    PyObject *v = al_long(value);
     if (v == NULL)
         return -1;
     int r = al_put(o, name, v);
@@ -125,5 +167,12 @@ int al_room(PyObject *seg, const plain_config *c, long long n, long long positio
             long long last, long long now, long long base, long long *bound);
 int al_booked(PyObject *seg, PyObject *file, long long n, long long position, long long last,
               long long max_ts);
+
+/* append_index.c: offset_index.append(last, position), time_index.maybe_append(ts, offset)
+ * (0, or -1 with the error set), natively for the classes bound (al_index_bind) while their
+ * methods are the ones bound; the Python methods otherwise (and to raise their errors). */
+int al_index_entries(PyObject *oi, PyObject *ti, long long last, long long position,
+                     PyObject *ts, PyObject *offset);
+int al_index_bind(PyObject *offset_index, PyObject *time_index);
 
 #endif

@@ -40,7 +40,7 @@ roll_bound(PyObject *seg, long long now, __int128 limit, long long *bound)
         if ((ts = al_get(t, N_rolling_based_timestamp)) == NULL)
             goto fail;
     }
-    long long created, tsv = ts == Py_None ? -1 : PyLong_AsLongLong(ts);
+    long long created, tsv = ts == Py_None ? -1 : al_as_ll(ts);
     Py_CLEAR(ts);
     if (tsv == -1 && PyErr_Occurred())
         goto fail;
@@ -92,20 +92,13 @@ index_entry(PyObject *seg, PyObject *mx, long long last, long long position)
     PyObject *ts = al_get(mx, N_timestamp);
     PyObject *off = ts == NULL ? NULL : al_get(mx, N_offset);
     PyObject *oi = off == NULL ? NULL : al_get(seg, N_offset_index);
-    PyObject *a = oi == NULL ? NULL : PyObject_CallMethod(oi, "append", "LL", last, position);
-    PyObject *ti = a == NULL ? NULL : al_get(seg, N_time_index);
-    PyObject *b = ti == NULL ? NULL
-                             : PyObject_CallMethodObjArgs(ti, al_names[N_maybe_append], ts, off,
-                                                          NULL);
+    PyObject *ti = oi == NULL ? NULL : al_get(seg, N_time_index);
+    int r = ti == NULL ? -1 : al_index_entries(oi, ti, last, position, ts, off);
     Py_XDECREF(ts);
     Py_XDECREF(off);
     Py_XDECREF(oi);
-    Py_XDECREF(a);
     Py_XDECREF(ti);
-    if (b == NULL)
-        return -1;
-    Py_DECREF(b);
-    return 0;
+    return r;
 }
 
 /* LogSegment.appended: the file's size, the max timestamp so far, the index entries. */

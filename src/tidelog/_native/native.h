@@ -136,6 +136,7 @@ int tl_plain_write(uint8_t *b, Py_ssize_t n, long long offset, int leader_epoch,
  * bookkeeping around tl_plain_write) */
 PyObject *tl_append_leader_bind(PyObject *self, PyObject *args);
 PyObject *tl_append_leader(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
+PyObject *tl_index_entries(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 /* produce_decode.c: protocol/produce_in_place.py decode_produce_in_place's twin */
 PyObject *tl_produce_decode_bind(PyObject *self, PyObject *args);

@@ -50,6 +50,11 @@ class LocalLog:
     """The segments of one partition on the local disk, from ``segments`` (loaded and
     recovered by the LogLoader) with the recovery point and log end offset it found."""
 
+    # (slotted: the native plain append, log_plain.py, reads them at their offsets)
+    __slots__ = ("__weakref__", "_dir", "_name", "clock", "closed", "config", "end_metadata",
+                 "last_flush_time", "pending_deletes", "recovery_point", "scheduler",
+                 "segments", "topic_partition", "writes")
+
     def __init__(self, dir: Path, config: LogConfig, segments: LogSegments,
                  recovery_point: int, next_offset_metadata: LogOffsetMetadata,
                  scheduler: Scheduler | None, clock: Clock) -> None:

@@ -341,6 +341,11 @@ def parse_snapshot(data: bytes, path: Path | str) -> list[ProducerStateEntry]:
 class ProducerStateManager:
     """Producer entries, ongoing transactions and snapshot files of one partition directory."""
 
+    # (slotted: the native plain append, log_plain.py, reads them at their offsets)
+    __slots__ = ("__weakref__", "dir", "last_map_offset", "last_snap_offset", "ongoing_txns",
+                 "producer_id_expiration_ms", "producers", "snapshots", "tp",
+                 "unreplicated_txns")
+
     def __init__(self, directory: Path, *, producer_id_expiration_ms: int = 86_400_000,
                  topic_partition: str = "") -> None:
         self.dir = Path(directory)

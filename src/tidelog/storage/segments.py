@@ -17,6 +17,8 @@ from .segment import LogSegment
 
 
 class LogSegments:
+    __slots__ = ("__weakref__", "_lock", "_segments", "last_segment")  # (read natively)
+
     def __init__(self) -> None:
         self._segments: SortedDict = SortedDict()
         self._lock = threading.RLock()

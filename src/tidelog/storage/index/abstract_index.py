@@ -33,6 +33,10 @@ INT32_MAX = 2**31 - 1
 
 
 class AbstractIndex:
+    # (slotted: the native plain append, log_plain.py, reads them at their offsets)
+    __slots__ = ("__weakref__", "_deferred_from", "_dirty", "_entries", "_flush_lock",
+                 "_length", "_loaded", "_lock", "_max_entries", "_mmap", "_path", "base_offset",
+                 "max_index_size", "writable")
     entry_size = 8
 
     def __init__(

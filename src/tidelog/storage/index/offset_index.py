@@ -22,6 +22,7 @@ class OffsetPosition(NamedTuple):
 
 
 class OffsetIndex(AbstractIndex):
+    __slots__ = ("_last_offset",)
     entry_size = 8
 
     def _on_loaded(self) -> None:

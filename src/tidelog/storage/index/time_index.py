@@ -25,6 +25,7 @@ class TimestampOffset(NamedTuple):
 
 
 class TimeIndex(AbstractIndex):
+    __slots__ = ("_last_entry",)
     entry_size = 12
 
     def _on_loaded(self) -> None:
