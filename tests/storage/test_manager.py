@@ -362,6 +362,36 @@ def test_topic_config_change_applies_live(env: Env) -> None:
     assert lg.config.retention_ms == 60000
 
 
+def test_topic_config_change_during_log_creation_reaches_the_log(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A topic's configs changed while one of its logs is being opened reach that log once
+    it is published (Kafka's LogManager.topicConfigUpdated and finishedInitializingLog): a
+    ZooKeeper broker's topic mirror can deliver a new topic's configs while its LeaderAndIsr
+    creates the log with the configs known before, and the update listed no log to apply
+    to (a tiered follower made without ``remote.storage.enable`` kept every segment)."""
+    opening, release = threading.Event(), threading.Event()
+    real_open = Log.open
+
+    def slow_open(*args: Any, **kwargs: Any) -> Log:
+        opening.set()
+        assert release.wait(10)
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(manager_module.Log, "open", slow_open)
+    made: list[Log] = []
+    creator = threading.Thread(target=lambda: made.append(env.manager.get_or_create_log(TP)))
+    creator.start()
+    assert opening.wait(10)
+    env.manager.update_topic_config(TP.topic, {"retention.ms": "60000"})  # lists no log yet
+    release.set()
+    creator.join(10)
+    (lg,) = made
+    assert env.manager.get_log(TP) is lg
+    assert lg.config.retention_ms == 60000
+    assert env.manager.get_or_create_log(TopicPartition(TP.topic, 1)).config.retention_ms \
+        == 60000  # and a later partition of the topic
+
+
 # -- delete records, log start offset checkpoint -----------------------------------------------
 
 
