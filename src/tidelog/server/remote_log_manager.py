@@ -268,13 +268,17 @@ class RemoteLogManager:
             await self._guarded(task, cleanup_expired_remote_log_segments(self, task, p.log))
 
     async def _guarded(self, task: RLMTask, work: Awaitable[None]) -> bool:
-        """Await ``work``; a remote storage or metadata failure backs the partition off."""
+        """Await ``work``; any failure backs the partition off and is logged with it, as
+        Kafka's RLMTask ("received error but it will be scheduled"): an unexpected one (its
+        traceback too) no longer ends the pass of every other partition unnamed."""
         try:
             await work
-        except RETRIABLE as exc:
+        except Exception as exc:
             delay = task.backoff.fail(self.clock.milliseconds(), self.rng)
-            log.warning("remote log task of %s failed (retrying in %d ms): %s", task.tip,
-                        delay, exc)
+            role = "leader" if task.is_leader else "follower"
+            log.warning("remote log task of %s (%s) failed (retrying in %d ms): %s",
+                        task.tip, role, delay, exc if isinstance(exc, RETRIABLE) else repr(exc),
+                        exc_info=not isinstance(exc, RETRIABLE))
             return False
         task.backoff.succeed()
         return True
