@@ -326,6 +326,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
             self.broker_log_defaults = dict(defaults)
             self._config_cache.clear()
             topics = {tp.topic for tp in self._logs}
+            self._reconfigure.update(self._creating)  # Kafka's brokerConfigUpdated
         for topic in topics:
             self.update_topic_config(topic, self.topic_overrides(topic))
 
