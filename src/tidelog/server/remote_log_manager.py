@@ -269,16 +269,18 @@ class RemoteLogManager:
 
     async def _guarded(self, task: RLMTask, work: Awaitable[None]) -> bool:
         """Await ``work``; any failure backs the partition off and is logged with it, as
-        Kafka's RLMTask ("received error but it will be scheduled"): an unexpected one (its
-        traceback too) no longer ends the pass of every other partition unnamed."""
+        Kafka's RLMTask ("received error but it will be scheduled"): a warning for remote
+        storage or metadata, an error with its traceback for anything else, which no longer
+        ends the pass of every other partition unnamed."""
         try:
             await work
         except Exception as exc:
             delay = task.backoff.fail(self.clock.milliseconds(), self.rng)
             role = "leader" if task.is_leader else "follower"
-            log.warning("remote log task of %s (%s) failed (retrying in %d ms): %s",
-                        task.tip, role, delay, exc if isinstance(exc, RETRIABLE) else repr(exc),
-                        exc_info=not isinstance(exc, RETRIABLE))
+            expected = isinstance(exc, RETRIABLE)
+            log.log(logging.WARNING if expected else logging.ERROR,
+                    "remote log task of %s (%s) failed (retrying in %d ms): %s", task.tip,
+                    role, delay, exc if expected else repr(exc), exc_info=not expected)
             return False
         task.backoff.succeed()
         return True

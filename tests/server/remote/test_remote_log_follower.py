@@ -16,6 +16,7 @@ import pytest
 from tidelog.records import RecordBatchBuilder
 from tidelog.server.remote_log_follower import build_remote_log_aux_state, parse_epoch_checkpoint
 from tidelog.server.remote_log_manager import TieredPartition
+from tidelog.server.remote_log_metadata_manager import RemoteLogMetadataError
 from tidelog.storage.leader_epoch import EpochEntry
 from tidelog.storage.log import Log
 from tidelog.storage.remote.metadata import TopicIdPartition
@@ -81,10 +82,11 @@ class FollowerView:
 def test_a_follower_whose_metadata_read_fails_warns_naming_it_and_retries(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Kafka's RLMFollowerTask reschedules after any error, logged with its partition: a
-    follower whose read of ``__remote_log_metadata`` fails (here an unexpected error, as a
-    reply it cannot decode) says so in a warning naming the partition and the error, backs
-    off and tracks the copies at the next attempt; the pass goes on for the other
-    partitions (before, the error ended the pass for all of them, the partition unnamed)."""
+    follower whose read of ``__remote_log_metadata`` fails says so naming the partition and
+    the error (a warning; an unexpected error, as a reply it cannot decode, an error with
+    its traceback), backs off and tracks the copies at a later attempt; the pass goes on
+    for the other partitions (before, an unexpected error ended the pass for all of them,
+    the partition unnamed)."""
     t = open_tiered(tmp_path / "logs", tmp_path / "remote", partitions=2)
     try:
         t.produce(20, partition=0)
@@ -106,7 +108,8 @@ def test_a_follower_whose_metadata_read_fails_warns_naming_it_and_retries(
 
         t.rlm.partitions = partitions
         real_refresh = t.rlm.rlmm.refresh
-        failures = [ValueError("undecodable metadata reply")]
+        failures: list[Exception] = [ValueError("undecodable metadata reply"),
+                                     RemoteLogMetadataError("broker 1 not reachable")]
 
         async def refresh(tip: TopicIdPartition) -> RemoteLogMetadataCache:
             if tip.partition == 1 and failures:
@@ -114,20 +117,26 @@ def test_a_follower_whose_metadata_read_fails_warns_naming_it_and_retries(
             return await real_refresh(tip)
 
         t.rlm.rlmm.refresh = refresh  # type: ignore[method-assign]
-        t.produce(20, partition=0, start=20)
-        leader_copied = t.log(0).highest_offset_in_remote_storage
-        with caplog.at_level(logging.WARNING, logger="tidelog.server.remote_log_manager"):
-            t.run()
-        warned = [r for r in caplog.records if r.levelno == logging.WARNING]
-        assert len(warned) == 1, [r.getMessage() for r in warned]
-        line = warned[0].getMessage()
-        assert ":tiered-1 (follower) failed" in line and "undecodable metadata reply" in line
-        assert follower_log.highest_offset_in_remote_storage == -1
-        assert t.log(0).highest_offset_in_remote_storage > leader_copied  # the pass went on
         task = t.rlm.tasks[TopicPartition(TOPIC, 1)]
-        assert not task.is_leader and task.backoff.failures == 1
-        t.run()  # backing off: not tried again yet
-        assert follower_log.highest_offset_in_remote_storage == -1
+        for level, error in ((logging.WARNING, "broker 1 not reachable"),
+                             (logging.ERROR, "ValueError('undecodable metadata reply')")):
+            t.clock.advance(max(0, task.backoff.next_attempt_ms - t.clock.milliseconds()))
+            caplog.clear()
+            leader_copied = t.log(0).highest_offset_in_remote_storage
+            t.produce(10, partition=0, start=leader_copied + 1)
+            with caplog.at_level(logging.WARNING, logger="tidelog.server.remote_log_manager"):
+                t.run()
+            (record,) = caplog.records
+            assert record.levelno == level
+            line = record.getMessage()
+            assert ":tiered-1 (follower) failed" in line and error in line, line
+            assert follower_log.highest_offset_in_remote_storage == -1
+            assert t.log(0).highest_offset_in_remote_storage > leader_copied  # pass went on
+            task = t.rlm.tasks[TopicPartition(TOPIC, 1)]
+            assert not task.is_leader and task.backoff.next_attempt_ms > t.clock.milliseconds()
+            t.run()  # backing off: not tried again yet
+            assert follower_log.highest_offset_in_remote_storage == -1
+        assert task.backoff.failures == 2
         t.clock.advance(task.backoff.next_attempt_ms - t.clock.milliseconds())
         t.run()
         assert follower_log.highest_offset_in_remote_storage == copied
