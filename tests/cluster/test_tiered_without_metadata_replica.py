@@ -39,10 +39,11 @@ DEADLINE_S = 90.0
 N = 80
 
 
-def _wait(what: str, ok: Callable[[], bool], timeout: float = DEADLINE_S) -> None:
+def _wait(what: str, ok: Callable[[], bool], timeout: float = DEADLINE_S,
+          state: Callable[[], object] = lambda: "") -> None:
     deadline = time.monotonic() + timeout
     while not ok():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what} {state()}"
         time.sleep(0.2)
 
 
@@ -128,10 +129,13 @@ def test_tiering_on_brokers_without_a_metadata_replica(s3_server: SeaweedFS,
         y_dir = cluster.directory / f"broker-{y}" / f"{TOPIC}-0"
         z_dir = cluster.directory / f"broker-{z}" / f"{TOPIC}-0"
         _wait("copies and local retention at the leader", lambda: len(remote_logs()) >= 5
-              and _local_bases(y_dir)[0] >= 40)
+              and _local_bases(y_dir)[0] >= 40,
+              state=lambda: f"(copied {remote_logs()}, local {_local_bases(y_dir)})")
         assert not (cluster.directory / f"broker-{y}" / f"{METADATA}-0").exists()
         assert _states(bootstrap).count(RemoteLogSegmentState.COPY_SEGMENT_FINISHED) >= 5
-        _wait("local retention at the follower", lambda: _local_bases(z_dir)[0] >= 40)
+        # a follower log made without the topic's configs never rolls at segment.bytes
+        _wait("local retention at the follower", lambda: _local_bases(z_dir)[0] >= 40,
+              state=lambda: f"(local {_local_bases(z_dir)}, leader's {_local_bases(y_dir)})")
 
         got = _consume_all(bootstrap)  # offsets below Y's local start come from S3
         assert got == [(i, b"%06d" % i + b"v" * 200) for i in range(N)]

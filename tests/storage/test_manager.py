@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -359,6 +359,59 @@ def test_topic_config_change_applies_live(env: Env) -> None:
     assert lg.log_start_offset > 0
     with pytest.raises(ConfigError):
         env.manager.update_topic_config(TP.topic, {"retention.ms": "-5"})
+    assert lg.config.retention_ms == 60000
+
+
+def _created_while(env: Env, monkeypatch: pytest.MonkeyPatch, meanwhile: Callable[[], object],
+                   tp: TopicPartition = TP) -> Log:
+    """``tp``'s log, created on another thread while ``meanwhile`` runs in its Log.open
+    (after the config to open with was chosen, before the log is published)."""
+    opening, release = threading.Event(), threading.Event()
+    real_open = Log.open
+
+    def held_open(*args: Any, **kwargs: Any) -> Log:
+        opening.set()
+        assert release.wait(10)
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(manager_module.Log, "open", held_open)
+    made: list[Log] = []
+    creator = threading.Thread(target=lambda: made.append(env.manager.get_or_create_log(tp)))
+    creator.start()
+    try:
+        assert opening.wait(10)
+        meanwhile()
+    finally:
+        release.set()
+        creator.join(10)
+        monkeypatch.setattr(manager_module.Log, "open", real_open)
+    (lg,) = made
+    assert env.manager.get_log(tp) is lg
+    return lg
+
+
+def test_topic_config_change_during_log_creation_reaches_the_log(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A topic's configs changed while one of its logs is being opened reach that log once
+    it is published (Kafka's LogManager.topicConfigUpdated and finishedInitializingLog): a
+    ZooKeeper broker's topic mirror can deliver a new topic's configs while its LeaderAndIsr
+    creates the log with the configs known before, and the update listed no log to apply
+    to (a tiered follower made without ``remote.storage.enable`` kept every segment)."""
+    lg = _created_while(env, monkeypatch, lambda: env.manager.update_topic_config(
+        TP.topic, {"retention.ms": "60000"}))
+    assert lg.config.retention_ms == 60000
+    assert env.manager.get_or_create_log(TopicPartition(TP.topic, 1)).config.retention_ms \
+        == 60000  # and a later partition of the topic
+    other = _created_while(env, monkeypatch, lambda: env.manager.update_topic_config(
+        "other", {"retention.ms": "1000"}), TopicPartition("another", 0))
+    assert other.config.retention_ms == 604_800_000  # another topic's change: its own
+
+
+def test_broker_default_change_during_log_creation_reaches_the_log(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same for new broker-level log defaults (Kafka's brokerConfigUpdated)."""
+    lg = _created_while(env, monkeypatch, lambda: env.manager.update_broker_log_defaults(
+        {**SMALL, "log.retention.ms": "60000"}))
     assert lg.config.retention_ms == 60000
 
 

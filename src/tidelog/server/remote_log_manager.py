@@ -268,13 +268,19 @@ class RemoteLogManager:
             await self._guarded(task, cleanup_expired_remote_log_segments(self, task, p.log))
 
     async def _guarded(self, task: RLMTask, work: Awaitable[None]) -> bool:
-        """Await ``work``; a remote storage or metadata failure backs the partition off."""
+        """Await ``work``; any failure backs the partition off and is logged with it, as
+        Kafka's RLMTask ("received error but it will be scheduled"): a warning for remote
+        storage or metadata, an error with its traceback for anything else, which no longer
+        ends the pass of every other partition unnamed."""
         try:
             await work
-        except RETRIABLE as exc:
+        except Exception as exc:
             delay = task.backoff.fail(self.clock.milliseconds(), self.rng)
-            log.warning("remote log task of %s failed (retrying in %d ms): %s", task.tip,
-                        delay, exc)
+            role = "leader" if task.is_leader else "follower"
+            expected = isinstance(exc, RETRIABLE)
+            log.log(logging.WARNING if expected else logging.ERROR,
+                    "remote log task of %s (%s) failed (retrying in %d ms): %s", task.tip,
+                    role, delay, exc if expected else repr(exc), exc_info=not expected)
             return False
         task.backoff.succeed()
         return True

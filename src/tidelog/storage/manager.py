@@ -85,6 +85,9 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self._logs = LogsByDir()
         self.logs_by_dir = self._logs  # (to read only: its ``version`` without a call)
         self._creating: dict[TopicPartition, threading.Event] = {}  # Log.open in progress
+        # those whose topic's configs changed meanwhile (Kafka's partitionsInitializing):
+        # their log takes the topic's current configs once published
+        self._reconfigure: set[TopicPartition] = set()
         # the dir each of those is being created in, counted by the next placement as Kafka's
         # LogManager does (choice and creation under one lock there)
         self._placing: dict[TopicPartition, Path] = {}
@@ -319,6 +322,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         with self._lock:
             self._topic_overrides[topic] = dict(overrides)
             logs = [lg for tp, lg in self._logs.items() if tp.topic == topic]
+            self._reconfigure.update(tp for tp in self._creating if tp.topic == topic)
         for lg in logs:
             lg.update_config(cfg)
         log.info("Updated config of topic %s (%d logs): %s", topic, len(logs), dict(overrides))
@@ -331,6 +335,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
             self.broker_log_defaults = dict(defaults)
             self._config_cache.clear()
             topics = {tp.topic for tp in self._logs}
+            self._reconfigure.update(self._creating)  # Kafka's brokerConfigUpdated
         for topic in topics:
             self.update_topic_config(topic, self.topic_overrides(topic))
 
@@ -367,10 +372,13 @@ class LogManager(LogManagerFaults, LogManagerTasks):
                     raise KafkaStorageError(f"Cannot create log for {tp}: log manager is shut down")
                 self._logs[tp] = lg
                 self._last_flush[tp] = self.clock.milliseconds()
+                if tp in self._reconfigure:  # Kafka's finishedInitializingLog
+                    lg.update_config(self.log_config(tp.topic))
             return lg
         finally:
             with self._lock:
                 del self._creating[tp]
+                self._reconfigure.discard(tp)
                 self._placing.pop(tp, None)
             done.set()
 

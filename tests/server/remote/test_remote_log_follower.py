@@ -6,13 +6,21 @@ idempotent producer's last sequence) restored from that segment's remote files."
 from __future__ import annotations
 
 import asyncio
+import logging
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from tidelog.records import RecordBatchBuilder
 from tidelog.server.remote_log_follower import build_remote_log_aux_state, parse_epoch_checkpoint
+from tidelog.server.remote_log_manager import TieredPartition
+from tidelog.server.remote_log_metadata_manager import RemoteLogMetadataError
 from tidelog.storage.leader_epoch import EpochEntry
 from tidelog.storage.log import Log
 from tidelog.storage.remote.metadata import TopicIdPartition
+from tidelog.storage.remote.metadata_cache import RemoteLogMetadataCache
 from tidelog.util.topic_partition import TopicPartition
 
 from .harness import START_MS, TOPIC, open_tiered
@@ -58,3 +66,81 @@ def test_a_follower_behind_the_local_start_starts_from_remote_state(tmp_path: Pa
     finally:
         t.close()
 
+
+
+@dataclass
+class FollowerView:
+    """A hosted partition as a follower (a one-broker harness leads all of its own)."""
+
+    topic_partition: TopicPartition
+    log: Log
+    topic_id: uuid.UUID | None
+    leader_epoch: int
+    is_leader: bool = False
+
+
+def test_a_follower_whose_metadata_read_fails_warns_naming_it_and_retries(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Kafka's RLMFollowerTask reschedules after any error, logged with its partition: a
+    follower whose read of ``__remote_log_metadata`` fails says so naming the partition and
+    the error (a warning; an unexpected error, as a reply it cannot decode, an error with
+    its traceback), backs off and tracks the copies at a later attempt; the pass goes on
+    for the other partitions (before, an unexpected error ended the pass for all of them,
+    the partition unnamed)."""
+    t = open_tiered(tmp_path / "logs", tmp_path / "remote", partitions=2)
+    try:
+        t.produce(20, partition=0)
+        t.produce(20, partition=1)
+        t.run()  # both led here: both copied
+        follower_log = t.log(1)
+        copied = follower_log.highest_offset_in_remote_storage
+        assert copied > 0
+        follower_log.highest_offset_in_remote_storage = -1  # as a follower that tracked none
+        leader_partitions = t.rlm.partitions
+
+        def partitions() -> list[TieredPartition]:
+            out: list[TieredPartition] = []
+            for p in leader_partitions():
+                if p.topic_partition.partition == 1:
+                    p = FollowerView(p.topic_partition, p.log, p.topic_id, p.leader_epoch)
+                out.append(p)
+            return out
+
+        t.rlm.partitions = partitions
+        real_refresh = t.rlm.rlmm.refresh
+        failures: list[Exception] = [ValueError("undecodable metadata reply"),
+                                     RemoteLogMetadataError("broker 1 not reachable")]
+
+        async def refresh(tip: TopicIdPartition) -> RemoteLogMetadataCache:
+            if tip.partition == 1 and failures:
+                raise failures.pop()
+            return await real_refresh(tip)
+
+        t.rlm.rlmm.refresh = refresh  # type: ignore[method-assign]
+        task = t.rlm.tasks[TopicPartition(TOPIC, 1)]
+        for level, error in ((logging.WARNING, "broker 1 not reachable"),
+                             (logging.ERROR, "ValueError('undecodable metadata reply')")):
+            t.clock.advance(max(0, task.backoff.next_attempt_ms - t.clock.milliseconds()))
+            caplog.clear()
+            leader_copied = t.log(0).highest_offset_in_remote_storage
+            t.produce(10, partition=0, start=leader_copied + 1)
+            with caplog.at_level(logging.WARNING, logger="tidelog.server.remote_log_manager"):
+                t.run()
+            (record,) = caplog.records
+            assert record.levelno == level
+            line = record.getMessage()
+            assert ":tiered-1 (follower) failed" in line and error in line, line
+            assert follower_log.highest_offset_in_remote_storage == -1
+            assert t.log(0).highest_offset_in_remote_storage > leader_copied  # pass went on
+            task = t.rlm.tasks[TopicPartition(TOPIC, 1)]
+            assert not task.is_leader and task.backoff.next_attempt_ms > t.clock.milliseconds()
+            t.run()  # backing off: not tried again yet
+            assert follower_log.highest_offset_in_remote_storage == -1
+        assert task.backoff.failures == 2
+        t.clock.advance(task.backoff.next_attempt_ms - t.clock.milliseconds())
+        t.run()
+        assert follower_log.highest_offset_in_remote_storage == copied
+        assert task.backoff.failures == 0
+        assert follower_log.delete_old_segments() > 0  # local retention goes on
+    finally:
+        t.close()
