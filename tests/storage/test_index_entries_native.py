@@ -95,10 +95,10 @@ class Pair:
 
     def state(self) -> tuple[Any, ...]:
         files = {p.name: p.read_bytes() for p in sorted(self.root.iterdir())}
-        return tuple((idx._loaded, idx._entries, idx._max_entries, bytes(idx._mmap), idx._dirty)
-                     for idx in (self.oi, self.ti)) + (
-            self.oi._last_offset if self.oi._loaded else None,
-            self.ti._last_entry if self.ti._loaded else None, files)
+        kept = [(idx._loaded, idx._entries, idx._max_entries, bytes(idx._mmap), idx._dirty)
+                for idx in (self.oi, self.ti)]
+        return (*kept, self.oi._last_offset if self.oi._loaded else None,
+                self.ti._last_entry if self.ti._loaded else None, files)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
