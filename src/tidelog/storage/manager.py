@@ -80,6 +80,9 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self.broker_epoch = broker_epoch
         self._topic_configs = topic_configs
         self._topic_overrides: dict[str, dict[str, str]] = {}
+        # how many times each topic's overrides were set live: overrides read before the
+        # last change are older than it and never overwrite it
+        self._overrides_versions: Counter[str] = Counter()
         self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._lock = threading.RLock()
         self._logs = LogsByDir()
@@ -321,12 +324,28 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         cfg = self.log_config(topic, overrides)  # validate before changing anything
         with self._lock:
             self._topic_overrides[topic] = dict(overrides)
+            self._overrides_versions[topic] += 1
             logs = [lg for tp, lg in self._logs.items() if tp.topic == topic]
             self._reconfigure.update(tp for tp in self._creating if tp.topic == topic)
         for lg in logs:
             lg.update_config(cfg)
         log.info("Updated config of topic %s (%d logs): %s", topic, len(logs), dict(overrides))
         return cfg
+
+    def overrides_version(self, topic: str) -> int:
+        """The topic's overrides version: read it with the overrides a caller passes later
+        (``get_or_create_log``'s ``read_at``), so a change made meanwhile is not undone."""
+        with self._lock:
+            return self._overrides_versions[topic]
+
+    def _newest(self, topic: str, overrides: Mapping[str, str] | None,
+                read_at: int | None) -> Mapping[str, str] | None:
+        """Under the lock: ``overrides``, or None when they were read (at version
+        ``read_at``) before the topic's last live change, which they must not undo (Kafka
+        reads a topic's configs at the log's creation)."""
+        if read_at is not None and read_at != self._overrides_versions[topic]:
+            return None
+        return overrides
 
     def update_broker_log_defaults(self, defaults: Mapping[str, Any]) -> None:
         """New broker-level defaults under every topic's overrides, applied live to every
@@ -341,9 +360,12 @@ class LogManager(LogManagerFaults, LogManagerTasks):
 
     # -- create / delete -----------------------------------------------------------------------
     def get_or_create_log(
-        self, tp: TopicPartition, topic_overrides: Mapping[str, str] | None = None
+        self, tp: TopicPartition, topic_overrides: Mapping[str, str] | None = None,
+        read_at: int | None = None,
     ) -> Log:
-        """The partition's log, created in the least-loaded live dir if missing.
+        """The partition's log, created in the least-loaded live dir if missing, with
+        ``topic_overrides`` unless the topic's configs changed since they were read (at
+        ``overrides_version`` ``read_at``): the newest overrides win.
 
         The lock is held to check and to publish, not across Log.open: a CreateTopics of
         thousands of partitions on the admin thread must not block every produce and
@@ -351,13 +373,14 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         first one's open."""
         while True:
             with self._lock:
+                overrides = self._newest(tp.topic, topic_overrides, read_at)
                 existing = self._logs.get(tp)
                 if existing is not None:
-                    self._maybe_apply_overrides(tp.topic, topic_overrides)
+                    self._maybe_apply_overrides(tp.topic, overrides)
                     return existing
                 pending = self._creating.get(tp)
                 if pending is None:
-                    cfg = self._check_creatable(tp, topic_overrides)
+                    cfg = self._check_creatable(tp, overrides)
                     dirs = self._dirs_by_load()
                     if dirs:
                         self._placing[tp] = dirs[0].path
