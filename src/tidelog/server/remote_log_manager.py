@@ -177,6 +177,7 @@ class RemoteLogManager:
         # each partition's run in progress (and the deleted topics' remote deletion)
         self._runs: dict[TopicPartition, asyncio.Task[None]] = {}
         self._deletion: asyncio.Task[None] | None = None
+        self._limit: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._stopped = False
         self.reader = RemoteLogReader(self.rsm, config.remote_log_reader_threads, self.metrics)
@@ -237,7 +238,7 @@ class RemoteLogManager:
         if self.deleting and (self._deletion is None or self._deletion.done()):
             self._deletion = asyncio.ensure_future(self._delete_partitions())
             started.append(self._deletion)
-        limit = asyncio.Semaphore(self.config.remote_log_manager_copier_thread_pool_size)
+        limit = self._copy_limit()
         for tp, p in seen.items():
             task = self._task(p)
             if self._running(tp):
@@ -247,6 +248,15 @@ class RemoteLogManager:
             started.append(run)
         return started
 
+    def _copy_limit(self) -> asyncio.Semaphore:
+        """The leaders' runs at once, across passes: ``copier.thread.pool.size`` (one per
+        event loop: tests run each pass on its own)."""
+        loop = asyncio.get_running_loop()
+        if self._limit is None or self._limit[0] is not loop:
+            size = self.config.remote_log_manager_copier_thread_pool_size
+            self._limit = (loop, asyncio.Semaphore(size))
+        return self._limit[1]
+
     def _running(self, tp: TopicPartition) -> bool:
         run = self._runs.get(tp)
         return run is not None and not run.done()
@@ -254,6 +264,8 @@ class RemoteLogManager:
     def _run_over(self, tp: TopicPartition, run: asyncio.Task[None]) -> None:
         if self._runs.get(tp) is run:
             del self._runs[tp]
+        if not run.cancelled() and run.exception() is not None:  # (failures are _guarded's)
+            log.error("remote log task of %s ended", tp, exc_info=run.exception())
 
     def _stop_following(self, tp: TopicPartition, task: RLMTask) -> None:
         """A follower's run of ``tp`` (reads only) that no longer applies is cancelled; a
