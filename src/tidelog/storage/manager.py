@@ -80,8 +80,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self.broker_epoch = broker_epoch
         self._topic_configs = topic_configs
         self._topic_overrides: dict[str, dict[str, str]] = {}
-        # how many times each topic's overrides were set live: overrides read before the
-        # last change are older than it and never overwrite it
+        # each topic's live changes of its overrides, counted (``overrides_version``)
         self._overrides_versions: Counter[str] = Counter()
         self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._lock = threading.RLock()
@@ -333,19 +332,10 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         return cfg
 
     def overrides_version(self, topic: str) -> int:
-        """The topic's overrides version: read it with the overrides a caller passes later
-        (``get_or_create_log``'s ``read_at``), so a change made meanwhile is not undone."""
+        """Read with overrides passed later (``get_or_create_log``'s ``read_at``): a live
+        change made meanwhile is newer, and they do not undo it."""
         with self._lock:
             return self._overrides_versions[topic]
-
-    def _newest(self, topic: str, overrides: Mapping[str, str] | None,
-                read_at: int | None) -> Mapping[str, str] | None:
-        """Under the lock: ``overrides``, or None when they were read (at version
-        ``read_at``) before the topic's last live change, which they must not undo (Kafka
-        reads a topic's configs at the log's creation)."""
-        if read_at is not None and read_at != self._overrides_versions[topic]:
-            return None
-        return overrides
 
     def update_broker_log_defaults(self, defaults: Mapping[str, Any]) -> None:
         """New broker-level defaults under every topic's overrides, applied live to every
@@ -373,7 +363,8 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         first one's open."""
         while True:
             with self._lock:
-                overrides = self._newest(tp.topic, topic_overrides, read_at)
+                stale = read_at is not None and read_at != self._overrides_versions[tp.topic]
+                overrides = None if stale else topic_overrides  # Kafka reads them at creation
                 existing = self._logs.get(tp)
                 if existing is not None:
                     self._maybe_apply_overrides(tp.topic, overrides)
