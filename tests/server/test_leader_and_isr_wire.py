@@ -71,10 +71,11 @@ def hold_log_creation(b: EmbeddedBroker, monkeypatch: pytest.MonkeyPatch,
     logs = b.broker.replica_manager.logs
     real = logs.get_or_create_log
 
-    def held(tp: TopicPartition, overrides: Mapping[str, str] | None = None) -> Log:
+    def held(tp: TopicPartition, overrides: Mapping[str, str] | None = None,
+             read_at: int | None = None) -> Log:
         entered.set()
         gate.wait(DEADLINE_S)
-        return real(tp, overrides)
+        return real(tp, overrides, read_at)
 
     monkeypatch.setattr(logs, "get_or_create_log", held)
     return entered, gate

@@ -407,6 +407,28 @@ def test_topic_config_change_during_log_creation_reaches_the_log(
     assert other.config.retention_ms == 604_800_000  # another topic's change: its own
 
 
+def test_overrides_read_before_a_config_change_do_not_undo_it(env: Env) -> None:
+    """Overrides a caller read (at ``overrides_version``) before the topic's configs were
+    changed live are older than the change: neither a new log nor a loaded one takes them,
+    whichever arrives first; overrides read after the change apply as before."""
+    manager = env.manager
+    read_at = manager.overrides_version(TP.topic)
+    manager.update_topic_config(TP.topic, {"retention.ms": "60000"})
+    lg = manager.get_or_create_log(TP, {"retention.ms": "1000"}, read_at)
+    assert lg.config.retention_ms == 60000
+    again = manager.get_or_create_log(TP, {"retention.ms": "1000"}, read_at)  # loaded
+    assert again is lg and lg.config.retention_ms == 60000
+    assert manager.topic_overrides(TP.topic) == {"retention.ms": "60000"}
+    newer = manager.overrides_version(TP.topic)
+    manager.get_or_create_log(TP, {"retention.ms": "5000"}, newer)
+    assert lg.config.retention_ms == 5000  # read after the change: the newest
+    other = TopicPartition("another", 0)  # another topic's change does not stale these
+    read_other = manager.overrides_version(other.topic)
+    manager.update_topic_config(TP.topic, {"retention.ms": "7000"})
+    assert manager.get_or_create_log(other, {"retention.ms": "2000"}, read_other) \
+        .config.retention_ms == 2000
+
+
 def test_broker_default_change_during_log_creation_reaches_the_log(
         env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     """The same for new broker-level log defaults (Kafka's brokerConfigUpdated)."""

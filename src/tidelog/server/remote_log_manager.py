@@ -3,9 +3,12 @@ tiered partition (``remote.storage.enable``) a task copies closed segments to re
 and expires remote segments; at each follower it tracks what is copied so local retention
 can go on.
 
-One pass (``run_once``) every ``remote.log.manager.task.interval.ms``; tests call it
-directly with an injected clock. Per leader partition, as Kafka's RLMCopyTask and
-RLMExpirationTask:
+A pass every ``remote.log.manager.task.interval.ms`` starts each partition's run as its own
+task (Kafka schedules each partition's RLM task on its own, in its thread pools): a run still
+going (a follower's read of ``__remote_log_metadata`` from its leader waits up to
+``remote.log.metadata.consume.wait.ms``) is not started again, and no other partition's
+copies or expirations wait for it. Tests call ``run_once`` (a pass and the runs it started)
+with an injected clock. Per leader partition, as Kafka's RLMCopyTask and RLMExpirationTask:
 
 - copy: from the highest copied offset of the log's epoch lineage (``__remote_log_metadata``
   replayed here) every closed segment below the last stable offset (which is at most the
@@ -24,6 +27,7 @@ A topic deleted while tiered has its remote segments deleted by the broker that 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 import uuid
@@ -100,6 +104,7 @@ class TieredPartition(Protocol):
 
 
 PartitionSource = Callable[[], Iterable[TieredPartition]]
+Sleep = Callable[[float], Awaitable[None]]  # the loop's clock between passes
 TopicExists = Callable[[str, uuid.UUID], bool]
 
 
@@ -145,8 +150,10 @@ class RemoteLogManager:
                  partitions: PartitionSource, topic_exists: TopicExists, clock: Clock,
                  metrics: RemoteLogMetrics | None = None,
                  pool: ThreadPoolExecutor | None = None, seed: int | None = None,
-                 index_cache: RemoteIndexCache | None = None) -> None:
+                 index_cache: RemoteIndexCache | None = None,
+                 sleep: Sleep = asyncio.sleep) -> None:
         self.config = config
+        self.sleep = sleep
         self.broker_id = broker_id
         self.index_cache = index_cache  # Kafka's RemoteIndexCache, in front of rsm
         self.rsm: RemoteStorageManager = \
@@ -167,6 +174,10 @@ class RemoteLogManager:
         self.fetch_quota = ByteRateQuota(
             config.remote_log_manager_fetch_max_bytes_per_second, clock)
         self._runner: asyncio.Task[None] | None = None
+        # each partition's run in progress (and the deleted topics' remote deletion)
+        self._runs: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._deletion: asyncio.Task[None] | None = None
+        self._limit: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._stopped = False
         self.reader = RemoteLogReader(self.rsm, config.remote_log_reader_threads, self.metrics)
@@ -180,10 +191,10 @@ class RemoteLogManager:
         interval = self.config.remote_log_manager_task_interval_ms / 1000
         while not self._stopped:
             try:
-                await self.run_once()
+                self.start_pass()  # not waited for: each run goes on at its own pace
             except Exception:  # a pass never kills the manager
                 log.exception("remote log manager pass failed")
-            await asyncio.sleep(interval)
+            await self.sleep(interval)
 
     def background(self, work: Awaitable[None]) -> None:
         """Run ``work`` on the loop until it ends or the manager stops."""
@@ -195,13 +206,11 @@ class RemoteLogManager:
         self._stopped = True
         for task in list(self._background):
             task.cancel()
-        if self._runner is not None:
-            self._runner.cancel()
-            try:
-                await self._runner
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._runner = None
+        runs = [r for r in (self._runner, self._deletion, *self._runs.values()) if r is not None]
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)  # unwound before the pool stops
+        self._runner = None
         if self._own_pool:
             self.pool.shutdown(wait=True)
         self.reader.close()
@@ -210,37 +219,82 @@ class RemoteLogManager:
         self.rsm.close()
 
     async def run_once(self) -> None:
-        """One pass over the tiered partitions hosted here (copy and expire at leaders,
-        track copies at followers), then remote deletion of deleted topics' partitions;
-        nothing while ``__remote_log_metadata`` is not there yet (its initializer says why)."""
+        """One pass (``start_pass``) and the runs it started, to their end."""
+        await asyncio.gather(*self.start_pass())
+
+    def start_pass(self) -> list[asyncio.Task[None]]:
+        """Start a run of each tiered partition hosted here (copy and expire at leaders,
+        track copies at followers) whose previous run is over, and the remote deletion of
+        deleted topics' partitions; the runs started. Nothing while
+        ``__remote_log_metadata`` is not there yet (its initializer says why)."""
         if not self.rlmm.ready():
-            return
+            return []
         seen: dict[TopicPartition, TieredPartition] = {}
         for p in list(self.partitions()):
             if p.topic_id is not None and p.log.remote_log_enabled and not p.log.closed:
                 seen[p.topic_partition] = p
-        await self._forget_gone(seen)
-        limit = asyncio.Semaphore(self.config.remote_log_manager_copier_thread_pool_size)
+        self._forget_gone(seen)
+        started: list[asyncio.Task[None]] = []
+        if self.deleting and (self._deletion is None or self._deletion.done()):
+            self._deletion = asyncio.ensure_future(self._delete_partitions())
+            started.append(self._deletion)
+        limit = self._copy_limit()
+        for tp, p in seen.items():
+            task = self._task(p)
+            if self._running(tp):
+                continue  # Kafka's fixed delay: the next run once this one is over
+            run = self._runs[tp] = asyncio.ensure_future(self._run_partition(task, p, limit))
+            run.add_done_callback(functools.partial(self._run_over, tp))
+            started.append(run)
+        return started
 
-        async def one(p: TieredPartition) -> None:
-            async with limit:
-                await self._run_partition(p)
+    def _copy_limit(self) -> asyncio.Semaphore:
+        """The leaders' runs at once, across passes: ``copier.thread.pool.size`` (one per
+        event loop: tests run each pass on its own)."""
+        loop = asyncio.get_running_loop()
+        if self._limit is None or self._limit[0] is not loop:
+            size = self.config.remote_log_manager_copier_thread_pool_size
+            self._limit = (loop, asyncio.Semaphore(size))
+        return self._limit[1]
 
-        await asyncio.gather(*(one(p) for p in seen.values()))
+    def _running(self, tp: TopicPartition) -> bool:
+        run = self._runs.get(tp)
+        return run is not None and not run.done()
 
-    async def _forget_gone(self, seen: dict[TopicPartition, TieredPartition]) -> None:
+    def _run_over(self, tp: TopicPartition, run: asyncio.Task[None]) -> None:
+        if self._runs.get(tp) is run:
+            del self._runs[tp]
+        if not run.cancelled() and run.exception() is not None:  # (failures are _guarded's)
+            log.error("remote log task of %s ended", tp, exc_info=run.exception())
+
+    def _stop_following(self, tp: TopicPartition, task: RLMTask) -> None:
+        """A follower's run of ``tp`` (reads only) that no longer applies is cancelled; a
+        leader's run ends by itself after its current copy (``_still_leader``), and the
+        partition's next run waits for it, so two copies never overlap."""
+        run = self._runs.get(tp)
+        if run is not None and not task.is_leader:
+            run.cancel()
+            del self._runs[tp]  # over: the next run need not wait for it to unwind
+
+    def _forget_gone(self, seen: dict[TopicPartition, TieredPartition]) -> None:
         """Drop the tasks of partitions no longer hosted here; the remote segments of a
-        deleted topic's partition led here are deleted (retried each pass until done)."""
+        deleted topic's partition led here are to be deleted (``_delete_partitions``)."""
         for tp, task in list(self.tasks.items()):
             if tp in seen:
                 continue
             del self.tasks[tp]
+            self._stop_following(tp, task)
             self.metrics.remove_partition(tp.topic, tp.partition)
             if task.is_leader and not self.topic_exists(tp.topic, task.tip.topic_id):
                 self.deleting[task.tip] = task
+
+    async def _delete_partitions(self) -> None:
+        """Each deleted topic's partition's remote segments deleted, retried (backed off)
+        each pass until done; not while that partition's last copy is still going."""
         now = self.clock.milliseconds()
         for tip, task in list(self.deleting.items()):
-            if task.backoff.next_attempt_ms <= now and \
+            tp = TopicPartition(tip.topic, tip.partition)
+            if task.backoff.next_attempt_ms <= now and not self._running(tp) and \
                     await self._guarded(task, self.delete_remote_partition(tip)):
                 del self.deleting[tip]
 
@@ -249,6 +303,8 @@ class RemoteLogManager:
         task = self.tasks.get(tp)
         if task is None or task.leader_epoch != p.leader_epoch or task.is_leader != p.is_leader:
             assert p.topic_id is not None
+            if task is not None:
+                self._stop_following(tp, task)
             c = self.config
             task = RLMTask(TopicIdPartition(p.topic_id, tp.topic, tp.partition), p.leader_epoch,
                            p.is_leader, Backoff(c.remote_log_manager_task_retry_backoff_ms,
@@ -257,15 +313,18 @@ class RemoteLogManager:
             self.tasks[tp] = task
         return task
 
-    async def _run_partition(self, p: TieredPartition) -> None:
-        task = self._task(p)
+    async def _run_partition(self, task: RLMTask, p: TieredPartition,
+                             limit: asyncio.Semaphore) -> None:
+        """One run of a partition's task: a follower's tracking, or a leader's copy then
+        expiration (at most ``remote.log.manager.copier.thread.pool.size`` at once)."""
         if task.backoff.next_attempt_ms > self.clock.milliseconds():
             return
         if not p.is_leader:
             await self._guarded(task, self._follow(task, p.log))
             return
-        if await self._guarded(task, self.copy_log_segments_to_remote(task, p)):
-            await self._guarded(task, cleanup_expired_remote_log_segments(self, task, p.log))
+        async with limit:
+            if await self._guarded(task, self.copy_log_segments_to_remote(task, p)):
+                await self._guarded(task, cleanup_expired_remote_log_segments(self, task, p.log))
 
     async def _guarded(self, task: RLMTask, work: Awaitable[None]) -> bool:
         """Await ``work``; any failure backs the partition off and is logged with it, as

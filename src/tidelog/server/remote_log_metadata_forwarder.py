@@ -33,12 +33,19 @@ FETCH_KEY = 1
 FETCH_BY_NAME_VERSION = 12  # topics named, not by id
 FETCH_MAX_BYTES = 1 << 20
 LIST_OFFSETS_KEY = 2
+LATEST, EARLIEST = -1, -2  # ListOffsets' timestamps
 API_RANGES = {**INTER_BROKER_API_RANGES, PRODUCE_KEY: (3, 9)}
 POLL_S = 0.02
 
 
 class ForwardError(OSError):
     """The leader refused or could not be reached (the RemoteLogManager retries later)."""
+
+
+class FetchOffsetOutOfRange(ForwardError):
+    """OFFSET_OUT_OF_RANGE: the offset read from is not in the leader's log (its log
+    recreated below it, or its retention past it); Kafka's metadata consumer resets to the
+    earliest offset (``auto.offset.reset=earliest``)."""
 
 
 class MetadataForwarder:
@@ -90,6 +97,9 @@ class MetadataForwarder:
             raise ForwardError(f"fetching {tp} from broker {leader}: {exc!r}") from exc
         p = resp.responses[0].partitions[0]
         error = ErrorCode(int(p.error_code))
+        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
+            raise FetchOffsetOutOfRange(f"fetching {tp} at {offset} from broker {leader}: "
+                                        f"{error.name}")
         if error != ErrorCode.NONE:
             raise ForwardError(f"fetching {tp} from broker {leader}: {error.name}")
         return (bytes(p.records) if p.records else b""), int(p.high_watermark)
@@ -121,21 +131,35 @@ class MetadataForwarder:
         leader = self.leader(tp)
         if leader < 0 or leader == self.broker_id:
             return
+        end = await self._list_offset(leader, tp, LATEST)
+        if end > 0:
+            await self._replicated_here(tp, end - 1)
+
+    async def earliest_offset(self, tp: TopicPartition) -> int:
+        """``tp``'s log start offset at its leader (ListOffsets EARLIEST, as a consumer
+        resetting to the earliest offset asks it)."""
+        leader = self.leader(tp)
+        if leader < 0:
+            raise ForwardError(f"{tp} has no leader")
+        return await self._list_offset(leader, tp, EARLIEST)
+
+    async def _list_offset(self, leader: int, tp: TopicPartition, timestamp: int) -> int:
+        """ListOffsets of ``tp`` at broker ``leader`` for ``timestamp`` (LATEST: its high
+        watermark, committed records only; EARLIEST: its log start)."""
         body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": tp.topic,
                 "partitions": [{"partition_index": tp.partition, "current_leader_epoch": -1,
-                                "timestamp": -1}]}]}
+                                "timestamp": timestamp}]}]}
         try:
             conn = await self._conns.get(leader)
             resp = await conn.call(LIST_OFFSETS_KEY, conn.version(LIST_OFFSETS_KEY), body)
         except (TimeoutError, KafkaClientError, OSError) as exc:
             await self._conns.drop(leader)
-            raise ForwardError(f"asking {tp}'s end of broker {leader}: {exc!r}") from exc
+            raise ForwardError(f"asking {tp}'s offsets of broker {leader}: {exc!r}") from exc
         p = resp.topics[0].partitions[0]
         if int(p.error_code) != 0:
-            raise ForwardError(f"{tp} end at broker {leader}: "
+            raise ForwardError(f"{tp} offsets at broker {leader}: "
                                f"{ErrorCode(int(p.error_code)).name}")
-        if int(p.offset) > 0:
-            await self._replicated_here(tp, int(p.offset) - 1)
+        return int(p.offset)
 
     async def _replicated_here(self, tp: TopicPartition, offset: int) -> None:
         loop = asyncio.get_running_loop()

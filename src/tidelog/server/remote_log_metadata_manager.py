@@ -46,6 +46,7 @@ from tidelog.storage.remote.metadata_serde import deserialize, serialize
 from tidelog.util.topic_partition import TopicPartition
 
 from .coordinator.partition_writer import PartitionWriter
+from .remote_log_metadata_forwarder import FetchOffsetOutOfRange
 
 if TYPE_CHECKING:
     from tidelog.protocol.errors import ErrorCode
@@ -216,7 +217,11 @@ class TopicBasedRemoteLogMetadataManager:
                 offset = self.consumed.get(partition, 0)
                 if until is not None and offset >= until:
                     return
-                data, high_watermark = await f.fetch(tp, offset)
+                try:
+                    data, high_watermark = await f.fetch(tp, offset)
+                except FetchOffsetOutOfRange:
+                    await self._reset_to_earliest(partition, offset)
+                    continue
                 if not data and until is not None and high_watermark < until:
                     await asyncio.sleep(NO_PROGRESS_WAIT_S)  # not committed there yet
                 for batch in iter_batches(data):
@@ -229,6 +234,23 @@ class TopicBasedRemoteLogMetadataManager:
                 if offset >= until:
                     return
         raise RemoteLogMetadataError(f"{tp}: not read up to {until} from its leader")
+
+    async def _reset_to_earliest(self, partition: int, position: int) -> None:
+        """Kafka's metadata consumer on OFFSET_OUT_OF_RANGE (``auto.offset.reset=earliest``):
+        read metadata ``partition`` again from its leader's log start. A position past it
+        (the partition's log recreated, or truncated below what was read) means the records
+        replayed so far are not the log's any more: the caches of the user partitions it
+        holds are rebuilt from the records read from there."""
+        f = self.forwarder
+        assert f is not None
+        tp = TopicPartition(REMOTE_LOG_METADATA_TOPIC, partition)
+        earliest = await f.earliest_offset(tp)
+        log.warning("%s: offset %d is out of range at its leader, reading again from its "
+                    "earliest offset %d", tp, position, earliest)
+        if earliest < position:
+            for tip in [t for t in self.caches if self.partition_for(t) == partition]:
+                del self.caches[tip]
+        self.consumed[partition] = earliest
 
     def catch_up_for(self, tip: TopicIdPartition) -> RemoteLogMetadataCache:
         """The cache of ``tip`` after replaying its metadata partition."""

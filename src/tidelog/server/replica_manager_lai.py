@@ -79,17 +79,20 @@ class PreparedLog:
 
 
 PreparedLogs = dict[TopicPartition, PreparedLog]
-Wanted = tuple[TopicPartition, Mapping[str, str] | None, uuid.UUID | None]
+Wanted = tuple[TopicPartition, Mapping[str, str] | None, uuid.UUID | None, int | None]
 
 
 def prepare_log(logs: LogManager, tp: TopicPartition, overrides: Mapping[str, str] | None,
-                topic_id: uuid.UUID | None, metadata_writer: Executor) -> PreparedLog:
-    """Kafka's createLogIfNotExists for one partition (any thread: the LogManager locks).
+                topic_id: uuid.UUID | None, metadata_writer: Executor,
+                read_at: int | None = None) -> PreparedLog:
+    """Kafka's createLogIfNotExists for one partition (any thread: the LogManager locks),
+    with the topic's ``overrides`` read at its ``overrides_version`` ``read_at``: a change
+    the LogManager got since (AlterConfigs, a ZooKeeper config change) is newer and stays.
     A dir that fails meanwhile is taken offline by the LogManager; the partition answers
     KAFKA_STORAGE_ERROR. A missing ``partition.metadata`` is queued on ``metadata_writer``
     (``write_partition_metadata_later``: its two fsyncs are not waited for)."""
     try:
-        lg = logs.get_or_create_log(tp, overrides)
+        lg = logs.get_or_create_log(tp, overrides, read_at)
     except Exception as exc:
         log.warning("cannot host %s: %s", tp, exc)
         return PreparedLog(None, ErrorCode.KAFKA_STORAGE_ERROR)
@@ -124,8 +127,8 @@ def write_epoch_checkpoints(logs: LogManager, made: list[Log]) -> list[Log]:
 def prepare_logs(logs: LogManager, wanted: Iterable[Wanted],
                  metadata_writer: Executor) -> PreparedLogs:
     """Each wanted partition's log, in request order (the log-creation thread)."""
-    return {tp: prepare_log(logs, tp, overrides, topic_id, metadata_writer)
-            for tp, overrides, topic_id in wanted}
+    return {tp: prepare_log(logs, tp, overrides, topic_id, metadata_writer, read_at)
+            for tp, overrides, topic_id, read_at in wanted}
 
 
 class ReplicaStateChanges:
@@ -288,7 +291,8 @@ class ReplicaStateChanges:
                          states: Iterable[LeaderAndIsrPartitionState],
                          topic_ids: Mapping[str, uuid.UUID]) -> list[Wanted]:
         """The partitions not hosted yet that ``become_leader_or_follower`` would give a log
-        (the checks it makes first, all in memory): none for a stale controller."""
+        (the checks it makes first, all in memory), each with its topic's overrides and
+        their version (made later, the log takes newer ones): none for a stale controller."""
         if controller_epoch < self.controller_epoch:
             return []
         wanted: list[Wanted] = []
@@ -296,7 +300,9 @@ class ReplicaStateChanges:
             tp = TopicPartition(state.topic_name, state.partition_index)
             if tp in self.partitions or self._refused_before_log(tp, state) is not None:
                 continue
-            wanted.append((tp, self._topic_overrides(tp.topic), topic_ids.get(tp.topic)))
+            read_at = self.logs.overrides_version(tp.topic)
+            wanted.append((tp, self._topic_overrides(tp.topic), topic_ids.get(tp.topic),
+                           read_at))
         return wanted
 
     def _refused_before_log(self, tp: TopicPartition,

@@ -80,6 +80,8 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self.broker_epoch = broker_epoch
         self._topic_configs = topic_configs
         self._topic_overrides: dict[str, dict[str, str]] = {}
+        # each topic's live changes of its overrides, counted (``overrides_version``)
+        self._overrides_versions: Counter[str] = Counter()
         self._config_cache: dict[tuple[tuple[str, str], ...], LogConfig] = {}
         self._lock = threading.RLock()
         self._logs = LogsByDir()
@@ -321,12 +323,19 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         cfg = self.log_config(topic, overrides)  # validate before changing anything
         with self._lock:
             self._topic_overrides[topic] = dict(overrides)
+            self._overrides_versions[topic] += 1
             logs = [lg for tp, lg in self._logs.items() if tp.topic == topic]
             self._reconfigure.update(tp for tp in self._creating if tp.topic == topic)
         for lg in logs:
             lg.update_config(cfg)
         log.info("Updated config of topic %s (%d logs): %s", topic, len(logs), dict(overrides))
         return cfg
+
+    def overrides_version(self, topic: str) -> int:
+        """Read with overrides passed later (``get_or_create_log``'s ``read_at``): a live
+        change made meanwhile is newer, and they do not undo it."""
+        with self._lock:
+            return self._overrides_versions[topic]
 
     def update_broker_log_defaults(self, defaults: Mapping[str, Any]) -> None:
         """New broker-level defaults under every topic's overrides, applied live to every
@@ -341,9 +350,12 @@ class LogManager(LogManagerFaults, LogManagerTasks):
 
     # -- create / delete -----------------------------------------------------------------------
     def get_or_create_log(
-        self, tp: TopicPartition, topic_overrides: Mapping[str, str] | None = None
+        self, tp: TopicPartition, topic_overrides: Mapping[str, str] | None = None,
+        read_at: int | None = None,
     ) -> Log:
-        """The partition's log, created in the least-loaded live dir if missing.
+        """The partition's log, created in the least-loaded live dir if missing, with
+        ``topic_overrides`` unless the topic's configs changed since they were read (at
+        ``overrides_version`` ``read_at``): the newest overrides win.
 
         The lock is held to check and to publish, not across Log.open: a CreateTopics of
         thousands of partitions on the admin thread must not block every produce and
@@ -351,13 +363,15 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         first one's open."""
         while True:
             with self._lock:
+                stale = read_at is not None and read_at != self._overrides_versions[tp.topic]
+                overrides = None if stale else topic_overrides  # Kafka reads them at creation
                 existing = self._logs.get(tp)
                 if existing is not None:
-                    self._maybe_apply_overrides(tp.topic, topic_overrides)
+                    self._maybe_apply_overrides(tp.topic, overrides)
                     return existing
                 pending = self._creating.get(tp)
                 if pending is None:
-                    cfg = self._check_creatable(tp, topic_overrides)
+                    cfg = self._check_creatable(tp, overrides)
                     dirs = self._dirs_by_load()
                     if dirs:
                         self._placing[tp] = dirs[0].path

@@ -23,6 +23,7 @@ from tidelog.server.cluster.partition_state import LeaderAndIsrPartitionState
 from tidelog.server.errors import ApiError
 from tidelog.server.metadata.cache import UpdateMetadataDelta
 from tidelog.server.metadata.image import BrokerInfo, PartitionRegistration
+from tidelog.server.metadata.store import TopicInfo
 from tidelog.server.replica_manager import LeaderAndIsrResult, ReplicaManager
 from tidelog.storage.dir_lock import LogDir
 from tidelog.storage.log import Log
@@ -42,11 +43,12 @@ class Gate:
         self.threads: set[int] = set()
         real = rm.logs.get_or_create_log
 
-        def held(tp: TopicPartition, overrides: Mapping[str, str] | None = None) -> Log:
+        def held(tp: TopicPartition, overrides: Mapping[str, str] | None = None,
+                 *read_at: int | None) -> Log:
             self.threads.add(threading.get_ident())
             self.entered.set()
             assert self.open.wait(DEADLINE_S)
-            return real(tp, overrides)
+            return real(tp, overrides, *read_at)
 
         monkeypatch.setattr(rm.logs, "get_or_create_log", held)
 
@@ -138,6 +140,30 @@ def test_stop_replica_deletes_the_log_a_leader_and_isr_was_making(
     assert NEW not in rm.partitions
     assert rm.logs.get_log(NEW) is None
     assert not any((d / NEW.dir_name).exists() for d in rm.logs.live_log_dirs)
+
+
+def test_topic_configs_altered_while_the_log_is_made_are_not_undone(
+        rm: ReplicaManager, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An AlterConfigs applied after the LeaderAndIsr read the topic's overrides, before its
+    log is made: the log and the LogManager keep the newer ones (Kafka reads the topic's
+    config at the log's creation), and a later partition of the topic gets them too."""
+    rm.store.create_topic(TopicInfo("fresh", TOPIC_ID, 2, {"retention.ms": "1000"},
+                                    {0: (NODE, 2), 1: (NODE, 2)}))
+    gate = Gate(rm, monkeypatch)
+
+    async def main() -> None:
+        made = lai(rm, state(NODE, 0))
+        await gate.reached()  # the overrides were read: {"retention.ms": "1000"}
+        rm.set_topic_configs("fresh", {"retention.ms": "60000"})
+        gate.open.set()
+        assert (await made).errors == {NEW: ErrorCode.NONE}
+        later = TopicPartition("fresh", 1)
+        assert (await lai(rm, state(NODE, 0, later))).errors == {later: ErrorCode.NONE}
+
+    asyncio.run(main())
+    assert rm.logs.topic_overrides("fresh") == {"retention.ms": "60000"}
+    assert [rm.partitions[TopicPartition("fresh", p)].log.config.retention_ms
+            for p in (0, 1)] == [60000, 60000]
 
 
 def test_a_dir_failing_while_logs_are_made_is_a_storage_error_and_goes_offline(

@@ -6,6 +6,7 @@ one at a time (nothing scheduled, nothing slept)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,17 @@ def batch(i: int, size: int = 200, timestamp: int = START_MS) -> bytes:
     b = RecordBatchBuilder()
     b.append(timestamp + i, b"k%d" % i, bytes([i % 251]) * size)
     return b.build()
+
+
+@dataclass
+class FollowerView:
+    """A hosted partition as a follower (a one-broker harness leads all of its own)."""
+
+    topic_partition: TopicPartition
+    log: Log
+    topic_id: uuid.UUID | None
+    leader_epoch: int
+    is_leader: bool = False
 
 
 @dataclass

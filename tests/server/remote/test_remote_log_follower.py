@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from tidelog.storage.remote.metadata import TopicIdPartition
 from tidelog.storage.remote.metadata_cache import RemoteLogMetadataCache
 from tidelog.util.topic_partition import TopicPartition
 
-from .harness import START_MS, TOPIC, open_tiered
+from .harness import START_MS, TOPIC, FollowerView, open_tiered
 
 PRODUCER_ID = 4242
 
@@ -66,17 +64,6 @@ def test_a_follower_behind_the_local_start_starts_from_remote_state(tmp_path: Pa
     finally:
         t.close()
 
-
-
-@dataclass
-class FollowerView:
-    """A hosted partition as a follower (a one-broker harness leads all of its own)."""
-
-    topic_partition: TopicPartition
-    log: Log
-    topic_id: uuid.UUID | None
-    leader_epoch: int
-    is_leader: bool = False
 
 
 def test_a_follower_whose_metadata_read_fails_warns_naming_it_and_retries(
