@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 import gc
 import time
+from collections.abc import Callable
+
+import pytest
 
 from tidelog.metrics.histogram import LatencyHistogram
 from tidelog.metrics.loop_lag import (
     LAG_BUSY_SHARE,
+    LagProbe,
     StallRecorder,
     classify,
     monitor_loop_lag,
@@ -24,18 +28,36 @@ def hold_loop(ms: float) -> None:
         pass
 
 
-def test_a_held_loop_is_observed_late() -> None:
+def start_monitor(kind: str, hist: LatencyHistogram, interval_s: float,
+                  idle_interval_s: float | None = None) -> Callable[[], object]:
+    """The monitor as a task (``monitor_loop_lag``) or as the broker's timer chain
+    (``LagProbe``), started on the running loop: its cancel."""
+    if kind == "task":
+        return asyncio.create_task(monitor_loop_lag(hist, interval_s, idle_interval_s)).cancel
+    probe = LagProbe(hist, interval_s, idle_interval_s)
+    probe.start(asyncio.get_running_loop())
+    return probe.cancel
+
+
+MONITORS = pytest.mark.parametrize("kind", ["task", "probe"])
+
+
+@MONITORS
+def test_a_held_loop_is_observed_late(kind: str) -> None:
     hist = LatencyHistogram()
 
     async def main() -> None:
-        task = asyncio.create_task(monitor_loop_lag(hist, 0.002))
+        cancel = start_monitor(kind, hist, 0.002)
         deadline = time.monotonic() + 10
         while hist.count < 3 and time.monotonic() < deadline:  # the monitor is ticking
             await asyncio.sleep(0.001)
         hold_loop(40)
         while hist.count < 6 and time.monotonic() < deadline:
             await asyncio.sleep(0.001)
-        task.cancel()
+        cancel()
+        count = hist.count
+        await asyncio.sleep(0.02)  # cancelled: no more wakes
+        assert hist.count == count
 
     asyncio.run(main())
     assert hist.count >= 6
@@ -60,19 +82,20 @@ def test_an_idle_loop_is_probed_less_often_and_a_busy_one_every_interval() -> No
     assert next_wait(0.04, 0.01, 0.2, 0.09, 0.05, 0.001) == 0.08
 
 
-def test_the_monitor_backs_off_on_a_real_idle_loop() -> None:
+@MONITORS
+def test_the_monitor_backs_off_on_a_real_idle_loop(kind: str) -> None:
     """On a real loop, over the same time, an idle loop is probed fewer times than a busy
     one (counts on a loaded machine vary; their order does not)."""
     idle, busy = LatencyHistogram(), LatencyHistogram()
 
     async def run(hist: LatencyHistogram, seconds: float, work: bool) -> None:
-        task = asyncio.create_task(monitor_loop_lag(hist, 0.01, idle_interval_s=0.2))
+        cancel = start_monitor(kind, hist, 0.01, idle_interval_s=0.2)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if work:
                 hold_loop(1)  # the loop's thread busy most of the time
             await asyncio.sleep(0 if work else 0.05)
-        task.cancel()
+        cancel()
 
     asyncio.run(run(idle, 1.5, False))
     asyncio.run(run(busy, 1.5, True))

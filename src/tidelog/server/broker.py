@@ -20,7 +20,7 @@ from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.log_config import LogConfig
 from tidelog.config.remote_log_config import RemoteLogManagerConfig
 from tidelog.metrics import RequestMetrics
-from tidelog.metrics.loop_lag import LAG_IDLE_INTERVAL_S, monitor_loop_lag
+from tidelog.metrics.loop_lag import LAG_IDLE_INTERVAL_S, LagProbe
 from tidelog.server.coordinator.group.coordinator import GroupCoordinator
 from tidelog.server.coordinator.group.share.wiring import (
     start_share_coordinator,
@@ -138,7 +138,7 @@ class Broker:
         self.bound_ports: dict[str, int] = {}
         self.other_servers: list[asyncio.base_events.Server] = []
         self._idle_handle: asyncio.TimerHandle | None = None
-        self._loop_lag: asyncio.Task[None] | None = None  # tidelog_eventloop_lag_ms
+        self._loop_lag: LagProbe | None = None  # tidelog_eventloop_lag_ms
         # built by start() once the logs are open, None before and after
         self.dynamic_config: DynamicBrokerConfig | None = None
         self.log_dir_mover: LogDirMover | None = None
@@ -213,8 +213,8 @@ class Broker:
         if self.cluster is not None:
             await self._join_cluster(self.cluster)
         self._schedule_idle_check()
-        self._loop_lag = asyncio.ensure_future(
-            monitor_loop_lag(idle_interval_s=LAG_IDLE_INTERVAL_S))
+        self._loop_lag = LagProbe(idle_interval_s=LAG_IDLE_INTERVAL_S)
+        self._loop_lag.start(asyncio.get_running_loop())
         self._start_coordinators()
         log.info(
             "tidelog broker %d listening on %s:%d (cluster %s)",
