@@ -167,7 +167,8 @@ class ReplicaAppends:
         except Exception as exc:
             _fail(tp, result, exc)
             return None
-        if written is not None or tp in self.group_commit.pending:  # it waits (``waiter``)
+        if written is not None or ((pending := self.group_commit.pending) and tp in pending):
+            # it waits (``waiter``; ``tp`` hashed only when a round is pending at all)
             produce = _Produce()
             self._appended(tp, result, info, acks, written, produce)
             return self._wait_appended(timeout_ms, produce)
