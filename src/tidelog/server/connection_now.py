@@ -145,10 +145,12 @@ class ConnectionNow:
                 self._muted_until or writer is None or self.request_metrics is None:
             return False
         start_ns = _perf_ns()
-        self.last_active = self._clock()
+        clock = self._clock  # (an attribute called as a method is a generic lookup)
+        self.last_active = clock()
         piece = data[4:end]  # a bytearray's slice is a bytearray: the one copy out of it
         frame = memoryview(piece if type(piece) is bytearray else bytearray(piece))
-        spec = self.broker.registry.get(0)
+        get_spec = self.broker.registry.get  # (the dict's own get, an attribute: as _clock)
+        spec = get_spec(0)
         now = spec.handle_now if spec is not None else None
         if now is None or not spec.min_version <= version <= spec.max_version:  # type: ignore[union-attr]
             return self._general(frame, None, None, start_ns)

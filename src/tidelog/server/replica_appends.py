@@ -314,7 +314,10 @@ class ReplicaAppends:
                       ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None, Partition]:
         """``append_async`` with its arguments by position (a keyword costs more), and the
         partition appended to."""
-        partition = self.partitions.get(tp)
+        try:
+            partition = self.partitions[tp]  # (a subscript: no call when hosted)
+        except KeyError:
+            partition = None
         try:
             if partition is None or partition.logs_version != self.logs.logs_by_dir.version or \
                     partition.leader_id != partition.local_broker_id or (required_acks == -1 and
