@@ -176,7 +176,7 @@ class ConnectionNow:
             return True
         if type(result) is bytes and not self.closed and not ctx.throttle_ms and \
                 not ctx.close_reason:
-            self._answer_one(result, timing, writer)
+            _answer_one(self, result, timing, writer)  # (the function: see below)
         else:
             self._placed(timing, request, ctx, spec.handle, result, None)  # type: ignore[union-attr]
         return True
@@ -230,6 +230,11 @@ class ConnectionNow:
         if self._reading_paused or self._writing_paused or self._muted_until or \
                 writer.queue or len(self.slots) + len(self._tasks) >= self.max_queued:
             self._maybe_pause()
+
+
+# (called through the function: a method looked up on the connection, whose attributes are
+# too many for its dict to share its keys, is a generic lookup each time)
+_answer_one = ConnectionNow._answer_one
 
 
 def _after(first: asyncio.Future[Any], handle: Handler) -> Handler:

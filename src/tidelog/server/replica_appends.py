@@ -162,8 +162,8 @@ class ReplicaAppends:
             return self._append_rest(acks, timeout_ms, [(tp, records, result)], None,
                                      _Produce(self.inline_append_bytes))
         try:
-            info, written, partition = self._append_async(tp, records, acks,
-                                                          self.inline_append_bytes)
+            info, written, partition = _append_async(self, tp, records, acks,
+                                                     self.inline_append_bytes)
         except Exception as exc:
             _fail(tp, result, exc)
             return None
@@ -463,6 +463,12 @@ class ReplicaAppends:
         if partition is not None and not partition.advance_local_committed(upto):
             self._notify(tp)
 
+
+
+# (called through the function where a request calls it: a method looked up on the replica
+# manager, whose attributes are too many for its dict to share its keys, is a generic lookup
+# each time)
+_append_async = ReplicaAppends._append_async
 
 
 def _fail(tp: TopicPartition, result: ProducePartitionResult, exc: Exception) -> None:
