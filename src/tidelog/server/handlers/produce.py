@@ -221,8 +221,10 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
     if txn_error is not None:
         result.error_code = txn_error
     else:
-        timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
-        timeout = ms(request.timeout) if timeout_ms is None else timeout_ms
+        try:
+            timeout = request.timeout_ms  # (decoded in place: kept in ms as read)
+        except AttributeError:  # (kio's request)
+            timeout = ms(request.timeout)
         waits = rm.append_one_now(request.acks, timeout, tp, records, result) \
             if rm.async_appends else rm.append_records_now(request.acks, timeout,
                                                            [(tp, records, result)])
