@@ -241,16 +241,21 @@ class SlowCheckpoint:
     def __init__(self, lg: Log, fail: BaseException | None = None) -> None:
         self.gate = threading.Event()
         self.started = threading.Event()
-        real = lg.leader_epoch_cache.flush
+        cache = lg.leader_epoch_cache
+        real = type(cache).flush
+        slow = self
 
-        def flush() -> None:
-            self.started.set()
-            assert self.gate.wait(30)
-            if fail is not None:
-                raise fail
-            real()
+        class Slow(type(cache)):  # type: ignore[misc]
+            __slots__ = ()  # (the cache is slotted: this one cache made of this class)
 
-        lg.leader_epoch_cache.flush = flush  # type: ignore[method-assign]
+            def flush(self) -> None:
+                slow.started.set()
+                assert slow.gate.wait(30)
+                if fail is not None:
+                    raise fail
+                real(self)
+
+        cache.__class__ = Slow
 
 
 def _flush(lg: Log, writer: AppendWriter) -> None:
