@@ -241,21 +241,25 @@ class SlowCheckpoint:
     def __init__(self, lg: Log, fail: BaseException | None = None) -> None:
         self.gate = threading.Event()
         self.started = threading.Event()
+        self.fail = fail
         cache = lg.leader_epoch_cache
-        real = type(cache).flush
-        slow = self
+        real, slow = type(cache).flush, self
 
         class Slow(type(cache)):  # type: ignore[misc]
             __slots__ = ()  # (the cache is slotted: this one cache made of this class)
 
             def flush(self) -> None:
-                slow.started.set()
-                assert slow.gate.wait(30)
-                if fail is not None:
-                    raise fail
+                slow.held()
                 real(self)
 
         cache.__class__ = Slow
+
+    def held(self) -> None:
+        """A flush waiting for ``gate``, then failing with ``fail`` if given."""
+        self.started.set()
+        assert self.gate.wait(30)
+        if self.fail is not None:
+            raise self.fail
 
 
 def _flush(lg: Log, writer: AppendWriter) -> None:
