@@ -241,16 +241,25 @@ class SlowCheckpoint:
     def __init__(self, lg: Log, fail: BaseException | None = None) -> None:
         self.gate = threading.Event()
         self.started = threading.Event()
-        real = lg.leader_epoch_cache.flush
+        self.fail = fail
+        cache = lg.leader_epoch_cache
+        real, slow = type(cache).flush, self
 
-        def flush() -> None:
-            self.started.set()
-            assert self.gate.wait(30)
-            if fail is not None:
-                raise fail
-            real()
+        class Slow(type(cache)):  # type: ignore[misc]
+            __slots__ = ()  # (the cache is slotted: this one cache made of this class)
 
-        lg.leader_epoch_cache.flush = flush  # type: ignore[method-assign]
+            def flush(self) -> None:
+                slow.held()
+                real(self)
+
+        cache.__class__ = Slow
+
+    def held(self) -> None:
+        """A flush waiting for ``gate``, then failing with ``fail`` if given."""
+        self.started.set()
+        assert self.gate.wait(30)
+        if self.fail is not None:
+            raise self.fail
 
 
 def _flush(lg: Log, writer: AppendWriter) -> None:

@@ -39,8 +39,7 @@ if TYPE_CHECKING:
     from .faults import FaultPlan
     from .security.session import ListenerSecurity, SaslSession
 
-_I32 = struct.Struct(">i")
-_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+_SIZE_KEY_VERSION = struct.Struct(">ihh")  # a frame's size, its api key and version
 PRODUCE_KEY = 0
 _perf_ns = time.perf_counter_ns
 _new_context = slotted_maker(RequestContext)
@@ -140,17 +139,18 @@ class ConnectionNow:
                 self.buf or self._large is not None or end < 12 or data[5] != PRODUCE_KEY or \
                 data[4] != 0 or self.session is not None or self.faults is not None:
             return False
-        (size,) = _I32.unpack_from(data, 0)
+        size, _, version = _SIZE_KEY_VERSION.unpack_from(data, 0)
         writer = self.writer
         if size != end - 4 or size >= LARGE_FRAME or size > self.max_frame or \
                 self._muted_until or writer is None or self.request_metrics is None:
             return False
         start_ns = _perf_ns()
-        self.last_active = self._clock()
+        clock = self._clock  # (an attribute called as a method is a generic lookup)
+        self.last_active = clock()
         piece = data[4:end]  # a bytearray's slice is a bytearray: the one copy out of it
         frame = memoryview(piece if type(piece) is bytearray else bytearray(piece))
-        spec = self.broker.registry.get(0)
-        _, version, _ = _HEADER.unpack_from(frame, 0)
+        get_spec = self.broker.registry.get  # (the dict's own get, an attribute: as _clock)
+        spec = get_spec(0)
         now = spec.handle_now if spec is not None else None
         if now is None or not spec.min_version <= version <= spec.max_version:  # type: ignore[union-attr]
             return self._general(frame, None, None, start_ns)
@@ -176,7 +176,7 @@ class ConnectionNow:
             return True
         if type(result) is bytes and not self.closed and not ctx.throttle_ms and \
                 not ctx.close_reason:
-            self._answer_one(result, timing, writer)
+            _answer_one(self, result, timing, writer)  # (the function: see below)
         else:
             self._placed(timing, request, ctx, spec.handle, result, None)  # type: ignore[union-attr]
         return True
@@ -230,6 +230,11 @@ class ConnectionNow:
         if self._reading_paused or self._writing_paused or self._muted_until or \
                 writer.queue or len(self.slots) + len(self._tasks) >= self.max_queued:
             self._maybe_pause()
+
+
+# (called through the function: a method looked up on the connection, whose attributes are
+# too many for its dict to share its keys, is a generic lookup each time)
+_answer_one = ConnectionNow._answer_one
 
 
 def _after(first: asyncio.Future[Any], handle: Handler) -> Handler:

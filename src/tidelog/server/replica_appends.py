@@ -162,12 +162,13 @@ class ReplicaAppends:
             return self._append_rest(acks, timeout_ms, [(tp, records, result)], None,
                                      _Produce(self.inline_append_bytes))
         try:
-            info, written, partition = self._append_async(tp, records, acks,
-                                                          self.inline_append_bytes)
+            info, written, partition = _append_async(self, tp, records, acks,
+                                                     self.inline_append_bytes)
         except Exception as exc:
             _fail(tp, result, exc)
             return None
-        if written is not None or tp in self.group_commit.pending:  # it waits (``waiter``)
+        if written is not None or ((pending := self.group_commit.pending) and tp in pending):
+            # it waits (``waiter``; ``tp`` hashed only when a round is pending at all)
             produce = _Produce()
             self._appended(tp, result, info, acks, written, produce)
             return self._wait_appended(timeout_ms, produce)
@@ -313,7 +314,10 @@ class ReplicaAppends:
                       ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None, Partition]:
         """``append_async`` with its arguments by position (a keyword costs more), and the
         partition appended to."""
-        partition = self.partitions.get(tp)
+        try:
+            partition = self.partitions[tp]  # (a subscript: no call when hosted)
+        except KeyError:
+            partition = None
         try:
             if partition is None or partition.logs_version != self.logs.logs_by_dir.version or \
                     partition.leader_id != partition.local_broker_id or (required_acks == -1 and
@@ -459,6 +463,12 @@ class ReplicaAppends:
         if partition is not None and not partition.advance_local_committed(upto):
             self._notify(tp)
 
+
+
+# (called through the function where a request calls it: a method looked up on the replica
+# manager, whose attributes are too many for its dict to share its keys, is a generic lookup
+# each time)
+_append_async = ReplicaAppends._append_async
 
 
 def _fail(tp: TopicPartition, result: ProducePartitionResult, exc: Exception) -> None:

@@ -413,17 +413,21 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches, ReplicaS
             partition.alter_partition_sender = sender
 
     def _on_high_watermark(self, tp: TopicPartition) -> None:
-        if tp in self.delayed_produce.watched:  # (no call when nothing is parked on tp)
+        # (each ``tp in`` only when something is parked at all: an empty map is told by its
+        # size, without hashing ``tp``)
+        if (watched := self.delayed_produce.watched) and tp in watched:  # (a call only then)
             self.delayed_produce.check_and_complete(tp)
-        if tp in self.delayed_delete_records.watched:
+        if (watched := self.delayed_delete_records.watched) and tp in watched:
             self.delayed_delete_records.check_and_complete(tp)
         fetch = self.delayed_fetch  # (``_notify`` inline: once per append, no call)
-        if tp in fetch.by_partition or tp.topic in fetch.by_topic:  # a call only then
+        if (fetch.by_partition and tp in fetch.by_partition) or \
+                (fetch.by_topic and tp.topic in fetch.by_topic):  # a call only then
             fetch.check_and_complete(tp)
-        if tp in self._first_fetch_pending:
+        if self._first_fetch_pending and tp in self._first_fetch_pending:
             self._wake_first_fetchers(tp)
-        for fn in self._append_listeners:
-            fn(tp)
+        if self._append_listeners:
+            for fn in self._append_listeners:
+                fn(tp)
 
     def _notify(self, tp: TopicPartition) -> None:
         fetch = self.delayed_fetch

@@ -77,6 +77,9 @@ class LeaderEpochFileCache:
     record of an epoch is written before the checkpoint naming it is on disk (Kafka's
     makeLeader holds the partition's write lock while it writes it)."""
 
+    __slots__ = ("_all", "_file", "_flushed_version", "_lock", "_scheduler", "_version",
+                 "_write_lock", "io_error_handler", "live_entries")  # (read natively)
+
     def __init__(self, dir: Path, scheduler: Scheduler | None = None) -> None:
         self._file = CheckpointFile(Path(dir) / LEADER_EPOCH_CHECKPOINT_FILE, 0,
                                     _EpochFormatter())

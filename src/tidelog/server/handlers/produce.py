@@ -197,9 +197,11 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
     if quotas is None or quotas.store.entries or ctx.connection_state.produce_tail is not None:
         return NOT_NOW
     topic_data = request.topic_data
+    header = ctx.header
+    version = header.api_version  # (a named tuple's field: read once)
     if len(topic_data) != 1 or len(topic_data[0].partition_data) != 1 or \
             broker.authorizer is not None or broker.record_validators or \
-            ctx.header.api_version >= TOPIC_ID_VERSION or request.acks not in (-1, 1):
+            version >= TOPIC_ID_VERSION or request.acks not in (-1, 1):
         return _handle_now_many(ctx, request)
     t = topic_data[0]
     name = t.name
@@ -219,8 +221,10 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
     if txn_error is not None:
         result.error_code = txn_error
     else:
-        timeout_ms = getattr(request, "timeout_ms", None)  # (in place: kept in ms as read)
-        timeout = ms(request.timeout) if timeout_ms is None else timeout_ms
+        try:
+            timeout = request.timeout_ms  # (decoded in place: kept in ms as read)
+        except AttributeError:  # (kio's request)
+            timeout = ms(request.timeout)
         waits = rm.append_one_now(request.acks, timeout, tp, records, result) \
             if rm.async_appends else rm.append_records_now(request.acks, timeout,
                                                            [(tp, records, result)])
@@ -228,8 +232,7 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
             named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False,
                                         len(records)))
             return _answer_after(ctx, request, named, topics, waits)
-    header = ctx.header
-    return encode_produce_response(header.correlation_id, header.api_version, topics, 0)
+    return encode_produce_response(header.correlation_id, version, topics, 0)
 
 
 def _handle_now_many(ctx: RequestContext, request: Any) -> Any:
