@@ -246,3 +246,30 @@ def test_pending_files_are_cleaned_beside_commits_without_touching_them(
     for path in table.inspect.all_files()["file_path"].to_pylist():
         assert os.path.exists(path.removeprefix("file://")), path
     assert table.scan().to_arrow().num_rows == rows
+
+
+def test_the_next_metadata_file_stays_while_a_commit_is_in_flight(tmp_path: Path) -> None:
+    """A commit writes its metadata file (the next version, named by no commit uuid) before
+    the catalog points at it: a pass then, with every file past the age, keeps it while a
+    commit is in flight, and removes it as a refused commit's once none is."""
+    from tidelog.iceberg.columns import table_schema
+    from tidelog.iceberg.orphans import Reachable, remove_orphan_files
+    from tidelog.iceberg.tables import Tables
+
+    (tmp_path / ".iceberg" / "warehouse").mkdir(parents=True)
+    tables = Tables(catalog(tmp_path), "kafka", tmp_path / "pending")
+    table = tables.create("next", table_schema(None), "()")
+    current = Path(table.metadata_location.removeprefix("file://"))
+    version = int(current.name.split("-", 1)[0])  # 00000-<uuid>.metadata.json
+    written = current.with_name(f"{version + 1:05d}-{uuid.uuid4()}.metadata.json")
+    shutil.copyfile(current, written)  # the commit's, the catalog not yet moved to it
+
+    def load() -> Table:
+        return catalog(tmp_path).load_table("kafka.next")
+
+    now_ms = int(time.time() * 1000) + 10 * DAY_S * 1000
+    remove_orphan_files(load(), load, now_ms, DAY_S * 1000, lambda: [str(uuid.uuid4())],
+                        Reachable())
+    assert written.exists() and current.exists()
+    removed = remove_orphan_files(load(), load, now_ms, DAY_S * 1000, list, Reachable())
+    assert not written.exists() and current.exists() and removed == 1

@@ -10,8 +10,11 @@ What is reachable is read from the table as loaded *after* the listing, and the 
 of this broker's commits in flight (their pending markers) are taken after the listing too:
 a file the listing saw was written before it, so its commit was either still in flight then
 (its marker names it: kept), or done (then the table read after names the file, or the
-commit failed and the file is an orphan). Another broker's commit in flight is protected by
-the age alone, as in Iceberg.
+commit failed and the file is an orphan). A commit's new metadata file is named by its
+version, not by its commit uuid: while a commit of this broker is in flight, the metadata
+files of versions after the loaded table's are kept (one may be the commit's, written before
+the catalog points at it); a refused commit's goes at a pass with none in flight. Another
+broker's commit in flight is protected by the age alone, as in Iceberg.
 
 pyiceberg has no orphan-file removal; the listing is pyarrow's file system of the table's
 FileIO (local or ``s3://``). Manifest lists and manifests never change once written, so
@@ -153,10 +156,28 @@ def remove_orphan_files(table: Table, load: Callable[[], Table | None], now_ms: 
     if current is None or path_key(current.location()).rstrip("/") != root:
         return 0  # dropped, or moved: nothing is known to be an orphan
     keep = reachable.files(current)
+    newest = metadata_version(current.metadata_location) if busy else None
     doomed = [p for p in old if p not in keep
-              and not any(u in p.rsplit("/", 1)[-1] for u in busy)]
+              and not any(u in p.rsplit("/", 1)[-1] for u in busy)
+              and not _after(p, newest)]
     removed = delete(fs, doomed)
     if removed:
         log.info("%s: removed %d orphan files (older than %d ms)", ".".join(table.name()),
                  removed, older_than_ms)
     return removed
+
+
+def metadata_version(location: str) -> int | None:
+    """The version of a metadata file (``00005-<uuid>.metadata.json``: 5), None for any
+    other file."""
+    name = location.rsplit("/", 1)[-1]
+    head = name.split("-", 1)[0]
+    if not name.endswith(".metadata.json") or not head.isdigit():
+        return None
+    return int(head)
+
+
+def _after(path: str, version: int | None) -> bool:
+    """Whether ``path`` is a metadata file of a version after ``version`` (None: never)."""
+    found = metadata_version(path)
+    return version is not None and found is not None and found > version
