@@ -27,6 +27,13 @@ Consumer shapes (``--shape``): ``big`` (fetch.max.bytes 50 MiB, max.partition.fe
 1 MiB per partition), ``committed`` (``big`` with isolation.level=read_committed;
 librdkafka's default is read_committed, the ``big`` shape reads read_uncommitted).
 
+``--ideal`` adds two brokers to every run: bench/ideal_fetch_broker.py serving the bytes
+of the first tree's log (produced once before the runs: the same records, batched by the
+same producer, byte for byte what tidelog serves), each Fetch a precomputed slice with no
+per-record work -- ``ideal`` whole batches up to the consumer's limit, ``ideal-cut`` the
+limit's bytes with the last batch cut as Kafka's ``LogSegment.read`` does. Its rate is
+what the consumer itself can take: the ceiling of any broker with this client.
+
 ``--trace`` (ctypes client) prints after each read where its time went, Fetch by Fetch
 (bench/fetch_trace.py): fetches per second and per MiB, bytes and records per answer, the
 the sum of the round trips and the client's time outside them; for a tidelog tree also the
@@ -35,7 +42,7 @@ poll is in them) and the producer's batches as the log keeps them.
 
     .venv/bin/python bench/consume_trees.py --tree now=src --tree then=../old/src
         [--runs 4] [--sizes 100,1024] [--scale 5] [--shape big] [--client ctypes]
-        [--no-tansu] [--trace]
+        [--no-tansu] [--ideal] [--trace]
 """
 
 from __future__ import annotations
@@ -45,10 +52,12 @@ import itertools
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -65,28 +74,76 @@ SHAPES: dict[str, dict[str, str | int]] = {
 }
 
 
-def cpu_seconds(pid: int) -> float:
-    """On-CPU time of every live thread of ``pid`` (ns resolution, unlike /proc's ticks)."""
-    total = 0
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """On-CPU seconds of every live thread of ``pid``, by thread id (ns resolution, unlike
+    /proc's ticks)."""
+    out = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            total += int((task / "schedstat").read_text().split()[0])
+            out[task.name] = int((task / "schedstat").read_text().split()[0]) / 1e9
         except (FileNotFoundError, ProcessLookupError):
             continue  # a thread that ended meanwhile
-    return total / 1e9
+    return out
 
 
-def factory(name: str, trees: dict[str, str], http: str | None = None
-            ) -> AbstractContextManager[tuple[str, int]]:
-    """The broker ``name``: Tansu, or ``tidelog serve`` of that tree (with its HTTP
-    listener at ``http``, a base URL, when given)."""
+def cpu_since(pid: int, before: dict[str, float]) -> float:
+    """``pid``'s CPU seconds since ``before``, over the threads alive now: a thread that
+    ended meanwhile (an earlier connection's, in a server of a thread per connection) takes
+    its whole time out of a plain sum, and is left out instead."""
+    return sum(t - before.get(tid, 0.0) for tid, t in cpu_seconds(pid).items())
+
+
+IDEAL = {"ideal": "whole", "ideal-cut": "kafka"}  # broker name: its --cut
+
+
+def factory(name: str, trees: dict[str, str], http: str | None = None,
+            ideal_log: Path | None = None) -> AbstractContextManager[tuple[str, int]]:
+    """The broker ``name``: Tansu, an ideal fetch server of ``ideal_log``'s partitions, or
+    ``tidelog serve`` of that tree (with its HTTP listener at ``http``, a base URL, when
+    given)."""
     if name == "tansu":
         return bb.tansu_broker()
+    if name in IDEAL and ideal_log is not None:
+        return ideal_broker(IDEAL[name], ideal_log, next(iter(trees.values())))
     return bb.tidelog_broker(env={"PYTHONPATH": str(Path(trees[name]).resolve())},
                              overrides={"http.listeners": http} if http else None)
 
 
-def ratios(a: list[tuple[float, float]], b: list[tuple[float, float]], i: int) -> str:
+@contextmanager
+def ideal_broker(cut: str, log: Path, src: str) -> Iterator[tuple[str, int]]:
+    """bench/ideal_fetch_broker.py serving every ``TOPIC-0`` directory under ``log``
+    (tidelog's codec from ``src``): (bootstrap, pid)."""
+    port = bb.free_port()
+    topics = [f"{d.name.removesuffix('-0')}={d}" for d in sorted(log.iterdir())]
+    cmd = [sys.executable, str(Path(__file__).with_name("ideal_fetch_broker.py")),
+           "--port", str(port), "--cut", cut] + [a for t in topics for a in ("--topic", t)]
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(Path(src).resolve())})
+    try:
+        bb.wait_port(port, proc)
+        yield f"127.0.0.1:{port}", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def ideal_log(src: str, sizes: dict[int, int], into: Path) -> None:
+    """``consume-SIZE`` produced into ``tidelog serve`` of ``src`` as each run produces it;
+    its partition directory (the .log files, flushed by then: acks=1) copied to ``into``."""
+    log_dirs = tempfile.mkdtemp(prefix="consume-ideal-")
+    os.environ["BENCH_DIR"] = log_dirs
+    try:
+        with bb.tidelog_broker(env={"PYTHONPATH": str(Path(src).resolve())}) as (bootstrap, _):
+            for size, n in sizes.items():
+                bb.produce(bootstrap, f"consume-{size}", n, size)
+                for part in Path(log_dirs).glob(f"*/consume-{size}-0"):
+                    shutil.copytree(part, into / part.name, ignore=shutil.ignore_patterns(
+                        "*.index", "*.timeindex"))
+    finally:
+        shutil.rmtree(log_dirs, ignore_errors=True)
+
+
+def ratios(a: list[tuple[float, float, float]], b: list[tuple[float, float, float]], i: int
+           ) -> str:
     r = [x[i] / y[i] for x, y in zip(a, b, strict=True) if y[i]]
     if not r:
         return "-"
@@ -135,29 +192,33 @@ def timed_read(client: str, bootstrap: str, topic: str, n: int,
 
 
 Traces = dict[tuple[str, int], list[fetch_trace.Totals]]
+# (broker, size): per run (records/s, broker CPU us per record, client CPU us per record)
+Got = dict[tuple[str, int], list[tuple[float, float, float]]]
 
 
 def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
                shape: dict[str, str | int], run: int, client: str,
-               got: dict[tuple[str, int], list[tuple[float, float]]],
-               traces: Traces | None = None) -> None:
+               got: Got, traces: Traces | None = None, ideal: Path | None = None) -> None:
+    """One broker's reads of every size (an ideal server's log was produced before)."""
     trace = traces is not None
-    http = f"http://127.0.0.1:{bb.free_port()}" if trace and name != "tansu" else None
+    tidelog = name in trees
+    http = f"http://127.0.0.1:{bb.free_port()}" if trace and tidelog else None
     log_dirs = tempfile.mkdtemp(prefix="consume-trees-")  # tidelog's log.dirs go in here
     os.environ["BENCH_DIR"] = log_dirs
     try:
-        with factory(name, trees, http) as (bootstrap, pid):
+        with factory(name, trees, http, ideal) as (bootstrap, pid):
             for size, n in sizes.items():
                 topic = f"consume-{size}"
-                bb.produce(bootstrap, topic, n, size)
-                warm_up(bootstrap, f"warm-{size}", size, shape)
+                if name not in IDEAL:
+                    bb.produce(bootstrap, topic, n, size)
+                    warm_up(bootstrap, f"warm-{size}", size, shape)
                 before = fetch_trace.fetch_metrics(http) if http else {}
                 c0 = cpu_seconds(pid)
                 secs, client_cpu, log = timed_read(client, bootstrap, topic, n + 1, shape,
                                                    trace)
-                per = (cpu_seconds(pid) - c0) / (n + 1) * 1e6
+                per = cpu_since(pid, c0) / (n + 1) * 1e6
                 mine = client_cpu / (n + 1) * 1e6
-                got.setdefault((name, size), []).append(((n + 1) / secs, per))
+                got.setdefault((name, size), []).append(((n + 1) / secs, per, mine))
                 print(f"run {run} {name:<8} {size:>5} B {(n + 1) / secs:>10,.0f} rec/s "
                       f"broker CPU {per:.3f} us/record (client {mine:.3f}), "
                       f"load {os.getloadavg()[0]:.1f}",
@@ -195,38 +256,61 @@ def main() -> None:
     ap.add_argument("--shape", choices=sorted(SHAPES), default="big")
     ap.add_argument("--client", choices=["ctypes", "python"], default="ctypes")
     ap.add_argument("--no-tansu", action="store_true")
+    ap.add_argument("--ideal", action="store_true",
+                    help="add the ideal fetch servers (bench/ideal_fetch_broker.py)")
     ap.add_argument("--trace", action="store_true",
                     help="print where each read's time went, Fetch by Fetch (ctypes client)")
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.tree)
     sizes = {int(s): int(COUNTS.get(int(s), 50_000) * args.scale)
              for s in args.sizes.split(",")}
-    names = list(trees) + ([] if args.no_tansu else ["tansu"])
-    got: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    names = list(trees) + ([] if args.no_tansu else ["tansu"]) + (list(IDEAL) * args.ideal)
+    got: Got = {}
     traces: Traces | None = {} if args.trace else None
     loads = []
-    for run in range(args.runs):
-        for name in names if run % 2 == 0 else names[::-1]:
-            loads.append(os.getloadavg()[0])
-            one_broker(name, trees, sizes, SHAPES[args.shape], run, args.client, got,
-                       traces)
+    ideal = Path(tempfile.mkdtemp(prefix="consume-ideal-log-")) if args.ideal else None
+    try:
+        if ideal is not None:
+            ideal_log(next(iter(trees.values())), sizes, ideal)
+            for d in sorted(ideal.iterdir()):
+                batches, records = fetch_trace.log_batches(ideal, d.name.removesuffix("-0"))
+                print(f"ideal log {d.name}: {batches} batches, {records / batches:,.0f} "
+                      "records each", flush=True)
+        for run in range(args.runs):
+            for name in names if run % 2 == 0 else names[::-1]:
+                loads.append(os.getloadavg()[0])
+                one_broker(name, trees, sizes, SHAPES[args.shape], run, args.client, got,
+                           traces, ideal)
+    finally:
+        if ideal is not None:
+            shutil.rmtree(ideal, ignore_errors=True)
     print(f"\nshape {args.shape}, client {args.client}, load {min(loads):.1f} .. {max(loads):.1f}")
     for size in sizes:
-        print(f"\n{size} B, rate and broker CPU per record, median [min .. max]:")
-        for name in names:
-            print(f"  {name}: {spread([g[0] for g in got[(name, size)]])} rec/s, "
-                  f"{spread([g[1] for g in got[(name, size)]])} us/record")
-        if not args.no_tansu:
-            for name in trees:
-                print(f"  {name} / tansu: rate {ratios(got[(name, size)], got[('tansu', size)], 0)}"
-                      f", CPU {ratios(got[(name, size)], got[('tansu', size)], 1)}")
-        for a, b in itertools.combinations(trees, 2):
-            print(f"  {a} / {b}: rate {ratios(got[(a, size)], got[(b, size)], 0)}, "
-                  f"CPU {ratios(got[(a, size)], got[(b, size)], 1)}")
-        for name in names:
-            traced = (traces or {}).get((name, size))
-            if traced:
-                print(f"  {name} traced, medians: {fetch_trace.medians(traced)}")
+        report(size, names, list(trees), got, traces)
+
+
+def report(size: int, names: list[str], trees: list[str], got: Got,
+           traces: Traces | None) -> None:
+    """Per broker its rate, broker and client CPU per record; the pairs' ratios."""
+    print(f"\n{size} B, rate, broker and client CPU per record, median [min .. max]:")
+    for name in names:
+        g = got[(name, size)]
+        print(f"  {name}: {spread([x[0] for x in g])} rec/s, broker "
+              f"{spread([x[1] for x in g])} us/record, client {spread([x[2] for x in g])}")
+    pairs = list(itertools.combinations(trees, 2))
+    if "tansu" in names:
+        pairs += [(n, "tansu") for n in names if n != "tansu"]
+    pairs += [(t, i) for i in IDEAL if i in names for t in trees]
+    if all(i in names for i in IDEAL):
+        pairs.append(("ideal-cut", "ideal"))
+    for a, b in pairs:
+        x, y = got[(a, size)], got[(b, size)]
+        print(f"  {a} / {b}: rate {ratios(x, y, 0)}, broker CPU {ratios(x, y, 1)}, "
+              f"client CPU {ratios(x, y, 2)}")
+    for name in names:
+        traced = (traces or {}).get((name, size))
+        if traced:
+            print(f"  {name} traced, medians: {fetch_trace.medians(traced)}")
 
 
 if __name__ == "__main__":

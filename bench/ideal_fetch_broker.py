@@ -157,11 +157,13 @@ class Server(socketserver.ThreadingTCPServer):
     def other(self, key: int, version: int, frame: bytes) -> bytes:
         corr = _I32.unpack_from(frame, 4)[0]
         if key not in (METADATA, LIST_OFFSETS):
-            return encode_response(corr, api_versions(min(version, VERSIONS[API_VERSIONS][1])))
-        _, request = decode_request(frame)
-        if key == METADATA:
-            return encode_response(corr, self.metadata(version, request))
-        return encode_response(corr, self.list_offsets(version, request))
+            response = api_versions(min(version, VERSIONS[API_VERSIONS][1]))
+        else:
+            _, request = decode_request(frame)
+            response = (self.metadata if key == METADATA else self.list_offsets)(version,
+                                                                                  request)
+        out: bytes = encode_response(corr, response)
+        return out
 
     def metadata(self, version: int, request: Any) -> Any:
         cls = response_class(METADATA, version)

@@ -227,7 +227,7 @@ class Consumer:
         """Every message in hand: no error, offsets one apart from ``low``; destroyed."""
         first_bad, prev = "", low - 1
         for ptr in held[:got]:
-            m = _Message.from_address(ptr)
+            m = _Message.from_address(ptr or 0)  # every pointer up to got was filled
             if m.err and not first_bad:
                 first_bad = f"error {m.err} at offset {m.offset}"
             elif m.offset != prev + 1 and not first_bad:
