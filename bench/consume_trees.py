@@ -56,7 +56,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
@@ -142,8 +142,7 @@ def ideal_log(src: str, sizes: dict[int, int], into: Path) -> None:
         shutil.rmtree(log_dirs, ignore_errors=True)
 
 
-def ratios(a: list[tuple[float, float, float]], b: list[tuple[float, float, float]], i: int
-           ) -> str:
+def ratios(a: Sequence[tuple[float, ...]], b: Sequence[tuple[float, ...]], i: int) -> str:
     r = [x[i] / y[i] for x, y in zip(a, b, strict=True) if y[i]]
     if not r:
         return "-"
@@ -172,15 +171,16 @@ def warm_up(bootstrap: str, topic: str, size: int, shape: dict[str, str | int]) 
 
 def timed_read(client: str, bootstrap: str, topic: str, n: int,
                shape: dict[str, str | int], trace: bool = False
-               ) -> tuple[float, float, list[str]]:
+               ) -> tuple[float, float, list[str], tuple[str, float, float]]:
     """Seconds for one consumer to read ``n`` records of partition 0 from the beginning,
     the client's CPU seconds (this process, all threads) over them, and librdkafka's
     fetch lines with ``trace``: ``python`` is confluent-kafka's Consumer (a Python Message
     per record), ``ctypes`` the same librdkafka with no Python per record
-    (bench/rdkafka_load.py)."""
+    (bench/rdkafka_load.py), whose busiest thread over the read is returned too (name, CPU
+    and run-queue seconds)."""
     if client == "python":
         p0 = time.process_time()
-        return bb.consume(bootstrap, topic, n, shape), time.process_time() - p0, []
+        return bb.consume(bootstrap, topic, n, shape), time.process_time() - p0, [], ("", 0, 0)
     c = rdkafka_load.Consumer(bootstrap, topic, config={**bb.CONSUMER, **shape}, trace=trace)
     try:
         secs = c.consume(n)
@@ -188,12 +188,14 @@ def timed_read(client: str, bootstrap: str, topic: str, n: int,
         c.close()
     if c.records != n:
         raise RuntimeError(f"read {c.records} records, produced {n}")
-    return secs, c.cpu, c.log
+    return secs, c.cpu, c.log, c.busiest
 
 
 Traces = dict[tuple[str, int], list[fetch_trace.Totals]]
-# (broker, size): per run (records/s, broker CPU us per record, client CPU us per record)
-Got = dict[tuple[str, int], list[tuple[float, float, float]]]
+# (broker, size): per run (records/s, broker CPU us per record, client CPU us per record,
+# the client's busiest thread: its CPU us per record, its share of the read on a CPU or
+# waiting for one -- near 1, that thread was never idle: the client was the bottleneck)
+Got = dict[tuple[str, int], list[tuple[float, float, float, float, float]]]
 
 
 def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
@@ -214,15 +216,17 @@ def one_broker(name: str, trees: dict[str, str], sizes: dict[int, int],
                     warm_up(bootstrap, f"warm-{size}", size, shape)
                 before = fetch_trace.fetch_metrics(http) if http else {}
                 c0 = cpu_seconds(pid)
-                secs, client_cpu, log = timed_read(client, bootstrap, topic, n + 1, shape,
-                                                   trace)
+                secs, client_cpu, log, (thread, busy, waits) = timed_read(
+                    client, bootstrap, topic, n + 1, shape, trace)
                 per = cpu_since(pid, c0) / (n + 1) * 1e6
                 mine = client_cpu / (n + 1) * 1e6
-                got.setdefault((name, size), []).append(((n + 1) / secs, per, mine))
+                busy_us, share = busy / (n + 1) * 1e6, (busy + waits) / secs
+                got.setdefault((name, size), []).append(((n + 1) / secs, per, mine, busy_us,
+                                                         share))
                 print(f"run {run} {name:<8} {size:>5} B {(n + 1) / secs:>10,.0f} rec/s "
-                      f"broker CPU {per:.3f} us/record (client {mine:.3f}), "
-                      f"load {os.getloadavg()[0]:.1f}",
-                      flush=True)
+                      f"broker CPU {per:.3f} us/record (client {mine:.3f}; {thread} "
+                      f"{busy_us:.3f}, on or waiting for a CPU {share:.0%} of the read), "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
                 if traces is not None:
                     t = fetch_trace.totals(fetch_trace.answers(log), secs, (n + 1) * size)
                     if t is not None:
@@ -296,7 +300,9 @@ def report(size: int, names: list[str], trees: list[str], got: Got,
     for name in names:
         g = got[(name, size)]
         print(f"  {name}: {spread([x[0] for x in g])} rec/s, broker "
-              f"{spread([x[1] for x in g])} us/record, client {spread([x[2] for x in g])}")
+              f"{spread([x[1] for x in g])} us/record, client {spread([x[2] for x in g])}, "
+              f"its busiest thread {spread([x[3] for x in g])} (busy "
+              f"{spread([x[4] for x in g])} of the read)")
     pairs = list(itertools.combinations(trees, 2))
     if "tansu" in names:
         pairs += [(n, "tansu") for n in names if n != "tansu"]

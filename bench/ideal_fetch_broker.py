@@ -15,7 +15,8 @@ nothing is read from a file or copied in Python. ``--cut`` picks the answer's en
 
 A Fetch at the log's end waits its ``max_wait_ms`` and answers no records (the long poll,
 with nothing ever produced). One thread per connection, blocking sends with the header
-sent ``MSG_MORE`` ahead of the slice.
+sent ``MSG_MORE`` ahead of the slice; a connection's thread is kept once it has closed, so
+that its CPU still counts in the process's threads.
 
     python bench/ideal_fetch_broker.py --port 9092 --cut whole \\
         --topic consume-100=LOGDIR/consume-100-0 [--topic ...]
@@ -90,6 +91,12 @@ class Partition:
 class Handler(socketserver.BaseRequestHandler):
     server: Server
 
+    def finish(self) -> None:
+        """The connection's thread is parked, not ended, once its client has gone: the
+        CPU it spent stays in /proc/PID/task/*/schedstat, where a benchmark sums it."""
+        self.request.close()
+        self.server.idle.wait()
+
     def handle(self) -> None:
         sock: socket.socket = self.request
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -116,7 +123,7 @@ class Server(socketserver.ThreadingTCPServer):
     def __init__(self, port: int, topics: dict[str, Partition], cut: str) -> None:
         super().__init__(("127.0.0.1", port), Handler)
         self.port, self.topics, self.cut = port, topics, cut
-        self.idle = threading.Event()  # never set: a long poll's wait
+        self.idle = threading.Event()  # never set: a long poll's wait, a parked thread
 
     def fetch(self, frame: bytes, version: int) -> tuple[bytes, memoryview]:
         """Fetch v4-v11, one topic of one partition (the simple consumer's)."""
