@@ -110,13 +110,14 @@ def factory(name: str, trees: dict[str, str], http: str | None = None,
 
 
 @contextmanager
-def ideal_broker(cut: str, log: Path, src: str) -> Iterator[tuple[str, int]]:
+def ideal_broker(cut: str, log: Path, src: str, extra: tuple[str, ...] = ()
+                 ) -> Iterator[tuple[str, int]]:
     """bench/ideal_fetch_broker.py serving every ``TOPIC-0`` directory under ``log``
     (tidelog's codec from ``src``): (bootstrap, pid)."""
     port = bb.free_port()
     topics = [f"{d.name.removesuffix('-0')}={d}" for d in sorted(log.iterdir())]
     cmd = [sys.executable, str(Path(__file__).with_name("ideal_fetch_broker.py")),
-           "--port", str(port), "--cut", cut] + [a for t in topics for a in ("--topic", t)]
+           "--port", str(port), "--cut", cut, *extra] + [a for t in topics for a in ("--topic", t)]
     proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONPATH": str(Path(src).resolve())})
     try:
         bb.wait_port(port, proc)

@@ -100,6 +100,8 @@ class Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
         sock: socket.socket = self.request
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.server.sndbuf > 0:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.server.sndbuf)
         f = sock.makefile("rb")
         while True:
             size = f.read(4)
@@ -120,9 +122,10 @@ class Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, port: int, topics: dict[str, Partition], cut: str) -> None:
+    def __init__(self, port: int, topics: dict[str, Partition], cut: str,
+                 sndbuf: int = -1) -> None:
         super().__init__(("127.0.0.1", port), Handler)
-        self.port, self.topics, self.cut = port, topics, cut
+        self.port, self.topics, self.cut, self.sndbuf = port, topics, cut, sndbuf
         self.idle = threading.Event()  # never set: a long poll's wait, a parked thread
 
     def fetch(self, frame: bytes, version: int) -> tuple[bytes, memoryview]:
@@ -214,9 +217,12 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--cut", choices=["whole", "kafka"], default="whole")
     ap.add_argument("--topic", action="append", required=True, metavar="NAME=PARTITION_DIR")
+    ap.add_argument("--sndbuf", type=int, default=-1,
+                    help="SO_SNDBUF of each connection (Kafka's socket.send.buffer.bytes is "
+                         "102400); -1 leaves Linux's autotuning")
     args = ap.parse_args()
     topics = {n: Partition.load(Path(d)) for n, d in (t.split("=", 1) for t in args.topic)}
-    with Server(args.port, topics, args.cut) as server:
+    with Server(args.port, topics, args.cut, args.sndbuf) as server:
         server.serve_forever()
 
 
