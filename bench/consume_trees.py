@@ -19,8 +19,12 @@ the brokers' and librdkafka's own; ``python`` is confluent-kafka's Consumer (a P
 Message per record, ~1 us of client CPU each: one consumer then reads ~100,000 records/s of
 100 B from any broker, the figure measuring the client).
 
-Printed per run, then per size: each tree's rate and CPU per record against Tansu, and each
-pair of trees, median [min .. max] over the runs.
+Printed per run, then per size: each broker's rate, its CPU and the client's per record,
+and the client's busiest thread (librdkafka's ``rdk:brokerN``, which reads and parses the
+answers): its CPU per record and the share of the read it spent on a CPU or waiting for
+one (near 100%, that thread was never idle and the client, not the broker, set the rate);
+then each tree against Tansu, each pair of trees, and with ``--ideal`` each tree against
+the ideal servers, median [min .. max] over the runs.
 
 Consumer shapes (``--shape``): ``big`` (fetch.max.bytes 50 MiB, max.partition.fetch.bytes
 10 MiB: responses larger than the socket's send buffer), ``default`` (librdkafka's defaults:
