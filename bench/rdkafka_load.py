@@ -178,6 +178,9 @@ class Consumer:
         self.topic, self.partition = topic, partition
         self.records = self.bytes = 0
         self.cpu = 0.0  # this process's CPU seconds (all threads) over the timed read
+        # the thread of this process with the most CPU over the read: (name, seconds on a
+        # CPU, seconds runnable but waiting for one), from /proc/self/task/*/schedstat
+        self.busiest = ("", 0.0, 0.0)
 
     def watermarks(self, timeout_s: float = 30) -> tuple[int, int]:
         """The partition's (low, high) offsets, asked of its leader (ListOffsets)."""
@@ -208,6 +211,7 @@ class Consumer:
         held = (ctypes.c_void_p * n)()
         base, width = ctypes.addressof(held), ctypes.sizeof(ctypes.c_void_p)
         got = 0
+        threads = _thread_times()
         t0, p0 = time.perf_counter(), time.process_time()
         if lib.rd_kafka_consume_start(rkt, part, low) != 0:
             raise RuntimeError("rd_kafka_consume_start failed")
@@ -218,6 +222,7 @@ class Consumer:
                 break
             got += cnt
         dt, self.cpu = time.perf_counter() - t0, time.process_time() - p0
+        self.busiest = _busiest(threads, _thread_times())
         lib.rd_kafka_consume_stop(rkt, part)
         self._check(held, got, low, n)
         return dt
@@ -227,7 +232,7 @@ class Consumer:
         """Every message in hand: no error, offsets one apart from ``low``; destroyed."""
         first_bad, prev = "", low - 1
         for ptr in held[:got]:
-            m = _Message.from_address(ptr)
+            m = _Message.from_address(ptr or 0)  # every pointer up to got was filled
             if m.err and not first_bad:
                 first_bad = f"error {m.err} at offset {m.offset}"
             elif m.offset != prev + 1 and not first_bad:
@@ -247,6 +252,29 @@ class Consumer:
         if self._traced is not None:  # librdkafka's lines end with its handle
             self._traced.__exit__(None, None, None)
             self._traced = None
+
+
+def _thread_times() -> dict[str, tuple[str, int, int]]:
+    """This process's threads: id -> (name, ns on a CPU, ns waiting on a run queue)."""
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            run, wait = (task / "schedstat").read_text().split()[:2]
+            out[task.name] = ((task / "comm").read_text().strip(), int(run), int(wait))
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return out
+
+
+def _busiest(before: dict[str, tuple[str, int, int]], after: dict[str, tuple[str, int, int]]
+             ) -> tuple[str, float, float]:
+    """The thread with the most CPU between two ``_thread_times``: (name, CPU s, wait s)."""
+    best = ("", 0.0, 0.0)
+    for tid, (name, run, wait) in after.items():
+        _, run0, wait0 = before.get(tid, (name, 0, 0))
+        if (run - run0) / 1e9 > best[1]:
+            best = (name, (run - run0) / 1e9, (wait - wait0) / 1e9)
+    return best
 
 
 @contextmanager
