@@ -18,7 +18,10 @@ here only keeps it). Shapes:
 
 Printed per shape: the loop thread's CPU (``time.thread_time``) per request and per record,
 median [min .. max] over ``--runs``, and with ``--profile`` the Python calls per request and
-the functions that cost most (cProfile, one extra run).
+the functions that cost most (cProfile, one extra run). With ``--sleep-us N`` the ``one``
+runs are cold: the loop's thread sleeps N us before each request (as a loop sleeps in its
+poll between a paced client's requests) and only each request's own thread CPU is counted
+(two ``thread_time_ns`` reads a request, some 0.5 us, included).
 
 On a busy machine the CPU time moves with the load; the instructions do not. With
 ``--callgrind``, run under valgrind's callgrind with its instrumentation off, one extra run
@@ -176,11 +179,19 @@ class Bench:
         return pid, epoch
 
     def run(self, frames: list[bytes], chunked: bool,
-            profile: cProfile.Profile | None = None) -> float:
-        """The loop thread's CPU seconds to answer ``frames``."""
+            profile: cProfile.Profile | None = None, sleep_us: int = 0) -> float:
+        """The loop thread's CPU seconds to answer ``frames`` (with ``sleep_us``, each frame
+        after the thread slept that long, only the frames' own CPU counted)."""
         assert self.conn is not None
         conn = self.conn
         before = self.transport.answers
+        if sleep_us:
+            faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+            cpu = cold(conn, frames, sleep_us / 1e6)
+            self.faults.append(
+                (resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - faults) / len(frames))
+            assert self.transport.answers - before == len(frames), "every request answered"
+            return cpu
         data = b"".join(frames) if chunked else b""
         buffered = chunked and hasattr(conn, "get_buffer")
         if chunked and not buffered:
@@ -203,6 +214,20 @@ class Bench:
             profile.disable()
         assert self.transport.answers - before == len(frames), "every request answered"
         return cpu
+
+
+def cold(conn: Any, frames: list[bytes], sleep_s: float) -> float:
+    """The thread's CPU to answer ``frames``, each fed after the thread slept ``sleep_s``
+    (as the loop sleeps in its poll between a paced client's requests: the caches and the
+    branch predictors left to whatever ran meanwhile), each frame's own CPU summed."""
+    sleep, clock = time.sleep, time.thread_time_ns
+    total = 0
+    for f in frames:
+        sleep(sleep_s)
+        t = clock()
+        conn.data_received(f)
+        total += clock() - t
+    return total / 1e9
 
 
 def received(conn: Any, data: bytes) -> None:
@@ -264,10 +289,12 @@ async def shape_one(args: argparse.Namespace) -> None:
         for _ in range(args.runs):
             part = frames[pos:pos + args.requests]
             pos += len(part)
-            cpus.append(bench.run(part, False) / len(part))
+            cpus.append(bench.run(part, False, sleep_us=args.sleep_us) / len(part))
         check_answer(bench.transport.last)
-        report(bench, f"one: 1 record of 100 B per request, {args.partitions:,} partitions, v{VERSION}, "
-               f"idempotent, acks=-1", cpus, 1)
+        cold_note = f", cold (the thread asleep {args.sleep_us} us before each)" \
+            if args.sleep_us else ""
+        report(bench, f"one: 1 record of 100 B per request, {args.partitions:,} partitions, "
+               f"v{VERSION}, idempotent, acks=-1{cold_note}", cpus, 1)
         if args.profile:
             part = frames[pos:pos + args.requests]
             profile(bench, part, False, len(part))
@@ -364,6 +391,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=5000)
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--sleep-us", type=int, default=0,
+                    help="`one` run cold: the loop's thread asleep this long before each "
+                         "request, only the requests' own thread CPU counted (e.g. 200)")
     ap.add_argument("--callgrind", action="store_true",
                     help="under valgrind --tool=callgrind --instr-atstart=no: one more run "
                          "of `one`, instrumented")

@@ -136,6 +136,7 @@ def record_timing_py(hists: tuple[LatencyHistogram, ...], requests: dict[int, in
 # the table (native) or the six histograms (twin): ``RequestStats.cells`` fits the one bound
 _record: Callable[..., None] = observe_stages or record_py
 _record_timing: Callable[..., None] = observe_request or record_timing_py
+record_timing = _record_timing  # (one request's stages: ``record_timing_py`` or its native twin)
 if observe_request_bind is not None:
     observe_request_bind(RequestTiming)  # the slots observe_request reads
 
@@ -171,7 +172,7 @@ class RequestMetrics:
 
     def __init__(self) -> None:
         self.by_name: dict[str, RequestStats] = {}
-        self._by_key: dict[int, tuple[RequestStats, ...]] = {}
+        self.by_key: dict[int, tuple[RequestStats, ...]] = {}  # api key -> its stats
 
     def _stats(self, name: str) -> RequestStats:
         stats = self.by_name.get(name)
@@ -179,28 +180,28 @@ class RequestMetrics:
             stats = self.by_name[name] = RequestStats(name)
         return stats
 
-    def _for_key(self, api_key: int) -> tuple[RequestStats, ...]:
+    def stats_of(self, api_key: int) -> tuple[RequestStats, ...]:
         names = [api_name(api_key)] + (["FetchConsumer"] if api_key == FETCH_KEY else [])
-        stats = self._by_key[api_key] = tuple(self._stats(n) for n in names)
+        stats = self.by_key[api_key] = tuple(self._stats(n) for n in names)
         return stats
 
     def record(self, t: RequestTiming, response_dequeue_ns: int, end_ns: int) -> None:
-        for s in self._by_key.get(t.api_key) or self._for_key(t.api_key):
+        for s in self.by_key.get(t.api_key) or self.stats_of(t.api_key):
             _record_timing(s.cells, s.requests, t, response_dequeue_ns, end_ns)
 
     def record_sent(self, timings: Iterable[RequestTiming], dequeue_ns: int) -> None:
         """Responses handed to the socket together at ``dequeue_ns`` (one write)."""
         end = time.perf_counter_ns()
-        by_key = self._by_key
+        by_key = self.by_key
         record = _record_timing
         for t in timings:  # record() inlined: once per request, one call per RequestStats
-            for s in by_key.get(t.api_key) or self._for_key(t.api_key):
+            for s in by_key.get(t.api_key) or self.stats_of(t.api_key):
                 record(s.cells, s.requests, t, dequeue_ns, end)  # Fetch: FetchConsumer too
 
     def record_sent_one(self, t: RequestTiming, dequeue_ns: int) -> None:
         """``record_sent`` of one response (the common case: no list, no loop over it)."""
         end = time.perf_counter_ns()
-        for s in self._by_key.get(t.api_key) or self._for_key(t.api_key):
+        for s in self.by_key.get(t.api_key) or self.stats_of(t.api_key):
             _record_timing(s.cells, s.requests, t, dequeue_ns, end)
 
     def record_no_response(self, t: RequestTiming) -> None:

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
-from tidelog.metrics.requests import RequestMetrics, RequestTiming
+from tidelog.metrics.requests import RequestMetrics, RequestTiming, record_timing
 from tidelog.protocol.codec import InvalidRequestError
 from tidelog.protocol.produce_in_place import decode_produce_in_place
 from tidelog.util.slotted import slotted_maker
@@ -45,6 +45,7 @@ _perf_ns = time.perf_counter_ns
 _new_context = slotted_maker(RequestContext)
 _new_slot = slotted_maker(Slot)
 _new_timing = slotted_maker(RequestTiming)
+_record_timing = record_timing
 
 
 class ConnectionNow:
@@ -226,7 +227,10 @@ class ConnectionNow:
                 self._send_failed(exc)
         if self.closed:
             return
-        self.request_metrics.record_sent_one(timing, sent_ns)  # type: ignore[union-attr]
+        metrics = self.request_metrics  # (``record_sent_one`` inline: no call of its own)
+        end_ns = _perf_ns()
+        for s in metrics.by_key.get(0) or metrics.stats_of(0):  # type: ignore[union-attr]
+            _record_timing(s.cells, s.requests, timing, sent_ns, end_ns)
         if self._reading_paused or self._writing_paused or self._muted_until or \
                 writer.queue or len(self.slots) + len(self._tasks) >= self.max_queued:
             self._maybe_pause()

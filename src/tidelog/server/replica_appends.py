@@ -49,6 +49,9 @@ Entry = tuple[TopicPartition, bytes, ProducePartitionResult]
 Validate = Callable[[TopicPartition, bytes], None]
 log = logging.getLogger(__name__)
 _NONE = ErrorCode.NONE  # bound once: 3.11's EnumType.__getattr__ slows Enum.MEMBER
+# (called through the function: a method looked up on a Log, whose attributes are too many
+# for its dict to share its keys, is a generic lookup each time)
+_append_plain_as_leader = Log.append_plain_as_leader
 
 
 def is_heavy(records: bytes) -> bool:
@@ -329,8 +332,8 @@ class ReplicaAppends:
             # the plain append, which moves the HW to the new log end with it when the ISR is
             # this broker alone and no flush is due (``advance_local_committed``'s work)
             alone = not partition.remote_replicas  # (the leader checked above)
-            info = lg.append_plain_as_leader(records, partition.leader_epoch, inline_below,
-                                             alone)
+            info = _append_plain_as_leader(lg, records, partition.leader_epoch, inline_below,
+                                           alone)  # (``lg.append_plain_as_leader``)
             written = None
             moved = False
             if info is None:  # not the common case: the writer and the callback it may need
@@ -352,7 +355,8 @@ class ReplicaAppends:
             raise
         stats = self.topic_stats  # (``_record_append``)
         if stats is not None:
-            stats.record_append(tp.topic, len(records), 0 if info.duplicate else info.num_messages)
+            stats.record_append(tp[0], len(records),  # (``tp.topic``: by index, no generic lookup)
+                                0 if info.duplicate else info.num_messages)
         return info, written, partition
 
     def _append_declined(self, partition: Partition, records: bytes, inline_below: int

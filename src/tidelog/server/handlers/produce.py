@@ -12,8 +12,9 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Coroutine
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
+from tidelog.protocol.codec import RequestHeader
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
 from tidelog.protocol.kio_util import ms
@@ -26,7 +27,14 @@ from ..coordinator.transaction.verification import verify_transactional_produce
 from ..quota import QuotaType
 from ..quota.wiring import has_quota, throttle, wait_until_unmuted
 from ..registry import NOT_NOW
-from ..replica_appends import HEAVY_BYTES, HEAVY_COMPRESSED_BYTES, Entry, Validate, is_heavy
+from ..replica_appends import (
+    HEAVY_BYTES,
+    HEAVY_COMPRESSED_BYTES,
+    Entry,
+    ReplicaAppends,
+    Validate,
+    is_heavy,
+)
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
 
@@ -44,6 +52,13 @@ _new_tuple = tuple.__new__
 _new_result = slotted_maker(ProducePartitionResult)
 _new_tp = slotted_maker(TopicPartition)
 _TXN_BYTE = ATTRIBUTES_OFFSET + 1  # the attributes' low byte, with the transactional bit
+# (called through the function: a method looked up on the ReplicaManager, whose attributes
+# are too many for its dict to share its keys, is a generic lookup each time)
+_append_one_now = ReplicaAppends.append_one_now
+_API_VERSION: Final = 1  # RequestHeader's fields, read by index
+_CORRELATION_ID: Final = 2
+assert RequestHeader._fields[_API_VERSION] == "api_version"
+assert RequestHeader._fields[_CORRELATION_ID] == "correlation_id"
 __all__ = ["HEAVY_BYTES", "HEAVY_COMPRESSED_BYTES", "handle", "is_heavy"]
 
 
@@ -198,7 +213,8 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
         return NOT_NOW
     topic_data = request.topic_data
     header = ctx.header
-    version = header.api_version  # (a named tuple's field: read once)
+    # (a named tuple's fields by index: its field by name is a generic lookup each time)
+    version = header[_API_VERSION]
     if len(topic_data) != 1 or len(topic_data[0].partition_data) != 1 or \
             broker.authorizer is not None or broker.record_validators or \
             version >= TOPIC_ID_VERSION or request.acks not in (-1, 1):
@@ -225,14 +241,14 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
             timeout = request.timeout_ms  # (decoded in place: kept in ms as read)
         except AttributeError:  # (kio's request)
             timeout = ms(request.timeout)
-        waits = rm.append_one_now(request.acks, timeout, tp, records, result) \
+        waits = _append_one_now(rm, request.acks, timeout, tp, records, result) \
             if rm.async_appends else rm.append_records_now(request.acks, timeout,
                                                            [(tp, records, result)])
         if waits is not None:
             named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False,
                                         len(records)))
             return _answer_after(ctx, request, named, topics, waits)
-    return encode_produce_response(header.correlation_id, version, topics, 0)
+    return encode_produce_response(header[_CORRELATION_ID], version, topics, 0)
 
 
 def _handle_now_many(ctx: RequestContext, request: Any) -> Any:
