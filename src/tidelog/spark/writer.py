@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -35,6 +35,9 @@ from pyspark.sql.types import (
 
 from .avro_write import TypedWriteSpec, ValueEncoder, write_spec
 from .options import OptionError, WriteOptions, parse_write_options
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 _KEY_VALUE_TYPES = (StringType, BinaryType)
 
@@ -154,7 +157,7 @@ def produce_arrow(
     return TidelogCommitMessage(records, batches_seen)
 
 
-def _send_batch(producer: Any, batch: pa.RecordBatch, topic_option: str | None) -> int:
+def _send_batch(producer: Producer, batch: pa.RecordBatch, topic_option: str | None) -> int:
     n: int = batch.num_rows
     values = _column(batch, "value") or [None] * n
     keys = _column(batch, "key") or [None] * n

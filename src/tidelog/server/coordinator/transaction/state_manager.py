@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch, RecordBatchBuilder, iter_batches
@@ -31,6 +31,9 @@ from .records import (
     partition_for,
 )
 
+if TYPE_CHECKING:
+    from tidelog.server.replica_manager import ReplicaManager
+
 log = logging.getLogger(__name__)
 
 WRITE_TIMEOUT_MS = 30000  # Kafka waits request.timeout.ms for the ISR
@@ -50,7 +53,7 @@ def transaction_topic_configs(config: TxnConfig) -> dict[str, str]:
 class TxnLogStore:
     """Partition N of ``__transaction_state`` over the broker's logs (created on first use)."""
 
-    def __init__(self, replica_manager: Any, config: TxnConfig) -> None:
+    def __init__(self, replica_manager: ReplicaManager, config: TxnConfig) -> None:
         self.rm = replica_manager
         self.config = config
         # in a cluster every write is replicated (acks=all) and handlers await it
