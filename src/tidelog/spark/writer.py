@@ -37,7 +37,7 @@ from .avro_write import TypedWriteSpec, ValueEncoder, write_spec
 from .options import OptionError, WriteOptions, parse_write_options
 
 if TYPE_CHECKING:
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, Message, Producer
 
 _KEY_VALUE_TYPES = (StringType, BinaryType)
 
@@ -98,17 +98,17 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 
 # One librdkafka producer per configuration per Python worker, reused by every task and
 # micro-batch the worker runs (Spark's CachedKafkaProducer); Spark reuses Python workers.
-_PRODUCERS: dict[tuple[tuple[str, str], ...], Any] = {}
+_PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 _MAX_PRODUCERS = 4
 _FAILURES: list[str] = []  # delivery errors reported by librdkafka since the last flush
 
 
-def _on_delivery_error(err: Any, msg: Any) -> None:
+def _on_delivery_error(err: KafkaError | None, msg: Message) -> None:
     if err is not None:
         _FAILURES.append(f"{msg.topic()}-{msg.partition()}: {err}")
 
 
-def _producer(opts: WriteOptions) -> Any:
+def _producer(opts: WriteOptions) -> Producer:
     from confluent_kafka import Producer
 
     key = tuple(sorted((k, str(v)) for k, v in opts.producer.items()))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch, RecordBatchBuilder, iter_batches
@@ -33,6 +33,7 @@ from .records import (
 
 if TYPE_CHECKING:
     from tidelog.server.replica_manager import ReplicaManager
+    from tidelog.storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ class TxnLogStore:
                                  self.config.transaction_state_log_num_partitions,
                                  transaction_topic_configs(self.config))
 
-    def _log(self, partition: int, create: bool) -> Any:
+    def _log(self, partition: int, create: bool) -> Log | None:
         if self.rm.topic(TRANSACTION_STATE_TOPIC) is None:
             if not create:
                 return None
@@ -114,7 +115,7 @@ class TxnLogStore:
 
 
 class TransactionStateManager:
-    def __init__(self, config: TxnConfig, *, clock: Clock, store: Any) -> None:
+    def __init__(self, config: TxnConfig, *, clock: Clock, store: TxnLogStore) -> None:
         self.config = config
         self.clock = clock
         self.store = store
