@@ -422,10 +422,10 @@ _BIG = 1 << 62
 def _walk_py(buf: Buffer, count: int) -> tuple[int, int, int, bool, int]:
     """(records, min ts delta, max ts delta, offset deltas are 0..n-1, null keys) of the
     ``count`` records of ``buf`` (the native ``walk``: ``core_walk`` over ``walk_loop``)."""
-    n, min_d, max_d, sequential, nulls = _walk_loop_py(buf)
-    if n != count:
-        raise InvalidRecordError(f"the batch declares {count} records but holds {n}")
-    return n, min_d, max_d, sequential, nulls
+    walked = _walk_loop_py(buf)
+    if walked[0] != count:
+        raise InvalidRecordError(f"the batch declares {count} records but holds {walked[0]}")
+    return walked
 
 
 def _walk_loop_py(buf: Buffer) -> tuple[int, int, int, bool, int]:
