@@ -8,15 +8,12 @@ import gc
 import time
 from collections.abc import Callable
 
-import pytest
-
 from tidelog.metrics.histogram import LatencyHistogram
 from tidelog.metrics.loop_lag import (
     LAG_BUSY_SHARE,
     LagProbe,
     StallRecorder,
     classify,
-    monitor_loop_lag,
     next_wait,
 )
 
@@ -28,26 +25,19 @@ def hold_loop(ms: float) -> None:
         pass
 
 
-def start_monitor(kind: str, hist: LatencyHistogram, interval_s: float,
-                  idle_interval_s: float | None = None) -> Callable[[], object]:
-    """The monitor as a task (``monitor_loop_lag``) or as the broker's timer chain
-    (``LagProbe``), started on the running loop: its cancel."""
-    if kind == "task":
-        return asyncio.create_task(monitor_loop_lag(hist, interval_s, idle_interval_s)).cancel
+def start_probe(hist: LatencyHistogram, interval_s: float,
+                idle_interval_s: float | None = None) -> Callable[[], object]:
+    """The broker's probe (``LagProbe``), started on the running loop: its cancel."""
     probe = LagProbe(hist, interval_s, idle_interval_s)
     probe.start(asyncio.get_running_loop())
     return probe.cancel
 
 
-MONITORS = pytest.mark.parametrize("kind", ["task", "probe"])
-
-
-@MONITORS
-def test_a_held_loop_is_observed_late(kind: str) -> None:
+def test_a_held_loop_is_observed_late() -> None:
     hist = LatencyHistogram()
 
     async def main() -> None:
-        cancel = start_monitor(kind, hist, 0.002)
+        cancel = start_probe(hist, 0.002)
         deadline = time.monotonic() + 10
         while hist.count < 3 and time.monotonic() < deadline:  # the monitor is ticking
             await asyncio.sleep(0.001)
@@ -82,14 +72,13 @@ def test_an_idle_loop_is_probed_less_often_and_a_busy_one_every_interval() -> No
     assert next_wait(0.04, 0.01, 0.2, 0.09, 0.05, 0.001) == 0.08
 
 
-@MONITORS
-def test_the_monitor_backs_off_on_a_real_idle_loop(kind: str) -> None:
+def test_the_monitor_backs_off_on_a_real_idle_loop() -> None:
     """On a real loop, over the same time, an idle loop is probed fewer times than a busy
     one (counts on a loaded machine vary; their order does not)."""
     idle, busy = LatencyHistogram(), LatencyHistogram()
 
     async def run(hist: LatencyHistogram, seconds: float, work: bool) -> None:
-        cancel = start_monitor(kind, hist, 0.01, idle_interval_s=0.2)
+        cancel = start_probe(hist, 0.01, idle_interval_s=0.2)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if work:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tidelog.server.registry import discover
+from tidelog.server.handler_discovery import discover
 
 LEDGER = Path(__file__).resolve().parents[2] / "docs" / "compatibility.md"
 ROW = re.compile(r"^\| (\d+) \| (\w+) \| ([0-9]+-[0-9]+|-) \|")

@@ -10,10 +10,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from tidelog.client.kafka_client import KafkaClient
+
+C = TypeVar("C")  # a confluent-kafka client: Producer, Consumer, AdminClient
 
 # How long a command waits for its first answer from the bootstrap servers when it has no
 # timeout option of its own (Kafka's tools give up on an unreachable cluster in about as long)
@@ -84,8 +87,8 @@ class _Silent:
 _SILENT = _Silent()
 
 
-def make_client(kind: Any, conf: dict[str, Any], reach_s: float | None = REACH_TIMEOUT_S,
-                errors: ClientErrors | None = None) -> Any:
+def make_client(kind: Callable[[dict[str, Any]], C], conf: dict[str, Any],
+                reach_s: float | None = REACH_TIMEOUT_S, errors: ClientErrors | None = None) -> C:
     """``kind(conf)``, with librdkafka's complaint about a setting turned into one line; then,
     unless ``reach_s`` is None, one Metadata request that must be answered within ``reach_s``
     seconds (``reach``). ``errors`` hears librdkafka's error callback (``ClientErrors.failure``

@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.cli.client_config import (
     CliError,
@@ -30,6 +30,9 @@ from tidelog.cli.client_config import (
     timeout_s,
 )
 from tidelog.cli.value_format import add_value_format_args, value_deserializer
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer
 
 
 def register(subparsers: Any) -> None:
@@ -162,7 +165,7 @@ def consumer_config(args: argparse.Namespace) -> dict[str, Any]:
     return client_config(args, defaults, pairs(args.consumer_property, "--consumer-property"))
 
 
-def _start(consumer: Any, args: argparse.Namespace, assigned: list[float]) -> None:
+def _start(consumer: Consumer, args: argparse.Namespace, assigned: list[float]) -> None:
     """Subscribe (with a group) or assign the partitions at their start offsets; ``assigned``
     gets the time the consumer got its partitions (a group's first assignment, or now)."""
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, TopicPartition
@@ -204,7 +207,7 @@ def check_options(args: argparse.Namespace) -> None:
                            f"{args.offset!r}") from None
 
 
-def _partitions(consumer: Any, args: argparse.Namespace) -> list[int]:
+def _partitions(consumer: Consumer, args: argparse.Namespace) -> list[int]:
     """The topic's partitions, waiting (up to --timeout-ms) for a topic not created yet."""
     deadline = time.monotonic() + (args.timeout_ms if args.timeout_ms is not None else 1e9) / 1000
     warned = False
@@ -241,7 +244,7 @@ _UNSAID = {-191, 30}  # _PARTITION_EOF, GROUP_AUTHORIZATION_FAILED
 ASSIGNMENT_WAIT_S = 60.0
 
 
-def _loop(consumer: Any, args: argparse.Namespace, fmt: Formatter, counter: list[int],
+def _loop(consumer: Consumer, args: argparse.Namespace, fmt: Formatter, counter: list[int],
           assigned: list[float]) -> None:
     """Prints records until --max-messages, or until none came for --timeout-ms counted, as
     in Kafka's console consumer, from when the consumer has its partitions: a group's join

@@ -23,7 +23,7 @@ import random
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.cli.client_config import (
     CliError,
@@ -34,6 +34,9 @@ from tidelog.cli.client_config import (
     timeout_s,
 )
 from tidelog.client.pipelined import BatchTemplate, PipelinedProducer, ProduceError, error_name
+
+if TYPE_CHECKING:
+    from confluent_kafka import Consumer, KafkaError, Message, Producer
 
 MB = 1024 * 1024
 
@@ -291,7 +294,7 @@ def _produce_librdkafka(args: argparse.Namespace, conf: dict[str, Any], payload:
     delivered: list[float] = []
     keep = delivered.append
 
-    def on_delivery(err: Any, msg: Any) -> None:
+    def on_delivery(err: KafkaError | None, msg: Message) -> None:
         # librdkafka times each message from produce() to its acknowledgement, as Kafka's
         # tool times send() to the callback; the figures are summed per poll, not here
         if err is None:
@@ -325,7 +328,7 @@ def _produce_librdkafka(args: argparse.Namespace, conf: dict[str, Any], payload:
     return 0
 
 
-def _batch_producer(producer: Any, topic: str, payload: bytes, failed: list[int],
+def _batch_producer(producer: Producer, topic: str, payload: bytes, failed: list[int],
                     queue_full: int) -> Callable[[int], None]:
     """A function handing ``k`` records to librdkafka: one produce_batch call where the
     client has it (a full local queue: serve delivery reports, then the rest), else one
@@ -356,7 +359,7 @@ def _batch_producer(producer: Any, topic: str, payload: bytes, failed: list[int]
     return batch
 
 
-def _when_room(producer: Any, topic: str, payload: bytes) -> None:
+def _when_room(producer: Producer, topic: str, payload: bytes) -> None:
     while True:
         try:
             producer.produce(topic, payload)
@@ -400,7 +403,7 @@ def run_consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _consume_messages(consumer: Any, args: argparse.Namespace) -> tuple[int, int]:
+def _consume_messages(consumer: Consumer, args: argparse.Namespace) -> tuple[int, int]:
     """Consume up to ``--messages`` (or until ``--timeout`` passes with none), printing the
     detailed stats lines when asked; the records and bytes consumed."""
     n = nbytes = 0

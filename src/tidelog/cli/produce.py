@@ -37,7 +37,7 @@ from tidelog.cli.progress import Progress
 from tidelog.cli.value_format import add_value_format_args, value_serializer
 
 if TYPE_CHECKING:
-    from confluent_kafka import KafkaError
+    from confluent_kafka import KafkaError, Message, Producer
 
     from tidelog.cli.produce_reason import Refused
 
@@ -214,7 +214,7 @@ class _Delivery:
         self.refused: Refused | None = None  # the first record the broker refused as invalid
         self.denied: KafkaError | None = None  # the first _DENIED error: the command's one line
 
-    def __call__(self, err: Any, msg: Any) -> None:
+    def __call__(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             from tidelog.cli.produce_reason import EXPLAINED, refused
 
@@ -222,7 +222,7 @@ class _Delivery:
                 self.refused = refused(msg)
             self.report(err, msg.key(), msg.value())
 
-    def report(self, err: Any, key: bytes | None, value: bytes | None) -> None:
+    def report(self, err: KafkaError, key: bytes | None, value: bytes | None) -> None:
         self.failed += 1
         if err.code() in _DENIED:
             self.denied = self.denied or err
@@ -238,7 +238,7 @@ def _show(key: bytes | None) -> str:
     return "null" if key is None else f"{len(key)} bytes"
 
 
-def _send(producer: Any, args: argparse.Namespace, rec: tuple[Any, Any, Any]) -> None:
+def _send(producer: Producer, args: argparse.Namespace, rec: tuple[Any, Any, Any]) -> None:
     key, value, headers = rec
     kw: dict[str, Any] = {"key": key, "value": value}
     if headers:
@@ -256,7 +256,7 @@ def _send(producer: Any, args: argparse.Namespace, rec: tuple[Any, Any, Any]) ->
         producer.flush()
 
 
-def _send_many(producer: Any, args: argparse.Namespace, msgs: list[dict[str, Any]],
+def _send_many(producer: Producer, args: argparse.Namespace, msgs: list[dict[str, Any]],
                delivery: _Delivery) -> None:
     """Records as produce_batch's message dicts, in one call (a full local queue: serve
     delivery reports, then the rest again)."""
@@ -306,7 +306,7 @@ def _read_lines(stdin: BinaryIO, prompt: bool) -> Any:
         yield n, raw.rstrip(b"\n").rstrip(b"\r")
 
 
-def _produce_input(producer: Any, args: argparse.Namespace, lines: _Lines, delivery: _Delivery,
+def _produce_input(producer: Producer, args: argparse.Namespace, lines: _Lines, delivery: _Delivery,
                    progress: Progress, prompt: bool) -> None:
     """Sends stdin's lines until its end or until the producer is denied."""
     if prompt or args.sync:  # a line at a time: typed, or each acknowledged alone
@@ -421,7 +421,7 @@ def _encoded(encode: Any, value: bytes | None, n: int) -> bytes | None:
         raise LineError(f"line {n}: value does not fit the schema: {exc}") from exc
 
 
-def _finish(producer: Any, delivery: _Delivery, bad: int, interrupted: bool,
+def _finish(producer: Producer, delivery: _Delivery, bad: int, interrupted: bool,
             errors: ClientErrors) -> int:
     try:
         left = producer.flush(60)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import base64
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.cli.client_config import (
     CliError,
@@ -19,6 +19,9 @@ from tidelog.cli.client_config import (
     make_client,
     pairs,
 )
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
 
 TIMEOUT_S = 60  # Kafka admin clients: default.api.timeout.ms
 # ListOffsets timestamps (Kafka's ListOffsetsRequest): KIP-405's and KIP-1005's
@@ -113,7 +116,7 @@ _REPORTS = ("under_replicated_partitions", "unavailable_partitions",
             "under_min_isr_partitions", "at_min_isr_partitions")
 
 
-def _describe(admin: Any, args: argparse.Namespace) -> int:
+def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
     """Kafka's TopicCommand --describe: the topic line (unless a report option filters the
     partitions), then one line per partition the report options select."""
     from confluent_kafka import TopicCollection
@@ -193,7 +196,7 @@ def _tiered_columns(args: argparse.Namespace, name: str, partitions: list[int],
     }
 
 
-def _iceberg_columns(admin: Any, args: argparse.Namespace, name: str, partitions: list[int],
+def _iceberg_columns(admin: AdminClient, args: argparse.Namespace, name: str, partitions: list[int],
                      entries: dict[str, Any], *, show_table: bool) -> dict[int, str]:
     """For a topic in Iceberg mode, with ``--iceberg-config``: a line naming its table and
     current snapshot, and per partition the next offset the table holds and how many
@@ -252,7 +255,7 @@ def _reported(args: argparse.Namespace, part: Any, live: set[int], min_isr: int)
     )
 
 
-def _create(admin: Any, args: argparse.Namespace) -> int:
+def _create(admin: AdminClient, args: argparse.Namespace) -> int:
     from confluent_kafka.admin import NewTopic
 
     if args.partitions is not None and args.partitions < 1:
@@ -276,7 +279,7 @@ def _create(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _delete(admin: Any, args: argparse.Namespace) -> int:
+def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
     try:
         _result(admin.delete_topics([args.topic], request_timeout=TIMEOUT_S)[args.topic])
     except TopicCommandError as exc:
@@ -287,7 +290,7 @@ def _delete(admin: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _alter(admin: Any, args: argparse.Namespace) -> int:
+def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
     from confluent_kafka.admin import (
         AlterConfigOpType,
         ConfigEntry,

@@ -21,6 +21,7 @@ from tidelog.cli.client_config import CliError
 
 if TYPE_CHECKING:
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from google.protobuf.message import Message
 
 Codec = Callable[[bytes | None], bytes | None]
 # The registry client, the serializers, protobuf and protoc come with confluent-kafka's
@@ -72,7 +73,7 @@ def _schema_text(args: argparse.Namespace, client: SchemaRegistryClient) -> str:
     return Path(text[1:]).read_text() if text.startswith("@") else str(text)
 
 
-def _proto_class(text: str, message: str | None) -> Any:
+def _proto_class(text: str, message: str | None) -> type[Message]:
     """A message class compiled from .proto text with protoc (grpcio-tools)."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
     from grpc_tools import protoc
@@ -91,7 +92,8 @@ def _proto_class(text: str, message: str | None) -> Any:
     main = files.file[-1]
     name = message or main.message_type[0].name
     full = f"{main.package}.{name}" if main.package and "." not in name else name
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(full))
+    cls: type[Message] = message_factory.GetMessageClass(pool.FindMessageTypeByName(full))
+    return cls
 
 
 def value_serializer(args: argparse.Namespace) -> Codec | None:
@@ -160,7 +162,7 @@ class _ProtobufJson:
 
     def __init__(self, client: SchemaRegistryClient) -> None:
         self.client = client
-        self.classes: dict[tuple[int, tuple[int, ...]], Any] = {}
+        self.classes: dict[tuple[int, tuple[int, ...]], type[Message]] = {}
 
     def __call__(self, data: bytes) -> bytes:
         from google.protobuf import json_format
@@ -178,7 +180,7 @@ class _ProtobufJson:
         text: str = json_format.MessageToJson(cls.FromString(data[pos:]), indent=None)
         return text.encode()
 
-    def _class(self, schema_id: int, path: tuple[int, ...]) -> Any:
+    def _class(self, schema_id: int, path: tuple[int, ...]) -> type[Message]:
         key = (schema_id, path)
         if key not in self.classes:
             from google.protobuf import descriptor_pb2, descriptor_pool, message_factory

@@ -24,6 +24,8 @@ class ConfigError(ValueError):
 
 
 Validator = Callable[[str, Any], None]
+# a key's default as declared, before its type's parser (a list's as "a,b" or a list)
+DefaultValue = bool | int | float | str | list[str] | None
 
 
 def at_least(lo: float) -> Validator:
@@ -110,7 +112,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
 class ConfigKey:
     name: str
     type: str  # int | long | short | double | boolean | string | password | list
-    default: Any
+    default: DefaultValue
     doc: str
     validator: Validator | None = None
     synonyms: tuple[str, ...] = ()  # broker-level names, highest priority first
@@ -148,7 +150,7 @@ class ConfigDef:
         self,
         name: str,
         type: str,
-        default: Any,
+        default: DefaultValue,
         doc: str,
         validator: Validator | None = None,
         synonyms: Iterable[str] = (),

@@ -13,7 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .core import LONG_MAX, ConfigDef, ConfigError, Validator, at_least, between, one_of, subset_of
+from .core import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigError,
+    DefaultValue,
+    Validator,
+    at_least,
+    between,
+    one_of,
+    subset_of,
+)
 from .iceberg_config import DEFAULT_PARTITION_SPEC, DISABLED, DLQ_TABLE, canonical_topic_configs
 from .iceberg_config import define_topic_keys as define_iceberg_topic_keys
 
@@ -64,7 +74,7 @@ def _gzip_level(name: str, v: Any) -> None:
 
 
 def _d(
-    cdef: ConfigDef, name: str, type_: str, default: Any, doc: str, v: Validator | None = None
+    cdef: ConfigDef, name: str, type_: str, default: DefaultValue, doc: str, v: Validator | None = None
 ) -> None:
     syn = tuple(s for s, _ in BROKER_SYNONYMS.get(name, ()))
     if name in ("compression.type", "min.insync.replicas", "unclean.leader.election.enable"):

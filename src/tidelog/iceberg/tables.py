@@ -99,6 +99,31 @@ def table_offsets(snapshot: Snapshot | None) -> TableOffsets:
                         {int(p): int(e) for p, e in epochs.items()})
 
 
+def fenced_properties(base: TableOffsets, starts: Mapping[int, int], ends: Mapping[int, int],
+                      epochs: Mapping[int, int]) -> dict[str, str]:
+    """The snapshot properties of a commit moving each partition from ``starts`` to ``ends``
+    on top of ``base``; raises ``Fenced`` when a partition of ``base`` is not where this
+    flush started or a newer leader epoch wrote it."""
+    for p, start in starts.items():
+        have = base.offsets.get(p)
+        if (have is not None and have != start) or base.epochs.get(p, -1) > epochs[p]:
+            raise Fenced(f"partition {p}: table at {have} (epoch {base.epochs.get(p)}), "
+                         f"this flush started at {start} (epoch {epochs[p]})")
+    return {OFFSETS: json.dumps({str(p): o for p, o in {**base.offsets, **ends}.items()}),
+            EPOCHS: json.dumps({str(p): e for p, e in {**base.epochs, **epochs}.items()})}
+
+
+def _with_commit_settings(table: Table) -> Table:
+    """``table`` with the properties a commit relies on (missing from a table created before
+    them) and no rebase by the catalog client."""
+    settings = missing_defaults(table.properties)
+    if table.properties.get(RETRIES) != "0":
+        settings.update(NO_REBASE)
+    if settings:
+        table = table.transaction().set_properties(settings).commit_transaction()
+    return table
+
+
 def _transform(f: SpecField) -> Transform[Any, Any]:
     simple: dict[str, Transform[Any, Any]] = {"identity": IdentityTransform(), "year": YearTransform(),
               "month": MonthTransform(), "day": DayTransform(), "hour": HourTransform(),
@@ -173,20 +198,10 @@ class Tables:
     def commit(self, table: Table, data: pa.Table, starts: Mapping[int, int],
                ends: Mapping[int, int], epochs: Mapping[int, int]) -> Table:
         """Append ``data`` as one snapshot moving each partition from ``starts`` to ``ends``."""
-        settings = missing_defaults(table.properties)  # a table created before them
-        if table.properties.get(RETRIES) != "0":
-            settings.update(NO_REBASE)
-        if settings:
-            table = table.transaction().set_properties(settings).commit_transaction()
+        table = _with_commit_settings(table)
         txn = FlushTransaction(table)
-        base = table_offsets(txn.table_metadata.current_snapshot())
-        for p, start in starts.items():
-            have = base.offsets.get(p)
-            if (have is not None and have != start) or base.epochs.get(p, -1) > epochs[p]:
-                raise Fenced(f"partition {p}: table at {have} (epoch {base.epochs.get(p)}), "
-                             f"this flush started at {start} (epoch {epochs[p]})")
-        props = {OFFSETS: json.dumps({str(p): o for p, o in {**base.offsets, **ends}.items()}),
-                 EPOCHS: json.dumps({str(p): e for p, e in {**base.epochs, **epochs}.items()})}
+        props = fenced_properties(table_offsets(txn.table_metadata.current_snapshot()),
+                                  starts, ends, epochs)
         if self._unknown:  # the catalog answers again: did those land?
             self.clean_pending()
         commit_uuid = uuid.uuid4()

@@ -1,13 +1,13 @@
 """How late the event loop runs what is due, and what held it.
 
-``monitor_loop_lag`` is a task (``LagProbe`` the same as a chain of timer callbacks, the
-broker's) that asks to wake every ``LAG_INTERVAL_S`` and observes how
-late it woke into ``LOOP_LAG`` (exported on ``/metrics`` as ``tidelog_eventloop_lag_ms``):
-a callback that holds the loop for 20 ms shows as a wake up to 20 ms late. The histogram is
-over the process lifetime, like the other tidelog histograms. The broker's probe backs off
-while its loop is idle (``LAG_IDLE_INTERVAL_S``): each wake costs the process 50-130 us of
-CPU on a busy 2-core machine, over 1% of a core at 100 wakes a second, which was half of what
-an idle broker -- or one serving a consumer by sendfile -- spent.
+``LagProbe``, the broker's, is a chain of timer callbacks that asks to wake every
+``LAG_INTERVAL_S`` and observes how late it woke into ``LOOP_LAG`` (exported on ``/metrics``
+as ``tidelog_eventloop_lag_ms``): a callback that holds the loop for 20 ms shows as a wake up
+to 20 ms late. The histogram is over the process lifetime, like the other tidelog
+histograms. The probe backs off while its loop is idle (``LAG_IDLE_INTERVAL_S``): each wake
+costs the process 50-130 us of CPU on a busy 2-core machine, over 1% of a core at 100 wakes
+a second, which was half of what an idle broker -- or one serving a consumer by sendfile --
+spent.
 
 ``StallRecorder`` is for benchmarks and investigations: while installed it times every
 callback any event loop of the process runs (asyncio's ``Handle._run``) and every garbage
@@ -47,37 +47,17 @@ LAG_BUSY_SHARE = 0.05
 LOOP_LAG = LatencyHistogram()
 
 
-async def monitor_loop_lag(hist: LatencyHistogram = LOOP_LAG,
-                           interval_s: float = LAG_INTERVAL_S,
-                           idle_interval_s: float | None = None) -> None:
-    """Observe the loop's lateness every ``interval_s`` until cancelled. With
-    ``idle_interval_s``, a wake that finds the loop idle since the last one (its thread on CPU
-    less than ``LAG_BUSY_SHARE`` of the time, and not late by more than an interval through
-    its own work) doubles the wait, up to ``idle_interval_s``; a busy one goes back to
-    ``interval_s``."""
-    loop = asyncio.get_running_loop()
-    wait = interval_s
-    cpu = time.thread_time()
-    while True:
-        start = loop.time()
-        await asyncio.sleep(wait)
-        now = loop.time()
-        late = max(0.0, now - start - wait)
-        hist.observe_ns(int(late * 1e9))
-        if idle_interval_s is None:
-            continue
-        spent = time.thread_time()
-        used, cpu = spent - cpu, spent
-        wait = next_wait(wait, interval_s, idle_interval_s, now - start, late, used)
-
-
 class LagProbe:
-    """``monitor_loop_lag`` as a chain of timer callbacks (the broker's): the same waits, the
-    same observations, without the task, the future and the extra turn of the loop each
-    ``asyncio.sleep`` costs (a future's result wakes its task by ``call_soon``): 25-40 us
-    less CPU per wake (an idle loop's wake cost 68-102 us as the task, 44-64 as this chain),
-    0.5-0.8 us per record at the broker's 100 wakes a second under a load of 5,000
-    one-record requests a second. ``cancel`` stops it."""
+    """Observes the loop's lateness every ``interval_s`` from ``start`` until ``cancel``.
+    With ``idle_interval_s``, a wake that finds the loop idle since the last one (its thread
+    on CPU less than ``LAG_BUSY_SHARE`` of the time, and not late by more than an interval
+    through its own work) doubles the wait, up to ``idle_interval_s``; a busy one goes back
+    to ``interval_s``. A chain of timer callbacks rather than a task sleeping in
+    ``asyncio.sleep``: without the task, the future and the extra turn of the loop each
+    sleep costs (a future's result wakes its task by ``call_soon``), 25-40 us less CPU per
+    wake (an idle loop's wake cost 68-102 us as a task, 44-64 as this chain), 0.5-0.8 us per
+    record at the broker's 100 wakes a second under a load of 5,000 one-record requests a
+    second."""
 
     __slots__ = ("_cpu", "_due", "_handle", "_hist", "_idle", "_interval", "_loop",
                  "_start", "_wait")

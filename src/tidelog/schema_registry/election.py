@@ -57,14 +57,14 @@ class GroupLeaderElector:
             "heartbeat.interval.ms": 1000,
         })
 
-        def assigned(c: Any, parts: list[TopicPartition]) -> None:
+        def assigned(c: Consumer, parts: list[TopicPartition]) -> None:
             if parts:
                 c.pause(parts)  # membership only: the store's own reader reads the topic
             self.is_leader = any(p.topic == self.topic and p.partition == 0 for p in parts)
             log.info("schema registry %s is %s", self.url,
                      "the leader" if self.is_leader else "a follower")
 
-        def revoked(c: Any, parts: list[TopicPartition]) -> None:
+        def revoked(c: Consumer, parts: list[TopicPartition]) -> None:
             self.is_leader = False
 
         consumer.subscribe([self.topic], on_assign=assigned, on_revoke=revoked)

@@ -40,13 +40,14 @@ from .connection import KafkaConnection
 from .coordinator.runtime import CoordinatorRuntime
 from .dynamic_config import DynamicBrokerConfig
 from .fetch_session import FetchSessionCache
+from .handler_discovery import discover
 from .log_dir_moves import LogDirMover
 from .metadata.admin import AdminManager, LocalAdminManager
 from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .quota.manager import ClientQuotaManager
 from .quota.wiring import new_quota_manager
-from .registry import Registry, discover
+from .registry import Registry
 from .replica_manager import ReplicaManager
 from .security.authorizer import StandardAuthorizer
 from .security.credentials import CredentialStore

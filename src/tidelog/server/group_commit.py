@@ -29,15 +29,18 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidelog.storage.errors import KafkaStorageError
 from tidelog.util.topic_partition import TopicPartition
 
+if TYPE_CHECKING:
+    from tidelog.storage.log import Log
+
 log = logging.getLogger(__name__)
 # Called on the loop when a round ended: (partition, log, the offset now on disk, or the
 # error). On success the caller advances the HW to that offset and wakes fetches.
-Completion = Callable[[TopicPartition, Any, int, BaseException | None], None]
+Completion = Callable[[TopicPartition, "Log", int, BaseException | None], None]
 # Rounds of different logs run in parallel (the disk queues them); one log has at most one.
 FLUSH_THREADS = 4
 
@@ -50,7 +53,7 @@ class GroupCommit:
     def __init__(self, on_flushed: Completion) -> None:
         self._on_flushed = on_flushed
         # per partition: its log and the future its producers wait on (result: the error)
-        self._next: dict[TopicPartition, tuple[Any, Waiter]] = {}
+        self._next: dict[TopicPartition, tuple[Log, Waiter]] = {}
         self.pending = self._next  # (to read only: ``waiter(tp) is not None`` as ``tp in``)
         self._in_flight: set[TopicPartition] = set()
         self._scheduled = False
@@ -58,7 +61,7 @@ class GroupCommit:
         self._stopped = False
         self.flushes = 0  # rounds done (one fsync of each file per round), for tests, benches
 
-    def add(self, tp: TopicPartition, lg: Any) -> None:
+    def add(self, tp: TopicPartition, lg: Log) -> None:
         """Register ``lg`` (just appended to) for its next flush round."""
         if tp in self._next:
             return
@@ -104,7 +107,7 @@ class GroupCommit:
         loop = asyncio.get_running_loop()
         self._pool.submit(self._flush, loop, tp, lg, target, waiter)
 
-    def _flush(self, loop: asyncio.AbstractEventLoop, tp: TopicPartition, lg: Any,
+    def _flush(self, loop: asyncio.AbstractEventLoop, tp: TopicPartition, lg: Log,
                target: int, waiter: Waiter) -> None:
         """On a worker thread: fsync, then hand the outcome straight to the loop (one
         wake-up; a concurrent future chained to an asyncio one would take two turns)."""
@@ -118,7 +121,7 @@ class GroupCommit:
         except RuntimeError:  # the loop is closed (the broker stopped): nobody waits
             pass
 
-    def _finished(self, tp: TopicPartition, lg: Any, target: int, waiter: Waiter,
+    def _finished(self, tp: TopicPartition, lg: Log, target: int, waiter: Waiter,
                   error: BaseException | None) -> None:
         self._in_flight.discard(tp)
         if error is None:

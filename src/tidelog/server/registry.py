@@ -11,8 +11,9 @@ Write a module that defines, at module level::
     async def handle(ctx: RequestContext, request) -> response
 
 and put it in ``tidelog/server/handlers/`` or ``tidelog/server/coordinator/group/handlers/``: every module
-in those packages that defines ``API_KEY`` is registered at broker start (``discover()``),
-so no table has to be edited. ``request`` is kio's decoded request object for
+in those packages that defines ``API_KEY`` is registered at broker start (``discover()`` in
+``handler_discovery.py``: this table imports no handler, the handlers import it), so no table
+has to be edited. ``request`` is kio's decoded request object for
 ``ctx.api_version``; build the response with ``tidelog.protocol.kio_util.make(
 response_class(API_KEY, ctx.api_version), ...)``. ``handle`` returns one of:
 
@@ -33,9 +34,7 @@ ApiVersions advertises exactly the registered ranges, so register only what is i
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -50,7 +49,6 @@ Handler = Callable[["RequestContext", Any], Awaitable[Any]]
 # a handler's try without a coroutine: its answer, a coroutine ending it, or NOT_NOW
 HandlerNow = Callable[["RequestContext", Any], Any]
 NOT_NOW: Any = type("NotNow", (), {"__repr__": lambda self: "NOT_NOW"})()
-HANDLER_PACKAGES = ("tidelog.server.handlers", "tidelog.server.coordinator.group.handlers")
 
 
 @dataclass(frozen=True)
@@ -94,23 +92,3 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._specs)
-
-
-def _modules(package: str) -> Iterator[ModuleType]:
-    try:
-        pkg = importlib.import_module(package)
-    except ModuleNotFoundError:
-        return
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{package}.{info.name}")
-        if hasattr(module, "API_KEY") and hasattr(module, "handle"):
-            yield module
-
-
-def discover(packages: tuple[str, ...] = HANDLER_PACKAGES) -> Registry:
-    """A registry holding every handler module found in ``packages``."""
-    registry = Registry()
-    for package in packages:
-        for module in _modules(package):
-            registry.register_module(module)
-    return registry

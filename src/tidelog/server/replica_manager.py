@@ -111,6 +111,18 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches, ReplicaS
         self.remote_fetch: RemoteFetch | None = None
         # BrokerTopicMetrics (bytes/messages in, produce requests); None: not recorded
         self.topic_stats: BrokerTopicStats | None = BrokerTopicStats()
+        self._init_pools()
+        self.pending_topics: set[str] = set()
+        self._pid_next = 0
+        self._pid_end = 0
+        self._isr_expiration: asyncio.TimerHandle | None = None
+        self._init_appends(config)
+        # in a cluster: replicas in a dir below log.dir.min.free.bytes held out of replication
+        self.floor_hold: FloorReplicationHold | None = None
+
+    def _init_pools(self) -> None:
+        """The thread pools work goes off the loop to (made when first needed), and the
+        state changes' one-at-a-time order."""
         self._heavy_pool: ThreadPoolExecutor | None = None
         self._admin_pool: ThreadPoolExecutor | None = None
         # LeaderAndIsr's new logs made off the loop, one state change at a time
@@ -118,18 +130,15 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches, ReplicaS
         self._log_pool: ThreadPoolExecutor | None = None
         self._state_change_lock: asyncio.Lock | None = None
         self._state_changes: set[asyncio.Task[object]] = set()
-        self.pending_topics: set[str] = set()
-        self._pid_next = 0
-        self._pid_end = 0
-        self._isr_expiration: asyncio.TimerHandle | None = None
+
+    def _init_appends(self, config: BrokerConfig) -> None:
+        """How produce appends are written (storage/log_writes.py)."""
         self.group_commit = GroupCommit(self._on_group_flushed)
         # produce appends written off the loop, one writer thread per log dir (log_writes)
         self.async_appends = bool(config.values["tidelog.log.append.writer.enable"])
         # ... but those under this many bytes with none in flight on the loop (log_writes)
         self.inline_append_bytes = int(config.values["tidelog.log.append.writer.inline.bytes"])
         self.append_writers = AppendWriters()
-        # in a cluster: replicas in a dir below log.dir.min.free.bytes held out of replication
-        self.floor_hold: FloorReplicationHold | None = None
 
     def _init_purgatories(self) -> None:
         """Kafka's DelayedProduce, DelayedDeleteRecords and DelayedFetch purgatories; the

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.config.core import ConfigError
@@ -27,6 +27,9 @@ from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.local_store import local_image
 from .metadata.store import MetadataStore, TopicInfo, new_topic_id
+
+if TYPE_CHECKING:
+    from tidelog.storage.log import Log
 
 log = logging.getLogger(__name__)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -45,7 +48,7 @@ class ReplicaTopics:
     _publish_lock: threading.Lock
     _admin_pool: ThreadPoolExecutor | None
 
-    def _open(self, tp: TopicPartition, info: TopicInfo) -> Any:
+    def _open(self, tp: TopicPartition, info: TopicInfo) -> Log:
         raise NotImplementedError  # the ReplicaManager's
 
     @property

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fastavro
 import pyarrow as pa
@@ -55,6 +55,9 @@ from .protobuf_values import decode as decode_protobuf
 from .protobuf_values import message_class
 from .protobuf_values import spark_type as protobuf_spark_type
 
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
+
 PRIMITIVE: dict[str, DataType] = {
     "null": NullType(), "boolean": BooleanType(), "int": IntegerType(), "long": LongType(),
     "float": FloatType(), "double": DoubleType(), "bytes": BinaryType(), "string": StringType(),
@@ -73,7 +76,8 @@ class SparkAvroTypes:
     """Spark's SchemaConverters.toSqlType over an Avro schema in JSON form."""
 
     def __init__(self) -> None:
-        self.named: dict[str, Any] = {}
+        # a named type: its node and its namespace
+        self.named: dict[str, tuple[dict[str, Any], str | None]] = {}
         self.stack: list[str] = []
 
     def convert(self, node: Any, space: str | None = None) -> tuple[DataType, bool]:
@@ -316,7 +320,7 @@ class ValueDecoder:
         self.spark_type = spec.spark_type()[0]
         self.arrow_type = to_arrow_type(self.spark_type, timezone="UTC")
         self.json = spec.fmt == "JSON"
-        self.protobuf: Any = None
+        self.protobuf: type[Message] | None = None
         if spec.fmt == "PROTOBUF":
             schemas = self.schemas
             self.protobuf = message_class(spec.reader_value(),

@@ -13,13 +13,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from .options import OptionError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 _S3 = {"iceberg.s3.endpoint": "s3.endpoint", "iceberg.s3.access.key.id": "s3.access-key-id",
        "iceberg.s3.secret.access.key": "s3.secret-access-key", "iceberg.s3.region": "s3.region"}
@@ -44,7 +47,7 @@ def _catalog_props(options: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     return name, props
 
 
-def load_table(options: Mapping[str, Any]) -> Any:
+def load_table(options: Mapping[str, Any]) -> Table:
     from pyiceberg.catalog import load_catalog
 
     opts = {str(k).lower(): str(v) for k, v in options.items()}
@@ -52,7 +55,7 @@ def load_table(options: Mapping[str, Any]) -> Any:
     return load_catalog(name, **props).load_table(opts["table"])
 
 
-def _arrow_schema(table: Any) -> pa.Schema:
+def _arrow_schema(table: Table) -> pa.Schema:
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
     return _plain(schema_to_pyarrow(table.schema(), include_field_ids=False))
@@ -107,7 +110,7 @@ def pack(files: list[tuple[str, int]], limit: int = SPLIT_BYTES) -> list[list[st
     return groups
 
 
-def _snapshot_id(table: Any, options: Mapping[str, str]) -> int | None:
+def _snapshot_id(table: Table, options: Mapping[str, str]) -> int | None:
     if "snapshot-id" in options:
         return int(options["snapshot-id"])
     if "as-of-timestamp" in options:

@@ -33,6 +33,7 @@ from google.protobuf import (  # noqa: F401 (the well-known types, loaded into t
 )
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.internal.decoder import _DecodeVarint
+from google.protobuf.message import Message
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -154,7 +155,7 @@ def _file_proto(text: str, name: str, sources: dict[str, str]) -> descriptor_pb2
         return descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
 
 
-def message_class(value: SchemaValue, resolve: Resolve) -> Any:
+def message_class(value: SchemaValue, resolve: Resolve) -> type[Message]:
     """The first message of a registered Protobuf schema, built with its references."""
     pool = descriptor_pool.DescriptorPool()
     sources: dict[str, str] = {}
@@ -179,10 +180,11 @@ def message_class(value: SchemaValue, resolve: Resolve) -> Any:
 
     main = add(value.schema, "value.proto", value.references)
     full = ".".join(p for p in (main.package, main.message_type[0].name) if p)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(full))
+    cls: type[Message] = message_factory.GetMessageClass(pool.FindMessageTypeByName(full))
+    return cls
 
 
-def decode(cls: Any, data: bytes) -> dict[str, Any]:
+def decode(cls: type[Message], data: bytes) -> dict[str, Any]:
     """A framed value (after magic byte and id: Confluent's message indexes) to a dict."""
     count, pos = _DecodeVarint(data, 5)
     for _ in range((count >> 1) ^ -(count & 1)):

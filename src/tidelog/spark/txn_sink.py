@@ -19,11 +19,14 @@ every input row exactly once.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from .options import WriteOptions
+
+if TYPE_CHECKING:
+    from confluent_kafka import Producer
 
 # TaskContext local properties set by Spark's micro-batch execution (StreamExecution)
 QUERY_ID_KEY = "sql.streaming.queryId"
@@ -39,7 +42,7 @@ def _task() -> tuple[int, str | None, int | None]:
     return ctx.partitionId(), ctx.getLocalProperty(QUERY_ID_KEY), None if batch is None else int(batch)
 
 
-def _producer(opts: WriteOptions, transactional_id: str, on_error: Callable[[Any, Any], None]) -> Any:
+def _producer(opts: WriteOptions, transactional_id: str, on_error: Callable[[Any, Any], None]) -> Producer:
     """A transactional producer for this task, initialised (which fences any older producer
     with the same id and aborts what it left open). Not cached across tasks: the next task of
     this Spark partition may run in another Python worker, whose InitProducerId would fence a

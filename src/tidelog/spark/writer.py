@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -35,6 +35,9 @@ from pyspark.sql.types import (
 
 from .avro_write import TypedWriteSpec, ValueEncoder, write_spec
 from .options import OptionError, WriteOptions, parse_write_options
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError, Message, Producer
 
 _KEY_VALUE_TYPES = (StringType, BinaryType)
 
@@ -95,17 +98,17 @@ def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
 
 # One librdkafka producer per configuration per Python worker, reused by every task and
 # micro-batch the worker runs (Spark's CachedKafkaProducer); Spark reuses Python workers.
-_PRODUCERS: dict[tuple[tuple[str, str], ...], Any] = {}
+_PRODUCERS: dict[tuple[tuple[str, str], ...], Producer] = {}
 _MAX_PRODUCERS = 4
 _FAILURES: list[str] = []  # delivery errors reported by librdkafka since the last flush
 
 
-def _on_delivery_error(err: Any, msg: Any) -> None:
+def _on_delivery_error(err: KafkaError | None, msg: Message) -> None:
     if err is not None:
         _FAILURES.append(f"{msg.topic()}-{msg.partition()}: {err}")
 
 
-def _producer(opts: WriteOptions) -> Any:
+def _producer(opts: WriteOptions) -> Producer:
     from confluent_kafka import Producer
 
     key = tuple(sorted((k, str(v)) for k, v in opts.producer.items()))
@@ -154,7 +157,7 @@ def produce_arrow(
     return TidelogCommitMessage(records, batches_seen)
 
 
-def _send_batch(producer: Any, batch: pa.RecordBatch, topic_option: str | None) -> int:
+def _send_batch(producer: Producer, batch: pa.RecordBatch, topic_option: str | None) -> int:
     n: int = batch.num_rows
     values = _column(batch, "value") or [None] * n
     keys = _column(batch, "key") or [None] * n

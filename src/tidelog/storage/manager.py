@@ -86,13 +86,7 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self._lock = threading.RLock()
         self._logs = LogsByDir()
         self.logs_by_dir = self._logs  # (to read only: its ``version`` without a call)
-        self._creating: dict[TopicPartition, threading.Event] = {}  # Log.open in progress
-        # those whose topic's configs changed meanwhile (Kafka's partitionsInitializing):
-        # their log takes the topic's current configs once published
-        self._reconfigure: set[TopicPartition] = set()
-        # the dir each of those is being created in, counted by the next placement as Kafka's
-        # LogManager does (choice and creation under one lock there)
-        self._placing: dict[TopicPartition, Path] = {}
+        self._init_creating()
         # Partitions whose dir went offline: they answer KAFKA_STORAGE_ERROR, never move.
         self._offline_logs: dict[TopicPartition, Path] = {}
         self.failure_channel = failure_channel or LogDirFailureChannel()
@@ -106,7 +100,21 @@ class LogManager(LogManagerFaults, LogManagerTasks):
         self._init_tasks()
         self._lock_dirs()  # last fallible step: nothing after it may leave the locks held
         self.cleaner = self._make_cleaner(cleaner_cfg)
-        # log.dir.min.free.bytes: each leader append checks its dir's floor (free_space.py)
+        self._init_free_space()
+
+    def _init_creating(self) -> None:
+        """The logs being created (``Log.open`` in progress) and what that tracks."""
+        self._creating: dict[TopicPartition, threading.Event] = {}  # Log.open in progress
+        # those whose topic's configs changed meanwhile (Kafka's partitionsInitializing):
+        # their log takes the topic's current configs once published
+        self._reconfigure: set[TopicPartition] = set()
+        # the dir each of those is being created in, counted by the next placement as Kafka's
+        # LogManager does (choice and creation under one lock there)
+        self._placing: dict[TopicPartition, Path] = {}
+
+    def _init_free_space(self) -> None:
+        """log.dir.min.free.bytes: each leader append checks its dir's floor
+        (free_space.py)."""
         self.free_space = FreeSpaceFloor(self.config.min_free_bytes)
         for d in self.dirs:
             if d.online:

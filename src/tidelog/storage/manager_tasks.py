@@ -12,9 +12,10 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.config.core import LONG_MAX
 from tidelog.config.log_config import LogConfig
@@ -25,7 +26,7 @@ from tidelog.storage.free_space import CHECK_INTERVAL_MS, FreeSpaceFloor
 from tidelog.storage.log import Log
 from tidelog.storage.manager_placement import LogsByDir
 from tidelog.storage.remote import INDEX_CACHE_DIR_NAME as REMOTE_INDEX_CACHE_DIR
-from tidelog.util.scheduler import ScheduledTask
+from tidelog.util.scheduler import ScheduledTask, TaskFn
 from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_name
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ class LogManagerTasks:
     _shut_down: bool
     cleaner: LogCleaner | None
 
-    def log_config(self, topic: str, overrides: Any = None) -> LogConfig:
+    def log_config(self, topic: str, overrides: Mapping[str, str] | None = None) -> LogConfig:
         raise NotImplementedError
 
     def _logs_in_dir(self, path: Path) -> list[Log]:
@@ -283,7 +284,7 @@ class LogManagerTasks:
         progress.completed(lg, time.monotonic() - t0)
 
     # -- scheduling ----------------------------------------------------------------------------
-    def _every(self, name: str, fn: Any, delay_ms: int, period_ms: int) -> None:
+    def _every(self, name: str, fn: TaskFn, delay_ms: int, period_ms: int) -> None:
         if period_ms <= 0 or period_ms >= LONG_MAX:
             log.info("Periodic task %s is disabled (period %d ms)", name, period_ms)
             return

@@ -33,7 +33,7 @@ import mmap
 import os
 import struct
 from collections.abc import Iterator
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from tidelog._native import core
 from tidelog.records import RECORD_BATCH_OVERHEAD, RecordBatch, crc32c
@@ -53,6 +53,10 @@ from .index.offset_index import OffsetIndex
 from .index.time_index import TimeIndex, TimestampOffset
 from .index.txn_index import AbortedTxn, TransactionIndex
 from .producer_state import NUM_BATCHES_TO_RETAIN
+
+if TYPE_CHECKING:
+    from .leader_epoch import LeaderEpochFileCache
+    from .producer_state import ProducerStateManager
 
 INT32_MAX = 2**31 - 1
 READ_CHUNK = 8 * 1024 * 1024  # recovery reads: large and sequential
@@ -193,7 +197,8 @@ class RecoveryScan:
 
     ``valid_bytes`` is the end of the last batch taken, also when a batch raises."""
 
-    def __init__(self, segment: ScannedSegment, producer_state: Any, epoch_cache: Any) -> None:
+    def __init__(self, segment: ScannedSegment, producer_state: ProducerStateManager | None,
+                 epoch_cache: LeaderEpochFileCache | None) -> None:
         self.seg = segment
         self.producer_state = producer_state
         self.epoch_cache = epoch_cache
@@ -342,6 +347,7 @@ class RecoveryScan:
         """Replay one batch into the producer state; a completed aborted transaction goes
         into the transaction index (Kafka's LogSegment.updateProducerState)."""
         ps = self.producer_state
+        assert ps is not None  # replayed only with a producer state (the callers' check)
         if h.producer_id >= 0:
             completed = ps.update_from_recovered_batch(batch)
             if completed is not None:

@@ -24,7 +24,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidelog.util.topic_partition import (
     FUTURE_DIR_SUFFIX,
@@ -37,13 +37,16 @@ from .checkpoints import fsync_dir
 from .log import Log
 from .log_read import FetchIsolation
 
+if TYPE_CHECKING:
+    from .manager import LogManager
+
 log = logging.getLogger(__name__)
 _FUTURE_RE = re.compile(r"\.[0-9a-f]{32}-future$")
 COPY_BYTES = 1 << 20  # one step's read, as a fetch of replica.fetch.max.bytes
 
 
 class ReplicaAlterLogDirs:
-    def __init__(self, manager: Any) -> None:
+    def __init__(self, manager: LogManager) -> None:
         self.manager = manager
         self.futures: dict[TopicPartition, Log] = {}
 

@@ -13,7 +13,7 @@ import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from tidelog.records.errors import CorruptRecordError, InvalidRecordError
 from tidelog.util.clock import Clock
@@ -31,6 +31,10 @@ from .index.offset_index import OffsetIndex
 from .index.time_index import TimeIndex, TimestampOffset
 from .index.txn_index import AbortedTxn, TransactionIndex
 from .recovery_scan import RecoveryScan
+
+if TYPE_CHECKING:
+    from .leader_epoch import LeaderEpochFileCache
+    from .producer_state import ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +90,13 @@ def replace_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
 
 
 class SegmentSettings(Protocol):
-    """What a segment needs from a config (LogConfig satisfies it)."""
+    """What a segment needs from a config (LogConfig satisfies it): read only."""
 
-    index_interval_bytes: int
-    segment_index_bytes: int
+    @property
+    def index_interval_bytes(self) -> int: ...
+
+    @property
+    def segment_index_bytes(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,7 +401,8 @@ class LogSegment:
         return self.max_timestamp_and_offset_so_far
 
     # -- recovery and truncation -----------------------------------------------------------
-    def recover(self, producer_state: Any = None, leader_epoch_cache: Any = None) -> int:
+    def recover(self, producer_state: ProducerStateManager | None = None,
+                leader_epoch_cache: LeaderEpochFileCache | None = None) -> int:
         """Rebuild the indexes from the `.log`, validating each batch (size, magic, CRC,
         offset range); cut the file at the first invalid byte. Returns the bytes removed."""
         self.offset_index.reset()
@@ -414,7 +422,8 @@ class LogSegment:
         self.time_index.trim()
         return truncated
 
-    def _recover_scan(self, producer_state: Any, leader_epoch_cache: Any) -> int:
+    def _recover_scan(self, producer_state: ProducerStateManager | None,
+                      leader_epoch_cache: LeaderEpochFileCache | None) -> int:
         """Walk the batches (storage/recovery_scan.py), appending index entries; cut the
         `.log` at the first invalid byte. Returns the bytes removed."""
         scan = RecoveryScan(self, producer_state, leader_epoch_cache)

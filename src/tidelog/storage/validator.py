@@ -420,12 +420,18 @@ _BIG = 1 << 62
 
 
 def _walk_py(buf: Buffer, count: int) -> tuple[int, int, int, bool, int]:
-    """(records, min ts delta, max ts delta, offset deltas are 0..n-1, null keys).
+    """(records, min ts delta, max ts delta, offset deltas are 0..n-1, null keys) of the
+    ``count`` records of ``buf`` (the native ``walk``: ``core_walk`` over ``walk_loop``)."""
+    walked = _walk_loop_py(buf)
+    if walked[0] != count:
+        raise InvalidRecordError(f"the batch declares {count} records but holds {walked[0]}")
+    return walked
 
-    The hot loop of the produce path: only the length, timestamp delta, offset delta and
-    key length of each record are decoded, single-byte varints inline. Kept whole on purpose,
-    over the ~50-line rule: a helper call per record or varint would cost the produce path.
-    """
+
+def _walk_loop_py(buf: Buffer) -> tuple[int, int, int, bool, int]:
+    """``_walk_py``'s records, however many ``buf`` holds (the native ``walk_loop``). The
+    produce path's hot loop: only each record's length, timestamp delta, offset delta and key
+    length are decoded, 1- and 2-byte varints inline, no helper call per record or varint."""
     pos, end, n = 0, len(buf), 0
     min_d, max_d, sequential, nulls = _BIG, -_BIG, True, 0
     try:
@@ -471,8 +477,6 @@ def _walk_py(buf: Buffer, count: int) -> tuple[int, int, int, bool, int]:
             n += 1
     except IndexError:
         raise InvalidRecordError(f"record {n} header runs past the batch") from None
-    if n != count:
-        raise InvalidRecordError(f"the batch declares {count} records but holds {n}")
     return n, min_d, max_d, sequential, nulls
 
 

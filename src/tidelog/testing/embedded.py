@@ -17,11 +17,11 @@ import asyncio
 import shutil
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidelog.iceberg import start_iceberg
 from tidelog.schema_registry import start_schema_registry
@@ -29,8 +29,13 @@ from tidelog.server.faults import FaultPlan, install
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
+    from tidelog.http.server import HttpListener
     from tidelog.iceberg.service import IcebergService
     from tidelog.schema_registry.listener import SchemaRegistryListener
+    from tidelog.server.broker import Broker
+
+
+T = TypeVar("T")
 
 
 class EmbeddedBroker:
@@ -55,8 +60,8 @@ class EmbeddedBroker:
         }
         self.props.update(config or {})
         self.fault_plan = fault_plan
-        self.broker: Any = None
-        self.http: Any = None  # the HTTP listener when ``http.listeners`` is set
+        self.broker: Broker | None = None
+        self.http: HttpListener | None = None  # the HTTP listener when ``http.listeners`` is set
         # when ``schema.registry.listeners`` is set
         self.schema_registry: SchemaRegistryListener | None = None
         self.iceberg: IcebergService | None = None  # when ``iceberg.enabled``
@@ -104,20 +109,19 @@ class EmbeddedBroker:
         return self
 
     def _run(self, started: Future[None]) -> None:
-        loop = self._loop
-        assert loop is not None
+        loop, broker = self._loop, self.broker
+        assert loop is not None and broker is not None
         asyncio.set_event_loop(loop)
         try:
-            loop.run_until_complete(self.broker.start())
+            loop.run_until_complete(broker.start())
         except BaseException as exc:
             started.set_exception(exc)
             loop.close()
             return
         try:
-            self.http = loop.run_until_complete(self._start_http())
-            self.schema_registry = loop.run_until_complete(start_schema_registry(self.broker))
-            self.iceberg = loop.run_until_complete(
-                start_iceberg(self.broker, self.schema_registry))
+            self.http = loop.run_until_complete(self._start_http(broker))
+            self.schema_registry = loop.run_until_complete(start_schema_registry(broker))
+            self.iceberg = loop.run_until_complete(start_iceberg(broker, self.schema_registry))
             if self.http is not None and self.iceberg is not None:  # lag on /metrics
                 self.http.registry.register(self.iceberg.collector())
                 self.http.topic_tables = self.iceberg.table_view
@@ -128,7 +132,7 @@ class EmbeddedBroker:
             if self.http is not None:
                 loop.run_until_complete(self.http.stop())
                 self.http = None
-            loop.run_until_complete(self.broker.stop())
+            loop.run_until_complete(broker.stop())
             started.set_exception(exc)
             loop.close()
             return
@@ -143,15 +147,16 @@ class EmbeddedBroker:
         if self.http is not None:
             loop.run_until_complete(self.http.stop())
             self.http = None
-        loop.run_until_complete(self.broker.stop())
+        loop.run_until_complete(broker.stop())
         loop.close()
 
-    async def _start_http(self) -> Any:
-        if not self.broker.config.values["http.listeners"]:
+    @staticmethod
+    async def _start_http(broker: Broker) -> HttpListener | None:
+        if not broker.config.values["http.listeners"]:
             return None
         from tidelog.http import start_http_listener
 
-        return await start_http_listener(self.broker)
+        return await start_http_listener(broker)
 
     @property
     def http_url(self) -> str:
@@ -164,7 +169,7 @@ class EmbeddedBroker:
         registry = self.schema_registry
         return registry.url if registry is not None else ""
 
-    def run(self, coro: Any, timeout: float = 30) -> Any:
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float = 30) -> T:
         """Run a coroutine on the broker's loop (inspect or poke broker state from a test)."""
         assert self._loop is not None
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)

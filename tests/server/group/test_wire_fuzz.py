@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from tidelog.protocol.codec import request_class
 from tidelog.protocol.errors import ErrorCode
 from tidelog.protocol.kio_util import make
-from tidelog.server.registry import discover
+from tidelog.server.handler_discovery import discover
 from tidelog.testing import EmbeddedBroker
 
 REGISTRY = discover()

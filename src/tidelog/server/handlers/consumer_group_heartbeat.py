@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.protocol.codec import response_class
 from tidelog.protocol.errors import ErrorCode
@@ -20,18 +20,22 @@ from ..configs import ConfigEntry
 from ..context import RequestContext
 from ..security import AclOperation, ResourceType
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+    from ..replica_manager import ReplicaManager
+
 API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def topic_source(rm: Any) -> Callable[[], Mapping[str, TopicMetadata]]:
+def topic_source(rm: ReplicaManager) -> Callable[[], Mapping[str, TopicMetadata]]:
     """Every topic's id and partition count, as the assignors see them."""
     return lambda: {t.name: TopicMetadata(t.topic_id, t.name, t.partitions)
                     for t in rm.topics()}
 
 
-def group_configs_for(broker: Any) -> GroupConfigStore:
+def group_configs_for(broker: Broker) -> GroupConfigStore:
     """The group configs (GROUP resource), read on first use: in a cluster from ZooKeeper
     (and followed there), on one broker from the first log dir."""
     coord = coordinator_for(broker)
@@ -52,7 +56,7 @@ def group_configs_for(broker: Any) -> GroupConfigStore:
     return store
 
 
-def group_config_entries(broker: Any, group_id: str) -> list[ConfigEntry]:
+def group_config_entries(broker: Broker, group_id: str) -> list[ConfigEntry]:
     """DescribeConfigs on the GROUP resource."""
     return [ConfigEntry(e.name, e.value, e.source, e.type, e.doc)
             for e in group_configs_for(broker).entries(group_id)]

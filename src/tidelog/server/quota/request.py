@@ -28,9 +28,12 @@ import dataclasses
 import datetime
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Generator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .manager import QuotaType
+from .manager import ClientQuotaManager, QuotaType
+
+if TYPE_CHECKING:
+    from ..context import RequestContext
 
 NANOS_TO_PERCENTAGE = 100.0 / 1_000_000_000  # Kafka's NanosToPercentagePerSecond
 
@@ -84,17 +87,19 @@ class _LocalTimer:
                 value, error = None, exc
 
 
-def _quota_exists(broker: Any) -> bool:
-    mgr = getattr(broker, "client_quotas", None)
-    return mgr is not None and mgr.store.has_request_quota
+def _request_quotas(broker: object) -> ClientQuotaManager | None:
+    """The broker's quota manager when it holds a request quota, else None."""
+    mgr: ClientQuotaManager | None = getattr(broker, "client_quotas", None)
+    return mgr if mgr is not None and mgr.store.has_request_quota else None
 
 
-def wrap(ctx: Any, handle: Handler) -> Handler:
+def wrap(ctx: RequestContext, handle: Handler) -> Handler:
     """``handle`` timed and throttled under request quotas; ``handle`` itself when no
     request quota exists or the API is exempt."""
-    if ctx.header.api_key in EXEMPT_API_KEYS or not _quota_exists(ctx.broker):
+    quotas = None if ctx.header.api_key in EXEMPT_API_KEYS else _request_quotas(ctx.broker)
+    if quotas is None:
         return handle
-    bound, _ = ctx.broker.client_quotas.quota(
+    bound, _ = quotas.quota(
         QuotaType.REQUEST, ctx.principal.name, ctx.client_id or "")
     if bound == float("inf"):  # this client has none: nothing to record it against
         return handle
@@ -123,7 +128,7 @@ def _with_throttle(result: Any, ms: int) -> Any:
     return dataclasses.replace(result, throttle_time=wanted)
 
 
-def request_throttle(ctx: Any) -> int:
+def request_throttle(ctx: RequestContext) -> int:
     """Record the current request's handler time so far (once) and return its throttle in
     ms; the handlers that encode their own responses (Produce, Fetch) call this just before
     encoding, as Kafka records at sendResponse. 0 when the request is not timed."""
@@ -132,7 +137,9 @@ def request_throttle(ctx: Any) -> int:
         return 0
     timer.recorded = True
     now_ms = int(ctx.broker.clock.milliseconds())
-    ms: int = ctx.broker.client_quotas.record(  # present: wrap() found a request quota in it
+    quotas = ctx.broker.client_quotas
+    assert quotas is not None  # wrap() found a request quota in it
+    ms = quotas.record(
         QuotaType.REQUEST, ctx.principal.name, ctx.client_id or "",
         timer.so_far_ns() * NANOS_TO_PERCENTAGE, now_ms)
     if ms > 0:  # the connection mutes itself for as long once it has answered (KIP-219)

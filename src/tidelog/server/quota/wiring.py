@@ -6,7 +6,7 @@ it through ``quota_manager(broker)``."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tidelog.config.broker_config import BrokerConfig
 
@@ -14,8 +14,11 @@ from .manager import ClientQuotaManager, QuotaType
 from .request import request_throttle
 from .store import ClientQuotaStore
 
+if TYPE_CHECKING:
+    from ..context import RequestContext
 
-def has_quota(ctx: Any, qtype: QuotaType) -> bool:
+
+def has_quota(ctx: RequestContext, qtype: QuotaType) -> bool:
     mgr = quota_manager(ctx.broker)
     if not mgr.store.entries:  # the common case: no quotas at all (one check per request)
         return False
@@ -23,7 +26,7 @@ def has_quota(ctx: Any, qtype: QuotaType) -> bool:
     return bound != float("inf")
 
 
-async def wait_until_unmuted(ctx: Any) -> None:
+async def wait_until_unmuted(ctx: RequestContext) -> None:
     """Kafka reads a throttled channel's next request only once its mute ends; requests
     already read here (pipelined) wait for it instead, one at a time (the caller chains a
     connection's requests while it has a quota)."""
@@ -63,7 +66,7 @@ def quota_manager(broker: HasClientQuotas) -> ClientQuotaManager:
     return manager
 
 
-def throttle_fetch(ctx: Any, nbytes: int) -> int:
+def throttle_fetch(ctx: RequestContext, nbytes: int) -> int:
     """consumer_byte_rate: over quota, the response is sent empty (its bytes taken back) with
     the throttle time, and the connection muted, as Kafka's handleFetchRequest does."""
     ms = throttle(ctx, QuotaType.FETCH, nbytes)
@@ -76,7 +79,7 @@ def throttle_fetch(ctx: Any, nbytes: int) -> int:
     return ms
 
 
-def throttle(ctx: Any, qtype: Any, nbytes: int) -> int:
+def throttle(ctx: RequestContext, qtype: QuotaType, nbytes: int) -> int:
     """Record a request's bytes against its client's quota; the throttle time, also set on
     the context so the connection mutes itself for as long once it has answered."""
     mgr = quota_manager(ctx.broker)
@@ -92,6 +95,6 @@ def throttle(ctx: Any, qtype: Any, nbytes: int) -> int:
     return max(ms, request_throttle(ctx))
 
 
-def mute(ctx: Any, ms: int) -> None:
+def mute(ctx: RequestContext, ms: int) -> None:
     """The connection mutes itself for ``ms`` once it has answered (KIP-219)."""
     ctx.throttle_ms = max(getattr(ctx, "throttle_ms", 0), ms)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tidelog.records import RecordBatch
 from tidelog.util.clock import Clock
@@ -97,7 +97,7 @@ class LogToClean:
         return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def calculate_cleanable_bytes(lg: Any, first_dirty: int, uncleanable: int) -> tuple[int, int]:
+def calculate_cleanable_bytes(lg: Log, first_dirty: int, uncleanable: int) -> tuple[int, int]:
     """(base of the first uncleanable segment, bytes of the segments before it from the dirty
     one)."""
     segs = lg.segments
@@ -140,7 +140,7 @@ def group_segments_by_size(
     return groups
 
 
-def collect_aborted_transactions(lg: Any, start: int, upper: int) -> list[AbortedTxn]:
+def collect_aborted_transactions(lg: Log, start: int, upper: int) -> list[AbortedTxn]:
     """Aborted transactions overlapping [start, upper) from the segments' txn indexes."""
     segs = lg.segments
     first = segs.floor_segment(start)
@@ -167,7 +167,7 @@ def last_data_offsets(producers: Mapping[int, LastRecord]) -> dict[int, int]:
             if r.last_data_offset is not None}
 
 
-def last_records_of_active_producers(lg: Any) -> dict[int, LastRecord]:
+def last_records_of_active_producers(lg: Log) -> dict[int, LastRecord]:
     out: dict[int, LastRecord] = {}
     for pid, entry in lg.producer_state.active_producers.items():
         off = entry.last_data_offset
@@ -343,7 +343,7 @@ class Cleaner:
         return end_offset, stats
 
     # -- offset map --------------------------------------------------------------------------
-    def build_offset_map(self, lg: Any, start: int, end: int, stats: CleanerStats) -> None:
+    def build_offset_map(self, lg: Log, start: int, end: int, stats: CleanerStats) -> None:
         """Key -> latest offset over [start, end), until the map is full (#132)."""
         m = self.offset_map
         m.clear()
@@ -424,7 +424,7 @@ class Cleaner:
         return False
 
     # -- cleaning ----------------------------------------------------------------------------
-    def clean_segments(self, lg: Any, segments: list[LogSegment], current_time: int,
+    def clean_segments(self, lg: Log, segments: list[LogSegment], current_time: int,
                        stats: CleanerStats, txn: CleanedTransactionMetadata,
                        upper_bound: int) -> None:
         """Write the group's kept batches to one ``.cleaned`` segment and swap it in."""

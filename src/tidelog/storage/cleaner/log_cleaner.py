@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.util.clock import SYSTEM_CLOCK, Clock
 from tidelog.util.topic_partition import TopicPartition
@@ -37,12 +37,15 @@ from .offset_map import SkimpyOffsetMap
 from .swap import FaultHook
 from .throttler import Throttler
 
+if TYPE_CHECKING:
+    from ..log import Log
+
 log = logging.getLogger(__name__)
 
-LogsProvider = Callable[[], Mapping[TopicPartition, Any]]
+LogsProvider = Callable[[], Mapping[TopicPartition, "Log"]]
 # (log, error, what was being done) -> True if the error was a disk failure, now reported
 # to the LogDirFailureChannel (its dir goes offline); the LogManager's maybe_handle_io_error
-IoErrorHandler = Callable[[Any, BaseException, str], bool]
+IoErrorHandler = Callable[["Log", BaseException, str], bool]
 
 
 class LogCleaner:
@@ -240,7 +243,7 @@ class LogCleaner:
         finally:
             self.manager.done_cleaning(ltc.topic_partition, log_dir_of(ltc.log), end)
 
-    def _reported_disk_failure(self, lg: Any, exc: BaseException, op: str) -> bool:
+    def _reported_disk_failure(self, lg: Log, exc: BaseException, op: str) -> bool:
         handler = self.io_error_handler
         return handler is not None and handler(lg, exc, op)
 

@@ -14,12 +14,15 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidelog.util.topic_partition import TopicPartition
 
 from ..checkpoints import CLEANER_OFFSET_CHECKPOINT_FILE, OffsetCheckpointFile
 from .cleaner import LogCleaningAbortedError, LogToClean
+
+if TYPE_CHECKING:
+    from ..log import Log
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +52,11 @@ class OffsetsToClean:
     force_update_checkpoint: bool = False
 
 
-def log_dir_of(lg: Any) -> Path:
+def log_dir_of(lg: Log) -> Path:
     return Path(lg.dir).parent
 
 
-def cleanable_offsets(lg: Any, last_clean_offset: int | None, now: int) -> OffsetsToClean:
+def cleanable_offsets(lg: Log, last_clean_offset: int | None, now: int) -> OffsetsToClean:
     """[first dirty, first uncleanable) of a log (#127, #128)."""
     start = lg.log_start_offset
     checkpointed = start if last_clean_offset is None else last_clean_offset
@@ -80,7 +83,7 @@ def cleanable_offsets(lg: Any, last_clean_offset: int | None, now: int) -> Offse
     return OffsetsToClean(first_dirty, max(first_dirty, min(bounds)), force)
 
 
-def max_compaction_delay(lg: Any, first_dirty: int, now: int) -> int:
+def max_compaction_delay(lg: Log, first_dirty: int, now: int) -> int:
     """How long past max.compaction.lag.ms the earliest dirty segment is (0 if not)."""
     stamps = [s.first_batch_timestamp()
               for s in lg.segments.non_active_log_segments_from(first_dirty)]
@@ -92,7 +95,7 @@ def max_compaction_delay(lg: Any, first_dirty: int, now: int) -> int:
 
 class LogCleanerManager:
     def __init__(self, log_dirs: Iterable[Path],
-                 logs_provider: Callable[[], Mapping[TopicPartition, Any]]) -> None:
+                 logs_provider: Callable[[], Mapping[TopicPartition, Log]]) -> None:
         self.log_dirs = [Path(d) for d in log_dirs]
         self._logs_provider = logs_provider
         self.checkpoints = {d: OffsetCheckpointFile(d / CLEANER_OFFSET_CHECKPOINT_FILE)
@@ -105,7 +108,7 @@ class LogCleanerManager:
         self.time_of_last_run = 0
 
     @property
-    def logs(self) -> Mapping[TopicPartition, Any]:
+    def logs(self) -> Mapping[TopicPartition, Log]:
         return self._logs_provider()
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -147,7 +150,7 @@ class LogCleanerManager:
                 cp.write(existing)
 
     # -- choosing a log ----------------------------------------------------------------------
-    def is_uncleanable(self, lg: Any, tp: TopicPartition) -> bool:
+    def is_uncleanable(self, lg: Log, tp: TopicPartition) -> bool:
         with self._lock:
             return tp in self.uncleanable.get(log_dir_of(lg), set())
 
@@ -185,7 +188,7 @@ class LogCleanerManager:
             self.in_progress[filthiest.topic_partition] = CleaningState.IN_PROGRESS
             return filthiest
 
-    def _log_to_clean(self, tp: TopicPartition, lg: Any, last: int | None, now: int) -> LogToClean:
+    def _log_to_clean(self, tp: TopicPartition, lg: Log, last: int | None, now: int) -> LogToClean:
         try:
             offsets = cleanable_offsets(lg, last, now)
             if offsets.force_update_checkpoint:
@@ -197,7 +200,7 @@ class LogCleanerManager:
             raise LogCleaningError(lg, tp, f"Failed to calculate log cleaning stats for "
                                            f"partition {tp}: {e}") from e
 
-    def deletable_logs(self) -> dict[TopicPartition, Any]:
+    def deletable_logs(self) -> dict[TopicPartition, Log]:
         """Compacted logs not busy: the cleaner thread runs their retention (#140)."""
         with self._lock:
             out = {tp: lg for tp, lg in self.logs.items()
@@ -280,7 +283,7 @@ class LogCleanerManager:
 class LogCleaningError(Exception):
     """Cleaning of one log failed: its partition is marked uncleanable."""
 
-    def __init__(self, lg: Any, tp: TopicPartition, message: str) -> None:
+    def __init__(self, lg: Log, tp: TopicPartition, message: str) -> None:
         super().__init__(message)
         self.log = lg
         self.topic_partition = tp

@@ -23,10 +23,13 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..segment import CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, SWAP_FILE_SUFFIX, LogSegment
 from .errors import SwapAbortedError
+
+if TYPE_CHECKING:
+    from ..log import Log
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ def fsync_dir(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def log_lock(lg: Any) -> Iterator[None]:
+def log_lock(lg: Log) -> Iterator[None]:
     """The Log's writer lock (public ``lock`` if it has one, else its private one)."""
     lock = getattr(lg, "lock", None) or getattr(lg, "_lock", None)
     if lock is None:
@@ -56,7 +59,7 @@ def log_lock(lg: Any) -> Iterator[None]:
 
 
 def replace_segments(
-    lg: Any, new_segment: LogSegment, old_segments: list[LogSegment],
+    lg: Log, new_segment: LogSegment, old_segments: list[LogSegment],
     fault: FaultHook | None = None,
 ) -> list[LogSegment]:
     """Swap ``new_segment`` (suffix ``.cleaned``) in for ``old_segments``; returns the old
@@ -89,7 +92,7 @@ def replace_segments(
     return old_segments
 
 
-def _delete_replaced_snapshots(lg: Any, new_segment: LogSegment, old: list[LogSegment]) -> None:
+def _delete_replaced_snapshots(lg: Log, new_segment: LogSegment, old: list[LogSegment]) -> None:
     psm = getattr(lg, "producer_state", None)
     if psm is None:
         return
@@ -106,7 +109,7 @@ def _delete_files(segments: list[LogSegment]) -> None:
             log.warning("Failed to delete %s", seg, exc_info=True)
 
 
-def _schedule_delete(lg: Any, segments: list[LogSegment]) -> None:
+def _schedule_delete(lg: Log, segments: list[LogSegment]) -> None:
     scheduler = getattr(lg, "scheduler", None)
     if scheduler is None:
         _delete_files(segments)

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from typing import Any
 
 from tidelog.records import ControlRecordType, RecordBatch, parse_control_key
 
-from ..index.txn_index import AbortedTxn
+from ..index.txn_index import AbortedTxn, TransactionIndex
 
 
 class _AbortedTxnState:
@@ -30,7 +29,7 @@ class _AbortedTxnState:
 class CleanedTransactionMetadata:
     """Which transactional batches and markers a cleaning pass may discard."""
 
-    def __init__(self, cleaned_index: Any = None) -> None:
+    def __init__(self, cleaned_index: TransactionIndex | None = None) -> None:
         self._ongoing_committed: set[int] = set()
         self._ongoing_aborted: dict[int, _AbortedTxnState] = {}
         self._aborted: list[tuple[int, int, AbortedTxn]] = []  # min-heap by first offset

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidelog.records import RecordBatch, iter_batches
 from tidelog.server.coordinator.group.config import GroupConfig
@@ -18,6 +18,9 @@ from tidelog.server.coordinator.partition_writer import PartitionWriter
 from tidelog.storage.log_read import FetchIsolation
 from tidelog.storage.validator import AppendOrigin
 from tidelog.util.topic_partition import TopicPartition
+
+if TYPE_CHECKING:
+    from tidelog.server.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +39,8 @@ class LogOffsetsStore:
     """``__consumer_offsets`` by default; the share coordinator's ``__share_group_state``
     uses the same port over another compacted topic."""
 
-    def __init__(self, replica_manager: Any, config: GroupConfig, topic: str = OFFSETS_TOPIC,
-                 partitions: int | None = None) -> None:
+    def __init__(self, replica_manager: ReplicaManager, config: GroupConfig,
+                 topic: str = OFFSETS_TOPIC, partitions: int | None = None) -> None:
         self.rm = replica_manager
         self.config = config
         self.topic = topic

@@ -10,7 +10,6 @@ offsets, ABORT drops them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import CompressionType, RecordBatchBuilder
@@ -101,7 +100,7 @@ def _append(coord: GroupCoordinator, group_id: str,
     return ErrorCode.NONE
 
 
-def complete_txn_offsets(broker: Any, partition: int, producer_id: int, commit: bool) -> None:
+def complete_txn_offsets(broker: object, partition: int, producer_id: int, commit: bool) -> None:
     """The COMMIT/ABORT marker of ``producer_id`` reached ``__consumer_offsets-partition``."""
     coord: GroupCoordinator | None = getattr(broker, "group_coordinator", None)
     if coord is None:

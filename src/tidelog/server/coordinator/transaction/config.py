@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidelog.config.core import ConfigDef, at_least
+
+if TYPE_CHECKING:
+    from tidelog.config.broker_config import BrokerConfig
 
 TXN_CONFIG_DEF = (
     ConfigDef()
@@ -49,7 +52,7 @@ class TxnConfig:
         return cls(**fields, **declared_elsewhere)
 
     @classmethod
-    def from_broker_config(cls, config: Any) -> TxnConfig:
+    def from_broker_config(cls, config: BrokerConfig) -> TxnConfig:
         return cls.from_props(
             config.originals,
             transactional_id_expiration_ms=int(config.values["transactional.id.expiration.ms"]),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tidelog.protocol.errors import ErrorCode
 from tidelog.records import RecordBatch, RecordBatchBuilder, iter_batches
@@ -31,6 +31,10 @@ from .records import (
     partition_for,
 )
 
+if TYPE_CHECKING:
+    from tidelog.server.replica_manager import ReplicaManager
+    from tidelog.storage.log import Log
+
 log = logging.getLogger(__name__)
 
 WRITE_TIMEOUT_MS = 30000  # Kafka waits request.timeout.ms for the ISR
@@ -50,7 +54,7 @@ def transaction_topic_configs(config: TxnConfig) -> dict[str, str]:
 class TxnLogStore:
     """Partition N of ``__transaction_state`` over the broker's logs (created on first use)."""
 
-    def __init__(self, replica_manager: Any, config: TxnConfig) -> None:
+    def __init__(self, replica_manager: ReplicaManager, config: TxnConfig) -> None:
         self.rm = replica_manager
         self.config = config
         # in a cluster every write is replicated (acks=all) and handlers await it
@@ -67,7 +71,7 @@ class TxnLogStore:
                                  self.config.transaction_state_log_num_partitions,
                                  transaction_topic_configs(self.config))
 
-    def _log(self, partition: int, create: bool) -> Any:
+    def _log(self, partition: int, create: bool) -> Log | None:
         if self.rm.topic(TRANSACTION_STATE_TOPIC) is None:
             if not create:
                 return None
@@ -111,7 +115,7 @@ class TxnLogStore:
 
 
 class TransactionStateManager:
-    def __init__(self, config: TxnConfig, *, clock: Clock, store: Any) -> None:
+    def __init__(self, config: TxnConfig, *, clock: Clock, store: TxnLogStore) -> None:
         self.config = config
         self.clock = clock
         self.store = store
