@@ -160,11 +160,12 @@ class Connection(asyncio.Protocol):
                     cluster_authorized_operations=-2147483648)
 
 
-def api_versions(version: int) -> Any:
+def api_versions(version: int, versions: dict[int, tuple[int, int]] = VERSIONS) -> Any:
+    """ApiVersions advertising ``versions`` (this broker's by default)."""
     cls = response_class(API_VERSIONS, version)
     kcls = nested(cls, "api_keys")
     keys = tuple(make(kcls, api_key=k, min_version=lo, max_version=hi)
-                 for k, (lo, hi) in VERSIONS.items())
+                 for k, (lo, hi) in versions.items())
     return make(cls, error_code=0, api_keys=keys, throttle_time=0)
 
 

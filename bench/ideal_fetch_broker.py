@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from baseline_broker import api_versions  # bench/ is on the path: the script's own folder
+
 from tidelog.protocol.codec import decode_request, encode_response, response_class
 from tidelog.protocol.kio_util import make, nested
 
@@ -167,7 +169,7 @@ class Server(socketserver.ThreadingTCPServer):
     def other(self, key: int, version: int, frame: bytes) -> bytes:
         corr = _I32.unpack_from(frame, 4)[0]
         if key not in (METADATA, LIST_OFFSETS):
-            response = api_versions(min(version, VERSIONS[API_VERSIONS][1]))
+            response = api_versions(min(version, VERSIONS[API_VERSIONS][1]), VERSIONS)
         else:
             _, request = decode_request(frame)
             response = (self.metadata if key == METADATA else self.list_offsets)(version,
@@ -204,12 +206,6 @@ class Server(socketserver.ThreadingTCPServer):
         return make(cls, throttle_time=0, topics=tuple(topics))
 
 
-def api_versions(version: int) -> Any:
-    cls = response_class(API_VERSIONS, version)
-    kcls = nested(cls, "api_keys")
-    keys = tuple(make(kcls, api_key=k, min_version=lo, max_version=hi)
-                 for k, (lo, hi) in VERSIONS.items())
-    return make(cls, error_code=0, api_keys=keys, throttle_time=0)
 
 
 def main() -> None:
