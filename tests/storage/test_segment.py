@@ -15,6 +15,7 @@ from kafka.record import MemoryRecords
 from tidelog.records import ControlRecordType, RecordBatch, RecordBatchBuilder
 from tidelog.storage.errors import LogSegmentOffsetOverflowError
 from tidelog.storage.file_records import FileRecords
+from tidelog.storage.log_file_utils import log_file, offset_from_file_name
 from tidelog.storage.producer_state import ProducerStateManager
 from tidelog.storage.segment import (
     LONG_MAX,
@@ -22,8 +23,6 @@ from tidelog.storage.segment import (
     LogOffsetMetadata,
     LogSegment,
     SegmentConfig,
-    log_file,
-    offset_from_file_name,
 )
 from tidelog.util.clock import ManualClock
 

@@ -21,8 +21,7 @@ from tidelog.util.clock import Clock
 
 from .errors import CorruptIndexError, InvalidOffsetError
 from .leader_epoch import LeaderEpochFileCache
-from .producer_state import NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerStateManager
-from .segment import (
+from .log_file_utils import (
     CLEANED_FILE_SUFFIX,
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -30,12 +29,12 @@ from .segment import (
     SWAP_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX,
     TXN_INDEX_FILE_SUFFIX,
-    LogOffsetMetadata,
-    LogSegment,
     log_file,
     offset_index_file,
     time_index_file,
 )
+from .producer_state import NUM_BATCHES_TO_RETAIN, BatchMetadata, ProducerStateManager
+from .segment import LogOffsetMetadata, LogSegment
 from .segments import LogSegments
 
 log = logging.getLogger(__name__)

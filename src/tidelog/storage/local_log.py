@@ -26,9 +26,10 @@ from tidelog.util.topic_partition import TopicPartition, parse_topic_partition_n
 from . import log_read
 from .errors import KafkaStorageError, StorageError
 from .loader import open_segment
+from .log_file_utils import DELETED_FILE_SUFFIX, log_file
 from .log_files import delete_all, flush_plan, sync
 from .log_writes import PendingWrites, WriteDone
-from .segment import DELETED_FILE_SUFFIX, FetchDataInfo, LogOffsetMetadata, LogSegment, log_file
+from .segment import FetchDataInfo, LogOffsetMetadata, LogSegment
 from .segments import LogSegments
 
 log = logging.getLogger(__name__)

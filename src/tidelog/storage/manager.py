@@ -6,8 +6,9 @@ partitions in the least-loaded dir, runs the periodic tasks (retention, flusher,
 and log-start-offset checkpoints, delayed deletion of ``-delete`` dirs) on an injected
 scheduler, and shuts down cleanly (flush, close, checkpoints, ``.kafka_cleanshutdown``).
 
-Loading and the periodic tasks live in ``manager_tasks``; this module holds the state and the
-lifecycle operations the broker calls.
+Loading and the periodic tasks live in ``manager_tasks``, DeleteRecords and truncation in
+``manager_records``; this module holds the state and the lifecycle operations the broker
+calls.
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ import logging
 import shutil
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,14 +28,15 @@ from tidelog.storage.checkpoints import (
 )
 from tidelog.storage.cleaner import CleanerConfig, LogCleaner
 from tidelog.storage.dir_lock import LogDir, LogDirError, canonical_dirs, lock_dir, prepare_dir
-from tidelog.storage.errors import KafkaStorageError, OffsetOutOfRangeError, StorageError
+from tidelog.storage.errors import KafkaStorageError, StorageError
 from tidelog.storage.free_space import FreeSpaceFloor
 from tidelog.storage.log import Log
 from tidelog.storage.log_dir_failure import LogDirFailureChannel
 from tidelog.storage.manager_config import LogManagerConfig
 from tidelog.storage.manager_faults import LogManagerFaults
 from tidelog.storage.manager_placement import LogsByDir
-from tidelog.storage.manager_tasks import LogManagerTasks, first_segment_base
+from tidelog.storage.manager_records import LogManagerRecords, PolicyViolationError
+from tidelog.storage.manager_tasks import first_segment_base
 from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
 from tidelog.util.topic_partition import TopicPartition, delete_dir_name, validate_topic_name
@@ -49,13 +50,7 @@ class UnknownTopicOrPartitionError(StorageError):
     kafka_error = "UNKNOWN_TOPIC_OR_PARTITION"
 
 
-class PolicyViolationError(StorageError):
-    """DeleteRecords on a log whose cleanup.policy lacks ``delete`` (Kafka refuses it)."""
-
-    kafka_error = "POLICY_VIOLATION"
-
-
-class LogManager(LogManagerFaults, LogManagerTasks):
+class LogManager(LogManagerFaults, LogManagerRecords):
     """All partition logs of one broker, across its log dirs."""
 
     def __init__(
@@ -523,72 +518,6 @@ class LogManager(LogManagerFaults, LogManagerTasks):
             self.cleaner.update_checkpoints(old_parent, remove=tp)
         self._schedule_log_deletion(Path(current.dir), current,
                                     current.config.file_delete_delay_ms)
-
-    # -- records -------------------------------------------------------------------------------
-    def delete_records(self, tp: TopicPartition, offset: int) -> int:
-        """Advance the log start offset to ``offset`` (-1 = the high watermark).
-
-        Bounded by the high watermark (OffsetOutOfRange above it, like Kafka); an offset at or
-        below the current log start offset changes nothing. Returns the new log start offset.
-        """
-        lg = self._require_log(tp)
-        if not lg.config.delete:
-            raise PolicyViolationError(
-                f"Records of partition {tp} can not be deleted due to the configured policy"
-            )
-        target = lg.high_watermark if offset == -1 else offset
-        if target < 0:
-            raise OffsetOutOfRangeError(f"Cannot delete records of {tp} before offset {offset}")
-        if target > lg.high_watermark:
-            raise OffsetOutOfRangeError(
-                f"Cannot increment the log start offset of {tp} to {target}: it is above the "
-                f"high watermark {lg.high_watermark}"
-            )
-        lg.maybe_increment_log_start_offset(target, "client delete records")
-        return int(lg.log_start_offset)
-
-    def truncate_to(self, partition_offsets: Mapping[TopicPartition, int]) -> None:
-        """Truncate each log to its offset (followers); checkpoint the affected dirs."""
-        affected: set[Path] = set()
-        for tp, offset in partition_offsets.items():
-            lg = self.get_log(tp)
-            if lg is None:
-                log.warning("Not truncating %s to %d: no log on this broker", tp, offset)
-                continue  # like Kafka: partitions this broker does not host are skipped
-            # Truncating below the active segment rewrites what the cleaner may be reading.
-            pause = offset < lg.segments.active_segment.base_offset
-            with self._cleaning_paused(tp, pause):
-                if lg.truncate_to(offset):
-                    affected.add(Path(lg.dir).parent)
-                if pause:
-                    self._truncate_cleaner_checkpoint(lg, tp)
-        for parent in affected:
-            self._checkpoint_recovery_points(self._log_dir_of(parent))
-
-    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
-        lg = self._require_log(tp)
-        with self._cleaning_paused(tp, True):
-            lg.truncate_fully_and_start_at(offset)
-            self._truncate_cleaner_checkpoint(lg, tp)
-        parent = Path(lg.dir).parent
-        self._checkpoint_dir(self._log_dir_of(parent), self._logs_in_dir(parent))
-
-    @contextmanager
-    def _cleaning_paused(self, tp: TopicPartition, pause: bool) -> Iterator[None]:
-        """Abort and pause the cleaner on ``tp`` for the block (Kafka's truncateTo)."""
-        if not pause or self.cleaner is None:
-            yield
-            return
-        self.cleaner.abort_and_pause_cleaning(tp)
-        try:
-            yield
-        finally:
-            self.cleaner.resume_cleaning([tp])
-
-    def _truncate_cleaner_checkpoint(self, lg: Log, tp: TopicPartition) -> None:
-        if self.cleaner is not None:
-            base = lg.segments.active_segment.base_offset
-            self.cleaner.maybe_truncate_checkpoint(Path(lg.dir).parent, tp, base)
 
     def __repr__(self) -> str:
         return f"LogManager(dirs={[str(d.path) for d in self.dirs]}, logs={len(self._logs)})"

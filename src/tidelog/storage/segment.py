@@ -30,6 +30,13 @@ from .file_records import (
 from .index.offset_index import OffsetIndex
 from .index.time_index import TimeIndex, TimestampOffset
 from .index.txn_index import AbortedTxn, TransactionIndex
+from .log_file_utils import (
+    log_file,
+    offset_index_file,
+    replace_suffix,
+    time_index_file,
+    transaction_index_file,
+)
 from .recovery_scan import RecoveryScan
 
 if TYPE_CHECKING:
@@ -46,48 +53,6 @@ APPEND_FROM_FILE_CHUNK = 1024 * 1024
 POSITION_UNKNOWN = -1  # pass as max_position: the bound is unknown, return metadata only
 UNKNOWN_TIMESTAMP_OFFSET = TimestampOffset(NO_TIMESTAMP, -1)
 _new_timestamp_offset = slotted_maker(TimestampOffset)  # (one per append: no Python __new__)
-
-LOG_FILE_SUFFIX = ".log"
-INDEX_FILE_SUFFIX = ".index"
-TIME_INDEX_FILE_SUFFIX = ".timeindex"
-TXN_INDEX_FILE_SUFFIX = ".txnindex"
-DELETED_FILE_SUFFIX = ".deleted"
-CLEANED_FILE_SUFFIX = ".cleaned"
-SWAP_FILE_SUFFIX = ".swap"
-
-
-def filename_prefix_from_offset(offset: int) -> str:
-    """The offset zero-padded to 20 digits: 0 -> "00000000000000000000"."""
-    return f"{offset:020d}"
-
-
-def offset_from_file_name(name: str) -> int:
-    """The offset in a segment or snapshot file name (the text before the first ".")."""
-    return int(name.split(".", 1)[0])
-
-
-def log_file(dir: Path, offset: int, suffix: str = "") -> Path:
-    return Path(dir) / f"{filename_prefix_from_offset(offset)}{LOG_FILE_SUFFIX}{suffix}"
-
-
-def offset_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
-    return Path(dir) / f"{filename_prefix_from_offset(offset)}{INDEX_FILE_SUFFIX}{suffix}"
-
-
-def time_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
-    return Path(dir) / f"{filename_prefix_from_offset(offset)}{TIME_INDEX_FILE_SUFFIX}{suffix}"
-
-
-def transaction_index_file(dir: Path, offset: int, suffix: str = "") -> Path:
-    return Path(dir) / f"{filename_prefix_from_offset(offset)}{TXN_INDEX_FILE_SUFFIX}{suffix}"
-
-
-def replace_suffix(path: Path, old_suffix: str, new_suffix: str) -> Path:
-    name = str(path)
-    if not name.endswith(old_suffix):
-        raise ValueError(f"Expected string to end with {old_suffix!r} but string is {name!r}")
-    return Path(name[: len(name) - len(old_suffix)] + new_suffix)
-
 
 class SegmentSettings(Protocol):
     """What a segment needs from a config (LogConfig satisfies it): read only."""

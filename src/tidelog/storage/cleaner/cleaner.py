@@ -27,7 +27,8 @@ from tidelog.util.clock import Clock
 from tidelog.util.topic_partition import TopicPartition
 
 from ..index.txn_index import AbortedTxn
-from ..segment import CLEANED_FILE_SUFFIX, LogSegment
+from ..log_file_utils import CLEANED_FILE_SUFFIX
+from ..segment import LogSegment
 
 if TYPE_CHECKING:
     from ..log import Log
