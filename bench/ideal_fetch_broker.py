@@ -40,6 +40,7 @@ from baseline_broker import api_versions  # bench/ is on the path: the script's 
 
 from tidelog.protocol.codec import decode_request, encode_response, response_class
 from tidelog.protocol.kio_util import make, nested
+from tidelog.records.batch import iter_batches
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 # Fetch v4-v11: v2 batches, no topic ids, no flexible fields (hand-parsed below). Produce is
@@ -48,7 +49,6 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 VERSIONS = {PRODUCE: (3, 8), FETCH: (4, 11), LIST_OFFSETS: (1, 7), METADATA: (1, 12),
             API_VERSIONS: (0, 3)}
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-_BATCH = struct.Struct(">qi")  # base offset, length (the 12 bytes before it excluded)
 
 
 @dataclass(slots=True)
@@ -63,15 +63,11 @@ class Partition:
     @classmethod
     def load(cls, directory: Path) -> Partition:
         data = b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
-        starts: list[int] = []
-        lasts: list[int] = []
-        pos = 0
-        while pos + 61 <= len(data):
-            base, length = _BATCH.unpack_from(data, pos)
-            starts.append(pos)
-            lasts.append(base + _I32.unpack_from(data, pos + 23)[0])  # last offset delta
-            pos += 12 + length
-        return cls(memoryview(data[:pos]), starts, lasts, lasts[-1] + 1 if lasts else 0)
+        batches = list(iter_batches(data, validate=False))
+        starts = [b.position for b in batches]
+        lasts = [b.last_offset for b in batches]
+        end = batches[-1].position + batches[-1].size_in_bytes if batches else 0
+        return cls(memoryview(data[:end]), starts, lasts, lasts[-1] + 1 if lasts else 0)
 
     def slice(self, offset: int, limit: int, cut: str) -> memoryview:
         """The answer's records for a fetch at ``offset`` within ``limit`` bytes."""
