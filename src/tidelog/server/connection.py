@@ -237,17 +237,22 @@ class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtoco
                 pos += 4 + size
                 if not self._dispatch(frame):
                     return
-            if buf is not self.buf:  # read straight from ``data``: keep what is left of it
-                if pos < end:
-                    with memoryview(buf) as mv:
-                        self.buf += mv[pos:end]
-            elif pos:
-                del self.buf[:pos]
+            self._keep_rest(buf, pos, end)
         finally:
             if not already:
                 self._flush()  # which ends by pausing or resuming reading as needed
             else:
                 self._maybe_pause()
+
+    def _keep_rest(self, buf: bytes | bytearray, pos: int, end: int) -> None:
+        """After framing ``buf[:end]`` up to ``pos``: what is left held for the next read
+        (copied out when ``buf`` was read straight from the transport's data)."""
+        if buf is not self.buf:
+            if pos < end:
+                with memoryview(buf) as mv:
+                    self.buf += mv[pos:end]
+        elif pos:
+            del self.buf[:pos]
 
     def _held(self, data: bytes | bytearray, end: int) -> tuple[bytearray, int] | None:
         """``_take``'s bytes while a large frame arrives or bytes are held over: the large

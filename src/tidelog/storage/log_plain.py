@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import struct
+from typing import TYPE_CHECKING
 
 from tidelog._native import core as _native_core
 from tidelog.records import NO_SEQUENCE, crc32c
@@ -61,6 +62,11 @@ from .producer_state import (
 )
 from .segment import UNKNOWN_TIMESTAMP_OFFSET, LogOffsetMetadata
 from .validator import plain_check_py
+
+if TYPE_CHECKING:
+    from tidelog.config.log_config import LogConfig
+
+    from .file_records import FileRecords
 
 Buffer = bytes | bytearray | memoryview
 
@@ -89,14 +95,8 @@ def append_plain_leader_py(local: LocalLog, psm: ProducerStateManager,
     FileRecords.append raises it) or of an index entry. (``append_plain``: the native
     core's ``append_leader`` when built, this its twin.)"""
     n = len(records)
-    config = local.config
-    if n >= inline_below or n < RECORD_BATCH_OVERHEAD or local.writes.count or \
-            not config.plain_appends:
+    if _declined(local, epochs, n, leader_epoch, inline_below):
         return None
-    if leader_epoch >= 0:  # (a batch starting a newer epoch: the reference path assigns it)
-        known = epochs.live_entries  # (``latest_epoch`` without a call)
-        if not known or leader_epoch > known[-1].epoch:
-            return None
     attrs, lod, pid, producer_epoch, base_seq = _FIELDS.unpack_from(records, 0)
     entry = None
     if pid > NO_PRODUCER_ID:
@@ -110,16 +110,47 @@ def append_plain_leader_py(local: LocalLog, psm: ProducerStateManager,
     seg = local.segments.last_segment  # (``active_segment`` without a call)
     if seg is None:
         return None
-    log_records = seg.log
-    position = log_records.size_in_bytes
+    position = seg.log.size_in_bytes
     now = local.clock.milliseconds()
+    config = local.config
     bound = seg.plain_room(n, position, last, now, config.segment_bytes, config.max_segment_ms)
     if bound is None:
         return None
+    got = _write(seg.log, records, offset, leader_epoch, config, now, bound, position)
+    if got is None:
+        return None
+    count, max_ts = got
+    seg.appended(n, position, last, max_ts)
+    # (``local.appended`` inline: the log end offset past the batch)
+    local.end_metadata = _new_offset_metadata(last + 1, seg.base_offset, position + n)
+    if entry is not None:
+        _add_batch(entry, (base_seq + lod) & INT_MAX, last, lod, max_ts)
+    psm.last_map_offset = last + 1  # (update_map_end_offset)
+    return _new_info(offset, last, max_ts, last, -1, log_start_offset, count, n)
+
+
+def _declined(local: LocalLog, epochs: LeaderEpochFileCache, n: int, leader_epoch: int,
+              inline_below: int) -> bool:
+    """Whether the batch is, before its header is read, one this path leaves to the
+    reference path: its size, a write in flight, plain appends off, a newer epoch."""
+    if n >= inline_below or n < RECORD_BATCH_OVERHEAD or local.writes.count or \
+            not local.config.plain_appends:
+        return True
+    if leader_epoch >= 0:  # (a batch starting a newer epoch: the reference path assigns it)
+        known = epochs.live_entries  # (``latest_epoch`` without a call)
+        if not known or leader_epoch > known[-1].epoch:
+            return True
+    return False
+
+
+def _write(log_records: FileRecords, records: Buffer, offset: int, leader_epoch: int,
+           config: LogConfig, now: int, bound: int, position: int) -> tuple[int, int] | None:
+    """The batch checked, patched and written at ``position`` (``_append``): (records, max
+    timestamp), or None (declined, nothing written)."""
     buf = records if isinstance(records, bytearray) or (
         isinstance(records, memoryview) and not records.readonly) else bytearray(records)
     crc = -1
-    if n > PLAIN_APPEND_BYTES:
+    if len(records) > PLAIN_APPEND_BYTES:
         with memoryview(buf) as mv:
             crc = crc32c(mv[21:])
     fd = log_records.fd
@@ -128,25 +159,21 @@ def append_plain_leader_py(local: LocalLog, psm: ProducerStateManager,
     lo = now - config.timestamp_before_max_ms  # (clamped without min/max: two calls)
     hi = now + config.timestamp_after_max_ms
     try:
-        got = _append(buf, offset, leader_epoch, lo if lo > INT64_MIN else INT64_MIN,
-                      hi if hi < INT64_MAX else INT64_MAX, config.max_message_bytes,
-                      config.compact, bound, fd, position, crc)
+        return _append(buf, offset, leader_epoch, lo if lo > INT64_MIN else INT64_MIN,
+                       hi if hi < INT64_MAX else INT64_MAX, config.max_message_bytes,
+                       config.compact, bound, fd, position, crc)
     except OSError as e:
-        raise log_records.append_error(e, n) from e
-    if got is None:
-        return None
-    count, max_ts = got
-    seg.appended(n, position, last, max_ts)
-    # (``local.appended`` inline: the log end offset past the batch)
-    local.end_metadata = _new_offset_metadata(last + 1, seg.base_offset, position + n)
-    if entry is not None:
-        md = entry.batch_metadata
-        md.append(_new_batch_metadata((base_seq + lod) & INT_MAX, last, lod, max_ts))
-        if len(md) > NUM_BATCHES_TO_RETAIN:
-            md.popleft()
-        entry.last_timestamp = max_ts
-    psm.last_map_offset = last + 1  # (update_map_end_offset)
-    return _new_info(offset, last, max_ts, last, -1, log_start_offset, count, n)
+        raise log_records.append_error(e, len(records)) from e
+
+
+def _add_batch(entry: ProducerStateEntry, last_seq: int, last: int, lod: int,
+               max_ts: int) -> None:
+    """The producer's last batches and timestamp after the append (ProducerStateEntry)."""
+    md = entry.batch_metadata
+    md.append(_new_batch_metadata(last_seq, last, lod, max_ts))
+    if len(md) > NUM_BATCHES_TO_RETAIN:
+        md.popleft()
+    entry.last_timestamp = max_ts
 
 
 def next_in_sequence(psm: ProducerStateManager, pid: int, epoch: int, base_seq: int, lod: int,
