@@ -235,14 +235,14 @@ def fmt(values: list[float]) -> str:
 
 
 Result = tuple[dict[str, float], dict[str, float], int, float, float, tuple[float, float],
-               float]
+               float, float]
 
 
 def measure(name: str, factory: Factory, rate: int, parts: int, args: argparse.Namespace,
             load: str, client: dict[str, str]) -> tuple[Result, float]:
     """One broker, fresh, under one load: (produce->ack quantiles, produce->consume
     quantiles, failed, broker CPU us/record, loop queued us/record, fetching, broker CPU
-    us/record over the measured part), load avg."""
+    and loop queued us/record over the measured part), load avg."""
     floor = name == BASELINE
     with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
         topic = f"tail-{time.monotonic_ns()}"
@@ -257,8 +257,8 @@ def measure(name: str, factory: Factory, rate: int, parts: int, args: argparse.N
             spin=args.pacing == "spin", load=load, perf=args.rdkafka_performance)
         cpu = (native.cpu_seconds(pid) - before) / sent * 1e6
         queued = (queued_seconds(pid) - queued_before) / sent * 1e6
-        steady = window.per_record(rate)
-    return (ack, consumed, failed, cpu, queued, fetch_rate, steady), loadavg
+        steady, steady_queued = window.per_record(rate)
+    return (ack, consumed, failed, cpu, queued, fetch_rate, steady, steady_queued), loadavg
 
 
 class _SteadyWindow:
@@ -272,7 +272,7 @@ class _SteadyWindow:
     def __init__(self, pid: int, warmup: float, seconds: float) -> None:
         self._pid = pid
         self._span = seconds - 2 * self.GUARD_S
-        self._reads: list[float] = []
+        self._reads: list[tuple[float, float]] = []
         self._timers = [threading.Timer(at, self._read) for at in (
             warmup + self.GUARD_S, warmup + seconds - self.GUARD_S)]
         for t in self._timers:
@@ -280,15 +280,18 @@ class _SteadyWindow:
             t.start()
 
     def _read(self) -> None:
-        self._reads.append(native.cpu_seconds(self._pid))
+        self._reads.append((native.cpu_seconds(self._pid), queued_seconds(self._pid)))
 
-    def per_record(self, rate: float) -> float:
-        """us of broker CPU per record sent at ``rate`` inside the window (0 if unread)."""
+    def per_record(self, rate: float) -> tuple[float, float]:
+        """us of broker CPU, and of its loop thread's run-queue wait, per record sent at
+        ``rate`` inside the window (0 if unread)."""
         for t in self._timers:
             t.cancel()
         if len(self._reads) < 2 or self._span <= 0:
-            return 0.0
-        return (self._reads[1] - self._reads[0]) / (rate * self._span) * 1e6
+            return 0.0, 0.0
+        (cpu0, q0), (cpu1, q1) = self._reads[:2]
+        per = rate * self._span
+        return (cpu1 - cpu0) / per * 1e6, (q1 - q0) / per * 1e6
 
 
 @contextmanager
@@ -353,7 +356,8 @@ def _print_rounds(rounds: list[dict[str, Result]], names: list[str]) -> None:
             print(f"  {name:<24} {label:<17} {cells}" + (
                 f"  broker CPU/record {fmt([r[3] for r in runs]).strip()} us (measured "
                 f"part {fmt([r[6] for r in runs]).strip()}), loop "
-                f"queued/record {fmt([r[4] for r in runs]).strip()} us" if idx == 0 else "")
+                f"queued/record {fmt([r[4] for r in runs]).strip()} us (measured part "
+                f"{fmt([r[7] for r in runs]).strip()})" if idx == 0 else "")
                 + (f"  ({failed} failed)" if failed and idx == 0 else "")
                 + (_fetch_cells([r[5] for r in runs]) if idx == 1 else ""))
     if BASELINE not in names:
