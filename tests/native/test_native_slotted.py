@@ -204,3 +204,24 @@ def test_no_reference_is_leaked(cls: type) -> None:
     del made
     gc.collect()
     assert sys.getrefcount(value) == before
+
+
+def test_a_named_tuple_of_atoms_is_not_tracked_by_the_cycle_collector() -> None:
+    maker = core.slotted_maker(BatchMetadata)
+    assert not gc.is_tracked(maker(1, 2, 3, 4))  # (ints only: CPython's own rule for tuples)
+    assert not gc.is_tracked(core.slotted_maker(_Pair)(1))  # (the default, an int)
+    assert gc.is_tracked(maker(1, 2, 3, []))  # a container: the collector must see it
+
+
+def test_a_cycle_through_a_made_named_tuple_is_collected() -> None:
+    maker = core.slotted_maker(_Pair)
+    box: list[Any] = []
+    pair = maker(1, box)
+    box.append(pair)  # pair -> box -> pair: only the cycle collector frees it
+    gc.collect()
+    gc.disable()
+    try:
+        del pair, box
+        assert gc.collect() >= 2  # (the pair and its list, unreachable but for each other)
+    finally:
+        gc.enable()

@@ -6,7 +6,13 @@
  *   filled from the positional arguments, the fields left out from their defaults (a
  *   default_factory is called, as __init__ calls it);
  * - a named tuple (a tuple subclass with ``_fields``, no extra storage): the tuple
- *   allocated with its fields, the ones left out from ``_field_defaults``.
+ *   allocated with its fields, the ones left out from ``_field_defaults``. One whose fields
+ *   are all atoms (ints, strings, None: nothing the cycle collector looks into) is untracked
+ *   by it at once, as CPython untracks an exact tuple of atoms at its first collection (a
+ *   tuple subclass it never untracks). The per-append ones (a producer's last batches, a
+ *   segment's max timestamp, a log's end offset) live until later appends to the same
+ *   partition replace them: over many partitions, thousands of requests, so tracked they
+ *   were carried through the young collections into the old generation.
  *
  * Any call the maker cannot make as the class would (keywords, too few or too many
  * arguments) is handed to the class itself, which then raises its own TypeError. A class
@@ -57,6 +63,14 @@ maker_traverse(maker_object *m, visitproc visit, void *arg)
     return 0;
 }
 
+/* Whether the cycle collector may need to see ``v``: CPython's _PyObject_GC_MAY_BE_TRACKED
+ * (an exact tuple it has already untracked holds atoms only). */
+static inline int
+may_be_tracked(PyObject *v)
+{
+    return PyObject_IS_GC(v) && (!PyTuple_CheckExact(v) || PyObject_GC_IsTracked(v));
+}
+
 static PyObject *
 maker_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -84,8 +98,13 @@ maker_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject 
         return NULL;
     }
     if (m->is_tuple) {
-        for (i = 0; i < m->n; i++)
+        int atoms = 1;
+        for (i = 0; i < m->n; i++) {
             PyTuple_SET_ITEM(o, i, values[i]);
+            atoms &= !may_be_tracked(values[i]);
+        }
+        if (atoms)
+            PyObject_GC_UnTrack(o);
     } else {
         for (i = 0; i < m->n; i++)
             *(PyObject **)((char *)o + m->offset[i]) = values[i];
