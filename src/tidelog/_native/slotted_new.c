@@ -64,11 +64,13 @@ maker_traverse(maker_object *m, visitproc visit, void *arg)
 }
 
 /* Whether the cycle collector may need to see ``v``: CPython's _PyObject_GC_MAY_BE_TRACKED
- * (an exact tuple it has already untracked holds atoms only). */
+ * (an exact tuple it has already untracked holds atoms only), an int answered first (the
+ * fields of the per-append tuples are ints: no call for them). */
 static inline int
 may_be_tracked(PyObject *v)
 {
-    return PyObject_IS_GC(v) && (!PyTuple_CheckExact(v) || PyObject_GC_IsTracked(v));
+    return !PyLong_CheckExact(v) && PyObject_IS_GC(v) &&
+           (!PyTuple_CheckExact(v) || PyObject_GC_IsTracked(v));
 }
 
 static PyObject *
