@@ -23,6 +23,7 @@ from tidelog.schema_registry import start_schema_registry
 from tidelog.server.allocator import tune_allocator
 from tidelog.server.gil import tune_switch_interval
 from tidelog.server.heap import HeapFreezer
+from tidelog.server.sched_slice import tune_loop_slice
 from tidelog.util.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
@@ -236,6 +237,11 @@ def run(args: argparse.Namespace) -> int:
     allocator = tune_allocator()  # the process is ours: see tidelog.server.allocator
     log.info("allocator: %s", allocator)
     log.info("GIL switch interval: %s", tune_switch_interval())  # see tidelog.server.gil
+    try:  # this thread runs the event loop below (see tidelog.server.sched_slice)
+        log.info("event loop thread's scheduler slice: %s", tune_loop_slice())
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
     try:
         import uvloop
 

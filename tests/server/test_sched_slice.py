@@ -1,0 +1,136 @@
+"""The event loop thread's scheduler slice (tidelog.server.sched_slice): ``tidelog serve``
+keeps the kernel's slice unless ``TIDELOG_LOOP_SLICE_US`` names one, which it asks for on the
+loop's thread only (the threads it starts keep the kernel's), and a value out of the kernel's
+bounds stops the start with one line. Each case runs in a thread of its own (or a broker
+process), so the test process's own threads keep their slices."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from tidelog.server.sched_slice import (
+    ENV,
+    LOOP_SLICE_US,
+    RESET_ON_FORK,
+    thread_attr,
+    tune_loop_slice,
+)
+
+T = TypeVar("T")
+
+
+def _kernel_keeps_slices() -> bool:
+    """Linux 6.12 and later keep a custom slice of a fair task (EEVDF)."""
+    major, minor = (int(x) for x in platform.release().split(".")[:2])
+    return (major, minor) >= (6, 12)
+
+
+def _in_thread(fn: Callable[[], T]) -> T:
+    out: list[T] = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join(30)
+    return out[0]
+
+
+def test_the_loop_thread_gets_the_slice_and_its_threads_do_not() -> None:
+    default_ns = thread_attr().sched_runtime
+
+    def run() -> tuple[str, int, int, int, int, int]:
+        said = tune_loop_slice({ENV: "100"})
+        attr = thread_attr()
+        child = _in_thread(lambda: thread_attr().sched_runtime)
+        return (said, attr.sched_runtime, attr.sched_flags, attr.sched_policy,
+                attr.sched_nice, child)
+
+    said, runtime, flags, policy, nice, child = _in_thread(run)
+    assert policy == 0 and nice == os.nice(0)  # SCHED_OTHER, the nice it had
+    if _kernel_keeps_slices():
+        assert said == "100 µs"
+        assert runtime == 100_000
+        assert flags & RESET_ON_FORK
+        assert child == default_ns != runtime  # a thread it starts: the kernel's slice
+    else:
+        assert "keeps no custom slice" in said
+
+
+def _tuned(env: dict[str, str]) -> tuple[str, int]:
+    return tune_loop_slice(env), thread_attr().sched_runtime
+
+
+def test_the_environment_sets_another_slice_or_none() -> None:
+    default_ns = thread_attr().sched_runtime
+    said, runtime = _in_thread(lambda: (tune_loop_slice({ENV: "250"}),
+                                        thread_attr().sched_runtime))
+    for env in ({ENV: "0"}, {}):  # 0, or unset: LOOP_SLICE_US, the kernel's
+        kept, untouched = _in_thread(partial(_tuned, env))
+        assert kept == f"the kernel's ({ENV} unset or 0)" and untouched == default_ns
+    assert LOOP_SLICE_US == 0
+    if _kernel_keeps_slices():
+        assert said == "250 µs" and runtime == 250_000
+
+
+@pytest.mark.parametrize("raw", ["5", "100001", "-1", "fast"])
+def test_a_value_outside_the_bounds_is_refused(raw: str) -> None:
+    before = thread_attr().sched_runtime
+    with pytest.raises(ValueError, match=ENV):
+        tune_loop_slice({ENV: raw})
+    assert thread_attr().sched_runtime == before
+
+
+def test_serve_stops_with_one_line_on_a_bad_value(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tidelog.cli.main", "serve", "--override",
+         "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path / 'logs'}"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, ENV: "5"})
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and f"{ENV}=5: outside 100..100000" in errors[0]
+    assert not (tmp_path / "logs").exists()  # stopped before the broker started
+
+
+def _serving_threads(tmp_path: Path, env: dict[str, str]) -> tuple[int, list[int], str]:
+    """A ``tidelog serve`` with ``env``: (its loop thread's slice, its other threads'
+    slices, its log), in ns."""
+    ready = tmp_path / "ready"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tidelog.cli.main", "serve", "--ready-file", str(ready),
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0",
+         "--override", f"log.dirs={tmp_path / 'logs'}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        env={**{k: v for k, v in os.environ.items() if k != ENV}, **env})
+    try:
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        loop_thread = thread_attr(proc.pid).sched_runtime  # the main thread runs the loop
+        others = [thread_attr(int(t)).sched_runtime
+                  for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    return loop_thread, others, err
+
+
+def test_a_serving_broker_keeps_the_kernel_slice_unless_asked(tmp_path: Path) -> None:
+    default_ns = thread_attr().sched_runtime
+    plain, plain_others, plain_log = _serving_threads(tmp_path / "plain", {})
+    asked, asked_others, asked_log = _serving_threads(tmp_path / "asked", {ENV: "100"})
+    assert plain == default_ns and set(plain_others) == {default_ns}
+    assert f"scheduler slice: the kernel's ({ENV} unset or 0)" in plain_log
+    assert "scheduler slice: " in asked_log
+    if _kernel_keeps_slices():
+        assert asked == 100_000 and "scheduler slice: 100 µs" in asked_log
+        assert asked_others and set(asked_others) == {default_ns}  # its threads: the kernel's
