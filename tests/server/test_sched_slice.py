@@ -71,8 +71,7 @@ def _tuned(env: dict[str, str]) -> tuple[str, int]:
 
 def test_the_environment_sets_another_slice_or_none() -> None:
     default_ns = thread_attr().sched_runtime
-    said, runtime = _in_thread(lambda: (tune_loop_slice({ENV: "250"}),
-                                        thread_attr().sched_runtime))
+    said, runtime = _in_thread(partial(_tuned, {ENV: "250"}))
     for env in ({ENV: "0"}, {}):  # 0, or unset: LOOP_SLICE_US, the kernel's
         kept, untouched = _in_thread(partial(_tuned, env))
         assert kept == f"the kernel's ({ENV} unset or 0)" and untouched == default_ns

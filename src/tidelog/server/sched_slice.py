@@ -59,10 +59,12 @@ class SchedAttr(ctypes.Structure):
     ]
 
 
-def _syscalls() -> tuple[int, int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    return _SYSCALLS.get(platform.machine())
+def _syscalls() -> tuple[int, int]:
+    """(sched_setattr, sched_getattr)'s numbers here; OSError off Linux or its known CPUs."""
+    numbers = _SYSCALLS.get(platform.machine()) if sys.platform.startswith("linux") else None
+    if numbers is None:
+        raise OSError(f"sched_setattr: not on {sys.platform} {platform.machine()}")
+    return numbers
 
 
 def _call(number: int, *args: object) -> None:
@@ -75,25 +77,19 @@ def _call(number: int, *args: object) -> None:
 def thread_attr(tid: int = 0) -> SchedAttr:
     """The scheduling attributes of thread ``tid`` (0: the calling thread); OSError where the
     kernel has none."""
-    numbers = _syscalls()
-    if numbers is None:
-        raise OSError(f"sched_getattr: not on {sys.platform} {platform.machine()}")
     attr = SchedAttr()
-    _call(numbers[1], tid, ctypes.byref(attr), ctypes.sizeof(SchedAttr), 0)
+    _call(_syscalls()[1], tid, ctypes.byref(attr), ctypes.sizeof(SchedAttr), 0)
     return attr
 
 
 def set_thread_slice(slice_us: int) -> None:
     """Ask for ``slice_us`` as the calling thread's slice, its policy, nice and clamps kept,
     not passed to the threads it starts (OSError if refused)."""
-    numbers = _syscalls()
-    if numbers is None:
-        raise OSError(f"sched_setattr: not on {sys.platform} {platform.machine()}")
     attr = thread_attr()
     attr.size = ctypes.sizeof(SchedAttr)
     attr.sched_flags = RESET_ON_FORK
     attr.sched_runtime = slice_us * 1000
-    _call(numbers[0], 0, ctypes.byref(attr), 0)
+    _call(_syscalls()[0], 0, ctypes.byref(attr), 0)
 
 
 def tune_loop_slice(environ: dict[str, str] | None = None) -> str:
