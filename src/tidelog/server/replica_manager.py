@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.errors import ErrorCode
-from tidelog.storage.errors import KafkaStorageError
 from tidelog.storage.log import Log
 from tidelog.storage.log_read import FetchIsolation
 from tidelog.storage.log_writes import AppendWriters
@@ -49,13 +48,7 @@ from .purgatory import FetchPurgatory, ReplicationPurgatory
 from .quiet_table import QuietTable
 from .replica_appends import ReplicaAppends, Written
 from .replica_fetches import RemoteFetch
-from .replica_manager_lai import (
-    LeaderAndIsrResult,
-    PreparedLogs,
-    ReplicaStateChanges,
-    prepare_log,
-    write_epoch_checkpoints,
-)
+from .replica_manager_lai import LeaderAndIsrResult, PreparedLogs, ReplicaStateChanges, prepare_log
 from .replica_topics import INTERNAL_TOPICS, ReplicaTopics
 from .replication.fetcher_manager import FetcherManager, InitialFetchState, NoFetchers
 from .sessionless_fetches import SessionlessFetches
@@ -305,12 +298,6 @@ class ReplicaManager(ReplicaTopics, ReplicaAppends, SessionlessFetches, ReplicaS
             write_partition_metadata(Path(lg.dir), info.topic_id)
         except MetadataStoreError as exc:
             log.error("%s", exc)
-        if self.one_broker and lg.leader_epoch_cache.latest_epoch() is None:
-            # the epoch _host_topic leads it at, its checkpoint written here (off the loop
-            # when a topic is made), not by the first produce to each partition
-            lg.leader_epoch_cache.assign(0, lg.log_end_offset, pending=True)
-            if write_epoch_checkpoints(self.logs, [lg]):
-                raise KafkaStorageError(f"cannot write the leader-epoch-checkpoint of {tp}")
         return lg
 
     # -- LeaderAndIsr / StopReplica ------------------------------------------------------------

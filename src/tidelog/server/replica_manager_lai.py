@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from tidelog.protocol.errors import ErrorCode
+from tidelog.storage.errors import KafkaStorageError
 from tidelog.storage.log import Log
 from tidelog.storage.manager import LogManager
 from tidelog.util.topic_partition import TopicPartition
@@ -122,6 +123,18 @@ def write_epoch_checkpoints(logs: LogManager, made: list[Log]) -> list[Log]:
                                                 f"{lg.name}")
             failed.append(lg)
     return failed
+
+
+def start_first_epoch(logs: LogManager, lg: Log) -> None:
+    """One broker's new log: epoch 0 from its end offset (the epoch it is led at), its
+    checkpoint written on the caller's thread (off the loop when a topic is made), as
+    Kafka's makeLeader starts a new leader's epoch, not by the first produce to it;
+    KafkaStorageError if it cannot be written (its dir reported)."""
+    if lg.leader_epoch_cache.latest_epoch() is not None:
+        return
+    lg.leader_epoch_cache.assign(0, lg.log_end_offset, pending=True)
+    if write_epoch_checkpoints(logs, [lg]):
+        raise KafkaStorageError(f"cannot write the leader-epoch-checkpoint of {lg.name}")
 
 
 def prepare_logs(logs: LogManager, wanted: Iterable[Wanted],
@@ -322,4 +335,4 @@ class ReplicaStateChanges:
 
 
 __all__ = ["LeaderAndIsrResult", "PreparedLog", "PreparedLogs", "ReplicaStateChanges", "prepare_log", "prepare_logs",
-           "write_epoch_checkpoints"]
+           "start_first_epoch", "write_epoch_checkpoints"]

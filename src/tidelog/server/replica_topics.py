@@ -27,6 +27,7 @@ from .metadata.cache import MetadataCache
 from .metadata.image import BrokerInfo
 from .metadata.local_store import local_image
 from .metadata.store import MetadataStore, TopicInfo, new_topic_id
+from .replica_manager_lai import start_first_epoch
 
 if TYPE_CHECKING:
     from tidelog.storage.log import Log
@@ -186,8 +187,10 @@ class ReplicaTopics:
         try:
             for p in partitions:
                 tp = TopicPartition(info.name, p)
-                self._open(tp, info)
+                lg = self._open(tp, info)
                 created.append(tp)
+                if self.one_broker:  # (in a cluster the LeaderAndIsr starts it)
+                    start_first_epoch(self.logs, lg)
         except Exception:
             self.logs.abandon_logs(
                 created + [TopicPartition(info.name, p) for p in partitions[len(created):]])

@@ -169,12 +169,14 @@ class Partition(PartitionIsrChanges):
         self._update_assignment_and_isr(state.replicas, frozenset(state.isr))
         if is_new_epoch:
             start = self.log_end_offset
-            # every new epoch, the first too (Kafka's makeLeader): its checkpoint is written
-            # now, not by the first append after it, on the loop of a broker taking load
-            changed = self.log.leader_epoch_cache.assign(
-                state.leader_epoch, start, pending=checkpoints is not None)
-            if changed and checkpoints is not None:
-                checkpoints.append(self.log)
+            # a LeaderAndIsr's every new epoch, the first too (Kafka's makeLeader), its
+            # checkpoint written off the loop before the answer; one broker leading its own
+            # logs (no ``checkpoints``) started epoch 0 when the topic was made (create_logs)
+            if state.leader_epoch > 0 or checkpoints is not None:
+                changed = self.log.leader_epoch_cache.assign(
+                    state.leader_epoch, start, pending=checkpoints is not None)
+                if changed and checkpoints is not None:
+                    checkpoints.append(self.log)
             for replica in self.remote_replicas.values():
                 replica.reset(now, start, is_new_leader, replica.broker_id in state.isr)
             self.leader_epoch = state.leader_epoch
