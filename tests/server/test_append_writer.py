@@ -2,8 +2,8 @@
 librdkafka producer: batches of tidelog.log.append.writer.inline.bytes or more go to the
 writer, smaller ones with no write in flight are written on the loop (by default every batch
 under 1 MiB, a partition's first too: its leader epoch started, checkpoint written, when it
-became leader), every acknowledged record is
-read back in order at contiguous offsets, acks=all answers only once written; with
+became leader), every acknowledged record is read back in order at contiguous offsets,
+acks=all answers only once written; with
 tidelog.log.append.writer.enable=false no writer thread exists and the same holds. One
 Produce writes at most inline.bytes on the loop over all its partitions: the partitions past
 that budget are handed to the writer."""

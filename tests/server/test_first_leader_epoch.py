@@ -48,8 +48,13 @@ def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
         yield b
 
 
-def connect(b: EmbeddedBroker) -> BrokerConnection:
-    return BrokerConnection("127.0.0.1", b.port, client_id="first-epoch", timeout_s=TIMEOUT_S)
+def connect(b: EmbeddedBroker, client_id: str = "first-epoch") -> BrokerConnection:
+    return BrokerConnection("127.0.0.1", b.port, client_id=client_id, timeout_s=TIMEOUT_S)
+
+
+def loop_thread(b: EmbeddedBroker) -> int | None:
+    """The embedded broker's event-loop thread."""
+    return b._thread.ident if b._thread is not None else None
 
 
 def create(conn: BrokerConnection, name: str, partitions: int) -> int:
@@ -80,8 +85,8 @@ def test_create_topics_writes_epoch_0_off_the_loop_and_the_first_produce_writes_
         assert create(conn, "fresh", PARTITIONS) == ErrorCode.NONE
         assert on_disk(tmp_path, "fresh", PARTITIONS) == [FIRST] * PARTITIONS
         assert sorted(d for d, _ in writes.seen) == sorted(f"fresh-{p}" for p in range(PARTITIONS))
-        loop_thread = broker._thread.ident if broker._thread is not None else None
-        assert loop_thread is not None and all(t != loop_thread for _, t in writes.seen)
+        loop = loop_thread(broker)
+        assert loop is not None and all(t != loop for _, t in writes.seen)
         writes.seen.clear()
         assert produce_all(conn, "fresh", PARTITIONS) == [ErrorCode.NONE] * PARTITIONS
         assert writes.seen == []  # the epoch the records carry is in the cache already
@@ -110,8 +115,7 @@ def test_a_leader_and_isr_at_epoch_0_writes_it_before_its_answer(
     parts = [{"partition_index": p, "controller_epoch": 1, "leader": me, "leader_epoch": 0,
               "isr": [me], "partition_epoch": 0, "replicas": [me], "is_new": True}
              for p in range(PARTITIONS)]  # fmt: skip
-    conn = BrokerConnection("127.0.0.1", broker.port, client_id="controller",
-                            timeout_s=TIMEOUT_S)
+    conn = connect(broker, "controller")
     try:
         resp = conn.call(4, 7, {
             "controller_id": me, "controller_epoch": 1, "broker_epoch": -1, "type_": 0,
@@ -121,5 +125,5 @@ def test_a_leader_and_isr_at_epoch_0_writes_it_before_its_answer(
         conn.close()
     assert {int(p.error_code) for t in resp.topics for p in t.partition_errors} == {0}
     assert on_disk(tmp_path, "led", PARTITIONS) == [FIRST] * PARTITIONS
-    loop_thread = broker._thread.ident if broker._thread is not None else None
-    assert len(writes.seen) == PARTITIONS and all(t != loop_thread for _, t in writes.seen)
+    loop = loop_thread(broker)
+    assert len(writes.seen) == PARTITIONS and all(t != loop for _, t in writes.seen)
