@@ -5,6 +5,9 @@ InitProducerId for an idempotent one, Produce) and does only the work no broker 
 patches the base offset (one counter per partition) and appends the batch to one file with a
 plain write on the event loop; then it answers. No validation of records, no indexes, no
 producer state, no fsync: whatever tidelog does beyond this is what its figure costs.
+``--file-per-partition`` writes each partition's batches to a file of its own instead, as
+Kafka's layout needs (``baseline-files`` in bench/tail_latency.py): what that layout itself
+costs a broker, apart from the rest of tidelog's work.
 
     python bench/baseline_broker.py --port 9092 --file /tmp/baseline.log
 
@@ -45,12 +48,28 @@ _I16 = struct.Struct(">h")
 
 
 class Log:
-    """One file for every partition's batches; the next offset per partition."""
+    """One file for every partition's batches (``path``), or with ``per_partition`` a file
+    per partition as Kafka lays them out (``path``'s folder, ``<topic>-<partition>/``, each
+    opened at its first batch); the next offset per partition."""
 
-    def __init__(self, path: str, partitions: int = 1) -> None:
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    def __init__(self, path: str, partitions: int = 1, per_partition: bool = False) -> None:
+        self.dir = os.path.dirname(path)
+        self.fd = -1 if per_partition else os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.fds: dict[tuple[str, int], int] = {}
         self.partitions = partitions  # of every topic
         self.next: dict[tuple[str, int], int] = {}
+
+    def fd_of(self, key: tuple[str, int]) -> int:
+        if self.fd >= 0:
+            return self.fd
+        fd = self.fds.get(key)
+        if fd is None:
+            folder = os.path.join(self.dir, f"{key[0]}-{key[1]}")
+            os.makedirs(folder, exist_ok=True)
+            fd = self.fds[key] = os.open(os.path.join(folder, "00000000000000000000.log"),
+                                         os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return fd
 
     def append(self, key: tuple[str, int], records: memoryview) -> int:
         """CRC-check each batch, patch its base offset, write: the first offset, or -1.
@@ -70,7 +89,7 @@ class Log:
             pos += size
         if pos != end:
             return -1
-        os.writev(self.fd, parts)
+        os.writev(self.fd_of(key), parts)
         self.next[key] = offset
         return base
 
@@ -169,8 +188,8 @@ def api_versions(version: int, versions: dict[int, tuple[int, int]] = VERSIONS) 
     return make(cls, error_code=0, api_keys=keys, throttle_time=0)
 
 
-async def serve(port: int, path: str, partitions: int = 1) -> None:
-    log = Log(path, partitions)
+async def serve(port: int, path: str, partitions: int = 1, per_partition: bool = False) -> None:
+    log = Log(path, partitions, per_partition)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: Connection(log, port), "127.0.0.1", port)
     async with server:
@@ -182,8 +201,11 @@ def main() -> None:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--file", required=True)
     ap.add_argument("--partitions", type=int, default=1, help="of every topic")
+    ap.add_argument("--file-per-partition", action="store_true",
+                    help="a file per partition in --file's folder, as Kafka lays them out")
     args = ap.parse_args()
-    (asyncio.run if uvloop is None else uvloop.run)(serve(args.port, args.file, args.partitions))
+    (asyncio.run if uvloop is None else uvloop.run)(
+        serve(args.port, args.file, args.partitions, args.file_per_partition))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ build before a change, alternated with the current one in the same sitting.
 
 ``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
 fetch, every topic with the scenario's partitions): produce->ack only, the floor this machine
-and client give a Python broker under the same load.
+and client give a Python broker under the same load. ``baseline-files`` is the same broker
+writing a file per partition (``--file-per-partition``), as Kafka's layout does: with both,
+the ratios over each show how much of a gap at 1,000 partitions is the layout's.
 """
 
 from __future__ import annotations
@@ -156,13 +158,16 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
             out.append(("tansu", lambda t=tansu: broker_bench.tansu_broker(t)))
         elif name == "baseline":
             out.append((BASELINE, baseline_broker))
+        elif name == "baseline-files":
+            out.append((BASELINE_FILES, baseline_broker))  # (measure: per partition)
         else:
             raise SystemExit(f"unknown broker {name!r}: writer (or tidelog), other, loop, "
-                             "tansu, baseline")
+                             "tansu, baseline, baseline-files")
     return out
 
 
 BASELINE = "baseline (floor)"
+BASELINE_FILES = "baseline, file/partition"  # (the floor with Kafka's layout of files)
 
 
 def quantiles(lat: list[float]) -> dict[str, float]:
@@ -243,8 +248,9 @@ def measure(name: str, factory: Factory, rate: int, parts: int, args: argparse.N
     """One broker, fresh, under one load: (produce->ack quantiles, produce->consume
     quantiles, failed, broker CPU us/record, loop queued us/record, fetching, broker CPU
     and loop queued us/record over the measured part), load avg."""
-    floor = name == BASELINE
-    with (baseline_broker(parts) if floor else factory()) as (bootstrap, pid):
+    floor = name in (BASELINE, BASELINE_FILES)
+    with (baseline_broker(parts, name == BASELINE_FILES) if floor else factory()) as (
+            bootstrap, pid):
         topic = f"tail-{time.monotonic_ns()}"
         if not floor:  # (the baseline has every topic) created outside the CPU measured
             _create(bootstrap, topic, parts)
@@ -360,17 +366,18 @@ def _print_rounds(rounds: list[dict[str, Result]], names: list[str]) -> None:
                 f"{fmt([r[7] for r in runs]).strip()})" if idx == 0 else "")
                 + (f"  ({failed} failed)" if failed and idx == 0 else "")
                 + (_fetch_cells([r[5] for r in runs]) if idx == 1 else ""))
-    if BASELINE not in names:
-        return
-    for name in names:
-        if name == BASELINE:
+    for floor in (BASELINE, BASELINE_FILES):  # (each broker over each floor before it)
+        if floor not in names:
             continue
-        cells = []
-        for k in ("p99", "p99.9"):
-            ratios = [r[name][0][k] / max(r[BASELINE][0][k], 1e-3) for r in rounds]
-            within = sum(x <= 2 for x in ratios)
-            cells.append(f"{k} {fmt(ratios)} ({within}/{len(ratios)} rounds <= 2x)")
-        print(f"  {name:<24} produce->ack / {BASELINE} per round: " + "  ".join(cells))
+        for name in names:
+            if name == floor or (floor == BASELINE_FILES and name == BASELINE):
+                continue
+            over: list[str] = []
+            for k in ("p99", "p99.9"):
+                ratios = [r[name][0][k] / max(r[floor][0][k], 1e-3) for r in rounds]
+                within = sum(x <= 2 for x in ratios)
+                over.append(f"{k} {fmt(ratios)} ({within}/{len(ratios)} rounds <= 2x)")
+            print(f"  {name:<24} produce->ack / {floor} per round: " + "  ".join(over))
 
 
 def _parse() -> argparse.Namespace:
