@@ -49,8 +49,8 @@ _I16 = struct.Struct(">h")
 
 class Log:
     """One file for every partition's batches (``path``), or with ``per_partition`` a file
-    per partition as Kafka lays them out (``path``'s folder, ``<topic>-<partition>/``, each
-    opened at its first batch); the next offset per partition."""
+    per partition as Kafka lays them out (``path``'s folder, ``<topic>-<partition>/``, made
+    when a Metadata request first names the topic); the next offset per partition."""
 
     def __init__(self, path: str, partitions: int = 1, per_partition: bool = False) -> None:
         self.dir = os.path.dirname(path)
@@ -171,6 +171,10 @@ class Connection(asyncio.Protocol):
                            replica_nodes=(0,), isr_nodes=(0,), offline_replicas=())
                       for i in range(self.log.partitions))
         names = [t.name for t in request.topics or ()]
+        if self.log.fd < 0:  # a file per partition: made as a topic is first asked for, as
+            for n in names:  # tidelog makes its logs at CreateTopics (before any produce)
+                for i in range(self.log.partitions):
+                    self.log.fd_of((n, i))
         topics = tuple(make(tcls, error_code=0, name=n, is_internal=False, partitions=parts,
                             topic_authorized_operations=-2147483648) for n in names)
         broker = make(nested(cls, "brokers"), node_id=0, host="127.0.0.1", port=self.port)
