@@ -1,0 +1,90 @@
+"""bench/baseline_broker.py, goal 4's floor in bench/tail_latency.py: with
+``--file-per-partition`` each partition's batches go to a file of its own in Kafka's layout,
+made when a Metadata request first names the topic, their base offsets from 0 on, their
+bytes the producer's (CRC-checked); without it, every partition's batches go to one file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+import broker as bb
+
+from tidelog.records.batch import iter_batches
+
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "baseline_broker.py"
+PARTITIONS = 4
+PER_PARTITION = 10
+
+
+def _serve(tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = bb.free_port()
+    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--port", str(port),
+                             "--file", str(tmp / "00000000000000000000.log"),
+                             "--partitions", str(PARTITIONS), *extra])
+    bb.wait_port(port, proc)
+    return proc, f"127.0.0.1:{port}"
+
+
+def _produce(bootstrap: str, before_produce: object = None) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 0})
+    p.list_topics("t", timeout=10)  # the client's Metadata naming the topic
+    if callable(before_produce):
+        before_produce()
+    failed: list[object] = []
+    for i in range(PER_PARTITION):
+        for part in range(PARTITIONS):
+            p.produce("t", f"{part}-{i}".encode(), partition=part,
+                      on_delivery=lambda err, _msg: err is not None and failed.append(err))
+            p.poll(0)
+    assert p.flush(30) == 0
+    assert failed == []
+
+
+def _values(data: bytes) -> tuple[list[int], list[bytes]]:
+    """(each batch's base offset, every record's value) of a .log file's bytes."""
+    bases, values = [], []
+    for batch in iter_batches(data):  # (CRC-checked)
+        bases.append(batch.base_offset)
+        values += [r.value or b"" for r in batch]
+    return bases, values
+
+
+def test_a_file_per_partition_made_at_metadata(tmp_path: Path) -> None:
+    proc, bootstrap = _serve(tmp_path, "--file-per-partition")
+    files = [tmp_path / f"t-{part}" / "00000000000000000000.log" for part in range(PARTITIONS)]
+
+    def made_empty() -> None:  # after the Metadata, before any produce
+        assert [f.stat().st_size for f in files] == [0] * PARTITIONS
+
+    try:
+        _produce(bootstrap, made_empty)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert not (tmp_path / "00000000000000000000.log").exists()
+    for part, f in enumerate(files):
+        bases, values = _values(f.read_bytes())
+        assert values == [f"{part}-{i}".encode() for i in range(PER_PARTITION)]
+        # each batch's base offset the partition's next: 0 on, one counter per partition
+        counts = [len(list(b)) for b in iter_batches(f.read_bytes())]
+        assert bases == [sum(counts[:k]) for k in range(len(counts))]
+
+
+def test_one_file_for_every_partition(tmp_path: Path) -> None:
+    proc, bootstrap = _serve(tmp_path)
+    try:
+        _produce(bootstrap)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert not any(p.is_dir() for p in tmp_path.iterdir())
+    _, values = _values((tmp_path / "00000000000000000000.log").read_bytes())
+    assert sorted(values) == sorted(f"{part}-{i}".encode() for part in range(PARTITIONS)
+                                    for i in range(PER_PARTITION))
