@@ -54,15 +54,15 @@ class Log:
 
     def __init__(self, path: str, partitions: int = 1, per_partition: bool = False) -> None:
         self.dir = os.path.dirname(path)
+        self.per_partition = per_partition
         self.fd = -1 if per_partition else os.open(
             path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.fds: dict[tuple[str, int], int] = {}
+        self.fds: dict[tuple[str, int], int] = {}  # (per partition: made at Metadata)
         self.partitions = partitions  # of every topic
         self.next: dict[tuple[str, int], int] = {}
 
     def fd_of(self, key: tuple[str, int]) -> int:
-        if self.fd >= 0:
-            return self.fd
+        """``key``'s file (per partition), opened or made on the first call."""
         fd = self.fds.get(key)
         if fd is None:
             folder = os.path.join(self.dir, f"{key[0]}-{key[1]}")
@@ -89,7 +89,8 @@ class Log:
             pos += size
         if pos != end:
             return -1
-        os.writev(self.fd_of(key), parts)
+        # (one file: written as before, no call added to the floor's append)
+        os.writev(self.fd if self.fd >= 0 else self.fd_of(key), parts)
         self.next[key] = offset
         return base
 
@@ -171,7 +172,7 @@ class Connection(asyncio.Protocol):
                            replica_nodes=(0,), isr_nodes=(0,), offline_replicas=())
                       for i in range(self.log.partitions))
         names = [t.name for t in request.topics or ()]
-        if self.log.fd < 0:  # a file per partition: made as a topic is first asked for, as
+        if self.log.per_partition:  # made as a topic is first asked for, as
             for n in names:  # tidelog makes its logs at CreateTopics (before any produce)
                 for i in range(self.log.partitions):
                     self.log.fd_of((n, i))

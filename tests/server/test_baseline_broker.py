@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -31,11 +32,11 @@ def _serve(tmp: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"127.0.0.1:{port}"
 
 
-def _produce(bootstrap: str, before_produce: object = None) -> None:
+def _produce(bootstrap: str, before_produce: Callable[[], None] | None = None) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
                   "linger.ms": 0})
     p.list_topics("t", timeout=10)  # the client's Metadata naming the topic
-    if callable(before_produce):
+    if before_produce is not None:
         before_produce()
     failed: list[object] = []
     for i in range(PER_PARTITION):
@@ -47,13 +48,10 @@ def _produce(bootstrap: str, before_produce: object = None) -> None:
     assert failed == []
 
 
-def _values(data: bytes) -> tuple[list[int], list[bytes]]:
-    """(each batch's base offset, every record's value) of a .log file's bytes."""
-    bases, values = [], []
-    for batch in iter_batches(data):  # (CRC-checked)
-        bases.append(batch.base_offset)
-        values += [r.value or b"" for r in batch]
-    return bases, values
+def _batches(data: bytes) -> list[tuple[int, list[bytes]]]:
+    """Each batch of a .log file's bytes: (its base offset, its records' values)."""
+    return [(batch.base_offset, [r.value or b"" for r in batch])
+            for batch in iter_batches(data)]  # (CRC-checked)
 
 
 def test_a_file_per_partition_made_at_metadata(tmp_path: Path) -> None:
@@ -70,11 +68,12 @@ def test_a_file_per_partition_made_at_metadata(tmp_path: Path) -> None:
         proc.wait(30)
     assert not (tmp_path / "00000000000000000000.log").exists()
     for part, f in enumerate(files):
-        bases, values = _values(f.read_bytes())
-        assert values == [f"{part}-{i}".encode() for i in range(PER_PARTITION)]
+        batches = _batches(f.read_bytes())
+        assert [v for _, vs in batches for v in vs] == [
+            f"{part}-{i}".encode() for i in range(PER_PARTITION)]
         # each batch's base offset the partition's next: 0 on, one counter per partition
-        counts = [len(list(b)) for b in iter_batches(f.read_bytes())]
-        assert bases == [sum(counts[:k]) for k in range(len(counts))]
+        counts = [len(vs) for _, vs in batches]
+        assert [b for b, _ in batches] == [sum(counts[:k]) for k in range(len(counts))]
 
 
 def test_one_file_for_every_partition(tmp_path: Path) -> None:
@@ -85,6 +84,6 @@ def test_one_file_for_every_partition(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(30)
     assert not any(p.is_dir() for p in tmp_path.iterdir())
-    _, values = _values((tmp_path / "00000000000000000000.log").read_bytes())
-    assert sorted(values) == sorted(f"{part}-{i}".encode() for part in range(PARTITIONS)
+    batches = _batches((tmp_path / "00000000000000000000.log").read_bytes())
+    assert sorted(v for _, vs in batches for v in vs) == sorted(f"{part}-{i}".encode() for part in range(PARTITIONS)
                                     for i in range(PER_PARTITION))
