@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from replication_support import all_have_full_isr, states, wait_for
 
@@ -71,12 +71,26 @@ def _produce(cluster: EmbeddedCluster, tp: TopicPartition, tag: str, acks: str =
     return values
 
 
+def _high_watermark(c: Consumer, tp: TopicPartition) -> int:
+    """The partition's high watermark from its leader. Right after an election a new
+    consumer's metadata may not have the partition yet: librdkafka then answers locally with
+    _UNKNOWN_PARTITION, asked again until it knows the partition."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return int(c.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=10)[1])
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError._UNKNOWN_PARTITION or time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
 def _read_all(cluster: EmbeddedCluster, tp: TopicPartition) -> list[bytes]:
     c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"check-{uuid.uuid4()}",
                   "enable.auto.commit": False})  # fmt: skip
     try:
         c.assign([KafkaTopicPartition(tp.topic, tp.partition, 0)])
-        _, high = c.get_watermark_offsets(KafkaTopicPartition(tp.topic, tp.partition), timeout=30)
+        high = _high_watermark(c, tp)
         out: list[bytes] = []
         deadline = time.monotonic() + 60
         while len(out) < high and time.monotonic() < deadline:
