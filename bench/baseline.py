@@ -11,7 +11,13 @@ the event loop (tidelog.log.append.writer.enable=false). Printed per size: recor
 max] per broker, and tidelog's ratio to the baseline of the same run (paired), with the load
 average before and after.
 
+``--brokers`` picks among them and three more, the loop thread's scheduler slice
+(server/sched_slice.py, server/slice_governor.py): ``kernel-slice`` (``TIDELOG_LOOP_SLICE_US=0``),
+``slice`` (100 µs, kept however busy the loop) and ``governed`` (100 µs, the kernel's while
+the loop is over half busy).
+
     .venv/bin/python bench/baseline.py [--runs 5] [--sizes 100,1024] [--scale 1]
+        [--brokers baseline,default,writer64k,loop,kernel-slice,slice,governed]
 """
 
 from __future__ import annotations
@@ -61,14 +67,21 @@ def baseline_broker(partitions: int = 1, per_partition: bool = False
         shutil.rmtree(d, ignore_errors=True)
 
 
-BROKERS: list[tuple[str, Factory]] = [
-    ("baseline", baseline_broker),
-    ("tidelog (default)", lambda: broker_bench.tidelog_broker()),
-    ("tidelog (writer >=64 KiB)", lambda: broker_bench.tidelog_broker(
+SLICE = {"TIDELOG_LOOP_SLICE_US": "100"}  # the loop's 100 µs slice (server/sched_slice.py)
+BROKERS: dict[str, tuple[str, Factory]] = {
+    "baseline": ("baseline", baseline_broker),
+    "default": ("tidelog (default)", lambda: broker_bench.tidelog_broker()),
+    "writer64k": ("tidelog (writer >=64 KiB)", lambda: broker_bench.tidelog_broker(
         overrides={"tidelog.log.append.writer.inline.bytes": str(64 << 10)})),
-    ("tidelog (on the loop)", lambda: broker_bench.tidelog_broker(
+    "loop": ("tidelog (on the loop)", lambda: broker_bench.tidelog_broker(
         overrides={"tidelog.log.append.writer.enable": "false"})),
-]
+    "kernel-slice": ("tidelog (kernel's slice)", lambda: broker_bench.tidelog_broker(
+        env={"TIDELOG_LOOP_SLICE_US": "0"})),
+    "slice": ("tidelog (100 us slice, kept)", lambda: broker_bench.tidelog_broker(
+        env={**SLICE, "TIDELOG_LOOP_SLICE_BUSY": "1"})),
+    "governed": ("tidelog (100 us slice, governed)", lambda: broker_bench.tidelog_broker(
+        env={**SLICE, "TIDELOG_LOOP_SLICE_BUSY": "0.5"})),
+}
 
 
 def rate(bootstrap: str, pid: int, size: int, n: int,
@@ -98,13 +111,18 @@ def main() -> None:
     ap.add_argument("--sizes", default="100,1024")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="records per run times this (longer runs average a busy machine)")
+    ap.add_argument("--brokers", default="baseline,default,writer64k,loop",
+                    help=f"comma-separated, baseline first: {', '.join(BROKERS)}")
     args = ap.parse_args()
+    chosen = [BROKERS[b] for b in args.brokers.split(",")]
+    if chosen[0][0] != "baseline":
+        raise SystemExit("--brokers: the baseline first (the ratios are over it)")
     sizes = [int(s) for s in args.sizes.split(",")]
     records = {size: int(RECORDS[size] * args.scale) for size in sizes}
     load_before = os.getloadavg()
     results: dict[tuple[str, int], list[tuple[float, float]]] = {}
     for _ in range(args.runs):  # alternating: the machine's noise falls on every broker
-        for name, factory in BROKERS:
+        for name, factory in chosen:
             with factory() as (bootstrap, pid):
                 for size in sizes:
                     results.setdefault((name, size), []).append(
@@ -117,7 +135,7 @@ def main() -> None:
         print(f" {records[size]:,} records of {size} B: records/s, broker CPU-s per M records "
               f"(all threads); median [min .. max], ratios paired by run")
         base = results[("baseline", size)]
-        for name, _ in BROKERS:
+        for name, _ in chosen:
             mine = results[(name, size)]
             line = (f"  {name:<26} {fmt([r for r, _ in mine]):>34} rec/s "
                     f"{fmt([c for _, c in mine], '{:.3f}'):>24} CPU-s")

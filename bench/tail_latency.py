@@ -19,7 +19,8 @@ paces as rdkafka_performance's ``-r`` does: poll until the next record is due, a
 process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
-        [--scenarios 5000x1,20000x1,5000x1000] [--brokers tidelog,loop,tansu,baseline]
+        [--scenarios 5000x1,20000x1,5000x1000]
+        [--brokers tidelog,kernel-slice,loop,tansu,baseline]
         [--loads paced,rdkperf] [--beside quiet,busy] [--pacing sleep|spin]
         [--client socket.nagle.disable=true] [--other-src DIR] [--rdkafka-performance PATH]
 
@@ -35,8 +36,10 @@ and stops it after. Printed per case: each broker's figures as median [min .. ma
 rounds, then each tidelog's p99 and p99.9 over the baseline's of the same round, and in how
 many rounds that ratio is <= 2.
 
-``other`` is a second tidelog source tree (``--other-src DIR``, put on PYTHONPATH): the
-build before a change, alternated with the current one in the same sitting.
+``kernel-slice`` is tidelog with ``TIDELOG_LOOP_SLICE_US=0``: its loop's thread keeps the
+kernel's scheduler slice, not serve's 100 us (server/sched_slice.py). ``other`` is a second
+tidelog source tree (``--other-src DIR``, put on PYTHONPATH): the build before a change,
+alternated with the current one in the same sitting.
 
 ``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
 fetch, every topic with the scenario's partitions): produce->ack only, the floor this machine
@@ -148,6 +151,9 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
                 raise SystemExit("broker 'other' needs --other-src DIR")
             out.append(("tidelog (--other-src)", lambda: broker_bench.tidelog_broker(
                 env={"PYTHONPATH": other_src})))
+        elif name == "kernel-slice":  # the loop's thread keeps the kernel's (sched_slice.py)
+            out.append(("tidelog (kernel's slice)", lambda: broker_bench.tidelog_broker(
+                env={"TIDELOG_LOOP_SLICE_US": "0"})))
         elif name == "loop":
             out.append(("tidelog (on the loop)", lambda: broker_bench.tidelog_broker(
                 overrides={"tidelog.log.append.writer.enable": "false"})))
@@ -161,8 +167,8 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
         elif name == "baseline-files":
             out.append((BASELINE_FILES, baseline_broker))  # (measure: per partition)
         else:
-            raise SystemExit(f"unknown broker {name!r}: writer (or tidelog), other, loop, "
-                             "tansu, baseline, baseline-files")
+            raise SystemExit(f"unknown broker {name!r}: writer (or tidelog), other, "
+                             "kernel-slice, loop, tansu, baseline, baseline-files")
     return out
 
 

@@ -1,5 +1,5 @@
 """The event loop thread's scheduler slice (tidelog.server.sched_slice): ``tidelog serve``
-keeps the kernel's slice unless ``TIDELOG_LOOP_SLICE_US`` names one, which it asks for on the
+asks for a 100 µs slice (``TIDELOG_LOOP_SLICE_US`` names another, 0 the kernel's) on the
 loop's thread only (the threads it starts keep the kernel's), and a value out of the kernel's
 bounds stops the start with one line. Each case runs in a thread of its own (or a broker
 process), so the test process's own threads keep their slices."""
@@ -72,12 +72,13 @@ def _tuned(env: dict[str, str]) -> tuple[str, int]:
 def test_the_environment_sets_another_slice_or_none() -> None:
     default_ns = thread_attr().sched_runtime
     said, runtime = _in_thread(partial(_tuned, {ENV: "250"}))
-    for env in ({ENV: "0"}, {}):  # 0, or unset: LOOP_SLICE_US, the kernel's
-        kept, untouched = _in_thread(partial(_tuned, env))
-        assert kept == f"the kernel's ({ENV} unset or 0)" and untouched == default_ns
-    assert LOOP_SLICE_US == 0
+    kept, untouched = _in_thread(partial(_tuned, {ENV: "0"}))
+    assert kept == f"the kernel's ({ENV}=0)" and untouched == default_ns
+    unset, short = _in_thread(partial(_tuned, {}))  # unset: LOOP_SLICE_US
+    assert LOOP_SLICE_US == 100
     if _kernel_keeps_slices():
         assert said == "250 µs" and runtime == 250_000
+        assert unset == "100 µs" and short == 100_000
 
 
 @pytest.mark.parametrize("raw", ["5", "100001", "-1", "fast"])
@@ -123,13 +124,15 @@ def _serving_threads(tmp_path: Path, env: dict[str, str]) -> tuple[int, list[int
     return loop_thread, others, err
 
 
-def test_a_serving_broker_keeps_the_kernel_slice_unless_asked(tmp_path: Path) -> None:
+def test_a_serving_broker_takes_the_short_slice_unless_told_not_to(tmp_path: Path) -> None:
     default_ns = thread_attr().sched_runtime
     plain, plain_others, plain_log = _serving_threads(tmp_path / "plain", {})
-    asked, asked_others, asked_log = _serving_threads(tmp_path / "asked", {ENV: "100"})
-    assert plain == default_ns and set(plain_others) == {default_ns}
-    assert f"scheduler slice: the kernel's ({ENV} unset or 0)" in plain_log
-    assert "scheduler slice: " in asked_log
+    kept, kept_others, kept_log = _serving_threads(tmp_path / "kept", {ENV: "0"})
+    assert kept == default_ns and set(kept_others) == {default_ns}
+    assert f"scheduler slice: the kernel's ({ENV}=0)" in kept_log
+    assert "the kernel's slice again" not in kept_log  # nothing to govern
+    assert "scheduler slice: " in plain_log
     if _kernel_keeps_slices():
-        assert asked == 100_000 and "scheduler slice: 100 µs" in asked_log
-        assert asked_others and set(asked_others) == {default_ns}  # its threads: the kernel's
+        assert plain == 100_000 and "scheduler slice: 100 µs" in plain_log
+        assert plain_others and set(plain_others) == {default_ns}  # its threads: the kernel's
+        assert "the kernel's slice again while the loop is over 50% busy" in plain_log

@@ -24,6 +24,7 @@ from tidelog.server.allocator import tune_allocator
 from tidelog.server.gil import tune_switch_interval
 from tidelog.server.heap import HeapFreezer
 from tidelog.server.sched_slice import tune_loop_slice
+from tidelog.server.slice_governor import SliceGovernor, loop_slice_governor
 from tidelog.util.clock import SYSTEM_CLOCK
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ def unknown_broker_keys(props: dict[str, str]) -> list[str]:
     return sorted(k for k in props if k not in known and not k.startswith(prefixes))
 
 
-async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
+async def _serve(props: dict[str, str], ready_file: Path | None,
+                 governor: SliceGovernor | None = None) -> None:
     from tidelog import _native
     from tidelog.config.broker_config import BrokerConfig
     from tidelog.server.broker import Broker
@@ -140,6 +142,8 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     rm = broker.replica_manager  # and so are the partitions hosted later (server/heap.py)
     freezer = HeapFreezer(lambda: (rm.partitions_made, rm.partitions_dropped))
     freezer.start()
+    if governor is not None:  # the loop's short slice, while the loop mostly sleeps
+        governor.start(loop)
     following = _follow_fault_plan(broker, plan, props) if plan is not None else None
     if ready_file is not None:
         _write_ready_file(ready_file, f"{broker.advertised_host}:{broker.bound_port}\n")
@@ -147,6 +151,8 @@ async def _serve(props: dict[str, str], ready_file: Path | None) -> None:
     await stop.wait()
     log.info("shutting down")
     freezer.stop()
+    if governor is not None:
+        governor.stop()
     if following is not None:
         following.cancel()
     await services.stop()
@@ -239,6 +245,10 @@ def run(args: argparse.Namespace) -> int:
     log.info("GIL switch interval: %s", tune_switch_interval())  # see tidelog.server.gil
     try:  # this thread runs the event loop below (see tidelog.server.sched_slice)
         log.info("event loop thread's scheduler slice: %s", tune_loop_slice())
+        governor = loop_slice_governor()
+        if governor is not None:
+            log.info("the kernel's slice again while the loop is over %.0f%% busy",
+                     governor.max_busy * 100)
     except ValueError as exc:
         log.error("%s", exc)
         return 2
@@ -249,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         runner = asyncio.run
     try:
-        runner(_serve(props, args.ready_file))
+        runner(_serve(props, args.ready_file, governor))
     except ConfigError as exc:
         log.error("%s: %s", _source(args, exc.name), exc)
         return 2

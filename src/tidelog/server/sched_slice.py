@@ -13,15 +13,18 @@ the rest of its slice. Under rdkafka_performance at 5,000 records/s on one parti
 the loop waited 16.6-27.1 µs per record in the run queue (schedstat) with the kernel's slice
 against 1.7-13.3 µs with a 100 µs one, its p99 3.3 and 9.2 ms against 1.9 and 5.3.
 
-``TIDELOG_LOOP_SLICE_US`` (100-100,000 µs, the kernel's bounds) makes ``serve`` ask for that
-slice on the loop's thread, with ``RESET_ON_FORK`` so the threads it starts later (writers,
-pools, the scheduler) keep the kernel's default. Unset or 0, the kernel's slice is kept: at
-the machine's ceiling (1 KiB records, bench/baseline.py, two alternations of 3 runs) a 100 µs
-slice made 920 k and 1,085 k records/s against 1,082 k and 1,226 k with the kernel's, the
-loop preempted more often by the client's threads, so it stays a setting for a latency-bound
-broker, not the default. Where the kernel or a sandbox refuses (an older kernel ignores the
-field), the broker says so in its start-up log and runs as before. An embedded broker never
-touches the scheduler: the process is not its own.
+``tidelog serve`` asks for a 100 µs slice on the loop's thread (``TIDELOG_LOOP_SLICE_US``,
+100-100,000 µs, the kernel's bounds; 0 keeps the kernel's), with ``RESET_ON_FORK`` so the
+threads it starts later (writers, pools, the scheduler) keep the kernel's default. At 1,000
+partitions under a paced producer beside a busy process the loop's wait for a core fell from
+23 to 4 µs a record and the p99 from 3.0 to 1.8 ms (docs/operations.md). A loop busy without a
+pause (the machine's ceiling) is preempted more often with it: one sitting made 920 k and
+1,085 k records/s of 1 KiB with it against 1,082 k and 1,226 k without (a later one, with
+longer runs, saw none of it), so while the loop is over half busy the kernel's slice is put
+back (server/slice_governor.py; ``TIDELOG_LOOP_SLICE_BUSY``, 1 keeps the short slice). Where
+the kernel or a sandbox refuses (an older kernel ignores the field), the broker says so in its
+start-up log and runs as before. An embedded broker never touches the scheduler: the process
+is not its own.
 
 No library wraps ``sched_setattr`` (``os`` has ``sched_setscheduler``, which cannot carry a
 slice), so this calls it through ``ctypes``: ``struct sched_attr`` is part of the kernel's ABI
@@ -35,8 +38,10 @@ import os
 import platform
 import sys
 
-LOOP_SLICE_US = 0  # the kernel's; 100 is what the figures above used
+LOOP_SLICE_US = 100  # serve's; 0: the kernel's
 ENV = "TIDELOG_LOOP_SLICE_US"
+LOOP_SLICE_MAX_BUSY = 0.5  # of a core, over a second: above it, the kernel's slice again
+BUSY_ENV = "TIDELOG_LOOP_SLICE_BUSY"
 MIN_US, MAX_US = 100, 100_000  # the kernel's bounds of a custom slice
 RESET_ON_FORK = 0x01  # SCHED_FLAG_RESET_ON_FORK
 _SYSCALLS = {"x86_64": (314, 315), "aarch64": (274, 275)}  # sched_setattr, sched_getattr
@@ -92,21 +97,27 @@ def set_thread_slice(slice_us: int) -> None:
     _call(_syscalls()[0], 0, ctypes.byref(attr), 0)
 
 
-def tune_loop_slice(environ: dict[str, str] | None = None) -> str:
-    """On the loop's thread: apply the slice the environment names (LOOP_SLICE_US unless
-    set; 0 keeps the kernel's); what was done, for the start-up log. ValueError for a value
-    outside the bounds."""
+def loop_slice_us(environ: dict[str, str] | None = None) -> int:
+    """The slice the environment names for the loop's thread, µs (LOOP_SLICE_US unless set;
+    0: the kernel's). ValueError for a value outside the bounds."""
     env = os.environ if environ is None else environ
     raw = env.get(ENV, str(LOOP_SLICE_US))
     try:
         slice_us = int(raw)
     except ValueError:
         raise ValueError(f"{ENV}={raw!r}: not an integer number of microseconds") from None
-    if slice_us == 0:
-        return f"the kernel's ({ENV} unset or 0)"
-    if not MIN_US <= slice_us <= MAX_US:
+    if slice_us != 0 and not MIN_US <= slice_us <= MAX_US:
         raise ValueError(f"{ENV}={slice_us}: outside {MIN_US}..{MAX_US} µs (0 keeps the "
                          "kernel's)")
+    return slice_us
+
+
+def tune_loop_slice(environ: dict[str, str] | None = None) -> str:
+    """On the loop's thread: apply the slice the environment names (``loop_slice_us``);
+    what was done, for the start-up log. ValueError for a value outside the bounds."""
+    slice_us = loop_slice_us(environ)
+    if slice_us == 0:
+        return f"the kernel's ({ENV}=0)"
     try:
         set_thread_slice(slice_us)
         got = thread_attr().sched_runtime // 1000
@@ -115,3 +126,26 @@ def tune_loop_slice(environ: dict[str, str] | None = None) -> str:
     if got != slice_us:  # a kernel before 6.12 keeps no custom slice of a fair task
         return f"the kernel's ({got} µs: this kernel keeps no custom slice)"
     return f"{slice_us} µs"
+
+
+def loop_slice_max_busy(environ: dict[str, str] | None = None) -> float:
+    """The share of a core (over a second) above which the loop's thread gives its short
+    slice back (server/slice_governor.py): ``TIDELOG_LOOP_SLICE_BUSY``, LOOP_SLICE_MAX_BUSY
+    unless set; 1 keeps the short slice however busy. ValueError outside (0, 1]."""
+    env = os.environ if environ is None else environ
+    raw = env.get(BUSY_ENV, str(LOOP_SLICE_MAX_BUSY))
+    try:
+        busy = float(raw)
+    except ValueError:
+        raise ValueError(f"{BUSY_ENV}={raw!r}: not a share of a core") from None
+    if not 0 < busy <= 1:
+        raise ValueError(f"{BUSY_ENV}={raw}: outside (0, 1] (1 keeps the short slice)")
+    return busy
+
+
+def thread_slice_us() -> int:
+    """The calling thread's slice in µs (0 where the kernel has none to say)."""
+    try:
+        return int(thread_attr().sched_runtime // 1000)
+    except OSError:
+        return 0
