@@ -7,17 +7,14 @@ process), so the test process's own threads keep their slices."""
 from __future__ import annotations
 
 import os
-import platform
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
+from slice_support import in_thread, kernel_keeps_slices
 
 from tidelog.server.sched_slice import (
     ENV,
@@ -27,22 +24,6 @@ from tidelog.server.sched_slice import (
     tune_loop_slice,
 )
 
-T = TypeVar("T")
-
-
-def _kernel_keeps_slices() -> bool:
-    """Linux 6.12 and later keep a custom slice of a fair task (EEVDF)."""
-    major, minor = (int(x) for x in platform.release().split(".")[:2])
-    return (major, minor) >= (6, 12)
-
-
-def _in_thread(fn: Callable[[], T]) -> T:
-    out: list[T] = []
-    t = threading.Thread(target=lambda: out.append(fn()))
-    t.start()
-    t.join(30)
-    return out[0]
-
 
 def test_the_loop_thread_gets_the_slice_and_its_threads_do_not() -> None:
     default_ns = thread_attr().sched_runtime
@@ -50,13 +31,13 @@ def test_the_loop_thread_gets_the_slice_and_its_threads_do_not() -> None:
     def run() -> tuple[str, int, int, int, int, int]:
         said = tune_loop_slice({ENV: "100"})
         attr = thread_attr()
-        child = _in_thread(lambda: thread_attr().sched_runtime)
+        child = in_thread(lambda: thread_attr().sched_runtime)
         return (said, attr.sched_runtime, attr.sched_flags, attr.sched_policy,
                 attr.sched_nice, child)
 
-    said, runtime, flags, policy, nice, child = _in_thread(run)
+    said, runtime, flags, policy, nice, child = in_thread(run)
     assert policy == 0 and nice == os.nice(0)  # SCHED_OTHER, the nice it had
-    if _kernel_keeps_slices():
+    if kernel_keeps_slices():
         assert said == "100 µs"
         assert runtime == 100_000
         assert flags & RESET_ON_FORK
@@ -71,12 +52,12 @@ def _tuned(env: dict[str, str]) -> tuple[str, int]:
 
 def test_the_environment_sets_another_slice_or_none() -> None:
     default_ns = thread_attr().sched_runtime
-    said, runtime = _in_thread(partial(_tuned, {ENV: "250"}))
-    kept, untouched = _in_thread(partial(_tuned, {ENV: "0"}))
+    said, runtime = in_thread(partial(_tuned, {ENV: "250"}))
+    kept, untouched = in_thread(partial(_tuned, {ENV: "0"}))
     assert kept == f"the kernel's ({ENV}=0)" and untouched == default_ns
-    unset, short = _in_thread(partial(_tuned, {}))  # unset: LOOP_SLICE_US
+    unset, short = in_thread(partial(_tuned, {}))  # unset: LOOP_SLICE_US
     assert LOOP_SLICE_US == 100
-    if _kernel_keeps_slices():
+    if kernel_keeps_slices():
         assert said == "250 µs" and runtime == 250_000
         assert unset == "100 µs" and short == 100_000
 
@@ -132,7 +113,7 @@ def test_a_serving_broker_takes_the_short_slice_unless_told_not_to(tmp_path: Pat
     assert f"scheduler slice: the kernel's ({ENV}=0)" in kept_log
     assert "the kernel's slice again" not in kept_log  # nothing to govern
     assert "scheduler slice: " in plain_log
-    if _kernel_keeps_slices():
+    if kernel_keeps_slices():
         assert plain == 100_000 and "scheduler slice: 100 µs" in plain_log
         assert plain_others and set(plain_others) == {default_ns}  # its threads: the kernel's
         assert "the kernel's slice again while the loop is over 50% busy" in plain_log

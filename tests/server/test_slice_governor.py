@@ -8,15 +8,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import platform
 import subprocess
 import sys
-import threading
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
+from slice_support import in_thread, kernel_keeps_slices
 
 from tidelog.server.sched_slice import (
     BUSY_ENV,
@@ -27,8 +24,6 @@ from tidelog.server.sched_slice import (
     tune_loop_slice,
 )
 from tidelog.server.slice_governor import SliceGovernor, loop_slice_governor
-
-T = TypeVar("T")
 
 
 class Clocks:
@@ -47,19 +42,6 @@ class Clocks:
 def _governor(clocks: Clocks, applied: list[int], max_busy: float = 0.5) -> SliceGovernor:
     return SliceGovernor(100, max_busy, cpu_clock=lambda: clocks.cpu,
                          wall_clock=lambda: clocks.wall, apply=applied.append)
-
-
-def _kernel_keeps_slices() -> bool:
-    major, minor = (int(x) for x in platform.release().split(".")[:2])
-    return (major, minor) >= (6, 12)
-
-
-def _in_thread(fn: Callable[[], T]) -> T:
-    out: list[T] = []
-    t = threading.Thread(target=lambda: out.append(fn()))
-    t.start()
-    t.join(30)
-    return out[0]
 
 
 def test_the_short_slice_goes_above_the_mark_and_comes_back_under_half_of_it() -> None:
@@ -122,7 +104,7 @@ def test_it_checks_on_the_loop_until_stopped() -> None:
     assert switches == 3 and seen == [0, 100, 0] and applied == seen
 
 
-@pytest.mark.skipif(not _kernel_keeps_slices(), reason="Linux before 6.12 keeps no slice")
+@pytest.mark.skipif(not kernel_keeps_slices(), reason="Linux before 6.12 keeps no slice")
 def test_a_real_thread_gets_the_kernel_slice_back_and_the_short_one_again() -> None:
     default_ns = thread_attr().sched_runtime
 
@@ -138,7 +120,7 @@ def test_a_real_thread_gets_the_kernel_slice_back_and_the_short_one_again() -> N
             seen.append(thread_attr().sched_runtime)
         return seen
 
-    assert _in_thread(run) == [100_000, default_ns, 100_000]
+    assert in_thread(run) == [100_000, default_ns, 100_000]
 
 
 def test_no_governor_without_a_short_slice_or_with_busy_one() -> None:
@@ -147,12 +129,12 @@ def test_no_governor_without_a_short_slice_or_with_busy_one() -> None:
             tune_loop_slice(env)
         return loop_slice_governor(env)
 
-    assert _in_thread(lambda: governed({ENV: "0"}, True)) is None  # the kernel's: nothing
-    assert _in_thread(lambda: governed({ENV: "100", BUSY_ENV: "1"}, True)) is None  # kept
-    assert _in_thread(lambda: governed({ENV: "100"}, False)) is None  # not applied here
-    got = _in_thread(lambda: governed({ENV: "150", BUSY_ENV: "0.7"}, True))
-    unset = _in_thread(lambda: governed({}, True))  # serve's defaults
-    if _kernel_keeps_slices():
+    assert in_thread(lambda: governed({ENV: "0"}, True)) is None  # the kernel's: nothing
+    assert in_thread(lambda: governed({ENV: "100", BUSY_ENV: "1"}, True)) is None  # kept
+    assert in_thread(lambda: governed({ENV: "100"}, False)) is None  # not applied here
+    got = in_thread(lambda: governed({ENV: "150", BUSY_ENV: "0.7"}, True))
+    unset = in_thread(lambda: governed({}, True))  # serve's defaults
+    if kernel_keeps_slices():
         assert got is not None and got.slice_us == 150 and got.max_busy == 0.7
         assert unset is not None and (unset.slice_us, unset.max_busy) == (100, 0.5)
     assert loop_slice_max_busy({}) == LOOP_SLICE_MAX_BUSY == 0.5

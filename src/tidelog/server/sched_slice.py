@@ -37,6 +37,10 @@ import ctypes
 import os
 import platform
 import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+N = TypeVar("N", int, float)
 
 LOOP_SLICE_US = 100  # serve's; 0: the kernel's
 ENV = "TIDELOG_LOOP_SLICE_US"
@@ -100,12 +104,8 @@ def set_thread_slice(slice_us: int) -> None:
 def loop_slice_us(environ: dict[str, str] | None = None) -> int:
     """The slice the environment names for the loop's thread, µs (LOOP_SLICE_US unless set;
     0: the kernel's). ValueError for a value outside the bounds."""
-    env = os.environ if environ is None else environ
-    raw = env.get(ENV, str(LOOP_SLICE_US))
-    try:
-        slice_us = int(raw)
-    except ValueError:
-        raise ValueError(f"{ENV}={raw!r}: not an integer number of microseconds") from None
+    slice_us = _setting(environ, ENV, LOOP_SLICE_US, int,
+                        "not an integer number of microseconds")
     if slice_us != 0 and not MIN_US <= slice_us <= MAX_US:
         raise ValueError(f"{ENV}={slice_us}: outside {MIN_US}..{MAX_US} µs (0 keeps the "
                          "kernel's)")
@@ -132,15 +132,21 @@ def loop_slice_max_busy(environ: dict[str, str] | None = None) -> float:
     """The share of a core (over a second) above which the loop's thread gives its short
     slice back (server/slice_governor.py): ``TIDELOG_LOOP_SLICE_BUSY``, LOOP_SLICE_MAX_BUSY
     unless set; 1 keeps the short slice however busy. ValueError outside (0, 1]."""
-    env = os.environ if environ is None else environ
-    raw = env.get(BUSY_ENV, str(LOOP_SLICE_MAX_BUSY))
-    try:
-        busy = float(raw)
-    except ValueError:
-        raise ValueError(f"{BUSY_ENV}={raw!r}: not a share of a core") from None
+    busy = _setting(environ, BUSY_ENV, LOOP_SLICE_MAX_BUSY, float, "not a share of a core")
     if not 0 < busy <= 1:
-        raise ValueError(f"{BUSY_ENV}={raw}: outside (0, 1] (1 keeps the short slice)")
+        raise ValueError(f"{BUSY_ENV}={busy:g}: outside (0, 1] (1 keeps the short slice)")
     return busy
+
+
+def _setting(environ: dict[str, str] | None, name: str, default: N,
+             parse: Callable[[str], N], what: str) -> N:
+    """The environment's ``name`` (``default`` unless set) parsed; ValueError saying ``what``
+    it is not."""
+    raw = (os.environ if environ is None else environ).get(name, str(default))
+    try:
+        return parse(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: {what}") from None
 
 
 def thread_slice_us() -> int:
