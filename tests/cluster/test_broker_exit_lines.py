@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from tidelog.cli import serve
+from tidelog.server.sched_slice import ENV
+from tidelog.server.slice_governor import SliceGovernor
 from tidelog.testing.cluster import BrokerProcess
 
 
@@ -20,10 +22,12 @@ from tidelog.testing.cluster import BrokerProcess
 def test_serve_says_why_for_what_is_not_an_exception(
         escape: BaseException, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    async def serving(props: dict[str, str], ready_file: Path | None) -> None:
+    async def serving(props: dict[str, str], ready_file: Path | None,
+                      governor: SliceGovernor | None) -> None:
         raise escape
 
     monkeypatch.setattr(serve, "_serve", serving)
+    monkeypatch.setenv(ENV, "0")  # this process's scheduler slice left as it is
     args = argparse.Namespace(config=None, override=[], port=None, ready_file=None)
     with caplog.at_level(logging.ERROR, logger=serve.log.name):
         assert serve.run(args) == 1

@@ -8,6 +8,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from tidelog.server.sched_slice import thread_attr
+
 T = TypeVar("T")
 
 
@@ -24,3 +26,9 @@ def in_thread(fn: Callable[[], T]) -> T:
     t.start()
     t.join(30)
     return out[0]
+
+
+def kernel_slice_ns() -> int:
+    """The kernel's slice of a new thread, ns: what a thread keeps unless it asks for one
+    (read on a thread of its own: this one may have asked)."""
+    return in_thread(lambda: thread_attr().sched_runtime)

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from slice_support import in_thread, kernel_keeps_slices
+from slice_support import in_thread, kernel_keeps_slices, kernel_slice_ns
 
 from tidelog.server.sched_slice import (
     ENV,
@@ -26,7 +26,7 @@ from tidelog.server.sched_slice import (
 
 
 def test_the_loop_thread_gets_the_slice_and_its_threads_do_not() -> None:
-    default_ns = thread_attr().sched_runtime
+    default_ns = kernel_slice_ns()
 
     def run() -> tuple[str, int, int, int, int, int]:
         said = tune_loop_slice({ENV: "100"})
@@ -51,7 +51,7 @@ def _tuned(env: dict[str, str]) -> tuple[str, int]:
 
 
 def test_the_environment_sets_another_slice_or_none() -> None:
-    default_ns = thread_attr().sched_runtime
+    default_ns = kernel_slice_ns()
     said, runtime = in_thread(partial(_tuned, {ENV: "250"}))
     kept, untouched = in_thread(partial(_tuned, {ENV: "0"}))
     assert kept == f"the kernel's ({ENV}=0)" and untouched == default_ns
@@ -106,7 +106,7 @@ def _serving_threads(tmp_path: Path, env: dict[str, str]) -> tuple[int, list[int
 
 
 def test_a_serving_broker_takes_the_short_slice_unless_told_not_to(tmp_path: Path) -> None:
-    default_ns = thread_attr().sched_runtime
+    default_ns = kernel_slice_ns()
     plain, plain_others, plain_log = _serving_threads(tmp_path / "plain", {})
     kept, kept_others, kept_log = _serving_threads(tmp_path / "kept", {ENV: "0"})
     assert kept == default_ns and set(kept_others) == {default_ns}

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from slice_support import in_thread, kernel_keeps_slices
+from slice_support import in_thread, kernel_keeps_slices, kernel_slice_ns
 
 from tidelog.server.sched_slice import (
     BUSY_ENV,
@@ -106,7 +106,7 @@ def test_it_checks_on_the_loop_until_stopped() -> None:
 
 @pytest.mark.skipif(not kernel_keeps_slices(), reason="Linux before 6.12 keeps no slice")
 def test_a_real_thread_gets_the_kernel_slice_back_and_the_short_one_again() -> None:
-    default_ns = thread_attr().sched_runtime
+    default_ns = kernel_slice_ns()
 
     def run() -> list[int]:
         tune_loop_slice({ENV: "100"})
