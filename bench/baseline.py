@@ -46,16 +46,16 @@ Factory = Callable[[], AbstractContextManager[tuple[str, int]]]
 
 
 @contextmanager
-def baseline_broker(partitions: int = 1, per_partition: bool = False
+def baseline_broker(partitions: int = 1, per_partition: bool = False, spin_us: int = 0
                     ) -> Iterator[tuple[str, int]]:
     """bench/baseline_broker.py in a child process: (bootstrap, pid); ``per_partition``, a
-    file per partition (its ``--file-per-partition``)."""
+    file per partition (its ``--file-per-partition``); ``spin_us``, its ``--spin-us``."""
     port = broker_bench.free_port()
     d = tempfile.mkdtemp(prefix="baseline-", dir=os.environ.get("BENCH_DIR"))
     script = Path(__file__).resolve().parent / "baseline_broker.py"
     proc = subprocess.Popen([sys.executable, str(script), "--port", str(port),
                              "--file", str(Path(d) / "00000000000000000000.log"),
-                             "--partitions", str(partitions)]
+                             "--partitions", str(partitions), "--spin-us", str(spin_us)]
                             + (["--file-per-partition"] if per_partition else []),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -7,7 +7,10 @@ plain write on the event loop; then it answers. No validation of records, no ind
 producer state, no fsync: whatever tidelog does beyond this is what its figure costs.
 ``--file-per-partition`` writes each partition's batches to a file of its own instead, as
 Kafka's layout needs (``baseline-files`` in bench/tail_latency.py): what that layout itself
-costs a broker, apart from the rest of tidelog's work.
+costs a broker, apart from the rest of tidelog's work. ``--spin-us N`` spends N us more of
+the loop's CPU on each Produce before answering it (a spin on the monotonic clock, read
+without a system call): the same broker made as slow as a heavier one, to see what a
+broker's CPU per request alone does to the tails (``baseline+N`` in bench/tail_latency.py).
 
     python bench/baseline_broker.py --port 9092 --file /tmp/baseline.log
 
@@ -22,6 +25,7 @@ import argparse
 import asyncio
 import os
 import struct
+import time
 from typing import Any
 
 from tidelog.protocol.codec import decode_request, encode_response, response_class
@@ -96,8 +100,8 @@ class Log:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, log: Log, port: int) -> None:
-        self.log, self.port = log, port
+    def __init__(self, log: Log, port: int, spin_ns: int = 0) -> None:
+        self.log, self.port, self.spin_ns = log, port, spin_ns
         self.buf = bytearray()
         self.transport: asyncio.Transport | None = None
 
@@ -126,6 +130,8 @@ class Connection(asyncio.Protocol):
         key, version, corr = _I16.unpack_from(frame, 0)[0], _I16.unpack_from(frame, 2)[0], \
             _I32.unpack_from(frame, 4)[0]
         if key == PRODUCE:
+            if self.spin_ns:
+                spin(self.spin_ns)
             return self.produce(corr, version, memoryview(frame))
         _, request = decode_request(frame)
         if key == METADATA:
@@ -193,10 +199,20 @@ def api_versions(version: int, versions: dict[int, tuple[int, int]] = VERSIONS) 
     return make(cls, error_code=0, api_keys=keys, throttle_time=0)
 
 
-async def serve(port: int, path: str, partitions: int = 1, per_partition: bool = False) -> None:
+def spin(ns: int) -> None:
+    """A busy wait of ``ns`` on the monotonic clock, read in user space (no system call): as
+    much of the thread's CPU, less any time it is preempted meanwhile."""
+    end = time.perf_counter_ns() + ns
+    while time.perf_counter_ns() < end:
+        pass
+
+
+async def serve(port: int, path: str, partitions: int = 1, per_partition: bool = False,
+                spin_us: int = 0) -> None:
     log = Log(path, partitions, per_partition)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: Connection(log, port), "127.0.0.1", port)
+    server = await loop.create_server(lambda: Connection(log, port, spin_us * 1000),
+                                      "127.0.0.1", port)
     async with server:
         await server.serve_forever()
 
@@ -208,9 +224,13 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=1, help="of every topic")
     ap.add_argument("--file-per-partition", action="store_true",
                     help="a file per partition in --file's folder, as Kafka lays them out")
+    ap.add_argument("--spin-us", type=int, default=0,
+                    help="us of the loop's CPU spent on each Produce before answering it")
     args = ap.parse_args()
+    if args.spin_us < 0:
+        ap.error("--spin-us must be 0 or more")
     (asyncio.run if uvloop is None else uvloop.run)(
-        serve(args.port, args.file, args.partitions, args.file_per_partition))
+        serve(args.port, args.file, args.partitions, args.file_per_partition, args.spin_us))
 
 
 if __name__ == "__main__":

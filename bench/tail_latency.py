@@ -20,7 +20,7 @@ process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
         [--scenarios 5000x1,20000x1,5000x1000]
-        [--brokers tidelog,kernel-slice,loop,tansu,baseline]
+        [--brokers tidelog,kernel-slice,loop,tansu,baseline,baseline-files,baseline+N]
         [--loads paced,rdkperf] [--beside quiet,busy] [--pacing sleep|spin]
         [--client socket.nagle.disable=true] [--other-src DIR] [--rdkafka-performance PATH]
 
@@ -46,6 +46,9 @@ fetch, every topic with the scenario's partitions): produce->ack only, the floor
 and client give a Python broker under the same load. ``baseline-files`` is the same broker
 writing a file per partition (``--file-per-partition``), as Kafka's layout does: with both,
 the ratios over each show how much of a gap at 1,000 partitions is the layout's.
+``baseline+N`` is the one-file floor spending N us more of its loop's CPU on each Produce
+(its ``--spin-us``): what a broker's CPU per request alone does to the tails, beside
+tidelog's.
 """
 
 from __future__ import annotations
@@ -166,14 +169,23 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
             out.append((BASELINE, baseline_broker))
         elif name == "baseline-files":
             out.append((BASELINE_FILES, baseline_broker))  # (measure: per partition)
+        elif name.startswith("baseline+") and name[9:].isdigit():
+            label = f"baseline +{int(name[9:])} us/request"
+            FLOORS[label] = (False, int(name[9:]))
+            out.append((label, baseline_broker))
         else:
             raise SystemExit(f"unknown broker {name!r}: writer (or tidelog), other, "
-                             "kernel-slice, loop, tansu, baseline, baseline-files")
+                             "kernel-slice, loop, tansu, baseline, baseline-files, "
+                             "baseline+N")
     return out
 
 
 BASELINE = "baseline (floor)"
 BASELINE_FILES = "baseline, file/partition"  # (the floor with Kafka's layout of files)
+# the minimal brokers by label: (a file per partition, us of CPU spent more per Produce);
+# ``baseline+N`` is the floor made N us a request slower (its ``--spin-us``), compared with
+# the floor as any broker is
+FLOORS: dict[str, tuple[bool, int]] = {BASELINE: (False, 0), BASELINE_FILES: (True, 0)}
 
 
 def quantiles(lat: list[float]) -> dict[str, float]:
@@ -254,9 +266,8 @@ def measure(name: str, factory: Factory, rate: int, parts: int, args: argparse.N
     """One broker, fresh, under one load: (produce->ack quantiles, produce->consume
     quantiles, failed, broker CPU us/record, loop queued us/record, fetching, broker CPU
     and loop queued us/record over the measured part), load avg."""
-    floor = name in (BASELINE, BASELINE_FILES)
-    with (baseline_broker(parts, name == BASELINE_FILES) if floor else factory()) as (
-            bootstrap, pid):
+    floor = FLOORS.get(name)
+    with (baseline_broker(parts, *floor) if floor else factory()) as (bootstrap, pid):
         topic = f"tail-{time.monotonic_ns()}"
         if not floor:  # (the baseline has every topic) created outside the CPU measured
             _create(bootstrap, topic, parts)

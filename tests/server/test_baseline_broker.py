@@ -1,12 +1,14 @@
 """bench/baseline_broker.py, goal 4's floor in bench/tail_latency.py: with
 ``--file-per-partition`` each partition's batches go to a file of its own in Kafka's layout,
 made when a Metadata request first names the topic, their base offsets from 0 on, their
-bytes the producer's (CRC-checked); without it, every partition's batches go to one file."""
+bytes the producer's (CRC-checked); without it, every partition's batches go to one file.
+With ``--spin-us`` it answers each Produce no sooner than that."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -87,3 +89,25 @@ def test_one_file_for_every_partition(tmp_path: Path) -> None:
     batches = _batches((tmp_path / "00000000000000000000.log").read_bytes())
     assert sorted(v for _, vs in batches for v in vs) == sorted(f"{part}-{i}".encode() for part in range(PARTITIONS)
                                     for i in range(PER_PARTITION))
+
+
+def test_spin_holds_each_produce_answer(tmp_path: Path) -> None:
+    proc, bootstrap = _serve(tmp_path, "--spin-us", "20000")
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                  "linger.ms": 0})
+    took: list[float] = []
+    done: list[object] = []
+    try:
+        p.list_topics("t", timeout=10)
+        for i in range(5):  # one record in flight at a time: one Produce each
+            sent = time.monotonic()
+            p.produce("t", b"v", partition=i % PARTITIONS,
+                      on_delivery=lambda err, _msg: done.append(err))
+            assert p.flush(30) == 0 and done == [None] * (i + 1)
+            took.append(time.monotonic() - sent)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert min(took) >= 0.02  # every answer waited for its 20 ms spin
+    batches = _batches((tmp_path / "00000000000000000000.log").read_bytes())
+    assert [v for _, vs in batches for v in vs] == [b"v"] * 5

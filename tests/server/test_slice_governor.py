@@ -82,6 +82,12 @@ def test_a_refused_switch_stops_governing_and_says_so(caplog: pytest.LogCaptureF
     assert "Operation not permitted; left as it is" in caplog.text
 
 
+async def switched(governor: SliceGovernor, seen: int) -> None:
+    """Until ``governor`` switched past ``seen`` switches (its timer runs on this loop)."""
+    while governor.switches == seen:
+        await asyncio.sleep(0.001)
+
+
 def test_it_checks_on_the_loop_until_stopped() -> None:
     clocks, applied = Clocks(), []
 
@@ -92,8 +98,7 @@ def test_it_checks_on_the_loop_until_stopped() -> None:
         for busy in (0.9, 0.1, 0.9):  # each reading waits for the governor's next check
             clocks.run(busy)
             seen = g.switches
-            while g.switches == seen:
-                await asyncio.sleep(0.001)
+            await asyncio.wait_for(switched(g, seen), 30)  # (a generous deadline of its own)
         g.stop()
         switches = g.switches
         clocks.run(0.1)
