@@ -7,10 +7,11 @@ plain write on the event loop; then it answers. No validation of records, no ind
 producer state, no fsync: whatever tidelog does beyond this is what its figure costs.
 ``--file-per-partition`` writes each partition's batches to a file of its own instead, as
 Kafka's layout needs (``baseline-files`` in bench/tail_latency.py): what that layout itself
-costs a broker, apart from the rest of tidelog's work. ``--spin-us N`` spends N us more of
-the loop's CPU on each Produce before answering it (a spin on the monotonic clock, read
-without a system call): the same broker made as slow as a heavier one, to see what a
-broker's CPU per request alone does to the tails (``baseline+N`` in bench/tail_latency.py).
+costs a broker, apart from the rest of tidelog's work. ``--spin-us N`` busy-waits N us on
+each Produce before answering it (on the monotonic clock, read without a system call: the
+loop's CPU unless it is preempted meanwhile): the same broker made as slow as a heavier one,
+to see what a broker's CPU per request alone does to the tails (``baseline+N`` in
+bench/tail_latency.py).
 
     python bench/baseline_broker.py --port 9092 --file /tmp/baseline.log
 
@@ -225,7 +226,7 @@ def main() -> None:
     ap.add_argument("--file-per-partition", action="store_true",
                     help="a file per partition in --file's folder, as Kafka lays them out")
     ap.add_argument("--spin-us", type=int, default=0,
-                    help="us of the loop's CPU spent on each Produce before answering it")
+                    help="us busy-waited on each Produce before answering it")
     args = ap.parse_args()
     if args.spin_us < 0:
         ap.error("--spin-us must be 0 or more")
