@@ -57,6 +57,7 @@ from typing import Any
 from tidelog.client.wire import encode_request
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.records.builder import RecordBatchBuilder
+from tidelog.server import connection_now
 from tidelog.server.broker import Broker
 from tidelog.server.connection import KafkaConnection
 
@@ -397,8 +398,14 @@ def main() -> None:
     ap.add_argument("--callgrind", action="store_true",
                     help="under valgrind --tool=callgrind --instr-atstart=no: one more run "
                          "of `one`, instrumented")
+    ap.add_argument("--twin", action="store_true",
+                    help="the common Produce answered by Python (handle_now) rather than "
+                         "the native produce_one_now (server/produce_one.py)")
     args = ap.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    if args.twin:
+        connection_now.produce_one_now = None
+    print(f"load average {os.getloadavg()[0]:.2f}, common Produce "
+          f"{'python' if connection_now.produce_one_now is None else 'native'}", flush=True)
     try:
         import uvloop
         run: Any = uvloop.run

@@ -20,7 +20,7 @@ process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
         [--scenarios 5000x1,20000x1,5000x1000]
-        [--brokers tidelog,kernel-slice,loop,tansu,baseline,baseline-files,baseline+N]
+        [--brokers tidelog,kernel-slice,python-produce,loop,tansu,baseline,baseline-files,baseline+N]
         [--loads paced,rdkperf] [--beside quiet,busy] [--pacing sleep|spin]
         [--client socket.nagle.disable=true] [--other-src DIR] [--rdkafka-performance PATH]
 
@@ -39,7 +39,9 @@ many rounds that ratio is <= 2.
 ``kernel-slice`` is tidelog with ``TIDELOG_LOOP_SLICE_US=0``: its loop's thread keeps the
 kernel's scheduler slice, not serve's 100 us (server/sched_slice.py). ``other`` is a second
 tidelog source tree (``--other-src DIR``, put on PYTHONPATH): the build before a change,
-alternated with the current one in the same sitting.
+alternated with the current one in the same sitting. ``python-produce`` is tidelog with
+``TIDELOG_PRODUCE_ONE=0``: the common Produce answered by its Python twin rather than the
+native call (server/produce_one.py).
 
 ``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
 fetch, every topic with the scenario's partitions): produce->ack only, the floor this machine
@@ -157,6 +159,9 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
         elif name == "kernel-slice":  # the loop's thread keeps the kernel's (sched_slice.py)
             out.append(("tidelog (kernel's slice)", lambda: broker_bench.tidelog_broker(
                 env={"TIDELOG_LOOP_SLICE_US": "0"})))
+        elif name == "python-produce":  # the common Produce's Python twin (produce_one.py)
+            out.append(("tidelog (Python Produce)", lambda: broker_bench.tidelog_broker(
+                env={"TIDELOG_PRODUCE_ONE": "0"})))
         elif name == "loop":
             out.append(("tidelog (on the loop)", lambda: broker_bench.tidelog_broker(
                 overrides={"tidelog.log.append.writer.enable": "false"})))
@@ -175,7 +180,7 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
             out.append((label, baseline_broker))
         else:
             raise SystemExit(f"unknown broker {name!r}: writer (or tidelog), other, "
-                             "kernel-slice, loop, tansu, baseline, baseline-files, "
+                             "kernel-slice, python-produce, loop, tansu, baseline, baseline-files, "
                              "baseline+N")
     return out
 

@@ -670,6 +670,13 @@ static PyMethodDef core_methods[] = {
      "encoded here, or by the bound twin when declined (protocol/fast.py)."},
     {"produce_response_bind", tl_produce_response_bind, METH_O,
      "produce_response_bind(uuid.UUID): the class of a topic id (protocol/fast.py)."},
+    {"produce_now_bind", tl_produce_now_bind, METH_VARARGS,
+     "produce_now_bind(new_tp, new_result, encode_produce_response, INTERNAL_TOPICS, Log, "
+     "append_plain, HEAVY_COMPRESSED_BYTES): what produce_one_now makes and calls "
+     "(server/produce_one.py)."},
+    {"produce_one_now", (PyCFunction)(void (*)(void))tl_produce_one_now, METH_FASTCALL,
+     "produce_one_now(broker, connection_state, header, request) -> bytes, None or "
+     "(partition, tp, outcome, phase): the common Produce in one call (server/produce_one.py)."},
     {"produce_response", (PyCFunction)(void (*)(void))tl_produce_response, METH_FASTCALL,
      "produce_response(correlation_id, version, topics, throttle_time_ms) -> bytes or None "
      "(what the twin would refuse): protocol/fast.py encode_produce_response_py."},

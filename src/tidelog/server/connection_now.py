@@ -28,6 +28,7 @@ from tidelog.util.slotted import slotted_maker
 
 from .connection_outcomes import Slot
 from .context import ConnectionState, RequestContext
+from .produce_one import answer_one_rest, handle_now, produce_one_now
 from .quota import request as request_quota
 from .receive import LARGE_FRAME, LargeFrame
 from .registry import NOT_NOW, Handler, HandlerSpec
@@ -163,16 +164,24 @@ class ConnectionNow:
         if request.acks == 0:
             return self._general(header, request, spec, start_ns)
         self._flush_scheduled = True  # what the handler completes is flushed here
-        listener = self.listener
-        ctx = _new_context(header, self.broker, self.peer[0], self.peer[1], None, 0,
-                           self.principal, listener.name, listener.protocol, 0, None,
-                           self.state)
         timing = _new_timing(0, version, start_ns, _perf_ns(), start_ns)
+        result = None
+        ctx = None
         try:
-            result = now(ctx, request)
+            if now is handle_now and produce_one_now is not None:  # (produce_one.py)
+                result = produce_one_now(self.broker, self.state, header, request)
+                if type(result) is bytes and not self.closed:
+                    _answer_one(self, result, timing, writer)
+                    return True
+            ctx = self._context(header)
+            if result is None:
+                result = now(ctx, request)
+            elif type(result) is tuple:  # appended, its end Python's
+                result = answer_one_rest(ctx, request, result)
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # the handler's exception, as its task would keep it
+            ctx = ctx or self._context(header)
             self._placed(timing, request, ctx, spec.handle, None, exc)  # type: ignore[union-attr]
             return True
         if type(result) is bytes and not self.closed and not ctx.throttle_ms and \
@@ -181,6 +190,13 @@ class ConnectionNow:
         else:
             self._placed(timing, request, ctx, spec.handle, result, None)  # type: ignore[union-attr]
         return True
+
+    def _context(self, header: Any) -> RequestContext:
+        """A request's context on this connection."""
+        listener = self.listener
+        return _new_context(header, self.broker, self.peer[0], self.peer[1], None, 0,
+                            self.principal, listener.name, listener.protocol, 0, None,
+                            self.state)
 
     def _general(self, frame: Any, request: Any, spec: HandlerSpec | None,
                  start_ns: int) -> bool:

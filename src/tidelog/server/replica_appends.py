@@ -170,10 +170,42 @@ class ReplicaAppends:
         except Exception as exc:
             _fail(tp, result, exc)
             return None
-        if written is not None or ((pending := self.group_commit.pending) and tp in pending):
-            # it waits (``waiter``; ``tp`` hashed only when a round is pending at all)
+        if written is not None:
             produce = _Produce()
             self._appended(tp, result, info, acks, written, produce)
+            return self._wait_appended(timeout_ms, produce)
+        return self._one_appended(acks, timeout_ms, tp, info, partition, result)
+
+    def append_one_rest(self, acks: int, timeout_ms: int, tp: TopicPartition,
+                        partition: Partition, outcome: LogAppendInfo | Exception, phase: int,
+                        result: ProducePartitionResult, size: int) -> Awaitable[None] | None:
+        """``append_one_now`` from where the native produce path (server/produce_one.py)
+        left an append it made: ``phase`` 0, ``outcome`` was raised under the log's lock; 1,
+        after it; 2, written but the HW did not move with it; 3, moved and counted, the
+        ISR's answer not known there."""
+        lg = partition.log
+        if isinstance(outcome, Exception):
+            exc = lg.storage_error(outcome) if phase == 0 and isinstance(outcome, OSError) \
+                else outcome  # (as ``Log.append_plain_as_leader`` raises it)
+            self._report_io_error(lg, exc, f"appending to {tp}")  # (``_append_async``'s)
+            self._record_failed(tp)
+            _fail(tp, result, exc)
+            return None
+        if phase == 2:
+            self._settle(tp, partition, lg)
+            if self.topic_stats is not None:
+                n = 0 if outcome.duplicate else outcome.num_messages
+                self.topic_stats.record_append(tp.topic, size, n)
+        return self._one_appended(acks, timeout_ms, tp, outcome, partition, result)
+
+    def _one_appended(self, acks: int, timeout_ms: int, tp: TopicPartition,
+                      info: LogAppendInfo, partition: Partition,
+                      result: ProducePartitionResult) -> Awaitable[None] | None:
+        """``append_one_now`` of an append made and written: what its answer waits for."""
+        if (pending := self.group_commit.pending) and tp in pending:
+            # it waits (``waiter``; ``tp`` hashed only when a round is pending at all)
+            produce = _Produce()
+            self._appended(tp, result, info, acks, None, produce)
             return self._wait_appended(timeout_ms, produce)
         result.base_offset = info.first_offset  # (``_appended``)
         result.log_append_time = info.log_append_time
@@ -343,11 +375,8 @@ class ReplicaAppends:
                 partition.local_committed_offset = lg.high_watermark
                 if (notify := partition.on_high_watermark) is not None:
                     notify(tp)
-            if written is None and not moved:  # (``_after_write(partition, True)``)
-                if lg.flush_due():
-                    self.group_commit.add(tp, lg)  # counted once the records are on disk
-                elif not partition.advance_local_committed():
-                    self._notify(tp)  # followers fetch past the HW: they wait for appends too
+            if written is None and not moved:
+                self._settle(tp, partition, lg)
         except Exception as exc:
             if partition is not None:
                 self._report_io_error(partition.log, exc, f"appending to {tp}")
@@ -358,6 +387,14 @@ class ReplicaAppends:
             stats.record_append(tp[0], len(records),  # (``tp.topic``: by index, no generic lookup)
                                 0 if info.duplicate else info.num_messages)
         return info, written, partition
+
+    def _settle(self, tp: TopicPartition, partition: Partition, lg: Log) -> None:
+        """An append written here whose HW did not move with it (``_after_write(partition,
+        True)``): a due flush to the group commit, or the HW moved by the ISR."""
+        if lg.flush_due():
+            self.group_commit.add(tp, lg)  # counted once the records are on disk
+        elif not partition.advance_local_committed():
+            self._notify(tp)  # followers fetch past the HW: they wait for appends too
 
     def _append_declined(self, partition: Partition, records: bytes, inline_below: int
                          ) -> tuple[LogAppendInfo, asyncio.Future[Written] | None]:

@@ -286,13 +286,19 @@ class Log(LocalLogView, LogTruncation):
                     self.mirror_stamp(self.stamp_cell)
         except OSError as exc:
             lock.release()
-            raise KafkaStorageError(
-                f"Error while append-async in dir {self.dir} ({self.name}): {exc}") from exc
+            raise self.storage_error(exc) from exc
         except BaseException:
             lock.release()
             raise
         lock.release()
         return info
+
+    def storage_error(self, exc: OSError) -> KafkaStorageError:
+        """What a failed plain append raises (its cause ``exc``)."""
+        error = KafkaStorageError(
+            f"Error while append-async in dir {self.dir} ({self.name}): {exc}")
+        error.__cause__ = exc
+        return error
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, log_start_offset=self._log_start_offset)

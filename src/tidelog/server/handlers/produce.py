@@ -12,7 +12,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Coroutine
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from tidelog.protocol.codec import RequestHeader
 from tidelog.protocol.errors import ErrorCode
@@ -37,6 +37,9 @@ from ..replica_appends import (
 )
 from ..replica_manager import INTERNAL_TOPICS
 from ..security import AclOperation, ResourceType
+
+if TYPE_CHECKING:
+    from ..cluster.partition import Partition
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -245,10 +248,36 @@ def handle_now(ctx: RequestContext, request: Any) -> Any:
             if rm.async_appends else rm.append_records_now(request.acks, timeout,
                                                            [(tp, records, result)])
         if waits is not None:
-            named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False,
-                                        len(records)))
-            return _answer_after(ctx, request, named, topics, waits)
+            return _answer_one_after(ctx, request, name, len(records), topics, waits)
     return encode_produce_response(header[_CORRELATION_ID], version, topics, 0)
+
+
+def answer_one_rest(ctx: RequestContext, request: Any,
+                    rest: tuple[Partition, TopicPartition, Any, int]) -> Any:
+    """``handle_now``'s answer of the Produce the native produce path appended and left
+    here (server/produce_one.py: ``rest``, its partition, the outcome and where it
+    stopped): the ReplicaManager's ``append_one_rest``, then answered as ``handle_now``
+    answers."""
+    partition, tp, outcome, phase = rest
+    t = request.topic_data[0]
+    p = t.partition_data[0]
+    result = _new_result(p.index)
+    topics = [(t.name, [result])]
+    size = len(p.records)
+    waits = ctx.broker.replica_manager.append_one_rest(
+        request.acks, request.timeout_ms, tp, partition, outcome, phase, result, size)
+    if waits is not None:
+        return _answer_one_after(ctx, request, t.name, size, topics, waits)
+    header = ctx.header
+    return encode_produce_response(header[_CORRELATION_ID], header[_API_VERSION], topics, 0)
+
+
+def _answer_one_after(ctx: RequestContext, request: Any, name: str, size: int,
+                      topics: list[tuple[str, list[ProducePartitionResult]]],
+                      waits: Awaitable[None]) -> Any:
+    """``handle_now``'s answer of one partition once what it waits for is done."""
+    named = _new_tuple(_Named, ([(name, NO_TOPIC_ID, True)], False, False, size))
+    return _answer_after(ctx, request, named, topics, waits)
 
 
 def _handle_now_many(ctx: RequestContext, request: Any) -> Any:
