@@ -137,6 +137,12 @@ def test_same_answers_and_logs_natively_and_without(
     hw = [br.broker.replica_manager.partitions[("t", 0)].log.high_watermark
           for br in brokers]
     assert hw == [21, 21]
+    # BytesIn, MessagesIn, the produce requests: counted alike (the native call bumps them)
+    stats = [br.broker.replica_manager.topic_stats for br in brokers]
+    assert stats[0] is not None and stats[1] is not None
+    mine, theirs = (s.topic("t").as_dict() for s in stats)
+    assert mine == theirs and mine["messages_in"] == 21, mine
+    assert stats[0].all_topics.as_dict() == stats[1].all_topics.as_dict()
 
 
 def test_rolls_and_due_flushes_are_the_twins(

@@ -672,7 +672,8 @@ static PyMethodDef core_methods[] = {
      "produce_response_bind(uuid.UUID): the class of a topic id (protocol/fast.py)."},
     {"produce_now_bind", tl_produce_now_bind, METH_VARARGS,
      "produce_now_bind(new_tp, new_result, encode_produce_response, INTERNAL_TOPICS, Log, "
-     "append_plain, HEAVY_COMPRESSED_BYTES): what produce_one_now makes and calls "
+     "append_plain, HEAVY_COMPRESSED_BYTES, BrokerTopicStats.record_append): what "
+     "produce_one_now makes and calls "
      "(server/produce_one.py)."},
     {"produce_one_now", (PyCFunction)(void (*)(void))tl_produce_one_now, METH_FASTCALL,
      "produce_one_now(broker, connection_state, header, request) -> bytes, None or "

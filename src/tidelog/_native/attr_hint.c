@@ -64,6 +64,53 @@ hint(PyObject *o, ah_name *name)
     return learn(o, name);
 }
 
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+/* 3.11's dict keys (Include/internal/pycore_dict.h: _dictkeysobject, PyDictUnicodeEntry),
+ * read only to find an entry by its position, its key checked to be the name itself. */
+typedef struct {
+    Py_ssize_t dk_refcnt;
+    uint8_t dk_log2_size, dk_log2_index_bytes, dk_kind;
+    uint32_t dk_version;
+    Py_ssize_t dk_usable, dk_nentries;
+    char dk_indices[];
+} keys311;
+
+typedef struct {
+    PyObject *me_key, *me_value;
+} unicode_entry311;
+
+#define KEYS_GENERAL 0
+
+/* d[name] (borrowed) or NULL (an error set, or none): read at entry *at when its key is
+ * name (a str key's table), else looked up and *at set to where it is. */
+static PyObject *
+dict_at(PyDictObject *d, PyObject *name, Py_ssize_t *at)
+{
+    keys311 *k = (keys311 *)d->ma_keys;
+    if (k->dk_kind == KEYS_GENERAL)
+        return PyDict_GetItemWithError((PyObject *)d, name);
+    unicode_entry311 *e = (unicode_entry311 *)(k->dk_indices +
+                                               ((size_t)1 << k->dk_log2_index_bytes));
+    Py_ssize_t i = *at;
+    if (i < 0 || i >= k->dk_nentries || e[i].me_key != name) {
+        for (i = 0; i < k->dk_nentries && e[i].me_key != name; i++)
+            ;
+        if (i == k->dk_nentries)
+            return PyDict_GetItemWithError((PyObject *)d, name);
+        *at = i;
+    }
+    PyObject *v = d->ma_values != NULL ? ((PyObject **)d->ma_values)[i] : e[i].me_value;
+    return v != NULL ? v : PyDict_GetItemWithError((PyObject *)d, name);
+}
+#else
+static PyObject *
+dict_at(PyDictObject *d, PyObject *name, Py_ssize_t *at)
+{
+    (void)at;
+    return PyDict_GetItemWithError((PyObject *)d, name);
+}
+#endif
+
 /* o's instance dict (borrowed), or NULL */
 static inline PyObject *
 dict_of(PyObject *o)
@@ -87,7 +134,7 @@ ah_get(PyObject *o, ah_name *name)
     } else if (h->kind == AH_DICT) {
         PyObject *d = dict_of(o);
         if (d != NULL && PyDict_CheckExact(d)) {
-            v = PyDict_GetItemWithError(d, name->name);
+            v = dict_at((PyDictObject *)d, name->name, &h->offset);
             if (v == NULL && PyErr_Occurred())
                 return NULL;
         }

@@ -1,7 +1,8 @@
 /* Attribute reads and writes by name that skip the generic lookup where the interpreter's
  * own specialised loads would (attr_hint.c): a __slots__ member read at its offset, an
  * instance attribute read in the instance's dict, as long as the type is unchanged (its
- * version tag) and has no data descriptor of that name; the generic lookup otherwise.
+ * version tag) and has no data descriptor of that name (in 3.11 at the entry where it was
+ * found last, as the interpreter's LOAD_ATTR_WITH_HINT); the generic lookup otherwise.
  * Each name keeps hints for the last two types it was read on. */
 #ifndef TIDELOG_ATTR_HINT_H
 #define TIDELOG_ATTR_HINT_H
@@ -14,7 +15,7 @@ typedef struct {
     PyTypeObject *type;
     unsigned int version;
     int kind, settable;
-    Py_ssize_t offset;
+    Py_ssize_t offset; /* AH_SLOT: the member's; AH_DICT: the name's entry last found */
 } ah_hint;
 
 typedef struct {

@@ -19,63 +19,13 @@
 #include <Python.h>
 #include <stdint.h>
 
-#include "attr_hint.h"
 #include "native.h"
+#include "produce_now.h"
 
-#define RECORD_BATCH_OVERHEAD 61
-#define ATTRIBUTES_LOW_BYTE 22
-#define TRANSACTIONAL_MASK 0x10
-#define COMPRESSION_MASK 0x07
-#define LAST_OFFSET_DELTA 23
-#define TOPIC_ID_VERSION 13
-
-#define PN_NAMES(X)                                                                          \
-    X(client_quotas) X(store) X(entries) X(produce_tail) X(topic_data) X(partition_data)    \
-    X(authorizer) X(record_validators) X(acks) X(name) X(records) X(index)                  \
-    X(replica_manager) X(topics) X(get) X(async_appends) X(partitions) X(logs)              \
-    X(logs_by_dir) X(version) X(logs_version) X(leader_id) X(local_broker_id) X(log)        \
-    X(config) X(min_insync_replicas) X(state) X(isr) X(maximal_isr) X(remote_replicas)      \
-    X(group_commit) X(pending) X(_local) X(end_metadata) X(message_offset)                  \
-    X(recovery_point) X(flush_messages) X(append_space) X(append_guard) X(headroom) X(_lock) X(acquire)     \
-    X(release) X(closed) X(writes) X(error) X(_producer_state) X(leader_epoch_cache)        \
-    X(leader_epoch) X(inline_append_bytes) X(_log_start_offset) X(high_watermark)           \
-    X(_hw_meta) X(_state_stamp) X(unreplicated_txns) X(on_high_watermark_updated)           \
-    X(stamp_cell) X(mirror_stamp) X(last_offset) X(local_committed_offset)                  \
-    X(on_high_watermark) X(topic_stats) X(record_append) X(duplicate) X(num_messages)       \
-    X(first_offset) X(base_offset) X(log_append_time) X(log_start_offset)
-#define PN_ENUM(n) P_##n,
-#define PN_TEXT(n) #n,
-enum { PN_NAMES(PN_ENUM) P_COUNT };
-
-static ah_name pn[P_COUNT];
-/* bound once (produce_now_bind) */
-static PyObject *pn_new_tp, *pn_new_result, *pn_encode, *pn_internal, *pn_log_type;
-static PyObject *pn_append;
-static long long pn_heavy;
-
-/* One call's objects (owned, released at its end) and values. */
-typedef struct {
-    PyObject *broker, *state, *header, *request; /* borrowed: the arguments */
-    PyObject *name, *part, *records, *rm, *tp, *partition, *lg, *local, *space, *lock;
-    PyObject *info;
-    long long acks, version, n, lod, flush_messages, mir;
-    int compressed_or_txn;
-} pn_call;
-
-#define get(o, n) ah_get((o), &pn[n])
-#define get2(o, a, b) ah_get2((o), &pn[a], &pn[b])
-#define set(o, n, v) ah_set((o), &pn[n], (v))
-#define is_none(o, n) ah_is_none((o), &pn[n])
-#define truth(o, n) ah_truth((o), &pn[n])
-#define as_ll(o, n, out) ah_ll((o), &pn[n], (out))
-#define len2(o, a, b, out) ah_len2((o), &pn[a], &pn[b], (out))
-
-/* o.<a> <op> o.<b> (or p.<b> when p): 1, 0, -1 */
-static inline int
-compare(PyObject *o, int a, PyObject *p, int b, int op)
-{
-    return ah_compare(o, &pn[a], p != NULL ? p : o, &pn[b], op);
-}
+ah_name pn[P_COUNT];
+PyObject *pn_new_tp, *pn_new_result, *pn_encode, *pn_internal, *pn_log_type;
+PyObject *pn_append, *pn_record_append;
+long long pn_heavy;
 
 /* The only item of o.<name>, a list or tuple of one (a new reference), or NULL: *ok 0 when it is
  * not one (declined), -1 on an error. */
@@ -103,7 +53,8 @@ request_ok(pn_call *c)
     int r = quotas == Py_None ? 0 : 1;
     if (r > 0) {
         PyObject *entries = get2(quotas, P_store, P_entries);
-        r = entries == NULL ? -1 : !PyObject_IsTrue(entries);
+        r = entries == NULL ? -1 : PyObject_IsTrue(entries);
+        r = r < 0 ? -1 : !r;
         Py_XDECREF(entries);
     }
     Py_DECREF(quotas);
@@ -386,154 +337,6 @@ append_under_lock(pn_call *c)
     return r;
 }
 
-/* (partition, tp, outcome, phase): the rest is the twin's (the module's comment). An
- * exception's outcome is the exception raised, unless it is no Exception (then raised). */
-static PyObject *
-rest(pn_call *c, int phase)
-{
-    PyObject *outcome = c->info;
-    if (phase < 2) {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        PyErr_NormalizeException(&type, &value, &tb);
-        if (value == NULL || !PyObject_TypeCheck(value, (PyTypeObject *)PyExc_Exception)) {
-            PyErr_Restore(type, value, tb);
-            return NULL;
-        }
-        if (tb != NULL)
-            PyException_SetTraceback(value, tb);
-        Py_XDECREF(type);
-        Py_XDECREF(tb);
-        Py_XSETREF(c->info, value);
-        outcome = value;
-    }
-    return Py_BuildValue("(OOOi)", c->partition, c->tp, outcome, phase);
-}
-
-/* The HW moved with the append: the partition's committed offset follows, its callback
- * is told (_append_async's): 0, -1. */
-static int
-moved(pn_call *c)
-{
-    PyObject *hw = get(c->lg, P_high_watermark);
-    if (hw == NULL || set(c->partition, P_local_committed_offset,
-                                       hw) < 0) {
-        Py_XDECREF(hw);
-        return -1;
-    }
-    Py_DECREF(hw);
-    PyObject *notify = get(c->partition, P_on_high_watermark);
-    PyObject *v = notify == NULL || notify == Py_None ? Py_XNewRef(notify)
-                  : PyObject_CallOneArg(notify, c->tp);
-    Py_XDECREF(notify);
-    Py_XDECREF(v);
-    return v == NULL ? -1 : 0;
-}
-
-/* The topic's BytesIn / MessagesIn (``stats.record_append``): 0, -1 (raised, as the
- * twin's). */
-static int
-counted(pn_call *c)
-{
-    PyObject *stats = get(c->rm, P_topic_stats);
-    if (stats == NULL || stats == Py_None) {
-        Py_XDECREF(stats);
-        return stats == NULL ? -1 : 0;
-    }
-    int dup = truth(c->info, P_duplicate);
-    PyObject *count = dup < 0 ? NULL : dup ? PyLong_FromLong(0) : get(c->info, P_num_messages);
-    PyObject *n = count == NULL ? NULL : PyLong_FromLongLong(c->n);
-    PyObject *v = NULL;
-    if (n != NULL) {
-        PyObject *args[4] = {stats, c->name, n, count};
-        v = PyObject_VectorcallMethod(pn[P_record_append].name, args,
-                                      4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    }
-    Py_DECREF(stats);
-    Py_XDECREF(count);
-    Py_XDECREF(n);
-    Py_XDECREF(v);
-    return v == NULL ? -1 : 0;
-}
-
-/* acks -1: the ISR's answer known now (append_one_now's test: the HW past the batch, the
- * leader here, min.insync.replicas within the ISR): 1, 0 (the twin's to find), -1. */
-static int
-replicated(pn_call *c)
-{
-    long long last, hw, mir, maximal;
-    if (c->acks != -1)
-        return 1;
-    if (as_ll(c->info, P_last_offset, &last) < 0)
-        return -1;
-    if (last < 0)
-        return 1;
-    PyObject *config = get(c->lg, P_config);
-    int r = config == NULL || as_ll(c->lg, P_high_watermark, &hw) < 0 ||
-            as_ll(config, P_min_insync_replicas, &mir) < 0 ? -1 : hw >= last + 1;
-    Py_XDECREF(config);
-    if (r > 0)
-        r = compare(c->partition, P_leader_id, NULL, P_local_broker_id, Py_EQ);
-    if (r > 0)
-        r = len2(c->partition, P_state, P_maximal_isr, &maximal) < 0 ? -1 : mir <= maximal;
-    return r;
-}
-
-/* The answer: handle_now's result of one partition, encoded (encode_produce_response). */
-static PyObject *
-answer(pn_call *c)
-{
-    PyObject *index = get(c->part, P_index);
-    PyObject *result = index == NULL ? NULL : PyObject_CallOneArg(pn_new_result, index);
-    Py_XDECREF(index);
-    if (result == NULL)
-        return NULL;
-    int names[3][2] = {{P_base_offset, P_first_offset}, {P_log_append_time, P_log_append_time},
-                       {P_log_start_offset, P_log_start_offset}};
-    for (int i = 0; i < 3; i++) {
-        PyObject *v = get(c->info, names[i][1]);
-        if (v == NULL || set(result, names[i][0], v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(result);
-            return NULL;
-        }
-        Py_DECREF(v);
-    }
-    PyObject *topics = Py_BuildValue("[(O[N])]", c->name, result);
-    PyObject *zero = topics == NULL ? NULL : PyLong_FromLong(0);
-    PyObject *out = NULL;
-    if (zero != NULL) {
-        PyObject *args[4] = {PyTuple_GET_ITEM(c->header, 2), PyTuple_GET_ITEM(c->header, 1),
-                             topics, zero};
-        out = PyObject_Vectorcall(pn_encode, args, 4, NULL);
-    }
-    Py_XDECREF(topics);
-    Py_XDECREF(zero);
-    return out;
-}
-
-/* From the free-space count taken on: the append, then its end here or the twin's. */
-static PyObject *
-appended(pn_call *c)
-{
-    int r = append_under_lock(c);
-    if (r == 0)
-        Py_RETURN_NONE;
-    if (r < 0)
-        return rest(c, r == -2 ? 0 : 1);
-    r = compare(c->lg, P_high_watermark, c->info, P_last_offset, Py_GT);
-    if (r < 0 || (r > 0 && moved(c) < 0))
-        return rest(c, 1);
-    if (r == 0)
-        return rest(c, 2);
-    if (counted(c) < 0)
-        return NULL;
-    r = replicated(c);
-    if (r < 0)
-        return NULL;
-    return r == 0 ? rest(c, 3) : answer(c);
-}
-
 /* METH_FASTCALL: produce_one_now(broker, connection_state, header, request) -> bytes, None
  * or (partition, tp, outcome, phase), as the module's comment says. */
 PyObject *
@@ -553,7 +356,14 @@ tl_produce_one_now(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         r = partition_ok(&c);
     if (r > 0)
         r = log_ok(&c);
-    PyObject *out = r < 0 ? NULL : r == 0 ? Py_NewRef(Py_None) : appended(&c);
+    PyObject *out = NULL;
+    if (r == 0) {
+        out = Py_NewRef(Py_None);
+    } else if (r > 0) { /* from the free-space count taken on: the append, then its end */
+        r = append_under_lock(&c);
+        out = r == 0 ? Py_NewRef(Py_None) : r < 0 ? pn_rest(&c, r == -2 ? 0 : 1)
+                                                  : pn_after_append(&c);
+    }
     PyObject *owned[] = {c.name, c.part, c.records, c.rm, c.tp, c.partition, c.lg, c.local,
                          c.space, c.lock, c.info};
     for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++)
@@ -562,22 +372,22 @@ tl_produce_one_now(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* produce_now_bind(new_tp, new_result, encode_produce_response, INTERNAL_TOPICS, Log,
- * append_plain, HEAVY_COMPRESSED_BYTES): what produce_one_now makes, calls and tests
- * against (server/produce_one.py). */
+ * append_plain, HEAVY_COMPRESSED_BYTES, BrokerTopicStats.record_append): what
+ * produce_one_now makes, calls and tests against (server/produce_one.py). */
 PyObject *
 tl_produce_now_bind(PyObject *self, PyObject *args)
 {
-    PyObject *o[6];
+    PyObject *o[7];
     (void)self;
-    if (!PyArg_ParseTuple(args, "OOOO!O!OL", &o[0], &o[1], &o[2], &PyFrozenSet_Type, &o[3],
-                          &PyType_Type, &o[4], &o[5], &pn_heavy))
+    if (!PyArg_ParseTuple(args, "OOOO!O!OLO", &o[0], &o[1], &o[2], &PyFrozenSet_Type, &o[3],
+                          &PyType_Type, &o[4], &o[5], &pn_heavy, &o[6]))
         return NULL;
     static const char *const texts[P_COUNT] = {PN_NAMES(PN_TEXT)};
     if (ah_intern(pn, texts, P_COUNT) < 0)
         return NULL;
-    PyObject **slots[6] = {&pn_new_tp, &pn_new_result, &pn_encode, &pn_internal, &pn_log_type,
-                           &pn_append};
-    for (int i = 0; i < 6; i++)
+    PyObject **slots[7] = {&pn_new_tp, &pn_new_result, &pn_encode, &pn_internal, &pn_log_type,
+                           &pn_append, &pn_record_append};
+    for (int i = 0; i < 7; i++)
         Py_XSETREF(*slots[i], Py_NewRef(o[i]));
     Py_RETURN_NONE;
 }

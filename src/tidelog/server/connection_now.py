@@ -8,7 +8,9 @@ arriving, no SASL session, no fault plan, no quota mute, request metrics on): th
 handler calls, the same answer bytes, the same request metrics. It declines, before it has
 done anything, whatever is not that case, and hands anything uncommon it meets once the frame
 is cut (a version out of range, acks=0, a handler that waits, declines, raises or asks for a
-throttle or a close) to the general steps, which answer it as they would have.
+throttle or a close) to the general steps, which answer it as they would have. Before
+``handle_now`` the common Produce goes to the native ``produce_one_now`` (produce_one.py),
+which answers it in one call or declines it, nothing done, to ``handle_now``.
 """
 
 from __future__ import annotations
@@ -181,7 +183,8 @@ class ConnectionNow:
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as exc:  # the handler's exception, as its task would keep it
-            ctx = ctx or self._context(header)
+            if ctx is None:
+                ctx = self._context(header)
             self._placed(timing, request, ctx, spec.handle, None, exc)  # type: ignore[union-attr]
             return True
         if type(result) is bytes and not self.closed and not ctx.throttle_ms and \

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tidelog._native import core
+from tidelog.metrics import BrokerTopicStats
 from tidelog.protocol.fast import ProducePartitionResult, encode_produce_response
 from tidelog.storage import log_plain
 from tidelog.storage.log import Log
@@ -50,5 +51,5 @@ if core is not None and log_plain.append_plain is core.append_leader and \
         os.environ.get(PRODUCE_ONE_ENV, "") != "0":
     core.produce_now_bind(slotted_maker(TopicPartition), slotted_maker(ProducePartitionResult),
                           encode_produce_response, INTERNAL_TOPICS, Log, log_plain.append_plain,
-                          HEAVY_COMPRESSED_BYTES)
+                          HEAVY_COMPRESSED_BYTES, BrokerTopicStats.record_append)
     produce_one_now = core.produce_one_now
