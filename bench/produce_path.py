@@ -23,6 +23,9 @@ runs are cold: the loop's thread sleeps N us before each request (as a loop slee
 poll between a paced client's requests) and only each request's own thread CPU is counted
 (two ``thread_time_ns`` reads a request, some 0.5 us, included).
 
+With ``--twin`` the common Produce is answered by its Python path rather than the native
+``produce_one_now`` (server/produce_one.py): alternate the two for a comparison.
+
 On a busy machine the CPU time moves with the load; the instructions do not. With
 ``--callgrind``, run under valgrind's callgrind with its instrumentation off, one extra run
 of ``one`` is instrumented (``callgrind_control``) and nothing else; its instructions divided
@@ -34,7 +37,7 @@ by ``--requests`` are the instructions per request (``one`` only):
     callgrind_annotate cg.out | grep TOTALS
 
     .venv/bin/python bench/produce_path.py [--shapes one,batch100,batch1k] [--runs 5]
-        [--requests 5000] [--partitions 1000] [--profile] [--callgrind]
+        [--requests 5000] [--partitions 1000] [--profile] [--callgrind] [--twin]
 """
 
 from __future__ import annotations

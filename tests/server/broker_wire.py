@@ -9,6 +9,8 @@ import uuid
 from tidelog.client.conn import BrokerConnection
 from tidelog.protocol.codec import request_class
 from tidelog.protocol.kio_util import make, nested
+from tidelog.records.builder import RecordBatchBuilder
+from tidelog.records.compression import CompressionType
 from tidelog.testing import EmbeddedBroker
 
 
@@ -195,3 +197,20 @@ def new_leader_epoch(broker: EmbeddedBroker, topic: str, tid: uuid.UUID, epoch: 
     finally:
         conn.close()
     assert int(resp.topics[0].partition_errors[0].error_code) == 0
+
+
+def produce_batch(producer_id: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False,
+                  n: int = 1, compression: CompressionType = CompressionType.NONE) -> bytes:
+    """A client's batch of ``n`` records of 100 B (a producer's id, epoch and sequence)."""
+    b = RecordBatchBuilder(compression, producer_id=producer_id, producer_epoch=epoch,
+                           base_sequence=seq, is_transactional=txn)
+    for i in range(n):
+        b.append(1_700_000_000_000 + i, b"k", b"v" * 100)
+    return b.build()
+
+
+def corrupt_batch() -> bytes:
+    """A batch whose CRC no longer matches."""
+    batch = bytearray(produce_batch())
+    batch[-1] ^= 0xFF
+    return bytes(batch)

@@ -12,49 +12,40 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from broker_wire import connect, decode_response, produce_body, recv_frame, request_frame
+from broker_wire import (
+    connect,
+    corrupt_batch,
+    decode_response,
+    produce_batch,
+    produce_body,
+    recv_frame,
+    request_frame,
+)
 
-from tidelog.records.builder import RecordBatchBuilder
 from tidelog.server.registry import NOT_NOW
 from tidelog.storage.free_space import JUST_BELOW_FLOOR
 from tidelog.testing.embedded import EmbeddedBroker
 
-
-def _batch(producer_id: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False,
-           n: int = 1) -> bytes:
-    b = RecordBatchBuilder(producer_id=producer_id, producer_epoch=epoch, base_sequence=seq,
-                           is_transactional=txn)
-    for i in range(n):
-        b.append(1_700_000_000_000 + i, b"k", b"v" * 100)
-    return b.build()
-
-
-def _corrupt() -> bytes:
-    batch = bytearray(_batch())
-    batch[-1] ^= 0xFF  # the CRC no longer matches
-    return bytes(batch)
-
-
 # (version, topic, {partition: records}, acks): each answered by both brokers in turn
 REQUESTS = [
-    (9, "t", {0: _batch()}, 1),  # auto-creates "t" (the general path on both)
-    (9, "t", {0: _batch()}, 1),
-    (9, "t", {0: _batch(n=3)}, -1),
-    (3, "t", {0: _batch()}, -1),  # not flexible
-    (9, "t", {0: _batch(7, 0, 0)}, -1),  # a new idempotent producer
-    (9, "t", {0: _batch(7, 0, 1)}, -1),  # its next batch
-    (9, "t", {0: _batch(7, 0, 1)}, -1),  # a duplicate of it
-    (9, "t", {0: _batch(7, 0, 5)}, -1),  # out of sequence
-    (9, "t", {0: _batch(9, 0, 0, txn=True)}, 1),  # transactional, no transaction started
+    (9, "t", {0: produce_batch()}, 1),  # auto-creates "t" (the general path on both)
+    (9, "t", {0: produce_batch()}, 1),
+    (9, "t", {0: produce_batch(n=3)}, -1),
+    (3, "t", {0: produce_batch()}, -1),  # not flexible
+    (9, "t", {0: produce_batch(7, 0, 0)}, -1),  # a new idempotent producer
+    (9, "t", {0: produce_batch(7, 0, 1)}, -1),  # its next batch
+    (9, "t", {0: produce_batch(7, 0, 1)}, -1),  # a duplicate of it
+    (9, "t", {0: produce_batch(7, 0, 5)}, -1),  # out of sequence
+    (9, "t", {0: produce_batch(9, 0, 0, txn=True)}, 1),  # transactional, no transaction started
     (9, "t", {0: b""}, 1),  # empty
-    (9, "t", {0: _corrupt()}, 1),
-    (9, "t", {3: _batch()}, 1),  # no such partition
-    (9, "t", {0: _batch()}, 2),  # invalid acks
-    (9, "__consumer_offsets", {0: _batch()}, 1),  # internal
-    (9, "t", {0: _batch(), 3: _batch()}, -1),  # two partitions
-    (8, "t", {0: _batch()}, 1),
+    (9, "t", {0: corrupt_batch()}, 1),
+    (9, "t", {3: produce_batch()}, 1),  # no such partition
+    (9, "t", {0: produce_batch()}, 2),  # invalid acks
+    (9, "__consumer_offsets", {0: produce_batch()}, 1),  # internal
+    (9, "t", {0: produce_batch(), 3: produce_batch()}, -1),  # two partitions
+    (8, "t", {0: produce_batch()}, 1),
     (9, "t", {0: b"\x00" * 30}, 1),  # shorter than a batch header
-    (9, "t", {0: _batch(9, 0, 0, txn=True)[:40]}, 1),  # a transactional header, cut
+    (9, "t", {0: produce_batch(9, 0, 0, txn=True)[:40]}, 1),  # a transactional header, cut
 ]
 
 
@@ -114,8 +105,8 @@ def test_a_dir_below_its_floor_refuses_the_same_with_and_without_handle_now(
         def both(acks: int) -> Any:
             nonlocal corr
             corr += 1
-            got = _answer(a, corr, 9, "f", {0: _batch()}, acks)
-            want = _answer(b, corr, 9, "f", {0: _batch()}, acks)
+            got = _answer(a, corr, 9, "f", {0: produce_batch()}, acks)
+            want = _answer(b, corr, 9, "f", {0: produce_batch()}, acks)
             if got == want:
                 return decode_response(0, 9, got)
             # (a refusal's message names each broker's own log dir: all else the same)
@@ -155,8 +146,8 @@ def test_a_due_flush_answers_the_same_with_and_without_handle_now(
         br.run(create())
     TAKEN.clear()
     now, later = brokers
-    requests = [(_batch(), -1), (_batch(7, 0, 0), -1), (_batch(7, 0, 1), -1),
-                (_batch(7, 0, 1), -1), (_batch(7, 0, 2), 1), (_batch(n=3), -1)]
+    requests = [(produce_batch(), -1), (produce_batch(7, 0, 0), -1), (produce_batch(7, 0, 1), -1),
+                (produce_batch(7, 0, 1), -1), (produce_batch(7, 0, 2), 1), (produce_batch(n=3), -1)]
     with connect(now) as a, connect(later) as b:
         for corr, (records, acks) in enumerate(requests, 1):
             got = _answer(a, corr, 9, "fl", {0: records}, acks)

@@ -17,9 +17,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from broker_wire import connect, decode_response, produce_body, recv_frame, request_frame
+from broker_wire import (
+    connect,
+    corrupt_batch,
+    decode_response,
+    produce_batch,
+    produce_body,
+    recv_frame,
+    request_frame,
+)
 
-from tidelog.records.builder import RecordBatchBuilder
 from tidelog.records.compression import CompressionType
 from tidelog.server import connection_now
 from tidelog.testing.embedded import EmbeddedBroker
@@ -28,45 +35,30 @@ NATIVE = connection_now.produce_one_now
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="native core not built")
 
 
-def _batch(producer_id: int = -1, epoch: int = -1, seq: int = -1, txn: bool = False,
-           n: int = 1, compression: CompressionType = CompressionType.NONE) -> bytes:
-    b = RecordBatchBuilder(compression, producer_id=producer_id, producer_epoch=epoch,
-                           base_sequence=seq, is_transactional=txn)
-    for i in range(n):
-        b.append(1_700_000_000_000 + i, b"k", b"v" * 100)
-    return b.build()
-
-
-def _corrupt() -> bytes:
-    batch = bytearray(_batch())
-    batch[-1] ^= 0xFF  # the CRC no longer matches
-    return bytes(batch)
-
-
 # (version, topic, {partition: records}, acks, what the native call does with it)
 REQUESTS = [
-    (9, "t", {0: _batch()}, 1, "declined"),  # "t" unknown: the twin creates it
-    (9, "t", {0: _batch()}, 1, "answered"),
-    (9, "t", {0: _batch(n=3)}, -1, "answered"),
-    (3, "t", {0: _batch()}, -1, "answered"),  # not flexible
-    (8, "t", {0: _batch()}, 1, "answered"),
-    (9, "t", {0: _batch(7, 0, 0)}, -1, "declined"),  # a new producer: the twin's entry
-    (9, "t", {0: _batch(7, 0, 1)}, -1, "answered"),  # its next batch
-    (9, "t", {0: _batch(7, 0, 1)}, -1, "declined"),  # a duplicate of it
-    (9, "t", {0: _batch(7, 0, 5)}, -1, "declined"),  # out of sequence
-    (9, "t", {0: _batch(7, 0, 2, n=4)}, 1, "answered"),
-    (9, "t", {0: _batch(9, 0, 0, txn=True)}, 1, "declined"),  # transactional
-    (9, "t", {0: _batch(compression=CompressionType.GZIP)}, 1, "declined"),
-    (9, "t", {0: _batch(compression=CompressionType.LZ4, n=5)}, -1, "declined"),
+    (9, "t", {0: produce_batch()}, 1, "declined"),  # "t" unknown: the twin creates it
+    (9, "t", {0: produce_batch()}, 1, "answered"),
+    (9, "t", {0: produce_batch(n=3)}, -1, "answered"),
+    (3, "t", {0: produce_batch()}, -1, "answered"),  # not flexible
+    (8, "t", {0: produce_batch()}, 1, "answered"),
+    (9, "t", {0: produce_batch(7, 0, 0)}, -1, "declined"),  # a new producer: the twin's entry
+    (9, "t", {0: produce_batch(7, 0, 1)}, -1, "answered"),  # its next batch
+    (9, "t", {0: produce_batch(7, 0, 1)}, -1, "declined"),  # a duplicate of it
+    (9, "t", {0: produce_batch(7, 0, 5)}, -1, "declined"),  # out of sequence
+    (9, "t", {0: produce_batch(7, 0, 2, n=4)}, 1, "answered"),
+    (9, "t", {0: produce_batch(9, 0, 0, txn=True)}, 1, "declined"),  # transactional
+    (9, "t", {0: produce_batch(compression=CompressionType.GZIP)}, 1, "declined"),
+    (9, "t", {0: produce_batch(compression=CompressionType.LZ4, n=5)}, -1, "declined"),
     (9, "t", {0: b""}, 1, "declined"),  # empty
-    (9, "t", {0: _corrupt()}, 1, "declined"),
-    (9, "t", {3: _batch()}, 1, "declined"),  # no such partition
-    (9, "t", {0: _batch()}, 2, "declined"),  # invalid acks
-    (9, "__consumer_offsets", {0: _batch()}, 1, "declined"),  # internal
-    (9, "t", {0: _batch(), 1: _batch()}, -1, "declined"),  # two partitions
+    (9, "t", {0: corrupt_batch()}, 1, "declined"),
+    (9, "t", {3: produce_batch()}, 1, "declined"),  # no such partition
+    (9, "t", {0: produce_batch()}, 2, "declined"),  # invalid acks
+    (9, "__consumer_offsets", {0: produce_batch()}, 1, "declined"),  # internal
+    (9, "t", {0: produce_batch(), 1: produce_batch()}, -1, "declined"),  # two partitions
     (9, "t", {0: b"\x00" * 30}, 1, "declined"),  # shorter than a batch header
-    (9, "t", {0: _batch(9, 0, 0, txn=True)[:40]}, 1, "declined"),  # a header, cut
-    (9, "t", {0: _batch()}, -1, "answered"),
+    (9, "t", {0: produce_batch(9, 0, 0, txn=True)[:40]}, 1, "declined"),  # a header, cut
+    (9, "t", {0: produce_batch()}, -1, "answered"),
 ]
 
 
@@ -162,7 +154,7 @@ def test_rolls_and_due_flushes_are_the_twins(
         ask = _both(monkeypatch, outcomes, a, b)
         for i in range(24):
             for topic in ("r", "f"):
-                got, want = ask(9, topic, {0: _batch(5, 0, i)}, -1 if i % 3 else 1)
+                got, want = ask(9, topic, {0: produce_batch(5, 0, i)}, -1 if i % 3 else 1)
                 assert got == want
     rolled = outcomes.seen[0::2]
     assert "answered" in rolled and "declined" in rolled, rolled
@@ -183,11 +175,11 @@ def test_a_failed_write_is_answered_as_the_twin_answers(
     with connect(native) as a, connect(twin) as b:
         ask = _both(monkeypatch, outcomes, a, b)
         for _ in range(3):
-            ask(9, "w", {0: _batch()}, -1)
+            ask(9, "w", {0: produce_batch()}, -1)
         for br in brokers:
             seg = br.broker.replica_manager.partitions[("w", 0)].log.active_segment
             os.close(seg.log.fd)
-        got, want = ask(9, "w", {0: _batch()}, -1)
+        got, want = ask(9, "w", {0: produce_batch()}, -1)
     codes = [decode_response(0, 9, f).responses[0].partition_responses[0].error_code
              for f in (got, want)]
     assert codes == [56, 56]  # KAFKA_STORAGE_ERROR
