@@ -26,6 +26,8 @@ from broker_wire import (
     recv_frame,
     request_frame,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tidelog.records.compression import CompressionType
 from tidelog.server import connection_now
@@ -196,3 +198,43 @@ def test_the_switch_turns_the_native_call_off(value: str, off: bool) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True, timeout=120).stdout
     assert out.split() == [str(off)]
+
+
+KINDS = ["plain", "next", "again", "gap", "gzip", "txn"]
+_topics = iter(range(1_000_000))
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(KINDS), st.integers(1, 4), st.sampled_from([1, -1]),
+                          st.sampled_from([3, 8, 9])), min_size=1, max_size=12))
+def test_random_requests_answer_and_write_alike(
+        brokers: tuple[EmbeddedBroker, EmbeddedBroker], monkeypatch: pytest.MonkeyPatch,
+        steps: list[tuple[str, int, int, int]]) -> None:
+    """Random runs of plain, idempotent (the next batch, the same again, one past a gap),
+    compressed and transactional batches, each to a topic of its own: the same answers,
+    segments and counters natively and without."""
+    topic = f"h{next(_topics)}"
+    for br in brokers:
+        async def create(b: EmbeddedBroker = br) -> None:
+            b.broker.replica_manager.create_topic(topic, 1, {})
+        br.run(create())
+    native, twin = brokers
+    outcomes = Outcomes()
+    seq, last = 0, produce_batch(11, 0, 0)
+    with connect(native) as a, connect(twin) as b:
+        ask = _both(monkeypatch, outcomes, a, b)
+        for kind, n, acks, version in steps:
+            if kind == "next":
+                last = produce_batch(11, 0, seq, n=n)
+                seq += n
+            records = {"plain": produce_batch(n=n), "next": last, "again": last,
+                       "gap": produce_batch(11, 0, seq + 5, n=n),
+                       "gzip": produce_batch(n=n, compression=CompressionType.GZIP),
+                       "txn": produce_batch(12, 0, 0, txn=True, n=n)}[kind]
+            got, want = ask(version, topic, {0: records}, acks)
+            assert got == want, (kind, n, acks, version)
+    assert _segments(native, topic) == _segments(twin, topic)
+    stats = [br.broker.replica_manager.topic_stats for br in brokers]
+    assert stats[0] is not None and stats[1] is not None
+    assert stats[0].topic(topic).as_dict() == stats[1].topic(topic).as_dict()

@@ -39,8 +39,7 @@ static int
 moved(pn_call *c)
 {
     PyObject *hw = get(c->lg, P_high_watermark);
-    if (hw == NULL || set(c->partition, P_local_committed_offset,
-                                       hw) < 0) {
+    if (hw == NULL || set(c->partition, P_local_committed_offset, hw) < 0) {
         Py_XDECREF(hw);
         return -1;
     }
@@ -51,14 +50,6 @@ moved(pn_call *c)
     Py_XDECREF(notify);
     Py_XDECREF(v);
     return v == NULL ? -1 : 0;
-}
-
-/* o.<name> += n */
-static int
-bump(PyObject *o, int name, long long n)
-{
-    long long v;
-    return as_ll(o, name, &v) < 0 ? -1 : ah_set_ll(o, &pn[name], v + n);
 }
 
 /* BrokerTopicStats.record_append(stats, topic, size, messages) here while it is the method
@@ -77,9 +68,9 @@ bumped(PyObject *stats, pn_call *c, long long messages)
     int r = all == NULL ? -(PyErr_Occurred() != NULL) : 1;
     PyObject *each[2] = {t, all};
     for (int i = 0; i < 2 && r > 0; i++)
-        r = bump(each[i], P_total_produce_requests, 1) < 0 ||
-            bump(each[i], P_bytes_in, c->n) < 0 ||
-            bump(each[i], P_messages_in, messages) < 0 ? -1 : 1;
+        r = pn_bump(each[i], P_total_produce_requests, 1) < 0 ||
+            pn_bump(each[i], P_bytes_in, c->n) < 0 ||
+            pn_bump(each[i], P_messages_in, messages) < 0 ? -1 : 1;
     Py_XDECREF(t);
     Py_XDECREF(all);
     return r;
@@ -171,6 +162,8 @@ answer(pn_call *c)
     return out;
 }
 
+/* From the append made on (produce_now.h): the HW moved (else the rest, phase 2), the
+ * counters, the ISR's answer (else phase 3), the answer's bytes. */
 PyObject *
 pn_after_append(pn_call *c)
 {

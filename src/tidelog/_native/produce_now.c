@@ -192,40 +192,14 @@ log_ok(pn_call *c)
         return is_none(c->lg, P_append_guard);
     if (r > 0)
         r = as_ll(c->space, P_headroom, &headroom) < 0 ? -1 : c->n < headroom;
-    if (r > 0) {
-        PyObject *left = PyLong_FromLongLong(headroom - c->n);
-        r = left == NULL || set(c->space, P_headroom, left) < 0 ? -1 : 1;
-        Py_XDECREF(left);
-    }
-    return r;
+    return r > 0 ? (ah_set_ll(c->space, &pn[P_headroom], headroom - c->n) < 0 ? -1 : 1) : r;
 }
 
 /* The free-space count given back (an append declined under the lock): 0, -1. */
 static int
 give_back(pn_call *c)
 {
-    long long headroom;
-    if (c->space == Py_None)
-        return 0;
-    if (as_ll(c->space, P_headroom, &headroom) < 0)
-        return -1;
-    PyObject *v = PyLong_FromLongLong(headroom + c->n);
-    int r = v == NULL ? -1 : set(c->space, P_headroom, v);
-    Py_XDECREF(v);
-    return r;
-}
-
-/* lg._state_stamp += 1 */
-static int
-stamp(PyObject *lg)
-{
-    long long s;
-    if (as_ll(lg, P__state_stamp, &s) < 0)
-        return -1;
-    PyObject *v = PyLong_FromLongLong(s + 1);
-    int r = v == NULL ? -1 : set(lg, P__state_stamp, v);
-    Py_XDECREF(v);
-    return r;
+    return c->space == Py_None ? 0 : pn_bump(c->space, P_headroom, c->n);
 }
 
 /* The HW to the new log end unless a flush is due (``high_watermark_to_end``), and the
@@ -242,7 +216,7 @@ to_end(pn_call *c, PyObject *psm)
             as_ll(config, P_flush_messages, &flush) < 0 ? -1 : 0;
     if (r == 0 && h - recovery < flush) {
         r = set(c->lg, P_high_watermark, hw) < 0 ||
-            set(c->lg, P__hw_meta, end) < 0 || stamp(c->lg) < 0 ? -1 : 0;
+            set(c->lg, P__hw_meta, end) < 0 || pn_bump(c->lg, P__state_stamp, 1) < 0 ? -1 : 0;
         int txns = r < 0 ? -1 : truth(psm, P_unreplicated_txns);
         PyObject *v = txns > 0 ? PyObject_CallMethodOneArg(
                                      psm, pn[P_on_high_watermark_updated].name, hw) : NULL;
@@ -253,7 +227,7 @@ to_end(pn_call *c, PyObject *psm)
     Py_XDECREF(config);
     Py_XDECREF(hw);
     if (r == 0)
-        r = stamp(c->lg);
+        r = pn_bump(c->lg, P__state_stamp, 1);
     PyObject *cell = r < 0 ? NULL : get(c->lg, P_stamp_cell);
     if (cell != NULL && cell != Py_None) {
         PyObject *v = PyObject_CallMethodOneArg(c->lg, pn[P_mirror_stamp].name, cell);

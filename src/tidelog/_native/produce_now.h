@@ -64,6 +64,14 @@ compare(PyObject *o, int a, PyObject *p, int b, int op)
     return ah_compare(o, &pn[a], p != NULL ? p : o, &pn[b], op);
 }
 
+/* o.<name> += n: 0, -1 */
+static inline int
+pn_bump(PyObject *o, int name, long long n)
+{
+    long long v;
+    return ah_ll(o, &pn[name], &v) < 0 ? -1 : ah_set_ll(o, &pn[name], v + n);
+}
+
 /* produce_after.c: from the append made on: the answer's bytes, or the rest tuple (the
  * exception's phase 0 or 1, after the twin's raise) */
 PyObject *pn_after_append(pn_call *c);
