@@ -187,16 +187,25 @@ class ReplicaAppends:
         if isinstance(outcome, Exception):
             exc = lg.storage_error(outcome) if phase == 0 and isinstance(outcome, OSError) \
                 else outcome  # (as ``Log.append_plain_as_leader`` raises it)
-            self._report_io_error(lg, exc, f"appending to {tp}")  # (``_append_async``'s)
-            self._record_failed(tp)
-            _fail(tp, result, exc)
+            self._failed_one(tp, lg, exc, result)
             return None
         if phase == 2:
-            self._settle(tp, partition, lg)
+            try:
+                self._settle(tp, partition, lg)
+            except Exception as exc:
+                self._failed_one(tp, lg, exc, result)
+                return None
             if self.topic_stats is not None:
                 n = 0 if outcome.duplicate else outcome.num_messages
                 self.topic_stats.record_append(tp.topic, size, n)
         return self._one_appended(acks, timeout_ms, tp, outcome, partition, result)
+
+    def _failed_one(self, tp: TopicPartition, lg: Log, exc: Exception,
+                    result: ProducePartitionResult) -> None:
+        """``_append_async``'s failed append, answered as ``append_one_now`` answers it."""
+        self._report_io_error(lg, exc, f"appending to {tp}")
+        self._record_failed(tp)
+        _fail(tp, result, exc)
 
     def _one_appended(self, acks: int, timeout_ms: int, tp: TopicPartition,
                       info: LogAppendInfo, partition: Partition,
