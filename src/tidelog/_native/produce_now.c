@@ -47,6 +47,7 @@ only(PyObject *o, int name, int *ok)
 static int
 request_ok(pn_call *c)
 {
+    long long version;
     PyObject *quotas = get(c->broker, P_client_quotas);
     if (quotas == NULL)
         return -1;
@@ -70,8 +71,8 @@ request_ok(pn_call *c)
     if (r > 0)
         r = truth(c->broker, P_record_validators) == 0 ? 1 : -(PyErr_Occurred() != NULL);
     if (r > 0 && PyTuple_Check(c->header) && PyTuple_GET_SIZE(c->header) > 2)
-        r = tl_arg_ll(PyTuple_GET_ITEM(c->header, 1), &c->version) < 0 ? -1
-            : c->version < TOPIC_ID_VERSION;
+        r = tl_arg_ll(PyTuple_GET_ITEM(c->header, 1), &version) < 0 ? -1
+            : version < TOPIC_ID_VERSION;
     else if (r > 0)
         r = 0;
     if (r > 0)
@@ -125,6 +126,7 @@ batch_ok(pn_call *c)
 static int
 partition_ok(pn_call *c)
 {
+    long long mir = 0;
     PyObject *index = get(c->part, P_index);
     PyObject *partitions = index == NULL ? NULL : get(c->rm, P_partitions);
     if (partitions != NULL && PyDict_CheckExact(partitions))
@@ -147,14 +149,14 @@ partition_ok(pn_call *c)
         r = (c->lg = get(c->partition, P_log)) == NULL ? -1 : Py_TYPE(c->lg) == (PyTypeObject *)pn_log_type;
     if (r > 0) {
         PyObject *config = get(c->lg, P_config);
-        r = config == NULL ? -1 : as_ll(config, P_min_insync_replicas, &c->mir) < 0 ? -1 : 1;
+        r = config == NULL ? -1 : as_ll(config, P_min_insync_replicas, &mir) < 0 ? -1 : 1;
         Py_XDECREF(config);
     }
     long long isr = 0, maximal = 0;
     if (r > 0 && c->acks == -1)
         r = len2(c->partition, P_state, P_isr, &isr) < 0 ||
             len2(c->partition, P_state, P_maximal_isr, &maximal) < 0 ? -1
-            : isr >= c->mir && c->mir <= maximal;
+            : isr >= mir && mir <= maximal;
     if (r > 0)
         r = truth(c->partition, P_remote_replicas) == 0 ? 1 : -(PyErr_Occurred() != NULL);
     if (r > 0) {
@@ -174,18 +176,18 @@ partition_ok(pn_call *c)
 static int
 log_ok(pn_call *c)
 {
-    long long end = 0, recovery = 0, headroom = 0;
+    long long end = 0, recovery = 0, headroom = 0, flush_messages = 0;
     c->local = get(c->lg, P__local);
     PyObject *config = c->local == NULL ? NULL : get(c->local, P_config);
     PyObject *meta = c->local == NULL ? NULL : get(c->local, P_end_metadata);
     int r = config == NULL || meta == NULL || as_ll(config, P_flush_messages,
-                                                     &c->flush_messages) < 0 ||
+                                                     &flush_messages) < 0 ||
             as_ll(meta, P_message_offset, &end) < 0 ||
             as_ll(c->local, P_recovery_point, &recovery) < 0 ? -1 : 1;
     Py_XDECREF(config);
     Py_XDECREF(meta);
     if (r > 0)
-        r = end + c->lod + 1 - recovery < c->flush_messages;
+        r = end + c->lod + 1 - recovery < flush_messages;
     if (r > 0)
         r = (c->space = get(c->lg, P_append_space)) == NULL ? -1 : 1;
     if (r > 0 && c->space == Py_None) /* no count kept: the guard's, if any, is the twin's */

@@ -46,7 +46,7 @@ typedef struct {
     PyObject *broker, *state, *header, *request; /* borrowed: the arguments */
     PyObject *name, *part, *records, *rm, *tp, *partition, *lg, *local, *space, *lock;
     PyObject *info;
-    long long acks, version, n, lod, flush_messages, mir;
+    long long acks, n, lod;
 } pn_call;
 
 #define get(o, n) ah_get((o), &pn[n])

@@ -185,8 +185,9 @@ class ReplicaAppends:
         ISR's answer not known there."""
         lg = partition.log
         if isinstance(outcome, Exception):
-            exc = lg.storage_error(outcome) if phase == 0 and isinstance(outcome, OSError) \
-                else outcome  # (as ``Log.append_plain_as_leader`` raises it)
+            exc = outcome
+            if phase == 0 and isinstance(outcome, OSError):  # (as the Log's append raises it)
+                exc = lg.local_log.storage_error(outcome, "append-async")
             self._failed_one(tp, lg, exc, result)
             return None
         if phase == 2:

@@ -122,11 +122,12 @@ class LocalLog:
             raise KafkaStorageError(f"The log for {self._name} is closed")
         self.writes.check(self._name)
 
-    def storage_error(self, e: Exception) -> BaseException:
-        """``e`` as the KafkaStorageError naming the dir (a StorageError as it is)."""
+    def storage_error(self, e: Exception, op: str = "append") -> Exception:
+        """``e`` as the KafkaStorageError naming the dir and ``op`` (a StorageError as it
+        is)."""
         if isinstance(e, StorageError):
             return e
-        error = KafkaStorageError(f"Error while append in dir {self._dir} ({self._name}): {e}")
+        error = KafkaStorageError(f"Error while {op} in dir {self._dir} ({self._name}): {e}")
         error.__cause__ = e  # the OSError behind it: the log dir failure channel's cue
         return error
 

@@ -26,7 +26,7 @@ from tidelog.util.clock import Clock
 from tidelog.util.scheduler import Scheduler
 
 from . import log_read, log_retention, log_tiered_offsets, log_writes
-from .errors import KafkaStorageError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
+from .errors import OffsetOutOfRangeError, UnexpectedAppendOffsetError
 from .file_records import TimestampAndOffset
 from .free_space import DirSpace
 from .leader_epoch import LeaderEpochFileCache
@@ -286,19 +286,12 @@ class Log(LocalLogView, LogTruncation):
                     self.mirror_stamp(self.stamp_cell)
         except OSError as exc:
             lock.release()
-            raise self.storage_error(exc) from exc
+            raise local.storage_error(exc, "append-async") from exc
         except BaseException:
             lock.release()
             raise
         lock.release()
         return info
-
-    def storage_error(self, exc: OSError) -> KafkaStorageError:
-        """What a failed plain append raises (its cause ``exc``)."""
-        error = KafkaStorageError(
-            f"Error while append-async in dir {self.dir} ({self.name}): {exc}")
-        error.__cause__ = exc
-        return error
 
     def _empty_append_info(self) -> LogAppendInfo:
         return LogAppendInfo(-1, -1, log_start_offset=self._log_start_offset)
