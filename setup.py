@@ -41,6 +41,7 @@ setup(
                 "src/tidelog/_native/produce_encode.c",
                 "src/tidelog/_native/produce_now.c",
                 "src/tidelog/_native/produce_after.c",
+                "src/tidelog/_native/take_now.c",
                 "src/tidelog/_native/attr_hint.c",
             ],
             depends=["src/tidelog/_native/native.h", "src/tidelog/_native/cleaner_plain.h",

@@ -24,7 +24,9 @@ poll between a paced client's requests) and only each request's own thread CPU i
 (two ``thread_time_ns`` reads a request, some 0.5 us, included).
 
 With ``--twin`` the common Produce is answered by its Python path rather than the native
-``produce_one_now`` (server/produce_one.py): alternate the two for a comparison.
+``produce_one_now`` (server/produce_one.py): alternate the two for a comparison. With
+``--twin-take`` only the connection's steps around it are Python's (``_take_one``, rather
+than the native ``take_one_now`` of server/connection_now.py).
 
 On a busy machine the CPU time moves with the load; the instructions do not. With
 ``--callgrind``, run under valgrind's callgrind with its instrumentation off, one extra run
@@ -37,7 +39,7 @@ by ``--requests`` are the instructions per request (``one`` only):
     callgrind_annotate cg.out | grep TOTALS
 
     .venv/bin/python bench/produce_path.py [--shapes one,batch100,batch1k] [--runs 5]
-        [--requests 5000] [--partitions 1000] [--profile] [--callgrind] [--twin]
+        [--requests 5000] [--partitions 1000] [--profile] [--callgrind] [--twin | --twin-take]
 """
 
 from __future__ import annotations
@@ -403,12 +405,20 @@ def main() -> None:
                          "of `one`, instrumented")
     ap.add_argument("--twin", action="store_true",
                     help="the common Produce answered by Python (handle_now) rather than "
-                         "the native produce_one_now (server/produce_one.py)")
+                         "the native produce_one_now (server/produce_one.py), its frame "
+                         "taken by Python too")
+    ap.add_argument("--twin-take", action="store_true",
+                    help="only the connection's steps around the native produce in Python "
+                         "(ConnectionNow._take_one) rather than the native take_one_now")
     args = ap.parse_args()
     if args.twin:
         connection_now.produce_one_now = None
+    if args.twin or args.twin_take:
+        connection_now.take_one_now = None
     print(f"load average {os.getloadavg()[0]:.2f}, common Produce "
-          f"{'python' if connection_now.produce_one_now is None else 'native'}", flush=True)
+          f"{'python' if connection_now.produce_one_now is None else 'native'}, its frame "
+          f"taken by {'python' if connection_now.take_one_now is None else 'native'}",
+          flush=True)
     try:
         import uvloop
         run: Any = uvloop.run

@@ -20,7 +20,7 @@ process on the machine.
 
     .venv/bin/python bench/tail_latency.py [--runs 3] [--seconds 60] [--warmup 10]
         [--scenarios 5000x1,20000x1,5000x1000]
-        [--brokers tidelog,kernel-slice,python-produce,loop,tansu,baseline,baseline-files,baseline+N]
+        [--brokers tidelog,kernel-slice,python-produce,python-take,loop,tansu,baseline,baseline-files,baseline+N]
         [--loads paced,rdkperf] [--beside quiet,busy] [--pacing sleep|spin]
         [--client socket.nagle.disable=true] [--other-src DIR] [--rdkafka-performance PATH]
 
@@ -41,7 +41,9 @@ kernel's scheduler slice, not serve's 100 us (server/sched_slice.py). ``other`` 
 tidelog source tree (``--other-src DIR``, put on PYTHONPATH): the build before a change,
 alternated with the current one in the same sitting. ``python-produce`` is tidelog with
 ``TIDELOG_PRODUCE_ONE=0``: the common Produce answered by its Python twin rather than the
-native call (server/produce_one.py).
+native call (server/produce_one.py). ``python-take`` is tidelog with ``TIDELOG_TAKE_ONE=0``:
+the native call's frame taken and answered by the connection's Python steps rather than
+``take_one_now`` (server/connection_now.py).
 
 ``baseline`` is bench/baseline_broker.py (CRC check, offset patch, one write, answer: no
 fetch, every topic with the scenario's partitions): produce->ack only, the floor this machine
@@ -162,6 +164,9 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
         elif name == "python-produce":  # the common Produce's Python twin (produce_one.py)
             out.append(("tidelog (Python Produce)", lambda: broker_bench.tidelog_broker(
                 env={"TIDELOG_PRODUCE_ONE": "0"})))
+        elif name == "python-take":  # its frame taken by Python (connection_now.py)
+            out.append(("tidelog (Python take)", lambda: broker_bench.tidelog_broker(
+                env={"TIDELOG_TAKE_ONE": "0"})))
         elif name == "loop":
             out.append(("tidelog (on the loop)", lambda: broker_bench.tidelog_broker(
                 overrides={"tidelog.log.append.writer.enable": "false"})))
@@ -180,7 +185,7 @@ def brokers(names: list[str], other_src: str | None = None) -> list[tuple[str, F
             out.append((label, baseline_broker))
         else:
             raise SystemExit(f"unknown broker {name!r}: writer (or tidelog), other, "
-                             "kernel-slice, python-produce, loop, tansu, baseline, baseline-files, "
+                             "kernel-slice, python-produce, python-take, loop, tansu, baseline, baseline-files, "
                              "baseline+N")
     return out
 

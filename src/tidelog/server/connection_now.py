@@ -11,11 +11,20 @@ is cut (a version out of range, acks=0, a handler that waits, declines, raises o
 throttle or a close) to the general steps, which answer it as they would have. Before
 ``handle_now`` the common Produce goes to the native ``produce_one_now`` (produce_one.py),
 which answers it in one call or declines it, nothing done, to ``handle_now``.
+
+With the native core, ``take_one_now`` (_native/take_now.c) does ``_take_one``'s steps and
+``_answer_one``'s in one call, these two methods its twin: the same tests in the same order,
+the same attributes set, the same calls (the decode, ``produce_one_now``, the clock, the
+transport's write, the request metrics, the pause). It returns what ``_take_one`` would, or
+None having done nothing (the twin then runs), or the tuple ``_one_rest`` goes on from once
+``produce_one_now`` returned no answer's bytes. Why: the Python around the native produce
+was some 40% of a common request's instructions (docs/operations.md, sitting H).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 import time
 from collections import deque
@@ -23,6 +32,7 @@ from collections.abc import Awaitable, Callable
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
+from tidelog._native import core
 from tidelog.metrics.requests import RequestMetrics, RequestTiming, record_timing
 from tidelog.protocol.codec import InvalidRequestError
 from tidelog.protocol.produce_in_place import decode_produce_in_place
@@ -139,6 +149,10 @@ class ConnectionNow:
         """``data[:end]``, one whole Produce frame, framed, dispatched and answered; False
         (nothing done: ``_take``'s then) when it is not exactly one frame or something else
         waits (an answer queued, bytes held, a mute, a session...)."""
+        if take_one_now is not None:  # (the native call: True, False or its rest; None
+            done = take_one_now(self, data, end)  # when it declined, nothing done)
+            if done is not None:
+                return done if type(done) is bool else self._one_rest(*done)
         if self.closed or self.closed_for_auth or self._flush_scheduled or self.slots or \
                 self.buf or self._large is not None or end < 12 or data[5] != PRODUCE_KEY or \
                 data[4] != 0 or self.session is not None or self.faults is not None:
@@ -167,31 +181,43 @@ class ConnectionNow:
             return self._general(header, request, spec, start_ns)
         self._flush_scheduled = True  # what the handler completes is flushed here
         timing = _new_timing(0, version, start_ns, _perf_ns(), start_ns)
-        result = None
-        ctx = None
-        try:
-            if now is handle_now and produce_one_now is not None:  # (produce_one.py)
+        result = error = None
+        if now is handle_now and produce_one_now is not None:  # (produce_one.py)
+            try:
                 result = produce_one_now(self.broker, self.state, header, request)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # the handler's exception, as its task keeps it
+                error = exc
+            else:
                 if type(result) is bytes and not self.closed:
                     _answer_one(self, result, timing, writer)
                     return True
-            ctx = self._context(header)
-            if result is None:
-                result = now(ctx, request)
-            elif type(result) is tuple:  # appended, its end Python's
-                result = answer_one_rest(ctx, request, result)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # the handler's exception, as its task would keep it
-            if ctx is None:
-                ctx = self._context(header)
-            self._placed(timing, request, ctx, spec.handle, None, exc)  # type: ignore[union-attr]
-            return True
-        if type(result) is bytes and not self.closed and not ctx.throttle_ms and \
+        return self._one_rest(spec, header, request, timing, result, error)  # type: ignore[arg-type]
+
+    def _one_rest(self, spec: HandlerSpec, header: Any, request: Any, timing: RequestTiming,
+                  result: Any, error: BaseException | None) -> bool:
+        """``_take_one``'s request from what ``produce_one_now`` returned or raised on (or
+        None when it was not called): its context made, ``handle_now`` answering (the rest
+        of an append made natively), then the answer written or given its slot."""
+        ctx = self._context(header)
+        if error is None:
+            try:
+                if result is None:
+                    result = spec.handle_now(ctx, request)  # type: ignore[misc]
+                elif type(result) is tuple:  # appended, its end Python's
+                    result = answer_one_rest(ctx, request, result)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # the handler's exception, as its task keeps it
+                error = exc
+        if error is not None:
+            self._placed(timing, request, ctx, spec.handle, None, error)
+        elif type(result) is bytes and not self.closed and not ctx.throttle_ms and \
                 not ctx.close_reason:
-            _answer_one(self, result, timing, writer)  # (the function: see below)
+            _answer_one(self, result, timing, self.writer)  # type: ignore[arg-type]
         else:
-            self._placed(timing, request, ctx, spec.handle, result, None)  # type: ignore[union-attr]
+            self._placed(timing, request, ctx, spec.handle, result, None)
         return True
 
     def _context(self, header: Any) -> RequestContext:
@@ -258,6 +284,19 @@ class ConnectionNow:
 # (called through the function: a method looked up on the connection, whose attributes are
 # too many for its dict to share its keys, is a generic lookup each time)
 _answer_one = ConnectionNow._answer_one
+
+
+TAKE_ONE_ENV = "TIDELOG_TAKE_ONE"
+
+# ``_take_one`` and ``_answer_one`` in one native call (_native/take_now.c; these two are its
+# twin): None when the native produce is not (produce_one.py) or ``TIDELOG_TAKE_ONE`` is 0.
+# It calls this module's ``produce_one_now`` as it is at the call, as ``_take_one`` does.
+take_one_now: Callable[[Any, Any, int], Any] | None = None
+if core is not None and produce_one_now is not None and \
+        os.environ.get(TAKE_ONE_ENV, "") != "0":
+    core.take_now_bind(globals(), handle_now, decode_produce_in_place, _new_timing,
+                       _record_timing, LARGE_FRAME)
+    take_one_now = core.take_one_now
 
 
 def _after(first: asyncio.Future[Any], handle: Handler) -> Handler:

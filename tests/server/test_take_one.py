@@ -1,0 +1,318 @@
+"""A connection's common Produce frame in one native call (``take_one_now``,
+_native/take_now.c) does what its twin does, ``ConnectionNow._take_one`` and ``_answer_one``
+(server/connection_now.py): two real brokers (their logs on disk) each get the same frames on
+a connection of their own, one through the native call and one through the twin, and must
+write the same answers, keep the same logs, count the same request metrics and leave their
+connections alike, on the common path and on each uncommon one the call hands back or
+declines (a failed write, an answer behind a queued chunk, the pause, a handler that raises,
+a closed connection, acks=0, a corrupt frame, a version out of range, another request)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from broker_wire import corrupt_batch, produce_batch, produce_body, request_frame
+
+from tidelog.config.broker_config import BrokerConfig
+from tidelog.server import connection_now
+from tidelog.server.broker import Broker
+from tidelog.server.connection import KafkaConnection
+
+NATIVE = connection_now.take_one_now
+PRODUCE = connection_now.produce_one_now
+pytestmark = pytest.mark.skipif(NATIVE is None, reason="native core not built")
+
+
+class Transport:
+    """What a connection writes to: every answer kept; a write fails once when told."""
+
+    def __init__(self) -> None:
+        self.answers: list[bytes] = []
+        self.fail_next = False
+        self.paused = 0
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise ConnectionResetError("reset by peer")
+        self.answers.append(bytes(data))
+
+    def writelines(self, chunks: list[bytes]) -> None:
+        for c in chunks:
+            self.write(c)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.paused += 1
+
+    def resume_reading(self) -> None: ...
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def abort(self) -> None:
+        self.closed = True
+
+
+class Rig:
+    """A broker with its log dir and one connection to it."""
+
+    def __init__(self, take: Callable[..., Any] | None) -> None:
+        self.take = take
+        self.dir = tempfile.mkdtemp(prefix="take-one-")
+        self.broker = Broker(BrokerConfig({"listeners": "PLAINTEXT://127.0.0.1:0",
+                                           "log.dirs": self.dir, "num.partitions": "2"}))
+        self.transport = Transport()
+        self.conn: KafkaConnection | None = None
+
+    async def start(self) -> None:
+        await self.broker.start()
+        self.connect()
+
+    def connect(self) -> None:
+        self.transport = Transport()
+        self.conn = KafkaConnection(self.broker)
+        self.conn.connection_made(self.transport)  # type: ignore[arg-type]
+
+    def feed(self, frame: bytes) -> None:
+        connection_now.take_one_now = self.take
+        try:
+            assert self.conn is not None
+            self.conn.data_received(frame)
+        finally:
+            connection_now.take_one_now = NATIVE
+
+    def logs(self) -> dict[str, bytes]:
+        out = {}
+        for root, _, files in os.walk(self.dir):
+            for f in files:
+                if f.endswith((".log", ".index", ".timeindex")):
+                    path = os.path.join(root, f)
+                    with open(path, "rb") as fh:
+                        out[os.path.relpath(path, self.dir)] = fh.read()
+        return out
+
+    def metrics(self) -> dict[str, Any]:
+        """What the connection counted of its Produce requests: per stage, how many."""
+        assert self.conn is not None and self.conn.request_metrics is not None
+        out = {}
+        for s in self.conn.request_metrics.by_key.get(0) or ():
+            out[s.name] = (dict(s.requests),
+                           {name: sum(h.counts) for name, h in s.stages.items()})
+        return out
+
+    def idle(self) -> bool:
+        """Nothing waits on the connection: no answer to come, no flush due."""
+        c = self.conn
+        assert c is not None
+        return c.closed or not (c.slots or c._tasks or c._flush_scheduled)
+
+    def state(self) -> tuple[Any, ...]:
+        c = self.conn
+        assert c is not None
+        return (c.closed, c._flush_scheduled, c._last_produce is None, len(c.slots),
+                self.transport.paused, self.transport.closed)
+
+
+class Outcomes:
+    """The native call standing in for itself, counting what it returned."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def __call__(self, *args: Any) -> Any:
+        out = NATIVE(*args)  # type: ignore[misc]
+        self.seen.append({True: "answered", False: "not one"}.get(out, "declined")
+                         if out is None or type(out) is bool else "rest")
+        return out
+
+
+def _run(steps: Callable[[Rig, Rig, Outcomes], Any]) -> Outcomes:
+    outcomes = Outcomes()
+
+    async def main() -> None:
+        native, twin = Rig(outcomes), Rig(None)
+        await native.start()
+        await twin.start()
+        try:
+            await steps(native, twin, outcomes)
+        finally:
+            await native.broker.stop()
+            await twin.broker.stop()
+
+    asyncio.run(main())
+    return outcomes
+
+
+async def _both(native: Rig, twin: Rig, frame: bytes) -> None:
+    """``frame`` to each, its answers (once the loop had its turn) and connections alike."""
+    native.feed(frame)
+    twin.feed(frame)
+    for _ in range(500):  # (each request's answer out before the next: nothing waits)
+        await asyncio.sleep(0.01)
+        if native.idle() and twin.idle():
+            break
+    assert native.transport.answers == twin.transport.answers
+    assert native.state() == twin.state()
+
+
+def _produce(corr: int, parts: dict[int, bytes], acks: int = -1, version: int = 9,
+             topic: str = "t") -> bytes:
+    return request_frame(0, version, corr, produce_body(version, topic, parts, acks))
+
+
+def _version(frame: bytes, version: int) -> bytes:
+    """``frame`` claiming another version of its API."""
+    return frame[:6] + version.to_bytes(2, "big") + frame[8:]
+
+
+async def _warm(native: Rig, twin: Rig) -> None:
+    """The topic made (its first Produce: the twin's) and a first record each."""
+    await _both(native, twin, _produce(1, {0: produce_batch()}))
+    await _both(native, twin, _produce(2, {0: produce_batch()}))
+
+
+def test_the_common_frame_is_answered_and_counted_as_the_twin_does() -> None:
+    async def steps(native: Rig, twin: Rig, outcomes: Outcomes) -> None:
+        await _warm(native, twin)
+        for corr in range(3, 40):
+            await _both(native, twin, _produce(corr, {corr % 2: produce_batch(n=corr % 4 + 1)},
+                                               acks=1 if corr % 3 else -1,
+                                               version=(3, 8, 9)[corr % 3]))
+        assert native.logs() == twin.logs()
+        assert native.metrics() == twin.metrics()
+        assert native.metrics()["Produce"][0] == {3: 13, 8: 12, 9: 14}
+        assert native.conn.last_active > 0  # type: ignore[union-attr]
+
+    seen = _run(steps).seen
+    assert seen.count("answered") >= 35, seen  # (the first ones make the topic's logs)
+
+
+def test_uncommon_frames_are_the_twins() -> None:
+    """Each frame the native call hands back or declines, answered as the twin answers."""
+    frames = [
+        _produce(10, {0: produce_batch(7, 0, 0)}),  # a new producer: the rest in Python
+        _produce(11, {0: produce_batch()}, acks=0),  # no answer: declined
+        _produce(12, {0: produce_batch(), 1: produce_batch()}),  # two partitions: the rest
+        _produce(13, {0: corrupt_batch()}),
+        _produce(14, {5: produce_batch()}),  # no such partition
+        request_frame(18, 0, 16),  # ApiVersions: not a Produce
+        _produce(17, {0: produce_batch()}),
+        _version(_produce(15, {0: produce_batch()}, version=13), 14),  # past those served
+    ]
+
+    async def steps(native: Rig, twin: Rig, outcomes: Outcomes) -> None:
+        await _warm(native, twin)
+        for f in frames:
+            await _both(native, twin, f)
+        assert native.conn.closed  # type: ignore[union-attr]  # (the version refused)
+        assert native.logs() == twin.logs()
+        assert native.metrics() == twin.metrics()
+
+    seen = _run(steps).seen
+    assert seen[-8:] == ["rest", "declined", "rest", "rest", "rest", "not one", "answered",
+                         "declined"], str(seen)
+
+
+def test_a_cut_frame_closes_both_connections() -> None:
+    async def steps(native: Rig, twin: Rig, outcomes: Outcomes) -> None:
+        await _warm(native, twin)
+        frame = _produce(20, {0: produce_batch()})
+        bad = frame[:4] + frame[4:30] + b"\xff" * 6  # a length past the frame's end
+        bad = len(bad[4:]).to_bytes(4, "big") + bad[4:]
+        await _both(native, twin, bad)
+        assert native.conn.closed and twin.conn.closed  # type: ignore[union-attr]
+
+    assert _run(steps).seen[-1] == "declined"
+
+
+def test_a_failed_write_closes_both_connections_after_the_append() -> None:
+    async def steps(native: Rig, twin: Rig, outcomes: Outcomes) -> None:
+        await _warm(native, twin)
+        native.transport.fail_next = twin.transport.fail_next = True
+        await _both(native, twin, _produce(30, {0: produce_batch()}))
+        assert native.conn.closed and twin.conn.closed  # type: ignore[union-attr]
+        assert native.logs() == twin.logs()  # (appended: the answer was lost, not the data)
+
+    assert _run(steps).seen[-1] == "answered"
+
+
+def test_an_answer_behind_a_queued_chunk_joins_the_queue() -> None:
+    async def steps(native: Rig, twin: Rig, outcomes: Outcomes) -> None:
+        await _warm(native, twin)
+        for rig in (native, twin):
+            rig.conn.writer.queue.append(b"held")  # type: ignore[union-attr]
+        await _both(native, twin, _produce(40, {0: produce_batch()}))
+        queued = [list(r.conn.writer.queue) for r in (native, twin)]  # type: ignore[union-attr]
+        assert queued[0] == queued[1] and len(queued[0]) == 2 and queued[0][0] == b"held"
+        for rig in (native, twin):
+            rig.conn.writer.queue.clear()  # type: ignore[union-attr]
+
+    assert _run(steps).seen[-1] == "answered"
+
+
+def test_a_full_queue_pauses_reading_as_the_twin_does() -> None:
+    async def steps(native: Rig, twin: Rig, outcomes: Outcomes) -> None:
+        await _warm(native, twin)
+        for rig in (native, twin):
+            rig.conn.max_queued = 0  # type: ignore[union-attr]
+        await _both(native, twin, _produce(50, {0: produce_batch()}))
+        assert native.transport.paused >= 1
+
+    assert _run(steps).seen[-1] == "answered"
+
+
+def test_a_produce_that_raises_or_closes_is_the_twins(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: deque[str] = deque()
+
+    def produce(broker: Any, state: Any, header: Any, request: Any) -> Any:
+        what = calls.popleft()
+        if what == "raise":
+            raise RuntimeError("a handler's bug")
+        out = PRODUCE(broker, state, header, request)  # type: ignore[misc]
+        for rig in rigs:
+            if rig.broker is broker:
+                rig.conn.close("closed meanwhile")  # type: ignore[union-attr]
+        return out
+
+    rigs: list[Rig] = []
+
+    async def steps(native: Rig, twin: Rig, outcomes: Outcomes) -> None:
+        await _warm(native, twin)
+        rigs.extend((native, twin))
+        monkeypatch.setattr(connection_now, "produce_one_now", produce)
+        calls.extend(["raise", "raise"])
+        await _both(native, twin, _produce(60, {0: produce_batch()}))
+        native.connect()
+        twin.connect()
+        calls.extend(["close", "close"])
+        await _both(native, twin, _produce(61, {0: produce_batch()}))
+        assert native.conn.closed  # type: ignore[union-attr]
+        assert native.logs() == twin.logs()
+
+    assert _run(steps).seen[-2:] == ["rest", "rest"]
+
+
+def test_the_switch_turns_the_call_off() -> None:
+    code = "from tidelog.server import connection_now as c; print(c.take_one_now is None)"
+    env = dict(os.environ, TIDELOG_TAKE_ONE="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "True"
