@@ -26,7 +26,10 @@ poll between a paced client's requests) and only each request's own thread CPU i
 With ``--twin`` the common Produce is answered by its Python path rather than the native
 ``produce_one_now`` (server/produce_one.py): alternate the two for a comparison. With
 ``--twin-take`` only the connection's steps around it are Python's (``_take_one``, rather
-than the native ``take_one_now`` of server/connection_now.py).
+than the native ``take_one_now`` of server/connection_now.py). ``--modes native,twin-take,
+twin`` alternates them run by run on one broker (the order turned each round) and prints
+each one's CPU over the first's, paired by round: on a machine whose speed drifts, the
+comparison to read.
 
 On a busy machine the CPU time moves with the load; the instructions do not. With
 ``--callgrind``, run under valgrind's callgrind with its instrumentation off, one extra run
@@ -39,7 +42,7 @@ by ``--requests`` are the instructions per request (``one`` only):
     callgrind_annotate cg.out | grep TOTALS
 
     .venv/bin/python bench/produce_path.py [--shapes one,batch100,batch1k] [--runs 5]
-        [--requests 5000] [--partitions 1000] [--profile] [--callgrind] [--twin | --twin-take]
+        [--requests 5000] [--partitions 1000] [--profile] [--callgrind] [--twin | --twin-take | --modes M,M]
 """
 
 from __future__ import annotations
@@ -282,7 +285,8 @@ async def shape_one(args: argparse.Namespace) -> None:
     try:
         await bench.create("one", args.partitions)
         pid, epoch = await bench.init_producer_id()
-        total = args.requests * (args.runs + 2)
+        modes = args.modes.split(",") if args.modes else []
+        total = args.requests * (args.runs * max(1, len(modes)) + 2)
         frames = one_record_frames("one", args.partitions, total, pid, epoch)
         # warm-up: the first append to each partition starts its leader epoch (fsynced
         # checkpoint, written aside) and opens its segment files
@@ -290,17 +294,21 @@ async def shape_one(args: argparse.Namespace) -> None:
         await warm(bench, frames[:first], False)
         gc.collect()
         gc.freeze()  # as tidelog serve does once the hosted partitions held still
-        cpus = []
-        pos = first
-        for _ in range(args.runs):
-            part = frames[pos:pos + args.requests]
-            pos += len(part)
-            cpus.append(bench.run(part, False, sleep_us=args.sleep_us) / len(part))
-        check_answer(bench.transport.last)
         cold_note = f", cold (the thread asleep {args.sleep_us} us before each)" \
             if args.sleep_us else ""
-        report(bench, f"one: 1 record of 100 B per request, {args.partitions:,} partitions, "
-               f"v{VERSION}, idempotent, acks=-1{cold_note}", cpus, 1)
+        title = f"one: 1 record of 100 B per request, {args.partitions:,} partitions, " \
+                f"v{VERSION}, idempotent, acks=-1{cold_note}"
+        if modes:
+            pos = alternated(bench, args, frames, first, modes, title)
+        else:
+            cpus = []
+            pos = first
+            for _ in range(args.runs):
+                part = frames[pos:pos + args.requests]
+                pos += len(part)
+                cpus.append(bench.run(part, False, sleep_us=args.sleep_us) / len(part))
+            check_answer(bench.transport.last)
+            report(bench, title, cpus, 1)
         if args.profile:
             part = frames[pos:pos + args.requests]
             profile(bench, part, False, len(part))
@@ -308,6 +316,38 @@ async def shape_one(args: argparse.Namespace) -> None:
             instrumented(bench, frames[pos:pos + args.requests])
     finally:
         await bench.stop()
+
+
+MODES = {"native": (True, True), "twin-take": (True, False), "twin": (False, False)}
+
+
+def alternated(bench: Bench, args: argparse.Namespace, frames: list[bytes], pos: int,
+               modes: list[str], title: str) -> int:
+    """``--runs`` rounds, each running every mode once (the order turned each round) on the
+    same broker: the CPU per request of each, and each mode's over the first's, paired by
+    round. Returns where the frames used end."""
+    native = (connection_now.produce_one_now, connection_now.take_one_now)
+    cpus: dict[str, list[float]] = {m: [] for m in modes}
+    try:
+        for r in range(args.runs):
+            for m in modes[r % len(modes):] + modes[:r % len(modes)]:
+                produce, take = MODES[m]
+                connection_now.produce_one_now = native[0] if produce else None
+                connection_now.take_one_now = native[1] if take else None
+                part = frames[pos:pos + args.requests]
+                pos += len(part)
+                cpus[m].append(bench.run(part, False, sleep_us=args.sleep_us) / len(part))
+    finally:
+        connection_now.produce_one_now, connection_now.take_one_now = native
+    check_answer(bench.transport.last)
+    print(title, flush=True)
+    for m in modes:
+        us = sorted(c * 1e6 for c in cpus[m])
+        ratios = sorted(a / b for a, b in zip(cpus[m], cpus[modes[0]], strict=True))
+        print(f"  {m:<10} loop CPU per request {statistics.median(us):.1f} [{us[0]:.1f} .. "
+              f"{us[-1]:.1f}] us; over {modes[0]} per round {statistics.median(ratios):.3f} "
+              f"[{ratios[0]:.3f} .. {ratios[-1]:.3f}]", flush=True)
+    return pos
 
 
 def instrumented(bench: Bench, frames: list[bytes]) -> None:
@@ -410,7 +450,14 @@ def main() -> None:
     ap.add_argument("--twin-take", action="store_true",
                     help="only the connection's steps around the native produce in Python "
                          "(ConnectionNow._take_one) rather than the native take_one_now")
+    ap.add_argument("--modes", default="",
+                    help="`one` only: these of native, twin-take, twin alternated run by "
+                         "run on one broker (e.g. native,twin-take,twin), paired ratios")
     args = ap.parse_args()
+    if args.modes and not set(args.modes.split(",")) <= set(MODES):
+        raise SystemExit(f"--modes: of {', '.join(MODES)}")
+    if args.modes and connection_now.take_one_now is None:
+        raise SystemExit("--modes needs the native core")
     if args.twin:
         connection_now.produce_one_now = None
     if args.twin or args.twin_take:
