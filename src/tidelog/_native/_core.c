@@ -678,6 +678,9 @@ static PyMethodDef core_methods[] = {
     {"produce_one_now", (PyCFunction)(void (*)(void))tl_produce_one_now, METH_FASTCALL,
      "produce_one_now(broker, connection_state, header, request) -> bytes, None or "
      "(partition, tp, outcome, phase): the common Produce in one call (server/produce_one.py)."},
+    {"attr_hint_read", (PyCFunction)(void (*)(void))tl_attr_hint_read, METH_FASTCALL,
+     "attr_hint_read(o, name, how) -> o.<name> read as the native calls read it (how: 0 the "
+     "value, 1 its truth, 2 is None, 3 as an int): their twin is getattr."},
     {"take_now_bind", tl_take_now_bind, METH_VARARGS,
      "take_now_bind(connection_now's globals, handle_now, decode_produce_in_place, "
      "new_timing, record_timing, LARGE_FRAME): what take_one_now calls and tests against "

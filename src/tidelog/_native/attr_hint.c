@@ -65,21 +65,10 @@ hint(PyObject *o, ah_name *name)
 }
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-/* 3.11's dict keys (Include/internal/pycore_dict.h: _dictkeysobject, PyDictUnicodeEntry),
- * read only to find an entry by its position, its key checked to be the name itself. */
-typedef struct {
-    Py_ssize_t dk_refcnt;
-    uint8_t dk_log2_size, dk_log2_index_bytes, dk_kind;
-    uint32_t dk_version;
-    Py_ssize_t dk_usable, dk_nentries;
-    char dk_indices[];
-} keys311;
+typedef ah_keys311 keys311;
+typedef ah_unicode_entry311 unicode_entry311;
 
-typedef struct {
-    PyObject *me_key, *me_value;
-} unicode_entry311;
-
-#define KEYS_GENERAL 0
+#define KEYS_GENERAL AH_KEYS_GENERAL
 
 /* d[name] (borrowed) or NULL (an error set, or none): read at entry *at when its key is
  * name (a str key's table), else looked up and *at set to where it is. */
@@ -125,7 +114,7 @@ dict_of(PyObject *o)
 }
 
 PyObject *
-ah_get(PyObject *o, ah_name *name)
+ah_get_full(PyObject *o, ah_name *name)
 {
     ah_hint *h = hint(o, name);
     PyObject *v = NULL;
@@ -170,7 +159,7 @@ ah_get2(PyObject *o, ah_name *a, ah_name *b)
 }
 
 int
-ah_is_none(PyObject *o, ah_name *name)
+ah_is_none_full(PyObject *o, ah_name *name)
 {
     PyObject *v = ah_get(o, name);
     if (v == NULL)
@@ -181,7 +170,7 @@ ah_is_none(PyObject *o, ah_name *name)
 }
 
 int
-ah_truth(PyObject *o, ah_name *name)
+ah_truth_full(PyObject *o, ah_name *name)
 {
     PyObject *v = ah_get(o, name);
     if (v == NULL)
@@ -192,7 +181,7 @@ ah_truth(PyObject *o, ah_name *name)
 }
 
 int
-ah_ll(PyObject *o, ah_name *name, long long *out)
+ah_ll_full(PyObject *o, ah_name *name, long long *out)
 {
     PyObject *v = ah_get(o, name);
     if (v == NULL)
@@ -234,4 +223,52 @@ ah_set_ll(PyObject *o, ah_name *name, long long value)
     int r = v == NULL ? -1 : ah_set(o, name, v);
     Py_XDECREF(v);
     return r;
+}
+
+/* METH_FASTCALL: attr_hint_read(o, name, how) -> o.<name> read as the native calls read it:
+ * how 0 the value (ah_get), 1 its truth (ah_truth), 2 whether it is None (ah_is_none), 3 as
+ * an int (ah_ll). Each name keeps its hints across calls (at most 16 names), so that a
+ * test can hold the reads to getattr's while the objects and their types change
+ * (tests/native/test_attr_hint.py). */
+PyObject *
+tl_attr_hint_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    static ah_name names[16];
+    (void)self;
+    long how;
+    if (nargs != 3 || !PyUnicode_CheckExact(args[1]) || (how = PyLong_AsLong(args[2])) < 0 ||
+        how > 3) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "attr_hint_read(o, name: str, how: 0-3)");
+        return NULL;
+    }
+    int i = 0;
+    for (; i < 16 && names[i].name != NULL; i++)
+        if (PyUnicode_Compare(names[i].name, args[1]) == 0)
+            break;
+    if (i == 16) {
+        PyErr_SetString(PyExc_ValueError, "attr_hint_read keeps at most 16 names");
+        return NULL;
+    }
+    if (names[i].name == NULL) {
+        Py_INCREF(args[1]);
+        PyObject *name = args[1];
+        PyUnicode_InternInPlace(&name);
+        names[i].name = name;
+    }
+    ah_name *n = &names[i];
+    long long v;
+    int r;
+    switch (how) {
+    case 0:
+        return ah_get(args[0], n);
+    case 1:
+        r = ah_truth(args[0], n);
+        return r < 0 ? NULL : PyBool_FromLong(r);
+    case 2:
+        r = ah_is_none(args[0], n);
+        return r < 0 ? NULL : PyBool_FromLong(r);
+    default:
+        return ah_ll(args[0], n, &v) < 0 ? NULL : PyLong_FromLongLong(v);
+    }
 }

@@ -150,6 +150,7 @@ PyObject *tl_produce_one_now(PyObject *self, PyObject *const *args, Py_ssize_t n
 PyObject *tl_produce_now_bind(PyObject *self, PyObject *args);
 PyObject *tl_take_one_now(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *tl_take_now_bind(PyObject *self, PyObject *args);
+PyObject *tl_attr_hint_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 PyObject *tl_produce_response_twin(PyObject *self, PyObject *arg);
 PyObject *tl_encode_produce_response(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
