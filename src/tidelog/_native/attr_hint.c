@@ -65,31 +65,21 @@ hint(PyObject *o, ah_name *name)
 }
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-typedef ah_keys311 keys311;
-typedef ah_unicode_entry311 unicode_entry311;
-
-#define KEYS_GENERAL AH_KEYS_GENERAL
-
 /* d[name] (borrowed) or NULL (an error set, or none): read at entry *at when its key is
- * name (a str key's table), else looked up and *at set to where it is. */
+ * name (a str key's table: ah_entry), else looked up and *at set to where it is. */
 static PyObject *
 dict_at(PyDictObject *d, PyObject *name, Py_ssize_t *at)
 {
-    keys311 *k = (keys311 *)d->ma_keys;
-    if (k->dk_kind == KEYS_GENERAL)
-        return PyDict_GetItemWithError((PyObject *)d, name);
-    unicode_entry311 *e = (unicode_entry311 *)(k->dk_indices +
-                                               ((size_t)1 << k->dk_log2_index_bytes));
-    Py_ssize_t i = *at;
-    if (i < 0 || i >= k->dk_nentries || e[i].me_key != name) {
-        for (i = 0; i < k->dk_nentries && e[i].me_key != name; i++)
-            ;
-        if (i == k->dk_nentries)
-            return PyDict_GetItemWithError((PyObject *)d, name);
-        *at = i;
-    }
-    PyObject *v = d->ma_values != NULL ? ((PyObject **)d->ma_values)[i] : e[i].me_value;
-    return v != NULL ? v : PyDict_GetItemWithError((PyObject *)d, name);
+    PyObject *v = ah_entry(d, *at, name);
+    if (v != NULL)
+        return v;
+    Py_ssize_t n, i = 0;
+    const ah_unicode_entry311 *e = ah_entries(d, &n);
+    while (e != NULL && i < n && e[i].me_key != name)
+        i++;
+    if (e != NULL && i < n && (v = ah_entry(d, *at = i, name)) != NULL)
+        return v;
+    return PyDict_GetItemWithError((PyObject *)d, name);
 }
 #else
 static PyObject *

@@ -10,6 +10,8 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "append_leader.h"
+
 enum { AH_GENERIC, AH_SLOT, AH_DICT };
 
 typedef struct {
@@ -56,6 +58,28 @@ typedef struct {
 } ah_unicode_entry311;
 
 #define AH_KEYS_GENERAL 0
+
+/* d's entries, *n of them, when its keys are a str-keyed table; NULL for a general one */
+static inline const ah_unicode_entry311 *
+ah_entries(const PyDictObject *d, Py_ssize_t *n)
+{
+    const ah_keys311 *k = (const ah_keys311 *)d->ma_keys;
+    *n = k->dk_nentries;
+    return k->dk_kind == AH_KEYS_GENERAL ? NULL
+        : (const ah_unicode_entry311 *)(k->dk_indices + ((size_t)1 << k->dk_log2_index_bytes));
+}
+
+/* The value at entry i of d (borrowed) when that entry's key is name itself in a str-keyed
+ * table; NULL otherwise (another key, a general table, no value there). */
+static inline PyObject *
+ah_entry(const PyDictObject *d, Py_ssize_t i, PyObject *name)
+{
+    Py_ssize_t n;
+    const ah_unicode_entry311 *e = ah_entries(d, &n);
+    if (e == NULL || i < 0 || i >= n || e[i].me_key != name)
+        return NULL;
+    return d->ma_values != NULL ? ((PyObject **)d->ma_values)[i] : e[i].me_value;
+}
 #endif
 
 /* o.<name> borrowed where the name's first hint is o's type's and reads it in a step or
@@ -74,17 +98,7 @@ ah_peek(PyObject *o, ah_name *name)
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
     if (h->kind == AH_DICT && (tp->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
         PyDictObject *d = (PyDictObject *)((PyObject **)o)[-3]; /* (its managed dict) */
-        if (d == NULL || !PyDict_CheckExact(d))
-            return NULL;
-        const ah_keys311 *k = (const ah_keys311 *)d->ma_keys;
-        Py_ssize_t i = h->offset;
-        if (k->dk_kind == AH_KEYS_GENERAL || i < 0 || i >= k->dk_nentries)
-            return NULL;
-        const ah_unicode_entry311 *e =
-            (const ah_unicode_entry311 *)(k->dk_indices + ((size_t)1 << k->dk_log2_index_bytes));
-        if (e[i].me_key != name->name)
-            return NULL;
-        return d->ma_values != NULL ? ((PyObject **)d->ma_values)[i] : e[i].me_value;
+        return d == NULL || !PyDict_CheckExact(d) ? NULL : ah_entry(d, h->offset, name->name);
     }
 #endif
     return NULL;
@@ -106,7 +120,9 @@ ah_is_none(PyObject *o, ah_name *name)
     return v != NULL ? v == Py_None : ah_is_none_full(o, name);
 }
 
-/* o.<name>'s truth (1, 0, -1): True, False and None read without a call */
+/* o.<name>'s truth (1, 0, -1): True, False and None read without a call, a builtin number
+ * or container tested without a reference (no Python code runs); anything else tested
+ * holding one (its __bool__ may drop the attribute) */
 static inline int
 ah_truth(PyObject *o, ah_name *name)
 {
@@ -115,21 +131,23 @@ ah_truth(PyObject *o, ah_name *name)
         return 1;
     if (v == Py_False || v == Py_None)
         return 0;
-    return v != NULL ? PyObject_IsTrue(v) : ah_truth_full(o, name);
+    if (v != NULL && (PyLong_CheckExact(v) || PyFloat_CheckExact(v) || PyList_CheckExact(v) ||
+                      PyTuple_CheckExact(v) || PyDict_CheckExact(v) ||
+                      PyByteArray_CheckExact(v)))
+        return PyObject_IsTrue(v);
+    return ah_truth_full(o, name);
 }
 
-/* o.<name> as a long long (0, -1): a compact int read without a call */
+/* o.<name> as a long long (0, -1): an int read without a reference (al_as_ll; anything
+ * else converted holding one: its __index__ may drop the attribute) */
 static inline int
 ah_ll(PyObject *o, ah_name *name, long long *out)
 {
     PyObject *v = ah_peek(o, name);
-#if PY_VERSION_HEX < 0x030C0000
-    if (v != NULL && PyLong_CheckExact(v) && Py_SIZE(v) >= -1 && Py_SIZE(v) <= 1) {
-        *out = Py_SIZE(v) * (long long)((PyLongObject *)v)->ob_digit[0];
-        return 0;
-    }
-#endif
-    return ah_ll_full(o, name, out);
+    if (v == NULL || !PyLong_CheckExact(v))
+        return ah_ll_full(o, name, out);
+    *out = al_as_ll(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
 #endif
