@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from broker_wire import corrupt_batch, produce_batch, produce_body, request_frame
+from recording_transport import RecordingTransport
 
 from tidelog.config.broker_config import BrokerConfig
 from tidelog.server import connection_now
@@ -31,35 +32,23 @@ PRODUCE = connection_now.produce_one_now
 pytestmark = pytest.mark.skipif(NATIVE is None, reason="native core not built")
 
 
-class Transport:
-    """What a connection writes to: every answer kept; a write fails once when told."""
+class Transport(RecordingTransport):
+    """A RecordingTransport whose write fails once when told, and which keeps its close."""
 
     def __init__(self) -> None:
-        self.answers: list[bytes] = []
+        super().__init__()
         self.fail_next = False
-        self.paused = 0
         self.closed = False
 
     def write(self, data: bytes) -> None:
         if self.fail_next:
             self.fail_next = False
             raise ConnectionResetError("reset by peer")
-        self.answers.append(bytes(data))
+        super().write(data)
 
     def writelines(self, chunks: list[bytes]) -> None:
         for c in chunks:
             self.write(c)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        self.paused += 1
-
-    def resume_reading(self) -> None: ...
 
     def is_closing(self) -> bool:
         return self.closed
@@ -128,7 +117,7 @@ class Rig:
         c = self.conn
         assert c is not None
         return (c.closed, c._flush_scheduled, c._last_produce is None, len(c.slots),
-                self.transport.paused, self.transport.closed)
+                self.transport.pauses, self.transport.closed)
 
 
 class Outcomes:
@@ -169,7 +158,7 @@ async def _both(native: Rig, twin: Rig, frame: bytes) -> None:
         await asyncio.sleep(0.01)
         if native.idle() and twin.idle():
             break
-    assert native.transport.answers == twin.transport.answers
+    assert native.transport.written == twin.transport.written
     assert native.state() == twin.state()
 
 
@@ -274,7 +263,7 @@ def test_a_full_queue_pauses_reading_as_the_twin_does() -> None:
         for rig in (native, twin):
             rig.conn.max_queued = 0  # type: ignore[union-attr]
         await _both(native, twin, _produce(50, {0: produce_batch()}))
-        assert native.transport.paused >= 1
+        assert native.transport.pauses >= 1
 
     assert _run(steps).seen[-1] == "answered"
 
