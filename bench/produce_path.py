@@ -21,7 +21,10 @@ median [min .. max] over ``--runs``, and with ``--profile`` the Python calls per
 the functions that cost most (cProfile, one extra run). With ``--sleep-us N`` the ``one``
 runs are cold: the loop's thread sleeps N us before each request (as a loop sleeps in its
 poll between a paced client's requests) and only each request's own thread CPU is counted
-(two ``thread_time_ns`` reads a request, some 0.5 us, included).
+(two ``thread_time_ns`` reads a request, some 0.5 us, included). With ``--per-read K`` each
+read of ``one`` holds K whole frames, as the reads of a loop that fell behind its clients
+(the connection's general steps, ``KafkaConnection._take``, answer them; cold, the thread
+sleeps before each read).
 
 With ``--twin`` the common Produce is answered by its Python path rather than the native
 ``produce_one_now`` (server/produce_one.py): alternate the two for a comparison. With
@@ -188,15 +191,19 @@ class Bench:
         return pid, epoch
 
     def run(self, frames: list[bytes], chunked: bool,
-            profile: cProfile.Profile | None = None, sleep_us: int = 0) -> float:
-        """The loop thread's CPU seconds to answer ``frames`` (with ``sleep_us``, each frame
-        after the thread slept that long, only the frames' own CPU counted)."""
+            profile: cProfile.Profile | None = None, sleep_us: int = 0,
+            per_read: int = 1) -> float:
+        """The loop thread's CPU seconds to answer ``frames`` (with ``sleep_us``, each read
+        after the thread slept that long, only the reads' own CPU counted), ``per_read``
+        whole frames a read."""
         assert self.conn is not None
         conn = self.conn
         before = self.transport.answers
+        reads = [b"".join(frames[i:i + per_read]) for i in range(0, len(frames), per_read)] \
+            if per_read > 1 else frames
         if sleep_us:
             faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-            cpu = cold(conn, frames, sleep_us / 1e6)
+            cpu = cold(conn, reads, sleep_us / 1e6)
             self.faults.append(
                 (resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - faults) / len(frames))
             assert self.transport.answers - before == len(frames), "every request answered"
@@ -206,7 +213,7 @@ class Bench:
         if chunked and not buffered:
             pieces = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)]
         else:
-            pieces = frames
+            pieces = reads
         if profile is not None:
             profile.enable()
         faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
@@ -225,13 +232,13 @@ class Bench:
         return cpu
 
 
-def cold(conn: Any, frames: list[bytes], sleep_s: float) -> float:
-    """The thread's CPU to answer ``frames``, each fed after the thread slept ``sleep_s``
+def cold(conn: Any, reads: list[bytes], sleep_s: float) -> float:
+    """The thread's CPU to answer ``reads``, each fed after the thread slept ``sleep_s``
     (as the loop sleeps in its poll between a paced client's requests: the caches and the
-    branch predictors left to whatever ran meanwhile), each frame's own CPU summed."""
+    branch predictors left to whatever ran meanwhile), each read's own CPU summed."""
     sleep, clock = time.sleep, time.thread_time_ns
     total = 0
-    for f in frames:
+    for f in reads:
         sleep(sleep_s)
         t = clock()
         conn.data_received(f)
@@ -294,10 +301,11 @@ async def shape_one(args: argparse.Namespace) -> None:
         await warm(bench, frames[:first], False)
         gc.collect()
         gc.freeze()  # as tidelog serve does once the hosted partitions held still
-        cold_note = f", cold (the thread asleep {args.sleep_us} us before each)" \
+        cold_note = f", cold (the thread asleep {args.sleep_us} us before each read)" \
             if args.sleep_us else ""
+        reads = f", {args.per_read} frames a read" if args.per_read > 1 else ""
         title = f"one: 1 record of 100 B per request, {args.partitions:,} partitions, " \
-                f"v{VERSION}, idempotent, acks=-1{cold_note}"
+                f"v{VERSION}, idempotent, acks=-1{reads}{cold_note}"
         if modes:
             pos = alternated(bench, args, frames, first, modes, title)
         else:
@@ -306,14 +314,15 @@ async def shape_one(args: argparse.Namespace) -> None:
             for _ in range(args.runs):
                 part = frames[pos:pos + args.requests]
                 pos += len(part)
-                cpus.append(bench.run(part, False, sleep_us=args.sleep_us) / len(part))
+                cpus.append(bench.run(part, False, sleep_us=args.sleep_us,
+                                      per_read=args.per_read) / len(part))
             check_answer(bench.transport.last)
             report(bench, title, cpus, 1)
         if args.profile:
             part = frames[pos:pos + args.requests]
             profile(bench, part, False, len(part))
         elif args.callgrind:
-            instrumented(bench, frames[pos:pos + args.requests])
+            instrumented(bench, frames[pos:pos + args.requests], args.per_read)
     finally:
         await bench.stop()
 
@@ -336,7 +345,8 @@ def alternated(bench: Bench, args: argparse.Namespace, frames: list[bytes], pos:
                 connection_now.take_one_now = native[1] if take else None
                 part = frames[pos:pos + args.requests]
                 pos += len(part)
-                cpus[m].append(bench.run(part, False, sleep_us=args.sleep_us) / len(part))
+                cpus[m].append(bench.run(part, False, sleep_us=args.sleep_us,
+                                         per_read=args.per_read) / len(part))
     finally:
         connection_now.produce_one_now, connection_now.take_one_now = native
     check_answer(bench.transport.last)
@@ -350,7 +360,7 @@ def alternated(bench: Bench, args: argparse.Namespace, frames: list[bytes], pos:
     return pos
 
 
-def instrumented(bench: Bench, frames: list[bytes]) -> None:
+def instrumented(bench: Bench, frames: list[bytes], per_read: int) -> None:
     """``frames`` answered with callgrind's instrumentation on (this process under valgrind
     --tool=callgrind --instr-atstart=no)."""
     def toggle(state: str) -> None:
@@ -359,7 +369,7 @@ def instrumented(bench: Bench, frames: list[bytes]) -> None:
 
     toggle("on")
     try:
-        bench.run(frames, False)
+        bench.run(frames, False, per_read=per_read)
     finally:
         toggle("off")
     print(f"  instrumented: {len(frames):,} requests (callgrind's totals / {len(frames):,}: "
@@ -440,6 +450,10 @@ def main() -> None:
     ap.add_argument("--sleep-us", type=int, default=0,
                     help="`one` run cold: the loop's thread asleep this long before each "
                          "request, only the requests' own thread CPU counted (e.g. 200)")
+    ap.add_argument("--per-read", type=int, default=1,
+                    help="`one` only: this many whole frames in each read (as a loop that "
+                         "fell behind reads them), answered by the connection's general "
+                         "steps")
     ap.add_argument("--callgrind", action="store_true",
                     help="under valgrind --tool=callgrind --instr-atstart=no: one more run "
                          "of `one`, instrumented")

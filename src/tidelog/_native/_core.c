@@ -686,9 +686,9 @@ static PyMethodDef core_methods[] = {
      "new_timing, record_timing, LARGE_FRAME): what take_one_now calls and tests against "
      "(server/connection_now.py)."},
     {"take_one_now", (PyCFunction)(void (*)(void))tl_take_one_now, METH_FASTCALL,
-     "take_one_now(connection, data, end) -> False, None, True or (spec, header, request, "
-     "timing, result, error): a connection's one common Produce frame in one call "
-     "(server/connection_now.py)."},
+     "take_one_now(connection, data, end) -> where its frames end, None or (spec, header, "
+     "request, timing, result, error, end): the common Produce frames a read starts with, "
+     "answered in one call (server/connection_now.py)."},
     {"produce_response", (PyCFunction)(void (*)(void))tl_produce_response, METH_FASTCALL,
      "produce_response(correlation_id, version, topics, throttle_time_ms) -> bytes or None "
      "(what the twin would refuse): protocol/fast.py encode_produce_response_py."},

@@ -1,16 +1,17 @@
-/* A connection's one common Produce frame in one call, from the bytes read to the answer
- * written: server/connection_now.py ConnectionNow._take_one and _answer_one, its twin and
- * reference, step by step (connection_now.py binds it and says when it is called). It
- * reads and sets the connection's attributes they read and set, calls the same functions
- * (the decode, produce_one_now, the request metrics' record_timing) and the same methods
- * (the clock, the transport's write, the pause), in their order.
+/* A connection's whole common Produce frames at the start of a read in one call, from the
+ * bytes read to their answers written together: server/connection_now.py
+ * ConnectionNow._take_one and _answer, its twin and reference, step by step
+ * (connection_now.py binds it and says when it is called). It reads and sets the
+ * connection's attributes they read and set, calls the same functions (the decode,
+ * produce_one_now, the request metrics' record_timing) and the same methods (the clock, the
+ * transport's write or writelines, the pause), in their order.
  *
- * Returns False when the read is not one whole Produce frame with nothing else going on
- * (the connection's general steps then, as the twin's False); None when it declined before
- * changing anything (the twin runs: another handler, a version out of range, acks=0, a
- * frame the decode refuses, produce_one_now switched off); True once the answer is written;
- * or (spec, header, request, timing, result, error) once produce_one_now returned something
- * else than the answer's bytes or raised: ConnectionNow._one_rest goes on from there.
+ * Returns where the frames it answered end (0: none, the connection's general steps take
+ * the read from there, as from the twin's); None when it declined before doing anything
+ * (the twin runs: produce_one_now switched off, data of another type); or (spec, header,
+ * request, timing, result, error, end) once produce_one_now returned something else than a
+ * frame's answer or raised, the answers before it written: ConnectionNow._one_rest goes on
+ * from there, and the general steps from end.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,7 +27,8 @@
     X(_clock) X(last_active) X(broker) X(registry) X(get) X(handle_now) X(min_version)  \
     X(max_version) X(acks) X(state) X(_last_produce) X(queue) X(transport) X(write)     \
     X(complete_ns) X(by_key) X(stats_of) X(cells) X(requests) X(_reading_paused)        \
-    X(_writing_paused) X(_tasks) X(max_queued) X(_maybe_pause) X(abort) X(_send_failed)
+    X(_writing_paused) X(_tasks) X(max_queued) X(_maybe_pause) X(abort) X(_send_failed)   \
+    X(writelines)
 #define TN_ENUM(n) T_##n,
 #define TN_TEXT(n) #n,
 enum { TN_NAMES(TN_ENUM) T_COUNT };
@@ -63,10 +65,10 @@ call(PyObject *o, int name, PyObject *const *args, size_t n)
     return r;
 }
 
-/* _take_one's first tests, in its order: 1 one whole Produce frame with nothing else going on
- * (*writer set, a new reference), 0 not, -1 an error. */
+/* _take_one's first tests, in its order: 1 nothing else going on (*writer set, a new
+ * reference), 0 not, -1 an error. */
 static int
-frame_ok(PyObject *conn, const uint8_t *b, Py_ssize_t end, PyObject **writer)
+conn_ok(PyObject *conn, PyObject **writer)
 {
     static const int falsy[] = {T_closed, T_closed_for_auth, T__flush_scheduled, T_slots, T_buf};
     for (size_t i = 0; i < sizeof(falsy) / sizeof(falsy[0]); i++) {
@@ -74,15 +76,14 @@ frame_ok(PyObject *conn, const uint8_t *b, Py_ssize_t end, PyObject **writer)
         if (r != 0)
             return r < 0 ? -1 : 0;
     }
-    int r = is_none(conn, T__large);
-    if (r <= 0 || end < 12 || b[5] != 0 || b[4] != 0)
-        return r < 0 ? -1 : 0;
-    if ((r = is_none(conn, T_session)) <= 0 || (r = is_none(conn, T_faults)) <= 0)
-        return r;
-    long long size = (int32_t)tl_be(b, 4), max_frame;
-    if (size != end - 4 || size >= tn_large_frame || ah_ll(conn, &tn[T_max_frame], &max_frame) < 0)
-        return PyErr_Occurred() ? -1 : 0;
-    if (size > max_frame || (r = truth(conn, T__muted_until)) != 0)
+    static const int none[] = {T__large, T_session, T_faults};
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        int r = is_none(conn, none[i]);
+        if (r <= 0)
+            return r;
+    }
+    int r = truth(conn, T__muted_until);
+    if (r != 0)
         return r < 0 ? -1 : 0;
     if ((*writer = get(conn, T_writer)) == NULL)
         return -1;
@@ -93,10 +94,23 @@ frame_ok(PyObject *conn, const uint8_t *b, Py_ssize_t end, PyObject **writer)
     return 1;
 }
 
-/* The registry's spec for Produce (a new reference) when its handle_now is the one bound and
- * takes the version: 1, 0 not (the twin's), -1. */
+/* _whole_produce: the size of the whole Produce frame at b[pos:end] (not a large one), or
+ * -1. */
+static long long
+whole_produce(const uint8_t *b, Py_ssize_t pos, Py_ssize_t end, long long max_frame)
+{
+    if (end - pos < 12 || b[pos + 5] != 0 || b[pos + 4] != 0)
+        return -1;
+    long long size = (int32_t)tl_be(b + pos, 4);
+    if (size < 8 || pos + 4 + size > end || size >= tn_large_frame || size > max_frame)
+        return -1;
+    return size;
+}
+
+/* The registry's spec for Produce (a new reference) and its versions, when its handle_now
+ * is the one bound: 1, 0 not (the general steps'), -1. */
 static int
-spec_ok(PyObject *conn, long long version, PyObject **spec)
+spec_ok(PyObject *conn, PyObject **spec, long long *lo, long long *hi)
 {
     PyObject *broker = get(conn, T_broker), *registry = NULL, *zero = PyLong_FromLong(0);
     if (broker != NULL)
@@ -114,11 +128,10 @@ spec_ok(PyObject *conn, long long version, PyObject **spec)
         return -1;
     int r = now == tn_handle_now;
     Py_DECREF(now);
-    long long lo = 0, hi = -1;
-    if (r && (ah_ll(*spec, &tn[T_min_version], &lo) < 0 ||
-              ah_ll(*spec, &tn[T_max_version], &hi) < 0))
+    if (r && (ah_ll(*spec, &tn[T_min_version], lo) < 0 ||
+              ah_ll(*spec, &tn[T_max_version], hi) < 0))
         return -1;
-    return r && lo <= version && version <= hi;
+    return r;
 }
 
 /* The frame cut (its one copy) and decoded: (header, request) with acks other than 0 as a
@@ -152,9 +165,9 @@ decoded(const uint8_t *b, Py_ssize_t end, long long version)
     return hr;
 }
 
-/* _answer_one's metrics: each of Produce's stats given the timing's stages (0, -1). */
+/* _answer's metrics: each of Produce's stats given each timing's stages (0, -1). */
 static int
-record(PyObject *conn, PyObject *timing, long long sent_ns)
+record(PyObject *conn, PyObject *timings, long long sent_ns)
 {
     PyObject *metrics = get(conn, T_request_metrics), *stats = NULL, *zero = PyLong_FromLong(0);
     long long end_ns = perf_ns();
@@ -169,44 +182,45 @@ record(PyObject *conn, PyObject *timing, long long sent_ns)
         Py_XSETREF(stats, call(metrics, T_stats_of, &zero, 1));
         r = stats == NULL ? -1 : 1;
     }
-    PyObject *it = r < 0 ? NULL : PyObject_GetIter(stats), *s;
+    PyObject *seq = r < 0 ? NULL : PySequence_Fast(stats, "a request's stats");
     PyObject *sent = PyLong_FromLongLong(sent_ns), *end = PyLong_FromLongLong(end_ns);
-    r = it == NULL || sent == NULL || end == NULL ? -1 : 0;
-    while (r == 0 && (s = PyIter_Next(it)) != NULL) {
-        PyObject *cells = get(s, T_cells), *requests = get(s, T_requests);
-        PyObject *args[5] = {cells, requests, timing, sent, end}, *v = NULL;
-        if (cells != NULL && requests != NULL)
-            v = PyObject_Vectorcall(tn_record, args, 5, NULL);
-        r = v == NULL ? -1 : 0;
-        Py_XDECREF(v);
-        Py_XDECREF(cells);
-        Py_XDECREF(requests);
-        Py_DECREF(s);
+    r = seq == NULL || sent == NULL || end == NULL ? -1 : 0;
+    for (Py_ssize_t t = 0; r == 0 && t < PyList_GET_SIZE(timings); t++) {
+        PyObject *timing = PyList_GET_ITEM(timings, t);
+        for (Py_ssize_t i = 0; r == 0 && i < PySequence_Fast_GET_SIZE(seq); i++) {
+            PyObject *s = PySequence_Fast_GET_ITEM(seq, i);
+            PyObject *cells = get(s, T_cells), *requests = get(s, T_requests);
+            PyObject *args[5] = {cells, requests, timing, sent, end}, *v = NULL;
+            if (cells != NULL && requests != NULL)
+                v = PyObject_Vectorcall(tn_record, args, 5, NULL);
+            r = v == NULL ? -1 : 0;
+            Py_XDECREF(v);
+            Py_XDECREF(cells);
+            Py_XDECREF(requests);
+        }
     }
-    PyObject *owned[] = {metrics, by_key, stats, it, sent, end, zero};
+    PyObject *owned[] = {metrics, by_key, stats, seq, sent, end, zero};
     for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++)
         Py_XDECREF(owned[i]);
     return r < 0 || PyErr_Occurred() ? -1 : 0;
 }
 
-/* _answer_one's write: behind a queued file chunk, or the transport's; a failed one's
- * OSError the connection's _send_failed (0, -1). */
+/* _answer's write: behind a queued file chunk, or the transport's (write of one, writelines
+ * of several); a failed one's OSError the connection's _send_failed (0, -1). */
 static int
-write_answer(PyObject *conn, PyObject *writer, PyObject *answer)
+write_answers(PyObject *conn, PyObject *writer, PyObject *answers)
 {
     int q = truth(writer, T_queue);
     PyObject *v = NULL;
     if (q > 0) {
-        PyObject *one = PyList_New(1);
-        if (one != NULL) {
-            PyList_SET_ITEM(one, 0, Py_NewRef(answer));
-            v = call(writer, T_write, &one, 1);
-            Py_DECREF(one);
-        }
+        v = call(writer, T_write, &answers, 1);
         return v == NULL ? -1 : (Py_DECREF(v), 0);
     }
     PyObject *transport = q < 0 ? NULL : get(conn, T_transport);
-    v = transport == NULL ? NULL : call(transport, T_write, &answer, 1);
+    if (transport != NULL && PyList_GET_SIZE(answers) == 1)
+        v = call(transport, T_write, &PyList_GET_ITEM(answers, 0), 1);
+    else if (transport != NULL)
+        v = call(transport, T_writelines, &answers, 1);
     Py_XDECREF(transport);
     if (v != NULL || q < 0 || !PyErr_ExceptionMatches(PyExc_OSError))
         return v == NULL ? -1 : (Py_DECREF(v), 0);
@@ -226,7 +240,7 @@ write_answer(PyObject *conn, PyObject *writer, PyObject *answer)
     return v == NULL ? -1 : (Py_DECREF(v), 0);
 }
 
-/* _answer_one's end: the reads paused when the twin would pause them (0, -1). */
+/* _answer's end: the reads paused when the twin would pause them (0, -1). */
 static int
 maybe_pause(PyObject *conn, PyObject *writer)
 {
@@ -253,34 +267,25 @@ maybe_pause(PyObject *conn, PyObject *writer)
     return v == NULL ? -1 : (Py_DECREF(v), 0);
 }
 
-/* _answer_one: the answer written, the request's metrics, the pause: 0, -1. */
+/* _answer: the answers written, their requests' metrics, the pause: 0, -1. */
 static int
-answer_one(PyObject *conn, PyObject *answer, PyObject *timing, PyObject *writer)
+answer(PyObject *conn, PyObject *writer, PyObject *answers, PyObject *timings)
 {
     if (set(conn, T__last_produce, Py_None) < 0 || set(conn, T__flush_scheduled, Py_False) < 0)
         return -1;
     long long sent_ns = perf_ns();
-    if (ah_set_ll(timing, &tn[T_complete_ns], sent_ns) < 0 ||
-        write_answer(conn, writer, answer) < 0)
+    if (write_answers(conn, writer, answers) < 0)
         return -1;
     int closed = truth(conn, T_closed);
     if (closed != 0)
         return closed < 0 ? -1 : 0;
-    return record(conn, timing, sent_ns) < 0 ? -1 : maybe_pause(conn, writer);
+    return record(conn, timings, sent_ns) < 0 ? -1 : maybe_pause(conn, writer);
 }
 
-/* From the frame decoded on, as the twin: the connection active, its flush held, the
- * request's timing, produce_one_now's call, then the answer written or the rest handed back
- * (a new reference, NULL on an error). */
+/* The request's timing (new_timing(0, version, start, now, start)), or NULL. */
 static PyObject *
-produce(PyObject *conn, PyObject *spec, PyObject *hr, PyObject *produce_one, PyObject *writer,
-        long long version, long long start_ns)
+new_timing(long long version, long long start_ns)
 {
-    PyObject *now = call(conn, T__clock, NULL, 0);
-    int r = now == NULL ? -1 : set(conn, T_last_active, now);
-    Py_XDECREF(now);
-    if (r < 0 || set(conn, T__flush_scheduled, Py_True) < 0)
-        return NULL;
     PyObject *t[5] = {PyLong_FromLong(0), PyLong_FromLongLong(version),
                       PyLong_FromLongLong(start_ns), PyLong_FromLongLong(perf_ns()), NULL};
     t[4] = Py_XNewRef(t[2]);
@@ -288,45 +293,152 @@ produce(PyObject *conn, PyObject *spec, PyObject *hr, PyObject *produce_one, PyO
                                                                           NULL) : NULL;
     for (int i = 0; i < 5; i++)
         Py_XDECREF(t[i]);
-    if (timing == NULL)
-        return NULL;
-    PyObject *broker = get(conn, T_broker), *state = get(conn, T_state), *result = NULL;
-    PyObject *header = PyTuple_GET_ITEM(hr, 0), *request = PyTuple_GET_ITEM(hr, 1);
-    PyObject *args[4] = {broker, state, header, request}, *error = NULL, *out = NULL;
+    return timing;
+}
+
+/* produce_one_now's call for the decoded frame hr: *result its answer's bytes (1), or what it
+ * returned otherwise or raised in *result or *error (0), or -1. */
+static int
+produce(PyObject *conn, PyObject *hr, PyObject *produce_one, PyObject **result,
+        PyObject **error)
+{
+    PyObject *broker = get(conn, T_broker), *state = get(conn, T_state);
+    PyObject *args[4] = {broker, state, PyTuple_GET_ITEM(hr, 0), PyTuple_GET_ITEM(hr, 1)};
+    *result = *error = NULL;
     if (broker != NULL && state != NULL)
-        result = PyObject_Vectorcall(produce_one, args, 4, NULL);
+        *result = PyObject_Vectorcall(produce_one, args, 4, NULL);
     Py_XDECREF(broker);
     Py_XDECREF(state);
-    if (result == NULL) { /* (the handler's exception, as _take_one keeps it) */
-        if (broker == NULL || state == NULL ||
-            PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) ||
-            PyErr_ExceptionMatches(PyExc_SystemExit)) {
-            Py_DECREF(timing);
-            return NULL;
-        }
-        PyObject *type, *tb;
-        PyErr_Fetch(&type, &error, &tb);
-        PyErr_NormalizeException(&type, &error, &tb);
-        if (tb != NULL)
-            PyException_SetTraceback(error, tb);
-        Py_XDECREF(type);
-        Py_XDECREF(tb);
-    } else if (PyBytes_CheckExact(result) && (r = truth(conn, T_closed)) == 0) {
-        out = answer_one(conn, result, timing, writer) < 0 ? NULL : Py_NewRef(Py_True);
-        Py_DECREF(result);
-        Py_DECREF(timing);
-        return out;
+    if (*result != NULL) {
+        int closed = PyBytes_CheckExact(*result) ? truth(conn, T_closed) : 1;
+        return closed < 0 ? -1 : !closed;
     }
-    if (r >= 0)
-        out = PyTuple_Pack(6, spec, header, request, timing, result ? result : Py_None,
-                           error ? error : Py_None);
+    if (broker == NULL || state == NULL || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) ||
+        PyErr_ExceptionMatches(PyExc_SystemExit))
+        return -1;
+    PyObject *type, *tb; /* (the handler's exception, as _take_one keeps it) */
+    PyErr_Fetch(&type, error, &tb);
+    PyErr_NormalizeException(&type, error, &tb);
+    if (tb != NULL)
+        PyException_SetTraceback(*error, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return 0;
+}
+
+/* The loop's state: what it holds across frames. */
+typedef struct {
+    PyObject *conn, *data, *writer, *produce_one, *spec, *answers, *timings;
+    long long max_frame, lo, hi;
+} take_state;
+
+/* The read's bytes as they are now (a call may have run Python meanwhile), or NULL when
+ * they are no longer end long. */
+static const uint8_t *
+bytes_of(PyObject *data, Py_ssize_t end)
+{
+    if (PyByteArray_CheckExact(data) && end <= PyByteArray_GET_SIZE(data))
+        return (const uint8_t *)PyByteArray_AS_STRING(data);
+    if (PyBytes_CheckExact(data) && end <= PyBytes_GET_SIZE(data))
+        return (const uint8_t *)PyBytes_AS_STRING(data);
+    return NULL;
+}
+
+/* The first frame's steps: the connection active, the spec read: 1, 3 (not the bound
+ * handler's: declined, the twin's), -1. */
+static int
+first_frame(take_state *st)
+{
+    PyObject *now = call(st->conn, T__clock, NULL, 0);
+    int r = now == NULL ? -1 : set(st->conn, T_last_active, now);
+    Py_XDECREF(now);
+    r = r < 0 ? -1 : spec_ok(st->conn, &st->spec, &st->lo, &st->hi);
+    return r == 0 ? 3 : r;
+}
+
+/* One whole frame at b + pos of size bytes: 1 answered (its answer and timing kept), 0 not
+ * taken (the general steps from pos), 2 with *rest set (its tuple but for the end), 3 the
+ * first frame declined (nothing done: the twin's), -1. */
+static int
+take_frame(take_state *st, const uint8_t *b, Py_ssize_t pos, long long size, PyObject **rest)
+{
+    long long start_ns = perf_ns(), version = (int16_t)tl_be(b + pos + 6, 2);
+    int r = st->spec == NULL ? first_frame(st) : 1;
+    if (r != 1 || version < st->lo || version > st->hi)
+        return r == 1 ? 0 : r;
+    PyObject *hr = decoded(b + pos, (Py_ssize_t)size + 4, version), *timing = NULL;
+    if (hr == NULL || hr == Py_None) {
+        Py_XDECREF(hr);
+        return hr == NULL ? -1 : 0;
+    }
+    PyObject *result = NULL, *error = NULL;
+    if (set(st->conn, T__flush_scheduled, Py_True) < 0 ||
+        (timing = new_timing(version, start_ns)) == NULL)
+        r = -1;
+    else
+        r = produce(st->conn, hr, st->produce_one, &result, &error);
+    if (r > 0) {
+        r = ah_set_ll(timing, &tn[T_complete_ns], perf_ns()) < 0 ||
+            PyList_Append(st->answers, result) < 0 || PyList_Append(st->timings, timing) < 0
+            ? -1 : 1;
+    } else if (r == 0) {
+        *rest = PyTuple_Pack(6, st->spec, PyTuple_GET_ITEM(hr, 0), PyTuple_GET_ITEM(hr, 1),
+                             timing, result ? result : Py_None, error ? error : Py_None);
+        r = *rest == NULL ? -1 : 2;
+    }
     Py_XDECREF(result);
     Py_XDECREF(error);
-    Py_DECREF(timing);
+    Py_XDECREF(timing);
+    Py_DECREF(hr);
+    return r;
+}
+
+/* The loop over the read's whole frames from its start: where it ended (a new int), or the
+ * rest's tuple, or NULL. */
+static PyObject *
+take_frames(take_state *st, Py_ssize_t end)
+{
+    Py_ssize_t pos = 0;
+    long long size;
+    const uint8_t *b;
+    PyObject *rest = NULL;
+    int r = 1;
+    while ((b = bytes_of(st->data, end)) != NULL &&
+           (size = whole_produce(b, pos, end, st->max_frame)) >= 0) {
+        r = take_frame(st, b, pos, size, &rest);
+        if (r == 3)
+            return Py_NewRef(Py_None);
+        if (r <= 0)
+            break;
+        pos += 4 + (Py_ssize_t)size;
+        if (r == 2)
+            break;
+    }
+    if (r >= 0 && PyList_GET_SIZE(st->answers) > 0) {
+        r = answer(st->conn, st->writer, st->answers, st->timings) < 0 ? -1 : r;
+        if (r == 2 && set(st->conn, T__flush_scheduled, Py_True) < 0)
+            r = -1;
+    }
+    if (r < 0) {
+        Py_XDECREF(rest);
+        return NULL;
+    }
+    if (r != 2)
+        return PyLong_FromSsize_t(pos);
+    PyObject *at = PyLong_FromSsize_t(pos), *out = NULL;
+    if (at != NULL) {
+        out = PyTuple_New(7);
+        for (Py_ssize_t i = 0; out != NULL && i < 6; i++)
+            PyTuple_SET_ITEM(out, i, Py_NewRef(PyTuple_GET_ITEM(rest, i)));
+        if (out != NULL)
+            PyTuple_SET_ITEM(out, 6, Py_NewRef(at));
+        Py_DECREF(at);
+    }
+    Py_DECREF(rest);
     return out;
 }
 
-/* METH_FASTCALL: take_one_now(connection, data, end) -> False, None, True or the rest's
+/* METH_FASTCALL: take_one_now(connection, data, end) -> where it ended, None or the rest's
  * tuple, as the module's comment says. */
 PyObject *
 tl_take_one_now(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -339,36 +451,26 @@ tl_take_one_now(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                             "take_one_now(connection, data, end), once take_now_bind ran");
         return NULL;
     }
-    PyObject *conn = args[0], *data = args[1];
-    const uint8_t *b;
-    if (PyByteArray_CheckExact(data) && end <= PyByteArray_GET_SIZE(data))
-        b = (const uint8_t *)PyByteArray_AS_STRING(data);
-    else if (PyBytes_CheckExact(data) && end <= PyBytes_GET_SIZE(data))
-        b = (const uint8_t *)PyBytes_AS_STRING(data);
-    else
+    take_state st = {.conn = args[0], .data = args[1]};
+    if (bytes_of(st.data, end) == NULL)
         return Py_NewRef(Py_None); /* (the twin's) */
-    PyObject *writer = NULL, *spec = NULL, *hr = NULL, *out = NULL;
-    int r = frame_ok(conn, b, end, &writer);
-    if (r <= 0)
-        return r < 0 ? NULL : Py_NewRef(Py_False);
-    long long start_ns = perf_ns(), version = (int16_t)tl_be(b + 6, 2);
     PyObject *produce_one = PyDict_GetItemWithError(tn_globals, tn_produce_name);
     if (produce_one == NULL || produce_one == Py_None)
-        r = PyErr_Occurred() ? -1 : 0;
-    else
-        r = spec_ok(conn, version, &spec);
-    if (r > 0) {
-        Py_INCREF(produce_one); /* (borrowed from the module's dict, which a call may change) */
-        hr = decoded(b, end, version);
-        out = hr == NULL || hr == Py_None ? Py_XNewRef(hr)
-              : produce(conn, spec, hr, produce_one, writer, version, start_ns);
-        Py_DECREF(produce_one);
-    } else if (r == 0) {
-        out = Py_NewRef(Py_None);
-    }
-    Py_XDECREF(hr);
-    Py_XDECREF(spec);
-    Py_DECREF(writer);
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    int r = conn_ok(st.conn, &st.writer);
+    if (r <= 0)
+        return r < 0 ? NULL : PyLong_FromLong(0);
+    PyObject *out = NULL;
+    st.produce_one = Py_NewRef(produce_one); /* (borrowed from the module's dict, which a
+                                                call may change) */
+    st.answers = PyList_New(0);
+    st.timings = PyList_New(0);
+    if (st.answers != NULL && st.timings != NULL &&
+        ah_ll(st.conn, &tn[T_max_frame], &st.max_frame) == 0)
+        out = take_frames(&st, end);
+    PyObject *owned[] = {st.writer, st.produce_one, st.spec, st.answers, st.timings};
+    for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++)
+        Py_XDECREF(owned[i]);
     return out;
 }
 

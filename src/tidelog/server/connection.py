@@ -184,16 +184,18 @@ class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtoco
             self._take(b"", 0)
         else:
             self._after_large = False
-            if not self._take_one(self._read_buffer, nbytes):  # (connection_now.py)
-                self._take(self._read_buffer, nbytes)
+            pos = self._take_one(self._read_buffer, nbytes)  # (connection_now.py)
+            if pos < nbytes:
+                self._take(self._read_buffer, nbytes, pos)
 
     def data_received(self, data: bytes) -> None:
         """Bytes read elsewhere (and the ones held while muted): as if received."""
-        if not self._take_one(data, len(data)):
-            self._take(data, len(data))
+        pos = self._take_one(data, len(data))
+        if pos < len(data) or not data:
+            self._take(data, len(data), pos)
 
-    def _take(self, data: bytes | bytearray, end: int) -> None:
-        """Frame and dispatch ``data[:end]``; ``data`` may be the shared read buffer, of
+    def _take(self, data: bytes | bytearray, end: int, start: int = 0) -> None:
+        """Frame and dispatch ``data[start:end]``; ``data`` may be the shared read buffer, of
         which nothing is kept past this call. What completes meanwhile goes out with one
         flush at the end (which pauses or resumes reading as needed)."""
         if self.closed or self.closed_for_auth:
@@ -204,17 +206,18 @@ class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtoco
             clock = self._clock  # (an attribute called as a method is a generic lookup)
             self.last_active = clock()
             buf: bytes | bytearray = data  # (nothing held over: frames cut straight from it)
+            pos = start
             if self._large is not None or self.buf:
-                held = self._held(data, end)
+                held = self._held(data, start, end)
                 if held is None:
                     return
                 buf, end = held
-            pos = 0
+                pos = 0
             while end - pos >= 4:
                 (size,) = _I32.unpack_from(buf, pos)
                 if size < 0 or size > (self.max_frame if self.session is None else
                                        self._frame_cap()):
-                    self.close(self._oversize_reason(size, pos, bytes(buf[pos : pos + 4])))
+                    self._refuse(self._oversize_reason(size, pos, bytes(buf[pos : pos + 4])))
                     return
                 if self._muted_until:  # a quota throttle: later requests wait until it ends
                     break
@@ -254,14 +257,15 @@ class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtoco
         elif pos:
             del self.buf[:pos]
 
-    def _held(self, data: bytes | bytearray, end: int) -> tuple[bytearray, int] | None:
+    def _held(self, data: bytes | bytearray, start: int,
+              end: int) -> tuple[bytearray, int] | None:
         """``_take``'s bytes while a large frame arrives or bytes are held over: the large
         frame fed (and dispatched once whole), what follows added to the bytes held; those
         to frame, or None (nothing to frame now)."""
         rest: memoryview | None = None
         if self._large is not None:
             with memoryview(data) as mv:
-                rest = self._large.feed(mv[:end])
+                rest = self._large.feed(mv[start:end])
             if rest is None:
                 return None  # the large frame is still arriving
             large, self._large = self._large.frame(), None
@@ -270,7 +274,7 @@ class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtoco
             del large  # the decoded request holds what it needs: free the frame now
         if rest is None:
             with memoryview(data) as mv:
-                self.buf += mv[:end]
+                self.buf += mv[start:end]
         else:
             self.buf += rest
         return self.buf, len(self.buf)
@@ -322,7 +326,7 @@ class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtoco
             else:
                 header, request = _decode(frame, key, version)
         except InvalidRequestError as exc:
-            self.close(f"invalid request: {exc}")
+            self._refuse(f"invalid request: {exc}")
             return False
         return self._start(spec, header, request, start_ns)
 
@@ -330,6 +334,10 @@ class KafkaConnection(ConnectionNow, ConnectionOutcomes, asyncio.BufferedProtoco
         """A decoded request's context, timing and answer slot made, its handler started."""
         key = header.api_key
         session = self.session
+        if key == PRODUCE_KEY and session is None and self.faults is None:
+            placed = self._produce_placed(spec, header, request, start_ns)  # (connection_now)
+            if placed is not None:
+                return placed
         principal = session.principal if session is not None and session.principal else (
             self.principal
         )

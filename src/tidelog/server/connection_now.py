@@ -1,24 +1,33 @@
-"""A connection's common request in one call: one complete Produce frame read, its handler's
-``handle_now`` answering on return, its pre-encoded answer written at once.
+"""A connection's common requests in one call: the whole Produce frames a read starts with,
+each answered on return by the native produce, their pre-encoded answers written together.
 
 ``ConnectionNow`` is a mixin of ``KafkaConnection`` (connection.py). ``_take_one`` stands for
-``_take`` → ``_dispatch`` → ``_spawn`` → ``_flush`` when a read holds exactly one Produce
-frame and nothing else is going on (no answer queued, no bytes held over, no large frame
+``_take`` → ``_dispatch`` → ``_spawn`` → ``_flush`` for the Produce frames at the start of a
+read when nothing else is going on (no answer queued, no bytes held over, no large frame
 arriving, no SASL session, no fault plan, no quota mute, request metrics on): the same
-handler calls, the same answer bytes, the same request metrics. It declines, before it has
-done anything, whatever is not that case, and hands anything uncommon it meets once the frame
-is cut (a version out of range, acks=0, a handler that waits, declines, raises or asks for a
-throttle or a close) to the general steps, which answer it as they would have. Before
-``handle_now`` the common Produce goes to the native ``produce_one_now`` (produce_one.py),
-which answers it in one call or declines it, nothing done, to ``handle_now``.
+handler calls, the same answer bytes (one write for the read, as ``_flush``'s), the same
+request metrics. It takes nothing when that is not the case, stops at the first frame that
+is not a whole Produce (another request, one still arriving, a version out of range, acks=0,
+a frame the decode refuses) and leaves the read from there to the general steps; a frame
+whose handler waits, declines, raises or asks for a throttle or a close is answered by
+``_one_rest`` (after the answers before it are written), and the frames after it by the
+general steps. Before ``handle_now`` each Produce goes to the native ``produce_one_now``
+(produce_one.py), which answers it in one call or declines it, nothing done, to
+``handle_now``; ``_start`` sends a Produce the general steps decoded there too
+(``_produce_placed``: its answer into its slot).
+
+Why several frames a read: a loop that falls behind its clients reads several at once, and a
+busy machine makes it fall behind; 7-46% of the Produce frames of a live broker at 1,000
+partitions came so (bench/path_probe, docs/operations.md, sitting H).
 
 With the native core, ``take_one_now`` (_native/take_now.c) does ``_take_one``'s steps and
-``_answer_one``'s in one call, these two methods its twin: the same tests in the same order,
-the same attributes set, the same calls (the decode, ``produce_one_now``, the clock, the
-transport's write, the request metrics, the pause). It returns what ``_take_one`` would, or
-None having done nothing (the twin then runs), or the tuple ``_one_rest`` goes on from once
-``produce_one_now`` returned no answer's bytes. Why: the Python around the native produce
-was some 40% of a common request's instructions (docs/operations.md, sitting H).
+``_answer``'s in one call, these two methods its twin: the same tests in the same order, the
+same attributes set, the same calls (the decode, ``produce_one_now``, the clock, the
+transport's write or writelines, the request metrics, the pause). It returns what
+``_take_one`` would, or None having done nothing (the twin then runs), or the tuple
+``_one_rest`` goes on from once ``produce_one_now`` returned no answer's bytes. Why: the
+Python around the native produce was some 40% of a common request's instructions
+(docs/operations.md, sitting H).
 """
 
 from __future__ import annotations
@@ -52,7 +61,7 @@ if TYPE_CHECKING:
     from .faults import FaultPlan
     from .security.session import ListenerSecurity, SaslSession
 
-_SIZE_KEY_VERSION = struct.Struct(">ihh")  # a frame's size, its api key and version
+_SIZE = struct.Struct(">i")  # a frame's size
 PRODUCE_KEY = 0
 _perf_ns = time.perf_counter_ns
 _new_context = slotted_maker(RequestContext)
@@ -104,12 +113,6 @@ class ConnectionNow:
                   error: BaseException | None) -> None:
         raise NotImplementedError  # the connection's
 
-    def _dispatch(self, frame: bytes | memoryview) -> bool:
-        raise NotImplementedError  # the connection's
-
-    def _start(self, spec: HandlerSpec, header: Any, request: Any, start_ns: int) -> bool:
-        raise NotImplementedError  # the connection's
-
     def _begin(self, slot: Slot | None, request: Any, ctx: RequestContext,
                coro: Awaitable[Any], timing: RequestTiming | None) -> None:
         raise NotImplementedError  # the connection's
@@ -145,55 +148,72 @@ class ConnectionNow:
         # future or a task
         self._begin(slot, request, ctx, handle(ctx, request), timing)
 
-    def _take_one(self, data: bytes | bytearray, end: int) -> bool:
-        """``data[:end]``, one whole Produce frame, framed, dispatched and answered; False
-        (nothing done: ``_take``'s then) when it is not exactly one frame or something else
-        waits (an answer queued, bytes held, a mute, a session...)."""
-        if take_one_now is not None:  # (the native call: True, False or its rest; None
+    def _take_one(self, data: bytes | bytearray, end: int) -> int:
+        """The whole Produce frames ``data[:end]`` starts with, while nothing else goes on
+        (no answer queued, no bytes held, no mute, no session...), decoded and answered,
+        their answers written together; where the frames it took end (0: none; the
+        general steps, ``_take``, take the read from there)."""
+        if take_one_now is not None:  # (the native call: where it ended, or its rest; None
             done = take_one_now(self, data, end)  # when it declined, nothing done)
             if done is not None:
-                return done if type(done) is bool else self._one_rest(*done)
+                if type(done) is int:
+                    return done
+                self._one_rest(*done[:6])
+                return done[6]  # type: ignore[no-any-return]
         if self.closed or self.closed_for_auth or self._flush_scheduled or self.slots or \
-                self.buf or self._large is not None or end < 12 or data[5] != PRODUCE_KEY or \
-                data[4] != 0 or self.session is not None or self.faults is not None:
-            return False
-        size, _, version = _SIZE_KEY_VERSION.unpack_from(data, 0)
-        writer = self.writer
-        if size != end - 4 or size >= LARGE_FRAME or size > self.max_frame or \
-                self._muted_until or writer is None or self.request_metrics is None:
-            return False
-        start_ns = _perf_ns()
-        clock = self._clock  # (an attribute called as a method is a generic lookup)
-        self.last_active = clock()
-        piece = data[4:end]  # a bytearray's slice is a bytearray: the one copy out of it
-        frame = memoryview(piece if type(piece) is bytearray else bytearray(piece))
-        get_spec = self.broker.registry.get  # (the dict's own get, an attribute: as _clock)
-        spec = get_spec(0)
-        now = spec.handle_now if spec is not None else None
-        if now is None or not spec.min_version <= version <= spec.max_version:  # type: ignore[union-attr]
-            return self._general(frame, None, None, start_ns)
-        try:
-            header, request = decode_produce_in_place(frame, version)
-        except InvalidRequestError as exc:
-            self.close(f"invalid request: {exc}")
-            return True
-        if request.acks == 0:
-            return self._general(header, request, spec, start_ns)
-        self._flush_scheduled = True  # what the handler completes is flushed here
-        timing = _new_timing(0, version, start_ns, _perf_ns(), start_ns)
-        result = error = None
-        if now is handle_now and produce_one_now is not None:  # (produce_one.py)
+                self.buf or self._large is not None or self.session is not None or \
+                self.faults is not None or self._muted_until or self.writer is None or \
+                self.request_metrics is None:
+            return 0
+        answers: list[bytes] = []
+        timings: list[RequestTiming] = []
+        pos = 0
+        spec: HandlerSpec | None = None
+        while (size := _whole_produce(data, pos, end, self.max_frame)) >= 0:
+            start_ns = _perf_ns()
+            if spec is None:
+                clock = self._clock  # (an attribute called as a method is a generic lookup)
+                self.last_active = clock()
+                get_spec = self.broker.registry.get  # (the dict's own get, as _clock)
+                spec = get_spec(0)
+                if spec is None or spec.handle_now is None:
+                    break
+            version = data[pos + 6] << 8 | data[pos + 7]
+            if not spec.min_version <= version <= spec.max_version:
+                break
+            piece = data[pos + 4:pos + 4 + size]  # a bytearray's slice is a bytearray: the
+            frame = memoryview(piece if type(piece) is bytearray else bytearray(piece))  # copy
             try:
-                result = produce_one_now(self.broker, self.state, header, request)
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as exc:  # the handler's exception, as its task keeps it
-                error = exc
-            else:
-                if type(result) is bytes and not self.closed:
-                    _answer_one(self, result, timing, writer)
-                    return True
-        return self._one_rest(spec, header, request, timing, result, error)  # type: ignore[arg-type]
+                header, request = decode_produce_in_place(frame, version)
+            except InvalidRequestError:
+                break  # (the general steps decode it again and close the connection)
+            if request.acks == 0:
+                break
+            self._flush_scheduled = True  # what the handler completes is flushed here
+            timing = _new_timing(0, version, start_ns, _perf_ns(), start_ns)
+            pos += 4 + size
+            result = error = None
+            if produce_one_now is not None and spec.handle_now is handle_now:  # (produce_one)
+                try:
+                    result = produce_one_now(self.broker, self.state, header, request)
+                except (KeyboardInterrupt, SystemExit):
+                    raise
+                except BaseException as exc:  # the handler's exception, as its task keeps it
+                    error = exc
+                else:
+                    if type(result) is bytes and not self.closed:
+                        timing.complete_ns = _perf_ns()
+                        answers.append(result)
+                        timings.append(timing)
+                        continue
+            if answers:
+                _answer(self, answers, timings)
+                self._flush_scheduled = True
+            self._one_rest(spec, header, request, timing, result, error)
+            return pos
+        if answers:
+            _answer(self, answers, timings)
+        return pos
 
     def _one_rest(self, spec: HandlerSpec, header: Any, request: Any, timing: RequestTiming,
                   result: Any, error: BaseException | None) -> bool:
@@ -201,24 +221,53 @@ class ConnectionNow:
         None when it was not called): its context made, ``handle_now`` answering (the rest
         of an append made natively), then the answer written or given its slot."""
         ctx = self._context(header)
-        if error is None:
-            try:
-                if result is None:
-                    result = spec.handle_now(ctx, request)  # type: ignore[misc]
-                elif type(result) is tuple:  # appended, its end Python's
-                    result = answer_one_rest(ctx, request, result)
-            except (KeyboardInterrupt, SystemExit):
-                raise
-            except BaseException as exc:  # the handler's exception, as its task keeps it
-                error = exc
+        result, error = _now_rest(spec, ctx, request, result, error)
         if error is not None:
             self._placed(timing, request, ctx, spec.handle, None, error)
         elif type(result) is bytes and not self.closed and not ctx.throttle_ms and \
                 not ctx.close_reason:
-            _answer_one(self, result, timing, self.writer)  # type: ignore[arg-type]
+            timing.complete_ns = _perf_ns()
+            _answer(self, [result], [timing])
         else:
             self._placed(timing, request, ctx, spec.handle, result, None)
         return True
+
+    def _produce_placed(self, spec: HandlerSpec, header: Any, request: Any,
+                        start_ns: int) -> bool | None:
+        """``_start``'s Produce (one of several frames of a read, or one ``_take_one`` left
+        to the general steps) answered by ``produce_one_now`` into its slot, flushed with
+        the others; None, nothing done, when its handler is not the one that call stands
+        for (or acks=0): ``_start``'s steps then. What it returns: as ``_start``."""
+        produce = produce_one_now
+        if produce is None or spec.handle_now is not handle_now or request.acks == 0:
+            return None
+        timing = _new_timing(0, header.api_version, start_ns, start_ns, start_ns) \
+            if self.request_metrics else None
+        slot = _new_slot(timing)
+        self.slots.append(slot)
+        if timing is not None:
+            timing.dequeue_ns = _perf_ns()
+        result = error = None
+        try:
+            result = produce(self.broker, self.state, header, request)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # the handler's exception, as its task keeps it
+            error = exc
+        else:
+            if type(result) is bytes and not self.closed:  # (``_now_ended``'s first case)
+                self._last_produce = None
+                if timing is not None:
+                    timing.complete_ns = _perf_ns()
+                slot.data = result
+                if not self._flush_scheduled:
+                    self._flush_scheduled = True
+                    asyncio.get_running_loop().call_soon(self._flush)
+                return True
+        ctx = self._context(header)
+        result, error = _now_rest(spec, ctx, request, result, error)
+        self._outcome(slot, timing, request, ctx, spec.handle, result, error)
+        return not self.closed
 
     def _context(self, header: Any) -> RequestContext:
         """A request's context on this connection."""
@@ -227,20 +276,6 @@ class ConnectionNow:
                             self.principal, listener.name, listener.protocol, 0, None,
                             self.state)
 
-    def _general(self, frame: Any, request: Any, spec: HandlerSpec | None,
-                 start_ns: int) -> bool:
-        """The frame ``_take_one`` cut, to ``_take``'s steps: dispatched (``request`` None) or,
-        decoded (``frame`` its header then), started; then flushed."""
-        self._flush_scheduled = True
-        try:
-            if request is None:
-                self._dispatch(frame)
-            else:
-                self._start(spec, frame, request, start_ns)  # type: ignore[arg-type]
-        finally:
-            self._flush()
-        return True
-
     def _placed(self, timing: RequestTiming, request: Any, ctx: RequestContext,
                 handle: Handler, result: Any, error: BaseException | None) -> None:
         """``_take_one``'s request given its answer slot (no answer was queued before it) and
@@ -248,47 +283,89 @@ class ConnectionNow:
         slot = _new_slot(timing)
         self.slots.append(slot)
         try:
-            if type(result) is CoroutineType:  # its appends made: what they wait for
-                self._begin(slot, request, ctx, result, timing)
-            elif result is NOT_NOW:
-                self._start_handler(slot, request, ctx, handle, timing)
-            else:
-                self._now_ended(slot, request, ctx, timing, result, error)
+            self._outcome(slot, timing, request, ctx, handle, result, error)
         finally:
             self._flush()
 
-    def _answer_one(self, answer: bytes, timing: RequestTiming, writer: ResponseWriter) -> None:
-        """``_take_one``'s pre-encoded answer written (``_flush``'s first case, no slot)."""
+    def _outcome(self, slot: Slot, timing: RequestTiming | None, request: Any,
+                 ctx: RequestContext, handle: Handler, result: Any,
+                 error: BaseException | None) -> None:
+        """A Produce's slot given what its ``handle_now`` returned or raised: its coroutine
+        run, its handler started (it would not answer now), or its answer (``_spawn``'s)."""
+        if type(result) is CoroutineType:  # its appends made: what they wait for
+            self._begin(slot, request, ctx, result, timing)
+        elif result is NOT_NOW:
+            self._start_handler(slot, request, ctx, handle, timing)
+        else:
+            self._now_ended(slot, request, ctx, timing, result, error)
+
+    def _answer(self, answers: list[bytes], timings: list[RequestTiming]) -> None:
+        """``_take_one``'s pre-encoded answers written in one write (``_flush``'s first
+        case when one, no slot): behind a file chunk that waits, else to the transport; then
+        their request metrics and the pause."""
         self._last_produce = None
         self._flush_scheduled = False
-        sent_ns = timing.complete_ns = _perf_ns()
-        if writer.queue:  # behind a file chunk that waits
-            writer.write([answer])
+        writer = self.writer
+        sent_ns = _perf_ns()
+        if writer.queue:  # type: ignore[union-attr]  # behind a file chunk that waits
+            writer.write(answers)  # type: ignore[union-attr]
         else:
             try:
-                self.transport.write(answer)  # type: ignore[union-attr]
+                if len(answers) == 1:
+                    self.transport.write(answers[0])  # type: ignore[union-attr]
+                else:
+                    self.transport.writelines(answers)  # type: ignore[union-attr]
             except OSError as exc:
-                writer.abort()
+                writer.abort()  # type: ignore[union-attr]
                 self._send_failed(exc)
         if self.closed:
             return
-        metrics = self.request_metrics  # (``record_sent_one`` inline: no call of its own)
+        metrics = self.request_metrics  # (``record_sent``'s steps inline: no call of its own)
         end_ns = _perf_ns()
-        for s in metrics.by_key.get(0) or metrics.stats_of(0):  # type: ignore[union-attr]
-            _record_timing(s.cells, s.requests, timing, sent_ns, end_ns)
+        stats = metrics.by_key.get(0) or metrics.stats_of(0)  # type: ignore[union-attr]
+        for timing in timings:
+            for s in stats:
+                _record_timing(s.cells, s.requests, timing, sent_ns, end_ns)
         if self._reading_paused or self._writing_paused or self._muted_until or \
-                writer.queue or len(self.slots) + len(self._tasks) >= self.max_queued:
+                writer.queue or len(self.slots) + len(self._tasks) >= self.max_queued:  # type: ignore[union-attr]
             self._maybe_pause()
+
+
+def _whole_produce(data: bytes | bytearray, pos: int, end: int, max_frame: int) -> int:
+    """The size of the whole Produce frame at ``data[pos:end]`` (not a large one), or -1."""
+    if end - pos < 12 or data[pos + 5] != PRODUCE_KEY or data[pos + 4] != 0:
+        return -1
+    (size,) = _SIZE.unpack_from(data, pos)
+    if size < 8 or pos + 4 + size > end or size >= LARGE_FRAME or size > max_frame:
+        return -1
+    return size  # type: ignore[no-any-return]
+
+
+def _now_rest(spec: HandlerSpec, ctx: RequestContext, request: Any, result: Any,
+              error: BaseException | None) -> tuple[Any, BaseException | None]:
+    """What ``produce_one_now`` left (None: declined; a tuple: appended, its end Python's)
+    taken on by ``handle_now`` or ``answer_one_rest``: their result, or what they raised."""
+    if error is None:
+        try:
+            if result is None:
+                result = spec.handle_now(ctx, request)  # type: ignore[misc]
+            elif type(result) is tuple:
+                result = answer_one_rest(ctx, request, result)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # the handler's exception, as its task keeps it
+            error = exc
+    return result, error
 
 
 # (called through the function: a method looked up on the connection, whose attributes are
 # too many for its dict to share its keys, is a generic lookup each time)
-_answer_one = ConnectionNow._answer_one
+_answer = ConnectionNow._answer
 
 
 TAKE_ONE_ENV = "TIDELOG_TAKE_ONE"
 
-# ``_take_one`` and ``_answer_one`` in one native call (_native/take_now.c; these two are its
+# ``_take_one`` and ``_answer`` in one native call (_native/take_now.c; these two are its
 # twin): None when the native produce is not (produce_one.py) or ``TIDELOG_TAKE_ONE`` is 0.
 # It calls this module's ``produce_one_now`` as it is at the call, as ``_take_one`` does.
 take_one_now: Callable[[Any, Any, int], Any] | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ class ConnectionOutcomes:
     closed: bool
     closed_for_auth: bool
     buf: bytearray
+    slots: deque[Slot]
     _tasks: set[asyncio.Future[Any]]
     _closing: asyncio.Future[None] | None
     _muted_until: float
@@ -76,9 +78,17 @@ class ConnectionOutcomes:
             log.exception("no error response for API %d v%d", header.api_key, header.api_version)
             fallback = None
         if slot is None or fallback is None:
-            self.close("handler error")
+            self._refuse("handler error")
         else:
             self._complete(slot, header.correlation_id, fallback)
+
+    def _refuse(self, reason: str) -> None:
+        """A request that closes the connection: the answers of the requests before it that
+        are ready written first (Kafka, reading a connection's requests one at a time, has
+        sent those), then the close."""
+        if self.slots:
+            self._flush()
+        self.close(reason)
 
     def _close_after_answer(self, reason: str, delay_ms: int) -> None:
         """Flush the answer just completed, then close (at once, or after ``delay_ms``)."""
