@@ -376,6 +376,36 @@ def test_frames_before_another_request_and_a_cut_one_are_taken_up_to_it() -> Non
     _run(steps)
 
 
+def test_produce_frames_the_general_steps_decode_are_answered_natively(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Behind another request the general steps decode the Produce frames; each is answered
+    by the native produce into its slot (``_produce_placed``) as ``handle_now`` answers it
+    when the native produce is off: the same answers in the same write, logs and metrics."""
+    calls: list[int] = []
+
+    def counting(*args: Any) -> Any:
+        calls.append(1)
+        return PRODUCE(*args)  # type: ignore[misc]
+
+    read = request_frame(18, 0, 600) + b"".join(
+        _produce(601 + i, {i % 2: produce_batch(n=i + 1)}, acks=(1, -1)[i % 2])
+        for i in range(4))
+
+    async def steps(native: Rig, twin: Rig, outcomes: Outcomes) -> None:
+        await _warm(native, twin)
+        for rig, produce in ((native, counting), (twin, None)):
+            monkeypatch.setattr(connection_now, "produce_one_now", produce)
+            rig.feed(read)
+            monkeypatch.setattr(connection_now, "produce_one_now", PRODUCE)
+        await _both(native, twin, b"")
+        assert native.transport.writes[-1] == 5
+        assert native.logs() == twin.logs()
+        assert native.metrics() == twin.metrics()
+
+    assert _run(steps).kinds()[-2:] == ["general", "general"]
+    assert len(calls) == 4
+
+
 def test_a_failed_write_of_several_answers_closes_both_after_the_appends() -> None:
     async def steps(native: Rig, twin: Rig, outcomes: Outcomes) -> None:
         await _warm(native, twin)
