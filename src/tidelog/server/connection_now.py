@@ -179,33 +179,23 @@ class ConnectionNow:
                 if spec is None or spec.handle_now is None:
                     break
             version = data[pos + 6] << 8 | data[pos + 7]
-            if not spec.min_version <= version <= spec.max_version:
+            hr = _decoded(data, pos, size, version) \
+                if spec.min_version <= version <= spec.max_version else None
+            if hr is None:  # (the general steps' then: they close on a refused frame)
                 break
-            piece = data[pos + 4:pos + 4 + size]  # a bytearray's slice is a bytearray: the
-            frame = memoryview(piece if type(piece) is bytearray else bytearray(piece))  # copy
-            try:
-                header, request = decode_produce_in_place(frame, version)
-            except InvalidRequestError:
-                break  # (the general steps decode it again and close the connection)
-            if request.acks == 0:
-                break
+            header, request = hr
             self._flush_scheduled = True  # what the handler completes is flushed here
             timing = _new_timing(0, version, start_ns, _perf_ns(), start_ns)
             pos += 4 + size
-            result = error = None
+            result: Any = None
+            error: BaseException | None = None
             if produce_one_now is not None and spec.handle_now is handle_now:  # (produce_one)
-                try:
-                    result = produce_one_now(self.broker, self.state, header, request)
-                except (KeyboardInterrupt, SystemExit):
-                    raise
-                except BaseException as exc:  # the handler's exception, as its task keeps it
-                    error = exc
-                else:
-                    if type(result) is bytes and not self.closed:
-                        timing.complete_ns = _perf_ns()
-                        answers.append(result)
-                        timings.append(timing)
-                        continue
+                result, error = _produce(self, header, request)
+                if type(result) is bytes and not self.closed:
+                    timing.complete_ns = _perf_ns()
+                    answers.append(result)
+                    timings.append(timing)
+                    continue
             if answers:
                 _answer(self, answers, timings)
                 self._flush_scheduled = True
@@ -238,8 +228,7 @@ class ConnectionNow:
         to the general steps) answered by ``produce_one_now`` into its slot, flushed with
         the others; None, nothing done, when its handler is not the one that call stands
         for (or acks=0): ``_start``'s steps then. What it returns: as ``_start``."""
-        produce = produce_one_now
-        if produce is None or spec.handle_now is not handle_now or request.acks == 0:
+        if produce_one_now is None or spec.handle_now is not handle_now or request.acks == 0:
             return None
         timing = _new_timing(0, header.api_version, start_ns, start_ns, start_ns) \
             if self.request_metrics else None
@@ -247,23 +236,16 @@ class ConnectionNow:
         self.slots.append(slot)
         if timing is not None:
             timing.dequeue_ns = _perf_ns()
-        result = error = None
-        try:
-            result = produce(self.broker, self.state, header, request)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except BaseException as exc:  # the handler's exception, as its task keeps it
-            error = exc
-        else:
-            if type(result) is bytes and not self.closed:  # (``_now_ended``'s first case)
-                self._last_produce = None
-                if timing is not None:
-                    timing.complete_ns = _perf_ns()
-                slot.data = result
-                if not self._flush_scheduled:
-                    self._flush_scheduled = True
-                    asyncio.get_running_loop().call_soon(self._flush)
-                return True
+        result, error = _produce(self, header, request)
+        if type(result) is bytes and not self.closed:  # (``_now_ended``'s first case)
+            self._last_produce = None
+            if timing is not None:
+                timing.complete_ns = _perf_ns()
+            slot.data = result
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush)
+            return True
         ctx = self._context(header)
         result, error = _now_rest(spec, ctx, request, result, error)
         self._outcome(slot, timing, request, ctx, spec.handle, result, error)
@@ -339,6 +321,31 @@ def _whole_produce(data: bytes | bytearray, pos: int, end: int, max_frame: int) 
     if size < 8 or pos + 4 + size > end or size >= LARGE_FRAME or size > max_frame:
         return -1
     return size  # type: ignore[no-any-return]
+
+
+def _decoded(data: bytes | bytearray, pos: int, size: int,
+             version: int) -> tuple[Any, Any] | None:
+    """The frame at ``data[pos:]`` cut (its one copy) and decoded: its header and request,
+    or None when the decode refuses it or it asks for no answer (acks=0)."""
+    piece = data[pos + 4:pos + 4 + size]  # a bytearray's slice is a bytearray: the one copy
+    frame = memoryview(piece if type(piece) is bytearray else bytearray(piece))
+    try:
+        header, request = decode_produce_in_place(frame, version)
+    except InvalidRequestError:
+        return None
+    return None if request.acks == 0 else (header, request)
+
+
+def _produce(conn: ConnectionNow, header: Any,
+             request: Any) -> tuple[Any, BaseException | None]:
+    """``produce_one_now``'s answer (or what else it returned), or the exception it raised,
+    as the handler's task keeps it."""
+    try:
+        return produce_one_now(conn.broker, conn.state, header, request), None  # type: ignore[misc]
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:
+        return None, exc
 
 
 def _now_rest(spec: HandlerSpec, ctx: RequestContext, request: Any, result: Any,
